@@ -1,0 +1,43 @@
+# shardrec_add_module(<name> SOURCES ... [DEPS ...] [PUBLIC_LIBS ...])
+# Each impl module is a static, position-independent library `shardrec_<name>`, so a module's
+# tests link only what the module may use (the dependency rules of DESIGN.md section 2).
+function(shardrec_add_module name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PUBLIC_LIBS" ${ARGN})
+  if(ARG_SOURCES)
+    add_library(shardrec_${name} STATIC ${ARG_SOURCES})
+    set(scope PUBLIC)
+  else()
+    add_library(shardrec_${name} INTERFACE)
+    set(scope INTERFACE)
+  endif()
+  target_include_directories(shardrec_${name} ${scope}
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/capi/include>
+    $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}>
+    $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/capi/include>)
+  foreach(dep IN LISTS ARG_DEPS)
+    target_link_libraries(shardrec_${name} ${scope} shardrec_${dep})
+  endforeach()
+  if(ARG_PUBLIC_LIBS)
+    target_link_libraries(shardrec_${name} ${scope} ${ARG_PUBLIC_LIBS})
+  endif()
+  if(ARG_SOURCES)
+    set_target_properties(shardrec_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON
+      CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
+    target_compile_options(shardrec_${name} PRIVATE ${SHARDREC_WARNINGS})
+  endif()
+endfunction()
+
+# shardrec_add_test(<name> SOURCES ... LIBS ... [LABELS ...] [TIMEOUT s])
+# One GoogleTest binary, registered with ctest under its own name.
+function(shardrec_add_test name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} shardrec_test_support GTest::gtest)
+  target_compile_options(${name} PRIVATE ${SHARDREC_WARNINGS})
+  add_test(NAME ${name} COMMAND ${name})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}")
+endfunction()

@@ -1,0 +1,10 @@
+// Shared gtest main: ignores SIGPIPE so a test whose peer dies cannot kill the test process.
+#include <csignal>
+
+#include <gtest/gtest.h>
+
+int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
