@@ -1,0 +1,89 @@
+// Fused sparse optimizers: configuration, state layout and the two-phase update shared by the
+// CPU kernels (and, later, the CUDA twins). Rows not in the batch are never touched.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "impl/core/dtype.h"
+#include "impl/core/status.h"
+
+namespace shardrec::optim {
+
+// Values mirror SHARDREC_OPTIMIZER_*.
+enum class OptimizerType : int32_t {
+  kSgd = 0,
+  kAdagrad = 1,
+  kRowWiseAdagrad = 2,
+  kAdam = 3,
+  kPartialRowWiseAdam = 4,
+  kLamb = 5,
+};
+
+// Values mirror SHARDREC_WEIGHT_DECAY_*.
+enum class WeightDecayMode : int32_t {
+  kNone = 0,
+  kL2 = 1,         // gradient += wd * w before the update rule
+  kDecoupled = 2,  // AdamW-style: w -= lr * wd * w, separate from the rule
+};
+
+struct OptimizerConfig {
+  OptimizerType type = OptimizerType::kSgd;
+  float learning_rate = 0.01f;
+  float eps = 1e-8f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float weight_decay = 0.0f;
+  WeightDecayMode weight_decay_mode = WeightDecayMode::kNone;
+};
+
+// Checks ranges (lr >= 0, eps > 0, betas in [0,1), known enums); the message names the field.
+Status ValidateConfig(const OptimizerConfig& config);
+
+// One optimizer state tensor of a shard: either one float per row (row_wise) or one float per
+// element (rows x cols). Always fp32, zero-initialised.
+struct StateSpec {
+  const char* name;  // "momentum1" (Adagrad sum / Adam exp_avg), "momentum2" (exp_avg_sq), ...
+  bool row_wise;
+};
+std::vector<StateSpec> StateSpecs(OptimizerType type);
+
+// Number of per-row partial statistics that must be summed over the *whole* row (across all
+// column shards of the row) between the two phases; 0 means Apply can run directly.
+int NumRowStats(OptimizerType type);
+
+// A local shard's parameters. weights: rows x cols, row stride `stride` elements, of `dtype`
+// (fp32 required; fp16/bf16 storage with fp32 math where supported). states: one pointer per
+// StateSpec, in StateSpecs order: row-wise states hold `rows` floats, element-wise states
+// rows x cols floats with row stride `cols`.
+struct ShardParams {
+  void* weights = nullptr;
+  DType dtype = DType::kFloat32;
+  int64_t rows = 0;
+  int32_t cols = 0;
+  int64_t stride = 0;
+  std::vector<float*> states;
+};
+
+// The rows to update: `rows[u]` is a local row index (sorted, unique) and `grads` holds
+// rows.size() x cols aggregated gradients (already scaled; duplicates already summed).
+struct RowUpdate {
+  std::span<const int64_t> rows;
+  const float* grads = nullptr;
+};
+
+// Phase 1 (only when NumRowStats(type) > 0): writes rows.size() x NumRowStats partial statistics
+// computed over this shard's columns. May advance element-wise moment states of these rows
+// (LAMB, partial row-wise Adam); Apply must then follow with the summed statistics.
+void PartialRowStats(const OptimizerConfig& config, int64_t step, ShardParams& shard,
+                     const RowUpdate& update, float* partial_stats);
+
+// Phase 2: applies the update to every row in `update`. `full_dim` is the table's full
+// embedding dim (for row means); `full_stats` holds the phase-1 statistics summed over every
+// column shard of the row (nullptr when NumRowStats == 0). `step` is the 1-based count of
+// optimizer steps taken by this collection (Adam/LAMB bias correction).
+void Apply(const OptimizerConfig& config, int64_t step, int32_t full_dim, ShardParams& shard,
+           const RowUpdate& update, const float* full_stats);
+
+}  // namespace shardrec::optim

@@ -1,0 +1,97 @@
+// Shared vocabulary of planner, embedding, replica and checkpoint: table and feature configs,
+// sharding types, shards and the Plan. Plain data; validation lives in plan_validate.cc.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "impl/core/dtype.h"
+#include "impl/core/status.h"
+
+namespace shardrec::sharding {
+
+// Values mirror the SHARDREC_SHARDING_* constants of the C API.
+enum class ShardingType : int32_t {
+  kDataParallel = 0,
+  kTableWise = 1,
+  kRowWise = 2,
+  kColumnWise = 3,
+  kTableRowWise = 4,
+  kTableColumnWise = 5,
+  kGrid = 6,
+};
+constexpr int kNumShardingTypes = 7;
+const char* ShardingTypeName(ShardingType t);  // "data_parallel", "table_wise", ...
+
+// Values mirror SHARDREC_POOLING_*.
+enum class PoolingType : int32_t { kSum = 0, kMean = 1, kNone = 2 };
+
+// Values mirror SHARDREC_INIT_*.
+struct InitConfig {
+  enum class Kind : int32_t {
+    kDefault = 0,  // uniform in [-sqrt(1/rows), +sqrt(1/rows)] (global row count)
+    kUniform = 1,  // uniform in [low, high)
+    kConstant = 2, // every element = low
+  };
+  Kind kind = Kind::kDefault;
+  float low = 0.0f;
+  float high = 0.0f;
+};
+
+struct TableConfig {
+  std::string name;
+  int64_t rows = 0;
+  int32_t dim = 0;
+  PoolingType pooling = PoolingType::kSum;
+  DType dtype = DType::kFloat32;  // storage type; math is always fp32
+  std::vector<int32_t> features;  // indices into Plan::features that read this table, in order
+  InitConfig init;
+};
+
+struct FeatureConfig {
+  std::string name;
+  // Planner hints (TorchRec's pooling factor): expected ids per bag.
+  float pooling_factor = 1.0f;
+};
+
+// A rectangular piece of a table placed on one rank (sharding-group-local rank).
+struct Shard {
+  int64_t row_offset = 0;
+  int64_t rows = 0;
+  int32_t col_offset = 0;
+  int32_t cols = 0;
+  int32_t rank = 0;
+};
+
+// How one table is split. Conventions by type:
+//  - kDataParallel: one full-table shard per rank, shards[r].rank == r for r in [0, world).
+//  - kTableWise: one full-table shard.
+//  - kRowWise: `world` shards in rank order, ceil-sized row blocks (5 rows on 4 ranks: 2,2,1,0);
+//    empty shards are kept (rows == 0).
+//  - kColumnWise / kTableColumnWise: full-height column blocks in column order, any ranks
+//    (several may share a rank; TWCW keeps them inside one node).
+//  - kTableRowWise: ceil-sized row blocks over the `local_world_size` ranks of one node.
+//  - kGrid: for each column block (column order), ceil-sized row blocks over the ranks of one
+//    node.
+// Every (row, column) of the table is covered by exactly one shard, except data-parallel where
+// every rank holds the whole table.
+struct TablePlan {
+  ShardingType type = ShardingType::kTableWise;
+  std::vector<Shard> shards;
+};
+
+// The plan for one sharding group of `world_size` ranks. Immutable once built; the same input
+// gives a byte-identical plan (and Hash()) on every rank.
+struct Plan {
+  int32_t world_size = 1;
+  int32_t local_world_size = 1;  // ranks per node (TWRW/TWCW/grid node size)
+  std::vector<FeatureConfig> features;  // KJT key order
+  std::vector<TableConfig> tables;      // table order
+  std::vector<TablePlan> table_plans;   // parallel to `tables`
+
+  // Stable 64-bit hash of everything above (used to check that ranks agree).
+  uint64_t Hash() const;
+};
+
+}  // namespace shardrec::sharding
