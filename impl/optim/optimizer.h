@@ -9,6 +9,10 @@
 #include "impl/core/dtype.h"
 #include "impl/core/status.h"
 
+namespace shardrec {
+class ThreadPool;
+}
+
 namespace shardrec::optim {
 
 // Values mirror SHARDREC_OPTIMIZER_*.
@@ -36,6 +40,11 @@ struct OptimizerConfig {
   float beta2 = 0.999f;
   float weight_decay = 0.0f;
   WeightDecayMode weight_decay_mode = WeightDecayMode::kNone;
+  // fp16/bf16 weights only: round the fp32 result stochastically instead of to nearest even.
+  // The random bits are a pure function of (seed, step, table_key, global row, global column),
+  // so results do not depend on the plan or the thread count.
+  bool stochastic_rounding = false;
+  uint64_t seed = 0;
 };
 
 // Checks ranges (lr >= 0, eps > 0, betas in [0,1), known enums); the message names the field.
@@ -64,7 +73,15 @@ struct ShardParams {
   int32_t cols = 0;
   int64_t stride = 0;
   std::vector<float*> states;
+  // Where this shard sits in its table (keys the stochastic-rounding bits only).
+  uint64_t table_key = 0;
+  int64_t row_offset = 0;
+  int32_t col_offset = 0;
 };
+
+// Checks a shard against the config: supported weight dtype (fp32, fp16, bf16), cols > 0,
+// stride >= cols, one non-null state pointer per StateSpec. The message names the field.
+Status ValidateShard(const OptimizerConfig& config, const ShardParams& shard);
 
 // The rows to update: `rows[u]` is a local row index (sorted, unique) and `grads` holds
 // rows.size() x cols aggregated gradients (already scaled; duplicates already summed).
@@ -85,5 +102,12 @@ void PartialRowStats(const OptimizerConfig& config, int64_t step, ShardParams& s
 // optimizer steps taken by this collection (Adam/LAMB bias correction).
 void Apply(const OptimizerConfig& config, int64_t step, int32_t full_dim, ShardParams& shard,
            const RowUpdate& update, const float* full_stats);
+
+// The same two phases spread over `pool` (nullptr = calling thread). Rows are independent, so
+// results are bit-identical for every thread count.
+void PartialRowStats(const OptimizerConfig& config, int64_t step, ShardParams& shard,
+                     const RowUpdate& update, float* partial_stats, ThreadPool* pool);
+void Apply(const OptimizerConfig& config, int64_t step, int32_t full_dim, ShardParams& shard,
+           const RowUpdate& update, const float* full_stats, ThreadPool* pool);
 
 }  // namespace shardrec::optim

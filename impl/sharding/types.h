@@ -23,6 +23,10 @@ enum class ShardingType : int32_t {
 };
 constexpr int kNumShardingTypes = 7;
 const char* ShardingTypeName(ShardingType t);  // "data_parallel", "table_wise", ...
+const char* ShardingTypeShortName(ShardingType t);  // "DP", "TW", "RW", "CW", "TWRW", "TWCW", "GRID"
+// Inverse of ShardingTypeName; false for an unknown name.
+bool ShardingTypeFromName(const std::string& name, ShardingType* out);
+constexpr bool IsValidShardingType(int32_t v) { return v >= 0 && v < kNumShardingTypes; }
 
 // Values mirror SHARDREC_POOLING_*.
 enum class PoolingType : int32_t { kSum = 0, kMean = 1, kNone = 2 };
@@ -93,5 +97,16 @@ struct Plan {
   // Stable 64-bit hash of everything above (used to check that ranks agree).
   uint64_t Hash() const;
 };
+
+// Checks a plan completely: configs (unique non-empty names, rows/dim > 0, feature indices valid,
+// each feature read by exactly one table), ranks in range, every element of every table covered
+// exactly once (data-parallel: once per rank), and the layout rules of each sharding type
+// (ceil row blocks, column order, node locality). The message names the table and the rule.
+// Memory fit is checked by the planner (planner/plan_check.h), which knows the topology.
+Status ValidatePlan(const Plan& plan);
+
+// The config part of ValidatePlan only (world sizes, features, tables); table_plans is ignored.
+// The planner runs it before it places anything.
+Status ValidatePlanConfigs(const Plan& plan);
 
 }  // namespace shardrec::sharding

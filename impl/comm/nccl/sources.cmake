@@ -1,1 +1,1 @@
-list(APPEND SHARDREC_COMM_SOURCES nccl/nccl_backend_stub.cc)
+list(APPEND SHARDREC_COMM_SOURCES nccl/nccl_bridge.cc)

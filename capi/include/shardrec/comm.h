@@ -1,0 +1,303 @@
+/**
+ * @file shardrec/comm.h
+ * @brief Communicators: how ranks meet (unique id, host store callbacks, or threads of one
+ *        process), sub-groups, failure handling, and the small collective set dense-side code
+ *        needs (all-reduce, broadcast, all-gather, barrier).
+ *
+ * Backends: Gloo over TCP for host memory (the CPU engine), NCCL for CUDA devices (loaded from
+ * the CUDA plugin on first use). SHARDREC_BACKEND_AUTO picks Gloo for host devices and NCCL for
+ * CUDA devices; SHARDREC_BACKEND_GLOO with a CUDA device stages GPU buffers through host memory.
+ *
+ * Failures: an operation that does not complete within its timeout returns SHARDREC_ETIMEOUT; a
+ * dead or failing peer SHARDREC_EREMOTE. Either poisons the communicator: every later call
+ * returns SHARDREC_EUSAGE naming the original error, and only shardrec_comm_abort() and
+ * shardrec_comm_destroy() remain meaningful. Nothing hangs forever and nothing raises a signal:
+ * on the first communicator creation, SIGPIPE is set to SIG_IGN process-wide if (and only if)
+ * the host left it at its default disposition, because a peer's death would otherwise
+ * terminate the process. A host that installed its own SIGPIPE handler keeps it.
+ *
+ * Thread-safety: one thread at a time per communicator; different communicators (including
+ * those produced by shardrec_comm_split) may be used concurrently from different threads.
+ * shardrec_comm_abort() may be called from any thread at any time.
+ */
+#ifndef SHARDREC_COMM_H_
+#define SHARDREC_COMM_H_
+
+#include "shardrec/common.h"
+
+SHARDREC_BEGIN_DECL
+
+/** Size in bytes of a unique id. */
+#define SHARDREC_UNIQUE_ID_BYTES 128
+
+/**
+ * Rendezvous token created by rank 0 and shipped to every rank by the host program (Spark
+ * broadcast, environment variable, file). Plain bytes: copy it freely. It encodes the address and
+ * port of a small TCP store hosted by the process that created it, plus a random session nonce.
+ */
+typedef struct shardrec_unique_id {
+  char internal[SHARDREC_UNIQUE_ID_BYTES]; /**< Opaque; do not interpret. */
+} shardrec_unique_id_t;
+
+/** Backends (shardrec_comm_options_t.backend). */
+#define SHARDREC_BACKEND_AUTO 0 /**< Gloo for host devices, NCCL for CUDA devices. */
+#define SHARDREC_BACKEND_GLOO 1 /**< CPU engine; CUDA buffers are staged through host memory. */
+#define SHARDREC_BACKEND_NCCL 2 /**< NCCL; needs a CUDA device and the CUDA plugin. */
+
+/** Reduction operators. AVG is the sum divided by the number of ranks (integer division for
+ *  integer types). */
+#define SHARDREC_REDUCE_SUM 0
+#define SHARDREC_REDUCE_AVG 1
+#define SHARDREC_REDUCE_MAX 2
+#define SHARDREC_REDUCE_MIN 3
+
+/** Current version of shardrec_comm_options_t. */
+#define SHARDREC_COMM_OPTIONS_VERSION 1
+
+/**
+ * Communicator options. Fill with SHARDREC_COMM_OPTIONS_INIT or shardrec_comm_options_init(),
+ * then set fields. Zero means "default" for every field.
+ */
+typedef struct shardrec_comm_options {
+  uint32_t version;         /**< SHARDREC_COMM_OPTIONS_VERSION. */
+  int64_t timeout_ms;       /**< Default per-operation timeout; 0 = 300000 (5 minutes). */
+  int32_t backend;          /**< SHARDREC_BACKEND_*; 0 = AUTO. */
+  int32_t device_type;      /**< shardrec_device_type_t of the buffers; 0 = host. */
+  int32_t device_index;     /**< CUDA device index when device_type is CUDA. */
+  /** Numeric IPv4/IPv6 address the CPU engine's sockets bind to; NULL or "" = the environment
+   *  variable SHARDREC_SOCKET_IFADDR, else the local address that routes to rank 0's store
+   *  (unique id), else 127.0.0.1. Copied during the call. */
+  const char* bind_address;
+} shardrec_comm_options_t;
+
+/** Static initialiser for C: all defaults. */
+#define SHARDREC_COMM_OPTIONS_INIT {SHARDREC_COMM_OPTIONS_VERSION, 0, SHARDREC_BACKEND_AUTO, 0, 0, NULL}
+
+/**
+ * Fills @p options with defaults for the given struct version (for bindings without macros).
+ * @param options [out] Options to fill; must not be NULL.
+ * @param version SHARDREC_COMM_OPTIONS_VERSION (or an older version).
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unknown version. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_comm_options_init(shardrec_comm_options_t* options,
+                                                          uint32_t version);
+
+/**
+ * Creates a unique id on rank 0 and starts the TCP store it names. The store lives in this
+ * process until the rank-0 communicator created from it (and every communicator split from
+ * that one) is destroyed; rank 0 must therefore call shardrec_comm_create() in this process.
+ * The advertised address is SHARDREC_SOCKET_IFADDR when set, else the source address of the
+ * default route, else 127.0.0.1.
+ * @param out [out] Receives the id; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EIO when no socket can be opened. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_comm_unique_id_create(shardrec_unique_id_t* out);
+
+/**
+ * Collective: every rank of the world calls this with the same id and world size and a
+ * distinct rank. Blocks until all ranks have joined or the timeout expires.
+ * Destroying rank 0's communicator waits (up to its timeout) for the other ranks to disconnect
+ * from the store, so destroy rank 0 last when one thread owns several ranks.
+ * @param out        [out] Receives the new handle (caller owns; shardrec_comm_destroy()).
+ * @param id         [in] Id from shardrec_comm_unique_id_create(); not NULL.
+ * @param world_size Number of ranks, >= 1.
+ * @param rank       This rank, in [0, world_size).
+ * @param options    [in] Options, or NULL for defaults.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (argument named in the message); SHARDREC_ECORRUPT for a
+ *         malformed id; SHARDREC_ETIMEOUT when ranks are missing; SHARDREC_EREMOTE when the store
+ *         is gone or rejects the id; SHARDREC_ENODEVICE for an unusable GPU;
+ *         SHARDREC_EUNSUPPORTED for NCCL in a CPU-only build; SHARDREC_EIO for socket errors.
+ *         On failure *out is NULL. Thread-safe (different ranks may be created concurrently).
+ */
+SHARDREC_API shardrec_status_t shardrec_comm_create(shardrec_comm_t** out, const shardrec_unique_id_t* id,
+                                                    int32_t world_size, int32_t rank,
+                                                    const shardrec_comm_options_t* options);
+
+/** Current version of shardrec_store_callbacks_t. */
+#define SHARDREC_STORE_CALLBACKS_VERSION 1
+
+/**
+ * A host-provided rendezvous store (for hosts that already have a key-value service). Each
+ * function returns SHARDREC_OK, SHARDREC_ETIMEOUT when a key did not appear in time, or another
+ * negative code on failure. Functions may be called from any thread that creates or splits a
+ * communicator, concurrently; they must not call back into libshardrec.
+ * Keys are NUL-terminated strings; values are arbitrary bytes.
+ */
+typedef struct shardrec_store_callbacks {
+  uint32_t version; /**< SHARDREC_STORE_CALLBACKS_VERSION. */
+  /** Stores @p value_len bytes under @p key (overwriting). Required. */
+  int32_t (*set)(void* payload, const char* key, const void* value, size_t value_len);
+  /** Waits up to @p timeout_ms for @p key, then stores its size in *value_len and copies it into
+   *  @p buf when @p buf_len is large enough; when it is not, return SHARDREC_OK with only
+   *  *value_len set and the library calls again with a larger buffer. Required. */
+  int32_t (*get)(void* payload, const char* key, int64_t timeout_ms, void* buf, size_t buf_len,
+                 size_t* value_len);
+  /** Waits up to @p timeout_ms until all @p num_keys keys exist. Optional (NULL: emulated
+   *  with get). */
+  int32_t (*wait)(void* payload, const char* const* keys, size_t num_keys, int64_t timeout_ms);
+  /** Passed unchanged to every function; must stay valid until every communicator created with
+   *  these callbacks (including splits) is destroyed. */
+  void* payload;
+} shardrec_store_callbacks_t;
+
+/** Static initialiser for C: no functions, NULL payload. */
+#define SHARDREC_STORE_CALLBACKS_INIT {SHARDREC_STORE_CALLBACKS_VERSION, NULL, NULL, NULL, NULL}
+
+/**
+ * Fills @p callbacks with NULL functions for the given struct version (for bindings).
+ * @param callbacks [out] Struct to fill; not NULL.
+ * @param version   SHARDREC_STORE_CALLBACKS_VERSION.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unknown version. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_store_callbacks_init(shardrec_store_callbacks_t* callbacks,
+                                                             uint32_t version);
+
+/**
+ * Collective like shardrec_comm_create(), meeting through host callbacks instead of a unique
+ * id. Keys are written under "shardrec/"; use a fresh store namespace for each communicator
+ * created this way (splits are namespaced automatically).
+ * @param out        [out] Receives the new handle; NULL on failure.
+ * @param callbacks  [in] Store functions (copied); set and get must not be NULL.
+ * @param world_size Number of ranks, >= 1.
+ * @param rank       This rank, in [0, world_size).
+ * @param options    [in] Options, or NULL for defaults.
+ * @return As shardrec_comm_create(), plus SHARDREC_EREMOTE when a callback fails.
+ */
+SHARDREC_API shardrec_status_t shardrec_comm_create_with_store(shardrec_comm_t** out,
+                                                               const shardrec_store_callbacks_t* callbacks,
+                                                               int32_t world_size, int32_t rank,
+                                                               const shardrec_comm_options_t* options);
+
+/**
+ * Creates @p n communicators forming one group inside this process (one per thread that will
+ * drive a rank; Gloo over loopback). Used by tests and single-machine multi-threaded hosts.
+ * @param comms_out [out] Caller array of @p n handles; filled with handle i = rank i. All or
+ *                  nothing: on failure every entry is NULL.
+ * @param n         Group size, >= 1 (and <= 1024).
+ * @param options   [in] Options, or NULL for defaults.
+ * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_ETIMEOUT; SHARDREC_ENODEVICE. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_comm_create_local_group(shardrec_comm_t** comms_out, int32_t n,
+                                                                const shardrec_comm_options_t* options);
+
+/**
+ * Collective over all members of @p comm: members passing the same @p color form a new
+ * communicator, ranked by (@p key, old rank). It inherits the device and the timeout.
+ * @param out   [out] Receives the new handle, or NULL for a negative @p color (no group).
+ * @param comm  [in] Parent communicator; not NULL. Stays valid and independent.
+ * @param color Group selector; negative = not a member of any new group.
+ * @param key   Ordering key inside the group.
+ * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EUSAGE when @p comm is poisoned;
+ *         SHARDREC_ETIMEOUT; SHARDREC_EREMOTE. Not thread-safe on @p comm.
+ */
+SHARDREC_API shardrec_status_t shardrec_comm_split(shardrec_comm_t** out, shardrec_comm_t* comm,
+                                                   int32_t color, int32_t key);
+
+/**
+ * This rank's index in @p comm.
+ * @param out  [out] Receives the rank; not NULL.
+ * @param comm [in] Communicator; not NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_comm_rank(int32_t* out, const shardrec_comm_t* comm);
+
+/**
+ * Number of ranks in @p comm.
+ * @param out  [out] Receives the size; not NULL.
+ * @param comm [in] Communicator; not NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_comm_size(int32_t* out, const shardrec_comm_t* comm);
+
+/**
+ * Sets the default per-operation timeout of @p comm (not of existing splits; new splits inherit
+ * it).
+ * @param comm       [in] Communicator; not NULL.
+ * @param timeout_ms New timeout, > 0.
+ * @return SHARDREC_OK; SHARDREC_EINVAL. Not thread-safe on @p comm.
+ */
+SHARDREC_API shardrec_status_t shardrec_comm_set_timeout(shardrec_comm_t* comm, int64_t timeout_ms);
+
+/**
+ * Tears down @p comm's connections without waiting for peers: peers blocked with it fail
+ * promptly, a call blocked in @p comm itself fails no later than its timeout, and later calls
+ * return SHARDREC_EUSAGE. The handle must still be destroyed. Idempotent.
+ * @param comm [in] Communicator; not NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL. Thread-safe: may run while another thread is blocked in
+ *         a collective on @p comm.
+ */
+SHARDREC_API shardrec_status_t shardrec_comm_abort(shardrec_comm_t* comm);
+
+/**
+ * The error that poisoned @p comm (a timeout, a remote failure, or an abort), if any.
+ * @param comm [in] Communicator; not NULL.
+ * @return SHARDREC_OK when healthy; otherwise that error's code, with its message available
+ *         from shardrec_last_error(). SHARDREC_EINVAL for NULL. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_comm_async_error(const shardrec_comm_t* comm);
+
+/**
+ * Releases the handle. Objects that use the communicator (embedding collections) keep it alive
+ * until they are destroyed too. Rank 0 of a unique-id communicator waits, up to the timeout,
+ * for the other ranks to disconnect from its store.
+ * @param comm [in] Handle or NULL (no-op). Must not be in use by another thread.
+ */
+SHARDREC_API void shardrec_comm_destroy(shardrec_comm_t* comm);
+
+/**
+ * Collective: recv[i] = op over all ranks of send[i] for @p count elements. In place when
+ * @p send == @p recv. fp16/bf16 are combined in fp32 and rounded back.
+ * @param comm   [in] Communicator; not NULL.
+ * @param send   [in] @p count elements of @p dtype on the communicator's device; NULL only when
+ *               @p count is 0.
+ * @param recv   [out] @p count elements; may equal @p send.
+ * @param count  Number of elements (the same on every rank).
+ * @param dtype  shardrec_dtype_t value.
+ * @param op     SHARDREC_REDUCE_*.
+ * @param stream CUDA stream for device buffers (NULL = default stream); ignored for host
+ *               buffers. With the CPU engine the call synchronises @p stream and returns when
+ *               the result is in @p recv; with NCCL it is asynchronous on @p stream.
+ * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EUSAGE (poisoned); SHARDREC_ETIMEOUT;
+ *         SHARDREC_EREMOTE; SHARDREC_ECUDA. Not thread-safe on @p comm.
+ */
+SHARDREC_API shardrec_status_t shardrec_comm_allreduce(shardrec_comm_t* comm, const void* send, void* recv,
+                                                       size_t count, int32_t dtype, int32_t op,
+                                                       void* stream);
+
+/**
+ * Collective: copies @p count elements of @p buf on rank @p root to @p buf on every rank.
+ * @param comm   [in] Communicator; not NULL.
+ * @param buf    [in,out] @p count elements; NULL only when @p count is 0.
+ * @param count  Number of elements (the same on every rank).
+ * @param dtype  shardrec_dtype_t value.
+ * @param root   Source rank, in [0, size).
+ * @param stream As in shardrec_comm_allreduce().
+ * @return As shardrec_comm_allreduce().
+ */
+SHARDREC_API shardrec_status_t shardrec_comm_broadcast(shardrec_comm_t* comm, void* buf, size_t count,
+                                                       int32_t dtype, int32_t root, void* stream);
+
+/**
+ * Collective: every rank contributes @p count elements; @p recv receives size x @p count
+ * elements, rank r's block at offset r x @p count. Not in place.
+ * @param comm   [in] Communicator; not NULL.
+ * @param send   [in] @p count elements; NULL only when @p count is 0.
+ * @param recv   [out] size x @p count elements; must not overlap @p send.
+ * @param count  Elements per rank (the same on every rank).
+ * @param dtype  shardrec_dtype_t value.
+ * @param stream As in shardrec_comm_allreduce().
+ * @return As shardrec_comm_allreduce().
+ */
+SHARDREC_API shardrec_status_t shardrec_comm_allgather(shardrec_comm_t* comm, const void* send, void* recv,
+                                                       size_t count, int32_t dtype, void* stream);
+
+/**
+ * Collective: returns once every rank has entered the barrier.
+ * @param comm [in] Communicator; not NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EUSAGE; SHARDREC_ETIMEOUT; SHARDREC_EREMOTE.
+ */
+SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm);
+
+SHARDREC_END_DECL
+
+#endif /* SHARDREC_COMM_H_ */

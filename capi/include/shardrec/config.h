@@ -1,0 +1,181 @@
+/**
+ * @file shardrec/config.h
+ * @brief Versioned configuration structs shared by the planner and the embedding collection:
+ *        features, tables, the topology the plan is made for, and per-table constraints.
+ *
+ * Every struct starts with `uint32_t version`. Fill it with its `_init()` function (bindings)
+ * or its `_INIT` macro (C), then set fields. Zero means "default" where the field says so.
+ * Fields are only ever appended; a caller built against an older header keeps working.
+ */
+#ifndef SHARDREC_CONFIG_H_
+#define SHARDREC_CONFIG_H_
+
+#include "shardrec/common.h"
+
+SHARDREC_BEGIN_DECL
+
+/**
+ * Sharding types (stored as int32_t; constraint masks use `1u << SHARDREC_SHARDING_*`).
+ * The values never change; they mirror the library's internal enum.
+ */
+typedef enum shardrec_sharding_type {
+  SHARDREC_SHARDING_DATA_PARALLEL = 0,     /**< Whole table on every rank; gradients all-reduced. */
+  SHARDREC_SHARDING_TABLE_WISE = 1,        /**< Whole table on one rank. */
+  SHARDREC_SHARDING_ROW_WISE = 2,          /**< ceil(rows/W)-row blocks on ranks 0..W-1. */
+  SHARDREC_SHARDING_COLUMN_WISE = 3,       /**< Full-height column blocks on any ranks. */
+  SHARDREC_SHARDING_TABLE_ROW_WISE = 4,    /**< Row blocks over the ranks of one node. */
+  SHARDREC_SHARDING_TABLE_COLUMN_WISE = 5, /**< Column blocks on ranks of one node. */
+  SHARDREC_SHARDING_GRID = 6               /**< Column blocks, each row-split over one node. */
+} shardrec_sharding_type_t;
+
+/** Number of sharding types; valid constraint mask bits are below `1u << SHARDREC_SHARDING_COUNT`. */
+#define SHARDREC_SHARDING_COUNT 7
+
+/** How the ids of one bag are combined (stored as int32_t). */
+typedef enum shardrec_pooling {
+  SHARDREC_POOLING_SUM = 0,  /**< Sum of the rows of the bag. */
+  SHARDREC_POOLING_MEAN = 1, /**< Mean of the rows of the bag (0 for an empty bag). */
+  SHARDREC_POOLING_NONE = 2  /**< No pooling: one output row per id (sequence features). */
+} shardrec_pooling_t;
+
+/** How a table's weights are initialised (stored as int32_t). */
+typedef enum shardrec_init_kind {
+  SHARDREC_INIT_DEFAULT = 0,  /**< Uniform in [-sqrt(1/rows), +sqrt(1/rows)]. */
+  SHARDREC_INIT_UNIFORM = 1,  /**< Uniform in [init_low, init_high). */
+  SHARDREC_INIT_CONSTANT = 2  /**< Every element equals init_low. */
+} shardrec_init_kind_t;
+
+/* ---------------------------------------------------------------------------------------- */
+
+/** A sparse feature (one key of the KJT input). Features are addressed by their index. */
+typedef struct shardrec_feature_config {
+  uint32_t version;      /**< SHARDREC_FEATURE_CONFIG_VERSION. */
+  const char* name;      /**< Unique, non-empty, NUL-terminated; copied by the callee. */
+  float pooling_factor;  /**< Planner hint: expected ids per bag; 0 means 1.0. */
+} shardrec_feature_config_t;
+
+#define SHARDREC_FEATURE_CONFIG_VERSION 1u
+#define SHARDREC_FEATURE_CONFIG_INIT { SHARDREC_FEATURE_CONFIG_VERSION, NULL, 0.0f }
+
+/**
+ * Fills @p config with defaults for struct version @p version.
+ * @param config  [out] Struct to fill; must not be NULL.
+ * @param version SHARDREC_FEATURE_CONFIG_VERSION (or an older supported version).
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_feature_config_init(shardrec_feature_config_t* config,
+                                                            uint32_t version);
+
+/* ---------------------------------------------------------------------------------------- */
+
+/** An embedding table. Several features may read one table; each feature reads one table. */
+typedef struct shardrec_table_config {
+  uint32_t version;         /**< SHARDREC_TABLE_CONFIG_VERSION. */
+  const char* name;         /**< Unique, non-empty, NUL-terminated; copied by the callee. */
+  int64_t rows;             /**< Number of rows (hash size); must be > 0. */
+  int32_t dim;              /**< Embedding dimension; must be > 0. */
+  int32_t pooling;          /**< SHARDREC_POOLING_*; 0 is SUM. */
+  int32_t dtype;            /**< Weight storage type, SHARDREC_DTYPE_*; 0 is FLOAT32. */
+  const int32_t* features;  /**< Indices into the feature array of the features that read this
+                                 table, in output order; copied by the callee. */
+  size_t num_features;      /**< Length of @ref features; must be >= 1. */
+  int32_t init_kind;        /**< SHARDREC_INIT_*; 0 is DEFAULT. */
+  float init_low;           /**< Lower bound (UNIFORM) or the value (CONSTANT). */
+  float init_high;          /**< Upper bound (UNIFORM). */
+} shardrec_table_config_t;
+
+#define SHARDREC_TABLE_CONFIG_VERSION 1u
+#define SHARDREC_TABLE_CONFIG_INIT \
+  { SHARDREC_TABLE_CONFIG_VERSION, NULL, 0, 0, 0, 0, NULL, 0, 0, 0.0f, 0.0f }
+
+/**
+ * Fills @p config with defaults for struct version @p version.
+ * @param config  [out] Struct to fill; must not be NULL.
+ * @param version SHARDREC_TABLE_CONFIG_VERSION.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_table_config_init(shardrec_table_config_t* config,
+                                                          uint32_t version);
+
+/* ---------------------------------------------------------------------------------------- */
+
+/**
+ * The machines a plan is made for: one sharding group of `world_size` ranks.
+ * Bandwidths are in bytes per second. Memory is HBM for CUDA ranks, host memory for host ranks.
+ */
+typedef struct shardrec_topology {
+  uint32_t version;          /**< SHARDREC_TOPOLOGY_VERSION. */
+  int32_t world_size;        /**< Ranks in the sharding group; must be >= 1. */
+  int32_t ranks_per_node;    /**< Ranks per node (TWRW/TWCW/grid node size); 0 means world_size.
+                                  Must be in [1, world_size]; node-local sharding types are only
+                                  offered when it divides world_size. */
+  int32_t device_type;       /**< SHARDREC_DEVICE_HOST (0) or SHARDREC_DEVICE_CUDA. */
+  uint64_t memory_bytes;     /**< Usable memory per rank; 0 means 128 GiB (host) or 32 GiB (CUDA). */
+  const uint64_t* memory_bytes_per_rank; /**< Optional per-rank capacities (overrides
+                                  @ref memory_bytes); NULL or world_size entries. Not retained. */
+  size_t num_memory_bytes_per_rank;      /**< 0, or world_size. */
+  double intra_node_bandwidth; /**< Bytes/s between ranks of a node; 0 means 600 GiB/s. */
+  double inter_node_bandwidth; /**< Bytes/s between nodes (per rank); 0 means 12.5 GiB/s. */
+  int32_t batch_size;        /**< Expected samples per rank per step; 0 means 512. */
+  int32_t optimizer;         /**< Optimizer whose state is counted in storage, by the values of
+                                  SHARDREC_OPTIMIZER_* (0 SGD, 1 Adagrad, 2 row-wise Adagrad,
+                                  3 Adam, 4 partial row-wise Adam, 5 LAMB); 0 is SGD (no state). */
+  double memory_bandwidth;   /**< Bytes/s of a rank's memory; 0 means 897 GiB/s (CUDA HBM) or
+                                  51 GiB/s (host DDR). */
+  double reserved_fraction;  /**< Share of each rank's memory kept free for other uses, in
+                                  [0, 1); 0 reserves nothing. */
+} shardrec_topology_t;
+
+#define SHARDREC_TOPOLOGY_VERSION 1u
+#define SHARDREC_TOPOLOGY_INIT \
+  { SHARDREC_TOPOLOGY_VERSION, 1, 0, SHARDREC_DEVICE_HOST, 0, NULL, 0, 0.0, 0.0, 0, 0, 0.0, 0.0 }
+
+/**
+ * Fills @p topology with defaults (one host rank) for struct version @p version.
+ * @param topology [out] Struct to fill; must not be NULL.
+ * @param version  SHARDREC_TOPOLOGY_VERSION.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_topology_init(shardrec_topology_t* topology,
+                                                      uint32_t version);
+
+/* ---------------------------------------------------------------------------------------- */
+
+/**
+ * Constraints on how the planner may shard one table (keyed by table name). Restricting a
+ * table to one sharding type (and pinning ranks) yields exactly that layout, which is the
+ * simplest way to build a manual plan.
+ */
+typedef struct shardrec_table_constraints {
+  uint32_t version;          /**< SHARDREC_TABLE_CONSTRAINTS_VERSION. */
+  const char* table;         /**< Name of the constrained table; must name a configured table. */
+  uint32_t sharding_types;   /**< Bitmask of `1u << SHARDREC_SHARDING_*`; 0 means the default set
+                                  (every type except GRID, which is used only when asked for). */
+  int32_t min_partition;     /**< Lower bound of a column block width (CW/TWCW/grid); 0 means
+                                  128, or, with pinned ranks and CW/TWCW, an even split of the
+                                  dim over the pinned ranks. */
+  const int32_t* ranks;      /**< Pinned ranks: shards go only to these ranks (types that need
+                                  other ranks are not offered). NULL when @ref num_ranks is 0.
+                                  TW uses the first that fits. Copied by the callee. */
+  size_t num_ranks;          /**< Length of @ref ranks; 0 means any rank. */
+  const float* pooling_factors; /**< Optional expected ids per bag for each feature of the table
+                                  (in the table's feature order), overriding the feature config. */
+  size_t num_pooling_factors;   /**< 0, or the table's number of features. */
+} shardrec_table_constraints_t;
+
+#define SHARDREC_TABLE_CONSTRAINTS_VERSION 1u
+#define SHARDREC_TABLE_CONSTRAINTS_INIT \
+  { SHARDREC_TABLE_CONSTRAINTS_VERSION, NULL, 0u, 0, NULL, 0, NULL, 0 }
+
+/**
+ * Fills @p constraints with defaults (no constraint) for struct version @p version.
+ * @param constraints [out] Struct to fill; must not be NULL.
+ * @param version     SHARDREC_TABLE_CONSTRAINTS_VERSION.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_table_constraints_init(
+    shardrec_table_constraints_t* constraints, uint32_t version);
+
+SHARDREC_END_DECL
+
+#endif /* SHARDREC_CONFIG_H_ */

@@ -1,0 +1,378 @@
+/**
+ * @file shardrec/embedding.h
+ * @brief The sharded embedding collection: forward (input distribution, lookup, output
+ *        distribution), backward with a fused optimizer, pipelined input distribution, and
+ *        full-table accessors for weights and optimizer states.
+ *
+ * A collection is created by every rank of a communicator from the same plan (plan.h). Each
+ * rank stores the shards the plan gives it; every id of a batch is sent to the rank(s) that
+ * hold its row, looked up there, and the results come back to the rank that owns the sample.
+ *
+ * Semantics (the same for every sharding type, and equal to one unsharded table trained on
+ * the concatenation of all ranks' batches, up to float rounding):
+ *  - Pooled collections (every table SUM or MEAN) return `[B, output_dim]` floats, row-major:
+ *    for each feature in plan order, for each table reading it (table order), that table's
+ *    `dim` columns. MEAN divides the sum by the bag length, or by the sum of the bag's weights
+ *    for a weighted batch; an empty bag (or a zero divisor) gives zeros.
+ *  - Sequence collections (every table NONE) return one row per id: `[num_values, dim]` in the
+ *    order of the batch's values. All tables of a sequence collection share one dim and each
+ *    feature is read by at most one table. A plan that mixes pooled and NONE tables is
+ *    rejected (SHARDREC_EUNSUPPORTED): make one collection per kind.
+ *  - Gradient rule (TorchRec's): the gradient applied to a row is the sum, over all
+ *    occurrences of the row in the batches of all W ranks of the collection's communicator, of
+ *    the output gradient times the id's weight (divided by the bag divisor for MEAN), divided
+ *    by W. With equal local batches this is the gradient of the mean loss over the global
+ *    batch when each rank's loss is the mean over its local batch. Data-parallel tables divide
+ *    by the size of the data-parallel group instead (options.dp_comm, default the same W).
+ *  - Optimizers are exact: duplicate ids (in a bag, across bags, features and ranks) are summed
+ *    before one update per row; rows not in the global batch are untouched. Row-wise state
+ *    (row-wise Adagrad, partial row-wise Adam, LAMB norms) always covers the full row, also
+ *    when the plan splits the row over column shards.
+ *  - Initial weights: element (row, col) of table t is low + (high - low) * U(seed, t's name,
+ *    row, col) with a counter-based U, so they do not depend on the plan or the world size.
+ *
+ * Thread-safety: one thread at a time per collection handle (the background input
+ * distribution thread is internal). Different collections may be used concurrently.
+ * Device: host collections only in this build; every `void* stream` is ignored on the host and
+ * kept for the GPU path.
+ */
+#ifndef SHARDREC_EMBEDDING_H_
+#define SHARDREC_EMBEDDING_H_
+
+#include "shardrec/common.h"
+#include "shardrec/config.h"
+#include "shardrec/tensor.h"
+
+SHARDREC_BEGIN_DECL
+
+/** Fused optimizer types (stored as int32_t). */
+typedef enum shardrec_optimizer_type {
+  SHARDREC_OPTIMIZER_SGD = 0,                  /**< w -= lr * g. No state. */
+  SHARDREC_OPTIMIZER_ADAGRAD = 1,              /**< State "momentum1" [rows, dim]. */
+  SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD = 2,      /**< State "momentum1" [rows]. */
+  SHARDREC_OPTIMIZER_ADAM = 3,                 /**< "momentum1", "momentum2" [rows, dim]. */
+  SHARDREC_OPTIMIZER_PARTIAL_ROWWISE_ADAM = 4, /**< "momentum1" [rows, dim], "momentum2" [rows]. */
+  SHARDREC_OPTIMIZER_LAMB = 5                  /**< "momentum1", "momentum2" [rows, dim]. */
+} shardrec_optimizer_type_t;
+
+/** Weight decay modes (stored as int32_t). */
+typedef enum shardrec_weight_decay_mode {
+  SHARDREC_WEIGHT_DECAY_NONE = 0,      /**< No weight decay. */
+  SHARDREC_WEIGHT_DECAY_L2 = 1,        /**< g += weight_decay * w before the update rule. */
+  SHARDREC_WEIGHT_DECAY_DECOUPLED = 2  /**< w -= lr * weight_decay * w, apart from the rule. */
+} shardrec_weight_decay_mode_t;
+
+/** What happens to an id outside [0, rows) of a table that reads its feature. */
+typedef enum shardrec_bounds_policy {
+  SHARDREC_BOUNDS_ERROR = 0, /**< Reject the batch with SHARDREC_EINVAL (default). */
+  SHARDREC_BOUNDS_CLAMP = 1, /**< Use row 0 instead (FBGEMM's default behaviour). */
+  SHARDREC_BOUNDS_SKIP = 2   /**< Drop the id from its bag (it counts for nothing, MEAN too). */
+} shardrec_bounds_policy_t;
+
+/** Fused optimizer configuration (TorchRec/FBGEMM names and defaults). */
+typedef struct shardrec_optimizer_config {
+  uint32_t version;          /**< SHARDREC_OPTIMIZER_CONFIG_VERSION. */
+  int32_t type;              /**< A shardrec_optimizer_type_t; 0 is SGD. */
+  float learning_rate;       /**< >= 0; taken literally (init sets 0.01). */
+  float eps;                 /**< > 0; 0 means 1e-8. */
+  float beta1;               /**< In [0, 1); taken literally (init sets 0.9). */
+  float beta2;               /**< In [0, 1); taken literally (init sets 0.999). */
+  float weight_decay;        /**< >= 0; 0 disables weight decay. */
+  int32_t weight_decay_mode; /**< A shardrec_weight_decay_mode_t; 0 is NONE. */
+} shardrec_optimizer_config_t;
+
+#define SHARDREC_OPTIMIZER_CONFIG_VERSION 1u
+#define SHARDREC_OPTIMIZER_CONFIG_INIT \
+  { SHARDREC_OPTIMIZER_CONFIG_VERSION, SHARDREC_OPTIMIZER_SGD, 0.01f, 1e-8f, 0.9f, 0.999f, 0.0f, 0 }
+
+/**
+ * Fills @p config with the defaults (SGD, lr 0.01, eps 1e-8, betas 0.9/0.999, no decay).
+ * @param config  [out] Struct to fill; must not be NULL.
+ * @param version SHARDREC_OPTIMIZER_CONFIG_VERSION.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_optimizer_config_init(shardrec_optimizer_config_t* config,
+                                                              uint32_t version);
+
+/** Options of a collection. */
+typedef struct shardrec_embedding_options {
+  uint32_t version;        /**< SHARDREC_EMBEDDING_OPTIONS_VERSION. */
+  uint64_t seed;           /**< Seed of the initial weights; 0 is a valid seed. */
+  int32_t bounds_policy;   /**< A shardrec_bounds_policy_t; 0 is ERROR. */
+  int32_t num_threads;     /**< Host threads for lookups and updates; 0 or 1 runs on the
+                                calling thread (ranks are often threads of one process). */
+  shardrec_comm_t* dp_comm; /**< Group over which data-parallel tables average gradients;
+                                NULL means the collection's communicator (2D training passes
+                                the global group). Borrowed for creation, then shared: the
+                                collection keeps it alive. */
+  int32_t device_type;     /**< SHARDREC_DEVICE_HOST (0); CUDA is not available yet. */
+  int32_t device_index;    /**< CUDA ordinal; ignored on the host. */
+} shardrec_embedding_options_t;
+
+#define SHARDREC_EMBEDDING_OPTIONS_VERSION 1u
+#define SHARDREC_EMBEDDING_OPTIONS_INIT \
+  { SHARDREC_EMBEDDING_OPTIONS_VERSION, 0u, SHARDREC_BOUNDS_ERROR, 0, NULL, SHARDREC_DEVICE_HOST, 0 }
+
+/**
+ * Fills @p options with the defaults (seed 0, bounds ERROR, calling thread, host).
+ * @param options [out] Struct to fill; must not be NULL.
+ * @param version SHARDREC_EMBEDDING_OPTIONS_VERSION.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_options_init(
+    shardrec_embedding_options_t* options, uint32_t version);
+
+/**
+ * Creates this rank's part of a sharded collection. Collective: every rank of @p comm calls it
+ * with the same plan (checked through the plan hash), and all ranks fail together if one
+ * rejects its arguments. Allocates all local shard weights and optimizer states (one arena
+ * each) and initialises the weights.
+ * @param out       [out] Receives the collection; must not be NULL. Set only on success.
+ * @param plan      [in] The plan; must not be NULL. Shared: the caller may destroy it after.
+ * @param comm      [in] Communicator whose size equals the plan's world size; must not be
+ *                  NULL. Shared: the collection keeps it alive. The collection also splits
+ *                  a private communicator off it for the pipelined input distribution.
+ * @param optimizer [in] Optimizer configuration; NULL means the defaults (SGD, lr 0.01).
+ * @param options   [in] Options; NULL means the defaults.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for bad arguments, a size mismatch, different plans on
+ *         different ranks, or an argument rejected on another rank (the message names it);
+ *         SHARDREC_EUNSUPPORTED for a CUDA device, non-fp32 tables, or pooled and NONE tables
+ *         in one plan; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE when a peer does not take part.
+ * Thread-safety: each rank calls from its own thread. The caller owns *out.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_create(
+    shardrec_embedding_t** out, const shardrec_plan_t* plan, shardrec_comm_t* comm,
+    const shardrec_optimizer_config_t* optimizer, const shardrec_embedding_options_t* options);
+
+/**
+ * Destroys a collection, waiting for a started input distribution to finish first. Not
+ * collective. NULL is a no-op.
+ * @param coll [in] Collection to destroy, or NULL.
+ */
+SHARDREC_API void shardrec_embedding_destroy(shardrec_embedding_t* coll);
+
+/**
+ * Width of one output row: the sum of the dims of all (feature, table) pairs for a pooled
+ * collection, the common table dim for a sequence collection.
+ * @param coll [in] Must not be NULL.  @param out [out] Receives the width; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments. Not collective.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_output_dim(const shardrec_embedding_t* coll,
+                                                             int64_t* out);
+
+/**
+ * Whether the collection is a sequence collection (every table NONE-pooled): outputs have one
+ * row per id instead of one per sample.
+ * @param coll [in] Must not be NULL.  @param out [out] Receives 1 or 0; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments. Not collective.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_is_sequence(const shardrec_embedding_t* coll,
+                                                              int32_t* out);
+
+/**
+ * Forward pass of one local batch: input distribution, lookup and output distribution in one
+ * call (equivalent to input_dist_start + input_dist_wait + forward_distributed). Collective.
+ * The batch is validated before anything is exchanged: a rank whose batch is invalid returns
+ * SHARDREC_EINVAL naming the feature, sample, value position and id; every other rank returns
+ * SHARDREC_EINVAL saying which rank rejected its batch; nothing changes anywhere.
+ * @param coll    [in] Must not be NULL.
+ * @param batch   [in] This rank's batch; must not be NULL; borrowed for the call.
+ * @param out     [out] Pooled: batch_size x output_dim floats; sequence: num_values x dim.
+ *                Overwritten. NULL only when that size is 0.
+ * @param out_len Number of floats in @p out; must equal the size above.
+ * @param stream  Ignored on the host (a cudaStream_t for GPU collections).
+ * @return SHARDREC_OK; SHARDREC_EINVAL (bad batch here or on another rank, wrong @p out_len);
+ *         SHARDREC_EUSAGE when a started input distribution has not been consumed;
+ *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE on communication failure.
+ * Thread-safety: one thread at a time per collection.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_forward(shardrec_embedding_t* coll,
+                                                          const shardrec_kjt_view_t* batch,
+                                                          float* out, size_t out_len,
+                                                          void* stream);
+
+/**
+ * Starts the input distribution of a batch: validates and routes it on the calling thread,
+ * then exchanges the ids on a background thread over a private communicator, so that it
+ * overlaps with the forward/backward of the previous batch. The batch's memory may be reused
+ * as soon as this returns. At most one distribution may be in flight. Collective.
+ * A rank whose batch is invalid returns SHARDREC_EINVAL here (after telling its peers, whose
+ * input_dist_wait then fails); nothing is in flight on any rank afterwards.
+ * @param coll   [in] Must not be NULL.
+ * @param batch  [in] This rank's batch; must not be NULL; borrowed for the call only.
+ * @param stream Ignored on the host.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for an invalid batch; SHARDREC_EUSAGE when a
+ *         distribution is already in flight.
+ * Thread-safety: one thread at a time per collection.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_input_dist_start(shardrec_embedding_t* coll,
+                                                                   const shardrec_kjt_view_t* batch,
+                                                                   void* stream);
+
+/**
+ * Waits for the started input distribution. Calling it again after success is a no-op.
+ * @param coll   [in] Must not be NULL.
+ * @param stream Ignored on the host.
+ * @return SHARDREC_OK; SHARDREC_EINVAL when another rank rejected its batch (nothing is in
+ *         flight afterwards); SHARDREC_EUSAGE when nothing was started; SHARDREC_ETIMEOUT /
+ *         SHARDREC_EREMOTE on communication failure.
+ * Thread-safety: one thread at a time per collection.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_input_dist_wait(shardrec_embedding_t* coll,
+                                                                  void* stream);
+
+/**
+ * Lookup and output distribution of the batch whose input distribution has been waited for;
+ * the result is bit-identical to shardrec_embedding_forward on the same batch. Collective.
+ * The batch becomes the one the next backward applies to. A rank with a bad @p out still
+ * takes part in the exchange and then returns SHARDREC_EINVAL (its next backward fails on
+ * every rank).
+ * @param coll    [in] Must not be NULL.
+ * @param out     [out] As for shardrec_embedding_forward.
+ * @param out_len As for shardrec_embedding_forward.
+ * @param stream  Ignored on the host.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a wrong @p out_len; SHARDREC_EUSAGE when no
+ *         distribution was waited for; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
+ * Thread-safety: one thread at a time per collection.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_forward_distributed(shardrec_embedding_t* coll,
+                                                                      float* out, size_t out_len,
+                                                                      void* stream);
+
+/**
+ * Backward pass of the last forward: sends each output gradient slice back to the shards
+ * that produced it, sums the gradient per unique row (see the gradient rule above) and
+ * applies the fused optimizer in place; advances the step counter by one. One backward per
+ * forward. Collective; if any rank rejects the call, no rank changes anything.
+ * @param coll     [in] Must not be NULL.
+ * @param grad     [in] Gradient of the last forward's output, same shape; NULL only if empty.
+ * @param grad_len Number of floats in @p grad; must equal the last output's size.
+ * @param stream   Ignored on the host.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a wrong size here or a rejection on another rank;
+ *         SHARDREC_EUSAGE without a preceding forward; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
+ * Thread-safety: one thread at a time per collection.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_backward(shardrec_embedding_t* coll,
+                                                           const float* grad, size_t grad_len,
+                                                           void* stream);
+
+/**
+ * Sets the learning rate used by the following backward calls (learning-rate schedules).
+ * Not collective, but every rank should set the same value.
+ * @param coll [in] Must not be NULL.  @param learning_rate Finite and >= 0.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an invalid rate.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_set_learning_rate(shardrec_embedding_t* coll,
+                                                                    float learning_rate);
+
+/**
+ * Number of optimizer steps taken (backward calls), the `t` of Adam's bias correction.
+ * @param coll [in] Must not be NULL.  @param out [out] Receives the count; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments. Not collective.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_num_steps(const shardrec_embedding_t* coll,
+                                                            int64_t* out);
+
+/**
+ * Sets the step counter (restoring a checkpoint). Every rank should set the same value.
+ * @param coll [in] Must not be NULL.  @param steps >= 0.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or a negative value. Not collective.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_set_num_steps(shardrec_embedding_t* coll,
+                                                                int64_t steps);
+
+/**
+ * Copies a table's full weights `[rows, dim]` (row-major) into @p out on every rank, gathered
+ * from the ranks holding its shards. Collective: every rank calls it with the same table.
+ * @param coll  [in] Must not be NULL.
+ * @param table [in] NUL-terminated table name; must not be NULL.
+ * @param out   [out] rows x dim floats; must not be NULL.
+ * @param len   Number of floats in @p out; must equal rows x dim.
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table; SHARDREC_EINVAL for a wrong
+ *         @p len (here or on another rank); SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_get_weights(shardrec_embedding_t* coll,
+                                                              const char* table, float* out,
+                                                              size_t len);
+
+/**
+ * Replaces a table's weights with a full `[rows, dim]` table: each rank copies the parts of
+ * its own shards from its @p weights, so every rank must pass the same values. Collective;
+ * if any rank rejects the call, no rank changes anything. Optimizer states are unchanged.
+ * @param coll    [in] Must not be NULL.
+ * @param table   [in] NUL-terminated table name; must not be NULL.
+ * @param weights [in] rows x dim floats; must not be NULL; not retained.
+ * @param len     Number of floats; must equal rows x dim.
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND; SHARDREC_EINVAL; SHARDREC_ETIMEOUT / EREMOTE.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_set_weights(shardrec_embedding_t* coll,
+                                                              const char* table,
+                                                              const float* weights, size_t len);
+
+/**
+ * Number of optimizer state tensors per table (0 for SGD).
+ * @param coll [in] Must not be NULL.  @param out [out] Receives the count; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments. Not collective.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_num_states(const shardrec_embedding_t* coll,
+                                                             size_t* out);
+
+/**
+ * Name and shape kind of one optimizer state ("momentum1", "momentum2").
+ * @param coll         [in] Must not be NULL.
+ * @param index        State index, < shardrec_embedding_num_states().
+ * @param name_out     [out] Receives a NUL-terminated name owned by the collection (valid
+ *                     until it is destroyed); must not be NULL.
+ * @param row_wise_out [out] Receives 1 for one value per row (`[rows]`), 0 for one value per
+ *                     element (`[rows, dim]`); may be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments or an index out of range.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_state_info(const shardrec_embedding_t* coll,
+                                                             size_t index, const char** name_out,
+                                                             int32_t* row_wise_out);
+
+/**
+ * Copies one full optimizer state of a table (`[rows]` or `[rows, dim]`) into @p out on every
+ * rank. Collective.
+ * @param coll  [in] Must not be NULL.
+ * @param table [in] Table name; must not be NULL.
+ * @param state [in] State name (see shardrec_embedding_state_info); must not be NULL.
+ * @param out   [out] Destination; must not be NULL.
+ * @param len   Number of floats in @p out; must equal the state's size.
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table or state; SHARDREC_EINVAL;
+ *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_get_state(shardrec_embedding_t* coll,
+                                                            const char* table, const char* state,
+                                                            float* out, size_t len);
+
+/**
+ * Replaces one full optimizer state of a table; every rank passes the same values and keeps
+ * its own part. Collective; if any rank rejects the call, no rank changes anything.
+ * @param coll   [in] Must not be NULL.
+ * @param table  [in] Table name; must not be NULL.
+ * @param state  [in] State name; must not be NULL.
+ * @param values [in] `[rows]` or `[rows, dim]` floats; must not be NULL; not retained.
+ * @param len    Number of floats; must equal the state's size.
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND; SHARDREC_EINVAL; SHARDREC_ETIMEOUT / EREMOTE.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_set_state(shardrec_embedding_t* coll,
+                                                            const char* table, const char* state,
+                                                            const float* values, size_t len);
+
+/**
+ * Wall-clock seconds this rank spent in forward/backward calls since creation, and the part
+ * of it spent waiting in collectives (communication vs. compute split).
+ * @param coll               [in] Must not be NULL.
+ * @param comm_seconds_out   [out] Seconds in collectives; may be NULL.
+ * @param total_seconds_out  [out] Seconds in forward, forward_distributed and backward; may be
+ *                           NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL @p coll. Not collective.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_timings(const shardrec_embedding_t* coll,
+                                                          double* comm_seconds_out,
+                                                          double* total_seconds_out);
+
+SHARDREC_END_DECL
+
+#endif /* SHARDREC_EMBEDDING_H_ */

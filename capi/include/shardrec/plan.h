@@ -1,0 +1,219 @@
+/**
+ * @file shardrec/plan.h
+ * @brief The sharding planner: from tables, features, a topology and constraints to a plan that
+ *        says which rank holds which rectangle of every table; queries, JSON text form, stats.
+ *
+ * A plan is made for one sharding group of `world_size` ranks. Planning is deterministic: the
+ * same inputs give a byte-identical plan (same JSON text, same hash) on every rank and thread,
+ * so ranks can plan locally and compare shardrec_plan_hash() instead of shipping the plan.
+ *
+ * Thread-safety: a shardrec_plan_t is immutable after creation; every function of this header
+ * may be called on the same plan from any number of threads at once (destroy excepted).
+ */
+#ifndef SHARDREC_PLAN_H_
+#define SHARDREC_PLAN_H_
+
+#include "shardrec/common.h"
+#include "shardrec/config.h"
+
+SHARDREC_BEGIN_DECL
+
+/** One rectangle of a table placed on one rank (ranks are sharding-group local). */
+typedef struct shardrec_shard {
+  int64_t row_offset; /**< First global row of the shard. */
+  int64_t rows;       /**< Number of rows; 0 for the empty tail shards of row-wise layouts. */
+  int32_t col_offset; /**< First column of the shard. */
+  int32_t cols;       /**< Number of columns; always > 0. */
+  int32_t rank;       /**< Rank holding the shard, in [0, world_size). */
+} shardrec_shard_t;
+
+/**
+ * Plans the placement of @p tables on @p topology.
+ *
+ * Options per table are enumerated from its allowed sharding types, estimated (storage:
+ * weights + optimizer state + input/output buffers; cost: TorchRec's perf model), proposed
+ * (grid search when small, greedy, uniform) and partitioned under each rank's memory; the
+ * cheapest placement (lowest cost of the busiest rank) wins, ties going to the first found.
+ *
+ * @param out             [out] Receives the new plan; must not be NULL. Set only on success.
+ * @param tables          [in] @p num_tables table configs; not retained. NULL only if 0 tables.
+ * @param num_tables      Number of tables; must be >= 1.
+ * @param features        [in] @p num_features feature configs (KJT key order); not retained.
+ * @param num_features    Number of features; each must be read by exactly one table.
+ * @param topology        [in] The sharding group; must not be NULL.
+ * @param constraints     [in] Optional per-table constraints; NULL only if @p num_constraints
+ *                        is 0. At most one per table.
+ * @param num_constraints Number of constraints.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for invalid arguments (the message names the table,
+ *         feature or field; bad struct version, zero rows, duplicate names, unknown feature
+ *         index, impossible constraints); SHARDREC_ENOMEM when no placement fits the memory of
+ *         the topology (the message names the table, its size and the largest free capacity).
+ * Thread-safety: safe to call concurrently. The caller owns *out (shardrec_plan_destroy).
+ */
+SHARDREC_API shardrec_status_t shardrec_plan_create(
+    shardrec_plan_t** out, const shardrec_table_config_t* tables, size_t num_tables,
+    const shardrec_feature_config_t* features, size_t num_features,
+    const shardrec_topology_t* topology, const shardrec_table_constraints_t* constraints,
+    size_t num_constraints);
+
+/**
+ * Builds a plan from its JSON text form (as written by shardrec_plan_to_json) and validates
+ * it: every element of every table covered exactly once (every rank for data-parallel), ranks
+ * in range, layouts following the rules of their sharding type, feature indices valid.
+ * @param out  [out] Receives the new plan; must not be NULL. Set only on success.
+ * @param text [in] UTF-8 JSON text of @p len bytes (need not be NUL-terminated); not retained.
+ * @param len  Length of @p text in bytes.
+ * @return SHARDREC_OK; SHARDREC_ECORRUPT when the text is not well-formed JSON or lacks a
+ *         required field (message gives the byte offset); SHARDREC_EINVAL when it parses but
+ *         the plan is invalid (message names the table and the rule broken).
+ * Thread-safety: safe to call concurrently. The caller owns *out.
+ */
+SHARDREC_API shardrec_status_t shardrec_plan_from_json(shardrec_plan_t** out, const char* text,
+                                                       size_t len);
+
+/**
+ * Writes the plan as JSON text. export(import(export(p))) is byte-identical to export(p).
+ * @param plan     [in] The plan; must not be NULL.
+ * @param text_out [out] Receives a NUL-terminated buffer; free it with shardrec_free().
+ * @param len_out  [out] Receives the text length in bytes (without the terminator); may be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_plan_to_json(const shardrec_plan_t* plan, char** text_out,
+                                                     size_t* len_out);
+
+/**
+ * Human-readable planner statistics: per rank (shards by type, memory used vs capacity,
+ * estimated cost) and per table (type, shards, ranks, cost, storage). For a plan read from JSON
+ * the estimates assume a host topology with default capacities.
+ * @param plan     [in] The plan; must not be NULL.
+ * @param text_out [out] Receives a NUL-terminated buffer; free it with shardrec_free().
+ * @param len_out  [out] Receives the text length in bytes; may be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_plan_stats(const shardrec_plan_t* plan, char** text_out,
+                                                   size_t* len_out);
+
+/**
+ * Stable 64-bit hash of everything in the plan (configs and placement); equal plans have equal
+ * hashes on every platform, so ranks can check they agree.
+ * @param plan [in] The plan; must not be NULL.
+ * @param out  [out] Receives the hash; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_plan_hash(const shardrec_plan_t* plan, uint64_t* out);
+
+/**
+ * Size of the sharding group the plan was made for.
+ * @param plan [in] Must not be NULL.  @param out [out] Receives world_size; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_plan_world_size(const shardrec_plan_t* plan, int32_t* out);
+
+/**
+ * Ranks per node used by node-local sharding types (TWRW, TWCW, grid).
+ * @param plan [in] Must not be NULL.  @param out [out] Receives the value; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_plan_ranks_per_node(const shardrec_plan_t* plan,
+                                                            int32_t* out);
+
+/**
+ * Number of tables (table indices are 0..n-1 in configuration order).
+ * @param plan [in] Must not be NULL.  @param out [out] Receives the count; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_plan_num_tables(const shardrec_plan_t* plan, size_t* out);
+
+/**
+ * Number of features (KJT keys, in configuration order).
+ * @param plan [in] Must not be NULL.  @param out [out] Receives the count; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_plan_num_features(const shardrec_plan_t* plan,
+                                                          size_t* out);
+
+/**
+ * Name of a feature.
+ * @param plan     [in] Must not be NULL.
+ * @param feature  Feature index, < shardrec_plan_num_features().
+ * @param name_out [out] Receives a NUL-terminated string owned by the plan (valid until the plan
+ *                 is destroyed); must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments or an index out of range. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_plan_feature_name(const shardrec_plan_t* plan,
+                                                          size_t feature, const char** name_out);
+
+/**
+ * Name of a table.
+ * @param plan     [in] Must not be NULL.
+ * @param table    Table index, < shardrec_plan_num_tables().
+ * @param name_out [out] Receives a NUL-terminated string owned by the plan (valid until the plan
+ *                 is destroyed); must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments or an index out of range. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_plan_table_name(const shardrec_plan_t* plan, size_t table,
+                                                        const char** name_out);
+
+/**
+ * Index of the table called @p name.
+ * @param plan      [in] Must not be NULL.
+ * @param name      [in] NUL-terminated table name; must not be NULL.
+ * @param index_out [out] Receives the table index; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments; SHARDREC_ENOTFOUND when no table has
+ *         that name. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_plan_find_table(const shardrec_plan_t* plan,
+                                                        const char* name, size_t* index_out);
+
+/**
+ * Number of rows of a table.
+ * @param plan [in] Must not be NULL.  @param table Table index.
+ * @param out  [out] Receives the row count; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments or an index out of range. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_plan_table_rows(const shardrec_plan_t* plan, size_t table,
+                                                        int64_t* out);
+
+/**
+ * Embedding dimension of a table.
+ * @param plan [in] Must not be NULL.  @param table Table index.
+ * @param out  [out] Receives the dim; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments or an index out of range. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_plan_table_dim(const shardrec_plan_t* plan, size_t table,
+                                                       int32_t* out);
+
+/**
+ * How a table is sharded.
+ * @param plan           [in] Must not be NULL.
+ * @param table          Table index.
+ * @param type_out       [out] Receives a SHARDREC_SHARDING_* value; may be NULL.
+ * @param num_shards_out [out] Receives the number of shards (data-parallel: world_size, one per
+ *                       rank; row-wise layouts keep empty shards); may be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL plan or an index out of range. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_plan_table_sharding(const shardrec_plan_t* plan,
+                                                            size_t table, int32_t* type_out,
+                                                            size_t* num_shards_out);
+
+/**
+ * One shard of a table. Shards of column-split types come in column order (grid: for each
+ * column block, the row blocks in order); row-split types in row order.
+ * @param plan  [in] Must not be NULL.
+ * @param table Table index.
+ * @param shard Shard index, < the count from shardrec_plan_table_sharding().
+ * @param out   [out] Receives the shard; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments or an index out of range. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_plan_shard(const shardrec_plan_t* plan, size_t table,
+                                                   size_t shard, shardrec_shard_t* out);
+
+/**
+ * Releases a plan. NULL is a no-op. Collections created from the plan keep their own reference
+ * and stay valid. Must not race with other calls on the same handle.
+ */
+SHARDREC_API void shardrec_plan_destroy(shardrec_plan_t* plan);
+
+SHARDREC_END_DECL
+
+#endif /* SHARDREC_PLAN_H_ */

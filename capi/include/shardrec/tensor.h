@@ -1,0 +1,59 @@
+/**
+ * @file shardrec/tensor.h
+ * @brief Borrowed, non-owning views of caller memory that cross the C ABI without copies: the
+ *        keyed jagged tensor (KJT) that carries a batch of sparse ids, and a plain tensor view.
+ *
+ * Views are plain structs filled by the caller. The library never keeps a pointer from a view
+ * beyond the call that receives it unless that call's documentation says so. No function is
+ * declared here; the calls that take views live in the headers of their modules.
+ */
+#ifndef SHARDREC_TENSOR_H_
+#define SHARDREC_TENSOR_H_
+
+#include "shardrec/common.h"
+
+SHARDREC_BEGIN_DECL
+
+/**
+ * One rank's local batch of sparse features in keyed-jagged (KJT) form, feature-major.
+ *
+ * With F = number of features of the plan (in plan feature order) and B = @ref batch_size:
+ *  - `lengths[f * B + b]` is the number of ids of feature f in sample b (>= 0);
+ *  - `values` holds the ids of all bags in that same order: every bag of feature 0 (samples
+ *    0..B-1), then every bag of feature 1, ...; ids are global row indices of the tables that
+ *    read the feature, of type int64 or int32 (@ref values_dtype);
+ *  - `weights`, when not NULL, holds one float per id (per-sample weights); a weighted batch
+ *    weights every feature.
+ * B may be 0 and may differ between ranks. Memory is host memory for host collections.
+ */
+typedef struct shardrec_kjt_view {
+  int64_t batch_size;       /**< B, the local number of samples; >= 0. */
+  size_t num_features;      /**< F; must equal the plan's number of features. */
+  const int32_t* lengths;   /**< F*B bag lengths, feature-major; NULL only when F*B == 0. */
+  size_t num_lengths;       /**< Length of @ref lengths; must equal F*B. */
+  const void* values;       /**< The ids; NULL only when @ref num_values is 0. */
+  int32_t values_dtype;     /**< SHARDREC_DTYPE_INT64 or SHARDREC_DTYPE_INT32. */
+  size_t num_values;        /**< Number of ids; must equal the sum of @ref lengths. */
+  const float* weights;     /**< Per-id weights, or NULL for an unweighted batch. */
+  size_t num_weights;       /**< 0 when @ref weights is NULL, else @ref num_values. */
+} shardrec_kjt_view_t;
+
+/** Maximum rank of a shardrec_tensor_view_t. */
+#define SHARDREC_TENSOR_MAX_DIMS 4
+
+/**
+ * A dense, row-major (C-contiguous) tensor in caller memory.
+ * The element count is the product of the first @ref ndim entries of @ref shape.
+ */
+typedef struct shardrec_tensor_view {
+  void* data;              /**< First element; NULL only when the tensor is empty. */
+  int32_t dtype;           /**< A shardrec_dtype_t value. */
+  int32_t device_type;     /**< A shardrec_device_type_t value. */
+  int32_t device_index;    /**< CUDA device ordinal; 0 for host memory. */
+  int32_t ndim;            /**< Number of dimensions, 0..SHARDREC_TENSOR_MAX_DIMS. */
+  int64_t shape[SHARDREC_TENSOR_MAX_DIMS]; /**< Extent of each dimension (>= 0). */
+} shardrec_tensor_view_t;
+
+SHARDREC_END_DECL
+
+#endif /* SHARDREC_TENSOR_H_ */

@@ -1,0 +1,14 @@
+// Body of the opaque shardrec_embedding handle, shared by embedding.cc and the C API units that
+// operate on a collection's buffers (replica sync, checkpoints).
+#pragma once
+
+#include <memory>
+
+#include "impl/embedding/collection.h"
+
+struct shardrec_embedding {
+  // Never null in a handle given to a caller.
+  std::unique_ptr<shardrec::embedding::EmbeddingCollection> impl;
+  // State names, kept here so the const char* handed out stays valid for the handle's life.
+  std::vector<shardrec::embedding::StateInfo> states;
+};

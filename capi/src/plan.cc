@@ -1,0 +1,456 @@
+// C API of plan.h and the config struct initialisers of config.h: converts the versioned C
+// structs to impl configs, runs the planner, and answers queries on the immutable plan.
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "capi/src/guard.h"
+#include "capi/src/plan_handle.h"
+#include "impl/core/check.h"
+#include "impl/planner/planner.h"
+#include "impl/planner/stats.h"
+#include "impl/sharding/plan_json.h"
+#include "shardrec/config.h"
+#include "shardrec/plan.h"
+
+namespace shardrec::capi {
+namespace {
+
+using sharding::ShardingType;
+
+static_assert(SHARDREC_SHARDING_DATA_PARALLEL == static_cast<int>(ShardingType::kDataParallel));
+static_assert(SHARDREC_SHARDING_TABLE_WISE == static_cast<int>(ShardingType::kTableWise));
+static_assert(SHARDREC_SHARDING_ROW_WISE == static_cast<int>(ShardingType::kRowWise));
+static_assert(SHARDREC_SHARDING_COLUMN_WISE == static_cast<int>(ShardingType::kColumnWise));
+static_assert(SHARDREC_SHARDING_TABLE_ROW_WISE == static_cast<int>(ShardingType::kTableRowWise));
+static_assert(SHARDREC_SHARDING_TABLE_COLUMN_WISE ==
+              static_cast<int>(ShardingType::kTableColumnWise));
+static_assert(SHARDREC_SHARDING_GRID == static_cast<int>(ShardingType::kGrid));
+static_assert(SHARDREC_SHARDING_COUNT == sharding::kNumShardingTypes);
+static_assert(SHARDREC_POOLING_NONE == static_cast<int>(sharding::PoolingType::kNone));
+static_assert(SHARDREC_INIT_CONSTANT == static_cast<int>(sharding::InitConfig::Kind::kConstant));
+
+Status CheckVersion(uint32_t version, uint32_t current, const std::string& what) {
+  if (version == 0 || version > current)
+    return Status::InvalidArgument(what, ": unsupported struct version ", version,
+                                   " (this library knows 1..", current,
+                                   "); fill it with its _init() function or _INIT macro");
+  return Status::Ok();
+}
+
+Status CheckArray(const void* p, size_t n, const std::string& what) {
+  if (p == nullptr && n > 0) return Status::InvalidArgument(what, " is NULL but its count is ", n);
+  return Status::Ok();
+}
+
+Status ConvertFeatures(const shardrec_feature_config_t* features, size_t n,
+                       std::vector<sharding::FeatureConfig>* out) {
+  SR_RETURN_IF_ERROR(CheckArray(features, n, "features"));
+  for (size_t i = 0; i < n; ++i) {
+    const auto& c = features[i];
+    const std::string what = StrCat("features[", i, "]");
+    SR_RETURN_IF_ERROR(CheckVersion(c.version, SHARDREC_FEATURE_CONFIG_VERSION, what));
+    if (c.name == nullptr) return Status::InvalidArgument(what, ".name must not be NULL");
+    sharding::FeatureConfig f;
+    f.name = c.name;
+    f.pooling_factor = c.pooling_factor == 0.0f ? 1.0f : c.pooling_factor;
+    out->push_back(std::move(f));
+  }
+  return Status::Ok();
+}
+
+Status ConvertTables(const shardrec_table_config_t* tables, size_t n, size_t num_features,
+                     std::vector<sharding::TableConfig>* out) {
+  SR_RETURN_IF_ERROR(CheckArray(tables, n, "tables"));
+  if (n == 0) return Status::InvalidArgument("num_tables must be >= 1");
+  for (size_t i = 0; i < n; ++i) {
+    const auto& c = tables[i];
+    std::string what = StrCat("tables[", i, "]");
+    SR_RETURN_IF_ERROR(CheckVersion(c.version, SHARDREC_TABLE_CONFIG_VERSION, what));
+    if (c.name == nullptr) return Status::InvalidArgument(what, ".name must not be NULL");
+    what = StrCat("table '", c.name, "'");
+    if (c.rows <= 0) return Status::InvalidArgument(what, ": rows ", c.rows, " must be > 0");
+    if (c.dim <= 0) return Status::InvalidArgument(what, ": dim ", c.dim, " must be > 0");
+    if (c.pooling < SHARDREC_POOLING_SUM || c.pooling > SHARDREC_POOLING_NONE)
+      return Status::InvalidArgument(what, ": unknown pooling ", c.pooling);
+    if (c.dtype != SHARDREC_DTYPE_FLOAT32 && c.dtype != SHARDREC_DTYPE_FLOAT16 &&
+        c.dtype != SHARDREC_DTYPE_BFLOAT16)
+      return Status::InvalidArgument(what, ": dtype ", c.dtype,
+                                     " is not a weight type (FLOAT32, FLOAT16, BFLOAT16)");
+    if (c.init_kind < SHARDREC_INIT_DEFAULT || c.init_kind > SHARDREC_INIT_CONSTANT)
+      return Status::InvalidArgument(what, ": unknown init_kind ", c.init_kind);
+    SR_RETURN_IF_ERROR(CheckArray(c.features, c.num_features, what + ": features"));
+    if (c.num_features == 0) return Status::InvalidArgument(what, ": num_features must be >= 1");
+    sharding::TableConfig t;
+    t.name = c.name;
+    t.rows = c.rows;
+    t.dim = c.dim;
+    t.pooling = static_cast<sharding::PoolingType>(c.pooling);
+    t.dtype = static_cast<DType>(c.dtype);
+    for (size_t k = 0; k < c.num_features; ++k) {
+      const int32_t f = c.features[k];
+      if (f < 0 || static_cast<size_t>(f) >= num_features)
+        return Status::InvalidArgument(what, ": unknown feature index ", f, " (", num_features,
+                                       " features configured)");
+      t.features.push_back(f);
+    }
+    t.init.kind = static_cast<sharding::InitConfig::Kind>(c.init_kind);
+    t.init.low = c.init_low;
+    t.init.high = c.init_high;
+    out->push_back(std::move(t));
+  }
+  return Status::Ok();
+}
+
+Status ConvertTopology(const shardrec_topology_t* c, planner::Topology* out) {
+  SR_RETURN_IF_ERROR(CheckNotNull(c, "topology"));
+  SR_RETURN_IF_ERROR(CheckVersion(c->version, SHARDREC_TOPOLOGY_VERSION, "topology"));
+  if (c->world_size < 1)
+    return Status::InvalidArgument("topology: world_size ", c->world_size, " must be >= 1");
+  if (c->device_type != SHARDREC_DEVICE_HOST && c->device_type != SHARDREC_DEVICE_CUDA)
+    return Status::InvalidArgument("topology: unknown device_type ", c->device_type);
+  planner::Topology t = planner::Topology::Default(
+      c->world_size, c->ranks_per_node == 0 ? c->world_size : c->ranks_per_node,
+      static_cast<planner::ComputeDevice>(c->device_type));
+  SR_RETURN_IF_ERROR(CheckArray(c->memory_bytes_per_rank, c->num_memory_bytes_per_rank,
+                                "topology.memory_bytes_per_rank"));
+  constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  if (c->num_memory_bytes_per_rank > 0) {
+    if (c->num_memory_bytes_per_rank != static_cast<size_t>(c->world_size))
+      return Status::InvalidArgument("topology: num_memory_bytes_per_rank ",
+                                     c->num_memory_bytes_per_rank, " must be 0 or world_size (",
+                                     c->world_size, ")");
+    for (size_t r = 0; r < c->num_memory_bytes_per_rank; ++r) {
+      const uint64_t m = c->memory_bytes_per_rank[r];
+      if (m == 0 || m > kMax)
+        return Status::InvalidArgument("topology: memory_bytes_per_rank[", r, "] = ", m,
+                                       " must be in [1, 2^63)");
+      t.memory_bytes.push_back(static_cast<int64_t>(m));
+    }
+  } else if (c->memory_bytes != 0) {
+    if (c->memory_bytes > kMax)
+      return Status::InvalidArgument("topology: memory_bytes ", c->memory_bytes, " is too large");
+    t.memory_bytes.assign(static_cast<size_t>(c->world_size), static_cast<int64_t>(c->memory_bytes));
+  }
+  // Bytes per second in the C API, bytes per millisecond inside (TorchRec's unit).
+  if (c->intra_node_bandwidth != 0.0) t.intra_node_bw = c->intra_node_bandwidth / 1000.0;
+  if (c->inter_node_bandwidth != 0.0) t.inter_node_bw = c->inter_node_bandwidth / 1000.0;
+  if (c->memory_bandwidth != 0.0) t.memory_bw = c->memory_bandwidth / 1000.0;
+  if (c->memory_bandwidth < 0.0)
+    return Status::InvalidArgument("topology: memory_bandwidth must be >= 0");
+  if (c->batch_size < 0)
+    return Status::InvalidArgument("topology: batch_size ", c->batch_size, " must be >= 0");
+  if (c->batch_size > 0) t.batch_size = c->batch_size;
+  if (c->optimizer < 0 || c->optimizer > static_cast<int32_t>(optim::OptimizerType::kLamb))
+    return Status::InvalidArgument("topology: unknown optimizer ", c->optimizer);
+  t.optimizer = static_cast<optim::OptimizerType>(c->optimizer);
+  t.reserved_fraction = c->reserved_fraction;
+  SR_RETURN_IF_ERROR(t.Validate());
+  *out = std::move(t);
+  return Status::Ok();
+}
+
+Status ConvertConstraints(const shardrec_table_constraints_t* cs, size_t n,
+                          std::vector<planner::TableConstraints>* out) {
+  SR_RETURN_IF_ERROR(CheckArray(cs, n, "constraints"));
+  for (size_t i = 0; i < n; ++i) {
+    const auto& c = cs[i];
+    std::string what = StrCat("constraints[", i, "]");
+    SR_RETURN_IF_ERROR(CheckVersion(c.version, SHARDREC_TABLE_CONSTRAINTS_VERSION, what));
+    if (c.table == nullptr) return Status::InvalidArgument(what, ".table must not be NULL");
+    SR_RETURN_IF_ERROR(CheckArray(c.ranks, c.num_ranks, what + ".ranks"));
+    SR_RETURN_IF_ERROR(CheckArray(c.pooling_factors, c.num_pooling_factors,
+                                  what + ".pooling_factors"));
+    planner::TableConstraints t;
+    t.table = c.table;
+    t.sharding_types = c.sharding_types;
+    t.min_partition = c.min_partition;
+    if (c.num_ranks > 0) t.ranks.assign(c.ranks, c.ranks + c.num_ranks);
+    if (c.num_pooling_factors > 0)
+      t.pooling_factors.assign(c.pooling_factors, c.pooling_factors + c.num_pooling_factors);
+    out->push_back(std::move(t));
+  }
+  return Status::Ok();
+}
+
+Status CopyText(const std::string& s, char** text_out, size_t* len_out) {
+  SR_RETURN_IF_ERROR(CheckNotNull(text_out, "text_out"));
+  char* buf = static_cast<char*>(std::malloc(s.size() + 1));
+  if (buf == nullptr) return Status::OutOfMemory("cannot allocate ", s.size() + 1, " bytes");
+  std::memcpy(buf, s.data(), s.size());
+  buf[s.size()] = '\0';
+  *text_out = buf;
+  if (len_out != nullptr) *len_out = s.size();
+  return Status::Ok();
+}
+
+Status CheckPlan(const shardrec_plan_t* plan) {
+  SR_RETURN_IF_ERROR(CheckNotNull(plan, "plan"));
+  if (plan->impl == nullptr) return Status::InvalidArgument("plan handle is empty");
+  return Status::Ok();
+}
+
+Status CheckTable(const shardrec_plan_t* plan, size_t table) {
+  SR_RETURN_IF_ERROR(CheckPlan(plan));
+  if (table >= plan->impl->tables.size())
+    return Status::InvalidArgument("table index ", table, " is out of range (", plan->impl->tables.size(),
+                                   " tables)");
+  return Status::Ok();
+}
+
+shardrec_plan_t* NewHandle(sharding::Plan plan, std::string stats) {
+  auto h = std::make_unique<shardrec_plan>();
+  auto impl = std::make_shared<const sharding::Plan>(std::move(plan));
+  h->hash = impl->Hash();
+  h->impl = std::move(impl);
+  h->stats = std::move(stats);
+  return h.release();
+}
+
+template <typename T, uint32_t kVersion>
+shardrec_status_t InitStruct(T* s, uint32_t version, const T& defaults, const char* what) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(s, what));
+    SR_RETURN_IF_ERROR(CheckVersion(version, kVersion, what));
+    *s = defaults;
+    s->version = version;
+    return Status::Ok();
+  });
+}
+
+}  // namespace
+}  // namespace shardrec::capi
+
+using shardrec::Status;
+using shardrec::capi::CheckNotNull;
+using shardrec::capi::Guard;
+
+extern "C" {
+
+SHARDREC_API shardrec_status_t shardrec_feature_config_init(shardrec_feature_config_t* config,
+                                                            uint32_t version) {
+  const shardrec_feature_config_t d = SHARDREC_FEATURE_CONFIG_INIT;
+  return shardrec::capi::InitStruct<shardrec_feature_config_t, SHARDREC_FEATURE_CONFIG_VERSION>(
+      config, version, d, "feature config");
+}
+
+SHARDREC_API shardrec_status_t shardrec_table_config_init(shardrec_table_config_t* config,
+                                                          uint32_t version) {
+  const shardrec_table_config_t d = SHARDREC_TABLE_CONFIG_INIT;
+  return shardrec::capi::InitStruct<shardrec_table_config_t, SHARDREC_TABLE_CONFIG_VERSION>(
+      config, version, d, "table config");
+}
+
+SHARDREC_API shardrec_status_t shardrec_topology_init(shardrec_topology_t* topology,
+                                                      uint32_t version) {
+  const shardrec_topology_t d = SHARDREC_TOPOLOGY_INIT;
+  return shardrec::capi::InitStruct<shardrec_topology_t, SHARDREC_TOPOLOGY_VERSION>(
+      topology, version, d, "topology");
+}
+
+SHARDREC_API shardrec_status_t shardrec_table_constraints_init(
+    shardrec_table_constraints_t* constraints, uint32_t version) {
+  const shardrec_table_constraints_t d = SHARDREC_TABLE_CONSTRAINTS_INIT;
+  return shardrec::capi::InitStruct<shardrec_table_constraints_t,
+                                    SHARDREC_TABLE_CONSTRAINTS_VERSION>(constraints, version, d,
+                                                                        "table constraints");
+}
+
+SHARDREC_API shardrec_status_t shardrec_plan_create(
+    shardrec_plan_t** out, const shardrec_table_config_t* tables, size_t num_tables,
+    const shardrec_feature_config_t* features, size_t num_features,
+    const shardrec_topology_t* topology, const shardrec_table_constraints_t* constraints,
+    size_t num_constraints) {
+  return Guard([&] {
+    namespace capi = shardrec::capi;
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    shardrec::planner::PlannerInput input;
+    SR_RETURN_IF_ERROR(capi::ConvertFeatures(features, num_features, &input.features));
+    SR_RETURN_IF_ERROR(capi::ConvertTables(tables, num_tables, num_features, &input.tables));
+    SR_RETURN_IF_ERROR(capi::ConvertTopology(topology, &input.topology));
+    SR_RETURN_IF_ERROR(capi::ConvertConstraints(constraints, num_constraints, &input.constraints));
+    shardrec::planner::PlannerResult result;
+    SR_RETURN_IF_ERROR(shardrec::planner::MakePlan(input, &result));
+    *out = capi::NewHandle(std::move(result.plan), std::move(result.stats));
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_plan_from_json(shardrec_plan_t** out, const char* text,
+                                                       size_t len) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckArray(text, len, "text"));
+    shardrec::sharding::Plan plan;
+    SR_RETURN_IF_ERROR(shardrec::sharding::PlanFromJson(
+        std::string_view(text == nullptr ? "" : text, len), &plan));
+    const auto topo = shardrec::planner::Topology::Default(
+        plan.world_size, plan.local_world_size, shardrec::planner::ComputeDevice::kHost);
+    shardrec::planner::StatsInfo info;
+    std::string stats = shardrec::planner::FormatStats(
+        plan, topo, shardrec::planner::FeaturePoolingFactors(plan), info);
+    *out = shardrec::capi::NewHandle(std::move(plan), std::move(stats));
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_plan_to_json(const shardrec_plan_t* plan, char** text_out,
+                                                     size_t* len_out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckPlan(plan));
+    return shardrec::capi::CopyText(shardrec::sharding::PlanToJson(*plan->impl), text_out, len_out);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_plan_stats(const shardrec_plan_t* plan, char** text_out,
+                                                   size_t* len_out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckPlan(plan));
+    return shardrec::capi::CopyText(plan->stats, text_out, len_out);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_plan_hash(const shardrec_plan_t* plan, uint64_t* out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckPlan(plan));
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = plan->hash;
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_plan_world_size(const shardrec_plan_t* plan, int32_t* out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckPlan(plan));
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = plan->impl->world_size;
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_plan_ranks_per_node(const shardrec_plan_t* plan,
+                                                            int32_t* out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckPlan(plan));
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = plan->impl->local_world_size;
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_plan_num_tables(const shardrec_plan_t* plan, size_t* out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckPlan(plan));
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = plan->impl->tables.size();
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_plan_num_features(const shardrec_plan_t* plan,
+                                                          size_t* out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckPlan(plan));
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = plan->impl->features.size();
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_plan_feature_name(const shardrec_plan_t* plan,
+                                                          size_t feature, const char** name_out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckPlan(plan));
+    SR_RETURN_IF_ERROR(CheckNotNull(name_out, "name_out"));
+    if (feature >= plan->impl->features.size())
+      return Status::InvalidArgument("feature index ", feature, " is out of range (",
+                                     plan->impl->features.size(), " features)");
+    *name_out = plan->impl->features[feature].name.c_str();
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_plan_table_name(const shardrec_plan_t* plan, size_t table,
+                                                        const char** name_out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckTable(plan, table));
+    SR_RETURN_IF_ERROR(CheckNotNull(name_out, "name_out"));
+    *name_out = plan->impl->tables[table].name.c_str();
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_plan_find_table(const shardrec_plan_t* plan,
+                                                        const char* name, size_t* index_out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckPlan(plan));
+    SR_RETURN_IF_ERROR(CheckNotNull(name, "name"));
+    SR_RETURN_IF_ERROR(CheckNotNull(index_out, "index_out"));
+    const auto& tables = plan->impl->tables;
+    for (size_t i = 0; i < tables.size(); ++i) {
+      if (tables[i].name == name) {
+        *index_out = i;
+        return Status::Ok();
+      }
+    }
+    return Status::NotFound("no table named '", name, "' in the plan");
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_plan_table_rows(const shardrec_plan_t* plan, size_t table,
+                                                        int64_t* out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckTable(plan, table));
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = plan->impl->tables[table].rows;
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_plan_table_dim(const shardrec_plan_t* plan, size_t table,
+                                                       int32_t* out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckTable(plan, table));
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = plan->impl->tables[table].dim;
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_plan_table_sharding(const shardrec_plan_t* plan,
+                                                            size_t table, int32_t* type_out,
+                                                            size_t* num_shards_out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckTable(plan, table));
+    const auto& tp = plan->impl->table_plans[table];
+    if (type_out != nullptr) *type_out = static_cast<int32_t>(tp.type);
+    if (num_shards_out != nullptr) *num_shards_out = tp.shards.size();
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_plan_shard(const shardrec_plan_t* plan, size_t table,
+                                                   size_t shard, shardrec_shard_t* out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckTable(plan, table));
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    const auto& shards = plan->impl->table_plans[table].shards;
+    if (shard >= shards.size())
+      return Status::InvalidArgument("shard index ", shard, " is out of range (table '",
+                                     plan->impl->tables[table].name, "' has ", shards.size(),
+                                     " shards)");
+    const auto& s = shards[shard];
+    out->row_offset = s.row_offset;
+    out->rows = s.rows;
+    out->col_offset = s.col_offset;
+    out->cols = s.cols;
+    out->rank = s.rank;
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API void shardrec_plan_destroy(shardrec_plan_t* plan) { delete plan; }
+
+}  // extern "C"

@@ -1,0 +1,12 @@
+# CPU side of comm: rendezvous stores, unique id, the Gloo backend and the factory.
+list(APPEND SHARDREC_COMM_SOURCES
+  reduce.cc
+  stores.cc
+  socket_util.cc
+  store_tcp.cc
+  store_tcp_server.cc
+  unique_id.cc
+  gloo_store.cc
+  gloo_communicator.cc
+  gloo_collectives.cc
+  factory.cc)

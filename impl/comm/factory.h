@@ -1,0 +1,43 @@
+// Creating communicators: from any rendezvous store, from a unique id, or as a local group of
+// N ranks in one process. Picks the backend (Gloo on host devices, NCCL on CUDA devices).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "impl/comm/communicator.h"
+#include "impl/comm/store.h"
+#include "impl/comm/unique_id.h"
+
+namespace shardrec::comm {
+
+enum class Backend : int32_t { kAuto = 0, kGloo = 1, kNccl = 2 };
+
+struct CommOptions {
+  Backend backend = Backend::kAuto;
+  Device device;                           // host by default
+  std::chrono::milliseconds timeout{0};    // 0: kDefaultTimeout (5 minutes)
+  // Address the Gloo TCP device binds to. Empty: SHARDREC_SOCKET_IFADDR, else the local address
+  // of the connection to the unique id's store (the interface that routes to rank 0), else
+  // 127.0.0.1.
+  std::string bind_address;
+};
+
+// Collective over `world` ranks that share `store`; keys live under `key_prefix`. Use a fresh
+// prefix per communicator on a shared store (splits are namespaced automatically).
+// Errors: kInvalidArgument, kNoDevice, kUnsupported (NCCL in a CPU build), kTimeout, kRemote, kIo.
+Status CreateCommunicator(std::shared_ptr<Store> store, const std::string& key_prefix, int world,
+                          int rank, const CommOptions& options, std::unique_ptr<Communicator>* out);
+
+// Every rank, rank 0 included, connects to the id's TCP store and meets the others there.
+Status CreateCommunicatorFromUniqueId(const UniqueId& id, int world, int rank,
+                                      const CommOptions& options, std::unique_ptr<Communicator>* out);
+
+// N communicators for N threads of this process (memory store, Gloo over loopback), created
+// concurrently on internal threads. All or nothing: on failure *out is left empty.
+Status CreateLocalGroup(int n, const CommOptions& options,
+                        std::vector<std::unique_ptr<Communicator>>* out);
+
+}  // namespace shardrec::comm

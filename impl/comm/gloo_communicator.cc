@@ -1,0 +1,373 @@
+// GlooCommunicator: creation, validation, error mapping and poisoning, CUDA staging, Split and
+// Abort. The collective bodies live in gloo_collectives.cc.
+#include "impl/comm/gloo_communicator.h"
+
+#include <gloo/barrier.h>
+#include <gloo/context.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstring>
+#include <mutex>
+
+#include "impl/comm/gloo_store.h"
+#include "impl/comm/stores.h"
+#include "impl/core/check.h"
+#include "impl/core/cuda_plugin.h"
+
+namespace shardrec::comm {
+
+namespace {
+
+// Gloo writes to its sockets with writev(), which raises SIGPIPE when a peer has gone. A host
+// that installed its own handler keeps it; one that left the default (terminate) gets SIG_IGN,
+// once, process-wide, so that a dead peer becomes an error status instead of killing the host.
+void IgnoreSigpipeIfDefault() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current{};
+    if (sigaction(SIGPIPE, nullptr, &current) != 0) return;
+    if ((current.sa_flags & SA_SIGINFO) == 0 && current.sa_handler == SIG_DFL) {
+      struct sigaction ignore{};
+      ignore.sa_handler = SIG_IGN;
+      sigemptyset(&ignore.sa_mask);
+      sigaction(SIGPIPE, &ignore, nullptr);
+    }
+  });
+}
+
+bool LooksLikeTimeout(const std::string& msg) {
+  std::string lower(msg);
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  return lower.find("timed out") != std::string::npos || lower.find("timeout") != std::string::npos;
+}
+
+Status MapGlooError(const std::string& what, const std::string& detail, bool timed_out, int rank,
+                    int size, std::chrono::milliseconds timeout) {
+  if (timed_out || LooksLikeTimeout(detail)) {
+    return Status::Timeout(what, " did not complete within ", timeout.count(), " ms on rank ", rank,
+                           " of ", size, " (a peer is missing or stalled): ", detail);
+  }
+  return Status::Remote(what, " failed on rank ", rank, " of ", size,
+                        " (a peer died or the connection broke): ", detail);
+}
+
+}  // namespace
+
+Status CreateGlooCommunicator(const GlooConfig& config, std::unique_ptr<Communicator>* out) {
+  if (out == nullptr) return Status::InvalidArgument("out must not be null");
+  if (!config.store) return Status::InvalidArgument("store must not be null");
+  if (config.world < 1) return Status::InvalidArgument("world size ", config.world, " must be >= 1");
+  if (config.rank < 0 || config.rank >= config.world) {
+    return Status::InvalidArgument("rank ", config.rank, " is outside [0, ", config.world, ")");
+  }
+  if (config.timeout.count() <= 0) {
+    return Status::InvalidArgument("timeout ", config.timeout.count(), " ms must be positive");
+  }
+  SR_RETURN_IF_ERROR(core::CheckDevice(config.device));
+  IgnoreSigpipeIfDefault();
+
+  std::shared_ptr<gloo::transport::Device> device = config.gloo_device;
+  const std::string where = StrCat("rank ", config.rank, " of ", config.world);
+  try {
+    if (!device) {
+      gloo::transport::tcp::attr attr;
+      attr.hostname = config.bind_host.empty() ? "127.0.0.1" : config.bind_host;
+      device = gloo::transport::tcp::CreateDevice(attr);
+    }
+  } catch (const std::exception& e) {
+    return Status::Io(where, ": cannot bind the Gloo TCP device to '", config.bind_host,
+                      "' (set bind_address or SHARDREC_SOCKET_IFADDR): ", e.what());
+  }
+
+  PrefixStore store(config.store, config.prefix);
+  GlooStoreAdapter adapter(&store, config.timeout);
+  std::shared_ptr<gloo::rendezvous::Context> context;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    context = std::make_shared<gloo::rendezvous::Context>(config.rank, config.world);
+    context->setTimeout(config.timeout);
+    context->connectFullMesh(adapter, device);
+  } catch (const std::exception& e) {
+    Status store_error = adapter.first_error();
+    if (!store_error.ok()) return store_error.WithContext(where + ": rendezvous failed");
+    return MapGlooError("connecting the communicator", e.what(),
+                        std::chrono::steady_clock::now() - start >= config.timeout, config.rank,
+                        config.world, config.timeout);
+  }
+  *out = std::make_unique<GlooCommunicator>(config, std::move(context), std::move(device));
+  return Status::Ok();
+}
+
+GlooCommunicator::GlooCommunicator(const GlooConfig& config, std::shared_ptr<gloo::Context> context,
+                                   std::shared_ptr<gloo::transport::Device> gloo_device)
+    : config_(config),
+      rank_(config.rank),
+      size_(config.world),
+      device_(config.device),
+      timeout_(config.timeout),
+      context_(std::move(context)),
+      gloo_device_(std::move(gloo_device)) {
+  config_.gloo_device = gloo_device_;
+}
+
+GlooCommunicator::~GlooCommunicator() = default;
+
+void GlooCommunicator::set_timeout(std::chrono::milliseconds timeout) {
+  if (timeout.count() > 0) timeout_.store(timeout);
+}
+
+Status GlooCommunicator::Usable() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (poison_.ok()) return Status::Ok();
+  return Status::InvalidUsage("communicator (rank ", rank_, " of ", size_,
+                              ") is unusable after an earlier error: ", poison_.ToString());
+}
+
+Status GlooCommunicator::AsyncError() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return poison_;
+}
+
+Status GlooCommunicator::Poison(Status s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_.load()) {
+    s = Status::InvalidUsage("communicator (rank ", rank_, " of ", size_, ") was aborted");
+  }
+  if (poison_.ok()) poison_ = s;
+  return s;
+}
+
+void GlooCommunicator::Abort() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_.exchange(true)) return;
+    if (poison_.ok()) poison_ = Status::InvalidUsage("the communicator was aborted");
+  }
+  // Hard-closes every pair: peers see the reset at once; a call blocked here ends at the
+  // latest when its timeout expires.
+  try {
+    context_->closeConnections();
+  } catch (...) {
+  }
+}
+
+Status GlooCommunicator::ResolveTimeout(const CallOptions& opts, std::chrono::milliseconds* out) const {
+  if (opts.timeout.count() < 0) {
+    return Status::InvalidArgument("timeout ", opts.timeout.count(), " ms must not be negative");
+  }
+  *out = opts.timeout.count() > 0 ? opts.timeout : timeout_.load();
+  return Status::Ok();
+}
+
+Status GlooCommunicator::Run(const char* what, std::chrono::milliseconds timeout,
+                             const std::function<void()>& body) {
+  const auto start = Clock::now();
+  std::string detail;
+  try {
+    body();
+    return Status::Ok();
+  } catch (const StatusError& e) {
+    return Poison(e.status());
+  } catch (const std::exception& e) {
+    detail = e.what();
+  } catch (...) {
+    detail = "unknown exception";
+  }
+  return Poison(MapGlooError(what, detail, Clock::now() - start >= timeout, rank_, size_, timeout));
+}
+
+Status GlooCommunicator::Staged(const std::vector<HostBuf>& in, const std::vector<HostBuf>& out,
+                                Stream stream,
+                                const std::function<Status(std::vector<void*>&, std::vector<void*>&)>& fn) {
+  core::CudaRuntime* cuda = nullptr;
+  SR_RETURN_IF_ERROR(core::GetCudaRuntime(&cuda));
+  const int dev = device_.index;
+  std::vector<std::vector<uint8_t>> in_host(in.size()), out_host(out.size());
+  std::vector<void*> in_ptrs, out_ptrs;
+  for (size_t i = 0; i < in.size(); ++i) {
+    in_host[i].resize(in[i].bytes);
+    if (in[i].bytes > 0) {
+      SR_RETURN_IF_ERROR(cuda->MemcpyAsync(dev, in_host[i].data(), in[i].ptr, in[i].bytes,
+                                           core::CopyKind::kDeviceToHost, stream));
+    }
+    in_ptrs.push_back(in_host[i].data());
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    out_host[i].resize(out[i].bytes);
+    out_ptrs.push_back(out_host[i].data());
+  }
+  SR_RETURN_IF_ERROR(cuda->StreamSynchronize(dev, stream));
+  SR_RETURN_IF_ERROR(fn(in_ptrs, out_ptrs));
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].bytes == 0) continue;
+    SR_RETURN_IF_ERROR(cuda->MemcpyAsync(dev, const_cast<void*>(out[i].ptr), out_host[i].data(),
+                                         out[i].bytes, core::CopyKind::kHostToDevice, stream));
+  }
+  return cuda->StreamSynchronize(dev, stream);
+}
+
+Status GlooCommunicator::Split(int color, int key, std::unique_ptr<Communicator>* out) {
+  if (out == nullptr) return Status::InvalidArgument("out must not be null");
+  SR_RETURN_IF_ERROR(Usable());
+  // Every member learns every (color, key, rank) triple; the groups follow deterministically.
+  const int64_t mine[3] = {color, key, rank_};
+  std::vector<int64_t> all(3 * static_cast<size_t>(size_));
+  std::vector<size_t> counts(size_, 3);
+  SR_RETURN_IF_ERROR(HostAllGatherV(mine, 3, all.data(), counts, DType::kInt64, timeout_.load()));
+  const int seq = split_seq_++;
+  out->reset();
+  if (color < 0) return Status::Ok();
+  std::vector<std::pair<int64_t, int64_t>> members;  // (key, old rank)
+  for (int r = 0; r < size_; ++r) {
+    if (all[3 * r] == color) members.emplace_back(all[3 * r + 1], all[3 * r + 2]);
+  }
+  std::sort(members.begin(), members.end());
+  GlooConfig config = config_;
+  config.world = static_cast<int>(members.size());
+  config.rank = static_cast<int>(std::find(members.begin(), members.end(),
+                                           std::pair<int64_t, int64_t>(key, rank_)) - members.begin());
+  config.prefix = StrCat(config_.prefix, "/split", seq, "/color", color);
+  config.timeout = timeout_.load();
+  Status s = CreateGlooCommunicator(config, out);
+  if (!s.ok() && (s.code() == Code::kTimeout || s.code() == Code::kRemote)) return Poison(s);
+  return s;
+}
+
+// ---- Validation and dispatch (host or staged) ----
+
+namespace {
+
+Status CheckDType(DType dtype) {
+  if (!IsValidDType(static_cast<int32_t>(dtype))) {
+    return Status::InvalidArgument("dtype ", static_cast<int32_t>(dtype), " is not a valid element type");
+  }
+  return Status::Ok();
+}
+
+Status CheckOp(ReduceOp op) {
+  const auto v = static_cast<int32_t>(op);
+  if (v < 0 || v > 3) return Status::InvalidArgument("reduce op ", v, " is not one of sum, avg, max, min");
+  return Status::Ok();
+}
+
+Status CheckCounts(std::span<const size_t> counts, int size, const char* name, size_t* total) {
+  if (counts.size() != static_cast<size_t>(size)) {
+    return Status::InvalidArgument(name, " has ", counts.size(), " entries, expected one per rank (", size, ")");
+  }
+  *total = 0;
+  for (size_t c : counts) *total += c;
+  return Status::Ok();
+}
+
+Status CheckBuffer(const void* p, size_t count, const char* name) {
+  if (p == nullptr && count > 0) return Status::InvalidArgument(name, " must not be null for ", count, " elements");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status GlooCommunicator::AllReduce(const void* send, void* recv, size_t count, DType dtype,
+                                   ReduceOp op, const CallOptions& opts) {
+  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(CheckDType(dtype));
+  SR_RETURN_IF_ERROR(CheckOp(op));
+  SR_RETURN_IF_ERROR(CheckBuffer(send, count, "send"));
+  SR_RETURN_IF_ERROR(CheckBuffer(recv, count, "recv"));
+  std::chrono::milliseconds t;
+  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+  if (device_.is_host()) return HostAllReduce(send, recv, count, dtype, op, t);
+  const size_t bytes = count * DTypeSize(dtype);
+  return Staged({{send, bytes}}, {{recv, bytes}}, opts.stream, [&](auto& in, auto& out) {
+    return HostAllReduce(in[0], out[0], count, dtype, op, t);
+  });
+}
+
+Status GlooCommunicator::AllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,
+                                   std::span<const size_t> recv_counts, DType dtype,
+                                   const CallOptions& opts) {
+  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(CheckDType(dtype));
+  size_t send_total = 0, recv_total = 0;
+  SR_RETURN_IF_ERROR(CheckCounts(send_counts, size_, "send_counts", &send_total));
+  SR_RETURN_IF_ERROR(CheckCounts(recv_counts, size_, "recv_counts", &recv_total));
+  SR_RETURN_IF_ERROR(CheckBuffer(send, send_total, "send"));
+  SR_RETURN_IF_ERROR(CheckBuffer(recv, recv_total, "recv"));
+  std::chrono::milliseconds t;
+  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+  if (device_.is_host()) return HostAllToAllV(send, send_counts, recv, recv_counts, dtype, t);
+  const size_t es = DTypeSize(dtype);
+  return Staged({{send, send_total * es}}, {{recv, recv_total * es}}, opts.stream, [&](auto& in, auto& out) {
+    return HostAllToAllV(in[0], send_counts, out[0], recv_counts, dtype, t);
+  });
+}
+
+Status GlooCommunicator::AllGatherV(const void* send, size_t send_count, void* recv,
+                                    std::span<const size_t> recv_counts, DType dtype,
+                                    const CallOptions& opts) {
+  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(CheckDType(dtype));
+  size_t total = 0;
+  SR_RETURN_IF_ERROR(CheckCounts(recv_counts, size_, "recv_counts", &total));
+  if (recv_counts[rank_] != send_count) {
+    return Status::InvalidArgument("send_count ", send_count, " differs from recv_counts[", rank_,
+                                   "] = ", recv_counts[rank_]);
+  }
+  SR_RETURN_IF_ERROR(CheckBuffer(send, send_count, "send"));
+  SR_RETURN_IF_ERROR(CheckBuffer(recv, total, "recv"));
+  std::chrono::milliseconds t;
+  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+  if (device_.is_host()) return HostAllGatherV(send, send_count, recv, recv_counts, dtype, t);
+  const size_t es = DTypeSize(dtype);
+  return Staged({{send, send_count * es}}, {{recv, total * es}}, opts.stream, [&](auto& in, auto& out) {
+    return HostAllGatherV(in[0], send_count, out[0], recv_counts, dtype, t);
+  });
+}
+
+Status GlooCommunicator::ReduceScatterV(const void* send, void* recv, std::span<const size_t> recv_counts,
+                                        DType dtype, ReduceOp op, const CallOptions& opts) {
+  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(CheckDType(dtype));
+  SR_RETURN_IF_ERROR(CheckOp(op));
+  size_t total = 0;
+  SR_RETURN_IF_ERROR(CheckCounts(recv_counts, size_, "recv_counts", &total));
+  SR_RETURN_IF_ERROR(CheckBuffer(send, total, "send"));
+  SR_RETURN_IF_ERROR(CheckBuffer(recv, recv_counts[rank_], "recv"));
+  std::chrono::milliseconds t;
+  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+  if (device_.is_host()) return HostReduceScatterV(send, recv, recv_counts, dtype, op, t);
+  const size_t es = DTypeSize(dtype);
+  return Staged({{send, total * es}}, {{recv, recv_counts[rank_] * es}}, opts.stream,
+                [&](auto& in, auto& out) { return HostReduceScatterV(in[0], out[0], recv_counts, dtype, op, t); });
+}
+
+Status GlooCommunicator::Broadcast(void* buf, size_t count, DType dtype, int root, const CallOptions& opts) {
+  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(CheckDType(dtype));
+  if (root < 0 || root >= size_) return Status::InvalidArgument("root ", root, " is outside [0, ", size_, ")");
+  SR_RETURN_IF_ERROR(CheckBuffer(buf, count, "buf"));
+  std::chrono::milliseconds t;
+  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+  if (device_.is_host()) return HostBroadcast(buf, count, dtype, root, t);
+  const size_t bytes = count * DTypeSize(dtype);
+  return Staged({{buf, bytes}}, {{buf, bytes}}, opts.stream, [&](auto& in, auto& out) {
+    std::memcpy(out[0], in[0], bytes);
+    return HostBroadcast(out[0], count, dtype, root, t);
+  });
+}
+
+Status GlooCommunicator::Barrier(const CallOptions& opts) {
+  SR_RETURN_IF_ERROR(Usable());
+  std::chrono::milliseconds t;
+  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+  if (size_ == 1) return Status::Ok();
+  return Run("barrier", t, [&] {
+    gloo::BarrierOptions o(context_);
+    o.setTimeout(t);
+    gloo::barrier(o);
+  });
+}
+
+}  // namespace shardrec::comm

@@ -1,0 +1,75 @@
+// Small POSIX socket helpers for the TCP store: framed messages, poll-based deadlines, and
+// MSG_NOSIGNAL on every send, so that a vanished peer is an error status and never a SIGPIPE.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "impl/core/status.h"
+
+namespace shardrec::comm::net {
+
+using Clock = std::chrono::steady_clock;
+
+// A resolved socket address (IPv4 or IPv6) in printable form plus its raw sockaddr bytes.
+struct Endpoint {
+  int family = 0;  // AF_INET or AF_INET6
+  uint8_t addr[16] = {};
+  uint16_t port = 0;
+  std::string ToString() const;  // "1.2.3.4:5" or "[::1]:5"
+  std::string HostString() const;  // "1.2.3.4" or "::1"
+};
+
+// Parses a numeric IPv4/IPv6 literal (no name resolution).
+Status ParseHost(const std::string& host, Endpoint* out);
+
+// The address other hosts should use to reach this machine: SHARDREC_SOCKET_IFADDR when set,
+// else the source address of the default route, else 127.0.0.1.
+Status DefaultAdvertisedHost(Endpoint* out);
+
+// Listening socket on the endpoint's family (any address) with an ephemeral port; writes the
+// chosen port into *port.
+Status Listen(int family, int* fd, uint16_t* port);
+
+// Connects with retries (the server may not be up yet) until the deadline.
+Status ConnectWithRetry(const Endpoint& to, Clock::time_point deadline, int* fd);
+
+// The local address of a connected socket.
+Status LocalHost(int fd, std::string* host);
+
+// Sends the whole buffer (MSG_NOSIGNAL); kRemote when the peer is gone.
+Status SendAll(int fd, const void* data, size_t len, Clock::time_point deadline);
+
+// Receives exactly len bytes before the deadline. `stop` (optional) is polled every 100 ms and
+// aborts with kInvalidUsage when it returns true. EOF or reset gives kRemote.
+Status RecvAll(int fd, void* data, size_t len, Clock::time_point deadline,
+               const std::function<bool()>& stop = nullptr);
+
+// A message is a 4-byte little-endian length followed by that many bytes.
+Status SendFrame(int fd, const std::vector<uint8_t>& payload, Clock::time_point deadline);
+Status RecvFrame(int fd, std::vector<uint8_t>* payload, Clock::time_point deadline,
+                 const std::function<bool()>& stop = nullptr);
+
+void CloseFd(int* fd);
+
+// Append/consume helpers for the store protocol.
+void PutU8(std::vector<uint8_t>* b, uint8_t v);
+void PutU64(std::vector<uint8_t>* b, uint64_t v);
+void PutBytes(std::vector<uint8_t>* b, const void* data, size_t len);  // length-prefixed
+class Reader {
+ public:
+  explicit Reader(const std::vector<uint8_t>& b) : b_(b) {}
+  bool U8(uint8_t* v);
+  bool U64(uint64_t* v);
+  bool Bytes(std::vector<uint8_t>* v);
+  bool String(std::string* v);
+
+ private:
+  const std::vector<uint8_t>& b_;
+  size_t pos_ = 0;
+};
+
+}  // namespace shardrec::comm::net

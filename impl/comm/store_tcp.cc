@@ -1,0 +1,157 @@
+// The TCP store client: one connection, requests serialised, fail-fast once the server is gone.
+#include "impl/comm/store_tcp.h"
+
+#include <algorithm>
+
+#include "impl/comm/store_tcp_protocol.h"
+#include "impl/core/check.h"
+
+namespace shardrec::comm {
+
+namespace {
+// Slack on top of a server-side wait so the server's own timeout reply arrives first.
+constexpr std::chrono::milliseconds kReplySlack{5000};
+}  // namespace
+
+Status TcpStore::Connect(const net::Endpoint& server, const Nonce& nonce,
+                         std::chrono::milliseconds timeout, std::shared_ptr<TcpStoreServer> hosted,
+                         std::shared_ptr<TcpStore>* out) {
+  std::shared_ptr<TcpStore> store(new TcpStore());
+  store->server_ = server;
+  store->nonce_ = nonce;
+  store->server_name_ = server.ToString();
+  store->io_timeout_ = timeout;
+  store->linger_ = timeout;
+  int fd = -1;
+  SR_RETURN_IF_ERROR(store->Open(&fd));
+  Status s = net::LocalHost(fd, &store->local_host_);
+  store->Release(fd);
+  SR_RETURN_IF_ERROR(s);
+  // Only a connected client owns the server: a failed attempt must not stop it.
+  store->hosted_ = std::move(hosted);
+  *out = std::move(store);
+  return Status::Ok();
+}
+
+Status TcpStore::Open(int* fd_out) {
+  int fd = -1;
+  const auto deadline = net::Clock::now() + io_timeout_;
+  SR_RETURN_IF_ERROR(net::ConnectWithRetry(server_, deadline, &fd));
+  std::vector<uint8_t> request, reply;
+  net::PutU8(&request, tcp_store::kHello);
+  net::PutBytes(&request, nonce_.data(), nonce_.size());
+  Status s = net::SendFrame(fd, request, deadline + kReplySlack);
+  if (s.ok()) s = net::RecvFrame(fd, &reply, deadline + kReplySlack);
+  if (!s.ok() || reply.empty() || reply[0] != tcp_store::kOk) {
+    net::CloseFd(&fd);
+    return Status::Remote("the rendezvous store at ", server_name_,
+                          " rejected this unique id (stale id, or another session on that port)",
+                          s.ok() ? "" : ": ", s.ok() ? "" : s.message());
+  }
+  *fd_out = fd;
+  return Status::Ok();
+}
+
+Status TcpStore::Acquire(int* fd) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_.ok()) return broken_;
+    if (!idle_.empty()) {
+      *fd = idle_.back();
+      idle_.pop_back();
+      return Status::Ok();
+    }
+  }
+  Status s = Open(fd);
+  if (!s.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (broken_.ok()) broken_ = s;
+  }
+  return s;
+}
+
+void TcpStore::Release(int fd) {
+  std::lock_guard<std::mutex> lock(mu_);
+  idle_.push_back(fd);
+}
+
+TcpStore::~TcpStore() {
+  for (int& fd : idle_) net::CloseFd(&fd);
+  if (hosted_) {
+    // Other ranks may still be in a store operation (a split in a group without rank 0); keep
+    // the server up until they disconnect or the linger time passes.
+    hosted_->WaitForClients(0, linger_);
+    hosted_->Stop();
+  }
+}
+
+Status TcpStore::Call(const std::vector<uint8_t>& request, std::chrono::milliseconds wait,
+                      std::vector<uint8_t>* reply) {
+  int fd = -1;
+  SR_RETURN_IF_ERROR(Acquire(&fd));
+  const auto deadline = net::Clock::now() + io_timeout_ + wait + kReplySlack;
+  Status s = net::SendFrame(fd, request, deadline);
+  if (s.ok()) s = net::RecvFrame(fd, reply, deadline);
+  if (!s.ok()) {
+    // A failed connection is out of step, and the server is gone or unresponsive: later
+    // requests fail the same way at once.
+    net::CloseFd(&fd);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (broken_.ok()) {
+      broken_ = Status(s.code() == Code::kTimeout ? Code::kTimeout : Code::kRemote,
+                       StrCat("rendezvous store at ", server_name_, ": ", s.message()));
+    }
+    return broken_;
+  }
+  Release(fd);
+  return Status::Ok();
+}
+
+Status TcpStore::Set(const std::string& key, const std::vector<uint8_t>& value) {
+  std::vector<uint8_t> request, reply;
+  net::PutU8(&request, tcp_store::kSet);
+  net::PutBytes(&request, key.data(), key.size());
+  net::PutBytes(&request, value.data(), value.size());
+  return Call(request, std::chrono::milliseconds(0), &reply);
+}
+
+namespace {
+
+Status ParseWaitReply(const std::vector<uint8_t>& reply, std::chrono::milliseconds timeout,
+                      std::vector<uint8_t>* value) {
+  net::Reader in(reply);
+  uint8_t status = 0;
+  if (!in.U8(&status)) return Status::Corrupt("empty reply from the rendezvous store");
+  if (status == tcp_store::kTimedOut) {
+    std::string missing;
+    in.String(&missing);
+    return Status::Timeout("store key '", missing, "' did not appear within ", timeout.count(), " ms");
+  }
+  if (status != tcp_store::kOk) return Status::Corrupt("bad reply status ", int{status}, " from the store");
+  if (value != nullptr && !in.Bytes(value)) return Status::Corrupt("truncated reply from the store");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status TcpStore::Get(const std::string& key, std::chrono::milliseconds timeout,
+                     std::vector<uint8_t>* value) {
+  std::vector<uint8_t> request, reply;
+  net::PutU8(&request, tcp_store::kGet);
+  net::PutBytes(&request, key.data(), key.size());
+  net::PutU64(&request, static_cast<uint64_t>(std::max<int64_t>(0, timeout.count())));
+  SR_RETURN_IF_ERROR(Call(request, timeout, &reply));
+  return ParseWaitReply(reply, timeout, value);
+}
+
+Status TcpStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  std::vector<uint8_t> request, reply;
+  net::PutU8(&request, tcp_store::kWait);
+  net::PutU64(&request, keys.size());
+  for (const auto& k : keys) net::PutBytes(&request, k.data(), k.size());
+  net::PutU64(&request, static_cast<uint64_t>(std::max<int64_t>(0, timeout.count())));
+  SR_RETURN_IF_ERROR(Call(request, timeout, &reply));
+  return ParseWaitReply(reply, timeout, nullptr);
+}
+
+}  // namespace shardrec::comm

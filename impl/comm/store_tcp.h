@@ -1,0 +1,98 @@
+// The TCP rendezvous store: a small key-value server hosted by rank 0 and one client connection
+// per communicator tree. Addressed by the 128-byte unique id (unique_id.h).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "impl/comm/socket_util.h"
+#include "impl/comm/store.h"
+
+namespace shardrec::comm {
+
+using Nonce = std::array<uint8_t, 16>;
+
+// Serves set/get/wait to its clients, one thread per connection (worlds are small and each
+// communicator tree holds one connection). Clients must present the session nonce.
+class TcpStoreServer {
+ public:
+  static Status Start(int family, const Nonce& nonce, std::shared_ptr<TcpStoreServer>* out);
+  ~TcpStoreServer();
+  TcpStoreServer(const TcpStoreServer&) = delete;
+  TcpStoreServer& operator=(const TcpStoreServer&) = delete;
+
+  uint16_t port() const { return port_; }
+  // Blocks until at most `max_clients` connections remain or the timeout expires; false on
+  // timeout. Used by the hosting rank to outlive the other ranks' last store operations.
+  bool WaitForClients(int max_clients, std::chrono::milliseconds timeout);
+  // Closes every connection; blocked clients get kRemote. Idempotent.
+  void Stop();
+
+ private:
+  TcpStoreServer(int fd, uint16_t port, const Nonce& nonce) : listen_fd_(fd), port_(port), nonce_(nonce) {}
+  void AcceptLoop();
+  void Serve(int fd);
+  bool Handle(int fd, const std::vector<uint8_t>& request, bool* greeted);
+
+  int listen_fd_;
+  uint16_t port_;
+  Nonce nonce_;
+  std::atomic<bool> stop_{false};
+  std::thread accept_thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::vector<uint8_t>> data_;
+  std::vector<std::thread> conn_threads_;
+  std::vector<int> conn_fds_;
+  int active_ = 0;
+};
+
+// A client. Thread-safe: concurrent requests (sub-communicators splitting on different threads)
+// each take a pooled connection, so a blocking wait never delays another thread's set. When the
+// server disappears every request fails with kRemote instead of waiting.
+class TcpStore : public Store {
+ public:
+  // `hosted` is the server when this client lives in the hosting process as rank 0; the client
+  // then keeps it alive and, on destruction, waits up to `linger` for the other ranks'
+  // connections to close before stopping it.
+  static Status Connect(const net::Endpoint& server, const Nonce& nonce,
+                        std::chrono::milliseconds timeout, std::shared_ptr<TcpStoreServer> hosted,
+                        std::shared_ptr<TcpStore>* out);
+  ~TcpStore() override;
+
+  Status Set(const std::string& key, const std::vector<uint8_t>& value) override;
+  Status Get(const std::string& key, std::chrono::milliseconds timeout,
+             std::vector<uint8_t>* value) override;
+  Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+
+  // The local address of the connection: the interface that routes to the store host.
+  const std::string& local_host() const { return local_host_; }
+  void set_linger(std::chrono::milliseconds linger) { linger_ = linger; }
+
+ private:
+  TcpStore() = default;
+  Status Call(const std::vector<uint8_t>& request, std::chrono::milliseconds wait,
+              std::vector<uint8_t>* reply);
+  Status Open(int* fd);  // a new connection that presented the nonce
+  Status Acquire(int* fd);
+  void Release(int fd);
+
+  std::mutex mu_;
+  std::vector<int> idle_;
+  Status broken_;
+  net::Endpoint server_;
+  Nonce nonce_{};
+  std::string server_name_;
+  std::string local_host_;
+  std::chrono::milliseconds io_timeout_{30000};
+  std::chrono::milliseconds linger_{30000};
+  std::shared_ptr<TcpStoreServer> hosted_;
+};
+
+}  // namespace shardrec::comm

@@ -1,0 +1,185 @@
+// Full-table accessors: weights and optimizer states gathered to (or scattered from) every
+// rank, so pretrained tables and checkpoints load into any plan.
+#include <cstring>
+
+#include "impl/embedding/collection.h"
+
+namespace shardrec::embedding {
+
+Status EmbeddingCollection::FindTable(const std::string& table, int32_t* index) const {
+  const auto& tables = layout_.plan->tables;
+  for (size_t t = 0; t < tables.size(); ++t) {
+    if (tables[t].name == table) {
+      *index = static_cast<int32_t>(t);
+      return Status::Ok();
+    }
+  }
+  return Status::NotFound("no table named '", table, "' in the plan");
+}
+
+Status EmbeddingCollection::FindState(const std::string& state, int32_t* index) const {
+  std::string known;
+  for (size_t i = 0; i < layout_.state_specs.size(); ++i) {
+    if (state == layout_.state_specs[i].name) {
+      *index = static_cast<int32_t>(i);
+      return Status::Ok();
+    }
+    known += (i ? ", " : "") + std::string(layout_.state_specs[i].name);
+  }
+  return Status::NotFound("the optimizer has no state '", state, "' (its states: ",
+                          known.empty() ? "none" : known, ")");
+}
+
+namespace {
+
+// Elements of a full tensor: [rows] for row-wise states, else [rows, dim].
+size_t FullSize(const sharding::TableConfig& t, bool row_wise) {
+  return static_cast<size_t>(t.rows) * (row_wise ? 1 : static_cast<size_t>(t.dim));
+}
+
+}  // namespace
+
+// state < 0 selects the weights.
+Status EmbeddingCollection::Gather(int32_t table, int32_t state, float* out) {
+  const auto& cfg = layout_.plan->tables[table];
+  const auto& shards = layout_.plan->table_plans[table].shards;
+  const TableLayout& tl = layout_.tables[table];
+  const bool row_wise = state >= 0 && layout_.state_specs[state].row_wise;
+  const auto local_data = [&](int32_t local) -> const float* {
+    const LocalShard& ls = layout_.local[local];
+    return state < 0 ? weights_.data() + ls.weight_offset
+                     : states_.data() + ls.state_offsets[state];
+  };
+  const auto piece = [&](const sharding::Shard& s) -> size_t {
+    return static_cast<size_t>(s.rows) * (row_wise ? 1 : static_cast<size_t>(s.cols));
+  };
+  if (tl.data_parallel) {
+    std::memcpy(out, local_data(tl.shard_local[layout_.rank]),
+                sizeof(float) * FullSize(cfg, row_wise));
+    return Status::Ok();
+  }
+  std::vector<size_t> counts(layout_.world, 0);
+  std::vector<float> send;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    if (shards[s].rows == 0) continue;
+    counts[shards[s].rank] += piece(shards[s]);
+    if (shards[s].rank == layout_.rank) {
+      const float* p = local_data(tl.shard_local[s]);
+      send.insert(send.end(), p, p + piece(shards[s]));
+    }
+  }
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  std::vector<float> recv(total);
+  SR_RETURN_IF_ERROR(comm_->AllGatherV(send.data(), send.size(), recv.data(), counts,
+                                       DType::kFloat32));
+  std::vector<size_t> cursor(layout_.world, 0);
+  for (int32_t r = 1; r < layout_.world; ++r) cursor[r] = cursor[r - 1] + counts[r - 1];
+  for (size_t s = 0; s < shards.size(); ++s) {
+    const auto& sh = shards[s];
+    if (sh.rows == 0) continue;
+    const float* src = recv.data() + cursor[sh.rank];
+    cursor[sh.rank] += piece(sh);
+    for (int64_t r = 0; r < sh.rows; ++r) {
+      if (row_wise) {
+        out[sh.row_offset + r] = src[r];
+      } else {
+        std::memcpy(out + (sh.row_offset + r) * cfg.dim + sh.col_offset, src + r * sh.cols,
+                    sizeof(float) * sh.cols);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+void EmbeddingCollection::Scatter(int32_t table, int32_t state, const float* in) {
+  const auto& cfg = layout_.plan->tables[table];
+  const bool row_wise = state >= 0 && layout_.state_specs[state].row_wise;
+  for (const LocalShard& ls : layout_.local) {
+    if (ls.table != table) continue;
+    float* dst = state < 0 ? weights_.data() + ls.weight_offset
+                           : states_.data() + ls.state_offsets[state];
+    for (int64_t r = 0; r < ls.rows; ++r) {
+      if (row_wise) {
+        dst[r] = in[ls.row_offset + r];
+      } else {
+        std::memcpy(dst + r * ls.cols, in + (ls.row_offset + r) * cfg.dim + ls.col_offset,
+                    sizeof(float) * ls.cols);
+      }
+    }
+  }
+}
+
+Status EmbeddingCollection::GetWeights(const std::string& table, float* out, size_t len) {
+  int32_t t = -1;
+  Status local = FindTable(table, &t);
+  if (local.ok()) {
+    const size_t need = FullSize(layout_.plan->tables[t], false);
+    if (len != need)
+      local = Status::InvalidArgument("table '", table, "': len is ", len, ", expected rows x dim = ",
+                                      need);
+    else if (out == nullptr)
+      local = Status::InvalidArgument("out must not be NULL");
+  }
+  SR_RETURN_IF_ERROR(Agree(local, "its get_weights call"));
+  return Gather(t, -1, out);
+}
+
+Status EmbeddingCollection::SetWeights(const std::string& table, const float* in, size_t len) {
+  int32_t t = -1;
+  Status local = FindTable(table, &t);
+  if (local.ok()) {
+    const size_t need = FullSize(layout_.plan->tables[t], false);
+    if (len != need)
+      local = Status::InvalidArgument("table '", table, "': len is ", len, ", expected rows x dim = ",
+                                      need);
+    else if (in == nullptr)
+      local = Status::InvalidArgument("weights must not be NULL");
+  }
+  SR_RETURN_IF_ERROR(Agree(local, "its set_weights call"));
+  Scatter(t, -1, in);
+  return Status::Ok();
+}
+
+Status EmbeddingCollection::GetState(const std::string& table, const std::string& state,
+                                     float* out, size_t len) {
+  int32_t t = -1, s = -1;
+  Status local = FindTable(table, &t);
+  if (local.ok()) local = FindState(state, &s);
+  if (local.ok()) {
+    const size_t need = FullSize(layout_.plan->tables[t], layout_.state_specs[s].row_wise);
+    if (len != need)
+      local = Status::InvalidArgument("table '", table, "' state '", state, "': len is ", len,
+                                      ", expected ", need);
+    else if (out == nullptr)
+      local = Status::InvalidArgument("out must not be NULL");
+  }
+  SR_RETURN_IF_ERROR(Agree(local, "its get_state call"));
+  return Gather(t, s, out);
+}
+
+Status EmbeddingCollection::SetState(const std::string& table, const std::string& state,
+                                     const float* in, size_t len) {
+  int32_t t = -1, s = -1;
+  Status local = FindTable(table, &t);
+  if (local.ok()) local = FindState(state, &s);
+  if (local.ok()) {
+    const size_t need = FullSize(layout_.plan->tables[t], layout_.state_specs[s].row_wise);
+    if (len != need)
+      local = Status::InvalidArgument("table '", table, "' state '", state, "': len is ", len,
+                                      ", expected ", need);
+    else if (in == nullptr)
+      local = Status::InvalidArgument("state values must not be NULL");
+  }
+  SR_RETURN_IF_ERROR(Agree(local, "its set_state call"));
+  Scatter(t, s, in);
+  return Status::Ok();
+}
+
+Status EmbeddingCollection::SetNumSteps(int64_t steps) {
+  if (steps < 0) return Status::InvalidArgument("steps must be >= 0, got ", steps);
+  step_ = steps;
+  return Status::Ok();
+}
+
+}  // namespace shardrec::embedding

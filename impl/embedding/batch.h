@@ -1,0 +1,34 @@
+// The C++ view of one rank's local batch (a KJT) and the policy for out-of-range ids.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "impl/core/dtype.h"
+
+namespace shardrec::embedding {
+
+// What happens to an id outside [0, rows) of a table that reads its feature. Values mirror
+// SHARDREC_BOUNDS_*.
+enum class BoundsPolicy : int32_t {
+  kError = 0,  // reject the batch (nothing changes)
+  kClamp = 1,  // use row 0 instead (FBGEMM's WARNING mode)
+  kSkip = 2,   // drop the id from the bag
+};
+
+// Borrowed, feature-major KJT: lengths[f * batch_size + b] ids of feature f for sample b; the
+// ids of all bags follow each other in `values` in that order. `weights` is null (unweighted)
+// or holds one weight per id.
+struct Batch {
+  int64_t batch_size = 0;
+  int64_t num_features = 0;
+  const int32_t* lengths = nullptr;
+  size_t num_lengths = 0;
+  const void* values = nullptr;
+  DType values_dtype = DType::kInt64;
+  size_t num_values = 0;
+  const float* weights = nullptr;
+  size_t num_weights = 0;
+};
+
+}  // namespace shardrec::embedding

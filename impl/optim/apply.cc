@@ -1,0 +1,230 @@
+// The two update phases over a shard's rows: per-row loops around the rules of update_rules.h,
+// fp32 in place, fp16/bf16 through an fp32 row buffer with nearest-even or stochastic rounding.
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "impl/core/check.h"
+#include "impl/core/rng.h"
+#include "impl/core/thread_pool.h"
+#include "impl/optim/optimizer.h"
+#include "impl/optim/precision.h"
+#include "impl/optim/update_rules.h"
+
+namespace shardrec::optim {
+
+namespace {
+
+// Pointers into one row: m1/m2 address the row's element-wise states (cols floats) or its
+// single row-wise value, as StateSpecs says.
+struct RowRef {
+  float* w;
+  const float* g;
+  float* m1;
+  float* m2;
+};
+
+// Which of (at most two) states are row-wise, looked up once per call rather than per row.
+struct StateLayout {
+  int count = 0;
+  bool row_wise[2] = {false, false};
+};
+
+StateLayout MakeLayout(OptimizerType type) {
+  StateLayout l;
+  auto specs = StateSpecs(type);
+  l.count = static_cast<int>(specs.size());
+  for (int i = 0; i < l.count && i < 2; ++i) l.row_wise[i] = specs[i].row_wise;
+  return l;
+}
+
+RowRef MakeRowRef(const ShardParams& shard, const StateLayout& l, int64_t row, float* w, const float* g) {
+  RowRef r{w, g, nullptr, nullptr};
+  float* st[2] = {nullptr, nullptr};
+  for (int i = 0; i < l.count && i < 2; ++i)
+    st[i] = l.row_wise[i] ? shard.states[i] + row : shard.states[i] + row * shard.cols;
+  r.m1 = st[0];
+  r.m2 = st[1];
+  return r;
+}
+
+// Sums with 8 independent lanes combined in a fixed order: vectorisable, and the order depends
+// only on the column count, never on threads.
+constexpr int kLanes = 8;
+float CombineLanes(const float* acc) {
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+void RowStats(OptimizerType type, const RuleScalars& s, const RowRef& r, int32_t cols, float* out) {
+  float* __restrict w = r.w;
+  const float* __restrict g = r.g;
+  if (type == OptimizerType::kRowWiseAdagrad || type == OptimizerType::kPartialRowWiseAdam) {
+    float acc[kLanes] = {};
+    int32_t c = 0;
+    for (; c + kLanes <= cols; c += kLanes)
+      for (int k = 0; k < kLanes; ++k) acc[k] += RowWiseAdagradSquare(w[c + k], g[c + k], s);
+    for (; c < cols; ++c) acc[c % kLanes] += RowWiseAdagradSquare(w[c], g[c], s);
+    out[0] = CombineLanes(acc);
+  } else if (type == OptimizerType::kLamb) {
+    float* __restrict m = r.m1;
+    float* __restrict v = r.m2;
+    float wa[kLanes] = {}, ra[kLanes] = {};
+    for (int32_t c = 0; c < cols; ++c) {
+      float rr = LambAdvance(w[c], g[c], &m[c], &v[c], s);
+      wa[c % kLanes] += w[c] * w[c];
+      ra[c % kLanes] += rr * rr;
+    }
+    out[0] = CombineLanes(wa);
+    out[1] = CombineLanes(ra);
+  }
+}
+
+void ApplyRow(OptimizerType type, const RuleScalars& s, int32_t full_dim, const RowRef& r, int32_t cols,
+              const float* stats) {
+  float* __restrict w = r.w;
+  const float* __restrict g = r.g;
+  float* __restrict m = r.m1;
+  float* __restrict v = r.m2;
+  switch (type) {
+    case OptimizerType::kSgd:
+      for (int32_t c = 0; c < cols; ++c) w[c] = SgdUpdate(w[c], g[c], s);
+      break;
+    case OptimizerType::kAdagrad:
+      for (int32_t c = 0; c < cols; ++c) w[c] = AdagradUpdate(w[c], g[c], &m[c], s);
+      break;
+    case OptimizerType::kRowWiseAdagrad: {
+      float state = RowWiseAdagradState(*m, stats[0], full_dim);
+      *m = state;
+      float mult = RowWiseAdagradMult(state, s);
+      float corr = RowWiseAdagradCorr(mult, s);
+      for (int32_t c = 0; c < cols; ++c) w[c] = RowWiseAdagradUpdate(w[c], g[c], mult, corr);
+      break;
+    }
+    case OptimizerType::kAdam:
+      for (int32_t c = 0; c < cols; ++c) w[c] = AdamUpdate(w[c], g[c], &m[c], &v[c], s);
+      break;
+    case OptimizerType::kPartialRowWiseAdam: {
+      float vr = PartialRowWiseAdamState(*v, stats[0], full_dim, s);
+      *v = vr;
+      for (int32_t c = 0; c < cols; ++c) w[c] = PartialRowWiseAdamUpdate(w[c], g[c], &m[c], vr, s);
+      break;
+    }
+    case OptimizerType::kLamb: {
+      float ratio = LambRatio(stats[0], stats[1]);
+      for (int32_t c = 0; c < cols; ++c) w[c] = LambUpdate(w[c], LambDirection(w[c], m[c], v[c], s), ratio, s);
+      break;
+    }
+  }
+}
+
+uint32_t RoundingBits(const OptimizerConfig& c, int64_t step, const ShardParams& shard, int64_t row, int32_t col) {
+  uint64_t k = Mix64(static_cast<uint64_t>(shard.col_offset + col));
+  k = Mix64(static_cast<uint64_t>(shard.row_offset + row) ^ k);
+  k = Mix64(shard.table_key ^ k);
+  k = Mix64(static_cast<uint64_t>(step) ^ k);
+  return static_cast<uint32_t>(Mix64(c.seed ^ k) >> 32);
+}
+
+void LoadRow(const ShardParams& shard, int64_t row, float* out) {
+  const auto* src = static_cast<const uint16_t*>(shard.weights) + row * shard.stride;
+  if (shard.dtype == DType::kFloat16) {
+    for (int32_t c = 0; c < shard.cols; ++c) out[c] = HalfToFloat(src[c]);
+  } else {
+    for (int32_t c = 0; c < shard.cols; ++c) out[c] = BFloat16ToFloat(src[c]);
+  }
+}
+
+void StoreRow(const OptimizerConfig& cfg, int64_t step, const ShardParams& shard, int64_t row, const float* in) {
+  auto* dst = static_cast<uint16_t*>(shard.weights) + row * shard.stride;
+  bool half = shard.dtype == DType::kFloat16;
+  if (!cfg.stochastic_rounding) {
+    for (int32_t c = 0; c < shard.cols; ++c) dst[c] = half ? FloatToHalf(in[c]) : FloatToBFloat16(in[c]);
+    return;
+  }
+  for (int32_t c = 0; c < shard.cols; ++c) {
+    uint32_t bits = RoundingBits(cfg, step, shard, row, c);
+    dst[c] = half ? FloatToHalfStochastic(in[c], bits) : FloatToBFloat16Stochastic(in[c], bits);
+  }
+}
+
+void CheckDType(const ShardParams& shard) {
+  SR_CHECK(shard.dtype == DType::kFloat32 || shard.dtype == DType::kFloat16 ||
+           shard.dtype == DType::kBFloat16);
+}
+
+void ForRows(int64_t n, ThreadPool* pool, const std::function<void(int64_t, int64_t)>& fn) {
+  if (pool == nullptr) {
+    fn(0, n);
+  } else {
+    pool->ParallelFor(0, n, 64, fn);
+  }
+}
+
+}  // namespace
+
+void PartialRowStats(const OptimizerConfig& config, int64_t step, ShardParams& shard, const RowUpdate& update,
+                     float* partial_stats, ThreadPool* pool) {
+  int ns = NumRowStats(config.type);
+  int64_t n = static_cast<int64_t>(update.rows.size());
+  if (ns == 0 || n == 0) return;
+  CheckDType(shard);
+  RuleScalars s = MakeRuleScalars(config, step);
+  StateLayout layout = MakeLayout(config.type);
+  int32_t cols = shard.cols;
+  ForRows(n, pool, [&](int64_t b, int64_t e) {
+    std::vector<float> buf(shard.dtype == DType::kFloat32 ? 0 : cols);
+    for (int64_t u = b; u < e; ++u) {
+      int64_t row = update.rows[u];
+      const float* g = update.grads + u * cols;
+      float* w;
+      if (shard.dtype == DType::kFloat32) {
+        w = static_cast<float*>(shard.weights) + row * shard.stride;
+      } else {
+        LoadRow(shard, row, buf.data());
+        w = buf.data();
+      }
+      RowStats(config.type, s, MakeRowRef(shard, layout, row, w, g), cols, partial_stats + u * ns);
+    }
+  });
+}
+
+void Apply(const OptimizerConfig& config, int64_t step, int32_t full_dim, ShardParams& shard, const RowUpdate& update,
+           const float* full_stats, ThreadPool* pool) {
+  int ns = NumRowStats(config.type);
+  int64_t n = static_cast<int64_t>(update.rows.size());
+  if (n == 0) return;
+  CheckDType(shard);
+  SR_CHECK(ns == 0 || full_stats != nullptr);
+  SR_CHECK(full_dim >= shard.cols);
+  RuleScalars s = MakeRuleScalars(config, step);
+  StateLayout layout = MakeLayout(config.type);
+  int32_t cols = shard.cols;
+  ForRows(n, pool, [&](int64_t b, int64_t e) {
+    std::vector<float> buf(shard.dtype == DType::kFloat32 ? 0 : cols);
+    for (int64_t u = b; u < e; ++u) {
+      int64_t row = update.rows[u];
+      const float* g = update.grads + u * cols;
+      const float* st = ns > 0 ? full_stats + u * ns : nullptr;
+      if (shard.dtype == DType::kFloat32) {
+        float* w = static_cast<float*>(shard.weights) + row * shard.stride;
+        ApplyRow(config.type, s, full_dim, MakeRowRef(shard, layout, row, w, g), cols, st);
+      } else {
+        LoadRow(shard, row, buf.data());
+        ApplyRow(config.type, s, full_dim, MakeRowRef(shard, layout, row, buf.data(), g), cols, st);
+        StoreRow(config, step, shard, row, buf.data());
+      }
+    }
+  });
+}
+
+void PartialRowStats(const OptimizerConfig& config, int64_t step, ShardParams& shard, const RowUpdate& update,
+                     float* partial_stats) {
+  PartialRowStats(config, step, shard, update, partial_stats, nullptr);
+}
+
+void Apply(const OptimizerConfig& config, int64_t step, int32_t full_dim, ShardParams& shard, const RowUpdate& update,
+           const float* full_stats) {
+  Apply(config, step, full_dim, shard, update, full_stats, nullptr);
+}
+
+}  // namespace shardrec::optim

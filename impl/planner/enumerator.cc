@@ -1,0 +1,201 @@
+// Enumerator: constraints -> requests -> sharding options per table.
+#include "impl/planner/enumerator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "impl/core/check.h"
+#include "impl/sharding/layout.h"
+
+namespace shardrec::planner {
+namespace {
+
+using sharding::ShardingType;
+
+Status TableError(const sharding::TableConfig& t, const std::string& what) {
+  return Status::InvalidArgument("planner: table '", t.name, "': ", what);
+}
+
+// Ranks of node n.
+bool NodeFullyPinned(const std::vector<int32_t>& pinned, int32_t node, int32_t L) {
+  for (int32_t r = node * L; r < node * L + L; ++r) {
+    if (!std::binary_search(pinned.begin(), pinned.end(), r)) return false;
+  }
+  return true;
+}
+
+// Builds the option of `type`, or returns the reason it is impossible.
+Status BuildOption(const sharding::TableConfig& t, const TableRequest& req, const Topology& topo,
+                   ShardingType type, int32_t table_index, ShardingOption* opt) {
+  const int32_t W = topo.world_size;
+  const int32_t L = topo.local_world_size;
+  const auto& pinned = req.pinned_ranks;
+  const bool all_ranks = pinned.empty() || pinned.size() == static_cast<size_t>(W);
+  opt->table = table_index;
+  opt->type = type;
+  if (pinned.empty()) {
+    for (int32_t r = 0; r < W; ++r) opt->allowed_ranks.push_back(r);
+  } else {
+    opt->allowed_ranks = pinned;
+  }
+  const bool node_local = type == ShardingType::kTableRowWise ||
+                          type == ShardingType::kTableColumnWise || type == ShardingType::kGrid;
+  if (node_local && !topo.NodeLocalTypesAllowed())
+    return Status::InvalidArgument(sharding::ShardingTypeName(type), " needs ranks_per_node (", L,
+                                   ") to divide world_size (", W, ")");
+  sharding::TablePlan tp;
+  switch (type) {
+    case ShardingType::kDataParallel:
+    case ShardingType::kRowWise:
+      if (!all_ranks)
+        return Status::InvalidArgument(sharding::ShardingTypeName(type),
+                                       " uses every rank but the table is pinned to ",
+                                       pinned.size(), " of ", W);
+      tp = type == ShardingType::kRowWise ? sharding::MakeRowWise(t, W)
+                                          : sharding::MakeDataParallel(t, W);
+      opt->fixed_ranks = true;
+      break;
+    case ShardingType::kTableWise:
+      tp = sharding::MakeTableWise(t, -1);
+      break;
+    case ShardingType::kTableRowWise: {
+      bool any = false;
+      for (int32_t n = 0; n < W / L && !any; ++n) any = pinned.empty() || NodeFullyPinned(pinned, n, L);
+      if (!any)
+        return Status::InvalidArgument("table_row_wise needs all ", L,
+                                       " ranks of some node among the pinned ranks");
+      tp = sharding::MakeTableRowWise(t, 0, L);
+      break;
+    }
+    case ShardingType::kColumnWise:
+    case ShardingType::kTableColumnWise: {
+      const int32_t n = static_cast<int32_t>(pinned.size());
+      bool even = n > 0 && req.min_partition <= 0 && t.dim % n == 0;
+      if (even && type == ShardingType::kTableColumnWise) even = pinned.front() / L == pinned.back() / L;
+      if (even) {
+        tp = sharding::MakeColumnSplit(t, type, std::vector<int32_t>(n, t.dim / n), pinned);
+        opt->fixed_ranks = true;
+      } else {
+        const int32_t block = sharding::ColumnBlockDim(t.dim, req.min_partition);
+        const auto widths = sharding::EqualColumnWidths(t.dim, block);
+        tp = sharding::MakeColumnSplit(t, type, widths, std::vector<int32_t>(widths.size(), -1));
+      }
+      break;
+    }
+    case ShardingType::kGrid: {
+      bool any = false;
+      for (int32_t n = 0; n < W / L && !any; ++n) any = pinned.empty() || NodeFullyPinned(pinned, n, L);
+      if (!any)
+        return Status::InvalidArgument("grid needs all ", L, " ranks of some node among the "
+                                       "pinned ranks");
+      const int32_t block = sharding::ColumnBlockDim(t.dim, req.min_partition);
+      const auto widths = sharding::EqualColumnWidths(t.dim, block);
+      tp = sharding::MakeGrid(t, widths, std::vector<int32_t>(widths.size(), 0), L);
+      break;
+    }
+  }
+  opt->shards = std::move(tp.shards);
+  opt->estimates = EstimateShards(topo, t, req.pooling_factors, type, opt->shards);
+  return Status::Ok();
+}
+
+}  // namespace
+
+double ShardingOption::MaxShardPerf() const {
+  double m = 0;
+  for (const auto& e : estimates) m = std::max(m, e.perf.total());
+  return m;
+}
+double ShardingOption::SumPerf() const {
+  double s = 0;
+  for (const auto& e : estimates) s += e.perf.total();
+  return s;
+}
+int64_t ShardingOption::MaxShardStorage() const {
+  int64_t m = 0;
+  for (const auto& e : estimates) m = std::max(m, e.storage.total());
+  return m;
+}
+int64_t ShardingOption::SumStorage() const {
+  int64_t s = 0;
+  for (const auto& e : estimates) s += e.storage.total();
+  return s;
+}
+
+Status ResolveRequests(const std::vector<sharding::TableConfig>& tables,
+                       const std::vector<sharding::FeatureConfig>& features,
+                       const std::vector<TableConstraints>& constraints, const Topology& topo,
+                       std::vector<TableRequest>* out) {
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < tables.size(); ++i) index.emplace(tables[i].name, i);
+  std::vector<TableRequest> reqs(tables.size());
+  for (size_t i = 0; i < tables.size(); ++i) {
+    for (int32_t f : tables[i].features) reqs[i].pooling_factors.push_back(features[f].pooling_factor);
+  }
+  std::vector<bool> seen(tables.size(), false);
+  for (const auto& c : constraints) {
+    auto it = index.find(c.table);
+    if (it == index.end())
+      return Status::InvalidArgument("planner: constraints name unknown table '", c.table, "'");
+    const auto& t = tables[it->second];
+    if (seen[it->second]) return TableError(t, "has more than one constraints entry");
+    seen[it->second] = true;
+    TableRequest& r = reqs[it->second];
+    if (c.sharding_types & ~kAllTypesMask)
+      return TableError(t, StrCat("sharding_types mask 0x", std::hex, c.sharding_types,
+                                  " has bits beyond the 7 sharding types"));
+    r.type_mask = c.sharding_types == 0 ? kDefaultTypeMask : c.sharding_types;
+    if (c.min_partition < 0)
+      return TableError(t, StrCat("min_partition ", c.min_partition, " must be >= 0"));
+    r.min_partition = c.min_partition;
+    std::set<int32_t> ranks;
+    for (int32_t rank : c.ranks) {
+      if (rank < 0 || rank >= topo.world_size)
+        return TableError(t, StrCat("pinned rank ", rank, " does not exist (world_size ",
+                                    topo.world_size, ")"));
+      if (!ranks.insert(rank).second) return TableError(t, StrCat("pinned rank ", rank, " listed twice"));
+    }
+    r.pinned_ranks.assign(ranks.begin(), ranks.end());
+    if (!c.pooling_factors.empty()) {
+      if (c.pooling_factors.size() != t.features.size())
+        return TableError(t, StrCat(c.pooling_factors.size(), " pooling factors given for ",
+                                    t.features.size(), " features"));
+      for (float p : c.pooling_factors) {
+        if (!std::isfinite(p) || p < 0)
+          return TableError(t, StrCat("pooling factor ", p, " must be finite and >= 0"));
+      }
+      r.pooling_factors = c.pooling_factors;
+    }
+  }
+  *out = std::move(reqs);
+  return Status::Ok();
+}
+
+Status Enumerate(const std::vector<sharding::TableConfig>& tables,
+                 const std::vector<TableRequest>& requests, const Topology& topo,
+                 std::vector<std::vector<ShardingOption>>* out) {
+  SR_CHECK(tables.size() == requests.size());
+  std::vector<std::vector<ShardingOption>> all(tables.size());
+  for (size_t ti = 0; ti < tables.size(); ++ti) {
+    std::string reasons;
+    for (int32_t type = 0; type < sharding::kNumShardingTypes; ++type) {
+      if (!(requests[ti].type_mask & TypeBit(type))) continue;
+      ShardingOption opt;
+      Status s = BuildOption(tables[ti], requests[ti], topo, static_cast<ShardingType>(type),
+                             static_cast<int32_t>(ti), &opt);
+      if (s.ok()) {
+        all[ti].push_back(std::move(opt));
+      } else {
+        reasons += StrCat(reasons.empty() ? "" : "; ", s.message());
+      }
+    }
+    if (all[ti].empty())
+      return TableError(tables[ti], StrCat("no allowed sharding type is possible: ", reasons));
+  }
+  *out = std::move(all);
+  return Status::Ok();
+}
+
+}  // namespace shardrec::planner

@@ -1,0 +1,173 @@
+// TorchRec's perf and storage formulas (torchrec-semantics.md 4.4, 4.5), with three deliberate
+// differences: output/comm buffers are fp32 (our forward output type), optimizer state is
+// always counted from the topology's optimizer (TorchRec counts 0 when none is registered),
+// and a single-rank data-parallel table pays no all-reduce.
+#include "impl/planner/estimator.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "impl/core/check.h"
+
+namespace shardrec::planner {
+namespace {
+
+using sharding::ShardingType;
+
+constexpr double kIndexBytes = 8;          // BIGINT_DTYPE
+constexpr double kOutputBytes = 4;         // fp32 outputs and comm buffers
+constexpr double kBwdMultiplier = 2;       // BWD_COMPUTE_MULTIPLIER
+constexpr double kBatchedCopyFactor = 2.455;
+constexpr double kDpElementwiseFactor = 9.22;
+
+double BlockPenalty(int32_t dim) {
+  if (dim >= 128) return 1.0;
+  if (dim >= 64) return 1.15;
+  return 1.75;
+}
+
+int64_t Ceil(double v) { return static_cast<int64_t>(std::ceil(v)); }
+
+}  // namespace
+
+Perf& Perf::operator+=(const Perf& o) {
+  fwd_compute += o.fwd_compute;
+  fwd_comms += o.fwd_comms;
+  bwd_compute += o.bwd_compute;
+  bwd_comms += o.bwd_comms;
+  prefetch += o.prefetch;
+  return *this;
+}
+
+Storage& Storage::operator+=(const Storage& o) {
+  weights += o.weights;
+  optimizer += o.optimizer;
+  input += o.input;
+  output += o.output;
+  return *this;
+}
+
+TableLoad ComputeLoad(const sharding::TableConfig& table, const std::vector<float>& pooling_factors,
+                      int32_t batch_size) {
+  TableLoad load;
+  for (size_t i = 0; i < table.features.size(); ++i) {
+    const double p = i < pooling_factors.size() ? pooling_factors[i] : 1.0;
+    load.ids += p * batch_size;
+    load.outputs += batch_size;
+  }
+  if (table.pooling == sharding::PoolingType::kNone) load.outputs = load.ids;
+  return load;
+}
+
+int64_t OptimizerStateBytes(optim::OptimizerType type, int64_t rows, int32_t cols) {
+  int64_t elementwise = 0, rowwise = 0;
+  switch (type) {
+    case optim::OptimizerType::kSgd: break;
+    case optim::OptimizerType::kAdagrad: elementwise = 1; break;
+    case optim::OptimizerType::kRowWiseAdagrad: rowwise = 1; break;
+    case optim::OptimizerType::kAdam: elementwise = 2; break;
+    case optim::OptimizerType::kPartialRowWiseAdam: elementwise = 1; rowwise = 1; break;
+    case optim::OptimizerType::kLamb: elementwise = 2; break;
+  }
+  return 4 * (rows * cols * elementwise + rows * rowwise);
+}
+
+std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::TableConfig& table,
+                                          const std::vector<float>& pooling_factors,
+                                          ShardingType type,
+                                          const std::vector<sharding::Shard>& shards) {
+  const double W = topo.world_size;
+  const double L = topo.local_world_size;
+  const TableLoad load = ComputeLoad(table, pooling_factors, topo.batch_size);
+  const double I = load.ids;
+  const double O = load.outputs;
+  const double st = static_cast<double>(DTypeSize(table.dtype));
+  const bool dense = type == ShardingType::kDataParallel;
+  const double device_bw = topo.KernelBandwidth(dense);
+  const int32_t w = topo.world_size;
+  const int32_t l = topo.local_world_size;
+
+  std::vector<ShardEstimate> out;
+  out.reserve(shards.size());
+  for (const auto& s : shards) {
+    const double D = s.cols;
+    ShardEstimate e;
+    Perf& p = e.perf;
+    Storage& m = e.storage;
+    m.weights = s.rows * s.cols * static_cast<int64_t>(st);
+    m.optimizer = OptimizerStateBytes(topo.optimizer, s.rows, s.cols);
+    switch (type) {
+      case ShardingType::kTableWise:
+      case ShardingType::kColumnWise:
+      case ShardingType::kTableColumnWise: {
+        const double in_read = std::ceil(I * W * kIndexBytes);
+        const double lookup = I * W * std::max(D, 32.0) * st;
+        const double out_bytes = O * W * D * kOutputBytes;
+        const double bw = topo.CommBandwidth(Collective::kAllToAll, w, l);
+        p.fwd_compute = (in_read + lookup + out_bytes) * BlockPenalty(s.cols) / device_bw;
+        p.fwd_comms = out_bytes / bw;
+        p.bwd_comms = out_bytes / bw;
+        m.input = Ceil(I * W * kIndexBytes);
+        m.output = Ceil(O * W * D * kOutputBytes);
+        break;
+      }
+      case ShardingType::kRowWise: {
+        const double ip = I / W;
+        const double in_read = std::ceil(ip * W * kIndexBytes);
+        const double lookup = ip * W * D * st;
+        const double out_bytes = O * W * D * kOutputBytes;
+        const bool pooled = table.pooling != sharding::PoolingType::kNone;
+        const Collective fwd = pooled ? Collective::kReduceScatter : Collective::kAllToAll;
+        const Collective bwd = pooled ? Collective::kAllGather : Collective::kAllToAll;
+        p.fwd_compute = (in_read + lookup + out_bytes) / device_bw;
+        p.fwd_comms = out_bytes / topo.CommBandwidth(fwd, w, l);
+        p.bwd_comms = out_bytes / topo.CommBandwidth(bwd, w, l) +
+                      out_bytes * kBatchedCopyFactor / device_bw;
+        m.input = Ceil(ip * W * kIndexBytes);
+        m.output = s.rows == 0 ? 0 : Ceil(O * W * D * kOutputBytes);
+        break;
+      }
+      case ShardingType::kTableRowWise:
+      case ShardingType::kGrid: {
+        const double ip = I / L;
+        const double in_read = std::ceil(ip * W * kIndexBytes);
+        const double lookup = ip * W * D * st;
+        const double out_bytes = O * W * D * kOutputBytes;
+        const double intra = topo.CommBandwidth(Collective::kReduceScatter, l, l);
+        double cross = 0;
+        if (w > l) {
+          cross = O * (W / L) * D * kOutputBytes /
+                  topo.CommBandwidth(Collective::kAllToAll, w / l, 1);
+        }
+        p.fwd_compute = (in_read + lookup + out_bytes) / device_bw;
+        p.fwd_comms = out_bytes / intra + cross;
+        p.bwd_comms = out_bytes / intra + cross + out_bytes * kBatchedCopyFactor / device_bw;
+        m.input = Ceil(ip * W * kIndexBytes);
+        m.output = s.rows == 0 ? 0 : Ceil(O * W * D * kOutputBytes);
+        break;
+      }
+      case ShardingType::kDataParallel: {
+        const double in_read = std::ceil(I * kIndexBytes);
+        const double lookup = I * D * st;
+        const double out_bytes = O * D * st;
+        p.fwd_compute = (in_read + lookup + out_bytes) / device_bw;
+        const double table_bytes = static_cast<double>(table.rows) * table.dim * st;
+        double allreduce = 0;
+        if (w > 1) {
+          const double n = std::min(W / L, 2.0);
+          allreduce = table_bytes * (2 * n - 1) / n / topo.CommBandwidth(Collective::kAllReduce, w, l);
+          if (W > 2 * L) allreduce *= 2;
+        }
+        p.bwd_comms = allreduce + table_bytes * kDpElementwiseFactor / device_bw;
+        m.input = Ceil(I * kIndexBytes);
+        m.output = Ceil(O * D * kOutputBytes);
+        break;
+      }
+    }
+    p.bwd_compute = p.fwd_compute * kBwdMultiplier;
+    out.push_back(e);
+  }
+  return out;
+}
+
+}  // namespace shardrec::planner

@@ -1,0 +1,57 @@
+// Per-shard cost (TorchRec's EmbeddingPerfEstimator) and storage (EmbeddingStorageEstimator)
+// estimates. Costs are milliseconds per training step; storage is bytes of one rank's memory.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "impl/planner/topology.h"
+#include "impl/sharding/types.h"
+
+namespace shardrec::planner {
+
+struct Perf {
+  double fwd_compute = 0;
+  double fwd_comms = 0;
+  double bwd_compute = 0;
+  double bwd_comms = 0;
+  double prefetch = 0;  // always 0: no UVM caching kernels
+  double total() const { return fwd_compute + fwd_comms + bwd_compute + bwd_comms + prefetch; }
+  Perf& operator+=(const Perf& o);
+};
+
+struct Storage {
+  int64_t weights = 0;
+  int64_t optimizer = 0;
+  int64_t input = 0;   // id buffers of the input all-to-all
+  int64_t output = 0;  // pooled/sequence output buffers
+  int64_t total() const { return weights + optimizer + input + output; }
+  Storage& operator+=(const Storage& o);
+};
+
+struct ShardEstimate {
+  Perf perf;
+  Storage storage;
+};
+
+// What one table sees per rank per step: I = sum_f P_f * B ids, O = sum_f B pooled outputs
+// (I for sequence/NONE pooling).
+struct TableLoad {
+  double ids = 0;
+  double outputs = 0;
+};
+TableLoad ComputeLoad(const sharding::TableConfig& table, const std::vector<float>& pooling_factors,
+                      int32_t batch_size);
+
+// Optimizer state bytes of a rows x cols shard (state is fp32; row-wise state is one float per
+// row of every shard, since column shards keep full-row statistics).
+int64_t OptimizerStateBytes(optim::OptimizerType type, int64_t rows, int32_t cols);
+
+// Estimates of every shard of `shards` (only sizes are used; ranks are ignored) for a table
+// sharded as `type`. Data-parallel uses the dense kernel's bandwidth, others the fused one.
+std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::TableConfig& table,
+                                          const std::vector<float>& pooling_factors,
+                                          sharding::ShardingType type,
+                                          const std::vector<sharding::Shard>& shards);
+
+}  // namespace shardrec::planner

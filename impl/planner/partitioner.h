@@ -1,0 +1,44 @@
+// Partitioner: places the shards of one proposal (an option per table) on ranks under each
+// rank's memory, greedily by cost (TorchRec's GreedyPerfPartitioner, made fully deterministic).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "impl/planner/enumerator.h"
+
+namespace shardrec::planner {
+
+// Why a proposal did not fit: the first shard that found no rank.
+struct FitFailure {
+  int32_t table = -1;
+  sharding::ShardingType type = sharding::ShardingType::kTableWise;
+  int32_t shard = 0;
+  int64_t needed = 0;        // bytes the shard (or node group) needs
+  int64_t largest_free = 0;  // largest free capacity of any allowed rank at that moment
+  int32_t largest_free_rank = 0;
+};
+
+struct Placement {
+  std::vector<sharding::TablePlan> table_plans;  // parallel to the tables
+  std::vector<Perf> rank_perf;                   // per rank
+  std::vector<Storage> rank_storage;             // per rank
+  double rating = 0;                             // max over ranks of rank_perf total
+};
+
+// Places `proposal` (options[t][proposal[t]] for every table t). Returns false and fills
+// `failure` when some shard fits nowhere.
+bool Partition(const std::vector<std::vector<ShardingOption>>& options,
+               const std::vector<int32_t>& proposal, const Topology& topo, Placement* out,
+               FitFailure* failure);
+
+// Human-readable "does not fit" message for `failure`.
+std::string FitFailureMessage(const FitFailure& failure,
+                              const std::vector<sharding::TableConfig>& tables,
+                              const Topology& topo);
+
+// "1.50 GiB (1610612736 bytes)"-style formatting used in messages and stats.
+std::string FormatBytes(int64_t bytes);
+
+}  // namespace shardrec::planner

@@ -1,0 +1,132 @@
+// Planner flow (TorchRec's EmbeddingShardingPlanner.plan without storage reservation of dense
+// parts: the caller states usable memory, optionally minus reserved_fraction).
+#include "impl/planner/planner.h"
+
+#include <limits>
+
+#include "impl/core/check.h"
+#include "impl/planner/enumerator.h"
+#include "impl/planner/partitioner.h"
+#include "impl/planner/proposers.h"
+#include "impl/planner/stats.h"
+
+namespace shardrec::planner {
+
+std::vector<std::vector<float>> FeaturePoolingFactors(const sharding::Plan& plan) {
+  std::vector<std::vector<float>> out(plan.tables.size());
+  for (size_t t = 0; t < plan.tables.size(); ++t) {
+    for (int32_t f : plan.tables[t].features) out[t].push_back(plan.features[f].pooling_factor);
+  }
+  return out;
+}
+
+PlanEstimate EstimatePlan(const sharding::Plan& plan, const Topology& topo,
+                          const std::vector<std::vector<float>>& pooling_factors) {
+  PlanEstimate e;
+  e.rank_perf.resize(plan.world_size);
+  e.rank_storage.resize(plan.world_size);
+  e.table_perf.resize(plan.tables.size());
+  e.table_storage.resize(plan.tables.size());
+  for (size_t t = 0; t < plan.tables.size(); ++t) {
+    const auto& tp = plan.table_plans[t];
+    const auto est = EstimateShards(topo, plan.tables[t], pooling_factors[t], tp.type, tp.shards);
+    for (size_t i = 0; i < tp.shards.size(); ++i) {
+      e.rank_perf[tp.shards[i].rank] += est[i].perf;
+      e.rank_storage[tp.shards[i].rank] += est[i].storage;
+      e.table_perf[t] += est[i].perf;
+      e.table_storage[t] += est[i].storage;
+    }
+  }
+  return e;
+}
+
+Status CheckPlanFits(const sharding::Plan& plan, const Topology& topo,
+                     const std::vector<std::vector<float>>& pooling_factors) {
+  if (topo.world_size != plan.world_size)
+    return Status::InvalidArgument("planner: plan is for world_size ", plan.world_size,
+                                   " but the topology has ", topo.world_size);
+  const PlanEstimate e = EstimatePlan(plan, topo, pooling_factors);
+  for (int32_t r = 0; r < plan.world_size; ++r) {
+    const int64_t used = e.rank_storage[r].total();
+    if (used <= topo.UsableMemory(r)) continue;
+    // Name the table with the largest share on this rank.
+    std::string worst;
+    int64_t worst_bytes = -1;
+    for (size_t t = 0; t < plan.tables.size(); ++t) {
+      const auto& tp = plan.table_plans[t];
+      const auto est = EstimateShards(topo, plan.tables[t], pooling_factors[t], tp.type, tp.shards);
+      int64_t bytes = 0;
+      for (size_t i = 0; i < tp.shards.size(); ++i) {
+        if (tp.shards[i].rank == r) bytes += est[i].storage.total();
+      }
+      if (bytes > worst_bytes) {
+        worst_bytes = bytes;
+        worst = plan.tables[t].name;
+      }
+    }
+    return Status::OutOfMemory("planner: rank ", r, " needs ", FormatBytes(used), " but has ",
+                               FormatBytes(topo.UsableMemory(r)), " usable; table '", worst,
+                               "' takes ", FormatBytes(worst_bytes), " of it");
+  }
+  return Status::Ok();
+}
+
+Status MakePlan(const PlannerInput& input, PlannerResult* out) {
+  const Topology& topo = input.topology;
+  SR_RETURN_IF_ERROR(topo.Validate());
+  sharding::Plan plan;
+  plan.world_size = topo.world_size;
+  plan.local_world_size = topo.local_world_size;
+  plan.features = input.features;
+  plan.tables = input.tables;
+  SR_RETURN_IF_ERROR(sharding::ValidatePlanConfigs(plan));
+
+  std::vector<TableRequest> requests;
+  SR_RETURN_IF_ERROR(ResolveRequests(plan.tables, plan.features, input.constraints, topo, &requests));
+  std::vector<std::vector<ShardingOption>> options;
+  SR_RETURN_IF_ERROR(Enumerate(plan.tables, requests, topo, &options));
+  SortOptions(&options);
+  const auto proposals = Propose(options);
+
+  PlannerResult result;
+  bool have_best = false;
+  Placement best;
+  FitFailure smallest_failure;
+  int64_t smallest_failure_storage = std::numeric_limits<int64_t>::max();
+  for (const auto& proposal : proposals) {
+    ++result.proposals;
+    Placement placement;
+    FitFailure failure;
+    if (!Partition(options, proposal, topo, &placement, &failure)) {
+      int64_t total = 0;
+      for (size_t t = 0; t < proposal.size(); ++t) total += options[t][proposal[t]].SumStorage();
+      if (total < smallest_failure_storage) {
+        smallest_failure_storage = total;
+        smallest_failure = failure;
+      }
+      continue;
+    }
+    ++result.feasible;
+    if (!have_best || placement.rating < best.rating) {
+      best = std::move(placement);
+      have_best = true;
+    }
+  }
+  if (!have_best) return Status::OutOfMemory(FitFailureMessage(smallest_failure, plan.tables, topo));
+
+  plan.table_plans = std::move(best.table_plans);
+  Status valid = sharding::ValidatePlan(plan);
+  if (!valid.ok()) return Status::Internal("planner produced an invalid plan: ", valid.message());
+  std::vector<std::vector<float>> pooling(requests.size());
+  for (size_t t = 0; t < requests.size(); ++t) pooling[t] = requests[t].pooling_factors;
+  StatsInfo info;
+  info.proposals = result.proposals;
+  info.feasible = result.feasible;
+  info.planned = true;
+  result.stats = FormatStats(plan, topo, pooling, info);
+  result.plan = std::move(plan);
+  *out = std::move(result);
+  return Status::Ok();
+}
+
+}  // namespace shardrec::planner

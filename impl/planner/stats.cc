@@ -1,0 +1,148 @@
+// Planner statistics text. Fixed-width columns; numbers formatted with snprintf so the text
+// is identical on every rank.
+#include "impl/planner/stats.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "impl/planner/planner.h"
+
+namespace shardrec::planner {
+namespace {
+
+std::string Fmt(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+std::string Pad(const std::string& s, size_t w, bool right = false) {
+  if (s.size() >= w) return s;
+  return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
+}
+
+std::string Mib(int64_t bytes) { return Fmt("%.2f", static_cast<double>(bytes) / (1024.0 * 1024.0)); }
+
+const char* OptimizerName(optim::OptimizerType t) {
+  switch (t) {
+    case optim::OptimizerType::kSgd: return "sgd";
+    case optim::OptimizerType::kAdagrad: return "adagrad";
+    case optim::OptimizerType::kRowWiseAdagrad: return "rowwise_adagrad";
+    case optim::OptimizerType::kAdam: return "adam";
+    case optim::OptimizerType::kPartialRowWiseAdam: return "partial_rowwise_adam";
+    case optim::OptimizerType::kLamb: return "lamb";
+  }
+  return "?";
+}
+
+std::string Row(const std::vector<std::string>& cells, const std::vector<size_t>& widths) {
+  std::string line;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    line += (i ? " | " : "") + Pad(cells[i], widths[i], i > 0 && i + 1 < cells.size());
+  }
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  return line + "\n";
+}
+
+std::string Table(const std::vector<std::string>& header,
+                  const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths(header.size());
+  for (size_t i = 0; i < header.size(); ++i) widths[i] = header[i].size();
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < r.size(); ++i) widths[i] = std::max(widths[i], r[i].size());
+  }
+  std::string out = Row(header, widths);
+  size_t total = 0;
+  for (size_t w : widths) total += w + 3;
+  out += std::string(total - 3, '-') + "\n";
+  for (const auto& r : rows) out += Row(r, widths);
+  return out;
+}
+
+}  // namespace
+
+std::string FormatStats(const sharding::Plan& plan, const Topology& topo,
+                        const std::vector<std::vector<float>>& pooling_factors,
+                        const StatsInfo& info) {
+  const PlanEstimate est = EstimatePlan(plan, topo, pooling_factors);
+  std::string out = "--- shardrec planner statistics ---\n";
+  out += StrCat("world_size ", plan.world_size, ", ranks_per_node ", plan.local_world_size,
+                ", device ", topo.device == ComputeDevice::kCuda ? "cuda" : "host",
+                ", batch_size ", topo.batch_size, " per rank, optimizer ",
+                OptimizerName(topo.optimizer), "\n");
+  if (info.planned) {
+    out += StrCat("evaluated ", info.proposals, " proposal(s), ", info.feasible,
+                  " fit in memory; the cheapest was chosen\n");
+  } else {
+    out += "plan read from text: estimates assume this default topology\n";
+  }
+  double max_perf = 0;
+  for (const auto& p : est.rank_perf) max_perf = std::max(max_perf, p.total());
+  out += "estimated step cost of the busiest rank: " + Fmt("%.6g", max_perf) + " ms\n\n";
+
+  // Shards by type per rank.
+  std::vector<std::map<int32_t, int>> by_type(plan.world_size);
+  std::vector<std::set<size_t>> tables_on(plan.world_size);
+  for (size_t t = 0; t < plan.tables.size(); ++t) {
+    for (const auto& s : plan.table_plans[t].shards) {
+      ++by_type[s.rank][static_cast<int32_t>(plan.table_plans[t].type)];
+      tables_on[s.rank].insert(t);
+    }
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (int32_t r = 0; r < plan.world_size; ++r) {
+    const int64_t used = est.rank_storage[r].total();
+    const int64_t cap = topo.UsableMemory(r);
+    const Perf& p = est.rank_perf[r];
+    std::string shards;
+    for (const auto& [type, n] : by_type[r]) {
+      shards += StrCat(shards.empty() ? "" : " ",
+                       sharding::ShardingTypeShortName(static_cast<sharding::ShardingType>(type)),
+                       ":", n);
+    }
+    rows.push_back({StrCat(r), Mib(used), Mib(cap),
+                    Fmt("%.1f%%", cap > 0 ? 100.0 * static_cast<double>(used) / cap : 0.0),
+                    Fmt("%.6g", p.total()),
+                    Fmt("%.3g", p.fwd_compute) + "," + Fmt("%.3g", p.fwd_comms) + "," +
+                        Fmt("%.3g", p.bwd_compute) + "," + Fmt("%.3g", p.bwd_comms),
+                    Mib(est.rank_storage[r].input), Mib(est.rank_storage[r].output),
+                    StrCat(tables_on[r].size()), shards.empty() ? "-" : shards});
+  }
+  out += Table({"Rank", "Used (MiB)", "Capacity (MiB)", "Used %", "Cost (ms)",
+                "fwd_cmp,fwd_comm,bwd_cmp,bwd_comm", "Input (MiB)", "Output (MiB)", "Tables",
+                "Shards"},
+               rows);
+  out += "\n";
+
+  rows.clear();
+  for (size_t t = 0; t < plan.tables.size(); ++t) {
+    const auto& tc = plan.tables[t];
+    const auto& tp = plan.table_plans[t];
+    std::set<int32_t> ranks;
+    std::set<int32_t> widths;
+    for (const auto& s : tp.shards) {
+      ranks.insert(s.rank);
+      widths.insert(s.cols);
+    }
+    std::string rank_text;
+    for (int32_t r : ranks) rank_text += StrCat(rank_text.empty() ? "" : ",", r);
+    std::string dim_text = StrCat(tc.dim);
+    if (widths.size() == 1 && *widths.begin() != tc.dim) dim_text += StrCat(" (", *widths.begin(), ")");
+    double pf = 0;
+    for (float p : pooling_factors[t]) pf += p;
+    rows.push_back({tc.name, sharding::ShardingTypeShortName(tp.type), StrCat(tc.rows), dim_text,
+                    StrCat(tp.shards.size()), rank_text, Fmt("%.6g", est.table_perf[t].total()),
+                    Mib(est.table_storage[t].total()), Fmt("%.3g", pf),
+                    StrCat(tc.features.size())});
+  }
+  out += Table({"Table", "Sharding", "Rows", "Dim (CW dim)", "Shards", "Ranks", "Cost (ms)",
+                "Storage (MiB)", "Sum pooling", "Features"},
+               rows);
+  out += "Cost: TorchRec's perf model per step (ms); storage: weights + optimizer state + I/O "
+         "buffers.\n";
+  return out;
+}
+
+}  // namespace shardrec::planner

@@ -1,0 +1,77 @@
+// The machines a plan is made for (TorchRec's Topology) and per-table constraints
+// (TorchRec's ParameterConstraints). Bandwidths are bytes per millisecond, as in TorchRec.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "impl/core/status.h"
+#include "impl/optim/optimizer.h"
+
+namespace shardrec::planner {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// TorchRec's constants.py defaults (GB = 1024^3 bytes; per second -> per ms).
+constexpr double kDefaultHbmCapacity = 32.0 * kGiB;
+constexpr double kDefaultDdrCapacity = 128.0 * kGiB;
+constexpr double kHbmBandwidth = 897.0 * kGiB / 1000.0;
+constexpr double kDdrBandwidth = 51.0 * kGiB / 1000.0;
+constexpr double kIntraNodeBandwidth = 600.0 * kGiB / 1000.0;
+constexpr double kInterNodeBandwidth = 12.5 * kGiB / 1000.0;
+constexpr int32_t kDefaultBatchSize = 512;
+
+enum class ComputeDevice : int32_t { kHost = 0, kCuda = 1 };  // mirrors SHARDREC_DEVICE_*
+enum class Collective { kAllToAll, kReduceScatter, kAllGather, kAllReduce };
+
+struct Topology {
+  int32_t world_size = 1;
+  int32_t local_world_size = 1;  // ranks per node
+  ComputeDevice device = ComputeDevice::kHost;
+  // Per-rank capacity in bytes (HBM for CUDA, host memory for host ranks); empty means the
+  // device default for every rank.
+  std::vector<int64_t> memory_bytes;
+  double intra_node_bw = kIntraNodeBandwidth;  // bytes/ms
+  double inter_node_bw = kInterNodeBandwidth;  // bytes/ms
+  double memory_bw = 0.0;                      // bytes/ms; 0 means the device default
+  int32_t batch_size = kDefaultBatchSize;      // samples per rank per step
+  optim::OptimizerType optimizer = optim::OptimizerType::kSgd;  // state counted in storage
+  double reserved_fraction = 0.0;  // share of each rank's memory the planner leaves free
+
+  // A topology with the defaults of `device` (world_size ranks, local_world_size per node).
+  static Topology Default(int32_t world_size, int32_t local_world_size, ComputeDevice device);
+
+  // Ranges and consistency; the message names the field.
+  Status Validate() const;
+
+  // Capacity of `rank` after the reservation, in bytes.
+  int64_t UsableMemory(int32_t rank) const;
+  // Capacity of `rank` before the reservation.
+  int64_t Memory(int32_t rank) const;
+  // Memory bandwidth of the fused (`dense == false`) or dense kernel, bytes/ms (TorchRec's
+  // kernel_bw_lookup: dense kernels get half).
+  double KernelBandwidth(bool dense) const;
+  // TorchRec's BasicCommsBandwidths.get_bw: all-reduce gets inter_bw * local ("1 NIC per
+  // GPU"); others intra when the group fits in a node, else inter.
+  double CommBandwidth(Collective c, int32_t world, int32_t local) const;
+  bool NodeLocalTypesAllowed() const { return world_size % local_world_size == 0; }
+};
+
+// TorchRec's ParameterConstraints subset, keyed by table name.
+struct TableConstraints {
+  std::string table;
+  uint32_t sharding_types = 0;  // bitmask of 1u << ShardingType; 0 = default set (no grid)
+  int32_t min_partition = 0;    // column block lower bound; 0 = 128 (or even split, see below)
+  // Shards go only to these ranks. With CW/TWCW and min_partition == 0, the dim is split
+  // evenly over them (TorchRec's manual column_wise(ranks=...)) when it divides.
+  std::vector<int32_t> ranks;
+  std::vector<float> pooling_factors;  // per feature of the table; empty = feature configs
+};
+
+// Bit of a sharding type in TableConstraints::sharding_types.
+constexpr uint32_t TypeBit(int32_t type) { return 1u << type; }
+// Every type except grid: the planner's default choice set on host and CUDA alike.
+constexpr uint32_t kDefaultTypeMask = 0x3Fu;
+constexpr uint32_t kAllTypesMask = 0x7Fu;
+
+}  // namespace shardrec::planner

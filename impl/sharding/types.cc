@@ -1,0 +1,103 @@
+// Sharding type names and the plan's stable hash.
+#include <bit>
+#include <cstring>
+
+#include "impl/sharding/types.h"
+
+namespace shardrec::sharding {
+
+namespace {
+constexpr const char* kNames[kNumShardingTypes] = {
+    "data_parallel", "table_wise", "row_wise", "column_wise",
+    "table_row_wise", "table_column_wise", "grid"};
+constexpr const char* kShortNames[kNumShardingTypes] = {"DP",   "TW",   "RW",  "CW",
+                                                        "TWRW", "TWCW", "GRID"};
+
+// FNV-1a over a canonical little-endian byte stream; strings are length-prefixed so that
+// ("ab","c") and ("a","bc") differ. Independent of pointers, padding and platform.
+class Fnv {
+ public:
+  void Bytes(const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) {
+      h_ ^= p[i];
+      h_ *= 1099511628211ull;
+    }
+  }
+  void U64(uint64_t v) {
+    unsigned char b[8];
+    for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(v >> (8 * i));
+    Bytes(b, 8);
+  }
+  void I64(int64_t v) { U64(static_cast<uint64_t>(v)); }
+  void F32(float v) { U64(std::bit_cast<uint32_t>(v)); }
+  void Str(const std::string& s) {
+    U64(s.size());
+    Bytes(s.data(), s.size());
+  }
+  uint64_t value() const { return h_; }
+
+ private:
+  uint64_t h_ = 14695981039346656037ull;
+};
+}  // namespace
+
+const char* ShardingTypeName(ShardingType t) {
+  const auto i = static_cast<int32_t>(t);
+  return IsValidShardingType(i) ? kNames[i] : "unknown";
+}
+
+const char* ShardingTypeShortName(ShardingType t) {
+  const auto i = static_cast<int32_t>(t);
+  return IsValidShardingType(i) ? kShortNames[i] : "?";
+}
+
+bool ShardingTypeFromName(const std::string& name, ShardingType* out) {
+  for (int32_t i = 0; i < kNumShardingTypes; ++i) {
+    if (name == kNames[i]) {
+      *out = static_cast<ShardingType>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+uint64_t Plan::Hash() const {
+  Fnv h;
+  h.Str("shardrec.plan.v1");
+  h.I64(world_size);
+  h.I64(local_world_size);
+  h.U64(features.size());
+  for (const auto& f : features) {
+    h.Str(f.name);
+    h.F32(f.pooling_factor);
+  }
+  h.U64(tables.size());
+  for (const auto& t : tables) {
+    h.Str(t.name);
+    h.I64(t.rows);
+    h.I64(t.dim);
+    h.I64(static_cast<int32_t>(t.pooling));
+    h.I64(static_cast<int32_t>(t.dtype));
+    h.U64(t.features.size());
+    for (int32_t f : t.features) h.I64(f);
+    h.I64(static_cast<int32_t>(t.init.kind));
+    h.F32(t.init.low);
+    h.F32(t.init.high);
+  }
+  h.U64(table_plans.size());
+  for (const auto& tp : table_plans) {
+    h.I64(static_cast<int32_t>(tp.type));
+    h.U64(tp.shards.size());
+    for (const auto& s : tp.shards) {
+      h.I64(s.row_offset);
+      h.I64(s.rows);
+      h.I64(s.col_offset);
+      h.I64(s.cols);
+      h.I64(s.rank);
+    }
+  }
+  return h.value();
+}
+
+}  // namespace shardrec::sharding

@@ -1,0 +1,323 @@
+// Suite cpu_emb (performance-anchors.md section 7.3): CPU pooled lookup forward (c1, c2, c4) and
+// backward fused with row-wise Adagrad (c3), with a STREAM triad measured in the same run; every
+// figure is reported as GB/s and as a ratio to the triad of the same thread count.
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <random>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "impl/core/thread_pool.h"
+#include "impl/embedding/kernels/kernels.h"
+#include "impl/optim/optimizer.h"
+
+namespace shardrec::embedding::kernels {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+ThreadPool& Pool() {
+  static ThreadPool pool(0);
+  return pool;
+}
+
+// --- STREAM triad: a = b + s * c over three arrays far larger than the last-level cache. -------
+constexpr int64_t kTriadN = int64_t{1} << 25;  // 128 MiB per array
+std::map<int, double> g_triad_gbs;             // threads -> best GB/s
+
+double TriadOnce(int threads, std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& c) {
+  auto body = [&](int64_t lo, int64_t hi) {
+    float* __restrict pa = a.data();
+    const float* __restrict pb = b.data();
+    const float* __restrict pc = c.data();
+    for (int64_t i = lo; i < hi; ++i) pa[i] = pb[i] + 3.0f * pc[i];
+  };
+  auto t0 = Clock::now();
+  if (threads == 1) body(0, kTriadN); else Pool().ParallelFor(0, kTriadN, kTriadN / (4 * threads), body);
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void MeasureTriad() {
+  std::vector<float> a(kTriadN, 0.0f), b(kTriadN, 1.0f), c(kTriadN, 2.0f);
+  for (int threads : {1, Pool().num_threads()}) {
+    double best = 1e30;
+    for (int r = 0; r < 10; ++r) best = std::min(best, TriadOnce(threads, a, b, c));
+    g_triad_gbs[threads] = 3.0 * kTriadN * sizeof(float) / best / 1e9;
+  }
+}
+
+void BM_StreamTriad(benchmark::State& state) {
+  int threads = state.range(0) == 0 ? Pool().num_threads() : 1;
+  std::vector<float> a(kTriadN, 0.0f), b(kTriadN, 1.0f), c(kTriadN, 2.0f);
+  for (auto _ : state) state.SetIterationTime(TriadOnce(threads, a, b, c));
+  state.counters["threads"] = threads;
+  state.counters["GB/s_best"] = g_triad_gbs[threads];
+  state.SetBytesProcessed(state.iterations() * 3 * kTriadN * int64_t{sizeof(float)});
+}
+
+// --- Table memory: one arena sized for the largest config (c1 D=256 fp32 and c2 both need
+// 4.096e9 bytes), filled once; the contents only need to be finite. --------------------------
+constexpr size_t kArenaBytes = size_t{4096000000};
+
+char* Arena() {
+  static char* arena = [] {
+    void* p = nullptr;
+    if (posix_memalign(&p, size_t{2} << 20, kArenaBytes) != 0) std::abort();
+    if (std::getenv("SHARDREC_BENCH_NO_HUGEPAGES") == nullptr) madvise(p, kArenaBytes, MADV_HUGEPAGE);
+    char* c = static_cast<char*>(p);
+    const int64_t chunk = int64_t{64} << 20;
+    Pool().ParallelFor(0, static_cast<int64_t>(kArenaBytes) / chunk + 1, 1, [&](int64_t b, int64_t e) {
+      for (int64_t k = b; k < e; ++k) {
+        int64_t lo = k * chunk, hi = std::min<int64_t>(static_cast<int64_t>(kArenaBytes), lo + chunk);
+        // 0x3c003c00 is 1.0 in fp16 pairs and 0.0078 as fp32: finite either way.
+        for (int64_t i = lo; i + 4 <= hi; i += 4) std::memcpy(c + i, "\x00\x3c\x00\x3c", 4);
+      }
+    });
+    return c;
+  }();
+  return arena;
+}
+
+// --- Input generation. -------------------------------------------------------------------------
+struct Batch {
+  std::vector<int64_t> offsets, rows;
+  int64_t unique = 0;  // distinct rows in the batch (backward bytes)
+  Bags View() const { return Bags{offsets.data(), static_cast<int64_t>(offsets.size()) - 1, rows.data(), nullptr}; }
+};
+
+// FBGEMM-style: uniform, or Zipf(alpha) over a random permutation of the rows; ids distinct
+// within a bag (oversample up to 3L draws).
+struct IdSampler {
+  int64_t rows;
+  double alpha;
+  std::vector<double> cdf;
+  std::vector<int64_t> perm;
+  IdSampler(int64_t e, double a, std::mt19937_64& rng) : rows(e), alpha(a) {
+    if (alpha <= 0) return;
+    cdf.resize(e);
+    double s = 0;
+    for (int64_t k = 0; k < e; ++k) cdf[k] = (s += std::pow(double(k + 1), -alpha));
+    for (double& v : cdf) v /= s;
+    perm.resize(e);
+    std::iota(perm.begin(), perm.end(), int64_t{0});
+    std::shuffle(perm.begin(), perm.end(), rng);
+  }
+  int64_t operator()(std::mt19937_64& rng) const {
+    if (alpha <= 0) return static_cast<int64_t>(rng() % static_cast<uint64_t>(rows));
+    double u = std::uniform_real_distribution<double>(0, 1)(rng);
+    int64_t k = std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin();
+    return perm[std::min(k, rows - 1)];
+  }
+};
+
+Batch MakeBatch(const IdSampler& ids, int64_t bags, int min_len, int max_len, std::mt19937_64& rng) {
+  Batch b;
+  b.offsets.push_back(0);
+  std::unordered_set<int64_t> seen, all;
+  for (int64_t i = 0; i < bags; ++i) {
+    int len = min_len + static_cast<int>(rng() % static_cast<uint64_t>(max_len - min_len + 1));
+    seen.clear();
+    for (int draw = 0; draw < 3 * len && static_cast<int>(seen.size()) < len; ++draw) {
+      int64_t r = ids(rng);
+      if (seen.insert(r).second) b.rows.push_back(r);
+    }
+    b.offsets.push_back(static_cast<int64_t>(b.rows.size()));
+  }
+  all.insert(b.rows.begin(), b.rows.end());
+  b.unique = static_cast<int64_t>(all.size());
+  return b;
+}
+
+// --- Timing: manual per-iteration times, reported as median and p90. ---------------------------
+struct Timer {
+  std::vector<double> times;
+  template <typename F>
+  void Run(benchmark::State& state, F&& body) {
+    for (auto _ : state) {
+      auto t0 = Clock::now();
+      body();
+      double t = std::chrono::duration<double>(Clock::now() - t0).count();
+      times.push_back(t);
+      state.SetIterationTime(t);
+    }
+  }
+  double Median() { std::sort(times.begin(), times.end()); return times[times.size() / 2]; }
+  double P90() { std::sort(times.begin(), times.end()); return times[times.size() * 9 / 10]; }
+};
+
+void Report(benchmark::State& state, Timer& timer, double bytes, int threads) {
+  double med = timer.Median();
+  double gbs = bytes / med / 1e9;
+  state.counters["median_ms"] = med * 1e3;
+  state.counters["p90_ms"] = timer.P90() * 1e3;
+  state.counters["GB/s"] = gbs;
+  state.counters["x_triad"] = gbs / g_triad_gbs[threads];
+  state.counters["threads"] = threads;
+}
+
+// --- c1: FBGEMM CPU default, one thread. Args: D, fp16, prefetch, flush. -----------------------
+void BM_C1(benchmark::State& state) {
+  const int64_t E = 4000000, B = 10;
+  const int32_t D = static_cast<int32_t>(state.range(0));
+  const bool fp16 = state.range(1) != 0, prefetch = state.range(2) != 0, flush = state.range(3) != 0;
+  std::mt19937_64 rng(1);
+  IdSampler ids(E, 0.0, rng);
+  Batch batch = MakeBatch(ids, B, 1, 201, rng);
+  WeightsView w{Arena(), fp16 ? DType::kFloat16 : DType::kFloat32, E, D, D};
+  std::vector<float> out(B * D);
+  std::vector<char> flush_buf(flush ? (64 << 20) : 0);
+  LookupOptions opts;
+  opts.prefetch_distance = prefetch ? 16 : 0;
+  Timer timer;
+  for (auto _ : state) {
+    if (flush) {
+      for (size_t i = 0; i < flush_buf.size(); i += 64) flush_buf[i]++;
+      benchmark::ClobberMemory();
+    }
+    auto t0 = Clock::now();
+    PooledLookup(w, batch.View(), out.data(), D, nullptr, opts);
+    benchmark::DoNotOptimize(out.data());
+    double t = std::chrono::duration<double>(Clock::now() - t0).count();
+    timer.times.push_back(t);
+    state.SetIterationTime(t);
+  }
+  const double n = static_cast<double>(batch.rows.size());
+  Report(state, timer, n * D * (fp16 ? 2 : 4) + n * 8, 1);  // FBGEMM convention: rows + indices
+}
+
+// --- c2/c4 forward and c3 backward: T tables of E x D fp32, B bags of exactly L ids. ----------
+struct MultiTable {
+  int64_t T, E, B;
+  int32_t D;
+  std::vector<std::vector<Batch>> batches;  // [rotation][table]
+  std::vector<float> grad_out;              // [B, T * D]
+  std::vector<std::vector<float>> momentum;
+  MultiTable(int64_t t, int64_t e, int32_t d, int64_t b, int l, double alpha) : T(t), E(e), B(b), D(d) {
+    std::mt19937_64 rng(7);
+    IdSampler ids(E, alpha, rng);
+    batches.resize(4);
+    for (auto& rot : batches)
+      for (int64_t k = 0; k < T; ++k) rot.push_back(MakeBatch(ids, B, l, l, rng));
+    grad_out.assign(B * T * D, 1e-3f);
+  }
+  WeightsView Table(int64_t k) const {
+    return WeightsView{reinterpret_cast<const float*>(Arena()) + k * E * D, DType::kFloat32, E, D, D};
+  }
+  double ForwardBytes(int rot) const {
+    double s = 0;
+    for (const Batch& b : batches[rot]) s += double(b.rows.size()) * (D * 4 + 8) + double(B) * D * 4 + (B + 1) * 8.0;
+    return s;
+  }
+  // Physical model: grad_out read + unique rows x (weights read+write, momentum read+write) + ids.
+  double BackwardBytes(int rot) const {
+    double s = 0;
+    for (const Batch& b : batches[rot]) s += double(B) * D * 4 + double(b.unique) * (2.0 * D * 4 + 8) + b.rows.size() * 8.0;
+    return s;
+  }
+};
+
+std::map<std::string, double> g_fwd_median;  // config name -> forward median seconds
+
+void RunForward(benchmark::State& state, const char* name, int64_t T, int64_t E, int64_t B, double alpha) {
+  MultiTable mt(T, E, 128, B, 20, alpha);
+  std::vector<float> out(B * T * mt.D);
+  int it = 0;
+  Timer timer;
+  timer.Run(state, [&] {
+    const auto& rot = mt.batches[it++ % 4];
+    for (int64_t k = 0; k < T; ++k) PooledLookup(mt.Table(k), rot[k].View(), out.data() + k * mt.D, T * mt.D, &Pool());
+    benchmark::DoNotOptimize(out.data());
+  });
+  double bytes = 0;
+  for (int r = 0; r < 4; ++r) bytes += mt.ForwardBytes(r) / 4;
+  Report(state, timer, bytes, Pool().num_threads());
+  g_fwd_median[name] = timer.Median();
+}
+
+void RunBackward(benchmark::State& state, const char* name, int64_t T, int64_t E, int64_t B, double alpha, bool fused) {
+  MultiTable mt(T, E, 128, B, 20, alpha);
+  optim::OptimizerConfig cfg;
+  cfg.type = optim::OptimizerType::kRowWiseAdagrad;
+  std::vector<std::vector<float>> mom(T, std::vector<float>(E, 0.0f));
+  std::vector<Workspace> ws(T);
+  std::vector<int64_t> uniq;
+  std::vector<float> grads, stats;
+  int it = 0;
+  int64_t step = 0;
+  Timer timer;
+  timer.Run(state, [&] {
+    const auto& rot = mt.batches[it++ % 4];
+    ++step;
+    for (int64_t k = 0; k < T; ++k) {
+      optim::ShardParams sp;
+      sp.weights = const_cast<void*>(mt.Table(k).data);
+      sp.rows = E;
+      sp.cols = mt.D;
+      sp.stride = mt.D;
+      sp.states = {mom[k].data()};
+      const float* g = mt.grad_out.data() + k * mt.D;
+      if (fused) {
+        PooledBackwardFused(rot[k].View(), g, T * mt.D, 1.0f, cfg, step, mt.D, sp, &Pool(), &ws[k]);
+      } else {
+        AggregatePooledGrads(rot[k].View(), g, T * mt.D, mt.D, 1.0f, &uniq, &grads, &Pool(), &ws[k]);
+        optim::RowUpdate upd{uniq, grads.data()};
+        stats.resize(uniq.size());
+        optim::PartialRowStats(cfg, step, sp, upd, stats.data(), &Pool());
+        optim::Apply(cfg, step, mt.D, sp, upd, stats.data(), &Pool());
+      }
+    }
+  });
+  double bytes = 0;
+  for (int r = 0; r < 4; ++r) bytes += mt.BackwardBytes(r) / 4;
+  Report(state, timer, bytes, Pool().num_threads());
+  auto f = g_fwd_median.find(name);
+  if (f != g_fwd_median.end()) state.counters["bwd_over_fwd"] = timer.Median() / f->second;
+}
+
+void BM_C2_Forward(benchmark::State& s) {
+  RunForward(s, s.range(0) ? "c2_zipf" : "c2_uniform", 8, 1000000, 2048, s.range(0) ? 1.15 : 0.0);
+}
+void BM_C3_BackwardRowWiseAdagrad(benchmark::State& s) {
+  RunBackward(s, s.range(0) ? "c2_zipf" : "c2_uniform", 8, 1000000, 2048, s.range(0) ? 1.15 : 0.0, s.range(1) != 0);
+}
+void BM_C4_Forward(benchmark::State& s) { RunForward(s, "c4", 32, 100000, 512, 0.0); }
+void BM_C4_BackwardRowWiseAdagrad(benchmark::State& s) { RunBackward(s, "c4", 32, 100000, 512, 0.0, true); }
+
+BENCHMARK(BM_StreamTriad)->ArgNames({"single"})->Arg(1)->Arg(0)->UseManualTime()->Iterations(5);
+BENCHMARK(BM_C1)
+    ->ArgNames({"D", "fp16", "prefetch", "flush"})
+    ->ArgsProduct({{32, 64, 128, 256}, {0, 1}, {0, 1}, {0, 1}})
+    ->UseManualTime()
+    ->Iterations(200);
+BENCHMARK(BM_C2_Forward)->ArgNames({"zipf"})->Arg(0)->Arg(1)->UseManualTime()->Iterations(100);
+BENCHMARK(BM_C3_BackwardRowWiseAdagrad)
+    ->ArgNames({"zipf", "fused"})
+    ->Args({0, 1})
+    ->Args({1, 1})
+    ->Args({0, 0})
+    ->UseManualTime()
+    ->Iterations(100);
+BENCHMARK(BM_C4_Forward)->UseManualTime()->Iterations(200);
+BENCHMARK(BM_C4_BackwardRowWiseAdagrad)->UseManualTime()->Iterations(200);
+
+}  // namespace
+}  // namespace shardrec::embedding::kernels
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  shardrec::embedding::kernels::MeasureTriad();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,45 @@
+// Sharded training through the C API equals the unsharded reference: every sharding type x
+// every optimizer x SUM/MEAN/NONE x weighted/unweighted, at world 2 and 4 (threads as ranks).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+
+#include "tests/capi/embedding/embedding_test_util.h"
+
+namespace shardrec::testing {
+namespace {
+
+const char* kTypeNames[] = {"DP", "TW", "RW", "CW", "TWRW", "TWCW", "GRID"};
+const char* kOptNames[] = {"Sgd", "Adagrad", "RowWiseAdagrad", "Adam", "PartialRowWiseAdam",
+                           "Lamb"};
+const char* kPoolNames[] = {"Sum", "Mean", "None"};
+
+// (world, sharding type, optimizer, pooling, weighted)
+using Param = std::tuple<int32_t, int32_t, int32_t, int32_t, bool>;
+
+class EmbeddingEquivalence : public ::testing::TestWithParam<Param> {};
+
+TEST_P(EmbeddingEquivalence, MatchesUnshardedReference) {
+  const auto [world, type, opt, pooling, weighted] = GetParam();
+  Scenario s = StandardScenario(world, type, pooling);
+  s.optimizer.type = opt;
+  s.optimizer.lr = opt == 0 ? 0.1f : 0.02f;
+  s.weighted = weighted;
+  RunEquivalence(s);
+}
+
+std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
+  const auto [world, type, opt, pooling, weighted] = info.param;
+  return std::string("W") + std::to_string(world) + "_" + kTypeNames[type] + "_" + kOptNames[opt] +
+         "_" + kPoolNames[pooling] + (weighted ? "_Weighted" : "");
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, EmbeddingEquivalence,
+                         ::testing::Combine(::testing::Values(2, 4), ::testing::Range(0, 7),
+                                            ::testing::Range(0, 6), ::testing::Range(0, 3),
+                                            ::testing::Bool()),
+                         ParamName);
+
+}  // namespace
+}  // namespace shardrec::testing

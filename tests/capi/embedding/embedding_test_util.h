@@ -1,0 +1,86 @@
+// Shared helpers of the embedding C API tests: scenarios (tables, sharding types, optimizer,
+// batches), plans built through the planner's constraints, cached communicator groups, KJT
+// views, and the sharded-vs-reference training run.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "shardrec/comm.h"
+#include "shardrec/embedding.h"
+#include "shardrec/plan.h"
+#include "tests/support/reference_model.h"
+
+namespace shardrec::testing {
+
+struct PlanDeleter {
+  void operator()(shardrec_plan_t* p) const { shardrec_plan_destroy(p); }
+};
+using PlanPtr = std::unique_ptr<shardrec_plan_t, PlanDeleter>;
+
+struct CollDeleter {
+  void operator()(shardrec_embedding_t* c) const { shardrec_embedding_destroy(c); }
+};
+using CollPtr = std::unique_ptr<shardrec_embedding_t, CollDeleter>;
+
+struct Scenario {
+  int32_t world = 2;
+  int32_t ranks_per_node = 2;
+  int32_t num_features = 0;
+  std::vector<RefTable> tables;
+  std::vector<int32_t> sharding;  // per table, a SHARDREC_SHARDING_* value
+  int32_t min_partition = 4;
+  RefOptimizer optimizer;
+  bool weighted = false;
+  bool int32_ids = false;
+  std::vector<int64_t> batch_sizes;  // per rank; empty means 4 each
+  int32_t max_bag = 4;
+  int32_t steps = 3;
+  uint64_t seed = 11;
+  uint64_t data_seed = 5;
+};
+
+// Four features over three tables: t0 (10 rows, dim 8), t1 (23 rows, dim 12, read by two
+// features), t2 (5 rows, dim 16: fewer rows than ranks per row block at world 4).
+// Sequence scenarios use dim 8 everywhere.
+Scenario StandardScenario(int32_t world, int32_t sharding_type, int32_t pooling);
+
+// The plan of a scenario; every table restricted to its sharding type.
+PlanPtr MakePlan(const Scenario& s);
+
+// Communicators of an in-process group of `world` ranks, created once and reused.
+shardrec_comm_t* GroupComm(int32_t world, int32_t rank);
+
+// batches[step][rank] and grads[step][rank] (uniform in [-1, 1], output-shaped).
+std::vector<std::vector<RefBatch>> MakeBatches(const Scenario& s, const ReferenceModel& ref);
+std::vector<std::vector<std::vector<float>>> MakeGrads(const Scenario& s,
+                                                       const std::vector<std::vector<RefBatch>>& b,
+                                                       int64_t output_dim);
+
+// Owns int32 copies of ids when needed and exposes a KJT view of a RefBatch.
+class KjtHolder {
+ public:
+  KjtHolder(const RefBatch& b, int32_t num_features, bool int32_ids);
+  const shardrec_kjt_view_t* view() const { return &view_; }
+
+ private:
+  std::vector<int32_t> ids32_;
+  shardrec_kjt_view_t view_;
+};
+
+shardrec_optimizer_config_t ToCOptimizer(const RefOptimizer& o);
+
+// Number of elements where |a - b| > rtol * |b| + atol; `what` describes the first in `first`.
+size_t CountMismatches(const std::vector<float>& a, const std::vector<float>& b, float rtol,
+                       float atol, std::string* first);
+
+// Trains the sharded collection and the reference for s.steps steps and checks forward
+// outputs every step, then all weights and optimizer states. Uses gtest assertions.
+void RunEquivalence(const Scenario& s);
+
+// Bit-exact snapshot of every table's weights and states, gathered through the accessors.
+std::vector<std::vector<float>> Snapshot(shardrec_embedding_t* coll, const Scenario& s);
+
+}  // namespace shardrec::testing

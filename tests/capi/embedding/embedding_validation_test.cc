@@ -1,0 +1,321 @@
+// Bad input is rejected on the rank that sent it (naming what is wrong), every other rank
+// learns which rank rejected, nobody hangs, and weights and optimizer states stay
+// bit-identical on every rank.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "tests/capi/embedding/embedding_test_util.h"
+#include "tests/support/spawn_ranks.h"
+
+namespace shardrec::testing {
+namespace {
+
+Scenario ValidationScenario() {
+  Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_MEAN);
+  s.sharding = {SHARDREC_SHARDING_DATA_PARALLEL, SHARDREC_SHARDING_ROW_WISE,
+                SHARDREC_SHARDING_COLUMN_WISE};
+  s.optimizer.type = SHARDREC_OPTIMIZER_ADAM;
+  s.weighted = true;
+  s.steps = 2;
+  return s;
+}
+
+bool BitEqual(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].size() != b[i].size()) return false;
+    if (std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0) return false;
+  }
+  return true;
+}
+
+// Breaks rank 1's batch (a copy of its good KJT view) in one way.
+struct BadBatchCase {
+  const char* name;
+  std::function<void(shardrec_kjt_view_t*, std::vector<int32_t>*, std::vector<int64_t>*)> mutate;
+  const char* message;  // expected in rank 1's error
+};
+
+class EmbeddingValidation : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    s_ = ValidationScenario();
+    ReferenceModel ref(s_.num_features, s_.tables, s_.optimizer, s_.seed, s_.world);
+    batches_ = MakeBatches(s_, ref);
+    grads_ = MakeGrads(s_, batches_, ref.output_dim());
+    plan_ = MakePlan(s_);
+  }
+  // Creates the collection on each rank, trains one step so states are non-zero, then runs
+  // `body(rank, coll)`, then checks that a good step still works.
+  void Run(const std::function<void(int, shardrec_embedding_t*)>& body) {
+    const shardrec_optimizer_config_t opt = ToCOptimizer(s_.optimizer);
+    SpawnRanks(s_.world, [&](int r) {
+      shardrec_embedding_t* c = nullptr;
+      ASSERT_EQ(shardrec_embedding_create(&c, plan_.get(), GroupComm(s_.world, r), &opt, nullptr),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      CollPtr coll(c);
+      Step(r, c, 0);
+      body(r, c);
+      Step(r, c, 1);
+    });
+  }
+  void Step(int r, shardrec_embedding_t* c, int step) {
+    KjtHolder kjt(batches_[step][r], s_.num_features, false);
+    int64_t dim = 0;
+    shardrec_embedding_output_dim(c, &dim);
+    std::vector<float> out(static_cast<size_t>(batches_[step][r].batch_size * dim));
+    ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    ASSERT_EQ(shardrec_embedding_backward(c, grads_[step][r].data(), grads_[step][r].size(),
+                                          nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+  }
+
+  Scenario s_;
+  std::vector<std::vector<RefBatch>> batches_;
+  std::vector<std::vector<std::vector<float>>> grads_;
+  PlanPtr plan_;
+};
+
+TEST_F(EmbeddingValidation, BadBatchesChangeNothingOnAnyRank) {
+  const BadBatchCase cases[] = {
+      {"negative length",
+       [](shardrec_kjt_view_t* v, std::vector<int32_t>* l, std::vector<int64_t>*) {
+         (*l)[1] = -1;
+         (*l)[2] += 1;
+         v->lengths = l->data();
+       },
+       "negative length"},
+      {"lengths do not sum to num_values",
+       [](shardrec_kjt_view_t* v, std::vector<int32_t>* l, std::vector<int64_t>*) {
+         (*l)[0] += 1;
+         v->lengths = l->data();
+       },
+       "lengths sum"},
+      {"id out of range",
+       [](shardrec_kjt_view_t* v, std::vector<int32_t>*, std::vector<int64_t>* ids) {
+         (*ids)[ids->size() - 1] = 12345;
+         v->values = ids->data();
+       },
+       "12345"},
+      {"negative id",
+       [](shardrec_kjt_view_t* v, std::vector<int32_t>*, std::vector<int64_t>* ids) {
+         (*ids)[0] = -3;
+         v->values = ids->data();
+       },
+       "-3"},
+      {"NULL lengths",
+       [](shardrec_kjt_view_t* v, std::vector<int32_t>*, std::vector<int64_t>*) {
+         v->lengths = nullptr;
+       },
+       "lengths"},
+      {"NULL values",
+       [](shardrec_kjt_view_t* v, std::vector<int32_t>*, std::vector<int64_t>*) {
+         v->values = nullptr;
+       },
+       "values"},
+      {"wrong feature count",
+       [](shardrec_kjt_view_t* v, std::vector<int32_t>*, std::vector<int64_t>*) {
+         v->num_features = 3;
+       },
+       "num_features"},
+      {"wrong num_lengths",
+       [](shardrec_kjt_view_t* v, std::vector<int32_t>*, std::vector<int64_t>*) {
+         v->num_lengths -= 1;
+       },
+       "num_lengths"},
+      {"bad values dtype",
+       [](shardrec_kjt_view_t* v, std::vector<int32_t>*, std::vector<int64_t>*) {
+         v->values_dtype = SHARDREC_DTYPE_FLOAT32;
+       },
+       "values_dtype"},
+      {"weights size mismatch",
+       [](shardrec_kjt_view_t* v, std::vector<int32_t>*, std::vector<int64_t>*) {
+         v->num_weights -= 1;
+       },
+       "num_weights"},
+      {"negative batch size",
+       [](shardrec_kjt_view_t* v, std::vector<int32_t>*, std::vector<int64_t>*) {
+         v->batch_size = -2;
+       },
+       "batch_size"},
+  };
+  for (bool async : {false, true}) {
+    for (const BadBatchCase& bc : cases) {
+      SCOPED_TRACE(std::string(bc.name) + (async ? " (async)" : ""));
+      Run([&](int r, shardrec_embedding_t* c) {
+        const auto before = Snapshot(c, s_);
+        int64_t steps_before = 0;
+        shardrec_embedding_num_steps(c, &steps_before);
+        const RefBatch& b = batches_[1][r];
+        std::vector<int32_t> lengths = b.lengths;
+        std::vector<int64_t> ids = b.ids;
+        KjtHolder kjt(b, s_.num_features, false);
+        shardrec_kjt_view_t view = *kjt.view();
+        if (r == 1) bc.mutate(&view, &lengths, &ids);
+        int64_t dim = 0;
+        shardrec_embedding_output_dim(c, &dim);
+        std::vector<float> out(static_cast<size_t>(b.batch_size * dim));
+        shardrec_status_t rc;
+        if (async) {
+          rc = shardrec_embedding_input_dist_start(c, &view, nullptr);
+          if (rc == SHARDREC_OK) rc = shardrec_embedding_input_dist_wait(c, nullptr);
+        } else {
+          rc = shardrec_embedding_forward(c, &view, out.data(), out.size(), nullptr);
+        }
+        EXPECT_EQ(rc, SHARDREC_EINVAL) << "rank " << r;
+        const std::string msg = shardrec_last_error();
+        if (r == 1) {
+          EXPECT_NE(msg.find(bc.message), std::string::npos) << msg;
+        } else {
+          EXPECT_NE(msg.find("rank 1 rejected"), std::string::npos) << msg;
+        }
+        // No backward is possible for the rejected batch, and nothing changed.
+        EXPECT_EQ(shardrec_embedding_backward(c, grads_[1][r].data(), grads_[1][r].size(), nullptr),
+                  SHARDREC_EUSAGE);
+        int64_t steps_after = 0;
+        shardrec_embedding_num_steps(c, &steps_after);
+        EXPECT_EQ(steps_after, steps_before);
+        EXPECT_TRUE(BitEqual(before, Snapshot(c, s_))) << "rank " << r;
+      });
+    }
+  }
+}
+
+TEST_F(EmbeddingValidation, NullBatchIsRejectedCollectively) {
+  Run([&](int r, shardrec_embedding_t* c) {
+    const auto before = Snapshot(c, s_);
+    KjtHolder kjt(batches_[1][r], s_.num_features, false);
+    int64_t dim = 0;
+    shardrec_embedding_output_dim(c, &dim);
+    std::vector<float> out(static_cast<size_t>(batches_[1][r].batch_size * dim));
+    shardrec_status_t rc = shardrec_embedding_forward(c, r == 0 ? nullptr : kjt.view(),
+                                                      out.data(), out.size(), nullptr);
+    EXPECT_EQ(rc, SHARDREC_EINVAL);
+    EXPECT_NE(std::string(shardrec_last_error()).find(r == 0 ? "batch" : "rank 0 rejected"),
+              std::string::npos)
+        << shardrec_last_error();
+    EXPECT_TRUE(BitEqual(before, Snapshot(c, s_)));
+  });
+}
+
+TEST_F(EmbeddingValidation, BadGradientOnOneRankChangesNothing) {
+  Run([&](int r, shardrec_embedding_t* c) {
+    KjtHolder kjt(batches_[1][r], s_.num_features, false);
+    int64_t dim = 0;
+    shardrec_embedding_output_dim(c, &dim);
+    std::vector<float> out(static_cast<size_t>(batches_[1][r].batch_size * dim));
+    ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+              SHARDREC_OK);
+    const auto before = Snapshot(c, s_);
+    const auto& g = grads_[1][r];
+    shardrec_status_t rc = shardrec_embedding_backward(c, g.data(), r == 1 ? g.size() - 1 : g.size(),
+                                                       nullptr);
+    EXPECT_EQ(rc, SHARDREC_EINVAL);
+    EXPECT_NE(std::string(shardrec_last_error()).find(r == 1 ? "grad_len" : "rank 1 rejected"),
+              std::string::npos)
+        << shardrec_last_error();
+    EXPECT_TRUE(BitEqual(before, Snapshot(c, s_)));
+    int64_t steps = 0;
+    shardrec_embedding_num_steps(c, &steps);
+    EXPECT_EQ(steps, 1);
+    // The batch is still the current one: a correct backward now goes through.
+    ASSERT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+  });
+}
+
+TEST_F(EmbeddingValidation, BadOutputLengthFailsThatRankOnly) {
+  Run([&](int r, shardrec_embedding_t* c) {
+    KjtHolder kjt(batches_[1][r], s_.num_features, false);
+    int64_t dim = 0;
+    shardrec_embedding_output_dim(c, &dim);
+    std::vector<float> out(static_cast<size_t>(batches_[1][r].batch_size * dim) + 1);
+    const size_t len = r == 0 ? out.size() : out.size() - 1;
+    shardrec_status_t rc = shardrec_embedding_forward(c, kjt.view(), out.data(), len, nullptr);
+    EXPECT_EQ(rc, r == 0 ? SHARDREC_EINVAL : SHARDREC_OK) << shardrec_last_error();
+    // The rank without a forward rejects the backward, so no rank steps.
+    const auto before = Snapshot(c, s_);
+    const auto& g = grads_[1][r];
+    rc = shardrec_embedding_backward(c, g.data(), g.size(), nullptr);
+    EXPECT_EQ(rc, r == 0 ? SHARDREC_EUSAGE : SHARDREC_EINVAL);
+    EXPECT_TRUE(BitEqual(before, Snapshot(c, s_)));
+  });
+}
+
+TEST_F(EmbeddingValidation, AccessorErrorsChangeNothing) {
+  Run([&](int r, shardrec_embedding_t* c) {
+    const auto before = Snapshot(c, s_);
+    std::vector<float> w(static_cast<size_t>(s_.tables[1].rows) * s_.tables[1].dim, 0.5f);
+    EXPECT_EQ(shardrec_embedding_set_weights(c, "t1", w.data(), r == 0 ? w.size() - 1 : w.size()),
+              SHARDREC_EINVAL);
+    EXPECT_EQ(shardrec_embedding_set_weights(c, "nope", w.data(), w.size()), SHARDREC_ENOTFOUND);
+    EXPECT_EQ(shardrec_embedding_set_state(c, "t1", "momentum9", w.data(), w.size()),
+              SHARDREC_ENOTFOUND);
+    EXPECT_NE(std::string(shardrec_last_error()).find("momentum9"), std::string::npos);
+    EXPECT_EQ(shardrec_embedding_get_weights(c, "t1", w.data(), w.size() + 1), SHARDREC_EINVAL);
+    EXPECT_TRUE(BitEqual(before, Snapshot(c, s_)));
+  });
+}
+
+TEST_F(EmbeddingValidation, SetWeightsAndStatesRoundTrip) {
+  Run([&](int, shardrec_embedding_t* c) {
+    for (const RefTable& t : s_.tables) {
+      std::vector<float> w(static_cast<size_t>(t.rows) * t.dim);
+      for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 97) / 97.0f - 0.5f;
+      ASSERT_EQ(shardrec_embedding_set_weights(c, t.name.c_str(), w.data(), w.size()), SHARDREC_OK);
+      std::vector<float> got(w.size());
+      ASSERT_EQ(shardrec_embedding_get_weights(c, t.name.c_str(), got.data(), got.size()),
+                SHARDREC_OK);
+      EXPECT_EQ(got, w) << t.name;
+      std::vector<float> m2(w.size(), 0.25f);
+      ASSERT_EQ(shardrec_embedding_set_state(c, t.name.c_str(), "momentum2", m2.data(), m2.size()),
+                SHARDREC_OK);
+      ASSERT_EQ(shardrec_embedding_get_state(c, t.name.c_str(), "momentum2", got.data(),
+                                             got.size()),
+                SHARDREC_OK);
+      EXPECT_EQ(got, m2);
+    }
+  });
+}
+
+TEST(EmbeddingCreate, RejectsCudaDeviceAndMismatchedPlans) {
+  Scenario s = ValidationScenario();
+  PlanPtr plan = MakePlan(s);
+  Scenario other = s;
+  other.tables[0].rows = 11;
+  PlanPtr plan2 = MakePlan(other);
+  SpawnRanks(2, [&](int r) {
+    shardrec_embedding_options_t o;
+    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+    o.device_type = SHARDREC_DEVICE_CUDA;
+    shardrec_embedding_t* c = nullptr;
+    // Rank 0 asks for CUDA, rank 1 is fine: both fail, nobody hangs.
+    shardrec_status_t rc = shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), nullptr,
+                                                     r == 0 ? &o : nullptr);
+    EXPECT_EQ(rc, r == 0 ? SHARDREC_EUNSUPPORTED : SHARDREC_EINVAL) << shardrec_last_error();
+    EXPECT_EQ(c, nullptr);
+    rc = shardrec_embedding_create(&c, r == 0 ? plan.get() : plan2.get(), GroupComm(2, r), nullptr,
+                                   nullptr);
+    EXPECT_EQ(rc, SHARDREC_EINVAL);
+    EXPECT_NE(std::string(shardrec_last_error()).find("plan"), std::string::npos);
+    EXPECT_EQ(c, nullptr);
+  });
+  // A plan for 2 ranks on a group of 4.
+  SpawnRanks(4, [&](int r) {
+    shardrec_embedding_t* c = nullptr;
+    EXPECT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(4, r), nullptr, nullptr),
+              SHARDREC_EINVAL);
+    EXPECT_NE(std::string(shardrec_last_error()).find("ranks"), std::string::npos);
+  });
+  shardrec_embedding_destroy(nullptr);
+}
+
+}  // namespace
+}  // namespace shardrec::testing

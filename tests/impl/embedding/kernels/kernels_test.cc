@@ -1,0 +1,276 @@
+// CPU embedding kernels against naive loops: weighted and unweighted bags, empty bags, duplicate
+// ids, fp16/bf16 weights, the fused backward, and bit-identical results for 1, 2 and 4 threads.
+#include <cstring>
+#include <map>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "impl/core/thread_pool.h"
+#include "impl/embedding/kernels/kernels.h"
+#include "impl/optim/precision.h"
+
+namespace shardrec::embedding::kernels {
+namespace {
+
+struct Batch {
+  std::vector<int64_t> offsets{0};
+  std::vector<int64_t> rows;
+  std::vector<float> weights;
+  Bags View(bool weighted) const {
+    return Bags{offsets.data(), static_cast<int64_t>(offsets.size()) - 1, rows.data(),
+                weighted ? weights.data() : nullptr};
+  }
+};
+
+// Bag lengths 0..max_len (some empty), ids from a small range so duplicates are common, both
+// within a bag and across bags.
+Batch MakeBatch(int64_t bags, int max_len, int64_t num_rows, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Batch b;
+  for (int64_t i = 0; i < bags; ++i) {
+    int len = static_cast<int>(rng() % (max_len + 1));
+    if (i % 7 == 3) len = 0;
+    for (int k = 0; k < len; ++k) {
+      b.rows.push_back(static_cast<int64_t>(rng() % num_rows));
+      b.weights.push_back(0.25f + static_cast<float>(rng() % 100) / 50.0f);
+    }
+    b.offsets.push_back(static_cast<int64_t>(b.rows.size()));
+  }
+  return b;
+}
+
+std::vector<float> MakeTable(int64_t rows, int64_t stride) {
+  std::vector<float> t(rows * stride);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = std::sin(0.37f * static_cast<float>(i)) * 0.5f;
+  return t;
+}
+
+TEST(EmbeddingKernels, PooledLookupMatchesNaiveSum) {
+  const int64_t R = 50, stride = 20;
+  const int32_t D = 17;  // not a multiple of the vector width, and stride > cols
+  auto table = MakeTable(R, stride);
+  Batch batch = MakeBatch(40, 9, R, 1);
+  WeightsView w{table.data(), DType::kFloat32, R, D, stride};
+  for (bool weighted : {false, true}) {
+    const int64_t out_stride = D + 3;
+    std::vector<float> out(40 * out_stride, -7.0f);
+    PooledLookup(w, batch.View(weighted), out.data(), out_stride, nullptr);
+    for (int64_t b = 0; b < 40; ++b) {
+      for (int32_t c = 0; c < D; ++c) {
+        float want = 0.0f;
+        for (int64_t i = batch.offsets[b]; i < batch.offsets[b + 1]; ++i)
+          want += (weighted ? batch.weights[i] : 1.0f) * table[batch.rows[i] * stride + c];
+        EXPECT_FLOAT_EQ(out[b * out_stride + c], want) << b << "," << c;
+      }
+      EXPECT_EQ(out[b * out_stride + D], -7.0f);  // padding past cols untouched
+    }
+  }
+}
+
+TEST(EmbeddingKernels, PooledLookupReadsHalfAndBFloat16) {
+  const int64_t R = 30;
+  const int32_t D = 8;
+  auto table = MakeTable(R, D);
+  Batch batch = MakeBatch(12, 6, R, 2);
+  for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
+    std::vector<uint16_t> low(table.size());
+    for (size_t i = 0; i < low.size(); ++i)
+      low[i] = dt == DType::kFloat16 ? optim::FloatToHalf(table[i]) : optim::FloatToBFloat16(table[i]);
+    std::vector<float> out(12 * D);
+    PooledLookup(WeightsView{low.data(), dt, R, D, D}, batch.View(true), out.data(), D, nullptr);
+    for (int64_t b = 0; b < 12; ++b)
+      for (int32_t c = 0; c < D; ++c) {
+        float want = 0.0f;
+        for (int64_t i = batch.offsets[b]; i < batch.offsets[b + 1]; ++i) {
+          uint16_t v = low[batch.rows[i] * D + c];
+          want += batch.weights[i] * (dt == DType::kFloat16 ? optim::HalfToFloat(v) : optim::BFloat16ToFloat(v));
+        }
+        EXPECT_FLOAT_EQ(out[b * D + c], want);
+      }
+  }
+}
+
+TEST(EmbeddingKernels, SequenceLookupCopiesAndScalesRows) {
+  const int64_t R = 10;
+  const int32_t D = 5;
+  auto table = MakeTable(R, D);
+  std::vector<int64_t> rows = {3, 3, 0, 9};
+  std::vector<float> wts = {1.0f, -2.0f, 0.5f, 3.0f};
+  std::vector<float> out(4 * 6, 0.0f);
+  SequenceLookup(WeightsView{table.data(), DType::kFloat32, R, D, D}, rows.data(), wts.data(), 4, out.data(), 6,
+                 nullptr);
+  for (int i = 0; i < 4; ++i)
+    for (int c = 0; c < D; ++c) EXPECT_FLOAT_EQ(out[i * 6 + c], wts[i] * table[rows[i] * D + c]);
+  SequenceLookup(WeightsView{table.data(), DType::kFloat32, R, D, D}, rows.data(), nullptr, 4, out.data(), 6,
+                 nullptr);
+  for (int i = 0; i < 4; ++i)
+    for (int c = 0; c < D; ++c) EXPECT_EQ(out[i * 6 + c], table[rows[i] * D + c]);
+}
+
+// Naive reference: per row, contributions summed in id order.
+std::map<int64_t, std::vector<float>> NaivePooledGrads(const Batch& b, bool weighted, const std::vector<float>& g,
+                                                       int64_t stride, int32_t D, float scale) {
+  std::map<int64_t, std::vector<float>> out;
+  for (size_t bag = 0; bag + 1 < b.offsets.size(); ++bag)
+    for (int64_t i = b.offsets[bag]; i < b.offsets[bag + 1]; ++i) {
+      auto [it, fresh] = out.try_emplace(b.rows[i], std::vector<float>(D, 0.0f));
+      float f = weighted ? scale * b.weights[i] : scale;
+      for (int32_t c = 0; c < D; ++c) {
+        float v = f * g[bag * stride + c];
+        it->second[c] = fresh ? v : it->second[c] + v;
+      }
+      fresh = false;
+    }
+  return out;
+}
+
+TEST(EmbeddingKernels, AggregatePooledGradsSumsDuplicatesPerRow) {
+  const int32_t D = 6;
+  const int64_t stride = 7;
+  Batch batch = MakeBatch(60, 8, 25, 3);
+  std::vector<float> g(60 * stride);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = std::cos(0.1f * static_cast<float>(i));
+  for (bool weighted : {false, true}) {
+    std::vector<int64_t> uniq;
+    std::vector<float> grads;
+    AggregatePooledGrads(batch.View(weighted), g.data(), stride, D, 0.5f, &uniq, &grads, nullptr);
+    auto want = NaivePooledGrads(batch, weighted, g, stride, D, 0.5f);
+    ASSERT_EQ(uniq.size(), want.size());
+    size_t u = 0;
+    for (auto& [row, vec] : want) {
+      EXPECT_EQ(uniq[u], row);
+      for (int32_t c = 0; c < D; ++c) EXPECT_FLOAT_EQ(grads[u * D + c], vec[c]);
+      ++u;
+    }
+  }
+}
+
+TEST(EmbeddingKernels, AggregateSequenceGradsSumsDuplicatesPerRow) {
+  const int32_t D = 3;
+  std::vector<int64_t> rows = {4, 1, 4, 4, 0};
+  std::vector<float> wts = {1, 2, 3, 4, 5};
+  std::vector<float> g(5 * D);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(i) * 0.5f;
+  std::vector<int64_t> uniq;
+  std::vector<float> grads;
+  AggregateSequenceGrads(rows.data(), wts.data(), 5, g.data(), D, D, 2.0f, &uniq, &grads, nullptr);
+  ASSERT_EQ(uniq, (std::vector<int64_t>{0, 1, 4}));
+  for (int c = 0; c < D; ++c) {
+    EXPECT_FLOAT_EQ(grads[0 * D + c], 2.0f * 5 * g[4 * D + c]);
+    EXPECT_FLOAT_EQ(grads[1 * D + c], 2.0f * 2 * g[1 * D + c]);
+    EXPECT_FLOAT_EQ(grads[2 * D + c], 2.0f * 1 * g[0 * D + c] + 2.0f * 3 * g[2 * D + c] + 2.0f * 4 * g[3 * D + c]);
+  }
+}
+
+TEST(EmbeddingKernels, EmptyInputGivesNoRows) {
+  std::vector<int64_t> offsets = {0, 0, 0};
+  Bags bags{offsets.data(), 2, nullptr, nullptr};
+  std::vector<float> g(2 * 4, 1.0f), out(2 * 4, 5.0f);
+  std::vector<float> table(4, 1.0f);
+  PooledLookup(WeightsView{table.data(), DType::kFloat32, 1, 4, 4}, bags, out.data(), 4, nullptr);
+  for (float v : out) EXPECT_EQ(v, 0.0f);
+  std::vector<int64_t> uniq = {9};
+  std::vector<float> grads = {1.0f};
+  AggregatePooledGrads(bags, g.data(), 4, 4, 1.0f, &uniq, &grads, nullptr);
+  EXPECT_TRUE(uniq.empty());
+  EXPECT_TRUE(grads.empty());
+}
+
+// Large enough that every kernel really splits the work (and the radix sort runs in parts).
+TEST(EmbeddingKernels, ResultsAreBitIdenticalForOneTwoAndFourThreads) {
+  const int64_t R = 300000;
+  const int32_t D = 16;
+  auto table = MakeTable(R, D);
+  Batch batch = MakeBatch(20000, 12, R, 4);
+  for (int i = 0; i < 3000; ++i) batch.rows[i * 7 % batch.rows.size()] = 12345;  // a hot row
+  std::vector<float> g(20000 * D);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = std::sin(0.01f * static_cast<float>(i));
+  std::vector<float> ref_out, ref_grads, ref_table;
+  std::vector<int64_t> ref_uniq;
+  for (int threads : {1, 2, 4}) {
+    ThreadPool pool(threads);
+    std::vector<float> out(20000 * D);
+    PooledLookup(WeightsView{table.data(), DType::kFloat32, R, D, D}, batch.View(true), out.data(), D, &pool);
+    std::vector<int64_t> uniq;
+    std::vector<float> grads;
+    Workspace ws;
+    AggregatePooledGrads(batch.View(true), g.data(), D, D, 0.1f, &uniq, &grads, &pool, &ws);
+    std::vector<float> t2 = table, mom(R, 0.0f);
+    optim::OptimizerConfig cfg;
+    cfg.type = optim::OptimizerType::kRowWiseAdagrad;
+    optim::ShardParams sp;
+    sp.weights = t2.data();
+    sp.rows = R;
+    sp.cols = D;
+    sp.stride = D;
+    sp.states = {mom.data()};
+    PooledBackwardFused(batch.View(true), g.data(), D, 0.1f, cfg, 1, D, sp, &pool, &ws);
+    if (threads == 1) {
+      ref_out = out;
+      ref_uniq = uniq;
+      ref_grads = grads;
+      ref_table = t2;
+      continue;
+    }
+    EXPECT_EQ(0, std::memcmp(out.data(), ref_out.data(), out.size() * 4)) << threads;
+    EXPECT_EQ(uniq, ref_uniq);
+    ASSERT_EQ(grads.size(), ref_grads.size());
+    EXPECT_EQ(0, std::memcmp(grads.data(), ref_grads.data(), grads.size() * 4)) << threads;
+    EXPECT_EQ(0, std::memcmp(t2.data(), ref_table.data(), t2.size() * 4)) << threads;
+  }
+}
+
+// The fused backward equals aggregate + PartialRowStats + Apply, and leaves other rows alone.
+TEST(EmbeddingKernels, FusedBackwardEqualsAggregateThenApply) {
+  const int64_t R = 40;
+  const int32_t D = 9;
+  Batch batch = MakeBatch(100, 6, R - 5, 5);  // rows R-5..R-1 never appear
+  std::vector<float> g(100 * D);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = std::sin(0.3f * static_cast<float>(i));
+  for (auto type : {optim::OptimizerType::kSgd, optim::OptimizerType::kAdagrad, optim::OptimizerType::kRowWiseAdagrad,
+                    optim::OptimizerType::kAdam, optim::OptimizerType::kPartialRowWiseAdam,
+                    optim::OptimizerType::kLamb}) {
+    optim::OptimizerConfig cfg;
+    cfg.type = type;
+    cfg.weight_decay = 0.01f;
+    cfg.weight_decay_mode = optim::WeightDecayMode::kL2;
+    auto t_fused = MakeTable(R, D), t_ref = t_fused, t_init = t_fused;
+    auto specs = optim::StateSpecs(type);
+    std::vector<std::vector<float>> s_fused, s_ref;
+    for (auto& s : specs) s_fused.emplace_back(s.row_wise ? R : R * D, 0.0f);
+    s_ref = s_fused;
+    optim::ShardParams pf, pr;
+    pf.weights = t_fused.data();
+    pr.weights = t_ref.data();
+    for (auto* p : {&pf, &pr}) {
+      p->rows = R;
+      p->cols = D;
+      p->stride = D;
+    }
+    for (size_t i = 0; i < specs.size(); ++i) {
+      pf.states.push_back(s_fused[i].data());
+      pr.states.push_back(s_ref[i].data());
+    }
+    Workspace ws;
+    for (int64_t step = 1; step <= 2; ++step) {
+      PooledBackwardFused(batch.View(true), g.data(), D, 0.5f, cfg, step, D, pf, nullptr, &ws);
+      std::vector<int64_t> uniq;
+      std::vector<float> grads;
+      AggregatePooledGrads(batch.View(true), g.data(), D, D, 0.5f, &uniq, &grads, nullptr);
+      int ns = optim::NumRowStats(type);
+      std::vector<float> stats(uniq.size() * std::max(ns, 1));
+      optim::RowUpdate upd{uniq, grads.data()};
+      if (ns > 0) optim::PartialRowStats(cfg, step, pr, upd, stats.data());
+      optim::Apply(cfg, step, D, pr, upd, ns > 0 ? stats.data() : nullptr);
+    }
+    EXPECT_EQ(t_fused, t_ref) << int(type);
+    EXPECT_EQ(s_fused, s_ref) << int(type);
+    for (int64_t r = R - 5; r < R; ++r)
+      for (int32_t c = 0; c < D; ++c) EXPECT_EQ(t_fused[r * D + c], t_init[r * D + c]);
+  }
+}
+
+}  // namespace
+}  // namespace shardrec::embedding::kernels

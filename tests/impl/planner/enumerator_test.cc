@@ -1,0 +1,119 @@
+// Enumerator: which options each table gets under topology and constraints.
+#include "impl/planner/enumerator.h"
+
+#include <gtest/gtest.h>
+
+#include "impl/core/check.h"
+
+#include "tests/impl/planner/planner_test_util.h"
+
+namespace shardrec::planner {
+namespace {
+
+using sharding::ShardingType;
+using testing::Input;
+using testing::Only;
+
+std::vector<ShardingType> Types(const std::vector<ShardingOption>& opts) {
+  std::vector<ShardingType> t;
+  for (const auto& o : opts) t.push_back(o.type);
+  return t;
+}
+
+Status EnumerateInput(const PlannerInput& in, std::vector<std::vector<ShardingOption>>* opts) {
+  std::vector<TableRequest> reqs;
+  SR_RETURN_IF_ERROR(ResolveRequests(in.tables, in.features, in.constraints, in.topology, &reqs));
+  return Enumerate(in.tables, reqs, in.topology, opts);
+}
+
+TEST(PlannerEnumerator, DefaultOffersEveryTypeButGrid) {
+  std::vector<std::vector<ShardingOption>> opts;
+  ASSERT_TRUE(EnumerateInput(Input(1, 4, 2), &opts).ok());
+  EXPECT_EQ(Types(opts[0]),
+            (std::vector<ShardingType>{ShardingType::kDataParallel, ShardingType::kTableWise,
+                                       ShardingType::kRowWise, ShardingType::kColumnWise,
+                                       ShardingType::kTableRowWise,
+                                       ShardingType::kTableColumnWise}));
+}
+
+TEST(PlannerEnumerator, NodeLocalTypesNeedRanksPerNodeDividingWorld) {
+  std::vector<std::vector<ShardingOption>> opts;
+  ASSERT_TRUE(EnumerateInput(Input(1, 3, 2), &opts).ok());
+  EXPECT_EQ(Types(opts[0]),
+            (std::vector<ShardingType>{ShardingType::kDataParallel, ShardingType::kTableWise,
+                                       ShardingType::kRowWise, ShardingType::kColumnWise}));
+  PlannerInput in = Input(1, 3, 2);
+  in.constraints = {Only("t0", ShardingType::kTableRowWise)};
+  const Status s = EnumerateInput(in, &opts);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("table 't0': no allowed sharding type is possible: table_row_wise "
+                             "needs ranks_per_node (2) to divide world_size (3)"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(PlannerEnumerator, PinnedRanksDropTypesThatNeedOtherRanks) {
+  PlannerInput in = Input(1, 4, 2);
+  TableConstraints c;
+  c.table = "t0";
+  c.ranks = {2, 3};
+  in.constraints = {c};
+  std::vector<std::vector<ShardingOption>> opts;
+  ASSERT_TRUE(EnumerateInput(in, &opts).ok());
+  EXPECT_EQ(Types(opts[0]),
+            (std::vector<ShardingType>{ShardingType::kTableWise, ShardingType::kColumnWise,
+                                       ShardingType::kTableRowWise,
+                                       ShardingType::kTableColumnWise}));
+  // CW/TWCW with pinned ranks and no min_partition split the dim evenly over them.
+  const ShardingOption& cw = opts[0][1];
+  ASSERT_EQ(cw.shards.size(), 2u);
+  EXPECT_TRUE(cw.fixed_ranks);
+  EXPECT_EQ(cw.shards[0].cols, 8);
+  EXPECT_EQ(cw.shards[0].rank, 2);
+  EXPECT_EQ(cw.shards[1].rank, 3);
+}
+
+TEST(PlannerEnumerator, ColumnBlocksFollowMinPartition) {
+  PlannerInput in = Input(1, 2, 2);
+  in.constraints = {Only("t0", ShardingType::kColumnWise, 4)};
+  std::vector<std::vector<ShardingOption>> opts;
+  ASSERT_TRUE(EnumerateInput(in, &opts).ok());
+  ASSERT_EQ(opts[0].size(), 1u);
+  EXPECT_EQ(opts[0][0].shards.size(), 4u);  // 16 / 4, independent of the world size
+  EXPECT_FALSE(opts[0][0].fixed_ranks);
+  EXPECT_EQ(opts[0][0].estimates.size(), 4u);
+}
+
+TEST(PlannerEnumerator, ConstraintErrorsNameTheTable) {
+  struct Case {
+    TableConstraints c;
+    std::string fragment;
+  };
+  TableConstraints unknown = Only("nope", ShardingType::kTableWise);
+  TableConstraints bits = Only("t0", ShardingType::kTableWise);
+  bits.sharding_types = 1u << 9;
+  TableConstraints rank = Only("t0", ShardingType::kTableWise, 0, {4});
+  TableConstraints dup_rank = Only("t0", ShardingType::kTableWise, 0, {1, 1});
+  TableConstraints pf = Only("t0", ShardingType::kTableWise);
+  pf.pooling_factors = {1.0f, 2.0f};
+  for (const Case& k : {Case{unknown, "constraints name unknown table 'nope'"},
+                        Case{bits, "table 't0': sharding_types mask 0x200"},
+                        Case{rank, "table 't0': pinned rank 4 does not exist (world_size 4)"},
+                        Case{dup_rank, "table 't0': pinned rank 1 listed twice"},
+                        Case{pf, "table 't0': 2 pooling factors given for 1 features"}}) {
+    PlannerInput in = Input(1, 4, 2);
+    in.constraints = {k.c};
+    std::vector<std::vector<ShardingOption>> opts;
+    const Status s = EnumerateInput(in, &opts);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument);
+    EXPECT_NE(s.message().find(k.fragment), std::string::npos) << s.message();
+  }
+  PlannerInput in = Input(1, 4, 2);
+  in.constraints = {Only("t0", ShardingType::kTableWise), Only("t0", ShardingType::kRowWise)};
+  std::vector<std::vector<ShardingOption>> opts;
+  EXPECT_NE(EnumerateInput(in, &opts).message().find("table 't0': has more than one constraints entry"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace shardrec::planner

@@ -1,0 +1,84 @@
+// A deliberately simple, unsharded reference of the embedding collection for equivalence tests:
+// one process, plain loops, full tables, and optimizer formulas written from the TorchRec/FBGEMM
+// rules (torchrec-semantics section 5.3), independent of impl/optim. It trains on the
+// concatenation of every rank's batch with the sharded gradient rule (sum / world size).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardrec::testing {
+
+// Values mirror the SHARDREC_* constants of the C API.
+struct RefTable {
+  std::string name;
+  int64_t rows = 0;
+  int32_t dim = 0;
+  int32_t pooling = 0;  // 0 SUM, 1 MEAN, 2 NONE
+  std::vector<int32_t> features;
+  int32_t init_kind = 0;  // 0 default, 1 uniform, 2 constant
+  float init_low = 0.0f;
+  float init_high = 0.0f;
+};
+
+struct RefOptimizer {
+  int32_t type = 0;  // 0 SGD, 1 Adagrad, 2 row-wise Adagrad, 3 Adam, 4 partial row-wise Adam, 5 LAMB
+  float lr = 0.01f;
+  float eps = 1e-8f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float weight_decay = 0.0f;
+  int32_t weight_decay_mode = 0;  // 0 none, 1 L2, 2 decoupled
+};
+
+// One rank's batch, feature-major like the KJT view; weights empty when unweighted.
+struct RefBatch {
+  int64_t batch_size = 0;
+  std::vector<int32_t> lengths;
+  std::vector<int64_t> ids;
+  std::vector<float> weights;
+};
+
+class ReferenceModel {
+ public:
+  ReferenceModel(int32_t num_features, std::vector<RefTable> tables, RefOptimizer optimizer,
+                 uint64_t seed, int32_t world);
+
+  bool sequence() const;
+  int64_t output_dim() const;
+  // The output of one rank's batch (pooled [B, output_dim] or sequence [num_ids, dim]).
+  std::vector<float> Forward(const RefBatch& batch) const;
+  // One optimizer step from every rank's batch and output gradient.
+  void Backward(const std::vector<RefBatch>& batches, const std::vector<std::vector<float>>& grads);
+
+  const std::vector<float>& weights(size_t table) const { return weights_[table]; }
+  // "momentum1" / "momentum2"; empty when the optimizer has no such state.
+  const std::vector<float>& state(size_t table, const std::string& name) const;
+  void set_lr(float lr) { opt_.lr = lr; }
+  int64_t steps() const { return step_; }
+
+ private:
+  struct Occurrence {
+    size_t table;
+    int64_t row;
+    size_t grad_offset;  // into the rank's gradient
+    float scale;         // weight / divisor
+    int32_t cols;
+  };
+  // Every id occurrence of a batch with its place in the output.
+  std::vector<Occurrence> Occurrences(const RefBatch& batch) const;
+  void Update(size_t table, int64_t row, const float* g);
+
+  int32_t num_features_;
+  std::vector<RefTable> tables_;
+  RefOptimizer opt_;
+  int32_t world_;
+  int64_t step_ = 0;
+  std::vector<float> empty_;
+  std::vector<std::vector<float>> weights_;
+  std::vector<std::vector<float>> m1_;
+  std::vector<std::vector<float>> m2_;
+};
+
+}  // namespace shardrec::testing
