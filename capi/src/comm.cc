@@ -184,7 +184,6 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_local_group(shardrec_comm_t*
     if (n < 1 || n > shardrec::capi::kMaxLocalGroup) {
       return Status::InvalidArgument("n ", n, " must be in [1, ", shardrec::capi::kMaxLocalGroup, "]");
     }
-    for (int32_t i = 0; i < n; ++i) comms_out[i] = nullptr;
     comm::CommOptions opts;
     SR_RETURN_IF_ERROR(shardrec::capi::ToOptions(options, &opts));
     std::vector<std::unique_ptr<comm::Communicator>> group;

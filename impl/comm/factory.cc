@@ -8,6 +8,7 @@
 #include "impl/comm/nccl/nccl_backend.h"
 #include "impl/comm/stores.h"
 #include "impl/core/check.h"
+#include "impl/core/cuda_plugin.h"
 
 namespace shardrec::comm {
 
@@ -39,6 +40,8 @@ Status Create(std::shared_ptr<Store> store, const std::string& prefix, int world
   if (!store) return Status::InvalidArgument("store must not be null");
   if (world < 1) return Status::InvalidArgument("world size ", world, " must be >= 1");
   if (rank < 0 || rank >= world) return Status::InvalidArgument("rank ", rank, " is outside [0, ", world, ")");
+  // An unusable GPU is reported the same way whichever backend would have driven it.
+  SR_RETURN_IF_ERROR(core::CheckDevice(options.device));
   const bool nccl = options.backend == Backend::kNccl ||
                     (options.backend == Backend::kAuto && options.device.is_cuda());
   if (nccl) {

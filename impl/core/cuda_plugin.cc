@@ -194,7 +194,8 @@ Status CheckDevice(const Device& device) {
   }
   CudaRuntime* rt = nullptr;
   Status s = GetCudaRuntime(&rt);
-  if (!s.ok()) {
+  if (!s.ok() || rt == nullptr) {
+    if (s.ok()) s = Status::Internal("the CUDA plugin returned no runtime");
     return Status(s.code(), StrCat("device ", device.ToString(), " requested but ", s.message()));
   }
   const int count = rt->DeviceCount();

@@ -204,9 +204,12 @@ Status NcclCommunicator::ReduceScatterV(const void* send, void* recv,
     return Grouped([&] {
       for (int root = 0; root < size_; ++root) {
         if (recv_counts[root] == 0) continue;
-        // Only the root's recv buffer is written; the others pass theirs as a placeholder.
-        const ncclResult_t r = ncclReduce(At(send, send_at[root], dtype), recv,
-                                          recv_counts[root], type, nop, root, c, ToStream(opts));
+        // Only the root's recv buffer is written; the others pass a valid placeholder (their
+        // own recv, or the send block when they receive nothing).
+        const char* block = At(send, send_at[root], dtype);
+        void* sink = recv != nullptr ? recv : const_cast<char*>(block);
+        const ncclResult_t r =
+            ncclReduce(block, sink, recv_counts[root], type, nop, root, c, ToStream(opts));
         if (r != ncclSuccess) return r;
       }
       return ncclSuccess;

@@ -212,13 +212,14 @@ Status NcclCommunicator::Split(int color, int key, std::unique_ptr<comm::Communi
   const Clock::time_point deadline = Deadline({});
   const std::string what = StrCat("split (color ", color, ", key ", key, ")");
   ncclComm_t child = nullptr;
+  // Outlives the asynchronous part of the split, in case NCCL reads it late.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     SR_RETURN_IF_ERROR(CheckUsableLocked());
     DeviceGuard guard;
     SR_RETURN_IF_ERROR(guard.Set(device_));
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
     const ncclResult_t r =
         ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, &config);
     if (r != ncclSuccess && r != ncclInProgress) {

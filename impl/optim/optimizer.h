@@ -79,6 +79,12 @@ struct ShardParams {
   int32_t col_offset = 0;
 };
 
+// Phase-1 statistics per row, in order: row-wise Adagrad and partial row-wise Adam: sum of g'^2
+// (g' = g + wd * w in L2 mode); LAMB: sum of w^2, sum of r^2 (r = the Adam direction plus the
+// decoupled decay term, after advancing m and v). Summing them over the column shards of a row
+// and passing full_dim = the table's dim makes a column-sharded table update exactly like the
+// unsharded one. Update rules: impl/optim/update_rules.h.
+
 // Checks a shard against the config: supported weight dtype (fp32, fp16, bf16), cols > 0,
 // stride >= cols, one non-null state pointer per StateSpec. The message names the field.
 Status ValidateShard(const OptimizerConfig& config, const ShardParams& shard);

@@ -8,6 +8,10 @@
 
 namespace shardrec::replica {
 
+namespace {
+constexpr size_t kInPlaceBytes = size_t{1} << 20;
+}  // namespace
+
 Status SyncBuffers(comm::Communicator& replica, std::span<const SyncBuffer> buffers,
                    const SyncHook& hook, std::vector<uint8_t>* staging, SyncStats* stats) {
   SyncStats local;
@@ -25,36 +29,45 @@ Status SyncBuffers(comm::Communicator& replica, std::span<const SyncBuffer> buff
     }
     groups[{static_cast<int>(b.dtype), static_cast<int>(b.op)}].push_back(&b);
   }
+  auto reduce = [&](void* data, size_t count, DType dtype, comm::ReduceOp op) -> Status {
+    // Integer counters always use the built-in collective: the hook's contract is averaging.
+    if (hook && op == comm::ReduceOp::kAvg) {
+      SR_RETURN_IF_ERROR(hook(data, count, dtype).WithContext("custom sync hook"));
+    } else {
+      SR_RETURN_IF_ERROR(replica.AllReduce(data, data, count, dtype, op));
+    }
+    local.bytes += count * DTypeSize(dtype);
+    local.collectives += 1;
+    return Status::Ok();
+  };
   for (auto& [key, members] : groups) {
     const DType dtype = static_cast<DType>(key.first);
     const auto op = static_cast<comm::ReduceOp>(key.second);
     const size_t esize = DTypeSize(dtype);
+    // Large buffers (the weight and state arenas) are reduced in place: packing them would only
+    // add two memory passes. Small ones are packed so their number does not matter.
+    std::vector<const SyncBuffer*> small;
+    for (const SyncBuffer* b : members) {
+      if (b->count * esize >= kInPlaceBytes || members.size() == 1) {
+        SR_RETURN_IF_ERROR(reduce(b->data, b->count, dtype, op));
+      } else {
+        small.push_back(b);
+      }
+    }
+    if (small.empty()) continue;
     size_t total = 0;
-    for (const SyncBuffer* b : members) total += b->count;
-    void* data = members[0]->data;
-    if (members.size() > 1) {
-      staging->resize(total * esize);
-      size_t off = 0;
-      for (const SyncBuffer* b : members) {
-        std::memcpy(staging->data() + off, b->data, b->count * esize);
-        off += b->count * esize;
-      }
-      data = staging->data();
+    for (const SyncBuffer* b : small) total += b->count;
+    staging->resize(total * esize);
+    size_t off = 0;
+    for (const SyncBuffer* b : small) {
+      std::memcpy(staging->data() + off, b->data, b->count * esize);
+      off += b->count * esize;
     }
-    // Integer counters always use the built-in collective: the hook's contract is averaging.
-    if (hook && op == comm::ReduceOp::kAvg) {
-      SR_RETURN_IF_ERROR(hook(data, total, dtype).WithContext("custom sync hook"));
-    } else {
-      SR_RETURN_IF_ERROR(replica.AllReduce(data, data, total, dtype, op));
-    }
-    local.bytes += total * esize;
-    local.collectives += 1;
-    if (members.size() > 1) {
-      size_t off = 0;
-      for (const SyncBuffer* b : members) {
-        std::memcpy(b->data, staging->data() + off, b->count * esize);
-        off += b->count * esize;
-      }
+    SR_RETURN_IF_ERROR(reduce(staging->data(), total, dtype, op));
+    off = 0;
+    for (const SyncBuffer* b : small) {
+      std::memcpy(b->data, staging->data() + off, b->count * esize);
+      off += b->count * esize;
     }
   }
   if (stats) *stats = local;

@@ -29,9 +29,9 @@ struct SyncStats {
   int collectives = 0;     // collectives issued
 };
 
-// Reduces every buffer across `replica`. Buffers with the same (dtype, op) are packed into one
-// staging buffer (reused across calls through `staging`) and reduced with one collective; a group
-// with a single buffer is reduced in place. A world of one replica returns at once.
+// Reduces every buffer across `replica`, one collective per (dtype, op) group: buffers of 1 MiB
+// or more are reduced in place, smaller ones of the same group are packed into one staging
+// buffer (reused across calls through `staging`). A world of one replica returns at once.
 Status SyncBuffers(comm::Communicator& replica, std::span<const SyncBuffer> buffers,
                    const SyncHook& hook, std::vector<uint8_t>* staging, SyncStats* stats);
 

@@ -171,8 +171,8 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_with_store(shardrec_comm_t**
 /**
  * Creates @p n communicators forming one group inside this process (one per thread that will
  * drive a rank; Gloo over loopback). Used by tests and single-machine multi-threaded hosts.
- * @param comms_out [out] Caller array of @p n handles; filled with handle i = rank i. All or
- *                  nothing: on failure every entry is NULL.
+ * @param comms_out [out] Caller array of @p n handles; filled with handle i = rank i (caller
+ *                  owns each). All or nothing: on failure the array is left unchanged.
  * @param n         Group size, >= 1 (and <= 1024).
  * @param options   [in] Options, or NULL for defaults.
  * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_ETIMEOUT; SHARDREC_ENODEVICE. Thread-safe.

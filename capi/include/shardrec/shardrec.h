@@ -7,5 +7,12 @@
 
 #include "shardrec/common.h"
 #include "shardrec/version.h"
+#include "shardrec/device.h"
+#include "shardrec/comm.h"
+#include "shardrec/config.h"
+#include "shardrec/tensor.h"
+#include "shardrec/plan.h"
+#include "shardrec/embedding.h"
+#include "shardrec/replica.h"
 
 #endif /* SHARDREC_SHARDREC_H_ */

@@ -48,11 +48,12 @@ TEST_P(EmbeddingEdge, AllIdsOfABagAreTheSameRow) {
   RunEquivalence(s);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, EmbeddingEdge, ::testing::Range(0, 7),
-                         [](const ::testing::TestParamInfo<int32_t>& i) {
-                           const char* n[] = {"DP", "TW", "RW", "CW", "TWRW", "TWCW", "GRID"};
-                           return std::string(n[i.param]);
-                         });
+std::string TypeName(const ::testing::TestParamInfo<int32_t>& info) {
+  static const char* const kNames[] = {"DP", "TW", "RW", "CW", "TWRW", "TWCW", "GRID"};
+  return kNames[info.param];
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, EmbeddingEdge, ::testing::Range(0, 7), TypeName);
 
 TEST(EmbeddingEdgeCases, FewerRowsThanRanksRowWise) {
   Scenario s = StandardScenario(4, kRW, SHARDREC_POOLING_SUM);

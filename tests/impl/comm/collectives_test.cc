@@ -211,9 +211,10 @@ TEST(CommGloo, FactoryRejectsBadArgumentsAndMissingDevices) {
   opts.device = Device::Cuda(0);
   opts.backend = Backend::kGloo;  // staged CPU engine: needs the CUDA runtime at creation
   EXPECT_EQ(CreateCommunicator(store, "x", 1, 0, opts, &c).code(), Code::kNoDevice);
-  opts.backend = Backend::kAuto;  // NCCL: the bridge answers (stub: unsupported; plugin: no device)
+  opts.backend = Backend::kAuto;  // would be NCCL: the device check comes first
   Status s = CreateCommunicator(store, "y", 1, 0, opts, &c);
-  EXPECT_TRUE(s.code() == Code::kUnsupported || s.code() == Code::kNoDevice) << s.ToString();
+  EXPECT_EQ(s.code(), Code::kNoDevice) << s.ToString();
+  EXPECT_NE(s.message().find("cuda:0"), std::string::npos) << s.message();
   opts.device = Device::Host();
   opts.backend = Backend::kNccl;
   EXPECT_EQ(CreateCommunicator(store, "z", 1, 0, opts, &c).code(), Code::kInvalidArgument);

@@ -1,0 +1,292 @@
+/* Java typemaps of the libshardrec SWIG module: statuses throw ShardrecException (code and the
+ * C message, read inside the same JNI call), handles travel as long, tensors as direct NIO
+ * buffers (zero copies), small config arrays as Java arrays, out-parameters as 1-element arrays. */
+
+%module Native
+
+/* The generated JNI class loads the library before its first native call. */
+%pragma(java) jniclasscode=%{
+  static {
+    org.shardrec.NativeLoader.load();
+  }
+%}
+
+%{
+#include <stdlib.h>
+#include "shardrec/common.h"
+#include <string.h>
+
+/* Throws org.shardrec.ShardrecException(code, message) with this thread's C message. */
+static void sr_java_throw_status(JNIEnv* jenv, jint code) {
+  char small[512];
+  char* msg = small;
+  size_t len = shardrec_last_error_copy(small, sizeof(small));
+  jclass cls;
+  jmethodID ctor;
+  jstring jmsg;
+  jobject ex;
+  if (len >= sizeof(small)) {
+    msg = (char*)malloc(len + 1);
+    if (msg == NULL) msg = small; else shardrec_last_error_copy(msg, len + 1);
+  }
+  if (msg[0] == '\0') {
+    strncpy(small, shardrec_status_string(code), sizeof(small) - 1);
+    small[sizeof(small) - 1] = '\0';
+    msg = small;
+  }
+  cls = (*jenv)->FindClass(jenv, "org/shardrec/ShardrecException");
+  if (cls == NULL) goto done; /* NoClassDefFoundError is pending. */
+  ctor = (*jenv)->GetMethodID(jenv, cls, "<init>", "(ILjava/lang/String;)V");
+  jmsg = (*jenv)->NewStringUTF(jenv, msg);
+  if (ctor != NULL && jmsg != NULL) {
+    ex = (*jenv)->NewObject(jenv, cls, ctor, code, jmsg);
+    if (ex != NULL) (*jenv)->Throw(jenv, (jthrowable)ex);
+  }
+done:
+  if (msg != small) free(msg);
+}
+
+static void sr_java_throw_iae(JNIEnv* jenv, const char* what) {
+  jclass cls = (*jenv)->FindClass(jenv, "java/lang/IllegalArgumentException");
+  if (cls != NULL) (*jenv)->ThrowNew(jenv, cls, what);
+}
+%}
+
+/* ---- status: throw after out/argout/freearg ran, before returning to Java ---- */
+%typemap(ret) shardrec_status_t %{
+  if ($1 < 0) sr_java_throw_status(jenv, (jint)$1);
+%}
+
+/* ---- opaque handles as long ---- */
+%define SR_JAVA_HANDLE(TYPE)
+%typemap(jni) TYPE*, const TYPE* "jlong"
+%typemap(jtype) TYPE*, const TYPE* "long"
+%typemap(jstype) TYPE*, const TYPE* "long"
+%typemap(in) TYPE*, const TYPE* %{ $1 = ($1_ltype)(intptr_t)$input; %}
+%typemap(out) TYPE*, const TYPE* %{ $result = (jlong)(intptr_t)$1; %}
+%typemap(javain) TYPE*, const TYPE* "$javainput"
+%typemap(javaout) TYPE*, const TYPE* { return $jnicall; }
+%typemap(jni) TYPE** "jlongArray"
+%typemap(jtype) TYPE** "long[]"
+%typemap(jstype) TYPE** "long[]"
+%typemap(javain) TYPE** "$javainput"
+%typemap(in) TYPE** ($*1_ltype tmp = NULL) %{
+  if ($input == NULL || (*jenv)->GetArrayLength(jenv, $input) < 1) {
+    sr_java_throw_iae(jenv, "handle holder must be a long[1]");
+    return $null;
+  }
+  $1 = &tmp;
+%}
+%typemap(argout) TYPE** %{
+  { jlong v = (jlong)(intptr_t)tmp$argnum; (*jenv)->SetLongArrayRegion(jenv, $input, 0, 1, &v); }
+%}
+%enddef
+SR_JAVA_HANDLE(shardrec_comm_t)
+SR_JAVA_HANDLE(shardrec_plan_t)
+SR_JAVA_HANDLE(shardrec_embedding_t)
+SR_JAVA_HANDLE(shardrec_bind_plan_spec_t)
+
+/* N handles of a local group: a long[n]. */
+%typemap(jni) (shardrec_comm_t** comms_out, int32_t n) "jlongArray"
+%typemap(jtype) (shardrec_comm_t** comms_out, int32_t n) "long[]"
+%typemap(jstype) (shardrec_comm_t** comms_out, int32_t n) "long[]"
+%typemap(javain) (shardrec_comm_t** comms_out, int32_t n) "$javainput"
+%typemap(in) (shardrec_comm_t** comms_out, int32_t n) %{
+  if ($input == NULL) { sr_java_throw_iae(jenv, "comms must not be null"); return $null; }
+  $2 = (int32_t)(*jenv)->GetArrayLength(jenv, $input);
+  $1 = (shardrec_comm_t**)calloc($2 > 0 ? (size_t)$2 : 1, sizeof(shardrec_comm_t*));
+  if ($1 == NULL) { sr_java_throw_iae(jenv, "out of memory"); return $null; }
+%}
+%typemap(argout) (shardrec_comm_t** comms_out, int32_t n) %{
+  { int32_t i; for (i = 0; i < $2; ++i) {
+      jlong v = (jlong)(intptr_t)$1[i]; (*jenv)->SetLongArrayRegion(jenv, $input, i, 1, &v); } }
+%}
+%typemap(freearg) (shardrec_comm_t** comms_out, int32_t n) %{ free($1); %}
+
+/* ---- unique id as byte[128] ---- */
+%typemap(jni) shardrec_unique_id_t*, const shardrec_unique_id_t* "jbyteArray"
+%typemap(jtype) shardrec_unique_id_t*, const shardrec_unique_id_t* "byte[]"
+%typemap(jstype) shardrec_unique_id_t*, const shardrec_unique_id_t* "byte[]"
+%typemap(javain) shardrec_unique_id_t*, const shardrec_unique_id_t* "$javainput"
+%typemap(in) shardrec_unique_id_t* (shardrec_unique_id_t tmp) %{
+  if ($input == NULL || (*jenv)->GetArrayLength(jenv, $input) != SHARDREC_UNIQUE_ID_BYTES) {
+    sr_java_throw_iae(jenv, "a unique id is a byte[128]");
+    return $null;
+  }
+  $1 = &tmp;
+%}
+%typemap(in) const shardrec_unique_id_t* (shardrec_unique_id_t id) %{
+  if ($input == NULL || (*jenv)->GetArrayLength(jenv, $input) != SHARDREC_UNIQUE_ID_BYTES) {
+    sr_java_throw_iae(jenv, "a unique id is a byte[128]");
+    return $null;
+  }
+  (*jenv)->GetByteArrayRegion(jenv, $input, 0, SHARDREC_UNIQUE_ID_BYTES, (jbyte*)id.internal);
+  $1 = &id;
+%}
+%typemap(argout) shardrec_unique_id_t* %{
+  (*jenv)->SetByteArrayRegion(jenv, $input, 0, SHARDREC_UNIQUE_ID_BYTES, (const jbyte*)tmp$argnum.internal);
+%}
+%typemap(argout) const shardrec_unique_id_t* ""
+
+/* ---- direct NIO buffers: address and capacity, no copy (the Java layer checked kind and
+ *      size and passes a slice, so the address starts at the caller's position) ---- */
+%define SR_JAVA_NIO(CTYPE, JBUF)
+%typemap(jni) (CTYPE* BUF, size_t LEN) "jobject"
+%typemap(jtype) (CTYPE* BUF, size_t LEN) "JBUF"
+%typemap(jstype) (CTYPE* BUF, size_t LEN) "JBUF"
+%typemap(javain) (CTYPE* BUF, size_t LEN) "$javainput"
+%typemap(in) (CTYPE* BUF, size_t LEN) %{
+  $1 = NULL; $2 = 0;
+  if ($input != NULL) {
+    jlong cap = (*jenv)->GetDirectBufferCapacity(jenv, $input);
+    if (cap < 0) { sr_java_throw_iae(jenv, "buffer must be a direct NIO buffer"); return $null; }
+    $1 = ($1_ltype)(*jenv)->GetDirectBufferAddress(jenv, $input);
+    $2 = (size_t)cap;
+  }
+%}
+%enddef
+SR_JAVA_NIO(float, java.nio.FloatBuffer)
+SR_JAVA_NIO(const float, java.nio.FloatBuffer)
+SR_JAVA_NIO(const int32_t, java.nio.IntBuffer)
+SR_JAVA_NIO(const int64_t, java.nio.LongBuffer)
+%apply (float* BUF, size_t LEN) { (float* out, size_t out_len), (float* out, size_t len) };
+%apply (const float* BUF, size_t LEN) { (const float* grad, size_t grad_len),
+                                        (const float* weights, size_t len),
+                                        (const float* values, size_t len),
+                                        (const float* weights, size_t num_weights) };
+%apply (const int32_t* BUF, size_t LEN) { (const int32_t* lengths, size_t num_lengths) };
+%apply (const int64_t* BUF, size_t LEN) { (const int64_t* values, size_t num_values) };
+
+/* Dense collectives: any direct buffer; the element count and dtype are separate arguments. */
+%typemap(jni) const void* send, void* recv, void* buf "jobject"
+%typemap(jtype) const void* send, void* recv, void* buf "java.nio.Buffer"
+%typemap(jstype) const void* send, void* recv, void* buf "java.nio.Buffer"
+%typemap(javain) const void* send, void* recv, void* buf "$javainput"
+%typemap(in) const void* send, void* recv, void* buf %{
+  $1 = NULL;
+  if ($input != NULL) {
+    $1 = ($1_ltype)(*jenv)->GetDirectBufferAddress(jenv, $input);
+    if ($1 == NULL) { sr_java_throw_iae(jenv, "buffer must be a direct NIO buffer"); return $null; }
+  }
+%}
+
+/* Host calls: the stream argument is always NULL from Java. */
+%typemap(in, numinputs=0) void* stream %{ $1 = NULL; %}
+
+/* ---- small config arrays as Java arrays (copied by the callee) ---- */
+%define SR_JAVA_ARRAY(CTYPE, JNITYPE, JARR, JELEM, GET, REL)
+%typemap(jni) (const CTYPE* ARR, size_t ARRLEN) "JNITYPE"
+%typemap(jtype) (const CTYPE* ARR, size_t ARRLEN) "JARR"
+%typemap(jstype) (const CTYPE* ARR, size_t ARRLEN) "JARR"
+%typemap(javain) (const CTYPE* ARR, size_t ARRLEN) "$javainput"
+%typemap(in) (const CTYPE* ARR, size_t ARRLEN) %{
+  $1 = NULL; $2 = 0;
+  if ($input != NULL) {
+    $2 = (size_t)(*jenv)->GetArrayLength(jenv, $input);
+    $1 = ($1_ltype)(*jenv)->GET(jenv, $input, NULL);
+  }
+%}
+%typemap(freearg) (const CTYPE* ARR, size_t ARRLEN) %{
+  if ($1 != NULL) (*jenv)->REL(jenv, $input, (JELEM*)$1, JNI_ABORT);
+%}
+%enddef
+SR_JAVA_ARRAY(int32_t, jintArray, int[], jint, GetIntArrayElements, ReleaseIntArrayElements)
+SR_JAVA_ARRAY(int64_t, jlongArray, long[], jlong, GetLongArrayElements, ReleaseLongArrayElements)
+SR_JAVA_ARRAY(float, jfloatArray, float[], jfloat, GetFloatArrayElements, ReleaseFloatArrayElements)
+%apply (const int32_t* ARR, size_t ARRLEN) { (const int32_t* features, size_t num_features),
+                                             (const int32_t* ranks, size_t num_ranks) };
+%apply (const float* ARR, size_t ARRLEN) { (const float* pooling_factors, size_t num_pooling_factors) };
+%apply (const int64_t* ARR, size_t ARRLEN) { (const int64_t* bytes, size_t num_bytes) };
+
+/* JSON text in: a Java String (UTF-8 bytes, length from the string). */
+%typemap(jni) (const char* text, size_t len) "jstring"
+%typemap(jtype) (const char* text, size_t len) "String"
+%typemap(jstype) (const char* text, size_t len) "String"
+%typemap(javain) (const char* text, size_t len) "$javainput"
+%typemap(in) (const char* text, size_t len) %{
+  $1 = NULL; $2 = 0;
+  if ($input != NULL) {
+    $1 = (char*)(*jenv)->GetStringUTFChars(jenv, $input, NULL);
+    if ($1 == NULL) return $null;
+    $2 = strlen($1);
+  }
+%}
+%typemap(freearg) (const char* text, size_t len) %{
+  if ($1 != NULL) (*jenv)->ReleaseStringUTFChars(jenv, $input, $1);
+%}
+
+/* Library-allocated text out: a String[1]; the C buffer is freed here. */
+%typemap(jni) (char** text_out, size_t* len_out) "jobjectArray"
+%typemap(jtype) (char** text_out, size_t* len_out) "String[]"
+%typemap(jstype) (char** text_out, size_t* len_out) "String[]"
+%typemap(javain) (char** text_out, size_t* len_out) "$javainput"
+%typemap(in) (char** text_out, size_t* len_out) (char* text = NULL, size_t text_len = 0) %{
+  if ($input == NULL || (*jenv)->GetArrayLength(jenv, $input) < 1) {
+    sr_java_throw_iae(jenv, "text holder must be a String[1]");
+    return $null;
+  }
+  $1 = &text; $2 = &text_len;
+%}
+%typemap(argout) (char** text_out, size_t* len_out) %{
+  if (text$argnum != NULL) {
+    jstring s = (*jenv)->NewStringUTF(jenv, text$argnum);
+    shardrec_free(text$argnum);
+    if (s == NULL) return $null;
+    (*jenv)->SetObjectArrayElement(jenv, $input, 0, s);
+  }
+%}
+
+/* Borrowed names out: String[1]. */
+%typemap(jni) const char** name_out "jobjectArray"
+%typemap(jtype) const char** name_out "String[]"
+%typemap(jstype) const char** name_out "String[]"
+%typemap(javain) const char** name_out "$javainput"
+%typemap(in) const char** name_out (const char* name = NULL) %{
+  if ($input == NULL || (*jenv)->GetArrayLength(jenv, $input) < 1) {
+    sr_java_throw_iae(jenv, "name holder must be a String[1]");
+    return $null;
+  }
+  $1 = ($1_ltype)&name;
+%}
+%typemap(argout) const char** name_out %{
+  if (name$argnum != NULL) {
+    jstring s = (*jenv)->NewStringUTF(jenv, name$argnum);
+    if (s == NULL) return $null;
+    (*jenv)->SetObjectArrayElement(jenv, $input, 0, s);
+  }
+%}
+
+/* Scalar out-parameters: 1-element Java arrays. */
+%define SR_JAVA_OUT(CTYPE, JNIARR, JARR, JELEM, SETREGION)
+%typemap(jni) CTYPE* OUT "JNIARR"
+%typemap(jtype) CTYPE* OUT "JARR"
+%typemap(jstype) CTYPE* OUT "JARR"
+%typemap(javain) CTYPE* OUT "$javainput"
+%typemap(in) CTYPE* OUT (CTYPE tmp = 0) %{
+  if ($input == NULL || (*jenv)->GetArrayLength(jenv, $input) < 1) {
+    sr_java_throw_iae(jenv, "out holder must have one element");
+    return $null;
+  }
+  $1 = &tmp;
+%}
+%typemap(argout) CTYPE* OUT %{
+  { JELEM v = (JELEM)tmp$argnum; (*jenv)->SETREGION(jenv, $input, 0, 1, &v); }
+%}
+%enddef
+SR_JAVA_OUT(int32_t, jintArray, int[], jint, SetIntArrayRegion)
+SR_JAVA_OUT(int64_t, jlongArray, long[], jlong, SetLongArrayRegion)
+SR_JAVA_OUT(uint64_t, jlongArray, long[], jlong, SetLongArrayRegion)
+SR_JAVA_OUT(size_t, jlongArray, long[], jlong, SetLongArrayRegion)
+SR_JAVA_OUT(double, jdoubleArray, double[], jdouble, SetDoubleArrayRegion)
+%apply int32_t* OUT { int32_t* out, int32_t* row_wise_out, int32_t* type_out };
+%apply int64_t* OUT { int64_t* out };
+%apply uint64_t* OUT { uint64_t* out };
+%apply size_t* OUT { size_t* out, size_t* index_out, size_t* num_shards_out };
+%apply double* OUT { double* comm_seconds_out, double* total_seconds_out };
+/* uint64 fields (seed, memory) and uint32 masks as Java long. */
+%apply int64_t { uint64_t };
+
+/* Struct proxies get a _t suffix so they never clash with parameter names (shard). */
+%rename(shard_t) shardrec_shard;
+
+%include "../swig/shardrec.i"

@@ -1,0 +1,97 @@
+// Buffer checks done before any native call, and copies for the array convenience overloads.
+package org.shardrec;
+
+import java.nio.Buffer;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
+import java.nio.IntBuffer;
+import java.nio.LongBuffer;
+
+/** Direct, native-order NIO buffers: allocation and validation. */
+public final class Buffers {
+  private Buffers() {}
+
+  /** A direct native-order float buffer of n elements (zero-filled). */
+  public static FloatBuffer floats(long n) {
+    return bytes(n, 4).asFloatBuffer();
+  }
+
+  /** A direct native-order int buffer of n elements. */
+  public static IntBuffer ints(long n) {
+    return bytes(n, 4).asIntBuffer();
+  }
+
+  /** A direct native-order long buffer of n elements. */
+  public static LongBuffer longs(long n) {
+    return bytes(n, 8).asLongBuffer();
+  }
+
+  /** A direct copy of {@code values}. */
+  public static FloatBuffer of(float[] values) {
+    FloatBuffer b = floats(values.length);
+    b.put(values).flip();
+    return b;
+  }
+
+  /** A direct copy of {@code values}. */
+  public static IntBuffer of(int[] values) {
+    IntBuffer b = ints(values.length);
+    b.put(values).flip();
+    return b;
+  }
+
+  /** A direct copy of {@code values}. */
+  public static LongBuffer of(long[] values) {
+    LongBuffer b = longs(values.length);
+    b.put(values).flip();
+    return b;
+  }
+
+  private static ByteBuffer bytes(long n, int elem) {
+    if (n < 0 || n * elem > Integer.MAX_VALUE) {
+      throw new IllegalArgumentException("buffer of " + n + " elements is not allocatable");
+    }
+    return ByteBuffer.allocateDirect((int) (n * elem)).order(ByteOrder.nativeOrder());
+  }
+
+  static void checkKind(Buffer b, ByteOrder order, String what, boolean writable) {
+    if (b == null) throw new IllegalArgumentException(what + " must not be null");
+    if (!b.isDirect()) throw new IllegalArgumentException(what + " must be a direct NIO buffer");
+    if (order != ByteOrder.nativeOrder()) {
+      throw new IllegalArgumentException(what + " must be in native byte order");
+    }
+    if (writable && b.isReadOnly()) throw new IllegalArgumentException(what + " is read-only");
+  }
+
+  static void checkSize(Buffer b, long expected, String what) {
+    if (b.remaining() != expected) {
+      throw new IllegalArgumentException(
+          what + " has " + b.remaining() + " elements remaining, expected " + expected);
+    }
+  }
+
+  /** Checked view starting at the buffer's position (what the JNI layer addresses). */
+  static FloatBuffer in(FloatBuffer b, long expected, String what) {
+    checkKind(b, b == null ? null : b.order(), what, false);
+    checkSize(b, expected, what);
+    return b.slice();
+  }
+
+  static FloatBuffer out(FloatBuffer b, long expected, String what) {
+    checkKind(b, b == null ? null : b.order(), what, true);
+    checkSize(b, expected, what);
+    return b.slice();
+  }
+
+  static IntBuffer in(IntBuffer b, long expected, String what) {
+    checkKind(b, b == null ? null : b.order(), what, false);
+    checkSize(b, expected, what);
+    return b.slice();
+  }
+
+  static LongBuffer in(LongBuffer b, String what) {
+    checkKind(b, b == null ? null : b.order(), what, false);
+    return b.slice();
+  }
+}

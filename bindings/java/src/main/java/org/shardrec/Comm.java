@@ -1,0 +1,148 @@
+// Communicator: local groups (ranks as threads), unique-id rendezvous, splits and the dense
+// collectives, over direct NIO buffers.
+package org.shardrec;
+
+import java.nio.Buffer;
+import org.shardrec.swig.Native;
+import org.shardrec.swig.comm_options;
+
+/** A libshardrec communicator. One thread at a time; {@link #abort()} from any thread. */
+public final class Comm extends NativeHandle {
+  /** Reduction operators. */
+  public static final int REDUCE_SUM = 0;
+  public static final int REDUCE_AVG = 1;
+  public static final int REDUCE_MAX = 2;
+  public static final int REDUCE_MIN = 3;
+
+  Comm(long handle) {
+    super(handle);
+  }
+
+  @Override
+  void destroy(long handle) {
+    Native.comm_destroy(handle);
+  }
+
+  /** Options of a communicator; zero fields mean the library defaults. */
+  public static final class Options {
+    public long timeoutMs;
+    public int backend;
+    public int deviceType;
+    public int deviceIndex;
+    public String bindAddress;
+
+    public Options timeoutMs(long v) {
+      timeoutMs = v;
+      return this;
+    }
+
+    comm_options toNative() {
+      comm_options o = new comm_options();
+      Native.comm_options_init(o, NativeConstants.COMM_OPTIONS_VERSION);
+      o.setTimeout_ms(timeoutMs);
+      o.setBackend(backend);
+      o.setDevice_type(deviceType);
+      o.setDevice_index(deviceIndex);
+      if (bindAddress != null) o.setBind_address(bindAddress);
+      return o;
+    }
+  }
+
+  /** n communicators of one in-process group; element i is rank i (drive each from a thread). */
+  public static Comm[] createLocalGroup(int n, Options options) {
+    long[] raw = new long[Math.max(n, 0)];
+    comm_options o = (options == null ? new Options() : options).toNative();
+    try {
+      Native.comm_create_local_group(raw, o);
+    } finally {
+      o.delete();
+    }
+    Comm[] out = new Comm[raw.length];
+    for (int i = 0; i < raw.length; ++i) out[i] = new Comm(raw[i]);
+    return out;
+  }
+
+  public static Comm[] createLocalGroup(int n) {
+    return createLocalGroup(n, null);
+  }
+
+  /** A new rendezvous id (rank 0); ship its 128 bytes to every rank. */
+  public static byte[] createUniqueId() {
+    byte[] id = new byte[NativeConstants.UNIQUE_ID_BYTES];
+    Native.comm_unique_id_create(id);
+    return id;
+  }
+
+  /** Joins the group named by {@code id} as {@code rank} of {@code worldSize} (collective). */
+  public static Comm create(byte[] id, int worldSize, int rank, Options options) {
+    long[] out = new long[1];
+    comm_options o = (options == null ? new Options() : options).toNative();
+    try {
+      Native.comm_create(out, id, worldSize, rank, o);
+    } finally {
+      o.delete();
+    }
+    return new Comm(out[0]);
+  }
+
+  public int rank() {
+    int[] out = new int[1];
+    Native.comm_rank(out, handle());
+    return out[0];
+  }
+
+  public int size() {
+    int[] out = new int[1];
+    Native.comm_size(out, handle());
+    return out[0];
+  }
+
+  /** Collective split; returns null for a negative color. */
+  public Comm split(int color, int key) {
+    long[] out = new long[1];
+    Native.comm_split(out, handle(), color, key);
+    return out[0] == 0 ? null : new Comm(out[0]);
+  }
+
+  public void setTimeout(long timeoutMs) {
+    Native.comm_set_timeout(handle(), timeoutMs);
+  }
+
+  /** Tears down the connections; peers fail promptly. Safe from any thread. */
+  public void abort() {
+    Native.comm_abort(handle());
+  }
+
+  /** Throws the error that poisoned this communicator, if any. */
+  public void checkAsyncError() {
+    Native.comm_async_error(handle());
+  }
+
+  public void barrier() {
+    Native.comm_barrier(handle());
+  }
+
+  /** recv = op over ranks of send; {@code count} elements of {@code dtype} (DType constants). */
+  public void allreduce(Buffer send, Buffer recv, long count, int dtype, int op) {
+    checkDirect(send, "send");
+    checkDirect(recv, "recv");
+    Native.comm_allreduce(handle(), send, recv, count, dtype, op);
+  }
+
+  public void broadcast(Buffer buf, long count, int dtype, int root) {
+    checkDirect(buf, "buf");
+    Native.comm_broadcast(handle(), buf, count, dtype, root);
+  }
+
+  public void allgather(Buffer send, Buffer recv, long count, int dtype) {
+    checkDirect(send, "send");
+    checkDirect(recv, "recv");
+    Native.comm_allgather(handle(), send, recv, count, dtype);
+  }
+
+  private static void checkDirect(Buffer b, String what) {
+    if (b == null || !b.isDirect() || b.position() != 0) {
+      throw new IllegalArgumentException(what + " must be a direct NIO buffer at position 0");
+    }
+  }
+}

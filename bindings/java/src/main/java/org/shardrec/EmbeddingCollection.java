@@ -1,0 +1,221 @@
+// Sharded embedding collection: forward/backward over direct buffers, pipelined input
+// distribution, and full-table weight and optimizer-state accessors.
+package org.shardrec;
+
+import java.nio.FloatBuffer;
+import java.util.HashMap;
+import java.util.Map;
+import org.shardrec.swig.Native;
+import org.shardrec.swig.embedding_options;
+import org.shardrec.swig.optimizer_config;
+
+/** This rank's part of a sharded collection. One thread at a time. */
+public final class EmbeddingCollection extends NativeHandle {
+  private final Map<String, long[]> tableShapes = new HashMap<>();
+  private long lastOutput = -1;
+
+  private EmbeddingCollection(long handle, Plan plan) {
+    super(handle);
+    for (int t = 0; t < plan.numTables(); ++t) {
+      tableShapes.put(plan.tableName(t), new long[] {plan.tableRows(t), plan.tableDim(t)});
+    }
+  }
+
+  @Override
+  void destroy(long handle) {
+    Native.embedding_destroy(handle);
+  }
+
+  /** Collective over {@code comm}: every rank passes the same plan. */
+  public static EmbeddingCollection create(Plan plan, Comm comm, Config.Optimizer optimizer,
+                                           Config.EmbeddingOptions options) {
+    optimizer_config o = new optimizer_config();
+    embedding_options e = new embedding_options();
+    try {
+      Native.optimizer_config_init(o, NativeConstants.OPTIMIZER_CONFIG_VERSION);
+      Config.Optimizer opt = optimizer == null ? new Config.Optimizer() : optimizer;
+      o.setType(opt.type);
+      o.setLearning_rate(opt.learningRate);
+      o.setEps(opt.eps);
+      o.setBeta1(opt.beta1);
+      o.setBeta2(opt.beta2);
+      o.setWeight_decay(opt.weightDecay);
+      o.setWeight_decay_mode(opt.weightDecayMode);
+      Native.embedding_options_init(e, NativeConstants.EMBEDDING_OPTIONS_VERSION);
+      Config.EmbeddingOptions eo = options == null ? new Config.EmbeddingOptions() : options;
+      e.setSeed(eo.seed);
+      e.setBounds_policy(eo.boundsPolicy);
+      e.setNum_threads(eo.numThreads);
+      e.setDp_comm(eo.dpComm == null ? 0 : eo.dpComm.handle());
+      long[] out = new long[1];
+      Native.embedding_create(out, plan.handle(), comm.handle(), o, e);
+      try {
+        return new EmbeddingCollection(out[0], plan);
+      } catch (RuntimeException ex) {
+        Native.embedding_destroy(out[0]);
+        throw ex;
+      }
+    } finally {
+      o.delete();
+      e.delete();
+    }
+  }
+
+  public long outputDim() {
+    long[] out = new long[1];
+    Native.embedding_output_dim(handle(), out);
+    return out[0];
+  }
+
+  public boolean isSequence() {
+    int[] out = new int[1];
+    Native.embedding_is_sequence(handle(), out);
+    return out[0] != 0;
+  }
+
+  /** Floats of the forward output of {@code batch}. */
+  public long outputSize(Kjt batch) {
+    return isSequence() ? batch.numValues() * outputDim() : batch.batchSize() * outputDim();
+  }
+
+  /** Forward of this rank's batch into {@code out} (collective, zero-copy). */
+  public void forward(Kjt batch, FloatBuffer out) {
+    FloatBuffer o = Buffers.out(out, outputSize(batch), "out");
+    Native.bind_embedding_forward(handle(), batch.batchSize, batch.numFeatures, batch.lengths,
+                                  batch.values, batch.weights, o);
+    lastOutput = o.capacity();
+  }
+
+  /** Forward returning a new array (convenience; copies). */
+  public float[] forward(Kjt batch) {
+    FloatBuffer out = Buffers.floats(outputSize(batch));
+    forward(batch, out);
+    float[] result = new float[out.capacity()];
+    out.get(0, result);
+    return result;
+  }
+
+  /** Starts the pipelined input distribution of {@code batch} (collective). */
+  public void inputDistStart(Kjt batch) {
+    Native.bind_embedding_input_dist_start(handle(), batch.batchSize, batch.numFeatures,
+                                           batch.lengths, batch.values, batch.weights);
+  }
+
+  public void inputDistWait() {
+    Native.embedding_input_dist_wait(handle());
+  }
+
+  /** Lookup and output distribution of the waited batch; {@code out} holds exactly its output. */
+  public void forwardDistributed(FloatBuffer out) {
+    Buffers.checkKind(out, out == null ? null : out.order(), "out", true);
+    FloatBuffer o = out.slice();
+    Native.embedding_forward_distributed(handle(), o);
+    lastOutput = o.capacity();
+  }
+
+  /** Backward of the last forward with its output gradient (collective, zero-copy). */
+  public void backward(FloatBuffer grad) {
+    FloatBuffer g = lastOutput >= 0 ? Buffers.in(grad, lastOutput, "grad")
+                                    : Buffers.in(grad, grad == null ? 0 : grad.remaining(), "grad");
+    Native.embedding_backward(handle(), g);
+  }
+
+  public void backward(float[] grad) {
+    backward(Buffers.of(grad));
+  }
+
+  public void setLearningRate(float lr) {
+    Native.embedding_set_learning_rate(handle(), lr);
+  }
+
+  public long numSteps() {
+    long[] out = new long[1];
+    Native.embedding_num_steps(handle(), out);
+    return out[0];
+  }
+
+  public void setNumSteps(long steps) {
+    Native.embedding_set_num_steps(handle(), steps);
+  }
+
+  private long tableSize(String table, boolean rowWise) {
+    long[] shape = tableShapes.get(table);
+    if (shape == null) return -1;
+    return rowWise ? shape[0] : shape[0] * shape[1];
+  }
+
+  /** Full weights [rows, dim] of {@code table} into {@code out} (collective). */
+  public void getWeights(String table, FloatBuffer out) {
+    long n = tableSize(table, false);
+    FloatBuffer o = n < 0 ? out : Buffers.out(out, n, "out");
+    Native.embedding_get_weights(handle(), table, o);
+  }
+
+  public float[] getWeights(String table) {
+    long n = tableSize(table, false);
+    FloatBuffer out = Buffers.floats(Math.max(n, 0));
+    Native.embedding_get_weights(handle(), table, out);
+    float[] result = new float[out.capacity()];
+    out.get(0, result);
+    return result;
+  }
+
+  /** Replaces the weights of {@code table} (collective; every rank passes the same values). */
+  public void setWeights(String table, FloatBuffer weights) {
+    long n = tableSize(table, false);
+    FloatBuffer w = n < 0 ? weights : Buffers.in(weights, n, "weights");
+    Native.embedding_set_weights(handle(), table, w);
+  }
+
+  public void setWeights(String table, float[] weights) {
+    setWeights(table, Buffers.of(weights));
+  }
+
+  public int numStates() {
+    long[] out = new long[1];
+    Native.embedding_num_states(handle(), out);
+    return (int) out[0];
+  }
+
+  public String stateName(int index) {
+    String[] name = new String[1];
+    int[] rowWise = new int[1];
+    Native.embedding_state_info(handle(), index, name, rowWise);
+    return name[0];
+  }
+
+  private boolean stateRowWise(String state) {
+    for (int i = 0; i < numStates(); ++i) {
+      String[] name = new String[1];
+      int[] rowWise = new int[1];
+      Native.embedding_state_info(handle(), i, name, rowWise);
+      if (name[0].equals(state)) return rowWise[0] != 0;
+    }
+    return false;
+  }
+
+  /** One full optimizer state of a table (collective). */
+  public float[] getState(String table, String state) {
+    long n = tableSize(table, stateRowWise(state));
+    FloatBuffer out = Buffers.floats(Math.max(n, 0));
+    Native.embedding_get_state(handle(), table, state, out);
+    float[] result = new float[out.capacity()];
+    out.get(0, result);
+    return result;
+  }
+
+  public void setState(String table, String state, float[] values) {
+    long n = tableSize(table, stateRowWise(state));
+    FloatBuffer v = Buffers.of(values);
+    if (n >= 0) Buffers.checkSize(v, n, "values");
+    Native.embedding_set_state(handle(), table, state, v);
+  }
+
+  /** {comm seconds, total seconds} spent in forward/backward. */
+  public double[] timings() {
+    double[] comm = new double[1];
+    double[] total = new double[1];
+    Native.embedding_timings(handle(), comm, total);
+    return new double[] {comm[0], total[0]};
+  }
+}

@@ -1,0 +1,55 @@
+// One rank's batch of sparse ids in keyed-jagged form, over direct native-order buffers.
+package org.shardrec;
+
+import java.nio.FloatBuffer;
+import java.nio.IntBuffer;
+import java.nio.LongBuffer;
+
+/**
+ * A keyed jagged tensor (feature-major): {@code lengths[f * B + b]} ids of feature f in sample b,
+ * all ids in {@code values} in that order, optional per-id {@code weights}. The buffers are
+ * borrowed by each call; nothing is copied.
+ */
+public final class Kjt {
+  final long batchSize;
+  final int numFeatures;
+  final IntBuffer lengths;
+  final LongBuffer values;
+  final FloatBuffer weights;
+
+  /** Wraps direct native-order buffers (checked here, before any native call). */
+  public Kjt(long batchSize, int numFeatures, IntBuffer lengths, LongBuffer values,
+             FloatBuffer weights) {
+    if (batchSize < 0 || numFeatures < 0) {
+      throw new IllegalArgumentException("batchSize and numFeatures must be >= 0");
+    }
+    this.batchSize = batchSize;
+    this.numFeatures = numFeatures;
+    this.lengths = Buffers.in(lengths, batchSize * numFeatures, "lengths");
+    this.values = Buffers.in(values, "values");
+    this.weights = weights == null ? null : Buffers.in(weights, this.values.remaining(), "weights");
+  }
+
+  public Kjt(long batchSize, int numFeatures, IntBuffer lengths, LongBuffer values) {
+    this(batchSize, numFeatures, lengths, values, null);
+  }
+
+  /** Copies Java arrays into direct buffers (convenience). */
+  public static Kjt of(long batchSize, int numFeatures, int[] lengths, long[] values) {
+    return new Kjt(batchSize, numFeatures, Buffers.of(lengths), Buffers.of(values), null);
+  }
+
+  public static Kjt of(long batchSize, int numFeatures, int[] lengths, long[] values,
+                       float[] weights) {
+    return new Kjt(batchSize, numFeatures, Buffers.of(lengths), Buffers.of(values),
+                   weights == null ? null : Buffers.of(weights));
+  }
+
+  public long batchSize() {
+    return batchSize;
+  }
+
+  public long numValues() {
+    return values.remaining();
+  }
+}

@@ -1,0 +1,14 @@
+// Struct versions and sizes of the C headers, mirrored for the Java layer.
+package org.shardrec;
+
+final class NativeConstants {
+  static final long COMM_OPTIONS_VERSION = org.shardrec.swig.NativeConstants.COMM_OPTIONS_VERSION;
+  static final long TOPOLOGY_VERSION = org.shardrec.swig.NativeConstants.TOPOLOGY_VERSION;
+  static final long OPTIMIZER_CONFIG_VERSION =
+      org.shardrec.swig.NativeConstants.OPTIMIZER_CONFIG_VERSION;
+  static final long EMBEDDING_OPTIONS_VERSION =
+      org.shardrec.swig.NativeConstants.EMBEDDING_OPTIONS_VERSION;
+  static final int UNIQUE_ID_BYTES = org.shardrec.swig.NativeConstants.UNIQUE_ID_BYTES;
+
+  private NativeConstants() {}
+}

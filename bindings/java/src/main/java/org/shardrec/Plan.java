@@ -1,0 +1,163 @@
+// Sharding plan: built by the planner from Java configs, or read from JSON; immutable.
+package org.shardrec;
+
+import java.util.List;
+import org.shardrec.swig.Native;
+import org.shardrec.swig.shard_t;
+import org.shardrec.swig.topology;
+
+/** An immutable sharding plan; its queries are safe from any number of threads. */
+public final class Plan extends NativeHandle {
+  Plan(long handle) {
+    super(handle);
+  }
+
+  @Override
+  void destroy(long handle) {
+    Native.plan_destroy(handle);
+  }
+
+  /** One rectangle of a table on one rank. */
+  public record Shard(long rowOffset, long rows, int colOffset, int cols, int rank) {}
+
+  /** Plans {@code tables} (reading {@code features}) on {@code topology}. */
+  public static Plan create(List<Config.Table> tables, List<Config.Feature> features,
+                            Config.Topology topology, List<Config.Constraints> constraints) {
+    long spec = Native.bind_plan_spec_new();
+    if (spec == 0) throw new OutOfMemoryError("plan spec");
+    try {
+      for (Config.Feature f : features) Native.bind_plan_spec_add_feature(spec, f.name, f.poolingFactor);
+      for (Config.Table t : tables) {
+        Native.bind_plan_spec_add_table(spec, t.name, t.rows, t.dim, t.pooling, t.dtype, t.features,
+                                        t.initKind, t.initLow, t.initHigh);
+      }
+      if (constraints != null) {
+        for (Config.Constraints c : constraints) {
+          Native.bind_plan_spec_add_constraints(spec, c.table, c.shardingTypes, c.minPartition,
+                                                c.ranks, c.poolingFactors);
+        }
+      }
+      if (topology != null) {
+        topology t = Native.bind_plan_spec_topology(spec);
+        t.setWorld_size(topology.worldSize);
+        t.setRanks_per_node(topology.ranksPerNode);
+        t.setDevice_type(topology.deviceType);
+        t.setMemory_bytes(topology.memoryBytes);
+        t.setIntra_node_bandwidth(topology.intraNodeBandwidth);
+        t.setInter_node_bandwidth(topology.interNodeBandwidth);
+        t.setBatch_size(topology.batchSize);
+        t.setOptimizer(topology.optimizer);
+        t.setMemory_bandwidth(topology.memoryBandwidth);
+        t.setReserved_fraction(topology.reservedFraction);
+        if (topology.memoryBytesPerRank != null) {
+          Native.bind_plan_spec_set_memory_bytes_per_rank(spec, topology.memoryBytesPerRank);
+        }
+      }
+      long[] out = new long[1];
+      Native.bind_plan_create(out, spec);
+      return new Plan(out[0]);
+    } finally {
+      Native.bind_plan_spec_free(spec);
+    }
+  }
+
+  /** Reads and validates a plan written by {@link #toJson()}. */
+  public static Plan fromJson(String json) {
+    long[] out = new long[1];
+    Native.plan_from_json(out, json);
+    return new Plan(out[0]);
+  }
+
+  public String toJson() {
+    String[] out = new String[1];
+    Native.plan_to_json(handle(), out);
+    return out[0];
+  }
+
+  public String stats() {
+    String[] out = new String[1];
+    Native.plan_stats(handle(), out);
+    return out[0];
+  }
+
+  /** Stable 64-bit hash (compare with Long.toUnsignedString for display). */
+  public long hash() {
+    long[] out = new long[1];
+    Native.plan_hash(handle(), out);
+    return out[0];
+  }
+
+  public int worldSize() {
+    int[] out = new int[1];
+    Native.plan_world_size(handle(), out);
+    return out[0];
+  }
+
+  public int numTables() {
+    long[] out = new long[1];
+    Native.plan_num_tables(handle(), out);
+    return (int) out[0];
+  }
+
+  public int numFeatures() {
+    long[] out = new long[1];
+    Native.plan_num_features(handle(), out);
+    return (int) out[0];
+  }
+
+  public String tableName(int table) {
+    String[] out = new String[1];
+    Native.plan_table_name(handle(), table, out);
+    return out[0];
+  }
+
+  public String featureName(int feature) {
+    String[] out = new String[1];
+    Native.plan_feature_name(handle(), feature, out);
+    return out[0];
+  }
+
+  /** Index of a table; ShardrecException(ENOTFOUND) when there is none. */
+  public int findTable(String name) {
+    long[] out = new long[1];
+    Native.plan_find_table(handle(), name, out);
+    return (int) out[0];
+  }
+
+  public long tableRows(int table) {
+    long[] out = new long[1];
+    Native.plan_table_rows(handle(), table, out);
+    return out[0];
+  }
+
+  public int tableDim(int table) {
+    int[] out = new int[1];
+    Native.plan_table_dim(handle(), table, out);
+    return out[0];
+  }
+
+  /** A Config sharding type constant. */
+  public int tableSharding(int table) {
+    int[] type = new int[1];
+    long[] n = new long[1];
+    Native.plan_table_sharding(handle(), table, type, n);
+    return type[0];
+  }
+
+  public int numShards(int table) {
+    int[] type = new int[1];
+    long[] n = new long[1];
+    Native.plan_table_sharding(handle(), table, type, n);
+    return (int) n[0];
+  }
+
+  public Shard shard(int table, int index) {
+    shard_t s = new shard_t();
+    try {
+      Native.plan_shard(handle(), table, index, s);
+      return new Shard(s.getRow_offset(), s.getRows(), s.getCol_offset(), s.getCols(), s.getRank());
+    } finally {
+      s.delete();
+    }
+  }
+}

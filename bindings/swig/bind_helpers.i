@@ -1,0 +1,215 @@
+/* Marshalling helpers shared by the Java and Go bindings: C structs that hold pointers (plan
+ * configs, KJT views) cannot be filled from those languages' own memory, so these calls take
+ * flat arguments, build the structs on the C side and call the C API once. They add no
+ * behaviour: every check and every error message still comes from libshardrec. */
+
+%{
+#include <stdlib.h>
+#include <string.h>
+
+/* Everything shardrec_plan_create needs, owned by C memory while the binding fills it. */
+typedef struct shardrec_bind_plan_spec {
+  shardrec_table_config_t* tables;
+  size_t num_tables;
+  shardrec_feature_config_t* features;
+  size_t num_features;
+  shardrec_table_constraints_t* constraints;
+  size_t num_constraints;
+  shardrec_topology_t topology;
+  uint64_t* memory_bytes_per_rank;
+  size_t num_memory_bytes_per_rank;
+} shardrec_bind_plan_spec_t;
+
+static char* sr_bind_strdup(const char* s) {
+  if (s == NULL) return NULL;
+  size_t n = strlen(s) + 1;
+  char* copy = (char*)malloc(n);
+  if (copy != NULL) memcpy(copy, s, n);
+  return copy;
+}
+
+static void* sr_bind_memdup(const void* p, size_t bytes) {
+  if (p == NULL || bytes == 0) return NULL;
+  void* copy = malloc(bytes);
+  if (copy != NULL) memcpy(copy, p, bytes);
+  return copy;
+}
+
+static int sr_bind_grow(void** array, size_t count, size_t elem) {
+  void* grown = realloc(*array, (count + 1) * elem);
+  if (grown == NULL) return 0;
+  *array = grown;
+  return 1;
+}
+
+shardrec_bind_plan_spec_t* shardrec_bind_plan_spec_new(void) {
+  shardrec_bind_plan_spec_t* spec =
+      (shardrec_bind_plan_spec_t*)calloc(1, sizeof(shardrec_bind_plan_spec_t));
+  if (spec != NULL) shardrec_topology_init(&spec->topology, SHARDREC_TOPOLOGY_VERSION);
+  return spec;
+}
+
+void shardrec_bind_plan_spec_free(shardrec_bind_plan_spec_t* spec) {
+  size_t i;
+  if (spec == NULL) return;
+  for (i = 0; i < spec->num_tables; ++i) {
+    free((void*)spec->tables[i].name);
+    free((void*)spec->tables[i].features);
+  }
+  for (i = 0; i < spec->num_features; ++i) free((void*)spec->features[i].name);
+  for (i = 0; i < spec->num_constraints; ++i) {
+    free((void*)spec->constraints[i].table);
+    free((void*)spec->constraints[i].ranks);
+    free((void*)spec->constraints[i].pooling_factors);
+  }
+  free(spec->tables);
+  free(spec->features);
+  free(spec->constraints);
+  free(spec->memory_bytes_per_rank);
+  free(spec);
+}
+
+shardrec_topology_t* shardrec_bind_plan_spec_topology(shardrec_bind_plan_spec_t* spec) {
+  return spec == NULL ? NULL : &spec->topology;
+}
+
+shardrec_status_t shardrec_bind_plan_spec_add_feature(shardrec_bind_plan_spec_t* spec,
+                                                      const char* name, float pooling_factor) {
+  shardrec_feature_config_t* f;
+  if (spec == NULL) return SHARDREC_EINVAL;
+  if (!sr_bind_grow((void**)&spec->features, spec->num_features, sizeof(*f))) return SHARDREC_ENOMEM;
+  f = &spec->features[spec->num_features++];
+  shardrec_feature_config_init(f, SHARDREC_FEATURE_CONFIG_VERSION);
+  f->name = sr_bind_strdup(name);
+  f->pooling_factor = pooling_factor;
+  return SHARDREC_OK;
+}
+
+shardrec_status_t shardrec_bind_plan_spec_add_table(
+    shardrec_bind_plan_spec_t* spec, const char* name, int64_t rows, int32_t dim,
+    int32_t pooling, int32_t dtype, const int32_t* features, size_t num_features,
+    int32_t init_kind, float init_low, float init_high) {
+  shardrec_table_config_t* t;
+  if (spec == NULL) return SHARDREC_EINVAL;
+  if (!sr_bind_grow((void**)&spec->tables, spec->num_tables, sizeof(*t))) return SHARDREC_ENOMEM;
+  t = &spec->tables[spec->num_tables++];
+  shardrec_table_config_init(t, SHARDREC_TABLE_CONFIG_VERSION);
+  t->name = sr_bind_strdup(name);
+  t->rows = rows;
+  t->dim = dim;
+  t->pooling = pooling;
+  t->dtype = dtype;
+  t->features = (const int32_t*)sr_bind_memdup(features, num_features * sizeof(int32_t));
+  t->num_features = num_features;
+  t->init_kind = init_kind;
+  t->init_low = init_low;
+  t->init_high = init_high;
+  return SHARDREC_OK;
+}
+
+shardrec_status_t shardrec_bind_plan_spec_add_constraints(
+    shardrec_bind_plan_spec_t* spec, const char* table, uint32_t sharding_types,
+    int32_t min_partition, const int32_t* ranks, size_t num_ranks, const float* pooling_factors,
+    size_t num_pooling_factors) {
+  shardrec_table_constraints_t* c;
+  if (spec == NULL) return SHARDREC_EINVAL;
+  if (!sr_bind_grow((void**)&spec->constraints, spec->num_constraints, sizeof(*c))) {
+    return SHARDREC_ENOMEM;
+  }
+  c = &spec->constraints[spec->num_constraints++];
+  shardrec_table_constraints_init(c, SHARDREC_TABLE_CONSTRAINTS_VERSION);
+  c->table = sr_bind_strdup(table);
+  c->sharding_types = sharding_types;
+  c->min_partition = min_partition;
+  c->ranks = (const int32_t*)sr_bind_memdup(ranks, num_ranks * sizeof(int32_t));
+  c->num_ranks = num_ranks;
+  c->pooling_factors =
+      (const float*)sr_bind_memdup(pooling_factors, num_pooling_factors * sizeof(float));
+  c->num_pooling_factors = num_pooling_factors;
+  return SHARDREC_OK;
+}
+
+shardrec_status_t shardrec_bind_plan_spec_set_memory_bytes_per_rank(
+    shardrec_bind_plan_spec_t* spec, const int64_t* bytes, size_t num_bytes) {
+  if (spec == NULL) return SHARDREC_EINVAL;
+  free(spec->memory_bytes_per_rank);
+  spec->memory_bytes_per_rank = (uint64_t*)sr_bind_memdup(bytes, num_bytes * sizeof(int64_t));
+  spec->num_memory_bytes_per_rank = num_bytes;
+  return SHARDREC_OK;
+}
+
+shardrec_status_t shardrec_bind_plan_create(shardrec_plan_t** out,
+                                            const shardrec_bind_plan_spec_t* spec) {
+  shardrec_topology_t topology;
+  if (spec == NULL) return shardrec_plan_create(out, NULL, 0, NULL, 0, NULL, NULL, 0);
+  topology = spec->topology;
+  topology.memory_bytes_per_rank = spec->memory_bytes_per_rank;
+  topology.num_memory_bytes_per_rank = spec->num_memory_bytes_per_rank;
+  return shardrec_plan_create(out, spec->tables, spec->num_tables, spec->features,
+                              spec->num_features, &topology, spec->constraints,
+                              spec->num_constraints);
+}
+
+static shardrec_kjt_view_t sr_bind_kjt(int64_t batch_size, size_t num_features,
+                                       const int32_t* lengths, size_t num_lengths,
+                                       const int64_t* values, size_t num_values,
+                                       const float* weights, size_t num_weights) {
+  shardrec_kjt_view_t kjt;
+  memset(&kjt, 0, sizeof(kjt));
+  kjt.batch_size = batch_size;
+  kjt.num_features = num_features;
+  kjt.lengths = lengths;
+  kjt.num_lengths = num_lengths;
+  kjt.values = values;
+  kjt.values_dtype = SHARDREC_DTYPE_INT64;
+  kjt.num_values = num_values;
+  kjt.weights = num_weights > 0 ? weights : NULL;
+  kjt.num_weights = num_weights;
+  return kjt;
+}
+
+shardrec_status_t shardrec_bind_embedding_forward(
+    shardrec_embedding_t* coll, int64_t batch_size, size_t num_features, const int32_t* lengths,
+    size_t num_lengths, const int64_t* values, size_t num_values, const float* weights,
+    size_t num_weights, float* out, size_t out_len) {
+  shardrec_kjt_view_t kjt = sr_bind_kjt(batch_size, num_features, lengths, num_lengths, values,
+                                        num_values, weights, num_weights);
+  return shardrec_embedding_forward(coll, &kjt, out, out_len, NULL);
+}
+
+shardrec_status_t shardrec_bind_embedding_input_dist_start(
+    shardrec_embedding_t* coll, int64_t batch_size, size_t num_features, const int32_t* lengths,
+    size_t num_lengths, const int64_t* values, size_t num_values, const float* weights,
+    size_t num_weights) {
+  shardrec_kjt_view_t kjt = sr_bind_kjt(batch_size, num_features, lengths, num_lengths, values,
+                                        num_values, weights, num_weights);
+  return shardrec_embedding_input_dist_start(coll, &kjt, NULL);
+}
+%}
+
+typedef struct shardrec_bind_plan_spec shardrec_bind_plan_spec_t;
+shardrec_bind_plan_spec_t* shardrec_bind_plan_spec_new(void);
+void shardrec_bind_plan_spec_free(shardrec_bind_plan_spec_t* spec);
+shardrec_topology_t* shardrec_bind_plan_spec_topology(shardrec_bind_plan_spec_t* spec);
+shardrec_status_t shardrec_bind_plan_spec_add_feature(shardrec_bind_plan_spec_t* spec,
+                                                      const char* name, float pooling_factor);
+shardrec_status_t shardrec_bind_plan_spec_add_table(
+    shardrec_bind_plan_spec_t* spec, const char* name, int64_t rows, int32_t dim,
+    int32_t pooling, int32_t dtype, const int32_t* features, size_t num_features,
+    int32_t init_kind, float init_low, float init_high);
+shardrec_status_t shardrec_bind_plan_spec_add_constraints(
+    shardrec_bind_plan_spec_t* spec, const char* table, uint32_t sharding_types,
+    int32_t min_partition, const int32_t* ranks, size_t num_ranks, const float* pooling_factors,
+    size_t num_pooling_factors);
+shardrec_status_t shardrec_bind_plan_spec_set_memory_bytes_per_rank(
+    shardrec_bind_plan_spec_t* spec, const int64_t* bytes, size_t num_bytes);
+shardrec_status_t shardrec_bind_plan_create(shardrec_plan_t** out,
+                                            const shardrec_bind_plan_spec_t* spec);
+shardrec_status_t shardrec_bind_embedding_forward(
+    shardrec_embedding_t* coll, int64_t batch_size, size_t num_features, const int32_t* lengths,
+    size_t num_lengths, const int64_t* values, size_t num_values, const float* weights,
+    size_t num_weights, float* out, size_t out_len);
+shardrec_status_t shardrec_bind_embedding_input_dist_start(
+    shardrec_embedding_t* coll, int64_t batch_size, size_t num_features, const int32_t* lengths,
+    size_t num_lengths, const int64_t* values, size_t num_values, const float* weights,
+    size_t num_weights);

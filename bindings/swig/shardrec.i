@@ -1,0 +1,69 @@
+/* Shared SWIG description of the libshardrec C API for the Java and Go bindings. Each
+ * language's interface file defines its typemaps (status -> exception/error with the message
+ * read in the same native call, handles, buffers, out-parameters) and then includes this file. */
+
+%{
+#include "shardrec/common.h"
+#include "shardrec/version.h"
+#include "shardrec/config.h"
+#include "shardrec/tensor.h"
+#include "shardrec/comm.h"
+#include "shardrec/plan.h"
+#include "shardrec/embedding.h"
+#include "shardrec/device.h"
+%}
+
+%include <stdint.i>
+
+/* The prefix is the module: shardrec_comm_rank -> comm_rank, SHARDREC_EINVAL -> EINVAL. */
+%rename("%(strip:[shardrec_])s") "";
+%rename("%(strip:[SHARDREC_])s", %$isconstant) "";
+%rename("%(strip:[SHARDREC_])s", %$isenumitem) "";
+
+/* The message travels with the status (see the language typemaps); plain C helpers only. */
+%ignore shardrec_last_error;
+%ignore shardrec_last_error_copy;
+%ignore shardrec_free;
+/* Views and configs that hold pointers are filled on the C side (bind_helpers.i). */
+%ignore shardrec_kjt_view;
+%ignore shardrec_tensor_view;
+%ignore shardrec_feature_config;
+%ignore shardrec_table_config;
+%ignore shardrec_table_constraints;
+%ignore shardrec_feature_config_init;
+%ignore shardrec_table_config_init;
+%ignore shardrec_table_constraints_init;
+%ignore shardrec_plan_create;
+%ignore shardrec_embedding_forward;
+%ignore shardrec_embedding_input_dist_start;
+%ignore shardrec_topology::memory_bytes_per_rank;
+%ignore shardrec_topology::num_memory_bytes_per_rank;
+/* Host callbacks into Java/Go are not offered: use a unique id or a local group instead. */
+%ignore shardrec_store_callbacks;
+%ignore shardrec_store_callbacks_init;
+%ignore shardrec_comm_create_with_store;
+%ignore shardrec_unique_id;
+%ignore shardrec_device_plugin_path;
+/* Options structs are created with their _init function by the idiomatic layer. */
+%ignore SHARDREC_COMM_OPTIONS_INIT;
+%ignore SHARDREC_STORE_CALLBACKS_INIT;
+%ignore SHARDREC_FEATURE_CONFIG_INIT;
+%ignore SHARDREC_TABLE_CONFIG_INIT;
+%ignore SHARDREC_TOPOLOGY_INIT;
+%ignore SHARDREC_TABLE_CONSTRAINTS_INIT;
+%ignore SHARDREC_OPTIMIZER_CONFIG_INIT;
+%ignore SHARDREC_EMBEDDING_OPTIONS_INIT;
+%ignore SHARDREC_VERSION_CODE;
+
+/* SWIG's preprocessor does not parse the export attribute. */
+#define __attribute__(x)
+
+%include "shardrec/common.h"
+%include "shardrec/version.h"
+%include "shardrec/config.h"
+%include "shardrec/comm.h"
+%include "shardrec/plan.h"
+%include "shardrec/embedding.h"
+%include "shardrec/device.h"
+
+%include "bind_helpers.i"

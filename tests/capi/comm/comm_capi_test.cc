@@ -1,0 +1,246 @@
+// Black-box tests of the communicator C API: creation three ways, split, collectives, failure
+// codes, and argument validation.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "shardrec/comm.h"
+
+namespace {
+
+void RunThreads(int n, const std::function<void(int)>& fn) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back(fn, r);
+  for (auto& t : threads) t.join();
+}
+
+std::string LastError() { return shardrec_last_error(); }
+
+TEST(CapiComm, UniqueIdRanksOnThreadsRunCollectives) {
+  shardrec_unique_id_t id;
+  ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK) << LastError();
+  const int world = 3;
+  std::vector<shardrec_comm_t*> comms(world, nullptr);
+  RunThreads(world, [&](int r) {
+    shardrec_comm_options_t opts = SHARDREC_COMM_OPTIONS_INIT;
+    opts.timeout_ms = 10000;
+    ASSERT_EQ(shardrec_comm_create(&comms[r], &id, world, r, &opts), SHARDREC_OK) << LastError();
+    int32_t rank = -1, size = -1;
+    ASSERT_EQ(shardrec_comm_rank(&rank, comms[r]), SHARDREC_OK);
+    ASSERT_EQ(shardrec_comm_size(&size, comms[r]), SHARDREC_OK);
+    EXPECT_EQ(rank, r);
+    EXPECT_EQ(size, world);
+    std::vector<float> v(100, static_cast<float>(r + 1));
+    ASSERT_EQ(shardrec_comm_allreduce(comms[r], v.data(), v.data(), v.size(), SHARDREC_DTYPE_FLOAT32,
+                                      SHARDREC_REDUCE_AVG, nullptr), SHARDREC_OK) << LastError();
+    EXPECT_FLOAT_EQ(v[99], 2.0f);
+    int64_t b = r == 2 ? 42 : 0;
+    ASSERT_EQ(shardrec_comm_broadcast(comms[r], &b, 1, SHARDREC_DTYPE_INT64, 2, nullptr), SHARDREC_OK);
+    EXPECT_EQ(b, 42);
+    int32_t mine[2] = {r, r * 10}, all[6] = {};
+    ASSERT_EQ(shardrec_comm_allgather(comms[r], mine, all, 2, SHARDREC_DTYPE_INT32, nullptr), SHARDREC_OK);
+    for (int q = 0; q < world; ++q) {
+      EXPECT_EQ(all[2 * q], q);
+      EXPECT_EQ(all[2 * q + 1], q * 10);
+    }
+    ASSERT_EQ(shardrec_comm_barrier(comms[r]), SHARDREC_OK);
+    EXPECT_EQ(shardrec_comm_async_error(comms[r]), SHARDREC_OK);
+    shardrec_comm_destroy(comms[r]);  // concurrent destroys: rank 0 waits for the others
+  });
+}
+
+TEST(CapiComm, LocalGroupSplitAndMax) {
+  shardrec_comm_t* comms[4] = {};
+  ASSERT_EQ(shardrec_comm_create_local_group(comms, 4, nullptr), SHARDREC_OK) << LastError();
+  shardrec_comm_t* subs[4] = {};
+  RunThreads(4, [&](int r) {
+    ASSERT_EQ(shardrec_comm_split(&subs[r], comms[r], r == 3 ? -1 : r % 2, -r), SHARDREC_OK) << LastError();
+    if (r == 3) {
+      EXPECT_EQ(subs[r], nullptr);
+      return;
+    }
+    int32_t rank = -1, size = -1;
+    shardrec_comm_rank(&rank, subs[r]);
+    shardrec_comm_size(&size, subs[r]);
+    EXPECT_EQ(size, r % 2 == 0 ? 2 : 1);
+    EXPECT_EQ(rank, r == 2 ? 0 : 0 + (r == 0 ? 1 : 0));  // key -r: rank 2 before rank 0
+    double x = r;
+    ASSERT_EQ(shardrec_comm_allreduce(subs[r], &x, &x, 1, SHARDREC_DTYPE_FLOAT64, SHARDREC_REDUCE_MAX, nullptr),
+              SHARDREC_OK);
+    EXPECT_EQ(x, r % 2 == 0 ? 2.0 : 1.0);
+  });
+  for (int r = 0; r < 4; ++r) {
+    shardrec_comm_destroy(subs[r]);
+    shardrec_comm_destroy(comms[r]);
+  }
+}
+
+// A host key-value store for shardrec_comm_create_with_store.
+struct KvStore {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::string, std::string> data;
+};
+
+int32_t KvSet(void* p, const char* key, const void* value, size_t len) {
+  auto* kv = static_cast<KvStore*>(p);
+  {
+    std::lock_guard<std::mutex> lock(kv->mu);
+    kv->data[key].assign(static_cast<const char*>(value), len);
+  }
+  kv->cv.notify_all();
+  return SHARDREC_OK;
+}
+
+int32_t KvGet(void* p, const char* key, int64_t timeout_ms, void* buf, size_t buf_len, size_t* len) {
+  auto* kv = static_cast<KvStore*>(p);
+  std::unique_lock<std::mutex> lock(kv->mu);
+  if (!kv->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return kv->data.count(key) > 0; })) {
+    return SHARDREC_ETIMEOUT;
+  }
+  const std::string& v = kv->data[key];
+  *len = v.size();
+  if (v.size() <= buf_len) std::memcpy(buf, v.data(), v.size());
+  return SHARDREC_OK;
+}
+
+TEST(CapiComm, HostStoreCallbacks) {
+  KvStore kv;
+  shardrec_store_callbacks_t cb;
+  ASSERT_EQ(shardrec_store_callbacks_init(&cb, SHARDREC_STORE_CALLBACKS_VERSION), SHARDREC_OK);
+  cb.set = &KvSet;
+  cb.get = &KvGet;
+  cb.payload = &kv;
+  RunThreads(2, [&](int r) {
+    shardrec_comm_t* c = nullptr;
+    ASSERT_EQ(shardrec_comm_create_with_store(&c, &cb, 2, r, nullptr), SHARDREC_OK) << LastError();
+    int32_t v = r + 5;
+    ASSERT_EQ(shardrec_comm_allreduce(c, &v, &v, 1, SHARDREC_DTYPE_INT32, SHARDREC_REDUCE_SUM, nullptr), SHARDREC_OK);
+    EXPECT_EQ(v, 11);
+    shardrec_comm_destroy(c);
+  });
+  EXPECT_FALSE(kv.data.empty());
+}
+
+TEST(CapiComm, TimeoutPoisonsTheCommunicator) {
+  shardrec_comm_t* comms[2] = {};
+  shardrec_comm_options_t opts;
+  ASSERT_EQ(shardrec_comm_options_init(&opts, SHARDREC_COMM_OPTIONS_VERSION), SHARDREC_OK);
+  opts.timeout_ms = 60000;
+  ASSERT_EQ(shardrec_comm_create_local_group(comms, 2, &opts), SHARDREC_OK) << LastError();
+  ASSERT_EQ(shardrec_comm_set_timeout(comms[0], 300), SHARDREC_OK);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(shardrec_comm_barrier(comms[0]), SHARDREC_ETIMEOUT);  // rank 1 never arrives
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  EXPECT_FALSE(LastError().empty());
+  EXPECT_EQ(shardrec_comm_async_error(comms[0]), SHARDREC_ETIMEOUT);
+  EXPECT_NE(LastError().find("barrier"), std::string::npos) << LastError();
+  EXPECT_EQ(shardrec_comm_barrier(comms[0]), SHARDREC_EUSAGE);
+  EXPECT_EQ(shardrec_comm_abort(comms[1]), SHARDREC_OK);
+  EXPECT_EQ(shardrec_comm_async_error(comms[1]), SHARDREC_EUSAGE);
+  shardrec_comm_destroy(comms[0]);
+  shardrec_comm_destroy(comms[1]);
+}
+
+void ExpectInvalid(shardrec_status_t rc, const char* word) {
+  EXPECT_EQ(rc, SHARDREC_EINVAL);
+  EXPECT_NE(LastError().find(word), std::string::npos) << "message '" << LastError() << "' lacks '" << word << "'";
+}
+
+TEST(CapiComm, ValidationErrorsNameTheArgument) {
+  shardrec_comm_t* comms[2] = {};
+  ASSERT_EQ(shardrec_comm_create_local_group(comms, 2, nullptr), SHARDREC_OK);
+  shardrec_comm_t* c = comms[0];
+  shardrec_unique_id_t id;
+  std::memset(&id, 0, sizeof(id));
+  shardrec_comm_t* out = reinterpret_cast<shardrec_comm_t*>(&id);  // must be reset to NULL
+  float x = 0;
+  int32_t i32 = 0;
+  ExpectInvalid(shardrec_comm_unique_id_create(nullptr), "out");
+  ExpectInvalid(shardrec_comm_create(nullptr, &id, 2, 0, nullptr), "out");
+  ExpectInvalid(shardrec_comm_create(&out, nullptr, 2, 0, nullptr), "id");
+  EXPECT_EQ(out, nullptr);
+  ExpectInvalid(shardrec_comm_create(&out, &id, 0, 0, nullptr), "world_size");
+  ExpectInvalid(shardrec_comm_create(&out, &id, 2, 2, nullptr), "rank");
+  ExpectInvalid(shardrec_comm_create(&out, &id, 2, -1, nullptr), "rank");
+  EXPECT_EQ(shardrec_comm_create(&out, &id, 1, 0, nullptr), SHARDREC_ECORRUPT);  // all-zero id
+  shardrec_comm_options_t opts = SHARDREC_COMM_OPTIONS_INIT;
+  opts.version = 99;
+  ExpectInvalid(shardrec_comm_create_local_group(comms, 2, &opts), "version");
+  opts = shardrec_comm_options_t SHARDREC_COMM_OPTIONS_INIT;
+  opts.timeout_ms = -1;
+  ExpectInvalid(shardrec_comm_create_local_group(comms, 2, &opts), "timeout_ms");
+  opts = shardrec_comm_options_t SHARDREC_COMM_OPTIONS_INIT;
+  opts.backend = 7;
+  ExpectInvalid(shardrec_comm_create_local_group(comms, 2, &opts), "backend");
+  opts = shardrec_comm_options_t SHARDREC_COMM_OPTIONS_INIT;
+  opts.device_type = 5;
+  ExpectInvalid(shardrec_comm_create_local_group(comms, 2, &opts), "device_type");
+  opts = shardrec_comm_options_t SHARDREC_COMM_OPTIONS_INIT;
+  opts.bind_address = "not-an-address";
+  ExpectInvalid(shardrec_comm_create_local_group(comms, 2, &opts), "bind_address");
+  EXPECT_EQ(comms[0], c);  // a failed call touched nothing
+  shardrec_comm_t* group[2];
+  ExpectInvalid(shardrec_comm_create_local_group(group, 0, nullptr), "n ");
+  ExpectInvalid(shardrec_comm_create_local_group(nullptr, 2, nullptr), "comms_out");
+  shardrec_store_callbacks_t cb = SHARDREC_STORE_CALLBACKS_INIT;
+  ExpectInvalid(shardrec_comm_create_with_store(&out, &cb, 2, 0, nullptr), "callbacks->set");
+  ExpectInvalid(shardrec_comm_create_with_store(&out, nullptr, 2, 0, nullptr), "callbacks");
+  ExpectInvalid(shardrec_comm_split(&out, nullptr, 0, 0), "comm");
+  ExpectInvalid(shardrec_comm_rank(nullptr, c), "out");
+  ExpectInvalid(shardrec_comm_size(&i32, nullptr), "comm");
+  ExpectInvalid(shardrec_comm_set_timeout(c, 0), "timeout_ms");
+  ExpectInvalid(shardrec_comm_abort(nullptr), "comm");
+  ExpectInvalid(shardrec_comm_async_error(nullptr), "comm");
+  ExpectInvalid(shardrec_comm_allreduce(c, nullptr, &x, 1, SHARDREC_DTYPE_FLOAT32, SHARDREC_REDUCE_SUM, nullptr), "send");
+  ExpectInvalid(shardrec_comm_allreduce(c, &x, nullptr, 1, SHARDREC_DTYPE_FLOAT32, SHARDREC_REDUCE_SUM, nullptr), "recv");
+  ExpectInvalid(shardrec_comm_allreduce(c, &x, &x, 1, 42, SHARDREC_REDUCE_SUM, nullptr), "dtype");
+  ExpectInvalid(shardrec_comm_allreduce(c, &x, &x, 1, SHARDREC_DTYPE_FLOAT32, 9, nullptr), "op");
+  ExpectInvalid(shardrec_comm_broadcast(c, &x, 1, SHARDREC_DTYPE_FLOAT32, 2, nullptr), "root");
+  ExpectInvalid(shardrec_comm_broadcast(c, &x, 1, SHARDREC_DTYPE_FLOAT32, -1, nullptr), "root");
+  ExpectInvalid(shardrec_comm_broadcast(c, nullptr, 1, SHARDREC_DTYPE_FLOAT32, 0, nullptr), "buf");
+  ExpectInvalid(shardrec_comm_allgather(c, &x, &x, 1, SHARDREC_DTYPE_FLOAT32, nullptr), "recv");
+  ExpectInvalid(shardrec_comm_barrier(nullptr), "comm");
+  ExpectInvalid(shardrec_comm_options_init(nullptr, 1), "options");
+  ExpectInvalid(shardrec_comm_options_init(&opts, 0), "version");
+  // Nothing above poisoned the communicators: a real collective still works.
+  RunThreads(2, [&](int r) {
+    float v = 1.0f;
+    EXPECT_EQ(shardrec_comm_allreduce(comms[r], &v, &v, 1, SHARDREC_DTYPE_FLOAT32, SHARDREC_REDUCE_SUM, nullptr),
+              SHARDREC_OK);
+    EXPECT_EQ(v, 2.0f);
+  });
+  shardrec_comm_destroy(comms[0]);
+  shardrec_comm_destroy(comms[1]);
+}
+
+TEST(CapiComm, DestroyNullIsANoOp) {
+  shardrec_comm_destroy(nullptr);
+  EXPECT_STREQ(shardrec_last_error(), "");
+}
+
+TEST(CapiComm, GpuRequestWithoutGpuIsNoDevice) {
+  shardrec_comm_options_t opts = SHARDREC_COMM_OPTIONS_INIT;
+  opts.device_type = SHARDREC_DEVICE_CUDA;
+  shardrec_comm_t* comms[2] = {};
+  for (int32_t backend : {SHARDREC_BACKEND_AUTO, SHARDREC_BACKEND_GLOO, SHARDREC_BACKEND_NCCL}) {
+    opts.backend = backend;
+    EXPECT_EQ(shardrec_comm_create_local_group(comms, 2, &opts), SHARDREC_ENODEVICE) << backend;
+    EXPECT_NE(LastError().find("cuda:0"), std::string::npos) << LastError();
+    EXPECT_EQ(comms[0], nullptr);  // untouched
+    shardrec_unique_id_t id;
+    ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK);
+    shardrec_comm_t* one = nullptr;
+    EXPECT_EQ(shardrec_comm_create(&one, &id, 1, 0, &opts), SHARDREC_ENODEVICE);
+    EXPECT_EQ(one, nullptr);
+  }
+}
+
+}  // namespace

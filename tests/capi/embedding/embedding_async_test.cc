@@ -1,0 +1,119 @@
+// The pipelined input distribution (start / wait / forward_distributed, batch i+1 distributed
+// while batch i runs backward) gives bit-for-bit the results of the synchronous forward.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "tests/capi/embedding/embedding_test_util.h"
+#include "tests/support/spawn_ranks.h"
+
+namespace shardrec::testing {
+namespace {
+
+class EmbeddingAsync : public ::testing::TestWithParam<int32_t> {};
+
+TEST_P(EmbeddingAsync, PipelinedEqualsSynchronousBitForBit) {
+  Scenario s = StandardScenario(4, SHARDREC_SHARDING_TABLE_WISE, GetParam());
+  s.sharding = {SHARDREC_SHARDING_DATA_PARALLEL, SHARDREC_SHARDING_GRID,
+                SHARDREC_SHARDING_ROW_WISE};
+  s.optimizer.type = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
+  s.weighted = true;
+  s.steps = 4;
+  s.batch_sizes = {3, 0, 4, 2};
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  const auto batches = MakeBatches(s, ref);
+  const auto grads = MakeGrads(s, batches, ref.output_dim());
+  PlanPtr plan = MakePlan(s);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  SpawnRanks(s.world, [&](int r) {
+    shardrec_embedding_options_t o;
+    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+    o.seed = s.seed;
+    shardrec_embedding_t* a = nullptr;
+    shardrec_embedding_t* b = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&a, plan.get(), GroupComm(s.world, r), &opt, &o),
+              SHARDREC_OK);
+    CollPtr ca(a);
+    ASSERT_EQ(shardrec_embedding_create(&b, plan.get(), GroupComm(s.world, r), &opt, &o),
+              SHARDREC_OK);
+    CollPtr cb(b);
+    int64_t dim = 0;
+    shardrec_embedding_output_dim(a, &dim);
+    const bool seq = GetParam() == SHARDREC_POOLING_NONE;
+    auto out_size = [&](int step) {
+      return static_cast<size_t>(seq ? static_cast<int64_t>(batches[step][r].ids.size())
+                                     : batches[step][r].batch_size) *
+             static_cast<size_t>(dim);
+    };
+    // A: synchronous.
+    std::vector<std::vector<float>> out_a;
+    for (int step = 0; step < s.steps; ++step) {
+      KjtHolder kjt(batches[step][r], s.num_features, false);
+      std::vector<float> out(out_size(step));
+      ASSERT_EQ(shardrec_embedding_forward(a, kjt.view(), out.data(), out.size(), nullptr),
+                SHARDREC_OK);
+      ASSERT_EQ(shardrec_embedding_backward(a, grads[step][r].data(), grads[step][r].size(),
+                                            nullptr),
+                SHARDREC_OK);
+      out_a.push_back(std::move(out));
+    }
+    // B: batch i+1's ids travel while batch i does its backward.
+    {
+      KjtHolder kjt(batches[0][r], s.num_features, false);
+      ASSERT_EQ(shardrec_embedding_input_dist_start(b, kjt.view(), nullptr), SHARDREC_OK);
+    }
+    EXPECT_EQ(shardrec_embedding_forward_distributed(b, nullptr, 0, nullptr), SHARDREC_EUSAGE);
+    ASSERT_EQ(shardrec_embedding_input_dist_wait(b, nullptr), SHARDREC_OK);
+    for (int step = 0; step < s.steps; ++step) {
+      std::vector<float> out(out_size(step));
+      ASSERT_EQ(shardrec_embedding_forward_distributed(b, out.data(), out.size(), nullptr),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      EXPECT_EQ(std::memcmp(out.data(), out_a[step].data(), out.size() * sizeof(float)), 0)
+          << "rank " << r << " step " << step;
+      if (step + 1 < s.steps) {
+        KjtHolder next(batches[step + 1][r], s.num_features, false);
+        ASSERT_EQ(shardrec_embedding_input_dist_start(b, next.view(), nullptr), SHARDREC_OK);
+        EXPECT_EQ(shardrec_embedding_input_dist_start(b, next.view(), nullptr), SHARDREC_EUSAGE);
+      }
+      ASSERT_EQ(shardrec_embedding_backward(b, grads[step][r].data(), grads[step][r].size(),
+                                            nullptr),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      if (step + 1 < s.steps) {
+        ASSERT_EQ(shardrec_embedding_input_dist_wait(b, nullptr), SHARDREC_OK);
+      }
+    }
+    EXPECT_EQ(shardrec_embedding_input_dist_wait(b, nullptr), SHARDREC_EUSAGE);
+    const auto snap_a = Snapshot(a, s);
+    const auto snap_b = Snapshot(b, s);
+    ASSERT_EQ(snap_a.size(), snap_b.size());
+    for (size_t i = 0; i < snap_a.size(); ++i)
+      EXPECT_EQ(std::memcmp(snap_a[i].data(), snap_b[i].data(), snap_a[i].size() * sizeof(float)),
+                0)
+          << "rank " << r << " tensor " << i;
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Poolings, EmbeddingAsync,
+                         ::testing::Values(SHARDREC_POOLING_SUM, SHARDREC_POOLING_MEAN,
+                                           SHARDREC_POOLING_NONE));
+
+// Destroying a collection with a distribution in flight waits for it instead of crashing.
+TEST(EmbeddingAsyncLifetime, DestroyWithDistributionInFlight) {
+  Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  const auto batches = MakeBatches(s, ref);
+  PlanPtr plan = MakePlan(s);
+  SpawnRanks(s.world, [&](int r) {
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(s.world, r), nullptr, nullptr),
+              SHARDREC_OK);
+    KjtHolder kjt(batches[0][r], s.num_features, false);
+    ASSERT_EQ(shardrec_embedding_input_dist_start(c, kjt.view(), nullptr), SHARDREC_OK);
+    shardrec_embedding_destroy(c);
+  });
+}
+
+}  // namespace
+}  // namespace shardrec::testing

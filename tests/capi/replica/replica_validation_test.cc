@@ -1,0 +1,236 @@
+// 2D C API: mesh validation, the replica checksum at creation, sync hooks, describe and stats.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "shardrec/replica.h"
+#include "tests/capi/embedding/embedding_test_util.h"
+#include "tests/support/spawn_ranks.h"
+
+namespace shardrec::testing {
+namespace {
+
+constexpr int32_t kWorld = 8;
+
+shardrec_mesh_options_t Options(int32_t s) {
+  shardrec_mesh_options_t o;
+  EXPECT_EQ(shardrec_mesh_options_init(&o, SHARDREC_MESH_OPTIONS_VERSION), SHARDREC_OK);
+  o.sharding_group_size = s;
+  o.ranks_per_node = 4;
+  return o;
+}
+
+TEST(ReplicaMesh, RejectsAGroupSizeThatDoesNotDivideTheWorld) {
+  SpawnRanks(kWorld, [&](int r) {
+    shardrec_mesh_options_t o = Options(3);
+    shardrec_mesh_t* m = nullptr;
+    EXPECT_EQ(shardrec_mesh_create(&m, GroupComm(kWorld, r), &o), SHARDREC_EINVAL);
+    EXPECT_EQ(m, nullptr);
+    EXPECT_NE(std::string(shardrec_last_error()).find("must divide the world size 8"),
+              std::string::npos)
+        << shardrec_last_error();
+  });
+}
+
+TEST(ReplicaMesh, RejectsBadOptionsAndNullArguments) {
+  shardrec_mesh_t* m = nullptr;
+  shardrec_mesh_options_t o = Options(2);
+  EXPECT_EQ(shardrec_mesh_create(&m, nullptr, &o), SHARDREC_EINVAL);
+  EXPECT_EQ(shardrec_mesh_create(nullptr, GroupComm(kWorld, 0), &o), SHARDREC_EINVAL);
+  o.layout = 7;
+  EXPECT_EQ(shardrec_mesh_create(&m, GroupComm(kWorld, 0), &o), SHARDREC_EINVAL);
+  EXPECT_NE(std::string(shardrec_last_error()).find("layout"), std::string::npos);
+  o = Options(2);
+  o.sync_interval = -1;
+  EXPECT_EQ(shardrec_mesh_create(&m, GroupComm(kWorld, 0), &o), SHARDREC_EINVAL);
+  o = Options(2);
+  o.version = 99;
+  EXPECT_EQ(shardrec_mesh_create(&m, GroupComm(kWorld, 0), &o), SHARDREC_EINVAL);
+  EXPECT_EQ(shardrec_mesh_options_init(&o, 42), SHARDREC_EINVAL);
+  EXPECT_EQ(shardrec_mesh_sync(nullptr, nullptr, 0), SHARDREC_EINVAL);
+  EXPECT_EQ(shardrec_mesh_step(nullptr, nullptr, nullptr), SHARDREC_EINVAL);
+  shardrec_mesh_destroy(nullptr);
+}
+
+TEST(ReplicaMesh, DescribesGroupsAndHandsOutSubCommunicators) {
+  SpawnRanks(kWorld, [&](int r) {
+    shardrec_mesh_options_t o = Options(4);
+    shardrec_mesh_t* m = nullptr;
+    ASSERT_EQ(shardrec_mesh_create(&m, GroupComm(kWorld, r), &o), SHARDREC_OK)
+        << shardrec_last_error();
+    char* text = nullptr;
+    size_t len = 0;
+    ASSERT_EQ(shardrec_mesh_describe(m, &text, &len), SHARDREC_OK);
+    std::string d(text, len);
+    shardrec_free(text);
+    EXPECT_NE(d.find("sharding groups (model parallel, plan ranks 0..3): [0,2,4,6] [1,3,5,7]"),
+              std::string::npos)
+        << d;
+    EXPECT_NE(d.find("replica groups (weight sync): [0,1] [2,3] [4,5] [6,7]"), std::string::npos);
+    EXPECT_NE(d.find("stay inside one node"), std::string::npos);
+    int32_t g, sr, rg, rr;
+    ASSERT_EQ(shardrec_mesh_coords(m, &g, &sr, &rg, &rr), SHARDREC_OK);
+    EXPECT_EQ(g, r % 2);
+    EXPECT_EQ(sr, r / 2);
+    EXPECT_EQ(rg, r / 2);
+    EXPECT_EQ(rr, r % 2);
+    shardrec_comm_t* sc = nullptr;
+    shardrec_comm_t* rc = nullptr;
+    ASSERT_EQ(shardrec_mesh_sharding_comm(&sc, m), SHARDREC_OK);
+    ASSERT_EQ(shardrec_mesh_replica_comm(&rc, m), SHARDREC_OK);
+    int32_t size = 0, rank = 0;
+    shardrec_comm_size(&size, sc);
+    shardrec_comm_rank(&rank, sc);
+    EXPECT_EQ(size, 4);
+    EXPECT_EQ(rank, sr);
+    shardrec_comm_size(&size, rc);
+    EXPECT_EQ(size, 2);
+    // The sub-communicators outlive the mesh.
+    shardrec_mesh_destroy(m);
+    float x = static_cast<float>(r), sum = 0;
+    ASSERT_EQ(shardrec_comm_allreduce(rc, &x, &sum, 1, SHARDREC_DTYPE_FLOAT32, SHARDREC_REDUCE_SUM,
+                                      nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    EXPECT_EQ(sum, static_cast<float>((r / 2) * 2 * 2 + 1));  // ranks 2k and 2k+1
+    shardrec_comm_destroy(sc);
+    shardrec_comm_destroy(rc);
+  });
+}
+
+TEST(ReplicaMesh, RejectsAPlanMadeForTheWrongWorldSize) {
+  Scenario s = StandardScenario(8, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM);
+  PlanPtr plan = MakePlan(s);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  SpawnRanks(kWorld, [&](int r) {
+    shardrec_mesh_options_t o = Options(4);
+    shardrec_mesh_t* m = nullptr;
+    ASSERT_EQ(shardrec_mesh_create(&m, GroupComm(kWorld, r), &o), SHARDREC_OK);
+    shardrec_embedding_t* c = nullptr;
+    EXPECT_EQ(shardrec_mesh_embedding_create(&c, m, plan.get(), &opt, nullptr), SHARDREC_EINVAL);
+    EXPECT_NE(std::string(shardrec_last_error()).find("plan once for the sharding group size"),
+              std::string::npos)
+        << shardrec_last_error();
+    EXPECT_EQ(c, nullptr);
+    shardrec_mesh_destroy(m);
+  });
+}
+
+TEST(ReplicaMesh, DetectsAReplicaStartedWithADifferentSeed) {
+  Scenario s = StandardScenario(4, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+  PlanPtr plan = MakePlan(s);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  SpawnRanks(kWorld, [&](int r) {
+    shardrec_mesh_options_t o = Options(4);
+    shardrec_mesh_t* m = nullptr;
+    ASSERT_EQ(shardrec_mesh_create(&m, GroupComm(kWorld, r), &o), SHARDREC_OK);
+    shardrec_embedding_options_t eo;
+    shardrec_embedding_options_init(&eo, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+    eo.seed = r == 5 ? 999 : 11;  // rank 5 (replica group 2 = ranks 4,5) disagrees
+    shardrec_embedding_t* c = nullptr;
+    EXPECT_EQ(shardrec_mesh_embedding_create(&c, m, plan.get(), &opt, &eo), SHARDREC_EINVAL)
+        << "rank " << r;
+    EXPECT_NE(std::string(shardrec_last_error()).find("replicas do not start identical"),
+              std::string::npos)
+        << shardrec_last_error();
+    EXPECT_EQ(c, nullptr);
+    shardrec_mesh_destroy(m);
+  });
+}
+
+struct HookPayload {
+  shardrec_comm_t* replica;
+  std::atomic<int>* calls;
+};
+
+int32_t AverageHook(void* data, size_t count, int32_t dtype, void* payload) {
+  auto* p = static_cast<HookPayload*>(payload);
+  p->calls->fetch_add(1);
+  return shardrec_comm_allreduce(p->replica, data, data, count, dtype, SHARDREC_REDUCE_AVG, nullptr);
+}
+
+// Trains 2 steps, syncs with or without the hook, and returns every table's weights and states.
+std::vector<std::vector<float>> TrainAndSync(int r, const Scenario& s, shardrec_plan_t* plan,
+                                             bool use_hook, std::atomic<int>* calls,
+                                             uint64_t* bytes, int32_t* collectives) {
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  shardrec_mesh_options_t o = Options(s.world);
+  shardrec_mesh_t* m = nullptr;
+  EXPECT_EQ(shardrec_mesh_create(&m, GroupComm(kWorld, r), &o), SHARDREC_OK);
+  shardrec_comm_t* rc = nullptr;
+  shardrec_mesh_replica_comm(&rc, m);
+  HookPayload payload{rc, calls};
+  if (use_hook) EXPECT_EQ(shardrec_mesh_set_sync_hook(m, AverageHook, &payload), SHARDREC_OK);
+  shardrec_embedding_options_t eo;
+  shardrec_embedding_options_init(&eo, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+  eo.seed = s.seed;
+  shardrec_embedding_t* c = nullptr;
+  EXPECT_EQ(shardrec_mesh_embedding_create(&c, m, plan, &opt, &eo), SHARDREC_OK)
+      << shardrec_last_error();
+  Scenario global = s;
+  global.world = kWorld;
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  const auto batches = MakeBatches(global, ref);
+  const auto grads = MakeGrads(global, batches, ref.output_dim());
+  for (int step = 0; step < 2; ++step) {
+    KjtHolder kjt(batches[step][r], s.num_features, false);
+    std::vector<float> out(grads[step][r].size());
+    EXPECT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+              SHARDREC_OK);
+    EXPECT_EQ(shardrec_embedding_backward(c, grads[step][r].data(), grads[step][r].size(), nullptr),
+              SHARDREC_OK);
+  }
+  // A sync while an input distribution is in flight is refused and changes nothing.
+  KjtHolder kjt(batches[2][r], s.num_features, false);
+  EXPECT_EQ(shardrec_embedding_input_dist_start(c, kjt.view()), SHARDREC_OK);
+  EXPECT_EQ(shardrec_mesh_sync(m, c, SHARDREC_SYNC_DEFAULT), SHARDREC_EUSAGE);
+  EXPECT_EQ(shardrec_embedding_input_dist_wait(c, nullptr), SHARDREC_OK) << shardrec_last_error();
+  std::vector<float> out(grads[2][r].size());
+  EXPECT_EQ(shardrec_embedding_forward_distributed(c, out.data(), out.size(), nullptr), SHARDREC_OK)
+      << shardrec_last_error();
+  EXPECT_EQ(shardrec_mesh_sync(m, c, SHARDREC_SYNC_DEFAULT), SHARDREC_OK) << shardrec_last_error();
+  int64_t syncs = 0;
+  EXPECT_EQ(shardrec_mesh_sync_stats(m, bytes, collectives, &syncs), SHARDREC_OK);
+  EXPECT_EQ(syncs, 1);
+  std::vector<std::vector<float>> snap = Snapshot(c, s);
+  shardrec_embedding_destroy(c);
+  shardrec_comm_destroy(rc);
+  shardrec_mesh_destroy(m);
+  return snap;
+}
+
+TEST(ReplicaSync, CustomHookGivesTheSameResultAsTheBuiltInCollective) {
+  Scenario s = StandardScenario(4, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+  s.optimizer.type = 1;  // Adagrad: states are synced too
+  s.steps = 3;
+  PlanPtr plan = MakePlan(s);
+  std::vector<std::vector<std::vector<float>>> builtin(kWorld), hooked(kWorld);
+  std::vector<uint64_t> bytes(kWorld);
+  std::vector<int32_t> collectives(kWorld);
+  std::atomic<int> calls{0};
+  SpawnRanks(kWorld, [&](int r) {
+    builtin[r] = TrainAndSync(r, s, plan.get(), false, &calls, &bytes[r], &collectives[r]);
+  });
+  EXPECT_EQ(calls.load(), 0);
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_GT(bytes[r], 0u);
+    // One fp32 collective (weights and state coalesced) and one for the int64 step counter.
+    EXPECT_EQ(collectives[r], 2) << "rank " << r;
+  }
+  SpawnRanks(kWorld, [&](int r) {
+    uint64_t b = 0;
+    int32_t n = 0;
+    hooked[r] = TrainAndSync(r, s, plan.get(), true, &calls, &b, &n);
+  });
+  EXPECT_EQ(calls.load(), kWorld);  // one float buffer per rank
+  for (int r = 0; r < kWorld; ++r) EXPECT_EQ(builtin[r], hooked[r]) << "rank " << r;
+  // Replicas hold identical tables after the sync.
+  for (int r = 0; r < kWorld; r += 2) EXPECT_EQ(builtin[r], builtin[r + 1]) << "ranks " << r;
+}
+
+}  // namespace
+}  // namespace shardrec::testing
