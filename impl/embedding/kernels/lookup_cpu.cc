@@ -3,6 +3,14 @@
 // on the thread count.
 #include <cstring>
 #include <functional>
+#include <type_traits>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define SHARDREC_HAVE_F16C_PATH 1
+#else
+#define SHARDREC_HAVE_F16C_PATH 0
+#endif
 
 #include "impl/core/check.h"
 #include "impl/core/thread_pool.h"
@@ -21,6 +29,27 @@ using detail::LoadAsFloat;
 // outstanding rows, small enough that the lines are still in L1/L2 when used.
 constexpr int64_t kPrefetchDistance = 12;
 
+#if SHARDREC_HAVE_F16C_PATH
+// fp16 rows through the F16C converter (the portable bit-twiddling conversion is ~15x slower).
+// Multiply then add, never fused, so results equal the portable path bit for bit.
+__attribute__((target("avx,f16c"))) void AccumulateHalfF16C(float* o, const uint16_t* r, int32_t cols, float s,
+                                                            bool weighted) {
+  int32_t c = 0;
+  const __m256 vs = _mm256_set1_ps(s);
+  for (; c + 8 <= cols; c += 8) {
+    __m256 v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r + c)));
+    if (weighted) v = _mm256_mul_ps(vs, v);
+    _mm256_storeu_ps(o + c, _mm256_add_ps(_mm256_loadu_ps(o + c), v));
+  }
+  for (; c < cols; ++c) o[c] += weighted ? s * optim::HalfToFloat(r[c]) : optim::HalfToFloat(r[c]);
+}
+
+bool HasF16C() {
+  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  return has;
+}
+#endif
+
 template <typename T, bool kWeighted>
 void PooledRange(const WeightsView& w, const Bags& bags, float* out, int64_t out_stride, int64_t b_begin,
                  int64_t b_end, int64_t distance) {
@@ -31,6 +60,9 @@ void PooledRange(const WeightsView& w, const Bags& bags, float* out, int64_t out
   const int64_t* __restrict rows = bags.rows;
   // Without prefetch the guard below is never true.
   const int64_t id_end = distance > 0 ? bags.offsets[b_end] : 0;
+#if SHARDREC_HAVE_F16C_PATH
+  const bool use_f16c = HasF16C();
+#endif
   for (int64_t b = b_begin; b < b_end; ++b) {
     float* __restrict o = out + b * out_stride;
     std::memset(o, 0, sizeof(float) * cols);
@@ -38,6 +70,15 @@ void PooledRange(const WeightsView& w, const Bags& bags, float* out, int64_t out
     for (int64_t i = bags.offsets[b]; i < i_end; ++i) {
       if (i + distance < id_end) detail::PrefetchRow(base + rows[i + distance] * stride, row_bytes);
       const T* __restrict r = base + rows[i] * stride;
+#if SHARDREC_HAVE_F16C_PATH
+      if constexpr (std::is_same_v<T, Half>) {
+        if (use_f16c) {
+          AccumulateHalfF16C(o, reinterpret_cast<const uint16_t*>(r), cols, kWeighted ? bags.weights[i] : 1.0f,
+                             kWeighted);
+          continue;
+        }
+      }
+#endif
       if constexpr (kWeighted) {
         const float s = bags.weights[i];
         for (int32_t c = 0; c < cols; ++c) o[c] += s * LoadAsFloat<T>(r[c]);

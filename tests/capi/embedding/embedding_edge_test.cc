@@ -131,8 +131,11 @@ TEST(EmbeddingEdgeCases, SetLearningRateBetweenSteps) {
   PlanPtr plan = MakePlan(s);
   const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
   SpawnRanks(s.world, [&](int r) {
+    shardrec_embedding_options_t o;
+    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+    o.seed = s.seed;
     shardrec_embedding_t* c = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(s.world, r), &opt, nullptr),
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(s.world, r), &opt, &o),
               SHARDREC_OK)
         << shardrec_last_error();
     CollPtr coll(c);

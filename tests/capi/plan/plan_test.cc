@@ -1,6 +1,7 @@
 // plan.h / config.h through the public C API: creation, queries, JSON, stats, hash, errors.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>

@@ -1,0 +1,3 @@
+module shardrec
+
+go 1.19

@@ -1,0 +1,134 @@
+/* Go typemaps of the libshardrec SWIG module: statuses become an error value built from the
+ * code and the C message, copied inside the same cgo call (goroutines move between OS
+ * threads, so a later read of the thread-local message could see another thread's).
+ * Handles travel as uintptr, buffers as Go slices (no copies), out-parameters as 1-element
+ * slices filled in place, strings as Go strings. */
+
+%module shardrec
+
+%{
+#include <stdlib.h>
+#include <string.h>
+#include "shardrec/common.h"
+%}
+
+%insert(cgo_comment_typedefs) %{
+#cgo pkg-config: shardrec
+%}
+
+/* ---- status: "" on success, else "<code>\x1f<message>" decoded by statusError ---- */
+%typemap(gotype) shardrec_status_t "error"
+%typemap(imtype) shardrec_status_t "string"
+%typemap(out, fragment="AllocateString") shardrec_status_t %{
+  if ($1 < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)$1);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      $result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      $result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    $result = Swig_AllocateString("", 0);
+  }
+%}
+%typemap(goout, fragment="CopyString") shardrec_status_t %{ $result = statusError(swigCopyString($1)) %}
+
+/* ---- opaque handles as uintptr ---- */
+%define SR_GO_HANDLE(TYPE)
+%typemap(gotype) TYPE*, const TYPE* "uintptr"
+%typemap(in) TYPE*, const TYPE* %{ $1 = ($1_ltype)$input; %}
+%typemap(out) TYPE*, const TYPE* %{ $result = (uintptr_t)$1; %}
+%typemap(gotype) TYPE** "[]uintptr"
+%typemap(in) TYPE** %{ $1 = ($1_ltype)$input.array; %}
+%enddef
+SR_GO_HANDLE(shardrec_comm_t)
+SR_GO_HANDLE(shardrec_plan_t)
+SR_GO_HANDLE(shardrec_embedding_t)
+SR_GO_HANDLE(shardrec_bind_plan_spec_t)
+
+%typemap(gotype) (shardrec_comm_t** comms_out, int32_t n) "[]uintptr"
+%typemap(in) (shardrec_comm_t** comms_out, int32_t n) %{
+  $1 = ($1_ltype)$input.array;
+  $2 = (int32_t)$input.len;
+%}
+
+/* ---- unique id as a 128-byte slice ---- */
+%typemap(gotype) shardrec_unique_id_t*, const shardrec_unique_id_t* "[]byte"
+%typemap(in) shardrec_unique_id_t*, const shardrec_unique_id_t* %{ $1 = ($1_ltype)$input.array; %}
+
+/* ---- slices: (pointer, length) pairs, no copy ---- */
+%define SR_GO_SLICE(CTYPE, GOTYPE)
+%typemap(gotype) (CTYPE* BUF, size_t LEN) "[]GOTYPE"
+%typemap(in) (CTYPE* BUF, size_t LEN) %{
+  $1 = ($1_ltype)$input.array;
+  $2 = (size_t)$input.len;
+%}
+%enddef
+SR_GO_SLICE(float, float32)
+SR_GO_SLICE(const float, float32)
+SR_GO_SLICE(const int32_t, int32)
+SR_GO_SLICE(const int64_t, int64)
+%apply (float* BUF, size_t LEN) { (float* out, size_t out_len), (float* out, size_t len) };
+%apply (const float* BUF, size_t LEN) { (const float* grad, size_t grad_len),
+                                        (const float* weights, size_t len),
+                                        (const float* values, size_t len),
+                                        (const float* weights, size_t num_weights),
+                                        (const float* pooling_factors, size_t num_pooling_factors) };
+%apply (const int32_t* BUF, size_t LEN) { (const int32_t* lengths, size_t num_lengths),
+                                          (const int32_t* features, size_t num_features),
+                                          (const int32_t* ranks, size_t num_ranks) };
+%apply (const int64_t* BUF, size_t LEN) { (const int64_t* values, size_t num_values),
+                                          (const int64_t* bytes, size_t num_bytes) };
+
+/* Dense collectives take raw addresses (the Go layer passes slices it keeps alive). */
+%typemap(gotype) const void* send, void* recv, void* buf "uintptr"
+%typemap(in) const void* send, void* recv, void* buf %{ $1 = ($1_ltype)$input; %}
+
+/* Host calls: the stream argument is always NULL from Go. */
+%typemap(in, numinputs=0) void* stream %{ $1 = NULL; %}
+
+/* ---- scalar out-parameters: 1-element slices written in place ---- */
+%define SR_GO_OUT(CTYPE, GOTYPE)
+%typemap(gotype) CTYPE* OUT "[]GOTYPE"
+%typemap(in) CTYPE* OUT %{ $1 = ($1_ltype)$input.array; %}
+%enddef
+SR_GO_OUT(int32_t, int32)
+SR_GO_OUT(int64_t, int64)
+SR_GO_OUT(uint64_t, uint64)
+SR_GO_OUT(size_t, uint64)
+SR_GO_OUT(double, float64)
+%apply int32_t* OUT { int32_t* out, int32_t* row_wise_out, int32_t* type_out };
+%apply int64_t* OUT { int64_t* out };
+%apply uint64_t* OUT { uint64_t* out };
+%apply size_t* OUT { size_t* out, size_t* index_out, size_t* num_shards_out };
+%apply double* OUT { double* comm_seconds_out, double* total_seconds_out };
+
+/* ---- strings out (*string), copied into Go memory after the call ---- */
+%typemap(gotype) const char** name_out "*string"
+%typemap(in) const char** name_out (const char* name = NULL) %{ $1 = ($1_ltype)&name; %}
+%typemap(argout, fragment="AllocateString") const char** name_out %{
+  *(_gostring_*)$input = Swig_AllocateString(name$argnum ? name$argnum : "",
+                                             name$argnum ? strlen(name$argnum) : 0);
+%}
+%typemap(goargout, fragment="CopyString") const char** name_out %{ *$input = swigCopyString(*$input) %}
+
+%typemap(gotype) (char** text_out, size_t* len_out) "*string"
+%typemap(in) (char** text_out, size_t* len_out) (char* text = NULL, size_t text_len = 0) %{
+  $1 = &text; $2 = &text_len;
+%}
+%typemap(argout, fragment="AllocateString") (char** text_out, size_t* len_out) %{
+  *(_gostring_*)$input = Swig_AllocateString(text$argnum ? text$argnum : "", text_len$argnum);
+  shardrec_free(text$argnum);
+%}
+%typemap(goargout, fragment="CopyString") (char** text_out, size_t* len_out) %{ *$input = swigCopyString(*$input) %}
+
+/* Plan JSON in as a Go string. */
+%apply (char *STRING, size_t LENGTH) { (const char* text, size_t len) };
+
+%include "../swig/shardrec.i"
