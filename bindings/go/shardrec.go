@@ -64,5 +64,5 @@ func statusError(s string) error {
 	return &Error{Code: code, Message: parts[1]}
 }
 
-// Version is the runtime version of the loaded library, "major.minor.patch".
-func Version() string { return Version_string() }
+// VersionString is the runtime version of the loaded library, "major.minor.patch".
+func VersionString() string { return Version_string() }

@@ -38,12 +38,16 @@
   }
 %}
 %typemap(goout, fragment="CopyString") shardrec_status_t %{ $result = statusError(swigCopyString($1)) %}
+/* A status passed in (shardrec_status_string) stays a plain int. */
+%typemap(gotype) shardrec_status_t code "int"
+%typemap(imtype) shardrec_status_t code "int"
+%typemap(in) shardrec_status_t code %{ $1 = (shardrec_status_t)$input; %}
 
 /* ---- opaque handles as uintptr ---- */
 %define SR_GO_HANDLE(TYPE)
 %typemap(gotype) TYPE*, const TYPE* "uintptr"
 %typemap(in) TYPE*, const TYPE* %{ $1 = ($1_ltype)$input; %}
-%typemap(out) TYPE*, const TYPE* %{ $result = (uintptr_t)$1; %}
+%typemap(out) TYPE*, const TYPE* %{ $result = $1; %}
 %typemap(gotype) TYPE** "[]uintptr"
 %typemap(in) TYPE** %{ $1 = ($1_ltype)$input.array; %}
 %enddef
@@ -130,5 +134,9 @@ SR_GO_OUT(double, float64)
 
 /* Plan JSON in as a Go string. */
 %apply (char *STRING, size_t LENGTH) { (const char* text, size_t len) };
+
+/* Struct proxies get a _t suffix: the idiomatic layer owns the plain names. */
+%rename(Topology_t) shardrec_topology;
+%rename(Shard_t) shardrec_shard;
 
 %include "../swig/shardrec.i"

@@ -63,10 +63,6 @@ Status ValidateConfigs(const Plan& plan) {
                                     plan.features.size(), ")"));
       if (reader[f] == static_cast<int>(ti))
         return TableError(t, StrCat("lists feature '", plan.features[f].name, "' twice"));
-      if (reader[f] >= 0)
-        return TableError(t, StrCat("feature '", plan.features[f].name,
-                                    "' is already read by table '", plan.tables[reader[f]].name,
-                                    "' (a feature reads exactly one table)"));
       reader[f] = static_cast<int>(ti);
     }
   }

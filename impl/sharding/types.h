@@ -99,7 +99,7 @@ struct Plan {
 };
 
 // Checks a plan completely: configs (unique non-empty names, rows/dim > 0, feature indices valid,
-// each feature read by exactly one table), ranks in range, every element of every table covered
+// every feature read by at least one table; a feature may feed several tables), ranks in range, every element of every table covered
 // exactly once (data-parallel: once per rank), and the layout rules of each sharding type
 // (ceil row blocks, column order, node locality). The message names the table and the rule.
 // Memory fit is checked by the planner (planner/plan_check.h), which knows the topology.

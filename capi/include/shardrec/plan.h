@@ -39,7 +39,8 @@ typedef struct shardrec_shard {
  * @param tables          [in] @p num_tables table configs; not retained. NULL only if 0 tables.
  * @param num_tables      Number of tables; must be >= 1.
  * @param features        [in] @p num_features feature configs (KJT key order); not retained.
- * @param num_features    Number of features; each must be read by exactly one table.
+ * @param num_features    Number of features; each must be read by at least one table (a
+ *                        feature may feed several tables, each giving its own output block).
  * @param topology        [in] The sharding group; must not be NULL.
  * @param constraints     [in] Optional per-table constraints; NULL only if @p num_constraints
  *                        is 0. At most one per table.

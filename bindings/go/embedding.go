@@ -1,0 +1,316 @@
+// Sharded embedding collections: forward/backward over Go slices (no copies), pipelined input
+// distribution, and full-table weight and optimizer-state accessors.
+package shardrec
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+)
+
+// Optimizer types and bounds policies (shardrec/embedding.h).
+const (
+	OptimizerSGD                = 0
+	OptimizerAdagrad            = 1
+	OptimizerRowwiseAdagrad     = 2
+	OptimizerAdam               = 3
+	OptimizerPartialRowwiseAdam = 4
+	OptimizerLAMB               = 5
+	BoundsError                 = 0
+	BoundsClamp                 = 1
+	BoundsSkip                  = 2
+)
+
+// OptimizerConfig is the fused optimizer; DefaultOptimizer gives the C defaults.
+type OptimizerConfig struct {
+	Type            int
+	LearningRate    float32
+	Eps             float32
+	Beta1, Beta2    float32
+	WeightDecay     float32
+	WeightDecayMode int
+}
+
+// DefaultOptimizer is SGD with the library defaults (lr 0.01, eps 1e-8, betas 0.9/0.999).
+func DefaultOptimizer() OptimizerConfig {
+	return OptimizerConfig{Type: OptimizerSGD, LearningRate: 0.01, Eps: 1e-8, Beta1: 0.9, Beta2: 0.999}
+}
+
+// EmbeddingOptions are the collection options; zero values are the defaults.
+type EmbeddingOptions struct {
+	Seed         uint64
+	BoundsPolicy int
+	NumThreads   int
+	DPComm       *Comm
+}
+
+// KJT is one rank's batch in keyed-jagged form, feature-major: Lengths[f*BatchSize+b] ids of
+// feature f in sample b, all ids in Values in that order, optional per-id Weights.
+type KJT struct {
+	BatchSize   int64
+	NumFeatures int
+	Lengths     []int32
+	Values      []int64
+	Weights     []float32
+}
+
+// EmbeddingCollection is this rank's part of a sharded collection. One goroutine at a time.
+type EmbeddingCollection struct {
+	mu     sync.Mutex
+	h      uintptr
+	shapes map[string][2]int64
+}
+
+func (e *EmbeddingCollection) handle() uintptr {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.h
+}
+
+// Close destroys the collection; later calls fail with SHARDREC_EINVAL. Idempotent.
+func (e *EmbeddingCollection) Close() error {
+	e.mu.Lock()
+	h := e.h
+	e.h = 0
+	e.mu.Unlock()
+	if h != 0 {
+		Embedding_destroy(h)
+	}
+	runtime.SetFinalizer(e, nil)
+	return nil
+}
+
+// NewEmbeddingCollection is collective over comm: every rank passes the same plan. A nil
+// optimizer means DefaultOptimizer(), nil options the defaults.
+func NewEmbeddingCollection(plan *Plan, comm *Comm, opt *OptimizerConfig,
+	opts *EmbeddingOptions) (*EmbeddingCollection, error) {
+	o := NewOptimizer_config()
+	defer DeleteOptimizer_config(o)
+	if err := Optimizer_config_init(o, uint(OPTIMIZER_CONFIG_VERSION)); err != nil {
+		return nil, err
+	}
+	if opt != nil {
+		o.SetXtype(opt.Type)
+		o.SetLearning_rate(opt.LearningRate)
+		o.SetEps(opt.Eps)
+		o.SetBeta1(opt.Beta1)
+		o.SetBeta2(opt.Beta2)
+		o.SetWeight_decay(opt.WeightDecay)
+		o.SetWeight_decay_mode(opt.WeightDecayMode)
+	}
+	eo := NewEmbedding_options()
+	defer DeleteEmbedding_options(eo)
+	if err := Embedding_options_init(eo, uint(EMBEDDING_OPTIONS_VERSION)); err != nil {
+		return nil, err
+	}
+	if opts != nil {
+		eo.SetSeed(opts.Seed)
+		eo.SetBounds_policy(opts.BoundsPolicy)
+		eo.SetNum_threads(opts.NumThreads)
+		if opts.DPComm != nil {
+			eo.SetDp_comm(opts.DPComm.handle())
+		}
+	}
+	shapes := map[string][2]int64{}
+	n, err := plan.NumTables()
+	if err != nil {
+		return nil, err
+	}
+	for t := 0; t < n; t++ {
+		name, err := plan.TableName(t)
+		if err != nil {
+			return nil, err
+		}
+		rows, dim, err := plan.TableShape(t)
+		if err != nil {
+			return nil, err
+		}
+		shapes[name] = [2]int64{rows, int64(dim)}
+	}
+	out := make([]uintptr, 1)
+	err = Embedding_create(out, plan.handle(), comm.handle(), o, eo)
+	runtime.KeepAlive(plan)
+	runtime.KeepAlive(comm)
+	runtime.KeepAlive(opts)
+	if err != nil {
+		return nil, err
+	}
+	e := &EmbeddingCollection{h: out[0], shapes: shapes}
+	runtime.SetFinalizer(e, (*EmbeddingCollection).Close)
+	return e, nil
+}
+
+// OutputDim is the width of one output row.
+func (e *EmbeddingCollection) OutputDim() (int64, error) {
+	out := make([]int64, 1)
+	err := Embedding_output_dim(e.handle(), out)
+	runtime.KeepAlive(e)
+	return out[0], err
+}
+
+// IsSequence reports whether outputs have one row per id.
+func (e *EmbeddingCollection) IsSequence() (bool, error) {
+	out := make([]int32, 1)
+	err := Embedding_is_sequence(e.handle(), out)
+	runtime.KeepAlive(e)
+	return out[0] != 0, err
+}
+
+// OutputSize is the number of floats of the forward output of batch.
+func (e *EmbeddingCollection) OutputSize(batch *KJT) (int, error) {
+	dim, err := e.OutputDim()
+	if err != nil {
+		return 0, err
+	}
+	seq, err := e.IsSequence()
+	if err != nil {
+		return 0, err
+	}
+	if seq {
+		return len(batch.Values) * int(dim), nil
+	}
+	return int(batch.BatchSize) * int(dim), nil
+}
+
+// Forward writes the output of this rank's batch into out (collective).
+func (e *EmbeddingCollection) Forward(batch *KJT, out []float32) error {
+	defer runtime.KeepAlive(e)
+	return Bind_embedding_forward(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
+		batch.Lengths, batch.Values, batch.Weights, out)
+}
+
+// ForwardAlloc is Forward into a new slice of the right size.
+func (e *EmbeddingCollection) ForwardAlloc(batch *KJT) ([]float32, error) {
+	n, err := e.OutputSize(batch)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, n)
+	return out, e.Forward(batch, out)
+}
+
+// InputDistStart starts the pipelined input distribution of batch (collective).
+func (e *EmbeddingCollection) InputDistStart(batch *KJT) error {
+	defer runtime.KeepAlive(e)
+	return Bind_embedding_input_dist_start(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
+		batch.Lengths, batch.Values, batch.Weights)
+}
+
+// InputDistWait waits for the started input distribution.
+func (e *EmbeddingCollection) InputDistWait() error {
+	defer runtime.KeepAlive(e)
+	return Embedding_input_dist_wait(e.handle())
+}
+
+// ForwardDistributed runs lookup and output distribution of the waited batch.
+func (e *EmbeddingCollection) ForwardDistributed(out []float32) error {
+	defer runtime.KeepAlive(e)
+	return Embedding_forward_distributed(e.handle(), out)
+}
+
+// Backward applies the gradient of the last forward's output (collective).
+func (e *EmbeddingCollection) Backward(grad []float32) error {
+	defer runtime.KeepAlive(e)
+	return Embedding_backward(e.handle(), grad)
+}
+
+// SetLearningRate sets the rate of the following backward calls.
+func (e *EmbeddingCollection) SetLearningRate(lr float32) error {
+	defer runtime.KeepAlive(e)
+	return Embedding_set_learning_rate(e.handle(), lr)
+}
+
+// NumSteps is the number of optimizer steps taken.
+func (e *EmbeddingCollection) NumSteps() (int64, error) {
+	out := make([]int64, 1)
+	err := Embedding_num_steps(e.handle(), out)
+	runtime.KeepAlive(e)
+	return out[0], err
+}
+
+// SetNumSteps sets the step counter.
+func (e *EmbeddingCollection) SetNumSteps(steps int64) error {
+	defer runtime.KeepAlive(e)
+	return Embedding_set_num_steps(e.handle(), steps)
+}
+
+// GetWeights copies the full [rows, dim] weights of table into out (collective).
+func (e *EmbeddingCollection) GetWeights(table string, out []float32) error {
+	defer runtime.KeepAlive(e)
+	return Embedding_get_weights(e.handle(), table, out)
+}
+
+// Weights returns the full weights of table (collective).
+func (e *EmbeddingCollection) Weights(table string) ([]float32, error) {
+	shape, ok := e.shapes[table]
+	if !ok {
+		// Let the library name the unknown table.
+		return nil, e.GetWeights(table, nil)
+	}
+	out := make([]float32, shape[0]*shape[1])
+	return out, e.GetWeights(table, out)
+}
+
+// SetWeights replaces the weights of table (collective; same values on every rank).
+func (e *EmbeddingCollection) SetWeights(table string, weights []float32) error {
+	defer runtime.KeepAlive(e)
+	return Embedding_set_weights(e.handle(), table, weights)
+}
+
+// StateNames lists the optimizer states ("momentum1", ...) and whether each is row-wise.
+func (e *EmbeddingCollection) StateNames() ([]string, []bool, error) {
+	defer runtime.KeepAlive(e)
+	n := make([]uint64, 1)
+	if err := Embedding_num_states(e.handle(), n); err != nil {
+		return nil, nil, err
+	}
+	names := make([]string, n[0])
+	rowWise := make([]bool, n[0])
+	for i := range names {
+		rw := make([]int32, 1)
+		if err := Embedding_state_info(e.handle(), int64(i), &names[i], rw); err != nil {
+			return nil, nil, err
+		}
+		rowWise[i] = rw[0] != 0
+	}
+	return names, rowWise, nil
+}
+
+// State returns one full optimizer state of table (collective).
+func (e *EmbeddingCollection) State(table, state string) ([]float32, error) {
+	names, rowWise, err := e.StateNames()
+	if err != nil {
+		return nil, err
+	}
+	shape := e.shapes[table]
+	size := shape[0] * shape[1]
+	for i, n := range names {
+		if n == state && rowWise[i] {
+			size = shape[0]
+		}
+	}
+	out := make([]float32, size)
+	err = Embedding_get_state(e.handle(), table, state, out)
+	runtime.KeepAlive(e)
+	return out, err
+}
+
+// SetState replaces one optimizer state of table (collective).
+func (e *EmbeddingCollection) SetState(table, state string, values []float32) error {
+	defer runtime.KeepAlive(e)
+	return Embedding_set_state(e.handle(), table, state, values)
+}
+
+// Timings returns the seconds spent in collectives and in forward/backward overall.
+func (e *EmbeddingCollection) Timings() (comm, total float64, err error) {
+	c := make([]float64, 1)
+	t := make([]float64, 1)
+	err = Embedding_timings(e.handle(), c, t)
+	runtime.KeepAlive(e)
+	return c[0], t[0], err
+}
+
+// String describes the collection for logs.
+func (e *EmbeddingCollection) String() string {
+	return fmt.Sprintf("EmbeddingCollection(%d tables)", len(e.shapes))
+}

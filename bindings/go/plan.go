@@ -1,0 +1,273 @@
+// Sharding plans: configs in Go structs, the planner, JSON form and placement queries.
+package shardrec
+
+import (
+	"runtime"
+	"sync"
+)
+
+// Sharding types, pooling and initialisation kinds (shardrec/config.h).
+const (
+	DataParallel     = 0
+	TableWise        = 1
+	RowWise          = 2
+	ColumnWise       = 3
+	TableRowWise     = 4
+	TableColumnWise  = 5
+	Grid             = 6
+	PoolingSum       = 0
+	PoolingMean      = 1
+	PoolingNone      = 2
+	InitDefault      = 0
+	InitUniform      = 1
+	InitConstant     = 2
+	DTypeFloat32     = 0
+)
+
+// FeatureConfig is a sparse feature (a KJT key).
+type FeatureConfig struct {
+	Name          string
+	PoolingFactor float32 // 0 means 1.0
+}
+
+// TableConfig is an embedding table; Features are indices into the feature list.
+type TableConfig struct {
+	Name      string
+	Rows      int64
+	Dim       int
+	Pooling   int
+	DType     int
+	Features  []int32
+	InitKind  int
+	InitLow   float32
+	InitHigh  float32
+}
+
+// Topology is the sharding group a plan is made for; zero fields mean the defaults.
+type Topology struct {
+	WorldSize          int
+	RanksPerNode       int
+	DeviceType         int
+	MemoryBytes        uint64
+	MemoryBytesPerRank []int64
+	IntraNodeBandwidth float64
+	InterNodeBandwidth float64
+	BatchSize          int
+	Optimizer          int
+	MemoryBandwidth    float64
+	ReservedFraction   float64
+}
+
+// TableConstraints restricts how one table may be sharded.
+type TableConstraints struct {
+	Table          string
+	ShardingTypes  []int // allowed sharding types; empty means the default set
+	MinPartition   int
+	Ranks          []int32
+	PoolingFactors []float32
+}
+
+// Shard is one rectangle of a table on one rank.
+type Shard struct {
+	RowOffset, Rows int64
+	ColOffset, Cols int
+	Rank            int
+}
+
+// Plan is an immutable sharding plan; safe for concurrent use.
+type Plan struct {
+	mu sync.Mutex
+	h  uintptr
+}
+
+func newPlan(h uintptr) *Plan {
+	p := &Plan{h: h}
+	runtime.SetFinalizer(p, (*Plan).Close)
+	return p
+}
+
+func (p *Plan) handle() uintptr {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.h
+}
+
+// Close releases the plan; collections created from it stay valid. Idempotent.
+func (p *Plan) Close() error {
+	p.mu.Lock()
+	h := p.h
+	p.h = 0
+	p.mu.Unlock()
+	if h != 0 {
+		Plan_destroy(h)
+	}
+	runtime.SetFinalizer(p, nil)
+	return nil
+}
+
+// NewPlan runs the planner.
+func NewPlan(tables []TableConfig, features []FeatureConfig, topo Topology,
+	constraints []TableConstraints) (*Plan, error) {
+	spec := Bind_plan_spec_new()
+	defer Bind_plan_spec_free(spec)
+	for _, f := range features {
+		if err := Bind_plan_spec_add_feature(spec, f.Name, f.PoolingFactor); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range tables {
+		err := Bind_plan_spec_add_table(spec, t.Name, t.Rows, t.Dim, t.Pooling, t.DType, t.Features,
+			t.InitKind, t.InitLow, t.InitHigh)
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range constraints {
+		var mask uint
+		for _, s := range c.ShardingTypes {
+			mask |= 1 << uint(s)
+		}
+		err := Bind_plan_spec_add_constraints(spec, c.Table, mask, c.MinPartition, c.Ranks,
+			c.PoolingFactors)
+		if err != nil {
+			return nil, err
+		}
+	}
+	t := Bind_plan_spec_topology(spec)
+	t.SetWorld_size(topo.WorldSize)
+	t.SetRanks_per_node(topo.RanksPerNode)
+	t.SetDevice_type(topo.DeviceType)
+	t.SetMemory_bytes(topo.MemoryBytes)
+	t.SetIntra_node_bandwidth(topo.IntraNodeBandwidth)
+	t.SetInter_node_bandwidth(topo.InterNodeBandwidth)
+	t.SetBatch_size(topo.BatchSize)
+	t.SetOptimizer(topo.Optimizer)
+	t.SetMemory_bandwidth(topo.MemoryBandwidth)
+	t.SetReserved_fraction(topo.ReservedFraction)
+	if topo.MemoryBytesPerRank != nil {
+		if err := Bind_plan_spec_set_memory_bytes_per_rank(spec, topo.MemoryBytesPerRank); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]uintptr, 1)
+	if err := Bind_plan_create(out, spec); err != nil {
+		return nil, err
+	}
+	return newPlan(out[0]), nil
+}
+
+// PlanFromJSON reads and validates a plan written by JSON().
+func PlanFromJSON(text string) (*Plan, error) {
+	out := make([]uintptr, 1)
+	if err := Plan_from_json(out, text); err != nil {
+		return nil, err
+	}
+	return newPlan(out[0]), nil
+}
+
+// JSON is the plan's text form.
+func (p *Plan) JSON() (string, error) {
+	var s string
+	err := Plan_to_json(p.handle(), &s)
+	runtime.KeepAlive(p)
+	return s, err
+}
+
+// Stats is the planner's human-readable report.
+func (p *Plan) Stats() (string, error) {
+	var s string
+	err := Plan_stats(p.handle(), &s)
+	runtime.KeepAlive(p)
+	return s, err
+}
+
+// Hash is the plan's stable 64-bit hash.
+func (p *Plan) Hash() (uint64, error) {
+	out := make([]uint64, 1)
+	err := Plan_hash(p.handle(), out)
+	runtime.KeepAlive(p)
+	return out[0], err
+}
+
+// WorldSize is the size of the sharding group.
+func (p *Plan) WorldSize() (int, error) {
+	out := make([]int32, 1)
+	err := Plan_world_size(p.handle(), out)
+	runtime.KeepAlive(p)
+	return int(out[0]), err
+}
+
+// NumTables is the number of tables.
+func (p *Plan) NumTables() (int, error) {
+	out := make([]uint64, 1)
+	err := Plan_num_tables(p.handle(), out)
+	runtime.KeepAlive(p)
+	return int(out[0]), err
+}
+
+// NumFeatures is the number of features.
+func (p *Plan) NumFeatures() (int, error) {
+	out := make([]uint64, 1)
+	err := Plan_num_features(p.handle(), out)
+	runtime.KeepAlive(p)
+	return int(out[0]), err
+}
+
+// TableName is the name of table t.
+func (p *Plan) TableName(t int) (string, error) {
+	var s string
+	err := Plan_table_name(p.handle(), int64(t), &s)
+	runtime.KeepAlive(p)
+	return s, err
+}
+
+// FeatureName is the name of feature f.
+func (p *Plan) FeatureName(f int) (string, error) {
+	var s string
+	err := Plan_feature_name(p.handle(), int64(f), &s)
+	runtime.KeepAlive(p)
+	return s, err
+}
+
+// FindTable is the index of the table called name (SHARDREC_ENOTFOUND when none).
+func (p *Plan) FindTable(name string) (int, error) {
+	out := make([]uint64, 1)
+	err := Plan_find_table(p.handle(), name, out)
+	runtime.KeepAlive(p)
+	return int(out[0]), err
+}
+
+// TableShape is the (rows, dim) of table t.
+func (p *Plan) TableShape(t int) (int64, int, error) {
+	rows := make([]int64, 1)
+	dim := make([]int32, 1)
+	defer runtime.KeepAlive(p)
+	if err := Plan_table_rows(p.handle(), int64(t), rows); err != nil {
+		return 0, 0, err
+	}
+	if err := Plan_table_dim(p.handle(), int64(t), dim); err != nil {
+		return 0, 0, err
+	}
+	return rows[0], int(dim[0]), nil
+}
+
+// TableSharding is the sharding type and number of shards of table t.
+func (p *Plan) TableSharding(t int) (int, int, error) {
+	typ := make([]int32, 1)
+	n := make([]uint64, 1)
+	err := Plan_table_sharding(p.handle(), int64(t), typ, n)
+	runtime.KeepAlive(p)
+	return int(typ[0]), int(n[0]), err
+}
+
+// Shard is shard s of table t.
+func (p *Plan) Shard(t, s int) (Shard, error) {
+	n := NewShard_t()
+	defer DeleteShard_t(n)
+	defer runtime.KeepAlive(p)
+	if err := Plan_shard(p.handle(), int64(t), int64(s), n); err != nil {
+		return Shard{}, err
+	}
+	return Shard{RowOffset: n.GetRow_offset(), Rows: n.GetRows(), ColOffset: n.GetCol_offset(),
+		Cols: n.GetCols(), Rank: n.GetRank()}, nil
+}

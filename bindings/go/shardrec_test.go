@@ -1,0 +1,264 @@
+// Tests of the Go binding: exactness of sharded training through the binding (2 ranks as
+// goroutines vs. world size 1 on the concatenated batch), errors carrying the C status and
+// message, and Close semantics.
+package shardrec
+
+import (
+	"math"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	tableNames = []string{"t0", "t1", "t2"}
+	tableRows  = []int64{40, 30, 50}
+	tableDims  = []int{8, 4, 6}
+)
+
+const localBatch = 4
+
+func testPlan(t *testing.T, world int) *Plan {
+	t.Helper()
+	features := []FeatureConfig{{Name: "f0"}, {Name: "f1"}, {Name: "f2"}}
+	var tables []TableConfig
+	for i := range tableNames {
+		tables = append(tables, TableConfig{Name: tableNames[i], Rows: tableRows[i], Dim: tableDims[i],
+			Features: []int32{int32(i)}})
+	}
+	var constraints []TableConstraints
+	if world == 2 {
+		constraints = []TableConstraints{
+			{Table: "t0", ShardingTypes: []int{TableWise}, Ranks: []int32{1}},
+			{Table: "t1", ShardingTypes: []int{RowWise}},
+			{Table: "t2", ShardingTypes: []int{ColumnWise}, Ranks: []int32{0, 1}},
+		}
+	}
+	plan, err := NewPlan(tables, features, Topology{WorldSize: world, BatchSize: localBatch}, constraints)
+	if err != nil {
+		t.Fatalf("NewPlan(%d): %v", world, err)
+	}
+	return plan
+}
+
+// batch concatenates the deterministic batches of ranks [first, first+ranks) at a step.
+func batch(step, first, ranks int) *KJT {
+	k := &KJT{BatchSize: int64(localBatch * ranks), NumFeatures: 3}
+	for f := 0; f < 3; f++ {
+		for r := first; r < first+ranks; r++ {
+			for b := 0; b < localBatch; b++ {
+				n := (step*7 + r*5 + f*3 + b*11) % 4
+				k.Lengths = append(k.Lengths, int32(n))
+				for j := 0; j < n; j++ {
+					k.Values = append(k.Values, int64(step*13+r*17+f*19+b*23+j*29)%tableRows[f])
+				}
+			}
+		}
+	}
+	return k
+}
+
+func trainSteps(t *testing.T, coll *EmbeddingCollection, steps, first, ranks int) [][]float32 {
+	for s := 0; s < steps; s++ {
+		k := batch(s, first, ranks)
+		out, err := coll.ForwardAlloc(k)
+		if err != nil {
+			t.Errorf("forward: %v", err)
+			return nil
+		}
+		grad := make([]float32, len(out))
+		for i, v := range out {
+			grad[i] = v / float32(k.BatchSize)
+		}
+		if err := coll.Backward(grad); err != nil {
+			t.Errorf("backward: %v", err)
+			return nil
+		}
+	}
+	var weights [][]float32
+	for _, name := range tableNames {
+		w, err := coll.Weights(name)
+		if err != nil {
+			t.Errorf("weights: %v", err)
+			return nil
+		}
+		weights = append(weights, w)
+	}
+	return weights
+}
+
+func adagrad() *OptimizerConfig {
+	o := DefaultOptimizer()
+	o.Type = OptimizerAdagrad
+	o.LearningRate = 0.1
+	return &o
+}
+
+func TestTwoRankShardedTrainingEqualsSingleRank(t *testing.T) {
+	const steps = 4
+	plan1 := testPlan(t, 1)
+	defer plan1.Close()
+	comms1, err := NewLocalGroup(1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comms1[0].Close()
+	coll1, err := NewEmbeddingCollection(plan1, comms1[0], adagrad(), &EmbeddingOptions{Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer coll1.Close()
+	initial := trainSteps(t, coll1, 0, 0, 2)
+	single := trainSteps(t, coll1, steps, 0, 2)
+
+	plan2 := testPlan(t, 2)
+	defer plan2.Close()
+	comms, err := NewLocalGroup(2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := make([][][]float32, 2)
+	var wg sync.WaitGroup
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func(rank int) {
+			defer wg.Done()
+			coll, err := NewEmbeddingCollection(plan2, comms[rank], adagrad(), &EmbeddingOptions{Seed: 7})
+			if err != nil {
+				t.Errorf("rank %d: %v", rank, err)
+				return
+			}
+			defer coll.Close()
+			results[rank] = trainSteps(t, coll, steps, rank, 1)
+		}(r)
+	}
+	wg.Wait()
+	for _, c := range comms {
+		c.Close()
+	}
+	if t.Failed() {
+		return
+	}
+	for i, name := range tableNames {
+		if len(results[0][i]) != int(tableRows[i])*tableDims[i] {
+			t.Fatalf("%s: %d weights", name, len(results[0][i]))
+		}
+		changed := false
+		for j, want := range single[i] {
+			got := results[0][i][j]
+			if math.Abs(float64(got-want)) > 1e-5*math.Max(1, math.Abs(float64(want))) {
+				t.Fatalf("%s[%d]: sharded %g, single %g", name, j, got, want)
+			}
+			changed = changed || initial[i][j] != want
+		}
+		if !changed {
+			t.Errorf("%s: training changed nothing", name)
+		}
+	}
+}
+
+func TestMixedPlanShardsAsConstrained(t *testing.T) {
+	plan := testPlan(t, 2)
+	defer plan.Close()
+	typ, _, err := plan.TableSharding(0)
+	if err != nil || typ != TableWise {
+		t.Fatalf("t0 sharding %d, %v", typ, err)
+	}
+	shard, err := plan.Shard(0, 0)
+	if err != nil || shard.Rank != 1 {
+		t.Fatalf("t0 shard %+v, %v", shard, err)
+	}
+	typ, n, err := plan.TableSharding(2)
+	if err != nil || typ != ColumnWise || n != 2 {
+		t.Fatalf("t2 sharding %d x%d, %v", typ, n, err)
+	}
+	text, err := plan.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy, err := PlanFromJSON(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer copy.Close()
+	h1, _ := plan.Hash()
+	h2, _ := copy.Hash()
+	if h1 != h2 {
+		t.Fatalf("hash %x != %x", h1, h2)
+	}
+}
+
+func TestOutOfRangeIdReturnsEinvalWithTheCMessage(t *testing.T) {
+	plan := testPlan(t, 1)
+	defer plan.Close()
+	comms, err := NewLocalGroup(1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comms[0].Close()
+	coll, err := NewEmbeddingCollection(plan, comms[0], nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer coll.Close()
+	bad := &KJT{BatchSize: 1, NumFeatures: 3, Lengths: []int32{1, 1, 1}, Values: []int64{0, 987654, 0}}
+	_, err = coll.ForwardAlloc(bad)
+	e, ok := err.(*Error)
+	if !ok || e.Code != ErrCodeInvalid || e.CodeName() != "SHARDREC_EINVAL" {
+		t.Fatalf("want *Error EINVAL, got %T %v", err, err)
+	}
+	if !strings.Contains(e.Message, "987654") {
+		t.Fatalf("message does not name the id: %q", e.Message)
+	}
+	if _, err := plan.FindTable("nope"); CodeOf(err) != ErrCodeNotFound {
+		t.Fatalf("FindTable: %v", err)
+	}
+}
+
+func TestUseAfterCloseFailsAndCloseIsIdempotent(t *testing.T) {
+	plan := testPlan(t, 1)
+	comms, err := NewLocalGroup(1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coll, err := NewEmbeddingCollection(plan, comms[0], nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coll.Close()
+	coll.Close()
+	if _, err := coll.NumSteps(); CodeOf(err) != ErrCodeInvalid || err.(*Error).Message == "" {
+		t.Fatalf("NumSteps after Close: %v", err)
+	}
+	plan.Close()
+	if _, err := plan.NumTables(); CodeOf(err) != ErrCodeInvalid {
+		t.Fatalf("NumTables after Close: %v", err)
+	}
+	comms[0].Close()
+	if _, err := comms[0].Rank(); CodeOf(err) != ErrCodeInvalid {
+		t.Fatalf("Rank after Close: %v", err)
+	}
+}
+
+func TestWrongOutputSizeIsRejected(t *testing.T) {
+	plan := testPlan(t, 1)
+	defer plan.Close()
+	comms, _ := NewLocalGroup(1, nil)
+	defer comms[0].Close()
+	coll, err := NewEmbeddingCollection(plan, comms[0], nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer coll.Close()
+	k := batch(0, 0, 1)
+	n, _ := coll.OutputSize(k)
+	if err := coll.Forward(k, make([]float32, n+1)); CodeOf(err) != ErrCodeInvalid {
+		t.Fatalf("oversized out: %v", err)
+	}
+	if err := coll.Forward(k, make([]float32, n)); err != nil {
+		t.Fatal(err)
+	}
+	if err := coll.Backward(make([]float32, n-1)); CodeOf(err) != ErrCodeInvalid {
+		t.Fatalf("short grad: %v", err)
+	}
+}
