@@ -8,20 +8,20 @@ import (
 
 // Sharding types, pooling and initialisation kinds (shardrec/config.h).
 const (
-	DataParallel     = 0
-	TableWise        = 1
-	RowWise          = 2
-	ColumnWise       = 3
-	TableRowWise     = 4
-	TableColumnWise  = 5
-	Grid             = 6
-	PoolingSum       = 0
-	PoolingMean      = 1
-	PoolingNone      = 2
-	InitDefault      = 0
-	InitUniform      = 1
-	InitConstant     = 2
-	DTypeFloat32     = 0
+	DataParallel    = 0
+	TableWise       = 1
+	RowWise         = 2
+	ColumnWise      = 3
+	TableRowWise    = 4
+	TableColumnWise = 5
+	Grid            = 6
+	PoolingSum      = 0
+	PoolingMean     = 1
+	PoolingNone     = 2
+	InitDefault     = 0
+	InitUniform     = 1
+	InitConstant    = 2
+	DTypeFloat32    = 0
 )
 
 // FeatureConfig is a sparse feature (a KJT key).
@@ -32,15 +32,15 @@ type FeatureConfig struct {
 
 // TableConfig is an embedding table; Features are indices into the feature list.
 type TableConfig struct {
-	Name      string
-	Rows      int64
-	Dim       int
-	Pooling   int
-	DType     int
-	Features  []int32
-	InitKind  int
-	InitLow   float32
-	InitHigh  float32
+	Name     string
+	Rows     int64
+	Dim      int
+	Pooling  int
+	DType    int
+	Features []int32
+	InitKind int
+	InitLow  float32
+	InitHigh float32
 }
 
 // Topology is the sharding group a plan is made for; zero fields mean the defaults.

@@ -162,6 +162,7 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch) {
   if (pending_ != nullptr)
     return Status::InvalidUsage("an input distribution is already in flight; call "
                                 "input_dist_wait and forward_distributed first");
+  ScopedTimer total(&timings_.total_seconds);
   std::unique_ptr<RoutedBatch> rb = TakeSpare();
   Status local = RouteBatch(layout_, options_.bounds, batch, rb.get());
   if (!local.ok()) {
@@ -192,6 +193,7 @@ Status EmbeddingCollection::WaitInputDist() {
   if (pending_ == nullptr)
     return Status::InvalidUsage("no input distribution was started");
   if (pending_ready_) return Status::Ok();
+  ScopedTimer total(&timings_.total_seconds);
   {
     ScopedTimer t(&timings_.comm_seconds);
     worker_.join();

@@ -2,6 +2,8 @@
 // back into host vectors through the plugin's CudaRuntime.
 #pragma once
 
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -10,6 +12,15 @@
 
 namespace shardrec::testing {
 
+#ifdef SHARDREC_TEST_PLUGIN_PATH
+// Run by hand (outside ctest), the binary still finds the plugin it was built with; an
+// explicit SHARDREC_CUDA_PLUGIN wins.
+inline const int kDefaultPluginPath = [] {
+  setenv("SHARDREC_CUDA_PLUGIN", SHARDREC_TEST_PLUGIN_PATH, 0);
+  return 0;
+}();
+#endif
+
 // The runtime, or nullptr when this machine has no usable CUDA device.
 inline core::CudaRuntime* GpuRuntime() {
   core::CudaRuntime* rt = nullptr;
@@ -17,9 +28,17 @@ inline core::CudaRuntime* GpuRuntime() {
   return rt;
 }
 
-#define SR_SKIP_WITHOUT_GPU()                                                       \
-  do {                                                                              \
-    if (::shardrec::testing::GpuRuntime() == nullptr) GTEST_SKIP() << "no CUDA device"; \
+// Why there is no GPU, for the skip message.
+inline std::string NoGpuReason() {
+  core::CudaRuntime* rt = nullptr;
+  return core::GetCudaRuntime(&rt).ToString();
+}
+
+#define SR_SKIP_WITHOUT_GPU()                                        \
+  do {                                                               \
+    if (::shardrec::testing::GpuRuntime() == nullptr) {              \
+      GTEST_SKIP() << "no CUDA device: " << ::shardrec::testing::NoGpuReason(); \
+    }                                                                \
   } while (0)
 
 template <typename T>

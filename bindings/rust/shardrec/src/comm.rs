@@ -1,0 +1,142 @@
+//! Communicators: in-process groups (ranks as threads), unique-id rendezvous and splits.
+use crate::{check, cstring, sys, Result};
+use std::ptr;
+
+/// Communicator options; zero fields mean the library defaults.
+#[derive(Clone, Debug, Default)]
+pub struct CommOptions {
+    pub timeout_ms: i64,
+    pub backend: i32,
+    pub device_type: i32,
+    pub device_index: i32,
+    pub bind_address: Option<String>,
+}
+
+impl CommOptions {
+    fn with_raw<T>(&self, f: impl FnOnce(&sys::shardrec_comm_options_t) -> Result<T>) -> Result<T> {
+        // SAFETY: plain data filled by init.
+        let mut o: sys::shardrec_comm_options_t = unsafe { std::mem::zeroed() };
+        check(unsafe { sys::shardrec_comm_options_init(&mut o, sys::SHARDREC_COMM_OPTIONS_VERSION) })?;
+        o.timeout_ms = self.timeout_ms;
+        o.backend = self.backend;
+        o.device_type = self.device_type;
+        o.device_index = self.device_index;
+        let addr = self.bind_address.as_deref().map(|a| cstring(a, "bind_address")).transpose()?;
+        if let Some(a) = &addr {
+            o.bind_address = a.as_ptr();
+        }
+        f(&o)
+    }
+}
+
+/// A rendezvous token (128 plain bytes) created by rank 0 and shipped to every rank.
+#[derive(Clone, Copy)]
+pub struct UniqueId(pub [u8; sys::SHARDREC_UNIQUE_ID_BYTES as usize]);
+
+impl UniqueId {
+    /// Creates the id and starts the store it names in this process (rank 0).
+    pub fn new() -> Result<UniqueId> {
+        // SAFETY: plain bytes written by the call.
+        let mut id: sys::shardrec_unique_id_t = unsafe { std::mem::zeroed() };
+        check(unsafe { sys::shardrec_comm_unique_id_create(&mut id) })?;
+        let mut out = [0u8; sys::SHARDREC_UNIQUE_ID_BYTES as usize];
+        for (o, i) in out.iter_mut().zip(id.internal.iter()) {
+            *o = *i as u8;
+        }
+        Ok(UniqueId(out))
+    }
+}
+
+/// A communicator. One thread at a time (the C header), so it is `Send` but not `Sync`.
+pub struct Comm {
+    pub(crate) raw: *mut sys::shardrec_comm_t,
+}
+
+// SAFETY: comm.h allows a communicator to be used from any thread, one at a time.
+unsafe impl Send for Comm {}
+
+impl Drop for Comm {
+    fn drop(&mut self) {
+        // SAFETY: raw came from a create call and is destroyed once.
+        unsafe { sys::shardrec_comm_destroy(self.raw) };
+    }
+}
+
+impl Comm {
+    /// `n` communicators of one in-process group; element i is rank i (one per thread).
+    pub fn local_group(n: usize, options: &CommOptions) -> Result<Vec<Comm>> {
+        let mut raw = vec![ptr::null_mut(); n];
+        let count = i32::try_from(n).map_err(|_| crate::invalid("group size too large"))?;
+        options.with_raw(|o| {
+            check(unsafe { sys::shardrec_comm_create_local_group(raw.as_mut_ptr(), count, o) })
+        })?;
+        Ok(raw.into_iter().map(|raw| Comm { raw }).collect())
+    }
+
+    /// Joins the group named by `id` as `rank` of `world_size` (collective, blocking).
+    pub fn new(id: &UniqueId, world_size: i32, rank: i32, options: &CommOptions) -> Result<Comm> {
+        // SAFETY: plain bytes.
+        let mut c_id: sys::shardrec_unique_id_t = unsafe { std::mem::zeroed() };
+        for (o, i) in c_id.internal.iter_mut().zip(id.0.iter()) {
+            *o = *i as _;
+        }
+        let mut out = ptr::null_mut();
+        options.with_raw(|o| {
+            check(unsafe { sys::shardrec_comm_create(&mut out, &c_id, world_size, rank, o) })
+        })?;
+        Ok(Comm { raw: out })
+    }
+
+    pub fn rank(&self) -> Result<i32> {
+        let mut out = 0;
+        check(unsafe { sys::shardrec_comm_rank(&mut out, self.raw) })?;
+        Ok(out)
+    }
+
+    pub fn size(&self) -> Result<i32> {
+        let mut out = 0;
+        check(unsafe { sys::shardrec_comm_size(&mut out, self.raw) })?;
+        Ok(out)
+    }
+
+    /// Collective split; `None` for a negative color.
+    pub fn split(&mut self, color: i32, key: i32) -> Result<Option<Comm>> {
+        let mut out = ptr::null_mut();
+        check(unsafe { sys::shardrec_comm_split(&mut out, self.raw, color, key) })?;
+        Ok(if out.is_null() { None } else { Some(Comm { raw: out }) })
+    }
+
+    pub fn set_timeout(&mut self, timeout_ms: i64) -> Result<()> {
+        check(unsafe { sys::shardrec_comm_set_timeout(self.raw, timeout_ms) })
+    }
+
+    /// Tears down the connections; later calls fail with `Code::Usage`.
+    pub fn abort(&self) -> Result<()> {
+        check(unsafe { sys::shardrec_comm_abort(self.raw) })
+    }
+
+    /// The error that poisoned the communicator, if any.
+    pub fn async_error(&self) -> Result<()> {
+        check(unsafe { sys::shardrec_comm_async_error(self.raw) })
+    }
+
+    pub fn barrier(&mut self) -> Result<()> {
+        check(unsafe { sys::shardrec_comm_barrier(self.raw) })
+    }
+
+    /// In-place sum over ranks of `buf` (f32).
+    pub fn allreduce_sum(&mut self, buf: &mut [f32]) -> Result<()> {
+        let p = buf.as_mut_ptr().cast();
+        check(unsafe {
+            sys::shardrec_comm_allreduce(
+                self.raw,
+                p,
+                p,
+                buf.len(),
+                sys::shardrec_dtype_SHARDREC_DTYPE_FLOAT32 as i32,
+                sys::SHARDREC_REDUCE_SUM as i32,
+                ptr::null_mut(),
+            )
+        })
+    }
+}

@@ -1,0 +1,190 @@
+//! Plain configuration types with the library defaults, converted to the C structs for a call.
+use crate::sys;
+
+/// How a table is sharded (`SHARDREC_SHARDING_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShardingType {
+    DataParallel = 0,
+    TableWise = 1,
+    RowWise = 2,
+    ColumnWise = 3,
+    TableRowWise = 4,
+    TableColumnWise = 5,
+    Grid = 6,
+}
+
+impl ShardingType {
+    pub(crate) fn from_raw(v: i32) -> Option<ShardingType> {
+        use ShardingType::*;
+        [DataParallel, TableWise, RowWise, ColumnWise, TableRowWise, TableColumnWise, Grid]
+            .into_iter()
+            .find(|t| *t as i32 == v)
+    }
+}
+
+/// How the ids of one bag are combined (`SHARDREC_POOLING_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Pooling {
+    #[default]
+    Sum = 0,
+    Mean = 1,
+    None = 2,
+}
+
+/// A sparse feature (a KJT key).
+#[derive(Clone, Debug, Default)]
+pub struct Feature {
+    pub name: String,
+    /// Planner hint: expected ids per bag; 0 means 1.0.
+    pub pooling_factor: f32,
+}
+
+impl Feature {
+    pub fn new(name: &str) -> Feature {
+        Feature { name: name.to_string(), pooling_factor: 0.0 }
+    }
+}
+
+/// An embedding table; `features` are indices into the feature list.
+#[derive(Clone, Debug, Default)]
+pub struct Table {
+    pub name: String,
+    pub rows: i64,
+    pub dim: i32,
+    pub pooling: Pooling,
+    pub features: Vec<i32>,
+    /// `SHARDREC_INIT_*` kind with its bounds (0 = default uniform in ±sqrt(1/rows)).
+    pub init_kind: i32,
+    pub init_low: f32,
+    pub init_high: f32,
+}
+
+impl Table {
+    pub fn new(name: &str, rows: i64, dim: i32, features: &[i32]) -> Table {
+        Table { name: name.to_string(), rows, dim, features: features.to_vec(), ..Table::default() }
+    }
+}
+
+/// The sharding group a plan is made for; zero fields mean the library defaults.
+#[derive(Clone, Debug, Default)]
+pub struct Topology {
+    pub world_size: i32,
+    pub ranks_per_node: i32,
+    pub device_type: i32,
+    pub memory_bytes: u64,
+    pub memory_bytes_per_rank: Vec<u64>,
+    pub intra_node_bandwidth: f64,
+    pub inter_node_bandwidth: f64,
+    pub batch_size: i32,
+    pub optimizer: i32,
+    pub memory_bandwidth: f64,
+    pub reserved_fraction: f64,
+}
+
+impl Topology {
+    pub fn new(world_size: i32) -> Topology {
+        Topology { world_size, ..Topology::default() }
+    }
+
+    /// The C struct; borrows `memory_bytes_per_rank`.
+    pub(crate) fn raw(&self) -> sys::shardrec_topology_t {
+        // SAFETY: the struct is plain data; init fills the defaults.
+        let mut t: sys::shardrec_topology_t = unsafe { std::mem::zeroed() };
+        unsafe { sys::shardrec_topology_init(&mut t, sys::SHARDREC_TOPOLOGY_VERSION) };
+        t.world_size = self.world_size;
+        t.ranks_per_node = self.ranks_per_node;
+        t.device_type = self.device_type;
+        t.memory_bytes = self.memory_bytes;
+        if !self.memory_bytes_per_rank.is_empty() {
+            t.memory_bytes_per_rank = self.memory_bytes_per_rank.as_ptr();
+            t.num_memory_bytes_per_rank = self.memory_bytes_per_rank.len();
+        }
+        t.intra_node_bandwidth = self.intra_node_bandwidth;
+        t.inter_node_bandwidth = self.inter_node_bandwidth;
+        t.batch_size = self.batch_size;
+        t.optimizer = self.optimizer;
+        t.memory_bandwidth = self.memory_bandwidth;
+        t.reserved_fraction = self.reserved_fraction;
+        t
+    }
+}
+
+/// Constraints on how one table may be sharded.
+#[derive(Clone, Debug, Default)]
+pub struct Constraints {
+    pub table: String,
+    /// Allowed types; empty means the default set.
+    pub sharding_types: Vec<ShardingType>,
+    pub min_partition: i32,
+    pub ranks: Vec<i32>,
+    pub pooling_factors: Vec<f32>,
+}
+
+impl Constraints {
+    pub fn new(table: &str, types: &[ShardingType], ranks: &[i32]) -> Constraints {
+        Constraints {
+            table: table.to_string(),
+            sharding_types: types.to_vec(),
+            ranks: ranks.to_vec(),
+            ..Constraints::default()
+        }
+    }
+}
+
+/// Fused optimizer type (`SHARDREC_OPTIMIZER_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OptimizerType {
+    #[default]
+    Sgd = 0,
+    Adagrad = 1,
+    RowwiseAdagrad = 2,
+    Adam = 3,
+    PartialRowwiseAdam = 4,
+    Lamb = 5,
+}
+
+/// Fused optimizer configuration; `Default` gives the C defaults (SGD, lr 0.01).
+#[derive(Clone, Debug)]
+pub struct Optimizer {
+    pub kind: OptimizerType,
+    pub learning_rate: f32,
+    pub eps: f32,
+    pub beta1: f32,
+    pub beta2: f32,
+    pub weight_decay: f32,
+    pub weight_decay_mode: i32,
+}
+
+impl Default for Optimizer {
+    fn default() -> Optimizer {
+        Optimizer {
+            kind: OptimizerType::Sgd,
+            learning_rate: 0.01,
+            eps: 1e-8,
+            beta1: 0.9,
+            beta2: 0.999,
+            weight_decay: 0.0,
+            weight_decay_mode: 0,
+        }
+    }
+}
+
+impl Optimizer {
+    pub fn new(kind: OptimizerType, learning_rate: f32) -> Optimizer {
+        Optimizer { kind, learning_rate, ..Optimizer::default() }
+    }
+
+    pub(crate) fn raw(&self) -> sys::shardrec_optimizer_config_t {
+        // SAFETY: plain data filled by init.
+        let mut o: sys::shardrec_optimizer_config_t = unsafe { std::mem::zeroed() };
+        unsafe { sys::shardrec_optimizer_config_init(&mut o, sys::SHARDREC_OPTIMIZER_CONFIG_VERSION) };
+        o.type_ = self.kind as i32;
+        o.learning_rate = self.learning_rate;
+        o.eps = self.eps;
+        o.beta1 = self.beta1;
+        o.beta2 = self.beta2;
+        o.weight_decay = self.weight_decay;
+        o.weight_decay_mode = self.weight_decay_mode;
+        o
+    }
+}

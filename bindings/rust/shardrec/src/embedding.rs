@@ -1,0 +1,231 @@
+//! Sharded embedding collections: forward/backward over slices (no copies), pipelined input
+//! distribution, and full-table weight and optimizer-state accessors.
+use crate::comm::Comm;
+use crate::config::Optimizer;
+use crate::plan::Plan;
+use crate::{check, cstring, sys, Result};
+use std::collections::HashMap;
+use std::ffi::CStr;
+use std::ptr;
+
+/// What happens to an id outside a table's rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum BoundsPolicy {
+    #[default]
+    Error = 0,
+    Clamp = 1,
+    Skip = 2,
+}
+
+/// Collection options; `Default` gives the library defaults.
+#[derive(Default)]
+pub struct EmbeddingOptions<'a> {
+    pub seed: u64,
+    pub bounds_policy: BoundsPolicy,
+    pub num_threads: i32,
+    pub dp_comm: Option<&'a Comm>,
+}
+
+/// One rank's batch in keyed-jagged form, feature-major: `lengths[f * batch_size + b]` ids of
+/// feature f in sample b, all ids in `values` in that order, optional per-id `weights`.
+#[derive(Clone, Copy, Debug)]
+pub struct Kjt<'a> {
+    pub batch_size: i64,
+    pub num_features: usize,
+    pub lengths: &'a [i32],
+    pub values: &'a [i64],
+    pub weights: Option<&'a [f32]>,
+}
+
+impl<'a> Kjt<'a> {
+    fn raw(&self) -> sys::shardrec_kjt_view_t {
+        sys::shardrec_kjt_view_t {
+            batch_size: self.batch_size,
+            num_features: self.num_features,
+            lengths: self.lengths.as_ptr(),
+            num_lengths: self.lengths.len(),
+            values: self.values.as_ptr().cast(),
+            values_dtype: sys::shardrec_dtype_SHARDREC_DTYPE_INT64 as i32,
+            num_values: self.values.len(),
+            weights: self.weights.map_or(ptr::null(), |w| w.as_ptr()),
+            num_weights: self.weights.map_or(0, |w| w.len()),
+        }
+    }
+}
+
+/// This rank's part of a sharded collection. One thread at a time (embedding.h), so `Send`
+/// but not `Sync`. It keeps its plan and communicator alive on the C side.
+pub struct EmbeddingCollection {
+    raw: *mut sys::shardrec_embedding_t,
+    shapes: HashMap<String, (i64, i32)>,
+}
+
+// SAFETY: embedding.h allows one thread at a time per collection, any thread.
+unsafe impl Send for EmbeddingCollection {}
+
+impl Drop for EmbeddingCollection {
+    fn drop(&mut self) {
+        unsafe { sys::shardrec_embedding_destroy(self.raw) };
+    }
+}
+
+impl EmbeddingCollection {
+    /// Collective over `comm`: every rank passes the same plan.
+    pub fn new(
+        plan: &Plan,
+        comm: &mut Comm,
+        optimizer: &Optimizer,
+        options: &EmbeddingOptions<'_>,
+    ) -> Result<EmbeddingCollection> {
+        let mut shapes = HashMap::new();
+        for t in 0..plan.num_tables()? {
+            shapes.insert(plan.table_name(t)?, plan.table_shape(t)?);
+        }
+        let opt = optimizer.raw();
+        let mut o: sys::shardrec_embedding_options_t = unsafe { std::mem::zeroed() };
+        check(unsafe {
+            sys::shardrec_embedding_options_init(&mut o, sys::SHARDREC_EMBEDDING_OPTIONS_VERSION)
+        })?;
+        o.seed = options.seed;
+        o.bounds_policy = options.bounds_policy as i32;
+        o.num_threads = options.num_threads;
+        o.dp_comm = options.dp_comm.map_or(ptr::null_mut(), |c| c.raw);
+        let mut out = ptr::null_mut();
+        check(unsafe { sys::shardrec_embedding_create(&mut out, plan.raw, comm.raw, &opt, &o) })?;
+        Ok(EmbeddingCollection { raw: out, shapes })
+    }
+
+    pub fn output_dim(&self) -> Result<i64> {
+        let mut out = 0;
+        check(unsafe { sys::shardrec_embedding_output_dim(self.raw, &mut out) })?;
+        Ok(out)
+    }
+
+    pub fn is_sequence(&self) -> Result<bool> {
+        let mut out = 0;
+        check(unsafe { sys::shardrec_embedding_is_sequence(self.raw, &mut out) })?;
+        Ok(out != 0)
+    }
+
+    /// Number of floats of the forward output of `batch`.
+    pub fn output_size(&self, batch: &Kjt<'_>) -> Result<usize> {
+        let rows = if self.is_sequence()? { batch.values.len() } else { batch.batch_size as usize };
+        Ok(rows * self.output_dim()? as usize)
+    }
+
+    /// Forward of this rank's batch into `out` (collective).
+    pub fn forward(&mut self, batch: &Kjt<'_>, out: &mut [f32]) -> Result<()> {
+        let kjt = batch.raw();
+        check(unsafe {
+            sys::shardrec_embedding_forward(self.raw, &kjt, out.as_mut_ptr(), out.len(), ptr::null_mut())
+        })
+    }
+
+    /// Forward into a new vector of the right size.
+    pub fn forward_vec(&mut self, batch: &Kjt<'_>) -> Result<Vec<f32>> {
+        let mut out = vec![0.0; self.output_size(batch)?];
+        self.forward(batch, &mut out)?;
+        Ok(out)
+    }
+
+    /// Starts the pipelined input distribution of `batch` (collective).
+    pub fn input_dist_start(&mut self, batch: &Kjt<'_>) -> Result<()> {
+        let kjt = batch.raw();
+        check(unsafe { sys::shardrec_embedding_input_dist_start(self.raw, &kjt, ptr::null_mut()) })
+    }
+
+    pub fn input_dist_wait(&mut self) -> Result<()> {
+        check(unsafe { sys::shardrec_embedding_input_dist_wait(self.raw, ptr::null_mut()) })
+    }
+
+    pub fn forward_distributed(&mut self, out: &mut [f32]) -> Result<()> {
+        check(unsafe {
+            sys::shardrec_embedding_forward_distributed(self.raw, out.as_mut_ptr(), out.len(), ptr::null_mut())
+        })
+    }
+
+    /// Backward of the last forward with its output gradient (collective).
+    pub fn backward(&mut self, grad: &[f32]) -> Result<()> {
+        check(unsafe {
+            sys::shardrec_embedding_backward(self.raw, grad.as_ptr(), grad.len(), ptr::null_mut())
+        })
+    }
+
+    pub fn set_learning_rate(&mut self, lr: f32) -> Result<()> {
+        check(unsafe { sys::shardrec_embedding_set_learning_rate(self.raw, lr) })
+    }
+
+    pub fn num_steps(&self) -> Result<i64> {
+        let mut out = 0;
+        check(unsafe { sys::shardrec_embedding_num_steps(self.raw, &mut out) })?;
+        Ok(out)
+    }
+
+    pub fn set_num_steps(&mut self, steps: i64) -> Result<()> {
+        check(unsafe { sys::shardrec_embedding_set_num_steps(self.raw, steps) })
+    }
+
+    /// Full `[rows, dim]` weights of `table` into `out` (collective).
+    pub fn get_weights(&mut self, table: &str, out: &mut [f32]) -> Result<()> {
+        let name = cstring(table, "table")?;
+        check(unsafe {
+            sys::shardrec_embedding_get_weights(self.raw, name.as_ptr(), out.as_mut_ptr(), out.len())
+        })
+    }
+
+    /// Full weights of `table` as a new vector (collective).
+    pub fn weights(&mut self, table: &str) -> Result<Vec<f32>> {
+        let n = self.shapes.get(table).map_or(0, |(r, d)| (*r as usize) * (*d as usize));
+        let mut out = vec![0.0; n];
+        self.get_weights(table, &mut out)?;
+        Ok(out)
+    }
+
+    /// Replaces the weights of `table` (collective; same values on every rank).
+    pub fn set_weights(&mut self, table: &str, weights: &[f32]) -> Result<()> {
+        let name = cstring(table, "table")?;
+        check(unsafe {
+            sys::shardrec_embedding_set_weights(self.raw, name.as_ptr(), weights.as_ptr(), weights.len())
+        })
+    }
+
+    /// Names of the optimizer states and whether each is row-wise.
+    pub fn states(&self) -> Result<Vec<(String, bool)>> {
+        let mut n = 0;
+        check(unsafe { sys::shardrec_embedding_num_states(self.raw, &mut n) })?;
+        (0..n)
+            .map(|i| {
+                let (mut name, mut row_wise) = (ptr::null(), 0);
+                check(unsafe { sys::shardrec_embedding_state_info(self.raw, i, &mut name, &mut row_wise) })?;
+                Ok((unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned(), row_wise != 0))
+            })
+            .collect()
+    }
+
+    /// One full optimizer state of `table` (collective).
+    pub fn state(&mut self, table: &str, state: &str) -> Result<Vec<f32>> {
+        let row_wise = self.states()?.into_iter().any(|(n, rw)| n == state && rw);
+        let (rows, dim) = self.shapes.get(table).copied().unwrap_or((0, 0));
+        let mut out = vec![0.0; if row_wise { rows as usize } else { rows as usize * dim as usize }];
+        let (t, s) = (cstring(table, "table")?, cstring(state, "state")?);
+        check(unsafe {
+            sys::shardrec_embedding_get_state(self.raw, t.as_ptr(), s.as_ptr(), out.as_mut_ptr(), out.len())
+        })?;
+        Ok(out)
+    }
+
+    /// Replaces one optimizer state of `table` (collective).
+    pub fn set_state(&mut self, table: &str, state: &str, values: &[f32]) -> Result<()> {
+        let (t, s) = (cstring(table, "table")?, cstring(state, "state")?);
+        check(unsafe {
+            sys::shardrec_embedding_set_state(self.raw, t.as_ptr(), s.as_ptr(), values.as_ptr(), values.len())
+        })
+    }
+
+    /// (seconds in collectives, seconds in forward/backward overall).
+    pub fn timings(&self) -> Result<(f64, f64)> {
+        let (mut c, mut t) = (0.0, 0.0);
+        check(unsafe { sys::shardrec_embedding_timings(self.raw, &mut c, &mut t) })?;
+        Ok((c, t))
+    }
+}
