@@ -1,0 +1,442 @@
+/*
+ * Plain-C end-to-end smoke test: calls every public function at least once, from C99, with
+ * threads as ranks. Exactness is tested elsewhere; this proves the header works from C and that
+ * each entry point does something sensible.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shardrec/shardrec.h"
+
+static int g_failures = 0;
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+
+#define EXPECT(cond)                                                                 \
+  do {                                                                               \
+    if (!(cond)) {                                                                   \
+      pthread_mutex_lock(&g_mu);                                                     \
+      fprintf(stderr, "%s:%d: expected %s (last error: %s)\n", __FILE__, __LINE__,   \
+              #cond, shardrec_last_error());                                         \
+      ++g_failures;                                                                  \
+      pthread_mutex_unlock(&g_mu);                                                   \
+    }                                                                                \
+  } while (0)
+#define OK(call) EXPECT((call) == SHARDREC_OK)
+
+/* ---- common.h, version.h, device.h ------------------------------------------------------ */
+static void test_common(void) {
+  char buf[8];
+  size_t len;
+  char path[512];
+  int32_t count = -1;
+  shardrec_status_t rc;
+  EXPECT(shardrec_version() == SHARDREC_VERSION_CODE);
+  EXPECT(strlen(shardrec_version_string()) > 0);
+  EXPECT(strcmp(shardrec_status_string(SHARDREC_ETIMEOUT), "SHARDREC_ETIMEOUT") == 0);
+  EXPECT(strcmp(shardrec_status_string(12345), "SHARDREC_UNKNOWN") == 0);
+  EXPECT(shardrec_dtype_size(SHARDREC_DTYPE_BFLOAT16) == 2);
+  EXPECT(shardrec_dtype_size(99) == 0);
+  shardrec_free(NULL);
+  /* A failing call leaves a message; the copy truncates and reports the full length. */
+  EXPECT(shardrec_comm_rank(NULL, NULL) == SHARDREC_EINVAL);
+  EXPECT(strlen(shardrec_last_error()) > 0);
+  len = shardrec_last_error_copy(buf, sizeof(buf));
+  EXPECT(len == strlen(shardrec_last_error()) && strlen(buf) == sizeof(buf) - 1);
+  OK(shardrec_device_count(&count));
+  EXPECT(count >= 0);
+  OK(shardrec_device_check(SHARDREC_DEVICE_HOST, 0));
+  rc = shardrec_device_check(SHARDREC_DEVICE_CUDA, 0);
+  EXPECT(count > 0 ? rc == SHARDREC_OK : (rc == SHARDREC_ENODEVICE || rc == SHARDREC_EUNSUPPORTED));
+  rc = shardrec_device_plugin_path(&len, path, sizeof(path));
+  EXPECT(count > 0 ? rc == SHARDREC_OK : rc != SHARDREC_OK);
+}
+
+/* ---- comm.h ------------------------------------------------------------------------------- */
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  char keys[64][96];
+  unsigned char values[64][256];
+  size_t lens[64];
+  int n;
+} mem_store;
+
+static int store_find(mem_store* s, const char* key) {
+  int i;
+  for (i = 0; i < s->n; ++i)
+    if (strcmp(s->keys[i], key) == 0) return i;
+  return -1;
+}
+
+static int32_t store_set(void* payload, const char* key, const void* value, size_t len) {
+  mem_store* s = (mem_store*)payload;
+  int i;
+  if (len > 256 || strlen(key) >= 96) return SHARDREC_EINVAL;
+  pthread_mutex_lock(&s->mu);
+  i = store_find(s, key);
+  if (i < 0) {
+    if (s->n == 64) {
+      pthread_mutex_unlock(&s->mu);
+      return SHARDREC_ENOMEM;
+    }
+    i = s->n++;
+    strcpy(s->keys[i], key);
+  }
+  memcpy(s->values[i], value, len);
+  s->lens[i] = len;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  return SHARDREC_OK;
+}
+
+static int32_t store_get(void* payload, const char* key, int64_t timeout_ms, void* buf,
+                         size_t buf_len, size_t* value_len) {
+  mem_store* s = (mem_store*)payload;
+  int i;
+  (void)timeout_ms; /* the smoke test's ranks always arrive */
+  pthread_mutex_lock(&s->mu);
+  while ((i = store_find(s, key)) < 0) pthread_cond_wait(&s->cv, &s->mu);
+  *value_len = s->lens[i];
+  if (buf_len >= s->lens[i]) memcpy(buf, s->values[i], s->lens[i]);
+  pthread_mutex_unlock(&s->mu);
+  return SHARDREC_OK;
+}
+
+static int32_t store_wait(void* payload, const char* const* keys, size_t num_keys,
+                          int64_t timeout_ms) {
+  mem_store* s = (mem_store*)payload;
+  size_t k;
+  (void)timeout_ms;
+  pthread_mutex_lock(&s->mu);
+  for (k = 0; k < num_keys; ++k)
+    while (store_find(s, keys[k]) < 0) pthread_cond_wait(&s->cv, &s->mu);
+  pthread_mutex_unlock(&s->mu);
+  return SHARDREC_OK;
+}
+
+static shardrec_unique_id_t g_id;
+static mem_store g_store;
+
+static void exercise_comm(shardrec_comm_t* comm, int rank) {
+  int32_t r = -1, n = -1;
+  float x[2], sum[2], all[4];
+  int32_t bcast = rank == 0 ? 42 : 0;
+  shardrec_comm_t* sub = NULL;
+  OK(shardrec_comm_rank(&r, comm));
+  OK(shardrec_comm_size(&n, comm));
+  EXPECT(r == rank && n == 2);
+  OK(shardrec_comm_set_timeout(comm, 60000));
+  x[0] = (float)rank;
+  x[1] = 1.0f;
+  OK(shardrec_comm_allreduce(comm, x, sum, 2, SHARDREC_DTYPE_FLOAT32, SHARDREC_REDUCE_SUM, NULL));
+  EXPECT(sum[0] == 1.0f && sum[1] == 2.0f);
+  OK(shardrec_comm_broadcast(comm, &bcast, 1, SHARDREC_DTYPE_INT32, 0, NULL));
+  EXPECT(bcast == 42);
+  OK(shardrec_comm_allgather(comm, x, all, 2, SHARDREC_DTYPE_FLOAT32, NULL));
+  EXPECT(all[0] == 0.0f && all[2] == 1.0f);
+  OK(shardrec_comm_barrier(comm));
+  OK(shardrec_comm_split(&sub, comm, rank, 0)); /* two singleton groups */
+  OK(shardrec_comm_size(&n, sub));
+  EXPECT(n == 1);
+  OK(shardrec_comm_async_error(sub));
+  OK(shardrec_comm_abort(sub)); /* a singleton can be aborted without hurting its peer */
+  shardrec_comm_destroy(sub);
+}
+
+static void* comm_rank(void* arg) {
+  const int rank = (int)(intptr_t)arg;
+  shardrec_comm_options_t options;
+  shardrec_store_callbacks_t cb;
+  shardrec_comm_t* comm = NULL;
+  OK(shardrec_comm_options_init(&options, SHARDREC_COMM_OPTIONS_VERSION));
+  options.timeout_ms = 60000;
+  OK(shardrec_comm_create(&comm, &g_id, 2, rank, &options));
+  if (comm) exercise_comm(comm, rank);
+  OK(shardrec_comm_barrier(comm));
+  /* Rank 0 hosts the id's store: the other rank leaves first. */
+  if (rank == 0) OK(shardrec_comm_barrier(comm));
+  shardrec_comm_destroy(comm);
+  comm = NULL;
+  OK(shardrec_store_callbacks_init(&cb, SHARDREC_STORE_CALLBACKS_VERSION));
+  cb.set = store_set;
+  cb.get = store_get;
+  cb.wait = store_wait;
+  cb.payload = &g_store;
+  OK(shardrec_comm_create_with_store(&comm, &cb, 2, rank, &options));
+  if (comm) exercise_comm(comm, rank);
+  shardrec_comm_destroy(comm);
+  return NULL;
+}
+
+static void test_comm(void) {
+  pthread_t t[2];
+  int i;
+  shardrec_comm_t* group[2] = {NULL, NULL};
+  pthread_mutex_init(&g_store.mu, NULL);
+  pthread_cond_init(&g_store.cv, NULL);
+  OK(shardrec_comm_unique_id_create(&g_id));
+  for (i = 0; i < 2; ++i) pthread_create(&t[i], NULL, comm_rank, (void*)(intptr_t)i);
+  for (i = 0; i < 2; ++i) pthread_join(t[i], NULL);
+  OK(shardrec_comm_create_local_group(group, 2, NULL));
+  shardrec_comm_destroy(group[0]);
+  shardrec_comm_destroy(group[1]);
+  shardrec_comm_destroy(NULL);
+}
+
+/* ---- config.h, plan.h --------------------------------------------------------------------- */
+static shardrec_plan_t* make_plan(int32_t world, int32_t optimizer) {
+  static const int32_t f0[] = {0};
+  static const int32_t f1[] = {1, 2};
+  shardrec_feature_config_t features[3];
+  shardrec_table_config_t tables[2];
+  shardrec_table_constraints_t constraints[2];
+  shardrec_topology_t topology;
+  shardrec_plan_t* plan = NULL;
+  int i;
+  const char* names[3] = {"a", "b", "c"};
+  for (i = 0; i < 3; ++i) {
+    OK(shardrec_feature_config_init(&features[i], SHARDREC_FEATURE_CONFIG_VERSION));
+    features[i].name = names[i];
+  }
+  for (i = 0; i < 2; ++i) {
+    OK(shardrec_table_config_init(&tables[i], SHARDREC_TABLE_CONFIG_VERSION));
+    OK(shardrec_table_constraints_init(&constraints[i], SHARDREC_TABLE_CONSTRAINTS_VERSION));
+  }
+  tables[0].name = "small";
+  tables[0].rows = 7;
+  tables[0].dim = 4;
+  tables[0].features = f0;
+  tables[0].num_features = 1;
+  tables[1].name = "big";
+  tables[1].rows = 50;
+  tables[1].dim = 8;
+  tables[1].pooling = SHARDREC_POOLING_MEAN;
+  tables[1].features = f1;
+  tables[1].num_features = 2;
+  constraints[0].table = "small";
+  constraints[0].sharding_types = 1u << SHARDREC_SHARDING_ROW_WISE;
+  constraints[1].table = "big";
+  constraints[1].sharding_types = 1u << SHARDREC_SHARDING_COLUMN_WISE;
+  constraints[1].min_partition = 4;
+  OK(shardrec_topology_init(&topology, SHARDREC_TOPOLOGY_VERSION));
+  topology.world_size = world;
+  topology.optimizer = optimizer;
+  OK(shardrec_plan_create(&plan, tables, 2, features, 3, &topology, constraints, 2));
+  return plan;
+}
+
+static void test_plan(void) {
+  shardrec_plan_t* plan = make_plan(2, SHARDREC_OPTIMIZER_ADAGRAD);
+  shardrec_plan_t* copy = NULL;
+  char* json = NULL;
+  char* stats = NULL;
+  size_t len = 0, n = 0, index = 99;
+  uint64_t h1 = 0, h2 = 1;
+  int32_t v = 0, type = -1;
+  int64_t rows = 0;
+  const char* name = NULL;
+  shardrec_shard_t shard;
+  if (!plan) return;
+  OK(shardrec_plan_world_size(plan, &v));
+  EXPECT(v == 2);
+  OK(shardrec_plan_ranks_per_node(plan, &v));
+  OK(shardrec_plan_num_tables(plan, &n));
+  EXPECT(n == 2);
+  OK(shardrec_plan_num_features(plan, &n));
+  EXPECT(n == 3);
+  OK(shardrec_plan_feature_name(plan, 2, &name));
+  EXPECT(strcmp(name, "c") == 0);
+  OK(shardrec_plan_table_name(plan, 1, &name));
+  EXPECT(strcmp(name, "big") == 0);
+  OK(shardrec_plan_find_table(plan, "big", &index));
+  EXPECT(index == 1);
+  EXPECT(shardrec_plan_find_table(plan, "nope", &index) == SHARDREC_ENOTFOUND);
+  OK(shardrec_plan_table_rows(plan, 0, &rows));
+  EXPECT(rows == 7);
+  OK(shardrec_plan_table_dim(plan, 1, &v));
+  EXPECT(v == 8);
+  OK(shardrec_plan_table_sharding(plan, 0, &type, &n));
+  EXPECT(type == SHARDREC_SHARDING_ROW_WISE && n == 2);
+  OK(shardrec_plan_shard(plan, 0, 1, &shard));
+  EXPECT(shard.row_offset == 4 && shard.rows == 3 && shard.rank == 1);
+  OK(shardrec_plan_to_json(plan, &json, &len));
+  EXPECT(json && strlen(json) == len);
+  OK(shardrec_plan_from_json(&copy, json, len));
+  OK(shardrec_plan_hash(plan, &h1));
+  OK(shardrec_plan_hash(copy, &h2));
+  EXPECT(h1 == h2);
+  EXPECT(shardrec_plan_from_json(&copy, "{", 1) == SHARDREC_ECORRUPT);
+  OK(shardrec_plan_stats(plan, &stats, &len));
+  EXPECT(stats && len > 0);
+  shardrec_free(json);
+  shardrec_free(stats);
+  shardrec_plan_destroy(copy);
+  shardrec_plan_destroy(plan);
+  shardrec_plan_destroy(NULL);
+}
+
+/* ---- tensor.h, embedding.h ---------------------------------------------------------------- */
+static shardrec_comm_t* g_group[4];
+static shardrec_plan_t* g_plan;
+
+static void make_batch(shardrec_kjt_view_t* kjt, int32_t* lengths, int64_t* ids, int rank) {
+  int i;
+  memset(kjt, 0, sizeof(*kjt));
+  for (i = 0; i < 6; ++i) lengths[i] = 1 + (i + rank) % 2; /* F = 3, B = 2 */
+  for (i = 0; i < 12; ++i) ids[i] = (i * 3 + rank) % 7;
+  kjt->batch_size = 2;
+  kjt->num_features = 3;
+  kjt->lengths = lengths;
+  kjt->num_lengths = 6;
+  kjt->values = ids;
+  kjt->values_dtype = SHARDREC_DTYPE_INT64;
+  kjt->num_values = 0;
+  for (i = 0; i < 6; ++i) kjt->num_values += (size_t)lengths[i];
+}
+
+static void train_step(shardrec_embedding_t* coll, int rank, int async) {
+  int32_t lengths[6];
+  int64_t ids[12];
+  float out[2 * 20], grad[2 * 20];
+  shardrec_kjt_view_t kjt;
+  int i;
+  make_batch(&kjt, lengths, ids, rank);
+  if (async) {
+    OK(shardrec_embedding_input_dist_start(coll, &kjt, NULL));
+    OK(shardrec_embedding_input_dist_wait(coll, NULL));
+    OK(shardrec_embedding_forward_distributed(coll, out, 40, NULL));
+  } else {
+    OK(shardrec_embedding_forward(coll, &kjt, out, 40, NULL));
+  }
+  for (i = 0; i < 40; ++i) grad[i] = 0.01f * (float)(i % 5);
+  OK(shardrec_embedding_backward(coll, grad, 40, NULL));
+}
+
+static void* embedding_rank(void* arg) {
+  const int rank = (int)(intptr_t)arg;
+  shardrec_optimizer_config_t opt;
+  shardrec_embedding_options_t options;
+  shardrec_embedding_t* coll = NULL;
+  int64_t dim = 0, steps = 0;
+  int32_t seq = -1, row_wise = -1;
+  size_t ns = 0;
+  const char* state = NULL;
+  float w[50 * 8], st[50 * 8];
+  double comm_s = -1, total_s = -1;
+  OK(shardrec_optimizer_config_init(&opt, SHARDREC_OPTIMIZER_CONFIG_VERSION));
+  opt.type = SHARDREC_OPTIMIZER_ADAGRAD;
+  opt.learning_rate = 0.1f;
+  OK(shardrec_embedding_options_init(&options, SHARDREC_EMBEDDING_OPTIONS_VERSION));
+  options.seed = 3;
+  OK(shardrec_embedding_create(&coll, g_plan, g_group[rank], &opt, &options));
+  if (!coll) return NULL;
+  OK(shardrec_embedding_output_dim(coll, &dim));
+  EXPECT(dim == 20); /* a:4 + b:8 + c:8 */
+  OK(shardrec_embedding_is_sequence(coll, &seq));
+  EXPECT(seq == 0);
+  train_step(coll, rank, 0);
+  train_step(coll, rank, 1);
+  OK(shardrec_embedding_set_learning_rate(coll, 0.05f));
+  OK(shardrec_embedding_num_steps(coll, &steps));
+  EXPECT(steps == 2);
+  OK(shardrec_embedding_set_num_steps(coll, 2));
+  OK(shardrec_embedding_get_weights(coll, "big", w, 400));
+  OK(shardrec_embedding_set_weights(coll, "big", w, 400));
+  OK(shardrec_embedding_num_states(coll, &ns));
+  EXPECT(ns == 1);
+  OK(shardrec_embedding_state_info(coll, 0, &state, &row_wise));
+  EXPECT(state != NULL && row_wise == 0);
+  OK(shardrec_embedding_get_state(coll, "big", state, st, 400));
+  OK(shardrec_embedding_set_state(coll, "big", state, st, 400));
+  EXPECT(shardrec_embedding_get_weights(coll, "missing", w, 400) == SHARDREC_ENOTFOUND ||
+         shardrec_embedding_get_weights(coll, "missing", w, 400) == SHARDREC_EINVAL);
+  OK(shardrec_embedding_timings(coll, &comm_s, &total_s));
+  EXPECT(comm_s >= 0 && total_s >= comm_s);
+  shardrec_embedding_destroy(coll);
+  return NULL;
+}
+
+/* ---- replica.h ---------------------------------------------------------------------------- */
+static int32_t hook_avg(void* data, size_t count, int32_t dtype, void* payload) {
+  return shardrec_comm_allreduce((shardrec_comm_t*)payload, data, data, count, dtype,
+                                 SHARDREC_REDUCE_AVG, NULL);
+}
+
+static void* mesh_rank(void* arg) {
+  const int rank = (int)(intptr_t)arg;
+  shardrec_mesh_options_t mo;
+  shardrec_mesh_t* mesh = NULL;
+  shardrec_comm_t* shard_comm = NULL;
+  shardrec_comm_t* replica_comm = NULL;
+  shardrec_optimizer_config_t opt;
+  shardrec_embedding_t* coll = NULL;
+  int32_t g = -1, sr = -1, rg = -1, rr = -1, synced = -1, collectives = 0;
+  uint64_t bytes = 0;
+  int64_t syncs = 0;
+  char* text = NULL;
+  OK(shardrec_mesh_options_init(&mo, SHARDREC_MESH_OPTIONS_VERSION));
+  mo.sharding_group_size = 2;
+  mo.ranks_per_node = 2;
+  OK(shardrec_mesh_create(&mesh, g_group[rank], &mo));
+  if (!mesh) return NULL;
+  OK(shardrec_mesh_coords(mesh, &g, &sr, &rg, &rr));
+  EXPECT(g == rank % 2 && sr == rank / 2 && rg == sr && rr == g);
+  OK(shardrec_mesh_sharding_comm(&shard_comm, mesh));
+  OK(shardrec_mesh_replica_comm(&replica_comm, mesh));
+  if (rank == 0) {
+    OK(shardrec_mesh_describe(mesh, &text, NULL));
+    EXPECT(text && strstr(text, "replica groups") != NULL);
+    shardrec_free(text);
+  }
+  OK(shardrec_optimizer_config_init(&opt, SHARDREC_OPTIMIZER_CONFIG_VERSION));
+  OK(shardrec_mesh_embedding_create(&coll, mesh, g_plan, &opt, NULL));
+  if (coll) {
+    train_step(coll, rank, 0);
+    OK(shardrec_mesh_step(mesh, coll, &synced));
+    EXPECT(synced == 1);
+    OK(shardrec_mesh_set_sync_hook(mesh, hook_avg, replica_comm));
+    OK(shardrec_mesh_sync(mesh, coll, SHARDREC_SYNC_WEIGHTS_ONLY));
+    OK(shardrec_mesh_set_sync_hook(mesh, NULL, NULL));
+    OK(shardrec_mesh_sync_stats(mesh, &bytes, &collectives, &syncs));
+    EXPECT(bytes > 0 && collectives >= 1 && syncs == 2);
+  }
+  shardrec_embedding_destroy(coll);
+  shardrec_comm_destroy(shard_comm);
+  shardrec_comm_destroy(replica_comm);
+  shardrec_mesh_destroy(mesh);
+  return NULL;
+}
+
+static void run_ranks(int n, void* (*fn)(void*)) {
+  pthread_t t[4];
+  int i;
+  for (i = 0; i < n; ++i) pthread_create(&t[i], NULL, fn, (void*)(intptr_t)i);
+  for (i = 0; i < n; ++i) pthread_join(t[i], NULL);
+}
+
+int main(void) {
+  shardrec_comm_options_t options = SHARDREC_COMM_OPTIONS_INIT;
+  int i;
+  options.timeout_ms = 60000;
+  test_common();
+  test_comm();
+  test_plan();
+  OK(shardrec_comm_create_local_group(g_group, 2, &options));
+  g_plan = make_plan(2, SHARDREC_OPTIMIZER_ADAGRAD);
+  if (g_plan && g_group[0]) run_ranks(2, embedding_rank);
+  for (i = 0; i < 2; ++i) shardrec_comm_destroy(g_group[i]);
+  OK(shardrec_comm_create_local_group(g_group, 4, &options));
+  if (g_plan && g_group[0]) run_ranks(4, mesh_rank);
+  for (i = 0; i < 4; ++i) shardrec_comm_destroy(g_group[i]);
+  shardrec_plan_destroy(g_plan);
+  shardrec_mesh_destroy(NULL);
+  shardrec_embedding_destroy(NULL);
+  if (g_failures) {
+    fprintf(stderr, "capi_smoke: %d failure(s)\n", g_failures);
+    return 1;
+  }
+  printf("capi_smoke: every public function called from C99, all checks passed\n");
+  return 0;
+}
