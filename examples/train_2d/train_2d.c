@@ -3,8 +3,9 @@
  * @brief Trains a sharded embedding collection with 2D parallelism: 4 CPU ranks (threads) as
  *        2 replica groups x 2-way sharding, on synthetic data, through the public C API only.
  *
- * Each sample has three sparse features; the model is the pooled embedding itself, regressed
- * against a fixed per-sample target (mean squared error), so the loss must fall. Every step:
+ * Each sample has three sparse features. A hidden "teacher" assigns every id a fixed embedding;
+ * the target of a sample is the teacher's pooled embedding of its bags, and the collection (the
+ * student) is trained to reproduce it with a mean squared error, so the loss must fall. Every step:
  * forward, loss and its gradient, backward (fused Adagrad update), then shardrec_mesh_step,
  * which averages weights and optimizer state across each replica group.
  *
@@ -22,8 +23,8 @@
 #define SHARD 2
 #define NUM_FEATURES 3
 
-static int g_steps = 30;
-static int g_batch = 64;
+static int g_steps = 40;
+static int g_batch = 128;
 static int g_sync_every = 1;
 static int g_layout = SHARDREC_MESH_LAYOUT_DEFAULT;
 static shardrec_comm_t* g_comms[WORLD];
@@ -40,6 +41,16 @@ static int g_failed;
       return NULL;                                                                      \
     }                                                                                   \
   } while (0)
+
+/* The teacher's embedding value of (feature, id, column), in [-0.1, 0.1). */
+static float teacher(int feature, int64_t id, int64_t col) {
+  uint64_t h = (uint64_t)id * 0x9E3779B97F4A7C15ULL ^ (uint64_t)(col + 1) * 0xC2B2AE3D27D4EB4FULL ^
+               (uint64_t)(feature + 7) * 0x165667B19E3779F9ULL;
+  h ^= h >> 29;
+  h *= 0xBF58476D1CE4E5B9ULL;
+  h ^= h >> 32;
+  return (float)(h % 2000) / 10000.0f - 0.1f;
+}
 
 /* A cheap deterministic generator, so every run sees the same data. */
 static uint64_t next_random(uint64_t* state) {
@@ -131,7 +142,7 @@ static void* run_rank(void* arg) {
   }
   CHECK(shardrec_optimizer_config_init(&optimizer, SHARDREC_OPTIMIZER_CONFIG_VERSION));
   optimizer.type = SHARDREC_OPTIMIZER_ADAGRAD;
-  optimizer.learning_rate = 0.5f;
+  optimizer.learning_rate = 0.03f;
   CHECK(shardrec_embedding_options_init(&options, SHARDREC_EMBEDDING_OPTIONS_VERSION));
   options.seed = 2024;
   CHECK(shardrec_mesh_embedding_create(&coll, mesh, g_plan, &optimizer, &options));
@@ -163,11 +174,23 @@ static void* run_rank(void* arg) {
     batch.num_values = (size_t)n;
     CHECK(shardrec_embedding_forward(coll, &batch, out, (size_t)(g_batch * dim), NULL));
     {
-      int64_t offset = 0; /* ids of the user feature come first */
-      for (b = 0; b < g_batch; ++b) {
-        int64_t user = ids[offset];
-        offset += lengths[b];
-        for (k = 0; k < dim; ++k) target[b * dim + k] = (float)((user * 31 + k) % 7) / 7.0f - 0.4f;
+      /* Output columns: users (16), items (16), categories (8, MEAN), as in the plan. */
+      static const int dims[NUM_FEATURES] = {16, 16, 8};
+      int64_t pos = 0;
+      int col0 = 0;
+      memset(target, 0, sizeof(float) * g_batch * dim);
+      for (f = 0; f < NUM_FEATURES; ++f) {
+        for (b = 0; b < g_batch; ++b) {
+          int len = lengths[f * g_batch + b];
+          for (k = 0; k < len; ++k, ++pos) {
+            int c;
+            for (c = 0; c < dims[f]; ++c) {
+              float v = teacher(f, ids[pos], c);
+              target[b * dim + col0 + c] += f == 2 ? v / (float)len : v;
+            }
+          }
+        }
+        col0 += dims[f];
       }
     }
     for (k = 0; k < g_batch * dim; ++k) {
@@ -182,6 +205,7 @@ static void* run_rank(void* arg) {
                                   SHARDREC_REDUCE_SUM, NULL));
     if (rank == 0 && (step % 5 == 0 || step == g_steps - 1)) {
       printf("step %3d  loss %.6f\n", step, loss[0] / loss[1]);
+      fflush(stdout);
     }
   }
   if (rank == 0) {

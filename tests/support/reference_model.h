@@ -55,6 +55,11 @@ class ReferenceModel {
   const std::vector<float>& weights(size_t table) const { return weights_[table]; }
   // "momentum1" / "momentum2"; empty when the optimizer has no such state.
   const std::vector<float>& state(size_t table, const std::string& name) const;
+  // Writable views for the 2D replica simulation, which averages models between steps.
+  std::vector<float>& mutable_weights(size_t table) { return weights_[table]; }
+  std::vector<float>& mutable_state(size_t table, const std::string& name) {
+    return name == "momentum2" ? m2_[table] : m1_[table];
+  }
   void set_lr(float lr) { opt_.lr = lr; }
   int64_t steps() const { return step_; }
 

@@ -79,6 +79,16 @@ TEST(EmbeddingEdgeCases, MixedShardingTypesInOneCollection) {
   }
 }
 
+// Feature f0 feeds t0 and t3 (output "f0@t0" then "f0@t3"), and t3 is also read by f3.
+TEST(EmbeddingEdgeCases, FeatureFeedingTwoTables) {
+  Scenario s = StandardScenario(4, kTW, SHARDREC_POOLING_MEAN);
+  s.tables.push_back(RefTable{"t3", 7, 4, SHARDREC_POOLING_MEAN, {0, 3}, 0, 0, 0});
+  s.sharding = {kRW, kCW, kDP, kGRID};
+  s.weighted = true;
+  s.optimizer.type = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
+  RunEquivalence(s);
+}
+
 TEST(EmbeddingEdgeCases, MixedShardingTypesSequence) {
   Scenario s = StandardScenario(4, kTW, SHARDREC_POOLING_NONE);
   s.tables.push_back(RefTable{"t3", 17, 8, SHARDREC_POOLING_NONE, {4}, 0, 0, 0});

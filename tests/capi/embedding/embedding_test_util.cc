@@ -85,8 +85,10 @@ shardrec_comm_t* GroupComm(int32_t world, int32_t rank) {
 std::vector<std::vector<RefBatch>> MakeBatches(const Scenario& s, const ReferenceModel&) {
   std::mt19937_64 gen(s.data_seed);
   std::vector<int64_t> rows_of(s.num_features, 0);
+  // A feature that feeds several tables draws ids valid in all of them.
   for (const RefTable& t : s.tables)
-    for (int32_t f : t.features) rows_of[f] = t.rows;
+    for (int32_t f : t.features)
+      rows_of[f] = rows_of[f] == 0 || t.rows < rows_of[f] ? t.rows : rows_of[f];
   std::vector<std::vector<RefBatch>> out(s.steps, std::vector<RefBatch>(s.world));
   for (int32_t step = 0; step < s.steps; ++step) {
     for (int32_t r = 0; r < s.world; ++r) {

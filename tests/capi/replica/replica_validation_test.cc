@@ -164,7 +164,9 @@ std::vector<std::vector<float>> TrainAndSync(int r, const Scenario& s, shardrec_
   shardrec_comm_t* rc = nullptr;
   shardrec_mesh_replica_comm(&rc, m);
   HookPayload payload{rc, calls};
-  if (use_hook) EXPECT_EQ(shardrec_mesh_set_sync_hook(m, AverageHook, &payload), SHARDREC_OK);
+  if (use_hook) {
+    EXPECT_EQ(shardrec_mesh_set_sync_hook(m, AverageHook, &payload), SHARDREC_OK);
+  }
   shardrec_embedding_options_t eo;
   shardrec_embedding_options_init(&eo, SHARDREC_EMBEDDING_OPTIONS_VERSION);
   eo.seed = s.seed;
