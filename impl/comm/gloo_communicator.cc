@@ -90,6 +90,14 @@ Status CreateGlooCommunicator(const GlooConfig& config, std::unique_ptr<Communic
     context = std::make_shared<gloo::rendezvous::Context>(config.rank, config.world);
     context->setTimeout(config.timeout);
     context->connectFullMesh(adapter, device);
+    // connectFullMesh can return on one rank while a peer is still completing its side of the
+    // handshake; a rank that then destroyed the new communicator would break the peer's setup.
+    // The barrier makes creation complete on every member before any of them returns.
+    if (config.world > 1) {
+      gloo::BarrierOptions barrier(context);
+      barrier.setTimeout(config.timeout);
+      gloo::barrier(barrier);
+    }
   } catch (const std::exception& e) {
     Status store_error = adapter.first_error();
     if (!store_error.ok()) return store_error.WithContext(where + ": rendezvous failed");

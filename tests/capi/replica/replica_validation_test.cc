@@ -109,7 +109,8 @@ TEST(ReplicaMesh, RejectsAPlanMadeForTheWrongWorldSize) {
   SpawnRanks(kWorld, [&](int r) {
     shardrec_mesh_options_t o = Options(4);
     shardrec_mesh_t* m = nullptr;
-    ASSERT_EQ(shardrec_mesh_create(&m, GroupComm(kWorld, r), &o), SHARDREC_OK);
+    ASSERT_EQ(shardrec_mesh_create(&m, GroupComm(kWorld, r), &o), SHARDREC_OK)
+        << "rank " << r << ": " << shardrec_last_error();
     shardrec_embedding_t* c = nullptr;
     EXPECT_EQ(shardrec_mesh_embedding_create(&c, m, plan.get(), &opt, nullptr), SHARDREC_EINVAL);
     EXPECT_NE(std::string(shardrec_last_error()).find("plan once for the sharding group size"),
@@ -127,7 +128,8 @@ TEST(ReplicaMesh, DetectsAReplicaStartedWithADifferentSeed) {
   SpawnRanks(kWorld, [&](int r) {
     shardrec_mesh_options_t o = Options(4);
     shardrec_mesh_t* m = nullptr;
-    ASSERT_EQ(shardrec_mesh_create(&m, GroupComm(kWorld, r), &o), SHARDREC_OK);
+    ASSERT_EQ(shardrec_mesh_create(&m, GroupComm(kWorld, r), &o), SHARDREC_OK)
+        << "rank " << r << ": " << shardrec_last_error();
     shardrec_embedding_options_t eo;
     shardrec_embedding_options_init(&eo, SHARDREC_EMBEDDING_OPTIONS_VERSION);
     eo.seed = r == 5 ? 999 : 11;  // rank 5 (replica group 2 = ranks 4,5) disagrees
