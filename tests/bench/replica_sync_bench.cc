@@ -1,0 +1,205 @@
+// 2D parallelism costs on CPU over Gloo (ranks as threads on loopback):
+//  - BM_ReplicaSync: replica sync (weights arena + state arena + step counter, coalesced per
+//    dtype) against a plain all-reduce of the same total size measured in the same run; the
+//    `vs_plain` counter is the ratio of achieved bandwidths (target >= 0.9).
+//  - BM_Step: a sharded training step at world 4, 1D (S = 4) against 2D (S = 2, R = 2, sync
+//    every k steps), samples/s and the share of the step spent in sync.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "impl/comm/factory.h"
+#include "impl/embedding/collection.h"
+#include "impl/replica/mesh.h"
+#include "impl/replica/sync.h"
+#include "impl/sharding/layout.h"
+#include "tests/bench/rank_threads.h"
+
+namespace shardrec::replica {
+namespace {
+
+using bench::RankThreads;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kWorld = 4;
+
+// Meshes for the world of 4 threads, one set per sharding group size, made once.
+struct World {
+  std::vector<std::unique_ptr<Mesh>> meshes;
+};
+
+World* MakeWorld(int shard_size, RankThreads& threads) {
+  auto* w = new World;
+  std::vector<std::unique_ptr<comm::Communicator>> comms;
+  if (!comm::CreateLocalGroup(kWorld, comm::CommOptions(), &comms).ok()) return nullptr;
+  w->meshes.resize(kWorld);
+  bool ok = true;
+  threads.Run([&](int r) {
+    std::shared_ptr<comm::Communicator> c(std::move(comms[r]));
+    if (!Mesh::Create(c, shard_size, MeshKind::kDefault, &w->meshes[r]).ok()) ok = false;
+  });
+  return ok ? w : nullptr;
+}
+
+void BM_ReplicaSync(benchmark::State& state) {
+  const int shard_size = static_cast<int>(state.range(0));
+  const size_t bytes = static_cast<size_t>(state.range(1)) << 20;
+  RankThreads threads(kWorld);
+  std::unique_ptr<World> world(MakeWorld(shard_size, threads));
+  if (!world) {
+    state.SkipWithError("cannot create the mesh");
+    return;
+  }
+  // Per rank: weights (3/4 of the bytes) and optimizer state (1/4), fp32, plus the step.
+  const size_t n = bytes / sizeof(float);
+  std::vector<std::vector<float>> weights(kWorld, std::vector<float>(n * 3 / 4, 1.0f));
+  std::vector<std::vector<float>> states(kWorld, std::vector<float>(n - n * 3 / 4, 2.0f));
+  std::vector<std::vector<float>> plain(kWorld, std::vector<float>(n, 1.0f));
+  std::vector<int64_t> steps(kWorld, 7);
+  std::vector<std::vector<uint8_t>> staging(kWorld);
+  auto sync = [&](int r) {
+    SyncBuffer b[3];
+    b[0] = {weights[r].data(), weights[r].size(), DType::kFloat32, comm::ReduceOp::kAvg};
+    b[1] = {states[r].data(), states[r].size(), DType::kFloat32, comm::ReduceOp::kAvg};
+    b[2] = {&steps[r], 1, DType::kInt64, comm::ReduceOp::kMax};
+    SyncStats stats;
+    ThrowIfError(SyncBuffers(*world->meshes[r]->replica(), b, {}, &staging[r], &stats));
+  };
+  auto allreduce = [&](int r) {
+    ThrowIfError(world->meshes[r]->replica()->AllReduce(plain[r].data(), plain[r].data(), n,
+                                                        DType::kFloat32, comm::ReduceOp::kAvg));
+  };
+  // Warm-up, then the baseline in the same run.
+  threads.Run(sync);
+  threads.Run(allreduce);
+  constexpr int kBaselineReps = 5;
+  auto t0 = Clock::now();
+  for (int i = 0; i < kBaselineReps; ++i) threads.Run(allreduce);
+  const double plain_s = std::chrono::duration<double>(Clock::now() - t0).count() / kBaselineReps;
+  double sync_s = 0;
+  for (auto _ : state) {
+    auto t = Clock::now();
+    threads.Run(sync);
+    const double s = std::chrono::duration<double>(Clock::now() - t).count();
+    sync_s += s;
+    state.SetIterationTime(s);
+  }
+  sync_s /= static_cast<double>(state.iterations());
+  state.counters["MiB"] = static_cast<double>(bytes >> 20);
+  state.counters["sync_GB/s"] = static_cast<double>(bytes) / sync_s / 1e9;
+  state.counters["plain_GB/s"] = static_cast<double>(bytes) / plain_s / 1e9;
+  state.counters["vs_plain"] = plain_s / sync_s;
+}
+
+BENCHMARK(BM_ReplicaSync)
+    ->ArgsProduct({{2, 1}, {1, 16, 64}})
+    ->ArgNames({"S", "MiB"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(10);
+
+std::shared_ptr<sharding::Plan> StepPlan(int shard_size) {
+  auto plan = std::make_shared<sharding::Plan>();
+  plan->world_size = shard_size;
+  plan->local_world_size = shard_size;
+  plan->features = {{"user", 8.0f}, {"item", 8.0f}, {"geo", 8.0f}};
+  auto table = [](const char* name, int64_t rows, int32_t dim, int32_t feature) {
+    sharding::TableConfig t;
+    t.name = name;
+    t.rows = rows;
+    t.dim = dim;
+    t.features = {feature};
+    return t;
+  };
+  plan->tables = {table("user", 200000, 64, 0), table("item", 100000, 64, 1),
+                  table("geo", 50000, 64, 2)};
+  plan->table_plans = {sharding::MakeRowWise(plan->tables[0], shard_size),
+                       sharding::MakeRowWise(plan->tables[1], shard_size),
+                       sharding::MakeTableWise(plan->tables[2], shard_size - 1)};
+  return plan;
+}
+
+// Arg 0: sharding group size S; arg 1: sync interval (0 = never, for the 1D case).
+void BM_Step(benchmark::State& state) {
+  const int shard_size = static_cast<int>(state.range(0));
+  const int interval = static_cast<int>(state.range(1));
+  constexpr int64_t kBatch = 256;
+  RankThreads threads(kWorld);
+  std::unique_ptr<World> world(MakeWorld(shard_size, threads));
+  if (!world) {
+    state.SkipWithError("cannot create the mesh");
+    return;
+  }
+  auto plan = StepPlan(shard_size);
+  optim::OptimizerConfig opt;
+  opt.type = optim::OptimizerType::kRowWiseAdagrad;
+  std::vector<std::unique_ptr<embedding::EmbeddingCollection>> colls(kWorld);
+  std::vector<std::vector<int32_t>> lengths(kWorld);
+  std::vector<std::vector<int64_t>> ids(kWorld);
+  std::vector<std::vector<float>> out(kWorld), grad(kWorld);
+  std::vector<std::vector<uint8_t>> staging(kWorld);
+  threads.Run([&](int r) {
+    embedding::CollectionOptions o;
+    o.dp_comm = world->meshes[r]->world();
+    (void)embedding::EmbeddingCollection::Create(plan, world->meshes[r]->sharding(), opt, o,
+                                                 &colls[r]);
+    std::mt19937_64 gen(r + 1);
+    for (size_t f = 0; f < plan->features.size(); ++f) {
+      for (int64_t b = 0; b < kBatch; ++b) {
+        const int32_t len = 1 + static_cast<int32_t>(gen() % 15);
+        lengths[r].push_back(len);
+        for (int32_t k = 0; k < len; ++k) ids[r].push_back(static_cast<int64_t>(gen() % plan->tables[f].rows));
+      }
+    }
+  });
+  for (int r = 0; r < kWorld; ++r) {
+    if (!colls[r]) {
+      state.SkipWithError("collection creation failed");
+      return;
+    }
+    out[r].resize(static_cast<size_t>(kBatch * colls[r]->output_dim()));
+    grad[r].assign(out[r].size(), 1e-3f);
+  }
+  int64_t step = 0;
+  std::vector<double> sync_seconds(kWorld, 0.0);
+  for (auto _ : state) {
+    ++step;
+    threads.Run([&](int r) {
+      embedding::Batch b{kBatch, static_cast<int64_t>(plan->features.size()), lengths[r].data(),
+                         lengths[r].size(), ids[r].data(), DType::kInt64, ids[r].size(), nullptr, 0};
+      ThrowIfError(colls[r]->Forward(b, out[r].data(), out[r].size()));
+      ThrowIfError(colls[r]->Backward(grad[r].data(), grad[r].size()));
+      if (interval > 0 && step % interval == 0) {
+        auto t = Clock::now();
+        std::vector<SyncBuffer> bufs;
+        for (const auto& p : colls[r]->LocalParameterBuffers()) {
+          bufs.push_back({p.data, p.count, p.dtype,
+                          p.dtype == DType::kInt64 ? comm::ReduceOp::kMax : comm::ReduceOp::kAvg});
+        }
+        SyncStats stats;
+        ThrowIfError(SyncBuffers(*world->meshes[r]->replica(), bufs, {}, &staging[r], &stats));
+        sync_seconds[r] += std::chrono::duration<double>(Clock::now() - t).count();
+      }
+    });
+  }
+  state.counters["samples/s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * kBatch * kWorld, benchmark::Counter::kIsRate);
+  state.counters["sync_ms/step"] = sync_seconds[0] * 1e3 / static_cast<double>(state.iterations());
+  threads.Run([&](int r) { colls[r].reset(); });
+}
+
+BENCHMARK(BM_Step)
+    ->Args({4, 0})
+    ->Args({2, 1})
+    ->Args({2, 10})
+    ->ArgNames({"S", "sync_every"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace shardrec::replica
+
+BENCHMARK_MAIN();
