@@ -6,7 +6,9 @@ file(MAKE_DIRECTORY ${tmp})
 execute_process(
   COMMAND ${SWIG} -go -cgo -intgosize 64 -DSWIGWORDSIZE64 -w451,314
           -I${SOURCE_ROOT}/capi/include -I${BINARY_ROOT}/capi/include -I${SOURCE_ROOT}/bindings/swig
-          -outdir ${tmp} -o ${tmp}/swig_shardrec_wrap.c ${GO_DIR}/shardrec_go.i
+          -outdir ${tmp} -o ${tmp}/swig_shardrec_wrap.c shardrec_go.i
+  # A relative input keeps the checkout's absolute path out of the generated files' headers.
+  WORKING_DIRECTORY ${GO_DIR}
   RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "swig failed (${rc})")

@@ -6,7 +6,7 @@
  * the SWIG interface file instead.
  * ----------------------------------------------------------------------------- */
 
-// source: /work/main/bindings/go/shardrec_go.i
+// source: shardrec_go.i
 
 package shardrec
 
