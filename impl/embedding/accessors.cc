@@ -141,37 +141,33 @@ Status EmbeddingCollection::SetWeights(const std::string& table, const float* in
   return Status::Ok();
 }
 
+Status EmbeddingCollection::CheckStateAccess(const std::string& table, const std::string& state,
+                                             const float* data, size_t len, const char* what,
+                                             int32_t* t, int32_t* s) const {
+  SR_RETURN_IF_ERROR(FindTable(table, t));
+  SR_RETURN_IF_ERROR(FindState(state, s));
+  const size_t need = FullSize(layout_.plan->tables[*t], layout_.state_specs[*s].row_wise);
+  if (len != need) {
+    return Status::InvalidArgument("table '", table, "' state '", state, "': len is ", len,
+                                   ", expected ", need);
+  }
+  if (data == nullptr) return Status::InvalidArgument(what, " must not be NULL");
+  return Status::Ok();
+}
+
 Status EmbeddingCollection::GetState(const std::string& table, const std::string& state,
                                      float* out, size_t len) {
   int32_t t = -1, s = -1;
-  Status local = FindTable(table, &t);
-  if (local.ok()) local = FindState(state, &s);
-  if (local.ok()) {
-    const size_t need = FullSize(layout_.plan->tables[t], layout_.state_specs[s].row_wise);
-    if (len != need)
-      local = Status::InvalidArgument("table '", table, "' state '", state, "': len is ", len,
-                                      ", expected ", need);
-    else if (out == nullptr)
-      local = Status::InvalidArgument("out must not be NULL");
-  }
-  SR_RETURN_IF_ERROR(Agree(local, "its get_state call"));
+  SR_RETURN_IF_ERROR(
+      Agree(CheckStateAccess(table, state, out, len, "out", &t, &s), "its get_state call"));
   return Gather(t, s, out);
 }
 
 Status EmbeddingCollection::SetState(const std::string& table, const std::string& state,
                                      const float* in, size_t len) {
   int32_t t = -1, s = -1;
-  Status local = FindTable(table, &t);
-  if (local.ok()) local = FindState(state, &s);
-  if (local.ok()) {
-    const size_t need = FullSize(layout_.plan->tables[t], layout_.state_specs[s].row_wise);
-    if (len != need)
-      local = Status::InvalidArgument("table '", table, "' state '", state, "': len is ", len,
-                                      ", expected ", need);
-    else if (in == nullptr)
-      local = Status::InvalidArgument("state values must not be NULL");
-  }
-  SR_RETURN_IF_ERROR(Agree(local, "its set_state call"));
+  SR_RETURN_IF_ERROR(Agree(CheckStateAccess(table, state, in, len, "state values", &t, &s),
+                           "its set_state call"));
   Scatter(t, s, in);
   return Status::Ok();
 }
