@@ -47,8 +47,8 @@ Status EmbeddingCollection::Gather(int32_t table, int32_t state, float* out) {
   const bool row_wise = state >= 0 && layout_.state_specs[state].row_wise;
   const auto local_data = [&](int32_t local) -> const float* {
     const LocalShard& ls = layout_.local[local];
-    return state < 0 ? weights_.data() + ls.weight_offset
-                     : states_.data() + ls.state_offsets[state];
+    return state < 0 ? weights_data() + ls.weight_offset
+                     : states_data() + ls.state_offsets[state];
   };
   const auto piece = [&](const sharding::Shard& s) -> size_t {
     return static_cast<size_t>(s.rows) * (row_wise ? 1 : static_cast<size_t>(s.cols));
@@ -97,8 +97,8 @@ void EmbeddingCollection::Scatter(int32_t table, int32_t state, const float* in)
   const bool row_wise = state >= 0 && layout_.state_specs[state].row_wise;
   for (const LocalShard& ls : layout_.local) {
     if (ls.table != table) continue;
-    float* dst = state < 0 ? weights_.data() + ls.weight_offset
-                           : states_.data() + ls.state_offsets[state];
+    float* dst = state < 0 ? weights_data() + ls.weight_offset
+                           : states_data() + ls.state_offsets[state];
     for (int64_t r = 0; r < ls.rows; ++r) {
       if (row_wise) {
         dst[r] = in[ls.row_offset + r];

@@ -68,8 +68,7 @@ EmbeddingCollection::~EmbeddingCollection() {
 
 void EmbeddingCollection::Initialise() {
   const auto& plan = *layout_.plan;
-  weights_.assign(layout_.weights_size, 0.0f);
-  states_.assign(layout_.states_size, 0.0f);
+  params_.assign(layout_.weights_size + layout_.states_size, 0.0f);
   for (const LocalShard& ls : layout_.local) {
     const auto& cfg = plan.tables[ls.table];
     float low = cfg.init.low;
@@ -80,7 +79,7 @@ void EmbeddingCollection::Initialise() {
     }
     const bool constant = cfg.init.kind == InitConfig::Kind::kConstant;
     const uint64_t key = layout_.tables[ls.table].key;
-    float* w = weights_.data() + ls.weight_offset;
+    float* w = weights_data() + ls.weight_offset;
     for (int64_t r = 0; r < ls.rows; ++r) {
       for (int32_t c = 0; c < ls.cols; ++c) {
         const uint64_t row = static_cast<uint64_t>(ls.row_offset + r);
@@ -109,12 +108,12 @@ void EmbeddingCollection::Initialise() {
 optim::ShardParams EmbeddingCollection::Params(int32_t local) {
   const LocalShard& ls = layout_.local[local];
   optim::ShardParams p;
-  p.weights = weights_.data() + ls.weight_offset;
+  p.weights = weights_data() + ls.weight_offset;
   p.dtype = DType::kFloat32;
   p.rows = ls.rows;
   p.cols = ls.cols;
   p.stride = ls.cols;
-  for (size_t off : ls.state_offsets) p.states.push_back(states_.data() + off);
+  for (size_t off : ls.state_offsets) p.states.push_back(states_data() + off);
   p.table_key = layout_.tables[ls.table].key;
   p.row_offset = ls.row_offset;
   p.col_offset = ls.col_offset;
@@ -243,7 +242,7 @@ Status EmbeddingCollection::LookupAndReturn(RoutedBatch& rb) {
     const ShardBags& sb = rb.shards[i];
     if (sb.num_bags == 0) continue;
     const LocalShard& ls = layout_.local[i];
-    kernels::WeightsView w{weights_.data() + ls.weight_offset, DType::kFloat32, ls.rows, ls.cols,
+    kernels::WeightsView w{weights_data() + ls.weight_offset, DType::kFloat32, ls.rows, ls.cols,
                            ls.cols};
     const float* bw = sb.weights.empty() ? nullptr : sb.weights.data();
     float* dst = staging_.data() + sb.staging_offset;
@@ -293,7 +292,7 @@ void EmbeddingCollection::Combine(const RoutedBatch& rb, float* out) {
   for (size_t i = 0; i < layout_.dp_pairs.size(); ++i) {
     const Pair& pair = layout_.pairs[layout_.dp_pairs[i]];
     const LocalShard& ls = layout_.local[layout_.tables[pair.table].shard_local[layout_.rank]];
-    kernels::WeightsView w{weights_.data() + ls.weight_offset, DType::kFloat32, ls.rows, ls.cols,
+    kernels::WeightsView w{weights_data() + ls.weight_offset, DType::kFloat32, ls.rows, ls.cols,
                            ls.cols};
     const int64_t* offsets = rb.dp_offsets.data() + rb.dp_offsets_begin[i];
     const float* bw = rb.dp_weights.empty() ? nullptr : rb.dp_weights.data();
@@ -305,7 +304,7 @@ void EmbeddingCollection::Combine(const RoutedBatch& rb, float* out) {
     const int64_t first = offsets[0];
     const int64_t n = offsets[B] - first;
     for (int64_t j = 0; j < n; ++j) {
-      const float* row = weights_.data() + ls.weight_offset + rb.dp_rows[first + j] * ls.cols;
+      const float* row = weights_data() + ls.weight_offset + rb.dp_rows[first + j] * ls.cols;
       const float scale = bw ? bw[first + j] : 1.0f;
       float* dst = out + rb.dp_pos[first + j] * D;
       for (int32_t c = 0; c < ls.cols; ++c) dst[c] = bw ? row[c] * scale : row[c];
@@ -339,8 +338,9 @@ std::vector<StateInfo> EmbeddingCollection::States() const {
 }
 
 std::vector<ParamBuffer> EmbeddingCollection::LocalParameterBuffers() {
-  return {{"weights", weights_.data(), weights_.size(), DType::kFloat32},
-          {"optimizer_states", states_.data(), states_.size(), DType::kFloat32},
+  return {{"weights", weights_data(), static_cast<size_t>(layout_.weights_size), DType::kFloat32},
+          {"optimizer_states", states_data(), static_cast<size_t>(layout_.states_size),
+           DType::kFloat32},
           {"step", &step_, 1, DType::kInt64}};
 }
 

@@ -87,6 +87,8 @@ class EmbeddingCollection {
   Status SetNumSteps(int64_t steps);
 
   std::vector<StateInfo> States() const;
+  // The local weights arena, the optimizer state arena (which follows it in memory) and the
+  // step counter.
   std::vector<ParamBuffer> LocalParameterBuffers();
   int64_t output_dim() const { return layout_.output_dim; }
   bool sequence() const { return layout_.sequence; }
@@ -126,8 +128,10 @@ class EmbeddingCollection {
   optim::OptimizerConfig optim_;
   CollectionOptions options_;
   std::unique_ptr<ThreadPool> pool_;
-  std::vector<float> weights_;
-  std::vector<float> states_;
+  // Weights then optimizer states in one arena, so a full replica sync is a single collective.
+  std::vector<float> params_;
+  float* weights_data() { return params_.data(); }
+  float* states_data() { return params_.data() + layout_.weights_size; }
   int64_t step_ = 0;
 
   // One batch may be in input distribution (pending_) while the last forwarded one

@@ -44,14 +44,24 @@ Status SyncBuffers(comm::Communicator& replica, std::span<const SyncBuffer> buff
     const DType dtype = static_cast<DType>(key.first);
     const auto op = static_cast<comm::ReduceOp>(key.second);
     const size_t esize = DTypeSize(dtype);
-    // Large buffers (the weight and state arenas) are reduced in place: packing them would only
-    // add two memory passes. Small ones are packed so their number does not matter.
-    std::vector<const SyncBuffer*> small;
+    // Buffers that follow each other in memory (a collection's weight and state arenas) become
+    // one span. Large spans are reduced in place: packing them would only add two memory passes.
+    // Small ones are packed so their number does not matter.
+    std::vector<SyncBuffer> spans;
     for (const SyncBuffer* b : members) {
-      if (b->count * esize >= kInPlaceBytes || members.size() == 1) {
-        SR_RETURN_IF_ERROR(reduce(b->data, b->count, dtype, op));
+      if (!spans.empty() &&
+          static_cast<uint8_t*>(spans.back().data) + spans.back().count * esize == b->data) {
+        spans.back().count += b->count;
       } else {
-        small.push_back(b);
+        spans.push_back(*b);
+      }
+    }
+    std::vector<const SyncBuffer*> small;
+    for (const SyncBuffer& b : spans) {
+      if (b.count * esize >= kInPlaceBytes || spans.size() == 1) {
+        SR_RETURN_IF_ERROR(reduce(b.data, b.count, dtype, op));
+      } else {
+        small.push_back(&b);
       }
     }
     if (small.empty()) continue;
