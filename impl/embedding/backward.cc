@@ -97,13 +97,32 @@ void EmbeddingCollection::AggregateShardGradients(const RoutedBatch& rb) {
     const float* g = staging_.data() + sb.staging_offset;
     if (layout_.sequence) {
       kernels::AggregateSequenceGrads(sb.rows.data(), bw, sb.num_bags, g, ls.cols, ls.cols, scale,
-                                      &uniq_rows_[i], &uniq_grads_[i], pool());
-    } else {
-      kernels::Bags bags{sb.offsets.data(), sb.num_bags, sb.rows.data(), bw};
-      kernels::AggregatePooledGrads(bags, g, ls.cols, ls.cols, scale, &uniq_rows_[i],
-                                    &uniq_grads_[i], pool());
+                                      &uniq_rows_[i], &uniq_grads_[i], pool(), &workspaces_[i]);
+      continue;
     }
+    kernels::Bags bags{sb.offsets.data(), sb.num_bags, sb.rows.data(), bw};
+    if (FusedEligible(i)) {
+      // Sum and update blocks of rows while they are in cache; the result is bit-identical to
+      // aggregate + PartialRowStats + Apply. ApplySharded then skips this shard (no rows left).
+      optim::ShardParams params = Params(static_cast<int32_t>(i));
+      kernels::PooledBackwardFused(bags, g, ls.cols, scale, optim_, step_,
+                                   layout_.plan->tables[ls.table].dim, params, pool(),
+                                   &workspaces_[i]);
+      continue;
+    }
+    kernels::AggregatePooledGrads(bags, g, ls.cols, ls.cols, scale, &uniq_rows_[i],
+                                  &uniq_grads_[i], pool(), &workspaces_[i]);
   }
+}
+
+// A pooled shard can take the fused backward when its optimizer needs no row statistics or the
+// shard holds whole rows (no sibling column shard to exchange statistics with).
+bool EmbeddingCollection::FusedEligible(size_t local) const {
+  if (layout_.sequence) return false;
+  if (layout_.num_row_stats == 0) return true;
+  const LocalShard& ls = layout_.local[local];
+  const TableLayout& tl = layout_.tables[ls.table];
+  return tl.blocks[FindRowBlock(tl, ls.row_offset)].shards.size() == 1;
 }
 
 // Row statistics (row-wise Adagrad, partial row-wise Adam, LAMB) are computed per column shard

@@ -103,6 +103,7 @@ void EmbeddingCollection::Initialise() {
   uniq_rows_.resize(layout_.local.size());
   uniq_grads_.resize(layout_.local.size());
   partial_stats_.resize(layout_.local.size());
+  workspaces_.resize(layout_.local.size());
 }
 
 optim::ShardParams EmbeddingCollection::Params(int32_t local) {

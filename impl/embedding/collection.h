@@ -15,6 +15,7 @@
 #include "impl/core/thread_pool.h"
 #include "impl/embedding/batch.h"
 #include "impl/embedding/input_dist.h"
+#include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/layout.h"
 #include "impl/optim/optimizer.h"
 #include "impl/sharding/types.h"
@@ -111,6 +112,7 @@ class EmbeddingCollection {
   void Combine(const RoutedBatch& rb, float* out);
   Status SendGradients(const RoutedBatch& rb, const float* grad);
   void AggregateShardGradients(const RoutedBatch& rb);
+  bool FusedEligible(size_t local) const;
   Status ApplySharded();
   Status BackwardDataParallel(const RoutedBatch& rb, const float* grad);
   Status FindTable(const std::string& table, int32_t* index) const;
@@ -151,6 +153,7 @@ class EmbeddingCollection {
   std::vector<std::vector<int64_t>> uniq_rows_;
   std::vector<std::vector<float>> uniq_grads_;
   std::vector<std::vector<float>> partial_stats_;
+  std::vector<kernels::Workspace> workspaces_;  // per local shard, reused every backward
   std::vector<float> stat_send_;
   std::vector<float> stat_recv_;
   std::vector<float> full_stats_;

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -56,6 +57,55 @@ void MeasureTriad() {
   }
 }
 
+// The random-row gather roof: the best rate at which this machine reads uniformly random
+// 512-byte rows (D = 128 fp32) from the 4 GB table arena with all threads, over several
+// prefetch distances. Lookups are gathers, so this (not the sequential triad) is their physical
+// limit; forward figures are also reported against it (`x_gather`), like BW_gather on GPU.
+std::map<int, double> g_gather_gbs;
+char* Arena();
+size_t ArenaBytes();
+
+void MeasureGather() {
+  constexpr int64_t kRowFloats = 128;
+  const int64_t rows = static_cast<int64_t>(ArenaBytes() / (kRowFloats * sizeof(float)));
+  constexpr int64_t kReads = 1 << 19;
+  std::mt19937_64 rng(11);
+  std::vector<int64_t> ids(kReads);
+  for (auto& id : ids) id = static_cast<int64_t>(rng() % static_cast<uint64_t>(rows));
+  const float* base = reinterpret_cast<const float*>(Arena());
+  const int threads = Pool().num_threads();
+  std::vector<float> sink(static_cast<size_t>(threads) * 64, 0.0f);
+  double best = 1e30;
+  for (int64_t distance : {4, 8, 16, 32}) {
+    for (int rep = 0; rep < 3; ++rep) {
+      std::atomic<int> slot{0};
+      auto t0 = Clock::now();
+      Pool().ParallelFor(0, kReads, kReads / (4 * threads), [&](int64_t lo, int64_t hi) {
+        float acc[kRowFloats] = {};
+        for (int64_t i = lo; i < hi; ++i) {
+          if (i + distance < hi) {
+            const char* p = reinterpret_cast<const char*>(base + ids[i + distance] * kRowFloats);
+            for (int line = 0; line < 8; ++line) __builtin_prefetch(p + 64 * line);
+          }
+          const float* r = base + ids[i] * kRowFloats;
+          for (int64_t c = 0; c < kRowFloats; ++c) acc[c] += r[c];
+        }
+        sink[static_cast<size_t>(slot.fetch_add(1) % threads) * 64] += acc[0] + acc[kRowFloats - 1];
+      });
+      best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+  }
+  benchmark::DoNotOptimize(sink.data());
+  g_gather_gbs[threads] = static_cast<double>(kReads) * (kRowFloats * sizeof(float) + 8) / best / 1e9;
+}
+
+void BM_GatherRoof(benchmark::State& state) {
+  for (auto _ : state) state.SetIterationTime(1.0);
+  state.counters["GB/s_best"] = g_gather_gbs[Pool().num_threads()];
+  state.counters["threads"] = Pool().num_threads();
+  state.counters["x_triad"] = g_gather_gbs[Pool().num_threads()] / g_triad_gbs[Pool().num_threads()];
+}
+
 void BM_StreamTriad(benchmark::State& state) {
   int threads = state.range(0) == 0 ? Pool().num_threads() : 1;
   std::vector<float> a(kTriadN, 0.0f), b(kTriadN, 1.0f), c(kTriadN, 2.0f);
@@ -68,6 +118,7 @@ void BM_StreamTriad(benchmark::State& state) {
 // --- Table memory: one arena sized for the largest config (c1 D=256 fp32 and c2 both need
 // 4.096e9 bytes), filled once; the contents only need to be finite. --------------------------
 constexpr size_t kArenaBytes = size_t{4096000000};
+size_t ArenaBytes() { return kArenaBytes; }
 
 char* Arena() {
   static char* arena = [] {
@@ -162,6 +213,7 @@ void Report(benchmark::State& state, Timer& timer, double bytes, int threads) {
   state.counters["p90_ms"] = timer.P90() * 1e3;
   state.counters["GB/s"] = gbs;
   state.counters["x_triad"] = gbs / g_triad_gbs[threads];
+  if (g_gather_gbs.count(threads)) state.counters["x_gather"] = gbs / g_gather_gbs[threads];
   state.counters["threads"] = threads;
 }
 
@@ -294,6 +346,7 @@ void BM_C4_Forward(benchmark::State& s) { RunForward(s, "c4", 32, 100000, 512, 0
 void BM_C4_BackwardRowWiseAdagrad(benchmark::State& s) { RunBackward(s, "c4", 32, 100000, 512, 0.0, true); }
 
 BENCHMARK(BM_StreamTriad)->ArgNames({"single"})->Arg(1)->Arg(0)->UseManualTime()->Iterations(5);
+BENCHMARK(BM_GatherRoof)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_C1)
     ->ArgNames({"D", "fp16", "prefetch", "flush"})
     ->ArgsProduct({{32, 64, 128, 256}, {0, 1}, {0, 1}, {0, 1}})
@@ -317,6 +370,7 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   shardrec::embedding::kernels::MeasureTriad();
+  shardrec::embedding::kernels::MeasureGather();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
