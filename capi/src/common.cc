@@ -1,4 +1,6 @@
 // Version, status strings, the per-thread error message and shardrec_free.
+#include <pthread.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -9,19 +11,62 @@
 
 namespace shardrec::capi {
 namespace {
-thread_local std::string t_last_error;
+
+// The per-thread message. Deliberately a trivially destructible thread_local (no C++ TLS
+// destructor): hosts call the C API from static destructors at exit, after the main thread's
+// C++ thread_locals are gone. Other threads free their buffer through a pthread key, whose
+// destructor runs after every C++ thread_local destructor of that thread.
+struct ErrorSlot {
+  char* data;
+  size_t len;
+  size_t cap;
+};
+thread_local ErrorSlot t_error = {nullptr, 0, 0};
+
+pthread_key_t ErrorKey() {
+  static pthread_key_t key = [] {
+    pthread_key_t k;
+    pthread_key_create(&k, [](void* p) { std::free(p); });
+    return k;
+  }();
+  return key;
 }
+
+void StoreMessage(const std::string& msg) {
+  if (msg.size() + 1 > t_error.cap) {
+    size_t cap = msg.size() + 1 < 256 ? 256 : msg.size() + 1;
+    char* grown = static_cast<char*>(std::realloc(t_error.data, cap));
+    if (grown == nullptr) {  // keep the old buffer; truncate rather than fail the call
+      if (t_error.cap == 0) return;
+      std::memcpy(t_error.data, msg.data(), t_error.cap - 1);
+      t_error.data[t_error.cap - 1] = '\0';
+      t_error.len = t_error.cap - 1;
+      return;
+    }
+    t_error.data = grown;
+    t_error.cap = cap;
+    pthread_setspecific(ErrorKey(), grown);
+  }
+  std::memcpy(t_error.data, msg.data(), msg.size());
+  t_error.data[msg.size()] = '\0';
+  t_error.len = msg.size();
+}
+
+}  // namespace
 
 shardrec_status_t SetLastError(const Status& status) {
   if (status.ok()) {
-    t_last_error.clear();
+    ClearLastError();
   } else {
-    t_last_error = status.message();
+    StoreMessage(status.message());
   }
   return static_cast<shardrec_status_t>(status.code());
 }
 
-void ClearLastError() { t_last_error.clear(); }
+void ClearLastError() {
+  if (t_error.data != nullptr) t_error.data[0] = '\0';
+  t_error.len = 0;
+}
 
 static_assert(static_cast<int>(Code::kNoDevice) == SHARDREC_ENODEVICE);
 static_assert(static_cast<int>(Code::kInternal) == SHARDREC_EINTERNAL);
@@ -52,17 +97,18 @@ SHARDREC_API const char* shardrec_status_string(shardrec_status_t code) {
 }
 
 SHARDREC_API const char* shardrec_last_error(void) {
-  return shardrec::capi::t_last_error.c_str();
+  const auto& slot = shardrec::capi::t_error;
+  return slot.data != nullptr ? slot.data : "";
 }
 
 SHARDREC_API size_t shardrec_last_error_copy(char* buf, size_t buf_len) {
-  const std::string& msg = shardrec::capi::t_last_error;
+  const auto& slot = shardrec::capi::t_error;
   if (buf != nullptr && buf_len > 0) {
-    size_t n = msg.size() < buf_len - 1 ? msg.size() : buf_len - 1;
-    std::memcpy(buf, msg.data(), n);
+    size_t n = slot.len < buf_len - 1 ? slot.len : buf_len - 1;
+    if (n > 0) std::memcpy(buf, slot.data, n);
     buf[n] = '\0';
   }
-  return msg.size();
+  return slot.len;
 }
 
 SHARDREC_API int32_t shardrec_version(void) { return SHARDREC_VERSION_CODE; }

@@ -10,6 +10,12 @@ namespace {
 
 size_t Align8(size_t n) { return (n + 7) & ~size_t{7}; }
 
+// memcpy that accepts empty ranges: an empty vector's data() may be null, and memcpy with a null
+// pointer is undefined even for zero bytes.
+void CopyBytes(void* dst, const void* src, size_t bytes) {
+  if (bytes != 0) std::memcpy(dst, src, bytes);
+}
+
 // Bytes of one routed message: lengths (int32, unit-major), rows (int64), weights (float).
 size_t MessageBytes(size_t units, int64_t batch, int64_t ids, bool weighted) {
   return Align8(4 * units * static_cast<size_t>(batch)) + 8 * static_cast<size_t>(ids) +
@@ -112,20 +118,20 @@ void Pack(const Layout& l, RoutedBatch* rb) {
     const auto& units = l.units_to_rank[d];
     uint8_t* base = p;
     for (int32_t u : units) {
-      std::memcpy(p, rb->unit_lengths[u].data(), 4 * B);
+      CopyBytes(p, rb->unit_lengths[u].data(), 4 * B);
       p += 4 * B;
     }
     p = base + Align8(4 * units.size() * B);
     for (int32_t u : units) {
       const auto& r = rb->unit_rows[u];
-      std::memcpy(p, r.data(), 8 * r.size());
+      CopyBytes(p, r.data(), 8 * r.size());
       p += 8 * r.size();
     }
     if (rb->weighted) {
       uint8_t* wbase = p;
       for (int32_t u : units) {
         const auto& w = rb->unit_weights[u];
-        std::memcpy(p, w.data(), 4 * w.size());
+        CopyBytes(p, w.data(), 4 * w.size());
         p += 4 * w.size();
       }
       p = wbase + Align8(static_cast<size_t>(p - wbase));

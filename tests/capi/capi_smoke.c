@@ -84,7 +84,7 @@ static int32_t store_set(void* payload, const char* key, const void* value, size
     i = s->n++;
     strcpy(s->keys[i], key);
   }
-  memcpy(s->values[i], value, len);
+  if (len > 0) memcpy(s->values[i], value, len);
   s->lens[i] = len;
   pthread_cond_broadcast(&s->cv);
   pthread_mutex_unlock(&s->mu);

@@ -67,11 +67,22 @@ PlanPtr MakePlan(const Scenario& s) {
   return PlanPtr(plan);
 }
 
+namespace {
+// The cached groups, destroyed when the test binary exits (so leak checkers stay quiet).
+struct CachedGroups {
+  std::mutex mu;
+  std::map<int32_t, std::vector<shardrec_comm_t*>> groups;
+  ~CachedGroups() {
+    for (auto& [world, comms] : groups)
+      for (shardrec_comm_t* c : comms) shardrec_comm_destroy(c);
+  }
+};
+}  // namespace
+
 shardrec_comm_t* GroupComm(int32_t world, int32_t rank) {
-  static std::mutex mu;
-  static std::map<int32_t, std::vector<shardrec_comm_t*>> groups;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& g = groups[world];
+  static CachedGroups cache;
+  std::lock_guard<std::mutex> lock(cache.mu);
+  auto& g = cache.groups[world];
   if (g.empty()) {
     g.assign(world, nullptr);
     shardrec_comm_options_t o = SHARDREC_COMM_OPTIONS_INIT;
