@@ -35,11 +35,15 @@ Status CheckMesh(const shardrec_mesh_t* mesh) {
   return Status::Ok();
 }
 
+// Weight buffers are named "weights" (fp32) or "weights_<dtype>" (16-bit storage); everything
+// else a collection exposes is optimizer state or counters.
+bool IsWeights(const std::string& name) { return name.rfind("weights", 0) == 0; }
+
 // Order-sensitive 64-bit digest of the local weights; cheap next to creating the tables.
 uint64_t Digest(const std::vector<embedding::ParamBuffer>& buffers, uint64_t seed) {
   uint64_t h = Mix64(seed);
   for (const auto& b : buffers) {
-    if (b.name != "weights") continue;
+    if (!IsWeights(b.name)) continue;
     const auto* p = static_cast<const uint8_t*>(b.data);
     const size_t bytes = b.count * DTypeSize(b.dtype);
     size_t i = 0;
@@ -88,7 +92,7 @@ Status Sync(shardrec_mesh_t* mesh, shardrec_embedding_t* coll, int32_t mode) {
   }
   std::vector<replica::SyncBuffer> buffers;
   for (const auto& b : coll->impl->LocalParameterBuffers()) {
-    const bool weights = b.name == "weights";
+    const bool weights = IsWeights(b.name);
     if (!weights && mode == SHARDREC_SYNC_WEIGHTS_ONLY) continue;
     replica::SyncBuffer sb;
     sb.data = b.data;
