@@ -84,6 +84,18 @@ func (e *EmbeddingCollection) Close() error {
 // optimizer means DefaultOptimizer(), nil options the defaults.
 func NewEmbeddingCollection(plan *Plan, comm *Comm, opt *OptimizerConfig,
 	opts *EmbeddingOptions) (*EmbeddingCollection, error) {
+	return newEmbeddingCollection(plan, opt, opts, func(out []uintptr, o Optimizer_config,
+		eo Embedding_options) error {
+		err := Embedding_create(out, plan.handle(), comm.handle(), o, eo)
+		runtime.KeepAlive(comm)
+		return err
+	})
+}
+
+// newEmbeddingCollection fills the C structs from opt and opts, runs create and wraps the
+// handle it returns.
+func newEmbeddingCollection(plan *Plan, opt *OptimizerConfig, opts *EmbeddingOptions,
+	create func(out []uintptr, o Optimizer_config, eo Embedding_options) error) (*EmbeddingCollection, error) {
 	o := NewOptimizer_config()
 	defer DeleteOptimizer_config(o)
 	if err := Optimizer_config_init(o, uint(OPTIMIZER_CONFIG_VERSION)); err != nil {
@@ -128,9 +140,8 @@ func NewEmbeddingCollection(plan *Plan, comm *Comm, opt *OptimizerConfig,
 		shapes[name] = [2]int64{rows, int64(dim)}
 	}
 	out := make([]uintptr, 1)
-	err = Embedding_create(out, plan.handle(), comm.handle(), o, eo)
+	err = create(out, o, eo)
 	runtime.KeepAlive(plan)
-	runtime.KeepAlive(comm)
 	runtime.KeepAlive(opts)
 	if err != nil {
 		return nil, err

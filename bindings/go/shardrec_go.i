@@ -54,6 +54,7 @@
 SR_GO_HANDLE(shardrec_comm_t)
 SR_GO_HANDLE(shardrec_plan_t)
 SR_GO_HANDLE(shardrec_embedding_t)
+SR_GO_HANDLE(shardrec_mesh_t)
 SR_GO_HANDLE(shardrec_bind_plan_spec_t)
 
 %typemap(gotype) (shardrec_comm_t** comms_out, int32_t n) "[]uintptr"
@@ -107,9 +108,11 @@ SR_GO_OUT(int64_t, int64)
 SR_GO_OUT(uint64_t, uint64)
 SR_GO_OUT(size_t, uint64)
 SR_GO_OUT(double, float64)
-%apply int32_t* OUT { int32_t* out, int32_t* row_wise_out, int32_t* type_out };
-%apply int64_t* OUT { int64_t* out };
-%apply uint64_t* OUT { uint64_t* out };
+%apply int32_t* OUT { int32_t* out, int32_t* row_wise_out, int32_t* type_out,
+                      int32_t* sharding_group, int32_t* shard_rank, int32_t* replica_group,
+                      int32_t* replica_rank, int32_t* synced_out, int32_t* collectives_out };
+%apply int64_t* OUT { int64_t* out, int64_t* syncs_out };
+%apply uint64_t* OUT { uint64_t* out, uint64_t* bytes_out };
 %apply size_t* OUT { size_t* out, size_t* index_out, size_t* num_shards_out };
 %apply double* OUT { double* comm_seconds_out, double* total_seconds_out };
 

@@ -151,232 +151,279 @@ typedef _goslice_ swig_type_118;
 typedef _gostring_ swig_type_119;
 typedef _gostring_ swig_type_120;
 typedef _gostring_ swig_type_121;
-typedef _gostring_ swig_type_122;
+typedef _goslice_ swig_type_122;
 typedef _gostring_ swig_type_123;
-typedef long long swig_type_124;
+typedef _goslice_ swig_type_124;
 typedef _goslice_ swig_type_125;
-typedef _gostring_ swig_type_126;
-typedef _gostring_ swig_type_127;
-typedef _goslice_ swig_type_128;
+typedef _goslice_ swig_type_126;
+typedef _goslice_ swig_type_127;
+typedef _gostring_ swig_type_128;
 typedef _goslice_ swig_type_129;
 typedef _gostring_ swig_type_130;
 typedef _goslice_ swig_type_131;
 typedef _gostring_ swig_type_132;
-typedef _goslice_ swig_type_133;
-typedef _gostring_ swig_type_134;
-typedef long long swig_type_135;
-typedef long long swig_type_136;
+typedef _gostring_ swig_type_133;
+typedef _goslice_ swig_type_134;
+typedef _gostring_ swig_type_135;
+typedef _gostring_ swig_type_136;
 typedef _goslice_ swig_type_137;
-typedef _goslice_ swig_type_138;
+typedef _gostring_ swig_type_138;
 typedef _goslice_ swig_type_139;
 typedef _goslice_ swig_type_140;
-typedef _gostring_ swig_type_141;
-typedef long long swig_type_142;
-typedef long long swig_type_143;
-typedef _goslice_ swig_type_144;
-typedef _goslice_ swig_type_145;
-typedef _goslice_ swig_type_146;
-extern void _wrap_Swig_free_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern uintptr_t _wrap_Swig_malloc_shardrec_f147793ab0cfbe2f(swig_intgo arg1);
-extern swig_intgo _wrap_OK_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_ERROR_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_EINVAL_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_EUSAGE_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_ENOMEM_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_ECUDA_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_EREMOTE_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_ETIMEOUT_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_EIO_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_ECORRUPT_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_EUNSUPPORTED_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_ENOTFOUND_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_EINTERNAL_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_ENODEVICE_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_DTYPE_FLOAT32_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_DTYPE_FLOAT16_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_DTYPE_BFLOAT16_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_DTYPE_FLOAT64_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_DTYPE_INT32_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_DTYPE_INT64_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_DTYPE_UINT8_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_DEVICE_HOST_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_DEVICE_CUDA_shardrec_f147793ab0cfbe2f(void);
-extern swig_type_1 _wrap_status_string_shardrec_f147793ab0cfbe2f(swig_intgo arg1);
-extern swig_intgo _wrap_version_shardrec_f147793ab0cfbe2f(void);
-extern swig_type_2 _wrap_version_string_shardrec_f147793ab0cfbe2f(void);
-extern swig_type_3 _wrap_dtype_size_shardrec_f147793ab0cfbe2f(swig_intgo arg1);
-extern swig_intgo _wrap_SHARDING_DATA_PARALLEL_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_SHARDING_TABLE_WISE_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_SHARDING_ROW_WISE_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_SHARDING_COLUMN_WISE_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_SHARDING_TABLE_ROW_WISE_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_SHARDING_TABLE_COLUMN_WISE_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_SHARDING_GRID_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_POOLING_SUM_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_POOLING_MEAN_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_POOLING_NONE_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_INIT_DEFAULT_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_INIT_UNIFORM_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_INIT_CONSTANT_shardrec_f147793ab0cfbe2f(void);
-extern void _wrap_Topology_t_version_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_version_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_Topology_t_world_size_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_world_size_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_Topology_t_ranks_per_node_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_ranks_per_node_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_Topology_t_device_type_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_device_type_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_Topology_t_memory_bytes_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_4 arg2);
-extern swig_type_5 _wrap_Topology_t_memory_bytes_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_Topology_t_intra_node_bandwidth_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_intra_node_bandwidth_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_Topology_t_inter_node_bandwidth_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_inter_node_bandwidth_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_Topology_t_batch_size_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_batch_size_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_Topology_t_optimizer_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_optimizer_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_Topology_t_memory_bandwidth_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_memory_bandwidth_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_Topology_t_reserved_fraction_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_reserved_fraction_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern uintptr_t _wrap_new_Topology_t_shardrec_f147793ab0cfbe2f(void);
-extern void _wrap_delete_Topology_t_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern swig_type_6 _wrap_topology_init_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern void _wrap_comm_options_version_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_version_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_comm_options_timeout_ms_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_7 arg2);
-extern swig_type_8 _wrap_comm_options_timeout_ms_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_comm_options_backend_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_backend_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_comm_options_device_type_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_device_type_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_comm_options_device_index_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_device_index_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_comm_options_bind_address_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_9 arg2);
-extern swig_type_10 _wrap_comm_options_bind_address_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern uintptr_t _wrap_new_comm_options_shardrec_f147793ab0cfbe2f(void);
-extern void _wrap_delete_comm_options_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern swig_type_11 _wrap_comm_options_init_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_12 _wrap_comm_unique_id_create_shardrec_f147793ab0cfbe2f(swig_type_13 arg1);
-extern swig_type_14 _wrap_comm_create_shardrec_f147793ab0cfbe2f(swig_type_15 arg1, swig_type_16 arg2, swig_intgo arg3, swig_intgo arg4, uintptr_t arg5);
-extern swig_type_17 _wrap_comm_create_local_group_shardrec_f147793ab0cfbe2f(swig_type_18 arg1, uintptr_t arg2);
-extern swig_type_19 _wrap_comm_split_shardrec_f147793ab0cfbe2f(swig_type_20 arg1, uintptr_t arg2, swig_intgo arg3, swig_intgo arg4);
-extern swig_type_21 _wrap_comm_rank_shardrec_f147793ab0cfbe2f(swig_type_22 arg1, uintptr_t arg2);
-extern swig_type_23 _wrap_comm_size_shardrec_f147793ab0cfbe2f(swig_type_24 arg1, uintptr_t arg2);
-extern swig_type_25 _wrap_comm_set_timeout_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_26 arg2);
-extern swig_type_27 _wrap_comm_abort_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern swig_type_28 _wrap_comm_async_error_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_comm_destroy_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern swig_type_29 _wrap_comm_allreduce_shardrec_f147793ab0cfbe2f(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_30 arg4, swig_intgo arg5, swig_intgo arg6);
-extern swig_type_31 _wrap_comm_broadcast_shardrec_f147793ab0cfbe2f(uintptr_t arg1, uintptr_t arg2, swig_type_32 arg3, swig_intgo arg4, swig_intgo arg5);
-extern swig_type_33 _wrap_comm_allgather_shardrec_f147793ab0cfbe2f(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_34 arg4, swig_intgo arg5);
-extern swig_type_35 _wrap_comm_barrier_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_Shard_t_row_offset_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_36 arg2);
-extern swig_type_37 _wrap_Shard_t_row_offset_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_Shard_t_rows_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_38 arg2);
-extern swig_type_39 _wrap_Shard_t_rows_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_Shard_t_col_offset_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Shard_t_col_offset_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_Shard_t_cols_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Shard_t_cols_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_Shard_t_rank_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Shard_t_rank_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern uintptr_t _wrap_new_Shard_t_shardrec_f147793ab0cfbe2f(void);
-extern void _wrap_delete_Shard_t_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern swig_type_40 _wrap_plan_from_json_shardrec_f147793ab0cfbe2f(swig_type_41 arg1, swig_type_42 arg2);
-extern swig_type_43 _wrap_plan_to_json_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_44 _wrap_plan_stats_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_45 _wrap_plan_hash_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_46 arg2);
-extern swig_type_47 _wrap_plan_world_size_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_48 arg2);
-extern swig_type_49 _wrap_plan_ranks_per_node_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_50 arg2);
-extern swig_type_51 _wrap_plan_num_tables_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_52 arg2);
-extern swig_type_53 _wrap_plan_num_features_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_54 arg2);
-extern swig_type_55 _wrap_plan_feature_name_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_56 arg2, swig_voidp arg3);
-extern swig_type_57 _wrap_plan_table_name_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_58 arg2, swig_voidp arg3);
-extern swig_type_59 _wrap_plan_find_table_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_60 arg2, swig_type_61 arg3);
-extern swig_type_62 _wrap_plan_table_rows_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_63 arg2, swig_type_64 arg3);
-extern swig_type_65 _wrap_plan_table_dim_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_66 arg2, swig_type_67 arg3);
-extern swig_type_68 _wrap_plan_table_sharding_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_69 arg2, swig_type_70 arg3, swig_type_71 arg4);
-extern swig_type_72 _wrap_plan_shard_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_73 arg2, swig_type_74 arg3, uintptr_t arg4);
-extern void _wrap_plan_destroy_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern swig_intgo _wrap_OPTIMIZER_SGD_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_OPTIMIZER_ADAGRAD_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_OPTIMIZER_ADAM_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_OPTIMIZER_LAMB_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_WEIGHT_DECAY_NONE_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_WEIGHT_DECAY_L2_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_WEIGHT_DECAY_DECOUPLED_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_BOUNDS_ERROR_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_BOUNDS_CLAMP_shardrec_f147793ab0cfbe2f(void);
-extern swig_intgo _wrap_BOUNDS_SKIP_shardrec_f147793ab0cfbe2f(void);
-extern void _wrap_optimizer_config_version_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_optimizer_config_version_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_optimizer_config_Xtype_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_optimizer_config_Xtype_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_optimizer_config_learning_rate_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_learning_rate_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_optimizer_config_eps_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_eps_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_optimizer_config_beta1_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_beta1_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_optimizer_config_beta2_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_beta2_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_optimizer_config_weight_decay_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_weight_decay_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_optimizer_config_weight_decay_mode_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_optimizer_config_weight_decay_mode_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern uintptr_t _wrap_new_optimizer_config_shardrec_f147793ab0cfbe2f(void);
-extern void _wrap_delete_optimizer_config_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern swig_type_75 _wrap_optimizer_config_init_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern void _wrap_embedding_options_version_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_version_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_embedding_options_seed_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_76 arg2);
-extern swig_type_77 _wrap_embedding_options_seed_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_embedding_options_bounds_policy_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_bounds_policy_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_embedding_options_num_threads_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_num_threads_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_embedding_options_dp_comm_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_embedding_options_dp_comm_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_embedding_options_device_type_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_device_type_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern void _wrap_embedding_options_device_index_set_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_device_index_get_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern uintptr_t _wrap_new_embedding_options_shardrec_f147793ab0cfbe2f(void);
-extern void _wrap_delete_embedding_options_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern swig_type_78 _wrap_embedding_options_init_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_79 _wrap_embedding_create_shardrec_f147793ab0cfbe2f(swig_type_80 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
-extern void _wrap_embedding_destroy_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern swig_type_81 _wrap_embedding_output_dim_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_82 arg2);
-extern swig_type_83 _wrap_embedding_is_sequence_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_84 arg2);
-extern swig_type_85 _wrap_embedding_input_dist_wait_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern swig_type_86 _wrap_embedding_forward_distributed_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_87 arg2);
-extern swig_type_88 _wrap_embedding_backward_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_89 arg2);
-extern swig_type_90 _wrap_embedding_set_learning_rate_shardrec_f147793ab0cfbe2f(uintptr_t arg1, float arg2);
-extern swig_type_91 _wrap_embedding_num_steps_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_92 arg2);
-extern swig_type_93 _wrap_embedding_set_num_steps_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_94 arg2);
-extern swig_type_95 _wrap_embedding_get_weights_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_96 arg2, swig_type_97 arg3);
-extern swig_type_98 _wrap_embedding_set_weights_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_99 arg2, swig_type_100 arg3);
-extern swig_type_101 _wrap_embedding_num_states_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_102 arg2);
-extern swig_type_103 _wrap_embedding_state_info_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_104 arg2, swig_voidp arg3, swig_type_105 arg4);
-extern swig_type_106 _wrap_embedding_get_state_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_107 arg2, swig_type_108 arg3, swig_type_109 arg4);
-extern swig_type_110 _wrap_embedding_set_state_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_111 arg2, swig_type_112 arg3, swig_type_113 arg4);
-extern swig_type_114 _wrap_embedding_timings_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_115 arg2, swig_type_116 arg3);
-extern swig_type_117 _wrap_device_count_shardrec_f147793ab0cfbe2f(swig_type_118 arg1);
-extern swig_type_119 _wrap_device_check_shardrec_f147793ab0cfbe2f(swig_intgo arg1, swig_intgo arg2);
-extern uintptr_t _wrap_bind_plan_spec_new_shardrec_f147793ab0cfbe2f(void);
-extern void _wrap_bind_plan_spec_free_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern uintptr_t _wrap_bind_plan_spec_topology_shardrec_f147793ab0cfbe2f(uintptr_t arg1);
-extern swig_type_120 _wrap_bind_plan_spec_add_feature_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_121 arg2, float arg3);
-extern swig_type_122 _wrap_bind_plan_spec_add_table_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_123 arg2, swig_type_124 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_125 arg7, swig_intgo arg8, float arg9, float arg10);
-extern swig_type_126 _wrap_bind_plan_spec_add_constraints_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_127 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_128 arg5, swig_type_129 arg6);
-extern swig_type_130 _wrap_bind_plan_spec_set_memory_bytes_per_rank_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_131 arg2);
-extern swig_type_132 _wrap_bind_plan_create_shardrec_f147793ab0cfbe2f(swig_type_133 arg1, uintptr_t arg2);
-extern swig_type_134 _wrap_bind_embedding_forward_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_135 arg2, swig_type_136 arg3, swig_type_137 arg4, swig_type_138 arg5, swig_type_139 arg6, swig_type_140 arg7);
-extern swig_type_141 _wrap_bind_embedding_input_dist_start_shardrec_f147793ab0cfbe2f(uintptr_t arg1, swig_type_142 arg2, swig_type_143 arg3, swig_type_144 arg4, swig_type_145 arg5, swig_type_146 arg6);
+typedef _goslice_ swig_type_141;
+typedef _gostring_ swig_type_142;
+typedef _gostring_ swig_type_143;
+typedef _gostring_ swig_type_144;
+typedef _gostring_ swig_type_145;
+typedef long long swig_type_146;
+typedef _goslice_ swig_type_147;
+typedef _gostring_ swig_type_148;
+typedef _gostring_ swig_type_149;
+typedef _goslice_ swig_type_150;
+typedef _goslice_ swig_type_151;
+typedef _gostring_ swig_type_152;
+typedef _goslice_ swig_type_153;
+typedef _gostring_ swig_type_154;
+typedef _goslice_ swig_type_155;
+typedef _gostring_ swig_type_156;
+typedef long long swig_type_157;
+typedef long long swig_type_158;
+typedef _goslice_ swig_type_159;
+typedef _goslice_ swig_type_160;
+typedef _goslice_ swig_type_161;
+typedef _goslice_ swig_type_162;
+typedef _gostring_ swig_type_163;
+typedef long long swig_type_164;
+typedef long long swig_type_165;
+typedef _goslice_ swig_type_166;
+typedef _goslice_ swig_type_167;
+typedef _goslice_ swig_type_168;
+extern void _wrap_Swig_free_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern uintptr_t _wrap_Swig_malloc_shardrec_f3770aebdf7e19ec(swig_intgo arg1);
+extern swig_intgo _wrap_OK_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_ERROR_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_EINVAL_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_EUSAGE_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_ENOMEM_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_ECUDA_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_EREMOTE_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_ETIMEOUT_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_EIO_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_ECORRUPT_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_EUNSUPPORTED_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_ENOTFOUND_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_EINTERNAL_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_ENODEVICE_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_DTYPE_FLOAT32_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_DTYPE_FLOAT16_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_DTYPE_BFLOAT16_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_DTYPE_FLOAT64_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_DTYPE_INT32_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_DTYPE_INT64_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_DTYPE_UINT8_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_DEVICE_HOST_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_DEVICE_CUDA_shardrec_f3770aebdf7e19ec(void);
+extern swig_type_1 _wrap_status_string_shardrec_f3770aebdf7e19ec(swig_intgo arg1);
+extern swig_intgo _wrap_version_shardrec_f3770aebdf7e19ec(void);
+extern swig_type_2 _wrap_version_string_shardrec_f3770aebdf7e19ec(void);
+extern swig_type_3 _wrap_dtype_size_shardrec_f3770aebdf7e19ec(swig_intgo arg1);
+extern swig_intgo _wrap_SHARDING_DATA_PARALLEL_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_SHARDING_TABLE_WISE_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_SHARDING_ROW_WISE_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_SHARDING_COLUMN_WISE_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_SHARDING_TABLE_ROW_WISE_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_SHARDING_TABLE_COLUMN_WISE_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_SHARDING_GRID_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_POOLING_SUM_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_POOLING_MEAN_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_POOLING_NONE_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_INIT_DEFAULT_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_INIT_UNIFORM_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_INIT_CONSTANT_shardrec_f3770aebdf7e19ec(void);
+extern void _wrap_Topology_t_version_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_version_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Topology_t_world_size_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_world_size_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Topology_t_ranks_per_node_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_ranks_per_node_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Topology_t_device_type_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_device_type_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Topology_t_memory_bytes_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_4 arg2);
+extern swig_type_5 _wrap_Topology_t_memory_bytes_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Topology_t_intra_node_bandwidth_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_intra_node_bandwidth_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Topology_t_inter_node_bandwidth_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_inter_node_bandwidth_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Topology_t_batch_size_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_batch_size_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Topology_t_optimizer_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_optimizer_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Topology_t_memory_bandwidth_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_memory_bandwidth_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Topology_t_reserved_fraction_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_reserved_fraction_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern uintptr_t _wrap_new_Topology_t_shardrec_f3770aebdf7e19ec(void);
+extern void _wrap_delete_Topology_t_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern swig_type_6 _wrap_topology_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_comm_options_version_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_version_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_comm_options_timeout_ms_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_7 arg2);
+extern swig_type_8 _wrap_comm_options_timeout_ms_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_comm_options_backend_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_backend_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_comm_options_device_type_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_device_type_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_comm_options_device_index_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_device_index_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_comm_options_bind_address_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_9 arg2);
+extern swig_type_10 _wrap_comm_options_bind_address_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern uintptr_t _wrap_new_comm_options_shardrec_f3770aebdf7e19ec(void);
+extern void _wrap_delete_comm_options_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern swig_type_11 _wrap_comm_options_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_12 _wrap_comm_unique_id_create_shardrec_f3770aebdf7e19ec(swig_type_13 arg1);
+extern swig_type_14 _wrap_comm_create_shardrec_f3770aebdf7e19ec(swig_type_15 arg1, swig_type_16 arg2, swig_intgo arg3, swig_intgo arg4, uintptr_t arg5);
+extern swig_type_17 _wrap_comm_create_local_group_shardrec_f3770aebdf7e19ec(swig_type_18 arg1, uintptr_t arg2);
+extern swig_type_19 _wrap_comm_split_shardrec_f3770aebdf7e19ec(swig_type_20 arg1, uintptr_t arg2, swig_intgo arg3, swig_intgo arg4);
+extern swig_type_21 _wrap_comm_rank_shardrec_f3770aebdf7e19ec(swig_type_22 arg1, uintptr_t arg2);
+extern swig_type_23 _wrap_comm_size_shardrec_f3770aebdf7e19ec(swig_type_24 arg1, uintptr_t arg2);
+extern swig_type_25 _wrap_comm_set_timeout_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_26 arg2);
+extern swig_type_27 _wrap_comm_abort_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern swig_type_28 _wrap_comm_async_error_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_comm_destroy_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern swig_type_29 _wrap_comm_allreduce_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_30 arg4, swig_intgo arg5, swig_intgo arg6);
+extern swig_type_31 _wrap_comm_broadcast_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, swig_type_32 arg3, swig_intgo arg4, swig_intgo arg5);
+extern swig_type_33 _wrap_comm_allgather_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_34 arg4, swig_intgo arg5);
+extern swig_type_35 _wrap_comm_barrier_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Shard_t_row_offset_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_36 arg2);
+extern swig_type_37 _wrap_Shard_t_row_offset_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Shard_t_rows_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_38 arg2);
+extern swig_type_39 _wrap_Shard_t_rows_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Shard_t_col_offset_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Shard_t_col_offset_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Shard_t_cols_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Shard_t_cols_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Shard_t_rank_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Shard_t_rank_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern uintptr_t _wrap_new_Shard_t_shardrec_f3770aebdf7e19ec(void);
+extern void _wrap_delete_Shard_t_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern swig_type_40 _wrap_plan_from_json_shardrec_f3770aebdf7e19ec(swig_type_41 arg1, swig_type_42 arg2);
+extern swig_type_43 _wrap_plan_to_json_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_44 _wrap_plan_stats_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_45 _wrap_plan_hash_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_46 arg2);
+extern swig_type_47 _wrap_plan_world_size_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_48 arg2);
+extern swig_type_49 _wrap_plan_ranks_per_node_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_50 arg2);
+extern swig_type_51 _wrap_plan_num_tables_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_52 arg2);
+extern swig_type_53 _wrap_plan_num_features_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_54 arg2);
+extern swig_type_55 _wrap_plan_feature_name_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_56 arg2, swig_voidp arg3);
+extern swig_type_57 _wrap_plan_table_name_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_58 arg2, swig_voidp arg3);
+extern swig_type_59 _wrap_plan_find_table_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_60 arg2, swig_type_61 arg3);
+extern swig_type_62 _wrap_plan_table_rows_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_63 arg2, swig_type_64 arg3);
+extern swig_type_65 _wrap_plan_table_dim_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_66 arg2, swig_type_67 arg3);
+extern swig_type_68 _wrap_plan_table_sharding_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_69 arg2, swig_type_70 arg3, swig_type_71 arg4);
+extern swig_type_72 _wrap_plan_shard_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_73 arg2, swig_type_74 arg3, uintptr_t arg4);
+extern void _wrap_plan_destroy_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern swig_intgo _wrap_OPTIMIZER_SGD_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_OPTIMIZER_ADAGRAD_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_OPTIMIZER_ADAM_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_OPTIMIZER_LAMB_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_WEIGHT_DECAY_NONE_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_WEIGHT_DECAY_L2_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_WEIGHT_DECAY_DECOUPLED_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_BOUNDS_ERROR_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_BOUNDS_CLAMP_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_BOUNDS_SKIP_shardrec_f3770aebdf7e19ec(void);
+extern void _wrap_optimizer_config_version_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_optimizer_config_version_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_optimizer_config_Xtype_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_optimizer_config_Xtype_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_optimizer_config_learning_rate_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_learning_rate_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_optimizer_config_eps_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_eps_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_optimizer_config_beta1_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_beta1_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_optimizer_config_beta2_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_beta2_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_optimizer_config_weight_decay_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_weight_decay_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_optimizer_config_weight_decay_mode_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_optimizer_config_weight_decay_mode_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern uintptr_t _wrap_new_optimizer_config_shardrec_f3770aebdf7e19ec(void);
+extern void _wrap_delete_optimizer_config_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern swig_type_75 _wrap_optimizer_config_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_embedding_options_version_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_version_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_embedding_options_seed_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_76 arg2);
+extern swig_type_77 _wrap_embedding_options_seed_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_embedding_options_bounds_policy_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_bounds_policy_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_embedding_options_num_threads_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_num_threads_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_embedding_options_dp_comm_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_embedding_options_dp_comm_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_embedding_options_device_type_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_device_type_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_embedding_options_device_index_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_device_index_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern uintptr_t _wrap_new_embedding_options_shardrec_f3770aebdf7e19ec(void);
+extern void _wrap_delete_embedding_options_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern swig_type_78 _wrap_embedding_options_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_79 _wrap_embedding_create_shardrec_f3770aebdf7e19ec(swig_type_80 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern void _wrap_embedding_destroy_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern swig_type_81 _wrap_embedding_output_dim_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_82 arg2);
+extern swig_type_83 _wrap_embedding_is_sequence_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_84 arg2);
+extern swig_type_85 _wrap_embedding_input_dist_wait_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern swig_type_86 _wrap_embedding_forward_distributed_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_87 arg2);
+extern swig_type_88 _wrap_embedding_backward_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_89 arg2);
+extern swig_type_90 _wrap_embedding_set_learning_rate_shardrec_f3770aebdf7e19ec(uintptr_t arg1, float arg2);
+extern swig_type_91 _wrap_embedding_num_steps_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_92 arg2);
+extern swig_type_93 _wrap_embedding_set_num_steps_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_94 arg2);
+extern swig_type_95 _wrap_embedding_get_weights_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_96 arg2, swig_type_97 arg3);
+extern swig_type_98 _wrap_embedding_set_weights_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_99 arg2, swig_type_100 arg3);
+extern swig_type_101 _wrap_embedding_num_states_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_102 arg2);
+extern swig_type_103 _wrap_embedding_state_info_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_104 arg2, swig_voidp arg3, swig_type_105 arg4);
+extern swig_type_106 _wrap_embedding_get_state_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_107 arg2, swig_type_108 arg3, swig_type_109 arg4);
+extern swig_type_110 _wrap_embedding_set_state_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_111 arg2, swig_type_112 arg3, swig_type_113 arg4);
+extern swig_type_114 _wrap_embedding_timings_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_115 arg2, swig_type_116 arg3);
+extern swig_type_117 _wrap_device_count_shardrec_f3770aebdf7e19ec(swig_type_118 arg1);
+extern swig_type_119 _wrap_device_check_shardrec_f3770aebdf7e19ec(swig_intgo arg1, swig_intgo arg2);
+extern void _wrap_mesh_options_version_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_version_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_mesh_options_sharding_group_size_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_sharding_group_size_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_mesh_options_layout_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_layout_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_mesh_options_ranks_per_node_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_ranks_per_node_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_mesh_options_sync_interval_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_sync_interval_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_mesh_options_sync_mode_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_sync_mode_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern uintptr_t _wrap_new_mesh_options_shardrec_f3770aebdf7e19ec(void);
+extern void _wrap_delete_mesh_options_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern swig_type_120 _wrap_mesh_options_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_121 _wrap_mesh_create_shardrec_f3770aebdf7e19ec(swig_type_122 arg1, uintptr_t arg2, uintptr_t arg3);
+extern void _wrap_mesh_destroy_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern swig_type_123 _wrap_mesh_coords_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_124 arg2, swig_type_125 arg3, swig_type_126 arg4, swig_type_127 arg5);
+extern swig_type_128 _wrap_mesh_sharding_comm_shardrec_f3770aebdf7e19ec(swig_type_129 arg1, uintptr_t arg2);
+extern swig_type_130 _wrap_mesh_replica_comm_shardrec_f3770aebdf7e19ec(swig_type_131 arg1, uintptr_t arg2);
+extern swig_type_132 _wrap_mesh_describe_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_133 _wrap_mesh_embedding_create_shardrec_f3770aebdf7e19ec(swig_type_134 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_135 _wrap_mesh_sync_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
+extern swig_type_136 _wrap_mesh_step_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, swig_type_137 arg3);
+extern swig_type_138 _wrap_mesh_sync_stats_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_139 arg2, swig_type_140 arg3, swig_type_141 arg4);
+extern uintptr_t _wrap_bind_plan_spec_new_shardrec_f3770aebdf7e19ec(void);
+extern void _wrap_bind_plan_spec_free_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern uintptr_t _wrap_bind_plan_spec_topology_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern swig_type_142 _wrap_bind_plan_spec_add_feature_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_143 arg2, float arg3);
+extern swig_type_144 _wrap_bind_plan_spec_add_table_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_145 arg2, swig_type_146 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_147 arg7, swig_intgo arg8, float arg9, float arg10);
+extern swig_type_148 _wrap_bind_plan_spec_add_constraints_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_149 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_150 arg5, swig_type_151 arg6);
+extern swig_type_152 _wrap_bind_plan_spec_set_memory_bytes_per_rank_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_153 arg2);
+extern swig_type_154 _wrap_bind_plan_create_shardrec_f3770aebdf7e19ec(swig_type_155 arg1, uintptr_t arg2);
+extern swig_type_156 _wrap_bind_embedding_forward_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_157 arg2, swig_type_158 arg3, swig_type_159 arg4, swig_type_160 arg5, swig_type_161 arg6, swig_type_162 arg7);
+extern swig_type_163 _wrap_bind_embedding_input_dist_start_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_164 arg2, swig_type_165 arg3, swig_type_166 arg4, swig_type_167 arg5, swig_type_168 arg6);
 #undef intgo
 */
 import "C"
@@ -419,111 +466,111 @@ func swigCopyString(s string) string {
 
 func Swig_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_Swig_free_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0))
+	C._wrap_Swig_free_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
 }
 
 func Swig_malloc(arg1 int) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_Swig_malloc_shardrec_f147793ab0cfbe2f(C.swig_intgo(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_Swig_malloc_shardrec_f3770aebdf7e19ec(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
 type Enum_SS_shardrec_status_code int
 func _swig_getOK() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_OK_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_OK_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var OK Enum_SS_shardrec_status_code = _swig_getOK()
 func _swig_getERROR() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ERROR_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ERROR_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var ERROR Enum_SS_shardrec_status_code = _swig_getERROR()
 func _swig_getEINVAL() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EINVAL_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EINVAL_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var EINVAL Enum_SS_shardrec_status_code = _swig_getEINVAL()
 func _swig_getEUSAGE() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EUSAGE_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EUSAGE_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var EUSAGE Enum_SS_shardrec_status_code = _swig_getEUSAGE()
 func _swig_getENOMEM() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENOMEM_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENOMEM_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var ENOMEM Enum_SS_shardrec_status_code = _swig_getENOMEM()
 func _swig_getECUDA() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ECUDA_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ECUDA_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var ECUDA Enum_SS_shardrec_status_code = _swig_getECUDA()
 func _swig_getEREMOTE() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EREMOTE_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EREMOTE_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var EREMOTE Enum_SS_shardrec_status_code = _swig_getEREMOTE()
 func _swig_getETIMEOUT() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ETIMEOUT_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ETIMEOUT_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var ETIMEOUT Enum_SS_shardrec_status_code = _swig_getETIMEOUT()
 func _swig_getEIO() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EIO_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EIO_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var EIO Enum_SS_shardrec_status_code = _swig_getEIO()
 func _swig_getECORRUPT() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ECORRUPT_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ECORRUPT_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var ECORRUPT Enum_SS_shardrec_status_code = _swig_getECORRUPT()
 func _swig_getEUNSUPPORTED() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EUNSUPPORTED_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EUNSUPPORTED_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var EUNSUPPORTED Enum_SS_shardrec_status_code = _swig_getEUNSUPPORTED()
 func _swig_getENOTFOUND() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENOTFOUND_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENOTFOUND_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var ENOTFOUND Enum_SS_shardrec_status_code = _swig_getENOTFOUND()
 func _swig_getEINTERNAL() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EINTERNAL_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EINTERNAL_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var EINTERNAL Enum_SS_shardrec_status_code = _swig_getEINTERNAL()
 func _swig_getENODEVICE() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENODEVICE_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENODEVICE_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
@@ -531,49 +578,49 @@ var ENODEVICE Enum_SS_shardrec_status_code = _swig_getENODEVICE()
 type Enum_SS_shardrec_dtype int
 func _swig_getDTYPE_FLOAT32() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT32_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT32_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var DTYPE_FLOAT32 Enum_SS_shardrec_dtype = _swig_getDTYPE_FLOAT32()
 func _swig_getDTYPE_FLOAT16() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT16_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT16_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var DTYPE_FLOAT16 Enum_SS_shardrec_dtype = _swig_getDTYPE_FLOAT16()
 func _swig_getDTYPE_BFLOAT16() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_BFLOAT16_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_BFLOAT16_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var DTYPE_BFLOAT16 Enum_SS_shardrec_dtype = _swig_getDTYPE_BFLOAT16()
 func _swig_getDTYPE_FLOAT64() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT64_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT64_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var DTYPE_FLOAT64 Enum_SS_shardrec_dtype = _swig_getDTYPE_FLOAT64()
 func _swig_getDTYPE_INT32() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_INT32_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_INT32_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var DTYPE_INT32 Enum_SS_shardrec_dtype = _swig_getDTYPE_INT32()
 func _swig_getDTYPE_INT64() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_INT64_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_INT64_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var DTYPE_INT64 Enum_SS_shardrec_dtype = _swig_getDTYPE_INT64()
 func _swig_getDTYPE_UINT8() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_UINT8_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_UINT8_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
@@ -581,14 +628,14 @@ var DTYPE_UINT8 Enum_SS_shardrec_dtype = _swig_getDTYPE_UINT8()
 type Enum_SS_shardrec_device_type int
 func _swig_getDEVICE_HOST() (_swig_ret Enum_SS_shardrec_device_type) {
 	var swig_r Enum_SS_shardrec_device_type
-	swig_r = (Enum_SS_shardrec_device_type)(C._wrap_DEVICE_HOST_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_device_type)(C._wrap_DEVICE_HOST_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var DEVICE_HOST Enum_SS_shardrec_device_type = _swig_getDEVICE_HOST()
 func _swig_getDEVICE_CUDA() (_swig_ret Enum_SS_shardrec_device_type) {
 	var swig_r Enum_SS_shardrec_device_type
-	swig_r = (Enum_SS_shardrec_device_type)(C._wrap_DEVICE_CUDA_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_device_type)(C._wrap_DEVICE_CUDA_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
@@ -596,7 +643,7 @@ var DEVICE_CUDA Enum_SS_shardrec_device_type = _swig_getDEVICE_CUDA()
 func Status_string(arg1 int) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_status_string_shardrec_f147793ab0cfbe2f(C.swig_intgo(_swig_i_0))
+	swig_r_p := C._wrap_status_string_shardrec_f3770aebdf7e19ec(C.swig_intgo(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -605,13 +652,13 @@ func Status_string(arg1 int) (_swig_ret string) {
 
 func Version() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_version_shardrec_f147793ab0cfbe2f())
+	swig_r = (int)(C._wrap_version_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 func Version_string() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_version_string_shardrec_f147793ab0cfbe2f()
+	swig_r_p := C._wrap_version_string_shardrec_f3770aebdf7e19ec()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -621,7 +668,7 @@ func Version_string() (_swig_ret string) {
 func Dtype_size(arg1 int) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_dtype_size_shardrec_f147793ab0cfbe2f(C.swig_intgo(_swig_i_0)))
+	swig_r = (int64)(C._wrap_dtype_size_shardrec_f3770aebdf7e19ec(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
@@ -631,49 +678,49 @@ const VERSION_PATCH int = 0
 type Enum_SS_shardrec_sharding_type int
 func _swig_getSHARDING_DATA_PARALLEL() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_DATA_PARALLEL_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_DATA_PARALLEL_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var SHARDING_DATA_PARALLEL Enum_SS_shardrec_sharding_type = _swig_getSHARDING_DATA_PARALLEL()
 func _swig_getSHARDING_TABLE_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_WISE_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_WISE_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var SHARDING_TABLE_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_TABLE_WISE()
 func _swig_getSHARDING_ROW_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_ROW_WISE_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_ROW_WISE_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var SHARDING_ROW_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_ROW_WISE()
 func _swig_getSHARDING_COLUMN_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_COLUMN_WISE_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_COLUMN_WISE_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var SHARDING_COLUMN_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_COLUMN_WISE()
 func _swig_getSHARDING_TABLE_ROW_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_ROW_WISE_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_ROW_WISE_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var SHARDING_TABLE_ROW_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_TABLE_ROW_WISE()
 func _swig_getSHARDING_TABLE_COLUMN_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_COLUMN_WISE_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_COLUMN_WISE_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var SHARDING_TABLE_COLUMN_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_TABLE_COLUMN_WISE()
 func _swig_getSHARDING_GRID() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_GRID_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_GRID_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
@@ -682,21 +729,21 @@ const SHARDING_COUNT int = 7
 type Enum_SS_shardrec_pooling int
 func _swig_getPOOLING_SUM() (_swig_ret Enum_SS_shardrec_pooling) {
 	var swig_r Enum_SS_shardrec_pooling
-	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_SUM_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_SUM_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var POOLING_SUM Enum_SS_shardrec_pooling = _swig_getPOOLING_SUM()
 func _swig_getPOOLING_MEAN() (_swig_ret Enum_SS_shardrec_pooling) {
 	var swig_r Enum_SS_shardrec_pooling
-	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_MEAN_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_MEAN_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var POOLING_MEAN Enum_SS_shardrec_pooling = _swig_getPOOLING_MEAN()
 func _swig_getPOOLING_NONE() (_swig_ret Enum_SS_shardrec_pooling) {
 	var swig_r Enum_SS_shardrec_pooling
-	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_NONE_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_NONE_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
@@ -704,21 +751,21 @@ var POOLING_NONE Enum_SS_shardrec_pooling = _swig_getPOOLING_NONE()
 type Enum_SS_shardrec_init_kind int
 func _swig_getINIT_DEFAULT() (_swig_ret Enum_SS_shardrec_init_kind) {
 	var swig_r Enum_SS_shardrec_init_kind
-	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_DEFAULT_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_DEFAULT_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var INIT_DEFAULT Enum_SS_shardrec_init_kind = _swig_getINIT_DEFAULT()
 func _swig_getINIT_UNIFORM() (_swig_ret Enum_SS_shardrec_init_kind) {
 	var swig_r Enum_SS_shardrec_init_kind
-	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_UNIFORM_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_UNIFORM_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var INIT_UNIFORM Enum_SS_shardrec_init_kind = _swig_getINIT_UNIFORM()
 func _swig_getINIT_CONSTANT() (_swig_ret Enum_SS_shardrec_init_kind) {
 	var swig_r Enum_SS_shardrec_init_kind
-	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_CONSTANT_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_CONSTANT_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
@@ -737,155 +784,155 @@ func (p SwigcptrTopology_t) SwigIsTopology_t() {
 func (arg1 SwigcptrTopology_t) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_version_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_version_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_Topology_t_version_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_Topology_t_version_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetWorld_size(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_world_size_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_world_size_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetWorld_size() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_world_size_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_world_size_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetRanks_per_node(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_ranks_per_node_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_ranks_per_node_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetRanks_per_node() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_ranks_per_node_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_ranks_per_node_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetDevice_type(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_device_type_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_device_type_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetDevice_type() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_device_type_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_device_type_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetMemory_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_memory_bytes_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_type_4(_swig_i_1))
+	C._wrap_Topology_t_memory_bytes_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_4(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetMemory_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_Topology_t_memory_bytes_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_Topology_t_memory_bytes_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetIntra_node_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_intra_node_bandwidth_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_intra_node_bandwidth_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetIntra_node_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_intra_node_bandwidth_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_intra_node_bandwidth_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetInter_node_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_inter_node_bandwidth_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_inter_node_bandwidth_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetInter_node_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_inter_node_bandwidth_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_inter_node_bandwidth_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetBatch_size(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_batch_size_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_batch_size_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetBatch_size() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_batch_size_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_batch_size_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetOptimizer(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_optimizer_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_optimizer_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetOptimizer() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_optimizer_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_optimizer_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetMemory_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_memory_bandwidth_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_memory_bandwidth_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetMemory_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_memory_bandwidth_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_memory_bandwidth_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetReserved_fraction(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_reserved_fraction_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_reserved_fraction_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetReserved_fraction() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_reserved_fraction_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_reserved_fraction_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewTopology_t() (_swig_ret Topology_t) {
 	var swig_r Topology_t
-	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_new_Topology_t_shardrec_f147793ab0cfbe2f()))
+	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_new_Topology_t_shardrec_f3770aebdf7e19ec()))
 	return swig_r
 }
 
 func DeleteTopology_t(arg1 Topology_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Topology_t_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Topology_t_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
 }
 
 type Topology_t interface {
@@ -920,7 +967,7 @@ func Topology_init(arg1 Topology_t, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_topology_init_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_topology_init_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -949,72 +996,72 @@ func (p SwigcptrComm_options) SwigIsComm_options() {
 func (arg1 SwigcptrComm_options) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_version_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_comm_options_version_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_comm_options_version_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_comm_options_version_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetTimeout_ms(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_timeout_ms_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_type_7(_swig_i_1))
+	C._wrap_comm_options_timeout_ms_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_7(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetTimeout_ms() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_comm_options_timeout_ms_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_comm_options_timeout_ms_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetBackend(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_backend_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_comm_options_backend_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetBackend() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_comm_options_backend_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_comm_options_backend_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetDevice_type(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_device_type_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_comm_options_device_type_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetDevice_type() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_comm_options_device_type_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_comm_options_device_type_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetDevice_index(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_device_index_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_comm_options_device_index_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetDevice_index() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_comm_options_device_index_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_comm_options_device_index_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetBind_address(arg2 string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_bind_address_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), *(*C.swig_type_9)(unsafe.Pointer(&_swig_i_1)))
+	C._wrap_comm_options_bind_address_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_9)(unsafe.Pointer(&_swig_i_1)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1023,7 +1070,7 @@ func (arg1 SwigcptrComm_options) SetBind_address(arg2 string) {
 func (arg1 SwigcptrComm_options) GetBind_address() (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_options_bind_address_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_comm_options_bind_address_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -1032,13 +1079,13 @@ func (arg1 SwigcptrComm_options) GetBind_address() (_swig_ret string) {
 
 func NewComm_options() (_swig_ret Comm_options) {
 	var swig_r Comm_options
-	swig_r = (Comm_options)(SwigcptrComm_options(C._wrap_new_comm_options_shardrec_f147793ab0cfbe2f()))
+	swig_r = (Comm_options)(SwigcptrComm_options(C._wrap_new_comm_options_shardrec_f3770aebdf7e19ec()))
 	return swig_r
 }
 
 func DeleteComm_options(arg1 Comm_options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_comm_options_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_comm_options_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
 }
 
 type Comm_options interface {
@@ -1062,7 +1109,7 @@ func Comm_options_init(arg1 Comm_options, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_options_init_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_comm_options_init_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1072,7 +1119,7 @@ func Comm_options_init(arg1 Comm_options, arg2 uint) (_swig_ret error) {
 func Comm_unique_id_create(arg1 []byte) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_unique_id_create_shardrec_f147793ab0cfbe2f(*(*C.swig_type_13)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_comm_unique_id_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_13)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1089,7 +1136,7 @@ func Comm_create(arg1 []uintptr, arg2 []byte, arg3 int, arg4 int, arg5 Comm_opti
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_comm_create_shardrec_f147793ab0cfbe2f(*(*C.swig_type_15)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_16)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_comm_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_15)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_16)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1107,7 +1154,7 @@ func Comm_create_local_group(arg1 []uintptr, arg2 Comm_options) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_comm_create_local_group_shardrec_f147793ab0cfbe2f(*(*C.swig_type_18)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_create_local_group_shardrec_f3770aebdf7e19ec(*(*C.swig_type_18)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1123,7 +1170,7 @@ func Comm_split(arg1 []uintptr, arg2 uintptr, arg3 int, arg4 int) (_swig_ret err
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_comm_split_shardrec_f147793ab0cfbe2f(*(*C.swig_type_20)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_comm_split_shardrec_f3770aebdf7e19ec(*(*C.swig_type_20)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1137,7 +1184,7 @@ func Comm_rank(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_rank_shardrec_f147793ab0cfbe2f(*(*C.swig_type_22)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_rank_shardrec_f3770aebdf7e19ec(*(*C.swig_type_22)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1151,7 +1198,7 @@ func Comm_size(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_size_shardrec_f147793ab0cfbe2f(*(*C.swig_type_24)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_size_shardrec_f3770aebdf7e19ec(*(*C.swig_type_24)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1165,7 +1212,7 @@ func Comm_set_timeout(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_set_timeout_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_type_26(_swig_i_1))
+	swig_r_p := C._wrap_comm_set_timeout_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_26(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1175,7 +1222,7 @@ func Comm_set_timeout(arg1 uintptr, arg2 int64) (_swig_ret error) {
 func Comm_abort(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_abort_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_comm_abort_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1185,7 +1232,7 @@ func Comm_abort(arg1 uintptr) (_swig_ret error) {
 func Comm_async_error(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_async_error_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_comm_async_error_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1194,7 +1241,7 @@ func Comm_async_error(arg1 uintptr) (_swig_ret error) {
 
 func Comm_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_comm_destroy_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0))
+	C._wrap_comm_destroy_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
 }
 
 func Comm_allreduce(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 int, arg6 int) (_swig_ret error) {
@@ -1205,7 +1252,7 @@ func Comm_allreduce(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_comm_allreduce_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_30(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_comm_allreduce_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_30(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1219,7 +1266,7 @@ func Comm_broadcast(arg1 uintptr, arg2 uintptr, arg3 int64, arg4 int, arg5 int) 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_comm_broadcast_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_32(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_comm_broadcast_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_32(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1233,7 +1280,7 @@ func Comm_allgather(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_comm_allgather_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_34(_swig_i_3), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_comm_allgather_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_34(_swig_i_3), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1243,7 +1290,7 @@ func Comm_allgather(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 func Comm_barrier(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_barrier_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_comm_barrier_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1262,77 +1309,77 @@ func (p SwigcptrShard_t) SwigIsShard_t() {
 func (arg1 SwigcptrShard_t) SetRow_offset(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_row_offset_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_type_36(_swig_i_1))
+	C._wrap_Shard_t_row_offset_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_36(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRow_offset() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Shard_t_row_offset_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Shard_t_row_offset_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrShard_t) SetRows(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_rows_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_type_38(_swig_i_1))
+	C._wrap_Shard_t_rows_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_38(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRows() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Shard_t_rows_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Shard_t_rows_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrShard_t) SetCol_offset(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_col_offset_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Shard_t_col_offset_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetCol_offset() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Shard_t_col_offset_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Shard_t_col_offset_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrShard_t) SetCols(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_cols_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Shard_t_cols_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetCols() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Shard_t_cols_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Shard_t_cols_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrShard_t) SetRank(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_rank_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Shard_t_rank_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRank() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Shard_t_rank_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Shard_t_rank_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewShard_t() (_swig_ret Shard_t) {
 	var swig_r Shard_t
-	swig_r = (Shard_t)(SwigcptrShard_t(C._wrap_new_Shard_t_shardrec_f147793ab0cfbe2f()))
+	swig_r = (Shard_t)(SwigcptrShard_t(C._wrap_new_Shard_t_shardrec_f3770aebdf7e19ec()))
 	return swig_r
 }
 
 func DeleteShard_t(arg1 Shard_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Shard_t_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Shard_t_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
 }
 
 type Shard_t interface {
@@ -1354,7 +1401,7 @@ func Plan_from_json(arg1 []uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_from_json_shardrec_f147793ab0cfbe2f(*(*C.swig_type_41)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_42)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_from_json_shardrec_f3770aebdf7e19ec(*(*C.swig_type_41)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_42)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1371,7 +1418,7 @@ func Plan_to_json(arg1 uintptr, arg2 *string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_to_json_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_plan_to_json_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg2 = swigCopyString(*arg2) 
 	var swig_r_1 error
@@ -1383,7 +1430,7 @@ func Plan_stats(arg1 uintptr, arg2 *string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_stats_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_plan_stats_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg2 = swigCopyString(*arg2) 
 	var swig_r_1 error
@@ -1395,7 +1442,7 @@ func Plan_hash(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_hash_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), *(*C.swig_type_46)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_hash_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_46)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1409,7 +1456,7 @@ func Plan_world_size(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_world_size_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), *(*C.swig_type_48)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_world_size_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_48)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1423,7 +1470,7 @@ func Plan_ranks_per_node(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_ranks_per_node_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), *(*C.swig_type_50)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_ranks_per_node_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_50)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1437,7 +1484,7 @@ func Plan_num_tables(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_num_tables_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), *(*C.swig_type_52)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_num_tables_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_52)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1451,7 +1498,7 @@ func Plan_num_features(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_num_features_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), *(*C.swig_type_54)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_num_features_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_54)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1466,7 +1513,7 @@ func Plan_feature_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_feature_name_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_type_56(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_plan_feature_name_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_56(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	var swig_r_1 error
@@ -1479,7 +1526,7 @@ func Plan_table_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_name_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_type_58(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_plan_table_name_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_58(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	var swig_r_1 error
@@ -1492,7 +1539,7 @@ func Plan_find_table(arg1 uintptr, arg2 string, arg3 []uint64) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_find_table_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), *(*C.swig_type_60)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_find_table_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_60)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1510,7 +1557,7 @@ func Plan_table_rows(arg1 uintptr, arg2 int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_rows_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_type_63(_swig_i_1), *(*C.swig_type_64)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_table_rows_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_63(_swig_i_1), *(*C.swig_type_64)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1525,7 +1572,7 @@ func Plan_table_dim(arg1 uintptr, arg2 int64, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_dim_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_type_66(_swig_i_1), *(*C.swig_type_67)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_table_dim_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_66(_swig_i_1), *(*C.swig_type_67)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1541,7 +1588,7 @@ func Plan_table_sharding(arg1 uintptr, arg2 int64, arg3 []int32, arg4 []uint64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_plan_table_sharding_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_type_69(_swig_i_1), *(*C.swig_type_70)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_plan_table_sharding_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_69(_swig_i_1), *(*C.swig_type_70)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1560,7 +1607,7 @@ func Plan_shard(arg1 uintptr, arg2 int64, arg3 int64, arg4 Shard_t) (_swig_ret e
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_plan_shard_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_type_73(_swig_i_1), C.swig_type_74(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_plan_shard_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_73(_swig_i_1), C.swig_type_74(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1569,48 +1616,48 @@ func Plan_shard(arg1 uintptr, arg2 int64, arg3 int64, arg4 Shard_t) (_swig_ret e
 
 func Plan_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_plan_destroy_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0))
+	C._wrap_plan_destroy_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
 }
 
 type Enum_SS_shardrec_optimizer_type int
 func _swig_getOPTIMIZER_SGD() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_SGD_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_SGD_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var OPTIMIZER_SGD Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_SGD()
 func _swig_getOPTIMIZER_ADAGRAD() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ADAGRAD_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ADAGRAD_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var OPTIMIZER_ADAGRAD Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_ADAGRAD()
 func _swig_getOPTIMIZER_ROWWISE_ADAGRAD() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ROWWISE_ADAGRAD_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ROWWISE_ADAGRAD_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var OPTIMIZER_ROWWISE_ADAGRAD Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_ROWWISE_ADAGRAD()
 func _swig_getOPTIMIZER_ADAM() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ADAM_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ADAM_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var OPTIMIZER_ADAM Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_ADAM()
 func _swig_getOPTIMIZER_PARTIAL_ROWWISE_ADAM() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var OPTIMIZER_PARTIAL_ROWWISE_ADAM Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_PARTIAL_ROWWISE_ADAM()
 func _swig_getOPTIMIZER_LAMB() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_LAMB_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_LAMB_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
@@ -1618,21 +1665,21 @@ var OPTIMIZER_LAMB Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_LAMB()
 type Enum_SS_shardrec_weight_decay_mode int
 func _swig_getWEIGHT_DECAY_NONE() (_swig_ret Enum_SS_shardrec_weight_decay_mode) {
 	var swig_r Enum_SS_shardrec_weight_decay_mode
-	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_NONE_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_NONE_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var WEIGHT_DECAY_NONE Enum_SS_shardrec_weight_decay_mode = _swig_getWEIGHT_DECAY_NONE()
 func _swig_getWEIGHT_DECAY_L2() (_swig_ret Enum_SS_shardrec_weight_decay_mode) {
 	var swig_r Enum_SS_shardrec_weight_decay_mode
-	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_L2_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_L2_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var WEIGHT_DECAY_L2 Enum_SS_shardrec_weight_decay_mode = _swig_getWEIGHT_DECAY_L2()
 func _swig_getWEIGHT_DECAY_DECOUPLED() (_swig_ret Enum_SS_shardrec_weight_decay_mode) {
 	var swig_r Enum_SS_shardrec_weight_decay_mode
-	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_DECOUPLED_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_DECOUPLED_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
@@ -1640,21 +1687,21 @@ var WEIGHT_DECAY_DECOUPLED Enum_SS_shardrec_weight_decay_mode = _swig_getWEIGHT_
 type Enum_SS_shardrec_bounds_policy int
 func _swig_getBOUNDS_ERROR() (_swig_ret Enum_SS_shardrec_bounds_policy) {
 	var swig_r Enum_SS_shardrec_bounds_policy
-	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_ERROR_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_ERROR_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var BOUNDS_ERROR Enum_SS_shardrec_bounds_policy = _swig_getBOUNDS_ERROR()
 func _swig_getBOUNDS_CLAMP() (_swig_ret Enum_SS_shardrec_bounds_policy) {
 	var swig_r Enum_SS_shardrec_bounds_policy
-	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_CLAMP_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_CLAMP_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 var BOUNDS_CLAMP Enum_SS_shardrec_bounds_policy = _swig_getBOUNDS_CLAMP()
 func _swig_getBOUNDS_SKIP() (_swig_ret Enum_SS_shardrec_bounds_policy) {
 	var swig_r Enum_SS_shardrec_bounds_policy
-	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_SKIP_shardrec_f147793ab0cfbe2f())
+	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_SKIP_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
@@ -1671,116 +1718,116 @@ func (p SwigcptrOptimizer_config) SwigIsOptimizer_config() {
 func (arg1 SwigcptrOptimizer_config) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_version_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_optimizer_config_version_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_optimizer_config_version_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_optimizer_config_version_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetXtype(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_Xtype_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_optimizer_config_Xtype_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetXtype() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_optimizer_config_Xtype_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_optimizer_config_Xtype_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetLearning_rate(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_learning_rate_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_learning_rate_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetLearning_rate() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_learning_rate_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_learning_rate_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetEps(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_eps_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_eps_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetEps() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_eps_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_eps_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetBeta1(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_beta1_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_beta1_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetBeta1() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_beta1_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_beta1_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetBeta2(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_beta2_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_beta2_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetBeta2() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_beta2_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_beta2_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetWeight_decay(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_weight_decay_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_weight_decay_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetWeight_decay() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_weight_decay_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_weight_decay_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetWeight_decay_mode(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_weight_decay_mode_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_optimizer_config_weight_decay_mode_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetWeight_decay_mode() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_optimizer_config_weight_decay_mode_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_optimizer_config_weight_decay_mode_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewOptimizer_config() (_swig_ret Optimizer_config) {
 	var swig_r Optimizer_config
-	swig_r = (Optimizer_config)(SwigcptrOptimizer_config(C._wrap_new_optimizer_config_shardrec_f147793ab0cfbe2f()))
+	swig_r = (Optimizer_config)(SwigcptrOptimizer_config(C._wrap_new_optimizer_config_shardrec_f3770aebdf7e19ec()))
 	return swig_r
 }
 
 func DeleteOptimizer_config(arg1 Optimizer_config) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_optimizer_config_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_optimizer_config_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
 }
 
 type Optimizer_config interface {
@@ -1809,7 +1856,7 @@ func Optimizer_config_init(arg1 Optimizer_config, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_optimizer_config_init_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_optimizer_config_init_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1828,103 +1875,103 @@ func (p SwigcptrEmbedding_options) SwigIsEmbedding_options() {
 func (arg1 SwigcptrEmbedding_options) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_version_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_version_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_embedding_options_version_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_embedding_options_version_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetSeed(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_seed_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_type_76(_swig_i_1))
+	C._wrap_embedding_options_seed_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_76(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetSeed() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_embedding_options_seed_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_embedding_options_seed_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetBounds_policy(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_bounds_policy_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_bounds_policy_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetBounds_policy() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_bounds_policy_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_bounds_policy_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetNum_threads(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_num_threads_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_num_threads_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetNum_threads() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_num_threads_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_num_threads_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetDp_comm(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_dp_comm_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_embedding_options_dp_comm_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetDp_comm() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_embedding_options_dp_comm_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_embedding_options_dp_comm_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetDevice_type(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_device_type_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_device_type_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetDevice_type() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_device_type_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_device_type_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetDevice_index(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_device_index_set_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_device_index_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetDevice_index() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_device_index_get_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_device_index_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewEmbedding_options() (_swig_ret Embedding_options) {
 	var swig_r Embedding_options
-	swig_r = (Embedding_options)(SwigcptrEmbedding_options(C._wrap_new_embedding_options_shardrec_f147793ab0cfbe2f()))
+	swig_r = (Embedding_options)(SwigcptrEmbedding_options(C._wrap_new_embedding_options_shardrec_f3770aebdf7e19ec()))
 	return swig_r
 }
 
 func DeleteEmbedding_options(arg1 Embedding_options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_embedding_options_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_embedding_options_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
 }
 
 type Embedding_options interface {
@@ -1951,7 +1998,7 @@ func Embedding_options_init(arg1 Embedding_options, arg2 uint) (_swig_ret error)
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_options_init_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_embedding_options_init_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1965,7 +2012,7 @@ func Embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Optimizer
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_embedding_create_shardrec_f147793ab0cfbe2f(*(*C.swig_type_80)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_embedding_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_80)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1977,14 +2024,14 @@ func Embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Optimizer
 
 func Embedding_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_embedding_destroy_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0))
+	C._wrap_embedding_destroy_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
 }
 
 func Embedding_output_dim(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_output_dim_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_output_dim_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1998,7 +2045,7 @@ func Embedding_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_is_sequence_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_is_sequence_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2011,7 +2058,7 @@ func Embedding_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 func Embedding_input_dist_wait(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_embedding_input_dist_wait_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_embedding_input_dist_wait_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2022,7 +2069,7 @@ func Embedding_forward_distributed(arg1 uintptr, arg2 []float32) (_swig_ret erro
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_forward_distributed_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_forward_distributed_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2036,7 +2083,7 @@ func Embedding_backward(arg1 uintptr, arg2 []float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_backward_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_backward_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2050,7 +2097,7 @@ func Embedding_set_learning_rate(arg1 uintptr, arg2 float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_set_learning_rate_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	swig_r_p := C._wrap_embedding_set_learning_rate_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2061,7 +2108,7 @@ func Embedding_num_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_steps_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_steps_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2075,7 +2122,7 @@ func Embedding_set_num_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_set_num_steps_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_type_94(_swig_i_1))
+	swig_r_p := C._wrap_embedding_set_num_steps_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_94(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2087,7 +2134,7 @@ func Embedding_get_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_get_weights_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), *(*C.swig_type_96)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_97)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_get_weights_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_96)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_97)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2105,7 +2152,7 @@ func Embedding_set_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_weights_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), *(*C.swig_type_99)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_set_weights_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_99)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2122,7 +2169,7 @@ func Embedding_num_states(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_states_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_states_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2138,7 +2185,7 @@ func Embedding_state_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int32) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_state_info_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_type_104(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_state_info_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_104(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -2155,7 +2202,7 @@ func Embedding_get_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_get_state_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_109)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_get_state_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_109)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2177,7 +2224,7 @@ func Embedding_set_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_set_state_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_set_state_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2198,7 +2245,7 @@ func Embedding_timings(arg1 uintptr, arg2 []float64, arg3 []float64) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_timings_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_timings_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2214,7 +2261,7 @@ func Embedding_timings(arg1 uintptr, arg2 []float64, arg3 []float64) (_swig_ret 
 func Device_count(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_device_count_shardrec_f147793ab0cfbe2f(*(*C.swig_type_118)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_device_count_shardrec_f3770aebdf7e19ec(*(*C.swig_type_118)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2228,8 +2275,292 @@ func Device_check(arg1 int, arg2 int) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_device_check_shardrec_f147793ab0cfbe2f(C.swig_intgo(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_device_check_shardrec_f3770aebdf7e19ec(C.swig_intgo(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+const MESH_LAYOUT_DEFAULT int = 0
+const MESH_LAYOUT_INTER_HOST int = 1
+const SYNC_DEFAULT int = 0
+const SYNC_WEIGHTS_AND_STATE int = 1
+const SYNC_WEIGHTS_ONLY int = 2
+const MESH_OPTIONS_VERSION uint = 1
+type SwigcptrMesh_options uintptr
+
+func (p SwigcptrMesh_options) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrMesh_options) SwigIsMesh_options() {
+}
+
+func (arg1 SwigcptrMesh_options) SetVersion(arg2 uint) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_mesh_options_version_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrMesh_options) GetVersion() (_swig_ret uint) {
+	var swig_r uint
+	_swig_i_0 := arg1
+	swig_r = (uint)(C._wrap_mesh_options_version_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrMesh_options) SetSharding_group_size(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_mesh_options_sharding_group_size_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrMesh_options) GetSharding_group_size() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_mesh_options_sharding_group_size_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrMesh_options) SetLayout(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_mesh_options_layout_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrMesh_options) GetLayout() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_mesh_options_layout_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrMesh_options) SetRanks_per_node(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_mesh_options_ranks_per_node_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrMesh_options) GetRanks_per_node() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_mesh_options_ranks_per_node_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrMesh_options) SetSync_interval(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_mesh_options_sync_interval_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrMesh_options) GetSync_interval() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_mesh_options_sync_interval_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrMesh_options) SetSync_mode(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_mesh_options_sync_mode_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrMesh_options) GetSync_mode() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_mesh_options_sync_mode_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewMesh_options() (_swig_ret Mesh_options) {
+	var swig_r Mesh_options
+	swig_r = (Mesh_options)(SwigcptrMesh_options(C._wrap_new_mesh_options_shardrec_f3770aebdf7e19ec()))
+	return swig_r
+}
+
+func DeleteMesh_options(arg1 Mesh_options) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_mesh_options_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+}
+
+type Mesh_options interface {
+	Swigcptr() uintptr
+	SwigIsMesh_options()
+	SetVersion(arg2 uint)
+	GetVersion() (_swig_ret uint)
+	SetSharding_group_size(arg2 int)
+	GetSharding_group_size() (_swig_ret int)
+	SetLayout(arg2 int)
+	GetLayout() (_swig_ret int)
+	SetRanks_per_node(arg2 int)
+	GetRanks_per_node() (_swig_ret int)
+	SetSync_interval(arg2 int)
+	GetSync_interval() (_swig_ret int)
+	SetSync_mode(arg2 int)
+	GetSync_mode() (_swig_ret int)
+}
+
+func Mesh_options_init(arg1 Mesh_options, arg2 uint) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_mesh_options_init_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Mesh_create(arg1 []uintptr, arg2 uintptr, arg3 Mesh_options) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := getSwigcptr(arg3)
+	swig_r_p := C._wrap_mesh_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_122)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Mesh_destroy(arg1 uintptr) {
+	_swig_i_0 := arg1
+	C._wrap_mesh_destroy_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+}
+
+func Mesh_coords(arg1 uintptr, arg2 []int32, arg3 []int32, arg4 []int32, arg5 []int32) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	swig_r_p := C._wrap_mesh_coords_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_4)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Mesh_sharding_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_mesh_sharding_comm_shardrec_f3770aebdf7e19ec(*(*C.swig_type_129)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Mesh_replica_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_mesh_replica_comm_shardrec_f3770aebdf7e19ec(*(*C.swig_type_131)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Mesh_describe(arg1 uintptr, arg2 *string) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_mesh_describe_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+ *arg2 = swigCopyString(*arg2) 
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Mesh_embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Optimizer_config, arg5 Embedding_options) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := getSwigcptr(arg4)
+	_swig_i_4 := getSwigcptr(arg5)
+	swig_r_p := C._wrap_mesh_embedding_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_134)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Mesh_sync(arg1 uintptr, arg2 uintptr, arg3 int) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_mesh_sync_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Mesh_step(arg1 uintptr, arg2 uintptr, arg3 []int32) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_mesh_step_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_2)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Mesh_sync_stats(arg1 uintptr, arg2 []uint64, arg3 []int32, arg4 []int64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r_p := C._wrap_mesh_sync_stats_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_3)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
 	return swig_r_1
@@ -2237,19 +2568,19 @@ func Device_check(arg1 int, arg2 int) (_swig_ret error) {
 
 func Bind_plan_spec_new() (_swig_ret uintptr) {
 	var swig_r uintptr
-	swig_r = (uintptr)(C._wrap_bind_plan_spec_new_shardrec_f147793ab0cfbe2f())
+	swig_r = (uintptr)(C._wrap_bind_plan_spec_new_shardrec_f3770aebdf7e19ec())
 	return swig_r
 }
 
 func Bind_plan_spec_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_bind_plan_spec_free_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0))
+	C._wrap_bind_plan_spec_free_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
 }
 
 func Bind_plan_spec_topology(arg1 uintptr) (_swig_ret Topology_t) {
 	var swig_r Topology_t
 	_swig_i_0 := arg1
-	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_bind_plan_spec_topology_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0))))
+	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_bind_plan_spec_topology_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
@@ -2258,7 +2589,7 @@ func Bind_plan_spec_add_feature(arg1 uintptr, arg2 string, arg3 float32) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_plan_spec_add_feature_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_bind_plan_spec_add_feature_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2280,7 +2611,7 @@ func Bind_plan_spec_add_table(arg1 uintptr, arg2 string, arg3 int64, arg4 int, a
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_bind_plan_spec_add_table_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), *(*C.swig_type_123)(unsafe.Pointer(&_swig_i_1)), C.swig_type_124(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_1)), C.swig_type_146(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2301,7 +2632,7 @@ func Bind_plan_spec_add_constraints(arg1 uintptr, arg2 string, arg3 uint, arg4 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_plan_spec_add_constraints_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_plan_spec_add_constraints_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2321,7 +2652,7 @@ func Bind_plan_spec_set_memory_bytes_per_rank(arg1 uintptr, arg2 []int64) (_swig
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2335,7 +2666,7 @@ func Bind_plan_create(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_create_shardrec_f147793ab0cfbe2f(*(*C.swig_type_133)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_plan_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_155)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2354,7 +2685,7 @@ func Bind_embedding_forward(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_embedding_forward_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_type_135(_swig_i_1), C.swig_type_136(_swig_i_2), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_embedding_forward_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_157(_swig_i_1), C.swig_type_158(_swig_i_2), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -2381,7 +2712,7 @@ func Bind_embedding_input_dist_start(arg1 uintptr, arg2 int64, arg3 int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_embedding_input_dist_start_shardrec_f147793ab0cfbe2f(C.uintptr_t(_swig_i_0), C.swig_type_142(_swig_i_1), C.swig_type_143(_swig_i_2), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_embedding_input_dist_start_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_164(_swig_i_1), C.swig_type_165(_swig_i_2), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4

@@ -194,6 +194,7 @@ static void* Swig_malloc(int c) {
 #include "shardrec/plan.h"
 #include "shardrec/embedding.h"
 #include "shardrec/device.h"
+#include "shardrec/replica.h"
 
 
 #include <stdint.h>		// Use the C99 official header
@@ -397,7 +398,7 @@ shardrec_status_t shardrec_bind_embedding_input_dist_start(
 extern "C" {
 #endif
 
-void _wrap_Swig_free_shardrec_f147793ab0cfbe2f(void *_swig_go_0) {
+void _wrap_Swig_free_shardrec_f3770aebdf7e19ec(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -407,7 +408,7 @@ void _wrap_Swig_free_shardrec_f147793ab0cfbe2f(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_shardrec_f147793ab0cfbe2f(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_shardrec_f3770aebdf7e19ec(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -420,7 +421,7 @@ void *_wrap_Swig_malloc_shardrec_f147793ab0cfbe2f(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_OK_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_OK_shardrec_f3770aebdf7e19ec() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -432,7 +433,7 @@ intgo _wrap_OK_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_ERROR_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_ERROR_shardrec_f3770aebdf7e19ec() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -444,7 +445,7 @@ intgo _wrap_ERROR_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_EINVAL_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_EINVAL_shardrec_f3770aebdf7e19ec() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -456,7 +457,7 @@ intgo _wrap_EINVAL_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_EUSAGE_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_EUSAGE_shardrec_f3770aebdf7e19ec() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -468,7 +469,7 @@ intgo _wrap_EUSAGE_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_ENOMEM_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_ENOMEM_shardrec_f3770aebdf7e19ec() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -480,7 +481,7 @@ intgo _wrap_ENOMEM_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_ECUDA_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_ECUDA_shardrec_f3770aebdf7e19ec() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -492,7 +493,7 @@ intgo _wrap_ECUDA_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_EREMOTE_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_EREMOTE_shardrec_f3770aebdf7e19ec() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -504,7 +505,7 @@ intgo _wrap_EREMOTE_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_ETIMEOUT_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_ETIMEOUT_shardrec_f3770aebdf7e19ec() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -516,7 +517,7 @@ intgo _wrap_ETIMEOUT_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_EIO_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_EIO_shardrec_f3770aebdf7e19ec() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -528,7 +529,7 @@ intgo _wrap_EIO_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_ECORRUPT_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_ECORRUPT_shardrec_f3770aebdf7e19ec() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -540,7 +541,7 @@ intgo _wrap_ECORRUPT_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_EUNSUPPORTED_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_EUNSUPPORTED_shardrec_f3770aebdf7e19ec() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -552,7 +553,7 @@ intgo _wrap_EUNSUPPORTED_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_ENOTFOUND_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_ENOTFOUND_shardrec_f3770aebdf7e19ec() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -564,7 +565,7 @@ intgo _wrap_ENOTFOUND_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_EINTERNAL_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_EINTERNAL_shardrec_f3770aebdf7e19ec() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -576,7 +577,7 @@ intgo _wrap_EINTERNAL_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_ENODEVICE_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_ENODEVICE_shardrec_f3770aebdf7e19ec() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -588,7 +589,7 @@ intgo _wrap_ENODEVICE_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT32_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_DTYPE_FLOAT32_shardrec_f3770aebdf7e19ec() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -600,7 +601,7 @@ intgo _wrap_DTYPE_FLOAT32_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT16_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_DTYPE_FLOAT16_shardrec_f3770aebdf7e19ec() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -612,7 +613,7 @@ intgo _wrap_DTYPE_FLOAT16_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_DTYPE_BFLOAT16_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_DTYPE_BFLOAT16_shardrec_f3770aebdf7e19ec() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -624,7 +625,7 @@ intgo _wrap_DTYPE_BFLOAT16_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT64_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_DTYPE_FLOAT64_shardrec_f3770aebdf7e19ec() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -636,7 +637,7 @@ intgo _wrap_DTYPE_FLOAT64_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_DTYPE_INT32_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_DTYPE_INT32_shardrec_f3770aebdf7e19ec() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -648,7 +649,7 @@ intgo _wrap_DTYPE_INT32_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_DTYPE_INT64_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_DTYPE_INT64_shardrec_f3770aebdf7e19ec() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -660,7 +661,7 @@ intgo _wrap_DTYPE_INT64_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_DTYPE_UINT8_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_DTYPE_UINT8_shardrec_f3770aebdf7e19ec() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -672,7 +673,7 @@ intgo _wrap_DTYPE_UINT8_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_DEVICE_HOST_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_DEVICE_HOST_shardrec_f3770aebdf7e19ec() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -684,7 +685,7 @@ intgo _wrap_DEVICE_HOST_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_DEVICE_CUDA_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_DEVICE_CUDA_shardrec_f3770aebdf7e19ec() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -696,7 +697,7 @@ intgo _wrap_DEVICE_CUDA_shardrec_f147793ab0cfbe2f() {
 }
 
 
-_gostring_ _wrap_status_string_shardrec_f147793ab0cfbe2f(intgo _swig_go_0) {
+_gostring_ _wrap_status_string_shardrec_f3770aebdf7e19ec(intgo _swig_go_0) {
   shardrec_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -709,7 +710,7 @@ _gostring_ _wrap_status_string_shardrec_f147793ab0cfbe2f(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_version_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_version_shardrec_f3770aebdf7e19ec() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -720,7 +721,7 @@ intgo _wrap_version_shardrec_f147793ab0cfbe2f() {
 }
 
 
-_gostring_ _wrap_version_string_shardrec_f147793ab0cfbe2f() {
+_gostring_ _wrap_version_string_shardrec_f3770aebdf7e19ec() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -731,7 +732,7 @@ _gostring_ _wrap_version_string_shardrec_f147793ab0cfbe2f() {
 }
 
 
-long long _wrap_dtype_size_shardrec_f147793ab0cfbe2f(intgo _swig_go_0) {
+long long _wrap_dtype_size_shardrec_f3770aebdf7e19ec(intgo _swig_go_0) {
   int32_t arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -744,7 +745,7 @@ long long _wrap_dtype_size_shardrec_f147793ab0cfbe2f(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_SHARDING_DATA_PARALLEL_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_SHARDING_DATA_PARALLEL_shardrec_f3770aebdf7e19ec() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -756,7 +757,7 @@ intgo _wrap_SHARDING_DATA_PARALLEL_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_WISE_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_SHARDING_TABLE_WISE_shardrec_f3770aebdf7e19ec() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -768,7 +769,7 @@ intgo _wrap_SHARDING_TABLE_WISE_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_SHARDING_ROW_WISE_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_SHARDING_ROW_WISE_shardrec_f3770aebdf7e19ec() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -780,7 +781,7 @@ intgo _wrap_SHARDING_ROW_WISE_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_SHARDING_COLUMN_WISE_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_SHARDING_COLUMN_WISE_shardrec_f3770aebdf7e19ec() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -792,7 +793,7 @@ intgo _wrap_SHARDING_COLUMN_WISE_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_ROW_WISE_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_SHARDING_TABLE_ROW_WISE_shardrec_f3770aebdf7e19ec() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -804,7 +805,7 @@ intgo _wrap_SHARDING_TABLE_ROW_WISE_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_COLUMN_WISE_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_SHARDING_TABLE_COLUMN_WISE_shardrec_f3770aebdf7e19ec() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -816,7 +817,7 @@ intgo _wrap_SHARDING_TABLE_COLUMN_WISE_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_SHARDING_GRID_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_SHARDING_GRID_shardrec_f3770aebdf7e19ec() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -828,7 +829,7 @@ intgo _wrap_SHARDING_GRID_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_POOLING_SUM_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_POOLING_SUM_shardrec_f3770aebdf7e19ec() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -840,7 +841,7 @@ intgo _wrap_POOLING_SUM_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_POOLING_MEAN_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_POOLING_MEAN_shardrec_f3770aebdf7e19ec() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -852,7 +853,7 @@ intgo _wrap_POOLING_MEAN_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_POOLING_NONE_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_POOLING_NONE_shardrec_f3770aebdf7e19ec() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -864,7 +865,7 @@ intgo _wrap_POOLING_NONE_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_INIT_DEFAULT_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_INIT_DEFAULT_shardrec_f3770aebdf7e19ec() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -876,7 +877,7 @@ intgo _wrap_INIT_DEFAULT_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_INIT_UNIFORM_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_INIT_UNIFORM_shardrec_f3770aebdf7e19ec() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -888,7 +889,7 @@ intgo _wrap_INIT_UNIFORM_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_INIT_CONSTANT_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_INIT_CONSTANT_shardrec_f3770aebdf7e19ec() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -900,7 +901,7 @@ intgo _wrap_INIT_CONSTANT_shardrec_f147793ab0cfbe2f() {
 }
 
 
-void _wrap_Topology_t_version_set_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_version_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t arg2 ;
   
@@ -912,7 +913,7 @@ void _wrap_Topology_t_version_set_shardrec_f147793ab0cfbe2f(struct shardrec_topo
 }
 
 
-intgo _wrap_Topology_t_version_get_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_version_get_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -925,7 +926,7 @@ intgo _wrap_Topology_t_version_get_shardrec_f147793ab0cfbe2f(struct shardrec_top
 }
 
 
-void _wrap_Topology_t_world_size_set_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_world_size_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -937,7 +938,7 @@ void _wrap_Topology_t_world_size_set_shardrec_f147793ab0cfbe2f(struct shardrec_t
 }
 
 
-intgo _wrap_Topology_t_world_size_get_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_world_size_get_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -950,7 +951,7 @@ intgo _wrap_Topology_t_world_size_get_shardrec_f147793ab0cfbe2f(struct shardrec_
 }
 
 
-void _wrap_Topology_t_ranks_per_node_set_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_ranks_per_node_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -962,7 +963,7 @@ void _wrap_Topology_t_ranks_per_node_set_shardrec_f147793ab0cfbe2f(struct shardr
 }
 
 
-intgo _wrap_Topology_t_ranks_per_node_get_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_ranks_per_node_get_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -975,7 +976,7 @@ intgo _wrap_Topology_t_ranks_per_node_get_shardrec_f147793ab0cfbe2f(struct shard
 }
 
 
-void _wrap_Topology_t_device_type_set_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_device_type_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -987,7 +988,7 @@ void _wrap_Topology_t_device_type_set_shardrec_f147793ab0cfbe2f(struct shardrec_
 }
 
 
-intgo _wrap_Topology_t_device_type_get_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_device_type_get_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1000,7 +1001,7 @@ intgo _wrap_Topology_t_device_type_get_shardrec_f147793ab0cfbe2f(struct shardrec
 }
 
 
-void _wrap_Topology_t_memory_bytes_set_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
+void _wrap_Topology_t_memory_bytes_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t arg2 ;
   
@@ -1012,7 +1013,7 @@ void _wrap_Topology_t_memory_bytes_set_shardrec_f147793ab0cfbe2f(struct shardrec
 }
 
 
-long long _wrap_Topology_t_memory_bytes_get_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0) {
+long long _wrap_Topology_t_memory_bytes_get_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1025,7 +1026,7 @@ long long _wrap_Topology_t_memory_bytes_get_shardrec_f147793ab0cfbe2f(struct sha
 }
 
 
-void _wrap_Topology_t_intra_node_bandwidth_set_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_intra_node_bandwidth_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -1037,7 +1038,7 @@ void _wrap_Topology_t_intra_node_bandwidth_set_shardrec_f147793ab0cfbe2f(struct 
 }
 
 
-double _wrap_Topology_t_intra_node_bandwidth_get_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_intra_node_bandwidth_get_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -1050,7 +1051,7 @@ double _wrap_Topology_t_intra_node_bandwidth_get_shardrec_f147793ab0cfbe2f(struc
 }
 
 
-void _wrap_Topology_t_inter_node_bandwidth_set_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_inter_node_bandwidth_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -1062,7 +1063,7 @@ void _wrap_Topology_t_inter_node_bandwidth_set_shardrec_f147793ab0cfbe2f(struct 
 }
 
 
-double _wrap_Topology_t_inter_node_bandwidth_get_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_inter_node_bandwidth_get_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -1075,7 +1076,7 @@ double _wrap_Topology_t_inter_node_bandwidth_get_shardrec_f147793ab0cfbe2f(struc
 }
 
 
-void _wrap_Topology_t_batch_size_set_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_batch_size_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1087,7 +1088,7 @@ void _wrap_Topology_t_batch_size_set_shardrec_f147793ab0cfbe2f(struct shardrec_t
 }
 
 
-intgo _wrap_Topology_t_batch_size_get_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_batch_size_get_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1100,7 +1101,7 @@ intgo _wrap_Topology_t_batch_size_get_shardrec_f147793ab0cfbe2f(struct shardrec_
 }
 
 
-void _wrap_Topology_t_optimizer_set_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_optimizer_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1112,7 +1113,7 @@ void _wrap_Topology_t_optimizer_set_shardrec_f147793ab0cfbe2f(struct shardrec_to
 }
 
 
-intgo _wrap_Topology_t_optimizer_get_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_optimizer_get_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1125,7 +1126,7 @@ intgo _wrap_Topology_t_optimizer_get_shardrec_f147793ab0cfbe2f(struct shardrec_t
 }
 
 
-void _wrap_Topology_t_memory_bandwidth_set_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_memory_bandwidth_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -1137,7 +1138,7 @@ void _wrap_Topology_t_memory_bandwidth_set_shardrec_f147793ab0cfbe2f(struct shar
 }
 
 
-double _wrap_Topology_t_memory_bandwidth_get_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_memory_bandwidth_get_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -1150,7 +1151,7 @@ double _wrap_Topology_t_memory_bandwidth_get_shardrec_f147793ab0cfbe2f(struct sh
 }
 
 
-void _wrap_Topology_t_reserved_fraction_set_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_reserved_fraction_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -1162,7 +1163,7 @@ void _wrap_Topology_t_reserved_fraction_set_shardrec_f147793ab0cfbe2f(struct sha
 }
 
 
-double _wrap_Topology_t_reserved_fraction_get_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_reserved_fraction_get_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -1175,7 +1176,7 @@ double _wrap_Topology_t_reserved_fraction_get_shardrec_f147793ab0cfbe2f(struct s
 }
 
 
-struct shardrec_topology *_wrap_new_Topology_t_shardrec_f147793ab0cfbe2f() {
+struct shardrec_topology *_wrap_new_Topology_t_shardrec_f3770aebdf7e19ec() {
   struct shardrec_topology *result = 0 ;
   struct shardrec_topology *_swig_go_result;
   
@@ -1186,7 +1187,7 @@ struct shardrec_topology *_wrap_new_Topology_t_shardrec_f147793ab0cfbe2f() {
 }
 
 
-void _wrap_delete_Topology_t_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0) {
+void _wrap_delete_Topology_t_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   
   arg1 = *(struct shardrec_topology **)&_swig_go_0; 
@@ -1196,7 +1197,7 @@ void _wrap_delete_Topology_t_shardrec_f147793ab0cfbe2f(struct shardrec_topology 
 }
 
 
-_gostring_ _wrap_topology_init_shardrec_f147793ab0cfbe2f(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_topology_init_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -1228,7 +1229,7 @@ _gostring_ _wrap_topology_init_shardrec_f147793ab0cfbe2f(struct shardrec_topolog
 }
 
 
-void _wrap_comm_options_version_set_shardrec_f147793ab0cfbe2f(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_version_set_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t arg2 ;
   
@@ -1240,7 +1241,7 @@ void _wrap_comm_options_version_set_shardrec_f147793ab0cfbe2f(struct shardrec_co
 }
 
 
-intgo _wrap_comm_options_version_get_shardrec_f147793ab0cfbe2f(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_version_get_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1253,7 +1254,7 @@ intgo _wrap_comm_options_version_get_shardrec_f147793ab0cfbe2f(struct shardrec_c
 }
 
 
-void _wrap_comm_options_timeout_ms_set_shardrec_f147793ab0cfbe2f(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_timeout_ms_set_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -1265,7 +1266,7 @@ void _wrap_comm_options_timeout_ms_set_shardrec_f147793ab0cfbe2f(struct shardrec
 }
 
 
-long long _wrap_comm_options_timeout_ms_get_shardrec_f147793ab0cfbe2f(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_timeout_ms_get_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1278,7 +1279,7 @@ long long _wrap_comm_options_timeout_ms_get_shardrec_f147793ab0cfbe2f(struct sha
 }
 
 
-void _wrap_comm_options_backend_set_shardrec_f147793ab0cfbe2f(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_backend_set_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -1290,7 +1291,7 @@ void _wrap_comm_options_backend_set_shardrec_f147793ab0cfbe2f(struct shardrec_co
 }
 
 
-intgo _wrap_comm_options_backend_get_shardrec_f147793ab0cfbe2f(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_backend_get_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1303,7 +1304,7 @@ intgo _wrap_comm_options_backend_get_shardrec_f147793ab0cfbe2f(struct shardrec_c
 }
 
 
-void _wrap_comm_options_device_type_set_shardrec_f147793ab0cfbe2f(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_type_set_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -1315,7 +1316,7 @@ void _wrap_comm_options_device_type_set_shardrec_f147793ab0cfbe2f(struct shardre
 }
 
 
-intgo _wrap_comm_options_device_type_get_shardrec_f147793ab0cfbe2f(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_type_get_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1328,7 +1329,7 @@ intgo _wrap_comm_options_device_type_get_shardrec_f147793ab0cfbe2f(struct shardr
 }
 
 
-void _wrap_comm_options_device_index_set_shardrec_f147793ab0cfbe2f(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_index_set_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -1340,7 +1341,7 @@ void _wrap_comm_options_device_index_set_shardrec_f147793ab0cfbe2f(struct shardr
 }
 
 
-intgo _wrap_comm_options_device_index_get_shardrec_f147793ab0cfbe2f(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_index_get_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1353,7 +1354,7 @@ intgo _wrap_comm_options_device_index_get_shardrec_f147793ab0cfbe2f(struct shard
 }
 
 
-void _wrap_comm_options_bind_address_set_shardrec_f147793ab0cfbe2f(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
+void _wrap_comm_options_bind_address_set_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *arg2 = (char *) 0 ;
   
@@ -1377,7 +1378,7 @@ void _wrap_comm_options_bind_address_set_shardrec_f147793ab0cfbe2f(struct shardr
 }
 
 
-_gostring_ _wrap_comm_options_bind_address_get_shardrec_f147793ab0cfbe2f(struct shardrec_comm_options *_swig_go_0) {
+_gostring_ _wrap_comm_options_bind_address_get_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -1390,7 +1391,7 @@ _gostring_ _wrap_comm_options_bind_address_get_shardrec_f147793ab0cfbe2f(struct 
 }
 
 
-struct shardrec_comm_options *_wrap_new_comm_options_shardrec_f147793ab0cfbe2f() {
+struct shardrec_comm_options *_wrap_new_comm_options_shardrec_f3770aebdf7e19ec() {
   struct shardrec_comm_options *result = 0 ;
   struct shardrec_comm_options *_swig_go_result;
   
@@ -1401,7 +1402,7 @@ struct shardrec_comm_options *_wrap_new_comm_options_shardrec_f147793ab0cfbe2f()
 }
 
 
-void _wrap_delete_comm_options_shardrec_f147793ab0cfbe2f(struct shardrec_comm_options *_swig_go_0) {
+void _wrap_delete_comm_options_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   
   arg1 = *(struct shardrec_comm_options **)&_swig_go_0; 
@@ -1411,7 +1412,7 @@ void _wrap_delete_comm_options_shardrec_f147793ab0cfbe2f(struct shardrec_comm_op
 }
 
 
-_gostring_ _wrap_comm_options_init_shardrec_f147793ab0cfbe2f(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_comm_options_init_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_comm_options_t *arg1 = (shardrec_comm_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -1443,7 +1444,7 @@ _gostring_ _wrap_comm_options_init_shardrec_f147793ab0cfbe2f(struct shardrec_com
 }
 
 
-_gostring_ _wrap_comm_unique_id_create_shardrec_f147793ab0cfbe2f(_goslice_ _swig_go_0) {
+_gostring_ _wrap_comm_unique_id_create_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0) {
   shardrec_unique_id_t *arg1 = (shardrec_unique_id_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -1473,7 +1474,7 @@ _gostring_ _wrap_comm_unique_id_create_shardrec_f147793ab0cfbe2f(_goslice_ _swig
 }
 
 
-_gostring_ _wrap_comm_create_shardrec_f147793ab0cfbe2f(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
+_gostring_ _wrap_comm_create_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_unique_id_t *arg2 = (shardrec_unique_id_t *) 0 ;
   int32_t arg3 ;
@@ -1511,7 +1512,7 @@ _gostring_ _wrap_comm_create_shardrec_f147793ab0cfbe2f(_goslice_ _swig_go_0, _go
 }
 
 
-_gostring_ _wrap_comm_create_local_group_shardrec_f147793ab0cfbe2f(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_local_group_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int32_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -1547,7 +1548,7 @@ _gostring_ _wrap_comm_create_local_group_shardrec_f147793ab0cfbe2f(_goslice_ _sw
 }
 
 
-_gostring_ _wrap_comm_split_shardrec_f147793ab0cfbe2f(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_comm_split_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int32_t arg3 ;
@@ -1583,7 +1584,7 @@ _gostring_ _wrap_comm_split_shardrec_f147793ab0cfbe2f(_goslice_ _swig_go_0, shar
 }
 
 
-_gostring_ _wrap_comm_rank_shardrec_f147793ab0cfbe2f(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_rank_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -1615,7 +1616,7 @@ _gostring_ _wrap_comm_rank_shardrec_f147793ab0cfbe2f(_goslice_ _swig_go_0, shard
 }
 
 
-_gostring_ _wrap_comm_size_shardrec_f147793ab0cfbe2f(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_size_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -1647,7 +1648,7 @@ _gostring_ _wrap_comm_size_shardrec_f147793ab0cfbe2f(_goslice_ _swig_go_0, shard
 }
 
 
-_gostring_ _wrap_comm_set_timeout_shardrec_f147793ab0cfbe2f(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_comm_set_timeout_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -1679,7 +1680,7 @@ _gostring_ _wrap_comm_set_timeout_shardrec_f147793ab0cfbe2f(shardrec_comm_t *_sw
 }
 
 
-_gostring_ _wrap_comm_abort_shardrec_f147793ab0cfbe2f(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_abort_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -1709,7 +1710,7 @@ _gostring_ _wrap_comm_abort_shardrec_f147793ab0cfbe2f(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_async_error_shardrec_f147793ab0cfbe2f(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_async_error_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -1739,7 +1740,7 @@ _gostring_ _wrap_comm_async_error_shardrec_f147793ab0cfbe2f(shardrec_comm_t *_sw
 }
 
 
-void _wrap_comm_destroy_shardrec_f147793ab0cfbe2f(shardrec_comm_t *_swig_go_0) {
+void _wrap_comm_destroy_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   
   arg1 = (shardrec_comm_t *)_swig_go_0; 
@@ -1749,7 +1750,7 @@ void _wrap_comm_destroy_shardrec_f147793ab0cfbe2f(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_allreduce_shardrec_f147793ab0cfbe2f(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_comm_allreduce_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -1791,7 +1792,7 @@ _gostring_ _wrap_comm_allreduce_shardrec_f147793ab0cfbe2f(shardrec_comm_t *_swig
 }
 
 
-_gostring_ _wrap_comm_broadcast_shardrec_f147793ab0cfbe2f(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_broadcast_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   size_t arg3 ;
@@ -1831,7 +1832,7 @@ _gostring_ _wrap_comm_broadcast_shardrec_f147793ab0cfbe2f(shardrec_comm_t *_swig
 }
 
 
-_gostring_ _wrap_comm_allgather_shardrec_f147793ab0cfbe2f(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_allgather_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -1871,7 +1872,7 @@ _gostring_ _wrap_comm_allgather_shardrec_f147793ab0cfbe2f(shardrec_comm_t *_swig
 }
 
 
-_gostring_ _wrap_comm_barrier_shardrec_f147793ab0cfbe2f(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_barrier_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -1901,7 +1902,7 @@ _gostring_ _wrap_comm_barrier_shardrec_f147793ab0cfbe2f(shardrec_comm_t *_swig_g
 }
 
 
-void _wrap_Shard_t_row_offset_set_shardrec_f147793ab0cfbe2f(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_row_offset_set_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -1913,7 +1914,7 @@ void _wrap_Shard_t_row_offset_set_shardrec_f147793ab0cfbe2f(struct shardrec_shar
 }
 
 
-long long _wrap_Shard_t_row_offset_get_shardrec_f147793ab0cfbe2f(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_row_offset_get_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1926,7 +1927,7 @@ long long _wrap_Shard_t_row_offset_get_shardrec_f147793ab0cfbe2f(struct shardrec
 }
 
 
-void _wrap_Shard_t_rows_set_shardrec_f147793ab0cfbe2f(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_rows_set_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -1938,7 +1939,7 @@ void _wrap_Shard_t_rows_set_shardrec_f147793ab0cfbe2f(struct shardrec_shard *_sw
 }
 
 
-long long _wrap_Shard_t_rows_get_shardrec_f147793ab0cfbe2f(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_rows_get_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1951,7 +1952,7 @@ long long _wrap_Shard_t_rows_get_shardrec_f147793ab0cfbe2f(struct shardrec_shard
 }
 
 
-void _wrap_Shard_t_col_offset_set_shardrec_f147793ab0cfbe2f(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_col_offset_set_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -1963,7 +1964,7 @@ void _wrap_Shard_t_col_offset_set_shardrec_f147793ab0cfbe2f(struct shardrec_shar
 }
 
 
-intgo _wrap_Shard_t_col_offset_get_shardrec_f147793ab0cfbe2f(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_col_offset_get_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1976,7 +1977,7 @@ intgo _wrap_Shard_t_col_offset_get_shardrec_f147793ab0cfbe2f(struct shardrec_sha
 }
 
 
-void _wrap_Shard_t_cols_set_shardrec_f147793ab0cfbe2f(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_cols_set_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -1988,7 +1989,7 @@ void _wrap_Shard_t_cols_set_shardrec_f147793ab0cfbe2f(struct shardrec_shard *_sw
 }
 
 
-intgo _wrap_Shard_t_cols_get_shardrec_f147793ab0cfbe2f(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_cols_get_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2001,7 +2002,7 @@ intgo _wrap_Shard_t_cols_get_shardrec_f147793ab0cfbe2f(struct shardrec_shard *_s
 }
 
 
-void _wrap_Shard_t_rank_set_shardrec_f147793ab0cfbe2f(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_rank_set_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -2013,7 +2014,7 @@ void _wrap_Shard_t_rank_set_shardrec_f147793ab0cfbe2f(struct shardrec_shard *_sw
 }
 
 
-intgo _wrap_Shard_t_rank_get_shardrec_f147793ab0cfbe2f(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_rank_get_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2026,7 +2027,7 @@ intgo _wrap_Shard_t_rank_get_shardrec_f147793ab0cfbe2f(struct shardrec_shard *_s
 }
 
 
-struct shardrec_shard *_wrap_new_Shard_t_shardrec_f147793ab0cfbe2f() {
+struct shardrec_shard *_wrap_new_Shard_t_shardrec_f3770aebdf7e19ec() {
   struct shardrec_shard *result = 0 ;
   struct shardrec_shard *_swig_go_result;
   
@@ -2037,7 +2038,7 @@ struct shardrec_shard *_wrap_new_Shard_t_shardrec_f147793ab0cfbe2f() {
 }
 
 
-void _wrap_delete_Shard_t_shardrec_f147793ab0cfbe2f(struct shardrec_shard *_swig_go_0) {
+void _wrap_delete_Shard_t_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   
   arg1 = *(struct shardrec_shard **)&_swig_go_0; 
@@ -2047,7 +2048,7 @@ void _wrap_delete_Shard_t_shardrec_f147793ab0cfbe2f(struct shardrec_shard *_swig
 }
 
 
-_gostring_ _wrap_plan_from_json_shardrec_f147793ab0cfbe2f(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_plan_from_json_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -2083,7 +2084,7 @@ _gostring_ _wrap_plan_from_json_shardrec_f147793ab0cfbe2f(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_plan_to_json_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_to_json_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -2124,7 +2125,7 @@ _gostring_ _wrap_plan_to_json_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swig_g
 }
 
 
-_gostring_ _wrap_plan_stats_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_stats_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -2165,7 +2166,7 @@ _gostring_ _wrap_plan_stats_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_hash_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_hash_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -2197,7 +2198,7 @@ _gostring_ _wrap_plan_hash_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_plan_world_size_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_world_size_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -2229,7 +2230,7 @@ _gostring_ _wrap_plan_world_size_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_ranks_per_node_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_ranks_per_node_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -2261,7 +2262,7 @@ _gostring_ _wrap_plan_ranks_per_node_shardrec_f147793ab0cfbe2f(shardrec_plan_t *
 }
 
 
-_gostring_ _wrap_plan_num_tables_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_tables_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -2293,7 +2294,7 @@ _gostring_ _wrap_plan_num_tables_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_num_features_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_features_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -2325,7 +2326,7 @@ _gostring_ _wrap_plan_num_features_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_s
 }
 
 
-_gostring_ _wrap_plan_feature_name_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_feature_name_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -2364,7 +2365,7 @@ _gostring_ _wrap_plan_feature_name_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_s
 }
 
 
-_gostring_ _wrap_plan_table_name_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_table_name_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -2403,7 +2404,7 @@ _gostring_ _wrap_plan_table_name_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_find_table_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_find_table_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -2442,7 +2443,7 @@ _gostring_ _wrap_plan_find_table_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_table_rows_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_rows_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -2476,7 +2477,7 @@ _gostring_ _wrap_plan_table_rows_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_table_dim_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_dim_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2510,7 +2511,7 @@ _gostring_ _wrap_plan_table_dim_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swig
 }
 
 
-_gostring_ _wrap_plan_table_sharding_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_plan_table_sharding_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2546,7 +2547,7 @@ _gostring_ _wrap_plan_table_sharding_shardrec_f147793ab0cfbe2f(shardrec_plan_t *
 }
 
 
-_gostring_ _wrap_plan_shard_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
+_gostring_ _wrap_plan_shard_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -2582,7 +2583,7 @@ _gostring_ _wrap_plan_shard_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swig_go_
 }
 
 
-void _wrap_plan_destroy_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swig_go_0) {
+void _wrap_plan_destroy_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   
   arg1 = (shardrec_plan_t *)_swig_go_0; 
@@ -2592,7 +2593,7 @@ void _wrap_plan_destroy_shardrec_f147793ab0cfbe2f(shardrec_plan_t *_swig_go_0) {
 }
 
 
-intgo _wrap_OPTIMIZER_SGD_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_OPTIMIZER_SGD_shardrec_f3770aebdf7e19ec() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -2604,7 +2605,7 @@ intgo _wrap_OPTIMIZER_SGD_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAGRAD_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_OPTIMIZER_ADAGRAD_shardrec_f3770aebdf7e19ec() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -2616,7 +2617,7 @@ intgo _wrap_OPTIMIZER_ADAGRAD_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_shardrec_f3770aebdf7e19ec() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -2628,7 +2629,7 @@ intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAM_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_OPTIMIZER_ADAM_shardrec_f3770aebdf7e19ec() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -2640,7 +2641,7 @@ intgo _wrap_OPTIMIZER_ADAM_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_shardrec_f3770aebdf7e19ec() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -2652,7 +2653,7 @@ intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_OPTIMIZER_LAMB_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_OPTIMIZER_LAMB_shardrec_f3770aebdf7e19ec() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -2664,7 +2665,7 @@ intgo _wrap_OPTIMIZER_LAMB_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_NONE_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_WEIGHT_DECAY_NONE_shardrec_f3770aebdf7e19ec() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -2676,7 +2677,7 @@ intgo _wrap_WEIGHT_DECAY_NONE_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_L2_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_WEIGHT_DECAY_L2_shardrec_f3770aebdf7e19ec() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -2688,7 +2689,7 @@ intgo _wrap_WEIGHT_DECAY_L2_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_DECOUPLED_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_WEIGHT_DECAY_DECOUPLED_shardrec_f3770aebdf7e19ec() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -2700,7 +2701,7 @@ intgo _wrap_WEIGHT_DECAY_DECOUPLED_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_BOUNDS_ERROR_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_BOUNDS_ERROR_shardrec_f3770aebdf7e19ec() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -2712,7 +2713,7 @@ intgo _wrap_BOUNDS_ERROR_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_BOUNDS_CLAMP_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_BOUNDS_CLAMP_shardrec_f3770aebdf7e19ec() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -2724,7 +2725,7 @@ intgo _wrap_BOUNDS_CLAMP_shardrec_f147793ab0cfbe2f() {
 }
 
 
-intgo _wrap_BOUNDS_SKIP_shardrec_f147793ab0cfbe2f() {
+intgo _wrap_BOUNDS_SKIP_shardrec_f3770aebdf7e19ec() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -2736,7 +2737,7 @@ intgo _wrap_BOUNDS_SKIP_shardrec_f147793ab0cfbe2f() {
 }
 
 
-void _wrap_optimizer_config_version_set_shardrec_f147793ab0cfbe2f(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_version_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t arg2 ;
   
@@ -2748,7 +2749,7 @@ void _wrap_optimizer_config_version_set_shardrec_f147793ab0cfbe2f(struct shardre
 }
 
 
-intgo _wrap_optimizer_config_version_get_shardrec_f147793ab0cfbe2f(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_version_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2761,7 +2762,7 @@ intgo _wrap_optimizer_config_version_get_shardrec_f147793ab0cfbe2f(struct shardr
 }
 
 
-void _wrap_optimizer_config_Xtype_set_shardrec_f147793ab0cfbe2f(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_Xtype_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -2773,7 +2774,7 @@ void _wrap_optimizer_config_Xtype_set_shardrec_f147793ab0cfbe2f(struct shardrec_
 }
 
 
-intgo _wrap_optimizer_config_Xtype_get_shardrec_f147793ab0cfbe2f(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_Xtype_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2786,7 +2787,7 @@ intgo _wrap_optimizer_config_Xtype_get_shardrec_f147793ab0cfbe2f(struct shardrec
 }
 
 
-void _wrap_optimizer_config_learning_rate_set_shardrec_f147793ab0cfbe2f(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_learning_rate_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -2798,7 +2799,7 @@ void _wrap_optimizer_config_learning_rate_set_shardrec_f147793ab0cfbe2f(struct s
 }
 
 
-float _wrap_optimizer_config_learning_rate_get_shardrec_f147793ab0cfbe2f(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_learning_rate_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -2811,7 +2812,7 @@ float _wrap_optimizer_config_learning_rate_get_shardrec_f147793ab0cfbe2f(struct 
 }
 
 
-void _wrap_optimizer_config_eps_set_shardrec_f147793ab0cfbe2f(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_eps_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -2823,7 +2824,7 @@ void _wrap_optimizer_config_eps_set_shardrec_f147793ab0cfbe2f(struct shardrec_op
 }
 
 
-float _wrap_optimizer_config_eps_get_shardrec_f147793ab0cfbe2f(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_eps_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -2836,7 +2837,7 @@ float _wrap_optimizer_config_eps_get_shardrec_f147793ab0cfbe2f(struct shardrec_o
 }
 
 
-void _wrap_optimizer_config_beta1_set_shardrec_f147793ab0cfbe2f(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta1_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -2848,7 +2849,7 @@ void _wrap_optimizer_config_beta1_set_shardrec_f147793ab0cfbe2f(struct shardrec_
 }
 
 
-float _wrap_optimizer_config_beta1_get_shardrec_f147793ab0cfbe2f(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta1_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -2861,7 +2862,7 @@ float _wrap_optimizer_config_beta1_get_shardrec_f147793ab0cfbe2f(struct shardrec
 }
 
 
-void _wrap_optimizer_config_beta2_set_shardrec_f147793ab0cfbe2f(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta2_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -2873,7 +2874,7 @@ void _wrap_optimizer_config_beta2_set_shardrec_f147793ab0cfbe2f(struct shardrec_
 }
 
 
-float _wrap_optimizer_config_beta2_get_shardrec_f147793ab0cfbe2f(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta2_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -2886,7 +2887,7 @@ float _wrap_optimizer_config_beta2_get_shardrec_f147793ab0cfbe2f(struct shardrec
 }
 
 
-void _wrap_optimizer_config_weight_decay_set_shardrec_f147793ab0cfbe2f(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -2898,7 +2899,7 @@ void _wrap_optimizer_config_weight_decay_set_shardrec_f147793ab0cfbe2f(struct sh
 }
 
 
-float _wrap_optimizer_config_weight_decay_get_shardrec_f147793ab0cfbe2f(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_weight_decay_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -2911,7 +2912,7 @@ float _wrap_optimizer_config_weight_decay_get_shardrec_f147793ab0cfbe2f(struct s
 }
 
 
-void _wrap_optimizer_config_weight_decay_mode_set_shardrec_f147793ab0cfbe2f(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_mode_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -2923,7 +2924,7 @@ void _wrap_optimizer_config_weight_decay_mode_set_shardrec_f147793ab0cfbe2f(stru
 }
 
 
-intgo _wrap_optimizer_config_weight_decay_mode_get_shardrec_f147793ab0cfbe2f(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_weight_decay_mode_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2936,7 +2937,7 @@ intgo _wrap_optimizer_config_weight_decay_mode_get_shardrec_f147793ab0cfbe2f(str
 }
 
 
-struct shardrec_optimizer_config *_wrap_new_optimizer_config_shardrec_f147793ab0cfbe2f() {
+struct shardrec_optimizer_config *_wrap_new_optimizer_config_shardrec_f3770aebdf7e19ec() {
   struct shardrec_optimizer_config *result = 0 ;
   struct shardrec_optimizer_config *_swig_go_result;
   
@@ -2947,7 +2948,7 @@ struct shardrec_optimizer_config *_wrap_new_optimizer_config_shardrec_f147793ab0
 }
 
 
-void _wrap_delete_optimizer_config_shardrec_f147793ab0cfbe2f(struct shardrec_optimizer_config *_swig_go_0) {
+void _wrap_delete_optimizer_config_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   
   arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
@@ -2957,7 +2958,7 @@ void _wrap_delete_optimizer_config_shardrec_f147793ab0cfbe2f(struct shardrec_opt
 }
 
 
-_gostring_ _wrap_optimizer_config_init_shardrec_f147793ab0cfbe2f(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_optimizer_config_init_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_optimizer_config_t *arg1 = (shardrec_optimizer_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2989,7 +2990,7 @@ _gostring_ _wrap_optimizer_config_init_shardrec_f147793ab0cfbe2f(struct shardrec
 }
 
 
-void _wrap_embedding_options_version_set_shardrec_f147793ab0cfbe2f(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_version_set_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t arg2 ;
   
@@ -3001,7 +3002,7 @@ void _wrap_embedding_options_version_set_shardrec_f147793ab0cfbe2f(struct shardr
 }
 
 
-intgo _wrap_embedding_options_version_get_shardrec_f147793ab0cfbe2f(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_version_get_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -3014,7 +3015,7 @@ intgo _wrap_embedding_options_version_get_shardrec_f147793ab0cfbe2f(struct shard
 }
 
 
-void _wrap_embedding_options_seed_set_shardrec_f147793ab0cfbe2f(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_seed_set_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t arg2 ;
   
@@ -3026,7 +3027,7 @@ void _wrap_embedding_options_seed_set_shardrec_f147793ab0cfbe2f(struct shardrec_
 }
 
 
-long long _wrap_embedding_options_seed_get_shardrec_f147793ab0cfbe2f(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_seed_get_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3039,7 +3040,7 @@ long long _wrap_embedding_options_seed_get_shardrec_f147793ab0cfbe2f(struct shar
 }
 
 
-void _wrap_embedding_options_bounds_policy_set_shardrec_f147793ab0cfbe2f(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_bounds_policy_set_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -3051,7 +3052,7 @@ void _wrap_embedding_options_bounds_policy_set_shardrec_f147793ab0cfbe2f(struct 
 }
 
 
-intgo _wrap_embedding_options_bounds_policy_get_shardrec_f147793ab0cfbe2f(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_bounds_policy_get_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3064,7 +3065,7 @@ intgo _wrap_embedding_options_bounds_policy_get_shardrec_f147793ab0cfbe2f(struct
 }
 
 
-void _wrap_embedding_options_num_threads_set_shardrec_f147793ab0cfbe2f(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_num_threads_set_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -3076,7 +3077,7 @@ void _wrap_embedding_options_num_threads_set_shardrec_f147793ab0cfbe2f(struct sh
 }
 
 
-intgo _wrap_embedding_options_num_threads_get_shardrec_f147793ab0cfbe2f(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_num_threads_get_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3089,7 +3090,7 @@ intgo _wrap_embedding_options_num_threads_get_shardrec_f147793ab0cfbe2f(struct s
 }
 
 
-void _wrap_embedding_options_dp_comm_set_shardrec_f147793ab0cfbe2f(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+void _wrap_embedding_options_dp_comm_set_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   
@@ -3101,7 +3102,7 @@ void _wrap_embedding_options_dp_comm_set_shardrec_f147793ab0cfbe2f(struct shardr
 }
 
 
-shardrec_comm_t *_wrap_embedding_options_dp_comm_get_shardrec_f147793ab0cfbe2f(struct shardrec_embedding_options *_swig_go_0) {
+shardrec_comm_t *_wrap_embedding_options_dp_comm_get_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *result = 0 ;
   shardrec_comm_t *_swig_go_result;
@@ -3114,7 +3115,7 @@ shardrec_comm_t *_wrap_embedding_options_dp_comm_get_shardrec_f147793ab0cfbe2f(s
 }
 
 
-void _wrap_embedding_options_device_type_set_shardrec_f147793ab0cfbe2f(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_type_set_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -3126,7 +3127,7 @@ void _wrap_embedding_options_device_type_set_shardrec_f147793ab0cfbe2f(struct sh
 }
 
 
-intgo _wrap_embedding_options_device_type_get_shardrec_f147793ab0cfbe2f(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_type_get_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3139,7 +3140,7 @@ intgo _wrap_embedding_options_device_type_get_shardrec_f147793ab0cfbe2f(struct s
 }
 
 
-void _wrap_embedding_options_device_index_set_shardrec_f147793ab0cfbe2f(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_index_set_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -3151,7 +3152,7 @@ void _wrap_embedding_options_device_index_set_shardrec_f147793ab0cfbe2f(struct s
 }
 
 
-intgo _wrap_embedding_options_device_index_get_shardrec_f147793ab0cfbe2f(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_index_get_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3164,7 +3165,7 @@ intgo _wrap_embedding_options_device_index_get_shardrec_f147793ab0cfbe2f(struct 
 }
 
 
-struct shardrec_embedding_options *_wrap_new_embedding_options_shardrec_f147793ab0cfbe2f() {
+struct shardrec_embedding_options *_wrap_new_embedding_options_shardrec_f3770aebdf7e19ec() {
   struct shardrec_embedding_options *result = 0 ;
   struct shardrec_embedding_options *_swig_go_result;
   
@@ -3175,7 +3176,7 @@ struct shardrec_embedding_options *_wrap_new_embedding_options_shardrec_f147793a
 }
 
 
-void _wrap_delete_embedding_options_shardrec_f147793ab0cfbe2f(struct shardrec_embedding_options *_swig_go_0) {
+void _wrap_delete_embedding_options_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   
   arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
@@ -3185,7 +3186,7 @@ void _wrap_delete_embedding_options_shardrec_f147793ab0cfbe2f(struct shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_options_init_shardrec_f147793ab0cfbe2f(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_options_init_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_options_t *arg1 = (shardrec_embedding_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -3217,7 +3218,7 @@ _gostring_ _wrap_embedding_options_init_shardrec_f147793ab0cfbe2f(struct shardre
 }
 
 
-_gostring_ _wrap_embedding_create_shardrec_f147793ab0cfbe2f(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_embedding_create_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_plan_t *arg2 = (shardrec_plan_t *) 0 ;
   shardrec_comm_t *arg3 = (shardrec_comm_t *) 0 ;
@@ -3255,7 +3256,7 @@ _gostring_ _wrap_embedding_create_shardrec_f147793ab0cfbe2f(_goslice_ _swig_go_0
 }
 
 
-void _wrap_embedding_destroy_shardrec_f147793ab0cfbe2f(shardrec_embedding_t *_swig_go_0) {
+void _wrap_embedding_destroy_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   
   arg1 = (shardrec_embedding_t *)_swig_go_0; 
@@ -3265,7 +3266,7 @@ void _wrap_embedding_destroy_shardrec_f147793ab0cfbe2f(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_embedding_output_dim_shardrec_f147793ab0cfbe2f(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_output_dim_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -3297,7 +3298,7 @@ _gostring_ _wrap_embedding_output_dim_shardrec_f147793ab0cfbe2f(shardrec_embeddi
 }
 
 
-_gostring_ _wrap_embedding_is_sequence_shardrec_f147793ab0cfbe2f(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_sequence_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3329,7 +3330,7 @@ _gostring_ _wrap_embedding_is_sequence_shardrec_f147793ab0cfbe2f(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_input_dist_wait_shardrec_f147793ab0cfbe2f(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_input_dist_wait_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   void *arg2 = (void *) 0 ;
   shardrec_status_t result;
@@ -3361,7 +3362,7 @@ _gostring_ _wrap_embedding_input_dist_wait_shardrec_f147793ab0cfbe2f(shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_shardrec_f147793ab0cfbe2f(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -3399,7 +3400,7 @@ _gostring_ _wrap_embedding_forward_distributed_shardrec_f147793ab0cfbe2f(shardre
 }
 
 
-_gostring_ _wrap_embedding_backward_shardrec_f147793ab0cfbe2f(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_backward_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -3437,7 +3438,7 @@ _gostring_ _wrap_embedding_backward_shardrec_f147793ab0cfbe2f(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_set_learning_rate_shardrec_f147793ab0cfbe2f(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_embedding_set_learning_rate_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -3469,7 +3470,7 @@ _gostring_ _wrap_embedding_set_learning_rate_shardrec_f147793ab0cfbe2f(shardrec_
 }
 
 
-_gostring_ _wrap_embedding_num_steps_shardrec_f147793ab0cfbe2f(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_steps_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -3501,7 +3502,7 @@ _gostring_ _wrap_embedding_num_steps_shardrec_f147793ab0cfbe2f(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_set_num_steps_shardrec_f147793ab0cfbe2f(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_embedding_set_num_steps_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -3533,7 +3534,7 @@ _gostring_ _wrap_embedding_set_num_steps_shardrec_f147793ab0cfbe2f(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_get_weights_shardrec_f147793ab0cfbe2f(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_get_weights_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -3576,7 +3577,7 @@ _gostring_ _wrap_embedding_get_weights_shardrec_f147793ab0cfbe2f(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_set_weights_shardrec_f147793ab0cfbe2f(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_set_weights_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -3619,7 +3620,7 @@ _gostring_ _wrap_embedding_set_weights_shardrec_f147793ab0cfbe2f(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_num_states_shardrec_f147793ab0cfbe2f(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_states_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3651,7 +3652,7 @@ _gostring_ _wrap_embedding_num_states_shardrec_f147793ab0cfbe2f(shardrec_embeddi
 }
 
 
-_gostring_ _wrap_embedding_state_info_shardrec_f147793ab0cfbe2f(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_state_info_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -3692,7 +3693,7 @@ _gostring_ _wrap_embedding_state_info_shardrec_f147793ab0cfbe2f(shardrec_embeddi
 }
 
 
-_gostring_ _wrap_embedding_get_state_shardrec_f147793ab0cfbe2f(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_get_state_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -3742,7 +3743,7 @@ _gostring_ _wrap_embedding_get_state_shardrec_f147793ab0cfbe2f(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_set_state_shardrec_f147793ab0cfbe2f(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_set_state_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -3792,7 +3793,7 @@ _gostring_ _wrap_embedding_set_state_shardrec_f147793ab0cfbe2f(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_timings_shardrec_f147793ab0cfbe2f(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_timings_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   double *arg2 = (double *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -3826,7 +3827,7 @@ _gostring_ _wrap_embedding_timings_shardrec_f147793ab0cfbe2f(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_device_count_shardrec_f147793ab0cfbe2f(_goslice_ _swig_go_0) {
+_gostring_ _wrap_device_count_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3856,7 +3857,7 @@ _gostring_ _wrap_device_count_shardrec_f147793ab0cfbe2f(_goslice_ _swig_go_0) {
 }
 
 
-_gostring_ _wrap_device_check_shardrec_f147793ab0cfbe2f(intgo _swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_device_check_shardrec_f3770aebdf7e19ec(intgo _swig_go_0, intgo _swig_go_1) {
   int32_t arg1 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -3888,7 +3889,539 @@ _gostring_ _wrap_device_check_shardrec_f147793ab0cfbe2f(intgo _swig_go_0, intgo 
 }
 
 
-shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_shardrec_f147793ab0cfbe2f() {
+void _wrap_mesh_options_version_set_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->version = arg2;
+  
+}
+
+
+intgo _wrap_mesh_options_version_get_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0) {
+  struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
+  uint32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->version);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_mesh_options_sharding_group_size_set_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->sharding_group_size = arg2;
+  
+}
+
+
+intgo _wrap_mesh_options_sharding_group_size_get_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0) {
+  struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->sharding_group_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_mesh_options_layout_set_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->layout = arg2;
+  
+}
+
+
+intgo _wrap_mesh_options_layout_get_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0) {
+  struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->layout);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_mesh_options_ranks_per_node_set_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->ranks_per_node = arg2;
+  
+}
+
+
+intgo _wrap_mesh_options_ranks_per_node_get_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0) {
+  struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->ranks_per_node);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_mesh_options_sync_interval_set_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->sync_interval = arg2;
+  
+}
+
+
+intgo _wrap_mesh_options_sync_interval_get_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0) {
+  struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->sync_interval);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_mesh_options_sync_mode_set_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->sync_mode = arg2;
+  
+}
+
+
+intgo _wrap_mesh_options_sync_mode_get_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0) {
+  struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->sync_mode);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct shardrec_mesh_options *_wrap_new_mesh_options_shardrec_f3770aebdf7e19ec() {
+  struct shardrec_mesh_options *result = 0 ;
+  struct shardrec_mesh_options *_swig_go_result;
+  
+  
+  result = (struct shardrec_mesh_options *)calloc(1, sizeof(struct shardrec_mesh_options));
+  *(struct shardrec_mesh_options **)&_swig_go_result = (struct shardrec_mesh_options *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_mesh_options_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0) {
+  struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
+  
+  arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+_gostring_ _wrap_mesh_options_init_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+  shardrec_mesh_options_t *arg1 = (shardrec_mesh_options_t *) 0 ;
+  uint32_t arg2 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(shardrec_mesh_options_t **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_mesh_options_init(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_mesh_create_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
+  shardrec_mesh_t **arg1 = (shardrec_mesh_t **) 0 ;
+  shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
+  shardrec_mesh_options_t *arg3 = (shardrec_mesh_options_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mesh_t **)_swig_go_0.array; 
+  arg2 = (shardrec_comm_t *)_swig_go_1; 
+  arg3 = *(shardrec_mesh_options_t **)&_swig_go_2; 
+  
+  result = (shardrec_status_t)shardrec_mesh_create(arg1,arg2,(struct shardrec_mesh_options const *)arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+void _wrap_mesh_destroy_shardrec_f3770aebdf7e19ec(shardrec_mesh_t *_swig_go_0) {
+  shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
+  
+  arg1 = (shardrec_mesh_t *)_swig_go_0; 
+  
+  shardrec_mesh_destroy(arg1);
+  
+}
+
+
+_gostring_ _wrap_mesh_coords_shardrec_f3770aebdf7e19ec(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+  shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  int32_t *arg5 = (int32_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mesh_t *)_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1.array; 
+  arg3 = (int32_t *)_swig_go_2.array; 
+  arg4 = (int32_t *)_swig_go_3.array; 
+  arg5 = (int32_t *)_swig_go_4.array; 
+  
+  result = (shardrec_status_t)shardrec_mesh_coords((struct shardrec_mesh const *)arg1,arg2,arg3,arg4,arg5);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_mesh_sharding_comm_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+  shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
+  shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_comm_t **)_swig_go_0.array; 
+  arg2 = (shardrec_mesh_t *)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_mesh_sharding_comm(arg1,(struct shardrec_mesh const *)arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_mesh_replica_comm_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+  shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
+  shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_comm_t **)_swig_go_0.array; 
+  arg2 = (shardrec_mesh_t *)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_mesh_replica_comm(arg1,(struct shardrec_mesh const *)arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_mesh_describe_shardrec_f3770aebdf7e19ec(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
+  shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
+  char **arg2 = (char **) 0 ;
+  size_t *arg3 = (size_t *) 0 ;
+  char *text2 = NULL ;
+  size_t text_len2 = 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mesh_t *)_swig_go_0; 
+  
+  arg2 = &text2; arg3 = &text_len2;
+  
+  
+  result = (shardrec_status_t)shardrec_mesh_describe((struct shardrec_mesh const *)arg1,arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  
+  *(_gostring_*)_swig_go_1 = Swig_AllocateString(text2 ? text2 : "", text_len2);
+  shardrec_free(text2);
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_mesh_embedding_create_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+  shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
+  shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
+  shardrec_plan_t *arg3 = (shardrec_plan_t *) 0 ;
+  shardrec_optimizer_config_t *arg4 = (shardrec_optimizer_config_t *) 0 ;
+  shardrec_embedding_options_t *arg5 = (shardrec_embedding_options_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t **)_swig_go_0.array; 
+  arg2 = (shardrec_mesh_t *)_swig_go_1; 
+  arg3 = (shardrec_plan_t *)_swig_go_2; 
+  arg4 = *(shardrec_optimizer_config_t **)&_swig_go_3; 
+  arg5 = *(shardrec_embedding_options_t **)&_swig_go_4; 
+  
+  result = (shardrec_status_t)shardrec_mesh_embedding_create(arg1,arg2,(struct shardrec_plan const *)arg3,(struct shardrec_optimizer_config const *)arg4,(struct shardrec_embedding_options const *)arg5);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_mesh_sync_shardrec_f3770aebdf7e19ec(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
+  shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
+  shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
+  int32_t arg3 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mesh_t *)_swig_go_0; 
+  arg2 = (shardrec_embedding_t *)_swig_go_1; 
+  arg3 = (int32_t)_swig_go_2; 
+  
+  result = (shardrec_status_t)shardrec_mesh_sync(arg1,arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_mesh_step_shardrec_f3770aebdf7e19ec(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
+  shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
+  shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mesh_t *)_swig_go_0; 
+  arg2 = (shardrec_embedding_t *)_swig_go_1; 
+  arg3 = (int32_t *)_swig_go_2.array; 
+  
+  result = (shardrec_status_t)shardrec_mesh_step(arg1,arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_mesh_sync_stats_shardrec_f3770aebdf7e19ec(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+  shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
+  uint64_t *arg2 = (uint64_t *) 0 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  int64_t *arg4 = (int64_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mesh_t *)_swig_go_0; 
+  arg2 = (uint64_t *)_swig_go_1.array; 
+  arg3 = (int32_t *)_swig_go_2.array; 
+  arg4 = (int64_t *)_swig_go_3.array; 
+  
+  result = (shardrec_status_t)shardrec_mesh_sync_stats((struct shardrec_mesh const *)arg1,arg2,arg3,arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_shardrec_f3770aebdf7e19ec() {
   shardrec_bind_plan_spec_t *result = 0 ;
   shardrec_bind_plan_spec_t *_swig_go_result;
   
@@ -3899,7 +4432,7 @@ shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_shardrec_f147793ab0cfbe2f() 
 }
 
 
-void _wrap_bind_plan_spec_free_shardrec_f147793ab0cfbe2f(shardrec_bind_plan_spec_t *_swig_go_0) {
+void _wrap_bind_plan_spec_free_shardrec_f3770aebdf7e19ec(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   
   arg1 = (shardrec_bind_plan_spec_t *)_swig_go_0; 
@@ -3909,7 +4442,7 @@ void _wrap_bind_plan_spec_free_shardrec_f147793ab0cfbe2f(shardrec_bind_plan_spec
 }
 
 
-struct shardrec_topology *_wrap_bind_plan_spec_topology_shardrec_f147793ab0cfbe2f(shardrec_bind_plan_spec_t *_swig_go_0) {
+struct shardrec_topology *_wrap_bind_plan_spec_topology_shardrec_f3770aebdf7e19ec(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_topology_t *result = 0 ;
   struct shardrec_topology *_swig_go_result;
@@ -3922,7 +4455,7 @@ struct shardrec_topology *_wrap_bind_plan_spec_topology_shardrec_f147793ab0cfbe2
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_feature_shardrec_f147793ab0cfbe2f(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_bind_plan_spec_add_feature_shardrec_f3770aebdf7e19ec(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -3961,7 +4494,7 @@ _gostring_ _wrap_bind_plan_spec_add_feature_shardrec_f147793ab0cfbe2f(shardrec_b
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_shardrec_f147793ab0cfbe2f(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
+_gostring_ _wrap_bind_plan_spec_add_table_shardrec_f3770aebdf7e19ec(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -4018,7 +4551,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_shardrec_f147793ab0cfbe2f(shardrec_bin
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_constraints_shardrec_f147793ab0cfbe2f(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_plan_spec_add_constraints_shardrec_f3770aebdf7e19ec(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   uint32_t arg3 ;
@@ -4071,7 +4604,7 @@ _gostring_ _wrap_bind_plan_spec_add_constraints_shardrec_f147793ab0cfbe2f(shardr
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_shardrec_f147793ab0cfbe2f(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_shardrec_f3770aebdf7e19ec(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -4107,7 +4640,7 @@ _gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_shardrec_f147793ab0cfb
 }
 
 
-_gostring_ _wrap_bind_plan_create_shardrec_f147793ab0cfbe2f(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
+_gostring_ _wrap_bind_plan_create_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   shardrec_bind_plan_spec_t *arg2 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_status_t result;
@@ -4139,7 +4672,7 @@ _gostring_ _wrap_bind_plan_create_shardrec_f147793ab0cfbe2f(_goslice_ _swig_go_0
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_shardrec_f147793ab0cfbe2f(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_embedding_forward_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -4197,7 +4730,7 @@ _gostring_ _wrap_bind_embedding_forward_shardrec_f147793ab0cfbe2f(shardrec_embed
 }
 
 
-_gostring_ _wrap_bind_embedding_input_dist_start_shardrec_f147793ab0cfbe2f(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_embedding_input_dist_start_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;

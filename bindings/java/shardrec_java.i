@@ -84,6 +84,7 @@ static void sr_java_throw_iae(JNIEnv* jenv, const char* what) {
 SR_JAVA_HANDLE(shardrec_comm_t)
 SR_JAVA_HANDLE(shardrec_plan_t)
 SR_JAVA_HANDLE(shardrec_embedding_t)
+SR_JAVA_HANDLE(shardrec_mesh_t)
 SR_JAVA_HANDLE(shardrec_bind_plan_spec_t)
 
 /* N handles of a local group: a long[n]. */
@@ -278,9 +279,11 @@ SR_JAVA_OUT(int64_t, jlongArray, long[], jlong, SetLongArrayRegion)
 SR_JAVA_OUT(uint64_t, jlongArray, long[], jlong, SetLongArrayRegion)
 SR_JAVA_OUT(size_t, jlongArray, long[], jlong, SetLongArrayRegion)
 SR_JAVA_OUT(double, jdoubleArray, double[], jdouble, SetDoubleArrayRegion)
-%apply int32_t* OUT { int32_t* out, int32_t* row_wise_out, int32_t* type_out };
-%apply int64_t* OUT { int64_t* out };
-%apply uint64_t* OUT { uint64_t* out };
+%apply int32_t* OUT { int32_t* out, int32_t* row_wise_out, int32_t* type_out,
+                      int32_t* sharding_group, int32_t* shard_rank, int32_t* replica_group,
+                      int32_t* replica_rank, int32_t* synced_out, int32_t* collectives_out };
+%apply int64_t* OUT { int64_t* out, int64_t* syncs_out };
+%apply uint64_t* OUT { uint64_t* out, uint64_t* bytes_out };
 %apply size_t* OUT { size_t* out, size_t* index_out, size_t* num_shards_out };
 %apply double* OUT { double* comm_seconds_out, double* total_seconds_out };
 /* uint64 fields (seed, memory) and uint32 masks as Java long. */

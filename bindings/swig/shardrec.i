@@ -11,6 +11,7 @@
 #include "shardrec/plan.h"
 #include "shardrec/embedding.h"
 #include "shardrec/device.h"
+#include "shardrec/replica.h"
 %}
 
 %include <stdint.i>
@@ -44,6 +45,9 @@
 %ignore shardrec_comm_create_with_store;
 %ignore shardrec_unique_id;
 %ignore shardrec_device_plugin_path;
+/* The mesh sync hook is a C function pointer too: syncs from Java/Go use the built-in collective. */
+%ignore shardrec_sync_hook_fn;
+%ignore shardrec_mesh_set_sync_hook;
 /* Options structs are created with their _init function by the idiomatic layer. */
 %ignore SHARDREC_COMM_OPTIONS_INIT;
 %ignore SHARDREC_STORE_CALLBACKS_INIT;
@@ -53,6 +57,7 @@
 %ignore SHARDREC_TABLE_CONSTRAINTS_INIT;
 %ignore SHARDREC_OPTIMIZER_CONFIG_INIT;
 %ignore SHARDREC_EMBEDDING_OPTIONS_INIT;
+%ignore SHARDREC_MESH_OPTIONS_INIT;
 %ignore SHARDREC_VERSION_CODE;
 
 /* SWIG's preprocessor does not parse the export attribute. */
@@ -65,5 +70,6 @@
 %include "shardrec/plan.h"
 %include "shardrec/embedding.h"
 %include "shardrec/device.h"
+%include "shardrec/replica.h"
 
 %include "bind_helpers.i"

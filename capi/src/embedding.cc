@@ -36,6 +36,7 @@ Status ToOptimizer(const shardrec_optimizer_config_t* c, optim::OptimizerConfig*
   out->beta2 = c->beta2;
   out->weight_decay = c->weight_decay;
   out->weight_decay_mode = static_cast<optim::WeightDecayMode>(c->weight_decay_mode);
+  out->stochastic_rounding = c->stochastic_rounding != 0;
   return optim::ValidateConfig(*out);
 }
 
@@ -134,6 +135,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_create(
                                                              bad, &ignored);
       return local;
     }
+    // Stochastic rounding draws its bits from the collection's seed (documented there).
+    oc.seed = co.seed;
     auto handle = std::make_unique<shardrec_embedding>();
     SR_RETURN_IF_ERROR(shardrec::embedding::EmbeddingCollection::Create(plan->impl, comm->impl, oc,
                                                                         co, &handle->impl));

@@ -45,17 +45,22 @@ Status EmbeddingCollection::Gather(int32_t table, int32_t state, float* out) {
   const auto& shards = layout_.plan->table_plans[table].shards;
   const TableLayout& tl = layout_.tables[table];
   const bool row_wise = state >= 0 && layout_.state_specs[state].row_wise;
-  const auto local_data = [&](int32_t local) -> const float* {
-    const LocalShard& ls = layout_.local[local];
-    return state < 0 ? weights_data() + ls.weight_offset
-                     : states_data() + ls.state_offsets[state];
-  };
   const auto piece = [&](const sharding::Shard& s) -> size_t {
     return static_cast<size_t>(s.rows) * (row_wise ? 1 : static_cast<size_t>(s.cols));
   };
+  // A local shard's weights or state as fp32, in its own row-major order (weights of 16-bit
+  // tables widen exactly).
+  const auto copy_local = [&](int32_t local, float* dst) {
+    const LocalShard& ls = layout_.local[local];
+    if (state >= 0) {
+      const size_t n = static_cast<size_t>(ls.rows) * (row_wise ? 1 : static_cast<size_t>(ls.cols));
+      if (n > 0) std::memcpy(dst, states_data() + ls.state_offsets[state], sizeof(float) * n);
+      return;
+    }
+    for (int64_t r = 0; r < ls.rows; ++r) ReadRow(ls, r, dst + r * ls.cols);
+  };
   if (tl.data_parallel) {
-    std::memcpy(out, local_data(tl.shard_local[layout_.rank]),
-                sizeof(float) * FullSize(cfg, row_wise));
+    copy_local(tl.shard_local[layout_.rank], out);
     return Status::Ok();
   }
   std::vector<size_t> counts(layout_.world, 0);
@@ -64,8 +69,9 @@ Status EmbeddingCollection::Gather(int32_t table, int32_t state, float* out) {
     if (shards[s].rows == 0) continue;
     counts[shards[s].rank] += piece(shards[s]);
     if (shards[s].rank == layout_.rank) {
-      const float* p = local_data(tl.shard_local[s]);
-      send.insert(send.end(), p, p + piece(shards[s]));
+      const size_t at = send.size();
+      send.resize(at + piece(shards[s]));
+      copy_local(tl.shard_local[s], send.data() + at);
     }
   }
   size_t total = 0;
@@ -97,8 +103,13 @@ void EmbeddingCollection::Scatter(int32_t table, int32_t state, const float* in)
   const bool row_wise = state >= 0 && layout_.state_specs[state].row_wise;
   for (const LocalShard& ls : layout_.local) {
     if (ls.table != table) continue;
-    float* dst = state < 0 ? weights_data() + ls.weight_offset
-                           : states_data() + ls.state_offsets[state];
+    if (state < 0) {
+      // Weights of 16-bit tables are rounded to nearest even on the way in.
+      for (int64_t r = 0; r < ls.rows; ++r)
+        WriteRow(ls, r, in + (ls.row_offset + r) * cfg.dim + ls.col_offset);
+      continue;
+    }
+    float* dst = states_data() + ls.state_offsets[state];
     for (int64_t r = 0; r < ls.rows; ++r) {
       if (row_wise) {
         dst[r] = in[ls.row_offset + r];

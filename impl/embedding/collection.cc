@@ -69,6 +69,9 @@ EmbeddingCollection::~EmbeddingCollection() {
 void EmbeddingCollection::Initialise() {
   const auto& plan = *layout_.plan;
   params_.assign(layout_.weights_size + layout_.states_size, 0.0f);
+  weights_fp16_.assign(layout_.weights_fp16_size, 0);
+  weights_bf16_.assign(layout_.weights_bf16_size, 0);
+  std::vector<float> row;
   for (const LocalShard& ls : layout_.local) {
     const auto& cfg = plan.tables[ls.table];
     float low = cfg.init.low;
@@ -79,14 +82,16 @@ void EmbeddingCollection::Initialise() {
     }
     const bool constant = cfg.init.kind == InitConfig::Kind::kConstant;
     const uint64_t key = layout_.tables[ls.table].key;
-    float* w = weights_data() + ls.weight_offset;
+    // The fp32 value is drawn first and rounded to the storage type, so a 16-bit table starts
+    // as the rounded fp32 table under every plan.
+    row.resize(static_cast<size_t>(ls.cols));
     for (int64_t r = 0; r < ls.rows; ++r) {
+      const uint64_t grow = static_cast<uint64_t>(ls.row_offset + r);
       for (int32_t c = 0; c < ls.cols; ++c) {
-        const uint64_t row = static_cast<uint64_t>(ls.row_offset + r);
         const uint64_t col = static_cast<uint64_t>(ls.col_offset + c);
-        w[r * ls.cols + c] =
-            constant ? low : low + (high - low) * UniformAt(options_.seed, key, row, col);
+        row[c] = constant ? low : low + (high - low) * UniformAt(options_.seed, key, grow, col);
       }
+      WriteRow(ls, r, row.data());
     }
   }
   dp_grad_offset_.assign(plan.tables.size(), 0);
@@ -109,8 +114,8 @@ void EmbeddingCollection::Initialise() {
 optim::ShardParams EmbeddingCollection::Params(int32_t local) {
   const LocalShard& ls = layout_.local[local];
   optim::ShardParams p;
-  p.weights = weights_data() + ls.weight_offset;
-  p.dtype = DType::kFloat32;
+  p.weights = ShardWeights(ls);
+  p.dtype = ls.dtype;
   p.rows = ls.rows;
   p.cols = ls.cols;
   p.stride = ls.cols;
@@ -243,8 +248,7 @@ Status EmbeddingCollection::LookupAndReturn(RoutedBatch& rb) {
     const ShardBags& sb = rb.shards[i];
     if (sb.num_bags == 0) continue;
     const LocalShard& ls = layout_.local[i];
-    kernels::WeightsView w{weights_data() + ls.weight_offset, DType::kFloat32, ls.rows, ls.cols,
-                           ls.cols};
+    const kernels::WeightsView w = View(ls);
     const float* bw = sb.weights.empty() ? nullptr : sb.weights.data();
     float* dst = staging_.data() + sb.staging_offset;
     if (layout_.sequence) {
@@ -293,8 +297,7 @@ void EmbeddingCollection::Combine(const RoutedBatch& rb, float* out) {
   for (size_t i = 0; i < layout_.dp_pairs.size(); ++i) {
     const Pair& pair = layout_.pairs[layout_.dp_pairs[i]];
     const LocalShard& ls = layout_.local[layout_.tables[pair.table].shard_local[layout_.rank]];
-    kernels::WeightsView w{weights_data() + ls.weight_offset, DType::kFloat32, ls.rows, ls.cols,
-                           ls.cols};
+    const kernels::WeightsView w = View(ls);
     const int64_t* offsets = rb.dp_offsets.data() + rb.dp_offsets_begin[i];
     const float* bw = rb.dp_weights.empty() ? nullptr : rb.dp_weights.data();
     if (!layout_.sequence) {
@@ -305,10 +308,11 @@ void EmbeddingCollection::Combine(const RoutedBatch& rb, float* out) {
     const int64_t first = offsets[0];
     const int64_t n = offsets[B] - first;
     for (int64_t j = 0; j < n; ++j) {
-      const float* row = weights_data() + ls.weight_offset + rb.dp_rows[first + j] * ls.cols;
-      const float scale = bw ? bw[first + j] : 1.0f;
       float* dst = out + rb.dp_pos[first + j] * D;
-      for (int32_t c = 0; c < ls.cols; ++c) dst[c] = bw ? row[c] * scale : row[c];
+      ReadRow(ls, rb.dp_rows[first + j], dst);
+      if (bw == nullptr) continue;
+      const float scale = bw[first + j];
+      for (int32_t c = 0; c < ls.cols; ++c) dst[c] *= scale;
     }
   }
   if (layout_.sequence) return;
@@ -336,13 +340,6 @@ std::vector<StateInfo> EmbeddingCollection::States() const {
   std::vector<StateInfo> out;
   for (const auto& s : layout_.state_specs) out.push_back({s.name, s.row_wise});
   return out;
-}
-
-std::vector<ParamBuffer> EmbeddingCollection::LocalParameterBuffers() {
-  return {{"weights", weights_data(), static_cast<size_t>(layout_.weights_size), DType::kFloat32},
-          {"optimizer_states", states_data(), static_cast<size_t>(layout_.states_size),
-           DType::kFloat32},
-          {"step", &step_, 1, DType::kInt64}};
 }
 
 }  // namespace shardrec::embedding

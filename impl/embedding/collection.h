@@ -34,7 +34,10 @@ struct CollectionOptions {
 
 // A local parameter buffer, for replica synchronisation (2D) and checkpoints.
 struct ParamBuffer {
-  std::string name;  // "weights", "optimizer_states", "step"
+  // "weights" (fp32), "optimizer_states" (fp32, directly after "weights" in memory),
+  // "weights_fp16", "weights_bf16" (only when such tables have local shards), "step".
+  // Every weight buffer's name starts with "weights".
+  std::string name;
   void* data = nullptr;
   size_t count = 0;  // elements
   DType dtype = DType::kFloat32;
@@ -88,8 +91,8 @@ class EmbeddingCollection {
   Status SetNumSteps(int64_t steps);
 
   std::vector<StateInfo> States() const;
-  // The local weights arena, the optimizer state arena (which follows it in memory) and the
-  // step counter.
+  // The fp32 weights arena, the optimizer state arena (which follows it in memory), the
+  // 16-bit weight arenas that are not empty, and the step counter.
   std::vector<ParamBuffer> LocalParameterBuffers();
   int64_t output_dim() const { return layout_.output_dim; }
   bool sequence() const { return layout_.sequence; }
@@ -130,10 +133,20 @@ class EmbeddingCollection {
   optim::OptimizerConfig optim_;
   CollectionOptions options_;
   std::unique_ptr<ThreadPool> pool_;
-  // Weights then optimizer states in one arena, so a full replica sync is a single collective.
+  // fp32 weights then optimizer states in one arena, so a full replica sync is a single
+  // collective; fp16 and bf16 tables keep their weights in one 16-bit arena per dtype.
   std::vector<float> params_;
+  std::vector<uint16_t> weights_fp16_;
+  std::vector<uint16_t> weights_bf16_;
   float* weights_data() { return params_.data(); }
   float* states_data() { return params_.data() + layout_.weights_size; }
+  // Storage of a local shard's weights (impl/embedding/storage.cc): the first element in the
+  // arena of its dtype, a kernel view, and row access in fp32 (reads widen exactly, writes
+  // round to nearest even).
+  void* ShardWeights(const LocalShard& ls);
+  kernels::WeightsView View(const LocalShard& ls);
+  void ReadRow(const LocalShard& ls, int64_t row, float* out);
+  void WriteRow(const LocalShard& ls, int64_t row, const float* in);
   int64_t step_ = 0;
 
   // One batch may be in input distribution (pending_) while the last forwarded one

@@ -20,9 +20,9 @@ Status CheckTables(const sharding::Plan& plan, Layout* l) {
                                    plan.table_plans.size(), " table plans");
   size_t num_none = 0;
   for (const auto& t : plan.tables) {
-    if (t.dtype != DType::kFloat32)
+    if (t.dtype != DType::kFloat32 && t.dtype != DType::kFloat16 && t.dtype != DType::kBFloat16)
       return Status::Unsupported("table '", t.name, "': weight dtype ", DTypeName(t.dtype),
-                                 " is not supported by the host collection yet (float32 only)");
+                                 " is not supported (float32, float16 or bfloat16)");
     if (t.pooling == PoolingType::kNone) ++num_none;
   }
   if (num_none != 0 && num_none != plan.tables.size())
@@ -135,8 +135,12 @@ Status BuildTables(const sharding::Plan& plan, Layout* l) {
       ls.rows = sh.rows;
       ls.col_offset = sh.col_offset;
       ls.cols = sh.cols;
-      ls.weight_offset = l->weights_size;
-      l->weights_size += static_cast<size_t>(sh.rows) * static_cast<size_t>(sh.cols);
+      ls.dtype = cfg.dtype;
+      size_t* arena = cfg.dtype == DType::kFloat16    ? &l->weights_fp16_size
+                      : cfg.dtype == DType::kBFloat16 ? &l->weights_bf16_size
+                                                      : &l->weights_size;
+      ls.weight_offset = *arena;
+      *arena += static_cast<size_t>(sh.rows) * static_cast<size_t>(sh.cols);
       tl.shard_local[s] = static_cast<int32_t>(l->local.size());
       l->local.push_back(std::move(ls));
     }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "impl/core/check.h"
+#include "impl/core/dtype.h"
 #include "impl/core/status.h"
 #include "impl/optim/optimizer.h"
 #include "impl/sharding/types.h"
@@ -58,7 +59,8 @@ struct LocalShard {
   int64_t rows = 0;
   int32_t col_offset = 0;
   int32_t cols = 0;
-  size_t weight_offset = 0;           // in the weights arena (floats)
+  DType dtype = DType::kFloat32;      // weight storage: float32, float16 or bfloat16
+  size_t weight_offset = 0;           // in the weights arena of `dtype` (elements)
   std::vector<size_t> state_offsets;  // in the state arena (floats), one per StateSpec
 };
 
@@ -89,7 +91,9 @@ struct Layout {
 
   std::vector<LocalShard> local;
   std::vector<optim::StateSpec> state_specs;
-  size_t weights_size = 0;  // floats
+  size_t weights_size = 0;       // fp32 weights (floats)
+  size_t weights_fp16_size = 0;  // fp16 weights (elements)
+  size_t weights_bf16_size = 0;  // bf16 weights (elements)
   size_t states_size = 0;   // floats
   size_t dp_grad_size = 0;  // floats: sum over DP tables of rows * (dim + 1)
 
@@ -98,7 +102,7 @@ struct Layout {
 };
 
 // Derives the layout of `rank`. Fails (naming the table) for configurations the host path
-// does not support: non-fp32 weights, mixed pooled and NONE tables, NONE tables of different
+// does not support: weights other than fp32/fp16/bf16, mixed pooled and NONE tables, NONE tables of different
 // dims or a feature read by several NONE tables.
 Status BuildLayout(std::shared_ptr<const sharding::Plan> plan, int32_t rank,
                    optim::OptimizerType optimizer, Layout* out);

@@ -1,6 +1,7 @@
 // The unsharded reference model: full tables, the global batch, plain loops.
 #include "tests/support/reference_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <stdexcept>
@@ -8,6 +9,22 @@
 #include "impl/core/rng.h"
 
 namespace shardrec::testing {
+
+float RoundToStorage(float x, int32_t dtype) {
+  if (dtype == 0 || x == 0.0f || !std::isfinite(x)) return x;
+  // Significand bits after the leading one, smallest normal exponent, largest finite value.
+  const int mant = dtype == 1 ? 10 : 7;
+  const int min_exp = dtype == 1 ? -14 : -126;
+  const double max_finite = dtype == 1 ? 65504.0 : 3.3895313892515355e38;
+  int e2 = 0;
+  std::frexp(static_cast<double>(x), &e2);  // |x| = m * 2^e2, m in [0.5, 1)
+  const int e = std::max(e2 - 1, min_exp);  // exponent of the leading bit (subnormals clamp)
+  const double quantum = std::ldexp(1.0, e - mant);
+  // x / quantum is exact in double; nearbyint rounds half to even in the default mode.
+  const double r = std::nearbyint(static_cast<double>(x) / quantum) * quantum;
+  if (std::fabs(r) > max_finite) return x > 0 ? INFINITY : -INFINITY;
+  return static_cast<float>(r);
+}
 
 ReferenceModel::ReferenceModel(int32_t num_features, std::vector<RefTable> tables,
                                RefOptimizer optimizer, uint64_t seed, int32_t world)
@@ -24,6 +41,7 @@ ReferenceModel::ReferenceModel(int32_t num_features, std::vector<RefTable> table
         w[r * t.dim + c] = t.init_kind == 2 ? low
                                             : low + (high - low) * UniformAt(seed, HashName(t.name),
                                                                              r, c);
+    for (float& x : w) x = RoundToStorage(x, t.dtype);
     weights_.push_back(std::move(w));
     const size_t full = static_cast<size_t>(t.rows) * t.dim;
     const bool m1 = opt_.type != 0;
@@ -203,6 +221,7 @@ void ReferenceModel::Update(size_t t, int64_t row, const float* g_in) {
     default:
       throw std::invalid_argument("reference model: unknown optimizer type");
   }
+  for (int32_t c = 0; c < D; ++c) w[c] = RoundToStorage(w[c], tables_[t].dtype);
 }
 
 }  // namespace shardrec::testing

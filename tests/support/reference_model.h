@@ -2,6 +2,8 @@
 // one process, plain loops, full tables, and optimizer formulas written from the TorchRec/FBGEMM
 // rules (torchrec-semantics section 5.3), independent of impl/optim. It trains on the
 // concatenation of every rank's batch with the sharded gradient rule (sum / world size).
+// fp16/bf16 tables keep fp32 math but round their weights to the storage type after
+// initialisation and after every update (nearest even).
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,13 @@ struct RefTable {
   int32_t init_kind = 0;  // 0 default, 1 uniform, 2 constant
   float init_low = 0.0f;
   float init_high = 0.0f;
+  int32_t dtype = 0;  // weight storage: 0 float32, 1 float16, 2 bfloat16 (SHARDREC_DTYPE_*)
 };
+
+// `x` rounded to nearest even in the storage type `dtype` (values as RefTable::dtype; float32
+// returns x). Written from the IEEE definitions with frexp/nearbyint, independently of the
+// bit tricks of impl/optim/precision.h.
+float RoundToStorage(float x, int32_t dtype);
 
 struct RefOptimizer {
   int32_t type = 0;  // 0 SGD, 1 Adagrad, 2 row-wise Adagrad, 3 Adam, 4 partial row-wise Adam, 5 LAMB
@@ -30,6 +38,9 @@ struct RefOptimizer {
   float beta2 = 0.999f;
   float weight_decay = 0.0f;
   int32_t weight_decay_mode = 0;  // 0 none, 1 L2, 2 decoupled
+  // Stochastic rounding of 16-bit weights in the collection; the reference always rounds to
+  // nearest even, so only tests that do not compare against it set this.
+  bool stochastic_rounding = false;
 };
 
 // One rank's batch, feature-major like the KJT view; weights empty when unweighted.

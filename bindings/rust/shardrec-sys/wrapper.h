@@ -7,3 +7,4 @@
 #include "shardrec/plan.h"
 #include "shardrec/embedding.h"
 #include "shardrec/device.h"
+#include "shardrec/replica.h"

@@ -30,6 +30,14 @@
  *    when the plan splits the row over column shards.
  *  - Initial weights: element (row, col) of table t is low + (high - low) * U(seed, t's name,
  *    row, col) with a counter-based U, so they do not depend on the plan or the world size.
+ *  - Weight storage: each table stores its weights in its plan dtype, SHARDREC_DTYPE_FLOAT32,
+ *    FLOAT16 or BFLOAT16 (a 16-bit table takes half the memory of an fp32 one). All math is
+ *    fp32: lookups widen 16-bit rows exactly and accumulate in fp32, the optimizer computes the
+ *    update in fp32 and rounds the new weights back to the storage type (round to nearest even,
+ *    or stochastically with shardrec_optimizer_config_t.stochastic_rounding). Initial weights
+ *    are the fp32 values above rounded to nearest even. Optimizer states are always fp32. The
+ *    accessors speak fp32: get_weights returns the stored values widened (exactly), set_weights
+ *    rounds to the storage type (nearest even).
  *
  * Thread-safety: one thread at a time per collection handle (the background input
  * distribution thread is internal). Different collections may be used concurrently.
@@ -79,14 +87,23 @@ typedef struct shardrec_optimizer_config {
   float beta2;               /**< In [0, 1); taken literally (init sets 0.999). */
   float weight_decay;        /**< >= 0; 0 disables weight decay. */
   int32_t weight_decay_mode; /**< A shardrec_weight_decay_mode_t; 0 is NONE. */
+  int32_t stochastic_rounding; /**< Non-zero: FLOAT16/BFLOAT16 tables round each updated
+                                    weight stochastically (up with probability equal to the
+                                    discarded fraction) instead of to nearest even, so many
+                                    small updates do not vanish. The random bits are a pure
+                                    function of (options.seed, step, table, row, column):
+                                    results are deterministic and plan-independent. 0 (the
+                                    default): round to nearest even. No effect on FLOAT32. */
 } shardrec_optimizer_config_t;
 
 #define SHARDREC_OPTIMIZER_CONFIG_VERSION 1u
 #define SHARDREC_OPTIMIZER_CONFIG_INIT \
-  { SHARDREC_OPTIMIZER_CONFIG_VERSION, SHARDREC_OPTIMIZER_SGD, 0.01f, 1e-8f, 0.9f, 0.999f, 0.0f, 0 }
+  { SHARDREC_OPTIMIZER_CONFIG_VERSION, SHARDREC_OPTIMIZER_SGD, 0.01f, 1e-8f, 0.9f, 0.999f, 0.0f, \
+    0, 0 }
 
 /**
- * Fills @p config with the defaults (SGD, lr 0.01, eps 1e-8, betas 0.9/0.999, no decay).
+ * Fills @p config with the defaults (SGD, lr 0.01, eps 1e-8, betas 0.9/0.999, no decay,
+ * round to nearest even).
  * @param config  [out] Struct to fill; must not be NULL.
  * @param version SHARDREC_OPTIMIZER_CONFIG_VERSION.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
@@ -125,8 +142,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_options_init(
 /**
  * Creates this rank's part of a sharded collection. Collective: every rank of @p comm calls it
  * with the same plan (checked through the plan hash), and all ranks fail together if one
- * rejects its arguments. Allocates all local shard weights and optimizer states (one arena
- * each) and initialises the weights.
+ * rejects its arguments. Allocates all local shard weights (one arena per weight dtype) and
+ * optimizer states (one fp32 arena) and initialises the weights.
  * @param out       [out] Receives the collection; must not be NULL. Set only on success.
  * @param plan      [in] The plan; must not be NULL. Shared: the caller may destroy it after.
  * @param comm      [in] Communicator whose size equals the plan's world size; must not be
@@ -136,8 +153,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_options_init(
  * @param options   [in] Options; NULL means the defaults.
  * @return SHARDREC_OK; SHARDREC_EINVAL for bad arguments, a size mismatch, different plans on
  *         different ranks, or an argument rejected on another rank (the message names it);
- *         SHARDREC_EUNSUPPORTED for a CUDA device, non-fp32 tables, or pooled and NONE tables
- *         in one plan; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE when a peer does not take part.
+ *         SHARDREC_EUNSUPPORTED for a CUDA device, a table dtype other than FLOAT32, FLOAT16
+ *         or BFLOAT16, or pooled and NONE tables in one plan; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE when a peer does not take part.
  * Thread-safety: each rank calls from its own thread. The caller owns *out.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_create(
@@ -284,6 +301,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_set_num_steps(shardrec_embeddi
 /**
  * Copies a table's full weights `[rows, dim]` (row-major) into @p out on every rank, gathered
  * from the ranks holding its shards. Collective: every rank calls it with the same table.
+ * Always fp32: the weights of a FLOAT16/BFLOAT16 table are widened exactly.
  * @param coll  [in] Must not be NULL.
  * @param table [in] NUL-terminated table name; must not be NULL.
  * @param out   [out] rows x dim floats; must not be NULL.
@@ -299,6 +317,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_get_weights(shardrec_embedding
  * Replaces a table's weights with a full `[rows, dim]` table: each rank copies the parts of
  * its own shards from its @p weights, so every rank must pass the same values. Collective;
  * if any rank rejects the call, no rank changes anything. Optimizer states are unchanged.
+ * The values are fp32; a FLOAT16/BFLOAT16 table stores each rounded to nearest even (values
+ * beyond the type's range become infinities).
  * @param coll    [in] Must not be NULL.
  * @param table   [in] NUL-terminated table name; must not be NULL.
  * @param weights [in] rows x dim floats; must not be NULL; not retained.

@@ -76,8 +76,14 @@ shardrec_optimizer_config_t ToCOptimizer(const RefOptimizer& o);
 size_t CountMismatches(const std::vector<float>& a, const std::vector<float>& b, float rtol,
                        float atol, std::string* first);
 
+// Number of values that are not exactly representable in `dtype` (RefTable::dtype), i.e.
+// whose round trip through the storage type is not the identity; describes the first.
+size_t CountNotRepresentable(const std::vector<float>& values, int32_t dtype, std::string* first);
+
 // Trains the sharded collection and the reference for s.steps steps and checks forward
-// outputs every step, then all weights and optimizer states. Uses gtest assertions.
+// outputs every step, then all weights and optimizer states. Uses gtest assertions. Runs with
+// fp16/bf16 tables compare at a relative 1e-2 and check that every weight read back is a
+// value of its storage type.
 void RunEquivalence(const Scenario& s);
 
 // Bit-exact snapshot of every table's weights and states, gathered through the accessors.

@@ -22,6 +22,12 @@ pub const SHARDREC_COMM_OPTIONS_VERSION: u32 = 1;
 pub const SHARDREC_STORE_CALLBACKS_VERSION: u32 = 1;
 pub const SHARDREC_OPTIMIZER_CONFIG_VERSION: u32 = 1;
 pub const SHARDREC_EMBEDDING_OPTIONS_VERSION: u32 = 1;
+pub const SHARDREC_MESH_LAYOUT_DEFAULT: u32 = 0;
+pub const SHARDREC_MESH_LAYOUT_INTER_HOST: u32 = 1;
+pub const SHARDREC_SYNC_DEFAULT: u32 = 0;
+pub const SHARDREC_SYNC_WEIGHTS_AND_STATE: u32 = 1;
+pub const SHARDREC_SYNC_WEIGHTS_ONLY: u32 = 2;
+pub const SHARDREC_MESH_OPTIONS_VERSION: u32 = 1;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
 pub type __int64_t = ::std::os::raw::c_long;
@@ -1800,12 +1806,13 @@ pub struct shardrec_optimizer_config {
     pub beta2: f32,
     pub weight_decay: f32,
     pub weight_decay_mode: i32,
+    pub stochastic_rounding: i32,
 }
 #[test]
 fn bindgen_test_layout_shardrec_optimizer_config() {
     assert_eq!(
         ::std::mem::size_of::<shardrec_optimizer_config>(),
-        32usize,
+        36usize,
         concat!("Size of: ", stringify!(shardrec_optimizer_config))
     );
     assert_eq!(
@@ -1949,6 +1956,23 @@ fn bindgen_test_layout_shardrec_optimizer_config() {
         );
     }
     test_field_weight_decay_mode();
+    fn test_field_stochastic_rounding() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_optimizer_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).stochastic_rounding) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_optimizer_config),
+                "::",
+                stringify!(stochastic_rounding)
+            )
+        );
+    }
+    test_field_stochastic_rounding();
 }
 pub type shardrec_optimizer_config_t = shardrec_optimizer_config;
 extern "C" {
@@ -2253,5 +2277,221 @@ extern "C" {
         path_len_out: *mut usize,
         buf: *mut ::std::os::raw::c_char,
         buf_len: usize,
+    ) -> shardrec_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_mesh_options {
+    pub version: u32,
+    pub sharding_group_size: i32,
+    pub layout: i32,
+    pub ranks_per_node: i32,
+    pub sync_interval: i32,
+    pub sync_mode: i32,
+}
+#[test]
+fn bindgen_test_layout_shardrec_mesh_options() {
+    assert_eq!(
+        ::std::mem::size_of::<shardrec_mesh_options>(),
+        24usize,
+        concat!("Size of: ", stringify!(shardrec_mesh_options))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<shardrec_mesh_options>(),
+        4usize,
+        concat!("Alignment of ", stringify!(shardrec_mesh_options))
+    );
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_mesh_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_mesh_options),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_sharding_group_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_mesh_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).sharding_group_size) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_mesh_options),
+                "::",
+                stringify!(sharding_group_size)
+            )
+        );
+    }
+    test_field_sharding_group_size();
+    fn test_field_layout() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_mesh_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).layout) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_mesh_options),
+                "::",
+                stringify!(layout)
+            )
+        );
+    }
+    test_field_layout();
+    fn test_field_ranks_per_node() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_mesh_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).ranks_per_node) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_mesh_options),
+                "::",
+                stringify!(ranks_per_node)
+            )
+        );
+    }
+    test_field_ranks_per_node();
+    fn test_field_sync_interval() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_mesh_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).sync_interval) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_mesh_options),
+                "::",
+                stringify!(sync_interval)
+            )
+        );
+    }
+    test_field_sync_interval();
+    fn test_field_sync_mode() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_mesh_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).sync_mode) as usize - ptr as usize
+            },
+            20usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_mesh_options),
+                "::",
+                stringify!(sync_mode)
+            )
+        );
+    }
+    test_field_sync_mode();
+}
+pub type shardrec_mesh_options_t = shardrec_mesh_options;
+extern "C" {
+    pub fn shardrec_mesh_options_init(
+        options: *mut shardrec_mesh_options_t,
+        version: u32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_mesh_create(
+        out: *mut *mut shardrec_mesh_t,
+        world: *mut shardrec_comm_t,
+        options: *const shardrec_mesh_options_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_mesh_destroy(mesh: *mut shardrec_mesh_t);
+}
+extern "C" {
+    pub fn shardrec_mesh_coords(
+        mesh: *const shardrec_mesh_t,
+        sharding_group: *mut i32,
+        shard_rank: *mut i32,
+        replica_group: *mut i32,
+        replica_rank: *mut i32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_mesh_sharding_comm(
+        out: *mut *mut shardrec_comm_t,
+        mesh: *const shardrec_mesh_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_mesh_replica_comm(
+        out: *mut *mut shardrec_comm_t,
+        mesh: *const shardrec_mesh_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_mesh_describe(
+        mesh: *const shardrec_mesh_t,
+        text_out: *mut *mut ::std::os::raw::c_char,
+        len_out: *mut usize,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_mesh_embedding_create(
+        out: *mut *mut shardrec_embedding_t,
+        mesh: *mut shardrec_mesh_t,
+        plan: *const shardrec_plan_t,
+        optimizer: *const shardrec_optimizer_config_t,
+        options: *const shardrec_embedding_options_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_mesh_sync(
+        mesh: *mut shardrec_mesh_t,
+        coll: *mut shardrec_embedding_t,
+        mode: i32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_mesh_step(
+        mesh: *mut shardrec_mesh_t,
+        coll: *mut shardrec_embedding_t,
+        synced_out: *mut i32,
+    ) -> shardrec_status_t;
+}
+pub type shardrec_sync_hook_fn = ::std::option::Option<
+    unsafe extern "C" fn(
+        data: *mut ::std::os::raw::c_void,
+        count: usize,
+        dtype: i32,
+        payload: *mut ::std::os::raw::c_void,
+    ) -> i32,
+>;
+extern "C" {
+    pub fn shardrec_mesh_set_sync_hook(
+        mesh: *mut shardrec_mesh_t,
+        hook: shardrec_sync_hook_fn,
+        payload: *mut ::std::os::raw::c_void,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_mesh_sync_stats(
+        mesh: *const shardrec_mesh_t,
+        bytes_out: *mut u64,
+        collectives_out: *mut i32,
+        syncs_out: *mut i64,
     ) -> shardrec_status_t;
 }

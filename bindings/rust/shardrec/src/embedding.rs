@@ -56,7 +56,7 @@ impl<'a> Kjt<'a> {
 /// This rank's part of a sharded collection. One thread at a time (embedding.h), so `Send`
 /// but not `Sync`. It keeps its plan and communicator alive on the C side.
 pub struct EmbeddingCollection {
-    raw: *mut sys::shardrec_embedding_t,
+    pub(crate) raw: *mut sys::shardrec_embedding_t,
     shapes: HashMap<String, (i64, i32)>,
 }
 
@@ -77,6 +77,23 @@ impl EmbeddingCollection {
         optimizer: &Optimizer,
         options: &EmbeddingOptions<'_>,
     ) -> Result<EmbeddingCollection> {
+        Self::create_with(plan, optimizer, options, |out, opt, o| unsafe {
+            sys::shardrec_embedding_create(out, plan.raw, comm.raw, opt, o)
+        })
+    }
+
+    /// Fills the C structs from `optimizer` and `options`, runs `create` (one C create call)
+    /// and wraps the handle it returns.
+    pub(crate) fn create_with(
+        plan: &Plan,
+        optimizer: &Optimizer,
+        options: &EmbeddingOptions<'_>,
+        create: impl FnOnce(
+            *mut *mut sys::shardrec_embedding_t,
+            &sys::shardrec_optimizer_config_t,
+            &sys::shardrec_embedding_options_t,
+        ) -> sys::shardrec_status_t,
+    ) -> Result<EmbeddingCollection> {
         let mut shapes = HashMap::new();
         for t in 0..plan.num_tables()? {
             shapes.insert(plan.table_name(t)?, plan.table_shape(t)?);
@@ -91,7 +108,7 @@ impl EmbeddingCollection {
         o.num_threads = options.num_threads;
         o.dp_comm = options.dp_comm.map_or(ptr::null_mut(), |c| c.raw);
         let mut out = ptr::null_mut();
-        check(unsafe { sys::shardrec_embedding_create(&mut out, plan.raw, comm.raw, &opt, &o) })?;
+        check(create(&mut out, &opt, &o))?;
         Ok(EmbeddingCollection { raw: out, shapes })
     }
 

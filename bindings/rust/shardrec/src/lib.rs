@@ -5,6 +5,7 @@
 mod comm;
 mod config;
 mod embedding;
+mod mesh;
 mod plan;
 
 pub use comm::{Comm, CommOptions, UniqueId};
@@ -12,6 +13,9 @@ pub use config::{
     Constraints, Feature, Optimizer, OptimizerType, Pooling, ShardingType, Table, Topology,
 };
 pub use embedding::{BoundsPolicy, EmbeddingCollection, EmbeddingOptions, Kjt};
+pub use mesh::{
+    Mesh, MeshCoords, MeshLayout, MeshOptions, SyncBuffer, SyncHook, SyncMode, SyncStats,
+};
 pub use plan::{Plan, Shard};
 
 use shardrec_sys as sys;

@@ -31,7 +31,7 @@ impl Drop for Plan {
     }
 }
 
-fn take_text(text: *mut std::os::raw::c_char, len: usize) -> String {
+pub(crate) fn take_text(text: *mut std::os::raw::c_char, len: usize) -> String {
     // SAFETY: the library returned `len` bytes at `text`, released with shardrec_free.
     let bytes = unsafe { std::slice::from_raw_parts(text.cast::<u8>(), len) };
     let s = String::from_utf8_lossy(bytes).into_owned();

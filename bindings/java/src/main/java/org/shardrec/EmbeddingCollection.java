@@ -29,6 +29,18 @@ public final class EmbeddingCollection extends NativeHandle {
   /** Collective over {@code comm}: every rank passes the same plan. */
   public static EmbeddingCollection create(Plan plan, Comm comm, Config.Optimizer optimizer,
                                            Config.EmbeddingOptions options) {
+    return create(plan, optimizer, options,
+                  (out, o, e) -> Native.embedding_create(out, plan.handle(), comm.handle(), o, e));
+  }
+
+  /** One native create call, given the filled optimizer and options structs. */
+  interface NativeCreate {
+    void call(long[] out, optimizer_config optimizer, embedding_options options);
+  }
+
+  /** Fills the C structs from the Java configs, runs {@code create}, wraps the handle. */
+  static EmbeddingCollection create(Plan plan, Config.Optimizer optimizer,
+                                    Config.EmbeddingOptions options, NativeCreate create) {
     optimizer_config o = new optimizer_config();
     embedding_options e = new embedding_options();
     try {
@@ -48,7 +60,7 @@ public final class EmbeddingCollection extends NativeHandle {
       e.setNum_threads(eo.numThreads);
       e.setDp_comm(eo.dpComm == null ? 0 : eo.dpComm.handle());
       long[] out = new long[1];
-      Native.embedding_create(out, plan.handle(), comm.handle(), o, e);
+      create.call(out, o, e);
       try {
         return new EmbeddingCollection(out[0], plan);
       } catch (RuntimeException ex) {

@@ -1,0 +1,163 @@
+// 2D mesh (replica.h): a world cut into replica groups x sharding groups, collections sharded
+// over the sharding group and replicated over the replica group, and the replica sync.
+package org.shardrec;
+
+import org.shardrec.swig.Native;
+import org.shardrec.swig.mesh_options;
+
+/**
+ * This rank's view of a 2D mesh. One thread at a time. The C sync hook (a function pointer) is
+ * not offered: syncs use the built-in collective.
+ */
+public final class Mesh extends NativeHandle {
+  /** Layouts (SHARDREC_MESH_LAYOUT_*). */
+  public static final int LAYOUT_DEFAULT = 0;
+  public static final int LAYOUT_INTER_HOST = 1;
+
+  /** Sync modes (SHARDREC_SYNC_*). */
+  public static final int SYNC_DEFAULT = 0;
+  public static final int SYNC_WEIGHTS_AND_STATE = 1;
+  public static final int SYNC_WEIGHTS_ONLY = 2;
+
+  private Mesh(long handle) {
+    super(handle);
+  }
+
+  @Override
+  void destroy(long handle) {
+    Native.mesh_destroy(handle);
+  }
+
+  /** Options of a mesh; zero fields mean the library defaults (a 1D mesh, sync every step). */
+  public static final class Options {
+    public int shardingGroupSize;
+    public int layout = LAYOUT_DEFAULT;
+    public int ranksPerNode;
+    public int syncInterval;
+    public int syncMode = SYNC_DEFAULT;
+
+    /** S, the ranks of one sharding group; must divide the world size. */
+    public Options shardingGroupSize(int v) {
+      shardingGroupSize = v;
+      return this;
+    }
+
+    public Options layout(int v) {
+      layout = v;
+      return this;
+    }
+
+    /** Only used by {@link Mesh#describe()}. */
+    public Options ranksPerNode(int v) {
+      ranksPerNode = v;
+      return this;
+    }
+
+    /** {@link Mesh#step} syncs every {@code v} steps. */
+    public Options syncInterval(int v) {
+      syncInterval = v;
+      return this;
+    }
+
+    public Options syncMode(int v) {
+      syncMode = v;
+      return this;
+    }
+
+    mesh_options toNative() {
+      mesh_options o = new mesh_options();
+      Native.mesh_options_init(o, NativeConstants.MESH_OPTIONS_VERSION);
+      o.setSharding_group_size(shardingGroupSize);
+      o.setLayout(layout);
+      o.setRanks_per_node(ranksPerNode);
+      o.setSync_interval(syncInterval);
+      o.setSync_mode(syncMode);
+      return o;
+    }
+  }
+
+  /** Where this rank sits: sharding group g and plan rank p in it, replica group and rank. */
+  public record Coords(int shardingGroup, int shardRank, int replicaGroup, int replicaRank) {}
+
+  /** Figures of the last sync: bytes reduced, collectives issued, syncs since creation. */
+  public record SyncStats(long bytes, int collectives, long syncs) {}
+
+  /** Splits {@code world} into the mesh (collective; every rank passes the same options). */
+  public static Mesh create(Comm world, Options options) {
+    long[] out = new long[1];
+    mesh_options o = (options == null ? new Options() : options).toNative();
+    try {
+      Native.mesh_create(out, world.handle(), o);
+    } finally {
+      o.delete();
+    }
+    return new Mesh(out[0]);
+  }
+
+  public Coords coords() {
+    int[] group = new int[1];
+    int[] shardRank = new int[1];
+    int[] replicaGroup = new int[1];
+    int[] replicaRank = new int[1];
+    Native.mesh_coords(handle(), group, shardRank, replicaGroup, replicaRank);
+    return new Coords(group[0], shardRank[0], replicaGroup[0], replicaRank[0]);
+  }
+
+  /** A new handle on this rank's sharding-group communicator (its ranks are plan ranks). */
+  public Comm shardingComm() {
+    long[] out = new long[1];
+    Native.mesh_sharding_comm(out, handle());
+    return new Comm(out[0]);
+  }
+
+  /** A new handle on this rank's replica-group communicator. */
+  public Comm replicaComm() {
+    long[] out = new long[1];
+    Native.mesh_replica_comm(out, handle());
+    return new Comm(out[0]);
+  }
+
+  /** The sharding and replica groups (and nodes, when ranksPerNode was given) as text. */
+  public String describe() {
+    String[] out = new String[1];
+    Native.mesh_describe(handle(), out);
+    return out[0];
+  }
+
+  /**
+   * This rank's part of a collection sharded over its sharding group and replicated over its
+   * replica group (collective over the whole world). {@code plan} is made for S ranks and is
+   * the same on every rank, and so is the seed: replicas that start different fail loudly.
+   */
+  public EmbeddingCollection embeddingCollection(Plan plan, Config.Optimizer optimizer,
+                                                 Config.EmbeddingOptions options) {
+    return EmbeddingCollection.create(
+        plan, optimizer, options,
+        (out, o, e) -> Native.mesh_embedding_create(out, handle(), plan.handle(), o, e));
+  }
+
+  /** Averages {@code coll}'s shards over the replica group (collective over the world). */
+  public void sync(EmbeddingCollection coll, int mode) {
+    Native.mesh_sync(handle(), coll.handle(), mode);
+  }
+
+  /** {@link #sync(EmbeddingCollection, int)} in the mesh's configured mode. */
+  public void sync(EmbeddingCollection coll) {
+    sync(coll, SYNC_DEFAULT);
+  }
+
+  /** Counts a training step (call after every backward); returns whether it synced. */
+  public boolean step(EmbeddingCollection coll) {
+    int[] synced = new int[1];
+    Native.mesh_step(handle(), coll.handle(), synced);
+    return synced[0] != 0;
+  }
+
+  public SyncStats syncStats() {
+    long[] bytes = new long[1];
+    int[] collectives = new int[1];
+    long[] syncs = new long[1];
+    Native.mesh_sync_stats(handle(), bytes, collectives, syncs);
+    return new SyncStats(bytes[0], collectives[0], syncs[0]);
+  }
+}
