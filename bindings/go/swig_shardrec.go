@@ -350,6 +350,8 @@ extern void _wrap_optimizer_config_weight_decay_set_shardrec_f3770aebdf7e19ec(ui
 extern float _wrap_optimizer_config_weight_decay_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern void _wrap_optimizer_config_weight_decay_mode_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_optimizer_config_weight_decay_mode_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_optimizer_config_stochastic_rounding_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_optimizer_config_stochastic_rounding_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern uintptr_t _wrap_new_optimizer_config_shardrec_f3770aebdf7e19ec(void);
 extern void _wrap_delete_optimizer_config_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern swig_type_75 _wrap_optimizer_config_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
@@ -1819,6 +1821,19 @@ func (arg1 SwigcptrOptimizer_config) GetWeight_decay_mode() (_swig_ret int) {
 	return swig_r
 }
 
+func (arg1 SwigcptrOptimizer_config) SetStochastic_rounding(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_optimizer_config_stochastic_rounding_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrOptimizer_config) GetStochastic_rounding() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_optimizer_config_stochastic_rounding_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
 func NewOptimizer_config() (_swig_ret Optimizer_config) {
 	var swig_r Optimizer_config
 	swig_r = (Optimizer_config)(SwigcptrOptimizer_config(C._wrap_new_optimizer_config_shardrec_f3770aebdf7e19ec()))
@@ -1849,6 +1864,8 @@ type Optimizer_config interface {
 	GetWeight_decay() (_swig_ret float32)
 	SetWeight_decay_mode(arg2 int)
 	GetWeight_decay_mode() (_swig_ret int)
+	SetStochastic_rounding(arg2 int)
+	GetStochastic_rounding() (_swig_ret int)
 }
 
 const OPTIMIZER_CONFIG_VERSION uint = 1

@@ -2937,6 +2937,31 @@ intgo _wrap_optimizer_config_weight_decay_mode_get_shardrec_f3770aebdf7e19ec(str
 }
 
 
+void _wrap_optimizer_config_stochastic_rounding_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->stochastic_rounding = arg2;
+  
+}
+
+
+intgo _wrap_optimizer_config_stochastic_rounding_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
+  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->stochastic_rounding);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 struct shardrec_optimizer_config *_wrap_new_optimizer_config_shardrec_f3770aebdf7e19ec() {
   struct shardrec_optimizer_config *result = 0 ;
   struct shardrec_optimizer_config *_swig_go_result;

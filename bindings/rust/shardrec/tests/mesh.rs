@@ -153,7 +153,12 @@ fn two_replicas_of_two_way_sharding_equal_one_rank_on_the_global_batch() {
         for (rank, res) in results.iter().enumerate() {
             let r = rank as i32;
             // Default layout, W = 4, S = 2: plan rank p of sharding group g is global rank 2p + g.
-            let want = MeshCoords { sharding_group: r % 2, shard_rank: r / 2, replica_group: r / 2, replica_rank: r % 2 };
+            let want = MeshCoords {
+                sharding_group: r % 2,
+                shard_rank: r / 2,
+                replica_group: r / 2,
+                replica_rank: r % 2,
+            };
             assert_eq!(res.coords, want, "rank {rank}");
             assert_eq!(res.syncs, STEPS as i64);
             assert_eq!(res.hook_calls >= STEPS, use_hook, "hook calls {}", res.hook_calls);
