@@ -122,44 +122,34 @@ void EmbeddingCollection::Scatter(int32_t table, int32_t state, const float* in)
 }
 
 Status EmbeddingCollection::GetWeights(const std::string& table, float* out, size_t len) {
-  int32_t t = -1;
-  Status local = FindTable(table, &t);
-  if (local.ok()) {
-    const size_t need = FullSize(layout_.plan->tables[t], false);
-    if (len != need)
-      local = Status::InvalidArgument("table '", table, "': len is ", len, ", expected rows x dim = ",
-                                      need);
-    else if (out == nullptr)
-      local = Status::InvalidArgument("out must not be NULL");
-  }
-  SR_RETURN_IF_ERROR(Agree(local, "its get_weights call"));
+  int32_t t = -1, s = -1;
+  SR_RETURN_IF_ERROR(
+      Agree(CheckAccess(table, nullptr, out, len, "out", &t, &s), "its get_weights call"));
   return Gather(t, -1, out);
 }
 
 Status EmbeddingCollection::SetWeights(const std::string& table, const float* in, size_t len) {
-  int32_t t = -1;
-  Status local = FindTable(table, &t);
-  if (local.ok()) {
-    const size_t need = FullSize(layout_.plan->tables[t], false);
-    if (len != need)
-      local = Status::InvalidArgument("table '", table, "': len is ", len, ", expected rows x dim = ",
-                                      need);
-    else if (in == nullptr)
-      local = Status::InvalidArgument("weights must not be NULL");
-  }
-  SR_RETURN_IF_ERROR(Agree(local, "its set_weights call"));
+  int32_t t = -1, s = -1;
+  SR_RETURN_IF_ERROR(
+      Agree(CheckAccess(table, nullptr, in, len, "weights", &t, &s), "its set_weights call"));
   Scatter(t, -1, in);
   return Status::Ok();
 }
 
-Status EmbeddingCollection::CheckStateAccess(const std::string& table, const std::string& state,
-                                             const float* data, size_t len, const char* what,
-                                             int32_t* t, int32_t* s) const {
+Status EmbeddingCollection::CheckAccess(const std::string& table, const std::string* state,
+                                        const float* data, size_t len, const char* what,
+                                        int32_t* t, int32_t* s) const {
   SR_RETURN_IF_ERROR(FindTable(table, t));
-  SR_RETURN_IF_ERROR(FindState(state, s));
-  const size_t need = FullSize(layout_.plan->tables[*t], layout_.state_specs[*s].row_wise);
+  *s = -1;
+  if (state != nullptr) SR_RETURN_IF_ERROR(FindState(*state, s));
+  const bool row_wise = state != nullptr && layout_.state_specs[*s].row_wise;
+  const size_t need = FullSize(layout_.plan->tables[*t], row_wise);
   if (len != need) {
-    return Status::InvalidArgument("table '", table, "' state '", state, "': len is ", len,
+    if (state == nullptr) {
+      return Status::InvalidArgument("table '", table, "': len is ", len,
+                                     ", expected rows x dim = ", need);
+    }
+    return Status::InvalidArgument("table '", table, "' state '", *state, "': len is ", len,
                                    ", expected ", need);
   }
   if (data == nullptr) return Status::InvalidArgument(what, " must not be NULL");
@@ -170,14 +160,14 @@ Status EmbeddingCollection::GetState(const std::string& table, const std::string
                                      float* out, size_t len) {
   int32_t t = -1, s = -1;
   SR_RETURN_IF_ERROR(
-      Agree(CheckStateAccess(table, state, out, len, "out", &t, &s), "its get_state call"));
+      Agree(CheckAccess(table, &state, out, len, "out", &t, &s), "its get_state call"));
   return Gather(t, s, out);
 }
 
 Status EmbeddingCollection::SetState(const std::string& table, const std::string& state,
                                      const float* in, size_t len) {
   int32_t t = -1, s = -1;
-  SR_RETURN_IF_ERROR(Agree(CheckStateAccess(table, state, in, len, "state values", &t, &s),
+  SR_RETURN_IF_ERROR(Agree(CheckAccess(table, &state, in, len, "state values", &t, &s),
                            "its set_state call"));
   Scatter(t, s, in);
   return Status::Ok();

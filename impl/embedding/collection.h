@@ -120,9 +120,10 @@ class EmbeddingCollection {
   Status BackwardDataParallel(const RoutedBatch& rb, const float* grad);
   Status FindTable(const std::string& table, int32_t* index) const;
   Status FindState(const std::string& state, int32_t* index) const;
-  // Local checks shared by GetState and SetState (before the collective agreement).
-  Status CheckStateAccess(const std::string& table, const std::string& state, const float* data,
-                          size_t len, const char* what, int32_t* t, int32_t* s) const;
+  // Local checks shared by the weight and state accessors (before the collective agreement);
+  // `state` null means the weights (*s = -1).
+  Status CheckAccess(const std::string& table, const std::string* state, const float* data,
+                     size_t len, const char* what, int32_t* t, int32_t* s) const;
   Status Gather(int32_t table, int32_t state, float* out);
   void Scatter(int32_t table, int32_t state, const float* in);
 

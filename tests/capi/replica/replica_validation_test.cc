@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -102,27 +103,10 @@ TEST(ReplicaMesh, DescribesGroupsAndHandsOutSubCommunicators) {
   });
 }
 
-TEST(ReplicaMesh, RejectsAPlanMadeForTheWrongWorldSize) {
-  Scenario s = StandardScenario(8, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM);
-  PlanPtr plan = MakePlan(s);
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
-  SpawnRanks(kWorld, [&](int r) {
-    shardrec_mesh_options_t o = Options(4);
-    shardrec_mesh_t* m = nullptr;
-    ASSERT_EQ(shardrec_mesh_create(&m, GroupComm(kWorld, r), &o), SHARDREC_OK)
-        << "rank " << r << ": " << shardrec_last_error();
-    shardrec_embedding_t* c = nullptr;
-    EXPECT_EQ(shardrec_mesh_embedding_create(&c, m, plan.get(), &opt, nullptr), SHARDREC_EINVAL);
-    EXPECT_NE(std::string(shardrec_last_error()).find("plan once for the sharding group size"),
-              std::string::npos)
-        << shardrec_last_error();
-    EXPECT_EQ(c, nullptr);
-    shardrec_mesh_destroy(m);
-  });
-}
-
-TEST(ReplicaMesh, DetectsAReplicaStartedWithADifferentSeed) {
-  Scenario s = StandardScenario(4, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+// Every rank creates a mesh (S = 4) and a collection on it that must fail with EINVAL and a
+// message containing `needle`; `seed_of(rank)` picks each rank's initial-weights seed.
+void ExpectMeshCollectionRejected(const Scenario& s, const std::function<uint64_t(int)>& seed_of,
+                                  const char* needle) {
   PlanPtr plan = MakePlan(s);
   const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
   SpawnRanks(kWorld, [&](int r) {
@@ -132,16 +116,29 @@ TEST(ReplicaMesh, DetectsAReplicaStartedWithADifferentSeed) {
         << "rank " << r << ": " << shardrec_last_error();
     shardrec_embedding_options_t eo;
     shardrec_embedding_options_init(&eo, SHARDREC_EMBEDDING_OPTIONS_VERSION);
-    eo.seed = r == 5 ? 999 : 11;  // rank 5 (replica group 2 = ranks 4,5) disagrees
+    eo.seed = seed_of(r);
     shardrec_embedding_t* c = nullptr;
     EXPECT_EQ(shardrec_mesh_embedding_create(&c, m, plan.get(), &opt, &eo), SHARDREC_EINVAL)
         << "rank " << r;
-    EXPECT_NE(std::string(shardrec_last_error()).find("replicas do not start identical"),
-              std::string::npos)
+    EXPECT_NE(std::string(shardrec_last_error()).find(needle), std::string::npos)
         << shardrec_last_error();
     EXPECT_EQ(c, nullptr);
     shardrec_mesh_destroy(m);
   });
+}
+
+TEST(ReplicaMesh, RejectsAPlanMadeForTheWrongWorldSize) {
+  ExpectMeshCollectionRejected(
+      StandardScenario(8, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM),
+      [](int) { return uint64_t{11}; }, "plan once for the sharding group size");
+}
+
+TEST(ReplicaMesh, DetectsAReplicaStartedWithADifferentSeed) {
+  // Rank 5 (replica group 2 = ranks 4 and 5) disagrees.
+  ExpectMeshCollectionRejected(
+      StandardScenario(4, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM),
+      [](int r) { return r == 5 ? uint64_t{999} : uint64_t{11}; },
+      "replicas do not start identical");
 }
 
 struct HookPayload {

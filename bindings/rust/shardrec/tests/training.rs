@@ -6,44 +6,8 @@ use shardrec::{
     Optimizer, OptimizerType, Plan, ShardingType, Table, Topology,
 };
 
-const TABLES: [&str; 3] = ["t0", "t1", "t2"];
-const ROWS: [i64; 3] = [40, 30, 50];
-const DIMS: [i32; 3] = [8, 4, 6];
-const LOCAL_BATCH: usize = 4;
-
-fn plan(world: i32) -> Plan {
-    let features = [Feature::new("f0"), Feature::new("f1"), Feature::new("f2")];
-    let tables: Vec<Table> =
-        (0..3).map(|t| Table::new(TABLES[t], ROWS[t], DIMS[t], &[t as i32])).collect();
-    let constraints = if world == 2 {
-        vec![
-            Constraints::new("t0", &[ShardingType::TableWise], &[1]),
-            Constraints::new("t1", &[ShardingType::RowWise], &[]),
-            Constraints::new("t2", &[ShardingType::ColumnWise], &[0, 1]),
-        ]
-    } else {
-        vec![]
-    };
-    let topology = Topology { batch_size: LOCAL_BATCH as i32, ..Topology::new(world) };
-    Plan::new(&tables, &features, &topology, &constraints).expect("plan")
-}
-
-/// The deterministic batches of ranks [first, first + ranks) at a step, concatenated.
-fn batch(step: usize, first: usize, ranks: usize) -> (Vec<i32>, Vec<i64>) {
-    let (mut lengths, mut values) = (Vec::new(), Vec::new());
-    for f in 0..3 {
-        for r in first..first + ranks {
-            for b in 0..LOCAL_BATCH {
-                let n = (step * 7 + r * 5 + f * 3 + b * 11) % 4;
-                lengths.push(n as i32);
-                for k in 0..n {
-                    values.push(((step * 13 + r * 17 + f * 19 + b * 23 + k * 29) as i64) % ROWS[f]);
-                }
-            }
-        }
-    }
-    (lengths, values)
-}
+mod common;
+use common::{batch, plan, DIMS, LOCAL_BATCH, ROWS, TABLES};
 
 fn train(coll: &mut EmbeddingCollection, steps: usize, first: usize, ranks: usize) -> Vec<Vec<f32>> {
     for step in 0..steps {
