@@ -2,15 +2,14 @@
 //! SGD and a sync every step equals world size 1 on the global batch, with the built-in sync
 //! and with a Rust sync hook; errors and thread-safety markers.
 use shardrec::{
-    Code, Comm, CommOptions, Constraints, EmbeddingCollection, EmbeddingOptions, Feature, Kjt,
-    Mesh, MeshCoords, MeshOptions, Optimizer, OptimizerType, Plan, ShardingType, SyncHook,
-    SyncMode, Table, Topology,
+    Code, Comm, CommOptions, EmbeddingCollection, EmbeddingOptions, Kjt, Mesh, MeshCoords,
+    MeshOptions, Optimizer, OptimizerType, SyncHook, SyncMode,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 mod common;
-use common::{batch, plan, DIMS, LOCAL_BATCH, ROWS, TABLES};
+use common::{batch, plan, LOCAL_BATCH, TABLES};
 
 const WORLD: usize = 4;
 const STEPS: usize = 3;

@@ -2,8 +2,8 @@
 //! threads vs. world size 1 on the concatenated batch), errors carrying the C status and
 //! message, and thread-safety markers.
 use shardrec::{
-    Code, Comm, CommOptions, Constraints, EmbeddingCollection, EmbeddingOptions, Feature, Kjt,
-    Optimizer, OptimizerType, Plan, ShardingType, Table, Topology,
+    Code, Comm, CommOptions, EmbeddingCollection, EmbeddingOptions, Kjt, Optimizer, OptimizerType,
+    Plan, ShardingType,
 };
 
 mod common;
