@@ -20,20 +20,6 @@ func sgd() *OptimizerConfig {
 	return &o
 }
 
-// trainStep runs forward and backward of the loss mean(0.5*|out|^2) on the batch of ranks
-// [first, first+ranks) at step.
-func trainStep(coll *EmbeddingCollection, step, first, ranks int) error {
-	k := batch(step, first, ranks)
-	out, err := coll.ForwardAlloc(k)
-	if err != nil {
-		return err
-	}
-	for i := range out {
-		out[i] /= float32(k.BatchSize)
-	}
-	return coll.Backward(out)
-}
-
 type meshRankResult struct {
 	coords      MeshCoords
 	stats       SyncStats
@@ -115,25 +101,10 @@ func TestTwoReplicasOfTwoWayShardingEqualOneRankOnTheGlobalBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer coll1.Close()
-	var initial, single [][]float32
-	for _, name := range tableNames {
-		w, err := coll1.Weights(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		initial = append(initial, w)
-	}
-	for s := 0; s < meshSteps; s++ {
-		if err := trainStep(coll1, s, 0, meshWorld); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, name := range tableNames {
-		w, err := coll1.Weights(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		single = append(single, w)
+	initial := trainSteps(t, coll1, 0, 0, meshWorld)
+	single := trainSteps(t, coll1, meshSteps, 0, meshWorld)
+	if initial == nil || single == nil {
+		t.FailNow()
 	}
 
 	plan2 := testPlan(t, 2)

@@ -58,20 +58,26 @@ func batch(step, first, ranks int) *KJT {
 	return k
 }
 
+// trainStep runs forward and backward of the loss mean(0.5*|out|^2) on the batch of ranks
+// [first, first+ranks) at step.
+func trainStep(coll *EmbeddingCollection, step, first, ranks int) error {
+	k := batch(step, first, ranks)
+	out, err := coll.ForwardAlloc(k)
+	if err != nil {
+		return err
+	}
+	for i := range out {
+		out[i] /= float32(k.BatchSize)
+	}
+	return coll.Backward(out)
+}
+
+// trainSteps trains `steps` steps on the batch of ranks [first, first+ranks) and returns every
+// table's weights afterwards.
 func trainSteps(t *testing.T, coll *EmbeddingCollection, steps, first, ranks int) [][]float32 {
 	for s := 0; s < steps; s++ {
-		k := batch(s, first, ranks)
-		out, err := coll.ForwardAlloc(k)
-		if err != nil {
-			t.Errorf("forward: %v", err)
-			return nil
-		}
-		grad := make([]float32, len(out))
-		for i, v := range out {
-			grad[i] = v / float32(k.BatchSize)
-		}
-		if err := coll.Backward(grad); err != nil {
-			t.Errorf("backward: %v", err)
+		if err := trainStep(coll, s, first, ranks); err != nil {
+			t.Errorf("train step %d: %v", s, err)
 			return nil
 		}
 	}
