@@ -1,4 +1,6 @@
 // C API for communicators (shardrec/comm.h): argument checks, option conversion, handles.
+#include "shardrec/comm.h"
+
 #include <cstring>
 #include <memory>
 #include <string>
@@ -9,7 +11,6 @@
 #include "impl/comm/factory.h"
 #include "impl/comm/stores.h"
 #include "impl/core/check.h"
-#include "shardrec/comm.h"
 
 static_assert(sizeof(shardrec_unique_id_t) == shardrec::comm::kUniqueIdBytes);
 static_assert(SHARDREC_BACKEND_GLOO == static_cast<int>(shardrec::comm::Backend::kGloo));
@@ -27,21 +28,27 @@ Status ToOptions(const shardrec_comm_options_t* in, comm::CommOptions* out) {
   if (in == nullptr) return Status::Ok();
   if (in->version == 0 || in->version > SHARDREC_COMM_OPTIONS_VERSION) {
     return Status::InvalidArgument("options->version ", in->version, " is not in [1, ",
-                                   SHARDREC_COMM_OPTIONS_VERSION, "]; use shardrec_comm_options_init()");
+                                   SHARDREC_COMM_OPTIONS_VERSION,
+                                   "]; use shardrec_comm_options_init()");
   }
-  if (in->timeout_ms < 0) return Status::InvalidArgument("options->timeout_ms ", in->timeout_ms, " must be >= 0");
+  if (in->timeout_ms < 0)
+    return Status::InvalidArgument("options->timeout_ms ", in->timeout_ms, " must be >= 0");
   if (in->backend < SHARDREC_BACKEND_AUTO || in->backend > SHARDREC_BACKEND_NCCL) {
-    return Status::InvalidArgument("options->backend ", in->backend, " is not a SHARDREC_BACKEND_* value");
+    return Status::InvalidArgument("options->backend ", in->backend,
+                                   " is not a SHARDREC_BACKEND_* value");
   }
   if (in->device_type != SHARDREC_DEVICE_HOST && in->device_type != SHARDREC_DEVICE_CUDA) {
-    return Status::InvalidArgument("options->device_type ", in->device_type, " is not a shardrec_device_type_t value");
+    return Status::InvalidArgument("options->device_type ", in->device_type,
+                                   " is not a shardrec_device_type_t value");
   }
-  if (in->device_index < 0) return Status::InvalidArgument("options->device_index ", in->device_index, " must be >= 0");
+  if (in->device_index < 0)
+    return Status::InvalidArgument("options->device_index ", in->device_index, " must be >= 0");
   if (in->backend == SHARDREC_BACKEND_NCCL && in->device_type != SHARDREC_DEVICE_CUDA) {
     return Status::InvalidArgument("options->backend is NCCL but options->device_type is not CUDA");
   }
   out->backend = static_cast<comm::Backend>(in->backend);
-  out->device = in->device_type == SHARDREC_DEVICE_CUDA ? Device::Cuda(in->device_index) : Device::Host();
+  out->device =
+      in->device_type == SHARDREC_DEVICE_CUDA ? Device::Cuda(in->device_index) : Device::Host();
   out->timeout = std::chrono::milliseconds(in->timeout_ms);
   if (in->bind_address != nullptr) {
     out->bind_address = in->bind_address;
@@ -56,12 +63,14 @@ Status ToOptions(const shardrec_comm_options_t* in, comm::CommOptions* out) {
 
 Status CheckWorld(int32_t world, int32_t rank) {
   if (world < 1) return Status::InvalidArgument("world_size ", world, " must be >= 1");
-  if (rank < 0 || rank >= world) return Status::InvalidArgument("rank ", rank, " is outside [0, ", world, ")");
+  if (rank < 0 || rank >= world)
+    return Status::InvalidArgument("rank ", rank, " is outside [0, ", world, ")");
   return Status::Ok();
 }
 
 Status CheckDType(int32_t dtype) {
-  if (!IsValidDType(dtype)) return Status::InvalidArgument("dtype ", dtype, " is not a shardrec_dtype_t value");
+  if (!IsValidDType(dtype))
+    return Status::InvalidArgument("dtype ", dtype, " is not a shardrec_dtype_t value");
   return Status::Ok();
 }
 
@@ -95,11 +104,13 @@ namespace comm = shardrec::comm;
 
 extern "C" {
 
-SHARDREC_API shardrec_status_t shardrec_comm_options_init(shardrec_comm_options_t* options, uint32_t version) {
+SHARDREC_API shardrec_status_t shardrec_comm_options_init(shardrec_comm_options_t* options,
+                                                          uint32_t version) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(options, "options"));
     if (version == 0 || version > SHARDREC_COMM_OPTIONS_VERSION) {
-      return Status::InvalidArgument("version ", version, " is not in [1, ", SHARDREC_COMM_OPTIONS_VERSION, "]");
+      return Status::InvalidArgument("version ", version, " is not in [1, ",
+                                     SHARDREC_COMM_OPTIONS_VERSION, "]");
     }
     *options = shardrec_comm_options_t SHARDREC_COMM_OPTIONS_INIT;
     options->version = version;
@@ -112,7 +123,8 @@ SHARDREC_API shardrec_status_t shardrec_store_callbacks_init(shardrec_store_call
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(callbacks, "callbacks"));
     if (version == 0 || version > SHARDREC_STORE_CALLBACKS_VERSION) {
-      return Status::InvalidArgument("version ", version, " is not in [1, ", SHARDREC_STORE_CALLBACKS_VERSION, "]");
+      return Status::InvalidArgument("version ", version, " is not in [1, ",
+                                     SHARDREC_STORE_CALLBACKS_VERSION, "]");
     }
     *callbacks = shardrec_store_callbacks_t SHARDREC_STORE_CALLBACKS_INIT;
     callbacks->version = version;
@@ -130,7 +142,8 @@ SHARDREC_API shardrec_status_t shardrec_comm_unique_id_create(shardrec_unique_id
   });
 }
 
-SHARDREC_API shardrec_status_t shardrec_comm_create(shardrec_comm_t** out, const shardrec_unique_id_t* id,
+SHARDREC_API shardrec_status_t shardrec_comm_create(shardrec_comm_t** out,
+                                                    const shardrec_unique_id_t* id,
                                                     int32_t world_size, int32_t rank,
                                                     const shardrec_comm_options_t* options) {
   return Guard([&] {
@@ -148,10 +161,9 @@ SHARDREC_API shardrec_status_t shardrec_comm_create(shardrec_comm_t** out, const
   });
 }
 
-SHARDREC_API shardrec_status_t shardrec_comm_create_with_store(shardrec_comm_t** out,
-                                                               const shardrec_store_callbacks_t* callbacks,
-                                                               int32_t world_size, int32_t rank,
-                                                               const shardrec_comm_options_t* options) {
+SHARDREC_API shardrec_status_t shardrec_comm_create_with_store(
+    shardrec_comm_t** out, const shardrec_store_callbacks_t* callbacks, int32_t world_size,
+    int32_t rank, const shardrec_comm_options_t* options) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     *out = nullptr;
@@ -160,8 +172,10 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_with_store(shardrec_comm_t**
       return Status::InvalidArgument("callbacks->version ", callbacks->version, " is not in [1, ",
                                      SHARDREC_STORE_CALLBACKS_VERSION, "]");
     }
-    if (callbacks->set == nullptr) return Status::InvalidArgument("callbacks->set must not be NULL");
-    if (callbacks->get == nullptr) return Status::InvalidArgument("callbacks->get must not be NULL");
+    if (callbacks->set == nullptr)
+      return Status::InvalidArgument("callbacks->set must not be NULL");
+    if (callbacks->get == nullptr)
+      return Status::InvalidArgument("callbacks->get must not be NULL");
     SR_RETURN_IF_ERROR(shardrec::capi::CheckWorld(world_size, rank));
     comm::CommOptions opts;
     SR_RETURN_IF_ERROR(shardrec::capi::ToOptions(options, &opts));
@@ -171,18 +185,19 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_with_store(shardrec_comm_t**
     cb.wait = callbacks->wait;
     cb.payload = callbacks->payload;
     std::unique_ptr<comm::Communicator> impl;
-    SR_RETURN_IF_ERROR(comm::CreateCommunicator(std::make_shared<comm::CallbackStore>(cb), "shardrec",
-                                                world_size, rank, opts, &impl));
+    SR_RETURN_IF_ERROR(comm::CreateCommunicator(std::make_shared<comm::CallbackStore>(cb),
+                                                "shardrec", world_size, rank, opts, &impl));
     return shardrec::capi::Wrap(std::move(impl), out);
   });
 }
 
-SHARDREC_API shardrec_status_t shardrec_comm_create_local_group(shardrec_comm_t** comms_out, int32_t n,
-                                                                const shardrec_comm_options_t* options) {
+SHARDREC_API shardrec_status_t shardrec_comm_create_local_group(
+    shardrec_comm_t** comms_out, int32_t n, const shardrec_comm_options_t* options) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(comms_out, "comms_out"));
     if (n < 1 || n > shardrec::capi::kMaxLocalGroup) {
-      return Status::InvalidArgument("n ", n, " must be in [1, ", shardrec::capi::kMaxLocalGroup, "]");
+      return Status::InvalidArgument("n ", n, " must be in [1, ", shardrec::capi::kMaxLocalGroup,
+                                     "]");
     }
     comm::CommOptions opts;
     SR_RETURN_IF_ERROR(shardrec::capi::ToOptions(options, &opts));
@@ -198,8 +213,9 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_local_group(shardrec_comm_t*
   });
 }
 
-SHARDREC_API shardrec_status_t shardrec_comm_split(shardrec_comm_t** out, shardrec_comm_t* comm_handle,
-                                                   int32_t color, int32_t key) {
+SHARDREC_API shardrec_status_t shardrec_comm_split(shardrec_comm_t** out,
+                                                   shardrec_comm_t* comm_handle, int32_t color,
+                                                   int32_t key) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     *out = nullptr;
@@ -211,7 +227,8 @@ SHARDREC_API shardrec_status_t shardrec_comm_split(shardrec_comm_t** out, shardr
   });
 }
 
-SHARDREC_API shardrec_status_t shardrec_comm_rank(int32_t* out, const shardrec_comm_t* comm_handle) {
+SHARDREC_API shardrec_status_t shardrec_comm_rank(int32_t* out,
+                                                  const shardrec_comm_t* comm_handle) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     SR_RETURN_IF_ERROR(CheckComm(comm_handle));
@@ -220,7 +237,8 @@ SHARDREC_API shardrec_status_t shardrec_comm_rank(int32_t* out, const shardrec_c
   });
 }
 
-SHARDREC_API shardrec_status_t shardrec_comm_size(int32_t* out, const shardrec_comm_t* comm_handle) {
+SHARDREC_API shardrec_status_t shardrec_comm_size(int32_t* out,
+                                                  const shardrec_comm_t* comm_handle) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     SR_RETURN_IF_ERROR(CheckComm(comm_handle));
@@ -229,7 +247,8 @@ SHARDREC_API shardrec_status_t shardrec_comm_size(int32_t* out, const shardrec_c
   });
 }
 
-SHARDREC_API shardrec_status_t shardrec_comm_set_timeout(shardrec_comm_t* comm_handle, int64_t timeout_ms) {
+SHARDREC_API shardrec_status_t shardrec_comm_set_timeout(shardrec_comm_t* comm_handle,
+                                                         int64_t timeout_ms) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckComm(comm_handle));
     if (timeout_ms <= 0) return Status::InvalidArgument("timeout_ms ", timeout_ms, " must be > 0");
@@ -260,45 +279,57 @@ SHARDREC_API void shardrec_comm_destroy(shardrec_comm_t* comm_handle) {
   });
 }
 
-SHARDREC_API shardrec_status_t shardrec_comm_allreduce(shardrec_comm_t* comm_handle, const void* send, void* recv,
-                                                       size_t count, int32_t dtype, int32_t op, void* stream) {
+SHARDREC_API shardrec_status_t shardrec_comm_allreduce(shardrec_comm_t* comm_handle,
+                                                       const void* send, void* recv, size_t count,
+                                                       int32_t dtype, int32_t op, void* stream) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckComm(comm_handle));
     SR_RETURN_IF_ERROR(CheckDType(dtype));
     if (op < SHARDREC_REDUCE_SUM || op > SHARDREC_REDUCE_MIN) {
       return Status::InvalidArgument("op ", op, " is not a SHARDREC_REDUCE_* value");
     }
-    if (count > 0 && send == nullptr) return Status::InvalidArgument("send must not be NULL when count is ", count);
-    if (count > 0 && recv == nullptr) return Status::InvalidArgument("recv must not be NULL when count is ", count);
+    if (count > 0 && send == nullptr)
+      return Status::InvalidArgument("send must not be NULL when count is ", count);
+    if (count > 0 && recv == nullptr)
+      return Status::InvalidArgument("recv must not be NULL when count is ", count);
     return comm_handle->impl->AllReduce(send, recv, count, static_cast<shardrec::DType>(dtype),
-                                        static_cast<comm::ReduceOp>(op), shardrec::capi::StreamOptions(stream));
+                                        static_cast<comm::ReduceOp>(op),
+                                        shardrec::capi::StreamOptions(stream));
   });
 }
 
-SHARDREC_API shardrec_status_t shardrec_comm_broadcast(shardrec_comm_t* comm_handle, void* buf, size_t count,
-                                                       int32_t dtype, int32_t root, void* stream) {
+SHARDREC_API shardrec_status_t shardrec_comm_broadcast(shardrec_comm_t* comm_handle, void* buf,
+                                                       size_t count, int32_t dtype, int32_t root,
+                                                       void* stream) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckComm(comm_handle));
     SR_RETURN_IF_ERROR(CheckDType(dtype));
     const int size = comm_handle->impl->Size();
-    if (root < 0 || root >= size) return Status::InvalidArgument("root ", root, " is outside [0, ", size, ")");
-    if (count > 0 && buf == nullptr) return Status::InvalidArgument("buf must not be NULL when count is ", count);
+    if (root < 0 || root >= size)
+      return Status::InvalidArgument("root ", root, " is outside [0, ", size, ")");
+    if (count > 0 && buf == nullptr)
+      return Status::InvalidArgument("buf must not be NULL when count is ", count);
     return comm_handle->impl->Broadcast(buf, count, static_cast<shardrec::DType>(dtype), root,
                                         shardrec::capi::StreamOptions(stream));
   });
 }
 
-SHARDREC_API shardrec_status_t shardrec_comm_allgather(shardrec_comm_t* comm_handle, const void* send, void* recv,
-                                                       size_t count, int32_t dtype, void* stream) {
+SHARDREC_API shardrec_status_t shardrec_comm_allgather(shardrec_comm_t* comm_handle,
+                                                       const void* send, void* recv, size_t count,
+                                                       int32_t dtype, void* stream) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckComm(comm_handle));
     SR_RETURN_IF_ERROR(CheckDType(dtype));
-    if (count > 0 && send == nullptr) return Status::InvalidArgument("send must not be NULL when count is ", count);
-    if (count > 0 && recv == nullptr) return Status::InvalidArgument("recv must not be NULL when count is ", count);
-    if (count > 0 && send == recv) return Status::InvalidArgument("recv must not be the same buffer as send");
+    if (count > 0 && send == nullptr)
+      return Status::InvalidArgument("send must not be NULL when count is ", count);
+    if (count > 0 && recv == nullptr)
+      return Status::InvalidArgument("recv must not be NULL when count is ", count);
+    if (count > 0 && send == recv)
+      return Status::InvalidArgument("recv must not be the same buffer as send");
     const size_t size = static_cast<size_t>(comm_handle->impl->Size());
     std::vector<size_t> counts(size, count);
-    return comm_handle->impl->AllGatherV(send, count, recv, counts, static_cast<shardrec::DType>(dtype),
+    return comm_handle->impl->AllGatherV(send, count, recv, counts,
+                                         static_cast<shardrec::DType>(dtype),
                                          shardrec::capi::StreamOptions(stream));
   });
 }

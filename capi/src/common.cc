@@ -78,21 +78,36 @@ extern "C" {
 
 SHARDREC_API const char* shardrec_status_string(shardrec_status_t code) {
   switch (code) {
-    case SHARDREC_OK: return "SHARDREC_OK";
-    case SHARDREC_ERROR: return "SHARDREC_ERROR";
-    case SHARDREC_EINVAL: return "SHARDREC_EINVAL";
-    case SHARDREC_EUSAGE: return "SHARDREC_EUSAGE";
-    case SHARDREC_ENOMEM: return "SHARDREC_ENOMEM";
-    case SHARDREC_ECUDA: return "SHARDREC_ECUDA";
-    case SHARDREC_EREMOTE: return "SHARDREC_EREMOTE";
-    case SHARDREC_ETIMEOUT: return "SHARDREC_ETIMEOUT";
-    case SHARDREC_EIO: return "SHARDREC_EIO";
-    case SHARDREC_ECORRUPT: return "SHARDREC_ECORRUPT";
-    case SHARDREC_EUNSUPPORTED: return "SHARDREC_EUNSUPPORTED";
-    case SHARDREC_ENOTFOUND: return "SHARDREC_ENOTFOUND";
-    case SHARDREC_EINTERNAL: return "SHARDREC_EINTERNAL";
-    case SHARDREC_ENODEVICE: return "SHARDREC_ENODEVICE";
-    default: return "SHARDREC_UNKNOWN";
+    case SHARDREC_OK:
+      return "SHARDREC_OK";
+    case SHARDREC_ERROR:
+      return "SHARDREC_ERROR";
+    case SHARDREC_EINVAL:
+      return "SHARDREC_EINVAL";
+    case SHARDREC_EUSAGE:
+      return "SHARDREC_EUSAGE";
+    case SHARDREC_ENOMEM:
+      return "SHARDREC_ENOMEM";
+    case SHARDREC_ECUDA:
+      return "SHARDREC_ECUDA";
+    case SHARDREC_EREMOTE:
+      return "SHARDREC_EREMOTE";
+    case SHARDREC_ETIMEOUT:
+      return "SHARDREC_ETIMEOUT";
+    case SHARDREC_EIO:
+      return "SHARDREC_EIO";
+    case SHARDREC_ECORRUPT:
+      return "SHARDREC_ECORRUPT";
+    case SHARDREC_EUNSUPPORTED:
+      return "SHARDREC_EUNSUPPORTED";
+    case SHARDREC_ENOTFOUND:
+      return "SHARDREC_ENOTFOUND";
+    case SHARDREC_EINTERNAL:
+      return "SHARDREC_EINTERNAL";
+    case SHARDREC_ENODEVICE:
+      return "SHARDREC_ENODEVICE";
+    default:
+      return "SHARDREC_UNKNOWN";
   }
 }
 
@@ -117,14 +132,22 @@ SHARDREC_API const char* shardrec_version_string(void) { return SHARDREC_VERSION
 
 SHARDREC_API size_t shardrec_dtype_size(int32_t dtype) {
   switch (dtype) {
-    case SHARDREC_DTYPE_FLOAT32: return 4;
-    case SHARDREC_DTYPE_FLOAT16: return 2;
-    case SHARDREC_DTYPE_BFLOAT16: return 2;
-    case SHARDREC_DTYPE_FLOAT64: return 8;
-    case SHARDREC_DTYPE_INT32: return 4;
-    case SHARDREC_DTYPE_INT64: return 8;
-    case SHARDREC_DTYPE_UINT8: return 1;
-    default: return 0;
+    case SHARDREC_DTYPE_FLOAT32:
+      return 4;
+    case SHARDREC_DTYPE_FLOAT16:
+      return 2;
+    case SHARDREC_DTYPE_BFLOAT16:
+      return 2;
+    case SHARDREC_DTYPE_FLOAT64:
+      return 8;
+    case SHARDREC_DTYPE_INT32:
+      return 4;
+    case SHARDREC_DTYPE_INT64:
+      return 8;
+    case SHARDREC_DTYPE_UINT8:
+      return 1;
+    default:
+      return 0;
   }
 }
 

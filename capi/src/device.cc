@@ -1,11 +1,12 @@
 // C API for GPU discovery (shardrec/device.h): device count, device check, plugin path.
+#include "impl/core/device.h"
+
 #include <cstring>
 #include <string>
 
 #include "capi/src/guard.h"
 #include "impl/core/check.h"
 #include "impl/core/cuda_plugin.h"
-#include "impl/core/device.h"
 #include "impl/cuda_plugin/plugin_abi.h"
 #include "shardrec/device.h"
 

@@ -52,8 +52,9 @@ Status ToOptions(const shardrec_embedding_options_t* o, embedding::CollectionOpt
     return Status::InvalidArgument("embedding options: num_threads must be >= 0, got ",
                                    o->num_threads);
   if (o->device_type == SHARDREC_DEVICE_CUDA)
-    return Status::Unsupported("embedding options: CUDA collections are not available in this "
-                               "build yet; use SHARDREC_DEVICE_HOST");
+    return Status::Unsupported(
+        "embedding options: CUDA collections are not available in this "
+        "build yet; use SHARDREC_DEVICE_HOST");
   if (o->device_type != SHARDREC_DEVICE_HOST)
     return Status::InvalidArgument("embedding options: unknown device_type ", o->device_type);
   out->seed = o->seed;
@@ -66,8 +67,10 @@ Status ToOptions(const shardrec_embedding_options_t* o, embedding::CollectionOpt
 Status ToBatch(const shardrec_kjt_view_t* b, embedding::Batch* out) {
   SR_RETURN_IF_ERROR(CheckNotNull(b, "batch"));
   if (b->values_dtype != SHARDREC_DTYPE_INT64 && b->values_dtype != SHARDREC_DTYPE_INT32)
-    return Status::InvalidArgument("batch: values_dtype must be SHARDREC_DTYPE_INT64 or "
-                                   "SHARDREC_DTYPE_INT32, got ", b->values_dtype);
+    return Status::InvalidArgument(
+        "batch: values_dtype must be SHARDREC_DTYPE_INT64 or "
+        "SHARDREC_DTYPE_INT32, got ",
+        b->values_dtype);
   out->batch_size = b->batch_size;
   out->num_features = static_cast<int64_t>(b->num_features);
   out->lengths = b->lengths;
@@ -100,8 +103,8 @@ SHARDREC_API shardrec_status_t shardrec_optimizer_config_init(shardrec_optimizer
   });
 }
 
-SHARDREC_API shardrec_status_t shardrec_embedding_options_init(
-    shardrec_embedding_options_t* options, uint32_t version) {
+SHARDREC_API shardrec_status_t
+shardrec_embedding_options_init(shardrec_embedding_options_t* options, uint32_t version) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(options, "options"));
     if (version != SHARDREC_EMBEDDING_OPTIONS_VERSION)
@@ -130,9 +133,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_create(
       shardrec::embedding::CollectionOptions bad;
       bad.bounds = static_cast<shardrec::embedding::BoundsPolicy>(-1);
       std::unique_ptr<shardrec::embedding::EmbeddingCollection> ignored;
-      (void)shardrec::embedding::EmbeddingCollection::Create(plan->impl, comm->impl,
-                                                             shardrec::optim::OptimizerConfig(),
-                                                             bad, &ignored);
+      (void)shardrec::embedding::EmbeddingCollection::Create(
+          plan->impl, comm->impl, shardrec::optim::OptimizerConfig(), bad, &ignored);
       return local;
     }
     // Stochastic rounding draws its bits from the collection's seed (documented there).

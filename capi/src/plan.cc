@@ -1,5 +1,7 @@
 // C API of plan.h and the config struct initialisers of config.h: converts the versioned C
 // structs to impl configs, runs the planner, and answers queries on the immutable plan.
+#include "shardrec/plan.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -13,7 +15,6 @@
 #include "impl/planner/stats.h"
 #include "impl/sharding/plan_json.h"
 #include "shardrec/config.h"
-#include "shardrec/plan.h"
 
 namespace shardrec::capi {
 namespace {
@@ -132,7 +133,8 @@ Status ConvertTopology(const shardrec_topology_t* c, planner::Topology* out) {
   } else if (c->memory_bytes != 0) {
     if (c->memory_bytes > kMax)
       return Status::InvalidArgument("topology: memory_bytes ", c->memory_bytes, " is too large");
-    t.memory_bytes.assign(static_cast<size_t>(c->world_size), static_cast<int64_t>(c->memory_bytes));
+    t.memory_bytes.assign(static_cast<size_t>(c->world_size),
+                          static_cast<int64_t>(c->memory_bytes));
   }
   // Bytes per second in the C API, bytes per millisecond inside (TorchRec's unit).
   if (c->intra_node_bandwidth != 0.0) t.intra_node_bw = c->intra_node_bandwidth / 1000.0;
@@ -161,8 +163,8 @@ Status ConvertConstraints(const shardrec_table_constraints_t* cs, size_t n,
     SR_RETURN_IF_ERROR(CheckVersion(c.version, SHARDREC_TABLE_CONSTRAINTS_VERSION, what));
     if (c.table == nullptr) return Status::InvalidArgument(what, ".table must not be NULL");
     SR_RETURN_IF_ERROR(CheckArray(c.ranks, c.num_ranks, what + ".ranks"));
-    SR_RETURN_IF_ERROR(CheckArray(c.pooling_factors, c.num_pooling_factors,
-                                  what + ".pooling_factors"));
+    SR_RETURN_IF_ERROR(
+        CheckArray(c.pooling_factors, c.num_pooling_factors, what + ".pooling_factors"));
     planner::TableConstraints t;
     t.table = c.table;
     t.sharding_types = c.sharding_types;
@@ -195,8 +197,8 @@ Status CheckPlan(const shardrec_plan_t* plan) {
 Status CheckTable(const shardrec_plan_t* plan, size_t table) {
   SR_RETURN_IF_ERROR(CheckPlan(plan));
   if (table >= plan->impl->tables.size())
-    return Status::InvalidArgument("table index ", table, " is out of range (", plan->impl->tables.size(),
-                                   " tables)");
+    return Status::InvalidArgument("table index ", table, " is out of range (",
+                                   plan->impl->tables.size(), " tables)");
   return Status::Ok();
 }
 
@@ -250,19 +252,19 @@ SHARDREC_API shardrec_status_t shardrec_topology_init(shardrec_topology_t* topol
       topology, version, d, "topology");
 }
 
-SHARDREC_API shardrec_status_t shardrec_table_constraints_init(
-    shardrec_table_constraints_t* constraints, uint32_t version) {
+SHARDREC_API shardrec_status_t
+shardrec_table_constraints_init(shardrec_table_constraints_t* constraints, uint32_t version) {
   const shardrec_table_constraints_t d = SHARDREC_TABLE_CONSTRAINTS_INIT;
   return shardrec::capi::InitStruct<shardrec_table_constraints_t,
                                     SHARDREC_TABLE_CONSTRAINTS_VERSION>(constraints, version, d,
                                                                         "table constraints");
 }
 
-SHARDREC_API shardrec_status_t shardrec_plan_create(
-    shardrec_plan_t** out, const shardrec_table_config_t* tables, size_t num_tables,
-    const shardrec_feature_config_t* features, size_t num_features,
-    const shardrec_topology_t* topology, const shardrec_table_constraints_t* constraints,
-    size_t num_constraints) {
+SHARDREC_API shardrec_status_t
+shardrec_plan_create(shardrec_plan_t** out, const shardrec_table_config_t* tables,
+                     size_t num_tables, const shardrec_feature_config_t* features,
+                     size_t num_features, const shardrec_topology_t* topology,
+                     const shardrec_table_constraints_t* constraints, size_t num_constraints) {
   return Guard([&] {
     namespace capi = shardrec::capi;
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
@@ -286,8 +288,8 @@ SHARDREC_API shardrec_status_t shardrec_plan_from_json(shardrec_plan_t** out, co
     shardrec::sharding::Plan plan;
     SR_RETURN_IF_ERROR(shardrec::sharding::PlanFromJson(
         std::string_view(text == nullptr ? "" : text, len), &plan));
-    const auto topo = shardrec::planner::Topology::Default(
-        plan.world_size, plan.local_world_size, shardrec::planner::ComputeDevice::kHost);
+    const auto topo = shardrec::planner::Topology::Default(plan.world_size, plan.local_world_size,
+                                                           shardrec::planner::ComputeDevice::kHost);
     shardrec::planner::StatsInfo info;
     std::string stats = shardrec::planner::FormatStats(
         plan, topo, shardrec::planner::FeaturePoolingFactors(plan), info);

@@ -1,4 +1,6 @@
 // C API of the 2D mesh: creation, collections created on it, and replica sync.
+#include "shardrec/replica.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -12,7 +14,6 @@
 #include "impl/core/rng.h"
 #include "impl/replica/mesh.h"
 #include "impl/replica/sync.h"
-#include "shardrec/replica.h"
 
 struct shardrec_mesh {
   std::unique_ptr<shardrec::replica::Mesh> impl;
@@ -64,8 +65,8 @@ Status VerifyReplicasIdentical(replica::Mesh& mesh, embedding::EmbeddingCollecti
   // Max and min of the digest (min as max of the complement) in one collective.
   int64_t mm[2] = {static_cast<int64_t>(digest >> 1), static_cast<int64_t>(~digest >> 1)};
   SR_RETURN_IF_ERROR(mesh.replica()->AllReduce(mm, mm, 2, DType::kInt64, comm::ReduceOp::kMax));
-  const bool mismatch = mm[0] != static_cast<int64_t>(digest >> 1) ||
-                        mm[1] != static_cast<int64_t>(~digest >> 1);
+  const bool mismatch =
+      mm[0] != static_cast<int64_t>(digest >> 1) || mm[1] != static_cast<int64_t>(~digest >> 1);
   int32_t flags[2] = {mismatch ? 1 : 0, mismatch ? mesh.rank() : -1};
   SR_RETURN_IF_ERROR(mesh.world()->AllReduce(flags, flags, 2, DType::kInt32, comm::ReduceOp::kMax));
   if (flags[0] != 0) {
@@ -110,8 +111,8 @@ Status Sync(shardrec_mesh_t* mesh, shardrec_embedding_t* coll, int32_t mode) {
                     StrCat("the sync hook returned ", rc));
     };
   }
-  SR_RETURN_IF_ERROR(replica::SyncBuffers(*mesh->impl->replica(), buffers, hook, &mesh->staging,
-                                          &mesh->last));
+  SR_RETURN_IF_ERROR(
+      replica::SyncBuffers(*mesh->impl->replica(), buffers, hook, &mesh->staging, &mesh->last));
   mesh->syncs += 1;
   return Status::Ok();
 }
@@ -147,7 +148,8 @@ SHARDREC_API shardrec_status_t shardrec_mesh_create(shardrec_mesh_t** out, shard
     shardrec_mesh_options_t o = SHARDREC_MESH_OPTIONS_INIT;
     if (options != nullptr) {
       if (options->version != SHARDREC_MESH_OPTIONS_VERSION) {
-        return Status::InvalidArgument("unknown shardrec_mesh_options_t version ", options->version);
+        return Status::InvalidArgument("unknown shardrec_mesh_options_t version ",
+                                       options->version);
       }
       o = *options;
     }
@@ -170,8 +172,8 @@ SHARDREC_API shardrec_status_t shardrec_mesh_create(shardrec_mesh_t** out, shard
         world->impl, s, static_cast<shardrec::replica::MeshKind>(o.layout), &mesh->impl));
     mesh->ranks_per_node = o.ranks_per_node;
     mesh->sync_interval = o.sync_interval == 0 ? 1 : o.sync_interval;
-    mesh->sync_mode = o.sync_mode == SHARDREC_SYNC_DEFAULT ? SHARDREC_SYNC_WEIGHTS_AND_STATE
-                                                           : o.sync_mode;
+    mesh->sync_mode =
+        o.sync_mode == SHARDREC_SYNC_DEFAULT ? SHARDREC_SYNC_WEIGHTS_AND_STATE : o.sync_mode;
     *out = mesh.release();
     return Status::Ok();
   });
@@ -284,7 +286,8 @@ SHARDREC_API shardrec_status_t shardrec_mesh_step(shardrec_mesh_t* mesh, shardre
                                                   int32_t* synced_out) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckMesh(mesh));
-    if (coll == nullptr || !coll->impl) return Status::InvalidArgument("collection must not be NULL");
+    if (coll == nullptr || !coll->impl)
+      return Status::InvalidArgument("collection must not be NULL");
     if (synced_out) *synced_out = 0;
     const int64_t next = mesh->steps + 1;
     if (next % mesh->sync_interval == 0) {

@@ -50,9 +50,11 @@ static shardrec_status_t run_op(rank_ctx_t* c, int op, float* a, float* b, size_
   const size_t count = bytes / sizeof(float);
   switch (op) {
     case kAllReduce:
-      return shardrec_comm_allreduce(c->comm, a, a, count, SHARDREC_DTYPE_FLOAT32, SHARDREC_REDUCE_SUM, NULL);
+      return shardrec_comm_allreduce(c->comm, a, a, count, SHARDREC_DTYPE_FLOAT32,
+                                     SHARDREC_REDUCE_SUM, NULL);
     case kAllGather: /* `bytes` is the gathered size: each rank contributes bytes / ranks */
-      return shardrec_comm_allgather(c->comm, a, b, count / (size_t)c->ranks, SHARDREC_DTYPE_FLOAT32, NULL);
+      return shardrec_comm_allgather(c->comm, a, b, count / (size_t)c->ranks,
+                                     SHARDREC_DTYPE_FLOAT32, NULL);
     default:
       return shardrec_comm_broadcast(c->comm, a, count, SHARDREC_DTYPE_FLOAT32, 0, NULL);
   }
@@ -160,7 +162,8 @@ int main(int argc, char** argv) {
 
   printf("collectives_demo: %d ranks as threads, Gloo over loopback, libshardrec %s\n", ranks,
          shardrec_version_string());
-  printf("%-10s %12s %12s %12s %12s\n", "collective", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s");
+  printf("%-10s %12s %12s %12s %12s\n", "collective", "bytes", "time_us", "algbw_GB/s",
+         "busbw_GB/s");
   for (int op = 0; op < kNumOps; ++op) {
     int s = 0;
     for (size_t bytes = 4096; bytes <= max_bytes && s < MAX_SIZES; bytes *= 4, ++s) {

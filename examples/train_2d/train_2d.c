@@ -31,15 +31,15 @@ static shardrec_comm_t* g_comms[WORLD];
 static shardrec_plan_t* g_plan;
 static int g_failed;
 
-#define CHECK(call)                                                                     \
-  do {                                                                                  \
-    shardrec_status_t rc_ = (call);                                                     \
-    if (rc_ != SHARDREC_OK) {                                                           \
-      fprintf(stderr, "rank %d: %s failed: %s (%s)\n", rank, #call,                     \
-              shardrec_status_string(rc_), shardrec_last_error());                      \
-      g_failed = 1;                                                                     \
-      return NULL;                                                                      \
-    }                                                                                   \
+#define CHECK(call)                                                                              \
+  do {                                                                                           \
+    shardrec_status_t rc_ = (call);                                                              \
+    if (rc_ != SHARDREC_OK) {                                                                    \
+      fprintf(stderr, "rank %d: %s failed: %s (%s)\n", rank, #call, shardrec_status_string(rc_), \
+              shardrec_last_error());                                                            \
+      g_failed = 1;                                                                              \
+      return NULL;                                                                               \
+    }                                                                                            \
   } while (0)
 
 /* The teacher's embedding value of (feature, id, column), in [-0.1, 0.1). */
@@ -106,7 +106,8 @@ static shardrec_status_t make_plan(void) {
   topology.ranks_per_node = SHARD;
   topology.batch_size = g_batch;
   topology.optimizer = SHARDREC_OPTIMIZER_ADAGRAD;
-  return shardrec_plan_create(&g_plan, tables, 3, features, NUM_FEATURES, &topology, constraints, 3);
+  return shardrec_plan_create(&g_plan, tables, 3, features, NUM_FEATURES, &topology, constraints,
+                              3);
 }
 
 static void* run_rank(void* arg) {
@@ -232,12 +233,17 @@ int main(int argc, char** argv) {
   int i;
   const int rank = -1; /* for CHECK in main */
   for (i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) g_steps = atoi(argv[++i]);
-    else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) g_batch = atoi(argv[++i]);
-    else if (strcmp(argv[i], "--sync-every") == 0 && i + 1 < argc) g_sync_every = atoi(argv[++i]);
-    else if (strcmp(argv[i], "--inter-host") == 0) g_layout = SHARDREC_MESH_LAYOUT_INTER_HOST;
+    if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc)
+      g_steps = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc)
+      g_batch = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--sync-every") == 0 && i + 1 < argc)
+      g_sync_every = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--inter-host") == 0)
+      g_layout = SHARDREC_MESH_LAYOUT_INTER_HOST;
     else {
-      fprintf(stderr, "usage: %s [--steps N] [--batch B] [--sync-every K] [--inter-host]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--steps N] [--batch B] [--sync-every K] [--inter-host]\n",
+              argv[0]);
       return 2;
     }
   }

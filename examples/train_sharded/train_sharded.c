@@ -36,15 +36,15 @@ static float g_first_loss = -1.0f;
 static float g_last_loss = -1.0f;
 static int g_failed;
 
-#define CHECK(call)                                                                \
-  do {                                                                             \
-    shardrec_status_t rc_ = (call);                                                \
-    if (rc_ != SHARDREC_OK) {                                                      \
-      fprintf(stderr, "rank %d: %s failed: %s (%s)\n", rank, #call,                \
-              shardrec_status_string(rc_), shardrec_last_error());                 \
-      g_failed = 1;                                                                \
-      goto done;                                                                   \
-    }                                                                              \
+#define CHECK(call)                                                                              \
+  do {                                                                                           \
+    shardrec_status_t rc_ = (call);                                                              \
+    if (rc_ != SHARDREC_OK) {                                                                    \
+      fprintf(stderr, "rank %d: %s failed: %s (%s)\n", rank, #call, shardrec_status_string(rc_), \
+              shardrec_last_error());                                                            \
+      g_failed = 1;                                                                              \
+      goto done;                                                                                 \
+    }                                                                                            \
   } while (0)
 
 static uint64_t next_random(uint64_t* state) {

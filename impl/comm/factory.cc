@@ -15,10 +15,12 @@ namespace shardrec::comm {
 namespace {
 
 Status CheckOptions(const CommOptions& o, std::chrono::milliseconds* timeout) {
-  if (o.timeout.count() < 0) return Status::InvalidArgument("timeout ", o.timeout.count(), " ms must not be negative");
+  if (o.timeout.count() < 0)
+    return Status::InvalidArgument("timeout ", o.timeout.count(), " ms must not be negative");
   *timeout = o.timeout.count() == 0 ? kDefaultTimeout : o.timeout;
   const auto b = static_cast<int32_t>(o.backend);
-  if (b < 0 || b > 2) return Status::InvalidArgument("backend ", b, " is not one of auto, gloo, nccl");
+  if (b < 0 || b > 2)
+    return Status::InvalidArgument("backend ", b, " is not one of auto, gloo, nccl");
   if (o.device.is_cuda() && o.device.index < 0) {
     return Status::InvalidArgument("device index ", o.device.index, " must not be negative");
   }
@@ -27,7 +29,8 @@ Status CheckOptions(const CommOptions& o, std::chrono::milliseconds* timeout) {
 
 std::string BindHost(const CommOptions& o, const std::string& fallback) {
   if (!o.bind_address.empty()) return o.bind_address;
-  if (const char* env = std::getenv("SHARDREC_SOCKET_IFADDR"); env != nullptr && *env != '\0') return env;
+  if (const char* env = std::getenv("SHARDREC_SOCKET_IFADDR"); env != nullptr && *env != '\0')
+    return env;
   return fallback.empty() ? "127.0.0.1" : fallback;
 }
 
@@ -39,16 +42,19 @@ Status Create(std::shared_ptr<Store> store, const std::string& prefix, int world
   SR_RETURN_IF_ERROR(CheckOptions(options, &timeout));
   if (!store) return Status::InvalidArgument("store must not be null");
   if (world < 1) return Status::InvalidArgument("world size ", world, " must be >= 1");
-  if (rank < 0 || rank >= world) return Status::InvalidArgument("rank ", rank, " is outside [0, ", world, ")");
+  if (rank < 0 || rank >= world)
+    return Status::InvalidArgument("rank ", rank, " is outside [0, ", world, ")");
   // An unusable GPU is reported the same way whichever backend would have driven it.
   SR_RETURN_IF_ERROR(core::CheckDevice(options.device));
   const bool nccl = options.backend == Backend::kNccl ||
                     (options.backend == Backend::kAuto && options.device.is_cuda());
   if (nccl) {
     if (!options.device.is_cuda()) {
-      return Status::InvalidArgument("the NCCL backend needs a CUDA device, got ", options.device.ToString());
+      return Status::InvalidArgument("the NCCL backend needs a CUDA device, got ",
+                                     options.device.ToString());
     }
-    return nccl::CreateNcclCommunicator(store.get(), prefix, world, rank, options.device.index, timeout, out);
+    return nccl::CreateNcclCommunicator(store.get(), prefix, world, rank, options.device.index,
+                                        timeout, out);
   }
   GlooConfig config;
   config.store = std::move(store);
@@ -64,24 +70,28 @@ Status Create(std::shared_ptr<Store> store, const std::string& prefix, int world
 }  // namespace
 
 Status CreateCommunicator(std::shared_ptr<Store> store, const std::string& key_prefix, int world,
-                          int rank, const CommOptions& options, std::unique_ptr<Communicator>* out) {
+                          int rank, const CommOptions& options,
+                          std::unique_ptr<Communicator>* out) {
   return Create(std::move(store), key_prefix, world, rank, options, "", out);
 }
 
 Status CreateCommunicatorFromUniqueId(const UniqueId& id, int world, int rank,
-                                      const CommOptions& options, std::unique_ptr<Communicator>* out) {
+                                      const CommOptions& options,
+                                      std::unique_ptr<Communicator>* out) {
   if (out == nullptr) return Status::InvalidArgument("out must not be null");
   std::chrono::milliseconds timeout;
   SR_RETURN_IF_ERROR(CheckOptions(options, &timeout));
   if (world < 1) return Status::InvalidArgument("world size ", world, " must be >= 1");
-  if (rank < 0 || rank >= world) return Status::InvalidArgument("rank ", rank, " is outside [0, ", world, ")");
+  if (rank < 0 || rank >= world)
+    return Status::InvalidArgument("rank ", rank, " is outside [0, ", world, ")");
   std::shared_ptr<TcpStore> store;
   SR_RETURN_IF_ERROR(ConnectUniqueIdStore(id, rank, timeout, &store));
   const std::string local = store->local_host();
   return Create(std::move(store), "comm", world, rank, options, local, out);
 }
 
-Status CreateLocalGroup(int n, const CommOptions& options, std::vector<std::unique_ptr<Communicator>>* out) {
+Status CreateLocalGroup(int n, const CommOptions& options,
+                        std::vector<std::unique_ptr<Communicator>>* out) {
   if (out == nullptr) return Status::InvalidArgument("out must not be null");
   if (n < 1) return Status::InvalidArgument("group size ", n, " must be >= 1");
   std::chrono::milliseconds timeout;

@@ -17,8 +17,8 @@ enum class Backend : int32_t { kAuto = 0, kGloo = 1, kNccl = 2 };
 
 struct CommOptions {
   Backend backend = Backend::kAuto;
-  Device device;                           // host by default
-  std::chrono::milliseconds timeout{0};    // 0: kDefaultTimeout (5 minutes)
+  Device device;                         // host by default
+  std::chrono::milliseconds timeout{0};  // 0: kDefaultTimeout (5 minutes)
   // Address the Gloo TCP device binds to. Empty: SHARDREC_SOCKET_IFADDR, else the local address
   // of the connection to the unique id's store (the interface that routes to rank 0), else
   // 127.0.0.1.
@@ -33,7 +33,8 @@ Status CreateCommunicator(std::shared_ptr<Store> store, const std::string& key_p
 
 // Every rank, rank 0 included, connects to the id's TCP store and meets the others there.
 Status CreateCommunicatorFromUniqueId(const UniqueId& id, int world, int rank,
-                                      const CommOptions& options, std::unique_ptr<Communicator>* out);
+                                      const CommOptions& options,
+                                      std::unique_ptr<Communicator>* out);
 
 // N communicators for N threads of this process (memory store, Gloo over loopback), created
 // concurrently on internal threads. All or nothing: on failure *out is left empty.

@@ -26,10 +26,18 @@ namespace {
 template <typename F>
 void WithElementWidth(size_t width, F&& f) {
   switch (width) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    default: f(uint64_t{}); break;
+    case 1:
+      f(uint8_t{});
+      break;
+    case 2:
+      f(uint16_t{});
+      break;
+    case 4:
+      f(uint32_t{});
+      break;
+    default:
+      f(uint64_t{});
+      break;
   }
 }
 
@@ -66,14 +74,15 @@ Status GlooCommunicator::HostAllReduce(const void* send, void* recv, size_t coun
   return Status::Ok();
 }
 
-Status GlooCommunicator::HostAllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,
-                                       std::span<const size_t> recv_counts, DType dtype,
+Status GlooCommunicator::HostAllToAllV(const void* send, std::span<const size_t> send_counts,
+                                       void* recv, std::span<const size_t> recv_counts, DType dtype,
                                        std::chrono::milliseconds timeout) {
   const size_t width = DTypeSize(dtype);
   if (size_ == 1) {
     if (send_counts[0] != recv_counts[0]) {
-      return Status::InvalidArgument("send_counts[0] = ", send_counts[0], " differs from recv_counts[0] = ",
-                                     recv_counts[0], " on a single-rank communicator");
+      return Status::InvalidArgument("send_counts[0] = ", send_counts[0],
+                                     " differs from recv_counts[0] = ", recv_counts[0],
+                                     " on a single-rank communicator");
     }
     if (send_counts[0] > 0 && send != recv) std::memmove(recv, send, send_counts[0] * width);
     return Status::Ok();
@@ -113,8 +122,9 @@ Status GlooCommunicator::HostAllGatherV(const void* send, size_t send_count, voi
   });
 }
 
-Status GlooCommunicator::HostReduceScatterV(const void* send, void* recv, std::span<const size_t> recv_counts,
-                                            DType dtype, ReduceOp op, std::chrono::milliseconds timeout) {
+Status GlooCommunicator::HostReduceScatterV(const void* send, void* recv,
+                                            std::span<const size_t> recv_counts, DType dtype,
+                                            ReduceOp op, std::chrono::milliseconds timeout) {
   const size_t width = DTypeSize(dtype);
   const size_t mine = recv_counts[rank_];
   if (size_ == 1) {

@@ -27,10 +27,10 @@ namespace {
 void IgnoreSigpipeIfDefault() {
   static std::once_flag once;
   std::call_once(once, [] {
-    struct sigaction current{};
+    struct sigaction current {};
     if (sigaction(SIGPIPE, nullptr, &current) != 0) return;
     if ((current.sa_flags & SA_SIGINFO) == 0 && current.sa_handler == SIG_DFL) {
-      struct sigaction ignore{};
+      struct sigaction ignore {};
       ignore.sa_handler = SIG_IGN;
       sigemptyset(&ignore.sa_mask);
       sigaction(SIGPIPE, &ignore, nullptr);
@@ -40,7 +40,8 @@ void IgnoreSigpipeIfDefault() {
 
 bool LooksLikeTimeout(const std::string& msg) {
   std::string lower(msg);
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   return lower.find("timed out") != std::string::npos || lower.find("timeout") != std::string::npos;
 }
 
@@ -59,7 +60,8 @@ Status MapGlooError(const std::string& what, const std::string& detail, bool tim
 Status CreateGlooCommunicator(const GlooConfig& config, std::unique_ptr<Communicator>* out) {
   if (out == nullptr) return Status::InvalidArgument("out must not be null");
   if (!config.store) return Status::InvalidArgument("store must not be null");
-  if (config.world < 1) return Status::InvalidArgument("world size ", config.world, " must be >= 1");
+  if (config.world < 1)
+    return Status::InvalidArgument("world size ", config.world, " must be >= 1");
   if (config.rank < 0 || config.rank >= config.world) {
     return Status::InvalidArgument("rank ", config.rank, " is outside [0, ", config.world, ")");
   }
@@ -162,7 +164,8 @@ void GlooCommunicator::Abort() {
   }
 }
 
-Status GlooCommunicator::ResolveTimeout(const CallOptions& opts, std::chrono::milliseconds* out) const {
+Status GlooCommunicator::ResolveTimeout(const CallOptions& opts,
+                                        std::chrono::milliseconds* out) const {
   if (opts.timeout.count() < 0) {
     return Status::InvalidArgument("timeout ", opts.timeout.count(), " ms must not be negative");
   }
@@ -187,9 +190,9 @@ Status GlooCommunicator::Run(const char* what, std::chrono::milliseconds timeout
   return Poison(MapGlooError(what, detail, Clock::now() - start >= timeout, rank_, size_, timeout));
 }
 
-Status GlooCommunicator::Staged(const std::vector<HostBuf>& in, const std::vector<HostBuf>& out,
-                                Stream stream,
-                                const std::function<Status(std::vector<void*>&, std::vector<void*>&)>& fn) {
+Status GlooCommunicator::Staged(
+    const std::vector<HostBuf>& in, const std::vector<HostBuf>& out, Stream stream,
+    const std::function<Status(std::vector<void*>&, std::vector<void*>&)>& fn) {
   core::CudaRuntime* cuda = nullptr;
   SR_RETURN_IF_ERROR(core::GetCudaRuntime(&cuda));
   const int dev = device_.index;
@@ -235,8 +238,9 @@ Status GlooCommunicator::Split(int color, int key, std::unique_ptr<Communicator>
   std::sort(members.begin(), members.end());
   GlooConfig config = config_;
   config.world = static_cast<int>(members.size());
-  config.rank = static_cast<int>(std::find(members.begin(), members.end(),
-                                           std::pair<int64_t, int64_t>(key, rank_)) - members.begin());
+  config.rank = static_cast<int>(
+      std::find(members.begin(), members.end(), std::pair<int64_t, int64_t>(key, rank_)) -
+      members.begin());
   config.prefix = StrCat(config_.prefix, "/split", seq, "/color", color);
   config.timeout = timeout_.load();
   Status s = CreateGlooCommunicator(config, out);
@@ -250,20 +254,23 @@ namespace {
 
 Status CheckDType(DType dtype) {
   if (!IsValidDType(static_cast<int32_t>(dtype))) {
-    return Status::InvalidArgument("dtype ", static_cast<int32_t>(dtype), " is not a valid element type");
+    return Status::InvalidArgument("dtype ", static_cast<int32_t>(dtype),
+                                   " is not a valid element type");
   }
   return Status::Ok();
 }
 
 Status CheckOp(ReduceOp op) {
   const auto v = static_cast<int32_t>(op);
-  if (v < 0 || v > 3) return Status::InvalidArgument("reduce op ", v, " is not one of sum, avg, max, min");
+  if (v < 0 || v > 3)
+    return Status::InvalidArgument("reduce op ", v, " is not one of sum, avg, max, min");
   return Status::Ok();
 }
 
 Status CheckCounts(std::span<const size_t> counts, int size, const char* name, size_t* total) {
   if (counts.size() != static_cast<size_t>(size)) {
-    return Status::InvalidArgument(name, " has ", counts.size(), " entries, expected one per rank (", size, ")");
+    return Status::InvalidArgument(name, " has ", counts.size(),
+                                   " entries, expected one per rank (", size, ")");
   }
   *total = 0;
   for (size_t c : counts) *total += c;
@@ -271,7 +278,8 @@ Status CheckCounts(std::span<const size_t> counts, int size, const char* name, s
 }
 
 Status CheckBuffer(const void* p, size_t count, const char* name) {
-  if (p == nullptr && count > 0) return Status::InvalidArgument(name, " must not be null for ", count, " elements");
+  if (p == nullptr && count > 0)
+    return Status::InvalidArgument(name, " must not be null for ", count, " elements");
   return Status::Ok();
 }
 
@@ -293,8 +301,8 @@ Status GlooCommunicator::AllReduce(const void* send, void* recv, size_t count, D
   });
 }
 
-Status GlooCommunicator::AllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,
-                                   std::span<const size_t> recv_counts, DType dtype,
+Status GlooCommunicator::AllToAllV(const void* send, std::span<const size_t> send_counts,
+                                   void* recv, std::span<const size_t> recv_counts, DType dtype,
                                    const CallOptions& opts) {
   SR_RETURN_IF_ERROR(Usable());
   SR_RETURN_IF_ERROR(CheckDType(dtype));
@@ -307,9 +315,10 @@ Status GlooCommunicator::AllToAllV(const void* send, std::span<const size_t> sen
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
   if (device_.is_host()) return HostAllToAllV(send, send_counts, recv, recv_counts, dtype, t);
   const size_t es = DTypeSize(dtype);
-  return Staged({{send, send_total * es}}, {{recv, recv_total * es}}, opts.stream, [&](auto& in, auto& out) {
-    return HostAllToAllV(in[0], send_counts, out[0], recv_counts, dtype, t);
-  });
+  return Staged({{send, send_total * es}}, {{recv, recv_total * es}}, opts.stream,
+                [&](auto& in, auto& out) {
+                  return HostAllToAllV(in[0], send_counts, out[0], recv_counts, dtype, t);
+                });
 }
 
 Status GlooCommunicator::AllGatherV(const void* send, size_t send_count, void* recv,
@@ -329,13 +338,15 @@ Status GlooCommunicator::AllGatherV(const void* send, size_t send_count, void* r
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
   if (device_.is_host()) return HostAllGatherV(send, send_count, recv, recv_counts, dtype, t);
   const size_t es = DTypeSize(dtype);
-  return Staged({{send, send_count * es}}, {{recv, total * es}}, opts.stream, [&](auto& in, auto& out) {
-    return HostAllGatherV(in[0], send_count, out[0], recv_counts, dtype, t);
-  });
+  return Staged({{send, send_count * es}}, {{recv, total * es}}, opts.stream,
+                [&](auto& in, auto& out) {
+                  return HostAllGatherV(in[0], send_count, out[0], recv_counts, dtype, t);
+                });
 }
 
-Status GlooCommunicator::ReduceScatterV(const void* send, void* recv, std::span<const size_t> recv_counts,
-                                        DType dtype, ReduceOp op, const CallOptions& opts) {
+Status GlooCommunicator::ReduceScatterV(const void* send, void* recv,
+                                        std::span<const size_t> recv_counts, DType dtype,
+                                        ReduceOp op, const CallOptions& opts) {
   SR_RETURN_IF_ERROR(Usable());
   SR_RETURN_IF_ERROR(CheckDType(dtype));
   SR_RETURN_IF_ERROR(CheckOp(op));
@@ -348,13 +359,17 @@ Status GlooCommunicator::ReduceScatterV(const void* send, void* recv, std::span<
   if (device_.is_host()) return HostReduceScatterV(send, recv, recv_counts, dtype, op, t);
   const size_t es = DTypeSize(dtype);
   return Staged({{send, total * es}}, {{recv, recv_counts[rank_] * es}}, opts.stream,
-                [&](auto& in, auto& out) { return HostReduceScatterV(in[0], out[0], recv_counts, dtype, op, t); });
+                [&](auto& in, auto& out) {
+                  return HostReduceScatterV(in[0], out[0], recv_counts, dtype, op, t);
+                });
 }
 
-Status GlooCommunicator::Broadcast(void* buf, size_t count, DType dtype, int root, const CallOptions& opts) {
+Status GlooCommunicator::Broadcast(void* buf, size_t count, DType dtype, int root,
+                                   const CallOptions& opts) {
   SR_RETURN_IF_ERROR(Usable());
   SR_RETURN_IF_ERROR(CheckDType(dtype));
-  if (root < 0 || root >= size_) return Status::InvalidArgument("root ", root, " is outside [0, ", size_, ")");
+  if (root < 0 || root >= size_)
+    return Status::InvalidArgument("root ", root, " is outside [0, ", size_, ")");
   SR_RETURN_IF_ERROR(CheckBuffer(buf, count, "buf"));
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));

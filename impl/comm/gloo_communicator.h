@@ -29,9 +29,9 @@ struct GlooConfig {
   std::string prefix;
   int world = 1;
   int rank = 0;
-  Device device;                             // host, or CUDA (staged through host memory)
+  Device device;  // host, or CUDA (staged through host memory)
   std::chrono::milliseconds timeout = kDefaultTimeout;
-  std::string bind_host;                     // address for the Gloo TCP device
+  std::string bind_host;                                 // address for the Gloo TCP device
   std::shared_ptr<gloo::transport::Device> gloo_device;  // reused by splits; else created
 };
 
@@ -81,7 +81,8 @@ class GlooCommunicator : public Communicator {
   Status Usable() const;
   Status ResolveTimeout(const CallOptions& opts, std::chrono::milliseconds* out) const;
   // Runs a Gloo call, turning any exception into kTimeout/kRemote and poisoning on failure.
-  Status Run(const char* what, std::chrono::milliseconds timeout, const std::function<void()>& body);
+  Status Run(const char* what, std::chrono::milliseconds timeout,
+             const std::function<void()>& body);
   Status Poison(Status s);
   // CUDA buffers: copy `in` to host, run `fn` on host copies, copy the host results to `out`.
   Status Staged(const std::vector<HostBuf>& in, const std::vector<HostBuf>& out, Stream stream,
@@ -91,12 +92,15 @@ class GlooCommunicator : public Communicator {
   Status HostAllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
                        std::chrono::milliseconds timeout);
   Status HostAllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,
-                       std::span<const size_t> recv_counts, DType dtype, std::chrono::milliseconds timeout);
+                       std::span<const size_t> recv_counts, DType dtype,
+                       std::chrono::milliseconds timeout);
   Status HostAllGatherV(const void* send, size_t send_count, void* recv,
-                        std::span<const size_t> recv_counts, DType dtype, std::chrono::milliseconds timeout);
+                        std::span<const size_t> recv_counts, DType dtype,
+                        std::chrono::milliseconds timeout);
   Status HostReduceScatterV(const void* send, void* recv, std::span<const size_t> recv_counts,
                             DType dtype, ReduceOp op, std::chrono::milliseconds timeout);
-  Status HostBroadcast(void* buf, size_t count, DType dtype, int root, std::chrono::milliseconds timeout);
+  Status HostBroadcast(void* buf, size_t count, DType dtype, int root,
+                       std::chrono::milliseconds timeout);
 
   GlooConfig config_;  // kept for splits (store, prefix, bind address)
   int rank_;

@@ -42,7 +42,7 @@ uint16_t FloatToHalf(float f) {
     return sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0u);
   }
   if (absx >= 0x477ff000u) return sign | 0x7c00u;  // rounds to >= 65520: overflow to inf
-  if (absx < 0x38800000u) {                          // result is subnormal or zero
+  if (absx < 0x38800000u) {                        // result is subnormal or zero
     if (absx < 0x33000000u) return sign;
     const uint32_t shift = 113 - (absx >> 23) + 13;  // 1 + 126 - exp - 14 + 13
     const uint32_t mant = (absx & 0x7fffffu) | 0x800000u;
@@ -62,16 +62,32 @@ float BFloat16ToFloat(uint16_t b) { return std::bit_cast<float>(static_cast<uint
 
 uint16_t FloatToBFloat16(float f) {
   uint32_t x = std::bit_cast<uint32_t>(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet nan
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet nan
   x += 0x7fffu + ((x >> 16) & 1u);
   return static_cast<uint16_t>(x >> 16);
 }
 
 namespace {
 
-struct Sum { template <typename T> T operator()(T a, T b) const { return a + b; } };
-struct Max { template <typename T> T operator()(T a, T b) const { return std::max(a, b); } };
-struct Min { template <typename T> T operator()(T a, T b) const { return std::min(a, b); } };
+struct Sum {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct Max {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return std::max(a, b);
+  }
+};
+struct Min {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return std::min(a, b);
+  }
+};
 
 template <typename T, typename Op>
 void Reduce(void* out, const void* a, const void* b, size_t n) {
@@ -96,13 +112,20 @@ void Reduce16(void* out, const void* a, const void* b, size_t n) {
 template <typename Op>
 ReduceFn Pick(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return &Reduce<float, Op>;
-    case DType::kFloat64: return &Reduce<double, Op>;
-    case DType::kInt32: return &Reduce<int32_t, Op>;
-    case DType::kInt64: return &Reduce<int64_t, Op>;
-    case DType::kUInt8: return &Reduce<uint8_t, Op>;
-    case DType::kFloat16: return &Reduce16<HalfToFloat, FloatToHalf, Op>;
-    case DType::kBFloat16: return &Reduce16<BFloat16ToFloat, FloatToBFloat16, Op>;
+    case DType::kFloat32:
+      return &Reduce<float, Op>;
+    case DType::kFloat64:
+      return &Reduce<double, Op>;
+    case DType::kInt32:
+      return &Reduce<int32_t, Op>;
+    case DType::kInt64:
+      return &Reduce<int64_t, Op>;
+    case DType::kUInt8:
+      return &Reduce<uint8_t, Op>;
+    case DType::kFloat16:
+      return &Reduce16<HalfToFloat, FloatToHalf, Op>;
+    case DType::kBFloat16:
+      return &Reduce16<BFloat16ToFloat, FloatToBFloat16, Op>;
   }
   return nullptr;
 }
@@ -123,35 +146,61 @@ void Divide16(void* buf, size_t n, int d) {
 
 Status GetReduceFn(DType dtype, ReduceOp op, ReduceFn* out) {
   if (!IsValidDType(static_cast<int32_t>(dtype))) {
-    return Status::InvalidArgument("dtype ", static_cast<int32_t>(dtype), " is not a valid element type");
+    return Status::InvalidArgument("dtype ", static_cast<int32_t>(dtype),
+                                   " is not a valid element type");
   }
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: *out = Pick<Sum>(dtype); return Status::Ok();
-    case ReduceOp::kMax: *out = Pick<Max>(dtype); return Status::Ok();
-    case ReduceOp::kMin: *out = Pick<Min>(dtype); return Status::Ok();
+    case ReduceOp::kAvg:
+      *out = Pick<Sum>(dtype);
+      return Status::Ok();
+    case ReduceOp::kMax:
+      *out = Pick<Max>(dtype);
+      return Status::Ok();
+    case ReduceOp::kMin:
+      *out = Pick<Min>(dtype);
+      return Status::Ok();
   }
-  return Status::InvalidArgument("reduce op ", static_cast<int32_t>(op), " is not one of sum, avg, max, min");
+  return Status::InvalidArgument("reduce op ", static_cast<int32_t>(op),
+                                 " is not one of sum, avg, max, min");
 }
 
 void DivideBy(void* buf, size_t n, DType dtype, int divisor) {
   switch (dtype) {
-    case DType::kFloat32: DivideTyped<float>(buf, n, divisor); break;
-    case DType::kFloat64: DivideTyped<double>(buf, n, divisor); break;
-    case DType::kInt32: DivideTyped<int32_t>(buf, n, divisor); break;
-    case DType::kInt64: DivideTyped<int64_t>(buf, n, divisor); break;
-    case DType::kUInt8: DivideTyped<uint8_t>(buf, n, divisor); break;
-    case DType::kFloat16: Divide16<HalfToFloat, FloatToHalf>(buf, n, divisor); break;
-    case DType::kBFloat16: Divide16<BFloat16ToFloat, FloatToBFloat16>(buf, n, divisor); break;
+    case DType::kFloat32:
+      DivideTyped<float>(buf, n, divisor);
+      break;
+    case DType::kFloat64:
+      DivideTyped<double>(buf, n, divisor);
+      break;
+    case DType::kInt32:
+      DivideTyped<int32_t>(buf, n, divisor);
+      break;
+    case DType::kInt64:
+      DivideTyped<int64_t>(buf, n, divisor);
+      break;
+    case DType::kUInt8:
+      DivideTyped<uint8_t>(buf, n, divisor);
+      break;
+    case DType::kFloat16:
+      Divide16<HalfToFloat, FloatToHalf>(buf, n, divisor);
+      break;
+    case DType::kBFloat16:
+      Divide16<BFloat16ToFloat, FloatToBFloat16>(buf, n, divisor);
+      break;
   }
 }
 
 const char* ReduceOpName(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kAvg: return "avg";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kMin: return "min";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAvg:
+      return "avg";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kMin:
+      return "min";
   }
   return "unknown";
 }

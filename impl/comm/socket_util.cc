@@ -38,7 +38,8 @@ socklen_t ToSockaddr(const Endpoint& e, sockaddr_storage* ss) {
 }
 
 int MsLeft(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   if (left < 0) return 0;
   return left > 100 ? 100 : static_cast<int>(left);  // wake regularly to check `stop`
 }
@@ -53,7 +54,8 @@ std::string Endpoint::HostString() const {
 
 std::string Endpoint::ToString() const {
   // StrCat rather than operator+ chains: GCC 12 reports a false -Wrestrict on those.
-  return family == AF_INET6 ? StrCat('[', HostString(), "]:", port) : StrCat(HostString(), ':', port);
+  return family == AF_INET6 ? StrCat('[', HostString(), "]:", port)
+                            : StrCat(HostString(), ':', port);
 }
 
 Status ParseHost(const std::string& host, Endpoint* out) {
@@ -134,7 +136,8 @@ Status ConnectWithRetry(const Endpoint& to, Clock::time_point deadline, int* fd_
     if (rc != 0 && errno == EINPROGRESS) {
       pollfd p{fd, POLLOUT, 0};
       int left = static_cast<int>(std::max<int64_t>(
-          0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
+          0,
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
       rc = ::poll(&p, 1, std::min(left, 1000)) == 1 ? 0 : -1;
       int err = 0;
       socklen_t elen = sizeof(err);
@@ -156,7 +159,8 @@ Status ConnectWithRetry(const Endpoint& to, Clock::time_point deadline, int* fd_
     ::close(fd);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   } while (Clock::now() < deadline);
-  return Status::Timeout("could not connect to the rendezvous store at ", to.ToString(), ": ", last);
+  return Status::Timeout("could not connect to the rendezvous store at ", to.ToString(), ": ",
+                         last);
 }
 
 Status LocalHost(int fd, std::string* host) {
@@ -186,7 +190,8 @@ Status SendAll(int fd, const void* data, size_t len, Clock::time_point deadline)
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (Clock::now() >= deadline) return Status::Timeout("sending to the rendezvous store timed out");
+      if (Clock::now() >= deadline)
+        return Status::Timeout("sending to the rendezvous store timed out");
       pollfd pfd{fd, POLLOUT, 0};
       ::poll(&pfd, 1, MsLeft(deadline));
       continue;
@@ -205,7 +210,8 @@ Status RecvAll(int fd, void* data, size_t len, Clock::time_point deadline,
     if (rc < 0 && errno != EINTR) return Status::Io("poll: ", std::strerror(errno));
     if (rc <= 0) {
       if (stop && stop()) return Status::InvalidUsage("the store connection was shut down");
-      if (Clock::now() >= deadline) return Status::Timeout("no reply from the rendezvous store in time");
+      if (Clock::now() >= deadline)
+        return Status::Timeout("no reply from the rendezvous store in time");
       continue;
     }
     ssize_t n = ::recv(fd, p, len, 0);
@@ -236,7 +242,8 @@ Status RecvFrame(int fd, std::vector<uint8_t>* payload, Clock::time_point deadli
   SR_RETURN_IF_ERROR(RecvAll(fd, hdr, 4, deadline, stop));
   uint32_t n = 0;
   for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(hdr[i]) << (8 * i);
-  if (n > (256u << 20)) return Status::Corrupt("rendezvous store message of ", n, " bytes is too large");
+  if (n > (256u << 20))
+    return Status::Corrupt("rendezvous store message of ", n, " bytes is too large");
   payload->resize(n);
   return n == 0 ? Status::Ok() : RecvAll(fd, payload->data(), n, deadline, stop);
 }
@@ -275,7 +282,8 @@ bool Reader::U64(uint64_t* v) {
 bool Reader::Bytes(std::vector<uint8_t>* v) {
   uint64_t n = 0;
   if (!U64(&n) || n > b_.size() - pos_) return false;
-  v->assign(b_.begin() + static_cast<ptrdiff_t>(pos_), b_.begin() + static_cast<ptrdiff_t>(pos_ + n));
+  v->assign(b_.begin() + static_cast<ptrdiff_t>(pos_),
+            b_.begin() + static_cast<ptrdiff_t>(pos_ + n));
   pos_ += n;
   return true;
 }

@@ -19,7 +19,7 @@ struct Endpoint {
   int family = 0;  // AF_INET or AF_INET6
   uint8_t addr[16] = {};
   uint16_t port = 0;
-  std::string ToString() const;  // "1.2.3.4:5" or "[::1]:5"
+  std::string ToString() const;    // "1.2.3.4:5" or "[::1]:5"
   std::string HostString() const;  // "1.2.3.4" or "::1"
 };
 

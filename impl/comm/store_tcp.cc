@@ -125,10 +125,13 @@ Status ParseWaitReply(const std::vector<uint8_t>& reply, std::chrono::millisecon
   if (status == tcp_store::kTimedOut) {
     std::string missing;
     in.String(&missing);
-    return Status::Timeout("store key '", missing, "' did not appear within ", timeout.count(), " ms");
+    return Status::Timeout("store key '", missing, "' did not appear within ", timeout.count(),
+                           " ms");
   }
-  if (status != tcp_store::kOk) return Status::Corrupt("bad reply status ", int{status}, " from the store");
-  if (value != nullptr && !in.Bytes(value)) return Status::Corrupt("truncated reply from the store");
+  if (status != tcp_store::kOk)
+    return Status::Corrupt("bad reply status ", int{status}, " from the store");
+  if (value != nullptr && !in.Bytes(value))
+    return Status::Corrupt("truncated reply from the store");
   return Status::Ok();
 }
 

@@ -35,7 +35,8 @@ class TcpStoreServer {
   void Stop();
 
  private:
-  TcpStoreServer(int fd, uint16_t port, const Nonce& nonce) : listen_fd_(fd), port_(port), nonce_(nonce) {}
+  TcpStoreServer(int fd, uint16_t port, const Nonce& nonce)
+      : listen_fd_(fd), port_(port), nonce_(nonce) {}
   void AcceptLoop();
   void Serve(int fd);
   bool Handle(int fd, const std::vector<uint8_t>& request, bool* greeted);

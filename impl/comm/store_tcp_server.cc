@@ -1,12 +1,11 @@
 // The TCP store server: accept loop plus one thread per client connection.
-#include "impl/comm/store_tcp.h"
-
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 
+#include "impl/comm/store_tcp.h"
 #include "impl/comm/store_tcp_protocol.h"
 #include "impl/core/check.h"
 
@@ -89,7 +88,8 @@ bool TcpStoreServer::Handle(int fd, const std::vector<uint8_t>& request, bool* g
   if (op == tcp_store::kHello) {
     std::vector<uint8_t> nonce;
     if (!in.Bytes(&nonce)) return false;
-    *greeted = nonce.size() == nonce_.size() && std::equal(nonce.begin(), nonce.end(), nonce_.begin());
+    *greeted =
+        nonce.size() == nonce_.size() && std::equal(nonce.begin(), nonce.end(), nonce_.begin());
     net::PutU8(&reply, *greeted ? tcp_store::kOk : tcp_store::kMismatch);
     return net::SendFrame(fd, reply, send_deadline).ok() && *greeted;
   }
@@ -127,12 +127,14 @@ bool TcpStoreServer::Handle(int fd, const std::vector<uint8_t>& request, bool* g
       }
       return true;
     };
-    const bool ok = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                                 [&] { return ready() || stop_.load(); }) && !stop_.load();
+    const bool ok = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
+      return ready() || stop_.load();
+    }) && !stop_.load();
     if (stop_.load()) return false;
     if (ok) {
       net::PutU8(&reply, tcp_store::kOk);
-      if (op == tcp_store::kGet) net::PutBytes(&reply, data_[keys[0]].data(), data_[keys[0]].size());
+      if (op == tcp_store::kGet)
+        net::PutBytes(&reply, data_[keys[0]].data(), data_[keys[0]].size());
     } else {
       net::PutU8(&reply, tcp_store::kTimedOut);
       net::PutBytes(&reply, missing.data(), missing.size());

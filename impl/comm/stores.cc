@@ -37,7 +37,8 @@ Status MemoryStore::Wait(const std::vector<std::string>& keys, std::chrono::mill
     return true;
   };
   if (!cv_.wait_for(lock, timeout, all)) {
-    return Status::Timeout("store key '", *missing, "' did not appear within ", timeout.count(), " ms");
+    return Status::Timeout("store key '", *missing, "' did not appear within ", timeout.count(),
+                           " ms");
   }
   return Status::Ok();
 }
@@ -60,7 +61,8 @@ Status PrefixStore::Wait(const std::vector<std::string>& keys, std::chrono::mill
 
 namespace {
 
-Status FromCallback(int32_t rc, const char* what, const std::string& key, std::chrono::milliseconds timeout) {
+Status FromCallback(int32_t rc, const char* what, const std::string& key,
+                    std::chrono::milliseconds timeout) {
   if (rc == 0) return Status::Ok();
   if (rc == static_cast<int32_t>(Code::kTimeout)) {
     return Status::Timeout("store callback ", what, " for key '", key, "' timed out after ",
@@ -81,19 +83,21 @@ Status CallbackStore::Get(const std::string& key, std::chrono::milliseconds time
   value->resize(256);
   for (int attempt = 0; attempt < 8; ++attempt) {
     size_t len = 0;
-    SR_RETURN_IF_ERROR(FromCallback(cb_.get(cb_.payload, key.c_str(), timeout.count(), value->data(),
-                                            value->size(), &len),
-                                    "get", key, timeout));
+    SR_RETURN_IF_ERROR(FromCallback(
+        cb_.get(cb_.payload, key.c_str(), timeout.count(), value->data(), value->size(), &len),
+        "get", key, timeout));
     if (len <= value->size()) {
       value->resize(len);
       return Status::Ok();
     }
     value->resize(len);  // too small: the key exists now, ask again with room for it
   }
-  return Status::Remote("store callback get for key '", key, "' kept reporting a larger value size");
+  return Status::Remote("store callback get for key '", key,
+                        "' kept reporting a larger value size");
 }
 
-Status CallbackStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+Status CallbackStore::Wait(const std::vector<std::string>& keys,
+                           std::chrono::milliseconds timeout) {
   if (cb_.wait != nullptr) {
     std::vector<const char*> ptrs;
     ptrs.reserve(keys.size());
@@ -104,7 +108,8 @@ Status CallbackStore::Wait(const std::vector<std::string>& keys, std::chrono::mi
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<uint8_t> scratch;
   for (const auto& k : keys) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() < 0) left = std::chrono::milliseconds(0);
     SR_RETURN_IF_ERROR(Get(k, left, &scratch));
   }

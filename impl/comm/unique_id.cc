@@ -69,10 +69,11 @@ Status DecodeUniqueId(const UniqueId& id, net::Endpoint* server, Nonce* nonce) {
     return Status::Corrupt("unique id is not a libshardrec unique id (bad magic or checksum)");
   }
   if (id.bytes[4] != kVersion) {
-    return Status::Corrupt("unique id has version ", int{id.bytes[4]}, ", this library reads version ",
-                           int{kVersion});
+    return Status::Corrupt("unique id has version ", int{id.bytes[4]},
+                           ", this library reads version ", int{kVersion});
   }
-  if (id.bytes[5] != 4 && id.bytes[5] != 6) return Status::Corrupt("unique id has a bad address family");
+  if (id.bytes[5] != 4 && id.bytes[5] != 6)
+    return Status::Corrupt("unique id has a bad address family");
   net::Endpoint e;
   e.family = id.bytes[5] == 6 ? AF_INET6 : AF_INET;
   e.port = static_cast<uint16_t>((id.bytes[6] << 8) | id.bytes[7]);

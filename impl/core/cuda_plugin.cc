@@ -79,8 +79,10 @@ void Load(PluginState* st) {
   }
   if (st->handle == nullptr) {
     st->status = (env != nullptr && *env != '\0')
-                     ? Status::NoDevice("the CUDA plugin named by SHARDREC_CUDA_PLUGIN could not "
-                                        "be loaded (", Join(failures), ")")
+                     ? Status::NoDevice(
+                           "the CUDA plugin named by SHARDREC_CUDA_PLUGIN could not "
+                           "be loaded (",
+                           Join(failures), ")")
                      : Status::NoDevice("the CUDA plugin could not be loaded (", Join(failures),
                                         "); set SHARDREC_CUDA_PLUGIN to its full path");
     return;
@@ -102,8 +104,8 @@ void Load(PluginState* st) {
           dlsym(st->handle, cuda_plugin::kPluginPathSymbol))) {
     if (const char* p = where(); p != nullptr && *p != '\0') st->path = p;
   }
-  auto runtime = reinterpret_cast<cuda_plugin::RuntimeFn>(
-      dlsym(st->handle, cuda_plugin::kRuntimeSymbol));
+  auto runtime =
+      reinterpret_cast<cuda_plugin::RuntimeFn>(dlsym(st->handle, cuda_plugin::kRuntimeSymbol));
   if (runtime == nullptr) {
     st->status = Status::NoDevice(st->path, " lacks ", cuda_plugin::kRuntimeSymbol);
     return;
@@ -112,9 +114,10 @@ void Load(PluginState* st) {
   runtime(cuda_plugin::kAbiVersion, &st->runtime, &status);
   if (!status.ok() || st->runtime == nullptr) {
     st->runtime = nullptr;
-    st->status = Status(status.ok() ? Code::kNoDevice : status.code(),
-                        StrCat(status.ok() ? "the CUDA plugin returned no runtime" : status.message(),
-                               " [CUDA plugin loaded from ", st->path, "]"));
+    st->status =
+        Status(status.ok() ? Code::kNoDevice : status.code(),
+               StrCat(status.ok() ? "the CUDA plugin returned no runtime" : status.message(),
+                      " [CUDA plugin loaded from ", st->path, "]"));
   }
 }
 

@@ -5,20 +5,34 @@ namespace shardrec {
 
 const char* CodeName(Code code) {
   switch (code) {
-    case Code::kOk: return "OK";
-    case Code::kError: return "Error";
-    case Code::kInvalidArgument: return "InvalidArgument";
-    case Code::kInvalidUsage: return "InvalidUsage";
-    case Code::kOutOfMemory: return "OutOfMemory";
-    case Code::kCuda: return "CudaError";
-    case Code::kRemote: return "RemoteError";
-    case Code::kTimeout: return "Timeout";
-    case Code::kIo: return "IoError";
-    case Code::kCorrupt: return "Corrupt";
-    case Code::kUnsupported: return "Unsupported";
-    case Code::kNotFound: return "NotFound";
-    case Code::kInternal: return "Internal";
-    case Code::kNoDevice: return "NoDevice";
+    case Code::kOk:
+      return "OK";
+    case Code::kError:
+      return "Error";
+    case Code::kInvalidArgument:
+      return "InvalidArgument";
+    case Code::kInvalidUsage:
+      return "InvalidUsage";
+    case Code::kOutOfMemory:
+      return "OutOfMemory";
+    case Code::kCuda:
+      return "CudaError";
+    case Code::kRemote:
+      return "RemoteError";
+    case Code::kTimeout:
+      return "Timeout";
+    case Code::kIo:
+      return "IoError";
+    case Code::kCorrupt:
+      return "Corrupt";
+    case Code::kUnsupported:
+      return "Unsupported";
+    case Code::kNotFound:
+      return "NotFound";
+    case Code::kInternal:
+      return "Internal";
+    case Code::kNoDevice:
+      return "NoDevice";
   }
   return "Unknown";
 }

@@ -43,19 +43,58 @@ class [[nodiscard]] Status {
   Status(Code code, std::string message);
 
   static Status Ok() { return Status(); }
-  template <typename... A> static Status Error(const A&... a) { return {Code::kError, StrCat(a...)}; }
-  template <typename... A> static Status InvalidArgument(const A&... a) { return {Code::kInvalidArgument, StrCat(a...)}; }
-  template <typename... A> static Status InvalidUsage(const A&... a) { return {Code::kInvalidUsage, StrCat(a...)}; }
-  template <typename... A> static Status OutOfMemory(const A&... a) { return {Code::kOutOfMemory, StrCat(a...)}; }
-  template <typename... A> static Status Cuda(const A&... a) { return {Code::kCuda, StrCat(a...)}; }
-  template <typename... A> static Status Remote(const A&... a) { return {Code::kRemote, StrCat(a...)}; }
-  template <typename... A> static Status Timeout(const A&... a) { return {Code::kTimeout, StrCat(a...)}; }
-  template <typename... A> static Status Io(const A&... a) { return {Code::kIo, StrCat(a...)}; }
-  template <typename... A> static Status Corrupt(const A&... a) { return {Code::kCorrupt, StrCat(a...)}; }
-  template <typename... A> static Status Unsupported(const A&... a) { return {Code::kUnsupported, StrCat(a...)}; }
-  template <typename... A> static Status NotFound(const A&... a) { return {Code::kNotFound, StrCat(a...)}; }
-  template <typename... A> static Status Internal(const A&... a) { return {Code::kInternal, StrCat(a...)}; }
-  template <typename... A> static Status NoDevice(const A&... a) { return {Code::kNoDevice, StrCat(a...)}; }
+  template <typename... A>
+  static Status Error(const A&... a) {
+    return {Code::kError, StrCat(a...)};
+  }
+  template <typename... A>
+  static Status InvalidArgument(const A&... a) {
+    return {Code::kInvalidArgument, StrCat(a...)};
+  }
+  template <typename... A>
+  static Status InvalidUsage(const A&... a) {
+    return {Code::kInvalidUsage, StrCat(a...)};
+  }
+  template <typename... A>
+  static Status OutOfMemory(const A&... a) {
+    return {Code::kOutOfMemory, StrCat(a...)};
+  }
+  template <typename... A>
+  static Status Cuda(const A&... a) {
+    return {Code::kCuda, StrCat(a...)};
+  }
+  template <typename... A>
+  static Status Remote(const A&... a) {
+    return {Code::kRemote, StrCat(a...)};
+  }
+  template <typename... A>
+  static Status Timeout(const A&... a) {
+    return {Code::kTimeout, StrCat(a...)};
+  }
+  template <typename... A>
+  static Status Io(const A&... a) {
+    return {Code::kIo, StrCat(a...)};
+  }
+  template <typename... A>
+  static Status Corrupt(const A&... a) {
+    return {Code::kCorrupt, StrCat(a...)};
+  }
+  template <typename... A>
+  static Status Unsupported(const A&... a) {
+    return {Code::kUnsupported, StrCat(a...)};
+  }
+  template <typename... A>
+  static Status NotFound(const A&... a) {
+    return {Code::kNotFound, StrCat(a...)};
+  }
+  template <typename... A>
+  static Status Internal(const A&... a) {
+    return {Code::kInternal, StrCat(a...)};
+  }
+  template <typename... A>
+  static Status NoDevice(const A&... a) {
+    return {Code::kNoDevice, StrCat(a...)};
+  }
 
   bool ok() const { return rep_ == nullptr; }
   Code code() const { return rep_ ? rep_->code : Code::kOk; }

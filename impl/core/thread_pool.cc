@@ -61,7 +61,8 @@ struct ThreadPool::Impl {
 
 ThreadPool::ThreadPool(int num_threads) : impl_(new Impl) {
   if (num_threads <= 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
-  for (int i = 1; i < num_threads; ++i) impl_->workers.emplace_back([this] { impl_->WorkerLoop(); });
+  for (int i = 1; i < num_threads; ++i)
+    impl_->workers.emplace_back([this] { impl_->WorkerLoop(); });
 }
 
 ThreadPool::~ThreadPool() {

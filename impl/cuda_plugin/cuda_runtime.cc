@@ -14,10 +14,14 @@ namespace {
 
 cudaMemcpyKind ToCuda(core::CopyKind kind) {
   switch (kind) {
-    case core::CopyKind::kHostToDevice: return cudaMemcpyHostToDevice;
-    case core::CopyKind::kDeviceToHost: return cudaMemcpyDeviceToHost;
-    case core::CopyKind::kDeviceToDevice: return cudaMemcpyDeviceToDevice;
-    case core::CopyKind::kDefault: return cudaMemcpyDefault;
+    case core::CopyKind::kHostToDevice:
+      return cudaMemcpyHostToDevice;
+    case core::CopyKind::kDeviceToHost:
+      return cudaMemcpyDeviceToHost;
+    case core::CopyKind::kDeviceToDevice:
+      return cudaMemcpyDeviceToDevice;
+    case core::CopyKind::kDefault:
+      return cudaMemcpyDefault;
   }
   return cudaMemcpyDefault;
 }
@@ -95,8 +99,7 @@ class CudaRuntimeImpl final : public core::CudaRuntime {
  private:
   Status CheckIndex(int device) const {
     if (device < 0 || device >= count_) {
-      return Status::InvalidArgument("CUDA device index ", device, " is outside [0, ", count_,
-                                     ")");
+      return Status::InvalidArgument("CUDA device index ", device, " is outside [0, ", count_, ")");
     }
     return Status::Ok();
   }

@@ -147,8 +147,8 @@ Status NcclCommunicator::AllGatherV(const void* send, size_t send_count, void* r
                                    recv_counts.size());
   }
   if (send_count != recv_counts[rank_]) {
-    return Status::InvalidArgument("allgatherv send count ", send_count, " differs from recv_counts[",
-                                   rank_, "] = ", recv_counts[rank_]);
+    return Status::InvalidArgument("allgatherv send count ", send_count,
+                                   " differs from recv_counts[", rank_, "] = ", recv_counts[rank_]);
   }
   SR_RETURN_IF_ERROR(CheckBuffer(send, send_count, "allgatherv send buffer"));
   SR_RETURN_IF_ERROR(CheckBuffer(recv, Sum(recv_counts), "allgatherv recv buffer"));

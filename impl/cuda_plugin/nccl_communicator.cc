@@ -88,7 +88,11 @@ Status NcclCommunicator::Create(const ncclUniqueId& id, int world, int rank, int
 
 NcclCommunicator::NcclCommunicator(ncclComm_t comm, int rank, int size, int device,
                                    std::chrono::milliseconds timeout, void* scratch)
-    : comm_(comm), rank_(rank), size_(size), device_(device), timeout_ms_(ToMillis(timeout)),
+    : comm_(comm),
+      rank_(rank),
+      size_(size),
+      device_(device),
+      timeout_ms_(ToMillis(timeout)),
       scratch_(scratch) {}
 
 NcclCommunicator::~NcclCommunicator() {

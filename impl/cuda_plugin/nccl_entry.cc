@@ -38,9 +38,11 @@ SHARDREC_CUDA_EXPORT void shardrec_cuda_nccl_unique_id_v1(uint8_t* id, size_t le
   }
 }
 
-SHARDREC_CUDA_EXPORT void shardrec_cuda_nccl_comm_create_v1(
-    const uint8_t* id, size_t len, int32_t world, int32_t rank, int32_t device,
-    int64_t timeout_ms, shardrec::comm::Communicator** out, Status* status) noexcept {
+SHARDREC_CUDA_EXPORT void shardrec_cuda_nccl_comm_create_v1(const uint8_t* id, size_t len,
+                                                            int32_t world, int32_t rank,
+                                                            int32_t device, int64_t timeout_ms,
+                                                            shardrec::comm::Communicator** out,
+                                                            Status* status) noexcept {
   if (status == nullptr) return;
   try {
     if (out == nullptr) {
@@ -54,9 +56,9 @@ SHARDREC_CUDA_EXPORT void shardrec_cuda_nccl_comm_create_v1(
       return;
     }
     if (world < 1 || rank < 0 || rank >= world || device < 0 || timeout_ms <= 0) {
-      *status = Status::InvalidArgument("invalid NCCL communicator arguments: world ", world,
-                                        ", rank ", rank, ", device ", device, ", timeout ",
-                                        timeout_ms, " ms");
+      *status =
+          Status::InvalidArgument("invalid NCCL communicator arguments: world ", world, ", rank ",
+                                  rank, ", device ", device, ", timeout ", timeout_ms, " ms");
       return;
     }
     ncclUniqueId unique{};

@@ -14,23 +14,45 @@ namespace shardrec::cuda_plugin {
 
 inline bool ToNccl(DType dtype, ncclDataType_t* out) {
   switch (dtype) {
-    case DType::kFloat32: *out = ncclFloat32; return true;
-    case DType::kFloat16: *out = ncclFloat16; return true;
-    case DType::kBFloat16: *out = ncclBfloat16; return true;
-    case DType::kFloat64: *out = ncclFloat64; return true;
-    case DType::kInt32: *out = ncclInt32; return true;
-    case DType::kInt64: *out = ncclInt64; return true;
-    case DType::kUInt8: *out = ncclUint8; return true;
+    case DType::kFloat32:
+      *out = ncclFloat32;
+      return true;
+    case DType::kFloat16:
+      *out = ncclFloat16;
+      return true;
+    case DType::kBFloat16:
+      *out = ncclBfloat16;
+      return true;
+    case DType::kFloat64:
+      *out = ncclFloat64;
+      return true;
+    case DType::kInt32:
+      *out = ncclInt32;
+      return true;
+    case DType::kInt64:
+      *out = ncclInt64;
+      return true;
+    case DType::kUInt8:
+      *out = ncclUint8;
+      return true;
   }
   return false;
 }
 
 inline bool ToNccl(comm::ReduceOp op, ncclRedOp_t* out) {
   switch (op) {
-    case comm::ReduceOp::kSum: *out = ncclSum; return true;
-    case comm::ReduceOp::kAvg: *out = ncclAvg; return true;
-    case comm::ReduceOp::kMax: *out = ncclMax; return true;
-    case comm::ReduceOp::kMin: *out = ncclMin; return true;
+    case comm::ReduceOp::kSum:
+      *out = ncclSum;
+      return true;
+    case comm::ReduceOp::kAvg:
+      *out = ncclAvg;
+      return true;
+    case comm::ReduceOp::kMax:
+      *out = ncclMax;
+      return true;
+    case comm::ReduceOp::kMin:
+      *out = ncclMin;
+      return true;
   }
   return false;
 }
@@ -45,13 +67,20 @@ inline Status NcclStatus(ncclResult_t result, const std::string& what, ncclComm_
     case ncclSuccess:
     case ncclInProgress:
       return Status::Ok();
-    case ncclUnhandledCudaError: return Status::Cuda(text);
-    case ncclSystemError: return Status::Remote(text);
-    case ncclRemoteError: return Status::Remote(text);
-    case ncclInvalidArgument: return Status::InvalidArgument(text);
-    case ncclInvalidUsage: return Status::InvalidUsage(text);
-    case ncclInternalError: return Status::Internal(text);
-    default: return Status::Error(text);
+    case ncclUnhandledCudaError:
+      return Status::Cuda(text);
+    case ncclSystemError:
+      return Status::Remote(text);
+    case ncclRemoteError:
+      return Status::Remote(text);
+    case ncclInvalidArgument:
+      return Status::InvalidArgument(text);
+    case ncclInvalidUsage:
+      return Status::InvalidUsage(text);
+    case ncclInternalError:
+      return Status::Internal(text);
+    default:
+      return Status::Error(text);
   }
 }
 

@@ -26,8 +26,8 @@ Status EmbeddingCollection::FindState(const std::string& state, int32_t* index) 
     }
     known += (i ? ", " : "") + std::string(layout_.state_specs[i].name);
   }
-  return Status::NotFound("the optimizer has no state '", state, "' (its states: ",
-                          known.empty() ? "none" : known, ")");
+  return Status::NotFound("the optimizer has no state '", state,
+                          "' (its states: ", known.empty() ? "none" : known, ")");
 }
 
 namespace {
@@ -77,8 +77,8 @@ Status EmbeddingCollection::Gather(int32_t table, int32_t state, float* out) {
   size_t total = 0;
   for (size_t c : counts) total += c;
   std::vector<float> recv(total);
-  SR_RETURN_IF_ERROR(comm_->AllGatherV(send.data(), send.size(), recv.data(), counts,
-                                       DType::kFloat32));
+  SR_RETURN_IF_ERROR(
+      comm_->AllGatherV(send.data(), send.size(), recv.data(), counts, DType::kFloat32));
   std::vector<size_t> cursor(layout_.world, 0);
   for (int32_t r = 1; r < layout_.world; ++r) cursor[r] = cursor[r - 1] + counts[r - 1];
   for (size_t s = 0; s < shards.size(); ++s) {
@@ -137,8 +137,8 @@ Status EmbeddingCollection::SetWeights(const std::string& table, const float* in
 }
 
 Status EmbeddingCollection::CheckAccess(const std::string& table, const std::string* state,
-                                        const float* data, size_t len, const char* what,
-                                        int32_t* t, int32_t* s) const {
+                                        const float* data, size_t len, const char* what, int32_t* t,
+                                        int32_t* s) const {
   SR_RETURN_IF_ERROR(FindTable(table, t));
   *s = -1;
   if (state != nullptr) SR_RETURN_IF_ERROR(FindState(*state, s));
@@ -156,8 +156,8 @@ Status EmbeddingCollection::CheckAccess(const std::string& table, const std::str
   return Status::Ok();
 }
 
-Status EmbeddingCollection::GetState(const std::string& table, const std::string& state,
-                                     float* out, size_t len) {
+Status EmbeddingCollection::GetState(const std::string& table, const std::string& state, float* out,
+                                     size_t len) {
   int32_t t = -1, s = -1;
   SR_RETURN_IF_ERROR(
       Agree(CheckAccess(table, &state, out, len, "out", &t, &s), "its get_state call"));
@@ -167,8 +167,8 @@ Status EmbeddingCollection::GetState(const std::string& table, const std::string
 Status EmbeddingCollection::SetState(const std::string& table, const std::string& state,
                                      const float* in, size_t len) {
   int32_t t = -1, s = -1;
-  SR_RETURN_IF_ERROR(Agree(CheckAccess(table, &state, in, len, "state values", &t, &s),
-                           "its set_state call"));
+  SR_RETURN_IF_ERROR(
+      Agree(CheckAccess(table, &state, in, len, "state values", &t, &s), "its set_state call"));
   Scatter(t, s, in);
   return Status::Ok();
 }

@@ -71,8 +71,8 @@ Status EmbeddingCollection::SendGradients(const RoutedBatch& rb, const float* gr
     }
   }
   ScopedTimer t(&timings_.comm_seconds);
-  return comm_->AllToAllV(ret_recv_.data(), rb.ret_floats_from, ret_send_.data(),
-                          rb.ret_floats_to, DType::kFloat32);
+  return comm_->AllToAllV(ret_recv_.data(), rb.ret_floats_from, ret_send_.data(), rb.ret_floats_to,
+                          DType::kFloat32);
 }
 
 void EmbeddingCollection::AggregateShardGradients(const RoutedBatch& rb) {
@@ -110,8 +110,8 @@ void EmbeddingCollection::AggregateShardGradients(const RoutedBatch& rb) {
                                    &workspaces_[i]);
       continue;
     }
-    kernels::AggregatePooledGrads(bags, g, ls.cols, ls.cols, scale, &uniq_rows_[i],
-                                  &uniq_grads_[i], pool(), &workspaces_[i]);
+    kernels::AggregatePooledGrads(bags, g, ls.cols, ls.cols, scale, &uniq_rows_[i], &uniq_grads_[i],
+                                  pool(), &workspaces_[i]);
   }
 }
 
@@ -149,8 +149,10 @@ Status EmbeddingCollection::ApplySharded() {
     std::vector<size_t> send_counts(layout_.world, 0), recv_counts(layout_.world, 0);
     for (const StatMessage& m : layout_.stat_messages) {
       const auto& tl = layout_.tables[m.table];
-      if (m.from_rank == me) send_counts[m.to_rank] += partial_stats_[tl.shard_local[m.from_shard]].size();
-      if (m.to_rank == me) recv_counts[m.from_rank] += partial_stats_[tl.shard_local[m.to_shard]].size();
+      if (m.from_rank == me)
+        send_counts[m.to_rank] += partial_stats_[tl.shard_local[m.from_shard]].size();
+      if (m.to_rank == me)
+        recv_counts[m.from_rank] += partial_stats_[tl.shard_local[m.to_shard]].size();
     }
     stat_send_.clear();
     for (int32_t d = 0; d < layout_.world; ++d) {

@@ -47,8 +47,9 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     return Status::InvalidArgument("rank ", agree[2] - 1,
                                    " rejected the collection configuration (its error says why)");
   if (static_cast<uint64_t>(agree[0]) != hash || ~static_cast<uint64_t>(agree[1]) != hash)
-    return Status::InvalidArgument("ranks were given different plans (plan hashes differ); "
-                                   "every rank must create the collection from the same plan");
+    return Status::InvalidArgument(
+        "ranks were given different plans (plan hashes differ); "
+        "every rank must create the collection from the same plan");
   SR_RETURN_IF_ERROR(comm->Split(0, comm->Rank(), &c->input_comm_));
   if (c->input_comm_ == nullptr) return Status::Internal("input communicator split failed");
   c->comm_ = std::move(comm);
@@ -143,8 +144,9 @@ Status EmbeddingCollection::Agree(const Status& local, const char* what) {
 
 Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_len) {
   if (pending_ != nullptr)
-    return Status::InvalidUsage("an input distribution is in flight; finish it with "
-                                "input_dist_wait and forward_distributed first");
+    return Status::InvalidUsage(
+        "an input distribution is in flight; finish it with "
+        "input_dist_wait and forward_distributed first");
   ScopedTimer total(&timings_.total_seconds);
   std::unique_ptr<RoutedBatch> rb = TakeSpare();
   Status local = RouteBatch(layout_, options_.bounds, batch, rb.get());
@@ -165,8 +167,9 @@ Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_l
 
 Status EmbeddingCollection::StartInputDist(const Batch& batch) {
   if (pending_ != nullptr)
-    return Status::InvalidUsage("an input distribution is already in flight; call "
-                                "input_dist_wait and forward_distributed first");
+    return Status::InvalidUsage(
+        "an input distribution is already in flight; call "
+        "input_dist_wait and forward_distributed first");
   ScopedTimer total(&timings_.total_seconds);
   std::unique_ptr<RoutedBatch> rb = TakeSpare();
   Status local = RouteBatch(layout_, options_.bounds, batch, rb.get());
@@ -195,8 +198,7 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch) {
 }
 
 Status EmbeddingCollection::WaitInputDist() {
-  if (pending_ == nullptr)
-    return Status::InvalidUsage("no input distribution was started");
+  if (pending_ == nullptr) return Status::InvalidUsage("no input distribution was started");
   if (pending_ready_) return Status::Ok();
   ScopedTimer total(&timings_.total_seconds);
   {
@@ -223,9 +225,9 @@ Status EmbeddingCollection::ForwardDistributed(float* out, size_t out_len) {
   const size_t need = rows * static_cast<size_t>(layout_.output_dim);
   Status local;
   if (out_len != need)
-    local = Status::InvalidArgument("out_len is ", out_len, " but this batch needs ", need,
-                                    layout_.sequence ? " (num_values x dim)"
-                                                     : " (batch_size x output_dim)");
+    local = Status::InvalidArgument(
+        "out_len is ", out_len, " but this batch needs ", need,
+        layout_.sequence ? " (num_values x dim)" : " (batch_size x output_dim)");
   else if (need > 0 && out == nullptr)
     local = Status::InvalidArgument("out must not be NULL");
   // The output exchange is collective: a rank with a bad output buffer still takes part.
@@ -271,8 +273,8 @@ Status EmbeddingCollection::LookupAndReturn(RoutedBatch& rb) {
                 sizeof(float) * static_cast<size_t>(seg.count) * cols);
   }
   ScopedTimer t(&timings_.comm_seconds);
-  return comm_->AllToAllV(ret_send_.data(), rb.ret_floats_to, ret_recv_.data(),
-                          rb.ret_floats_from, DType::kFloat32);
+  return comm_->AllToAllV(ret_send_.data(), rb.ret_floats_to, ret_recv_.data(), rb.ret_floats_from,
+                          DType::kFloat32);
 }
 
 void EmbeddingCollection::Combine(const RoutedBatch& rb, float* out) {

@@ -86,8 +86,7 @@ class EmbeddingCollection {
   Status SetWeights(const std::string& table, const float* in, size_t len);
   // Collective: a full optimizer state ([rows] row-wise, else [rows, dim]).
   Status GetState(const std::string& table, const std::string& state, float* out, size_t len);
-  Status SetState(const std::string& table, const std::string& state, const float* in,
-                  size_t len);
+  Status SetState(const std::string& table, const std::string& state, const float* in, size_t len);
   Status SetNumSteps(int64_t steps);
 
   std::vector<StateInfo> States() const;

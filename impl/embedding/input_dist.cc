@@ -43,9 +43,8 @@ Status CheckStructure(const sharding::Plan& plan, const Batch& b) {
   if (b.weights == nullptr && b.num_weights != 0)
     return Status::InvalidArgument("batch: weights is NULL but num_weights is ", b.num_weights);
   if (b.weights != nullptr && b.num_weights != b.num_values)
-    return Status::InvalidArgument("batch: num_weights is ", b.num_weights,
-                                   " but num_values is ", b.num_values,
-                                   " (weights are per id)");
+    return Status::InvalidArgument("batch: num_weights is ", b.num_weights, " but num_values is ",
+                                   b.num_values, " (weights are per id)");
   size_t sum = 0;
   for (size_t i = 0; i < expect; ++i) {
     const int32_t len = b.lengths[i];
@@ -225,8 +224,8 @@ Status ExchangeInput(const Layout& l, comm::Communicator& comm, const Status& lo
   }
   rb->counts_recv.assign(world * kCountFields, 0);
   std::vector<size_t> counts(world, kCountFields);
-  SR_RETURN_IF_ERROR(comm.AllToAllV(rb->counts_send.data(), counts, rb->counts_recv.data(),
-                                    counts, DType::kInt64));
+  SR_RETURN_IF_ERROR(comm.AllToAllV(rb->counts_send.data(), counts, rb->counts_recv.data(), counts,
+                                    DType::kInt64));
   if (!local_error.ok()) return local_error;
   for (int32_t s = 0; s < world; ++s) {
     if (rb->counts_recv[s * kCountFields] != 0)

@@ -40,24 +40,24 @@ struct RoutedBatch {
   int64_t batch_size = 0;
   int64_t num_values = 0;
   bool weighted = false;
-  std::vector<int64_t> counts_send;     // kCountFields per rank
-  std::vector<size_t> send_bytes;       // per destination
+  std::vector<int64_t> counts_send;  // kCountFields per rank
+  std::vector<size_t> send_bytes;    // per destination
   std::vector<uint8_t> send;
-  std::vector<int64_t> ret_count;       // per unit: rows that come back
-  std::vector<int64_t> ret_target;      // (destination, unit, row) order: output row of each
-  std::vector<size_t> ret_floats_from;  // per destination: floats that come back
-  std::vector<float> mean_div;          // [pair * batch_size + b] (MEAN pairs; 0 = empty bag)
-  std::vector<int64_t> dp_offsets;      // per DP pair: batch_size + 1 offsets into dp_rows
-  std::vector<size_t> dp_offsets_begin; // per DP pair (index in Layout::dp_pairs)
-  std::vector<int64_t> dp_rows;         // rows of DP tables (full-table copies)
-  std::vector<float> dp_weights;        // empty when unweighted
-  std::vector<int64_t> dp_pos;          // sequence: output row of each DP id
+  std::vector<int64_t> ret_count;        // per unit: rows that come back
+  std::vector<int64_t> ret_target;       // (destination, unit, row) order: output row of each
+  std::vector<size_t> ret_floats_from;   // per destination: floats that come back
+  std::vector<float> mean_div;           // [pair * batch_size + b] (MEAN pairs; 0 = empty bag)
+  std::vector<int64_t> dp_offsets;       // per DP pair: batch_size + 1 offsets into dp_rows
+  std::vector<size_t> dp_offsets_begin;  // per DP pair (index in Layout::dp_pairs)
+  std::vector<int64_t> dp_rows;          // rows of DP tables (full-table copies)
+  std::vector<float> dp_weights;         // empty when unweighted
+  std::vector<int64_t> dp_pos;           // sequence: output row of each DP id
 
   // Owner side.
   std::vector<int64_t> counts_recv;  // kCountFields per rank
   std::vector<size_t> recv_bytes;    // per source
   std::vector<uint8_t> recv;
-  std::vector<ShardBags> shards;     // per local shard
+  std::vector<ShardBags> shards;  // per local shard
   std::vector<Segment> segments;
   std::vector<size_t> ret_floats_to;  // per source: floats this rank returns
   size_t staging_size = 0;            // floats
@@ -74,8 +74,7 @@ constexpr size_t kCountFields = 4;
 
 // Checks `batch` and routes it into `rb` (sender side). On failure nothing outside `rb` has
 // changed and the returned message names the feature, sample, position and id.
-Status RouteBatch(const Layout& layout, BoundsPolicy bounds, const Batch& batch,
-                  RoutedBatch* rb);
+Status RouteBatch(const Layout& layout, BoundsPolicy bounds, const Batch& batch, RoutedBatch* rb);
 
 // The collective part: exchanges counts (and the rejected flag, so a rejecting rank and its
 // peers all stop here) and then the routed ids over `comm`. `local_error` is this rank's

@@ -83,8 +83,8 @@ Status BuildTables(const sharding::Plan& plan, Layout* l) {
     for (size_t s = 0; s < tp.shards.size(); ++s) {
       const auto& sh = tp.shards[s];
       if (sh.rank < 0 || sh.rank >= l->world)
-        return Status::InvalidArgument("table '", cfg.name, "': shard ", s, " is on rank ",
-                                       sh.rank, " outside the world of ", l->world);
+        return Status::InvalidArgument("table '", cfg.name, "': shard ", s, " is on rank ", sh.rank,
+                                       " outside the world of ", l->world);
       if (sh.rows == 0) continue;
       if (sh.cols <= 0 || sh.rows < 0)
         return Status::InvalidArgument("table '", cfg.name, "': shard ", s, " is empty");
@@ -102,7 +102,8 @@ Status BuildTables(const sharding::Plan& plan, Layout* l) {
     }
     if (tl.data_parallel) {
       if (static_cast<int32_t>(tp.shards.size()) != l->world)
-        return Status::InvalidArgument("data-parallel table '", cfg.name, "' must have one shard "
+        return Status::InvalidArgument("data-parallel table '", cfg.name,
+                                       "' must have one shard "
                                        "per rank");
       l->dp_tables.push_back(static_cast<int32_t>(t));
       l->dp_grad_size += static_cast<size_t>(cfg.rows) * (static_cast<size_t>(cfg.dim) + 1);
@@ -194,8 +195,8 @@ void BuildStatMessages(const sharding::Plan& plan, Layout* l) {
       for (int32_t from : b.shards) {
         for (int32_t to : b.shards) {
           if (from == to) continue;
-          l->stat_messages.push_back({static_cast<int32_t>(t), from, to, shards[from].rank,
-                                      shards[to].rank});
+          l->stat_messages.push_back(
+              {static_cast<int32_t>(t), from, to, shards[from].rank, shards[to].rank});
         }
       }
     }

@@ -34,10 +34,10 @@ struct RowBlock {
 
 struct TableLayout {
   bool data_parallel = false;
-  std::vector<RowBlock> blocks;       // non-empty row blocks by row offset (non-DP tables)
-  std::vector<int32_t> shard_local;   // per shard: index into Layout::local, or -1
-  bool split_columns = false;         // some row block has more than one column shard
-  uint64_t key = 0;                   // HashName(table name)
+  std::vector<RowBlock> blocks;      // non-empty row blocks by row offset (non-DP tables)
+  std::vector<int32_t> shard_local;  // per shard: index into Layout::local, or -1
+  bool split_columns = false;        // some row block has more than one column shard
+  uint64_t key = 0;                  // HashName(table name)
 };
 
 // Where the ids of one pair that fall into one shard are looked up.
@@ -77,8 +77,8 @@ struct Layout {
   std::shared_ptr<const sharding::Plan> plan;
   int32_t rank = 0;
   int32_t world = 1;
-  bool sequence = false;    // every table has NONE pooling
-  int64_t output_dim = 0;   // pooled: sum of the pairs' dims; sequence: the common dim
+  bool sequence = false;   // every table has NONE pooling
+  int64_t output_dim = 0;  // pooled: sum of the pairs' dims; sequence: the common dim
 
   std::vector<Pair> pairs;
   std::vector<std::vector<int32_t>> feature_pairs;  // per feature: its pair indices
@@ -94,16 +94,16 @@ struct Layout {
   size_t weights_size = 0;       // fp32 weights (floats)
   size_t weights_fp16_size = 0;  // fp16 weights (elements)
   size_t weights_bf16_size = 0;  // bf16 weights (elements)
-  size_t states_size = 0;   // floats
-  size_t dp_grad_size = 0;  // floats: sum over DP tables of rows * (dim + 1)
+  size_t states_size = 0;        // floats
+  size_t dp_grad_size = 0;       // floats: sum over DP tables of rows * (dim + 1)
 
   int num_row_stats = 0;
   std::vector<StatMessage> stat_messages;  // empty unless row stats cross column shards
 };
 
 // Derives the layout of `rank`. Fails (naming the table) for configurations the host path
-// does not support: weights other than fp32/fp16/bf16, mixed pooled and NONE tables, NONE tables of different
-// dims or a feature read by several NONE tables.
+// does not support: weights other than fp32/fp16/bf16, mixed pooled and NONE tables, NONE tables of
+// different dims or a feature read by several NONE tables.
 Status BuildLayout(std::shared_ptr<const sharding::Plan> plan, int32_t rank,
                    optim::OptimizerType optimizer, Layout* out);
 

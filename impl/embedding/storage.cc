@@ -7,9 +7,12 @@ namespace shardrec::embedding {
 
 void* EmbeddingCollection::ShardWeights(const LocalShard& ls) {
   switch (ls.dtype) {
-    case DType::kFloat16: return weights_fp16_.data() + ls.weight_offset;
-    case DType::kBFloat16: return weights_bf16_.data() + ls.weight_offset;
-    default: return weights_data() + ls.weight_offset;
+    case DType::kFloat16:
+      return weights_fp16_.data() + ls.weight_offset;
+    case DType::kBFloat16:
+      return weights_bf16_.data() + ls.weight_offset;
+    default:
+      return weights_data() + ls.weight_offset;
   }
 }
 
@@ -52,11 +55,11 @@ std::vector<ParamBuffer> EmbeddingCollection::LocalParameterBuffers() {
       {"weights", weights_data(), layout_.weights_size, DType::kFloat32},
       {"optimizer_states", states_data(), layout_.states_size, DType::kFloat32}};
   if (layout_.weights_fp16_size > 0)
-    out.push_back({"weights_fp16", weights_fp16_.data(), layout_.weights_fp16_size,
-                   DType::kFloat16});
+    out.push_back(
+        {"weights_fp16", weights_fp16_.data(), layout_.weights_fp16_size, DType::kFloat16});
   if (layout_.weights_bf16_size > 0)
-    out.push_back({"weights_bf16", weights_bf16_.data(), layout_.weights_bf16_size,
-                   DType::kBFloat16});
+    out.push_back(
+        {"weights_bf16", weights_bf16_.data(), layout_.weights_bf16_size, DType::kBFloat16});
   out.push_back({"step", &step_, 1, DType::kInt64});
   return out;
 }

@@ -38,7 +38,8 @@ StateLayout MakeLayout(OptimizerType type) {
   return l;
 }
 
-RowRef MakeRowRef(const ShardParams& shard, const StateLayout& l, int64_t row, float* w, const float* g) {
+RowRef MakeRowRef(const ShardParams& shard, const StateLayout& l, int64_t row, float* w,
+                  const float* g) {
   RowRef r{w, g, nullptr, nullptr};
   float* st[2] = {nullptr, nullptr};
   for (int i = 0; i < l.count && i < 2; ++i)
@@ -79,8 +80,8 @@ void RowStats(OptimizerType type, const RuleScalars& s, const RowRef& r, int32_t
   }
 }
 
-void ApplyRow(OptimizerType type, const RuleScalars& s, int32_t full_dim, const RowRef& r, int32_t cols,
-              const float* stats) {
+void ApplyRow(OptimizerType type, const RuleScalars& s, int32_t full_dim, const RowRef& r,
+              int32_t cols, const float* stats) {
   float* __restrict w = r.w;
   const float* __restrict g = r.g;
   float* __restrict m = r.m1;
@@ -111,13 +112,15 @@ void ApplyRow(OptimizerType type, const RuleScalars& s, int32_t full_dim, const 
     }
     case OptimizerType::kLamb: {
       float ratio = LambRatio(stats[0], stats[1]);
-      for (int32_t c = 0; c < cols; ++c) w[c] = LambUpdate(w[c], LambDirection(w[c], m[c], v[c], s), ratio, s);
+      for (int32_t c = 0; c < cols; ++c)
+        w[c] = LambUpdate(w[c], LambDirection(w[c], m[c], v[c], s), ratio, s);
       break;
     }
   }
 }
 
-uint32_t RoundingBits(const OptimizerConfig& c, int64_t step, const ShardParams& shard, int64_t row, int32_t col) {
+uint32_t RoundingBits(const OptimizerConfig& c, int64_t step, const ShardParams& shard, int64_t row,
+                      int32_t col) {
   uint64_t k = Mix64(static_cast<uint64_t>(shard.col_offset + col));
   k = Mix64(static_cast<uint64_t>(shard.row_offset + row) ^ k);
   k = Mix64(shard.table_key ^ k);
@@ -134,11 +137,13 @@ void LoadRow(const ShardParams& shard, int64_t row, float* out) {
   }
 }
 
-void StoreRow(const OptimizerConfig& cfg, int64_t step, const ShardParams& shard, int64_t row, const float* in) {
+void StoreRow(const OptimizerConfig& cfg, int64_t step, const ShardParams& shard, int64_t row,
+              const float* in) {
   auto* dst = static_cast<uint16_t*>(shard.weights) + row * shard.stride;
   bool half = shard.dtype == DType::kFloat16;
   if (!cfg.stochastic_rounding) {
-    for (int32_t c = 0; c < shard.cols; ++c) dst[c] = half ? FloatToHalf(in[c]) : FloatToBFloat16(in[c]);
+    for (int32_t c = 0; c < shard.cols; ++c)
+      dst[c] = half ? FloatToHalf(in[c]) : FloatToBFloat16(in[c]);
     return;
   }
   for (int32_t c = 0; c < shard.cols; ++c) {
@@ -162,8 +167,8 @@ void ForRows(int64_t n, ThreadPool* pool, const std::function<void(int64_t, int6
 
 }  // namespace
 
-void PartialRowStats(const OptimizerConfig& config, int64_t step, ShardParams& shard, const RowUpdate& update,
-                     float* partial_stats, ThreadPool* pool) {
+void PartialRowStats(const OptimizerConfig& config, int64_t step, ShardParams& shard,
+                     const RowUpdate& update, float* partial_stats, ThreadPool* pool) {
   int ns = NumRowStats(config.type);
   int64_t n = static_cast<int64_t>(update.rows.size());
   if (ns == 0 || n == 0) return;
@@ -188,8 +193,8 @@ void PartialRowStats(const OptimizerConfig& config, int64_t step, ShardParams& s
   });
 }
 
-void Apply(const OptimizerConfig& config, int64_t step, int32_t full_dim, ShardParams& shard, const RowUpdate& update,
-           const float* full_stats, ThreadPool* pool) {
+void Apply(const OptimizerConfig& config, int64_t step, int32_t full_dim, ShardParams& shard,
+           const RowUpdate& update, const float* full_stats, ThreadPool* pool) {
   int ns = NumRowStats(config.type);
   int64_t n = static_cast<int64_t>(update.rows.size());
   if (n == 0) return;
@@ -217,13 +222,13 @@ void Apply(const OptimizerConfig& config, int64_t step, int32_t full_dim, ShardP
   });
 }
 
-void PartialRowStats(const OptimizerConfig& config, int64_t step, ShardParams& shard, const RowUpdate& update,
-                     float* partial_stats) {
+void PartialRowStats(const OptimizerConfig& config, int64_t step, ShardParams& shard,
+                     const RowUpdate& update, float* partial_stats) {
   PartialRowStats(config, step, shard, update, partial_stats, nullptr);
 }
 
-void Apply(const OptimizerConfig& config, int64_t step, int32_t full_dim, ShardParams& shard, const RowUpdate& update,
-           const float* full_stats) {
+void Apply(const OptimizerConfig& config, int64_t step, int32_t full_dim, ShardParams& shard,
+           const RowUpdate& update, const float* full_stats) {
   Apply(config, step, full_dim, shard, update, full_stats, nullptr);
 }
 

@@ -1,7 +1,7 @@
 // Optimizer configuration checks and the state layout of each optimizer type.
-#include <cmath>
-
 #include "impl/optim/optimizer.h"
+
+#include <cmath>
 
 namespace shardrec::optim {
 
@@ -9,7 +9,8 @@ namespace {
 
 bool KnownType(OptimizerType t) {
   auto v = static_cast<int32_t>(t);
-  return v >= static_cast<int32_t>(OptimizerType::kSgd) && v <= static_cast<int32_t>(OptimizerType::kLamb);
+  return v >= static_cast<int32_t>(OptimizerType::kSgd) &&
+         v <= static_cast<int32_t>(OptimizerType::kLamb);
 }
 
 bool KnownDecayMode(WeightDecayMode m) {
@@ -27,7 +28,8 @@ Status ValidateConfig(const OptimizerConfig& c) {
     return Status::InvalidArgument("optimizer weight_decay_mode: unknown value ",
                                    static_cast<int32_t>(c.weight_decay_mode));
   if (!std::isfinite(c.learning_rate) || c.learning_rate < 0.0f)
-    return Status::InvalidArgument("optimizer learning_rate must be finite and >= 0, got ", c.learning_rate);
+    return Status::InvalidArgument("optimizer learning_rate must be finite and >= 0, got ",
+                                   c.learning_rate);
   if (!std::isfinite(c.eps) || c.eps <= 0.0f)
     return Status::InvalidArgument("optimizer eps must be finite and > 0, got ", c.eps);
   if (!(c.beta1 >= 0.0f && c.beta1 < 1.0f))
@@ -35,18 +37,25 @@ Status ValidateConfig(const OptimizerConfig& c) {
   if (!(c.beta2 >= 0.0f && c.beta2 < 1.0f))
     return Status::InvalidArgument("optimizer beta2 must be in [0, 1), got ", c.beta2);
   if (!std::isfinite(c.weight_decay) || c.weight_decay < 0.0f)
-    return Status::InvalidArgument("optimizer weight_decay must be finite and >= 0, got ", c.weight_decay);
+    return Status::InvalidArgument("optimizer weight_decay must be finite and >= 0, got ",
+                                   c.weight_decay);
   return Status::Ok();
 }
 
 std::vector<StateSpec> StateSpecs(OptimizerType type) {
   switch (type) {
-    case OptimizerType::kSgd: return {};
-    case OptimizerType::kAdagrad: return {{"momentum1", false}};
-    case OptimizerType::kRowWiseAdagrad: return {{"momentum1", true}};
-    case OptimizerType::kAdam: return {{"momentum1", false}, {"momentum2", false}};
-    case OptimizerType::kPartialRowWiseAdam: return {{"momentum1", false}, {"momentum2", true}};
-    case OptimizerType::kLamb: return {{"momentum1", false}, {"momentum2", false}};
+    case OptimizerType::kSgd:
+      return {};
+    case OptimizerType::kAdagrad:
+      return {{"momentum1", false}};
+    case OptimizerType::kRowWiseAdagrad:
+      return {{"momentum1", true}};
+    case OptimizerType::kAdam:
+      return {{"momentum1", false}, {"momentum2", false}};
+    case OptimizerType::kPartialRowWiseAdam:
+      return {{"momentum1", false}, {"momentum2", true}};
+    case OptimizerType::kLamb:
+      return {{"momentum1", false}, {"momentum2", false}};
   }
   return {};
 }
@@ -54,21 +63,29 @@ std::vector<StateSpec> StateSpecs(OptimizerType type) {
 // Row-wise Adagrad and partial row-wise Adam: sum of g'^2. LAMB: sum of w^2, sum of r^2.
 int NumRowStats(OptimizerType type) {
   switch (type) {
-    case OptimizerType::kRowWiseAdagrad: return 1;
-    case OptimizerType::kPartialRowWiseAdam: return 1;
-    case OptimizerType::kLamb: return 2;
-    default: return 0;
+    case OptimizerType::kRowWiseAdagrad:
+      return 1;
+    case OptimizerType::kPartialRowWiseAdam:
+      return 1;
+    case OptimizerType::kLamb:
+      return 2;
+    default:
+      return 0;
   }
 }
 
 Status ValidateShard(const OptimizerConfig& config, const ShardParams& shard) {
-  if (shard.dtype != DType::kFloat32 && shard.dtype != DType::kFloat16 && shard.dtype != DType::kBFloat16)
+  if (shard.dtype != DType::kFloat32 && shard.dtype != DType::kFloat16 &&
+      shard.dtype != DType::kBFloat16)
     return Status::Unsupported("optimizer weights dtype ", DTypeName(shard.dtype),
                                ": only float32, float16 and bfloat16 are supported");
-  if (shard.rows < 0) return Status::InvalidArgument("optimizer shard rows must be >= 0, got ", shard.rows);
-  if (shard.cols <= 0) return Status::InvalidArgument("optimizer shard cols must be > 0, got ", shard.cols);
+  if (shard.rows < 0)
+    return Status::InvalidArgument("optimizer shard rows must be >= 0, got ", shard.rows);
+  if (shard.cols <= 0)
+    return Status::InvalidArgument("optimizer shard cols must be > 0, got ", shard.cols);
   if (shard.stride < shard.cols)
-    return Status::InvalidArgument("optimizer shard stride ", shard.stride, " is smaller than cols ", shard.cols);
+    return Status::InvalidArgument("optimizer shard stride ", shard.stride,
+                                   " is smaller than cols ", shard.cols);
   if (shard.rows > 0 && shard.weights == nullptr)
     return Status::InvalidArgument("optimizer shard weights is null");
   auto specs = StateSpecs(config.type);

@@ -38,7 +38,8 @@ SHARDREC_HD uint16_t FloatToHalf(float f) {
   uint32_t x = FloatBits(f);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u));
+  if (ax >= 0x7f800000u)
+    return static_cast<uint16_t>(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u));
   if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to inf
   if (ax < 0x38800000u) {
     // Below the smallest normal half: adding 0.5 makes the fp32 adder round to a multiple of
@@ -55,7 +56,8 @@ SHARDREC_HD float BFloat16ToFloat(uint16_t h) { return BitsFloat(static_cast<uin
 
 SHARDREC_HD uint16_t FloatToBFloat16(float f) {
   uint32_t x = FloatBits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
   x += 0x7fffu + ((x >> 16) & 1u);
   return static_cast<uint16_t>(x >> 16);
 }
@@ -76,7 +78,8 @@ SHARDREC_HD uint16_t FloatToHalfStochastic(float f, uint32_t bits) {
   float af = f < 0 ? -f : f;
   float ah = fh < 0 ? -fh : fh;
   if (!(af == af) || ah == af || (h & 0x7fffu) >= 0x7c00u) {
-    if ((h & 0x7fffu) == 0x7c00u && af == af && af < 3.4e38f) return static_cast<uint16_t>(h - 1);  // saturate
+    if ((h & 0x7fffu) == 0x7c00u && af == af && af < 3.4e38f)
+      return static_cast<uint16_t>(h - 1);  // saturate
     return h;
   }
   // Magnitude neighbours lo < |f| < hi; half bit patterns are monotonic in magnitude.

@@ -60,11 +60,15 @@ SHARDREC_HD float RowWiseAdagradSquare(float w, float g, const RuleScalars& s) {
 SHARDREC_HD float RowWiseAdagradState(float m, float full_sum_sq, int32_t full_dim) {
   return m + full_sum_sq / static_cast<float>(full_dim);
 }
-SHARDREC_HD float RowWiseAdagradMult(float m, const RuleScalars& s) { return s.lr / (sqrtf(m) + s.eps); }
+SHARDREC_HD float RowWiseAdagradMult(float m, const RuleScalars& s) {
+  return s.lr / (sqrtf(m) + s.eps);
+}
 SHARDREC_HD float RowWiseAdagradCorr(float mult, const RuleScalars& s) {
   return 1.0f - mult * s.l2 - s.lr * s.dwd;
 }
-SHARDREC_HD float RowWiseAdagradUpdate(float w, float g, float mult, float corr) { return corr * w - mult * g; }
+SHARDREC_HD float RowWiseAdagradUpdate(float w, float g, float mult, float corr) {
+  return corr * w - mult * g;
+}
 
 // Adam moments and the bias-corrected direction m^ / (sqrt(v^) + eps).
 SHARDREC_HD float AdamFirstMoment(float m, float g, const RuleScalars& s) {

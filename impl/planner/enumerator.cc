@@ -62,7 +62,8 @@ Status BuildOption(const sharding::TableConfig& t, const TableRequest& req, cons
       break;
     case ShardingType::kTableRowWise: {
       bool any = false;
-      for (int32_t n = 0; n < W / L && !any; ++n) any = pinned.empty() || NodeFullyPinned(pinned, n, L);
+      for (int32_t n = 0; n < W / L && !any; ++n)
+        any = pinned.empty() || NodeFullyPinned(pinned, n, L);
       if (!any)
         return Status::InvalidArgument("table_row_wise needs all ", L,
                                        " ranks of some node among the pinned ranks");
@@ -73,7 +74,8 @@ Status BuildOption(const sharding::TableConfig& t, const TableRequest& req, cons
     case ShardingType::kTableColumnWise: {
       const int32_t n = static_cast<int32_t>(pinned.size());
       bool even = n > 0 && req.min_partition <= 0 && t.dim % n == 0;
-      if (even && type == ShardingType::kTableColumnWise) even = pinned.front() / L == pinned.back() / L;
+      if (even && type == ShardingType::kTableColumnWise)
+        even = pinned.front() / L == pinned.back() / L;
       if (even) {
         tp = sharding::MakeColumnSplit(t, type, std::vector<int32_t>(n, t.dim / n), pinned);
         opt->fixed_ranks = true;
@@ -86,9 +88,11 @@ Status BuildOption(const sharding::TableConfig& t, const TableRequest& req, cons
     }
     case ShardingType::kGrid: {
       bool any = false;
-      for (int32_t n = 0; n < W / L && !any; ++n) any = pinned.empty() || NodeFullyPinned(pinned, n, L);
+      for (int32_t n = 0; n < W / L && !any; ++n)
+        any = pinned.empty() || NodeFullyPinned(pinned, n, L);
       if (!any)
-        return Status::InvalidArgument("grid needs all ", L, " ranks of some node among the "
+        return Status::InvalidArgument("grid needs all ", L,
+                                       " ranks of some node among the "
                                        "pinned ranks");
       const int32_t block = sharding::ColumnBlockDim(t.dim, req.min_partition);
       const auto widths = sharding::EqualColumnWidths(t.dim, block);
@@ -132,7 +136,8 @@ Status ResolveRequests(const std::vector<sharding::TableConfig>& tables,
   for (size_t i = 0; i < tables.size(); ++i) index.emplace(tables[i].name, i);
   std::vector<TableRequest> reqs(tables.size());
   for (size_t i = 0; i < tables.size(); ++i) {
-    for (int32_t f : tables[i].features) reqs[i].pooling_factors.push_back(features[f].pooling_factor);
+    for (int32_t f : tables[i].features)
+      reqs[i].pooling_factors.push_back(features[f].pooling_factor);
   }
   std::vector<bool> seen(tables.size(), false);
   for (const auto& c : constraints) {
@@ -153,9 +158,10 @@ Status ResolveRequests(const std::vector<sharding::TableConfig>& tables,
     std::set<int32_t> ranks;
     for (int32_t rank : c.ranks) {
       if (rank < 0 || rank >= topo.world_size)
-        return TableError(t, StrCat("pinned rank ", rank, " does not exist (world_size ",
-                                    topo.world_size, ")"));
-      if (!ranks.insert(rank).second) return TableError(t, StrCat("pinned rank ", rank, " listed twice"));
+        return TableError(
+            t, StrCat("pinned rank ", rank, " does not exist (world_size ", topo.world_size, ")"));
+      if (!ranks.insert(rank).second)
+        return TableError(t, StrCat("pinned rank ", rank, " listed twice"));
     }
     r.pinned_ranks.assign(ranks.begin(), ranks.end());
     if (!c.pooling_factors.empty()) {

@@ -32,8 +32,8 @@ struct ShardingOption {
 struct TableRequest {
   uint32_t type_mask = kDefaultTypeMask;
   int32_t min_partition = 0;
-  std::vector<int32_t> pinned_ranks;    // sorted, unique; empty = any
-  std::vector<float> pooling_factors;   // per feature of the table
+  std::vector<int32_t> pinned_ranks;   // sorted, unique; empty = any
+  std::vector<float> pooling_factors;  // per feature of the table
 };
 
 // Resolves constraints (by table name) into one request per table; EINVAL naming the table

@@ -14,9 +14,9 @@ namespace {
 
 using sharding::ShardingType;
 
-constexpr double kIndexBytes = 8;          // BIGINT_DTYPE
-constexpr double kOutputBytes = 4;         // fp32 outputs and comm buffers
-constexpr double kBwdMultiplier = 2;       // BWD_COMPUTE_MULTIPLIER
+constexpr double kIndexBytes = 8;     // BIGINT_DTYPE
+constexpr double kOutputBytes = 4;    // fp32 outputs and comm buffers
+constexpr double kBwdMultiplier = 2;  // BWD_COMPUTE_MULTIPLIER
 constexpr double kBatchedCopyFactor = 2.455;
 constexpr double kDpElementwiseFactor = 9.22;
 
@@ -62,12 +62,24 @@ TableLoad ComputeLoad(const sharding::TableConfig& table, const std::vector<floa
 int64_t OptimizerStateBytes(optim::OptimizerType type, int64_t rows, int32_t cols) {
   int64_t elementwise = 0, rowwise = 0;
   switch (type) {
-    case optim::OptimizerType::kSgd: break;
-    case optim::OptimizerType::kAdagrad: elementwise = 1; break;
-    case optim::OptimizerType::kRowWiseAdagrad: rowwise = 1; break;
-    case optim::OptimizerType::kAdam: elementwise = 2; break;
-    case optim::OptimizerType::kPartialRowWiseAdam: elementwise = 1; rowwise = 1; break;
-    case optim::OptimizerType::kLamb: elementwise = 2; break;
+    case optim::OptimizerType::kSgd:
+      break;
+    case optim::OptimizerType::kAdagrad:
+      elementwise = 1;
+      break;
+    case optim::OptimizerType::kRowWiseAdagrad:
+      rowwise = 1;
+      break;
+    case optim::OptimizerType::kAdam:
+      elementwise = 2;
+      break;
+    case optim::OptimizerType::kPartialRowWiseAdam:
+      elementwise = 1;
+      rowwise = 1;
+      break;
+    case optim::OptimizerType::kLamb:
+      elementwise = 2;
+      break;
   }
   return 4 * (rows * cols * elementwise + rows * rowwise);
 }
@@ -121,8 +133,8 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
         const Collective bwd = pooled ? Collective::kAllGather : Collective::kAllToAll;
         p.fwd_compute = (in_read + lookup + out_bytes) / device_bw;
         p.fwd_comms = out_bytes / topo.CommBandwidth(fwd, w, l);
-        p.bwd_comms = out_bytes / topo.CommBandwidth(bwd, w, l) +
-                      out_bytes * kBatchedCopyFactor / device_bw;
+        p.bwd_comms =
+            out_bytes / topo.CommBandwidth(bwd, w, l) + out_bytes * kBatchedCopyFactor / device_bw;
         m.input = Ceil(ip * W * kIndexBytes);
         m.output = s.rows == 0 ? 0 : Ceil(O * W * D * kOutputBytes);
         break;
@@ -136,8 +148,8 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
         const double intra = topo.CommBandwidth(Collective::kReduceScatter, l, l);
         double cross = 0;
         if (w > l) {
-          cross = O * (W / L) * D * kOutputBytes /
-                  topo.CommBandwidth(Collective::kAllToAll, w / l, 1);
+          cross =
+              O * (W / L) * D * kOutputBytes / topo.CommBandwidth(Collective::kAllToAll, w / l, 1);
         }
         p.fwd_compute = (in_read + lookup + out_bytes) / device_bw;
         p.fwd_comms = out_bytes / intra + cross;
@@ -155,7 +167,8 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
         double allreduce = 0;
         if (w > 1) {
           const double n = std::min(W / L, 2.0);
-          allreduce = table_bytes * (2 * n - 1) / n / topo.CommBandwidth(Collective::kAllReduce, w, l);
+          allreduce =
+              table_bytes * (2 * n - 1) / n / topo.CommBandwidth(Collective::kAllReduce, w, l);
           if (W > 2 * L) allreduce *= 2;
         }
         p.bwd_comms = allreduce + table_bytes * kDpElementwiseFactor / device_bw;

@@ -42,7 +42,10 @@ class State {
     int32_t best = -1;
     for (int32_t r : allowed) {
       if (!Fits(r, e)) continue;
-      if (best < 0) { best = r; continue; }
+      if (best < 0) {
+        best = r;
+        continue;
+      }
       const double pr = RankPerf(r), pb = RankPerf(best);
       if (pr < pb || (pr == pb && (r % L() < best % L() || (r % L() == best % L() && r < best))))
         best = r;
@@ -126,7 +129,8 @@ bool PlaceOption(State& st, const ShardingOption& opt, sharding::TablePlan* tp, 
       for (size_t i = 0; i < opt.shards.size(); ++i) {
         const int32_t r = st.PickRank(opt.allowed_ranks, opt.estimates[i]);
         if (r < 0) {
-          st.Fail(opt, static_cast<int32_t>(i), opt.estimates[i].storage.total(), opt.allowed_ranks, f);
+          st.Fail(opt, static_cast<int32_t>(i), opt.estimates[i].storage.total(), opt.allowed_ranks,
+                  f);
           return false;
         }
         st.Place(r, opt.estimates[i]);
@@ -140,7 +144,10 @@ bool PlaceOption(State& st, const ShardingOption& opt, sharding::TablePlan* tp, 
       for (size_t first = 0; first < opt.shards.size(); first += L) {
         bool placed = false;
         for (int32_t n : st.NodesByPerf([](int32_t) { return true; })) {
-          if (TryNodeRowBlocks(st, opt, first, n, tp)) { placed = true; break; }
+          if (TryNodeRowBlocks(st, opt, first, n, tp)) {
+            placed = true;
+            break;
+          }
         }
         if (!placed) {
           st.Fail(opt, static_cast<int32_t>(first), opt.estimates[first].storage.total(),
@@ -152,17 +159,22 @@ bool PlaceOption(State& st, const ShardingOption& opt, sharding::TablePlan* tp, 
     case ShardingType::kTableColumnWise: {
       // Try nodes in cost order; inside a node, shards go to its cheapest fitting ranks.
       for (int32_t n : st.NodesByPerf([&](int32_t node) {
-             for (int32_t r = node * L; r < node * L + L; ++r) if (Allowed(opt, r)) return true;
+             for (int32_t r = node * L; r < node * L + L; ++r)
+               if (Allowed(opt, r)) return true;
              return false;
            })) {
         State trial = st;
         std::vector<int32_t> ranks;
-        for (int32_t r = n * L; r < n * L + L; ++r) if (Allowed(opt, r)) ranks.push_back(r);
+        for (int32_t r = n * L; r < n * L + L; ++r)
+          if (Allowed(opt, r)) ranks.push_back(r);
         bool ok = true;
         std::vector<int32_t> chosen;
         for (size_t i = 0; i < opt.shards.size() && ok; ++i) {
           const int32_t r = trial.PickRank(ranks, opt.estimates[i]);
-          if (r < 0) { ok = false; break; }
+          if (r < 0) {
+            ok = false;
+            break;
+          }
           trial.Place(r, opt.estimates[i]);
           chosen.push_back(r);
         }
@@ -215,10 +227,14 @@ bool Partition(const std::vector<std::vector<ShardingOption>>& options,
 std::string FormatBytes(int64_t bytes) {
   char buf[64];
   const double b = static_cast<double>(bytes);
-  if (b >= kGiB) std::snprintf(buf, sizeof(buf), "%.2f GiB", b / kGiB);
-  else if (b >= 1024.0 * 1024.0) std::snprintf(buf, sizeof(buf), "%.2f MiB", b / (1024.0 * 1024.0));
-  else if (b >= 1024.0) std::snprintf(buf, sizeof(buf), "%.2f KiB", b / 1024.0);
-  else std::snprintf(buf, sizeof(buf), "%lld B", static_cast<long long>(bytes));
+  if (b >= kGiB)
+    std::snprintf(buf, sizeof(buf), "%.2f GiB", b / kGiB);
+  else if (b >= 1024.0 * 1024.0)
+    std::snprintf(buf, sizeof(buf), "%.2f MiB", b / (1024.0 * 1024.0));
+  else if (b >= 1024.0)
+    std::snprintf(buf, sizeof(buf), "%.2f KiB", b / 1024.0);
+  else
+    std::snprintf(buf, sizeof(buf), "%lld B", static_cast<long long>(bytes));
   return StrCat(buf, " (", bytes, " bytes)");
 }
 
@@ -226,15 +242,17 @@ std::string FitFailureMessage(const FitFailure& f, const std::vector<sharding::T
                               const Topology& topo) {
   const auto& t = tables[static_cast<size_t>(f.table)];
   std::string free_text = f.largest_free < 0
-      ? std::string("no allowed rank has free memory")
-      : StrCat("the largest free capacity is ", FormatBytes(f.largest_free), " on rank ",
-               f.largest_free_rank);
-  return StrCat("planner: table '", t.name, "' (", t.rows, " x ", t.dim, ", ",
-                DTypeName(t.dtype), ") does not fit: its ", sharding::ShardingTypeName(f.type),
-                " shard ", f.shard, " needs ", FormatBytes(f.needed), " (weights, optimizer "
-                "state and I/O buffers) but ", free_text, " (of ",
-                FormatBytes(topo.UsableMemory(f.largest_free_rank)), " usable there; ",
-                topo.world_size, " ranks). Remedies: "
+                              ? std::string("no allowed rank has free memory")
+                              : StrCat("the largest free capacity is ", FormatBytes(f.largest_free),
+                                       " on rank ", f.largest_free_rank);
+  return StrCat("planner: table '", t.name, "' (", t.rows, " x ", t.dim, ", ", DTypeName(t.dtype),
+                ") does not fit: its ", sharding::ShardingTypeName(f.type), " shard ", f.shard,
+                " needs ", FormatBytes(f.needed),
+                " (weights, optimizer "
+                "state and I/O buffers) but ",
+                free_text, " (of ", FormatBytes(topo.UsableMemory(f.largest_free_rank)),
+                " usable there; ", topo.world_size,
+                " ranks). Remedies: "
                 "more ranks, more memory per rank, a smaller table, batch or optimizer, or "
                 "fewer constraints");
 }

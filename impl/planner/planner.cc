@@ -82,7 +82,8 @@ Status MakePlan(const PlannerInput& input, PlannerResult* out) {
   SR_RETURN_IF_ERROR(sharding::ValidatePlanConfigs(plan));
 
   std::vector<TableRequest> requests;
-  SR_RETURN_IF_ERROR(ResolveRequests(plan.tables, plan.features, input.constraints, topo, &requests));
+  SR_RETURN_IF_ERROR(
+      ResolveRequests(plan.tables, plan.features, input.constraints, topo, &requests));
   std::vector<std::vector<ShardingOption>> options;
   SR_RETURN_IF_ERROR(Enumerate(plan.tables, requests, topo, &options));
   SortOptions(&options);
@@ -112,7 +113,8 @@ Status MakePlan(const PlannerInput& input, PlannerResult* out) {
       have_best = true;
     }
   }
-  if (!have_best) return Status::OutOfMemory(FitFailureMessage(smallest_failure, plan.tables, topo));
+  if (!have_best)
+    return Status::OutOfMemory(FitFailureMessage(smallest_failure, plan.tables, topo));
 
   plan.table_plans = std::move(best.table_plans);
   Status valid = sharding::ValidatePlan(plan);

@@ -20,9 +20,9 @@ struct PlannerInput {
 
 struct PlannerResult {
   sharding::Plan plan;
-  std::string stats;     // FormatStats of the chosen placement
-  int proposals = 0;     // evaluated (distinct) proposals
-  int feasible = 0;      // proposals that fit in memory
+  std::string stats;  // FormatStats of the chosen placement
+  int proposals = 0;  // evaluated (distinct) proposals
+  int feasible = 0;   // proposals that fit in memory
 };
 
 // Enumerate -> propose -> partition -> rate; keeps the lowest rating (first found wins ties).

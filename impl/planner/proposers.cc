@@ -12,7 +12,8 @@ namespace {
 
 using Proposal = std::vector<int32_t>;
 
-void GridSearch(const std::vector<std::vector<ShardingOption>>& options, std::vector<Proposal>* out) {
+void GridSearch(const std::vector<std::vector<ShardingOption>>& options,
+                std::vector<Proposal>* out) {
   int64_t product = 1;
   for (const auto& o : options) {
     product *= static_cast<int64_t>(o.size());
@@ -86,9 +87,10 @@ void Uniform(const std::vector<std::vector<ShardingOption>>& options, std::vecto
 
 void SortOptions(std::vector<std::vector<ShardingOption>>* options) {
   for (auto& opts : *options) {
-    std::stable_sort(opts.begin(), opts.end(), [](const ShardingOption& a, const ShardingOption& b) {
-      return a.MaxShardPerf() < b.MaxShardPerf();
-    });
+    std::stable_sort(opts.begin(), opts.end(),
+                     [](const ShardingOption& a, const ShardingOption& b) {
+                       return a.MaxShardPerf() < b.MaxShardPerf();
+                     });
   }
 }
 

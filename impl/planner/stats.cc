@@ -23,16 +23,24 @@ std::string Pad(const std::string& s, size_t w, bool right = false) {
   return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
 }
 
-std::string Mib(int64_t bytes) { return Fmt("%.2f", static_cast<double>(bytes) / (1024.0 * 1024.0)); }
+std::string Mib(int64_t bytes) {
+  return Fmt("%.2f", static_cast<double>(bytes) / (1024.0 * 1024.0));
+}
 
 const char* OptimizerName(optim::OptimizerType t) {
   switch (t) {
-    case optim::OptimizerType::kSgd: return "sgd";
-    case optim::OptimizerType::kAdagrad: return "adagrad";
-    case optim::OptimizerType::kRowWiseAdagrad: return "rowwise_adagrad";
-    case optim::OptimizerType::kAdam: return "adam";
-    case optim::OptimizerType::kPartialRowWiseAdam: return "partial_rowwise_adam";
-    case optim::OptimizerType::kLamb: return "lamb";
+    case optim::OptimizerType::kSgd:
+      return "sgd";
+    case optim::OptimizerType::kAdagrad:
+      return "adagrad";
+    case optim::OptimizerType::kRowWiseAdagrad:
+      return "rowwise_adagrad";
+    case optim::OptimizerType::kAdam:
+      return "adam";
+    case optim::OptimizerType::kPartialRowWiseAdam:
+      return "partial_rowwise_adam";
+    case optim::OptimizerType::kLamb:
+      return "lamb";
   }
   return "?";
 }
@@ -69,9 +77,8 @@ std::string FormatStats(const sharding::Plan& plan, const Topology& topo,
   const PlanEstimate est = EstimatePlan(plan, topo, pooling_factors);
   std::string out = "--- shardrec planner statistics ---\n";
   out += StrCat("world_size ", plan.world_size, ", ranks_per_node ", plan.local_world_size,
-                ", device ", topo.device == ComputeDevice::kCuda ? "cuda" : "host",
-                ", batch_size ", topo.batch_size, " per rank, optimizer ",
-                OptimizerName(topo.optimizer), "\n");
+                ", device ", topo.device == ComputeDevice::kCuda ? "cuda" : "host", ", batch_size ",
+                topo.batch_size, " per rank, optimizer ", OptimizerName(topo.optimizer), "\n");
   if (info.planned) {
     out += StrCat("evaluated ", info.proposals, " proposal(s), ", info.feasible,
                   " fit in memory; the cheapest was chosen\n");
@@ -110,10 +117,10 @@ std::string FormatStats(const sharding::Plan& plan, const Topology& topo,
                     Mib(est.rank_storage[r].input), Mib(est.rank_storage[r].output),
                     StrCat(tables_on[r].size()), shards.empty() ? "-" : shards});
   }
-  out += Table({"Rank", "Used (MiB)", "Capacity (MiB)", "Used %", "Cost (ms)",
-                "fwd_cmp,fwd_comm,bwd_cmp,bwd_comm", "Input (MiB)", "Output (MiB)", "Tables",
-                "Shards"},
-               rows);
+  out += Table(
+      {"Rank", "Used (MiB)", "Capacity (MiB)", "Used %", "Cost (ms)",
+       "fwd_cmp,fwd_comm,bwd_cmp,bwd_comm", "Input (MiB)", "Output (MiB)", "Tables", "Shards"},
+      rows);
   out += "\n";
 
   rows.clear();
@@ -129,7 +136,8 @@ std::string FormatStats(const sharding::Plan& plan, const Topology& topo,
     std::string rank_text;
     for (int32_t r : ranks) rank_text += StrCat(rank_text.empty() ? "" : ",", r);
     std::string dim_text = StrCat(tc.dim);
-    if (widths.size() == 1 && *widths.begin() != tc.dim) dim_text += StrCat(" (", *widths.begin(), ")");
+    if (widths.size() == 1 && *widths.begin() != tc.dim)
+      dim_text += StrCat(" (", *widths.begin(), ")");
     double pf = 0;
     for (float p : pooling_factors[t]) pf += p;
     rows.push_back({tc.name, sharding::ShardingTypeShortName(tp.type), StrCat(tc.rows), dim_text,
@@ -140,8 +148,9 @@ std::string FormatStats(const sharding::Plan& plan, const Topology& topo,
   out += Table({"Table", "Sharding", "Rows", "Dim (CW dim)", "Shards", "Ranks", "Cost (ms)",
                 "Storage (MiB)", "Sum pooling", "Features"},
                rows);
-  out += "Cost: TorchRec's perf model per step (ms); storage: weights + optimizer state + I/O "
-         "buffers.\n";
+  out +=
+      "Cost: TorchRec's perf model per step (ms); storage: weights + optimizer state + I/O "
+      "buffers.\n";
   return out;
 }
 

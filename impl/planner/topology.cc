@@ -14,7 +14,8 @@ Topology Topology::Default(int32_t world_size, int32_t local_world_size, Compute
 }
 
 Status Topology::Validate() const {
-  if (world_size < 1) return Status::InvalidArgument("topology: world_size ", world_size, " must be >= 1");
+  if (world_size < 1)
+    return Status::InvalidArgument("topology: world_size ", world_size, " must be >= 1");
   if (local_world_size < 1 || local_world_size > world_size)
     return Status::InvalidArgument("topology: ranks_per_node ", local_world_size,
                                    " must be in [1, world_size=", world_size, "]");
@@ -28,11 +29,14 @@ Status Topology::Validate() const {
       return Status::InvalidArgument("topology: memory of rank ", r, " must be > 0");
   }
   auto positive = [](double v) { return std::isfinite(v) && v > 0; };
-  if (!positive(intra_node_bw)) return Status::InvalidArgument("topology: intra_node_bandwidth must be finite and > 0");
-  if (!positive(inter_node_bw)) return Status::InvalidArgument("topology: inter_node_bandwidth must be finite and > 0");
+  if (!positive(intra_node_bw))
+    return Status::InvalidArgument("topology: intra_node_bandwidth must be finite and > 0");
+  if (!positive(inter_node_bw))
+    return Status::InvalidArgument("topology: inter_node_bandwidth must be finite and > 0");
   if (!(memory_bw == 0.0 || positive(memory_bw)))
     return Status::InvalidArgument("topology: memory_bandwidth must be finite and >= 0");
-  if (batch_size < 1) return Status::InvalidArgument("topology: batch_size ", batch_size, " must be >= 1");
+  if (batch_size < 1)
+    return Status::InvalidArgument("topology: batch_size ", batch_size, " must be >= 1");
   const auto opt = static_cast<int32_t>(optimizer);
   if (opt < 0 || opt > static_cast<int32_t>(optim::OptimizerType::kLamb))
     return Status::InvalidArgument("topology: unknown optimizer ", opt);
@@ -49,12 +53,13 @@ int64_t Topology::Memory(int32_t rank) const {
 }
 
 int64_t Topology::UsableMemory(int32_t rank) const {
-  return static_cast<int64_t>(std::floor(static_cast<double>(Memory(rank)) * (1.0 - reserved_fraction)));
+  return static_cast<int64_t>(
+      std::floor(static_cast<double>(Memory(rank)) * (1.0 - reserved_fraction)));
 }
 
 double Topology::KernelBandwidth(bool dense) const {
-  double bw = memory_bw > 0 ? memory_bw
-                            : (device == ComputeDevice::kCuda ? kHbmBandwidth : kDdrBandwidth);
+  double bw =
+      memory_bw > 0 ? memory_bw : (device == ComputeDevice::kCuda ? kHbmBandwidth : kDdrBandwidth);
   return dense ? 0.5 * bw : bw;
 }
 

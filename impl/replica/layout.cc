@@ -77,7 +77,8 @@ std::string Layout::Describe(int ranks_per_node) const {
     os << "  nodes of " << ranks_per_node << " ranks:";
     for (int n = 0; n * ranks_per_node < world_; ++n) {
       std::vector<int> node;
-      for (int r = n * ranks_per_node; r < std::min(world_, (n + 1) * ranks_per_node); ++r) node.push_back(r);
+      for (int r = n * ranks_per_node; r < std::min(world_, (n + 1) * ranks_per_node); ++r)
+        node.push_back(r);
       os << " node" << n << '=' << Join(node);
     }
     os << "\n  replica groups " << (intra ? "stay inside one node each" : "cross nodes") << '\n';

@@ -23,7 +23,7 @@ class Layout {
   static Status Make(int world, int shard_size, MeshKind kind, Layout* out);
 
   int world() const { return world_; }
-  int shard_size() const { return shard_size_; }  // S
+  int shard_size() const { return shard_size_; }         // S
   int replicas() const { return world_ / shard_size_; }  // R
   MeshKind kind() const { return kind_; }
 

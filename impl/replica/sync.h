@@ -25,13 +25,14 @@ struct SyncBuffer {
 using SyncHook = std::function<Status(void* data, size_t count, DType dtype)>;
 
 struct SyncStats {
-  size_t bytes = 0;        // bytes reduced per rank
-  int collectives = 0;     // collectives issued
+  size_t bytes = 0;     // bytes reduced per rank
+  int collectives = 0;  // collectives issued
 };
 
 // Reduces every buffer across `replica`, one collective per (dtype, op) group: buffers adjacent
-// in memory are merged into one span, spans of 1 MiB or more are reduced in place, smaller ones of the same group are packed into one staging
-// buffer (reused across calls through `staging`). A world of one replica returns at once.
+// in memory are merged into one span, spans of 1 MiB or more are reduced in place, smaller ones of
+// the same group are packed into one staging buffer (reused across calls through `staging`). A
+// world of one replica returns at once.
 Status SyncBuffers(comm::Communicator& replica, std::span<const SyncBuffer> buffers,
                    const SyncHook& hook, std::vector<uint8_t>* staging, SyncStats* stats);
 

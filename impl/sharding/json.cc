@@ -52,9 +52,19 @@ class Parser {
       return ParseString(&v->text);
     }
     if (c == '-' || (c >= '0' && c <= '9')) return ParseNumber(v);
-    if (Literal("true")) { v->kind = Value::Kind::kBool; v->boolean = true; return Status::Ok(); }
-    if (Literal("false")) { v->kind = Value::Kind::kBool; return Status::Ok(); }
-    if (Literal("null")) { v->kind = Value::Kind::kNull; return Status::Ok(); }
+    if (Literal("true")) {
+      v->kind = Value::Kind::kBool;
+      v->boolean = true;
+      return Status::Ok();
+    }
+    if (Literal("false")) {
+      v->kind = Value::Kind::kBool;
+      return Status::Ok();
+    }
+    if (Literal("null")) {
+      v->kind = Value::Kind::kNull;
+      return Status::Ok();
+    }
     return Error(StrCat("unexpected character '", c, "'"));
   }
 
@@ -62,7 +72,10 @@ class Parser {
     v->kind = Value::Kind::kObject;
     ++pos_;
     SkipSpace();
-    if (pos_ < s_.size() && s_[pos_] == '}') { ++pos_; return Status::Ok(); }
+    if (pos_ < s_.size() && s_[pos_] == '}') {
+      ++pos_;
+      return Status::Ok();
+    }
     while (true) {
       SkipSpace();
       if (pos_ >= s_.size() || s_[pos_] != '"') return Error("expected a member name");
@@ -76,8 +89,14 @@ class Parser {
       SR_RETURN_IF_ERROR(ParseValue(&member, depth + 1));
       v->members.emplace_back(std::move(key), std::move(member));
       SkipSpace();
-      if (pos_ < s_.size() && s_[pos_] == ',') { ++pos_; continue; }
-      if (pos_ < s_.size() && s_[pos_] == '}') { ++pos_; return Status::Ok(); }
+      if (pos_ < s_.size() && s_[pos_] == ',') {
+        ++pos_;
+        continue;
+      }
+      if (pos_ < s_.size() && s_[pos_] == '}') {
+        ++pos_;
+        return Status::Ok();
+      }
       return Error("expected ',' or '}'");
     }
   }
@@ -86,15 +105,24 @@ class Parser {
     v->kind = Value::Kind::kArray;
     ++pos_;
     SkipSpace();
-    if (pos_ < s_.size() && s_[pos_] == ']') { ++pos_; return Status::Ok(); }
+    if (pos_ < s_.size() && s_[pos_] == ']') {
+      ++pos_;
+      return Status::Ok();
+    }
     while (true) {
       SkipSpace();
       Value item;
       SR_RETURN_IF_ERROR(ParseValue(&item, depth + 1));
       v->items.push_back(std::move(item));
       SkipSpace();
-      if (pos_ < s_.size() && s_[pos_] == ',') { ++pos_; continue; }
-      if (pos_ < s_.size() && s_[pos_] == ']') { ++pos_; return Status::Ok(); }
+      if (pos_ < s_.size() && s_[pos_] == ',') {
+        ++pos_;
+        continue;
+      }
+      if (pos_ < s_.size() && s_[pos_] == ']') {
+        ++pos_;
+        return Status::Ok();
+      }
       return Error("expected ',' or ']'");
     }
   }
@@ -104,7 +132,10 @@ class Parser {
     if (s_[pos_] == '-') ++pos_;
     auto digits = [&] {
       size_t n = 0;
-      while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') { ++pos_; ++n; }
+      while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') {
+        ++pos_;
+        ++n;
+      }
       return n;
     };
     if (digits() == 0) return Error("malformed number");
@@ -128,10 +159,14 @@ class Parser {
     for (int i = 0; i < 4; ++i) {
       const char c = s_[pos_++];
       v <<= 4;
-      if (c >= '0' && c <= '9') v |= c - '0';
-      else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-      else return Error("bad hex digit in \\u escape");
+      if (c >= '0' && c <= '9')
+        v |= c - '0';
+      else if (c >= 'a' && c <= 'f')
+        v |= c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F')
+        v |= c - 'A' + 10;
+      else
+        return Error("bad hex digit in \\u escape");
     }
     *out = v;
     return Status::Ok();
@@ -163,18 +198,37 @@ class Parser {
       const char c = s_[pos_++];
       if (c == '"') return Status::Ok();
       if (static_cast<unsigned char>(c) < 0x20) return Error("control character in string");
-      if (c != '\\') { out->push_back(c); continue; }
+      if (c != '\\') {
+        out->push_back(c);
+        continue;
+      }
       if (pos_ >= s_.size()) return Error("unterminated escape");
       const char e = s_[pos_++];
       switch (e) {
-        case '"': out->push_back('"'); break;
-        case '\\': out->push_back('\\'); break;
-        case '/': out->push_back('/'); break;
-        case 'b': out->push_back('\b'); break;
-        case 'f': out->push_back('\f'); break;
-        case 'n': out->push_back('\n'); break;
-        case 'r': out->push_back('\r'); break;
-        case 't': out->push_back('\t'); break;
+        case '"':
+          out->push_back('"');
+          break;
+        case '\\':
+          out->push_back('\\');
+          break;
+        case '/':
+          out->push_back('/');
+          break;
+        case 'b':
+          out->push_back('\b');
+          break;
+        case 'f':
+          out->push_back('\f');
+          break;
+        case 'n':
+          out->push_back('\n');
+          break;
+        case 'r':
+          out->push_back('\r');
+          break;
+        case 't':
+          out->push_back('\t');
+          break;
         case 'u': {
           uint32_t cp = 0;
           SR_RETURN_IF_ERROR(Hex4(&cp));
@@ -190,7 +244,8 @@ class Parser {
           AppendUtf8(out, cp);
           break;
         }
-        default: return Error(StrCat("bad escape '\\", e, "'"));
+        default:
+          return Error(StrCat("bad escape '\\", e, "'"));
       }
     }
   }
@@ -264,11 +319,16 @@ void AppendString(std::string* out, std::string_view s) {
   out->push_back('"');
   for (char c : s) {
     const auto u = static_cast<unsigned char>(c);
-    if (c == '"') out->append("\\\"");
-    else if (c == '\\') out->append("\\\\");
-    else if (c == '\n') out->append("\\n");
-    else if (c == '\t') out->append("\\t");
-    else if (c == '\r') out->append("\\r");
+    if (c == '"')
+      out->append("\\\"");
+    else if (c == '\\')
+      out->append("\\\\");
+    else if (c == '\n')
+      out->append("\\n");
+    else if (c == '\t')
+      out->append("\\t");
+    else if (c == '\r')
+      out->append("\\r");
     else if (u < 0x20) {
       out->append("\\u00");
       out->push_back(kHex[u >> 4]);

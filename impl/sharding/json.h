@@ -16,8 +16,8 @@ struct Value {
   enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
   Kind kind = Kind::kNull;
   bool boolean = false;
-  std::string text;  // kNumber: the literal; kString: the decoded UTF-8
-  std::vector<Value> items;                            // kArray
+  std::string text;          // kNumber: the literal; kString: the decoded UTF-8
+  std::vector<Value> items;  // kArray
   std::vector<std::pair<std::string, Value>> members;  // kObject, in source order
   size_t offset = 0;                                   // byte offset in the source, for errors
 

@@ -41,8 +41,8 @@ Shard Rect(int64_t row_offset, int64_t rows, int32_t col_offset, int32_t cols, i
   return s;
 }
 
-void AppendRowBlocks(const TableConfig& table, int32_t col_offset, int32_t cols,
-                     int32_t first_rank, int32_t parts, std::vector<Shard>* out) {
+void AppendRowBlocks(const TableConfig& table, int32_t col_offset, int32_t cols, int32_t first_rank,
+                     int32_t parts, std::vector<Shard>* out) {
   int64_t offset = 0;
   int32_t r = first_rank;
   for (int64_t rows : RowBlockSizes(table.rows, parts)) {

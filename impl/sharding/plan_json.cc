@@ -57,8 +57,7 @@ Status EnumMember(const json::Value& obj, const std::string& where, const std::s
   return Status::InvalidArgument("plan: table '", table, "': unknown ", key, " \"", s, "\"");
 }
 
-Status ParseTable(const json::Value& tv, const std::string& where, TableConfig* t,
-                  TablePlan* tp) {
+Status ParseTable(const json::Value& tv, const std::string& where, TableConfig* t, TablePlan* tp) {
   SR_RETURN_IF_ERROR(StringMember(tv, where, "name", &t->name));
   SR_RETURN_IF_ERROR(IntMember(tv, where, "rows", &t->rows));
   SR_RETURN_IF_ERROR(IntMember(tv, where, "dim", &t->dim));
@@ -74,7 +73,8 @@ Status ParseTable(const json::Value& tv, const std::string& where, TableConfig* 
       found = true;
     }
   }
-  if (!found) return Status::InvalidArgument("plan: table '", t->name, "': unknown dtype \"", dtype, "\"");
+  if (!found)
+    return Status::InvalidArgument("plan: table '", t->name, "': unknown dtype \"", dtype, "\"");
   const json::Value* fv = nullptr;
   SR_RETURN_IF_ERROR(json::GetMember(tv, where, "features", &fv));
   SR_RETURN_IF_ERROR(json::ExpectArray(*fv, where + ".features"));
@@ -157,8 +157,8 @@ std::string PlanToJson(const Plan& plan) {
     o.append("],\n      \"init\": {\"kind\": ");
     const auto kind = static_cast<int32_t>(t.init.kind);
     json::AppendString(&o, kind >= 0 && kind < 3 ? kInitNames[kind] : "?");
-    o.append(StrCat(", \"low\": ", json::FormatFloat(t.init.low), ", \"high\": ",
-                    json::FormatFloat(t.init.high), "},\n      \"sharding\": "));
+    o.append(StrCat(", \"low\": ", json::FormatFloat(t.init.low),
+                    ", \"high\": ", json::FormatFloat(t.init.high), "},\n      \"sharding\": "));
     json::AppendString(&o, ShardingTypeName(tp.type));
     o.append(",\n      \"shards\": [");
     for (size_t i = 0; i < tp.shards.size(); ++i) {
@@ -183,8 +183,10 @@ Status PlanFromJson(std::string_view text, Plan* out) {
   int32_t version = 0;
   SR_RETURN_IF_ERROR(IntMember(root, "plan", "version", &version));
   if (version != kPlanJsonVersion)
-    return Status::InvalidArgument("plan json: unsupported version ", version, " (this library "
-                                   "reads version ", kPlanJsonVersion, ")");
+    return Status::InvalidArgument("plan json: unsupported version ", version,
+                                   " (this library "
+                                   "reads version ",
+                                   kPlanJsonVersion, ")");
   Plan plan;
   SR_RETURN_IF_ERROR(IntMember(root, "plan", "world_size", &plan.world_size));
   SR_RETURN_IF_ERROR(IntMember(root, "plan", "ranks_per_node", &plan.local_world_size));

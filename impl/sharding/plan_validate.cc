@@ -20,9 +20,11 @@ std::string ShardText(size_t i, const Shard& s) {
 }
 
 Status ValidateConfigs(const Plan& plan) {
-  if (plan.world_size < 1) return Status::InvalidArgument("plan: world_size ", plan.world_size, " must be >= 1");
+  if (plan.world_size < 1)
+    return Status::InvalidArgument("plan: world_size ", plan.world_size, " must be >= 1");
   if (plan.local_world_size < 1 || plan.local_world_size > plan.world_size)
-    return Status::InvalidArgument("plan: local_world_size (ranks per node) ", plan.local_world_size,
+    return Status::InvalidArgument("plan: local_world_size (ranks per node) ",
+                                   plan.local_world_size,
                                    " must be in [1, world_size=", plan.world_size, "]");
   if (plan.tables.empty()) return Status::InvalidArgument("plan: no tables");
   std::set<std::string> names;
@@ -54,13 +56,13 @@ Status ValidateConfigs(const Plan& plan) {
     if (!std::isfinite(t.init.low) || !std::isfinite(t.init.high))
       return TableError(t, "init bounds must be finite");
     if (t.init.kind == InitConfig::Kind::kUniform && !(t.init.low < t.init.high))
-      return TableError(t, StrCat("uniform init needs low < high (got ", t.init.low, ", ",
-                                  t.init.high, ")"));
+      return TableError(
+          t, StrCat("uniform init needs low < high (got ", t.init.low, ", ", t.init.high, ")"));
     if (t.features.empty()) return TableError(t, "no feature reads it");
     for (int32_t f : t.features) {
       if (f < 0 || static_cast<size_t>(f) >= plan.features.size())
-        return TableError(t, StrCat("feature index ", f, " is out of range [0, ",
-                                    plan.features.size(), ")"));
+        return TableError(
+            t, StrCat("feature index ", f, " is out of range [0, ", plan.features.size(), ")"));
       if (reader[f] == static_cast<int>(ti))
         return TableError(t, StrCat("lists feature '", plan.features[f].name, "' twice"));
       reader[f] = static_cast<int>(ti);
@@ -120,8 +122,8 @@ Status ValidateCover(const TableConfig& t, const std::vector<Shard>& shards) {
           }
         }
         if (!covered)
-          return TableError(t, StrCat("gap: row ", r, ", column ", c,
-                                      " is not covered by any shard"));
+          return TableError(t,
+                            StrCat("gap: row ", r, ", column ", c, " is not covered by any shard"));
       }
     }
   }
@@ -140,8 +142,9 @@ Status ExpectRowBlocks(const TableConfig& t, ShardingType type, const std::vecto
         s.col_offset != col_offset || s.cols != cols)
       return TableError(t, StrCat(ShardingTypeName(type), " ", ShardText(first + i, s),
                                   " breaks the ceil row-block rule: "
-                                  "expected rows ", offset, "+", sizes[i], ", cols ", col_offset,
-                                  "+", cols, ", rank ", first_rank + i));
+                                  "expected rows ",
+                                  offset, "+", sizes[i], ", cols ", col_offset, "+", cols,
+                                  ", rank ", first_rank + i));
     offset += sizes[i];
   }
   return Status::Ok();
@@ -156,19 +159,21 @@ Status ValidateLayout(const Plan& plan, const TableConfig& t, const TablePlan& t
                           tp.type == ShardingType::kTableColumnWise ||
                           tp.type == ShardingType::kGrid;
   if (node_local && W % L != 0)
-    return TableError(t, StrCat(type, " needs ranks per node (", L, ") to divide world_size (",
-                                W, ")"));
+    return TableError(
+        t, StrCat(type, " needs ranks per node (", L, ") to divide world_size (", W, ")"));
   switch (tp.type) {
     case ShardingType::kDataParallel:
       if (sh.size() != static_cast<size_t>(W))
-        return TableError(t, StrCat("data_parallel needs one shard per rank (", W, "), got ",
-                                    sh.size()));
+        return TableError(
+            t, StrCat("data_parallel needs one shard per rank (", W, "), got ", sh.size()));
       for (size_t r = 0; r < sh.size(); ++r) {
         const Shard& s = sh[r];
         if (s.rank != static_cast<int32_t>(r) || s.row_offset != 0 || s.rows != t.rows ||
             s.col_offset != 0 || s.cols != t.dim)
-          return TableError(t, StrCat("data_parallel ", ShardText(r, s), " must be the whole table"
-                                      " on rank ", r));
+          return TableError(t, StrCat("data_parallel ", ShardText(r, s),
+                                      " must be the whole table"
+                                      " on rank ",
+                                      r));
       }
       return Status::Ok();
     case ShardingType::kTableWise:
@@ -176,7 +181,8 @@ Status ValidateLayout(const Plan& plan, const TableConfig& t, const TablePlan& t
       return Status::Ok();
     case ShardingType::kRowWise:
       if (sh.size() != static_cast<size_t>(W))
-        return TableError(t, StrCat("row_wise needs one shard per rank (", W, "), got ", sh.size()));
+        return TableError(t,
+                          StrCat("row_wise needs one shard per rank (", W, "), got ", sh.size()));
       return ExpectRowBlocks(t, tp.type, sh, 0, W, 0, 0, t.dim);
     case ShardingType::kTableRowWise:
       if (sh.size() != static_cast<size_t>(L))
@@ -188,13 +194,15 @@ Status ValidateLayout(const Plan& plan, const TableConfig& t, const TablePlan& t
       int32_t next = 0;
       for (size_t k = 0; k < sh.size(); ++k) {
         if (sh[k].row_offset != 0 || sh[k].rows != t.rows || sh[k].col_offset != next)
-          return TableError(t, StrCat(type, " ", ShardText(k, sh[k]), " must be a full-height "
-                                      "column block starting at column ", next));
+          return TableError(t, StrCat(type, " ", ShardText(k, sh[k]),
+                                      " must be a full-height "
+                                      "column block starting at column ",
+                                      next));
         next += sh[k].cols;
         if (tp.type == ShardingType::kTableColumnWise && sh[k].rank / L != sh[0].rank / L)
-          return TableError(t, StrCat("table_column_wise shards must stay in one node; ",
-                                      ShardText(k, sh[k]), " is on node ", sh[k].rank / L,
-                                      ", shard 0 on node ", sh[0].rank / L));
+          return TableError(
+              t, StrCat("table_column_wise shards must stay in one node; ", ShardText(k, sh[k]),
+                        " is on node ", sh[k].rank / L, ", shard 0 on node ", sh[0].rank / L));
       }
       return Status::Ok();
     }
@@ -204,10 +212,12 @@ Status ValidateLayout(const Plan& plan, const TableConfig& t, const TablePlan& t
       int32_t next = 0;
       for (size_t k = 0; k < sh.size(); k += L) {
         if (sh[k].col_offset != next)
-          return TableError(t, StrCat("grid ", ShardText(k, sh[k]), " must start column block "
-                                      "at column ", next));
-        SR_RETURN_IF_ERROR(
-            ExpectRowBlocks(t, tp.type, sh, k, L, sh[k].rank / L * L, sh[k].col_offset, sh[k].cols));
+          return TableError(t, StrCat("grid ", ShardText(k, sh[k]),
+                                      " must start column block "
+                                      "at column ",
+                                      next));
+        SR_RETURN_IF_ERROR(ExpectRowBlocks(t, tp.type, sh, k, L, sh[k].rank / L * L,
+                                           sh[k].col_offset, sh[k].cols));
         next += sh[k].cols;
       }
       return Status::Ok();
@@ -232,19 +242,18 @@ Status ValidatePlan(const Plan& plan) {
       return TableError(t, StrCat("unknown sharding type ", static_cast<int32_t>(tp.type)));
     if (tp.shards.empty()) return TableError(t, "has no shards");
     const bool row_split = tp.type == ShardingType::kRowWise ||
-                           tp.type == ShardingType::kTableRowWise ||
-                           tp.type == ShardingType::kGrid;
+                           tp.type == ShardingType::kTableRowWise || tp.type == ShardingType::kGrid;
     for (size_t i = 0; i < tp.shards.size(); ++i) {
       const Shard& s = tp.shards[i];
       if (s.rank < 0 || s.rank >= plan.world_size)
-        return TableError(t, StrCat(ShardText(i, s), ": rank ", s.rank, " does not exist (world_size ",
-                                    plan.world_size, ")"));
+        return TableError(t, StrCat(ShardText(i, s), ": rank ", s.rank,
+                                    " does not exist (world_size ", plan.world_size, ")"));
       if (s.cols < 1 || s.rows < 0 || (s.rows == 0 && !row_split))
         return TableError(t, StrCat(ShardText(i, s), ": shard dims must be positive"));
       if (s.row_offset < 0 || s.col_offset < 0 || s.row_offset > t.rows - s.rows ||
           s.col_offset > t.dim - s.cols)
-        return TableError(t, StrCat(ShardText(i, s), " lies outside the table (", t.rows, " x ",
-                                    t.dim, ")"));
+        return TableError(
+            t, StrCat(ShardText(i, s), " lies outside the table (", t.rows, " x ", t.dim, ")"));
     }
     if (tp.type != ShardingType::kDataParallel) SR_RETURN_IF_ERROR(ValidateCover(t, tp.shards));
     SR_RETURN_IF_ERROR(ValidateLayout(plan, t, tp));

@@ -1,14 +1,14 @@
 // Sharding type names and the plan's stable hash.
+#include "impl/sharding/types.h"
+
 #include <bit>
 #include <cstring>
-
-#include "impl/sharding/types.h"
 
 namespace shardrec::sharding {
 
 namespace {
 constexpr const char* kNames[kNumShardingTypes] = {
-    "data_parallel", "table_wise", "row_wise", "column_wise",
+    "data_parallel",  "table_wise",        "row_wise", "column_wise",
     "table_row_wise", "table_column_wise", "grid"};
 constexpr const char* kShortNames[kNumShardingTypes] = {"DP",   "TW",   "RW",  "CW",
                                                         "TWRW", "TWCW", "GRID"};

@@ -23,7 +23,8 @@ enum class ShardingType : int32_t {
 };
 constexpr int kNumShardingTypes = 7;
 const char* ShardingTypeName(ShardingType t);  // "data_parallel", "table_wise", ...
-const char* ShardingTypeShortName(ShardingType t);  // "DP", "TW", "RW", "CW", "TWRW", "TWCW", "GRID"
+const char* ShardingTypeShortName(
+    ShardingType t);  // "DP", "TW", "RW", "CW", "TWRW", "TWCW", "GRID"
 // Inverse of ShardingTypeName; false for an unknown name.
 bool ShardingTypeFromName(const std::string& name, ShardingType* out);
 constexpr bool IsValidShardingType(int32_t v) { return v >= 0 && v < kNumShardingTypes; }
@@ -34,9 +35,9 @@ enum class PoolingType : int32_t { kSum = 0, kMean = 1, kNone = 2 };
 // Values mirror SHARDREC_INIT_*.
 struct InitConfig {
   enum class Kind : int32_t {
-    kDefault = 0,  // uniform in [-sqrt(1/rows), +sqrt(1/rows)] (global row count)
-    kUniform = 1,  // uniform in [low, high)
-    kConstant = 2, // every element = low
+    kDefault = 0,   // uniform in [-sqrt(1/rows), +sqrt(1/rows)] (global row count)
+    kUniform = 1,   // uniform in [low, high)
+    kConstant = 2,  // every element = low
   };
   Kind kind = Kind::kDefault;
   float low = 0.0f;
@@ -89,7 +90,7 @@ struct TablePlan {
 // gives a byte-identical plan (and Hash()) on every rank.
 struct Plan {
   int32_t world_size = 1;
-  int32_t local_world_size = 1;  // ranks per node (TWRW/TWCW/grid node size)
+  int32_t local_world_size = 1;         // ranks per node (TWRW/TWCW/grid node size)
   std::vector<FeatureConfig> features;  // KJT key order
   std::vector<TableConfig> tables;      // table order
   std::vector<TablePlan> table_plans;   // parallel to `tables`
@@ -99,10 +100,11 @@ struct Plan {
 };
 
 // Checks a plan completely: configs (unique non-empty names, rows/dim > 0, feature indices valid,
-// every feature read by at least one table; a feature may feed several tables), ranks in range, every element of every table covered
-// exactly once (data-parallel: once per rank), and the layout rules of each sharding type
-// (ceil row blocks, column order, node locality). The message names the table and the rule.
-// Memory fit is checked by the planner (planner/plan_check.h), which knows the topology.
+// every feature read by at least one table; a feature may feed several tables), ranks in range,
+// every element of every table covered exactly once (data-parallel: once per rank), and the layout
+// rules of each sharding type (ceil row blocks, column order, node locality). The message names the
+// table and the rule. Memory fit is checked by the planner (planner/plan_check.h), which knows the
+// topology.
 Status ValidatePlan(const Plan& plan);
 
 // The config part of ValidatePlan only (world sizes, features, tables); table_plans is ignored.

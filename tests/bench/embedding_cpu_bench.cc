@@ -1,6 +1,7 @@
 // Suite cpu_emb (performance-anchors.md section 7.3): CPU pooled lookup forward (c1, c2, c4) and
 // backward fused with row-wise Adagrad (c3), with a STREAM triad measured in the same run; every
 // figure is reported as GB/s and as a ratio to the triad of the same thread count.
+#include <benchmark/benchmark.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -15,8 +16,6 @@
 #include <string>
 #include <unordered_set>
 #include <vector>
-
-#include <benchmark/benchmark.h>
 
 #include "impl/core/thread_pool.h"
 #include "impl/embedding/kernels/kernels.h"
@@ -36,7 +35,8 @@ ThreadPool& Pool() {
 constexpr int64_t kTriadN = int64_t{1} << 25;  // 128 MiB per array
 std::map<int, double> g_triad_gbs;             // threads -> best GB/s
 
-double TriadOnce(int threads, std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& c) {
+double TriadOnce(int threads, std::vector<float>& a, const std::vector<float>& b,
+                 const std::vector<float>& c) {
   auto body = [&](int64_t lo, int64_t hi) {
     float* __restrict pa = a.data();
     const float* __restrict pb = b.data();
@@ -44,7 +44,10 @@ double TriadOnce(int threads, std::vector<float>& a, const std::vector<float>& b
     for (int64_t i = lo; i < hi; ++i) pa[i] = pb[i] + 3.0f * pc[i];
   };
   auto t0 = Clock::now();
-  if (threads == 1) body(0, kTriadN); else Pool().ParallelFor(0, kTriadN, kTriadN / (4 * threads), body);
+  if (threads == 1)
+    body(0, kTriadN);
+  else
+    Pool().ParallelFor(0, kTriadN, kTriadN / (4 * threads), body);
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
@@ -96,14 +99,16 @@ void MeasureGather() {
     }
   }
   benchmark::DoNotOptimize(sink.data());
-  g_gather_gbs[threads] = static_cast<double>(kReads) * (kRowFloats * sizeof(float) + 8) / best / 1e9;
+  g_gather_gbs[threads] =
+      static_cast<double>(kReads) * (kRowFloats * sizeof(float) + 8) / best / 1e9;
 }
 
 void BM_GatherRoof(benchmark::State& state) {
   for (auto _ : state) state.SetIterationTime(1.0);
   state.counters["GB/s_best"] = g_gather_gbs[Pool().num_threads()];
   state.counters["threads"] = Pool().num_threads();
-  state.counters["x_triad"] = g_gather_gbs[Pool().num_threads()] / g_triad_gbs[Pool().num_threads()];
+  state.counters["x_triad"] =
+      g_gather_gbs[Pool().num_threads()] / g_triad_gbs[Pool().num_threads()];
 }
 
 void BM_StreamTriad(benchmark::State& state) {
@@ -124,16 +129,19 @@ char* Arena() {
   static char* arena = [] {
     void* p = nullptr;
     if (posix_memalign(&p, size_t{2} << 20, kArenaBytes) != 0) std::abort();
-    if (std::getenv("SHARDREC_BENCH_NO_HUGEPAGES") == nullptr) madvise(p, kArenaBytes, MADV_HUGEPAGE);
+    if (std::getenv("SHARDREC_BENCH_NO_HUGEPAGES") == nullptr)
+      madvise(p, kArenaBytes, MADV_HUGEPAGE);
     char* c = static_cast<char*>(p);
     const int64_t chunk = int64_t{64} << 20;
-    Pool().ParallelFor(0, static_cast<int64_t>(kArenaBytes) / chunk + 1, 1, [&](int64_t b, int64_t e) {
-      for (int64_t k = b; k < e; ++k) {
-        int64_t lo = k * chunk, hi = std::min<int64_t>(static_cast<int64_t>(kArenaBytes), lo + chunk);
-        // 0x3c003c00 is 1.0 in fp16 pairs and 0.0078 as fp32: finite either way.
-        for (int64_t i = lo; i + 4 <= hi; i += 4) std::memcpy(c + i, "\x00\x3c\x00\x3c", 4);
-      }
-    });
+    Pool().ParallelFor(
+        0, static_cast<int64_t>(kArenaBytes) / chunk + 1, 1, [&](int64_t b, int64_t e) {
+          for (int64_t k = b; k < e; ++k) {
+            int64_t lo = k * chunk,
+                    hi = std::min<int64_t>(static_cast<int64_t>(kArenaBytes), lo + chunk);
+            // 0x3c003c00 is 1.0 in fp16 pairs and 0.0078 as fp32: finite either way.
+            for (int64_t i = lo; i + 4 <= hi; i += 4) std::memcpy(c + i, "\x00\x3c\x00\x3c", 4);
+          }
+        });
     return c;
   }();
   return arena;
@@ -143,7 +151,9 @@ char* Arena() {
 struct Batch {
   std::vector<int64_t> offsets, rows;
   int64_t unique = 0;  // distinct rows in the batch (backward bytes)
-  Bags View() const { return Bags{offsets.data(), static_cast<int64_t>(offsets.size()) - 1, rows.data(), nullptr}; }
+  Bags View() const {
+    return Bags{offsets.data(), static_cast<int64_t>(offsets.size()) - 1, rows.data(), nullptr};
+  }
 };
 
 // FBGEMM-style: uniform, or Zipf(alpha) over a random permutation of the rows; ids distinct
@@ -171,7 +181,8 @@ struct IdSampler {
   }
 };
 
-Batch MakeBatch(const IdSampler& ids, int64_t bags, int min_len, int max_len, std::mt19937_64& rng) {
+Batch MakeBatch(const IdSampler& ids, int64_t bags, int min_len, int max_len,
+                std::mt19937_64& rng) {
   Batch b;
   b.offsets.push_back(0);
   std::unordered_set<int64_t> seen, all;
@@ -202,8 +213,14 @@ struct Timer {
       state.SetIterationTime(t);
     }
   }
-  double Median() { std::sort(times.begin(), times.end()); return times[times.size() / 2]; }
-  double P90() { std::sort(times.begin(), times.end()); return times[times.size() * 9 / 10]; }
+  double Median() {
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  }
+  double P90() {
+    std::sort(times.begin(), times.end());
+    return times[times.size() * 9 / 10];
+  }
 };
 
 void Report(benchmark::State& state, Timer& timer, double bytes, int threads) {
@@ -221,7 +238,8 @@ void Report(benchmark::State& state, Timer& timer, double bytes, int threads) {
 void BM_C1(benchmark::State& state) {
   const int64_t E = 4000000, B = 10;
   const int32_t D = static_cast<int32_t>(state.range(0));
-  const bool fp16 = state.range(1) != 0, prefetch = state.range(2) != 0, flush = state.range(3) != 0;
+  const bool fp16 = state.range(1) != 0, prefetch = state.range(2) != 0,
+             flush = state.range(3) != 0;
   std::mt19937_64 rng(1);
   IdSampler ids(E, 0.0, rng);
   Batch batch = MakeBatch(ids, B, 1, 201, rng);
@@ -254,7 +272,8 @@ struct MultiTable {
   std::vector<std::vector<Batch>> batches;  // [rotation][table]
   std::vector<float> grad_out;              // [B, T * D]
   std::vector<std::vector<float>> momentum;
-  MultiTable(int64_t t, int64_t e, int32_t d, int64_t b, int l, double alpha) : T(t), E(e), B(b), D(d) {
+  MultiTable(int64_t t, int64_t e, int32_t d, int64_t b, int l, double alpha)
+      : T(t), E(e), B(b), D(d) {
     std::mt19937_64 rng(7);
     IdSampler ids(E, alpha, rng);
     batches.resize(4);
@@ -263,31 +282,36 @@ struct MultiTable {
     grad_out.assign(B * T * D, 1e-3f);
   }
   WeightsView Table(int64_t k) const {
-    return WeightsView{reinterpret_cast<const float*>(Arena()) + k * E * D, DType::kFloat32, E, D, D};
+    return WeightsView{reinterpret_cast<const float*>(Arena()) + k * E * D, DType::kFloat32, E, D,
+                       D};
   }
   double ForwardBytes(int rot) const {
     double s = 0;
-    for (const Batch& b : batches[rot]) s += double(b.rows.size()) * (D * 4 + 8) + double(B) * D * 4 + (B + 1) * 8.0;
+    for (const Batch& b : batches[rot])
+      s += double(b.rows.size()) * (D * 4 + 8) + double(B) * D * 4 + (B + 1) * 8.0;
     return s;
   }
   // Physical model: grad_out read + unique rows x (weights read+write, momentum read+write) + ids.
   double BackwardBytes(int rot) const {
     double s = 0;
-    for (const Batch& b : batches[rot]) s += double(B) * D * 4 + double(b.unique) * (2.0 * D * 4 + 8) + b.rows.size() * 8.0;
+    for (const Batch& b : batches[rot])
+      s += double(B) * D * 4 + double(b.unique) * (2.0 * D * 4 + 8) + b.rows.size() * 8.0;
     return s;
   }
 };
 
 std::map<std::string, double> g_fwd_median;  // config name -> forward median seconds
 
-void RunForward(benchmark::State& state, const char* name, int64_t T, int64_t E, int64_t B, double alpha) {
+void RunForward(benchmark::State& state, const char* name, int64_t T, int64_t E, int64_t B,
+                double alpha) {
   MultiTable mt(T, E, 128, B, 20, alpha);
   std::vector<float> out(B * T * mt.D);
   int it = 0;
   Timer timer;
   timer.Run(state, [&] {
     const auto& rot = mt.batches[it++ % 4];
-    for (int64_t k = 0; k < T; ++k) PooledLookup(mt.Table(k), rot[k].View(), out.data() + k * mt.D, T * mt.D, &Pool());
+    for (int64_t k = 0; k < T; ++k)
+      PooledLookup(mt.Table(k), rot[k].View(), out.data() + k * mt.D, T * mt.D, &Pool());
     benchmark::DoNotOptimize(out.data());
   });
   double bytes = 0;
@@ -296,7 +320,8 @@ void RunForward(benchmark::State& state, const char* name, int64_t T, int64_t E,
   g_fwd_median[name] = timer.Median();
 }
 
-void RunBackward(benchmark::State& state, const char* name, int64_t T, int64_t E, int64_t B, double alpha, bool fused) {
+void RunBackward(benchmark::State& state, const char* name, int64_t T, int64_t E, int64_t B,
+                 double alpha, bool fused) {
   MultiTable mt(T, E, 128, B, 20, alpha);
   optim::OptimizerConfig cfg;
   cfg.type = optim::OptimizerType::kRowWiseAdagrad;
@@ -321,7 +346,8 @@ void RunBackward(benchmark::State& state, const char* name, int64_t T, int64_t E
       if (fused) {
         PooledBackwardFused(rot[k].View(), g, T * mt.D, 1.0f, cfg, step, mt.D, sp, &Pool(), &ws[k]);
       } else {
-        AggregatePooledGrads(rot[k].View(), g, T * mt.D, mt.D, 1.0f, &uniq, &grads, &Pool(), &ws[k]);
+        AggregatePooledGrads(rot[k].View(), g, T * mt.D, mt.D, 1.0f, &uniq, &grads, &Pool(),
+                             &ws[k]);
         optim::RowUpdate upd{uniq, grads.data()};
         stats.resize(uniq.size());
         optim::PartialRowStats(cfg, step, sp, upd, stats.data(), &Pool());
@@ -340,10 +366,13 @@ void BM_C2_Forward(benchmark::State& s) {
   RunForward(s, s.range(0) ? "c2_zipf" : "c2_uniform", 8, 1000000, 2048, s.range(0) ? 1.15 : 0.0);
 }
 void BM_C3_BackwardRowWiseAdagrad(benchmark::State& s) {
-  RunBackward(s, s.range(0) ? "c2_zipf" : "c2_uniform", 8, 1000000, 2048, s.range(0) ? 1.15 : 0.0, s.range(1) != 0);
+  RunBackward(s, s.range(0) ? "c2_zipf" : "c2_uniform", 8, 1000000, 2048, s.range(0) ? 1.15 : 0.0,
+              s.range(1) != 0);
 }
 void BM_C4_Forward(benchmark::State& s) { RunForward(s, "c4", 32, 100000, 512, 0.0); }
-void BM_C4_BackwardRowWiseAdagrad(benchmark::State& s) { RunBackward(s, "c4", 32, 100000, 512, 0.0, true); }
+void BM_C4_BackwardRowWiseAdagrad(benchmark::State& s) {
+  RunBackward(s, "c4", 32, 100000, 512, 0.0, true);
+}
 
 BENCHMARK(BM_StreamTriad)->ArgNames({"single"})->Arg(1)->Arg(0)->UseManualTime()->Iterations(5);
 BENCHMARK(BM_GatherRoof)->UseManualTime()->Iterations(1);

@@ -17,7 +17,7 @@ namespace {
 
 using bench::RankThreads;
 
-constexpr int64_t kBatch = 256;     // samples per rank
+constexpr int64_t kBatch = 256;  // samples per rank
 constexpr int32_t kPoolingFactor = 8;
 
 std::shared_ptr<sharding::Plan> MakePlan(int world) {
@@ -84,8 +84,15 @@ void BM_ShardedStep(benchmark::State& state) {
   const double total0 = colls[0]->timings().total_seconds;
   for (auto _ : state) {
     threads.Run([&](int r) {
-      Batch b{kBatch, static_cast<int64_t>(plan->features.size()), lengths[r].data(),
-              lengths[r].size(), ids[r].data(), DType::kInt64, ids[r].size(), nullptr, 0};
+      Batch b{kBatch,
+              static_cast<int64_t>(plan->features.size()),
+              lengths[r].data(),
+              lengths[r].size(),
+              ids[r].data(),
+              DType::kInt64,
+              ids[r].size(),
+              nullptr,
+              0};
       ThrowIfError(colls[r]->Forward(b, out[r].data(), out[r].size()));
       ThrowIfError(colls[r]->Backward(grad[r].data(), grad[r].size()));
     });

@@ -158,7 +158,8 @@ void BM_Step(benchmark::State& state) {
       for (int64_t b = 0; b < kBatch; ++b) {
         const int32_t len = 1 + static_cast<int32_t>(gen() % 15);
         lengths[r].push_back(len);
-        for (int32_t k = 0; k < len; ++k) ids[r].push_back(static_cast<int64_t>(gen() % plan->tables[f].rows));
+        for (int32_t k = 0; k < len; ++k)
+          ids[r].push_back(static_cast<int64_t>(gen() % plan->tables[f].rows));
       }
     }
   });
@@ -175,8 +176,15 @@ void BM_Step(benchmark::State& state) {
   for (auto _ : state) {
     ++step;
     threads.Run([&](int r) {
-      embedding::Batch b{kBatch, static_cast<int64_t>(plan->features.size()), lengths[r].data(),
-                         lengths[r].size(), ids[r].data(), DType::kInt64, ids[r].size(), nullptr, 0};
+      embedding::Batch b{kBatch,
+                         static_cast<int64_t>(plan->features.size()),
+                         lengths[r].data(),
+                         lengths[r].size(),
+                         ids[r].data(),
+                         DType::kInt64,
+                         ids[r].size(),
+                         nullptr,
+                         0};
       ThrowIfError(colls[r]->Forward(b, out[r].data(), out[r].size()));
       ThrowIfError(colls[r]->Backward(grad[r].data(), grad[r].size()));
       if (interval > 0 && step % interval == 0) {

@@ -13,15 +13,15 @@
 static int g_failures = 0;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 
-#define EXPECT(cond)                                                                 \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      pthread_mutex_lock(&g_mu);                                                     \
-      fprintf(stderr, "%s:%d: expected %s (last error: %s)\n", __FILE__, __LINE__,   \
-              #cond, shardrec_last_error());                                         \
-      ++g_failures;                                                                  \
-      pthread_mutex_unlock(&g_mu);                                                   \
-    }                                                                                \
+#define EXPECT(cond)                                                                      \
+  do {                                                                                    \
+    if (!(cond)) {                                                                        \
+      pthread_mutex_lock(&g_mu);                                                          \
+      fprintf(stderr, "%s:%d: expected %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
+              shardrec_last_error());                                                     \
+      ++g_failures;                                                                       \
+      pthread_mutex_unlock(&g_mu);                                                        \
+    }                                                                                     \
   } while (0)
 #define OK(call) EXPECT((call) == SHARDREC_OK)
 

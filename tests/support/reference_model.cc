@@ -38,9 +38,8 @@ ReferenceModel::ReferenceModel(int32_t num_features, std::vector<RefTable> table
     std::vector<float> w(static_cast<size_t>(t.rows) * t.dim);
     for (int64_t r = 0; r < t.rows; ++r)
       for (int32_t c = 0; c < t.dim; ++c)
-        w[r * t.dim + c] = t.init_kind == 2 ? low
-                                            : low + (high - low) * UniformAt(seed, HashName(t.name),
-                                                                             r, c);
+        w[r * t.dim + c] =
+            t.init_kind == 2 ? low : low + (high - low) * UniformAt(seed, HashName(t.name), r, c);
     for (float& x : w) x = RoundToStorage(x, t.dtype);
     weights_.push_back(std::move(w));
     const size_t full = static_cast<size_t>(t.rows) * t.dim;
@@ -176,8 +175,7 @@ void ReferenceModel::Update(size_t t, int64_t row, const float* g_in) {
       float& m = m1_[t][row];
       m += static_cast<float>(mean_sq);
       const float mult = lr / (std::sqrt(m) + eps);
-      for (int32_t c = 0; c < D; ++c)
-        w[c] = (1.0f - mult * l2 - lr * dwd) * w0[c] - mult * g_in[c];
+      for (int32_t c = 0; c < D; ++c) w[c] = (1.0f - mult * l2 - lr * dwd) * w0[c] - mult * g_in[c];
       break;
     }
     case 3: {  // Adam
@@ -214,7 +212,8 @@ void ReferenceModel::Update(size_t t, int64_t row, const float* g_in) {
         wn += static_cast<double>(w0[c]) * w0[c];
         rn += static_cast<double>(r[c]) * r[c];
       }
-      const float ratio = (wn > 0 && rn > 0) ? static_cast<float>(std::sqrt(wn) / std::sqrt(rn)) : 1.0f;
+      const float ratio =
+          (wn > 0 && rn > 0) ? static_cast<float>(std::sqrt(wn) / std::sqrt(rn)) : 1.0f;
       for (int32_t c = 0; c < D; ++c) w[c] = w0[c] - lr * ratio * r[c];
       break;
     }

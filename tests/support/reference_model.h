@@ -31,7 +31,8 @@ struct RefTable {
 float RoundToStorage(float x, int32_t dtype);
 
 struct RefOptimizer {
-  int32_t type = 0;  // 0 SGD, 1 Adagrad, 2 row-wise Adagrad, 3 Adam, 4 partial row-wise Adam, 5 LAMB
+  int32_t type =
+      0;  // 0 SGD, 1 Adagrad, 2 row-wise Adagrad, 3 Adam, 4 partial row-wise Adam, 5 LAMB
   float lr = 0.01f;
   float eps = 1e-8f;
   float beta1 = 0.9f;

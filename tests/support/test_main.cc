@@ -1,7 +1,7 @@
 // Shared gtest main: ignores SIGPIPE so a test whose peer dies cannot kill the test process.
-#include <csignal>
-
 #include <gtest/gtest.h>
+
+#include <csignal>
 
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);

@@ -1,4 +1,6 @@
-/* Input of bindgen for shardrec-sys: the whole public C API. */
+/* Input of bindgen for shardrec-sys: the whole public C API. The order fixes the order of the
+ * generated items (src/bindings.rs is checked in), so it is kept by hand. */
+// clang-format off
 #include "shardrec/common.h"
 #include "shardrec/version.h"
 #include "shardrec/config.h"
@@ -8,3 +10,4 @@
 #include "shardrec/embedding.h"
 #include "shardrec/device.h"
 #include "shardrec/replica.h"
+// clang-format on

@@ -59,11 +59,11 @@ typedef struct shardrec_unique_id {
  * then set fields. Zero means "default" for every field.
  */
 typedef struct shardrec_comm_options {
-  uint32_t version;         /**< SHARDREC_COMM_OPTIONS_VERSION. */
-  int64_t timeout_ms;       /**< Default per-operation timeout; 0 = 300000 (5 minutes). */
-  int32_t backend;          /**< SHARDREC_BACKEND_*; 0 = AUTO. */
-  int32_t device_type;      /**< shardrec_device_type_t of the buffers; 0 = host. */
-  int32_t device_index;     /**< CUDA device index when device_type is CUDA. */
+  uint32_t version;     /**< SHARDREC_COMM_OPTIONS_VERSION. */
+  int64_t timeout_ms;   /**< Default per-operation timeout; 0 = 300000 (5 minutes). */
+  int32_t backend;      /**< SHARDREC_BACKEND_*; 0 = AUTO. */
+  int32_t device_type;  /**< shardrec_device_type_t of the buffers; 0 = host. */
+  int32_t device_index; /**< CUDA device index when device_type is CUDA. */
   /** Numeric IPv4/IPv6 address the CPU engine's sockets bind to; NULL or "" = the environment
    *  variable SHARDREC_SOCKET_IFADDR, else the local address that routes to rank 0's store
    *  (unique id), else 127.0.0.1. Copied during the call. */
@@ -71,7 +71,8 @@ typedef struct shardrec_comm_options {
 } shardrec_comm_options_t;
 
 /** Static initialiser for C: all defaults. */
-#define SHARDREC_COMM_OPTIONS_INIT {SHARDREC_COMM_OPTIONS_VERSION, 0, SHARDREC_BACKEND_AUTO, 0, 0, NULL}
+#define SHARDREC_COMM_OPTIONS_INIT \
+  { SHARDREC_COMM_OPTIONS_VERSION, 0, SHARDREC_BACKEND_AUTO, 0, 0, NULL }
 
 /**
  * Fills @p options with defaults for the given struct version (for bindings without macros).
@@ -109,7 +110,8 @@ SHARDREC_API shardrec_status_t shardrec_comm_unique_id_create(shardrec_unique_id
  *         SHARDREC_EUNSUPPORTED for NCCL in a CPU-only build; SHARDREC_EIO for socket errors.
  *         On failure *out is NULL. Thread-safe (different ranks may be created concurrently).
  */
-SHARDREC_API shardrec_status_t shardrec_comm_create(shardrec_comm_t** out, const shardrec_unique_id_t* id,
+SHARDREC_API shardrec_status_t shardrec_comm_create(shardrec_comm_t** out,
+                                                    const shardrec_unique_id_t* id,
                                                     int32_t world_size, int32_t rank,
                                                     const shardrec_comm_options_t* options);
 
@@ -141,7 +143,8 @@ typedef struct shardrec_store_callbacks {
 } shardrec_store_callbacks_t;
 
 /** Static initialiser for C: no functions, NULL payload. */
-#define SHARDREC_STORE_CALLBACKS_INIT {SHARDREC_STORE_CALLBACKS_VERSION, NULL, NULL, NULL, NULL}
+#define SHARDREC_STORE_CALLBACKS_INIT \
+  { SHARDREC_STORE_CALLBACKS_VERSION, NULL, NULL, NULL, NULL }
 
 /**
  * Fills @p callbacks with NULL functions for the given struct version (for bindings).
@@ -163,10 +166,9 @@ SHARDREC_API shardrec_status_t shardrec_store_callbacks_init(shardrec_store_call
  * @param options    [in] Options, or NULL for defaults.
  * @return As shardrec_comm_create(), plus SHARDREC_EREMOTE when a callback fails.
  */
-SHARDREC_API shardrec_status_t shardrec_comm_create_with_store(shardrec_comm_t** out,
-                                                               const shardrec_store_callbacks_t* callbacks,
-                                                               int32_t world_size, int32_t rank,
-                                                               const shardrec_comm_options_t* options);
+SHARDREC_API shardrec_status_t shardrec_comm_create_with_store(
+    shardrec_comm_t** out, const shardrec_store_callbacks_t* callbacks, int32_t world_size,
+    int32_t rank, const shardrec_comm_options_t* options);
 
 /**
  * Creates @p n communicators forming one group inside this process (one per thread that will
@@ -177,8 +179,8 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_with_store(shardrec_comm_t**
  * @param options   [in] Options, or NULL for defaults.
  * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_ETIMEOUT; SHARDREC_ENODEVICE. Thread-safe.
  */
-SHARDREC_API shardrec_status_t shardrec_comm_create_local_group(shardrec_comm_t** comms_out, int32_t n,
-                                                                const shardrec_comm_options_t* options);
+SHARDREC_API shardrec_status_t shardrec_comm_create_local_group(
+    shardrec_comm_t** comms_out, int32_t n, const shardrec_comm_options_t* options);
 
 /**
  * Collective over all members of @p comm: members passing the same @p color form a new
@@ -260,9 +262,9 @@ SHARDREC_API void shardrec_comm_destroy(shardrec_comm_t* comm);
  * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EUSAGE (poisoned); SHARDREC_ETIMEOUT;
  *         SHARDREC_EREMOTE; SHARDREC_ECUDA. Not thread-safe on @p comm.
  */
-SHARDREC_API shardrec_status_t shardrec_comm_allreduce(shardrec_comm_t* comm, const void* send, void* recv,
-                                                       size_t count, int32_t dtype, int32_t op,
-                                                       void* stream);
+SHARDREC_API shardrec_status_t shardrec_comm_allreduce(shardrec_comm_t* comm, const void* send,
+                                                       void* recv, size_t count, int32_t dtype,
+                                                       int32_t op, void* stream);
 
 /**
  * Collective: copies @p count elements of @p buf on rank @p root to @p buf on every rank.
@@ -274,8 +276,9 @@ SHARDREC_API shardrec_status_t shardrec_comm_allreduce(shardrec_comm_t* comm, co
  * @param stream As in shardrec_comm_allreduce().
  * @return As shardrec_comm_allreduce().
  */
-SHARDREC_API shardrec_status_t shardrec_comm_broadcast(shardrec_comm_t* comm, void* buf, size_t count,
-                                                       int32_t dtype, int32_t root, void* stream);
+SHARDREC_API shardrec_status_t shardrec_comm_broadcast(shardrec_comm_t* comm, void* buf,
+                                                       size_t count, int32_t dtype, int32_t root,
+                                                       void* stream);
 
 /**
  * Collective: every rank contributes @p count elements; @p recv receives size x @p count
@@ -288,8 +291,9 @@ SHARDREC_API shardrec_status_t shardrec_comm_broadcast(shardrec_comm_t* comm, vo
  * @param stream As in shardrec_comm_allreduce().
  * @return As shardrec_comm_allreduce().
  */
-SHARDREC_API shardrec_status_t shardrec_comm_allgather(shardrec_comm_t* comm, const void* send, void* recv,
-                                                       size_t count, int32_t dtype, void* stream);
+SHARDREC_API shardrec_status_t shardrec_comm_allgather(shardrec_comm_t* comm, const void* send,
+                                                       void* recv, size_t count, int32_t dtype,
+                                                       void* stream);
 
 /**
  * Collective: returns once every rank has entered the barrier.

@@ -43,20 +43,20 @@ typedef int32_t shardrec_status_t;
 
 /** Status codes. Each function documents the codes it returns besides SHARDREC_ERROR. */
 enum shardrec_status_code {
-  SHARDREC_OK = 0,                /**< Success. */
-  SHARDREC_ERROR = -1,            /**< Generic failure; see shardrec_last_error(). */
-  SHARDREC_EINVAL = -2,           /**< An argument is invalid (NULL, out of range, wrong size). */
-  SHARDREC_EUSAGE = -3,           /**< The call is not valid in the handle's current state. */
-  SHARDREC_ENOMEM = -4,           /**< Host or device memory could not be allocated. */
-  SHARDREC_ECUDA = -5,            /**< A CUDA runtime or library call failed. */
-  SHARDREC_EREMOTE = -6,          /**< A peer failed or a collective broke; the handle is poisoned. */
-  SHARDREC_ETIMEOUT = -7,         /**< An operation did not complete within its timeout. */
-  SHARDREC_EIO = -8,              /**< An I/O or socket operation failed. */
-  SHARDREC_ECORRUPT = -9,         /**< Data is malformed (bad checksum, bad id, bad plan text). */
-  SHARDREC_EUNSUPPORTED = -10,    /**< Not supported by this build or this configuration. */
-  SHARDREC_ENOTFOUND = -11,       /**< A named object (table, feature, key) does not exist. */
-  SHARDREC_EINTERNAL = -12,       /**< A bug in libshardrec; please report it with the message. */
-  SHARDREC_ENODEVICE = -13        /**< A GPU was requested but no usable device or CUDA runtime. */
+  SHARDREC_OK = 0,             /**< Success. */
+  SHARDREC_ERROR = -1,         /**< Generic failure; see shardrec_last_error(). */
+  SHARDREC_EINVAL = -2,        /**< An argument is invalid (NULL, out of range, wrong size). */
+  SHARDREC_EUSAGE = -3,        /**< The call is not valid in the handle's current state. */
+  SHARDREC_ENOMEM = -4,        /**< Host or device memory could not be allocated. */
+  SHARDREC_ECUDA = -5,         /**< A CUDA runtime or library call failed. */
+  SHARDREC_EREMOTE = -6,       /**< A peer failed or a collective broke; the handle is poisoned. */
+  SHARDREC_ETIMEOUT = -7,      /**< An operation did not complete within its timeout. */
+  SHARDREC_EIO = -8,           /**< An I/O or socket operation failed. */
+  SHARDREC_ECORRUPT = -9,      /**< Data is malformed (bad checksum, bad id, bad plan text). */
+  SHARDREC_EUNSUPPORTED = -10, /**< Not supported by this build or this configuration. */
+  SHARDREC_ENOTFOUND = -11,    /**< A named object (table, feature, key) does not exist. */
+  SHARDREC_EINTERNAL = -12,    /**< A bug in libshardrec; please report it with the message. */
+  SHARDREC_ENODEVICE = -13     /**< A GPU was requested but no usable device or CUDA runtime. */
 };
 
 /** Element types of tensors and buffers (stored as int32_t in option structs). */
@@ -77,10 +77,10 @@ typedef enum shardrec_device_type {
 } shardrec_device_type_t;
 
 /* Opaque handles. Each is created by a `_create` function and released by its `_destroy`. */
-typedef struct shardrec_comm shardrec_comm_t;             /**< Communicator (comm.h). */
-typedef struct shardrec_plan shardrec_plan_t;             /**< Sharding plan (plan.h). */
-typedef struct shardrec_embedding shardrec_embedding_t;   /**< Sharded collection (embedding.h). */
-typedef struct shardrec_mesh shardrec_mesh_t;             /**< 2D replica x shard mesh (replica.h). */
+typedef struct shardrec_comm shardrec_comm_t;           /**< Communicator (comm.h). */
+typedef struct shardrec_plan shardrec_plan_t;           /**< Sharding plan (plan.h). */
+typedef struct shardrec_embedding shardrec_embedding_t; /**< Sharded collection (embedding.h). */
+typedef struct shardrec_mesh shardrec_mesh_t;           /**< 2D replica x shard mesh (replica.h). */
 
 /**
  * Human-readable name of a status code, e.g. "SHARDREC_ETIMEOUT".

@@ -28,7 +28,8 @@ typedef enum shardrec_sharding_type {
   SHARDREC_SHARDING_GRID = 6               /**< Column blocks, each row-split over one node. */
 } shardrec_sharding_type_t;
 
-/** Number of sharding types; valid constraint mask bits are below `1u << SHARDREC_SHARDING_COUNT`. */
+/** Number of sharding types; valid constraint mask bits are below `1u << SHARDREC_SHARDING_COUNT`.
+ */
 #define SHARDREC_SHARDING_COUNT 7
 
 /** How the ids of one bag are combined (stored as int32_t). */
@@ -40,22 +41,23 @@ typedef enum shardrec_pooling {
 
 /** How a table's weights are initialised (stored as int32_t). */
 typedef enum shardrec_init_kind {
-  SHARDREC_INIT_DEFAULT = 0,  /**< Uniform in [-sqrt(1/rows), +sqrt(1/rows)]. */
-  SHARDREC_INIT_UNIFORM = 1,  /**< Uniform in [init_low, init_high). */
-  SHARDREC_INIT_CONSTANT = 2  /**< Every element equals init_low. */
+  SHARDREC_INIT_DEFAULT = 0, /**< Uniform in [-sqrt(1/rows), +sqrt(1/rows)]. */
+  SHARDREC_INIT_UNIFORM = 1, /**< Uniform in [init_low, init_high). */
+  SHARDREC_INIT_CONSTANT = 2 /**< Every element equals init_low. */
 } shardrec_init_kind_t;
 
 /* ---------------------------------------------------------------------------------------- */
 
 /** A sparse feature (one key of the KJT input). Features are addressed by their index. */
 typedef struct shardrec_feature_config {
-  uint32_t version;      /**< SHARDREC_FEATURE_CONFIG_VERSION. */
-  const char* name;      /**< Unique, non-empty, NUL-terminated; copied by the callee. */
-  float pooling_factor;  /**< Planner hint: expected ids per bag; 0 means 1.0. */
+  uint32_t version;     /**< SHARDREC_FEATURE_CONFIG_VERSION. */
+  const char* name;     /**< Unique, non-empty, NUL-terminated; copied by the callee. */
+  float pooling_factor; /**< Planner hint: expected ids per bag; 0 means 1.0. */
 } shardrec_feature_config_t;
 
 #define SHARDREC_FEATURE_CONFIG_VERSION 1u
-#define SHARDREC_FEATURE_CONFIG_INIT { SHARDREC_FEATURE_CONFIG_VERSION, NULL, 0.0f }
+#define SHARDREC_FEATURE_CONFIG_INIT \
+  { SHARDREC_FEATURE_CONFIG_VERSION, NULL, 0.0f }
 
 /**
  * Fills @p config with defaults for struct version @p version.
@@ -70,18 +72,18 @@ SHARDREC_API shardrec_status_t shardrec_feature_config_init(shardrec_feature_con
 
 /** An embedding table. Several features may read one table; each feature reads one table. */
 typedef struct shardrec_table_config {
-  uint32_t version;         /**< SHARDREC_TABLE_CONFIG_VERSION. */
-  const char* name;         /**< Unique, non-empty, NUL-terminated; copied by the callee. */
-  int64_t rows;             /**< Number of rows (hash size); must be > 0. */
-  int32_t dim;              /**< Embedding dimension; must be > 0. */
-  int32_t pooling;          /**< SHARDREC_POOLING_*; 0 is SUM. */
-  int32_t dtype;            /**< Weight storage type, SHARDREC_DTYPE_*; 0 is FLOAT32. */
-  const int32_t* features;  /**< Indices into the feature array of the features that read this
-                                 table, in output order; copied by the callee. */
-  size_t num_features;      /**< Length of @ref features; must be >= 1. */
-  int32_t init_kind;        /**< SHARDREC_INIT_*; 0 is DEFAULT. */
-  float init_low;           /**< Lower bound (UNIFORM) or the value (CONSTANT). */
-  float init_high;          /**< Upper bound (UNIFORM). */
+  uint32_t version;        /**< SHARDREC_TABLE_CONFIG_VERSION. */
+  const char* name;        /**< Unique, non-empty, NUL-terminated; copied by the callee. */
+  int64_t rows;            /**< Number of rows (hash size); must be > 0. */
+  int32_t dim;             /**< Embedding dimension; must be > 0. */
+  int32_t pooling;         /**< SHARDREC_POOLING_*; 0 is SUM. */
+  int32_t dtype;           /**< Weight storage type, SHARDREC_DTYPE_*; 0 is FLOAT32. */
+  const int32_t* features; /**< Indices into the feature array of the features that read this
+                                table, in output order; copied by the callee. */
+  size_t num_features;     /**< Length of @ref features; must be >= 1. */
+  int32_t init_kind;       /**< SHARDREC_INIT_*; 0 is DEFAULT. */
+  float init_low;          /**< Lower bound (UNIFORM) or the value (CONSTANT). */
+  float init_high;         /**< Upper bound (UNIFORM). */
 } shardrec_table_config_t;
 
 #define SHARDREC_TABLE_CONFIG_VERSION 1u
@@ -104,26 +106,26 @@ SHARDREC_API shardrec_status_t shardrec_table_config_init(shardrec_table_config_
  * Bandwidths are in bytes per second. Memory is HBM for CUDA ranks, host memory for host ranks.
  */
 typedef struct shardrec_topology {
-  uint32_t version;          /**< SHARDREC_TOPOLOGY_VERSION. */
-  int32_t world_size;        /**< Ranks in the sharding group; must be >= 1. */
-  int32_t ranks_per_node;    /**< Ranks per node (TWRW/TWCW/grid node size); 0 means world_size.
-                                  Must be in [1, world_size]; node-local sharding types are only
-                                  offered when it divides world_size. */
-  int32_t device_type;       /**< SHARDREC_DEVICE_HOST (0) or SHARDREC_DEVICE_CUDA. */
-  uint64_t memory_bytes;     /**< Usable memory per rank; 0 means 128 GiB (host) or 32 GiB (CUDA). */
+  uint32_t version;       /**< SHARDREC_TOPOLOGY_VERSION. */
+  int32_t world_size;     /**< Ranks in the sharding group; must be >= 1. */
+  int32_t ranks_per_node; /**< Ranks per node (TWRW/TWCW/grid node size); 0 means world_size.
+                               Must be in [1, world_size]; node-local sharding types are only
+                               offered when it divides world_size. */
+  int32_t device_type;    /**< SHARDREC_DEVICE_HOST (0) or SHARDREC_DEVICE_CUDA. */
+  uint64_t memory_bytes;  /**< Usable memory per rank; 0 means 128 GiB (host) or 32 GiB (CUDA). */
   const uint64_t* memory_bytes_per_rank; /**< Optional per-rank capacities (overrides
                                   @ref memory_bytes); NULL or world_size entries. Not retained. */
   size_t num_memory_bytes_per_rank;      /**< 0, or world_size. */
-  double intra_node_bandwidth; /**< Bytes/s between ranks of a node; 0 means 600 GiB/s. */
+  double intra_node_bandwidth;           /**< Bytes/s between ranks of a node; 0 means 600 GiB/s. */
   double inter_node_bandwidth; /**< Bytes/s between nodes (per rank); 0 means 12.5 GiB/s. */
-  int32_t batch_size;        /**< Expected samples per rank per step; 0 means 512. */
-  int32_t optimizer;         /**< Optimizer whose state is counted in storage, by the values of
-                                  SHARDREC_OPTIMIZER_* (0 SGD, 1 Adagrad, 2 row-wise Adagrad,
-                                  3 Adam, 4 partial row-wise Adam, 5 LAMB); 0 is SGD (no state). */
-  double memory_bandwidth;   /**< Bytes/s of a rank's memory; 0 means 897 GiB/s (CUDA HBM) or
-                                  51 GiB/s (host DDR). */
-  double reserved_fraction;  /**< Share of each rank's memory kept free for other uses, in
-                                  [0, 1); 0 reserves nothing. */
+  int32_t batch_size;          /**< Expected samples per rank per step; 0 means 512. */
+  int32_t optimizer;           /**< Optimizer whose state is counted in storage, by the values of
+                                    SHARDREC_OPTIMIZER_* (0 SGD, 1 Adagrad, 2 row-wise Adagrad,
+                                    3 Adam, 4 partial row-wise Adam, 5 LAMB); 0 is SGD (no state). */
+  double memory_bandwidth;     /**< Bytes/s of a rank's memory; 0 means 897 GiB/s (CUDA HBM) or
+                                    51 GiB/s (host DDR). */
+  double reserved_fraction;    /**< Share of each rank's memory kept free for other uses, in
+                                    [0, 1); 0 reserves nothing. */
 } shardrec_topology_t;
 
 #define SHARDREC_TOPOLOGY_VERSION 1u
@@ -147,17 +149,17 @@ SHARDREC_API shardrec_status_t shardrec_topology_init(shardrec_topology_t* topol
  * simplest way to build a manual plan.
  */
 typedef struct shardrec_table_constraints {
-  uint32_t version;          /**< SHARDREC_TABLE_CONSTRAINTS_VERSION. */
-  const char* table;         /**< Name of the constrained table; must name a configured table. */
-  uint32_t sharding_types;   /**< Bitmask of `1u << SHARDREC_SHARDING_*`; 0 means the default set
-                                  (every type except GRID, which is used only when asked for). */
-  int32_t min_partition;     /**< Lower bound of a column block width (CW/TWCW/grid); 0 means
-                                  128, or, with pinned ranks and CW/TWCW, an even split of the
-                                  dim over the pinned ranks. */
-  const int32_t* ranks;      /**< Pinned ranks: shards go only to these ranks (types that need
-                                  other ranks are not offered). NULL when @ref num_ranks is 0.
-                                  TW uses the first that fits. Copied by the callee. */
-  size_t num_ranks;          /**< Length of @ref ranks; 0 means any rank. */
+  uint32_t version;             /**< SHARDREC_TABLE_CONSTRAINTS_VERSION. */
+  const char* table;            /**< Name of the constrained table; must name a configured table. */
+  uint32_t sharding_types;      /**< Bitmask of `1u << SHARDREC_SHARDING_*`; 0 means the default set
+                                     (every type except GRID, which is used only when asked for). */
+  int32_t min_partition;        /**< Lower bound of a column block width (CW/TWCW/grid); 0 means
+                                     128, or, with pinned ranks and CW/TWCW, an even split of the
+                                     dim over the pinned ranks. */
+  const int32_t* ranks;         /**< Pinned ranks: shards go only to these ranks (types that need
+                                     other ranks are not offered). NULL when @ref num_ranks is 0.
+                                     TW uses the first that fits. Copied by the callee. */
+  size_t num_ranks;             /**< Length of @ref ranks; 0 means any rank. */
   const float* pooling_factors; /**< Optional expected ids per bag for each feature of the table
                                   (in the table's feature order), overriding the feature config. */
   size_t num_pooling_factors;   /**< 0, or the table's number of features. */
@@ -173,8 +175,8 @@ typedef struct shardrec_table_constraints {
  * @param version     SHARDREC_TABLE_CONSTRAINTS_VERSION.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
  */
-SHARDREC_API shardrec_status_t shardrec_table_constraints_init(
-    shardrec_table_constraints_t* constraints, uint32_t version);
+SHARDREC_API shardrec_status_t
+shardrec_table_constraints_init(shardrec_table_constraints_t* constraints, uint32_t version);
 
 SHARDREC_END_DECL
 

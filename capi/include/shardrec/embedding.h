@@ -65,9 +65,9 @@ typedef enum shardrec_optimizer_type {
 
 /** Weight decay modes (stored as int32_t). */
 typedef enum shardrec_weight_decay_mode {
-  SHARDREC_WEIGHT_DECAY_NONE = 0,      /**< No weight decay. */
-  SHARDREC_WEIGHT_DECAY_L2 = 1,        /**< g += weight_decay * w before the update rule. */
-  SHARDREC_WEIGHT_DECAY_DECOUPLED = 2  /**< w -= lr * weight_decay * w, apart from the rule. */
+  SHARDREC_WEIGHT_DECAY_NONE = 0,     /**< No weight decay. */
+  SHARDREC_WEIGHT_DECAY_L2 = 1,       /**< g += weight_decay * w before the update rule. */
+  SHARDREC_WEIGHT_DECAY_DECOUPLED = 2 /**< w -= lr * weight_decay * w, apart from the rule. */
 } shardrec_weight_decay_mode_t;
 
 /** What happens to an id outside [0, rows) of a table that reads its feature. */
@@ -79,14 +79,14 @@ typedef enum shardrec_bounds_policy {
 
 /** Fused optimizer configuration (TorchRec/FBGEMM names and defaults). */
 typedef struct shardrec_optimizer_config {
-  uint32_t version;          /**< SHARDREC_OPTIMIZER_CONFIG_VERSION. */
-  int32_t type;              /**< A shardrec_optimizer_type_t; 0 is SGD. */
-  float learning_rate;       /**< >= 0; taken literally (init sets 0.01). */
-  float eps;                 /**< > 0; 0 means 1e-8. */
-  float beta1;               /**< In [0, 1); taken literally (init sets 0.9). */
-  float beta2;               /**< In [0, 1); taken literally (init sets 0.999). */
-  float weight_decay;        /**< >= 0; 0 disables weight decay. */
-  int32_t weight_decay_mode; /**< A shardrec_weight_decay_mode_t; 0 is NONE. */
+  uint32_t version;            /**< SHARDREC_OPTIMIZER_CONFIG_VERSION. */
+  int32_t type;                /**< A shardrec_optimizer_type_t; 0 is SGD. */
+  float learning_rate;         /**< >= 0; taken literally (init sets 0.01). */
+  float eps;                   /**< > 0; 0 means 1e-8. */
+  float beta1;                 /**< In [0, 1); taken literally (init sets 0.9). */
+  float beta2;                 /**< In [0, 1); taken literally (init sets 0.999). */
+  float weight_decay;          /**< >= 0; 0 disables weight decay. */
+  int32_t weight_decay_mode;   /**< A shardrec_weight_decay_mode_t; 0 is NONE. */
   int32_t stochastic_rounding; /**< Non-zero: FLOAT16/BFLOAT16 tables round each updated
                                     weight stochastically (up with probability equal to the
                                     discarded fraction) instead of to nearest even, so many
@@ -97,9 +97,11 @@ typedef struct shardrec_optimizer_config {
 } shardrec_optimizer_config_t;
 
 #define SHARDREC_OPTIMIZER_CONFIG_VERSION 1u
-#define SHARDREC_OPTIMIZER_CONFIG_INIT \
-  { SHARDREC_OPTIMIZER_CONFIG_VERSION, SHARDREC_OPTIMIZER_SGD, 0.01f, 1e-8f, 0.9f, 0.999f, 0.0f, \
-    0, 0 }
+#define SHARDREC_OPTIMIZER_CONFIG_INIT                                                           \
+  {                                                                                              \
+    SHARDREC_OPTIMIZER_CONFIG_VERSION, SHARDREC_OPTIMIZER_SGD, 0.01f, 1e-8f, 0.9f, 0.999f, 0.0f, \
+        0, 0                                                                                     \
+  }
 
 /**
  * Fills @p config with the defaults (SGD, lr 0.01, eps 1e-8, betas 0.9/0.999, no decay,
@@ -113,22 +115,25 @@ SHARDREC_API shardrec_status_t shardrec_optimizer_config_init(shardrec_optimizer
 
 /** Options of a collection. */
 typedef struct shardrec_embedding_options {
-  uint32_t version;        /**< SHARDREC_EMBEDDING_OPTIONS_VERSION. */
-  uint64_t seed;           /**< Seed of the initial weights; 0 is a valid seed. */
-  int32_t bounds_policy;   /**< A shardrec_bounds_policy_t; 0 is ERROR. */
-  int32_t num_threads;     /**< Host threads for lookups and updates; 0 or 1 runs on the
-                                calling thread (ranks are often threads of one process). */
+  uint32_t version;         /**< SHARDREC_EMBEDDING_OPTIONS_VERSION. */
+  uint64_t seed;            /**< Seed of the initial weights; 0 is a valid seed. */
+  int32_t bounds_policy;    /**< A shardrec_bounds_policy_t; 0 is ERROR. */
+  int32_t num_threads;      /**< Host threads for lookups and updates; 0 or 1 runs on the
+                                 calling thread (ranks are often threads of one process). */
   shardrec_comm_t* dp_comm; /**< Group over which data-parallel tables average gradients;
                                 NULL means the collection's communicator (2D training passes
                                 the global group). Borrowed for creation, then shared: the
                                 collection keeps it alive. */
-  int32_t device_type;     /**< SHARDREC_DEVICE_HOST (0); CUDA is not available yet. */
-  int32_t device_index;    /**< CUDA ordinal; ignored on the host. */
+  int32_t device_type;      /**< SHARDREC_DEVICE_HOST (0); CUDA is not available yet. */
+  int32_t device_index;     /**< CUDA ordinal; ignored on the host. */
 } shardrec_embedding_options_t;
 
 #define SHARDREC_EMBEDDING_OPTIONS_VERSION 1u
-#define SHARDREC_EMBEDDING_OPTIONS_INIT \
-  { SHARDREC_EMBEDDING_OPTIONS_VERSION, 0u, SHARDREC_BOUNDS_ERROR, 0, NULL, SHARDREC_DEVICE_HOST, 0 }
+#define SHARDREC_EMBEDDING_OPTIONS_INIT                                                           \
+  {                                                                                               \
+    SHARDREC_EMBEDDING_OPTIONS_VERSION, 0u, SHARDREC_BOUNDS_ERROR, 0, NULL, SHARDREC_DEVICE_HOST, \
+        0                                                                                         \
+  }
 
 /**
  * Fills @p options with the defaults (seed 0, bounds ERROR, calling thread, host).
@@ -136,8 +141,8 @@ typedef struct shardrec_embedding_options {
  * @param version SHARDREC_EMBEDDING_OPTIONS_VERSION.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
  */
-SHARDREC_API shardrec_status_t shardrec_embedding_options_init(
-    shardrec_embedding_options_t* options, uint32_t version);
+SHARDREC_API shardrec_status_t
+shardrec_embedding_options_init(shardrec_embedding_options_t* options, uint32_t version);
 
 /**
  * Creates this rank's part of a sharded collection. Collective: every rank of @p comm calls it
@@ -154,8 +159,9 @@ SHARDREC_API shardrec_status_t shardrec_embedding_options_init(
  * @return SHARDREC_OK; SHARDREC_EINVAL for bad arguments, a size mismatch, different plans on
  *         different ranks, or an argument rejected on another rank (the message names it);
  *         SHARDREC_EUNSUPPORTED for a CUDA device, a table dtype other than FLOAT32, FLOAT16
- *         or BFLOAT16, or pooled and NONE tables in one plan; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE when a peer does not take part.
- * Thread-safety: each rank calls from its own thread. The caller owns *out.
+ *         or BFLOAT16, or pooled and NONE tables in one plan; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE
+ * when a peer does not take part. Thread-safety: each rank calls from its own thread. The caller
+ * owns *out.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_create(
     shardrec_embedding_t** out, const shardrec_plan_t* plan, shardrec_comm_t* comm,
@@ -205,8 +211,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_is_sequence(const shardrec_emb
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_forward(shardrec_embedding_t* coll,
                                                           const shardrec_kjt_view_t* batch,
-                                                          float* out, size_t out_len,
-                                                          void* stream);
+                                                          float* out, size_t out_len, void* stream);
 
 /**
  * Starts the input distribution of a batch: validates and routes it on the calling thread,

@@ -51,11 +51,11 @@ typedef struct shardrec_shard {
  *         the topology (the message names the table, its size and the largest free capacity).
  * Thread-safety: safe to call concurrently. The caller owns *out (shardrec_plan_destroy).
  */
-SHARDREC_API shardrec_status_t shardrec_plan_create(
-    shardrec_plan_t** out, const shardrec_table_config_t* tables, size_t num_tables,
-    const shardrec_feature_config_t* features, size_t num_features,
-    const shardrec_topology_t* topology, const shardrec_table_constraints_t* constraints,
-    size_t num_constraints);
+SHARDREC_API shardrec_status_t
+shardrec_plan_create(shardrec_plan_t** out, const shardrec_table_config_t* tables,
+                     size_t num_tables, const shardrec_feature_config_t* features,
+                     size_t num_features, const shardrec_topology_t* topology,
+                     const shardrec_table_constraints_t* constraints, size_t num_constraints);
 
 /**
  * Builds a plan from its JSON text form (as written by shardrec_plan_to_json) and validates
@@ -130,8 +130,7 @@ SHARDREC_API shardrec_status_t shardrec_plan_num_tables(const shardrec_plan_t* p
  * @param plan [in] Must not be NULL.  @param out [out] Receives the count; must not be NULL.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments. Thread-safe.
  */
-SHARDREC_API shardrec_status_t shardrec_plan_num_features(const shardrec_plan_t* plan,
-                                                          size_t* out);
+SHARDREC_API shardrec_status_t shardrec_plan_num_features(const shardrec_plan_t* plan, size_t* out);
 
 /**
  * Name of a feature.

@@ -54,7 +54,8 @@ typedef struct shardrec_mesh_options {
   int32_t sync_mode;           /**< SHARDREC_SYNC_*; 0 means weights and state. */
 } shardrec_mesh_options_t;
 
-#define SHARDREC_MESH_OPTIONS_INIT {SHARDREC_MESH_OPTIONS_VERSION, 0, 0, 0, 0, 0}
+#define SHARDREC_MESH_OPTIONS_INIT \
+  { SHARDREC_MESH_OPTIONS_VERSION, 0, 0, 0, 0, 0 }
 
 /**
  * Fills @p options with defaults.

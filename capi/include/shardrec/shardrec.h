@@ -5,14 +5,14 @@
 #ifndef SHARDREC_SHARDREC_H_
 #define SHARDREC_SHARDREC_H_
 
-#include "shardrec/common.h"
-#include "shardrec/version.h"
-#include "shardrec/device.h"
 #include "shardrec/comm.h"
+#include "shardrec/common.h"
 #include "shardrec/config.h"
-#include "shardrec/tensor.h"
-#include "shardrec/plan.h"
+#include "shardrec/device.h"
 #include "shardrec/embedding.h"
+#include "shardrec/plan.h"
 #include "shardrec/replica.h"
+#include "shardrec/tensor.h"
+#include "shardrec/version.h"
 
 #endif /* SHARDREC_SHARDREC_H_ */

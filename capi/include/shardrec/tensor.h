@@ -27,15 +27,15 @@ SHARDREC_BEGIN_DECL
  * B may be 0 and may differ between ranks. Memory is host memory for host collections.
  */
 typedef struct shardrec_kjt_view {
-  int64_t batch_size;       /**< B, the local number of samples; >= 0. */
-  size_t num_features;      /**< F; must equal the plan's number of features. */
-  const int32_t* lengths;   /**< F*B bag lengths, feature-major; NULL only when F*B == 0. */
-  size_t num_lengths;       /**< Length of @ref lengths; must equal F*B. */
-  const void* values;       /**< The ids; NULL only when @ref num_values is 0. */
-  int32_t values_dtype;     /**< SHARDREC_DTYPE_INT64 or SHARDREC_DTYPE_INT32. */
-  size_t num_values;        /**< Number of ids; must equal the sum of @ref lengths. */
-  const float* weights;     /**< Per-id weights, or NULL for an unweighted batch. */
-  size_t num_weights;       /**< 0 when @ref weights is NULL, else @ref num_values. */
+  int64_t batch_size;     /**< B, the local number of samples; >= 0. */
+  size_t num_features;    /**< F; must equal the plan's number of features. */
+  const int32_t* lengths; /**< F*B bag lengths, feature-major; NULL only when F*B == 0. */
+  size_t num_lengths;     /**< Length of @ref lengths; must equal F*B. */
+  const void* values;     /**< The ids; NULL only when @ref num_values is 0. */
+  int32_t values_dtype;   /**< SHARDREC_DTYPE_INT64 or SHARDREC_DTYPE_INT32. */
+  size_t num_values;      /**< Number of ids; must equal the sum of @ref lengths. */
+  const float* weights;   /**< Per-id weights, or NULL for an unweighted batch. */
+  size_t num_weights;     /**< 0 when @ref weights is NULL, else @ref num_values. */
 } shardrec_kjt_view_t;
 
 /** Maximum rank of a shardrec_tensor_view_t. */
@@ -46,11 +46,11 @@ typedef struct shardrec_kjt_view {
  * The element count is the product of the first @ref ndim entries of @ref shape.
  */
 typedef struct shardrec_tensor_view {
-  void* data;              /**< First element; NULL only when the tensor is empty. */
-  int32_t dtype;           /**< A shardrec_dtype_t value. */
-  int32_t device_type;     /**< A shardrec_device_type_t value. */
-  int32_t device_index;    /**< CUDA device ordinal; 0 for host memory. */
-  int32_t ndim;            /**< Number of dimensions, 0..SHARDREC_TENSOR_MAX_DIMS. */
+  void* data;           /**< First element; NULL only when the tensor is empty. */
+  int32_t dtype;        /**< A shardrec_dtype_t value. */
+  int32_t device_type;  /**< A shardrec_device_type_t value. */
+  int32_t device_index; /**< CUDA device ordinal; 0 for host memory. */
+  int32_t ndim;         /**< Number of dimensions, 0..SHARDREC_TENSOR_MAX_DIMS. */
   int64_t shape[SHARDREC_TENSOR_MAX_DIMS]; /**< Extent of each dimension (>= 0). */
 } shardrec_tensor_view_t;
 

@@ -24,13 +24,15 @@ struct Source {
   const float* weights = nullptr;
   float scale = 1.0f;
 
-  const float* GradOf(int64_t p) const { return grads + (bag_of != nullptr ? bag_of[p] : p) * stride; }
+  const float* GradOf(int64_t p) const {
+    return grads + (bag_of != nullptr ? bag_of[p] : p) * stride;
+  }
   float FactorOf(int64_t p) const { return weights != nullptr ? scale * weights[p] : scale; }
 };
 
 // out[(u - u_begin) * cols + c] = sum over the row's ids, in position order, of factor * grad.
-void AggregateRows(const detail::RowGroups& g, const Source& src, int32_t cols, int64_t u_begin, int64_t u_end,
-                   float* out) {
+void AggregateRows(const detail::RowGroups& g, const Source& src, int32_t cols, int64_t u_begin,
+                   int64_t u_end, float* out) {
   for (int64_t u = u_begin; u < u_end; ++u) {
     float* __restrict o = out + (u - u_begin) * cols;
     const int64_t k_end = g.segments[u + 1];
@@ -57,14 +59,18 @@ const int32_t* BagOf(const Bags& bags, Workspace* ws, ThreadPool* pool) {
   ws->bag_of.resize(n);
   auto fill = [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b)
-      std::fill(ws->bag_of.begin() + (bags.offsets[b] - base), ws->bag_of.begin() + (bags.offsets[b + 1] - base),
-                static_cast<int32_t>(b));
+      std::fill(ws->bag_of.begin() + (bags.offsets[b] - base),
+                ws->bag_of.begin() + (bags.offsets[b + 1] - base), static_cast<int32_t>(b));
   };
-  if (pool != nullptr) pool->ParallelFor(0, bags.num_bags, 256, fill); else fill(0, bags.num_bags);
+  if (pool != nullptr)
+    pool->ParallelFor(0, bags.num_bags, 256, fill);
+  else
+    fill(0, bags.num_bags);
   return ws->bag_of.data();
 }
 
-void ForUnique(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void ForUnique(ThreadPool* pool, int64_t n, int64_t grain,
+               const std::function<void(int64_t, int64_t)>& fn) {
   if (pool == nullptr) {
     fn(0, n);
   } else {
@@ -72,36 +78,42 @@ void ForUnique(ThreadPool* pool, int64_t n, int64_t grain, const std::function<v
   }
 }
 
-void AggregateAll(const detail::RowGroups& g, const Source& src, int32_t cols, std::vector<int64_t>* unique_rows,
-                  std::vector<float>* row_grads, ThreadPool* pool) {
+void AggregateAll(const detail::RowGroups& g, const Source& src, int32_t cols,
+                  std::vector<int64_t>* unique_rows, std::vector<float>* row_grads,
+                  ThreadPool* pool) {
   unique_rows->assign(g.unique_rows, g.unique_rows + g.num_unique);
   row_grads->resize(static_cast<size_t>(g.num_unique) * cols);
   float* out = row_grads->data();
-  ForUnique(pool, g.num_unique, 64, [&](int64_t b, int64_t e) { AggregateRows(g, src, cols, b, e, out + b * cols); });
+  ForUnique(pool, g.num_unique, 64,
+            [&](int64_t b, int64_t e) { AggregateRows(g, src, cols, b, e, out + b * cols); });
 }
 
 }  // namespace
 
-void AggregatePooledGrads(const Bags& bags, const float* bag_grads, int64_t grad_stride, int32_t cols, float scale,
-                          std::vector<int64_t>* unique_rows, std::vector<float>* row_grads, ThreadPool* pool,
-                          Workspace* ws) {
+void AggregatePooledGrads(const Bags& bags, const float* bag_grads, int64_t grad_stride,
+                          int32_t cols, float scale, std::vector<int64_t>* unique_rows,
+                          std::vector<float>* row_grads, ThreadPool* pool, Workspace* ws) {
   Workspace local;
   if (ws == nullptr) ws = &local;
   const int64_t base = bags.num_bags > 0 ? bags.offsets[0] : 0;
   const int64_t n = bags.num_bags > 0 ? bags.offsets[bags.num_bags] - base : 0;
   detail::RowGroups g = detail::GroupByRow(bags.rows + base, n, ws, pool);
-  Source src{bag_grads, grad_stride, BagOf(bags, ws, pool), bags.weights ? bags.weights + base : nullptr, scale};
+  Source src{bag_grads, grad_stride, BagOf(bags, ws, pool),
+             bags.weights ? bags.weights + base : nullptr, scale};
   AggregateAll(g, src, cols, unique_rows, row_grads, pool);
 }
 
-void AggregatePooledGrads(const Bags& bags, const float* bag_grads, int64_t grad_stride, int32_t cols, float scale,
-                          std::vector<int64_t>* unique_rows, std::vector<float>* row_grads, ThreadPool* pool) {
-  AggregatePooledGrads(bags, bag_grads, grad_stride, cols, scale, unique_rows, row_grads, pool, nullptr);
+void AggregatePooledGrads(const Bags& bags, const float* bag_grads, int64_t grad_stride,
+                          int32_t cols, float scale, std::vector<int64_t>* unique_rows,
+                          std::vector<float>* row_grads, ThreadPool* pool) {
+  AggregatePooledGrads(bags, bag_grads, grad_stride, cols, scale, unique_rows, row_grads, pool,
+                       nullptr);
 }
 
-void AggregateSequenceGrads(const int64_t* rows, const float* weights, int64_t n, const float* id_grads,
-                            int64_t grad_stride, int32_t cols, float scale, std::vector<int64_t>* unique_rows,
-                            std::vector<float>* row_grads, ThreadPool* pool, Workspace* ws) {
+void AggregateSequenceGrads(const int64_t* rows, const float* weights, int64_t n,
+                            const float* id_grads, int64_t grad_stride, int32_t cols, float scale,
+                            std::vector<int64_t>* unique_rows, std::vector<float>* row_grads,
+                            ThreadPool* pool, Workspace* ws) {
   Workspace local;
   if (ws == nullptr) ws = &local;
   detail::RowGroups g = detail::GroupByRow(rows, n, ws, pool);
@@ -109,15 +121,18 @@ void AggregateSequenceGrads(const int64_t* rows, const float* weights, int64_t n
   AggregateAll(g, src, cols, unique_rows, row_grads, pool);
 }
 
-void AggregateSequenceGrads(const int64_t* rows, const float* weights, int64_t n, const float* id_grads,
-                            int64_t grad_stride, int32_t cols, float scale, std::vector<int64_t>* unique_rows,
-                            std::vector<float>* row_grads, ThreadPool* pool) {
-  AggregateSequenceGrads(rows, weights, n, id_grads, grad_stride, cols, scale, unique_rows, row_grads, pool, nullptr);
+void AggregateSequenceGrads(const int64_t* rows, const float* weights, int64_t n,
+                            const float* id_grads, int64_t grad_stride, int32_t cols, float scale,
+                            std::vector<int64_t>* unique_rows, std::vector<float>* row_grads,
+                            ThreadPool* pool) {
+  AggregateSequenceGrads(rows, weights, n, id_grads, grad_stride, cols, scale, unique_rows,
+                         row_grads, pool, nullptr);
 }
 
-int64_t PooledBackwardFused(const Bags& bags, const float* bag_grads, int64_t grad_stride, float scale,
-                            const optim::OptimizerConfig& config, int64_t step, int32_t full_dim,
-                            optim::ShardParams& shard, ThreadPool* pool, Workspace* ws) {
+int64_t PooledBackwardFused(const Bags& bags, const float* bag_grads, int64_t grad_stride,
+                            float scale, const optim::OptimizerConfig& config, int64_t step,
+                            int32_t full_dim, optim::ShardParams& shard, ThreadPool* pool,
+                            Workspace* ws) {
   const int ns = optim::NumRowStats(config.type);
   SR_CHECK(ns == 0 || shard.cols == full_dim);
   Workspace local;
@@ -125,14 +140,16 @@ int64_t PooledBackwardFused(const Bags& bags, const float* bag_grads, int64_t gr
   const int64_t base = bags.num_bags > 0 ? bags.offsets[0] : 0;
   const int64_t n = bags.num_bags > 0 ? bags.offsets[bags.num_bags] - base : 0;
   detail::RowGroups g = detail::GroupByRow(bags.rows + base, n, ws, pool);
-  Source src{bag_grads, grad_stride, BagOf(bags, ws, pool), bags.weights ? bags.weights + base : nullptr, scale};
+  Source src{bag_grads, grad_stride, BagOf(bags, ws, pool),
+             bags.weights ? bags.weights + base : nullptr, scale};
 
   // Blocks of rows small enough that their gradients stay in L1/L2 between the phases; a fixed
   // set of tasks, each with its own slice of scratch.
   constexpr int64_t kBlockRows = 32;
   const int32_t cols = shard.cols;
   const int64_t num_blocks = (g.num_unique + kBlockRows - 1) / kBlockRows;
-  const int64_t tasks = std::min<int64_t>(num_blocks, pool != nullptr ? int64_t{pool->num_threads()} * 4 : 1);
+  const int64_t tasks =
+      std::min<int64_t>(num_blocks, pool != nullptr ? int64_t{pool->num_threads()} * 4 : 1);
   if (tasks == 0) return 0;
   ws->block_grads.resize(static_cast<size_t>(tasks * kBlockRows * cols));
   ws->block_stats.resize(static_cast<size_t>(tasks * kBlockRows * std::max(ns, 1)));
@@ -164,13 +181,17 @@ int64_t PooledBackwardFused(const Bags& bags, const float* bag_grads, int64_t gr
         const int64_t u1 = std::min(g.num_unique, u0 + kBlockRows);
         if (blk + 1 < blk_end) prefetch_block(blk + 1);
         AggregateRows(g, src, cols, u0, u1, grads);
-        optim::RowUpdate update{std::span<const int64_t>(g.unique_rows + u0, static_cast<size_t>(u1 - u0)), grads};
+        optim::RowUpdate update{
+            std::span<const int64_t>(g.unique_rows + u0, static_cast<size_t>(u1 - u0)), grads};
         if (ns > 0) optim::PartialRowStats(config, step, shard, update, stats, nullptr);
         optim::Apply(config, step, full_dim, shard, update, ns > 0 ? stats : nullptr, nullptr);
       }
     }
   };
-  if (pool != nullptr) pool->ParallelFor(0, tasks, 1, run); else run(0, tasks);
+  if (pool != nullptr)
+    pool->ParallelFor(0, tasks, 1, run);
+  else
+    run(0, tasks);
   return g.num_unique;
 }
 

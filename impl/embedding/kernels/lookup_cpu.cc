@@ -32,8 +32,8 @@ constexpr int64_t kPrefetchDistance = 12;
 #if SHARDREC_HAVE_F16C_PATH
 // fp16 rows through the F16C converter (the portable bit-twiddling conversion is ~15x slower).
 // Multiply then add, never fused, so results equal the portable path bit for bit.
-__attribute__((target("avx,f16c"))) void AccumulateHalfF16C(float* o, const uint16_t* r, int32_t cols, float s,
-                                                            bool weighted) {
+__attribute__((target("avx,f16c"))) void AccumulateHalfF16C(float* o, const uint16_t* r,
+                                                            int32_t cols, float s, bool weighted) {
   int32_t c = 0;
   const __m256 vs = _mm256_set1_ps(s);
   for (; c + 8 <= cols; c += 8) {
@@ -51,8 +51,8 @@ bool HasF16C() {
 #endif
 
 template <typename T, bool kWeighted>
-void PooledRange(const WeightsView& w, const Bags& bags, float* out, int64_t out_stride, int64_t b_begin,
-                 int64_t b_end, int64_t distance) {
+void PooledRange(const WeightsView& w, const Bags& bags, float* out, int64_t out_stride,
+                 int64_t b_begin, int64_t b_end, int64_t distance) {
   const T* base = static_cast<const T*>(w.data);
   const int64_t stride = w.stride;
   const int32_t cols = w.cols;
@@ -73,8 +73,8 @@ void PooledRange(const WeightsView& w, const Bags& bags, float* out, int64_t out
 #if SHARDREC_HAVE_F16C_PATH
       if constexpr (std::is_same_v<T, Half>) {
         if (use_f16c) {
-          AccumulateHalfF16C(o, reinterpret_cast<const uint16_t*>(r), cols, kWeighted ? bags.weights[i] : 1.0f,
-                             kWeighted);
+          AccumulateHalfF16C(o, reinterpret_cast<const uint16_t*>(r), cols,
+                             kWeighted ? bags.weights[i] : 1.0f, kWeighted);
           continue;
         }
       }
@@ -90,8 +90,8 @@ void PooledRange(const WeightsView& w, const Bags& bags, float* out, int64_t out
 }
 
 template <typename T>
-void PooledTyped(const WeightsView& w, const Bags& bags, float* out, int64_t out_stride, int64_t b, int64_t e,
-                 int64_t distance) {
+void PooledTyped(const WeightsView& w, const Bags& bags, float* out, int64_t out_stride, int64_t b,
+                 int64_t e, int64_t distance) {
   if (bags.weights != nullptr) {
     PooledRange<T, true>(w, bags, out, out_stride, b, e, distance);
   } else {
@@ -100,13 +100,14 @@ void PooledTyped(const WeightsView& w, const Bags& bags, float* out, int64_t out
 }
 
 template <typename T>
-void SequenceRange(const WeightsView& w, const int64_t* rows, const float* weights, float* out, int64_t out_stride,
-                   int64_t begin, int64_t end) {
+void SequenceRange(const WeightsView& w, const int64_t* rows, const float* weights, float* out,
+                   int64_t out_stride, int64_t begin, int64_t end) {
   const T* base = static_cast<const T*>(w.data);
   const int32_t cols = w.cols;
   const int64_t row_bytes = static_cast<int64_t>(cols) * sizeof(T);
   for (int64_t i = begin; i < end; ++i) {
-    if (i + kPrefetchDistance < end) detail::PrefetchRow(base + rows[i + kPrefetchDistance] * w.stride, row_bytes);
+    if (i + kPrefetchDistance < end)
+      detail::PrefetchRow(base + rows[i + kPrefetchDistance] * w.stride, row_bytes);
     const T* __restrict r = base + rows[i] * w.stride;
     float* __restrict o = out + i * out_stride;
     if (weights != nullptr) {
@@ -118,7 +119,8 @@ void SequenceRange(const WeightsView& w, const int64_t* rows, const float* weigh
   }
 }
 
-void Run(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void Run(ThreadPool* pool, int64_t n, int64_t grain,
+         const std::function<void(int64_t, int64_t)>& fn) {
   if (pool == nullptr) {
     fn(0, n);
   } else {
@@ -136,33 +138,46 @@ int64_t BagGrain(const Bags& bags) {
 
 }  // namespace
 
-void PooledLookup(const WeightsView& w, const Bags& bags, float* out, int64_t out_stride, ThreadPool* pool) {
+void PooledLookup(const WeightsView& w, const Bags& bags, float* out, int64_t out_stride,
+                  ThreadPool* pool) {
   PooledLookup(w, bags, out, out_stride, pool, LookupOptions{});
 }
 
-void PooledLookup(const WeightsView& w, const Bags& bags, float* out, int64_t out_stride, ThreadPool* pool,
-                  const LookupOptions& options) {
+void PooledLookup(const WeightsView& w, const Bags& bags, float* out, int64_t out_stride,
+                  ThreadPool* pool, const LookupOptions& options) {
   if (bags.num_bags <= 0 || w.cols <= 0) return;
   const int64_t d = options.prefetch_distance > 0 ? options.prefetch_distance : 0;
   SR_CHECK(w.dtype == DType::kFloat32 || w.dtype == DType::kFloat16 || w.dtype == DType::kBFloat16);
   Run(pool, bags.num_bags, BagGrain(bags), [&](int64_t b, int64_t e) {
     switch (w.dtype) {
-      case DType::kFloat16: PooledTyped<Half>(w, bags, out, out_stride, b, e, d); break;
-      case DType::kBFloat16: PooledTyped<BFloat16>(w, bags, out, out_stride, b, e, d); break;
-      default: PooledTyped<float>(w, bags, out, out_stride, b, e, d); break;
+      case DType::kFloat16:
+        PooledTyped<Half>(w, bags, out, out_stride, b, e, d);
+        break;
+      case DType::kBFloat16:
+        PooledTyped<BFloat16>(w, bags, out, out_stride, b, e, d);
+        break;
+      default:
+        PooledTyped<float>(w, bags, out, out_stride, b, e, d);
+        break;
     }
   });
 }
 
-void SequenceLookup(const WeightsView& w, const int64_t* rows, const float* weights, int64_t n, float* out,
-                    int64_t out_stride, ThreadPool* pool) {
+void SequenceLookup(const WeightsView& w, const int64_t* rows, const float* weights, int64_t n,
+                    float* out, int64_t out_stride, ThreadPool* pool) {
   if (n <= 0 || w.cols <= 0) return;
   SR_CHECK(w.dtype == DType::kFloat32 || w.dtype == DType::kFloat16 || w.dtype == DType::kBFloat16);
   Run(pool, n, 256, [&](int64_t b, int64_t e) {
     switch (w.dtype) {
-      case DType::kFloat16: SequenceRange<Half>(w, rows, weights, out, out_stride, b, e); break;
-      case DType::kBFloat16: SequenceRange<BFloat16>(w, rows, weights, out, out_stride, b, e); break;
-      default: SequenceRange<float>(w, rows, weights, out, out_stride, b, e); break;
+      case DType::kFloat16:
+        SequenceRange<Half>(w, rows, weights, out, out_stride, b, e);
+        break;
+      case DType::kBFloat16:
+        SequenceRange<BFloat16>(w, rows, weights, out, out_stride, b, e);
+        break;
+      default:
+        SequenceRange<float>(w, rows, weights, out, out_stride, b, e);
+        break;
     }
   });
 }

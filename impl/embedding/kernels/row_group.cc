@@ -25,7 +25,9 @@ void RadixPass(const uint64_t* src, uint64_t* dst, int64_t n, int shift, ThreadP
   int parts = 1;
   if (pool != nullptr && n >= 65536) parts = std::min<int64_t>(pool->num_threads(), n / 32768);
   std::vector<uint32_t> hist(static_cast<size_t>(parts) * kBuckets, 0);
-  auto bounds = [&](int p) { return std::pair<int64_t, int64_t>(n * p / parts, n * (p + 1) / parts); };
+  auto bounds = [&](int p) {
+    return std::pair<int64_t, int64_t>(n * p / parts, n * (p + 1) / parts);
+  };
   auto count = [&](int64_t pb, int64_t pe) {
     for (int64_t p = pb; p < pe; ++p) {
       uint32_t* h = hist.data() + p * kBuckets;
@@ -33,7 +35,10 @@ void RadixPass(const uint64_t* src, uint64_t* dst, int64_t n, int shift, ThreadP
       for (int64_t i = b; i < e; ++i) ++h[(src[i] >> shift) & (kBuckets - 1)];
     }
   };
-  if (parts > 1) pool->ParallelFor(0, parts, 1, count); else count(0, 1);
+  if (parts > 1)
+    pool->ParallelFor(0, parts, 1, count);
+  else
+    count(0, 1);
   // Exclusive prefix in (digit, part) order turns counts into scatter offsets.
   uint64_t sum = 0;
   for (int d = 0; d < kBuckets; ++d) {
@@ -50,7 +55,10 @@ void RadixPass(const uint64_t* src, uint64_t* dst, int64_t n, int shift, ThreadP
       for (int64_t i = b; i < e; ++i) dst[h[(src[i] >> shift) & (kBuckets - 1)]++] = src[i];
     }
   };
-  if (parts > 1) pool->ParallelFor(0, parts, 1, scatter); else scatter(0, 1);
+  if (parts > 1)
+    pool->ParallelFor(0, parts, 1, scatter);
+  else
+    scatter(0, 1);
 }
 
 }  // namespace
@@ -65,7 +73,8 @@ RowGroups GroupByRow(const int64_t* rows, int64_t n, Workspace* ws, ThreadPool* 
   if (row_bits + pos_bits <= 64) {
     // Positions go in the low bits and the input is in position order, so sorting on the row
     // digits alone keeps equal rows in position order.
-    for (int64_t i = 0; i < n; ++i) ws->keys[i] = (static_cast<uint64_t>(rows[i]) << pos_bits) | uint64_t(i);
+    for (int64_t i = 0; i < n; ++i)
+      ws->keys[i] = (static_cast<uint64_t>(rows[i]) << pos_bits) | uint64_t(i);
     ws->keys_tmp.resize(n);
     uint64_t* src = ws->keys.data();
     uint64_t* dst = ws->keys_tmp.data();
@@ -78,7 +87,8 @@ RowGroups GroupByRow(const int64_t* rows, int64_t n, Workspace* ws, ThreadPool* 
   } else {
     // Rows too wide to pack beside positions (rows near 2^63): plain stable sort of positions.
     std::iota(ws->keys.begin(), ws->keys.end(), uint64_t{0});
-    std::stable_sort(ws->keys.begin(), ws->keys.end(), [&](uint64_t a, uint64_t b) { return rows[a] < rows[b]; });
+    std::stable_sort(ws->keys.begin(), ws->keys.end(),
+                     [&](uint64_t a, uint64_t b) { return rows[a] < rows[b]; });
     g.pos_mask = ~uint64_t{0};
   }
   // Run-length encode the sorted rows.

@@ -13,7 +13,6 @@
 
 #include "shardrec/comm.h"
 #include "shardrec/device.h"
-#include "shardrec/device.h"
 
 namespace {
 
@@ -40,14 +39,18 @@ TEST(CapiComm, UniqueIdRanksOnThreadsRunCollectives) {
     EXPECT_EQ(rank, r);
     EXPECT_EQ(size, world);
     std::vector<float> v(100, static_cast<float>(r + 1));
-    ASSERT_EQ(shardrec_comm_allreduce(comms[r], v.data(), v.data(), v.size(), SHARDREC_DTYPE_FLOAT32,
-                                      SHARDREC_REDUCE_AVG, nullptr), SHARDREC_OK) << LastError();
+    ASSERT_EQ(shardrec_comm_allreduce(comms[r], v.data(), v.data(), v.size(),
+                                      SHARDREC_DTYPE_FLOAT32, SHARDREC_REDUCE_AVG, nullptr),
+              SHARDREC_OK)
+        << LastError();
     EXPECT_FLOAT_EQ(v[99], 2.0f);
     int64_t b = r == 2 ? 42 : 0;
-    ASSERT_EQ(shardrec_comm_broadcast(comms[r], &b, 1, SHARDREC_DTYPE_INT64, 2, nullptr), SHARDREC_OK);
+    ASSERT_EQ(shardrec_comm_broadcast(comms[r], &b, 1, SHARDREC_DTYPE_INT64, 2, nullptr),
+              SHARDREC_OK);
     EXPECT_EQ(b, 42);
     int32_t mine[2] = {r, r * 10}, all[6] = {};
-    ASSERT_EQ(shardrec_comm_allgather(comms[r], mine, all, 2, SHARDREC_DTYPE_INT32, nullptr), SHARDREC_OK);
+    ASSERT_EQ(shardrec_comm_allgather(comms[r], mine, all, 2, SHARDREC_DTYPE_INT32, nullptr),
+              SHARDREC_OK);
     for (int q = 0; q < world; ++q) {
       EXPECT_EQ(all[2 * q], q);
       EXPECT_EQ(all[2 * q + 1], q * 10);
@@ -63,7 +66,8 @@ TEST(CapiComm, LocalGroupSplitAndMax) {
   ASSERT_EQ(shardrec_comm_create_local_group(comms, 4, nullptr), SHARDREC_OK) << LastError();
   shardrec_comm_t* subs[4] = {};
   RunThreads(4, [&](int r) {
-    ASSERT_EQ(shardrec_comm_split(&subs[r], comms[r], r == 3 ? -1 : r % 2, -r), SHARDREC_OK) << LastError();
+    ASSERT_EQ(shardrec_comm_split(&subs[r], comms[r], r == 3 ? -1 : r % 2, -r), SHARDREC_OK)
+        << LastError();
     if (r == 3) {
       EXPECT_EQ(subs[r], nullptr);
       return;
@@ -74,7 +78,8 @@ TEST(CapiComm, LocalGroupSplitAndMax) {
     EXPECT_EQ(size, r % 2 == 0 ? 2 : 1);
     EXPECT_EQ(rank, r == 2 ? 0 : 0 + (r == 0 ? 1 : 0));  // key -r: rank 2 before rank 0
     double x = r;
-    ASSERT_EQ(shardrec_comm_allreduce(subs[r], &x, &x, 1, SHARDREC_DTYPE_FLOAT64, SHARDREC_REDUCE_MAX, nullptr),
+    ASSERT_EQ(shardrec_comm_allreduce(subs[r], &x, &x, 1, SHARDREC_DTYPE_FLOAT64,
+                                      SHARDREC_REDUCE_MAX, nullptr),
               SHARDREC_OK);
     EXPECT_EQ(x, r % 2 == 0 ? 2.0 : 1.0);
   });
@@ -101,10 +106,12 @@ int32_t KvSet(void* p, const char* key, const void* value, size_t len) {
   return SHARDREC_OK;
 }
 
-int32_t KvGet(void* p, const char* key, int64_t timeout_ms, void* buf, size_t buf_len, size_t* len) {
+int32_t KvGet(void* p, const char* key, int64_t timeout_ms, void* buf, size_t buf_len,
+              size_t* len) {
   auto* kv = static_cast<KvStore*>(p);
   std::unique_lock<std::mutex> lock(kv->mu);
-  if (!kv->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return kv->data.count(key) > 0; })) {
+  if (!kv->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                       [&] { return kv->data.count(key) > 0; })) {
     return SHARDREC_ETIMEOUT;
   }
   const std::string& v = kv->data[key];
@@ -124,7 +131,9 @@ TEST(CapiComm, HostStoreCallbacks) {
     shardrec_comm_t* c = nullptr;
     ASSERT_EQ(shardrec_comm_create_with_store(&c, &cb, 2, r, nullptr), SHARDREC_OK) << LastError();
     int32_t v = r + 5;
-    ASSERT_EQ(shardrec_comm_allreduce(c, &v, &v, 1, SHARDREC_DTYPE_INT32, SHARDREC_REDUCE_SUM, nullptr), SHARDREC_OK);
+    ASSERT_EQ(
+        shardrec_comm_allreduce(c, &v, &v, 1, SHARDREC_DTYPE_INT32, SHARDREC_REDUCE_SUM, nullptr),
+        SHARDREC_OK);
     EXPECT_EQ(v, 11);
     shardrec_comm_destroy(c);
   });
@@ -153,7 +162,8 @@ TEST(CapiComm, TimeoutPoisonsTheCommunicator) {
 
 void ExpectInvalid(shardrec_status_t rc, const char* word) {
   EXPECT_EQ(rc, SHARDREC_EINVAL);
-  EXPECT_NE(LastError().find(word), std::string::npos) << "message '" << LastError() << "' lacks '" << word << "'";
+  EXPECT_NE(LastError().find(word), std::string::npos)
+      << "message '" << LastError() << "' lacks '" << word << "'";
 }
 
 TEST(CapiComm, ValidationErrorsNameTheArgument) {
@@ -201,8 +211,12 @@ TEST(CapiComm, ValidationErrorsNameTheArgument) {
   ExpectInvalid(shardrec_comm_set_timeout(c, 0), "timeout_ms");
   ExpectInvalid(shardrec_comm_abort(nullptr), "comm");
   ExpectInvalid(shardrec_comm_async_error(nullptr), "comm");
-  ExpectInvalid(shardrec_comm_allreduce(c, nullptr, &x, 1, SHARDREC_DTYPE_FLOAT32, SHARDREC_REDUCE_SUM, nullptr), "send");
-  ExpectInvalid(shardrec_comm_allreduce(c, &x, nullptr, 1, SHARDREC_DTYPE_FLOAT32, SHARDREC_REDUCE_SUM, nullptr), "recv");
+  ExpectInvalid(shardrec_comm_allreduce(c, nullptr, &x, 1, SHARDREC_DTYPE_FLOAT32,
+                                        SHARDREC_REDUCE_SUM, nullptr),
+                "send");
+  ExpectInvalid(shardrec_comm_allreduce(c, &x, nullptr, 1, SHARDREC_DTYPE_FLOAT32,
+                                        SHARDREC_REDUCE_SUM, nullptr),
+                "recv");
   ExpectInvalid(shardrec_comm_allreduce(c, &x, &x, 1, 42, SHARDREC_REDUCE_SUM, nullptr), "dtype");
   ExpectInvalid(shardrec_comm_allreduce(c, &x, &x, 1, SHARDREC_DTYPE_FLOAT32, 9, nullptr), "op");
   ExpectInvalid(shardrec_comm_broadcast(c, &x, 1, SHARDREC_DTYPE_FLOAT32, 2, nullptr), "root");
@@ -215,7 +229,8 @@ TEST(CapiComm, ValidationErrorsNameTheArgument) {
   // Nothing above poisoned the communicators: a real collective still works.
   RunThreads(2, [&](int r) {
     float v = 1.0f;
-    EXPECT_EQ(shardrec_comm_allreduce(comms[r], &v, &v, 1, SHARDREC_DTYPE_FLOAT32, SHARDREC_REDUCE_SUM, nullptr),
+    EXPECT_EQ(shardrec_comm_allreduce(comms[r], &v, &v, 1, SHARDREC_DTYPE_FLOAT32,
+                                      SHARDREC_REDUCE_SUM, nullptr),
               SHARDREC_OK);
     EXPECT_EQ(v, 2.0f);
   });

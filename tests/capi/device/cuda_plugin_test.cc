@@ -1,19 +1,19 @@
 // White-box tests of the plugin loader (impl/core/cuda_plugin.cc) and the NCCL bridge
 // (impl/comm/nccl) on any machine: without a GPU every request must be a clean kNoDevice
 // (kUnsupported in a build without CUDA), consistent across calls and threads.
+#include "impl/core/cuda_plugin.h"
+
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "tests/capi/device/fresh_process.h"
-
 #include "impl/comm/nccl/nccl_backend.h"
 #include "impl/core/config.h"
-#include "impl/core/cuda_plugin.h"
+#include "tests/capi/device/fresh_process.h"
 #include "tests/capi/device/memory_store.h"
 
 namespace shardrec {
@@ -151,10 +151,10 @@ TEST(CommNcclBridge, ArgumentsAreCheckedFirst) {
   EXPECT_TRUE(Contains(rank.message(), "rank 2")) << rank.message();
   EXPECT_EQ(comm::nccl::CreateNcclCommunicator(&store, "p", 1, 0, -1, t, &out).code(),
             Code::kInvalidArgument);
-  EXPECT_EQ(comm::nccl::CreateNcclCommunicator(&store, "p", 1, 0, 0, std::chrono::milliseconds(0),
-                                               &out)
-                .code(),
-            Code::kInvalidArgument);
+  EXPECT_EQ(
+      comm::nccl::CreateNcclCommunicator(&store, "p", 1, 0, 0, std::chrono::milliseconds(0), &out)
+          .code(),
+      Code::kInvalidArgument);
   EXPECT_EQ(out, nullptr);
 }
 

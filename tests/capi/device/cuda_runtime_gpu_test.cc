@@ -1,11 +1,11 @@
 // GPU tests of the plugin's CudaRuntime: allocation, copies in every direction, memset, pinned
 // host memory and argument checks. Skipped without a CUDA device.
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "tests/capi/device/gpu_test_util.h"
 
@@ -30,14 +30,15 @@ TEST(CoreCudaRuntimeCuda, CopyRoundTripThroughDeviceAndPinnedMemory) {
   ASSERT_NE(a, nullptr);
   ASSERT_NE(pinned, nullptr);
 
-  EXPECT_TRUE(rt->MemcpyAsync(0, a, host.data(), kN * sizeof(float),
-                              core::CopyKind::kHostToDevice, nullptr).ok());
-  EXPECT_TRUE(rt->MemcpyAsync(0, b, a, kN * sizeof(float), core::CopyKind::kDeviceToDevice,
-                              nullptr).ok());
+  EXPECT_TRUE(
+      rt->MemcpyAsync(0, a, host.data(), kN * sizeof(float), core::CopyKind::kHostToDevice, nullptr)
+          .ok());
+  EXPECT_TRUE(
+      rt->MemcpyAsync(0, b, a, kN * sizeof(float), core::CopyKind::kDeviceToDevice, nullptr).ok());
   // Zero the first quarter of the copy: bytes 0 make float 0.0f.
   EXPECT_TRUE(rt->MemsetAsync(0, b, 0, kN / 4 * sizeof(float), nullptr).ok());
-  EXPECT_TRUE(rt->MemcpyAsync(0, pinned, b, kN * sizeof(float), core::CopyKind::kDefault,
-                              nullptr).ok());
+  EXPECT_TRUE(
+      rt->MemcpyAsync(0, pinned, b, kN * sizeof(float), core::CopyKind::kDefault, nullptr).ok());
   ASSERT_TRUE(rt->StreamSynchronize(0, nullptr).ok());
 
   const float* back = static_cast<const float*>(pinned);

@@ -1,17 +1,17 @@
 // Black-box tests of shardrec/device.h through libshardrec.so: device count, device checks and
 // the plugin loader's behaviour without a GPU (this file runs on every machine).
+#include "shardrec/device.h"
+
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "tests/capi/device/fresh_process.h"
-
 #include "shardrec/common.h"
-#include "shardrec/device.h"
+#include "tests/capi/device/fresh_process.h"
 
 namespace {
 

@@ -2,11 +2,11 @@
 // back into host vectors through the plugin's CudaRuntime.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "impl/core/cuda_plugin.h"
 
@@ -34,11 +34,11 @@ inline std::string NoGpuReason() {
   return core::GetCudaRuntime(&rt).ToString();
 }
 
-#define SR_SKIP_WITHOUT_GPU()                                        \
-  do {                                                               \
-    if (::shardrec::testing::GpuRuntime() == nullptr) {              \
+#define SR_SKIP_WITHOUT_GPU()                                                   \
+  do {                                                                          \
+    if (::shardrec::testing::GpuRuntime() == nullptr) {                         \
       GTEST_SKIP() << "no CUDA device: " << ::shardrec::testing::NoGpuReason(); \
-    }                                                                \
+    }                                                                           \
   } while (0)
 
 template <typename T>

@@ -2,13 +2,13 @@
 // exact expected values, split, abort, poisoning and timeouts. NCCL refuses two ranks of one
 // communicator on the same GPU, so multi-rank cases need that many devices and skip otherwise;
 // world 1 runs on any single GPU. Skipped without a CUDA device.
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "impl/comm/nccl/nccl_backend.h"
 #include "tests/capi/device/gpu_test_util.h"
@@ -58,10 +58,18 @@ void CheckAllCollectives(Communicator& c) {
         const float base = fw * i;
         float want = 0;
         switch (op) {
-          case ReduceOp::kSum: want = fw * (fw * (fw + 1) / 2) + fw * base; break;
-          case ReduceOp::kAvg: want = fw * (fw + 1) / 2 + base; break;
-          case ReduceOp::kMax: want = fw * fw + base; break;
-          case ReduceOp::kMin: want = fw + base; break;
+          case ReduceOp::kSum:
+            want = fw * (fw * (fw + 1) / 2) + fw * base;
+            break;
+          case ReduceOp::kAvg:
+            want = fw * (fw + 1) / 2 + base;
+            break;
+          case ReduceOp::kMax:
+            want = fw * fw + base;
+            break;
+          case ReduceOp::kMin:
+            want = fw + base;
+            break;
         }
         // NCCL averages floats by scaling with 1/W, which is inexact for W = 3; the rest is exact.
         const float tolerance = op == ReduceOp::kAvg ? 1e-6f * want : 0.0f;
@@ -88,8 +96,8 @@ void CheckAllCollectives(Communicator& c) {
     }
     DeviceVector<float> send(dev, send_host.empty() ? std::vector<float>{0.f} : send_host);
     DeviceVector<float> recv(dev, want.size() + 1);
-    ASSERT_TRUE(c.AllToAllV(send.data(), send_counts, recv.data(), recv_counts,
-                            DType::kFloat32).ok());
+    ASSERT_TRUE(
+        c.AllToAllV(send.data(), send_counts, recv.data(), recv_counts, DType::kFloat32).ok());
     std::vector<float> out = recv.Download();
     out.resize(want.size());
     EXPECT_EQ(out, want);
@@ -118,8 +126,8 @@ void CheckAllCollectives(Communicator& c) {
     for (size_t j = 0; j < total; ++j) send_host[j] = (r + 1) * 1.f + j * 10.f;
     DeviceVector<float> send(dev, send_host);
     DeviceVector<float> recv(dev, counts[r]);
-    ASSERT_TRUE(c.ReduceScatterV(send.data(), recv.data(), counts, DType::kFloat32,
-                                 ReduceOp::kSum).ok());
+    ASSERT_TRUE(
+        c.ReduceScatterV(send.data(), recv.data(), counts, DType::kFloat32, ReduceOp::kSum).ok());
     size_t at = 0;
     for (int p = 0; p < r; ++p) at += counts[p];
     std::vector<float> want(counts[r]);
@@ -219,13 +227,12 @@ TEST(CommNcclCuda, BadArgumentsDoNotPoison) {
   EXPECT_EQ(c->AllToAllV(buf.data(), two, buf.data(), two, DType::kFloat32).code(),
             Code::kInvalidArgument);
   EXPECT_EQ(c->Broadcast(buf.data(), 3, DType::kFloat32, 1).code(), Code::kInvalidArgument);
-  EXPECT_EQ(c->AllGatherV(buf.data(), 2, buf.data(), std::vector<size_t>{3}, DType::kFloat32)
-                .code(),
-            Code::kInvalidArgument);
+  EXPECT_EQ(
+      c->AllGatherV(buf.data(), 2, buf.data(), std::vector<size_t>{3}, DType::kFloat32).code(),
+      Code::kInvalidArgument);
   EXPECT_EQ(c->AllReduce(nullptr, buf.data(), 3, DType::kFloat32, ReduceOp::kSum).code(),
             Code::kInvalidArgument);
-  EXPECT_EQ(c->AllReduce(buf.data(), buf.data(), 3, static_cast<DType>(99), ReduceOp::kSum)
-                .code(),
+  EXPECT_EQ(c->AllReduce(buf.data(), buf.data(), 3, static_cast<DType>(99), ReduceOp::kSum).code(),
             Code::kInvalidArgument);
   EXPECT_TRUE(c->AllReduce(buf.data(), buf.data(), 3, DType::kFloat32, ReduceOp::kSum).ok());
   EXPECT_EQ(buf.Download(), (std::vector<float>{1, 2, 3}));
@@ -284,8 +291,8 @@ TEST(CommNcclCuda, TwoRanksOnOneGpuFailCleanly) {
   testing::MemoryStore store;
   testing::SpawnRanks(2, [&](int rank) {
     std::unique_ptr<Communicator> c;
-    const Status s = comm::nccl::CreateNcclCommunicator(&store, "dup", 2, rank, 0,
-                                                        milliseconds(10000), &c);
+    const Status s =
+        comm::nccl::CreateNcclCommunicator(&store, "dup", 2, rank, 0, milliseconds(10000), &c);
     EXPECT_FALSE(s.ok());
     EXPECT_EQ(c, nullptr);
   });

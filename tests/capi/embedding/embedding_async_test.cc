@@ -58,9 +58,9 @@ TEST_P(EmbeddingAsync, PipelinedEqualsSynchronousBitForBit) {
       std::vector<float> out(out_size(step));
       ASSERT_EQ(shardrec_embedding_forward(a, kjt.view(), out.data(), out.size(), nullptr),
                 SHARDREC_OK);
-      ASSERT_EQ(shardrec_embedding_backward(a, grads[step][r].data(), grads[step][r].size(),
-                                            nullptr),
-                SHARDREC_OK);
+      ASSERT_EQ(
+          shardrec_embedding_backward(a, grads[step][r].data(), grads[step][r].size(), nullptr),
+          SHARDREC_OK);
       out_a.push_back(std::move(out));
     }
     // B: batch i+1's ids travel while batch i does its backward.
@@ -81,9 +81,9 @@ TEST_P(EmbeddingAsync, PipelinedEqualsSynchronousBitForBit) {
         ASSERT_EQ(shardrec_embedding_input_dist_start(b, next.view(), nullptr), SHARDREC_OK);
         EXPECT_EQ(shardrec_embedding_input_dist_start(b, next.view(), nullptr), SHARDREC_EUSAGE);
       }
-      ASSERT_EQ(shardrec_embedding_backward(b, grads[step][r].data(), grads[step][r].size(),
-                                            nullptr),
-                SHARDREC_OK)
+      ASSERT_EQ(
+          shardrec_embedding_backward(b, grads[step][r].data(), grads[step][r].size(), nullptr),
+          SHARDREC_OK)
           << shardrec_last_error();
       if (step + 1 < s.steps) {
         ASSERT_EQ(shardrec_embedding_input_dist_wait(b, nullptr), SHARDREC_OK);
@@ -94,8 +94,7 @@ TEST_P(EmbeddingAsync, PipelinedEqualsSynchronousBitForBit) {
     const auto snap_b = Snapshot(b, s);
     ASSERT_EQ(snap_a.size(), snap_b.size());
     for (size_t i = 0; i < snap_a.size(); ++i)
-      EXPECT_TRUE(BitEqual(snap_a[i], snap_b[i]))
-          << "rank " << r << " tensor " << i;
+      EXPECT_TRUE(BitEqual(snap_a[i], snap_b[i])) << "rank " << r << " tensor " << i;
   });
 }
 

@@ -157,9 +157,9 @@ TEST(EmbeddingEdgeCases, SetLearningRateBetweenSteps) {
       std::vector<float> out(static_cast<size_t>(batches[step][r].batch_size * dim));
       ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
                 SHARDREC_OK);
-      ASSERT_EQ(shardrec_embedding_backward(c, grads[step][r].data(), grads[step][r].size(),
-                                            nullptr),
-                SHARDREC_OK);
+      ASSERT_EQ(
+          shardrec_embedding_backward(c, grads[step][r].data(), grads[step][r].size(), nullptr),
+          SHARDREC_OK);
     }
     EXPECT_EQ(shardrec_embedding_set_learning_rate(c, -1.0f), SHARDREC_EINVAL);
     for (size_t t = 0; t < s.tables.size(); ++t) {

@@ -42,8 +42,8 @@ std::string LowName(const ::testing::TestParamInfo<LowParam>& info) {
 
 INSTANTIATE_TEST_SUITE_P(
     Types, EmbeddingLowPrecision,
-    ::testing::Combine(::testing::Values(2, 4), ::testing::Values(SHARDREC_DTYPE_FLOAT16,
-                                                                  SHARDREC_DTYPE_BFLOAT16),
+    ::testing::Combine(::testing::Values(2, 4),
+                       ::testing::Values(SHARDREC_DTYPE_FLOAT16, SHARDREC_DTYPE_BFLOAT16),
                        ::testing::Range(0, 4),
                        ::testing::Values(SHARDREC_SHARDING_TABLE_WISE, SHARDREC_SHARDING_ROW_WISE,
                                          SHARDREC_SHARDING_COLUMN_WISE, SHARDREC_SHARDING_GRID),
@@ -75,17 +75,17 @@ TEST_P(EmbeddingMixedDTypes, MatchesRoundedReference) {
 
 std::string MixedName(const ::testing::TestParamInfo<MixedParam>& info) {
   const auto [world, type, opt, pooling] = info.param;
-  return std::string("W") + std::to_string(world) + "_" + kTypeNames[type] + "_" +
-         kOptNames[opt] + (pooling == SHARDREC_POOLING_SUM ? "_Sum" : "_None");
+  return std::string("W") + std::to_string(world) + "_" + kTypeNames[type] + "_" + kOptNames[opt] +
+         (pooling == SHARDREC_POOLING_SUM ? "_Sum" : "_None");
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllTypes, EmbeddingMixedDTypes,
-    ::testing::Combine(::testing::Values(2, 4), ::testing::Range(0, 7),
-                       ::testing::Values(SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD,
-                                         SHARDREC_OPTIMIZER_ADAM),
-                       ::testing::Values(SHARDREC_POOLING_SUM, SHARDREC_POOLING_NONE)),
-    MixedName);
+INSTANTIATE_TEST_SUITE_P(AllTypes, EmbeddingMixedDTypes,
+                         ::testing::Combine(::testing::Values(2, 4), ::testing::Range(0, 7),
+                                            ::testing::Values(SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD,
+                                                              SHARDREC_OPTIMIZER_ADAM),
+                                            ::testing::Values(SHARDREC_POOLING_SUM,
+                                                              SHARDREC_POOLING_NONE)),
+                         MixedName);
 
 // Reads a table's weights through the (collective) accessor.
 std::vector<float> GetWeights(shardrec_embedding_t* c, const RefTable& t) {
@@ -144,14 +144,24 @@ TEST(EmbeddingPrecision, AccessorsRoundOnSetAndWidenOnGet) {
     for (size_t i = 0; i < n; ++i) {
       const float base = static_cast<float>(i % 97) / 97.0f - 0.5f;
       switch (i % 6) {
-        case 0: in[t].push_back(base); break;
-        case 1: in[t].push_back(1.0f + std::ldexp(1.0f, -11));  // fp16 tie: rounds to 1
-        break;
-        case 2: in[t].push_back(1.0f + 3.0f * std::ldexp(1.0f, -8));  // bf16 tie: up to even
-        break;
-        case 3: in[t].push_back(3.0e-6f * base); break;                // fp16 subnormal range
-        case 4: in[t].push_back(i % 12 == 4 ? 70000.0f : -65519.0f); break;  // fp16 inf / max
-        default: in[t].push_back(1e30f * base); break;                 // finite in bf16 only
+        case 0:
+          in[t].push_back(base);
+          break;
+        case 1:
+          in[t].push_back(1.0f + std::ldexp(1.0f, -11));  // fp16 tie: rounds to 1
+          break;
+        case 2:
+          in[t].push_back(1.0f + 3.0f * std::ldexp(1.0f, -8));  // bf16 tie: up to even
+          break;
+        case 3:
+          in[t].push_back(3.0e-6f * base);
+          break;  // fp16 subnormal range
+        case 4:
+          in[t].push_back(i % 12 == 4 ? 70000.0f : -65519.0f);
+          break;  // fp16 inf / max
+        default:
+          in[t].push_back(1e30f * base);
+          break;  // finite in bf16 only
       }
     }
   }
@@ -160,9 +170,9 @@ TEST(EmbeddingPrecision, AccessorsRoundOnSetAndWidenOnGet) {
     ASSERT_NE(c, nullptr);
     for (size_t t = 0; t < s.tables.size(); ++t) {
       const RefTable& rt = s.tables[t];
-      ASSERT_EQ(shardrec_embedding_set_weights(c.get(), rt.name.c_str(), in[t].data(),
-                                               in[t].size()),
-                SHARDREC_OK)
+      ASSERT_EQ(
+          shardrec_embedding_set_weights(c.get(), rt.name.c_str(), in[t].data(), in[t].size()),
+          SHARDREC_OK)
           << shardrec_last_error();
       const std::vector<float> got = GetWeights(c.get(), rt);
       size_t differ = 0;

@@ -66,9 +66,8 @@ PlanPtr MakePlan(const Scenario& s) {
   topo.ranks_per_node = s.ranks_per_node < s.world ? s.ranks_per_node : s.world;
   topo.optimizer = s.optimizer.type;
   shardrec_plan_t* plan = nullptr;
-  shardrec_status_t rc =
-      shardrec_plan_create(&plan, tables.data(), tables.size(), features.data(), features.size(),
-                           &topo, cons.data(), cons.size());
+  shardrec_status_t rc = shardrec_plan_create(&plan, tables.data(), tables.size(), features.data(),
+                                              features.size(), &topo, cons.data(), cons.size());
   EXPECT_EQ(rc, SHARDREC_OK) << shardrec_last_error();
   return PlanPtr(plan);
 }
@@ -139,7 +138,8 @@ std::vector<std::vector<std::vector<float>>> MakeGrads(const Scenario& s,
     for (int32_t r = 0; r < s.world; ++r) {
       const size_t rows = seq ? b[step][r].ids.size() : static_cast<size_t>(b[step][r].batch_size);
       std::vector<float> g(rows * static_cast<size_t>(output_dim));
-      for (float& x : g) x = static_cast<float>(static_cast<int64_t>(gen() % 2001) - 1000) / 1000.0f;
+      for (float& x : g)
+        x = static_cast<float>(static_cast<int64_t>(gen() % 2001) - 1000) / 1000.0f;
       out[step].push_back(std::move(g));
     }
   }
@@ -181,7 +181,8 @@ shardrec_optimizer_config_t ToCOptimizer(const RefOptimizer& o) {
 size_t CountMismatches(const std::vector<float>& a, const std::vector<float>& b, float rtol,
                        float atol, std::string* first) {
   if (a.size() != b.size()) {
-    if (first) *first = "sizes differ: " + std::to_string(a.size()) + " vs " + std::to_string(b.size());
+    if (first)
+      *first = "sizes differ: " + std::to_string(a.size()) + " vs " + std::to_string(b.size());
     return a.size() > b.size() ? a.size() : b.size();
   }
   size_t n = 0;
@@ -218,8 +219,7 @@ std::vector<std::vector<float>> Snapshot(shardrec_embedding_t* coll, const Scena
   shardrec_embedding_num_states(coll, &ns);
   for (const RefTable& t : s.tables) {
     std::vector<float> w(static_cast<size_t>(t.rows) * t.dim);
-    EXPECT_EQ(shardrec_embedding_get_weights(coll, t.name.c_str(), w.data(), w.size()),
-              SHARDREC_OK)
+    EXPECT_EQ(shardrec_embedding_get_weights(coll, t.name.c_str(), w.data(), w.size()), SHARDREC_OK)
         << shardrec_last_error();
     snap.push_back(std::move(w));
     for (size_t i = 0; i < ns; ++i) {
@@ -275,9 +275,9 @@ void RunEquivalence(const Scenario& s) {
       std::string first;
       EXPECT_EQ(CountMismatches(out, ref_out[step][r], kRtol, kAtol, &first), 0u)
           << "rank " << r << " step " << step << " forward: " << first;
-      ASSERT_EQ(shardrec_embedding_backward(c, grads[step][r].data(), grads[step][r].size(),
-                                            nullptr),
-                SHARDREC_OK)
+      ASSERT_EQ(
+          shardrec_embedding_backward(c, grads[step][r].data(), grads[step][r].size(), nullptr),
+          SHARDREC_OK)
           << "rank " << r << ": " << shardrec_last_error();
     }
     int64_t steps = 0;
@@ -288,8 +288,7 @@ void RunEquivalence(const Scenario& s) {
     for (size_t t = 0; t < s.tables.size(); ++t) {
       const RefTable& rt = s.tables[t];
       std::vector<float> w(static_cast<size_t>(rt.rows) * rt.dim);
-      ASSERT_EQ(shardrec_embedding_get_weights(c, rt.name.c_str(), w.data(), w.size()),
-                SHARDREC_OK)
+      ASSERT_EQ(shardrec_embedding_get_weights(c, rt.name.c_str(), w.data(), w.size()), SHARDREC_OK)
           << shardrec_last_error();
       std::string first;
       EXPECT_EQ(CountMismatches(w, ref.weights(t), kRtol, kAtol, &first), 0u)

@@ -71,9 +71,9 @@ class EmbeddingValidation : public ::testing::Test {
     ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
               SHARDREC_OK)
         << shardrec_last_error();
-    ASSERT_EQ(shardrec_embedding_backward(c, grads_[step][r].data(), grads_[step][r].size(),
-                                          nullptr),
-              SHARDREC_OK)
+    ASSERT_EQ(
+        shardrec_embedding_backward(c, grads_[step][r].data(), grads_[step][r].size(), nullptr),
+        SHARDREC_OK)
         << shardrec_last_error();
   }
 
@@ -195,8 +195,8 @@ TEST_F(EmbeddingValidation, NullBatchIsRejectedCollectively) {
     int64_t dim = 0;
     shardrec_embedding_output_dim(c, &dim);
     std::vector<float> out(static_cast<size_t>(batches_[1][r].batch_size * dim));
-    shardrec_status_t rc = shardrec_embedding_forward(c, r == 0 ? nullptr : kjt.view(),
-                                                      out.data(), out.size(), nullptr);
+    shardrec_status_t rc = shardrec_embedding_forward(c, r == 0 ? nullptr : kjt.view(), out.data(),
+                                                      out.size(), nullptr);
     EXPECT_EQ(rc, SHARDREC_EINVAL);
     EXPECT_NE(std::string(shardrec_last_error()).find(r == 0 ? "batch" : "rank 0 rejected"),
               std::string::npos)
@@ -215,8 +215,8 @@ TEST_F(EmbeddingValidation, BadGradientOnOneRankChangesNothing) {
               SHARDREC_OK);
     const auto before = Snapshot(c, s_);
     const auto& g = grads_[1][r];
-    shardrec_status_t rc = shardrec_embedding_backward(c, g.data(), r == 1 ? g.size() - 1 : g.size(),
-                                                       nullptr);
+    shardrec_status_t rc =
+        shardrec_embedding_backward(c, g.data(), r == 1 ? g.size() - 1 : g.size(), nullptr);
     EXPECT_EQ(rc, SHARDREC_EINVAL);
     EXPECT_NE(std::string(shardrec_last_error()).find(r == 1 ? "grad_len" : "rank 1 rejected"),
               std::string::npos)
@@ -277,9 +277,9 @@ TEST_F(EmbeddingValidation, SetWeightsAndStatesRoundTrip) {
       std::vector<float> m2(w.size(), 0.25f);
       ASSERT_EQ(shardrec_embedding_set_state(c, t.name.c_str(), "momentum2", m2.data(), m2.size()),
                 SHARDREC_OK);
-      ASSERT_EQ(shardrec_embedding_get_state(c, t.name.c_str(), "momentum2", got.data(),
-                                             got.size()),
-                SHARDREC_OK);
+      ASSERT_EQ(
+          shardrec_embedding_get_state(c, t.name.c_str(), "momentum2", got.data(), got.size()),
+          SHARDREC_OK);
       EXPECT_EQ(got, m2);
     }
   });
@@ -297,8 +297,8 @@ TEST(EmbeddingCreate, RejectsCudaDeviceAndMismatchedPlans) {
     o.device_type = SHARDREC_DEVICE_CUDA;
     shardrec_embedding_t* c = nullptr;
     // Rank 0 asks for CUDA, rank 1 is fine: both fail, nobody hangs.
-    shardrec_status_t rc = shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), nullptr,
-                                                     r == 0 ? &o : nullptr);
+    shardrec_status_t rc =
+        shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), nullptr, r == 0 ? &o : nullptr);
     EXPECT_EQ(rc, r == 0 ? SHARDREC_EUNSUPPORTED : SHARDREC_EINVAL) << shardrec_last_error();
     EXPECT_EQ(c, nullptr);
     rc = shardrec_embedding_create(&c, r == 0 ? plan.get() : plan2.get(), GroupComm(2, r), nullptr,

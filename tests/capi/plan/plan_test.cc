@@ -1,4 +1,6 @@
 // plan.h / config.h through the public C API: creation, queries, JSON, stats, hash, errors.
+#include "shardrec/plan.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -7,7 +9,6 @@
 #include <vector>
 
 #include "shardrec/config.h"
-#include "shardrec/plan.h"
 
 namespace {
 
@@ -47,9 +48,8 @@ struct Model {
 
   shardrec_status_t Create(shardrec_plan_t** out,
                            const std::vector<shardrec_table_constraints_t>& cs = {}) const {
-    return shardrec_plan_create(out, tables.data(), tables.size(), features.data(),
-                                features.size(), &topology, cs.empty() ? nullptr : cs.data(),
-                                cs.size());
+    return shardrec_plan_create(out, tables.data(), tables.size(), features.data(), features.size(),
+                                &topology, cs.empty() ? nullptr : cs.data(), cs.size());
   }
 };
 
@@ -139,8 +139,8 @@ TEST(CapiPlan, EveryTypeCanBeForcedWithConstraints) {
         cs[i].min_partition = 4;
       }
       shardrec_plan_t* plan = nullptr;
-      ASSERT_EQ(m.Create(&plan, cs), SHARDREC_OK) << "world " << world << " type " << type << ": "
-                                                  << shardrec_last_error();
+      ASSERT_EQ(m.Create(&plan, cs), SHARDREC_OK)
+          << "world " << world << " type " << type << ": " << shardrec_last_error();
       for (size_t t = 0; t < 2; ++t) {
         int32_t got = -1;
         size_t n = 0;
@@ -269,15 +269,15 @@ TEST(CapiPlan, InvalidArgumentsAreRejectedWithAMessage) {
   shardrec_plan_t* plan = nullptr;
   {
     Model m(2);
-    ExpectError(shardrec_plan_create(nullptr, m.tables.data(), 2, m.features.data(), 3,
-                                     &m.topology, nullptr, 0),
+    ExpectError(shardrec_plan_create(nullptr, m.tables.data(), 2, m.features.data(), 3, &m.topology,
+                                     nullptr, 0),
                 SHARDREC_EINVAL, "out must not be NULL");
-    ExpectError(shardrec_plan_create(&plan, m.tables.data(), 2, m.features.data(), 3, nullptr,
-                                     nullptr, 0),
-                SHARDREC_EINVAL, "topology must not be NULL");
-    ExpectError(shardrec_plan_create(&plan, nullptr, 2, m.features.data(), 3, &m.topology,
-                                     nullptr, 0),
-                SHARDREC_EINVAL, "tables is NULL");
+    ExpectError(
+        shardrec_plan_create(&plan, m.tables.data(), 2, m.features.data(), 3, nullptr, nullptr, 0),
+        SHARDREC_EINVAL, "topology must not be NULL");
+    ExpectError(
+        shardrec_plan_create(&plan, nullptr, 2, m.features.data(), 3, &m.topology, nullptr, 0),
+        SHARDREC_EINVAL, "tables is NULL");
   }
   {
     Model m(2);
@@ -328,7 +328,8 @@ TEST(CapiPlan, DoesNotFitIsENOMEMNamingTheTable) {
   m.tables[0].rows = 10'000'000;  // 640 MB of weights
   m.topology.memory_bytes = 100'000'000;
   shardrec_plan_t* plan = nullptr;
-  ExpectError(m.Create(&plan), SHARDREC_ENOMEM, "table 'user' (10000000 x 16, float32) does not fit");
+  ExpectError(m.Create(&plan), SHARDREC_ENOMEM,
+              "table 'user' (10000000 x 16, float32) does not fit");
   EXPECT_NE(std::string(shardrec_last_error()).find("largest free capacity"), std::string::npos);
   EXPECT_EQ(plan, nullptr);
 }

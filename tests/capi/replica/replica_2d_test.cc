@@ -91,9 +91,9 @@ void Run2D(const Case2D& c, std::vector<int64_t> batch_sizes = {}) {
       std::string first;
       EXPECT_EQ(CountMismatches(out, expected.outputs[step][r], kRtol, kAtol, &first), 0u)
           << Name(c) << " rank " << r << " step " << step << " forward: " << first;
-      ASSERT_EQ(shardrec_embedding_backward(raw, grads[step][r].data(), grads[step][r].size(),
-                                            nullptr),
-                SHARDREC_OK)
+      ASSERT_EQ(
+          shardrec_embedding_backward(raw, grads[step][r].data(), grads[step][r].size(), nullptr),
+          SHARDREC_OK)
           << "rank " << r << ": " << shardrec_last_error();
       int32_t synced = -1;
       ASSERT_EQ(shardrec_mesh_step(mesh.get(), raw, &synced), SHARDREC_OK) << shardrec_last_error();
@@ -165,8 +165,8 @@ std::vector<Case2D> StatefulCases() {
     cases.push_back({4, SHARDREC_MESH_LAYOUT_DEFAULT, SHARDREC_SHARDING_TABLE_WISE, opt, 1,
                      SHARDREC_SYNC_WEIGHTS_ONLY});
   }
-  cases.push_back({4, SHARDREC_MESH_LAYOUT_DEFAULT, SHARDREC_SHARDING_GRID, 2, 2,
-                   SHARDREC_SYNC_DEFAULT});
+  cases.push_back(
+      {4, SHARDREC_MESH_LAYOUT_DEFAULT, SHARDREC_SHARDING_GRID, 2, 2, SHARDREC_SYNC_DEFAULT});
   return cases;
 }
 
@@ -177,9 +177,9 @@ TEST(Replica2D, RankWithAnEmptyBatchStillSyncs) {
   std::vector<int64_t> sizes = {4, 0, 3, 4, 0, 5, 4, 2};
   Run2D({4, SHARDREC_MESH_LAYOUT_DEFAULT, SHARDREC_SHARDING_ROW_WISE, 0, 1, SHARDREC_SYNC_DEFAULT},
         sizes);
-  Run2D({2, SHARDREC_MESH_LAYOUT_DEFAULT, SHARDREC_SHARDING_TABLE_WISE, 1, 1,
-         SHARDREC_SYNC_DEFAULT},
-        sizes);
+  Run2D(
+      {2, SHARDREC_MESH_LAYOUT_DEFAULT, SHARDREC_SHARDING_TABLE_WISE, 1, 1, SHARDREC_SYNC_DEFAULT},
+      sizes);
 }
 
 }  // namespace

@@ -2,8 +2,8 @@
 // has any thread, creates the unique id, sends it down pipes, and all four processes train a
 // 2 replica x 2-way sharded collection with SGD, checking against the global reference model.
 // Children report through their exit code (their gtest failures stay in their own process).
-#include <gtest/gtest.h>
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,8 +21,7 @@ constexpr int32_t kShard = 2;
 constexpr float kRtol = 1e-5f, kAtol = 1e-6f;
 
 // Trains on this rank and returns the number of mismatches (or a large code on API errors).
-int TrainRank(const shardrec_unique_id_t& id, int32_t rank, int32_t sharding_type,
-              int32_t layout) {
+int TrainRank(const shardrec_unique_id_t& id, int32_t rank, int32_t sharding_type, int32_t layout) {
   Scenario s = StandardScenario(kShard, sharding_type, SHARDREC_POOLING_SUM);
   s.optimizer.lr = 0.1f;
   s.steps = 3;
@@ -59,7 +58,8 @@ int TrainRank(const shardrec_unique_id_t& id, int32_t rank, int32_t sharding_typ
   for (int32_t step = 0; step < s.steps; ++step) {
     KjtHolder kjt(batches[step][rank], s.num_features, false);
     std::vector<float> out(expected_out[step].size());
-    if (shardrec_embedding_forward(coll, kjt.view(), out.data(), out.size(), nullptr) != SHARDREC_OK)
+    if (shardrec_embedding_forward(coll, kjt.view(), out.data(), out.size(), nullptr) !=
+        SHARDREC_OK)
       return 203;
     std::string first;
     mismatches += static_cast<int>(CountMismatches(out, expected_out[step], kRtol, kAtol, &first));
@@ -110,7 +110,8 @@ Child ForkRank(int32_t rank, int32_t sharding_type, int32_t layout) {
 int WaitExit(pid_t pid) {
   int status = 0;
   waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 150 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status)
+                           : 150 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 int ThreadCount() {

@@ -66,9 +66,8 @@ void ReplicaSim::Average() {
     if (weights_only_) continue;
     for (const char* name : {"momentum1", "momentum2"}) {
       if (models_[0].state(t, name).empty()) continue;
-      average([t, name](ReferenceModel& m) -> std::vector<float>& {
-        return m.mutable_state(t, name);
-      });
+      average(
+          [t, name](ReferenceModel& m) -> std::vector<float>& { return m.mutable_state(t, name); });
     }
   }
 }

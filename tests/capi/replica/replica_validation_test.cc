@@ -2,9 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <functional>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -149,7 +149,8 @@ struct HookPayload {
 int32_t AverageHook(void* data, size_t count, int32_t dtype, void* payload) {
   auto* p = static_cast<HookPayload*>(payload);
   p->calls->fetch_add(1);
-  return shardrec_comm_allreduce(p->replica, data, data, count, dtype, SHARDREC_REDUCE_AVG, nullptr);
+  return shardrec_comm_allreduce(p->replica, data, data, count, dtype, SHARDREC_REDUCE_AVG,
+                                 nullptr);
 }
 
 // Trains 2 steps, syncs with or without the hook, and returns every table's weights and states.

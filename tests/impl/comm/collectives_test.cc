@@ -6,8 +6,8 @@
 #include <numeric>
 
 #include "impl/comm/reduce.h"
-#include "impl/core/config.h"
 #include "impl/comm/stores.h"
+#include "impl/core/config.h"
 #include "tests/impl/comm/comm_test_util.h"
 
 namespace shardrec::comm {
@@ -18,13 +18,17 @@ using testutil::MakeGroup;
 using testutil::OnRanks;
 
 // The value rank r holds at index i before a reduction; small integers, exact in every dtype.
-double Input(int r, size_t i) { return static_cast<double>((r * 7 + static_cast<int>(i) * 3) % 11) + 1; }
+double Input(int r, size_t i) {
+  return static_cast<double>((r * 7 + static_cast<int>(i) * 3) % 11) + 1;
+}
 
 double Expected(ReduceOp op, int world, size_t i) {
   double acc = Input(0, i);
   for (int r = 1; r < world; ++r) {
     const double v = Input(r, i);
-    acc = op == ReduceOp::kMax ? std::max(acc, v) : op == ReduceOp::kMin ? std::min(acc, v) : acc + v;
+    acc = op == ReduceOp::kMax   ? std::max(acc, v)
+          : op == ReduceOp::kMin ? std::min(acc, v)
+                                 : acc + v;
   }
   return op == ReduceOp::kAvg ? acc / world : acc;
 }
@@ -33,26 +37,47 @@ double Expected(ReduceOp op, int world, size_t i) {
 void Put(std::vector<uint8_t>& buf, DType t, size_t i, double v) {
   uint8_t* p = buf.data() + i * DTypeSize(t);
   switch (t) {
-    case DType::kFloat32: *reinterpret_cast<float*>(p) = static_cast<float>(v); break;
-    case DType::kFloat64: *reinterpret_cast<double*>(p) = v; break;
-    case DType::kInt32: *reinterpret_cast<int32_t*>(p) = static_cast<int32_t>(v); break;
-    case DType::kInt64: *reinterpret_cast<int64_t*>(p) = static_cast<int64_t>(v); break;
-    case DType::kUInt8: *p = static_cast<uint8_t>(v); break;
-    case DType::kFloat16: *reinterpret_cast<uint16_t*>(p) = FloatToHalf(static_cast<float>(v)); break;
-    case DType::kBFloat16: *reinterpret_cast<uint16_t*>(p) = FloatToBFloat16(static_cast<float>(v)); break;
+    case DType::kFloat32:
+      *reinterpret_cast<float*>(p) = static_cast<float>(v);
+      break;
+    case DType::kFloat64:
+      *reinterpret_cast<double*>(p) = v;
+      break;
+    case DType::kInt32:
+      *reinterpret_cast<int32_t*>(p) = static_cast<int32_t>(v);
+      break;
+    case DType::kInt64:
+      *reinterpret_cast<int64_t*>(p) = static_cast<int64_t>(v);
+      break;
+    case DType::kUInt8:
+      *p = static_cast<uint8_t>(v);
+      break;
+    case DType::kFloat16:
+      *reinterpret_cast<uint16_t*>(p) = FloatToHalf(static_cast<float>(v));
+      break;
+    case DType::kBFloat16:
+      *reinterpret_cast<uint16_t*>(p) = FloatToBFloat16(static_cast<float>(v));
+      break;
   }
 }
 
 double Get(const std::vector<uint8_t>& buf, DType t, size_t i) {
   const uint8_t* p = buf.data() + i * DTypeSize(t);
   switch (t) {
-    case DType::kFloat32: return *reinterpret_cast<const float*>(p);
-    case DType::kFloat64: return *reinterpret_cast<const double*>(p);
-    case DType::kInt32: return *reinterpret_cast<const int32_t*>(p);
-    case DType::kInt64: return static_cast<double>(*reinterpret_cast<const int64_t*>(p));
-    case DType::kUInt8: return *p;
-    case DType::kFloat16: return HalfToFloat(*reinterpret_cast<const uint16_t*>(p));
-    case DType::kBFloat16: return BFloat16ToFloat(*reinterpret_cast<const uint16_t*>(p));
+    case DType::kFloat32:
+      return *reinterpret_cast<const float*>(p);
+    case DType::kFloat64:
+      return *reinterpret_cast<const double*>(p);
+    case DType::kInt32:
+      return *reinterpret_cast<const int32_t*>(p);
+    case DType::kInt64:
+      return static_cast<double>(*reinterpret_cast<const int64_t*>(p));
+    case DType::kUInt8:
+      return *p;
+    case DType::kFloat16:
+      return HalfToFloat(*reinterpret_cast<const uint16_t*>(p));
+    case DType::kBFloat16:
+      return BFloat16ToFloat(*reinterpret_cast<const uint16_t*>(p));
   }
   return 0;
 }
@@ -60,7 +85,7 @@ double Get(const std::vector<uint8_t>& buf, DType t, size_t i) {
 bool IsInt(DType t) { return t == DType::kInt32 || t == DType::kInt64 || t == DType::kUInt8; }
 
 TEST(CommGloo, AllReduceEveryDTypeOpAndWorldSize) {
-  const DType dtypes[] = {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64,
+  const DType dtypes[] = {DType::kFloat32, DType::kFloat64, DType::kInt32,   DType::kInt64,
                           DType::kUInt8,   DType::kFloat16, DType::kBFloat16};
   const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin};
   for (int world = 1; world <= 4; ++world) {
@@ -112,7 +137,8 @@ TEST(CommGloo, AllToAllVUnevenCountsWithZeros) {
       std::vector<int64_t> send;
       for (int d = 0; d < world; ++d) {
         sc[d] = count(r, d);
-        for (size_t i = 0; i < sc[d]; ++i) send.push_back(r * 1000 + d * 100 + static_cast<int64_t>(i));
+        for (size_t i = 0; i < sc[d]; ++i)
+          send.push_back(r * 1000 + d * 100 + static_cast<int64_t>(i));
       }
       for (int s = 0; s < world; ++s) rc[s] = count(s, r);
       std::vector<int64_t> recv(std::accumulate(rc.begin(), rc.end(), size_t{0}), -1);
@@ -120,7 +146,8 @@ TEST(CommGloo, AllToAllVUnevenCountsWithZeros) {
       ASSERT_TRUE(st.ok()) << st.ToString();
       size_t at = 0;
       for (int s = 0; s < world; ++s) {
-        for (size_t i = 0; i < rc[s]; ++i) EXPECT_EQ(recv[at++], s * 1000 + r * 100 + static_cast<int64_t>(i));
+        for (size_t i = 0; i < rc[s]; ++i)
+          EXPECT_EQ(recv[at++], s * 1000 + r * 100 + static_cast<int64_t>(i));
       }
     });
   }
@@ -167,7 +194,8 @@ TEST(CommGloo, BroadcastFromEveryRootAndBarrier) {
         if (r == root) std::iota(buf.begin(), buf.end(), root * 5);
         Status s = c.Broadcast(buf.data(), buf.size(), DType::kInt32, root);
         ASSERT_TRUE(s.ok()) << s.ToString();
-        for (size_t i = 0; i < buf.size(); i += 37) EXPECT_EQ(buf[i], root * 5 + static_cast<int32_t>(i));
+        for (size_t i = 0; i < buf.size(); i += 37)
+          EXPECT_EQ(buf[i], root * 5 + static_cast<int32_t>(i));
         ASSERT_TRUE(c.Barrier().ok());
       }
     });
@@ -182,8 +210,10 @@ TEST(CommGloo, InvalidArgumentsAreRejectedWithoutPoisoning) {
     Status s = c.AllReduce(nullptr, &x, 1, DType::kFloat32, ReduceOp::kSum);
     EXPECT_EQ(s.code(), Code::kInvalidArgument);
     EXPECT_NE(s.message().find("send"), std::string::npos);
-    EXPECT_EQ(c.AllReduce(&x, &x, 1, static_cast<DType>(99), ReduceOp::kSum).code(), Code::kInvalidArgument);
-    EXPECT_EQ(c.AllReduce(&x, &x, 1, DType::kFloat32, static_cast<ReduceOp>(7)).code(), Code::kInvalidArgument);
+    EXPECT_EQ(c.AllReduce(&x, &x, 1, static_cast<DType>(99), ReduceOp::kSum).code(),
+              Code::kInvalidArgument);
+    EXPECT_EQ(c.AllReduce(&x, &x, 1, DType::kFloat32, static_cast<ReduceOp>(7)).code(),
+              Code::kInvalidArgument);
     s = c.AllToAllV(&x, three, &x, two, DType::kFloat32);
     EXPECT_EQ(s.code(), Code::kInvalidArgument);
     EXPECT_NE(s.message().find("send_counts"), std::string::npos);

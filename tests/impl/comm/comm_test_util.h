@@ -14,7 +14,8 @@ namespace shardrec::comm::testutil {
 
 using Comms = std::vector<std::unique_ptr<Communicator>>;
 
-inline Comms MakeGroup(int n, std::chrono::milliseconds timeout = std::chrono::milliseconds(20000)) {
+inline Comms MakeGroup(int n,
+                       std::chrono::milliseconds timeout = std::chrono::milliseconds(20000)) {
   CommOptions opts;
   opts.timeout = timeout;
   Comms comms;

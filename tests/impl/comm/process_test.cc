@@ -49,7 +49,8 @@ void SendId(const Child& c, const UniqueId& id) {
 int WaitExit(pid_t pid) {
   int status = 0;
   waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status)
+                           : 100 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 constexpr int kWorld = 3;

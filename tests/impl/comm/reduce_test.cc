@@ -57,8 +57,10 @@ TEST(CommReduce, HalfSumGoesThroughFloat) {
 
 TEST(CommReduce, RejectsUnknownOpAndDType) {
   ReduceFn fn = nullptr;
-  EXPECT_EQ(GetReduceFn(DType::kFloat32, static_cast<ReduceOp>(9), &fn).code(), Code::kInvalidArgument);
-  EXPECT_EQ(GetReduceFn(static_cast<DType>(42), ReduceOp::kSum, &fn).code(), Code::kInvalidArgument);
+  EXPECT_EQ(GetReduceFn(DType::kFloat32, static_cast<ReduceOp>(9), &fn).code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(GetReduceFn(static_cast<DType>(42), ReduceOp::kSum, &fn).code(),
+            Code::kInvalidArgument);
 }
 
 }  // namespace

@@ -69,7 +69,8 @@ int32_t HostSet(void* p, const char* key, const void* value, size_t len) {
   return static_cast<int32_t>(h->inner.Set(key, std::vector<uint8_t>(b, b + len)).code());
 }
 
-int32_t HostGet(void* p, const char* key, int64_t timeout_ms, void* buf, size_t buf_len, size_t* len) {
+int32_t HostGet(void* p, const char* key, int64_t timeout_ms, void* buf, size_t buf_len,
+                size_t* len) {
   auto* h = static_cast<HostStore*>(p);
   {
     std::lock_guard<std::mutex> lock(h->mu);

@@ -1,8 +1,9 @@
 // Status: codes, messages, context and the propagation macros.
-#include "impl/core/check.h"
 #include "impl/core/status.h"
 
 #include <gtest/gtest.h>
+
+#include "impl/core/check.h"
 
 namespace shardrec {
 namespace {

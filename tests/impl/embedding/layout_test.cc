@@ -30,9 +30,9 @@ std::shared_ptr<sharding::Plan> TwoTablePlan() {
   plan->local_world_size = 2;
   plan->features = {{"a", 1.0f}, {"b", 1.0f}, {"c", 1.0f}};
   plan->tables = {Table("rw", 5, 8, {0, 2}), Table("cw", 10, 12, {1})};
-  plan->table_plans = {sharding::MakeRowWise(plan->tables[0], 4),
-                       sharding::MakeColumnSplit(plan->tables[1], ShardingType::kColumnWise,
-                                                 {4, 4, 4}, {3, 1, 3})};
+  plan->table_plans = {
+      sharding::MakeRowWise(plan->tables[0], 4),
+      sharding::MakeColumnSplit(plan->tables[1], ShardingType::kColumnWise, {4, 4, 4}, {3, 1, 3})};
   return plan;
 }
 

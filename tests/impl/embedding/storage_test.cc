@@ -25,7 +25,8 @@ sharding::TableConfig Table(const std::string& name, int64_t rows, int32_t dim, 
 TEST(EmbeddingStorage, SixteenBitTablesUseSixteenBitBuffers) {
   auto plan = std::make_shared<sharding::Plan>();
   plan->features = {{"a", 1.0f}, {"b", 1.0f}, {"c", 1.0f}};
-  plan->tables = {Table("f32", 100, 8, 0, DType::kFloat32), Table("f16", 300, 16, 1, DType::kFloat16),
+  plan->tables = {Table("f32", 100, 8, 0, DType::kFloat32),
+                  Table("f16", 300, 16, 1, DType::kFloat16),
                   Table("b16", 50, 4, 2, DType::kBFloat16)};
   for (const auto& t : plan->tables) plan->table_plans.push_back(sharding::MakeTableWise(t, 0));
   std::vector<std::unique_ptr<comm::Communicator>> comms;
@@ -33,7 +34,8 @@ TEST(EmbeddingStorage, SixteenBitTablesUseSixteenBitBuffers) {
   optim::OptimizerConfig opt;
   opt.type = optim::OptimizerType::kAdagrad;  // one element-wise fp32 state per table
   std::unique_ptr<EmbeddingCollection> coll;
-  Status s = EmbeddingCollection::Create(plan, std::move(comms[0]), opt, CollectionOptions(), &coll);
+  Status s =
+      EmbeddingCollection::Create(plan, std::move(comms[0]), opt, CollectionOptions(), &coll);
   ASSERT_TRUE(s.ok()) << s.ToString();
   std::map<std::string, ParamBuffer> buffers;
   for (const auto& b : coll->LocalParameterBuffers()) buffers[b.name] = b;

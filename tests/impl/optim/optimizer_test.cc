@@ -1,23 +1,29 @@
 // Optimizer rules against a double-precision reference written from the update formulas, plus
 // hand-computed first steps, untouched rows, column-split equivalence and thread independence.
+#include "impl/optim/optimizer.h"
+
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "impl/core/thread_pool.h"
-#include "impl/optim/optimizer.h"
 
 namespace shardrec::optim {
 namespace {
 
-constexpr OptimizerType kAllTypes[] = {OptimizerType::kSgd,  OptimizerType::kAdagrad,
-                                       OptimizerType::kRowWiseAdagrad, OptimizerType::kAdam,
-                                       OptimizerType::kPartialRowWiseAdam, OptimizerType::kLamb};
-constexpr WeightDecayMode kAllModes[] = {WeightDecayMode::kNone, WeightDecayMode::kL2, WeightDecayMode::kDecoupled};
+constexpr OptimizerType kAllTypes[] = {OptimizerType::kSgd,
+                                       OptimizerType::kAdagrad,
+                                       OptimizerType::kRowWiseAdagrad,
+                                       OptimizerType::kAdam,
+                                       OptimizerType::kPartialRowWiseAdam,
+                                       OptimizerType::kLamb};
+constexpr WeightDecayMode kAllModes[] = {WeightDecayMode::kNone, WeightDecayMode::kL2,
+                                         WeightDecayMode::kDecoupled};
 
-OptimizerConfig Config(OptimizerType t, WeightDecayMode mode = WeightDecayMode::kNone, float wd = 0.0f) {
+OptimizerConfig Config(OptimizerType t, WeightDecayMode mode = WeightDecayMode::kNone,
+                       float wd = 0.0f) {
   OptimizerConfig c;
   c.type = t;
   c.learning_rate = 0.1f;
@@ -38,7 +44,8 @@ struct Table {
   ShardParams params;
 
   Table(OptimizerType t, int64_t r, int32_t c) : rows(r), cols(c), w(r * c) {
-    for (int64_t i = 0; i < r * c; ++i) w[i] = 0.5f + 0.25f * std::sin(1.0f + static_cast<float>(i));
+    for (int64_t i = 0; i < r * c; ++i)
+      w[i] = 0.5f + 0.25f * std::sin(1.0f + static_cast<float>(i));
     for (const StateSpec& s : StateSpecs(t)) states.emplace_back(s.row_wise ? r : r * c, 0.0f);
     params.weights = w.data();
     params.rows = r;
@@ -86,14 +93,16 @@ void RefStep(const OptimizerConfig& c, int64_t t, RefRow& r, const std::vector<d
       for (size_t i = 0; i < d; ++i) {
         r.m1[i] = b1 * r.m1[i] + (1 - b1) * gd[i];
         r.m2[i] = b2 * r.m2[i] + (1 - b2) * gd[i] * gd[i];
-        r.w[i] -= lr * ((r.m1[i] / bc1) / (std::sqrt(r.m2[i] / bc2) + eps) + (dec ? wd * r.w[i] : 0));
+        r.w[i] -=
+            lr * ((r.m1[i] / bc1) / (std::sqrt(r.m2[i] / bc2) + eps) + (dec ? wd * r.w[i] : 0));
       }
       break;
     case OptimizerType::kPartialRowWiseAdam:
       r.m2[0] = b2 * r.m2[0] + (1 - b2) * mean_sq;
       for (size_t i = 0; i < d; ++i) {
         r.m1[i] = b1 * r.m1[i] + (1 - b1) * gd[i];
-        r.w[i] -= lr * ((r.m1[i] / bc1) / (std::sqrt(r.m2[0] / bc2) + eps) + (dec ? wd * r.w[i] : 0));
+        r.w[i] -=
+            lr * ((r.m1[i] / bc1) / (std::sqrt(r.m2[0] / bc2) + eps) + (dec ? wd * r.w[i] : 0));
       }
       break;
     case OptimizerType::kLamb: {
@@ -147,7 +156,8 @@ TEST(OptimOptimizer, EveryOptimizerAndDecayModeMatchesReferenceOverThreeSteps) {
       for (size_t s = 0; s < batches.size(); ++s) {
         const auto& rows = batches[s];
         std::vector<float> grads(rows.size() * D);
-        for (size_t i = 0; i < grads.size(); ++i) grads[i] = 0.3f * std::cos(float(i + 7 * s)) - 0.05f;
+        for (size_t i = 0; i < grads.size(); ++i)
+          grads[i] = 0.3f * std::cos(float(i + 7 * s)) - 0.05f;
         Step(c, static_cast<int64_t>(s + 1), tab, rows, grads);
         for (size_t k = 0; k < rows.size(); ++k)
           RefStep(c, static_cast<int64_t>(s + 1), ref[rows[k]],
@@ -183,7 +193,8 @@ TEST(OptimOptimizer, FirstStepsMatchHandComputedValues) {
     EXPECT_NEAR(tab.states[0][0], 0.25f, 1e-7);
     EXPECT_NEAR(tab.w[0], 0.9000002f, 1e-6);
   }
-  {  // Row-wise Adagrad on [1, 2] with g = [0.5, 1]: m = 0.625, mult = 0.1 / sqrt(0.625) = 0.1264911.
+  {  // Row-wise Adagrad on [1, 2] with g = [0.5, 1]: m = 0.625, mult = 0.1 / sqrt(0.625) =
+     // 0.1264911.
     Table tab(OptimizerType::kRowWiseAdagrad, 1, 2);
     tab.w = {1.0f, 2.0f};
     Step(Config(OptimizerType::kRowWiseAdagrad), 1, tab, rows, {0.5f, 1.0f});
@@ -234,7 +245,8 @@ TEST(OptimOptimizer, ColumnSplitEqualsUnsplitForEveryOptimizer) {
       }
       const int ns = NumRowStats(t);
       for (int64_t step = 1; step <= 3; ++step) {
-        std::vector<int64_t> rows = step == 2 ? std::vector<int64_t>{0, 2} : std::vector<int64_t>{1, 2, 3};
+        std::vector<int64_t> rows =
+            step == 2 ? std::vector<int64_t>{0, 2} : std::vector<int64_t>{1, 2, 3};
         std::vector<float> g(rows.size() * D);
         for (size_t i = 0; i < g.size(); ++i) g[i] = 0.2f * std::sin(float(3 * i + step)) + 0.01f;
         Step(c, step, whole, rows, g);
@@ -247,12 +259,14 @@ TEST(OptimOptimizer, ColumnSplitEqualsUnsplitForEveryOptimizer) {
           off += widths[p];
           if (ns > 0) {
             std::vector<float> partial(rows.size() * ns);
-            PartialRowStats(c, step, parts[p].params, RowUpdate{rows, pg[p].data()}, partial.data());
+            PartialRowStats(c, step, parts[p].params, RowUpdate{rows, pg[p].data()},
+                            partial.data());
             for (size_t i = 0; i < partial.size(); ++i) sum[i] += partial[i];
           }
         }
         for (size_t p = 0; p < parts.size(); ++p)
-          Apply(c, step, D, parts[p].params, RowUpdate{rows, pg[p].data()}, ns > 0 ? sum.data() : nullptr);
+          Apply(c, step, D, parts[p].params, RowUpdate{rows, pg[p].data()},
+                ns > 0 ? sum.data() : nullptr);
       }
       off = 0;
       for (size_t p = 0; p < parts.size(); ++p) {
@@ -285,7 +299,8 @@ TEST(OptimOptimizer, ResultsAreIdenticalForAnyThreadCount) {
       if (first.empty()) {
         first = tab.w;
       } else {
-        EXPECT_EQ(0, std::memcmp(first.data(), tab.w.data(), first.size() * sizeof(float))) << int(t);
+        EXPECT_EQ(0, std::memcmp(first.data(), tab.w.data(), first.size() * sizeof(float)))
+            << int(t);
       }
     }
   }

@@ -1,14 +1,15 @@
 // fp16/bf16 conversions (nearest-even and stochastic) and optimizer updates on low-precision
 // weights with fp32 math.
+#include "impl/optim/precision.h"
+
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "impl/core/rng.h"
 #include "impl/optim/optimizer.h"
-#include "impl/optim/precision.h"
 
 namespace shardrec::optim {
 namespace {
@@ -17,9 +18,9 @@ TEST(OptimPrecision, HalfConversionKnownValues) {
   EXPECT_EQ(FloatToHalf(1.0f), 0x3c00);
   EXPECT_EQ(FloatToHalf(-2.0f), 0xc000);
   EXPECT_EQ(FloatToHalf(65504.0f), 0x7bff);
-  EXPECT_EQ(FloatToHalf(65520.0f), 0x7c00);                  // rounds to infinity
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -24)), 0x0001);     // smallest subnormal
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -26)), 0x0000);     // below half of it
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7c00);                          // rounds to infinity
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -24)), 0x0001);             // smallest subnormal
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -26)), 0x0000);             // below half of it
   EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3c00);      // tie -> even
   EXPECT_EQ(FloatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);  // tie -> even (up)
   EXPECT_EQ(HalfToFloat(0x3555), 0.333251953125f);

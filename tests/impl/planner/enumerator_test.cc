@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include "impl/core/check.h"
-
 #include "tests/impl/planner/planner_test_util.h"
 
 namespace shardrec::planner {
@@ -29,11 +28,10 @@ Status EnumerateInput(const PlannerInput& in, std::vector<std::vector<ShardingOp
 TEST(PlannerEnumerator, DefaultOffersEveryTypeButGrid) {
   std::vector<std::vector<ShardingOption>> opts;
   ASSERT_TRUE(EnumerateInput(Input(1, 4, 2), &opts).ok());
-  EXPECT_EQ(Types(opts[0]),
-            (std::vector<ShardingType>{ShardingType::kDataParallel, ShardingType::kTableWise,
-                                       ShardingType::kRowWise, ShardingType::kColumnWise,
-                                       ShardingType::kTableRowWise,
-                                       ShardingType::kTableColumnWise}));
+  EXPECT_EQ(Types(opts[0]), (std::vector<ShardingType>{
+                                ShardingType::kDataParallel, ShardingType::kTableWise,
+                                ShardingType::kRowWise, ShardingType::kColumnWise,
+                                ShardingType::kTableRowWise, ShardingType::kTableColumnWise}));
 }
 
 TEST(PlannerEnumerator, NodeLocalTypesNeedRanksPerNodeDividingWorld) {
@@ -60,10 +58,9 @@ TEST(PlannerEnumerator, PinnedRanksDropTypesThatNeedOtherRanks) {
   in.constraints = {c};
   std::vector<std::vector<ShardingOption>> opts;
   ASSERT_TRUE(EnumerateInput(in, &opts).ok());
-  EXPECT_EQ(Types(opts[0]),
-            (std::vector<ShardingType>{ShardingType::kTableWise, ShardingType::kColumnWise,
-                                       ShardingType::kTableRowWise,
-                                       ShardingType::kTableColumnWise}));
+  EXPECT_EQ(Types(opts[0]), (std::vector<ShardingType>{
+                                ShardingType::kTableWise, ShardingType::kColumnWise,
+                                ShardingType::kTableRowWise, ShardingType::kTableColumnWise}));
   // CW/TWCW with pinned ranks and no min_partition split the dim evenly over them.
   const ShardingOption& cw = opts[0][1];
   ASSERT_EQ(cw.shards.size(), 2u);
@@ -111,8 +108,9 @@ TEST(PlannerEnumerator, ConstraintErrorsNameTheTable) {
   PlannerInput in = Input(1, 4, 2);
   in.constraints = {Only("t0", ShardingType::kTableWise), Only("t0", ShardingType::kRowWise)};
   std::vector<std::vector<ShardingOption>> opts;
-  EXPECT_NE(EnumerateInput(in, &opts).message().find("table 't0': has more than one constraints entry"),
-            std::string::npos);
+  EXPECT_NE(
+      EnumerateInput(in, &opts).message().find("table 't0': has more than one constraints entry"),
+      std::string::npos);
 }
 
 }  // namespace

@@ -78,18 +78,21 @@ TEST(PlannerEstimator, StorageCountsWeightsOptimizerAndBuffers) {
   const auto t = GoldenTable();
   Topology topo = GoldenTopology();
   auto tw = EstimateShards(topo, t, {1.0f}, ShardingType::kTableWise,
-                           sharding::MakeTableWise(t, 0).shards)[0].storage;
+                           sharding::MakeTableWise(t, 0).shards)[0]
+                .storage;
   EXPECT_EQ(tw.weights, 4000);
-  EXPECT_EQ(tw.optimizer, 0);      // SGD
-  EXPECT_EQ(tw.input, 8192);       // I * W * 8
-  EXPECT_EQ(tw.output, 40960);     // O * W * D * 4
-  auto rw = EstimateShards(topo, t, {1.0f}, ShardingType::kRowWise,
-                           sharding::MakeRowWise(t, 2).shards)[0].storage;
+  EXPECT_EQ(tw.optimizer, 0);   // SGD
+  EXPECT_EQ(tw.input, 8192);    // I * W * 8
+  EXPECT_EQ(tw.output, 40960);  // O * W * D * 4
+  auto rw =
+      EstimateShards(topo, t, {1.0f}, ShardingType::kRowWise, sharding::MakeRowWise(t, 2).shards)[0]
+          .storage;
   EXPECT_EQ(rw.weights, 2000);
   EXPECT_EQ(rw.input, 4096);
   EXPECT_EQ(rw.output, 40960);
   auto dp = EstimateShards(topo, t, {1.0f}, ShardingType::kDataParallel,
-                           sharding::MakeDataParallel(t, 2).shards)[1].storage;
+                           sharding::MakeDataParallel(t, 2).shards)[1]
+                .storage;
   EXPECT_EQ(dp.weights, 4000);
   EXPECT_EQ(dp.input, 4096);
   EXPECT_EQ(dp.output, 20480);
@@ -107,8 +110,8 @@ TEST(PlannerEstimator, OptimizerStateMatchesTheOptimizer) {
   const auto t = GoldenTable();
   Topology topo = GoldenTopology();
   topo.optimizer = optim::OptimizerType::kAdam;
-  const auto e = EstimateShards(topo, t, {1.0f}, ShardingType::kRowWise,
-                                sharding::MakeRowWise(t, 2).shards);
+  const auto e =
+      EstimateShards(topo, t, {1.0f}, ShardingType::kRowWise, sharding::MakeRowWise(t, 2).shards);
   EXPECT_EQ(e[0].storage.optimizer, 4000);  // 50 rows x 10 x 2 states x 4 bytes
 }
 

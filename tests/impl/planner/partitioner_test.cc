@@ -42,7 +42,8 @@ TEST(PlannerPartitioner, LargeProblemsSkipGridSearch) {
 
 TEST(PlannerPartitioner, TableWiseShardsSpreadByCost) {
   PlannerInput in = Input(4, 4, 4);
-  for (int i = 0; i < 4; ++i) in.constraints.push_back(Only(StrCat("t", i), ShardingType::kTableWise));
+  for (int i = 0; i < 4; ++i)
+    in.constraints.push_back(Only(StrCat("t", i), ShardingType::kTableWise));
   const auto opts = Options(in);
   Placement p;
   FitFailure f;
@@ -57,7 +58,8 @@ TEST(PlannerPartitioner, TableWiseShardsSpreadByCost) {
 
 TEST(PlannerPartitioner, RespectsMemoryAndReportsTheLargestFreeRank) {
   PlannerInput in = Input(2, 2, 2);
-  for (int i = 0; i < 2; ++i) in.constraints.push_back(Only(StrCat("t", i), ShardingType::kTableWise));
+  for (int i = 0; i < 2; ++i)
+    in.constraints.push_back(Only(StrCat("t", i), ShardingType::kTableWise));
   // TW storage (weights + ids + outputs): t0 64000 + 8192 + 65536 = 137728,
   // t1 128000 + 16384 + 65536 = 209920.
   in.topology.memory_bytes = {300000, 300000};

@@ -39,12 +39,22 @@ TEST(PlannerPlan, EveryTypeCanBeForcedAtEveryWorldSize) {
       const auto& shards = r.plan.table_plans[0].shards;
       switch (static_cast<ShardingType>(type)) {
         case ShardingType::kDataParallel:
-        case ShardingType::kRowWise: EXPECT_EQ(shards.size(), static_cast<size_t>(world)); break;
-        case ShardingType::kTableWise: EXPECT_EQ(shards.size(), 1u); break;
+        case ShardingType::kRowWise:
+          EXPECT_EQ(shards.size(), static_cast<size_t>(world));
+          break;
+        case ShardingType::kTableWise:
+          EXPECT_EQ(shards.size(), 1u);
+          break;
         case ShardingType::kColumnWise:
-        case ShardingType::kTableColumnWise: EXPECT_EQ(shards.size(), 4u); break;
-        case ShardingType::kTableRowWise: EXPECT_EQ(shards.size(), static_cast<size_t>(local)); break;
-        case ShardingType::kGrid: EXPECT_EQ(shards.size(), 4u * local); break;
+        case ShardingType::kTableColumnWise:
+          EXPECT_EQ(shards.size(), 4u);
+          break;
+        case ShardingType::kTableRowWise:
+          EXPECT_EQ(shards.size(), static_cast<size_t>(local));
+          break;
+        case ShardingType::kGrid:
+          EXPECT_EQ(shards.size(), 4u * local);
+          break;
       }
     }
   }
@@ -118,7 +128,8 @@ TEST(PlannerPlan, DoesNotFitNamesTableSizeAndLargestFreeCapacity) {
   const Status s = MakePlan(in, &r);
   ASSERT_EQ(s.code(), Code::kOutOfMemory);
   const std::string& m = s.message();
-  EXPECT_NE(m.find("planner: table 't1' (1000000 x 16, float32) does not fit"), std::string::npos) << m;
+  EXPECT_NE(m.find("planner: table 't1' (1000000 x 16, float32) does not fit"), std::string::npos)
+      << m;
   EXPECT_NE(m.find("needs "), std::string::npos) << m;
   EXPECT_NE(m.find("the largest free capacity is "), std::string::npos) << m;
   EXPECT_NE(m.find("Remedies"), std::string::npos) << m;

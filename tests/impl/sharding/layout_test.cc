@@ -43,9 +43,9 @@ TEST(ShardingLayout, ColumnBlockDimFollowsMinPartitionRule) {
   EXPECT_EQ(ColumnBlockDim(10, 0), 10);    // nothing in [128, 10)
   EXPECT_EQ(ColumnBlockDim(512, 0), 128);  // default lower bound 128
   EXPECT_EQ(ColumnBlockDim(16, 4), 4);
-  EXPECT_EQ(ColumnBlockDim(16, 5), 8);     // 5, 6, 7 do not qualify
-  EXPECT_EQ(ColumnBlockDim(24, 5), 8);     // 6 divides 24 but is not a multiple of 4
-  EXPECT_EQ(ColumnBlockDim(18, 4), 18);    // no multiple of 4 divides 18
+  EXPECT_EQ(ColumnBlockDim(16, 5), 8);   // 5, 6, 7 do not qualify
+  EXPECT_EQ(ColumnBlockDim(24, 5), 8);   // 6 divides 24 but is not a multiple of 4
+  EXPECT_EQ(ColumnBlockDim(18, 4), 18);  // no multiple of 4 divides 18
   EXPECT_EQ(ColumnBlockDim(384, 100), 128);
 }
 
@@ -59,8 +59,8 @@ TEST(ShardingLayout, TableRowWiseStaysInsideOneNode) {
 TEST(ShardingLayout, ColumnSplitIsFullHeightInColumnOrder) {
   const auto widths = EqualColumnWidths(16, 4);
   ASSERT_EQ(widths.size(), 4u);
-  const TablePlan p = MakeColumnSplit(Table("t", 7, 16, {0}), ShardingType::kColumnWise, widths,
-                                      {3, 1, 3, 0});
+  const TablePlan p =
+      MakeColumnSplit(Table("t", 7, 16, {0}), ShardingType::kColumnWise, widths, {3, 1, 3, 0});
   for (int k = 0; k < 4; ++k) {
     EXPECT_EQ(p.shards[k].col_offset, 4 * k);
     EXPECT_EQ(p.shards[k].cols, 4);

@@ -39,8 +39,9 @@ TEST(ShardingPlanJson, TextIsReadable) {
   const std::string text = PlanToJson(testing::TwoTablePlan(2, 2));
   EXPECT_NE(text.find("\"format\": \"shardrec.plan\""), std::string::npos);
   EXPECT_NE(text.find("\"sharding\": \"row_wise\""), std::string::npos);
-  EXPECT_NE(text.find("{\"row_offset\": 5, \"rows\": 5, \"col_offset\": 0, \"cols\": 8, \"rank\": 1}"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("{\"row_offset\": 5, \"rows\": 5, \"col_offset\": 0, \"cols\": 8, \"rank\": 1}"),
+      std::string::npos)
       << text;
   EXPECT_NE(text.find("\"pooling\": \"mean\""), std::string::npos);
 }
@@ -81,7 +82,8 @@ TEST(ShardingPlanJson, SemanticErrorsAreInvalidArgumentNamingTheTable) {
 
 TEST(ShardingPlanJson, ParserHandlesEscapesAndNumbers) {
   json::Value v;
-  ASSERT_TRUE(json::Parse(" {\"k\": [\"\\u00e9\\ud83d\\ude00\", -12, 3.5e2, true, null]} ", &v).ok());
+  ASSERT_TRUE(
+      json::Parse(" {\"k\": [\"\\u00e9\\ud83d\\ude00\", -12, 3.5e2, true, null]} ", &v).ok());
   const json::Value* k = v.Find("k");
   ASSERT_NE(k, nullptr);
   ASSERT_EQ(k->items.size(), 5u);
@@ -92,7 +94,7 @@ TEST(ShardingPlanJson, ParserHandlesEscapesAndNumbers) {
   float f = 0;
   ASSERT_TRUE(json::GetFloat(k->items[2], "y", &f).ok());
   EXPECT_EQ(f, 350.0f);
-  EXPECT_FALSE(json::GetInt(k->items[2], "z", &i).ok());  // not an integer
+  EXPECT_FALSE(json::GetInt(k->items[2], "z", &i).ok());             // not an integer
   EXPECT_EQ(json::Parse("\"\\ud83d\"", &v).code(), Code::kCorrupt);  // lone surrogate
   EXPECT_EQ(json::FormatFloat(0.1f), "0.1");
   EXPECT_EQ(json::FormatFloat(1.0f), "1");

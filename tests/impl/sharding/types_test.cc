@@ -1,7 +1,8 @@
 // Sharding type names and the plan hash.
+#include "impl/sharding/types.h"
+
 #include <gtest/gtest.h>
 
-#include "impl/sharding/types.h"
 #include "tests/impl/sharding/test_plans.h"
 
 namespace shardrec::sharding {

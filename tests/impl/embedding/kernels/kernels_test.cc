@@ -1,14 +1,15 @@
 // CPU embedding kernels against naive loops: weighted and unweighted bags, empty bags, duplicate
 // ids, fp16/bf16 weights, the fused backward, and bit-identical results for 1, 2 and 4 threads.
+#include "impl/embedding/kernels/kernels.h"
+
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <map>
 #include <random>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "impl/core/thread_pool.h"
-#include "impl/embedding/kernels/kernels.h"
 #include "impl/optim/precision.h"
 
 namespace shardrec::embedding::kernels {
@@ -77,7 +78,8 @@ TEST(EmbeddingKernels, PooledLookupReadsHalfAndBFloat16) {
   for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
     std::vector<uint16_t> low(table.size());
     for (size_t i = 0; i < low.size(); ++i)
-      low[i] = dt == DType::kFloat16 ? optim::FloatToHalf(table[i]) : optim::FloatToBFloat16(table[i]);
+      low[i] =
+          dt == DType::kFloat16 ? optim::FloatToHalf(table[i]) : optim::FloatToBFloat16(table[i]);
     std::vector<float> out(12 * D);
     PooledLookup(WeightsView{low.data(), dt, R, D, D}, batch.View(true), out.data(), D, nullptr);
     for (int64_t b = 0; b < 12; ++b)
@@ -85,7 +87,8 @@ TEST(EmbeddingKernels, PooledLookupReadsHalfAndBFloat16) {
         float want = 0.0f;
         for (int64_t i = batch.offsets[b]; i < batch.offsets[b + 1]; ++i) {
           uint16_t v = low[batch.rows[i] * D + c];
-          want += batch.weights[i] * (dt == DType::kFloat16 ? optim::HalfToFloat(v) : optim::BFloat16ToFloat(v));
+          want += batch.weights[i] *
+                  (dt == DType::kFloat16 ? optim::HalfToFloat(v) : optim::BFloat16ToFloat(v));
         }
         EXPECT_FLOAT_EQ(out[b * D + c], want);
       }
@@ -99,19 +102,20 @@ TEST(EmbeddingKernels, SequenceLookupCopiesAndScalesRows) {
   std::vector<int64_t> rows = {3, 3, 0, 9};
   std::vector<float> wts = {1.0f, -2.0f, 0.5f, 3.0f};
   std::vector<float> out(4 * 6, 0.0f);
-  SequenceLookup(WeightsView{table.data(), DType::kFloat32, R, D, D}, rows.data(), wts.data(), 4, out.data(), 6,
-                 nullptr);
+  SequenceLookup(WeightsView{table.data(), DType::kFloat32, R, D, D}, rows.data(), wts.data(), 4,
+                 out.data(), 6, nullptr);
   for (int i = 0; i < 4; ++i)
     for (int c = 0; c < D; ++c) EXPECT_FLOAT_EQ(out[i * 6 + c], wts[i] * table[rows[i] * D + c]);
-  SequenceLookup(WeightsView{table.data(), DType::kFloat32, R, D, D}, rows.data(), nullptr, 4, out.data(), 6,
-                 nullptr);
+  SequenceLookup(WeightsView{table.data(), DType::kFloat32, R, D, D}, rows.data(), nullptr, 4,
+                 out.data(), 6, nullptr);
   for (int i = 0; i < 4; ++i)
     for (int c = 0; c < D; ++c) EXPECT_EQ(out[i * 6 + c], table[rows[i] * D + c]);
 }
 
 // Naive reference: per row, contributions summed in id order.
-std::map<int64_t, std::vector<float>> NaivePooledGrads(const Batch& b, bool weighted, const std::vector<float>& g,
-                                                       int64_t stride, int32_t D, float scale) {
+std::map<int64_t, std::vector<float>> NaivePooledGrads(const Batch& b, bool weighted,
+                                                       const std::vector<float>& g, int64_t stride,
+                                                       int32_t D, float scale) {
   std::map<int64_t, std::vector<float>> out;
   for (size_t bag = 0; bag + 1 < b.offsets.size(); ++bag)
     for (int64_t i = b.offsets[bag]; i < b.offsets[bag + 1]; ++i) {
@@ -160,7 +164,8 @@ TEST(EmbeddingKernels, AggregateSequenceGradsSumsDuplicatesPerRow) {
   for (int c = 0; c < D; ++c) {
     EXPECT_FLOAT_EQ(grads[0 * D + c], 2.0f * 5 * g[4 * D + c]);
     EXPECT_FLOAT_EQ(grads[1 * D + c], 2.0f * 2 * g[1 * D + c]);
-    EXPECT_FLOAT_EQ(grads[2 * D + c], 2.0f * 1 * g[0 * D + c] + 2.0f * 3 * g[2 * D + c] + 2.0f * 4 * g[3 * D + c]);
+    EXPECT_FLOAT_EQ(grads[2 * D + c],
+                    2.0f * 1 * g[0 * D + c] + 2.0f * 3 * g[2 * D + c] + 2.0f * 4 * g[3 * D + c]);
   }
 }
 
@@ -192,7 +197,8 @@ TEST(EmbeddingKernels, ResultsAreBitIdenticalForOneTwoAndFourThreads) {
   for (int threads : {1, 2, 4}) {
     ThreadPool pool(threads);
     std::vector<float> out(20000 * D);
-    PooledLookup(WeightsView{table.data(), DType::kFloat32, R, D, D}, batch.View(true), out.data(), D, &pool);
+    PooledLookup(WeightsView{table.data(), DType::kFloat32, R, D, D}, batch.View(true), out.data(),
+                 D, &pool);
     std::vector<int64_t> uniq;
     std::vector<float> grads;
     Workspace ws;
@@ -229,9 +235,9 @@ TEST(EmbeddingKernels, FusedBackwardEqualsAggregateThenApply) {
   Batch batch = MakeBatch(100, 6, R - 5, 5);  // rows R-5..R-1 never appear
   std::vector<float> g(100 * D);
   for (size_t i = 0; i < g.size(); ++i) g[i] = std::sin(0.3f * static_cast<float>(i));
-  for (auto type : {optim::OptimizerType::kSgd, optim::OptimizerType::kAdagrad, optim::OptimizerType::kRowWiseAdagrad,
-                    optim::OptimizerType::kAdam, optim::OptimizerType::kPartialRowWiseAdam,
-                    optim::OptimizerType::kLamb}) {
+  for (auto type : {optim::OptimizerType::kSgd, optim::OptimizerType::kAdagrad,
+                    optim::OptimizerType::kRowWiseAdagrad, optim::OptimizerType::kAdam,
+                    optim::OptimizerType::kPartialRowWiseAdam, optim::OptimizerType::kLamb}) {
     optim::OptimizerConfig cfg;
     cfg.type = type;
     cfg.weight_decay = 0.01f;
