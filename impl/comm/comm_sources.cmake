@@ -9,4 +9,5 @@ list(APPEND SHARDREC_COMM_SOURCES
   gloo_store.cc
   gloo_communicator.cc
   gloo_collectives.cc
-  factory.cc)
+  factory.cc
+  work.cc)
