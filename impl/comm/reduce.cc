@@ -7,66 +7,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "impl/core/half.h"
+
 namespace shardrec::comm {
-
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: renormalise
-      exp = 127 - 15 + 1;
-      while ((mant & 0x400u) == 0) {
-        mant <<= 1;
-        --exp;
-      }
-      mant &= 0x3ffu;
-      bits = sign | (exp << 23) | (mant << 13);
-    }
-  } else if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  return std::bit_cast<float>(bits);
-}
-
-uint16_t FloatToHalf(float f) {
-  const uint32_t x = std::bit_cast<uint32_t>(f);
-  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  const uint32_t absx = x & 0x7fffffffu;
-  if (absx >= 0x7f800000u) {  // inf or nan
-    return sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0u);
-  }
-  if (absx >= 0x477ff000u) return sign | 0x7c00u;  // rounds to >= 65520: overflow to inf
-  if (absx < 0x38800000u) {                        // result is subnormal or zero
-    if (absx < 0x33000000u) return sign;
-    const uint32_t shift = 113 - (absx >> 23) + 13;  // 1 + 126 - exp - 14 + 13
-    const uint32_t mant = (absx & 0x7fffffu) | 0x800000u;
-    uint32_t half = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1);
-    const uint32_t mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1u))) ++half;
-    return sign | static_cast<uint16_t>(half);
-  }
-  uint32_t half = ((absx >> 13) - ((127 - 15) << 10));
-  const uint32_t rem = absx & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;
-  return sign | static_cast<uint16_t>(half);
-}
-
-float BFloat16ToFloat(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
-
-uint16_t FloatToBFloat16(float f) {
-  uint32_t x = std::bit_cast<uint32_t>(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u)
-    return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet nan
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>(x >> 16);
-}
 
 namespace {
 

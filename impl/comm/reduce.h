@@ -20,9 +20,4 @@ void DivideBy(void* buf, size_t n, DType dtype, int divisor);
 
 const char* ReduceOpName(ReduceOp op);
 
-float HalfToFloat(uint16_t h);
-uint16_t FloatToHalf(float f);
-float BFloat16ToFloat(uint16_t b);
-uint16_t FloatToBFloat16(float f);
-
 }  // namespace shardrec::comm

@@ -1,7 +1,7 @@
 // Weight storage of the local shards: fp32 tables live in the parameter arena next to the
 // optimizer states, fp16/bf16 tables in a 16-bit arena per dtype; math is always fp32.
+#include "impl/core/half.h"
 #include "impl/embedding/collection.h"
-#include "impl/optim/precision.h"
 
 namespace shardrec::embedding {
 
@@ -25,10 +25,10 @@ void EmbeddingCollection::ReadRow(const LocalShard& ls, int64_t row, float* out)
   const int32_t n = ls.cols;
   if (ls.dtype == DType::kFloat16) {
     const uint16_t* src = static_cast<const uint16_t*>(ShardWeights(ls)) + at;
-    for (int32_t c = 0; c < n; ++c) out[c] = optim::HalfToFloat(src[c]);
+    for (int32_t c = 0; c < n; ++c) out[c] = HalfToFloat(src[c]);
   } else if (ls.dtype == DType::kBFloat16) {
     const uint16_t* src = static_cast<const uint16_t*>(ShardWeights(ls)) + at;
-    for (int32_t c = 0; c < n; ++c) out[c] = optim::BFloat16ToFloat(src[c]);
+    for (int32_t c = 0; c < n; ++c) out[c] = BFloat16ToFloat(src[c]);
   } else {
     const float* src = static_cast<const float*>(ShardWeights(ls)) + at;
     for (int32_t c = 0; c < n; ++c) out[c] = src[c];
@@ -40,10 +40,10 @@ void EmbeddingCollection::WriteRow(const LocalShard& ls, int64_t row, const floa
   const int32_t n = ls.cols;
   if (ls.dtype == DType::kFloat16) {
     uint16_t* dst = static_cast<uint16_t*>(ShardWeights(ls)) + at;
-    for (int32_t c = 0; c < n; ++c) dst[c] = optim::FloatToHalf(in[c]);
+    for (int32_t c = 0; c < n; ++c) dst[c] = FloatToHalf(in[c]);
   } else if (ls.dtype == DType::kBFloat16) {
     uint16_t* dst = static_cast<uint16_t*>(ShardWeights(ls)) + at;
-    for (int32_t c = 0; c < n; ++c) dst[c] = optim::FloatToBFloat16(in[c]);
+    for (int32_t c = 0; c < n; ++c) dst[c] = FloatToBFloat16(in[c]);
   } else {
     float* dst = static_cast<float*>(ShardWeights(ls)) + at;
     for (int32_t c = 0; c < n; ++c) dst[c] = in[c];

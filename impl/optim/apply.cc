@@ -5,10 +5,10 @@
 #include <vector>
 
 #include "impl/core/check.h"
+#include "impl/core/half.h"
 #include "impl/core/rng.h"
 #include "impl/core/thread_pool.h"
 #include "impl/optim/optimizer.h"
-#include "impl/optim/precision.h"
 #include "impl/optim/update_rules.h"
 
 namespace shardrec::optim {

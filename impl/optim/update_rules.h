@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "impl/optim/host_device.h"
+#include "impl/core/host_device.h"
 #include "impl/optim/optimizer.h"
 
 namespace shardrec::optim {

@@ -27,7 +27,7 @@ struct RefTable {
 
 // `x` rounded to nearest even in the storage type `dtype` (values as RefTable::dtype; float32
 // returns x). Written from the IEEE definitions with frexp/nearbyint, independently of the
-// bit tricks of impl/optim/precision.h.
+// bit tricks of impl/core/half.h.
 float RoundToStorage(float x, int32_t dtype);
 
 struct RefOptimizer {

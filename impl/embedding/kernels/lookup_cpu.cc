@@ -41,7 +41,7 @@ __attribute__((target("avx,f16c"))) void AccumulateHalfF16C(float* o, const uint
     if (weighted) v = _mm256_mul_ps(vs, v);
     _mm256_storeu_ps(o + c, _mm256_add_ps(_mm256_loadu_ps(o + c), v));
   }
-  for (; c < cols; ++c) o[c] += weighted ? s * optim::HalfToFloat(r[c]) : optim::HalfToFloat(r[c]);
+  for (; c < cols; ++c) o[c] += weighted ? s * HalfToFloat(r[c]) : HalfToFloat(r[c]);
 }
 
 bool HasF16C() {

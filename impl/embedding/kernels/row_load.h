@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "impl/optim/precision.h"
+#include "impl/core/half.h"
 
 namespace shardrec::embedding::kernels::detail {
 
@@ -24,11 +24,11 @@ struct BFloat16 {
 };
 template <>
 inline float LoadAsFloat<Half>(Half v) {
-  return optim::HalfToFloat(v.bits);
+  return HalfToFloat(v.bits);
 }
 template <>
 inline float LoadAsFloat<BFloat16>(BFloat16 v) {
-  return optim::BFloat16ToFloat(v.bits);
+  return BFloat16ToFloat(v.bits);
 }
 
 // Touches every 64-byte line of a row so the loads of a later iteration hit in cache.

@@ -8,6 +8,7 @@
 #include "impl/comm/reduce.h"
 #include "impl/comm/stores.h"
 #include "impl/core/config.h"
+#include "impl/core/half.h"
 #include "tests/impl/comm/comm_test_util.h"
 
 namespace shardrec::comm {

@@ -1,4 +1,4 @@
-// Tests for the element-wise reduction kernels and the 16-bit float conversions.
+// Tests for the element-wise reduction kernels, including 16-bit floats (core/half.h conversions).
 #include "impl/comm/reduce.h"
 
 #include <gtest/gtest.h>
@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdint>
 #include <vector>
+
+#include "impl/core/half.h"
 
 namespace shardrec::comm {
 namespace {

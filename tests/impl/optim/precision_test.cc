@@ -1,13 +1,12 @@
 // fp16/bf16 conversions (nearest-even and stochastic) and optimizer updates on low-precision
 // weights with fp32 math.
-#include "impl/optim/precision.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "impl/core/half.h"
 #include "impl/core/rng.h"
 #include "impl/optim/optimizer.h"
 

@@ -9,8 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "impl/core/half.h"
 #include "impl/core/thread_pool.h"
-#include "impl/optim/precision.h"
 
 namespace shardrec::embedding::kernels {
 namespace {
@@ -78,8 +78,7 @@ TEST(EmbeddingKernels, PooledLookupReadsHalfAndBFloat16) {
   for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
     std::vector<uint16_t> low(table.size());
     for (size_t i = 0; i < low.size(); ++i)
-      low[i] =
-          dt == DType::kFloat16 ? optim::FloatToHalf(table[i]) : optim::FloatToBFloat16(table[i]);
+      low[i] = dt == DType::kFloat16 ? FloatToHalf(table[i]) : FloatToBFloat16(table[i]);
     std::vector<float> out(12 * D);
     PooledLookup(WeightsView{low.data(), dt, R, D, D}, batch.View(true), out.data(), D, nullptr);
     for (int64_t b = 0; b < 12; ++b)
@@ -87,8 +86,7 @@ TEST(EmbeddingKernels, PooledLookupReadsHalfAndBFloat16) {
         float want = 0.0f;
         for (int64_t i = batch.offsets[b]; i < batch.offsets[b + 1]; ++i) {
           uint16_t v = low[batch.rows[i] * D + c];
-          want += batch.weights[i] *
-                  (dt == DType::kFloat16 ? optim::HalfToFloat(v) : optim::BFloat16ToFloat(v));
+          want += batch.weights[i] * (dt == DType::kFloat16 ? HalfToFloat(v) : BFloat16ToFloat(v));
         }
         EXPECT_FLOAT_EQ(out[b * D + c], want);
       }

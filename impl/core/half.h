@@ -1,13 +1,14 @@
-// fp32 <-> fp16/bf16 conversions for low-precision weight storage: round to nearest even, or
-// stochastic rounding driven by caller-supplied random bits. Pure bit manipulation, host/device.
+// fp32 <-> fp16/bf16 conversions, the one implementation every module uses (weight storage,
+// optimizer updates, 16-bit reductions in comm): round to nearest even, or stochastic rounding
+// driven by caller-supplied random bits. Pure bit manipulation, host/device.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
-#include "impl/optim/host_device.h"
+#include "impl/core/host_device.h"
 
-namespace shardrec::optim {
+namespace shardrec {
 
 SHARDREC_HD uint32_t FloatBits(float f) {
   uint32_t u;
@@ -94,4 +95,4 @@ SHARDREC_HD uint16_t FloatToHalfStochastic(float f, uint32_t bits) {
   return pick;
 }
 
-}  // namespace shardrec::optim
+}  // namespace shardrec
