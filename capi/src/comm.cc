@@ -8,6 +8,7 @@
 
 #include "capi/src/guard.h"
 #include "capi/src/handles.h"
+#include "capi/src/versioned.h"
 #include "impl/comm/factory.h"
 #include "impl/comm/stores.h"
 #include "impl/core/check.h"
@@ -26,11 +27,7 @@ constexpr int32_t kMaxLocalGroup = 1024;
 Status ToOptions(const shardrec_comm_options_t* in, comm::CommOptions* out) {
   *out = comm::CommOptions{};
   if (in == nullptr) return Status::Ok();
-  if (in->version == 0 || in->version > SHARDREC_COMM_OPTIONS_VERSION) {
-    return Status::InvalidArgument("options->version ", in->version, " is not in [1, ",
-                                   SHARDREC_COMM_OPTIONS_VERSION,
-                                   "]; use shardrec_comm_options_init()");
-  }
+  SR_RETURN_IF_ERROR(CheckStructVersion(in->version, SHARDREC_COMM_OPTIONS_VERSION, "options"));
   if (in->timeout_ms < 0)
     return Status::InvalidArgument("options->timeout_ms ", in->timeout_ms, " must be >= 0");
   if (in->backend < SHARDREC_BACKEND_AUTO || in->backend > SHARDREC_BACKEND_NCCL) {
@@ -106,30 +103,15 @@ extern "C" {
 
 SHARDREC_API shardrec_status_t shardrec_comm_options_init(shardrec_comm_options_t* options,
                                                           uint32_t version) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(options, "options"));
-    if (version == 0 || version > SHARDREC_COMM_OPTIONS_VERSION) {
-      return Status::InvalidArgument("version ", version, " is not in [1, ",
-                                     SHARDREC_COMM_OPTIONS_VERSION, "]");
-    }
-    *options = shardrec_comm_options_t SHARDREC_COMM_OPTIONS_INIT;
-    options->version = version;
-    return Status::Ok();
-  });
+  const shardrec_comm_options_t d = SHARDREC_COMM_OPTIONS_INIT;
+  return shardrec::capi::InitStruct(options, version, SHARDREC_COMM_OPTIONS_VERSION, d, "options");
 }
 
 SHARDREC_API shardrec_status_t shardrec_store_callbacks_init(shardrec_store_callbacks_t* callbacks,
                                                              uint32_t version) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(callbacks, "callbacks"));
-    if (version == 0 || version > SHARDREC_STORE_CALLBACKS_VERSION) {
-      return Status::InvalidArgument("version ", version, " is not in [1, ",
-                                     SHARDREC_STORE_CALLBACKS_VERSION, "]");
-    }
-    *callbacks = shardrec_store_callbacks_t SHARDREC_STORE_CALLBACKS_INIT;
-    callbacks->version = version;
-    return Status::Ok();
-  });
+  const shardrec_store_callbacks_t d = SHARDREC_STORE_CALLBACKS_INIT;
+  return shardrec::capi::InitStruct(callbacks, version, SHARDREC_STORE_CALLBACKS_VERSION, d,
+                                    "callbacks");
 }
 
 SHARDREC_API shardrec_status_t shardrec_comm_unique_id_create(shardrec_unique_id_t* out) {
@@ -168,10 +150,8 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_with_store(
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     *out = nullptr;
     SR_RETURN_IF_ERROR(CheckNotNull(callbacks, "callbacks"));
-    if (callbacks->version == 0 || callbacks->version > SHARDREC_STORE_CALLBACKS_VERSION) {
-      return Status::InvalidArgument("callbacks->version ", callbacks->version, " is not in [1, ",
-                                     SHARDREC_STORE_CALLBACKS_VERSION, "]");
-    }
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckStructVersion(
+        callbacks->version, SHARDREC_STORE_CALLBACKS_VERSION, "callbacks"));
     if (callbacks->set == nullptr)
       return Status::InvalidArgument("callbacks->set must not be NULL");
     if (callbacks->get == nullptr)

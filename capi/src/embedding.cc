@@ -8,11 +8,21 @@
 #include "capi/src/guard.h"
 #include "capi/src/handles.h"
 #include "capi/src/plan_handle.h"
+#include "capi/src/versioned.h"
 
 namespace shardrec::capi {
 namespace {
 
-static_assert(static_cast<int>(optim::OptimizerType::kLamb) == SHARDREC_OPTIMIZER_LAMB);
+static_assert(optim::kNumOptimizerTypes == SHARDREC_OPTIMIZER_LAMB + 1);
+// One set of optimizer defaults: the C initialiser and the C++ config agree.
+constexpr shardrec_optimizer_config_t kCDefaults = SHARDREC_OPTIMIZER_CONFIG_INIT;
+constexpr optim::OptimizerConfig kDefaults{};
+static_assert(kCDefaults.type == static_cast<int32_t>(kDefaults.type) &&
+              kCDefaults.learning_rate == kDefaults.learning_rate &&
+              kCDefaults.eps == kDefaults.eps && kCDefaults.beta1 == kDefaults.beta1 &&
+              kCDefaults.beta2 == kDefaults.beta2 &&
+              kCDefaults.weight_decay == kDefaults.weight_decay &&
+              kCDefaults.weight_decay_mode == static_cast<int32_t>(kDefaults.weight_decay_mode));
 static_assert(static_cast<int>(optim::WeightDecayMode::kDecoupled) ==
               SHARDREC_WEIGHT_DECAY_DECOUPLED);
 static_assert(static_cast<int>(embedding::BoundsPolicy::kSkip) == SHARDREC_BOUNDS_SKIP);
@@ -20,10 +30,9 @@ static_assert(static_cast<int>(embedding::BoundsPolicy::kSkip) == SHARDREC_BOUND
 Status ToOptimizer(const shardrec_optimizer_config_t* c, optim::OptimizerConfig* out) {
   *out = optim::OptimizerConfig();
   if (c == nullptr) return Status::Ok();
-  if (c->version != SHARDREC_OPTIMIZER_CONFIG_VERSION)
-    return Status::InvalidArgument("optimizer config: unsupported version ", c->version,
-                                   " (fill it with shardrec_optimizer_config_init)");
-  if (c->type < SHARDREC_OPTIMIZER_SGD || c->type > SHARDREC_OPTIMIZER_LAMB)
+  SR_RETURN_IF_ERROR(
+      CheckStructVersion(c->version, SHARDREC_OPTIMIZER_CONFIG_VERSION, "optimizer config"));
+  if (!optim::IsKnownOptimizerType(c->type))
     return Status::InvalidArgument("optimizer config: unknown type ", c->type);
   if (c->weight_decay_mode < SHARDREC_WEIGHT_DECAY_NONE ||
       c->weight_decay_mode > SHARDREC_WEIGHT_DECAY_DECOUPLED)
@@ -43,9 +52,8 @@ Status ToOptimizer(const shardrec_optimizer_config_t* c, optim::OptimizerConfig*
 Status ToOptions(const shardrec_embedding_options_t* o, embedding::CollectionOptions* out) {
   *out = embedding::CollectionOptions();
   if (o == nullptr) return Status::Ok();
-  if (o->version != SHARDREC_EMBEDDING_OPTIONS_VERSION)
-    return Status::InvalidArgument("embedding options: unsupported version ", o->version,
-                                   " (fill it with shardrec_embedding_options_init)");
+  SR_RETURN_IF_ERROR(
+      CheckStructVersion(o->version, SHARDREC_EMBEDDING_OPTIONS_VERSION, "embedding options"));
   if (o->bounds_policy < SHARDREC_BOUNDS_ERROR || o->bounds_policy > SHARDREC_BOUNDS_SKIP)
     return Status::InvalidArgument("embedding options: unknown bounds_policy ", o->bounds_policy);
   if (o->num_threads < 0)
@@ -94,24 +102,16 @@ extern "C" {
 
 SHARDREC_API shardrec_status_t shardrec_optimizer_config_init(shardrec_optimizer_config_t* config,
                                                               uint32_t version) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(config, "config"));
-    if (version != SHARDREC_OPTIMIZER_CONFIG_VERSION)
-      return Status::InvalidArgument("unsupported optimizer config version ", version);
-    *config = shardrec_optimizer_config_t SHARDREC_OPTIMIZER_CONFIG_INIT;
-    return Status::Ok();
-  });
+  const shardrec_optimizer_config_t d = SHARDREC_OPTIMIZER_CONFIG_INIT;
+  return shardrec::capi::InitStruct(config, version, SHARDREC_OPTIMIZER_CONFIG_VERSION, d,
+                                    "config");
 }
 
 SHARDREC_API shardrec_status_t
 shardrec_embedding_options_init(shardrec_embedding_options_t* options, uint32_t version) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(options, "options"));
-    if (version != SHARDREC_EMBEDDING_OPTIONS_VERSION)
-      return Status::InvalidArgument("unsupported embedding options version ", version);
-    *options = shardrec_embedding_options_t SHARDREC_EMBEDDING_OPTIONS_INIT;
-    return Status::Ok();
-  });
+  const shardrec_embedding_options_t d = SHARDREC_EMBEDDING_OPTIONS_INIT;
+  return shardrec::capi::InitStruct(options, version, SHARDREC_EMBEDDING_OPTIONS_VERSION, d,
+                                    "options");
 }
 
 SHARDREC_API shardrec_status_t shardrec_embedding_create(

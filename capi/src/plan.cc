@@ -10,6 +10,7 @@
 
 #include "capi/src/guard.h"
 #include "capi/src/plan_handle.h"
+#include "capi/src/versioned.h"
 #include "impl/core/check.h"
 #include "impl/planner/planner.h"
 #include "impl/planner/stats.h"
@@ -33,14 +34,6 @@ static_assert(SHARDREC_SHARDING_COUNT == sharding::kNumShardingTypes);
 static_assert(SHARDREC_POOLING_NONE == static_cast<int>(sharding::PoolingType::kNone));
 static_assert(SHARDREC_INIT_CONSTANT == static_cast<int>(sharding::InitConfig::Kind::kConstant));
 
-Status CheckVersion(uint32_t version, uint32_t current, const std::string& what) {
-  if (version == 0 || version > current)
-    return Status::InvalidArgument(what, ": unsupported struct version ", version,
-                                   " (this library knows 1..", current,
-                                   "); fill it with its _init() function or _INIT macro");
-  return Status::Ok();
-}
-
 Status CheckArray(const void* p, size_t n, const std::string& what) {
   if (p == nullptr && n > 0) return Status::InvalidArgument(what, " is NULL but its count is ", n);
   return Status::Ok();
@@ -52,7 +45,7 @@ Status ConvertFeatures(const shardrec_feature_config_t* features, size_t n,
   for (size_t i = 0; i < n; ++i) {
     const auto& c = features[i];
     const std::string what = StrCat("features[", i, "]");
-    SR_RETURN_IF_ERROR(CheckVersion(c.version, SHARDREC_FEATURE_CONFIG_VERSION, what));
+    SR_RETURN_IF_ERROR(CheckStructVersion(c.version, SHARDREC_FEATURE_CONFIG_VERSION, what));
     if (c.name == nullptr) return Status::InvalidArgument(what, ".name must not be NULL");
     sharding::FeatureConfig f;
     f.name = c.name;
@@ -69,7 +62,7 @@ Status ConvertTables(const shardrec_table_config_t* tables, size_t n, size_t num
   for (size_t i = 0; i < n; ++i) {
     const auto& c = tables[i];
     std::string what = StrCat("tables[", i, "]");
-    SR_RETURN_IF_ERROR(CheckVersion(c.version, SHARDREC_TABLE_CONFIG_VERSION, what));
+    SR_RETURN_IF_ERROR(CheckStructVersion(c.version, SHARDREC_TABLE_CONFIG_VERSION, what));
     if (c.name == nullptr) return Status::InvalidArgument(what, ".name must not be NULL");
     what = StrCat("table '", c.name, "'");
     if (c.rows <= 0) return Status::InvalidArgument(what, ": rows ", c.rows, " must be > 0");
@@ -107,7 +100,7 @@ Status ConvertTables(const shardrec_table_config_t* tables, size_t n, size_t num
 
 Status ConvertTopology(const shardrec_topology_t* c, planner::Topology* out) {
   SR_RETURN_IF_ERROR(CheckNotNull(c, "topology"));
-  SR_RETURN_IF_ERROR(CheckVersion(c->version, SHARDREC_TOPOLOGY_VERSION, "topology"));
+  SR_RETURN_IF_ERROR(CheckStructVersion(c->version, SHARDREC_TOPOLOGY_VERSION, "topology"));
   if (c->world_size < 1)
     return Status::InvalidArgument("topology: world_size ", c->world_size, " must be >= 1");
   if (c->device_type != SHARDREC_DEVICE_HOST && c->device_type != SHARDREC_DEVICE_CUDA)
@@ -145,7 +138,7 @@ Status ConvertTopology(const shardrec_topology_t* c, planner::Topology* out) {
   if (c->batch_size < 0)
     return Status::InvalidArgument("topology: batch_size ", c->batch_size, " must be >= 0");
   if (c->batch_size > 0) t.batch_size = c->batch_size;
-  if (c->optimizer < 0 || c->optimizer > static_cast<int32_t>(optim::OptimizerType::kLamb))
+  if (!optim::IsKnownOptimizerType(c->optimizer))
     return Status::InvalidArgument("topology: unknown optimizer ", c->optimizer);
   t.optimizer = static_cast<optim::OptimizerType>(c->optimizer);
   t.reserved_fraction = c->reserved_fraction;
@@ -160,7 +153,7 @@ Status ConvertConstraints(const shardrec_table_constraints_t* cs, size_t n,
   for (size_t i = 0; i < n; ++i) {
     const auto& c = cs[i];
     std::string what = StrCat("constraints[", i, "]");
-    SR_RETURN_IF_ERROR(CheckVersion(c.version, SHARDREC_TABLE_CONSTRAINTS_VERSION, what));
+    SR_RETURN_IF_ERROR(CheckStructVersion(c.version, SHARDREC_TABLE_CONSTRAINTS_VERSION, what));
     if (c.table == nullptr) return Status::InvalidArgument(what, ".table must not be NULL");
     SR_RETURN_IF_ERROR(CheckArray(c.ranks, c.num_ranks, what + ".ranks"));
     SR_RETURN_IF_ERROR(
@@ -211,17 +204,6 @@ shardrec_plan_t* NewHandle(sharding::Plan plan, std::string stats) {
   return h.release();
 }
 
-template <typename T, uint32_t kVersion>
-shardrec_status_t InitStruct(T* s, uint32_t version, const T& defaults, const char* what) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(s, what));
-    SR_RETURN_IF_ERROR(CheckVersion(version, kVersion, what));
-    *s = defaults;
-    s->version = version;
-    return Status::Ok();
-  });
-}
-
 }  // namespace
 }  // namespace shardrec::capi
 
@@ -234,30 +216,28 @@ extern "C" {
 SHARDREC_API shardrec_status_t shardrec_feature_config_init(shardrec_feature_config_t* config,
                                                             uint32_t version) {
   const shardrec_feature_config_t d = SHARDREC_FEATURE_CONFIG_INIT;
-  return shardrec::capi::InitStruct<shardrec_feature_config_t, SHARDREC_FEATURE_CONFIG_VERSION>(
-      config, version, d, "feature config");
+  return shardrec::capi::InitStruct(config, version, SHARDREC_FEATURE_CONFIG_VERSION, d,
+                                    "feature config");
 }
 
 SHARDREC_API shardrec_status_t shardrec_table_config_init(shardrec_table_config_t* config,
                                                           uint32_t version) {
   const shardrec_table_config_t d = SHARDREC_TABLE_CONFIG_INIT;
-  return shardrec::capi::InitStruct<shardrec_table_config_t, SHARDREC_TABLE_CONFIG_VERSION>(
-      config, version, d, "table config");
+  return shardrec::capi::InitStruct(config, version, SHARDREC_TABLE_CONFIG_VERSION, d,
+                                    "table config");
 }
 
 SHARDREC_API shardrec_status_t shardrec_topology_init(shardrec_topology_t* topology,
                                                       uint32_t version) {
   const shardrec_topology_t d = SHARDREC_TOPOLOGY_INIT;
-  return shardrec::capi::InitStruct<shardrec_topology_t, SHARDREC_TOPOLOGY_VERSION>(
-      topology, version, d, "topology");
+  return shardrec::capi::InitStruct(topology, version, SHARDREC_TOPOLOGY_VERSION, d, "topology");
 }
 
 SHARDREC_API shardrec_status_t
 shardrec_table_constraints_init(shardrec_table_constraints_t* constraints, uint32_t version) {
   const shardrec_table_constraints_t d = SHARDREC_TABLE_CONSTRAINTS_INIT;
-  return shardrec::capi::InitStruct<shardrec_table_constraints_t,
-                                    SHARDREC_TABLE_CONSTRAINTS_VERSION>(constraints, version, d,
-                                                                        "table constraints");
+  return shardrec::capi::InitStruct(constraints, version, SHARDREC_TABLE_CONSTRAINTS_VERSION, d,
+                                    "table constraints");
 }
 
 SHARDREC_API shardrec_status_t

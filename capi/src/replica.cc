@@ -11,6 +11,7 @@
 #include "capi/src/guard.h"
 #include "capi/src/handles.h"
 #include "capi/src/plan_handle.h"
+#include "capi/src/versioned.h"
 #include "impl/core/rng.h"
 #include "impl/replica/mesh.h"
 #include "impl/replica/sync.h"
@@ -129,14 +130,8 @@ extern "C" {
 
 SHARDREC_API shardrec_status_t shardrec_mesh_options_init(shardrec_mesh_options_t* options,
                                                           uint32_t version) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(options, "options"));
-    if (version != SHARDREC_MESH_OPTIONS_VERSION) {
-      return Status::InvalidArgument("unknown shardrec_mesh_options_t version ", version);
-    }
-    *options = shardrec_mesh_options_t SHARDREC_MESH_OPTIONS_INIT;
-    return Status::Ok();
-  });
+  const shardrec_mesh_options_t d = SHARDREC_MESH_OPTIONS_INIT;
+  return shardrec::capi::InitStruct(options, version, SHARDREC_MESH_OPTIONS_VERSION, d, "options");
 }
 
 SHARDREC_API shardrec_status_t shardrec_mesh_create(shardrec_mesh_t** out, shardrec_comm_t* world,
@@ -147,10 +142,8 @@ SHARDREC_API shardrec_status_t shardrec_mesh_create(shardrec_mesh_t** out, shard
     if (world == nullptr || !world->impl) return Status::InvalidArgument("world must not be NULL");
     shardrec_mesh_options_t o = SHARDREC_MESH_OPTIONS_INIT;
     if (options != nullptr) {
-      if (options->version != SHARDREC_MESH_OPTIONS_VERSION) {
-        return Status::InvalidArgument("unknown shardrec_mesh_options_t version ",
-                                       options->version);
-      }
+      SR_RETURN_IF_ERROR(shardrec::capi::CheckStructVersion(
+          options->version, SHARDREC_MESH_OPTIONS_VERSION, "options"));
       o = *options;
     }
     const int world_size = world->impl->Size();
@@ -254,10 +247,8 @@ SHARDREC_API shardrec_status_t shardrec_mesh_embedding_create(
                                   &o, SHARDREC_EMBEDDING_OPTIONS_VERSION)),
                               "initialising options"));
     if (options != nullptr) {
-      if (options->version != SHARDREC_EMBEDDING_OPTIONS_VERSION) {
-        return Status::InvalidArgument("unknown shardrec_embedding_options_t version ",
-                                       options->version);
-      }
+      SR_RETURN_IF_ERROR(shardrec::capi::CheckStructVersion(
+          options->version, SHARDREC_EMBEDDING_OPTIONS_VERSION, "options"));
       o = *options;
     }
     shardrec_comm sharding{mesh->impl->sharding()};

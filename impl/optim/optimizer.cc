@@ -7,11 +7,8 @@ namespace shardrec::optim {
 
 namespace {
 
-bool KnownType(OptimizerType t) {
-  auto v = static_cast<int32_t>(t);
-  return v >= static_cast<int32_t>(OptimizerType::kSgd) &&
-         v <= static_cast<int32_t>(OptimizerType::kLamb);
-}
+static_assert(static_cast<int32_t>(OptimizerType::kLamb) == kNumOptimizerTypes - 1,
+              "kNumOptimizerTypes must cover every OptimizerType");
 
 bool KnownDecayMode(WeightDecayMode m) {
   auto v = static_cast<int32_t>(m);
@@ -21,8 +18,38 @@ bool KnownDecayMode(WeightDecayMode m) {
 
 }  // namespace
 
+bool IsKnownOptimizerType(int32_t value) { return value >= 0 && value < kNumOptimizerTypes; }
+
+const char* OptimizerName(OptimizerType type) {
+  switch (type) {
+    case OptimizerType::kSgd:
+      return "sgd";
+    case OptimizerType::kAdagrad:
+      return "adagrad";
+    case OptimizerType::kRowWiseAdagrad:
+      return "rowwise_adagrad";
+    case OptimizerType::kAdam:
+      return "adam";
+    case OptimizerType::kPartialRowWiseAdam:
+      return "partial_rowwise_adam";
+    case OptimizerType::kLamb:
+      return "lamb";
+  }
+  return "unknown";
+}
+
+int64_t StateBytes(OptimizerType type, int64_t rows, int64_t cols) {
+  int64_t per_row = 0;
+  for (const StateSpec& s : StateSpecs(type)) per_row += s.row_wise ? 1 : cols;
+  int64_t floats = 0, bytes = 0;
+  if (__builtin_mul_overflow(rows, per_row, &floats) ||
+      __builtin_mul_overflow(floats, int64_t{4}, &bytes))
+    return INT64_MAX;
+  return bytes;
+}
+
 Status ValidateConfig(const OptimizerConfig& c) {
-  if (!KnownType(c.type))
+  if (!IsKnownOptimizerType(static_cast<int32_t>(c.type)))
     return Status::InvalidArgument("optimizer type: unknown value ", static_cast<int32_t>(c.type));
   if (!KnownDecayMode(c.weight_decay_mode))
     return Status::InvalidArgument("optimizer weight_decay_mode: unknown value ",

@@ -25,6 +25,15 @@ enum class OptimizerType : int32_t {
   kLamb = 5,
 };
 
+// The optimizer list is owned here: every other module (planner, collection, C API) asks these
+// functions instead of restating ranges, names or state layouts.
+inline constexpr int32_t kNumOptimizerTypes = 6;  // values 0 .. kNumOptimizerTypes - 1
+bool IsKnownOptimizerType(int32_t value);
+// Stable lower-case names used in plans, stats tables and messages ("rowwise_adagrad").
+const char* OptimizerName(OptimizerType type);
+// Bytes of fp32 optimizer state for a shard of rows x cols (saturates at INT64_MAX).
+int64_t StateBytes(OptimizerType type, int64_t rows, int64_t cols);
+
 // Values mirror SHARDREC_WEIGHT_DECAY_*.
 enum class WeightDecayMode : int32_t {
   kNone = 0,
@@ -32,6 +41,8 @@ enum class WeightDecayMode : int32_t {
   kDecoupled = 2,  // AdamW-style: w -= lr * wd * w, separate from the rule
 };
 
+// The defaults below are the C API's defaults too (shardrec_optimizer_config_init); capi/src
+// checks at compile time that they agree.
 struct OptimizerConfig {
   OptimizerType type = OptimizerType::kSgd;
   float learning_rate = 0.01f;

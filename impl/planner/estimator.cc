@@ -60,28 +60,7 @@ TableLoad ComputeLoad(const sharding::TableConfig& table, const std::vector<floa
 }
 
 int64_t OptimizerStateBytes(optim::OptimizerType type, int64_t rows, int32_t cols) {
-  int64_t elementwise = 0, rowwise = 0;
-  switch (type) {
-    case optim::OptimizerType::kSgd:
-      break;
-    case optim::OptimizerType::kAdagrad:
-      elementwise = 1;
-      break;
-    case optim::OptimizerType::kRowWiseAdagrad:
-      rowwise = 1;
-      break;
-    case optim::OptimizerType::kAdam:
-      elementwise = 2;
-      break;
-    case optim::OptimizerType::kPartialRowWiseAdam:
-      elementwise = 1;
-      rowwise = 1;
-      break;
-    case optim::OptimizerType::kLamb:
-      elementwise = 2;
-      break;
-  }
-  return 4 * (rows * cols * elementwise + rows * rowwise);
+  return optim::StateBytes(type, rows, cols);
 }
 
 std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::TableConfig& table,

@@ -27,24 +27,6 @@ std::string Mib(int64_t bytes) {
   return Fmt("%.2f", static_cast<double>(bytes) / (1024.0 * 1024.0));
 }
 
-const char* OptimizerName(optim::OptimizerType t) {
-  switch (t) {
-    case optim::OptimizerType::kSgd:
-      return "sgd";
-    case optim::OptimizerType::kAdagrad:
-      return "adagrad";
-    case optim::OptimizerType::kRowWiseAdagrad:
-      return "rowwise_adagrad";
-    case optim::OptimizerType::kAdam:
-      return "adam";
-    case optim::OptimizerType::kPartialRowWiseAdam:
-      return "partial_rowwise_adam";
-    case optim::OptimizerType::kLamb:
-      return "lamb";
-  }
-  return "?";
-}
-
 std::string Row(const std::vector<std::string>& cells, const std::vector<size_t>& widths) {
   std::string line;
   for (size_t i = 0; i < cells.size(); ++i) {
@@ -76,9 +58,10 @@ std::string FormatStats(const sharding::Plan& plan, const Topology& topo,
                         const StatsInfo& info) {
   const PlanEstimate est = EstimatePlan(plan, topo, pooling_factors);
   std::string out = "--- shardrec planner statistics ---\n";
-  out += StrCat("world_size ", plan.world_size, ", ranks_per_node ", plan.local_world_size,
-                ", device ", topo.device == ComputeDevice::kCuda ? "cuda" : "host", ", batch_size ",
-                topo.batch_size, " per rank, optimizer ", OptimizerName(topo.optimizer), "\n");
+  out +=
+      StrCat("world_size ", plan.world_size, ", ranks_per_node ", plan.local_world_size,
+             ", device ", topo.device == ComputeDevice::kCuda ? "cuda" : "host", ", batch_size ",
+             topo.batch_size, " per rank, optimizer ", optim::OptimizerName(topo.optimizer), "\n");
   if (info.planned) {
     out += StrCat("evaluated ", info.proposals, " proposal(s), ", info.feasible,
                   " fit in memory; the cheapest was chosen\n");

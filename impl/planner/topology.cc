@@ -37,9 +37,8 @@ Status Topology::Validate() const {
     return Status::InvalidArgument("topology: memory_bandwidth must be finite and >= 0");
   if (batch_size < 1)
     return Status::InvalidArgument("topology: batch_size ", batch_size, " must be >= 1");
-  const auto opt = static_cast<int32_t>(optimizer);
-  if (opt < 0 || opt > static_cast<int32_t>(optim::OptimizerType::kLamb))
-    return Status::InvalidArgument("topology: unknown optimizer ", opt);
+  if (!optim::IsKnownOptimizerType(static_cast<int32_t>(optimizer)))
+    return Status::InvalidArgument("topology: unknown optimizer ", static_cast<int32_t>(optimizer));
   if (!(reserved_fraction >= 0.0 && reserved_fraction < 1.0))
     return Status::InvalidArgument("topology: reserved_fraction ", reserved_fraction,
                                    " must be in [0, 1)");
