@@ -121,83 +121,86 @@ typedef _gostring_ swig_type_88;
 typedef _goslice_ swig_type_89;
 typedef _gostring_ swig_type_90;
 typedef _gostring_ swig_type_91;
-typedef _goslice_ swig_type_92;
+typedef _gostring_ swig_type_92;
 typedef _gostring_ swig_type_93;
-typedef long long swig_type_94;
-typedef _gostring_ swig_type_95;
+typedef _gostring_ swig_type_94;
+typedef _goslice_ swig_type_95;
 typedef _gostring_ swig_type_96;
-typedef _goslice_ swig_type_97;
+typedef long long swig_type_97;
 typedef _gostring_ swig_type_98;
 typedef _gostring_ swig_type_99;
 typedef _goslice_ swig_type_100;
 typedef _gostring_ swig_type_101;
-typedef _goslice_ swig_type_102;
-typedef _gostring_ swig_type_103;
-typedef long long swig_type_104;
+typedef _gostring_ swig_type_102;
+typedef _goslice_ swig_type_103;
+typedef _gostring_ swig_type_104;
 typedef _goslice_ swig_type_105;
 typedef _gostring_ swig_type_106;
-typedef _gostring_ swig_type_107;
-typedef _gostring_ swig_type_108;
-typedef _goslice_ swig_type_109;
+typedef long long swig_type_107;
+typedef _goslice_ swig_type_108;
+typedef _gostring_ swig_type_109;
 typedef _gostring_ swig_type_110;
 typedef _gostring_ swig_type_111;
-typedef _gostring_ swig_type_112;
-typedef _goslice_ swig_type_113;
+typedef _goslice_ swig_type_112;
+typedef _gostring_ swig_type_113;
 typedef _gostring_ swig_type_114;
-typedef _goslice_ swig_type_115;
+typedef _gostring_ swig_type_115;
 typedef _goslice_ swig_type_116;
 typedef _gostring_ swig_type_117;
 typedef _goslice_ swig_type_118;
-typedef _gostring_ swig_type_119;
+typedef _goslice_ swig_type_119;
 typedef _gostring_ swig_type_120;
-typedef _gostring_ swig_type_121;
-typedef _goslice_ swig_type_122;
+typedef _goslice_ swig_type_121;
+typedef _gostring_ swig_type_122;
 typedef _gostring_ swig_type_123;
-typedef _goslice_ swig_type_124;
+typedef _gostring_ swig_type_124;
 typedef _goslice_ swig_type_125;
-typedef _goslice_ swig_type_126;
+typedef _gostring_ swig_type_126;
 typedef _goslice_ swig_type_127;
-typedef _gostring_ swig_type_128;
+typedef _goslice_ swig_type_128;
 typedef _goslice_ swig_type_129;
-typedef _gostring_ swig_type_130;
-typedef _goslice_ swig_type_131;
-typedef _gostring_ swig_type_132;
+typedef _goslice_ swig_type_130;
+typedef _gostring_ swig_type_131;
+typedef _goslice_ swig_type_132;
 typedef _gostring_ swig_type_133;
 typedef _goslice_ swig_type_134;
 typedef _gostring_ swig_type_135;
 typedef _gostring_ swig_type_136;
 typedef _goslice_ swig_type_137;
 typedef _gostring_ swig_type_138;
-typedef _goslice_ swig_type_139;
+typedef _gostring_ swig_type_139;
 typedef _goslice_ swig_type_140;
-typedef _goslice_ swig_type_141;
-typedef _gostring_ swig_type_142;
-typedef _gostring_ swig_type_143;
-typedef _gostring_ swig_type_144;
+typedef _gostring_ swig_type_141;
+typedef _goslice_ swig_type_142;
+typedef _goslice_ swig_type_143;
+typedef _goslice_ swig_type_144;
 typedef _gostring_ swig_type_145;
-typedef long long swig_type_146;
-typedef _goslice_ swig_type_147;
+typedef _gostring_ swig_type_146;
+typedef _gostring_ swig_type_147;
 typedef _gostring_ swig_type_148;
-typedef _gostring_ swig_type_149;
+typedef long long swig_type_149;
 typedef _goslice_ swig_type_150;
-typedef _goslice_ swig_type_151;
+typedef _gostring_ swig_type_151;
 typedef _gostring_ swig_type_152;
 typedef _goslice_ swig_type_153;
-typedef _gostring_ swig_type_154;
-typedef _goslice_ swig_type_155;
-typedef _gostring_ swig_type_156;
-typedef long long swig_type_157;
-typedef long long swig_type_158;
-typedef _goslice_ swig_type_159;
-typedef _goslice_ swig_type_160;
-typedef _goslice_ swig_type_161;
+typedef _goslice_ swig_type_154;
+typedef _gostring_ swig_type_155;
+typedef _goslice_ swig_type_156;
+typedef _gostring_ swig_type_157;
+typedef _goslice_ swig_type_158;
+typedef _gostring_ swig_type_159;
+typedef long long swig_type_160;
+typedef long long swig_type_161;
 typedef _goslice_ swig_type_162;
-typedef _gostring_ swig_type_163;
-typedef long long swig_type_164;
-typedef long long swig_type_165;
-typedef _goslice_ swig_type_166;
-typedef _goslice_ swig_type_167;
-typedef _goslice_ swig_type_168;
+typedef _goslice_ swig_type_163;
+typedef _goslice_ swig_type_164;
+typedef _goslice_ swig_type_165;
+typedef _gostring_ swig_type_166;
+typedef long long swig_type_167;
+typedef long long swig_type_168;
+typedef _goslice_ swig_type_169;
+typedef _goslice_ swig_type_170;
+typedef _goslice_ swig_type_171;
 extern void _wrap_Swig_free_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_shardrec_f3770aebdf7e19ec(swig_intgo arg1);
 extern swig_intgo _wrap_OK_shardrec_f3770aebdf7e19ec(void);
@@ -379,18 +382,21 @@ extern swig_type_83 _wrap_embedding_is_sequence_shardrec_f3770aebdf7e19ec(uintpt
 extern swig_type_85 _wrap_embedding_input_dist_wait_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern swig_type_86 _wrap_embedding_forward_distributed_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_87 arg2);
 extern swig_type_88 _wrap_embedding_backward_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_89 arg2);
-extern swig_type_90 _wrap_embedding_set_learning_rate_shardrec_f3770aebdf7e19ec(uintptr_t arg1, float arg2);
-extern swig_type_91 _wrap_embedding_num_steps_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_92 arg2);
-extern swig_type_93 _wrap_embedding_set_num_steps_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_94 arg2);
-extern swig_type_95 _wrap_embedding_get_weights_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_96 arg2, swig_type_97 arg3);
-extern swig_type_98 _wrap_embedding_set_weights_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_99 arg2, swig_type_100 arg3);
-extern swig_type_101 _wrap_embedding_num_states_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_102 arg2);
-extern swig_type_103 _wrap_embedding_state_info_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_104 arg2, swig_voidp arg3, swig_type_105 arg4);
-extern swig_type_106 _wrap_embedding_get_state_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_107 arg2, swig_type_108 arg3, swig_type_109 arg4);
-extern swig_type_110 _wrap_embedding_set_state_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_111 arg2, swig_type_112 arg3, swig_type_113 arg4);
-extern swig_type_114 _wrap_embedding_timings_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_115 arg2, swig_type_116 arg3);
-extern swig_type_117 _wrap_device_count_shardrec_f3770aebdf7e19ec(swig_type_118 arg1);
-extern swig_type_119 _wrap_device_check_shardrec_f3770aebdf7e19ec(swig_intgo arg1, swig_intgo arg2);
+extern swig_type_90 _wrap_embedding_forward_tensor_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_91 _wrap_embedding_forward_distributed_tensor_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_92 _wrap_embedding_backward_tensor_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_93 _wrap_embedding_set_learning_rate_shardrec_f3770aebdf7e19ec(uintptr_t arg1, float arg2);
+extern swig_type_94 _wrap_embedding_num_steps_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_95 arg2);
+extern swig_type_96 _wrap_embedding_set_num_steps_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_97 arg2);
+extern swig_type_98 _wrap_embedding_get_weights_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_99 arg2, swig_type_100 arg3);
+extern swig_type_101 _wrap_embedding_set_weights_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_102 arg2, swig_type_103 arg3);
+extern swig_type_104 _wrap_embedding_num_states_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_105 arg2);
+extern swig_type_106 _wrap_embedding_state_info_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_107 arg2, swig_voidp arg3, swig_type_108 arg4);
+extern swig_type_109 _wrap_embedding_get_state_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_110 arg2, swig_type_111 arg3, swig_type_112 arg4);
+extern swig_type_113 _wrap_embedding_set_state_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_114 arg2, swig_type_115 arg3, swig_type_116 arg4);
+extern swig_type_117 _wrap_embedding_timings_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_118 arg2, swig_type_119 arg3);
+extern swig_type_120 _wrap_device_count_shardrec_f3770aebdf7e19ec(swig_type_121 arg1);
+extern swig_type_122 _wrap_device_check_shardrec_f3770aebdf7e19ec(swig_intgo arg1, swig_intgo arg2);
 extern void _wrap_mesh_options_version_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_mesh_options_version_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern void _wrap_mesh_options_sharding_group_size_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
@@ -405,27 +411,27 @@ extern void _wrap_mesh_options_sync_mode_set_shardrec_f3770aebdf7e19ec(uintptr_t
 extern swig_intgo _wrap_mesh_options_sync_mode_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern uintptr_t _wrap_new_mesh_options_shardrec_f3770aebdf7e19ec(void);
 extern void _wrap_delete_mesh_options_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_120 _wrap_mesh_options_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_121 _wrap_mesh_create_shardrec_f3770aebdf7e19ec(swig_type_122 arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_123 _wrap_mesh_options_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_124 _wrap_mesh_create_shardrec_f3770aebdf7e19ec(swig_type_125 arg1, uintptr_t arg2, uintptr_t arg3);
 extern void _wrap_mesh_destroy_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_123 _wrap_mesh_coords_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_124 arg2, swig_type_125 arg3, swig_type_126 arg4, swig_type_127 arg5);
-extern swig_type_128 _wrap_mesh_sharding_comm_shardrec_f3770aebdf7e19ec(swig_type_129 arg1, uintptr_t arg2);
-extern swig_type_130 _wrap_mesh_replica_comm_shardrec_f3770aebdf7e19ec(swig_type_131 arg1, uintptr_t arg2);
-extern swig_type_132 _wrap_mesh_describe_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_133 _wrap_mesh_embedding_create_shardrec_f3770aebdf7e19ec(swig_type_134 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
-extern swig_type_135 _wrap_mesh_sync_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
-extern swig_type_136 _wrap_mesh_step_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, swig_type_137 arg3);
-extern swig_type_138 _wrap_mesh_sync_stats_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_139 arg2, swig_type_140 arg3, swig_type_141 arg4);
+extern swig_type_126 _wrap_mesh_coords_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_127 arg2, swig_type_128 arg3, swig_type_129 arg4, swig_type_130 arg5);
+extern swig_type_131 _wrap_mesh_sharding_comm_shardrec_f3770aebdf7e19ec(swig_type_132 arg1, uintptr_t arg2);
+extern swig_type_133 _wrap_mesh_replica_comm_shardrec_f3770aebdf7e19ec(swig_type_134 arg1, uintptr_t arg2);
+extern swig_type_135 _wrap_mesh_describe_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_136 _wrap_mesh_embedding_create_shardrec_f3770aebdf7e19ec(swig_type_137 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_138 _wrap_mesh_sync_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
+extern swig_type_139 _wrap_mesh_step_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, swig_type_140 arg3);
+extern swig_type_141 _wrap_mesh_sync_stats_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_142 arg2, swig_type_143 arg3, swig_type_144 arg4);
 extern uintptr_t _wrap_bind_plan_spec_new_shardrec_f3770aebdf7e19ec(void);
 extern void _wrap_bind_plan_spec_free_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern uintptr_t _wrap_bind_plan_spec_topology_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_142 _wrap_bind_plan_spec_add_feature_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_143 arg2, float arg3);
-extern swig_type_144 _wrap_bind_plan_spec_add_table_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_145 arg2, swig_type_146 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_147 arg7, swig_intgo arg8, float arg9, float arg10);
-extern swig_type_148 _wrap_bind_plan_spec_add_constraints_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_149 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_150 arg5, swig_type_151 arg6);
-extern swig_type_152 _wrap_bind_plan_spec_set_memory_bytes_per_rank_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_153 arg2);
-extern swig_type_154 _wrap_bind_plan_create_shardrec_f3770aebdf7e19ec(swig_type_155 arg1, uintptr_t arg2);
-extern swig_type_156 _wrap_bind_embedding_forward_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_157 arg2, swig_type_158 arg3, swig_type_159 arg4, swig_type_160 arg5, swig_type_161 arg6, swig_type_162 arg7);
-extern swig_type_163 _wrap_bind_embedding_input_dist_start_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_164 arg2, swig_type_165 arg3, swig_type_166 arg4, swig_type_167 arg5, swig_type_168 arg6);
+extern swig_type_145 _wrap_bind_plan_spec_add_feature_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_146 arg2, float arg3);
+extern swig_type_147 _wrap_bind_plan_spec_add_table_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_148 arg2, swig_type_149 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_150 arg7, swig_intgo arg8, float arg9, float arg10);
+extern swig_type_151 _wrap_bind_plan_spec_add_constraints_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_152 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_153 arg5, swig_type_154 arg6);
+extern swig_type_155 _wrap_bind_plan_spec_set_memory_bytes_per_rank_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_156 arg2);
+extern swig_type_157 _wrap_bind_plan_create_shardrec_f3770aebdf7e19ec(swig_type_158 arg1, uintptr_t arg2);
+extern swig_type_159 _wrap_bind_embedding_forward_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_160 arg2, swig_type_161 arg3, swig_type_162 arg4, swig_type_163 arg5, swig_type_164 arg6, swig_type_165 arg7);
+extern swig_type_166 _wrap_bind_embedding_input_dist_start_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_167 arg2, swig_type_168 arg3, swig_type_169 arg4, swig_type_170 arg5, swig_type_171 arg6);
 #undef intgo
 */
 import "C"
@@ -2110,6 +2116,40 @@ func Embedding_backward(arg1 uintptr, arg2 []float32) (_swig_ret error) {
 	return swig_r_1
 }
 
+func Embedding_forward_tensor(arg1 uintptr, arg2 Shardrec_kjt_view_t, arg3 Shardrec_tensor_view_t) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := getSwigcptr(arg3)
+	swig_r_p := C._wrap_embedding_forward_tensor_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Embedding_forward_distributed_tensor(arg1 uintptr, arg2 Shardrec_tensor_view_t) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	swig_r_p := C._wrap_embedding_forward_distributed_tensor_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Embedding_backward_tensor(arg1 uintptr, arg2 Shardrec_tensor_view_t) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	swig_r_p := C._wrap_embedding_backward_tensor_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
 func Embedding_set_learning_rate(arg1 uintptr, arg2 float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
@@ -2125,7 +2165,7 @@ func Embedding_num_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_steps_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_steps_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_95)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2139,7 +2179,7 @@ func Embedding_set_num_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_set_num_steps_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_94(_swig_i_1))
+	swig_r_p := C._wrap_embedding_set_num_steps_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2151,7 +2191,7 @@ func Embedding_get_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_get_weights_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_96)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_97)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_get_weights_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_99)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2169,7 +2209,7 @@ func Embedding_set_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_weights_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_99)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_set_weights_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2186,7 +2226,7 @@ func Embedding_num_states(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_states_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_states_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2202,7 +2242,7 @@ func Embedding_state_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int32) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_state_info_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_104(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_state_info_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_107(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -2219,7 +2259,7 @@ func Embedding_get_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_get_state_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_109)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_get_state_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2241,7 +2281,7 @@ func Embedding_set_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_set_state_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_set_state_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2262,7 +2302,7 @@ func Embedding_timings(arg1 uintptr, arg2 []float64, arg3 []float64) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_timings_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_timings_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2278,7 +2318,7 @@ func Embedding_timings(arg1 uintptr, arg2 []float64, arg3 []float64) (_swig_ret 
 func Device_count(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_device_count_shardrec_f3770aebdf7e19ec(*(*C.swig_type_118)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_device_count_shardrec_f3770aebdf7e19ec(*(*C.swig_type_121)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2436,7 +2476,7 @@ func Mesh_create(arg1 []uintptr, arg2 uintptr, arg3 Mesh_options) (_swig_ret err
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_mesh_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_122)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_mesh_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_125)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2458,7 +2498,7 @@ func Mesh_coords(arg1 uintptr, arg2 []int32, arg3 []int32, arg4 []int32, arg5 []
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mesh_coords_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_mesh_coords_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2481,7 +2521,7 @@ func Mesh_sharding_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_sharding_comm_shardrec_f3770aebdf7e19ec(*(*C.swig_type_129)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_sharding_comm_shardrec_f3770aebdf7e19ec(*(*C.swig_type_132)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2495,7 +2535,7 @@ func Mesh_replica_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_replica_comm_shardrec_f3770aebdf7e19ec(*(*C.swig_type_131)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_replica_comm_shardrec_f3770aebdf7e19ec(*(*C.swig_type_134)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2524,7 +2564,7 @@ func Mesh_embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Opti
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_mesh_embedding_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_134)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_mesh_embedding_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_137)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2551,7 +2591,7 @@ func Mesh_step(arg1 uintptr, arg2 uintptr, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_mesh_step_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_mesh_step_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2567,7 +2607,7 @@ func Mesh_sync_stats(arg1 uintptr, arg2 []uint64, arg3 []int32, arg4 []int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_mesh_sync_stats_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_mesh_sync_stats_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2606,7 +2646,7 @@ func Bind_plan_spec_add_feature(arg1 uintptr, arg2 string, arg3 float32) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_plan_spec_add_feature_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_bind_plan_spec_add_feature_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2628,7 +2668,7 @@ func Bind_plan_spec_add_table(arg1 uintptr, arg2 string, arg3 int64, arg4 int, a
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_bind_plan_spec_add_table_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_1)), C.swig_type_146(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_1)), C.swig_type_149(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2649,7 +2689,7 @@ func Bind_plan_spec_add_constraints(arg1 uintptr, arg2 string, arg3 uint, arg4 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_plan_spec_add_constraints_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_plan_spec_add_constraints_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2669,7 +2709,7 @@ func Bind_plan_spec_set_memory_bytes_per_rank(arg1 uintptr, arg2 []int64) (_swig
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2683,7 +2723,7 @@ func Bind_plan_create(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_155)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_plan_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_158)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2702,7 +2742,7 @@ func Bind_embedding_forward(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_embedding_forward_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_157(_swig_i_1), C.swig_type_158(_swig_i_2), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_embedding_forward_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_160(_swig_i_1), C.swig_type_161(_swig_i_2), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -2729,7 +2769,7 @@ func Bind_embedding_input_dist_start(arg1 uintptr, arg2 int64, arg3 int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_embedding_input_dist_start_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_164(_swig_i_1), C.swig_type_165(_swig_i_2), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_embedding_input_dist_start_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_167(_swig_i_1), C.swig_type_168(_swig_i_2), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -2745,4 +2785,20 @@ func Bind_embedding_input_dist_start(arg1 uintptr, arg2 int64, arg3 int64, arg4 
 	return swig_r_1
 }
 
+
+type SwigcptrShardrec_kjt_view_t uintptr
+type Shardrec_kjt_view_t interface {
+	Swigcptr() uintptr;
+}
+func (p SwigcptrShardrec_kjt_view_t) Swigcptr() uintptr {
+	return uintptr(p)
+}
+
+type SwigcptrShardrec_tensor_view_t uintptr
+type Shardrec_tensor_view_t interface {
+	Swigcptr() uintptr;
+}
+func (p SwigcptrShardrec_tensor_view_t) Swigcptr() uintptr {
+	return uintptr(p)
+}
 

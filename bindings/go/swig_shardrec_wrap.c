@@ -3463,6 +3463,110 @@ _gostring_ _wrap_embedding_backward_shardrec_f3770aebdf7e19ec(shardrec_embedding
 }
 
 
+_gostring_ _wrap_embedding_forward_tensor_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  shardrec_kjt_view_t *arg2 = (shardrec_kjt_view_t *) 0 ;
+  shardrec_tensor_view_t *arg3 = (shardrec_tensor_view_t *) 0 ;
+  void *arg4 = (void *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg4 = NULL; 
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  arg2 = *(shardrec_kjt_view_t **)&_swig_go_1; 
+  arg3 = *(shardrec_tensor_view_t **)&_swig_go_2; 
+  
+  result = (shardrec_status_t)shardrec_embedding_forward_tensor(arg1,(shardrec_kjt_view_t const *)arg2,(shardrec_tensor_view_t const *)arg3,arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_embedding_forward_distributed_tensor_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
+  void *arg3 = (void *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg3 = NULL; 
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  arg2 = *(shardrec_tensor_view_t **)&_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_embedding_forward_distributed_tensor(arg1,(shardrec_tensor_view_t const *)arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_embedding_backward_tensor_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
+  void *arg3 = (void *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg3 = NULL; 
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  arg2 = *(shardrec_tensor_view_t **)&_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_embedding_backward_tensor(arg1,(shardrec_tensor_view_t const *)arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_embedding_set_learning_rate_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float arg2 ;

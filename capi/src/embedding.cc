@@ -1,102 +1,20 @@
-// C API of the sharded embedding collection: argument checks and translation to
-// shardrec::embedding::EmbeddingCollection.
+// C API of the sharded embedding collection (shardrec/embedding.h): thin wrappers that convert
+// arguments (embedding_convert.h) and call shardrec::embedding::EmbeddingCollection. A rank whose
+// arguments do not convert still calls into the collection with its rejection, so its peers
+// learn of it through the collection's one agreement mechanism.
 #include "shardrec/embedding.h"
 
-#include <cmath>
-
+#include "capi/src/embedding_convert.h"
 #include "capi/src/embedding_handle.h"
 #include "capi/src/guard.h"
 #include "capi/src/handles.h"
 #include "capi/src/plan_handle.h"
 #include "capi/src/versioned.h"
 
-namespace shardrec::capi {
-namespace {
-
-static_assert(optim::kNumOptimizerTypes == SHARDREC_OPTIMIZER_LAMB + 1);
-// One set of optimizer defaults: the C initialiser and the C++ config agree.
-constexpr shardrec_optimizer_config_t kCDefaults = SHARDREC_OPTIMIZER_CONFIG_INIT;
-constexpr optim::OptimizerConfig kDefaults{};
-static_assert(kCDefaults.type == static_cast<int32_t>(kDefaults.type) &&
-              kCDefaults.learning_rate == kDefaults.learning_rate &&
-              kCDefaults.eps == kDefaults.eps && kCDefaults.beta1 == kDefaults.beta1 &&
-              kCDefaults.beta2 == kDefaults.beta2 &&
-              kCDefaults.weight_decay == kDefaults.weight_decay &&
-              kCDefaults.weight_decay_mode == static_cast<int32_t>(kDefaults.weight_decay_mode));
-static_assert(static_cast<int>(optim::WeightDecayMode::kDecoupled) ==
-              SHARDREC_WEIGHT_DECAY_DECOUPLED);
-static_assert(static_cast<int>(embedding::BoundsPolicy::kSkip) == SHARDREC_BOUNDS_SKIP);
-
-Status ToOptimizer(const shardrec_optimizer_config_t* c, optim::OptimizerConfig* out) {
-  *out = optim::OptimizerConfig();
-  if (c == nullptr) return Status::Ok();
-  SR_RETURN_IF_ERROR(
-      CheckStructVersion(c->version, SHARDREC_OPTIMIZER_CONFIG_VERSION, "optimizer config"));
-  if (!optim::IsKnownOptimizerType(c->type))
-    return Status::InvalidArgument("optimizer config: unknown type ", c->type);
-  if (c->weight_decay_mode < SHARDREC_WEIGHT_DECAY_NONE ||
-      c->weight_decay_mode > SHARDREC_WEIGHT_DECAY_DECOUPLED)
-    return Status::InvalidArgument("optimizer config: unknown weight_decay_mode ",
-                                   c->weight_decay_mode);
-  out->type = static_cast<optim::OptimizerType>(c->type);
-  out->learning_rate = c->learning_rate;
-  out->eps = c->eps == 0.0f ? 1e-8f : c->eps;
-  out->beta1 = c->beta1;
-  out->beta2 = c->beta2;
-  out->weight_decay = c->weight_decay;
-  out->weight_decay_mode = static_cast<optim::WeightDecayMode>(c->weight_decay_mode);
-  out->stochastic_rounding = c->stochastic_rounding != 0;
-  return optim::ValidateConfig(*out);
-}
-
-Status ToOptions(const shardrec_embedding_options_t* o, embedding::CollectionOptions* out) {
-  *out = embedding::CollectionOptions();
-  if (o == nullptr) return Status::Ok();
-  SR_RETURN_IF_ERROR(
-      CheckStructVersion(o->version, SHARDREC_EMBEDDING_OPTIONS_VERSION, "embedding options"));
-  if (o->bounds_policy < SHARDREC_BOUNDS_ERROR || o->bounds_policy > SHARDREC_BOUNDS_SKIP)
-    return Status::InvalidArgument("embedding options: unknown bounds_policy ", o->bounds_policy);
-  if (o->num_threads < 0)
-    return Status::InvalidArgument("embedding options: num_threads must be >= 0, got ",
-                                   o->num_threads);
-  if (o->device_type == SHARDREC_DEVICE_CUDA)
-    return Status::Unsupported(
-        "embedding options: CUDA collections are not available in this "
-        "build yet; use SHARDREC_DEVICE_HOST");
-  if (o->device_type != SHARDREC_DEVICE_HOST)
-    return Status::InvalidArgument("embedding options: unknown device_type ", o->device_type);
-  out->seed = o->seed;
-  out->bounds = static_cast<embedding::BoundsPolicy>(o->bounds_policy);
-  out->num_threads = o->num_threads;
-  if (o->dp_comm != nullptr) out->dp_comm = o->dp_comm->impl;
-  return Status::Ok();
-}
-
-Status ToBatch(const shardrec_kjt_view_t* b, embedding::Batch* out) {
-  SR_RETURN_IF_ERROR(CheckNotNull(b, "batch"));
-  if (b->values_dtype != SHARDREC_DTYPE_INT64 && b->values_dtype != SHARDREC_DTYPE_INT32)
-    return Status::InvalidArgument(
-        "batch: values_dtype must be SHARDREC_DTYPE_INT64 or "
-        "SHARDREC_DTYPE_INT32, got ",
-        b->values_dtype);
-  out->batch_size = b->batch_size;
-  out->num_features = static_cast<int64_t>(b->num_features);
-  out->lengths = b->lengths;
-  out->num_lengths = b->num_lengths;
-  out->values = b->values;
-  out->values_dtype = static_cast<DType>(b->values_dtype);
-  out->num_values = b->num_values;
-  out->weights = b->weights;
-  out->num_weights = b->num_weights;
-  return Status::Ok();
-}
-
-}  // namespace
-}  // namespace shardrec::capi
-
 using shardrec::Status;
 using shardrec::capi::CheckNotNull;
 using shardrec::capi::Guard;
+namespace embedding = shardrec::embedding;
 
 extern "C" {
 
@@ -124,24 +42,14 @@ SHARDREC_API shardrec_status_t shardrec_embedding_create(
     if (plan->impl == nullptr || comm->impl == nullptr)
       return Status::InvalidArgument("plan or comm handle is empty");
     shardrec::optim::OptimizerConfig oc;
-    shardrec::embedding::CollectionOptions co;
-    // A bad config is a local error, but the collective check must still run on every rank.
+    embedding::CollectionOptions co;
     Status local = shardrec::capi::ToOptimizer(optimizer, &oc);
-    if (local.ok()) local = shardrec::capi::ToOptions(options, &co);
-    if (!local.ok()) {
-      // Take part in creation's agreement with a deliberately failing configuration.
-      shardrec::embedding::CollectionOptions bad;
-      bad.bounds = static_cast<shardrec::embedding::BoundsPolicy>(-1);
-      std::unique_ptr<shardrec::embedding::EmbeddingCollection> ignored;
-      (void)shardrec::embedding::EmbeddingCollection::Create(
-          plan->impl, comm->impl, shardrec::optim::OptimizerConfig(), bad, &ignored);
-      return local;
-    }
+    if (local.ok()) local = shardrec::capi::ToCollectionOptions(options, &co);
     // Stochastic rounding draws its bits from the collection's seed (documented there).
     oc.seed = co.seed;
     auto handle = std::make_unique<shardrec_embedding>();
-    SR_RETURN_IF_ERROR(shardrec::embedding::EmbeddingCollection::Create(plan->impl, comm->impl, oc,
-                                                                        co, &handle->impl));
+    SR_RETURN_IF_ERROR(embedding::EmbeddingCollection::Create(plan->impl, comm->impl, oc, co,
+                                                              &handle->impl, local));
     handle->states = handle->impl->States();
     *out = handle.release();
     return Status::Ok();
@@ -176,17 +84,9 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward(shardrec_embedding_t* 
                                                           void* /*stream*/) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    shardrec::embedding::Batch b;
-    // A NULL batch is still a batch this rank rejects: peers must learn it, so route an
-    // invalid batch (negative size) through the collective validation.
-    Status conv = shardrec::capi::ToBatch(batch, &b);
-    if (!conv.ok()) {
-      b = shardrec::embedding::Batch();
-      b.batch_size = -1;
-      Status s = coll->impl->Forward(b, out, out_len);
-      return s.code() == shardrec::Code::kInvalidArgument ? conv : s;
-    }
-    return coll->impl->Forward(b, out, out_len);
+    embedding::Batch b;
+    const Status conv = shardrec::capi::ToBatch(batch, &b);
+    return coll->impl->Forward(b, out, out_len, conv);
   });
 }
 
@@ -195,15 +95,9 @@ SHARDREC_API shardrec_status_t shardrec_embedding_input_dist_start(shardrec_embe
                                                                    void* /*stream*/) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    shardrec::embedding::Batch b;
-    Status conv = shardrec::capi::ToBatch(batch, &b);
-    if (!conv.ok()) {
-      b = shardrec::embedding::Batch();
-      b.batch_size = -1;
-      Status s = coll->impl->StartInputDist(b);
-      return s.code() == shardrec::Code::kInvalidArgument ? conv : s;
-    }
-    return coll->impl->StartInputDist(b);
+    embedding::Batch b;
+    const Status conv = shardrec::capi::ToBatch(batch, &b);
+    return coll->impl->StartInputDist(b, conv);
   });
 }
 
@@ -230,6 +124,59 @@ SHARDREC_API shardrec_status_t shardrec_embedding_backward(shardrec_embedding_t*
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
     return coll->impl->Backward(grad, grad_len);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_embedding_forward_tensor(shardrec_embedding_t* coll,
+                                                                 const shardrec_kjt_view_t* batch,
+                                                                 const shardrec_tensor_view_t* out,
+                                                                 void* /*stream*/) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    embedding::Batch b;
+    float* data = nullptr;
+    size_t count = 0;
+    shardrec::Device device;
+    Status conv = shardrec::capi::ToBatch(batch, &b);
+    if (conv.ok())
+      conv =
+          shardrec::capi::ToFloatRows(out, coll->impl->output_dim(), "out", &data, &count, &device);
+    if (conv.ok() && !device.is_host())
+      conv = Status::Unsupported("out: a ", device.ToString(),
+                                 " view, but host collections write host memory only");
+    return coll->impl->Forward(b, data, count, conv);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_embedding_forward_distributed_tensor(
+    shardrec_embedding_t* coll, const shardrec_tensor_view_t* out, void* /*stream*/) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    float* data = nullptr;
+    size_t count = 0;
+    shardrec::Device device;
+    Status conv =
+        shardrec::capi::ToFloatRows(out, coll->impl->output_dim(), "out", &data, &count, &device);
+    if (conv.ok() && !device.is_host())
+      conv = Status::Unsupported("out: a ", device.ToString(),
+                                 " view, but host collections write host memory only");
+    return coll->impl->ForwardDistributed(data, count, conv);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_embedding_backward_tensor(
+    shardrec_embedding_t* coll, const shardrec_tensor_view_t* grad, void* /*stream*/) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    float* data = nullptr;
+    size_t count = 0;
+    shardrec::Device device;
+    Status conv =
+        shardrec::capi::ToFloatRows(grad, coll->impl->output_dim(), "grad", &data, &count, &device);
+    if (conv.ok() && !device.is_host())
+      conv = Status::Unsupported("grad: a ", device.ToString(),
+                                 " view, but host collections read host memory only");
+    return coll->impl->Backward(data, count, conv);
   });
 }
 

@@ -54,10 +54,10 @@ Status EmbeddingCollection::Gather(int32_t table, int32_t state, float* out) {
     const LocalShard& ls = layout_.local[local];
     if (state >= 0) {
       const size_t n = static_cast<size_t>(ls.rows) * (row_wise ? 1 : static_cast<size_t>(ls.cols));
-      if (n > 0) std::memcpy(dst, states_data() + ls.state_offsets[state], sizeof(float) * n);
+      if (n > 0) std::memcpy(dst, params_.State(ls, static_cast<size_t>(state)), sizeof(float) * n);
       return;
     }
-    for (int64_t r = 0; r < ls.rows; ++r) ReadRow(ls, r, dst + r * ls.cols);
+    for (int64_t r = 0; r < ls.rows; ++r) params_.ReadRow(ls, r, dst + r * ls.cols);
   };
   if (tl.data_parallel) {
     copy_local(tl.shard_local[layout_.rank], out);
@@ -106,10 +106,10 @@ void EmbeddingCollection::Scatter(int32_t table, int32_t state, const float* in)
     if (state < 0) {
       // Weights of 16-bit tables are rounded to nearest even on the way in.
       for (int64_t r = 0; r < ls.rows; ++r)
-        WriteRow(ls, r, in + (ls.row_offset + r) * cfg.dim + ls.col_offset);
+        params_.WriteRow(ls, r, in + (ls.row_offset + r) * cfg.dim + ls.col_offset);
       continue;
     }
-    float* dst = states_data() + ls.state_offsets[state];
+    float* dst = params_.State(ls, static_cast<size_t>(state));
     for (int64_t r = 0; r < ls.rows; ++r) {
       if (row_wise) {
         dst[r] = in[ls.row_offset + r];
@@ -175,7 +175,7 @@ Status EmbeddingCollection::SetState(const std::string& table, const std::string
 
 Status EmbeddingCollection::SetNumSteps(int64_t steps) {
   if (steps < 0) return Status::InvalidArgument("steps must be >= 0, got ", steps);
-  step_ = steps;
+  params_.set_step(steps);
   return Status::Ok();
 }
 

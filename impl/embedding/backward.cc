@@ -1,229 +1,182 @@
-// The backward path: gradients travel back along the forward routing, are aggregated per
-// unique row on the shard owners (scaled by 1/W), row statistics are summed across column
-// shards, and the fused optimizer updates each touched row once. Data-parallel tables
-// all-reduce a dense gradient instead.
-#include <cstring>
+// The backward of sharded and data-parallel tables on the shard owners.
+#include "impl/embedding/backward.h"
 
-#include "impl/embedding/collection.h"
+#include <algorithm>
+
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/timer.h"
 
 namespace shardrec::embedding {
 
-Status EmbeddingCollection::Backward(const float* grad, size_t grad_len) {
-  ScopedTimer total(&timings_.total_seconds);
-  Status local;
-  if (current_ == nullptr || current_consumed_) {
-    local = Status::InvalidUsage("backward needs a forward first (one backward per forward)");
-  } else {
-    const size_t rows =
-        static_cast<size_t>(layout_.sequence ? current_->num_values : current_->batch_size);
-    const size_t need = rows * static_cast<size_t>(layout_.output_dim);
-    if (grad_len != need)
-      local = Status::InvalidArgument("grad_len is ", grad_len, " but the last forward's output ",
-                                      "has ", need, " elements");
-    else if (need > 0 && grad == nullptr)
-      local = Status::InvalidArgument("grad must not be NULL");
+void SparseUpdater::Init(const Layout* layout, ParamStore* params) {
+  layout_ = layout;
+  params_ = params;
+  const size_t n = layout->local.size();
+  uniq_rows_.assign(n, {});
+  uniq_grads_.assign(n, {});
+  partial_stats_.assign(n, {});
+  const auto& plan = *layout->plan;
+  dp_grad_offset_.assign(plan.tables.size(), 0);
+  dp_touch_offset_.assign(plan.tables.size(), 0);
+  size_t off = 0;
+  for (int32_t t : layout->dp_tables) {
+    dp_grad_offset_[t] = off;
+    off += static_cast<size_t>(plan.tables[t].rows) * plan.tables[t].dim;
   }
-  {
-    ScopedTimer t(&timings_.comm_seconds);
-    SR_RETURN_IF_ERROR(Agree(local, "its backward call"));
-  }
-  const RoutedBatch& rb = *current_;
-  current_consumed_ = true;
-  ++step_;
-  SR_RETURN_IF_ERROR(SendGradients(rb, grad));
-  AggregateShardGradients(rb);
-  SR_RETURN_IF_ERROR(ApplySharded());
-  SR_RETURN_IF_ERROR(BackwardDataParallel(rb, grad));
-  ++timings_.backwards;
-  return Status::Ok();
-}
-
-// Reverse of the output distribution: every row that came back in forward now carries its
-// slice of the output gradient (divided by the bag's divisor for MEAN) to the shard owner.
-Status EmbeddingCollection::SendGradients(const RoutedBatch& rb, const float* grad) {
-  const int64_t D = layout_.output_dim;
-  const int64_t B = rb.batch_size;
-  size_t send_total = 0, recv_total = 0;
-  for (size_t v : rb.ret_floats_from) send_total += v;
-  for (size_t v : rb.ret_floats_to) recv_total += v;
-  ret_recv_.resize(send_total);  // reused as the gradient send buffer
-  ret_send_.resize(recv_total);  // and this as the receive buffer
-  float* dst = ret_recv_.data();
-  size_t k = 0;
-  for (int32_t d = 0; d < layout_.world; ++d) {
-    for (int32_t u : layout_.units_to_rank[d]) {
-      const Unit& unit = layout_.units[u];
-      const Pair& pair = layout_.pairs[unit.pair];
-      const int64_t col = pair.out_offset + unit.col_offset;
-      for (int64_t j = 0; j < rb.ret_count[u]; ++j, ++k) {
-        const int64_t target = rb.ret_target[k];
-        const float* g = grad + target * D + col;
-        if (pair.mean) {
-          const float div = rb.mean_div[unit.pair * B + target];
-          for (int32_t c = 0; c < unit.cols; ++c) dst[c] = div != 0.0f ? g[c] / div : 0.0f;
-        } else {
-          std::memcpy(dst, g, sizeof(float) * unit.cols);
-        }
-        dst += unit.cols;
-      }
-    }
-  }
-  ScopedTimer t(&timings_.comm_seconds);
-  return comm_->AllToAllV(ret_recv_.data(), rb.ret_floats_from, ret_send_.data(), rb.ret_floats_to,
-                          DType::kFloat32);
-}
-
-void EmbeddingCollection::AggregateShardGradients(const RoutedBatch& rb) {
-  staging_.resize(rb.staging_size);
-  for (const Segment& seg : rb.segments) {
-    const int32_t cols = layout_.local[seg.local].cols;
-    float* dst = staging_.data() + rb.shards[seg.local].staging_offset +
-                 static_cast<size_t>(seg.bag_begin) * cols;
-    std::memcpy(dst, ret_send_.data() + seg.buf_offset,
-                sizeof(float) * static_cast<size_t>(seg.count) * cols);
-  }
-  // TorchRec's gradient division: the sum over the global batch divided by the group size.
-  const float scale = 1.0f / static_cast<float>(layout_.world);
-  for (size_t i = 0; i < layout_.local.size(); ++i) {
-    uniq_rows_[i].clear();
-    uniq_grads_[i].clear();
-    const LocalShard& ls = layout_.local[i];
-    if (layout_.tables[ls.table].data_parallel) continue;
-    const ShardBags& sb = rb.shards[i];
-    if (sb.num_bags == 0) continue;
-    const float* bw = sb.weights.empty() ? nullptr : sb.weights.data();
-    const float* g = staging_.data() + sb.staging_offset;
-    if (layout_.sequence) {
-      kernels::AggregateSequenceGrads(sb.rows.data(), bw, sb.num_bags, g, ls.cols, ls.cols, scale,
-                                      &uniq_rows_[i], &uniq_grads_[i], pool(), &workspaces_[i]);
-      continue;
-    }
-    kernels::Bags bags{sb.offsets.data(), sb.num_bags, sb.rows.data(), bw};
-    if (FusedEligible(i)) {
-      // Sum and update blocks of rows while they are in cache; the result is bit-identical to
-      // aggregate + PartialRowStats + Apply. ApplySharded then skips this shard (no rows left).
-      optim::ShardParams params = Params(static_cast<int32_t>(i));
-      kernels::PooledBackwardFused(bags, g, ls.cols, scale, optim_, step_,
-                                   layout_.plan->tables[ls.table].dim, params, pool(),
-                                   &workspaces_[i]);
-      continue;
-    }
-    kernels::AggregatePooledGrads(bags, g, ls.cols, ls.cols, scale, &uniq_rows_[i], &uniq_grads_[i],
-                                  pool(), &workspaces_[i]);
+  for (int32_t t : layout->dp_tables) {
+    dp_touch_offset_[t] = off;
+    off += static_cast<size_t>(plan.tables[t].rows);
   }
 }
 
 // A pooled shard can take the fused backward when its optimizer needs no row statistics or the
 // shard holds whole rows (no sibling column shard to exchange statistics with).
-bool EmbeddingCollection::FusedEligible(size_t local) const {
-  if (layout_.sequence) return false;
-  if (layout_.num_row_stats == 0) return true;
-  const LocalShard& ls = layout_.local[local];
-  const TableLayout& tl = layout_.tables[ls.table];
+bool SparseUpdater::FusedEligible(size_t local) const {
+  if (layout_->sequence) return false;
+  if (layout_->num_row_stats == 0) return true;
+  const LocalShard& ls = layout_->local[local];
+  const TableLayout& tl = layout_->tables[ls.table];
   return tl.blocks[FindRowBlock(tl, ls.row_offset)].shards.size() == 1;
 }
 
-// Row statistics (row-wise Adagrad, partial row-wise Adam, LAMB) are computed per column shard
-// and summed over the whole row in column order, so every column shard applies the same
-// row-wise update as the unsharded table would.
-Status EmbeddingCollection::ApplySharded() {
-  const int K = layout_.num_row_stats;
-  std::vector<optim::ShardParams> params(layout_.local.size());
-  for (size_t i = 0; i < layout_.local.size(); ++i) {
-    if (layout_.tables[layout_.local[i].table].data_parallel) continue;
-    params[i] = Params(static_cast<int32_t>(i));
-    if (K == 0 || uniq_rows_[i].empty()) {
-      partial_stats_[i].clear();
+Status SparseUpdater::ApplySharded(const ExecContext& ctx, comm::Communicator& comm,
+                                   const RoutedBatch& rb, const float* grads,
+                                   const optim::OptimizerConfig& config, int64_t step,
+                                   double* comm_seconds) {
+  const Layout& l = *layout_;
+  const int K = l.num_row_stats;
+  // TorchRec's gradient division: the sum over the global batch divided by the group size.
+  const float scale = 1.0f / static_cast<float>(l.world);
+  for (size_t i = 0; i < l.local.size(); ++i) {
+    uniq_rows_[i].clear();
+    uniq_grads_[i].clear();
+    partial_stats_[i].clear();
+    const LocalShard& ls = l.local[i];
+    if (l.tables[ls.table].data_parallel || rb.shards[i].num_ids == 0) continue;
+    const auto& runs = rb.shards[i].runs;
+    const size_t need = kernels::BackwardWorkspaceBytes(ctx, rb.shards[i].num_ids, ls.cols, K);
+    if (workspace_.size() < need) workspace_.resize(need);
+    int64_t num_unique = 0;
+    SR_RETURN_IF_ERROR(
+        kernels::GroupRows(ctx, runs, workspace_.data(), workspace_.size(), &num_unique));
+    if (FusedEligible(i)) {
+      // Sum and update blocks of rows while they are in cache; bit-identical to aggregate +
+      // PartialRowStats + Apply. No rows are left for the steps below.
+      optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
+      SR_RETURN_IF_ERROR(kernels::FusedBackward(ctx, runs, grads, ls.cols, scale, config, step,
+                                                l.plan->tables[ls.table].dim, params,
+                                                workspace_.data()));
       continue;
     }
+    uniq_rows_[i].resize(static_cast<size_t>(num_unique));
+    uniq_grads_[i].resize(static_cast<size_t>(num_unique) * ls.cols);
+    SR_RETURN_IF_ERROR(kernels::AggregateGrads(ctx, runs, grads, ls.cols, ls.cols, scale,
+                                               workspace_.data(), uniq_rows_[i].data(),
+                                               uniq_grads_[i].data()));
+    if (K == 0) continue;
+    optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
     partial_stats_[i].resize(uniq_rows_[i].size() * K);
     optim::RowUpdate up{uniq_rows_[i], uniq_grads_[i].data()};
-    optim::PartialRowStats(optim_, step_, params[i], up, partial_stats_[i].data(), pool());
+    optim::PartialRowStats(ctx, config, step, params, up, partial_stats_[i].data());
   }
-  // Exchange partial statistics between sibling column shards (all ranks take part).
-  std::vector<size_t> recv_at(layout_.stat_messages.size(), 0);
-  if (!layout_.stat_messages.empty()) {
-    const int32_t me = layout_.rank;
-    std::vector<size_t> send_counts(layout_.world, 0), recv_counts(layout_.world, 0);
-    for (const StatMessage& m : layout_.stat_messages) {
-      const auto& tl = layout_.tables[m.table];
-      if (m.from_rank == me)
-        send_counts[m.to_rank] += partial_stats_[tl.shard_local[m.from_shard]].size();
-      if (m.to_rank == me)
-        recv_counts[m.from_rank] += partial_stats_[tl.shard_local[m.to_shard]].size();
-    }
-    stat_send_.clear();
-    for (int32_t d = 0; d < layout_.world; ++d) {
-      for (const StatMessage& m : layout_.stat_messages) {
-        if (m.from_rank != me || m.to_rank != d) continue;
-        const auto& ps = partial_stats_[layout_.tables[m.table].shard_local[m.from_shard]];
-        stat_send_.insert(stat_send_.end(), ps.begin(), ps.end());
-      }
-    }
-    size_t off = 0;
-    for (int32_t s = 0; s < layout_.world; ++s) {
-      for (size_t j = 0; j < layout_.stat_messages.size(); ++j) {
-        const StatMessage& m = layout_.stat_messages[j];
-        if (m.from_rank != s || m.to_rank != me) continue;
-        recv_at[j] = off;
-        off += partial_stats_[layout_.tables[m.table].shard_local[m.to_shard]].size();
-      }
-    }
-    stat_recv_.resize(off);
-    ScopedTimer t(&timings_.comm_seconds);
-    SR_RETURN_IF_ERROR(comm_->AllToAllV(stat_send_.data(), send_counts, stat_recv_.data(),
-                                        recv_counts, DType::kFloat32));
-  }
-  for (size_t i = 0; i < layout_.local.size(); ++i) {
-    const LocalShard& ls = layout_.local[i];
-    const TableLayout& tl = layout_.tables[ls.table];
-    if (tl.data_parallel || uniq_rows_[i].empty()) continue;
-    optim::RowUpdate up{uniq_rows_[i], uniq_grads_[i].data()};
-    const float* full = nullptr;
-    if (K > 0) {
-      const RowBlock& block = tl.blocks[FindRowBlock(tl, ls.row_offset)];
-      if (block.shards.size() == 1) {
-        full = partial_stats_[i].data();
-      } else {
-        const size_t n = partial_stats_[i].size();
-        full_stats_.assign(n, 0.0f);
-        for (int32_t sib : block.shards) {
-          const float* src = nullptr;
-          if (sib == ls.shard) {
-            src = partial_stats_[i].data();
-          } else {
-            for (size_t j = 0; j < layout_.stat_messages.size(); ++j) {
-              const StatMessage& m = layout_.stat_messages[j];
-              if (m.table == ls.table && m.from_shard == sib && m.to_shard == ls.shard) {
-                src = stat_recv_.data() + recv_at[j];
-                break;
-              }
-            }
-          }
-          if (src == nullptr) return Status::Internal("missing row statistics of a column shard");
-          for (size_t k = 0; k < n; ++k) full_stats_[k] += src[k];
-        }
-        full = full_stats_.data();
-      }
-    }
-    optim::Apply(optim_, step_, layout_.plan->tables[ls.table].dim, params[i], up, full, pool());
-  }
+  SR_RETURN_IF_ERROR(ExchangeRowStats(comm, comm_seconds));
+  for (size_t i = 0; i < l.local.size(); ++i) SR_RETURN_IF_ERROR(Update(ctx, config, step, i));
   return Status::Ok();
 }
 
-// Data-parallel tables: a dense table gradient plus a touched-row mask, all-reduced over the
-// data-parallel group and divided by its size; every rank then applies the same update.
-Status EmbeddingCollection::BackwardDataParallel(const RoutedBatch& rb, const float* grad) {
-  if (layout_.dp_tables.empty()) return Status::Ok();
-  const auto& plan = *layout_.plan;
-  const int64_t D = layout_.output_dim;
+// Row statistics (row-wise Adagrad, partial row-wise Adam, LAMB) are computed per column shard
+// and sent to every sibling column shard of the same rows; all ranks take part.
+Status SparseUpdater::ExchangeRowStats(comm::Communicator& comm, double* comm_seconds) {
+  const Layout& l = *layout_;
+  stat_recv_at_.assign(l.stat_messages.size(), 0);
+  if (l.stat_messages.empty()) return Status::Ok();
+  const int32_t me = l.rank;
+  std::vector<size_t> send_counts(l.world, 0), recv_counts(l.world, 0);
+  for (const StatMessage& m : l.stat_messages) {
+    const auto& tl = l.tables[m.table];
+    if (m.from_rank == me)
+      send_counts[m.to_rank] += partial_stats_[tl.shard_local[m.from_shard]].size();
+    if (m.to_rank == me)
+      recv_counts[m.from_rank] += partial_stats_[tl.shard_local[m.to_shard]].size();
+  }
+  stat_send_.clear();
+  for (int32_t d = 0; d < l.world; ++d) {
+    for (const StatMessage& m : l.stat_messages) {
+      if (m.from_rank != me || m.to_rank != d) continue;
+      const auto& ps = partial_stats_[l.tables[m.table].shard_local[m.from_shard]];
+      stat_send_.insert(stat_send_.end(), ps.begin(), ps.end());
+    }
+  }
+  size_t off = 0;
+  for (int32_t s = 0; s < l.world; ++s) {
+    for (size_t j = 0; j < l.stat_messages.size(); ++j) {
+      const StatMessage& m = l.stat_messages[j];
+      if (m.from_rank != s || m.to_rank != me) continue;
+      stat_recv_at_[j] = off;
+      off += partial_stats_[l.tables[m.table].shard_local[m.to_shard]].size();
+    }
+  }
+  stat_recv_.resize(off);
+  ScopedTimer t(comm_seconds);
+  return comm.AllToAllV(stat_send_.data(), send_counts, stat_recv_.data(), recv_counts,
+                        DType::kFloat32);
+}
+
+// Applies the optimizer to the aggregated rows of one (non-fused) local shard, with the row
+// statistics summed over the whole row in column order.
+Status SparseUpdater::Update(const ExecContext& ctx, const optim::OptimizerConfig& config,
+                             int64_t step, size_t i) {
+  const Layout& l = *layout_;
+  const int K = l.num_row_stats;
+  const LocalShard& ls = l.local[i];
+  const TableLayout& tl = l.tables[ls.table];
+  if (tl.data_parallel || uniq_rows_[i].empty()) return Status::Ok();
+  optim::RowUpdate up{uniq_rows_[i], uniq_grads_[i].data()};
+  const float* full = nullptr;
+  if (K > 0) {
+    const RowBlock& block = tl.blocks[FindRowBlock(tl, ls.row_offset)];
+    if (block.shards.size() == 1) {
+      full = partial_stats_[i].data();
+    } else {
+      const size_t n = partial_stats_[i].size();
+      full_stats_.assign(n, 0.0f);
+      for (int32_t sib : block.shards) {
+        const float* src = nullptr;
+        if (sib == ls.shard) {
+          src = partial_stats_[i].data();
+        } else {
+          for (size_t j = 0; j < l.stat_messages.size(); ++j) {
+            const StatMessage& m = l.stat_messages[j];
+            if (m.table == ls.table && m.from_shard == sib && m.to_shard == ls.shard) {
+              src = stat_recv_.data() + stat_recv_at_[j];
+              break;
+            }
+          }
+        }
+        if (src == nullptr) return Status::Internal("missing row statistics of a column shard");
+        for (size_t k = 0; k < n; ++k) full_stats_[k] += src[k];
+      }
+      full = full_stats_.data();
+    }
+  }
+  optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
+  optim::Apply(ctx, config, step, l.plan->tables[ls.table].dim, params, up, full);
+  return Status::Ok();
+}
+
+Status SparseUpdater::ApplyDataParallel(const ExecContext& ctx, comm::Communicator& dp_comm,
+                                        const RoutedBatch& rb, const float* grad,
+                                        const optim::OptimizerConfig& config, int64_t step,
+                                        double* comm_seconds) {
+  const Layout& l = *layout_;
+  if (l.dp_tables.empty()) return Status::Ok();
+  const auto& plan = *l.plan;
+  const int64_t D = l.output_dim;
   const int64_t B = rb.batch_size;
-  dp_grad_.assign(layout_.dp_grad_size, 0.0f);
-  for (size_t i = 0; i < layout_.dp_pairs.size(); ++i) {
-    const int32_t p = layout_.dp_pairs[i];
-    const Pair& pair = layout_.pairs[p];
+  dp_grad_.assign(l.dp_grad_size, 0.0f);
+  for (size_t i = 0; i < l.dp_pairs.size(); ++i) {
+    const int32_t p = l.dp_pairs[i];
+    const Pair& pair = l.pairs[p];
     const int32_t dim = plan.tables[pair.table].dim;
     float* tg = dp_grad_.data() + dp_grad_offset_[pair.table];
     float* touched = dp_grad_.data() + dp_touch_offset_[pair.table];
@@ -233,7 +186,7 @@ Status EmbeddingCollection::BackwardDataParallel(const RoutedBatch& rb, const fl
       const float div = pair.mean ? rb.mean_div[p * B + b] : 1.0f;
       for (int64_t j = offsets[b]; j < offsets[b + 1]; ++j) {
         const int64_t row = rb.dp_rows[j];
-        const int64_t target = layout_.sequence ? rb.dp_pos[j] : b;
+        const int64_t target = l.sequence ? rb.dp_pos[j] : b;
         const float* g = grad + target * D + pair.out_offset;
         const float w = weighted ? rb.dp_weights[j] : 1.0f;
         float* dst = tg + row * dim;
@@ -244,15 +197,15 @@ Status EmbeddingCollection::BackwardDataParallel(const RoutedBatch& rb, const fl
     }
   }
   {
-    ScopedTimer t(&timings_.comm_seconds);
-    SR_RETURN_IF_ERROR(dp_comm_->AllReduce(dp_grad_.data(), dp_grad_.data(), dp_grad_.size(),
-                                           DType::kFloat32, comm::ReduceOp::kSum));
+    ScopedTimer t(comm_seconds);
+    SR_RETURN_IF_ERROR(dp_comm.AllReduce(dp_grad_.data(), dp_grad_.data(), dp_grad_.size(),
+                                         DType::kFloat32, comm::ReduceOp::kSum));
   }
-  const float scale = 1.0f / static_cast<float>(dp_comm_->Size());
-  const int K = layout_.num_row_stats;
-  for (int32_t t : layout_.dp_tables) {
+  const float scale = 1.0f / static_cast<float>(dp_comm.Size());
+  const int K = l.num_row_stats;
+  for (int32_t t : l.dp_tables) {
     const int32_t dim = plan.tables[t].dim;
-    const int32_t local = layout_.tables[t].shard_local[layout_.rank];
+    const int32_t local = l.tables[t].shard_local[l.rank];
     const float* tg = dp_grad_.data() + dp_grad_offset_[t];
     const float* touched = dp_grad_.data() + dp_touch_offset_[t];
     std::vector<int64_t>& rows = uniq_rows_[local];
@@ -265,12 +218,12 @@ Status EmbeddingCollection::BackwardDataParallel(const RoutedBatch& rb, const fl
       for (int32_t c = 0; c < dim; ++c) grads.push_back(tg[r * dim + c] * scale);
     }
     if (rows.empty()) continue;
-    optim::ShardParams params = Params(local);
+    optim::ShardParams params = params_->Params(local);
     optim::RowUpdate up{rows, grads.data()};
     std::vector<float>& stats = partial_stats_[local];
     stats.assign(rows.size() * K, 0.0f);
-    if (K > 0) optim::PartialRowStats(optim_, step_, params, up, stats.data(), pool());
-    optim::Apply(optim_, step_, dim, params, up, K > 0 ? stats.data() : nullptr, pool());
+    if (K > 0) optim::PartialRowStats(ctx, config, step, params, up, stats.data());
+    optim::Apply(ctx, config, step, dim, params, up, K > 0 ? stats.data() : nullptr);
   }
   return Status::Ok();
 }

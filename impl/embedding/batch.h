@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "impl/core/device.h"
 #include "impl/core/dtype.h"
 
 namespace shardrec::embedding {
@@ -18,7 +19,8 @@ enum class BoundsPolicy : int32_t {
 
 // Borrowed, feature-major KJT: lengths[f * batch_size + b] ids of feature f for sample b; the
 // ids of all bags follow each other in `values` in that order. `weights` is null (unweighted)
-// or holds one weight per id.
+// or holds one weight per id. The buffers live on `device` as the caller declared it; host
+// collections read host memory whatever it says (tensor.h explains why), GPU collections use it.
 struct Batch {
   int64_t batch_size = 0;
   int64_t num_features = 0;
@@ -29,6 +31,7 @@ struct Batch {
   size_t num_values = 0;
   const float* weights = nullptr;
   size_t num_weights = 0;
+  Device device;
 };
 
 }  // namespace shardrec::embedding

@@ -1,29 +1,29 @@
 // Collection lifecycle and the forward path: creation (plan agreement, arenas, init), input
-// distribution (synchronous or on a background thread) and lookup + output distribution.
+// distribution (synchronous or queued on the communication worker), lookup + output
+// distribution, and the backward's order of steps.
 #include "impl/embedding/collection.h"
 
-#include <chrono>
 #include <cmath>
 #include <cstring>
 
-#include "impl/core/rng.h"
-#include "impl/embedding/kernels/kernels.h"
+#include "impl/embedding/output_dist.h"
 #include "impl/embedding/timer.h"
 
 namespace shardrec::embedding {
-
-using sharding::InitConfig;
 
 Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
                                    std::shared_ptr<comm::Communicator> comm,
                                    const optim::OptimizerConfig& optimizer,
                                    const CollectionOptions& options,
-                                   std::unique_ptr<EmbeddingCollection>* out) {
+                                   std::unique_ptr<EmbeddingCollection>* out,
+                                   const Status& rejected) {
   if (comm == nullptr) return Status::InvalidArgument("comm must not be null");
   if (plan == nullptr) return Status::InvalidArgument("plan must not be null");
   std::unique_ptr<EmbeddingCollection> c(new EmbeddingCollection());
-  Status local;
-  if (!comm->device().is_host()) {
+  Status local = rejected;
+  if (!local.ok()) {
+    // The caller's verdict stands; this rank only takes part in the agreement.
+  } else if (!comm->device().is_host()) {
     local = Status::Unsupported("the embedding collection runs on host communicators only in ",
                                 "this build; got a ", comm->device().ToString(), " communicator");
   } else if (comm->Size() != plan->world_size) {
@@ -58,73 +58,17 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   c->options_ = options;
   c->options_.dp_comm.reset();
   if (options.num_threads > 1) c->pool_ = std::make_unique<ThreadPool>(options.num_threads);
-  c->Initialise();
+  c->exec_ = ExecContext::Host(c->pool_.get());
+  c->params_.Create(&c->layout_, options.seed, c->exec_);
+  c->updater_.Init(&c->layout_, &c->params_);
+  c->worker_ = std::make_unique<comm::CommWorker>();
   *out = std::move(c);
   return Status::Ok();
 }
 
 EmbeddingCollection::~EmbeddingCollection() {
-  if (worker_.joinable()) worker_.join();
-}
-
-void EmbeddingCollection::Initialise() {
-  const auto& plan = *layout_.plan;
-  params_.assign(layout_.weights_size + layout_.states_size, 0.0f);
-  weights_fp16_.assign(layout_.weights_fp16_size, 0);
-  weights_bf16_.assign(layout_.weights_bf16_size, 0);
-  std::vector<float> row;
-  for (const LocalShard& ls : layout_.local) {
-    const auto& cfg = plan.tables[ls.table];
-    float low = cfg.init.low;
-    float high = cfg.init.high;
-    if (cfg.init.kind == InitConfig::Kind::kDefault) {
-      high = static_cast<float>(std::sqrt(1.0 / static_cast<double>(cfg.rows)));
-      low = -high;
-    }
-    const bool constant = cfg.init.kind == InitConfig::Kind::kConstant;
-    const uint64_t key = layout_.tables[ls.table].key;
-    // The fp32 value is drawn first and rounded to the storage type, so a 16-bit table starts
-    // as the rounded fp32 table under every plan.
-    row.resize(static_cast<size_t>(ls.cols));
-    for (int64_t r = 0; r < ls.rows; ++r) {
-      const uint64_t grow = static_cast<uint64_t>(ls.row_offset + r);
-      for (int32_t c = 0; c < ls.cols; ++c) {
-        const uint64_t col = static_cast<uint64_t>(ls.col_offset + c);
-        row[c] = constant ? low : low + (high - low) * UniformAt(options_.seed, key, grow, col);
-      }
-      WriteRow(ls, r, row.data());
-    }
-  }
-  dp_grad_offset_.assign(plan.tables.size(), 0);
-  dp_touch_offset_.assign(plan.tables.size(), 0);
-  size_t off = 0;
-  for (int32_t t : layout_.dp_tables) {
-    dp_grad_offset_[t] = off;
-    off += static_cast<size_t>(plan.tables[t].rows) * plan.tables[t].dim;
-  }
-  for (int32_t t : layout_.dp_tables) {
-    dp_touch_offset_[t] = off;
-    off += static_cast<size_t>(plan.tables[t].rows);
-  }
-  uniq_rows_.resize(layout_.local.size());
-  uniq_grads_.resize(layout_.local.size());
-  partial_stats_.resize(layout_.local.size());
-  workspaces_.resize(layout_.local.size());
-}
-
-optim::ShardParams EmbeddingCollection::Params(int32_t local) {
-  const LocalShard& ls = layout_.local[local];
-  optim::ShardParams p;
-  p.weights = ShardWeights(ls);
-  p.dtype = ls.dtype;
-  p.rows = ls.rows;
-  p.cols = ls.cols;
-  p.stride = ls.cols;
-  for (size_t off : ls.state_offsets) p.states.push_back(states_data() + off);
-  p.table_key = layout_.tables[ls.table].key;
-  p.row_offset = ls.row_offset;
-  p.col_offset = ls.col_offset;
-  return p;
+  // The worker may still be exchanging a pending batch over input_comm_: let it finish first.
+  worker_.reset();
 }
 
 std::unique_ptr<RoutedBatch> EmbeddingCollection::TakeSpare() {
@@ -142,14 +86,15 @@ Status EmbeddingCollection::Agree(const Status& local, const char* what) {
   return Status::Ok();
 }
 
-Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_len) {
+Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_len,
+                                    const Status& rejected) {
   if (pending_ != nullptr)
     return Status::InvalidUsage(
         "an input distribution is in flight; finish it with "
         "input_dist_wait and forward_distributed first");
   ScopedTimer total(&timings_.total_seconds);
   std::unique_ptr<RoutedBatch> rb = TakeSpare();
-  Status local = RouteBatch(layout_, options_.bounds, batch, rb.get());
+  Status local = rejected.ok() ? RouteBatch(layout_, options_.bounds, batch, rb.get()) : rejected;
   Status s;
   {
     ScopedTimer t(&timings_.comm_seconds);
@@ -161,18 +106,17 @@ Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_l
     return s;
   }
   pending_ = std::move(rb);
-  pending_ready_ = true;
   return ForwardDistributed(out, out_len);
 }
 
-Status EmbeddingCollection::StartInputDist(const Batch& batch) {
+Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rejected) {
   if (pending_ != nullptr)
     return Status::InvalidUsage(
         "an input distribution is already in flight; call "
         "input_dist_wait and forward_distributed first");
   ScopedTimer total(&timings_.total_seconds);
   std::unique_ptr<RoutedBatch> rb = TakeSpare();
-  Status local = RouteBatch(layout_, options_.bounds, batch, rb.get());
+  Status local = rejected.ok() ? RouteBatch(layout_, options_.bounds, batch, rb.get()) : rejected;
   if (!local.ok()) {
     // The rejecting rank takes part in the count exchange so its peers' waits fail too.
     Status s = ExchangeInput(layout_, *input_comm_, local, rb.get());
@@ -180,51 +124,44 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch) {
     return s;
   }
   pending_ = std::move(rb);
-  pending_ready_ = false;
   RoutedBatch* p = pending_.get();
-  worker_ = std::thread([this, p] {
-    Status s;
-    try {
-      s = ExchangeInput(layout_, *input_comm_, Status::Ok(), p);
-      if (s.ok()) s = UnpackInput(layout_, p);
-    } catch (const StatusError& e) {
-      s = e.status();
-    } catch (const std::exception& e) {
-      s = Status::Internal("input distribution thread: ", e.what());
-    }
-    worker_status_ = s;
+  pending_work_ = worker_->Submit([this, p] {
+    SR_RETURN_IF_ERROR(ExchangeInput(layout_, *input_comm_, Status::Ok(), p));
+    return UnpackInput(layout_, p);
   });
   return Status::Ok();
 }
 
 Status EmbeddingCollection::WaitInputDist() {
   if (pending_ == nullptr) return Status::InvalidUsage("no input distribution was started");
-  if (pending_ready_) return Status::Ok();
+  if (pending_work_ == nullptr) return Status::Ok();
   ScopedTimer total(&timings_.total_seconds);
+  Status s;
   {
     ScopedTimer t(&timings_.comm_seconds);
-    worker_.join();
+    s = pending_work_->Wait();
   }
-  if (!worker_status_.ok()) {
+  pending_work_.reset();
+  if (!s.ok()) {
     spare_ = std::move(pending_);
-    return worker_status_;
+    return s;
   }
-  pending_ready_ = true;
   return Status::Ok();
 }
 
-Status EmbeddingCollection::ForwardDistributed(float* out, size_t out_len) {
-  if (pending_ == nullptr || !pending_ready_)
+Status EmbeddingCollection::ForwardDistributed(float* out, size_t out_len, const Status& rejected) {
+  if (pending_ == nullptr || pending_work_ != nullptr)
     return Status::InvalidUsage(pending_ == nullptr
                                     ? "no input distribution was started"
                                     : "call input_dist_wait before forward_distributed");
   ScopedTimer total(&timings_.total_seconds);
   std::unique_ptr<RoutedBatch> rb = std::move(pending_);
-  pending_ready_ = false;
   const size_t rows = static_cast<size_t>(layout_.sequence ? rb->num_values : rb->batch_size);
   const size_t need = rows * static_cast<size_t>(layout_.output_dim);
-  Status local;
-  if (out_len != need)
+  Status local = rejected;
+  if (!local.ok()) {
+    // The caller's verdict stands.
+  } else if (out_len != need)
     local = Status::InvalidArgument(
         "out_len is ", out_len, " but this batch needs ", need,
         layout_.sequence ? " (num_values x dim)" : " (batch_size x output_dim)");
@@ -232,11 +169,12 @@ Status EmbeddingCollection::ForwardDistributed(float* out, size_t out_len) {
     local = Status::InvalidArgument("out must not be NULL");
   // The output exchange is collective: a rank with a bad output buffer still takes part.
   Status s = LookupAndReturn(*rb);
+  if (s.ok() && local.ok())
+    s = CombineOutput(exec_, layout_, params_, *rb, ret_recv_.data(), &jobs_, out);
   if (!s.ok() || !local.ok()) {
     spare_ = std::move(rb);
     return s.ok() ? local : s;
   }
-  Combine(*rb, out);
   spare_ = std::move(current_);
   current_ = std::move(rb);
   current_consumed_ = false;
@@ -245,89 +183,55 @@ Status EmbeddingCollection::ForwardDistributed(float* out, size_t out_len) {
 }
 
 Status EmbeddingCollection::LookupAndReturn(RoutedBatch& rb) {
-  staging_.resize(rb.staging_size);
-  for (size_t i = 0; i < layout_.local.size(); ++i) {
-    const ShardBags& sb = rb.shards[i];
-    if (sb.num_bags == 0) continue;
-    const LocalShard& ls = layout_.local[i];
-    const kernels::WeightsView w = View(ls);
-    const float* bw = sb.weights.empty() ? nullptr : sb.weights.data();
-    float* dst = staging_.data() + sb.staging_offset;
-    if (layout_.sequence) {
-      kernels::SequenceLookup(w, sb.rows.data(), bw, sb.num_bags, dst, ls.cols, pool());
-    } else {
-      kernels::Bags bags{sb.offsets.data(), sb.num_bags, sb.rows.data(), bw};
-      kernels::PooledLookup(w, bags, dst, ls.cols, pool());
-    }
-  }
-  size_t send_total = 0, recv_total = 0;
-  for (size_t v : rb.ret_floats_to) send_total += v;
+  ret_send_.resize(rb.ret_floats_total);
+  size_t recv_total = 0;
   for (size_t v : rb.ret_floats_from) recv_total += v;
-  ret_send_.resize(send_total);
   ret_recv_.resize(recv_total);
-  for (const Segment& seg : rb.segments) {
-    const int32_t cols = layout_.local[seg.local].cols;
-    const float* src = staging_.data() + rb.shards[seg.local].staging_offset +
-                       static_cast<size_t>(seg.bag_begin) * cols;
-    std::memcpy(ret_send_.data() + seg.buf_offset, src,
-                sizeof(float) * static_cast<size_t>(seg.count) * cols);
-  }
+  SR_RETURN_IF_ERROR(LookupToSend(exec_, layout_, params_, rb, &jobs_, ret_send_.data()));
   ScopedTimer t(&timings_.comm_seconds);
-  return comm_->AllToAllV(ret_send_.data(), rb.ret_floats_to, ret_recv_.data(), rb.ret_floats_from,
-                          DType::kFloat32);
+  return comm_->AllToAllV(ret_send_.data(), ReturnSendCounts(rb), ret_recv_.data(),
+                          ReturnRecvCounts(rb), DType::kFloat32);
 }
 
-void EmbeddingCollection::Combine(const RoutedBatch& rb, float* out) {
-  const int64_t D = layout_.output_dim;
-  const size_t rows = static_cast<size_t>(layout_.sequence ? rb.num_values : rb.batch_size);
-  if (rows > 0) std::memset(out, 0, sizeof(float) * rows * static_cast<size_t>(D));
-  // Partials of row shards add up in unit order: fixed, so results do not depend on timing.
-  const float* src = ret_recv_.data();
-  size_t k = 0;
-  for (int32_t d = 0; d < layout_.world; ++d) {
-    for (int32_t u : layout_.units_to_rank[d]) {
-      const Unit& unit = layout_.units[u];
-      const int64_t col = layout_.pairs[unit.pair].out_offset + unit.col_offset;
-      for (int64_t j = 0; j < rb.ret_count[u]; ++j, ++k) {
-        float* dst = out + rb.ret_target[k] * D + col;
-        for (int32_t c = 0; c < unit.cols; ++c) dst[c] += src[c];
-        src += unit.cols;
-      }
-    }
+Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const Status& rejected) {
+  ScopedTimer total(&timings_.total_seconds);
+  Status local = rejected;
+  if (!local.ok()) {
+    // The caller's verdict stands.
+  } else if (current_ == nullptr || current_consumed_) {
+    local = Status::InvalidUsage("backward needs a forward first (one backward per forward)");
+  } else {
+    const size_t rows =
+        static_cast<size_t>(layout_.sequence ? current_->num_values : current_->batch_size);
+    const size_t need = rows * static_cast<size_t>(layout_.output_dim);
+    if (grad_len != need)
+      local = Status::InvalidArgument("grad_len is ", grad_len, " but the last forward's output ",
+                                      "has ", need, " elements");
+    else if (need > 0 && grad == nullptr)
+      local = Status::InvalidArgument("grad must not be NULL");
   }
-  const int64_t B = rb.batch_size;
-  for (size_t i = 0; i < layout_.dp_pairs.size(); ++i) {
-    const Pair& pair = layout_.pairs[layout_.dp_pairs[i]];
-    const LocalShard& ls = layout_.local[layout_.tables[pair.table].shard_local[layout_.rank]];
-    const kernels::WeightsView w = View(ls);
-    const int64_t* offsets = rb.dp_offsets.data() + rb.dp_offsets_begin[i];
-    const float* bw = rb.dp_weights.empty() ? nullptr : rb.dp_weights.data();
-    if (!layout_.sequence) {
-      kernels::Bags bags{offsets, B, rb.dp_rows.data(), bw};
-      kernels::PooledLookup(w, bags, out + pair.out_offset, D, pool());
-      continue;
-    }
-    const int64_t first = offsets[0];
-    const int64_t n = offsets[B] - first;
-    for (int64_t j = 0; j < n; ++j) {
-      float* dst = out + rb.dp_pos[first + j] * D;
-      ReadRow(ls, rb.dp_rows[first + j], dst);
-      if (bw == nullptr) continue;
-      const float scale = bw[first + j];
-      for (int32_t c = 0; c < ls.cols; ++c) dst[c] *= scale;
-    }
+  {
+    ScopedTimer t(&timings_.comm_seconds);
+    SR_RETURN_IF_ERROR(Agree(local, "its backward call"));
   }
-  if (layout_.sequence) return;
-  for (size_t p = 0; p < layout_.pairs.size(); ++p) {
-    const Pair& pair = layout_.pairs[p];
-    if (!pair.mean) continue;
-    const int32_t dim = layout_.plan->tables[pair.table].dim;
-    for (int64_t b = 0; b < B; ++b) {
-      const float div = rb.mean_div[p * B + b];
-      float* dst = out + b * D + pair.out_offset;
-      for (int32_t c = 0; c < dim; ++c) dst[c] = div != 0.0f ? dst[c] / div : 0.0f;
-    }
+  const RoutedBatch& rb = *current_;
+  current_consumed_ = true;
+  const int64_t step = params_.step() + 1;
+  params_.set_step(step);
+  // The gradient travels the forward's return route backwards: the sample side packs into the
+  // buffer it received into, the owners receive into the buffer they looked up into.
+  PackGradients(layout_, rb, grad, ret_recv_.data());
+  {
+    ScopedTimer t(&timings_.comm_seconds);
+    SR_RETURN_IF_ERROR(comm_->AllToAllV(ret_recv_.data(), ReturnRecvCounts(rb), ret_send_.data(),
+                                        ReturnSendCounts(rb), DType::kFloat32));
   }
+  SR_RETURN_IF_ERROR(updater_.ApplySharded(exec_, *comm_, rb, ret_send_.data(), optim_, step,
+                                           &timings_.comm_seconds));
+  SR_RETURN_IF_ERROR(
+      updater_.ApplyDataParallel(exec_, *dp_comm_, rb, grad, optim_, step, &timings_.comm_seconds));
+  ++timings_.backwards;
+  return Status::Ok();
 }
 
 Status EmbeddingCollection::SetLearningRate(float lr) {

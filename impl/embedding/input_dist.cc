@@ -1,5 +1,5 @@
 // Input distribution: validation and routing (sender side), the two-step exchange, and the
-// owner-side rebuild of per-shard bags.
+// owner-side description of the received ids as runs of bags.
 #include "impl/embedding/input_dist.h"
 
 #include <cstring>
@@ -16,10 +16,19 @@ void CopyBytes(void* dst, const void* src, size_t bytes) {
   if (bytes != 0) std::memcpy(dst, src, bytes);
 }
 
-// Bytes of one routed message: lengths (int32, unit-major), rows (int64), weights (float).
-size_t MessageBytes(size_t units, int64_t batch, int64_t ids, bool weighted) {
-  return Align8(4 * units * static_cast<size_t>(batch)) + 8 * static_cast<size_t>(ids) +
-         (weighted ? Align8(4 * static_cast<size_t>(ids)) : 0);
+// Layout of one routed message: lengths (int32, unit-major), rows (int64), weights (float).
+struct MessageLayout {
+  size_t rows = 0;     // byte offset of the rows
+  size_t weights = 0;  // byte offset of the weights
+  size_t bytes = 0;
+};
+
+MessageLayout LayoutOf(size_t units, int64_t batch, int64_t ids, bool weighted) {
+  MessageLayout m;
+  m.rows = Align8(4 * units * static_cast<size_t>(batch));
+  m.weights = m.rows + 8 * static_cast<size_t>(ids);
+  m.bytes = m.weights + (weighted ? Align8(4 * static_cast<size_t>(ids)) : 0);
+  return m;
 }
 
 Status CheckStructure(const sharding::Plan& plan, const Batch& b) {
@@ -29,7 +38,12 @@ Status CheckStructure(const sharding::Plan& plan, const Batch& b) {
   if (b.num_features != nf)
     return Status::InvalidArgument("batch: num_features is ", b.num_features, " but the plan has ",
                                    nf, " features");
-  const size_t expect = static_cast<size_t>(nf * b.batch_size);
+  // Every size computed from caller input is checked for overflow before it is trusted.
+  int64_t expect_signed = 0;
+  if (__builtin_mul_overflow(nf, b.batch_size, &expect_signed))
+    return Status::InvalidArgument("batch: num_features * batch_size (", nf, " * ", b.batch_size,
+                                   ") overflows");
+  const size_t expect = static_cast<size_t>(expect_signed);
   if (b.num_lengths != expect)
     return Status::InvalidArgument("batch: num_lengths is ", b.num_lengths, ", expected ",
                                    "num_features * batch_size = ", expect);
@@ -54,7 +68,7 @@ Status CheckStructure(const sharding::Plan& plan, const Batch& b) {
                                      i % static_cast<size_t>(b.batch_size), ": negative length ",
                                      len);
     }
-    sum += static_cast<size_t>(len);
+    sum += static_cast<size_t>(len);  // at most 2^31 * expect: cannot wrap a 64-bit size_t
   }
   if (sum != b.num_values)
     return Status::InvalidArgument("batch: lengths sum to ", sum, " but num_values is ",
@@ -67,109 +81,20 @@ inline int64_t IdAt(const Batch& b, size_t i) {
                                          : static_cast<const int32_t*>(b.values)[i];
 }
 
-void ResetSender(const Layout& l, const Batch& batch, RoutedBatch* rb) {
-  const size_t nu = l.units.size();
-  rb->batch_size = batch.batch_size;
-  rb->num_values = static_cast<int64_t>(batch.num_values);
-  rb->weighted = batch.weights != nullptr;
-  rb->unit_rows.resize(nu);
-  rb->unit_weights.resize(nu);
-  rb->unit_lengths.resize(nu);
-  rb->unit_targets.resize(nu);
-  for (size_t u = 0; u < nu; ++u) {
-    rb->unit_rows[u].clear();
-    rb->unit_weights[u].clear();
-    rb->unit_targets[u].clear();
-    rb->unit_lengths[u].assign(static_cast<size_t>(batch.batch_size), 0);
-  }
-  rb->mean_div.assign(l.sequence ? 0 : l.pairs.size() * static_cast<size_t>(batch.batch_size),
-                      0.0f);
-  rb->dp_offsets.clear();
-  rb->dp_offsets_begin.clear();
-  rb->dp_rows.clear();
-  rb->dp_weights.clear();
-  rb->dp_pos.clear();
-}
-
-void Pack(const Layout& l, RoutedBatch* rb) {
-  const int32_t world = l.world;
-  const size_t B = static_cast<size_t>(rb->batch_size);
-  rb->send_bytes.assign(world, 0);
-  rb->counts_send.assign(world * kCountFields, 0);
-  rb->ret_count.assign(l.units.size(), 0);
-  rb->ret_target.clear();
-  rb->ret_floats_from.assign(world, 0);
-  size_t total = 0;
-  for (int32_t d = 0; d < world; ++d) {
-    int64_t n = 0;
-    for (int32_t u : l.units_to_rank[d]) n += static_cast<int64_t>(rb->unit_rows[u].size());
-    rb->send_bytes[d] = MessageBytes(l.units_to_rank[d].size(), rb->batch_size, n, rb->weighted);
-    int64_t* c = &rb->counts_send[d * kCountFields];
-    c[0] = 0;
-    c[1] = rb->batch_size;
-    c[2] = n;
-    c[3] = rb->weighted ? 1 : 0;
-    total += rb->send_bytes[d];
-  }
-  rb->send.resize(total);
-  uint8_t* p = rb->send.data();
-  for (int32_t d = 0; d < world; ++d) {
-    const auto& units = l.units_to_rank[d];
-    uint8_t* base = p;
-    for (int32_t u : units) {
-      CopyBytes(p, rb->unit_lengths[u].data(), 4 * B);
-      p += 4 * B;
-    }
-    p = base + Align8(4 * units.size() * B);
-    for (int32_t u : units) {
-      const auto& r = rb->unit_rows[u];
-      CopyBytes(p, r.data(), 8 * r.size());
-      p += 8 * r.size();
-    }
-    if (rb->weighted) {
-      uint8_t* wbase = p;
-      for (int32_t u : units) {
-        const auto& w = rb->unit_weights[u];
-        CopyBytes(p, w.data(), 4 * w.size());
-        p += 4 * w.size();
-      }
-      p = wbase + Align8(static_cast<size_t>(p - wbase));
-    }
-    for (int32_t u : units) {
-      rb->ret_count[u] = static_cast<int64_t>(rb->unit_targets[u].size());
-      rb->ret_target.insert(rb->ret_target.end(), rb->unit_targets[u].begin(),
-                            rb->unit_targets[u].end());
-      rb->ret_floats_from[d] += static_cast<size_t>(rb->ret_count[u]) * l.units[u].cols;
-    }
-  }
-}
-
-}  // namespace
-
-Status RouteBatch(const Layout& l, BoundsPolicy bounds, const Batch& batch, RoutedBatch* rb) {
+// Walks every id of every (feature, table) pair in routing order and hands each accepted id to
+// `fn(pair, sample, position, row, weight)`; ids the bounds policy drops are skipped, clamped
+// ids arrive as row 0. Returns the error for an id outside the table under kError.
+template <typename Fn>
+Status ForEachRoutedId(const Layout& l, BoundsPolicy bounds, const Batch& batch,
+                       const std::vector<size_t>& feature_begin, Fn&& fn) {
   const auto& plan = *l.plan;
-  SR_RETURN_IF_ERROR(CheckStructure(plan, batch));
-  ResetSender(l, batch, rb);
   const int64_t B = batch.batch_size;
-  std::vector<size_t> feature_begin(plan.features.size() + 1, 0);
-  for (size_t f = 0; f < plan.features.size(); ++f) {
-    size_t n = 0;
-    for (int64_t b = 0; b < B; ++b) n += static_cast<size_t>(batch.lengths[f * B + b]);
-    feature_begin[f + 1] = feature_begin[f] + n;
-  }
   for (size_t p = 0; p < l.pairs.size(); ++p) {
     const Pair& pair = l.pairs[p];
     const auto& cfg = plan.tables[pair.table];
-    const TableLayout& tl = l.tables[pair.table];
-    const auto& unit_of = l.unit_of[p];
-    if (tl.data_parallel) {
-      rb->dp_offsets_begin.push_back(rb->dp_offsets.size());
-      rb->dp_offsets.push_back(static_cast<int64_t>(rb->dp_rows.size()));
-    }
     size_t pos = feature_begin[pair.feature];
     for (int64_t b = 0; b < B; ++b) {
       const int32_t len = batch.lengths[pair.feature * B + b];
-      float div = 0.0f;
       for (int32_t k = 0; k < len; ++k) {
         const size_t i = pos + static_cast<size_t>(k);
         int64_t x = IdAt(batch, i);
@@ -182,36 +107,185 @@ Status RouteBatch(const Layout& l, BoundsPolicy bounds, const Batch& batch, Rout
                                            cfg.name, "'");
           x = 0;
         }
-        const float w = rb->weighted ? batch.weights[i] : 1.0f;
-        div += w;
-        if (tl.data_parallel) {
-          rb->dp_rows.push_back(x);
-          if (rb->weighted) rb->dp_weights.push_back(w);
-          if (l.sequence) rb->dp_pos.push_back(static_cast<int64_t>(i));
-          continue;
-        }
-        const RowBlock& block = tl.blocks[FindRowBlock(tl, x)];
-        for (int32_t s : block.shards) {
-          const int32_t u = unit_of[s];
-          rb->unit_rows[u].push_back(x - block.row_offset);
-          if (rb->weighted) rb->unit_weights[u].push_back(w);
-          ++rb->unit_lengths[u][b];
-          if (l.sequence) rb->unit_targets[u].push_back(static_cast<int64_t>(i));
-        }
+        fn(p, b, i, x, batch.weights != nullptr ? batch.weights[i] : 1.0f);
       }
       pos += static_cast<size_t>(len);
-      if (tl.data_parallel) rb->dp_offsets.push_back(static_cast<int64_t>(rb->dp_rows.size()));
-      if (pair.mean) rb->mean_div[p * B + b] = div;
-    }
-    if (!l.sequence && !tl.data_parallel) {
-      for (int32_t u : unit_of) {
-        if (u < 0) continue;
-        for (int64_t b = 0; b < B; ++b)
-          if (rb->unit_lengths[u][b] > 0) rb->unit_targets[u].push_back(b);
-      }
     }
   }
-  Pack(l, rb);
+  return Status::Ok();
+}
+
+// Pass 1: validates every id and counts, per unit, the ids of each sample; data-parallel ids are
+// counted per pair. Fills mean_div.
+Status CountPass(const Layout& l, BoundsPolicy bounds, const Batch& batch,
+                 const std::vector<size_t>& feature_begin, RoutedBatch* rb,
+                 std::vector<int64_t>* dp_counts) {
+  const int64_t B = batch.batch_size;
+  const size_t nu = l.units.size();
+  rb->unit_lengths.assign(nu * static_cast<size_t>(B), 0);
+  rb->unit_ids.assign(nu, 0);
+  rb->mean_div.assign(l.sequence ? 0 : l.pairs.size() * static_cast<size_t>(B), 0.0f);
+  dp_counts->assign(l.pairs.size(), 0);
+  return ForEachRoutedId(l, bounds, batch, feature_begin,
+                         [&](size_t p, int64_t b, size_t, int64_t x, float w) {
+                           const Pair& pair = l.pairs[p];
+                           if (pair.mean) rb->mean_div[p * B + b] += w;
+                           const TableLayout& tl = l.tables[pair.table];
+                           if (tl.data_parallel) {
+                             ++(*dp_counts)[p];
+                             return;
+                           }
+                           for (int32_t s : tl.blocks[FindRowBlock(tl, x)].shards) {
+                             const int32_t u = l.unit_of[p][s];
+                             ++rb->unit_lengths[static_cast<size_t>(u) * B + b];
+                             ++rb->unit_ids[u];
+                           }
+                         });
+}
+
+// Sizes every message and the return bookkeeping from the counts, and places each unit's rows
+// in its message (unit_cursor: index of its first id among its destination's rows).
+void SizeMessages(const Layout& l, RoutedBatch* rb) {
+  const int32_t world = l.world;
+  const int64_t B = rb->batch_size;
+  rb->send_bytes.assign(world, 0);
+  rb->counts_send.assign(world * kCountFields, 0);
+  rb->ret_count.assign(l.units.size(), 0);
+  rb->ret_floats_from.assign(world, 0);
+  rb->unit_cursor.assign(l.units.size(), 0);
+  size_t total = 0, targets = 0;
+  for (int32_t d = 0; d < world; ++d) {
+    int64_t n = 0;
+    for (int32_t u : l.units_to_rank[d]) {
+      int64_t ret = rb->unit_ids[u];
+      if (!l.sequence) {
+        ret = 0;
+        const int32_t* lens = rb->unit_lengths.data() + static_cast<size_t>(u) * B;
+        for (int64_t b = 0; b < B; ++b) ret += lens[b] > 0;
+      }
+      rb->ret_count[u] = ret;
+      targets += static_cast<size_t>(ret);
+      rb->ret_floats_from[d] += static_cast<size_t>(ret) * l.units[u].cols;
+      n += rb->unit_ids[u];
+    }
+    const MessageLayout m = LayoutOf(l.units_to_rank[d].size(), B, n, rb->weighted);
+    int64_t at = 0;
+    for (int32_t u : l.units_to_rank[d]) {
+      rb->unit_cursor[u] = at;
+      at += rb->unit_ids[u];
+    }
+    rb->send_bytes[d] = m.bytes;
+    int64_t* c = &rb->counts_send[d * kCountFields];
+    c[0] = 0;
+    c[1] = B;
+    c[2] = n;
+    c[3] = rb->weighted ? 1 : 0;
+    total += m.bytes;
+  }
+  rb->send.resize(total);
+  rb->ret_target.resize(targets);
+}
+
+// Pass 2: writes each accepted id once, into its unit's place in its destination's message.
+void FillPass(const Layout& l, BoundsPolicy bounds, const Batch& batch,
+              const std::vector<size_t>& feature_begin, const std::vector<int64_t>& dp_counts,
+              RoutedBatch* rb) {
+  const int64_t B = batch.batch_size;
+  // Per destination: where its rows and weights start in the send buffer.
+  std::vector<uint8_t*> rows_at(l.world), weights_at(l.world);
+  std::vector<size_t> target_at(l.units.size(), 0);
+  uint8_t* msg = rb->send.data();
+  size_t t = 0;
+  for (int32_t d = 0; d < l.world; ++d) {
+    const auto& units = l.units_to_rank[d];
+    const MessageLayout m =
+        LayoutOf(units.size(), B, rb->counts_send[d * kCountFields + 2], rb->weighted);
+    uint8_t* lens = msg;
+    for (int32_t u : units) {
+      CopyBytes(lens, rb->unit_lengths.data() + static_cast<size_t>(u) * B, 4 * B);
+      lens += 4 * B;
+      target_at[u] = t;
+      t += static_cast<size_t>(rb->ret_count[u]);
+    }
+    rows_at[d] = msg + m.rows;
+    weights_at[d] = msg + m.weights;
+    msg += m.bytes;
+  }
+  // Pooled: one return row per (unit, non-empty sample), in sample order.
+  if (!l.sequence) {
+    for (size_t u = 0; u < l.units.size(); ++u) {
+      const int32_t* lens = rb->unit_lengths.data() + u * B;
+      size_t at = target_at[u];
+      for (int64_t b = 0; b < B; ++b)
+        if (lens[b] > 0) rb->ret_target[at++] = b;
+    }
+  }
+  // Data-parallel ids keep their (pair, sample, id) order in dp_rows; each DP pair's ids start
+  // where the previous pair's end, and its offsets are written as its samples go by.
+  std::vector<int64_t> dp_cursor(l.pairs.size(), 0), dp_filled(l.pairs.size(), 0);
+  int64_t dp_total = 0;
+  for (int32_t p : l.dp_pairs) {
+    dp_cursor[p] = dp_total;
+    dp_total += dp_counts[p];
+  }
+  rb->dp_rows.resize(static_cast<size_t>(dp_total));
+  rb->dp_weights.resize(rb->weighted ? static_cast<size_t>(dp_total) : 0);
+  rb->dp_pos.resize(l.sequence ? static_cast<size_t>(dp_total) : 0);
+  rb->dp_offsets.assign(l.dp_pairs.size() * (static_cast<size_t>(B) + 1), 0);
+  rb->dp_offsets_begin.resize(l.dp_pairs.size());
+  std::vector<int64_t*> dp_off(l.pairs.size(), nullptr);
+  for (size_t k = 0; k < l.dp_pairs.size(); ++k) {
+    rb->dp_offsets_begin[k] = k * (static_cast<size_t>(B) + 1);
+    dp_off[l.dp_pairs[k]] = rb->dp_offsets.data() + rb->dp_offsets_begin[k];
+  }
+  std::vector<int64_t>& cursor = rb->unit_cursor;  // advanced in place
+  (void)ForEachRoutedId(l, bounds, batch, feature_begin,
+                        [&](size_t p, int64_t b, size_t i, int64_t x, float w) {
+                          const Pair& pair = l.pairs[p];
+                          const TableLayout& tl = l.tables[pair.table];
+                          if (tl.data_parallel) {
+                            while (dp_filled[p] <= b) dp_off[p][dp_filled[p]++] = dp_cursor[p];
+                            const size_t at = static_cast<size_t>(dp_cursor[p]++);
+                            rb->dp_rows[at] = x;
+                            if (rb->weighted) rb->dp_weights[at] = w;
+                            if (l.sequence) rb->dp_pos[at] = static_cast<int64_t>(i);
+                            return;
+                          }
+                          const RowBlock& block = tl.blocks[FindRowBlock(tl, x)];
+                          for (int32_t s : block.shards) {
+                            const int32_t u = l.unit_of[p][s];
+                            const int32_t d = l.units[u].rank;
+                            const int64_t at = cursor[u]++;
+                            const int64_t row = x - block.row_offset;
+                            std::memcpy(rows_at[d] + 8 * at, &row, 8);
+                            if (rb->weighted) std::memcpy(weights_at[d] + 4 * at, &w, 4);
+                            if (l.sequence)
+                              rb->ret_target[target_at[u]++] = static_cast<int64_t>(i);
+                          }
+                        });
+  for (int32_t p : l.dp_pairs)
+    while (dp_filled[p] <= B) dp_off[p][dp_filled[p]++] = dp_cursor[p];
+}
+
+}  // namespace
+
+Status RouteBatch(const Layout& l, BoundsPolicy bounds, const Batch& batch, RoutedBatch* rb) {
+  const auto& plan = *l.plan;
+  SR_RETURN_IF_ERROR(CheckStructure(plan, batch));
+  rb->batch_size = batch.batch_size;
+  rb->num_values = static_cast<int64_t>(batch.num_values);
+  rb->weighted = batch.weights != nullptr;
+  const int64_t B = batch.batch_size;
+  std::vector<size_t> feature_begin(plan.features.size() + 1, 0);
+  for (size_t f = 0; f < plan.features.size(); ++f) {
+    size_t n = 0;
+    for (int64_t b = 0; b < B; ++b) n += static_cast<size_t>(batch.lengths[f * B + b]);
+    feature_begin[f + 1] = feature_begin[f] + n;
+  }
+  std::vector<int64_t> dp_counts;
+  SR_RETURN_IF_ERROR(CountPass(l, bounds, batch, feature_begin, rb, &dp_counts));
+  SizeMessages(l, rb);
+  FillPass(l, bounds, batch, feature_begin, dp_counts, rb);
   return Status::Ok();
 }
 
@@ -237,7 +311,9 @@ Status ExchangeInput(const Layout& l, comm::Communicator& comm, const Status& lo
   size_t total = 0;
   for (int32_t s = 0; s < world; ++s) {
     const int64_t* c = &rb->counts_recv[s * kCountFields];
-    rb->recv_bytes[s] = MessageBytes(units, c[1], c[2], c[3] != 0);
+    if (c[1] < 0 || c[2] < 0)
+      return Status::Internal("input dist: rank ", s, " announced a negative batch or id count");
+    rb->recv_bytes[s] = LayoutOf(units, c[1], c[2], c[3] != 0).bytes;
     total += rb->recv_bytes[s];
   }
   rb->recv.resize(total);
@@ -247,16 +323,18 @@ Status ExchangeInput(const Layout& l, comm::Communicator& comm, const Status& lo
 
 Status UnpackInput(const Layout& l, RoutedBatch* rb) {
   const auto& my_units = l.units_to_rank[l.rank];
-  bool any_weighted = false;
-  for (int32_t s = 0; s < l.world; ++s) any_weighted |= rb->counts_recv[s * kCountFields + 3] != 0;
   rb->shards.resize(l.local.size());
-  for (auto& sb : rb->shards) {
-    sb.offsets.assign(1, 0);
-    sb.rows.clear();
-    sb.weights.clear();
-    sb.num_bags = 0;
+  for (auto& sr : rb->shards) {
+    sr.runs.clear();
+    sr.num_ids = 0;
   }
-  rb->segments.clear();
+  // Room for every run's CSR offsets, so the pointers handed to the runs never move.
+  size_t max_offsets = 0;
+  for (int32_t s = 0; s < l.world; ++s)
+    max_offsets +=
+        my_units.size() * (static_cast<size_t>(rb->counts_recv[s * kCountFields + 1]) + 1);
+  rb->bag_offsets.resize(l.sequence ? 0 : max_offsets);
+  size_t next_offset = 0;
   rb->ret_floats_to.assign(l.world, 0);
   size_t byte_off = 0;
   size_t float_base = 0;
@@ -266,52 +344,46 @@ Status UnpackInput(const Layout& l, RoutedBatch* rb) {
     const int64_t n = c[2];
     const bool weighted = c[3] != 0;
     const uint8_t* msg = rb->recv.data() + byte_off;
+    const MessageLayout m = LayoutOf(my_units.size(), B, n, weighted);
     const auto* lens = reinterpret_cast<const int32_t*>(msg);
-    const auto* rows = reinterpret_cast<const int64_t*>(msg + Align8(4 * my_units.size() * B));
-    const auto* wts = reinterpret_cast<const float*>(rows + n);
+    const auto* rows = reinterpret_cast<const int64_t*>(msg + m.rows);
+    const auto* wts = reinterpret_cast<const float*>(msg + m.weights);
     int64_t cursor = 0;
     size_t floats = 0;
     for (size_t ui = 0; ui < my_units.size(); ++ui) {
       const Unit& unit = l.units[my_units[ui]];
-      ShardBags& sb = rb->shards[unit.local];
-      const int64_t shard_rows = l.local[unit.local].rows;
-      Segment seg{unit.local, sb.num_bags, 0, float_base + floats};
+      kernels::BagRun run;
+      run.rows = rows + cursor;
+      run.weights = weighted ? wts + cursor : nullptr;
+      run.io_offset = static_cast<int64_t>(float_base + floats);
+      int64_t ids = 0;
+      int64_t* offsets = l.sequence ? nullptr : rb->bag_offsets.data() + next_offset;
+      if (offsets != nullptr) offsets[0] = 0;
       for (int64_t b = 0; b < B; ++b) {
         const int32_t len = lens[ui * B + b];
         if (len == 0) continue;
-        if (len < 0 || cursor + len > n)
+        if (len < 0 || cursor + ids + len > n)
           return Status::Internal("input dist: malformed message from rank ", s);
-        for (int32_t k = 0; k < len; ++k) {
-          const int64_t r = rows[cursor + k];
-          if (r < 0 || r >= shard_rows)
-            return Status::Internal("input dist: rank ", s, " sent local row ", r,
-                                    " outside a shard of ", shard_rows, " rows");
-          sb.rows.push_back(r);
-          if (any_weighted) sb.weights.push_back(weighted ? wts[cursor + k] : 1.0f);
-        }
-        cursor += len;
-        if (l.sequence) {
-          sb.num_bags += len;
-          seg.count += len;
-        } else {
-          sb.offsets.push_back(static_cast<int64_t>(sb.rows.size()));
-          ++sb.num_bags;
-          ++seg.count;
-        }
+        ids += len;
+        if (offsets != nullptr) offsets[++run.num_bags] = ids;
       }
-      floats += static_cast<size_t>(seg.count) * unit.cols;
-      if (seg.count > 0) rb->segments.push_back(seg);
+      if (offsets == nullptr) run.num_bags = ids;
+      run.offsets = offsets;
+      cursor += ids;
+      if (run.num_bags > 0) {
+        if (offsets != nullptr) next_offset += static_cast<size_t>(run.num_bags) + 1;
+        ShardRuns& sr = rb->shards[unit.local];
+        sr.runs.push_back(run);
+        sr.num_ids += ids;
+        floats += static_cast<size_t>(run.num_bags) * unit.cols;
+      }
     }
     if (cursor != n) return Status::Internal("input dist: rank ", s, " sent unused ids");
     rb->ret_floats_to[s] = floats;
     float_base += floats;
     byte_off += rb->recv_bytes[s];
   }
-  rb->staging_size = 0;
-  for (size_t i = 0; i < rb->shards.size(); ++i) {
-    rb->shards[i].staging_offset = rb->staging_size;
-    rb->staging_size += static_cast<size_t>(rb->shards[i].num_bags) * l.local[i].cols;
-  }
+  rb->ret_floats_total = float_base;
   return Status::Ok();
 }
 

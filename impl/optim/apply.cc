@@ -7,7 +7,6 @@
 #include "impl/core/check.h"
 #include "impl/core/half.h"
 #include "impl/core/rng.h"
-#include "impl/core/thread_pool.h"
 #include "impl/optim/optimizer.h"
 #include "impl/optim/update_rules.h"
 
@@ -157,18 +156,11 @@ void CheckDType(const ShardParams& shard) {
            shard.dtype == DType::kBFloat16);
 }
 
-void ForRows(int64_t n, ThreadPool* pool, const std::function<void(int64_t, int64_t)>& fn) {
-  if (pool == nullptr) {
-    fn(0, n);
-  } else {
-    pool->ParallelFor(0, n, 64, fn);
-  }
-}
-
 }  // namespace
 
-void PartialRowStats(const OptimizerConfig& config, int64_t step, ShardParams& shard,
-                     const RowUpdate& update, float* partial_stats, ThreadPool* pool) {
+void PartialRowStats(const ExecContext& ctx, const OptimizerConfig& config, int64_t step,
+                     ShardParams& shard, const RowUpdate& update, float* partial_stats) {
+  SR_CHECK(ctx.is_host());
   int ns = NumRowStats(config.type);
   int64_t n = static_cast<int64_t>(update.rows.size());
   if (ns == 0 || n == 0) return;
@@ -176,7 +168,7 @@ void PartialRowStats(const OptimizerConfig& config, int64_t step, ShardParams& s
   RuleScalars s = MakeRuleScalars(config, step);
   StateLayout layout = MakeLayout(config.type);
   int32_t cols = shard.cols;
-  ForRows(n, pool, [&](int64_t b, int64_t e) {
+  ctx.ParallelFor(0, n, 64, [&](int64_t b, int64_t e) {
     std::vector<float> buf(shard.dtype == DType::kFloat32 ? 0 : cols);
     for (int64_t u = b; u < e; ++u) {
       int64_t row = update.rows[u];
@@ -193,8 +185,9 @@ void PartialRowStats(const OptimizerConfig& config, int64_t step, ShardParams& s
   });
 }
 
-void Apply(const OptimizerConfig& config, int64_t step, int32_t full_dim, ShardParams& shard,
-           const RowUpdate& update, const float* full_stats, ThreadPool* pool) {
+void Apply(const ExecContext& ctx, const OptimizerConfig& config, int64_t step, int32_t full_dim,
+           ShardParams& shard, const RowUpdate& update, const float* full_stats) {
+  SR_CHECK(ctx.is_host());
   int ns = NumRowStats(config.type);
   int64_t n = static_cast<int64_t>(update.rows.size());
   if (n == 0) return;
@@ -204,7 +197,7 @@ void Apply(const OptimizerConfig& config, int64_t step, int32_t full_dim, ShardP
   RuleScalars s = MakeRuleScalars(config, step);
   StateLayout layout = MakeLayout(config.type);
   int32_t cols = shard.cols;
-  ForRows(n, pool, [&](int64_t b, int64_t e) {
+  ctx.ParallelFor(0, n, 64, [&](int64_t b, int64_t e) {
     std::vector<float> buf(shard.dtype == DType::kFloat32 ? 0 : cols);
     for (int64_t u = b; u < e; ++u) {
       int64_t row = update.rows[u];
@@ -220,16 +213,6 @@ void Apply(const OptimizerConfig& config, int64_t step, int32_t full_dim, ShardP
       }
     }
   });
-}
-
-void PartialRowStats(const OptimizerConfig& config, int64_t step, ShardParams& shard,
-                     const RowUpdate& update, float* partial_stats) {
-  PartialRowStats(config, step, shard, update, partial_stats, nullptr);
-}
-
-void Apply(const OptimizerConfig& config, int64_t step, int32_t full_dim, ShardParams& shard,
-           const RowUpdate& update, const float* full_stats) {
-  Apply(config, step, full_dim, shard, update, full_stats, nullptr);
 }
 
 }  // namespace shardrec::optim

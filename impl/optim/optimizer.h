@@ -7,11 +7,8 @@
 #include <vector>
 
 #include "impl/core/dtype.h"
+#include "impl/core/exec.h"
 #include "impl/core/status.h"
-
-namespace shardrec {
-class ThreadPool;
-}
 
 namespace shardrec::optim {
 
@@ -109,22 +106,17 @@ struct RowUpdate {
 
 // Phase 1 (only when NumRowStats(type) > 0): writes rows.size() x NumRowStats partial statistics
 // computed over this shard's columns. May advance element-wise moment states of these rows
-// (LAMB, partial row-wise Adam); Apply must then follow with the summed statistics.
-void PartialRowStats(const OptimizerConfig& config, int64_t step, ShardParams& shard,
-                     const RowUpdate& update, float* partial_stats);
+// (LAMB, partial row-wise Adam); Apply must then follow with the summed statistics. Rows are
+// independent, so the result is bit-identical for every thread count of `ctx` (a host context;
+// the CUDA twins run the same rules from update_rules.h).
+void PartialRowStats(const ExecContext& ctx, const OptimizerConfig& config, int64_t step,
+                     ShardParams& shard, const RowUpdate& update, float* partial_stats);
 
 // Phase 2: applies the update to every row in `update`. `full_dim` is the table's full
 // embedding dim (for row means); `full_stats` holds the phase-1 statistics summed over every
 // column shard of the row (nullptr when NumRowStats == 0). `step` is the 1-based count of
 // optimizer steps taken by this collection (Adam/LAMB bias correction).
-void Apply(const OptimizerConfig& config, int64_t step, int32_t full_dim, ShardParams& shard,
-           const RowUpdate& update, const float* full_stats);
-
-// The same two phases spread over `pool` (nullptr = calling thread). Rows are independent, so
-// results are bit-identical for every thread count.
-void PartialRowStats(const OptimizerConfig& config, int64_t step, ShardParams& shard,
-                     const RowUpdate& update, float* partial_stats, ThreadPool* pool);
-void Apply(const OptimizerConfig& config, int64_t step, int32_t full_dim, ShardParams& shard,
-           const RowUpdate& update, const float* full_stats, ThreadPool* pool);
+void Apply(const ExecContext& ctx, const OptimizerConfig& config, int64_t step, int32_t full_dim,
+           ShardParams& shard, const RowUpdate& update, const float* full_stats);
 
 }  // namespace shardrec::optim

@@ -1,32 +1,83 @@
 // Mesh: the world communicator cut into a sharding-group communicator (model parallel, ranks
-// 0..S-1 = plan ranks) and a replica-group communicator (weight sync) for this rank.
+// 0..S-1 = plan ranks) and a replica-group communicator (weight sync) for this rank, together
+// with the mesh's sync policy: how often a step syncs, what a sync averages, an optional hook
+// replacing the collective, and the figures of the last sync.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "impl/comm/communicator.h"
+#include "impl/embedding/collection.h"
 #include "impl/replica/layout.h"
+#include "impl/replica/sync.h"
 
 namespace shardrec::replica {
 
+// What a sync averages. Values mirror SHARDREC_SYNC_*.
+enum class SyncMode : int32_t {
+  kDefault = 0,          // the mesh's configured mode
+  kWeightsAndState = 1,  // weights, every optimizer state, and the step counter (max)
+  kWeightsOnly = 2,      // weights; optimizer state stays per replica
+};
+
+struct MeshOptions {
+  int32_t shard_size = 0;  // S; 0 means the world size (1D)
+  MeshKind kind = MeshKind::kDefault;
+  int32_t ranks_per_node = 0;  // only for Describe; 0 means unknown
+  int32_t sync_interval = 1;   // Step syncs every N steps
+  SyncMode sync_mode = SyncMode::kWeightsAndState;
+};
+
 class Mesh {
  public:
-  // Collective over `world`: splits it twice. Errors: kInvalidArgument for a bad group size,
-  // plus whatever the splits return (kTimeout/kRemote).
-  static Status Create(std::shared_ptr<comm::Communicator> world, int shard_size, MeshKind kind,
+  // Collective over `world`: validates the options (the same on every rank) and splits `world`
+  // twice. Errors: kInvalidArgument for bad options, plus whatever the splits return.
+  static Status Create(std::shared_ptr<comm::Communicator> world, const MeshOptions& options,
                        std::unique_ptr<Mesh>* out);
 
+  // Collective over the world: a collection sharded over this rank's sharding group whose
+  // data-parallel tables reduce over the world (unless options.dp_comm says otherwise), then a
+  // check that every replica of this rank's shards starts with the same weights. `rejected` as
+  // in EmbeddingCollection::Create.
+  Status CreateCollection(std::shared_ptr<const sharding::Plan> plan,
+                          const optim::OptimizerConfig& optimizer,
+                          embedding::CollectionOptions options,
+                          std::unique_ptr<embedding::EmbeddingCollection>* out,
+                          const Status& rejected = Status::Ok());
+
+  // Averages the collection's weights (and, unless weights-only, optimizer states; the step
+  // counter takes the maximum) across the replica group, one collective per dtype. Collective
+  // over the replica group.
+  Status Sync(embedding::EmbeddingCollection& coll, SyncMode mode);
+  // Counts one training step; syncs (in the configured mode) when the count reaches a multiple
+  // of the sync interval.
+  Status Step(embedding::EmbeddingCollection& coll, bool* synced);
+  // Replaces the sync collective for floating-point buffers; an empty hook restores it.
+  void SetHook(SyncHook hook) { hook_ = std::move(hook); }
+
   const Layout& layout() const { return layout_; }
+  const MeshOptions& options() const { return options_; }
   int rank() const { return world_->Rank(); }
   const std::shared_ptr<comm::Communicator>& world() const { return world_; }
   const std::shared_ptr<comm::Communicator>& sharding() const { return sharding_; }
   const std::shared_ptr<comm::Communicator>& replica() const { return replica_; }
+  const SyncStats& last_sync() const { return last_; }
+  int64_t syncs() const { return syncs_; }
+  std::string Describe() const { return layout_.Describe(options_.ranks_per_node); }
 
  private:
   Layout layout_;
+  MeshOptions options_;
   std::shared_ptr<comm::Communicator> world_;
   std::shared_ptr<comm::Communicator> sharding_;
   std::shared_ptr<comm::Communicator> replica_;
+  SyncHook hook_;
+  int64_t steps_ = 0;
+  int64_t syncs_ = 0;
+  SyncStats last_;
+  std::vector<uint8_t> staging_;
 };
 
 }  // namespace shardrec::replica

@@ -151,8 +151,10 @@ char* Arena() {
 struct Batch {
   std::vector<int64_t> offsets, rows;
   int64_t unique = 0;  // distinct rows in the batch (backward bytes)
-  Bags View() const {
-    return Bags{offsets.data(), static_cast<int64_t>(offsets.size()) - 1, rows.data(), nullptr};
+  // A run whose output (or gradient) rows start at element io_offset of the io buffer.
+  BagRun View(int64_t io_offset = 0) const {
+    return BagRun{offsets.data(), static_cast<int64_t>(offsets.size()) - 1, rows.data(), nullptr,
+                  io_offset};
   }
 };
 
@@ -255,7 +257,8 @@ void BM_C1(benchmark::State& state) {
       benchmark::ClobberMemory();
     }
     auto t0 = Clock::now();
-    PooledLookup(w, batch.View(), out.data(), D, nullptr, opts);
+    LookupJob job{w, batch.View(), out.data(), D};
+    (void)Lookup(ExecContext(), std::span<const LookupJob>(&job, 1), opts);
     benchmark::DoNotOptimize(out.data());
     double t = std::chrono::duration<double>(Clock::now() - t0).count();
     timer.times.push_back(t);
@@ -308,10 +311,15 @@ void RunForward(benchmark::State& state, const char* name, int64_t T, int64_t E,
   std::vector<float> out(B * T * mt.D);
   int it = 0;
   Timer timer;
+  std::vector<LookupJob> jobs;
+  const ExecContext ctx = ExecContext::Host(&Pool());
   timer.Run(state, [&] {
     const auto& rot = mt.batches[it++ % 4];
+    // All tables in one call, each writing its columns of the [B, T * D] output.
+    jobs.clear();
     for (int64_t k = 0; k < T; ++k)
-      PooledLookup(mt.Table(k), rot[k].View(), out.data() + k * mt.D, T * mt.D, &Pool());
+      jobs.push_back(LookupJob{mt.Table(k), rot[k].View(k * mt.D), out.data(), T * mt.D});
+    (void)Lookup(ctx, jobs);
     benchmark::DoNotOptimize(out.data());
   });
   double bytes = 0;
@@ -326,7 +334,8 @@ void RunBackward(benchmark::State& state, const char* name, int64_t T, int64_t E
   optim::OptimizerConfig cfg;
   cfg.type = optim::OptimizerType::kRowWiseAdagrad;
   std::vector<std::vector<float>> mom(T, std::vector<float>(E, 0.0f));
-  std::vector<Workspace> ws(T);
+  std::vector<uint8_t> ws;
+  const ExecContext ctx = ExecContext::Host(&Pool());
   std::vector<int64_t> uniq;
   std::vector<float> grads, stats;
   int it = 0;
@@ -342,16 +351,24 @@ void RunBackward(benchmark::State& state, const char* name, int64_t T, int64_t E
       sp.cols = mt.D;
       sp.stride = mt.D;
       sp.states = {mom[k].data()};
-      const float* g = mt.grad_out.data() + k * mt.D;
+      const BagRun run = rot[k].View(k * mt.D);
+      const std::span<const BagRun> runs(&run, 1);
+      const size_t need = BackwardWorkspaceBytes(ctx, run.num_ids(), mt.D, 1);
+      if (ws.size() < need) ws.resize(need);
+      int64_t num_unique = 0;
+      (void)GroupRows(ctx, runs, ws.data(), ws.size(), &num_unique);
+      const float* g = mt.grad_out.data();
       if (fused) {
-        PooledBackwardFused(rot[k].View(), g, T * mt.D, 1.0f, cfg, step, mt.D, sp, &Pool(), &ws[k]);
+        (void)FusedBackward(ctx, runs, g, T * mt.D, 1.0f, cfg, step, mt.D, sp, ws.data());
       } else {
-        AggregatePooledGrads(rot[k].View(), g, T * mt.D, mt.D, 1.0f, &uniq, &grads, &Pool(),
-                             &ws[k]);
+        uniq.resize(static_cast<size_t>(num_unique));
+        grads.resize(static_cast<size_t>(num_unique) * mt.D);
+        (void)AggregateGrads(ctx, runs, g, T * mt.D, mt.D, 1.0f, ws.data(), uniq.data(),
+                             grads.data());
         optim::RowUpdate upd{uniq, grads.data()};
         stats.resize(uniq.size());
-        optim::PartialRowStats(cfg, step, sp, upd, stats.data(), &Pool());
-        optim::Apply(cfg, step, mt.D, sp, upd, stats.data(), &Pool());
+        optim::PartialRowStats(ctx, cfg, step, sp, upd, stats.data());
+        optim::Apply(ctx, cfg, step, mt.D, sp, upd, stats.data());
       }
     }
   });

@@ -92,7 +92,8 @@ void BM_ShardedStep(benchmark::State& state) {
               DType::kInt64,
               ids[r].size(),
               nullptr,
-              0};
+              0,
+              {}};
       ThrowIfError(colls[r]->Forward(b, out[r].data(), out[r].size()));
       ThrowIfError(colls[r]->Backward(grad[r].data(), grad[r].size()));
     });

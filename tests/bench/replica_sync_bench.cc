@@ -41,7 +41,9 @@ World* MakeWorld(int shard_size, RankThreads& threads) {
   bool ok = true;
   threads.Run([&](int r) {
     std::shared_ptr<comm::Communicator> c(std::move(comms[r]));
-    if (!Mesh::Create(c, shard_size, MeshKind::kDefault, &w->meshes[r]).ok()) ok = false;
+    MeshOptions o;
+    o.shard_size = shard_size;
+    if (!Mesh::Create(c, o, &w->meshes[r]).ok()) ok = false;
   });
   return ok ? w : nullptr;
 }
@@ -147,7 +149,6 @@ void BM_Step(benchmark::State& state) {
   std::vector<std::vector<int32_t>> lengths(kWorld);
   std::vector<std::vector<int64_t>> ids(kWorld);
   std::vector<std::vector<float>> out(kWorld), grad(kWorld);
-  std::vector<std::vector<uint8_t>> staging(kWorld);
   threads.Run([&](int r) {
     embedding::CollectionOptions o;
     o.dp_comm = world->meshes[r]->world();
@@ -184,18 +185,13 @@ void BM_Step(benchmark::State& state) {
                          DType::kInt64,
                          ids[r].size(),
                          nullptr,
-                         0};
+                         0,
+                         {}};
       ThrowIfError(colls[r]->Forward(b, out[r].data(), out[r].size()));
       ThrowIfError(colls[r]->Backward(grad[r].data(), grad[r].size()));
       if (interval > 0 && step % interval == 0) {
         auto t = Clock::now();
-        std::vector<SyncBuffer> bufs;
-        for (const auto& p : colls[r]->LocalParameterBuffers()) {
-          bufs.push_back({p.data, p.count, p.dtype,
-                          p.dtype == DType::kInt64 ? comm::ReduceOp::kMax : comm::ReduceOp::kAvg});
-        }
-        SyncStats stats;
-        ThrowIfError(SyncBuffers(*world->meshes[r]->replica(), bufs, {}, &staging[r], &stats));
+        ThrowIfError(world->meshes[r]->Sync(*colls[r], SyncMode::kWeightsAndState));
         sync_seconds[r] += std::chrono::duration<double>(Clock::now() - t).count();
       }
     });

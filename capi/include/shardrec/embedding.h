@@ -279,6 +279,54 @@ SHARDREC_API shardrec_status_t shardrec_embedding_backward(shardrec_embedding_t*
                                                            void* stream);
 
 /**
+ * shardrec_embedding_forward with the output as a tensor view that names its device (the form
+ * GPU collections take for device memory). The view must be SHARDREC_DTYPE_FLOAT32, row-major,
+ * with as many elements as shardrec_embedding_forward's @p out_len and, when ndim >= 2, a last
+ * dimension equal to the output width (shardrec_embedding_output_dim). A view this rank cannot
+ * use is a rejected input: every rank fails the call and nothing changes. Collective.
+ * @param coll   [in] Must not be NULL.
+ * @param batch  [in] As for shardrec_embedding_forward.
+ * @param out    [in] The output view; must not be NULL; its memory is overwritten. Host
+ *               collections accept host views only (SHARDREC_EUNSUPPORTED otherwise).
+ * @param stream Ignored on the host; for GPU collections, the stream the call is ordered on.
+ * @return As shardrec_embedding_forward; SHARDREC_EINVAL also for a malformed view;
+ *         SHARDREC_EUNSUPPORTED for a device view on a host collection.
+ * Thread-safety: one thread at a time per collection.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_forward_tensor(shardrec_embedding_t* coll,
+                                                                 const shardrec_kjt_view_t* batch,
+                                                                 const shardrec_tensor_view_t* out,
+                                                                 void* stream);
+
+/**
+ * shardrec_embedding_forward_distributed with the output as a tensor view (see
+ * shardrec_embedding_forward_tensor for the view's rules). A view this rank cannot use behaves
+ * like a wrong @p out_len there: this rank still takes part in the exchange, then fails alone.
+ * @param coll   [in] Must not be NULL.
+ * @param out    [in] The output view; must not be NULL.
+ * @param stream Ignored on the host.
+ * @return As shardrec_embedding_forward_distributed; SHARDREC_EUNSUPPORTED for a device view on
+ *         a host collection.
+ * Thread-safety: one thread at a time per collection.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_forward_distributed_tensor(
+    shardrec_embedding_t* coll, const shardrec_tensor_view_t* out, void* stream);
+
+/**
+ * shardrec_embedding_backward with the gradient as a tensor view (same rules as the output view
+ * of shardrec_embedding_forward_tensor). A view this rank cannot use rejects the call on every
+ * rank; nothing changes. Collective.
+ * @param coll   [in] Must not be NULL.
+ * @param grad   [in] The gradient view; must not be NULL; read only.
+ * @param stream Ignored on the host.
+ * @return As shardrec_embedding_backward; SHARDREC_EUNSUPPORTED for a device view on a host
+ *         collection.
+ * Thread-safety: one thread at a time per collection.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_backward_tensor(
+    shardrec_embedding_t* coll, const shardrec_tensor_view_t* grad, void* stream);
+
+/**
  * Sets the learning rate used by the following backward calls (learning-rate schedules).
  * Not collective, but every rank should set the same value.
  * @param coll [in] Must not be NULL.  @param learning_rate Finite and >= 0.

@@ -24,7 +24,12 @@ SHARDREC_BEGIN_DECL
  *    read the feature, of type int64 or int32 (@ref values_dtype);
  *  - `weights`, when not NULL, holds one float per id (per-sample weights); a weighted batch
  *    weights every feature.
- * B may be 0 and may differ between ranks. Memory is host memory for host collections.
+ * B may be 0 and may differ between ranks.
+ *
+ * Device: the arrays live on the device named by @ref device_type and @ref device_index. GPU
+ * collections read these two fields, so start from SHARDREC_KJT_VIEW_INIT (or zero the view)
+ * and set them. Host collections always read host memory and do not look at them, so views
+ * filled field by field before the fields existed keep working with host collections.
  */
 typedef struct shardrec_kjt_view {
   int64_t batch_size;     /**< B, the local number of samples; >= 0. */
@@ -36,7 +41,14 @@ typedef struct shardrec_kjt_view {
   size_t num_values;      /**< Number of ids; must equal the sum of @ref lengths. */
   const float* weights;   /**< Per-id weights, or NULL for an unweighted batch. */
   size_t num_weights;     /**< 0 when @ref weights is NULL, else @ref num_values. */
+  int32_t device_type;    /**< Where the arrays live: SHARDREC_DEVICE_HOST (0) or
+                               SHARDREC_DEVICE_CUDA. */
+  int32_t device_index;   /**< CUDA device ordinal; 0 for host memory. */
 } shardrec_kjt_view_t;
+
+/** A view with every field zero: an empty host batch, to be filled in. */
+#define SHARDREC_KJT_VIEW_INIT \
+  { 0, 0, NULL, 0, NULL, SHARDREC_DTYPE_INT64, 0, NULL, 0, 0, 0 }
 
 /** Maximum rank of a shardrec_tensor_view_t. */
 #define SHARDREC_TENSOR_MAX_DIMS 4

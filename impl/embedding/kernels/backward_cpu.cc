@@ -1,12 +1,11 @@
-// CPU backward kernels: ids grouped by row (row_group.h), then each unique row's gradient is the
+// Host backward kernels: ids grouped by row (row_group.h), then each unique row's gradient is the
 // sum of its contributions in position order, computed in parallel over unique rows (no atomics).
 // The fused variant runs the optimizer on cache-sized blocks of rows right after aggregating them.
 #include <algorithm>
-#include <functional>
 #include <span>
 
 #include "impl/core/check.h"
-#include "impl/core/thread_pool.h"
+#include "impl/embedding/kernels/backward_workspace.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/kernels/row_group.h"
 #include "impl/embedding/kernels/row_load.h"
@@ -15,20 +14,59 @@ namespace shardrec::embedding::kernels {
 
 namespace {
 
-// Where the gradient of the id at position p comes from: its bag's row (pooled) or its own row
-// (sequence), times its per-id weight.
+using detail::Grouping;
+using detail::WorkspaceLayout;
+
+int64_t CountIds(std::span<const BagRun> runs) {
+  int64_t n = 0;
+  for (const BagRun& r : runs) n += r.num_ids();
+  return n;
+}
+
+Status CheckHost(const ExecContext& ctx, const char* what) {
+  if (!ctx.is_host())
+    return Status::Unsupported(what, ": the host kernel got a ", ctx.device().ToString(),
+                               " context");
+  return Status::Ok();
+}
+
+// Where the gradient of the id at position p comes from (its bag's row in the io buffer) and the
+// factor it is scaled by.
 struct Source {
   const float* grads = nullptr;
-  int64_t stride = 0;
-  const int32_t* bag_of = nullptr;  // null for sequence lookups
-  const float* weights = nullptr;
+  const int64_t* grad_offset = nullptr;  // per position
+  const float* weight = nullptr;         // per position, or null
   float scale = 1.0f;
 
-  const float* GradOf(int64_t p) const {
-    return grads + (bag_of != nullptr ? bag_of[p] : p) * stride;
-  }
-  float FactorOf(int64_t p) const { return weights != nullptr ? scale * weights[p] : scale; }
+  const float* GradOf(int64_t p) const { return grads + grad_offset[p]; }
+  float FactorOf(int64_t p) const { return weight != nullptr ? scale * weight[p] : scale; }
 };
+
+// Fills the per-position gradient offsets (and weights) for `runs`, in parallel over runs.
+Source MakeSource(const ExecContext& ctx, std::span<const BagRun> runs, const float* grads,
+                  int64_t grad_stride, float scale, void* ws, const WorkspaceLayout& l) {
+  int64_t* off = detail::At<int64_t>(ws, l.grad_offset);
+  float* wt = detail::At<float>(ws, l.weight);
+  bool weighted = false;
+  for (const BagRun& r : runs) weighted |= r.weights != nullptr;
+  int64_t p0 = 0;
+  for (const BagRun& run : runs) {
+    const int64_t base = run.offsets != nullptr ? run.offsets[0] : 0;
+    ctx.ParallelFor(0, run.num_bags, 256, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t begin = run.offsets != nullptr ? run.offsets[b] - base : b;
+        const int64_t end = run.offsets != nullptr ? run.offsets[b + 1] - base : b + 1;
+        const int64_t io = run.io_offset + b * grad_stride;
+        for (int64_t i = begin; i < end; ++i) {
+          off[p0 + i] = io;
+          if (weighted) wt[p0 + i] = run.weights != nullptr ? run.weights[base + i] : 1.0f;
+        }
+      }
+    });
+    p0 += run.num_ids();
+  }
+  return Source{grads, off, weighted ? wt : nullptr, scale};
+}
 
 // out[(u - u_begin) * cols + c] = sum over the row's ids, in position order, of factor * grad.
 void AggregateRows(const detail::RowGroups& g, const Source& src, int32_t cols, int64_t u_begin,
@@ -52,107 +90,85 @@ void AggregateRows(const detail::RowGroups& g, const Source& src, int32_t cols, 
   }
 }
 
-const int32_t* BagOf(const Bags& bags, Workspace* ws, ThreadPool* pool) {
-  const int64_t base = bags.offsets[0];
-  const int64_t n = bags.offsets[bags.num_bags] - base;
-  SR_CHECK(bags.num_bags < (int64_t{1} << 31));
-  ws->bag_of.resize(n);
-  auto fill = [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b)
-      std::fill(ws->bag_of.begin() + (bags.offsets[b] - base),
-                ws->bag_of.begin() + (bags.offsets[b + 1] - base), static_cast<int32_t>(b));
-  };
-  if (pool != nullptr)
-    pool->ParallelFor(0, bags.num_bags, 256, fill);
-  else
-    fill(0, bags.num_bags);
-  return ws->bag_of.data();
-}
-
-void ForUnique(ThreadPool* pool, int64_t n, int64_t grain,
-               const std::function<void(int64_t, int64_t)>& fn) {
-  if (pool == nullptr) {
-    fn(0, n);
-  } else {
-    pool->ParallelFor(0, n, grain, fn);
-  }
-}
-
-void AggregateAll(const detail::RowGroups& g, const Source& src, int32_t cols,
-                  std::vector<int64_t>* unique_rows, std::vector<float>* row_grads,
-                  ThreadPool* pool) {
-  unique_rows->assign(g.unique_rows, g.unique_rows + g.num_unique);
-  row_grads->resize(static_cast<size_t>(g.num_unique) * cols);
-  float* out = row_grads->data();
-  ForUnique(pool, g.num_unique, 64,
-            [&](int64_t b, int64_t e) { AggregateRows(g, src, cols, b, e, out + b * cols); });
+// The grouping left by GroupRows, checked against the runs and context it was made for.
+Status LoadGrouping(const ExecContext& ctx, std::span<const BagRun> runs, void* workspace,
+                    int32_t cols, int num_row_stats, bool fused, WorkspaceLayout* layout) {
+  if (workspace == nullptr) return Status::InvalidArgument("backward: workspace is null");
+  const auto* g = static_cast<const Grouping*>(workspace);
+  const int64_t n = CountIds(runs);
+  if (g->num_ids != n || g->threads != ctx.num_threads())
+    return Status::InvalidArgument(
+        "backward: the workspace was grouped for other runs or another "
+        "context (call GroupRows first)");
+  *layout = detail::MakeLayout(n, g->threads, cols, num_row_stats);
+  const size_t need = fused ? layout->total : layout->grouping_end;
+  if (g->workspace_bytes < need)
+    return Status::InvalidArgument("backward: workspace of ", g->workspace_bytes,
+                                   " bytes, this call needs ", need);
+  return Status::Ok();
 }
 
 }  // namespace
 
-void AggregatePooledGrads(const Bags& bags, const float* bag_grads, int64_t grad_stride,
-                          int32_t cols, float scale, std::vector<int64_t>* unique_rows,
-                          std::vector<float>* row_grads, ThreadPool* pool, Workspace* ws) {
-  Workspace local;
-  if (ws == nullptr) ws = &local;
-  const int64_t base = bags.num_bags > 0 ? bags.offsets[0] : 0;
-  const int64_t n = bags.num_bags > 0 ? bags.offsets[bags.num_bags] - base : 0;
-  detail::RowGroups g = detail::GroupByRow(bags.rows + base, n, ws, pool);
-  Source src{bag_grads, grad_stride, BagOf(bags, ws, pool),
-             bags.weights ? bags.weights + base : nullptr, scale};
-  AggregateAll(g, src, cols, unique_rows, row_grads, pool);
+size_t BackwardWorkspaceBytes(const ExecContext& ctx, int64_t num_ids, int32_t cols,
+                              int num_row_stats) {
+  return detail::MakeLayout(num_ids, ctx.num_threads(), cols, num_row_stats).total;
 }
 
-void AggregatePooledGrads(const Bags& bags, const float* bag_grads, int64_t grad_stride,
-                          int32_t cols, float scale, std::vector<int64_t>* unique_rows,
-                          std::vector<float>* row_grads, ThreadPool* pool) {
-  AggregatePooledGrads(bags, bag_grads, grad_stride, cols, scale, unique_rows, row_grads, pool,
-                       nullptr);
+Status GroupRows(const ExecContext& ctx, std::span<const BagRun> runs, void* workspace,
+                 size_t workspace_bytes, int64_t* num_unique) {
+  SR_RETURN_IF_ERROR(CheckHost(ctx, "GroupRows"));
+  const int64_t n = CountIds(runs);
+  const WorkspaceLayout l = detail::MakeLayout(n, ctx.num_threads(), 0, 0);
+  if (workspace == nullptr || workspace_bytes < l.grouping_end)
+    return Status::InvalidArgument("GroupRows: workspace of ", workspace_bytes, " bytes, ",
+                                   l.grouping_end, " needed for ", n, " ids");
+  auto* g = static_cast<Grouping*>(workspace);
+  *g = Grouping();
+  g->threads = ctx.num_threads();
+  g->workspace_bytes = workspace_bytes;
+  detail::BuildGroups(ctx, runs, n, l, workspace);
+  *num_unique = g->num_unique;
+  return Status::Ok();
 }
 
-void AggregateSequenceGrads(const int64_t* rows, const float* weights, int64_t n,
-                            const float* id_grads, int64_t grad_stride, int32_t cols, float scale,
-                            std::vector<int64_t>* unique_rows, std::vector<float>* row_grads,
-                            ThreadPool* pool, Workspace* ws) {
-  Workspace local;
-  if (ws == nullptr) ws = &local;
-  detail::RowGroups g = detail::GroupByRow(rows, n, ws, pool);
-  Source src{id_grads, grad_stride, nullptr, weights, scale};
-  AggregateAll(g, src, cols, unique_rows, row_grads, pool);
+Status AggregateGrads(const ExecContext& ctx, std::span<const BagRun> runs, const float* grads,
+                      int64_t grad_stride, int32_t cols, float scale, void* workspace,
+                      int64_t* unique_rows, float* row_grads) {
+  SR_RETURN_IF_ERROR(CheckHost(ctx, "AggregateGrads"));
+  WorkspaceLayout l;
+  SR_RETURN_IF_ERROR(LoadGrouping(ctx, runs, workspace, cols, 0, false, &l));
+  const detail::RowGroups g = detail::ReadGroups(workspace, l);
+  if (g.num_unique == 0) return Status::Ok();
+  const Source src = MakeSource(ctx, runs, grads, grad_stride, scale, workspace, l);
+  std::copy(g.unique_rows, g.unique_rows + g.num_unique, unique_rows);
+  ctx.ParallelFor(0, g.num_unique, 64, [&](int64_t b, int64_t e) {
+    AggregateRows(g, src, cols, b, e, row_grads + b * cols);
+  });
+  return Status::Ok();
 }
 
-void AggregateSequenceGrads(const int64_t* rows, const float* weights, int64_t n,
-                            const float* id_grads, int64_t grad_stride, int32_t cols, float scale,
-                            std::vector<int64_t>* unique_rows, std::vector<float>* row_grads,
-                            ThreadPool* pool) {
-  AggregateSequenceGrads(rows, weights, n, id_grads, grad_stride, cols, scale, unique_rows,
-                         row_grads, pool, nullptr);
-}
-
-int64_t PooledBackwardFused(const Bags& bags, const float* bag_grads, int64_t grad_stride,
-                            float scale, const optim::OptimizerConfig& config, int64_t step,
-                            int32_t full_dim, optim::ShardParams& shard, ThreadPool* pool,
-                            Workspace* ws) {
+Status FusedBackward(const ExecContext& ctx, std::span<const BagRun> runs, const float* grads,
+                     int64_t grad_stride, float scale, const optim::OptimizerConfig& config,
+                     int64_t step, int32_t full_dim, optim::ShardParams& shard, void* workspace) {
+  SR_RETURN_IF_ERROR(CheckHost(ctx, "FusedBackward"));
   const int ns = optim::NumRowStats(config.type);
-  SR_CHECK(ns == 0 || shard.cols == full_dim);
-  Workspace local;
-  if (ws == nullptr) ws = &local;
-  const int64_t base = bags.num_bags > 0 ? bags.offsets[0] : 0;
-  const int64_t n = bags.num_bags > 0 ? bags.offsets[bags.num_bags] - base : 0;
-  detail::RowGroups g = detail::GroupByRow(bags.rows + base, n, ws, pool);
-  Source src{bag_grads, grad_stride, BagOf(bags, ws, pool),
-             bags.weights ? bags.weights + base : nullptr, scale};
+  if (ns != 0 && shard.cols != full_dim)
+    return Status::InvalidArgument("FusedBackward: row statistics span column shards");
+  WorkspaceLayout l;
+  SR_RETURN_IF_ERROR(LoadGrouping(ctx, runs, workspace, shard.cols, ns, true, &l));
+  const detail::RowGroups g = detail::ReadGroups(workspace, l);
+  if (g.num_unique == 0) return Status::Ok();
+  const Source src = MakeSource(ctx, runs, grads, grad_stride, scale, workspace, l);
 
   // Blocks of rows small enough that their gradients stay in L1/L2 between the phases; a fixed
   // set of tasks, each with its own slice of scratch.
-  constexpr int64_t kBlockRows = 32;
+  constexpr int64_t kBlockRows = detail::kFusedBlockRows;
   const int32_t cols = shard.cols;
   const int64_t num_blocks = (g.num_unique + kBlockRows - 1) / kBlockRows;
-  const int64_t tasks =
-      std::min<int64_t>(num_blocks, pool != nullptr ? int64_t{pool->num_threads()} * 4 : 1);
-  if (tasks == 0) return 0;
-  ws->block_grads.resize(static_cast<size_t>(tasks * kBlockRows * cols));
-  ws->block_stats.resize(static_cast<size_t>(tasks * kBlockRows * std::max(ns, 1)));
+  const int64_t tasks = std::min<int64_t>(num_blocks, l.tasks);
+  float* block_grads = detail::At<float>(workspace, l.block_grads);
+  float* block_stats = detail::At<float>(workspace, l.block_stats);
   const int64_t elem = static_cast<int64_t>(DTypeSize(shard.dtype));
   const int64_t row_bytes = cols * elem;
   const int64_t row_stride_bytes = shard.stride * elem;
@@ -161,10 +177,12 @@ int64_t PooledBackwardFused(const Bags& bags, const float* bag_grads, int64_t gr
   const float* row_state = nullptr;
   auto specs = optim::StateSpecs(config.type);
   if (!specs.empty() && specs[0].row_wise) row_state = shard.states[0];
-  auto run = [&](int64_t t0, int64_t t1) {
+  const ExecContext inline_ctx;  // the blocks run inside one task: no nested parallelism
+  Status status;
+  ctx.ParallelFor(0, tasks, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      float* grads = ws->block_grads.data() + t * kBlockRows * cols;
-      float* stats = ws->block_stats.data() + t * kBlockRows * std::max(ns, 1);
+      float* grads_blk = block_grads + t * kBlockRows * cols;
+      float* stats = block_stats + t * kBlockRows * std::max(ns, 1);
       const int64_t blk_begin = num_blocks * t / tasks, blk_end = num_blocks * (t + 1) / tasks;
       // The weight rows are scattered: fetch the next block's rows while this block is summed
       // and updated, so the misses overlap with work.
@@ -180,19 +198,15 @@ int64_t PooledBackwardFused(const Bags& bags, const float* bag_grads, int64_t gr
         const int64_t u0 = blk * kBlockRows;
         const int64_t u1 = std::min(g.num_unique, u0 + kBlockRows);
         if (blk + 1 < blk_end) prefetch_block(blk + 1);
-        AggregateRows(g, src, cols, u0, u1, grads);
+        AggregateRows(g, src, cols, u0, u1, grads_blk);
         optim::RowUpdate update{
-            std::span<const int64_t>(g.unique_rows + u0, static_cast<size_t>(u1 - u0)), grads};
-        if (ns > 0) optim::PartialRowStats(config, step, shard, update, stats, nullptr);
-        optim::Apply(config, step, full_dim, shard, update, ns > 0 ? stats : nullptr, nullptr);
+            std::span<const int64_t>(g.unique_rows + u0, static_cast<size_t>(u1 - u0)), grads_blk};
+        if (ns > 0) optim::PartialRowStats(inline_ctx, config, step, shard, update, stats);
+        optim::Apply(inline_ctx, config, step, full_dim, shard, update, ns > 0 ? stats : nullptr);
       }
     }
-  };
-  if (pool != nullptr)
-    pool->ParallelFor(0, tasks, 1, run);
-  else
-    run(0, tasks);
-  return g.num_unique;
+  });
+  return status;
 }
 
 }  // namespace shardrec::embedding::kernels

@@ -1,20 +1,23 @@
-// CPU embedding kernels (the reference twins of the future CUDA kernels): pooled and sequence
-// lookups, and per-row gradient aggregation with duplicate ids summed.
+// Embedding kernels: pooled and sequence lookups, and the backward (gradients grouped per unique
+// row, duplicates summed, optionally fused with the optimizer update). This header is the
+// signature every backend serves: the host twins live in *_cpu.cc; CUDA twins take the same
+// arguments with a CUDA ExecContext. A kernel never allocates: outputs go to caller buffers, and
+// scratch memory is a caller-owned workspace whose size a query function gives (CUB's two-phase
+// convention), so a collection sizes its arenas once and reuses them.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <vector>
+#include <span>
 
 #include "impl/core/dtype.h"
+#include "impl/core/exec.h"
+#include "impl/core/status.h"
 #include "impl/optim/optimizer.h"
-
-namespace shardrec {
-class ThreadPool;
-}
 
 namespace shardrec::embedding::kernels {
 
-// A local shard's weights: rows x cols of `dtype`, row stride `stride` elements.
+// A local shard's weights: rows x cols of `dtype` (fp32, fp16 or bf16), row stride `stride`.
 struct WeightsView {
   const void* data = nullptr;
   DType dtype = DType::kFloat32;
@@ -23,78 +26,76 @@ struct WeightsView {
   int64_t stride = 0;
 };
 
-// Bags in CSR form: bag b holds ids [offsets[b], offsets[b+1]); `rows` are local row indices
-// (already validated to be in [0, rows)); `weights` are per-id weights or nullptr.
-struct Bags {
-  const int64_t* offsets = nullptr;  // num_bags + 1 entries
+// A run of bags: bag b holds the ids rows[offsets[b] .. offsets[b+1]) (local row indices,
+// already validated to lie in [0, rows)), or, when `offsets` is null, id b alone (sequence
+// lookups: one output row per id). `weights` holds one weight per id or is null. The bags'
+// output (forward) or gradient (backward) rows are contiguous in the caller's io buffer: bag b
+// at element io_offset + b * io_stride. A shard's ids usually arrive as several runs (one per
+// sending rank and feature), so kernels take lists of runs.
+struct BagRun {
+  const int64_t* offsets = nullptr;
   int64_t num_bags = 0;
   const int64_t* rows = nullptr;
   const float* weights = nullptr;
+  int64_t io_offset = 0;
+
+  int64_t num_ids() const { return offsets != nullptr ? offsets[num_bags] - offsets[0] : num_bags; }
 };
 
-// out[b * out_stride + c] = sum over ids i of bag b of weight_i * W[rows[i]][c], c < cols.
-// Always a SUM (MEAN is a divide done by the caller). Empty bags give zeros. `pool` may be null
-// (single-threaded).
-void PooledLookup(const WeightsView& w, const Bags& bags, float* out, int64_t out_stride,
-                  ThreadPool* pool);
+// One shard's part of a batched lookup: its weights, one run of its bags, and the io buffer.
+struct LookupJob {
+  WeightsView weights;
+  BagRun run;
+  float* out = nullptr;  // io buffer; bag b's row starts at out + run.io_offset + b * out_stride
+  int64_t out_stride = 0;
+};
 
-// out[i * out_stride + c] = W[rows[i]][c] (times weights[i] when weights != nullptr).
-void SequenceLookup(const WeightsView& w, const int64_t* rows, const float* weights, int64_t n,
-                    float* out, int64_t out_stride, ThreadPool* pool);
-
-// Gradient of a pooled lookup, aggregated per unique row: for every id i in bag b,
-// grad[row_i] += scale * weight_i * bag_grads[b * grad_stride + c]. Writes the sorted unique
-// rows and their gradients (unique_rows.size() x cols, row-major).
-void AggregatePooledGrads(const Bags& bags, const float* bag_grads, int64_t grad_stride,
-                          int32_t cols, float scale, std::vector<int64_t>* unique_rows,
-                          std::vector<float>* row_grads, ThreadPool* pool);
-
-// Gradient of a sequence lookup: grad[rows[i]] += scale * weight_i * id_grads[i * stride + c].
-void AggregateSequenceGrads(const int64_t* rows, const float* weights, int64_t n,
-                            const float* id_grads, int64_t grad_stride, int32_t cols, float scale,
-                            std::vector<int64_t>* unique_rows, std::vector<float>* row_grads,
-                            ThreadPool* pool);
-
-// Tuning knobs of the lookups. prefetch_distance: how many ids ahead rows are software-
-// prefetched (0 = off); the default suits DRAM-resident tables.
+// Tuning of the lookups. prefetch_distance: ids ahead whose rows are software-prefetched (0 =
+// off); the default suits DRAM-resident tables.
 struct LookupOptions {
   int32_t prefetch_distance = 12;
 };
-void PooledLookup(const WeightsView& w, const Bags& bags, float* out, int64_t out_stride,
-                  ThreadPool* pool, const LookupOptions& options);
 
-// Scratch memory of the backward kernels (sorted row keys, segment bounds, bag of each id, per-
-// thread gradient blocks). Keep one per table (or per concurrent call) and pass it on every step:
-// after the first step of a given size no allocation happens. Contents are internal.
-struct Workspace {
-  std::vector<uint64_t> keys;
-  std::vector<uint64_t> keys_tmp;
-  std::vector<int64_t> segments;  // unique rows + 1 segment starts into `keys`
-  std::vector<int32_t> bag_of;
-  std::vector<int64_t> unique_rows;
-  std::vector<float> block_grads;  // fused path: per-block aggregated gradients and statistics
-  std::vector<float> block_stats;
-};
+// Every job of a rank in one call (all tables, all runs): pooled bags are written as
+// out[c] = sum over the bag's ids, in id order, of weight * W[row][c] (an empty bag gives
+// zeros; MEAN is a divide the caller does later); sequence runs (offsets null) write
+// weight * W[row][c] per id. Only the first cols floats of each output row are written.
+// Results do not depend on the thread count. Errors: kUnsupported for a non-host context,
+// kInvalidArgument for a weight dtype other than fp32/fp16/bf16.
+Status Lookup(const ExecContext& ctx, std::span<const LookupJob> jobs,
+              const LookupOptions& options = {});
 
-// The same kernels with caller-held scratch (`ws` may be null: a temporary is used). Results are
-// bit-identical to the overloads above and independent of the pool's thread count.
-void AggregatePooledGrads(const Bags& bags, const float* bag_grads, int64_t grad_stride,
-                          int32_t cols, float scale, std::vector<int64_t>* unique_rows,
-                          std::vector<float>* row_grads, ThreadPool* pool, Workspace* ws);
-void AggregateSequenceGrads(const int64_t* rows, const float* weights, int64_t n,
-                            const float* id_grads, int64_t grad_stride, int32_t cols, float scale,
-                            std::vector<int64_t>* unique_rows, std::vector<float>* row_grads,
-                            ThreadPool* pool, Workspace* ws);
+// ---- Backward ------------------------------------------------------------------------------
 
-// Backward of a pooled lookup fused with the optimizer update: unique rows are processed in
-// blocks whose gradients stay in cache (aggregate, PartialRowStats, Apply), so the aggregated
-// gradients never travel through memory. Only valid when no statistic has to be summed across
-// column shards: NumRowStats(config.type) == 0 or shard.cols == full_dim. The result equals
-// AggregatePooledGrads followed by PartialRowStats and Apply (bit-identical for fp32).
-// Returns the number of unique rows updated.
-int64_t PooledBackwardFused(const Bags& bags, const float* bag_grads, int64_t grad_stride,
-                            float scale, const optim::OptimizerConfig& config, int64_t step,
-                            int32_t full_dim, optim::ShardParams& shard, ThreadPool* pool,
-                            Workspace* ws);
+// Bytes of workspace GroupRows and the aggregation kernels need for `num_ids` ids of one shard
+// with `cols` columns and `num_row_stats` row statistics (optim::NumRowStats), on `ctx`.
+size_t BackwardWorkspaceBytes(const ExecContext& ctx, int64_t num_ids, int32_t cols,
+                              int num_row_stats);
+
+// Step 1 of every backward: groups the ids of `runs` by row inside `workspace` (a stable radix
+// sort of (row, position) keys, then run-length encoding), and returns the number of unique
+// rows, so the caller can size the outputs of step 2. Positions number the ids of all runs in
+// order; each row's ids stay in position order, which fixes the summation order. The workspace
+// keeps the grouping for the following AggregateGrads / FusedBackward call on the same runs.
+// Errors: kInvalidArgument when workspace_bytes is below BackwardWorkspaceBytes.
+Status GroupRows(const ExecContext& ctx, std::span<const BagRun> runs, void* workspace,
+                 size_t workspace_bytes, int64_t* num_unique);
+
+// Step 2: for every unique row (ascending), row_grads[u * cols + c] = sum over its ids, in
+// position order, of scale * weight * grad(bag)[c], where grad(bag) starts at element
+// run.io_offset + b * grad_stride of `grads`. unique_rows receives num_unique rows and
+// row_grads num_unique * cols floats.
+Status AggregateGrads(const ExecContext& ctx, std::span<const BagRun> runs, const float* grads,
+                      int64_t grad_stride, int32_t cols, float scale, void* workspace,
+                      int64_t* unique_rows, float* row_grads);
+
+// Step 2, fused with the optimizer: unique rows are aggregated and updated in blocks whose
+// gradients stay in cache, so aggregated gradients never travel through memory. Only valid when
+// no statistic has to be summed across column shards: NumRowStats(config.type) == 0 or
+// shard.cols == full_dim. Bit-identical (fp32) to AggregateGrads followed by
+// optim::PartialRowStats and optim::Apply.
+Status FusedBackward(const ExecContext& ctx, std::span<const BagRun> runs, const float* grads,
+                     int64_t grad_stride, float scale, const optim::OptimizerConfig& config,
+                     int64_t step, int32_t full_dim, optim::ShardParams& shard, void* workspace);
 
 }  // namespace shardrec::embedding::kernels

@@ -1,9 +1,10 @@
-// CPU forward kernels: pooled (sum) and sequence lookups, parallel over bags / ids, with software
-// prefetch of the rows a few ids ahead. Each bag is summed in id order, so results do not depend
-// on the thread count.
+// Host forward kernels: every job of a rank (all shards, all runs) in one parallel region over
+// the bags, with software prefetch of the rows a few ids ahead. Each bag is summed in id order,
+// so results do not depend on the thread count.
+#include <algorithm>
 #include <cstring>
-#include <functional>
 #include <type_traits>
+#include <vector>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -13,7 +14,6 @@
 #endif
 
 #include "impl/core/check.h"
-#include "impl/core/thread_pool.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/kernels/row_load.h"
 
@@ -24,10 +24,6 @@ namespace {
 using detail::BFloat16;
 using detail::Half;
 using detail::LoadAsFloat;
-
-// How many ids ahead the rows are prefetched: enough to cover DRAM latency with several
-// outstanding rows, small enough that the lines are still in L1/L2 when used.
-constexpr int64_t kPrefetchDistance = 12;
 
 #if SHARDREC_HAVE_F16C_PATH
 // fp16 rows through the F16C converter (the portable bit-twiddling conversion is ~15x slower).
@@ -50,37 +46,39 @@ bool HasF16C() {
 }
 #endif
 
+// Bags [b_begin, b_end) of one pooled run.
 template <typename T, bool kWeighted>
-void PooledRange(const WeightsView& w, const Bags& bags, float* out, int64_t out_stride,
-                 int64_t b_begin, int64_t b_end, int64_t distance) {
+void PooledRange(const LookupJob& job, int64_t b_begin, int64_t b_end, int64_t distance) {
+  const WeightsView& w = job.weights;
+  const BagRun& run = job.run;
   const T* base = static_cast<const T*>(w.data);
   const int64_t stride = w.stride;
   const int32_t cols = w.cols;
   const int64_t row_bytes = static_cast<int64_t>(cols) * sizeof(T);
-  const int64_t* __restrict rows = bags.rows;
+  const int64_t* __restrict rows = run.rows;
   // Without prefetch the guard below is never true.
-  const int64_t id_end = distance > 0 ? bags.offsets[b_end] : 0;
+  const int64_t id_end = distance > 0 ? run.offsets[b_end] : 0;
 #if SHARDREC_HAVE_F16C_PATH
   const bool use_f16c = HasF16C();
 #endif
   for (int64_t b = b_begin; b < b_end; ++b) {
-    float* __restrict o = out + b * out_stride;
+    float* __restrict o = job.out + run.io_offset + b * job.out_stride;
     std::memset(o, 0, sizeof(float) * cols);
-    const int64_t i_end = bags.offsets[b + 1];
-    for (int64_t i = bags.offsets[b]; i < i_end; ++i) {
+    const int64_t i_end = run.offsets[b + 1];
+    for (int64_t i = run.offsets[b]; i < i_end; ++i) {
       if (i + distance < id_end) detail::PrefetchRow(base + rows[i + distance] * stride, row_bytes);
       const T* __restrict r = base + rows[i] * stride;
 #if SHARDREC_HAVE_F16C_PATH
       if constexpr (std::is_same_v<T, Half>) {
         if (use_f16c) {
           AccumulateHalfF16C(o, reinterpret_cast<const uint16_t*>(r), cols,
-                             kWeighted ? bags.weights[i] : 1.0f, kWeighted);
+                             kWeighted ? run.weights[i] : 1.0f, kWeighted);
           continue;
         }
       }
 #endif
       if constexpr (kWeighted) {
-        const float s = bags.weights[i];
+        const float s = run.weights[i];
         for (int32_t c = 0; c < cols; ++c) o[c] += s * LoadAsFloat<T>(r[c]);
       } else {
         for (int32_t c = 0; c < cols; ++c) o[c] += LoadAsFloat<T>(r[c]);
@@ -89,29 +87,21 @@ void PooledRange(const WeightsView& w, const Bags& bags, float* out, int64_t out
   }
 }
 
+// Ids [begin, end) of one sequence run (each id its own output row).
 template <typename T>
-void PooledTyped(const WeightsView& w, const Bags& bags, float* out, int64_t out_stride, int64_t b,
-                 int64_t e, int64_t distance) {
-  if (bags.weights != nullptr) {
-    PooledRange<T, true>(w, bags, out, out_stride, b, e, distance);
-  } else {
-    PooledRange<T, false>(w, bags, out, out_stride, b, e, distance);
-  }
-}
-
-template <typename T>
-void SequenceRange(const WeightsView& w, const int64_t* rows, const float* weights, float* out,
-                   int64_t out_stride, int64_t begin, int64_t end) {
+void SequenceRange(const LookupJob& job, int64_t begin, int64_t end, int64_t distance) {
+  const WeightsView& w = job.weights;
+  const BagRun& run = job.run;
   const T* base = static_cast<const T*>(w.data);
   const int32_t cols = w.cols;
   const int64_t row_bytes = static_cast<int64_t>(cols) * sizeof(T);
   for (int64_t i = begin; i < end; ++i) {
-    if (i + kPrefetchDistance < end)
-      detail::PrefetchRow(base + rows[i + kPrefetchDistance] * w.stride, row_bytes);
-    const T* __restrict r = base + rows[i] * w.stride;
-    float* __restrict o = out + i * out_stride;
-    if (weights != nullptr) {
-      const float s = weights[i];
+    if (distance > 0 && i + distance < end)
+      detail::PrefetchRow(base + run.rows[i + distance] * w.stride, row_bytes);
+    const T* __restrict r = base + run.rows[i] * w.stride;
+    float* __restrict o = job.out + run.io_offset + i * job.out_stride;
+    if (run.weights != nullptr) {
+      const float s = run.weights[i];
       for (int32_t c = 0; c < cols; ++c) o[c] = s * LoadAsFloat<T>(r[c]);
     } else {
       for (int32_t c = 0; c < cols; ++c) o[c] = LoadAsFloat<T>(r[c]);
@@ -119,67 +109,68 @@ void SequenceRange(const WeightsView& w, const int64_t* rows, const float* weigh
   }
 }
 
-void Run(ThreadPool* pool, int64_t n, int64_t grain,
-         const std::function<void(int64_t, int64_t)>& fn) {
-  if (pool == nullptr) {
-    fn(0, n);
+template <typename T>
+void RunRange(const LookupJob& job, int64_t b, int64_t e, int64_t distance) {
+  if (job.run.offsets == nullptr) {
+    SequenceRange<T>(job, b, e, distance);
+  } else if (job.run.weights != nullptr) {
+    PooledRange<T, true>(job, b, e, distance);
   } else {
-    pool->ParallelFor(0, n, grain, fn);
+    PooledRange<T, false>(job, b, e, distance);
   }
 }
 
-// Aim for chunks of a few thousand ids so scheduling is cheap against the row traffic.
-int64_t BagGrain(const Bags& bags) {
-  int64_t ids = bags.offsets[bags.num_bags] - bags.offsets[0];
-  int64_t avg = bags.num_bags > 0 ? ids / bags.num_bags + 1 : 1;
-  int64_t g = 2048 / avg;
-  return g < 1 ? 1 : g;
+void JobRange(const LookupJob& job, int64_t b, int64_t e, int64_t distance) {
+  if (job.weights.cols <= 0) return;
+  switch (job.weights.dtype) {
+    case DType::kFloat16:
+      RunRange<Half>(job, b, e, distance);
+      break;
+    case DType::kBFloat16:
+      RunRange<BFloat16>(job, b, e, distance);
+      break;
+    default:
+      RunRange<float>(job, b, e, distance);
+      break;
+  }
 }
 
 }  // namespace
 
-void PooledLookup(const WeightsView& w, const Bags& bags, float* out, int64_t out_stride,
-                  ThreadPool* pool) {
-  PooledLookup(w, bags, out, out_stride, pool, LookupOptions{});
-}
-
-void PooledLookup(const WeightsView& w, const Bags& bags, float* out, int64_t out_stride,
-                  ThreadPool* pool, const LookupOptions& options) {
-  if (bags.num_bags <= 0 || w.cols <= 0) return;
-  const int64_t d = options.prefetch_distance > 0 ? options.prefetch_distance : 0;
-  SR_CHECK(w.dtype == DType::kFloat32 || w.dtype == DType::kFloat16 || w.dtype == DType::kBFloat16);
-  Run(pool, bags.num_bags, BagGrain(bags), [&](int64_t b, int64_t e) {
-    switch (w.dtype) {
-      case DType::kFloat16:
-        PooledTyped<Half>(w, bags, out, out_stride, b, e, d);
-        break;
-      case DType::kBFloat16:
-        PooledTyped<BFloat16>(w, bags, out, out_stride, b, e, d);
-        break;
-      default:
-        PooledTyped<float>(w, bags, out, out_stride, b, e, d);
-        break;
+Status Lookup(const ExecContext& ctx, std::span<const LookupJob> jobs,
+              const LookupOptions& options) {
+  if (!ctx.is_host())
+    return Status::Unsupported("Lookup: the host kernel got a ", ctx.device().ToString(),
+                               " context");
+  int64_t total_bags = 0, total_ids = 0;
+  for (const LookupJob& job : jobs) {
+    const DType dt = job.weights.dtype;
+    if (dt != DType::kFloat32 && dt != DType::kFloat16 && dt != DType::kBFloat16)
+      return Status::InvalidArgument("Lookup: weights of dtype ", DTypeName(dt));
+    total_bags += job.run.num_bags;
+    total_ids += job.run.num_ids();
+  }
+  if (total_bags == 0) return Status::Ok();
+  const int64_t distance = std::max<int32_t>(options.prefetch_distance, 0);
+  // Global bag index -> job by a prefix over the jobs; the table is per thread and only grows.
+  thread_local std::vector<int64_t> first;
+  first.assign(1, 0);
+  for (const LookupJob& job : jobs) first.push_back(first.back() + job.run.num_bags);
+  // Chunks of a few thousand ids keep scheduling cheap against the row traffic.
+  const int64_t grain = std::max<int64_t>(1, 2048 / (total_ids / total_bags + 1));
+  const int64_t* prefix = first.data();
+  const size_t num_jobs = jobs.size();
+  ctx.ParallelFor(0, total_bags, grain, [&](int64_t g0, int64_t g1) {
+    size_t j =
+        static_cast<size_t>(std::upper_bound(prefix, prefix + num_jobs + 1, g0) - prefix) - 1;
+    while (g0 < g1 && j < num_jobs) {
+      const int64_t end = std::min(g1, prefix[j + 1]);
+      if (end > g0) JobRange(jobs[j], g0 - prefix[j], end - prefix[j], distance);
+      g0 = end;
+      ++j;
     }
   });
-}
-
-void SequenceLookup(const WeightsView& w, const int64_t* rows, const float* weights, int64_t n,
-                    float* out, int64_t out_stride, ThreadPool* pool) {
-  if (n <= 0 || w.cols <= 0) return;
-  SR_CHECK(w.dtype == DType::kFloat32 || w.dtype == DType::kFloat16 || w.dtype == DType::kBFloat16);
-  Run(pool, n, 256, [&](int64_t b, int64_t e) {
-    switch (w.dtype) {
-      case DType::kFloat16:
-        SequenceRange<Half>(w, rows, weights, out, out_stride, b, e);
-        break;
-      case DType::kBFloat16:
-        SequenceRange<BFloat16>(w, rows, weights, out, out_stride, b, e);
-        break;
-      default:
-        SequenceRange<float>(w, rows, weights, out, out_stride, b, e);
-        break;
-    }
-  });
+  return Status::Ok();
 }
 
 }  // namespace shardrec::embedding::kernels

@@ -1,16 +1,19 @@
-// Internal: groups the positions of ids by row (CSR -> CSC), the first step of every backward
+// Internal: groups the ids of a shard by row (CSR -> CSC), the first step of every backward
 // kernel. A stable sort, so each row's positions stay in increasing order: the per-row sums that
 // follow have a fixed order and the results never depend on the thread count.
 #pragma once
 
 #include <cstdint>
+#include <span>
 
+#include "impl/core/exec.h"
+#include "impl/embedding/kernels/backward_workspace.h"
 #include "impl/embedding/kernels/kernels.h"
 
 namespace shardrec::embedding::kernels::detail {
 
-// The outcome lives in the workspace: ws->keys[k] for k in [segments[u], segments[u+1]) are the
-// ids of unique row ws->unique_rows[u], in position order; the position is keys[k] & pos_mask.
+// A view of the grouping held in a workspace: keys[k] for k in [segments[u], segments[u+1]) are
+// the ids of unique row unique_rows[u], in position order; the position is keys[k] & pos_mask.
 struct RowGroups {
   const uint64_t* keys = nullptr;
   uint64_t pos_mask = 0;
@@ -19,7 +22,11 @@ struct RowGroups {
   int64_t num_unique = 0;
 };
 
-// rows[i] (i < n) are non-negative local row indices.
-RowGroups GroupByRow(const int64_t* rows, int64_t n, Workspace* ws, ThreadPool* pool);
+// Sorts the ids of `runs` (numbered in run order) into the workspace and records the grouping.
+void BuildGroups(const ExecContext& ctx, std::span<const BagRun> runs, int64_t n,
+                 const WorkspaceLayout& layout, void* workspace);
+
+// The grouping a previous BuildGroups left in `workspace`.
+RowGroups ReadGroups(void* workspace, const WorkspaceLayout& layout);
 
 }  // namespace shardrec::embedding::kernels::detail

@@ -128,8 +128,8 @@ void Step(const OptimizerConfig& c, int64_t t, Table& tab, const std::vector<int
   RowUpdate u{rows, grads.data()};
   int ns = NumRowStats(c.type);
   std::vector<float> stats(rows.size() * std::max(ns, 1));
-  if (ns > 0) PartialRowStats(c, t, tab.params, u, stats.data(), pool);
-  Apply(c, t, tab.cols, tab.params, u, ns > 0 ? stats.data() : nullptr, pool);
+  if (ns > 0) PartialRowStats(ExecContext::Host(pool), c, t, tab.params, u, stats.data());
+  Apply(ExecContext::Host(pool), c, t, tab.cols, tab.params, u, ns > 0 ? stats.data() : nullptr);
 }
 
 void ExpectNear(double want, float got, const char* what) {
@@ -259,13 +259,13 @@ TEST(OptimOptimizer, ColumnSplitEqualsUnsplitForEveryOptimizer) {
           off += widths[p];
           if (ns > 0) {
             std::vector<float> partial(rows.size() * ns);
-            PartialRowStats(c, step, parts[p].params, RowUpdate{rows, pg[p].data()},
+            PartialRowStats(ExecContext(), c, step, parts[p].params, RowUpdate{rows, pg[p].data()},
                             partial.data());
             for (size_t i = 0; i < partial.size(); ++i) sum[i] += partial[i];
           }
         }
         for (size_t p = 0; p < parts.size(); ++p)
-          Apply(c, step, D, parts[p].params, RowUpdate{rows, pg[p].data()},
+          Apply(ExecContext(), c, step, D, parts[p].params, RowUpdate{rows, pg[p].data()},
                 ns > 0 ? sum.data() : nullptr);
       }
       off = 0;

@@ -101,8 +101,8 @@ TEST(OptimPrecision, LowPrecisionWeightsUseFp32Math) {
     p32.states = {m32.data()};
     std::vector<int64_t> rows = {1};
     std::vector<float> g = {0.1f, -0.2f, 0.3f, 0.0f, 1.0f};
-    Apply(c, 1, D, p, RowUpdate{rows, g.data()}, nullptr);
-    Apply(c, 1, D, p32, RowUpdate{rows, g.data()}, nullptr);
+    Apply(ExecContext(), c, 1, D, p, RowUpdate{rows, g.data()}, nullptr);
+    Apply(ExecContext(), c, 1, D, p32, RowUpdate{rows, g.data()}, nullptr);
     for (int i = 0; i < 2 * D; ++i) {
       uint16_t want = dt == DType::kFloat16 ? FloatToHalf(w32[i]) : FloatToBFloat16(w32[i]);
       EXPECT_EQ(w[i], want) << DTypeName(dt) << " " << i;
@@ -126,9 +126,9 @@ TEST(OptimPrecision, StochasticRoundingIsKeyedNotRandom) {
   p.stride = 64;
   std::vector<int64_t> rows = {0};
   std::vector<float> g(64, 1.0f);  // moves each weight by 1e-3: below one bf16 ulp (2^-8 below 1)
-  Apply(c, 3, 64, p, RowUpdate{rows, g.data()}, nullptr);
+  Apply(ExecContext(), c, 3, 64, p, RowUpdate{rows, g.data()}, nullptr);
   p.weights = b.data();
-  Apply(c, 3, 64, p, RowUpdate{rows, g.data()}, nullptr);
+  Apply(ExecContext(), c, 3, 64, p, RowUpdate{rows, g.data()}, nullptr);
   EXPECT_EQ(a, b);
   int moved = 0;
   for (uint16_t v : a) moved += v != FloatToBFloat16(1.0f);

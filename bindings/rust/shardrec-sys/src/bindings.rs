@@ -863,12 +863,14 @@ pub struct shardrec_kjt_view {
     pub num_values: usize,
     pub weights: *const f32,
     pub num_weights: usize,
+    pub device_type: i32,
+    pub device_index: i32,
 }
 #[test]
 fn bindgen_test_layout_shardrec_kjt_view() {
     assert_eq!(
         ::std::mem::size_of::<shardrec_kjt_view>(),
-        72usize,
+        80usize,
         concat!("Size of: ", stringify!(shardrec_kjt_view))
     );
     assert_eq!(
@@ -1029,6 +1031,40 @@ fn bindgen_test_layout_shardrec_kjt_view() {
         );
     }
     test_field_num_weights();
+    fn test_field_device_type() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_kjt_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).device_type) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_kjt_view),
+                "::",
+                stringify!(device_type)
+            )
+        );
+    }
+    test_field_device_type();
+    fn test_field_device_index() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_kjt_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).device_index) as usize - ptr as usize
+            },
+            76usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_kjt_view),
+                "::",
+                stringify!(device_index)
+            )
+        );
+    }
+    test_field_device_index();
 }
 pub type shardrec_kjt_view_t = shardrec_kjt_view;
 #[repr(C)]
@@ -2190,6 +2226,28 @@ extern "C" {
         coll: *mut shardrec_embedding_t,
         grad: *const f32,
         grad_len: usize,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_embedding_forward_tensor(
+        coll: *mut shardrec_embedding_t,
+        batch: *const shardrec_kjt_view_t,
+        out: *const shardrec_tensor_view_t,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_embedding_forward_distributed_tensor(
+        coll: *mut shardrec_embedding_t,
+        out: *const shardrec_tensor_view_t,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_embedding_backward_tensor(
+        coll: *mut shardrec_embedding_t,
+        grad: *const shardrec_tensor_view_t,
         stream: *mut ::std::os::raw::c_void,
     ) -> shardrec_status_t;
 }

@@ -49,6 +49,8 @@ impl<'a> Kjt<'a> {
             num_values: self.values.len(),
             weights: self.weights.map_or(ptr::null(), |w| w.as_ptr()),
             num_weights: self.weights.map_or(0, |w| w.len()),
+            device_type: sys::shardrec_device_type_SHARDREC_DEVICE_HOST as i32,
+            device_index: 0,
         }
     }
 }

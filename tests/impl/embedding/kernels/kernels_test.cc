@@ -1,5 +1,6 @@
-// CPU embedding kernels against naive loops: weighted and unweighted bags, empty bags, duplicate
-// ids, fp16/bf16 weights, the fused backward, and bit-identical results for 1, 2 and 4 threads.
+// Host embedding kernels against naive loops: weighted and unweighted bags, empty bags, duplicate
+// ids, fp16/bf16 weights, runs split across an io buffer, the fused backward, the workspace
+// contract, and bit-identical results for 1, 2 and 4 threads.
 #include "impl/embedding/kernels/kernels.h"
 
 #include <gtest/gtest.h>
@@ -19,11 +20,59 @@ struct Batch {
   std::vector<int64_t> offsets{0};
   std::vector<int64_t> rows;
   std::vector<float> weights;
-  Bags View(bool weighted) const {
-    return Bags{offsets.data(), static_cast<int64_t>(offsets.size()) - 1, rows.data(),
-                weighted ? weights.data() : nullptr};
+  BagRun View(bool weighted) const {
+    return BagRun{offsets.data(), static_cast<int64_t>(offsets.size()) - 1, rows.data(),
+                  weighted ? weights.data() : nullptr, 0};
   }
 };
+
+ExecContext Ctx(ThreadPool* pool = nullptr) { return ExecContext::Host(pool); }
+
+void PooledLookup(const WeightsView& w, const BagRun& run, float* out, int64_t out_stride,
+                  ThreadPool* pool) {
+  LookupJob job{w, run, out, out_stride};
+  ASSERT_TRUE(Lookup(Ctx(pool), std::span<const LookupJob>(&job, 1)).ok());
+}
+
+void SequenceLookup(const WeightsView& w, const int64_t* rows, const float* weights, int64_t n,
+                    float* out, int64_t out_stride, ThreadPool* pool) {
+  PooledLookup(w, BagRun{nullptr, n, rows, weights, 0}, out, out_stride, pool);
+}
+
+// GroupRows + AggregateGrads with a workspace of exactly the queried size.
+void Aggregate(std::span<const BagRun> runs, const float* grads, int64_t stride, int32_t cols,
+               float scale, std::vector<int64_t>* uniq, std::vector<float>* out,
+               ThreadPool* pool = nullptr) {
+  int64_t n = 0;
+  for (const BagRun& r : runs) n += r.num_ids();
+  std::vector<uint8_t> ws(BackwardWorkspaceBytes(Ctx(pool), n, cols, 0));
+  int64_t num_unique = -1;
+  ASSERT_TRUE(GroupRows(Ctx(pool), runs, ws.data(), ws.size(), &num_unique).ok());
+  uniq->assign(static_cast<size_t>(num_unique), -1);
+  out->assign(static_cast<size_t>(num_unique) * cols, 0.0f);
+  ASSERT_TRUE(AggregateGrads(Ctx(pool), runs, grads, stride, cols, scale, ws.data(), uniq->data(),
+                             out->data())
+                  .ok());
+}
+
+void AggregatePooledGrads(const BagRun& run, const float* grads, int64_t stride, int32_t cols,
+                          float scale, std::vector<int64_t>* uniq, std::vector<float>* out,
+                          ThreadPool* pool) {
+  Aggregate(std::span<const BagRun>(&run, 1), grads, stride, cols, scale, uniq, out, pool);
+}
+
+void Fused(const BagRun& run, const float* grads, int64_t stride, float scale,
+           const optim::OptimizerConfig& cfg, int64_t step, int32_t full_dim,
+           optim::ShardParams& shard, ThreadPool* pool) {
+  const ExecContext ctx = Ctx(pool);
+  const int ns = optim::NumRowStats(cfg.type);
+  std::vector<uint8_t> ws(BackwardWorkspaceBytes(ctx, run.num_ids(), shard.cols, ns));
+  int64_t num_unique = 0;
+  std::span<const BagRun> runs(&run, 1);
+  ASSERT_TRUE(GroupRows(ctx, runs, ws.data(), ws.size(), &num_unique).ok());
+  ASSERT_TRUE(
+      FusedBackward(ctx, runs, grads, stride, scale, cfg, step, full_dim, shard, ws.data()).ok());
+}
 
 // Bag lengths 0..max_len (some empty), ids from a small range so duplicates are common, both
 // within a bag and across bags.
@@ -157,7 +206,8 @@ TEST(EmbeddingKernels, AggregateSequenceGradsSumsDuplicatesPerRow) {
   for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(i) * 0.5f;
   std::vector<int64_t> uniq;
   std::vector<float> grads;
-  AggregateSequenceGrads(rows.data(), wts.data(), 5, g.data(), D, D, 2.0f, &uniq, &grads, nullptr);
+  BagRun run{nullptr, 5, rows.data(), wts.data(), 0};
+  AggregatePooledGrads(run, g.data(), D, D, 2.0f, &uniq, &grads, nullptr);
   ASSERT_EQ(uniq, (std::vector<int64_t>{0, 1, 4}));
   for (int c = 0; c < D; ++c) {
     EXPECT_FLOAT_EQ(grads[0 * D + c], 2.0f * 5 * g[4 * D + c]);
@@ -169,7 +219,7 @@ TEST(EmbeddingKernels, AggregateSequenceGradsSumsDuplicatesPerRow) {
 
 TEST(EmbeddingKernels, EmptyInputGivesNoRows) {
   std::vector<int64_t> offsets = {0, 0, 0};
-  Bags bags{offsets.data(), 2, nullptr, nullptr};
+  BagRun bags{offsets.data(), 2, nullptr, nullptr, 0};
   std::vector<float> g(2 * 4, 1.0f), out(2 * 4, 5.0f);
   std::vector<float> table(4, 1.0f);
   PooledLookup(WeightsView{table.data(), DType::kFloat32, 1, 4, 4}, bags, out.data(), 4, nullptr);
@@ -199,8 +249,7 @@ TEST(EmbeddingKernels, ResultsAreBitIdenticalForOneTwoAndFourThreads) {
                  D, &pool);
     std::vector<int64_t> uniq;
     std::vector<float> grads;
-    Workspace ws;
-    AggregatePooledGrads(batch.View(true), g.data(), D, D, 0.1f, &uniq, &grads, &pool, &ws);
+    AggregatePooledGrads(batch.View(true), g.data(), D, D, 0.1f, &uniq, &grads, &pool);
     std::vector<float> t2 = table, mom(R, 0.0f);
     optim::OptimizerConfig cfg;
     cfg.type = optim::OptimizerType::kRowWiseAdagrad;
@@ -210,7 +259,7 @@ TEST(EmbeddingKernels, ResultsAreBitIdenticalForOneTwoAndFourThreads) {
     sp.cols = D;
     sp.stride = D;
     sp.states = {mom.data()};
-    PooledBackwardFused(batch.View(true), g.data(), D, 0.1f, cfg, 1, D, sp, &pool, &ws);
+    Fused(batch.View(true), g.data(), D, 0.1f, cfg, 1, D, sp, &pool);
     if (threads == 1) {
       ref_out = out;
       ref_uniq = uniq;
@@ -257,23 +306,114 @@ TEST(EmbeddingKernels, FusedBackwardEqualsAggregateThenApply) {
       pf.states.push_back(s_fused[i].data());
       pr.states.push_back(s_ref[i].data());
     }
-    Workspace ws;
     for (int64_t step = 1; step <= 2; ++step) {
-      PooledBackwardFused(batch.View(true), g.data(), D, 0.5f, cfg, step, D, pf, nullptr, &ws);
+      Fused(batch.View(true), g.data(), D, 0.5f, cfg, step, D, pf, nullptr);
       std::vector<int64_t> uniq;
       std::vector<float> grads;
       AggregatePooledGrads(batch.View(true), g.data(), D, D, 0.5f, &uniq, &grads, nullptr);
       int ns = optim::NumRowStats(type);
       std::vector<float> stats(uniq.size() * std::max(ns, 1));
       optim::RowUpdate upd{uniq, grads.data()};
-      if (ns > 0) optim::PartialRowStats(cfg, step, pr, upd, stats.data());
-      optim::Apply(cfg, step, D, pr, upd, ns > 0 ? stats.data() : nullptr);
+      if (ns > 0) optim::PartialRowStats(Ctx(), cfg, step, pr, upd, stats.data());
+      optim::Apply(Ctx(), cfg, step, D, pr, upd, ns > 0 ? stats.data() : nullptr);
     }
     EXPECT_EQ(t_fused, t_ref) << int(type);
     EXPECT_EQ(s_fused, s_ref) << int(type);
     for (int64_t r = R - 5; r < R; ++r)
       for (int32_t c = 0; c < D; ++c) EXPECT_EQ(t_fused[r * D + c], t_init[r * D + c]);
   }
+}
+
+
+// A shard's ids arrive as several runs whose rows sit at different places of the io buffer: the
+// result equals one contiguous run, bit for bit, forward and backward.
+TEST(EmbeddingKernels, RunsSplitAcrossTheIoBufferEqualOneRun) {
+  const int64_t R = 64;
+  const int32_t D = 6;
+  auto table = MakeTable(R, D);
+  WeightsView w{table.data(), DType::kFloat32, R, D, D};
+  Batch batch = MakeBatch(30, 7, R, 11);
+  // Split the 30 bags into runs of 10, 5 and 15 bags placed at io offsets 200, 0 and 100 rows.
+  const int64_t cut[] = {0, 10, 15, 30};
+  const int64_t at[] = {200, 0, 100};
+  std::vector<std::vector<int64_t>> offs(3);
+  std::vector<BagRun> runs;
+  for (int r = 0; r < 3; ++r) {
+    for (int64_t b = cut[r]; b <= cut[r + 1]; ++b)
+      offs[r].push_back(batch.offsets[b] - batch.offsets[cut[r]]);
+    const int64_t first = batch.offsets[cut[r]];
+    runs.push_back(BagRun{offs[r].data(), cut[r + 1] - cut[r], batch.rows.data() + first,
+                          batch.weights.data() + first, at[r] * D});
+  }
+  std::vector<float> one(30 * D), split(300 * D, 0.0f);
+  PooledLookup(w, batch.View(true), one.data(), D, nullptr);
+  std::vector<LookupJob> jobs;
+  for (const BagRun& r : runs) jobs.push_back(LookupJob{w, r, split.data(), D});
+  ASSERT_TRUE(Lookup(Ctx(), jobs).ok());
+  for (int r = 0; r < 3; ++r)
+    for (int64_t b = cut[r]; b < cut[r + 1]; ++b)
+      for (int32_t c = 0; c < D; ++c)
+        ASSERT_EQ(split[(at[r] + b - cut[r]) * D + c], one[b * D + c]);
+  // Backward: gradients laid out like the forward outputs.
+  std::vector<float> g_one(30 * D), g_split(300 * D, 0.0f);
+  for (size_t i = 0; i < g_one.size(); ++i) g_one[i] = std::cos(0.2f * static_cast<float>(i));
+  for (int r = 0; r < 3; ++r)
+    for (int64_t b = cut[r]; b < cut[r + 1]; ++b)
+      for (int32_t c = 0; c < D; ++c) g_split[(at[r] + b - cut[r]) * D + c] = g_one[b * D + c];
+  std::vector<int64_t> u1, u2;
+  std::vector<float> a1, a2;
+  AggregatePooledGrads(batch.View(true), g_one.data(), D, D, 0.5f, &u1, &a1, nullptr);
+  Aggregate(runs, g_split.data(), D, D, 0.5f, &u2, &a2);
+  EXPECT_EQ(u1, u2);
+  EXPECT_EQ(a1, a2);
+}
+
+TEST(EmbeddingKernels, WorkspaceContractIsChecked) {
+  Batch batch = MakeBatch(20, 5, 10, 12);
+  BagRun run = batch.View(false);
+  std::span<const BagRun> runs(&run, 1);
+  const size_t need = BackwardWorkspaceBytes(Ctx(), run.num_ids(), 4, 0);
+  std::vector<uint8_t> ws(need);
+  int64_t num_unique = 0;
+  Status s = GroupRows(Ctx(), runs, ws.data(), 16, &num_unique);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  // Step 2 refuses a workspace grouped for other runs.
+  ASSERT_TRUE(GroupRows(Ctx(), runs, ws.data(), ws.size(), &num_unique).ok());
+  Batch other = MakeBatch(3, 2, 10, 13);
+  BagRun orun = other.View(false);
+  std::vector<int64_t> uniq(100);
+  std::vector<float> grads(100 * 4), g(20 * 4, 1.0f);
+  s = AggregateGrads(Ctx(), std::span<const BagRun>(&orun, 1), g.data(), 4, 4, 1.0f, ws.data(),
+                     uniq.data(), grads.data());
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  // The fused step needs the fused blocks too: a grouping-only workspace is refused.
+  std::vector<uint8_t> small(BackwardWorkspaceBytes(Ctx(), run.num_ids(), 0, 0) - 512);
+  optim::OptimizerConfig cfg;
+  std::vector<float> table(10 * 64, 0.0f);
+  optim::ShardParams sp;
+  sp.weights = table.data();
+  sp.rows = 10;
+  sp.cols = 64;
+  sp.stride = 64;
+  std::vector<float> g64(20 * 64, 1.0f);
+  ASSERT_TRUE(GroupRows(Ctx(), runs, small.data(), small.size(), &num_unique).ok());
+  s = FusedBackward(Ctx(), runs, g64.data(), 64, 1.0f, cfg, 1, 64, sp, small.data());
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+}
+
+TEST(EmbeddingKernels, HostKernelsRefuseACudaContext) {
+  std::vector<float> table(4, 1.0f), out(4);
+  std::vector<int64_t> rows = {0};
+  LookupJob job{WeightsView{table.data(), DType::kFloat32, 1, 4, 4},
+                BagRun{nullptr, 1, rows.data(), nullptr, 0}, out.data(), 4};
+  EXPECT_EQ(Lookup(ExecContext::Cuda(0, nullptr), std::span<const LookupJob>(&job, 1)).code(),
+            Code::kUnsupported);
+  int64_t num_unique = 0;
+  std::vector<uint8_t> ws(4096);
+  EXPECT_EQ(GroupRows(ExecContext::Cuda(0, nullptr), std::span<const BagRun>(&job.run, 1),
+                      ws.data(), ws.size(), &num_unique)
+                .code(),
+            Code::kUnsupported);
 }
 
 }  // namespace

@@ -1,0 +1,59 @@
+// The backward of a collection, after the output gradient has reached the shard owners: gradients
+// are aggregated per unique row (scaled by 1/W), row statistics are summed across column shards,
+// and the fused optimizer updates each touched row once. Data-parallel tables all-reduce a dense
+// gradient instead. Owns the reusable buffers of these steps.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "impl/comm/communicator.h"
+#include "impl/core/exec.h"
+#include "impl/embedding/input_dist.h"
+#include "impl/embedding/layout.h"
+#include "impl/embedding/param_store.h"
+#include "impl/optim/optimizer.h"
+
+namespace shardrec::embedding {
+
+class SparseUpdater {
+ public:
+  void Init(const Layout* layout, ParamStore* params);
+
+  // Sharded tables. `grads` is the gradient message this rank received (laid out like the
+  // forward return message it sent, so each run reads its gradient rows in place). Row
+  // statistics travel over `comm` (every rank takes part); `comm_seconds` accumulates the time
+  // spent in that collective.
+  Status ApplySharded(const ExecContext& ctx, comm::Communicator& comm, const RoutedBatch& rb,
+                      const float* grads, const optim::OptimizerConfig& config, int64_t step,
+                      double* comm_seconds);
+
+  // Data-parallel tables: `grad` is the gradient of this rank's output; the dense table
+  // gradients and touched-row masks are all-reduced over `dp_comm` and divided by its size.
+  Status ApplyDataParallel(const ExecContext& ctx, comm::Communicator& dp_comm,
+                           const RoutedBatch& rb, const float* grad,
+                           const optim::OptimizerConfig& config, int64_t step,
+                           double* comm_seconds);
+
+ private:
+  bool FusedEligible(size_t local) const;
+  Status ExchangeRowStats(comm::Communicator& comm, double* comm_seconds);
+  Status Update(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
+                size_t local);
+
+  const Layout* layout_ = nullptr;
+  ParamStore* params_ = nullptr;
+  std::vector<uint8_t> workspace_;               // kernel scratch, shared by the shards (grow-only)
+  std::vector<std::vector<int64_t>> uniq_rows_;  // per local shard
+  std::vector<std::vector<float>> uniq_grads_;   // per local shard
+  std::vector<std::vector<float>> partial_stats_;  // per local shard
+  std::vector<float> stat_send_;
+  std::vector<float> stat_recv_;
+  std::vector<size_t> stat_recv_at_;  // per stat message: offset in stat_recv_
+  std::vector<float> full_stats_;
+  std::vector<float> dp_grad_;
+  std::vector<size_t> dp_grad_offset_;   // per table (DP only): grads [rows, dim]
+  std::vector<size_t> dp_touch_offset_;  // per table (DP only): touched flags [rows]
+};
+
+}  // namespace shardrec::embedding

@@ -1,0 +1,74 @@
+// Internal: how the host backward kernels carve their caller-owned workspace. The first bytes
+// hold the grouping that GroupRows computed, so step 2 (AggregateGrads / FusedBackward) can
+// find it; the arrays follow, each 64-byte aligned. Sizes depend only on the id count, the
+// thread count of the context and, for the fused blocks, on cols and the row statistics.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+namespace shardrec::embedding::kernels::detail {
+
+inline constexpr int kRadixBits = 11;
+inline constexpr int kRadixBuckets = 1 << kRadixBits;
+inline constexpr int64_t kFusedBlockRows = 32;
+
+// Written by GroupRows at the start of the workspace.
+struct Grouping {
+  int64_t num_ids = 0;
+  int64_t num_unique = 0;
+  uint64_t pos_mask = 0;  // position bits of a key; all ones when keys hold bare positions
+  int32_t pos_bits = 0;
+  int32_t threads = 1;
+  size_t workspace_bytes = 0;
+};
+
+struct WorkspaceLayout {
+  size_t keys = 0;          // uint64[n]: (row << pos_bits | position), sorted
+  size_t keys_tmp = 0;      // uint64[n]: radix ping-pong buffer
+  size_t segments = 0;      // int64[n + 1]: start of each unique row's keys
+  size_t unique_rows = 0;   // int64[n]
+  size_t grad_offset = 0;   // int64[n]: io element offset of each position's gradient row
+  size_t weight = 0;        // float[n]: per-position weight (weighted runs only)
+  size_t histograms = 0;    // uint32[parts * kRadixBuckets]
+  size_t block_grads = 0;   // float[tasks * kFusedBlockRows * cols] (fused only)
+  size_t block_stats = 0;   // float[tasks * kFusedBlockRows * max(stats, 1)] (fused only)
+  size_t grouping_end = 0;  // bytes needed without the fused blocks
+  size_t total = 0;         // bytes needed with them
+  int64_t tasks = 1;        // fused tasks
+};
+
+inline size_t AlignUp(size_t n) { return (n + 63) & ~size_t{63}; }
+
+inline WorkspaceLayout MakeLayout(int64_t n, int threads, int32_t cols, int num_row_stats) {
+  WorkspaceLayout l;
+  const size_t un = static_cast<size_t>(std::max<int64_t>(n, 0));
+  size_t off = AlignUp(sizeof(Grouping));
+  auto take = [&](size_t bytes) {
+    const size_t at = off;
+    off = AlignUp(off + bytes);
+    return at;
+  };
+  l.keys = take(8 * un);
+  l.keys_tmp = take(8 * un);
+  l.segments = take(8 * (un + 1));
+  l.unique_rows = take(8 * un);
+  l.grad_offset = take(8 * un);
+  l.weight = take(4 * un);
+  l.histograms = take(4 * static_cast<size_t>(std::max(threads, 1)) * kRadixBuckets);
+  l.grouping_end = off;
+  l.tasks = std::max<int64_t>(1, int64_t{std::max(threads, 1)} * 4);
+  const size_t block = static_cast<size_t>(l.tasks * kFusedBlockRows);
+  l.block_grads = take(4 * block * static_cast<size_t>(std::max(cols, 0)));
+  l.block_stats = take(4 * block * static_cast<size_t>(std::max(num_row_stats, 1)));
+  l.total = off;
+  return l;
+}
+
+template <typename T>
+T* At(void* workspace, size_t offset) {
+  return reinterpret_cast<T*>(static_cast<char*>(workspace) + offset);
+}
+
+}  // namespace shardrec::embedding::kernels::detail

@@ -1,0 +1,43 @@
+// Output distribution, the mirror of input distribution: shard owners look rows up straight into
+// the return message, the rows travel back to the ranks that own the samples, and those ranks
+// combine them into the output in feature-configuration order. In backward the same routes run
+// in reverse: each returned row's slice of the output gradient goes back to its shard owner,
+// which reads it from the receive buffer in place.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "impl/comm/communicator.h"
+#include "impl/core/exec.h"
+#include "impl/embedding/input_dist.h"
+#include "impl/embedding/kernels/kernels.h"
+#include "impl/embedding/layout.h"
+#include "impl/embedding/param_store.h"
+
+namespace shardrec::embedding {
+
+// Owner side: every run of every local shard looked up into `send` (rb.ret_floats_total floats,
+// laid out per source rank as the runs' io offsets say), in one batched kernel call. `jobs` is
+// reusable scratch.
+Status LookupToSend(const ExecContext& ctx, const Layout& layout, ParamStore& params,
+                    const RoutedBatch& rb, std::vector<kernels::LookupJob>* jobs, float* send);
+
+// Sample side: out ([rows, output_dim], overwritten) = the rows returned in `recv`, added in
+// unit order (row-split partials sum in a fixed order), plus the data-parallel tables' lookups
+// done locally, then the MEAN divide.
+Status CombineOutput(const ExecContext& ctx, const Layout& layout, ParamStore& params,
+                     const RoutedBatch& rb, const float* recv,
+                     std::vector<kernels::LookupJob>* jobs, float* out);
+
+// Backward, sample side: for every row that came back in forward, its slice of `grad` (divided by
+// the bag's divisor for MEAN) into `send`, in the layout `recv` had in forward.
+void PackGradients(const Layout& layout, const RoutedBatch& rb, const float* grad, float* send);
+
+// Floats of the forward return message this rank sends to / receives from each rank.
+inline std::span<const size_t> ReturnSendCounts(const RoutedBatch& rb) { return rb.ret_floats_to; }
+inline std::span<const size_t> ReturnRecvCounts(const RoutedBatch& rb) {
+  return rb.ret_floats_from;
+}
+
+}  // namespace shardrec::embedding

@@ -1,0 +1,161 @@
+// Parameter arenas of a collection: allocation, plan-independent initialisation, row access and
+// the views that 2D sync and checkpoints read.
+#include "impl/embedding/param_store.h"
+
+#include <cmath>
+
+#include "impl/core/half.h"
+#include "impl/core/rng.h"
+
+namespace shardrec::embedding {
+
+using sharding::InitConfig;
+
+void ParamStore::Create(const Layout* layout, uint64_t seed, const ExecContext& ctx) {
+  layout_ = layout;
+  params_.assign(layout_->weights_size + layout_->states_size, 0.0f);
+  weights_fp16_.assign(layout_->weights_fp16_size, 0);
+  weights_bf16_.assign(layout_->weights_bf16_size, 0);
+  step_ = 0;
+  const auto& plan = *layout_->plan;
+  for (const LocalShard& ls : layout_->local) {
+    const auto& cfg = plan.tables[ls.table];
+    float low = cfg.init.low;
+    float high = cfg.init.high;
+    if (cfg.init.kind == InitConfig::Kind::kDefault) {
+      high = static_cast<float>(std::sqrt(1.0 / static_cast<double>(cfg.rows)));
+      low = -high;
+    }
+    const bool constant = cfg.init.kind == InitConfig::Kind::kConstant;
+    const uint64_t key = layout_->tables[ls.table].key;
+    // Rows are independent, so they are filled in parallel; the fp32 value is drawn first and
+    // rounded to the storage type.
+    ctx.ParallelFor(0, ls.rows, 1024, [&](int64_t r0, int64_t r1) {
+      std::vector<float> row(static_cast<size_t>(ls.cols));
+      for (int64_t r = r0; r < r1; ++r) {
+        const uint64_t grow = static_cast<uint64_t>(ls.row_offset + r);
+        for (int32_t c = 0; c < ls.cols; ++c) {
+          const uint64_t col = static_cast<uint64_t>(ls.col_offset + c);
+          row[c] = constant ? low : low + (high - low) * UniformAt(seed, key, grow, col);
+        }
+        WriteRow(ls, r, row.data());
+      }
+    });
+  }
+}
+
+void* ParamStore::ShardWeights(const LocalShard& ls) {
+  switch (ls.dtype) {
+    case DType::kFloat16:
+      return weights_fp16_.data() + ls.weight_offset;
+    case DType::kBFloat16:
+      return weights_bf16_.data() + ls.weight_offset;
+    default:
+      return weights() + ls.weight_offset;
+  }
+}
+
+kernels::WeightsView ParamStore::View(const LocalShard& ls) {
+  return kernels::WeightsView{ShardWeights(ls), ls.dtype, ls.rows, ls.cols, ls.cols};
+}
+
+void ParamStore::ReadRow(const LocalShard& ls, int64_t row, float* out) {
+  const size_t at = static_cast<size_t>(row) * static_cast<size_t>(ls.cols);
+  const int32_t n = ls.cols;
+  if (ls.dtype == DType::kFloat16) {
+    const uint16_t* src = static_cast<const uint16_t*>(ShardWeights(ls)) + at;
+    for (int32_t c = 0; c < n; ++c) out[c] = HalfToFloat(src[c]);
+  } else if (ls.dtype == DType::kBFloat16) {
+    const uint16_t* src = static_cast<const uint16_t*>(ShardWeights(ls)) + at;
+    for (int32_t c = 0; c < n; ++c) out[c] = BFloat16ToFloat(src[c]);
+  } else {
+    const float* src = static_cast<const float*>(ShardWeights(ls)) + at;
+    for (int32_t c = 0; c < n; ++c) out[c] = src[c];
+  }
+}
+
+void ParamStore::WriteRow(const LocalShard& ls, int64_t row, const float* in) {
+  const size_t at = static_cast<size_t>(row) * static_cast<size_t>(ls.cols);
+  const int32_t n = ls.cols;
+  if (ls.dtype == DType::kFloat16) {
+    uint16_t* dst = static_cast<uint16_t*>(ShardWeights(ls)) + at;
+    for (int32_t c = 0; c < n; ++c) dst[c] = FloatToHalf(in[c]);
+  } else if (ls.dtype == DType::kBFloat16) {
+    uint16_t* dst = static_cast<uint16_t*>(ShardWeights(ls)) + at;
+    for (int32_t c = 0; c < n; ++c) dst[c] = FloatToBFloat16(in[c]);
+  } else {
+    float* dst = static_cast<float*>(ShardWeights(ls)) + at;
+    for (int32_t c = 0; c < n; ++c) dst[c] = in[c];
+  }
+}
+
+optim::ShardParams ParamStore::Params(int32_t local) {
+  const LocalShard& ls = layout_->local[local];
+  optim::ShardParams p;
+  p.weights = ShardWeights(ls);
+  p.dtype = ls.dtype;
+  p.rows = ls.rows;
+  p.cols = ls.cols;
+  p.stride = ls.cols;
+  for (size_t s = 0; s < ls.state_offsets.size(); ++s) p.states.push_back(State(ls, s));
+  p.table_key = layout_->tables[ls.table].key;
+  p.row_offset = ls.row_offset;
+  p.col_offset = ls.col_offset;
+  return p;
+}
+
+std::vector<ParamBuffer> ParamStore::Buffers() {
+  std::vector<ParamBuffer> out = {
+      {ParamKind::kWeights, DType::kFloat32, Device::Host(), weights(), layout_->weights_size},
+      {ParamKind::kOptimizerState, DType::kFloat32, Device::Host(), states(),
+       layout_->states_size}};
+  if (layout_->weights_fp16_size > 0)
+    out.push_back({ParamKind::kWeights, DType::kFloat16, Device::Host(), weights_fp16_.data(),
+                   layout_->weights_fp16_size});
+  if (layout_->weights_bf16_size > 0)
+    out.push_back({ParamKind::kWeights, DType::kBFloat16, Device::Host(), weights_bf16_.data(),
+                   layout_->weights_bf16_size});
+  out.push_back({ParamKind::kCounter, DType::kInt64, Device::Host(), &step_, 1});
+  return out;
+}
+
+std::vector<ShardTensor> ParamStore::ShardTensors() {
+  std::vector<ShardTensor> out;
+  const auto& plan = *layout_->plan;
+  for (const LocalShard& ls : layout_->local) {
+    const auto& cfg = plan.tables[ls.table];
+    ShardTensor t;
+    t.table = ls.table;
+    t.table_name = cfg.name;
+    t.shard = ls.shard;
+    t.data_parallel = layout_->tables[ls.table].data_parallel;
+    t.full_rows = cfg.rows;
+    t.row_offset = ls.row_offset;
+    t.rows = ls.rows;
+    t.kind = ParamKind::kWeights;
+    t.dtype = ls.dtype;
+    t.name = "weights";
+    t.full_cols = cfg.dim;
+    t.col_offset = ls.col_offset;
+    t.cols = ls.cols;
+    t.data = ShardWeights(ls);
+    t.row_stride = ls.cols;
+    out.push_back(t);
+    for (size_t s = 0; s < layout_->state_specs.size(); ++s) {
+      const auto& spec = layout_->state_specs[s];
+      t.kind = ParamKind::kOptimizerState;
+      t.dtype = DType::kFloat32;
+      t.name = spec.name;
+      t.full_cols = spec.row_wise ? 1 : cfg.dim;
+      t.col_offset = spec.row_wise ? 0 : ls.col_offset;
+      t.cols = spec.row_wise ? 1 : ls.cols;
+      t.data = State(ls, s);
+      t.row_stride = t.cols;
+      t.duplicate = spec.row_wise && ls.col_offset != 0;
+      out.push_back(t);
+    }
+  }
+  return out;
+}
+
+}  // namespace shardrec::embedding
