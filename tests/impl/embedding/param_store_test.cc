@@ -67,7 +67,8 @@ TEST(EmbeddingParamStore, ShardTensorsPlaceEveryLocalTensor) {
   auto plan = std::make_shared<sharding::Plan>();
   plan->features = {{"a", 1.0f}, {"b", 1.0f}};
   plan->tables = {Table("cw", 10, 8, 0, DType::kFloat32), Table("rw", 7, 4, 1, DType::kFloat16)};
-  plan->table_plans = {sharding::MakeColumnSplit(plan->tables[0], sharding::ShardingType::kColumnWise, {4, 4}, {0, 0}),
+  plan->table_plans = {sharding::MakeColumnSplit(
+                           plan->tables[0], sharding::ShardingType::kColumnWise, {4, 4}, {0, 0}),
                        sharding::MakeRowWise(plan->tables[1], 1)};
   std::vector<std::unique_ptr<comm::Communicator>> comms;
   ASSERT_TRUE(comm::CreateLocalGroup(1, comm::CommOptions(), &comms).ok());
@@ -104,9 +105,9 @@ TEST(EmbeddingParamStore, ShardTensorsPlaceEveryLocalTensor) {
       EXPECT_EQ(t.full_cols, t.name == "momentum2" ? 1 : plan->tables[t.table].dim);
     }
   }
-  EXPECT_EQ(weights, 3);      // two column shards of "cw", one shard of "rw"
-  EXPECT_EQ(states, 6);       // two states each
-  EXPECT_EQ(duplicates, 1);   // "cw"'s second column shard's row-wise momentum2
+  EXPECT_EQ(weights, 3);     // two column shards of "cw", one shard of "rw"
+  EXPECT_EQ(states, 6);      // two states each
+  EXPECT_EQ(duplicates, 1);  // "cw"'s second column shard's row-wise momentum2
 }
 
 }  // namespace

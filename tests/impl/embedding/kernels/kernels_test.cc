@@ -324,7 +324,6 @@ TEST(EmbeddingKernels, FusedBackwardEqualsAggregateThenApply) {
   }
 }
 
-
 // A shard's ids arrive as several runs whose rows sit at different places of the io buffer: the
 // result equals one contiguous run, bit for bit, forward and backward.
 TEST(EmbeddingKernels, RunsSplitAcrossTheIoBufferEqualOneRun) {

@@ -1,0 +1,111 @@
+# The layering rule of DESIGN.md section 2, checked by reading every #include:
+#  - an impl module includes only itself and the modules below it (table below);
+#  - nothing in impl includes capi/ (the C layer sits on top);
+#  - only the CUDA plugin (impl/cuda_plugin) and .cu files include CUDA, NCCL or cuBLAS headers;
+#  - black-box tests (tests/capi), examples and bindings include public headers only.
+# Run: cmake -DSOURCE_DIR=<repo> -P check_layers.cmake. Prints every violation, fails if any.
+cmake_minimum_required(VERSION 3.25)
+
+# Module -> the impl modules it may include (besides itself). Order: DESIGN.md's levels.
+set(allow_core "")
+set(allow_optim "core")
+set(allow_sharding "core")
+set(allow_comm "core")
+set(allow_dense "core;comm")
+set(allow_planner "core;sharding;optim")
+set(allow_embedding "core;sharding;optim;comm")
+set(allow_ddp "core;comm;dense")
+set(allow_replica "core;sharding;optim;comm;embedding")
+set(allow_checkpoint "core;sharding;optim;comm;embedding;dense;ddp;replica")
+# The plugin serves every module's CUDA twins behind the plain-C table.
+set(allow_cuda_plugin "core;sharding;optim;comm;dense;embedding;ddp")
+set(modules core optim sharding comm dense planner embedding ddp replica checkpoint cuda_plugin)
+
+set(cuda_header_regex "#include[ \t]*<(cuda|cuda_runtime|cuda_runtime_api|cuda_fp16|cuda_bf16|nccl|net|cublas_v2|cublasLt|cublas_api|driver_types)\\.h>")
+set(violations "")
+
+function(read_includes file out_var)
+  file(STRINGS ${file} lines REGEX "^[ \t]*#[ \t]*include")
+  set(${out_var} "${lines}" PARENT_SCOPE)
+endfunction()
+
+file(GLOB_RECURSE impl_files RELATIVE ${SOURCE_DIR}
+  ${SOURCE_DIR}/impl/*.h ${SOURCE_DIR}/impl/*.cc ${SOURCE_DIR}/impl/*.cu ${SOURCE_DIR}/impl/*.cuh
+  ${SOURCE_DIR}/impl/*.in)
+foreach(rel IN LISTS impl_files)
+  string(REGEX MATCH "^impl/([a-z_]+)/" _ ${rel})
+  set(module ${CMAKE_MATCH_1})
+  if(NOT module IN_LIST modules)
+    list(APPEND violations "${rel}: module '${module}' has no layering rule in check_layers.cmake")
+    continue()
+  endif()
+  read_includes(${SOURCE_DIR}/${rel} includes)
+  foreach(line IN LISTS includes)
+    if(line MATCHES "#include[ \t]*\"impl/([a-z_]+)/")
+      set(dep ${CMAKE_MATCH_1})
+      if(NOT dep STREQUAL module AND NOT dep IN_LIST allow_${module})
+        list(APPEND violations "${rel}: impl/${module} may not include impl/${dep} (${line})")
+      endif()
+    elseif(line MATCHES "#include[ \t]*[\"<](capi/|shardrec/)")
+      list(APPEND violations "${rel}: impl may not include the C API (${line})")
+    endif()
+    if(line MATCHES "${cuda_header_regex}" AND NOT module STREQUAL "cuda_plugin"
+       AND NOT rel MATCHES "\\.cuh?$")
+      list(APPEND violations "${rel}: only the CUDA plugin and .cu files include CUDA (${line})")
+    endif()
+  endforeach()
+endforeach()
+
+# Outside impl: black-box code sees public headers only; nothing but the plugin sees CUDA.
+foreach(dir tests/capi examples bindings)
+  file(GLOB_RECURSE files RELATIVE ${SOURCE_DIR}
+    ${SOURCE_DIR}/${dir}/*.h ${SOURCE_DIR}/${dir}/*.hpp ${SOURCE_DIR}/${dir}/*.c
+    ${SOURCE_DIR}/${dir}/*.cc ${SOURCE_DIR}/${dir}/*.i)
+  foreach(rel IN LISTS files)
+    if(rel MATCHES "/target/|swig_shardrec_wrap\\.c$")
+      continue()  # build output, and the generated SWIG wrapper (checked through its input)
+    endif()
+    read_includes(${SOURCE_DIR}/${rel} includes)
+    foreach(line IN LISTS includes)
+      if(line MATCHES "#include[ \t]*\"(impl|capi/src)/")
+        list(APPEND violations "${rel}: black-box code may include public headers only (${line})")
+      endif()
+      if(line MATCHES "${cuda_header_regex}")
+        list(APPEND violations "${rel}: only the CUDA plugin includes CUDA (${line})")
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+
+# White-box tests of module m see m, what m may include, and the test helpers.
+file(GLOB test_modules RELATIVE ${SOURCE_DIR}/tests/impl ${SOURCE_DIR}/tests/impl/*)
+foreach(module IN LISTS test_modules)
+  if(NOT IS_DIRECTORY ${SOURCE_DIR}/tests/impl/${module})
+    continue()
+  endif()
+  file(GLOB_RECURSE files RELATIVE ${SOURCE_DIR} ${SOURCE_DIR}/tests/impl/${module}/*.h
+       ${SOURCE_DIR}/tests/impl/${module}/*.cc)
+  foreach(rel IN LISTS files)
+    read_includes(${SOURCE_DIR}/${rel} includes)
+    foreach(line IN LISTS includes)
+      if(line MATCHES "#include[ \t]*\"impl/([a-z_]+)/")
+        set(dep ${CMAKE_MATCH_1})
+        if(NOT dep STREQUAL module AND NOT dep IN_LIST allow_${module})
+          list(APPEND violations "${rel}: tests of impl/${module} may not include impl/${dep}")
+        endif()
+      elseif(line MATCHES "#include[ \t]*\"capi/src/")
+        list(APPEND violations "${rel}: white-box tests do not include capi/src (${line})")
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+
+list(LENGTH violations n)
+if(n GREATER 0)
+  foreach(v IN LISTS violations)
+    message("layering: ${v}")
+  endforeach()
+  message(FATAL_ERROR "layering: ${n} violation(s); the rules are in ${CMAKE_CURRENT_LIST_FILE}")
+endif()
+list(LENGTH impl_files checked)
+message("layering: ${checked} impl files and the black-box trees follow the rules")
