@@ -372,8 +372,12 @@ extern void _wrap_embedding_options_device_type_set_shardrec_f3770aebdf7e19ec(ui
 extern swig_intgo _wrap_embedding_options_device_type_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern void _wrap_embedding_options_device_index_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_device_index_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_embedding_options_non_finite_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_non_finite_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern uintptr_t _wrap_new_embedding_options_shardrec_f3770aebdf7e19ec(void);
 extern void _wrap_delete_embedding_options_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern swig_intgo _wrap_NON_FINITE_CHECK_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_NON_FINITE_ALLOW_shardrec_f3770aebdf7e19ec(void);
 extern swig_type_78 _wrap_embedding_options_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
 extern swig_type_79 _wrap_embedding_create_shardrec_f3770aebdf7e19ec(swig_type_80 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
 extern void _wrap_embedding_destroy_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
@@ -1986,6 +1990,19 @@ func (arg1 SwigcptrEmbedding_options) GetDevice_index() (_swig_ret int) {
 	return swig_r
 }
 
+func (arg1 SwigcptrEmbedding_options) SetNon_finite(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_embedding_options_non_finite_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrEmbedding_options) GetNon_finite() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_embedding_options_non_finite_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
 func NewEmbedding_options() (_swig_ret Embedding_options) {
 	var swig_r Embedding_options
 	swig_r = (Embedding_options)(SwigcptrEmbedding_options(C._wrap_new_embedding_options_shardrec_f3770aebdf7e19ec()))
@@ -2014,9 +2031,26 @@ type Embedding_options interface {
 	GetDevice_type() (_swig_ret int)
 	SetDevice_index(arg2 int)
 	GetDevice_index() (_swig_ret int)
+	SetNon_finite(arg2 int)
+	GetNon_finite() (_swig_ret int)
 }
 
-const EMBEDDING_OPTIONS_VERSION uint = 1
+type Enum_SS_shardrec_non_finite_policy int
+func _swig_getNON_FINITE_CHECK() (_swig_ret Enum_SS_shardrec_non_finite_policy) {
+	var swig_r Enum_SS_shardrec_non_finite_policy
+	swig_r = (Enum_SS_shardrec_non_finite_policy)(C._wrap_NON_FINITE_CHECK_shardrec_f3770aebdf7e19ec())
+	return swig_r
+}
+
+var NON_FINITE_CHECK Enum_SS_shardrec_non_finite_policy = _swig_getNON_FINITE_CHECK()
+func _swig_getNON_FINITE_ALLOW() (_swig_ret Enum_SS_shardrec_non_finite_policy) {
+	var swig_r Enum_SS_shardrec_non_finite_policy
+	swig_r = (Enum_SS_shardrec_non_finite_policy)(C._wrap_NON_FINITE_ALLOW_shardrec_f3770aebdf7e19ec())
+	return swig_r
+}
+
+var NON_FINITE_ALLOW Enum_SS_shardrec_non_finite_policy = _swig_getNON_FINITE_ALLOW()
+const EMBEDDING_OPTIONS_VERSION uint = 2
 func Embedding_options_init(arg1 Embedding_options, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)

@@ -3190,6 +3190,31 @@ intgo _wrap_embedding_options_device_index_get_shardrec_f3770aebdf7e19ec(struct 
 }
 
 
+void _wrap_embedding_options_non_finite_set_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->non_finite = arg2;
+  
+}
+
+
+intgo _wrap_embedding_options_non_finite_get_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0) {
+  struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->non_finite);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 struct shardrec_embedding_options *_wrap_new_embedding_options_shardrec_f3770aebdf7e19ec() {
   struct shardrec_embedding_options *result = 0 ;
   struct shardrec_embedding_options *_swig_go_result;
@@ -3208,6 +3233,30 @@ void _wrap_delete_embedding_options_shardrec_f3770aebdf7e19ec(struct shardrec_em
   
   free((char *) arg1);
   
+}
+
+
+intgo _wrap_NON_FINITE_CHECK_shardrec_f3770aebdf7e19ec() {
+  enum shardrec_non_finite_policy result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_NON_FINITE_CHECK;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_NON_FINITE_ALLOW_shardrec_f3770aebdf7e19ec() {
+  enum shardrec_non_finite_policy result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_NON_FINITE_ALLOW;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
 }
 
 

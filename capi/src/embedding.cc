@@ -4,6 +4,8 @@
 // learn of it through the collection's one agreement mechanism.
 #include "shardrec/embedding.h"
 
+#include <cstddef>
+
 #include "capi/src/embedding_convert.h"
 #include "capi/src/embedding_handle.h"
 #include "capi/src/guard.h"
@@ -13,6 +15,7 @@
 
 using shardrec::Status;
 using shardrec::capi::CheckNotNull;
+using shardrec::capi::ExclusiveUse;
 using shardrec::capi::Guard;
 namespace embedding = shardrec::embedding;
 
@@ -28,8 +31,9 @@ SHARDREC_API shardrec_status_t shardrec_optimizer_config_init(shardrec_optimizer
 SHARDREC_API shardrec_status_t
 shardrec_embedding_options_init(shardrec_embedding_options_t* options, uint32_t version) {
   const shardrec_embedding_options_t d = SHARDREC_EMBEDDING_OPTIONS_INIT;
-  return shardrec::capi::InitStruct(options, version, SHARDREC_EMBEDDING_OPTIONS_VERSION, d,
-                                    "options");
+  return shardrec::capi::InitStruct(
+      options, version, SHARDREC_EMBEDDING_OPTIONS_VERSION, d, "options",
+      {offsetof(shardrec_embedding_options_t, non_finite), sizeof(shardrec_embedding_options_t)});
 }
 
 SHARDREC_API shardrec_status_t shardrec_embedding_create(
@@ -84,6 +88,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward(shardrec_embedding_t* 
                                                           void* /*stream*/) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
     embedding::Batch b;
     const Status conv = shardrec::capi::ToBatch(batch, &b);
     return coll->impl->Forward(b, out, out_len, conv);
@@ -95,6 +101,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_input_dist_start(shardrec_embe
                                                                    void* /*stream*/) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
     embedding::Batch b;
     const Status conv = shardrec::capi::ToBatch(batch, &b);
     return coll->impl->StartInputDist(b, conv);
@@ -105,6 +113,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_input_dist_wait(shardrec_embed
                                                                   void* /*stream*/) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
     return coll->impl->WaitInputDist();
   });
 }
@@ -114,6 +124,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward_distributed(shardrec_e
                                                                       void* /*stream*/) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
     return coll->impl->ForwardDistributed(out, out_len);
   });
 }
@@ -123,6 +135,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_backward(shardrec_embedding_t*
                                                            void* /*stream*/) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
     return coll->impl->Backward(grad, grad_len);
   });
 }
@@ -133,6 +147,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward_tensor(shardrec_embedd
                                                                  void* /*stream*/) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
     embedding::Batch b;
     float* data = nullptr;
     size_t count = 0;
@@ -152,6 +168,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward_distributed_tensor(
     shardrec_embedding_t* coll, const shardrec_tensor_view_t* out, void* /*stream*/) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
     float* data = nullptr;
     size_t count = 0;
     shardrec::Device device;
@@ -168,6 +186,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_backward_tensor(
     shardrec_embedding_t* coll, const shardrec_tensor_view_t* grad, void* /*stream*/) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
     float* data = nullptr;
     size_t count = 0;
     shardrec::Device device;
@@ -184,6 +204,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_set_learning_rate(shardrec_emb
                                                                     float learning_rate) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
     return coll->impl->SetLearningRate(learning_rate);
   });
 }
@@ -192,6 +214,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_num_steps(const shardrec_embed
                                                             int64_t* out) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     *out = coll->impl->num_steps();
     return Status::Ok();
@@ -202,6 +226,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_set_num_steps(shardrec_embeddi
                                                                 int64_t steps) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
     return coll->impl->SetNumSteps(steps);
   });
 }
@@ -211,6 +237,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_get_weights(shardrec_embedding
                                                               size_t len) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
     return coll->impl->GetWeights(table ? table : "", out, len);
   });
 }
@@ -220,6 +248,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_set_weights(shardrec_embedding
                                                               const float* weights, size_t len) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
     return coll->impl->SetWeights(table ? table : "", weights, len);
   });
 }
@@ -254,6 +284,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_get_state(shardrec_embedding_t
                                                             float* out, size_t len) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
     return coll->impl->GetState(table ? table : "", state ? state : "", out, len);
   });
 }
@@ -263,6 +295,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_set_state(shardrec_embedding_t
                                                             const float* values, size_t len) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
     return coll->impl->SetState(table ? table : "", state ? state : "", values, len);
   });
 }
@@ -272,6 +306,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_timings(const shardrec_embeddi
                                                           double* total_seconds_out) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
     const auto& t = coll->impl->timings();
     if (comm_seconds_out != nullptr) *comm_seconds_out = t.comm_seconds;
     if (total_seconds_out != nullptr) *total_seconds_out = t.total_seconds;

@@ -60,6 +60,13 @@ Status ToCollectionOptions(const shardrec_embedding_options_t* o,
         "build yet; use SHARDREC_DEVICE_HOST");
   if (o->device_type != SHARDREC_DEVICE_HOST)
     return Status::InvalidArgument("embedding options: unknown device_type ", o->device_type);
+  // Fields of version 2 and later are read only from callers that have them.
+  if (o->version >= 2) {
+    if (o->non_finite != SHARDREC_NON_FINITE_CHECK && o->non_finite != SHARDREC_NON_FINITE_ALLOW)
+      return Status::InvalidArgument("embedding options: unknown non_finite policy ",
+                                     o->non_finite);
+    out->check_non_finite = o->non_finite == SHARDREC_NON_FINITE_CHECK;
+  }
   out->seed = o->seed;
   out->bounds = static_cast<embedding::BoundsPolicy>(o->bounds_policy);
   out->num_threads = o->num_threads;

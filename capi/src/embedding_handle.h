@@ -2,6 +2,7 @@
 // operate on a collection's buffers (replica sync, checkpoints).
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "impl/embedding/collection.h"
@@ -11,4 +12,6 @@ struct shardrec_embedding {
   std::unique_ptr<shardrec::embedding::EmbeddingCollection> impl;
   // State names, kept here so the const char* handed out stays valid for the handle's life.
   std::vector<shardrec::embedding::StateInfo> states;
+  // Set while a call uses the collection (capi/src/guard.h, ExclusiveUse).
+  mutable std::atomic<bool> busy{false};
 };

@@ -2,6 +2,7 @@
 // Status or any C++ exception into a status code plus the thread-local message.
 #pragma once
 
+#include <atomic>
 #include <exception>
 #include <new>
 #include <string>
@@ -30,6 +31,32 @@ shardrec_status_t Guard(Fn&& body) noexcept {
     return SetLastError(Status::Internal("unexpected non-standard exception"));
   }
 }
+
+// A handle is used by one thread at a time (the headers' promise). Entry points that touch a
+// handle's mutable state hold this for the call: a second thread entering meanwhile gets
+// SHARDREC_EUSAGE instead of racing. One atomic exchange, so it costs nothing measurable.
+class ExclusiveUse {
+ public:
+  ExclusiveUse(std::atomic<bool>& busy, const char* handle)
+      : busy_(busy), owned_(!busy.exchange(true, std::memory_order_acquire)), handle_(handle) {}
+  ~ExclusiveUse() {
+    if (owned_) busy_.store(false, std::memory_order_release);
+  }
+  ExclusiveUse(const ExclusiveUse&) = delete;
+  ExclusiveUse& operator=(const ExclusiveUse&) = delete;
+
+  Status status() const {
+    if (owned_) return Status::Ok();
+    return Status::InvalidUsage("the ", handle_,
+                                " is in use by another thread (or by a callback of this call); "
+                                "a handle must be used by one thread at a time");
+  }
+
+ private:
+  std::atomic<bool>& busy_;
+  const bool owned_;
+  const char* handle_;
+};
 
 // Common argument checks; `what` names the argument in the message.
 inline Status CheckNotNull(const void* p, const char* what) {

@@ -2,6 +2,7 @@
 // owns the splits, the sync policy and the replica check.
 #include "shardrec/replica.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -17,6 +18,7 @@
 
 struct shardrec_mesh {
   std::unique_ptr<shardrec::replica::Mesh> impl;
+  mutable std::atomic<bool> busy{false};  // capi/src/guard.h, ExclusiveUse
 };
 
 namespace shardrec::capi {
@@ -66,6 +68,7 @@ using shardrec::Status;
 using shardrec::capi::CheckCollection;
 using shardrec::capi::CheckMesh;
 using shardrec::capi::CheckNotNull;
+using shardrec::capi::ExclusiveUse;
 using shardrec::capi::Guard;
 
 extern "C" {
@@ -150,6 +153,8 @@ SHARDREC_API shardrec_status_t shardrec_mesh_embedding_create(
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     *out = nullptr;
     SR_RETURN_IF_ERROR(CheckMesh(mesh));
+    ExclusiveUse use(mesh->busy, "mesh");
+    SR_RETURN_IF_ERROR(use.status());
     SR_RETURN_IF_ERROR(CheckNotNull(plan, "plan"));
     shardrec::optim::OptimizerConfig oc;
     shardrec::embedding::CollectionOptions co;
@@ -169,6 +174,10 @@ SHARDREC_API shardrec_status_t shardrec_mesh_sync(shardrec_mesh_t* mesh, shardre
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckMesh(mesh));
     SR_RETURN_IF_ERROR(CheckCollection(coll));
+    ExclusiveUse use_mesh(mesh->busy, "mesh");
+    SR_RETURN_IF_ERROR(use_mesh.status());
+    ExclusiveUse use_coll(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use_coll.status());
     return mesh->impl->Sync(*coll->impl, static_cast<shardrec::replica::SyncMode>(mode));
   });
 }
@@ -179,6 +188,10 @@ SHARDREC_API shardrec_status_t shardrec_mesh_step(shardrec_mesh_t* mesh, shardre
     SR_RETURN_IF_ERROR(CheckMesh(mesh));
     if (synced_out) *synced_out = 0;
     SR_RETURN_IF_ERROR(CheckCollection(coll));
+    ExclusiveUse use_mesh(mesh->busy, "mesh");
+    SR_RETURN_IF_ERROR(use_mesh.status());
+    ExclusiveUse use_coll(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use_coll.status());
     bool synced = false;
     SR_RETURN_IF_ERROR(mesh->impl->Step(*coll->impl, &synced));
     if (synced_out) *synced_out = synced ? 1 : 0;
@@ -191,6 +204,8 @@ SHARDREC_API shardrec_status_t shardrec_mesh_set_sync_hook(shardrec_mesh_t* mesh
                                                            void* payload) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckMesh(mesh));
+    ExclusiveUse use(mesh->busy, "mesh");
+    SR_RETURN_IF_ERROR(use.status());
     mesh->impl->SetHook(shardrec::capi::ToHook(hook, payload));
     return Status::Ok();
   });
@@ -202,6 +217,8 @@ SHARDREC_API shardrec_status_t shardrec_mesh_sync_stats(const shardrec_mesh_t* m
                                                         int64_t* syncs_out) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckMesh(mesh));
+    ExclusiveUse use(mesh->busy, "mesh");
+    SR_RETURN_IF_ERROR(use.status());
     const auto& last = mesh->impl->last_sync();
     if (bytes_out) *bytes_out = last.bytes;
     if (collectives_out) *collectives_out = last.collectives;

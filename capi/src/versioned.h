@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <initializer_list>
 #include <string_view>
 
 #include "capi/src/guard.h"
@@ -22,14 +24,17 @@ inline Status CheckStructVersion(uint32_t version, uint32_t current, std::string
   return Status::Ok();
 }
 
-// Body of every `shardrec_<x>_init(x, version)`: checks, then writes the defaults and `version`.
+// Body of every `shardrec_<x>_init(x, version)`: checks, then writes the defaults of the fields
+// that exist in `version` (a caller built against an older header has a shorter struct) and
+// `version`. `sizes[v - 1]` is the size of the struct in version v; the last is sizeof(T).
 template <typename T>
 shardrec_status_t InitStruct(T* s, uint32_t version, uint32_t current, const T& defaults,
-                             const char* what) {
+                             const char* what, std::initializer_list<size_t> sizes = {sizeof(T)}) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(s, what));
     SR_RETURN_IF_ERROR(CheckStructVersion(version, current, what));
-    *s = defaults;
+    SR_CHECK(sizes.size() == current && *(sizes.end() - 1) == sizeof(T));
+    std::memcpy(static_cast<void*>(s), &defaults, *(sizes.begin() + (version - 1)));
     s->version = version;
     return Status::Ok();
   });

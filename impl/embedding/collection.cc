@@ -76,6 +76,40 @@ std::unique_ptr<RoutedBatch> EmbeddingCollection::TakeSpare() {
   return std::make_unique<RoutedBatch>();
 }
 
+Status EmbeddingCollection::Route(const Batch& batch, const Status& rejected, RoutedBatch* rb) {
+  if (!rejected.ok()) return rejected;
+  try {
+    return RouteBatch(layout_, RouteOptions{options_.bounds, options_.check_non_finite}, batch, rb);
+  } catch (const StatusError& e) {
+    return e.status();
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfMemory("routing the batch: out of host memory");
+  } catch (const std::exception& e) {
+    return Status::Internal("routing the batch: ", e.what());
+  }
+}
+
+Status EmbeddingCollection::CheckGradFinite(const float* grad, size_t len) const {
+  size_t i = 0;
+  while (i < len && std::isfinite(grad[i])) ++i;
+  if (i == len) return Status::Ok();
+  const auto D = static_cast<size_t>(layout_.output_dim);
+  const int64_t col = static_cast<int64_t>(i % D);
+  std::string where;
+  if (!layout_.sequence) {
+    for (const Pair& p : layout_.pairs) {
+      const auto& t = layout_.plan->tables[p.table];
+      if (col < p.out_offset || col >= p.out_offset + t.dim) continue;
+      where = StrCat(", feature '", layout_.plan->features[p.feature].name, "' of table '", t.name,
+                     "'");
+      break;
+    }
+  }
+  return Status::InvalidArgument("grad: element ", i, " (", layout_.sequence ? "row " : "sample ",
+                                 i / D, ", column ", col, where, ") is ", grad[i],
+                                 ", which is not finite");
+}
+
 Status EmbeddingCollection::Agree(const Status& local, const char* what) {
   int64_t flag = local.ok() ? 0 : comm_->Rank() + 1;
   SR_RETURN_IF_ERROR(comm_->AllReduce(&flag, &flag, 1, DType::kInt64, comm::ReduceOp::kMax));
@@ -94,7 +128,7 @@ Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_l
         "input_dist_wait and forward_distributed first");
   ScopedTimer total(&timings_.total_seconds);
   std::unique_ptr<RoutedBatch> rb = TakeSpare();
-  Status local = rejected.ok() ? RouteBatch(layout_, options_.bounds, batch, rb.get()) : rejected;
+  Status local = Route(batch, rejected, rb.get());
   Status s;
   {
     ScopedTimer t(&timings_.comm_seconds);
@@ -116,7 +150,7 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
         "input_dist_wait and forward_distributed first");
   ScopedTimer total(&timings_.total_seconds);
   std::unique_ptr<RoutedBatch> rb = TakeSpare();
-  Status local = rejected.ok() ? RouteBatch(layout_, options_.bounds, batch, rb.get()) : rejected;
+  Status local = Route(batch, rejected, rb.get());
   if (!local.ok()) {
     // The rejecting rank takes part in the count exchange so its peers' waits fail too.
     Status s = ExchangeInput(layout_, *input_comm_, local, rb.get());
@@ -209,6 +243,8 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
                                       "has ", need, " elements");
     else if (need > 0 && grad == nullptr)
       local = Status::InvalidArgument("grad must not be NULL");
+    else if (options_.check_non_finite)
+      local = CheckGradFinite(grad, need);
   }
   {
     ScopedTimer t(&timings_.comm_seconds);

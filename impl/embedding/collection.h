@@ -38,6 +38,9 @@ struct CollectionOptions {
   // Group over which data-parallel tables average their gradients; null means the
   // collection's communicator (2D training passes the global group).
   std::shared_ptr<comm::Communicator> dp_comm;
+  // Reject NaN/infinite per-id weights (forward) and output-gradient elements (backward) like
+  // any bad input; off lets them through for speed.
+  bool check_non_finite = true;
 };
 
 struct StateInfo {
@@ -112,6 +115,11 @@ class EmbeddingCollection {
  private:
   EmbeddingCollection() = default;
   std::unique_ptr<RoutedBatch> TakeSpare();
+  // This rank's verdict on its batch: `rejected` if set, else RouteBatch's; anything thrown
+  // while routing becomes the rejection too, so it still reaches the agreement.
+  Status Route(const Batch& batch, const Status& rejected, RoutedBatch* rb);
+  // A NaN or infinite element of the output gradient, named by sample and feature/table.
+  Status CheckGradFinite(const float* grad, size_t len) const;
   // Collective agreement: returns `local` on this rank, or an error naming a rank that failed.
   Status Agree(const Status& local, const char* what);
   Status LookupAndReturn(RoutedBatch& rb);

@@ -2,6 +2,7 @@
 // owner-side description of the received ids as runs of bags.
 #include "impl/embedding/input_dist.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace shardrec::embedding {
@@ -74,6 +75,26 @@ Status CheckStructure(const sharding::Plan& plan, const Batch& b) {
     return Status::InvalidArgument("batch: lengths sum to ", sum, " but num_values is ",
                                    b.num_values);
   return Status::Ok();
+}
+
+// A NaN or infinite per-id weight names its feature, sample and position.
+Status CheckWeightsFinite(const sharding::Plan& plan, const Batch& b) {
+  if (b.weights == nullptr) return Status::Ok();
+  size_t i = 0;
+  while (i < b.num_values && std::isfinite(b.weights[i])) ++i;
+  if (i == b.num_values) return Status::Ok();
+  // Only on error: walk the lengths to the bag that holds position i.
+  size_t pos = 0;
+  const size_t B = static_cast<size_t>(b.batch_size);
+  for (size_t k = 0; k < b.num_lengths; ++k) {
+    pos += static_cast<size_t>(b.lengths[k]);
+    if (i < pos)
+      return Status::InvalidArgument("batch: feature '", plan.features[k / B].name, "' sample ",
+                                     k % B, " (value position ", i, "): weight ", b.weights[i],
+                                     " is not finite");
+  }
+  return Status::InvalidArgument("batch: weight ", b.weights[i], " at value position ", i,
+                                 " is not finite");
 }
 
 inline int64_t IdAt(const Batch& b, size_t i) {
@@ -269,9 +290,12 @@ void FillPass(const Layout& l, BoundsPolicy bounds, const Batch& batch,
 
 }  // namespace
 
-Status RouteBatch(const Layout& l, BoundsPolicy bounds, const Batch& batch, RoutedBatch* rb) {
+Status RouteBatch(const Layout& l, const RouteOptions& options, const Batch& batch,
+                  RoutedBatch* rb) {
   const auto& plan = *l.plan;
+  const BoundsPolicy bounds = options.bounds;
   SR_RETURN_IF_ERROR(CheckStructure(plan, batch));
+  if (options.check_non_finite) SR_RETURN_IF_ERROR(CheckWeightsFinite(plan, batch));
   rb->batch_size = batch.batch_size;
   rb->num_values = static_cast<int64_t>(batch.num_values);
   rb->weighted = batch.weights != nullptr;

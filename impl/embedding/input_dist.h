@@ -63,10 +63,18 @@ struct RoutedBatch {
 // Per-rank fields of the count exchange: rejected flag, batch size, ids sent, weighted.
 constexpr size_t kCountFields = 4;
 
+// How a batch is checked while it is routed.
+struct RouteOptions {
+  BoundsPolicy bounds = BoundsPolicy::kError;
+  bool check_non_finite = true;  // reject NaN/infinite per-id weights
+};
+
 // Checks `batch` and routes it into `rb` (sender side): a counting pass validates every id and
 // sizes the messages, a second pass writes each id once, straight into its message. On failure
-// nothing outside `rb` has changed and the message names the feature, sample, position and id.
-Status RouteBatch(const Layout& layout, BoundsPolicy bounds, const Batch& batch, RoutedBatch* rb);
+// nothing outside `rb` has changed and the message names the feature, sample, position and id
+// (or weight).
+Status RouteBatch(const Layout& layout, const RouteOptions& options, const Batch& batch,
+                  RoutedBatch* rb);
 
 // The collective part: exchanges counts (and the rejected flag, so a rejecting rank and its
 // peers all stop here) and then the routed ids over `comm`. `local_error` is this rank's

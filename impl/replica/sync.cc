@@ -2,14 +2,45 @@
 #include "impl/replica/sync.h"
 
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include "impl/core/check.h"
+#include "impl/core/half.h"
 
 namespace shardrec::replica {
 
 namespace {
+
 constexpr size_t kInPlaceBytes = size_t{1} << 20;
+
+using ReduceFn = std::function<Status(void*, size_t, DType, comm::ReduceOp)>;
+
+Status SyncWidened(const std::vector<const SyncBuffer*>& members, DType dtype, comm::ReduceOp op,
+                   const ReduceFn& reduce, std::vector<uint8_t>* staging) {
+  size_t total = 0;
+  for (const SyncBuffer* b : members) total += b->count;
+  staging->resize(total * sizeof(float));
+  float* wide = reinterpret_cast<float*>(staging->data());
+  const bool half = dtype == DType::kFloat16;
+  size_t off = 0;
+  for (const SyncBuffer* b : members) {
+    const auto* src = static_cast<const uint16_t*>(b->data);
+    for (size_t i = 0; i < b->count; ++i)
+      wide[off + i] = half ? HalfToFloat(src[i]) : BFloat16ToFloat(src[i]);
+    off += b->count;
+  }
+  SR_RETURN_IF_ERROR(reduce(wide, total, DType::kFloat32, op));
+  off = 0;
+  for (const SyncBuffer* b : members) {
+    auto* dst = static_cast<uint16_t*>(b->data);
+    for (size_t i = 0; i < b->count; ++i)
+      dst[i] = half ? FloatToHalf(wide[off + i]) : FloatToBFloat16(wide[off + i]);
+    off += b->count;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status SyncBuffers(comm::Communicator& replica, std::span<const SyncBuffer> buffers,
@@ -43,6 +74,12 @@ Status SyncBuffers(comm::Communicator& replica, std::span<const SyncBuffer> buff
   for (auto& [key, members] : groups) {
     const DType dtype = static_cast<DType>(key.first);
     const auto op = static_cast<comm::ReduceOp>(key.second);
+    if (dtype == DType::kFloat16 || dtype == DType::kBFloat16) {
+      // 16-bit weights are averaged in fp32 and rounded once: reducing in 16 bits would round
+      // after every addition (one ulp off the mean and more for R >= 4).
+      SR_RETURN_IF_ERROR(SyncWidened(members, dtype, op, reduce, staging));
+      continue;
+    }
     const size_t esize = DTypeSize(dtype);
     // Buffers that follow each other in memory (a collection's weight and state arenas) become
     // one span. Large spans are reduced in place: packing them would only add two memory passes.

@@ -15,7 +15,9 @@
  *    `dim` columns. MEAN divides the sum by the bag length, or by the sum of the bag's weights
  *    for a weighted batch; an empty bag (or a zero divisor) gives zeros.
  *  - Sequence collections (every table NONE) return one row per id: `[num_values, dim]` in the
- *    order of the batch's values. All tables of a sequence collection share one dim and each
+ *    order of the batch's values; with a weighted batch each row is multiplied by its id's
+ *    weight (TorchRec's EmbeddingCollection ignores per-id weights; libshardrec applies them,
+ *    and the gradient follows). All tables of a sequence collection share one dim and each
  *    feature is read by at most one table. A plan that mixes pooled and NONE tables is
  *    rejected (SHARDREC_EUNSUPPORTED): make one collection per kind.
  *  - Gradient rule (TorchRec's): the gradient applied to a row is the sum, over all
@@ -67,7 +69,10 @@ typedef enum shardrec_optimizer_type {
 typedef enum shardrec_weight_decay_mode {
   SHARDREC_WEIGHT_DECAY_NONE = 0,     /**< No weight decay. */
   SHARDREC_WEIGHT_DECAY_L2 = 1,       /**< g += weight_decay * w before the update rule. */
-  SHARDREC_WEIGHT_DECAY_DECOUPLED = 2 /**< w -= lr * weight_decay * w, apart from the rule. */
+  SHARDREC_WEIGHT_DECAY_DECOUPLED = 2 /**< AdamW-style: w -= lr * weight_decay * w, apart from
+                                           the rule; for LAMB the term weight_decay * w is added
+                                           to the update direction inside the trust ratio (as
+                                           the LAMB paper and FBGEMM do). */
 } shardrec_weight_decay_mode_t;
 
 /** What happens to an id outside [0, rows) of a table that reads its feature. */
@@ -126,17 +131,31 @@ typedef struct shardrec_embedding_options {
                                 collection keeps it alive. */
   int32_t device_type;      /**< SHARDREC_DEVICE_HOST (0); CUDA is not available yet. */
   int32_t device_index;     /**< CUDA ordinal; ignored on the host. */
+  /* Version 2. */
+  int32_t non_finite; /**< A shardrec_non_finite_policy_t; 0 is CHECK. */
 } shardrec_embedding_options_t;
 
-#define SHARDREC_EMBEDDING_OPTIONS_VERSION 1u
+/** What a collection does with NaN and infinite inputs (shardrec_embedding_options_t). */
+typedef enum shardrec_non_finite_policy {
+  /** A NaN or infinite per-id weight (forward) or output-gradient element (backward) is
+      rejected like any bad input: SHARDREC_EINVAL naming the feature/sample (or sample and
+      column), nothing changes on any rank. The check costs one pass over the weights and the
+      gradient per step. The default. */
+  SHARDREC_NON_FINITE_CHECK = 0,
+  /** No check: non-finite values flow into outputs, weights and optimizer state. */
+  SHARDREC_NON_FINITE_ALLOW = 1
+} shardrec_non_finite_policy_t;
+
+#define SHARDREC_EMBEDDING_OPTIONS_VERSION 2u
 #define SHARDREC_EMBEDDING_OPTIONS_INIT                                                           \
   {                                                                                               \
     SHARDREC_EMBEDDING_OPTIONS_VERSION, 0u, SHARDREC_BOUNDS_ERROR, 0, NULL, SHARDREC_DEVICE_HOST, \
-        0                                                                                         \
+        0, SHARDREC_NON_FINITE_CHECK                                                              \
   }
 
 /**
- * Fills @p options with the defaults (seed 0, bounds ERROR, calling thread, host).
+ * Fills @p options with the defaults (seed 0, bounds ERROR, calling thread, host, non-finite
+ * values rejected). Version 1 callers (no non_finite field) get the check.
  * @param options [out] Struct to fill; must not be NULL.
  * @param version SHARDREC_EMBEDDING_OPTIONS_VERSION.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.

@@ -16,13 +16,17 @@
  * is global rank p*R + g (default) or g*S + p (inter-host), so all members of a replica group
  * hold exactly the same shards and sync is element-wise.
  *
- * Exactness: with SGD and a sync after every step, 2D training equals one model trained on the
- * global batch (each sharding group scales embedding gradients by 1/S, the replica average adds
- * 1/R). With stateful optimizers (Adagrad, Adam, ...) or a sync interval N > 1, 2D training is
- * model averaging of R replicas that each train on their own part of the batch: close to, but
- * not the same as, global training. Data-parallel tables and the dense side must reduce over the
- * GLOBAL group (the mesh does this by default for collections it creates); reducing them over the
- * sharding group only would let the replicas drift apart.
+ * Exactness: with SGD without weight decay and a sync after every step, 2D training equals one
+ * model trained on the global batch (each sharding group scales embedding gradients by 1/S, the
+ * replica average adds 1/R). Weight decay (L2 or decoupled) breaks the equality: a row decays
+ * only on the replicas whose batch contains it, so after the average it has decayed by the
+ * fraction of replicas that saw it, where the global model decays it fully once (the two agree
+ * only for rows present in every replica's batch or in none). With stateful optimizers (Adagrad,
+ * Adam, ...) or a sync interval N > 1, 2D training is model averaging of R replicas that each train
+ * on their own part of the batch: close to, but not the same as, global training. Data-parallel
+ * tables and the dense side must reduce over the GLOBAL group (the mesh does this by default for
+ * collections it creates); reducing them over the sharding group only would let the replicas drift
+ * apart.
  */
 #ifndef SHARDREC_REPLICA_H_
 #define SHARDREC_REPLICA_H_

@@ -53,7 +53,7 @@ TEST(EmbeddingInputDist, RoutesEachIdToTheRankHoldingItsRow) {
   const int64_t ids[] = {4, 0, 3};
   Batch b{2, 1, lengths, 2, ids, DType::kInt64, 3, nullptr, 0, {}};
   RoutedBatch rb;
-  ASSERT_TRUE(RouteBatch(l, BoundsPolicy::kError, b, &rb).ok());
+  ASSERT_TRUE(RouteBatch(l, RouteOptions{BoundsPolicy::kError, true}, b, &rb).ok());
   EXPECT_EQ(rb.counts_send[1 * kCountFields + 2], 2);  // ids 4 and 3 -> rank 1
   EXPECT_EQ(rb.counts_send[0 * kCountFields + 2], 1);
   EXPECT_EQ(SentRows(l, rb, 1), (std::vector<int64_t>{1, 0}));  // local rows on rank 1
@@ -67,13 +67,13 @@ TEST(EmbeddingInputDist, BoundsPolicies) {
   const int32_t ids[] = {9, 1, -1};
   Batch b{2, 1, lengths, 2, ids, DType::kInt32, 3, nullptr, 0, {}};
   RoutedBatch rb;
-  Status s = RouteBatch(l, BoundsPolicy::kError, b, &rb);
+  Status s = RouteBatch(l, RouteOptions{BoundsPolicy::kError, true}, b, &rb);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_NE(s.message().find("feature 'f' sample 0 (value position 0): id 9"), std::string::npos)
       << s.message();
-  ASSERT_TRUE(RouteBatch(l, BoundsPolicy::kClamp, b, &rb).ok());
+  ASSERT_TRUE(RouteBatch(l, RouteOptions{BoundsPolicy::kClamp, true}, b, &rb).ok());
   EXPECT_EQ(SentRows(l, rb, 0), (std::vector<int64_t>{0, 1, 0}));
-  ASSERT_TRUE(RouteBatch(l, BoundsPolicy::kSkip, b, &rb).ok());
+  ASSERT_TRUE(RouteBatch(l, RouteOptions{BoundsPolicy::kSkip, true}, b, &rb).ok());
   EXPECT_EQ(SentRows(l, rb, 0), (std::vector<int64_t>{1}));
   EXPECT_FLOAT_EQ(rb.mean_div[1], 0.0f);  // the skipped bag is empty
 }
@@ -84,10 +84,10 @@ TEST(EmbeddingInputDist, StructuralErrorsNameTheField) {
   const int64_t ids[] = {0};
   Batch b{2, 1, lengths, 2, ids, DType::kInt64, 0, nullptr, 0, {}};
   RoutedBatch rb;
-  Status s = RouteBatch(l, BoundsPolicy::kError, b, &rb);
+  Status s = RouteBatch(l, RouteOptions{BoundsPolicy::kError, true}, b, &rb);
   EXPECT_NE(s.message().find("negative length"), std::string::npos) << s.message();
   b.num_features = 2;
-  s = RouteBatch(l, BoundsPolicy::kError, b, &rb);
+  s = RouteBatch(l, RouteOptions{BoundsPolicy::kError, true}, b, &rb);
   EXPECT_NE(s.message().find("num_features"), std::string::npos) << s.message();
 }
 
@@ -96,10 +96,11 @@ TEST(EmbeddingInputDist, OverflowingBatchSizeIsRejected) {
   Layout l = RowWiseLayout();
   Batch b{int64_t{1} << 62, 1, nullptr, 0, nullptr, DType::kInt64, 0, nullptr, 0, {}};
   RoutedBatch rb;
-  EXPECT_EQ(RouteBatch(l, BoundsPolicy::kError, b, &rb).code(), Code::kInvalidArgument);
+  EXPECT_EQ(RouteBatch(l, RouteOptions{BoundsPolicy::kError, true}, b, &rb).code(),
+            Code::kInvalidArgument);
   b.num_features = 1;
   b.batch_size = INT64_MAX;
-  Status s = RouteBatch(l, BoundsPolicy::kError, b, &rb);
+  Status s = RouteBatch(l, RouteOptions{BoundsPolicy::kError, true}, b, &rb);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
 }
 
@@ -111,7 +112,7 @@ TEST(EmbeddingInputDist, UnpackDescribesRunsPerShard) {
   const int64_t ids[] = {0, 2, 1};
   Batch b{3, 1, lengths, 3, ids, DType::kInt64, 3, nullptr, 0, {}};
   RoutedBatch rb;
-  ASSERT_TRUE(RouteBatch(l, BoundsPolicy::kError, b, &rb).ok());
+  ASSERT_TRUE(RouteBatch(l, RouteOptions{BoundsPolicy::kError, true}, b, &rb).ok());
   // Pretend rank 0 sent the same batch to itself and rank 1 sent nothing: build the receive
   // side by hand from this rank's own message.
   rb.counts_recv = {0, 3, 3, 0, 0, 0, 0, 0};

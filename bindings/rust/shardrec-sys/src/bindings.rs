@@ -21,7 +21,7 @@ pub const SHARDREC_REDUCE_MIN: u32 = 3;
 pub const SHARDREC_COMM_OPTIONS_VERSION: u32 = 1;
 pub const SHARDREC_STORE_CALLBACKS_VERSION: u32 = 1;
 pub const SHARDREC_OPTIMIZER_CONFIG_VERSION: u32 = 1;
-pub const SHARDREC_EMBEDDING_OPTIONS_VERSION: u32 = 1;
+pub const SHARDREC_EMBEDDING_OPTIONS_VERSION: u32 = 2;
 pub const SHARDREC_MESH_LAYOUT_DEFAULT: u32 = 0;
 pub const SHARDREC_MESH_LAYOUT_INTER_HOST: u32 = 1;
 pub const SHARDREC_SYNC_DEFAULT: u32 = 0;
@@ -2027,12 +2027,13 @@ pub struct shardrec_embedding_options {
     pub dp_comm: *mut shardrec_comm_t,
     pub device_type: i32,
     pub device_index: i32,
+    pub non_finite: i32,
 }
 #[test]
 fn bindgen_test_layout_shardrec_embedding_options() {
     assert_eq!(
         ::std::mem::size_of::<shardrec_embedding_options>(),
-        40usize,
+        48usize,
         concat!("Size of: ", stringify!(shardrec_embedding_options))
     );
     assert_eq!(
@@ -2159,8 +2160,29 @@ fn bindgen_test_layout_shardrec_embedding_options() {
         );
     }
     test_field_device_index();
+    fn test_field_non_finite() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_embedding_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).non_finite) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_embedding_options),
+                "::",
+                stringify!(non_finite)
+            )
+        );
+    }
+    test_field_non_finite();
 }
 pub type shardrec_embedding_options_t = shardrec_embedding_options;
+pub const shardrec_non_finite_policy_SHARDREC_NON_FINITE_CHECK: shardrec_non_finite_policy = 0;
+pub const shardrec_non_finite_policy_SHARDREC_NON_FINITE_ALLOW: shardrec_non_finite_policy = 1;
+pub type shardrec_non_finite_policy = ::std::os::raw::c_uint;
+pub use self::shardrec_non_finite_policy as shardrec_non_finite_policy_t;
 extern "C" {
     pub fn shardrec_embedding_options_init(
         options: *mut shardrec_embedding_options_t,
