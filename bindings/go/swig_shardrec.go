@@ -33,78 +33,78 @@ typedef struct { void* array; intgo len; intgo cap; } _goslice_;
 typedef _gostring_ swig_type_1;
 typedef _gostring_ swig_type_2;
 typedef long long swig_type_3;
-typedef long long swig_type_4;
+typedef _gostring_ swig_type_4;
 typedef long long swig_type_5;
-typedef _gostring_ swig_type_6;
-typedef long long swig_type_7;
+typedef long long swig_type_6;
+typedef _gostring_ swig_type_7;
 typedef long long swig_type_8;
-typedef _gostring_ swig_type_9;
+typedef long long swig_type_9;
 typedef _gostring_ swig_type_10;
 typedef _gostring_ swig_type_11;
 typedef _gostring_ swig_type_12;
-typedef _goslice_ swig_type_13;
-typedef _gostring_ swig_type_14;
-typedef _goslice_ swig_type_15;
+typedef _gostring_ swig_type_13;
+typedef _goslice_ swig_type_14;
+typedef _gostring_ swig_type_15;
 typedef _goslice_ swig_type_16;
-typedef _gostring_ swig_type_17;
-typedef _goslice_ swig_type_18;
-typedef _gostring_ swig_type_19;
-typedef _goslice_ swig_type_20;
-typedef _gostring_ swig_type_21;
-typedef _goslice_ swig_type_22;
-typedef _gostring_ swig_type_23;
-typedef _goslice_ swig_type_24;
-typedef _gostring_ swig_type_25;
-typedef long long swig_type_26;
-typedef _gostring_ swig_type_27;
+typedef _goslice_ swig_type_17;
+typedef _gostring_ swig_type_18;
+typedef _goslice_ swig_type_19;
+typedef _gostring_ swig_type_20;
+typedef _goslice_ swig_type_21;
+typedef _gostring_ swig_type_22;
+typedef _goslice_ swig_type_23;
+typedef _gostring_ swig_type_24;
+typedef _goslice_ swig_type_25;
+typedef _gostring_ swig_type_26;
+typedef long long swig_type_27;
 typedef _gostring_ swig_type_28;
 typedef _gostring_ swig_type_29;
-typedef long long swig_type_30;
-typedef _gostring_ swig_type_31;
-typedef long long swig_type_32;
-typedef _gostring_ swig_type_33;
-typedef long long swig_type_34;
-typedef _gostring_ swig_type_35;
-typedef long long swig_type_36;
+typedef _gostring_ swig_type_30;
+typedef long long swig_type_31;
+typedef _gostring_ swig_type_32;
+typedef long long swig_type_33;
+typedef _gostring_ swig_type_34;
+typedef long long swig_type_35;
+typedef _gostring_ swig_type_36;
 typedef long long swig_type_37;
 typedef long long swig_type_38;
 typedef long long swig_type_39;
-typedef _gostring_ swig_type_40;
-typedef _goslice_ swig_type_41;
-typedef _gostring_ swig_type_42;
+typedef long long swig_type_40;
+typedef _gostring_ swig_type_41;
+typedef _goslice_ swig_type_42;
 typedef _gostring_ swig_type_43;
 typedef _gostring_ swig_type_44;
 typedef _gostring_ swig_type_45;
-typedef _goslice_ swig_type_46;
-typedef _gostring_ swig_type_47;
-typedef _goslice_ swig_type_48;
-typedef _gostring_ swig_type_49;
-typedef _goslice_ swig_type_50;
-typedef _gostring_ swig_type_51;
-typedef _goslice_ swig_type_52;
-typedef _gostring_ swig_type_53;
-typedef _goslice_ swig_type_54;
-typedef _gostring_ swig_type_55;
-typedef long long swig_type_56;
-typedef _gostring_ swig_type_57;
-typedef long long swig_type_58;
-typedef _gostring_ swig_type_59;
+typedef _gostring_ swig_type_46;
+typedef _goslice_ swig_type_47;
+typedef _gostring_ swig_type_48;
+typedef _goslice_ swig_type_49;
+typedef _gostring_ swig_type_50;
+typedef _goslice_ swig_type_51;
+typedef _gostring_ swig_type_52;
+typedef _goslice_ swig_type_53;
+typedef _gostring_ swig_type_54;
+typedef _goslice_ swig_type_55;
+typedef _gostring_ swig_type_56;
+typedef long long swig_type_57;
+typedef _gostring_ swig_type_58;
+typedef long long swig_type_59;
 typedef _gostring_ swig_type_60;
-typedef _goslice_ swig_type_61;
-typedef _gostring_ swig_type_62;
-typedef long long swig_type_63;
-typedef _goslice_ swig_type_64;
-typedef _gostring_ swig_type_65;
-typedef long long swig_type_66;
-typedef _goslice_ swig_type_67;
-typedef _gostring_ swig_type_68;
-typedef long long swig_type_69;
-typedef _goslice_ swig_type_70;
+typedef _gostring_ swig_type_61;
+typedef _goslice_ swig_type_62;
+typedef _gostring_ swig_type_63;
+typedef long long swig_type_64;
+typedef _goslice_ swig_type_65;
+typedef _gostring_ swig_type_66;
+typedef long long swig_type_67;
+typedef _goslice_ swig_type_68;
+typedef _gostring_ swig_type_69;
+typedef long long swig_type_70;
 typedef _goslice_ swig_type_71;
-typedef _gostring_ swig_type_72;
-typedef long long swig_type_73;
+typedef _goslice_ swig_type_72;
+typedef _gostring_ swig_type_73;
 typedef long long swig_type_74;
-typedef _gostring_ swig_type_75;
+typedef long long swig_type_75;
 typedef long long swig_type_76;
 typedef long long swig_type_77;
 typedef _gostring_ swig_type_78;
@@ -150,57 +150,80 @@ typedef _gostring_ swig_type_117;
 typedef _goslice_ swig_type_118;
 typedef _goslice_ swig_type_119;
 typedef _gostring_ swig_type_120;
-typedef _goslice_ swig_type_121;
+typedef _gostring_ swig_type_121;
 typedef _gostring_ swig_type_122;
 typedef _gostring_ swig_type_123;
 typedef _gostring_ swig_type_124;
-typedef _goslice_ swig_type_125;
-typedef _gostring_ swig_type_126;
-typedef _goslice_ swig_type_127;
-typedef _goslice_ swig_type_128;
-typedef _goslice_ swig_type_129;
+typedef _gostring_ swig_type_125;
+typedef _goslice_ swig_type_126;
+typedef _gostring_ swig_type_127;
+typedef _gostring_ swig_type_128;
+typedef long long swig_type_129;
 typedef _goslice_ swig_type_130;
 typedef _gostring_ swig_type_131;
 typedef _goslice_ swig_type_132;
 typedef _gostring_ swig_type_133;
-typedef _goslice_ swig_type_134;
-typedef _gostring_ swig_type_135;
-typedef _gostring_ swig_type_136;
-typedef _goslice_ swig_type_137;
-typedef _gostring_ swig_type_138;
-typedef _gostring_ swig_type_139;
-typedef _goslice_ swig_type_140;
+typedef long long swig_type_134;
+typedef long long swig_type_135;
+typedef long long swig_type_136;
+typedef long long swig_type_137;
+typedef long long swig_type_138;
+typedef long long swig_type_139;
+typedef long long swig_type_140;
 typedef _gostring_ swig_type_141;
-typedef _goslice_ swig_type_142;
-typedef _goslice_ swig_type_143;
+typedef _gostring_ swig_type_142;
+typedef _gostring_ swig_type_143;
 typedef _goslice_ swig_type_144;
 typedef _gostring_ swig_type_145;
 typedef _gostring_ swig_type_146;
 typedef _gostring_ swig_type_147;
-typedef _gostring_ swig_type_148;
-typedef long long swig_type_149;
+typedef _goslice_ swig_type_148;
+typedef _gostring_ swig_type_149;
 typedef _goslice_ swig_type_150;
-typedef _gostring_ swig_type_151;
-typedef _gostring_ swig_type_152;
+typedef _goslice_ swig_type_151;
+typedef _goslice_ swig_type_152;
 typedef _goslice_ swig_type_153;
-typedef _goslice_ swig_type_154;
-typedef _gostring_ swig_type_155;
-typedef _goslice_ swig_type_156;
-typedef _gostring_ swig_type_157;
-typedef _goslice_ swig_type_158;
+typedef _gostring_ swig_type_154;
+typedef _goslice_ swig_type_155;
+typedef _gostring_ swig_type_156;
+typedef _goslice_ swig_type_157;
+typedef _gostring_ swig_type_158;
 typedef _gostring_ swig_type_159;
-typedef long long swig_type_160;
-typedef long long swig_type_161;
-typedef _goslice_ swig_type_162;
+typedef _goslice_ swig_type_160;
+typedef _gostring_ swig_type_161;
+typedef _gostring_ swig_type_162;
 typedef _goslice_ swig_type_163;
-typedef _goslice_ swig_type_164;
+typedef _gostring_ swig_type_164;
 typedef _goslice_ swig_type_165;
-typedef _gostring_ swig_type_166;
-typedef long long swig_type_167;
-typedef long long swig_type_168;
-typedef _goslice_ swig_type_169;
-typedef _goslice_ swig_type_170;
-typedef _goslice_ swig_type_171;
+typedef _goslice_ swig_type_166;
+typedef _goslice_ swig_type_167;
+typedef _gostring_ swig_type_168;
+typedef _gostring_ swig_type_169;
+typedef _gostring_ swig_type_170;
+typedef _gostring_ swig_type_171;
+typedef long long swig_type_172;
+typedef _goslice_ swig_type_173;
+typedef _gostring_ swig_type_174;
+typedef _gostring_ swig_type_175;
+typedef _goslice_ swig_type_176;
+typedef _goslice_ swig_type_177;
+typedef _gostring_ swig_type_178;
+typedef _goslice_ swig_type_179;
+typedef _gostring_ swig_type_180;
+typedef _goslice_ swig_type_181;
+typedef _gostring_ swig_type_182;
+typedef long long swig_type_183;
+typedef long long swig_type_184;
+typedef _goslice_ swig_type_185;
+typedef _goslice_ swig_type_186;
+typedef _goslice_ swig_type_187;
+typedef _goslice_ swig_type_188;
+typedef _gostring_ swig_type_189;
+typedef long long swig_type_190;
+typedef long long swig_type_191;
+typedef _goslice_ swig_type_192;
+typedef _goslice_ swig_type_193;
+typedef _goslice_ swig_type_194;
 extern void _wrap_Swig_free_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_shardrec_f3770aebdf7e19ec(swig_intgo arg1);
 extern swig_intgo _wrap_OK_shardrec_f3770aebdf7e19ec(void);
@@ -243,88 +266,6 @@ extern swig_intgo _wrap_POOLING_NONE_shardrec_f3770aebdf7e19ec(void);
 extern swig_intgo _wrap_INIT_DEFAULT_shardrec_f3770aebdf7e19ec(void);
 extern swig_intgo _wrap_INIT_UNIFORM_shardrec_f3770aebdf7e19ec(void);
 extern swig_intgo _wrap_INIT_CONSTANT_shardrec_f3770aebdf7e19ec(void);
-extern void _wrap_Topology_t_version_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_version_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Topology_t_world_size_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_world_size_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Topology_t_ranks_per_node_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_ranks_per_node_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Topology_t_device_type_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_device_type_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Topology_t_memory_bytes_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_4 arg2);
-extern swig_type_5 _wrap_Topology_t_memory_bytes_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Topology_t_intra_node_bandwidth_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_intra_node_bandwidth_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Topology_t_inter_node_bandwidth_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_inter_node_bandwidth_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Topology_t_batch_size_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_batch_size_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Topology_t_optimizer_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_optimizer_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Topology_t_memory_bandwidth_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_memory_bandwidth_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Topology_t_reserved_fraction_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_reserved_fraction_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern uintptr_t _wrap_new_Topology_t_shardrec_f3770aebdf7e19ec(void);
-extern void _wrap_delete_Topology_t_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_6 _wrap_topology_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern void _wrap_comm_options_version_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_version_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_comm_options_timeout_ms_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_7 arg2);
-extern swig_type_8 _wrap_comm_options_timeout_ms_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_comm_options_backend_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_backend_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_comm_options_device_type_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_device_type_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_comm_options_device_index_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_device_index_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_comm_options_bind_address_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_9 arg2);
-extern swig_type_10 _wrap_comm_options_bind_address_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern uintptr_t _wrap_new_comm_options_shardrec_f3770aebdf7e19ec(void);
-extern void _wrap_delete_comm_options_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_11 _wrap_comm_options_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_12 _wrap_comm_unique_id_create_shardrec_f3770aebdf7e19ec(swig_type_13 arg1);
-extern swig_type_14 _wrap_comm_create_shardrec_f3770aebdf7e19ec(swig_type_15 arg1, swig_type_16 arg2, swig_intgo arg3, swig_intgo arg4, uintptr_t arg5);
-extern swig_type_17 _wrap_comm_create_local_group_shardrec_f3770aebdf7e19ec(swig_type_18 arg1, uintptr_t arg2);
-extern swig_type_19 _wrap_comm_split_shardrec_f3770aebdf7e19ec(swig_type_20 arg1, uintptr_t arg2, swig_intgo arg3, swig_intgo arg4);
-extern swig_type_21 _wrap_comm_rank_shardrec_f3770aebdf7e19ec(swig_type_22 arg1, uintptr_t arg2);
-extern swig_type_23 _wrap_comm_size_shardrec_f3770aebdf7e19ec(swig_type_24 arg1, uintptr_t arg2);
-extern swig_type_25 _wrap_comm_set_timeout_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_26 arg2);
-extern swig_type_27 _wrap_comm_abort_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_28 _wrap_comm_async_error_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_comm_destroy_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_29 _wrap_comm_allreduce_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_30 arg4, swig_intgo arg5, swig_intgo arg6);
-extern swig_type_31 _wrap_comm_broadcast_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, swig_type_32 arg3, swig_intgo arg4, swig_intgo arg5);
-extern swig_type_33 _wrap_comm_allgather_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_34 arg4, swig_intgo arg5);
-extern swig_type_35 _wrap_comm_barrier_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Shard_t_row_offset_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_36 arg2);
-extern swig_type_37 _wrap_Shard_t_row_offset_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Shard_t_rows_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_38 arg2);
-extern swig_type_39 _wrap_Shard_t_rows_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Shard_t_col_offset_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Shard_t_col_offset_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Shard_t_cols_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Shard_t_cols_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Shard_t_rank_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Shard_t_rank_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern uintptr_t _wrap_new_Shard_t_shardrec_f3770aebdf7e19ec(void);
-extern void _wrap_delete_Shard_t_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_40 _wrap_plan_from_json_shardrec_f3770aebdf7e19ec(swig_type_41 arg1, swig_type_42 arg2);
-extern swig_type_43 _wrap_plan_to_json_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_44 _wrap_plan_stats_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_45 _wrap_plan_hash_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_46 arg2);
-extern swig_type_47 _wrap_plan_world_size_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_48 arg2);
-extern swig_type_49 _wrap_plan_ranks_per_node_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_50 arg2);
-extern swig_type_51 _wrap_plan_num_tables_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_52 arg2);
-extern swig_type_53 _wrap_plan_num_features_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_54 arg2);
-extern swig_type_55 _wrap_plan_feature_name_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_56 arg2, swig_voidp arg3);
-extern swig_type_57 _wrap_plan_table_name_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_58 arg2, swig_voidp arg3);
-extern swig_type_59 _wrap_plan_find_table_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_60 arg2, swig_type_61 arg3);
-extern swig_type_62 _wrap_plan_table_rows_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_63 arg2, swig_type_64 arg3);
-extern swig_type_65 _wrap_plan_table_dim_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_66 arg2, swig_type_67 arg3);
-extern swig_type_68 _wrap_plan_table_sharding_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_69 arg2, swig_type_70 arg3, swig_type_71 arg4);
-extern swig_type_72 _wrap_plan_shard_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_73 arg2, swig_type_74 arg3, uintptr_t arg4);
-extern void _wrap_plan_destroy_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern swig_intgo _wrap_OPTIMIZER_SGD_shardrec_f3770aebdf7e19ec(void);
 extern swig_intgo _wrap_OPTIMIZER_ADAGRAD_shardrec_f3770aebdf7e19ec(void);
 extern swig_intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_shardrec_f3770aebdf7e19ec(void);
@@ -334,9 +275,6 @@ extern swig_intgo _wrap_OPTIMIZER_LAMB_shardrec_f3770aebdf7e19ec(void);
 extern swig_intgo _wrap_WEIGHT_DECAY_NONE_shardrec_f3770aebdf7e19ec(void);
 extern swig_intgo _wrap_WEIGHT_DECAY_L2_shardrec_f3770aebdf7e19ec(void);
 extern swig_intgo _wrap_WEIGHT_DECAY_DECOUPLED_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_BOUNDS_ERROR_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_BOUNDS_CLAMP_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_BOUNDS_SKIP_shardrec_f3770aebdf7e19ec(void);
 extern void _wrap_optimizer_config_version_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_optimizer_config_version_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern void _wrap_optimizer_config_Xtype_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
@@ -357,7 +295,92 @@ extern void _wrap_optimizer_config_stochastic_rounding_set_shardrec_f3770aebdf7e
 extern swig_intgo _wrap_optimizer_config_stochastic_rounding_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern uintptr_t _wrap_new_optimizer_config_shardrec_f3770aebdf7e19ec(void);
 extern void _wrap_delete_optimizer_config_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_75 _wrap_optimizer_config_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_4 _wrap_optimizer_config_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_Topology_t_version_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_version_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Topology_t_world_size_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_world_size_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Topology_t_ranks_per_node_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_ranks_per_node_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Topology_t_device_type_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_device_type_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Topology_t_memory_bytes_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_5 arg2);
+extern swig_type_6 _wrap_Topology_t_memory_bytes_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Topology_t_intra_node_bandwidth_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_intra_node_bandwidth_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Topology_t_inter_node_bandwidth_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_inter_node_bandwidth_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Topology_t_batch_size_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_batch_size_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Topology_t_optimizer_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_optimizer_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Topology_t_memory_bandwidth_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_memory_bandwidth_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Topology_t_reserved_fraction_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_reserved_fraction_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern uintptr_t _wrap_new_Topology_t_shardrec_f3770aebdf7e19ec(void);
+extern void _wrap_delete_Topology_t_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern swig_type_7 _wrap_topology_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_comm_options_version_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_version_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_comm_options_timeout_ms_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_8 arg2);
+extern swig_type_9 _wrap_comm_options_timeout_ms_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_comm_options_backend_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_backend_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_comm_options_device_type_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_device_type_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_comm_options_device_index_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_device_index_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_comm_options_bind_address_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_10 arg2);
+extern swig_type_11 _wrap_comm_options_bind_address_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern uintptr_t _wrap_new_comm_options_shardrec_f3770aebdf7e19ec(void);
+extern void _wrap_delete_comm_options_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern swig_type_12 _wrap_comm_options_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_13 _wrap_comm_unique_id_create_shardrec_f3770aebdf7e19ec(swig_type_14 arg1);
+extern swig_type_15 _wrap_comm_create_shardrec_f3770aebdf7e19ec(swig_type_16 arg1, swig_type_17 arg2, swig_intgo arg3, swig_intgo arg4, uintptr_t arg5);
+extern swig_type_18 _wrap_comm_create_local_group_shardrec_f3770aebdf7e19ec(swig_type_19 arg1, uintptr_t arg2);
+extern swig_type_20 _wrap_comm_split_shardrec_f3770aebdf7e19ec(swig_type_21 arg1, uintptr_t arg2, swig_intgo arg3, swig_intgo arg4);
+extern swig_type_22 _wrap_comm_rank_shardrec_f3770aebdf7e19ec(swig_type_23 arg1, uintptr_t arg2);
+extern swig_type_24 _wrap_comm_size_shardrec_f3770aebdf7e19ec(swig_type_25 arg1, uintptr_t arg2);
+extern swig_type_26 _wrap_comm_set_timeout_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_27 arg2);
+extern swig_type_28 _wrap_comm_abort_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern swig_type_29 _wrap_comm_async_error_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_comm_destroy_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern swig_type_30 _wrap_comm_allreduce_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_31 arg4, swig_intgo arg5, swig_intgo arg6);
+extern swig_type_32 _wrap_comm_broadcast_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, swig_type_33 arg3, swig_intgo arg4, swig_intgo arg5);
+extern swig_type_34 _wrap_comm_allgather_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_35 arg4, swig_intgo arg5);
+extern swig_type_36 _wrap_comm_barrier_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Shard_t_row_offset_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_37 arg2);
+extern swig_type_38 _wrap_Shard_t_row_offset_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Shard_t_rows_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_39 arg2);
+extern swig_type_40 _wrap_Shard_t_rows_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Shard_t_col_offset_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Shard_t_col_offset_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Shard_t_cols_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Shard_t_cols_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_Shard_t_rank_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Shard_t_rank_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern uintptr_t _wrap_new_Shard_t_shardrec_f3770aebdf7e19ec(void);
+extern void _wrap_delete_Shard_t_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern swig_type_41 _wrap_plan_from_json_shardrec_f3770aebdf7e19ec(swig_type_42 arg1, swig_type_43 arg2);
+extern swig_type_44 _wrap_plan_to_json_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_45 _wrap_plan_stats_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_46 _wrap_plan_hash_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_47 arg2);
+extern swig_type_48 _wrap_plan_world_size_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_49 arg2);
+extern swig_type_50 _wrap_plan_ranks_per_node_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_51 arg2);
+extern swig_type_52 _wrap_plan_num_tables_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_53 arg2);
+extern swig_type_54 _wrap_plan_num_features_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_55 arg2);
+extern swig_type_56 _wrap_plan_feature_name_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_57 arg2, swig_voidp arg3);
+extern swig_type_58 _wrap_plan_table_name_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_59 arg2, swig_voidp arg3);
+extern swig_type_60 _wrap_plan_find_table_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_61 arg2, swig_type_62 arg3);
+extern swig_type_63 _wrap_plan_table_rows_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_64 arg2, swig_type_65 arg3);
+extern swig_type_66 _wrap_plan_table_dim_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_67 arg2, swig_type_68 arg3);
+extern swig_type_69 _wrap_plan_table_sharding_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_70 arg2, swig_type_71 arg3, swig_type_72 arg4);
+extern swig_type_73 _wrap_plan_shard_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_74 arg2, swig_type_75 arg3, uintptr_t arg4);
+extern void _wrap_plan_destroy_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern swig_intgo _wrap_BOUNDS_ERROR_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_BOUNDS_CLAMP_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_BOUNDS_SKIP_shardrec_f3770aebdf7e19ec(void);
 extern void _wrap_embedding_options_version_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_version_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern void _wrap_embedding_options_seed_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_76 arg2);
@@ -399,8 +422,38 @@ extern swig_type_106 _wrap_embedding_state_info_shardrec_f3770aebdf7e19ec(uintpt
 extern swig_type_109 _wrap_embedding_get_state_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_110 arg2, swig_type_111 arg3, swig_type_112 arg4);
 extern swig_type_113 _wrap_embedding_set_state_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_114 arg2, swig_type_115 arg3, swig_type_116 arg4);
 extern swig_type_117 _wrap_embedding_timings_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_118 arg2, swig_type_119 arg3);
-extern swig_type_120 _wrap_device_count_shardrec_f3770aebdf7e19ec(swig_type_121 arg1);
-extern swig_type_122 _wrap_device_check_shardrec_f3770aebdf7e19ec(swig_intgo arg1, swig_intgo arg2);
+extern swig_type_120 _wrap_embedding_set_table_learning_rate_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_121 arg2, float arg3);
+extern swig_type_122 _wrap_embedding_table_optimizer_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_123 arg2, uintptr_t arg3);
+extern swig_type_124 _wrap_embedding_table_num_states_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_125 arg2, swig_type_126 arg3);
+extern swig_type_127 _wrap_embedding_table_state_info_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_128 arg2, swig_type_129 arg3, swig_voidp arg4, swig_type_130 arg5);
+extern swig_type_131 _wrap_embedding_num_outputs_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_132 arg2);
+extern swig_type_133 _wrap_embedding_output_info_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_134 arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6);
+extern void _wrap_step_timings_version_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_step_timings_version_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_step_timings_forwards_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_135 arg2);
+extern swig_type_136 _wrap_step_timings_forwards_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_step_timings_backwards_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_137 arg2);
+extern swig_type_138 _wrap_step_timings_backwards_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_step_timings_samples_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_139 arg2);
+extern swig_type_140 _wrap_step_timings_samples_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_step_timings_total_seconds_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_total_seconds_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_step_timings_collective_seconds_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_collective_seconds_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_step_timings_input_dist_seconds_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_input_dist_seconds_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_step_timings_lookup_seconds_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_lookup_seconds_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_step_timings_output_dist_seconds_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_output_dist_seconds_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_step_timings_backward_seconds_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_backward_seconds_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern uintptr_t _wrap_new_step_timings_shardrec_f3770aebdf7e19ec(void);
+extern void _wrap_delete_step_timings_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern swig_type_141 _wrap_step_timings_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_142 _wrap_embedding_step_timings_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_143 _wrap_device_count_shardrec_f3770aebdf7e19ec(swig_type_144 arg1);
+extern swig_type_145 _wrap_device_check_shardrec_f3770aebdf7e19ec(swig_intgo arg1, swig_intgo arg2);
 extern void _wrap_mesh_options_version_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_mesh_options_version_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern void _wrap_mesh_options_sharding_group_size_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
@@ -415,27 +468,27 @@ extern void _wrap_mesh_options_sync_mode_set_shardrec_f3770aebdf7e19ec(uintptr_t
 extern swig_intgo _wrap_mesh_options_sync_mode_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern uintptr_t _wrap_new_mesh_options_shardrec_f3770aebdf7e19ec(void);
 extern void _wrap_delete_mesh_options_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_123 _wrap_mesh_options_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_124 _wrap_mesh_create_shardrec_f3770aebdf7e19ec(swig_type_125 arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_146 _wrap_mesh_options_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_147 _wrap_mesh_create_shardrec_f3770aebdf7e19ec(swig_type_148 arg1, uintptr_t arg2, uintptr_t arg3);
 extern void _wrap_mesh_destroy_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_126 _wrap_mesh_coords_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_127 arg2, swig_type_128 arg3, swig_type_129 arg4, swig_type_130 arg5);
-extern swig_type_131 _wrap_mesh_sharding_comm_shardrec_f3770aebdf7e19ec(swig_type_132 arg1, uintptr_t arg2);
-extern swig_type_133 _wrap_mesh_replica_comm_shardrec_f3770aebdf7e19ec(swig_type_134 arg1, uintptr_t arg2);
-extern swig_type_135 _wrap_mesh_describe_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_136 _wrap_mesh_embedding_create_shardrec_f3770aebdf7e19ec(swig_type_137 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
-extern swig_type_138 _wrap_mesh_sync_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
-extern swig_type_139 _wrap_mesh_step_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, swig_type_140 arg3);
-extern swig_type_141 _wrap_mesh_sync_stats_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_142 arg2, swig_type_143 arg3, swig_type_144 arg4);
+extern swig_type_149 _wrap_mesh_coords_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_150 arg2, swig_type_151 arg3, swig_type_152 arg4, swig_type_153 arg5);
+extern swig_type_154 _wrap_mesh_sharding_comm_shardrec_f3770aebdf7e19ec(swig_type_155 arg1, uintptr_t arg2);
+extern swig_type_156 _wrap_mesh_replica_comm_shardrec_f3770aebdf7e19ec(swig_type_157 arg1, uintptr_t arg2);
+extern swig_type_158 _wrap_mesh_describe_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_159 _wrap_mesh_embedding_create_shardrec_f3770aebdf7e19ec(swig_type_160 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_161 _wrap_mesh_sync_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
+extern swig_type_162 _wrap_mesh_step_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, swig_type_163 arg3);
+extern swig_type_164 _wrap_mesh_sync_stats_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_165 arg2, swig_type_166 arg3, swig_type_167 arg4);
 extern uintptr_t _wrap_bind_plan_spec_new_shardrec_f3770aebdf7e19ec(void);
 extern void _wrap_bind_plan_spec_free_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern uintptr_t _wrap_bind_plan_spec_topology_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_145 _wrap_bind_plan_spec_add_feature_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_146 arg2, float arg3);
-extern swig_type_147 _wrap_bind_plan_spec_add_table_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_148 arg2, swig_type_149 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_150 arg7, swig_intgo arg8, float arg9, float arg10);
-extern swig_type_151 _wrap_bind_plan_spec_add_constraints_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_152 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_153 arg5, swig_type_154 arg6);
-extern swig_type_155 _wrap_bind_plan_spec_set_memory_bytes_per_rank_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_156 arg2);
-extern swig_type_157 _wrap_bind_plan_create_shardrec_f3770aebdf7e19ec(swig_type_158 arg1, uintptr_t arg2);
-extern swig_type_159 _wrap_bind_embedding_forward_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_160 arg2, swig_type_161 arg3, swig_type_162 arg4, swig_type_163 arg5, swig_type_164 arg6, swig_type_165 arg7);
-extern swig_type_166 _wrap_bind_embedding_input_dist_start_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_167 arg2, swig_type_168 arg3, swig_type_169 arg4, swig_type_170 arg5, swig_type_171 arg6);
+extern swig_type_168 _wrap_bind_plan_spec_add_feature_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_169 arg2, float arg3);
+extern swig_type_170 _wrap_bind_plan_spec_add_table_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_171 arg2, swig_type_172 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_173 arg7, swig_intgo arg8, float arg9, float arg10);
+extern swig_type_174 _wrap_bind_plan_spec_add_constraints_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_175 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_176 arg5, swig_type_177 arg6);
+extern swig_type_178 _wrap_bind_plan_spec_set_memory_bytes_per_rank_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_179 arg2);
+extern swig_type_180 _wrap_bind_plan_create_shardrec_f3770aebdf7e19ec(swig_type_181 arg1, uintptr_t arg2);
+extern swig_type_182 _wrap_bind_embedding_forward_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_183 arg2, swig_type_184 arg3, swig_type_185 arg4, swig_type_186 arg5, swig_type_187 arg6, swig_type_188 arg7);
+extern swig_type_189 _wrap_bind_embedding_input_dist_start_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_190 arg2, swig_type_191 arg3, swig_type_192 arg4, swig_type_193 arg5, swig_type_194 arg6);
 #undef intgo
 */
 import "C"
@@ -783,854 +836,6 @@ func _swig_getINIT_CONSTANT() (_swig_ret Enum_SS_shardrec_init_kind) {
 
 var INIT_CONSTANT Enum_SS_shardrec_init_kind = _swig_getINIT_CONSTANT()
 const FEATURE_CONFIG_VERSION uint = 1
-const TABLE_CONFIG_VERSION uint = 1
-type SwigcptrTopology_t uintptr
-
-func (p SwigcptrTopology_t) Swigcptr() uintptr {
-	return (uintptr)(p)
-}
-
-func (p SwigcptrTopology_t) SwigIsTopology_t() {
-}
-
-func (arg1 SwigcptrTopology_t) SetVersion(arg2 uint) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_Topology_t_version_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
-}
-
-func (arg1 SwigcptrTopology_t) GetVersion() (_swig_ret uint) {
-	var swig_r uint
-	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_Topology_t_version_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrTopology_t) SetWorld_size(arg2 int) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_Topology_t_world_size_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
-}
-
-func (arg1 SwigcptrTopology_t) GetWorld_size() (_swig_ret int) {
-	var swig_r int
-	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_world_size_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrTopology_t) SetRanks_per_node(arg2 int) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_Topology_t_ranks_per_node_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
-}
-
-func (arg1 SwigcptrTopology_t) GetRanks_per_node() (_swig_ret int) {
-	var swig_r int
-	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_ranks_per_node_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrTopology_t) SetDevice_type(arg2 int) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_Topology_t_device_type_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
-}
-
-func (arg1 SwigcptrTopology_t) GetDevice_type() (_swig_ret int) {
-	var swig_r int
-	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_device_type_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrTopology_t) SetMemory_bytes(arg2 uint64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_Topology_t_memory_bytes_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_4(_swig_i_1))
-}
-
-func (arg1 SwigcptrTopology_t) GetMemory_bytes() (_swig_ret uint64) {
-	var swig_r uint64
-	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_Topology_t_memory_bytes_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrTopology_t) SetIntra_node_bandwidth(arg2 float64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_Topology_t_intra_node_bandwidth_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
-}
-
-func (arg1 SwigcptrTopology_t) GetIntra_node_bandwidth() (_swig_ret float64) {
-	var swig_r float64
-	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_intra_node_bandwidth_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrTopology_t) SetInter_node_bandwidth(arg2 float64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_Topology_t_inter_node_bandwidth_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
-}
-
-func (arg1 SwigcptrTopology_t) GetInter_node_bandwidth() (_swig_ret float64) {
-	var swig_r float64
-	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_inter_node_bandwidth_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrTopology_t) SetBatch_size(arg2 int) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_Topology_t_batch_size_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
-}
-
-func (arg1 SwigcptrTopology_t) GetBatch_size() (_swig_ret int) {
-	var swig_r int
-	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_batch_size_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrTopology_t) SetOptimizer(arg2 int) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_Topology_t_optimizer_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
-}
-
-func (arg1 SwigcptrTopology_t) GetOptimizer() (_swig_ret int) {
-	var swig_r int
-	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_optimizer_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrTopology_t) SetMemory_bandwidth(arg2 float64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_Topology_t_memory_bandwidth_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
-}
-
-func (arg1 SwigcptrTopology_t) GetMemory_bandwidth() (_swig_ret float64) {
-	var swig_r float64
-	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_memory_bandwidth_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrTopology_t) SetReserved_fraction(arg2 float64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_Topology_t_reserved_fraction_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
-}
-
-func (arg1 SwigcptrTopology_t) GetReserved_fraction() (_swig_ret float64) {
-	var swig_r float64
-	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_reserved_fraction_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func NewTopology_t() (_swig_ret Topology_t) {
-	var swig_r Topology_t
-	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_new_Topology_t_shardrec_f3770aebdf7e19ec()))
-	return swig_r
-}
-
-func DeleteTopology_t(arg1 Topology_t) {
-	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Topology_t_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
-}
-
-type Topology_t interface {
-	Swigcptr() uintptr
-	SwigIsTopology_t()
-	SetVersion(arg2 uint)
-	GetVersion() (_swig_ret uint)
-	SetWorld_size(arg2 int)
-	GetWorld_size() (_swig_ret int)
-	SetRanks_per_node(arg2 int)
-	GetRanks_per_node() (_swig_ret int)
-	SetDevice_type(arg2 int)
-	GetDevice_type() (_swig_ret int)
-	SetMemory_bytes(arg2 uint64)
-	GetMemory_bytes() (_swig_ret uint64)
-	SetIntra_node_bandwidth(arg2 float64)
-	GetIntra_node_bandwidth() (_swig_ret float64)
-	SetInter_node_bandwidth(arg2 float64)
-	GetInter_node_bandwidth() (_swig_ret float64)
-	SetBatch_size(arg2 int)
-	GetBatch_size() (_swig_ret int)
-	SetOptimizer(arg2 int)
-	GetOptimizer() (_swig_ret int)
-	SetMemory_bandwidth(arg2 float64)
-	GetMemory_bandwidth() (_swig_ret float64)
-	SetReserved_fraction(arg2 float64)
-	GetReserved_fraction() (_swig_ret float64)
-}
-
-const TOPOLOGY_VERSION uint = 1
-func Topology_init(arg1 Topology_t, arg2 uint) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	swig_r_p := C._wrap_topology_init_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-const TABLE_CONSTRAINTS_VERSION uint = 1
-const UNIQUE_ID_BYTES int = 128
-const BACKEND_AUTO int = 0
-const BACKEND_GLOO int = 1
-const BACKEND_NCCL int = 2
-const REDUCE_SUM int = 0
-const REDUCE_AVG int = 1
-const REDUCE_MAX int = 2
-const REDUCE_MIN int = 3
-const COMM_OPTIONS_VERSION int = 1
-type SwigcptrComm_options uintptr
-
-func (p SwigcptrComm_options) Swigcptr() uintptr {
-	return (uintptr)(p)
-}
-
-func (p SwigcptrComm_options) SwigIsComm_options() {
-}
-
-func (arg1 SwigcptrComm_options) SetVersion(arg2 uint) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_comm_options_version_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
-}
-
-func (arg1 SwigcptrComm_options) GetVersion() (_swig_ret uint) {
-	var swig_r uint
-	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_comm_options_version_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrComm_options) SetTimeout_ms(arg2 int64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_comm_options_timeout_ms_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_7(_swig_i_1))
-}
-
-func (arg1 SwigcptrComm_options) GetTimeout_ms() (_swig_ret int64) {
-	var swig_r int64
-	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_comm_options_timeout_ms_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrComm_options) SetBackend(arg2 int) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_comm_options_backend_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
-}
-
-func (arg1 SwigcptrComm_options) GetBackend() (_swig_ret int) {
-	var swig_r int
-	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_comm_options_backend_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrComm_options) SetDevice_type(arg2 int) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_comm_options_device_type_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
-}
-
-func (arg1 SwigcptrComm_options) GetDevice_type() (_swig_ret int) {
-	var swig_r int
-	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_comm_options_device_type_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrComm_options) SetDevice_index(arg2 int) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_comm_options_device_index_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
-}
-
-func (arg1 SwigcptrComm_options) GetDevice_index() (_swig_ret int) {
-	var swig_r int
-	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_comm_options_device_index_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrComm_options) SetBind_address(arg2 string) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_comm_options_bind_address_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_9)(unsafe.Pointer(&_swig_i_1)))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg2
-	}
-}
-
-func (arg1 SwigcptrComm_options) GetBind_address() (_swig_ret string) {
-	var swig_r string
-	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_options_bind_address_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	var swig_r_1 string
- swig_r_1 = swigCopyString(swig_r) 
-	return swig_r_1
-}
-
-func NewComm_options() (_swig_ret Comm_options) {
-	var swig_r Comm_options
-	swig_r = (Comm_options)(SwigcptrComm_options(C._wrap_new_comm_options_shardrec_f3770aebdf7e19ec()))
-	return swig_r
-}
-
-func DeleteComm_options(arg1 Comm_options) {
-	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_comm_options_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
-}
-
-type Comm_options interface {
-	Swigcptr() uintptr
-	SwigIsComm_options()
-	SetVersion(arg2 uint)
-	GetVersion() (_swig_ret uint)
-	SetTimeout_ms(arg2 int64)
-	GetTimeout_ms() (_swig_ret int64)
-	SetBackend(arg2 int)
-	GetBackend() (_swig_ret int)
-	SetDevice_type(arg2 int)
-	GetDevice_type() (_swig_ret int)
-	SetDevice_index(arg2 int)
-	GetDevice_index() (_swig_ret int)
-	SetBind_address(arg2 string)
-	GetBind_address() (_swig_ret string)
-}
-
-func Comm_options_init(arg1 Comm_options, arg2 uint) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := getSwigcptr(arg1)
-	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_options_init_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Comm_unique_id_create(arg1 []byte) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_unique_id_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_13)(unsafe.Pointer(&_swig_i_0)))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg1
-	}
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Comm_create(arg1 []uintptr, arg2 []byte, arg3 int, arg4 int, arg5 Comm_options) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := arg4
-	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_comm_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_15)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_16)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.uintptr_t(_swig_i_4))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg1
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg2
-	}
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-const STORE_CALLBACKS_VERSION int = 1
-func Comm_create_local_group(arg1 []uintptr, arg2 Comm_options) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_comm_create_local_group_shardrec_f3770aebdf7e19ec(*(*C.swig_type_18)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg1
-	}
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Comm_split(arg1 []uintptr, arg2 uintptr, arg3 int, arg4 int) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := arg4
-	swig_r_p := C._wrap_comm_split_shardrec_f3770aebdf7e19ec(*(*C.swig_type_20)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg1
-	}
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Comm_rank(arg1 []int32, arg2 uintptr) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_rank_shardrec_f3770aebdf7e19ec(*(*C.swig_type_22)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg1
-	}
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Comm_size(arg1 []int32, arg2 uintptr) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_size_shardrec_f3770aebdf7e19ec(*(*C.swig_type_24)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg1
-	}
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Comm_set_timeout(arg1 uintptr, arg2 int64) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_set_timeout_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_26(_swig_i_1))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Comm_abort(arg1 uintptr) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_abort_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Comm_async_error(arg1 uintptr) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_async_error_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Comm_destroy(arg1 uintptr) {
-	_swig_i_0 := arg1
-	C._wrap_comm_destroy_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
-}
-
-func Comm_allreduce(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 int, arg6 int) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := arg4
-	_swig_i_4 := arg5
-	_swig_i_5 := arg6
-	swig_r_p := C._wrap_comm_allreduce_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_30(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Comm_broadcast(arg1 uintptr, arg2 uintptr, arg3 int64, arg4 int, arg5 int) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := arg4
-	_swig_i_4 := arg5
-	swig_r_p := C._wrap_comm_broadcast_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_32(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Comm_allgather(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 int) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := arg4
-	_swig_i_4 := arg5
-	swig_r_p := C._wrap_comm_allgather_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_34(_swig_i_3), C.swig_intgo(_swig_i_4))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Comm_barrier(arg1 uintptr) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_barrier_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-type SwigcptrShard_t uintptr
-
-func (p SwigcptrShard_t) Swigcptr() uintptr {
-	return (uintptr)(p)
-}
-
-func (p SwigcptrShard_t) SwigIsShard_t() {
-}
-
-func (arg1 SwigcptrShard_t) SetRow_offset(arg2 int64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_Shard_t_row_offset_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_36(_swig_i_1))
-}
-
-func (arg1 SwigcptrShard_t) GetRow_offset() (_swig_ret int64) {
-	var swig_r int64
-	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Shard_t_row_offset_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrShard_t) SetRows(arg2 int64) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_Shard_t_rows_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_38(_swig_i_1))
-}
-
-func (arg1 SwigcptrShard_t) GetRows() (_swig_ret int64) {
-	var swig_r int64
-	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Shard_t_rows_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrShard_t) SetCol_offset(arg2 int) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_Shard_t_col_offset_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
-}
-
-func (arg1 SwigcptrShard_t) GetCol_offset() (_swig_ret int) {
-	var swig_r int
-	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Shard_t_col_offset_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrShard_t) SetCols(arg2 int) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_Shard_t_cols_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
-}
-
-func (arg1 SwigcptrShard_t) GetCols() (_swig_ret int) {
-	var swig_r int
-	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Shard_t_cols_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func (arg1 SwigcptrShard_t) SetRank(arg2 int) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_Shard_t_rank_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
-}
-
-func (arg1 SwigcptrShard_t) GetRank() (_swig_ret int) {
-	var swig_r int
-	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Shard_t_rank_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
-	return swig_r
-}
-
-func NewShard_t() (_swig_ret Shard_t) {
-	var swig_r Shard_t
-	swig_r = (Shard_t)(SwigcptrShard_t(C._wrap_new_Shard_t_shardrec_f3770aebdf7e19ec()))
-	return swig_r
-}
-
-func DeleteShard_t(arg1 Shard_t) {
-	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Shard_t_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
-}
-
-type Shard_t interface {
-	Swigcptr() uintptr
-	SwigIsShard_t()
-	SetRow_offset(arg2 int64)
-	GetRow_offset() (_swig_ret int64)
-	SetRows(arg2 int64)
-	GetRows() (_swig_ret int64)
-	SetCol_offset(arg2 int)
-	GetCol_offset() (_swig_ret int)
-	SetCols(arg2 int)
-	GetCols() (_swig_ret int)
-	SetRank(arg2 int)
-	GetRank() (_swig_ret int)
-}
-
-func Plan_from_json(arg1 []uintptr, arg2 string) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_from_json_shardrec_f3770aebdf7e19ec(*(*C.swig_type_41)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_42)(unsafe.Pointer(&_swig_i_1)))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg1
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg2
-	}
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Plan_to_json(arg1 uintptr, arg2 *string) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_to_json_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
- *arg2 = swigCopyString(*arg2) 
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Plan_stats(arg1 uintptr, arg2 *string) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_stats_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
- *arg2 = swigCopyString(*arg2) 
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Plan_hash(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_hash_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_46)(unsafe.Pointer(&_swig_i_1)))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg2
-	}
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Plan_world_size(arg1 uintptr, arg2 []int32) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_world_size_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_48)(unsafe.Pointer(&_swig_i_1)))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg2
-	}
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Plan_ranks_per_node(arg1 uintptr, arg2 []int32) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_ranks_per_node_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_50)(unsafe.Pointer(&_swig_i_1)))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg2
-	}
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Plan_num_tables(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_num_tables_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_52)(unsafe.Pointer(&_swig_i_1)))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg2
-	}
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Plan_num_features(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_num_features_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_54)(unsafe.Pointer(&_swig_i_1)))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg2
-	}
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Plan_feature_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_feature_name_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_56(_swig_i_1), C.swig_voidp(_swig_i_2))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
- *arg3 = swigCopyString(*arg3) 
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Plan_table_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_name_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_58(_swig_i_1), C.swig_voidp(_swig_i_2))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
- *arg3 = swigCopyString(*arg3) 
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Plan_find_table(arg1 uintptr, arg2 string, arg3 []uint64) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_find_table_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_60)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_2)))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg2
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg3
-	}
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Plan_table_rows(arg1 uintptr, arg2 int64, arg3 []int64) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_rows_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_63(_swig_i_1), *(*C.swig_type_64)(unsafe.Pointer(&_swig_i_2)))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg3
-	}
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Plan_table_dim(arg1 uintptr, arg2 int64, arg3 []int32) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_dim_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_66(_swig_i_1), *(*C.swig_type_67)(unsafe.Pointer(&_swig_i_2)))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg3
-	}
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Plan_table_sharding(arg1 uintptr, arg2 int64, arg3 []int32, arg4 []uint64) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := arg4
-	swig_r_p := C._wrap_plan_table_sharding_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_69(_swig_i_1), *(*C.swig_type_70)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_3)))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg3
-	}
-	if Swig_escape_always_false {
-		Swig_escape_val = arg4
-	}
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Plan_shard(arg1 uintptr, arg2 int64, arg3 int64, arg4 Shard_t) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	_swig_i_2 := arg3
-	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_plan_shard_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_73(_swig_i_1), C.swig_type_74(_swig_i_2), C.uintptr_t(_swig_i_3))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Plan_destroy(arg1 uintptr) {
-	_swig_i_0 := arg1
-	C._wrap_plan_destroy_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
-}
-
 type Enum_SS_shardrec_optimizer_type int
 func _swig_getOPTIMIZER_SGD() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
@@ -1696,28 +901,6 @@ func _swig_getWEIGHT_DECAY_DECOUPLED() (_swig_ret Enum_SS_shardrec_weight_decay_
 }
 
 var WEIGHT_DECAY_DECOUPLED Enum_SS_shardrec_weight_decay_mode = _swig_getWEIGHT_DECAY_DECOUPLED()
-type Enum_SS_shardrec_bounds_policy int
-func _swig_getBOUNDS_ERROR() (_swig_ret Enum_SS_shardrec_bounds_policy) {
-	var swig_r Enum_SS_shardrec_bounds_policy
-	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_ERROR_shardrec_f3770aebdf7e19ec())
-	return swig_r
-}
-
-var BOUNDS_ERROR Enum_SS_shardrec_bounds_policy = _swig_getBOUNDS_ERROR()
-func _swig_getBOUNDS_CLAMP() (_swig_ret Enum_SS_shardrec_bounds_policy) {
-	var swig_r Enum_SS_shardrec_bounds_policy
-	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_CLAMP_shardrec_f3770aebdf7e19ec())
-	return swig_r
-}
-
-var BOUNDS_CLAMP Enum_SS_shardrec_bounds_policy = _swig_getBOUNDS_CLAMP()
-func _swig_getBOUNDS_SKIP() (_swig_ret Enum_SS_shardrec_bounds_policy) {
-	var swig_r Enum_SS_shardrec_bounds_policy
-	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_SKIP_shardrec_f3770aebdf7e19ec())
-	return swig_r
-}
-
-var BOUNDS_SKIP Enum_SS_shardrec_bounds_policy = _swig_getBOUNDS_SKIP()
 type SwigcptrOptimizer_config uintptr
 
 func (p SwigcptrOptimizer_config) Swigcptr() uintptr {
@@ -1890,6 +1073,876 @@ func Optimizer_config_init(arg1 Optimizer_config, arg2 uint) (_swig_ret error) {
 	return swig_r_1
 }
 
+const TABLE_CONFIG_VERSION uint = 2
+type SwigcptrTopology_t uintptr
+
+func (p SwigcptrTopology_t) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrTopology_t) SwigIsTopology_t() {
+}
+
+func (arg1 SwigcptrTopology_t) SetVersion(arg2 uint) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Topology_t_version_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrTopology_t) GetVersion() (_swig_ret uint) {
+	var swig_r uint
+	_swig_i_0 := arg1
+	swig_r = (uint)(C._wrap_Topology_t_version_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrTopology_t) SetWorld_size(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Topology_t_world_size_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrTopology_t) GetWorld_size() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_Topology_t_world_size_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrTopology_t) SetRanks_per_node(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Topology_t_ranks_per_node_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrTopology_t) GetRanks_per_node() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_Topology_t_ranks_per_node_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrTopology_t) SetDevice_type(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Topology_t_device_type_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrTopology_t) GetDevice_type() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_Topology_t_device_type_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrTopology_t) SetMemory_bytes(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Topology_t_memory_bytes_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1))
+}
+
+func (arg1 SwigcptrTopology_t) GetMemory_bytes() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_Topology_t_memory_bytes_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrTopology_t) SetIntra_node_bandwidth(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Topology_t_intra_node_bandwidth_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrTopology_t) GetIntra_node_bandwidth() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_Topology_t_intra_node_bandwidth_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrTopology_t) SetInter_node_bandwidth(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Topology_t_inter_node_bandwidth_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrTopology_t) GetInter_node_bandwidth() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_Topology_t_inter_node_bandwidth_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrTopology_t) SetBatch_size(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Topology_t_batch_size_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrTopology_t) GetBatch_size() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_Topology_t_batch_size_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrTopology_t) SetOptimizer(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Topology_t_optimizer_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrTopology_t) GetOptimizer() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_Topology_t_optimizer_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrTopology_t) SetMemory_bandwidth(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Topology_t_memory_bandwidth_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrTopology_t) GetMemory_bandwidth() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_Topology_t_memory_bandwidth_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrTopology_t) SetReserved_fraction(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Topology_t_reserved_fraction_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrTopology_t) GetReserved_fraction() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_Topology_t_reserved_fraction_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewTopology_t() (_swig_ret Topology_t) {
+	var swig_r Topology_t
+	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_new_Topology_t_shardrec_f3770aebdf7e19ec()))
+	return swig_r
+}
+
+func DeleteTopology_t(arg1 Topology_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_Topology_t_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+}
+
+type Topology_t interface {
+	Swigcptr() uintptr
+	SwigIsTopology_t()
+	SetVersion(arg2 uint)
+	GetVersion() (_swig_ret uint)
+	SetWorld_size(arg2 int)
+	GetWorld_size() (_swig_ret int)
+	SetRanks_per_node(arg2 int)
+	GetRanks_per_node() (_swig_ret int)
+	SetDevice_type(arg2 int)
+	GetDevice_type() (_swig_ret int)
+	SetMemory_bytes(arg2 uint64)
+	GetMemory_bytes() (_swig_ret uint64)
+	SetIntra_node_bandwidth(arg2 float64)
+	GetIntra_node_bandwidth() (_swig_ret float64)
+	SetInter_node_bandwidth(arg2 float64)
+	GetInter_node_bandwidth() (_swig_ret float64)
+	SetBatch_size(arg2 int)
+	GetBatch_size() (_swig_ret int)
+	SetOptimizer(arg2 int)
+	GetOptimizer() (_swig_ret int)
+	SetMemory_bandwidth(arg2 float64)
+	GetMemory_bandwidth() (_swig_ret float64)
+	SetReserved_fraction(arg2 float64)
+	GetReserved_fraction() (_swig_ret float64)
+}
+
+const TOPOLOGY_VERSION uint = 1
+func Topology_init(arg1 Topology_t, arg2 uint) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_topology_init_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+const TABLE_CONSTRAINTS_VERSION uint = 1
+const UNIQUE_ID_BYTES int = 128
+const BACKEND_AUTO int = 0
+const BACKEND_GLOO int = 1
+const BACKEND_NCCL int = 2
+const REDUCE_SUM int = 0
+const REDUCE_AVG int = 1
+const REDUCE_MAX int = 2
+const REDUCE_MIN int = 3
+const COMM_OPTIONS_VERSION int = 1
+type SwigcptrComm_options uintptr
+
+func (p SwigcptrComm_options) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrComm_options) SwigIsComm_options() {
+}
+
+func (arg1 SwigcptrComm_options) SetVersion(arg2 uint) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_comm_options_version_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrComm_options) GetVersion() (_swig_ret uint) {
+	var swig_r uint
+	_swig_i_0 := arg1
+	swig_r = (uint)(C._wrap_comm_options_version_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrComm_options) SetTimeout_ms(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_comm_options_timeout_ms_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_8(_swig_i_1))
+}
+
+func (arg1 SwigcptrComm_options) GetTimeout_ms() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_comm_options_timeout_ms_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrComm_options) SetBackend(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_comm_options_backend_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrComm_options) GetBackend() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_comm_options_backend_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrComm_options) SetDevice_type(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_comm_options_device_type_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrComm_options) GetDevice_type() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_comm_options_device_type_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrComm_options) SetDevice_index(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_comm_options_device_index_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrComm_options) GetDevice_index() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_comm_options_device_index_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrComm_options) SetBind_address(arg2 string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_comm_options_bind_address_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_10)(unsafe.Pointer(&_swig_i_1)))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+}
+
+func (arg1 SwigcptrComm_options) GetBind_address() (_swig_ret string) {
+	var swig_r string
+	_swig_i_0 := arg1
+	swig_r_p := C._wrap_comm_options_bind_address_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 string
+ swig_r_1 = swigCopyString(swig_r) 
+	return swig_r_1
+}
+
+func NewComm_options() (_swig_ret Comm_options) {
+	var swig_r Comm_options
+	swig_r = (Comm_options)(SwigcptrComm_options(C._wrap_new_comm_options_shardrec_f3770aebdf7e19ec()))
+	return swig_r
+}
+
+func DeleteComm_options(arg1 Comm_options) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_comm_options_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+}
+
+type Comm_options interface {
+	Swigcptr() uintptr
+	SwigIsComm_options()
+	SetVersion(arg2 uint)
+	GetVersion() (_swig_ret uint)
+	SetTimeout_ms(arg2 int64)
+	GetTimeout_ms() (_swig_ret int64)
+	SetBackend(arg2 int)
+	GetBackend() (_swig_ret int)
+	SetDevice_type(arg2 int)
+	GetDevice_type() (_swig_ret int)
+	SetDevice_index(arg2 int)
+	GetDevice_index() (_swig_ret int)
+	SetBind_address(arg2 string)
+	GetBind_address() (_swig_ret string)
+}
+
+func Comm_options_init(arg1 Comm_options, arg2 uint) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_comm_options_init_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Comm_unique_id_create(arg1 []byte) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	swig_r_p := C._wrap_comm_unique_id_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_14)(unsafe.Pointer(&_swig_i_0)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Comm_create(arg1 []uintptr, arg2 []byte, arg3 int, arg4 int, arg5 Comm_options) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := getSwigcptr(arg5)
+	swig_r_p := C._wrap_comm_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_16)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_17)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+const STORE_CALLBACKS_VERSION int = 1
+func Comm_create_local_group(arg1 []uintptr, arg2 Comm_options) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	swig_r_p := C._wrap_comm_create_local_group_shardrec_f3770aebdf7e19ec(*(*C.swig_type_19)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Comm_split(arg1 []uintptr, arg2 uintptr, arg3 int, arg4 int) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r_p := C._wrap_comm_split_shardrec_f3770aebdf7e19ec(*(*C.swig_type_21)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Comm_rank(arg1 []int32, arg2 uintptr) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_comm_rank_shardrec_f3770aebdf7e19ec(*(*C.swig_type_23)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Comm_size(arg1 []int32, arg2 uintptr) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_comm_size_shardrec_f3770aebdf7e19ec(*(*C.swig_type_25)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Comm_set_timeout(arg1 uintptr, arg2 int64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_comm_set_timeout_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_27(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Comm_abort(arg1 uintptr) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	swig_r_p := C._wrap_comm_abort_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Comm_async_error(arg1 uintptr) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	swig_r_p := C._wrap_comm_async_error_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Comm_destroy(arg1 uintptr) {
+	_swig_i_0 := arg1
+	C._wrap_comm_destroy_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+}
+
+func Comm_allreduce(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 int, arg6 int) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	swig_r_p := C._wrap_comm_allreduce_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_31(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Comm_broadcast(arg1 uintptr, arg2 uintptr, arg3 int64, arg4 int, arg5 int) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	swig_r_p := C._wrap_comm_broadcast_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_33(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Comm_allgather(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 int) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	swig_r_p := C._wrap_comm_allgather_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_35(_swig_i_3), C.swig_intgo(_swig_i_4))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Comm_barrier(arg1 uintptr) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	swig_r_p := C._wrap_comm_barrier_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+type SwigcptrShard_t uintptr
+
+func (p SwigcptrShard_t) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrShard_t) SwigIsShard_t() {
+}
+
+func (arg1 SwigcptrShard_t) SetRow_offset(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Shard_t_row_offset_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_37(_swig_i_1))
+}
+
+func (arg1 SwigcptrShard_t) GetRow_offset() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_Shard_t_row_offset_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrShard_t) SetRows(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Shard_t_rows_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_39(_swig_i_1))
+}
+
+func (arg1 SwigcptrShard_t) GetRows() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_Shard_t_rows_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrShard_t) SetCol_offset(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Shard_t_col_offset_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrShard_t) GetCol_offset() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_Shard_t_col_offset_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrShard_t) SetCols(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Shard_t_cols_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrShard_t) GetCols() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_Shard_t_cols_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrShard_t) SetRank(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Shard_t_rank_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrShard_t) GetRank() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_Shard_t_rank_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewShard_t() (_swig_ret Shard_t) {
+	var swig_r Shard_t
+	swig_r = (Shard_t)(SwigcptrShard_t(C._wrap_new_Shard_t_shardrec_f3770aebdf7e19ec()))
+	return swig_r
+}
+
+func DeleteShard_t(arg1 Shard_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_Shard_t_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+}
+
+type Shard_t interface {
+	Swigcptr() uintptr
+	SwigIsShard_t()
+	SetRow_offset(arg2 int64)
+	GetRow_offset() (_swig_ret int64)
+	SetRows(arg2 int64)
+	GetRows() (_swig_ret int64)
+	SetCol_offset(arg2 int)
+	GetCol_offset() (_swig_ret int)
+	SetCols(arg2 int)
+	GetCols() (_swig_ret int)
+	SetRank(arg2 int)
+	GetRank() (_swig_ret int)
+}
+
+func Plan_from_json(arg1 []uintptr, arg2 string) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_plan_from_json_shardrec_f3770aebdf7e19ec(*(*C.swig_type_42)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_1)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Plan_to_json(arg1 uintptr, arg2 *string) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_plan_to_json_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+ *arg2 = swigCopyString(*arg2) 
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Plan_stats(arg1 uintptr, arg2 *string) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_plan_stats_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+ *arg2 = swigCopyString(*arg2) 
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Plan_hash(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_plan_hash_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_1)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Plan_world_size(arg1 uintptr, arg2 []int32) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_plan_world_size_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_1)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Plan_ranks_per_node(arg1 uintptr, arg2 []int32) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_plan_ranks_per_node_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_51)(unsafe.Pointer(&_swig_i_1)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Plan_num_tables(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_plan_num_tables_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_1)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Plan_num_features(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_plan_num_features_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_1)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Plan_feature_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_plan_feature_name_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_57(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+ *arg3 = swigCopyString(*arg3) 
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Plan_table_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_plan_table_name_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_59(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+ *arg3 = swigCopyString(*arg3) 
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Plan_find_table(arg1 uintptr, arg2 string, arg3 []uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_plan_find_table_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_2)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Plan_table_rows(arg1 uintptr, arg2 int64, arg3 []int64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_plan_table_rows_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_64(_swig_i_1), *(*C.swig_type_65)(unsafe.Pointer(&_swig_i_2)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Plan_table_dim(arg1 uintptr, arg2 int64, arg3 []int32) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_plan_table_dim_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_67(_swig_i_1), *(*C.swig_type_68)(unsafe.Pointer(&_swig_i_2)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Plan_table_sharding(arg1 uintptr, arg2 int64, arg3 []int32, arg4 []uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r_p := C._wrap_plan_table_sharding_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_72)(unsafe.Pointer(&_swig_i_3)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Plan_shard(arg1 uintptr, arg2 int64, arg3 int64, arg4 Shard_t) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := getSwigcptr(arg4)
+	swig_r_p := C._wrap_plan_shard_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_74(_swig_i_1), C.swig_type_75(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Plan_destroy(arg1 uintptr) {
+	_swig_i_0 := arg1
+	C._wrap_plan_destroy_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+}
+
+type Enum_SS_shardrec_bounds_policy int
+func _swig_getBOUNDS_ERROR() (_swig_ret Enum_SS_shardrec_bounds_policy) {
+	var swig_r Enum_SS_shardrec_bounds_policy
+	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_ERROR_shardrec_f3770aebdf7e19ec())
+	return swig_r
+}
+
+var BOUNDS_ERROR Enum_SS_shardrec_bounds_policy = _swig_getBOUNDS_ERROR()
+func _swig_getBOUNDS_CLAMP() (_swig_ret Enum_SS_shardrec_bounds_policy) {
+	var swig_r Enum_SS_shardrec_bounds_policy
+	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_CLAMP_shardrec_f3770aebdf7e19ec())
+	return swig_r
+}
+
+var BOUNDS_CLAMP Enum_SS_shardrec_bounds_policy = _swig_getBOUNDS_CLAMP()
+func _swig_getBOUNDS_SKIP() (_swig_ret Enum_SS_shardrec_bounds_policy) {
+	var swig_r Enum_SS_shardrec_bounds_policy
+	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_SKIP_shardrec_f3770aebdf7e19ec())
+	return swig_r
+}
+
+var BOUNDS_SKIP Enum_SS_shardrec_bounds_policy = _swig_getBOUNDS_SKIP()
 type SwigcptrEmbedding_options uintptr
 
 func (p SwigcptrEmbedding_options) Swigcptr() uintptr {
@@ -2349,10 +2402,306 @@ func Embedding_timings(arg1 uintptr, arg2 []float64, arg3 []float64) (_swig_ret 
 	return swig_r_1
 }
 
+func Embedding_set_table_learning_rate(arg1 uintptr, arg2 string, arg3 float32) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_embedding_set_table_learning_rate_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Embedding_table_optimizer(arg1 uintptr, arg2 string, arg3 Optimizer_config) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := getSwigcptr(arg3)
+	swig_r_p := C._wrap_embedding_table_optimizer_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_123)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Embedding_table_num_states(arg1 uintptr, arg2 string, arg3 []uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_embedding_table_num_states_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_2)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Embedding_table_state_info(arg1 uintptr, arg2 string, arg3 int64, arg4 *string, arg5 []int32) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	swig_r_p := C._wrap_embedding_table_state_info_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)), C.swig_type_129(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_4)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+ *arg4 = swigCopyString(*arg4) 
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Embedding_num_outputs(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_embedding_num_outputs_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_1)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Embedding_output_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 *string, arg5 *int64, arg6 *int64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	swig_r_p := C._wrap_embedding_output_info_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_134(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+type SwigcptrStep_timings uintptr
+
+func (p SwigcptrStep_timings) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrStep_timings) SwigIsStep_timings() {
+}
+
+func (arg1 SwigcptrStep_timings) SetVersion(arg2 uint) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_step_timings_version_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrStep_timings) GetVersion() (_swig_ret uint) {
+	var swig_r uint
+	_swig_i_0 := arg1
+	swig_r = (uint)(C._wrap_step_timings_version_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrStep_timings) SetForwards(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_step_timings_forwards_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_135(_swig_i_1))
+}
+
+func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_step_timings_forwards_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrStep_timings) SetBackwards(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_step_timings_backwards_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1))
+}
+
+func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_step_timings_backwards_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrStep_timings) SetSamples(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_step_timings_samples_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_139(_swig_i_1))
+}
+
+func (arg1 SwigcptrStep_timings) GetSamples() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_step_timings_samples_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrStep_timings) SetTotal_seconds(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_step_timings_total_seconds_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrStep_timings) GetTotal_seconds() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_step_timings_total_seconds_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrStep_timings) SetCollective_seconds(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_step_timings_collective_seconds_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrStep_timings) GetCollective_seconds() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_step_timings_collective_seconds_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrStep_timings) SetInput_dist_seconds(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_step_timings_input_dist_seconds_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrStep_timings) GetInput_dist_seconds() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_step_timings_input_dist_seconds_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrStep_timings) SetLookup_seconds(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_step_timings_lookup_seconds_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrStep_timings) GetLookup_seconds() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_step_timings_lookup_seconds_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrStep_timings) SetOutput_dist_seconds(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_step_timings_output_dist_seconds_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrStep_timings) GetOutput_dist_seconds() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_step_timings_output_dist_seconds_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrStep_timings) SetBackward_seconds(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_step_timings_backward_seconds_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrStep_timings) GetBackward_seconds() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_step_timings_backward_seconds_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewStep_timings() (_swig_ret Step_timings) {
+	var swig_r Step_timings
+	swig_r = (Step_timings)(SwigcptrStep_timings(C._wrap_new_step_timings_shardrec_f3770aebdf7e19ec()))
+	return swig_r
+}
+
+func DeleteStep_timings(arg1 Step_timings) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_step_timings_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+}
+
+type Step_timings interface {
+	Swigcptr() uintptr
+	SwigIsStep_timings()
+	SetVersion(arg2 uint)
+	GetVersion() (_swig_ret uint)
+	SetForwards(arg2 int64)
+	GetForwards() (_swig_ret int64)
+	SetBackwards(arg2 int64)
+	GetBackwards() (_swig_ret int64)
+	SetSamples(arg2 int64)
+	GetSamples() (_swig_ret int64)
+	SetTotal_seconds(arg2 float64)
+	GetTotal_seconds() (_swig_ret float64)
+	SetCollective_seconds(arg2 float64)
+	GetCollective_seconds() (_swig_ret float64)
+	SetInput_dist_seconds(arg2 float64)
+	GetInput_dist_seconds() (_swig_ret float64)
+	SetLookup_seconds(arg2 float64)
+	GetLookup_seconds() (_swig_ret float64)
+	SetOutput_dist_seconds(arg2 float64)
+	GetOutput_dist_seconds() (_swig_ret float64)
+	SetBackward_seconds(arg2 float64)
+	GetBackward_seconds() (_swig_ret float64)
+}
+
+const STEP_TIMINGS_VERSION uint = 1
+func Step_timings_init(arg1 Step_timings, arg2 uint) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_step_timings_init_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Embedding_step_timings(arg1 uintptr, arg2 Step_timings) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	swig_r_p := C._wrap_embedding_step_timings_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
 func Device_count(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_device_count_shardrec_f3770aebdf7e19ec(*(*C.swig_type_121)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_device_count_shardrec_f3770aebdf7e19ec(*(*C.swig_type_144)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2510,7 +2859,7 @@ func Mesh_create(arg1 []uintptr, arg2 uintptr, arg3 Mesh_options) (_swig_ret err
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_mesh_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_125)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_mesh_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_148)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2532,7 +2881,7 @@ func Mesh_coords(arg1 uintptr, arg2 []int32, arg3 []int32, arg4 []int32, arg5 []
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mesh_coords_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_mesh_coords_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2555,7 +2904,7 @@ func Mesh_sharding_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_sharding_comm_shardrec_f3770aebdf7e19ec(*(*C.swig_type_132)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_sharding_comm_shardrec_f3770aebdf7e19ec(*(*C.swig_type_155)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2569,7 +2918,7 @@ func Mesh_replica_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_replica_comm_shardrec_f3770aebdf7e19ec(*(*C.swig_type_134)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_replica_comm_shardrec_f3770aebdf7e19ec(*(*C.swig_type_157)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2598,7 +2947,7 @@ func Mesh_embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Opti
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_mesh_embedding_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_137)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_mesh_embedding_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_160)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2625,7 +2974,7 @@ func Mesh_step(arg1 uintptr, arg2 uintptr, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_mesh_step_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_mesh_step_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2641,7 +2990,7 @@ func Mesh_sync_stats(arg1 uintptr, arg2 []uint64, arg3 []int32, arg4 []int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_mesh_sync_stats_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_mesh_sync_stats_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2680,7 +3029,7 @@ func Bind_plan_spec_add_feature(arg1 uintptr, arg2 string, arg3 float32) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_plan_spec_add_feature_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_bind_plan_spec_add_feature_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2702,7 +3051,7 @@ func Bind_plan_spec_add_table(arg1 uintptr, arg2 string, arg3 int64, arg4 int, a
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_bind_plan_spec_add_table_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_1)), C.swig_type_149(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_1)), C.swig_type_172(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2723,7 +3072,7 @@ func Bind_plan_spec_add_constraints(arg1 uintptr, arg2 string, arg3 uint, arg4 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_plan_spec_add_constraints_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_plan_spec_add_constraints_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2743,7 +3092,7 @@ func Bind_plan_spec_set_memory_bytes_per_rank(arg1 uintptr, arg2 []int64) (_swig
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2757,7 +3106,7 @@ func Bind_plan_create(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_158)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_plan_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_181)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2776,7 +3125,7 @@ func Bind_embedding_forward(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_embedding_forward_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_160(_swig_i_1), C.swig_type_161(_swig_i_2), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_embedding_forward_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1), C.swig_type_184(_swig_i_2), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_187)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -2803,7 +3152,7 @@ func Bind_embedding_input_dist_start(arg1 uintptr, arg2 int64, arg3 int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_embedding_input_dist_start_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_167(_swig_i_1), C.swig_type_168(_swig_i_2), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_embedding_input_dist_start_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_190(_swig_i_1), C.swig_type_191(_swig_i_2), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_194)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4

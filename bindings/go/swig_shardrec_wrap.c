@@ -901,6 +901,392 @@ intgo _wrap_INIT_CONSTANT_shardrec_f3770aebdf7e19ec() {
 }
 
 
+intgo _wrap_OPTIMIZER_SGD_shardrec_f3770aebdf7e19ec() {
+  enum shardrec_optimizer_type result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_OPTIMIZER_SGD;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_OPTIMIZER_ADAGRAD_shardrec_f3770aebdf7e19ec() {
+  enum shardrec_optimizer_type result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_OPTIMIZER_ADAGRAD;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_shardrec_f3770aebdf7e19ec() {
+  enum shardrec_optimizer_type result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_OPTIMIZER_ADAM_shardrec_f3770aebdf7e19ec() {
+  enum shardrec_optimizer_type result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_OPTIMIZER_ADAM;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_shardrec_f3770aebdf7e19ec() {
+  enum shardrec_optimizer_type result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_OPTIMIZER_PARTIAL_ROWWISE_ADAM;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_OPTIMIZER_LAMB_shardrec_f3770aebdf7e19ec() {
+  enum shardrec_optimizer_type result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_OPTIMIZER_LAMB;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_WEIGHT_DECAY_NONE_shardrec_f3770aebdf7e19ec() {
+  enum shardrec_weight_decay_mode result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_WEIGHT_DECAY_NONE;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_WEIGHT_DECAY_L2_shardrec_f3770aebdf7e19ec() {
+  enum shardrec_weight_decay_mode result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_WEIGHT_DECAY_L2;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_WEIGHT_DECAY_DECOUPLED_shardrec_f3770aebdf7e19ec() {
+  enum shardrec_weight_decay_mode result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_WEIGHT_DECAY_DECOUPLED;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_optimizer_config_version_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->version = arg2;
+  
+}
+
+
+intgo _wrap_optimizer_config_version_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
+  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
+  uint32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->version);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_optimizer_config_Xtype_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->type = arg2;
+  
+}
+
+
+intgo _wrap_optimizer_config_Xtype_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
+  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->type);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_optimizer_config_learning_rate_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
+  float arg2 ;
+  
+  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  if (arg1) (arg1)->learning_rate = arg2;
+  
+}
+
+
+float _wrap_optimizer_config_learning_rate_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
+  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
+  float result;
+  float _swig_go_result;
+  
+  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
+  
+  result = (float) ((arg1)->learning_rate);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_optimizer_config_eps_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
+  float arg2 ;
+  
+  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  if (arg1) (arg1)->eps = arg2;
+  
+}
+
+
+float _wrap_optimizer_config_eps_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
+  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
+  float result;
+  float _swig_go_result;
+  
+  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
+  
+  result = (float) ((arg1)->eps);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_optimizer_config_beta1_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
+  float arg2 ;
+  
+  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  if (arg1) (arg1)->beta1 = arg2;
+  
+}
+
+
+float _wrap_optimizer_config_beta1_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
+  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
+  float result;
+  float _swig_go_result;
+  
+  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
+  
+  result = (float) ((arg1)->beta1);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_optimizer_config_beta2_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
+  float arg2 ;
+  
+  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  if (arg1) (arg1)->beta2 = arg2;
+  
+}
+
+
+float _wrap_optimizer_config_beta2_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
+  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
+  float result;
+  float _swig_go_result;
+  
+  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
+  
+  result = (float) ((arg1)->beta2);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_optimizer_config_weight_decay_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
+  float arg2 ;
+  
+  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  if (arg1) (arg1)->weight_decay = arg2;
+  
+}
+
+
+float _wrap_optimizer_config_weight_decay_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
+  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
+  float result;
+  float _swig_go_result;
+  
+  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
+  
+  result = (float) ((arg1)->weight_decay);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_optimizer_config_weight_decay_mode_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->weight_decay_mode = arg2;
+  
+}
+
+
+intgo _wrap_optimizer_config_weight_decay_mode_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
+  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->weight_decay_mode);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_optimizer_config_stochastic_rounding_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->stochastic_rounding = arg2;
+  
+}
+
+
+intgo _wrap_optimizer_config_stochastic_rounding_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
+  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->stochastic_rounding);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct shardrec_optimizer_config *_wrap_new_optimizer_config_shardrec_f3770aebdf7e19ec() {
+  struct shardrec_optimizer_config *result = 0 ;
+  struct shardrec_optimizer_config *_swig_go_result;
+  
+  
+  result = (struct shardrec_optimizer_config *)calloc(1, sizeof(struct shardrec_optimizer_config));
+  *(struct shardrec_optimizer_config **)&_swig_go_result = (struct shardrec_optimizer_config *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_optimizer_config_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
+  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
+  
+  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+_gostring_ _wrap_optimizer_config_init_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+  shardrec_optimizer_config_t *arg1 = (shardrec_optimizer_config_t *) 0 ;
+  uint32_t arg2 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(shardrec_optimizer_config_t **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_optimizer_config_init(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
 void _wrap_Topology_t_version_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t arg2 ;
@@ -2593,114 +2979,6 @@ void _wrap_plan_destroy_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0) {
 }
 
 
-intgo _wrap_OPTIMIZER_SGD_shardrec_f3770aebdf7e19ec() {
-  enum shardrec_optimizer_type result;
-  intgo _swig_go_result;
-  
-  
-  result = SHARDREC_OPTIMIZER_SGD;
-  
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_OPTIMIZER_ADAGRAD_shardrec_f3770aebdf7e19ec() {
-  enum shardrec_optimizer_type result;
-  intgo _swig_go_result;
-  
-  
-  result = SHARDREC_OPTIMIZER_ADAGRAD;
-  
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_shardrec_f3770aebdf7e19ec() {
-  enum shardrec_optimizer_type result;
-  intgo _swig_go_result;
-  
-  
-  result = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
-  
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_OPTIMIZER_ADAM_shardrec_f3770aebdf7e19ec() {
-  enum shardrec_optimizer_type result;
-  intgo _swig_go_result;
-  
-  
-  result = SHARDREC_OPTIMIZER_ADAM;
-  
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_shardrec_f3770aebdf7e19ec() {
-  enum shardrec_optimizer_type result;
-  intgo _swig_go_result;
-  
-  
-  result = SHARDREC_OPTIMIZER_PARTIAL_ROWWISE_ADAM;
-  
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_OPTIMIZER_LAMB_shardrec_f3770aebdf7e19ec() {
-  enum shardrec_optimizer_type result;
-  intgo _swig_go_result;
-  
-  
-  result = SHARDREC_OPTIMIZER_LAMB;
-  
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_WEIGHT_DECAY_NONE_shardrec_f3770aebdf7e19ec() {
-  enum shardrec_weight_decay_mode result;
-  intgo _swig_go_result;
-  
-  
-  result = SHARDREC_WEIGHT_DECAY_NONE;
-  
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_WEIGHT_DECAY_L2_shardrec_f3770aebdf7e19ec() {
-  enum shardrec_weight_decay_mode result;
-  intgo _swig_go_result;
-  
-  
-  result = SHARDREC_WEIGHT_DECAY_L2;
-  
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_WEIGHT_DECAY_DECOUPLED_shardrec_f3770aebdf7e19ec() {
-  enum shardrec_weight_decay_mode result;
-  intgo _swig_go_result;
-  
-  
-  result = SHARDREC_WEIGHT_DECAY_DECOUPLED;
-  
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
 intgo _wrap_BOUNDS_ERROR_shardrec_f3770aebdf7e19ec() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
@@ -2733,284 +3011,6 @@ intgo _wrap_BOUNDS_SKIP_shardrec_f3770aebdf7e19ec() {
   result = SHARDREC_BOUNDS_SKIP;
   
   _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_optimizer_config_version_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
-  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
-  uint32_t arg2 ;
-  
-  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
-  arg2 = (uint32_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->version = arg2;
-  
-}
-
-
-intgo _wrap_optimizer_config_version_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
-  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
-  uint32_t result;
-  intgo _swig_go_result;
-  
-  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
-  
-  result = (uint32_t) ((arg1)->version);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_optimizer_config_Xtype_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
-  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
-  int32_t arg2 ;
-  
-  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
-  arg2 = (int32_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->type = arg2;
-  
-}
-
-
-intgo _wrap_optimizer_config_Xtype_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
-  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
-  int32_t result;
-  intgo _swig_go_result;
-  
-  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
-  
-  result = (int32_t) ((arg1)->type);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_optimizer_config_learning_rate_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
-  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
-  float arg2 ;
-  
-  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
-  arg2 = (float)_swig_go_1; 
-  
-  if (arg1) (arg1)->learning_rate = arg2;
-  
-}
-
-
-float _wrap_optimizer_config_learning_rate_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
-  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
-  float result;
-  float _swig_go_result;
-  
-  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
-  
-  result = (float) ((arg1)->learning_rate);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_optimizer_config_eps_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
-  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
-  float arg2 ;
-  
-  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
-  arg2 = (float)_swig_go_1; 
-  
-  if (arg1) (arg1)->eps = arg2;
-  
-}
-
-
-float _wrap_optimizer_config_eps_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
-  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
-  float result;
-  float _swig_go_result;
-  
-  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
-  
-  result = (float) ((arg1)->eps);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_optimizer_config_beta1_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
-  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
-  float arg2 ;
-  
-  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
-  arg2 = (float)_swig_go_1; 
-  
-  if (arg1) (arg1)->beta1 = arg2;
-  
-}
-
-
-float _wrap_optimizer_config_beta1_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
-  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
-  float result;
-  float _swig_go_result;
-  
-  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
-  
-  result = (float) ((arg1)->beta1);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_optimizer_config_beta2_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
-  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
-  float arg2 ;
-  
-  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
-  arg2 = (float)_swig_go_1; 
-  
-  if (arg1) (arg1)->beta2 = arg2;
-  
-}
-
-
-float _wrap_optimizer_config_beta2_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
-  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
-  float result;
-  float _swig_go_result;
-  
-  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
-  
-  result = (float) ((arg1)->beta2);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_optimizer_config_weight_decay_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
-  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
-  float arg2 ;
-  
-  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
-  arg2 = (float)_swig_go_1; 
-  
-  if (arg1) (arg1)->weight_decay = arg2;
-  
-}
-
-
-float _wrap_optimizer_config_weight_decay_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
-  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
-  float result;
-  float _swig_go_result;
-  
-  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
-  
-  result = (float) ((arg1)->weight_decay);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_optimizer_config_weight_decay_mode_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
-  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
-  int32_t arg2 ;
-  
-  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
-  arg2 = (int32_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->weight_decay_mode = arg2;
-  
-}
-
-
-intgo _wrap_optimizer_config_weight_decay_mode_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
-  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
-  int32_t result;
-  intgo _swig_go_result;
-  
-  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
-  
-  result = (int32_t) ((arg1)->weight_decay_mode);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_optimizer_config_stochastic_rounding_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
-  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
-  int32_t arg2 ;
-  
-  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
-  arg2 = (int32_t)_swig_go_1; 
-  
-  if (arg1) (arg1)->stochastic_rounding = arg2;
-  
-}
-
-
-intgo _wrap_optimizer_config_stochastic_rounding_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
-  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
-  int32_t result;
-  intgo _swig_go_result;
-  
-  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
-  
-  result = (int32_t) ((arg1)->stochastic_rounding);
-  _swig_go_result = result; 
-  return _swig_go_result;
-}
-
-
-struct shardrec_optimizer_config *_wrap_new_optimizer_config_shardrec_f3770aebdf7e19ec() {
-  struct shardrec_optimizer_config *result = 0 ;
-  struct shardrec_optimizer_config *_swig_go_result;
-  
-  
-  result = (struct shardrec_optimizer_config *)calloc(1, sizeof(struct shardrec_optimizer_config));
-  *(struct shardrec_optimizer_config **)&_swig_go_result = (struct shardrec_optimizer_config *)result; 
-  return _swig_go_result;
-}
-
-
-void _wrap_delete_optimizer_config_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
-  struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
-  
-  arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
-  
-  free((char *) arg1);
-  
-}
-
-
-_gostring_ _wrap_optimizer_config_init_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
-  shardrec_optimizer_config_t *arg1 = (shardrec_optimizer_config_t *) 0 ;
-  uint32_t arg2 ;
-  shardrec_status_t result;
-  _gostring_ _swig_go_result;
-  
-  arg1 = *(shardrec_optimizer_config_t **)&_swig_go_0; 
-  arg2 = (uint32_t)_swig_go_1; 
-  
-  result = (shardrec_status_t)shardrec_optimizer_config_init(arg1,arg2);
-  
-  if (result < 0) {
-    size_t len = shardrec_last_error_copy(NULL, 0);
-    char* text = (char*)malloc(len + 32);
-    size_t n = 0;
-    if (text != NULL) {
-      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
-      shardrec_last_error_copy(text + n, len + 1);
-      n += len;
-      _swig_go_result = Swig_AllocateString(text, n);
-      free(text);
-    } else {
-      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
-    }
-  } else {
-    _swig_go_result = Swig_AllocateString("", 0);
-  }
-  
   return _swig_go_result;
 }
 
@@ -3983,6 +3983,578 @@ _gostring_ _wrap_embedding_timings_shardrec_f3770aebdf7e19ec(shardrec_embedding_
   arg3 = (double *)_swig_go_2.array; 
   
   result = (shardrec_status_t)shardrec_embedding_timings((struct shardrec_embedding const *)arg1,arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_embedding_set_table_learning_rate_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  float arg3 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (float)_swig_go_2; 
+  
+  result = (shardrec_status_t)shardrec_embedding_set_table_learning_rate(arg1,(char const *)arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_embedding_table_optimizer_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  shardrec_optimizer_config_t *arg3 = (shardrec_optimizer_config_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = *(shardrec_optimizer_config_t **)&_swig_go_2; 
+  
+  result = (shardrec_status_t)shardrec_embedding_table_optimizer((struct shardrec_embedding const *)arg1,(char const *)arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_embedding_table_num_states_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  size_t *arg3 = (size_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (size_t *)_swig_go_2.array; 
+  
+  result = (shardrec_status_t)shardrec_embedding_table_num_states((struct shardrec_embedding const *)arg1,(char const *)arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_embedding_table_state_info_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  size_t arg3 ;
+  char **arg4 = (char **) 0 ;
+  int32_t *arg5 = (int32_t *) 0 ;
+  char const *name4 = NULL ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (size_t)_swig_go_2; 
+  arg4 = (char **)&name4; 
+  arg5 = (int32_t *)_swig_go_4.array; 
+  
+  result = (shardrec_status_t)shardrec_embedding_table_state_info((struct shardrec_embedding const *)arg1,(char const *)arg2,arg3,(char const **)arg4,arg5);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  
+  *(_gostring_*)_swig_go_3 = Swig_AllocateString(name4 ? name4 : "",
+    name4 ? strlen(name4) : 0);
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_embedding_num_outputs_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  size_t *arg2 = (size_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  arg2 = (size_t *)_swig_go_1.array; 
+  
+  result = (shardrec_status_t)shardrec_embedding_num_outputs((struct shardrec_embedding const *)arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_embedding_output_info_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, long long *_swig_go_4, long long *_swig_go_5) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  size_t arg2 ;
+  char **arg3 = (char **) 0 ;
+  char **arg4 = (char **) 0 ;
+  int64_t *arg5 = (int64_t *) 0 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = *(char ***)&_swig_go_2; 
+  arg4 = *(char ***)&_swig_go_3; 
+  arg5 = *(int64_t **)&_swig_go_4; 
+  arg6 = *(int64_t **)&_swig_go_5; 
+  
+  result = (shardrec_status_t)shardrec_embedding_output_info((struct shardrec_embedding const *)arg1,arg2,(char const **)arg3,(char const **)arg4,arg5,arg6);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+void _wrap_step_timings_version_set_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->version = arg2;
+  
+}
+
+
+intgo _wrap_step_timings_version_get_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  uint32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->version);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_step_timings_forwards_set_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->forwards = arg2;
+  
+}
+
+
+long long _wrap_step_timings_forwards_get_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->forwards);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_step_timings_backwards_set_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->backwards = arg2;
+  
+}
+
+
+long long _wrap_step_timings_backwards_get_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->backwards);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_step_timings_samples_set_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->samples = arg2;
+  
+}
+
+
+long long _wrap_step_timings_samples_get_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->samples);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_step_timings_total_seconds_set_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->total_seconds = arg2;
+  
+}
+
+
+double _wrap_step_timings_total_seconds_get_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->total_seconds);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_step_timings_collective_seconds_set_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->collective_seconds = arg2;
+  
+}
+
+
+double _wrap_step_timings_collective_seconds_get_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->collective_seconds);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_step_timings_input_dist_seconds_set_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->input_dist_seconds = arg2;
+  
+}
+
+
+double _wrap_step_timings_input_dist_seconds_get_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->input_dist_seconds);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_step_timings_lookup_seconds_set_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->lookup_seconds = arg2;
+  
+}
+
+
+double _wrap_step_timings_lookup_seconds_get_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->lookup_seconds);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_step_timings_output_dist_seconds_set_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->output_dist_seconds = arg2;
+  
+}
+
+
+double _wrap_step_timings_output_dist_seconds_get_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->output_dist_seconds);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_step_timings_backward_seconds_set_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->backward_seconds = arg2;
+  
+}
+
+
+double _wrap_step_timings_backward_seconds_get_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->backward_seconds);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct shardrec_step_timings *_wrap_new_step_timings_shardrec_f3770aebdf7e19ec() {
+  struct shardrec_step_timings *result = 0 ;
+  struct shardrec_step_timings *_swig_go_result;
+  
+  
+  result = (struct shardrec_step_timings *)calloc(1, sizeof(struct shardrec_step_timings));
+  *(struct shardrec_step_timings **)&_swig_go_result = (struct shardrec_step_timings *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_step_timings_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+_gostring_ _wrap_step_timings_init_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+  shardrec_step_timings_t *arg1 = (shardrec_step_timings_t *) 0 ;
+  uint32_t arg2 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(shardrec_step_timings_t **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_step_timings_init(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_embedding_step_timings_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  shardrec_step_timings_t *arg2 = (shardrec_step_timings_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  arg2 = *(shardrec_step_timings_t **)&_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_embedding_step_timings((struct shardrec_embedding const *)arg1,arg2);
   
   if (result < 0) {
     size_t len = shardrec_last_error_copy(NULL, 0);

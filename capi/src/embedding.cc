@@ -49,11 +49,10 @@ SHARDREC_API shardrec_status_t shardrec_embedding_create(
     embedding::CollectionOptions co;
     Status local = shardrec::capi::ToOptimizer(optimizer, &oc);
     if (local.ok()) local = shardrec::capi::ToCollectionOptions(options, &co);
-    // Stochastic rounding draws its bits from the collection's seed (documented there).
-    oc.seed = co.seed;
     auto handle = std::make_unique<shardrec_embedding>();
-    SR_RETURN_IF_ERROR(embedding::EmbeddingCollection::Create(plan->impl, comm->impl, oc, co,
-                                                              &handle->impl, local));
+    // No optimizer: the one the plan was made for.
+    SR_RETURN_IF_ERROR(embedding::EmbeddingCollection::Create(
+        plan->impl, comm->impl, optimizer != nullptr ? &oc : nullptr, co, &handle->impl, local));
     handle->states = handle->impl->States();
     *out = handle.release();
     return Status::Ok();
@@ -311,6 +310,124 @@ SHARDREC_API shardrec_status_t shardrec_embedding_timings(const shardrec_embeddi
     const auto& t = coll->impl->timings();
     if (comm_seconds_out != nullptr) *comm_seconds_out = t.comm_seconds;
     if (total_seconds_out != nullptr) *total_seconds_out = t.total_seconds;
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_embedding_set_table_learning_rate(
+    shardrec_embedding_t* coll, const char* table, float learning_rate) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
+    SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
+    return coll->impl->SetTableLearningRate(table, learning_rate);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_embedding_table_optimizer(
+    const shardrec_embedding_t* coll, const char* table, shardrec_optimizer_config_t* out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
+    SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    int32_t t = -1;
+    SR_RETURN_IF_ERROR(shardrec::capi::FindTable(*coll->impl, table, &t));
+    shardrec::capi::FromOptimizer(coll->impl->table_optimizer(t), out);
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_embedding_table_num_states(const shardrec_embedding_t* coll,
+                                                                   const char* table, size_t* out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    std::vector<embedding::StateInfo> states;
+    SR_RETURN_IF_ERROR(coll->impl->TableStates(table, &states));
+    *out = states.size();
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_embedding_table_state_info(const shardrec_embedding_t* coll,
+                                                                   const char* table, size_t index,
+                                                                   const char** name_out,
+                                                                   int32_t* row_wise_out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
+    SR_RETURN_IF_ERROR(CheckNotNull(name_out, "name_out"));
+    int32_t t = -1;
+    SR_RETURN_IF_ERROR(shardrec::capi::FindTable(*coll->impl, table, &t));
+    const auto& specs = coll->impl->layout().tables[t].state_specs;
+    if (index >= specs.size())
+      return Status::InvalidArgument("state index ", index, " is out of range (table '", table,
+                                     "' has ", specs.size(), " states)");
+    *name_out = specs[index].name;  // a static string
+    if (row_wise_out != nullptr) *row_wise_out = specs[index].row_wise ? 1 : 0;
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_embedding_num_outputs(const shardrec_embedding_t* coll,
+                                                              size_t* out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = coll->impl->layout().pairs.size();
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_embedding_output_info(
+    const shardrec_embedding_t* coll, size_t index, const char** feature_out,
+    const char** table_out, int64_t* offset_out, int64_t* width_out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    const auto& l = coll->impl->layout();
+    if (index >= l.pairs.size())
+      return Status::InvalidArgument("output index ", index, " is out of range (the output has ",
+                                     l.pairs.size(), " column blocks)");
+    const embedding::Pair& p = l.pairs[index];
+    const auto& table = l.plan->tables[p.table];
+    // The plan is immutable and shared by the collection: its strings live as long as it does.
+    if (feature_out != nullptr) *feature_out = l.plan->features[p.feature].name.c_str();
+    if (table_out != nullptr) *table_out = table.name.c_str();
+    if (offset_out != nullptr) *offset_out = p.out_offset;
+    if (width_out != nullptr) *width_out = table.dim;
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_step_timings_init(shardrec_step_timings_t* timings,
+                                                          uint32_t version) {
+  const shardrec_step_timings_t d = SHARDREC_STEP_TIMINGS_INIT;
+  return shardrec::capi::InitStruct(timings, version, SHARDREC_STEP_TIMINGS_VERSION, d, "timings");
+}
+
+SHARDREC_API shardrec_status_t shardrec_embedding_step_timings(const shardrec_embedding_t* coll,
+                                                               shardrec_step_timings_t* out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    SR_RETURN_IF_ERROR(
+        shardrec::capi::CheckStructVersion(out->version, SHARDREC_STEP_TIMINGS_VERSION, "timings"));
+    const auto& t = coll->impl->timings();
+    out->forwards = t.forwards;
+    out->backwards = t.backwards;
+    out->samples = t.samples;
+    out->total_seconds = t.total_seconds;
+    out->collective_seconds = t.comm_seconds;
+    out->input_dist_seconds = t.input_dist_seconds;
+    out->lookup_seconds = t.lookup_seconds;
+    out->output_dist_seconds = t.output_dist_seconds;
+    out->backward_seconds = t.backward_seconds;
     return Status::Ok();
   });
 }

@@ -98,6 +98,29 @@ Status ToBatch(const shardrec_kjt_view_t* b, embedding::Batch* out) {
   return Status::Ok();
 }
 
+void FromOptimizer(const optim::OptimizerConfig& c, shardrec_optimizer_config_t* out) {
+  *out = shardrec_optimizer_config_t SHARDREC_OPTIMIZER_CONFIG_INIT;
+  out->type = static_cast<int32_t>(c.type);
+  out->learning_rate = c.learning_rate;
+  out->eps = c.eps;
+  out->beta1 = c.beta1;
+  out->beta2 = c.beta2;
+  out->weight_decay = c.weight_decay;
+  out->weight_decay_mode = static_cast<int32_t>(c.weight_decay_mode);
+  out->stochastic_rounding = c.stochastic_rounding ? 1 : 0;
+}
+
+Status FindTable(const embedding::EmbeddingCollection& coll, const char* table, int32_t* out) {
+  const auto& tables = coll.plan().tables;
+  for (size_t t = 0; t < tables.size(); ++t) {
+    if (tables[t].name == table) {
+      *out = static_cast<int32_t>(t);
+      return Status::Ok();
+    }
+  }
+  return Status::NotFound("no table named '", table, "' in the plan");
+}
+
 Status ToFloatRows(const shardrec_tensor_view_t* v, int64_t row_width, const char* what,
                    float** data, size_t* count, Device* device) {
   SR_RETURN_IF_ERROR(CheckNotNull(v, what));

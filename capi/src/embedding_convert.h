@@ -10,6 +10,10 @@
 
 namespace shardrec::capi {
 
+// The C form of an optimizer config (every field of the current version).
+void FromOptimizer(const optim::OptimizerConfig& c, shardrec_optimizer_config_t* out);
+// Index of `table` in the collection's plan; ENOTFOUND naming it otherwise.
+Status FindTable(const embedding::EmbeddingCollection& coll, const char* table, int32_t* out);
 // NULL means the defaults.
 Status ToOptimizer(const shardrec_optimizer_config_t* c, optim::OptimizerConfig* out);
 // NULL means the defaults. The optimizer's stochastic-rounding seed is the collection's seed.

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "capi/src/embedding_convert.h"
 #include "capi/src/guard.h"
 #include "capi/src/plan_handle.h"
 #include "capi/src/versioned.h"
@@ -55,8 +56,10 @@ Status ConvertFeatures(const shardrec_feature_config_t* features, size_t n,
   return Status::Ok();
 }
 
-Status ConvertTables(const shardrec_table_config_t* tables, size_t n, size_t num_features,
+Status ConvertTables(const shardrec_table_config_t* tables, size_t n,
+                     const std::vector<sharding::FeatureConfig>& features,
                      std::vector<sharding::TableConfig>* out) {
+  const size_t num_features = features.size();
   SR_RETURN_IF_ERROR(CheckArray(tables, n, "tables"));
   if (n == 0) return Status::InvalidArgument("num_tables must be >= 1");
   for (size_t i = 0; i < n; ++i) {
@@ -76,13 +79,34 @@ Status ConvertTables(const shardrec_table_config_t* tables, size_t n, size_t num
     if (c.init_kind < SHARDREC_INIT_DEFAULT || c.init_kind > SHARDREC_INIT_CONSTANT)
       return Status::InvalidArgument(what, ": unknown init_kind ", c.init_kind);
     SR_RETURN_IF_ERROR(CheckArray(c.features, c.num_features, what + ": features"));
-    if (c.num_features == 0) return Status::InvalidArgument(what, ": num_features must be >= 1");
+    // Version 2 fields exist only in callers that have them.
+    const bool v2 = c.version >= 2;
+    const size_t num_names = v2 ? c.num_feature_names : 0;
+    if (v2) SR_RETURN_IF_ERROR(CheckArray(c.feature_names, num_names, what + ": feature_names"));
+    if (c.num_features > 0 && num_names > 0)
+      return Status::InvalidArgument(what, ": give its features by index or by name, not both");
+    if (c.num_features == 0 && num_names == 0)
+      return Status::InvalidArgument(what, ": num_features must be >= 1");
     sharding::TableConfig t;
     t.name = c.name;
     t.rows = c.rows;
     t.dim = c.dim;
     t.pooling = static_cast<sharding::PoolingType>(c.pooling);
     t.dtype = static_cast<DType>(c.dtype);
+    for (size_t k = 0; k < num_names; ++k) {
+      const char* name = c.feature_names[k];
+      if (name == nullptr) return Status::InvalidArgument(what, ": feature_names[", k, "] is NULL");
+      size_t f = 0;
+      while (f < num_features && features[f].name != name) ++f;
+      if (f == num_features)
+        return Status::NotFound(what, ": no feature named '", name, "' is configured");
+      t.features.push_back(static_cast<int32_t>(f));
+    }
+    if (v2 && c.optimizer != nullptr) {
+      Status s = ToOptimizer(c.optimizer, &t.optimizer);
+      if (!s.ok()) return Status(s.code(), StrCat(what, ": ", s.message()));
+      t.has_optimizer = true;
+    }
     for (size_t k = 0; k < c.num_features; ++k) {
       const int32_t f = c.features[k];
       if (f < 0 || static_cast<size_t>(f) >= num_features)
@@ -223,8 +247,9 @@ SHARDREC_API shardrec_status_t shardrec_feature_config_init(shardrec_feature_con
 SHARDREC_API shardrec_status_t shardrec_table_config_init(shardrec_table_config_t* config,
                                                           uint32_t version) {
   const shardrec_table_config_t d = SHARDREC_TABLE_CONFIG_INIT;
-  return shardrec::capi::InitStruct(config, version, SHARDREC_TABLE_CONFIG_VERSION, d,
-                                    "table config");
+  return shardrec::capi::InitStruct(
+      config, version, SHARDREC_TABLE_CONFIG_VERSION, d, "table config",
+      {offsetof(shardrec_table_config_t, optimizer), sizeof(shardrec_table_config_t)});
 }
 
 SHARDREC_API shardrec_status_t shardrec_topology_init(shardrec_topology_t* topology,
@@ -250,7 +275,7 @@ shardrec_plan_create(shardrec_plan_t** out, const shardrec_table_config_t* table
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     shardrec::planner::PlannerInput input;
     SR_RETURN_IF_ERROR(capi::ConvertFeatures(features, num_features, &input.features));
-    SR_RETURN_IF_ERROR(capi::ConvertTables(tables, num_tables, num_features, &input.tables));
+    SR_RETURN_IF_ERROR(capi::ConvertTables(tables, num_tables, input.features, &input.tables));
     SR_RETURN_IF_ERROR(capi::ConvertTopology(topology, &input.topology));
     SR_RETURN_IF_ERROR(capi::ConvertConstraints(constraints, num_constraints, &input.constraints));
     shardrec::planner::PlannerResult result;

@@ -160,9 +160,9 @@ SHARDREC_API shardrec_status_t shardrec_mesh_embedding_create(
     shardrec::embedding::CollectionOptions co;
     Status local = shardrec::capi::ToOptimizer(optimizer, &oc);
     if (local.ok()) local = shardrec::capi::ToCollectionOptions(options, &co);
-    oc.seed = co.seed;
     auto handle = std::make_unique<shardrec_embedding>();
-    SR_RETURN_IF_ERROR(mesh->impl->CreateCollection(plan->impl, oc, co, &handle->impl, local));
+    SR_RETURN_IF_ERROR(mesh->impl->CreateCollection(
+        plan->impl, optimizer != nullptr ? &oc : nullptr, co, &handle->impl, local));
     handle->states = handle->impl->States();
     *out = handle.release();
     return Status::Ok();

@@ -17,16 +17,19 @@ Status EmbeddingCollection::FindTable(const std::string& table, int32_t* index) 
   return Status::NotFound("no table named '", table, "' in the plan");
 }
 
-Status EmbeddingCollection::FindState(const std::string& state, int32_t* index) const {
+Status EmbeddingCollection::FindState(int32_t table, const std::string& state,
+                                      int32_t* index) const {
+  const auto& specs = layout_.tables[table].state_specs;
   std::string known;
-  for (size_t i = 0; i < layout_.state_specs.size(); ++i) {
-    if (state == layout_.state_specs[i].name) {
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (state == specs[i].name) {
       *index = static_cast<int32_t>(i);
       return Status::Ok();
     }
-    known += (i ? ", " : "") + std::string(layout_.state_specs[i].name);
+    known += (i ? ", " : "") + std::string(specs[i].name);
   }
-  return Status::NotFound("the optimizer has no state '", state,
+  return Status::NotFound("the optimizer of table '", layout_.plan->tables[table].name, "' (",
+                          optim::OptimizerName(table_optim_[table].type), ") has no state '", state,
                           "' (its states: ", known.empty() ? "none" : known, ")");
 }
 
@@ -44,7 +47,7 @@ Status EmbeddingCollection::Gather(int32_t table, int32_t state, float* out) {
   const auto& cfg = layout_.plan->tables[table];
   const auto& shards = layout_.plan->table_plans[table].shards;
   const TableLayout& tl = layout_.tables[table];
-  const bool row_wise = state >= 0 && layout_.state_specs[state].row_wise;
+  const bool row_wise = state >= 0 && layout_.tables[table].state_specs[state].row_wise;
   const auto piece = [&](const sharding::Shard& s) -> size_t {
     return static_cast<size_t>(s.rows) * (row_wise ? 1 : static_cast<size_t>(s.cols));
   };
@@ -100,7 +103,7 @@ Status EmbeddingCollection::Gather(int32_t table, int32_t state, float* out) {
 
 void EmbeddingCollection::Scatter(int32_t table, int32_t state, const float* in) {
   const auto& cfg = layout_.plan->tables[table];
-  const bool row_wise = state >= 0 && layout_.state_specs[state].row_wise;
+  const bool row_wise = state >= 0 && layout_.tables[table].state_specs[state].row_wise;
   for (const LocalShard& ls : layout_.local) {
     if (ls.table != table) continue;
     if (state < 0) {
@@ -141,8 +144,8 @@ Status EmbeddingCollection::CheckAccess(const std::string& table, const std::str
                                         int32_t* s) const {
   SR_RETURN_IF_ERROR(FindTable(table, t));
   *s = -1;
-  if (state != nullptr) SR_RETURN_IF_ERROR(FindState(*state, s));
-  const bool row_wise = state != nullptr && layout_.state_specs[*s].row_wise;
+  if (state != nullptr) SR_RETURN_IF_ERROR(FindState(*t, *state, s));
+  const bool row_wise = state != nullptr && layout_.tables[*t].state_specs[*s].row_wise;
   const size_t need = FullSize(layout_.plan->tables[*t], row_wise);
   if (len != need) {
     if (state == nullptr) {

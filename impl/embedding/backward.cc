@@ -33,18 +33,17 @@ void SparseUpdater::Init(const Layout* layout, ParamStore* params) {
 // shard holds whole rows (no sibling column shard to exchange statistics with).
 bool SparseUpdater::FusedEligible(size_t local) const {
   if (layout_->sequence) return false;
-  if (layout_->num_row_stats == 0) return true;
   const LocalShard& ls = layout_->local[local];
   const TableLayout& tl = layout_->tables[ls.table];
+  if (tl.num_row_stats == 0) return true;
   return tl.blocks[FindRowBlock(tl, ls.row_offset)].shards.size() == 1;
 }
 
 Status SparseUpdater::ApplySharded(const ExecContext& ctx, comm::Communicator& comm,
                                    const RoutedBatch& rb, const float* grads,
-                                   const optim::OptimizerConfig& config, int64_t step,
+                                   const std::vector<optim::OptimizerConfig>& configs, int64_t step,
                                    double* comm_seconds) {
   const Layout& l = *layout_;
-  const int K = l.num_row_stats;
   // TorchRec's gradient division: the sum over the global batch divided by the group size.
   const float scale = 1.0f / static_cast<float>(l.world);
   for (size_t i = 0; i < l.local.size(); ++i) {
@@ -53,6 +52,8 @@ Status SparseUpdater::ApplySharded(const ExecContext& ctx, comm::Communicator& c
     partial_stats_[i].clear();
     const LocalShard& ls = l.local[i];
     if (l.tables[ls.table].data_parallel || rb.shards[i].num_ids == 0) continue;
+    const optim::OptimizerConfig& config = configs[ls.table];
+    const int K = l.tables[ls.table].num_row_stats;
     const auto& runs = rb.shards[i].runs;
     const size_t need = kernels::BackwardWorkspaceBytes(ctx, rb.shards[i].num_ids, ls.cols, K);
     if (workspace_.size() < need) workspace_.resize(need);
@@ -80,7 +81,8 @@ Status SparseUpdater::ApplySharded(const ExecContext& ctx, comm::Communicator& c
     optim::PartialRowStats(ctx, config, step, params, up, partial_stats_[i].data());
   }
   SR_RETURN_IF_ERROR(ExchangeRowStats(comm, comm_seconds));
-  for (size_t i = 0; i < l.local.size(); ++i) SR_RETURN_IF_ERROR(Update(ctx, config, step, i));
+  for (size_t i = 0; i < l.local.size(); ++i)
+    SR_RETURN_IF_ERROR(Update(ctx, configs[l.local[i].table], step, i));
   return Status::Ok();
 }
 
@@ -127,9 +129,9 @@ Status SparseUpdater::ExchangeRowStats(comm::Communicator& comm, double* comm_se
 Status SparseUpdater::Update(const ExecContext& ctx, const optim::OptimizerConfig& config,
                              int64_t step, size_t i) {
   const Layout& l = *layout_;
-  const int K = l.num_row_stats;
   const LocalShard& ls = l.local[i];
   const TableLayout& tl = l.tables[ls.table];
+  const int K = tl.num_row_stats;
   if (tl.data_parallel || uniq_rows_[i].empty()) return Status::Ok();
   optim::RowUpdate up{uniq_rows_[i], uniq_grads_[i].data()};
   const float* full = nullptr;
@@ -166,8 +168,8 @@ Status SparseUpdater::Update(const ExecContext& ctx, const optim::OptimizerConfi
 
 Status SparseUpdater::ApplyDataParallel(const ExecContext& ctx, comm::Communicator& dp_comm,
                                         const RoutedBatch& rb, const float* grad,
-                                        const optim::OptimizerConfig& config, int64_t step,
-                                        double* comm_seconds) {
+                                        const std::vector<optim::OptimizerConfig>& configs,
+                                        int64_t step, double* comm_seconds) {
   const Layout& l = *layout_;
   if (l.dp_tables.empty()) return Status::Ok();
   const auto& plan = *l.plan;
@@ -202,9 +204,10 @@ Status SparseUpdater::ApplyDataParallel(const ExecContext& ctx, comm::Communicat
                                          DType::kFloat32, comm::ReduceOp::kSum));
   }
   const float scale = 1.0f / static_cast<float>(dp_comm.Size());
-  const int K = l.num_row_stats;
   for (int32_t t : l.dp_tables) {
     const int32_t dim = plan.tables[t].dim;
+    const optim::OptimizerConfig& config = configs[t];
+    const int K = l.tables[t].num_row_stats;
     const int32_t local = l.tables[t].shard_local[l.rank];
     const float* tg = dp_grad_.data() + dp_grad_offset_[t];
     const float* touched = dp_grad_.data() + dp_touch_offset_[t];

@@ -20,24 +20,27 @@ class SparseUpdater {
  public:
   void Init(const Layout* layout, ParamStore* params);
 
+  // Both steps take each table's optimizer (configs[t] for table t).
   // Sharded tables. `grads` is the gradient message this rank received (laid out like the
   // forward return message it sent, so each run reads its gradient rows in place). Row
   // statistics travel over `comm` (every rank takes part); `comm_seconds` accumulates the time
   // spent in that collective.
   Status ApplySharded(const ExecContext& ctx, comm::Communicator& comm, const RoutedBatch& rb,
-                      const float* grads, const optim::OptimizerConfig& config, int64_t step,
-                      double* comm_seconds);
+                      const float* grads, const std::vector<optim::OptimizerConfig>& configs,
+                      int64_t step, double* comm_seconds);
 
   // Data-parallel tables: `grad` is the gradient of this rank's output; the dense table
   // gradients and touched-row masks are all-reduced over `dp_comm` and divided by its size.
   Status ApplyDataParallel(const ExecContext& ctx, comm::Communicator& dp_comm,
                            const RoutedBatch& rb, const float* grad,
-                           const optim::OptimizerConfig& config, int64_t step,
+                           const std::vector<optim::OptimizerConfig>& configs, int64_t step,
                            double* comm_seconds);
 
  private:
   bool FusedEligible(size_t local) const;
   Status ExchangeRowStats(comm::Communicator& comm, double* comm_seconds);
+  // Applies `config` to the aggregated rows of local shard `local` (row statistics summed over
+  // the whole row in column order).
   Status Update(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
                 size_t local);
 

@@ -11,9 +11,36 @@
 
 namespace shardrec::embedding {
 
+namespace {
+
+// The optimizer each table trains with: its own, else the default (given, or the plan's).
+Status ResolveOptimizers(const sharding::Plan& plan, const optim::OptimizerConfig* given,
+                         optim::OptimizerConfig* default_out,
+                         std::vector<optim::OptimizerConfig>* per_table) {
+  optim::OptimizerConfig def;
+  if (given != nullptr) {
+    def = *given;
+  } else if (plan.planned_optimizer >= 0) {
+    def.type = static_cast<optim::OptimizerType>(plan.planned_optimizer);
+  }
+  SR_RETURN_IF_ERROR(optim::ValidateConfig(def));
+  per_table->clear();
+  for (const auto& t : plan.tables) {
+    if (t.has_optimizer) {
+      per_table->push_back(t.optimizer);
+      continue;
+    }
+    per_table->push_back(def);
+  }
+  *default_out = def;
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
                                    std::shared_ptr<comm::Communicator> comm,
-                                   const optim::OptimizerConfig& optimizer,
+                                   const optim::OptimizerConfig* optimizer,
                                    const CollectionOptions& options,
                                    std::unique_ptr<EmbeddingCollection>* out,
                                    const Status& rejected) {
@@ -33,8 +60,10 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     local = Status::InvalidArgument("options: unknown bounds policy ",
                                     static_cast<int32_t>(options.bounds));
   } else {
-    local = optim::ValidateConfig(optimizer);
-    if (local.ok()) local = BuildLayout(plan, comm->Rank(), optimizer.type, &c->layout_);
+    local = ResolveOptimizers(*plan, optimizer, &c->optim_, &c->table_optim_);
+    std::vector<optim::OptimizerType> types;
+    for (const auto& o : c->table_optim_) types.push_back(o.type);
+    if (local.ok()) local = BuildLayout(plan, comm->Rank(), types, &c->layout_);
   }
   // One allreduce(max) agrees on the plan hash (max of h and of ~h: equal iff min == max) and
   // on whether any rank failed, so every rank returns instead of waiting on a peer.
@@ -54,8 +83,10 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   if (c->input_comm_ == nullptr) return Status::Internal("input communicator split failed");
   c->comm_ = std::move(comm);
   c->dp_comm_ = options.dp_comm ? options.dp_comm : c->comm_;
-  c->optim_ = optimizer;
   c->options_ = options;
+  // Stochastic rounding draws its bits from the collection's seed (embedding.h).
+  c->optim_.seed = options.seed;
+  for (auto& o : c->table_optim_) o.seed = options.seed;
   c->options_.dp_comm.reset();
   if (options.num_threads > 1) c->pool_ = std::make_unique<ThreadPool>(options.num_threads);
   c->exec_ = ExecContext::Host(c->pool_.get());
@@ -128,19 +159,21 @@ Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_l
         "input_dist_wait and forward_distributed first");
   ScopedTimer total(&timings_.total_seconds);
   std::unique_ptr<RoutedBatch> rb = TakeSpare();
-  Status local = Route(batch, rejected, rb.get());
   Status s;
   {
-    ScopedTimer t(&timings_.comm_seconds);
-    s = ExchangeInput(layout_, *input_comm_, local, rb.get());
+    ScopedTimer phase(&timings_.input_dist_seconds);
+    const Status local = Route(batch, rejected, rb.get());
+    {
+      ScopedTimer t(&timings_.comm_seconds);
+      s = ExchangeInput(layout_, *input_comm_, local, rb.get());
+    }
+    if (s.ok()) s = UnpackInput(layout_, rb.get());
   }
-  if (s.ok()) s = UnpackInput(layout_, rb.get());
   if (!s.ok()) {
     spare_ = std::move(rb);
     return s;
   }
-  pending_ = std::move(rb);
-  return ForwardDistributed(out, out_len);
+  return Distribute(std::move(rb), out, out_len, Status::Ok());
 }
 
 Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rejected) {
@@ -149,6 +182,7 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
         "an input distribution is already in flight; call "
         "input_dist_wait and forward_distributed first");
   ScopedTimer total(&timings_.total_seconds);
+  ScopedTimer phase(&timings_.input_dist_seconds);
   std::unique_ptr<RoutedBatch> rb = TakeSpare();
   Status local = Route(batch, rejected, rb.get());
   if (!local.ok()) {
@@ -159,7 +193,10 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
   }
   pending_ = std::move(rb);
   RoutedBatch* p = pending_.get();
+  p->worker_seconds = 0;
   pending_work_ = worker_->Submit([this, p] {
+    // Timed here and added by WaitInputDist: the worker never touches timings_.
+    ScopedTimer t(&p->worker_seconds);
     SR_RETURN_IF_ERROR(ExchangeInput(layout_, *input_comm_, Status::Ok(), p));
     return UnpackInput(layout_, p);
   });
@@ -176,6 +213,7 @@ Status EmbeddingCollection::WaitInputDist() {
     s = pending_work_->Wait();
   }
   pending_work_.reset();
+  timings_.input_dist_seconds += pending_->worker_seconds;
   if (!s.ok()) {
     spare_ = std::move(pending_);
     return s;
@@ -189,7 +227,11 @@ Status EmbeddingCollection::ForwardDistributed(float* out, size_t out_len, const
                                     ? "no input distribution was started"
                                     : "call input_dist_wait before forward_distributed");
   ScopedTimer total(&timings_.total_seconds);
-  std::unique_ptr<RoutedBatch> rb = std::move(pending_);
+  return Distribute(std::move(pending_), out, out_len, rejected);
+}
+
+Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* out, size_t out_len,
+                                       const Status& rejected) {
   const size_t rows = static_cast<size_t>(layout_.sequence ? rb->num_values : rb->batch_size);
   const size_t need = rows * static_cast<size_t>(layout_.output_dim);
   Status local = rejected;
@@ -203,8 +245,10 @@ Status EmbeddingCollection::ForwardDistributed(float* out, size_t out_len, const
     local = Status::InvalidArgument("out must not be NULL");
   // The output exchange is collective: a rank with a bad output buffer still takes part.
   Status s = LookupAndReturn(*rb);
-  if (s.ok() && local.ok())
+  if (s.ok() && local.ok()) {
+    ScopedTimer phase(&timings_.output_dist_seconds);
     s = CombineOutput(exec_, layout_, params_, *rb, ret_recv_.data(), &jobs_, out);
+  }
   if (!s.ok() || !local.ok()) {
     spare_ = std::move(rb);
     return s.ok() ? local : s;
@@ -213,6 +257,7 @@ Status EmbeddingCollection::ForwardDistributed(float* out, size_t out_len, const
   current_ = std::move(rb);
   current_consumed_ = false;
   ++timings_.forwards;
+  timings_.samples += current_->batch_size;
   return Status::Ok();
 }
 
@@ -221,7 +266,11 @@ Status EmbeddingCollection::LookupAndReturn(RoutedBatch& rb) {
   size_t recv_total = 0;
   for (size_t v : rb.ret_floats_from) recv_total += v;
   ret_recv_.resize(recv_total);
-  SR_RETURN_IF_ERROR(LookupToSend(exec_, layout_, params_, rb, &jobs_, ret_send_.data()));
+  {
+    ScopedTimer phase(&timings_.lookup_seconds);
+    SR_RETURN_IF_ERROR(LookupToSend(exec_, layout_, params_, rb, &jobs_, ret_send_.data()));
+  }
+  ScopedTimer phase(&timings_.output_dist_seconds);
   ScopedTimer t(&timings_.comm_seconds);
   return comm_->AllToAllV(ret_send_.data(), ReturnSendCounts(rb), ret_recv_.data(),
                           ReturnRecvCounts(rb), DType::kFloat32);
@@ -229,6 +278,7 @@ Status EmbeddingCollection::LookupAndReturn(RoutedBatch& rb) {
 
 Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const Status& rejected) {
   ScopedTimer total(&timings_.total_seconds);
+  ScopedTimer phase(&timings_.backward_seconds);
   Status local = rejected;
   if (!local.ok()) {
     // The caller's verdict stands.
@@ -262,10 +312,10 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
     SR_RETURN_IF_ERROR(comm_->AllToAllV(ret_recv_.data(), ReturnRecvCounts(rb), ret_send_.data(),
                                         ReturnSendCounts(rb), DType::kFloat32));
   }
-  SR_RETURN_IF_ERROR(updater_.ApplySharded(exec_, *comm_, rb, ret_send_.data(), optim_, step,
+  SR_RETURN_IF_ERROR(updater_.ApplySharded(exec_, *comm_, rb, ret_send_.data(), table_optim_, step,
                                            &timings_.comm_seconds));
-  SR_RETURN_IF_ERROR(
-      updater_.ApplyDataParallel(exec_, *dp_comm_, rb, grad, optim_, step, &timings_.comm_seconds));
+  SR_RETURN_IF_ERROR(updater_.ApplyDataParallel(exec_, *dp_comm_, rb, grad, table_optim_, step,
+                                                &timings_.comm_seconds));
   ++timings_.backwards;
   return Status::Ok();
 }
@@ -275,13 +325,33 @@ Status EmbeddingCollection::SetLearningRate(float lr) {
   c.learning_rate = lr;
   SR_RETURN_IF_ERROR(optim::ValidateConfig(c));
   optim_ = c;
+  for (auto& t : table_optim_) t.learning_rate = lr;
+  return Status::Ok();
+}
+
+Status EmbeddingCollection::SetTableLearningRate(const std::string& table, float lr) {
+  int32_t t = -1;
+  SR_RETURN_IF_ERROR(FindTable(table, &t));
+  optim::OptimizerConfig c = table_optim_[t];
+  c.learning_rate = lr;
+  SR_RETURN_IF_ERROR(optim::ValidateConfig(c));
+  table_optim_[t] = c;
   return Status::Ok();
 }
 
 std::vector<StateInfo> EmbeddingCollection::States() const {
   std::vector<StateInfo> out;
-  for (const auto& s : layout_.state_specs) out.push_back({s.name, s.row_wise});
+  for (const auto& s : optim::StateSpecs(optim_.type)) out.push_back({s.name, s.row_wise});
   return out;
+}
+
+Status EmbeddingCollection::TableStates(const std::string& table,
+                                        std::vector<StateInfo>* out) const {
+  int32_t t = -1;
+  SR_RETURN_IF_ERROR(FindTable(table, &t));
+  out->clear();
+  for (const auto& s : layout_.tables[t].state_specs) out->push_back({s.name, s.row_wise});
+  return Status::Ok();
 }
 
 }  // namespace shardrec::embedding

@@ -48,23 +48,34 @@ struct StateInfo {
   bool row_wise = false;  // one value per row, else one per element
 };
 
-// Seconds spent inside collectives vs. everything, accumulated since creation.
+// Where a rank's time goes, accumulated since creation (wall-clock seconds). The phases of a
+// forward are input distribution (routing, the id exchange and unpacking; the part that ran on
+// the communication worker included), lookup, and output distribution (the return exchange and
+// the combine); backward is one phase. collective_seconds is the time spent inside (or waiting
+// for) collectives across all phases; total the time inside the collection's calls.
 struct CollectionTimings {
   double comm_seconds = 0;
   double total_seconds = 0;
+  double input_dist_seconds = 0;
+  double lookup_seconds = 0;
+  double output_dist_seconds = 0;
+  double backward_seconds = 0;
   int64_t forwards = 0;
   int64_t backwards = 0;
+  int64_t samples = 0;  // local samples forwarded
 };
 
 class EmbeddingCollection {
  public:
   // Collective over `comm`: checks that every rank has the same plan and a valid config, then
-  // allocates and initialises the local shards and optimizer states. A rank whose caller already
-  // rejected its arguments passes that error as `rejected`: it takes part in the agreement and
-  // returns it, and its peers fail naming it.
+  // allocates and initialises the local shards and optimizer states. `optimizer` is the default
+  // of the tables without their own (TableConfig::optimizer); null means the optimizer the plan
+  // was made for (its planned type with default hyperparameters), so the optimizer is given once.
+  // A rank whose caller already rejected its arguments passes that error as
+  // `rejected`: it takes part in the agreement and returns it, and its peers fail naming it.
   static Status Create(std::shared_ptr<const sharding::Plan> plan,
                        std::shared_ptr<comm::Communicator> comm,
-                       const optim::OptimizerConfig& optimizer, const CollectionOptions& options,
+                       const optim::OptimizerConfig* optimizer, const CollectionOptions& options,
                        std::unique_ptr<EmbeddingCollection>* out,
                        const Status& rejected = Status::Ok());
   ~EmbeddingCollection();
@@ -87,7 +98,10 @@ class EmbeddingCollection {
   // (`rejected`, a wrong grad_len, no forward) fails the call on every rank, changing nothing.
   Status Backward(const float* grad, size_t grad_len, const Status& rejected = Status::Ok());
 
+  // Every table's learning rate / one table's (schedules). Not collective; every rank should
+  // set the same values.
   Status SetLearningRate(float lr);
+  Status SetTableLearningRate(const std::string& table, float lr);
   // Collective: full [rows, dim] weights of a table, gathered on every rank / scattered from
   // every rank's copy.
   Status GetWeights(const std::string& table, float* out, size_t len);
@@ -97,7 +111,10 @@ class EmbeddingCollection {
   Status SetState(const std::string& table, const std::string& state, const float* in, size_t len);
   Status SetNumSteps(int64_t steps);
 
+  // The states of the default optimizer, and those of one table's optimizer.
   std::vector<StateInfo> States() const;
+  Status TableStates(const std::string& table, std::vector<StateInfo>* out) const;
+  const optim::OptimizerConfig& table_optimizer(int32_t table) const { return table_optim_[table]; }
   // Parameter views (param_views.h): the arenas for 2D sync, the per-shard tensors for
   // checkpoints. Valid until the collection is destroyed.
   std::vector<ParamBuffer> ParamBuffers() { return params_.Buffers(); }
@@ -123,8 +140,11 @@ class EmbeddingCollection {
   // Collective agreement: returns `local` on this rank, or an error naming a rank that failed.
   Status Agree(const Status& local, const char* what);
   Status LookupAndReturn(RoutedBatch& rb);
+  // The lookup and output distribution of a batch whose input distribution is complete.
+  Status Distribute(std::unique_ptr<RoutedBatch> rb, float* out, size_t out_len,
+                    const Status& rejected);
   Status FindTable(const std::string& table, int32_t* index) const;
-  Status FindState(const std::string& state, int32_t* index) const;
+  Status FindState(int32_t table, const std::string& state, int32_t* index) const;
   // Local checks shared by the weight and state accessors (before the collective agreement);
   // `state` null means the weights (*s = -1).
   Status CheckAccess(const std::string& table, const std::string* state, const float* data,
@@ -136,7 +156,8 @@ class EmbeddingCollection {
   std::shared_ptr<comm::Communicator> comm_;
   std::shared_ptr<comm::Communicator> dp_comm_;
   std::unique_ptr<comm::Communicator> input_comm_;
-  optim::OptimizerConfig optim_;
+  optim::OptimizerConfig optim_;                     // the default optimizer
+  std::vector<optim::OptimizerConfig> table_optim_;  // per table: its own, or the default
   CollectionOptions options_;
   std::unique_ptr<ThreadPool> pool_;
   ExecContext exec_;

@@ -53,6 +53,7 @@ struct RoutedBatch {
   std::vector<int64_t> bag_offsets;   // CSR storage of every pooled run
   std::vector<size_t> ret_floats_to;  // per source: floats this rank returns
   size_t ret_floats_total = 0;
+  double worker_seconds = 0;  // time the communication worker spent on this batch
 
   // Scratch of the counting pass, reused between batches.
   std::vector<int32_t> unit_lengths;  // [unit * batch_size + b]

@@ -147,7 +147,7 @@ Status BuildTables(const sharding::Plan& plan, Layout* l) {
     }
   }
   for (auto& ls : l->local) {
-    for (const auto& spec : l->state_specs) {
+    for (const auto& spec : l->tables[ls.table].state_specs) {
       ls.state_offsets.push_back(l->states_size);
       l->states_size += static_cast<size_t>(ls.rows) * (spec.row_wise ? 1 : ls.cols);
     }
@@ -186,10 +186,9 @@ void BuildUnits(const sharding::Plan& plan, Layout* l) {
 
 // Every column shard sends its partial row statistics to each sibling of the same row block.
 void BuildStatMessages(const sharding::Plan& plan, Layout* l) {
-  if (l->num_row_stats == 0) return;
   for (size_t t = 0; t < l->tables.size(); ++t) {
     const auto& tl = l->tables[t];
-    if (tl.data_parallel || !tl.split_columns) continue;
+    if (tl.num_row_stats == 0 || tl.data_parallel || !tl.split_columns) continue;
     const auto& shards = plan.table_plans[t].shards;
     for (const auto& b : tl.blocks) {
       for (int32_t from : b.shards) {
@@ -212,15 +211,16 @@ int32_t FindRowBlock(const TableLayout& tl, int64_t row) {
 }
 
 Status BuildLayout(std::shared_ptr<const sharding::Plan> plan, int32_t rank,
-                   optim::OptimizerType optimizer, Layout* out) {
+                   const std::vector<optim::OptimizerType>& optimizers, Layout* out) {
   Layout l;
   l.plan = std::move(plan);
   l.rank = rank;
   l.world = l.plan->world_size;
   if (rank < 0 || rank >= l.world)
     return Status::InvalidArgument("rank ", rank, " is outside the plan's world of ", l.world);
-  l.state_specs = optim::StateSpecs(optimizer);
-  l.num_row_stats = optim::NumRowStats(optimizer);
+  if (optimizers.size() != l.plan->tables.size())
+    return Status::Internal("layout: ", optimizers.size(), " optimizers for ",
+                            l.plan->tables.size(), " tables");
   for (const auto& t : l.plan->tables) {
     for (int32_t f : t.features) {
       if (f < 0 || static_cast<size_t>(f) >= l.plan->features.size())
@@ -229,6 +229,11 @@ Status BuildLayout(std::shared_ptr<const sharding::Plan> plan, int32_t rank,
   }
   SR_RETURN_IF_ERROR(CheckTables(*l.plan, &l));
   BuildPairs(*l.plan, &l);
+  l.tables.resize(l.plan->tables.size());
+  for (size_t t = 0; t < optimizers.size(); ++t) {
+    l.tables[t].state_specs = optim::StateSpecs(optimizers[t]);
+    l.tables[t].num_row_stats = optim::NumRowStats(optimizers[t]);
+  }
   SR_RETURN_IF_ERROR(BuildTables(*l.plan, &l));
   BuildUnits(*l.plan, &l);
   BuildStatMessages(*l.plan, &l);

@@ -34,6 +34,10 @@ struct RowBlock {
 
 struct TableLayout {
   bool data_parallel = false;
+  // The table's optimizer state: one tensor per spec, and the row statistics its update sums
+  // over the whole row (optim::NumRowStats).
+  std::vector<optim::StateSpec> state_specs;
+  int num_row_stats = 0;
   std::vector<RowBlock> blocks;      // non-empty row blocks by row offset (non-DP tables)
   std::vector<int32_t> shard_local;  // per shard: index into Layout::local, or -1
   bool split_columns = false;        // some row block has more than one column shard
@@ -90,22 +94,21 @@ struct Layout {
   std::vector<int32_t> dp_tables;                   // data-parallel tables, in table order
 
   std::vector<LocalShard> local;
-  std::vector<optim::StateSpec> state_specs;
   size_t weights_size = 0;       // fp32 weights (floats)
   size_t weights_fp16_size = 0;  // fp16 weights (elements)
   size_t weights_bf16_size = 0;  // bf16 weights (elements)
   size_t states_size = 0;        // floats
   size_t dp_grad_size = 0;       // floats: sum over DP tables of rows * (dim + 1)
 
-  int num_row_stats = 0;
   std::vector<StatMessage> stat_messages;  // empty unless row stats cross column shards
 };
 
-// Derives the layout of `rank`. Fails (naming the table) for configurations the host path
-// does not support: weights other than fp32/fp16/bf16, mixed pooled and NONE tables, NONE tables of
-// different dims or a feature read by several NONE tables.
+// Derives the layout of `rank`, with each table's optimizer (optimizers[t], one per table).
+// Fails (naming the table) for configurations the host path does not support: weights other
+// than fp32/fp16/bf16, mixed pooled and NONE tables, NONE tables of different dims or a feature
+// read by several NONE tables.
 Status BuildLayout(std::shared_ptr<const sharding::Plan> plan, int32_t rank,
-                   optim::OptimizerType optimizer, Layout* out);
+                   const std::vector<optim::OptimizerType>& optimizers, Layout* out);
 
 // Index of the row block of `tl` holding global row `row` (row must be in range).
 int32_t FindRowBlock(const TableLayout& tl, int64_t row);

@@ -141,8 +141,9 @@ std::vector<ShardTensor> ParamStore::ShardTensors() {
     t.data = ShardWeights(ls);
     t.row_stride = ls.cols;
     out.push_back(t);
-    for (size_t s = 0; s < layout_->state_specs.size(); ++s) {
-      const auto& spec = layout_->state_specs[s];
+    const auto& specs = layout_->tables[ls.table].state_specs;
+    for (size_t s = 0; s < specs.size(); ++s) {
+      const auto& spec = specs[s];
       t.kind = ParamKind::kOptimizerState;
       t.dtype = DType::kFloat32;
       t.name = spec.name;

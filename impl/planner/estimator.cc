@@ -86,7 +86,9 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
     Perf& p = e.perf;
     Storage& m = e.storage;
     m.weights = s.rows * s.cols * static_cast<int64_t>(st);
-    m.optimizer = OptimizerStateBytes(topo.optimizer, s.rows, s.cols);
+    // Each table counts its own optimizer's state; the topology's is the default.
+    m.optimizer = OptimizerStateBytes(table.has_optimizer ? table.optimizer.type : topo.optimizer,
+                                      s.rows, s.cols);
     switch (type) {
       case ShardingType::kTableWise:
       case ShardingType::kColumnWise:

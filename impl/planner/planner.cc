@@ -79,6 +79,7 @@ Status MakePlan(const PlannerInput& input, PlannerResult* out) {
   plan.local_world_size = topo.local_world_size;
   plan.features = input.features;
   plan.tables = input.tables;
+  plan.planned_optimizer = static_cast<int32_t>(topo.optimizer);
   SR_RETURN_IF_ERROR(sharding::ValidatePlanConfigs(plan));
 
   std::vector<TableRequest> requests;

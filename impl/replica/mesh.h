@@ -42,7 +42,7 @@ class Mesh {
   // check that every replica of this rank's shards starts with the same weights. `rejected` as
   // in EmbeddingCollection::Create.
   Status CreateCollection(std::shared_ptr<const sharding::Plan> plan,
-                          const optim::OptimizerConfig& optimizer,
+                          const optim::OptimizerConfig* optimizer,
                           embedding::CollectionOptions options,
                           std::unique_ptr<embedding::EmbeddingCollection>* out,
                           const Status& rejected = Status::Ok());

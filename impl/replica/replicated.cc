@@ -49,7 +49,7 @@ Status VerifyReplicasIdentical(Mesh& mesh, embedding::EmbeddingCollection& coll)
 }  // namespace
 
 Status Mesh::CreateCollection(std::shared_ptr<const sharding::Plan> plan,
-                              const optim::OptimizerConfig& optimizer,
+                              const optim::OptimizerConfig* optimizer,
                               embedding::CollectionOptions options,
                               std::unique_ptr<embedding::EmbeddingCollection>* out,
                               const Status& rejected) {

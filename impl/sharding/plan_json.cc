@@ -57,6 +57,34 @@ Status EnumMember(const json::Value& obj, const std::string& where, const std::s
   return Status::InvalidArgument("plan: table '", table, "': unknown ", key, " \"", s, "\"");
 }
 
+// A table's own optimizer: {"type": "adam", "learning_rate": ..., ...}; every field is written
+// by PlanToJson, so all are required.
+Status ParseOptimizer(const json::Value& ov, const std::string& where, const std::string& table,
+                      optim::OptimizerConfig* o) {
+  std::string name;
+  SR_RETURN_IF_ERROR(StringMember(ov, where, "type", &name));
+  bool found = false;
+  for (int32_t i = 0; i < optim::kNumOptimizerTypes && !found; ++i) {
+    if (name == optim::OptimizerName(static_cast<optim::OptimizerType>(i))) {
+      o->type = static_cast<optim::OptimizerType>(i);
+      found = true;
+    }
+  }
+  if (!found)
+    return Status::InvalidArgument("plan: table '", table, "': unknown optimizer \"", name, "\"");
+  SR_RETURN_IF_ERROR(FloatMember(ov, where, "learning_rate", &o->learning_rate));
+  SR_RETURN_IF_ERROR(FloatMember(ov, where, "eps", &o->eps));
+  SR_RETURN_IF_ERROR(FloatMember(ov, where, "beta1", &o->beta1));
+  SR_RETURN_IF_ERROR(FloatMember(ov, where, "beta2", &o->beta2));
+  SR_RETURN_IF_ERROR(FloatMember(ov, where, "weight_decay", &o->weight_decay));
+  int32_t mode = 0, stochastic = 0;
+  SR_RETURN_IF_ERROR(IntMember(ov, where, "weight_decay_mode", &mode));
+  SR_RETURN_IF_ERROR(IntMember(ov, where, "stochastic_rounding", &stochastic));
+  o->weight_decay_mode = static_cast<optim::WeightDecayMode>(mode);
+  o->stochastic_rounding = stochastic != 0;
+  return Status::Ok();
+}
+
 Status ParseTable(const json::Value& tv, const std::string& where, TableConfig* t, TablePlan* tp) {
   SR_RETURN_IF_ERROR(StringMember(tv, where, "name", &t->name));
   SR_RETURN_IF_ERROR(IntMember(tv, where, "rows", &t->rows));
@@ -92,6 +120,10 @@ Status ParseTable(const json::Value& tv, const std::string& where, TableConfig* 
   t->init.kind = static_cast<InitConfig::Kind>(e);
   SR_RETURN_IF_ERROR(FloatMember(*iv, where + ".init", "low", &t->init.low));
   SR_RETURN_IF_ERROR(FloatMember(*iv, where + ".init", "high", &t->init.high));
+  if (const json::Value* ov = tv.Find("optimizer")) {
+    t->has_optimizer = true;
+    SR_RETURN_IF_ERROR(ParseOptimizer(*ov, where + ".optimizer", t->name, &t->optimizer));
+  }
   std::string type;
   SR_RETURN_IF_ERROR(StringMember(tv, where, "sharding", &type));
   if (!ShardingTypeFromName(type, &tp->type))
@@ -127,6 +159,12 @@ std::string PlanToJson(const Plan& plan) {
   o.append(StrCat(plan.world_size, ",\n  "));
   Key(&o, "ranks_per_node");
   o.append(StrCat(plan.local_world_size, ",\n  "));
+  if (plan.planned_optimizer >= 0) {
+    Key(&o, "planned_optimizer");
+    json::AppendString(
+        &o, optim::OptimizerName(static_cast<optim::OptimizerType>(plan.planned_optimizer)));
+    o.append(",\n  ");
+  }
   Key(&o, "features");
   o.append("[");
   for (size_t i = 0; i < plan.features.size(); ++i) {
@@ -158,7 +196,20 @@ std::string PlanToJson(const Plan& plan) {
     const auto kind = static_cast<int32_t>(t.init.kind);
     json::AppendString(&o, kind >= 0 && kind < 3 ? kInitNames[kind] : "?");
     o.append(StrCat(", \"low\": ", json::FormatFloat(t.init.low),
-                    ", \"high\": ", json::FormatFloat(t.init.high), "},\n      \"sharding\": "));
+                    ", \"high\": ", json::FormatFloat(t.init.high), "},\n      "));
+    if (t.has_optimizer) {
+      const optim::OptimizerConfig& oc = t.optimizer;
+      Key(&o, "optimizer");
+      o.append("{\"type\": ");
+      json::AppendString(&o, optim::OptimizerName(oc.type));
+      o.append(StrCat(", \"learning_rate\": ", json::FormatFloat(oc.learning_rate), ", \"eps\": ",
+                      json::FormatFloat(oc.eps), ", \"beta1\": ", json::FormatFloat(oc.beta1),
+                      ", \"beta2\": ", json::FormatFloat(oc.beta2),
+                      ", \"weight_decay\": ", json::FormatFloat(oc.weight_decay),
+                      ", \"weight_decay_mode\": ", static_cast<int32_t>(oc.weight_decay_mode),
+                      ", \"stochastic_rounding\": ", oc.stochastic_rounding ? 1 : 0, "},\n      "));
+    }
+    Key(&o, "sharding");
     json::AppendString(&o, ShardingTypeName(tp.type));
     o.append(",\n      \"shards\": [");
     for (size_t i = 0; i < tp.shards.size(); ++i) {
@@ -190,6 +241,15 @@ Status PlanFromJson(std::string_view text, Plan* out) {
   Plan plan;
   SR_RETURN_IF_ERROR(IntMember(root, "plan", "world_size", &plan.world_size));
   SR_RETURN_IF_ERROR(IntMember(root, "plan", "ranks_per_node", &plan.local_world_size));
+  if (const json::Value* pv = root.Find("planned_optimizer")) {
+    std::string name;
+    SR_RETURN_IF_ERROR(json::GetString(*pv, "planned_optimizer", &name));
+    for (int32_t i = 0; i < optim::kNumOptimizerTypes; ++i)
+      if (name == optim::OptimizerName(static_cast<optim::OptimizerType>(i)))
+        plan.planned_optimizer = i;
+    if (plan.planned_optimizer < 0)
+      return Status::InvalidArgument("plan: unknown planned_optimizer \"", name, "\"");
+  }
   const json::Value* fv = nullptr;
   SR_RETURN_IF_ERROR(json::GetMember(root, "plan", "features", &fv));
   SR_RETURN_IF_ERROR(json::ExpectArray(*fv, "features"));

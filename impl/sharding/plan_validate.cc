@@ -27,6 +27,8 @@ Status ValidateConfigs(const Plan& plan) {
                                    plan.local_world_size,
                                    " must be in [1, world_size=", plan.world_size, "]");
   if (plan.tables.empty()) return Status::InvalidArgument("plan: no tables");
+  if (plan.planned_optimizer != -1 && !optim::IsKnownOptimizerType(plan.planned_optimizer))
+    return Status::InvalidArgument("plan: unknown planned optimizer ", plan.planned_optimizer);
   std::set<std::string> names;
   for (size_t f = 0; f < plan.features.size(); ++f) {
     const auto& fc = plan.features[f];
@@ -58,6 +60,10 @@ Status ValidateConfigs(const Plan& plan) {
     if (t.init.kind == InitConfig::Kind::kUniform && !(t.init.low < t.init.high))
       return TableError(
           t, StrCat("uniform init needs low < high (got ", t.init.low, ", ", t.init.high, ")"));
+    if (t.has_optimizer) {
+      Status s = optim::ValidateConfig(t.optimizer);
+      if (!s.ok()) return TableError(t, s.message());
+    }
     if (t.features.empty()) return TableError(t, "no feature reads it");
     for (int32_t f : t.features) {
       if (f < 0 || static_cast<size_t>(f) >= plan.features.size())

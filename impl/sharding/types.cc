@@ -84,7 +84,16 @@ uint64_t Plan::Hash() const {
     h.I64(static_cast<int32_t>(t.init.kind));
     h.F32(t.init.low);
     h.F32(t.init.high);
+    if (t.has_optimizer) {
+      const optim::OptimizerConfig& o = t.optimizer;
+      h.Str("optimizer");
+      h.I64(static_cast<int32_t>(o.type));
+      for (float v : {o.learning_rate, o.eps, o.beta1, o.beta2, o.weight_decay}) h.F32(v);
+      h.I64(static_cast<int32_t>(o.weight_decay_mode));
+      h.I64(o.stochastic_rounding ? 1 : 0);
+    }
   }
+  h.I64(planned_optimizer);
   h.U64(table_plans.size());
   for (const auto& tp : table_plans) {
     h.I64(static_cast<int32_t>(tp.type));

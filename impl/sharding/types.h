@@ -8,6 +8,7 @@
 
 #include "impl/core/dtype.h"
 #include "impl/core/status.h"
+#include "impl/optim/optimizer.h"
 
 namespace shardrec::sharding {
 
@@ -52,6 +53,10 @@ struct TableConfig {
   DType dtype = DType::kFloat32;  // storage type; math is always fp32
   std::vector<int32_t> features;  // indices into Plan::features that read this table, in order
   InitConfig init;
+  // The table's own fused optimizer (TorchRec's per-table fused params); without one the table
+  // trains with the collection's default optimizer.
+  bool has_optimizer = false;
+  optim::OptimizerConfig optimizer;
 };
 
 struct FeatureConfig {
@@ -94,6 +99,9 @@ struct Plan {
   std::vector<FeatureConfig> features;  // KJT key order
   std::vector<TableConfig> tables;      // table order
   std::vector<TablePlan> table_plans;   // parallel to `tables`
+  // The optimizer type the planner counted for tables without their own (topology.optimizer);
+  // -1 when unknown (a manual plan).
+  int32_t planned_optimizer = -1;
 
   // Stable 64-bit hash of everything above (used to check that ranks agree).
   uint64_t Hash() const;

@@ -61,7 +61,7 @@ void BM_ShardedStep(benchmark::State& state) {
   opt.type = optim::OptimizerType::kRowWiseAdagrad;
   threads.Run([&](int r) {
     std::shared_ptr<comm::Communicator> c(std::move(comms[r]));
-    (void)EmbeddingCollection::Create(plan, c, opt, CollectionOptions(), &colls[r]);
+    (void)EmbeddingCollection::Create(plan, c, &opt, CollectionOptions(), &colls[r]);
     std::mt19937_64 gen(r + 1);
     for (size_t f = 0; f < plan->features.size(); ++f) {
       for (int64_t b = 0; b < kBatch; ++b) {

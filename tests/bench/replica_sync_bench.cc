@@ -152,7 +152,7 @@ void BM_Step(benchmark::State& state) {
   threads.Run([&](int r) {
     embedding::CollectionOptions o;
     o.dp_comm = world->meshes[r]->world();
-    (void)embedding::EmbeddingCollection::Create(plan, world->meshes[r]->sharding(), opt, o,
+    (void)embedding::EmbeddingCollection::Create(plan, world->meshes[r]->sharding(), &opt, o,
                                                  &colls[r]);
     std::mt19937_64 gen(r + 1);
     for (size_t f = 0; f < plan->features.size(); ++f) {

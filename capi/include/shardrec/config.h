@@ -70,6 +70,64 @@ SHARDREC_API shardrec_status_t shardrec_feature_config_init(shardrec_feature_con
 
 /* ---------------------------------------------------------------------------------------- */
 
+/** Fused optimizer types (stored as int32_t). */
+typedef enum shardrec_optimizer_type {
+  SHARDREC_OPTIMIZER_SGD = 0,                  /**< w -= lr * g. No state. */
+  SHARDREC_OPTIMIZER_ADAGRAD = 1,              /**< State "momentum1" [rows, dim]. */
+  SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD = 2,      /**< State "momentum1" [rows]. */
+  SHARDREC_OPTIMIZER_ADAM = 3,                 /**< "momentum1", "momentum2" [rows, dim]. */
+  SHARDREC_OPTIMIZER_PARTIAL_ROWWISE_ADAM = 4, /**< "momentum1" [rows, dim], "momentum2" [rows]. */
+  SHARDREC_OPTIMIZER_LAMB = 5                  /**< "momentum1", "momentum2" [rows, dim]. */
+} shardrec_optimizer_type_t;
+
+/** Weight decay modes (stored as int32_t). */
+typedef enum shardrec_weight_decay_mode {
+  SHARDREC_WEIGHT_DECAY_NONE = 0,     /**< No weight decay. */
+  SHARDREC_WEIGHT_DECAY_L2 = 1,       /**< g += weight_decay * w before the update rule. */
+  SHARDREC_WEIGHT_DECAY_DECOUPLED = 2 /**< AdamW-style: w -= lr * weight_decay * w, apart from
+                                           the rule; for LAMB the term weight_decay * w is added
+                                           to the update direction inside the trust ratio (as
+                                           the LAMB paper and FBGEMM do). */
+} shardrec_weight_decay_mode_t;
+
+/** Fused optimizer configuration (TorchRec/FBGEMM names and defaults). */
+typedef struct shardrec_optimizer_config {
+  uint32_t version;            /**< SHARDREC_OPTIMIZER_CONFIG_VERSION. */
+  int32_t type;                /**< A shardrec_optimizer_type_t; 0 is SGD. */
+  float learning_rate;         /**< >= 0; taken literally (init sets 0.01). */
+  float eps;                   /**< > 0; 0 means 1e-8. */
+  float beta1;                 /**< In [0, 1); taken literally (init sets 0.9). */
+  float beta2;                 /**< In [0, 1); taken literally (init sets 0.999). */
+  float weight_decay;          /**< >= 0; 0 disables weight decay. */
+  int32_t weight_decay_mode;   /**< A shardrec_weight_decay_mode_t; 0 is NONE. */
+  int32_t stochastic_rounding; /**< Non-zero: FLOAT16/BFLOAT16 tables round each updated
+                                    weight stochastically (up with probability equal to the
+                                    discarded fraction) instead of to nearest even, so many
+                                    small updates do not vanish. The random bits are a pure
+                                    function of (options.seed, step, table, row, column):
+                                    results are deterministic and plan-independent. 0 (the
+                                    default): round to nearest even. No effect on FLOAT32. */
+} shardrec_optimizer_config_t;
+
+#define SHARDREC_OPTIMIZER_CONFIG_VERSION 1u
+#define SHARDREC_OPTIMIZER_CONFIG_INIT                                                           \
+  {                                                                                              \
+    SHARDREC_OPTIMIZER_CONFIG_VERSION, SHARDREC_OPTIMIZER_SGD, 0.01f, 1e-8f, 0.9f, 0.999f, 0.0f, \
+        0, 0                                                                                     \
+  }
+
+/**
+ * Fills @p config with the defaults (SGD, lr 0.01, eps 1e-8, betas 0.9/0.999, no decay,
+ * round to nearest even).
+ * @param config  [out] Struct to fill; must not be NULL.
+ * @param version SHARDREC_OPTIMIZER_CONFIG_VERSION.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_optimizer_config_init(shardrec_optimizer_config_t* config,
+                                                              uint32_t version);
+
+/* ---------------------------------------------------------------------------------------- */
+
 /** An embedding table. Several features may read one table; each feature reads one table. */
 typedef struct shardrec_table_config {
   uint32_t version;        /**< SHARDREC_TABLE_CONFIG_VERSION. */
@@ -79,19 +137,30 @@ typedef struct shardrec_table_config {
   int32_t pooling;         /**< SHARDREC_POOLING_*; 0 is SUM. */
   int32_t dtype;           /**< Weight storage type, SHARDREC_DTYPE_*; 0 is FLOAT32. */
   const int32_t* features; /**< Indices into the feature array of the features that read this
-                                table, in output order; copied by the callee. */
-  size_t num_features;     /**< Length of @ref features; must be >= 1. */
+                                table, in output order; copied by the callee. NULL when the
+                                features are named instead (@ref feature_names). */
+  size_t num_features;     /**< Length of @ref features; >= 1 unless @ref feature_names is used. */
   int32_t init_kind;       /**< SHARDREC_INIT_*; 0 is DEFAULT. */
   float init_low;          /**< Lower bound (UNIFORM) or the value (CONSTANT). */
   float init_high;         /**< Upper bound (UNIFORM). */
+  /* Version 2. */
+  const shardrec_optimizer_config_t* optimizer; /**< The table's own fused optimizer (TorchRec's
+                                per-table fused params), copied into the plan: the planner counts
+                                its state and the collection trains the table with it. NULL: the
+                                collection's default optimizer. */
+  const char* const* feature_names; /**< The names of the features that read this table, in
+                                output order, as an alternative to @ref features (use one of the
+                                two); copied by the callee. NULL when @ref features is used. */
+  size_t num_feature_names;         /**< Length of @ref feature_names. */
 } shardrec_table_config_t;
 
-#define SHARDREC_TABLE_CONFIG_VERSION 1u
+#define SHARDREC_TABLE_CONFIG_VERSION 2u
 #define SHARDREC_TABLE_CONFIG_INIT \
-  { SHARDREC_TABLE_CONFIG_VERSION, NULL, 0, 0, 0, 0, NULL, 0, 0, 0.0f, 0.0f }
+  { SHARDREC_TABLE_CONFIG_VERSION, NULL, 0, 0, 0, 0, NULL, 0, 0, 0.0f, 0.0f, NULL, NULL, 0 }
 
 /**
- * Fills @p config with defaults for struct version @p version.
+ * Fills @p config with defaults for struct version @p version (1 or 2; version 1 has no
+ * optimizer or feature names).
  * @param config  [out] Struct to fill; must not be NULL.
  * @param version SHARDREC_TABLE_CONFIG_VERSION.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
@@ -119,7 +188,10 @@ typedef struct shardrec_topology {
   double intra_node_bandwidth;           /**< Bytes/s between ranks of a node; 0 means 600 GiB/s. */
   double inter_node_bandwidth; /**< Bytes/s between nodes (per rank); 0 means 12.5 GiB/s. */
   int32_t batch_size;          /**< Expected samples per rank per step; 0 means 512. */
-  int32_t optimizer;           /**< Optimizer whose state is counted in storage, by the values of
+  int32_t optimizer;           /**< Default optimizer of the tables that have none of their own:
+                                    its state is counted in storage, and a collection created with
+                                    a NULL optimizer trains with it (default hyperparameters). By
+                                    the values of
                                     SHARDREC_OPTIMIZER_* (0 SGD, 1 Adagrad, 2 row-wise Adagrad,
                                     3 Adam, 4 partial row-wise Adam, 5 LAMB); 0 is SGD (no state). */
   double memory_bandwidth;     /**< Bytes/s of a rank's memory; 0 means 897 GiB/s (CUDA HBM) or

@@ -55,68 +55,12 @@
 
 SHARDREC_BEGIN_DECL
 
-/** Fused optimizer types (stored as int32_t). */
-typedef enum shardrec_optimizer_type {
-  SHARDREC_OPTIMIZER_SGD = 0,                  /**< w -= lr * g. No state. */
-  SHARDREC_OPTIMIZER_ADAGRAD = 1,              /**< State "momentum1" [rows, dim]. */
-  SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD = 2,      /**< State "momentum1" [rows]. */
-  SHARDREC_OPTIMIZER_ADAM = 3,                 /**< "momentum1", "momentum2" [rows, dim]. */
-  SHARDREC_OPTIMIZER_PARTIAL_ROWWISE_ADAM = 4, /**< "momentum1" [rows, dim], "momentum2" [rows]. */
-  SHARDREC_OPTIMIZER_LAMB = 5                  /**< "momentum1", "momentum2" [rows, dim]. */
-} shardrec_optimizer_type_t;
-
-/** Weight decay modes (stored as int32_t). */
-typedef enum shardrec_weight_decay_mode {
-  SHARDREC_WEIGHT_DECAY_NONE = 0,     /**< No weight decay. */
-  SHARDREC_WEIGHT_DECAY_L2 = 1,       /**< g += weight_decay * w before the update rule. */
-  SHARDREC_WEIGHT_DECAY_DECOUPLED = 2 /**< AdamW-style: w -= lr * weight_decay * w, apart from
-                                           the rule; for LAMB the term weight_decay * w is added
-                                           to the update direction inside the trust ratio (as
-                                           the LAMB paper and FBGEMM do). */
-} shardrec_weight_decay_mode_t;
-
 /** What happens to an id outside [0, rows) of a table that reads its feature. */
 typedef enum shardrec_bounds_policy {
   SHARDREC_BOUNDS_ERROR = 0, /**< Reject the batch with SHARDREC_EINVAL (default). */
   SHARDREC_BOUNDS_CLAMP = 1, /**< Use row 0 instead (FBGEMM's default behaviour). */
   SHARDREC_BOUNDS_SKIP = 2   /**< Drop the id from its bag (it counts for nothing, MEAN too). */
 } shardrec_bounds_policy_t;
-
-/** Fused optimizer configuration (TorchRec/FBGEMM names and defaults). */
-typedef struct shardrec_optimizer_config {
-  uint32_t version;            /**< SHARDREC_OPTIMIZER_CONFIG_VERSION. */
-  int32_t type;                /**< A shardrec_optimizer_type_t; 0 is SGD. */
-  float learning_rate;         /**< >= 0; taken literally (init sets 0.01). */
-  float eps;                   /**< > 0; 0 means 1e-8. */
-  float beta1;                 /**< In [0, 1); taken literally (init sets 0.9). */
-  float beta2;                 /**< In [0, 1); taken literally (init sets 0.999). */
-  float weight_decay;          /**< >= 0; 0 disables weight decay. */
-  int32_t weight_decay_mode;   /**< A shardrec_weight_decay_mode_t; 0 is NONE. */
-  int32_t stochastic_rounding; /**< Non-zero: FLOAT16/BFLOAT16 tables round each updated
-                                    weight stochastically (up with probability equal to the
-                                    discarded fraction) instead of to nearest even, so many
-                                    small updates do not vanish. The random bits are a pure
-                                    function of (options.seed, step, table, row, column):
-                                    results are deterministic and plan-independent. 0 (the
-                                    default): round to nearest even. No effect on FLOAT32. */
-} shardrec_optimizer_config_t;
-
-#define SHARDREC_OPTIMIZER_CONFIG_VERSION 1u
-#define SHARDREC_OPTIMIZER_CONFIG_INIT                                                           \
-  {                                                                                              \
-    SHARDREC_OPTIMIZER_CONFIG_VERSION, SHARDREC_OPTIMIZER_SGD, 0.01f, 1e-8f, 0.9f, 0.999f, 0.0f, \
-        0, 0                                                                                     \
-  }
-
-/**
- * Fills @p config with the defaults (SGD, lr 0.01, eps 1e-8, betas 0.9/0.999, no decay,
- * round to nearest even).
- * @param config  [out] Struct to fill; must not be NULL.
- * @param version SHARDREC_OPTIMIZER_CONFIG_VERSION.
- * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
- */
-SHARDREC_API shardrec_status_t shardrec_optimizer_config_init(shardrec_optimizer_config_t* config,
-                                                              uint32_t version);
 
 /** Options of a collection. */
 typedef struct shardrec_embedding_options {
@@ -464,6 +408,131 @@ SHARDREC_API shardrec_status_t shardrec_embedding_set_state(shardrec_embedding_t
 SHARDREC_API shardrec_status_t shardrec_embedding_timings(const shardrec_embedding_t* coll,
                                                           double* comm_seconds_out,
                                                           double* total_seconds_out);
+
+/* ---- Per-table optimizers ------------------------------------------------------------- */
+
+/**
+ * Sets one table's learning rate (per-table schedules); shardrec_embedding_set_learning_rate
+ * sets every table's. Not collective, but every rank should set the same value.
+ * @param coll          [in] Must not be NULL.
+ * @param table         [in] Table name; must not be NULL.
+ * @param learning_rate Finite and >= 0.
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table; SHARDREC_EINVAL for NULL or an
+ *         invalid rate; SHARDREC_EUSAGE when another thread is using the collection.
+ * Thread-safety: one thread at a time per collection.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_set_table_learning_rate(
+    shardrec_embedding_t* coll, const char* table, float learning_rate);
+
+/**
+ * The optimizer a table trains with: its own (shardrec_table_config_t.optimizer, kept in the
+ * plan), or the collection's default (the optimizer given at creation, or, when none was, the
+ * plan's topology optimizer with default hyperparameters). The learning rate is the current one.
+ * @param coll  [in] Must not be NULL.
+ * @param table [in] Table name; must not be NULL.
+ * @param out   [out] Filled completely (version SHARDREC_OPTIMIZER_CONFIG_VERSION); not NULL.
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND; SHARDREC_EINVAL; SHARDREC_EUSAGE (another thread).
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_table_optimizer(const shardrec_embedding_t* coll,
+                                                                  const char* table,
+                                                                  shardrec_optimizer_config_t* out);
+
+/**
+ * Number of optimizer state tensors of one table (its own optimizer's;
+ * shardrec_embedding_num_states describes the default optimizer's).
+ * @param coll [in] Must not be NULL.  @param table [in] Table name; not NULL.
+ * @param out  [out] Receives the count; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND; SHARDREC_EINVAL. Not collective.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_table_num_states(const shardrec_embedding_t* coll,
+                                                                   const char* table, size_t* out);
+
+/**
+ * Name and shape kind of one optimizer state of one table.
+ * @param coll         [in] Must not be NULL.
+ * @param table        [in] Table name; must not be NULL.
+ * @param index        State index, < shardrec_embedding_table_num_states().
+ * @param name_out     [out] A static NUL-terminated name ("momentum1"); must not be NULL.
+ * @param row_wise_out [out] 1 for `[rows]`, 0 for `[rows, dim]`; may be NULL.
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND; SHARDREC_EINVAL (NULL, index out of range).
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_table_state_info(const shardrec_embedding_t* coll,
+                                                                   const char* table, size_t index,
+                                                                   const char** name_out,
+                                                                   int32_t* row_wise_out);
+
+/* ---- Output keys (TorchRec's KeyedTensor) ---------------------------------------------- */
+
+/**
+ * Number of column blocks of the output: one per (feature, table) pair, in output order (for
+ * each feature in plan order, each table reading it, in table order).
+ * @param coll [in] Must not be NULL.  @param out [out] Receives the count; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments. Not collective.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_num_outputs(const shardrec_embedding_t* coll,
+                                                              size_t* out);
+
+/**
+ * One column block of the output. Pooled collections: the block's columns are [offset,
+ * offset + width) of every output row. Sequence collections: every block has offset 0 and
+ * width dim; the rows of feature f are the rows of its ids (the batch's value order).
+ * @param coll        [in] Must not be NULL.
+ * @param index       Block index, < shardrec_embedding_num_outputs().
+ * @param feature_out [out] The feature's name, owned by the collection (valid until it is
+ *                    destroyed); may be NULL.
+ * @param table_out   [out] The table's name, owned by the collection; may be NULL.
+ * @param offset_out  [out] First column; may be NULL.
+ * @param width_out   [out] Number of columns (the table's dim); may be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL collection or an index out of range.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_output_info(
+    const shardrec_embedding_t* coll, size_t index, const char** feature_out,
+    const char** table_out, int64_t* offset_out, int64_t* width_out);
+
+/* ---- Timings ------------------------------------------------------------------------------ */
+
+/**
+ * Where a rank's time went since the collection was created (wall-clock seconds), for progress
+ * lines and profiles. The forward phases are input distribution (routing, the id exchange and
+ * unpacking, including the part that ran on the background worker), lookup, and output
+ * distribution (the return exchange and combining the rows); backward is one phase (gradient
+ * exchange, aggregation, optimizer). collective_seconds is the time inside or waiting for
+ * collectives across all phases; total_seconds the time inside forward, input_dist_*,
+ * forward_distributed and backward calls. samples / total_seconds is this rank's samples/s.
+ */
+typedef struct shardrec_step_timings {
+  uint32_t version;           /**< SHARDREC_STEP_TIMINGS_VERSION. */
+  int64_t forwards;           /**< Completed forwards. */
+  int64_t backwards;          /**< Completed backwards. */
+  int64_t samples;            /**< Local samples forwarded (sum of batch sizes). */
+  double total_seconds;       /**< Inside the collection's step calls. */
+  double collective_seconds;  /**< Inside or waiting for collectives. */
+  double input_dist_seconds;  /**< Routing, id exchange, unpacking. */
+  double lookup_seconds;      /**< Embedding lookups (shard owners). */
+  double output_dist_seconds; /**< Return exchange and combine. */
+  double backward_seconds;    /**< Backward: gradients, aggregation, optimizer. */
+} shardrec_step_timings_t;
+
+#define SHARDREC_STEP_TIMINGS_VERSION 1u
+#define SHARDREC_STEP_TIMINGS_INIT \
+  { SHARDREC_STEP_TIMINGS_VERSION, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0 }
+
+/**
+ * Fills @p timings with zeros for struct version @p version.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_step_timings_init(shardrec_step_timings_t* timings,
+                                                          uint32_t version);
+
+/**
+ * Copies the collection's timings into @p out (the fields of out->version).
+ * @param coll [in] Must not be NULL.
+ * @param out  [in,out] Initialised with shardrec_step_timings_init; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version; SHARDREC_EUSAGE when
+ *         another thread is using the collection. Not collective.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_step_timings(const shardrec_embedding_t* coll,
+                                                               shardrec_step_timings_t* out);
 
 SHARDREC_END_DECL
 

@@ -11,6 +11,12 @@
 namespace shardrec::embedding {
 namespace {
 
+// One optimizer type for every table of `plan`.
+template <typename PlanPtr>
+std::vector<optim::OptimizerType> Types(const PlanPtr& plan, optim::OptimizerType type) {
+  return std::vector<optim::OptimizerType>(plan->tables.size(), type);
+}
+
 Layout RowWiseLayout() {
   auto plan = std::make_shared<sharding::Plan>();
   plan->world_size = 2;
@@ -25,7 +31,7 @@ Layout RowWiseLayout() {
   plan->tables = {t};
   plan->table_plans = {sharding::MakeRowWise(t, 2)};  // rows 0-2 on rank 0, 3-4 on rank 1
   Layout l;
-  EXPECT_TRUE(BuildLayout(plan, 0, optim::OptimizerType::kSgd, &l).ok());
+  EXPECT_TRUE(BuildLayout(plan, 0, Types(plan, optim::OptimizerType::kSgd), &l).ok());
   return l;
 }
 

@@ -9,6 +9,12 @@
 namespace shardrec::embedding {
 namespace {
 
+// One optimizer type for every table of `plan`.
+template <typename PlanPtr>
+std::vector<optim::OptimizerType> Types(const PlanPtr& plan, optim::OptimizerType type) {
+  return std::vector<optim::OptimizerType>(plan->tables.size(), type);
+}
+
 using sharding::PoolingType;
 using sharding::ShardingType;
 
@@ -38,7 +44,8 @@ std::shared_ptr<sharding::Plan> TwoTablePlan() {
 
 TEST(EmbeddingLayout, PairsFollowFeatureThenTableOrder) {
   Layout l;
-  ASSERT_TRUE(BuildLayout(TwoTablePlan(), 0, optim::OptimizerType::kSgd, &l).ok());
+  ASSERT_TRUE(
+      BuildLayout(TwoTablePlan(), 0, Types(TwoTablePlan(), optim::OptimizerType::kSgd), &l).ok());
   ASSERT_EQ(l.pairs.size(), 3u);
   EXPECT_EQ(l.pairs[0].feature, 0);
   EXPECT_EQ(l.pairs[1].table, 1);
@@ -49,7 +56,8 @@ TEST(EmbeddingLayout, PairsFollowFeatureThenTableOrder) {
 
 TEST(EmbeddingLayout, RowWiseOnMoreRanksThanRowsSkipsEmptyShards) {
   Layout l;
-  ASSERT_TRUE(BuildLayout(TwoTablePlan(), 3, optim::OptimizerType::kSgd, &l).ok());
+  ASSERT_TRUE(
+      BuildLayout(TwoTablePlan(), 3, Types(TwoTablePlan(), optim::OptimizerType::kSgd), &l).ok());
   const TableLayout& rw = l.tables[0];
   ASSERT_EQ(rw.blocks.size(), 3u);  // 2, 2, 1, 0 rows
   EXPECT_EQ(FindRowBlock(rw, 4), 2);
@@ -63,18 +71,43 @@ TEST(EmbeddingLayout, RowWiseOnMoreRanksThanRowsSkipsEmptyShards) {
 
 TEST(EmbeddingLayout, RowStatisticsTravelBetweenColumnShardsOnly) {
   Layout sgd, rowwise;
-  ASSERT_TRUE(BuildLayout(TwoTablePlan(), 1, optim::OptimizerType::kSgd, &sgd).ok());
-  ASSERT_TRUE(BuildLayout(TwoTablePlan(), 1, optim::OptimizerType::kRowWiseAdagrad, &rowwise).ok());
+  ASSERT_TRUE(
+      BuildLayout(TwoTablePlan(), 1, Types(TwoTablePlan(), optim::OptimizerType::kSgd), &sgd).ok());
+  ASSERT_TRUE(BuildLayout(TwoTablePlan(), 1,
+                          Types(TwoTablePlan(), optim::OptimizerType::kRowWiseAdagrad), &rowwise)
+                  .ok());
   EXPECT_TRUE(sgd.stat_messages.empty());
   EXPECT_EQ(rowwise.stat_messages.size(), 6u);  // 3 column shards, each to the other two
   EXPECT_EQ(rowwise.states_size, 12u);  // one value per local row: 10 (cw) + 2 (rw rows 2-3)
+}
+
+// Per-table optimizers: each table has its own state layout, and only a table whose optimizer
+// sums statistics over the row exchanges them between its column shards.
+TEST(EmbeddingLayout, EachTableHasItsOwnOptimizerState) {
+  auto plan = TwoTablePlan();  // table 0 row-wise, table 1 column-wise
+  std::vector<optim::OptimizerType> types = {optim::OptimizerType::kAdam,
+                                             optim::OptimizerType::kSgd};
+  Layout l;
+  ASSERT_TRUE(BuildLayout(plan, 1, types, &l).ok());
+  EXPECT_EQ(l.tables[0].state_specs.size(), 2u);
+  EXPECT_EQ(l.tables[1].state_specs.size(), 0u);
+  EXPECT_TRUE(l.stat_messages.empty());
+  for (const LocalShard& ls : l.local)
+    EXPECT_EQ(ls.state_offsets.size(), l.tables[ls.table].state_specs.size());
+  types = {optim::OptimizerType::kSgd, optim::OptimizerType::kLamb};
+  ASSERT_TRUE(BuildLayout(plan, 1, types, &l).ok());
+  EXPECT_EQ(l.tables[1].num_row_stats, 2);
+  EXPECT_EQ(l.stat_messages.size(), 6u);
+  for (const StatMessage& m : l.stat_messages) EXPECT_EQ(m.table, 1);
+  types.pop_back();
+  EXPECT_EQ(BuildLayout(plan, 1, types, &l).code(), Code::kInternal);
 }
 
 TEST(EmbeddingLayout, RejectsMixedPooledAndSequenceTables) {
   auto plan = TwoTablePlan();
   plan->tables[1].pooling = PoolingType::kNone;
   Layout l;
-  Status s = BuildLayout(plan, 0, optim::OptimizerType::kSgd, &l);
+  Status s = BuildLayout(plan, 0, Types(plan, optim::OptimizerType::kSgd), &l);
   EXPECT_EQ(s.code(), Code::kUnsupported);
   EXPECT_NE(s.message().find("mixes"), std::string::npos);
 }

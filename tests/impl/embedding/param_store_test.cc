@@ -37,7 +37,7 @@ TEST(EmbeddingParamStore, SixteenBitTablesUseSixteenBitBuffers) {
   opt.type = optim::OptimizerType::kAdagrad;  // one element-wise fp32 state per table
   std::unique_ptr<EmbeddingCollection> coll;
   Status s =
-      EmbeddingCollection::Create(plan, std::move(comms[0]), opt, CollectionOptions(), &coll);
+      EmbeddingCollection::Create(plan, std::move(comms[0]), &opt, CollectionOptions(), &coll);
   ASSERT_TRUE(s.ok()) << s.ToString();
   std::map<std::pair<ParamKind, DType>, ParamBuffer> buffers;
   for (const auto& b : coll->ParamBuffers()) {
@@ -77,7 +77,7 @@ TEST(EmbeddingParamStore, ShardTensorsPlaceEveryLocalTensor) {
   std::unique_ptr<EmbeddingCollection> coll;
   CollectionOptions o;
   o.seed = 7;
-  ASSERT_TRUE(EmbeddingCollection::Create(plan, std::move(comms[0]), opt, o, &coll).ok());
+  ASSERT_TRUE(EmbeddingCollection::Create(plan, std::move(comms[0]), &opt, o, &coll).ok());
   std::vector<float> full(10 * 8);
   ASSERT_TRUE(coll->GetWeights("cw", full.data(), full.size()).ok());
   int weights = 0, states = 0, duplicates = 0;

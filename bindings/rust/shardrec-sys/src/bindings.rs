@@ -6,7 +6,8 @@ pub const SHARDREC_VERSION_PATCH: u32 = 0;
 pub const SHARDREC_VERSION_CODE: u32 = 100;
 pub const SHARDREC_SHARDING_COUNT: u32 = 7;
 pub const SHARDREC_FEATURE_CONFIG_VERSION: u32 = 1;
-pub const SHARDREC_TABLE_CONFIG_VERSION: u32 = 1;
+pub const SHARDREC_OPTIMIZER_CONFIG_VERSION: u32 = 1;
+pub const SHARDREC_TABLE_CONFIG_VERSION: u32 = 2;
 pub const SHARDREC_TOPOLOGY_VERSION: u32 = 1;
 pub const SHARDREC_TABLE_CONSTRAINTS_VERSION: u32 = 1;
 pub const SHARDREC_TENSOR_MAX_DIMS: u32 = 4;
@@ -20,8 +21,8 @@ pub const SHARDREC_REDUCE_MAX: u32 = 2;
 pub const SHARDREC_REDUCE_MIN: u32 = 3;
 pub const SHARDREC_COMM_OPTIONS_VERSION: u32 = 1;
 pub const SHARDREC_STORE_CALLBACKS_VERSION: u32 = 1;
-pub const SHARDREC_OPTIMIZER_CONFIG_VERSION: u32 = 1;
 pub const SHARDREC_EMBEDDING_OPTIONS_VERSION: u32 = 2;
+pub const SHARDREC_STEP_TIMINGS_VERSION: u32 = 1;
 pub const SHARDREC_MESH_LAYOUT_DEFAULT: u32 = 0;
 pub const SHARDREC_MESH_LAYOUT_INTER_HOST: u32 = 1;
 pub const SHARDREC_SYNC_DEFAULT: u32 = 0;
@@ -203,6 +204,207 @@ extern "C" {
         version: u32,
     ) -> shardrec_status_t;
 }
+pub const shardrec_optimizer_type_SHARDREC_OPTIMIZER_SGD: shardrec_optimizer_type = 0;
+pub const shardrec_optimizer_type_SHARDREC_OPTIMIZER_ADAGRAD: shardrec_optimizer_type = 1;
+pub const shardrec_optimizer_type_SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD: shardrec_optimizer_type = 2;
+pub const shardrec_optimizer_type_SHARDREC_OPTIMIZER_ADAM: shardrec_optimizer_type = 3;
+pub const shardrec_optimizer_type_SHARDREC_OPTIMIZER_PARTIAL_ROWWISE_ADAM: shardrec_optimizer_type =
+    4;
+pub const shardrec_optimizer_type_SHARDREC_OPTIMIZER_LAMB: shardrec_optimizer_type = 5;
+pub type shardrec_optimizer_type = ::std::os::raw::c_uint;
+pub use self::shardrec_optimizer_type as shardrec_optimizer_type_t;
+pub const shardrec_weight_decay_mode_SHARDREC_WEIGHT_DECAY_NONE: shardrec_weight_decay_mode = 0;
+pub const shardrec_weight_decay_mode_SHARDREC_WEIGHT_DECAY_L2: shardrec_weight_decay_mode = 1;
+pub const shardrec_weight_decay_mode_SHARDREC_WEIGHT_DECAY_DECOUPLED: shardrec_weight_decay_mode =
+    2;
+pub type shardrec_weight_decay_mode = ::std::os::raw::c_uint;
+pub use self::shardrec_weight_decay_mode as shardrec_weight_decay_mode_t;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_optimizer_config {
+    pub version: u32,
+    pub type_: i32,
+    pub learning_rate: f32,
+    pub eps: f32,
+    pub beta1: f32,
+    pub beta2: f32,
+    pub weight_decay: f32,
+    pub weight_decay_mode: i32,
+    pub stochastic_rounding: i32,
+}
+#[test]
+fn bindgen_test_layout_shardrec_optimizer_config() {
+    assert_eq!(
+        ::std::mem::size_of::<shardrec_optimizer_config>(),
+        36usize,
+        concat!("Size of: ", stringify!(shardrec_optimizer_config))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<shardrec_optimizer_config>(),
+        4usize,
+        concat!("Alignment of ", stringify!(shardrec_optimizer_config))
+    );
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_optimizer_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_optimizer_config),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_type() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_optimizer_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).type_) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_optimizer_config),
+                "::",
+                stringify!(type_)
+            )
+        );
+    }
+    test_field_type();
+    fn test_field_learning_rate() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_optimizer_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).learning_rate) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_optimizer_config),
+                "::",
+                stringify!(learning_rate)
+            )
+        );
+    }
+    test_field_learning_rate();
+    fn test_field_eps() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_optimizer_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).eps) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_optimizer_config),
+                "::",
+                stringify!(eps)
+            )
+        );
+    }
+    test_field_eps();
+    fn test_field_beta1() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_optimizer_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).beta1) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_optimizer_config),
+                "::",
+                stringify!(beta1)
+            )
+        );
+    }
+    test_field_beta1();
+    fn test_field_beta2() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_optimizer_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).beta2) as usize - ptr as usize
+            },
+            20usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_optimizer_config),
+                "::",
+                stringify!(beta2)
+            )
+        );
+    }
+    test_field_beta2();
+    fn test_field_weight_decay() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_optimizer_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).weight_decay) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_optimizer_config),
+                "::",
+                stringify!(weight_decay)
+            )
+        );
+    }
+    test_field_weight_decay();
+    fn test_field_weight_decay_mode() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_optimizer_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).weight_decay_mode) as usize - ptr as usize
+            },
+            28usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_optimizer_config),
+                "::",
+                stringify!(weight_decay_mode)
+            )
+        );
+    }
+    test_field_weight_decay_mode();
+    fn test_field_stochastic_rounding() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_optimizer_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).stochastic_rounding) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_optimizer_config),
+                "::",
+                stringify!(stochastic_rounding)
+            )
+        );
+    }
+    test_field_stochastic_rounding();
+}
+pub type shardrec_optimizer_config_t = shardrec_optimizer_config;
+extern "C" {
+    pub fn shardrec_optimizer_config_init(
+        config: *mut shardrec_optimizer_config_t,
+        version: u32,
+    ) -> shardrec_status_t;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct shardrec_table_config {
@@ -217,12 +419,15 @@ pub struct shardrec_table_config {
     pub init_kind: i32,
     pub init_low: f32,
     pub init_high: f32,
+    pub optimizer: *const shardrec_optimizer_config_t,
+    pub feature_names: *const *const ::std::os::raw::c_char,
+    pub num_feature_names: usize,
 }
 #[test]
 fn bindgen_test_layout_shardrec_table_config() {
     assert_eq!(
         ::std::mem::size_of::<shardrec_table_config>(),
-        72usize,
+        96usize,
         concat!("Size of: ", stringify!(shardrec_table_config))
     );
     assert_eq!(
@@ -417,6 +622,57 @@ fn bindgen_test_layout_shardrec_table_config() {
         );
     }
     test_field_init_high();
+    fn test_field_optimizer() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_table_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).optimizer) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_table_config),
+                "::",
+                stringify!(optimizer)
+            )
+        );
+    }
+    test_field_optimizer();
+    fn test_field_feature_names() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_table_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).feature_names) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_table_config),
+                "::",
+                stringify!(feature_names)
+            )
+        );
+    }
+    test_field_feature_names();
+    fn test_field_num_feature_names() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_table_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_feature_names) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_table_config),
+                "::",
+                stringify!(num_feature_names)
+            )
+        );
+    }
+    test_field_num_feature_names();
 }
 pub type shardrec_table_config_t = shardrec_table_config;
 extern "C" {
@@ -1811,212 +2067,11 @@ extern "C" {
 extern "C" {
     pub fn shardrec_plan_destroy(plan: *mut shardrec_plan_t);
 }
-pub const shardrec_optimizer_type_SHARDREC_OPTIMIZER_SGD: shardrec_optimizer_type = 0;
-pub const shardrec_optimizer_type_SHARDREC_OPTIMIZER_ADAGRAD: shardrec_optimizer_type = 1;
-pub const shardrec_optimizer_type_SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD: shardrec_optimizer_type = 2;
-pub const shardrec_optimizer_type_SHARDREC_OPTIMIZER_ADAM: shardrec_optimizer_type = 3;
-pub const shardrec_optimizer_type_SHARDREC_OPTIMIZER_PARTIAL_ROWWISE_ADAM: shardrec_optimizer_type =
-    4;
-pub const shardrec_optimizer_type_SHARDREC_OPTIMIZER_LAMB: shardrec_optimizer_type = 5;
-pub type shardrec_optimizer_type = ::std::os::raw::c_uint;
-pub use self::shardrec_optimizer_type as shardrec_optimizer_type_t;
-pub const shardrec_weight_decay_mode_SHARDREC_WEIGHT_DECAY_NONE: shardrec_weight_decay_mode = 0;
-pub const shardrec_weight_decay_mode_SHARDREC_WEIGHT_DECAY_L2: shardrec_weight_decay_mode = 1;
-pub const shardrec_weight_decay_mode_SHARDREC_WEIGHT_DECAY_DECOUPLED: shardrec_weight_decay_mode =
-    2;
-pub type shardrec_weight_decay_mode = ::std::os::raw::c_uint;
-pub use self::shardrec_weight_decay_mode as shardrec_weight_decay_mode_t;
 pub const shardrec_bounds_policy_SHARDREC_BOUNDS_ERROR: shardrec_bounds_policy = 0;
 pub const shardrec_bounds_policy_SHARDREC_BOUNDS_CLAMP: shardrec_bounds_policy = 1;
 pub const shardrec_bounds_policy_SHARDREC_BOUNDS_SKIP: shardrec_bounds_policy = 2;
 pub type shardrec_bounds_policy = ::std::os::raw::c_uint;
 pub use self::shardrec_bounds_policy as shardrec_bounds_policy_t;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct shardrec_optimizer_config {
-    pub version: u32,
-    pub type_: i32,
-    pub learning_rate: f32,
-    pub eps: f32,
-    pub beta1: f32,
-    pub beta2: f32,
-    pub weight_decay: f32,
-    pub weight_decay_mode: i32,
-    pub stochastic_rounding: i32,
-}
-#[test]
-fn bindgen_test_layout_shardrec_optimizer_config() {
-    assert_eq!(
-        ::std::mem::size_of::<shardrec_optimizer_config>(),
-        36usize,
-        concat!("Size of: ", stringify!(shardrec_optimizer_config))
-    );
-    assert_eq!(
-        ::std::mem::align_of::<shardrec_optimizer_config>(),
-        4usize,
-        concat!("Alignment of ", stringify!(shardrec_optimizer_config))
-    );
-    fn test_field_version() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<shardrec_optimizer_config>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
-            },
-            0usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(shardrec_optimizer_config),
-                "::",
-                stringify!(version)
-            )
-        );
-    }
-    test_field_version();
-    fn test_field_type() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<shardrec_optimizer_config>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).type_) as usize - ptr as usize
-            },
-            4usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(shardrec_optimizer_config),
-                "::",
-                stringify!(type_)
-            )
-        );
-    }
-    test_field_type();
-    fn test_field_learning_rate() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<shardrec_optimizer_config>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).learning_rate) as usize - ptr as usize
-            },
-            8usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(shardrec_optimizer_config),
-                "::",
-                stringify!(learning_rate)
-            )
-        );
-    }
-    test_field_learning_rate();
-    fn test_field_eps() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<shardrec_optimizer_config>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).eps) as usize - ptr as usize
-            },
-            12usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(shardrec_optimizer_config),
-                "::",
-                stringify!(eps)
-            )
-        );
-    }
-    test_field_eps();
-    fn test_field_beta1() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<shardrec_optimizer_config>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).beta1) as usize - ptr as usize
-            },
-            16usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(shardrec_optimizer_config),
-                "::",
-                stringify!(beta1)
-            )
-        );
-    }
-    test_field_beta1();
-    fn test_field_beta2() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<shardrec_optimizer_config>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).beta2) as usize - ptr as usize
-            },
-            20usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(shardrec_optimizer_config),
-                "::",
-                stringify!(beta2)
-            )
-        );
-    }
-    test_field_beta2();
-    fn test_field_weight_decay() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<shardrec_optimizer_config>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).weight_decay) as usize - ptr as usize
-            },
-            24usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(shardrec_optimizer_config),
-                "::",
-                stringify!(weight_decay)
-            )
-        );
-    }
-    test_field_weight_decay();
-    fn test_field_weight_decay_mode() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<shardrec_optimizer_config>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).weight_decay_mode) as usize - ptr as usize
-            },
-            28usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(shardrec_optimizer_config),
-                "::",
-                stringify!(weight_decay_mode)
-            )
-        );
-    }
-    test_field_weight_decay_mode();
-    fn test_field_stochastic_rounding() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<shardrec_optimizer_config>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).stochastic_rounding) as usize - ptr as usize
-            },
-            32usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(shardrec_optimizer_config),
-                "::",
-                stringify!(stochastic_rounding)
-            )
-        );
-    }
-    test_field_stochastic_rounding();
-}
-pub type shardrec_optimizer_config_t = shardrec_optimizer_config;
-extern "C" {
-    pub fn shardrec_optimizer_config_init(
-        config: *mut shardrec_optimizer_config_t,
-        version: u32,
-    ) -> shardrec_status_t;
-}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct shardrec_embedding_options {
@@ -2344,6 +2399,262 @@ extern "C" {
         coll: *const shardrec_embedding_t,
         comm_seconds_out: *mut f64,
         total_seconds_out: *mut f64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_embedding_set_table_learning_rate(
+        coll: *mut shardrec_embedding_t,
+        table: *const ::std::os::raw::c_char,
+        learning_rate: f32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_embedding_table_optimizer(
+        coll: *const shardrec_embedding_t,
+        table: *const ::std::os::raw::c_char,
+        out: *mut shardrec_optimizer_config_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_embedding_table_num_states(
+        coll: *const shardrec_embedding_t,
+        table: *const ::std::os::raw::c_char,
+        out: *mut usize,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_embedding_table_state_info(
+        coll: *const shardrec_embedding_t,
+        table: *const ::std::os::raw::c_char,
+        index: usize,
+        name_out: *mut *const ::std::os::raw::c_char,
+        row_wise_out: *mut i32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_embedding_num_outputs(
+        coll: *const shardrec_embedding_t,
+        out: *mut usize,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_embedding_output_info(
+        coll: *const shardrec_embedding_t,
+        index: usize,
+        feature_out: *mut *const ::std::os::raw::c_char,
+        table_out: *mut *const ::std::os::raw::c_char,
+        offset_out: *mut i64,
+        width_out: *mut i64,
+    ) -> shardrec_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_step_timings {
+    pub version: u32,
+    pub forwards: i64,
+    pub backwards: i64,
+    pub samples: i64,
+    pub total_seconds: f64,
+    pub collective_seconds: f64,
+    pub input_dist_seconds: f64,
+    pub lookup_seconds: f64,
+    pub output_dist_seconds: f64,
+    pub backward_seconds: f64,
+}
+#[test]
+fn bindgen_test_layout_shardrec_step_timings() {
+    assert_eq!(
+        ::std::mem::size_of::<shardrec_step_timings>(),
+        80usize,
+        concat!("Size of: ", stringify!(shardrec_step_timings))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<shardrec_step_timings>(),
+        8usize,
+        concat!("Alignment of ", stringify!(shardrec_step_timings))
+    );
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_step_timings>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_step_timings),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_forwards() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_step_timings>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).forwards) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_step_timings),
+                "::",
+                stringify!(forwards)
+            )
+        );
+    }
+    test_field_forwards();
+    fn test_field_backwards() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_step_timings>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).backwards) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_step_timings),
+                "::",
+                stringify!(backwards)
+            )
+        );
+    }
+    test_field_backwards();
+    fn test_field_samples() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_step_timings>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).samples) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_step_timings),
+                "::",
+                stringify!(samples)
+            )
+        );
+    }
+    test_field_samples();
+    fn test_field_total_seconds() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_step_timings>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).total_seconds) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_step_timings),
+                "::",
+                stringify!(total_seconds)
+            )
+        );
+    }
+    test_field_total_seconds();
+    fn test_field_collective_seconds() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_step_timings>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).collective_seconds) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_step_timings),
+                "::",
+                stringify!(collective_seconds)
+            )
+        );
+    }
+    test_field_collective_seconds();
+    fn test_field_input_dist_seconds() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_step_timings>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).input_dist_seconds) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_step_timings),
+                "::",
+                stringify!(input_dist_seconds)
+            )
+        );
+    }
+    test_field_input_dist_seconds();
+    fn test_field_lookup_seconds() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_step_timings>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).lookup_seconds) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_step_timings),
+                "::",
+                stringify!(lookup_seconds)
+            )
+        );
+    }
+    test_field_lookup_seconds();
+    fn test_field_output_dist_seconds() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_step_timings>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).output_dist_seconds) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_step_timings),
+                "::",
+                stringify!(output_dist_seconds)
+            )
+        );
+    }
+    test_field_output_dist_seconds();
+    fn test_field_backward_seconds() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_step_timings>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).backward_seconds) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_step_timings),
+                "::",
+                stringify!(backward_seconds)
+            )
+        );
+    }
+    test_field_backward_seconds();
+}
+pub type shardrec_step_timings_t = shardrec_step_timings;
+extern "C" {
+    pub fn shardrec_step_timings_init(
+        timings: *mut shardrec_step_timings_t,
+        version: u32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_embedding_step_timings(
+        coll: *const shardrec_embedding_t,
+        out: *mut shardrec_step_timings_t,
     ) -> shardrec_status_t;
 }
 extern "C" {
