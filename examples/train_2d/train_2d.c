@@ -11,11 +11,13 @@
  *
  * Usage: train_2d [--steps N] [--batch B] [--sync-every K] [--inter-host]
  */
+#define _POSIX_C_SOURCE 200112L
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "shardrec/shardrec.h"
 
@@ -41,6 +43,28 @@ static int g_failed;
       return NULL;                                                                               \
     }                                                                                            \
   } while (0)
+
+/* Wall-clock seconds (monotonic), for the step time and samples/s. */
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Rank 0's phase breakdown: where a step's time went. */
+static void print_phases(shardrec_embedding_t* coll) {
+  shardrec_step_timings_t t;
+  if (shardrec_step_timings_init(&t, SHARDREC_STEP_TIMINGS_VERSION) != SHARDREC_OK ||
+      shardrec_embedding_step_timings(coll, &t) != SHARDREC_OK || t.forwards == 0)
+    return;
+  printf(
+      "rank 0 per step: input dist %.2f ms, lookup %.2f ms, output dist %.2f ms, "
+      "backward %.2f ms (collectives %.2f ms of %.2f ms in the collection)\n",
+      1e3 * t.input_dist_seconds / (double)t.forwards, 1e3 * t.lookup_seconds / (double)t.forwards,
+      1e3 * t.output_dist_seconds / (double)t.forwards,
+      1e3 * t.backward_seconds / (double)t.forwards,
+      1e3 * t.collective_seconds / (double)t.forwards, 1e3 * t.total_seconds / (double)t.forwards);
+}
 
 /* The teacher's embedding value of (feature, id, column), in [-0.1, 0.1). */
 static float teacher(int feature, int64_t id, int64_t col) {
@@ -156,6 +180,7 @@ static void* run_rank(void* arg) {
     shardrec_kjt_view_t batch;
     int64_t n = 0;
     double loss[2] = {0.0, 0.0};
+    const double t0 = now_seconds();
     /* Bags of 1..4 ids, features in configuration order. Each sample's target depends on its
        first user id, so the tables can learn it. */
     for (f = 0; f < NUM_FEATURES; ++f) {
@@ -205,7 +230,9 @@ static void* run_rank(void* arg) {
     CHECK(shardrec_comm_allreduce(g_comms[rank], loss, loss, 2, SHARDREC_DTYPE_FLOAT64,
                                   SHARDREC_REDUCE_SUM, NULL));
     if (rank == 0 && (step % 5 == 0 || step == g_steps - 1)) {
-      printf("step %3d  loss %.6f\n", step, loss[0] / loss[1]);
+      const double dt = now_seconds() - t0;
+      printf("step %3d  loss %.6f  %.1f ms/step  %.0f samples/s\n", step, loss[0] / loss[1],
+             dt * 1e3, (double)(g_batch * WORLD) / dt);
       fflush(stdout);
     }
   }
@@ -216,6 +243,7 @@ static void* run_rank(void* arg) {
     CHECK(shardrec_mesh_sync_stats(mesh, &bytes, &collectives, &syncs));
     printf("replica syncs: %lld, last sync reduced %llu bytes in %d collective(s)\n",
            (long long)syncs, (unsigned long long)bytes, collectives);
+    print_phases(coll);
   }
   shardrec_embedding_destroy(coll);
   shardrec_mesh_destroy(mesh);

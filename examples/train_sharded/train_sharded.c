@@ -14,10 +14,12 @@
  *
  * Usage: train_sharded [--steps N] [--batch B]
  */
+#define _POSIX_C_SOURCE 200112L
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "shardrec/comm.h"
 #include "shardrec/embedding.h"
@@ -46,6 +48,28 @@ static int g_failed;
       goto done;                                                                                 \
     }                                                                                            \
   } while (0)
+
+/* Wall-clock seconds (monotonic), for the step time and samples/s. */
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Rank 0's phase breakdown: where a step's time went. */
+static void print_phases(shardrec_embedding_t* coll) {
+  shardrec_step_timings_t t;
+  if (shardrec_step_timings_init(&t, SHARDREC_STEP_TIMINGS_VERSION) != SHARDREC_OK ||
+      shardrec_embedding_step_timings(coll, &t) != SHARDREC_OK || t.forwards == 0)
+    return;
+  printf(
+      "rank 0 per step: input dist %.2f ms, lookup %.2f ms, output dist %.2f ms, "
+      "backward %.2f ms (collectives %.2f ms of %.2f ms in the collection)\n",
+      1e3 * t.input_dist_seconds / (double)t.forwards, 1e3 * t.lookup_seconds / (double)t.forwards,
+      1e3 * t.output_dist_seconds / (double)t.forwards,
+      1e3 * t.backward_seconds / (double)t.forwards,
+      1e3 * t.collective_seconds / (double)t.forwards, 1e3 * t.total_seconds / (double)t.forwards);
+}
 
 static uint64_t next_random(uint64_t* state) {
   *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -160,6 +184,7 @@ static void* run_rank(void* arg) {
   for (step = 0; step < g_steps; ++step) {
     float loss = 0.0f;
     int64_t j;
+    const double t0 = now_seconds();
     CHECK(shardrec_embedding_forward_distributed(coll, out, (size_t)(g_batch * dim), NULL));
     /* Distribute the next batch while this one finishes. */
     if (step + 1 < g_steps)
@@ -176,7 +201,9 @@ static void* run_rank(void* arg) {
     CHECK(shardrec_embedding_backward(coll, grad, (size_t)(g_batch * dim), NULL));
     if (step + 1 < g_steps) CHECK(shardrec_embedding_input_dist_wait(coll, NULL));
     if (rank == 0) {
-      printf("step %3d  loss %.6f\n", step, loss);
+      const double dt = now_seconds() - t0;
+      printf("step %3d  loss %.6f  %.1f ms/step  %.0f samples/s\n", step, loss, dt * 1e3,
+             (double)(g_batch * WORLD) / dt);
       if (step == 0) g_first_loss = loss;
       g_last_loss = loss;
     }
@@ -186,6 +213,7 @@ static void* run_rank(void* arg) {
     CHECK(shardrec_embedding_timings(coll, &comm_s, &total_s));
     printf("rank 0: %.1f ms in forward/backward, %.1f ms of it in collectives\n", total_s * 1e3,
            comm_s * 1e3);
+    print_phases(coll);
   }
 done:
   shardrec_embedding_destroy(coll);

@@ -126,6 +126,7 @@ Status MakePlan(const PlannerInput& input, PlannerResult* out) {
   info.proposals = result.proposals;
   info.feasible = result.feasible;
   info.planned = true;
+  for (const auto& r : requests) info.min_partition.push_back(r.min_partition);
   result.stats = FormatStats(plan, topo, pooling, info);
   result.plan = std::move(plan);
   *out = std::move(result);

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "impl/planner/planner.h"
+#include "impl/sharding/layout.h"
 
 namespace shardrec::planner {
 namespace {
@@ -134,6 +135,21 @@ std::string FormatStats(const sharding::Plan& plan, const Topology& topo,
   out +=
       "Cost: TorchRec's perf model per step (ms); storage: weights + optimizer state + I/O "
       "buffers.\n";
+  // A column-wise table that stayed whole looks like table-wise: say so, and why.
+  for (size_t t = 0; t < plan.tables.size(); ++t) {
+    const auto& tc = plan.tables[t];
+    const auto& tp = plan.table_plans[t];
+    const bool column_split = tp.type == sharding::ShardingType::kColumnWise ||
+                              tp.type == sharding::ShardingType::kTableColumnWise;
+    if (!column_split || tp.shards.size() != 1) continue;
+    const int32_t lower = t < info.min_partition.size() && info.min_partition[t] > 0
+                              ? info.min_partition[t]
+                              : sharding::kDefaultMinPartition;
+    out += StrCat("note: column-wise table '", tc.name, "' was not split: its dim ", tc.dim,
+                  " has no column block of at least min_partition = ", lower,
+                  " that is a multiple of 4 and divides it (TorchRec's rule); set a smaller "
+                  "min_partition in its constraints to split it\n");
+  }
   return out;
 }
 

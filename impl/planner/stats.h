@@ -14,6 +14,9 @@ struct StatsInfo {
   bool planned = false;  // false for a plan read from text (estimates use `topo` defaults)
   int proposals = 0;
   int feasible = 0;
+  // Per table, the column block lower bound the planner used (0: the default); empty when
+  // unknown. Explains a column-wise table that stayed one shard.
+  std::vector<int32_t> min_partition;
 };
 
 std::string FormatStats(const sharding::Plan& plan, const Topology& topo,

@@ -313,6 +313,58 @@ static void train_step(shardrec_embedding_t* coll, int rank, int async) {
   OK(shardrec_embedding_backward(coll, grad, 40, NULL));
 }
 
+/* The tensor-view forms of forward, forward_distributed and backward. */
+static void tensor_step(shardrec_embedding_t* coll, int rank) {
+  int32_t lengths[6];
+  int64_t ids[12];
+  float out[2 * 20], grad[2 * 20];
+  shardrec_kjt_view_t kjt;
+  shardrec_tensor_view_t view;
+  int i;
+  make_batch(&kjt, lengths, ids, rank);
+  memset(&view, 0, sizeof(view));
+  view.data = out;
+  view.dtype = SHARDREC_DTYPE_FLOAT32;
+  view.device_type = SHARDREC_DEVICE_HOST;
+  view.ndim = 2;
+  view.shape[0] = 2;
+  view.shape[1] = 20;
+  OK(shardrec_embedding_forward_tensor(coll, &kjt, &view, NULL));
+  for (i = 0; i < 40; ++i) grad[i] = 0.01f;
+  view.data = grad;
+  OK(shardrec_embedding_backward_tensor(coll, &view, NULL));
+  OK(shardrec_embedding_input_dist_start(coll, &kjt, NULL));
+  OK(shardrec_embedding_input_dist_wait(coll, NULL));
+  view.data = out;
+  OK(shardrec_embedding_forward_distributed_tensor(coll, &view, NULL));
+  view.data = grad;
+  OK(shardrec_embedding_backward_tensor(coll, &view, NULL));
+}
+
+/* Per-table optimizers, output keys and phase timings. */
+static void per_table_calls(shardrec_embedding_t* coll) {
+  shardrec_optimizer_config_t opt;
+  shardrec_step_timings_t t;
+  size_t n = 0;
+  const char *name = NULL, *feature = NULL, *table = NULL;
+  int32_t row_wise = -1;
+  int64_t offset = -1, width = -1;
+  OK(shardrec_embedding_set_table_learning_rate(coll, "big", 0.02f));
+  OK(shardrec_embedding_table_optimizer(coll, "big", &opt));
+  EXPECT(opt.type == SHARDREC_OPTIMIZER_ADAGRAD && opt.learning_rate == 0.02f);
+  OK(shardrec_embedding_table_num_states(coll, "big", &n));
+  EXPECT(n == 1);
+  OK(shardrec_embedding_table_state_info(coll, "big", 0, &name, &row_wise));
+  EXPECT(name != NULL && row_wise == 0);
+  OK(shardrec_embedding_num_outputs(coll, &n));
+  EXPECT(n == 3);
+  OK(shardrec_embedding_output_info(coll, 0, &feature, &table, &offset, &width));
+  EXPECT(feature != NULL && table != NULL && offset == 0 && width == 4);
+  OK(shardrec_step_timings_init(&t, SHARDREC_STEP_TIMINGS_VERSION));
+  OK(shardrec_embedding_step_timings(coll, &t));
+  EXPECT(t.forwards == 4 && t.backwards == 4 && t.samples == 8);
+}
+
 static void* embedding_rank(void* arg) {
   const int rank = (int)(intptr_t)arg;
   shardrec_optimizer_config_t opt;
@@ -353,6 +405,8 @@ static void* embedding_rank(void* arg) {
          shardrec_embedding_get_weights(coll, "missing", w, 400) == SHARDREC_EINVAL);
   OK(shardrec_embedding_timings(coll, &comm_s, &total_s));
   EXPECT(comm_s >= 0 && total_s >= comm_s);
+  tensor_step(coll, rank);
+  per_table_calls(coll);
   shardrec_embedding_destroy(coll);
   return NULL;
 }

@@ -153,6 +153,40 @@ TEST(CapiPlan, EveryTypeCanBeForcedWithConstraints) {
   }
 }
 
+// A column-wise table whose dim has no block of min_partition columns stays one shard (as in
+// TorchRec); the stats say so instead of letting it pass for table-wise.
+TEST(CapiPlan, StatsExplainAColumnWiseTableThatWasNotSplit) {
+  Model m(2);
+  std::vector<shardrec_table_constraints_t> cs(1);
+  ASSERT_EQ(shardrec_table_constraints_init(&cs[0], SHARDREC_TABLE_CONSTRAINTS_VERSION),
+            SHARDREC_OK);
+  cs[0].table = "user";
+  cs[0].sharding_types = 1u << SHARDREC_SHARDING_COLUMN_WISE;
+  shardrec_plan_t* plan = nullptr;
+  ASSERT_EQ(m.Create(&plan, cs), SHARDREC_OK) << shardrec_last_error();
+  size_t shards = 0;
+  int32_t type = -1;
+  ASSERT_EQ(shardrec_plan_table_sharding(plan, 0, &type, &shards), SHARDREC_OK);
+  EXPECT_EQ(type, SHARDREC_SHARDING_COLUMN_WISE);
+  EXPECT_EQ(shards, 1u);
+  char* stats = nullptr;
+  ASSERT_EQ(shardrec_plan_stats(plan, &stats, nullptr), SHARDREC_OK);
+  EXPECT_NE(std::string(stats).find("column-wise table 'user' was not split: its dim 16"),
+            std::string::npos)
+      << stats;
+  shardrec_free(stats);
+  shardrec_plan_destroy(plan);
+  // With a small enough min_partition it is split, and the note is gone.
+  cs[0].min_partition = 8;
+  ASSERT_EQ(m.Create(&plan, cs), SHARDREC_OK) << shardrec_last_error();
+  ASSERT_EQ(shardrec_plan_table_sharding(plan, 0, &type, &shards), SHARDREC_OK);
+  EXPECT_EQ(shards, 2u);
+  ASSERT_EQ(shardrec_plan_stats(plan, &stats, nullptr), SHARDREC_OK);
+  EXPECT_EQ(std::string(stats).find("was not split"), std::string::npos) << stats;
+  shardrec_free(stats);
+  shardrec_plan_destroy(plan);
+}
+
 TEST(CapiPlan, PinnedRanksGiveAManualPlan) {
   Model m(4, 2);
   const int32_t ranks[] = {3};
