@@ -87,7 +87,8 @@ class Parser {
       SkipSpace();
       Value member;
       SR_RETURN_IF_ERROR(ParseValue(&member, depth + 1));
-      v->members.emplace_back(std::move(key), std::move(member));
+      v->keys.push_back(std::move(key));
+      v->values.push_back(std::move(member));
       SkipSpace();
       if (pos_ < s_.size() && s_[pos_] == ',') {
         ++pos_;
@@ -262,8 +263,8 @@ Status TypeError(const Value& v, const std::string& what, const char* expected) 
 
 const Value* Value::Find(std::string_view key) const {
   if (kind != Kind::kObject) return nullptr;
-  for (const auto& [k, v] : members) {
-    if (k == key) return &v;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i] == key) return &values[i];
   }
   return nullptr;
 }

@@ -18,8 +18,11 @@ struct Value {
   bool boolean = false;
   std::string text;          // kNumber: the literal; kString: the decoded UTF-8
   std::vector<Value> items;  // kArray
-  std::vector<std::pair<std::string, Value>> members;  // kObject, in source order
-  size_t offset = 0;                                   // byte offset in the source, for errors
+  // kObject, in source order: member i is keys[i] -> values[i] (two vectors: a pair holding the
+  // still-incomplete Value is not allowed by every standard library).
+  std::vector<std::string> keys;
+  std::vector<Value> values;
+  size_t offset = 0;  // byte offset in the source, for errors
 
   // Member lookup (first match); nullptr if absent or not an object.
   const Value* Find(std::string_view key) const;

@@ -14,6 +14,7 @@
 #endif
 
 #include "impl/core/check.h"
+#include "impl/core/cpu_features.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/kernels/row_load.h"
 
@@ -40,10 +41,7 @@ __attribute__((target("avx,f16c"))) void AccumulateHalfF16C(float* o, const uint
   for (; c < cols; ++c) o[c] += weighted ? s * HalfToFloat(r[c]) : HalfToFloat(r[c]);
 }
 
-bool HasF16C() {
-  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
-  return has;
-}
+bool HasF16C() { return HostCpu().f16c; }
 #endif
 
 // Bags [b_begin, b_end) of one pooled run.

@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "shardrec/replica.h"
 #include "tests/capi/embedding/embedding_test_util.h"
 #include "tests/support/spawn_ranks.h"
 
@@ -189,54 +190,73 @@ TEST(EmbeddingNonFinite, AllowPolicyLetsValuesThrough) {
   EXPECT_EQ(v1.version, 1u);
 }
 
-// A second thread entering a collection that is in use gets EUSAGE at once, never a crash. The
-// first thread is held inside a forward (its peer has not arrived yet), so the overlap is certain.
-TEST(EmbeddingConcurrentUse, SecondThreadOnAHandleGetsEusage) {
-  Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
-  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
-  auto batches = MakeBatches(s, ref);
-  PlanPtr plan = MakePlan(s);
-  std::atomic<bool> release_rank1{false};
-  SpawnRanks(2, [&](int r) {
-    shardrec_embedding_t* c = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), nullptr, nullptr),
-              SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr coll(c);
-    KjtHolder kjt(batches[0][r], s.num_features, false);
-    std::vector<float> out(static_cast<size_t>(batches[0][r].batch_size * ref.output_dim()));
-    if (r == 1) {
-      while (!release_rank1.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
-                SHARDREC_OK)
-          << shardrec_last_error();
-      return;
-    }
-    std::thread intruder([&] {
-      // Wait until rank 0's own thread is inside its forward, then try to use the handle.
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      shardrec_status_t rc = SHARDREC_OK;
-      int64_t steps = 0;
-      while (std::chrono::steady_clock::now() < deadline) {
-        rc = shardrec_embedding_num_steps(c, &steps);
-        if (rc != SHARDREC_OK) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-      EXPECT_EQ(rc, SHARDREC_EUSAGE);
-      EXPECT_NE(std::string(shardrec_last_error()).find("in use by another thread"),
-                std::string::npos)
-          << shardrec_last_error();
-      EXPECT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
-                SHARDREC_EUSAGE);
-      release_rank1.store(true);
+// While a mesh sync runs (here: held inside its hook), the mesh and the collection are in use:
+// a second thread gets EUSAGE at once, and so does a call back into them from the hook. The hook
+// makes the overlap certain instead of timing-dependent.
+struct HookState {
+  shardrec_comm_t* replica = nullptr;
+  shardrec_mesh_t* mesh = nullptr;
+  shardrec_embedding_t* coll = nullptr;
+  bool probe = false;  // rank 0 probes, rank 1 only averages
+  shardrec_status_t from_callback = SHARDREC_OK;
+  shardrec_status_t from_thread_coll = SHARDREC_OK;
+  shardrec_status_t from_thread_mesh = SHARDREC_OK;
+  std::string thread_message;
+};
+
+int32_t ProbingHook(void* data, size_t count, int32_t dtype, void* payload) {
+  auto* st = static_cast<HookState*>(payload);
+  if (st->probe) {
+    int64_t steps = 0;
+    st->from_callback = shardrec_embedding_num_steps(st->coll, &steps);
+    std::thread intruder([st] {
+      int64_t n = 0;
+      st->from_thread_coll = shardrec_embedding_num_steps(st->coll, &n);
+      st->thread_message = shardrec_last_error();
+      st->from_thread_mesh = shardrec_mesh_step(st->mesh, st->coll, nullptr);
     });
-    EXPECT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
-              SHARDREC_OK)
-        << shardrec_last_error();
     intruder.join();
-    // The handle is free again.
+    st->probe = false;
+  }
+  return shardrec_comm_allreduce(st->replica, data, data, count, dtype, SHARDREC_REDUCE_AVG,
+                                 nullptr);
+}
+
+TEST(EmbeddingConcurrentUse, SecondThreadOnAHandleGetsEusage) {
+  Scenario s = StandardScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM);
+  PlanPtr plan = MakePlan(s);
+  std::vector<HookState> states(2);
+  SpawnRanks(2, [&](int r) {
+    shardrec_mesh_options_t mo;
+    shardrec_mesh_options_init(&mo, SHARDREC_MESH_OPTIONS_VERSION);
+    mo.sharding_group_size = 1;  // two replicas of one shard: the hook runs on both ranks
+    shardrec_mesh_t* mesh = nullptr;
+    ASSERT_EQ(shardrec_mesh_create(&mesh, GroupComm(2, r), &mo), SHARDREC_OK)
+        << shardrec_last_error();
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_mesh_embedding_create(&c, mesh, plan.get(), nullptr, nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+    HookState& st = states[r];
+    ASSERT_EQ(shardrec_mesh_replica_comm(&st.replica, mesh), SHARDREC_OK);
+    st.mesh = mesh;
+    st.coll = c;
+    st.probe = r == 0;
+    ASSERT_EQ(shardrec_mesh_set_sync_hook(mesh, ProbingHook, &st), SHARDREC_OK);
+    EXPECT_EQ(shardrec_mesh_sync(mesh, c, SHARDREC_SYNC_DEFAULT), SHARDREC_OK)
+        << shardrec_last_error();
+    if (r == 0) {
+      EXPECT_EQ(st.from_callback, SHARDREC_EUSAGE);
+      EXPECT_EQ(st.from_thread_coll, SHARDREC_EUSAGE);
+      EXPECT_EQ(st.from_thread_mesh, SHARDREC_EUSAGE);
+      EXPECT_NE(st.thread_message.find("in use by another thread"), std::string::npos)
+          << st.thread_message;
+    }
+    // Free again once the sync returned.
     int64_t steps = -1;
     EXPECT_EQ(shardrec_embedding_num_steps(c, &steps), SHARDREC_OK);
+    shardrec_comm_destroy(st.replica);
+    shardrec_embedding_destroy(c);
+    shardrec_mesh_destroy(mesh);
   });
 }
 
