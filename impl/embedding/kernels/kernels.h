@@ -50,10 +50,19 @@ struct LookupJob {
   int64_t out_stride = 0;
 };
 
+// The instruction set a host kernel runs with. Every level gives bit-identical results (same
+// summation order, no contraction), so the choice is about speed only.
+enum class CpuLevel : int32_t { kAuto = -1, kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
+// The widest level this host supports, capped by SHARDREC_CPU_LEVEL (baseline|avx2|avx512).
+CpuLevel HostCpuLevel();
+const char* CpuLevelName(CpuLevel level);
+
 // Tuning of the lookups. prefetch_distance: ids ahead whose rows are software-prefetched (0 =
-// off); the default suits DRAM-resident tables.
+// off); the default suits DRAM-resident tables. level: kAuto is HostCpuLevel(); a level above it
+// is refused (kUnsupported).
 struct LookupOptions {
   int32_t prefetch_distance = 12;
+  CpuLevel level = CpuLevel::kAuto;
 };
 
 // Every job of a rank in one call (all tables, all runs): pooled bags are written as

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <random>
@@ -413,6 +414,59 @@ TEST(EmbeddingKernels, HostKernelsRefuseACudaContext) {
                       ws.data(), ws.size(), &num_unique)
                 .code(),
             Code::kUnsupported);
+}
+
+// Every instruction-set level the host has computes the same bits (same summation order, no
+// contraction): pooled and sequence runs, weighted or not, fp32/fp16/bf16 rows, dims with and
+// without a partial vector, and rows wider than one register tile.
+TEST(EmbeddingKernels, EveryCpuLevelGivesTheSameBits) {
+  std::vector<CpuLevel> levels = {CpuLevel::kBaseline};
+  if (HostCpuLevel() >= CpuLevel::kAvx2) levels.push_back(CpuLevel::kAvx2);
+  if (HostCpuLevel() >= CpuLevel::kAvx512) levels.push_back(CpuLevel::kAvx512);
+  std::printf("levels on this host: up to %s\n", CpuLevelName(HostCpuLevel()));
+  const int64_t R = 200;
+  Batch batch = MakeBatch(300, 30, R, 21);
+  for (int32_t D : {1, 3, 4, 16, 17, 64, 100, 128, 300, 513}) {
+    auto table = MakeTable(R, D);
+    std::vector<uint16_t> half(table.size()), bf(table.size());
+    for (size_t i = 0; i < table.size(); ++i) {
+      half[i] = FloatToHalf(table[i]);
+      bf[i] = FloatToBFloat16(table[i]);
+    }
+    for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+      const void* data = dt == DType::kFloat32   ? static_cast<const void*>(table.data())
+                         : dt == DType::kFloat16 ? static_cast<const void*>(half.data())
+                                                 : static_cast<const void*>(bf.data());
+      const WeightsView w{data, dt, R, D, D};
+      for (int mode = 0; mode < 3; ++mode) {  // pooled, weighted pooled, weighted sequence
+        BagRun run = batch.View(mode > 0);
+        if (mode == 2) run = BagRun{nullptr, 150, batch.rows.data(), batch.weights.data(), 0};
+        const int64_t n = run.num_bags;
+        std::vector<float> ref;
+        for (CpuLevel level : levels) {
+          std::vector<float> out(static_cast<size_t>(n * D), -1.0f);
+          LookupJob job{w, run, out.data(), D};
+          LookupOptions o;
+          o.level = level;
+          ASSERT_TRUE(Lookup(Ctx(), std::span<const LookupJob>(&job, 1), o).ok());
+          if (ref.empty()) {
+            ref = out;
+            continue;
+          }
+          ASSERT_EQ(0, std::memcmp(out.data(), ref.data(), out.size() * 4))
+              << "level " << CpuLevelName(level) << " dim " << D << " dtype " << DTypeName(dt)
+              << " mode " << mode;
+        }
+      }
+    }
+  }
+  // A level above the host's is refused.
+  if (HostCpuLevel() < CpuLevel::kAvx512) {
+    LookupOptions o;
+    o.level = CpuLevel::kAvx512;
+    std::vector<float> out(4);
+    EXPECT_EQ(Lookup(Ctx(), {}, o).code(), Code::kUnsupported);
+  }
 }
 
 }  // namespace
