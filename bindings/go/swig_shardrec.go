@@ -397,8 +397,12 @@ extern void _wrap_embedding_options_device_index_set_shardrec_f3770aebdf7e19ec(u
 extern swig_intgo _wrap_embedding_options_device_index_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern void _wrap_embedding_options_non_finite_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_non_finite_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_embedding_options_table_memory_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_table_memory_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern uintptr_t _wrap_new_embedding_options_shardrec_f3770aebdf7e19ec(void);
 extern void _wrap_delete_embedding_options_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern swig_intgo _wrap_TABLE_MEMORY_HUGE_PAGES_shardrec_f3770aebdf7e19ec(void);
+extern swig_intgo _wrap_TABLE_MEMORY_SMALL_PAGES_shardrec_f3770aebdf7e19ec(void);
 extern swig_intgo _wrap_NON_FINITE_CHECK_shardrec_f3770aebdf7e19ec(void);
 extern swig_intgo _wrap_NON_FINITE_ALLOW_shardrec_f3770aebdf7e19ec(void);
 extern swig_type_78 _wrap_embedding_options_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
@@ -2056,6 +2060,19 @@ func (arg1 SwigcptrEmbedding_options) GetNon_finite() (_swig_ret int) {
 	return swig_r
 }
 
+func (arg1 SwigcptrEmbedding_options) SetTable_memory(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_embedding_options_table_memory_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrEmbedding_options) GetTable_memory() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_embedding_options_table_memory_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
 func NewEmbedding_options() (_swig_ret Embedding_options) {
 	var swig_r Embedding_options
 	swig_r = (Embedding_options)(SwigcptrEmbedding_options(C._wrap_new_embedding_options_shardrec_f3770aebdf7e19ec()))
@@ -2086,8 +2103,25 @@ type Embedding_options interface {
 	GetDevice_index() (_swig_ret int)
 	SetNon_finite(arg2 int)
 	GetNon_finite() (_swig_ret int)
+	SetTable_memory(arg2 int)
+	GetTable_memory() (_swig_ret int)
 }
 
+type Enum_SS_shardrec_table_memory int
+func _swig_getTABLE_MEMORY_HUGE_PAGES() (_swig_ret Enum_SS_shardrec_table_memory) {
+	var swig_r Enum_SS_shardrec_table_memory
+	swig_r = (Enum_SS_shardrec_table_memory)(C._wrap_TABLE_MEMORY_HUGE_PAGES_shardrec_f3770aebdf7e19ec())
+	return swig_r
+}
+
+var TABLE_MEMORY_HUGE_PAGES Enum_SS_shardrec_table_memory = _swig_getTABLE_MEMORY_HUGE_PAGES()
+func _swig_getTABLE_MEMORY_SMALL_PAGES() (_swig_ret Enum_SS_shardrec_table_memory) {
+	var swig_r Enum_SS_shardrec_table_memory
+	swig_r = (Enum_SS_shardrec_table_memory)(C._wrap_TABLE_MEMORY_SMALL_PAGES_shardrec_f3770aebdf7e19ec())
+	return swig_r
+}
+
+var TABLE_MEMORY_SMALL_PAGES Enum_SS_shardrec_table_memory = _swig_getTABLE_MEMORY_SMALL_PAGES()
 type Enum_SS_shardrec_non_finite_policy int
 func _swig_getNON_FINITE_CHECK() (_swig_ret Enum_SS_shardrec_non_finite_policy) {
 	var swig_r Enum_SS_shardrec_non_finite_policy

@@ -3215,6 +3215,31 @@ intgo _wrap_embedding_options_non_finite_get_shardrec_f3770aebdf7e19ec(struct sh
 }
 
 
+void _wrap_embedding_options_table_memory_set_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->table_memory = arg2;
+  
+}
+
+
+intgo _wrap_embedding_options_table_memory_get_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0) {
+  struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->table_memory);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 struct shardrec_embedding_options *_wrap_new_embedding_options_shardrec_f3770aebdf7e19ec() {
   struct shardrec_embedding_options *result = 0 ;
   struct shardrec_embedding_options *_swig_go_result;
@@ -3233,6 +3258,30 @@ void _wrap_delete_embedding_options_shardrec_f3770aebdf7e19ec(struct shardrec_em
   
   free((char *) arg1);
   
+}
+
+
+intgo _wrap_TABLE_MEMORY_HUGE_PAGES_shardrec_f3770aebdf7e19ec() {
+  enum shardrec_table_memory result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_TABLE_MEMORY_HUGE_PAGES;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_TABLE_MEMORY_SMALL_PAGES_shardrec_f3770aebdf7e19ec() {
+  enum shardrec_table_memory result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_TABLE_MEMORY_SMALL_PAGES;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
 }
 
 

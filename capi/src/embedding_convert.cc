@@ -66,6 +66,10 @@ Status ToCollectionOptions(const shardrec_embedding_options_t* o,
       return Status::InvalidArgument("embedding options: unknown non_finite policy ",
                                      o->non_finite);
     out->check_non_finite = o->non_finite == SHARDREC_NON_FINITE_CHECK;
+    if (o->table_memory != SHARDREC_TABLE_MEMORY_HUGE_PAGES &&
+        o->table_memory != SHARDREC_TABLE_MEMORY_SMALL_PAGES)
+      return Status::InvalidArgument("embedding options: unknown table_memory ", o->table_memory);
+    out->huge_pages = o->table_memory == SHARDREC_TABLE_MEMORY_HUGE_PAGES;
   }
   out->seed = o->seed;
   out->bounds = static_cast<embedding::BoundsPolicy>(o->bounds_policy);

@@ -64,6 +64,9 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     std::vector<optim::OptimizerType> types;
     for (const auto& o : c->table_optim_) types.push_back(o.type);
     if (local.ok()) local = BuildLayout(plan, comm->Rank(), types, &c->layout_);
+    // The memory is taken before the agreement, so a rank that has not got it fails like any
+    // other rejection and no rank goes on alone.
+    if (local.ok()) local = c->params_.Allocate(&c->layout_, options.huge_pages);
   }
   // One allreduce(max) agrees on the plan hash (max of h and of ~h: equal iff min == max) and
   // on whether any rank failed, so every rank returns instead of waiting on a peer.
@@ -90,7 +93,7 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   c->options_.dp_comm.reset();
   if (options.num_threads > 1) c->pool_ = std::make_unique<ThreadPool>(options.num_threads);
   c->exec_ = ExecContext::Host(c->pool_.get());
-  c->params_.Create(&c->layout_, options.seed, c->exec_);
+  c->params_.Initialise(options.seed, c->exec_);
   c->updater_.Init(&c->layout_, &c->params_);
   c->worker_ = std::make_unique<comm::CommWorker>();
   *out = std::move(c);

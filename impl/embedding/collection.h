@@ -41,6 +41,9 @@ struct CollectionOptions {
   // Reject NaN/infinite per-id weights (forward) and output-gradient elements (backward) like
   // any bad input; off lets them through for speed.
   bool check_non_finite = true;
+  // Back the weight and optimizer-state arenas with transparent huge pages (fewer TLB misses
+  // on random rows); off uses plain pages.
+  bool huge_pages = true;
 };
 
 struct StateInfo {

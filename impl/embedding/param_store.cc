@@ -11,12 +11,17 @@ namespace shardrec::embedding {
 
 using sharding::InitConfig;
 
-void ParamStore::Create(const Layout* layout, uint64_t seed, const ExecContext& ctx) {
+Status ParamStore::Allocate(const Layout* layout, bool huge_pages) {
   layout_ = layout;
-  params_.assign(layout_->weights_size + layout_->states_size, 0.0f);
-  weights_fp16_.assign(layout_->weights_fp16_size, 0);
-  weights_bf16_.assign(layout_->weights_bf16_size, 0);
+  SR_RETURN_IF_ERROR(
+      params_.Allocate(sizeof(float) * (layout_->weights_size + layout_->states_size), huge_pages));
+  SR_RETURN_IF_ERROR(weights_fp16_.Allocate(2 * layout_->weights_fp16_size, huge_pages));
+  SR_RETURN_IF_ERROR(weights_bf16_.Allocate(2 * layout_->weights_bf16_size, huge_pages));
   step_ = 0;
+  return Status::Ok();
+}
+
+void ParamStore::Initialise(uint64_t seed, const ExecContext& ctx) {
   const auto& plan = *layout_->plan;
   for (const LocalShard& ls : layout_->local) {
     const auto& cfg = plan.tables[ls.table];
@@ -47,9 +52,9 @@ void ParamStore::Create(const Layout* layout, uint64_t seed, const ExecContext& 
 void* ParamStore::ShardWeights(const LocalShard& ls) {
   switch (ls.dtype) {
     case DType::kFloat16:
-      return weights_fp16_.data() + ls.weight_offset;
+      return weights_fp16_.as<uint16_t>() + ls.weight_offset;
     case DType::kBFloat16:
-      return weights_bf16_.data() + ls.weight_offset;
+      return weights_bf16_.as<uint16_t>() + ls.weight_offset;
     default:
       return weights() + ls.weight_offset;
   }

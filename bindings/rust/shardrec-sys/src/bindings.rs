@@ -2083,6 +2083,7 @@ pub struct shardrec_embedding_options {
     pub device_type: i32,
     pub device_index: i32,
     pub non_finite: i32,
+    pub table_memory: i32,
 }
 #[test]
 fn bindgen_test_layout_shardrec_embedding_options() {
@@ -2232,8 +2233,29 @@ fn bindgen_test_layout_shardrec_embedding_options() {
         );
     }
     test_field_non_finite();
+    fn test_field_table_memory() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_embedding_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).table_memory) as usize - ptr as usize
+            },
+            44usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_embedding_options),
+                "::",
+                stringify!(table_memory)
+            )
+        );
+    }
+    test_field_table_memory();
 }
 pub type shardrec_embedding_options_t = shardrec_embedding_options;
+pub const shardrec_table_memory_SHARDREC_TABLE_MEMORY_HUGE_PAGES: shardrec_table_memory = 0;
+pub const shardrec_table_memory_SHARDREC_TABLE_MEMORY_SMALL_PAGES: shardrec_table_memory = 1;
+pub type shardrec_table_memory = ::std::os::raw::c_uint;
+pub use self::shardrec_table_memory as shardrec_table_memory_t;
 pub const shardrec_non_finite_policy_SHARDREC_NON_FINITE_CHECK: shardrec_non_finite_policy = 0;
 pub const shardrec_non_finite_policy_SHARDREC_NON_FINITE_ALLOW: shardrec_non_finite_policy = 1;
 pub type shardrec_non_finite_policy = ::std::os::raw::c_uint;
