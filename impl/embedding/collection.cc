@@ -113,7 +113,8 @@ std::unique_ptr<RoutedBatch> EmbeddingCollection::TakeSpare() {
 Status EmbeddingCollection::Route(const Batch& batch, const Status& rejected, RoutedBatch* rb) {
   if (!rejected.ok()) return rejected;
   try {
-    return RouteBatch(layout_, RouteOptions{options_.bounds, options_.check_non_finite}, batch, rb);
+    return RouteBatch(exec_, layout_, RouteOptions{options_.bounds, options_.check_non_finite},
+                      batch, rb);
   } catch (const StatusError& e) {
     return e.status();
   } catch (const std::bad_alloc&) {

@@ -102,43 +102,56 @@ inline int64_t IdAt(const Batch& b, size_t i) {
                                          : static_cast<const int32_t*>(b.values)[i];
 }
 
-// Walks every id of every (feature, table) pair in routing order and hands each accepted id to
-// `fn(pair, sample, position, row, weight)`; ids the bounds policy drops are skipped, clamped
-// ids arrive as row 0. Returns the error for an id outside the table under kError.
+// Walks every id of (feature, table) pair `p` in order and hands each accepted id to
+// `fn(sample, position, row, weight)`; ids the bounds policy drops are skipped, clamped ids
+// arrive as row 0. Returns the error for an id outside the table under kError.
 template <typename Fn>
-Status ForEachRoutedId(const Layout& l, BoundsPolicy bounds, const Batch& batch,
-                       const std::vector<size_t>& feature_begin, Fn&& fn) {
+Status ForEachIdOfPair(const Layout& l, BoundsPolicy bounds, const Batch& batch,
+                       const std::vector<size_t>& feature_begin, size_t p, Fn&& fn) {
   const auto& plan = *l.plan;
   const int64_t B = batch.batch_size;
-  for (size_t p = 0; p < l.pairs.size(); ++p) {
-    const Pair& pair = l.pairs[p];
-    const auto& cfg = plan.tables[pair.table];
-    size_t pos = feature_begin[pair.feature];
-    for (int64_t b = 0; b < B; ++b) {
-      const int32_t len = batch.lengths[pair.feature * B + b];
-      for (int32_t k = 0; k < len; ++k) {
-        const size_t i = pos + static_cast<size_t>(k);
-        int64_t x = IdAt(batch, i);
-        if (x < 0 || x >= cfg.rows) {
-          if (bounds == BoundsPolicy::kSkip) continue;
-          if (bounds != BoundsPolicy::kClamp)
-            return Status::InvalidArgument("batch: feature '", plan.features[pair.feature].name,
-                                           "' sample ", b, " (value position ", i, "): id ", x,
-                                           " is out of range [0, ", cfg.rows, ") of table '",
-                                           cfg.name, "'");
-          x = 0;
-        }
-        fn(p, b, i, x, batch.weights != nullptr ? batch.weights[i] : 1.0f);
+  const Pair& pair = l.pairs[p];
+  const auto& cfg = plan.tables[pair.table];
+  size_t pos = feature_begin[pair.feature];
+  for (int64_t b = 0; b < B; ++b) {
+    const int32_t len = batch.lengths[pair.feature * B + b];
+    for (int32_t k = 0; k < len; ++k) {
+      const size_t i = pos + static_cast<size_t>(k);
+      int64_t x = IdAt(batch, i);
+      if (x < 0 || x >= cfg.rows) {
+        if (bounds == BoundsPolicy::kSkip) continue;
+        if (bounds != BoundsPolicy::kClamp)
+          return Status::InvalidArgument("batch: feature '", plan.features[pair.feature].name,
+                                         "' sample ", b, " (value position ", i, "): id ", x,
+                                         " is out of range [0, ", cfg.rows, ") of table '",
+                                         cfg.name, "'");
+        x = 0;
       }
-      pos += static_cast<size_t>(len);
+      fn(b, i, x, batch.weights != nullptr ? batch.weights[i] : 1.0f);
     }
+    pos += static_cast<size_t>(len);
   }
+  return Status::Ok();
+}
+
+// Runs fn(pair) for every pair on the context's threads. Every unit, DP cursor and divisor row
+// belongs to one pair, so pairs never write the same memory. The error reported is the one of
+// the first failing pair, as a sequential walk would find it.
+template <typename Fn>
+Status ForEachPair(const ExecContext& ctx, const Layout& l, std::vector<Status>* statuses,
+                   Fn&& fn) {
+  statuses->assign(l.pairs.size(), Status::Ok());
+  ctx.ParallelFor(0, static_cast<int64_t>(l.pairs.size()), 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p)
+      (*statuses)[static_cast<size_t>(p)] = fn(static_cast<size_t>(p));
+  });
+  for (const Status& s : *statuses) SR_RETURN_IF_ERROR(s);
   return Status::Ok();
 }
 
 // Pass 1: validates every id and counts, per unit, the ids of each sample; data-parallel ids are
 // counted per pair. Fills mean_div.
-Status CountPass(const Layout& l, BoundsPolicy bounds, const Batch& batch,
+Status CountPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, const Batch& batch,
                  const std::vector<size_t>& feature_begin, RoutedBatch* rb,
                  std::vector<int64_t>* dp_counts) {
   const int64_t B = batch.batch_size;
@@ -147,21 +160,23 @@ Status CountPass(const Layout& l, BoundsPolicy bounds, const Batch& batch,
   rb->unit_ids.assign(nu, 0);
   rb->mean_div.assign(l.sequence ? 0 : l.pairs.size() * static_cast<size_t>(B), 0.0f);
   dp_counts->assign(l.pairs.size(), 0);
-  return ForEachRoutedId(l, bounds, batch, feature_begin,
-                         [&](size_t p, int64_t b, size_t, int64_t x, float w) {
-                           const Pair& pair = l.pairs[p];
-                           if (pair.mean) rb->mean_div[p * B + b] += w;
-                           const TableLayout& tl = l.tables[pair.table];
-                           if (tl.data_parallel) {
-                             ++(*dp_counts)[p];
-                             return;
-                           }
-                           for (int32_t s : tl.blocks[FindRowBlock(tl, x)].shards) {
-                             const int32_t u = l.unit_of[p][s];
-                             ++rb->unit_lengths[static_cast<size_t>(u) * B + b];
-                             ++rb->unit_ids[u];
-                           }
-                         });
+  return ForEachPair(ctx, l, &rb->pair_status, [&](size_t p) {
+    const Pair& pair = l.pairs[p];
+    const TableLayout& tl = l.tables[pair.table];
+    return ForEachIdOfPair(l, bounds, batch, feature_begin, p,
+                           [&](int64_t b, size_t, int64_t x, float w) {
+                             if (pair.mean) rb->mean_div[p * B + b] += w;
+                             if (tl.data_parallel) {
+                               ++(*dp_counts)[p];
+                               return;
+                             }
+                             for (int32_t s : tl.blocks[FindRowBlock(tl, x)].shards) {
+                               const int32_t u = l.unit_of[p][s];
+                               ++rb->unit_lengths[static_cast<size_t>(u) * B + b];
+                               ++rb->unit_ids[u];
+                             }
+                           });
+  });
 }
 
 // Sizes every message and the return bookkeeping from the counts, and places each unit's rows
@@ -208,19 +223,27 @@ void SizeMessages(const Layout& l, RoutedBatch* rb) {
 }
 
 // Pass 2: writes each accepted id once, into its unit's place in its destination's message.
-void FillPass(const Layout& l, BoundsPolicy bounds, const Batch& batch,
+void FillPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, const Batch& batch,
               const std::vector<size_t>& feature_begin, const std::vector<int64_t>& dp_counts,
               RoutedBatch* rb) {
   const int64_t B = batch.batch_size;
   // Per destination: where its rows and weights start in the send buffer.
   std::vector<uint8_t*> rows_at(l.world), weights_at(l.world);
   std::vector<size_t> target_at(l.units.size(), 0);
-  uint8_t* msg = rb->send.data();
+  // The message to every other rank in rank order, then the one this rank keeps for itself: it
+  // is left out of the exchange, so the others must be contiguous in rank order.
+  size_t others = 0;
+  for (int32_t d = 0; d < l.world; ++d)
+    if (d != l.rank) others += rb->send_bytes[d];
+  rb->self_offset = others;
+  size_t at = 0;
   size_t t = 0;
   for (int32_t d = 0; d < l.world; ++d) {
     const auto& units = l.units_to_rank[d];
     const MessageLayout m =
         LayoutOf(units.size(), B, rb->counts_send[d * kCountFields + 2], rb->weighted);
+    uint8_t* msg = rb->send.data() + (d == l.rank ? rb->self_offset : at);
+    if (d != l.rank) at += m.bytes;
     uint8_t* lens = msg;
     for (int32_t u : units) {
       CopyBytes(lens, rb->unit_lengths.data() + static_cast<size_t>(u) * B, 4 * B);
@@ -230,7 +253,6 @@ void FillPass(const Layout& l, BoundsPolicy bounds, const Batch& batch,
     }
     rows_at[d] = msg + m.rows;
     weights_at[d] = msg + m.weights;
-    msg += m.bytes;
   }
   // Pooled: one return row per (unit, non-empty sample), in sample order.
   if (!l.sequence) {
@@ -260,38 +282,42 @@ void FillPass(const Layout& l, BoundsPolicy bounds, const Batch& batch,
     dp_off[l.dp_pairs[k]] = rb->dp_offsets.data() + rb->dp_offsets_begin[k];
   }
   std::vector<int64_t>& cursor = rb->unit_cursor;  // advanced in place
-  (void)ForEachRoutedId(l, bounds, batch, feature_begin,
-                        [&](size_t p, int64_t b, size_t i, int64_t x, float w) {
-                          const Pair& pair = l.pairs[p];
-                          const TableLayout& tl = l.tables[pair.table];
-                          if (tl.data_parallel) {
-                            while (dp_filled[p] <= b) dp_off[p][dp_filled[p]++] = dp_cursor[p];
-                            const size_t at = static_cast<size_t>(dp_cursor[p]++);
-                            rb->dp_rows[at] = x;
-                            if (rb->weighted) rb->dp_weights[at] = w;
-                            if (l.sequence) rb->dp_pos[at] = static_cast<int64_t>(i);
-                            return;
-                          }
-                          const RowBlock& block = tl.blocks[FindRowBlock(tl, x)];
-                          for (int32_t s : block.shards) {
-                            const int32_t u = l.unit_of[p][s];
-                            const int32_t d = l.units[u].rank;
-                            const int64_t at = cursor[u]++;
-                            const int64_t row = x - block.row_offset;
-                            std::memcpy(rows_at[d] + 8 * at, &row, 8);
-                            if (rb->weighted) std::memcpy(weights_at[d] + 4 * at, &w, 4);
-                            if (l.sequence)
-                              rb->ret_target[target_at[u]++] = static_cast<int64_t>(i);
-                          }
-                        });
+  // Each pair writes its own units' rows, cursors and targets, and its own DP slots. The walk
+  // cannot fail: CountPass accepted the same ids.
+  (void)ForEachPair(ctx, l, &rb->pair_status, [&](size_t p) {
+    const Pair& pair = l.pairs[p];
+    const TableLayout& tl = l.tables[pair.table];
+    return ForEachIdOfPair(l, bounds, batch, feature_begin, p,
+                           [&](int64_t b, size_t i, int64_t x, float w) {
+                             if (tl.data_parallel) {
+                               while (dp_filled[p] <= b) dp_off[p][dp_filled[p]++] = dp_cursor[p];
+                               const size_t at = static_cast<size_t>(dp_cursor[p]++);
+                               rb->dp_rows[at] = x;
+                               if (rb->weighted) rb->dp_weights[at] = w;
+                               if (l.sequence) rb->dp_pos[at] = static_cast<int64_t>(i);
+                               return;
+                             }
+                             const RowBlock& block = tl.blocks[FindRowBlock(tl, x)];
+                             for (int32_t s : block.shards) {
+                               const int32_t u = l.unit_of[p][s];
+                               const int32_t d = l.units[u].rank;
+                               const int64_t at = cursor[u]++;
+                               const int64_t row = x - block.row_offset;
+                               std::memcpy(rows_at[d] + 8 * at, &row, 8);
+                               if (rb->weighted) std::memcpy(weights_at[d] + 4 * at, &w, 4);
+                               if (l.sequence)
+                                 rb->ret_target[target_at[u]++] = static_cast<int64_t>(i);
+                             }
+                           });
+  });
   for (int32_t p : l.dp_pairs)
     while (dp_filled[p] <= B) dp_off[p][dp_filled[p]++] = dp_cursor[p];
 }
 
 }  // namespace
 
-Status RouteBatch(const Layout& l, const RouteOptions& options, const Batch& batch,
-                  RoutedBatch* rb) {
+Status RouteBatch(const ExecContext& ctx, const Layout& l, const RouteOptions& options,
+                  const Batch& batch, RoutedBatch* rb) {
   const auto& plan = *l.plan;
   const BoundsPolicy bounds = options.bounds;
   SR_RETURN_IF_ERROR(CheckStructure(plan, batch));
@@ -307,9 +333,9 @@ Status RouteBatch(const Layout& l, const RouteOptions& options, const Batch& bat
     feature_begin[f + 1] = feature_begin[f] + n;
   }
   std::vector<int64_t> dp_counts;
-  SR_RETURN_IF_ERROR(CountPass(l, bounds, batch, feature_begin, rb, &dp_counts));
+  SR_RETURN_IF_ERROR(CountPass(ctx, l, bounds, batch, feature_begin, rb, &dp_counts));
   SizeMessages(l, rb);
-  FillPass(l, bounds, batch, feature_begin, dp_counts, rb);
+  FillPass(ctx, l, bounds, batch, feature_begin, dp_counts, rb);
   return Status::Ok();
 }
 
@@ -338,10 +364,16 @@ Status ExchangeInput(const Layout& l, comm::Communicator& comm, const Status& lo
     if (c[1] < 0 || c[2] < 0)
       return Status::Internal("input dist: rank ", s, " announced a negative batch or id count");
     rb->recv_bytes[s] = LayoutOf(units, c[1], c[2], c[3] != 0).bytes;
-    total += rb->recv_bytes[s];
+    if (s != l.rank) total += rb->recv_bytes[s];
   }
+  // The ids this rank routes to itself stay where they were packed (last in the send buffer):
+  // UnpackInput reads them there, so they are neither sent nor copied.
+  rb->a2a_send.assign(rb->send_bytes.begin(), rb->send_bytes.end());
+  rb->a2a_recv.assign(rb->recv_bytes.begin(), rb->recv_bytes.end());
+  rb->a2a_send[l.rank] = 0;
+  rb->a2a_recv[l.rank] = 0;
   rb->recv.resize(total);
-  return comm.AllToAllV(rb->send.data(), rb->send_bytes, rb->recv.data(), rb->recv_bytes,
+  return comm.AllToAllV(rb->send.data(), rb->a2a_send, rb->recv.data(), rb->a2a_recv,
                         DType::kUInt8);
 }
 
@@ -367,7 +399,8 @@ Status UnpackInput(const Layout& l, RoutedBatch* rb) {
     const int64_t B = c[1];
     const int64_t n = c[2];
     const bool weighted = c[3] != 0;
-    const uint8_t* msg = rb->recv.data() + byte_off;
+    const uint8_t* msg =
+        s == l.rank ? rb->send.data() + rb->self_offset : rb->recv.data() + byte_off;
     const MessageLayout m = LayoutOf(my_units.size(), B, n, weighted);
     const auto* lens = reinterpret_cast<const int32_t*>(msg);
     const auto* rows = reinterpret_cast<const int64_t*>(msg + m.rows);
@@ -405,7 +438,7 @@ Status UnpackInput(const Layout& l, RoutedBatch* rb) {
     if (cursor != n) return Status::Internal("input dist: rank ", s, " sent unused ids");
     rb->ret_floats_to[s] = floats;
     float_base += floats;
-    byte_off += rb->recv_bytes[s];
+    if (s != l.rank) byte_off += rb->recv_bytes[s];
   }
   rb->ret_floats_total = float_base;
   return Status::Ok();

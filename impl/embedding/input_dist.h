@@ -9,6 +9,7 @@
 
 #include "impl/comm/communicator.h"
 #include "impl/core/check.h"
+#include "impl/core/exec.h"
 #include "impl/core/status.h"
 #include "impl/embedding/batch.h"
 #include "impl/embedding/kernels/kernels.h"
@@ -59,6 +60,10 @@ struct RoutedBatch {
   std::vector<int32_t> unit_lengths;  // [unit * batch_size + b]
   std::vector<int64_t> unit_ids;      // ids per unit
   std::vector<int64_t> unit_cursor;   // fill position per unit
+  std::vector<Status> pair_status;    // per pair, while routing in parallel
+  std::vector<size_t> a2a_send;       // the id exchange's counts (this rank's own block 0)
+  std::vector<size_t> a2a_recv;
+  size_t self_offset = 0;  // where this rank's message to itself starts in `send` (last)
 };
 
 // Per-rank fields of the count exchange: rejected flag, batch size, ids sent, weighted.
@@ -74,8 +79,10 @@ struct RouteOptions {
 // sizes the messages, a second pass writes each id once, straight into its message. On failure
 // nothing outside `rb` has changed and the message names the feature, sample, position and id
 // (or weight).
-Status RouteBatch(const Layout& layout, const RouteOptions& options, const Batch& batch,
-                  RoutedBatch* rb);
+// Pairs are routed in parallel on `ctx` (each pair owns its units); the result and any error
+// message are those of a sequential walk.
+Status RouteBatch(const ExecContext& ctx, const Layout& layout, const RouteOptions& options,
+                  const Batch& batch, RoutedBatch* rb);
 
 // The collective part: exchanges counts (and the rejected flag, so a rejecting rank and its
 // peers all stop here) and then the routed ids over `comm`. `local_error` is this rank's

@@ -2,6 +2,7 @@
 // gradient packing of backward.
 #include "impl/embedding/output_dist.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace shardrec::embedding {
@@ -22,21 +23,31 @@ Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params
                      const RoutedBatch& rb, const float* recv,
                      std::vector<kernels::LookupJob>* jobs, float* out) {
   const int64_t D = l.output_dim;
-  const size_t rows = static_cast<size_t>(l.sequence ? rb.num_values : rb.batch_size);
-  if (rows > 0) std::memset(out, 0, sizeof(float) * rows * static_cast<size_t>(D));
-  const float* src = recv;
-  size_t k = 0;
-  for (int32_t d = 0; d < l.world; ++d) {
-    for (int32_t u : l.units_to_rank[d]) {
-      const Unit& unit = l.units[u];
-      const int64_t col = l.pairs[unit.pair].out_offset + unit.col_offset;
-      for (int64_t j = 0; j < rb.ret_count[u]; ++j, ++k) {
-        float* dst = out + rb.ret_target[k] * D + col;
-        for (int32_t c = 0; c < unit.cols; ++c) dst[c] += src[c];
-        src += unit.cols;
+  const int64_t rows = l.sequence ? rb.num_values : rb.batch_size;
+  // In parallel over output rows. Each unit's returned rows target increasing output rows, so a
+  // chunk finds its part of every unit by binary search; units are added in their fixed order,
+  // so row-split partials sum in the same order for every thread count.
+  ctx.ParallelFor(0, rows, 64, [&](int64_t r0, int64_t r1) {
+    std::memset(out + r0 * D, 0, sizeof(float) * static_cast<size_t>((r1 - r0) * D));
+    const float* src = recv;
+    const int64_t* targets = rb.ret_target.data();
+    for (int32_t d = 0; d < l.world; ++d) {
+      for (int32_t u : l.units_to_rank[d]) {
+        const Unit& unit = l.units[u];
+        const int64_t count = rb.ret_count[u];
+        const int64_t col = l.pairs[unit.pair].out_offset + unit.col_offset;
+        const int64_t* lo = std::lower_bound(targets, targets + count, r0);
+        const int64_t* hi = std::lower_bound(lo, targets + count, r1);
+        for (const int64_t* t = lo; t < hi; ++t) {
+          const float* s = src + (t - targets) * unit.cols;
+          float* dst = out + *t * D + col;
+          for (int32_t c = 0; c < unit.cols; ++c) dst[c] += s[c];
+        }
+        targets += count;
+        src += count * unit.cols;
       }
     }
-  }
+  });
   const int64_t B = rb.batch_size;
   jobs->clear();
   for (size_t i = 0; i < l.dp_pairs.size(); ++i) {
@@ -63,16 +74,18 @@ Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params
   }
   SR_RETURN_IF_ERROR(kernels::Lookup(ctx, *jobs));
   if (l.sequence) return Status::Ok();
-  for (size_t p = 0; p < l.pairs.size(); ++p) {
-    const Pair& pair = l.pairs[p];
-    if (!pair.mean) continue;
-    const int32_t dim = l.plan->tables[pair.table].dim;
-    for (int64_t b = 0; b < B; ++b) {
-      const float div = rb.mean_div[p * B + b];
-      float* dst = out + b * D + pair.out_offset;
-      for (int32_t c = 0; c < dim; ++c) dst[c] = div != 0.0f ? dst[c] / div : 0.0f;
+  ctx.ParallelFor(0, B, 64, [&](int64_t b0, int64_t b1) {
+    for (size_t p = 0; p < l.pairs.size(); ++p) {
+      const Pair& pair = l.pairs[p];
+      if (!pair.mean) continue;
+      const int32_t dim = l.plan->tables[pair.table].dim;
+      for (int64_t b = b0; b < b1; ++b) {
+        const float div = rb.mean_div[p * B + b];
+        float* dst = out + b * D + pair.out_offset;
+        for (int32_t c = 0; c < dim; ++c) dst[c] = div != 0.0f ? dst[c] / div : 0.0f;
+      }
     }
-  }
+  });
   return Status::Ok();
 }
 

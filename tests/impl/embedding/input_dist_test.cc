@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "impl/core/thread_pool.h"
 #include "impl/sharding/layout.h"
 
 namespace shardrec::embedding {
@@ -38,8 +39,11 @@ Layout RowWiseLayout() {
 // The local rows routed to `unit`, read back from its destination's message in the send buffer.
 std::vector<int64_t> SentRows(const Layout& l, const RoutedBatch& rb, int32_t unit) {
   const int32_t d = l.units[unit].rank;
+  // Messages to other ranks come in rank order; the one a rank keeps for itself comes last.
   size_t msg = 0;
-  for (int32_t r = 0; r < d; ++r) msg += rb.send_bytes[r];
+  for (int32_t r = 0; r < d; ++r)
+    if (r != l.rank) msg += rb.send_bytes[r];
+  if (d == l.rank) msg = rb.self_offset;
   const size_t lens = 4 * l.units_to_rank[d].size() * static_cast<size_t>(rb.batch_size);
   const size_t rows_at = msg + ((lens + 7) & ~size_t{7});
   int64_t first = 0;
@@ -59,7 +63,7 @@ TEST(EmbeddingInputDist, RoutesEachIdToTheRankHoldingItsRow) {
   const int64_t ids[] = {4, 0, 3};
   Batch b{2, 1, lengths, 2, ids, DType::kInt64, 3, nullptr, 0, {}};
   RoutedBatch rb;
-  ASSERT_TRUE(RouteBatch(l, RouteOptions{BoundsPolicy::kError, true}, b, &rb).ok());
+  ASSERT_TRUE(RouteBatch(ExecContext(), l, RouteOptions{BoundsPolicy::kError, true}, b, &rb).ok());
   EXPECT_EQ(rb.counts_send[1 * kCountFields + 2], 2);  // ids 4 and 3 -> rank 1
   EXPECT_EQ(rb.counts_send[0 * kCountFields + 2], 1);
   EXPECT_EQ(SentRows(l, rb, 1), (std::vector<int64_t>{1, 0}));  // local rows on rank 1
@@ -73,13 +77,13 @@ TEST(EmbeddingInputDist, BoundsPolicies) {
   const int32_t ids[] = {9, 1, -1};
   Batch b{2, 1, lengths, 2, ids, DType::kInt32, 3, nullptr, 0, {}};
   RoutedBatch rb;
-  Status s = RouteBatch(l, RouteOptions{BoundsPolicy::kError, true}, b, &rb);
+  Status s = RouteBatch(ExecContext(), l, RouteOptions{BoundsPolicy::kError, true}, b, &rb);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_NE(s.message().find("feature 'f' sample 0 (value position 0): id 9"), std::string::npos)
       << s.message();
-  ASSERT_TRUE(RouteBatch(l, RouteOptions{BoundsPolicy::kClamp, true}, b, &rb).ok());
+  ASSERT_TRUE(RouteBatch(ExecContext(), l, RouteOptions{BoundsPolicy::kClamp, true}, b, &rb).ok());
   EXPECT_EQ(SentRows(l, rb, 0), (std::vector<int64_t>{0, 1, 0}));
-  ASSERT_TRUE(RouteBatch(l, RouteOptions{BoundsPolicy::kSkip, true}, b, &rb).ok());
+  ASSERT_TRUE(RouteBatch(ExecContext(), l, RouteOptions{BoundsPolicy::kSkip, true}, b, &rb).ok());
   EXPECT_EQ(SentRows(l, rb, 0), (std::vector<int64_t>{1}));
   EXPECT_FLOAT_EQ(rb.mean_div[1], 0.0f);  // the skipped bag is empty
 }
@@ -90,10 +94,10 @@ TEST(EmbeddingInputDist, StructuralErrorsNameTheField) {
   const int64_t ids[] = {0};
   Batch b{2, 1, lengths, 2, ids, DType::kInt64, 0, nullptr, 0, {}};
   RoutedBatch rb;
-  Status s = RouteBatch(l, RouteOptions{BoundsPolicy::kError, true}, b, &rb);
+  Status s = RouteBatch(ExecContext(), l, RouteOptions{BoundsPolicy::kError, true}, b, &rb);
   EXPECT_NE(s.message().find("negative length"), std::string::npos) << s.message();
   b.num_features = 2;
-  s = RouteBatch(l, RouteOptions{BoundsPolicy::kError, true}, b, &rb);
+  s = RouteBatch(ExecContext(), l, RouteOptions{BoundsPolicy::kError, true}, b, &rb);
   EXPECT_NE(s.message().find("num_features"), std::string::npos) << s.message();
 }
 
@@ -102,11 +106,11 @@ TEST(EmbeddingInputDist, OverflowingBatchSizeIsRejected) {
   Layout l = RowWiseLayout();
   Batch b{int64_t{1} << 62, 1, nullptr, 0, nullptr, DType::kInt64, 0, nullptr, 0, {}};
   RoutedBatch rb;
-  EXPECT_EQ(RouteBatch(l, RouteOptions{BoundsPolicy::kError, true}, b, &rb).code(),
+  EXPECT_EQ(RouteBatch(ExecContext(), l, RouteOptions{BoundsPolicy::kError, true}, b, &rb).code(),
             Code::kInvalidArgument);
   b.num_features = 1;
   b.batch_size = INT64_MAX;
-  Status s = RouteBatch(l, RouteOptions{BoundsPolicy::kError, true}, b, &rb);
+  Status s = RouteBatch(ExecContext(), l, RouteOptions{BoundsPolicy::kError, true}, b, &rb);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
 }
 
@@ -118,14 +122,16 @@ TEST(EmbeddingInputDist, UnpackDescribesRunsPerShard) {
   const int64_t ids[] = {0, 2, 1};
   Batch b{3, 1, lengths, 3, ids, DType::kInt64, 3, nullptr, 0, {}};
   RoutedBatch rb;
-  ASSERT_TRUE(RouteBatch(l, RouteOptions{BoundsPolicy::kError, true}, b, &rb).ok());
-  // Pretend rank 0 sent the same batch to itself and rank 1 sent nothing: build the receive
-  // side by hand from this rank's own message.
+  ASSERT_TRUE(RouteBatch(ExecContext(), l, RouteOptions{BoundsPolicy::kError, true}, b, &rb).ok());
+  // Rank 0's ids for itself stay in its send buffer (they are not exchanged); rank 1 sent an
+  // empty batch. Build the receive side by hand.
   rb.counts_recv = {0, 3, 3, 0, 0, 0, 0, 0};
-  rb.recv_bytes = {rb.send_bytes[0], 8};
-  rb.recv.assign(rb.send.begin(), rb.send.begin() + rb.send_bytes[0]);
-  rb.recv.resize(rb.recv.size() + 8, 0);
+  rb.recv_bytes = {rb.send_bytes[0], 0};
+  rb.recv.clear();
   ASSERT_TRUE(UnpackInput(l, &rb).ok());
+  EXPECT_EQ(rb.shards[0].runs[0].rows,
+            reinterpret_cast<const int64_t*>(rb.send.data() + rb.self_offset + 16))
+      << "the runs of a rank's own ids point into its send buffer";
   ASSERT_EQ(rb.shards.size(), 1u);
   ASSERT_EQ(rb.shards[0].runs.size(), 1u);
   const kernels::BagRun& run = rb.shards[0].runs[0];
@@ -139,6 +145,74 @@ TEST(EmbeddingInputDist, UnpackDescribesRunsPerShard) {
   EXPECT_EQ(rb.shards[0].num_ids, 3);
   EXPECT_EQ(rb.ret_floats_to[0], 2u * 4);
   EXPECT_EQ(rb.ret_floats_total, 2u * 4);
+}
+
+// Pairs are routed in parallel: the messages, return bookkeeping and the first error are those of
+// a sequential walk, for any thread count.
+TEST(EmbeddingInputDist, ParallelRoutingEqualsSequential) {
+  auto plan = std::make_shared<sharding::Plan>();
+  plan->world_size = 2;
+  plan->local_world_size = 2;
+  plan->features = {{"a", 1.0f}, {"b", 1.0f}, {"c", 1.0f}};
+  auto table = [](const char* name, int64_t rows, int32_t dim, std::vector<int32_t> f,
+                  sharding::PoolingType pooling) {
+    sharding::TableConfig t;
+    t.name = name;
+    t.rows = rows;
+    t.dim = dim;
+    t.features = std::move(f);
+    t.pooling = pooling;
+    return t;
+  };
+  plan->tables = {table("rw", 50, 4, {0, 2}, sharding::PoolingType::kMean),
+                  table("cw", 30, 8, {1}, sharding::PoolingType::kSum),
+                  table("dp", 7, 4, {2}, sharding::PoolingType::kSum)};
+  plan->table_plans = {sharding::MakeRowWise(plan->tables[0], 2),
+                       sharding::MakeColumnSplit(
+                           plan->tables[1], sharding::ShardingType::kColumnWise, {4, 4}, {0, 1}),
+                       sharding::MakeDataParallel(plan->tables[2], 2)};
+  Layout l;
+  ASSERT_TRUE(BuildLayout(plan, 0, Types(plan, optim::OptimizerType::kSgd), &l).ok());
+  const int64_t B = 40;
+  std::vector<int32_t> lengths;
+  std::vector<int64_t> ids;
+  std::vector<float> weights;
+  for (int f = 0; f < 3; ++f)
+    for (int64_t b = 0; b < B; ++b) {
+      const int32_t len = static_cast<int32_t>((b * 7 + f) % 5);
+      lengths.push_back(len);
+      for (int32_t k = 0; k < len; ++k) {
+        ids.push_back((b * 13 + k * 3 + f) % 7);
+        weights.push_back(0.5f + static_cast<float>(k));
+      }
+    }
+  Batch batch{B,
+              3,
+              lengths.data(),
+              lengths.size(),
+              ids.data(),
+              DType::kInt64,
+              ids.size(),
+              weights.data(),
+              weights.size(),
+              {}};
+  RoutedBatch seq, par;
+  ASSERT_TRUE(RouteBatch(ExecContext(), l, RouteOptions{}, batch, &seq).ok());
+  ThreadPool pool(4);
+  ASSERT_TRUE(RouteBatch(ExecContext::Host(&pool), l, RouteOptions{}, batch, &par).ok());
+  EXPECT_EQ(seq.send, par.send);
+  EXPECT_EQ(seq.ret_target, par.ret_target);
+  EXPECT_EQ(seq.mean_div, par.mean_div);
+  EXPECT_EQ(seq.dp_rows, par.dp_rows);
+  EXPECT_EQ(seq.dp_offsets, par.dp_offsets);
+  EXPECT_EQ(seq.dp_weights, par.dp_weights);
+  // Bad ids in two features: the error names the first, whoever finds it first.
+  ids[1] = 999;
+  ids[ids.size() - 1] = -5;
+  const Status s1 = RouteBatch(ExecContext(), l, RouteOptions{}, batch, &seq);
+  const Status s2 = RouteBatch(ExecContext::Host(&pool), l, RouteOptions{}, batch, &par);
+  EXPECT_EQ(s1.code(), Code::kInvalidArgument);
+  EXPECT_EQ(s1.message(), s2.message());
 }
 
 }  // namespace
