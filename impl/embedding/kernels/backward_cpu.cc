@@ -68,10 +68,27 @@ Source MakeSource(const ExecContext& ctx, std::span<const BagRun> runs, const fl
   return Source{grads, off, weighted ? wt : nullptr, scale};
 }
 
+// Rows of the table to fetch ahead while gradients are summed (the fused update reads and
+// writes them right after): the weight row and the row-wise state of unique row u + distance.
+struct RowPrefetch {
+  const char* weights = nullptr;  // null: no prefetch
+  int64_t row_stride_bytes = 0;
+  int64_t row_bytes = 0;
+  const float* row_state = nullptr;
+  int64_t distance = 0;
+};
+
 // out[(u - u_begin) * cols + c] = sum over the row's ids, in position order, of factor * grad.
 void AggregateRows(const detail::RowGroups& g, const Source& src, int32_t cols, int64_t u_begin,
-                   int64_t u_end, float* out) {
+                   int64_t u_end, float* out, const RowPrefetch& pf = {}) {
   for (int64_t u = u_begin; u < u_end; ++u) {
+    // One row ahead per row summed keeps the misses of the coming updates spread out and
+    // overlapped with this work, instead of a burst per block.
+    if (pf.weights != nullptr && u + pf.distance < g.num_unique) {
+      const int64_t row = g.unique_rows[u + pf.distance];
+      detail::PrefetchRowForWrite(pf.weights + row * pf.row_stride_bytes, pf.row_bytes);
+      if (pf.row_state != nullptr) __builtin_prefetch(pf.row_state + row, 1, 3);
+    }
     float* __restrict o = out + (u - u_begin) * cols;
     const int64_t k_end = g.segments[u + 1];
     int64_t k = g.segments[u];
@@ -184,21 +201,23 @@ Status FusedBackward(const ExecContext& ctx, std::span<const BagRun> runs, const
       float* grads_blk = block_grads + t * kBlockRows * cols;
       float* stats = block_stats + t * kBlockRows * std::max(ns, 1);
       const int64_t blk_begin = num_blocks * t / tasks, blk_end = num_blocks * (t + 1) / tasks;
-      // The weight rows are scattered: fetch the next block's rows while this block is summed
-      // and updated, so the misses overlap with work.
-      auto prefetch_block = [&](int64_t blk) {
-        const int64_t u_end = std::min(g.num_unique, (blk + 1) * kBlockRows);
-        for (int64_t u = blk * kBlockRows; u < u_end; ++u) {
-          detail::PrefetchRowForWrite(weights + g.unique_rows[u] * row_stride_bytes, row_bytes);
-          if (row_state != nullptr) __builtin_prefetch(row_state + g.unique_rows[u], 1, 3);
-        }
-      };
-      if (blk_begin < blk_end) prefetch_block(blk_begin);
+      // The weight rows are scattered: while one block's gradients are summed, the rows of the
+      // block after it are fetched (one row per row summed), so the update finds them in cache.
+      // The task's first block is fetched up front.
+      const int64_t first_end = std::min(g.num_unique, (blk_begin + 1) * kBlockRows);
+      for (int64_t u = blk_begin * kBlockRows; u < first_end; ++u) {
+        detail::PrefetchRowForWrite(weights + g.unique_rows[u] * row_stride_bytes, row_bytes);
+        if (row_state != nullptr) __builtin_prefetch(row_state + g.unique_rows[u], 1, 3);
+      }
+      const int64_t task_end = std::min(g.num_unique, blk_end * kBlockRows);
       for (int64_t blk = blk_begin; blk < blk_end; ++blk) {
         const int64_t u0 = blk * kBlockRows;
         const int64_t u1 = std::min(g.num_unique, u0 + kBlockRows);
-        if (blk + 1 < blk_end) prefetch_block(blk + 1);
-        AggregateRows(g, src, cols, u0, u1, grads_blk);
+        RowPrefetch pf;
+        if (u1 < task_end) {
+          pf = RowPrefetch{weights, row_stride_bytes, row_bytes, row_state, kBlockRows};
+        }
+        AggregateRows(g, src, cols, u0, u1, grads_blk, pf);
         optim::RowUpdate update{
             std::span<const int64_t>(g.unique_rows + u0, static_cast<size_t>(u1 - u0)), grads_blk};
         if (ns > 0) optim::PartialRowStats(inline_ctx, config, step, shard, update, stats);
