@@ -1,6 +1,7 @@
 // Backend selection and the three ways to create communicators.
 #include "impl/comm/factory.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <thread>
 
@@ -36,9 +37,10 @@ std::string BindHost(const CommOptions& o, const std::string& fallback) {
 
 Status Create(std::shared_ptr<Store> store, const std::string& prefix, int world, int rank,
               const CommOptions& options, const std::string& default_host,
-              std::unique_ptr<Communicator>* out) {
+              std::unique_ptr<Communicator>* out,
+              std::chrono::steady_clock::time_point deadline = {}) {
   if (out == nullptr) return Status::InvalidArgument("out must not be null");
-  std::chrono::milliseconds timeout;
+  std::chrono::milliseconds timeout{0};
   SR_RETURN_IF_ERROR(CheckOptions(options, &timeout));
   if (!store) return Status::InvalidArgument("store must not be null");
   if (world < 1) return Status::InvalidArgument("world size ", world, " must be >= 1");
@@ -62,6 +64,11 @@ Status Create(std::shared_ptr<Store> store, const std::string& prefix, int world
   config.device = options.device;
   config.timeout = timeout;
   config.bind_host = BindHost(options, default_host);
+  if (deadline != std::chrono::steady_clock::time_point{}) {
+    config.create_timeout = std::max(std::chrono::milliseconds(1),
+                                     std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         deadline - std::chrono::steady_clock::now()));
+  }
   return CreateGlooCommunicator(config, out);
 }
 
@@ -89,22 +96,24 @@ Status CreateCommunicatorFromUniqueId(const UniqueId& id, int world, int rank,
                                       const CommOptions& options,
                                       std::unique_ptr<Communicator>* out) {
   if (out == nullptr) return Status::InvalidArgument("out must not be null");
-  std::chrono::milliseconds timeout;
+  std::chrono::milliseconds timeout{0};
   SR_RETURN_IF_ERROR(CheckOptions(options, &timeout));
   if (world < 1) return Status::InvalidArgument("world size ", world, " must be >= 1");
   if (rank < 0 || rank >= world)
     return Status::InvalidArgument("rank ", rank, " is outside [0, ", world, ")");
+  // Connecting to the store, claiming the rank and meeting the others share one deadline.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::shared_ptr<TcpStore> store;
   SR_RETURN_IF_ERROR(ConnectUniqueIdStore(id, rank, timeout, &store));
   const std::string local = store->local_host();
-  return Create(std::move(store), "comm", world, rank, options, local, out);
+  return Create(std::move(store), "comm", world, rank, options, local, out, deadline);
 }
 
 Status CreateLocalGroup(int n, const CommOptions& options,
                         std::vector<std::unique_ptr<Communicator>>* out) {
   if (out == nullptr) return Status::InvalidArgument("out must not be null");
   if (n < 1) return Status::InvalidArgument("group size ", n, " must be >= 1");
-  std::chrono::milliseconds timeout;
+  std::chrono::milliseconds timeout{0};
   SR_RETURN_IF_ERROR(CheckOptions(options, &timeout));
   auto store = std::make_shared<MemoryStore>();
   CommOptions local = options;

@@ -84,28 +84,38 @@ Status CreateGlooCommunicator(const GlooConfig& config, std::unique_ptr<Communic
                       "' (set bind_address or SHARDREC_SOCKET_IFADDR): ", e.what());
   }
 
-  PrefixStore store(config.store, config.prefix);
-  GlooStoreAdapter adapter(&store, config.timeout);
-  std::shared_ptr<gloo::rendezvous::Context> context;
+  // One deadline for the whole creation, so that a rank whose peers never arrive returns within
+  // the timeout it was given, not after one timeout per phase.
+  const auto budget = config.create_timeout.count() > 0 ? config.create_timeout : config.timeout;
   const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + budget;
+  auto left = [&] {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    return std::max(ms, std::chrono::milliseconds(1));
+  };
+  PrefixStore store(config.store, config.prefix);
+  GlooStoreAdapter adapter(&store, budget);
+  std::shared_ptr<gloo::rendezvous::Context> context;
   try {
     context = std::make_shared<gloo::rendezvous::Context>(config.rank, config.world);
-    context->setTimeout(config.timeout);
+    context->setTimeout(budget);
     context->connectFullMesh(adapter, device);
     // connectFullMesh can return on one rank while a peer is still completing its side of the
     // handshake; a rank that then destroyed the new communicator would break the peer's setup.
     // The barrier makes creation complete on every member before any of them returns.
     if (config.world > 1) {
       gloo::BarrierOptions barrier(context);
-      barrier.setTimeout(config.timeout);
+      barrier.setTimeout(left());
       gloo::barrier(barrier);
     }
+    context->setTimeout(config.timeout);
   } catch (const std::exception& e) {
     Status store_error = adapter.first_error();
     if (!store_error.ok()) return store_error.WithContext(where + ": rendezvous failed");
     return MapGlooError("connecting the communicator", e.what(),
-                        std::chrono::steady_clock::now() - start >= config.timeout, config.rank,
-                        config.world, config.timeout);
+                        std::chrono::steady_clock::now() - start >= budget, config.rank,
+                        config.world, budget);
   }
   *out = std::make_unique<GlooCommunicator>(config, std::move(context), std::move(device));
   return Status::Ok();

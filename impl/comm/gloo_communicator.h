@@ -31,6 +31,9 @@ struct GlooConfig {
   int rank = 0;
   Device device;  // host, or CUDA (staged through host memory)
   std::chrono::milliseconds timeout = kDefaultTimeout;
+  // Bound on creation as a whole (store waits, connections and the closing barrier together);
+  // 0: `timeout`. Later operations use `timeout`.
+  std::chrono::milliseconds create_timeout{0};
   std::string bind_host;                                 // address for the Gloo TCP device
   std::shared_ptr<gloo::transport::Device> gloo_device;  // reused by splits; else created
 };

@@ -102,19 +102,26 @@ Status DefaultAdvertisedHost(Endpoint* out) {
   return ParseHost("127.0.0.1", out);
 }
 
-Status Listen(int family, int* fd_out, uint16_t* port) {
+Status Listen(const Endpoint& addr, bool any_interface, int* fd_out, uint16_t* port) {
+  const int family = addr.family;
   int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::Io("socket: ", std::strerror(errno));
   int on = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-  Endpoint any;
-  any.family = family;  // all-zero address: any interface
+  Endpoint local;
+  local.family = family;  // all-zero address: any interface
+  if (!any_interface) std::memcpy(local.addr, addr.addr, sizeof(local.addr));
   sockaddr_storage ss;
-  socklen_t len = ToSockaddr(any, &ss);
+  socklen_t len = ToSockaddr(local, &ss);
   if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 || ::listen(fd, 128) != 0) {
     int err = errno;
     ::close(fd);
-    return Status::Io("cannot listen for the rendezvous store: ", std::strerror(err));
+    return Status::Io("cannot listen for the rendezvous store on ",
+                      any_interface ? std::string("any interface") : local.HostString(), ": ",
+                      std::strerror(err),
+                      any_interface ? ""
+                                    : " (set SHARDREC_SOCKET_IFADDR to a local address, or "
+                                      "SHARDREC_STORE_BIND_ANY=1 to listen on every interface)");
   }
   sockaddr_storage bound{};
   socklen_t blen = sizeof(bound);
@@ -237,13 +244,12 @@ Status SendFrame(int fd, const std::vector<uint8_t>& payload, Clock::time_point 
 }
 
 Status RecvFrame(int fd, std::vector<uint8_t>* payload, Clock::time_point deadline,
-                 const std::function<bool()>& stop) {
+                 const std::function<bool()>& stop, size_t max_len) {
   uint8_t hdr[4];
   SR_RETURN_IF_ERROR(RecvAll(fd, hdr, 4, deadline, stop));
   uint32_t n = 0;
   for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(hdr[i]) << (8 * i);
-  if (n > (256u << 20))
-    return Status::Corrupt("rendezvous store message of ", n, " bytes is too large");
+  if (n > max_len) return Status::Corrupt("rendezvous store message of ", n, " bytes is too large");
   payload->resize(n);
   return n == 0 ? Status::Ok() : RecvAll(fd, payload->data(), n, deadline, stop);
 }

@@ -30,9 +30,9 @@ Status ParseHost(const std::string& host, Endpoint* out);
 // else the source address of the default route, else 127.0.0.1.
 Status DefaultAdvertisedHost(Endpoint* out);
 
-// Listening socket on the endpoint's family (any address) with an ephemeral port; writes the
-// chosen port into *port.
-Status Listen(int family, int* fd, uint16_t* port);
+// Listening socket on `addr` (its port is ignored: an ephemeral port is chosen and written into
+// *port). With `any_interface` the socket binds the wildcard address of addr's family instead.
+Status Listen(const Endpoint& addr, bool any_interface, int* fd, uint16_t* port);
 
 // Connects with retries (the server may not be up yet) until the deadline.
 Status ConnectWithRetry(const Endpoint& to, Clock::time_point deadline, int* fd);
@@ -48,10 +48,12 @@ Status SendAll(int fd, const void* data, size_t len, Clock::time_point deadline)
 Status RecvAll(int fd, void* data, size_t len, Clock::time_point deadline,
                const std::function<bool()>& stop = nullptr);
 
-// A message is a 4-byte little-endian length followed by that many bytes.
+// A message is a 4-byte little-endian length followed by that many bytes. RecvFrame refuses
+// (kCorrupt, before allocating) a length above max_len.
+inline constexpr size_t kMaxFrameBytes = size_t{256} << 20;
 Status SendFrame(int fd, const std::vector<uint8_t>& payload, Clock::time_point deadline);
 Status RecvFrame(int fd, std::vector<uint8_t>* payload, Clock::time_point deadline,
-                 const std::function<bool()>& stop = nullptr);
+                 const std::function<bool()>& stop = nullptr, size_t max_len = kMaxFrameBytes);
 
 void CloseFd(int* fd);
 

@@ -2,6 +2,7 @@
 #include "impl/comm/store_tcp.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "impl/comm/store_tcp_protocol.h"
 #include "impl/core/check.h"
@@ -36,17 +37,24 @@ Status TcpStore::Connect(const net::Endpoint& server, const Nonce& nonce,
 Status TcpStore::Open(int* fd_out) {
   int fd = -1;
   const auto deadline = net::Clock::now() + io_timeout_;
-  SR_RETURN_IF_ERROR(net::ConnectWithRetry(server_, deadline, &fd));
-  std::vector<uint8_t> request, reply;
-  net::PutU8(&request, tcp_store::kHello);
-  net::PutBytes(&request, nonce_.data(), nonce_.size());
-  Status s = net::SendFrame(fd, request, deadline + kReplySlack);
-  if (s.ok()) s = net::RecvFrame(fd, &reply, deadline + kReplySlack);
-  if (!s.ok() || reply.empty() || reply[0] != tcp_store::kOk) {
+  for (;;) {
+    SR_RETURN_IF_ERROR(net::ConnectWithRetry(server_, deadline, &fd));
+    std::vector<uint8_t> request, reply;
+    net::PutU8(&request, tcp_store::kHello);
+    net::PutBytes(&request, nonce_.data(), nonce_.size());
+    const auto reply_by = std::min(deadline, net::Clock::now() + tcp_store::kHelloTimeout);
+    Status s = net::SendFrame(fd, request, reply_by);
+    if (s.ok()) s = net::RecvFrame(fd, &reply, reply_by);
+    if (s.ok() && !reply.empty() && reply[0] == tcp_store::kOk) break;
     net::CloseFd(&fd);
-    return Status::Remote("the rendezvous store at ", server_name_,
-                          " rejected this unique id (stale id, or another session on that port)",
-                          s.ok() ? "" : ": ", s.ok() ? "" : s.message());
+    if (s.ok() || s.code() != Code::kRemote || net::Clock::now() >= deadline) {
+      return Status::Remote("the rendezvous store at ", server_name_,
+                            " rejected this unique id (stale id, or another session on that port)",
+                            s.ok() ? "" : ": ", s.ok() ? "" : s.message());
+    }
+    // Closed without a reply: the server is at its connection bound (strangers hold the
+    // pre-authentication slots) or going away; try again until the deadline.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   *fd_out = fd;
   return Status::Ok();
@@ -107,12 +115,58 @@ Status TcpStore::Call(const std::vector<uint8_t>& request, std::chrono::millisec
   return Status::Ok();
 }
 
+namespace {
+
+// The session was refused because a name (a rank) was claimed twice.
+Status ConflictError(const std::string& name) {
+  return Status::InvalidUsage(
+      "the rendezvous on this unique id was refused: ", name,
+      " was claimed by two processes (two ranks were given the same rank number, or someone "
+      "else holds the id); every rank still meeting on it fails");
+}
+
+Status ParseStatusReply(net::Reader* in, bool* ok) {
+  uint8_t status = 0;
+  *ok = false;
+  if (!in->U8(&status)) return Status::Corrupt("empty reply from the rendezvous store");
+  if (status == tcp_store::kOk) {
+    *ok = true;
+    return Status::Ok();
+  }
+  std::string what;
+  in->String(&what);
+  if (status == tcp_store::kConflict) return ConflictError(what);
+  if (status == tcp_store::kTaken) {
+    return Status::InvalidUsage(
+        what,
+        " of this unique id is already held by another process; refused (both processes "
+        "and every rank still meeting on the id get this error)");
+  }
+  if (status == tcp_store::kTimedOut) return Status::Timeout(what);
+  return Status::Corrupt("bad reply status ", int{status}, " from the store");
+}
+
+}  // namespace
+
 Status TcpStore::Set(const std::string& key, const std::vector<uint8_t>& value) {
   std::vector<uint8_t> request, reply;
   net::PutU8(&request, tcp_store::kSet);
   net::PutBytes(&request, key.data(), key.size());
   net::PutBytes(&request, value.data(), value.size());
-  return Call(request, std::chrono::milliseconds(0), &reply);
+  SR_RETURN_IF_ERROR(Call(request, std::chrono::milliseconds(0), &reply));
+  net::Reader in(reply);
+  bool ok = false;
+  return ParseStatusReply(&in, &ok);
+}
+
+Status TcpStore::Claim(const std::string& name) {
+  std::vector<uint8_t> request, reply;
+  net::PutU8(&request, tcp_store::kClaim);
+  net::PutBytes(&request, name.data(), name.size());
+  SR_RETURN_IF_ERROR(Call(request, std::chrono::milliseconds(0), &reply));
+  net::Reader in(reply);
+  bool ok = false;
+  return ParseStatusReply(&in, &ok);
 }
 
 namespace {
@@ -120,16 +174,13 @@ namespace {
 Status ParseWaitReply(const std::vector<uint8_t>& reply, std::chrono::milliseconds timeout,
                       std::vector<uint8_t>* value) {
   net::Reader in(reply);
-  uint8_t status = 0;
-  if (!in.U8(&status)) return Status::Corrupt("empty reply from the rendezvous store");
-  if (status == tcp_store::kTimedOut) {
-    std::string missing;
-    in.String(&missing);
-    return Status::Timeout("store key '", missing, "' did not appear within ", timeout.count(),
+  bool ok = false;
+  Status s = ParseStatusReply(&in, &ok);
+  if (s.code() == Code::kTimeout) {
+    return Status::Timeout("store key '", s.message(), "' did not appear within ", timeout.count(),
                            " ms");
   }
-  if (status != tcp_store::kOk)
-    return Status::Corrupt("bad reply status ", int{status}, " from the store");
+  SR_RETURN_IF_ERROR(s);
   if (value != nullptr && !in.Bytes(value))
     return Status::Corrupt("truncated reply from the store");
   return Status::Ok();

@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <condition_variable>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -18,40 +19,64 @@ namespace shardrec::comm {
 
 using Nonce = std::array<uint8_t, 16>;
 
-// Serves set/get/wait to its clients, one thread per connection (worlds are small and each
-// communicator tree holds one connection). Clients must present the session nonce.
+// Serves set/get/wait/claim to its clients, one thread per connection (worlds are small and
+// each communicator tree holds a few connections). A connection must present the session nonce
+// in its first frame, which is capped in size and time before anything is allocated for it;
+// unauthenticated and authenticated connections are bounded separately (store_tcp_protocol.h).
 class TcpStoreServer {
  public:
-  static Status Start(int family, const Nonce& nonce, std::shared_ptr<TcpStoreServer>* out);
+  // Listens on `addr` (or every interface of its family with `any_interface`).
+  static Status Start(const net::Endpoint& addr, bool any_interface, const Nonce& nonce,
+                      std::shared_ptr<TcpStoreServer>* out);
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
 
   uint16_t port() const { return port_; }
-  // Blocks until at most `max_clients` connections remain or the timeout expires; false on
-  // timeout. Used by the hosting rank to outlive the other ranks' last store operations.
+  // Blocks until at most `max_clients` authenticated connections remain or the timeout expires;
+  // false on timeout. Used by the hosting rank to outlive the other ranks' last store
+  // operations; connections that never presented the nonce do not count.
   bool WaitForClients(int max_clients, std::chrono::milliseconds timeout);
   // Closes every connection; blocked clients get kRemote. Idempotent.
   void Stop();
 
+  // Connections currently open: authenticated, and still expected to present the nonce.
+  int authenticated() const;
+  int pending() const;
+
  private:
+  struct Conn {
+    int fd = -1;
+    uint64_t id = 0;
+    bool authenticated = false;
+    bool done = false;
+    std::thread thread;
+  };
+
   TcpStoreServer(int fd, uint16_t port, const Nonce& nonce)
       : listen_fd_(fd), port_(port), nonce_(nonce) {}
   void AcceptLoop();
-  void Serve(int fd);
-  bool Handle(int fd, const std::vector<uint8_t>& request, bool* greeted);
+  void ReapLocked();
+  void Serve(Conn* conn);
+  bool Hello(int fd, const std::vector<uint8_t>& request);
+  bool Handle(const Conn& conn, const std::vector<uint8_t>& request);
 
   int listen_fd_;
   uint16_t port_;
   Nonce nonce_;
   std::atomic<bool> stop_{false};
   std::thread accept_thread_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, std::vector<uint8_t>> data_;
-  std::vector<std::thread> conn_threads_;
-  std::vector<int> conn_fds_;
-  int active_ = 0;
+  std::list<Conn> conns_;
+  uint64_t next_conn_id_ = 1;
+  int active_ = 0;   // authenticated connections
+  int pending_ = 0;  // connections that have not presented the nonce yet
+  // Claimed names (a rank of the session) and the connection holding each; a claim ends with
+  // its connection. The first name claimed twice refuses the whole session (conflict_).
+  std::map<std::string, uint64_t> claims_;
+  std::string conflict_;
 };
 
 // A client. Thread-safe: concurrent requests (sub-communicators splitting on different threads)
@@ -71,6 +96,10 @@ class TcpStore : public Store {
   Status Get(const std::string& key, std::chrono::milliseconds timeout,
              std::vector<uint8_t>* value) override;
   Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  // Claims `name` for this client for as long as it is connected. A name already held by
+  // another client gives kInvalidUsage here and refuses the whole session: every pending and
+  // later request of every client then fails with kInvalidUsage naming it.
+  Status Claim(const std::string& name);
 
   // The local address of the connection: the interface that routes to the store host.
   const std::string& local_host() const { return local_host_; }

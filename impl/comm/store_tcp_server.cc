@@ -1,4 +1,6 @@
-// The TCP store server: accept loop plus one thread per client connection.
+// The TCP store server: accept loop plus one thread per client connection. Before a connection
+// has presented the nonce it may send one small frame within a short deadline, so a stranger
+// costs a thread and a few hundred bytes for a few seconds, never a buffer of its choosing.
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,10 +13,23 @@
 
 namespace shardrec::comm {
 
-Status TcpStoreServer::Start(int family, const Nonce& nonce, std::shared_ptr<TcpStoreServer>* out) {
+namespace {
+
+// Compares every byte whatever the first difference, so the reply time says nothing about how
+// much of a guessed nonce was right.
+bool ConstantTimeEqual(const uint8_t* a, const uint8_t* b, size_t n) {
+  volatile uint8_t diff = 0;
+  for (size_t i = 0; i < n; ++i) diff = static_cast<uint8_t>(diff | (a[i] ^ b[i]));
+  return diff == 0;
+}
+
+}  // namespace
+
+Status TcpStoreServer::Start(const net::Endpoint& addr, bool any_interface, const Nonce& nonce,
+                             std::shared_ptr<TcpStoreServer>* out) {
   int fd = -1;
   uint16_t port = 0;
-  SR_RETURN_IF_ERROR(net::Listen(family, &fd, &port));
+  SR_RETURN_IF_ERROR(net::Listen(addr, any_interface, &fd, &port));
   std::shared_ptr<TcpStoreServer> server(new TcpStoreServer(fd, port, nonce));
   server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   *out = std::move(server);
@@ -27,15 +42,17 @@ void TcpStoreServer::Stop() {
   if (stop_.exchange(true)) return;
   cv_.notify_all();
   if (accept_thread_.joinable()) accept_thread_.join();
-  std::vector<std::thread> threads;
+  std::list<Conn> conns;
   {
     std::lock_guard<std::mutex> lock(mu_);
     // Shutting the sockets down wakes clients blocked on a reply; they see kRemote.
-    for (int fd : conn_fds_) ::shutdown(fd, SHUT_RDWR);
-    threads.swap(conn_threads_);
+    for (const Conn& c : conns_) {
+      if (!c.done) ::shutdown(c.fd, SHUT_RDWR);
+    }
+    conns.splice(conns.end(), conns_);  // nodes keep their addresses for the serving threads
   }
   cv_.notify_all();
-  for (auto& t : threads) t.join();
+  for (auto& c : conns) c.thread.join();
   net::CloseFd(&listen_fd_);
 }
 
@@ -44,66 +61,148 @@ bool TcpStoreServer::WaitForClients(int max_clients, std::chrono::milliseconds t
   return cv_.wait_for(lock, timeout, [&] { return active_ <= max_clients || stop_.load(); });
 }
 
+int TcpStoreServer::authenticated() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return active_;
+}
+
+int TcpStoreServer::pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_;
+}
+
+void TcpStoreServer::ReapLocked() {
+  for (auto it = conns_.begin(); it != conns_.end();) {
+    if (it->done) {
+      it->thread.join();  // the thread has left Serve; this only collects it
+      it = conns_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 void TcpStoreServer::AcceptLoop() {
   while (!stop_.load()) {
     pollfd p{listen_fd_, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
+    if (::poll(&p, 1, 100) <= 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ReapLocked();
+      continue;
+    }
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     std::lock_guard<std::mutex> lock(mu_);
+    ReapLocked();
     if (stop_.load()) {
       net::CloseFd(&fd);
       break;
     }
-    ++active_;
-    conn_fds_.push_back(fd);
-    conn_threads_.emplace_back([this, fd] { Serve(fd); });
+    // Over either bound the connection is closed at once; a real rank's client retries until
+    // its own deadline, so a burst of strangers delays it but cannot lock it out for good.
+    if (pending_ >= tcp_store::kMaxPending || active_ >= tcp_store::kMaxConnections) {
+      net::CloseFd(&fd);
+      continue;
+    }
+    ++pending_;
+    Conn& c = conns_.emplace_back();
+    c.fd = fd;
+    c.id = next_conn_id_++;
+    c.thread = std::thread([this, conn = &c] { Serve(conn); });
   }
 }
 
-void TcpStoreServer::Serve(int fd) {
-  bool greeted = false;
+void TcpStoreServer::Serve(Conn* conn) {
+  const int fd = conn->fd;
   std::vector<uint8_t> request;
   auto stopping = [this] { return stop_.load(); };
-  for (;;) {
-    // Idle connections wait indefinitely; Stop() or the client closing ends the loop.
+  bool greeted = net::RecvFrame(fd, &request, net::Clock::now() + tcp_store::kHelloTimeout,
+                                stopping, tcp_store::kMaxHelloBytes)
+                     .ok() &&
+                 Hello(fd, request);
+  if (greeted) {
+    std::lock_guard<std::mutex> lock(mu_);
+    conn->authenticated = true;
+    --pending_;
+    ++active_;
+  }
+  while (greeted) {
+    // Idle authenticated connections wait indefinitely; Stop() or the client closing ends it.
     auto far = net::Clock::now() + std::chrono::hours(24 * 365);
     if (!net::RecvFrame(fd, &request, far, stopping).ok()) break;
-    if (!Handle(fd, request, &greeted)) break;
+    if (!Handle(*conn, request)) break;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  --active_;
-  // The fd is closed here under the lock so Stop() never shuts down a reused descriptor.
-  conn_fds_.erase(std::remove(conn_fds_.begin(), conn_fds_.end(), fd), conn_fds_.end());
+  if (conn->authenticated) {
+    --active_;
+  } else {
+    --pending_;
+  }
+  for (auto it = claims_.begin(); it != claims_.end();) {
+    it = it->second == conn->id ? claims_.erase(it) : std::next(it);
+  }
+  // Closed under the lock so Stop() never shuts down a reused descriptor.
   ::close(fd);
+  conn->done = true;
   cv_.notify_all();
 }
 
-bool TcpStoreServer::Handle(int fd, const std::vector<uint8_t>& request, bool* greeted) {
+bool TcpStoreServer::Hello(int fd, const std::vector<uint8_t>& request) {
+  net::Reader in(request);
+  uint8_t op = 0;
+  std::vector<uint8_t> nonce;
+  if (!in.U8(&op) || op != tcp_store::kHello || !in.Bytes(&nonce)) return false;
+  const bool ok =
+      nonce.size() == nonce_.size() && ConstantTimeEqual(nonce.data(), nonce_.data(), nonce.size());
+  std::vector<uint8_t> reply;
+  net::PutU8(&reply, ok ? tcp_store::kOk : tcp_store::kMismatch);
+  return net::SendFrame(fd, reply, net::Clock::now() + tcp_store::kHelloTimeout).ok() && ok;
+}
+
+bool TcpStoreServer::Handle(const Conn& conn, const std::vector<uint8_t>& request) {
   net::Reader in(request);
   uint8_t op = 0;
   if (!in.U8(&op)) return false;
   std::vector<uint8_t> reply;
+  const int fd = conn.fd;
   const auto send_deadline = net::Clock::now() + std::chrono::seconds(30);
-  if (op == tcp_store::kHello) {
-    std::vector<uint8_t> nonce;
-    if (!in.Bytes(&nonce)) return false;
-    *greeted =
-        nonce.size() == nonce_.size() && std::equal(nonce.begin(), nonce.end(), nonce_.begin());
-    net::PutU8(&reply, *greeted ? tcp_store::kOk : tcp_store::kMismatch);
-    return net::SendFrame(fd, reply, send_deadline).ok() && *greeted;
+  auto refuse = [&](uint8_t status, const std::string& what) {
+    net::PutU8(&reply, status);
+    net::PutBytes(&reply, what.data(), what.size());
+  };
+  if (op == tcp_store::kClaim) {
+    std::string name;
+    if (!in.String(&name)) return false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = claims_.find(name);
+      if (!conflict_.empty()) {
+        refuse(tcp_store::kConflict, conflict_);
+      } else if (it == claims_.end() || it->second == conn.id) {
+        claims_[name] = conn.id;
+        net::PutU8(&reply, tcp_store::kOk);
+      } else {
+        conflict_ = name;
+        refuse(tcp_store::kTaken, name);
+      }
+    }
+    cv_.notify_all();
+    return net::SendFrame(fd, reply, send_deadline).ok();
   }
-  if (!*greeted) return false;
   if (op == tcp_store::kSet) {
     std::string key;
     std::vector<uint8_t> value;
     if (!in.String(&key) || !in.Bytes(&value)) return false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      data_[key] = std::move(value);
+      if (conflict_.empty()) {
+        data_[key] = std::move(value);
+        net::PutU8(&reply, tcp_store::kOk);
+      } else {
+        refuse(tcp_store::kConflict, conflict_);
+      }
     }
     cv_.notify_all();
-    net::PutU8(&reply, tcp_store::kOk);
     return net::SendFrame(fd, reply, send_deadline).ok();
   }
   if (op == tcp_store::kGet || op == tcp_store::kWait) {
@@ -127,17 +226,20 @@ bool TcpStoreServer::Handle(int fd, const std::vector<uint8_t>& request, bool* g
       }
       return true;
     };
+    // A year caps what a (trusted, authenticated) client may ask, so the deadline never wraps.
+    timeout_ms = std::min<uint64_t>(timeout_ms, uint64_t{365} * 24 * 3600 * 1000);
     const bool ok = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
-      return ready() || stop_.load();
+      return ready() || stop_.load() || !conflict_.empty();
     }) && !stop_.load();
     if (stop_.load()) return false;
-    if (ok) {
+    if (!conflict_.empty()) {
+      refuse(tcp_store::kConflict, conflict_);
+    } else if (ok) {
       net::PutU8(&reply, tcp_store::kOk);
       if (op == tcp_store::kGet)
         net::PutBytes(&reply, data_[keys[0]].data(), data_[keys[0]].size());
     } else {
-      net::PutU8(&reply, tcp_store::kTimedOut);
-      net::PutBytes(&reply, missing.data(), missing.size());
+      refuse(tcp_store::kTimedOut, missing);
     }
     lock.unlock();
     return net::SendFrame(fd, reply, send_deadline).ok();

@@ -3,6 +3,8 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -42,7 +44,9 @@ Status CreateUniqueId(UniqueId* out) {
     std::memcpy(nonce.data() + i, &r, 4);
   }
   std::shared_ptr<TcpStoreServer> server;
-  SR_RETURN_IF_ERROR(TcpStoreServer::Start(host.family, nonce, &server));
+  const char* any = std::getenv("SHARDREC_STORE_BIND_ANY");
+  const bool any_interface = any != nullptr && std::strcmp(any, "1") == 0;
+  SR_RETURN_IF_ERROR(TcpStoreServer::Start(host, any_interface, nonce, &server));
 
   UniqueId id;
   std::memcpy(id.bytes, "SRID", 4);
@@ -98,10 +102,22 @@ Status ConnectUniqueIdStore(const UniqueId& id, int rank, std::chrono::milliseco
     }
   }
   Status s = TcpStore::Connect(server, nonce, timeout, hosted, out);
-  if (!s.ok() && hosted) {
+  if (!s.ok()) {
     // Give the server back so a retry of rank 0's init can still claim it.
-    std::lock_guard<std::mutex> lock(g_registry_mu);
-    Registry()[nonce] = hosted;
+    if (hosted) {
+      std::lock_guard<std::mutex> lock(g_registry_mu);
+      Registry()[nonce] = hosted;
+    }
+    return s;
+  }
+  // The claim lives as long as this client's first connection: a rank that died or gave up
+  // frees its number for a retry, while a second live process claiming it is refused.
+  s = (*out)->Claim(StrCat("rank ", rank));
+  if (!s.ok()) {
+    // The session is refused for good; a hosting rank 0 stops its server after giving the
+    // other ranks a moment to read the refusal.
+    (*out)->set_linger(std::min(timeout, std::chrono::milliseconds(1000)));
+    out->reset();
   }
   return s;
 }

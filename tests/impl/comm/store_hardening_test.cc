@@ -1,0 +1,242 @@
+// The rendezvous store under hostile clients: frames before authentication are small and
+// short-lived, connections are bounded, the server listens only where it is advertised, idle
+// strangers do not hold up rank 0's teardown, and a rank claimed twice refuses the session on
+// every side within the timeout.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "impl/comm/factory.h"
+#include "impl/comm/store_tcp_protocol.h"
+#include "impl/comm/unique_id.h"
+#include "tests/support/spawn_ranks.h"
+
+namespace shardrec::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+std::vector<uint8_t> Bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+long ResidentKiB() {
+  long pages = 0, resident = 0;
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return -1;
+  if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = -1;
+  std::fclose(f);
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+// A raw TCP connection to the store, as a stranger would open it.
+int RawConnect(const net::Endpoint& e) {
+  int fd = -1;
+  Status s = net::ConnectWithRetry(e, Clock::now() + milliseconds(2000), &fd);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return fd;
+}
+
+// Waits until the server closes fd (recv sees EOF or a reset); false if it stays open.
+bool ClosedByServerWithin(int fd, milliseconds limit) {
+  uint8_t b[64];
+  std::vector<uint8_t> sink;
+  Status s = net::RecvAll(fd, b, sizeof(b), Clock::now() + limit);
+  return s.code() == Code::kRemote;
+}
+
+struct Session {
+  UniqueId id;
+  net::Endpoint server;
+  Nonce nonce;
+};
+
+Session NewSession() {
+  Session s;
+  EXPECT_TRUE(CreateUniqueId(&s.id).ok());
+  EXPECT_TRUE(DecodeUniqueId(s.id, &s.server, &s.nonce).ok());
+  return s;
+}
+
+TEST(StoreHardening, OversizedFrameBeforeHelloCostsNoMemory) {
+  Session session = NewSession();
+  const long before = ResidentKiB();
+  std::vector<int> fds;
+  for (int i = 0; i < 8; ++i) {
+    int fd = RawConnect(session.server);
+    const uint8_t len[4] = {0x00, 0x00, 0x00, 0x10};  // 256 MiB announced, nothing sent
+    ASSERT_TRUE(net::SendAll(fd, len, 4, Clock::now() + milliseconds(1000)).ok());
+    fds.push_back(fd);
+  }
+  for (int fd : fds) {
+    EXPECT_TRUE(ClosedByServerWithin(fd, milliseconds(2000)));
+    ::close(fd);
+  }
+  const long after = ResidentKiB();
+  // Eight honoured length prefixes would have cost 2 GiB; allow thread stacks and noise.
+  EXPECT_LT(after - before, 16 * 1024) << before << " KiB -> " << after << " KiB";
+  std::shared_ptr<TcpStore> owner;
+  ASSERT_TRUE(ConnectUniqueIdStore(session.id, 0, milliseconds(2000), &owner).ok());
+}
+
+TEST(StoreHardening, SilentStrangerIsClosedAfterTheHelloDeadline) {
+  Session session = NewSession();
+  std::shared_ptr<TcpStore> owner;
+  ASSERT_TRUE(ConnectUniqueIdStore(session.id, 0, milliseconds(2000), &owner).ok());
+  int fd = RawConnect(session.server);
+  const auto start = Clock::now();
+  EXPECT_TRUE(ClosedByServerWithin(fd, tcp_store::kHelloTimeout + milliseconds(2000)));
+  EXPECT_GE(Clock::now() - start, tcp_store::kHelloTimeout - milliseconds(200));
+  ::close(fd);
+  // A wrong nonce is answered and closed at once.
+  std::shared_ptr<TcpStore> stranger;
+  Nonce wrong = session.nonce;
+  wrong[15] ^= 0x80;
+  EXPECT_EQ(TcpStore::Connect(session.server, wrong, milliseconds(2000), nullptr, &stranger).code(),
+            Code::kRemote);
+}
+
+TEST(StoreHardening, UnauthenticatedConnectionsAreBoundedAndRanksStillGetIn) {
+  Session session = NewSession();
+  std::vector<int> fds;
+  for (int i = 0; i < tcp_store::kMaxPending + 16; ++i) fds.push_back(RawConnect(session.server));
+  std::this_thread::sleep_for(milliseconds(300));
+  // The ones over the bound were closed on accept.
+  int closed = 0;
+  for (int fd : fds) closed += ClosedByServerWithin(fd, milliseconds(1)) ? 1 : 0;
+  EXPECT_GE(closed, 16);
+  // A real rank retries until the strangers' slots expire, well within its timeout.
+  const auto start = Clock::now();
+  std::shared_ptr<TcpStore> rank1;
+  Status s = ConnectUniqueIdStore(session.id, 1, milliseconds(10000), &rank1);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_LT(Clock::now() - start, tcp_store::kHelloTimeout + milliseconds(3000));
+  for (int fd : fds) ::close(fd);
+  std::shared_ptr<TcpStore> owner;
+  ASSERT_TRUE(ConnectUniqueIdStore(session.id, 0, milliseconds(2000), &owner).ok());
+  rank1.reset();
+}
+
+// Whether a plain connect to host:port is accepted.
+bool Accepts(const std::string& host, uint16_t port) {
+  net::Endpoint e;
+  EXPECT_TRUE(net::ParseHost(host, &e).ok());
+  e.port = port;
+  int fd = -1;
+  Status s = net::ConnectWithRetry(e, Clock::now() + milliseconds(200), &fd);
+  net::CloseFd(&fd);
+  return s.ok();
+}
+
+TEST(StoreHardening, ListensOnTheAdvertisedAddressUnlessAskedForAny) {
+  net::Endpoint loop;
+  ASSERT_TRUE(net::ParseHost("127.0.0.1", &loop).ok());
+  Nonce nonce{};
+  std::shared_ptr<TcpStoreServer> only, any;
+  ASSERT_TRUE(TcpStoreServer::Start(loop, false, nonce, &only).ok());
+  ASSERT_TRUE(TcpStoreServer::Start(loop, true, nonce, &any).ok());
+  EXPECT_TRUE(Accepts("127.0.0.1", only->port()));
+  EXPECT_FALSE(Accepts("127.0.0.2", only->port()));  // another loopback address: not bound
+  EXPECT_TRUE(Accepts("127.0.0.2", any->port()));
+  // A unique id's store listens on the address the id advertises.
+  Session session = NewSession();
+  const std::string other = session.server.HostString() == "127.0.0.2" ? "127.0.0.3" : "127.0.0.2";
+  EXPECT_TRUE(Accepts(session.server.HostString(), session.server.port));
+  EXPECT_FALSE(Accepts(other, session.server.port));
+  std::shared_ptr<TcpStore> owner;
+  ASSERT_TRUE(ConnectUniqueIdStore(session.id, 0, milliseconds(2000), &owner).ok());
+}
+
+TEST(StoreHardening, IdleStrangerDoesNotHoldUpRankZerosDestroy) {
+  Session session = NewSession();
+  std::shared_ptr<TcpStore> owner, rank1;
+  ASSERT_TRUE(ConnectUniqueIdStore(session.id, 0, milliseconds(5000), &owner).ok());
+  ASSERT_TRUE(ConnectUniqueIdStore(session.id, 1, milliseconds(5000), &rank1).ok());
+  int idle = RawConnect(session.server);  // connects and says nothing
+  std::this_thread::sleep_for(milliseconds(100));
+  rank1.reset();
+  owner->set_linger(milliseconds(5000));
+  const auto start = Clock::now();
+  owner.reset();  // only the authenticated rank 1 counted, and it has left
+  EXPECT_LT(Clock::now() - start, milliseconds(1000));
+  ::close(idle);
+}
+
+TEST(StoreHardening, SecondClaimOfARankIsRefusedOnBothSides) {
+  Session session = NewSession();
+  std::shared_ptr<TcpStore> owner, first, second;
+  ASSERT_TRUE(ConnectUniqueIdStore(session.id, 0, milliseconds(5000), &owner).ok());
+  ASSERT_TRUE(ConnectUniqueIdStore(session.id, 1, milliseconds(5000), &first).ok());
+  std::vector<uint8_t> v;
+  Status blocked;
+  std::thread waiter([&] { blocked = first->Get("never", milliseconds(5000), &v); });
+  std::this_thread::sleep_for(milliseconds(100));
+  const auto start = Clock::now();
+  Status s = ConnectUniqueIdStore(session.id, 1, milliseconds(5000), &second);
+  EXPECT_EQ(s.code(), Code::kInvalidUsage) << s.ToString();
+  EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s.message();
+  EXPECT_EQ(second, nullptr);
+  waiter.join();
+  EXPECT_LT(Clock::now() - start, milliseconds(2000));
+  EXPECT_EQ(blocked.code(), Code::kInvalidUsage) << blocked.ToString();
+  EXPECT_NE(blocked.message().find("rank 1"), std::string::npos) << blocked.message();
+  EXPECT_EQ(first->Set("k", Bytes("v")).code(), Code::kInvalidUsage);
+  first.reset();
+}
+
+TEST(StoreHardening, ARankFreedByItsHolderCanBeClaimedAgain) {
+  Session session = NewSession();
+  std::shared_ptr<TcpStore> owner, gone, again;
+  ASSERT_TRUE(ConnectUniqueIdStore(session.id, 0, milliseconds(5000), &owner).ok());
+  ASSERT_TRUE(ConnectUniqueIdStore(session.id, 1, milliseconds(5000), &gone).ok());
+  gone.reset();  // its connection closes, and with it the claim
+  std::this_thread::sleep_for(milliseconds(100));
+  Status s = ConnectUniqueIdStore(session.id, 1, milliseconds(5000), &again);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  again.reset();
+}
+
+TEST(StoreHardening, DuplicateRankFailsEveryCreateWithinTheTimeout) {
+  Session session = NewSession();
+  CommOptions opts;
+  opts.timeout = milliseconds(2000);
+  const int ranks[3] = {1, 1, 0};
+  Status results[3];
+  milliseconds took[3];
+  shardrec::testing::SpawnRanks(3, [&](int i) {
+    std::this_thread::sleep_for(milliseconds(100 * i));  // both rank-1 claims before rank 0
+    const auto start = Clock::now();
+    std::unique_ptr<Communicator> c;
+    results[i] = CreateCommunicatorFromUniqueId(session.id, 2, ranks[i], opts, &c);
+    took[i] = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
+  });
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(results[i].code(), Code::kInvalidUsage) << i << ": " << results[i].ToString();
+    EXPECT_NE(results[i].message().find("rank 1"), std::string::npos) << results[i].message();
+    EXPECT_LT(took[i], opts.timeout) << i;
+  }
+}
+
+TEST(StoreHardening, MissingRankFailsCreateWithinTheTimeout) {
+  Session session = NewSession();
+  CommOptions opts;
+  opts.timeout = milliseconds(1000);
+  milliseconds took[2];
+  Status results[2];
+  shardrec::testing::SpawnRanks(2, [&](int r) {
+    const auto start = Clock::now();
+    std::unique_ptr<Communicator> c;
+    results[r] = CreateCommunicatorFromUniqueId(session.id, 3, r, opts, &c);  // rank 2 never comes
+    took[r] = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(results[r].code(), Code::kTimeout) << results[r].ToString();
+    EXPECT_LT(took[r], opts.timeout + milliseconds(500)) << r;
+  }
+}
+
+}  // namespace
+}  // namespace shardrec::comm
