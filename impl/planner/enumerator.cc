@@ -124,7 +124,7 @@ int64_t ShardingOption::MaxShardStorage() const {
 }
 int64_t ShardingOption::SumStorage() const {
   int64_t s = 0;
-  for (const auto& e : estimates) s += e.storage.total();
+  for (const auto& e : estimates) s = SaturatingAdd(s, e.storage.total());
   return s;
 }
 
@@ -136,8 +136,11 @@ Status ResolveRequests(const std::vector<sharding::TableConfig>& tables,
   for (size_t i = 0; i < tables.size(); ++i) index.emplace(tables[i].name, i);
   std::vector<TableRequest> reqs(tables.size());
   for (size_t i = 0; i < tables.size(); ++i) {
-    for (int32_t f : tables[i].features)
+    for (int32_t f : tables[i].features) {
+      SR_RETURN_IF_ERROR(CheckPoolingFactor(tables[i].name, features[f].name,
+                                            features[f].pooling_factor, topo.batch_size));
       reqs[i].pooling_factors.push_back(features[f].pooling_factor);
+    }
   }
   std::vector<bool> seen(tables.size(), false);
   for (const auto& c : constraints) {
@@ -168,9 +171,12 @@ Status ResolveRequests(const std::vector<sharding::TableConfig>& tables,
       if (c.pooling_factors.size() != t.features.size())
         return TableError(t, StrCat(c.pooling_factors.size(), " pooling factors given for ",
                                     t.features.size(), " features"));
-      for (float p : c.pooling_factors) {
+      for (size_t k = 0; k < c.pooling_factors.size(); ++k) {
+        const float p = c.pooling_factors[k];
         if (!std::isfinite(p) || p < 0)
           return TableError(t, StrCat("pooling factor ", p, " must be finite and >= 0"));
+        SR_RETURN_IF_ERROR(
+            CheckPoolingFactor(t.name, features[t.features[k]].name, p, topo.batch_size));
       }
       r.pooling_factors = c.pooling_factors;
     }

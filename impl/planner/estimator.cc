@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "impl/core/check.h"
 
@@ -26,9 +27,39 @@ double BlockPenalty(int32_t dim) {
   return 1.75;
 }
 
-int64_t Ceil(double v) { return static_cast<int64_t>(std::ceil(v)); }
+// Rounds up and clamps to [0, kMaxEstimateBytes]: a double beyond int64's range would make
+// the conversion undefined (in practice a negative size).
+int64_t Ceil(double v) {
+  if (!(v > 0)) return 0;
+  const double c = std::ceil(v);
+  return c >= static_cast<double>(kMaxEstimateBytes) ? kMaxEstimateBytes : static_cast<int64_t>(c);
+}
 
 }  // namespace
+
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  return b > std::numeric_limits<int64_t>::max() - a ? std::numeric_limits<int64_t>::max() : a + b;
+}
+
+Status CheckPoolingFactor(const std::string& table, const std::string& feature, double pooling,
+                          int32_t batch_size) {
+  if (!std::isfinite(pooling) || pooling < 0) {
+    return Status::InvalidArgument("planner: table '", table, "': feature '", feature,
+                                   "': pooling factor ", pooling, " must be finite and >= 0");
+  }
+  if (pooling * std::max(batch_size, 1) > kMaxIdsPerBatch) {
+    return Status::InvalidArgument(
+        "planner: table '", table, "': feature '", feature, "': pooling factor ", pooling,
+        " x batch size ", batch_size,
+        " is more than 2^40 ids per batch, beyond what the "
+        "estimates can represent; give the expected number of ids per sample");
+  }
+  return Status::Ok();
+}
+
+int64_t Storage::total() const {
+  return SaturatingAdd(SaturatingAdd(weights, optimizer), SaturatingAdd(input, output));
+}
 
 Perf& Perf::operator+=(const Perf& o) {
   fwd_compute += o.fwd_compute;
@@ -40,10 +71,10 @@ Perf& Perf::operator+=(const Perf& o) {
 }
 
 Storage& Storage::operator+=(const Storage& o) {
-  weights += o.weights;
-  optimizer += o.optimizer;
-  input += o.input;
-  output += o.output;
+  weights = SaturatingAdd(weights, o.weights);
+  optimizer = SaturatingAdd(optimizer, o.optimizer);
+  input = SaturatingAdd(input, o.input);
+  output = SaturatingAdd(output, o.output);
   return *this;
 }
 
@@ -85,10 +116,12 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
     ShardEstimate e;
     Perf& p = e.perf;
     Storage& m = e.storage;
-    m.weights = s.rows * s.cols * static_cast<int64_t>(st);
+    m.weights = Ceil(static_cast<double>(s.rows) * s.cols * st);
     // Each table counts its own optimizer's state; the topology's is the default.
-    m.optimizer = OptimizerStateBytes(table.has_optimizer ? table.optimizer.type : topo.optimizer,
-                                      s.rows, s.cols);
+    m.optimizer =
+        std::min(kMaxEstimateBytes,
+                 OptimizerStateBytes(table.has_optimizer ? table.optimizer.type : topo.optimizer,
+                                     s.rows, s.cols));
     switch (type) {
       case ShardingType::kTableWise:
       case ShardingType::kColumnWise:

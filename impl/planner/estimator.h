@@ -3,12 +3,28 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "impl/planner/topology.h"
 #include "impl/sharding/types.h"
 
 namespace shardrec::planner {
+
+// Byte estimates are capped here, so sums of many of them never overflow int64; a capped
+// estimate fits no real memory.
+inline constexpr int64_t kMaxEstimateBytes = int64_t{1} << 60;
+// The largest expected id count per feature per batch (pooling factor x batch size) the
+// estimates model; the planner refuses larger inputs, naming the feature.
+inline constexpr double kMaxIdsPerBatch = 1099511627776.0;  // 2^40
+
+// a + b for a, b >= 0, clamped to INT64_MAX.
+int64_t SaturatingAdd(int64_t a, int64_t b);
+
+// InvalidArgument naming table and feature when a pooling factor is not finite, negative, or
+// times batch_size above kMaxIdsPerBatch.
+Status CheckPoolingFactor(const std::string& table, const std::string& feature, double pooling,
+                          int32_t batch_size);
 
 struct Perf {
   double fwd_compute = 0;
@@ -25,7 +41,8 @@ struct Storage {
   int64_t optimizer = 0;
   int64_t input = 0;   // id buffers of the input all-to-all
   int64_t output = 0;  // pooled/sequence output buffers
-  int64_t total() const { return weights + optimizer + input + output; }
+  // Saturating (every field is >= 0 and at most kMaxEstimateBytes).
+  int64_t total() const;
   Storage& operator+=(const Storage& o);
 };
 

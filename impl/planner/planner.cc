@@ -45,6 +45,13 @@ Status CheckPlanFits(const sharding::Plan& plan, const Topology& topo,
   if (topo.world_size != plan.world_size)
     return Status::InvalidArgument("planner: plan is for world_size ", plan.world_size,
                                    " but the topology has ", topo.world_size);
+  for (size_t t = 0; t < plan.tables.size() && t < pooling_factors.size(); ++t) {
+    for (size_t k = 0; k < pooling_factors[t].size() && k < plan.tables[t].features.size(); ++k) {
+      SR_RETURN_IF_ERROR(CheckPoolingFactor(plan.tables[t].name,
+                                            plan.features[plan.tables[t].features[k]].name,
+                                            pooling_factors[t][k], topo.batch_size));
+    }
+  }
   const PlanEstimate e = EstimatePlan(plan, topo, pooling_factors);
   for (int32_t r = 0; r < plan.world_size; ++r) {
     const int64_t used = e.rank_storage[r].total();
@@ -57,7 +64,7 @@ Status CheckPlanFits(const sharding::Plan& plan, const Topology& topo,
       const auto est = EstimateShards(topo, plan.tables[t], pooling_factors[t], tp.type, tp.shards);
       int64_t bytes = 0;
       for (size_t i = 0; i < tp.shards.size(); ++i) {
-        if (tp.shards[i].rank == r) bytes += est[i].storage.total();
+        if (tp.shards[i].rank == r) bytes = SaturatingAdd(bytes, est[i].storage.total());
       }
       if (bytes > worst_bytes) {
         worst_bytes = bytes;
@@ -101,7 +108,8 @@ Status MakePlan(const PlannerInput& input, PlannerResult* out) {
     FitFailure failure;
     if (!Partition(options, proposal, topo, &placement, &failure)) {
       int64_t total = 0;
-      for (size_t t = 0; t < proposal.size(); ++t) total += options[t][proposal[t]].SumStorage();
+      for (size_t t = 0; t < proposal.size(); ++t)
+        total = SaturatingAdd(total, options[t][proposal[t]].SumStorage());
       if (total < smallest_failure_storage) {
         smallest_failure_storage = total;
         smallest_failure = failure;

@@ -150,6 +150,15 @@ std::string FormatStats(const sharding::Plan& plan, const Topology& topo,
                   " that is a multiple of 4 and divides it (TorchRec's rule); set a smaller "
                   "min_partition in its constraints to split it\n");
   }
+  // A plan read from text may carry any finite pooling factor; its estimates were capped.
+  for (size_t t = 0; t < plan.tables.size() && t < pooling_factors.size(); ++t) {
+    for (size_t k = 0; k < pooling_factors[t].size() && k < plan.tables[t].features.size(); ++k) {
+      Status s =
+          CheckPoolingFactor(plan.tables[t].name, plan.features[plan.tables[t].features[k]].name,
+                             pooling_factors[t][k], topo.batch_size);
+      if (!s.ok()) out += StrCat("note: ", s.message(), "; its estimates are saturated\n");
+    }
+  }
   return out;
 }
 
