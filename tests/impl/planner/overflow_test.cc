@@ -94,8 +94,6 @@ TEST(PlannerOverflow, JsonPlanWithHugePoolingFactorIsRefusedByTheFitCheck) {
   EXPECT_NE(stats.find("estimates are saturated"), std::string::npos) << stats;
   // No negative figure anywhere (a minus sign right after a space, bar or parenthesis).
   EXPECT_FALSE(std::regex_search(stats, std::regex("(^|[ |(])-[0-9]"))) << stats;
-  EXPECT_EQ(stats.find("-"), stats.find("-"));               // the table renders
-  EXPECT_EQ(stats.find(" -9"), std::string::npos) << stats;  // no negative MiB figures
 }
 
 }  // namespace
