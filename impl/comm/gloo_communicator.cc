@@ -131,6 +131,7 @@ GlooCommunicator::GlooCommunicator(const GlooConfig& config, std::shared_ptr<glo
       context_(std::move(context)),
       gloo_device_(std::move(gloo_device)) {
   config_.gloo_device = gloo_device_;
+  if (!config_.domain) config_.domain = std::make_shared<FailureDomain>();
 }
 
 GlooCommunicator::~GlooCommunicator() {
@@ -144,15 +145,21 @@ void GlooCommunicator::set_timeout(std::chrono::milliseconds timeout) {
 }
 
 Status GlooCommunicator::Usable() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (poison_.ok()) return Status::Ok();
+  Status cause = AsyncError();
+  if (cause.ok()) return Status::Ok();
   return Status::InvalidUsage("communicator (rank ", rank_, " of ", size_,
-                              ") is unusable after an earlier error: ", poison_.ToString());
+                              ") is unusable after an earlier error: ", cause.ToString());
 }
 
 Status GlooCommunicator::AsyncError() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return poison_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!poison_.ok()) return poison_;
+  }
+  Status shared = config_.domain->first();
+  if (shared.ok()) return shared;
+  return Status(shared.code(),
+                StrCat("a communicator split from the same root failed: ", shared.message()));
 }
 
 Status GlooCommunicator::Poison(Status s) {
@@ -161,6 +168,7 @@ Status GlooCommunicator::Poison(Status s) {
     s = Status::InvalidUsage("communicator (rank ", rank_, " of ", size_, ") was aborted");
   }
   if (poison_.ok()) poison_ = s;
+  if (s.code() == Code::kTimeout || s.code() == Code::kRemote) config_.domain->Fail(s);
   return s;
 }
 

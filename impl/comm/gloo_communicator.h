@@ -24,6 +24,25 @@ namespace shardrec::comm {
 
 inline constexpr std::chrono::milliseconds kDefaultTimeout{5 * 60 * 1000};
 
+// The communicators split from one root share this: the first timeout or remote failure on any
+// of them makes every one of them unusable, so that a rank learns of a dead or out-of-step peer
+// on its next call instead of waiting for another full timeout on a sibling communicator.
+class FailureDomain {
+ public:
+  void Fail(const Status& s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (first_.ok()) first_ = s;
+  }
+  Status first() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return first_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  Status first_;
+};
+
 struct GlooConfig {
   std::shared_ptr<Store> store;  // rendezvous; this communicator uses keys under `prefix`
   std::string prefix;
@@ -36,6 +55,7 @@ struct GlooConfig {
   std::chrono::milliseconds create_timeout{0};
   std::string bind_host;                                 // address for the Gloo TCP device
   std::shared_ptr<gloo::transport::Device> gloo_device;  // reused by splits; else created
+  std::shared_ptr<FailureDomain> domain;                 // shared by splits; else created
 };
 
 // Validates the config, checks the device (kNoDevice for an unusable GPU), ignores SIGPIPE once

@@ -98,3 +98,43 @@ TEST(CommFailure, UniqueIdRankWithoutPeersTimesOut) {
 
 }  // namespace
 }  // namespace shardrec::comm
+
+namespace shardrec::comm {
+namespace {
+
+// Splits share the root's failure domain: a timeout on the parent makes the split fail at once
+// with kInvalidUsage naming it, and a failure on a split does the same to the parent, instead
+// of each waiting out its own full timeout against the same missing peer.
+TEST(CommFailure, OneFailurePoisonsEveryCommunicatorSplitFromTheSameRoot) {
+  Comms comms = MakeGroup(2, milliseconds(400));
+  std::unique_ptr<Communicator> subs[2], grand[2];
+  shardrec::testing::SpawnRanks(2, [&](int r) {
+    ASSERT_TRUE(comms[r]->Split(0, r, &subs[r]).ok());
+    ASSERT_TRUE(subs[r]->Split(0, r, &grand[r]).ok());
+  });
+  float v = 1.0f;
+  Status first = comms[0]->AllReduce(&v, &v, 1, DType::kFloat32, ReduceOp::kSum);  // rank 1 away
+  EXPECT_EQ(first.code(), Code::kTimeout) << first.ToString();
+  for (Communicator* c : {subs[0].get(), grand[0].get()}) {
+    const auto start = std::chrono::steady_clock::now();
+    Status s = c->AllReduce(&v, &v, 1, DType::kFloat32, ReduceOp::kSum);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(100));
+    EXPECT_EQ(s.code(), Code::kInvalidUsage) << s.ToString();
+    EXPECT_NE(s.message().find("did not complete within 400 ms"), std::string::npos) << s.message();
+    EXPECT_EQ(c->AsyncError().code(), Code::kTimeout);
+  }
+  // Rank 1 saw no failure of its own: its communicators stay usable until they fail.
+  EXPECT_TRUE(comms[1]->AsyncError().ok());
+  // The other direction: a split fails first, the parent follows.
+  Comms more = MakeGroup(2, milliseconds(300));
+  std::unique_ptr<Communicator> child[2];
+  shardrec::testing::SpawnRanks(2,
+                                [&](int r) { ASSERT_TRUE(more[r]->Split(0, r, &child[r]).ok()); });
+  EXPECT_EQ(child[0]->Barrier().code(), Code::kTimeout);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(more[0]->Barrier().code(), Code::kInvalidUsage);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(100));
+}
+
+}  // namespace
+}  // namespace shardrec::comm

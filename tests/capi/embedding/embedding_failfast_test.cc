@@ -1,0 +1,94 @@
+// Fail-fast after a peer failure (issue finding 8): once a collective of a collection failed,
+// the collection's next call fails at once with SHARDREC_EUSAGE naming the first error, on the
+// private input communicator as on the main one, instead of waiting out another timeout.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "tests/capi/embedding/embedding_test_util.h"
+#include "tests/support/spawn_ranks.h"
+
+namespace shardrec::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr int64_t kTimeoutMs = 500;
+
+// Rank 0 trains step 0 with rank 1, then `fail` makes rank 1 miss (or break) the backward
+// of step 1; rank 0's backward fails with `first_code`, and its next forward must return
+// EUSAGE well before another timeout could pass.
+void CheckFailFast(shardrec_status_t first_code, bool abort_peer) {
+  Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  auto batches = MakeBatches(s, ref);
+  auto grads = MakeGrads(s, batches, ref.output_dim());
+  PlanPtr plan = MakePlan(s);
+  shardrec_comm_t* comms[2] = {nullptr, nullptr};
+  shardrec_comm_options_t o = SHARDREC_COMM_OPTIONS_INIT;
+  o.timeout_ms = kTimeoutMs;
+  ASSERT_EQ(shardrec_comm_create_local_group(comms, 2, &o), SHARDREC_OK) << shardrec_last_error();
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  std::atomic<bool> rank0_done{false};
+  SpawnRanks(2, [&](int r) {
+    // Rank 0 releases rank 1 however it leaves (an ASSERT returns early).
+    struct Release {
+      std::atomic<bool>* flag;
+      bool mine;
+      ~Release() {
+        if (mine) *flag = true;
+      }
+    } release{&rank0_done, r == 0};
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), comms[r], &opt, nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr coll(c);
+    std::vector<float> out(static_cast<size_t>(batches[0][r].batch_size * ref.output_dim()));
+    for (int step = 0; step < 2; ++step) {
+      KjtHolder kjt(batches[step][r], s.num_features, false);
+      ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      if (step == 1) break;  // rank 0 runs this backward below; rank 1 never does
+      ASSERT_EQ(
+          shardrec_embedding_backward(c, grads[step][r].data(), grads[step][r].size(), nullptr),
+          SHARDREC_OK)
+          << shardrec_last_error();
+    }
+    if (r == 1) {
+      if (abort_peer) shardrec_comm_abort(comms[1]);  // rank 0 sees its connections reset
+      while (!rank0_done.load()) std::this_thread::sleep_for(milliseconds(10));
+      return;
+    }
+    shardrec_status_t rc =
+        shardrec_embedding_backward(c, grads[1][0].data(), grads[1][0].size(), nullptr);
+    EXPECT_EQ(rc, first_code) << shardrec_last_error();
+    KjtHolder kjt(batches[0][0], s.num_features, false);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const auto start = Clock::now();
+      rc = shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr);
+      const auto took = Clock::now() - start;
+      EXPECT_EQ(rc, SHARDREC_EUSAGE) << shardrec_last_error();
+      EXPECT_NE(std::string(shardrec_last_error()).find("earlier error"), std::string::npos)
+          << shardrec_last_error();
+      EXPECT_LT(took, milliseconds(kTimeoutMs / 5)) << "attempt " << attempt;
+    }
+  });
+  shardrec_comm_destroy(comms[0]);
+  shardrec_comm_destroy(comms[1]);
+}
+
+TEST(EmbeddingFailFast, AfterATimedOutBackwardTheNextForwardFailsAtOnce) {
+  CheckFailFast(SHARDREC_ETIMEOUT, false);
+}
+
+TEST(EmbeddingFailFast, AfterAPeerFailureTheNextForwardFailsAtOnce) {
+  CheckFailFast(SHARDREC_EREMOTE, true);
+}
+
+}  // namespace
+}  // namespace shardrec::testing
