@@ -11,7 +11,13 @@
  * Failures: an operation that does not complete within its timeout returns SHARDREC_ETIMEOUT; a
  * dead or failing peer SHARDREC_EREMOTE. Either poisons the communicator: every later call
  * returns SHARDREC_EUSAGE naming the original error, and only shardrec_comm_abort() and
- * shardrec_comm_destroy() remain meaningful. Nothing hangs forever and nothing raises a signal:
+ * shardrec_comm_destroy() remain meaningful. A communicator and every communicator split from
+ * it (directly or not, including the private ones an embedding collection or a mesh splits for
+ * itself) form one failure domain on this rank: the first timeout or remote failure on any of
+ * them poisons all of them, so the next call on any of them returns SHARDREC_EUSAGE at once
+ * instead of waiting out another timeout against the same missing peer (CPU engine; the NCCL
+ * backend poisons per communicator). shardrec_comm_abort() poisons only its own handle.
+ * Nothing hangs forever and nothing raises a signal:
  * on the first communicator creation, SIGPIPE is set to SIG_IGN process-wide if (and only if)
  * the host left it at its default disposition, because a peer's death would otherwise
  * terminate the process. A host that installed its own SIGPIPE handler keeps it.
@@ -34,6 +40,22 @@ SHARDREC_BEGIN_DECL
  * Rendezvous token created by rank 0 and shipped to every rank by the host program (Spark
  * broadcast, environment variable, file). Plain bytes: copy it freely. It encodes the address and
  * port of a small TCP store hosted by the process that created it, plus a random session nonce.
+ *
+ * Trust model: the id is a bearer secret. Whoever holds it can join the session as any rank
+ * that is still free, read and write the rendezvous keys, and so take part in (or disrupt) the
+ * training; ship it only over channels you trust. What it protects against: a process that
+ * does not hold the id cannot use the store: a connection must present the 128-bit nonce in its
+ * first frame (at most 256 bytes, within 3 s, compared in constant time) or it is closed, and
+ * such connections are bounded (32 at once; 1024 authenticated), so a stranger on the port
+ * costs the store a few KB for a few seconds, never a buffer of its choosing, and does not
+ * delay rank 0's destroy. A rank number claimed a second time while its first holder is
+ * connected refuses the whole rendezvous with SHARDREC_EUSAGE on every rank still meeting, the
+ * duplicate included. What it does not protect: nothing is encrypted or integrity-protected
+ * (neither the store nor the Gloo data connections), and the nonce travels in clear on the
+ * network, so anyone who can observe or tamper with the traffic can read the id and the data.
+ * Run ranks on a private network (or a VPN/overlay) you trust. The store listens only on the
+ * address the id advertises; set SHARDREC_STORE_BIND_ANY=1 before creating the id to listen on
+ * every interface (for a NAT or container setup where the advertised address is not local).
  */
 typedef struct shardrec_unique_id {
   char internal[SHARDREC_UNIQUE_ID_BYTES]; /**< Opaque; do not interpret. */
@@ -88,15 +110,20 @@ SHARDREC_API shardrec_status_t shardrec_comm_options_init(shardrec_comm_options_
  * process until the rank-0 communicator created from it (and every communicator split from
  * that one) is destroyed; rank 0 must therefore call shardrec_comm_create() in this process.
  * The advertised address is SHARDREC_SOCKET_IFADDR when set, else the source address of the
- * default route, else 127.0.0.1.
+ * default route, else 127.0.0.1; the store listens on that address only, or on every interface
+ * when the environment variable SHARDREC_STORE_BIND_ANY is "1" (see the trust model above).
  * @param out [out] Receives the id; must not be NULL.
- * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EIO when no socket can be opened. Thread-safe.
+ * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EIO when no socket can be opened or the
+ *         advertised address is not an address of this host. Thread-safe.
  */
 SHARDREC_API shardrec_status_t shardrec_comm_unique_id_create(shardrec_unique_id_t* out);
 
 /**
  * Collective: every rank of the world calls this with the same id and world size and a
- * distinct rank. Blocks until all ranks have joined or the timeout expires.
+ * distinct rank. Blocks until all ranks have joined or the timeout expires: connecting to the
+ * store, claiming the rank and meeting the others share the one timeout. A rank number that
+ * another live process already claimed with this id is refused, and so is every rank still
+ * meeting on the id (SHARDREC_EUSAGE naming the rank, at once rather than at the timeout).
  * Destroying rank 0's communicator waits (up to its timeout) for the other ranks to disconnect
  * from the store, so destroy rank 0 last when one thread owns several ranks.
  * @param out        [out] Receives the new handle (caller owns; shardrec_comm_destroy()).
@@ -105,8 +132,8 @@ SHARDREC_API shardrec_status_t shardrec_comm_unique_id_create(shardrec_unique_id
  * @param rank       This rank, in [0, world_size).
  * @param options    [in] Options, or NULL for defaults.
  * @return SHARDREC_OK; SHARDREC_EINVAL (argument named in the message); SHARDREC_ECORRUPT for a
- *         malformed id; SHARDREC_ETIMEOUT when ranks are missing; SHARDREC_EREMOTE when the store
- *         is gone or rejects the id; SHARDREC_ENODEVICE for an unusable GPU;
+ *         malformed id; SHARDREC_ETIMEOUT when ranks are missing; SHARDREC_EUSAGE when a rank
+ *         was claimed twice; SHARDREC_EREMOTE when the store is gone or rejects the id; SHARDREC_ENODEVICE for an unusable GPU;
  *         SHARDREC_EUNSUPPORTED for NCCL in a CPU-only build; SHARDREC_EIO for socket errors.
  *         On failure *out is NULL. Thread-safe (different ranks may be created concurrently).
  */
@@ -245,7 +272,8 @@ SHARDREC_API shardrec_status_t shardrec_comm_async_error(const shardrec_comm_t* 
 /**
  * Releases the handle. Objects that use the communicator (embedding collections) keep it alive
  * until they are destroyed too. Rank 0 of a unique-id communicator waits, up to the timeout,
- * for the other ranks to disconnect from its store.
+ * for the other ranks to disconnect from its store (connections that never presented the id's
+ * nonce do not count).
  * @param comm [in] Handle or NULL (no-op). Must not be in use by another thread.
  */
 SHARDREC_API void shardrec_comm_destroy(shardrec_comm_t* comm);
