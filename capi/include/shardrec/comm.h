@@ -133,8 +133,9 @@ SHARDREC_API shardrec_status_t shardrec_comm_unique_id_create(shardrec_unique_id
  * @param options    [in] Options, or NULL for defaults.
  * @return SHARDREC_OK; SHARDREC_EINVAL (argument named in the message); SHARDREC_ECORRUPT for a
  *         malformed id; SHARDREC_ETIMEOUT when ranks are missing; SHARDREC_EUSAGE when a rank
- *         was claimed twice; SHARDREC_EREMOTE when the store is gone or rejects the id; SHARDREC_ENODEVICE for an unusable GPU;
- *         SHARDREC_EUNSUPPORTED for NCCL in a CPU-only build; SHARDREC_EIO for socket errors.
+ *         was claimed twice; SHARDREC_EREMOTE when the store is gone or rejects the id;
+ *         SHARDREC_ENODEVICE for an unusable GPU; SHARDREC_EUNSUPPORTED for NCCL in a CPU-only
+ *         build; SHARDREC_EIO for socket errors.
  *         On failure *out is NULL. Thread-safe (different ranks may be created concurrently).
  */
 SHARDREC_API shardrec_status_t shardrec_comm_create(shardrec_comm_t** out,
