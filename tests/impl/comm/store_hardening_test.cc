@@ -43,7 +43,6 @@ int RawConnect(const net::Endpoint& e) {
 // Waits until the server closes fd (recv sees EOF or a reset); false if it stays open.
 bool ClosedByServerWithin(int fd, milliseconds limit) {
   uint8_t b[64];
-  std::vector<uint8_t> sink;
   Status s = net::RecvAll(fd, b, sizeof(b), Clock::now() + limit);
   return s.code() == Code::kRemote;
 }
