@@ -1,34 +1,57 @@
 // Sharded embedding collections: forward/backward over Go slices (no copies), pipelined input
 // distribution, and full-table weight and optimizer-state accessors.
+
 package shardrec
 
 import (
 	"fmt"
 	"runtime"
 	"sync"
+
+	"shardrec.dev/shardrec/internal/swig"
 )
 
-// Optimizer types and bounds policies (shardrec/embedding.h).
+// OptimizerType is a fused optimizer's update rule (shardrec_optimizer_type_t).
+type OptimizerType int
+
+// Optimizer types (shardrec/config.h).
 const (
-	OptimizerSGD                = 0
-	OptimizerAdagrad            = 1
-	OptimizerRowwiseAdagrad     = 2
-	OptimizerAdam               = 3
-	OptimizerPartialRowwiseAdam = 4
-	OptimizerLAMB               = 5
-	BoundsError                 = 0
-	BoundsClamp                 = 1
-	BoundsSkip                  = 2
+	OptimizerSGD                OptimizerType = 0
+	OptimizerAdagrad            OptimizerType = 1
+	OptimizerRowwiseAdagrad     OptimizerType = 2
+	OptimizerAdam               OptimizerType = 3
+	OptimizerPartialRowwiseAdam OptimizerType = 4
+	OptimizerLAMB               OptimizerType = 5
+)
+
+// WeightDecayMode is how weight decay enters the update (shardrec_weight_decay_mode_t).
+type WeightDecayMode int
+
+// Weight decay modes (shardrec/config.h).
+const (
+	WeightDecayNone      WeightDecayMode = 0
+	WeightDecayL2        WeightDecayMode = 1
+	WeightDecayDecoupled WeightDecayMode = 2
+)
+
+// BoundsPolicy is what a collection does with an id outside its table (shardrec/embedding.h).
+type BoundsPolicy int
+
+// Bounds policies (shardrec/embedding.h).
+const (
+	BoundsError BoundsPolicy = 0
+	BoundsClamp BoundsPolicy = 1
+	BoundsSkip  BoundsPolicy = 2
 )
 
 // OptimizerConfig is the fused optimizer; DefaultOptimizer gives the C defaults.
 type OptimizerConfig struct {
-	Type            int
+	Type            OptimizerType
 	LearningRate    float32
 	Eps             float32
 	Beta1, Beta2    float32
 	WeightDecay     float32
-	WeightDecayMode int
+	WeightDecayMode WeightDecayMode
 }
 
 // DefaultOptimizer is SGD with the library defaults (lr 0.01, eps 1e-8, betas 0.9/0.999).
@@ -39,7 +62,7 @@ func DefaultOptimizer() OptimizerConfig {
 // EmbeddingOptions are the collection options; zero values are the defaults.
 type EmbeddingOptions struct {
 	Seed         uint64
-	BoundsPolicy int
+	BoundsPolicy BoundsPolicy
 	NumThreads   int
 	DPComm       *Comm
 }
@@ -74,7 +97,7 @@ func (e *EmbeddingCollection) Close() error {
 	e.h = 0
 	e.mu.Unlock()
 	if h != 0 {
-		Embedding_destroy(h)
+		swig.Embedding_destroy(h)
 	}
 	runtime.SetFinalizer(e, nil)
 	return nil
@@ -84,9 +107,9 @@ func (e *EmbeddingCollection) Close() error {
 // optimizer means DefaultOptimizer(), nil options the defaults.
 func NewEmbeddingCollection(plan *Plan, comm *Comm, opt *OptimizerConfig,
 	opts *EmbeddingOptions) (*EmbeddingCollection, error) {
-	return newEmbeddingCollection(plan, opt, opts, func(out []uintptr, o Optimizer_config,
-		eo Embedding_options) error {
-		err := Embedding_create(out, plan.handle(), comm.handle(), o, eo)
+	return newEmbeddingCollection(plan, opt, opts, func(out []uintptr, o swig.Optimizer_config,
+		eo swig.Embedding_options) error {
+		err := swig.Embedding_create(out, plan.handle(), comm.handle(), o, eo)
 		runtime.KeepAlive(comm)
 		return err
 	})
@@ -95,29 +118,29 @@ func NewEmbeddingCollection(plan *Plan, comm *Comm, opt *OptimizerConfig,
 // newEmbeddingCollection fills the C structs from opt and opts, runs create and wraps the
 // handle it returns.
 func newEmbeddingCollection(plan *Plan, opt *OptimizerConfig, opts *EmbeddingOptions,
-	create func(out []uintptr, o Optimizer_config, eo Embedding_options) error) (*EmbeddingCollection, error) {
-	o := NewOptimizer_config()
-	defer DeleteOptimizer_config(o)
-	if err := Optimizer_config_init(o, uint(OPTIMIZER_CONFIG_VERSION)); err != nil {
+	create func(out []uintptr, o swig.Optimizer_config, eo swig.Embedding_options) error) (*EmbeddingCollection, error) {
+	o := swig.NewOptimizer_config()
+	defer swig.DeleteOptimizer_config(o)
+	if err := swig.Optimizer_config_init(o, uint(swig.OPTIMIZER_CONFIG_VERSION)); err != nil {
 		return nil, err
 	}
 	if opt != nil {
-		o.SetXtype(opt.Type)
+		o.SetXtype(int(opt.Type))
 		o.SetLearning_rate(opt.LearningRate)
 		o.SetEps(opt.Eps)
 		o.SetBeta1(opt.Beta1)
 		o.SetBeta2(opt.Beta2)
 		o.SetWeight_decay(opt.WeightDecay)
-		o.SetWeight_decay_mode(opt.WeightDecayMode)
+		o.SetWeight_decay_mode(int(opt.WeightDecayMode))
 	}
-	eo := NewEmbedding_options()
-	defer DeleteEmbedding_options(eo)
-	if err := Embedding_options_init(eo, uint(EMBEDDING_OPTIONS_VERSION)); err != nil {
+	eo := swig.NewEmbedding_options()
+	defer swig.DeleteEmbedding_options(eo)
+	if err := swig.Embedding_options_init(eo, uint(swig.EMBEDDING_OPTIONS_VERSION)); err != nil {
 		return nil, err
 	}
 	if opts != nil {
 		eo.SetSeed(opts.Seed)
-		eo.SetBounds_policy(opts.BoundsPolicy)
+		eo.SetBounds_policy(int(opts.BoundsPolicy))
 		eo.SetNum_threads(opts.NumThreads)
 		if opts.DPComm != nil {
 			eo.SetDp_comm(opts.DPComm.handle())
@@ -154,7 +177,7 @@ func newEmbeddingCollection(plan *Plan, opt *OptimizerConfig, opts *EmbeddingOpt
 // OutputDim is the width of one output row.
 func (e *EmbeddingCollection) OutputDim() (int64, error) {
 	out := make([]int64, 1)
-	err := Embedding_output_dim(e.handle(), out)
+	err := swig.Embedding_output_dim(e.handle(), out)
 	runtime.KeepAlive(e)
 	return out[0], err
 }
@@ -162,7 +185,7 @@ func (e *EmbeddingCollection) OutputDim() (int64, error) {
 // IsSequence reports whether outputs have one row per id.
 func (e *EmbeddingCollection) IsSequence() (bool, error) {
 	out := make([]int32, 1)
-	err := Embedding_is_sequence(e.handle(), out)
+	err := swig.Embedding_is_sequence(e.handle(), out)
 	runtime.KeepAlive(e)
 	return out[0] != 0, err
 }
@@ -186,7 +209,7 @@ func (e *EmbeddingCollection) OutputSize(batch *KJT) (int, error) {
 // Forward writes the output of this rank's batch into out (collective).
 func (e *EmbeddingCollection) Forward(batch *KJT, out []float32) error {
 	defer runtime.KeepAlive(e)
-	return Bind_embedding_forward(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
+	return swig.Bind_embedding_forward(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
 		batch.Lengths, batch.Values, batch.Weights, out)
 }
 
@@ -203,38 +226,38 @@ func (e *EmbeddingCollection) ForwardAlloc(batch *KJT) ([]float32, error) {
 // InputDistStart starts the pipelined input distribution of batch (collective).
 func (e *EmbeddingCollection) InputDistStart(batch *KJT) error {
 	defer runtime.KeepAlive(e)
-	return Bind_embedding_input_dist_start(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
+	return swig.Bind_embedding_input_dist_start(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
 		batch.Lengths, batch.Values, batch.Weights)
 }
 
 // InputDistWait waits for the started input distribution.
 func (e *EmbeddingCollection) InputDistWait() error {
 	defer runtime.KeepAlive(e)
-	return Embedding_input_dist_wait(e.handle())
+	return swig.Embedding_input_dist_wait(e.handle())
 }
 
 // ForwardDistributed runs lookup and output distribution of the waited batch.
 func (e *EmbeddingCollection) ForwardDistributed(out []float32) error {
 	defer runtime.KeepAlive(e)
-	return Embedding_forward_distributed(e.handle(), out)
+	return swig.Embedding_forward_distributed(e.handle(), out)
 }
 
 // Backward applies the gradient of the last forward's output (collective).
 func (e *EmbeddingCollection) Backward(grad []float32) error {
 	defer runtime.KeepAlive(e)
-	return Embedding_backward(e.handle(), grad)
+	return swig.Embedding_backward(e.handle(), grad)
 }
 
 // SetLearningRate sets the rate of the following backward calls.
 func (e *EmbeddingCollection) SetLearningRate(lr float32) error {
 	defer runtime.KeepAlive(e)
-	return Embedding_set_learning_rate(e.handle(), lr)
+	return swig.Embedding_set_learning_rate(e.handle(), lr)
 }
 
 // NumSteps is the number of optimizer steps taken.
 func (e *EmbeddingCollection) NumSteps() (int64, error) {
 	out := make([]int64, 1)
-	err := Embedding_num_steps(e.handle(), out)
+	err := swig.Embedding_num_steps(e.handle(), out)
 	runtime.KeepAlive(e)
 	return out[0], err
 }
@@ -242,13 +265,13 @@ func (e *EmbeddingCollection) NumSteps() (int64, error) {
 // SetNumSteps sets the step counter.
 func (e *EmbeddingCollection) SetNumSteps(steps int64) error {
 	defer runtime.KeepAlive(e)
-	return Embedding_set_num_steps(e.handle(), steps)
+	return swig.Embedding_set_num_steps(e.handle(), steps)
 }
 
 // GetWeights copies the full [rows, dim] weights of table into out (collective).
 func (e *EmbeddingCollection) GetWeights(table string, out []float32) error {
 	defer runtime.KeepAlive(e)
-	return Embedding_get_weights(e.handle(), table, out)
+	return swig.Embedding_get_weights(e.handle(), table, out)
 }
 
 // Weights returns the full weights of table (collective).
@@ -265,21 +288,21 @@ func (e *EmbeddingCollection) Weights(table string) ([]float32, error) {
 // SetWeights replaces the weights of table (collective; same values on every rank).
 func (e *EmbeddingCollection) SetWeights(table string, weights []float32) error {
 	defer runtime.KeepAlive(e)
-	return Embedding_set_weights(e.handle(), table, weights)
+	return swig.Embedding_set_weights(e.handle(), table, weights)
 }
 
 // StateNames lists the optimizer states ("momentum1", ...) and whether each is row-wise.
 func (e *EmbeddingCollection) StateNames() ([]string, []bool, error) {
 	defer runtime.KeepAlive(e)
 	n := make([]uint64, 1)
-	if err := Embedding_num_states(e.handle(), n); err != nil {
+	if err := swig.Embedding_num_states(e.handle(), n); err != nil {
 		return nil, nil, err
 	}
 	names := make([]string, n[0])
 	rowWise := make([]bool, n[0])
 	for i := range names {
 		rw := make([]int32, 1)
-		if err := Embedding_state_info(e.handle(), int64(i), &names[i], rw); err != nil {
+		if err := swig.Embedding_state_info(e.handle(), int64(i), &names[i], rw); err != nil {
 			return nil, nil, err
 		}
 		rowWise[i] = rw[0] != 0
@@ -301,7 +324,7 @@ func (e *EmbeddingCollection) State(table, state string) ([]float32, error) {
 		}
 	}
 	out := make([]float32, size)
-	err = Embedding_get_state(e.handle(), table, state, out)
+	err = swig.Embedding_get_state(e.handle(), table, state, out)
 	runtime.KeepAlive(e)
 	return out, err
 }
@@ -309,14 +332,14 @@ func (e *EmbeddingCollection) State(table, state string) ([]float32, error) {
 // SetState replaces one optimizer state of table (collective).
 func (e *EmbeddingCollection) SetState(table, state string, values []float32) error {
 	defer runtime.KeepAlive(e)
-	return Embedding_set_state(e.handle(), table, state, values)
+	return swig.Embedding_set_state(e.handle(), table, state, values)
 }
 
 // Timings returns the seconds spent in collectives and in forward/backward overall.
 func (e *EmbeddingCollection) Timings() (comm, total float64, err error) {
 	c := make([]float64, 1)
 	t := make([]float64, 1)
-	err = Embedding_timings(e.handle(), c, t)
+	err = swig.Embedding_timings(e.handle(), c, t)
 	runtime.KeepAlive(e)
 	return c[0], t[0], err
 }

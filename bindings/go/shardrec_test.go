@@ -29,9 +29,9 @@ func testPlan(t *testing.T, world int) *Plan {
 	var constraints []TableConstraints
 	if world == 2 {
 		constraints = []TableConstraints{
-			{Table: "t0", ShardingTypes: []int{TableWise}, Ranks: []int32{1}},
-			{Table: "t1", ShardingTypes: []int{RowWise}},
-			{Table: "t2", ShardingTypes: []int{ColumnWise}, Ranks: []int32{0, 1}},
+			{Table: "t0", ShardingTypes: []ShardingType{TableWise}, Ranks: []int32{1}},
+			{Table: "t1", ShardingTypes: []ShardingType{RowWise}},
+			{Table: "t2", ShardingTypes: []ShardingType{ColumnWise}, Ranks: []int32{0, 1}},
 		}
 	}
 	plan, err := NewPlan(tables, features, Topology{WorldSize: world, BatchSize: localBatch}, constraints)

@@ -8,7 +8,7 @@ import (
 	"math/rand"
 	"sync"
 
-	"shardrec"
+	"shardrec.dev/shardrec"
 )
 
 // readmeSample is the README's Go sample: plan, create, one forward/backward step.
@@ -98,8 +98,8 @@ func main() {
 		{Name: "shops", Rows: 300, Dim: 16, Features: []int32{1}},
 	}
 	constraints := []shardrec.TableConstraints{
-		{Table: "items", ShardingTypes: []int{shardrec.RowWise}},
-		{Table: "shops", ShardingTypes: []int{shardrec.TableWise}, Ranks: []int32{1}},
+		{Table: "items", ShardingTypes: []shardrec.ShardingType{shardrec.RowWise}},
+		{Table: "shops", ShardingTypes: []shardrec.ShardingType{shardrec.TableWise}, Ranks: []int32{1}},
 	}
 	plan, err := shardrec.NewPlan(tables, features, shardrec.Topology{WorldSize: 2, BatchSize: 64}, constraints)
 	if err != nil {

@@ -14,7 +14,9 @@ endfunction()
 
 run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 
-# 1. pkg-config (the .pc file is relocatable: its prefix is relative to its own folder).
+# 1. pkg-config. The .pc file names the prefix the install went to, carries no rpath and no
+# "../" or "//" paths; the program chooses how the loader finds the library (here an rpath
+# to pkg-config's libdir, the line the README shows).
 file(GLOB_RECURSE pcfile ${prefix}/*/shardrec.pc)
 if(NOT pcfile)
   message(FATAL_ERROR "shardrec.pc was not installed")
@@ -23,16 +25,44 @@ get_filename_component(pcdir ${pcfile} DIRECTORY)
 set(ENV{PKG_CONFIG_PATH} ${pcdir})
 execute_process(COMMAND pkg-config --cflags --libs shardrec OUTPUT_VARIABLE flags
                 OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
+execute_process(COMMAND pkg-config --variable=libdir shardrec OUTPUT_VARIABLE libdir
+                OUTPUT_STRIP_TRAILING_WHITESPACE)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "pkg-config --cflags --libs shardrec failed")
 endif()
+if(flags MATCHES "-Wl|rpath|\\.\\./|//" OR NOT libdir STREQUAL "${prefix}/lib")
+  message(FATAL_ERROR "shardrec.pc: flags '${flags}', libdir '${libdir}' (want ${prefix}/lib)")
+endif()
 separate_arguments(flags UNIX_COMMAND "${flags}")
-run(cc -std=c99 -Wall -Wextra -Werror ${SOURCE_DIR}/consumer.c ${flags} -o ${WORK_DIR}/consumer_pc)
-# No LD_LIBRARY_PATH: the rpath from the .pc file must be enough.
+run(cc -std=c99 -Wall -Wextra -Werror ${SOURCE_DIR}/consumer.c ${flags} -Wl,-rpath,${libdir}
+    -o ${WORK_DIR}/consumer_pc)
 unset(ENV{LD_LIBRARY_PATH})
 run(${WORK_DIR}/consumer_pc)
+
+# The SONAME carries major.minor while 0.x.
+execute_process(COMMAND readelf -d ${libdir}/libshardrec.so OUTPUT_VARIABLE dyn)
+if(NOT dyn MATCHES "Library soname: \\[libshardrec\\.so\\.${VERSION_MAJOR_MINOR}\\]")
+  message(FATAL_ERROR "the SONAME is not libshardrec.so.${VERSION_MAJOR_MINOR}:\n${dyn}")
+endif()
 
 # 2. find_package(shardrec) + shardrec::shardrec.
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/cmake_build -DCMAKE_PREFIX_PATH=${prefix})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/cmake_build)
 run(${WORK_DIR}/cmake_build/consumer)
+
+# 3. Version compatibility while 0.x is SameMinorVersion: the installed minor is accepted, an
+# older minor is not.
+foreach(request ${VERSION_MAJOR_MINOR} 0.0)
+  execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/version_check
+                          -B ${WORK_DIR}/version_check_${request} -DREQUEST=${request}
+                          -DCMAKE_PREFIX_PATH=${prefix}
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(request STREQUAL "0.0")
+    set(want "found=0")
+  else()
+    set(want "found=1")
+  endif()
+  if(NOT "${out}${err}" MATCHES "${want}")
+    message(FATAL_ERROR "find_package(shardrec ${request}): want ${want}, got\n${out}${err}")
+  endif()
+endforeach()
