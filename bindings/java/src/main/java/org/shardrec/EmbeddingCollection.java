@@ -103,7 +103,9 @@ public final class EmbeddingCollection extends NativeHandle {
     FloatBuffer out = Buffers.floats(outputSize(batch));
     forward(batch, out);
     float[] result = new float[out.capacity()];
-    out.get(0, result);
+    FloatBuffer all = out.duplicate();
+    all.rewind();
+    all.get(result);
     return result;
   }
 
@@ -168,7 +170,9 @@ public final class EmbeddingCollection extends NativeHandle {
     FloatBuffer out = Buffers.floats(Math.max(n, 0));
     Native.embedding_get_weights(handle(), table, out);
     float[] result = new float[out.capacity()];
-    out.get(0, result);
+    FloatBuffer all = out.duplicate();
+    all.rewind();
+    all.get(result);
     return result;
   }
 
@@ -212,7 +216,9 @@ public final class EmbeddingCollection extends NativeHandle {
     FloatBuffer out = Buffers.floats(Math.max(n, 0));
     Native.embedding_get_state(handle(), table, state, out);
     float[] result = new float[out.capacity()];
-    out.get(0, result);
+    FloatBuffer all = out.duplicate();
+    all.rewind();
+    all.get(result);
     return result;
   }
 

@@ -77,10 +77,96 @@ public final class Mesh extends NativeHandle {
   }
 
   /** Where this rank sits: sharding group g and plan rank p in it, replica group and rank. */
-  public record Coords(int shardingGroup, int shardRank, int replicaGroup, int replicaRank) {}
+  public static final class Coords {
+    private final int shardingGroup;
+    private final int shardRank;
+    private final int replicaGroup;
+    private final int replicaRank;
+
+    public Coords(int shardingGroup, int shardRank, int replicaGroup, int replicaRank) {
+      this.shardingGroup = shardingGroup;
+      this.shardRank = shardRank;
+      this.replicaGroup = replicaGroup;
+      this.replicaRank = replicaRank;
+    }
+
+    public int shardingGroup() {
+      return shardingGroup;
+    }
+
+    public int shardRank() {
+      return shardRank;
+    }
+
+    public int replicaGroup() {
+      return replicaGroup;
+    }
+
+    public int replicaRank() {
+      return replicaRank;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      if (!(o instanceof Coords)) return false;
+      Coords other = (Coords) o;
+      return shardingGroup == other.shardingGroup && shardRank == other.shardRank
+          && replicaGroup == other.replicaGroup && replicaRank == other.replicaRank;
+    }
+
+    @Override
+    public int hashCode() {
+      return java.util.Objects.hash(shardingGroup, shardRank, replicaGroup, replicaRank);
+    }
+
+    @Override
+    public String toString() {
+      return "Coords[shardingGroup=" + shardingGroup + ", shardRank=" + shardRank
+          + ", replicaGroup=" + replicaGroup + ", replicaRank=" + replicaRank + "]";
+    }
+  }
 
   /** Figures of the last sync: bytes reduced, collectives issued, syncs since creation. */
-  public record SyncStats(long bytes, int collectives, long syncs) {}
+  public static final class SyncStats {
+    private final long bytes;
+    private final int collectives;
+    private final long syncs;
+
+    public SyncStats(long bytes, int collectives, long syncs) {
+      this.bytes = bytes;
+      this.collectives = collectives;
+      this.syncs = syncs;
+    }
+
+    public long bytes() {
+      return bytes;
+    }
+
+    public int collectives() {
+      return collectives;
+    }
+
+    public long syncs() {
+      return syncs;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      if (!(o instanceof SyncStats)) return false;
+      SyncStats other = (SyncStats) o;
+      return bytes == other.bytes && collectives == other.collectives && syncs == other.syncs;
+    }
+
+    @Override
+    public int hashCode() {
+      return java.util.Objects.hash(bytes, collectives, syncs);
+    }
+
+    @Override
+    public String toString() {
+      return "SyncStats[bytes=" + bytes + ", collectives=" + collectives + ", syncs=" + syncs + "]";
+    }
+  }
 
   /** Splits {@code world} into the mesh (collective; every rank passes the same options). */
   public static Mesh create(Comm world, Options options) {

@@ -18,7 +18,60 @@ public final class Plan extends NativeHandle {
   }
 
   /** One rectangle of a table on one rank. */
-  public record Shard(long rowOffset, long rows, int colOffset, int cols, int rank) {}
+  public static final class Shard {
+    private final long rowOffset;
+    private final long rows;
+    private final int colOffset;
+    private final int cols;
+    private final int rank;
+
+    public Shard(long rowOffset, long rows, int colOffset, int cols, int rank) {
+      this.rowOffset = rowOffset;
+      this.rows = rows;
+      this.colOffset = colOffset;
+      this.cols = cols;
+      this.rank = rank;
+    }
+
+    public long rowOffset() {
+      return rowOffset;
+    }
+
+    public long rows() {
+      return rows;
+    }
+
+    public int colOffset() {
+      return colOffset;
+    }
+
+    public int cols() {
+      return cols;
+    }
+
+    public int rank() {
+      return rank;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      if (!(o instanceof Shard)) return false;
+      Shard other = (Shard) o;
+      return rowOffset == other.rowOffset && rows == other.rows && colOffset == other.colOffset
+          && cols == other.cols && rank == other.rank;
+    }
+
+    @Override
+    public int hashCode() {
+      return java.util.Objects.hash(rowOffset, rows, colOffset, cols, rank);
+    }
+
+    @Override
+    public String toString() {
+      return "Shard[rowOffset=" + rowOffset + ", rows=" + rows + ", colOffset=" + colOffset
+          + ", cols=" + cols + ", rank=" + rank + "]";
+    }
+  }
 
   /** Plans {@code tables} (reading {@code features}) on {@code topology}. */
   public static Plan create(List<Config.Table> tables, List<Config.Feature> features,
