@@ -8,7 +8,9 @@ import org.shardrec.Comm;
 import org.shardrec.Config;
 import org.shardrec.EmbeddingCollection;
 import org.shardrec.Kjt;
+import org.shardrec.OptimizerType;
 import org.shardrec.Plan;
+import org.shardrec.ShardingType;
 
 public final class TrainSharded {
   private TrainSharded() {}
@@ -36,7 +38,7 @@ public final class TrainSharded {
     int batchSize = 64;
     double loss = 0;
     try (EmbeddingCollection coll = EmbeddingCollection.create(
-             plan, comm, new Config.Optimizer().type(Config.Optimizer.ADAGRAD).learningRate(0.05f),
+             plan, comm, new Config.Optimizer().type(OptimizerType.ADAGRAD).learningRate(0.05f),
              new Config.EmbeddingOptions().seed(42))) {
       for (int step = 0; step < steps; ++step) {
         int[] lengths = new int[2 * batchSize];
@@ -70,8 +72,8 @@ public final class TrainSharded {
     List<Config.Table> tables = List.of(new Config.Table("items", 5000, 32).features(0),
                                         new Config.Table("shops", 300, 16).features(1));
     List<Config.Constraints> constraints = List.of(
-        new Config.Constraints("items").shardingTypes(Config.ROW_WISE),
-        new Config.Constraints("shops").shardingTypes(Config.TABLE_WISE).ranks(1));
+        new Config.Constraints("items").shardingTypes(ShardingType.ROW_WISE),
+        new Config.Constraints("shops").shardingTypes(ShardingType.TABLE_WISE).ranks(1));
     int steps = 5;
     double[] losses = new double[2];
     Comm[] comms = Comm.createLocalGroup(2);

@@ -46,17 +46,17 @@ public final class EmbeddingCollection extends NativeHandle {
     try {
       Native.optimizer_config_init(o, NativeConstants.OPTIMIZER_CONFIG_VERSION);
       Config.Optimizer opt = optimizer == null ? new Config.Optimizer() : optimizer;
-      o.setType(opt.type);
+      o.setType(opt.type.code());
       o.setLearning_rate(opt.learningRate);
       o.setEps(opt.eps);
       o.setBeta1(opt.beta1);
       o.setBeta2(opt.beta2);
       o.setWeight_decay(opt.weightDecay);
-      o.setWeight_decay_mode(opt.weightDecayMode);
+      o.setWeight_decay_mode(opt.weightDecayMode.code());
       Native.embedding_options_init(e, NativeConstants.EMBEDDING_OPTIONS_VERSION);
       Config.EmbeddingOptions eo = options == null ? new Config.EmbeddingOptions() : options;
       e.setSeed(eo.seed);
-      e.setBounds_policy(eo.boundsPolicy);
+      e.setBounds_policy(eo.boundsPolicy.code());
       e.setNum_threads(eo.numThreads);
       e.setDp_comm(eo.dpComm == null ? 0 : eo.dpComm.handle());
       long[] out = new long[1];

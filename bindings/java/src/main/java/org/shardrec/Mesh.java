@@ -10,15 +10,6 @@ import org.shardrec.swig.mesh_options;
  * not offered: syncs use the built-in collective.
  */
 public final class Mesh extends NativeHandle {
-  /** Layouts (SHARDREC_MESH_LAYOUT_*). */
-  public static final int LAYOUT_DEFAULT = 0;
-  public static final int LAYOUT_INTER_HOST = 1;
-
-  /** Sync modes (SHARDREC_SYNC_*). */
-  public static final int SYNC_DEFAULT = 0;
-  public static final int SYNC_WEIGHTS_AND_STATE = 1;
-  public static final int SYNC_WEIGHTS_ONLY = 2;
-
   private Mesh(long handle) {
     super(handle);
   }
@@ -31,10 +22,10 @@ public final class Mesh extends NativeHandle {
   /** Options of a mesh; zero fields mean the library defaults (a 1D mesh, sync every step). */
   public static final class Options {
     public int shardingGroupSize;
-    public int layout = LAYOUT_DEFAULT;
+    public MeshLayout layout = MeshLayout.DEFAULT;
     public int ranksPerNode;
     public int syncInterval;
-    public int syncMode = SYNC_DEFAULT;
+    public SyncMode syncMode = SyncMode.DEFAULT;
 
     /** S, the ranks of one sharding group; must divide the world size. */
     public Options shardingGroupSize(int v) {
@@ -42,7 +33,7 @@ public final class Mesh extends NativeHandle {
       return this;
     }
 
-    public Options layout(int v) {
+    public Options layout(MeshLayout v) {
       layout = v;
       return this;
     }
@@ -59,7 +50,7 @@ public final class Mesh extends NativeHandle {
       return this;
     }
 
-    public Options syncMode(int v) {
+    public Options syncMode(SyncMode v) {
       syncMode = v;
       return this;
     }
@@ -68,10 +59,10 @@ public final class Mesh extends NativeHandle {
       mesh_options o = new mesh_options();
       Native.mesh_options_init(o, NativeConstants.MESH_OPTIONS_VERSION);
       o.setSharding_group_size(shardingGroupSize);
-      o.setLayout(layout);
+      o.setLayout(layout.code());
       o.setRanks_per_node(ranksPerNode);
       o.setSync_interval(syncInterval);
-      o.setSync_mode(syncMode);
+      o.setSync_mode(syncMode.code());
       return o;
     }
   }
@@ -223,13 +214,14 @@ public final class Mesh extends NativeHandle {
   }
 
   /** Averages {@code coll}'s shards over the replica group (collective over the world). */
-  public void sync(EmbeddingCollection coll, int mode) {
-    Native.mesh_sync(handle(), coll.handle(), mode);
+  public void sync(EmbeddingCollection coll, SyncMode mode) {
+    int code = java.util.Objects.requireNonNull(mode, "mode").code();
+    Native.mesh_sync(handle(), coll.handle(), code);
   }
 
-  /** {@link #sync(EmbeddingCollection, int)} in the mesh's configured mode. */
+  /** {@link #sync(EmbeddingCollection, SyncMode)} in the mesh's configured mode. */
   public void sync(EmbeddingCollection coll) {
-    sync(coll, SYNC_DEFAULT);
+    sync(coll, SyncMode.DEFAULT);
   }
 
   /** Counts a training step (call after every backward); returns whether it synced. */

@@ -81,8 +81,9 @@ public final class Plan extends NativeHandle {
     try {
       for (Config.Feature f : features) Native.bind_plan_spec_add_feature(spec, f.name, f.poolingFactor);
       for (Config.Table t : tables) {
-        Native.bind_plan_spec_add_table(spec, t.name, t.rows, t.dim, t.pooling, t.dtype, t.features,
-                                        t.initKind, t.initLow, t.initHigh);
+        Native.bind_plan_spec_add_table(spec, t.name, t.rows, t.dim, t.pooling.code(),
+                                        t.dtype.code(), t.features, t.initKind.code(), t.initLow,
+                                        t.initHigh);
       }
       if (constraints != null) {
         for (Config.Constraints c : constraints) {
@@ -94,12 +95,12 @@ public final class Plan extends NativeHandle {
         topology t = Native.bind_plan_spec_topology(spec);
         t.setWorld_size(topology.worldSize);
         t.setRanks_per_node(topology.ranksPerNode);
-        t.setDevice_type(topology.deviceType);
+        t.setDevice_type(topology.deviceType.code());
         t.setMemory_bytes(topology.memoryBytes);
         t.setIntra_node_bandwidth(topology.intraNodeBandwidth);
         t.setInter_node_bandwidth(topology.interNodeBandwidth);
         t.setBatch_size(topology.batchSize);
-        t.setOptimizer(topology.optimizer);
+        t.setOptimizer(topology.optimizer.code());
         t.setMemory_bandwidth(topology.memoryBandwidth);
         t.setReserved_fraction(topology.reservedFraction);
         if (topology.memoryBytesPerRank != null) {
@@ -189,12 +190,12 @@ public final class Plan extends NativeHandle {
     return out[0];
   }
 
-  /** A Config sharding type constant. */
-  public int tableSharding(int table) {
+  /** How table {@code table} is sharded. */
+  public ShardingType tableSharding(int table) {
     int[] type = new int[1];
     long[] n = new long[1];
     Native.plan_table_sharding(handle(), table, type, n);
-    return type[0];
+    return ShardingType.of(type[0]);
   }
 
   public int numShards(int table) {

@@ -22,7 +22,7 @@ class MeshTest {
                             int shardingSize, int replicaSize, float[][] weights) {}
 
   private static Config.Optimizer sgd() {
-    return new Config.Optimizer().type(Config.Optimizer.SGD).learningRate(0.5f);
+    return new Config.Optimizer().type(OptimizerType.SGD).learningRate(0.5f);
   }
 
   private static Config.EmbeddingOptions seeded() {
@@ -116,9 +116,11 @@ class MeshTest {
       assertEquals(new Mesh.Coords(0, 0, 0, 0), mesh.coords());
       try (Plan plan = Training.plan(1);
            EmbeddingCollection coll = mesh.embeddingCollection(plan, null, null)) {
-        mesh.sync(coll, Mesh.SYNC_WEIGHTS_ONLY);
-        ShardrecException bad = assertThrows(ShardrecException.class, () -> mesh.sync(coll, 99));
-        assertEquals(ShardrecException.EINVAL, bad.code());
+        mesh.sync(coll, SyncMode.WEIGHTS_ONLY);
+        // Modes are typed: an invalid one cannot be written, a missing one is named.
+        NullPointerException bad =
+            assertThrows(NullPointerException.class, () -> mesh.sync(coll, null));
+        assertTrue(bad.getMessage().contains("mode"), bad.getMessage());
       }
       mesh.close();
       mesh.close();
