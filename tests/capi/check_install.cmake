@@ -1,5 +1,6 @@
 # Installs the build tree into a scratch prefix, then builds and runs a tiny C consumer against
-# it twice: through pkg-config and through find_package(shardrec).
+# it twice: through pkg-config and through find_package(shardrec), plus the C++ consumer over
+# the installed shardrec.hpp.
 set(prefix ${WORK_DIR}/prefix)
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
@@ -10,6 +11,7 @@ function(run)
     message(FATAL_ERROR "command failed (${rc}): ${ARGN}\n${out}\n${err}")
   endif()
   message(STATUS "${out}")
+  set(out "${out}" PARENT_SCOPE)
 endfunction()
 
 run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
@@ -49,6 +51,11 @@ endif()
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/cmake_build -DCMAKE_PREFIX_PATH=${prefix})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/cmake_build)
 run(${WORK_DIR}/cmake_build/consumer)
+# The C++ consumer (shardrec.hpp): 2 ranks, 3 tables, a bad id on purpose.
+run(${WORK_DIR}/cmake_build/consumer_cpp)
+if(NOT out MATCHES "final loss" OR NOT out MATCHES "bad id rejected")
+  message(FATAL_ERROR "the C++ consumer did not train and reject the bad id:\n${out}")
+endif()
 
 # 3. Version compatibility while 0.x is SameMinorVersion: the installed minor is accepted, an
 # older minor is not.
