@@ -52,6 +52,30 @@ type OptimizerConfig struct {
 	Beta1, Beta2    float32
 	WeightDecay     float32
 	WeightDecayMode WeightDecayMode
+	// StochasticRounding rounds FLOAT16/BFLOAT16 updates stochastically.
+	StochasticRounding bool
+}
+
+// newNativeOptimizer is the C struct of opt (nil: the C defaults); the caller deletes it.
+func newNativeOptimizer(opt *OptimizerConfig) (swig.Optimizer_config, error) {
+	o := swig.NewOptimizer_config()
+	if err := swig.Optimizer_config_init(o, uint(swig.OPTIMIZER_CONFIG_VERSION)); err != nil {
+		swig.DeleteOptimizer_config(o)
+		return nil, err
+	}
+	if opt != nil {
+		o.SetXtype(int(opt.Type))
+		o.SetLearning_rate(opt.LearningRate)
+		o.SetEps(opt.Eps)
+		o.SetBeta1(opt.Beta1)
+		o.SetBeta2(opt.Beta2)
+		o.SetWeight_decay(opt.WeightDecay)
+		o.SetWeight_decay_mode(int(opt.WeightDecayMode))
+		if opt.StochasticRounding {
+			o.SetStochastic_rounding(1)
+		}
+	}
+	return o, nil
 }
 
 // DefaultOptimizer is SGD with the library defaults (lr 0.01, eps 1e-8, betas 0.9/0.999).
@@ -119,20 +143,11 @@ func NewEmbeddingCollection(plan *Plan, comm *Comm, opt *OptimizerConfig,
 // handle it returns.
 func newEmbeddingCollection(plan *Plan, opt *OptimizerConfig, opts *EmbeddingOptions,
 	create func(out []uintptr, o swig.Optimizer_config, eo swig.Embedding_options) error) (*EmbeddingCollection, error) {
-	o := swig.NewOptimizer_config()
-	defer swig.DeleteOptimizer_config(o)
-	if err := swig.Optimizer_config_init(o, uint(swig.OPTIMIZER_CONFIG_VERSION)); err != nil {
+	o, err := newNativeOptimizer(opt)
+	if err != nil {
 		return nil, err
 	}
-	if opt != nil {
-		o.SetXtype(int(opt.Type))
-		o.SetLearning_rate(opt.LearningRate)
-		o.SetEps(opt.Eps)
-		o.SetBeta1(opt.Beta1)
-		o.SetBeta2(opt.Beta2)
-		o.SetWeight_decay(opt.WeightDecay)
-		o.SetWeight_decay_mode(int(opt.WeightDecayMode))
-	}
+	defer swig.DeleteOptimizer_config(o)
 	eo := swig.NewEmbedding_options()
 	defer swig.DeleteEmbedding_options(eo)
 	if err := swig.Embedding_options_init(eo, uint(swig.EMBEDDING_OPTIONS_VERSION)); err != nil {
@@ -342,6 +357,99 @@ func (e *EmbeddingCollection) Timings() (comm, total float64, err error) {
 	err = swig.Embedding_timings(e.handle(), c, t)
 	runtime.KeepAlive(e)
 	return c[0], t[0], err
+}
+
+// SetTableLearningRate sets the learning rate of one table (per-table schedules); the other
+// tables keep theirs.
+func (e *EmbeddingCollection) SetTableLearningRate(table string, lr float32) error {
+	defer runtime.KeepAlive(e)
+	return swig.Embedding_set_table_learning_rate(e.handle(), table, lr)
+}
+
+// TableOptimizer is the optimizer table trains with (its own, or the collection's default),
+// with its current learning rate.
+func (e *EmbeddingCollection) TableOptimizer(table string) (OptimizerConfig, error) {
+	o := swig.NewOptimizer_config()
+	defer swig.DeleteOptimizer_config(o)
+	defer runtime.KeepAlive(e)
+	if err := swig.Embedding_table_optimizer(e.handle(), table, o); err != nil {
+		return OptimizerConfig{}, err
+	}
+	return OptimizerConfig{
+		Type: OptimizerType(o.GetXtype()), LearningRate: o.GetLearning_rate(), Eps: o.GetEps(),
+		Beta1: o.GetBeta1(), Beta2: o.GetBeta2(), WeightDecay: o.GetWeight_decay(),
+		WeightDecayMode:    WeightDecayMode(o.GetWeight_decay_mode()),
+		StochasticRounding: o.GetStochastic_rounding() != 0,
+	}, nil
+}
+
+// OutputBlock is where one feature's embedding sits in an output row (TorchRec's KeyedTensor
+// keys and offsets): columns [Offset, Offset+Width) of the row, from table Table.
+type OutputBlock struct {
+	Feature string
+	Table   string
+	Offset  int64
+	Width   int64
+}
+
+// Outputs lists the blocks of an output row in order.
+func (e *EmbeddingCollection) Outputs() ([]OutputBlock, error) {
+	defer runtime.KeepAlive(e)
+	n := make([]uint64, 1)
+	if err := swig.Embedding_num_outputs(e.handle(), n); err != nil {
+		return nil, err
+	}
+	out := make([]OutputBlock, n[0])
+	for i := range out {
+		// Locals: cgo rejects a pointer into a slice that already holds Go strings.
+		var feature, table string
+		offset := make([]int64, 1)
+		width := make([]int64, 1)
+		err := swig.Embedding_output_info(e.handle(), int64(i), &feature, &table, offset, width)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = OutputBlock{Feature: feature, Table: table, Offset: offset[0], Width: width[0]}
+	}
+	return out, nil
+}
+
+// StepTimings is where this rank's time went since the collection was created (seconds).
+type StepTimings struct {
+	Forwards, Backwards, Samples int64
+	TotalSeconds                 float64 // inside the collection's step calls
+	CollectiveSeconds            float64 // inside or waiting for collectives
+	InputDistSeconds             float64
+	LookupSeconds                float64
+	OutputDistSeconds            float64
+	BackwardSeconds              float64
+}
+
+// SamplesPerSecond is Samples / TotalSeconds (0 before the first step).
+func (t StepTimings) SamplesPerSecond() float64 {
+	if t.TotalSeconds <= 0 {
+		return 0
+	}
+	return float64(t.Samples) / t.TotalSeconds
+}
+
+// StepTimings returns the per-phase timings, for progress lines.
+func (e *EmbeddingCollection) StepTimings() (StepTimings, error) {
+	t := swig.NewStep_timings()
+	defer swig.DeleteStep_timings(t)
+	defer runtime.KeepAlive(e)
+	if err := swig.Step_timings_init(t, uint(swig.STEP_TIMINGS_VERSION)); err != nil {
+		return StepTimings{}, err
+	}
+	if err := swig.Embedding_step_timings(e.handle(), t); err != nil {
+		return StepTimings{}, err
+	}
+	return StepTimings{
+		Forwards: t.GetForwards(), Backwards: t.GetBackwards(), Samples: t.GetSamples(),
+		TotalSeconds: t.GetTotal_seconds(), CollectiveSeconds: t.GetCollective_seconds(),
+		InputDistSeconds: t.GetInput_dist_seconds(), LookupSeconds: t.GetLookup_seconds(),
+		OutputDistSeconds: t.GetOutput_dist_seconds(), BackwardSeconds: t.GetBackward_seconds(),
+	}, nil
 }
 
 // String describes the collection for logs.

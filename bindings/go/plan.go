@@ -46,9 +46,15 @@ const (
 // DType is the element type of a table's weights (shardrec_dtype_t).
 type DType int
 
-// Weight element types (shardrec/config.h).
+// Element types (shardrec/common.h); tables store FLOAT32, FLOAT16 or BFLOAT16.
 const (
-	DTypeFloat32 DType = 0
+	DTypeFloat32  DType = 0
+	DTypeFloat16  DType = 1
+	DTypeBFloat16 DType = 2
+	DTypeFloat64  DType = 3
+	DTypeInt32    DType = 4
+	DTypeInt64    DType = 5
+	DTypeUint8    DType = 6
 )
 
 // DeviceType is where buffers live (shardrec_device_type_t).
@@ -66,17 +72,23 @@ type FeatureConfig struct {
 	PoolingFactor float32 // 0 means 1.0
 }
 
-// TableConfig is an embedding table; Features are indices into the feature list.
+// TableConfig is an embedding table; Features are indices into the feature list, or
+// FeatureNames name them instead (use one of the two).
 type TableConfig struct {
-	Name     string
-	Rows     int64
-	Dim      int
-	Pooling  Pooling
-	DType    DType
-	Features []int32
-	InitKind InitKind
-	InitLow  float32
-	InitHigh float32
+	Name         string
+	Rows         int64
+	Dim          int
+	Pooling      Pooling
+	DType        DType
+	Features     []int32
+	InitKind     InitKind
+	InitLow      float32
+	InitHigh     float32
+	FeatureNames []string
+	// Optimizer is the table's own fused optimizer (TorchRec's per-table fused params): the
+	// planner counts its state and the collection trains the table with it. nil: the
+	// collection's default optimizer.
+	Optimizer *OptimizerConfig
 }
 
 // Topology is the sharding group a plan is made for; zero fields mean the defaults.
@@ -156,6 +168,22 @@ func NewPlan(tables []TableConfig, features []FeatureConfig, topo Topology,
 			int(t.InitKind), t.InitLow, t.InitHigh)
 		if err != nil {
 			return nil, err
+		}
+		for _, name := range t.FeatureNames {
+			if err := swig.Bind_plan_spec_add_table_feature_name(spec, name); err != nil {
+				return nil, err
+			}
+		}
+		if t.Optimizer != nil {
+			o, err := newNativeOptimizer(t.Optimizer)
+			if err != nil {
+				return nil, err
+			}
+			err = swig.Bind_plan_spec_set_table_optimizer(spec, o)
+			swig.DeleteOptimizer_config(o)
+			if err != nil {
+				return nil, err
+			}
 		}
 	}
 	for _, c := range constraints {

@@ -88,6 +88,14 @@ func trainRank(plan *shardrec.Plan, comm *shardrec.Comm, rank, steps int) (float
 			fmt.Printf("step %d loss %.6f\n", step, loss)
 		}
 	}
+	// Step time and samples/s of this rank, from the collection's own timings.
+	if t, err := coll.StepTimings(); err == nil && rank == 0 && t.Forwards > 0 {
+		fmt.Printf("rank 0: %.2f ms per step (input dist %.2f, lookup %.2f, output dist %.2f, "+
+			"backward %.2f), %.0f samples/s\n", 1e3*t.TotalSeconds/float64(t.Forwards),
+			1e3*t.InputDistSeconds/float64(t.Forwards), 1e3*t.LookupSeconds/float64(t.Forwards),
+			1e3*t.OutputDistSeconds/float64(t.Forwards), 1e3*t.BackwardSeconds/float64(t.Forwards),
+			t.SamplesPerSecond())
+	}
 	return loss, nil
 }
 

@@ -57,6 +57,15 @@ if(NOT out MATCHES "final loss" OR NOT out MATCHES "bad id rejected")
   message(FATAL_ERROR "the C++ consumer did not train and reject the bad id:\n${out}")
 endif()
 
+# The CUDA plugin (when built) has no RUNPATH into the build host's CUDA folder.
+if(EXISTS ${libdir}/libshardrec_cuda.so)
+  execute_process(COMMAND readelf -d ${libdir}/libshardrec_cuda.so OUTPUT_VARIABLE dyn)
+  string(REGEX MATCH "Library runpath: \\[[^]]*\\]" runpath "${dyn}")
+  if(NOT runpath STREQUAL "Library runpath: [$ORIGIN]")
+    message(FATAL_ERROR "the installed CUDA plugin's RUNPATH is '${runpath}', want only $ORIGIN")
+  endif()
+endif()
+
 # 3. Version compatibility while 0.x is SameMinorVersion: the installed minor is accepted, an
 # older minor is not.
 foreach(request ${VERSION_MAJOR_MINOR} 0.0)
