@@ -63,6 +63,16 @@ public final class TrainSharded {
         coll.backward(grad);
         if (rank == 0) System.out.printf("step %d loss %.6f%n", step, loss);
       }
+      // Step time and samples/s of this rank, from the collection's own timings.
+      EmbeddingCollection.StepTimings t = coll.stepTimings();
+      if (rank == 0 && t.forwards > 0) {
+        double perStep = 1e3 / t.forwards;
+        System.out.printf("rank 0: %.2f ms per step (input dist %.2f, lookup %.2f, output dist "
+                              + "%.2f, backward %.2f), %.0f samples/s%n",
+                          t.totalSeconds * perStep, t.inputDistSeconds * perStep,
+                          t.lookupSeconds * perStep, t.outputDistSeconds * perStep,
+                          t.backwardSeconds * perStep, t.samplesPerSecond());
+      }
     }
     return loss;
   }

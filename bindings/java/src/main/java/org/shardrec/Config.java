@@ -29,6 +29,13 @@ public final class Config {
     public Pooling pooling = Pooling.SUM;
     public DType dtype = DType.FLOAT32;
     public int[] features = new int[0];
+    /** Names of the features that read this table, as an alternative to {@link #features}. */
+    public String[] featureNames = new String[0];
+    /**
+     * The table's own fused optimizer (TorchRec's per-table fused params): the planner counts its
+     * state and the collection trains the table with it. null: the collection's default.
+     */
+    public Optimizer optimizer;
     public InitKind initKind = InitKind.DEFAULT;
     public float initLow;
     public float initHigh;
@@ -41,6 +48,18 @@ public final class Config {
 
     public Table features(int... v) {
       features = v.clone();
+      return this;
+    }
+
+    /** Names the features that read this table (instead of {@link #features(int...)}). */
+    public Table featureNames(String... v) {
+      featureNames = v.clone();
+      return this;
+    }
+
+    /** Gives this table its own optimizer (copied when the plan is made). */
+    public Table optimizer(Optimizer v) {
+      optimizer = v;
       return this;
     }
 
@@ -121,6 +140,42 @@ public final class Config {
     public float beta2 = 0.999f;
     public float weightDecay;
     public WeightDecayMode weightDecayMode = WeightDecayMode.NONE;
+    /** Round FLOAT16/BFLOAT16 updates stochastically instead of to nearest even. */
+    public boolean stochasticRounding;
+
+    /** The C struct of this configuration; the caller deletes it. */
+    org.shardrec.swig.optimizer_config toNative() {
+      org.shardrec.swig.optimizer_config o = new org.shardrec.swig.optimizer_config();
+      org.shardrec.swig.Native.optimizer_config_init(o, NativeConstants.OPTIMIZER_CONFIG_VERSION);
+      o.setType(type.code());
+      o.setLearning_rate(learningRate);
+      o.setEps(eps);
+      o.setBeta1(beta1);
+      o.setBeta2(beta2);
+      o.setWeight_decay(weightDecay);
+      o.setWeight_decay_mode(weightDecayMode.code());
+      o.setStochastic_rounding(stochasticRounding ? 1 : 0);
+      return o;
+    }
+
+    static Optimizer fromNative(org.shardrec.swig.optimizer_config o) {
+      Optimizer v = new Optimizer();
+      v.type = OptimizerType.of(o.getType());
+      v.learningRate = o.getLearning_rate();
+      v.eps = o.getEps();
+      v.beta1 = o.getBeta1();
+      v.beta2 = o.getBeta2();
+      v.weightDecay = o.getWeight_decay();
+      v.weightDecayMode = WeightDecayMode.of(o.getWeight_decay_mode());
+      v.stochasticRounding = o.getStochastic_rounding() != 0;
+      return v;
+    }
+
+    public Optimizer weightDecay(float v, WeightDecayMode mode) {
+      weightDecay = v;
+      weightDecayMode = mode;
+      return this;
+    }
 
     public Optimizer type(OptimizerType v) {
       type = v;

@@ -84,6 +84,15 @@ public final class Plan extends NativeHandle {
         Native.bind_plan_spec_add_table(spec, t.name, t.rows, t.dim, t.pooling.code(),
                                         t.dtype.code(), t.features, t.initKind.code(), t.initLow,
                                         t.initHigh);
+        for (String name : t.featureNames) Native.bind_plan_spec_add_table_feature_name(spec, name);
+        if (t.optimizer != null) {
+          org.shardrec.swig.optimizer_config o = t.optimizer.toNative();
+          try {
+            Native.bind_plan_spec_set_table_optimizer(spec, o);
+          } finally {
+            o.delete();
+          }
+        }
       }
       if (constraints != null) {
         for (Config.Constraints c : constraints) {
