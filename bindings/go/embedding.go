@@ -128,7 +128,8 @@ func (e *EmbeddingCollection) Close() error {
 }
 
 // NewEmbeddingCollection is collective over comm: every rank passes the same plan. A nil
-// optimizer means DefaultOptimizer(), nil options the defaults.
+// optimizer means the plan's (Topology.Optimizer, default hyperparameters); a given one must
+// be of that type unless every table has its own. nil options mean the defaults.
 func NewEmbeddingCollection(plan *Plan, comm *Comm, opt *OptimizerConfig,
 	opts *EmbeddingOptions) (*EmbeddingCollection, error) {
 	return newEmbeddingCollection(plan, opt, opts, func(out []uintptr, o swig.Optimizer_config,
@@ -143,11 +144,15 @@ func NewEmbeddingCollection(plan *Plan, comm *Comm, opt *OptimizerConfig,
 // handle it returns.
 func newEmbeddingCollection(plan *Plan, opt *OptimizerConfig, opts *EmbeddingOptions,
 	create func(out []uintptr, o swig.Optimizer_config, eo swig.Embedding_options) error) (*EmbeddingCollection, error) {
-	o, err := newNativeOptimizer(opt)
-	if err != nil {
-		return nil, err
+	// No optimizer: a NULL one, so the collection trains with the plan's.
+	var o swig.Optimizer_config = swig.SwigcptrOptimizer_config(0)
+	if opt != nil {
+		var err error
+		if o, err = newNativeOptimizer(opt); err != nil {
+			return nil, err
+		}
+		defer swig.DeleteOptimizer_config(o)
 	}
-	defer swig.DeleteOptimizer_config(o)
 	eo := swig.NewEmbedding_options()
 	defer swig.DeleteEmbedding_options(eo)
 	if err := swig.Embedding_options_init(eo, uint(swig.EMBEDDING_OPTIONS_VERSION)); err != nil {

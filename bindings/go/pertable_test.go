@@ -5,6 +5,7 @@ package shardrec
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -40,7 +41,11 @@ func trainPattern(t *testing.T, coll *EmbeddingCollection, tables []TableConfig,
 func newWorld1Collection(t *testing.T, tables []TableConfig, features []FeatureConfig,
 	opt *OptimizerConfig) *EmbeddingCollection {
 	t.Helper()
-	plan, err := NewPlan(tables, features, Topology{WorldSize: 1}, nil)
+	topo := Topology{WorldSize: 1}
+	if opt != nil {
+		topo.Optimizer = opt.Type // the collection's optimizer is the plan's
+	}
+	plan, err := NewPlan(tables, features, topo, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +117,33 @@ func TestPerTableOptimizersEqualPerTableReferences(t *testing.T) {
 	}
 	if o, err := mixed.TableOptimizer("b"); err != nil || o.Type != OptimizerSGD || o.LearningRate != 0.5 {
 		t.Fatalf("table b trains with %+v (%v), want the collection's SGD at 0.5", o, err)
+	}
+}
+
+func TestOptimizerOtherThanThePlansIsRejected(t *testing.T) {
+	plan, err := NewPlan([]TableConfig{{Name: "t", Rows: 10, Dim: 4, Features: []int32{0}}},
+		[]FeatureConfig{{Name: "f"}}, Topology{WorldSize: 1, Optimizer: OptimizerAdam}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plan.Close()
+	comms, err := NewLocalGroup(1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comms[0].Close()
+	sgd := DefaultOptimizer()
+	_, err = NewEmbeddingCollection(plan, comms[0], &sgd, nil)
+	if CodeOf(err) != ErrCodeInvalid || !strings.Contains(err.Error(), "adam") {
+		t.Fatalf("an SGD collection over an Adam plan: %v, want ErrCodeInvalid naming adam", err)
+	}
+	coll, err := NewEmbeddingCollection(plan, comms[0], nil, nil) // the plan's optimizer
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer coll.Close()
+	if o, err := coll.TableOptimizer("t"); err != nil || o.Type != OptimizerAdam {
+		t.Fatalf("a collection without an optimizer trains with %+v (%v), want the plan's Adam", o, err)
 	}
 }
 

@@ -18,7 +18,13 @@ var (
 
 const localBatch = 4
 
+// testPlan is the fixture plan, made for Adagrad (the training tests' optimizer).
 func testPlan(t *testing.T, world int) *Plan {
+	t.Helper()
+	return testPlanFor(t, world, OptimizerAdagrad)
+}
+
+func testPlanFor(t *testing.T, world int, optimizer OptimizerType) *Plan {
 	t.Helper()
 	features := []FeatureConfig{{Name: "f0"}, {Name: "f1"}, {Name: "f2"}}
 	var tables []TableConfig
@@ -34,7 +40,8 @@ func testPlan(t *testing.T, world int) *Plan {
 			{Table: "t2", ShardingTypes: []ShardingType{ColumnWise}, Ranks: []int32{0, 1}},
 		}
 	}
-	plan, err := NewPlan(tables, features, Topology{WorldSize: world, BatchSize: localBatch}, constraints)
+	plan, err := NewPlan(tables, features,
+		Topology{WorldSize: world, BatchSize: localBatch, Optimizer: optimizer}, constraints)
 	if err != nil {
 		t.Fatalf("NewPlan(%d): %v", world, err)
 	}

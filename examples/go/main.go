@@ -109,7 +109,9 @@ func main() {
 		{Table: "items", ShardingTypes: []shardrec.ShardingType{shardrec.RowWise}},
 		{Table: "shops", ShardingTypes: []shardrec.ShardingType{shardrec.TableWise}, Ranks: []int32{1}},
 	}
-	plan, err := shardrec.NewPlan(tables, features, shardrec.Topology{WorldSize: 2, BatchSize: 64}, constraints)
+	// The plan is made for the optimizer the collections train with (Adagrad).
+	topo := shardrec.Topology{WorldSize: 2, BatchSize: 64, Optimizer: shardrec.OptimizerAdagrad}
+	plan, err := shardrec.NewPlan(tables, features, topo, constraints)
 	if err != nil {
 		log.Fatal(err)
 	}

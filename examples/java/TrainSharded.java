@@ -87,7 +87,10 @@ public final class TrainSharded {
     int steps = 5;
     double[] losses = new double[2];
     Comm[] comms = Comm.createLocalGroup(2);
-    try (Plan plan = Plan.create(tables, features, new Config.Topology(2).batchSize(64), constraints)) {
+    // The plan is made for the optimizer the collections train with (Adagrad).
+    Config.Topology topology =
+        new Config.Topology(2).batchSize(64).optimizer(OptimizerType.ADAGRAD);
+    try (Plan plan = Plan.create(tables, features, topology, constraints)) {
       Thread[] threads = new Thread[2];
       Throwable[] errors = new Throwable[2];
       for (int r = 0; r < 2; ++r) {

@@ -99,6 +99,12 @@ public final class Config {
       return this;
     }
 
+    /** The optimizer the plan is made for (the default of tables without their own). */
+    public Topology optimizer(OptimizerType v) {
+      optimizer = v;
+      return this;
+    }
+
     public Topology ranksPerNode(int v) {
       ranksPerNode = v;
       return this;

@@ -26,7 +26,11 @@ public final class EmbeddingCollection extends NativeHandle {
     Native.embedding_destroy(handle);
   }
 
-  /** Collective over {@code comm}: every rank passes the same plan. */
+  /**
+   * Collective over {@code comm}: every rank passes the same plan. A null optimizer means the
+   * plan's (the topology's type with default hyperparameters); a given one must be of that type
+   * unless every table has its own. A null options means the defaults.
+   */
   public static EmbeddingCollection create(Plan plan, Comm comm, Config.Optimizer optimizer,
                                            Config.EmbeddingOptions options) {
     return create(plan, optimizer, options,
@@ -41,7 +45,8 @@ public final class EmbeddingCollection extends NativeHandle {
   /** Fills the C structs from the Java configs, runs {@code create}, wraps the handle. */
   static EmbeddingCollection create(Plan plan, Config.Optimizer optimizer,
                                     Config.EmbeddingOptions options, NativeCreate create) {
-    optimizer_config o = (optimizer == null ? new Config.Optimizer() : optimizer).toNative();
+    // No optimizer: a NULL one, so the collection trains with the plan's.
+    optimizer_config o = optimizer == null ? null : optimizer.toNative();
     embedding_options e = new embedding_options();
     try {
       Native.embedding_options_init(e, NativeConstants.EMBEDDING_OPTIONS_VERSION);
@@ -59,7 +64,7 @@ public final class EmbeddingCollection extends NativeHandle {
         throw ex;
       }
     } finally {
-      o.delete();
+      if (o != null) o.delete();
       e.delete();
     }
   }

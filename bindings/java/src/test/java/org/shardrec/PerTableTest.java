@@ -19,7 +19,10 @@ class PerTableTest {
   private static EmbeddingCollection world1(List<Config.Table> tables,
                                             List<Config.Feature> features,
                                             Config.Optimizer optimizer) {
-    try (Plan plan = Plan.create(tables, features, new Config.Topology(1), List.of());
+    // The plan is made for the collection's optimizer.
+    Config.Topology topology = new Config.Topology(1);
+    if (optimizer != null) topology.optimizer(optimizer.type);
+    try (Plan plan = Plan.create(tables, features, topology, List.of());
          Comm comm = Comm.createLocalGroup(1)[0]) {
       return EmbeddingCollection.create(plan, comm, optimizer, null);
     }
@@ -70,6 +73,24 @@ class PerTableTest {
       Config.Optimizer usedB = mixed.tableOptimizer("b");
       assertEquals(OptimizerType.SGD, usedB.type);
       assertEquals(0.5f, usedB.learningRate);
+    }
+  }
+
+  @Test
+  void optimizerOtherThanThePlansIsRejected() {
+    List<Config.Table> tables = List.of(new Config.Table("t", 10, 4).features(0));
+    List<Config.Feature> features = List.of(new Config.Feature("f"));
+    try (Plan plan = Plan.create(tables, features,
+                                 new Config.Topology(1).optimizer(OptimizerType.ADAM), List.of());
+         Comm comm = Comm.createLocalGroup(1)[0]) {
+      ShardrecException e = assertThrows(
+          ShardrecException.class,
+          () -> EmbeddingCollection.create(plan, comm, new Config.Optimizer(), null));
+      assertEquals(ShardrecException.EINVAL, e.code());
+      assertTrue(e.getMessage().contains("adam"), e.getMessage());
+      try (EmbeddingCollection coll = EmbeddingCollection.create(plan, comm, null, null)) {
+        assertEquals(OptimizerType.ADAM, coll.tableOptimizer("t").type);
+      }
     }
   }
 
