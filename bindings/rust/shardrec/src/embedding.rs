@@ -72,7 +72,8 @@ impl Drop for EmbeddingCollection {
 }
 
 impl EmbeddingCollection {
-    /// Collective over `comm`: every rank passes the same plan.
+    /// Collective over `comm`: every rank passes the same plan. `optimizer` must be of the
+    /// type the plan was made for (`Topology::optimizer`) unless every table has its own.
     pub fn new(
         plan: &Plan,
         comm: &mut Comm,

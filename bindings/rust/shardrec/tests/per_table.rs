@@ -11,7 +11,9 @@ fn pattern(table: &str, i: usize) -> f32 {
 }
 
 fn world1(tables: &[Table], features: &[Feature], optimizer: &Optimizer) -> EmbeddingCollection {
-    let plan = Plan::new(tables, features, &Topology::new(1), &[]).expect("plan");
+    // The plan is made for the collection's optimizer.
+    let topology = Topology { optimizer: optimizer.kind as i32, ..Topology::new(1) };
+    let plan = Plan::new(tables, features, &topology, &[]).expect("plan");
     let mut comm = Comm::local_group(1, &CommOptions::default()).expect("comm").remove(0);
     EmbeddingCollection::new(&plan, &mut comm, optimizer, &Default::default()).expect("collection")
 }
@@ -61,6 +63,22 @@ fn mixed_optimizers_equal_per_table_references() {
     assert_eq!(mixed.table_optimizer("a").unwrap().kind, OptimizerType::RowwiseAdagrad);
     let used_b = mixed.table_optimizer("b").unwrap();
     assert_eq!((used_b.kind, used_b.learning_rate), (OptimizerType::Sgd, 0.5));
+}
+
+#[test]
+fn optimizer_other_than_the_plans_is_rejected() {
+    let topology = Topology { optimizer: OptimizerType::Adam as i32, ..Topology::new(1) };
+    let plan = Plan::new(&[Table::new("t", 10, 4, &[0])], &[Feature::new("f")], &topology, &[]).unwrap();
+    let mut comm = Comm::local_group(1, &CommOptions::default()).unwrap().remove(0);
+    let err = EmbeddingCollection::new(&plan, &mut comm, &Optimizer::default(), &Default::default())
+        .err()
+        .expect("an SGD collection over an Adam plan");
+    assert_eq!(err.code(), shardrec::Code::Invalid);
+    assert!(err.message().contains("adam"), "{err}");
+    let adam = Optimizer::new(OptimizerType::Adam, 0.003);
+    let coll = EmbeddingCollection::new(&plan, &mut comm, &adam, &Default::default()).unwrap();
+    let used = coll.table_optimizer("t").unwrap();
+    assert_eq!((used.kind, used.learning_rate), (OptimizerType::Adam, 0.003));
 }
 
 #[test]
