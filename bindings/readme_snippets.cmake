@@ -1,6 +1,7 @@
-# Checks that every fenced ```java / ```go / ```rust block between the README's bindings
-# markers is byte-equal to the region between "readme:<lang>:begin" and "readme:<lang>:end"
-# of the example that the language's tests compile and run (leading indentation removed).
+# Checks that every fenced ```c / ```cpp / ```java / ```go / ```rust block between the README's
+# bindings markers is byte-equal to the region between "readme:<lang>:begin" and
+# "readme:<lang>:end" of the program that the language's tests compile and run (leading
+# indentation removed); the C and C++ ones are built from an installed prefix.
 file(READ ${README} readme)
 string(FIND "${readme}" "<!-- bindings:begin -->" begin)
 string(FIND "${readme}" "<!-- bindings:end -->" end)
@@ -10,11 +11,13 @@ endif()
 math(EXPR len "${end} - ${begin}")
 string(SUBSTRING "${readme}" ${begin} ${len} section)
 
+set(files_c ${ROOT}/tests/capi/consumer/consumer.c)
+set(files_cpp ${ROOT}/tests/capi/consumer/consumer.cc)
 set(files_java ${ROOT}/examples/java/TrainSharded.java)
 set(files_go ${ROOT}/examples/go/main.go)
 set(files_rust ${ROOT}/examples/rust/src/main.rs)
 
-foreach(lang java go rust)
+foreach(lang c cpp java go rust)
   string(FIND "${section}" "```${lang}\n" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "no ```${lang} block between the README's bindings markers")

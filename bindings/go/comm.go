@@ -1,27 +1,40 @@
 // Communicators: in-process groups (ranks as goroutines), unique-id rendezvous and splits.
+
 package shardrec
 
 import (
 	"runtime"
 	"sync"
+
+	"shardrec.dev/shardrec/internal/swig"
+)
+
+// Backend is a communicator's collective engine (SHARDREC_BACKEND_*).
+type Backend int
+
+// Backends (shardrec/comm.h).
+const (
+	BackendAuto Backend = 0 // Gloo for host devices, NCCL for CUDA devices
+	BackendGloo Backend = 1
+	BackendNCCL Backend = 2
 )
 
 // CommOptions are the communicator options; zero values mean the library defaults.
 type CommOptions struct {
 	TimeoutMs   int64
-	Backend     int
-	DeviceType  int
+	Backend     Backend
+	DeviceType  DeviceType
 	DeviceIndex int
 	BindAddress string
 }
 
-func (o *CommOptions) native() Comm_options {
-	n := NewComm_options()
-	_ = Comm_options_init(n, uint(COMM_OPTIONS_VERSION))
+func (o *CommOptions) native() swig.Comm_options {
+	n := swig.NewComm_options()
+	_ = swig.Comm_options_init(n, uint(swig.COMM_OPTIONS_VERSION))
 	if o != nil {
 		n.SetTimeout_ms(o.TimeoutMs)
-		n.SetBackend(o.Backend)
-		n.SetDevice_type(o.DeviceType)
+		n.SetBackend(int(o.Backend))
+		n.SetDevice_type(int(o.DeviceType))
 		n.SetDevice_index(o.DeviceIndex)
 		if o.BindAddress != "" {
 			n.SetBind_address(o.BindAddress)
@@ -55,7 +68,7 @@ func (c *Comm) Close() error {
 	c.h = 0
 	c.mu.Unlock()
 	if h != 0 {
-		Comm_destroy(h)
+		swig.Comm_destroy(h)
 	}
 	runtime.SetFinalizer(c, nil)
 	return nil
@@ -68,8 +81,8 @@ func NewLocalGroup(n int, opts *CommOptions) ([]*Comm, error) {
 	}
 	raw := make([]uintptr, n)
 	o := opts.native()
-	defer DeleteComm_options(o)
-	if err := Comm_create_local_group(raw, o); err != nil {
+	defer swig.DeleteComm_options(o)
+	if err := swig.Comm_create_local_group(raw, o); err != nil {
 		return nil, err
 	}
 	out := make([]*Comm, n)
@@ -81,8 +94,8 @@ func NewLocalGroup(n int, opts *CommOptions) ([]*Comm, error) {
 
 // NewUniqueID creates a rendezvous id on rank 0; ship its bytes to every rank.
 func NewUniqueID() ([]byte, error) {
-	id := make([]byte, UNIQUE_ID_BYTES)
-	if err := Comm_unique_id_create(id); err != nil {
+	id := make([]byte, swig.UNIQUE_ID_BYTES)
+	if err := swig.Comm_unique_id_create(id); err != nil {
 		return nil, err
 	}
 	return id, nil
@@ -90,13 +103,13 @@ func NewUniqueID() ([]byte, error) {
 
 // NewComm joins the group named by id as rank of worldSize (collective).
 func NewComm(id []byte, worldSize, rank int, opts *CommOptions) (*Comm, error) {
-	if len(id) != UNIQUE_ID_BYTES {
+	if len(id) != swig.UNIQUE_ID_BYTES {
 		return nil, &Error{Code: ErrCodeInvalid, Message: "a unique id has 128 bytes"}
 	}
 	out := make([]uintptr, 1)
 	o := opts.native()
-	defer DeleteComm_options(o)
-	if err := Comm_create(out, id, worldSize, rank, o); err != nil {
+	defer swig.DeleteComm_options(o)
+	if err := swig.Comm_create(out, id, worldSize, rank, o); err != nil {
 		return nil, err
 	}
 	return newComm(out[0]), nil
@@ -105,7 +118,7 @@ func NewComm(id []byte, worldSize, rank int, opts *CommOptions) (*Comm, error) {
 // Rank is this rank's index.
 func (c *Comm) Rank() (int, error) {
 	out := make([]int32, 1)
-	err := Comm_rank(out, c.handle())
+	err := swig.Comm_rank(out, c.handle())
 	runtime.KeepAlive(c)
 	return int(out[0]), err
 }
@@ -113,7 +126,7 @@ func (c *Comm) Rank() (int, error) {
 // Size is the number of ranks.
 func (c *Comm) Size() (int, error) {
 	out := make([]int32, 1)
-	err := Comm_size(out, c.handle())
+	err := swig.Comm_size(out, c.handle())
 	runtime.KeepAlive(c)
 	return int(out[0]), err
 }
@@ -121,7 +134,7 @@ func (c *Comm) Size() (int, error) {
 // Split is collective; it returns nil for a negative color.
 func (c *Comm) Split(color, key int) (*Comm, error) {
 	out := make([]uintptr, 1)
-	err := Comm_split(out, c.handle(), color, key)
+	err := swig.Comm_split(out, c.handle(), color, key)
 	runtime.KeepAlive(c)
 	if err != nil || out[0] == 0 {
 		return nil, err
@@ -132,23 +145,23 @@ func (c *Comm) Split(color, key int) (*Comm, error) {
 // SetTimeout sets the per-operation timeout in milliseconds.
 func (c *Comm) SetTimeout(ms int64) error {
 	defer runtime.KeepAlive(c)
-	return Comm_set_timeout(c.handle(), ms)
+	return swig.Comm_set_timeout(c.handle(), ms)
 }
 
 // Abort tears down the connections; peers fail promptly. Safe from any goroutine.
 func (c *Comm) Abort() error {
 	defer runtime.KeepAlive(c)
-	return Comm_abort(c.handle())
+	return swig.Comm_abort(c.handle())
 }
 
 // AsyncError returns the error that poisoned the communicator, if any.
 func (c *Comm) AsyncError() error {
 	defer runtime.KeepAlive(c)
-	return Comm_async_error(c.handle())
+	return swig.Comm_async_error(c.handle())
 }
 
 // Barrier returns once every rank entered it.
 func (c *Comm) Barrier() error {
 	defer runtime.KeepAlive(c)
-	return Comm_barrier(c.handle())
+	return swig.Comm_barrier(c.handle())
 }

@@ -1,34 +1,81 @@
 // Sharded embedding collections: forward/backward over Go slices (no copies), pipelined input
 // distribution, and full-table weight and optimizer-state accessors.
+
 package shardrec
 
 import (
 	"fmt"
 	"runtime"
 	"sync"
+
+	"shardrec.dev/shardrec/internal/swig"
 )
 
-// Optimizer types and bounds policies (shardrec/embedding.h).
+// OptimizerType is a fused optimizer's update rule (shardrec_optimizer_type_t).
+type OptimizerType int
+
+// Optimizer types (shardrec/config.h).
 const (
-	OptimizerSGD                = 0
-	OptimizerAdagrad            = 1
-	OptimizerRowwiseAdagrad     = 2
-	OptimizerAdam               = 3
-	OptimizerPartialRowwiseAdam = 4
-	OptimizerLAMB               = 5
-	BoundsError                 = 0
-	BoundsClamp                 = 1
-	BoundsSkip                  = 2
+	OptimizerSGD                OptimizerType = 0
+	OptimizerAdagrad            OptimizerType = 1
+	OptimizerRowwiseAdagrad     OptimizerType = 2
+	OptimizerAdam               OptimizerType = 3
+	OptimizerPartialRowwiseAdam OptimizerType = 4
+	OptimizerLAMB               OptimizerType = 5
+)
+
+// WeightDecayMode is how weight decay enters the update (shardrec_weight_decay_mode_t).
+type WeightDecayMode int
+
+// Weight decay modes (shardrec/config.h).
+const (
+	WeightDecayNone      WeightDecayMode = 0
+	WeightDecayL2        WeightDecayMode = 1
+	WeightDecayDecoupled WeightDecayMode = 2
+)
+
+// BoundsPolicy is what a collection does with an id outside its table (shardrec/embedding.h).
+type BoundsPolicy int
+
+// Bounds policies (shardrec/embedding.h).
+const (
+	BoundsError BoundsPolicy = 0
+	BoundsClamp BoundsPolicy = 1
+	BoundsSkip  BoundsPolicy = 2
 )
 
 // OptimizerConfig is the fused optimizer; DefaultOptimizer gives the C defaults.
 type OptimizerConfig struct {
-	Type            int
+	Type            OptimizerType
 	LearningRate    float32
 	Eps             float32
 	Beta1, Beta2    float32
 	WeightDecay     float32
-	WeightDecayMode int
+	WeightDecayMode WeightDecayMode
+	// StochasticRounding rounds FLOAT16/BFLOAT16 updates stochastically.
+	StochasticRounding bool
+}
+
+// newNativeOptimizer is the C struct of opt (nil: the C defaults); the caller deletes it.
+func newNativeOptimizer(opt *OptimizerConfig) (swig.Optimizer_config, error) {
+	o := swig.NewOptimizer_config()
+	if err := swig.Optimizer_config_init(o, uint(swig.OPTIMIZER_CONFIG_VERSION)); err != nil {
+		swig.DeleteOptimizer_config(o)
+		return nil, err
+	}
+	if opt != nil {
+		o.SetXtype(int(opt.Type))
+		o.SetLearning_rate(opt.LearningRate)
+		o.SetEps(opt.Eps)
+		o.SetBeta1(opt.Beta1)
+		o.SetBeta2(opt.Beta2)
+		o.SetWeight_decay(opt.WeightDecay)
+		o.SetWeight_decay_mode(int(opt.WeightDecayMode))
+		if opt.StochasticRounding {
+			o.SetStochastic_rounding(1)
+		}
+	}
+	return o, nil
 }
 
 // DefaultOptimizer is SGD with the library defaults (lr 0.01, eps 1e-8, betas 0.9/0.999).
@@ -39,7 +86,7 @@ func DefaultOptimizer() OptimizerConfig {
 // EmbeddingOptions are the collection options; zero values are the defaults.
 type EmbeddingOptions struct {
 	Seed         uint64
-	BoundsPolicy int
+	BoundsPolicy BoundsPolicy
 	NumThreads   int
 	DPComm       *Comm
 }
@@ -74,19 +121,20 @@ func (e *EmbeddingCollection) Close() error {
 	e.h = 0
 	e.mu.Unlock()
 	if h != 0 {
-		Embedding_destroy(h)
+		swig.Embedding_destroy(h)
 	}
 	runtime.SetFinalizer(e, nil)
 	return nil
 }
 
 // NewEmbeddingCollection is collective over comm: every rank passes the same plan. A nil
-// optimizer means DefaultOptimizer(), nil options the defaults.
+// optimizer means the plan's (Topology.Optimizer, default hyperparameters); a given one must
+// be of that type unless every table has its own. nil options mean the defaults.
 func NewEmbeddingCollection(plan *Plan, comm *Comm, opt *OptimizerConfig,
 	opts *EmbeddingOptions) (*EmbeddingCollection, error) {
-	return newEmbeddingCollection(plan, opt, opts, func(out []uintptr, o Optimizer_config,
-		eo Embedding_options) error {
-		err := Embedding_create(out, plan.handle(), comm.handle(), o, eo)
+	return newEmbeddingCollection(plan, opt, opts, func(out []uintptr, o swig.Optimizer_config,
+		eo swig.Embedding_options) error {
+		err := swig.Embedding_create(out, plan.handle(), comm.handle(), o, eo)
 		runtime.KeepAlive(comm)
 		return err
 	})
@@ -95,29 +143,24 @@ func NewEmbeddingCollection(plan *Plan, comm *Comm, opt *OptimizerConfig,
 // newEmbeddingCollection fills the C structs from opt and opts, runs create and wraps the
 // handle it returns.
 func newEmbeddingCollection(plan *Plan, opt *OptimizerConfig, opts *EmbeddingOptions,
-	create func(out []uintptr, o Optimizer_config, eo Embedding_options) error) (*EmbeddingCollection, error) {
-	o := NewOptimizer_config()
-	defer DeleteOptimizer_config(o)
-	if err := Optimizer_config_init(o, uint(OPTIMIZER_CONFIG_VERSION)); err != nil {
-		return nil, err
-	}
+	create func(out []uintptr, o swig.Optimizer_config, eo swig.Embedding_options) error) (*EmbeddingCollection, error) {
+	// No optimizer: a NULL one, so the collection trains with the plan's.
+	var o swig.Optimizer_config = swig.SwigcptrOptimizer_config(0)
 	if opt != nil {
-		o.SetXtype(opt.Type)
-		o.SetLearning_rate(opt.LearningRate)
-		o.SetEps(opt.Eps)
-		o.SetBeta1(opt.Beta1)
-		o.SetBeta2(opt.Beta2)
-		o.SetWeight_decay(opt.WeightDecay)
-		o.SetWeight_decay_mode(opt.WeightDecayMode)
+		var err error
+		if o, err = newNativeOptimizer(opt); err != nil {
+			return nil, err
+		}
+		defer swig.DeleteOptimizer_config(o)
 	}
-	eo := NewEmbedding_options()
-	defer DeleteEmbedding_options(eo)
-	if err := Embedding_options_init(eo, uint(EMBEDDING_OPTIONS_VERSION)); err != nil {
+	eo := swig.NewEmbedding_options()
+	defer swig.DeleteEmbedding_options(eo)
+	if err := swig.Embedding_options_init(eo, uint(swig.EMBEDDING_OPTIONS_VERSION)); err != nil {
 		return nil, err
 	}
 	if opts != nil {
 		eo.SetSeed(opts.Seed)
-		eo.SetBounds_policy(opts.BoundsPolicy)
+		eo.SetBounds_policy(int(opts.BoundsPolicy))
 		eo.SetNum_threads(opts.NumThreads)
 		if opts.DPComm != nil {
 			eo.SetDp_comm(opts.DPComm.handle())
@@ -154,7 +197,7 @@ func newEmbeddingCollection(plan *Plan, opt *OptimizerConfig, opts *EmbeddingOpt
 // OutputDim is the width of one output row.
 func (e *EmbeddingCollection) OutputDim() (int64, error) {
 	out := make([]int64, 1)
-	err := Embedding_output_dim(e.handle(), out)
+	err := swig.Embedding_output_dim(e.handle(), out)
 	runtime.KeepAlive(e)
 	return out[0], err
 }
@@ -162,7 +205,7 @@ func (e *EmbeddingCollection) OutputDim() (int64, error) {
 // IsSequence reports whether outputs have one row per id.
 func (e *EmbeddingCollection) IsSequence() (bool, error) {
 	out := make([]int32, 1)
-	err := Embedding_is_sequence(e.handle(), out)
+	err := swig.Embedding_is_sequence(e.handle(), out)
 	runtime.KeepAlive(e)
 	return out[0] != 0, err
 }
@@ -186,7 +229,7 @@ func (e *EmbeddingCollection) OutputSize(batch *KJT) (int, error) {
 // Forward writes the output of this rank's batch into out (collective).
 func (e *EmbeddingCollection) Forward(batch *KJT, out []float32) error {
 	defer runtime.KeepAlive(e)
-	return Bind_embedding_forward(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
+	return swig.Bind_embedding_forward(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
 		batch.Lengths, batch.Values, batch.Weights, out)
 }
 
@@ -203,38 +246,38 @@ func (e *EmbeddingCollection) ForwardAlloc(batch *KJT) ([]float32, error) {
 // InputDistStart starts the pipelined input distribution of batch (collective).
 func (e *EmbeddingCollection) InputDistStart(batch *KJT) error {
 	defer runtime.KeepAlive(e)
-	return Bind_embedding_input_dist_start(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
+	return swig.Bind_embedding_input_dist_start(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
 		batch.Lengths, batch.Values, batch.Weights)
 }
 
 // InputDistWait waits for the started input distribution.
 func (e *EmbeddingCollection) InputDistWait() error {
 	defer runtime.KeepAlive(e)
-	return Embedding_input_dist_wait(e.handle())
+	return swig.Embedding_input_dist_wait(e.handle())
 }
 
 // ForwardDistributed runs lookup and output distribution of the waited batch.
 func (e *EmbeddingCollection) ForwardDistributed(out []float32) error {
 	defer runtime.KeepAlive(e)
-	return Embedding_forward_distributed(e.handle(), out)
+	return swig.Embedding_forward_distributed(e.handle(), out)
 }
 
 // Backward applies the gradient of the last forward's output (collective).
 func (e *EmbeddingCollection) Backward(grad []float32) error {
 	defer runtime.KeepAlive(e)
-	return Embedding_backward(e.handle(), grad)
+	return swig.Embedding_backward(e.handle(), grad)
 }
 
 // SetLearningRate sets the rate of the following backward calls.
 func (e *EmbeddingCollection) SetLearningRate(lr float32) error {
 	defer runtime.KeepAlive(e)
-	return Embedding_set_learning_rate(e.handle(), lr)
+	return swig.Embedding_set_learning_rate(e.handle(), lr)
 }
 
 // NumSteps is the number of optimizer steps taken.
 func (e *EmbeddingCollection) NumSteps() (int64, error) {
 	out := make([]int64, 1)
-	err := Embedding_num_steps(e.handle(), out)
+	err := swig.Embedding_num_steps(e.handle(), out)
 	runtime.KeepAlive(e)
 	return out[0], err
 }
@@ -242,13 +285,13 @@ func (e *EmbeddingCollection) NumSteps() (int64, error) {
 // SetNumSteps sets the step counter.
 func (e *EmbeddingCollection) SetNumSteps(steps int64) error {
 	defer runtime.KeepAlive(e)
-	return Embedding_set_num_steps(e.handle(), steps)
+	return swig.Embedding_set_num_steps(e.handle(), steps)
 }
 
 // GetWeights copies the full [rows, dim] weights of table into out (collective).
 func (e *EmbeddingCollection) GetWeights(table string, out []float32) error {
 	defer runtime.KeepAlive(e)
-	return Embedding_get_weights(e.handle(), table, out)
+	return swig.Embedding_get_weights(e.handle(), table, out)
 }
 
 // Weights returns the full weights of table (collective).
@@ -265,21 +308,21 @@ func (e *EmbeddingCollection) Weights(table string) ([]float32, error) {
 // SetWeights replaces the weights of table (collective; same values on every rank).
 func (e *EmbeddingCollection) SetWeights(table string, weights []float32) error {
 	defer runtime.KeepAlive(e)
-	return Embedding_set_weights(e.handle(), table, weights)
+	return swig.Embedding_set_weights(e.handle(), table, weights)
 }
 
 // StateNames lists the optimizer states ("momentum1", ...) and whether each is row-wise.
 func (e *EmbeddingCollection) StateNames() ([]string, []bool, error) {
 	defer runtime.KeepAlive(e)
 	n := make([]uint64, 1)
-	if err := Embedding_num_states(e.handle(), n); err != nil {
+	if err := swig.Embedding_num_states(e.handle(), n); err != nil {
 		return nil, nil, err
 	}
 	names := make([]string, n[0])
 	rowWise := make([]bool, n[0])
 	for i := range names {
 		rw := make([]int32, 1)
-		if err := Embedding_state_info(e.handle(), int64(i), &names[i], rw); err != nil {
+		if err := swig.Embedding_state_info(e.handle(), int64(i), &names[i], rw); err != nil {
 			return nil, nil, err
 		}
 		rowWise[i] = rw[0] != 0
@@ -301,7 +344,7 @@ func (e *EmbeddingCollection) State(table, state string) ([]float32, error) {
 		}
 	}
 	out := make([]float32, size)
-	err = Embedding_get_state(e.handle(), table, state, out)
+	err = swig.Embedding_get_state(e.handle(), table, state, out)
 	runtime.KeepAlive(e)
 	return out, err
 }
@@ -309,16 +352,109 @@ func (e *EmbeddingCollection) State(table, state string) ([]float32, error) {
 // SetState replaces one optimizer state of table (collective).
 func (e *EmbeddingCollection) SetState(table, state string, values []float32) error {
 	defer runtime.KeepAlive(e)
-	return Embedding_set_state(e.handle(), table, state, values)
+	return swig.Embedding_set_state(e.handle(), table, state, values)
 }
 
 // Timings returns the seconds spent in collectives and in forward/backward overall.
 func (e *EmbeddingCollection) Timings() (comm, total float64, err error) {
 	c := make([]float64, 1)
 	t := make([]float64, 1)
-	err = Embedding_timings(e.handle(), c, t)
+	err = swig.Embedding_timings(e.handle(), c, t)
 	runtime.KeepAlive(e)
 	return c[0], t[0], err
+}
+
+// SetTableLearningRate sets the learning rate of one table (per-table schedules); the other
+// tables keep theirs.
+func (e *EmbeddingCollection) SetTableLearningRate(table string, lr float32) error {
+	defer runtime.KeepAlive(e)
+	return swig.Embedding_set_table_learning_rate(e.handle(), table, lr)
+}
+
+// TableOptimizer is the optimizer table trains with (its own, or the collection's default),
+// with its current learning rate.
+func (e *EmbeddingCollection) TableOptimizer(table string) (OptimizerConfig, error) {
+	o := swig.NewOptimizer_config()
+	defer swig.DeleteOptimizer_config(o)
+	defer runtime.KeepAlive(e)
+	if err := swig.Embedding_table_optimizer(e.handle(), table, o); err != nil {
+		return OptimizerConfig{}, err
+	}
+	return OptimizerConfig{
+		Type: OptimizerType(o.GetXtype()), LearningRate: o.GetLearning_rate(), Eps: o.GetEps(),
+		Beta1: o.GetBeta1(), Beta2: o.GetBeta2(), WeightDecay: o.GetWeight_decay(),
+		WeightDecayMode:    WeightDecayMode(o.GetWeight_decay_mode()),
+		StochasticRounding: o.GetStochastic_rounding() != 0,
+	}, nil
+}
+
+// OutputBlock is where one feature's embedding sits in an output row (TorchRec's KeyedTensor
+// keys and offsets): columns [Offset, Offset+Width) of the row, from table Table.
+type OutputBlock struct {
+	Feature string
+	Table   string
+	Offset  int64
+	Width   int64
+}
+
+// Outputs lists the blocks of an output row in order.
+func (e *EmbeddingCollection) Outputs() ([]OutputBlock, error) {
+	defer runtime.KeepAlive(e)
+	n := make([]uint64, 1)
+	if err := swig.Embedding_num_outputs(e.handle(), n); err != nil {
+		return nil, err
+	}
+	out := make([]OutputBlock, n[0])
+	for i := range out {
+		// Locals: cgo rejects a pointer into a slice that already holds Go strings.
+		var feature, table string
+		offset := make([]int64, 1)
+		width := make([]int64, 1)
+		err := swig.Embedding_output_info(e.handle(), int64(i), &feature, &table, offset, width)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = OutputBlock{Feature: feature, Table: table, Offset: offset[0], Width: width[0]}
+	}
+	return out, nil
+}
+
+// StepTimings is where this rank's time went since the collection was created (seconds).
+type StepTimings struct {
+	Forwards, Backwards, Samples int64
+	TotalSeconds                 float64 // inside the collection's step calls
+	CollectiveSeconds            float64 // inside or waiting for collectives
+	InputDistSeconds             float64
+	LookupSeconds                float64
+	OutputDistSeconds            float64
+	BackwardSeconds              float64
+}
+
+// SamplesPerSecond is Samples / TotalSeconds (0 before the first step).
+func (t StepTimings) SamplesPerSecond() float64 {
+	if t.TotalSeconds <= 0 {
+		return 0
+	}
+	return float64(t.Samples) / t.TotalSeconds
+}
+
+// StepTimings returns the per-phase timings, for progress lines.
+func (e *EmbeddingCollection) StepTimings() (StepTimings, error) {
+	t := swig.NewStep_timings()
+	defer swig.DeleteStep_timings(t)
+	defer runtime.KeepAlive(e)
+	if err := swig.Step_timings_init(t, uint(swig.STEP_TIMINGS_VERSION)); err != nil {
+		return StepTimings{}, err
+	}
+	if err := swig.Embedding_step_timings(e.handle(), t); err != nil {
+		return StepTimings{}, err
+	}
+	return StepTimings{
+		Forwards: t.GetForwards(), Backwards: t.GetBackwards(), Samples: t.GetSamples(),
+		TotalSeconds: t.GetTotal_seconds(), CollectiveSeconds: t.GetCollective_seconds(),
+		InputDistSeconds: t.GetInput_dist_seconds(), LookupSeconds: t.GetLookup_seconds(),
+		OutputDistSeconds: t.GetOutput_dist_seconds(), BackwardSeconds: t.GetBackward_seconds(),
+	}, nil
 }
 
 // String describes the collection for logs.

@@ -1,3 +1,3 @@
-module shardrec
+module shardrec.dev/shardrec
 
 go 1.19

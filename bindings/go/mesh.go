@@ -1,29 +1,42 @@
 // 2D mesh (replica.h): a world cut into replica groups x sharding groups, collections sharded
 // over the sharding group and replicated over the replica group, and the replica sync.
+
 package shardrec
 
 import (
 	"runtime"
 	"sync"
+
+	"shardrec.dev/shardrec/internal/swig"
 )
 
-// Mesh layouts and sync modes (shardrec/replica.h).
+// MeshLayout is how ranks are placed in a 2D mesh (shardrec/replica.h).
+type MeshLayout int
+
+// Mesh layouts (shardrec/replica.h).
 const (
-	MeshLayoutDefault   = 0 // replica groups on consecutive ranks
-	MeshLayoutInterHost = 1 // sharding groups on consecutive ranks
-	SyncDefault         = 0 // the mesh's configured mode
-	SyncWeightsAndState = 1
-	SyncWeightsOnly     = 2
+	MeshLayoutDefault   MeshLayout = 0 // replica groups on consecutive ranks
+	MeshLayoutInterHost MeshLayout = 1 // sharding groups on consecutive ranks
+)
+
+// SyncMode is what a replica sync averages (shardrec/replica.h).
+type SyncMode int
+
+// Sync modes (shardrec/replica.h).
+const (
+	SyncDefault         SyncMode = 0 // the mesh's configured mode
+	SyncWeightsAndState SyncMode = 1
+	SyncWeightsOnly     SyncMode = 2
 )
 
 // MeshOptions are the mesh options; zero values are the defaults (a 1D mesh, sync every step,
 // weights and optimizer state).
 type MeshOptions struct {
 	ShardingGroupSize int // S; must divide the world size
-	Layout            int
+	Layout            MeshLayout
 	RanksPerNode      int // only used by Describe
 	SyncInterval      int // Step syncs every N steps
-	SyncMode          int
+	SyncMode          SyncMode
 }
 
 // MeshCoords is where this rank sits: sharding group and plan rank in it, replica group and
@@ -60,7 +73,7 @@ func (m *Mesh) Close() error {
 	m.h = 0
 	m.mu.Unlock()
 	if h != 0 {
-		Mesh_destroy(h)
+		swig.Mesh_destroy(h)
 	}
 	runtime.SetFinalizer(m, nil)
 	return nil
@@ -69,20 +82,20 @@ func (m *Mesh) Close() error {
 // NewMesh splits world into the mesh (collective; every rank passes the same options). nil
 // options give a 1D mesh.
 func NewMesh(world *Comm, opts *MeshOptions) (*Mesh, error) {
-	o := NewMesh_options()
-	defer DeleteMesh_options(o)
-	if err := Mesh_options_init(o, uint(MESH_OPTIONS_VERSION)); err != nil {
+	o := swig.NewMesh_options()
+	defer swig.DeleteMesh_options(o)
+	if err := swig.Mesh_options_init(o, uint(swig.MESH_OPTIONS_VERSION)); err != nil {
 		return nil, err
 	}
 	if opts != nil {
 		o.SetSharding_group_size(opts.ShardingGroupSize)
-		o.SetLayout(opts.Layout)
+		o.SetLayout(int(opts.Layout))
 		o.SetRanks_per_node(opts.RanksPerNode)
 		o.SetSync_interval(opts.SyncInterval)
-		o.SetSync_mode(opts.SyncMode)
+		o.SetSync_mode(int(opts.SyncMode))
 	}
 	out := make([]uintptr, 1)
-	err := Mesh_create(out, world.handle(), o)
+	err := swig.Mesh_create(out, world.handle(), o)
 	runtime.KeepAlive(world)
 	if err != nil {
 		return nil, err
@@ -95,7 +108,7 @@ func NewMesh(world *Comm, opts *MeshOptions) (*Mesh, error) {
 // Coords returns this rank's coordinates in the mesh.
 func (m *Mesh) Coords() (MeshCoords, error) {
 	g, p, rg, rr := make([]int32, 1), make([]int32, 1), make([]int32, 1), make([]int32, 1)
-	err := Mesh_coords(m.handle(), g, p, rg, rr)
+	err := swig.Mesh_coords(m.handle(), g, p, rg, rr)
 	runtime.KeepAlive(m)
 	return MeshCoords{int(g[0]), int(p[0]), int(rg[0]), int(rr[0])}, err
 }
@@ -103,7 +116,7 @@ func (m *Mesh) Coords() (MeshCoords, error) {
 // ShardingComm is a new handle on this rank's sharding-group communicator (plan ranks).
 func (m *Mesh) ShardingComm() (*Comm, error) {
 	out := make([]uintptr, 1)
-	err := Mesh_sharding_comm(out, m.handle())
+	err := swig.Mesh_sharding_comm(out, m.handle())
 	runtime.KeepAlive(m)
 	if err != nil {
 		return nil, err
@@ -114,7 +127,7 @@ func (m *Mesh) ShardingComm() (*Comm, error) {
 // ReplicaComm is a new handle on this rank's replica-group communicator.
 func (m *Mesh) ReplicaComm() (*Comm, error) {
 	out := make([]uintptr, 1)
-	err := Mesh_replica_comm(out, m.handle())
+	err := swig.Mesh_replica_comm(out, m.handle())
 	runtime.KeepAlive(m)
 	if err != nil {
 		return nil, err
@@ -125,7 +138,7 @@ func (m *Mesh) ReplicaComm() (*Comm, error) {
 // Describe lists the sharding and replica groups (and nodes, when RanksPerNode was given).
 func (m *Mesh) Describe() (string, error) {
 	var text string
-	err := Mesh_describe(m.handle(), &text)
+	err := swig.Mesh_describe(m.handle(), &text)
 	runtime.KeepAlive(m)
 	return text, err
 }
@@ -136,26 +149,26 @@ func (m *Mesh) Describe() (string, error) {
 // different fail loudly.
 func (m *Mesh) NewEmbeddingCollection(plan *Plan, opt *OptimizerConfig,
 	opts *EmbeddingOptions) (*EmbeddingCollection, error) {
-	return newEmbeddingCollection(plan, opt, opts, func(out []uintptr, o Optimizer_config,
-		eo Embedding_options) error {
-		err := Mesh_embedding_create(out, m.handle(), plan.handle(), o, eo)
+	return newEmbeddingCollection(plan, opt, opts, func(out []uintptr, o swig.Optimizer_config,
+		eo swig.Embedding_options) error {
+		err := swig.Mesh_embedding_create(out, m.handle(), plan.handle(), o, eo)
 		runtime.KeepAlive(m)
 		return err
 	})
 }
 
 // Sync averages coll's shards over the replica group (collective over the world); mode is a
-// Sync* constant, SyncDefault the mesh's configured mode.
-func (m *Mesh) Sync(coll *EmbeddingCollection, mode int) error {
+// SyncMode, SyncDefault the mesh's configured mode.
+func (m *Mesh) Sync(coll *EmbeddingCollection, mode SyncMode) error {
 	defer runtime.KeepAlive(m)
 	defer runtime.KeepAlive(coll)
-	return Mesh_sync(m.handle(), coll.handle(), mode)
+	return swig.Mesh_sync(m.handle(), coll.handle(), int(mode))
 }
 
 // Step counts a training step (call it after every backward) and reports whether it synced.
 func (m *Mesh) Step(coll *EmbeddingCollection) (bool, error) {
 	synced := make([]int32, 1)
-	err := Mesh_step(m.handle(), coll.handle(), synced)
+	err := swig.Mesh_step(m.handle(), coll.handle(), synced)
 	runtime.KeepAlive(m)
 	runtime.KeepAlive(coll)
 	return synced[0] != 0, err
@@ -164,7 +177,7 @@ func (m *Mesh) Step(coll *EmbeddingCollection) (bool, error) {
 // SyncStats returns the figures of the last sync on this rank.
 func (m *Mesh) SyncStats() (SyncStats, error) {
 	bytes, collectives, syncs := make([]uint64, 1), make([]int32, 1), make([]int64, 1)
-	err := Mesh_sync_stats(m.handle(), bytes, collectives, syncs)
+	err := swig.Mesh_sync_stats(m.handle(), bytes, collectives, syncs)
 	runtime.KeepAlive(m)
 	return SyncStats{Bytes: bytes[0], Collectives: int(collectives[0]), Syncs: syncs[0]}, err
 }

@@ -89,7 +89,7 @@ func trainMeshRank(plan *Plan, world *Comm, rank int) (*meshRankResult, error) {
 }
 
 func TestTwoReplicasOfTwoWayShardingEqualOneRankOnTheGlobalBatch(t *testing.T) {
-	plan1 := testPlan(t, 1)
+	plan1 := testPlanFor(t, 1, OptimizerSGD)
 	defer plan1.Close()
 	comms1, err := NewLocalGroup(1, nil)
 	if err != nil {
@@ -107,7 +107,7 @@ func TestTwoReplicasOfTwoWayShardingEqualOneRankOnTheGlobalBatch(t *testing.T) {
 		t.FailNow()
 	}
 
-	plan2 := testPlan(t, 2)
+	plan2 := testPlanFor(t, 2, OptimizerSGD)
 	defer plan2.Close()
 	world, err := NewLocalGroup(meshWorld, nil)
 	if err != nil {
@@ -208,7 +208,7 @@ func TestOneRankMeshAndCloseIsIdempotent(t *testing.T) {
 	if c, err := mesh.Coords(); err != nil || c != (MeshCoords{}) {
 		t.Fatalf("coords %+v, %v", c, err)
 	}
-	plan := testPlan(t, 1)
+	plan := testPlanFor(t, 1, OptimizerSGD)
 	defer plan.Close()
 	coll, err := mesh.NewEmbeddingCollection(plan, nil, nil)
 	if err != nil {

@@ -1,27 +1,69 @@
 // Sharding plans: configs in Go structs, the planner, JSON form and placement queries.
+
 package shardrec
 
 import (
 	"runtime"
 	"sync"
+
+	"shardrec.dev/shardrec/internal/swig"
 )
 
-// Sharding types, pooling and initialisation kinds (shardrec/config.h).
+// ShardingType is how a table is split over ranks (shardrec_sharding_type_t).
+type ShardingType int
+
+// Sharding types (shardrec/config.h).
 const (
-	DataParallel    = 0
-	TableWise       = 1
-	RowWise         = 2
-	ColumnWise      = 3
-	TableRowWise    = 4
-	TableColumnWise = 5
-	Grid            = 6
-	PoolingSum      = 0
-	PoolingMean     = 1
-	PoolingNone     = 2
-	InitDefault     = 0
-	InitUniform     = 1
-	InitConstant    = 2
-	DTypeFloat32    = 0
+	DataParallel    ShardingType = 0
+	TableWise       ShardingType = 1
+	RowWise         ShardingType = 2
+	ColumnWise      ShardingType = 3
+	TableRowWise    ShardingType = 4
+	TableColumnWise ShardingType = 5
+	Grid            ShardingType = 6
+)
+
+// Pooling is how a bag of embedding rows becomes one output row (shardrec_pooling_t).
+type Pooling int
+
+// Pooling modes (shardrec/config.h).
+const (
+	PoolingSum  Pooling = 0
+	PoolingMean Pooling = 1
+	PoolingNone Pooling = 2
+)
+
+// InitKind is how table weights are initialised (shardrec_init_kind_t).
+type InitKind int
+
+// Initialisation kinds (shardrec/config.h).
+const (
+	InitDefault  InitKind = 0
+	InitUniform  InitKind = 1
+	InitConstant InitKind = 2
+)
+
+// DType is the element type of a table's weights (shardrec_dtype_t).
+type DType int
+
+// Element types (shardrec/common.h); tables store FLOAT32, FLOAT16 or BFLOAT16.
+const (
+	DTypeFloat32  DType = 0
+	DTypeFloat16  DType = 1
+	DTypeBFloat16 DType = 2
+	DTypeFloat64  DType = 3
+	DTypeInt32    DType = 4
+	DTypeInt64    DType = 5
+	DTypeUint8    DType = 6
+)
+
+// DeviceType is where buffers live (shardrec_device_type_t).
+type DeviceType int
+
+// Device types (shardrec/common.h).
+const (
+	DeviceHost DeviceType = 0
+	DeviceCUDA DeviceType = 1
 )
 
 // FeatureConfig is a sparse feature (a KJT key).
@@ -30,30 +72,36 @@ type FeatureConfig struct {
 	PoolingFactor float32 // 0 means 1.0
 }
 
-// TableConfig is an embedding table; Features are indices into the feature list.
+// TableConfig is an embedding table; Features are indices into the feature list, or
+// FeatureNames name them instead (use one of the two).
 type TableConfig struct {
-	Name     string
-	Rows     int64
-	Dim      int
-	Pooling  int
-	DType    int
-	Features []int32
-	InitKind int
-	InitLow  float32
-	InitHigh float32
+	Name         string
+	Rows         int64
+	Dim          int
+	Pooling      Pooling
+	DType        DType
+	Features     []int32
+	InitKind     InitKind
+	InitLow      float32
+	InitHigh     float32
+	FeatureNames []string
+	// Optimizer is the table's own fused optimizer (TorchRec's per-table fused params): the
+	// planner counts its state and the collection trains the table with it. nil: the
+	// collection's default optimizer.
+	Optimizer *OptimizerConfig
 }
 
 // Topology is the sharding group a plan is made for; zero fields mean the defaults.
 type Topology struct {
 	WorldSize          int
 	RanksPerNode       int
-	DeviceType         int
+	DeviceType         DeviceType
 	MemoryBytes        uint64
 	MemoryBytesPerRank []int64
 	IntraNodeBandwidth float64
 	InterNodeBandwidth float64
 	BatchSize          int
-	Optimizer          int
+	Optimizer          OptimizerType
 	MemoryBandwidth    float64
 	ReservedFraction   float64
 }
@@ -61,7 +109,7 @@ type Topology struct {
 // TableConstraints restricts how one table may be sharded.
 type TableConstraints struct {
 	Table          string
-	ShardingTypes  []int // allowed sharding types; empty means the default set
+	ShardingTypes  []ShardingType // allowed sharding types; empty means the default set
 	MinPartition   int
 	Ranks          []int32
 	PoolingFactors []float32
@@ -99,7 +147,7 @@ func (p *Plan) Close() error {
 	p.h = 0
 	p.mu.Unlock()
 	if h != 0 {
-		Plan_destroy(h)
+		swig.Plan_destroy(h)
 	}
 	runtime.SetFinalizer(p, nil)
 	return nil
@@ -108,18 +156,34 @@ func (p *Plan) Close() error {
 // NewPlan runs the planner.
 func NewPlan(tables []TableConfig, features []FeatureConfig, topo Topology,
 	constraints []TableConstraints) (*Plan, error) {
-	spec := Bind_plan_spec_new()
-	defer Bind_plan_spec_free(spec)
+	spec := swig.Bind_plan_spec_new()
+	defer swig.Bind_plan_spec_free(spec)
 	for _, f := range features {
-		if err := Bind_plan_spec_add_feature(spec, f.Name, f.PoolingFactor); err != nil {
+		if err := swig.Bind_plan_spec_add_feature(spec, f.Name, f.PoolingFactor); err != nil {
 			return nil, err
 		}
 	}
 	for _, t := range tables {
-		err := Bind_plan_spec_add_table(spec, t.Name, t.Rows, t.Dim, t.Pooling, t.DType, t.Features,
-			t.InitKind, t.InitLow, t.InitHigh)
+		err := swig.Bind_plan_spec_add_table(spec, t.Name, t.Rows, t.Dim, int(t.Pooling), int(t.DType), t.Features,
+			int(t.InitKind), t.InitLow, t.InitHigh)
 		if err != nil {
 			return nil, err
+		}
+		for _, name := range t.FeatureNames {
+			if err := swig.Bind_plan_spec_add_table_feature_name(spec, name); err != nil {
+				return nil, err
+			}
+		}
+		if t.Optimizer != nil {
+			o, err := newNativeOptimizer(t.Optimizer)
+			if err != nil {
+				return nil, err
+			}
+			err = swig.Bind_plan_spec_set_table_optimizer(spec, o)
+			swig.DeleteOptimizer_config(o)
+			if err != nil {
+				return nil, err
+			}
 		}
 	}
 	for _, c := range constraints {
@@ -127,30 +191,30 @@ func NewPlan(tables []TableConfig, features []FeatureConfig, topo Topology,
 		for _, s := range c.ShardingTypes {
 			mask |= 1 << uint(s)
 		}
-		err := Bind_plan_spec_add_constraints(spec, c.Table, mask, c.MinPartition, c.Ranks,
+		err := swig.Bind_plan_spec_add_constraints(spec, c.Table, mask, c.MinPartition, c.Ranks,
 			c.PoolingFactors)
 		if err != nil {
 			return nil, err
 		}
 	}
-	t := Bind_plan_spec_topology(spec)
+	t := swig.Bind_plan_spec_topology(spec)
 	t.SetWorld_size(topo.WorldSize)
 	t.SetRanks_per_node(topo.RanksPerNode)
-	t.SetDevice_type(topo.DeviceType)
+	t.SetDevice_type(int(topo.DeviceType))
 	t.SetMemory_bytes(topo.MemoryBytes)
 	t.SetIntra_node_bandwidth(topo.IntraNodeBandwidth)
 	t.SetInter_node_bandwidth(topo.InterNodeBandwidth)
 	t.SetBatch_size(topo.BatchSize)
-	t.SetOptimizer(topo.Optimizer)
+	t.SetOptimizer(int(topo.Optimizer))
 	t.SetMemory_bandwidth(topo.MemoryBandwidth)
 	t.SetReserved_fraction(topo.ReservedFraction)
 	if topo.MemoryBytesPerRank != nil {
-		if err := Bind_plan_spec_set_memory_bytes_per_rank(spec, topo.MemoryBytesPerRank); err != nil {
+		if err := swig.Bind_plan_spec_set_memory_bytes_per_rank(spec, topo.MemoryBytesPerRank); err != nil {
 			return nil, err
 		}
 	}
 	out := make([]uintptr, 1)
-	if err := Bind_plan_create(out, spec); err != nil {
+	if err := swig.Bind_plan_create(out, spec); err != nil {
 		return nil, err
 	}
 	return newPlan(out[0]), nil
@@ -159,7 +223,7 @@ func NewPlan(tables []TableConfig, features []FeatureConfig, topo Topology,
 // PlanFromJSON reads and validates a plan written by JSON().
 func PlanFromJSON(text string) (*Plan, error) {
 	out := make([]uintptr, 1)
-	if err := Plan_from_json(out, text); err != nil {
+	if err := swig.Plan_from_json(out, text); err != nil {
 		return nil, err
 	}
 	return newPlan(out[0]), nil
@@ -168,7 +232,7 @@ func PlanFromJSON(text string) (*Plan, error) {
 // JSON is the plan's text form.
 func (p *Plan) JSON() (string, error) {
 	var s string
-	err := Plan_to_json(p.handle(), &s)
+	err := swig.Plan_to_json(p.handle(), &s)
 	runtime.KeepAlive(p)
 	return s, err
 }
@@ -176,7 +240,7 @@ func (p *Plan) JSON() (string, error) {
 // Stats is the planner's human-readable report.
 func (p *Plan) Stats() (string, error) {
 	var s string
-	err := Plan_stats(p.handle(), &s)
+	err := swig.Plan_stats(p.handle(), &s)
 	runtime.KeepAlive(p)
 	return s, err
 }
@@ -184,7 +248,7 @@ func (p *Plan) Stats() (string, error) {
 // Hash is the plan's stable 64-bit hash.
 func (p *Plan) Hash() (uint64, error) {
 	out := make([]uint64, 1)
-	err := Plan_hash(p.handle(), out)
+	err := swig.Plan_hash(p.handle(), out)
 	runtime.KeepAlive(p)
 	return out[0], err
 }
@@ -192,7 +256,7 @@ func (p *Plan) Hash() (uint64, error) {
 // WorldSize is the size of the sharding group.
 func (p *Plan) WorldSize() (int, error) {
 	out := make([]int32, 1)
-	err := Plan_world_size(p.handle(), out)
+	err := swig.Plan_world_size(p.handle(), out)
 	runtime.KeepAlive(p)
 	return int(out[0]), err
 }
@@ -200,7 +264,7 @@ func (p *Plan) WorldSize() (int, error) {
 // NumTables is the number of tables.
 func (p *Plan) NumTables() (int, error) {
 	out := make([]uint64, 1)
-	err := Plan_num_tables(p.handle(), out)
+	err := swig.Plan_num_tables(p.handle(), out)
 	runtime.KeepAlive(p)
 	return int(out[0]), err
 }
@@ -208,7 +272,7 @@ func (p *Plan) NumTables() (int, error) {
 // NumFeatures is the number of features.
 func (p *Plan) NumFeatures() (int, error) {
 	out := make([]uint64, 1)
-	err := Plan_num_features(p.handle(), out)
+	err := swig.Plan_num_features(p.handle(), out)
 	runtime.KeepAlive(p)
 	return int(out[0]), err
 }
@@ -216,7 +280,7 @@ func (p *Plan) NumFeatures() (int, error) {
 // TableName is the name of table t.
 func (p *Plan) TableName(t int) (string, error) {
 	var s string
-	err := Plan_table_name(p.handle(), int64(t), &s)
+	err := swig.Plan_table_name(p.handle(), int64(t), &s)
 	runtime.KeepAlive(p)
 	return s, err
 }
@@ -224,7 +288,7 @@ func (p *Plan) TableName(t int) (string, error) {
 // FeatureName is the name of feature f.
 func (p *Plan) FeatureName(f int) (string, error) {
 	var s string
-	err := Plan_feature_name(p.handle(), int64(f), &s)
+	err := swig.Plan_feature_name(p.handle(), int64(f), &s)
 	runtime.KeepAlive(p)
 	return s, err
 }
@@ -232,7 +296,7 @@ func (p *Plan) FeatureName(f int) (string, error) {
 // FindTable is the index of the table called name (SHARDREC_ENOTFOUND when none).
 func (p *Plan) FindTable(name string) (int, error) {
 	out := make([]uint64, 1)
-	err := Plan_find_table(p.handle(), name, out)
+	err := swig.Plan_find_table(p.handle(), name, out)
 	runtime.KeepAlive(p)
 	return int(out[0]), err
 }
@@ -242,30 +306,30 @@ func (p *Plan) TableShape(t int) (int64, int, error) {
 	rows := make([]int64, 1)
 	dim := make([]int32, 1)
 	defer runtime.KeepAlive(p)
-	if err := Plan_table_rows(p.handle(), int64(t), rows); err != nil {
+	if err := swig.Plan_table_rows(p.handle(), int64(t), rows); err != nil {
 		return 0, 0, err
 	}
-	if err := Plan_table_dim(p.handle(), int64(t), dim); err != nil {
+	if err := swig.Plan_table_dim(p.handle(), int64(t), dim); err != nil {
 		return 0, 0, err
 	}
 	return rows[0], int(dim[0]), nil
 }
 
 // TableSharding is the sharding type and number of shards of table t.
-func (p *Plan) TableSharding(t int) (int, int, error) {
+func (p *Plan) TableSharding(t int) (ShardingType, int, error) {
 	typ := make([]int32, 1)
 	n := make([]uint64, 1)
-	err := Plan_table_sharding(p.handle(), int64(t), typ, n)
+	err := swig.Plan_table_sharding(p.handle(), int64(t), typ, n)
 	runtime.KeepAlive(p)
-	return int(typ[0]), int(n[0]), err
+	return ShardingType(typ[0]), int(n[0]), err
 }
 
 // Shard is shard s of table t.
 func (p *Plan) Shard(t, s int) (Shard, error) {
-	n := NewShard_t()
-	defer DeleteShard_t(n)
+	n := swig.NewShard_t()
+	defer swig.DeleteShard_t(n)
 	defer runtime.KeepAlive(p)
-	if err := Plan_shard(p.handle(), int64(t), int64(s), n); err != nil {
+	if err := swig.Plan_shard(p.handle(), int64(t), int64(s), n); err != nil {
 		return Shard{}, err
 	}
 	return Shard{RowOffset: n.GetRow_offset(), Rows: n.GetRows(), ColOffset: n.GetCol_offset(),

@@ -115,6 +115,8 @@ SR_GO_OUT(double, float64)
 %apply uint64_t* OUT { uint64_t* out, uint64_t* bytes_out };
 %apply size_t* OUT { size_t* out, size_t* index_out, size_t* num_shards_out };
 %apply double* OUT { double* comm_seconds_out, double* total_seconds_out };
+/* Output keys and offsets (shardrec_embedding_output_info). */
+%apply int64_t* OUT { int64_t* offset_out, int64_t* width_out };
 
 /* ---- strings out (*string), copied into Go memory after the call ---- */
 %typemap(gotype) const char** name_out "*string"
@@ -124,6 +126,7 @@ SR_GO_OUT(double, float64)
                                              name$argnum ? strlen(name$argnum) : 0);
 %}
 %typemap(goargout, fragment="CopyString") const char** name_out %{ *$input = swigCopyString(*$input) %}
+%apply const char** name_out { const char** feature_out, const char** table_out };
 
 %typemap(gotype) (char** text_out, size_t* len_out) "*string"
 %typemap(in) (char** text_out, size_t* len_out) (char* text = NULL, size_t text_len = 0) %{

@@ -18,7 +18,13 @@ var (
 
 const localBatch = 4
 
+// testPlan is the fixture plan, made for Adagrad (the training tests' optimizer).
 func testPlan(t *testing.T, world int) *Plan {
+	t.Helper()
+	return testPlanFor(t, world, OptimizerAdagrad)
+}
+
+func testPlanFor(t *testing.T, world int, optimizer OptimizerType) *Plan {
 	t.Helper()
 	features := []FeatureConfig{{Name: "f0"}, {Name: "f1"}, {Name: "f2"}}
 	var tables []TableConfig
@@ -29,12 +35,13 @@ func testPlan(t *testing.T, world int) *Plan {
 	var constraints []TableConstraints
 	if world == 2 {
 		constraints = []TableConstraints{
-			{Table: "t0", ShardingTypes: []int{TableWise}, Ranks: []int32{1}},
-			{Table: "t1", ShardingTypes: []int{RowWise}},
-			{Table: "t2", ShardingTypes: []int{ColumnWise}, Ranks: []int32{0, 1}},
+			{Table: "t0", ShardingTypes: []ShardingType{TableWise}, Ranks: []int32{1}},
+			{Table: "t1", ShardingTypes: []ShardingType{RowWise}},
+			{Table: "t2", ShardingTypes: []ShardingType{ColumnWise}, Ranks: []int32{0, 1}},
 		}
 	}
-	plan, err := NewPlan(tables, features, Topology{WorldSize: world, BatchSize: localBatch}, constraints)
+	plan, err := NewPlan(tables, features,
+		Topology{WorldSize: world, BatchSize: localBatch, Optimizer: optimizer}, constraints)
 	if err != nil {
 		t.Fatalf("NewPlan(%d): %v", world, err)
 	}

@@ -1,6 +1,7 @@
-# Compiles every .java file under SOURCE_DIRS ('|'-separated) into CLASSES, then (when OUTPUT is
-# set) packs them into a jar. A script, because the SWIG-generated file list is known only
-# after SWIG ran.
+# Compiles every .java file under SOURCE_DIRS ('|'-separated) for Java RELEASE into CLASSES,
+# then (when OUTPUT is set) packs them into a jar, with MANIFEST (optional) and the files of
+# NATIVE_FILES ('|'-separated "source=jar path" pairs) as resources. A script, because the
+# SWIG-generated file list is known only after SWIG ran.
 string(REPLACE "|" ";" dirs "${SOURCE_DIRS}")
 set(sources)
 foreach(dir IN LISTS dirs)
@@ -15,14 +16,32 @@ set(cp_args)
 if(CLASSPATH)
   set(cp_args -cp ${CLASSPATH})
 endif()
-execute_process(COMMAND ${JAVAC} --release 17 -Xlint:-options -encoding UTF-8 ${cp_args}
+if(NOT RELEASE)
+  set(RELEASE 17)
+endif()
+execute_process(COMMAND ${JAVAC} --release ${RELEASE} -Xlint:-options -encoding UTF-8 ${cp_args}
                         -d ${CLASSES} @${CLASSES}.args
                 RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "javac failed (${rc})")
 endif()
 if(OUTPUT)
-  execute_process(COMMAND ${JAR} cf ${OUTPUT} -C ${CLASSES} . RESULT_VARIABLE rc)
+  string(REPLACE "|" ";" natives "${NATIVE_FILES}")
+  foreach(pair IN LISTS natives)
+    string(REGEX MATCH "^([^=]+)=(.+)$" _ "${pair}")
+    get_filename_component(dir ${CLASSES}/${CMAKE_MATCH_2} DIRECTORY)
+    file(MAKE_DIRECTORY ${dir})
+    file(COPY_FILE ${CMAKE_MATCH_1} ${CLASSES}/${CMAKE_MATCH_2})
+    get_filename_component(name ${CMAKE_MATCH_2} NAME)
+    file(APPEND ${dir}/index "${name}\n")
+  endforeach()
+  file(REMOVE ${OUTPUT})
+  if(MANIFEST)
+    set(jar_args cfm ${OUTPUT} ${MANIFEST})
+  else()
+    set(jar_args cf ${OUTPUT})
+  endif()
+  execute_process(COMMAND ${JAR} ${jar_args} -C ${CLASSES} . RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "jar failed (${rc})")
   endif()

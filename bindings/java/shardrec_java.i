@@ -286,6 +286,9 @@ SR_JAVA_OUT(double, jdoubleArray, double[], jdouble, SetDoubleArrayRegion)
 %apply uint64_t* OUT { uint64_t* out, uint64_t* bytes_out };
 %apply size_t* OUT { size_t* out, size_t* index_out, size_t* num_shards_out };
 %apply double* OUT { double* comm_seconds_out, double* total_seconds_out };
+/* Output keys and offsets (shardrec_embedding_output_info). */
+%apply const char** name_out { const char** feature_out, const char** table_out };
+%apply int64_t* OUT { int64_t* offset_out, int64_t* width_out };
 /* uint64 fields (seed, memory) and uint32 masks as Java long. */
 %apply int64_t { uint64_t };
 

@@ -53,8 +53,14 @@ void shardrec_bind_plan_spec_free(shardrec_bind_plan_spec_t* spec) {
   size_t i;
   if (spec == NULL) return;
   for (i = 0; i < spec->num_tables; ++i) {
+    size_t k;
     free((void*)spec->tables[i].name);
     free((void*)spec->tables[i].features);
+    free((void*)spec->tables[i].optimizer);
+    for (k = 0; k < spec->tables[i].num_feature_names; ++k) {
+      free((void*)spec->tables[i].feature_names[k]);
+    }
+    free((void*)spec->tables[i].feature_names);
   }
   for (i = 0; i < spec->num_features; ++i) free((void*)spec->features[i].name);
   for (i = 0; i < spec->num_constraints; ++i) {
@@ -104,6 +110,31 @@ shardrec_status_t shardrec_bind_plan_spec_add_table(
   t->init_kind = init_kind;
   t->init_low = init_low;
   t->init_high = init_high;
+  return SHARDREC_OK;
+}
+
+/* Gives the table added last its own optimizer (copied). */
+shardrec_status_t shardrec_bind_plan_spec_set_table_optimizer(
+    shardrec_bind_plan_spec_t* spec, const shardrec_optimizer_config_t* optimizer) {
+  shardrec_table_config_t* t;
+  if (spec == NULL || spec->num_tables == 0 || optimizer == NULL) return SHARDREC_EINVAL;
+  t = &spec->tables[spec->num_tables - 1];
+  free((void*)t->optimizer);
+  t->optimizer = (const shardrec_optimizer_config_t*)sr_bind_memdup(optimizer, sizeof(*optimizer));
+  return t->optimizer == NULL ? SHARDREC_ENOMEM : SHARDREC_OK;
+}
+
+/* Appends a feature, by name, to the table added last (instead of feature indices). */
+shardrec_status_t shardrec_bind_plan_spec_add_table_feature_name(shardrec_bind_plan_spec_t* spec,
+                                                                 const char* name) {
+  shardrec_table_config_t* t;
+  const char** names;
+  if (spec == NULL || spec->num_tables == 0) return SHARDREC_EINVAL;
+  t = &spec->tables[spec->num_tables - 1];
+  names = (const char**)t->feature_names;
+  if (!sr_bind_grow((void**)&names, t->num_feature_names, sizeof(*names))) return SHARDREC_ENOMEM;
+  t->feature_names = names;
+  names[t->num_feature_names++] = sr_bind_strdup(name);
   return SHARDREC_OK;
 }
 
@@ -197,6 +228,10 @@ shardrec_status_t shardrec_bind_plan_spec_add_table(
     shardrec_bind_plan_spec_t* spec, const char* name, int64_t rows, int32_t dim,
     int32_t pooling, int32_t dtype, const int32_t* features, size_t num_features,
     int32_t init_kind, float init_low, float init_high);
+shardrec_status_t shardrec_bind_plan_spec_set_table_optimizer(
+    shardrec_bind_plan_spec_t* spec, const shardrec_optimizer_config_t* optimizer);
+shardrec_status_t shardrec_bind_plan_spec_add_table_feature_name(shardrec_bind_plan_spec_t* spec,
+                                                                 const char* name);
 shardrec_status_t shardrec_bind_plan_spec_add_constraints(
     shardrec_bind_plan_spec_t* spec, const char* table, uint32_t sharding_types,
     int32_t min_partition, const int32_t* ranks, size_t num_ranks, const float* pooling_factors,

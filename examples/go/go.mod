@@ -2,6 +2,6 @@ module shardrec-example
 
 go 1.19
 
-require shardrec v0.0.0
+require shardrec.dev/shardrec v0.0.0
 
-replace shardrec => ../../bindings/go
+replace shardrec.dev/shardrec => ../../bindings/go

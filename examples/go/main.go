@@ -8,7 +8,7 @@ import (
 	"math/rand"
 	"sync"
 
-	"shardrec"
+	"shardrec.dev/shardrec"
 )
 
 // readmeSample is the README's Go sample: plan, create, one forward/backward step.
@@ -88,6 +88,14 @@ func trainRank(plan *shardrec.Plan, comm *shardrec.Comm, rank, steps int) (float
 			fmt.Printf("step %d loss %.6f\n", step, loss)
 		}
 	}
+	// Step time and samples/s of this rank, from the collection's own timings.
+	if t, err := coll.StepTimings(); err == nil && rank == 0 && t.Forwards > 0 {
+		fmt.Printf("rank 0: %.2f ms per step (input dist %.2f, lookup %.2f, output dist %.2f, "+
+			"backward %.2f), %.0f samples/s\n", 1e3*t.TotalSeconds/float64(t.Forwards),
+			1e3*t.InputDistSeconds/float64(t.Forwards), 1e3*t.LookupSeconds/float64(t.Forwards),
+			1e3*t.OutputDistSeconds/float64(t.Forwards), 1e3*t.BackwardSeconds/float64(t.Forwards),
+			t.SamplesPerSecond())
+	}
 	return loss, nil
 }
 
@@ -98,10 +106,12 @@ func main() {
 		{Name: "shops", Rows: 300, Dim: 16, Features: []int32{1}},
 	}
 	constraints := []shardrec.TableConstraints{
-		{Table: "items", ShardingTypes: []int{shardrec.RowWise}},
-		{Table: "shops", ShardingTypes: []int{shardrec.TableWise}, Ranks: []int32{1}},
+		{Table: "items", ShardingTypes: []shardrec.ShardingType{shardrec.RowWise}},
+		{Table: "shops", ShardingTypes: []shardrec.ShardingType{shardrec.TableWise}, Ranks: []int32{1}},
 	}
-	plan, err := shardrec.NewPlan(tables, features, shardrec.Topology{WorldSize: 2, BatchSize: 64}, constraints)
+	// The plan is made for the optimizer the collections train with (Adagrad).
+	topo := shardrec.Topology{WorldSize: 2, BatchSize: 64, Optimizer: shardrec.OptimizerAdagrad}
+	plan, err := shardrec.NewPlan(tables, features, topo, constraints)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -8,7 +8,9 @@ import org.shardrec.Comm;
 import org.shardrec.Config;
 import org.shardrec.EmbeddingCollection;
 import org.shardrec.Kjt;
+import org.shardrec.OptimizerType;
 import org.shardrec.Plan;
+import org.shardrec.ShardingType;
 
 public final class TrainSharded {
   private TrainSharded() {}
@@ -36,7 +38,7 @@ public final class TrainSharded {
     int batchSize = 64;
     double loss = 0;
     try (EmbeddingCollection coll = EmbeddingCollection.create(
-             plan, comm, new Config.Optimizer().type(Config.Optimizer.ADAGRAD).learningRate(0.05f),
+             plan, comm, new Config.Optimizer().type(OptimizerType.ADAGRAD).learningRate(0.05f),
              new Config.EmbeddingOptions().seed(42))) {
       for (int step = 0; step < steps; ++step) {
         int[] lengths = new int[2 * batchSize];
@@ -61,6 +63,16 @@ public final class TrainSharded {
         coll.backward(grad);
         if (rank == 0) System.out.printf("step %d loss %.6f%n", step, loss);
       }
+      // Step time and samples/s of this rank, from the collection's own timings.
+      EmbeddingCollection.StepTimings t = coll.stepTimings();
+      if (rank == 0 && t.forwards > 0) {
+        double perStep = 1e3 / t.forwards;
+        System.out.printf("rank 0: %.2f ms per step (input dist %.2f, lookup %.2f, output dist "
+                              + "%.2f, backward %.2f), %.0f samples/s%n",
+                          t.totalSeconds * perStep, t.inputDistSeconds * perStep,
+                          t.lookupSeconds * perStep, t.outputDistSeconds * perStep,
+                          t.backwardSeconds * perStep, t.samplesPerSecond());
+      }
     }
     return loss;
   }
@@ -70,12 +82,15 @@ public final class TrainSharded {
     List<Config.Table> tables = List.of(new Config.Table("items", 5000, 32).features(0),
                                         new Config.Table("shops", 300, 16).features(1));
     List<Config.Constraints> constraints = List.of(
-        new Config.Constraints("items").shardingTypes(Config.ROW_WISE),
-        new Config.Constraints("shops").shardingTypes(Config.TABLE_WISE).ranks(1));
+        new Config.Constraints("items").shardingTypes(ShardingType.ROW_WISE),
+        new Config.Constraints("shops").shardingTypes(ShardingType.TABLE_WISE).ranks(1));
     int steps = 5;
     double[] losses = new double[2];
     Comm[] comms = Comm.createLocalGroup(2);
-    try (Plan plan = Plan.create(tables, features, new Config.Topology(2).batchSize(64), constraints)) {
+    // The plan is made for the optimizer the collections train with (Adagrad).
+    Config.Topology topology =
+        new Config.Topology(2).batchSize(64).optimizer(OptimizerType.ADAGRAD);
+    try (Plan plan = Plan.create(tables, features, topology, constraints)) {
       Thread[] threads = new Thread[2];
       Throwable[] errors = new Throwable[2];
       for (int r = 0; r < 2; ++r) {

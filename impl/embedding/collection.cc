@@ -18,6 +18,20 @@ Status ResolveOptimizers(const sharding::Plan& plan, const optim::OptimizerConfi
                          optim::OptimizerConfig* default_out,
                          std::vector<optim::OptimizerConfig>* per_table) {
   optim::OptimizerConfig def;
+  // The planner counted the plan's optimizer for the tables without their own: training
+  // another one there would use memory the plan did not budget (a plan saying "sgd" while
+  // training Adam). A default that no table uses does not matter.
+  bool uses_default = false;
+  for (const auto& t : plan.tables) uses_default = uses_default || !t.has_optimizer;
+  if (given != nullptr && uses_default && plan.planned_optimizer >= 0 &&
+      static_cast<int32_t>(given->type) != plan.planned_optimizer) {
+    const auto planned = static_cast<optim::OptimizerType>(plan.planned_optimizer);
+    return Status::InvalidArgument(
+        "optimizer: the collection's optimizer is ", optim::OptimizerName(given->type),
+        " but the plan was made for ", optim::OptimizerName(planned),
+        " (topology.optimizer); plan with topology.optimizer = ", optim::OptimizerName(given->type),
+        ", or pass no optimizer to train with the plan's");
+  }
   if (given != nullptr) {
     def = *given;
   } else if (plan.planned_optimizer >= 0) {

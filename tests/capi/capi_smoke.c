@@ -444,6 +444,7 @@ static void* mesh_rank(void* arg) {
     shardrec_free(text);
   }
   OK(shardrec_optimizer_config_init(&opt, SHARDREC_OPTIMIZER_CONFIG_VERSION));
+  opt.type = SHARDREC_OPTIMIZER_ADAGRAD; /* the plan's optimizer */
   OK(shardrec_mesh_embedding_create(&coll, mesh, g_plan, &opt, NULL));
   if (coll) {
     train_step(coll, rank, 0);

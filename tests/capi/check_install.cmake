@@ -1,5 +1,6 @@
 # Installs the build tree into a scratch prefix, then builds and runs a tiny C consumer against
-# it twice: through pkg-config and through find_package(shardrec).
+# it twice: through pkg-config and through find_package(shardrec), plus the C++ consumer over
+# the installed shardrec.hpp.
 set(prefix ${WORK_DIR}/prefix)
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
@@ -10,11 +11,14 @@ function(run)
     message(FATAL_ERROR "command failed (${rc}): ${ARGN}\n${out}\n${err}")
   endif()
   message(STATUS "${out}")
+  set(out "${out}" PARENT_SCOPE)
 endfunction()
 
 run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 
-# 1. pkg-config (the .pc file is relocatable: its prefix is relative to its own folder).
+# 1. pkg-config. The .pc file names the prefix the install went to, carries no rpath and no
+# "../" or "//" paths; the program chooses how the loader finds the library (here an rpath
+# to pkg-config's libdir, the line the README shows).
 file(GLOB_RECURSE pcfile ${prefix}/*/shardrec.pc)
 if(NOT pcfile)
   message(FATAL_ERROR "shardrec.pc was not installed")
@@ -23,16 +27,58 @@ get_filename_component(pcdir ${pcfile} DIRECTORY)
 set(ENV{PKG_CONFIG_PATH} ${pcdir})
 execute_process(COMMAND pkg-config --cflags --libs shardrec OUTPUT_VARIABLE flags
                 OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
+execute_process(COMMAND pkg-config --variable=libdir shardrec OUTPUT_VARIABLE libdir
+                OUTPUT_STRIP_TRAILING_WHITESPACE)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "pkg-config --cflags --libs shardrec failed")
 endif()
+if(flags MATCHES "-Wl|rpath|\\.\\./|//" OR NOT libdir STREQUAL "${prefix}/lib")
+  message(FATAL_ERROR "shardrec.pc: flags '${flags}', libdir '${libdir}' (want ${prefix}/lib)")
+endif()
 separate_arguments(flags UNIX_COMMAND "${flags}")
-run(cc -std=c99 -Wall -Wextra -Werror ${SOURCE_DIR}/consumer.c ${flags} -o ${WORK_DIR}/consumer_pc)
-# No LD_LIBRARY_PATH: the rpath from the .pc file must be enough.
+run(cc -std=c99 -Wall -Wextra -Werror ${SOURCE_DIR}/consumer.c ${flags} -Wl,-rpath,${libdir}
+    -o ${WORK_DIR}/consumer_pc)
 unset(ENV{LD_LIBRARY_PATH})
 run(${WORK_DIR}/consumer_pc)
+
+# The SONAME carries major.minor while 0.x.
+execute_process(COMMAND readelf -d ${libdir}/libshardrec.so OUTPUT_VARIABLE dyn)
+if(NOT dyn MATCHES "Library soname: \\[libshardrec\\.so\\.${VERSION_MAJOR_MINOR}\\]")
+  message(FATAL_ERROR "the SONAME is not libshardrec.so.${VERSION_MAJOR_MINOR}:\n${dyn}")
+endif()
 
 # 2. find_package(shardrec) + shardrec::shardrec.
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/cmake_build -DCMAKE_PREFIX_PATH=${prefix})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/cmake_build)
 run(${WORK_DIR}/cmake_build/consumer)
+# The C++ consumer (shardrec.hpp): 2 ranks, 3 tables, a bad id on purpose.
+run(${WORK_DIR}/cmake_build/consumer_cpp)
+if(NOT out MATCHES "final loss" OR NOT out MATCHES "bad id rejected")
+  message(FATAL_ERROR "the C++ consumer did not train and reject the bad id:\n${out}")
+endif()
+
+# The CUDA plugin (when built) has no RUNPATH into the build host's CUDA folder.
+if(EXISTS ${libdir}/libshardrec_cuda.so)
+  execute_process(COMMAND readelf -d ${libdir}/libshardrec_cuda.so OUTPUT_VARIABLE dyn)
+  string(REGEX MATCH "Library runpath: \\[[^]]*\\]" runpath "${dyn}")
+  if(NOT runpath STREQUAL "Library runpath: [$ORIGIN]")
+    message(FATAL_ERROR "the installed CUDA plugin's RUNPATH is '${runpath}', want only $ORIGIN")
+  endif()
+endif()
+
+# 3. Version compatibility while 0.x is SameMinorVersion: the installed minor is accepted, an
+# older minor is not.
+foreach(request ${VERSION_MAJOR_MINOR} 0.0)
+  execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/version_check
+                          -B ${WORK_DIR}/version_check_${request} -DREQUEST=${request}
+                          -DCMAKE_PREFIX_PATH=${prefix}
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(request STREQUAL "0.0")
+    set(want "found=0")
+  else()
+    set(want "found=1")
+  endif()
+  if(NOT "${out}${err}" MATCHES "${want}")
+    message(FATAL_ERROR "find_package(shardrec ${request}): want ${want}, got\n${out}${err}")
+  endif()
+endforeach()

@@ -128,7 +128,10 @@ shardrec_embedding_options_init(shardrec_embedding_options_t* options, uint32_t 
  * @param comm      [in] Communicator whose size equals the plan's world size; must not be
  *                  NULL. Shared: the collection keeps it alive. The collection also splits
  *                  a private communicator off it for the pipelined input distribution.
- * @param optimizer [in] Optimizer configuration; NULL means the defaults (SGD, lr 0.01).
+ * @param optimizer [in] Default optimizer of the tables without their own; NULL means the
+ *                  plan's (topology.optimizer, default hyperparameters). Its type must be the
+ *                  plan's when some table has no optimizer of its own, else SHARDREC_EINVAL
+ *                  names both.
  * @param options   [in] Options; NULL means the defaults.
  * @return SHARDREC_OK; SHARDREC_EINVAL for bad arguments, a size mismatch, different plans on
  *         different ranks, or an argument rejected on another rank (the message names it);

@@ -70,6 +70,21 @@ fn train_rank(plan: &Plan, mut comm: Comm, rank: usize, steps: usize) -> shardre
             println!("step {step} loss {loss:.6}");
         }
     }
+    // Step time and samples/s of this rank, from the collection's own timings.
+    let t = coll.step_timings()?;
+    if rank == 0 && t.forwards > 0 {
+        let ms = |s: f64| 1e3 * s / t.forwards as f64;
+        println!(
+            "rank 0: {:.2} ms per step (input dist {:.2}, lookup {:.2}, output dist {:.2}, \
+             backward {:.2}), {:.0} samples/s",
+            ms(t.total_seconds),
+            ms(t.input_dist_seconds),
+            ms(t.lookup_seconds),
+            ms(t.output_dist_seconds),
+            ms(t.backward_seconds),
+            t.samples_per_second()
+        );
+    }
     Ok(loss)
 }
 
@@ -80,7 +95,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Constraints::new("items", &[ShardingType::RowWise], &[]),
         Constraints::new("shops", &[ShardingType::TableWise], &[1]),
     ];
-    let topology = Topology { batch_size: 64, ..Topology::new(2) };
+    // The plan is made for the optimizer the collections train with (Adagrad).
+    let topology =
+        Topology { batch_size: 64, optimizer: OptimizerType::Adagrad as i32, ..Topology::new(2) };
     let plan = Plan::new(&tables, &features, &topology, &constraints)?;
     let comms = Comm::local_group(2, &CommOptions::default())?;
     let losses = std::thread::scope(|s| {

@@ -346,5 +346,45 @@ TEST(EmbeddingPerTable, OutputKeysAndTimings) {
   });
 }
 
+// The optimizer is given once, or twice in agreement: a collection optimizer other than the
+// plan's (for the tables without their own) is rejected on every rank, naming both.
+TEST(EmbeddingPerTable, OptimizerOtherThanThePlansIsRejected) {
+  Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+  PlanPtr plan = MakeMixedPlan(s, {}, false, SHARDREC_OPTIMIZER_SGD);
+  ASSERT_NE(plan, nullptr);
+  SpawnRanks(s.world, [&](int r) {
+    // Rank 0 disagrees with the plan; rank 1 agrees and learns that rank 0 rejected.
+    const shardrec_optimizer_config_t adam = Opt(SHARDREC_OPTIMIZER_ADAM, 0.01f);
+    const shardrec_optimizer_config_t sgd = Opt(SHARDREC_OPTIMIZER_SGD, 0.01f);
+    shardrec_embedding_t* c = nullptr;
+    EXPECT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(s.world, r),
+                                        r == 0 ? &adam : &sgd, nullptr),
+              SHARDREC_EINVAL);
+    EXPECT_EQ(c, nullptr);
+    const std::string message = shardrec_last_error();
+    if (r == 0) {
+      EXPECT_NE(message.find("adam"), std::string::npos) << message;
+      EXPECT_NE(message.find("sgd"), std::string::npos) << message;
+      EXPECT_NE(message.find("topology.optimizer"), std::string::npos) << message;
+    } else {
+      EXPECT_NE(message.find("rank 0"), std::string::npos) << message;
+    }
+  });
+  // In agreement (the same type, any hyperparameters) it is accepted.
+  PlanPtr adam_plan = MakeMixedPlan(s, {}, false, SHARDREC_OPTIMIZER_ADAM);
+  SpawnRanks(s.world, [&](int r) {
+    const shardrec_optimizer_config_t adam = Opt(SHARDREC_OPTIMIZER_ADAM, 0.003f);
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, adam_plan.get(), GroupComm(s.world, r), &adam, nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr coll(c);
+    shardrec_optimizer_config_t got;
+    ASSERT_EQ(shardrec_embedding_table_optimizer(c, s.tables[0].name.c_str(), &got), SHARDREC_OK);
+    EXPECT_EQ(got.type, SHARDREC_OPTIMIZER_ADAM);
+    EXPECT_FLOAT_EQ(got.learning_rate, 0.003f);
+  });
+}
+
 }  // namespace
 }  // namespace shardrec::testing

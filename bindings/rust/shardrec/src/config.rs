@@ -45,7 +45,8 @@ impl Feature {
     }
 }
 
-/// An embedding table; `features` are indices into the feature list.
+/// An embedding table; `features` are indices into the feature list, or `feature_names` name
+/// them instead (use one of the two).
 #[derive(Clone, Debug, Default)]
 pub struct Table {
     pub name: String,
@@ -57,11 +58,33 @@ pub struct Table {
     pub init_kind: i32,
     pub init_low: f32,
     pub init_high: f32,
+    /// Names of the features that read the table, as an alternative to `features`.
+    pub feature_names: Vec<String>,
+    /// The table's own fused optimizer (TorchRec's per-table fused params): the planner counts
+    /// its state and the collection trains the table with it. `None`: the collection's default.
+    pub optimizer: Option<Optimizer>,
 }
 
 impl Table {
     pub fn new(name: &str, rows: i64, dim: i32, features: &[i32]) -> Table {
         Table { name: name.to_string(), rows, dim, features: features.to_vec(), ..Table::default() }
+    }
+
+    /// A table read by the named features.
+    pub fn with_feature_names(name: &str, rows: i64, dim: i32, features: &[&str]) -> Table {
+        Table {
+            name: name.to_string(),
+            rows,
+            dim,
+            feature_names: features.iter().map(|f| f.to_string()).collect(),
+            ..Table::default()
+        }
+    }
+
+    /// Gives the table its own optimizer.
+    pub fn optimizer(mut self, optimizer: Optimizer) -> Table {
+        self.optimizer = Some(optimizer);
+        self
     }
 }
 
@@ -153,6 +176,8 @@ pub struct Optimizer {
     pub beta2: f32,
     pub weight_decay: f32,
     pub weight_decay_mode: i32,
+    /// Round FLOAT16/BFLOAT16 updates stochastically instead of to nearest even.
+    pub stochastic_rounding: bool,
 }
 
 impl Default for Optimizer {
@@ -165,6 +190,7 @@ impl Default for Optimizer {
             beta2: 0.999,
             weight_decay: 0.0,
             weight_decay_mode: 0,
+            stochastic_rounding: false,
         }
     }
 }
@@ -185,6 +211,28 @@ impl Optimizer {
         o.beta2 = self.beta2;
         o.weight_decay = self.weight_decay;
         o.weight_decay_mode = self.weight_decay_mode;
+        o.stochastic_rounding = i32::from(self.stochastic_rounding);
         o
+    }
+
+    pub(crate) fn from_raw(o: &sys::shardrec_optimizer_config_t) -> Optimizer {
+        let kind = match o.type_ {
+            1 => OptimizerType::Adagrad,
+            2 => OptimizerType::RowwiseAdagrad,
+            3 => OptimizerType::Adam,
+            4 => OptimizerType::PartialRowwiseAdam,
+            5 => OptimizerType::Lamb,
+            _ => OptimizerType::Sgd,
+        };
+        Optimizer {
+            kind,
+            learning_rate: o.learning_rate,
+            eps: o.eps,
+            beta1: o.beta1,
+            beta2: o.beta2,
+            weight_decay: o.weight_decay,
+            weight_decay_mode: o.weight_decay_mode,
+            stochastic_rounding: o.stochastic_rounding != 0,
+        }
     }
 }

@@ -72,7 +72,8 @@ impl Drop for EmbeddingCollection {
 }
 
 impl EmbeddingCollection {
-    /// Collective over `comm`: every rank passes the same plan.
+    /// Collective over `comm`: every rank passes the same plan. `optimizer` must be of the
+    /// type the plan was made for (`Topology::optimizer`) unless every table has its own.
     pub fn new(
         plan: &Plan,
         comm: &mut Comm,
@@ -241,10 +242,99 @@ impl EmbeddingCollection {
         })
     }
 
+    /// Sets the learning rate of one table (per-table schedules); the others keep theirs.
+    pub fn set_table_learning_rate(&mut self, table: &str, lr: f32) -> Result<()> {
+        let name = cstring(table, "table")?;
+        check(unsafe { sys::shardrec_embedding_set_table_learning_rate(self.raw, name.as_ptr(), lr) })
+    }
+
+    /// The optimizer `table` trains with (its own or the default), at its current rate.
+    pub fn table_optimizer(&self, table: &str) -> Result<Optimizer> {
+        let name = cstring(table, "table")?;
+        let mut o: sys::shardrec_optimizer_config_t = unsafe { std::mem::zeroed() };
+        check(unsafe { sys::shardrec_embedding_table_optimizer(self.raw, name.as_ptr(), &mut o) })?;
+        Ok(Optimizer::from_raw(&o))
+    }
+
+    /// The blocks of an output row, in order (TorchRec's KeyedTensor keys and offsets).
+    pub fn outputs(&self) -> Result<Vec<OutputBlock>> {
+        let mut n = 0;
+        check(unsafe { sys::shardrec_embedding_num_outputs(self.raw, &mut n) })?;
+        (0..n)
+            .map(|i| {
+                let (mut feature, mut table) = (ptr::null(), ptr::null());
+                let (mut offset, mut width) = (0, 0);
+                check(unsafe {
+                    sys::shardrec_embedding_output_info(
+                        self.raw, i, &mut feature, &mut table, &mut offset, &mut width,
+                    )
+                })?;
+                // SAFETY: on success both names are NUL-terminated and owned by the collection.
+                let text = |p| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+                Ok(OutputBlock { feature: text(feature), table: text(table), offset, width })
+            })
+            .collect()
+    }
+
+    /// Where this rank's time went since the collection was created, for progress lines.
+    pub fn step_timings(&self) -> Result<StepTimings> {
+        let mut t: sys::shardrec_step_timings_t = unsafe { std::mem::zeroed() };
+        check(unsafe { sys::shardrec_step_timings_init(&mut t, sys::SHARDREC_STEP_TIMINGS_VERSION) })?;
+        check(unsafe { sys::shardrec_embedding_step_timings(self.raw, &mut t) })?;
+        Ok(StepTimings {
+            forwards: t.forwards,
+            backwards: t.backwards,
+            samples: t.samples,
+            total_seconds: t.total_seconds,
+            collective_seconds: t.collective_seconds,
+            input_dist_seconds: t.input_dist_seconds,
+            lookup_seconds: t.lookup_seconds,
+            output_dist_seconds: t.output_dist_seconds,
+            backward_seconds: t.backward_seconds,
+        })
+    }
+
     /// (seconds in collectives, seconds in forward/backward overall).
     pub fn timings(&self) -> Result<(f64, f64)> {
         let (mut c, mut t) = (0.0, 0.0);
         check(unsafe { sys::shardrec_embedding_timings(self.raw, &mut c, &mut t) })?;
         Ok((c, t))
+    }
+}
+
+/// Where one feature's embedding sits in an output row: columns `offset..offset + width`,
+/// looked up in `table`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutputBlock {
+    pub feature: String,
+    pub table: String,
+    pub offset: i64,
+    pub width: i64,
+}
+
+/// Per-phase timings of one rank since the collection was created (seconds).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StepTimings {
+    pub forwards: i64,
+    pub backwards: i64,
+    pub samples: i64,
+    /// Inside the collection's step calls.
+    pub total_seconds: f64,
+    /// Inside or waiting for collectives.
+    pub collective_seconds: f64,
+    pub input_dist_seconds: f64,
+    pub lookup_seconds: f64,
+    pub output_dist_seconds: f64,
+    pub backward_seconds: f64,
+}
+
+impl StepTimings {
+    /// `samples / total_seconds`; 0 before the first step.
+    pub fn samples_per_second(&self) -> f64 {
+        if self.total_seconds > 0.0 {
+            self.samples as f64 / self.total_seconds
+        } else {
+            0.0
+        }
     }
 }

@@ -12,7 +12,9 @@ pub use comm::{Comm, CommOptions, UniqueId};
 pub use config::{
     Constraints, Feature, Optimizer, OptimizerType, Pooling, ShardingType, Table, Topology,
 };
-pub use embedding::{BoundsPolicy, EmbeddingCollection, EmbeddingOptions, Kjt};
+pub use embedding::{
+    BoundsPolicy, EmbeddingCollection, EmbeddingOptions, Kjt, OutputBlock, StepTimings,
+};
 pub use mesh::{
     Mesh, MeshCoords, MeshLayout, MeshOptions, SyncBuffer, SyncHook, SyncMode, SyncStats,
 };

@@ -62,10 +62,20 @@ impl Plan {
             .collect();
         let table_names =
             tables.iter().map(|t| cstring(&t.name, "table name")).collect::<Result<Vec<_>>>()?;
+        // Named features and per-table optimizers: C copies of each, alive until the call.
+        let read_names = tables
+            .iter()
+            .map(|t| t.feature_names.iter().map(|f| cstring(f, "feature name")).collect())
+            .collect::<Result<Vec<Vec<CString>>>>()?;
+        let read_ptrs: Vec<Vec<*const std::os::raw::c_char>> =
+            read_names.iter().map(|names| names.iter().map(|n| n.as_ptr()).collect()).collect();
+        let optimizers: Vec<Option<sys::shardrec_optimizer_config_t>> =
+            tables.iter().map(|t| t.optimizer.as_ref().map(|o| o.raw())).collect();
         let c_tables: Vec<sys::shardrec_table_config_t> = tables
             .iter()
             .zip(&table_names)
-            .map(|(t, name)| {
+            .zip(read_ptrs.iter().zip(&optimizers))
+            .map(|((t, name), (reads, optimizer))| {
                 let mut c: sys::shardrec_table_config_t = unsafe { std::mem::zeroed() };
                 unsafe { sys::shardrec_table_config_init(&mut c, sys::SHARDREC_TABLE_CONFIG_VERSION) };
                 c.name = name.as_ptr();
@@ -77,6 +87,13 @@ impl Plan {
                 c.init_kind = t.init_kind;
                 c.init_low = t.init_low;
                 c.init_high = t.init_high;
+                if !reads.is_empty() {
+                    c.feature_names = reads.as_ptr();
+                    c.num_feature_names = reads.len();
+                }
+                if let Some(o) = optimizer {
+                    c.optimizer = o;
+                }
                 c
             })
             .collect();

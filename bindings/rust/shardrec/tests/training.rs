@@ -7,7 +7,7 @@ use shardrec::{
 };
 
 mod common;
-use common::{batch, plan, DIMS, LOCAL_BATCH, ROWS, TABLES};
+use common::{batch, plan, plan_for, DIMS, LOCAL_BATCH, ROWS, TABLES};
 
 fn train(coll: &mut EmbeddingCollection, steps: usize, first: usize, ranks: usize) -> Vec<Vec<f32>> {
     for step in 0..steps {
@@ -28,14 +28,14 @@ fn adagrad() -> Optimizer {
 #[test]
 fn two_rank_sharded_training_equals_single_rank() {
     let steps = 4;
-    let plan1 = plan(1);
+    let plan1 = plan_for(1, OptimizerType::Adagrad);
     let mut comm1 = Comm::local_group(1, &CommOptions::default()).unwrap().remove(0);
     let opts = EmbeddingOptions { seed: 7, ..Default::default() };
     let mut coll1 = EmbeddingCollection::new(&plan1, &mut comm1, &adagrad(), &opts).unwrap();
     let initial = train(&mut coll1, 0, 0, 2);
     let single = train(&mut coll1, steps, 0, 2);
 
-    let plan2 = plan(2);
+    let plan2 = plan_for(2, OptimizerType::Adagrad);
     let comms = Comm::local_group(2, &CommOptions::default()).unwrap();
     let results: Vec<Vec<Vec<f32>>> = std::thread::scope(|s| {
         let handles: Vec<_> = comms

@@ -1,14 +1,20 @@
 //! The fixture shared by the integration tests: three tables, a plan that mixes shard types at
 //! world 2, and deterministic per-rank batches.
 #![allow(dead_code)]
-use shardrec::{Constraints, Feature, Plan, ShardingType, Table, Topology};
+use shardrec::{Constraints, Feature, OptimizerType, Plan, ShardingType, Table, Topology};
 
 pub const TABLES: [&str; 3] = ["t0", "t1", "t2"];
 pub const ROWS: [i64; 3] = [40, 30, 50];
 pub const DIMS: [i32; 3] = [8, 4, 6];
 pub const LOCAL_BATCH: usize = 4;
 
+/// The fixture plan, made for SGD.
 pub fn plan(world: i32) -> Plan {
+    plan_for(world, OptimizerType::Sgd)
+}
+
+/// The fixture plan, made for the collections' optimizer `optimizer`.
+pub fn plan_for(world: i32, optimizer: OptimizerType) -> Plan {
     let features = [Feature::new("f0"), Feature::new("f1"), Feature::new("f2")];
     let tables: Vec<Table> =
         (0..3).map(|t| Table::new(TABLES[t], ROWS[t], DIMS[t], &[t as i32])).collect();
@@ -21,7 +27,11 @@ pub fn plan(world: i32) -> Plan {
     } else {
         vec![]
     };
-    let topology = Topology { batch_size: LOCAL_BATCH as i32, ..Topology::new(world) };
+    let topology = Topology {
+        batch_size: LOCAL_BATCH as i32,
+        optimizer: optimizer as i32,
+        ..Topology::new(world)
+    };
     Plan::new(&tables, &features, &topology, &constraints).expect("plan")
 }
 

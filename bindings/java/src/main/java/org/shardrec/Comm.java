@@ -8,12 +8,6 @@ import org.shardrec.swig.comm_options;
 
 /** A libshardrec communicator. One thread at a time; {@link #abort()} from any thread. */
 public final class Comm extends NativeHandle {
-  /** Reduction operators. */
-  public static final int REDUCE_SUM = 0;
-  public static final int REDUCE_AVG = 1;
-  public static final int REDUCE_MAX = 2;
-  public static final int REDUCE_MIN = 3;
-
   Comm(long handle) {
     super(handle);
   }
@@ -26,8 +20,8 @@ public final class Comm extends NativeHandle {
   /** Options of a communicator; zero fields mean the library defaults. */
   public static final class Options {
     public long timeoutMs;
-    public int backend;
-    public int deviceType;
+    public Backend backend = Backend.AUTO;
+    public DeviceType deviceType = DeviceType.HOST;
     public int deviceIndex;
     public String bindAddress;
 
@@ -40,8 +34,8 @@ public final class Comm extends NativeHandle {
       comm_options o = new comm_options();
       Native.comm_options_init(o, NativeConstants.COMM_OPTIONS_VERSION);
       o.setTimeout_ms(timeoutMs);
-      o.setBackend(backend);
-      o.setDevice_type(deviceType);
+      o.setBackend(backend.code());
+      o.setDevice_type(deviceType.code());
       o.setDevice_index(deviceIndex);
       if (bindAddress != null) o.setBind_address(bindAddress);
       return o;
@@ -122,22 +116,22 @@ public final class Comm extends NativeHandle {
     Native.comm_barrier(handle());
   }
 
-  /** recv = op over ranks of send; {@code count} elements of {@code dtype} (DType constants). */
-  public void allreduce(Buffer send, Buffer recv, long count, int dtype, int op) {
+  /** recv = op over ranks of send; {@code count} elements of {@code dtype}. */
+  public void allreduce(Buffer send, Buffer recv, long count, DType dtype, ReduceOp op) {
     checkDirect(send, "send");
     checkDirect(recv, "recv");
-    Native.comm_allreduce(handle(), send, recv, count, dtype, op);
+    Native.comm_allreduce(handle(), send, recv, count, dtype.code(), op.code());
   }
 
-  public void broadcast(Buffer buf, long count, int dtype, int root) {
+  public void broadcast(Buffer buf, long count, DType dtype, int root) {
     checkDirect(buf, "buf");
-    Native.comm_broadcast(handle(), buf, count, dtype, root);
+    Native.comm_broadcast(handle(), buf, count, dtype.code(), root);
   }
 
-  public void allgather(Buffer send, Buffer recv, long count, int dtype) {
+  public void allgather(Buffer send, Buffer recv, long count, DType dtype) {
     checkDirect(send, "send");
     checkDirect(recv, "recv");
-    Native.comm_allgather(handle(), send, recv, count, dtype);
+    Native.comm_allgather(handle(), send, recv, count, dtype.code());
   }
 
   private static void checkDirect(Buffer b, String what) {

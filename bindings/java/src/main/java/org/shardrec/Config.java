@@ -1,35 +1,10 @@
 // Plain configuration classes with library defaults (zero means default, as in the C structs):
-// features, tables, topology, per-table constraints, and the enum values they use.
+// features, tables, topology, per-table constraints (the enumerations are top-level types).
 package org.shardrec;
 
 /** Configuration classes of config.h and embedding.h. */
 public final class Config {
   private Config() {}
-
-  /** Sharding types (SHARDREC_SHARDING_*). */
-  public static final int DATA_PARALLEL = 0;
-  public static final int TABLE_WISE = 1;
-  public static final int ROW_WISE = 2;
-  public static final int COLUMN_WISE = 3;
-  public static final int TABLE_ROW_WISE = 4;
-  public static final int TABLE_COLUMN_WISE = 5;
-  public static final int GRID = 6;
-
-  /** Pooling (SHARDREC_POOLING_*). */
-  public static final int POOLING_SUM = 0;
-  public static final int POOLING_MEAN = 1;
-  public static final int POOLING_NONE = 2;
-
-  /** Initialisation (SHARDREC_INIT_*). */
-  public static final int INIT_DEFAULT = 0;
-  public static final int INIT_UNIFORM = 1;
-  public static final int INIT_CONSTANT = 2;
-
-  /** Element types (SHARDREC_DTYPE_*). */
-  public static final int DTYPE_FLOAT32 = 0;
-  public static final int DTYPE_FLOAT64 = 3;
-  public static final int DTYPE_INT32 = 4;
-  public static final int DTYPE_INT64 = 5;
 
   /** A sparse feature (a KJT key). */
   public static final class Feature {
@@ -51,10 +26,17 @@ public final class Config {
     public final String name;
     public final long rows;
     public final int dim;
-    public int pooling = POOLING_SUM;
-    public int dtype = DTYPE_FLOAT32;
+    public Pooling pooling = Pooling.SUM;
+    public DType dtype = DType.FLOAT32;
     public int[] features = new int[0];
-    public int initKind = INIT_DEFAULT;
+    /** Names of the features that read this table, as an alternative to {@link #features}. */
+    public String[] featureNames = new String[0];
+    /**
+     * The table's own fused optimizer (TorchRec's per-table fused params): the planner counts its
+     * state and the collection trains the table with it. null: the collection's default.
+     */
+    public Optimizer optimizer;
+    public InitKind initKind = InitKind.DEFAULT;
     public float initLow;
     public float initHigh;
 
@@ -69,12 +51,24 @@ public final class Config {
       return this;
     }
 
-    public Table pooling(int v) {
+    /** Names the features that read this table (instead of {@link #features(int...)}). */
+    public Table featureNames(String... v) {
+      featureNames = v.clone();
+      return this;
+    }
+
+    /** Gives this table its own optimizer (copied when the plan is made). */
+    public Table optimizer(Optimizer v) {
+      optimizer = v;
+      return this;
+    }
+
+    public Table pooling(Pooling v) {
       pooling = v;
       return this;
     }
 
-    public Table init(int kind, float low, float high) {
+    public Table init(InitKind kind, float low, float high) {
       initKind = kind;
       initLow = low;
       initHigh = high;
@@ -86,13 +80,13 @@ public final class Config {
   public static final class Topology {
     public final int worldSize;
     public int ranksPerNode;
-    public int deviceType;
+    public DeviceType deviceType = DeviceType.HOST;
     public long memoryBytes;
     public long[] memoryBytesPerRank;
     public double intraNodeBandwidth;
     public double interNodeBandwidth;
     public int batchSize;
-    public int optimizer;
+    public OptimizerType optimizer = OptimizerType.SGD;
     public double memoryBandwidth;
     public double reservedFraction;
 
@@ -102,6 +96,12 @@ public final class Config {
 
     public Topology batchSize(int v) {
       batchSize = v;
+      return this;
+    }
+
+    /** The optimizer the plan is made for (the default of tables without their own). */
+    public Topology optimizer(OptimizerType v) {
+      optimizer = v;
       return this;
     }
 
@@ -123,10 +123,10 @@ public final class Config {
       this.table = table;
     }
 
-    /** Allows only the given SHARDREC_SHARDING_* types. */
-    public Constraints shardingTypes(int... types) {
+    /** Allows only the given sharding types. */
+    public Constraints shardingTypes(ShardingType... types) {
       long mask = 0;
-      for (int t : types) mask |= 1L << t;
+      for (ShardingType t : types) mask |= 1L << t.code();
       shardingTypes = mask;
       return this;
     }
@@ -137,24 +137,53 @@ public final class Config {
     }
   }
 
-  /** Fused optimizer (SHARDREC_OPTIMIZER_*); defaults are those of the C init function. */
+  /** Fused optimizer; defaults are those of the C init function. */
   public static final class Optimizer {
-    public static final int SGD = 0;
-    public static final int ADAGRAD = 1;
-    public static final int ROWWISE_ADAGRAD = 2;
-    public static final int ADAM = 3;
-    public static final int PARTIAL_ROWWISE_ADAM = 4;
-    public static final int LAMB = 5;
-
-    public int type = SGD;
+    public OptimizerType type = OptimizerType.SGD;
     public float learningRate = 0.01f;
     public float eps = 1e-8f;
     public float beta1 = 0.9f;
     public float beta2 = 0.999f;
     public float weightDecay;
-    public int weightDecayMode;
+    public WeightDecayMode weightDecayMode = WeightDecayMode.NONE;
+    /** Round FLOAT16/BFLOAT16 updates stochastically instead of to nearest even. */
+    public boolean stochasticRounding;
 
-    public Optimizer type(int v) {
+    /** The C struct of this configuration; the caller deletes it. */
+    org.shardrec.swig.optimizer_config toNative() {
+      org.shardrec.swig.optimizer_config o = new org.shardrec.swig.optimizer_config();
+      org.shardrec.swig.Native.optimizer_config_init(o, NativeConstants.OPTIMIZER_CONFIG_VERSION);
+      o.setType(type.code());
+      o.setLearning_rate(learningRate);
+      o.setEps(eps);
+      o.setBeta1(beta1);
+      o.setBeta2(beta2);
+      o.setWeight_decay(weightDecay);
+      o.setWeight_decay_mode(weightDecayMode.code());
+      o.setStochastic_rounding(stochasticRounding ? 1 : 0);
+      return o;
+    }
+
+    static Optimizer fromNative(org.shardrec.swig.optimizer_config o) {
+      Optimizer v = new Optimizer();
+      v.type = OptimizerType.of(o.getType());
+      v.learningRate = o.getLearning_rate();
+      v.eps = o.getEps();
+      v.beta1 = o.getBeta1();
+      v.beta2 = o.getBeta2();
+      v.weightDecay = o.getWeight_decay();
+      v.weightDecayMode = WeightDecayMode.of(o.getWeight_decay_mode());
+      v.stochasticRounding = o.getStochastic_rounding() != 0;
+      return v;
+    }
+
+    public Optimizer weightDecay(float v, WeightDecayMode mode) {
+      weightDecay = v;
+      weightDecayMode = mode;
+      return this;
+    }
+
+    public Optimizer type(OptimizerType v) {
       type = v;
       return this;
     }
@@ -167,12 +196,8 @@ public final class Config {
 
   /** Options of a collection. */
   public static final class EmbeddingOptions {
-    public static final int BOUNDS_ERROR = 0;
-    public static final int BOUNDS_CLAMP = 1;
-    public static final int BOUNDS_SKIP = 2;
-
     public long seed;
-    public int boundsPolicy = BOUNDS_ERROR;
+    public BoundsPolicy boundsPolicy = BoundsPolicy.ERROR;
     public int numThreads;
     public Comm dpComm;
 

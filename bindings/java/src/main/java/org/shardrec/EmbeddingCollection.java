@@ -26,7 +26,11 @@ public final class EmbeddingCollection extends NativeHandle {
     Native.embedding_destroy(handle);
   }
 
-  /** Collective over {@code comm}: every rank passes the same plan. */
+  /**
+   * Collective over {@code comm}: every rank passes the same plan. A null optimizer means the
+   * plan's (the topology's type with default hyperparameters); a given one must be of that type
+   * unless every table has its own. A null options means the defaults.
+   */
   public static EmbeddingCollection create(Plan plan, Comm comm, Config.Optimizer optimizer,
                                            Config.EmbeddingOptions options) {
     return create(plan, optimizer, options,
@@ -41,22 +45,14 @@ public final class EmbeddingCollection extends NativeHandle {
   /** Fills the C structs from the Java configs, runs {@code create}, wraps the handle. */
   static EmbeddingCollection create(Plan plan, Config.Optimizer optimizer,
                                     Config.EmbeddingOptions options, NativeCreate create) {
-    optimizer_config o = new optimizer_config();
+    // No optimizer: a NULL one, so the collection trains with the plan's.
+    optimizer_config o = optimizer == null ? null : optimizer.toNative();
     embedding_options e = new embedding_options();
     try {
-      Native.optimizer_config_init(o, NativeConstants.OPTIMIZER_CONFIG_VERSION);
-      Config.Optimizer opt = optimizer == null ? new Config.Optimizer() : optimizer;
-      o.setType(opt.type);
-      o.setLearning_rate(opt.learningRate);
-      o.setEps(opt.eps);
-      o.setBeta1(opt.beta1);
-      o.setBeta2(opt.beta2);
-      o.setWeight_decay(opt.weightDecay);
-      o.setWeight_decay_mode(opt.weightDecayMode);
       Native.embedding_options_init(e, NativeConstants.EMBEDDING_OPTIONS_VERSION);
       Config.EmbeddingOptions eo = options == null ? new Config.EmbeddingOptions() : options;
       e.setSeed(eo.seed);
-      e.setBounds_policy(eo.boundsPolicy);
+      e.setBounds_policy(eo.boundsPolicy.code());
       e.setNum_threads(eo.numThreads);
       e.setDp_comm(eo.dpComm == null ? 0 : eo.dpComm.handle());
       long[] out = new long[1];
@@ -68,7 +64,7 @@ public final class EmbeddingCollection extends NativeHandle {
         throw ex;
       }
     } finally {
-      o.delete();
+      if (o != null) o.delete();
       e.delete();
     }
   }
@@ -103,7 +99,9 @@ public final class EmbeddingCollection extends NativeHandle {
     FloatBuffer out = Buffers.floats(outputSize(batch));
     forward(batch, out);
     float[] result = new float[out.capacity()];
-    out.get(0, result);
+    FloatBuffer all = out.duplicate();
+    all.rewind();
+    all.get(result);
     return result;
   }
 
@@ -168,7 +166,9 @@ public final class EmbeddingCollection extends NativeHandle {
     FloatBuffer out = Buffers.floats(Math.max(n, 0));
     Native.embedding_get_weights(handle(), table, out);
     float[] result = new float[out.capacity()];
-    out.get(0, result);
+    FloatBuffer all = out.duplicate();
+    all.rewind();
+    all.get(result);
     return result;
   }
 
@@ -212,7 +212,9 @@ public final class EmbeddingCollection extends NativeHandle {
     FloatBuffer out = Buffers.floats(Math.max(n, 0));
     Native.embedding_get_state(handle(), table, state, out);
     float[] result = new float[out.capacity()];
-    out.get(0, result);
+    FloatBuffer all = out.duplicate();
+    all.rewind();
+    all.get(result);
     return result;
   }
 
@@ -229,5 +231,116 @@ public final class EmbeddingCollection extends NativeHandle {
     double[] total = new double[1];
     Native.embedding_timings(handle(), comm, total);
     return new double[] {comm[0], total[0]};
+  }
+
+  /** Sets the learning rate of one table (per-table schedules); the others keep theirs. */
+  public void setTableLearningRate(String table, float lr) {
+    Native.embedding_set_table_learning_rate(handle(), table, lr);
+  }
+
+  /** The optimizer {@code table} trains with (its own or the default), at its current rate. */
+  public Config.Optimizer tableOptimizer(String table) {
+    optimizer_config o = new optimizer_config();
+    try {
+      Native.embedding_table_optimizer(handle(), table, o);
+      return Config.Optimizer.fromNative(o);
+    } finally {
+      o.delete();
+    }
+  }
+
+  /** Where one feature's embedding sits in an output row (TorchRec's KeyedTensor keys). */
+  public static final class OutputBlock {
+    /** The feature (KJT key). */
+    public final String feature;
+    /** The table it reads. */
+    public final String table;
+    /** First column of the block in an output row. */
+    public final long offset;
+    /** Number of columns. */
+    public final long width;
+
+    public OutputBlock(String feature, String table, long offset, long width) {
+      this.feature = feature;
+      this.table = table;
+      this.offset = offset;
+      this.width = width;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      if (!(o instanceof OutputBlock)) return false;
+      OutputBlock b = (OutputBlock) o;
+      return feature.equals(b.feature) && table.equals(b.table) && offset == b.offset
+          && width == b.width;
+    }
+
+    @Override
+    public int hashCode() {
+      return java.util.Objects.hash(feature, table, offset, width);
+    }
+
+    @Override
+    public String toString() {
+      return feature + "(" + table + ")[" + offset + ", +" + width + "]";
+    }
+  }
+
+  /** The blocks of an output row, in order. */
+  public java.util.List<OutputBlock> outputs() {
+    long[] n = new long[1];
+    Native.embedding_num_outputs(handle(), n);
+    java.util.List<OutputBlock> out = new java.util.ArrayList<>();
+    for (long i = 0; i < n[0]; ++i) {
+      String[] feature = new String[1];
+      String[] table = new String[1];
+      long[] offset = new long[1];
+      long[] width = new long[1];
+      Native.embedding_output_info(handle(), i, feature, table, offset, width);
+      out.add(new OutputBlock(feature[0], table[0], offset[0], width[0]));
+    }
+    return out;
+  }
+
+  /** Where this rank's time went since the collection was created (seconds). */
+  public static final class StepTimings {
+    public long forwards;
+    public long backwards;
+    public long samples;
+    /** Inside the collection's step calls. */
+    public double totalSeconds;
+    /** Inside or waiting for collectives. */
+    public double collectiveSeconds;
+    public double inputDistSeconds;
+    public double lookupSeconds;
+    public double outputDistSeconds;
+    public double backwardSeconds;
+
+    /** samples / totalSeconds; 0 before the first step. */
+    public double samplesPerSecond() {
+      return totalSeconds > 0 ? samples / totalSeconds : 0;
+    }
+  }
+
+  /** The per-phase timings, for progress lines. */
+  public StepTimings stepTimings() {
+    org.shardrec.swig.step_timings t = new org.shardrec.swig.step_timings();
+    try {
+      Native.step_timings_init(t, NativeConstants.STEP_TIMINGS_VERSION);
+      Native.embedding_step_timings(handle(), t);
+      StepTimings v = new StepTimings();
+      v.forwards = t.getForwards();
+      v.backwards = t.getBackwards();
+      v.samples = t.getSamples();
+      v.totalSeconds = t.getTotal_seconds();
+      v.collectiveSeconds = t.getCollective_seconds();
+      v.inputDistSeconds = t.getInput_dist_seconds();
+      v.lookupSeconds = t.getLookup_seconds();
+      v.outputDistSeconds = t.getOutput_dist_seconds();
+      v.backwardSeconds = t.getBackward_seconds();
+      return v;
+    } finally {
+      t.delete();
+    }
   }
 }

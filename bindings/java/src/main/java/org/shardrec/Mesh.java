@@ -10,15 +10,6 @@ import org.shardrec.swig.mesh_options;
  * not offered: syncs use the built-in collective.
  */
 public final class Mesh extends NativeHandle {
-  /** Layouts (SHARDREC_MESH_LAYOUT_*). */
-  public static final int LAYOUT_DEFAULT = 0;
-  public static final int LAYOUT_INTER_HOST = 1;
-
-  /** Sync modes (SHARDREC_SYNC_*). */
-  public static final int SYNC_DEFAULT = 0;
-  public static final int SYNC_WEIGHTS_AND_STATE = 1;
-  public static final int SYNC_WEIGHTS_ONLY = 2;
-
   private Mesh(long handle) {
     super(handle);
   }
@@ -31,10 +22,10 @@ public final class Mesh extends NativeHandle {
   /** Options of a mesh; zero fields mean the library defaults (a 1D mesh, sync every step). */
   public static final class Options {
     public int shardingGroupSize;
-    public int layout = LAYOUT_DEFAULT;
+    public MeshLayout layout = MeshLayout.DEFAULT;
     public int ranksPerNode;
     public int syncInterval;
-    public int syncMode = SYNC_DEFAULT;
+    public SyncMode syncMode = SyncMode.DEFAULT;
 
     /** S, the ranks of one sharding group; must divide the world size. */
     public Options shardingGroupSize(int v) {
@@ -42,7 +33,7 @@ public final class Mesh extends NativeHandle {
       return this;
     }
 
-    public Options layout(int v) {
+    public Options layout(MeshLayout v) {
       layout = v;
       return this;
     }
@@ -59,7 +50,7 @@ public final class Mesh extends NativeHandle {
       return this;
     }
 
-    public Options syncMode(int v) {
+    public Options syncMode(SyncMode v) {
       syncMode = v;
       return this;
     }
@@ -68,19 +59,105 @@ public final class Mesh extends NativeHandle {
       mesh_options o = new mesh_options();
       Native.mesh_options_init(o, NativeConstants.MESH_OPTIONS_VERSION);
       o.setSharding_group_size(shardingGroupSize);
-      o.setLayout(layout);
+      o.setLayout(layout.code());
       o.setRanks_per_node(ranksPerNode);
       o.setSync_interval(syncInterval);
-      o.setSync_mode(syncMode);
+      o.setSync_mode(syncMode.code());
       return o;
     }
   }
 
   /** Where this rank sits: sharding group g and plan rank p in it, replica group and rank. */
-  public record Coords(int shardingGroup, int shardRank, int replicaGroup, int replicaRank) {}
+  public static final class Coords {
+    private final int shardingGroup;
+    private final int shardRank;
+    private final int replicaGroup;
+    private final int replicaRank;
+
+    public Coords(int shardingGroup, int shardRank, int replicaGroup, int replicaRank) {
+      this.shardingGroup = shardingGroup;
+      this.shardRank = shardRank;
+      this.replicaGroup = replicaGroup;
+      this.replicaRank = replicaRank;
+    }
+
+    public int shardingGroup() {
+      return shardingGroup;
+    }
+
+    public int shardRank() {
+      return shardRank;
+    }
+
+    public int replicaGroup() {
+      return replicaGroup;
+    }
+
+    public int replicaRank() {
+      return replicaRank;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      if (!(o instanceof Coords)) return false;
+      Coords other = (Coords) o;
+      return shardingGroup == other.shardingGroup && shardRank == other.shardRank
+          && replicaGroup == other.replicaGroup && replicaRank == other.replicaRank;
+    }
+
+    @Override
+    public int hashCode() {
+      return java.util.Objects.hash(shardingGroup, shardRank, replicaGroup, replicaRank);
+    }
+
+    @Override
+    public String toString() {
+      return "Coords[shardingGroup=" + shardingGroup + ", shardRank=" + shardRank
+          + ", replicaGroup=" + replicaGroup + ", replicaRank=" + replicaRank + "]";
+    }
+  }
 
   /** Figures of the last sync: bytes reduced, collectives issued, syncs since creation. */
-  public record SyncStats(long bytes, int collectives, long syncs) {}
+  public static final class SyncStats {
+    private final long bytes;
+    private final int collectives;
+    private final long syncs;
+
+    public SyncStats(long bytes, int collectives, long syncs) {
+      this.bytes = bytes;
+      this.collectives = collectives;
+      this.syncs = syncs;
+    }
+
+    public long bytes() {
+      return bytes;
+    }
+
+    public int collectives() {
+      return collectives;
+    }
+
+    public long syncs() {
+      return syncs;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      if (!(o instanceof SyncStats)) return false;
+      SyncStats other = (SyncStats) o;
+      return bytes == other.bytes && collectives == other.collectives && syncs == other.syncs;
+    }
+
+    @Override
+    public int hashCode() {
+      return java.util.Objects.hash(bytes, collectives, syncs);
+    }
+
+    @Override
+    public String toString() {
+      return "SyncStats[bytes=" + bytes + ", collectives=" + collectives + ", syncs=" + syncs + "]";
+    }
+  }
 
   /** Splits {@code world} into the mesh (collective; every rank passes the same options). */
   public static Mesh create(Comm world, Options options) {
@@ -137,13 +214,14 @@ public final class Mesh extends NativeHandle {
   }
 
   /** Averages {@code coll}'s shards over the replica group (collective over the world). */
-  public void sync(EmbeddingCollection coll, int mode) {
-    Native.mesh_sync(handle(), coll.handle(), mode);
+  public void sync(EmbeddingCollection coll, SyncMode mode) {
+    int code = java.util.Objects.requireNonNull(mode, "mode").code();
+    Native.mesh_sync(handle(), coll.handle(), code);
   }
 
-  /** {@link #sync(EmbeddingCollection, int)} in the mesh's configured mode. */
+  /** {@link #sync(EmbeddingCollection, SyncMode)} in the mesh's configured mode. */
   public void sync(EmbeddingCollection coll) {
-    sync(coll, SYNC_DEFAULT);
+    sync(coll, SyncMode.DEFAULT);
   }
 
   /** Counts a training step (call after every backward); returns whether it synced. */

@@ -18,7 +18,60 @@ public final class Plan extends NativeHandle {
   }
 
   /** One rectangle of a table on one rank. */
-  public record Shard(long rowOffset, long rows, int colOffset, int cols, int rank) {}
+  public static final class Shard {
+    private final long rowOffset;
+    private final long rows;
+    private final int colOffset;
+    private final int cols;
+    private final int rank;
+
+    public Shard(long rowOffset, long rows, int colOffset, int cols, int rank) {
+      this.rowOffset = rowOffset;
+      this.rows = rows;
+      this.colOffset = colOffset;
+      this.cols = cols;
+      this.rank = rank;
+    }
+
+    public long rowOffset() {
+      return rowOffset;
+    }
+
+    public long rows() {
+      return rows;
+    }
+
+    public int colOffset() {
+      return colOffset;
+    }
+
+    public int cols() {
+      return cols;
+    }
+
+    public int rank() {
+      return rank;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      if (!(o instanceof Shard)) return false;
+      Shard other = (Shard) o;
+      return rowOffset == other.rowOffset && rows == other.rows && colOffset == other.colOffset
+          && cols == other.cols && rank == other.rank;
+    }
+
+    @Override
+    public int hashCode() {
+      return java.util.Objects.hash(rowOffset, rows, colOffset, cols, rank);
+    }
+
+    @Override
+    public String toString() {
+      return "Shard[rowOffset=" + rowOffset + ", rows=" + rows + ", colOffset=" + colOffset
+          + ", cols=" + cols + ", rank=" + rank + "]";
+    }
+  }
 
   /** Plans {@code tables} (reading {@code features}) on {@code topology}. */
   public static Plan create(List<Config.Table> tables, List<Config.Feature> features,
@@ -28,8 +81,18 @@ public final class Plan extends NativeHandle {
     try {
       for (Config.Feature f : features) Native.bind_plan_spec_add_feature(spec, f.name, f.poolingFactor);
       for (Config.Table t : tables) {
-        Native.bind_plan_spec_add_table(spec, t.name, t.rows, t.dim, t.pooling, t.dtype, t.features,
-                                        t.initKind, t.initLow, t.initHigh);
+        Native.bind_plan_spec_add_table(spec, t.name, t.rows, t.dim, t.pooling.code(),
+                                        t.dtype.code(), t.features, t.initKind.code(), t.initLow,
+                                        t.initHigh);
+        for (String name : t.featureNames) Native.bind_plan_spec_add_table_feature_name(spec, name);
+        if (t.optimizer != null) {
+          org.shardrec.swig.optimizer_config o = t.optimizer.toNative();
+          try {
+            Native.bind_plan_spec_set_table_optimizer(spec, o);
+          } finally {
+            o.delete();
+          }
+        }
       }
       if (constraints != null) {
         for (Config.Constraints c : constraints) {
@@ -41,12 +104,12 @@ public final class Plan extends NativeHandle {
         topology t = Native.bind_plan_spec_topology(spec);
         t.setWorld_size(topology.worldSize);
         t.setRanks_per_node(topology.ranksPerNode);
-        t.setDevice_type(topology.deviceType);
+        t.setDevice_type(topology.deviceType.code());
         t.setMemory_bytes(topology.memoryBytes);
         t.setIntra_node_bandwidth(topology.intraNodeBandwidth);
         t.setInter_node_bandwidth(topology.interNodeBandwidth);
         t.setBatch_size(topology.batchSize);
-        t.setOptimizer(topology.optimizer);
+        t.setOptimizer(topology.optimizer.code());
         t.setMemory_bandwidth(topology.memoryBandwidth);
         t.setReserved_fraction(topology.reservedFraction);
         if (topology.memoryBytesPerRank != null) {
@@ -136,12 +199,12 @@ public final class Plan extends NativeHandle {
     return out[0];
   }
 
-  /** A Config sharding type constant. */
-  public int tableSharding(int table) {
+  /** How table {@code table} is sharded. */
+  public ShardingType tableSharding(int table) {
     int[] type = new int[1];
     long[] n = new long[1];
     Native.plan_table_sharding(handle(), table, type, n);
-    return type[0];
+    return ShardingType.of(type[0]);
   }
 
   public int numShards(int table) {

@@ -37,10 +37,10 @@ class EmbeddingCollectionTest {
   void mixedPlanShardsAsConstrained() {
     try (Plan plan = Training.plan(2)) {
       assertEquals(2, plan.worldSize());
-      assertEquals(Config.TABLE_WISE, plan.tableSharding(plan.findTable("t0")));
+      assertEquals(ShardingType.TABLE_WISE, plan.tableSharding(plan.findTable("t0")));
       assertEquals(1, plan.shard(0, 0).rank());
-      assertEquals(Config.ROW_WISE, plan.tableSharding(1));
-      assertEquals(Config.COLUMN_WISE, plan.tableSharding(2));
+      assertEquals(ShardingType.ROW_WISE, plan.tableSharding(1));
+      assertEquals(ShardingType.COLUMN_WISE, plan.tableSharding(2));
       assertEquals(2, plan.numShards(2));
       try (Plan copy = Plan.fromJson(plan.toJson())) {
         assertEquals(plan.hash(), copy.hash());

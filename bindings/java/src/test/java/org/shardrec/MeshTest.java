@@ -22,7 +22,7 @@ class MeshTest {
                             int shardingSize, int replicaSize, float[][] weights) {}
 
   private static Config.Optimizer sgd() {
-    return new Config.Optimizer().type(Config.Optimizer.SGD).learningRate(0.5f);
+    return new Config.Optimizer().type(OptimizerType.SGD).learningRate(0.5f);
   }
 
   private static Config.EmbeddingOptions seeded() {
@@ -46,7 +46,7 @@ class MeshTest {
   void twoReplicasOfTwoWayShardingEqualOneRankOnTheGlobalBatch() throws Exception {
     float[][] initial;
     float[][] single;
-    try (Plan plan = Training.plan(1); Comm comm = Comm.createLocalGroup(1)[0];
+    try (Plan plan = Training.plan(1, OptimizerType.SGD); Comm comm = Comm.createLocalGroup(1)[0];
          EmbeddingCollection coll = EmbeddingCollection.create(plan, comm, sgd(), seeded())) {
       initial = Training.weights(coll);
       for (int s = 0; s < STEPS; ++s) Training.step(coll, Training.batch(s, 0, WORLD));
@@ -56,7 +56,7 @@ class MeshTest {
     Comm[] world = Comm.createLocalGroup(WORLD);
     ExecutorService pool = Executors.newFixedThreadPool(WORLD);
     List<RankResult> results = new ArrayList<>();
-    try (Plan plan = Training.plan(2)) {
+    try (Plan plan = Training.plan(2, OptimizerType.SGD)) {
       List<Future<RankResult>> futures = new ArrayList<>();
       for (int r = 0; r < WORLD; ++r) {
         final int rank = r;
@@ -114,11 +114,13 @@ class MeshTest {
     try (Comm comm = Comm.createLocalGroup(1)[0]) {
       Mesh mesh = Mesh.create(comm, null);
       assertEquals(new Mesh.Coords(0, 0, 0, 0), mesh.coords());
-      try (Plan plan = Training.plan(1);
+      try (Plan plan = Training.plan(1, OptimizerType.SGD);
            EmbeddingCollection coll = mesh.embeddingCollection(plan, null, null)) {
-        mesh.sync(coll, Mesh.SYNC_WEIGHTS_ONLY);
-        ShardrecException bad = assertThrows(ShardrecException.class, () -> mesh.sync(coll, 99));
-        assertEquals(ShardrecException.EINVAL, bad.code());
+        mesh.sync(coll, SyncMode.WEIGHTS_ONLY);
+        // Modes are typed: an invalid one cannot be written, a missing one is named.
+        NullPointerException bad =
+            assertThrows(NullPointerException.class, () -> mesh.sync(coll, null));
+        assertTrue(bad.getMessage().contains("mode"), bad.getMessage());
       }
       mesh.close();
       mesh.close();

@@ -29,15 +29,22 @@ final class Training {
     return out;
   }
 
-  /** World 2 forces table-wise, row-wise and column-wise shards; world 1 plans freely. */
+  /** The fixture plan, made for Adagrad (the training tests' optimizer). */
   static Plan plan(int world) {
+    return plan(world, OptimizerType.ADAGRAD);
+  }
+
+  /** World 2 forces table-wise, row-wise and column-wise shards; world 1 plans freely. */
+  static Plan plan(int world, OptimizerType optimizer) {
     List<Config.Constraints> constraints = new ArrayList<>();
     if (world == 2) {
-      constraints.add(new Config.Constraints("t0").shardingTypes(Config.TABLE_WISE).ranks(1));
-      constraints.add(new Config.Constraints("t1").shardingTypes(Config.ROW_WISE));
-      constraints.add(new Config.Constraints("t2").shardingTypes(Config.COLUMN_WISE).ranks(0, 1));
+      constraints.add(new Config.Constraints("t0").shardingTypes(ShardingType.TABLE_WISE).ranks(1));
+      constraints.add(new Config.Constraints("t1").shardingTypes(ShardingType.ROW_WISE));
+      constraints.add(
+          new Config.Constraints("t2").shardingTypes(ShardingType.COLUMN_WISE).ranks(0, 1));
     }
-    return Plan.create(tables(), features(), new Config.Topology(world).batchSize(LOCAL_BATCH),
+    return Plan.create(tables(), features(),
+                       new Config.Topology(world).batchSize(LOCAL_BATCH).optimizer(optimizer),
                        constraints);
   }
 
@@ -83,7 +90,7 @@ final class Training {
   }
 
   static Config.Optimizer optimizer() {
-    return new Config.Optimizer().type(Config.Optimizer.ADAGRAD).learningRate(0.1f);
+    return new Config.Optimizer().type(OptimizerType.ADAGRAD).learningRate(0.1f);
   }
 
   /** Final weights of every table after {@code steps} steps at the given world size. */

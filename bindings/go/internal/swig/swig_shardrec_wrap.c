@@ -261,8 +261,14 @@ void shardrec_bind_plan_spec_free(shardrec_bind_plan_spec_t* spec) {
   size_t i;
   if (spec == NULL) return;
   for (i = 0; i < spec->num_tables; ++i) {
+    size_t k;
     free((void*)spec->tables[i].name);
     free((void*)spec->tables[i].features);
+    free((void*)spec->tables[i].optimizer);
+    for (k = 0; k < spec->tables[i].num_feature_names; ++k) {
+      free((void*)spec->tables[i].feature_names[k]);
+    }
+    free((void*)spec->tables[i].feature_names);
   }
   for (i = 0; i < spec->num_features; ++i) free((void*)spec->features[i].name);
   for (i = 0; i < spec->num_constraints; ++i) {
@@ -312,6 +318,31 @@ shardrec_status_t shardrec_bind_plan_spec_add_table(
   t->init_kind = init_kind;
   t->init_low = init_low;
   t->init_high = init_high;
+  return SHARDREC_OK;
+}
+
+/* Gives the table added last its own optimizer (copied). */
+shardrec_status_t shardrec_bind_plan_spec_set_table_optimizer(
+    shardrec_bind_plan_spec_t* spec, const shardrec_optimizer_config_t* optimizer) {
+  shardrec_table_config_t* t;
+  if (spec == NULL || spec->num_tables == 0 || optimizer == NULL) return SHARDREC_EINVAL;
+  t = &spec->tables[spec->num_tables - 1];
+  free((void*)t->optimizer);
+  t->optimizer = (const shardrec_optimizer_config_t*)sr_bind_memdup(optimizer, sizeof(*optimizer));
+  return t->optimizer == NULL ? SHARDREC_ENOMEM : SHARDREC_OK;
+}
+
+/* Appends a feature, by name, to the table added last (instead of feature indices). */
+shardrec_status_t shardrec_bind_plan_spec_add_table_feature_name(shardrec_bind_plan_spec_t* spec,
+                                                                 const char* name) {
+  shardrec_table_config_t* t;
+  const char** names;
+  if (spec == NULL || spec->num_tables == 0) return SHARDREC_EINVAL;
+  t = &spec->tables[spec->num_tables - 1];
+  names = (const char**)t->feature_names;
+  if (!sr_bind_grow((void**)&names, t->num_feature_names, sizeof(*names))) return SHARDREC_ENOMEM;
+  t->feature_names = names;
+  names[t->num_feature_names++] = sr_bind_strdup(name);
   return SHARDREC_OK;
 }
 
@@ -398,7 +429,7 @@ shardrec_status_t shardrec_bind_embedding_input_dist_start(
 extern "C" {
 #endif
 
-void _wrap_Swig_free_shardrec_f3770aebdf7e19ec(void *_swig_go_0) {
+void _wrap_Swig_free_swig_efeae8439c5aaa14(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -408,7 +439,7 @@ void _wrap_Swig_free_shardrec_f3770aebdf7e19ec(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_shardrec_f3770aebdf7e19ec(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_swig_efeae8439c5aaa14(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -421,7 +452,7 @@ void *_wrap_Swig_malloc_shardrec_f3770aebdf7e19ec(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_OK_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_OK_swig_efeae8439c5aaa14() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -433,7 +464,7 @@ intgo _wrap_OK_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_ERROR_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_ERROR_swig_efeae8439c5aaa14() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -445,7 +476,7 @@ intgo _wrap_ERROR_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_EINVAL_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_EINVAL_swig_efeae8439c5aaa14() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -457,7 +488,7 @@ intgo _wrap_EINVAL_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_EUSAGE_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_EUSAGE_swig_efeae8439c5aaa14() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -469,7 +500,7 @@ intgo _wrap_EUSAGE_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_ENOMEM_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_ENOMEM_swig_efeae8439c5aaa14() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -481,7 +512,7 @@ intgo _wrap_ENOMEM_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_ECUDA_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_ECUDA_swig_efeae8439c5aaa14() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -493,7 +524,7 @@ intgo _wrap_ECUDA_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_EREMOTE_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_EREMOTE_swig_efeae8439c5aaa14() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -505,7 +536,7 @@ intgo _wrap_EREMOTE_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_ETIMEOUT_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_ETIMEOUT_swig_efeae8439c5aaa14() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -517,7 +548,7 @@ intgo _wrap_ETIMEOUT_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_EIO_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_EIO_swig_efeae8439c5aaa14() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -529,7 +560,7 @@ intgo _wrap_EIO_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_ECORRUPT_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_ECORRUPT_swig_efeae8439c5aaa14() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -541,7 +572,7 @@ intgo _wrap_ECORRUPT_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_EUNSUPPORTED_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_EUNSUPPORTED_swig_efeae8439c5aaa14() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -553,7 +584,7 @@ intgo _wrap_EUNSUPPORTED_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_ENOTFOUND_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_ENOTFOUND_swig_efeae8439c5aaa14() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -565,7 +596,7 @@ intgo _wrap_ENOTFOUND_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_EINTERNAL_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_EINTERNAL_swig_efeae8439c5aaa14() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -577,7 +608,7 @@ intgo _wrap_EINTERNAL_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_ENODEVICE_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_ENODEVICE_swig_efeae8439c5aaa14() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -589,7 +620,7 @@ intgo _wrap_ENODEVICE_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT32_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_DTYPE_FLOAT32_swig_efeae8439c5aaa14() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -601,7 +632,7 @@ intgo _wrap_DTYPE_FLOAT32_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT16_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_DTYPE_FLOAT16_swig_efeae8439c5aaa14() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -613,7 +644,7 @@ intgo _wrap_DTYPE_FLOAT16_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_DTYPE_BFLOAT16_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_DTYPE_BFLOAT16_swig_efeae8439c5aaa14() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -625,7 +656,7 @@ intgo _wrap_DTYPE_BFLOAT16_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT64_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_DTYPE_FLOAT64_swig_efeae8439c5aaa14() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -637,7 +668,7 @@ intgo _wrap_DTYPE_FLOAT64_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_DTYPE_INT32_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_DTYPE_INT32_swig_efeae8439c5aaa14() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -649,7 +680,7 @@ intgo _wrap_DTYPE_INT32_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_DTYPE_INT64_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_DTYPE_INT64_swig_efeae8439c5aaa14() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -661,7 +692,7 @@ intgo _wrap_DTYPE_INT64_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_DTYPE_UINT8_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_DTYPE_UINT8_swig_efeae8439c5aaa14() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -673,7 +704,7 @@ intgo _wrap_DTYPE_UINT8_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_DEVICE_HOST_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_DEVICE_HOST_swig_efeae8439c5aaa14() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -685,7 +716,7 @@ intgo _wrap_DEVICE_HOST_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_DEVICE_CUDA_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_DEVICE_CUDA_swig_efeae8439c5aaa14() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -697,7 +728,7 @@ intgo _wrap_DEVICE_CUDA_shardrec_f3770aebdf7e19ec() {
 }
 
 
-_gostring_ _wrap_status_string_shardrec_f3770aebdf7e19ec(intgo _swig_go_0) {
+_gostring_ _wrap_status_string_swig_efeae8439c5aaa14(intgo _swig_go_0) {
   shardrec_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -710,7 +741,7 @@ _gostring_ _wrap_status_string_shardrec_f3770aebdf7e19ec(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_version_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_version_swig_efeae8439c5aaa14() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -721,7 +752,7 @@ intgo _wrap_version_shardrec_f3770aebdf7e19ec() {
 }
 
 
-_gostring_ _wrap_version_string_shardrec_f3770aebdf7e19ec() {
+_gostring_ _wrap_version_string_swig_efeae8439c5aaa14() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -732,7 +763,7 @@ _gostring_ _wrap_version_string_shardrec_f3770aebdf7e19ec() {
 }
 
 
-long long _wrap_dtype_size_shardrec_f3770aebdf7e19ec(intgo _swig_go_0) {
+long long _wrap_dtype_size_swig_efeae8439c5aaa14(intgo _swig_go_0) {
   int32_t arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -745,7 +776,7 @@ long long _wrap_dtype_size_shardrec_f3770aebdf7e19ec(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_SHARDING_DATA_PARALLEL_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_SHARDING_DATA_PARALLEL_swig_efeae8439c5aaa14() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -757,7 +788,7 @@ intgo _wrap_SHARDING_DATA_PARALLEL_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_WISE_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_SHARDING_TABLE_WISE_swig_efeae8439c5aaa14() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -769,7 +800,7 @@ intgo _wrap_SHARDING_TABLE_WISE_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_SHARDING_ROW_WISE_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_SHARDING_ROW_WISE_swig_efeae8439c5aaa14() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -781,7 +812,7 @@ intgo _wrap_SHARDING_ROW_WISE_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_SHARDING_COLUMN_WISE_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_SHARDING_COLUMN_WISE_swig_efeae8439c5aaa14() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -793,7 +824,7 @@ intgo _wrap_SHARDING_COLUMN_WISE_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_ROW_WISE_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_efeae8439c5aaa14() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -805,7 +836,7 @@ intgo _wrap_SHARDING_TABLE_ROW_WISE_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_COLUMN_WISE_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_efeae8439c5aaa14() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -817,7 +848,7 @@ intgo _wrap_SHARDING_TABLE_COLUMN_WISE_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_SHARDING_GRID_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_SHARDING_GRID_swig_efeae8439c5aaa14() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -829,7 +860,7 @@ intgo _wrap_SHARDING_GRID_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_POOLING_SUM_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_POOLING_SUM_swig_efeae8439c5aaa14() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -841,7 +872,7 @@ intgo _wrap_POOLING_SUM_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_POOLING_MEAN_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_POOLING_MEAN_swig_efeae8439c5aaa14() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -853,7 +884,7 @@ intgo _wrap_POOLING_MEAN_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_POOLING_NONE_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_POOLING_NONE_swig_efeae8439c5aaa14() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -865,7 +896,7 @@ intgo _wrap_POOLING_NONE_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_INIT_DEFAULT_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_INIT_DEFAULT_swig_efeae8439c5aaa14() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -877,7 +908,7 @@ intgo _wrap_INIT_DEFAULT_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_INIT_UNIFORM_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_INIT_UNIFORM_swig_efeae8439c5aaa14() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -889,7 +920,7 @@ intgo _wrap_INIT_UNIFORM_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_INIT_CONSTANT_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_INIT_CONSTANT_swig_efeae8439c5aaa14() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -901,7 +932,7 @@ intgo _wrap_INIT_CONSTANT_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_OPTIMIZER_SGD_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_OPTIMIZER_SGD_swig_efeae8439c5aaa14() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -913,7 +944,7 @@ intgo _wrap_OPTIMIZER_SGD_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAGRAD_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_OPTIMIZER_ADAGRAD_swig_efeae8439c5aaa14() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -925,7 +956,7 @@ intgo _wrap_OPTIMIZER_ADAGRAD_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_efeae8439c5aaa14() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -937,7 +968,7 @@ intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAM_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_OPTIMIZER_ADAM_swig_efeae8439c5aaa14() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -949,7 +980,7 @@ intgo _wrap_OPTIMIZER_ADAM_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_efeae8439c5aaa14() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -961,7 +992,7 @@ intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_OPTIMIZER_LAMB_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_OPTIMIZER_LAMB_swig_efeae8439c5aaa14() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -973,7 +1004,7 @@ intgo _wrap_OPTIMIZER_LAMB_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_NONE_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_WEIGHT_DECAY_NONE_swig_efeae8439c5aaa14() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -985,7 +1016,7 @@ intgo _wrap_WEIGHT_DECAY_NONE_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_L2_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_WEIGHT_DECAY_L2_swig_efeae8439c5aaa14() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -997,7 +1028,7 @@ intgo _wrap_WEIGHT_DECAY_L2_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_DECOUPLED_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_efeae8439c5aaa14() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1009,7 +1040,7 @@ intgo _wrap_WEIGHT_DECAY_DECOUPLED_shardrec_f3770aebdf7e19ec() {
 }
 
 
-void _wrap_optimizer_config_version_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_version_set_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t arg2 ;
   
@@ -1021,7 +1052,7 @@ void _wrap_optimizer_config_version_set_shardrec_f3770aebdf7e19ec(struct shardre
 }
 
 
-intgo _wrap_optimizer_config_version_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_version_get_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1034,7 +1065,7 @@ intgo _wrap_optimizer_config_version_get_shardrec_f3770aebdf7e19ec(struct shardr
 }
 
 
-void _wrap_optimizer_config_Xtype_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_Xtype_set_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1046,7 +1077,7 @@ void _wrap_optimizer_config_Xtype_set_shardrec_f3770aebdf7e19ec(struct shardrec_
 }
 
 
-intgo _wrap_optimizer_config_Xtype_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_Xtype_get_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1059,7 +1090,7 @@ intgo _wrap_optimizer_config_Xtype_get_shardrec_f3770aebdf7e19ec(struct shardrec
 }
 
 
-void _wrap_optimizer_config_learning_rate_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_learning_rate_set_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1071,7 +1102,7 @@ void _wrap_optimizer_config_learning_rate_set_shardrec_f3770aebdf7e19ec(struct s
 }
 
 
-float _wrap_optimizer_config_learning_rate_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_learning_rate_get_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1084,7 +1115,7 @@ float _wrap_optimizer_config_learning_rate_get_shardrec_f3770aebdf7e19ec(struct 
 }
 
 
-void _wrap_optimizer_config_eps_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_eps_set_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1096,7 +1127,7 @@ void _wrap_optimizer_config_eps_set_shardrec_f3770aebdf7e19ec(struct shardrec_op
 }
 
 
-float _wrap_optimizer_config_eps_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_eps_get_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1109,7 +1140,7 @@ float _wrap_optimizer_config_eps_get_shardrec_f3770aebdf7e19ec(struct shardrec_o
 }
 
 
-void _wrap_optimizer_config_beta1_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta1_set_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1121,7 +1152,7 @@ void _wrap_optimizer_config_beta1_set_shardrec_f3770aebdf7e19ec(struct shardrec_
 }
 
 
-float _wrap_optimizer_config_beta1_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta1_get_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1134,7 +1165,7 @@ float _wrap_optimizer_config_beta1_get_shardrec_f3770aebdf7e19ec(struct shardrec
 }
 
 
-void _wrap_optimizer_config_beta2_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta2_set_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1146,7 +1177,7 @@ void _wrap_optimizer_config_beta2_set_shardrec_f3770aebdf7e19ec(struct shardrec_
 }
 
 
-float _wrap_optimizer_config_beta2_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta2_get_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1159,7 +1190,7 @@ float _wrap_optimizer_config_beta2_get_shardrec_f3770aebdf7e19ec(struct shardrec
 }
 
 
-void _wrap_optimizer_config_weight_decay_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_set_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1171,7 +1202,7 @@ void _wrap_optimizer_config_weight_decay_set_shardrec_f3770aebdf7e19ec(struct sh
 }
 
 
-float _wrap_optimizer_config_weight_decay_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_weight_decay_get_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1184,7 +1215,7 @@ float _wrap_optimizer_config_weight_decay_get_shardrec_f3770aebdf7e19ec(struct s
 }
 
 
-void _wrap_optimizer_config_weight_decay_mode_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_mode_set_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1196,7 +1227,7 @@ void _wrap_optimizer_config_weight_decay_mode_set_shardrec_f3770aebdf7e19ec(stru
 }
 
 
-intgo _wrap_optimizer_config_weight_decay_mode_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_weight_decay_mode_get_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1209,7 +1240,7 @@ intgo _wrap_optimizer_config_weight_decay_mode_get_shardrec_f3770aebdf7e19ec(str
 }
 
 
-void _wrap_optimizer_config_stochastic_rounding_set_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_stochastic_rounding_set_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1221,7 +1252,7 @@ void _wrap_optimizer_config_stochastic_rounding_set_shardrec_f3770aebdf7e19ec(st
 }
 
 
-intgo _wrap_optimizer_config_stochastic_rounding_get_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_stochastic_rounding_get_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1234,7 +1265,7 @@ intgo _wrap_optimizer_config_stochastic_rounding_get_shardrec_f3770aebdf7e19ec(s
 }
 
 
-struct shardrec_optimizer_config *_wrap_new_optimizer_config_shardrec_f3770aebdf7e19ec() {
+struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_efeae8439c5aaa14() {
   struct shardrec_optimizer_config *result = 0 ;
   struct shardrec_optimizer_config *_swig_go_result;
   
@@ -1245,7 +1276,7 @@ struct shardrec_optimizer_config *_wrap_new_optimizer_config_shardrec_f3770aebdf
 }
 
 
-void _wrap_delete_optimizer_config_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0) {
+void _wrap_delete_optimizer_config_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   
   arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
@@ -1255,7 +1286,7 @@ void _wrap_delete_optimizer_config_shardrec_f3770aebdf7e19ec(struct shardrec_opt
 }
 
 
-_gostring_ _wrap_optimizer_config_init_shardrec_f3770aebdf7e19ec(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_optimizer_config_init_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_optimizer_config_t *arg1 = (shardrec_optimizer_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -1287,7 +1318,7 @@ _gostring_ _wrap_optimizer_config_init_shardrec_f3770aebdf7e19ec(struct shardrec
 }
 
 
-void _wrap_Topology_t_version_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_version_set_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t arg2 ;
   
@@ -1299,7 +1330,7 @@ void _wrap_Topology_t_version_set_shardrec_f3770aebdf7e19ec(struct shardrec_topo
 }
 
 
-intgo _wrap_Topology_t_version_get_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_version_get_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1312,7 +1343,7 @@ intgo _wrap_Topology_t_version_get_shardrec_f3770aebdf7e19ec(struct shardrec_top
 }
 
 
-void _wrap_Topology_t_world_size_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_world_size_set_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1324,7 +1355,7 @@ void _wrap_Topology_t_world_size_set_shardrec_f3770aebdf7e19ec(struct shardrec_t
 }
 
 
-intgo _wrap_Topology_t_world_size_get_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_world_size_get_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1337,7 +1368,7 @@ intgo _wrap_Topology_t_world_size_get_shardrec_f3770aebdf7e19ec(struct shardrec_
 }
 
 
-void _wrap_Topology_t_ranks_per_node_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_ranks_per_node_set_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1349,7 +1380,7 @@ void _wrap_Topology_t_ranks_per_node_set_shardrec_f3770aebdf7e19ec(struct shardr
 }
 
 
-intgo _wrap_Topology_t_ranks_per_node_get_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_ranks_per_node_get_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1362,7 +1393,7 @@ intgo _wrap_Topology_t_ranks_per_node_get_shardrec_f3770aebdf7e19ec(struct shard
 }
 
 
-void _wrap_Topology_t_device_type_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_device_type_set_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1374,7 +1405,7 @@ void _wrap_Topology_t_device_type_set_shardrec_f3770aebdf7e19ec(struct shardrec_
 }
 
 
-intgo _wrap_Topology_t_device_type_get_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_device_type_get_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1387,7 +1418,7 @@ intgo _wrap_Topology_t_device_type_get_shardrec_f3770aebdf7e19ec(struct shardrec
 }
 
 
-void _wrap_Topology_t_memory_bytes_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
+void _wrap_Topology_t_memory_bytes_set_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t arg2 ;
   
@@ -1399,7 +1430,7 @@ void _wrap_Topology_t_memory_bytes_set_shardrec_f3770aebdf7e19ec(struct shardrec
 }
 
 
-long long _wrap_Topology_t_memory_bytes_get_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
+long long _wrap_Topology_t_memory_bytes_get_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1412,7 +1443,7 @@ long long _wrap_Topology_t_memory_bytes_get_shardrec_f3770aebdf7e19ec(struct sha
 }
 
 
-void _wrap_Topology_t_intra_node_bandwidth_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_intra_node_bandwidth_set_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -1424,7 +1455,7 @@ void _wrap_Topology_t_intra_node_bandwidth_set_shardrec_f3770aebdf7e19ec(struct 
 }
 
 
-double _wrap_Topology_t_intra_node_bandwidth_get_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_intra_node_bandwidth_get_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -1437,7 +1468,7 @@ double _wrap_Topology_t_intra_node_bandwidth_get_shardrec_f3770aebdf7e19ec(struc
 }
 
 
-void _wrap_Topology_t_inter_node_bandwidth_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_inter_node_bandwidth_set_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -1449,7 +1480,7 @@ void _wrap_Topology_t_inter_node_bandwidth_set_shardrec_f3770aebdf7e19ec(struct 
 }
 
 
-double _wrap_Topology_t_inter_node_bandwidth_get_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_inter_node_bandwidth_get_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -1462,7 +1493,7 @@ double _wrap_Topology_t_inter_node_bandwidth_get_shardrec_f3770aebdf7e19ec(struc
 }
 
 
-void _wrap_Topology_t_batch_size_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_batch_size_set_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1474,7 +1505,7 @@ void _wrap_Topology_t_batch_size_set_shardrec_f3770aebdf7e19ec(struct shardrec_t
 }
 
 
-intgo _wrap_Topology_t_batch_size_get_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_batch_size_get_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1487,7 +1518,7 @@ intgo _wrap_Topology_t_batch_size_get_shardrec_f3770aebdf7e19ec(struct shardrec_
 }
 
 
-void _wrap_Topology_t_optimizer_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_optimizer_set_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1499,7 +1530,7 @@ void _wrap_Topology_t_optimizer_set_shardrec_f3770aebdf7e19ec(struct shardrec_to
 }
 
 
-intgo _wrap_Topology_t_optimizer_get_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_optimizer_get_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1512,7 +1543,7 @@ intgo _wrap_Topology_t_optimizer_get_shardrec_f3770aebdf7e19ec(struct shardrec_t
 }
 
 
-void _wrap_Topology_t_memory_bandwidth_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_memory_bandwidth_set_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -1524,7 +1555,7 @@ void _wrap_Topology_t_memory_bandwidth_set_shardrec_f3770aebdf7e19ec(struct shar
 }
 
 
-double _wrap_Topology_t_memory_bandwidth_get_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_memory_bandwidth_get_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -1537,7 +1568,7 @@ double _wrap_Topology_t_memory_bandwidth_get_shardrec_f3770aebdf7e19ec(struct sh
 }
 
 
-void _wrap_Topology_t_reserved_fraction_set_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_reserved_fraction_set_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -1549,7 +1580,7 @@ void _wrap_Topology_t_reserved_fraction_set_shardrec_f3770aebdf7e19ec(struct sha
 }
 
 
-double _wrap_Topology_t_reserved_fraction_get_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_reserved_fraction_get_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -1562,7 +1593,7 @@ double _wrap_Topology_t_reserved_fraction_get_shardrec_f3770aebdf7e19ec(struct s
 }
 
 
-struct shardrec_topology *_wrap_new_Topology_t_shardrec_f3770aebdf7e19ec() {
+struct shardrec_topology *_wrap_new_Topology_t_swig_efeae8439c5aaa14() {
   struct shardrec_topology *result = 0 ;
   struct shardrec_topology *_swig_go_result;
   
@@ -1573,7 +1604,7 @@ struct shardrec_topology *_wrap_new_Topology_t_shardrec_f3770aebdf7e19ec() {
 }
 
 
-void _wrap_delete_Topology_t_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0) {
+void _wrap_delete_Topology_t_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   
   arg1 = *(struct shardrec_topology **)&_swig_go_0; 
@@ -1583,7 +1614,7 @@ void _wrap_delete_Topology_t_shardrec_f3770aebdf7e19ec(struct shardrec_topology 
 }
 
 
-_gostring_ _wrap_topology_init_shardrec_f3770aebdf7e19ec(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_topology_init_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -1615,7 +1646,7 @@ _gostring_ _wrap_topology_init_shardrec_f3770aebdf7e19ec(struct shardrec_topolog
 }
 
 
-void _wrap_comm_options_version_set_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_version_set_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t arg2 ;
   
@@ -1627,7 +1658,7 @@ void _wrap_comm_options_version_set_shardrec_f3770aebdf7e19ec(struct shardrec_co
 }
 
 
-intgo _wrap_comm_options_version_get_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_version_get_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1640,7 +1671,7 @@ intgo _wrap_comm_options_version_get_shardrec_f3770aebdf7e19ec(struct shardrec_c
 }
 
 
-void _wrap_comm_options_timeout_ms_set_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_timeout_ms_set_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -1652,7 +1683,7 @@ void _wrap_comm_options_timeout_ms_set_shardrec_f3770aebdf7e19ec(struct shardrec
 }
 
 
-long long _wrap_comm_options_timeout_ms_get_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_timeout_ms_get_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1665,7 +1696,7 @@ long long _wrap_comm_options_timeout_ms_get_shardrec_f3770aebdf7e19ec(struct sha
 }
 
 
-void _wrap_comm_options_backend_set_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_backend_set_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -1677,7 +1708,7 @@ void _wrap_comm_options_backend_set_shardrec_f3770aebdf7e19ec(struct shardrec_co
 }
 
 
-intgo _wrap_comm_options_backend_get_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_backend_get_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1690,7 +1721,7 @@ intgo _wrap_comm_options_backend_get_shardrec_f3770aebdf7e19ec(struct shardrec_c
 }
 
 
-void _wrap_comm_options_device_type_set_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_type_set_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -1702,7 +1733,7 @@ void _wrap_comm_options_device_type_set_shardrec_f3770aebdf7e19ec(struct shardre
 }
 
 
-intgo _wrap_comm_options_device_type_get_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_type_get_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1715,7 +1746,7 @@ intgo _wrap_comm_options_device_type_get_shardrec_f3770aebdf7e19ec(struct shardr
 }
 
 
-void _wrap_comm_options_device_index_set_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_index_set_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -1727,7 +1758,7 @@ void _wrap_comm_options_device_index_set_shardrec_f3770aebdf7e19ec(struct shardr
 }
 
 
-intgo _wrap_comm_options_device_index_get_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_index_get_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1740,7 +1771,7 @@ intgo _wrap_comm_options_device_index_get_shardrec_f3770aebdf7e19ec(struct shard
 }
 
 
-void _wrap_comm_options_bind_address_set_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
+void _wrap_comm_options_bind_address_set_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *arg2 = (char *) 0 ;
   
@@ -1764,7 +1795,7 @@ void _wrap_comm_options_bind_address_set_shardrec_f3770aebdf7e19ec(struct shardr
 }
 
 
-_gostring_ _wrap_comm_options_bind_address_get_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0) {
+_gostring_ _wrap_comm_options_bind_address_get_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -1777,7 +1808,7 @@ _gostring_ _wrap_comm_options_bind_address_get_shardrec_f3770aebdf7e19ec(struct 
 }
 
 
-struct shardrec_comm_options *_wrap_new_comm_options_shardrec_f3770aebdf7e19ec() {
+struct shardrec_comm_options *_wrap_new_comm_options_swig_efeae8439c5aaa14() {
   struct shardrec_comm_options *result = 0 ;
   struct shardrec_comm_options *_swig_go_result;
   
@@ -1788,7 +1819,7 @@ struct shardrec_comm_options *_wrap_new_comm_options_shardrec_f3770aebdf7e19ec()
 }
 
 
-void _wrap_delete_comm_options_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0) {
+void _wrap_delete_comm_options_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   
   arg1 = *(struct shardrec_comm_options **)&_swig_go_0; 
@@ -1798,7 +1829,7 @@ void _wrap_delete_comm_options_shardrec_f3770aebdf7e19ec(struct shardrec_comm_op
 }
 
 
-_gostring_ _wrap_comm_options_init_shardrec_f3770aebdf7e19ec(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_comm_options_init_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_comm_options_t *arg1 = (shardrec_comm_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -1830,7 +1861,7 @@ _gostring_ _wrap_comm_options_init_shardrec_f3770aebdf7e19ec(struct shardrec_com
 }
 
 
-_gostring_ _wrap_comm_unique_id_create_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0) {
+_gostring_ _wrap_comm_unique_id_create_swig_efeae8439c5aaa14(_goslice_ _swig_go_0) {
   shardrec_unique_id_t *arg1 = (shardrec_unique_id_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -1860,7 +1891,7 @@ _gostring_ _wrap_comm_unique_id_create_shardrec_f3770aebdf7e19ec(_goslice_ _swig
 }
 
 
-_gostring_ _wrap_comm_create_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
+_gostring_ _wrap_comm_create_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_unique_id_t *arg2 = (shardrec_unique_id_t *) 0 ;
   int32_t arg3 ;
@@ -1898,7 +1929,7 @@ _gostring_ _wrap_comm_create_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, _go
 }
 
 
-_gostring_ _wrap_comm_create_local_group_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_local_group_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int32_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -1934,7 +1965,7 @@ _gostring_ _wrap_comm_create_local_group_shardrec_f3770aebdf7e19ec(_goslice_ _sw
 }
 
 
-_gostring_ _wrap_comm_split_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_comm_split_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int32_t arg3 ;
@@ -1970,7 +2001,7 @@ _gostring_ _wrap_comm_split_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, shar
 }
 
 
-_gostring_ _wrap_comm_rank_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_rank_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -2002,7 +2033,7 @@ _gostring_ _wrap_comm_rank_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, shard
 }
 
 
-_gostring_ _wrap_comm_size_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_size_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -2034,7 +2065,7 @@ _gostring_ _wrap_comm_size_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, shard
 }
 
 
-_gostring_ _wrap_comm_set_timeout_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_comm_set_timeout_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -2066,7 +2097,7 @@ _gostring_ _wrap_comm_set_timeout_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_sw
 }
 
 
-_gostring_ _wrap_comm_abort_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_abort_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2096,7 +2127,7 @@ _gostring_ _wrap_comm_abort_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_async_error_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_async_error_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2126,7 +2157,7 @@ _gostring_ _wrap_comm_async_error_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_sw
 }
 
 
-void _wrap_comm_destroy_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_swig_go_0) {
+void _wrap_comm_destroy_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   
   arg1 = (shardrec_comm_t *)_swig_go_0; 
@@ -2136,7 +2167,7 @@ void _wrap_comm_destroy_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_allreduce_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_comm_allreduce_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -2178,7 +2209,7 @@ _gostring_ _wrap_comm_allreduce_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_swig
 }
 
 
-_gostring_ _wrap_comm_broadcast_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_broadcast_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   size_t arg3 ;
@@ -2218,7 +2249,7 @@ _gostring_ _wrap_comm_broadcast_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_swig
 }
 
 
-_gostring_ _wrap_comm_allgather_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_allgather_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -2258,7 +2289,7 @@ _gostring_ _wrap_comm_allgather_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_swig
 }
 
 
-_gostring_ _wrap_comm_barrier_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_barrier_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2288,7 +2319,7 @@ _gostring_ _wrap_comm_barrier_shardrec_f3770aebdf7e19ec(shardrec_comm_t *_swig_g
 }
 
 
-void _wrap_Shard_t_row_offset_set_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_row_offset_set_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -2300,7 +2331,7 @@ void _wrap_Shard_t_row_offset_set_shardrec_f3770aebdf7e19ec(struct shardrec_shar
 }
 
 
-long long _wrap_Shard_t_row_offset_get_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_row_offset_get_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2313,7 +2344,7 @@ long long _wrap_Shard_t_row_offset_get_shardrec_f3770aebdf7e19ec(struct shardrec
 }
 
 
-void _wrap_Shard_t_rows_set_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_rows_set_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -2325,7 +2356,7 @@ void _wrap_Shard_t_rows_set_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_sw
 }
 
 
-long long _wrap_Shard_t_rows_get_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_rows_get_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2338,7 +2369,7 @@ long long _wrap_Shard_t_rows_get_shardrec_f3770aebdf7e19ec(struct shardrec_shard
 }
 
 
-void _wrap_Shard_t_col_offset_set_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_col_offset_set_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -2350,7 +2381,7 @@ void _wrap_Shard_t_col_offset_set_shardrec_f3770aebdf7e19ec(struct shardrec_shar
 }
 
 
-intgo _wrap_Shard_t_col_offset_get_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_col_offset_get_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2363,7 +2394,7 @@ intgo _wrap_Shard_t_col_offset_get_shardrec_f3770aebdf7e19ec(struct shardrec_sha
 }
 
 
-void _wrap_Shard_t_cols_set_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_cols_set_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -2375,7 +2406,7 @@ void _wrap_Shard_t_cols_set_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_sw
 }
 
 
-intgo _wrap_Shard_t_cols_get_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_cols_get_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2388,7 +2419,7 @@ intgo _wrap_Shard_t_cols_get_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_s
 }
 
 
-void _wrap_Shard_t_rank_set_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_rank_set_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -2400,7 +2431,7 @@ void _wrap_Shard_t_rank_set_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_sw
 }
 
 
-intgo _wrap_Shard_t_rank_get_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_rank_get_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2413,7 +2444,7 @@ intgo _wrap_Shard_t_rank_get_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_s
 }
 
 
-struct shardrec_shard *_wrap_new_Shard_t_shardrec_f3770aebdf7e19ec() {
+struct shardrec_shard *_wrap_new_Shard_t_swig_efeae8439c5aaa14() {
   struct shardrec_shard *result = 0 ;
   struct shardrec_shard *_swig_go_result;
   
@@ -2424,7 +2455,7 @@ struct shardrec_shard *_wrap_new_Shard_t_shardrec_f3770aebdf7e19ec() {
 }
 
 
-void _wrap_delete_Shard_t_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig_go_0) {
+void _wrap_delete_Shard_t_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   
   arg1 = *(struct shardrec_shard **)&_swig_go_0; 
@@ -2434,7 +2465,7 @@ void _wrap_delete_Shard_t_shardrec_f3770aebdf7e19ec(struct shardrec_shard *_swig
 }
 
 
-_gostring_ _wrap_plan_from_json_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_plan_from_json_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -2470,7 +2501,7 @@ _gostring_ _wrap_plan_from_json_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_plan_to_json_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_to_json_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -2511,7 +2542,7 @@ _gostring_ _wrap_plan_to_json_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_g
 }
 
 
-_gostring_ _wrap_plan_stats_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_stats_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -2552,7 +2583,7 @@ _gostring_ _wrap_plan_stats_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_hash_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_hash_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -2584,7 +2615,7 @@ _gostring_ _wrap_plan_hash_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_plan_world_size_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_world_size_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -2616,7 +2647,7 @@ _gostring_ _wrap_plan_world_size_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_ranks_per_node_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_ranks_per_node_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -2648,7 +2679,7 @@ _gostring_ _wrap_plan_ranks_per_node_shardrec_f3770aebdf7e19ec(shardrec_plan_t *
 }
 
 
-_gostring_ _wrap_plan_num_tables_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_tables_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -2680,7 +2711,7 @@ _gostring_ _wrap_plan_num_tables_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_num_features_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_features_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -2712,7 +2743,7 @@ _gostring_ _wrap_plan_num_features_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_s
 }
 
 
-_gostring_ _wrap_plan_feature_name_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_feature_name_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -2751,7 +2782,7 @@ _gostring_ _wrap_plan_feature_name_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_s
 }
 
 
-_gostring_ _wrap_plan_table_name_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_table_name_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -2790,7 +2821,7 @@ _gostring_ _wrap_plan_table_name_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_find_table_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_find_table_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -2829,7 +2860,7 @@ _gostring_ _wrap_plan_find_table_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_table_rows_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_rows_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -2863,7 +2894,7 @@ _gostring_ _wrap_plan_table_rows_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_table_dim_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_dim_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2897,7 +2928,7 @@ _gostring_ _wrap_plan_table_dim_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig
 }
 
 
-_gostring_ _wrap_plan_table_sharding_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_plan_table_sharding_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2933,7 +2964,7 @@ _gostring_ _wrap_plan_table_sharding_shardrec_f3770aebdf7e19ec(shardrec_plan_t *
 }
 
 
-_gostring_ _wrap_plan_shard_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
+_gostring_ _wrap_plan_shard_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -2969,7 +3000,7 @@ _gostring_ _wrap_plan_shard_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_
 }
 
 
-void _wrap_plan_destroy_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0) {
+void _wrap_plan_destroy_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   
   arg1 = (shardrec_plan_t *)_swig_go_0; 
@@ -2979,7 +3010,7 @@ void _wrap_plan_destroy_shardrec_f3770aebdf7e19ec(shardrec_plan_t *_swig_go_0) {
 }
 
 
-intgo _wrap_BOUNDS_ERROR_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_BOUNDS_ERROR_swig_efeae8439c5aaa14() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -2991,7 +3022,7 @@ intgo _wrap_BOUNDS_ERROR_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_BOUNDS_CLAMP_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_BOUNDS_CLAMP_swig_efeae8439c5aaa14() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -3003,7 +3034,7 @@ intgo _wrap_BOUNDS_CLAMP_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_BOUNDS_SKIP_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_BOUNDS_SKIP_swig_efeae8439c5aaa14() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -3015,7 +3046,7 @@ intgo _wrap_BOUNDS_SKIP_shardrec_f3770aebdf7e19ec() {
 }
 
 
-void _wrap_embedding_options_version_set_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_version_set_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t arg2 ;
   
@@ -3027,7 +3058,7 @@ void _wrap_embedding_options_version_set_shardrec_f3770aebdf7e19ec(struct shardr
 }
 
 
-intgo _wrap_embedding_options_version_get_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_version_get_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -3040,7 +3071,7 @@ intgo _wrap_embedding_options_version_get_shardrec_f3770aebdf7e19ec(struct shard
 }
 
 
-void _wrap_embedding_options_seed_set_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_seed_set_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t arg2 ;
   
@@ -3052,7 +3083,7 @@ void _wrap_embedding_options_seed_set_shardrec_f3770aebdf7e19ec(struct shardrec_
 }
 
 
-long long _wrap_embedding_options_seed_get_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_seed_get_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3065,7 +3096,7 @@ long long _wrap_embedding_options_seed_get_shardrec_f3770aebdf7e19ec(struct shar
 }
 
 
-void _wrap_embedding_options_bounds_policy_set_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_bounds_policy_set_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -3077,7 +3108,7 @@ void _wrap_embedding_options_bounds_policy_set_shardrec_f3770aebdf7e19ec(struct 
 }
 
 
-intgo _wrap_embedding_options_bounds_policy_get_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_bounds_policy_get_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3090,7 +3121,7 @@ intgo _wrap_embedding_options_bounds_policy_get_shardrec_f3770aebdf7e19ec(struct
 }
 
 
-void _wrap_embedding_options_num_threads_set_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_num_threads_set_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -3102,7 +3133,7 @@ void _wrap_embedding_options_num_threads_set_shardrec_f3770aebdf7e19ec(struct sh
 }
 
 
-intgo _wrap_embedding_options_num_threads_get_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_num_threads_get_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3115,7 +3146,7 @@ intgo _wrap_embedding_options_num_threads_get_shardrec_f3770aebdf7e19ec(struct s
 }
 
 
-void _wrap_embedding_options_dp_comm_set_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+void _wrap_embedding_options_dp_comm_set_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   
@@ -3127,7 +3158,7 @@ void _wrap_embedding_options_dp_comm_set_shardrec_f3770aebdf7e19ec(struct shardr
 }
 
 
-shardrec_comm_t *_wrap_embedding_options_dp_comm_get_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0) {
+shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *result = 0 ;
   shardrec_comm_t *_swig_go_result;
@@ -3140,7 +3171,7 @@ shardrec_comm_t *_wrap_embedding_options_dp_comm_get_shardrec_f3770aebdf7e19ec(s
 }
 
 
-void _wrap_embedding_options_device_type_set_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_type_set_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -3152,7 +3183,7 @@ void _wrap_embedding_options_device_type_set_shardrec_f3770aebdf7e19ec(struct sh
 }
 
 
-intgo _wrap_embedding_options_device_type_get_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_type_get_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3165,7 +3196,7 @@ intgo _wrap_embedding_options_device_type_get_shardrec_f3770aebdf7e19ec(struct s
 }
 
 
-void _wrap_embedding_options_device_index_set_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_index_set_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -3177,7 +3208,7 @@ void _wrap_embedding_options_device_index_set_shardrec_f3770aebdf7e19ec(struct s
 }
 
 
-intgo _wrap_embedding_options_device_index_get_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_index_get_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3190,7 +3221,7 @@ intgo _wrap_embedding_options_device_index_get_shardrec_f3770aebdf7e19ec(struct 
 }
 
 
-void _wrap_embedding_options_non_finite_set_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_non_finite_set_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -3202,7 +3233,7 @@ void _wrap_embedding_options_non_finite_set_shardrec_f3770aebdf7e19ec(struct sha
 }
 
 
-intgo _wrap_embedding_options_non_finite_get_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_non_finite_get_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3215,7 +3246,7 @@ intgo _wrap_embedding_options_non_finite_get_shardrec_f3770aebdf7e19ec(struct sh
 }
 
 
-void _wrap_embedding_options_table_memory_set_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_table_memory_set_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -3227,7 +3258,7 @@ void _wrap_embedding_options_table_memory_set_shardrec_f3770aebdf7e19ec(struct s
 }
 
 
-intgo _wrap_embedding_options_table_memory_get_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_table_memory_get_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3240,7 +3271,7 @@ intgo _wrap_embedding_options_table_memory_get_shardrec_f3770aebdf7e19ec(struct 
 }
 
 
-struct shardrec_embedding_options *_wrap_new_embedding_options_shardrec_f3770aebdf7e19ec() {
+struct shardrec_embedding_options *_wrap_new_embedding_options_swig_efeae8439c5aaa14() {
   struct shardrec_embedding_options *result = 0 ;
   struct shardrec_embedding_options *_swig_go_result;
   
@@ -3251,7 +3282,7 @@ struct shardrec_embedding_options *_wrap_new_embedding_options_shardrec_f3770aeb
 }
 
 
-void _wrap_delete_embedding_options_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0) {
+void _wrap_delete_embedding_options_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   
   arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
@@ -3261,7 +3292,7 @@ void _wrap_delete_embedding_options_shardrec_f3770aebdf7e19ec(struct shardrec_em
 }
 
 
-intgo _wrap_TABLE_MEMORY_HUGE_PAGES_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_efeae8439c5aaa14() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -3273,7 +3304,7 @@ intgo _wrap_TABLE_MEMORY_HUGE_PAGES_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_SMALL_PAGES_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_efeae8439c5aaa14() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -3285,7 +3316,7 @@ intgo _wrap_TABLE_MEMORY_SMALL_PAGES_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_NON_FINITE_CHECK_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_NON_FINITE_CHECK_swig_efeae8439c5aaa14() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -3297,7 +3328,7 @@ intgo _wrap_NON_FINITE_CHECK_shardrec_f3770aebdf7e19ec() {
 }
 
 
-intgo _wrap_NON_FINITE_ALLOW_shardrec_f3770aebdf7e19ec() {
+intgo _wrap_NON_FINITE_ALLOW_swig_efeae8439c5aaa14() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -3309,7 +3340,7 @@ intgo _wrap_NON_FINITE_ALLOW_shardrec_f3770aebdf7e19ec() {
 }
 
 
-_gostring_ _wrap_embedding_options_init_shardrec_f3770aebdf7e19ec(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_options_init_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_options_t *arg1 = (shardrec_embedding_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -3341,7 +3372,7 @@ _gostring_ _wrap_embedding_options_init_shardrec_f3770aebdf7e19ec(struct shardre
 }
 
 
-_gostring_ _wrap_embedding_create_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_embedding_create_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_plan_t *arg2 = (shardrec_plan_t *) 0 ;
   shardrec_comm_t *arg3 = (shardrec_comm_t *) 0 ;
@@ -3379,7 +3410,7 @@ _gostring_ _wrap_embedding_create_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0
 }
 
 
-void _wrap_embedding_destroy_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0) {
+void _wrap_embedding_destroy_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   
   arg1 = (shardrec_embedding_t *)_swig_go_0; 
@@ -3389,7 +3420,7 @@ void _wrap_embedding_destroy_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_embedding_output_dim_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_output_dim_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -3421,7 +3452,7 @@ _gostring_ _wrap_embedding_output_dim_shardrec_f3770aebdf7e19ec(shardrec_embeddi
 }
 
 
-_gostring_ _wrap_embedding_is_sequence_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_sequence_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3453,7 +3484,7 @@ _gostring_ _wrap_embedding_is_sequence_shardrec_f3770aebdf7e19ec(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_input_dist_wait_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_input_dist_wait_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   void *arg2 = (void *) 0 ;
   shardrec_status_t result;
@@ -3485,7 +3516,7 @@ _gostring_ _wrap_embedding_input_dist_wait_shardrec_f3770aebdf7e19ec(shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -3523,7 +3554,7 @@ _gostring_ _wrap_embedding_forward_distributed_shardrec_f3770aebdf7e19ec(shardre
 }
 
 
-_gostring_ _wrap_embedding_backward_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_backward_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -3561,7 +3592,7 @@ _gostring_ _wrap_embedding_backward_shardrec_f3770aebdf7e19ec(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_forward_tensor_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
+_gostring_ _wrap_embedding_forward_tensor_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_kjt_view_t *arg2 = (shardrec_kjt_view_t *) 0 ;
   shardrec_tensor_view_t *arg3 = (shardrec_tensor_view_t *) 0 ;
@@ -3597,7 +3628,7 @@ _gostring_ _wrap_embedding_forward_tensor_shardrec_f3770aebdf7e19ec(shardrec_emb
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_tensor_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_tensor_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3631,7 +3662,7 @@ _gostring_ _wrap_embedding_forward_distributed_tensor_shardrec_f3770aebdf7e19ec(
 }
 
 
-_gostring_ _wrap_embedding_backward_tensor_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_backward_tensor_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3665,7 +3696,7 @@ _gostring_ _wrap_embedding_backward_tensor_shardrec_f3770aebdf7e19ec(shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_set_learning_rate_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_embedding_set_learning_rate_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -3697,7 +3728,7 @@ _gostring_ _wrap_embedding_set_learning_rate_shardrec_f3770aebdf7e19ec(shardrec_
 }
 
 
-_gostring_ _wrap_embedding_num_steps_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_steps_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -3729,7 +3760,7 @@ _gostring_ _wrap_embedding_num_steps_shardrec_f3770aebdf7e19ec(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_set_num_steps_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_embedding_set_num_steps_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -3761,7 +3792,7 @@ _gostring_ _wrap_embedding_set_num_steps_shardrec_f3770aebdf7e19ec(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_get_weights_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_get_weights_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -3804,7 +3835,7 @@ _gostring_ _wrap_embedding_get_weights_shardrec_f3770aebdf7e19ec(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_set_weights_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_set_weights_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -3847,7 +3878,7 @@ _gostring_ _wrap_embedding_set_weights_shardrec_f3770aebdf7e19ec(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_num_states_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_states_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3879,7 +3910,7 @@ _gostring_ _wrap_embedding_num_states_shardrec_f3770aebdf7e19ec(shardrec_embeddi
 }
 
 
-_gostring_ _wrap_embedding_state_info_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_state_info_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -3920,7 +3951,7 @@ _gostring_ _wrap_embedding_state_info_shardrec_f3770aebdf7e19ec(shardrec_embeddi
 }
 
 
-_gostring_ _wrap_embedding_get_state_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_get_state_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -3970,7 +4001,7 @@ _gostring_ _wrap_embedding_get_state_shardrec_f3770aebdf7e19ec(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_set_state_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_set_state_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -4020,7 +4051,7 @@ _gostring_ _wrap_embedding_set_state_shardrec_f3770aebdf7e19ec(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_timings_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_timings_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   double *arg2 = (double *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -4054,7 +4085,7 @@ _gostring_ _wrap_embedding_timings_shardrec_f3770aebdf7e19ec(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_table_learning_rate_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_embedding_set_table_learning_rate_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -4093,7 +4124,7 @@ _gostring_ _wrap_embedding_set_table_learning_rate_shardrec_f3770aebdf7e19ec(sha
 }
 
 
-_gostring_ _wrap_embedding_table_optimizer_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
+_gostring_ _wrap_embedding_table_optimizer_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_optimizer_config_t *arg3 = (shardrec_optimizer_config_t *) 0 ;
@@ -4132,7 +4163,7 @@ _gostring_ _wrap_embedding_table_optimizer_shardrec_f3770aebdf7e19ec(shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_table_num_states_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_table_num_states_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -4171,7 +4202,7 @@ _gostring_ _wrap_embedding_table_num_states_shardrec_f3770aebdf7e19ec(shardrec_e
 }
 
 
-_gostring_ _wrap_embedding_table_state_info_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_embedding_table_state_info_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -4219,7 +4250,7 @@ _gostring_ _wrap_embedding_table_state_info_shardrec_f3770aebdf7e19ec(shardrec_e
 }
 
 
-_gostring_ _wrap_embedding_num_outputs_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_outputs_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -4251,22 +4282,24 @@ _gostring_ _wrap_embedding_num_outputs_shardrec_f3770aebdf7e19ec(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_output_info_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, long long *_swig_go_4, long long *_swig_go_5) {
+_gostring_ _wrap_embedding_output_info_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
   char **arg4 = (char **) 0 ;
   int64_t *arg5 = (int64_t *) 0 ;
   int64_t *arg6 = (int64_t *) 0 ;
+  char const *name3 = NULL ;
+  char const *name4 = NULL ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
   
   arg1 = (shardrec_embedding_t *)_swig_go_0; 
   arg2 = (size_t)_swig_go_1; 
-  arg3 = *(char ***)&_swig_go_2; 
-  arg4 = *(char ***)&_swig_go_3; 
-  arg5 = *(int64_t **)&_swig_go_4; 
-  arg6 = *(int64_t **)&_swig_go_5; 
+  arg3 = (char **)&name3; 
+  arg4 = (char **)&name4; 
+  arg5 = (int64_t *)_swig_go_4.array; 
+  arg6 = (int64_t *)_swig_go_5.array; 
   
   result = (shardrec_status_t)shardrec_embedding_output_info((struct shardrec_embedding const *)arg1,arg2,(char const **)arg3,(char const **)arg4,arg5,arg6);
   
@@ -4287,11 +4320,19 @@ _gostring_ _wrap_embedding_output_info_shardrec_f3770aebdf7e19ec(shardrec_embedd
     _swig_go_result = Swig_AllocateString("", 0);
   }
   
+  
+  *(_gostring_*)_swig_go_2 = Swig_AllocateString(name3 ? name3 : "",
+    name3 ? strlen(name3) : 0);
+  
+  
+  *(_gostring_*)_swig_go_3 = Swig_AllocateString(name4 ? name4 : "",
+    name4 ? strlen(name4) : 0);
+  
   return _swig_go_result;
 }
 
 
-void _wrap_step_timings_version_set_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+void _wrap_step_timings_version_set_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t arg2 ;
   
@@ -4303,7 +4344,7 @@ void _wrap_step_timings_version_set_shardrec_f3770aebdf7e19ec(struct shardrec_st
 }
 
 
-intgo _wrap_step_timings_version_get_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0) {
+intgo _wrap_step_timings_version_get_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4316,7 +4357,7 @@ intgo _wrap_step_timings_version_get_shardrec_f3770aebdf7e19ec(struct shardrec_s
 }
 
 
-void _wrap_step_timings_forwards_set_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_forwards_set_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -4328,7 +4369,7 @@ void _wrap_step_timings_forwards_set_shardrec_f3770aebdf7e19ec(struct shardrec_s
 }
 
 
-long long _wrap_step_timings_forwards_get_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_forwards_get_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4341,7 +4382,7 @@ long long _wrap_step_timings_forwards_get_shardrec_f3770aebdf7e19ec(struct shard
 }
 
 
-void _wrap_step_timings_backwards_set_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_backwards_set_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -4353,7 +4394,7 @@ void _wrap_step_timings_backwards_set_shardrec_f3770aebdf7e19ec(struct shardrec_
 }
 
 
-long long _wrap_step_timings_backwards_get_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_backwards_get_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4366,7 +4407,7 @@ long long _wrap_step_timings_backwards_get_shardrec_f3770aebdf7e19ec(struct shar
 }
 
 
-void _wrap_step_timings_samples_set_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_samples_set_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -4378,7 +4419,7 @@ void _wrap_step_timings_samples_set_shardrec_f3770aebdf7e19ec(struct shardrec_st
 }
 
 
-long long _wrap_step_timings_samples_get_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_samples_get_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4391,7 +4432,7 @@ long long _wrap_step_timings_samples_get_shardrec_f3770aebdf7e19ec(struct shardr
 }
 
 
-void _wrap_step_timings_total_seconds_set_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_total_seconds_set_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -4403,7 +4444,7 @@ void _wrap_step_timings_total_seconds_set_shardrec_f3770aebdf7e19ec(struct shard
 }
 
 
-double _wrap_step_timings_total_seconds_get_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_total_seconds_get_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -4416,7 +4457,7 @@ double _wrap_step_timings_total_seconds_get_shardrec_f3770aebdf7e19ec(struct sha
 }
 
 
-void _wrap_step_timings_collective_seconds_set_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_collective_seconds_set_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -4428,7 +4469,7 @@ void _wrap_step_timings_collective_seconds_set_shardrec_f3770aebdf7e19ec(struct 
 }
 
 
-double _wrap_step_timings_collective_seconds_get_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_collective_seconds_get_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -4441,7 +4482,7 @@ double _wrap_step_timings_collective_seconds_get_shardrec_f3770aebdf7e19ec(struc
 }
 
 
-void _wrap_step_timings_input_dist_seconds_set_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_input_dist_seconds_set_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -4453,7 +4494,7 @@ void _wrap_step_timings_input_dist_seconds_set_shardrec_f3770aebdf7e19ec(struct 
 }
 
 
-double _wrap_step_timings_input_dist_seconds_get_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_input_dist_seconds_get_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -4466,7 +4507,7 @@ double _wrap_step_timings_input_dist_seconds_get_shardrec_f3770aebdf7e19ec(struc
 }
 
 
-void _wrap_step_timings_lookup_seconds_set_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_lookup_seconds_set_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -4478,7 +4519,7 @@ void _wrap_step_timings_lookup_seconds_set_shardrec_f3770aebdf7e19ec(struct shar
 }
 
 
-double _wrap_step_timings_lookup_seconds_get_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_lookup_seconds_get_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -4491,7 +4532,7 @@ double _wrap_step_timings_lookup_seconds_get_shardrec_f3770aebdf7e19ec(struct sh
 }
 
 
-void _wrap_step_timings_output_dist_seconds_set_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_output_dist_seconds_set_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -4503,7 +4544,7 @@ void _wrap_step_timings_output_dist_seconds_set_shardrec_f3770aebdf7e19ec(struct
 }
 
 
-double _wrap_step_timings_output_dist_seconds_get_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_output_dist_seconds_get_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -4516,7 +4557,7 @@ double _wrap_step_timings_output_dist_seconds_get_shardrec_f3770aebdf7e19ec(stru
 }
 
 
-void _wrap_step_timings_backward_seconds_set_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_backward_seconds_set_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -4528,7 +4569,7 @@ void _wrap_step_timings_backward_seconds_set_shardrec_f3770aebdf7e19ec(struct sh
 }
 
 
-double _wrap_step_timings_backward_seconds_get_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_backward_seconds_get_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -4541,7 +4582,7 @@ double _wrap_step_timings_backward_seconds_get_shardrec_f3770aebdf7e19ec(struct 
 }
 
 
-struct shardrec_step_timings *_wrap_new_step_timings_shardrec_f3770aebdf7e19ec() {
+struct shardrec_step_timings *_wrap_new_step_timings_swig_efeae8439c5aaa14() {
   struct shardrec_step_timings *result = 0 ;
   struct shardrec_step_timings *_swig_go_result;
   
@@ -4552,7 +4593,7 @@ struct shardrec_step_timings *_wrap_new_step_timings_shardrec_f3770aebdf7e19ec()
 }
 
 
-void _wrap_delete_step_timings_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0) {
+void _wrap_delete_step_timings_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   
   arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
@@ -4562,7 +4603,7 @@ void _wrap_delete_step_timings_shardrec_f3770aebdf7e19ec(struct shardrec_step_ti
 }
 
 
-_gostring_ _wrap_step_timings_init_shardrec_f3770aebdf7e19ec(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_step_timings_init_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   shardrec_step_timings_t *arg1 = (shardrec_step_timings_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4594,7 +4635,7 @@ _gostring_ _wrap_step_timings_init_shardrec_f3770aebdf7e19ec(struct shardrec_ste
 }
 
 
-_gostring_ _wrap_embedding_step_timings_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
+_gostring_ _wrap_embedding_step_timings_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_step_timings_t *arg2 = (shardrec_step_timings_t *) 0 ;
   shardrec_status_t result;
@@ -4626,7 +4667,7 @@ _gostring_ _wrap_embedding_step_timings_shardrec_f3770aebdf7e19ec(shardrec_embed
 }
 
 
-_gostring_ _wrap_device_count_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0) {
+_gostring_ _wrap_device_count_swig_efeae8439c5aaa14(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -4656,7 +4697,7 @@ _gostring_ _wrap_device_count_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0) {
 }
 
 
-_gostring_ _wrap_device_check_shardrec_f3770aebdf7e19ec(intgo _swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_device_check_swig_efeae8439c5aaa14(intgo _swig_go_0, intgo _swig_go_1) {
   int32_t arg1 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -4688,7 +4729,7 @@ _gostring_ _wrap_device_check_shardrec_f3770aebdf7e19ec(intgo _swig_go_0, intgo 
 }
 
 
-void _wrap_mesh_options_version_set_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_version_set_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4700,7 +4741,7 @@ void _wrap_mesh_options_version_set_shardrec_f3770aebdf7e19ec(struct shardrec_me
 }
 
 
-intgo _wrap_mesh_options_version_get_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_version_get_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4713,7 +4754,7 @@ intgo _wrap_mesh_options_version_get_shardrec_f3770aebdf7e19ec(struct shardrec_m
 }
 
 
-void _wrap_mesh_options_sharding_group_size_set_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sharding_group_size_set_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -4725,7 +4766,7 @@ void _wrap_mesh_options_sharding_group_size_set_shardrec_f3770aebdf7e19ec(struct
 }
 
 
-intgo _wrap_mesh_options_sharding_group_size_get_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sharding_group_size_get_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4738,7 +4779,7 @@ intgo _wrap_mesh_options_sharding_group_size_get_shardrec_f3770aebdf7e19ec(struc
 }
 
 
-void _wrap_mesh_options_layout_set_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_layout_set_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -4750,7 +4791,7 @@ void _wrap_mesh_options_layout_set_shardrec_f3770aebdf7e19ec(struct shardrec_mes
 }
 
 
-intgo _wrap_mesh_options_layout_get_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_layout_get_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4763,7 +4804,7 @@ intgo _wrap_mesh_options_layout_get_shardrec_f3770aebdf7e19ec(struct shardrec_me
 }
 
 
-void _wrap_mesh_options_ranks_per_node_set_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_ranks_per_node_set_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -4775,7 +4816,7 @@ void _wrap_mesh_options_ranks_per_node_set_shardrec_f3770aebdf7e19ec(struct shar
 }
 
 
-intgo _wrap_mesh_options_ranks_per_node_get_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_ranks_per_node_get_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4788,7 +4829,7 @@ intgo _wrap_mesh_options_ranks_per_node_get_shardrec_f3770aebdf7e19ec(struct sha
 }
 
 
-void _wrap_mesh_options_sync_interval_set_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_interval_set_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -4800,7 +4841,7 @@ void _wrap_mesh_options_sync_interval_set_shardrec_f3770aebdf7e19ec(struct shard
 }
 
 
-intgo _wrap_mesh_options_sync_interval_get_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_interval_get_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4813,7 +4854,7 @@ intgo _wrap_mesh_options_sync_interval_get_shardrec_f3770aebdf7e19ec(struct shar
 }
 
 
-void _wrap_mesh_options_sync_mode_set_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_mode_set_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -4825,7 +4866,7 @@ void _wrap_mesh_options_sync_mode_set_shardrec_f3770aebdf7e19ec(struct shardrec_
 }
 
 
-intgo _wrap_mesh_options_sync_mode_get_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_mode_get_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4838,7 +4879,7 @@ intgo _wrap_mesh_options_sync_mode_get_shardrec_f3770aebdf7e19ec(struct shardrec
 }
 
 
-struct shardrec_mesh_options *_wrap_new_mesh_options_shardrec_f3770aebdf7e19ec() {
+struct shardrec_mesh_options *_wrap_new_mesh_options_swig_efeae8439c5aaa14() {
   struct shardrec_mesh_options *result = 0 ;
   struct shardrec_mesh_options *_swig_go_result;
   
@@ -4849,7 +4890,7 @@ struct shardrec_mesh_options *_wrap_new_mesh_options_shardrec_f3770aebdf7e19ec()
 }
 
 
-void _wrap_delete_mesh_options_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0) {
+void _wrap_delete_mesh_options_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   
   arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
@@ -4859,7 +4900,7 @@ void _wrap_delete_mesh_options_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_op
 }
 
 
-_gostring_ _wrap_mesh_options_init_shardrec_f3770aebdf7e19ec(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_mesh_options_init_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_mesh_options_t *arg1 = (shardrec_mesh_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4891,7 +4932,7 @@ _gostring_ _wrap_mesh_options_init_shardrec_f3770aebdf7e19ec(struct shardrec_mes
 }
 
 
-_gostring_ _wrap_mesh_create_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
+_gostring_ _wrap_mesh_create_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
   shardrec_mesh_t **arg1 = (shardrec_mesh_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_mesh_options_t *arg3 = (shardrec_mesh_options_t *) 0 ;
@@ -4925,7 +4966,7 @@ _gostring_ _wrap_mesh_create_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, sha
 }
 
 
-void _wrap_mesh_destroy_shardrec_f3770aebdf7e19ec(shardrec_mesh_t *_swig_go_0) {
+void _wrap_mesh_destroy_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go_0) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   
   arg1 = (shardrec_mesh_t *)_swig_go_0; 
@@ -4935,7 +4976,7 @@ void _wrap_mesh_destroy_shardrec_f3770aebdf7e19ec(shardrec_mesh_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mesh_coords_shardrec_f3770aebdf7e19ec(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_mesh_coords_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4973,7 +5014,7 @@ _gostring_ _wrap_mesh_coords_shardrec_f3770aebdf7e19ec(shardrec_mesh_t *_swig_go
 }
 
 
-_gostring_ _wrap_mesh_sharding_comm_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_sharding_comm_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -5005,7 +5046,7 @@ _gostring_ _wrap_mesh_sharding_comm_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go
 }
 
 
-_gostring_ _wrap_mesh_replica_comm_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_replica_comm_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -5037,7 +5078,7 @@ _gostring_ _wrap_mesh_replica_comm_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_mesh_describe_shardrec_f3770aebdf7e19ec(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_mesh_describe_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -5078,7 +5119,7 @@ _gostring_ _wrap_mesh_describe_shardrec_f3770aebdf7e19ec(shardrec_mesh_t *_swig_
 }
 
 
-_gostring_ _wrap_mesh_embedding_create_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_mesh_embedding_create_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_plan_t *arg3 = (shardrec_plan_t *) 0 ;
@@ -5116,7 +5157,7 @@ _gostring_ _wrap_mesh_embedding_create_shardrec_f3770aebdf7e19ec(_goslice_ _swig
 }
 
 
-_gostring_ _wrap_mesh_sync_shardrec_f3770aebdf7e19ec(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
+_gostring_ _wrap_mesh_sync_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t arg3 ;
@@ -5150,7 +5191,7 @@ _gostring_ _wrap_mesh_sync_shardrec_f3770aebdf7e19ec(shardrec_mesh_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_mesh_step_shardrec_f3770aebdf7e19ec(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_mesh_step_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -5184,7 +5225,7 @@ _gostring_ _wrap_mesh_step_shardrec_f3770aebdf7e19ec(shardrec_mesh_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_mesh_sync_stats_shardrec_f3770aebdf7e19ec(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_mesh_sync_stats_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -5220,7 +5261,7 @@ _gostring_ _wrap_mesh_sync_stats_shardrec_f3770aebdf7e19ec(shardrec_mesh_t *_swi
 }
 
 
-shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_shardrec_f3770aebdf7e19ec() {
+shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_efeae8439c5aaa14() {
   shardrec_bind_plan_spec_t *result = 0 ;
   shardrec_bind_plan_spec_t *_swig_go_result;
   
@@ -5231,7 +5272,7 @@ shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_shardrec_f3770aebdf7e19ec() 
 }
 
 
-void _wrap_bind_plan_spec_free_shardrec_f3770aebdf7e19ec(shardrec_bind_plan_spec_t *_swig_go_0) {
+void _wrap_bind_plan_spec_free_swig_efeae8439c5aaa14(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   
   arg1 = (shardrec_bind_plan_spec_t *)_swig_go_0; 
@@ -5241,7 +5282,7 @@ void _wrap_bind_plan_spec_free_shardrec_f3770aebdf7e19ec(shardrec_bind_plan_spec
 }
 
 
-struct shardrec_topology *_wrap_bind_plan_spec_topology_shardrec_f3770aebdf7e19ec(shardrec_bind_plan_spec_t *_swig_go_0) {
+struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_efeae8439c5aaa14(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_topology_t *result = 0 ;
   struct shardrec_topology *_swig_go_result;
@@ -5254,7 +5295,7 @@ struct shardrec_topology *_wrap_bind_plan_spec_topology_shardrec_f3770aebdf7e19e
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_feature_shardrec_f3770aebdf7e19ec(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_bind_plan_spec_add_feature_swig_efeae8439c5aaa14(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -5293,7 +5334,7 @@ _gostring_ _wrap_bind_plan_spec_add_feature_shardrec_f3770aebdf7e19ec(shardrec_b
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_shardrec_f3770aebdf7e19ec(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
+_gostring_ _wrap_bind_plan_spec_add_table_swig_efeae8439c5aaa14(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -5350,7 +5391,76 @@ _gostring_ _wrap_bind_plan_spec_add_table_shardrec_f3770aebdf7e19ec(shardrec_bin
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_constraints_shardrec_f3770aebdf7e19ec(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_efeae8439c5aaa14(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+  shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
+  shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_bind_plan_spec_t *)_swig_go_0; 
+  arg2 = *(shardrec_optimizer_config_t **)&_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_bind_plan_spec_set_table_optimizer(arg1,(struct shardrec_optimizer_config const *)arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_efeae8439c5aaa14(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
+  shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_bind_plan_spec_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  result = (shardrec_status_t)shardrec_bind_plan_spec_add_table_feature_name(arg1,(char const *)arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_plan_spec_add_constraints_swig_efeae8439c5aaa14(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   uint32_t arg3 ;
@@ -5403,7 +5513,7 @@ _gostring_ _wrap_bind_plan_spec_add_constraints_shardrec_f3770aebdf7e19ec(shardr
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_shardrec_f3770aebdf7e19ec(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_efeae8439c5aaa14(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -5439,7 +5549,7 @@ _gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_shardrec_f3770aebdf7e1
 }
 
 
-_gostring_ _wrap_bind_plan_create_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
+_gostring_ _wrap_bind_plan_create_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   shardrec_bind_plan_spec_t *arg2 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_status_t result;
@@ -5471,7 +5581,7 @@ _gostring_ _wrap_bind_plan_create_shardrec_f3770aebdf7e19ec(_goslice_ _swig_go_0
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_embedding_forward_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -5529,7 +5639,7 @@ _gostring_ _wrap_bind_embedding_forward_shardrec_f3770aebdf7e19ec(shardrec_embed
 }
 
 
-_gostring_ _wrap_bind_embedding_input_dist_start_shardrec_f3770aebdf7e19ec(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_embedding_input_dist_start_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;

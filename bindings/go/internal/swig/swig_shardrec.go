@@ -8,7 +8,7 @@
 
 // source: shardrec_go.i
 
-package shardrec
+package swig
 
 /*
 #define intgo swig_intgo
@@ -164,335 +164,342 @@ typedef _gostring_ swig_type_131;
 typedef _goslice_ swig_type_132;
 typedef _gostring_ swig_type_133;
 typedef long long swig_type_134;
-typedef long long swig_type_135;
-typedef long long swig_type_136;
+typedef _goslice_ swig_type_135;
+typedef _goslice_ swig_type_136;
 typedef long long swig_type_137;
 typedef long long swig_type_138;
 typedef long long swig_type_139;
 typedef long long swig_type_140;
-typedef _gostring_ swig_type_141;
-typedef _gostring_ swig_type_142;
+typedef long long swig_type_141;
+typedef long long swig_type_142;
 typedef _gostring_ swig_type_143;
-typedef _goslice_ swig_type_144;
+typedef _gostring_ swig_type_144;
 typedef _gostring_ swig_type_145;
-typedef _gostring_ swig_type_146;
+typedef _goslice_ swig_type_146;
 typedef _gostring_ swig_type_147;
-typedef _goslice_ swig_type_148;
+typedef _gostring_ swig_type_148;
 typedef _gostring_ swig_type_149;
 typedef _goslice_ swig_type_150;
-typedef _goslice_ swig_type_151;
+typedef _gostring_ swig_type_151;
 typedef _goslice_ swig_type_152;
 typedef _goslice_ swig_type_153;
-typedef _gostring_ swig_type_154;
+typedef _goslice_ swig_type_154;
 typedef _goslice_ swig_type_155;
 typedef _gostring_ swig_type_156;
 typedef _goslice_ swig_type_157;
 typedef _gostring_ swig_type_158;
-typedef _gostring_ swig_type_159;
-typedef _goslice_ swig_type_160;
+typedef _goslice_ swig_type_159;
+typedef _gostring_ swig_type_160;
 typedef _gostring_ swig_type_161;
-typedef _gostring_ swig_type_162;
-typedef _goslice_ swig_type_163;
+typedef _goslice_ swig_type_162;
+typedef _gostring_ swig_type_163;
 typedef _gostring_ swig_type_164;
 typedef _goslice_ swig_type_165;
-typedef _goslice_ swig_type_166;
+typedef _gostring_ swig_type_166;
 typedef _goslice_ swig_type_167;
-typedef _gostring_ swig_type_168;
-typedef _gostring_ swig_type_169;
+typedef _goslice_ swig_type_168;
+typedef _goslice_ swig_type_169;
 typedef _gostring_ swig_type_170;
 typedef _gostring_ swig_type_171;
-typedef long long swig_type_172;
-typedef _goslice_ swig_type_173;
-typedef _gostring_ swig_type_174;
-typedef _gostring_ swig_type_175;
-typedef _goslice_ swig_type_176;
-typedef _goslice_ swig_type_177;
+typedef _gostring_ swig_type_172;
+typedef _gostring_ swig_type_173;
+typedef long long swig_type_174;
+typedef _goslice_ swig_type_175;
+typedef _gostring_ swig_type_176;
+typedef _gostring_ swig_type_177;
 typedef _gostring_ swig_type_178;
-typedef _goslice_ swig_type_179;
+typedef _gostring_ swig_type_179;
 typedef _gostring_ swig_type_180;
 typedef _goslice_ swig_type_181;
-typedef _gostring_ swig_type_182;
-typedef long long swig_type_183;
-typedef long long swig_type_184;
-typedef _goslice_ swig_type_185;
+typedef _goslice_ swig_type_182;
+typedef _gostring_ swig_type_183;
+typedef _goslice_ swig_type_184;
+typedef _gostring_ swig_type_185;
 typedef _goslice_ swig_type_186;
-typedef _goslice_ swig_type_187;
-typedef _goslice_ swig_type_188;
-typedef _gostring_ swig_type_189;
-typedef long long swig_type_190;
-typedef long long swig_type_191;
+typedef _gostring_ swig_type_187;
+typedef long long swig_type_188;
+typedef long long swig_type_189;
+typedef _goslice_ swig_type_190;
+typedef _goslice_ swig_type_191;
 typedef _goslice_ swig_type_192;
 typedef _goslice_ swig_type_193;
-typedef _goslice_ swig_type_194;
-extern void _wrap_Swig_free_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern uintptr_t _wrap_Swig_malloc_shardrec_f3770aebdf7e19ec(swig_intgo arg1);
-extern swig_intgo _wrap_OK_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_ERROR_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_EINVAL_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_EUSAGE_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_ENOMEM_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_ECUDA_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_EREMOTE_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_ETIMEOUT_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_EIO_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_ECORRUPT_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_EUNSUPPORTED_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_ENOTFOUND_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_EINTERNAL_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_ENODEVICE_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_DTYPE_FLOAT32_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_DTYPE_FLOAT16_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_DTYPE_BFLOAT16_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_DTYPE_FLOAT64_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_DTYPE_INT32_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_DTYPE_INT64_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_DTYPE_UINT8_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_DEVICE_HOST_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_DEVICE_CUDA_shardrec_f3770aebdf7e19ec(void);
-extern swig_type_1 _wrap_status_string_shardrec_f3770aebdf7e19ec(swig_intgo arg1);
-extern swig_intgo _wrap_version_shardrec_f3770aebdf7e19ec(void);
-extern swig_type_2 _wrap_version_string_shardrec_f3770aebdf7e19ec(void);
-extern swig_type_3 _wrap_dtype_size_shardrec_f3770aebdf7e19ec(swig_intgo arg1);
-extern swig_intgo _wrap_SHARDING_DATA_PARALLEL_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_SHARDING_TABLE_WISE_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_SHARDING_ROW_WISE_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_SHARDING_COLUMN_WISE_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_SHARDING_TABLE_ROW_WISE_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_SHARDING_TABLE_COLUMN_WISE_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_SHARDING_GRID_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_POOLING_SUM_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_POOLING_MEAN_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_POOLING_NONE_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_INIT_DEFAULT_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_INIT_UNIFORM_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_INIT_CONSTANT_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_OPTIMIZER_SGD_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_OPTIMIZER_ADAGRAD_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_OPTIMIZER_ADAM_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_OPTIMIZER_LAMB_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_WEIGHT_DECAY_NONE_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_WEIGHT_DECAY_L2_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_WEIGHT_DECAY_DECOUPLED_shardrec_f3770aebdf7e19ec(void);
-extern void _wrap_optimizer_config_version_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_optimizer_config_version_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_optimizer_config_Xtype_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_optimizer_config_Xtype_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_optimizer_config_learning_rate_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_learning_rate_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_optimizer_config_eps_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_eps_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_optimizer_config_beta1_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_beta1_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_optimizer_config_beta2_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_beta2_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_optimizer_config_weight_decay_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_weight_decay_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_optimizer_config_weight_decay_mode_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_optimizer_config_weight_decay_mode_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_optimizer_config_stochastic_rounding_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_optimizer_config_stochastic_rounding_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern uintptr_t _wrap_new_optimizer_config_shardrec_f3770aebdf7e19ec(void);
-extern void _wrap_delete_optimizer_config_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_4 _wrap_optimizer_config_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern void _wrap_Topology_t_version_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_version_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Topology_t_world_size_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_world_size_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Topology_t_ranks_per_node_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_ranks_per_node_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Topology_t_device_type_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_device_type_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Topology_t_memory_bytes_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_5 arg2);
-extern swig_type_6 _wrap_Topology_t_memory_bytes_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Topology_t_intra_node_bandwidth_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_intra_node_bandwidth_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Topology_t_inter_node_bandwidth_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_inter_node_bandwidth_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Topology_t_batch_size_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_batch_size_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Topology_t_optimizer_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_optimizer_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Topology_t_memory_bandwidth_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_memory_bandwidth_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Topology_t_reserved_fraction_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_reserved_fraction_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern uintptr_t _wrap_new_Topology_t_shardrec_f3770aebdf7e19ec(void);
-extern void _wrap_delete_Topology_t_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_7 _wrap_topology_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern void _wrap_comm_options_version_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_version_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_comm_options_timeout_ms_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_8 arg2);
-extern swig_type_9 _wrap_comm_options_timeout_ms_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_comm_options_backend_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_backend_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_comm_options_device_type_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_device_type_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_comm_options_device_index_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_device_index_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_comm_options_bind_address_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_10 arg2);
-extern swig_type_11 _wrap_comm_options_bind_address_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern uintptr_t _wrap_new_comm_options_shardrec_f3770aebdf7e19ec(void);
-extern void _wrap_delete_comm_options_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_12 _wrap_comm_options_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_13 _wrap_comm_unique_id_create_shardrec_f3770aebdf7e19ec(swig_type_14 arg1);
-extern swig_type_15 _wrap_comm_create_shardrec_f3770aebdf7e19ec(swig_type_16 arg1, swig_type_17 arg2, swig_intgo arg3, swig_intgo arg4, uintptr_t arg5);
-extern swig_type_18 _wrap_comm_create_local_group_shardrec_f3770aebdf7e19ec(swig_type_19 arg1, uintptr_t arg2);
-extern swig_type_20 _wrap_comm_split_shardrec_f3770aebdf7e19ec(swig_type_21 arg1, uintptr_t arg2, swig_intgo arg3, swig_intgo arg4);
-extern swig_type_22 _wrap_comm_rank_shardrec_f3770aebdf7e19ec(swig_type_23 arg1, uintptr_t arg2);
-extern swig_type_24 _wrap_comm_size_shardrec_f3770aebdf7e19ec(swig_type_25 arg1, uintptr_t arg2);
-extern swig_type_26 _wrap_comm_set_timeout_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_27 arg2);
-extern swig_type_28 _wrap_comm_abort_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_29 _wrap_comm_async_error_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_comm_destroy_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_30 _wrap_comm_allreduce_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_31 arg4, swig_intgo arg5, swig_intgo arg6);
-extern swig_type_32 _wrap_comm_broadcast_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, swig_type_33 arg3, swig_intgo arg4, swig_intgo arg5);
-extern swig_type_34 _wrap_comm_allgather_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_35 arg4, swig_intgo arg5);
-extern swig_type_36 _wrap_comm_barrier_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Shard_t_row_offset_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_37 arg2);
-extern swig_type_38 _wrap_Shard_t_row_offset_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Shard_t_rows_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_39 arg2);
-extern swig_type_40 _wrap_Shard_t_rows_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Shard_t_col_offset_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Shard_t_col_offset_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Shard_t_cols_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Shard_t_cols_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_Shard_t_rank_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Shard_t_rank_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern uintptr_t _wrap_new_Shard_t_shardrec_f3770aebdf7e19ec(void);
-extern void _wrap_delete_Shard_t_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_41 _wrap_plan_from_json_shardrec_f3770aebdf7e19ec(swig_type_42 arg1, swig_type_43 arg2);
-extern swig_type_44 _wrap_plan_to_json_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_45 _wrap_plan_stats_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_46 _wrap_plan_hash_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_47 arg2);
-extern swig_type_48 _wrap_plan_world_size_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_49 arg2);
-extern swig_type_50 _wrap_plan_ranks_per_node_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_51 arg2);
-extern swig_type_52 _wrap_plan_num_tables_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_53 arg2);
-extern swig_type_54 _wrap_plan_num_features_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_55 arg2);
-extern swig_type_56 _wrap_plan_feature_name_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_57 arg2, swig_voidp arg3);
-extern swig_type_58 _wrap_plan_table_name_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_59 arg2, swig_voidp arg3);
-extern swig_type_60 _wrap_plan_find_table_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_61 arg2, swig_type_62 arg3);
-extern swig_type_63 _wrap_plan_table_rows_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_64 arg2, swig_type_65 arg3);
-extern swig_type_66 _wrap_plan_table_dim_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_67 arg2, swig_type_68 arg3);
-extern swig_type_69 _wrap_plan_table_sharding_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_70 arg2, swig_type_71 arg3, swig_type_72 arg4);
-extern swig_type_73 _wrap_plan_shard_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_74 arg2, swig_type_75 arg3, uintptr_t arg4);
-extern void _wrap_plan_destroy_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_intgo _wrap_BOUNDS_ERROR_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_BOUNDS_CLAMP_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_BOUNDS_SKIP_shardrec_f3770aebdf7e19ec(void);
-extern void _wrap_embedding_options_version_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_version_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_embedding_options_seed_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_76 arg2);
-extern swig_type_77 _wrap_embedding_options_seed_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_embedding_options_bounds_policy_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_bounds_policy_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_embedding_options_num_threads_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_num_threads_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_embedding_options_dp_comm_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_embedding_options_dp_comm_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_embedding_options_device_type_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_device_type_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_embedding_options_device_index_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_device_index_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_embedding_options_non_finite_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_non_finite_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_embedding_options_table_memory_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_table_memory_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern uintptr_t _wrap_new_embedding_options_shardrec_f3770aebdf7e19ec(void);
-extern void _wrap_delete_embedding_options_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_intgo _wrap_TABLE_MEMORY_HUGE_PAGES_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_TABLE_MEMORY_SMALL_PAGES_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_NON_FINITE_CHECK_shardrec_f3770aebdf7e19ec(void);
-extern swig_intgo _wrap_NON_FINITE_ALLOW_shardrec_f3770aebdf7e19ec(void);
-extern swig_type_78 _wrap_embedding_options_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_79 _wrap_embedding_create_shardrec_f3770aebdf7e19ec(swig_type_80 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
-extern void _wrap_embedding_destroy_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_81 _wrap_embedding_output_dim_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_82 arg2);
-extern swig_type_83 _wrap_embedding_is_sequence_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_84 arg2);
-extern swig_type_85 _wrap_embedding_input_dist_wait_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_86 _wrap_embedding_forward_distributed_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_87 arg2);
-extern swig_type_88 _wrap_embedding_backward_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_89 arg2);
-extern swig_type_90 _wrap_embedding_forward_tensor_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_91 _wrap_embedding_forward_distributed_tensor_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_92 _wrap_embedding_backward_tensor_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_93 _wrap_embedding_set_learning_rate_shardrec_f3770aebdf7e19ec(uintptr_t arg1, float arg2);
-extern swig_type_94 _wrap_embedding_num_steps_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_95 arg2);
-extern swig_type_96 _wrap_embedding_set_num_steps_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_97 arg2);
-extern swig_type_98 _wrap_embedding_get_weights_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_99 arg2, swig_type_100 arg3);
-extern swig_type_101 _wrap_embedding_set_weights_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_102 arg2, swig_type_103 arg3);
-extern swig_type_104 _wrap_embedding_num_states_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_105 arg2);
-extern swig_type_106 _wrap_embedding_state_info_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_107 arg2, swig_voidp arg3, swig_type_108 arg4);
-extern swig_type_109 _wrap_embedding_get_state_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_110 arg2, swig_type_111 arg3, swig_type_112 arg4);
-extern swig_type_113 _wrap_embedding_set_state_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_114 arg2, swig_type_115 arg3, swig_type_116 arg4);
-extern swig_type_117 _wrap_embedding_timings_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_118 arg2, swig_type_119 arg3);
-extern swig_type_120 _wrap_embedding_set_table_learning_rate_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_121 arg2, float arg3);
-extern swig_type_122 _wrap_embedding_table_optimizer_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_123 arg2, uintptr_t arg3);
-extern swig_type_124 _wrap_embedding_table_num_states_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_125 arg2, swig_type_126 arg3);
-extern swig_type_127 _wrap_embedding_table_state_info_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_128 arg2, swig_type_129 arg3, swig_voidp arg4, swig_type_130 arg5);
-extern swig_type_131 _wrap_embedding_num_outputs_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_132 arg2);
-extern swig_type_133 _wrap_embedding_output_info_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_134 arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6);
-extern void _wrap_step_timings_version_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_step_timings_version_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_step_timings_forwards_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_135 arg2);
-extern swig_type_136 _wrap_step_timings_forwards_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_step_timings_backwards_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_137 arg2);
-extern swig_type_138 _wrap_step_timings_backwards_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_step_timings_samples_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_139 arg2);
-extern swig_type_140 _wrap_step_timings_samples_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_step_timings_total_seconds_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_total_seconds_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_step_timings_collective_seconds_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_collective_seconds_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_step_timings_input_dist_seconds_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_input_dist_seconds_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_step_timings_lookup_seconds_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_lookup_seconds_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_step_timings_output_dist_seconds_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_output_dist_seconds_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_step_timings_backward_seconds_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_backward_seconds_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern uintptr_t _wrap_new_step_timings_shardrec_f3770aebdf7e19ec(void);
-extern void _wrap_delete_step_timings_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_141 _wrap_step_timings_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_142 _wrap_embedding_step_timings_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_143 _wrap_device_count_shardrec_f3770aebdf7e19ec(swig_type_144 arg1);
-extern swig_type_145 _wrap_device_check_shardrec_f3770aebdf7e19ec(swig_intgo arg1, swig_intgo arg2);
-extern void _wrap_mesh_options_version_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_version_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_mesh_options_sharding_group_size_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_sharding_group_size_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_mesh_options_layout_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_layout_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_mesh_options_ranks_per_node_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_ranks_per_node_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_mesh_options_sync_interval_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_sync_interval_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern void _wrap_mesh_options_sync_mode_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_sync_mode_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern uintptr_t _wrap_new_mesh_options_shardrec_f3770aebdf7e19ec(void);
-extern void _wrap_delete_mesh_options_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_146 _wrap_mesh_options_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_147 _wrap_mesh_create_shardrec_f3770aebdf7e19ec(swig_type_148 arg1, uintptr_t arg2, uintptr_t arg3);
-extern void _wrap_mesh_destroy_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_149 _wrap_mesh_coords_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_150 arg2, swig_type_151 arg3, swig_type_152 arg4, swig_type_153 arg5);
-extern swig_type_154 _wrap_mesh_sharding_comm_shardrec_f3770aebdf7e19ec(swig_type_155 arg1, uintptr_t arg2);
-extern swig_type_156 _wrap_mesh_replica_comm_shardrec_f3770aebdf7e19ec(swig_type_157 arg1, uintptr_t arg2);
-extern swig_type_158 _wrap_mesh_describe_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_159 _wrap_mesh_embedding_create_shardrec_f3770aebdf7e19ec(swig_type_160 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
-extern swig_type_161 _wrap_mesh_sync_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
-extern swig_type_162 _wrap_mesh_step_shardrec_f3770aebdf7e19ec(uintptr_t arg1, uintptr_t arg2, swig_type_163 arg3);
-extern swig_type_164 _wrap_mesh_sync_stats_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_165 arg2, swig_type_166 arg3, swig_type_167 arg4);
-extern uintptr_t _wrap_bind_plan_spec_new_shardrec_f3770aebdf7e19ec(void);
-extern void _wrap_bind_plan_spec_free_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern uintptr_t _wrap_bind_plan_spec_topology_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
-extern swig_type_168 _wrap_bind_plan_spec_add_feature_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_169 arg2, float arg3);
-extern swig_type_170 _wrap_bind_plan_spec_add_table_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_171 arg2, swig_type_172 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_173 arg7, swig_intgo arg8, float arg9, float arg10);
-extern swig_type_174 _wrap_bind_plan_spec_add_constraints_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_175 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_176 arg5, swig_type_177 arg6);
-extern swig_type_178 _wrap_bind_plan_spec_set_memory_bytes_per_rank_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_179 arg2);
-extern swig_type_180 _wrap_bind_plan_create_shardrec_f3770aebdf7e19ec(swig_type_181 arg1, uintptr_t arg2);
-extern swig_type_182 _wrap_bind_embedding_forward_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_183 arg2, swig_type_184 arg3, swig_type_185 arg4, swig_type_186 arg5, swig_type_187 arg6, swig_type_188 arg7);
-extern swig_type_189 _wrap_bind_embedding_input_dist_start_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_type_190 arg2, swig_type_191 arg3, swig_type_192 arg4, swig_type_193 arg5, swig_type_194 arg6);
+typedef _gostring_ swig_type_194;
+typedef long long swig_type_195;
+typedef long long swig_type_196;
+typedef _goslice_ swig_type_197;
+typedef _goslice_ swig_type_198;
+typedef _goslice_ swig_type_199;
+extern void _wrap_Swig_free_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern uintptr_t _wrap_Swig_malloc_swig_efeae8439c5aaa14(swig_intgo arg1);
+extern swig_intgo _wrap_OK_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_ERROR_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_EINVAL_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_EUSAGE_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_ENOMEM_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_ECUDA_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_EREMOTE_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_ETIMEOUT_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_EIO_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_ECORRUPT_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_EUNSUPPORTED_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_ENOTFOUND_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_EINTERNAL_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_ENODEVICE_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_DTYPE_FLOAT32_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_DTYPE_FLOAT16_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_DTYPE_BFLOAT16_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_DTYPE_FLOAT64_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_DTYPE_INT32_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_DTYPE_INT64_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_DTYPE_UINT8_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_DEVICE_HOST_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_DEVICE_CUDA_swig_efeae8439c5aaa14(void);
+extern swig_type_1 _wrap_status_string_swig_efeae8439c5aaa14(swig_intgo arg1);
+extern swig_intgo _wrap_version_swig_efeae8439c5aaa14(void);
+extern swig_type_2 _wrap_version_string_swig_efeae8439c5aaa14(void);
+extern swig_type_3 _wrap_dtype_size_swig_efeae8439c5aaa14(swig_intgo arg1);
+extern swig_intgo _wrap_SHARDING_DATA_PARALLEL_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_SHARDING_TABLE_WISE_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_SHARDING_ROW_WISE_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_SHARDING_COLUMN_WISE_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_SHARDING_GRID_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_POOLING_SUM_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_POOLING_MEAN_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_POOLING_NONE_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_INIT_DEFAULT_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_INIT_UNIFORM_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_INIT_CONSTANT_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_OPTIMIZER_SGD_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_OPTIMIZER_ADAGRAD_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_OPTIMIZER_ADAM_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_OPTIMIZER_LAMB_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_WEIGHT_DECAY_NONE_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_WEIGHT_DECAY_L2_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_efeae8439c5aaa14(void);
+extern void _wrap_optimizer_config_version_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_optimizer_config_version_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_optimizer_config_Xtype_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_optimizer_config_Xtype_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_optimizer_config_learning_rate_set_swig_efeae8439c5aaa14(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_learning_rate_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_optimizer_config_eps_set_swig_efeae8439c5aaa14(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_eps_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_optimizer_config_beta1_set_swig_efeae8439c5aaa14(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_beta1_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_optimizer_config_beta2_set_swig_efeae8439c5aaa14(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_beta2_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_optimizer_config_weight_decay_set_swig_efeae8439c5aaa14(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_weight_decay_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_optimizer_config_weight_decay_mode_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_optimizer_config_weight_decay_mode_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_optimizer_config_stochastic_rounding_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_optimizer_config_stochastic_rounding_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern uintptr_t _wrap_new_optimizer_config_swig_efeae8439c5aaa14(void);
+extern void _wrap_delete_optimizer_config_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern swig_type_4 _wrap_optimizer_config_init_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_Topology_t_version_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_version_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_Topology_t_world_size_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_world_size_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_Topology_t_ranks_per_node_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_ranks_per_node_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_Topology_t_device_type_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_device_type_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_Topology_t_memory_bytes_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_5 arg2);
+extern swig_type_6 _wrap_Topology_t_memory_bytes_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_Topology_t_intra_node_bandwidth_set_swig_efeae8439c5aaa14(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_intra_node_bandwidth_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_Topology_t_inter_node_bandwidth_set_swig_efeae8439c5aaa14(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_inter_node_bandwidth_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_Topology_t_batch_size_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_batch_size_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_Topology_t_optimizer_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_optimizer_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_Topology_t_memory_bandwidth_set_swig_efeae8439c5aaa14(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_memory_bandwidth_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_Topology_t_reserved_fraction_set_swig_efeae8439c5aaa14(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_reserved_fraction_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern uintptr_t _wrap_new_Topology_t_swig_efeae8439c5aaa14(void);
+extern void _wrap_delete_Topology_t_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern swig_type_7 _wrap_topology_init_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_comm_options_version_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_version_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_comm_options_timeout_ms_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_8 arg2);
+extern swig_type_9 _wrap_comm_options_timeout_ms_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_comm_options_backend_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_backend_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_comm_options_device_type_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_device_type_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_comm_options_device_index_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_device_index_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_comm_options_bind_address_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_10 arg2);
+extern swig_type_11 _wrap_comm_options_bind_address_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern uintptr_t _wrap_new_comm_options_swig_efeae8439c5aaa14(void);
+extern void _wrap_delete_comm_options_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern swig_type_12 _wrap_comm_options_init_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_13 _wrap_comm_unique_id_create_swig_efeae8439c5aaa14(swig_type_14 arg1);
+extern swig_type_15 _wrap_comm_create_swig_efeae8439c5aaa14(swig_type_16 arg1, swig_type_17 arg2, swig_intgo arg3, swig_intgo arg4, uintptr_t arg5);
+extern swig_type_18 _wrap_comm_create_local_group_swig_efeae8439c5aaa14(swig_type_19 arg1, uintptr_t arg2);
+extern swig_type_20 _wrap_comm_split_swig_efeae8439c5aaa14(swig_type_21 arg1, uintptr_t arg2, swig_intgo arg3, swig_intgo arg4);
+extern swig_type_22 _wrap_comm_rank_swig_efeae8439c5aaa14(swig_type_23 arg1, uintptr_t arg2);
+extern swig_type_24 _wrap_comm_size_swig_efeae8439c5aaa14(swig_type_25 arg1, uintptr_t arg2);
+extern swig_type_26 _wrap_comm_set_timeout_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_27 arg2);
+extern swig_type_28 _wrap_comm_abort_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern swig_type_29 _wrap_comm_async_error_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_comm_destroy_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern swig_type_30 _wrap_comm_allreduce_swig_efeae8439c5aaa14(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_31 arg4, swig_intgo arg5, swig_intgo arg6);
+extern swig_type_32 _wrap_comm_broadcast_swig_efeae8439c5aaa14(uintptr_t arg1, uintptr_t arg2, swig_type_33 arg3, swig_intgo arg4, swig_intgo arg5);
+extern swig_type_34 _wrap_comm_allgather_swig_efeae8439c5aaa14(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_35 arg4, swig_intgo arg5);
+extern swig_type_36 _wrap_comm_barrier_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_Shard_t_row_offset_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_37 arg2);
+extern swig_type_38 _wrap_Shard_t_row_offset_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_Shard_t_rows_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_39 arg2);
+extern swig_type_40 _wrap_Shard_t_rows_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_Shard_t_col_offset_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Shard_t_col_offset_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_Shard_t_cols_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Shard_t_cols_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_Shard_t_rank_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Shard_t_rank_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern uintptr_t _wrap_new_Shard_t_swig_efeae8439c5aaa14(void);
+extern void _wrap_delete_Shard_t_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern swig_type_41 _wrap_plan_from_json_swig_efeae8439c5aaa14(swig_type_42 arg1, swig_type_43 arg2);
+extern swig_type_44 _wrap_plan_to_json_swig_efeae8439c5aaa14(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_45 _wrap_plan_stats_swig_efeae8439c5aaa14(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_46 _wrap_plan_hash_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_47 arg2);
+extern swig_type_48 _wrap_plan_world_size_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_49 arg2);
+extern swig_type_50 _wrap_plan_ranks_per_node_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_51 arg2);
+extern swig_type_52 _wrap_plan_num_tables_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_53 arg2);
+extern swig_type_54 _wrap_plan_num_features_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_55 arg2);
+extern swig_type_56 _wrap_plan_feature_name_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_57 arg2, swig_voidp arg3);
+extern swig_type_58 _wrap_plan_table_name_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_59 arg2, swig_voidp arg3);
+extern swig_type_60 _wrap_plan_find_table_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_61 arg2, swig_type_62 arg3);
+extern swig_type_63 _wrap_plan_table_rows_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_64 arg2, swig_type_65 arg3);
+extern swig_type_66 _wrap_plan_table_dim_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_67 arg2, swig_type_68 arg3);
+extern swig_type_69 _wrap_plan_table_sharding_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_70 arg2, swig_type_71 arg3, swig_type_72 arg4);
+extern swig_type_73 _wrap_plan_shard_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_74 arg2, swig_type_75 arg3, uintptr_t arg4);
+extern void _wrap_plan_destroy_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern swig_intgo _wrap_BOUNDS_ERROR_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_BOUNDS_CLAMP_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_BOUNDS_SKIP_swig_efeae8439c5aaa14(void);
+extern void _wrap_embedding_options_version_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_version_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_embedding_options_seed_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_76 arg2);
+extern swig_type_77 _wrap_embedding_options_seed_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_embedding_options_bounds_policy_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_bounds_policy_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_embedding_options_num_threads_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_num_threads_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_embedding_options_dp_comm_set_swig_efeae8439c5aaa14(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_embedding_options_dp_comm_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_embedding_options_device_type_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_device_type_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_embedding_options_device_index_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_device_index_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_embedding_options_non_finite_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_non_finite_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_embedding_options_table_memory_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_table_memory_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern uintptr_t _wrap_new_embedding_options_swig_efeae8439c5aaa14(void);
+extern void _wrap_delete_embedding_options_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern swig_intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_NON_FINITE_CHECK_swig_efeae8439c5aaa14(void);
+extern swig_intgo _wrap_NON_FINITE_ALLOW_swig_efeae8439c5aaa14(void);
+extern swig_type_78 _wrap_embedding_options_init_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_79 _wrap_embedding_create_swig_efeae8439c5aaa14(swig_type_80 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern void _wrap_embedding_destroy_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern swig_type_81 _wrap_embedding_output_dim_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_82 arg2);
+extern swig_type_83 _wrap_embedding_is_sequence_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_84 arg2);
+extern swig_type_85 _wrap_embedding_input_dist_wait_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern swig_type_86 _wrap_embedding_forward_distributed_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_87 arg2);
+extern swig_type_88 _wrap_embedding_backward_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_89 arg2);
+extern swig_type_90 _wrap_embedding_forward_tensor_swig_efeae8439c5aaa14(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_91 _wrap_embedding_forward_distributed_tensor_swig_efeae8439c5aaa14(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_92 _wrap_embedding_backward_tensor_swig_efeae8439c5aaa14(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_93 _wrap_embedding_set_learning_rate_swig_efeae8439c5aaa14(uintptr_t arg1, float arg2);
+extern swig_type_94 _wrap_embedding_num_steps_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_95 arg2);
+extern swig_type_96 _wrap_embedding_set_num_steps_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_97 arg2);
+extern swig_type_98 _wrap_embedding_get_weights_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_99 arg2, swig_type_100 arg3);
+extern swig_type_101 _wrap_embedding_set_weights_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_102 arg2, swig_type_103 arg3);
+extern swig_type_104 _wrap_embedding_num_states_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_105 arg2);
+extern swig_type_106 _wrap_embedding_state_info_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_107 arg2, swig_voidp arg3, swig_type_108 arg4);
+extern swig_type_109 _wrap_embedding_get_state_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_110 arg2, swig_type_111 arg3, swig_type_112 arg4);
+extern swig_type_113 _wrap_embedding_set_state_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_114 arg2, swig_type_115 arg3, swig_type_116 arg4);
+extern swig_type_117 _wrap_embedding_timings_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_118 arg2, swig_type_119 arg3);
+extern swig_type_120 _wrap_embedding_set_table_learning_rate_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_121 arg2, float arg3);
+extern swig_type_122 _wrap_embedding_table_optimizer_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_123 arg2, uintptr_t arg3);
+extern swig_type_124 _wrap_embedding_table_num_states_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_125 arg2, swig_type_126 arg3);
+extern swig_type_127 _wrap_embedding_table_state_info_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_128 arg2, swig_type_129 arg3, swig_voidp arg4, swig_type_130 arg5);
+extern swig_type_131 _wrap_embedding_num_outputs_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_132 arg2);
+extern swig_type_133 _wrap_embedding_output_info_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_134 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_135 arg5, swig_type_136 arg6);
+extern void _wrap_step_timings_version_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_step_timings_version_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_step_timings_forwards_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_137 arg2);
+extern swig_type_138 _wrap_step_timings_forwards_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_step_timings_backwards_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_139 arg2);
+extern swig_type_140 _wrap_step_timings_backwards_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_step_timings_samples_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_141 arg2);
+extern swig_type_142 _wrap_step_timings_samples_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_step_timings_total_seconds_set_swig_efeae8439c5aaa14(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_total_seconds_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_step_timings_collective_seconds_set_swig_efeae8439c5aaa14(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_collective_seconds_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_step_timings_input_dist_seconds_set_swig_efeae8439c5aaa14(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_input_dist_seconds_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_step_timings_lookup_seconds_set_swig_efeae8439c5aaa14(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_lookup_seconds_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_step_timings_output_dist_seconds_set_swig_efeae8439c5aaa14(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_output_dist_seconds_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_step_timings_backward_seconds_set_swig_efeae8439c5aaa14(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_backward_seconds_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern uintptr_t _wrap_new_step_timings_swig_efeae8439c5aaa14(void);
+extern void _wrap_delete_step_timings_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern swig_type_143 _wrap_step_timings_init_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_144 _wrap_embedding_step_timings_swig_efeae8439c5aaa14(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_145 _wrap_device_count_swig_efeae8439c5aaa14(swig_type_146 arg1);
+extern swig_type_147 _wrap_device_check_swig_efeae8439c5aaa14(swig_intgo arg1, swig_intgo arg2);
+extern void _wrap_mesh_options_version_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_version_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_mesh_options_sharding_group_size_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_sharding_group_size_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_mesh_options_layout_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_layout_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_mesh_options_ranks_per_node_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_ranks_per_node_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_mesh_options_sync_interval_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_sync_interval_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_mesh_options_sync_mode_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_sync_mode_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern uintptr_t _wrap_new_mesh_options_swig_efeae8439c5aaa14(void);
+extern void _wrap_delete_mesh_options_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern swig_type_148 _wrap_mesh_options_init_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_149 _wrap_mesh_create_swig_efeae8439c5aaa14(swig_type_150 arg1, uintptr_t arg2, uintptr_t arg3);
+extern void _wrap_mesh_destroy_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern swig_type_151 _wrap_mesh_coords_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_152 arg2, swig_type_153 arg3, swig_type_154 arg4, swig_type_155 arg5);
+extern swig_type_156 _wrap_mesh_sharding_comm_swig_efeae8439c5aaa14(swig_type_157 arg1, uintptr_t arg2);
+extern swig_type_158 _wrap_mesh_replica_comm_swig_efeae8439c5aaa14(swig_type_159 arg1, uintptr_t arg2);
+extern swig_type_160 _wrap_mesh_describe_swig_efeae8439c5aaa14(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_161 _wrap_mesh_embedding_create_swig_efeae8439c5aaa14(swig_type_162 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_163 _wrap_mesh_sync_swig_efeae8439c5aaa14(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
+extern swig_type_164 _wrap_mesh_step_swig_efeae8439c5aaa14(uintptr_t arg1, uintptr_t arg2, swig_type_165 arg3);
+extern swig_type_166 _wrap_mesh_sync_stats_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_167 arg2, swig_type_168 arg3, swig_type_169 arg4);
+extern uintptr_t _wrap_bind_plan_spec_new_swig_efeae8439c5aaa14(void);
+extern void _wrap_bind_plan_spec_free_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern uintptr_t _wrap_bind_plan_spec_topology_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern swig_type_170 _wrap_bind_plan_spec_add_feature_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_171 arg2, float arg3);
+extern swig_type_172 _wrap_bind_plan_spec_add_table_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_173 arg2, swig_type_174 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_175 arg7, swig_intgo arg8, float arg9, float arg10);
+extern swig_type_176 _wrap_bind_plan_spec_set_table_optimizer_swig_efeae8439c5aaa14(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_177 _wrap_bind_plan_spec_add_table_feature_name_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_178 arg2);
+extern swig_type_179 _wrap_bind_plan_spec_add_constraints_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_180 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_181 arg5, swig_type_182 arg6);
+extern swig_type_183 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_184 arg2);
+extern swig_type_185 _wrap_bind_plan_create_swig_efeae8439c5aaa14(swig_type_186 arg1, uintptr_t arg2);
+extern swig_type_187 _wrap_bind_embedding_forward_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_188 arg2, swig_type_189 arg3, swig_type_190 arg4, swig_type_191 arg5, swig_type_192 arg6, swig_type_193 arg7);
+extern swig_type_194 _wrap_bind_embedding_input_dist_start_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_195 arg2, swig_type_196 arg3, swig_type_197 arg4, swig_type_198 arg5, swig_type_199 arg6);
 #undef intgo
 */
 import "C"
@@ -535,111 +542,111 @@ func swigCopyString(s string) string {
 
 func Swig_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_Swig_free_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+	C._wrap_Swig_free_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0))
 }
 
 func Swig_malloc(arg1 int) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_Swig_malloc_shardrec_f3770aebdf7e19ec(C.swig_intgo(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_Swig_malloc_swig_efeae8439c5aaa14(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
 type Enum_SS_shardrec_status_code int
 func _swig_getOK() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_OK_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_OK_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var OK Enum_SS_shardrec_status_code = _swig_getOK()
 func _swig_getERROR() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ERROR_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ERROR_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var ERROR Enum_SS_shardrec_status_code = _swig_getERROR()
 func _swig_getEINVAL() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EINVAL_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EINVAL_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var EINVAL Enum_SS_shardrec_status_code = _swig_getEINVAL()
 func _swig_getEUSAGE() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EUSAGE_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EUSAGE_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var EUSAGE Enum_SS_shardrec_status_code = _swig_getEUSAGE()
 func _swig_getENOMEM() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENOMEM_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENOMEM_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var ENOMEM Enum_SS_shardrec_status_code = _swig_getENOMEM()
 func _swig_getECUDA() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ECUDA_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ECUDA_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var ECUDA Enum_SS_shardrec_status_code = _swig_getECUDA()
 func _swig_getEREMOTE() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EREMOTE_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EREMOTE_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var EREMOTE Enum_SS_shardrec_status_code = _swig_getEREMOTE()
 func _swig_getETIMEOUT() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ETIMEOUT_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ETIMEOUT_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var ETIMEOUT Enum_SS_shardrec_status_code = _swig_getETIMEOUT()
 func _swig_getEIO() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EIO_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EIO_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var EIO Enum_SS_shardrec_status_code = _swig_getEIO()
 func _swig_getECORRUPT() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ECORRUPT_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ECORRUPT_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var ECORRUPT Enum_SS_shardrec_status_code = _swig_getECORRUPT()
 func _swig_getEUNSUPPORTED() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EUNSUPPORTED_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EUNSUPPORTED_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var EUNSUPPORTED Enum_SS_shardrec_status_code = _swig_getEUNSUPPORTED()
 func _swig_getENOTFOUND() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENOTFOUND_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENOTFOUND_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var ENOTFOUND Enum_SS_shardrec_status_code = _swig_getENOTFOUND()
 func _swig_getEINTERNAL() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EINTERNAL_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EINTERNAL_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var EINTERNAL Enum_SS_shardrec_status_code = _swig_getEINTERNAL()
 func _swig_getENODEVICE() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENODEVICE_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENODEVICE_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
@@ -647,49 +654,49 @@ var ENODEVICE Enum_SS_shardrec_status_code = _swig_getENODEVICE()
 type Enum_SS_shardrec_dtype int
 func _swig_getDTYPE_FLOAT32() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT32_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT32_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var DTYPE_FLOAT32 Enum_SS_shardrec_dtype = _swig_getDTYPE_FLOAT32()
 func _swig_getDTYPE_FLOAT16() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT16_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT16_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var DTYPE_FLOAT16 Enum_SS_shardrec_dtype = _swig_getDTYPE_FLOAT16()
 func _swig_getDTYPE_BFLOAT16() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_BFLOAT16_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_BFLOAT16_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var DTYPE_BFLOAT16 Enum_SS_shardrec_dtype = _swig_getDTYPE_BFLOAT16()
 func _swig_getDTYPE_FLOAT64() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT64_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT64_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var DTYPE_FLOAT64 Enum_SS_shardrec_dtype = _swig_getDTYPE_FLOAT64()
 func _swig_getDTYPE_INT32() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_INT32_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_INT32_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var DTYPE_INT32 Enum_SS_shardrec_dtype = _swig_getDTYPE_INT32()
 func _swig_getDTYPE_INT64() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_INT64_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_INT64_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var DTYPE_INT64 Enum_SS_shardrec_dtype = _swig_getDTYPE_INT64()
 func _swig_getDTYPE_UINT8() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_UINT8_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_UINT8_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
@@ -697,14 +704,14 @@ var DTYPE_UINT8 Enum_SS_shardrec_dtype = _swig_getDTYPE_UINT8()
 type Enum_SS_shardrec_device_type int
 func _swig_getDEVICE_HOST() (_swig_ret Enum_SS_shardrec_device_type) {
 	var swig_r Enum_SS_shardrec_device_type
-	swig_r = (Enum_SS_shardrec_device_type)(C._wrap_DEVICE_HOST_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_device_type)(C._wrap_DEVICE_HOST_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var DEVICE_HOST Enum_SS_shardrec_device_type = _swig_getDEVICE_HOST()
 func _swig_getDEVICE_CUDA() (_swig_ret Enum_SS_shardrec_device_type) {
 	var swig_r Enum_SS_shardrec_device_type
-	swig_r = (Enum_SS_shardrec_device_type)(C._wrap_DEVICE_CUDA_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_device_type)(C._wrap_DEVICE_CUDA_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
@@ -712,7 +719,7 @@ var DEVICE_CUDA Enum_SS_shardrec_device_type = _swig_getDEVICE_CUDA()
 func Status_string(arg1 int) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_status_string_shardrec_f3770aebdf7e19ec(C.swig_intgo(_swig_i_0))
+	swig_r_p := C._wrap_status_string_swig_efeae8439c5aaa14(C.swig_intgo(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -721,13 +728,13 @@ func Status_string(arg1 int) (_swig_ret string) {
 
 func Version() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_version_shardrec_f3770aebdf7e19ec())
+	swig_r = (int)(C._wrap_version_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 func Version_string() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_version_string_shardrec_f3770aebdf7e19ec()
+	swig_r_p := C._wrap_version_string_swig_efeae8439c5aaa14()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -737,7 +744,7 @@ func Version_string() (_swig_ret string) {
 func Dtype_size(arg1 int) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_dtype_size_shardrec_f3770aebdf7e19ec(C.swig_intgo(_swig_i_0)))
+	swig_r = (int64)(C._wrap_dtype_size_swig_efeae8439c5aaa14(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
@@ -747,49 +754,49 @@ const VERSION_PATCH int = 0
 type Enum_SS_shardrec_sharding_type int
 func _swig_getSHARDING_DATA_PARALLEL() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_DATA_PARALLEL_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_DATA_PARALLEL_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var SHARDING_DATA_PARALLEL Enum_SS_shardrec_sharding_type = _swig_getSHARDING_DATA_PARALLEL()
 func _swig_getSHARDING_TABLE_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_WISE_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_WISE_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var SHARDING_TABLE_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_TABLE_WISE()
 func _swig_getSHARDING_ROW_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_ROW_WISE_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_ROW_WISE_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var SHARDING_ROW_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_ROW_WISE()
 func _swig_getSHARDING_COLUMN_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_COLUMN_WISE_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_COLUMN_WISE_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var SHARDING_COLUMN_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_COLUMN_WISE()
 func _swig_getSHARDING_TABLE_ROW_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_ROW_WISE_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_ROW_WISE_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var SHARDING_TABLE_ROW_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_TABLE_ROW_WISE()
 func _swig_getSHARDING_TABLE_COLUMN_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_COLUMN_WISE_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_COLUMN_WISE_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var SHARDING_TABLE_COLUMN_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_TABLE_COLUMN_WISE()
 func _swig_getSHARDING_GRID() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_GRID_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_GRID_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
@@ -798,21 +805,21 @@ const SHARDING_COUNT int = 7
 type Enum_SS_shardrec_pooling int
 func _swig_getPOOLING_SUM() (_swig_ret Enum_SS_shardrec_pooling) {
 	var swig_r Enum_SS_shardrec_pooling
-	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_SUM_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_SUM_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var POOLING_SUM Enum_SS_shardrec_pooling = _swig_getPOOLING_SUM()
 func _swig_getPOOLING_MEAN() (_swig_ret Enum_SS_shardrec_pooling) {
 	var swig_r Enum_SS_shardrec_pooling
-	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_MEAN_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_MEAN_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var POOLING_MEAN Enum_SS_shardrec_pooling = _swig_getPOOLING_MEAN()
 func _swig_getPOOLING_NONE() (_swig_ret Enum_SS_shardrec_pooling) {
 	var swig_r Enum_SS_shardrec_pooling
-	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_NONE_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_NONE_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
@@ -820,21 +827,21 @@ var POOLING_NONE Enum_SS_shardrec_pooling = _swig_getPOOLING_NONE()
 type Enum_SS_shardrec_init_kind int
 func _swig_getINIT_DEFAULT() (_swig_ret Enum_SS_shardrec_init_kind) {
 	var swig_r Enum_SS_shardrec_init_kind
-	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_DEFAULT_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_DEFAULT_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var INIT_DEFAULT Enum_SS_shardrec_init_kind = _swig_getINIT_DEFAULT()
 func _swig_getINIT_UNIFORM() (_swig_ret Enum_SS_shardrec_init_kind) {
 	var swig_r Enum_SS_shardrec_init_kind
-	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_UNIFORM_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_UNIFORM_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var INIT_UNIFORM Enum_SS_shardrec_init_kind = _swig_getINIT_UNIFORM()
 func _swig_getINIT_CONSTANT() (_swig_ret Enum_SS_shardrec_init_kind) {
 	var swig_r Enum_SS_shardrec_init_kind
-	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_CONSTANT_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_CONSTANT_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
@@ -843,42 +850,42 @@ const FEATURE_CONFIG_VERSION uint = 1
 type Enum_SS_shardrec_optimizer_type int
 func _swig_getOPTIMIZER_SGD() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_SGD_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_SGD_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var OPTIMIZER_SGD Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_SGD()
 func _swig_getOPTIMIZER_ADAGRAD() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ADAGRAD_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ADAGRAD_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var OPTIMIZER_ADAGRAD Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_ADAGRAD()
 func _swig_getOPTIMIZER_ROWWISE_ADAGRAD() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ROWWISE_ADAGRAD_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var OPTIMIZER_ROWWISE_ADAGRAD Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_ROWWISE_ADAGRAD()
 func _swig_getOPTIMIZER_ADAM() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ADAM_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ADAM_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var OPTIMIZER_ADAM Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_ADAM()
 func _swig_getOPTIMIZER_PARTIAL_ROWWISE_ADAM() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var OPTIMIZER_PARTIAL_ROWWISE_ADAM Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_PARTIAL_ROWWISE_ADAM()
 func _swig_getOPTIMIZER_LAMB() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_LAMB_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_LAMB_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
@@ -886,21 +893,21 @@ var OPTIMIZER_LAMB Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_LAMB()
 type Enum_SS_shardrec_weight_decay_mode int
 func _swig_getWEIGHT_DECAY_NONE() (_swig_ret Enum_SS_shardrec_weight_decay_mode) {
 	var swig_r Enum_SS_shardrec_weight_decay_mode
-	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_NONE_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_NONE_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var WEIGHT_DECAY_NONE Enum_SS_shardrec_weight_decay_mode = _swig_getWEIGHT_DECAY_NONE()
 func _swig_getWEIGHT_DECAY_L2() (_swig_ret Enum_SS_shardrec_weight_decay_mode) {
 	var swig_r Enum_SS_shardrec_weight_decay_mode
-	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_L2_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_L2_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var WEIGHT_DECAY_L2 Enum_SS_shardrec_weight_decay_mode = _swig_getWEIGHT_DECAY_L2()
 func _swig_getWEIGHT_DECAY_DECOUPLED() (_swig_ret Enum_SS_shardrec_weight_decay_mode) {
 	var swig_r Enum_SS_shardrec_weight_decay_mode
-	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_DECOUPLED_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_DECOUPLED_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
@@ -917,129 +924,129 @@ func (p SwigcptrOptimizer_config) SwigIsOptimizer_config() {
 func (arg1 SwigcptrOptimizer_config) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_version_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_optimizer_config_version_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_optimizer_config_version_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_optimizer_config_version_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetXtype(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_Xtype_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_optimizer_config_Xtype_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetXtype() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_optimizer_config_Xtype_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_optimizer_config_Xtype_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetLearning_rate(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_learning_rate_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_learning_rate_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetLearning_rate() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_learning_rate_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_learning_rate_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetEps(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_eps_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_eps_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetEps() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_eps_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_eps_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetBeta1(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_beta1_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_beta1_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetBeta1() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_beta1_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_beta1_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetBeta2(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_beta2_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_beta2_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetBeta2() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_beta2_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_beta2_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetWeight_decay(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_weight_decay_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_weight_decay_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetWeight_decay() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_weight_decay_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_weight_decay_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetWeight_decay_mode(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_weight_decay_mode_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_optimizer_config_weight_decay_mode_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetWeight_decay_mode() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_optimizer_config_weight_decay_mode_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_optimizer_config_weight_decay_mode_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetStochastic_rounding(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_stochastic_rounding_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_optimizer_config_stochastic_rounding_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetStochastic_rounding() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_optimizer_config_stochastic_rounding_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_optimizer_config_stochastic_rounding_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewOptimizer_config() (_swig_ret Optimizer_config) {
 	var swig_r Optimizer_config
-	swig_r = (Optimizer_config)(SwigcptrOptimizer_config(C._wrap_new_optimizer_config_shardrec_f3770aebdf7e19ec()))
+	swig_r = (Optimizer_config)(SwigcptrOptimizer_config(C._wrap_new_optimizer_config_swig_efeae8439c5aaa14()))
 	return swig_r
 }
 
 func DeleteOptimizer_config(arg1 Optimizer_config) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_optimizer_config_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_optimizer_config_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0))
 }
 
 type Optimizer_config interface {
@@ -1070,7 +1077,7 @@ func Optimizer_config_init(arg1 Optimizer_config, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_optimizer_config_init_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_optimizer_config_init_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1090,155 +1097,155 @@ func (p SwigcptrTopology_t) SwigIsTopology_t() {
 func (arg1 SwigcptrTopology_t) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_version_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_version_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_Topology_t_version_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_Topology_t_version_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetWorld_size(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_world_size_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_world_size_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetWorld_size() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_world_size_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_world_size_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetRanks_per_node(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_ranks_per_node_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_ranks_per_node_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetRanks_per_node() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_ranks_per_node_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_ranks_per_node_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetDevice_type(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_device_type_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_device_type_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetDevice_type() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_device_type_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_device_type_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetMemory_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_memory_bytes_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1))
+	C._wrap_Topology_t_memory_bytes_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetMemory_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_Topology_t_memory_bytes_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_Topology_t_memory_bytes_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetIntra_node_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_intra_node_bandwidth_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_intra_node_bandwidth_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetIntra_node_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_intra_node_bandwidth_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_intra_node_bandwidth_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetInter_node_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_inter_node_bandwidth_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_inter_node_bandwidth_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetInter_node_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_inter_node_bandwidth_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_inter_node_bandwidth_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetBatch_size(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_batch_size_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_batch_size_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetBatch_size() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_batch_size_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_batch_size_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetOptimizer(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_optimizer_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_optimizer_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetOptimizer() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_optimizer_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_optimizer_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetMemory_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_memory_bandwidth_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_memory_bandwidth_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetMemory_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_memory_bandwidth_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_memory_bandwidth_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetReserved_fraction(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_reserved_fraction_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_reserved_fraction_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetReserved_fraction() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_reserved_fraction_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_reserved_fraction_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewTopology_t() (_swig_ret Topology_t) {
 	var swig_r Topology_t
-	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_new_Topology_t_shardrec_f3770aebdf7e19ec()))
+	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_new_Topology_t_swig_efeae8439c5aaa14()))
 	return swig_r
 }
 
 func DeleteTopology_t(arg1 Topology_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Topology_t_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Topology_t_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0))
 }
 
 type Topology_t interface {
@@ -1273,7 +1280,7 @@ func Topology_init(arg1 Topology_t, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_topology_init_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_topology_init_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1302,72 +1309,72 @@ func (p SwigcptrComm_options) SwigIsComm_options() {
 func (arg1 SwigcptrComm_options) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_version_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_comm_options_version_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_comm_options_version_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_comm_options_version_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetTimeout_ms(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_timeout_ms_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_8(_swig_i_1))
+	C._wrap_comm_options_timeout_ms_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_8(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetTimeout_ms() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_comm_options_timeout_ms_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_comm_options_timeout_ms_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetBackend(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_backend_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_comm_options_backend_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetBackend() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_comm_options_backend_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_comm_options_backend_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetDevice_type(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_device_type_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_comm_options_device_type_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetDevice_type() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_comm_options_device_type_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_comm_options_device_type_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetDevice_index(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_device_index_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_comm_options_device_index_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetDevice_index() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_comm_options_device_index_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_comm_options_device_index_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetBind_address(arg2 string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_bind_address_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_10)(unsafe.Pointer(&_swig_i_1)))
+	C._wrap_comm_options_bind_address_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_10)(unsafe.Pointer(&_swig_i_1)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1376,7 +1383,7 @@ func (arg1 SwigcptrComm_options) SetBind_address(arg2 string) {
 func (arg1 SwigcptrComm_options) GetBind_address() (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_options_bind_address_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_comm_options_bind_address_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -1385,13 +1392,13 @@ func (arg1 SwigcptrComm_options) GetBind_address() (_swig_ret string) {
 
 func NewComm_options() (_swig_ret Comm_options) {
 	var swig_r Comm_options
-	swig_r = (Comm_options)(SwigcptrComm_options(C._wrap_new_comm_options_shardrec_f3770aebdf7e19ec()))
+	swig_r = (Comm_options)(SwigcptrComm_options(C._wrap_new_comm_options_swig_efeae8439c5aaa14()))
 	return swig_r
 }
 
 func DeleteComm_options(arg1 Comm_options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_comm_options_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_comm_options_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0))
 }
 
 type Comm_options interface {
@@ -1415,7 +1422,7 @@ func Comm_options_init(arg1 Comm_options, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_options_init_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_comm_options_init_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1425,7 +1432,7 @@ func Comm_options_init(arg1 Comm_options, arg2 uint) (_swig_ret error) {
 func Comm_unique_id_create(arg1 []byte) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_unique_id_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_14)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_comm_unique_id_create_swig_efeae8439c5aaa14(*(*C.swig_type_14)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1442,7 +1449,7 @@ func Comm_create(arg1 []uintptr, arg2 []byte, arg3 int, arg4 int, arg5 Comm_opti
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_comm_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_16)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_17)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_comm_create_swig_efeae8439c5aaa14(*(*C.swig_type_16)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_17)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1460,7 +1467,7 @@ func Comm_create_local_group(arg1 []uintptr, arg2 Comm_options) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_comm_create_local_group_shardrec_f3770aebdf7e19ec(*(*C.swig_type_19)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_create_local_group_swig_efeae8439c5aaa14(*(*C.swig_type_19)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1476,7 +1483,7 @@ func Comm_split(arg1 []uintptr, arg2 uintptr, arg3 int, arg4 int) (_swig_ret err
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_comm_split_shardrec_f3770aebdf7e19ec(*(*C.swig_type_21)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_comm_split_swig_efeae8439c5aaa14(*(*C.swig_type_21)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1490,7 +1497,7 @@ func Comm_rank(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_rank_shardrec_f3770aebdf7e19ec(*(*C.swig_type_23)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_rank_swig_efeae8439c5aaa14(*(*C.swig_type_23)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1504,7 +1511,7 @@ func Comm_size(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_size_shardrec_f3770aebdf7e19ec(*(*C.swig_type_25)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_size_swig_efeae8439c5aaa14(*(*C.swig_type_25)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1518,7 +1525,7 @@ func Comm_set_timeout(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_set_timeout_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_27(_swig_i_1))
+	swig_r_p := C._wrap_comm_set_timeout_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_27(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1528,7 +1535,7 @@ func Comm_set_timeout(arg1 uintptr, arg2 int64) (_swig_ret error) {
 func Comm_abort(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_abort_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_comm_abort_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1538,7 +1545,7 @@ func Comm_abort(arg1 uintptr) (_swig_ret error) {
 func Comm_async_error(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_async_error_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_comm_async_error_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1547,7 +1554,7 @@ func Comm_async_error(arg1 uintptr) (_swig_ret error) {
 
 func Comm_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_comm_destroy_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+	C._wrap_comm_destroy_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0))
 }
 
 func Comm_allreduce(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 int, arg6 int) (_swig_ret error) {
@@ -1558,7 +1565,7 @@ func Comm_allreduce(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_comm_allreduce_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_31(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_comm_allreduce_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_31(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1572,7 +1579,7 @@ func Comm_broadcast(arg1 uintptr, arg2 uintptr, arg3 int64, arg4 int, arg5 int) 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_comm_broadcast_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_33(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_comm_broadcast_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_33(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1586,7 +1593,7 @@ func Comm_allgather(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_comm_allgather_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_35(_swig_i_3), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_comm_allgather_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_35(_swig_i_3), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1596,7 +1603,7 @@ func Comm_allgather(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 func Comm_barrier(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_barrier_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_comm_barrier_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1615,77 +1622,77 @@ func (p SwigcptrShard_t) SwigIsShard_t() {
 func (arg1 SwigcptrShard_t) SetRow_offset(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_row_offset_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_37(_swig_i_1))
+	C._wrap_Shard_t_row_offset_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_37(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRow_offset() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Shard_t_row_offset_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Shard_t_row_offset_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrShard_t) SetRows(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_rows_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_39(_swig_i_1))
+	C._wrap_Shard_t_rows_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_39(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRows() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Shard_t_rows_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Shard_t_rows_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrShard_t) SetCol_offset(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_col_offset_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Shard_t_col_offset_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetCol_offset() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Shard_t_col_offset_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Shard_t_col_offset_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrShard_t) SetCols(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_cols_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Shard_t_cols_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetCols() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Shard_t_cols_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Shard_t_cols_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrShard_t) SetRank(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_rank_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Shard_t_rank_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRank() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Shard_t_rank_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Shard_t_rank_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewShard_t() (_swig_ret Shard_t) {
 	var swig_r Shard_t
-	swig_r = (Shard_t)(SwigcptrShard_t(C._wrap_new_Shard_t_shardrec_f3770aebdf7e19ec()))
+	swig_r = (Shard_t)(SwigcptrShard_t(C._wrap_new_Shard_t_swig_efeae8439c5aaa14()))
 	return swig_r
 }
 
 func DeleteShard_t(arg1 Shard_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Shard_t_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Shard_t_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0))
 }
 
 type Shard_t interface {
@@ -1707,7 +1714,7 @@ func Plan_from_json(arg1 []uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_from_json_shardrec_f3770aebdf7e19ec(*(*C.swig_type_42)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_from_json_swig_efeae8439c5aaa14(*(*C.swig_type_42)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1724,7 +1731,7 @@ func Plan_to_json(arg1 uintptr, arg2 *string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_to_json_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_plan_to_json_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg2 = swigCopyString(*arg2) 
 	var swig_r_1 error
@@ -1736,7 +1743,7 @@ func Plan_stats(arg1 uintptr, arg2 *string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_stats_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_plan_stats_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg2 = swigCopyString(*arg2) 
 	var swig_r_1 error
@@ -1748,7 +1755,7 @@ func Plan_hash(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_hash_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_hash_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1762,7 +1769,7 @@ func Plan_world_size(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_world_size_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_world_size_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1776,7 +1783,7 @@ func Plan_ranks_per_node(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_ranks_per_node_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_51)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_ranks_per_node_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_51)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1790,7 +1797,7 @@ func Plan_num_tables(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_num_tables_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_num_tables_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1804,7 +1811,7 @@ func Plan_num_features(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_num_features_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_num_features_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1819,7 +1826,7 @@ func Plan_feature_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_feature_name_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_57(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_plan_feature_name_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_57(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	var swig_r_1 error
@@ -1832,7 +1839,7 @@ func Plan_table_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_name_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_59(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_plan_table_name_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_59(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	var swig_r_1 error
@@ -1845,7 +1852,7 @@ func Plan_find_table(arg1 uintptr, arg2 string, arg3 []uint64) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_find_table_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_find_table_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1863,7 +1870,7 @@ func Plan_table_rows(arg1 uintptr, arg2 int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_rows_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_64(_swig_i_1), *(*C.swig_type_65)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_table_rows_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_64(_swig_i_1), *(*C.swig_type_65)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1878,7 +1885,7 @@ func Plan_table_dim(arg1 uintptr, arg2 int64, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_dim_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_67(_swig_i_1), *(*C.swig_type_68)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_table_dim_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_67(_swig_i_1), *(*C.swig_type_68)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1894,7 +1901,7 @@ func Plan_table_sharding(arg1 uintptr, arg2 int64, arg3 []int32, arg4 []uint64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_plan_table_sharding_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_72)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_plan_table_sharding_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_72)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1913,7 +1920,7 @@ func Plan_shard(arg1 uintptr, arg2 int64, arg3 int64, arg4 Shard_t) (_swig_ret e
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_plan_shard_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_74(_swig_i_1), C.swig_type_75(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_plan_shard_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_74(_swig_i_1), C.swig_type_75(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1922,27 +1929,27 @@ func Plan_shard(arg1 uintptr, arg2 int64, arg3 int64, arg4 Shard_t) (_swig_ret e
 
 func Plan_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_plan_destroy_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+	C._wrap_plan_destroy_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0))
 }
 
 type Enum_SS_shardrec_bounds_policy int
 func _swig_getBOUNDS_ERROR() (_swig_ret Enum_SS_shardrec_bounds_policy) {
 	var swig_r Enum_SS_shardrec_bounds_policy
-	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_ERROR_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_ERROR_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var BOUNDS_ERROR Enum_SS_shardrec_bounds_policy = _swig_getBOUNDS_ERROR()
 func _swig_getBOUNDS_CLAMP() (_swig_ret Enum_SS_shardrec_bounds_policy) {
 	var swig_r Enum_SS_shardrec_bounds_policy
-	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_CLAMP_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_CLAMP_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var BOUNDS_CLAMP Enum_SS_shardrec_bounds_policy = _swig_getBOUNDS_CLAMP()
 func _swig_getBOUNDS_SKIP() (_swig_ret Enum_SS_shardrec_bounds_policy) {
 	var swig_r Enum_SS_shardrec_bounds_policy
-	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_SKIP_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_SKIP_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
@@ -1959,129 +1966,129 @@ func (p SwigcptrEmbedding_options) SwigIsEmbedding_options() {
 func (arg1 SwigcptrEmbedding_options) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_version_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_version_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_embedding_options_version_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_embedding_options_version_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetSeed(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_seed_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_76(_swig_i_1))
+	C._wrap_embedding_options_seed_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_76(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetSeed() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_embedding_options_seed_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_embedding_options_seed_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetBounds_policy(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_bounds_policy_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_bounds_policy_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetBounds_policy() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_bounds_policy_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_bounds_policy_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetNum_threads(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_num_threads_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_num_threads_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetNum_threads() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_num_threads_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_num_threads_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetDp_comm(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_dp_comm_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_embedding_options_dp_comm_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetDp_comm() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_embedding_options_dp_comm_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_embedding_options_dp_comm_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetDevice_type(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_device_type_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_device_type_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetDevice_type() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_device_type_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_device_type_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetDevice_index(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_device_index_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_device_index_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetDevice_index() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_device_index_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_device_index_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetNon_finite(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_non_finite_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_non_finite_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetNon_finite() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_non_finite_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_non_finite_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetTable_memory(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_table_memory_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_table_memory_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetTable_memory() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_table_memory_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_table_memory_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewEmbedding_options() (_swig_ret Embedding_options) {
 	var swig_r Embedding_options
-	swig_r = (Embedding_options)(SwigcptrEmbedding_options(C._wrap_new_embedding_options_shardrec_f3770aebdf7e19ec()))
+	swig_r = (Embedding_options)(SwigcptrEmbedding_options(C._wrap_new_embedding_options_swig_efeae8439c5aaa14()))
 	return swig_r
 }
 
 func DeleteEmbedding_options(arg1 Embedding_options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_embedding_options_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_embedding_options_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0))
 }
 
 type Embedding_options interface {
@@ -2110,14 +2117,14 @@ type Embedding_options interface {
 type Enum_SS_shardrec_table_memory int
 func _swig_getTABLE_MEMORY_HUGE_PAGES() (_swig_ret Enum_SS_shardrec_table_memory) {
 	var swig_r Enum_SS_shardrec_table_memory
-	swig_r = (Enum_SS_shardrec_table_memory)(C._wrap_TABLE_MEMORY_HUGE_PAGES_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_table_memory)(C._wrap_TABLE_MEMORY_HUGE_PAGES_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var TABLE_MEMORY_HUGE_PAGES Enum_SS_shardrec_table_memory = _swig_getTABLE_MEMORY_HUGE_PAGES()
 func _swig_getTABLE_MEMORY_SMALL_PAGES() (_swig_ret Enum_SS_shardrec_table_memory) {
 	var swig_r Enum_SS_shardrec_table_memory
-	swig_r = (Enum_SS_shardrec_table_memory)(C._wrap_TABLE_MEMORY_SMALL_PAGES_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_table_memory)(C._wrap_TABLE_MEMORY_SMALL_PAGES_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
@@ -2125,14 +2132,14 @@ var TABLE_MEMORY_SMALL_PAGES Enum_SS_shardrec_table_memory = _swig_getTABLE_MEMO
 type Enum_SS_shardrec_non_finite_policy int
 func _swig_getNON_FINITE_CHECK() (_swig_ret Enum_SS_shardrec_non_finite_policy) {
 	var swig_r Enum_SS_shardrec_non_finite_policy
-	swig_r = (Enum_SS_shardrec_non_finite_policy)(C._wrap_NON_FINITE_CHECK_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_non_finite_policy)(C._wrap_NON_FINITE_CHECK_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 var NON_FINITE_CHECK Enum_SS_shardrec_non_finite_policy = _swig_getNON_FINITE_CHECK()
 func _swig_getNON_FINITE_ALLOW() (_swig_ret Enum_SS_shardrec_non_finite_policy) {
 	var swig_r Enum_SS_shardrec_non_finite_policy
-	swig_r = (Enum_SS_shardrec_non_finite_policy)(C._wrap_NON_FINITE_ALLOW_shardrec_f3770aebdf7e19ec())
+	swig_r = (Enum_SS_shardrec_non_finite_policy)(C._wrap_NON_FINITE_ALLOW_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
@@ -2142,7 +2149,7 @@ func Embedding_options_init(arg1 Embedding_options, arg2 uint) (_swig_ret error)
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_options_init_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_embedding_options_init_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2156,7 +2163,7 @@ func Embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Optimizer
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_embedding_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_80)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_embedding_create_swig_efeae8439c5aaa14(*(*C.swig_type_80)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2168,14 +2175,14 @@ func Embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Optimizer
 
 func Embedding_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_embedding_destroy_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+	C._wrap_embedding_destroy_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0))
 }
 
 func Embedding_output_dim(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_output_dim_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_output_dim_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2189,7 +2196,7 @@ func Embedding_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_is_sequence_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_is_sequence_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2202,7 +2209,7 @@ func Embedding_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 func Embedding_input_dist_wait(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_embedding_input_dist_wait_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_embedding_input_dist_wait_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2213,7 +2220,7 @@ func Embedding_forward_distributed(arg1 uintptr, arg2 []float32) (_swig_ret erro
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_forward_distributed_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_forward_distributed_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2227,7 +2234,7 @@ func Embedding_backward(arg1 uintptr, arg2 []float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_backward_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_backward_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2242,7 +2249,7 @@ func Embedding_forward_tensor(arg1 uintptr, arg2 Shardrec_kjt_view_t, arg3 Shard
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_forward_tensor_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_forward_tensor_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2253,7 +2260,7 @@ func Embedding_forward_distributed_tensor(arg1 uintptr, arg2 Shardrec_tensor_vie
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_embedding_forward_distributed_tensor_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_embedding_forward_distributed_tensor_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2264,7 +2271,7 @@ func Embedding_backward_tensor(arg1 uintptr, arg2 Shardrec_tensor_view_t) (_swig
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_embedding_backward_tensor_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_embedding_backward_tensor_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2275,7 +2282,7 @@ func Embedding_set_learning_rate(arg1 uintptr, arg2 float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_set_learning_rate_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	swig_r_p := C._wrap_embedding_set_learning_rate_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2286,7 +2293,7 @@ func Embedding_num_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_steps_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_95)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_steps_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_95)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2300,7 +2307,7 @@ func Embedding_set_num_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_set_num_steps_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1))
+	swig_r_p := C._wrap_embedding_set_num_steps_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2312,7 +2319,7 @@ func Embedding_get_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_get_weights_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_99)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_get_weights_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_99)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2330,7 +2337,7 @@ func Embedding_set_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_weights_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_set_weights_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2347,7 +2354,7 @@ func Embedding_num_states(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_states_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_states_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2363,7 +2370,7 @@ func Embedding_state_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int32) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_state_info_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_107(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_state_info_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_107(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -2380,7 +2387,7 @@ func Embedding_get_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_get_state_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_get_state_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2402,7 +2409,7 @@ func Embedding_set_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_set_state_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_set_state_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2423,7 +2430,7 @@ func Embedding_timings(arg1 uintptr, arg2 []float64, arg3 []float64) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_timings_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_timings_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2441,7 +2448,7 @@ func Embedding_set_table_learning_rate(arg1 uintptr, arg2 string, arg3 float32) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_table_learning_rate_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2456,7 +2463,7 @@ func Embedding_table_optimizer(arg1 uintptr, arg2 string, arg3 Optimizer_config)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_table_optimizer_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_123)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_table_optimizer_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_123)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2471,7 +2478,7 @@ func Embedding_table_num_states(arg1 uintptr, arg2 string, arg3 []uint64) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_table_num_states_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_table_num_states_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2491,7 +2498,7 @@ func Embedding_table_state_info(arg1 uintptr, arg2 string, arg3 int64, arg4 *str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_embedding_table_state_info_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)), C.swig_type_129(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_embedding_table_state_info_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)), C.swig_type_129(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg4 = swigCopyString(*arg4) 
 	if Swig_escape_always_false {
@@ -2509,7 +2516,7 @@ func Embedding_num_outputs(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_outputs_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_outputs_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2519,7 +2526,7 @@ func Embedding_num_outputs(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	return swig_r_1
 }
 
-func Embedding_output_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 *string, arg5 *int64, arg6 *int64) (_swig_ret error) {
+func Embedding_output_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 *string, arg5 []int64, arg6 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
@@ -2527,8 +2534,16 @@ func Embedding_output_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 *string,
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_embedding_output_info_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_134(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5))
+	swig_r_p := C._wrap_embedding_output_info_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_134(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+ *arg3 = swigCopyString(*arg3) 
+ *arg4 = swigCopyString(*arg4) 
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg6
+	}
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
 	return swig_r_1
@@ -2546,142 +2561,142 @@ func (p SwigcptrStep_timings) SwigIsStep_timings() {
 func (arg1 SwigcptrStep_timings) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_version_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_step_timings_version_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_step_timings_version_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_step_timings_version_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetForwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_forwards_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_135(_swig_i_1))
+	C._wrap_step_timings_forwards_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_step_timings_forwards_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_step_timings_forwards_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetBackwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_backwards_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1))
+	C._wrap_step_timings_backwards_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_139(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_step_timings_backwards_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_step_timings_backwards_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetSamples(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_samples_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_139(_swig_i_1))
+	C._wrap_step_timings_samples_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_141(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetSamples() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_step_timings_samples_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_step_timings_samples_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetTotal_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_total_seconds_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_total_seconds_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetTotal_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_total_seconds_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_total_seconds_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetCollective_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_collective_seconds_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_collective_seconds_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetCollective_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_collective_seconds_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_collective_seconds_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetInput_dist_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_input_dist_seconds_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_input_dist_seconds_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetInput_dist_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_input_dist_seconds_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_input_dist_seconds_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetLookup_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_lookup_seconds_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_lookup_seconds_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetLookup_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_lookup_seconds_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_lookup_seconds_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetOutput_dist_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_output_dist_seconds_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_output_dist_seconds_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetOutput_dist_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_output_dist_seconds_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_output_dist_seconds_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetBackward_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_backward_seconds_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_backward_seconds_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetBackward_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_backward_seconds_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_backward_seconds_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewStep_timings() (_swig_ret Step_timings) {
 	var swig_r Step_timings
-	swig_r = (Step_timings)(SwigcptrStep_timings(C._wrap_new_step_timings_shardrec_f3770aebdf7e19ec()))
+	swig_r = (Step_timings)(SwigcptrStep_timings(C._wrap_new_step_timings_swig_efeae8439c5aaa14()))
 	return swig_r
 }
 
 func DeleteStep_timings(arg1 Step_timings) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_step_timings_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_step_timings_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0))
 }
 
 type Step_timings interface {
@@ -2714,7 +2729,7 @@ func Step_timings_init(arg1 Step_timings, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_step_timings_init_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_step_timings_init_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2725,7 +2740,7 @@ func Embedding_step_timings(arg1 uintptr, arg2 Step_timings) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_embedding_step_timings_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_embedding_step_timings_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2735,7 +2750,7 @@ func Embedding_step_timings(arg1 uintptr, arg2 Step_timings) (_swig_ret error) {
 func Device_count(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_device_count_shardrec_f3770aebdf7e19ec(*(*C.swig_type_144)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_device_count_swig_efeae8439c5aaa14(*(*C.swig_type_146)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2749,7 +2764,7 @@ func Device_check(arg1 int, arg2 int) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_device_check_shardrec_f3770aebdf7e19ec(C.swig_intgo(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_device_check_swig_efeae8439c5aaa14(C.swig_intgo(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2774,90 +2789,90 @@ func (p SwigcptrMesh_options) SwigIsMesh_options() {
 func (arg1 SwigcptrMesh_options) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_version_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_version_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_mesh_options_version_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_mesh_options_version_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrMesh_options) SetSharding_group_size(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_sharding_group_size_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_sharding_group_size_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetSharding_group_size() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_mesh_options_sharding_group_size_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_mesh_options_sharding_group_size_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrMesh_options) SetLayout(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_layout_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_layout_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetLayout() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_mesh_options_layout_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_mesh_options_layout_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrMesh_options) SetRanks_per_node(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_ranks_per_node_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_ranks_per_node_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetRanks_per_node() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_mesh_options_ranks_per_node_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_mesh_options_ranks_per_node_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrMesh_options) SetSync_interval(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_sync_interval_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_sync_interval_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetSync_interval() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_mesh_options_sync_interval_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_mesh_options_sync_interval_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrMesh_options) SetSync_mode(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_sync_mode_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_sync_mode_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetSync_mode() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_mesh_options_sync_mode_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_mesh_options_sync_mode_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewMesh_options() (_swig_ret Mesh_options) {
 	var swig_r Mesh_options
-	swig_r = (Mesh_options)(SwigcptrMesh_options(C._wrap_new_mesh_options_shardrec_f3770aebdf7e19ec()))
+	swig_r = (Mesh_options)(SwigcptrMesh_options(C._wrap_new_mesh_options_swig_efeae8439c5aaa14()))
 	return swig_r
 }
 
 func DeleteMesh_options(arg1 Mesh_options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_mesh_options_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_mesh_options_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0))
 }
 
 type Mesh_options interface {
@@ -2881,7 +2896,7 @@ func Mesh_options_init(arg1 Mesh_options, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_options_init_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_mesh_options_init_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2893,7 +2908,7 @@ func Mesh_create(arg1 []uintptr, arg2 uintptr, arg3 Mesh_options) (_swig_ret err
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_mesh_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_148)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_mesh_create_swig_efeae8439c5aaa14(*(*C.swig_type_150)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2905,7 +2920,7 @@ func Mesh_create(arg1 []uintptr, arg2 uintptr, arg3 Mesh_options) (_swig_ret err
 
 func Mesh_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_mesh_destroy_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+	C._wrap_mesh_destroy_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0))
 }
 
 func Mesh_coords(arg1 uintptr, arg2 []int32, arg3 []int32, arg4 []int32, arg5 []int32) (_swig_ret error) {
@@ -2915,7 +2930,7 @@ func Mesh_coords(arg1 uintptr, arg2 []int32, arg3 []int32, arg4 []int32, arg5 []
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mesh_coords_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_mesh_coords_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2938,7 +2953,7 @@ func Mesh_sharding_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_sharding_comm_shardrec_f3770aebdf7e19ec(*(*C.swig_type_155)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_sharding_comm_swig_efeae8439c5aaa14(*(*C.swig_type_157)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2952,7 +2967,7 @@ func Mesh_replica_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_replica_comm_shardrec_f3770aebdf7e19ec(*(*C.swig_type_157)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_replica_comm_swig_efeae8439c5aaa14(*(*C.swig_type_159)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2966,7 +2981,7 @@ func Mesh_describe(arg1 uintptr, arg2 *string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_describe_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_mesh_describe_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg2 = swigCopyString(*arg2) 
 	var swig_r_1 error
@@ -2981,7 +2996,7 @@ func Mesh_embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Opti
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_mesh_embedding_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_160)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_mesh_embedding_create_swig_efeae8439c5aaa14(*(*C.swig_type_162)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2996,7 +3011,7 @@ func Mesh_sync(arg1 uintptr, arg2 uintptr, arg3 int) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_mesh_sync_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2))
+	swig_r_p := C._wrap_mesh_sync_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3008,7 +3023,7 @@ func Mesh_step(arg1 uintptr, arg2 uintptr, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_mesh_step_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_mesh_step_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -3024,7 +3039,7 @@ func Mesh_sync_stats(arg1 uintptr, arg2 []uint64, arg3 []int32, arg4 []int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_mesh_sync_stats_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_mesh_sync_stats_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3042,19 +3057,19 @@ func Mesh_sync_stats(arg1 uintptr, arg2 []uint64, arg3 []int32, arg4 []int64) (_
 
 func Bind_plan_spec_new() (_swig_ret uintptr) {
 	var swig_r uintptr
-	swig_r = (uintptr)(C._wrap_bind_plan_spec_new_shardrec_f3770aebdf7e19ec())
+	swig_r = (uintptr)(C._wrap_bind_plan_spec_new_swig_efeae8439c5aaa14())
 	return swig_r
 }
 
 func Bind_plan_spec_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_bind_plan_spec_free_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))
+	C._wrap_bind_plan_spec_free_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0))
 }
 
 func Bind_plan_spec_topology(arg1 uintptr) (_swig_ret Topology_t) {
 	var swig_r Topology_t
 	_swig_i_0 := arg1
-	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_bind_plan_spec_topology_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0))))
+	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_bind_plan_spec_topology_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
@@ -3063,7 +3078,7 @@ func Bind_plan_spec_add_feature(arg1 uintptr, arg2 string, arg3 float32) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_plan_spec_add_feature_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3085,13 +3100,38 @@ func Bind_plan_spec_add_table(arg1 uintptr, arg2 string, arg3 int64, arg4 int, a
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_bind_plan_spec_add_table_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_1)), C.swig_type_172(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_1)), C.swig_type_174(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
 	if Swig_escape_always_false {
 		Swig_escape_val = arg7
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Bind_plan_spec_set_table_optimizer(arg1 uintptr, arg2 Optimizer_config) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	swig_r_p := C._wrap_bind_plan_spec_set_table_optimizer_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Bind_plan_spec_add_table_feature_name(arg1 uintptr, arg2 string) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_1)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
 	}
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3106,7 +3146,7 @@ func Bind_plan_spec_add_constraints(arg1 uintptr, arg2 string, arg3 uint, arg4 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_plan_spec_add_constraints_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_180)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3126,7 +3166,7 @@ func Bind_plan_spec_set_memory_bytes_per_rank(arg1 uintptr, arg2 []int64) (_swig
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3140,7 +3180,7 @@ func Bind_plan_create(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_create_shardrec_f3770aebdf7e19ec(*(*C.swig_type_181)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_plan_create_swig_efeae8439c5aaa14(*(*C.swig_type_186)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3159,7 +3199,7 @@ func Bind_embedding_forward(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_embedding_forward_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1), C.swig_type_184(_swig_i_2), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_187)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_embedding_forward_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_188(_swig_i_1), C.swig_type_189(_swig_i_2), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_191)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -3186,7 +3226,7 @@ func Bind_embedding_input_dist_start(arg1 uintptr, arg2 int64, arg3 int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_embedding_input_dist_start_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_type_190(_swig_i_1), C.swig_type_191(_swig_i_2), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_194)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_195(_swig_i_1), C.swig_type_196(_swig_i_2), *(*C.swig_type_197)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_199)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4

@@ -1,0 +1,31 @@
+// Collective engines of a communicator (SHARDREC_BACKEND_*, shardrec/comm.h).
+package org.shardrec;
+
+/** Collective engines of a communicator (SHARDREC_BACKEND_*, shardrec/comm.h). */
+public enum Backend {
+  /** Gloo for host devices, NCCL for CUDA devices. */
+  AUTO(0),
+  /** CPU engine. */
+  GLOO(1),
+  /** NCCL; needs a CUDA device and the CUDA plugin. */
+  NCCL(2);
+
+  private final int code;
+
+  Backend(int code) {
+    this.code = code;
+  }
+
+  /** The C value. */
+  public int code() {
+    return code;
+  }
+
+  /** The constant of C value {@code code}; IllegalArgumentException when there is none. */
+  public static Backend of(int code) {
+    for (Backend v : values()) {
+      if (v.code == code) return v;
+    }
+    throw new IllegalArgumentException("no Backend has code " + code);
+  }
+}

@@ -1,0 +1,32 @@
+// Element types (SHARDREC_DTYPE_*, shardrec/common.h).
+package org.shardrec;
+
+/** Element types (SHARDREC_DTYPE_*, shardrec/common.h). */
+public enum DType {
+  FLOAT32(0),
+  FLOAT16(1),
+  BFLOAT16(2),
+  FLOAT64(3),
+  INT32(4),
+  INT64(5),
+  UINT8(6);
+
+  private final int code;
+
+  DType(int code) {
+    this.code = code;
+  }
+
+  /** The C value. */
+  public int code() {
+    return code;
+  }
+
+  /** The constant of C value {@code code}; IllegalArgumentException when there is none. */
+  public static DType of(int code) {
+    for (DType v : values()) {
+      if (v.code == code) return v;
+    }
+    throw new IllegalArgumentException("no DType has code " + code);
+  }
+}
