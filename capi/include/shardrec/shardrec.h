@@ -14,5 +14,6 @@
 #include "shardrec/replica.h"
 #include "shardrec/tensor.h"
 #include "shardrec/version.h"
+#include "shardrec/checkpoint.h"
 
 #endif /* SHARDREC_SHARDREC_H_ */
