@@ -13,11 +13,16 @@ Status Agree(comm::Communicator& comm, const Status& local, const char* what) {
   int32_t failed = local.ok() ? 0 : comm.Rank() + 1;
   SR_RETURN_IF_ERROR(comm.AllReduce(&failed, &failed, 1, DType::kInt32, comm::ReduceOp::kMax));
   if (failed == 0) return Status::Ok();
-  int32_t code = static_cast<int32_t>(local.code());
-  SR_RETURN_IF_ERROR(comm.Broadcast(&code, 1, DType::kInt32, failed - 1));
+  // The failing rank's code and message reach every rank, so each reports the same cause.
+  const int root = failed - 1;
+  int64_t head[2] = {static_cast<int64_t>(local.code()),
+                     static_cast<int64_t>(local.message().size())};
+  SR_RETURN_IF_ERROR(comm.Broadcast(head, 2, DType::kInt64, root));
+  std::string msg = local.message();
+  msg.resize(static_cast<size_t>(head[1]));
+  SR_RETURN_IF_ERROR(comm.Broadcast(msg.data(), msg.size(), DType::kUInt8, root));
   if (!local.ok()) return local;
-  return Status(static_cast<Code>(code), StrCat("rank ", failed - 1, " failed ", what,
-                                                " (its own error says why); nothing was changed"));
+  return Status(static_cast<Code>(head[0]), StrCat("rank ", root, " failed ", what, ": ", msg));
 }
 
 bool Overlap(const Record& rec, const Target& dst, int64_t* r0, int64_t* r1, int64_t* c0,
