@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 
 #include "impl/checkpoint/fs.h"
@@ -134,8 +135,11 @@ std::shared_ptr<FileSystem> PosixFileSystem() { return std::make_shared<Posix>()
 
 Status WriteAtomically(FileSystem& fs, const std::string& dir, const std::string& name,
                        const std::vector<std::pair<const void*, size_t>>& pieces) {
+  // A temporary name of this process and call: writers of the same file (each sharding group
+  // of a mesh exporting one table) never share one, and the last rename wins with equal bytes.
+  static std::atomic<uint64_t> counter{0};
   const std::string path = dir + "/" + name;
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = StrCat(path, ".tmp.", ::getpid(), ".", counter++);
   std::unique_ptr<WritableFile> f;
   SR_RETURN_IF_ERROR(fs.NewWritable(tmp, &f));
   for (const auto& [data, n] : pieces) SR_RETURN_IF_ERROR(f->Append(data, n));

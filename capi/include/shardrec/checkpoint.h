@@ -138,8 +138,10 @@ shardrec_checkpoint_load_mesh(shardrec_mesh_t* mesh, shardrec_embedding_t* coll,
  * Exports one full table to a safetensors file at @p path (written atomically by rank 0):
  * tensor "weights" (F32, [rows, dim]) and, with @p with_optimizer_state, each optimizer state by
  * its name ("momentum1", ...; F32, [rows] for row-wise states, else [rows, dim]). The metadata
- * holds the table name and the library version. Collective: the table is gathered on every
- * rank, so each rank needs its size in host memory.
+ * holds the table name and the library version. Collective over the collection's communicator:
+ * the table is gathered on every rank, so each rank needs its size in host memory. On a mesh the
+ * communicator is the sharding group: call it in one sharding group, or in every group with the
+ * same path (each writes the same bytes under its own temporary name; the last rename wins).
  * @param coll  [in] Must not be NULL.
  * @param table [in] NUL-terminated table name; must not be NULL.
  * @param path  [in] NUL-terminated file path; must not be NULL or empty; its directory must exist.
