@@ -48,6 +48,13 @@ TEST(CheckpointPython, WritesExportAndCheckpointForPython) {
     }
   });
   EXPECT_TRUE(std::filesystem::exists(dir + "/t1.safetensors"));
+  // 2 replicas x 2-way sharding: both replicas of each sharding rank take a share of the
+  // writing, so all four ranks wrote a file (the Python step checks that no block is written
+  // twice).
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/ckpt"))
+    files += e.path().extension() == ".safetensors" ? 1 : 0;
+  EXPECT_EQ(files, 4);
   EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt/manifest.json"));
 }
 
