@@ -11,6 +11,8 @@ type CheckpointOptions struct {
 	ResetOptimizerState bool
 	// AllowDtypeChange converts between fp32 and fp16/bf16 table storage.
 	AllowDtypeChange bool
+	// VerifyFirst verifies every needed chunk before changing anything (reads the bytes twice).
+	VerifyFirst bool
 }
 
 func withCheckpointOptions(opts *CheckpointOptions, fn func(Checkpoint_options) error) error {
@@ -22,6 +24,7 @@ func withCheckpointOptions(opts *CheckpointOptions, fn func(Checkpoint_options) 
 	if opts != nil {
 		o.SetReset_optimizer_state(boolInt(opts.ResetOptimizerState))
 		o.SetAllow_dtype_change(boolInt(opts.AllowDtypeChange))
+		o.SetVerify_first(boolInt(opts.VerifyFirst))
 	}
 	return fn(o)
 }

@@ -508,6 +508,8 @@ extern void _wrap_checkpoint_options_reset_optimizer_state_set_shardrec_f3770aeb
 extern swig_intgo _wrap_checkpoint_options_reset_optimizer_state_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern void _wrap_checkpoint_options_allow_dtype_change_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_checkpoint_options_allow_dtype_change_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
+extern void _wrap_checkpoint_options_verify_first_set_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_checkpoint_options_verify_first_get_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern uintptr_t _wrap_new_checkpoint_options_shardrec_f3770aebdf7e19ec(void);
 extern void _wrap_delete_checkpoint_options_shardrec_f3770aebdf7e19ec(uintptr_t arg1);
 extern swig_type_170 _wrap_checkpoint_options_init_shardrec_f3770aebdf7e19ec(uintptr_t arg1, swig_intgo arg2);
@@ -3136,6 +3138,19 @@ func (arg1 SwigcptrCheckpoint_options) GetAllow_dtype_change() (_swig_ret int) {
 	return swig_r
 }
 
+func (arg1 SwigcptrCheckpoint_options) SetVerify_first(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_checkpoint_options_verify_first_set_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrCheckpoint_options) GetVerify_first() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_checkpoint_options_verify_first_get_shardrec_f3770aebdf7e19ec(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
 func NewCheckpoint_options() (_swig_ret Checkpoint_options) {
 	var swig_r Checkpoint_options
 	swig_r = (Checkpoint_options)(SwigcptrCheckpoint_options(C._wrap_new_checkpoint_options_shardrec_f3770aebdf7e19ec()))
@@ -3158,6 +3173,8 @@ type Checkpoint_options interface {
 	GetReset_optimizer_state() (_swig_ret int)
 	SetAllow_dtype_change(arg2 int)
 	GetAllow_dtype_change() (_swig_ret int)
+	SetVerify_first(arg2 int)
+	GetVerify_first() (_swig_ret int)
 }
 
 func Checkpoint_options_init(arg1 Checkpoint_options, arg2 uint) (_swig_ret error) {

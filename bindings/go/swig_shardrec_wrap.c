@@ -5321,6 +5321,31 @@ intgo _wrap_checkpoint_options_allow_dtype_change_get_shardrec_f3770aebdf7e19ec(
 }
 
 
+void _wrap_checkpoint_options_verify_first_set_shardrec_f3770aebdf7e19ec(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->verify_first = arg2;
+  
+}
+
+
+intgo _wrap_checkpoint_options_verify_first_get_shardrec_f3770aebdf7e19ec(struct shardrec_checkpoint_options *_swig_go_0) {
+  struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->verify_first);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_shardrec_f3770aebdf7e19ec() {
   struct shardrec_checkpoint_options *result = 0 ;
   struct shardrec_checkpoint_options *_swig_go_result;

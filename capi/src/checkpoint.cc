@@ -50,6 +50,7 @@ Status ToLoadOptions(const shardrec_checkpoint_options_t* o, checkpoint::LoadOpt
   if (o != nullptr) {
     out->reset_optimizer_state = o->reset_optimizer_state != 0;
     out->allow_dtype_change = o->allow_dtype_change != 0;
+    out->verify_first = o->verify_first != 0;
   }
   return Status::Ok();
 }

@@ -43,6 +43,9 @@ struct LoadOptions {
   // Accept a table stored as fp32 in the checkpoint and fp16/bf16 in the collection (or the
   // reverse); values are converted (round to nearest even when narrowing).
   bool allow_dtype_change = false;
+  // Read and verify every chunk this rank needs before changing anything (a second read of the
+  // same bytes), so a corrupt record leaves the collection untouched.
+  bool verify_first = false;
 };
 
 // Collective over g.comm. Each writing rank writes its file atomically, then world rank 0
@@ -60,7 +63,7 @@ Status Save(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
 // match; kCorrupt for a malformed manifest, a missing, truncated or malformed rank file or
 // records that do not cover a local shard. A chunk whose checksum fails is kCorrupt naming the
 // file and the record, found while copying: the collection's values are then partly loaded and
-// must be loaded again.
+// must be loaded again (unless verify_first, which finds it before anything changes).
 Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs,
             const std::string& dir, const LoadOptions& options);
 

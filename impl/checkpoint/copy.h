@@ -37,4 +37,9 @@ int64_t OverlapArea(const Record& rec, const Target& dst);
 Status CopyOverlap(const ReadableFile& file, const std::string& path, const Record& rec,
                    const Target& dst, std::vector<uint8_t>* buffer);
 
+// Reads and verifies (without copying) the chunks of `rec` that CopyOverlap would read for
+// `dst`; kCorrupt as CopyOverlap. Records without checksums pass.
+Status VerifyOverlap(const ReadableFile& file, const std::string& path, const Record& rec,
+                     const Target& dst, std::vector<uint8_t>* buffer);
+
 }  // namespace shardrec::checkpoint

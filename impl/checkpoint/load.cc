@@ -203,7 +203,21 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
     SR_RETURN_IF_ERROR(PlanReads(coll, m, reset, &reads, &zero));
     std::vector<std::pair<size_t, size_t>> needed = dense_at;
     for (const Read& r : reads) needed.insert(needed.end(), r.records.begin(), r.records.end());
-    return OpenFiles(fs, dir, m, needed, &files);
+    SR_RETURN_IF_ERROR(OpenFiles(fs, dir, m, needed, &files));
+    if (!options.verify_first) return Status::Ok();
+    std::vector<uint8_t> scratch;
+    for (const Read& rd : reads) {
+      for (const auto& [fi, ri] : rd.records)
+        SR_RETURN_IF_ERROR(VerifyOverlap(*files[fi], dir + "/" + m.files[fi].name,
+                                         m.files[fi].records[ri], rd.dst, &scratch));
+    }
+    for (size_t i = 0; i < dense_at.size(); ++i) {
+      const auto& [fi, ri] = dense_at[i];
+      const Target dst{DType::kFloat32, 0, 0, m.files[fi].records[ri].rows, 1, nullptr, 1};
+      SR_RETURN_IF_ERROR(VerifyOverlap(*files[fi], dir + "/" + m.files[fi].name,
+                                       m.files[fi].records[ri], dst, &scratch));
+    }
+    return Status::Ok();
   }();
   SR_RETURN_IF_ERROR(Agree(*g.comm, local, "to check the checkpoint"));
 

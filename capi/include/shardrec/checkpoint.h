@@ -65,10 +65,14 @@ typedef struct shardrec_checkpoint_options {
   /** Load only: accept a table stored as fp32 in the checkpoint and fp16/bf16 in the
    *  collection or the reverse (converted, narrowing rounds to nearest even). 0: an error. */
   int32_t allow_dtype_change;
+  /** Load only: read and verify every chunk this rank needs before changing anything (the
+   *  bytes are read twice), so a corrupt record leaves the collection untouched. 0: chunks are
+   *  verified as they are copied. */
+  int32_t verify_first;
 } shardrec_checkpoint_options_t;
 
 #define SHARDREC_CHECKPOINT_OPTIONS_INIT \
-  { SHARDREC_CHECKPOINT_OPTIONS_VERSION, NULL, 0, 0, 0 }
+  { SHARDREC_CHECKPOINT_OPTIONS_VERSION, NULL, 0, 0, 0, 0 }
 
 /**
  * Fills @p options with the defaults of struct version @p version (bindings; C may use
@@ -107,8 +111,8 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_save(
  *         truncated or malformed rank file (the message names the file and record);
  *         SHARDREC_EUSAGE while an input distribution is pending. While copying: SHARDREC_ECORRUPT
  *         when a chunk's checksum fails (names the file and record; the collection is then
- *         partly loaded and must be loaded again); SHARDREC_EIO; SHARDREC_ETIMEOUT /
- *         SHARDREC_EREMOTE.
+ *         partly loaded and must be loaded again; with verify_first this is found before
+ *         anything changes); SHARDREC_EIO; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
  */
 SHARDREC_API shardrec_status_t shardrec_checkpoint_load(
     shardrec_embedding_t* coll, const char* dir, const shardrec_checkpoint_options_t* options);

@@ -82,6 +82,20 @@ TEST(CheckpointReject, CorruptRecordNamesFileAndRecord) {
                  {fs::path(files[1]).filename().string(), "record", "checksum"}, false);
 }
 
+TEST(CheckpointReject, CorruptRecordWithVerifyFirstChangesNothing) {
+  const Scenario s = AdamScenario();
+  const std::string dir = SavedCheckpoint(s);
+  const auto files = RankFiles(dir);
+  ASSERT_EQ(files.size(), 2u);
+  std::string bytes = Slurp(files[1]);
+  bytes[bytes.size() - 3] ^= 0x40;
+  Spit(files[1], bytes);
+  shardrec_checkpoint_options_t o = SHARDREC_CHECKPOINT_OPTIONS_INIT;
+  o.verify_first = 1;
+  ExpectRejected(s, dir, SHARDREC_ECORRUPT,
+                 {fs::path(files[1]).filename().string(), "record", "checksum"}, true, &o);
+}
+
 TEST(CheckpointReject, TruncatedFileIsRejectedBeforeAnyChange) {
   const Scenario s = AdamScenario();
   const std::string dir = SavedCheckpoint(s);

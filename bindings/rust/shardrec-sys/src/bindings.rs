@@ -2989,12 +2989,13 @@ pub struct shardrec_checkpoint_options {
     pub num_dense: usize,
     pub reset_optimizer_state: i32,
     pub allow_dtype_change: i32,
+    pub verify_first: i32,
 }
 #[test]
 fn bindgen_test_layout_shardrec_checkpoint_options() {
     assert_eq!(
         ::std::mem::size_of::<shardrec_checkpoint_options>(),
-        32usize,
+        40usize,
         concat!("Size of: ", stringify!(shardrec_checkpoint_options))
     );
     assert_eq!(
@@ -3087,6 +3088,23 @@ fn bindgen_test_layout_shardrec_checkpoint_options() {
         );
     }
     test_field_allow_dtype_change();
+    fn test_field_verify_first() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_checkpoint_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).verify_first) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_checkpoint_options),
+                "::",
+                stringify!(verify_first)
+            )
+        );
+    }
+    test_field_verify_first();
 }
 pub type shardrec_checkpoint_options_t = shardrec_checkpoint_options;
 extern "C" {

@@ -10,6 +10,8 @@ pub struct LoadOptions {
     pub reset_optimizer_state: bool,
     /// Convert between fp32 and fp16/bf16 table storage.
     pub allow_dtype_change: bool,
+    /// Verify every needed chunk before changing anything (reads the bytes twice).
+    pub verify_first: bool,
 }
 
 fn raw_options(o: &LoadOptions) -> Result<sys::shardrec_checkpoint_options_t> {
@@ -20,6 +22,7 @@ fn raw_options(o: &LoadOptions) -> Result<sys::shardrec_checkpoint_options_t> {
     })?;
     raw.reset_optimizer_state = o.reset_optimizer_state as i32;
     raw.allow_dtype_change = o.allow_dtype_change as i32;
+    raw.verify_first = o.verify_first as i32;
     Ok(raw)
 }
 

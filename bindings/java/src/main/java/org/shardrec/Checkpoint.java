@@ -13,6 +13,7 @@ public final class Checkpoint {
   public static final class Options {
     public boolean resetOptimizerState;
     public boolean allowDtypeChange;
+    public boolean verifyFirst;
 
     /** Tables whose optimizer type differs load their weights and start their state at zero. */
     public Options resetOptimizerState(boolean v) {
@@ -26,11 +27,18 @@ public final class Checkpoint {
       return this;
     }
 
+    /** Verify every needed chunk before changing anything (reads the bytes twice). */
+    public Options verifyFirst(boolean v) {
+      verifyFirst = v;
+      return this;
+    }
+
     checkpoint_options toNative() {
       checkpoint_options o = new checkpoint_options();
       Native.checkpoint_options_init(o, NativeConstants.CHECKPOINT_OPTIONS_VERSION);
       o.setReset_optimizer_state(resetOptimizerState ? 1 : 0);
       o.setAllow_dtype_change(allowDtypeChange ? 1 : 0);
+      o.setVerify_first(verifyFirst ? 1 : 0);
       return o;
     }
   }
