@@ -62,7 +62,7 @@ const std::vector<Pair>& Matrix() {
       {{8, 4, RW}, {2, 0, CW}},                                    // 2D -> 1D, 8 -> 2 ranks
       {{2, 0, TWCW}, {4, 2, GRID}},                                // 1D -> 2D
       {{2, 0, DP}, {8, 0, RW}},       {{4, 2, CW}, {8, 4, TWRW}},  // 2D -> 2D
-      {{2, 0, CW, 4}, {4, 0, CW, 2}},  // another column split: row-wise state reshards
+      {{2, 0, CW, 4}, {4, 0, CW, 8}},  // t2: 4 x 4 columns -> 2 x 8; row-wise state reshards
       {{4, 0, GRID, 4}, {2, 0, DP}},
   };
   return pairs;
