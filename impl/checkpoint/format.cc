@@ -91,11 +91,14 @@ Record RecordFrom(const json& j) {
   r.nbytes = j.at("byte_range").at(1).get<uint64_t>() - r.offset;
   r.chunk_rows = j.at("chunk_rows").get<int64_t>();
   r.checksums = j.at("xxh3").get<std::vector<uint64_t>>();
+  // Signs and sizes first, so no later sum or product can overflow on a hostile manifest.
   const bool bad =
-      r.rows < 0 || r.cols < 0 || r.row_offset < 0 || r.col_offset < 0 ||
-      r.row_offset + r.rows > r.full_rows || r.col_offset + r.cols > r.full_cols ||
-      r.chunk_rows <= 0 || r.nbytes != static_cast<uint64_t>(r.rows) * r.row_bytes() ||
-      r.checksums.size() != static_cast<size_t>((r.rows + r.chunk_rows - 1) / r.chunk_rows);
+      r.rows < 0 || r.cols < 0 || r.row_offset < 0 || r.col_offset < 0 || r.full_rows < 0 ||
+      r.full_cols < 0 || r.full_rows > (int64_t{1} << 48) || r.full_cols > (1 << 24) ||
+      r.rows > r.full_rows || r.cols > r.full_cols || r.row_offset > r.full_rows - r.rows ||
+      r.col_offset > r.full_cols - r.cols || r.chunk_rows <= 0 ||
+      r.nbytes != static_cast<uint64_t>(r.rows) * r.row_bytes() ||
+      r.checksums.size() != static_cast<size_t>(r.rows == 0 ? 0 : (r.rows - 1) / r.chunk_rows + 1);
   if (bad) throw std::runtime_error("record " + r.key + " has inconsistent shape or offsets");
   return r;
 }
@@ -266,6 +269,10 @@ Status ReadSafetensors(const ReadableFile& file, const std::string& path,
       const auto shape = t.at("shape").get<std::vector<int64_t>>();
       if (shape.empty() || shape.size() > 2)
         return Status::Corrupt(path, ": tensor ", key, " is not 1-D or 2-D");
+      for (int64_t d : shape) {
+        if (d < 0 || d > (int64_t{1} << 40))
+          return Status::Corrupt(path, ": tensor ", key, " has an impossible shape");
+      }
       r.vector = shape.size() == 1;
       r.rows = shape[0];
       r.cols = r.vector ? 1 : shape[1];
