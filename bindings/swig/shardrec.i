@@ -12,6 +12,7 @@
 #include "shardrec/embedding.h"
 #include "shardrec/device.h"
 #include "shardrec/replica.h"
+#include "shardrec/checkpoint.h"
 %}
 
 %include <stdint.i>
@@ -71,5 +72,10 @@
 %include "shardrec/embedding.h"
 %include "shardrec/device.h"
 %include "shardrec/replica.h"
+/* Checkpoints: host dense tensors (pointers) are not offered to Java/Go yet. */
+%ignore shardrec_dense_tensor;
+%ignore shardrec_checkpoint_options::dense;
+%ignore SHARDREC_CHECKPOINT_OPTIONS_INIT;
+%include "shardrec/checkpoint.h"
 
 %include "bind_helpers.i"

@@ -12,14 +12,10 @@
 #include "capi/src/embedding_handle.h"
 #include "capi/src/guard.h"
 #include "capi/src/handles.h"
+#include "capi/src/mesh_handle.h"
 #include "capi/src/plan_handle.h"
 #include "capi/src/versioned.h"
 #include "impl/replica/mesh.h"
-
-struct shardrec_mesh {
-  std::unique_ptr<shardrec::replica::Mesh> impl;
-  mutable std::atomic<bool> busy{false};  // capi/src/guard.h, ExclusiveUse
-};
 
 namespace shardrec::capi {
 namespace {

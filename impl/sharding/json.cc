@@ -1,10 +1,12 @@
-// Minimal JSON parser and writer helpers (RFC 8259 subset: no duplicate-key detection needed).
+// JSON reading through nlohmann-json into the plan reader's Value tree, and writer helpers.
 #include "impl/sharding/json.h"
 
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
+#include <nlohmann/json.hpp>
 
 #include "impl/core/check.h"
 
@@ -13,246 +15,144 @@ namespace {
 
 constexpr int kMaxDepth = 64;
 
+// Reads the text through nlohmann-json's SAX parser (Debian nlohmann-json3-dev) and builds the
+// Value tree the plan reader walks. The iterator below records how far the parser has read, so
+// values and errors carry a byte offset; number callbacks keep the literal where the library
+// passes it (floats) and print the value otherwise (integers, which print back exactly).
+class CountingIterator {
+ public:
+  using iterator_category = std::forward_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
+
+  CountingIterator() = default;
+  CountingIterator(const char* p, const char* begin, size_t* pos)
+      : p_(p), begin_(begin), pos_(pos) {}
+  reference operator*() const {
+    *pos_ = static_cast<size_t>(p_ - begin_);
+    return *p_;
+  }
+  CountingIterator& operator++() {
+    ++p_;
+    return *this;
+  }
+  CountingIterator operator++(int) {
+    CountingIterator old = *this;
+    ++p_;
+    return old;
+  }
+  bool operator==(const CountingIterator& o) const { return p_ == o.p_; }
+  bool operator!=(const CountingIterator& o) const { return p_ != o.p_; }
+
+ private:
+  const char* p_ = nullptr;
+  const char* begin_ = nullptr;
+  size_t* pos_ = nullptr;
+};
+
+class Builder : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  Builder(Value* root, const size_t* pos) : root_(root), pos_(pos) {}
+
+  bool null() override { return Add(Value::Kind::kNull) != nullptr; }
+  bool boolean(bool b) override {
+    Value* v = Add(Value::Kind::kBool);
+    v->boolean = b;
+    return true;
+  }
+  bool number_integer(number_integer_t n) override { return Number(std::to_string(n)); }
+  bool number_unsigned(number_unsigned_t n) override { return Number(std::to_string(n)); }
+  bool number_float(number_float_t, const string_t& text) override { return Number(text); }
+  bool string(string_t& s) override {
+    Add(Value::Kind::kString)->text = std::move(s);
+    return true;
+  }
+  bool binary(binary_t&) override { return Fail("binary values are not JSON"); }
+  bool start_object(std::size_t) override { return Open(Value::Kind::kObject); }
+  bool key(string_t& k) override {
+    key_ = std::move(k);
+    return true;
+  }
+  bool end_object() override { return Close(); }
+  bool start_array(std::size_t) override { return Open(Value::Kind::kArray); }
+  bool end_array() override { return Close(); }
+  bool parse_error(std::size_t position, const std::string&,
+                   const nlohmann::detail::exception& e) override {
+    // The library's message names the token; drop its "[json.exception...] " prefix.
+    std::string what = e.what();
+    const size_t cut = what.find("] ");
+    if (cut != std::string::npos) what = what.substr(cut + 2);
+    error_ = Status::Corrupt("plan json: ", what, " at byte ", position);
+    return false;
+  }
+
+  const Status& error() const { return error_; }
+
+ private:
+  Value* Add(Value::Kind kind) {
+    Value* v;
+    if (stack_.empty()) {
+      v = root_;
+    } else if (stack_.back()->kind == Value::Kind::kArray) {
+      v = &stack_.back()->items.emplace_back();
+    } else {
+      stack_.back()->keys.push_back(std::move(key_));
+      v = &stack_.back()->values.emplace_back();
+    }
+    v->kind = kind;
+    v->offset = *pos_;
+    return v;
+  }
+  bool Number(std::string text) {
+    Add(Value::Kind::kNumber)->text = std::move(text);
+    return true;
+  }
+  // Children are only appended to the innermost open container, so the pointers to the outer
+  // ones on the stack stay valid while their vectors do not grow.
+  bool Open(Value::Kind kind) {
+    if (static_cast<int>(stack_.size()) >= kMaxDepth) return Fail("nesting too deep");
+    stack_.push_back(Add(kind));
+    return true;
+  }
+  bool Close() {
+    stack_.pop_back();
+    return true;
+  }
+  bool Fail(const char* what) {
+    error_ = Status::Corrupt("plan json: ", what, " at byte ", *pos_);
+    return false;
+  }
+
+  Value* root_;
+  const size_t* pos_;
+  std::vector<Value*> stack_;
+  std::string key_;
+  Status error_;
+};
+
 class Parser {
  public:
   explicit Parser(std::string_view s) : s_(s) {}
 
   Status Run(Value* out) {
-    SkipSpace();
-    SR_RETURN_IF_ERROR(ParseValue(out, 0));
-    SkipSpace();
-    if (pos_ != s_.size()) return Error("unexpected text after the JSON value");
+    size_t pos = 0;
+    Value root;
+    Builder builder(&root, &pos);
+    const char* b = s_.data();
+    const bool ok = nlohmann::json::sax_parse(CountingIterator(b, b, &pos),
+                                              CountingIterator(b + s_.size(), b, &pos), &builder);
+    if (!ok) {
+      if (!builder.error().ok()) return builder.error();
+      return Status::Corrupt("plan json: malformed text at byte ", pos);
+    }
+    *out = std::move(root);
     return Status::Ok();
   }
 
  private:
-  Status Error(const std::string& what) const {
-    return Status::Corrupt("plan json: ", what, " at byte ", pos_);
-  }
-  void SkipSpace() {
-    while (pos_ < s_.size() &&
-           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
-      ++pos_;
-  }
-  bool Literal(std::string_view lit) {
-    if (s_.substr(pos_, lit.size()) != lit) return false;
-    pos_ += lit.size();
-    return true;
-  }
-
-  Status ParseValue(Value* v, int depth) {
-    if (depth > kMaxDepth) return Error("nesting too deep");
-    if (pos_ >= s_.size()) return Error("unexpected end of text");
-    v->offset = pos_;
-    const char c = s_[pos_];
-    if (c == '{') return ParseObject(v, depth);
-    if (c == '[') return ParseArray(v, depth);
-    if (c == '"') {
-      v->kind = Value::Kind::kString;
-      return ParseString(&v->text);
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) return ParseNumber(v);
-    if (Literal("true")) {
-      v->kind = Value::Kind::kBool;
-      v->boolean = true;
-      return Status::Ok();
-    }
-    if (Literal("false")) {
-      v->kind = Value::Kind::kBool;
-      return Status::Ok();
-    }
-    if (Literal("null")) {
-      v->kind = Value::Kind::kNull;
-      return Status::Ok();
-    }
-    return Error(StrCat("unexpected character '", c, "'"));
-  }
-
-  Status ParseObject(Value* v, int depth) {
-    v->kind = Value::Kind::kObject;
-    ++pos_;
-    SkipSpace();
-    if (pos_ < s_.size() && s_[pos_] == '}') {
-      ++pos_;
-      return Status::Ok();
-    }
-    while (true) {
-      SkipSpace();
-      if (pos_ >= s_.size() || s_[pos_] != '"') return Error("expected a member name");
-      std::string key;
-      SR_RETURN_IF_ERROR(ParseString(&key));
-      SkipSpace();
-      if (pos_ >= s_.size() || s_[pos_] != ':') return Error("expected ':'");
-      ++pos_;
-      SkipSpace();
-      Value member;
-      SR_RETURN_IF_ERROR(ParseValue(&member, depth + 1));
-      v->keys.push_back(std::move(key));
-      v->values.push_back(std::move(member));
-      SkipSpace();
-      if (pos_ < s_.size() && s_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (pos_ < s_.size() && s_[pos_] == '}') {
-        ++pos_;
-        return Status::Ok();
-      }
-      return Error("expected ',' or '}'");
-    }
-  }
-
-  Status ParseArray(Value* v, int depth) {
-    v->kind = Value::Kind::kArray;
-    ++pos_;
-    SkipSpace();
-    if (pos_ < s_.size() && s_[pos_] == ']') {
-      ++pos_;
-      return Status::Ok();
-    }
-    while (true) {
-      SkipSpace();
-      Value item;
-      SR_RETURN_IF_ERROR(ParseValue(&item, depth + 1));
-      v->items.push_back(std::move(item));
-      SkipSpace();
-      if (pos_ < s_.size() && s_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (pos_ < s_.size() && s_[pos_] == ']') {
-        ++pos_;
-        return Status::Ok();
-      }
-      return Error("expected ',' or ']'");
-    }
-  }
-
-  Status ParseNumber(Value* v) {
-    const size_t start = pos_;
-    if (s_[pos_] == '-') ++pos_;
-    auto digits = [&] {
-      size_t n = 0;
-      while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') {
-        ++pos_;
-        ++n;
-      }
-      return n;
-    };
-    if (digits() == 0) return Error("malformed number");
-    if (pos_ < s_.size() && s_[pos_] == '.') {
-      ++pos_;
-      if (digits() == 0) return Error("malformed number");
-    }
-    if (pos_ < s_.size() && (s_[pos_] == 'e' || s_[pos_] == 'E')) {
-      ++pos_;
-      if (pos_ < s_.size() && (s_[pos_] == '+' || s_[pos_] == '-')) ++pos_;
-      if (digits() == 0) return Error("malformed number");
-    }
-    v->kind = Value::Kind::kNumber;
-    v->text = std::string(s_.substr(start, pos_ - start));
-    return Status::Ok();
-  }
-
-  Status Hex4(uint32_t* out) {
-    if (pos_ + 4 > s_.size()) return Error("truncated \\u escape");
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char c = s_[pos_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9')
-        v |= c - '0';
-      else if (c >= 'a' && c <= 'f')
-        v |= c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F')
-        v |= c - 'A' + 10;
-      else
-        return Error("bad hex digit in \\u escape");
-    }
-    *out = v;
-    return Status::Ok();
-  }
-
-  static void AppendUtf8(std::string* out, uint32_t cp) {
-    if (cp < 0x80) {
-      out->push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-  }
-
-  Status ParseString(std::string* out) {
-    ++pos_;  // opening quote
-    out->clear();
-    while (true) {
-      if (pos_ >= s_.size()) return Error("unterminated string");
-      const char c = s_[pos_++];
-      if (c == '"') return Status::Ok();
-      if (static_cast<unsigned char>(c) < 0x20) return Error("control character in string");
-      if (c != '\\') {
-        out->push_back(c);
-        continue;
-      }
-      if (pos_ >= s_.size()) return Error("unterminated escape");
-      const char e = s_[pos_++];
-      switch (e) {
-        case '"':
-          out->push_back('"');
-          break;
-        case '\\':
-          out->push_back('\\');
-          break;
-        case '/':
-          out->push_back('/');
-          break;
-        case 'b':
-          out->push_back('\b');
-          break;
-        case 'f':
-          out->push_back('\f');
-          break;
-        case 'n':
-          out->push_back('\n');
-          break;
-        case 'r':
-          out->push_back('\r');
-          break;
-        case 't':
-          out->push_back('\t');
-          break;
-        case 'u': {
-          uint32_t cp = 0;
-          SR_RETURN_IF_ERROR(Hex4(&cp));
-          if (cp >= 0xD800 && cp < 0xDC00) {
-            uint32_t lo = 0;
-            if (!Literal("\\u")) return Error("unpaired surrogate");
-            SR_RETURN_IF_ERROR(Hex4(&lo));
-            if (lo < 0xDC00 || lo >= 0xE000) return Error("unpaired surrogate");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          } else if (cp >= 0xDC00 && cp < 0xE000) {
-            return Error("unpaired surrogate");
-          }
-          AppendUtf8(out, cp);
-          break;
-        }
-        default:
-          return Error(StrCat("bad escape '\\", e, "'"));
-      }
-    }
-  }
-
   std::string_view s_;
-  size_t pos_ = 0;
 };
 
 Status TypeError(const Value& v, const std::string& what, const char* expected) {

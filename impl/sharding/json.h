@@ -1,4 +1,4 @@
-// A minimal JSON value, parser and writer helpers for the plan text form (no external library).
+// The JSON value the plan text form is read into (parsed by nlohmann-json), and writer helpers.
 // Numbers keep their source text so integers up to int64 and floats round-trip exactly.
 #pragma once
 

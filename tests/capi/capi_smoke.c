@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shardrec/shardrec.h"
 
@@ -365,6 +366,47 @@ static void per_table_calls(shardrec_embedding_t* coll) {
   EXPECT(t.forwards == 4 && t.backwards == 4 && t.samples == 8);
 }
 
+/* ---- checkpoint.h ------------------------------------------------------------------------ */
+static char g_ckpt_dir[256];
+
+/* Saves with a dense tensor, scribbles, loads back; exports and imports a table. */
+static void checkpoint_calls(shardrec_embedding_t* coll, shardrec_mesh_t* mesh) {
+  shardrec_checkpoint_options_t o;
+  shardrec_dense_tensor_t dense;
+  float d[3] = {1.5f, -2.0f, 0.25f}, w[50 * 8], w2[50 * 8];
+  char path[300];
+  size_t i;
+  OK(shardrec_checkpoint_options_init(&o, SHARDREC_CHECKPOINT_OPTIONS_VERSION));
+  dense.name = "dense.w";
+  dense.data = d;
+  dense.count = 3;
+  o.dense = &dense;
+  o.num_dense = 1;
+  OK(shardrec_embedding_get_weights(coll, "big", w, 400));
+  if (mesh) {
+    OK(shardrec_checkpoint_save_mesh(mesh, coll, g_ckpt_dir, &o));
+  } else {
+    OK(shardrec_checkpoint_save(coll, g_ckpt_dir, &o));
+  }
+  for (i = 0; i < 400; ++i) w2[i] = 0.0f;
+  OK(shardrec_embedding_set_weights(coll, "big", w2, 400));
+  d[0] = 0.0f;
+  if (mesh) {
+    OK(shardrec_checkpoint_load_mesh(mesh, coll, g_ckpt_dir, &o));
+  } else {
+    OK(shardrec_checkpoint_load(coll, g_ckpt_dir, &o));
+  }
+  EXPECT(d[0] == 1.5f);
+  OK(shardrec_embedding_get_weights(coll, "big", w2, 400));
+  EXPECT(memcmp(w, w2, sizeof(w)) == 0);
+  if (!mesh) {
+    snprintf(path, sizeof(path), "%s/big.safetensors", g_ckpt_dir);
+    OK(shardrec_checkpoint_export_table(coll, "big", path, 1));
+    OK(shardrec_checkpoint_import_table(coll, "big", path, 1));
+    EXPECT(shardrec_checkpoint_load(coll, "/nonexistent/shardrec", NULL) == SHARDREC_ENOTFOUND);
+  }
+}
+
 static void* embedding_rank(void* arg) {
   const int rank = (int)(intptr_t)arg;
   shardrec_optimizer_config_t opt;
@@ -407,6 +449,7 @@ static void* embedding_rank(void* arg) {
   EXPECT(comm_s >= 0 && total_s >= comm_s);
   tensor_step(coll, rank);
   per_table_calls(coll);
+  checkpoint_calls(coll, NULL);
   shardrec_embedding_destroy(coll);
   return NULL;
 }
@@ -455,6 +498,7 @@ static void* mesh_rank(void* arg) {
     OK(shardrec_mesh_set_sync_hook(mesh, NULL, NULL));
     OK(shardrec_mesh_sync_stats(mesh, &bytes, &collectives, &syncs));
     EXPECT(bytes > 0 && collectives >= 1 && syncs == 2);
+    checkpoint_calls(coll, mesh);
   }
   shardrec_embedding_destroy(coll);
   shardrec_comm_destroy(shard_comm);
@@ -477,6 +521,7 @@ int main(void) {
   test_common();
   test_comm();
   test_plan();
+  snprintf(g_ckpt_dir, sizeof(g_ckpt_dir), "/tmp/shardrec_smoke_ckpt_%ld", (long)getpid());
   OK(shardrec_comm_create_local_group(g_group, 2, &options));
   g_plan = make_plan(2, SHARDREC_OPTIMIZER_ADAGRAD);
   if (g_plan && g_group[0]) run_ranks(2, embedding_rank);
@@ -485,6 +530,11 @@ int main(void) {
   if (g_plan && g_group[0]) run_ranks(4, mesh_rank);
   for (i = 0; i < 4; ++i) shardrec_comm_destroy(g_group[i]);
   shardrec_plan_destroy(g_plan);
+  {
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_ckpt_dir);
+    EXPECT(system(cmd) == 0);
+  }
   shardrec_mesh_destroy(NULL);
   shardrec_embedding_destroy(NULL);
   if (g_failures) {

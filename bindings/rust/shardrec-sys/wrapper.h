@@ -10,4 +10,5 @@
 #include "shardrec/embedding.h"
 #include "shardrec/device.h"
 #include "shardrec/replica.h"
+#include "shardrec/checkpoint.h"
 // clang-format on

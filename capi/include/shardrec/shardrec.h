@@ -5,6 +5,7 @@
 #ifndef SHARDREC_SHARDREC_H_
 #define SHARDREC_SHARDREC_H_
 
+#include "shardrec/checkpoint.h"
 #include "shardrec/comm.h"
 #include "shardrec/common.h"
 #include "shardrec/config.h"

@@ -29,6 +29,7 @@ pub const SHARDREC_SYNC_DEFAULT: u32 = 0;
 pub const SHARDREC_SYNC_WEIGHTS_AND_STATE: u32 = 1;
 pub const SHARDREC_SYNC_WEIGHTS_ONLY: u32 = 2;
 pub const SHARDREC_MESH_OPTIONS_VERSION: u32 = 1;
+pub const SHARDREC_CHECKPOINT_OPTIONS_VERSION: u32 = 1;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
 pub type __int64_t = ::std::os::raw::c_long;
@@ -2906,5 +2907,255 @@ extern "C" {
         bytes_out: *mut u64,
         collectives_out: *mut i32,
         syncs_out: *mut i64,
+    ) -> shardrec_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_dense_tensor {
+    pub name: *const ::std::os::raw::c_char,
+    pub data: *mut f32,
+    pub count: usize,
+}
+#[test]
+fn bindgen_test_layout_shardrec_dense_tensor() {
+    assert_eq!(
+        ::std::mem::size_of::<shardrec_dense_tensor>(),
+        24usize,
+        concat!("Size of: ", stringify!(shardrec_dense_tensor))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<shardrec_dense_tensor>(),
+        8usize,
+        concat!("Alignment of ", stringify!(shardrec_dense_tensor))
+    );
+    fn test_field_name() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dense_tensor>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).name) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dense_tensor),
+                "::",
+                stringify!(name)
+            )
+        );
+    }
+    test_field_name();
+    fn test_field_data() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dense_tensor>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).data) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dense_tensor),
+                "::",
+                stringify!(data)
+            )
+        );
+    }
+    test_field_data();
+    fn test_field_count() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dense_tensor>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).count) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dense_tensor),
+                "::",
+                stringify!(count)
+            )
+        );
+    }
+    test_field_count();
+}
+pub type shardrec_dense_tensor_t = shardrec_dense_tensor;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_checkpoint_options {
+    pub version: u32,
+    pub dense: *const shardrec_dense_tensor_t,
+    pub num_dense: usize,
+    pub reset_optimizer_state: i32,
+    pub allow_dtype_change: i32,
+    pub verify_first: i32,
+}
+#[test]
+fn bindgen_test_layout_shardrec_checkpoint_options() {
+    assert_eq!(
+        ::std::mem::size_of::<shardrec_checkpoint_options>(),
+        40usize,
+        concat!("Size of: ", stringify!(shardrec_checkpoint_options))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<shardrec_checkpoint_options>(),
+        8usize,
+        concat!("Alignment of ", stringify!(shardrec_checkpoint_options))
+    );
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_checkpoint_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_checkpoint_options),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_dense() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_checkpoint_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).dense) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_checkpoint_options),
+                "::",
+                stringify!(dense)
+            )
+        );
+    }
+    test_field_dense();
+    fn test_field_num_dense() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_checkpoint_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_dense) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_checkpoint_options),
+                "::",
+                stringify!(num_dense)
+            )
+        );
+    }
+    test_field_num_dense();
+    fn test_field_reset_optimizer_state() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_checkpoint_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reset_optimizer_state) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_checkpoint_options),
+                "::",
+                stringify!(reset_optimizer_state)
+            )
+        );
+    }
+    test_field_reset_optimizer_state();
+    fn test_field_allow_dtype_change() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_checkpoint_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).allow_dtype_change) as usize - ptr as usize
+            },
+            28usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_checkpoint_options),
+                "::",
+                stringify!(allow_dtype_change)
+            )
+        );
+    }
+    test_field_allow_dtype_change();
+    fn test_field_verify_first() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_checkpoint_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).verify_first) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_checkpoint_options),
+                "::",
+                stringify!(verify_first)
+            )
+        );
+    }
+    test_field_verify_first();
+}
+pub type shardrec_checkpoint_options_t = shardrec_checkpoint_options;
+extern "C" {
+    pub fn shardrec_checkpoint_options_init(
+        options: *mut shardrec_checkpoint_options_t,
+        version: u32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_checkpoint_save(
+        coll: *mut shardrec_embedding_t,
+        dir: *const ::std::os::raw::c_char,
+        options: *const shardrec_checkpoint_options_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_checkpoint_load(
+        coll: *mut shardrec_embedding_t,
+        dir: *const ::std::os::raw::c_char,
+        options: *const shardrec_checkpoint_options_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_checkpoint_save_mesh(
+        mesh: *mut shardrec_mesh_t,
+        coll: *mut shardrec_embedding_t,
+        dir: *const ::std::os::raw::c_char,
+        options: *const shardrec_checkpoint_options_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_checkpoint_load_mesh(
+        mesh: *mut shardrec_mesh_t,
+        coll: *mut shardrec_embedding_t,
+        dir: *const ::std::os::raw::c_char,
+        options: *const shardrec_checkpoint_options_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_checkpoint_export_table(
+        coll: *mut shardrec_embedding_t,
+        table: *const ::std::os::raw::c_char,
+        path: *const ::std::os::raw::c_char,
+        with_optimizer_state: i32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_checkpoint_import_table(
+        coll: *mut shardrec_embedding_t,
+        table: *const ::std::os::raw::c_char,
+        path: *const ::std::os::raw::c_char,
+        with_optimizer_state: i32,
     ) -> shardrec_status_t;
 }

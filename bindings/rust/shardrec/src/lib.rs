@@ -2,12 +2,14 @@
 //! `Result<T, Error>` carrying the C status and message, handles release themselves on `Drop`,
 //! buffers are slices passed without copies, and handles are `Send`/`Sync` only where the C
 //! header documents that they may be used from other threads.
+mod checkpoint;
 mod comm;
 mod config;
 mod embedding;
 mod mesh;
 mod plan;
 
+pub use checkpoint::LoadOptions;
 pub use comm::{Comm, CommOptions, UniqueId};
 pub use config::{
     Constraints, Feature, Optimizer, OptimizerType, Pooling, ShardingType, Table, Topology,

@@ -119,7 +119,7 @@ unsafe extern "C" fn call_hook(data: *mut c_void, count: usize, dtype: i32, payl
 /// This rank's view of a 2D mesh. One thread at a time (replica.h), so `Send` but not `Sync`.
 /// Communicators it hands out stay valid after it is dropped.
 pub struct Mesh {
-    raw: *mut sys::shardrec_mesh_t,
+    pub(crate) raw: *mut sys::shardrec_mesh_t,
     // Declared after `raw` and dropped after the mesh is destroyed (see Drop).
     hook: Option<Box<SyncHook>>,
 }

@@ -1,0 +1,106 @@
+//! Checkpoints (checkpoint.h): sharded save/load that works under any plan and world size, and
+//! export/import of one full table as a safetensors file. Every call is collective.
+use crate::{check, cstring, EmbeddingCollection, Mesh, Result};
+use shardrec_sys as sys;
+
+/// Load options; the default refuses any mismatch with the checkpoint.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Tables whose optimizer type differs load their weights and start their state at zero.
+    pub reset_optimizer_state: bool,
+    /// Convert between fp32 and fp16/bf16 table storage.
+    pub allow_dtype_change: bool,
+    /// Verify every needed chunk before changing anything (reads the bytes twice).
+    pub verify_first: bool,
+}
+
+fn raw_options(o: &LoadOptions) -> Result<sys::shardrec_checkpoint_options_t> {
+    // SAFETY: plain data filled by init.
+    let mut raw: sys::shardrec_checkpoint_options_t = unsafe { std::mem::zeroed() };
+    check(unsafe {
+        sys::shardrec_checkpoint_options_init(&mut raw, sys::SHARDREC_CHECKPOINT_OPTIONS_VERSION)
+    })?;
+    raw.reset_optimizer_state = o.reset_optimizer_state as i32;
+    raw.allow_dtype_change = o.allow_dtype_change as i32;
+    raw.verify_first = o.verify_first as i32;
+    Ok(raw)
+}
+
+impl EmbeddingCollection {
+    /// Saves the collection into directory `dir` atomically (collective).
+    pub fn save_checkpoint(&mut self, dir: &str) -> Result<()> {
+        let dir = cstring(dir, "dir")?;
+        // SAFETY: valid handle and NUL-terminated path; NULL options are the defaults.
+        check(unsafe { sys::shardrec_checkpoint_save(self.raw, dir.as_ptr(), std::ptr::null()) })
+    }
+
+    /// Loads the checkpoint in `dir`, whatever plan and world size saved it (collective).
+    pub fn load_checkpoint(&mut self, dir: &str, options: &LoadOptions) -> Result<()> {
+        let dir = cstring(dir, "dir")?;
+        let o = raw_options(options)?;
+        // SAFETY: valid handle, path and options for the call.
+        check(unsafe { sys::shardrec_checkpoint_load(self.raw, dir.as_ptr(), &o) })
+    }
+
+    /// Writes one full table (optionally with its optimizer state) to a safetensors file.
+    pub fn export_table(
+        &mut self,
+        table: &str,
+        path: &str,
+        with_optimizer_state: bool,
+    ) -> Result<()> {
+        let (table, path) = (cstring(table, "table")?, cstring(path, "path")?);
+        // SAFETY: valid handle and NUL-terminated strings.
+        check(unsafe {
+            sys::shardrec_checkpoint_export_table(
+                self.raw,
+                table.as_ptr(),
+                path.as_ptr(),
+                with_optimizer_state as i32,
+            )
+        })
+    }
+
+    /// Reads one full table (F32/F16/BF16 "weights", optionally states) from a safetensors file.
+    pub fn import_table(
+        &mut self,
+        table: &str,
+        path: &str,
+        with_optimizer_state: bool,
+    ) -> Result<()> {
+        let (table, path) = (cstring(table, "table")?, cstring(path, "path")?);
+        // SAFETY: valid handle and NUL-terminated strings.
+        check(unsafe {
+            sys::shardrec_checkpoint_import_table(
+                self.raw,
+                table.as_ptr(),
+                path.as_ptr(),
+                with_optimizer_state as i32,
+            )
+        })
+    }
+}
+
+impl Mesh {
+    /// Saves a collection created on this mesh; each shard is written by one replica.
+    pub fn save_checkpoint(&mut self, coll: &mut EmbeddingCollection, dir: &str) -> Result<()> {
+        let dir = cstring(dir, "dir")?;
+        // SAFETY: valid handles and path; NULL options are the defaults.
+        check(unsafe {
+            sys::shardrec_checkpoint_save_mesh(self.raw, coll.raw, dir.as_ptr(), std::ptr::null())
+        })
+    }
+
+    /// Loads a checkpoint into a collection created on this mesh.
+    pub fn load_checkpoint(
+        &mut self,
+        coll: &mut EmbeddingCollection,
+        dir: &str,
+        options: &LoadOptions,
+    ) -> Result<()> {
+        let dir = cstring(dir, "dir")?;
+        let o = raw_options(options)?;
+        // SAFETY: valid handles, path and options for the call.
+        check(unsafe { sys::shardrec_checkpoint_load_mesh(self.raw, coll.raw, dir.as_ptr(), &o) })
+    }
+}

@@ -1,0 +1,176 @@
+/**
+ * @file shardrec/checkpoint.h
+ * @brief Sharded checkpoints of an embedding collection (1D or on a 2D mesh) that load under
+ *        any plan and any world size, and export/import of single full tables.
+ *
+ * A checkpoint is a directory: one file per writing rank in the safetensors layout (8-byte
+ * little-endian header length, JSON header, raw little-endian tensors; a Python user opens it
+ * with the `safetensors` package) and `manifest.json`, which describes the whole model (tables,
+ * dims, dtypes, features, per-table optimizer configs, the plan, the library version, the step
+ * counter, and for every record its place in the full table and an XXH3-64 checksum per chunk of
+ * rows). docs/checkpoint-format.md documents the layout.
+ *
+ * What is saved: every table's weights as stored (fp32, fp16 or bf16), every optimizer state
+ * (fp32; row-wise states are full-row, so they reshard across any column split), the optimizer
+ * step counter, and optional host-owned dense tensors (the dense side's parameters and optimizer
+ * state). Replicated values are written once: data-parallel tables and dense tensors by world
+ * rank 0; on a mesh, each shard by one of its replicas, spread over the replicas.
+ *
+ * Atomicity: each file is written to a temporary name, fsync'ed, renamed and its directory
+ * fsync'ed; the manifest is published last the same way. A crash or an I/O error at any point
+ * leaves the previous checkpoint in the directory loadable, and an incomplete checkpoint is
+ * never taken for a complete one. After publishing, rank 0 removes the previous checkpoint's
+ * files. All ranks must see the same directory (a shared file system for multi-host runs).
+ *
+ * Loading: each rank reads only the records that overlap its local shards, in chunks of about
+ * 1 MiB that are verified against their checksums, so memory stays bounded whatever the table
+ * sizes. Everything that can be checked up front is checked before anything changes.
+ *
+ * All calls here are collective over the collection's communicator (the mesh's world for the
+ * mesh variants): every rank calls them with the same arguments. Host collections only for now
+ * (SHARDREC_EUNSUPPORTED for GPU collections). A collection is used by one thread at a time; it
+ * must have no input distribution pending.
+ */
+#ifndef SHARDREC_CHECKPOINT_H_
+#define SHARDREC_CHECKPOINT_H_
+
+#include "shardrec/common.h"
+#include "shardrec/embedding.h"
+#include "shardrec/replica.h"
+
+SHARDREC_BEGIN_DECL
+
+/**
+ * A host-owned fp32 tensor saved and loaded with a checkpoint (e.g. an MLP's weights or its
+ * optimizer state). The caller owns @p data; it is read during a save and overwritten during a
+ * load, and only during the call. Dense tensors are replicated: rank 0 writes them, every rank
+ * reads them.
+ */
+typedef struct shardrec_dense_tensor {
+  const char* name; /**< NUL-terminated, non-empty, no '/'; unique among the tensors given. */
+  float* data;      /**< @p count floats; may be NULL only when count is 0. */
+  size_t count;     /**< Number of floats. */
+} shardrec_dense_tensor_t;
+
+#define SHARDREC_CHECKPOINT_OPTIONS_VERSION 1u
+
+/** Options of the save and load calls. Zero fields take the documented default. */
+typedef struct shardrec_checkpoint_options {
+  uint32_t version;                     /**< SHARDREC_CHECKPOINT_OPTIONS_VERSION. */
+  const shardrec_dense_tensor_t* dense; /**< Dense tensors; may be NULL when num_dense is 0. */
+  size_t num_dense;                     /**< Number of entries in @p dense. */
+  /** Load only: tables whose optimizer type differs from the checkpoint's load their weights
+   *  and start their optimizer state (and the step counter) from zero. 0: that is an error. */
+  int32_t reset_optimizer_state;
+  /** Load only: accept a table stored as fp32 in the checkpoint and fp16/bf16 in the
+   *  collection or the reverse (converted, narrowing rounds to nearest even). 0: an error. */
+  int32_t allow_dtype_change;
+  /** Load only: read and verify every chunk this rank needs before changing anything (the
+   *  bytes are read twice), so a corrupt record leaves the collection untouched. 0: chunks are
+   *  verified as they are copied. */
+  int32_t verify_first;
+} shardrec_checkpoint_options_t;
+
+#define SHARDREC_CHECKPOINT_OPTIONS_INIT \
+  { SHARDREC_CHECKPOINT_OPTIONS_VERSION, NULL, 0, 0, 0, 0 }
+
+/**
+ * Fills @p options with the defaults of struct version @p version (bindings; C may use
+ * SHARDREC_CHECKPOINT_OPTIONS_INIT). Thread-safe.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unknown version.
+ */
+SHARDREC_API shardrec_status_t
+shardrec_checkpoint_options_init(shardrec_checkpoint_options_t* options, uint32_t version);
+
+/**
+ * Saves a collection (sharded with shardrec_embedding_create) into directory @p dir, created if
+ * missing (its parent must exist). Collective over the collection's communicator.
+ * @param coll    [in] Must not be NULL. Not modified.
+ * @param dir     [in] NUL-terminated directory path; must not be NULL or empty.
+ * @param options [in] May be NULL (no dense tensors).
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or bad arguments (dense tensors); SHARDREC_EUSAGE
+ *         while an input distribution is pending; SHARDREC_EIO when a file cannot be written
+ *         (the previous checkpoint in @p dir stays loadable); SHARDREC_EUNSUPPORTED for GPU
+ *         collections; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE. A failure on any rank fails the
+ *         call on every rank.
+ */
+SHARDREC_API shardrec_status_t shardrec_checkpoint_save(
+    shardrec_embedding_t* coll, const char* dir, const shardrec_checkpoint_options_t* options);
+
+/**
+ * Loads the checkpoint in @p dir into a collection of any plan and any world size, with the
+ * same tables (names, rows, dims, dtypes unless allow_dtype_change) and optimizer types (unless
+ * reset_optimizer_state). Also restores the step counter and the dense tensors named in
+ * @p options (each must exist in the checkpoint with the same count). Collective.
+ * @param coll    [in,out] Must not be NULL.
+ * @param dir     [in] NUL-terminated directory path; must not be NULL.
+ * @param options [in] May be NULL (defaults).
+ * @return SHARDREC_OK. Before anything changes: SHARDREC_ENOTFOUND when @p dir has no
+ *         manifest; SHARDREC_EINVAL for a mismatch (the message names the table and what
+ *         differs) or bad arguments; SHARDREC_ECORRUPT for a malformed manifest or a missing,
+ *         truncated or malformed rank file (the message names the file and record);
+ *         SHARDREC_EUSAGE while an input distribution is pending. While copying: SHARDREC_ECORRUPT
+ *         when a chunk's checksum fails (names the file and record; the collection is then
+ *         partly loaded and must be loaded again; with verify_first this is found before
+ *         anything changes); SHARDREC_EIO; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
+ */
+SHARDREC_API shardrec_status_t shardrec_checkpoint_load(
+    shardrec_embedding_t* coll, const char* dir, const shardrec_checkpoint_options_t* options);
+
+/**
+ * shardrec_checkpoint_save for a collection created with shardrec_mesh_embedding_create: every
+ * shard is written once, by one of its replicas (chosen per table and shard, so the replicas
+ * share the writing). Collective over the mesh's world.
+ * @param mesh [in] Must not be NULL; the mesh @p coll was created on.
+ * @return As shardrec_checkpoint_save.
+ */
+SHARDREC_API shardrec_status_t
+shardrec_checkpoint_save_mesh(shardrec_mesh_t* mesh, shardrec_embedding_t* coll, const char* dir,
+                              const shardrec_checkpoint_options_t* options);
+
+/**
+ * shardrec_checkpoint_load for a collection on a mesh: every replica loads its own shards. The
+ * checkpoint may come from any mesh or any 1D collection with the same tables. Collective over
+ * the mesh's world.
+ * @return As shardrec_checkpoint_load.
+ */
+SHARDREC_API shardrec_status_t
+shardrec_checkpoint_load_mesh(shardrec_mesh_t* mesh, shardrec_embedding_t* coll, const char* dir,
+                              const shardrec_checkpoint_options_t* options);
+
+/**
+ * Exports one full table to a safetensors file at @p path (written atomically by rank 0):
+ * tensor "weights" (F32, [rows, dim]) and, with @p with_optimizer_state, each optimizer state by
+ * its name ("momentum1", ...; F32, [rows] for row-wise states, else [rows, dim]). The metadata
+ * holds the table name and the library version. Collective over the collection's communicator:
+ * the table is gathered on every rank, so each rank needs its size in host memory. On a mesh the
+ * communicator is the sharding group: call it in one sharding group, or in every group with the
+ * same path (each writes the same bytes under its own temporary name; the last rename wins).
+ * @param coll  [in] Must not be NULL.
+ * @param table [in] NUL-terminated table name; must not be NULL.
+ * @param path  [in] NUL-terminated file path; must not be NULL or empty; its directory must exist.
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table; SHARDREC_EINVAL for NULL
+ *         arguments; SHARDREC_EIO; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
+ */
+SHARDREC_API shardrec_status_t shardrec_checkpoint_export_table(shardrec_embedding_t* coll,
+                                                                const char* table, const char* path,
+                                                                int32_t with_optimizer_state);
+
+/**
+ * Imports one full table from a safetensors file (pretrained embeddings, or an export): its
+ * "weights" tensor (F32, F16 or BF16, [rows, dim] of the table) is converted to the table's
+ * storage type; with @p with_optimizer_state, the file's tensors named like the table's
+ * optimizer states are loaded too (states the file lacks stay as they are). Each rank reads only
+ * its own shards' rows. Collective.
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table or a missing file;
+ *         SHARDREC_EINVAL for a shape or dtype mismatch or NULL arguments; SHARDREC_ECORRUPT for
+ *         a malformed or truncated file; SHARDREC_EUSAGE while an input distribution is pending;
+ *         checked before anything changes. SHARDREC_EIO; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
+ */
+SHARDREC_API shardrec_status_t shardrec_checkpoint_import_table(shardrec_embedding_t* coll,
+                                                                const char* table, const char* path,
+                                                                int32_t with_optimizer_state);
+
+SHARDREC_END_DECL
+
+#endif /* SHARDREC_CHECKPOINT_H_ */

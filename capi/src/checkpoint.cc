@@ -1,0 +1,167 @@
+// C API of checkpoints (shardrec/checkpoint.h): thin wrappers over impl/checkpoint on the POSIX
+// file system.
+#include "shardrec/checkpoint.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "capi/src/embedding_handle.h"
+#include "capi/src/guard.h"
+#include "capi/src/mesh_handle.h"
+#include "capi/src/versioned.h"
+#include "impl/checkpoint/checkpoint.h"
+
+namespace shardrec::capi {
+namespace {
+
+checkpoint::FileSystem& Posix() {
+  static const std::shared_ptr<checkpoint::FileSystem> fs = checkpoint::PosixFileSystem();
+  return *fs;
+}
+
+Status CheckColl(const shardrec_embedding_t* coll) {
+  if (coll == nullptr || !coll->impl) return Status::InvalidArgument("collection must not be NULL");
+  return Status::Ok();
+}
+
+Status CheckPath(const char* p, const char* what) {
+  if (p == nullptr || *p == '\0')
+    return Status::InvalidArgument(what, " must not be NULL or empty");
+  return Status::Ok();
+}
+
+Status ToDense(const shardrec_checkpoint_options_t* o, std::vector<checkpoint::DenseTensor>* out) {
+  if (o == nullptr) return Status::Ok();
+  SR_RETURN_IF_ERROR(
+      CheckStructVersion(o->version, SHARDREC_CHECKPOINT_OPTIONS_VERSION, "options"));
+  if (o->num_dense > 0 && o->dense == nullptr)
+    return Status::InvalidArgument("options.dense is NULL but options.num_dense is ", o->num_dense);
+  for (size_t i = 0; i < o->num_dense; ++i) {
+    const shardrec_dense_tensor_t& d = o->dense[i];
+    if (d.name == nullptr) return Status::InvalidArgument("options.dense[", i, "].name is NULL");
+    out->push_back({d.name, d.data, d.count});
+  }
+  return Status::Ok();
+}
+
+Status ToLoadOptions(const shardrec_checkpoint_options_t* o, checkpoint::LoadOptions* out) {
+  SR_RETURN_IF_ERROR(ToDense(o, &out->dense));
+  if (o != nullptr) {
+    out->reset_optimizer_state = o->reset_optimizer_state != 0;
+    out->allow_dtype_change = o->allow_dtype_change != 0;
+    out->verify_first = o->verify_first != 0;
+  }
+  return Status::Ok();
+}
+
+// A rank whose own arguments are bad still takes part in the collective's first agreement, so
+// its peers fail naming it instead of waiting for it; the impl call does that agreement, so bad
+// arguments that the impl cannot see (NULL handles) are the only ones refused early.
+template <typename Fn>
+shardrec_status_t Run(shardrec_embedding_t* coll, shardrec_mesh_t* mesh, bool need_mesh,
+                      const char* path, Fn&& body) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckColl(coll));
+    if (need_mesh && (mesh == nullptr || !mesh->impl))
+      return Status::InvalidArgument("mesh must not be NULL");
+    SR_RETURN_IF_ERROR(CheckPath(path, "dir"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
+    return body();
+  });
+}
+
+checkpoint::Group MeshGroup(shardrec_mesh_t* mesh) {
+  const replica::Mesh& m = *mesh->impl;
+  checkpoint::Group g;
+  g.comm = m.world().get();
+  g.replicas = m.layout().replicas();
+  g.replica_rank = m.layout().ReplicaRank(m.rank());
+  return g;
+}
+
+}  // namespace
+}  // namespace shardrec::capi
+
+using shardrec::Status;
+using shardrec::capi::Guard;
+using shardrec::capi::Run;
+namespace ck = shardrec::checkpoint;
+
+extern "C" {
+
+SHARDREC_API shardrec_status_t
+shardrec_checkpoint_options_init(shardrec_checkpoint_options_t* options, uint32_t version) {
+  const shardrec_checkpoint_options_t d = SHARDREC_CHECKPOINT_OPTIONS_INIT;
+  return shardrec::capi::InitStruct(options, version, SHARDREC_CHECKPOINT_OPTIONS_VERSION, d,
+                                    "options");
+}
+
+SHARDREC_API shardrec_status_t shardrec_checkpoint_save(
+    shardrec_embedding_t* coll, const char* dir, const shardrec_checkpoint_options_t* options) {
+  return Run(coll, nullptr, false, dir, [&] {
+    ck::SaveOptions o;
+    SR_RETURN_IF_ERROR(shardrec::capi::ToDense(options, &o.dense));
+    ck::Group g;
+    g.comm = &coll->impl->comm();
+    return ck::Save(*coll->impl, g, shardrec::capi::Posix(), dir, o);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_checkpoint_load(
+    shardrec_embedding_t* coll, const char* dir, const shardrec_checkpoint_options_t* options) {
+  return Run(coll, nullptr, false, dir, [&] {
+    ck::LoadOptions o;
+    SR_RETURN_IF_ERROR(shardrec::capi::ToLoadOptions(options, &o));
+    ck::Group g;
+    g.comm = &coll->impl->comm();
+    return ck::Load(*coll->impl, g, shardrec::capi::Posix(), dir, o);
+  });
+}
+
+SHARDREC_API shardrec_status_t
+shardrec_checkpoint_save_mesh(shardrec_mesh_t* mesh, shardrec_embedding_t* coll, const char* dir,
+                              const shardrec_checkpoint_options_t* options) {
+  return Run(coll, mesh, true, dir, [&] {
+    shardrec::capi::ExclusiveUse use(mesh->busy, "mesh");
+    SR_RETURN_IF_ERROR(use.status());
+    ck::SaveOptions o;
+    SR_RETURN_IF_ERROR(shardrec::capi::ToDense(options, &o.dense));
+    return ck::Save(*coll->impl, shardrec::capi::MeshGroup(mesh), shardrec::capi::Posix(), dir, o);
+  });
+}
+
+SHARDREC_API shardrec_status_t
+shardrec_checkpoint_load_mesh(shardrec_mesh_t* mesh, shardrec_embedding_t* coll, const char* dir,
+                              const shardrec_checkpoint_options_t* options) {
+  return Run(coll, mesh, true, dir, [&] {
+    shardrec::capi::ExclusiveUse use(mesh->busy, "mesh");
+    SR_RETURN_IF_ERROR(use.status());
+    ck::LoadOptions o;
+    SR_RETURN_IF_ERROR(shardrec::capi::ToLoadOptions(options, &o));
+    return ck::Load(*coll->impl, shardrec::capi::MeshGroup(mesh), shardrec::capi::Posix(), dir, o);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_checkpoint_export_table(shardrec_embedding_t* coll,
+                                                                const char* table, const char* path,
+                                                                int32_t with_optimizer_state) {
+  return Run(coll, nullptr, false, path, [&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckNotNull(table, "table"));
+    return ck::ExportTable(*coll->impl, shardrec::capi::Posix(), path, table,
+                           with_optimizer_state != 0);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_checkpoint_import_table(shardrec_embedding_t* coll,
+                                                                const char* table, const char* path,
+                                                                int32_t with_optimizer_state) {
+  return Run(coll, nullptr, false, path, [&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckNotNull(table, "table"));
+    return ck::ImportTable(*coll->impl, shardrec::capi::Posix(), path, table,
+                           with_optimizer_state != 0);
+  });
+}
+
+}  // extern "C"

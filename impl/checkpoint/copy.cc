@@ -1,0 +1,165 @@
+// Rank agreement and the overlap copy of checkpoint records (copy.h).
+#include "impl/checkpoint/copy.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "impl/core/check.h"
+#include "impl/core/half.h"
+
+namespace shardrec::checkpoint {
+
+Status Agree(comm::Communicator& comm, const Status& local, const char* what) {
+  int32_t failed = local.ok() ? 0 : comm.Rank() + 1;
+  SR_RETURN_IF_ERROR(comm.AllReduce(&failed, &failed, 1, DType::kInt32, comm::ReduceOp::kMax));
+  if (failed == 0) return Status::Ok();
+  // The failing rank's code and message reach every rank, so each reports the same cause.
+  const int root = failed - 1;
+  int64_t head[2] = {static_cast<int64_t>(local.code()),
+                     static_cast<int64_t>(local.message().size())};
+  SR_RETURN_IF_ERROR(comm.Broadcast(head, 2, DType::kInt64, root));
+  std::string msg = local.message();
+  msg.resize(static_cast<size_t>(head[1]));
+  SR_RETURN_IF_ERROR(comm.Broadcast(msg.data(), msg.size(), DType::kUInt8, root));
+  if (!local.ok()) return local;
+  return Status(static_cast<Code>(head[0]), StrCat("rank ", root, " failed ", what, ": ", msg));
+}
+
+bool Overlap(const Record& rec, const Target& dst, int64_t* r0, int64_t* r1, int64_t* c0,
+             int64_t* c1) {
+  *r0 = std::max(rec.row_offset, dst.row_offset);
+  *r1 = std::min(rec.row_offset + rec.rows, dst.row_offset + dst.rows);
+  *c0 = std::max(rec.col_offset, dst.col_offset);
+  *c1 = std::min(rec.col_offset + rec.cols, dst.col_offset + dst.cols);
+  return *r0 < *r1 && *c0 < *c1;
+}
+
+int64_t OverlapArea(const Record& rec, const Target& dst) {
+  int64_t r0, r1, c0, c1;
+  if (!Overlap(rec, dst, &r0, &r1, &c0, &c1)) return 0;
+  return (r1 - r0) * (c1 - c0);
+}
+
+namespace {
+
+float ToFloat(const uint8_t* p, DType t) {
+  uint16_t h;
+  switch (t) {
+    case DType::kFloat16:
+      std::memcpy(&h, p, 2);
+      return HalfToFloat(h);
+    case DType::kBFloat16:
+      std::memcpy(&h, p, 2);
+      return BFloat16ToFloat(h);
+    default: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+  }
+}
+
+void FromFloat(float f, uint8_t* p, DType t) {
+  uint16_t h;
+  switch (t) {
+    case DType::kFloat16:
+      h = FloatToHalf(f);
+      std::memcpy(p, &h, 2);
+      return;
+    case DType::kBFloat16:
+      h = FloatToBFloat16(f);
+      std::memcpy(p, &h, 2);
+      return;
+    default:
+      std::memcpy(p, &f, 4);
+  }
+}
+
+bool Convertible(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16;
+}
+
+}  // namespace
+
+Status CopyOverlap(const ReadableFile& file, const std::string& path, const Record& rec,
+                   const Target& dst, std::vector<uint8_t>* buffer) {
+  int64_t r0, r1, c0, c1;
+  if (!Overlap(rec, dst, &r0, &r1, &c0, &c1)) return Status::Ok();
+  if (rec.dtype != dst.dtype && !(Convertible(rec.dtype) && Convertible(dst.dtype)))
+    return Status::InvalidArgument(path, ": record ", rec.key, " is ", DTypeName(rec.dtype),
+                                   ", which cannot be loaded into ", DTypeName(dst.dtype));
+  const uint64_t row_bytes = rec.row_bytes();
+  const size_t src_es = DTypeSize(rec.dtype);
+  const size_t dst_es = DTypeSize(dst.dtype);
+  const int64_t first = (r0 - rec.row_offset) / rec.chunk_rows;
+  const int64_t last = (r1 - 1 - rec.row_offset) / rec.chunk_rows;
+  for (int64_t c = first; c <= last; ++c) {
+    const int64_t lo = c * rec.chunk_rows;  // record-local rows of this chunk
+    const int64_t hi = std::min(rec.rows, lo + rec.chunk_rows);
+    const size_t n = static_cast<size_t>(hi - lo) * row_bytes;
+    // Whole chunk into whole destination rows of the same type: read it in place (one copy
+    // instead of two; the checksum runs on data still in cache).
+    const bool in_place = rec.dtype == dst.dtype && c0 == rec.col_offset &&
+                          c1 == rec.col_offset + rec.cols && dst.cols == rec.cols &&
+                          dst.row_stride == dst.cols && rec.row_offset + lo >= r0 &&
+                          rec.row_offset + hi <= r1;
+    if (in_place) {
+      uint8_t* out = static_cast<uint8_t*>(dst.data) +
+                     static_cast<size_t>(rec.row_offset + lo - dst.row_offset) * row_bytes;
+      SR_RETURN_IF_ERROR(file.ReadAt(rec.offset + static_cast<uint64_t>(lo) * row_bytes, out, n));
+      if (!rec.checksums.empty() && Checksum(out, n) != rec.checksums[c])
+        return Status::Corrupt(path, ": record ", rec.key, " is corrupt (checksum of rows ",
+                               rec.row_offset + lo, "..", rec.row_offset + hi - 1,
+                               " does not match the manifest)");
+      continue;
+    }
+    buffer->resize(n);
+    SR_RETURN_IF_ERROR(
+        file.ReadAt(rec.offset + static_cast<uint64_t>(lo) * row_bytes, buffer->data(), n));
+    if (!rec.checksums.empty() && Checksum(buffer->data(), n) != rec.checksums[c])
+      return Status::Corrupt(path, ": record ", rec.key, " is corrupt (checksum of rows ",
+                             rec.row_offset + lo, "..", rec.row_offset + hi - 1,
+                             " does not match the manifest)");
+    const int64_t a = std::max(r0, rec.row_offset + lo);
+    const int64_t b = std::min(r1, rec.row_offset + hi);
+    for (int64_t r = a; r < b; ++r) {
+      const uint8_t* src = buffer->data() +
+                           static_cast<size_t>(r - rec.row_offset - lo) * row_bytes +
+                           static_cast<size_t>(c0 - rec.col_offset) * src_es;
+      uint8_t* out = static_cast<uint8_t*>(dst.data) +
+                     (static_cast<size_t>(r - dst.row_offset) * dst.row_stride +
+                      static_cast<size_t>(c0 - dst.col_offset)) *
+                         dst_es;
+      if (rec.dtype == dst.dtype) {
+        std::memcpy(out, src, static_cast<size_t>(c1 - c0) * dst_es);
+      } else {
+        for (int64_t k = 0; k < c1 - c0; ++k)
+          FromFloat(ToFloat(src + k * src_es, rec.dtype), out + k * dst_es, dst.dtype);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status VerifyOverlap(const ReadableFile& file, const std::string& path, const Record& rec,
+                     const Target& dst, std::vector<uint8_t>* buffer) {
+  int64_t r0, r1, c0, c1;
+  if (rec.checksums.empty() || !Overlap(rec, dst, &r0, &r1, &c0, &c1)) return Status::Ok();
+  const uint64_t row_bytes = rec.row_bytes();
+  for (int64_t c = (r0 - rec.row_offset) / rec.chunk_rows;
+       c <= (r1 - 1 - rec.row_offset) / rec.chunk_rows; ++c) {
+    const int64_t lo = c * rec.chunk_rows;
+    const int64_t hi = std::min(rec.rows, lo + rec.chunk_rows);
+    const size_t n = static_cast<size_t>(hi - lo) * row_bytes;
+    buffer->resize(n);
+    SR_RETURN_IF_ERROR(
+        file.ReadAt(rec.offset + static_cast<uint64_t>(lo) * row_bytes, buffer->data(), n));
+    if (Checksum(buffer->data(), n) != rec.checksums[c])
+      return Status::Corrupt(path, ": record ", rec.key, " is corrupt (checksum of rows ",
+                             rec.row_offset + lo, "..", rec.row_offset + hi - 1,
+                             " does not match the manifest)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace shardrec::checkpoint

@@ -1,0 +1,298 @@
+// Manifest and safetensors (de)serialisation with nlohmann-json; checksums with XXH3.
+#include "impl/checkpoint/format.h"
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "impl/core/check.h"
+
+// Debian's libxxhash picks the widest XXH3 kernel the CPU has at run time (SSE2, AVX2,
+// AVX-512); the inlined header-only build would be fixed at SSE2 and halve load throughput.
+#include <xxh_x86dispatch.h>
+#include <xxhash.h>
+
+namespace shardrec::checkpoint {
+namespace {
+
+using nlohmann::json;
+
+const char* SafetensorsDType(DType t) {
+  switch (t) {
+    case DType::kFloat32:
+      return "F32";
+    case DType::kFloat16:
+      return "F16";
+    case DType::kBFloat16:
+      return "BF16";
+    case DType::kFloat64:
+      return "F64";
+    case DType::kInt32:
+      return "I32";
+    case DType::kInt64:
+      return "I64";
+    case DType::kUInt8:
+      return "U8";
+  }
+  return "?";
+}
+
+bool DTypeFromSafetensors(const std::string& s, DType* out) {
+  for (int v = 0; v <= 6; ++v) {
+    if (s == SafetensorsDType(static_cast<DType>(v))) {
+      *out = static_cast<DType>(v);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool DTypeFromName(const std::string& s, DType* out) {
+  for (int v = 0; v <= 6; ++v) {
+    if (s == DTypeName(static_cast<DType>(v))) {
+      *out = static_cast<DType>(v);
+      return true;
+    }
+  }
+  return false;
+}
+
+json RecordJson(const Record& r) {
+  json j;
+  j["key"] = r.key;
+  j["table"] = r.table;
+  j["tensor"] = r.tensor;
+  j["dtype"] = DTypeName(r.dtype);
+  j["vector"] = r.vector;
+  j["full_shape"] = {r.full_rows, r.full_cols};
+  j["offsets"] = {r.row_offset, r.col_offset};
+  j["shape"] = {r.rows, r.cols};
+  j["byte_range"] = {r.offset, r.offset + r.nbytes};
+  j["chunk_rows"] = r.chunk_rows;
+  j["xxh3"] = r.checksums;
+  return j;
+}
+
+Record RecordFrom(const json& j) {
+  Record r;
+  r.key = j.at("key").get<std::string>();
+  r.table = j.at("table").get<std::string>();
+  r.tensor = j.at("tensor").get<std::string>();
+  if (!DTypeFromName(j.at("dtype").get<std::string>(), &r.dtype))
+    throw std::runtime_error("unknown dtype " + j.at("dtype").get<std::string>());
+  r.vector = j.at("vector").get<bool>();
+  r.full_rows = j.at("full_shape").at(0).get<int64_t>();
+  r.full_cols = j.at("full_shape").at(1).get<int64_t>();
+  r.row_offset = j.at("offsets").at(0).get<int64_t>();
+  r.col_offset = j.at("offsets").at(1).get<int64_t>();
+  r.rows = j.at("shape").at(0).get<int64_t>();
+  r.cols = j.at("shape").at(1).get<int64_t>();
+  r.offset = j.at("byte_range").at(0).get<uint64_t>();
+  r.nbytes = j.at("byte_range").at(1).get<uint64_t>() - r.offset;
+  r.chunk_rows = j.at("chunk_rows").get<int64_t>();
+  r.checksums = j.at("xxh3").get<std::vector<uint64_t>>();
+  // Signs and sizes first, so no later sum or product can overflow on a hostile manifest.
+  const bool bad =
+      r.rows < 0 || r.cols < 0 || r.row_offset < 0 || r.col_offset < 0 || r.full_rows < 0 ||
+      r.full_cols < 0 || r.full_rows > (int64_t{1} << 48) || r.full_cols > (1 << 24) ||
+      r.rows > r.full_rows || r.cols > r.full_cols || r.row_offset > r.full_rows - r.rows ||
+      r.col_offset > r.full_cols - r.cols || r.chunk_rows <= 0 ||
+      r.nbytes != static_cast<uint64_t>(r.rows) * r.row_bytes() ||
+      r.checksums.size() != static_cast<size_t>(r.rows == 0 ? 0 : (r.rows - 1) / r.chunk_rows + 1);
+  if (bad) throw std::runtime_error("record " + r.key + " has inconsistent shape or offsets");
+  return r;
+}
+
+json FileJson(const FileEntry& f) {
+  json j;
+  j["name"] = f.name;
+  j["size"] = f.size;
+  j["records"] = json::array();
+  for (const Record& r : f.records) j["records"].push_back(RecordJson(r));
+  return j;
+}
+
+FileEntry FileFrom(const json& j) {
+  FileEntry f;
+  f.name = j.at("name").get<std::string>();
+  f.size = j.at("size").get<uint64_t>();
+  if (f.name.empty() || f.name.find('/') != std::string::npos || f.name[0] == '.')
+    throw std::runtime_error("bad file name '" + f.name + "'");
+  for (const json& r : j.at("records")) f.records.push_back(RecordFrom(r));
+  return f;
+}
+
+}  // namespace
+
+int64_t ChunkRows(uint64_t row_bytes) {
+  if (row_bytes == 0) return 1;
+  return std::max<int64_t>(1, static_cast<int64_t>(kChunkBytes / row_bytes));
+}
+
+uint64_t Checksum(const void* data, size_t n) { return XXH3_64bits_dispatch(data, n); }
+
+std::string ManifestToJson(const Manifest& m) {
+  json j;
+  j["format"] = "shardrec-checkpoint";
+  j["format_version"] = m.format_version;
+  j["library_version"] = m.library_version;
+  j["generation"] = m.generation;
+  j["step"] = m.step;
+  j["world_size"] = m.world_size;
+  j["shard_size"] = m.shard_size;
+  j["tables"] = json::array();
+  for (const TableEntry& t : m.tables) {
+    json tj;
+    tj["name"] = t.name;
+    tj["rows"] = t.rows;
+    tj["dim"] = t.dim;
+    tj["dtype"] = DTypeName(t.dtype);
+    tj["pooling"] = t.pooling;
+    tj["features"] = t.features;
+    tj["optimizer"] = json::parse(t.optimizer_json);
+    tj["states"] = json::array();
+    for (const StateEntry& s : t.states)
+      tj["states"].push_back({{"name", s.name}, {"row_wise", s.row_wise}});
+    j["tables"].push_back(tj);
+  }
+  j["plan"] = json::parse(m.plan_json);
+  j["files"] = json::array();
+  for (const FileEntry& f : m.files) j["files"].push_back(FileJson(f));
+  return j.dump(1);
+}
+
+Status ManifestFromJson(const std::string& text, const std::string& path, Manifest* out) {
+  try {
+    const json j = json::parse(text);
+    if (j.at("format").get<std::string>() != "shardrec-checkpoint")
+      return Status::Corrupt(path, " is not a libshardrec checkpoint manifest");
+    Manifest m;
+    m.format_version = j.at("format_version").get<int>();
+    if (m.format_version != kFormatVersion)
+      return Status::Unsupported(path, ": checkpoint format version ", m.format_version,
+                                 " (this library reads version ", kFormatVersion, ")");
+    m.library_version = j.at("library_version").get<std::string>();
+    m.generation = j.at("generation").get<int64_t>();
+    m.step = j.at("step").get<int64_t>();
+    if (m.step < 0) return Status::Corrupt(path, ": step counter ", m.step, " is negative");
+    m.world_size = j.at("world_size").get<int32_t>();
+    m.shard_size = j.at("shard_size").get<int32_t>();
+    m.plan_json = j.at("plan").dump();
+    for (const json& tj : j.at("tables")) {
+      TableEntry t;
+      t.name = tj.at("name").get<std::string>();
+      t.rows = tj.at("rows").get<int64_t>();
+      t.dim = tj.at("dim").get<int32_t>();
+      if (!DTypeFromName(tj.at("dtype").get<std::string>(), &t.dtype))
+        return Status::Corrupt(path, ": table ", t.name, " has an unknown dtype");
+      t.pooling = tj.at("pooling").get<int32_t>();
+      t.features = tj.at("features").get<std::vector<std::string>>();
+      t.optimizer_json = tj.at("optimizer").dump();
+      t.optimizer = tj.at("optimizer").at("type").get<int32_t>();
+      for (const json& s : tj.at("states"))
+        t.states.push_back({s.at("name").get<std::string>(), s.at("row_wise").get<bool>()});
+      m.tables.push_back(std::move(t));
+    }
+    for (const json& f : j.at("files")) m.files.push_back(FileFrom(f));
+    *out = std::move(m);
+    return Status::Ok();
+  } catch (const std::exception& e) {
+    return Status::Corrupt(path, " is not a valid checkpoint manifest: ", e.what());
+  }
+}
+
+std::string FileEntryToJson(const FileEntry& f) { return FileJson(f).dump(); }
+
+Status FileEntryFromJson(const std::string& text, FileEntry* out) {
+  try {
+    *out = FileFrom(json::parse(text));
+    return Status::Ok();
+  } catch (const std::exception& e) {
+    return Status::Internal("a rank's file description does not parse: ", e.what());
+  }
+}
+
+std::string SafetensorsHeader(std::vector<Record>* records,
+                              const std::map<std::string, std::string>& metadata) {
+  // Offsets in the header are relative to the data area; the records keep absolute ones, so
+  // the header is laid out twice: once to learn its padded size.
+  json j;
+  if (!metadata.empty()) j["__metadata__"] = metadata;
+  uint64_t pos = 0;
+  for (const Record& r : *records) {
+    json t;
+    t["dtype"] = SafetensorsDType(r.dtype);
+    t["shape"] = r.vector ? json::array({r.rows}) : json::array({r.rows, r.cols});
+    t["data_offsets"] = {pos, pos + r.nbytes};
+    j[r.key] = t;
+    pos += r.nbytes;
+  }
+  std::string text = j.dump();
+  // The data area starts 8-byte aligned (the safetensors writer pads with spaces too).
+  text.append((8 - (text.size() % 8)) % 8, ' ');
+  const uint64_t len = text.size();
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((len >> (8 * i)) & 0xff);
+  out += text;
+  uint64_t abs = out.size();
+  for (Record& r : *records) {
+    r.offset = abs;
+    abs += r.nbytes;
+  }
+  return out;
+}
+
+Status ReadSafetensors(const ReadableFile& file, const std::string& path,
+                       std::vector<Record>* records, std::map<std::string, std::string>* metadata) {
+  uint8_t lenbuf[8];
+  SR_RETURN_IF_ERROR(file.ReadAt(0, lenbuf, 8));
+  uint64_t len = 0;
+  for (int i = 0; i < 8; ++i) len |= static_cast<uint64_t>(lenbuf[i]) << (8 * i);
+  if (len > file.size() - 8 || len > (100u << 20))
+    return Status::Corrupt(path, ": safetensors header length ", len, " exceeds the file (",
+                           file.size(), " bytes)");
+  std::string text(len, '\0');
+  SR_RETURN_IF_ERROR(file.ReadAt(8, text.data(), len));
+  const uint64_t data_start = 8 + len;
+  try {
+    const json j = json::parse(text);
+    records->clear();
+    for (const auto& [key, t] : j.items()) {
+      if (key == "__metadata__") {
+        if (metadata) *metadata = t.get<std::map<std::string, std::string>>();
+        continue;
+      }
+      Record r;
+      r.key = key;
+      if (!DTypeFromSafetensors(t.at("dtype").get<std::string>(), &r.dtype))
+        return Status::Corrupt(path, ": tensor ", key, " has an unsupported dtype");
+      const auto shape = t.at("shape").get<std::vector<int64_t>>();
+      if (shape.empty() || shape.size() > 2)
+        return Status::Corrupt(path, ": tensor ", key, " is not 1-D or 2-D");
+      for (int64_t d : shape) {
+        if (d < 0 || d > (int64_t{1} << 40))
+          return Status::Corrupt(path, ": tensor ", key, " has an impossible shape");
+      }
+      r.vector = shape.size() == 1;
+      r.rows = shape[0];
+      r.cols = r.vector ? 1 : shape[1];
+      r.full_rows = r.rows;
+      r.full_cols = r.cols;
+      const auto range = t.at("data_offsets").get<std::vector<uint64_t>>();
+      if (range.size() != 2 || range[1] < range[0] || r.rows < 0 || r.cols < 0 ||
+          range[1] - range[0] != static_cast<uint64_t>(r.rows) * r.row_bytes() ||
+          data_start + range[1] > file.size())
+        return Status::Corrupt(path, ": tensor ", key,
+                               " has data offsets that do not match its shape or the file size");
+      r.offset = data_start + range[0];
+      r.nbytes = range[1] - range[0];
+      r.chunk_rows = ChunkRows(r.row_bytes());
+      records->push_back(std::move(r));
+    }
+    return Status::Ok();
+  } catch (const std::exception& e) {
+    return Status::Corrupt(path, ": safetensors header is not valid: ", e.what());
+  }
+}
+
+}  // namespace shardrec::checkpoint

@@ -1,0 +1,98 @@
+// The on-disk vocabulary of checkpoints (docs/checkpoint-format.md): records (one tensor block
+// with its place in the full tensor and a checksum per chunk of rows), per-rank files in the
+// safetensors layout, and the JSON manifest that is published last.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "impl/checkpoint/fs.h"
+#include "impl/core/dtype.h"
+#include "impl/core/status.h"
+
+namespace shardrec::checkpoint {
+
+inline constexpr int kFormatVersion = 1;
+inline constexpr const char* kManifestName = "manifest.json";
+// Rows per checksum chunk are chosen so a chunk is about this many bytes: the loader reads and
+// verifies whole chunks, so this bounds both its buffer and its over-read.
+inline constexpr uint64_t kChunkBytes = 1u << 20;
+
+// One tensor block. Tables: weights and element-wise states are [rows, cols] blocks of
+// [full_rows, full_cols] tables; row-wise states are [rows] blocks of [full_rows] vectors
+// (cols = full_cols = 1, vector = true). Dense tensors: table empty, a [rows] vector.
+struct Record {
+  std::string key;     // tensor name inside its file
+  std::string table;   // empty for a dense tensor
+  std::string tensor;  // "weights", the optimizer state's name, or the dense tensor's name
+  DType dtype = DType::kFloat32;
+  bool vector = false;
+  int64_t full_rows = 0, full_cols = 0;
+  int64_t row_offset = 0, col_offset = 0;
+  int64_t rows = 0, cols = 0;
+  uint64_t offset = 0;  // absolute byte offset of the data in the file
+  uint64_t nbytes = 0;
+  int64_t chunk_rows = 1;
+  std::vector<uint64_t> checksums;  // XXH3-64 of each chunk; empty when unknown (imports)
+
+  uint64_t row_bytes() const { return static_cast<uint64_t>(cols) * DTypeSize(dtype); }
+};
+
+int64_t ChunkRows(uint64_t row_bytes);
+uint64_t Checksum(const void* data, size_t n);  // XXH3-64
+
+struct FileEntry {
+  std::string name;  // relative to the checkpoint directory
+  uint64_t size = 0;
+  std::vector<Record> records;
+};
+
+struct StateEntry {
+  std::string name;
+  bool row_wise = false;
+};
+
+struct TableEntry {
+  std::string name;
+  int64_t rows = 0;
+  int32_t dim = 0;
+  DType dtype = DType::kFloat32;
+  int32_t pooling = 0;
+  std::vector<std::string> features;
+  int32_t optimizer = 0;       // optim::OptimizerType
+  std::string optimizer_json;  // the full config, for people and tools
+  std::vector<StateEntry> states;
+};
+
+struct Manifest {
+  int format_version = kFormatVersion;
+  std::string library_version;
+  int64_t generation = 0;
+  int64_t step = 0;  // optimizer step counter
+  int32_t world_size = 1;
+  int32_t shard_size = 1;  // ranks per sharding group (2D); = world_size in 1D
+  std::string plan_json;
+  std::vector<TableEntry> tables;
+  std::vector<FileEntry> files;
+};
+
+std::string ManifestToJson(const Manifest& m);
+// kCorrupt naming `path` for text that is not a manifest of this format.
+Status ManifestFromJson(const std::string& text, const std::string& path, Manifest* out);
+
+std::string FileEntryToJson(const FileEntry& f);
+Status FileEntryFromJson(const std::string& text, FileEntry* out);
+
+// The safetensors header of `records` (their offsets are assigned here, in order, after the
+// header) with string metadata; returns the 8-byte length + JSON + padding to 8 bytes.
+std::string SafetensorsHeader(std::vector<Record>* records,
+                              const std::map<std::string, std::string>& metadata);
+// Reads a safetensors file's header: tensors as records (key, dtype, shape as rows/cols, vector
+// for 1-D, absolute offsets; full_* = the shape, offsets 0, no checksums) and the metadata.
+// kCorrupt naming `path` when the header is malformed or points outside the file.
+Status ReadSafetensors(const ReadableFile& file, const std::string& path,
+                       std::vector<Record>* records, std::map<std::string, std::string>* metadata);
+
+}  // namespace shardrec::checkpoint

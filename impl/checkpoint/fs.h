@@ -1,0 +1,99 @@
+// The small file-system interface checkpoints are written through: POSIX for real use, and an
+// in-memory one whose faults (a write that fails halfway, a full disk, a failing rename or
+// fsync) tests inject at any numbered step, so a crash at every point of a save can be replayed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "impl/core/status.h"
+
+namespace shardrec::checkpoint {
+
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  virtual Status Append(const void* data, size_t n) = 0;
+  virtual Status Sync() = 0;  // data durable (fsync)
+  virtual Status Close() = 0;
+};
+
+class ReadableFile {
+ public:
+  virtual ~ReadableFile() = default;
+  virtual uint64_t size() const = 0;
+  // Exactly n bytes at `offset`; kCorrupt naming the file when the file ends before them.
+  virtual Status ReadAt(uint64_t offset, void* out, size_t n) const = 0;
+};
+
+// Paths are plain strings ("dir/name"); every operation is thread-safe (ranks in threads share
+// one file system). Errors: kIo with the path and the system's reason, kNotFound for a missing
+// file.
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+  virtual Status CreateDir(const std::string& dir) = 0;  // existing is fine
+  // Creates or truncates.
+  virtual Status NewWritable(const std::string& path, std::unique_ptr<WritableFile>* out) = 0;
+  virtual Status OpenReadable(const std::string& path, std::unique_ptr<ReadableFile>* out) = 0;
+  // Atomic replacement of `to` (POSIX rename).
+  virtual Status Rename(const std::string& from, const std::string& to) = 0;
+  // Makes the directory's entries (a rename) durable.
+  virtual Status SyncDir(const std::string& dir) = 0;
+  virtual Status Remove(const std::string& path) = 0;
+};
+
+std::shared_ptr<FileSystem> PosixFileSystem();
+
+// Writes `path` atomically: `path`.tmp, append, fsync, close, rename over `path`, fsync of the
+// directory. A failure at any step leaves `path` as it was (at worst a stray .tmp file).
+Status WriteAtomically(FileSystem& fs, const std::string& dir, const std::string& name,
+                       const std::vector<std::pair<const void*, size_t>>& pieces);
+
+// In-memory file system. Every mutating call (create, append, sync, close, rename, dir sync,
+// remove) is one numbered step; SetFault makes step `at` (0-based, counted from the call) fail.
+class MemoryFileSystem : public FileSystem {
+ public:
+  enum class Fault {
+    kNone,
+    kWriteHalf,   // an append writes half its bytes, then fails (EIO)
+    kDiskFull,    // an append fails with "no space left", writing nothing
+    kRenameFail,  // a rename fails
+    kCrash,       // step `at` and every later step fail (the process "died" there)
+  };
+  // The fault hits the first step of a matching kind at or after `at` (kCrash: step `at`).
+  void SetFault(Fault fault, int64_t at);
+  int64_t steps() const;
+  // Test helpers: whole contents, and a direct overwrite (corruption, truncation).
+  bool Exists(const std::string& path) const;
+  std::vector<uint8_t> Contents(const std::string& path) const;
+  void SetContents(const std::string& path, std::vector<uint8_t> bytes);
+  std::vector<std::string> List() const;
+
+  Status CreateDir(const std::string& dir) override;
+  Status NewWritable(const std::string& path, std::unique_ptr<WritableFile>* out) override;
+  Status OpenReadable(const std::string& path, std::unique_ptr<ReadableFile>* out) override;
+  Status Rename(const std::string& from, const std::string& to) override;
+  Status SyncDir(const std::string& dir) override;
+  Status Remove(const std::string& path) override;
+
+ private:
+  friend class MemoryWritable;
+  enum class Op { kCreate, kAppend, kSync, kClose, kRename, kSyncDir, kRemove };
+  // Counts a step; returns the fault that hits it (kNone if none).
+  Fault Step(Op op);
+
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<std::vector<uint8_t>>> files_;
+  int64_t steps_ = 0;
+  Fault fault_ = Fault::kNone;
+  int64_t fault_at_ = -1;
+  bool crashed_ = false;
+};
+
+}  // namespace shardrec::checkpoint

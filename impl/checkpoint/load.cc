@@ -1,0 +1,248 @@
+// Checkpoint load under any plan and world size: every rank checks the manifest against its
+// collection and plans its reads (records overlapping its local shards) before anything
+// changes, the ranks agree, then each rank streams its overlaps chunk by chunk.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "impl/checkpoint/checkpoint.h"
+#include "impl/checkpoint/copy.h"
+#include "impl/checkpoint/format.h"
+#include "impl/core/check.h"
+#include "impl/optim/optimizer.h"
+
+namespace shardrec::checkpoint {
+namespace {
+
+using embedding::ShardTensor;
+
+struct Read {
+  Target dst;
+  std::string what;                                // "table t1 weights rows 0..9", for messages
+  std::vector<std::pair<size_t, size_t>> records;  // (file, record) indices in the manifest
+};
+
+Status ReadManifest(FileSystem& fs, const std::string& dir, Manifest* m) {
+  const std::string path = dir + "/" + kManifestName;
+  std::unique_ptr<ReadableFile> f;
+  Status s = fs.OpenReadable(path, &f);
+  if (s.code() == Code::kNotFound)
+    return Status::NotFound("no checkpoint in ", dir, ": ", kManifestName, " does not exist");
+  SR_RETURN_IF_ERROR(s);
+  std::string text(f->size(), '\0');
+  SR_RETURN_IF_ERROR(f->ReadAt(0, text.data(), text.size()));
+  return ManifestFromJson(text, path, m);
+}
+
+Status CheckTables(embedding::EmbeddingCollection& coll, const Manifest& m, const LoadOptions& o,
+                   std::set<std::string>* reset) {
+  const sharding::Plan& plan = coll.plan();
+  std::map<std::string, const TableEntry*> saved;
+  for (const TableEntry& t : m.tables) saved[t.name] = &t;
+  for (size_t i = 0; i < plan.tables.size(); ++i) {
+    const sharding::TableConfig& c = plan.tables[i];
+    auto it = saved.find(c.name);
+    if (it == saved.end())
+      return Status::InvalidArgument("checkpoint mismatch: table ", c.name,
+                                     " is not in the checkpoint");
+    const TableEntry& t = *it->second;
+    if (t.rows != c.rows || t.dim != c.dim)
+      return Status::InvalidArgument("checkpoint mismatch: table ", c.name, " is ", t.rows, " x ",
+                                     t.dim, " in the checkpoint and ", c.rows, " x ", c.dim,
+                                     " in the collection");
+    if (t.dtype != c.dtype && !o.allow_dtype_change)
+      return Status::InvalidArgument("checkpoint mismatch: table ", c.name, " is stored as ",
+                                     DTypeName(t.dtype), " in the checkpoint and ",
+                                     DTypeName(c.dtype),
+                                     " in the collection (allow_dtype_change converts)");
+    const optim::OptimizerType mine = coll.table_optimizer(static_cast<int32_t>(i)).type;
+    if (static_cast<int32_t>(mine) != t.optimizer) {
+      if (!o.reset_optimizer_state)
+        return Status::InvalidArgument(
+            "checkpoint mismatch: table ", c.name, " was trained with optimizer ",
+            optim::IsKnownOptimizerType(t.optimizer)
+                ? optim::OptimizerName(static_cast<optim::OptimizerType>(t.optimizer))
+                : "unknown",
+            " and the collection uses ", optim::OptimizerName(mine),
+            " (reset_optimizer_state loads the weights and starts the optimizer state from zero)");
+      reset->insert(c.name);
+    }
+  }
+  if (m.tables.size() != plan.tables.size()) {
+    for (const TableEntry& t : m.tables) {
+      bool found = false;
+      for (const auto& c : plan.tables) found = found || c.name == t.name;
+      if (!found)
+        return Status::InvalidArgument("checkpoint mismatch: the checkpoint has table ", t.name,
+                                       ", which the collection does not have");
+    }
+  }
+  return Status::Ok();
+}
+
+// Finds the dense tensor records by name and checks their counts.
+Status PlanDense(const Manifest& m, const std::vector<DenseTensor>& dense,
+                 std::vector<std::pair<size_t, size_t>>* where) {
+  for (const DenseTensor& d : dense) {
+    bool found = false;
+    for (size_t f = 0; f < m.files.size() && !found; ++f) {
+      for (size_t r = 0; r < m.files[f].records.size(); ++r) {
+        const Record& rec = m.files[f].records[r];
+        if (!rec.table.empty() || rec.tensor != d.name) continue;
+        if (static_cast<size_t>(rec.rows) != d.count || rec.dtype != DType::kFloat32)
+          return Status::InvalidArgument("checkpoint mismatch: dense tensor ", d.name, " has ",
+                                         rec.rows, " elements in the checkpoint, ", d.count,
+                                         " given");
+        if (d.data == nullptr && d.count > 0)
+          return Status::InvalidArgument("dense tensor ", d.name, ": data is NULL");
+        where->push_back({f, r});
+        found = true;
+        break;
+      }
+    }
+    if (!found)
+      return Status::InvalidArgument("checkpoint mismatch: dense tensor ", d.name,
+                                     " is not in the checkpoint");
+  }
+  return Status::Ok();
+}
+
+// The reads of every local shard tensor, each fully covered by the checkpoint's records.
+Status PlanReads(embedding::EmbeddingCollection& coll, const Manifest& m,
+                 const std::set<std::string>& reset, std::vector<Read>* reads,
+                 std::vector<Target>* zero) {
+  for (const ShardTensor& t : coll.ShardTensors()) {
+    if (!t.device.is_host())
+      return Status::Unsupported("checkpoints of collections on ", t.device.ToString(),
+                                 " are not implemented yet (host collections only)");
+    Read rd;
+    rd.dst = {t.dtype, t.row_offset, t.col_offset, t.rows, t.cols, t.data, t.row_stride};
+    if (t.rows == 0 || t.cols == 0) continue;
+    if (t.kind != embedding::ParamKind::kWeights && reset.count(t.table_name)) {
+      zero->push_back(rd.dst);
+      continue;
+    }
+    rd.what = StrCat("table ", t.table_name, " ", t.name, " rows ", t.row_offset, "..",
+                     t.row_offset + t.rows - 1, " columns ", t.col_offset, "..",
+                     t.col_offset + t.cols - 1);
+    int64_t covered = 0;
+    for (size_t f = 0; f < m.files.size(); ++f) {
+      for (size_t r = 0; r < m.files[f].records.size(); ++r) {
+        const Record& rec = m.files[f].records[r];
+        if (rec.table != t.table_name || rec.tensor != t.name) continue;
+        if (rec.full_rows != t.full_rows || rec.full_cols != t.full_cols)
+          return Status::Corrupt(m.files[f].name, ": record ", rec.key,
+                                 " has a full shape that does not match its table");
+        const int64_t area = OverlapArea(rec, rd.dst);
+        if (area == 0) continue;
+        covered += area;
+        rd.records.push_back({f, r});
+      }
+    }
+    if (covered != t.rows * t.cols)
+      return Status::Corrupt("the checkpoint's records do not cover ", rd.what, " exactly (",
+                             covered, " of ", t.rows * t.cols, " elements)");
+    reads->push_back(std::move(rd));
+  }
+  return Status::Ok();
+}
+
+// Opens the files the reads need and checks each against the manifest: size (truncation) and
+// the safetensors header's record of every tensor.
+Status OpenFiles(FileSystem& fs, const std::string& dir, const Manifest& m,
+                 const std::vector<std::pair<size_t, size_t>>& needed,
+                 std::vector<std::unique_ptr<ReadableFile>>* files) {
+  files->resize(m.files.size());
+  for (const auto& [fi, ri] : needed) {
+    (void)ri;
+    if ((*files)[fi]) continue;
+    const FileEntry& e = m.files[fi];
+    const std::string path = dir + "/" + e.name;
+    Status s = fs.OpenReadable(path, &(*files)[fi]);
+    if (s.code() == Code::kNotFound)
+      return Status::Corrupt("checkpoint file ", path, " named by the manifest is missing");
+    SR_RETURN_IF_ERROR(s);
+    if ((*files)[fi]->size() != e.size)
+      return Status::Corrupt("checkpoint file ", path, " is ", (*files)[fi]->size(),
+                             " bytes, the manifest says ", e.size, " (truncated or replaced)");
+    std::vector<Record> header;
+    SR_RETURN_IF_ERROR(ReadSafetensors(*(*files)[fi], path, &header, nullptr));
+    std::map<std::string, const Record*> by_key;
+    for (const Record& h : header) by_key[h.key] = &h;
+    for (const Record& r : e.records) {
+      auto it = by_key.find(r.key);
+      if (it == by_key.end() || it->second->offset != r.offset || it->second->nbytes != r.nbytes ||
+          it->second->dtype != r.dtype)
+        return Status::Corrupt("checkpoint file ", path, ": record ", r.key,
+                               " does not match the manifest");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs,
+            const std::string& dir, const LoadOptions& options) {
+  SR_CHECK(g.comm != nullptr);
+  Manifest m;
+  std::set<std::string> reset;
+  std::vector<Read> reads;
+  std::vector<Target> zero;
+  std::vector<std::pair<size_t, size_t>> dense_at;
+  std::vector<std::unique_ptr<ReadableFile>> files;
+  Status local = [&]() -> Status {
+    if (coll.input_dist_pending())
+      return Status::InvalidUsage(
+          "cannot load a checkpoint while an input distribution is "
+          "pending");
+    SR_RETURN_IF_ERROR(ReadManifest(fs, dir, &m));
+    SR_RETURN_IF_ERROR(CheckTables(coll, m, options, &reset));
+    SR_RETURN_IF_ERROR(PlanDense(m, options.dense, &dense_at));
+    SR_RETURN_IF_ERROR(PlanReads(coll, m, reset, &reads, &zero));
+    std::vector<std::pair<size_t, size_t>> needed = dense_at;
+    for (const Read& r : reads) needed.insert(needed.end(), r.records.begin(), r.records.end());
+    SR_RETURN_IF_ERROR(OpenFiles(fs, dir, m, needed, &files));
+    if (!options.verify_first) return Status::Ok();
+    std::vector<uint8_t> scratch;
+    for (const Read& rd : reads) {
+      for (const auto& [fi, ri] : rd.records)
+        SR_RETURN_IF_ERROR(VerifyOverlap(*files[fi], dir + "/" + m.files[fi].name,
+                                         m.files[fi].records[ri], rd.dst, &scratch));
+    }
+    for (size_t i = 0; i < dense_at.size(); ++i) {
+      const auto& [fi, ri] = dense_at[i];
+      const Target dst{DType::kFloat32, 0, 0, m.files[fi].records[ri].rows, 1, nullptr, 1};
+      SR_RETURN_IF_ERROR(VerifyOverlap(*files[fi], dir + "/" + m.files[fi].name,
+                                       m.files[fi].records[ri], dst, &scratch));
+    }
+    return Status::Ok();
+  }();
+  SR_RETURN_IF_ERROR(Agree(*g.comm, local, "to check the checkpoint"));
+
+  std::vector<uint8_t> buffer;
+  local = [&]() -> Status {
+    for (const Read& rd : reads) {
+      for (const auto& [fi, ri] : rd.records)
+        SR_RETURN_IF_ERROR(CopyOverlap(*files[fi], dir + "/" + m.files[fi].name,
+                                       m.files[fi].records[ri], rd.dst, &buffer));
+    }
+    for (size_t i = 0; i < dense_at.size(); ++i) {
+      const auto& [fi, ri] = dense_at[i];
+      const DenseTensor& d = options.dense[i];
+      const Target dst{DType::kFloat32, 0, 0, static_cast<int64_t>(d.count), 1, d.data, 1};
+      SR_RETURN_IF_ERROR(CopyOverlap(*files[fi], dir + "/" + m.files[fi].name,
+                                     m.files[fi].records[ri], dst, &buffer));
+    }
+    for (const Target& z : zero) {
+      for (int64_t r = 0; r < z.rows; ++r)
+        std::memset(static_cast<uint8_t*>(z.data) + r * z.row_stride * DTypeSize(z.dtype), 0,
+                    static_cast<size_t>(z.cols) * DTypeSize(z.dtype));
+    }
+    return coll.SetNumSteps(reset.empty() ? m.step : 0);
+  }();
+  return Agree(*g.comm, local, "to load its part of the checkpoint");
+}
+
+}  // namespace shardrec::checkpoint

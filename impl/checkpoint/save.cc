@@ -1,0 +1,260 @@
+// Checkpoint save: each rank streams its records into its own safetensors file (temp file,
+// fsync, rename, directory fsync), the ranks agree, and world rank 0 publishes the manifest
+// last, so an interrupted save never replaces the previous checkpoint.
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "impl/checkpoint/checkpoint.h"
+#include "impl/checkpoint/copy.h"
+#include "impl/checkpoint/format.h"
+#include "impl/core/check.h"
+#include "impl/core/config.h"
+#include "impl/optim/optimizer.h"
+#include "impl/sharding/plan_json.h"
+
+namespace shardrec::checkpoint {
+namespace {
+
+using embedding::ShardTensor;
+
+// A record to write and where its rows come from.
+struct Source {
+  Record rec;
+  const uint8_t* data = nullptr;
+  int64_t row_stride_bytes = 0;
+};
+
+std::string OptimizerJson(const optim::OptimizerConfig& o) {
+  nlohmann::json j;
+  j["type"] = static_cast<int32_t>(o.type);
+  j["name"] = optim::OptimizerName(o.type);
+  j["learning_rate"] = o.learning_rate;
+  j["eps"] = o.eps;
+  j["beta1"] = o.beta1;
+  j["beta2"] = o.beta2;
+  j["weight_decay"] = o.weight_decay;
+  j["weight_decay_mode"] = static_cast<int32_t>(o.weight_decay_mode);
+  j["stochastic_rounding"] = o.stochastic_rounding;
+  return j.dump();
+}
+
+// The generation of the checkpoint now in `dir`, or 0 when there is none readable.
+int64_t CurrentGeneration(FileSystem& fs, const std::string& dir, Manifest* previous) {
+  std::unique_ptr<ReadableFile> f;
+  if (!fs.OpenReadable(dir + "/" + kManifestName, &f).ok()) return 0;
+  std::string text(f->size(), '\0');
+  if (!f->ReadAt(0, text.data(), text.size()).ok()) return 0;
+  if (!ManifestFromJson(text, kManifestName, previous).ok()) return 0;
+  return previous->generation;
+}
+
+// Which of this rank's shard tensors it writes: not the duplicates (row-wise state of a second
+// column shard), data-parallel tables only on world rank 0, and in 2D one replica per shard,
+// spread by (table + shard) so every replica writes a similar share.
+std::vector<Source> Select(embedding::EmbeddingCollection& coll, const Group& g,
+                           const std::vector<DenseTensor>& dense, Status* error) {
+  std::vector<Source> out;
+  const int world_rank = g.comm->Rank();
+  for (const ShardTensor& t : coll.ShardTensors()) {
+    if (!t.device.is_host()) {
+      *error = Status::Unsupported("checkpoints of collections on ", t.device.ToString(),
+                                   " are not implemented yet (host collections only)");
+      return {};
+    }
+    if (t.duplicate || t.rows == 0 || t.cols == 0) continue;
+    if (t.data_parallel ? world_rank != 0 : (t.table + t.shard) % g.replicas != g.replica_rank)
+      continue;
+    Source s;
+    Record& r = s.rec;
+    r.table = t.table_name;
+    r.tensor = t.name;
+    r.dtype = t.dtype;
+    r.vector = t.kind == embedding::ParamKind::kOptimizerState && t.full_cols == 1 && t.cols == 1 &&
+               t.name != "weights";
+    r.full_rows = t.full_rows;
+    r.full_cols = t.full_cols;
+    r.row_offset = t.row_offset;
+    r.col_offset = t.col_offset;
+    r.rows = t.rows;
+    r.cols = t.cols;
+    r.key = StrCat(t.table_name, "/", t.name, "/r", t.row_offset, "_c", t.col_offset);
+    s.data = static_cast<const uint8_t*>(t.data);
+    s.row_stride_bytes = t.row_stride * static_cast<int64_t>(DTypeSize(t.dtype));
+    out.push_back(std::move(s));
+  }
+  if (world_rank == 0) {
+    for (const DenseTensor& d : dense) {
+      Source s;
+      Record& r = s.rec;
+      r.tensor = d.name;
+      r.key = "dense/" + d.name;
+      r.vector = true;
+      r.full_rows = r.rows = static_cast<int64_t>(d.count);
+      r.full_cols = r.cols = 1;
+      s.data = reinterpret_cast<const uint8_t*>(d.data);
+      s.row_stride_bytes = 4;
+      out.push_back(std::move(s));
+    }
+  }
+  for (Source& s : out) {
+    s.rec.nbytes = static_cast<uint64_t>(s.rec.rows) * s.rec.row_bytes();
+    s.rec.chunk_rows = ChunkRows(s.rec.row_bytes());
+  }
+  return out;
+}
+
+// Streams the records into `dir`/`name` atomically, recording a checksum per chunk.
+Status WriteRankFile(FileSystem& fs, const std::string& dir, const std::string& name,
+                     std::vector<Source>* sources, int64_t generation, FileEntry* entry) {
+  std::vector<Record> recs;
+  for (const Source& s : *sources) recs.push_back(s.rec);
+  const std::string header = SafetensorsHeader(
+      &recs, {{"format", "shardrec-checkpoint-shard"}, {"generation", std::to_string(generation)}});
+  const std::string path = dir + "/" + name;
+  const std::string tmp = path + ".tmp";
+  std::unique_ptr<WritableFile> f;
+  SR_RETURN_IF_ERROR(fs.NewWritable(tmp, &f));
+  SR_RETURN_IF_ERROR(f->Append(header.data(), header.size()));
+  std::vector<uint8_t> staging;
+  uint64_t size = header.size();
+  for (size_t i = 0; i < sources->size(); ++i) {
+    Source& s = (*sources)[i];
+    Record& r = recs[i];
+    const uint64_t rb = r.row_bytes();
+    for (int64_t lo = 0; lo < r.rows; lo += r.chunk_rows) {
+      const int64_t hi = std::min(r.rows, lo + r.chunk_rows);
+      const size_t n = static_cast<size_t>(hi - lo) * rb;
+      const uint8_t* p = s.data + lo * s.row_stride_bytes;
+      if (static_cast<uint64_t>(s.row_stride_bytes) != rb) {  // strided rows: pack them
+        staging.resize(n);
+        for (int64_t k = lo; k < hi; ++k)
+          std::memcpy(staging.data() + (k - lo) * rb, s.data + k * s.row_stride_bytes, rb);
+        p = staging.data();
+      }
+      r.checksums.push_back(Checksum(p, n));
+      SR_RETURN_IF_ERROR(f->Append(p, n));
+    }
+    size += r.nbytes;
+  }
+  SR_RETURN_IF_ERROR(f->Sync());
+  SR_RETURN_IF_ERROR(f->Close());
+  SR_RETURN_IF_ERROR(fs.Rename(tmp, path));
+  SR_RETURN_IF_ERROR(fs.SyncDir(dir));
+  entry->name = name;
+  entry->size = size;
+  entry->records = std::move(recs);
+  return Status::Ok();
+}
+
+Status CheckDense(const std::vector<DenseTensor>& dense) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < dense.size(); ++i) {
+    const DenseTensor& d = dense[i];
+    if (d.name.empty() || d.name.find('/') != std::string::npos)
+      return Status::InvalidArgument("dense tensor ", i,
+                                     ": its name must be non-empty without '/'");
+    if (d.data == nullptr && d.count > 0)
+      return Status::InvalidArgument("dense tensor ", d.name, ": data is NULL");
+    if (!names.insert(d.name).second)
+      return Status::InvalidArgument("dense tensor name ", d.name, " is given twice");
+  }
+  return Status::Ok();
+}
+
+Manifest Describe(embedding::EmbeddingCollection& coll, const Group& g, int64_t generation) {
+  const sharding::Plan& plan = coll.plan();
+  Manifest m;
+  m.library_version = SHARDREC_VERSION_STRING;
+  m.generation = generation;
+  m.step = coll.num_steps();
+  m.world_size = g.comm->Size();
+  m.shard_size = plan.world_size;
+  m.plan_json = sharding::PlanToJson(plan);
+  for (size_t t = 0; t < plan.tables.size(); ++t) {
+    const sharding::TableConfig& c = plan.tables[t];
+    TableEntry e;
+    e.name = c.name;
+    e.rows = c.rows;
+    e.dim = c.dim;
+    e.dtype = c.dtype;
+    e.pooling = static_cast<int32_t>(c.pooling);
+    for (int32_t f : c.features) e.features.push_back(plan.features[f].name);
+    const optim::OptimizerConfig& o = coll.table_optimizer(static_cast<int32_t>(t));
+    e.optimizer = static_cast<int32_t>(o.type);
+    e.optimizer_json = OptimizerJson(o);
+    for (const optim::StateSpec& s : optim::StateSpecs(o.type))
+      e.states.push_back({s.name, s.row_wise});
+    m.tables.push_back(std::move(e));
+  }
+  return m;
+}
+
+}  // namespace
+
+Status Save(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs,
+            const std::string& dir, const SaveOptions& options) {
+  SR_CHECK(g.comm != nullptr && g.replicas >= 1);
+  comm::Communicator& comm = *g.comm;
+  Status local = Status::Ok();
+  if (coll.input_dist_pending())
+    local = Status::InvalidUsage("cannot save a checkpoint while an input distribution is pending");
+  if (local.ok()) local = CheckDense(options.dense);
+  std::vector<Source> sources;
+  if (local.ok()) sources = Select(coll, g, options.dense, &local);
+  Manifest previous;
+  int64_t generation = local.ok() ? CurrentGeneration(fs, dir, &previous) : 0;
+  if (local.ok()) local = fs.CreateDir(dir);
+  SR_RETURN_IF_ERROR(Agree(comm, local, "to prepare the checkpoint"));
+  // Ranks may see different previous manifests (one was replaced meanwhile): the largest wins.
+  SR_RETURN_IF_ERROR(
+      comm.AllReduce(&generation, &generation, 1, DType::kInt64, comm::ReduceOp::kMax));
+  ++generation;
+
+  FileEntry entry;
+  if (!sources.empty()) {
+    const std::string name = StrCat("g", generation, "-rank", comm.Rank(), ".safetensors");
+    local = WriteRankFile(fs, dir, name, &sources, generation, &entry);
+  }
+  SR_RETURN_IF_ERROR(Agree(comm, local, "to write its checkpoint file"));
+
+  // Every rank's file description reaches rank 0 (an all-gather: the communicator's primitive).
+  const std::string mine = sources.empty() ? std::string() : FileEntryToJson(entry);
+  std::vector<size_t> sizes(comm.Size());
+  uint64_t my_size = mine.size();
+  std::vector<uint64_t> all_sizes(comm.Size());
+  std::vector<size_t> ones(comm.Size(), 1);
+  SR_RETURN_IF_ERROR(comm.AllGatherV(&my_size, 1, all_sizes.data(), ones, DType::kInt64));
+  size_t total = 0;
+  for (int r = 0; r < comm.Size(); ++r) total += sizes[r] = all_sizes[r];
+  std::string all(total, '\0');
+  SR_RETURN_IF_ERROR(comm.AllGatherV(mine.data(), mine.size(), all.data(), sizes, DType::kUInt8));
+
+  local = Status::Ok();
+  if (comm.Rank() == 0) {
+    Manifest m = Describe(coll, g, generation);
+    size_t pos = 0;
+    for (int r = 0; r < comm.Size() && local.ok(); ++r) {
+      if (sizes[r] > 0) {
+        FileEntry f;
+        local = FileEntryFromJson(all.substr(pos, sizes[r]), &f);
+        m.files.push_back(std::move(f));
+      }
+      pos += sizes[r];
+    }
+    if (local.ok()) {
+      const std::string text = ManifestToJson(m);
+      local = WriteAtomically(fs, dir, kManifestName, {{text.data(), text.size()}});
+    }
+  }
+  SR_RETURN_IF_ERROR(Agree(comm, local, "to publish the checkpoint manifest"));
+  if (comm.Rank() == 0 && previous.generation != 0 && previous.generation != generation) {
+    // The previous checkpoint's files are garbage now; a failure to remove them only leaves
+    // them behind (the new manifest does not name them).
+    for (const FileEntry& f : previous.files) (void)fs.Remove(dir + "/" + f.name);
+  }
+  return Status::Ok();
+}
+
+}  // namespace shardrec::checkpoint

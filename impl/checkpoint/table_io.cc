@@ -1,0 +1,139 @@
+// Export and import of one full table as a safetensors file (for serving, or to start from
+// pretrained embeddings): tensors "weights" [rows, dim] and, optionally, each optimizer state by
+// its name ([rows] for row-wise states, else [rows, dim]).
+#include <map>
+
+#include "impl/checkpoint/checkpoint.h"
+#include "impl/checkpoint/copy.h"
+#include "impl/checkpoint/format.h"
+#include "impl/core/config.h"
+
+namespace shardrec::checkpoint {
+namespace {
+
+// Splits "dir/name" (a bare name lives in ".").
+void SplitPath(const std::string& path, std::string* dir, std::string* name) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) {
+    *dir = ".";
+    *name = path;
+  } else {
+    *dir = slash == 0 ? "/" : path.substr(0, slash);
+    *name = path.substr(slash + 1);
+  }
+}
+
+}  // namespace
+
+Status ExportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const std::string& path,
+                   const std::string& table, bool with_state) {
+  comm::Communicator& comm = coll.comm();
+  std::vector<embedding::StateInfo> states;
+  Status local = coll.TableStates(table, &states);  // kNotFound for an unknown table
+  if (local.ok() && path.empty()) local = Status::InvalidArgument("path must not be empty");
+  SR_RETURN_IF_ERROR(Agree(comm, local, "to start the export"));
+  int64_t rows = 0, dim = 0;
+  for (const auto& t : coll.plan().tables) {
+    if (t.name == table) {
+      rows = t.rows;
+      dim = t.dim;
+    }
+  }
+  // The accessors gather the full table on every rank (collective).
+  std::vector<std::vector<float>> data(1, std::vector<float>(static_cast<size_t>(rows * dim)));
+  std::vector<Record> recs(1);
+  recs[0].key = "weights";
+  SR_RETURN_IF_ERROR(coll.GetWeights(table, data[0].data(), data[0].size()));
+  if (with_state) {
+    for (const auto& s : states) {
+      data.emplace_back(static_cast<size_t>(s.row_wise ? rows : rows * dim));
+      SR_RETURN_IF_ERROR(coll.GetState(table, s.name, data.back().data(), data.back().size()));
+      Record r;
+      r.key = s.name;
+      r.vector = s.row_wise;
+      recs.push_back(r);
+    }
+  }
+  for (size_t i = 0; i < recs.size(); ++i) {
+    Record& r = recs[i];
+    r.rows = rows;
+    r.cols = r.vector ? 1 : dim;
+    r.nbytes = data[i].size() * sizeof(float);
+  }
+  if (comm.Rank() == 0) {
+    const std::string header =
+        SafetensorsHeader(&recs, {{"format", "shardrec-table"},
+                                  {"table", table},
+                                  {"library_version", SHARDREC_VERSION_STRING}});
+    std::vector<std::pair<const void*, size_t>> pieces{{header.data(), header.size()}};
+    for (size_t i = 0; i < recs.size(); ++i) pieces.push_back({data[i].data(), recs[i].nbytes});
+    std::string dir, name;
+    SplitPath(path, &dir, &name);
+    local = WriteAtomically(fs, dir, name, pieces);
+  }
+  return Agree(comm, local, "to write the exported table");
+}
+
+Status ImportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const std::string& path,
+                   const std::string& table, bool with_state) {
+  comm::Communicator& comm = coll.comm();
+  std::unique_ptr<ReadableFile> file;
+  std::vector<std::pair<Target, Record>> copies;
+  Status local = [&]() -> Status {
+    if (coll.input_dist_pending())
+      return Status::InvalidUsage("cannot import a table while an input distribution is pending");
+    std::vector<embedding::StateInfo> states;
+    SR_RETURN_IF_ERROR(coll.TableStates(table, &states));
+    int64_t rows = 0, dim = 0;
+    for (const auto& t : coll.plan().tables) {
+      if (t.name == table) {
+        rows = t.rows;
+        dim = t.dim;
+      }
+    }
+    SR_RETURN_IF_ERROR(fs.OpenReadable(path, &file));
+    std::vector<Record> recs;
+    SR_RETURN_IF_ERROR(ReadSafetensors(*file, path, &recs, nullptr));
+    std::map<std::string, Record> by_key;
+    for (Record& r : recs) {
+      if (r.dtype != DType::kFloat32 && r.dtype != DType::kFloat16 && r.dtype != DType::kBFloat16)
+        return Status::InvalidArgument(path, ": tensor ", r.key, " is ", DTypeName(r.dtype),
+                                       "; import reads F32, F16 or BF16");
+      by_key[r.key] = r;
+    }
+    auto weights = by_key.find("weights");
+    if (weights == by_key.end())
+      return Status::InvalidArgument(path, " has no tensor named \"weights\"");
+    if (weights->second.vector || weights->second.rows != rows || weights->second.cols != dim)
+      return Status::InvalidArgument(path, ": \"weights\" is ", weights->second.rows, " x ",
+                                     weights->second.cols, ", table ", table, " is ", rows, " x ",
+                                     dim);
+    for (const embedding::ShardTensor& t : coll.ShardTensors()) {
+      if (t.table_name != table || t.rows == 0 || t.cols == 0) continue;
+      if (!t.device.is_host())
+        return Status::Unsupported("import into a collection on ", t.device.ToString(),
+                                   " is not implemented yet");
+      const bool is_weights = t.kind == embedding::ParamKind::kWeights;
+      if (!is_weights && !with_state) continue;
+      auto it = by_key.find(is_weights ? std::string("weights") : t.name);
+      if (it == by_key.end()) continue;  // a state the file does not have stays as it is
+      const Record& r = it->second;
+      if (r.rows != t.full_rows || r.cols != t.full_cols)
+        return Status::InvalidArgument(path, ": state ", t.name, " is ", r.rows, " x ", r.cols,
+                                       ", the table's is ", t.full_rows, " x ", t.full_cols);
+      copies.push_back(
+          {Target{t.dtype, t.row_offset, t.col_offset, t.rows, t.cols, t.data, t.row_stride}, r});
+    }
+    return Status::Ok();
+  }();
+  SR_RETURN_IF_ERROR(Agree(comm, local, "to check the table file"));
+  std::vector<uint8_t> buffer;
+  local = Status::Ok();
+  for (const auto& [dst, rec] : copies) {
+    local = CopyOverlap(*file, path, rec, dst, &buffer);
+    if (!local.ok()) break;
+  }
+  return Agree(comm, local, "to import the table");
+}
+
+}  // namespace shardrec::checkpoint

@@ -1,0 +1,259 @@
+// Checkpoints that must be refused (missing, corrupt, truncated, mismatched) with the right
+// status and a message naming the file and record or the table, without changing the
+// collection; dense tensors; bad arguments; table export/import.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+
+#include "tests/capi/checkpoint/checkpoint_test_util.h"
+
+namespace shardrec::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+const Side kSide{2, 0, SHARDREC_SHARDING_ROW_WISE};
+
+// Saves a trained 2-rank Adam model into a fresh directory; returns it.
+std::string SavedCheckpoint(const Scenario& s, const shardrec_checkpoint_options_t* o = nullptr) {
+  const std::string dir = FreshDir("reject");
+  OnSide(kSide, s, [&](int r, shardrec_embedding_t* c, shardrec_mesh_t* m) {
+    TrainSteps(kSide, s, r, c, m, 0, 2);
+    EXPECT_EQ(SaveOn(c, m, dir, o), SHARDREC_OK) << shardrec_last_error();
+  });
+  return dir;
+}
+
+std::vector<std::string> RankFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".safetensors") out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void Spit(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Loads `dir` into a fresh collection of `s` on kSide; expects `code` on every rank with every
+// `needles` in the message, and the collection unchanged when `unchanged`.
+void ExpectRejected(const Scenario& s, const std::string& dir, shardrec_status_t code,
+                    const std::vector<std::string>& needles, bool unchanged = true,
+                    const shardrec_checkpoint_options_t* o = nullptr) {
+  OnSide(kSide, s, [&](int, shardrec_embedding_t* c, shardrec_mesh_t* m) {
+    const Snap before = TakeSnap(c, s);
+    EXPECT_EQ(LoadOn(c, m, dir, o), code) << shardrec_last_error();
+    const std::string msg = shardrec_last_error();
+    for (const std::string& n : needles)
+      EXPECT_NE(msg.find(n), std::string::npos) << "message lacks '" << n << "': " << msg;
+    if (unchanged) {
+      std::string why;
+      EXPECT_TRUE(BitEqual(TakeSnap(c, s), before, &why)) << "state changed: " << why;
+    }
+  });
+}
+
+Scenario AdamScenario() { return SideScenario(kSide, SHARDREC_OPTIMIZER_ADAM, 11); }
+
+TEST(CheckpointReject, MissingCheckpointIsNotFound) {
+  ExpectRejected(AdamScenario(), FreshDir("empty"), SHARDREC_ENOTFOUND, {"manifest.json"});
+}
+
+TEST(CheckpointReject, CorruptRecordNamesFileAndRecord) {
+  const Scenario s = AdamScenario();
+  const std::string dir = SavedCheckpoint(s);
+  const auto files = RankFiles(dir);
+  ASSERT_EQ(files.size(), 2u);
+  std::string bytes = Slurp(files[1]);
+  bytes[bytes.size() - 3] ^= 0x40;  // inside the last record's data
+  Spit(files[1], bytes);
+  // Found while copying (the file's structure is intact): the data may be partly loaded.
+  ExpectRejected(s, dir, SHARDREC_ECORRUPT,
+                 {fs::path(files[1]).filename().string(), "record", "checksum"}, false);
+}
+
+TEST(CheckpointReject, CorruptRecordWithVerifyFirstChangesNothing) {
+  const Scenario s = AdamScenario();
+  const std::string dir = SavedCheckpoint(s);
+  const auto files = RankFiles(dir);
+  ASSERT_EQ(files.size(), 2u);
+  std::string bytes = Slurp(files[1]);
+  bytes[bytes.size() - 3] ^= 0x40;
+  Spit(files[1], bytes);
+  shardrec_checkpoint_options_t o = SHARDREC_CHECKPOINT_OPTIONS_INIT;
+  o.verify_first = 1;
+  ExpectRejected(s, dir, SHARDREC_ECORRUPT,
+                 {fs::path(files[1]).filename().string(), "record", "checksum"}, true, &o);
+}
+
+TEST(CheckpointReject, TruncatedFileIsRejectedBeforeAnyChange) {
+  const Scenario s = AdamScenario();
+  const std::string dir = SavedCheckpoint(s);
+  const auto files = RankFiles(dir);
+  ASSERT_FALSE(files.empty());
+  std::string bytes = Slurp(files[0]);
+  Spit(files[0], bytes.substr(0, bytes.size() - 100));
+  ExpectRejected(s, dir, SHARDREC_ECORRUPT, {fs::path(files[0]).filename().string(), "truncated"});
+}
+
+TEST(CheckpointReject, MissingRankFileIsRejected) {
+  const Scenario s = AdamScenario();
+  const std::string dir = SavedCheckpoint(s);
+  const auto files = RankFiles(dir);
+  fs::remove(files[0]);
+  ExpectRejected(s, dir, SHARDREC_ECORRUPT, {fs::path(files[0]).filename().string(), "missing"});
+}
+
+TEST(CheckpointReject, GarbageManifestIsCorrupt) {
+  const Scenario s = AdamScenario();
+  const std::string dir = SavedCheckpoint(s);
+  std::string text = Slurp(dir + "/manifest.json");
+  Spit(dir + "/manifest.json", text.substr(0, text.size() / 2));
+  ExpectRejected(s, dir, SHARDREC_ECORRUPT, {"manifest.json"});
+}
+
+TEST(CheckpointReject, OtherDimsAreAMismatch) {
+  const std::string dir = SavedCheckpoint(AdamScenario());
+  Scenario other = AdamScenario();
+  other.tables[1].dim = 16;
+  ExpectRejected(other, dir, SHARDREC_EINVAL, {"mismatch", "t1", "23 x 12"});
+}
+
+TEST(CheckpointReject, OtherTableSetIsAMismatch) {
+  const std::string dir = SavedCheckpoint(AdamScenario());
+  Scenario other = AdamScenario();
+  other.tables[2].name = "t9";
+  ExpectRejected(other, dir, SHARDREC_EINVAL, {"mismatch", "t9"});
+}
+
+TEST(CheckpointReject, OtherDtypeNeedsAllowDtypeChange) {
+  const std::string dir = SavedCheckpoint(AdamScenario());
+  Scenario other = AdamScenario();
+  for (RefTable& t : other.tables) t.dtype = SHARDREC_DTYPE_FLOAT16;
+  ExpectRejected(other, dir, SHARDREC_EINVAL, {"mismatch", "float32", "allow_dtype_change"});
+}
+
+TEST(CheckpointReject, OtherOptimizerNeedsResetAndThenLoadsWeightsOnly) {
+  const Scenario adam = AdamScenario();
+  const std::string dir = SavedCheckpoint(adam);
+  Snap saved;
+  OnSide(kSide, adam, [&](int r, shardrec_embedding_t* c, shardrec_mesh_t* m) {
+    ASSERT_EQ(LoadOn(c, m, dir), SHARDREC_OK) << shardrec_last_error();
+    Snap snap = TakeSnap(c, adam);
+    if (r == 0) saved = snap;
+  });
+  const Scenario adagrad = SideScenario(kSide, SHARDREC_OPTIMIZER_ADAGRAD, 5);
+  ExpectRejected(adagrad, dir, SHARDREC_EINVAL, {"mismatch", "adam", "reset_optimizer_state"});
+  shardrec_checkpoint_options_t o = SHARDREC_CHECKPOINT_OPTIONS_INIT;
+  o.reset_optimizer_state = 1;
+  OnSide(kSide, adagrad, [&](int, shardrec_embedding_t* c, shardrec_mesh_t* m) {
+    ASSERT_EQ(LoadOn(c, m, dir, &o), SHARDREC_OK) << shardrec_last_error();
+    const Snap got = TakeSnap(c, adagrad);
+    EXPECT_EQ(got.steps, 0);
+    // Adam snapshots hold weights, m1, m2 per table; Adagrad weights, m1.
+    for (size_t t = 0; t < 3; ++t) {
+      EXPECT_EQ(got.tensors[2 * t], saved.tensors[3 * t]) << "table " << t << " weights";
+      for (float v : got.tensors[2 * t + 1]) ASSERT_EQ(v, 0.0f) << "table " << t << " state";
+    }
+  });
+}
+
+TEST(CheckpointDense, DenseTensorsRoundTripAndMismatchIsRejected) {
+  const Scenario s = AdamScenario();
+  std::vector<float> w(37), st(5);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.5f * static_cast<float>(i) - 3.25f;
+  for (size_t i = 0; i < st.size(); ++i) st[i] = 1e-3f * static_cast<float>(i + 1);
+  const shardrec_dense_tensor_t dense[] = {{"mlp.w", w.data(), w.size()},
+                                           {"mlp.w.adam_m", st.data(), st.size()}};
+  shardrec_checkpoint_options_t o = SHARDREC_CHECKPOINT_OPTIONS_INIT;
+  o.dense = dense;
+  o.num_dense = 2;
+  const std::string dir = SavedCheckpoint(s, &o);
+  OnSide(kSide, s, [&](int, shardrec_embedding_t* c, shardrec_mesh_t* m) {
+    std::vector<float> w2(37, -1.0f), st2(5, -1.0f);
+    const shardrec_dense_tensor_t in[] = {{"mlp.w.adam_m", st2.data(), st2.size()},
+                                          {"mlp.w", w2.data(), w2.size()}};
+    shardrec_checkpoint_options_t lo = SHARDREC_CHECKPOINT_OPTIONS_INIT;
+    lo.dense = in;
+    lo.num_dense = 2;
+    ASSERT_EQ(LoadOn(c, m, dir, &lo), SHARDREC_OK) << shardrec_last_error();
+    EXPECT_EQ(w2, w);
+    EXPECT_EQ(st2, st);
+    std::vector<float> wrong(36, 7.0f);
+    const shardrec_dense_tensor_t bad[] = {{"mlp.w", wrong.data(), wrong.size()}};
+    lo.dense = bad;
+    lo.num_dense = 1;
+    EXPECT_EQ(LoadOn(c, m, dir, &lo), SHARDREC_EINVAL);
+    EXPECT_NE(std::string(shardrec_last_error()).find("mlp.w"), std::string::npos);
+    EXPECT_EQ(wrong, std::vector<float>(36, 7.0f));
+  });
+}
+
+TEST(CheckpointArgs, BadArgumentsAreRejected) {
+  EXPECT_EQ(shardrec_checkpoint_save(nullptr, "/tmp/x", nullptr), SHARDREC_EINVAL);
+  EXPECT_EQ(shardrec_checkpoint_load(nullptr, "/tmp/x", nullptr), SHARDREC_EINVAL);
+  EXPECT_EQ(shardrec_checkpoint_options_init(nullptr, 1), SHARDREC_EINVAL);
+  shardrec_checkpoint_options_t o;
+  EXPECT_EQ(shardrec_checkpoint_options_init(&o, 99), SHARDREC_EINVAL);
+  ASSERT_EQ(shardrec_checkpoint_options_init(&o, SHARDREC_CHECKPOINT_OPTIONS_VERSION), SHARDREC_OK);
+  EXPECT_EQ(o.num_dense, 0u);
+  EXPECT_EQ(o.reset_optimizer_state, 0);
+  const Side one{1, 0, SHARDREC_SHARDING_TABLE_WISE};
+  const Scenario s = SideScenario(one, SHARDREC_OPTIMIZER_SGD, 3);
+  OnSide(one, s, [&](int, shardrec_embedding_t* c, shardrec_mesh_t*) {
+    EXPECT_EQ(shardrec_checkpoint_save(c, nullptr, nullptr), SHARDREC_EINVAL);
+    EXPECT_EQ(shardrec_checkpoint_save(c, "", nullptr), SHARDREC_EINVAL);
+    EXPECT_EQ(shardrec_checkpoint_save_mesh(nullptr, c, "/tmp/x", nullptr), SHARDREC_EINVAL);
+    shardrec_checkpoint_options_t bad = SHARDREC_CHECKPOINT_OPTIONS_INIT;
+    bad.num_dense = 1;  // dense NULL
+    EXPECT_EQ(shardrec_checkpoint_save(c, FreshDir("args").c_str(), &bad), SHARDREC_EINVAL);
+    EXPECT_EQ(shardrec_checkpoint_export_table(c, "nope", "/tmp/x.safetensors", 0),
+              SHARDREC_ENOTFOUND);
+    EXPECT_EQ(shardrec_checkpoint_import_table(c, "t0", "/nonexistent/x.safetensors", 0),
+              SHARDREC_ENOTFOUND);
+  });
+}
+
+// A table exported from one plan imports into another (weights and optimizer state), and a
+// file of the wrong shape is refused before anything changes.
+TEST(CheckpointTable, ExportImportAcrossPlans) {
+  const std::string dir = FreshDir("export");
+  const std::string path = dir + "/t1.safetensors";
+  const Side a{2, 0, SHARDREC_SHARDING_COLUMN_WISE};
+  const Side b{4, 0, SHARDREC_SHARDING_ROW_WISE};
+  const Scenario sa = SideScenario(a, SHARDREC_OPTIMIZER_PARTIAL_ROWWISE_ADAM, 11);
+  const Scenario sb = SideScenario(b, SHARDREC_OPTIMIZER_PARTIAL_ROWWISE_ADAM, 99);
+  Snap exported;
+  OnSide(a, sa, [&](int r, shardrec_embedding_t* c, shardrec_mesh_t* m) {
+    TrainSteps(a, sa, r, c, m, 0, 2);
+    ASSERT_EQ(shardrec_checkpoint_export_table(c, "t1", path.c_str(), 1), SHARDREC_OK)
+        << shardrec_last_error();
+    Snap snap = TakeSnap(c, sa);
+    if (r == 0) exported = snap;
+  });
+  OnSide(b, sb, [&](int, shardrec_embedding_t* c, shardrec_mesh_t*) {
+    ASSERT_EQ(shardrec_checkpoint_import_table(c, "t1", path.c_str(), 1), SHARDREC_OK)
+        << shardrec_last_error();
+    const Snap got = TakeSnap(c, sb);
+    for (size_t k = 3; k < 6; ++k) EXPECT_EQ(got.tensors[k], exported.tensors[k]) << k;
+    // Shape mismatch: t1 is 23 x 12; t0 (10 x 8) must refuse the file and stay unchanged.
+    EXPECT_EQ(shardrec_checkpoint_import_table(c, "t0", path.c_str(), 0), SHARDREC_EINVAL);
+    EXPECT_NE(std::string(shardrec_last_error()).find("23 x 12"), std::string::npos)
+        << shardrec_last_error();
+    std::string why;
+    EXPECT_TRUE(BitEqual(TakeSnap(c, sb), got, &why)) << why;
+  });
+}
+
+}  // namespace
+}  // namespace shardrec::testing

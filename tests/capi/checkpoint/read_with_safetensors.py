@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Reads libshardrec's checkpoint files without libshardrec.
+
+Usage: read_with_safetensors.py DIR, where DIR holds what checkpoint_python_test.cc wrote:
+t1.safetensors (a table export), ckpt/ (a sharded checkpoint: manifest.json and per-rank
+safetensors files) and <table>.<tensor>.f32 (the expected values, raw little-endian fp32).
+
+Opens every file with the `safetensors` package (numpy backend) and checks: the export's tensors
+equal the expected values; every rank file's tensors match the manifest (dtype, shape, byte
+range); and each table's weights and optimizer states reassembled from the records (placed by
+their offsets) equal the expected values bit for bit. When the package is not installed it
+falls back to a plain reader of the layout (8-byte header length, JSON header, raw tensors) and
+says so; the checks are the same.
+"""
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+try:
+    import ml_dtypes  # noqa: F401  (bf16 support for numpy, if present)
+except ImportError:
+    ml_dtypes = None
+
+try:
+    from safetensors import safe_open
+
+    HAVE_SAFETENSORS = True
+except ImportError:
+    HAVE_SAFETENSORS = False
+
+NP_DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
+
+
+def bf16_to_f32(raw_u16):
+    return (raw_u16.astype(np.uint32) << 16).view(np.float32)
+
+
+def read_plain(path):
+    """The safetensors layout read by hand: {name: (dtype, shape, raw bytes)}."""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = info["data_offsets"]
+        out[name] = (info["dtype"], tuple(info["shape"]), data[b:e])
+    return out, header
+
+
+def as_f32(dtype, shape, raw):
+    if dtype == "BF16":
+        return bf16_to_f32(np.frombuffer(raw, dtype="<u2")).reshape(shape)
+    return np.frombuffer(raw, dtype=NP_DTYPES[dtype]).astype(np.float32).reshape(shape)
+
+
+def load_tensors(path):
+    """{name: fp32 numpy array}, through the safetensors package when available."""
+    plain, header = read_plain(path)
+    out = {}
+    if HAVE_SAFETENSORS:
+        # numpy has no bfloat16: BF16 tensors are read through the package's byte view when
+        # numpy cannot hold them, and checked against the plain bytes.
+        with safe_open(path, framework="numpy") as f:
+            keys = set(f.keys())
+            assert keys == set(plain), (path, keys, set(plain))
+            for name in keys:
+                dtype, shape, raw = plain[name]
+                if dtype == "BF16":
+                    sl = f.get_slice(name)
+                    assert tuple(sl.get_shape()) == shape, (name, sl.get_shape(), shape)
+                    assert sl.get_dtype() == "BF16", sl.get_dtype()
+                    out[name] = as_f32(dtype, shape, raw)
+                else:
+                    t = f.get_tensor(name)
+                    assert t.shape == shape, (name, t.shape, shape)
+                    out[name] = t.astype(np.float32)
+                    assert np.array_equal(out[name], as_f32(dtype, shape, raw), equal_nan=True)
+    else:
+        for name, (dtype, shape, raw) in plain.items():
+            out[name] = as_f32(dtype, shape, raw)
+    return out, header
+
+
+def expected(d, table, tensor, shape):
+    return np.fromfile(os.path.join(d, f"{table}.{tensor}.f32"), dtype="<f4").reshape(shape)
+
+
+def bits_equal(a, b):
+    return a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def main():
+    d = sys.argv[1]
+    print("reader:", "safetensors package" if HAVE_SAFETENSORS else "plain Python reader")
+    manifest = json.load(open(os.path.join(d, "ckpt", "manifest.json")))
+    tables = {t["name"]: t for t in manifest["tables"]}
+
+    # 1. The export of t1: weights and both states, fp32.
+    t1 = tables["t1"]
+    exp, header = load_tensors(os.path.join(d, "t1.safetensors"))
+    assert header["__metadata__"]["table"] == "t1"
+    shapes = {"weights": (t1["rows"], t1["dim"]), "momentum1": (t1["rows"], t1["dim"]),
+              "momentum2": (t1["rows"],)}
+    for tensor, shape in shapes.items():
+        assert bits_equal(exp[tensor], expected(d, "t1", tensor, shape)), f"export {tensor}"
+
+    # 2. The sharded checkpoint: reassemble every table's tensors from the rank files.
+    full = {}
+    for name, t in tables.items():
+        full[(name, "weights")] = np.full((t["rows"], t["dim"]), np.nan, np.float32)
+        for s in t["states"]:
+            shape = (t["rows"], 1) if s["row_wise"] else (t["rows"], t["dim"])
+            full[(name, s["name"])] = np.full(shape, np.nan, np.float32)
+    records = 0
+    for f in manifest["files"]:
+        path = os.path.join(d, "ckpt", f["name"])
+        assert os.path.getsize(path) == f["size"], path
+        tensors, header = load_tensors(path)
+        for rec in f["records"]:
+            info = header[rec["key"]]
+            rows, cols = rec["shape"]
+            want_shape = [rows] if rec["vector"] else [rows, cols]
+            assert info["shape"] == want_shape, (rec["key"], info["shape"], want_shape)
+            assert info["dtype"] == {"float32": "F32", "float16": "F16",
+                                     "bfloat16": "BF16"}[rec["dtype"]], rec["key"]
+            b, e = rec["byte_range"]
+            db, de = info["data_offsets"]
+            assert e - b == de - db, rec["key"]
+            r0, c0 = rec["offsets"]
+            block = tensors[rec["key"]].reshape(rows, cols)
+            target = full[(rec["table"], rec["tensor"])]
+            assert np.isnan(target[r0:r0 + rows, c0:c0 + cols]).all(), f"overlap at {rec['key']}"
+            target[r0:r0 + rows, c0:c0 + cols] = block
+            records += 1
+    for (name, tensor), arr in full.items():
+        t = tables[name]
+        shape = (t["rows"],) if arr.shape[1] == 1 and tensor != "weights" else arr.shape
+        assert not np.isnan(arr).any(), f"{name} {tensor} not covered"
+        assert bits_equal(arr.reshape(shape), expected(d, name, tensor, shape)), f"{name} {tensor}"
+    print(f"ok: export of t1 and {records} records in {len(manifest['files'])} rank files match")
+
+
+if __name__ == "__main__":
+    main()
