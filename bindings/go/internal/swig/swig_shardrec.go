@@ -199,36 +199,53 @@ typedef _gostring_ swig_type_166;
 typedef _goslice_ swig_type_167;
 typedef _goslice_ swig_type_168;
 typedef _goslice_ swig_type_169;
-typedef _gostring_ swig_type_170;
-typedef _gostring_ swig_type_171;
+typedef long long swig_type_170;
+typedef long long swig_type_171;
 typedef _gostring_ swig_type_172;
 typedef _gostring_ swig_type_173;
-typedef long long swig_type_174;
-typedef _goslice_ swig_type_175;
+typedef _gostring_ swig_type_174;
+typedef _gostring_ swig_type_175;
 typedef _gostring_ swig_type_176;
 typedef _gostring_ swig_type_177;
 typedef _gostring_ swig_type_178;
 typedef _gostring_ swig_type_179;
 typedef _gostring_ swig_type_180;
-typedef _goslice_ swig_type_181;
-typedef _goslice_ swig_type_182;
+typedef _gostring_ swig_type_181;
+typedef _gostring_ swig_type_182;
 typedef _gostring_ swig_type_183;
-typedef _goslice_ swig_type_184;
+typedef _gostring_ swig_type_184;
 typedef _gostring_ swig_type_185;
-typedef _goslice_ swig_type_186;
+typedef _gostring_ swig_type_186;
 typedef _gostring_ swig_type_187;
-typedef long long swig_type_188;
-typedef long long swig_type_189;
-typedef _goslice_ swig_type_190;
-typedef _goslice_ swig_type_191;
+typedef _gostring_ swig_type_188;
+typedef _gostring_ swig_type_189;
+typedef _gostring_ swig_type_190;
+typedef long long swig_type_191;
 typedef _goslice_ swig_type_192;
-typedef _goslice_ swig_type_193;
+typedef _gostring_ swig_type_193;
 typedef _gostring_ swig_type_194;
-typedef long long swig_type_195;
-typedef long long swig_type_196;
-typedef _goslice_ swig_type_197;
+typedef _gostring_ swig_type_195;
+typedef _gostring_ swig_type_196;
+typedef _gostring_ swig_type_197;
 typedef _goslice_ swig_type_198;
 typedef _goslice_ swig_type_199;
+typedef _gostring_ swig_type_200;
+typedef _goslice_ swig_type_201;
+typedef _gostring_ swig_type_202;
+typedef _goslice_ swig_type_203;
+typedef _gostring_ swig_type_204;
+typedef long long swig_type_205;
+typedef long long swig_type_206;
+typedef _goslice_ swig_type_207;
+typedef _goslice_ swig_type_208;
+typedef _goslice_ swig_type_209;
+typedef _goslice_ swig_type_210;
+typedef _gostring_ swig_type_211;
+typedef long long swig_type_212;
+typedef long long swig_type_213;
+typedef _goslice_ swig_type_214;
+typedef _goslice_ swig_type_215;
+typedef _goslice_ swig_type_216;
 extern void _wrap_Swig_free_swig_efeae8439c5aaa14(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_swig_efeae8439c5aaa14(swig_intgo arg1);
 extern swig_intgo _wrap_OK_swig_efeae8439c5aaa14(void);
@@ -488,18 +505,37 @@ extern swig_type_161 _wrap_mesh_embedding_create_swig_efeae8439c5aaa14(swig_type
 extern swig_type_163 _wrap_mesh_sync_swig_efeae8439c5aaa14(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
 extern swig_type_164 _wrap_mesh_step_swig_efeae8439c5aaa14(uintptr_t arg1, uintptr_t arg2, swig_type_165 arg3);
 extern swig_type_166 _wrap_mesh_sync_stats_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_167 arg2, swig_type_168 arg3, swig_type_169 arg4);
+extern void _wrap_checkpoint_options_version_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_checkpoint_options_version_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_checkpoint_options_num_dense_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_170 arg2);
+extern swig_type_171 _wrap_checkpoint_options_num_dense_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_checkpoint_options_reset_optimizer_state_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_checkpoint_options_allow_dtype_change_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern void _wrap_checkpoint_options_verify_first_set_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_checkpoint_options_verify_first_get_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern uintptr_t _wrap_new_checkpoint_options_swig_efeae8439c5aaa14(void);
+extern void _wrap_delete_checkpoint_options_swig_efeae8439c5aaa14(uintptr_t arg1);
+extern swig_type_172 _wrap_checkpoint_options_init_swig_efeae8439c5aaa14(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_173 _wrap_checkpoint_save_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_174 arg2, uintptr_t arg3);
+extern swig_type_175 _wrap_checkpoint_load_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_176 arg2, uintptr_t arg3);
+extern swig_type_177 _wrap_checkpoint_save_mesh_swig_efeae8439c5aaa14(uintptr_t arg1, uintptr_t arg2, swig_type_178 arg3, uintptr_t arg4);
+extern swig_type_179 _wrap_checkpoint_load_mesh_swig_efeae8439c5aaa14(uintptr_t arg1, uintptr_t arg2, swig_type_180 arg3, uintptr_t arg4);
+extern swig_type_181 _wrap_checkpoint_export_table_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_182 arg2, swig_type_183 arg3, swig_intgo arg4);
+extern swig_type_184 _wrap_checkpoint_import_table_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_185 arg2, swig_type_186 arg3, swig_intgo arg4);
 extern uintptr_t _wrap_bind_plan_spec_new_swig_efeae8439c5aaa14(void);
 extern void _wrap_bind_plan_spec_free_swig_efeae8439c5aaa14(uintptr_t arg1);
 extern uintptr_t _wrap_bind_plan_spec_topology_swig_efeae8439c5aaa14(uintptr_t arg1);
-extern swig_type_170 _wrap_bind_plan_spec_add_feature_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_171 arg2, float arg3);
-extern swig_type_172 _wrap_bind_plan_spec_add_table_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_173 arg2, swig_type_174 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_175 arg7, swig_intgo arg8, float arg9, float arg10);
-extern swig_type_176 _wrap_bind_plan_spec_set_table_optimizer_swig_efeae8439c5aaa14(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_177 _wrap_bind_plan_spec_add_table_feature_name_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_178 arg2);
-extern swig_type_179 _wrap_bind_plan_spec_add_constraints_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_180 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_181 arg5, swig_type_182 arg6);
-extern swig_type_183 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_184 arg2);
-extern swig_type_185 _wrap_bind_plan_create_swig_efeae8439c5aaa14(swig_type_186 arg1, uintptr_t arg2);
-extern swig_type_187 _wrap_bind_embedding_forward_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_188 arg2, swig_type_189 arg3, swig_type_190 arg4, swig_type_191 arg5, swig_type_192 arg6, swig_type_193 arg7);
-extern swig_type_194 _wrap_bind_embedding_input_dist_start_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_195 arg2, swig_type_196 arg3, swig_type_197 arg4, swig_type_198 arg5, swig_type_199 arg6);
+extern swig_type_187 _wrap_bind_plan_spec_add_feature_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_188 arg2, float arg3);
+extern swig_type_189 _wrap_bind_plan_spec_add_table_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_190 arg2, swig_type_191 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_192 arg7, swig_intgo arg8, float arg9, float arg10);
+extern swig_type_193 _wrap_bind_plan_spec_set_table_optimizer_swig_efeae8439c5aaa14(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_194 _wrap_bind_plan_spec_add_table_feature_name_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_195 arg2);
+extern swig_type_196 _wrap_bind_plan_spec_add_constraints_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_197 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_198 arg5, swig_type_199 arg6);
+extern swig_type_200 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_201 arg2);
+extern swig_type_202 _wrap_bind_plan_create_swig_efeae8439c5aaa14(swig_type_203 arg1, uintptr_t arg2);
+extern swig_type_204 _wrap_bind_embedding_forward_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_205 arg2, swig_type_206 arg3, swig_type_207 arg4, swig_type_208 arg5, swig_type_209 arg6, swig_type_210 arg7);
+extern swig_type_211 _wrap_bind_embedding_input_dist_start_swig_efeae8439c5aaa14(uintptr_t arg1, swig_type_212 arg2, swig_type_213 arg3, swig_type_214 arg4, swig_type_215 arg5, swig_type_216 arg6);
 #undef intgo
 */
 import "C"
@@ -3055,6 +3091,218 @@ func Mesh_sync_stats(arg1 uintptr, arg2 []uint64, arg3 []int32, arg4 []int64) (_
 	return swig_r_1
 }
 
+const CHECKPOINT_OPTIONS_VERSION uint = 1
+type SwigcptrCheckpoint_options uintptr
+
+func (p SwigcptrCheckpoint_options) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrCheckpoint_options) SwigIsCheckpoint_options() {
+}
+
+func (arg1 SwigcptrCheckpoint_options) SetVersion(arg2 uint) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_checkpoint_options_version_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrCheckpoint_options) GetVersion() (_swig_ret uint) {
+	var swig_r uint
+	_swig_i_0 := arg1
+	swig_r = (uint)(C._wrap_checkpoint_options_version_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrCheckpoint_options) SetNum_dense(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_checkpoint_options_num_dense_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_170(_swig_i_1))
+}
+
+func (arg1 SwigcptrCheckpoint_options) GetNum_dense() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_checkpoint_options_num_dense_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrCheckpoint_options) SetReset_optimizer_state(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_checkpoint_options_reset_optimizer_state_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrCheckpoint_options) GetReset_optimizer_state() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_checkpoint_options_reset_optimizer_state_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrCheckpoint_options) SetAllow_dtype_change(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_checkpoint_options_allow_dtype_change_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrCheckpoint_options) GetAllow_dtype_change() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_checkpoint_options_allow_dtype_change_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrCheckpoint_options) SetVerify_first(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_checkpoint_options_verify_first_set_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrCheckpoint_options) GetVerify_first() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_checkpoint_options_verify_first_get_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewCheckpoint_options() (_swig_ret Checkpoint_options) {
+	var swig_r Checkpoint_options
+	swig_r = (Checkpoint_options)(SwigcptrCheckpoint_options(C._wrap_new_checkpoint_options_swig_efeae8439c5aaa14()))
+	return swig_r
+}
+
+func DeleteCheckpoint_options(arg1 Checkpoint_options) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_checkpoint_options_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0))
+}
+
+type Checkpoint_options interface {
+	Swigcptr() uintptr
+	SwigIsCheckpoint_options()
+	SetVersion(arg2 uint)
+	GetVersion() (_swig_ret uint)
+	SetNum_dense(arg2 int64)
+	GetNum_dense() (_swig_ret int64)
+	SetReset_optimizer_state(arg2 int)
+	GetReset_optimizer_state() (_swig_ret int)
+	SetAllow_dtype_change(arg2 int)
+	GetAllow_dtype_change() (_swig_ret int)
+	SetVerify_first(arg2 int)
+	GetVerify_first() (_swig_ret int)
+}
+
+func Checkpoint_options_init(arg1 Checkpoint_options, arg2 uint) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_checkpoint_options_init_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Checkpoint_save(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := getSwigcptr(arg3)
+	swig_r_p := C._wrap_checkpoint_save_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Checkpoint_load(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := getSwigcptr(arg3)
+	swig_r_p := C._wrap_checkpoint_load_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Checkpoint_save_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoint_options) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := getSwigcptr(arg4)
+	swig_r_p := C._wrap_checkpoint_save_mesh_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Checkpoint_load_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoint_options) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := getSwigcptr(arg4)
+	swig_r_p := C._wrap_checkpoint_load_mesh_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_180)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Checkpoint_export_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r_p := C._wrap_checkpoint_export_table_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Checkpoint_import_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r_p := C._wrap_checkpoint_import_table_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
 func Bind_plan_spec_new() (_swig_ret uintptr) {
 	var swig_r uintptr
 	swig_r = (uintptr)(C._wrap_bind_plan_spec_new_swig_efeae8439c5aaa14())
@@ -3078,7 +3326,7 @@ func Bind_plan_spec_add_feature(arg1 uintptr, arg2 string, arg3 float32) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3100,7 +3348,7 @@ func Bind_plan_spec_add_table(arg1 uintptr, arg2 string, arg3 int64, arg4 int, a
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_1)), C.swig_type_174(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_1)), C.swig_type_191(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3128,7 +3376,7 @@ func Bind_plan_spec_add_table_feature_name(arg1 uintptr, arg2 string) (_swig_ret
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_195)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3146,7 +3394,7 @@ func Bind_plan_spec_add_constraints(arg1 uintptr, arg2 string, arg3 uint, arg4 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_180)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_197)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_199)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3166,7 +3414,7 @@ func Bind_plan_spec_set_memory_bytes_per_rank(arg1 uintptr, arg2 []int64) (_swig
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), *(*C.swig_type_201)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3180,7 +3428,7 @@ func Bind_plan_create(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_create_swig_efeae8439c5aaa14(*(*C.swig_type_186)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_plan_create_swig_efeae8439c5aaa14(*(*C.swig_type_203)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3199,7 +3447,7 @@ func Bind_embedding_forward(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_embedding_forward_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_188(_swig_i_1), C.swig_type_189(_swig_i_2), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_191)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_embedding_forward_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_205(_swig_i_1), C.swig_type_206(_swig_i_2), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_209)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -3226,7 +3474,7 @@ func Bind_embedding_input_dist_start(arg1 uintptr, arg2 int64, arg3 int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_195(_swig_i_1), C.swig_type_196(_swig_i_2), *(*C.swig_type_197)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_199)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_efeae8439c5aaa14(C.uintptr_t(_swig_i_0), C.swig_type_212(_swig_i_1), C.swig_type_213(_swig_i_2), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_215)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_216)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4

@@ -195,6 +195,7 @@ static void* Swig_malloc(int c) {
 #include "shardrec/embedding.h"
 #include "shardrec/device.h"
 #include "shardrec/replica.h"
+#include "shardrec/checkpoint.h"
 
 
 #include <stdint.h>		// Use the C99 official header
@@ -5257,6 +5258,436 @@ _gostring_ _wrap_mesh_sync_stats_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go
     _swig_go_result = Swig_AllocateString("", 0);
   }
   
+  return _swig_go_result;
+}
+
+
+void _wrap_checkpoint_options_version_set_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->version = arg2;
+  
+}
+
+
+intgo _wrap_checkpoint_options_version_get_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0) {
+  struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
+  uint32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->version);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_checkpoint_options_num_dense_set_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
+  size_t arg2 ;
+  
+  arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_dense = arg2;
+  
+}
+
+
+long long _wrap_checkpoint_options_num_dense_get_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0) {
+  struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
+  size_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
+  
+  result =  ((arg1)->num_dense);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_checkpoint_options_reset_optimizer_state_set_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reset_optimizer_state = arg2;
+  
+}
+
+
+intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0) {
+  struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->reset_optimizer_state);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_checkpoint_options_allow_dtype_change_set_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->allow_dtype_change = arg2;
+  
+}
+
+
+intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0) {
+  struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->allow_dtype_change);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_checkpoint_options_verify_first_set_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->verify_first = arg2;
+  
+}
+
+
+intgo _wrap_checkpoint_options_verify_first_get_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0) {
+  struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->verify_first);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_efeae8439c5aaa14() {
+  struct shardrec_checkpoint_options *result = 0 ;
+  struct shardrec_checkpoint_options *_swig_go_result;
+  
+  
+  result = (struct shardrec_checkpoint_options *)calloc(1, sizeof(struct shardrec_checkpoint_options));
+  *(struct shardrec_checkpoint_options **)&_swig_go_result = (struct shardrec_checkpoint_options *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_checkpoint_options_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0) {
+  struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
+  
+  arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+_gostring_ _wrap_checkpoint_options_init_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+  shardrec_checkpoint_options_t *arg1 = (shardrec_checkpoint_options_t *) 0 ;
+  uint32_t arg2 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(shardrec_checkpoint_options_t **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_checkpoint_options_init(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_checkpoint_save_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = *(shardrec_checkpoint_options_t **)&_swig_go_2; 
+  
+  result = (shardrec_status_t)shardrec_checkpoint_save(arg1,(char const *)arg2,(struct shardrec_checkpoint_options const *)arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_checkpoint_load_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = *(shardrec_checkpoint_options_t **)&_swig_go_2; 
+  
+  result = (shardrec_status_t)shardrec_checkpoint_load(arg1,(char const *)arg2,(struct shardrec_checkpoint_options const *)arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_checkpoint_save_mesh_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+  shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
+  shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
+  char *arg3 = (char *) 0 ;
+  shardrec_checkpoint_options_t *arg4 = (shardrec_checkpoint_options_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mesh_t *)_swig_go_0; 
+  arg2 = (shardrec_embedding_t *)_swig_go_1; 
+  
+  arg3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
+  arg3[_swig_go_2.n] = '\0';
+  
+  arg4 = *(shardrec_checkpoint_options_t **)&_swig_go_3; 
+  
+  result = (shardrec_status_t)shardrec_checkpoint_save_mesh(arg1,arg2,(char const *)arg3,(struct shardrec_checkpoint_options const *)arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg3); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_checkpoint_load_mesh_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+  shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
+  shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
+  char *arg3 = (char *) 0 ;
+  shardrec_checkpoint_options_t *arg4 = (shardrec_checkpoint_options_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mesh_t *)_swig_go_0; 
+  arg2 = (shardrec_embedding_t *)_swig_go_1; 
+  
+  arg3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
+  arg3[_swig_go_2.n] = '\0';
+  
+  arg4 = *(shardrec_checkpoint_options_t **)&_swig_go_3; 
+  
+  result = (shardrec_status_t)shardrec_checkpoint_load_mesh(arg1,arg2,(char const *)arg3,(struct shardrec_checkpoint_options const *)arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg3); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_checkpoint_export_table_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  char *arg3 = (char *) 0 ;
+  int32_t arg4 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  arg3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
+  arg3[_swig_go_2.n] = '\0';
+  
+  arg4 = (int32_t)_swig_go_3; 
+  
+  result = (shardrec_status_t)shardrec_checkpoint_export_table(arg1,(char const *)arg2,(char const *)arg3,arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  free(arg3); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_checkpoint_import_table_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  char *arg3 = (char *) 0 ;
+  int32_t arg4 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  arg3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
+  arg3[_swig_go_2.n] = '\0';
+  
+  arg4 = (int32_t)_swig_go_3; 
+  
+  result = (shardrec_status_t)shardrec_checkpoint_import_table(arg1,(char const *)arg2,(char const *)arg3,arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  free(arg3); 
   return _swig_go_result;
 }
 

@@ -9,6 +9,8 @@ final class NativeConstants {
   static final long EMBEDDING_OPTIONS_VERSION =
       org.shardrec.swig.NativeConstants.EMBEDDING_OPTIONS_VERSION;
   static final long MESH_OPTIONS_VERSION = org.shardrec.swig.NativeConstants.MESH_OPTIONS_VERSION;
+  static final long CHECKPOINT_OPTIONS_VERSION =
+      org.shardrec.swig.NativeConstants.CHECKPOINT_OPTIONS_VERSION;
   static final long STEP_TIMINGS_VERSION = org.shardrec.swig.NativeConstants.STEP_TIMINGS_VERSION;
   static final int UNIQUE_ID_BYTES = org.shardrec.swig.NativeConstants.UNIQUE_ID_BYTES;
 

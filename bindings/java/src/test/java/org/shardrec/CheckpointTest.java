@@ -18,7 +18,7 @@ import org.junit.jupiter.api.Test;
 
 class CheckpointTest {
   private static Config.Optimizer adagrad() {
-    return new Config.Optimizer().type(Config.Optimizer.ADAGRAD).learningRate(0.1f);
+    return new Config.Optimizer().type(OptimizerType.ADAGRAD).learningRate(0.1f);
   }
 
   private static List<float[]> everything(EmbeddingCollection coll) {
