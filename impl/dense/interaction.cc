@@ -157,7 +157,7 @@ Status DcnCross::Forward(const ExecContext& ctx, const float* x0, int64_t batch,
   const LinearShape down{width_, rank_, Activation::kNone};
   const LinearShape up{rank_, width_, Activation::kNone};
   for (int l = 0; l < num_layers_; ++l) {
-    xs_[l].assign(l == 0 ? x0 : ws_[l - 1].data(), (l == 0 ? x0 : ws_[l - 1].data()) + n);
+    if (l == 0) xs_[0].assign(x0, x0 + n);
     vs_[l].resize(static_cast<size_t>(batch * rank_));
     std::vector<float> w(static_cast<size_t>(n));
     SR_RETURN_IF_ERROR(LinearForward(ctx, down, tensors_[3 * l].param, nullptr, xs_[l].data(),

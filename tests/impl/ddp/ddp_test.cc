@@ -40,19 +40,21 @@ TEST(Buckets, FillInOrderAndCloseAtTheirCaps) {
   const std::vector<size_t> order = {4, 3, 2, 1, 0};
   auto b = AssignBuckets(counts, order, 4, 100, 1000);
   // First bucket closes at >= 100 bytes: 5*4 + 20*4 = 100.
-  ASSERT_EQ(b.size(), 2u);
+  // The second closes as soon as it reaches its cap: 20*4 + 300*4 = 1280 >= 1000.
+  ASSERT_EQ(b.size(), 3u);
   EXPECT_EQ(b[0], (std::vector<size_t>{4, 3}));
-  EXPECT_EQ(b[1], (std::vector<size_t>{2, 1, 0}));
+  EXPECT_EQ(b[1], (std::vector<size_t>{2, 1}));
+  EXPECT_EQ(b[2], (std::vector<size_t>{0}));
   b = AssignBuckets(counts, order, 4, 1, 1);
   EXPECT_EQ(b.size(), 5u);
   EXPECT_EQ(SplitCounts(10, 4), (std::vector<size_t>{3, 3, 3, 1}));
   EXPECT_EQ(SplitCounts(2, 4), (std::vector<size_t>{1, 1, 0, 0}));
 }
 
-struct Setup {
+struct Fixture {
   std::vector<int64_t> counts = {1000, 30, 4000, 7, 0, 250000};
   DdpOptions options;
-  Setup() {
+  Fixture() {
     options.first_bucket_bytes = 4096;
     options.bucket_cap_bytes = 200000;
   }
@@ -60,7 +62,7 @@ struct Setup {
 
 TEST(Bucketer, AveragesEqualTheRankOrderedMeanAndOverlapTheBackward) {
   for (int world : {2, 3}) {
-    Setup setup;
+    Fixture setup;
     auto comms = Group(world);
     OnRanks(world, [&](int r) {
       std::unique_ptr<Bucketer> ddp;
@@ -87,7 +89,7 @@ TEST(Bucketer, AveragesEqualTheRankOrderedMeanAndOverlapTheBackward) {
 }
 
 TEST(Bucketer, ExternalBuffersAndAnyReadyOrder) {
-  Setup setup;
+  Fixture setup;
   auto comms = Group(2);
   OnRanks(2, [&](int r) {
     std::unique_ptr<Bucketer> ddp;
@@ -108,7 +110,7 @@ TEST(Bucketer, ExternalBuffersAndAnyReadyOrder) {
 }
 
 TEST(Bucketer, NoSyncAccumulatesUntilTheNextSyncedStep) {
-  Setup setup;
+  Fixture setup;
   auto comms = Group(2);
   OnRanks(2, [&](int r) {
     std::unique_ptr<Bucketer> ddp;
@@ -135,7 +137,7 @@ TEST(Bucketer, NoSyncAccumulatesUntilTheNextSyncedStep) {
 }
 
 TEST(Bucketer, Bf16CompressionStaysWithinItsBound) {
-  Setup setup;
+  Fixture setup;
   setup.options.compression = Compression::kBFloat16;
   const int world = 4;
   auto comms = Group(world);
@@ -168,7 +170,7 @@ TEST(Bucketer, Bf16CompressionStaysWithinItsBound) {
 }
 
 TEST(Bucketer, MisuseIsReported) {
-  Setup setup;
+  Fixture setup;
   auto comms = Group(2);
   OnRanks(2, [&](int r) {
     std::unique_ptr<Bucketer> ddp;
@@ -178,7 +180,9 @@ TEST(Bucketer, MisuseIsReported) {
     EXPECT_EQ(ddp->MarkReady(99).code(), Code::kInvalidArgument);
     // Every rank forgets gradient 3; the ranks stay in step and the next step works.
     for (size_t i = 1; i < setup.counts.size(); ++i) {
-      if (i != 3) ASSERT_TRUE(ddp->MarkReady(i).ok());
+      if (i != 3) {
+        ASSERT_TRUE(ddp->MarkReady(i).ok());
+      }
     }
     Status s = ddp->Finish();
     EXPECT_EQ(s.code(), Code::kInvalidUsage);
@@ -257,10 +261,11 @@ TEST(Sharded, EqualsDdpBitForBitOnAnMlp) {
     std::unique_ptr<dense::DenseOptimizer> aopt;
     ASSERT_TRUE(dense::DenseOptimizer::Create(opt, &aopt).ok());
     for (const auto& x : xs) {
-      std::vector<float> y(batch), dy(batch, 1.0f / (batch * world));
+      std::vector<float> y(batch), dy(batch);
       a->ZeroGrad();
       ASSERT_TRUE(a->Forward(ctx, x.data(), batch, y.data()).ok());
-      for (int i = 0; i < batch; ++i) dy[i] *= y[i];  // d(0.5 y^2) / dy, mean over the group
+      // d(0.5 y^2) / dy, mean over the group.
+      for (int i = 0; i < batch; ++i) dy[i] = y[i] / static_cast<float>(batch * world);
       ASSERT_TRUE(a->Backward(ctx, dy.data(), nullptr, [&](size_t i) {
                      ASSERT_TRUE(ddp->MarkReady(i).ok());
                    }).ok());
@@ -300,7 +305,7 @@ TEST(Sharded, EqualsDdpBitForBitOnAnMlp) {
         ASSERT_TRUE(b->ForwardLayer(ctx, l).ok());
         ASSERT_TRUE(fsdp->Release(l).ok());
       }
-      for (int i = 0; i < batch; ++i) dy[i] = b->output()[i] / (batch * world);
+      for (int i = 0; i < batch; ++i) dy[i] = b->output()[i] / static_cast<float>(batch * world);
       ASSERT_TRUE(b->BeginBackward(dy.data(), nullptr).ok());
       for (int l = L - 1; l >= 0; --l) {
         float *p = nullptr, *gr = nullptr;
