@@ -152,7 +152,15 @@ Status Bucketer::MarkReady(size_t i) {
 }
 
 void Bucketer::Launch(size_t b) {
-  works_[b] = worker_->Submit([this, b] { return ReduceBucket(b); });
+  works_[b] = worker_->Submit([this, b] {
+    const auto t0 = std::chrono::steady_clock::now();
+    Status s = ReduceBucket(b);
+    comm_nanos_.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count(),
+        std::memory_order_relaxed);
+    return s;
+  });
 }
 
 Status Bucketer::ReduceBucket(size_t b) {
@@ -221,6 +229,7 @@ Status Bucketer::Finish() {
     }
     const auto t1 = std::chrono::steady_clock::now();
     stats_.exposed_seconds += Seconds(t0, t1);
+    stats_.comm_seconds = 1e-9 * static_cast<double>(comm_nanos_.load(std::memory_order_relaxed));
     int64_t total = 0;
     for (int64_t c : counts_) total += c;
     stats_.bytes_reduced =

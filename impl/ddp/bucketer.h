@@ -13,6 +13,7 @@
 // Thread-safety: one thread at a time (the host's training thread); the worker is internal.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -100,6 +101,7 @@ class Bucketer {
   bool rebuilt_ = false;
   bool sync_ = true;
   DdpStats stats_;
+  std::atomic<int64_t> comm_nanos_{0};  // worker time in ReduceBucket
   // Staging per bucket for packed or compressed buckets, and reduce-scatter scratch.
   std::vector<std::vector<float>> pack_;
   std::vector<std::vector<uint16_t>> half_;

@@ -36,6 +36,7 @@ Status ShardedParams::Create(std::shared_ptr<comm::Communicator> comm, std::vect
   p->counts_ = std::move(counts);
   const size_t n = p->counts_.size();
   p->shard_.resize(n);
+  p->offset_.resize(n);
   p->params_.resize(n);
   p->grad_shard_.resize(n);
   p->full_.resize(n);
@@ -49,6 +50,7 @@ Status ShardedParams::Create(std::shared_ptr<comm::Communicator> comm, std::vect
     size_t begin = 0;
     for (int k = 0; k < r; ++k) begin += split[k];
     p->shard_[u] = static_cast<int64_t>(split[r]);
+    p->offset_[u] = static_cast<int64_t>(begin);
     p->params_[u].assign(initial[u] + begin, initial[u] + begin + split[r]);
     p->grad_shard_[u].assign(split[r], 0.0f);
     p->Account(static_cast<int64_t>(2 * sizeof(float) * split[r]));

@@ -33,8 +33,11 @@ class ShardedParams {
 
   size_t num_units() const { return counts_.size(); }
   int64_t count(size_t u) const { return counts_[u]; }
-  // Elements of each unit this rank holds (units are padded to a multiple of the group size).
+  // Elements of unit u this rank holds, and the first of them within the unit: the unit is cut
+  // into W blocks of ceil(count / W) elements in rank order (the last ones may be short or
+  // empty).
   int64_t shard_count(size_t u) const { return shard_[u]; }
+  int64_t shard_offset(size_t u) const { return offset_[u]; }
 
   // Full parameters of unit u, valid until Release(u) (or the next Step). Waits for a prefetch
   // of u if one is in flight. With prefetch >= 0, starts gathering that unit in the background.
@@ -64,6 +67,7 @@ class ShardedParams {
   Status WaitGather(size_t u);
 
   std::shared_ptr<comm::Communicator> comm_;
+  std::vector<int64_t> offset_;
   std::vector<int64_t> counts_, shard_;
   std::vector<std::vector<float>> params_, grad_shard_;  // local shards
   std::vector<std::vector<float>> full_, full_grad_;     // transient full buffers

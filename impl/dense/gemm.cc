@@ -31,4 +31,12 @@ Status Gemm(const ExecContext& ctx, bool trans_a, bool trans_b, int64_t m, int64
   return Status::Ok();
 }
 
+Status SetBlasThreads(int n) {
+  if (n < 1) return Status::InvalidArgument("BLAS thread count ", n, " must be >= 1");
+  openblas_set_num_threads(n);
+  return Status::Ok();
+}
+
+int BlasThreads() { return openblas_get_num_threads(); }
+
 }  // namespace shardrec::dense

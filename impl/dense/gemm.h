@@ -17,4 +17,10 @@ namespace shardrec::dense {
 Status Gemm(const ExecContext& ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
             float alpha, const float* a, const float* b, float beta, float* c);
 
+// OpenBLAS's thread count is process-wide. Several ranks that are threads of one process each
+// calling a multi-threaded sgemm oversubscribe the cores (an 8x slowdown was measured with 4
+// rank threads on 2 cores), so hosts in that situation set it to 1. n < 1 is refused.
+Status SetBlasThreads(int n);
+int BlasThreads();
+
 }  // namespace shardrec::dense
