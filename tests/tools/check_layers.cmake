@@ -13,10 +13,10 @@ set(allow_optim "core")
 # core: no cycle).
 set(allow_sharding "core;optim")
 set(allow_comm "core")
-set(allow_dense "core;comm")
+set(allow_dense "core;optim")
 set(allow_planner "core;sharding;optim")
 set(allow_embedding "core;sharding;optim;comm")
-set(allow_ddp "core;comm;dense")
+set(allow_ddp "core;optim;comm;dense")
 set(allow_replica "core;sharding;optim;comm;embedding")
 set(allow_checkpoint "core;sharding;optim;comm;embedding;dense;ddp;replica")
 # The plugin serves every module's CUDA twins behind the plain-C table.

@@ -9,6 +9,8 @@
 #include "shardrec/comm.h"
 #include "shardrec/common.h"
 #include "shardrec/config.h"
+#include "shardrec/ddp.h"
+#include "shardrec/dense.h"
 #include "shardrec/device.h"
 #include "shardrec/embedding.h"
 #include "shardrec/plan.h"

@@ -1,0 +1,311 @@
+/**
+ * @file shardrec/dense.h
+ * @brief The dense half of a recommendation model: MLPs (linear layers with bias and
+ *        activation), DLRM's pairwise dot interaction, the low-rank DCN-v2 cross network,
+ *        sigmoid + binary cross-entropy with logits, and dense optimizers (SGD, Adagrad,
+ *        Adam/AdamW).
+ *
+ * Layers run on the host through OpenBLAS's sgemm in fp32; the GPU path (cuBLASLt) is not
+ * available through this header yet (see the README's GPU status). Forward and backward are
+ * deterministic for a fixed OpenBLAS thread count.
+ *
+ * Parameters and gradients are exposed as flat tensors (shardrec_dense_tensor_t): a name, a
+ * parameter pointer, a gradient pointer and an element count. They may be rebound to storage the
+ * caller or a gradient bucketer (ddp.h) owns, so gradients are produced directly in the
+ * bucket that averages them. Backward ACCUMULATES into the gradients (+=); call `_zero_grad`
+ * before each step (or let shardrec_ddp_zero_grad clear bucket-owned gradients).
+ *
+ * Initial values follow PyTorch's nn.Linear (uniform in +-1/sqrt(fan_in)) drawn from a counter
+ * RNG keyed by (seed, name, layer, element): every rank that creates a layer with the same
+ * options starts from identical values, with no broadcast.
+ *
+ * Thread-safety: a handle is used by one thread at a time (concurrent use is detected and
+ * returns SHARDREC_EUSAGE); distinct handles are independent.
+ */
+#ifndef SHARDREC_DENSE_H_
+#define SHARDREC_DENSE_H_
+
+#include <stddef.h>
+
+#include "shardrec/common.h"
+#include "shardrec/config.h"
+
+SHARDREC_BEGIN_DECL
+
+typedef struct shardrec_mlp shardrec_mlp_t;                         /**< An MLP. */
+typedef struct shardrec_dcn shardrec_dcn_t;                         /**< A DCN-v2 cross network. */
+typedef struct shardrec_dense_optimizer shardrec_dense_optimizer_t; /**< Dense optimizer. */
+
+/** Activations of a linear layer (stored as int32_t). */
+typedef enum shardrec_activation {
+  SHARDREC_ACTIVATION_NONE = 0,   /**< y = x W^T + b. */
+  SHARDREC_ACTIVATION_RELU = 1,   /**< y = max(0, x W^T + b). */
+  SHARDREC_ACTIVATION_SIGMOID = 2 /**< y = 1 / (1 + exp(-(x W^T + b))). */
+} shardrec_activation_t;
+
+/**
+ * A parameter tensor of a dense layer. The pointers are borrowed: they stay valid until the
+ * layer is destroyed or the tensor is rebound.
+ */
+typedef struct shardrec_dense_tensor {
+  const char* name; /**< E.g. "bottom.0.weight"; owned by the layer. */
+  float* param;     /**< count parameters. */
+  float* grad;      /**< count gradients, accumulated by backward. */
+  int64_t count;    /**< Number of elements. */
+} shardrec_dense_tensor_t;
+
+/**
+ * Called by a backward pass once tensor @p tensor's gradient is final (last layer first), so a
+ * bucketer can start averaging it while the rest of the backward runs: pass
+ * shardrec_ddp_mark_ready through it. Runs on the calling thread, inside the backward call.
+ */
+typedef void (*shardrec_grad_ready_fn)(size_t tensor, void* user);
+
+/**
+ * Sets the number of threads OpenBLAS uses for the dense layers' GEMMs. The setting is
+ * PROCESS-WIDE (it is OpenBLAS's). When several ranks run as threads of one process, set it to
+ * 1: each rank's multi-threaded GEMMs would otherwise oversubscribe the cores (8x slower top-MLP
+ * forward measured with 4 rank threads on 2 cores). Default: OpenBLAS's (OPENBLAS_NUM_THREADS
+ * or the core count).
+ * @return SHARDREC_OK; SHARDREC_EINVAL if @p threads < 1. Call it while no dense layer runs.
+ */
+SHARDREC_API shardrec_status_t shardrec_dense_set_blas_threads(int32_t threads);
+
+/** The current OpenBLAS thread count. @return SHARDREC_OK; SHARDREC_EINVAL for NULL. */
+SHARDREC_API shardrec_status_t shardrec_dense_blas_threads(int32_t* out);
+
+/* ---------------------------------------------------------------------------------------- */
+
+#define SHARDREC_MLP_OPTIONS_VERSION 1u
+
+/** Options of shardrec_mlp_create. */
+typedef struct shardrec_mlp_options {
+  uint32_t version;            /**< SHARDREC_MLP_OPTIONS_VERSION. */
+  int64_t in_features;         /**< Width of the input; >= 1. */
+  const int64_t* out_features; /**< num_layers widths, each >= 1; copied. */
+  const int32_t* activations;  /**< num_layers shardrec_activation_t; NULL: ReLU on every
+                                    layer but the last, which has none. Copied. */
+  int32_t num_layers;          /**< >= 1. */
+  uint64_t seed;               /**< Initial-value seed (same on every rank). */
+  const char* name;            /**< Prefix of the tensor names; NULL or "" means "mlp". */
+} shardrec_mlp_options_t;
+
+#define SHARDREC_MLP_OPTIONS_INIT \
+  { SHARDREC_MLP_OPTIONS_VERSION, 0, NULL, NULL, 0, 0, NULL }
+
+/**
+ * Fills @p options with the defaults for struct version @p version.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_mlp_options_init(shardrec_mlp_options_t* options,
+                                                         uint32_t version);
+
+/**
+ * Creates an MLP. Its tensors are, per layer l, "<name>.<l>.weight" [out, in] (row-major) then
+ * "<name>.<l>.bias" [out]: tensor 2l and 2l+1.
+ * @param out     [out] The new MLP; *out is NULL on failure. Destroy with shardrec_mlp_destroy.
+ * @param options Must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (bad width, activation, count); SHARDREC_ENOMEM.
+ */
+SHARDREC_API shardrec_status_t shardrec_mlp_create(shardrec_mlp_t** out,
+                                                   const shardrec_mlp_options_t* options);
+
+/** Destroys @p mlp; NULL is a no-op. Rebound external storage is not freed. */
+SHARDREC_API void shardrec_mlp_destroy(shardrec_mlp_t* mlp);
+
+/**
+ * Input and output widths.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL mlp. Either out pointer may be NULL.
+ */
+SHARDREC_API shardrec_status_t shardrec_mlp_dims(const shardrec_mlp_t* mlp, int64_t* in_features,
+                                                 int64_t* out_features);
+
+/**
+ * Forward pass: y[batch, out] from x[batch, in] (row-major). The MLP keeps each layer's output
+ * for the next backward; @p x is read again by the backward and must stay valid and unchanged
+ * until then.
+ * @param y_len Elements available at @p y; must be >= batch * out_features.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (NULL buffers, batch < 0, y too small); nothing changes
+ *         on error.
+ */
+SHARDREC_API shardrec_status_t shardrec_mlp_forward(shardrec_mlp_t* mlp, const float* x,
+                                                    int64_t batch, float* y, int64_t y_len);
+
+/**
+ * Backward pass of the last forward: accumulates every parameter gradient from dy[batch, out]
+ * and writes dx[batch, in] when @p dx is not NULL (the first layer of a model needs none).
+ * @param on_ready Optional; called for each tensor once its gradient is final, last layer first
+ *                 (bias then weight).
+ * @return SHARDREC_OK; SHARDREC_EINVAL (NULL dy); SHARDREC_EUSAGE (no forward before).
+ */
+SHARDREC_API shardrec_status_t shardrec_mlp_backward(shardrec_mlp_t* mlp, const float* dy,
+                                                     float* dx, shardrec_grad_ready_fn on_ready,
+                                                     void* user);
+
+/** Sets every gradient of @p mlp to zero. @return SHARDREC_OK; SHARDREC_EINVAL for NULL. */
+SHARDREC_API shardrec_status_t shardrec_mlp_zero_grad(shardrec_mlp_t* mlp);
+
+/** Number of tensors (2 per layer). @return SHARDREC_OK; SHARDREC_EINVAL for NULL. */
+SHARDREC_API shardrec_status_t shardrec_mlp_num_tensors(const shardrec_mlp_t* mlp, size_t* out);
+
+/**
+ * Describes tensor @p index.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (NULL, index out of range).
+ */
+SHARDREC_API shardrec_status_t shardrec_mlp_tensor(const shardrec_mlp_t* mlp, size_t index,
+                                                   shardrec_dense_tensor_t* out);
+
+/**
+ * Points tensor @p index at caller storage of `count` floats: @p param (its current values are
+ * used as they are, not copied from the old storage) and/or @p grad (NULL keeps that side).
+ * Typical use: grad = shardrec_ddp_grad(...), so the backward writes into the bucket. The
+ * storage must outlive the MLP or a later rebind.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (NULL mlp, index out of range).
+ */
+SHARDREC_API shardrec_status_t shardrec_mlp_bind_tensor(shardrec_mlp_t* mlp, size_t index,
+                                                        float* param, float* grad);
+
+/* ---------------------------------------------------------------------------------------- */
+
+/**
+ * Creates a low-rank DCN-v2 cross network (as in the MLPerf DLRM-DCNv2 reference): with x0 the
+ * input [B, width], layer l computes x_{l+1} = x0 * (W_l (V_l x_l) + b_l) + x_l (element-wise
+ * product). Tensors per layer: "<name>.<l>.V.weight" [rank, width], "<name>.<l>.W.weight"
+ * [width, rank], "<name>.<l>.W.bias" [width] (3l, 3l+1, 3l+2).
+ * @param name NULL or "" means "cross".
+ * @return SHARDREC_OK; SHARDREC_EINVAL (width, layers or rank < 1); SHARDREC_ENOMEM.
+ */
+SHARDREC_API shardrec_status_t shardrec_dcn_create(shardrec_dcn_t** out, int64_t width,
+                                                   int32_t num_layers, int64_t rank, uint64_t seed,
+                                                   const char* name);
+
+/** Destroys @p dcn; NULL is a no-op. */
+SHARDREC_API void shardrec_dcn_destroy(shardrec_dcn_t* dcn);
+
+/**
+ * Forward: y[batch, width] from x0[batch, width]. x0 must stay valid until the backward.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (NULL buffers, batch < 0, y_len < batch * width).
+ */
+SHARDREC_API shardrec_status_t shardrec_dcn_forward(shardrec_dcn_t* dcn, const float* x0,
+                                                    int64_t batch, float* y, int64_t y_len);
+
+/**
+ * Backward of the last forward: accumulates parameter gradients and writes dx0[batch, width]
+ * (required: the cross network's input is the bottom MLP's output and embeddings).
+ * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EUSAGE (no forward before).
+ */
+SHARDREC_API shardrec_status_t shardrec_dcn_backward(shardrec_dcn_t* dcn, const float* dy,
+                                                     float* dx0, shardrec_grad_ready_fn on_ready,
+                                                     void* user);
+
+/** Zeroes every gradient. @return SHARDREC_OK; SHARDREC_EINVAL for NULL. */
+SHARDREC_API shardrec_status_t shardrec_dcn_zero_grad(shardrec_dcn_t* dcn);
+
+/** Number of tensors (3 per layer). */
+SHARDREC_API shardrec_status_t shardrec_dcn_num_tensors(const shardrec_dcn_t* dcn, size_t* out);
+
+/** Describes tensor @p index. @return SHARDREC_OK; SHARDREC_EINVAL. */
+SHARDREC_API shardrec_status_t shardrec_dcn_tensor(const shardrec_dcn_t* dcn, size_t index,
+                                                   shardrec_dense_tensor_t* out);
+
+/** As shardrec_mlp_bind_tensor. */
+SHARDREC_API shardrec_status_t shardrec_dcn_bind_tensor(shardrec_dcn_t* dcn, size_t index,
+                                                        float* param, float* grad);
+
+/* ---------------------------------------------------------------------------------------- */
+
+/**
+ * Output width of the dot interaction over @p num_sparse embeddings of width @p dim plus the
+ * dense vector: dim + F (F + 1) / 2 with F = num_sparse.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (num_sparse < 0, dim < 1, NULL out). Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_dot_interaction_width(int64_t num_sparse, int64_t dim,
+                                                              int64_t* out);
+
+/**
+ * DLRM's dot interaction: from dense[batch, dim] and emb[batch, num_sparse * dim] (features one
+ * after another, as the pooled output of a collection whose tables all have width dim), writes
+ * out[batch, width]: the dense vector, then the dot products of every pair (i, j), i > j, in
+ * row-major order of the strictly lower triangle, vector 0 being the dense one.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (NULL, negative sizes, out_len too small). Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_dot_interaction_forward(const float* dense,
+                                                                const float* emb, int64_t batch,
+                                                                int64_t num_sparse, int64_t dim,
+                                                                float* out, int64_t out_len);
+
+/**
+ * Gradients of the dot interaction's inputs from dout[batch, width]: d_dense[batch, dim] and
+ * d_emb[batch, num_sparse * dim] are overwritten.
+ * @return SHARDREC_OK; SHARDREC_EINVAL. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_dot_interaction_backward(const float* dense,
+                                                                 const float* emb,
+                                                                 const float* dout, int64_t batch,
+                                                                 int64_t num_sparse, int64_t dim,
+                                                                 float* d_dense, float* d_emb);
+
+/**
+ * Sigmoid + binary cross-entropy on logits, computed stably (no overflow for large |logit|):
+ * loss = sum_i [max(z, 0) - z y + log(1 + exp(-|z|))] / normalizer, and
+ * dlogits[i] = (sigmoid(z_i) - y_i) / normalizer. normalizer is usually the batch size; in
+ * data-parallel training use the LOCAL batch size (the bucketer averages over ranks).
+ * @param labels  n values, each 0 or 1.
+ * @param loss    [out] Optional (NULL skips).
+ * @param dlogits [out] Optional n gradients (NULL skips).
+ * @return SHARDREC_OK; SHARDREC_EINVAL (a label not 0/1, normalizer <= 0, NULL). Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_bce_with_logits(const float* logits, const float* labels,
+                                                        int64_t n, double normalizer, double* loss,
+                                                        float* dlogits);
+
+/* ---------------------------------------------------------------------------------------- */
+
+/**
+ * Creates a dense optimizer from the same config struct as the fused embedding optimizers, with
+ * the same per-element rules: SGD, Adagrad, Adam (AdamW = Adam with
+ * SHARDREC_WEIGHT_DECAY_DECOUPLED). Row-wise types and LAMB are refused (SHARDREC_EINVAL).
+ * State ("momentum1", "momentum2") is kept per tensor position and sized at the first step.
+ * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_ENOMEM.
+ */
+SHARDREC_API shardrec_status_t shardrec_dense_optimizer_create(
+    shardrec_dense_optimizer_t** out, const shardrec_optimizer_config_t* config);
+
+/** Destroys @p opt; NULL is a no-op. */
+SHARDREC_API void shardrec_dense_optimizer_destroy(shardrec_dense_optimizer_t* opt);
+
+/**
+ * One step over @p tensors (param updated from grad, element-wise). The list must have the same
+ * length and counts at every step; a changed list is refused before anything changes.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (NULL, changed shapes, NULL pointers in a tensor).
+ */
+SHARDREC_API shardrec_status_t shardrec_dense_optimizer_step(shardrec_dense_optimizer_t* opt,
+                                                             const shardrec_dense_tensor_t* tensors,
+                                                             size_t num_tensors);
+
+/** Sets the learning rate for the following steps (schedules). @return SHARDREC_EINVAL if < 0. */
+SHARDREC_API shardrec_status_t
+shardrec_dense_optimizer_set_learning_rate(shardrec_dense_optimizer_t* opt, float learning_rate);
+
+/**
+ * Optimizer state of tensor position @p tensor: @p which 0 is "momentum1", 1 "momentum2".
+ * *data is NULL and *count 0 before the first step or when the type has no such state. The
+ * pointer is owned by the optimizer (valid until its destruction) and may be written (restore
+ * from a checkpoint).
+ * @return SHARDREC_OK; SHARDREC_EINVAL (NULL, tensor or which out of range).
+ */
+SHARDREC_API shardrec_status_t shardrec_dense_optimizer_state(shardrec_dense_optimizer_t* opt,
+                                                              size_t tensor, int32_t which,
+                                                              float** data, int64_t* count);
+
+/** Steps taken so far (Adam's bias correction uses it). @return SHARDREC_OK; SHARDREC_EINVAL. */
+SHARDREC_API shardrec_status_t shardrec_dense_optimizer_steps(const shardrec_dense_optimizer_t* opt,
+                                                              int64_t* steps);
+
+/** Sets the step count (restoring a checkpoint). @return SHARDREC_OK; SHARDREC_EINVAL (< 0). */
+SHARDREC_API shardrec_status_t shardrec_dense_optimizer_set_steps(shardrec_dense_optimizer_t* opt,
+                                                                  int64_t steps);
+
+SHARDREC_END_DECL
+
+#endif /* SHARDREC_DENSE_H_ */

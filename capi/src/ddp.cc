@@ -1,0 +1,299 @@
+// C API of data-parallel dense training (shardrec/ddp.h): thin wrappers over impl/ddp.
+#include "shardrec/ddp.h"
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "capi/src/embedding_convert.h"
+#include "capi/src/guard.h"
+#include "capi/src/handles.h"
+#include "capi/src/versioned.h"
+#include "impl/ddp/bucketer.h"
+#include "impl/ddp/sharded.h"
+
+struct shardrec_ddp {
+  std::unique_ptr<shardrec::ddp::Bucketer> impl;
+  mutable std::atomic<bool> busy{false};
+};
+
+struct shardrec_fsdp {
+  std::unique_ptr<shardrec::ddp::ShardedParams> impl;
+  mutable std::atomic<bool> busy{false};
+};
+
+namespace shardrec::capi {
+namespace {
+
+static_assert(SHARDREC_DDP_COMPRESSION_BF16 == static_cast<int>(ddp::Compression::kBFloat16));
+
+template <typename H>
+Status CheckHandle(const H* h, const char* what) {
+  if (h == nullptr || !h->impl) return Status::InvalidArgument(what, " must not be NULL");
+  return Status::Ok();
+}
+
+Status ToDdpOptions(const shardrec_ddp_options_t* o, ddp::DdpOptions* out) {
+  *out = ddp::DdpOptions();
+  if (o == nullptr) return Status::Ok();
+  SR_RETURN_IF_ERROR(CheckStructVersion(o->version, SHARDREC_DDP_OPTIONS_VERSION, "options"));
+  if (o->first_bucket_bytes < 0 || o->bucket_cap_bytes < 0) {
+    return Status::InvalidArgument("DDP options: bucket caps ", o->first_bucket_bytes, " and ",
+                                   o->bucket_cap_bytes, " must be >= 0 (0 is the default)");
+  }
+  if (o->compression != SHARDREC_DDP_COMPRESSION_NONE &&
+      o->compression != SHARDREC_DDP_COMPRESSION_BF16) {
+    return Status::InvalidArgument("DDP options: unknown compression ", o->compression);
+  }
+  if (o->first_bucket_bytes > 0) out->first_bucket_bytes = o->first_bucket_bytes;
+  if (o->bucket_cap_bytes > 0) out->bucket_cap_bytes = o->bucket_cap_bytes;
+  out->compression = static_cast<ddp::Compression>(o->compression);
+  return Status::Ok();
+}
+
+Status CheckComm(const shardrec_comm_t* comm) {
+  if (comm == nullptr || !comm->impl) return Status::InvalidArgument("comm must not be NULL");
+  return Status::Ok();
+}
+
+}  // namespace
+}  // namespace shardrec::capi
+
+using shardrec::Status;
+using shardrec::capi::CheckHandle;
+using shardrec::capi::CheckNotNull;
+using shardrec::capi::ExclusiveUse;
+using shardrec::capi::Guard;
+
+extern "C" {
+
+SHARDREC_API shardrec_status_t shardrec_ddp_options_init(shardrec_ddp_options_t* options,
+                                                         uint32_t version) {
+  const shardrec_ddp_options_t d = SHARDREC_DDP_OPTIONS_INIT;
+  return shardrec::capi::InitStruct(options, version, SHARDREC_DDP_OPTIONS_VERSION, d, "options");
+}
+
+SHARDREC_API shardrec_status_t shardrec_ddp_create(shardrec_ddp_t** out, shardrec_comm_t* comm,
+                                                   const int64_t* counts, size_t n,
+                                                   const shardrec_ddp_options_t* options) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = nullptr;
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckComm(comm));
+    if (n > 0) SR_RETURN_IF_ERROR(CheckNotNull(counts, "counts"));
+    shardrec::ddp::DdpOptions o;
+    SR_RETURN_IF_ERROR(shardrec::capi::ToDdpOptions(options, &o));
+    auto h = std::make_unique<shardrec_ddp>();
+    SR_RETURN_IF_ERROR(shardrec::ddp::Bucketer::Create(
+        comm->impl, std::vector<int64_t>(counts, counts + n), o, &h->impl));
+    *out = h.release();
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API void shardrec_ddp_destroy(shardrec_ddp_t* ddp) { delete ddp; }
+
+SHARDREC_API shardrec_status_t shardrec_ddp_grad(const shardrec_ddp_t* ddp, size_t index,
+                                                 float** out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(ddp, "ddp"));
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    if (index >= ddp->impl->num_tensors()) {
+      return Status::InvalidArgument("gradient ", index, " out of range (",
+                                     ddp->impl->num_tensors(), " registered)");
+    }
+    *out = ddp->impl->Grad(index);
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_ddp_set_external(shardrec_ddp_t* ddp, size_t index,
+                                                         float* grad) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(ddp, "ddp"));
+    ExclusiveUse use(ddp->busy, "bucketer");
+    SR_RETURN_IF_ERROR(use.status());
+    return ddp->impl->SetExternal(index, grad);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_ddp_zero_grad(shardrec_ddp_t* ddp) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(ddp, "ddp"));
+    ExclusiveUse use(ddp->busy, "bucketer");
+    SR_RETURN_IF_ERROR(use.status());
+    ddp->impl->ZeroGrad();
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_ddp_mark_ready(shardrec_ddp_t* ddp, size_t index) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(ddp, "ddp"));
+    ExclusiveUse use(ddp->busy, "bucketer");
+    SR_RETURN_IF_ERROR(use.status());
+    return ddp->impl->MarkReady(index);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_ddp_finish(shardrec_ddp_t* ddp) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(ddp, "ddp"));
+    ExclusiveUse use(ddp->busy, "bucketer");
+    SR_RETURN_IF_ERROR(use.status());
+    return ddp->impl->Finish();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_ddp_set_sync(shardrec_ddp_t* ddp, int32_t enabled) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(ddp, "ddp"));
+    ExclusiveUse use(ddp->busy, "bucketer");
+    SR_RETURN_IF_ERROR(use.status());
+    ddp->impl->set_sync(enabled != 0);
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_ddp_stats(const shardrec_ddp_t* ddp,
+                                                  shardrec_ddp_stats_t* out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(ddp, "ddp"));
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    const auto& s = ddp->impl->stats();
+    out->steps = s.steps;
+    out->buckets = static_cast<int64_t>(ddp->impl->buckets().size());
+    out->comm_seconds = s.comm_seconds;
+    out->exposed_seconds = s.exposed_seconds;
+    out->bytes_reduced = s.bytes_reduced;
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_ddp_bucket(const shardrec_ddp_t* ddp, size_t bucket,
+                                                   size_t* out, size_t capacity, size_t* size) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(ddp, "ddp"));
+    const auto& buckets = ddp->impl->buckets();
+    if (bucket >= buckets.size()) {
+      return Status::InvalidArgument("bucket ", bucket, " out of range (", buckets.size(),
+                                     " buckets)");
+    }
+    const auto& b = buckets[bucket];
+    if (size != nullptr) *size = b.size();
+    if (out == nullptr && capacity == 0) return Status::Ok();
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    if (capacity < b.size()) {
+      return Status::InvalidArgument("bucket ", bucket, " holds ", b.size(),
+                                     " tensors; capacity is ", capacity);
+    }
+    for (size_t i = 0; i < b.size(); ++i) out[i] = b[i];
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_fsdp_create(shardrec_fsdp_t** out, shardrec_comm_t* comm,
+                                                    const int64_t* unit_counts,
+                                                    const float* const* initial, size_t n,
+                                                    const shardrec_optimizer_config_t* optimizer) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = nullptr;
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckComm(comm));
+    SR_RETURN_IF_ERROR(CheckNotNull(optimizer, "optimizer"));
+    if (n > 0) {
+      SR_RETURN_IF_ERROR(CheckNotNull(unit_counts, "unit_counts"));
+      SR_RETURN_IF_ERROR(CheckNotNull(initial, "initial"));
+    }
+    std::vector<const float*> init(initial, initial + n);
+    for (size_t u = 0; u < n; ++u) {
+      if (init[u] == nullptr) return Status::InvalidArgument("initial[", u, "] is NULL");
+    }
+    shardrec::optim::OptimizerConfig oc;
+    SR_RETURN_IF_ERROR(shardrec::capi::ToOptimizer(optimizer, &oc));
+    auto h = std::make_unique<shardrec_fsdp>();
+    SR_RETURN_IF_ERROR(shardrec::ddp::ShardedParams::Create(
+        comm->impl, std::vector<int64_t>(unit_counts, unit_counts + n), init, oc, &h->impl));
+    *out = h.release();
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API void shardrec_fsdp_destroy(shardrec_fsdp_t* fsdp) { delete fsdp; }
+
+SHARDREC_API shardrec_status_t shardrec_fsdp_gather(shardrec_fsdp_t* fsdp, size_t unit,
+                                                    int64_t prefetch, float** full) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(fsdp, "fsdp"));
+    SR_RETURN_IF_ERROR(CheckNotNull(full, "full"));
+    ExclusiveUse use(fsdp->busy, "sharded parameters");
+    SR_RETURN_IF_ERROR(use.status());
+    return fsdp->impl->Gather(unit, prefetch, full);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_fsdp_release(shardrec_fsdp_t* fsdp, size_t unit) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(fsdp, "fsdp"));
+    ExclusiveUse use(fsdp->busy, "sharded parameters");
+    SR_RETURN_IF_ERROR(use.status());
+    return fsdp->impl->Release(unit);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_fsdp_grad(shardrec_fsdp_t* fsdp, size_t unit,
+                                                  float** full) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(fsdp, "fsdp"));
+    SR_RETURN_IF_ERROR(CheckNotNull(full, "full"));
+    ExclusiveUse use(fsdp->busy, "sharded parameters");
+    SR_RETURN_IF_ERROR(use.status());
+    return fsdp->impl->Grad(unit, full);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_fsdp_reduce_grad(shardrec_fsdp_t* fsdp, size_t unit) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(fsdp, "fsdp"));
+    ExclusiveUse use(fsdp->busy, "sharded parameters");
+    SR_RETURN_IF_ERROR(use.status());
+    return fsdp->impl->ReduceGrad(unit);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_fsdp_step(shardrec_fsdp_t* fsdp) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(fsdp, "fsdp"));
+    ExclusiveUse use(fsdp->busy, "sharded parameters");
+    SR_RETURN_IF_ERROR(use.status());
+    return fsdp->impl->Step();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_fsdp_shard(shardrec_fsdp_t* fsdp, size_t unit, float** data,
+                                                   int64_t* offset, int64_t* count) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(fsdp, "fsdp"));
+    SR_RETURN_IF_ERROR(CheckNotNull(data, "data"));
+    if (unit >= fsdp->impl->num_units()) {
+      return Status::InvalidArgument("unit ", unit, " out of range (", fsdp->impl->num_units(),
+                                     " units)");
+    }
+    *data = fsdp->impl->shard(unit);
+    if (offset != nullptr) *offset = fsdp->impl->shard_offset(unit);
+    if (count != nullptr) *count = fsdp->impl->shard_count(unit);
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_fsdp_memory(const shardrec_fsdp_t* fsdp, int64_t* current,
+                                                    int64_t* peak) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(fsdp, "fsdp"));
+    if (current != nullptr) *current = fsdp->impl->memory_bytes();
+    if (peak != nullptr) *peak = fsdp->impl->peak_memory_bytes();
+    return Status::Ok();
+  });
+}
+
+}  // extern "C"

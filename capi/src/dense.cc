@@ -1,0 +1,438 @@
+// C API of the dense layers (shardrec/dense.h): thin wrappers over impl/dense.
+#include "shardrec/dense.h"
+
+#include <atomic>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "capi/src/embedding_convert.h"
+#include "capi/src/guard.h"
+#include "capi/src/versioned.h"
+#include "impl/dense/gemm.h"
+#include "impl/dense/interaction.h"
+#include "impl/dense/mlp.h"
+#include "impl/dense/optimizer.h"
+
+struct shardrec_mlp {
+  std::unique_ptr<shardrec::dense::Mlp> impl;
+  mutable std::atomic<bool> busy{false};
+};
+
+struct shardrec_dcn {
+  std::unique_ptr<shardrec::dense::DcnCross> impl;
+  mutable std::atomic<bool> busy{false};
+};
+
+struct shardrec_dense_optimizer {
+  std::unique_ptr<shardrec::dense::DenseOptimizer> impl;
+  mutable std::atomic<bool> busy{false};
+};
+
+namespace shardrec::capi {
+namespace {
+
+static_assert(SHARDREC_ACTIVATION_SIGMOID == static_cast<int>(dense::Activation::kSigmoid));
+
+// One host context for every dense call: OpenBLAS threads the GEMMs itself.
+const ExecContext& HostContext() {
+  static const ExecContext ctx;
+  return ctx;
+}
+
+template <typename H>
+Status CheckHandle(const H* h, const char* what) {
+  if (h == nullptr || !h->impl) return Status::InvalidArgument(what, " must not be NULL");
+  return Status::Ok();
+}
+
+std::function<void(size_t)> ToReady(shardrec_grad_ready_fn fn, void* user) {
+  if (fn == nullptr) return {};
+  return [fn, user](size_t i) { fn(i, user); };
+}
+
+void ToCTensor(const dense::DenseTensor& t, shardrec_dense_tensor_t* out) {
+  out->name = t.name.c_str();
+  out->param = t.param;
+  out->grad = t.grad;
+  out->count = t.count;
+}
+
+Status CheckOutput(int64_t batch, int64_t width, int64_t len, const char* what) {
+  if (batch < 0) return Status::InvalidArgument("batch size ", batch, " must be >= 0");
+  if (width > 0 && batch > INT64_MAX / width) {
+    return Status::InvalidArgument("batch size ", batch, " overflows");
+  }
+  if (len < batch * width) {
+    return Status::InvalidArgument(what, " holds ", len, " floats; ", batch * width,
+                                   " are needed (batch ", batch, " x width ", width, ")");
+  }
+  return Status::Ok();
+}
+
+Status TensorAt(const std::vector<dense::DenseTensor>& ts, size_t i, shardrec_dense_tensor_t* out) {
+  SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  if (i >= ts.size()) {
+    return Status::InvalidArgument("tensor ", i, " out of range (", ts.size(), " tensors)");
+  }
+  ToCTensor(ts[i], out);
+  return Status::Ok();
+}
+
+}  // namespace
+}  // namespace shardrec::capi
+
+using shardrec::Status;
+using shardrec::capi::CheckHandle;
+using shardrec::capi::CheckNotNull;
+using shardrec::capi::ExclusiveUse;
+using shardrec::capi::Guard;
+using shardrec::capi::HostContext;
+
+extern "C" {
+
+SHARDREC_API shardrec_status_t shardrec_dense_set_blas_threads(int32_t threads) {
+  return Guard([&] { return shardrec::dense::SetBlasThreads(threads); });
+}
+
+SHARDREC_API shardrec_status_t shardrec_dense_blas_threads(int32_t* out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = shardrec::dense::BlasThreads();
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_mlp_options_init(shardrec_mlp_options_t* options,
+                                                         uint32_t version) {
+  const shardrec_mlp_options_t d = SHARDREC_MLP_OPTIONS_INIT;
+  return shardrec::capi::InitStruct(options, version, SHARDREC_MLP_OPTIONS_VERSION, d, "options");
+}
+
+SHARDREC_API shardrec_status_t shardrec_mlp_create(shardrec_mlp_t** out,
+                                                   const shardrec_mlp_options_t* o) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = nullptr;
+    SR_RETURN_IF_ERROR(CheckNotNull(o, "options"));
+    SR_RETURN_IF_ERROR(
+        shardrec::capi::CheckStructVersion(o->version, SHARDREC_MLP_OPTIONS_VERSION, "options"));
+    if (o->num_layers < 1 || o->num_layers > 4096) {
+      return Status::InvalidArgument("MLP: num_layers ", o->num_layers, " (must be 1..4096)");
+    }
+    SR_RETURN_IF_ERROR(CheckNotNull(o->out_features, "options.out_features"));
+    std::vector<int64_t> outs(o->out_features, o->out_features + o->num_layers);
+    std::vector<shardrec::dense::Activation> acts;
+    for (int l = 0; l < o->num_layers; ++l) {
+      const int32_t a =
+          o->activations != nullptr
+              ? o->activations[l]
+              : (l + 1 < o->num_layers ? SHARDREC_ACTIVATION_RELU : SHARDREC_ACTIVATION_NONE);
+      if (!shardrec::dense::IsKnownActivation(a)) {
+        return Status::InvalidArgument("MLP: activation ", a, " of layer ", l, " is unknown");
+      }
+      acts.push_back(static_cast<shardrec::dense::Activation>(a));
+    }
+    const std::string name = o->name != nullptr && o->name[0] != '\0' ? o->name : "mlp";
+    auto h = std::make_unique<shardrec_mlp>();
+    SR_RETURN_IF_ERROR(
+        shardrec::dense::Mlp::Create(o->in_features, outs, acts, o->seed, name, &h->impl));
+    *out = h.release();
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API void shardrec_mlp_destroy(shardrec_mlp_t* mlp) { delete mlp; }
+
+SHARDREC_API shardrec_status_t shardrec_mlp_dims(const shardrec_mlp_t* mlp, int64_t* in,
+                                                 int64_t* out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
+    if (in != nullptr) *in = mlp->impl->in_dim();
+    if (out != nullptr) *out = mlp->impl->out_dim();
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_mlp_forward(shardrec_mlp_t* mlp, const float* x,
+                                                    int64_t batch, float* y, int64_t y_len) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
+    ExclusiveUse use(mlp->busy, "MLP");
+    SR_RETURN_IF_ERROR(use.status());
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckOutput(batch, mlp->impl->out_dim(), y_len, "y"));
+    if (batch > 0 && (x == nullptr || y == nullptr)) {
+      return Status::InvalidArgument("MLP forward: x and y must not be NULL");
+    }
+    return mlp->impl->Forward(HostContext(), x, batch, y);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_mlp_backward(shardrec_mlp_t* mlp, const float* dy,
+                                                     float* dx, shardrec_grad_ready_fn on_ready,
+                                                     void* user) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
+    ExclusiveUse use(mlp->busy, "MLP");
+    SR_RETURN_IF_ERROR(use.status());
+    return mlp->impl->Backward(HostContext(), dy, dx, shardrec::capi::ToReady(on_ready, user));
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_mlp_zero_grad(shardrec_mlp_t* mlp) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
+    ExclusiveUse use(mlp->busy, "MLP");
+    SR_RETURN_IF_ERROR(use.status());
+    mlp->impl->ZeroGrad();
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_mlp_num_tensors(const shardrec_mlp_t* mlp, size_t* out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = mlp->impl->tensors().size();
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_mlp_tensor(const shardrec_mlp_t* mlp, size_t index,
+                                                   shardrec_dense_tensor_t* out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
+    return shardrec::capi::TensorAt(mlp->impl->tensors(), index, out);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_mlp_bind_tensor(shardrec_mlp_t* mlp, size_t index,
+                                                        float* param, float* grad) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
+    ExclusiveUse use(mlp->busy, "MLP");
+    SR_RETURN_IF_ERROR(use.status());
+    return mlp->impl->BindTensor(index, param, grad);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_dcn_create(shardrec_dcn_t** out, int64_t width,
+                                                   int32_t num_layers, int64_t rank, uint64_t seed,
+                                                   const char* name) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = nullptr;
+    auto h = std::make_unique<shardrec_dcn>();
+    const std::string n = name != nullptr && name[0] != '\0' ? name : "cross";
+    SR_RETURN_IF_ERROR(
+        shardrec::dense::DcnCross::Create(width, num_layers, rank, seed, n, &h->impl));
+    *out = h.release();
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API void shardrec_dcn_destroy(shardrec_dcn_t* dcn) { delete dcn; }
+
+SHARDREC_API shardrec_status_t shardrec_dcn_forward(shardrec_dcn_t* dcn, const float* x0,
+                                                    int64_t batch, float* y, int64_t y_len) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(dcn, "dcn"));
+    ExclusiveUse use(dcn->busy, "DCN cross network");
+    SR_RETURN_IF_ERROR(use.status());
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckOutput(batch, dcn->impl->width(), y_len, "y"));
+    return dcn->impl->Forward(HostContext(), x0, batch, y);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_dcn_backward(shardrec_dcn_t* dcn, const float* dy,
+                                                     float* dx0, shardrec_grad_ready_fn on_ready,
+                                                     void* user) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(dcn, "dcn"));
+    ExclusiveUse use(dcn->busy, "DCN cross network");
+    SR_RETURN_IF_ERROR(use.status());
+    return dcn->impl->Backward(HostContext(), dy, dx0, shardrec::capi::ToReady(on_ready, user));
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_dcn_zero_grad(shardrec_dcn_t* dcn) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(dcn, "dcn"));
+    ExclusiveUse use(dcn->busy, "DCN cross network");
+    SR_RETURN_IF_ERROR(use.status());
+    dcn->impl->ZeroGrad();
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_dcn_num_tensors(const shardrec_dcn_t* dcn, size_t* out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(dcn, "dcn"));
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = dcn->impl->tensors().size();
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_dcn_tensor(const shardrec_dcn_t* dcn, size_t index,
+                                                   shardrec_dense_tensor_t* out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(dcn, "dcn"));
+    return shardrec::capi::TensorAt(dcn->impl->tensors(), index, out);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_dcn_bind_tensor(shardrec_dcn_t* dcn, size_t index,
+                                                        float* param, float* grad) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(dcn, "dcn"));
+    ExclusiveUse use(dcn->busy, "DCN cross network");
+    SR_RETURN_IF_ERROR(use.status());
+    return dcn->impl->BindTensor(index, param, grad);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_dot_interaction_width(int64_t num_sparse, int64_t dim,
+                                                              int64_t* out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    if (num_sparse < 0 || dim < 1 || num_sparse > (int64_t{1} << 20) || dim > (int64_t{1} << 24)) {
+      return Status::InvalidArgument("dot interaction: ", num_sparse, " features of width ", dim);
+    }
+    *out = shardrec::dense::DotInteractionWidth(num_sparse, dim);
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_dot_interaction_forward(const float* dense,
+                                                                const float* emb, int64_t batch,
+                                                                int64_t num_sparse, int64_t dim,
+                                                                float* out, int64_t out_len) {
+  return Guard([&] {
+    int64_t width = 0;
+    if (shardrec_dot_interaction_width(num_sparse, dim, &width) != SHARDREC_OK) {
+      return Status::InvalidArgument("dot interaction: ", num_sparse, " features of width ", dim);
+    }
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckOutput(batch, width, out_len, "out"));
+    if (batch > 0 && out == nullptr) return Status::InvalidArgument("out must not be NULL");
+    return shardrec::dense::DotInteractionForward(HostContext(), dense, emb, batch, num_sparse, dim,
+                                                  out);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_dot_interaction_backward(const float* dense,
+                                                                 const float* emb,
+                                                                 const float* dout, int64_t batch,
+                                                                 int64_t num_sparse, int64_t dim,
+                                                                 float* d_dense, float* d_emb) {
+  return Guard([&] {
+    int64_t width = 0;
+    if (shardrec_dot_interaction_width(num_sparse, dim, &width) != SHARDREC_OK) {
+      return Status::InvalidArgument("dot interaction: ", num_sparse, " features of width ", dim);
+    }
+    if (batch < 0) return Status::InvalidArgument("batch size ", batch, " must be >= 0");
+    if (batch > 0 && (dout == nullptr || d_dense == nullptr || d_emb == nullptr)) {
+      return Status::InvalidArgument("dot interaction backward: NULL gradient buffer");
+    }
+    return shardrec::dense::DotInteractionBackward(HostContext(), dense, emb, dout, batch,
+                                                   num_sparse, dim, d_dense, d_emb);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_bce_with_logits(const float* logits, const float* labels,
+                                                        int64_t n, double normalizer, double* loss,
+                                                        float* dlogits) {
+  return Guard(
+      [&] { return shardrec::dense::BceWithLogits(logits, labels, n, normalizer, loss, dlogits); });
+}
+
+SHARDREC_API shardrec_status_t shardrec_dense_optimizer_create(
+    shardrec_dense_optimizer_t** out, const shardrec_optimizer_config_t* config) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = nullptr;
+    SR_RETURN_IF_ERROR(CheckNotNull(config, "config"));
+    shardrec::optim::OptimizerConfig oc;
+    SR_RETURN_IF_ERROR(shardrec::capi::ToOptimizer(config, &oc));
+    auto h = std::make_unique<shardrec_dense_optimizer>();
+    SR_RETURN_IF_ERROR(shardrec::dense::DenseOptimizer::Create(oc, &h->impl));
+    *out = h.release();
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API void shardrec_dense_optimizer_destroy(shardrec_dense_optimizer_t* opt) { delete opt; }
+
+SHARDREC_API shardrec_status_t shardrec_dense_optimizer_step(shardrec_dense_optimizer_t* opt,
+                                                             const shardrec_dense_tensor_t* tensors,
+                                                             size_t n) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(opt, "optimizer"));
+    ExclusiveUse use(opt->busy, "dense optimizer");
+    SR_RETURN_IF_ERROR(use.status());
+    if (n > 0 && tensors == nullptr) return Status::InvalidArgument("tensors must not be NULL");
+    std::vector<shardrec::dense::DenseTensor> ts(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (tensors[i].count < 0 ||
+          (tensors[i].count > 0 && (tensors[i].param == nullptr || tensors[i].grad == nullptr))) {
+        return Status::InvalidArgument("tensor ", i, ": count ", tensors[i].count,
+                                       " with a NULL parameter or gradient");
+      }
+      ts[i].param = tensors[i].param;
+      ts[i].grad = tensors[i].grad;
+      ts[i].count = tensors[i].count;
+    }
+    return opt->impl->Step(ts);
+  });
+}
+
+SHARDREC_API shardrec_status_t
+shardrec_dense_optimizer_set_learning_rate(shardrec_dense_optimizer_t* opt, float lr) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(opt, "optimizer"));
+    if (!(lr >= 0.0f) || std::isinf(lr)) {
+      return Status::InvalidArgument("learning rate ", lr, " must be finite and >= 0");
+    }
+    opt->impl->set_learning_rate(lr);
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_dense_optimizer_state(shardrec_dense_optimizer_t* opt,
+                                                              size_t tensor, int32_t which,
+                                                              float** data, int64_t* count) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(opt, "optimizer"));
+    SR_RETURN_IF_ERROR(CheckNotNull(data, "data"));
+    SR_RETURN_IF_ERROR(CheckNotNull(count, "count"));
+    if (which < 0 || which > 1) return Status::InvalidArgument("state ", which, " (0 or 1)");
+    auto s = opt->impl->state(tensor, static_cast<size_t>(which));
+    *data = s.empty() ? nullptr : s.data();
+    *count = static_cast<int64_t>(s.size());
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_dense_optimizer_steps(const shardrec_dense_optimizer_t* opt,
+                                                              int64_t* steps) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(opt, "optimizer"));
+    SR_RETURN_IF_ERROR(CheckNotNull(steps, "steps"));
+    *steps = opt->impl->steps();
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_dense_optimizer_set_steps(shardrec_dense_optimizer_t* opt,
+                                                                  int64_t steps) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(opt, "optimizer"));
+    if (steps < 0) return Status::InvalidArgument("steps ", steps, " must be >= 0");
+    opt->impl->set_steps(steps);
+    return Status::Ok();
+  });
+}
+
+}  // extern "C"
