@@ -53,7 +53,7 @@ std::function<void(size_t)> ToReady(shardrec_grad_ready_fn fn, void* user) {
   return [fn, user](size_t i) { fn(i, user); };
 }
 
-void ToCTensor(const dense::DenseTensor& t, shardrec_dense_tensor_t* out) {
+void ToCTensor(const dense::DenseTensor& t, shardrec_dense_param_t* out) {
   out->name = t.name.c_str();
   out->param = t.param;
   out->grad = t.grad;
@@ -72,7 +72,7 @@ Status CheckOutput(int64_t batch, int64_t width, int64_t len, const char* what) 
   return Status::Ok();
 }
 
-Status TensorAt(const std::vector<dense::DenseTensor>& ts, size_t i, shardrec_dense_tensor_t* out) {
+Status TensorAt(const std::vector<dense::DenseTensor>& ts, size_t i, shardrec_dense_param_t* out) {
   SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
   if (i >= ts.size()) {
     return Status::InvalidArgument("tensor ", i, " out of range (", ts.size(), " tensors)");
@@ -201,7 +201,7 @@ SHARDREC_API shardrec_status_t shardrec_mlp_num_tensors(const shardrec_mlp_t* ml
 }
 
 SHARDREC_API shardrec_status_t shardrec_mlp_tensor(const shardrec_mlp_t* mlp, size_t index,
-                                                   shardrec_dense_tensor_t* out) {
+                                                   shardrec_dense_param_t* out) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
     return shardrec::capi::TensorAt(mlp->impl->tensors(), index, out);
@@ -277,7 +277,7 @@ SHARDREC_API shardrec_status_t shardrec_dcn_num_tensors(const shardrec_dcn_t* dc
 }
 
 SHARDREC_API shardrec_status_t shardrec_dcn_tensor(const shardrec_dcn_t* dcn, size_t index,
-                                                   shardrec_dense_tensor_t* out) {
+                                                   shardrec_dense_param_t* out) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckHandle(dcn, "dcn"));
     return shardrec::capi::TensorAt(dcn->impl->tensors(), index, out);
@@ -366,7 +366,7 @@ SHARDREC_API shardrec_status_t shardrec_dense_optimizer_create(
 SHARDREC_API void shardrec_dense_optimizer_destroy(shardrec_dense_optimizer_t* opt) { delete opt; }
 
 SHARDREC_API shardrec_status_t shardrec_dense_optimizer_step(shardrec_dense_optimizer_t* opt,
-                                                             const shardrec_dense_tensor_t* tensors,
+                                                             const shardrec_dense_param_t* tensors,
                                                              size_t n) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckHandle(opt, "optimizer"));

@@ -148,7 +148,7 @@ static shardrec_status_t make_dense(dlrm_t* m) {
   n = m->nb + m->nc + m->nt;
   if (n > MAX_TENSORS) return SHARDREC_EINVAL;
   for (i = 0; i < n; ++i) {
-    shardrec_dense_tensor_t t;
+    shardrec_dense_param_t t;
     TRY(dlrm_dense_tensor(m, i, &t));
     counts[i] = t.count;
   }
@@ -254,7 +254,7 @@ void dlrm_destroy(dlrm_t* m) {
 
 size_t dlrm_num_dense_tensors(const dlrm_t* m) { return m->nb + m->nc + m->nt; }
 
-shardrec_status_t dlrm_dense_tensor(const dlrm_t* m, size_t i, shardrec_dense_tensor_t* out) {
+shardrec_status_t dlrm_dense_tensor(const dlrm_t* m, size_t i, shardrec_dense_param_t* out) {
   if (i < m->nb) return shardrec_mlp_tensor(m->bottom, i, out);
   if (i < m->nb + m->nc) return shardrec_dcn_tensor(m->cross, i - m->nb, out);
   return shardrec_mlp_tensor(m->top, i - m->nb - m->nc, out);
@@ -341,7 +341,7 @@ shardrec_status_t dlrm_train_step(dlrm_t* m, const float* dense, const int64_t* 
   const double start = now_seconds();
   double t0, t1;
   ready_ctx_t ready_bottom = {m, 0}, ready_cross = {m, m->nb}, ready_top = {m, m->nb + m->nc};
-  shardrec_dense_tensor_t tensors[MAX_TENSORS];
+  shardrec_dense_param_t tensors[MAX_TENSORS];
   size_t i, n = dlrm_num_dense_tensors(m);
   int64_t b;
   TRY(bind_gradients(m));

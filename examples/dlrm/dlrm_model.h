@@ -88,8 +88,7 @@ shardrec_ddp_t* dlrm_ddp(dlrm_t* model);
 
 /* Every dense parameter tensor of the model (bottom, cross, top) in registration order. */
 size_t dlrm_num_dense_tensors(const dlrm_t* model);
-shardrec_status_t dlrm_dense_tensor(const dlrm_t* model, size_t index,
-                                    shardrec_dense_tensor_t* out);
+shardrec_status_t dlrm_dense_tensor(const dlrm_t* model, size_t index, shardrec_dense_param_t* out);
 
 /* Table name of sparse feature f ("t0", "t1", ...). */
 const char* dlrm_table_name(const dlrm_t* model, int f);

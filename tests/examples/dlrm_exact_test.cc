@@ -80,7 +80,7 @@ Snapshot Train(int world, int shard, int interaction, Snapshot* initial = nullpt
       s->dense.clear();
       s->tables.clear();
       for (size_t i = 0; i < dlrm_num_dense_tensors(m); ++i) {
-        shardrec_dense_tensor_t t;
+        shardrec_dense_param_t t;
         ASSERT_EQ(dlrm_dense_tensor(m, i, &t), SHARDREC_OK);
         s->dense.emplace_back(t.param, t.param + t.count);
       }

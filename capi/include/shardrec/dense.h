@@ -9,7 +9,7 @@
  * available through this header yet (see the README's GPU status). Forward and backward are
  * deterministic for a fixed OpenBLAS thread count.
  *
- * Parameters and gradients are exposed as flat tensors (shardrec_dense_tensor_t): a name, a
+ * Parameters and gradients are exposed as flat tensors (shardrec_dense_param_t): a name, a
  * parameter pointer, a gradient pointer and an element count. They may be rebound to storage the
  * caller or a gradient bucketer (ddp.h) owns, so gradients are produced directly in the
  * bucket that averages them. Backward ACCUMULATES into the gradients (+=); call `_zero_grad`
@@ -47,12 +47,12 @@ typedef enum shardrec_activation {
  * A parameter tensor of a dense layer. The pointers are borrowed: they stay valid until the
  * layer is destroyed or the tensor is rebound.
  */
-typedef struct shardrec_dense_tensor {
+typedef struct shardrec_dense_param {
   const char* name; /**< E.g. "bottom.0.weight"; owned by the layer. */
   float* param;     /**< count parameters. */
   float* grad;      /**< count gradients, accumulated by backward. */
   int64_t count;    /**< Number of elements. */
-} shardrec_dense_tensor_t;
+} shardrec_dense_param_t;
 
 /**
  * Called by a backward pass once tensor @p tensor's gradient is final (last layer first), so a
@@ -153,7 +153,7 @@ SHARDREC_API shardrec_status_t shardrec_mlp_num_tensors(const shardrec_mlp_t* ml
  * @return SHARDREC_OK; SHARDREC_EINVAL (NULL, index out of range).
  */
 SHARDREC_API shardrec_status_t shardrec_mlp_tensor(const shardrec_mlp_t* mlp, size_t index,
-                                                   shardrec_dense_tensor_t* out);
+                                                   shardrec_dense_param_t* out);
 
 /**
  * Points tensor @p index at caller storage of `count` floats: @p param (its current values are
@@ -206,7 +206,7 @@ SHARDREC_API shardrec_status_t shardrec_dcn_num_tensors(const shardrec_dcn_t* dc
 
 /** Describes tensor @p index. @return SHARDREC_OK; SHARDREC_EINVAL. */
 SHARDREC_API shardrec_status_t shardrec_dcn_tensor(const shardrec_dcn_t* dcn, size_t index,
-                                                   shardrec_dense_tensor_t* out);
+                                                   shardrec_dense_param_t* out);
 
 /** As shardrec_mlp_bind_tensor. */
 SHARDREC_API shardrec_status_t shardrec_dcn_bind_tensor(shardrec_dcn_t* dcn, size_t index,
@@ -280,7 +280,7 @@ SHARDREC_API void shardrec_dense_optimizer_destroy(shardrec_dense_optimizer_t* o
  * @return SHARDREC_OK; SHARDREC_EINVAL (NULL, changed shapes, NULL pointers in a tensor).
  */
 SHARDREC_API shardrec_status_t shardrec_dense_optimizer_step(shardrec_dense_optimizer_t* opt,
-                                                             const shardrec_dense_tensor_t* tensors,
+                                                             const shardrec_dense_param_t* tensors,
                                                              size_t num_tensors);
 
 /** Sets the learning rate for the following steps (schedules). @return SHARDREC_EINVAL if < 0. */
