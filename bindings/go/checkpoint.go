@@ -2,7 +2,11 @@
 // export/import of one full table as a safetensors file. Every call is collective.
 package shardrec
 
-import "runtime"
+import (
+	"runtime"
+
+	"shardrec.dev/shardrec/internal/swig"
+)
 
 // CheckpointOptions are the load options; the zero value refuses any mismatch.
 type CheckpointOptions struct {
@@ -15,10 +19,10 @@ type CheckpointOptions struct {
 	VerifyFirst bool
 }
 
-func withCheckpointOptions(opts *CheckpointOptions, fn func(Checkpoint_options) error) error {
-	o := NewCheckpoint_options()
-	defer DeleteCheckpoint_options(o)
-	if err := Checkpoint_options_init(o, uint(CHECKPOINT_OPTIONS_VERSION)); err != nil {
+func withCheckpointOptions(opts *CheckpointOptions, fn func(swig.Checkpoint_options) error) error {
+	o := swig.NewCheckpoint_options()
+	defer swig.DeleteCheckpoint_options(o)
+	if err := swig.Checkpoint_options_init(o, uint(swig.CHECKPOINT_OPTIONS_VERSION)); err != nil {
 		return err
 	}
 	if opts != nil {
@@ -39,8 +43,8 @@ func boolInt(b bool) int {
 // SaveCheckpoint writes the collection into directory dir atomically (collective).
 func (e *EmbeddingCollection) SaveCheckpoint(dir string) error {
 	defer runtime.KeepAlive(e)
-	return withCheckpointOptions(nil, func(o Checkpoint_options) error {
-		return Checkpoint_save(e.handle(), dir, o)
+	return withCheckpointOptions(nil, func(o swig.Checkpoint_options) error {
+		return swig.Checkpoint_save(e.handle(), dir, o)
 	})
 }
 
@@ -48,8 +52,8 @@ func (e *EmbeddingCollection) SaveCheckpoint(dir string) error {
 // (collective). nil options refuse any mismatch.
 func (e *EmbeddingCollection) LoadCheckpoint(dir string, opts *CheckpointOptions) error {
 	defer runtime.KeepAlive(e)
-	return withCheckpointOptions(opts, func(o Checkpoint_options) error {
-		return Checkpoint_load(e.handle(), dir, o)
+	return withCheckpointOptions(opts, func(o swig.Checkpoint_options) error {
+		return swig.Checkpoint_load(e.handle(), dir, o)
 	})
 }
 
@@ -57,8 +61,8 @@ func (e *EmbeddingCollection) LoadCheckpoint(dir string, opts *CheckpointOptions
 func (m *Mesh) SaveCheckpoint(coll *EmbeddingCollection, dir string) error {
 	defer runtime.KeepAlive(m)
 	defer runtime.KeepAlive(coll)
-	return withCheckpointOptions(nil, func(o Checkpoint_options) error {
-		return Checkpoint_save_mesh(m.handle(), coll.handle(), dir, o)
+	return withCheckpointOptions(nil, func(o swig.Checkpoint_options) error {
+		return swig.Checkpoint_save_mesh(m.handle(), coll.handle(), dir, o)
 	})
 }
 
@@ -66,20 +70,20 @@ func (m *Mesh) SaveCheckpoint(coll *EmbeddingCollection, dir string) error {
 func (m *Mesh) LoadCheckpoint(coll *EmbeddingCollection, dir string, opts *CheckpointOptions) error {
 	defer runtime.KeepAlive(m)
 	defer runtime.KeepAlive(coll)
-	return withCheckpointOptions(opts, func(o Checkpoint_options) error {
-		return Checkpoint_load_mesh(m.handle(), coll.handle(), dir, o)
+	return withCheckpointOptions(opts, func(o swig.Checkpoint_options) error {
+		return swig.Checkpoint_load_mesh(m.handle(), coll.handle(), dir, o)
 	})
 }
 
 // ExportTable writes one full table (and optionally its optimizer state) to a safetensors file.
 func (e *EmbeddingCollection) ExportTable(table, path string, withOptimizerState bool) error {
 	defer runtime.KeepAlive(e)
-	return Checkpoint_export_table(e.handle(), table, path, boolInt(withOptimizerState))
+	return swig.Checkpoint_export_table(e.handle(), table, path, boolInt(withOptimizerState))
 }
 
 // ImportTable reads one full table (F32/F16/BF16 "weights", optionally states) from a
 // safetensors file into this collection's shards.
 func (e *EmbeddingCollection) ImportTable(table, path string, withOptimizerState bool) error {
 	defer runtime.KeepAlive(e)
-	return Checkpoint_import_table(e.handle(), table, path, boolInt(withOptimizerState))
+	return swig.Checkpoint_import_table(e.handle(), table, path, boolInt(withOptimizerState))
 }

@@ -1,10 +1,14 @@
-// OpenBLAS behind the Gemm seam. sgemm takes int dimensions, so shapes are checked to fit: a
-// silently truncated dimension would compute on the wrong memory.
+// The host BLAS (opened on first use, blas_loader.h) behind the Gemm seam. sgemm takes int
+// dimensions, so shapes are checked to fit: a silently truncated dimension would compute on the
+// wrong memory.
 #include "impl/dense/gemm.h"
 
 #include <cblas.h>
 
 #include <limits>
+
+#include "impl/core/check.h"
+#include "impl/dense/blas_loader.h"
 
 namespace shardrec::dense {
 
@@ -19,13 +23,15 @@ Status Gemm(const ExecContext& ctx, bool trans_a, bool trans_b, int64_t m, int64
     return Status::InvalidArgument("GEMM shape ", m, "x", n, "x", k, " out of range");
   }
   if (m == 0 || n == 0) return Status::Ok();
+  const BlasApi* blas = nullptr;
+  SR_RETURN_IF_ERROR(LoadBlas(&blas));
   if (k == 0) {
     for (int64_t i = 0; i < m * n; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
     return Status::Ok();
   }
   const int lda = static_cast<int>(trans_a ? m : k);
   const int ldb = static_cast<int>(trans_b ? k : n);
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+  blas->sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
               static_cast<int>(k), alpha, a, lda, b, ldb, beta, c, static_cast<int>(n));
   return Status::Ok();
@@ -33,10 +39,19 @@ Status Gemm(const ExecContext& ctx, bool trans_a, bool trans_b, int64_t m, int64
 
 Status SetBlasThreads(int n) {
   if (n < 1) return Status::InvalidArgument("BLAS thread count ", n, " must be >= 1");
-  openblas_set_num_threads(n);
+  const BlasApi* blas = nullptr;
+  SR_RETURN_IF_ERROR(LoadBlas(&blas));
+  if (blas->set_threads == nullptr) {
+    return Status::Unsupported("the BLAS library in use has no thread control");
+  }
+  blas->set_threads(n);
   return Status::Ok();
 }
 
-int BlasThreads() { return openblas_get_num_threads(); }
+int BlasThreads() {
+  const BlasApi* blas = nullptr;
+  if (!LoadBlas(&blas).ok() || blas->get_threads == nullptr) return 1;
+  return blas->get_threads();
+}
 
 }  // namespace shardrec::dense

@@ -7,7 +7,11 @@ use shardrec::{
 };
 
 mod common;
-use common::{batch, plan, LOCAL_BATCH, TABLES};
+use common::{batch, plan_for, LOCAL_BATCH, TABLES};
+
+fn plan(world: i32) -> shardrec::Plan {
+    plan_for(world, OptimizerType::Adagrad)
+}
 
 fn adagrad() -> Optimizer {
     Optimizer::new(OptimizerType::Adagrad, 0.1)
