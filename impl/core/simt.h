@@ -20,7 +20,7 @@ inline constexpr int kWarpSize = 32;
 
 // Loops with a constant trip count in device bodies are unrolled, so small per-lane arrays stay
 // in registers (the compile gates refuse local memory).
-#if defined(__CUDACC__)
+#if defined(__CUDA_ARCH__)
 #define SHARDREC_UNROLL _Pragma("unroll")
 #else
 #define SHARDREC_UNROLL

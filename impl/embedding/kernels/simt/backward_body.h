@@ -55,11 +55,12 @@ struct BackwardArrays {
   DeviceStatus* status = nullptr;
 };
 
-// One bag of a run per lane (team of 1): keys, positions, gradient rows and factors of its ids.
+// One bag of a run per lane (team of 1): the keys and positions of its ids (GroupRows), or their
+// gradient rows and factors (step 2, which knows the gradient's layout).
 struct FillKeysOp {
   RunTable rt;
   BackwardArrays a;
-  const float* grads = nullptr;
+  bool keys = true;  // else sources
   int64_t grad_stride = 0;
   float scale = 1.0f;
 
@@ -84,10 +85,13 @@ struct FillKeysOp {
       const int64_t i1 = r.offsets != nullptr ? r.offsets[b + 1] : b + 1;
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t p = rt.first_pos[lo] + (i - base);
-        a.keys[p] = static_cast<uint64_t>(r.ids[i]);
-        a.pos[p] = static_cast<uint32_t>(p);
-        a.grad_off[p] = r.io_offset + b * grad_stride;
-        a.factor[p] = r.weights != nullptr ? scale * r.weights[i] : scale;
+        if (keys) {
+          a.keys[p] = static_cast<uint64_t>(r.ids[i]);
+          a.pos[p] = static_cast<uint32_t>(p);
+        } else {
+          a.grad_off[p] = r.io_offset + b * grad_stride;
+          a.factor[p] = r.weights != nullptr ? scale * r.weights[i] : scale;
+        }
       }
     });
   }

@@ -32,8 +32,7 @@ inline int BitWidth(uint64_t v) {
 
 // Step 1: keys, sort, run-length encoding, segment starts and hot chunk offsets.
 template <class Exec>
-void GroupSteps(Exec& ex, const RunTable& rt, const BackwardArrays& a, int64_t num_rows,
-                const float* grads, int64_t grad_stride, float scale) {
+void GroupSteps(Exec& ex, const RunTable& rt, const BackwardArrays& a, int64_t num_rows) {
   const int64_t n = a.n;
   ex.Zero(a.counts, sizeof(int64_t) * static_cast<size_t>(n + 1));
   ex.Zero(a.num_unique, sizeof(int64_t));
@@ -43,7 +42,7 @@ void GroupSteps(Exec& ex, const RunTable& rt, const BackwardArrays& a, int64_t n
     ex.Zero(a.hot_off, sizeof(int64_t) * 1);
     return;
   }
-  FillKeysOp fill{rt, a, grads, grad_stride, scale};
+  FillKeysOp fill{rt, a, true, 0, 1.0f};
   const int64_t bags = rt.first_bag[rt.num_runs];
   ex.Warps((bags + simt::kWarpSize - 1) / simt::kWarpSize, fill);
   const int end_bit = BitWidth(static_cast<uint64_t>(num_rows > 0 ? num_rows - 1 : 0));
@@ -58,9 +57,13 @@ void GroupSteps(Exec& ex, const RunTable& rt, const BackwardArrays& a, int64_t n
 // Step 2: every unique row's gradient in the shared order, then `sink` (the fused update or the
 // aggregated outputs).
 template <class Exec>
-void RowSteps(Exec& ex, const BackwardArrays& a, const float* grads, const RowSink& sink) {
+void RowSteps(Exec& ex, const RunTable& rt, const BackwardArrays& a, const float* grads,
+              int64_t grad_stride, float scale, const RowSink& sink) {
   const int64_t n = a.n;
   if (n == 0) return;
+  FillKeysOp sources{rt, a, false, grad_stride, scale};
+  const int64_t bags = rt.first_bag[rt.num_runs];
+  ex.Warps((bags + simt::kWarpSize - 1) / simt::kWarpSize, sources);
   const int per_warp = simt::kWarpSize / simt::TeamSizeForCols(a.cols);
   ShortRowsOp rows{a, sink, grads};
   ex.Warps((n + per_warp - 1) / per_warp, rows);

@@ -77,8 +77,8 @@ struct SimtBackward {
            int32_t cols, float scale, const RowSink& sink) {
     const RunTable rt = MakeRunTable(runs);
     a = mem.Make(rt.first_pos[rt.num_runs], cols);
-    GroupSteps(ex, rt, a, num_rows, grads, grad_stride, scale);
-    RowSteps(ex, a, grads, sink);
+    GroupSteps(ex, rt, a, num_rows);
+    RowSteps(ex, rt, a, grads, grad_stride, scale, sink);
   }
 };
 
