@@ -7,7 +7,6 @@
 #include "capi/src/guard.h"
 #include "impl/core/check.h"
 #include "impl/core/cuda_plugin.h"
-#include "impl/cuda_plugin/plugin_abi.h"
 #include "shardrec/device.h"
 
 namespace shardrec::capi {
@@ -16,7 +15,7 @@ namespace {
 Status DeviceCount(int32_t* out) {
   SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
   *out = 0;
-  core::CudaRuntime* rt = nullptr;
+  const core::CudaRuntime* rt = nullptr;
   Status s = core::GetCudaRuntime(&rt);
   // No GPU is an answer (0), not a failure; anything else is a real error.
   if (s.code() == Code::kNoDevice || s.code() == Code::kUnsupported) return Status::Ok();
@@ -42,13 +41,15 @@ Status PluginPath(size_t* path_len_out, char* buf, size_t buf_len) {
   if (buf == nullptr && buf_len != 0) {
     return Status::InvalidArgument("buf must not be NULL when buf_len is ", buf_len);
   }
-  void* sym = nullptr;
-  SR_RETURN_IF_ERROR(core::GetCudaPluginSymbol(cuda_plugin::kPluginPathSymbol, &sym));
-  const char* path = reinterpret_cast<cuda_plugin::PluginPathFn>(sym)();
-  const size_t len = path == nullptr ? 0 : std::strlen(path);
+  // Documented as "loaded and a device usable": a plugin without a device is an error here.
+  const core::CudaRuntime* rt = nullptr;
+  SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+  std::string path;
+  SR_RETURN_IF_ERROR(core::GetCudaPluginPath(&path));
+  const size_t len = path.size();
   if (buf_len > 0) {
     const size_t n = len < buf_len - 1 ? len : buf_len - 1;
-    if (n > 0) std::memcpy(buf, path, n);
+    if (n > 0) std::memcpy(buf, path.data(), n);
     buf[n] = '\0';
   }
   if (path_len_out != nullptr) *path_len_out = len;

@@ -46,9 +46,7 @@ Status Create(std::shared_ptr<Store> store, const std::string& prefix, int world
     return Status::InvalidArgument("rank ", rank, " is outside [0, ", world, ")");
   // An unusable GPU is reported the same way whichever backend would have driven it.
   SR_RETURN_IF_ERROR(core::CheckDevice(options.device));
-  const bool nccl = options.backend == Backend::kNccl ||
-                    (options.backend == Backend::kAuto && options.device.is_cuda());
-  if (nccl) {
+  if (UsesNccl(options)) {
     if (!options.device.is_cuda()) {
       return Status::InvalidArgument("the NCCL backend needs a CUDA device, got ",
                                      options.device.ToString());
@@ -68,6 +66,18 @@ Status Create(std::shared_ptr<Store> store, const std::string& prefix, int world
 }
 
 }  // namespace
+
+bool UsesNccl(const CommOptions& options) {
+  return options.backend == Backend::kNccl ||
+         (options.backend == Backend::kAuto && options.device.is_cuda());
+}
+
+Device LocalGroupDevice(const CommOptions& options, int rank) {
+  if (UsesNccl(options) && options.device.is_cuda()) {
+    return Device::Cuda(options.device.index + rank);
+  }
+  return options.device;
+}
 
 Status CreateCommunicator(std::shared_ptr<Store> store, const std::string& key_prefix, int world,
                           int rank, const CommOptions& options,
@@ -106,7 +116,9 @@ Status CreateLocalGroup(int n, const CommOptions& options,
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       try {
-        results[r] = Create(store, "local", n, r, local, "127.0.0.1", &comms[r]);
+        CommOptions mine = local;
+        mine.device = LocalGroupDevice(local, r);
+        results[r] = Create(store, "local", n, r, mine, "127.0.0.1", &comms[r]);
       } catch (const std::exception& e) {
         results[r] = Status::Internal("creating local rank ", r, ": ", e.what());
       }
@@ -114,7 +126,14 @@ Status CreateLocalGroup(int n, const CommOptions& options,
   }
   for (auto& t : threads) t.join();
   for (int r = 0; r < n; ++r) {
-    if (!results[r].ok()) return results[r].WithContext(StrCat("local group rank ", r));
+    if (results[r].ok()) continue;
+    std::string context = StrCat("local group rank ", r);
+    if (UsesNccl(local) && n > 1) {
+      context += StrCat(" (NCCL takes one GPU per rank: this group needs cuda:", local.device.index,
+                        "..cuda:", local.device.index + n - 1,
+                        "; for several ranks on one GPU choose the gloo backend)");
+    }
+    return results[r].WithContext(context);
   }
   *out = std::move(comms);
   return Status::Ok();

@@ -36,9 +36,18 @@ Status CreateCommunicatorFromUniqueId(const UniqueId& id, int world, int rank,
                                       const CommOptions& options,
                                       std::unique_ptr<Communicator>* out);
 
-// N communicators for N threads of this process (memory store, Gloo over loopback), created
-// concurrently on internal threads. All or nothing: on failure *out is left empty.
+// N communicators for N threads of this process (memory store), created concurrently on
+// internal threads. All or nothing: on failure *out is left empty. With NCCL (explicitly, or
+// automatically for a CUDA device) rank r runs on device.index + r, since NCCL refuses two ranks
+// of one communicator on the same GPU; with Gloo every rank uses `device` (several ranks on one
+// GPU, staged through host memory).
 Status CreateLocalGroup(int n, const CommOptions& options,
                         std::vector<std::unique_ptr<Communicator>>* out);
+
+// Whether `options` select the NCCL backend.
+bool UsesNccl(const CommOptions& options);
+
+// The device rank `rank` of a local group uses (see CreateLocalGroup).
+Device LocalGroupDevice(const CommOptions& options, int rank);
 
 }  // namespace shardrec::comm

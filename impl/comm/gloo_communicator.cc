@@ -123,7 +123,11 @@ GlooCommunicator::GlooCommunicator(const GlooConfig& config, std::shared_ptr<glo
   config_.gloo_device = gloo_device_;
 }
 
-GlooCommunicator::~GlooCommunicator() = default;
+GlooCommunicator::~GlooCommunicator() {
+  if (pinned_ == nullptr) return;
+  const core::CudaRuntime* cuda = nullptr;
+  if (core::GetCudaRuntime(&cuda).ok()) (void)cuda->FreeHost(pinned_);
+}
 
 void GlooCommunicator::set_timeout(std::chrono::milliseconds timeout) {
   if (timeout.count() > 0) timeout_.store(timeout);
@@ -193,31 +197,46 @@ Status GlooCommunicator::Run(const char* what, std::chrono::milliseconds timeout
 Status GlooCommunicator::Staged(
     const std::vector<HostBuf>& in, const std::vector<HostBuf>& out, Stream stream,
     const std::function<Status(std::vector<void*>&, std::vector<void*>&)>& fn) {
-  core::CudaRuntime* cuda = nullptr;
+  const core::CudaRuntime* cuda = nullptr;
   SR_RETURN_IF_ERROR(core::GetCudaRuntime(&cuda));
   const int dev = device_.index;
-  std::vector<std::vector<uint8_t>> in_host(in.size()), out_host(out.size());
+  const int64_t wait_ms = timeout_.load().count();
+  // One pinned region holds every input copy, then every output, each 64-byte aligned.
+  constexpr size_t kAlign = 64;
+  auto rounded = [](size_t b) { return (b + kAlign - 1) / kAlign * kAlign; };
+  size_t total = 0;
+  for (const HostBuf& b : in) total += rounded(b.bytes);
+  for (const HostBuf& b : out) total += rounded(b.bytes);
+  if (total > pinned_bytes_) {
+    if (pinned_ != nullptr) SR_RETURN_IF_ERROR(cuda->FreeHost(pinned_));
+    pinned_ = nullptr;
+    pinned_bytes_ = 0;
+    SR_RETURN_IF_ERROR(cuda->MallocHost(total, &pinned_));
+    pinned_bytes_ = total;
+  }
+  auto* base = static_cast<uint8_t*>(pinned_);
   std::vector<void*> in_ptrs, out_ptrs;
-  for (size_t i = 0; i < in.size(); ++i) {
-    in_host[i].resize(in[i].bytes);
-    if (in[i].bytes > 0) {
-      SR_RETURN_IF_ERROR(cuda->MemcpyAsync(dev, in_host[i].data(), in[i].ptr, in[i].bytes,
-                                           core::CopyKind::kDeviceToHost, stream));
+  for (const HostBuf& b : in) {
+    if (b.bytes > 0) {
+      SR_RETURN_IF_ERROR(
+          cuda->MemcpyAsync(dev, base, b.ptr, b.bytes, core::CopyKind::kDeviceToHost, stream));
     }
-    in_ptrs.push_back(in_host[i].data());
+    in_ptrs.push_back(base);
+    base += rounded(b.bytes);
   }
-  for (size_t i = 0; i < out.size(); ++i) {
-    out_host[i].resize(out[i].bytes);
-    out_ptrs.push_back(out_host[i].data());
+  for (const HostBuf& b : out) {
+    out_ptrs.push_back(base);
+    base += rounded(b.bytes);
   }
-  SR_RETURN_IF_ERROR(cuda->StreamSynchronize(dev, stream));
+  SR_RETURN_IF_ERROR(cuda->StreamWait(dev, stream, wait_ms));
   SR_RETURN_IF_ERROR(fn(in_ptrs, out_ptrs));
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i].bytes == 0) continue;
-    SR_RETURN_IF_ERROR(cuda->MemcpyAsync(dev, const_cast<void*>(out[i].ptr), out_host[i].data(),
+    SR_RETURN_IF_ERROR(cuda->MemcpyAsync(dev, const_cast<void*>(out[i].ptr), out_ptrs[i],
                                          out[i].bytes, core::CopyKind::kHostToDevice, stream));
   }
-  return cuda->StreamSynchronize(dev, stream);
+  // The pinned region is reused by the next call, so the copies out of it must be done.
+  return cuda->StreamWait(dev, stream, wait_ms);
 }
 
 Status GlooCommunicator::Split(int color, int key, std::unique_ptr<Communicator>* out) {

@@ -84,7 +84,8 @@ class GlooCommunicator : public Communicator {
   Status Run(const char* what, std::chrono::milliseconds timeout,
              const std::function<void()>& body);
   Status Poison(Status s);
-  // CUDA buffers: copy `in` to host, run `fn` on host copies, copy the host results to `out`.
+  // CUDA buffers: copy `in` to pinned host memory, run `fn` on the host copies, copy the host
+  // results to `out`; each stream wait is bounded by the communicator's timeout.
   Status Staged(const std::vector<HostBuf>& in, const std::vector<HostBuf>& out, Stream stream,
                 const std::function<Status(std::vector<void*>&, std::vector<void*>&)>& fn);
 
@@ -113,6 +114,10 @@ class GlooCommunicator : public Communicator {
   std::atomic<bool> aborted_{false};
   mutable std::mutex mu_;
   Status poison_;
+  // Pinned staging for CUDA buffers, grown on demand and kept: page-locked memory is slow to
+  // allocate, and copies from pageable memory are synchronous and slower.
+  void* pinned_ = nullptr;
+  size_t pinned_bytes_ = 0;
 };
 
 }  // namespace shardrec::comm

@@ -1,10 +1,7 @@
-// Loads the CUDA plugin (libshardrec_cuda.so) once, on the first GPU request, and hands out its
-// runtime and entry points. Every failure is cached and reported as kNoDevice, never a crash.
+// The process-wide plugin: found and loaded once, on the first GPU request, then served to
+// every caller. Every failure is cached and reported as kNoDevice, never a crash.
 #include "impl/core/cuda_plugin.h"
 
-#include "impl/core/config.h"
-
-#if SHARDREC_HAVE_CUDA
 #include <dlfcn.h>
 
 #include <cstdlib>
@@ -12,45 +9,33 @@
 #include <string>
 #include <vector>
 
-#include "impl/cuda_plugin/plugin_abi.h"
-#endif
+#include "impl/core/config.h"
 
 namespace shardrec::core {
-
-#if SHARDREC_HAVE_CUDA
 namespace {
-
-constexpr const char* kPluginSoname = "libshardrec_cuda.so." SHARDREC_SOVERSION_STRING;
 
 // What the one load attempt produced. Never destroyed: other threads' static destructors may
 // still ask for the runtime during exit, and the plugin is never unloaded.
 struct PluginState {
-  void* handle = nullptr;
-  std::string path;  // the file that was loaded
+  LoadedPlugin plugin;
+  Status status;  // OK exactly when plugin.table != nullptr
   CudaRuntime* runtime = nullptr;
-  Status status;  // OK exactly when runtime != nullptr
+  Status runtime_status;  // OK exactly when runtime != nullptr
 };
+
+#if SHARDREC_HAVE_CUDA
+constexpr const char* kPluginSoname = "libshardrec_cuda.so." SHARDREC_SOVERSION_STRING;
 
 // The folder of the binary that contains this loader: libshardrec.so in production, so that a
 // plugin installed or built next to it is found without any search path.
 std::string DirOfThisBinary() {
   Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&GetCudaRuntime), &info) == 0 || info.dli_fname == nullptr) {
+  if (dladdr(reinterpret_cast<void*>(&GetCudaPlugin), &info) == 0 || info.dli_fname == nullptr) {
     return {};
   }
   std::string file = info.dli_fname;
   const size_t slash = file.rfind('/');
   return slash == std::string::npos ? std::string() : file.substr(0, slash);
-}
-
-void* TryOpen(const std::string& path, std::vector<std::string>* failures) {
-  dlerror();
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* err = dlerror();
-    failures->push_back(err != nullptr ? std::string(err) : path + ": unknown dlopen error");
-  }
-  return handle;
 }
 
 std::string Join(const std::vector<std::string>& parts) {
@@ -60,73 +45,67 @@ std::string Join(const std::vector<std::string>& parts) {
 }
 
 void Load(PluginState* st) {
-  std::vector<std::string> failures;
   const char* env = std::getenv("SHARDREC_CUDA_PLUGIN");
   if (env != nullptr && *env != '\0') {
     // An explicit choice is honoured alone: silently falling back would hide a typo.
-    st->path = env;
-    st->handle = TryOpen(st->path, &failures);
-  } else {
-    const std::string dir = DirOfThisBinary();
-    if (!dir.empty()) {
-      st->path = dir + "/" + kPluginSoname;
-      st->handle = TryOpen(st->path, &failures);
+    st->status = LoadCudaPlugin(env, &st->plugin);
+    if (!st->status.ok() && st->plugin.handle == nullptr) {
+      st->status = Status::NoDevice(
+          "the CUDA plugin named by SHARDREC_CUDA_PLUGIN could not be "
+          "loaded (",
+          st->status.message(), ")");
     }
-    if (st->handle == nullptr) {
-      st->path = kPluginSoname;
-      st->handle = TryOpen(st->path, &failures);
-    }
-  }
-  if (st->handle == nullptr) {
-    st->status = (env != nullptr && *env != '\0')
-                     ? Status::NoDevice(
-                           "the CUDA plugin named by SHARDREC_CUDA_PLUGIN could not "
-                           "be loaded (",
-                           Join(failures), ")")
-                     : Status::NoDevice("the CUDA plugin could not be loaded (", Join(failures),
-                                        "); set SHARDREC_CUDA_PLUGIN to its full path");
     return;
   }
-  auto abi = reinterpret_cast<cuda_plugin::AbiVersionFn>(
-      dlsym(st->handle, cuda_plugin::kAbiVersionSymbol));
-  if (abi == nullptr) {
-    st->status = Status::NoDevice(st->path, " is not a libshardrec CUDA plugin (no ",
-                                  cuda_plugin::kAbiVersionSymbol, ")");
-    return;
+  std::vector<std::string> candidates;
+  if (const std::string dir = DirOfThisBinary(); !dir.empty()) {
+    candidates.push_back(dir + "/" + kPluginSoname);
   }
-  if (const int32_t v = abi(); v != cuda_plugin::kAbiVersion) {
-    st->status = Status::NoDevice("the CUDA plugin ", st->path, " has ABI version ", v,
-                                  " but this libshardrec needs ", cuda_plugin::kAbiVersion,
-                                  " (a plugin from another build?)");
-    return;
+  candidates.push_back(kPluginSoname);
+  std::vector<std::string> failures;
+  for (const std::string& path : candidates) {
+    st->status = LoadCudaPlugin(path, &st->plugin);
+    // A file that opened but failed its checks is the answer; only "not found" moves on.
+    if (st->status.ok() || st->plugin.handle != nullptr) return;
+    failures.push_back(st->status.message());
   }
-  if (auto where = reinterpret_cast<cuda_plugin::PluginPathFn>(
-          dlsym(st->handle, cuda_plugin::kPluginPathSymbol))) {
-    if (const char* p = where(); p != nullptr && *p != '\0') st->path = p;
-  }
-  auto runtime =
-      reinterpret_cast<cuda_plugin::RuntimeFn>(dlsym(st->handle, cuda_plugin::kRuntimeSymbol));
-  if (runtime == nullptr) {
-    st->status = Status::NoDevice(st->path, " lacks ", cuda_plugin::kRuntimeSymbol);
-    return;
-  }
-  Status status;
-  runtime(cuda_plugin::kAbiVersion, &st->runtime, &status);
-  if (!status.ok() || st->runtime == nullptr) {
-    st->runtime = nullptr;
-    st->status =
-        Status(status.ok() ? Code::kNoDevice : status.code(),
-               StrCat(status.ok() ? "the CUDA plugin returned no runtime" : status.message(),
-                      " [CUDA plugin loaded from ", st->path, "]"));
-  }
+  st->status = Status::NoDevice("the CUDA plugin could not be loaded (", Join(failures),
+                                "); set SHARDREC_CUDA_PLUGIN to its full path");
 }
+
+void Probe(PluginState* st) {
+  if (!st->status.ok()) {
+    st->runtime_status = st->status;
+    return;
+  }
+  shardrec_plugin_status_t ps{};
+  int32_t count = 0;
+  const int32_t rc = st->plugin.table->device_count(&count, &ps);
+  Status s = FromPlugin(rc, ps);
+  if (s.ok() && count <= 0) s = Status::NoDevice("no CUDA device (the driver reports 0)");
+  if (!s.ok()) {
+    st->runtime_status =
+        Status(s.code(), StrCat(s.message(), " [CUDA plugin loaded from ", st->plugin.path, "]"));
+    return;
+  }
+  st->runtime = new CudaRuntime(st->plugin.table, count);
+}
+#endif  // SHARDREC_HAVE_CUDA
 
 const PluginState& State() {
   static std::once_flag once;
   static PluginState* state = nullptr;
   std::call_once(once, [] {
     auto* st = new PluginState();
+#if SHARDREC_HAVE_CUDA
     Load(st);
+    Probe(st);
+#else
+    st->status = Status::Unsupported(
+        "GPU support is not available: libshardrec was built without CUDA "
+        "(SHARDREC_WITH_CUDA=OFF, or no CUDA toolkit and NCCL at build time)");
+    st->runtime_status = st->status;
+#endif
     state = st;
   });
   return *state;
@@ -134,58 +113,70 @@ const PluginState& State() {
 
 }  // namespace
 
-Status GetCudaRuntime(CudaRuntime** out) {
+Status GetCudaPlugin(const shardrec_cuda_plugin_table_t** out) {
   if (out == nullptr) return Status::InvalidArgument("out must not be NULL");
   *out = nullptr;
   const PluginState& st = State();
   if (!st.status.ok()) return st.status;
+  *out = st.plugin.table;
+  return Status::Ok();
+}
+
+Status GetCudaPluginPath(std::string* out) {
+  if (out == nullptr) return Status::InvalidArgument("out must not be NULL");
+  out->clear();
+  const PluginState& st = State();
+  if (!st.status.ok()) return st.status;
+  *out = st.plugin.path;
+  return Status::Ok();
+}
+
+Status GetCudaRuntime(const CudaRuntime** out) {
+  if (out == nullptr) return Status::InvalidArgument("out must not be NULL");
+  *out = nullptr;
+  const PluginState& st = State();
+  if (!st.runtime_status.ok()) return st.runtime_status;
   *out = st.runtime;
   return Status::Ok();
 }
 
-Status GetCudaPluginSymbol(const char* name, void** out) {
-  if (out == nullptr) return Status::InvalidArgument("out must not be NULL");
-  *out = nullptr;
-  if (name == nullptr || *name == '\0') {
-    return Status::InvalidArgument("symbol name must not be empty");
-  }
-  const PluginState& st = State();
-  if (!st.status.ok()) return st.status;
-  dlerror();
-  void* sym = dlsym(st.handle, name);
-  if (sym == nullptr) {
-    return Status::NotFound("the CUDA plugin ", st.path, " has no symbol ", name);
-  }
-  *out = sym;
-  return Status::Ok();
+Status CudaRuntime::Malloc(int device, size_t bytes, void** out) const {
+  shardrec_plugin_status_t ps{};
+  return FromPlugin(t_->device_alloc(device, bytes, out, &ps), ps);
 }
 
-#else  // !SHARDREC_HAVE_CUDA
-
-namespace {
-Status BuiltWithoutCuda() {
-  return Status::Unsupported(
-      "GPU support is not available: libshardrec was built without CUDA "
-      "(SHARDREC_WITH_CUDA=OFF, or no CUDA toolkit and NCCL at build time)");
-}
-}  // namespace
-
-Status GetCudaRuntime(CudaRuntime** out) {
-  if (out == nullptr) return Status::InvalidArgument("out must not be NULL");
-  *out = nullptr;
-  return BuiltWithoutCuda();
+Status CudaRuntime::Free(int device, void* ptr) const {
+  shardrec_plugin_status_t ps{};
+  return FromPlugin(t_->device_free(device, ptr, &ps), ps);
 }
 
-Status GetCudaPluginSymbol(const char* name, void** out) {
-  if (out == nullptr) return Status::InvalidArgument("out must not be NULL");
-  *out = nullptr;
-  if (name == nullptr || *name == '\0') {
-    return Status::InvalidArgument("symbol name must not be empty");
-  }
-  return BuiltWithoutCuda();
+Status CudaRuntime::MallocHost(size_t bytes, void** out) const {
+  shardrec_plugin_status_t ps{};
+  return FromPlugin(t_->host_alloc(bytes, out, &ps), ps);
 }
 
-#endif  // SHARDREC_HAVE_CUDA
+Status CudaRuntime::FreeHost(void* ptr) const {
+  shardrec_plugin_status_t ps{};
+  return FromPlugin(t_->host_free(ptr, &ps), ps);
+}
+
+Status CudaRuntime::MemcpyAsync(int device, void* dst, const void* src, size_t bytes, CopyKind kind,
+                                Stream stream) const {
+  shardrec_plugin_status_t ps{};
+  return FromPlugin(
+      t_->memcpy_async(device, dst, src, bytes, static_cast<int32_t>(kind), stream, &ps), ps);
+}
+
+Status CudaRuntime::MemsetAsync(int device, void* dst, int value, size_t bytes,
+                                Stream stream) const {
+  shardrec_plugin_status_t ps{};
+  return FromPlugin(t_->memset_async(device, dst, value, bytes, stream, &ps), ps);
+}
+
+Status CudaRuntime::StreamWait(int device, Stream stream, int64_t timeout_ms) const {
+  shardrec_plugin_status_t ps{};
+  return FromPlugin(t_->stream_wait(device, stream, timeout_ms, &ps), ps);
+}
 
 Status CheckDevice(const Device& device) {
   if (device.is_host()) return Status::Ok();
@@ -195,10 +186,9 @@ Status CheckDevice(const Device& device) {
   if (device.index < 0) {
     return Status::InvalidArgument("device index must be >= 0, got ", device.index);
   }
-  CudaRuntime* rt = nullptr;
+  const CudaRuntime* rt = nullptr;
   Status s = GetCudaRuntime(&rt);
-  if (!s.ok() || rt == nullptr) {
-    if (s.ok()) s = Status::Internal("the CUDA plugin returned no runtime");
+  if (!s.ok()) {
     return Status(s.code(), StrCat("device ", device.ToString(), " requested but ", s.message()));
   }
   const int count = rt->DeviceCount();

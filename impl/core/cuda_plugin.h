@@ -1,40 +1,81 @@
 // Access to the CUDA plugin (libshardrec_cuda.so). libshardrec.so never links CUDA: the plugin
-// is dlopen'ed on the first GPU request, and a CPU-only host never pays for loading it.
+// is dlopen'ed on the first GPU request, and a CPU-only host never pays for loading it. All
+// traffic goes through the plain-C table of impl/core/plugin_abi.h.
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "impl/core/device.h"
+#include "impl/core/plugin_abi.h"
 #include "impl/core/status.h"
 
 namespace shardrec::core {
 
-enum class CopyKind : int32_t { kHostToDevice, kDeviceToHost, kDeviceToDevice, kDefault };
+// The plugin's status record as a Status (rc is the returned code; the message is copied).
+Status FromPlugin(int32_t rc, const shardrec_plugin_status_t& status);
 
-// The runtime services the plugin provides to CUDA-free code (comm staging, accessors, tests).
-// All methods are thread-safe.
-class CudaRuntime {
- public:
-  virtual ~CudaRuntime() = default;
-  virtual int DeviceCount() = 0;  // 0 when the driver reports none
-  virtual Status Malloc(int device, size_t bytes, void** out) = 0;
-  virtual Status Free(int device, void* ptr) = 0;
-  virtual Status MallocHost(size_t bytes, void** out) = 0;  // pinned
-  virtual Status FreeHost(void* ptr) = 0;
-  virtual Status MemcpyAsync(int device, void* dst, const void* src, size_t bytes, CopyKind kind,
-                             Stream stream) = 0;
-  virtual Status MemsetAsync(int device, void* dst, int value, size_t bytes, Stream stream) = 0;
-  virtual Status StreamSynchronize(int device, Stream stream) = 0;
+// A loaded plugin: its table and the file it came from.
+struct LoadedPlugin {
+  void* handle = nullptr;  // dlopen handle, never closed
+  std::string path;
+  const shardrec_cuda_plugin_table_t* table = nullptr;
 };
 
-// Loads the plugin once (thread-safe) and returns its runtime. Errors: kNoDevice when the
-// plugin, the CUDA runtime or a GPU is missing; kUnsupported when this build has no plugin.
-// The returned pointer lives until process exit.
-Status GetCudaRuntime(CudaRuntime** out);
+// Opens `path` and checks it: the ABI symbol and version, a table of at least the size this
+// build knows, every entry present, and the CUDA driver / runtime / NCCL versions it reports
+// (CheckPluginVersions). Errors are kNoDevice with a message naming the file and the mismatch.
+// Used once per process by the loader below; tests call it with fake plugins.
+Status LoadCudaPlugin(const std::string& path, LoadedPlugin* out);
 
-// Looks up an extern "C" entry point exported by the plugin (e.g. the NCCL communicator
-// factory). Same errors as GetCudaRuntime, plus kNotFound for an unknown symbol.
-Status GetCudaPluginSymbol(const char* name, void** out);
+// The run-time versions against the build-time ones: the driver must support at least the CUDA
+// version the plugin was compiled with, and the loaded NCCL must have the compiled major version
+// and be at least as new. A driver version of 0 (no driver) passes here; the device probe
+// reports that case.
+Status CheckPluginVersions(const shardrec_plugin_versions_t& v);
+
+// Loads the plugin once per process (thread-safe; later calls return the cached answer) from
+// $SHARDREC_CUDA_PLUGIN when set, else next to libshardrec.so, else by soname. Errors: kNoDevice
+// when the plugin or CUDA is missing or mismatched; kUnsupported when this build has no plugin.
+// The table lives until process exit.
+Status GetCudaPlugin(const shardrec_cuda_plugin_table_t** out);
+
+// The loaded plugin's file path (for diagnostics). Same errors as GetCudaPlugin.
+Status GetCudaPluginPath(std::string* out);
+
+enum class CopyKind : int32_t {
+  kHostToDevice = SHARDREC_PLUGIN_COPY_HOST_TO_DEVICE,
+  kDeviceToHost = SHARDREC_PLUGIN_COPY_DEVICE_TO_HOST,
+  kDeviceToDevice = SHARDREC_PLUGIN_COPY_DEVICE_TO_DEVICE,
+  kDefault = SHARDREC_PLUGIN_COPY_DEFAULT,
+};
+
+// The plugin's runtime services in C++ dress for CUDA-free code (comm staging, accessors,
+// tests). A thin value over the table; all methods are thread-safe.
+class CudaRuntime {
+ public:
+  explicit CudaRuntime(const shardrec_cuda_plugin_table_t* table, int device_count)
+      : t_(table), count_(device_count) {}
+
+  int DeviceCount() const { return count_; }
+  Status Malloc(int device, size_t bytes, void** out) const;
+  Status Free(int device, void* ptr) const;
+  Status MallocHost(size_t bytes, void** out) const;  // pinned
+  Status FreeHost(void* ptr) const;
+  Status MemcpyAsync(int device, void* dst, const void* src, size_t bytes, CopyKind kind,
+                     Stream stream) const;
+  Status MemsetAsync(int device, void* dst, int value, size_t bytes, Stream stream) const;
+  // Bounded: kTimeout once `timeout_ms` (> 0) milliseconds pass with work still queued.
+  Status StreamWait(int device, Stream stream, int64_t timeout_ms) const;
+
+ private:
+  const shardrec_cuda_plugin_table_t* t_;
+  int count_;
+};
+
+// The runtime of the loaded plugin, once a CUDA device was found. Errors: those of
+// GetCudaPlugin, and kNoDevice when the driver reports no device. Lives until process exit.
+Status GetCudaRuntime(const CudaRuntime** out);
 
 // Checks that `device` is usable: host is always fine; cuda:n needs the plugin and n <
 // DeviceCount(). The message names the device.

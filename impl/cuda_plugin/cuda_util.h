@@ -1,26 +1,24 @@
-// Host-side CUDA helpers for the plugin: error mapping, a current-device guard, the export macro.
+// Host-side CUDA helpers for the plugin: error mapping and a current-device guard, both over a
+// DeviceApi so tests can drive them with a double.
 #pragma once
 
-#include <cuda_runtime_api.h>
+#include <string>
 
 #include "impl/core/check.h"
 #include "impl/core/status.h"
-
-// Marks an extern "C" entry point that the loader finds with dlsym; everything else in the
-// plugin stays hidden (and the version script keeps only shardrec_cuda_*).
-#define SHARDREC_CUDA_EXPORT extern "C" __attribute__((visibility("default")))
+#include "impl/cuda_plugin/device_api.h"
 
 namespace shardrec::cuda_plugin {
 
 // Maps a CUDA runtime error to a Status that names the failed call. A missing driver or device
 // is kNoDevice, an allocation failure kOutOfMemory, anything else kCuda.
-inline Status CudaStatus(cudaError_t err, const std::string& what) {
+inline Status CudaStatus(const DeviceApi& api, cudaError_t err, const std::string& what) {
   if (err == cudaSuccess) return Status::Ok();
   // Reset the per-thread "last error" so an unrelated later call does not report it again
   // (sticky errors survive this, as they should).
-  (void)cudaGetLastError();
+  (void)api.GetLastError();
   const std::string text =
-      StrCat(what, ": ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
+      StrCat(what, ": ", api.GetErrorName(err), " (", api.GetErrorString(err), ")");
   switch (err) {
     case cudaErrorMemoryAllocation:
       return Status::OutOfMemory(text);
@@ -33,28 +31,37 @@ inline Status CudaStatus(cudaError_t err, const std::string& what) {
   }
 }
 
-// Makes `device` current for the scope and restores the caller's device afterwards, so the
-// library never changes a host thread's CUDA device behind its back.
+// Makes `device` current for the scope and gives the thread back its own device afterwards, so
+// the library never changes a host thread's CUDA device behind its back. A thread that had no
+// CUDA context keeps `device` current: restoring its nominal device 0 would create a context
+// on GPU 0 in every rank process.
 class DeviceGuard {
  public:
-  DeviceGuard() = default;
+  explicit DeviceGuard(const DeviceApi& api) : api_(api) {}
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
   ~DeviceGuard() {
-    if (changed_) (void)cudaSetDevice(previous_);
+    if (restore_) (void)api_.SetDevice(previous_);
   }
 
   Status Set(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    if (previous_ == device) return Status::Ok();
-    Status s = CudaStatus(cudaSetDevice(device), StrCat("cudaSetDevice(", device, ")"));
-    changed_ = s.ok() && previous_ >= 0;
+    const bool had_context = api_.ThreadHasContext();
+    int previous = -1;
+    if (api_.GetDevice(&previous) != cudaSuccess) {
+      (void)api_.GetLastError();
+      previous = -1;
+    }
+    if (had_context && previous == device) return Status::Ok();
+    Status s = CudaStatus(api_, api_.SetDevice(device), StrCat("cudaSetDevice(", device, ")"));
+    restore_ = s.ok() && had_context && previous >= 0 && previous != device;
+    previous_ = previous;
     return s;
   }
 
  private:
+  const DeviceApi& api_;
   int previous_ = -1;
-  bool changed_ = false;
+  bool restore_ = false;
 };
 
 }  // namespace shardrec::cuda_plugin

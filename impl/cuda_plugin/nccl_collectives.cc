@@ -1,6 +1,7 @@
 // The NCCL communicator's collectives. NCCL 2.28 has no variable-size all-to-all, so the "V"
 // operations use grouped ncclSend/ncclRecv (or one ncclReduce per block) unless every block has
-// the same size, where the native collective is faster.
+// the same size, where the native collective (ncclAlltoAll, ncclAllGather, ncclReduceScatter)
+// is faster.
 #include <algorithm>
 #include <vector>
 
@@ -17,11 +18,11 @@ cudaStream_t ToStream(const comm::CallOptions& opts) {
 
 // Runs `body` inside ncclGroupStart/End; the group is always closed, even after a failure.
 template <typename Body>
-ncclResult_t Grouped(Body&& body) {
-  ncclResult_t r = ncclGroupStart();
+ncclResult_t Grouped(const DeviceApi& api, Body&& body) {
+  ncclResult_t r = api.NcclGroupStart();
   if (r != ncclSuccess) return r;
   const ncclResult_t inner = body();
-  r = ncclGroupEnd();
+  r = api.NcclGroupEnd();
   return inner != ncclSuccess ? inner : r;
 }
 
@@ -76,17 +77,27 @@ char* At(void* base, size_t elements, DType dtype) {
 }  // namespace
 
 template <typename Fn>
-Status NcclCommunicator::Enqueue(const char* what, Clock::time_point deadline, Fn&& enqueue) {
+Status NcclCommunicator::Enqueue(const char* what, Stream stream, Clock::time_point deadline,
+                                 Fn&& enqueue) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     SR_RETURN_IF_ERROR(CheckUsableLocked());
-    DeviceGuard guard;
+    DeviceGuard guard(api_);
     SR_RETURN_IF_ERROR(guard.Set(device_));
     const ncclResult_t r = enqueue(comm_);
-    if (r == ncclSuccess) return Status::Ok();
-    if (r != ncclInProgress) return FailLocked(NcclStatus(r, what, comm_));
+    if (r != ncclSuccess && r != ncclInProgress) {
+      return FailLocked(NcclStatus(api_, r, what, comm_));
+    }
+    // The event goes right behind the NCCL kernels on the same stream, so it completes exactly
+    // when they do. A non-blocking enqueue still in progress has not reached the stream yet.
+    if (r == ncclSuccess) return TrackLocked(static_cast<cudaStream_t>(stream), what, deadline);
   }
-  return WaitReady(what, deadline);
+  SR_RETURN_IF_ERROR(WaitReady(what, deadline));
+  std::lock_guard<std::mutex> lock(mu_);
+  SR_RETURN_IF_ERROR(CheckUsableLocked());
+  DeviceGuard guard(api_);
+  SR_RETURN_IF_ERROR(guard.Set(device_));
+  return TrackLocked(static_cast<cudaStream_t>(stream), what, deadline);
 }
 
 Status NcclCommunicator::AllReduce(const void* send, void* recv, size_t count, DType dtype,
@@ -101,8 +112,8 @@ Status NcclCommunicator::AllReduce(const void* send, void* recv, size_t count, D
     std::lock_guard<std::mutex> lock(mu_);
     return CheckUsableLocked();
   }
-  return Enqueue("allreduce", Deadline(opts), [&](ncclComm_t c) {
-    return ncclAllReduce(send, recv, count, type, nop, c, ToStream(opts));
+  return Enqueue("allreduce", opts.stream, Deadline(opts), [&](ncclComm_t c) {
+    return api_.NcclAllReduce(send, recv, count, type, nop, c, ToStream(opts));
   });
 }
 
@@ -118,17 +129,28 @@ Status NcclCommunicator::AllToAllV(const void* send, std::span<const size_t> sen
   }
   SR_RETURN_IF_ERROR(CheckBuffer(send, Sum(send_counts), "alltoallv send buffer"));
   SR_RETURN_IF_ERROR(CheckBuffer(recv, Sum(recv_counts), "alltoallv recv buffer"));
+  if (AllEqual(send_counts) && AllEqual(recv_counts) && send_counts[0] == recv_counts[0]) {
+    if (send_counts[0] == 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      return CheckUsableLocked();
+    }
+    return Enqueue("alltoallv", opts.stream, Deadline(opts), [&](ncclComm_t c) {
+      return api_.NcclAllToAll(send, recv, send_counts[0], type, c, ToStream(opts));
+    });
+  }
   const std::vector<size_t> send_at = Offsets(send_counts);
   const std::vector<size_t> recv_at = Offsets(recv_counts);
-  return Enqueue("alltoallv", Deadline(opts), [&](ncclComm_t c) {
-    return Grouped([&] {
+  return Enqueue("alltoallv", opts.stream, Deadline(opts), [&](ncclComm_t c) {
+    return Grouped(api_, [&] {
       for (int p = 0; p < size_; ++p) {
         ncclResult_t r = ncclSuccess;
         if (send_counts[p] > 0) {
-          r = ncclSend(At(send, send_at[p], dtype), send_counts[p], type, p, c, ToStream(opts));
+          r = api_.NcclSend(At(send, send_at[p], dtype), send_counts[p], type, p, c,
+                            ToStream(opts));
         }
         if (r == ncclSuccess && recv_counts[p] > 0) {
-          r = ncclRecv(At(recv, recv_at[p], dtype), recv_counts[p], type, p, c, ToStream(opts));
+          r = api_.NcclRecv(At(recv, recv_at[p], dtype), recv_counts[p], type, p, c,
+                            ToStream(opts));
         }
         if (r != ncclSuccess) return r;
       }
@@ -157,18 +179,19 @@ Status NcclCommunicator::AllGatherV(const void* send, size_t send_count, void* r
     return CheckUsableLocked();
   }
   if (AllEqual(recv_counts)) {
-    return Enqueue("allgatherv", Deadline(opts), [&](ncclComm_t c) {
-      return ncclAllGather(send, recv, send_count, type, c, ToStream(opts));
+    return Enqueue("allgatherv", opts.stream, Deadline(opts), [&](ncclComm_t c) {
+      return api_.NcclAllGather(send, recv, send_count, type, c, ToStream(opts));
     });
   }
   const std::vector<size_t> recv_at = Offsets(recv_counts);
-  return Enqueue("allgatherv", Deadline(opts), [&](ncclComm_t c) {
-    return Grouped([&] {
+  return Enqueue("allgatherv", opts.stream, Deadline(opts), [&](ncclComm_t c) {
+    return Grouped(api_, [&] {
       for (int p = 0; p < size_; ++p) {
         ncclResult_t r = ncclSuccess;
-        if (send_count > 0) r = ncclSend(send, send_count, type, p, c, ToStream(opts));
+        if (send_count > 0) r = api_.NcclSend(send, send_count, type, p, c, ToStream(opts));
         if (r == ncclSuccess && recv_counts[p] > 0) {
-          r = ncclRecv(At(recv, recv_at[p], dtype), recv_counts[p], type, p, c, ToStream(opts));
+          r = api_.NcclRecv(At(recv, recv_at[p], dtype), recv_counts[p], type, p, c,
+                            ToStream(opts));
         }
         if (r != ncclSuccess) return r;
       }
@@ -195,13 +218,13 @@ Status NcclCommunicator::ReduceScatterV(const void* send, void* recv,
     return CheckUsableLocked();
   }
   if (AllEqual(recv_counts)) {
-    return Enqueue("reducescatterv", Deadline(opts), [&](ncclComm_t c) {
-      return ncclReduceScatter(send, recv, recv_counts[0], type, nop, c, ToStream(opts));
+    return Enqueue("reducescatterv", opts.stream, Deadline(opts), [&](ncclComm_t c) {
+      return api_.NcclReduceScatter(send, recv, recv_counts[0], type, nop, c, ToStream(opts));
     });
   }
   const std::vector<size_t> send_at = Offsets(recv_counts);
-  return Enqueue("reducescatterv", Deadline(opts), [&](ncclComm_t c) {
-    return Grouped([&] {
+  return Enqueue("reducescatterv", opts.stream, Deadline(opts), [&](ncclComm_t c) {
+    return Grouped(api_, [&] {
       for (int root = 0; root < size_; ++root) {
         if (recv_counts[root] == 0) continue;
         // Only the root's recv buffer is written; the others pass a valid placeholder (their
@@ -209,7 +232,7 @@ Status NcclCommunicator::ReduceScatterV(const void* send, void* recv,
         const char* block = At(send, send_at[root], dtype);
         void* sink = recv != nullptr ? recv : const_cast<char*>(block);
         const ncclResult_t r =
-            ncclReduce(block, sink, recv_counts[root], type, nop, root, c, ToStream(opts));
+            api_.NcclReduce(block, sink, recv_counts[root], type, nop, root, c, ToStream(opts));
         if (r != ncclSuccess) return r;
       }
       return ncclSuccess;
@@ -229,8 +252,8 @@ Status NcclCommunicator::Broadcast(void* buf, size_t count, DType dtype, int roo
     std::lock_guard<std::mutex> lock(mu_);
     return CheckUsableLocked();
   }
-  return Enqueue("broadcast", Deadline(opts), [&](ncclComm_t c) {
-    return ncclBroadcast(buf, buf, count, type, root, c, ToStream(opts));
+  return Enqueue("broadcast", opts.stream, Deadline(opts), [&](ncclComm_t c) {
+    return api_.NcclBroadcast(buf, buf, count, type, root, c, ToStream(opts));
   });
 }
 
@@ -238,10 +261,10 @@ Status NcclCommunicator::Barrier(const comm::CallOptions& opts) {
   // A one-element all-reduce on the caller's stream, then a bounded wait for that stream: the
   // barrier also waits for the work queued before it, which is what callers expect.
   const Clock::time_point deadline = Deadline(opts);
-  SR_RETURN_IF_ERROR(Enqueue("barrier", deadline, [&](ncclComm_t c) {
-    return ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, c, ToStream(opts));
+  SR_RETURN_IF_ERROR(Enqueue("barrier", opts.stream, deadline, [&](ncclComm_t c) {
+    return api_.NcclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, c, ToStream(opts));
   }));
-  DeviceGuard guard;
+  DeviceGuard guard(api_);
   SR_RETURN_IF_ERROR(guard.Set(device_));
   return WaitStream(opts.stream, "barrier", deadline);
 }

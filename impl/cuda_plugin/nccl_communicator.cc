@@ -15,14 +15,15 @@ namespace {
 int64_t ToMillis(std::chrono::milliseconds t) { return t.count(); }
 
 // Allocates and zeroes Barrier's operand, so that summing it never overflows.
-Status AllocScratch(int device, void** out) {
+Status AllocScratch(const DeviceApi& api, int device, void** out) {
   *out = nullptr;
-  DeviceGuard guard;
+  DeviceGuard guard(api);
   SR_RETURN_IF_ERROR(guard.Set(device));
-  SR_RETURN_IF_ERROR(CudaStatus(cudaMalloc(out, sizeof(int32_t)), "cudaMalloc(barrier scratch)"));
-  Status s = CudaStatus(cudaMemset(*out, 0, sizeof(int32_t)), "cudaMemset(barrier scratch)");
+  SR_RETURN_IF_ERROR(
+      CudaStatus(api, api.Malloc(out, sizeof(int32_t)), "cudaMalloc(barrier scratch)"));
+  Status s = CudaStatus(api, api.Memset(*out, 0, sizeof(int32_t)), "cudaMemset(barrier scratch)");
   if (!s.ok()) {
-    (void)cudaFree(*out);
+    (void)api.Free(*out);
     *out = nullptr;
   }
   return s;
@@ -35,22 +36,22 @@ void Backoff::Sleep() {
   if (micros_ < 1000) micros_ *= 2;
 }
 
-Status WaitNcclInit(ncclComm_t comm, const std::string& what,
+Status WaitNcclInit(const DeviceApi& api, ncclComm_t comm, const std::string& what,
                     NcclCommunicator::Clock::time_point deadline,
                     std::chrono::milliseconds timeout) {
   Backoff backoff;
   for (;;) {
     ncclResult_t state = ncclSuccess;
-    ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+    ncclResult_t r = api.NcclCommGetAsyncError(comm, &state);
     if (r != ncclSuccess) state = r;
     if (state == ncclSuccess) return Status::Ok();
     if (state != ncclInProgress) {
-      Status s = NcclStatus(state, what, comm);
-      (void)ncclCommAbort(comm);
+      Status s = NcclStatus(api, state, what, comm);
+      (void)api.NcclCommAbort(comm);
       return s;
     }
     if (NcclCommunicator::Clock::now() >= deadline) {
-      (void)ncclCommAbort(comm);
+      (void)api.NcclCommAbort(comm);
       return Status::Timeout(what, " did not complete within ", ToMillis(timeout),
                              " ms (is every rank running and reachable?); aborted");
     }
@@ -58,57 +59,61 @@ Status WaitNcclInit(ncclComm_t comm, const std::string& what,
   }
 }
 
-Status NcclCommunicator::Create(const ncclUniqueId& id, int world, int rank, int device,
-                                std::chrono::milliseconds timeout,
+Status NcclCommunicator::Create(const DeviceApi& api, const ncclUniqueId& id, int world, int rank,
+                                int device, std::chrono::milliseconds timeout,
                                 std::unique_ptr<NcclCommunicator>* out) {
   out->reset();
   const Clock::time_point deadline = Clock::now() + timeout;
-  DeviceGuard guard;
+  DeviceGuard guard(api);
   SR_RETURN_IF_ERROR(guard.Set(device));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // so a missing rank becomes a timeout instead of a hang
   ncclComm_t comm = nullptr;
   const std::string what = StrCat("NCCL init of rank ", rank, " of ", world, " on cuda:", device);
-  ncclResult_t r = ncclCommInitRankConfig(&comm, world, id, rank, &config);
+  ncclResult_t r = api.NcclCommInitRankConfig(&comm, world, id, rank, &config);
   if (r != ncclSuccess && r != ncclInProgress) {
-    Status s = NcclStatus(r, what, comm);
-    if (comm != nullptr) (void)ncclCommAbort(comm);
+    Status s = NcclStatus(api, r, what, comm);
+    if (comm != nullptr) (void)api.NcclCommAbort(comm);
     return s;
   }
-  SR_RETURN_IF_ERROR(WaitNcclInit(comm, what, deadline, timeout));
+  SR_RETURN_IF_ERROR(WaitNcclInit(api, comm, what, deadline, timeout));
   void* scratch = nullptr;
-  Status s = AllocScratch(device, &scratch);
+  Status s = AllocScratch(api, device, &scratch);
   if (!s.ok()) {
-    (void)ncclCommAbort(comm);
+    (void)api.NcclCommAbort(comm);
     return s;
   }
-  out->reset(new NcclCommunicator(comm, rank, world, device, timeout, scratch));
+  out->reset(new NcclCommunicator(api, comm, rank, world, device, timeout, scratch));
   return Status::Ok();
 }
 
-NcclCommunicator::NcclCommunicator(ncclComm_t comm, int rank, int size, int device,
-                                   std::chrono::milliseconds timeout, void* scratch)
-    : comm_(comm),
+NcclCommunicator::NcclCommunicator(const DeviceApi& api, ncclComm_t comm, int rank, int size,
+                                   int device, std::chrono::milliseconds timeout, void* scratch)
+    : api_(api),
+      comm_(comm),
       rank_(rank),
       size_(size),
       device_(device),
       timeout_ms_(ToMillis(timeout)),
-      scratch_(scratch) {}
+      scratch_(scratch) {
+  watchdog_ = std::thread([this] { WatchLoop(); });
+}
 
 NcclCommunicator::~NcclCommunicator() {
+  StopWatchdog();
   std::lock_guard<std::mutex> lock(mu_);
-  DeviceGuard guard;
+  DeviceGuard guard(api_);
   (void)guard.Set(device_);
   if (comm_ != nullptr) {
     bool clean = poison_.ok();
     if (clean) {
       // Finalize flushes outstanding work; bounding it keeps a dead peer from hanging us.
       const Clock::time_point deadline = Clock::now() + timeout();
-      ncclResult_t r = ncclCommFinalize(comm_);
+      ncclResult_t r = api_.NcclCommFinalize(comm_);
       Backoff backoff;
       while (r == ncclInProgress || r == ncclSuccess) {
         ncclResult_t state = ncclSuccess;
-        if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) break;
+        if (api_.NcclCommGetAsyncError(comm_, &state) != ncclSuccess) break;
         if (state != ncclInProgress) {
           r = state;
           break;
@@ -119,13 +124,13 @@ NcclCommunicator::~NcclCommunicator() {
       clean = r == ncclSuccess;
     }
     if (clean) {
-      (void)ncclCommDestroy(comm_);
+      (void)api_.NcclCommDestroy(comm_);
     } else {
-      (void)ncclCommAbort(comm_);
+      (void)api_.NcclCommAbort(comm_);
     }
     comm_ = nullptr;
   }
-  if (scratch_ != nullptr) (void)cudaFree(scratch_);
+  if (scratch_ != nullptr) (void)api_.Free(scratch_);
 }
 
 void NcclCommunicator::set_timeout(std::chrono::milliseconds timeout) {
@@ -153,10 +158,16 @@ Status NcclCommunicator::FailLocked(Status error) {
   if (poison_.ok()) poison_ = error;
   if (comm_ != nullptr) {
     // After an error nothing is known about enqueued work; abort releases peers and kernels.
-    (void)ncclCommAbort(comm_);
+    (void)api_.NcclCommAbort(comm_);
     comm_ = nullptr;
   }
   return error;
+}
+
+Status NcclCommunicator::AbortedDuringLocked(const std::string& what) const {
+  if (!poison_.ok() && poison_.code() != Code::kRemote) return poison_;
+  return Status::Remote("NCCL communicator was aborted during ", what,
+                        poison_.ok() ? std::string() : ": " + poison_.message());
 }
 
 Status NcclCommunicator::TimeoutLocked(const std::string& what) {
@@ -171,14 +182,13 @@ Status NcclCommunicator::WaitReady(const std::string& what, Clock::time_point de
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (comm_ == nullptr) {
-        return Status::Remote("NCCL communicator was aborted during ", what);
-      }
+      // Aborted meanwhile (by the watchdog, or by another thread): report why.
+      if (comm_ == nullptr) return AbortedDuringLocked(what);
       ncclResult_t state = ncclSuccess;
-      const ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
+      const ncclResult_t r = api_.NcclCommGetAsyncError(comm_, &state);
       if (r != ncclSuccess) state = r;
       if (state == ncclSuccess) return Status::Ok();
-      if (state != ncclInProgress) return FailLocked(NcclStatus(state, what, comm_));
+      if (state != ncclInProgress) return FailLocked(NcclStatus(api_, state, what, comm_));
       if (Clock::now() >= deadline) return TimeoutLocked(what);
     }
     backoff.Sleep();
@@ -189,19 +199,19 @@ Status NcclCommunicator::WaitStream(void* stream, const std::string& what,
                                     Clock::time_point deadline) {
   Backoff backoff;
   for (;;) {
-    const cudaError_t q = cudaStreamQuery(static_cast<cudaStream_t>(stream));
+    const cudaError_t q = api_.StreamQuery(static_cast<cudaStream_t>(stream));
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (comm_ == nullptr) return Status::Remote("NCCL communicator was aborted during ", what);
+      if (comm_ == nullptr) return AbortedDuringLocked(what);
       ncclResult_t state = ncclSuccess;
-      const ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
+      const ncclResult_t r = api_.NcclCommGetAsyncError(comm_, &state);
       if (r != ncclSuccess) state = r;
       if (state != ncclSuccess && state != ncclInProgress) {
-        return FailLocked(NcclStatus(state, what, comm_));
+        return FailLocked(NcclStatus(api_, state, what, comm_));
       }
       if (q == cudaSuccess) return Status::Ok();
       if (q != cudaErrorNotReady) {
-        return FailLocked(CudaStatus(q, StrCat(what, ": stream error")));
+        return FailLocked(CudaStatus(api_, q, StrCat(what, ": stream error")));
       }
       if (Clock::now() >= deadline) return TimeoutLocked(what);
     }
@@ -222,24 +232,24 @@ Status NcclCommunicator::Split(int color, int key, std::unique_ptr<comm::Communi
   {
     std::lock_guard<std::mutex> lock(mu_);
     SR_RETURN_IF_ERROR(CheckUsableLocked());
-    DeviceGuard guard;
+    DeviceGuard guard(api_);
     SR_RETURN_IF_ERROR(guard.Set(device_));
     const ncclResult_t r =
-        ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, &config);
+        api_.NcclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, &config);
     if (r != ncclSuccess && r != ncclInProgress) {
-      if (child != nullptr) (void)ncclCommAbort(child);
-      return FailLocked(NcclStatus(r, what, comm_));
+      if (child != nullptr) (void)api_.NcclCommAbort(child);
+      return FailLocked(NcclStatus(api_, r, what, comm_));
     }
   }
   // The parent reports in progress until its part of the split is done, then the child
   // finishes its own initialisation.
   Status s = WaitReady(what, deadline);
   if (!s.ok()) {
-    if (child != nullptr) (void)ncclCommAbort(child);
+    if (child != nullptr) (void)api_.NcclCommAbort(child);
     return s;  // WaitReady has already poisoned this communicator
   }
   if (child != nullptr) {
-    s = WaitNcclInit(child, what, deadline, timeout());  // aborts the child on failure
+    s = WaitNcclInit(api_, child, what, deadline, timeout());  // aborts the child on failure
     if (!s.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       return FailLocked(s);
@@ -248,27 +258,28 @@ Status NcclCommunicator::Split(int color, int key, std::unique_ptr<comm::Communi
   if (child == nullptr) return Status::Ok();  // color < 0: not a member of any group
   int child_rank = 0;
   int child_size = 0;
-  ncclResult_t r = ncclCommUserRank(child, &child_rank);
-  if (r == ncclSuccess) r = ncclCommCount(child, &child_size);
+  ncclResult_t r = api_.NcclCommUserRank(child, &child_rank);
+  if (r == ncclSuccess) r = api_.NcclCommCount(child, &child_size);
   if (r != ncclSuccess) {
-    Status err = NcclStatus(r, "query of the split communicator", child);
-    (void)ncclCommAbort(child);
+    Status err = NcclStatus(api_, r, "query of the split communicator", child);
+    (void)api_.NcclCommAbort(child);
     return err;
   }
   void* scratch = nullptr;
-  s = AllocScratch(device_, &scratch);
+  s = AllocScratch(api_, device_, &scratch);
   if (!s.ok()) {
-    (void)ncclCommAbort(child);
+    (void)api_.NcclCommAbort(child);
     return s;
   }
-  out->reset(new NcclCommunicator(child, child_rank, child_size, device_, timeout(), scratch));
+  out->reset(
+      new NcclCommunicator(api_, child, child_rank, child_size, device_, timeout(), scratch));
   return Status::Ok();
 }
 
 void NcclCommunicator::Abort() {
   std::lock_guard<std::mutex> lock(mu_);
   if (comm_ != nullptr) {
-    (void)ncclCommAbort(comm_);
+    (void)api_.NcclCommAbort(comm_);
     comm_ = nullptr;
   }
   if (poison_.ok()) poison_ = Status::Remote("the NCCL communicator was aborted");
@@ -279,12 +290,12 @@ Status NcclCommunicator::AsyncError() const {
   if (!poison_.ok()) return poison_;
   if (comm_ == nullptr) return Status::Ok();
   ncclResult_t state = ncclSuccess;
-  const ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
+  const ncclResult_t r = api_.NcclCommGetAsyncError(comm_, &state);
   if (r != ncclSuccess) state = r;
   if (state == ncclSuccess || state == ncclInProgress) return Status::Ok();
   // Recorded (not aborted: this is a const query) so later calls fail fast and destruction
   // aborts instead of finalizing.
-  poison_ = NcclStatus(state, "background NCCL error", comm_);
+  poison_ = NcclStatus(api_, state, "background NCCL error", comm_);
   return poison_;
 }
 

@@ -9,6 +9,7 @@
 #include "impl/comm/communicator.h"
 #include "impl/core/dtype.h"
 #include "impl/core/status.h"
+#include "impl/cuda_plugin/device_api.h"
 
 namespace shardrec::cuda_plugin {
 
@@ -59,9 +60,10 @@ inline bool ToNccl(comm::ReduceOp op, ncclRedOp_t* out) {
 
 // A failed NCCL call as a Status naming the call; `comm` (may be null) adds NCCL's last error
 // text. A dead or failing peer (system or remote error) is kRemote, as the comm contract asks.
-inline Status NcclStatus(ncclResult_t result, const std::string& what, ncclComm_t comm) {
-  const char* last = ncclGetLastError(comm);
-  std::string text = StrCat(what, ": ", ncclGetErrorString(result));
+inline Status NcclStatus(const DeviceApi& api, ncclResult_t result, const std::string& what,
+                         ncclComm_t comm) {
+  const char* last = api.NcclGetLastError(comm);
+  std::string text = StrCat(what, ": ", api.NcclGetErrorString(result));
   if (last != nullptr && *last != '\0') text += StrCat(" (", last, ")");
   switch (result) {
     case ncclSuccess:

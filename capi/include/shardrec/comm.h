@@ -172,7 +172,11 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_with_store(
 
 /**
  * Creates @p n communicators forming one group inside this process (one per thread that will
- * drive a rank; Gloo over loopback). Used by tests and single-machine multi-threaded hosts.
+ * drive a rank). Used by tests and single-machine multi-threaded hosts. Host buffers use Gloo
+ * over loopback. With CUDA buffers and the NCCL backend (the default for CUDA), rank r runs on
+ * device_index + r: NCCL allows one rank of a communicator per GPU, so the group needs n
+ * devices (SHARDREC_ENODEVICE names the missing one). To put several ranks on one GPU choose
+ * SHARDREC_BACKEND_GLOO: every rank then uses device_index, staged through pinned host memory.
  * @param comms_out [out] Caller array of @p n handles; filled with handle i = rank i (caller
  *                  owns each). All or nothing: on failure the array is left unchanged.
  * @param n         Group size, >= 1 (and <= 1024).

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "shardrec/common.h"
-#include "tests/capi/device/fresh_process.h"
+#include "tests/support/fresh_process.h"
 
 namespace {
 

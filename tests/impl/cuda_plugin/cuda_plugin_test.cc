@@ -13,8 +13,8 @@
 
 #include "impl/comm/nccl/nccl_backend.h"
 #include "impl/core/config.h"
-#include "tests/capi/device/fresh_process.h"
-#include "tests/capi/device/memory_store.h"
+#include "tests/impl/cuda_plugin/memory_store.h"
+#include "tests/support/fresh_process.h"
 
 namespace shardrec {
 namespace {
@@ -22,7 +22,7 @@ namespace {
 constexpr Code kMissing = SHARDREC_HAVE_CUDA ? Code::kNoDevice : Code::kUnsupported;
 
 bool HaveGpu() {
-  core::CudaRuntime* rt = nullptr;
+  const core::CudaRuntime* rt = nullptr;
   return core::GetCudaRuntime(&rt).ok() && rt->DeviceCount() > 0;
 }
 
@@ -32,7 +32,7 @@ bool Contains(const std::string& text, const std::string& part) {
 
 TEST(CoreCudaPlugin, RuntimeWithoutGpuIsNoDeviceAndCached) {
   if (HaveGpu()) GTEST_SKIP() << "a CUDA device is present";
-  core::CudaRuntime* rt = reinterpret_cast<core::CudaRuntime*>(0x1);
+  const core::CudaRuntime* rt = reinterpret_cast<const core::CudaRuntime*>(0x1);
   const Status first = core::GetCudaRuntime(&rt);
   EXPECT_EQ(first.code(), kMissing) << first.ToString();
   EXPECT_EQ(rt, nullptr);
@@ -51,27 +51,35 @@ TEST(CoreCudaPlugin, RuntimeWithoutGpuIsNoDeviceAndCached) {
   EXPECT_EQ(core::GetCudaRuntime(nullptr).code(), Code::kInvalidArgument);
 }
 
-TEST(CoreCudaPlugin, SymbolLookupChecksArgumentsAndDevice) {
-  void* sym = reinterpret_cast<void*>(0x1);
-  EXPECT_EQ(core::GetCudaPluginSymbol(nullptr, &sym).code(), Code::kInvalidArgument);
-  EXPECT_EQ(core::GetCudaPluginSymbol("", &sym).code(), Code::kInvalidArgument);
-  EXPECT_EQ(core::GetCudaPluginSymbol("shardrec_cuda_abi_version", nullptr).code(),
-            Code::kInvalidArgument);
-  const Status s = core::GetCudaPluginSymbol("shardrec_cuda_abi_version", &sym);
-  if (HaveGpu()) {
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    EXPECT_NE(sym, nullptr);
-    EXPECT_EQ(core::GetCudaPluginSymbol("no_such_symbol", &sym).code(), Code::kNotFound);
-  } else {
-    EXPECT_EQ(s.code(), kMissing) << s.ToString();
-    EXPECT_EQ(sym, nullptr);
-  }
+TEST(CoreCudaPlugin, TableAndPathAgreeWithTheRuntime) {
+  EXPECT_EQ(core::GetCudaPlugin(nullptr).code(), Code::kInvalidArgument);
+  EXPECT_EQ(core::GetCudaPluginPath(nullptr).code(), Code::kInvalidArgument);
+  const shardrec_cuda_plugin_table_t* table = nullptr;
+  const Status s = core::GetCudaPlugin(&table);
+  std::string path;
+  const Status p = core::GetCudaPluginPath(&path);
+  EXPECT_EQ(s.code(), p.code());
+#if SHARDREC_HAVE_CUDA
+  // ctest points SHARDREC_CUDA_PLUGIN at the built plugin: it loads on any machine (the
+  // driver is only needed to find devices).
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(table->abi_version, SHARDREC_CUDA_PLUGIN_ABI_VERSION);
+  EXPECT_TRUE(Contains(path, "libshardrec_cuda.so")) << path;
+  shardrec_plugin_versions_t v{};
+  table->versions(&v);
+  EXPECT_GE(v.built_cuda_runtime, 13000);
+  EXPECT_GT(v.nccl, 0);
+  EXPECT_TRUE(core::CheckPluginVersions(v).ok());
+#else
+  EXPECT_EQ(s.code(), Code::kUnsupported);
+  EXPECT_EQ(table, nullptr);
+#endif
 }
 
 TEST(CoreCudaPlugin, CheckDeviceNamesTheDevice) {
   EXPECT_TRUE(core::CheckDevice(Device::Host()).ok());
   EXPECT_EQ(core::CheckDevice(Device::Cuda(-1)).code(), Code::kInvalidArgument);
-  core::CudaRuntime* rt = nullptr;
+  const core::CudaRuntime* rt = nullptr;
   const int count = core::GetCudaRuntime(&rt).ok() ? rt->DeviceCount() : 0;
   const Status s = core::CheckDevice(Device::Cuda(count));
   EXPECT_EQ(s.code(), HaveGpu() ? Code::kNoDevice : kMissing) << s.ToString();
@@ -82,7 +90,7 @@ int ConcurrentFirstCallsChild() {
   constexpr int kThreads = 8;
   std::atomic<int> ready{0};
   std::vector<Status> results(kThreads);
-  std::vector<core::CudaRuntime*> runtimes(kThreads, nullptr);
+  std::vector<const core::CudaRuntime*> runtimes(kThreads, nullptr);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -107,7 +115,7 @@ TEST(CoreCudaPlugin, ConcurrentFirstCallsAgree) {
 }
 
 int BogusPathChild() {
-  core::CudaRuntime* rt = nullptr;
+  const core::CudaRuntime* rt = nullptr;
   const Status s = core::GetCudaRuntime(&rt);
   if (s.code() != kMissing) return 1;
   if (SHARDREC_HAVE_CUDA && !Contains(s.message(), "/nonexistent/libshardrec_cuda.so.0")) return 2;
@@ -122,7 +130,7 @@ TEST(CoreCudaPlugin, BogusPluginPathIsNoDevice) {
 }
 
 int NotAPluginChild() {
-  core::CudaRuntime* rt = nullptr;
+  const core::CudaRuntime* rt = nullptr;
   const Status s = core::GetCudaRuntime(&rt);
   if (s.code() != kMissing) return 1;
   if (SHARDREC_HAVE_CUDA && !Contains(s.message(), "not a libshardrec CUDA plugin")) return 2;

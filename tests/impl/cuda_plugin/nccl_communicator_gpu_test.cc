@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "impl/comm/nccl/nccl_backend.h"
-#include "tests/capi/device/gpu_test_util.h"
-#include "tests/capi/device/memory_store.h"
+#include "tests/impl/cuda_plugin/gpu_test_util.h"
+#include "tests/impl/cuda_plugin/memory_store.h"
 #include "tests/support/spawn_ranks.h"
 
 namespace shardrec {

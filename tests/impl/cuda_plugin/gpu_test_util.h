@@ -22,15 +22,15 @@ inline const int kDefaultPluginPath = [] {
 #endif
 
 // The runtime, or nullptr when this machine has no usable CUDA device.
-inline core::CudaRuntime* GpuRuntime() {
-  core::CudaRuntime* rt = nullptr;
+inline const core::CudaRuntime* GpuRuntime() {
+  const core::CudaRuntime* rt = nullptr;
   if (!core::GetCudaRuntime(&rt).ok() || rt->DeviceCount() <= 0) return nullptr;
   return rt;
 }
 
 // Why there is no GPU, for the skip message.
 inline std::string NoGpuReason() {
-  core::CudaRuntime* rt = nullptr;
+  const core::CudaRuntime* rt = nullptr;
   return core::GetCudaRuntime(&rt).ToString();
 }
 
@@ -40,6 +40,8 @@ inline std::string NoGpuReason() {
       GTEST_SKIP() << "no CUDA device: " << ::shardrec::testing::NoGpuReason(); \
     }                                                                           \
   } while (0)
+
+inline constexpr int64_t kStreamWaitMs = 60000;
 
 template <typename T>
 class DeviceVector {
@@ -60,14 +62,14 @@ class DeviceVector {
   void Upload(const std::vector<T>& host) {
     ThrowIfError(GpuRuntime()->MemcpyAsync(device_, ptr_, host.data(), host.size() * sizeof(T),
                                            core::CopyKind::kHostToDevice, nullptr));
-    ThrowIfError(GpuRuntime()->StreamSynchronize(device_, nullptr));
+    ThrowIfError(GpuRuntime()->StreamWait(device_, nullptr, kStreamWaitMs));
   }
   // Waits for the default stream (where the tests run their collectives), then copies back.
   std::vector<T> Download() const {
     std::vector<T> host(n_);
     ThrowIfError(GpuRuntime()->MemcpyAsync(device_, host.data(), ptr_, n_ * sizeof(T),
                                            core::CopyKind::kDeviceToHost, nullptr));
-    ThrowIfError(GpuRuntime()->StreamSynchronize(device_, nullptr));
+    ThrowIfError(GpuRuntime()->StreamWait(device_, nullptr, kStreamWaitMs));
     return host;
   }
 

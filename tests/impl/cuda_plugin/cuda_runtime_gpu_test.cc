@@ -7,7 +7,7 @@
 #include <numeric>
 #include <vector>
 
-#include "tests/capi/device/gpu_test_util.h"
+#include "tests/impl/cuda_plugin/gpu_test_util.h"
 
 namespace shardrec {
 namespace {
@@ -16,7 +16,7 @@ using testing::GpuRuntime;
 
 TEST(CoreCudaRuntimeCuda, CopyRoundTripThroughDeviceAndPinnedMemory) {
   SR_SKIP_WITHOUT_GPU();
-  core::CudaRuntime* rt = GpuRuntime();
+  const core::CudaRuntime* rt = GpuRuntime();
   constexpr size_t kN = 1 << 16;
   std::vector<float> host(kN);
   std::iota(host.begin(), host.end(), 0.5f);
@@ -39,7 +39,7 @@ TEST(CoreCudaRuntimeCuda, CopyRoundTripThroughDeviceAndPinnedMemory) {
   EXPECT_TRUE(rt->MemsetAsync(0, b, 0, kN / 4 * sizeof(float), nullptr).ok());
   EXPECT_TRUE(
       rt->MemcpyAsync(0, pinned, b, kN * sizeof(float), core::CopyKind::kDefault, nullptr).ok());
-  ASSERT_TRUE(rt->StreamSynchronize(0, nullptr).ok());
+  ASSERT_TRUE(rt->StreamWait(0, nullptr, testing::kStreamWaitMs).ok());
 
   const float* back = static_cast<const float*>(pinned);
   for (size_t i = 0; i < kN; ++i) {
@@ -52,7 +52,7 @@ TEST(CoreCudaRuntimeCuda, CopyRoundTripThroughDeviceAndPinnedMemory) {
 
 TEST(CoreCudaRuntimeCuda, BadArgumentsAreRejected) {
   SR_SKIP_WITHOUT_GPU();
-  core::CudaRuntime* rt = GpuRuntime();
+  const core::CudaRuntime* rt = GpuRuntime();
   const int count = rt->DeviceCount();
   void* p = reinterpret_cast<void*>(0x1);
   EXPECT_EQ(rt->Malloc(count, 16, &p).code(), Code::kInvalidArgument);

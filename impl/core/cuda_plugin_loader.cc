@@ -1,0 +1,144 @@
+// Opening and vetting one plugin file. Everything a stale, foreign or mismatched file could get
+// wrong is caught here, before any of its functions runs on real work.
+#include <dlfcn.h>
+
+#include <cstring>
+
+#include "impl/core/cuda_plugin.h"
+
+namespace shardrec::core {
+namespace {
+
+std::string CudaVersionText(int32_t v) {
+  if (v <= 0) return "none";
+  return StrCat(v / 1000, ".", (v % 1000) / 10);
+}
+
+std::string NcclVersionText(int32_t v) {
+  if (v <= 0) return "none";
+  // NCCL >= 2.9 encodes 10000 * major + 100 * minor + patch.
+  return StrCat(v / 10000, ".", (v % 10000) / 100, ".", v % 100);
+}
+
+// Every entry of the table this build knows, by name, so a hole is reported by name.
+Status CheckEntries(const shardrec_cuda_plugin_table_t& t) {
+  struct Entry {
+    const char* name;
+    const void* fn;
+  };
+  const Entry entries[] = {
+      {"plugin_path", reinterpret_cast<const void*>(t.plugin_path)},
+      {"versions", reinterpret_cast<const void*>(t.versions)},
+      {"device_count", reinterpret_cast<const void*>(t.device_count)},
+      {"device_alloc", reinterpret_cast<const void*>(t.device_alloc)},
+      {"device_free", reinterpret_cast<const void*>(t.device_free)},
+      {"host_alloc", reinterpret_cast<const void*>(t.host_alloc)},
+      {"host_free", reinterpret_cast<const void*>(t.host_free)},
+      {"memcpy_async", reinterpret_cast<const void*>(t.memcpy_async)},
+      {"memset_async", reinterpret_cast<const void*>(t.memset_async)},
+      {"stream_wait", reinterpret_cast<const void*>(t.stream_wait)},
+      {"nccl_unique_id", reinterpret_cast<const void*>(t.nccl_unique_id)},
+      {"nccl_create", reinterpret_cast<const void*>(t.nccl_create)},
+      {"nccl_destroy", reinterpret_cast<const void*>(t.nccl_destroy)},
+      {"nccl_set_timeout", reinterpret_cast<const void*>(t.nccl_set_timeout)},
+      {"nccl_all_reduce", reinterpret_cast<const void*>(t.nccl_all_reduce)},
+      {"nccl_all_to_all_v", reinterpret_cast<const void*>(t.nccl_all_to_all_v)},
+      {"nccl_all_gather_v", reinterpret_cast<const void*>(t.nccl_all_gather_v)},
+      {"nccl_reduce_scatter_v", reinterpret_cast<const void*>(t.nccl_reduce_scatter_v)},
+      {"nccl_broadcast", reinterpret_cast<const void*>(t.nccl_broadcast)},
+      {"nccl_barrier", reinterpret_cast<const void*>(t.nccl_barrier)},
+      {"nccl_split", reinterpret_cast<const void*>(t.nccl_split)},
+      {"nccl_abort", reinterpret_cast<const void*>(t.nccl_abort)},
+      {"nccl_async_error", reinterpret_cast<const void*>(t.nccl_async_error)},
+  };
+  for (const Entry& e : entries) {
+    if (e.fn == nullptr) return Status::NoDevice("its table has no '", e.name, "' entry");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status FromPlugin(int32_t rc, const shardrec_plugin_status_t& status) {
+  if (rc == 0) return Status::Ok();
+  const size_t len = strnlen(status.message, sizeof(status.message));
+  std::string message(status.message, len);
+  if (message.empty()) message = "the CUDA plugin reported an error without a message";
+  return Status(static_cast<Code>(rc), std::move(message));
+}
+
+Status CheckPluginVersions(const shardrec_plugin_versions_t& v) {
+  if (v.cuda_driver > 0 && v.cuda_driver < v.built_cuda_runtime) {
+    return Status::NoDevice("the NVIDIA driver supports CUDA up to ",
+                            CudaVersionText(v.cuda_driver), " but the plugin was built with CUDA ",
+                            CudaVersionText(v.built_cuda_runtime),
+                            " (CUDA 13 needs driver 580 or newer); update the driver");
+  }
+  if (v.cuda_runtime > 0 && v.cuda_runtime / 1000 != v.built_cuda_runtime / 1000) {
+    return Status::NoDevice("the CUDA runtime library loaded is ", CudaVersionText(v.cuda_runtime),
+                            " but the plugin was built with CUDA ",
+                            CudaVersionText(v.built_cuda_runtime));
+  }
+  if (v.nccl <= 0) {
+    return Status::NoDevice("the NCCL library did not report a version (built with NCCL ",
+                            NcclVersionText(v.built_nccl), ")");
+  }
+  if (v.nccl / 10000 != v.built_nccl / 10000 || v.nccl < v.built_nccl) {
+    return Status::NoDevice("the NCCL library loaded is ", NcclVersionText(v.nccl),
+                            " but the plugin was built with NCCL ", NcclVersionText(v.built_nccl),
+                            " (needs the same major version, at least as new)");
+  }
+  return Status::Ok();
+}
+
+Status LoadCudaPlugin(const std::string& path, LoadedPlugin* out) {
+  *out = LoadedPlugin{};
+  dlerror();
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* err = dlerror();
+    return Status::NoDevice(err != nullptr ? std::string(err) : path + ": dlopen failed");
+  }
+  // Never dlclose'd: a plugin's threads (NCCL's, the watchdog) may outlive any one request.
+  out->handle = handle;
+  out->path = path;
+  const auto abi = reinterpret_cast<shardrec_cuda_plugin_abi_version_fn>(
+      dlsym(handle, SHARDREC_CUDA_PLUGIN_ABI_SYMBOL));
+  if (abi == nullptr) {
+    return Status::NoDevice(path, " is not a libshardrec CUDA plugin (no ",
+                            SHARDREC_CUDA_PLUGIN_ABI_SYMBOL, ")");
+  }
+  if (const uint32_t v = abi(); v != SHARDREC_CUDA_PLUGIN_ABI_VERSION) {
+    return Status::NoDevice("the CUDA plugin ", path, " speaks plugin ABI ", v,
+                            " but this libshardrec needs ", SHARDREC_CUDA_PLUGIN_ABI_VERSION,
+                            " (a plugin from another build or release?)");
+  }
+  const auto get = reinterpret_cast<shardrec_cuda_plugin_table_fn>(
+      dlsym(handle, SHARDREC_CUDA_PLUGIN_TABLE_SYMBOL));
+  const shardrec_cuda_plugin_table_t* table =
+      get != nullptr ? get(SHARDREC_CUDA_PLUGIN_ABI_VERSION) : nullptr;
+  if (table == nullptr) {
+    return Status::NoDevice("the CUDA plugin ", path, " gave no function table for ABI ",
+                            SHARDREC_CUDA_PLUGIN_ABI_VERSION);
+  }
+  if (table->abi_version != SHARDREC_CUDA_PLUGIN_ABI_VERSION ||
+      table->struct_size < sizeof(shardrec_cuda_plugin_table_t)) {
+    return Status::NoDevice("the CUDA plugin ", path, " has a table of ABI ", table->abi_version,
+                            " and ", table->struct_size, " bytes; this libshardrec needs ABI ",
+                            SHARDREC_CUDA_PLUGIN_ABI_VERSION, " and at least ",
+                            sizeof(shardrec_cuda_plugin_table_t), " bytes");
+  }
+  if (Status s = CheckEntries(*table); !s.ok()) {
+    return Status::NoDevice("the CUDA plugin ", path, " is incomplete: ", s.message());
+  }
+  shardrec_plugin_versions_t versions{};
+  table->versions(&versions);
+  if (Status s = CheckPluginVersions(versions); !s.ok()) {
+    return Status::NoDevice(s.message(), " [CUDA plugin ", path, "]");
+  }
+  if (const char* p = table->plugin_path(); p != nullptr && *p != '\0') out->path = p;
+  out->table = table;
+  return Status::Ok();
+}
+
+}  // namespace shardrec::core

@@ -1,0 +1,167 @@
+/* The CUDA plugin's boundary: one versioned table of plain-C function pointers.
+ *
+ * libshardrec.so dlopens libshardrec_cuda.so and asks it for this table; nothing else crosses.
+ * Each side carries its own copy of the C++ core (Status, containers, the allocator state), so
+ * no C++ object, exception or vtable may cross: errors come back as a code (the values of
+ * shardrec::Code, which mirror shardrec_status_t) plus a message copied into the caller's
+ * shardrec_plugin_status_t, and NCCL communicators are opaque handles. NCCL's net and tuner
+ * plugins and ONNX Runtime's execution providers draw the same line.
+ *
+ * Versioning. abi_version changes whenever an existing entry changes meaning or signature; the
+ * loader refuses any other value with a message naming both. New entries are appended only,
+ * and struct_size tells the loader how many the plugin provides. Both files come from one
+ * build in practice, so a mismatch means a stale plugin from another build was picked up.
+ *
+ * Every function below is safe to call from any thread unless its comment says otherwise,
+ * never throws, and (when it returns int32_t) returns the code it also stores in *status.
+ * A NULL status pointer is tolerated (the message is dropped).
+ */
+#ifndef SHARDREC_IMPL_CORE_PLUGIN_ABI_H_
+#define SHARDREC_IMPL_CORE_PLUGIN_ABI_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SHARDREC_CUDA_PLUGIN_ABI_VERSION 2u
+
+/* The only two symbols the plugin exports. */
+#define SHARDREC_CUDA_PLUGIN_ABI_SYMBOL "shardrec_cuda_plugin_abi_version"
+#define SHARDREC_CUDA_PLUGIN_TABLE_SYMBOL "shardrec_cuda_plugin_table"
+
+/* Bytes of an NCCL unique id (NCCL_UNIQUE_ID_BYTES; the plugin static_asserts it). */
+#define SHARDREC_PLUGIN_NCCL_ID_BYTES 128u
+
+/* Messages longer than this are truncated (never unterminated). */
+#define SHARDREC_PLUGIN_MESSAGE_BYTES 1024u
+
+typedef struct shardrec_plugin_status {
+  int32_t code; /* 0 on success, else a shardrec::Code value */
+  char message[SHARDREC_PLUGIN_MESSAGE_BYTES];
+} shardrec_plugin_status_t;
+
+/* Copy directions, as cudaMemcpyKind without the CUDA header. */
+enum {
+  SHARDREC_PLUGIN_COPY_HOST_TO_DEVICE = 0,
+  SHARDREC_PLUGIN_COPY_DEVICE_TO_HOST = 1,
+  SHARDREC_PLUGIN_COPY_DEVICE_TO_DEVICE = 2,
+  SHARDREC_PLUGIN_COPY_DEFAULT = 3 /* inferred from the pointers (unified addressing) */
+};
+
+/* What the plugin was built with and what it finds at run time. Versions use CUDA's encoding
+ * (1000 * major + 10 * minor) and NCCL's (NCCL_VERSION_CODE: 10000 * major + 100 * minor +
+ * patch); 0 where unknown (e.g. no driver). */
+typedef struct shardrec_plugin_versions {
+  int32_t built_cuda_runtime; /* CUDART_VERSION of the headers the plugin was compiled with */
+  int32_t built_nccl;         /* NCCL_VERSION_CODE of those headers */
+  int32_t cuda_driver;        /* cudaDriverGetVersion: the newest CUDA the driver supports */
+  int32_t cuda_runtime;       /* cudaRuntimeGetVersion of the loaded libcudart */
+  int32_t nccl;               /* ncclGetVersion of the loaded libnccl */
+} shardrec_plugin_versions_t;
+
+/* An NCCL communicator living inside the plugin. Opaque to libshardrec. */
+typedef struct shardrec_plugin_nccl shardrec_plugin_nccl_t;
+
+typedef struct shardrec_cuda_plugin_table {
+  uint32_t struct_size; /* sizeof(shardrec_cuda_plugin_table_t) in the plugin's build */
+  uint32_t abi_version; /* SHARDREC_CUDA_PLUGIN_ABI_VERSION of the plugin's build */
+
+  /* Absolute path of the loaded plugin file (a static string; "" if unknown). */
+  const char* (*plugin_path)(void);
+
+  /* Fills *versions (never fails). */
+  void (*versions)(shardrec_plugin_versions_t* versions);
+
+  /* Probes the devices once per process: *count = number of usable CUDA devices. Returns
+   * kNoDevice (with the CUDA error text) when the driver or a device is missing. */
+  int32_t (*device_count)(int32_t* count, shardrec_plugin_status_t* status);
+
+  /* Device memory on `device` (bytes == 0 gives NULL). Free of NULL is a no-op. */
+  int32_t (*device_alloc)(int32_t device, size_t bytes, void** out,
+                          shardrec_plugin_status_t* status);
+  int32_t (*device_free)(int32_t device, void* ptr, shardrec_plugin_status_t* status);
+
+  /* Pinned (page-locked) host memory, for staging. */
+  int32_t (*host_alloc)(size_t bytes, void** out, shardrec_plugin_status_t* status);
+  int32_t (*host_free)(void* ptr, shardrec_plugin_status_t* status);
+
+  /* Stream-ordered copy / memset on `stream` (a cudaStream_t; NULL = legacy default stream),
+   * with `device` current while enqueueing. Returns once enqueued. */
+  int32_t (*memcpy_async)(int32_t device, void* dst, const void* src, size_t bytes, int32_t kind,
+                          void* stream, shardrec_plugin_status_t* status);
+  int32_t (*memset_async)(int32_t device, void* dst, int32_t value, size_t bytes, void* stream,
+                          shardrec_plugin_status_t* status);
+
+  /* Waits for `stream` to drain, polling, at most timeout_ms (> 0) milliseconds: kTimeout
+   * after that, never an unbounded wait. */
+  int32_t (*stream_wait)(int32_t device, void* stream, int64_t timeout_ms,
+                         shardrec_plugin_status_t* status);
+
+  /* NCCL. id buffers hold SHARDREC_PLUGIN_NCCL_ID_BYTES bytes. */
+  int32_t (*nccl_unique_id)(uint8_t* id, size_t len, shardrec_plugin_status_t* status);
+
+  /* Collective: rank `rank` of `world` on CUDA device `device`; bounded by timeout_ms. On
+   * success *out is a new communicator released with nccl_destroy. */
+  int32_t (*nccl_create)(const uint8_t* id, size_t len, int32_t world, int32_t rank, int32_t device,
+                         int64_t timeout_ms, shardrec_plugin_nccl_t** out,
+                         shardrec_plugin_status_t* status);
+
+  /* Finalizes (bounded by the communicator's timeout) or aborts after an error; NULL is a
+   * no-op. Not concurrently with other calls on the same communicator. */
+  void (*nccl_destroy)(shardrec_plugin_nccl_t* comm);
+
+  /* The communicator's default timeout for calls that pass timeout_ms == 0. */
+  void (*nccl_set_timeout)(shardrec_plugin_nccl_t* comm, int64_t timeout_ms);
+
+  /* Collectives, asynchronous on `stream`; the contract of shardrec::comm::Communicator
+   * (counts in elements, dtype/op as shardrec::DType / comm::ReduceOp values, count arrays
+   * with one entry per rank). timeout_ms == 0 means the communicator's timeout; it bounds the
+   * enqueue and, through the plugin's watchdog, the completion on the device. */
+  int32_t (*nccl_all_reduce)(shardrec_plugin_nccl_t* comm, const void* send, void* recv,
+                             size_t count, int32_t dtype, int32_t op, void* stream,
+                             int64_t timeout_ms, shardrec_plugin_status_t* status);
+  int32_t (*nccl_all_to_all_v)(shardrec_plugin_nccl_t* comm, const void* send,
+                               const size_t* send_counts, void* recv, const size_t* recv_counts,
+                               int32_t dtype, void* stream, int64_t timeout_ms,
+                               shardrec_plugin_status_t* status);
+  int32_t (*nccl_all_gather_v)(shardrec_plugin_nccl_t* comm, const void* send, size_t send_count,
+                               void* recv, const size_t* recv_counts, int32_t dtype, void* stream,
+                               int64_t timeout_ms, shardrec_plugin_status_t* status);
+  int32_t (*nccl_reduce_scatter_v)(shardrec_plugin_nccl_t* comm, const void* send, void* recv,
+                                   const size_t* recv_counts, int32_t dtype, int32_t op,
+                                   void* stream, int64_t timeout_ms,
+                                   shardrec_plugin_status_t* status);
+  int32_t (*nccl_broadcast)(shardrec_plugin_nccl_t* comm, void* buf, size_t count, int32_t dtype,
+                            int32_t root, void* stream, int64_t timeout_ms,
+                            shardrec_plugin_status_t* status);
+  /* Blocks the host until every rank arrived and `stream` drained (bounded). */
+  int32_t (*nccl_barrier)(shardrec_plugin_nccl_t* comm, void* stream, int64_t timeout_ms,
+                          shardrec_plugin_status_t* status);
+
+  /* Collective split; color < 0 leaves *out NULL. The new rank and size come back in *rank and
+   * *size. */
+  int32_t (*nccl_split)(shardrec_plugin_nccl_t* comm, int32_t color, int32_t key,
+                        shardrec_plugin_nccl_t** out, int32_t* rank, int32_t* size,
+                        shardrec_plugin_status_t* status);
+
+  /* Aborts NCCL work and poisons the communicator; callable from any thread at any time. */
+  void (*nccl_abort)(shardrec_plugin_nccl_t* comm);
+
+  /* kOk while healthy, else the error that broke the communicator (asynchronous errors and
+   * watchdog timeouts included). */
+  int32_t (*nccl_async_error)(shardrec_plugin_nccl_t* comm, shardrec_plugin_status_t* status);
+} shardrec_cuda_plugin_table_t;
+
+/* Exported by the plugin under the two symbol names above. The table getter returns NULL when
+ * the plugin does not speak `abi_version`. */
+typedef uint32_t (*shardrec_cuda_plugin_abi_version_fn)(void);
+typedef const shardrec_cuda_plugin_table_t* (*shardrec_cuda_plugin_table_fn)(uint32_t abi_version);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* SHARDREC_IMPL_CORE_PLUGIN_ABI_H_ */
