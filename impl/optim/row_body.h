@@ -98,10 +98,17 @@ SHARDREC_HD float* ElementState(float* base, int64_t row, int32_t cols, int64_t 
   return base + row * cols + c;
 }
 
-// Phase 1 on local row `row` with gradient g[0, cols): stats[0] (and stats[1] for LAMB) receive
-// the row statistics of optim::NumRowStats, on every lane. LAMB advances m and v.
+// A row's statistics (optim::NumRowStats of them: v[0], and v[1] for LAMB), held by value: a
+// pointer into a per-thread array would put the array in local memory on the device.
+struct RowStats {
+  float v0 = 0.0f;
+  float v1 = 0.0f;
+};
+
+// Phase 1 on local row `row` with gradient g[0, cols): the row statistics of
+// optim::NumRowStats, on every lane. LAMB advances m and v.
 template <class Team>
-SHARDREC_HD void RowPhase1(Team& t, const RowParams& p, int64_t row, const float* g, float* stats) {
+SHARDREC_HD RowStats RowPhase1(Team& t, const RowParams& p, int64_t row, const float* g) {
   typename Team::template Reg<float> a0, a1;
   const int64_t quads = (static_cast<int64_t>(p.cols) + 3) / 4;
   const int g_size = t.size();
@@ -124,16 +131,18 @@ SHARDREC_HD void RowPhase1(Team& t, const RowParams& p, int64_t row, const float
     a0[l] = s0;
     a1[l] = s1;
   });
-  stats[0] = t.Sum(a0);
-  if (p.type == OptimizerType::kLamb) stats[1] = t.Sum(a1);
+  RowStats stats;
+  stats.v0 = t.Sum(a0);
+  if (p.type == OptimizerType::kLamb) stats.v1 = t.Sum(a1);
+  return stats;
 }
 
 // Phase 2: the update of every element of local row `row`; `stats` holds the statistics summed
-// over the whole row (null when the optimizer has none). Lane 0 owns the row-wise state: it
-// reads it, the team broadcasts the value, then lane 0 writes it back.
+// over the whole row (zeros, unread, when the optimizer has none). Lane 0 owns the row-wise state:
+// it reads it, the team broadcasts the value, then lane 0 writes it back.
 template <class Team>
 SHARDREC_HD void RowPhase2(Team& t, const RowParams& p, int64_t row, const float* g,
-                           const float* stats) {
+                           RowStats stats) {
   float row_state = 0.0f;
   float* row_state_at = nullptr;
   if (p.type == OptimizerType::kRowWiseAdagrad) row_state_at = p.m1 + row;
@@ -143,12 +152,12 @@ SHARDREC_HD void RowPhase2(Team& t, const RowParams& p, int64_t row, const float
     t.ForEachLane([&](int l) { st[l] = l == 0 ? *row_state_at : 0.0f; });
     const float old = t.Broadcast(st, 0);
     row_state = p.type == OptimizerType::kRowWiseAdagrad
-                    ? RowWiseAdagradState(old, stats[0], p.full_dim)
-                    : PartialRowWiseAdamState(old, stats[0], p.full_dim, p.s);
+                    ? RowWiseAdagradState(old, stats.v0, p.full_dim)
+                    : PartialRowWiseAdamState(old, stats.v0, p.full_dim, p.s);
   }
   const float mult = RowWiseAdagradMult(row_state, p.s);
   const float corr = RowWiseAdagradCorr(mult, p.s);
-  const float ratio = p.type == OptimizerType::kLamb ? LambRatio(stats[0], stats[1]) : 1.0f;
+  const float ratio = p.type == OptimizerType::kLamb ? LambRatio(stats.v0, stats.v1) : 1.0f;
   const int64_t quads = (static_cast<int64_t>(p.cols) + 3) / 4;
   const int g_size = t.size();
   t.ForEachLane([&](int l) {
@@ -192,14 +201,10 @@ SHARDREC_HD void RowPhase2(Team& t, const RowParams& p, int64_t row, const float
 // Both phases on a row whose statistics need no other column shard (the fused backward).
 template <class Team>
 SHARDREC_HD void RowFused(Team& t, const RowParams& p, int64_t row, const float* g) {
-  float stats[2] = {0.0f, 0.0f};
-  const int ns =
-      p.type == OptimizerType::kLamb ? 2
-      : (p.type == OptimizerType::kRowWiseAdagrad || p.type == OptimizerType::kPartialRowWiseAdam)
-          ? 1
-          : 0;
-  if (ns > 0) RowPhase1(t, p, row, g, stats);
-  RowPhase2(t, p, row, g, ns > 0 ? stats : nullptr);
+  const bool has_stats = p.type == OptimizerType::kLamb ||
+                         p.type == OptimizerType::kRowWiseAdagrad ||
+                         p.type == OptimizerType::kPartialRowWiseAdam;
+  RowPhase2(t, p, row, g, has_stats ? RowPhase1(t, p, row, g) : RowStats{});
 }
 
 }  // namespace shardrec::optim

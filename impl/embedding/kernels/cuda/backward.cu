@@ -122,14 +122,17 @@ struct RowPhaseOp {
       if (u >= n) return;
       const float* gu = grads + u * p.cols;
       if (phase == 1) {
-        float st[2] = {0.0f, 0.0f};
-        optim::RowPhase1(t, p, rows[u], gu, st);
+        const optim::RowStats st = optim::RowPhase1(t, p, rows[u], gu);
         t.ForEachLane([&](int l) {
-          if (l == 0)
-            for (int k = 0; k < ns; ++k) stats[u * ns + k] = st[k];
+          if (l != 0) return;
+          stats[u * ns] = st.v0;
+          if (ns > 1) stats[u * ns + 1] = st.v1;
         });
       } else {
-        optim::RowPhase2(t, p, rows[u], gu, ns > 0 ? full + u * ns : nullptr);
+        optim::RowStats st;
+        if (ns > 0) st.v0 = full[u * ns];
+        if (ns > 1) st.v1 = full[u * ns + 1];
+        optim::RowPhase2(t, p, rows[u], gu, st);
       }
     });
   }
@@ -180,9 +183,9 @@ Status GroupRows(const ExecContext& ctx, const DeviceRuns& runs, void* workspace
   simt_body::GroupSteps(ex, c.rt, c.carve.a, runs.num_rows);
   SR_RETURN_IF_ERROR(ex.status());
   if (num_unique != nullptr)
-    SR_RETURN_IF_ERROR(CudaError(cudaMemcpyAsync(num_unique, c.carve.a.num_unique, 8,
-                                                 cudaMemcpyDeviceToHost, stream),
-                                 "unique-row count copy"));
+    SR_RETURN_IF_ERROR(CudaError(
+        cudaMemcpyAsync(num_unique, c.carve.a.num_unique, 8, cudaMemcpyDeviceToHost, stream),
+        "unique-row count copy"));
   return Status::Ok();
 }
 

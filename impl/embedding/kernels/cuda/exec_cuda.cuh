@@ -63,8 +63,8 @@ inline int64_t MaxTeams(int32_t cols) {
 }
 
 template <class Op>
-__global__ void __launch_bounds__(kBlockThreads) WarpKernel(const __grid_constant__ Op op,
-                                                         int64_t count) {
+__global__ void __launch_bounds__(kBlockThreads)
+    WarpKernel(const __grid_constant__ Op op, int64_t count) {
   const int lane = static_cast<int>(threadIdx.x) & (simt::kWarpSize - 1);
   const int64_t id =
       static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / simt::kWarpSize;
@@ -87,10 +87,22 @@ __global__ void __launch_bounds__(kBlockThreads) HotFinishKernel(const __grid_co
     if (a.hot_off[u] != k) continue;  // uniform over the block
     const int64_t m = op.Chunks(u);
     float* p = op.Partials(u);
-    for (int64_t s = 1; s < m; s *= 2) {
-      const int64_t pairs = (m - s + 2 * s - 1) / (2 * s);
-      for (int64_t e = threadIdx.x; e < pairs * a.cols; e += blockDim.x)
-        simt_body::TreeAdd(p, a.cols, (e / a.cols) * 2 * s, s, e % a.cols);
+    // Element (pair, column) of a level is walked with a carried column counter: a 64-bit
+    // division would be a subroutine call, whose saved registers spill on sm_80.
+    const int dp = static_cast<int>(blockDim.x) / a.cols,
+              dc = static_cast<int>(blockDim.x) % a.cols;
+    for (int64_t s = 1, shift = 1; s < m; s *= 2, ++shift) {
+      const int64_t pairs = (m + s - 1) >> shift;  // s is 2^(shift - 1)
+      int64_t pair = static_cast<int>(threadIdx.x) / a.cols;
+      int c = static_cast<int>(threadIdx.x) % a.cols;
+      for (; pair < pairs; pair += dp) {
+        simt_body::TreeAdd(p, a.cols, pair * 2 * s, s, c);
+        c += dc;
+        if (c >= a.cols) {
+          c -= a.cols;
+          ++pair;
+        }
+      }
       __syncthreads();
     }
     if (threadIdx.x < simt::kWarpSize) {
@@ -108,21 +120,19 @@ inline Status CubTempBytes(int64_t n, size_t* bytes) {
   size_t sort = 0, rle = 0, scan = 0;
   const int items = static_cast<int>(n < 1 ? 1 : n);
   SR_RETURN_IF_ERROR(CudaError(
-      cub::DeviceRadixSort::SortPairs(nullptr, sort, static_cast<const uint64_t*>(nullptr),
-                                      static_cast<uint64_t*>(nullptr),
-                                      static_cast<const uint32_t*>(nullptr),
-                                      static_cast<uint32_t*>(nullptr), items),
+      cub::DeviceRadixSort::SortPairs(
+          nullptr, sort, static_cast<const uint64_t*>(nullptr), static_cast<uint64_t*>(nullptr),
+          static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr), items),
       "cub::DeviceRadixSort size query"));
   SR_RETURN_IF_ERROR(CudaError(
-      cub::DeviceRunLengthEncode::Encode(nullptr, rle, static_cast<const uint64_t*>(nullptr),
-                                         static_cast<uint64_t*>(nullptr),
-                                         static_cast<int64_t*>(nullptr),
-                                         static_cast<int64_t*>(nullptr), items),
+      cub::DeviceRunLengthEncode::Encode(
+          nullptr, rle, static_cast<const uint64_t*>(nullptr), static_cast<uint64_t*>(nullptr),
+          static_cast<int64_t*>(nullptr), static_cast<int64_t*>(nullptr), items),
       "cub::DeviceRunLengthEncode size query"));
-  SR_RETURN_IF_ERROR(CudaError(
-      cub::DeviceScan::ExclusiveSum(nullptr, scan, static_cast<const int64_t*>(nullptr),
-                                    static_cast<int64_t*>(nullptr), items + 1),
-      "cub::DeviceScan size query"));
+  SR_RETURN_IF_ERROR(
+      CudaError(cub::DeviceScan::ExclusiveSum(nullptr, scan, static_cast<const int64_t*>(nullptr),
+                                              static_cast<int64_t*>(nullptr), items + 1),
+                "cub::DeviceScan size query"));
   *bytes = sort > rle ? sort : rle;
   if (scan > *bytes) *bytes = scan;
   return Status::Ok();
@@ -137,8 +147,7 @@ class CudaExec {
   template <class Op>
   void Warps(int64_t count, const Op& op) {
     if (!status_.ok() || count <= 0) return;
-    WarpKernel<Op><<<static_cast<unsigned>(GridFor(count)), kBlockThreads, 0, stream_>>>(op,
-                                                                                          count);
+    WarpKernel<Op><<<static_cast<unsigned>(GridFor(count)), kBlockThreads, 0, stream_>>>(op, count);
     Check(cudaGetLastError(), "kernel launch");
   }
   void SortPairs(const uint64_t* kin, uint64_t* kout, const uint32_t* vin, uint32_t* vout,
@@ -149,8 +158,8 @@ class CudaExec {
                                           0, end_bit, stream_),
           "cub::DeviceRadixSort::SortPairs");
   }
-  void RunLengthEncode(const uint64_t* keys, uint64_t* unique, int64_t* counts,
-                       int64_t* num_runs, int64_t n) {
+  void RunLengthEncode(const uint64_t* keys, uint64_t* unique, int64_t* counts, int64_t* num_runs,
+                       int64_t n) {
     if (!status_.ok()) return;
     size_t bytes = temp_bytes_;
     Check(cub::DeviceRunLengthEncode::Encode(temp_, bytes, keys, unique, counts, num_runs,

@@ -25,7 +25,8 @@
 
 namespace shardrec::embedding::kernels::cuda {
 
-// Bytes of the device status block (zero it once; ReadStatus clears it again).
+// Bytes of the device status block (all-zero bytes are its clear state: memset it once;
+// ReadStatus clears it again).
 size_t StatusBytes();
 
 // Copies the status block to the host (synchronising ctx's stream), clears it, and returns the

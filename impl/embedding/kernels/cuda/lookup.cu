@@ -32,20 +32,18 @@ Status ReadStatus(const ExecContext& ctx, void* status_block, const char* what) 
   ScopedDevice dev(ctx.device().index);
   auto stream = static_cast<cudaStream_t>(ctx.stream());
   simt_body::DeviceStatus st;
-  SR_RETURN_IF_ERROR(CudaError(
-      cudaMemcpyAsync(&st, status_block, sizeof(st), cudaMemcpyDeviceToHost, stream),
-      "status block copy"));
+  SR_RETURN_IF_ERROR(
+      CudaError(cudaMemcpyAsync(&st, status_block, sizeof(st), cudaMemcpyDeviceToHost, stream),
+                "status block copy"));
   SR_RETURN_IF_ERROR(CudaError(cudaStreamSynchronize(stream), "cudaStreamSynchronize"));
-  const simt_body::DeviceStatus clear;
-  SR_RETURN_IF_ERROR(CudaError(
-      cudaMemcpyAsync(status_block, &clear, sizeof(clear), cudaMemcpyHostToDevice, stream),
-      "status block reset"));
-  SR_RETURN_IF_ERROR(CudaError(cudaStreamSynchronize(stream), "cudaStreamSynchronize"));
+  // Zero bytes are the clear state; the reset is ordered before the stream's next kernel.
+  SR_RETURN_IF_ERROR(
+      CudaError(cudaMemsetAsync(status_block, 0, sizeof(st), stream), "status block reset"));
   if (st.code == simt_body::kStatusRowOutOfRange)
-    return Status::InvalidArgument(what, ": a row outside its shard at position ", st.first,
-                                   " (left out)");
+    return Status::InvalidArgument(what, ": a row outside its shard at position ",
+                                   simt_body::FirstPosition(st), " (left out)");
   if (st.code == simt_body::kStatusIdOutOfRange)
-    return Status::InvalidArgument(what, ": id at position ", st.first,
+    return Status::InvalidArgument(what, ": id at position ", simt_body::FirstPosition(st),
                                    " is out of range of its table");
   return Status::Ok();
 }

@@ -83,14 +83,17 @@ struct FillKeysOp {
       const int64_t base = r.offsets != nullptr ? r.offsets[0] : 0;
       const int64_t i0 = r.offsets != nullptr ? r.offsets[b] : b;
       const int64_t i1 = r.offsets != nullptr ? r.offsets[b + 1] : b + 1;
-      for (int64_t i = i0; i < i1; ++i) {
-        const int64_t p = rt.first_pos[lo] + (i - base);
-        if (keys) {
-          a.keys[p] = static_cast<uint64_t>(r.ids[i]);
-          a.pos[p] = static_cast<uint32_t>(p);
-        } else {
-          a.grad_off[p] = r.io_offset + b * grad_stride;
-          a.factor[p] = r.weights != nullptr ? scale * r.weights[i] : scale;
+      const int64_t p0 = rt.first_pos[lo] - base;
+      if (keys) {
+        for (int64_t i = i0; i < i1; ++i) {
+          a.keys[p0 + i] = static_cast<uint64_t>(r.ids[i]);
+          a.pos[p0 + i] = static_cast<uint32_t>(p0 + i);
+        }
+      } else {
+        const int64_t off = r.io_offset + b * grad_stride;
+        for (int64_t i = i0; i < i1; ++i) {
+          a.grad_off[p0 + i] = off;
+          a.factor[p0 + i] = r.weights != nullptr ? scale * r.weights[i] : scale;
         }
       }
     });

@@ -13,21 +13,26 @@ inline constexpr int32_t kStatusOk = 0;
 inline constexpr int32_t kStatusRowOutOfRange = 1;  // a looked-up or updated row outside the shard
 inline constexpr int32_t kStatusIdOutOfRange = 2;   // an input id outside its table (policy ERROR)
 
+// All-zero bytes are the clear state (a block can be cleared with a memset): the smallest
+// position is kept as its bitwise complement, the largest complement winning.
 struct DeviceStatus {
   int32_t code = kStatusOk;
   int32_t pad = 0;
-  unsigned long long first = ~0ull;  // smallest position reported
+  unsigned long long inv_first = 0;  // ~(smallest position reported)
 };
 
+// The smallest position reported (meaningful when code != kStatusOk).
+SHARDREC_HD uint64_t FirstPosition(const DeviceStatus& st) { return ~st.inv_first; }
+
 SHARDREC_HD void ReportError(DeviceStatus* st, int32_t code, int64_t where) {
+  const unsigned long long inv = ~static_cast<unsigned long long>(where);
 #if defined(__CUDA_ARCH__)
   atomicCAS(&st->code, kStatusOk, code);
-  atomicMin(&st->first, static_cast<unsigned long long>(where));
+  atomicMax(&st->inv_first, inv);
 #else
   // Host launches run their items on one thread.
   if (st->code == kStatusOk) st->code = code;
-  if (static_cast<unsigned long long>(where) < st->first)
-    st->first = static_cast<unsigned long long>(where);
+  if (inv > st->inv_first) st->inv_first = inv;
 #endif
 }
 

@@ -172,50 +172,11 @@ TEST(SimtLookup, AnOutOfRangeRowIsReportedNotRead) {
   DeviceStatus st;
   simt_body::RunLookup(std::span<const LookupJob>(&job, 1), &st);
   EXPECT_EQ(st.code, simt_body::kStatusRowOutOfRange);
-  EXPECT_EQ(st.first, 3u);
+  EXPECT_EQ(simt_body::FirstPosition(st), 3u);
   for (int c = 0; c < 8; ++c) EXPECT_EQ(out[8 + c], table.At(3, c));
 }
 
 // ---- Backward -------------------------------------------------------------------------------
-
-// Runs with hot rows: row 5 in every bag of the first run (a row of hundreds of ids), row 9 in
-// 40 bags (two chunks), plus the usual duplicates; the last run is a sequence run.
-struct BackwardCase {
-  std::vector<Bags> bags;
-  std::vector<BagRun> runs;
-  std::vector<float> grads;
-  int64_t stride = 0;
-
-  BackwardCase(int32_t cols, bool weighted, uint32_t seed) {
-    stride = cols + 2;
-    bags.push_back(MakeBags(300, 6, 40, seed, 7, 50));
-    bags.push_back(MakeBags(80, 4, 40, seed + 1, 0, 0));
-    bags.push_back(MakeBags(1, 50, 40, seed + 2, 0, 0));
-    for (int64_t b = 0; b < 300; ++b)
-      if (bags[0].offsets[b + 1] > bags[0].offsets[b]) bags[0].rows[bags[0].offsets[b + 1] - 1] = 5;
-    for (int64_t b = 0; b < 40; ++b)
-      if (bags[1].offsets[b + 1] > bags[1].offsets[b]) bags[1].rows[bags[1].offsets[b]] = 9;
-    int64_t at = 0;
-    for (size_t r = 0; r < bags.size(); ++r) {
-      BagRun run =
-          r < 2 ? bags[r].Run(weighted)
-                : BagRun{nullptr, static_cast<int64_t>(bags[r].rows.size()), bags[r].rows.data(),
-                         weighted ? bags[r].weights.data() : nullptr, 0};
-      run.io_offset = at * stride;
-      at += run.num_bags + 3;
-      runs.push_back(run);
-    }
-    grads.resize(at * stride);
-    std::mt19937 rng(seed * 7 + 1);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    for (float& g : grads) g = u(rng);
-  }
-  int64_t num_ids() const {
-    int64_t n = 0;
-    for (const BagRun& r : runs) n += r.num_ids();
-    return n;
-  }
-};
 
 TEST(SimtBackward, AggregatedRowsEqualTheCpuTwinBitForBit) {
   for (int32_t cols : {1, 5, 16, 64, 100, 130, 300}) {
@@ -247,41 +208,6 @@ TEST(SimtBackward, AggregatedRowsEqualTheCpuTwinBitForBit) {
     }
   }
 }
-
-struct Shard {
-  std::vector<float> w32;
-  std::vector<uint16_t> w16;
-  std::vector<std::vector<float>> states;
-  optim::ShardParams p;
-
-  Shard(const Shard& o) : w32(o.w32), w16(o.w16), states(o.states), p(o.p) { Rebind(); }
-  void Rebind() {
-    p.weights = p.dtype == DType::kFloat32 ? static_cast<void*>(w32.data()) : w16.data();
-    for (size_t i = 0; i < states.size(); ++i) p.states[i] = states[i].data();
-  }
-  Shard(const optim::OptimizerConfig& cfg, DType dt, int64_t rows, int32_t cols, uint32_t seed) {
-    Table t(rows, cols, cols, dt, seed);
-    w32 = t.f32;
-    w16 = t.u16;
-    p.dtype = dt;
-    p.weights = dt == DType::kFloat32 ? static_cast<void*>(w32.data()) : w16.data();
-    p.rows = rows;
-    p.cols = cols;
-    p.stride = cols;
-    p.table_key = 0xabcdef;
-    p.row_offset = 1000;
-    p.col_offset = 64;
-    for (auto& s : optim::StateSpecs(cfg.type))
-      states.emplace_back(s.row_wise ? rows : rows * cols);
-    for (auto& s : states) {
-      for (size_t i = 0; i < s.size(); ++i) s[i] = 0.01f * static_cast<float>(i % 13);
-      p.states.push_back(s.data());
-    }
-  }
-  bool operator==(const Shard& o) const {
-    return w32 == o.w32 && w16 == o.w16 && states == o.states;
-  }
-};
 
 TEST(SimtBackward, FusedUpdateEqualsTheCpuTwinForEveryOptimizerAndDtype) {
   int checked = 0;
@@ -355,7 +281,9 @@ TEST(SimtBackward, TwoPhaseUpdateOfColumnShardsEqualsTheCpuTwin) {
       const int gsize = simt::TeamSizeForCols(cols);
       for (size_t u = 0; u < rows.size() && ns > 0; ++u) {
         simt::HostTeam t(gsize, 0);
-        optim::RowPhase1(t, rp, rows[u], g.data() + u * cols, simt_stats.data() + u * ns);
+        const optim::RowStats st = optim::RowPhase1(t, rp, rows[u], g.data() + u * cols);
+        simt_stats[u * ns] = st.v0;
+        if (ns > 1) simt_stats[u * ns + 1] = st.v1;
       }
       EXPECT_TRUE(SameBits(stats.data(), simt_stats.data(), stats.size() * 4));
       // The other column shards' statistics arrive and are added in shard order.
@@ -363,8 +291,10 @@ TEST(SimtBackward, TwoPhaseUpdateOfColumnShardsEqualsTheCpuTwin) {
       optim::Apply(ExecContext(), cfg, 3, full_dim, twin.p, up, ns > 0 ? stats.data() : nullptr);
       for (size_t u = 0; u < rows.size(); ++u) {
         simt::HostTeam t(gsize, 0);
-        optim::RowPhase2(t, rp, rows[u], g.data() + u * cols,
-                         ns > 0 ? stats.data() + u * ns : nullptr);
+        optim::RowStats st;
+        if (ns > 0) st.v0 = stats[u * ns];
+        if (ns > 1) st.v1 = stats[u * ns + 1];
+        optim::RowPhase2(t, rp, rows[u], g.data() + u * cols, st);
       }
       EXPECT_TRUE(twin == simt_shard) << optim::OptimizerName(type) << " " << DTypeName(dt);
     }
