@@ -90,6 +90,39 @@ def torch_rows(out):
     return meta, rows
 
 
+def profile_lines(text):
+    """Per-kernel time of the profiled window (ncu --csv --page raw, gpu__time_duration.sum)."""
+    import csv
+    rows = [r for r in csv.reader(l for l in text.splitlines() if l.startswith('"'))]
+    if len(rows) < 3:
+        return ["Kernel profile: no rows (see profile.csv).", ""]
+    head = rows[0]
+    try:
+        k_name, k_time = head.index("Kernel Name"), head.index("gpu__time_duration.sum")
+    except ValueError:
+        return ["Kernel profile: unexpected columns (see profile.csv).", ""]
+    unit = rows[1][k_time]
+    total, per = 0.0, {}
+    for r in rows[2:]:
+        try:
+            t = float(r[k_time].replace(",", ""))
+        except (ValueError, IndexError):
+            continue
+        name = re.sub(r"\(.*", "", r[k_name])
+        name = re.sub(r"^void ", "", name)
+        name = re.sub(r"shardrec::embedding::kernels::", "", name)[:110]
+        n, s = per.get(name, (0, 0.0))
+        per[name] = (n + 1, s + t)
+        total += t
+    lines = ["## Kernel times of the backward (b4 fp32, a window of %d launches in steady state)"
+             % sum(n for n, _ in per.values()), "",
+             "| kernel | launches | total %s | share |" % unit, "|---|---|---|---|"]
+    for name, (n, s) in sorted(per.items(), key=lambda kv: -kv[1][1]):
+        lines.append("| `%s` | %d | %.1f | %.0f %% |" % (name.replace("|", "/"), n, s,
+                                                          100 * s / total if total else 0))
+    return lines + [""]
+
+
 def fmt(x, digits=1):
     return "-" if x is None else ("%.*f" % (digits, x))
 
@@ -176,7 +209,7 @@ def main():
     if not benches:
         lines += ["No benchmark figures (the benchmark did not run or did not finish).", ""]
     else:
-        by = {b["name"]: b for b in benches}
+        by = {b["name"].split("/iterations")[0]: b for b in benches}
         copy = by.get("roof/BW_copy", {}).get("GBps")
         gather = by.get("roof/BW_gather", {}).get("GBps")
         lines += [
@@ -222,6 +255,9 @@ def main():
                 sid, fmt(b.get("median_us")), fmt(b.get("p90_us")), fmt(b.get("phys_GBps"), 0),
                 fmt(b.get("x_copy"), 2)))
         lines.append("")
+    prof = read(os.path.join(out, "profile.csv"))
+    if prof:
+        lines += profile_lines(prof)
     lines += ["## Steps", "", "| step | result | seconds |", "|---|---|---|"]
     lines += ["| %s | %s | %s |" % (s, verdict(rc) if s != "fatbin" else (
         "passed" if rc == "0" else "FAILED (an architecture missing or local memory used)"), secs)

@@ -9,6 +9,7 @@
 //   fbgemm  (forward) B*sum(D)*L*w + B*sum(D)*4          (FBGEMM's convention, for comparison)
 //   phys    (forward) sum_t U_t*D_t*w + B*sum(D)*4 + N*8 (+ N*4 weighted) + T*(B+1)*8
 //   phys    (backward) B*sum(D)*4 + sum_t U_t*(2*D_t*w + 8) + N*(8 + 8 + 4 + 4) (+ N*4 weighted)
+//           (the group_only shape times GroupRows alone and is reported against the same bytes)
 // where U_t is the number of distinct rows of table t in the batch (counted exactly), N the ids,
 // w the weight bytes; the backward's sort passes are not counted. x_copy and x_gather are phys
 // GB/s over the roofs. Environment: SHARDREC_GPU_BENCH_QUICK=1 keeps only the smaller shapes;
@@ -128,6 +129,7 @@ struct Shape {
   bool weighted = false;
   double hot = 0;  // fraction of ids on row 0 of each table (hot-row backward)
   bool quick = true;
+  bool group_only = false;  // backward: GroupRows alone (the sort and bookkeeping share)
   int32_t D(int t) const { return dims[t % dims.size()]; }
 };
 
@@ -280,8 +282,9 @@ void Backward(benchmark::State& state, const Shape& shape) {
         const cuda::DeviceRuns dr{std::span<const BagRun>(&run, 1), std::span<const int64_t>(&n, 1),
                                   shape.E};
         CheckStatus(cuda::GroupRows(ctx, dr, ws.p, ws_bytes, nullptr));
-        CheckStatus(cuda::FusedBackward(ctx, dr, st.io->as<float>(), st.sum_d, 1.0f, cfg, step,
-                                        shape.D(t), shards[t], ws.p));
+        if (!shape.group_only)
+          CheckStatus(cuda::FusedBackward(ctx, dr, st.io->as<float>(), st.sum_d, 1.0f, cfg, step,
+                                          shape.D(t), shards[t], ws.p));
       }
     };
     Timing t;
