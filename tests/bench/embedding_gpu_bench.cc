@@ -356,6 +356,17 @@ std::vector<Shape> BwdShapes() {
        false,
        0,
        false},
+      {"b4_T32_E1e6_D128_B16384_L20_fp32_group_only",
+       32,
+       1000000,
+       {128},
+       16384,
+       20,
+       f32,
+       false,
+       0,
+       false,
+       true},
   };
 }
 
