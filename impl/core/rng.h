@@ -5,10 +5,13 @@
 #include <cstdint>
 #include <string_view>
 
+#include "impl/core/host_device.h"
+
 namespace shardrec {
 
-// splitmix64 finaliser: a bijective 64-bit mixer with good avalanche.
-constexpr uint64_t Mix64(uint64_t x) {
+// splitmix64 finaliser: a bijective 64-bit mixer with good avalanche. Host/device: the
+// stochastic-rounding bits of the CUDA kernels come from it too.
+SHARDREC_HD constexpr uint64_t Mix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;

@@ -7,7 +7,9 @@
 #include "impl/core/check.h"
 #include "impl/core/half.h"
 #include "impl/core/rng.h"
+#include "impl/core/simt.h"
 #include "impl/optim/optimizer.h"
+#include "impl/optim/rounding.h"
 #include "impl/optim/update_rules.h"
 
 namespace shardrec::optim {
@@ -48,34 +50,31 @@ RowRef MakeRowRef(const ShardParams& shard, const StateLayout& l, int64_t row, f
   return r;
 }
 
-// Sums with 8 independent lanes combined in a fixed order: vectorisable, and the order depends
-// only on the column count, never on threads.
-constexpr int kLanes = 8;
-float CombineLanes(const float* acc) {
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
+// Row statistics are summed in the order every backend shares (impl/core/simt.h): column c goes
+// to lane LaneOfColumn(c), each lane sums in column order, the 32 lanes meet in CombineLanes
+// order. The CUDA kernels reduce a row across a team of lanes exactly so (impl/optim/row_body.h).
 void RowStats(OptimizerType type, const RuleScalars& s, const RowRef& r, int32_t cols, float* out) {
   float* __restrict w = r.w;
   const float* __restrict g = r.g;
   if (type == OptimizerType::kRowWiseAdagrad || type == OptimizerType::kPartialRowWiseAdam) {
-    float acc[kLanes] = {};
-    int32_t c = 0;
-    for (; c + kLanes <= cols; c += kLanes)
-      for (int k = 0; k < kLanes; ++k) acc[k] += RowWiseAdagradSquare(w[c + k], g[c + k], s);
-    for (; c < cols; ++c) acc[c % kLanes] += RowWiseAdagradSquare(w[c], g[c], s);
-    out[0] = CombineLanes(acc);
+    float acc[simt::kWarpSize] = {};
+    for (int32_t c = 0; c < cols; ++c) {
+      float& a = acc[simt::LaneOfColumn(c)];
+      a = a + RowWiseAdagradSquare(w[c], g[c], s);
+    }
+    out[0] = simt::CombineLanes(acc, simt::kWarpSize);
   } else if (type == OptimizerType::kLamb) {
     float* __restrict m = r.m1;
     float* __restrict v = r.m2;
-    float wa[kLanes] = {}, ra[kLanes] = {};
+    float wa[simt::kWarpSize] = {}, ra[simt::kWarpSize] = {};
     for (int32_t c = 0; c < cols; ++c) {
       float rr = LambAdvance(w[c], g[c], &m[c], &v[c], s);
-      wa[c % kLanes] += w[c] * w[c];
-      ra[c % kLanes] += rr * rr;
+      const int lane = simt::LaneOfColumn(c);
+      wa[lane] = wa[lane] + w[c] * w[c];
+      ra[lane] = ra[lane] + rr * rr;
     }
-    out[0] = CombineLanes(wa);
-    out[1] = CombineLanes(ra);
+    out[0] = simt::CombineLanes(wa, simt::kWarpSize);
+    out[1] = simt::CombineLanes(ra, simt::kWarpSize);
   }
 }
 
@@ -120,11 +119,8 @@ void ApplyRow(OptimizerType type, const RuleScalars& s, int32_t full_dim, const 
 
 uint32_t RoundingBits(const OptimizerConfig& c, int64_t step, const ShardParams& shard, int64_t row,
                       int32_t col) {
-  uint64_t k = Mix64(static_cast<uint64_t>(shard.col_offset + col));
-  k = Mix64(static_cast<uint64_t>(shard.row_offset + row) ^ k);
-  k = Mix64(shard.table_key ^ k);
-  k = Mix64(static_cast<uint64_t>(step) ^ k);
-  return static_cast<uint32_t>(Mix64(c.seed ^ k) >> 32);
+  return optim::RoundingBits(c.seed, step, shard.table_key, shard.row_offset + row,
+                             static_cast<int64_t>(shard.col_offset) + col);
 }
 
 void LoadRow(const ShardParams& shard, int64_t row, float* out) {

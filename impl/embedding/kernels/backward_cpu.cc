@@ -3,12 +3,14 @@
 // The fused variant runs the optimizer on cache-sized blocks of rows right after aggregating them.
 #include <algorithm>
 #include <span>
+#include <vector>
 
 #include "impl/core/check.h"
 #include "impl/embedding/kernels/backward_workspace.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/kernels/row_group.h"
 #include "impl/embedding/kernels/row_load.h"
+#include "impl/embedding/kernels/simt/segment_order.h"
 
 namespace shardrec::embedding::kernels {
 
@@ -78,7 +80,26 @@ struct RowPrefetch {
   int64_t distance = 0;
 };
 
-// out[(u - u_begin) * cols + c] = sum over the row's ids, in position order, of factor * grad.
+// o[c] = sum over the ids keys[k_begin, k_end), in order, of factor * grad (first term assigned).
+void SumIds(const detail::RowGroups& g, const Source& src, int32_t cols, int64_t k_begin,
+            int64_t k_end, float* __restrict o) {
+  int64_t k = k_begin;
+  int64_t p = static_cast<int64_t>(g.keys[k] & g.pos_mask);
+  {
+    const float f = src.FactorOf(p);
+    const float* __restrict gr = src.GradOf(p);
+    for (int32_t c = 0; c < cols; ++c) o[c] = f * gr[c];
+  }
+  for (++k; k < k_end; ++k) {
+    p = static_cast<int64_t>(g.keys[k] & g.pos_mask);
+    const float f = src.FactorOf(p);
+    const float* __restrict gr = src.GradOf(p);
+    for (int32_t c = 0; c < cols; ++c) o[c] += f * gr[c];
+  }
+}
+
+// out[(u - u_begin) * cols + c] = sum over the row's ids of factor * grad, in the shared segment
+// order (simt/segment_order.h: position order, chunked and tree-combined for hot rows).
 void AggregateRows(const detail::RowGroups& g, const Source& src, int32_t cols, int64_t u_begin,
                    int64_t u_end, float* out, const RowPrefetch& pf = {}) {
   for (int64_t u = u_begin; u < u_end; ++u) {
@@ -90,20 +111,21 @@ void AggregateRows(const detail::RowGroups& g, const Source& src, int32_t cols, 
       if (pf.row_state != nullptr) __builtin_prefetch(pf.row_state + row, 1, 3);
     }
     float* __restrict o = out + (u - u_begin) * cols;
-    const int64_t k_end = g.segments[u + 1];
-    int64_t k = g.segments[u];
-    int64_t p = static_cast<int64_t>(g.keys[k] & g.pos_mask);
-    {
-      const float f = src.FactorOf(p);
-      const float* __restrict gr = src.GradOf(p);
-      for (int32_t c = 0; c < cols; ++c) o[c] = f * gr[c];
+    const int64_t k_begin = g.segments[u], k_end = g.segments[u + 1];
+    const int64_t m = simt_body::HotChunks(k_end - k_begin);
+    if (m == 0) {
+      SumIds(g, src, cols, k_begin, k_end, o);
+      continue;
     }
-    for (++k; k < k_end; ++k) {
-      p = static_cast<int64_t>(g.keys[k] & g.pos_mask);
-      const float f = src.FactorOf(p);
-      const float* __restrict gr = src.GradOf(p);
-      for (int32_t c = 0; c < cols; ++c) o[c] += f * gr[c];
-    }
+    // A hot row: chunk sums, then the shared tree (simt/segment_order.h).
+    thread_local std::vector<float> chunks;
+    chunks.resize(static_cast<size_t>(m) * cols);
+    for (int64_t j = 0; j < m; ++j)
+      SumIds(g, src, cols, k_begin + j * simt_body::kSegmentChunk,
+             std::min(k_end, k_begin + (j + 1) * simt_body::kSegmentChunk),
+             chunks.data() + j * cols);
+    simt_body::TreeCombine(chunks.data(), m, cols);
+    std::copy(chunks.data(), chunks.data() + cols, o);
   }
 }
 

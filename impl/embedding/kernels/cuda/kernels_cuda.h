@@ -1,0 +1,79 @@
+// The CUDA twins of the kernels of kernels.h, declared without CUDA types: the same arguments
+// through a CUDA ExecContext (device + stream), plus what a device cannot find out without a
+// synchronisation (the id count of each run, the shard's row count). Compiled into
+// libshardrec_cuda.so (and the GPU tests); they reach the collection through the plugin's
+// function table once that exists (impl/core/plugin_abi.h, another branch).
+//
+// Stream behaviour: every call only enqueues work on ctx.stream() and returns; buffers (device
+// memory, or host memory the device can read) must stay valid until the stream reaches the work.
+// Nothing allocates: the lookup needs no scratch, the backward uses the caller's workspace
+// (BackwardWorkspaceBytes, sized once at creation). Errors found on the device (a row outside the
+// shard) land in a status block in device memory; ReadStatus turns it into a Status at the step's
+// one synchronisation point. Numerics: bit-identical to the CPU twins when built with
+// SHARDREC_DETERMINISTIC_FP=ON (device code without FMA contraction), within 1e-6 relative per
+// output row otherwise (tests/impl/embedding/kernels/simt_*_test.cc, run on the CPU).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "impl/core/exec.h"
+#include "impl/core/status.h"
+#include "impl/embedding/kernels/kernels.h"
+#include "impl/optim/optimizer.h"
+
+namespace shardrec::embedding::kernels::cuda {
+
+// Bytes of the device status block (all-zero bytes are its clear state: memset it once;
+// ReadStatus clears it again).
+size_t StatusBytes();
+
+// Copies the status block to the host (synchronising ctx's stream), clears it, and returns the
+// first error it holds: kInvalidArgument naming the position of the first row outside its shard,
+// kCuda for a CUDA error.
+Status ReadStatus(const ExecContext& ctx, void* status_block, const char* what);
+
+// Every job of a rank in one launch (kMaxLookupJobs per launch), same results as the CPU twin.
+// `status_block` (device memory, may be null) receives out-of-range rows, which are left out.
+// Errors: kInvalidArgument for a weight dtype other than fp32/fp16/bf16, kCuda.
+Status Lookup(const ExecContext& ctx, std::span<const LookupJob> jobs, void* status_block);
+
+// One shard's device runs with the counts the host knows.
+struct DeviceRuns {
+  std::span<const BagRun> runs;      // pointers into device memory
+  std::span<const int64_t> num_ids;  // ids of each run
+  int64_t num_rows = 0;              // rows of the shard (sorts only the bits they need)
+};
+
+// Workspace for `num_ids` ids (at most 2^31) of a shard with `cols` columns on ctx's device.
+size_t BackwardWorkspaceBytes(const ExecContext& ctx, int64_t num_ids, int32_t cols,
+                              int num_row_stats);
+
+// GroupRows' twin: sort, run-length encoding and segments in `workspace` (device memory). When
+// `num_unique` is not null the count is copied there when the stream gets to it (pinned host
+// memory keeps the copy asynchronous); the following steps read it on the device.
+Status GroupRows(const ExecContext& ctx, const DeviceRuns& runs, void* workspace,
+                 size_t workspace_bytes, int64_t* num_unique);
+
+// AggregateGrads' twin: unique_rows and row_grads (device memory) are sized for num_ids rows; the
+// first num_unique are written.
+Status AggregateGrads(const ExecContext& ctx, const DeviceRuns& runs, const float* grads,
+                      int64_t grad_stride, int32_t cols, float scale, void* workspace,
+                      int64_t* unique_rows, float* row_grads);
+
+// FusedBackward's twin (same condition on row statistics); shard buffers in device memory.
+Status FusedBackward(const ExecContext& ctx, const DeviceRuns& runs, const float* grads,
+                     int64_t grad_stride, float scale, const optim::OptimizerConfig& config,
+                     int64_t step, int32_t full_dim, optim::ShardParams& shard, void* workspace);
+
+// The twins of optim::PartialRowStats and optim::Apply for column shards whose statistics travel
+// between ranks (rows and grads in device memory, rows.size() known on the host).
+Status PartialRowStats(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
+                       optim::ShardParams& shard, const optim::RowUpdate& update,
+                       float* partial_stats);
+Status Apply(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
+             int32_t full_dim, optim::ShardParams& shard, const optim::RowUpdate& update,
+             const float* full_stats);
+
+}  // namespace shardrec::embedding::kernels::cuda

@@ -1,0 +1,76 @@
+// The backward's sequence of steps, written once over an executor: the CUDA executor
+// (cuda/exec_cuda.cuh: CUB device-wide steps, kernels on a stream, no synchronisation) and the
+// host executor of the tests (Thrust's CPU backend, warps run one after another). An executor
+// provides:
+//   Warps(count, op)            op(warp, item) for item in [0, count)
+//   SortPairs(kin, kout, vin, vout, n, end_bit)   stable sort by key bits [0, end_bit)
+//   RunLengthEncode(keys, unique, counts, num_runs, n)
+//   ExclusiveSum(in, out, n)    int64
+//   HotFinish(op, max_rows)     per hot row: the tree of op.Partials(u), then op.Finish
+//   Zero(ptr, bytes)
+// Counts that only the device knows (unique rows, hot chunks) never come back to the host:
+// launches are sized by upper bounds known from n and the ops stop at the device's count.
+#pragma once
+
+#include <cstdint>
+
+#include "impl/embedding/kernels/simt/backward_body.h"
+
+namespace shardrec::embedding::kernels::simt_body {
+
+// Upper bound of the hot chunks of n ids (every hot row has more than kSegmentChunk ids).
+inline int64_t MaxHotChunks(int64_t n) { return 2 * (n / kSegmentChunk) + 1; }
+
+inline int BitWidth(uint64_t v) {
+  int b = 0;
+  while (v != 0) {
+    ++b;
+    v >>= 1;
+  }
+  return b;
+}
+
+// Step 1: keys, sort, run-length encoding, segment starts and hot chunk offsets.
+template <class Exec>
+void GroupSteps(Exec& ex, const RunTable& rt, const BackwardArrays& a, int64_t num_rows) {
+  const int64_t n = a.n;
+  ex.Zero(a.counts, sizeof(int64_t) * static_cast<size_t>(n + 1));
+  ex.Zero(a.num_unique, sizeof(int64_t));
+  if (n == 0) {
+    ex.Zero(a.seg, sizeof(int64_t) * 1);
+    ex.Zero(a.hot, sizeof(int64_t) * 1);
+    ex.Zero(a.hot_off, sizeof(int64_t) * 1);
+    return;
+  }
+  FillKeysOp fill{rt, a, true, 0, 1.0f};
+  const int64_t bags = rt.first_bag[rt.num_runs];
+  ex.Warps((bags + simt::kWarpSize - 1) / simt::kWarpSize, fill);
+  const int end_bit = BitWidth(static_cast<uint64_t>(num_rows > 0 ? num_rows - 1 : 0));
+  ex.SortPairs(a.keys, a.keys_sorted, a.pos, a.pos_sorted, n, end_bit < 1 ? 1 : end_bit);
+  ex.RunLengthEncode(a.keys_sorted, a.unique, a.counts, a.num_unique, n);
+  ex.ExclusiveSum(a.counts, a.seg, n + 1);
+  HotCountOp hot{a};
+  ex.Warps((n + 1 + simt::kWarpSize - 1) / simt::kWarpSize, hot);
+  ex.ExclusiveSum(a.hot, a.hot_off, n + 1);
+}
+
+// Step 2: every unique row's gradient in the shared order, then `sink` (the fused update or the
+// aggregated outputs).
+template <class Exec>
+void RowSteps(Exec& ex, const RunTable& rt, const BackwardArrays& a, const float* grads,
+              int64_t grad_stride, float scale, const RowSink& sink) {
+  const int64_t n = a.n;
+  if (n == 0) return;
+  FillKeysOp sources{rt, a, false, grad_stride, scale};
+  const int64_t bags = rt.first_bag[rt.num_runs];
+  ex.Warps((bags + simt::kWarpSize - 1) / simt::kWarpSize, sources);
+  const int per_warp = simt::kWarpSize / simt::TeamSizeForCols(a.cols);
+  ShortRowsOp rows{a, sink, grads};
+  ex.Warps((n + per_warp - 1) / per_warp, rows);
+  HotPartialOp partial{a, grads};
+  ex.Warps((MaxHotChunks(n) + per_warp - 1) / per_warp, partial);
+  HotFinishOp finish{a, sink};
+  ex.HotFinish(finish, n / kSegmentChunk + 1);
+}
+
+}  // namespace shardrec::embedding::kernels::simt_body

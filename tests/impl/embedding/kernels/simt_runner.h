@@ -1,0 +1,85 @@
+// Runs the single-source kernel bodies on the CPU with the arguments of the CPU twins
+// (kernels.h): the lookup over host warps, the backward through the host executor. Included by
+// exactly one test executable each (the bit-exact one and the contracted one are built with
+// different floating-point flags, so their instantiations must not meet in one binary).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "impl/embedding/kernels/kernels.h"
+#include "impl/embedding/kernels/simt/lookup_body.h"
+#include "impl/embedding/kernels/simt/pipeline.h"
+#include "tests/impl/embedding/kernels/simt_host_exec.h"
+
+namespace shardrec::embedding::kernels::simt_body {
+
+inline LookupJobDesc Describe(const LookupJob& j) {
+  LookupJobDesc d;
+  d.weights = j.weights.data;
+  d.rows = j.weights.rows;
+  d.stride = j.weights.stride;
+  d.offsets = j.run.offsets;
+  d.ids = j.run.rows;
+  d.id_weights = j.run.weights;
+  d.out = j.out;
+  d.io_offset = j.run.io_offset;
+  d.out_stride = j.out_stride;
+  d.num_bags = j.run.num_bags;
+  d.cols = j.weights.cols;
+  d.dtype = static_cast<int32_t>(j.weights.dtype);
+  return d;
+}
+
+// Every job, kMaxLookupJobs per launch; returns the number of launches.
+inline int RunLookup(std::span<const LookupJob> jobs, DeviceStatus* status) {
+  auto p = std::make_unique<LookupParams>();
+  int launches = 0;
+  for (size_t first = 0; first < jobs.size(); first += kMaxLookupJobs) {
+    p->num_jobs = 0;
+    p->status = status;
+    int64_t items = 0;
+    for (size_t j = first; j < jobs.size() && j < first + kMaxLookupJobs; ++j) {
+      if (jobs[j].weights.cols <= 0) continue;
+      LookupJobDesc d = Describe(jobs[j]);
+      p->first_item[p->num_jobs] = items;
+      items += PrepareJob(d);
+      p->jobs[p->num_jobs++] = d;
+    }
+    p->first_item[p->num_jobs] = items;
+    simt::HostWarp w(0);
+    for (int64_t item = 0; item < items; ++item) LookupItem(w, *p, item);
+    ++launches;
+  }
+  return launches;
+}
+
+inline RunTable MakeRunTable(std::span<const BagRun> runs) {
+  RunTable rt;
+  rt.num_runs = static_cast<int32_t>(runs.size());
+  for (size_t r = 0; r < runs.size(); ++r) {
+    rt.runs[r] = RunTable::Run{runs[r].offsets, runs[r].rows, runs[r].weights, runs[r].io_offset,
+                               runs[r].num_bags};
+    rt.first_bag[r + 1] = rt.first_bag[r] + runs[r].num_bags;
+    rt.first_pos[r + 1] = rt.first_pos[r] + runs[r].num_ids();
+  }
+  return rt;
+}
+
+// GroupSteps + RowSteps on the host; `sink` says fused update or aggregated outputs.
+struct SimtBackward {
+  HostBackwardArrays mem;
+  BackwardArrays a;
+  HostExec ex;
+
+  void Run(std::span<const BagRun> runs, int64_t num_rows, const float* grads, int64_t grad_stride,
+           int32_t cols, float scale, const RowSink& sink) {
+    const RunTable rt = MakeRunTable(runs);
+    a = mem.Make(rt.first_pos[rt.num_runs], cols);
+    GroupSteps(ex, rt, a, num_rows);
+    RowSteps(ex, rt, a, grads, grad_stride, scale, sink);
+  }
+};
+
+}  // namespace shardrec::embedding::kernels::simt_body
