@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
   pthread_t threads[MAX_WORLD];
   shardrec_comm_options_t comm_options = SHARDREC_COMM_OPTIONS_INIT;
   int i;
-  for (i = 1; i < argc; ++i) {
+  for (i = 1; i < argc; i += 2) {
     const char* a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : NULL;
     if (v == NULL && strcmp(a, "--help") != 0) return usage(argv[0]);
@@ -233,7 +233,6 @@ int main(int argc, char** argv) {
       g_interaction = DLRM_INTERACTION_DCN;
     else
       return usage(argv[0]);
-    ++i;
   }
   if (g_world < 1 || g_world > MAX_WORLD || g_shard < 1 || g_world % g_shard != 0 || g_steps < 1 ||
       g_batch < 1 || g_report < 1 || g_max_rows < 1)
