@@ -124,8 +124,12 @@ class NcclCommunicator final : public comm::Communicator {
     cudaEvent_t event;
     Clock::time_point deadline;
     const char* what;
+    // Identifies the entry: a caller retires completed entries too and reuses their events, so
+    // the watchdog, which queries the front without holding watch_mu_, checks it is still there.
+    uint64_t seq;
   };
   mutable std::mutex watch_mu_;  // after mu_ when both are held
+  uint64_t next_seq_ = 0;        // guarded by watch_mu_
   std::condition_variable watch_cv_;
   std::deque<Pending> pending_;
   std::vector<cudaEvent_t> spare_events_;

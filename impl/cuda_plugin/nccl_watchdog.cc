@@ -36,7 +36,7 @@ Status NcclCommunicator::TrackLocked(cudaStream_t stream, const char* what,
   }
   {
     std::lock_guard<std::mutex> lock(watch_mu_);
-    pending_.push_back({event, deadline, what});
+    pending_.push_back({event, deadline, what, next_seq_++});
   }
   watch_cv_.notify_one();
   return Status::Ok();
@@ -65,7 +65,15 @@ void NcclCommunicator::WatchLoop() {
       failure = CudaStatus(api_, q, StrCat("NCCL ", front.what, " failed on the device"));
     } else {
       std::lock_guard<std::mutex> state(mu_);
-      if (comm_ != nullptr && poison_.ok()) {
+      bool still_watched;
+      {
+        std::lock_guard<std::mutex> watch(watch_mu_);
+        still_watched = !pending_.empty() && pending_.front().seq == front.seq;
+      }
+      if (!still_watched) {
+        // A caller retired it meanwhile (and may have re-recorded its event for a newer
+        // collective, which this query saw): its deadline no longer applies.
+      } else if (comm_ != nullptr && poison_.ok()) {
         ncclResult_t async = ncclSuccess;
         const ncclResult_t r = api_.NcclCommGetAsyncError(comm_, &async);
         if (r != ncclSuccess) async = r;
@@ -81,8 +89,10 @@ void NcclCommunicator::WatchLoop() {
     }
     lock.lock();
     if (done) {
-      pending_.pop_front();
-      spare_events_.push_back(front.event);
+      if (!pending_.empty() && pending_.front().seq == front.seq) {
+        pending_.pop_front();
+        spare_events_.push_back(front.event);
+      }
       backoff = Backoff();
       continue;
     }
