@@ -33,6 +33,7 @@ static const int64_t kTop[] = {8, 1};
 
 typedef struct rank_ctx {
   shardrec_comm_t* comm;
+  int interaction; /* DLRM_INTERACTION_DOT or DLRM_INTERACTION_DCN */
   int rank;
   double losses[STEPS];
   shardrec_status_t status;
@@ -80,6 +81,9 @@ static void* run_rank(void* arg) {
   c.shard_size = WORLD;
   c.local_batch = BATCH;
   c.seed = 7;
+  c.interaction = ctx->interaction;
+  c.dcn_layers = 2;
+  c.dcn_rank = 4;
   c.first_bucket_bytes = 256;
   c.bucket_cap_bytes = 512;
   rc = dlrm_create(&model, &c, ctx->comm);
@@ -118,12 +122,54 @@ static void* run_rank(void* arg) {
   return NULL;
 }
 
-int main(int argc, char** argv) {
-  shardrec_comm_t* comms[WORLD];
+/* Trains one variant at world 2 and appends its section to @p out. */
+static int run_variant(shardrec_comm_t** comms, int interaction, FILE* out) {
   rank_ctx_t ctx[WORLD];
   pthread_t threads[WORLD];
-  FILE* out;
   int r, step, ok = 1;
+  memset(ctx, 0, sizeof(ctx));
+  for (r = 0; r < WORLD; ++r) {
+    ctx[r].comm = comms[r];
+    ctx[r].interaction = interaction;
+    ctx[r].rank = r;
+    ctx[r].status = SHARDREC_OK;
+  }
+  /* Rank 0's tensors are written after the losses: collect them in a temporary file first. */
+  ctx[0].out = tmpfile();
+  if (ctx[0].out == NULL) {
+    perror("tmpfile");
+    return 0;
+  }
+  for (r = 0; r < WORLD; ++r) pthread_create(&threads[r], NULL, run_rank, &ctx[r]);
+  for (r = 0; r < WORLD; ++r) pthread_join(threads[r], NULL);
+  for (r = 0; r < WORLD; ++r) {
+    if (ctx[r].status != SHARDREC_OK) {
+      fprintf(stderr, "dlrm_ref: rank %d: %s (%s)\n", r, shardrec_status_string(ctx[r].status),
+              ctx[r].message);
+      ok = 0;
+    }
+  }
+  fprintf(out, "variant %s\n", interaction == DLRM_INTERACTION_DOT ? "dot" : "dcn");
+  for (step = 0; step < STEPS && ok; ++step) {
+    for (r = 0; r < WORLD; ++r) fprintf(out, "loss %d %d %.17g\n", step, r, ctx[r].losses[step]);
+  }
+  if (ok) {
+    char buf[4096];
+    size_t n;
+    rewind(ctx[0].out);
+    while ((n = fread(buf, 1, sizeof(buf), ctx[0].out)) > 0) fwrite(buf, 1, n, out);
+    printf("dlrm_ref: %s losses at step %d: %.6f %.6f\n",
+           interaction == DLRM_INTERACTION_DOT ? "dot" : "dcn", STEPS - 1, ctx[0].losses[STEPS - 1],
+           ctx[1].losses[STEPS - 1]);
+  }
+  fclose(ctx[0].out);
+  return ok;
+}
+
+int main(int argc, char** argv) {
+  shardrec_comm_t* comms[WORLD];
+  FILE* out;
+  int r, ok;
   if (argc != 2) {
     fprintf(stderr, "usage: dlrm_ref <output file>\n");
     return 2;
@@ -141,36 +187,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   fprintf(out, "world %d\nsteps %d\n", WORLD, STEPS);
-  memset(ctx, 0, sizeof(ctx));
-  for (r = 0; r < WORLD; ++r) {
-    ctx[r].comm = comms[r];
-    ctx[r].rank = r;
-    ctx[r].status = SHARDREC_OK;
-  }
-  /* Rank 0's tensors are written after the losses: collect them in a temporary file first. */
-  ctx[0].out = tmpfile();
-  for (r = 0; r < WORLD; ++r) pthread_create(&threads[r], NULL, run_rank, &ctx[r]);
-  for (r = 0; r < WORLD; ++r) pthread_join(threads[r], NULL);
-  for (r = 0; r < WORLD; ++r) {
-    if (ctx[r].status != SHARDREC_OK) {
-      fprintf(stderr, "dlrm_ref: rank %d: %s (%s)\n", r, shardrec_status_string(ctx[r].status),
-              ctx[r].message);
-      ok = 0;
-    }
-  }
-  for (step = 0; step < STEPS && ok; ++step) {
-    for (r = 0; r < WORLD; ++r) fprintf(out, "loss %d %d %.17g\n", step, r, ctx[r].losses[step]);
-  }
-  if (ok && ctx[0].out != NULL) {
-    char buf[4096];
-    size_t n;
-    rewind(ctx[0].out);
-    while ((n = fread(buf, 1, sizeof(buf), ctx[0].out)) > 0) fwrite(buf, 1, n, out);
-  }
-  if (ctx[0].out != NULL) fclose(ctx[0].out);
+  ok = run_variant(comms, DLRM_INTERACTION_DOT, out) &&
+       run_variant(comms, DLRM_INTERACTION_DCN, out);
   for (r = 0; r < WORLD; ++r) shardrec_comm_destroy(comms[r]);
   if (fclose(out) != 0 || !ok) return 1;
-  printf("dlrm_ref: wrote %s (losses at step %d: %.6f %.6f)\n", argv[1], STEPS - 1,
-         ctx[0].losses[STEPS - 1], ctx[1].losses[STEPS - 1]);
+  printf("dlrm_ref: wrote %s\n", argv[1]);
   return 0;
 }

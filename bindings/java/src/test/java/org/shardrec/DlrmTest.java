@@ -1,6 +1,6 @@
 // A small DLRM trained through the Java binding (bottom MLP, sharded embedding collection, dot
-// interaction, top MLP, BCE, Adam, gradient bucketer) at world 2 with ranks as threads, compared
-// bit for bit with the same run in C (bindings/dlrm_ref/dlrm_ref.c, through examples/dlrm's
+// interaction or DCN-v2 cross network, top MLP, BCE, Adam, gradient bucketer) at world 2 with
+// ranks as threads, compared bit for bit with the same run in C (bindings/dlrm_ref/dlrm_ref.c, through examples/dlrm's
 // model), whose losses and final dense parameters the file $SHARDREC_DLRM_REF holds.
 package org.shardrec;
 
@@ -52,10 +52,12 @@ class DlrmTest {
     final Plan plan;
     final EmbeddingCollection coll;
     final Mlp bottom;
+    final Dcn cross; // null with the dot interaction
     final Mlp top;
     final Bucketer ddp;
     final DenseOptimizer opt;
     final long nb;
+    final long nc;
     final long width;
     final FloatBuffer x = Buffers.floats(B * ND);
     final FloatBuffer labels = Buffers.floats(B);
@@ -67,8 +69,10 @@ class DlrmTest {
     final FloatBuffer dInter;
     final FloatBuffer dBot = Buffers.floats(B * D);
     final FloatBuffer dEmb = Buffers.floats(B * F * D);
+    final FloatBuffer x0 = Buffers.floats(B * (F + 1) * D);
+    final FloatBuffer dX0 = Buffers.floats(B * (F + 1) * D);
 
-    Rank(Comm world) {
+    Rank(Comm world, boolean dcn) {
       List<Config.Table> tables = new ArrayList<>();
       List<Config.Feature> features = new ArrayList<>();
       for (int f = 0; f < F; ++f) {
@@ -85,12 +89,16 @@ class DlrmTest {
       sparse.learningRate = 0.05f;
       coll = mesh.embeddingCollection(plan, sparse, new Config.EmbeddingOptions().seed(SEED));
       bottom = Mlp.create(ND, new long[] {8, D}, null, SEED, "bottom");
-      width = Dense.dotInteractionWidth(F, D);
+      width = dcn ? (F + 1) * D : Dense.dotInteractionWidth(F, D);
+      cross = dcn ? Dcn.create(width, 2, 4, SEED, "cross") : null;
       top = Mlp.create(width, new long[] {8, 1}, null, SEED, "top");
       nb = bottom.numTensors();
-      long[] counts = new long[(int) (nb + top.numTensors())];
+      nc = cross == null ? 0 : cross.numTensors();
+      long[] counts = new long[(int) (nb + nc + top.numTensors())];
       for (int i = 0; i < counts.length; ++i) {
-        counts[i] = i < nb ? bottom.tensorCount(i) : top.tensorCount(i - nb);
+        counts[i] = i < nb        ? bottom.tensorCount(i)
+                    : i < nb + nc ? cross.tensorCount(i - nb)
+                                  : top.tensorCount(i - nb - nc);
       }
       ddp = Bucketer.create(world, counts,
                             new Bucketer.Options().firstBucketBytes(256).bucketCapBytes(512));
@@ -115,19 +123,40 @@ class DlrmTest {
         labels.put(b, label(step, g));
       }
       bottom.useBucketerGrads(ddp, 0);
-      top.useBucketerGrads(ddp, nb);
+      if (cross != null) cross.useBucketerGrads(ddp, nb);
+      top.useBucketerGrads(ddp, nb + nc);
       ddp.zeroGrad();
       bottom.forward(x, B, botOut);
       coll.forward(Kjt.of(B, F, lengths, ids), embOut);
-      Dense.dotInteractionForward(botOut, embOut, B, F, D, inter);
+      if (cross == null) {
+        Dense.dotInteractionForward(botOut, embOut, B, F, D, inter);
+      } else {
+        for (int b = 0; b < B; ++b) {
+          for (int k = 0; k < D; ++k) x0.put(b * (F + 1) * D + k, botOut.get(b * D + k));
+          for (int k = 0; k < F * D; ++k) x0.put(b * (F + 1) * D + D + k, embOut.get(b * F * D + k));
+        }
+        cross.forward(x0, B, inter);
+      }
       top.forward(inter, B, logits);
       double loss = Dense.bceWithLogits(logits, labels, B, dlogits);
-      top.backward(dlogits, dInter, ddp, nb);
-      Dense.dotInteractionBackward(botOut, embOut, dInter, B, F, D, dBot, dEmb);
+      top.backward(dlogits, dInter, ddp, nb + nc);
+      if (cross == null) {
+        Dense.dotInteractionBackward(botOut, embOut, dInter, B, F, D, dBot, dEmb);
+      } else {
+        cross.backward(dInter, dX0, ddp, nb);
+        for (int b = 0; b < B; ++b) {
+          for (int k = 0; k < D; ++k) dBot.put(b * D + k, dX0.get(b * (F + 1) * D + k));
+          for (int k = 0; k < F * D; ++k) dEmb.put(b * F * D + k, dX0.get(b * (F + 1) * D + D + k));
+        }
+      }
       coll.backward(dEmb);
       bottom.backward(dBot, null, ddp, 0);
       ddp.finish();
-      opt.step(bottom, top);
+      if (cross == null) {
+        opt.step(bottom, top);
+      } else {
+        opt.step(bottom, cross, top);
+      }
       mesh.step(coll);
       return loss;
     }
@@ -137,6 +166,7 @@ class DlrmTest {
       opt.close();
       ddp.close();
       top.close();
+      if (cross != null) cross.close();
       bottom.close();
       coll.close();
       mesh.close();
@@ -151,12 +181,24 @@ class DlrmTest {
   }
 
   @Test
-  void trainsLikeTheCModel() throws Exception {
+  void trainsLikeTheCModelWithDot() throws Exception {
+    trainLikeTheCModel("dot", 8);
+  }
+
+  @Test
+  void trainsLikeTheCModelWithDcn() throws Exception {
+    trainLikeTheCModel("dcn", 14);
+  }
+
+  void trainLikeTheCModel(String variant, int numTensors) throws Exception {
     List<String> lines = Files.readAllLines(referenceFile());
     double[][] want = new double[STEPS][WORLD];
     Map<String, float[]> wantTensors = new LinkedHashMap<>();
+    String section = "";
     for (String line : lines) {
       String[] p = line.trim().split(" ");
+      if (p[0].equals("variant")) section = p[1];
+      if (!p[0].equals("world") && !p[0].equals("steps") && !section.equals(variant)) continue;
       if (p[0].equals("world")) assertEquals(WORLD, Integer.parseInt(p[1]));
       if (p[0].equals("steps")) assertEquals(STEPS, Integer.parseInt(p[1]));
       if (p[0].equals("loss")) {
@@ -170,7 +212,7 @@ class DlrmTest {
         wantTensors.put(p[1], v);
       }
     }
-    assertEquals(8, wantTensors.size(), "2 MLPs of 2 layers: 8 tensors");
+    assertEquals(numTensors, wantTensors.size(), variant + ": tensors in the reference");
 
     Dense.setBlasThreads(1);
     assertEquals(1, Dense.blasThreads());
@@ -184,12 +226,13 @@ class DlrmTest {
       for (int r = 0; r < WORLD; ++r) {
         final int rank = r;
         futures.add(pool.submit(() -> {
-          try (Rank m = new Rank(comms[rank])) {
+          try (Rank m = new Rank(comms[rank], variant.equals("dcn"))) {
             for (int s = 0; s < STEPS; ++s) got[s][rank] = m.step(s, rank);
             if (rank == 0) {
-              for (Mlp mlp : new Mlp[] {m.bottom, m.top}) {
-                for (long i = 0; i < mlp.numTensors(); ++i) {
-                  gotTensors.put(mlp.tensorName(i), mlp.getParam(i));
+              for (DenseLayer l : new DenseLayer[] {m.bottom, m.cross, m.top}) {
+                if (l == null) continue;
+                for (long i = 0; i < l.numTensors(); ++i) {
+                  gotTensors.put(l.tensorName(i), l.getParam(i));
                 }
               }
               Bucketer.Stats st = m.ddp.stats();
@@ -209,13 +252,14 @@ class DlrmTest {
     for (int s = 0; s < STEPS; ++s) {
       for (int r = 0; r < WORLD; ++r) {
         assertEquals(Double.doubleToLongBits(want[s][r]), Double.doubleToLongBits(got[s][r]),
-                     "loss of step " + s + " rank " + r + ": C " + want[s][r] + ", Java "
+                     variant + " loss of step " + s + " rank " + r + ": C " + want[s][r] + ", Java "
                          + got[s][r]);
       }
     }
     assertEquals(wantTensors.keySet(), gotTensors.keySet());
     for (Map.Entry<String, float[]> e : wantTensors.entrySet()) {
-      assertArrayEquals(e.getValue(), gotTensors.get(e.getKey()), "tensor " + e.getKey());
+      assertArrayEquals(e.getValue(), gotTensors.get(e.getKey()),
+                        variant + " tensor " + e.getKey());
     }
   }
 
