@@ -1,5 +1,6 @@
 // A small DLRM trained through the Go binding (bottom MLP, sharded embedding collection, dot
-// interaction, top MLP, BCE, Adam, gradient bucketer) at world 2 with ranks as goroutines,
+// interaction or DCN-v2 cross network, top MLP, BCE, Adam, gradient bucketer) at world 2 with
+// ranks as goroutines,
 // compared bit for bit with the same run in C (bindings/dlrm_ref/dlrm_ref.c, through
 // examples/dlrm's model), whose losses and final dense parameters the file $SHARDREC_DLRM_REF
 // holds. Also: the dense calls' errors, FSDP at world 1 and the dot interaction's definition.
@@ -44,14 +45,15 @@ type dlrmRank struct {
 	mesh        *Mesh
 	coll        *EmbeddingCollection
 	bottom, top *MLP
+	cross       *DCN // nil with the dot interaction
 	ddp         *Bucketer
 	opt         *DenseOptimizer
-	nb          int
+	nb, nc      int
 	width       int64
 }
 
 // newDlrmRank returns the partly built rank with the error, so that Close frees what exists.
-func newDlrmRank(world *Comm) (*dlrmRank, error) {
+func newDlrmRank(world *Comm, dcn bool) (*dlrmRank, error) {
 	r := &dlrmRank{}
 	tables := make([]TableConfig, dlrmF)
 	features := make([]FeatureConfig, dlrmF)
@@ -78,14 +80,22 @@ func newDlrmRank(world *Comm) (*dlrmRank, error) {
 	if r.bottom, err = NewMLP(dlrmND, []int64{8, dlrmD}, nil, dlrmSeed, "bottom"); err != nil {
 		return r, err
 	}
-	if r.width, err = DotInteractionWidth(dlrmF, dlrmD); err != nil {
+	if dcn {
+		r.width = (dlrmF + 1) * dlrmD
+		if r.cross, err = NewDCN(r.width, 2, 4, dlrmSeed, "cross"); err != nil {
+			return r, err
+		}
+		if r.nc, err = r.cross.NumTensors(); err != nil {
+			return r, err
+		}
+	} else if r.width, err = DotInteractionWidth(dlrmF, dlrmD); err != nil {
 		return r, err
 	}
 	if r.top, err = NewMLP(r.width, []int64{8, 1}, nil, dlrmSeed, "top"); err != nil {
 		return r, err
 	}
 	var counts []int64
-	for _, l := range []*MLP{r.bottom, r.top} {
+	for _, l := range r.layers() {
 		n, err := l.NumTensors()
 		if err != nil {
 			return r, err
@@ -112,9 +122,17 @@ func newDlrmRank(world *Comm) (*dlrmRank, error) {
 	return r, err
 }
 
+// layers are the model's dense layers in registration order.
+func (r *dlrmRank) layers() []DenseLayer {
+	if r.cross != nil {
+		return []DenseLayer{r.bottom, r.cross, r.top}
+	}
+	return []DenseLayer{r.bottom, r.top}
+}
+
 func (r *dlrmRank) Close() {
-	for _, c := range []interface{ Close() error }{r.opt, r.ddp, r.top, r.bottom, r.coll, r.mesh,
-		r.plan} {
+	for _, c := range []interface{ Close() error }{r.opt, r.ddp, r.top, r.cross, r.bottom, r.coll,
+		r.mesh, r.plan} {
 		if c != nil && !isNilCloser(c) {
 			c.Close()
 		}
@@ -128,6 +146,8 @@ func isNilCloser(c interface{ Close() error }) bool {
 	case *Bucketer:
 		return v == nil
 	case *MLP:
+		return v == nil
+	case *DCN:
 		return v == nil
 	case *EmbeddingCollection:
 		return v == nil
@@ -163,23 +183,50 @@ func (r *dlrmRank) step(step, rank int) (float64, error) {
 	dInter := make([]float32, dlrmB*r.width)
 	dBot := make([]float32, dlrmB*dlrmD)
 	dEmb := make([]float32, dlrmB*dlrmF*dlrmD)
+	const row = (dlrmF + 1) * dlrmD
+	x0 := make([]float32, dlrmB*row)
+	dX0 := make([]float32, dlrmB*row)
 	var loss float64
-	err := firstErr(
-		r.bottom.UseBucketerGrads(r.ddp, 0), r.top.UseBucketerGrads(r.ddp, r.nb), r.ddp.ZeroGrad(),
-		r.bottom.Forward(x, dlrmB, botOut),
-		r.coll.Forward(&KJT{BatchSize: dlrmB, NumFeatures: dlrmF, Lengths: lengths, Values: ids}, embOut),
-		DotInteractionForward(botOut, embOut, dlrmB, dlrmF, dlrmD, inter),
-		r.top.Forward(inter, dlrmB, logits))
+	err := firstErr(r.bottom.UseBucketerGrads(r.ddp, 0), r.top.UseBucketerGrads(r.ddp, r.nb+r.nc))
+	if err == nil && r.cross != nil {
+		err = r.cross.UseBucketerGrads(r.ddp, r.nb)
+	}
+	if err == nil {
+		err = firstErr(r.ddp.ZeroGrad(), r.bottom.Forward(x, dlrmB, botOut),
+			r.coll.Forward(&KJT{BatchSize: dlrmB, NumFeatures: dlrmF, Lengths: lengths, Values: ids}, embOut))
+	}
 	if err != nil {
+		return 0, err
+	}
+	if r.cross == nil {
+		err = DotInteractionForward(botOut, embOut, dlrmB, dlrmF, dlrmD, inter)
+	} else {
+		for b := 0; b < dlrmB; b++ {
+			copy(x0[b*row:b*row+dlrmD], botOut[b*dlrmD:(b+1)*dlrmD])
+			copy(x0[b*row+dlrmD:(b+1)*row], embOut[b*dlrmF*dlrmD:(b+1)*dlrmF*dlrmD])
+		}
+		err = r.cross.Forward(x0, dlrmB, inter)
+	}
+	if err = firstErr(err, r.top.Forward(inter, dlrmB, logits)); err != nil {
 		return 0, err
 	}
 	if loss, err = BCEWithLogits(logits, labels, dlrmB, dlogits); err != nil {
 		return 0, err
 	}
-	err = firstErr(r.top.Backward(dlogits, dInter, r.ddp, r.nb),
-		DotInteractionBackward(botOut, embOut, dInter, dlrmB, dlrmF, dlrmD, dBot, dEmb),
-		r.coll.Backward(dEmb), r.bottom.Backward(dBot, nil, r.ddp, 0), r.ddp.Finish(),
-		r.opt.Step(r.bottom, r.top))
+	if err = r.top.Backward(dlogits, dInter, r.ddp, r.nb+r.nc); err != nil {
+		return 0, err
+	}
+	if r.cross == nil {
+		err = DotInteractionBackward(botOut, embOut, dInter, dlrmB, dlrmF, dlrmD, dBot, dEmb)
+	} else {
+		err = r.cross.Backward(dInter, dX0, r.ddp, r.nb)
+		for b := 0; b < dlrmB; b++ {
+			copy(dBot[b*dlrmD:(b+1)*dlrmD], dX0[b*row:b*row+dlrmD])
+			copy(dEmb[b*dlrmF*dlrmD:(b+1)*dlrmF*dlrmD], dX0[b*row+dlrmD:(b+1)*row])
+		}
+	}
+	err = firstErr(err, r.coll.Backward(dEmb), r.bottom.Backward(dBot, nil, r.ddp, 0),
+		r.ddp.Finish(), r.opt.Step(r.layers()...))
 	if err != nil {
 		return 0, err
 	}
@@ -193,7 +240,8 @@ type dlrmReference struct {
 	order   []string
 }
 
-func readDlrmReference(t *testing.T) *dlrmReference {
+// readDlrmReference reads the section of variant ("dot" or "dcn").
+func readDlrmReference(t *testing.T, variant string) *dlrmReference {
 	path := os.Getenv("SHARDREC_DLRM_REF")
 	if path == "" {
 		t.Fatal("SHARDREC_DLRM_REF must name the output of dlrm_ref (ctest sets it)")
@@ -203,8 +251,16 @@ func readDlrmReference(t *testing.T) *dlrmReference {
 		t.Fatal(err)
 	}
 	ref := &dlrmReference{tensors: map[string][]float32{}}
+	section := ""
 	for _, line := range strings.Split(strings.TrimSpace(string(text)), "\n") {
 		p := strings.Fields(line)
+		if p[0] == "variant" {
+			section = p[1]
+			continue
+		}
+		if p[0] != "world" && p[0] != "steps" && section != variant {
+			continue
+		}
 		switch p[0] {
 		case "world", "steps":
 			want := map[string]int{"world": dlrmWorld, "steps": dlrmSteps}[p[0]]
@@ -239,10 +295,13 @@ func readDlrmReference(t *testing.T) *dlrmReference {
 	return ref
 }
 
-func TestDlrmTrainsLikeTheCModel(t *testing.T) {
-	ref := readDlrmReference(t)
-	if len(ref.order) != 8 {
-		t.Fatalf("reference has %d tensors, want 8 (2 MLPs of 2 layers)", len(ref.order))
+func TestDlrmTrainsLikeTheCModelWithDot(t *testing.T) { testDlrmTrainsLikeTheCModel(t, "dot", 8) }
+func TestDlrmTrainsLikeTheCModelWithDCN(t *testing.T) { testDlrmTrainsLikeTheCModel(t, "dcn", 14) }
+
+func testDlrmTrainsLikeTheCModel(t *testing.T, variant string, numTensors int) {
+	ref := readDlrmReference(t, variant)
+	if len(ref.order) != numTensors {
+		t.Fatalf("%s reference has %d tensors, want %d", variant, len(ref.order), numTensors)
 	}
 	if err := SetBlasThreads(1); err != nil {
 		t.Fatal(err)
@@ -268,7 +327,7 @@ func TestDlrmTrainsLikeTheCModel(t *testing.T) {
 		wg.Add(1)
 		go func(rank int) {
 			defer wg.Done()
-			m, err := newDlrmRank(comms[rank])
+			m, err := newDlrmRank(comms[rank], variant == "dcn")
 			defer m.Close()
 			if err != nil {
 				errs[rank] = err
@@ -283,7 +342,7 @@ func TestDlrmTrainsLikeTheCModel(t *testing.T) {
 			if rank != 0 {
 				return
 			}
-			for _, l := range []*MLP{m.bottom, m.top} {
+			for _, l := range m.layers() {
 				n, _ := l.NumTensors()
 				for i := 0; i < n; i++ {
 					name, err := l.TensorName(i)
@@ -312,7 +371,7 @@ func TestDlrmTrainsLikeTheCModel(t *testing.T) {
 	for s := 0; s < dlrmSteps; s++ {
 		for r := 0; r < dlrmWorld; r++ {
 			if math.Float64bits(got[s][r]) != math.Float64bits(ref.losses[s][r]) {
-				t.Errorf("loss of step %d rank %d: C %.17g, Go %.17g", s, r, ref.losses[s][r],
+				t.Errorf("%s loss of step %d rank %d: C %.17g, Go %.17g", variant, s, r, ref.losses[s][r],
 					got[s][r])
 			}
 		}
@@ -325,7 +384,7 @@ func TestDlrmTrainsLikeTheCModel(t *testing.T) {
 		}
 		for k := range want {
 			if math.Float32bits(have[k]) != math.Float32bits(want[k]) {
-				t.Errorf("tensor %s[%d]: C %g, Go %g", name, k, want[k], have[k])
+				t.Errorf("%s tensor %s[%d]: C %g, Go %g", variant, name, k, want[k], have[k])
 				break
 			}
 		}
