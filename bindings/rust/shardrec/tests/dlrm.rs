@@ -1,11 +1,12 @@
 //! A small DLRM trained through the Rust binding (bottom MLP, sharded embedding collection, dot
-//! interaction, top MLP, BCE, Adam, gradient bucketer) at world 2 with ranks as threads,
+//! interaction or DCN-v2 cross network, top MLP, BCE, Adam, gradient bucketer) at world 2 with
+//! ranks as threads,
 //! compared bit for bit with the same run in C (bindings/dlrm_ref/dlrm_ref.c, through
 //! examples/dlrm's model), whose losses and final dense parameters the file $SHARDREC_DLRM_REF
 //! holds. Also: the dense calls' errors, FSDP at world 1 and the dot interaction's definition.
 use shardrec::{
     bce_with_logits, dot_interaction_backward, dot_interaction_forward, dot_interaction_width,
-    Bucketer, BucketerOptions, Code, Comm, CommOptions, DenseLayer, DenseOptimizer,
+    Bucketer, BucketerOptions, Code, Comm, CommOptions, Dcn, DenseLayer, DenseOptimizer,
     EmbeddingCollection, EmbeddingOptions, Feature, Fsdp, Kjt, Mesh, MeshOptions, Mlp, Optimizer,
     OptimizerType, Plan, Table, Topology,
 };
@@ -43,15 +44,17 @@ struct Rank {
     mesh: Mesh,
     coll: EmbeddingCollection,
     bottom: Mlp,
+    cross: Option<Dcn>,
     top: Mlp,
     ddp: Bucketer,
     opt: DenseOptimizer,
     nb: usize,
+    nc: usize,
     width: usize,
 }
 
 impl Rank {
-    fn new(world: &mut Comm) -> shardrec::Result<Rank> {
+    fn new(world: &mut Comm, dcn: bool) -> shardrec::Result<Rank> {
         let tables: Vec<Table> =
             (0..F).map(|f| Table::new(&format!("t{f}"), ROWS[f], D as i32, &[f as i32])).collect();
         let features: Vec<Feature> =
@@ -71,10 +74,17 @@ impl Rank {
             &EmbeddingOptions { seed: SEED, ..Default::default() },
         )?;
         let bottom = Mlp::new(ND as i64, &[8, D as i64], None, SEED, "bottom")?;
-        let width = dot_interaction_width(F as i64, D as i64)?;
+        let width =
+            if dcn { ((F + 1) * D) as i64 } else { dot_interaction_width(F as i64, D as i64)? };
+        let cross = if dcn { Some(Dcn::new(width, 2, 4, SEED, "cross")?) } else { None };
         let top = Mlp::new(width, &[8, 1], None, SEED, "top")?;
         let mut counts = Vec::new();
-        for l in [&bottom, &top] {
+        let mut layers: Vec<&dyn DenseLayer> = vec![&bottom];
+        if let Some(c) = &cross {
+            layers.push(c);
+        }
+        layers.push(&top);
+        for l in layers {
             for i in 0..l.num_tensors()? {
                 counts.push(l.param(i)?.len() as i64);
             }
@@ -90,7 +100,23 @@ impl Rank {
         )?;
         let opt = DenseOptimizer::new(&Optimizer::new(OptimizerType::Adam, 0.01))?;
         let nb = bottom.num_tensors()?;
-        Ok(Rank { _plan: plan, mesh, coll, bottom, top, ddp, opt, nb, width: width as usize })
+        let nc = match &cross {
+            Some(c) => c.num_tensors()?,
+            None => 0,
+        };
+        Ok(Rank {
+            _plan: plan,
+            mesh,
+            coll,
+            bottom,
+            cross,
+            top,
+            ddp,
+            opt,
+            nb,
+            nc,
+            width: width as usize,
+        })
     }
 
     fn step(&mut self, step: usize, rank: usize) -> shardrec::Result<f64> {
@@ -118,21 +144,56 @@ impl Rank {
         let mut d_bot = vec![0f32; B * D];
         let mut d_emb = vec![0f32; B * F * D];
         self.bottom.use_bucketer_grads(&self.ddp, 0)?;
-        self.top.use_bucketer_grads(&self.ddp, self.nb)?;
+        self.top.use_bucketer_grads(&self.ddp, self.nb + self.nc)?;
+        if let Some(c) = &mut self.cross {
+            c.use_bucketer_grads(&self.ddp, self.nb)?;
+        }
+        const ROW: usize = (F + 1) * D;
+        let mut x0 = vec![0f32; B * ROW];
+        let mut d_x0 = vec![0f32; B * ROW];
         self.ddp.zero_grad()?;
         self.bottom.forward(&x, bi, &mut bot_out)?;
         let kjt =
             Kjt { batch_size: bi, num_features: F, lengths: &lengths, values: &ids, weights: None };
         self.coll.forward(&kjt, &mut emb_out)?;
-        dot_interaction_forward(&bot_out, &emb_out, bi, fi, di, &mut inter)?;
+        match &mut self.cross {
+            None => dot_interaction_forward(&bot_out, &emb_out, bi, fi, di, &mut inter)?,
+            Some(c) => {
+                for b in 0..B {
+                    x0[b * ROW..b * ROW + D].copy_from_slice(&bot_out[b * D..(b + 1) * D]);
+                    x0[b * ROW + D..(b + 1) * ROW]
+                        .copy_from_slice(&emb_out[b * F * D..(b + 1) * F * D]);
+                }
+                c.forward(&x0, bi, &mut inter)?;
+            }
+        }
         self.top.forward(&inter, bi, &mut logits)?;
         let loss = bce_with_logits(&logits, &labels, B as f64, Some(&mut dlogits))?;
-        self.top.backward(&dlogits, Some(&mut d_inter), Some((&mut self.ddp, self.nb)))?;
-        dot_interaction_backward(&bot_out, &emb_out, &d_inter, bi, fi, di, &mut d_bot, &mut d_emb)?;
+        self.top.backward(
+            &dlogits,
+            Some(&mut d_inter),
+            Some((&mut self.ddp, self.nb + self.nc)),
+        )?;
+        match &mut self.cross {
+            None => dot_interaction_backward(
+                &bot_out, &emb_out, &d_inter, bi, fi, di, &mut d_bot, &mut d_emb,
+            )?,
+            Some(c) => {
+                c.backward(&d_inter, &mut d_x0, Some((&mut self.ddp, self.nb)))?;
+                for b in 0..B {
+                    d_bot[b * D..(b + 1) * D].copy_from_slice(&d_x0[b * ROW..b * ROW + D]);
+                    d_emb[b * F * D..(b + 1) * F * D]
+                        .copy_from_slice(&d_x0[b * ROW + D..(b + 1) * ROW]);
+                }
+            }
+        }
         self.coll.backward(&d_emb)?;
         self.bottom.backward(&d_bot, None, Some((&mut self.ddp, 0)))?;
         self.ddp.finish()?;
-        self.opt.step(&mut [&mut self.bottom, &mut self.top])?;
+        match &mut self.cross {
+            None => self.opt.step(&mut [&mut self.bottom, &mut self.top])?,
+            Some(c) => self.opt.step(&mut [&mut self.bottom, c, &mut self.top])?,
+        }
         self.mesh.step(&mut self.coll)?;
         Ok(loss)
     }
@@ -143,13 +204,22 @@ struct Reference {
     tensors: BTreeMap<String, Vec<f32>>,
 }
 
-fn read_reference() -> Reference {
+/// The section of `variant` ("dot" or "dcn").
+fn read_reference(variant: &str) -> Reference {
     let path = std::env::var("SHARDREC_DLRM_REF")
         .expect("SHARDREC_DLRM_REF must name the output of dlrm_ref (ctest sets it)");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let mut r = Reference { losses: [[0.0; WORLD]; STEPS], tensors: BTreeMap::new() };
+    let mut section = "";
     for line in text.lines() {
         let p: Vec<&str> = line.split_whitespace().collect();
+        if p[0] == "variant" {
+            section = p[1];
+            continue;
+        }
+        if p[0] != "world" && p[0] != "steps" && section != variant {
+            continue;
+        }
         match p[0] {
             "world" => assert_eq!(p[1].parse::<usize>().unwrap(), WORLD),
             "steps" => assert_eq!(p[1].parse::<usize>().unwrap(), STEPS),
@@ -173,9 +243,18 @@ fn read_reference() -> Reference {
 }
 
 #[test]
-fn dlrm_trains_like_the_c_model() {
-    let reference = read_reference();
-    assert_eq!(reference.tensors.len(), 8, "2 MLPs of 2 layers: 8 tensors");
+fn dlrm_trains_like_the_c_model_with_dot() {
+    dlrm_trains_like_the_c_model("dot", 8);
+}
+
+#[test]
+fn dlrm_trains_like_the_c_model_with_dcn() {
+    dlrm_trains_like_the_c_model("dcn", 14);
+}
+
+fn dlrm_trains_like_the_c_model(variant: &str, num_tensors: usize) {
+    let reference = read_reference(variant);
+    assert_eq!(reference.tensors.len(), num_tensors, "{variant}: tensors in the reference");
     shardrec::set_blas_threads(1).unwrap();
     assert_eq!(shardrec::blas_threads().unwrap(), 1);
     let comms = Comm::local_group(WORLD, &CommOptions::default()).unwrap();
@@ -185,11 +264,16 @@ fn dlrm_trains_like_the_c_model() {
             .enumerate()
             .map(|(rank, mut comm)| {
                 s.spawn(move || {
-                    let mut m = Rank::new(&mut comm).expect("model");
+                    let mut m = Rank::new(&mut comm, variant == "dcn").expect("model");
                     let losses: Vec<f64> =
                         (0..STEPS).map(|st| m.step(st, rank).expect("step")).collect();
                     let mut tensors = BTreeMap::new();
-                    for l in [&m.bottom, &m.top] {
+                    let mut layers: Vec<&dyn DenseLayer> = vec![&m.bottom];
+                    if let Some(c) = &m.cross {
+                        layers.push(c);
+                    }
+                    layers.push(&m.top);
+                    for l in layers {
                         for i in 0..l.num_tensors().unwrap() {
                             tensors.insert(l.tensor_name(i).unwrap(), l.param(i).unwrap().to_vec());
                         }
@@ -208,7 +292,7 @@ fn dlrm_trains_like_the_c_model() {
             assert_eq!(
                 res.0[st].to_bits(),
                 reference.losses[st][rank].to_bits(),
-                "loss of step {st} rank {rank}: C {}, Rust {}",
+                "{variant} loss of step {st} rank {rank}: C {}, Rust {}",
                 reference.losses[st][rank],
                 res.0[st]
             );
@@ -222,7 +306,7 @@ fn dlrm_trains_like_the_c_model() {
         let got = &results[0].1[name];
         let same = got.len() == want.len()
             && got.iter().zip(want).all(|(a, b)| a.to_bits() == b.to_bits());
-        assert!(same, "tensor {name}: C {want:?}, Rust {got:?}");
+        assert!(same, "{variant} tensor {name}: C {want:?}, Rust {got:?}");
     }
 }
 
