@@ -44,8 +44,9 @@ type BucketerStats struct {
 // each step. Gradients live in bucket storage: bind layers to it with UseBucketerGrads before
 // every step. One goroutine at a time.
 type Bucketer struct {
-	mu sync.Mutex
-	h  uintptr
+	mu     sync.Mutex
+	h      uintptr
+	counts []int64
 }
 
 // NewBucketer registers gradients of the given element counts (collective over comm; nil
@@ -62,7 +63,7 @@ func NewBucketer(comm *Comm, counts []int64, opts *BucketerOptions) (*Bucketer, 
 	if err != nil {
 		return nil, err
 	}
-	b := &Bucketer{h: out[0]}
+	b := &Bucketer{h: out[0], counts: append([]int64(nil), counts...)}
 	runtime.SetFinalizer(b, (*Bucketer).Close)
 	return b, nil
 }
@@ -90,6 +91,29 @@ func (b *Bucketer) Close() error {
 		swig.Ddp_destroy(h)
 	}
 	runtime.SetFinalizer(b, nil)
+	return nil
+}
+
+// checkLayer checks that tensor i of l has the element count of gradient first+i.
+func (b *Bucketer) checkLayer(l DenseLayer, first int) error {
+	if b == nil {
+		return &Error{Code: ErrCodeInvalid, Message: "nil bucketer"}
+	}
+	n, err := l.NumTensors()
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		want, err := l.TensorCount(i)
+		if err != nil {
+			return err
+		}
+		if first+i < 0 || first+i >= len(b.counts) || b.counts[first+i] != want {
+			return &Error{Code: ErrCodeInvalid, Message: fmt.Sprintf(
+				"tensor %d has %d elements, bucketer gradient %d does not match (%d registered)",
+				i, want, first+i, len(b.counts))}
+		}
+	}
 	return nil
 }
 

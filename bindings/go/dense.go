@@ -299,7 +299,10 @@ func (m *MLP) ZeroGrad() error {
 func (m *MLP) UseBucketerGrads(ddp *Bucketer, first int) error {
 	defer runtime.KeepAlive(m)
 	defer runtime.KeepAlive(ddp)
-	return swig.Bind_mlp_use_ddp_grads(m.handle(), ddp.handleOrZero(), int64(first))
+	if err := ddp.checkLayer(m, first); err != nil {
+		return err
+	}
+	return swig.Bind_mlp_use_ddp_grads(m.handle(), ddp.handle(), int64(first))
 }
 
 func (m *MLP) addTo(list uintptr) error { return swig.Bind_param_list_add_mlp(list, m.handle()) }
@@ -381,7 +384,10 @@ func (d *DCN) ZeroGrad() error {
 func (d *DCN) UseBucketerGrads(ddp *Bucketer, first int) error {
 	defer runtime.KeepAlive(d)
 	defer runtime.KeepAlive(ddp)
-	return swig.Bind_dcn_use_ddp_grads(d.handle(), ddp.handleOrZero(), int64(first))
+	if err := ddp.checkLayer(d, first); err != nil {
+		return err
+	}
+	return swig.Bind_dcn_use_ddp_grads(d.handle(), ddp.handle(), int64(first))
 }
 
 func (d *DCN) addTo(list uintptr) error { return swig.Bind_param_list_add_dcn(list, d.handle()) }

@@ -436,6 +436,14 @@ func TestDenseMisuseCarriesStatusAndMessage(t *testing.T) {
 	if b, err := ddp.Bucket(0); err != nil || len(b) != 2 || b[0] != 1 || b[1] != 0 {
 		t.Errorf("bucket 0 = %v, %v; want [1 0]", b, err)
 	}
+	small, err := NewMLP(1, []int64{2}, nil, 1, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.Close()
+	if err := small.UseBucketerGrads(ddp, 0); CodeOf(err) != ErrCodeInvalid {
+		t.Errorf("gradient sizes 3, 2 for tensors of 2, 2: %v", err)
+	}
 	m.Close()
 	if err := m.ZeroGrad(); CodeOf(err) != ErrCodeInvalid {
 		t.Errorf("use after Close: %v", err)
@@ -502,5 +510,50 @@ func TestDotInteractionAndBCE(t *testing.T) {
 	}
 	if _, err := BCEWithLogits([]float32{0}, []float32{0.5}, 1, nil); CodeOf(err) != ErrCodeInvalid {
 		t.Errorf("label 0.5: %v", err)
+	}
+}
+
+func TestNoSyncStepsOnlyAccumulate(t *testing.T) {
+	comms, err := NewLocalGroup(1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comms[0].Close()
+	ddp, err := NewBucketer(comms[0], []int64{2, 2}, &BucketerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ddp.Close()
+	m, err := NewMLP(1, []int64{2}, []Activation{ActivationNone}, 3, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := firstErr(m.UseBucketerGrads(ddp, 0), ddp.ZeroGrad(), ddp.SetSync(false)); err != nil {
+		t.Fatal(err)
+	}
+	for step := 0; step < 2; step++ {
+		err := firstErr(m.Forward([]float32{1}, 1, make([]float32, 2)),
+			m.Backward([]float32{1, 2}, nil, ddp, 0), ddp.Finish())
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, err := ddp.Stats(); err != nil || st.Steps != 0 {
+		t.Errorf("no_sync steps are not synced steps: %+v, %v", st, err)
+	}
+	if g, err := m.Grad(1); err != nil || fmt.Sprint(g) != "[2 4]" {
+		t.Errorf("bias gradients accumulate: %v, %v", g, err)
+	}
+	err = firstErr(ddp.SetSync(true), ddp.MarkReady(0), ddp.MarkReady(1), ddp.Finish(),
+		m.UseBucketerGrads(ddp, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := ddp.Stats(); err != nil || st.Steps != 1 {
+		t.Errorf("synced step: %+v, %v", st, err)
+	}
+	if g, err := m.Grad(1); err != nil || fmt.Sprint(g) != "[2 4]" {
+		t.Errorf("world 1: the average is the sum: %v, %v", g, err)
 	}
 }

@@ -90,6 +90,11 @@ impl Bucketer {
         self.handle.0
     }
 
+    /// Element count of gradient `index`, `None` when out of range.
+    pub fn count(&self, index: usize) -> Option<i64> {
+        self.counts.get(index).copied()
+    }
+
     pub(crate) fn shared(&self) -> Arc<DdpHandle> {
         Arc::clone(&self.handle)
     }
@@ -119,8 +124,8 @@ impl Bucketer {
     pub fn grad(&self, index: usize) -> Result<Vec<f32>> {
         let mut g: *mut f32 = ptr::null_mut();
         check(unsafe { sys::shardrec_ddp_grad(self.raw(), index, &mut g) })?;
-        let n = self.counts[index] as usize;
-        // SAFETY: the call checked the index; n floats of the bucket storage, copied now.
+        let n = self.counts[index] as usize; // in range: the call checked the index
+                                             // SAFETY: the call checked the index; n floats of the bucket storage, copied now.
         Ok(unsafe { std::slice::from_raw_parts(g, n) }.to_vec())
     }
 

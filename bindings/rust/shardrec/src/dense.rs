@@ -290,6 +290,16 @@ impl Core {
     }
 
     fn use_bucketer_grads(&mut self, ddp: &Bucketer, first: usize) -> Result<()> {
+        // The backward writes count floats through the bound pointer: the sizes must agree.
+        for i in 0..self.num_tensors()? {
+            let want = self.tensor(i)?.count;
+            if ddp.count(first + i) != Some(want) {
+                return Err(invalid(format!(
+                    "tensor {i} has {want} elements, bucketer gradient {} does not match",
+                    first + i
+                )));
+            }
+        }
         self.grads_owner = Some((ddp.shared(), first));
         let rc = self.refresh();
         if rc.is_err() {

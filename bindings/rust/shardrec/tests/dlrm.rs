@@ -327,6 +327,8 @@ fn dense_misuse_carries_status_and_message() {
     assert_eq!(ddp.finish().err().unwrap().code(), Code::Usage);
     assert_eq!(ddp.bucket(0).unwrap(), vec![1, 0]);
     assert_eq!(ddp.grad(0).unwrap().len(), 3);
+    let mut small = Mlp::new(1, &[2], None, 1, "s").unwrap();
+    assert_eq!(small.use_bucketer_grads(&ddp, 0).err().unwrap().code(), Code::Invalid);
 }
 
 #[test]
@@ -363,4 +365,31 @@ fn dot_interaction_and_bce_match_their_definitions() {
     assert!((loss - 2f64.ln()).abs() < 1e-12);
     assert_eq!(dl, [-0.25, 0.25]);
     assert_eq!(bce_with_logits(&[0.0], &[0.5], 1.0, None).err().unwrap().code(), Code::Invalid);
+}
+
+#[test]
+fn no_sync_steps_only_accumulate() {
+    let mut comm = Comm::local_group(1, &CommOptions::default()).unwrap().remove(0);
+    let mut ddp = Bucketer::new(&mut comm, &[2, 2], &BucketerOptions::default()).unwrap();
+    let mut m = Mlp::new(1, &[2], Some(&[shardrec::Activation::None]), 3, "m").unwrap();
+    m.use_bucketer_grads(&ddp, 0).unwrap();
+    ddp.zero_grad().unwrap();
+    ddp.set_sync(false).unwrap();
+    for _ in 0..2 {
+        m.forward(&[1.0], 1, &mut [0.0; 2]).unwrap();
+        m.backward(&[1.0, 2.0], None, Some((&mut ddp, 0))).unwrap();
+        ddp.finish().unwrap();
+    }
+    assert_eq!(ddp.stats().unwrap().steps, 0, "no_sync steps are not synced steps");
+    assert_eq!(m.grad(1).unwrap(), &[2.0, 4.0], "bias gradients accumulate");
+    ddp.set_sync(true).unwrap();
+    ddp.mark_ready(0).unwrap();
+    ddp.mark_ready(1).unwrap();
+    ddp.finish().unwrap();
+    assert_eq!(ddp.stats().unwrap().steps, 1);
+    assert_eq!(m.grad(1).unwrap(), &[2.0, 4.0], "world 1: the average is the sum");
+    assert_eq!(ddp.grad(1).unwrap(), vec![2.0, 4.0]);
+    drop(ddp);
+    // The layer keeps the bucket storage alive after the bucketer is dropped.
+    assert_eq!(m.grad(1).unwrap(), &[2.0, 4.0]);
 }

@@ -75,8 +75,25 @@ public final class Bucketer extends NativeHandle {
     }
   }
 
-  private Bucketer(long handle) {
+  private final long[] counts;
+
+  private Bucketer(long handle, long[] counts) {
     super(handle);
+    this.counts = counts;
+  }
+
+  /** Number of registered gradients. */
+  public int numTensors() {
+    return counts.length;
+  }
+
+  /** Element count of gradient {@code index}. */
+  public long count(long index) {
+    if (index < 0 || index >= counts.length) {
+      throw new IllegalArgumentException(
+          "gradient " + index + " out of range (" + counts.length + " registered)");
+    }
+    return counts[(int) index];
   }
 
   @Override
@@ -90,7 +107,7 @@ public final class Bucketer extends NativeHandle {
     long[] out = new long[1];
     Native.bind_ddp_create(out, comm == null ? 0 : comm.handle(), counts, o.firstBucketBytes,
                            o.bucketCapBytes, o.compression.code());
-    return new Bucketer(out[0]);
+    return new Bucketer(out[0], counts.clone());
   }
 
   /** Zeroes every gradient. */

@@ -69,7 +69,8 @@ public final class Dcn extends DenseLayer {
 
   @Override
   public void useBucketerGrads(Bucketer ddp, long firstTensor) {
-    Native.bind_dcn_use_ddp_grads(handle(), ddp == null ? 0 : ddp.handle(), firstTensor);
+    checkBucketer(ddp, firstTensor);
+    Native.bind_dcn_use_ddp_grads(handle(), ddp.handle(), firstTensor);
   }
 
   @Override

@@ -35,6 +35,20 @@ public abstract class DenseLayer extends NativeHandle {
    */
   public abstract void useBucketerGrads(Bucketer ddp, long firstTensor);
 
+  /** Checks that tensor i has the element count of the bucketer's gradient first + i. */
+  void checkBucketer(Bucketer ddp, long firstTensor) {
+    if (ddp == null) throw new IllegalArgumentException("ddp must not be null");
+    for (long i = 0; i < numTensors(); ++i) {
+      long want = tensorCount(i);
+      long have = ddp.count(firstTensor + i);
+      if (have != want) {
+        throw new IllegalArgumentException("tensor " + i + " (" + tensorName(i) + ") has " + want
+                                           + " elements, bucketer gradient " + (firstTensor + i)
+                                           + " has " + have);
+      }
+    }
+  }
+
   /** Name of tensor {@code index}, e.g. "bottom.0.weight". */
   public String tensorName(long index) {
     String[] name = new String[1];

@@ -287,6 +287,37 @@ class DlrmTest {
       ShardrecException missing = assertThrows(ShardrecException.class, ddp::finish);
       assertEquals(ShardrecException.EUSAGE, missing.code());
       assertArrayEquals(new long[] {1, 0}, ddp.bucket(0));
+      try (Mlp small = Mlp.create(1, new long[] {2}, null, 1, "s")) {
+        // weight 2, bias 2 elements against gradients of 3 and 2: refused before binding.
+        assertThrows(IllegalArgumentException.class, () -> small.useBucketerGrads(ddp, 0));
+      }
+    } finally {
+      one[0].close();
+    }
+  }
+
+  @Test
+  void noSyncStepsOnlyAccumulate() {
+    Comm[] one = Comm.createLocalGroup(1);
+    try (Bucketer ddp = Bucketer.create(one[0], new long[] {2, 2}, new Bucketer.Options());
+         Mlp m = Mlp.create(1, new long[] {2}, new Activation[] {Activation.NONE}, 3, "m")) {
+      m.useBucketerGrads(ddp, 0);
+      ddp.zeroGrad();
+      ddp.setSync(false);
+      for (int step = 0; step < 2; ++step) {
+        m.forward(Buffers.of(new float[] {1f}), 1, Buffers.floats(2));
+        m.backward(Buffers.of(new float[] {1f, 2f}), null, ddp, 0);
+        ddp.finish();
+      }
+      assertEquals(0, ddp.stats().steps, "no_sync steps are not synced steps");
+      assertArrayEquals(new float[] {2f, 4f}, m.getGrad(1), "bias gradients accumulate");
+      ddp.setSync(true);
+      ddp.markReady(0);
+      ddp.markReady(1);
+      ddp.finish();
+      assertEquals(1, ddp.stats().steps);
+      m.useBucketerGrads(ddp, 0);
+      assertArrayEquals(new float[] {2f, 4f}, m.getGrad(1), "world 1: the average is the sum");
     } finally {
       one[0].close();
     }
