@@ -3,6 +3,8 @@
 use crate::comm::Comm;
 use crate::config::Optimizer;
 use crate::{check, invalid, sys, Result};
+use std::cell::Cell;
+use std::marker::PhantomData;
 use std::ptr;
 use std::sync::Arc;
 
@@ -66,6 +68,8 @@ impl Drop for DdpHandle {
 pub struct Bucketer {
     handle: Arc<DdpHandle>,
     counts: Vec<i64>,
+    /// One thread at a time (ddp.h): `Send` but not `Sync`.
+    _not_sync: PhantomData<Cell<()>>,
 }
 
 impl Bucketer {
@@ -83,7 +87,11 @@ impl Bucketer {
         check(unsafe {
             sys::shardrec_ddp_create(&mut raw, comm.raw, counts.as_ptr(), counts.len(), &o)
         })?;
-        Ok(Bucketer { handle: Arc::new(DdpHandle(raw)), counts: counts.to_vec() })
+        Ok(Bucketer {
+            handle: Arc::new(DdpHandle(raw)),
+            counts: counts.to_vec(),
+            _not_sync: PhantomData,
+        })
     }
 
     pub(crate) fn raw(&self) -> *mut sys::shardrec_ddp_t {

@@ -393,3 +393,13 @@ fn no_sync_steps_only_accumulate() {
     // The layer keeps the bucket storage alive after the bucketer is dropped.
     assert_eq!(m.grad(1).unwrap(), &[2.0, 4.0]);
 }
+
+#[test]
+fn dense_handles_are_send() {
+    fn send<T: Send>() {}
+    send::<Mlp>();
+    send::<Dcn>();
+    send::<DenseOptimizer>();
+    send::<Bucketer>();
+    send::<Fsdp>();
+}
