@@ -145,4 +145,20 @@ SR_GO_OUT(double, float64)
 %rename(Topology_t) shardrec_topology;
 %rename(Shard_t) shardrec_shard;
 
+/* ---- the dense side (../swig/dense.i) ---- */
+SR_GO_HANDLE(shardrec_mlp_t)
+SR_GO_HANDLE(shardrec_dcn_t)
+SR_GO_HANDLE(shardrec_dense_optimizer_t)
+SR_GO_HANDLE(shardrec_ddp_t)
+SR_GO_HANDLE(shardrec_fsdp_t)
+SR_GO_HANDLE(shardrec_bind_param_list_t)
+/* Raw float buffers of the dense calls: a Go slice's first element (nil: NULL); the Go layer
+   checked the length and keeps the slice alive while C may read it. */
+%typemap(gotype) float* RAWF, const float* RAWF "[]float32"
+%typemap(in) float* RAWF, const float* RAWF %{ $1 = ($1_ltype)$input.array; %}
+%apply (const int64_t* BUF, size_t LEN) { (const int64_t* widths, size_t num_widths),
+                                          (const int64_t* counts, size_t num_counts),
+                                          (const int64_t* unit_counts, size_t num_units) };
+%apply (const int32_t* BUF, size_t LEN) { (const int32_t* activations, size_t num_activations) };
+
 %include "../swig/shardrec.i"

@@ -295,4 +295,29 @@ SR_JAVA_OUT(double, jdoubleArray, double[], jdouble, SetDoubleArrayRegion)
 /* Struct proxies get a _t suffix so they never clash with parameter names (shard). */
 %rename(shard_t) shardrec_shard;
 
+/* ---- the dense side (../swig/dense.i) ---- */
+SR_JAVA_HANDLE(shardrec_mlp_t)
+SR_JAVA_HANDLE(shardrec_dcn_t)
+SR_JAVA_HANDLE(shardrec_dense_optimizer_t)
+SR_JAVA_HANDLE(shardrec_ddp_t)
+SR_JAVA_HANDLE(shardrec_fsdp_t)
+SR_JAVA_HANDLE(shardrec_bind_param_list_t)
+/* Raw float buffers of the dense calls: a direct FloatBuffer (the Java layer checked its size
+   and passes a slice at the caller's position); null is NULL (optional outputs). */
+%typemap(jni) float* RAWF, const float* RAWF "jobject"
+%typemap(jtype) float* RAWF, const float* RAWF "java.nio.FloatBuffer"
+%typemap(jstype) float* RAWF, const float* RAWF "java.nio.FloatBuffer"
+%typemap(javain) float* RAWF, const float* RAWF "$javainput"
+%typemap(in) float* RAWF, const float* RAWF %{
+  $1 = NULL;
+  if ($input != NULL) {
+    $1 = ($1_ltype)(*jenv)->GetDirectBufferAddress(jenv, $input);
+    if ($1 == NULL) { sr_java_throw_iae(jenv, "buffer must be a direct NIO buffer"); return $null; }
+  }
+%}
+%apply (const int64_t* ARR, size_t ARRLEN) { (const int64_t* widths, size_t num_widths),
+                                             (const int64_t* counts, size_t num_counts),
+                                             (const int64_t* unit_counts, size_t num_units) };
+%apply (const int32_t* ARR, size_t ARRLEN) { (const int32_t* activations, size_t num_activations) };
+
 %include "../swig/shardrec.i"

@@ -79,3 +79,6 @@
 %include "shardrec/checkpoint.h"
 
 %include "bind_helpers.i"
+
+/* The dense side: MLP, DCN, dot interaction, BCE, dense optimizer, DDP bucketer, FSDP. */
+%include "dense.i"

@@ -11,4 +11,6 @@
 #include "shardrec/device.h"
 #include "shardrec/replica.h"
 #include "shardrec/checkpoint.h"
+#include "shardrec/dense.h"
+#include "shardrec/ddp.h"
 // clang-format on

@@ -426,11 +426,366 @@ shardrec_status_t shardrec_bind_embedding_input_dist_start(
   return shardrec_embedding_input_dist_start(coll, &kjt, NULL);
 }
 
+
+#include "shardrec/dense.h"
+#include "shardrec/ddp.h"
+
+/* The tensors a dense optimizer steps over: layers, resolved at each step (their gradients
+   may have been rebound to bucket storage in between). */
+typedef struct shardrec_bind_param_list {
+  shardrec_mlp_t** mlps;
+  shardrec_dcn_t** dcns;
+  int* kinds; /* 0: mlps[index[i]], 1: dcns[index[i]] */
+  size_t* index;
+  size_t num_layers, num_mlps, num_dcns;
+} shardrec_bind_param_list_t;
+
+shardrec_bind_param_list_t* shardrec_bind_param_list_new(void) {
+  return (shardrec_bind_param_list_t*)calloc(1, sizeof(shardrec_bind_param_list_t));
+}
+
+void shardrec_bind_param_list_free(shardrec_bind_param_list_t* list) {
+  if (list == NULL) return;
+  free(list->mlps);
+  free(list->dcns);
+  free(list->kinds);
+  free(list->index);
+  free(list);
+}
+
+static shardrec_status_t sr_bind_param_list_push(shardrec_bind_param_list_t* list, int kind,
+                                                 size_t index) {
+  if (!sr_bind_grow((void**)&list->kinds, list->num_layers, sizeof(int)) ||
+      !sr_bind_grow((void**)&list->index, list->num_layers, sizeof(size_t))) {
+    return SHARDREC_ENOMEM;
+  }
+  list->kinds[list->num_layers] = kind;
+  list->index[list->num_layers] = index;
+  list->num_layers++;
+  return SHARDREC_OK;
+}
+
+/* Appends every tensor of @p mlp (the list borrows the handle). */
+shardrec_status_t shardrec_bind_param_list_add_mlp(shardrec_bind_param_list_t* list,
+                                                   shardrec_mlp_t* mlp) {
+  if (list == NULL || mlp == NULL) return SHARDREC_EINVAL;
+  if (!sr_bind_grow((void**)&list->mlps, list->num_mlps, sizeof(*list->mlps))) {
+    return SHARDREC_ENOMEM;
+  }
+  list->mlps[list->num_mlps] = mlp;
+  if (sr_bind_param_list_push(list, 0, list->num_mlps) != SHARDREC_OK) return SHARDREC_ENOMEM;
+  list->num_mlps++;
+  return SHARDREC_OK;
+}
+
+/* Appends every tensor of @p dcn (the list borrows the handle). */
+shardrec_status_t shardrec_bind_param_list_add_dcn(shardrec_bind_param_list_t* list,
+                                                   shardrec_dcn_t* dcn) {
+  if (list == NULL || dcn == NULL) return SHARDREC_EINVAL;
+  if (!sr_bind_grow((void**)&list->dcns, list->num_dcns, sizeof(*list->dcns))) {
+    return SHARDREC_ENOMEM;
+  }
+  list->dcns[list->num_dcns] = dcn;
+  if (sr_bind_param_list_push(list, 1, list->num_dcns) != SHARDREC_OK) return SHARDREC_ENOMEM;
+  list->num_dcns++;
+  return SHARDREC_OK;
+}
+
+/* Calls shardrec_dense_optimizer_step over every tensor of the list, in list order. */
+shardrec_status_t shardrec_bind_dense_optimizer_step(shardrec_dense_optimizer_t* opt,
+                                                     const shardrec_bind_param_list_t* list) {
+  shardrec_dense_param_t* tensors = NULL;
+  size_t n = 0, l, i;
+  shardrec_status_t rc = SHARDREC_OK;
+  if (list == NULL) return shardrec_dense_optimizer_step(opt, NULL, 0);
+  for (l = 0; l < list->num_layers && rc == SHARDREC_OK; ++l) {
+    size_t count = 0;
+    rc = list->kinds[l] == 0 ? shardrec_mlp_num_tensors(list->mlps[list->index[l]], &count)
+                             : shardrec_dcn_num_tensors(list->dcns[list->index[l]], &count);
+    for (i = 0; i < count && rc == SHARDREC_OK; ++i) {
+      if (!sr_bind_grow((void**)&tensors, n, sizeof(*tensors))) {
+        rc = SHARDREC_ENOMEM;
+        break;
+      }
+      rc = list->kinds[l] == 0 ? shardrec_mlp_tensor(list->mlps[list->index[l]], i, &tensors[n])
+                               : shardrec_dcn_tensor(list->dcns[list->index[l]], i, &tensors[n]);
+      ++n;
+    }
+  }
+  if (rc == SHARDREC_OK) rc = shardrec_dense_optimizer_step(opt, tensors, n);
+  free(tensors);
+  return rc;
+}
+
+shardrec_status_t shardrec_bind_mlp_create(shardrec_mlp_t** out, int64_t in_features,
+                                           const int64_t* widths, size_t num_widths,
+                                           const int32_t* activations, size_t num_activations,
+                                           uint64_t seed, const char* name) {
+  shardrec_mlp_options_t o;
+  shardrec_status_t rc = shardrec_mlp_options_init(&o, SHARDREC_MLP_OPTIONS_VERSION);
+  if (rc != SHARDREC_OK) return rc;
+  o.in_features = in_features;
+  o.out_features = widths;
+  o.num_layers = (int32_t)num_widths;
+  /* The language layer checks that a given list has one activation per layer. */
+  o.activations = num_activations > 0 ? activations : NULL;
+  o.seed = seed;
+  o.name = name;
+  return shardrec_mlp_create(out, &o);
+}
+
+/* What a ready callback needs to forward each final gradient to a bucketer. */
+typedef struct sr_bind_ready {
+  shardrec_ddp_t* ddp;
+  size_t first;
+  shardrec_status_t status;
+} sr_bind_ready_t;
+
+static void sr_bind_on_ready(size_t tensor, void* user) {
+  sr_bind_ready_t* r = (sr_bind_ready_t*)user;
+  shardrec_status_t rc = shardrec_ddp_mark_ready(r->ddp, r->first + tensor);
+  if (rc != SHARDREC_OK && r->status == SHARDREC_OK) r->status = rc;
+}
+
+/* Backward; with @p ddp not NULL each tensor i is marked ready as bucket tensor first + i as
+   soon as its gradient is final (the first failing mark_ready status is returned). */
+shardrec_status_t shardrec_bind_mlp_backward(shardrec_mlp_t* mlp, const float* dy, float* dx,
+                                             shardrec_ddp_t* ddp, size_t first) {
+  sr_bind_ready_t r;
+  shardrec_status_t rc;
+  r.ddp = ddp;
+  r.first = first;
+  r.status = SHARDREC_OK;
+  rc = shardrec_mlp_backward(mlp, dy, dx, ddp != NULL ? sr_bind_on_ready : NULL, &r);
+  return rc != SHARDREC_OK ? rc : r.status;
+}
+
+shardrec_status_t shardrec_bind_dcn_backward(shardrec_dcn_t* dcn, const float* dy, float* dx0,
+                                             shardrec_ddp_t* ddp, size_t first) {
+  sr_bind_ready_t r;
+  shardrec_status_t rc;
+  r.ddp = ddp;
+  r.first = first;
+  r.status = SHARDREC_OK;
+  rc = shardrec_dcn_backward(dcn, dy, dx0, ddp != NULL ? sr_bind_on_ready : NULL, &r);
+  return rc != SHARDREC_OK ? rc : r.status;
+}
+
+/* Points the gradient of every tensor i of the layer at the bucketer's tensor first + i. */
+shardrec_status_t shardrec_bind_mlp_use_ddp_grads(shardrec_mlp_t* mlp, const shardrec_ddp_t* ddp,
+                                                  size_t first) {
+  size_t n = 0, i;
+  shardrec_status_t rc = shardrec_mlp_num_tensors(mlp, &n);
+  for (i = 0; i < n && rc == SHARDREC_OK; ++i) {
+    float* g = NULL;
+    rc = shardrec_ddp_grad(ddp, first + i, &g);
+    if (rc == SHARDREC_OK) rc = shardrec_mlp_bind_tensor(mlp, i, NULL, g);
+  }
+  return rc;
+}
+
+shardrec_status_t shardrec_bind_dcn_use_ddp_grads(shardrec_dcn_t* dcn, const shardrec_ddp_t* ddp,
+                                                  size_t first) {
+  size_t n = 0, i;
+  shardrec_status_t rc = shardrec_dcn_num_tensors(dcn, &n);
+  for (i = 0; i < n && rc == SHARDREC_OK; ++i) {
+    float* g = NULL;
+    rc = shardrec_ddp_grad(ddp, first + i, &g);
+    if (rc == SHARDREC_OK) rc = shardrec_dcn_bind_tensor(dcn, i, NULL, g);
+  }
+  return rc;
+}
+
+/* Name and element count of a layer's tensor. */
+shardrec_status_t shardrec_bind_mlp_tensor_info(const shardrec_mlp_t* mlp, size_t index,
+                                                const char** name_out, int64_t* count_out) {
+  shardrec_dense_param_t t;
+  shardrec_status_t rc = shardrec_mlp_tensor(mlp, index, &t);
+  if (rc != SHARDREC_OK) return rc;
+  *name_out = t.name;
+  *count_out = t.count;
+  return SHARDREC_OK;
+}
+
+shardrec_status_t shardrec_bind_dcn_tensor_info(const shardrec_dcn_t* dcn, size_t index,
+                                                const char** name_out, int64_t* count_out) {
+  shardrec_dense_param_t t;
+  shardrec_status_t rc = shardrec_dcn_tensor(dcn, index, &t);
+  if (rc != SHARDREC_OK) return rc;
+  *name_out = t.name;
+  *count_out = t.count;
+  return SHARDREC_OK;
+}
+
+/* Copies between a tensor (which 0: parameters, 1: gradients) and a caller buffer of exactly
+   its element count; to_tensor 0 reads the tensor into buf, 1 writes buf into the tensor. The
+   language layer checks buf's length against the count first. */
+static shardrec_status_t sr_bind_copy(const shardrec_dense_param_t* t, int32_t which, float* buf,
+                                      int32_t to_tensor) {
+  float* p = which == 0 ? t->param : t->grad;
+  if (p == NULL || buf == NULL || which < 0 || which > 1) return SHARDREC_EINVAL;
+  if (to_tensor) {
+    memcpy(p, buf, sizeof(float) * (size_t)t->count);
+  } else {
+    memcpy(buf, p, sizeof(float) * (size_t)t->count);
+  }
+  return SHARDREC_OK;
+}
+
+shardrec_status_t shardrec_bind_mlp_copy_tensor(shardrec_mlp_t* mlp, size_t index, int32_t which,
+                                                float* buf, int32_t to_tensor) {
+  shardrec_dense_param_t t;
+  shardrec_status_t rc = shardrec_mlp_tensor(mlp, index, &t);
+  return rc != SHARDREC_OK ? rc : sr_bind_copy(&t, which, buf, to_tensor);
+}
+
+shardrec_status_t shardrec_bind_dcn_copy_tensor(shardrec_dcn_t* dcn, size_t index, int32_t which,
+                                                float* buf, int32_t to_tensor) {
+  shardrec_dense_param_t t;
+  shardrec_status_t rc = shardrec_dcn_tensor(dcn, index, &t);
+  return rc != SHARDREC_OK ? rc : sr_bind_copy(&t, which, buf, to_tensor);
+}
+
+shardrec_status_t shardrec_bind_ddp_create(shardrec_ddp_t** out, shardrec_comm_t* comm,
+                                           const int64_t* counts, size_t num_counts,
+                                           int64_t first_bucket_bytes, int64_t bucket_cap_bytes,
+                                           int32_t compression) {
+  shardrec_ddp_options_t o;
+  shardrec_status_t rc = shardrec_ddp_options_init(&o, SHARDREC_DDP_OPTIONS_VERSION);
+  if (rc != SHARDREC_OK) return rc;
+  o.first_bucket_bytes = first_bucket_bytes;
+  o.bucket_cap_bytes = bucket_cap_bytes;
+  o.compression = compression;
+  return shardrec_ddp_create(out, comm, counts, num_counts, &o);
+}
+
+shardrec_status_t shardrec_bind_ddp_stats(const shardrec_ddp_t* ddp, int64_t* steps_out,
+                                          int64_t* buckets_out, double* comm_seconds_out,
+                                          double* exposed_seconds_out, int64_t* bytes_out64) {
+  shardrec_ddp_stats_t s;
+  shardrec_status_t rc = shardrec_ddp_stats(ddp, &s);
+  if (rc != SHARDREC_OK) return rc;
+  *steps_out = s.steps;
+  *buckets_out = s.buckets;
+  *comm_seconds_out = s.comm_seconds;
+  *exposed_seconds_out = s.exposed_seconds;
+  *bytes_out64 = s.bytes_reduced;
+  return SHARDREC_OK;
+}
+
+/* Number of tensors of bucket @p bucket. */
+shardrec_status_t shardrec_bind_ddp_bucket_size(const shardrec_ddp_t* ddp, size_t bucket,
+                                                size_t* size_out) {
+  return shardrec_ddp_bucket(ddp, bucket, NULL, 0, size_out);
+}
+
+/* Tensor @p position of bucket @p bucket. */
+shardrec_status_t shardrec_bind_ddp_bucket_tensor(const shardrec_ddp_t* ddp, size_t bucket,
+                                                  size_t position, size_t* tensor_out) {
+  size_t size = 0, *all;
+  shardrec_status_t rc = shardrec_ddp_bucket(ddp, bucket, NULL, 0, &size);
+  if (rc != SHARDREC_OK) return rc;
+  if (position >= size) return shardrec_ddp_bucket(ddp, (size_t)-1, NULL, 0, &size);
+  all = (size_t*)malloc(sizeof(size_t) * size);
+  if (all == NULL) return SHARDREC_ENOMEM;
+  rc = shardrec_ddp_bucket(ddp, bucket, all, size, &size);
+  if (rc == SHARDREC_OK) *tensor_out = all[position];
+  free(all);
+  return rc;
+}
+
+/* The dot interaction with its output length as int64 (see shardrec_dot_interaction_forward). */
+shardrec_status_t shardrec_bind_dot_interaction_forward(const float* dense, const float* emb,
+                                                        int64_t batch, int64_t num_sparse,
+                                                        int64_t dim, float* inter,
+                                                        int64_t inter_len) {
+  return shardrec_dot_interaction_forward(dense, emb, batch, num_sparse, dim, inter, inter_len);
+}
+
+/* FSDP with units given as one flat buffer of initial values (units one after another). */
+shardrec_status_t shardrec_bind_fsdp_create(shardrec_fsdp_t** out, shardrec_comm_t* comm,
+                                            const int64_t* unit_counts, size_t num_units,
+                                            const float* initial_flat,
+                                            const shardrec_optimizer_config_t* optimizer) {
+  const float** initial;
+  size_t u;
+  int64_t offset = 0;
+  shardrec_status_t rc;
+  if (unit_counts == NULL || initial_flat == NULL) {
+    return shardrec_fsdp_create(out, comm, unit_counts, NULL, num_units, optimizer);
+  }
+  initial = (const float**)malloc(sizeof(float*) * (num_units > 0 ? num_units : 1));
+  if (initial == NULL) return SHARDREC_ENOMEM;
+  for (u = 0; u < num_units; ++u) {
+    initial[u] = initial_flat + offset;
+    offset += unit_counts[u] > 0 ? unit_counts[u] : 0;
+  }
+  rc = shardrec_fsdp_create(out, comm, unit_counts, (const float* const*)initial, num_units,
+                            optimizer);
+  free(initial);
+  return rc;
+}
+
+/* Gathers unit @p unit (prefetching @p prefetch when >= 0) and copies its full parameters into
+   @p full_out (the unit's element count, checked by the language layer). The unit stays
+   gathered until shardrec_fsdp_release. */
+shardrec_status_t shardrec_bind_fsdp_gather(shardrec_fsdp_t* fsdp, size_t unit, int64_t prefetch,
+                                            float* full_out, int64_t count) {
+  float* full = NULL;
+  shardrec_status_t rc = shardrec_fsdp_gather(fsdp, unit, prefetch, &full);
+  if (rc == SHARDREC_OK && full_out != NULL && count > 0) {
+    memcpy(full_out, full, sizeof(float) * (size_t)count);
+  }
+  return rc;
+}
+
+/* Adds @p grad (the unit's element count) into unit @p unit's full gradient of this step. */
+shardrec_status_t shardrec_bind_fsdp_add_grad(shardrec_fsdp_t* fsdp, size_t unit,
+                                              const float* grad_in, int64_t count) {
+  float* full = NULL;
+  int64_t i;
+  shardrec_status_t rc = shardrec_fsdp_grad(fsdp, unit, &full);
+  if (rc != SHARDREC_OK) return rc;
+  for (i = 0; i < count; ++i) full[i] += grad_in[i];
+  return SHARDREC_OK;
+}
+
+/* Offset and length of this rank's slice of unit @p unit. */
+shardrec_status_t shardrec_bind_fsdp_shard_range(shardrec_fsdp_t* fsdp, size_t unit,
+                                                 int64_t* offset_out, int64_t* count_out) {
+  float* data = NULL;
+  return shardrec_fsdp_shard(fsdp, unit, &data, offset_out, count_out);
+}
+
+/* Copies this rank's slice of unit @p unit into @p shard_out (its length, checked by the
+   language layer). */
+shardrec_status_t shardrec_bind_fsdp_read_shard(shardrec_fsdp_t* fsdp, size_t unit,
+                                                float* shard_out) {
+  float* data = NULL;
+  int64_t offset = 0, count = 0;
+  shardrec_status_t rc = shardrec_fsdp_shard(fsdp, unit, &data, &offset, &count);
+  if (rc == SHARDREC_OK && count > 0) memcpy(shard_out, data, sizeof(float) * (size_t)count);
+  return rc;
+}
+
+
+shardrec_status_t shardrec_bind_dense_blas_threads(int32_t* threads_out) {
+  return shardrec_dense_blas_threads(threads_out);
+}
+shardrec_status_t shardrec_bind_mlp_dims(const shardrec_mlp_t* mlp, int64_t* in_out,
+                                         int64_t* out_features_out) {
+  return shardrec_mlp_dims(mlp, in_out, out_features_out);
+}
+shardrec_status_t shardrec_bind_fsdp_memory(const shardrec_fsdp_t* fsdp, int64_t* current_out,
+                                            int64_t* peak_out) {
+  return shardrec_fsdp_memory(fsdp, current_out, peak_out);
+}
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-void _wrap_Swig_free_swig_efeae8439c5aaa14(void *_swig_go_0) {
+void _wrap_Swig_free_swig_c5a5da6c39b7fef4(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -440,7 +795,7 @@ void _wrap_Swig_free_swig_efeae8439c5aaa14(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_swig_efeae8439c5aaa14(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_swig_c5a5da6c39b7fef4(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -453,7 +808,7 @@ void *_wrap_Swig_malloc_swig_efeae8439c5aaa14(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_OK_swig_efeae8439c5aaa14() {
+intgo _wrap_OK_swig_c5a5da6c39b7fef4() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -465,7 +820,7 @@ intgo _wrap_OK_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_ERROR_swig_efeae8439c5aaa14() {
+intgo _wrap_ERROR_swig_c5a5da6c39b7fef4() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -477,7 +832,7 @@ intgo _wrap_ERROR_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_EINVAL_swig_efeae8439c5aaa14() {
+intgo _wrap_EINVAL_swig_c5a5da6c39b7fef4() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -489,7 +844,7 @@ intgo _wrap_EINVAL_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_EUSAGE_swig_efeae8439c5aaa14() {
+intgo _wrap_EUSAGE_swig_c5a5da6c39b7fef4() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -501,7 +856,7 @@ intgo _wrap_EUSAGE_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_ENOMEM_swig_efeae8439c5aaa14() {
+intgo _wrap_ENOMEM_swig_c5a5da6c39b7fef4() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -513,7 +868,7 @@ intgo _wrap_ENOMEM_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_ECUDA_swig_efeae8439c5aaa14() {
+intgo _wrap_ECUDA_swig_c5a5da6c39b7fef4() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -525,7 +880,7 @@ intgo _wrap_ECUDA_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_EREMOTE_swig_efeae8439c5aaa14() {
+intgo _wrap_EREMOTE_swig_c5a5da6c39b7fef4() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -537,7 +892,7 @@ intgo _wrap_EREMOTE_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_ETIMEOUT_swig_efeae8439c5aaa14() {
+intgo _wrap_ETIMEOUT_swig_c5a5da6c39b7fef4() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -549,7 +904,7 @@ intgo _wrap_ETIMEOUT_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_EIO_swig_efeae8439c5aaa14() {
+intgo _wrap_EIO_swig_c5a5da6c39b7fef4() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -561,7 +916,7 @@ intgo _wrap_EIO_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_ECORRUPT_swig_efeae8439c5aaa14() {
+intgo _wrap_ECORRUPT_swig_c5a5da6c39b7fef4() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -573,7 +928,7 @@ intgo _wrap_ECORRUPT_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_EUNSUPPORTED_swig_efeae8439c5aaa14() {
+intgo _wrap_EUNSUPPORTED_swig_c5a5da6c39b7fef4() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -585,7 +940,7 @@ intgo _wrap_EUNSUPPORTED_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_ENOTFOUND_swig_efeae8439c5aaa14() {
+intgo _wrap_ENOTFOUND_swig_c5a5da6c39b7fef4() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -597,7 +952,7 @@ intgo _wrap_ENOTFOUND_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_EINTERNAL_swig_efeae8439c5aaa14() {
+intgo _wrap_EINTERNAL_swig_c5a5da6c39b7fef4() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -609,7 +964,7 @@ intgo _wrap_EINTERNAL_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_ENODEVICE_swig_efeae8439c5aaa14() {
+intgo _wrap_ENODEVICE_swig_c5a5da6c39b7fef4() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -621,7 +976,7 @@ intgo _wrap_ENODEVICE_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT32_swig_efeae8439c5aaa14() {
+intgo _wrap_DTYPE_FLOAT32_swig_c5a5da6c39b7fef4() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -633,7 +988,7 @@ intgo _wrap_DTYPE_FLOAT32_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT16_swig_efeae8439c5aaa14() {
+intgo _wrap_DTYPE_FLOAT16_swig_c5a5da6c39b7fef4() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -645,7 +1000,7 @@ intgo _wrap_DTYPE_FLOAT16_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_DTYPE_BFLOAT16_swig_efeae8439c5aaa14() {
+intgo _wrap_DTYPE_BFLOAT16_swig_c5a5da6c39b7fef4() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -657,7 +1012,7 @@ intgo _wrap_DTYPE_BFLOAT16_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT64_swig_efeae8439c5aaa14() {
+intgo _wrap_DTYPE_FLOAT64_swig_c5a5da6c39b7fef4() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -669,7 +1024,7 @@ intgo _wrap_DTYPE_FLOAT64_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_DTYPE_INT32_swig_efeae8439c5aaa14() {
+intgo _wrap_DTYPE_INT32_swig_c5a5da6c39b7fef4() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -681,7 +1036,7 @@ intgo _wrap_DTYPE_INT32_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_DTYPE_INT64_swig_efeae8439c5aaa14() {
+intgo _wrap_DTYPE_INT64_swig_c5a5da6c39b7fef4() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -693,7 +1048,7 @@ intgo _wrap_DTYPE_INT64_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_DTYPE_UINT8_swig_efeae8439c5aaa14() {
+intgo _wrap_DTYPE_UINT8_swig_c5a5da6c39b7fef4() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -705,7 +1060,7 @@ intgo _wrap_DTYPE_UINT8_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_DEVICE_HOST_swig_efeae8439c5aaa14() {
+intgo _wrap_DEVICE_HOST_swig_c5a5da6c39b7fef4() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -717,7 +1072,7 @@ intgo _wrap_DEVICE_HOST_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_DEVICE_CUDA_swig_efeae8439c5aaa14() {
+intgo _wrap_DEVICE_CUDA_swig_c5a5da6c39b7fef4() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -729,7 +1084,7 @@ intgo _wrap_DEVICE_CUDA_swig_efeae8439c5aaa14() {
 }
 
 
-_gostring_ _wrap_status_string_swig_efeae8439c5aaa14(intgo _swig_go_0) {
+_gostring_ _wrap_status_string_swig_c5a5da6c39b7fef4(intgo _swig_go_0) {
   shardrec_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -742,7 +1097,7 @@ _gostring_ _wrap_status_string_swig_efeae8439c5aaa14(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_version_swig_efeae8439c5aaa14() {
+intgo _wrap_version_swig_c5a5da6c39b7fef4() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -753,7 +1108,7 @@ intgo _wrap_version_swig_efeae8439c5aaa14() {
 }
 
 
-_gostring_ _wrap_version_string_swig_efeae8439c5aaa14() {
+_gostring_ _wrap_version_string_swig_c5a5da6c39b7fef4() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -764,7 +1119,7 @@ _gostring_ _wrap_version_string_swig_efeae8439c5aaa14() {
 }
 
 
-long long _wrap_dtype_size_swig_efeae8439c5aaa14(intgo _swig_go_0) {
+long long _wrap_dtype_size_swig_c5a5da6c39b7fef4(intgo _swig_go_0) {
   int32_t arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -777,7 +1132,7 @@ long long _wrap_dtype_size_swig_efeae8439c5aaa14(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_SHARDING_DATA_PARALLEL_swig_efeae8439c5aaa14() {
+intgo _wrap_SHARDING_DATA_PARALLEL_swig_c5a5da6c39b7fef4() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -789,7 +1144,7 @@ intgo _wrap_SHARDING_DATA_PARALLEL_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_WISE_swig_efeae8439c5aaa14() {
+intgo _wrap_SHARDING_TABLE_WISE_swig_c5a5da6c39b7fef4() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -801,7 +1156,7 @@ intgo _wrap_SHARDING_TABLE_WISE_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_SHARDING_ROW_WISE_swig_efeae8439c5aaa14() {
+intgo _wrap_SHARDING_ROW_WISE_swig_c5a5da6c39b7fef4() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -813,7 +1168,7 @@ intgo _wrap_SHARDING_ROW_WISE_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_SHARDING_COLUMN_WISE_swig_efeae8439c5aaa14() {
+intgo _wrap_SHARDING_COLUMN_WISE_swig_c5a5da6c39b7fef4() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -825,7 +1180,7 @@ intgo _wrap_SHARDING_COLUMN_WISE_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_efeae8439c5aaa14() {
+intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_c5a5da6c39b7fef4() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -837,7 +1192,7 @@ intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_efeae8439c5aaa14() {
+intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_c5a5da6c39b7fef4() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -849,7 +1204,7 @@ intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_SHARDING_GRID_swig_efeae8439c5aaa14() {
+intgo _wrap_SHARDING_GRID_swig_c5a5da6c39b7fef4() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -861,7 +1216,7 @@ intgo _wrap_SHARDING_GRID_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_POOLING_SUM_swig_efeae8439c5aaa14() {
+intgo _wrap_POOLING_SUM_swig_c5a5da6c39b7fef4() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -873,7 +1228,7 @@ intgo _wrap_POOLING_SUM_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_POOLING_MEAN_swig_efeae8439c5aaa14() {
+intgo _wrap_POOLING_MEAN_swig_c5a5da6c39b7fef4() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -885,7 +1240,7 @@ intgo _wrap_POOLING_MEAN_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_POOLING_NONE_swig_efeae8439c5aaa14() {
+intgo _wrap_POOLING_NONE_swig_c5a5da6c39b7fef4() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -897,7 +1252,7 @@ intgo _wrap_POOLING_NONE_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_INIT_DEFAULT_swig_efeae8439c5aaa14() {
+intgo _wrap_INIT_DEFAULT_swig_c5a5da6c39b7fef4() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -909,7 +1264,7 @@ intgo _wrap_INIT_DEFAULT_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_INIT_UNIFORM_swig_efeae8439c5aaa14() {
+intgo _wrap_INIT_UNIFORM_swig_c5a5da6c39b7fef4() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -921,7 +1276,7 @@ intgo _wrap_INIT_UNIFORM_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_INIT_CONSTANT_swig_efeae8439c5aaa14() {
+intgo _wrap_INIT_CONSTANT_swig_c5a5da6c39b7fef4() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -933,7 +1288,7 @@ intgo _wrap_INIT_CONSTANT_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_OPTIMIZER_SGD_swig_efeae8439c5aaa14() {
+intgo _wrap_OPTIMIZER_SGD_swig_c5a5da6c39b7fef4() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -945,7 +1300,7 @@ intgo _wrap_OPTIMIZER_SGD_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAGRAD_swig_efeae8439c5aaa14() {
+intgo _wrap_OPTIMIZER_ADAGRAD_swig_c5a5da6c39b7fef4() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -957,7 +1312,7 @@ intgo _wrap_OPTIMIZER_ADAGRAD_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_efeae8439c5aaa14() {
+intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_c5a5da6c39b7fef4() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -969,7 +1324,7 @@ intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAM_swig_efeae8439c5aaa14() {
+intgo _wrap_OPTIMIZER_ADAM_swig_c5a5da6c39b7fef4() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -981,7 +1336,7 @@ intgo _wrap_OPTIMIZER_ADAM_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_efeae8439c5aaa14() {
+intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_c5a5da6c39b7fef4() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -993,7 +1348,7 @@ intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_OPTIMIZER_LAMB_swig_efeae8439c5aaa14() {
+intgo _wrap_OPTIMIZER_LAMB_swig_c5a5da6c39b7fef4() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1005,7 +1360,7 @@ intgo _wrap_OPTIMIZER_LAMB_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_NONE_swig_efeae8439c5aaa14() {
+intgo _wrap_WEIGHT_DECAY_NONE_swig_c5a5da6c39b7fef4() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1017,7 +1372,7 @@ intgo _wrap_WEIGHT_DECAY_NONE_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_L2_swig_efeae8439c5aaa14() {
+intgo _wrap_WEIGHT_DECAY_L2_swig_c5a5da6c39b7fef4() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1029,7 +1384,7 @@ intgo _wrap_WEIGHT_DECAY_L2_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_efeae8439c5aaa14() {
+intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_c5a5da6c39b7fef4() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1041,7 +1396,7 @@ intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_efeae8439c5aaa14() {
 }
 
 
-void _wrap_optimizer_config_version_set_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_version_set_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t arg2 ;
   
@@ -1053,7 +1408,7 @@ void _wrap_optimizer_config_version_set_swig_efeae8439c5aaa14(struct shardrec_op
 }
 
 
-intgo _wrap_optimizer_config_version_get_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_version_get_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1066,7 +1421,7 @@ intgo _wrap_optimizer_config_version_get_swig_efeae8439c5aaa14(struct shardrec_o
 }
 
 
-void _wrap_optimizer_config_Xtype_set_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_Xtype_set_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1078,7 +1433,7 @@ void _wrap_optimizer_config_Xtype_set_swig_efeae8439c5aaa14(struct shardrec_opti
 }
 
 
-intgo _wrap_optimizer_config_Xtype_get_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_Xtype_get_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1091,7 +1446,7 @@ intgo _wrap_optimizer_config_Xtype_get_swig_efeae8439c5aaa14(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_learning_rate_set_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_learning_rate_set_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1103,7 +1458,7 @@ void _wrap_optimizer_config_learning_rate_set_swig_efeae8439c5aaa14(struct shard
 }
 
 
-float _wrap_optimizer_config_learning_rate_get_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_learning_rate_get_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1116,7 +1471,7 @@ float _wrap_optimizer_config_learning_rate_get_swig_efeae8439c5aaa14(struct shar
 }
 
 
-void _wrap_optimizer_config_eps_set_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_eps_set_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1128,7 +1483,7 @@ void _wrap_optimizer_config_eps_set_swig_efeae8439c5aaa14(struct shardrec_optimi
 }
 
 
-float _wrap_optimizer_config_eps_get_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_eps_get_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1141,7 +1496,7 @@ float _wrap_optimizer_config_eps_get_swig_efeae8439c5aaa14(struct shardrec_optim
 }
 
 
-void _wrap_optimizer_config_beta1_set_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta1_set_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1153,7 +1508,7 @@ void _wrap_optimizer_config_beta1_set_swig_efeae8439c5aaa14(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta1_get_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta1_get_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1166,7 +1521,7 @@ float _wrap_optimizer_config_beta1_get_swig_efeae8439c5aaa14(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_beta2_set_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta2_set_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1178,7 +1533,7 @@ void _wrap_optimizer_config_beta2_set_swig_efeae8439c5aaa14(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta2_get_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta2_get_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1191,7 +1546,7 @@ float _wrap_optimizer_config_beta2_get_swig_efeae8439c5aaa14(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_weight_decay_set_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_set_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1203,7 +1558,7 @@ void _wrap_optimizer_config_weight_decay_set_swig_efeae8439c5aaa14(struct shardr
 }
 
 
-float _wrap_optimizer_config_weight_decay_get_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_weight_decay_get_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1216,7 +1571,7 @@ float _wrap_optimizer_config_weight_decay_get_swig_efeae8439c5aaa14(struct shard
 }
 
 
-void _wrap_optimizer_config_weight_decay_mode_set_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_mode_set_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1228,7 +1583,7 @@ void _wrap_optimizer_config_weight_decay_mode_set_swig_efeae8439c5aaa14(struct s
 }
 
 
-intgo _wrap_optimizer_config_weight_decay_mode_get_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_weight_decay_mode_get_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1241,7 +1596,7 @@ intgo _wrap_optimizer_config_weight_decay_mode_get_swig_efeae8439c5aaa14(struct 
 }
 
 
-void _wrap_optimizer_config_stochastic_rounding_set_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_stochastic_rounding_set_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1253,7 +1608,7 @@ void _wrap_optimizer_config_stochastic_rounding_set_swig_efeae8439c5aaa14(struct
 }
 
 
-intgo _wrap_optimizer_config_stochastic_rounding_get_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_stochastic_rounding_get_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1266,7 +1621,7 @@ intgo _wrap_optimizer_config_stochastic_rounding_get_swig_efeae8439c5aaa14(struc
 }
 
 
-struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_efeae8439c5aaa14() {
+struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_c5a5da6c39b7fef4() {
   struct shardrec_optimizer_config *result = 0 ;
   struct shardrec_optimizer_config *_swig_go_result;
   
@@ -1277,7 +1632,7 @@ struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_efeae8439c5aaa
 }
 
 
-void _wrap_delete_optimizer_config_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0) {
+void _wrap_delete_optimizer_config_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   
   arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
@@ -1287,7 +1642,7 @@ void _wrap_delete_optimizer_config_swig_efeae8439c5aaa14(struct shardrec_optimiz
 }
 
 
-_gostring_ _wrap_optimizer_config_init_swig_efeae8439c5aaa14(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_optimizer_config_init_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_optimizer_config_t *arg1 = (shardrec_optimizer_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -1319,7 +1674,7 @@ _gostring_ _wrap_optimizer_config_init_swig_efeae8439c5aaa14(struct shardrec_opt
 }
 
 
-void _wrap_Topology_t_version_set_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_version_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t arg2 ;
   
@@ -1331,7 +1686,7 @@ void _wrap_Topology_t_version_set_swig_efeae8439c5aaa14(struct shardrec_topology
 }
 
 
-intgo _wrap_Topology_t_version_get_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_version_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1344,7 +1699,7 @@ intgo _wrap_Topology_t_version_get_swig_efeae8439c5aaa14(struct shardrec_topolog
 }
 
 
-void _wrap_Topology_t_world_size_set_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_world_size_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1356,7 +1711,7 @@ void _wrap_Topology_t_world_size_set_swig_efeae8439c5aaa14(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_world_size_get_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_world_size_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1369,7 +1724,7 @@ intgo _wrap_Topology_t_world_size_get_swig_efeae8439c5aaa14(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_ranks_per_node_set_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_ranks_per_node_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1381,7 +1736,7 @@ void _wrap_Topology_t_ranks_per_node_set_swig_efeae8439c5aaa14(struct shardrec_t
 }
 
 
-intgo _wrap_Topology_t_ranks_per_node_get_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_ranks_per_node_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1394,7 +1749,7 @@ intgo _wrap_Topology_t_ranks_per_node_get_swig_efeae8439c5aaa14(struct shardrec_
 }
 
 
-void _wrap_Topology_t_device_type_set_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_device_type_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1406,7 +1761,7 @@ void _wrap_Topology_t_device_type_set_swig_efeae8439c5aaa14(struct shardrec_topo
 }
 
 
-intgo _wrap_Topology_t_device_type_get_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_device_type_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1419,7 +1774,7 @@ intgo _wrap_Topology_t_device_type_get_swig_efeae8439c5aaa14(struct shardrec_top
 }
 
 
-void _wrap_Topology_t_memory_bytes_set_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
+void _wrap_Topology_t_memory_bytes_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t arg2 ;
   
@@ -1431,7 +1786,7 @@ void _wrap_Topology_t_memory_bytes_set_swig_efeae8439c5aaa14(struct shardrec_top
 }
 
 
-long long _wrap_Topology_t_memory_bytes_get_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
+long long _wrap_Topology_t_memory_bytes_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1444,7 +1799,7 @@ long long _wrap_Topology_t_memory_bytes_get_swig_efeae8439c5aaa14(struct shardre
 }
 
 
-void _wrap_Topology_t_intra_node_bandwidth_set_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_intra_node_bandwidth_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -1456,7 +1811,7 @@ void _wrap_Topology_t_intra_node_bandwidth_set_swig_efeae8439c5aaa14(struct shar
 }
 
 
-double _wrap_Topology_t_intra_node_bandwidth_get_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_intra_node_bandwidth_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -1469,7 +1824,7 @@ double _wrap_Topology_t_intra_node_bandwidth_get_swig_efeae8439c5aaa14(struct sh
 }
 
 
-void _wrap_Topology_t_inter_node_bandwidth_set_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_inter_node_bandwidth_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -1481,7 +1836,7 @@ void _wrap_Topology_t_inter_node_bandwidth_set_swig_efeae8439c5aaa14(struct shar
 }
 
 
-double _wrap_Topology_t_inter_node_bandwidth_get_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_inter_node_bandwidth_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -1494,7 +1849,7 @@ double _wrap_Topology_t_inter_node_bandwidth_get_swig_efeae8439c5aaa14(struct sh
 }
 
 
-void _wrap_Topology_t_batch_size_set_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_batch_size_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1506,7 +1861,7 @@ void _wrap_Topology_t_batch_size_set_swig_efeae8439c5aaa14(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_batch_size_get_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_batch_size_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1519,7 +1874,7 @@ intgo _wrap_Topology_t_batch_size_get_swig_efeae8439c5aaa14(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_optimizer_set_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_optimizer_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1531,7 +1886,7 @@ void _wrap_Topology_t_optimizer_set_swig_efeae8439c5aaa14(struct shardrec_topolo
 }
 
 
-intgo _wrap_Topology_t_optimizer_get_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_optimizer_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1544,7 +1899,7 @@ intgo _wrap_Topology_t_optimizer_get_swig_efeae8439c5aaa14(struct shardrec_topol
 }
 
 
-void _wrap_Topology_t_memory_bandwidth_set_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_memory_bandwidth_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -1556,7 +1911,7 @@ void _wrap_Topology_t_memory_bandwidth_set_swig_efeae8439c5aaa14(struct shardrec
 }
 
 
-double _wrap_Topology_t_memory_bandwidth_get_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_memory_bandwidth_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -1569,7 +1924,7 @@ double _wrap_Topology_t_memory_bandwidth_get_swig_efeae8439c5aaa14(struct shardr
 }
 
 
-void _wrap_Topology_t_reserved_fraction_set_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_reserved_fraction_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -1581,7 +1936,7 @@ void _wrap_Topology_t_reserved_fraction_set_swig_efeae8439c5aaa14(struct shardre
 }
 
 
-double _wrap_Topology_t_reserved_fraction_get_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_reserved_fraction_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -1594,7 +1949,7 @@ double _wrap_Topology_t_reserved_fraction_get_swig_efeae8439c5aaa14(struct shard
 }
 
 
-struct shardrec_topology *_wrap_new_Topology_t_swig_efeae8439c5aaa14() {
+struct shardrec_topology *_wrap_new_Topology_t_swig_c5a5da6c39b7fef4() {
   struct shardrec_topology *result = 0 ;
   struct shardrec_topology *_swig_go_result;
   
@@ -1605,7 +1960,7 @@ struct shardrec_topology *_wrap_new_Topology_t_swig_efeae8439c5aaa14() {
 }
 
 
-void _wrap_delete_Topology_t_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0) {
+void _wrap_delete_Topology_t_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   
   arg1 = *(struct shardrec_topology **)&_swig_go_0; 
@@ -1615,7 +1970,7 @@ void _wrap_delete_Topology_t_swig_efeae8439c5aaa14(struct shardrec_topology *_sw
 }
 
 
-_gostring_ _wrap_topology_init_swig_efeae8439c5aaa14(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_topology_init_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -1647,7 +2002,7 @@ _gostring_ _wrap_topology_init_swig_efeae8439c5aaa14(struct shardrec_topology *_
 }
 
 
-void _wrap_comm_options_version_set_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_version_set_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t arg2 ;
   
@@ -1659,7 +2014,7 @@ void _wrap_comm_options_version_set_swig_efeae8439c5aaa14(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_version_get_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_version_get_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1672,7 +2027,7 @@ intgo _wrap_comm_options_version_get_swig_efeae8439c5aaa14(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_timeout_ms_set_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_timeout_ms_set_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -1684,7 +2039,7 @@ void _wrap_comm_options_timeout_ms_set_swig_efeae8439c5aaa14(struct shardrec_com
 }
 
 
-long long _wrap_comm_options_timeout_ms_get_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_timeout_ms_get_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -1697,7 +2052,7 @@ long long _wrap_comm_options_timeout_ms_get_swig_efeae8439c5aaa14(struct shardre
 }
 
 
-void _wrap_comm_options_backend_set_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_backend_set_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -1709,7 +2064,7 @@ void _wrap_comm_options_backend_set_swig_efeae8439c5aaa14(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_backend_get_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_backend_get_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1722,7 +2077,7 @@ intgo _wrap_comm_options_backend_get_swig_efeae8439c5aaa14(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_device_type_set_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_type_set_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -1734,7 +2089,7 @@ void _wrap_comm_options_device_type_set_swig_efeae8439c5aaa14(struct shardrec_co
 }
 
 
-intgo _wrap_comm_options_device_type_get_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_type_get_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1747,7 +2102,7 @@ intgo _wrap_comm_options_device_type_get_swig_efeae8439c5aaa14(struct shardrec_c
 }
 
 
-void _wrap_comm_options_device_index_set_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_index_set_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -1759,7 +2114,7 @@ void _wrap_comm_options_device_index_set_swig_efeae8439c5aaa14(struct shardrec_c
 }
 
 
-intgo _wrap_comm_options_device_index_get_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_index_get_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1772,7 +2127,7 @@ intgo _wrap_comm_options_device_index_get_swig_efeae8439c5aaa14(struct shardrec_
 }
 
 
-void _wrap_comm_options_bind_address_set_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
+void _wrap_comm_options_bind_address_set_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *arg2 = (char *) 0 ;
   
@@ -1796,7 +2151,7 @@ void _wrap_comm_options_bind_address_set_swig_efeae8439c5aaa14(struct shardrec_c
 }
 
 
-_gostring_ _wrap_comm_options_bind_address_get_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0) {
+_gostring_ _wrap_comm_options_bind_address_get_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -1809,7 +2164,7 @@ _gostring_ _wrap_comm_options_bind_address_get_swig_efeae8439c5aaa14(struct shar
 }
 
 
-struct shardrec_comm_options *_wrap_new_comm_options_swig_efeae8439c5aaa14() {
+struct shardrec_comm_options *_wrap_new_comm_options_swig_c5a5da6c39b7fef4() {
   struct shardrec_comm_options *result = 0 ;
   struct shardrec_comm_options *_swig_go_result;
   
@@ -1820,7 +2175,7 @@ struct shardrec_comm_options *_wrap_new_comm_options_swig_efeae8439c5aaa14() {
 }
 
 
-void _wrap_delete_comm_options_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0) {
+void _wrap_delete_comm_options_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   
   arg1 = *(struct shardrec_comm_options **)&_swig_go_0; 
@@ -1830,7 +2185,7 @@ void _wrap_delete_comm_options_swig_efeae8439c5aaa14(struct shardrec_comm_option
 }
 
 
-_gostring_ _wrap_comm_options_init_swig_efeae8439c5aaa14(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_comm_options_init_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_comm_options_t *arg1 = (shardrec_comm_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -1862,7 +2217,7 @@ _gostring_ _wrap_comm_options_init_swig_efeae8439c5aaa14(struct shardrec_comm_op
 }
 
 
-_gostring_ _wrap_comm_unique_id_create_swig_efeae8439c5aaa14(_goslice_ _swig_go_0) {
+_gostring_ _wrap_comm_unique_id_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0) {
   shardrec_unique_id_t *arg1 = (shardrec_unique_id_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -1892,7 +2247,7 @@ _gostring_ _wrap_comm_unique_id_create_swig_efeae8439c5aaa14(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_comm_create_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
+_gostring_ _wrap_comm_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_unique_id_t *arg2 = (shardrec_unique_id_t *) 0 ;
   int32_t arg3 ;
@@ -1930,7 +2285,7 @@ _gostring_ _wrap_comm_create_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, _goslic
 }
 
 
-_gostring_ _wrap_comm_create_local_group_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_local_group_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int32_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -1966,7 +2321,7 @@ _gostring_ _wrap_comm_create_local_group_swig_efeae8439c5aaa14(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_comm_split_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_comm_split_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int32_t arg3 ;
@@ -2002,7 +2357,7 @@ _gostring_ _wrap_comm_split_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, shardrec
 }
 
 
-_gostring_ _wrap_comm_rank_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_rank_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -2034,7 +2389,7 @@ _gostring_ _wrap_comm_rank_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_size_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_size_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -2066,7 +2421,7 @@ _gostring_ _wrap_comm_size_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_set_timeout_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_comm_set_timeout_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -2098,7 +2453,7 @@ _gostring_ _wrap_comm_set_timeout_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_g
 }
 
 
-_gostring_ _wrap_comm_abort_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_abort_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2128,7 +2483,7 @@ _gostring_ _wrap_comm_abort_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_async_error_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_async_error_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2158,7 +2513,7 @@ _gostring_ _wrap_comm_async_error_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_g
 }
 
 
-void _wrap_comm_destroy_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_go_0) {
+void _wrap_comm_destroy_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   
   arg1 = (shardrec_comm_t *)_swig_go_0; 
@@ -2168,7 +2523,7 @@ void _wrap_comm_destroy_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_allreduce_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_comm_allreduce_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -2210,7 +2565,7 @@ _gostring_ _wrap_comm_allreduce_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_broadcast_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_broadcast_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   size_t arg3 ;
@@ -2250,7 +2605,7 @@ _gostring_ _wrap_comm_broadcast_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_allgather_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_allgather_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -2290,7 +2645,7 @@ _gostring_ _wrap_comm_allgather_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_barrier_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_barrier_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2320,7 +2675,7 @@ _gostring_ _wrap_comm_barrier_swig_efeae8439c5aaa14(shardrec_comm_t *_swig_go_0)
 }
 
 
-void _wrap_Shard_t_row_offset_set_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_row_offset_set_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -2332,7 +2687,7 @@ void _wrap_Shard_t_row_offset_set_swig_efeae8439c5aaa14(struct shardrec_shard *_
 }
 
 
-long long _wrap_Shard_t_row_offset_get_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_row_offset_get_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2345,7 +2700,7 @@ long long _wrap_Shard_t_row_offset_get_swig_efeae8439c5aaa14(struct shardrec_sha
 }
 
 
-void _wrap_Shard_t_rows_set_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_rows_set_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -2357,7 +2712,7 @@ void _wrap_Shard_t_rows_set_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_g
 }
 
 
-long long _wrap_Shard_t_rows_get_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_rows_get_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2370,7 +2725,7 @@ long long _wrap_Shard_t_rows_get_swig_efeae8439c5aaa14(struct shardrec_shard *_s
 }
 
 
-void _wrap_Shard_t_col_offset_set_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_col_offset_set_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -2382,7 +2737,7 @@ void _wrap_Shard_t_col_offset_set_swig_efeae8439c5aaa14(struct shardrec_shard *_
 }
 
 
-intgo _wrap_Shard_t_col_offset_get_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_col_offset_get_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2395,7 +2750,7 @@ intgo _wrap_Shard_t_col_offset_get_swig_efeae8439c5aaa14(struct shardrec_shard *
 }
 
 
-void _wrap_Shard_t_cols_set_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_cols_set_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -2407,7 +2762,7 @@ void _wrap_Shard_t_cols_set_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_cols_get_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_cols_get_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2420,7 +2775,7 @@ intgo _wrap_Shard_t_cols_get_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_
 }
 
 
-void _wrap_Shard_t_rank_set_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_rank_set_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -2432,7 +2787,7 @@ void _wrap_Shard_t_rank_set_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_rank_get_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_rank_get_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2445,7 +2800,7 @@ intgo _wrap_Shard_t_rank_get_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_
 }
 
 
-struct shardrec_shard *_wrap_new_Shard_t_swig_efeae8439c5aaa14() {
+struct shardrec_shard *_wrap_new_Shard_t_swig_c5a5da6c39b7fef4() {
   struct shardrec_shard *result = 0 ;
   struct shardrec_shard *_swig_go_result;
   
@@ -2456,7 +2811,7 @@ struct shardrec_shard *_wrap_new_Shard_t_swig_efeae8439c5aaa14() {
 }
 
 
-void _wrap_delete_Shard_t_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_0) {
+void _wrap_delete_Shard_t_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   
   arg1 = *(struct shardrec_shard **)&_swig_go_0; 
@@ -2466,7 +2821,7 @@ void _wrap_delete_Shard_t_swig_efeae8439c5aaa14(struct shardrec_shard *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_from_json_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_plan_from_json_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -2502,7 +2857,7 @@ _gostring_ _wrap_plan_from_json_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, _gos
 }
 
 
-_gostring_ _wrap_plan_to_json_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_to_json_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -2543,7 +2898,7 @@ _gostring_ _wrap_plan_to_json_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_plan_stats_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_stats_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -2584,7 +2939,7 @@ _gostring_ _wrap_plan_stats_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_plan_hash_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_hash_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -2616,7 +2971,7 @@ _gostring_ _wrap_plan_hash_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, _g
 }
 
 
-_gostring_ _wrap_plan_world_size_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_world_size_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -2648,7 +3003,7 @@ _gostring_ _wrap_plan_world_size_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_ranks_per_node_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_ranks_per_node_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -2680,7 +3035,7 @@ _gostring_ _wrap_plan_ranks_per_node_swig_efeae8439c5aaa14(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_num_tables_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_tables_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -2712,7 +3067,7 @@ _gostring_ _wrap_plan_num_tables_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_num_features_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_features_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -2744,7 +3099,7 @@ _gostring_ _wrap_plan_num_features_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_feature_name_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_feature_name_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -2783,7 +3138,7 @@ _gostring_ _wrap_plan_feature_name_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_table_name_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_table_name_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -2822,7 +3177,7 @@ _gostring_ _wrap_plan_table_name_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_find_table_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_find_table_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -2861,7 +3216,7 @@ _gostring_ _wrap_plan_find_table_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_rows_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_rows_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -2895,7 +3250,7 @@ _gostring_ _wrap_plan_table_rows_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_dim_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_dim_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2929,7 +3284,7 @@ _gostring_ _wrap_plan_table_dim_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_table_sharding_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_plan_table_sharding_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2965,7 +3320,7 @@ _gostring_ _wrap_plan_table_sharding_swig_efeae8439c5aaa14(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_shard_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
+_gostring_ _wrap_plan_shard_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -3001,7 +3356,7 @@ _gostring_ _wrap_plan_shard_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0, l
 }
 
 
-void _wrap_plan_destroy_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0) {
+void _wrap_plan_destroy_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   
   arg1 = (shardrec_plan_t *)_swig_go_0; 
@@ -3011,7 +3366,7 @@ void _wrap_plan_destroy_swig_efeae8439c5aaa14(shardrec_plan_t *_swig_go_0) {
 }
 
 
-intgo _wrap_BOUNDS_ERROR_swig_efeae8439c5aaa14() {
+intgo _wrap_BOUNDS_ERROR_swig_c5a5da6c39b7fef4() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -3023,7 +3378,7 @@ intgo _wrap_BOUNDS_ERROR_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_BOUNDS_CLAMP_swig_efeae8439c5aaa14() {
+intgo _wrap_BOUNDS_CLAMP_swig_c5a5da6c39b7fef4() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -3035,7 +3390,7 @@ intgo _wrap_BOUNDS_CLAMP_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_BOUNDS_SKIP_swig_efeae8439c5aaa14() {
+intgo _wrap_BOUNDS_SKIP_swig_c5a5da6c39b7fef4() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -3047,7 +3402,7 @@ intgo _wrap_BOUNDS_SKIP_swig_efeae8439c5aaa14() {
 }
 
 
-void _wrap_embedding_options_version_set_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_version_set_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t arg2 ;
   
@@ -3059,7 +3414,7 @@ void _wrap_embedding_options_version_set_swig_efeae8439c5aaa14(struct shardrec_e
 }
 
 
-intgo _wrap_embedding_options_version_get_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_version_get_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -3072,7 +3427,7 @@ intgo _wrap_embedding_options_version_get_swig_efeae8439c5aaa14(struct shardrec_
 }
 
 
-void _wrap_embedding_options_seed_set_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_seed_set_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t arg2 ;
   
@@ -3084,7 +3439,7 @@ void _wrap_embedding_options_seed_set_swig_efeae8439c5aaa14(struct shardrec_embe
 }
 
 
-long long _wrap_embedding_options_seed_get_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_seed_get_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3097,7 +3452,7 @@ long long _wrap_embedding_options_seed_get_swig_efeae8439c5aaa14(struct shardrec
 }
 
 
-void _wrap_embedding_options_bounds_policy_set_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_bounds_policy_set_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -3109,7 +3464,7 @@ void _wrap_embedding_options_bounds_policy_set_swig_efeae8439c5aaa14(struct shar
 }
 
 
-intgo _wrap_embedding_options_bounds_policy_get_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_bounds_policy_get_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3122,7 +3477,7 @@ intgo _wrap_embedding_options_bounds_policy_get_swig_efeae8439c5aaa14(struct sha
 }
 
 
-void _wrap_embedding_options_num_threads_set_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_num_threads_set_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -3134,7 +3489,7 @@ void _wrap_embedding_options_num_threads_set_swig_efeae8439c5aaa14(struct shardr
 }
 
 
-intgo _wrap_embedding_options_num_threads_get_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_num_threads_get_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3147,7 +3502,7 @@ intgo _wrap_embedding_options_num_threads_get_swig_efeae8439c5aaa14(struct shard
 }
 
 
-void _wrap_embedding_options_dp_comm_set_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+void _wrap_embedding_options_dp_comm_set_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   
@@ -3159,7 +3514,7 @@ void _wrap_embedding_options_dp_comm_set_swig_efeae8439c5aaa14(struct shardrec_e
 }
 
 
-shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0) {
+shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *result = 0 ;
   shardrec_comm_t *_swig_go_result;
@@ -3172,7 +3527,7 @@ shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_efeae8439c5aaa14(struc
 }
 
 
-void _wrap_embedding_options_device_type_set_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_type_set_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -3184,7 +3539,7 @@ void _wrap_embedding_options_device_type_set_swig_efeae8439c5aaa14(struct shardr
 }
 
 
-intgo _wrap_embedding_options_device_type_get_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_type_get_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3197,7 +3552,7 @@ intgo _wrap_embedding_options_device_type_get_swig_efeae8439c5aaa14(struct shard
 }
 
 
-void _wrap_embedding_options_device_index_set_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_index_set_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -3209,7 +3564,7 @@ void _wrap_embedding_options_device_index_set_swig_efeae8439c5aaa14(struct shard
 }
 
 
-intgo _wrap_embedding_options_device_index_get_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_index_get_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3222,7 +3577,7 @@ intgo _wrap_embedding_options_device_index_get_swig_efeae8439c5aaa14(struct shar
 }
 
 
-void _wrap_embedding_options_non_finite_set_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_non_finite_set_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -3234,7 +3589,7 @@ void _wrap_embedding_options_non_finite_set_swig_efeae8439c5aaa14(struct shardre
 }
 
 
-intgo _wrap_embedding_options_non_finite_get_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_non_finite_get_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3247,7 +3602,7 @@ intgo _wrap_embedding_options_non_finite_get_swig_efeae8439c5aaa14(struct shardr
 }
 
 
-void _wrap_embedding_options_table_memory_set_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_table_memory_set_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -3259,7 +3614,7 @@ void _wrap_embedding_options_table_memory_set_swig_efeae8439c5aaa14(struct shard
 }
 
 
-intgo _wrap_embedding_options_table_memory_get_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_table_memory_get_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3272,7 +3627,7 @@ intgo _wrap_embedding_options_table_memory_get_swig_efeae8439c5aaa14(struct shar
 }
 
 
-struct shardrec_embedding_options *_wrap_new_embedding_options_swig_efeae8439c5aaa14() {
+struct shardrec_embedding_options *_wrap_new_embedding_options_swig_c5a5da6c39b7fef4() {
   struct shardrec_embedding_options *result = 0 ;
   struct shardrec_embedding_options *_swig_go_result;
   
@@ -3283,7 +3638,7 @@ struct shardrec_embedding_options *_wrap_new_embedding_options_swig_efeae8439c5a
 }
 
 
-void _wrap_delete_embedding_options_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0) {
+void _wrap_delete_embedding_options_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   
   arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
@@ -3293,7 +3648,7 @@ void _wrap_delete_embedding_options_swig_efeae8439c5aaa14(struct shardrec_embedd
 }
 
 
-intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_efeae8439c5aaa14() {
+intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_c5a5da6c39b7fef4() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -3305,7 +3660,7 @@ intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_efeae8439c5aaa14() {
+intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_c5a5da6c39b7fef4() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -3317,7 +3672,7 @@ intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_NON_FINITE_CHECK_swig_efeae8439c5aaa14() {
+intgo _wrap_NON_FINITE_CHECK_swig_c5a5da6c39b7fef4() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -3329,7 +3684,7 @@ intgo _wrap_NON_FINITE_CHECK_swig_efeae8439c5aaa14() {
 }
 
 
-intgo _wrap_NON_FINITE_ALLOW_swig_efeae8439c5aaa14() {
+intgo _wrap_NON_FINITE_ALLOW_swig_c5a5da6c39b7fef4() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -3341,7 +3696,7 @@ intgo _wrap_NON_FINITE_ALLOW_swig_efeae8439c5aaa14() {
 }
 
 
-_gostring_ _wrap_embedding_options_init_swig_efeae8439c5aaa14(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_options_init_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_options_t *arg1 = (shardrec_embedding_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -3373,7 +3728,7 @@ _gostring_ _wrap_embedding_options_init_swig_efeae8439c5aaa14(struct shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_create_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_embedding_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_plan_t *arg2 = (shardrec_plan_t *) 0 ;
   shardrec_comm_t *arg3 = (shardrec_comm_t *) 0 ;
@@ -3411,7 +3766,7 @@ _gostring_ _wrap_embedding_create_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, sh
 }
 
 
-void _wrap_embedding_destroy_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0) {
+void _wrap_embedding_destroy_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   
   arg1 = (shardrec_embedding_t *)_swig_go_0; 
@@ -3421,7 +3776,7 @@ void _wrap_embedding_destroy_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_g
 }
 
 
-_gostring_ _wrap_embedding_output_dim_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_output_dim_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -3453,7 +3808,7 @@ _gostring_ _wrap_embedding_output_dim_swig_efeae8439c5aaa14(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_is_sequence_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_sequence_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3485,7 +3840,7 @@ _gostring_ _wrap_embedding_is_sequence_swig_efeae8439c5aaa14(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_input_dist_wait_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_input_dist_wait_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   void *arg2 = (void *) 0 ;
   shardrec_status_t result;
@@ -3517,7 +3872,7 @@ _gostring_ _wrap_embedding_input_dist_wait_swig_efeae8439c5aaa14(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -3555,7 +3910,7 @@ _gostring_ _wrap_embedding_forward_distributed_swig_efeae8439c5aaa14(shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_backward_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_backward_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -3593,7 +3948,7 @@ _gostring_ _wrap_embedding_backward_swig_efeae8439c5aaa14(shardrec_embedding_t *
 }
 
 
-_gostring_ _wrap_embedding_forward_tensor_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
+_gostring_ _wrap_embedding_forward_tensor_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_kjt_view_t *arg2 = (shardrec_kjt_view_t *) 0 ;
   shardrec_tensor_view_t *arg3 = (shardrec_tensor_view_t *) 0 ;
@@ -3629,7 +3984,7 @@ _gostring_ _wrap_embedding_forward_tensor_swig_efeae8439c5aaa14(shardrec_embeddi
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_tensor_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_tensor_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3663,7 +4018,7 @@ _gostring_ _wrap_embedding_forward_distributed_tensor_swig_efeae8439c5aaa14(shar
 }
 
 
-_gostring_ _wrap_embedding_backward_tensor_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_backward_tensor_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3697,7 +4052,7 @@ _gostring_ _wrap_embedding_backward_tensor_swig_efeae8439c5aaa14(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_set_learning_rate_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_embedding_set_learning_rate_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -3729,7 +4084,7 @@ _gostring_ _wrap_embedding_set_learning_rate_swig_efeae8439c5aaa14(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_num_steps_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_steps_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -3761,7 +4116,7 @@ _gostring_ _wrap_embedding_num_steps_swig_efeae8439c5aaa14(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_num_steps_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_embedding_set_num_steps_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -3793,7 +4148,7 @@ _gostring_ _wrap_embedding_set_num_steps_swig_efeae8439c5aaa14(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_get_weights_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_get_weights_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -3836,7 +4191,7 @@ _gostring_ _wrap_embedding_get_weights_swig_efeae8439c5aaa14(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_weights_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_set_weights_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -3879,7 +4234,7 @@ _gostring_ _wrap_embedding_set_weights_swig_efeae8439c5aaa14(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_num_states_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_states_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3911,7 +4266,7 @@ _gostring_ _wrap_embedding_num_states_swig_efeae8439c5aaa14(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_state_info_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_state_info_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -3952,7 +4307,7 @@ _gostring_ _wrap_embedding_state_info_swig_efeae8439c5aaa14(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_get_state_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_get_state_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -4002,7 +4357,7 @@ _gostring_ _wrap_embedding_get_state_swig_efeae8439c5aaa14(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_state_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_set_state_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -4052,7 +4407,7 @@ _gostring_ _wrap_embedding_set_state_swig_efeae8439c5aaa14(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_timings_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_timings_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   double *arg2 = (double *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -4086,7 +4441,7 @@ _gostring_ _wrap_embedding_timings_swig_efeae8439c5aaa14(shardrec_embedding_t *_
 }
 
 
-_gostring_ _wrap_embedding_set_table_learning_rate_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_embedding_set_table_learning_rate_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -4125,7 +4480,7 @@ _gostring_ _wrap_embedding_set_table_learning_rate_swig_efeae8439c5aaa14(shardre
 }
 
 
-_gostring_ _wrap_embedding_table_optimizer_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
+_gostring_ _wrap_embedding_table_optimizer_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_optimizer_config_t *arg3 = (shardrec_optimizer_config_t *) 0 ;
@@ -4164,7 +4519,7 @@ _gostring_ _wrap_embedding_table_optimizer_swig_efeae8439c5aaa14(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_table_num_states_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_table_num_states_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -4203,7 +4558,7 @@ _gostring_ _wrap_embedding_table_num_states_swig_efeae8439c5aaa14(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_table_state_info_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_embedding_table_state_info_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -4251,7 +4606,7 @@ _gostring_ _wrap_embedding_table_state_info_swig_efeae8439c5aaa14(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_num_outputs_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_outputs_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -4283,7 +4638,7 @@ _gostring_ _wrap_embedding_num_outputs_swig_efeae8439c5aaa14(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_output_info_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_embedding_output_info_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -4333,7 +4688,7 @@ _gostring_ _wrap_embedding_output_info_swig_efeae8439c5aaa14(shardrec_embedding_
 }
 
 
-void _wrap_step_timings_version_set_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+void _wrap_step_timings_version_set_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t arg2 ;
   
@@ -4345,7 +4700,7 @@ void _wrap_step_timings_version_set_swig_efeae8439c5aaa14(struct shardrec_step_t
 }
 
 
-intgo _wrap_step_timings_version_get_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0) {
+intgo _wrap_step_timings_version_get_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4358,7 +4713,7 @@ intgo _wrap_step_timings_version_get_swig_efeae8439c5aaa14(struct shardrec_step_
 }
 
 
-void _wrap_step_timings_forwards_set_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_forwards_set_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -4370,7 +4725,7 @@ void _wrap_step_timings_forwards_set_swig_efeae8439c5aaa14(struct shardrec_step_
 }
 
 
-long long _wrap_step_timings_forwards_get_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_forwards_get_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4383,7 +4738,7 @@ long long _wrap_step_timings_forwards_get_swig_efeae8439c5aaa14(struct shardrec_
 }
 
 
-void _wrap_step_timings_backwards_set_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_backwards_set_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -4395,7 +4750,7 @@ void _wrap_step_timings_backwards_set_swig_efeae8439c5aaa14(struct shardrec_step
 }
 
 
-long long _wrap_step_timings_backwards_get_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_backwards_get_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4408,7 +4763,7 @@ long long _wrap_step_timings_backwards_get_swig_efeae8439c5aaa14(struct shardrec
 }
 
 
-void _wrap_step_timings_samples_set_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_samples_set_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -4420,7 +4775,7 @@ void _wrap_step_timings_samples_set_swig_efeae8439c5aaa14(struct shardrec_step_t
 }
 
 
-long long _wrap_step_timings_samples_get_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_samples_get_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4433,7 +4788,7 @@ long long _wrap_step_timings_samples_get_swig_efeae8439c5aaa14(struct shardrec_s
 }
 
 
-void _wrap_step_timings_total_seconds_set_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_total_seconds_set_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -4445,7 +4800,7 @@ void _wrap_step_timings_total_seconds_set_swig_efeae8439c5aaa14(struct shardrec_
 }
 
 
-double _wrap_step_timings_total_seconds_get_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_total_seconds_get_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -4458,7 +4813,7 @@ double _wrap_step_timings_total_seconds_get_swig_efeae8439c5aaa14(struct shardre
 }
 
 
-void _wrap_step_timings_collective_seconds_set_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_collective_seconds_set_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -4470,7 +4825,7 @@ void _wrap_step_timings_collective_seconds_set_swig_efeae8439c5aaa14(struct shar
 }
 
 
-double _wrap_step_timings_collective_seconds_get_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_collective_seconds_get_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -4483,7 +4838,7 @@ double _wrap_step_timings_collective_seconds_get_swig_efeae8439c5aaa14(struct sh
 }
 
 
-void _wrap_step_timings_input_dist_seconds_set_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_input_dist_seconds_set_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -4495,7 +4850,7 @@ void _wrap_step_timings_input_dist_seconds_set_swig_efeae8439c5aaa14(struct shar
 }
 
 
-double _wrap_step_timings_input_dist_seconds_get_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_input_dist_seconds_get_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -4508,7 +4863,7 @@ double _wrap_step_timings_input_dist_seconds_get_swig_efeae8439c5aaa14(struct sh
 }
 
 
-void _wrap_step_timings_lookup_seconds_set_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_lookup_seconds_set_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -4520,7 +4875,7 @@ void _wrap_step_timings_lookup_seconds_set_swig_efeae8439c5aaa14(struct shardrec
 }
 
 
-double _wrap_step_timings_lookup_seconds_get_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_lookup_seconds_get_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -4533,7 +4888,7 @@ double _wrap_step_timings_lookup_seconds_get_swig_efeae8439c5aaa14(struct shardr
 }
 
 
-void _wrap_step_timings_output_dist_seconds_set_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_output_dist_seconds_set_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -4545,7 +4900,7 @@ void _wrap_step_timings_output_dist_seconds_set_swig_efeae8439c5aaa14(struct sha
 }
 
 
-double _wrap_step_timings_output_dist_seconds_get_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_output_dist_seconds_get_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -4558,7 +4913,7 @@ double _wrap_step_timings_output_dist_seconds_get_swig_efeae8439c5aaa14(struct s
 }
 
 
-void _wrap_step_timings_backward_seconds_set_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_backward_seconds_set_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -4570,7 +4925,7 @@ void _wrap_step_timings_backward_seconds_set_swig_efeae8439c5aaa14(struct shardr
 }
 
 
-double _wrap_step_timings_backward_seconds_get_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_backward_seconds_get_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -4583,7 +4938,7 @@ double _wrap_step_timings_backward_seconds_get_swig_efeae8439c5aaa14(struct shar
 }
 
 
-struct shardrec_step_timings *_wrap_new_step_timings_swig_efeae8439c5aaa14() {
+struct shardrec_step_timings *_wrap_new_step_timings_swig_c5a5da6c39b7fef4() {
   struct shardrec_step_timings *result = 0 ;
   struct shardrec_step_timings *_swig_go_result;
   
@@ -4594,7 +4949,7 @@ struct shardrec_step_timings *_wrap_new_step_timings_swig_efeae8439c5aaa14() {
 }
 
 
-void _wrap_delete_step_timings_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0) {
+void _wrap_delete_step_timings_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   
   arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
@@ -4604,7 +4959,7 @@ void _wrap_delete_step_timings_swig_efeae8439c5aaa14(struct shardrec_step_timing
 }
 
 
-_gostring_ _wrap_step_timings_init_swig_efeae8439c5aaa14(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_step_timings_init_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   shardrec_step_timings_t *arg1 = (shardrec_step_timings_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4636,7 +4991,7 @@ _gostring_ _wrap_step_timings_init_swig_efeae8439c5aaa14(struct shardrec_step_ti
 }
 
 
-_gostring_ _wrap_embedding_step_timings_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
+_gostring_ _wrap_embedding_step_timings_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_step_timings_t *arg2 = (shardrec_step_timings_t *) 0 ;
   shardrec_status_t result;
@@ -4668,7 +5023,7 @@ _gostring_ _wrap_embedding_step_timings_swig_efeae8439c5aaa14(shardrec_embedding
 }
 
 
-_gostring_ _wrap_device_count_swig_efeae8439c5aaa14(_goslice_ _swig_go_0) {
+_gostring_ _wrap_device_count_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -4698,7 +5053,7 @@ _gostring_ _wrap_device_count_swig_efeae8439c5aaa14(_goslice_ _swig_go_0) {
 }
 
 
-_gostring_ _wrap_device_check_swig_efeae8439c5aaa14(intgo _swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_device_check_swig_c5a5da6c39b7fef4(intgo _swig_go_0, intgo _swig_go_1) {
   int32_t arg1 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -4730,7 +5085,7 @@ _gostring_ _wrap_device_check_swig_efeae8439c5aaa14(intgo _swig_go_0, intgo _swi
 }
 
 
-void _wrap_mesh_options_version_set_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_version_set_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4742,7 +5097,7 @@ void _wrap_mesh_options_version_set_swig_efeae8439c5aaa14(struct shardrec_mesh_o
 }
 
 
-intgo _wrap_mesh_options_version_get_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_version_get_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4755,7 +5110,7 @@ intgo _wrap_mesh_options_version_get_swig_efeae8439c5aaa14(struct shardrec_mesh_
 }
 
 
-void _wrap_mesh_options_sharding_group_size_set_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sharding_group_size_set_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -4767,7 +5122,7 @@ void _wrap_mesh_options_sharding_group_size_set_swig_efeae8439c5aaa14(struct sha
 }
 
 
-intgo _wrap_mesh_options_sharding_group_size_get_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sharding_group_size_get_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4780,7 +5135,7 @@ intgo _wrap_mesh_options_sharding_group_size_get_swig_efeae8439c5aaa14(struct sh
 }
 
 
-void _wrap_mesh_options_layout_set_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_layout_set_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -4792,7 +5147,7 @@ void _wrap_mesh_options_layout_set_swig_efeae8439c5aaa14(struct shardrec_mesh_op
 }
 
 
-intgo _wrap_mesh_options_layout_get_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_layout_get_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4805,7 +5160,7 @@ intgo _wrap_mesh_options_layout_get_swig_efeae8439c5aaa14(struct shardrec_mesh_o
 }
 
 
-void _wrap_mesh_options_ranks_per_node_set_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_ranks_per_node_set_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -4817,7 +5172,7 @@ void _wrap_mesh_options_ranks_per_node_set_swig_efeae8439c5aaa14(struct shardrec
 }
 
 
-intgo _wrap_mesh_options_ranks_per_node_get_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_ranks_per_node_get_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4830,7 +5185,7 @@ intgo _wrap_mesh_options_ranks_per_node_get_swig_efeae8439c5aaa14(struct shardre
 }
 
 
-void _wrap_mesh_options_sync_interval_set_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_interval_set_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -4842,7 +5197,7 @@ void _wrap_mesh_options_sync_interval_set_swig_efeae8439c5aaa14(struct shardrec_
 }
 
 
-intgo _wrap_mesh_options_sync_interval_get_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_interval_get_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4855,7 +5210,7 @@ intgo _wrap_mesh_options_sync_interval_get_swig_efeae8439c5aaa14(struct shardrec
 }
 
 
-void _wrap_mesh_options_sync_mode_set_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_mode_set_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -4867,7 +5222,7 @@ void _wrap_mesh_options_sync_mode_set_swig_efeae8439c5aaa14(struct shardrec_mesh
 }
 
 
-intgo _wrap_mesh_options_sync_mode_get_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_mode_get_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4880,7 +5235,7 @@ intgo _wrap_mesh_options_sync_mode_get_swig_efeae8439c5aaa14(struct shardrec_mes
 }
 
 
-struct shardrec_mesh_options *_wrap_new_mesh_options_swig_efeae8439c5aaa14() {
+struct shardrec_mesh_options *_wrap_new_mesh_options_swig_c5a5da6c39b7fef4() {
   struct shardrec_mesh_options *result = 0 ;
   struct shardrec_mesh_options *_swig_go_result;
   
@@ -4891,7 +5246,7 @@ struct shardrec_mesh_options *_wrap_new_mesh_options_swig_efeae8439c5aaa14() {
 }
 
 
-void _wrap_delete_mesh_options_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0) {
+void _wrap_delete_mesh_options_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   
   arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
@@ -4901,7 +5256,7 @@ void _wrap_delete_mesh_options_swig_efeae8439c5aaa14(struct shardrec_mesh_option
 }
 
 
-_gostring_ _wrap_mesh_options_init_swig_efeae8439c5aaa14(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_mesh_options_init_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_mesh_options_t *arg1 = (shardrec_mesh_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4933,7 +5288,7 @@ _gostring_ _wrap_mesh_options_init_swig_efeae8439c5aaa14(struct shardrec_mesh_op
 }
 
 
-_gostring_ _wrap_mesh_create_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
+_gostring_ _wrap_mesh_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
   shardrec_mesh_t **arg1 = (shardrec_mesh_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_mesh_options_t *arg3 = (shardrec_mesh_options_t *) 0 ;
@@ -4967,7 +5322,7 @@ _gostring_ _wrap_mesh_create_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, shardre
 }
 
 
-void _wrap_mesh_destroy_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go_0) {
+void _wrap_mesh_destroy_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_swig_go_0) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   
   arg1 = (shardrec_mesh_t *)_swig_go_0; 
@@ -4977,7 +5332,7 @@ void _wrap_mesh_destroy_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mesh_coords_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_mesh_coords_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -5015,7 +5370,7 @@ _gostring_ _wrap_mesh_coords_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_sharding_comm_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_sharding_comm_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -5047,7 +5402,7 @@ _gostring_ _wrap_mesh_sharding_comm_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_replica_comm_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_replica_comm_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -5079,7 +5434,7 @@ _gostring_ _wrap_mesh_replica_comm_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, s
 }
 
 
-_gostring_ _wrap_mesh_describe_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_mesh_describe_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -5120,7 +5475,7 @@ _gostring_ _wrap_mesh_describe_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_mesh_embedding_create_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_mesh_embedding_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_plan_t *arg3 = (shardrec_plan_t *) 0 ;
@@ -5158,7 +5513,7 @@ _gostring_ _wrap_mesh_embedding_create_swig_efeae8439c5aaa14(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_mesh_sync_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
+_gostring_ _wrap_mesh_sync_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t arg3 ;
@@ -5192,7 +5547,7 @@ _gostring_ _wrap_mesh_sync_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_step_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_mesh_step_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -5226,7 +5581,7 @@ _gostring_ _wrap_mesh_step_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_sync_stats_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_mesh_sync_stats_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -5262,7 +5617,7 @@ _gostring_ _wrap_mesh_sync_stats_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go
 }
 
 
-void _wrap_checkpoint_options_version_set_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_version_set_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t arg2 ;
   
@@ -5274,7 +5629,7 @@ void _wrap_checkpoint_options_version_set_swig_efeae8439c5aaa14(struct shardrec_
 }
 
 
-intgo _wrap_checkpoint_options_version_get_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_version_get_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -5287,7 +5642,7 @@ intgo _wrap_checkpoint_options_version_get_swig_efeae8439c5aaa14(struct shardrec
 }
 
 
-void _wrap_checkpoint_options_num_dense_set_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_checkpoint_options_num_dense_set_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t arg2 ;
   
@@ -5299,7 +5654,7 @@ void _wrap_checkpoint_options_num_dense_set_swig_efeae8439c5aaa14(struct shardre
 }
 
 
-long long _wrap_checkpoint_options_num_dense_get_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0) {
+long long _wrap_checkpoint_options_num_dense_get_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -5312,7 +5667,7 @@ long long _wrap_checkpoint_options_num_dense_get_swig_efeae8439c5aaa14(struct sh
 }
 
 
-void _wrap_checkpoint_options_reset_optimizer_state_set_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_reset_optimizer_state_set_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -5324,7 +5679,7 @@ void _wrap_checkpoint_options_reset_optimizer_state_set_swig_efeae8439c5aaa14(st
 }
 
 
-intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5337,7 +5692,7 @@ intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_efeae8439c5aaa14(s
 }
 
 
-void _wrap_checkpoint_options_allow_dtype_change_set_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_dtype_change_set_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -5349,7 +5704,7 @@ void _wrap_checkpoint_options_allow_dtype_change_set_swig_efeae8439c5aaa14(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5362,7 +5717,7 @@ intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_efeae8439c5aaa14(stru
 }
 
 
-void _wrap_checkpoint_options_verify_first_set_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_verify_first_set_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -5374,7 +5729,7 @@ void _wrap_checkpoint_options_verify_first_set_swig_efeae8439c5aaa14(struct shar
 }
 
 
-intgo _wrap_checkpoint_options_verify_first_get_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_verify_first_get_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5387,7 +5742,7 @@ intgo _wrap_checkpoint_options_verify_first_get_swig_efeae8439c5aaa14(struct sha
 }
 
 
-struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_efeae8439c5aaa14() {
+struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_c5a5da6c39b7fef4() {
   struct shardrec_checkpoint_options *result = 0 ;
   struct shardrec_checkpoint_options *_swig_go_result;
   
@@ -5398,7 +5753,7 @@ struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_efeae8439c
 }
 
 
-void _wrap_delete_checkpoint_options_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0) {
+void _wrap_delete_checkpoint_options_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   
   arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
@@ -5408,7 +5763,7 @@ void _wrap_delete_checkpoint_options_swig_efeae8439c5aaa14(struct shardrec_check
 }
 
 
-_gostring_ _wrap_checkpoint_options_init_swig_efeae8439c5aaa14(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_checkpoint_options_init_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_checkpoint_options_t *arg1 = (shardrec_checkpoint_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -5440,7 +5795,7 @@ _gostring_ _wrap_checkpoint_options_init_swig_efeae8439c5aaa14(struct shardrec_c
 }
 
 
-_gostring_ _wrap_checkpoint_save_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_save_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -5479,7 +5834,7 @@ _gostring_ _wrap_checkpoint_save_swig_efeae8439c5aaa14(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_load_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -5518,7 +5873,7 @@ _gostring_ _wrap_checkpoint_load_swig_efeae8439c5aaa14(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_save_mesh_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_save_mesh_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5559,7 +5914,7 @@ _gostring_ _wrap_checkpoint_save_mesh_swig_efeae8439c5aaa14(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_mesh_swig_efeae8439c5aaa14(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_load_mesh_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5600,7 +5955,7 @@ _gostring_ _wrap_checkpoint_load_mesh_swig_efeae8439c5aaa14(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_export_table_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_export_table_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5646,7 +6001,7 @@ _gostring_ _wrap_checkpoint_export_table_swig_efeae8439c5aaa14(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_checkpoint_import_table_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_import_table_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5692,7 +6047,7 @@ _gostring_ _wrap_checkpoint_import_table_swig_efeae8439c5aaa14(shardrec_embeddin
 }
 
 
-shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_efeae8439c5aaa14() {
+shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_c5a5da6c39b7fef4() {
   shardrec_bind_plan_spec_t *result = 0 ;
   shardrec_bind_plan_spec_t *_swig_go_result;
   
@@ -5703,7 +6058,7 @@ shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_efeae8439c5aaa14() {
 }
 
 
-void _wrap_bind_plan_spec_free_swig_efeae8439c5aaa14(shardrec_bind_plan_spec_t *_swig_go_0) {
+void _wrap_bind_plan_spec_free_swig_c5a5da6c39b7fef4(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   
   arg1 = (shardrec_bind_plan_spec_t *)_swig_go_0; 
@@ -5713,7 +6068,7 @@ void _wrap_bind_plan_spec_free_swig_efeae8439c5aaa14(shardrec_bind_plan_spec_t *
 }
 
 
-struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_efeae8439c5aaa14(shardrec_bind_plan_spec_t *_swig_go_0) {
+struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_c5a5da6c39b7fef4(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_topology_t *result = 0 ;
   struct shardrec_topology *_swig_go_result;
@@ -5726,7 +6081,7 @@ struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_efeae8439c5aaa14(sh
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_feature_swig_efeae8439c5aaa14(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_bind_plan_spec_add_feature_swig_c5a5da6c39b7fef4(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -5765,7 +6120,7 @@ _gostring_ _wrap_bind_plan_spec_add_feature_swig_efeae8439c5aaa14(shardrec_bind_
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_swig_efeae8439c5aaa14(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
+_gostring_ _wrap_bind_plan_spec_add_table_swig_c5a5da6c39b7fef4(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -5822,7 +6177,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_swig_efeae8439c5aaa14(shardrec_bind_pl
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_efeae8439c5aaa14(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_c5a5da6c39b7fef4(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -5854,7 +6209,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_efeae8439c5aaa14(shardr
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_efeae8439c5aaa14(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_c5a5da6c39b7fef4(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -5891,7 +6246,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_efeae8439c5aaa14(sha
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_constraints_swig_efeae8439c5aaa14(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_plan_spec_add_constraints_swig_c5a5da6c39b7fef4(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   uint32_t arg3 ;
@@ -5944,7 +6299,7 @@ _gostring_ _wrap_bind_plan_spec_add_constraints_swig_efeae8439c5aaa14(shardrec_b
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_efeae8439c5aaa14(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_c5a5da6c39b7fef4(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -5980,7 +6335,7 @@ _gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_efeae8439c5aaa14(
 }
 
 
-_gostring_ _wrap_bind_plan_create_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
+_gostring_ _wrap_bind_plan_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   shardrec_bind_plan_spec_t *arg2 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_status_t result;
@@ -6012,7 +6367,7 @@ _gostring_ _wrap_bind_plan_create_swig_efeae8439c5aaa14(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_embedding_forward_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -6070,7 +6425,7 @@ _gostring_ _wrap_bind_embedding_forward_swig_efeae8439c5aaa14(shardrec_embedding
 }
 
 
-_gostring_ _wrap_bind_embedding_input_dist_start_swig_efeae8439c5aaa14(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_embedding_input_dist_start_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -6100,6 +6455,1807 @@ _gostring_ _wrap_bind_embedding_input_dist_start_swig_efeae8439c5aaa14(shardrec_
   
   
   result = (shardrec_status_t)shardrec_bind_embedding_input_dist_start(arg1,arg2,arg3,(int const *)arg4,arg5,(long const *)arg6,arg7,(float const *)arg8,arg9);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ACTIVATION_NONE_swig_c5a5da6c39b7fef4() {
+  enum shardrec_activation result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_ACTIVATION_NONE;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ACTIVATION_RELU_swig_c5a5da6c39b7fef4() {
+  enum shardrec_activation result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_ACTIVATION_RELU;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ACTIVATION_SIGMOID_swig_c5a5da6c39b7fef4() {
+  enum shardrec_activation result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_ACTIVATION_SIGMOID;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dense_set_blas_threads_swig_c5a5da6c39b7fef4(intgo _swig_go_0) {
+  int32_t arg1 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (int32_t)_swig_go_0; 
+  
+  result = (shardrec_status_t)shardrec_dense_set_blas_threads(arg1);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+void _wrap_mlp_destroy_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0) {
+  shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
+  
+  arg1 = (shardrec_mlp_t *)_swig_go_0; 
+  
+  shardrec_mlp_destroy(arg1);
+  
+}
+
+
+_gostring_ _wrap_mlp_forward_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+  shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
+  float *arg2 = (float *) 0 ;
+  int64_t arg3 ;
+  float *arg4 = (float *) 0 ;
+  int64_t arg5 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mlp_t *)_swig_go_0; 
+  arg2 = (float *)_swig_go_1.array; 
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = (float *)_swig_go_3.array; 
+  arg5 = (int64_t)_swig_go_4; 
+  
+  result = (shardrec_status_t)shardrec_mlp_forward(arg1,(float const *)arg2,arg3,arg4,arg5);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_mlp_zero_grad_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0) {
+  shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mlp_t *)_swig_go_0; 
+  
+  result = (shardrec_status_t)shardrec_mlp_zero_grad(arg1);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_mlp_num_tensors_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
+  shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
+  size_t *arg2 = (size_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mlp_t *)_swig_go_0; 
+  arg2 = (size_t *)_swig_go_1.array; 
+  
+  result = (shardrec_status_t)shardrec_mlp_num_tensors((struct shardrec_mlp const *)arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dcn_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+  shardrec_dcn_t **arg1 = (shardrec_dcn_t **) 0 ;
+  int64_t arg2 ;
+  int32_t arg3 ;
+  int64_t arg4 ;
+  uint64_t arg5 ;
+  char *arg6 = (char *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_dcn_t **)_swig_go_0.array; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (int32_t)_swig_go_2; 
+  arg4 = (int64_t)_swig_go_3; 
+  arg5 = (uint64_t)_swig_go_4; 
+  
+  arg6 = (char *)malloc(_swig_go_5.n + 1);
+  memcpy(arg6, _swig_go_5.p, _swig_go_5.n);
+  arg6[_swig_go_5.n] = '\0';
+  
+  
+  result = (shardrec_status_t)shardrec_dcn_create(arg1,arg2,arg3,arg4,arg5,(char const *)arg6);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg6); 
+  return _swig_go_result;
+}
+
+
+void _wrap_dcn_destroy_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swig_go_0) {
+  shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
+  
+  arg1 = (shardrec_dcn_t *)_swig_go_0; 
+  
+  shardrec_dcn_destroy(arg1);
+  
+}
+
+
+_gostring_ _wrap_dcn_forward_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+  shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
+  float *arg2 = (float *) 0 ;
+  int64_t arg3 ;
+  float *arg4 = (float *) 0 ;
+  int64_t arg5 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_dcn_t *)_swig_go_0; 
+  arg2 = (float *)_swig_go_1.array; 
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = (float *)_swig_go_3.array; 
+  arg5 = (int64_t)_swig_go_4; 
+  
+  result = (shardrec_status_t)shardrec_dcn_forward(arg1,(float const *)arg2,arg3,arg4,arg5);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dcn_zero_grad_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swig_go_0) {
+  shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_dcn_t *)_swig_go_0; 
+  
+  result = (shardrec_status_t)shardrec_dcn_zero_grad(arg1);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dcn_num_tensors_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
+  shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
+  size_t *arg2 = (size_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_dcn_t *)_swig_go_0; 
+  arg2 = (size_t *)_swig_go_1.array; 
+  
+  result = (shardrec_status_t)shardrec_dcn_num_tensors((struct shardrec_dcn const *)arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dot_interaction_width_swig_c5a5da6c39b7fef4(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+  int64_t arg1 ;
+  int64_t arg2 ;
+  int64_t *arg3 = (int64_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (int64_t)_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (int64_t *)_swig_go_2.array; 
+  
+  result = (shardrec_status_t)shardrec_dot_interaction_width(arg1,arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dot_interaction_backward_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+  float *arg1 = (float *) 0 ;
+  float *arg2 = (float *) 0 ;
+  float *arg3 = (float *) 0 ;
+  int64_t arg4 ;
+  int64_t arg5 ;
+  int64_t arg6 ;
+  float *arg7 = (float *) 0 ;
+  float *arg8 = (float *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (float *)_swig_go_0.array; 
+  arg2 = (float *)_swig_go_1.array; 
+  arg3 = (float *)_swig_go_2.array; 
+  arg4 = (int64_t)_swig_go_3; 
+  arg5 = (int64_t)_swig_go_4; 
+  arg6 = (int64_t)_swig_go_5; 
+  arg7 = (float *)_swig_go_6.array; 
+  arg8 = (float *)_swig_go_7.array; 
+  
+  result = (shardrec_status_t)shardrec_dot_interaction_backward((float const *)arg1,(float const *)arg2,(float const *)arg3,arg4,arg5,arg6,arg7,arg8);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bce_with_logits_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+  float *arg1 = (float *) 0 ;
+  float *arg2 = (float *) 0 ;
+  int64_t arg3 ;
+  double arg4 ;
+  double *arg5 = (double *) 0 ;
+  float *arg6 = (float *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (float *)_swig_go_0.array; 
+  arg2 = (float *)_swig_go_1.array; 
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = (double)_swig_go_3; 
+  arg5 = (double *)_swig_go_4.array; 
+  arg6 = (float *)_swig_go_5.array; 
+  
+  result = (shardrec_status_t)shardrec_bce_with_logits((float const *)arg1,(float const *)arg2,arg3,arg4,arg5,arg6);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dense_optimizer_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+  shardrec_dense_optimizer_t **arg1 = (shardrec_dense_optimizer_t **) 0 ;
+  shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_dense_optimizer_t **)_swig_go_0.array; 
+  arg2 = *(shardrec_optimizer_config_t **)&_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_dense_optimizer_create(arg1,(struct shardrec_optimizer_config const *)arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+void _wrap_dense_optimizer_destroy_swig_c5a5da6c39b7fef4(shardrec_dense_optimizer_t *_swig_go_0) {
+  shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
+  
+  arg1 = (shardrec_dense_optimizer_t *)_swig_go_0; 
+  
+  shardrec_dense_optimizer_destroy(arg1);
+  
+}
+
+
+_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_c5a5da6c39b7fef4(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
+  shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
+  float arg2 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_dense_optimizer_t *)_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_dense_optimizer_set_learning_rate(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dense_optimizer_steps_swig_c5a5da6c39b7fef4(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
+  shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
+  int64_t *arg2 = (int64_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_dense_optimizer_t *)_swig_go_0; 
+  arg2 = (int64_t *)_swig_go_1.array; 
+  
+  result = (shardrec_status_t)shardrec_dense_optimizer_steps((struct shardrec_dense_optimizer const *)arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dense_optimizer_set_steps_swig_c5a5da6c39b7fef4(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
+  shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
+  int64_t arg2 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_dense_optimizer_t *)_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_dense_optimizer_set_steps(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+intgo _wrap_DDP_COMPRESSION_NONE_swig_c5a5da6c39b7fef4() {
+  enum shardrec_ddp_compression result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_DDP_COMPRESSION_NONE;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_DDP_COMPRESSION_BF16_swig_c5a5da6c39b7fef4() {
+  enum shardrec_ddp_compression result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_DDP_COMPRESSION_BF16;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_ddp_destroy_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swig_go_0) {
+  shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
+  
+  arg1 = (shardrec_ddp_t *)_swig_go_0; 
+  
+  shardrec_ddp_destroy(arg1);
+  
+}
+
+
+_gostring_ _wrap_ddp_zero_grad_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swig_go_0) {
+  shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_ddp_t *)_swig_go_0; 
+  
+  result = (shardrec_status_t)shardrec_ddp_zero_grad(arg1);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_ddp_mark_ready_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
+  shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
+  size_t arg2 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_ddp_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_ddp_mark_ready(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_ddp_finish_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swig_go_0) {
+  shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_ddp_t *)_swig_go_0; 
+  
+  result = (shardrec_status_t)shardrec_ddp_finish(arg1);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_ddp_set_sync_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
+  shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
+  int32_t arg2 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_ddp_t *)_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_ddp_set_sync(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+void _wrap_fsdp_destroy_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_go_0) {
+  shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
+  
+  arg1 = (shardrec_fsdp_t *)_swig_go_0; 
+  
+  shardrec_fsdp_destroy(arg1);
+  
+}
+
+
+_gostring_ _wrap_fsdp_release_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+  shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
+  size_t arg2 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_fsdp_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_fsdp_release(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_fsdp_reduce_grad_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+  shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
+  size_t arg2 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_fsdp_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_fsdp_reduce_grad(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_fsdp_step_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_go_0) {
+  shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_fsdp_t *)_swig_go_0; 
+  
+  result = (shardrec_status_t)shardrec_fsdp_step(arg1);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_dense_blas_threads_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0) {
+  int32_t *arg1 = (int32_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (int32_t *)_swig_go_0.array; 
+  
+  result = (shardrec_status_t)shardrec_bind_dense_blas_threads(arg1);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_mlp_dims_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+  shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
+  int64_t *arg2 = (int64_t *) 0 ;
+  int64_t *arg3 = (int64_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mlp_t *)_swig_go_0; 
+  arg2 = (int64_t *)_swig_go_1.array; 
+  arg3 = (int64_t *)_swig_go_2.array; 
+  
+  result = (shardrec_status_t)shardrec_bind_mlp_dims((struct shardrec_mlp const *)arg1,arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_fsdp_memory_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+  shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
+  int64_t *arg2 = (int64_t *) 0 ;
+  int64_t *arg3 = (int64_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_fsdp_t *)_swig_go_0; 
+  arg2 = (int64_t *)_swig_go_1.array; 
+  arg3 = (int64_t *)_swig_go_2.array; 
+  
+  result = (shardrec_status_t)shardrec_bind_fsdp_memory((struct shardrec_fsdp const *)arg1,arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_c5a5da6c39b7fef4() {
+  shardrec_bind_param_list_t *result = 0 ;
+  shardrec_bind_param_list_t *_swig_go_result;
+  
+  
+  result = (shardrec_bind_param_list_t *)shardrec_bind_param_list_new();
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_bind_param_list_free_swig_c5a5da6c39b7fef4(shardrec_bind_param_list_t *_swig_go_0) {
+  shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
+  
+  arg1 = (shardrec_bind_param_list_t *)_swig_go_0; 
+  
+  shardrec_bind_param_list_free(arg1);
+  
+}
+
+
+_gostring_ _wrap_bind_param_list_add_mlp_swig_c5a5da6c39b7fef4(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
+  shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
+  shardrec_mlp_t *arg2 = (shardrec_mlp_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_bind_param_list_t *)_swig_go_0; 
+  arg2 = (shardrec_mlp_t *)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_bind_param_list_add_mlp(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_param_list_add_dcn_swig_c5a5da6c39b7fef4(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
+  shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
+  shardrec_dcn_t *arg2 = (shardrec_dcn_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_bind_param_list_t *)_swig_go_0; 
+  arg2 = (shardrec_dcn_t *)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_bind_param_list_add_dcn(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_dense_optimizer_step_swig_c5a5da6c39b7fef4(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
+  shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
+  shardrec_bind_param_list_t *arg2 = (shardrec_bind_param_list_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_dense_optimizer_t *)_swig_go_0; 
+  arg2 = (shardrec_bind_param_list_t *)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_bind_dense_optimizer_step(arg1,(struct shardrec_bind_param_list const *)arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_mlp_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+  shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
+  int64_t arg2 ;
+  int64_t *arg3 = (int64_t *) 0 ;
+  size_t arg4 ;
+  int32_t *arg5 = (int32_t *) 0 ;
+  size_t arg6 ;
+  uint64_t arg7 ;
+  char *arg8 = (char *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mlp_t **)_swig_go_0.array; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  arg3 = (int64_t *)_swig_go_2.array;
+  arg4 = (size_t)_swig_go_2.len;
+  
+  
+  arg5 = (int32_t *)_swig_go_3.array;
+  arg6 = (size_t)_swig_go_3.len;
+  
+  arg7 = (uint64_t)_swig_go_4; 
+  
+  arg8 = (char *)malloc(_swig_go_5.n + 1);
+  memcpy(arg8, _swig_go_5.p, _swig_go_5.n);
+  arg8[_swig_go_5.n] = '\0';
+  
+  
+  result = (shardrec_status_t)shardrec_bind_mlp_create(arg1,arg2,(long const *)arg3,arg4,(int const *)arg5,arg6,arg7,(char const *)arg8);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg8); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_mlp_backward_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+  shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
+  float *arg2 = (float *) 0 ;
+  float *arg3 = (float *) 0 ;
+  shardrec_ddp_t *arg4 = (shardrec_ddp_t *) 0 ;
+  size_t arg5 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mlp_t *)_swig_go_0; 
+  arg2 = (float *)_swig_go_1.array; 
+  arg3 = (float *)_swig_go_2.array; 
+  arg4 = (shardrec_ddp_t *)_swig_go_3; 
+  arg5 = (size_t)_swig_go_4; 
+  
+  result = (shardrec_status_t)shardrec_bind_mlp_backward(arg1,(float const *)arg2,arg3,arg4,arg5);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_dcn_backward_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+  shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
+  float *arg2 = (float *) 0 ;
+  float *arg3 = (float *) 0 ;
+  shardrec_ddp_t *arg4 = (shardrec_ddp_t *) 0 ;
+  size_t arg5 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_dcn_t *)_swig_go_0; 
+  arg2 = (float *)_swig_go_1.array; 
+  arg3 = (float *)_swig_go_2.array; 
+  arg4 = (shardrec_ddp_t *)_swig_go_3; 
+  arg5 = (size_t)_swig_go_4; 
+  
+  result = (shardrec_status_t)shardrec_bind_dcn_backward(arg1,(float const *)arg2,arg3,arg4,arg5);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+  shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
+  shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
+  size_t arg3 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mlp_t *)_swig_go_0; 
+  arg2 = (shardrec_ddp_t *)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  
+  result = (shardrec_status_t)shardrec_bind_mlp_use_ddp_grads(arg1,(struct shardrec_ddp const *)arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+  shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
+  shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
+  size_t arg3 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_dcn_t *)_swig_go_0; 
+  arg2 = (shardrec_ddp_t *)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  
+  result = (shardrec_status_t)shardrec_bind_dcn_use_ddp_grads(arg1,(struct shardrec_ddp const *)arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_mlp_tensor_info_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+  shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
+  size_t arg2 ;
+  char **arg3 = (char **) 0 ;
+  int64_t *arg4 = (int64_t *) 0 ;
+  char const *name3 = NULL ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mlp_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (char **)&name3; 
+  arg4 = (int64_t *)_swig_go_3.array; 
+  
+  result = (shardrec_status_t)shardrec_bind_mlp_tensor_info((struct shardrec_mlp const *)arg1,arg2,(char const **)arg3,arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  
+  *(_gostring_*)_swig_go_2 = Swig_AllocateString(name3 ? name3 : "",
+    name3 ? strlen(name3) : 0);
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_dcn_tensor_info_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+  shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
+  size_t arg2 ;
+  char **arg3 = (char **) 0 ;
+  int64_t *arg4 = (int64_t *) 0 ;
+  char const *name3 = NULL ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_dcn_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (char **)&name3; 
+  arg4 = (int64_t *)_swig_go_3.array; 
+  
+  result = (shardrec_status_t)shardrec_bind_dcn_tensor_info((struct shardrec_dcn const *)arg1,arg2,(char const **)arg3,arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  
+  *(_gostring_*)_swig_go_2 = Swig_AllocateString(name3 ? name3 : "",
+    name3 ? strlen(name3) : 0);
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_mlp_copy_tensor_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+  shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
+  size_t arg2 ;
+  int32_t arg3 ;
+  float *arg4 = (float *) 0 ;
+  int32_t arg5 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mlp_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (int32_t)_swig_go_2; 
+  arg4 = (float *)_swig_go_3.array; 
+  arg5 = (int32_t)_swig_go_4; 
+  
+  result = (shardrec_status_t)shardrec_bind_mlp_copy_tensor(arg1,arg2,arg3,arg4,arg5);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_dcn_copy_tensor_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+  shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
+  size_t arg2 ;
+  int32_t arg3 ;
+  float *arg4 = (float *) 0 ;
+  int32_t arg5 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_dcn_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (int32_t)_swig_go_2; 
+  arg4 = (float *)_swig_go_3.array; 
+  arg5 = (int32_t)_swig_go_4; 
+  
+  result = (shardrec_status_t)shardrec_bind_dcn_copy_tensor(arg1,arg2,arg3,arg4,arg5);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_ddp_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+  shardrec_ddp_t **arg1 = (shardrec_ddp_t **) 0 ;
+  shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
+  int64_t *arg3 = (int64_t *) 0 ;
+  size_t arg4 ;
+  int64_t arg5 ;
+  int64_t arg6 ;
+  int32_t arg7 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_ddp_t **)_swig_go_0.array; 
+  arg2 = (shardrec_comm_t *)_swig_go_1; 
+  
+  arg3 = (int64_t *)_swig_go_2.array;
+  arg4 = (size_t)_swig_go_2.len;
+  
+  arg5 = (int64_t)_swig_go_3; 
+  arg6 = (int64_t)_swig_go_4; 
+  arg7 = (int32_t)_swig_go_5; 
+  
+  result = (shardrec_status_t)shardrec_bind_ddp_create(arg1,arg2,(long const *)arg3,arg4,arg5,arg6,arg7);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_ddp_stats_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+  shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
+  int64_t *arg2 = (int64_t *) 0 ;
+  int64_t *arg3 = (int64_t *) 0 ;
+  double *arg4 = (double *) 0 ;
+  double *arg5 = (double *) 0 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_ddp_t *)_swig_go_0; 
+  arg2 = (int64_t *)_swig_go_1.array; 
+  arg3 = (int64_t *)_swig_go_2.array; 
+  arg4 = (double *)_swig_go_3.array; 
+  arg5 = (double *)_swig_go_4.array; 
+  arg6 = (int64_t *)_swig_go_5.array; 
+  
+  result = (shardrec_status_t)shardrec_bind_ddp_stats((struct shardrec_ddp const *)arg1,arg2,arg3,arg4,arg5,arg6);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_ddp_bucket_size_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+  shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
+  size_t arg2 ;
+  size_t *arg3 = (size_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_ddp_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (size_t *)_swig_go_2.array; 
+  
+  result = (shardrec_status_t)shardrec_bind_ddp_bucket_size((struct shardrec_ddp const *)arg1,arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_ddp_bucket_tensor_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
+  shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
+  size_t arg2 ;
+  size_t arg3 ;
+  size_t *arg4 = (size_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_ddp_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  arg4 = (size_t *)_swig_go_3.array; 
+  
+  result = (shardrec_status_t)shardrec_bind_ddp_bucket_tensor((struct shardrec_ddp const *)arg1,arg2,arg3,arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_dot_interaction_forward_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
+  float *arg1 = (float *) 0 ;
+  float *arg2 = (float *) 0 ;
+  int64_t arg3 ;
+  int64_t arg4 ;
+  int64_t arg5 ;
+  float *arg6 = (float *) 0 ;
+  int64_t arg7 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (float *)_swig_go_0.array; 
+  arg2 = (float *)_swig_go_1.array; 
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = (int64_t)_swig_go_3; 
+  arg5 = (int64_t)_swig_go_4; 
+  arg6 = (float *)_swig_go_5.array; 
+  arg7 = (int64_t)_swig_go_6; 
+  
+  result = (shardrec_status_t)shardrec_bind_dot_interaction_forward((float const *)arg1,(float const *)arg2,arg3,arg4,arg5,arg6,arg7);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_fsdp_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
+  shardrec_fsdp_t **arg1 = (shardrec_fsdp_t **) 0 ;
+  shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
+  int64_t *arg3 = (int64_t *) 0 ;
+  size_t arg4 ;
+  float *arg5 = (float *) 0 ;
+  shardrec_optimizer_config_t *arg6 = (shardrec_optimizer_config_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_fsdp_t **)_swig_go_0.array; 
+  arg2 = (shardrec_comm_t *)_swig_go_1; 
+  
+  arg3 = (int64_t *)_swig_go_2.array;
+  arg4 = (size_t)_swig_go_2.len;
+  
+  arg5 = (float *)_swig_go_3.array; 
+  arg6 = *(shardrec_optimizer_config_t **)&_swig_go_4; 
+  
+  result = (shardrec_status_t)shardrec_bind_fsdp_create(arg1,arg2,(long const *)arg3,arg4,(float const *)arg5,(struct shardrec_optimizer_config const *)arg6);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_fsdp_gather_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+  shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
+  size_t arg2 ;
+  int64_t arg3 ;
+  float *arg4 = (float *) 0 ;
+  int64_t arg5 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_fsdp_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = (float *)_swig_go_3.array; 
+  arg5 = (int64_t)_swig_go_4; 
+  
+  result = (shardrec_status_t)shardrec_bind_fsdp_gather(arg1,arg2,arg3,arg4,arg5);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_fsdp_add_grad_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
+  shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
+  size_t arg2 ;
+  float *arg3 = (float *) 0 ;
+  int64_t arg4 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_fsdp_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (float *)_swig_go_2.array; 
+  arg4 = (int64_t)_swig_go_3; 
+  
+  result = (shardrec_status_t)shardrec_bind_fsdp_add_grad(arg1,arg2,(float const *)arg3,arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_fsdp_shard_range_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+  shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
+  size_t arg2 ;
+  int64_t *arg3 = (int64_t *) 0 ;
+  int64_t *arg4 = (int64_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_fsdp_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (int64_t *)_swig_go_2.array; 
+  arg4 = (int64_t *)_swig_go_3.array; 
+  
+  result = (shardrec_status_t)shardrec_bind_fsdp_shard_range(arg1,arg2,arg3,arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_fsdp_read_shard_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+  shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
+  size_t arg2 ;
+  float *arg3 = (float *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_fsdp_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (float *)_swig_go_2.array; 
+  
+  result = (shardrec_status_t)shardrec_bind_fsdp_read_shard(arg1,arg2,arg3);
   
   if (result < 0) {
     size_t len = shardrec_last_error_copy(NULL, 0);

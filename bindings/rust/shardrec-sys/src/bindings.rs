@@ -30,6 +30,8 @@ pub const SHARDREC_SYNC_WEIGHTS_AND_STATE: u32 = 1;
 pub const SHARDREC_SYNC_WEIGHTS_ONLY: u32 = 2;
 pub const SHARDREC_MESH_OPTIONS_VERSION: u32 = 1;
 pub const SHARDREC_CHECKPOINT_OPTIONS_VERSION: u32 = 1;
+pub const SHARDREC_MLP_OPTIONS_VERSION: u32 = 1;
+pub const SHARDREC_DDP_OPTIONS_VERSION: u32 = 1;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
 pub type __int64_t = ::std::os::raw::c_long;
@@ -3157,5 +3159,798 @@ extern "C" {
         table: *const ::std::os::raw::c_char,
         path: *const ::std::os::raw::c_char,
         with_optimizer_state: i32,
+    ) -> shardrec_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_mlp {
+    _unused: [u8; 0],
+}
+pub type shardrec_mlp_t = shardrec_mlp;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_dcn {
+    _unused: [u8; 0],
+}
+pub type shardrec_dcn_t = shardrec_dcn;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_dense_optimizer {
+    _unused: [u8; 0],
+}
+pub type shardrec_dense_optimizer_t = shardrec_dense_optimizer;
+pub const shardrec_activation_SHARDREC_ACTIVATION_NONE: shardrec_activation = 0;
+pub const shardrec_activation_SHARDREC_ACTIVATION_RELU: shardrec_activation = 1;
+pub const shardrec_activation_SHARDREC_ACTIVATION_SIGMOID: shardrec_activation = 2;
+pub type shardrec_activation = ::std::os::raw::c_uint;
+pub use self::shardrec_activation as shardrec_activation_t;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_dense_param {
+    pub name: *const ::std::os::raw::c_char,
+    pub param: *mut f32,
+    pub grad: *mut f32,
+    pub count: i64,
+}
+#[test]
+fn bindgen_test_layout_shardrec_dense_param() {
+    assert_eq!(
+        ::std::mem::size_of::<shardrec_dense_param>(),
+        32usize,
+        concat!("Size of: ", stringify!(shardrec_dense_param))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<shardrec_dense_param>(),
+        8usize,
+        concat!("Alignment of ", stringify!(shardrec_dense_param))
+    );
+    fn test_field_name() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dense_param>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).name) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dense_param),
+                "::",
+                stringify!(name)
+            )
+        );
+    }
+    test_field_name();
+    fn test_field_param() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dense_param>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).param) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dense_param),
+                "::",
+                stringify!(param)
+            )
+        );
+    }
+    test_field_param();
+    fn test_field_grad() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dense_param>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).grad) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dense_param),
+                "::",
+                stringify!(grad)
+            )
+        );
+    }
+    test_field_grad();
+    fn test_field_count() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dense_param>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).count) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dense_param),
+                "::",
+                stringify!(count)
+            )
+        );
+    }
+    test_field_count();
+}
+pub type shardrec_dense_param_t = shardrec_dense_param;
+pub type shardrec_grad_ready_fn =
+    ::std::option::Option<unsafe extern "C" fn(tensor: usize, user: *mut ::std::os::raw::c_void)>;
+extern "C" {
+    pub fn shardrec_dense_set_blas_threads(threads: i32) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_dense_blas_threads(out: *mut i32) -> shardrec_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_mlp_options {
+    pub version: u32,
+    pub in_features: i64,
+    pub out_features: *const i64,
+    pub activations: *const i32,
+    pub num_layers: i32,
+    pub seed: u64,
+    pub name: *const ::std::os::raw::c_char,
+}
+#[test]
+fn bindgen_test_layout_shardrec_mlp_options() {
+    assert_eq!(
+        ::std::mem::size_of::<shardrec_mlp_options>(),
+        56usize,
+        concat!("Size of: ", stringify!(shardrec_mlp_options))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<shardrec_mlp_options>(),
+        8usize,
+        concat!("Alignment of ", stringify!(shardrec_mlp_options))
+    );
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_mlp_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_mlp_options),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_in_features() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_mlp_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).in_features) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_mlp_options),
+                "::",
+                stringify!(in_features)
+            )
+        );
+    }
+    test_field_in_features();
+    fn test_field_out_features() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_mlp_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).out_features) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_mlp_options),
+                "::",
+                stringify!(out_features)
+            )
+        );
+    }
+    test_field_out_features();
+    fn test_field_activations() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_mlp_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).activations) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_mlp_options),
+                "::",
+                stringify!(activations)
+            )
+        );
+    }
+    test_field_activations();
+    fn test_field_num_layers() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_mlp_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_layers) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_mlp_options),
+                "::",
+                stringify!(num_layers)
+            )
+        );
+    }
+    test_field_num_layers();
+    fn test_field_seed() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_mlp_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).seed) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_mlp_options),
+                "::",
+                stringify!(seed)
+            )
+        );
+    }
+    test_field_seed();
+    fn test_field_name() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_mlp_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).name) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_mlp_options),
+                "::",
+                stringify!(name)
+            )
+        );
+    }
+    test_field_name();
+}
+pub type shardrec_mlp_options_t = shardrec_mlp_options;
+extern "C" {
+    pub fn shardrec_mlp_options_init(
+        options: *mut shardrec_mlp_options_t,
+        version: u32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_mlp_create(
+        out: *mut *mut shardrec_mlp_t,
+        options: *const shardrec_mlp_options_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_mlp_destroy(mlp: *mut shardrec_mlp_t);
+}
+extern "C" {
+    pub fn shardrec_mlp_dims(
+        mlp: *const shardrec_mlp_t,
+        in_features: *mut i64,
+        out_features: *mut i64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_mlp_forward(
+        mlp: *mut shardrec_mlp_t,
+        x: *const f32,
+        batch: i64,
+        y: *mut f32,
+        y_len: i64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_mlp_backward(
+        mlp: *mut shardrec_mlp_t,
+        dy: *const f32,
+        dx: *mut f32,
+        on_ready: shardrec_grad_ready_fn,
+        user: *mut ::std::os::raw::c_void,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_mlp_zero_grad(mlp: *mut shardrec_mlp_t) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_mlp_num_tensors(
+        mlp: *const shardrec_mlp_t,
+        out: *mut usize,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_mlp_tensor(
+        mlp: *const shardrec_mlp_t,
+        index: usize,
+        out: *mut shardrec_dense_param_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_mlp_bind_tensor(
+        mlp: *mut shardrec_mlp_t,
+        index: usize,
+        param: *mut f32,
+        grad: *mut f32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_dcn_create(
+        out: *mut *mut shardrec_dcn_t,
+        width: i64,
+        num_layers: i32,
+        rank: i64,
+        seed: u64,
+        name: *const ::std::os::raw::c_char,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_dcn_destroy(dcn: *mut shardrec_dcn_t);
+}
+extern "C" {
+    pub fn shardrec_dcn_forward(
+        dcn: *mut shardrec_dcn_t,
+        x0: *const f32,
+        batch: i64,
+        y: *mut f32,
+        y_len: i64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_dcn_backward(
+        dcn: *mut shardrec_dcn_t,
+        dy: *const f32,
+        dx0: *mut f32,
+        on_ready: shardrec_grad_ready_fn,
+        user: *mut ::std::os::raw::c_void,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_dcn_zero_grad(dcn: *mut shardrec_dcn_t) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_dcn_num_tensors(
+        dcn: *const shardrec_dcn_t,
+        out: *mut usize,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_dcn_tensor(
+        dcn: *const shardrec_dcn_t,
+        index: usize,
+        out: *mut shardrec_dense_param_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_dcn_bind_tensor(
+        dcn: *mut shardrec_dcn_t,
+        index: usize,
+        param: *mut f32,
+        grad: *mut f32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_dot_interaction_width(
+        num_sparse: i64,
+        dim: i64,
+        out: *mut i64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_dot_interaction_forward(
+        dense: *const f32,
+        emb: *const f32,
+        batch: i64,
+        num_sparse: i64,
+        dim: i64,
+        out: *mut f32,
+        out_len: i64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_dot_interaction_backward(
+        dense: *const f32,
+        emb: *const f32,
+        dout: *const f32,
+        batch: i64,
+        num_sparse: i64,
+        dim: i64,
+        d_dense: *mut f32,
+        d_emb: *mut f32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_bce_with_logits(
+        logits: *const f32,
+        labels: *const f32,
+        n: i64,
+        normalizer: f64,
+        loss: *mut f64,
+        dlogits: *mut f32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_dense_optimizer_create(
+        out: *mut *mut shardrec_dense_optimizer_t,
+        config: *const shardrec_optimizer_config_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_dense_optimizer_destroy(opt: *mut shardrec_dense_optimizer_t);
+}
+extern "C" {
+    pub fn shardrec_dense_optimizer_step(
+        opt: *mut shardrec_dense_optimizer_t,
+        tensors: *const shardrec_dense_param_t,
+        num_tensors: usize,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_dense_optimizer_set_learning_rate(
+        opt: *mut shardrec_dense_optimizer_t,
+        learning_rate: f32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_dense_optimizer_state(
+        opt: *mut shardrec_dense_optimizer_t,
+        tensor: usize,
+        which: i32,
+        data: *mut *mut f32,
+        count: *mut i64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_dense_optimizer_steps(
+        opt: *const shardrec_dense_optimizer_t,
+        steps: *mut i64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_dense_optimizer_set_steps(
+        opt: *mut shardrec_dense_optimizer_t,
+        steps: i64,
+    ) -> shardrec_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_ddp {
+    _unused: [u8; 0],
+}
+pub type shardrec_ddp_t = shardrec_ddp;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_fsdp {
+    _unused: [u8; 0],
+}
+pub type shardrec_fsdp_t = shardrec_fsdp;
+pub const shardrec_ddp_compression_SHARDREC_DDP_COMPRESSION_NONE: shardrec_ddp_compression = 0;
+pub const shardrec_ddp_compression_SHARDREC_DDP_COMPRESSION_BF16: shardrec_ddp_compression = 1;
+pub type shardrec_ddp_compression = ::std::os::raw::c_uint;
+pub use self::shardrec_ddp_compression as shardrec_ddp_compression_t;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_ddp_options {
+    pub version: u32,
+    pub first_bucket_bytes: i64,
+    pub bucket_cap_bytes: i64,
+    pub compression: i32,
+}
+#[test]
+fn bindgen_test_layout_shardrec_ddp_options() {
+    assert_eq!(
+        ::std::mem::size_of::<shardrec_ddp_options>(),
+        32usize,
+        concat!("Size of: ", stringify!(shardrec_ddp_options))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<shardrec_ddp_options>(),
+        8usize,
+        concat!("Alignment of ", stringify!(shardrec_ddp_options))
+    );
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_ddp_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_ddp_options),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_first_bucket_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_ddp_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).first_bucket_bytes) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_ddp_options),
+                "::",
+                stringify!(first_bucket_bytes)
+            )
+        );
+    }
+    test_field_first_bucket_bytes();
+    fn test_field_bucket_cap_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_ddp_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).bucket_cap_bytes) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_ddp_options),
+                "::",
+                stringify!(bucket_cap_bytes)
+            )
+        );
+    }
+    test_field_bucket_cap_bytes();
+    fn test_field_compression() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_ddp_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).compression) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_ddp_options),
+                "::",
+                stringify!(compression)
+            )
+        );
+    }
+    test_field_compression();
+}
+pub type shardrec_ddp_options_t = shardrec_ddp_options;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_ddp_stats {
+    pub steps: i64,
+    pub buckets: i64,
+    pub comm_seconds: f64,
+    pub exposed_seconds: f64,
+    pub bytes_reduced: i64,
+}
+#[test]
+fn bindgen_test_layout_shardrec_ddp_stats() {
+    assert_eq!(
+        ::std::mem::size_of::<shardrec_ddp_stats>(),
+        40usize,
+        concat!("Size of: ", stringify!(shardrec_ddp_stats))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<shardrec_ddp_stats>(),
+        8usize,
+        concat!("Alignment of ", stringify!(shardrec_ddp_stats))
+    );
+    fn test_field_steps() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_ddp_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).steps) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_ddp_stats),
+                "::",
+                stringify!(steps)
+            )
+        );
+    }
+    test_field_steps();
+    fn test_field_buckets() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_ddp_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).buckets) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_ddp_stats),
+                "::",
+                stringify!(buckets)
+            )
+        );
+    }
+    test_field_buckets();
+    fn test_field_comm_seconds() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_ddp_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).comm_seconds) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_ddp_stats),
+                "::",
+                stringify!(comm_seconds)
+            )
+        );
+    }
+    test_field_comm_seconds();
+    fn test_field_exposed_seconds() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_ddp_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).exposed_seconds) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_ddp_stats),
+                "::",
+                stringify!(exposed_seconds)
+            )
+        );
+    }
+    test_field_exposed_seconds();
+    fn test_field_bytes_reduced() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_ddp_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).bytes_reduced) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_ddp_stats),
+                "::",
+                stringify!(bytes_reduced)
+            )
+        );
+    }
+    test_field_bytes_reduced();
+}
+pub type shardrec_ddp_stats_t = shardrec_ddp_stats;
+extern "C" {
+    pub fn shardrec_ddp_options_init(
+        options: *mut shardrec_ddp_options_t,
+        version: u32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_ddp_create(
+        out: *mut *mut shardrec_ddp_t,
+        comm: *mut shardrec_comm_t,
+        counts: *const i64,
+        num_tensors: usize,
+        options: *const shardrec_ddp_options_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_ddp_destroy(ddp: *mut shardrec_ddp_t);
+}
+extern "C" {
+    pub fn shardrec_ddp_grad(
+        ddp: *const shardrec_ddp_t,
+        index: usize,
+        out: *mut *mut f32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_ddp_set_external(
+        ddp: *mut shardrec_ddp_t,
+        index: usize,
+        grad: *mut f32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_ddp_zero_grad(ddp: *mut shardrec_ddp_t) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_ddp_mark_ready(ddp: *mut shardrec_ddp_t, index: usize) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_ddp_finish(ddp: *mut shardrec_ddp_t) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_ddp_set_sync(ddp: *mut shardrec_ddp_t, enabled: i32) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_ddp_stats(
+        ddp: *const shardrec_ddp_t,
+        out: *mut shardrec_ddp_stats_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_ddp_bucket(
+        ddp: *const shardrec_ddp_t,
+        bucket: usize,
+        out: *mut usize,
+        capacity: usize,
+        size: *mut usize,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_fsdp_create(
+        out: *mut *mut shardrec_fsdp_t,
+        comm: *mut shardrec_comm_t,
+        unit_counts: *const i64,
+        initial: *const *const f32,
+        num_units: usize,
+        optimizer: *const shardrec_optimizer_config_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_fsdp_destroy(fsdp: *mut shardrec_fsdp_t);
+}
+extern "C" {
+    pub fn shardrec_fsdp_gather(
+        fsdp: *mut shardrec_fsdp_t,
+        unit: usize,
+        prefetch: i64,
+        full: *mut *mut f32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_fsdp_release(fsdp: *mut shardrec_fsdp_t, unit: usize) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_fsdp_grad(
+        fsdp: *mut shardrec_fsdp_t,
+        unit: usize,
+        full: *mut *mut f32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_fsdp_reduce_grad(fsdp: *mut shardrec_fsdp_t, unit: usize) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_fsdp_step(fsdp: *mut shardrec_fsdp_t) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_fsdp_shard(
+        fsdp: *mut shardrec_fsdp_t,
+        unit: usize,
+        data: *mut *mut f32,
+        offset: *mut i64,
+        count: *mut i64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_fsdp_memory(
+        fsdp: *const shardrec_fsdp_t,
+        current: *mut i64,
+        peak: *mut i64,
     ) -> shardrec_status_t;
 }

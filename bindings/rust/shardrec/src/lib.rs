@@ -5,12 +5,20 @@
 mod checkpoint;
 mod comm;
 mod config;
+mod ddp;
+mod dense;
 mod embedding;
 mod mesh;
 mod plan;
 
 pub use checkpoint::LoadOptions;
 pub use comm::{Comm, CommOptions, UniqueId};
+pub use ddp::{Bucketer, BucketerOptions, BucketerStats, Compression, Fsdp};
+pub use dense::{
+    blas_threads, bce_with_logits, dot_interaction_backward, dot_interaction_forward,
+    dot_interaction_width, set_blas_threads, Activation, CoreRef, Dcn, DenseLayer, DenseOptimizer,
+    Mlp,
+};
 pub use config::{
     Constraints, Feature, Optimizer, OptimizerType, Pooling, ShardingType, Table, Topology,
 };

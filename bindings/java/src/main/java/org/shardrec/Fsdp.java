@@ -1,0 +1,126 @@
+// Fully sharded dense parameters (FSDP / ZeRO-3, shardrec_fsdp_*).
+package org.shardrec;
+
+import java.nio.FloatBuffer;
+import org.shardrec.swig.Native;
+import org.shardrec.swig.optimizer_config;
+
+/**
+ * Parameters grouped into flat units, each rank keeping 1/W of every unit's parameters,
+ * gradients and optimizer state. Per step: {@link #gather} a unit's full parameters (collective,
+ * optionally prefetching the next), compute, {@link #release}; accumulate its full gradient
+ * with {@link #addGrad}, {@link #reduceGrad} it, and {@link #step()} applies the optimizer to
+ * the local shards. The Java layer copies between the library's buffers and Java's. One thread
+ * at a time.
+ */
+public final class Fsdp extends NativeHandle {
+  private final long[] unitCounts;
+
+  private Fsdp(long handle, long[] unitCounts) {
+    super(handle);
+    this.unitCounts = unitCounts;
+  }
+
+  @Override
+  void destroy(long handle) {
+    Native.fsdp_destroy(handle);
+  }
+
+  /**
+   * Collective over {@code comm}: {@code initial} holds every unit's full initial values, units
+   * one after another (identical on every rank).
+   */
+  public static Fsdp create(Comm comm, long[] unitCounts, float[] initial,
+                            Config.Optimizer optimizer) {
+    if (unitCounts == null || initial == null || optimizer == null) {
+      throw new IllegalArgumentException("unitCounts, initial and optimizer must not be null");
+    }
+    long total = 0;
+    for (long c : unitCounts) total += Math.max(c, 0);
+    if (initial.length != total) {
+      throw new IllegalArgumentException(
+          "initial has " + initial.length + " values, the units hold " + total);
+    }
+    optimizer_config o = optimizer.toNative();
+    try {
+      long[] out = new long[1];
+      Native.bind_fsdp_create(out, comm == null ? 0 : comm.handle(), unitCounts,
+                              Buffers.of(initial), o);
+      return new Fsdp(out[0], unitCounts.clone());
+    } finally {
+      o.delete();
+    }
+  }
+
+  public int numUnits() {
+    return unitCounts.length;
+  }
+
+  /** A copy of unit {@code unit}'s full parameters; prefetch >= 0 starts gathering that unit. */
+  public float[] gather(int unit, long prefetch) {
+    FloatBuffer buf = Buffers.floats(count(unit));
+    Native.bind_fsdp_gather(handle(), unit, prefetch, buf, unitCounts[unit]);
+    float[] out = new float[buf.capacity()];
+    buf.get(out);
+    return out;
+  }
+
+  /** Frees unit {@code unit}'s full parameters. */
+  public void release(int unit) {
+    Native.fsdp_release(handle(), unit);
+  }
+
+  /** Adds {@code grad} (the unit's element count) into the unit's full gradient of this step. */
+  public void addGrad(int unit, float[] grad) {
+    long n = count(unit);
+    if (grad == null || grad.length != n) {
+      throw new IllegalArgumentException("unit " + unit + " has " + n + " elements");
+    }
+    Native.bind_fsdp_add_grad(handle(), unit, Buffers.of(grad), n);
+  }
+
+  /** Starts averaging the unit's gradient into this rank's shard (collective). */
+  public void reduceGrad(int unit) {
+    Native.fsdp_reduce_grad(handle(), unit);
+  }
+
+  /** Waits for every reduction and applies the optimizer to the local shards. */
+  public void step() {
+    Native.fsdp_step(handle());
+  }
+
+  /** Offset of this rank's slice in unit {@code unit}. */
+  public long shardOffset(int unit) {
+    long[] offset = new long[1];
+    Native.bind_fsdp_shard_range(handle(), unit, offset, new long[1]);
+    return offset[0];
+  }
+
+  /** A copy of this rank's slice of unit {@code unit}. */
+  public float[] shard(int unit) {
+    long[] offset = new long[1];
+    long[] count = new long[1];
+    Native.bind_fsdp_shard_range(handle(), unit, offset, count);
+    FloatBuffer buf = Buffers.floats(Math.max(count[0], 1));
+    Native.bind_fsdp_read_shard(handle(), unit, buf);
+    float[] out = new float[(int) count[0]];
+    buf.get(out);
+    return out;
+  }
+
+  /** {current, peak} host bytes this rank holds. */
+  public long[] memory() {
+    long[] current = new long[1];
+    long[] peak = new long[1];
+    Native.bind_fsdp_memory(handle(), current, peak);
+    return new long[] {current[0], peak[0]};
+  }
+
+  private long count(int unit) {
+    if (unit < 0 || unit >= unitCounts.length) {
+      throw new IllegalArgumentException(
+          "unit " + unit + " out of range (" + unitCounts.length + " units)");
+    }
+    return unitCounts[unit];
+  }
+}

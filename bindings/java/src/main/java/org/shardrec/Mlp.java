@@ -1,0 +1,128 @@
+// A stack of linear layers with bias and activation on OpenBLAS (shardrec_mlp_*).
+package org.shardrec;
+
+import java.nio.FloatBuffer;
+import org.shardrec.swig.Native;
+
+/**
+ * An MLP. Its tensors are, per layer l, "name.l.weight" [out, in] (row-major) then
+ * "name.l.bias" [out]: tensors 2l and 2l+1. Initial values are identical on every rank that
+ * creates it with the same widths, seed and name. One thread at a time.
+ */
+public final class Mlp extends DenseLayer {
+  private final long inFeatures;
+  private final long outFeatures;
+  private long lastBatch = -1;
+
+  private Mlp(long handle) {
+    super(handle);
+    long[] in = new long[1];
+    long[] out = new long[1];
+    Native.bind_mlp_dims(handle, in, out);
+    inFeatures = in[0];
+    outFeatures = out[0];
+  }
+
+  @Override
+  void destroy(long handle) {
+    Native.mlp_destroy(handle);
+  }
+
+  /**
+   * Creates an MLP from {@code inFeatures} through {@code widths}. {@code activations} null means
+   * ReLU on every layer but the last, which has none; otherwise one per layer. {@code name} null
+   * or "" means "mlp".
+   */
+  public static Mlp create(long inFeatures, long[] widths, Activation[] activations, long seed,
+                           String name) {
+    int[] acts = null;
+    if (activations != null) {
+      if (widths == null || activations.length != widths.length) {
+        throw new IllegalArgumentException("activations must have one entry per layer ("
+                                           + (widths == null ? 0 : widths.length) + ")");
+      }
+      acts = new int[activations.length];
+      for (int i = 0; i < acts.length; ++i) acts[i] = activations[i].code();
+    }
+    long[] out = new long[1];
+    Native.bind_mlp_create(out, inFeatures, widths, acts, seed, name);
+    try {
+      return new Mlp(out[0]);
+    } catch (RuntimeException ex) {
+      Native.mlp_destroy(out[0]);
+      throw ex;
+    }
+  }
+
+  public long inFeatures() {
+    return inFeatures;
+  }
+
+  public long outFeatures() {
+    return outFeatures;
+  }
+
+  /**
+   * y[batch, out] from x[batch, in] (direct buffers, exactly those sizes from their positions).
+   * The MLP keeps x for the next backward: do not change it until then.
+   */
+  public void forward(FloatBuffer x, long batch, FloatBuffer y) {
+    if (batch < 0) throw new IllegalArgumentException("batch must be >= 0, got " + batch);
+    FloatBuffer xs = Buffers.in(x, batch * inFeatures, "x");
+    FloatBuffer ys = Buffers.out(y, batch * outFeatures, "y");
+    Native.mlp_forward(handle(), xs, batch, ys, batch * outFeatures);
+    lastInput = xs;
+    lastBatch = batch;
+  }
+
+  /**
+   * Backward of the last forward: accumulates the parameter gradients from dy[batch, out] and
+   * writes dx[batch, in] unless dx is null. With {@code ddp} not null, tensor i is marked ready
+   * in the bucketer as tensor {@code firstTensor + i} as soon as its gradient is final (last
+   * layer first), so its average overlaps the rest of the backward.
+   */
+  public void backward(FloatBuffer dy, FloatBuffer dx, Bucketer ddp, long firstTensor) {
+    long batch = Math.max(lastBatch, 0);
+    FloatBuffer dys = Buffers.in(dy, batch * outFeatures, "dy");
+    FloatBuffer dxs = dx == null ? null : Buffers.out(dx, batch * inFeatures, "dx");
+    Native.bind_mlp_backward(handle(), dys, dxs, ddp == null ? 0 : ddp.handle(), firstTensor);
+  }
+
+  /** {@link #backward(FloatBuffer, FloatBuffer, Bucketer, long)} without a bucketer. */
+  public void backward(FloatBuffer dy, FloatBuffer dx) {
+    backward(dy, dx, null, 0);
+  }
+
+  @Override
+  public long numTensors() {
+    long[] n = new long[1];
+    Native.mlp_num_tensors(handle(), n);
+    return n[0];
+  }
+
+  @Override
+  public void zeroGrad() {
+    Native.mlp_zero_grad(handle());
+  }
+
+  @Override
+  public void useBucketerGrads(Bucketer ddp, long firstTensor) {
+    checkBucketer(ddp, firstTensor);
+    Native.bind_mlp_use_ddp_grads(handle(), ddp.handle(), firstTensor);
+  }
+
+  @Override
+  void nativeTensorInfo(long index, String[] name, long[] count) {
+    Native.bind_mlp_tensor_info(handle(), index, name, count);
+  }
+
+  @Override
+  void nativeCopy(long index, int which, FloatBuffer buf, boolean toTensor) {
+    Native.bind_mlp_copy_tensor(handle(), index, which, buf, toTensor ? 1 : 0);
+  }
+
+  @Override
+  void nativeAddTo(long list) {
+    Native.bind_param_list_add_mlp(list, handle());
+  }
+}

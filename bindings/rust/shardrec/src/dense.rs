@@ -1,0 +1,595 @@
+//! The dense half of a model (dense.h): MLPs, the DCN-v2 cross network, DLRM's dot interaction,
+//! sigmoid + BCE with logits, dense optimizers and the OpenBLAS thread count.
+use crate::config::Optimizer;
+use crate::ddp::{Bucketer, DdpHandle};
+use crate::{check, cstring, invalid, sys, Result};
+use std::ffi::CStr;
+use std::os::raw::c_void;
+use std::ptr;
+use std::sync::Arc;
+
+/// Activation of a linear layer (`SHARDREC_ACTIVATION_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Activation {
+    /// y = x W^T + b.
+    #[default]
+    None = 0,
+    /// y = max(0, x W^T + b).
+    Relu = 1,
+    /// y = 1 / (1 + exp(-(x W^T + b))).
+    Sigmoid = 2,
+}
+
+/// Sets OpenBLAS's thread count, PROCESS-WIDE. With several ranks as threads of one process use
+/// 1. Call it while no dense layer runs.
+pub fn set_blas_threads(threads: i32) -> Result<()> {
+    check(unsafe { sys::shardrec_dense_set_blas_threads(threads) })
+}
+
+/// OpenBLAS's thread count.
+pub fn blas_threads() -> Result<i32> {
+    let mut out = 0;
+    check(unsafe { sys::shardrec_dense_blas_threads(&mut out) })?;
+    Ok(out)
+}
+
+/// Output width of the dot interaction: dim + F (F + 1) / 2 with F = `num_sparse`.
+pub fn dot_interaction_width(num_sparse: i64, dim: i64) -> Result<i64> {
+    let mut out = 0;
+    check(unsafe { sys::shardrec_dot_interaction_width(num_sparse, dim, &mut out) })?;
+    Ok(out)
+}
+
+fn check_len(what: &str, len: usize, want: i64) -> Result<()> {
+    if want < 0 || len as i64 != want {
+        return Err(invalid(format!("{what} has {len} elements, expected {want}")));
+    }
+    Ok(())
+}
+
+/// DLRM's dot interaction: `out[batch, width]` from `dense[batch, dim]` and
+/// `emb[batch, num_sparse * dim]`: the dense vector, then the pairwise dot products of the
+/// strictly lower triangle (vector 0 being the dense one).
+pub fn dot_interaction_forward(
+    dense: &[f32],
+    emb: &[f32],
+    batch: i64,
+    num_sparse: i64,
+    dim: i64,
+    out: &mut [f32],
+) -> Result<()> {
+    let width = dot_interaction_width(num_sparse, dim)?;
+    check_len("dense", dense.len(), batch * dim)?;
+    check_len("emb", emb.len(), batch * num_sparse * dim)?;
+    check_len("out", out.len(), batch * width)?;
+    check(unsafe {
+        sys::shardrec_dot_interaction_forward(
+            dense.as_ptr(),
+            emb.as_ptr(),
+            batch,
+            num_sparse,
+            dim,
+            out.as_mut_ptr(),
+            out.len() as i64,
+        )
+    })
+}
+
+/// Gradients of the dot interaction's inputs from `dout[batch, width]`: `d_dense` and `d_emb`
+/// are overwritten.
+#[allow(clippy::too_many_arguments)]
+pub fn dot_interaction_backward(
+    dense: &[f32],
+    emb: &[f32],
+    dout: &[f32],
+    batch: i64,
+    num_sparse: i64,
+    dim: i64,
+    d_dense: &mut [f32],
+    d_emb: &mut [f32],
+) -> Result<()> {
+    let width = dot_interaction_width(num_sparse, dim)?;
+    check_len("dense", dense.len(), batch * dim)?;
+    check_len("emb", emb.len(), batch * num_sparse * dim)?;
+    check_len("dout", dout.len(), batch * width)?;
+    check_len("d_dense", d_dense.len(), batch * dim)?;
+    check_len("d_emb", d_emb.len(), batch * num_sparse * dim)?;
+    check(unsafe {
+        sys::shardrec_dot_interaction_backward(
+            dense.as_ptr(),
+            emb.as_ptr(),
+            dout.as_ptr(),
+            batch,
+            num_sparse,
+            dim,
+            d_dense.as_mut_ptr(),
+            d_emb.as_mut_ptr(),
+        )
+    })
+}
+
+/// Sigmoid + binary cross-entropy on logits (labels 0 or 1): returns the summed loss divided by
+/// `normalizer` and, with `dlogits`, writes (sigmoid(z) - y) / normalizer into it. In
+/// data-parallel training the normalizer is the LOCAL batch size.
+pub fn bce_with_logits(
+    logits: &[f32],
+    labels: &[f32],
+    normalizer: f64,
+    dlogits: Option<&mut [f32]>,
+) -> Result<f64> {
+    check_len("labels", labels.len(), logits.len() as i64)?;
+    let d = match dlogits {
+        Some(d) => {
+            check_len("dlogits", d.len(), logits.len() as i64)?;
+            d.as_mut_ptr()
+        }
+        None => ptr::null_mut(),
+    };
+    let mut loss = 0.0;
+    check(unsafe {
+        sys::shardrec_bce_with_logits(
+            logits.as_ptr(),
+            labels.as_ptr(),
+            logits.len() as i64,
+            normalizer,
+            &mut loss,
+            d,
+        )
+    })?;
+    Ok(loss)
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Mlp,
+    Dcn,
+}
+
+/// What an MLP and a cross network share: the handle, the forward input the backward reads
+/// again, and the bucketer whose storage the gradients may point into (kept alive with them).
+struct Core {
+    kind: Kind,
+    raw: *mut c_void,
+    input: Vec<f32>,
+    batch: i64,
+    /// The bucketer the gradients live in and this layer's first tensor in it: the gradients
+    /// are rebound before every use, because the bucket storage moves when it is rebuilt.
+    grads_owner: Option<(Arc<DdpHandle>, usize)>,
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        // SAFETY: raw came from the kind's create call and is destroyed once.
+        unsafe {
+            match self.kind {
+                Kind::Mlp => sys::shardrec_mlp_destroy(self.raw.cast()),
+                Kind::Dcn => sys::shardrec_dcn_destroy(self.raw.cast()),
+            }
+        }
+    }
+}
+
+struct Ready {
+    ddp: *mut sys::shardrec_ddp_t,
+    first: usize,
+    status: sys::shardrec_status_t,
+}
+
+unsafe extern "C" fn on_ready(tensor: usize, user: *mut c_void) {
+    // SAFETY: user is the Ready of the backward call running on this thread.
+    let r = unsafe { &mut *(user as *mut Ready) };
+    let rc = unsafe { sys::shardrec_ddp_mark_ready(r.ddp, r.first + tensor) };
+    if rc != 0 && r.status == 0 {
+        r.status = rc;
+    }
+}
+
+impl Core {
+    fn num_tensors(&self) -> Result<usize> {
+        let mut n = 0;
+        check(unsafe {
+            match self.kind {
+                Kind::Mlp => sys::shardrec_mlp_num_tensors(self.raw.cast(), &mut n),
+                Kind::Dcn => sys::shardrec_dcn_num_tensors(self.raw.cast(), &mut n),
+            }
+        })?;
+        Ok(n)
+    }
+
+    /// Points the gradients at the bucketer's current storage (a no-op when not bound).
+    fn refresh(&self) -> Result<()> {
+        if let Some((ddp, first)) = &self.grads_owner {
+            for i in 0..self.num_tensors()? {
+                let mut g: *mut f32 = ptr::null_mut();
+                check(unsafe { sys::shardrec_ddp_grad(ddp.0, first + i, &mut g) })?;
+                // SAFETY: the layer is used by one thread at a time (not Sync); rebinding only
+                // changes where the C layer looks for its gradients.
+                check(unsafe {
+                    match self.kind {
+                        Kind::Mlp => {
+                            sys::shardrec_mlp_bind_tensor(self.raw.cast(), i, ptr::null_mut(), g)
+                        }
+                        Kind::Dcn => {
+                            sys::shardrec_dcn_bind_tensor(self.raw.cast(), i, ptr::null_mut(), g)
+                        }
+                    }
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn tensor(&self, i: usize) -> Result<sys::shardrec_dense_param_t> {
+        self.refresh()?;
+        // SAFETY: plain data written by the call.
+        let mut t: sys::shardrec_dense_param_t = unsafe { std::mem::zeroed() };
+        check(unsafe {
+            match self.kind {
+                Kind::Mlp => sys::shardrec_mlp_tensor(self.raw.cast(), i, &mut t),
+                Kind::Dcn => sys::shardrec_dcn_tensor(self.raw.cast(), i, &mut t),
+            }
+        })?;
+        Ok(t)
+    }
+
+    fn all_tensors(&self) -> Result<Vec<sys::shardrec_dense_param_t>> {
+        (0..self.num_tensors()?).map(|i| self.tensor(i)).collect()
+    }
+
+    fn forward(&mut self, x: &[f32], batch: i64, y: &mut [f32]) -> Result<()> {
+        // The C layer reads its input again in the backward: keep a copy the layer owns.
+        self.input.clear();
+        self.input.extend_from_slice(x);
+        let rc = unsafe {
+            match self.kind {
+                Kind::Mlp => sys::shardrec_mlp_forward(
+                    self.raw.cast(),
+                    self.input.as_ptr(),
+                    batch,
+                    y.as_mut_ptr(),
+                    y.len() as i64,
+                ),
+                Kind::Dcn => sys::shardrec_dcn_forward(
+                    self.raw.cast(),
+                    self.input.as_ptr(),
+                    batch,
+                    y.as_mut_ptr(),
+                    y.len() as i64,
+                ),
+            }
+        };
+        check(rc)?;
+        self.batch = batch;
+        Ok(())
+    }
+
+    fn backward(
+        &mut self,
+        dy: &[f32],
+        dx: *mut f32,
+        ready: Option<(&mut Bucketer, usize)>,
+    ) -> Result<()> {
+        let mut r = Ready { ddp: ptr::null_mut(), first: 0, status: 0 };
+        let cb: sys::shardrec_grad_ready_fn = match ready {
+            Some((ddp, first)) => {
+                r.ddp = ddp.raw();
+                r.first = first;
+                Some(on_ready)
+            }
+            None => None,
+        };
+        let user = &mut r as *mut Ready as *mut c_void;
+        self.refresh()?;
+        check(unsafe {
+            match self.kind {
+                Kind::Mlp => sys::shardrec_mlp_backward(self.raw.cast(), dy.as_ptr(), dx, cb, user),
+                Kind::Dcn => sys::shardrec_dcn_backward(self.raw.cast(), dy.as_ptr(), dx, cb, user),
+            }
+        })?;
+        check(r.status)
+    }
+
+    fn use_bucketer_grads(&mut self, ddp: &Bucketer, first: usize) -> Result<()> {
+        // The backward writes count floats through the bound pointer: the sizes must agree.
+        for i in 0..self.num_tensors()? {
+            let want = self.tensor(i)?.count;
+            if ddp.count(first + i) != Some(want) {
+                return Err(invalid(format!(
+                    "tensor {i} has {want} elements, bucketer gradient {} does not match",
+                    first + i
+                )));
+            }
+        }
+        self.grads_owner = Some((ddp.shared(), first));
+        let rc = self.refresh();
+        if rc.is_err() {
+            self.grads_owner = None;
+        }
+        rc
+    }
+
+    fn zero_grad(&mut self) -> Result<()> {
+        self.refresh()?;
+        check(unsafe {
+            match self.kind {
+                Kind::Mlp => sys::shardrec_mlp_zero_grad(self.raw.cast()),
+                Kind::Dcn => sys::shardrec_dcn_zero_grad(self.raw.cast()),
+            }
+        })
+    }
+}
+
+/// A dense layer with flat parameter tensors (an [`Mlp`] or a [`Dcn`]): tensor i has a name, an
+/// element count, parameters and gradients. Backward ACCUMULATES into the gradients.
+pub trait DenseLayer {
+    #[doc(hidden)]
+    fn core(&self) -> &CoreRef;
+    #[doc(hidden)]
+    fn core_mut(&mut self) -> &mut CoreRef;
+
+    /// Number of parameter tensors.
+    fn num_tensors(&self) -> Result<usize> {
+        self.core().0.num_tensors()
+    }
+
+    /// Name of tensor `i`, e.g. "bottom.0.weight".
+    fn tensor_name(&self, i: usize) -> Result<String> {
+        let t = self.core().0.tensor(i)?;
+        // SAFETY: the name is owned by the layer and NUL-terminated.
+        Ok(unsafe { CStr::from_ptr(t.name) }.to_string_lossy().into_owned())
+    }
+
+    /// Parameters of tensor `i` (borrowed from the layer).
+    fn param(&self, i: usize) -> Result<&[f32]> {
+        let t = self.core().0.tensor(i)?;
+        // SAFETY: count floats owned by the layer, valid while it is borrowed.
+        Ok(unsafe { std::slice::from_raw_parts(t.param, t.count as usize) })
+    }
+
+    /// Parameters of tensor `i`, writable (e.g. to restore a checkpoint).
+    fn param_mut(&mut self, i: usize) -> Result<&mut [f32]> {
+        let t = self.core().0.tensor(i)?;
+        // SAFETY: as param, borrowed mutably.
+        Ok(unsafe { std::slice::from_raw_parts_mut(t.param, t.count as usize) })
+    }
+
+    /// Gradients of tensor `i` (in the layer or in the bucket it was bound to, kept alive).
+    fn grad(&self, i: usize) -> Result<&[f32]> {
+        let t = self.core().0.tensor(i)?;
+        // SAFETY: the gradient storage is the layer's or a bucketer's the layer keeps alive.
+        Ok(unsafe { std::slice::from_raw_parts(t.grad, t.count as usize) })
+    }
+
+    /// Sets every gradient to zero.
+    fn zero_grad(&mut self) -> Result<()> {
+        self.core_mut().0.zero_grad()
+    }
+
+    /// Points tensor i's gradient at the bucketer's tensor `first + i`, so the backward writes
+    /// into the bucket that averages it (no copies). The layer keeps the bucketer alive and
+    /// follows its storage when the buckets are rebuilt after the first synced step.
+    fn use_bucketer_grads(&mut self, ddp: &Bucketer, first: usize) -> Result<()> {
+        self.core_mut().0.use_bucketer_grads(ddp, first)
+    }
+}
+
+/// Opaque part of a dense layer (see [`DenseLayer`]).
+pub struct CoreRef(Core);
+
+/// A stack of linear layers with bias and activation on OpenBLAS. Its tensors are, per layer
+/// l, "name.l.weight" [out, in] (row-major) then "name.l.bias" [out]. One thread at a time.
+pub struct Mlp {
+    core: CoreRef,
+    in_features: i64,
+    out_features: i64,
+}
+
+// SAFETY: dense.h allows a handle on any thread, one at a time.
+unsafe impl Send for Mlp {}
+
+impl DenseLayer for Mlp {
+    fn core(&self) -> &CoreRef {
+        &self.core
+    }
+    fn core_mut(&mut self) -> &mut CoreRef {
+        &mut self.core
+    }
+}
+
+impl Mlp {
+    /// An MLP from `in_features` through `widths`. `activations` `None` means ReLU on every
+    /// layer but the last, which has none; otherwise one per layer. `name` "" means "mlp".
+    pub fn new(
+        in_features: i64,
+        widths: &[i64],
+        activations: Option<&[Activation]>,
+        seed: u64,
+        name: &str,
+    ) -> Result<Mlp> {
+        let acts: Option<Vec<i32>> = match activations {
+            Some(a) if a.len() != widths.len() => {
+                return Err(invalid(format!("{} activations for {} layers", a.len(), widths.len())))
+            }
+            Some(a) => Some(a.iter().map(|&v| v as i32).collect()),
+            None => None,
+        };
+        let cname = cstring(name, "MLP name")?;
+        let num_layers = i32::try_from(widths.len()).map_err(|_| invalid("too many layers"))?;
+        // SAFETY: plain data filled by init.
+        let mut o: sys::shardrec_mlp_options_t = unsafe { std::mem::zeroed() };
+        check(unsafe {
+            sys::shardrec_mlp_options_init(&mut o, sys::SHARDREC_MLP_OPTIONS_VERSION)
+        })?;
+        o.in_features = in_features;
+        o.out_features = widths.as_ptr();
+        o.activations = acts.as_ref().map_or(ptr::null(), |a| a.as_ptr());
+        o.num_layers = num_layers;
+        o.seed = seed;
+        o.name = cname.as_ptr();
+        let mut raw = ptr::null_mut();
+        check(unsafe { sys::shardrec_mlp_create(&mut raw, &o) })?;
+        let core = CoreRef(Core {
+            kind: Kind::Mlp,
+            raw: raw.cast(),
+            input: Vec::new(),
+            batch: -1,
+            grads_owner: None,
+        });
+        let (mut i, mut out) = (0, 0);
+        check(unsafe { sys::shardrec_mlp_dims(raw, &mut i, &mut out) })?;
+        Ok(Mlp { core, in_features: i, out_features: out })
+    }
+
+    pub fn in_features(&self) -> i64 {
+        self.in_features
+    }
+
+    pub fn out_features(&self) -> i64 {
+        self.out_features
+    }
+
+    /// `y[batch, out]` from `x[batch, in]`; the layer copies `x` for the backward.
+    pub fn forward(&mut self, x: &[f32], batch: i64, y: &mut [f32]) -> Result<()> {
+        check_len("x", x.len(), batch * self.in_features)?;
+        check_len("y", y.len(), batch * self.out_features)?;
+        self.core.0.forward(x, batch, y)
+    }
+
+    /// Backward of the last forward: accumulates the parameter gradients from
+    /// `dy[batch, out]` and writes `dx[batch, in]` when given. With `ready` = (bucketer, first),
+    /// tensor i is marked ready as the bucketer's tensor first + i as soon as its gradient is
+    /// final (last layer first), so its average overlaps the rest of the backward.
+    pub fn backward(
+        &mut self,
+        dy: &[f32],
+        dx: Option<&mut [f32]>,
+        ready: Option<(&mut Bucketer, usize)>,
+    ) -> Result<()> {
+        let batch = self.core.0.batch.max(0);
+        check_len("dy", dy.len(), batch * self.out_features)?;
+        let dx = match dx {
+            Some(d) => {
+                check_len("dx", d.len(), batch * self.in_features)?;
+                d.as_mut_ptr()
+            }
+            None => ptr::null_mut(),
+        };
+        self.core.0.backward(dy, dx, ready)
+    }
+}
+
+/// A low-rank DCN-v2 cross network: x_{l+1} = x0 * (W_l (V_l x_l) + b_l) + x_l. Tensors per
+/// layer: "name.l.V.weight", "name.l.W.weight", "name.l.W.bias". One thread at a time.
+pub struct Dcn {
+    core: CoreRef,
+    width: i64,
+}
+
+// SAFETY: dense.h allows a handle on any thread, one at a time.
+unsafe impl Send for Dcn {}
+
+impl DenseLayer for Dcn {
+    fn core(&self) -> &CoreRef {
+        &self.core
+    }
+    fn core_mut(&mut self) -> &mut CoreRef {
+        &mut self.core
+    }
+}
+
+impl Dcn {
+    /// A cross network over inputs of `width`; `name` "" means "cross".
+    pub fn new(width: i64, num_layers: i32, rank: i64, seed: u64, name: &str) -> Result<Dcn> {
+        let cname = cstring(name, "DCN name")?;
+        let mut raw = ptr::null_mut();
+        check(unsafe {
+            sys::shardrec_dcn_create(&mut raw, width, num_layers, rank, seed, cname.as_ptr())
+        })?;
+        Ok(Dcn {
+            core: CoreRef(Core {
+                kind: Kind::Dcn,
+                raw: raw.cast(),
+                input: Vec::new(),
+                batch: -1,
+                grads_owner: None,
+            }),
+            width,
+        })
+    }
+
+    pub fn width(&self) -> i64 {
+        self.width
+    }
+
+    /// `y[batch, width]` from `x0[batch, width]`; the layer copies `x0` for the backward.
+    pub fn forward(&mut self, x0: &[f32], batch: i64, y: &mut [f32]) -> Result<()> {
+        check_len("x0", x0.len(), batch * self.width)?;
+        check_len("y", y.len(), batch * self.width)?;
+        self.core.0.forward(x0, batch, y)
+    }
+
+    /// Backward of the last forward (`dx0` required); `ready` as in [`Mlp::backward`].
+    pub fn backward(
+        &mut self,
+        dy: &[f32],
+        dx0: &mut [f32],
+        ready: Option<(&mut Bucketer, usize)>,
+    ) -> Result<()> {
+        let n = self.core.0.batch.max(0) * self.width;
+        check_len("dy", dy.len(), n)?;
+        check_len("dx0", dx0.len(), n)?;
+        self.core.0.backward(dy, dx0.as_mut_ptr(), ready)
+    }
+}
+
+/// A dense optimizer with the embedding optimizers' per-element rules: SGD, Adagrad, Adam
+/// (AdamW with decoupled weight decay); row-wise types and LAMB are refused. State is kept per
+/// tensor position: step over the same layers in the same order every time.
+pub struct DenseOptimizer {
+    raw: *mut sys::shardrec_dense_optimizer_t,
+}
+
+// SAFETY: dense.h allows a handle on any thread, one at a time.
+unsafe impl Send for DenseOptimizer {}
+
+impl Drop for DenseOptimizer {
+    fn drop(&mut self) {
+        // SAFETY: raw came from create and is destroyed once.
+        unsafe { sys::shardrec_dense_optimizer_destroy(self.raw) };
+    }
+}
+
+impl DenseOptimizer {
+    pub fn new(config: &Optimizer) -> Result<DenseOptimizer> {
+        let o = config.raw();
+        let mut raw = ptr::null_mut();
+        check(unsafe { sys::shardrec_dense_optimizer_create(&mut raw, &o) })?;
+        Ok(DenseOptimizer { raw })
+    }
+
+    /// One step over every tensor of `layers`, in order (parameters updated from gradients).
+    pub fn step(&mut self, layers: &mut [&mut dyn DenseLayer]) -> Result<()> {
+        let mut tensors = Vec::new();
+        for l in layers.iter() {
+            tensors.extend(l.core().0.all_tensors()?);
+        }
+        check(unsafe {
+            sys::shardrec_dense_optimizer_step(self.raw, tensors.as_ptr(), tensors.len())
+        })
+    }
+
+    pub fn set_learning_rate(&mut self, learning_rate: f32) -> Result<()> {
+        check(unsafe { sys::shardrec_dense_optimizer_set_learning_rate(self.raw, learning_rate) })
+    }
+
+    /// Steps taken so far.
+    pub fn steps(&self) -> Result<i64> {
+        let mut out = 0;
+        check(unsafe { sys::shardrec_dense_optimizer_steps(self.raw, &mut out) })?;
+        Ok(out)
+    }
+
+    pub fn set_steps(&mut self, steps: i64) -> Result<()> {
+        check(unsafe { sys::shardrec_dense_optimizer_set_steps(self.raw, steps) })
+    }
+}
