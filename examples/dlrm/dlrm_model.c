@@ -344,9 +344,16 @@ shardrec_status_t dlrm_train_step(dlrm_t* m, const float* dense, const int64_t* 
   shardrec_dense_param_t tensors[MAX_TENSORS];
   size_t i, n = dlrm_num_dense_tensors(m);
   int64_t b;
+  shardrec_step_timings_t emb_before = SHARDREC_STEP_TIMINGS_INIT;
+  shardrec_step_timings_t emb_after = SHARDREC_STEP_TIMINGS_INIT;
   TRY(bind_gradients(m));
   TRY(shardrec_ddp_zero_grad(m->ddp));
+  TRY(shardrec_embedding_step_timings(m->coll, &emb_before));
   TRY(forward(m, dense, ids, fwd));
+  TRY(shardrec_embedding_step_timings(m->coll, &emb_after));
+  tm->input_dist += emb_after.input_dist_seconds - emb_before.input_dist_seconds;
+  tm->lookup += emb_after.lookup_seconds - emb_before.lookup_seconds;
+  tm->output_dist += emb_after.output_dist_seconds - emb_before.output_dist_seconds;
   tm->bottom_fwd += fwd[0];
   tm->embedding_fwd += fwd[1];
   tm->interaction_fwd += fwd[2];

@@ -53,6 +53,9 @@ typedef struct dlrm_timings {
   double bottom_fwd, embedding_fwd, interaction_fwd, top_fwd, loss;
   double top_bwd, interaction_bwd, embedding_bwd, bottom_bwd;
   double dense_sync_wait, dense_optimizer, replica_sync, total;
+  /* The embedding forward's phases (the collection's step timings of the training forwards;
+     evaluation forwards are not counted): routing and id exchange, lookup, return exchange. */
+  double input_dist, lookup, output_dist;
 } dlrm_timings_t;
 
 typedef struct dlrm dlrm_t;
@@ -77,7 +80,12 @@ void dlrm_destroy(dlrm_t* model);
 shardrec_status_t dlrm_train_step(dlrm_t* model, const float* dense, const int64_t* ids,
                                   const float* labels, double* loss, float* logits);
 
-/* Forward only (evaluation): logits [B]. Collective. */
+/*
+ * Forward only (evaluation): logits [B] of a local batch laid out as for dlrm_train_step.
+ * Computes no gradient and takes no optimizer step: parameters, optimizer state and the
+ * training timings are unchanged, and the next dlrm_train_step is the same as without this
+ * call. Collective (the embedding lookup exchanges ids and rows).
+ */
 shardrec_status_t dlrm_predict(dlrm_t* model, const float* dense, const int64_t* ids,
                                float* logits);
 
