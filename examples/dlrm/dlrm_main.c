@@ -17,6 +17,7 @@
  *             [--seed X] [--rank R --world W [--unique-id HEX] [--unique-id-file PATH]]
  */
 #define _POSIX_C_SOURCE 200112L
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -32,8 +33,8 @@
 
 #define MAX_WORLD 64
 
-static int g_world = 4, g_shard = 2, g_steps = 60, g_batch = 256, g_report = 10;
-static int g_eval_every = 20, g_eval_batches = 8;
+static int g_world = 4, g_shard = 2, g_steps = 200, g_batch = 256, g_report = 20;
+static int g_eval_every = 50, g_eval_batches = 8;
 static int g_interaction = DLRM_INTERACTION_DOT;
 static int64_t g_max_rows = 100000;
 static uint64_t g_seed = 7;
@@ -343,13 +344,25 @@ static int id_from_hex(const char* hex, shardrec_unique_id_t* id) {
   return 0;
 }
 
-/* Rank 0 publishes the id by renaming a complete file into place, so a reader never sees half. */
+/* Rank 0 publishes the id by renaming a complete file into place, so a reader never sees half;
+   readable by its owner only, since whoever reads it can join the run. */
 static int write_id_file(const char* path, const char* hex) {
   char tmp[4096];
   FILE* f;
+  int fd;
   snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-  f = fopen(tmp, "w");
-  if (f == NULL || fprintf(f, "%s\n", hex) < 0 || fclose(f) != 0) return -1;
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) return -1;
+  f = fdopen(fd, "w");
+  if (f == NULL) {
+    close(fd);
+    return -1;
+  }
+  if (fprintf(f, "%s\n", hex) < 0) {
+    fclose(f);
+    return -1;
+  }
+  if (fclose(f) != 0) return -1;
   return rename(tmp, path);
 }
 
@@ -385,12 +398,16 @@ static int connect_process(shardrec_comm_t** comm) {
       return -1;
     }
     id_to_hex(&id, hex);
-    printf("unique id (pass to the other ranks as --unique-id or DLRM_UNIQUE_ID): %s\n", hex);
-    fflush(stdout);
-    if (g_unique_id_file != NULL && write_id_file(g_unique_id_file, hex) != 0) {
+    /* The id is a bearer secret (comm.h): printed only when there is no file to carry it. */
+    if (g_unique_id_file == NULL) {
+      printf("unique id (pass to the other ranks as --unique-id or DLRM_UNIQUE_ID): %s\n", hex);
+    } else if (write_id_file(g_unique_id_file, hex) != 0) {
       fprintf(stderr, "cannot write %s\n", g_unique_id_file);
       return -1;
+    } else {
+      printf("unique id written to %s\n", g_unique_id_file);
     }
+    fflush(stdout);
   } else if (given != NULL) {
     if (id_from_hex(given, &id) != 0) {
       fprintf(stderr, "the unique id must be %d hex digits\n", 2 * SHARDREC_UNIQUE_ID_BYTES);
