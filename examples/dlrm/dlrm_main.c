@@ -13,8 +13,9 @@
  * a step's time went.
  *
  * Usage: dlrm [--world W] [--shard S] [--steps N] [--batch B] [--interaction dot|dcn]
- *             [--max-rows R] [--report K] [--eval-every K] [--eval-batches E] [--criteo FILE]
- *             [--seed X] [--rank R --world W [--unique-id HEX] [--unique-id-file PATH]]
+ *             [--max-rows R] [--report K] [--eval-every K] [--eval-batches E]
+ *             [--sync-every N] [--criteo FILE] [--seed X]
+ *             [--rank R --world W [--unique-id HEX] [--unique-id-file PATH]]
  */
 #define _POSIX_C_SOURCE 200112L
 #include <fcntl.h>
@@ -34,7 +35,7 @@
 #define MAX_WORLD 64
 
 static int g_world = 4, g_shard = 2, g_steps = 200, g_batch = 256, g_report = 20;
-static int g_eval_every = 50, g_eval_batches = 8;
+static int g_eval_every = 50, g_eval_batches = 8, g_sync_every = 1;
 static int g_interaction = DLRM_INTERACTION_DOT;
 static int64_t g_max_rows = 100000;
 static uint64_t g_seed = 7;
@@ -185,6 +186,7 @@ static void* run_rank(void* arg) {
   cfg.shard_size = g_shard;
   cfg.local_batch = B;
   cfg.seed = g_seed;
+  cfg.sync_interval = g_sync_every;
   /* Small buckets, so this small model's dense gradients travel in several pieces that overlap
      the backward (a production model's MLPs fill the default 1 MiB + 25 MiB buckets). */
   cfg.first_bucket_bytes = 32 << 10;
@@ -431,10 +433,11 @@ static int usage(const char* argv0) {
   fprintf(stderr,
           "usage: %s [--world W] [--shard S] [--steps N] [--batch B] [--interaction dot|dcn]\n"
           "          [--max-rows R] [--report K] [--eval-every K] [--eval-batches E]\n"
-          "          [--criteo FILE] [--seed X]\n"
+          "          [--sync-every N] [--criteo FILE] [--seed X]\n"
           "          [--rank R --world W [--unique-id HEX] [--unique-id-file PATH]]\n"
-          "  --eval-every 0 turns the held-out evaluation off; --rank runs one rank in this\n"
-          "  process (rank 0 prints the unique id the others need)\n",
+          "  --eval-every 0 turns the held-out evaluation off; --sync-every N averages the\n"
+          "  replica groups every N steps (1: exact 2D); --rank runs one rank in this process\n"
+          "  (rank 0 prints the unique id the others need, or writes it to --unique-id-file)\n",
           argv0);
   return 2;
 }
@@ -462,6 +465,8 @@ int main(int argc, char** argv) {
       g_eval_every = atoi(v);
     else if (strcmp(a, "--eval-batches") == 0)
       g_eval_batches = atoi(v);
+    else if (strcmp(a, "--sync-every") == 0)
+      g_sync_every = atoi(v);
     else if (strcmp(a, "--max-rows") == 0)
       g_max_rows = atoll(v);
     else if (strcmp(a, "--seed") == 0)
@@ -483,7 +488,7 @@ int main(int argc, char** argv) {
   }
   if (g_world < 1 || g_world > MAX_WORLD || g_shard < 1 || g_world % g_shard != 0 || g_steps < 1 ||
       g_batch < 1 || g_report < 1 || g_max_rows < 1 || g_eval_every < 0 || g_eval_batches < 1 ||
-      g_rank >= g_world)
+      g_sync_every < 1 || g_rank >= g_world)
     return usage(argv[0]);
   for (i = 0; i < 26; ++i) g_rows[i] = kCriteoRows[i] < g_max_rows ? kCriteoRows[i] : g_max_rows;
   dlrm_progress_init(&g_out, stdout, isatty(STDOUT_FILENO));

@@ -185,6 +185,7 @@ shardrec_status_t dlrm_create(dlrm_t** out, const dlrm_config_t* config, shardre
   if (rc == SHARDREC_OK) rc = shardrec_mesh_options_init(&mo, SHARDREC_MESH_OPTIONS_VERSION);
   if (rc == SHARDREC_OK) {
     mo.sharding_group_size = config->shard_size;
+    mo.sync_interval = config->sync_interval;
     rc = shardrec_mesh_create(&m->mesh, world, &mo);
   }
   if (rc == SHARDREC_OK)

@@ -45,6 +45,7 @@ typedef struct dlrm_config {
   int embedding_threads;      /* host threads of the collection (0: the calling thread) */
   int64_t first_bucket_bytes; /* 0: 1 MiB */
   int64_t bucket_cap_bytes;   /* 0: 25 MiB */
+  int sync_interval;          /* 2D: replica groups average every N steps; 0: 1 (exact) */
 } dlrm_config_t;
 
 /* Seconds spent per phase, summed over training steps. */

@@ -97,6 +97,7 @@ struct Rank {
 
 void BM_DlrmStep(benchmark::State& state) {
   const int world = static_cast<int>(state.range(0)), shard = static_cast<int>(state.range(1));
+  const int sync = static_cast<int>(state.range(2));
   static int64_t rows[26];
   for (int f = 0; f < 26; ++f) rows[f] = std::min<int64_t>(kCriteoRows[f], 100000);
   Check(shardrec_dense_set_blas_threads(1), "blas threads");
@@ -113,6 +114,7 @@ void BM_DlrmStep(benchmark::State& state) {
     c.shard_size = shard;
     c.local_batch = kBatch;
     c.seed = 7;
+    c.sync_interval = sync;
     // The example's bucket sizes: this small model's gradients travel in three buckets.
     c.first_bucket_bytes = 32 << 10;
     c.bucket_cap_bytes = 128 << 10;
@@ -176,14 +178,16 @@ void BM_DlrmStep(benchmark::State& state) {
   for (auto* c : comms) shardrec_comm_destroy(c);
 }
 
-// {world, sharding group size}: one rank; 2 ranks sharding every table 2 ways; the example's
-// default 2D layout (2 replica groups x 2-way sharding); 4-way 1D sharding for comparison.
+// {world, sharding group size, replica sync interval}: one rank; 2 ranks sharding every table 2
+// ways; the example's default 2D layout (2 replica groups x 2-way sharding), syncing the
+// replicas every step (exact) and every 10 steps; 4-way 1D sharding for comparison.
 BENCHMARK(BM_DlrmStep)
-    ->Args({1, 1})
-    ->Args({2, 2})
-    ->Args({4, 2})
-    ->Args({4, 4})
-    ->ArgNames({"world", "shard"})
+    ->Args({1, 1, 1})
+    ->Args({2, 2, 1})
+    ->Args({4, 2, 1})
+    ->Args({4, 2, 10})
+    ->Args({4, 4, 1})
+    ->ArgNames({"world", "shard", "sync_every"})
     ->Iterations(40)
     ->Repetitions(3)
     ->ReportAggregatesOnly(false)
