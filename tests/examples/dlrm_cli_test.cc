@@ -91,6 +91,31 @@ TEST(DlrmCli, TwoProcessesMeetingThroughAUniqueIdEndWithTheSameLoss) {
   EXPECT_NE(lost.output.find("needs rank 0's id"), std::string::npos) << lost.output;
 }
 
+TEST(DlrmCli, TheIdRankZeroPrintsLetsAnotherProcessJoin) {
+  Process rank0 = Start(kSmallRun + " --rank 0");
+  ASSERT_NE(rank0.pipe, nullptr);
+  // Read rank 0's output up to the line with the id, then start rank 1 with it.
+  std::string id;
+  char line[1024];
+  while (id.empty() && std::fgets(line, sizeof(line), rank0.pipe) != nullptr) {
+    rank0.output += line;
+    std::cmatch m;
+    if (std::regex_search(line, m, std::regex("DLRM_UNIQUE_ID\\): ([0-9a-f]+)"))) id = m[1].str();
+  }
+  ASSERT_EQ(id.size(), 256u) << rank0.output;
+  Process rank1 = Start(kSmallRun + " --rank 1 --unique-id " + id);
+  Finish(&rank1);
+  Finish(&rank0);
+  ASSERT_EQ(rank0.status, 0) << rank0.output;
+  ASSERT_EQ(rank1.status, 0) << rank1.output;
+  EXPECT_EQ(FinalLoss(rank0.output, 0), FinalLoss(rank1.output, 1)) << rank1.output;
+  EXPECT_FALSE(FinalLoss(rank1.output, 1).empty()) << rank1.output;
+  // A malformed id is refused before any connection.
+  const Process bad = RunToEnd(kSmallRun + " --rank 1 --unique-id 12ab");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.output.find("256 hex digits"), std::string::npos) << bad.output;
+}
+
 // A Criteo line: label, 13 counts, 26 hex categoricals, varied by i.
 std::string CriteoLine(int i) {
   std::string s = std::to_string(i % 3 == 0 ? 1 : 0);
