@@ -5,6 +5,7 @@
 // exit status.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -55,19 +56,29 @@ std::string FinalLoss(const std::string& output, int rank) {
   return std::regex_search(output, m, re) ? m[1].str() : "";
 }
 
-fs::path FreshDir(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+// A fresh directory, removed again at the end of the test; per process, since another build's
+// run of this test may share the temporary directory.
+struct ScratchDir {
+  explicit ScratchDir(const std::string& name)
+      : path(fs::path(::testing::TempDir()) /
+             (name + "." + std::to_string(static_cast<long>(getpid())))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+  fs::path path;
+};
 
 const std::string kSmallRun =
     "--world 2 --shard 2 --steps 8 --batch 32 --max-rows 5000 --report 4 --eval-every 4 "
     "--eval-batches 2";
 
 TEST(DlrmCli, TwoProcessesMeetingThroughAUniqueIdEndWithTheSameLoss) {
-  const fs::path dir = FreshDir("dlrm_cli_processes");
+  const ScratchDir scratch("dlrm_cli_processes");
+  const fs::path& dir = scratch.path;
   const std::string id_file = (dir / "id").string();
   Process rank0 = Start(kSmallRun + " --rank 0 --unique-id-file " + id_file);
   Process rank1 = Start(kSmallRun + " --rank 1 --unique-id-file " + id_file);
@@ -137,7 +148,8 @@ std::string WriteCriteo(const fs::path& path, int lines, int bad_line, const std
 const std::string kCriteoRun = "--world 2 --shard 2 --batch 4 --steps 100 --report 2 ";
 
 TEST(DlrmCli, TrainsOnACriteoFileToItsEnd) {
-  const fs::path dir = FreshDir("dlrm_cli_criteo");
+  const ScratchDir scratch("dlrm_cli_criteo");
+  const fs::path& dir = scratch.path;
   // 2 held-out global batches of 8 lines, then 5 training steps and 3 lines left over.
   const std::string file = WriteCriteo(dir / "day.tsv", 59, -1, "");
   const Process p = RunToEnd(kCriteoRun + "--eval-every 2 --eval-batches 2 --criteo " + file);
@@ -147,7 +159,8 @@ TEST(DlrmCli, TrainsOnACriteoFileToItsEnd) {
 }
 
 TEST(DlrmCli, MalformedCriteoRowStopsEveryRankNamingTheLine) {
-  const fs::path dir = FreshDir("dlrm_cli_bad");
+  const ScratchDir scratch("dlrm_cli_bad");
+  const fs::path& dir = scratch.path;
   // Line 23 is in rank 1's half of the third global batch (lines 17..24): rank 0 skips it
   // unparsed and still learns that the run must stop.
   const std::string file = WriteCriteo(dir / "bad.tsv", 40, 23, CriteoLine(23) + "\tx");

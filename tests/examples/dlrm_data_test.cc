@@ -6,6 +6,7 @@
 #include "dlrm_data.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -57,9 +58,11 @@ TEST(DlrmSynth, LabelsAreDrawnFromTheReportedProbabilities) {
   for (int i = 0; i < 10; ++i) EXPECT_EQ(again[i], probs[500 + i]);
 }
 
-// Writes lines to a fresh file in the test's temporary directory.
+// Writes lines to a fresh file in the test's temporary directory (named per process: another
+// build's run of this test may share the directory).
 std::string WriteFile(const std::string& name, const std::vector<std::string>& lines) {
-  const fs::path path = fs::path(::testing::TempDir()) / name;
+  const fs::path path =
+      fs::path(::testing::TempDir()) / (std::to_string(static_cast<long>(getpid())) + "." + name);
   std::ofstream out(path);
   for (const auto& l : lines) out << l << "\n";
   return path.string();
@@ -122,6 +125,7 @@ TEST(DlrmCriteo, ParsesLabelsCountsAndHashedCategoricals) {
   // End of file: fewer samples than asked, no error.
   EXPECT_EQ(dlrm_criteo_read(&r, 1, rows.data(), d1.data(), i1.data(), l1.data()), 0);
   dlrm_criteo_close(&r);
+  fs::remove(path);
 }
 
 // Reads the whole file; returns the error message (empty when every line parsed).
@@ -160,11 +164,14 @@ TEST(DlrmCriteo, MalformedLinesNameTheFileLineAndField) {
   for (const auto& c : cases) {
     const std::string path = WriteFile("criteo_bad.tsv", {good, good, good, c.bad, good});
     const std::string error = ReadError(path);
+    fs::remove(path);
     EXPECT_NE(error.find(path + ":4: "), std::string::npos) << error;
     EXPECT_NE(error.find(c.expect), std::string::npos) << error;
   }
   // The same file without the bad line reads to the end.
-  EXPECT_EQ(ReadError(WriteFile("criteo_ok.tsv", {good, good, good + "\r", good})), "");
+  const std::string ok = WriteFile("criteo_ok.tsv", {good, good, good + "\r", good});
+  EXPECT_EQ(ReadError(ok), "");
+  fs::remove(ok);
   dlrm_criteo_t r;
   EXPECT_EQ(dlrm_criteo_open(&r, "/nonexistent/criteo.tsv"), -1);
   EXPECT_NE(std::string(r.error).find("/nonexistent/criteo.tsv: cannot open"), std::string::npos);
