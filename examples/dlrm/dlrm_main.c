@@ -14,7 +14,7 @@
  *
  * Usage: dlrm [--world W] [--shard S] [--steps N] [--batch B] [--interaction dot|dcn]
  *             [--max-rows R] [--report K] [--eval-every K] [--eval-batches E]
- *             [--sync-every N] [--criteo FILE] [--seed X]
+ *             [--sync-every N] [--criteo FILE] [--seed X] [--plan-tables 0|1]
  *             [--rank R --world W [--unique-id HEX] [--unique-id-file PATH]]
  */
 #define _POSIX_C_SOURCE 200112L
@@ -41,6 +41,7 @@ static int64_t g_max_rows = 100000;
 static uint64_t g_seed = 7;
 static const char* g_criteo = NULL;
 static int g_rank = -1; /* >= 0: one rank per process */
+static int g_plan_tables = 0;
 static const char* g_unique_id = NULL;
 static const char* g_unique_id_file = NULL;
 static int64_t g_rows[26];
@@ -203,6 +204,15 @@ static void* run_rank(void* arg) {
     CHECK(shardrec_mesh_describe(dlrm_mesh(model), &text, NULL));
     printf("%s", text);
     shardrec_free(text);
+    text = NULL;
+    CHECK(shardrec_plan_stats(dlrm_plan(model), &text, NULL));
+    {
+      /* The per-rank summary; the per-table rows (one per table) only with --plan-tables. */
+      const char* tables = g_plan_tables ? NULL : strstr(text, "\nTable ");
+      printf("plan of each sharding group:\n%.*s\n",
+             (int)(tables ? tables - text : (long)strlen(text)), text);
+    }
+    shardrec_free(text);
   }
   synth.seed = g_seed;
   synth.num_dense = 13;
@@ -318,7 +328,7 @@ static int usage(const char* argv0) {
   fprintf(stderr,
           "usage: %s [--world W] [--shard S] [--steps N] [--batch B] [--interaction dot|dcn]\n"
           "          [--max-rows R] [--report K] [--eval-every K] [--eval-batches E]\n"
-          "          [--sync-every N] [--criteo FILE] [--seed X]\n"
+          "          [--sync-every N] [--criteo FILE] [--seed X] [--plan-tables 0|1]\n"
           "          [--rank R --world W [--unique-id HEX] [--unique-id-file PATH]]\n"
           "  --eval-every 0 turns the held-out evaluation off; --sync-every N averages the\n"
           "  replica groups every N steps (1: exact 2D); --rank runs one rank in this process\n"
@@ -350,6 +360,8 @@ int main(int argc, char** argv) {
       g_eval_every = atoi(v);
     else if (strcmp(a, "--eval-batches") == 0)
       g_eval_batches = atoi(v);
+    else if (strcmp(a, "--plan-tables") == 0)
+      g_plan_tables = atoi(v);
     else if (strcmp(a, "--sync-every") == 0)
       g_sync_every = atoi(v);
     else if (strcmp(a, "--max-rows") == 0)

@@ -406,5 +406,6 @@ shardrec_status_t dlrm_train_step(dlrm_t* m, const float* dense, const int64_t* 
 const dlrm_timings_t* dlrm_timings(const dlrm_t* m) { return &m->timings; }
 shardrec_embedding_t* dlrm_embedding(dlrm_t* m) { return m->coll; }
 shardrec_mesh_t* dlrm_mesh(dlrm_t* m) { return m->mesh; }
+const shardrec_plan_t* dlrm_plan(const dlrm_t* m) { return m->plan; }
 shardrec_ddp_t* dlrm_ddp(dlrm_t* m) { return m->ddp; }
 const char* dlrm_table_name(const dlrm_t* m, int f) { return m->table_names[f]; }

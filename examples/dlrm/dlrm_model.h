@@ -93,6 +93,8 @@ shardrec_status_t dlrm_predict(dlrm_t* model, const float* dense, const int64_t*
 const dlrm_timings_t* dlrm_timings(const dlrm_t* model);
 shardrec_embedding_t* dlrm_embedding(dlrm_t* model);
 shardrec_mesh_t* dlrm_mesh(dlrm_t* model);
+/* The plan of one sharding group (S ranks), shared by every group. */
+const shardrec_plan_t* dlrm_plan(const dlrm_t* model);
 shardrec_ddp_t* dlrm_ddp(dlrm_t* model);
 
 /* Every dense parameter tensor of the model (bottom, cross, top) in registration order. */
