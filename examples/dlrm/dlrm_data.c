@@ -4,6 +4,7 @@
  */
 #include "dlrm_data.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,103 +27,179 @@ static double uniform(uint64_t seed, uint64_t a, uint64_t b) {
   return ((double)(h >> 11) + 0.5) / 9007199254740992.0;
 }
 
+/* Sample idx of the stream: writes its dense values (stride 1) and ids (stride id_stride) when
+   the pointers are not NULL, and returns the hidden teacher's logit: a logistic model over the
+   dense values and one hidden value per id. */
+static double draw(const dlrm_synth_t* s, uint64_t idx, float* dense, int64_t* ids,
+                   size_t id_stride) {
+  double z = -1.0;
+  int j, f;
+  for (j = 0; j < s->num_dense; ++j) {
+    const double raw = floor(exp(4.0 * uniform(s->seed, idx, (uint64_t)j))) - 1.0;
+    const float v = (float)log1p(raw);
+    const double a = (uniform(s->seed ^ 0x5151, 7, (uint64_t)j) - 0.5) * 0.6;
+    if (dense != NULL) dense[j] = v;
+    z += a * (v - 1.5);
+  }
+  for (f = 0; f < s->num_sparse; ++f) {
+    const double u = uniform(s->seed, idx, 1000u + (uint64_t)f);
+    int64_t id = (int64_t)((double)s->rows[f] * u * u * u * u);
+    if (id >= s->rows[f]) id = s->rows[f] - 1;
+    if (ids != NULL) ids[(size_t)f * id_stride] = id;
+    z += (uniform(s->seed ^ 0xA5A5, (uint64_t)f, (uint64_t)id) - 0.5) * 0.9;
+  }
+  return z;
+}
+
 void dlrm_synth_fill(const dlrm_synth_t* s, uint64_t first, int count, float* dense, int64_t* ids,
                      float* labels) {
-  int i, j, f;
+  int i;
   for (i = 0; i < count; ++i) {
     const uint64_t idx = first + (uint64_t)i;
-    /* The teacher: a logistic model over the dense values and one hidden value per id. */
-    double z = -1.0;
-    for (j = 0; j < s->num_dense; ++j) {
-      const double raw = floor(exp(4.0 * uniform(s->seed, idx, (uint64_t)j))) - 1.0;
-      const float v = (float)log1p(raw);
-      const double a = (uniform(s->seed ^ 0x5151, 7, (uint64_t)j) - 0.5) * 0.6;
-      dense[(size_t)i * (size_t)s->num_dense + (size_t)j] = v;
-      z += a * (v - 1.5);
-    }
-    for (f = 0; f < s->num_sparse; ++f) {
-      const double u = uniform(s->seed, idx, 1000u + (uint64_t)f);
-      int64_t id = (int64_t)((double)s->rows[f] * u * u * u * u);
-      if (id >= s->rows[f]) id = s->rows[f] - 1;
-      ids[(size_t)f * (size_t)count + (size_t)i] = id;
-      z += (uniform(s->seed ^ 0xA5A5, (uint64_t)f, (uint64_t)id) - 0.5) * 0.9;
-    }
+    const double z = draw(s, idx, dense + (size_t)i * (size_t)s->num_dense, ids + i, (size_t)count);
     labels[i] = uniform(s->seed, idx, 99999u) < 1.0 / (1.0 + exp(-z)) ? 1.0f : 0.0f;
   }
 }
 
-/* Reads one line into buf (grown as needed); 0 at end of file. */
-static int read_line(FILE* f, char** buf, size_t* cap) {
+void dlrm_synth_probability(const dlrm_synth_t* s, uint64_t first, int count, float* probs) {
+  int i;
+  for (i = 0; i < count; ++i) {
+    probs[i] = (float)(1.0 / (1.0 + exp(-draw(s, first + (uint64_t)i, NULL, NULL, 0))));
+  }
+}
+
+/* Reads one line of r->file into r->buf (grown as needed, without its newline or a trailing
+   carriage return): 1, 0 at end of file, -1 out of memory. */
+static int read_line(dlrm_criteo_t* r) {
   size_t n = 0;
   int c;
-  while ((c = fgetc(f)) != EOF) {
-    if (n + 1 >= *cap) {
-      size_t grown = *cap ? *cap * 2 : 1024;
-      char* p = realloc(*buf, grown);
-      if (p == NULL) return -1;
-      *buf = p;
-      *cap = grown;
+  while ((c = fgetc(r->file)) != EOF) {
+    if (n + 1 >= r->cap) {
+      const size_t grown = r->cap ? r->cap * 2 : 1024;
+      char* p = realloc(r->buf, grown);
+      if (p == NULL) {
+        snprintf(r->error, sizeof(r->error), "%s:%lld: out of memory", r->path,
+                 (long long)r->line + 1);
+        return -1;
+      }
+      r->buf = p;
+      r->cap = grown;
     }
     if (c == '\n') break;
-    (*buf)[n++] = (char)c;
+    r->buf[n++] = (char)c;
   }
   if (n == 0 && c == EOF) return 0;
-  (*buf)[n] = '\0';
+  if (n > 0 && r->buf[n - 1] == '\r') --n;
+  r->buf[n] = '\0';
+  r->line += 1;
   return 1;
 }
 
-int dlrm_criteo_read(FILE* f, int skip, int count, const int64_t* rows, float* dense, int64_t* ids,
-                     float* labels) {
-  char* line = NULL;
-  size_t cap = 0;
-  int i, got = 0;
-  for (i = 0; i < skip; ++i) {
-    if (read_line(f, &line, &cap) <= 0) {
-      free(line);
-      return 0;
-    }
+int dlrm_criteo_open(dlrm_criteo_t* r, const char* path) {
+  memset(r, 0, sizeof(*r));
+  r->path = path;
+  r->file = fopen(path, "r");
+  if (r->file == NULL) {
+    snprintf(r->error, sizeof(r->error), "%s: cannot open: %s", path, strerror(errno));
+    return -1;
   }
-  for (i = 0; i < count; ++i) {
-    char* p;
-    int field;
-    const int rc = read_line(f, &line, &cap);
-    if (rc < 0) {
-      free(line);
+  return 0;
+}
+
+void dlrm_criteo_close(dlrm_criteo_t* r) {
+  if (r->file != NULL) fclose(r->file);
+  free(r->buf);
+  r->file = NULL;
+  r->buf = NULL;
+  r->cap = 0;
+}
+
+int64_t dlrm_criteo_skip(dlrm_criteo_t* r, int64_t lines) {
+  int64_t i;
+  for (i = 0; i < lines; ++i) {
+    const int rc = read_line(r);
+    if (rc < 0) return -1;
+    if (rc == 0) break;
+  }
+  return i;
+}
+
+/* Parses the whole of a field as a number in @p base; 0 for an empty field. */
+static int parse_field(const char* p, int base, int is_signed, double* value,
+                       unsigned long long* bits) {
+  char* end = NULL;
+  if (*p == '\0') {
+    *value = 0.0;
+    *bits = 0;
+    return 0;
+  }
+  errno = 0;
+  if (is_signed) {
+    *value = (double)strtoll(p, &end, base);
+  } else {
+    if (*p == '-' || *p == '+') return -1;
+    *bits = strtoull(p, &end, base);
+  }
+  return errno != 0 || end == p || *end != '\0' ? -1 : 0;
+}
+
+/* Parses r->buf into sample i of a block of @p count samples. */
+static int parse_line(dlrm_criteo_t* r, int i, int count, const int64_t* rows, float* dense,
+                      int64_t* ids, float* labels) {
+  char* p = r->buf;
+  int field;
+  for (field = 0; field < 40; ++field) {
+    char* end = strchr(p, '\t');
+    double x = 0.0;
+    unsigned long long h = 0;
+    if ((end == NULL) != (field == 39)) {
+      int fields = field + 1;
+      for (; end != NULL; end = strchr(end + 1, '\t')) ++fields;
+      snprintf(r->error, sizeof(r->error),
+               "%s:%lld: %d tab-separated field(s); 40 are expected (label, I1..I13, C1..C26)",
+               r->path, (long long)r->line, fields);
       return -1;
     }
-    if (rc == 0) break;
-    p = line;
-    for (field = 0; field < 40; ++field) {
-      char* end = strchr(p, '\t');
-      if (end == NULL && field < 39) {
-        fprintf(stderr, "criteo: line %d has %d fields; 40 are expected\n", i + skip + 1,
-                field + 1);
-        free(line);
+    if (end != NULL) *end = '\0';
+    if (field == 0) {
+      if (strcmp(p, "0") != 0 && strcmp(p, "1") != 0) {
+        snprintf(r->error, sizeof(r->error), "%s:%lld: label '%.32s' is not 0 or 1", r->path,
+                 (long long)r->line, p);
         return -1;
       }
-      if (end != NULL) *end = '\0';
-      if (field == 0) {
-        if (strcmp(p, "0") != 0 && strcmp(p, "1") != 0) {
-          fprintf(stderr, "criteo: line %d: label '%s' is not 0 or 1\n", i + skip + 1, p);
-          free(line);
-          return -1;
-        }
-        labels[i] = p[0] == '1' ? 1.0f : 0.0f;
-      } else if (field <= 13) {
-        const double x = *p ? strtod(p, NULL) : 0.0;
-        dense[(size_t)i * 13 + (size_t)(field - 1)] = (float)log1p(x > 0.0 ? x : 0.0);
-      } else {
-        const int sparse = field - 14;
-        const unsigned long long h = *p ? strtoull(p, NULL, 16) : 0ULL;
-        ids[(size_t)sparse * (size_t)count + (size_t)i] =
-            (int64_t)(h % (unsigned long long)rows[sparse]);
+      labels[i] = p[0] == '1' ? 1.0f : 0.0f;
+    } else if (field <= 13) {
+      if (parse_field(p, 10, 1, &x, &h) != 0) {
+        snprintf(r->error, sizeof(r->error), "%s:%lld: I%d '%.32s' is not an integer", r->path,
+                 (long long)r->line, field, p);
+        return -1;
       }
-      if (end != NULL) p = end + 1;
+      dense[(size_t)i * 13 + (size_t)(field - 1)] = (float)log1p(x > 0.0 ? x : 0.0);
+    } else {
+      const int sparse = field - 14;
+      if (parse_field(p, 16, 0, &x, &h) != 0) {
+        snprintf(r->error, sizeof(r->error), "%s:%lld: C%d '%.32s' is not hexadecimal", r->path,
+                 (long long)r->line, sparse + 1, p);
+        return -1;
+      }
+      ids[(size_t)sparse * (size_t)count + (size_t)i] =
+          (int64_t)(h % (unsigned long long)rows[sparse]);
     }
-    ++got;
+    if (end != NULL) p = end + 1;
   }
-  free(line);
-  return got;
+  return 0;
+}
+
+int dlrm_criteo_read(dlrm_criteo_t* r, int count, const int64_t* rows, float* dense, int64_t* ids,
+                     float* labels) {
+  int i;
+  for (i = 0; i < count; ++i) {
+    const int rc = read_line(r);
+    if (rc < 0) return -1;
+    if (rc == 0) break;
+    if (parse_line(r, i, count, rows, dense, ids, labels) != 0) return -1;
+  }
+  return i;
 }
 
 typedef struct scored {

@@ -33,14 +33,43 @@ void dlrm_synth_fill(const dlrm_synth_t* s, uint64_t first, int count, float* de
                      float* labels);
 
 /*
- * Criteo TSV: "label \t I1..I13 \t C1..C26" with integers for I (may be empty or negative) and
- * 8-hex-digit strings for C (may be empty). Dense values become log(1 + max(x, 0)); a
- * categorical value becomes (hex value mod rows[f]); empty fields are 0.
- * Reads @p count lines into the same layout as dlrm_synth_fill, skipping @p skip lines first
- * (the samples of lower ranks). Returns the number of samples read (< count at end of file) or
- * -1 on a malformed line (message on stderr).
+ * The hidden teacher's click probability of samples [first, first + count) of the same stream:
+ * the labels of dlrm_synth_fill are Bernoulli draws of these. Scoring held-out samples with it
+ * gives the Bayes-optimal AUC and log loss, the ceiling a trained model approaches.
  */
-int dlrm_criteo_read(FILE* f, int skip, int count, const int64_t* rows, float* dense, int64_t* ids,
+void dlrm_synth_probability(const dlrm_synth_t* s, uint64_t first, int count, float* probs);
+
+/*
+ * A reader of Criteo's TSV format: "label \t I1..I13 \t C1..C26", exactly 40 tab-separated
+ * fields per line: label 0 or 1; I an integer (may be empty or negative) that becomes
+ * log(1 + max(x, 0)); C a hexadecimal string (Criteo's are 8 digits; may be empty) that becomes
+ * (value mod rows[f]); an empty field is 0. A trailing carriage return is ignored.
+ * One reader per thread; open fills every field, close releases them (safe after a failed open).
+ */
+typedef struct dlrm_criteo {
+  FILE* file;       /* owned */
+  const char* path; /* borrowed, for messages */
+  int64_t line;     /* lines consumed so far (the 1-based number of the last one read) */
+  char* buf;        /* the current line */
+  size_t cap;
+  char error[256]; /* "path:line: what is wrong" after a failure */
+} dlrm_criteo_t;
+
+/* 0, or -1 with the reason in r->error. */
+int dlrm_criteo_open(dlrm_criteo_t* r, const char* path);
+void dlrm_criteo_close(dlrm_criteo_t* r);
+
+/* Skips @p lines lines unparsed (the samples of other ranks); returns how many there were
+   (fewer at end of file), -1 out of memory. */
+int64_t dlrm_criteo_skip(dlrm_criteo_t* r, int64_t lines);
+
+/*
+ * Reads up to @p count lines into the layout of dlrm_synth_fill (dense [count, 13], ids
+ * [26, count] feature-major with stride @p count, labels [count]); rows[26] are the table
+ * sizes. Returns the number of samples read (< count only at end of file), or -1 on a
+ * malformed line with r->error naming the file, the line number and the field.
+ */
+int dlrm_criteo_read(dlrm_criteo_t* r, int count, const int64_t* rows, float* dense, int64_t* ids,
                      float* labels);
 
 /* Area under the ROC curve of scores against 0/1 labels (ties count one half). */

@@ -1,16 +1,21 @@
 /*
  * @file dlrm_main.c
- * @brief Trains a DLRM (or DLRM-DCNv2) end to end through the public C API: ranks are threads
- *        of this process over the CPU (Gloo) backend, in 2D: replica groups x S-way sharding of
- *        26 embedding tables, with the dense side data-parallel over every rank.
+ * @brief Trains a DLRM (or DLRM-DCNv2) end to end through the public C API, in 2D: replica
+ *        groups x S-way sharding of 26 embedding tables, with the dense side data-parallel over
+ *        every rank. Ranks are threads of this process over the CPU (Gloo) backend, or one
+ *        rank per process (--rank) meeting through a unique id, for several machines.
  *
  * Data: the synthetic Criteo-shaped stream of dlrm_data.h, or a Criteo TSV file (--criteo).
  * Every report prints the training loss, the progressive-validation AUC and log loss (each
- * batch is scored before it is trained on), step time and samples/s; the end prints where a
- * step's time went.
+ * batch is scored before it is trained on), step time and samples/s; every --eval-every steps
+ * a held-out set disjoint from training is scored with the forward-only pass (AUC, log loss,
+ * and for synthetic data the Bayes-optimal AUC of the generator itself); the end prints where
+ * a step's time went.
  *
  * Usage: dlrm [--world W] [--shard S] [--steps N] [--batch B] [--interaction dot|dcn]
- *             [--max-rows R] [--report K] [--criteo FILE] [--seed X]
+ *             [--max-rows R] [--report K] [--eval-every K] [--eval-batches E]
+ *             [--sync-every N] [--criteo FILE] [--seed X] [--plan-tables 0|1]
+ *             [--rank R --world W [--unique-id HEX] [--unique-id-file PATH]]
  */
 #define _POSIX_C_SOURCE 200112L
 #include <math.h>
@@ -19,20 +24,30 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dlrm_data.h"
+#include "dlrm_eval.h"
 #include "dlrm_model.h"
+#include "dlrm_progress.h"
+#include "dlrm_rendezvous.h"
 
 #define MAX_WORLD 64
 
-static int g_world = 4, g_shard = 2, g_steps = 60, g_batch = 256, g_report = 10;
+static int g_world = 4, g_shard = 2, g_steps = 200, g_batch = 256, g_report = 20;
+static int g_eval_every = 50, g_eval_batches = 8, g_sync_every = 1;
 static int g_interaction = DLRM_INTERACTION_DOT;
 static int64_t g_max_rows = 100000;
 static uint64_t g_seed = 7;
 static const char* g_criteo = NULL;
+static int g_rank = -1; /* >= 0: one rank per process */
+static int g_plan_tables = 0;
+static const char* g_unique_id = NULL;
+static const char* g_unique_id_file = NULL;
 static int64_t g_rows[26];
 static shardrec_comm_t* g_comms[MAX_WORLD];
-static int g_failed;
+static dlrm_progress_t g_out;
+static volatile int g_failed;
 
 static double now_seconds(void) {
   struct timespec ts;
@@ -53,33 +68,102 @@ static double now_seconds(void) {
 
 static void print_breakdown(const dlrm_t* model, shardrec_ddp_t* ddp) {
   const dlrm_timings_t* t = dlrm_timings(model);
-  const double n = t->steps > 0 ? (double)t->steps : 1.0;
+  const double n = t->steps > 0 ? (double)t->steps / 1e3 : 1.0;
   shardrec_ddp_stats_t s;
-  printf(
-      "rank 0 per step (ms): bottom fwd %.2f, embedding fwd %.2f, interaction fwd %.2f, "
-      "top fwd %.2f, loss %.2f,\n  top bwd %.2f, interaction bwd %.2f, embedding bwd %.2f, "
-      "bottom bwd %.2f, dense sync wait %.2f, dense optimizer %.2f, replica sync %.2f; "
-      "total %.2f\n",
-      1e3 * t->bottom_fwd / n, 1e3 * t->embedding_fwd / n, 1e3 * t->interaction_fwd / n,
-      1e3 * t->top_fwd / n, 1e3 * t->loss / n, 1e3 * t->top_bwd / n, 1e3 * t->interaction_bwd / n,
-      1e3 * t->embedding_bwd / n, 1e3 * t->bottom_bwd / n, 1e3 * t->dense_sync_wait / n,
-      1e3 * t->dense_optimizer / n, 1e3 * t->replica_sync / n, 1e3 * t->total / n);
+  dlrm_progress_line(
+      &g_out,
+      "rank 0 per step (ms): input dist %.2f, lookup %.2f, output dist %.2f (embedding fwd "
+      "%.2f);\n  dense fwd %.2f (bottom %.2f, interaction %.2f, top %.2f, loss %.2f); dense bwd "
+      "%.2f (top %.2f, interaction %.2f, bottom %.2f);\n  embedding bwd %.2f; dense sync wait "
+      "%.2f; dense optimizer %.2f; 2D replica sync %.2f; total %.2f",
+      t->input_dist / n, t->lookup / n, t->output_dist / n, t->embedding_fwd / n,
+      (t->bottom_fwd + t->interaction_fwd + t->top_fwd + t->loss) / n, t->bottom_fwd / n,
+      t->interaction_fwd / n, t->top_fwd / n, t->loss / n,
+      (t->top_bwd + t->interaction_bwd + t->bottom_bwd) / n, t->top_bwd / n, t->interaction_bwd / n,
+      t->bottom_bwd / n, t->embedding_bwd / n, t->dense_sync_wait / n, t->dense_optimizer / n,
+      t->replica_sync / n, t->total / n);
   if (shardrec_ddp_stats(ddp, &s) == SHARDREC_OK && s.steps > 0) {
-    printf(
-        "dense gradients: %lld bucket(s), %lld bytes per step; averaging took %.2f ms per "
-        "step, %.2f ms of it not hidden by the backward\n",
-        (long long)s.buckets, (long long)s.bytes_reduced, 1e3 * s.comm_seconds / (double)s.steps,
-        1e3 * s.exposed_seconds / (double)s.steps);
+    dlrm_progress_line(&g_out,
+                       "dense gradients: %lld bucket(s), %lld bytes per step; averaging took "
+                       "%.2f ms per step, %.2f ms of it not hidden by the backward",
+                       (long long)s.buckets, (long long)s.bytes_reduced,
+                       1e3 * s.comm_seconds / (double)s.steps,
+                       1e3 * s.exposed_seconds / (double)s.steps);
   }
 }
 
+/* Reads this rank's local batch of the next global batch (W consecutive local batches) and
+   agrees with every rank on the outcome: B, fewer at end of file, -1 if any rank failed. */
+static int read_batch(dlrm_criteo_t* r, shardrec_comm_t* comm, int rank, int W, float* dense,
+                      int64_t* ids, float* labels) {
+  const int B = g_batch;
+  int64_t got = -1;
+  if (dlrm_criteo_skip(r, (int64_t)rank * B) >= 0) {
+    got = dlrm_criteo_read(r, B, g_rows, dense, ids, labels);
+    if (got >= 0 && dlrm_criteo_skip(r, (int64_t)(W - 1 - rank) * B) < 0) got = -1;
+  }
+  if (got < 0) fprintf(stderr, "rank %d: %s\n", rank, r->error);
+  if (shardrec_comm_allreduce(comm, &got, &got, 1, SHARDREC_DTYPE_INT64, SHARDREC_REDUCE_MIN,
+                              NULL) != SHARDREC_OK) {
+    fprintf(stderr, "rank %d: %s\n", rank, shardrec_last_error());
+    return -1;
+  }
+  return (int)got;
+}
+
+/* The held-out set: synthetic samples from DLRM_HELD_OUT_FIRST, or the file's first
+   batches * B * W lines (which training then skips). 0, or -1 (message printed). */
+static int make_eval_set(dlrm_eval_set_t* set, const dlrm_synth_t* synth, dlrm_criteo_t* criteo,
+                         shardrec_comm_t* comm, int rank, int W) {
+  int k;
+  if (dlrm_eval_set_alloc(set, g_eval_batches, g_batch, 13, 26, criteo == NULL) != 0) {
+    fprintf(stderr, "rank %d: out of memory\n", rank);
+    return -1;
+  }
+  if (criteo == NULL) {
+    dlrm_eval_set_synth(set, synth, DLRM_HELD_OUT_FIRST, rank, W);
+    return 0;
+  }
+  for (k = 0; k < set->batches; ++k) {
+    const size_t B = (size_t)g_batch;
+    const int got = read_batch(criteo, comm, rank, W, set->dense + k * B * 13,
+                               set->ids + k * B * 26, set->labels + k * B);
+    if (got < g_batch) {
+      if (got >= 0 && rank == 0) fprintf(stderr, "%s: too short for the held-out set\n", g_criteo);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static void print_eval(int step, const dlrm_eval_result_t* e) {
+  if (isnan(e->bayes_auc)) {
+    dlrm_progress_line(&g_out, "step %4d  held-out AUC %.4f  log loss %.4f  (%lld samples)", step,
+                       e->auc, e->logloss, (long long)e->samples);
+  } else {
+    dlrm_progress_line(&g_out,
+                       "step %4d  held-out AUC %.4f (Bayes-optimal %.4f)  log loss %.4f "
+                       "(Bayes-optimal %.4f)  (%lld samples)",
+                       step, e->auc, e->bayes_auc, e->logloss, e->bayes_logloss,
+                       (long long)e->samples);
+  }
+}
+
+typedef struct rank_arg {
+  int rank;
+  shardrec_comm_t* comm;
+} rank_arg_t;
+
 static void* run_rank(void* arg) {
-  const int rank = (int)(intptr_t)arg;
+  const int rank = ((rank_arg_t*)arg)->rank;
+  shardrec_comm_t* const comm = ((rank_arg_t*)arg)->comm;
   const int B = g_batch, W = g_world;
   dlrm_config_t cfg;
   dlrm_t* model = NULL;
   dlrm_synth_t synth;
-  FILE* criteo = NULL;
+  dlrm_criteo_t criteo;
+  dlrm_eval_set_t eval;
+  dlrm_eval_result_t result;
   float* dense = malloc(sizeof(float) * (size_t)B * 13);
   int64_t* ids = malloc(sizeof(int64_t) * (size_t)B * 26);
   float* labels = malloc(sizeof(float) * (size_t)B);
@@ -88,8 +172,10 @@ static void* run_rank(void* arg) {
   const size_t window = (size_t)g_report * (size_t)B;
   float* mine = malloc(sizeof(float) * window * 2);
   float* all = malloc(sizeof(float) * window * 2 * (size_t)W);
-  int step;
-  double period_start = now_seconds(), loss_sum = 0;
+  int step, use_criteo = 0;
+  double start = now_seconds(), period_start = start, loss_sum = 0, last_loss = NAN;
+  memset(&criteo, 0, sizeof(criteo));
+  memset(&eval, 0, sizeof(eval));
   if (!dense || !ids || !labels || !mine || !all) {
     fprintf(stderr, "rank %d: out of memory\n", rank);
     g_failed = 1;
@@ -101,6 +187,7 @@ static void* run_rank(void* arg) {
   cfg.shard_size = g_shard;
   cfg.local_batch = B;
   cfg.seed = g_seed;
+  cfg.sync_interval = g_sync_every;
   /* Small buckets, so this small model's dense gradients travel in several pieces that overlap
      the backward (a production model's MLPs fill the default 1 MiB + 25 MiB buckets). */
   cfg.first_bucket_bytes = 32 << 10;
@@ -111,34 +198,55 @@ static void* run_rank(void* arg) {
     cfg.dcn_layers = 3;
     cfg.dcn_rank = 64;
   }
-  CHECK(dlrm_create(&model, &cfg, g_comms[rank]));
+  CHECK(dlrm_create(&model, &cfg, comm));
   if (rank == 0) {
     char* text = NULL;
     CHECK(shardrec_mesh_describe(dlrm_mesh(model), &text, NULL));
     printf("%s", text);
+    shardrec_free(text);
+    text = NULL;
+    CHECK(shardrec_plan_stats(dlrm_plan(model), &text, NULL));
+    {
+      /* The per-rank summary; the per-table rows (one per table) only with --plan-tables. */
+      const char* tables = g_plan_tables ? NULL : strstr(text, "\nTable ");
+      printf("plan of each sharding group:\n%.*s\n",
+             (int)(tables ? tables - text : (long)strlen(text)), text);
+    }
     shardrec_free(text);
   }
   synth.seed = g_seed;
   synth.num_dense = 13;
   synth.num_sparse = 26;
   synth.rows = g_rows;
-  if (g_criteo != NULL && (criteo = fopen(g_criteo, "r")) == NULL) {
-    fprintf(stderr, "rank %d: cannot open %s\n", rank, g_criteo);
-    g_failed = 1;
-    goto out;
+  if (g_criteo != NULL) {
+    if (dlrm_criteo_open(&criteo, g_criteo) != 0) {
+      fprintf(stderr, "rank %d: %s\n", rank, criteo.error);
+      g_failed = 1;
+      goto out;
+    }
+    use_criteo = 1;
+  }
+  if (g_eval_every > 0) {
+    if (make_eval_set(&eval, &synth, use_criteo ? &criteo : NULL, comm, rank, W) != 0) {
+      g_failed = 1;
+      goto out;
+    }
+    CHECK(dlrm_evaluate(model, comm, &eval, &result));
+    if (rank == 0) print_eval(0, &result);
   }
   for (step = 0; step < g_steps; ++step) {
     double loss = 0;
     const size_t slot = (size_t)(step % g_report) * (size_t)B;
     int i;
-    if (criteo != NULL) {
-      /* Global batch = W consecutive local batches; this rank reads its own. */
-      int got = dlrm_criteo_read(criteo, rank * B, B, g_rows, dense, ids, labels);
-      int skip = dlrm_criteo_read(criteo, (W - 1 - rank) * B, 0, g_rows, dense, ids, labels);
-      (void)skip;
+    if (use_criteo) {
+      const int got = read_batch(&criteo, comm, rank, W, dense, ids, labels);
+      if (got < 0) {
+        g_failed = 1;
+        goto out;
+      }
       if (got < B) {
-        if (rank == 0) printf("end of %s after %d steps\n", g_criteo, step);
-        break; /* every rank reaches the end at the same step */
+        if (rank == 0) dlrm_progress_line(&g_out, "end of %s after %d steps", g_criteo, step);
+        break; /* every rank agreed on the end */
       }
     } else {
       dlrm_synth_fill(&synth, (uint64_t)step * (uint64_t)B * (uint64_t)W + (uint64_t)rank * B, B,
@@ -147,15 +255,19 @@ static void* run_rank(void* arg) {
     CHECK(dlrm_train_step(model, dense, ids, labels, &loss, mine + slot));
     for (i = 0; i < B; ++i) mine[window + slot + (size_t)i] = labels[i];
     loss_sum += loss;
+    if (rank == 0) {
+      const double dt = now_seconds() - start;
+      dlrm_progress_update(&g_out, "step %d/%d  loss %.4f (rank 0)  %.0f samples/s", step + 1,
+                           g_steps, loss, (double)B * W * (step + 1) / dt);
+    }
     if ((step + 1) % g_report == 0) {
       double totals[1];
       const double dt = now_seconds() - period_start;
       int r;
       totals[0] = loss_sum;
-      CHECK(shardrec_comm_allreduce(g_comms[rank], totals, totals, 1, SHARDREC_DTYPE_FLOAT64,
+      CHECK(shardrec_comm_allreduce(comm, totals, totals, 1, SHARDREC_DTYPE_FLOAT64,
                                     SHARDREC_REDUCE_SUM, NULL));
-      CHECK(shardrec_comm_allgather(g_comms[rank], mine, all, window * 2, SHARDREC_DTYPE_FLOAT32,
-                                    NULL));
+      CHECK(shardrec_comm_allgather(comm, mine, all, window * 2, SHARDREC_DTYPE_FLOAT32, NULL));
       if (rank == 0) {
         /* Regroup as [scores of every rank..., labels of every rank...]. */
         float* scores = malloc(sizeof(float) * window * (size_t)W);
@@ -167,14 +279,13 @@ static void* run_rank(void* arg) {
             memcpy(truth + (size_t)r * window, all + (size_t)r * 2 * window + window,
                    sizeof(float) * window);
           }
-          printf(
-              "step %4d  train loss %.4f  progressive AUC %.4f  log loss %.4f  %.1f ms/step  "
-              "%.0f samples/s\n",
-              step + 1, totals[0] / (double)(W * g_report),
-              dlrm_auc(scores, truth, (int64_t)window * W),
-              dlrm_logloss(scores, truth, (int64_t)window * W), 1e3 * dt / g_report,
-              (double)B * W * g_report / dt);
-          fflush(stdout);
+          dlrm_progress_line(&g_out,
+                             "step %4d  train loss %.4f  progressive AUC %.4f  log loss %.4f  "
+                             "%.1f ms/step  %.0f samples/s",
+                             step + 1, totals[0] / (double)(W * g_report),
+                             dlrm_auc(scores, truth, (int64_t)window * W),
+                             dlrm_logloss(scores, truth, (int64_t)window * W), 1e3 * dt / g_report,
+                             (double)B * W * g_report / dt);
         }
         free(scores);
         free(truth);
@@ -182,10 +293,28 @@ static void* run_rank(void* arg) {
       loss_sum = 0;
       period_start = now_seconds();
     }
+    if (g_eval_every > 0 && ((step + 1) % g_eval_every == 0 || step + 1 == g_steps)) {
+      const double t0 = now_seconds();
+      CHECK(dlrm_evaluate(model, comm, &eval, &result));
+      if (rank == 0) print_eval(step + 1, &result);
+      /* Evaluation time is not training time. */
+      start += now_seconds() - t0;
+      period_start += now_seconds() - t0;
+    }
+    last_loss = loss;
   }
+  /* The mean loss over the last global batch: the same number on every rank and process. */
+  CHECK(shardrec_comm_allreduce(comm, &last_loss, &last_loss, 1, SHARDREC_DTYPE_FLOAT64,
+                                SHARDREC_REDUCE_SUM, NULL));
+  last_loss /= W;
   if (rank == 0) print_breakdown(model, dlrm_ddp(model));
+  if (rank == 0 || g_rank >= 0) {
+    dlrm_progress_line(&g_out, "rank %d: final loss %.9g (mean over the last global batch)", rank,
+                       last_loss);
+  }
 out:
-  if (criteo != NULL) fclose(criteo);
+  dlrm_criteo_close(&criteo);
+  dlrm_eval_set_free(&eval);
   dlrm_destroy(model);
   free(dense);
   free(ids);
@@ -198,19 +327,25 @@ out:
 static int usage(const char* argv0) {
   fprintf(stderr,
           "usage: %s [--world W] [--shard S] [--steps N] [--batch B] [--interaction dot|dcn]\n"
-          "          [--max-rows R] [--report K] [--criteo FILE] [--seed X]\n",
+          "          [--max-rows R] [--report K] [--eval-every K] [--eval-batches E]\n"
+          "          [--sync-every N] [--criteo FILE] [--seed X] [--plan-tables 0|1]\n"
+          "          [--rank R --world W [--unique-id HEX] [--unique-id-file PATH]]\n"
+          "  --eval-every 0 turns the held-out evaluation off; --sync-every N averages the\n"
+          "  replica groups every N steps (1: exact 2D); --rank runs one rank in this process\n"
+          "  (rank 0 prints the unique id the others need, or writes it to --unique-id-file)\n",
           argv0);
   return 2;
 }
 
 int main(int argc, char** argv) {
   pthread_t threads[MAX_WORLD];
+  rank_arg_t args[MAX_WORLD];
   shardrec_comm_options_t comm_options = SHARDREC_COMM_OPTIONS_INIT;
   int i;
   for (i = 1; i < argc; i += 2) {
     const char* a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (v == NULL && strcmp(a, "--help") != 0) return usage(argv[0]);
+    if (v == NULL) return usage(argv[0]);
     if (strcmp(a, "--world") == 0)
       g_world = atoi(v);
     else if (strcmp(a, "--shard") == 0)
@@ -221,12 +356,26 @@ int main(int argc, char** argv) {
       g_batch = atoi(v);
     else if (strcmp(a, "--report") == 0)
       g_report = atoi(v);
+    else if (strcmp(a, "--eval-every") == 0)
+      g_eval_every = atoi(v);
+    else if (strcmp(a, "--eval-batches") == 0)
+      g_eval_batches = atoi(v);
+    else if (strcmp(a, "--plan-tables") == 0)
+      g_plan_tables = atoi(v);
+    else if (strcmp(a, "--sync-every") == 0)
+      g_sync_every = atoi(v);
     else if (strcmp(a, "--max-rows") == 0)
       g_max_rows = atoll(v);
     else if (strcmp(a, "--seed") == 0)
       g_seed = (uint64_t)atoll(v);
     else if (strcmp(a, "--criteo") == 0)
       g_criteo = v;
+    else if (strcmp(a, "--rank") == 0)
+      g_rank = atoi(v);
+    else if (strcmp(a, "--unique-id") == 0)
+      g_unique_id = v;
+    else if (strcmp(a, "--unique-id-file") == 0)
+      g_unique_id_file = v;
     else if (strcmp(a, "--interaction") == 0 && strcmp(v, "dot") == 0)
       g_interaction = DLRM_INTERACTION_DOT;
     else if (strcmp(a, "--interaction") == 0 && strcmp(v, "dcn") == 0)
@@ -235,24 +384,42 @@ int main(int argc, char** argv) {
       return usage(argv[0]);
   }
   if (g_world < 1 || g_world > MAX_WORLD || g_shard < 1 || g_world % g_shard != 0 || g_steps < 1 ||
-      g_batch < 1 || g_report < 1 || g_max_rows < 1)
+      g_batch < 1 || g_report < 1 || g_max_rows < 1 || g_eval_every < 0 || g_eval_batches < 1 ||
+      g_sync_every < 1 || g_rank >= g_world)
     return usage(argv[0]);
   for (i = 0; i < 26; ++i) g_rows[i] = kCriteoRows[i] < g_max_rows ? kCriteoRows[i] : g_max_rows;
-  printf(
-      "libshardrec %s: %s on %d CPU ranks = %d replica group(s) x %d-way sharding, local "
-      "batch %d, %s data\n",
-      shardrec_version_string(),
-      g_interaction == DLRM_INTERACTION_DOT ? "DLRM (dot interaction)" : "DLRM-DCNv2", g_world,
-      g_world / g_shard, g_shard, g_batch, g_criteo ? g_criteo : "synthetic Criteo-shaped");
-  /* The ranks are threads of this process: one BLAS thread each, or they oversubscribe. */
-  if (g_world > 1) shardrec_dense_set_blas_threads(1);
-  if (shardrec_comm_create_local_group(g_comms, g_world, &comm_options) != SHARDREC_OK) {
-    fprintf(stderr, "communicators: %s\n", shardrec_last_error());
-    return 1;
+  dlrm_progress_init(&g_out, stdout, isatty(STDOUT_FILENO));
+  if (g_rank <= 0) {
+    printf(
+        "libshardrec %s: %s on %d CPU ranks (%s) = %d replica group(s) x %d-way sharding, "
+        "local batch %d, %s data\n",
+        shardrec_version_string(),
+        g_interaction == DLRM_INTERACTION_DOT ? "DLRM (dot interaction)" : "DLRM-DCNv2", g_world,
+        g_rank >= 0 ? "one per process" : "threads", g_world / g_shard, g_shard, g_batch,
+        g_criteo ? g_criteo : "synthetic Criteo-shaped");
   }
-  for (i = 0; i < g_world; ++i) pthread_create(&threads[i], NULL, run_rank, (void*)(intptr_t)i);
-  for (i = 0; i < g_world; ++i) pthread_join(threads[i], NULL);
-  for (i = 0; i < g_world; ++i) shardrec_comm_destroy(g_comms[i]);
+  if (g_rank >= 0) {
+    args[0].rank = g_rank;
+    const char* id = g_unique_id != NULL ? g_unique_id : getenv("DLRM_UNIQUE_ID");
+    if (dlrm_rendezvous(&args[0].comm, g_rank, g_world, id, g_unique_id_file) != 0) return 1;
+    run_rank(&args[0]);
+    shardrec_comm_destroy(args[0].comm);
+  } else {
+    /* The ranks are threads of this process: one BLAS thread each, or they oversubscribe. */
+    if (g_world > 1) shardrec_dense_set_blas_threads(1);
+    if (shardrec_comm_create_local_group(g_comms, g_world, &comm_options) != SHARDREC_OK) {
+      fprintf(stderr, "communicators: %s\n", shardrec_last_error());
+      return 1;
+    }
+    for (i = 0; i < g_world; ++i) {
+      args[i].rank = i;
+      args[i].comm = g_comms[i];
+      pthread_create(&threads[i], NULL, run_rank, &args[i]);
+    }
+    for (i = 0; i < g_world; ++i) pthread_join(threads[i], NULL);
+    for (i = 0; i < g_world; ++i) shardrec_comm_destroy(g_comms[i]);
+  }
+  dlrm_progress_finish(&g_out);
   if (g_failed) return 1;
   printf("done\n");
   return 0;

@@ -185,6 +185,7 @@ shardrec_status_t dlrm_create(dlrm_t** out, const dlrm_config_t* config, shardre
   if (rc == SHARDREC_OK) rc = shardrec_mesh_options_init(&mo, SHARDREC_MESH_OPTIONS_VERSION);
   if (rc == SHARDREC_OK) {
     mo.sharding_group_size = config->shard_size;
+    mo.sync_interval = config->sync_interval;
     rc = shardrec_mesh_create(&m->mesh, world, &mo);
   }
   if (rc == SHARDREC_OK)
@@ -344,9 +345,16 @@ shardrec_status_t dlrm_train_step(dlrm_t* m, const float* dense, const int64_t* 
   shardrec_dense_param_t tensors[MAX_TENSORS];
   size_t i, n = dlrm_num_dense_tensors(m);
   int64_t b;
+  shardrec_step_timings_t emb_before = SHARDREC_STEP_TIMINGS_INIT;
+  shardrec_step_timings_t emb_after = SHARDREC_STEP_TIMINGS_INIT;
   TRY(bind_gradients(m));
   TRY(shardrec_ddp_zero_grad(m->ddp));
+  TRY(shardrec_embedding_step_timings(m->coll, &emb_before));
   TRY(forward(m, dense, ids, fwd));
+  TRY(shardrec_embedding_step_timings(m->coll, &emb_after));
+  tm->input_dist += emb_after.input_dist_seconds - emb_before.input_dist_seconds;
+  tm->lookup += emb_after.lookup_seconds - emb_before.lookup_seconds;
+  tm->output_dist += emb_after.output_dist_seconds - emb_before.output_dist_seconds;
   tm->bottom_fwd += fwd[0];
   tm->embedding_fwd += fwd[1];
   tm->interaction_fwd += fwd[2];
@@ -398,5 +406,6 @@ shardrec_status_t dlrm_train_step(dlrm_t* m, const float* dense, const int64_t* 
 const dlrm_timings_t* dlrm_timings(const dlrm_t* m) { return &m->timings; }
 shardrec_embedding_t* dlrm_embedding(dlrm_t* m) { return m->coll; }
 shardrec_mesh_t* dlrm_mesh(dlrm_t* m) { return m->mesh; }
+const shardrec_plan_t* dlrm_plan(const dlrm_t* m) { return m->plan; }
 shardrec_ddp_t* dlrm_ddp(dlrm_t* m) { return m->ddp; }
 const char* dlrm_table_name(const dlrm_t* m, int f) { return m->table_names[f]; }

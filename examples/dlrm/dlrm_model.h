@@ -45,6 +45,7 @@ typedef struct dlrm_config {
   int embedding_threads;      /* host threads of the collection (0: the calling thread) */
   int64_t first_bucket_bytes; /* 0: 1 MiB */
   int64_t bucket_cap_bytes;   /* 0: 25 MiB */
+  int sync_interval;          /* 2D: replica groups average every N steps; 0: 1 (exact) */
 } dlrm_config_t;
 
 /* Seconds spent per phase, summed over training steps. */
@@ -53,6 +54,9 @@ typedef struct dlrm_timings {
   double bottom_fwd, embedding_fwd, interaction_fwd, top_fwd, loss;
   double top_bwd, interaction_bwd, embedding_bwd, bottom_bwd;
   double dense_sync_wait, dense_optimizer, replica_sync, total;
+  /* The embedding forward's phases (the collection's step timings of the training forwards;
+     evaluation forwards are not counted): routing and id exchange, lookup, return exchange. */
+  double input_dist, lookup, output_dist;
 } dlrm_timings_t;
 
 typedef struct dlrm dlrm_t;
@@ -77,13 +81,20 @@ void dlrm_destroy(dlrm_t* model);
 shardrec_status_t dlrm_train_step(dlrm_t* model, const float* dense, const int64_t* ids,
                                   const float* labels, double* loss, float* logits);
 
-/* Forward only (evaluation): logits [B]. Collective. */
+/*
+ * Forward only (evaluation): logits [B] of a local batch laid out as for dlrm_train_step.
+ * Computes no gradient and takes no optimizer step: parameters, optimizer state and the
+ * training timings are unchanged, and the next dlrm_train_step is the same as without this
+ * call. Collective (the embedding lookup exchanges ids and rows).
+ */
 shardrec_status_t dlrm_predict(dlrm_t* model, const float* dense, const int64_t* ids,
                                float* logits);
 
 const dlrm_timings_t* dlrm_timings(const dlrm_t* model);
 shardrec_embedding_t* dlrm_embedding(dlrm_t* model);
 shardrec_mesh_t* dlrm_mesh(dlrm_t* model);
+/* The plan of one sharding group (S ranks), shared by every group. */
+const shardrec_plan_t* dlrm_plan(const dlrm_t* model);
 shardrec_ddp_t* dlrm_ddp(dlrm_t* model);
 
 /* Every dense parameter tensor of the model (bottom, cross, top) in registration order. */
