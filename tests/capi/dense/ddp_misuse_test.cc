@@ -103,7 +103,8 @@ TEST(CapiDdpMisuse, RegistrationsThatDifferAcrossRanksAreRefusedOnEveryRank) {
   SpawnRanks(world, [&](int r) {
     std::vector<int64_t> counts = kCounts;
     if (r == 2) counts[1] = 31;  // same number of tensors, one size differs
-    shardrec_ddp_t* raw = reinterpret_cast<shardrec_ddp_t*>(&counts);  // must be reset to NULL
+    // A non-NULL sentinel: a failed create must set *out to NULL (never dereferenced).
+    shardrec_ddp_t* raw = reinterpret_cast<shardrec_ddp_t*>(&counts);
     EXPECT_EQ(shardrec_ddp_create(&raw, comms[r].get(), counts.data(), counts.size(), nullptr),
               SHARDREC_EINVAL);
     EXPECT_EQ(raw, nullptr);
