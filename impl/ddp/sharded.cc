@@ -75,6 +75,7 @@ ShardedParams::~ShardedParams() {
 }
 
 void ShardedParams::Account(int64_t delta) {
+  std::lock_guard<std::mutex> lock(bytes_mu_);
   bytes_ += delta;
   if (bytes_ > peak_) peak_ = bytes_;
 }
@@ -145,6 +146,11 @@ Status ShardedParams::ReduceGrad(size_t u) {
     const std::vector<size_t> split = SplitCounts(static_cast<size_t>(counts_[u]), comm_->Size());
     Status s = comm_->ReduceScatterV(full_grad_[u].data(), grad_shard_[u].data(), split,
                                      DType::kFloat32, comm::ReduceOp::kAvg);
+    // ZeRO-3: the full gradient goes as soon as its shard is reduced, not at Step, so a
+    // backward holds only the units in flight (the caller may not touch it after ReduceGrad).
+    const int64_t bytes = static_cast<int64_t>(sizeof(float) * full_grad_[u].size());
+    std::vector<float>().swap(full_grad_[u]);
+    Account(-bytes);
     return s;
   });
   return Status::Ok();

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "impl/comm/communicator.h"
@@ -58,8 +59,14 @@ class ShardedParams {
   dense::DenseOptimizer& optimizer() { return *optimizer_; }
   // Bytes this rank holds now and at most so far: shards, optimizer state, gathered units and
   // gradient buffers.
-  int64_t memory_bytes() const { return bytes_; }
-  int64_t peak_memory_bytes() const { return peak_; }
+  int64_t memory_bytes() const {
+    std::lock_guard<std::mutex> lock(bytes_mu_);
+    return bytes_;
+  }
+  int64_t peak_memory_bytes() const {
+    std::lock_guard<std::mutex> lock(bytes_mu_);
+    return peak_;
+  }
 
  private:
   ShardedParams() = default;
@@ -74,6 +81,8 @@ class ShardedParams {
   std::vector<std::shared_ptr<comm::Work>> gather_work_, reduce_work_;
   std::vector<bool> reduced_;
   std::unique_ptr<dense::DenseOptimizer> optimizer_;
+  // The worker frees a unit's full gradient once it is reduced, so the counters are shared.
+  mutable std::mutex bytes_mu_;
   int64_t bytes_ = 0, peak_ = 0;
   std::unique_ptr<comm::CommWorker> worker_;  // last: joined first
 };
