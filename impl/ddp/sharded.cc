@@ -176,24 +176,28 @@ Status ShardedParams::Step() {
     std::vector<float>().swap(full_grad_[u]);
     reduced_[u] = false;
   }
-  if (status.ok() && !missing.empty()) {
-    status = Status::InvalidUsage("step with ", missing.size(),
-                                  " unit gradient(s) never reduced, first: unit ", missing[0]);
+  // A communication failure leaves the shards unreduced: nothing is applied (the group is
+  // poisoned anyway). A missed unit is different: it was reduced with this rank's zeros, so the
+  // averaged shards agree across ranks and every rank must apply every unit. Skipping the update
+  // only on the ranks that missed would leave the model half-updated when only some ranks miss.
+  if (status.ok()) {
+    std::vector<dense::DenseTensor> shards;
+    for (size_t u = 0; u < counts_.size(); ++u) {
+      shards.push_back(
+          {"unit" + std::to_string(u), params_[u].data(), grad_shard_[u].data(), shard_[u]});
+    }
+    status = optimizer_->Step(shards);
   }
-  if (!status.ok()) {
-    for (auto& g : grad_shard_) std::fill(g.begin(), g.end(), 0.0f);
-    return status;
-  }
-  std::vector<dense::DenseTensor> shards;
-  for (size_t u = 0; u < counts_.size(); ++u) {
-    shards.push_back(
-        {"unit" + std::to_string(u), params_[u].data(), grad_shard_[u].data(), shard_[u]});
-  }
-  status = optimizer_->Step(shards);
   for (auto& g : grad_shard_) std::fill(g.begin(), g.end(), 0.0f);
   // Gathered parameters are stale after the update.
   for (size_t u = 0; u < counts_.size(); ++u) {
     if (!full_[u].empty()) (void)Release(u);
+  }
+  if (status.ok() && !missing.empty()) {
+    status = Status::InvalidUsage("step with ", missing.size(),
+                                  " unit gradient(s) never reduced on this rank (applied with "
+                                  "zeros from it), first: unit ",
+                                  missing[0]);
   }
   return status;
 }

@@ -50,8 +50,9 @@ class ShardedParams {
   // Starts averaging unit u's gradient into the local shard; the full buffer is freed after.
   Status ReduceGrad(size_t u);
   // Waits for every reduction, applies the optimizer to the local shards, clears gradients.
-  // A unit whose gradient was never reduced this step is an error naming it (the others are
-  // still applied consistently on every rank).
+  // A unit whose gradient this rank never reduced is reduced here with zeros from this rank and
+  // applied like every other unit (so all ranks stay identical, whichever of them missed it);
+  // the step then returns InvalidUsage naming it. A communication failure applies nothing.
   Status Step();
 
   // The local shard of unit u (parameters), e.g. for checkpoints.

@@ -11,29 +11,21 @@
 
 #include "dlrm_data.h"
 #include "dlrm_model.h"
+#include "dlrm_test_model.h"
 #include "tests/support/spawn_ranks.h"
 
 namespace {
 
-constexpr int kWorld = 4, kShard = 2, kLocal = 16, kSparse = 5, kDense = 4, kDim = 4;
-const int64_t kRows[kSparse] = {50, 7, 200, 3, 31};
-const int64_t kBottom[] = {8, kDim};
-const int64_t kTop[] = {8, 1};
+using dlrm_test::kDense;
+using dlrm_test::kDim;
+using dlrm_test::kRows;
+using dlrm_test::kSparse;
+constexpr int kWorld = 4, kShard = 2, kLocal = 16;
 
 // Adam on the dense side and row-wise Adagrad on the tables (the defaults): both keep state
 // that a stray step would change.
 dlrm_config_t Config() {
-  dlrm_config_t c;
-  dlrm_config_defaults(&c);
-  c.num_dense = kDense;
-  c.num_sparse = kSparse;
-  c.rows = kRows;
-  c.emb_dim = kDim;
-  c.bottom = kBottom;
-  c.num_bottom = 2;
-  c.top = kTop;
-  c.num_top = 2;
-  c.shard_size = kShard;
+  dlrm_config_t c = dlrm_test::SmallConfig(kShard);
   c.local_batch = kLocal;
   c.seed = 3;
   return c;

@@ -11,27 +11,22 @@
 
 #include "dlrm_data.h"
 #include "dlrm_model.h"
+#include "dlrm_test_model.h"
 #include "tests/support/spawn_ranks.h"
 
 namespace {
 
-constexpr int kDense = 4, kSparse = 5, kDim = 4, kLocal = 8, kSteps = 3;
-const int64_t kRows[kSparse] = {50, 7, 200, 3, 31};
-const int64_t kBottom[] = {8, kDim};
-const int64_t kTop[] = {8, 1};
+using dlrm_test::kBottom;
+using dlrm_test::kDense;
+using dlrm_test::kDim;
+using dlrm_test::kRows;
+using dlrm_test::kSparse;
+using dlrm_test::kTop;
+constexpr int kLocal = 8, kSteps = 3;
 constexpr float kLr = 0.1f;
 
 dlrm_config_t Config(int shard, int interaction) {
-  dlrm_config_t c;
-  dlrm_config_defaults(&c);
-  c.num_dense = kDense;
-  c.num_sparse = kSparse;
-  c.rows = kRows;
-  c.emb_dim = kDim;
-  c.bottom = kBottom;
-  c.num_bottom = 2;
-  c.top = kTop;
-  c.num_top = 2;
+  dlrm_config_t c = dlrm_test::SmallConfig(shard);
   c.interaction = interaction;
   c.dcn_layers = 2;
   c.dcn_rank = 3;
@@ -39,7 +34,6 @@ dlrm_config_t Config(int shard, int interaction) {
   c.sparse_optimizer.learning_rate = kLr;
   c.dense_optimizer.type = SHARDREC_OPTIMIZER_SGD;
   c.dense_optimizer.learning_rate = kLr;
-  c.shard_size = shard;
   c.seed = 11;
   c.first_bucket_bytes = 64;  // several buckets
   c.bucket_cap_bytes = 256;

@@ -203,8 +203,10 @@ SHARDREC_API shardrec_status_t shardrec_fsdp_reduce_grad(shardrec_fsdp_t* fsdp, 
 
 /**
  * Waits for every reduction and applies the optimizer to the local shards; gradients are
- * cleared. A unit never reduced this step is SHARDREC_EUSAGE naming it (the others are still
- * applied, identically on every rank).
+ * cleared. A unit this rank never reduced this step is reduced here with zeros from this rank
+ * and updated like every other unit, so the model stays identical on every rank whichever ranks
+ * missed it; the call then returns SHARDREC_EUSAGE naming the unit. After SHARDREC_EREMOTE or
+ * SHARDREC_ETIMEOUT nothing is applied.
  * @return SHARDREC_OK; SHARDREC_EUSAGE; SHARDREC_EREMOTE; SHARDREC_ETIMEOUT.
  */
 SHARDREC_API shardrec_status_t shardrec_fsdp_step(shardrec_fsdp_t* fsdp);

@@ -237,10 +237,51 @@ TEST(CapiFsdpMisuse, ReducedTwiceOrMissingIsReportedAndTheRanksStayInStep) {
       ASSERT_EQ(shardrec_fsdp_release(fsdp.get(), u), SHARDREC_OK);
     }
   });
-  // After the refused step both ranks hold the same parameters. (Whether unit 0's update is
-  // applied is left open: ddp.h says the other units are applied, the implementation applies
-  // none; reported to the maintainers.)
+  // After the refused step both ranks hold the same parameters: unit 0 took the mean gradient
+  // 1.5 and unit 1, reduced with zeros, is unchanged under SGD.
   EXPECT_EQ(after[0], after[1]);
+  for (int e = 0; e < 10; ++e) EXPECT_EQ(after[0][e], init0[e] - 1.5f) << e;
+  for (int e = 0; e < 7; ++e) EXPECT_EQ(after[0][10 + e], init1[e]) << e;
+}
+
+// Only rank 1 misses unit 1: rank 1 is told (EUSAGE), rank 0 is not, and both apply the same
+// update, in which rank 1 contributed zeros to unit 1's average.
+TEST(CapiFsdpMisuse, APartialMissKeepsEveryRankIdentical) {
+  const int world = 2;
+  const std::vector<int64_t> units = {6, 5};
+  std::vector<float> init0(6, 1.0f), init1(5, 2.0f);
+  const float* init[] = {init0.data(), init1.data()};
+  const shardrec_optimizer_config_t sgd = SgdConfig(1.0f);
+  auto comms = LocalGroup(world);
+  std::vector<std::vector<float>> after(world);
+  std::vector<shardrec_status_t> step(world);
+  SpawnRanks(world, [&](int r) {
+    shardrec_fsdp_t* raw = nullptr;
+    ASSERT_EQ(shardrec_fsdp_create(&raw, comms[r].get(), units.data(), init, 2, &sgd), SHARDREC_OK)
+        << LastError();
+    FsdpPtr fsdp(raw);
+    for (size_t u = 0; u < 2; ++u) {
+      if (r == 1 && u == 1) continue;
+      float* g = nullptr;
+      ASSERT_EQ(shardrec_fsdp_grad(fsdp.get(), u, &g), SHARDREC_OK);
+      for (int64_t e = 0; e < units[u]; ++e) g[e] = static_cast<float>(4 * (r + 1));
+      ASSERT_EQ(shardrec_fsdp_reduce_grad(fsdp.get(), u), SHARDREC_OK);
+    }
+    step[r] = shardrec_fsdp_step(fsdp.get());
+    if (r == 1) EXPECT_NE(LastError().find("unit 1"), std::string::npos) << LastError();
+    for (size_t u = 0; u < 2; ++u) {
+      float* full = nullptr;
+      ASSERT_EQ(shardrec_fsdp_gather(fsdp.get(), u, -1, &full), SHARDREC_OK);
+      after[r].insert(after[r].end(), full, full + units[u]);
+      ASSERT_EQ(shardrec_fsdp_release(fsdp.get(), u), SHARDREC_OK);
+    }
+  });
+  EXPECT_EQ(step[0], SHARDREC_OK);
+  EXPECT_EQ(step[1], SHARDREC_EUSAGE);
+  EXPECT_EQ(after[0], after[1]);
+  // Unit 0: mean of 4 and 8; unit 1: mean of 4 and rank 1's zeros.
+  for (int e = 0; e < 6; ++e) EXPECT_EQ(after[0][e], 1.0f - 6.0f) << e;
+  for (int e = 0; e < 5; ++e) EXPECT_EQ(after[0][6 + e], 2.0f - 2.0f) << e;
 }
 
 TEST(CapiFsdpMisuse, BadArguments) {
