@@ -2,8 +2,8 @@
 #include "shardrec/dense.h"
 
 #include <atomic>
-#include <cstddef>
 #include <cmath>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
