@@ -239,8 +239,8 @@ func NewMLPOn(inFeatures int64, widths []int64, activations []Activation, seed u
 		}
 	}
 	out := make([]uintptr, 1)
-	if err := swig.Bind_mlp_create_on(out, inFeatures, widths, acts, seed, name, int32(device),
-		deviceIndex, int32(math)); err != nil {
+	if err := swig.Bind_mlp_create_on(out, inFeatures, widths, acts, seed, name, int(device),
+		int(deviceIndex), int(math)); err != nil {
 		return nil, err
 	}
 	m := &MLP{layer: layer{h: out[0], lastBatch: -1, info: swig.Bind_mlp_tensor_info,
