@@ -257,6 +257,12 @@ func NewMLPOn(inFeatures int64, widths []int64, activations []Activation, seed u
 		return nil, err
 	}
 	m.device = DeviceType(where[0])
+	if m.device != DeviceHost {
+		// A CUDA MLP's tensors are device memory: refuse before the C helper would copy them.
+		m.copyT = func(uintptr, int64, int, []float32, int) error {
+			return m.requireHost("Copying a tensor")
+		}
+	}
 	runtime.SetFinalizer(m, (*MLP).Close)
 	return m, nil
 }

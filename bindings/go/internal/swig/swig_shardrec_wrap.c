@@ -652,7 +652,12 @@ static shardrec_status_t sr_bind_copy(const shardrec_dense_param_t* t, int32_t w
 shardrec_status_t shardrec_bind_mlp_copy_tensor(shardrec_mlp_t* mlp, size_t index, int32_t which,
                                                 float* buf, int32_t to_tensor) {
   shardrec_dense_param_t t;
-  shardrec_status_t rc = shardrec_mlp_tensor(mlp, index, &t);
+  int32_t device_type = SHARDREC_DEVICE_HOST;
+  shardrec_status_t rc = shardrec_mlp_device(mlp, &device_type, NULL);
+  /* A CUDA MLP's tensors are device pointers: a host memcpy would crash. The status is
+     EINVAL; the message comes from the language layer, which checks the device first. */
+  if (rc == SHARDREC_OK && device_type != SHARDREC_DEVICE_HOST) return SHARDREC_EINVAL;
+  if (rc == SHARDREC_OK) rc = shardrec_mlp_tensor(mlp, index, &t);
   return rc != SHARDREC_OK ? rc : sr_bind_copy(&t, which, buf, to_tensor);
 }
 

@@ -255,6 +255,17 @@ impl Core {
 
     fn tensor(&self, i: usize) -> Result<sys::shardrec_dense_param_t> {
         self.refresh()?;
+        if let Kind::Mlp = self.kind {
+            // A CUDA MLP's tensors are device pointers: never hand them out as slices.
+            let mut device_type = 0;
+            check(unsafe {
+                sys::shardrec_mlp_device(self.raw.cast(), &mut device_type, ptr::null_mut())
+            })?;
+            if device_type != 0 {
+                return Err(invalid("the tensors of a CUDA MLP live in device memory; the Rust \
+                                    binding reads host tensors only"));
+            }
+        }
         // SAFETY: plain data written by the call.
         let mut t: sys::shardrec_dense_param_t = unsafe { std::mem::zeroed() };
         check(unsafe {

@@ -151,6 +151,7 @@ public final class Mlp extends DenseLayer {
 
   @Override
   void nativeCopy(long index, int which, FloatBuffer buf, boolean toTensor) {
+    requireHost("copying a tensor");
     Native.bind_mlp_copy_tensor(handle(), index, which, buf, toTensor ? 1 : 0);
   }
 
