@@ -3,6 +3,7 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -60,6 +61,17 @@ struct CachedGemm {
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
   bool has_algo = false;
   cublasLtMatmulAlgo_t algo{};
+
+  CachedGemm() = default;
+  CachedGemm(const CachedGemm&) = delete;
+  CachedGemm& operator=(const CachedGemm&) = delete;
+  // Runs only for an entry that failed half-built (cached entries live until process exit).
+  ~CachedGemm() {
+    if (la != nullptr) (void)cublasLtMatrixLayoutDestroy(la);
+    if (lb != nullptr) (void)cublasLtMatrixLayoutDestroy(lb);
+    if (ld != nullptr) (void)cublasLtMatrixLayoutDestroy(ld);
+    if (desc != nullptr) (void)cublasLtMatmulDescDestroy(desc);
+  }
 };
 
 struct Buffer {
