@@ -164,7 +164,8 @@ SHARDREC_API shardrec_status_t shardrec_mlp_dims(const shardrec_mlp_t* mlp, int6
 /**
  * Forward pass: y[batch, out] from x[batch, in] (row-major). The MLP keeps each layer's output
  * for the next backward; @p x is read again by the backward and must stay valid and unchanged
- * until then.
+ * until then. For a CUDA MLP (shardrec_mlp_device) @p x and @p y are device pointers and the
+ * call returns once the work is enqueued on the MLP's stream.
  * @param y_len Elements available at @p y; must be >= batch * out_features.
  * @return SHARDREC_OK; SHARDREC_EINVAL (NULL buffers, batch < 0, y too small); nothing changes
  *         on error.
@@ -174,7 +175,10 @@ SHARDREC_API shardrec_status_t shardrec_mlp_forward(shardrec_mlp_t* mlp, const f
 
 /**
  * Backward pass of the last forward: accumulates every parameter gradient from dy[batch, out]
- * and writes dx[batch, in] when @p dx is not NULL (the first layer of a model needs none).
+ * and writes dx[batch, in] when @p dx is not NULL (the first layer of a model needs none). For a
+ * CUDA MLP @p dy and @p dx are device pointers, the call only enqueues on the MLP's stream, and
+ * @p on_ready runs once a tensor's gradient work is enqueued (final in stream order, not yet
+ * on the host).
  * @param on_ready Optional; called for each tensor once its gradient is final, last layer first
  *                 (bias then weight).
  * @return SHARDREC_OK; SHARDREC_EINVAL (NULL dy); SHARDREC_EUSAGE (no forward before).
