@@ -21,6 +21,17 @@ const (
 	ActivationSigmoid Activation = 2
 )
 
+// DenseMath is the arithmetic of a dense layer on a GPU (shardrec_dense_math_t); the host is
+// always fp32.
+type DenseMath int
+
+// Math modes (shardrec/dense.h).
+const (
+	DenseMathFP32 DenseMath = 0 // fp32 throughout (the default)
+	DenseMathTF32 DenseMath = 1 // GEMM inputs rounded to tf32 by the tensor cores, fp32 accumulation
+	DenseMathBF16 DenseMath = 2 // GEMM inputs rounded to bf16, fp32 accumulation and storage
+)
+
 // SetBlasThreads sets OpenBLAS's thread count, PROCESS-WIDE. With several ranks as goroutines
 // of one process use 1. Call it while no dense layer runs.
 func SetBlasThreads(threads int) error { return swig.Dense_set_blas_threads(threads) }
@@ -200,12 +211,22 @@ func (l *layer) SetParam(i int, values []float32) error {
 type MLP struct {
 	layer
 	in, out int64
+	device  DeviceType
 }
 
 // NewMLP creates an MLP from inFeatures through widths. activations nil means ReLU on every
 // layer but the last, which has none; otherwise one per layer. name "" means "mlp".
 func NewMLP(inFeatures int64, widths []int64, activations []Activation, seed uint64,
 	name string) (*MLP, error) {
+	return NewMLPOn(inFeatures, widths, activations, seed, name, DeviceHost, 0, DenseMathFP32)
+}
+
+// NewMLPOn is NewMLP on device (CUDA: ordinal deviceIndex, the default stream) with math. A
+// CUDA MLP keeps its tensors in device memory and runs through cuBLASLt; Go slices are host
+// memory, so Forward and Backward refuse it (use the C API with device pointers). Without the
+// CUDA plugin or a GPU the error has ErrCodeNoDevice; TF32 and BF16 on the host ErrCodeInvalid.
+func NewMLPOn(inFeatures int64, widths []int64, activations []Activation, seed uint64,
+	name string, device DeviceType, deviceIndex int32, math DenseMath) (*MLP, error) {
 	var acts []int32
 	if activations != nil {
 		if len(activations) != len(widths) {
@@ -218,7 +239,8 @@ func NewMLP(inFeatures int64, widths []int64, activations []Activation, seed uin
 		}
 	}
 	out := make([]uintptr, 1)
-	if err := swig.Bind_mlp_create(out, inFeatures, widths, acts, seed, name); err != nil {
+	if err := swig.Bind_mlp_create_on(out, inFeatures, widths, acts, seed, name, int(device),
+		int(deviceIndex), int(math)); err != nil {
 		return nil, err
 	}
 	m := &MLP{layer: layer{h: out[0], lastBatch: -1, info: swig.Bind_mlp_tensor_info,
@@ -229,6 +251,18 @@ func NewMLP(inFeatures int64, widths []int64, activations []Activation, seed uin
 		return nil, err
 	}
 	m.in, m.out = dims[0], dims[1]
+	where := make([]int32, 2)
+	if err := swig.Bind_mlp_device(m.h, where[:1], where[1:]); err != nil {
+		swig.Mlp_destroy(m.h)
+		return nil, err
+	}
+	m.device = DeviceType(where[0])
+	if m.device != DeviceHost {
+		// A CUDA MLP's tensors are device memory: refuse before the C helper would copy them.
+		m.copyT = func(uintptr, int64, int, []float32, int) error {
+			return m.requireHost("Copying a tensor")
+		}
+	}
 	runtime.SetFinalizer(m, (*MLP).Close)
 	return m, nil
 }
@@ -247,6 +281,17 @@ func (m *MLP) Close() error {
 	return nil
 }
 
+// Device is where the MLP's tensors live.
+func (m *MLP) Device() DeviceType { return m.device }
+
+func (m *MLP) requireHost(what string) error {
+	if m.device != DeviceHost {
+		return &Error{Code: ErrCodeInvalid, Message: what +
+			" of a CUDA MLP needs device pointers, which the Go binding does not pass; use the C API"}
+	}
+	return nil
+}
+
 // InFeatures and OutFeatures are the input and output widths.
 func (m *MLP) InFeatures() int64  { return m.in }
 func (m *MLP) OutFeatures() int64 { return m.out }
@@ -254,6 +299,9 @@ func (m *MLP) OutFeatures() int64 { return m.out }
 // Forward writes y[batch, out] from x[batch, in]. The MLP keeps x for the next backward: do not
 // change it until then.
 func (m *MLP) Forward(x []float32, batch int64, y []float32) error {
+	if err := m.requireHost("Forward"); err != nil {
+		return err
+	}
 	if err := firstErr(checkLen("x", x, batch*m.in), checkLen("y", y, batch*m.out)); err != nil {
 		return err
 	}
@@ -270,6 +318,9 @@ func (m *MLP) Forward(x []float32, batch int64, y []float32) error {
 // bucketer as tensor first+i as soon as its gradient is final (last layer first), so its
 // average overlaps the rest of the backward.
 func (m *MLP) Backward(dy, dx []float32, ddp *Bucketer, first int) error {
+	if err := m.requireHost("Backward"); err != nil {
+		return err
+	}
 	batch := m.lastBatch
 	if batch < 0 {
 		batch = 0

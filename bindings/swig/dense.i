@@ -96,10 +96,15 @@ shardrec_status_t shardrec_bind_dense_optimizer_step(shardrec_dense_optimizer_t*
   return rc;
 }
 
-shardrec_status_t shardrec_bind_mlp_create(shardrec_mlp_t** out, int64_t in_features,
-                                           const int64_t* widths, size_t num_widths,
-                                           const int32_t* activations, size_t num_activations,
-                                           uint64_t seed, const char* name) {
+/* An MLP placed on @p device_type / @p device_index with @p math (shardrec_dense_math_t) on the
+   default stream: the languages hold host buffers only, so they create CUDA MLPs (for their
+   tensors and the documented errors) but refuse forward/backward on them themselves. */
+shardrec_status_t shardrec_bind_mlp_create_on(shardrec_mlp_t** out, int64_t in_features,
+                                              const int64_t* widths, size_t num_widths,
+                                              const int32_t* activations, size_t num_activations,
+                                              uint64_t seed, const char* name,
+                                              int32_t device_type, int32_t device_index,
+                                              int32_t math) {
   shardrec_mlp_options_t o;
   shardrec_status_t rc = shardrec_mlp_options_init(&o, SHARDREC_MLP_OPTIONS_VERSION);
   if (rc != SHARDREC_OK) return rc;
@@ -110,7 +115,19 @@ shardrec_status_t shardrec_bind_mlp_create(shardrec_mlp_t** out, int64_t in_feat
   o.activations = num_activations > 0 ? activations : NULL;
   o.seed = seed;
   o.name = name;
+  o.device_type = device_type;
+  o.device_index = device_index;
+  o.math = math;
   return shardrec_mlp_create(out, &o);
+}
+
+shardrec_status_t shardrec_bind_mlp_create(shardrec_mlp_t** out, int64_t in_features,
+                                           const int64_t* widths, size_t num_widths,
+                                           const int32_t* activations, size_t num_activations,
+                                           uint64_t seed, const char* name) {
+  return shardrec_bind_mlp_create_on(out, in_features, widths, num_widths, activations,
+                                     num_activations, seed, name, SHARDREC_DEVICE_HOST, 0,
+                                     SHARDREC_DENSE_MATH_FP32);
 }
 
 /* What a ready callback needs to forward each final gradient to a bucketer. */
@@ -214,7 +231,12 @@ static shardrec_status_t sr_bind_copy(const shardrec_dense_param_t* t, int32_t w
 shardrec_status_t shardrec_bind_mlp_copy_tensor(shardrec_mlp_t* mlp, size_t index, int32_t which,
                                                 float* buf, int32_t to_tensor) {
   shardrec_dense_param_t t;
-  shardrec_status_t rc = shardrec_mlp_tensor(mlp, index, &t);
+  int32_t device_type = SHARDREC_DEVICE_HOST;
+  shardrec_status_t rc = shardrec_mlp_device(mlp, &device_type, NULL);
+  /* A CUDA MLP's tensors are device pointers: a host memcpy would crash. The status is
+     EINVAL; the message comes from the language layer, which checks the device first. */
+  if (rc == SHARDREC_OK && device_type != SHARDREC_DEVICE_HOST) return SHARDREC_EINVAL;
+  if (rc == SHARDREC_OK) rc = shardrec_mlp_tensor(mlp, index, &t);
   return rc != SHARDREC_OK ? rc : sr_bind_copy(&t, which, buf, to_tensor);
 }
 
@@ -357,7 +379,7 @@ shardrec_status_t shardrec_bind_fsdp_read_shard(shardrec_fsdp_t* fsdp, size_t un
                            const float* dense, const float* emb, const float* dout,
                            const float* logits, const float* labels, const float* grad_in,
                            const float* initial_flat };
-%apply int32_t* OUT { int32_t* threads_out };
+%apply int32_t* OUT { int32_t* threads_out, int32_t* device_type_out, int32_t* device_index_out };
 %apply int64_t* OUT { int64_t* steps, int64_t* in_out, int64_t* out_features_out, int64_t* count_out,
                       int64_t* steps_out, int64_t* buckets_out, int64_t* bytes_out64,
                       int64_t* current_out, int64_t* peak_out };
@@ -372,6 +394,7 @@ shardrec_status_t shardrec_bind_fsdp_read_shard(shardrec_fsdp_t* fsdp, size_t un
 %ignore SHARDREC_MLP_OPTIONS_INIT;
 %ignore shardrec_mlp_create;
 %ignore shardrec_mlp_dims;
+%ignore shardrec_mlp_device;
 %ignore shardrec_mlp_backward;
 %ignore shardrec_mlp_tensor;
 %ignore shardrec_mlp_bind_tensor;
@@ -408,6 +431,10 @@ shardrec_status_t shardrec_bind_mlp_dims(const shardrec_mlp_t* mlp, int64_t* in_
                                          int64_t* out_features_out) {
   return shardrec_mlp_dims(mlp, in_out, out_features_out);
 }
+shardrec_status_t shardrec_bind_mlp_device(const shardrec_mlp_t* mlp, int32_t* device_type_out,
+                                           int32_t* device_index_out) {
+  return shardrec_mlp_device(mlp, device_type_out, device_index_out);
+}
 shardrec_status_t shardrec_bind_fsdp_memory(const shardrec_fsdp_t* fsdp, int64_t* current_out,
                                             int64_t* peak_out) {
   return shardrec_fsdp_memory(fsdp, current_out, peak_out);
@@ -427,6 +454,12 @@ shardrec_status_t shardrec_bind_mlp_create(shardrec_mlp_t** out, int64_t in_feat
                                            const int64_t* widths, size_t num_widths,
                                            const int32_t* activations, size_t num_activations,
                                            uint64_t seed, const char* name);
+shardrec_status_t shardrec_bind_mlp_create_on(shardrec_mlp_t** out, int64_t in_features,
+                                              const int64_t* widths, size_t num_widths,
+                                              const int32_t* activations, size_t num_activations,
+                                              uint64_t seed, const char* name,
+                                              int32_t device_type, int32_t device_index,
+                                              int32_t math);
 shardrec_status_t shardrec_bind_mlp_backward(shardrec_mlp_t* mlp, const float* dy, float* dx,
                                              shardrec_ddp_t* ddp, size_t first);
 shardrec_status_t shardrec_bind_dcn_backward(shardrec_dcn_t* dcn, const float* dy, float* dx0,

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -11,13 +12,17 @@
 #include "capi/src/embedding_convert.h"
 #include "capi/src/guard.h"
 #include "capi/src/versioned.h"
+#include "impl/dense/device_mlp.h"
+#include "impl/dense/device_registry.h"
 #include "impl/dense/gemm.h"
 #include "impl/dense/interaction.h"
 #include "impl/dense/mlp.h"
 #include "impl/dense/optimizer.h"
 
+// Exactly one of impl (host) and dev (CUDA) is set.
 struct shardrec_mlp {
   std::unique_ptr<shardrec::dense::Mlp> impl;
+  std::unique_ptr<shardrec::dense::DeviceMlp> dev;
   mutable std::atomic<bool> busy{false};
 };
 
@@ -45,6 +50,56 @@ const ExecContext& HostContext() {
 template <typename H>
 Status CheckHandle(const H* h, const char* what) {
   if (h == nullptr || !h->impl) return Status::InvalidArgument(what, " must not be NULL");
+  return Status::Ok();
+}
+
+Status CheckHandle(const shardrec_mlp* h, const char* what) {
+  if (h == nullptr || (!h->impl && !h->dev)) {
+    return Status::InvalidArgument(what, " must not be NULL");
+  }
+  return Status::Ok();
+}
+
+static_assert(SHARDREC_DENSE_MATH_BF16 == static_cast<int>(dense::lt::Math::kBf16));
+static_assert(SHARDREC_DENSE_MATH_TF32 == static_cast<int>(dense::lt::Math::kTf32));
+
+// The version-2 fields with their defaults for a version-1 caller (whose struct ends before
+// them and must not be read past).
+struct MlpPlacement {
+  int32_t device_type = SHARDREC_DEVICE_HOST;
+  int32_t device_index = 0;
+  int32_t math = SHARDREC_DENSE_MATH_FP32;
+  void* stream = nullptr;
+};
+
+MlpPlacement PlacementOf(const shardrec_mlp_options_t& o) {
+  MlpPlacement p;
+  if (o.version >= 2) {
+    p.device_type = o.device_type;
+    p.device_index = o.device_index;
+    p.math = o.math;
+    p.stream = o.stream;
+  }
+  return p;
+}
+
+Status CheckPlacement(const MlpPlacement& p) {
+  if (p.device_type != SHARDREC_DEVICE_HOST && p.device_type != SHARDREC_DEVICE_CUDA) {
+    return Status::InvalidArgument("MLP: unknown device type ", p.device_type,
+                                   " (SHARDREC_DEVICE_HOST or SHARDREC_DEVICE_CUDA)");
+  }
+  if (!dense::lt::IsKnownMath(p.math)) {
+    return Status::InvalidArgument("MLP: unknown math mode ", p.math,
+                                   " (SHARDREC_DENSE_MATH_FP32, _TF32 or _BF16)");
+  }
+  if (p.device_type == SHARDREC_DEVICE_HOST && p.math != SHARDREC_DENSE_MATH_FP32) {
+    return Status::InvalidArgument(
+        "MLP: math ", dense::lt::MathName(static_cast<dense::lt::Math>(p.math)),
+        " needs device_type SHARDREC_DEVICE_CUDA; the host path computes in fp32 only");
+  }
+  if (p.device_type == SHARDREC_DEVICE_CUDA && p.device_index < 0) {
+    return Status::InvalidArgument("MLP: device_index ", p.device_index, " must be >= 0");
+  }
   return Status::Ok();
 }
 
@@ -108,7 +163,9 @@ SHARDREC_API shardrec_status_t shardrec_dense_blas_threads(int32_t* out) {
 SHARDREC_API shardrec_status_t shardrec_mlp_options_init(shardrec_mlp_options_t* options,
                                                          uint32_t version) {
   const shardrec_mlp_options_t d = SHARDREC_MLP_OPTIONS_INIT;
-  return shardrec::capi::InitStruct(options, version, SHARDREC_MLP_OPTIONS_VERSION, d, "options");
+  return shardrec::capi::InitStruct(
+      options, version, SHARDREC_MLP_OPTIONS_VERSION, d, "options",
+      {offsetof(shardrec_mlp_options_t, device_type), sizeof(shardrec_mlp_options_t)});
 }
 
 SHARDREC_API shardrec_status_t shardrec_mlp_create(shardrec_mlp_t** out,
@@ -135,10 +192,18 @@ SHARDREC_API shardrec_status_t shardrec_mlp_create(shardrec_mlp_t** out,
       }
       acts.push_back(static_cast<shardrec::dense::Activation>(a));
     }
+    const shardrec::capi::MlpPlacement place = shardrec::capi::PlacementOf(*o);
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckPlacement(place));
     const std::string name = o->name != nullptr && o->name[0] != '\0' ? o->name : "mlp";
     auto h = std::make_unique<shardrec_mlp>();
-    SR_RETURN_IF_ERROR(
-        shardrec::dense::Mlp::Create(o->in_features, outs, acts, o->seed, name, &h->impl));
+    if (place.device_type == SHARDREC_DEVICE_CUDA) {
+      SR_RETURN_IF_ERROR(shardrec::dense::DeviceMlp::Create(
+          o->in_features, outs, acts, o->seed, name, shardrec::Device::Cuda(place.device_index),
+          static_cast<shardrec::dense::lt::Math>(place.math), place.stream, &h->dev));
+    } else {
+      SR_RETURN_IF_ERROR(
+          shardrec::dense::Mlp::Create(o->in_features, outs, acts, o->seed, name, &h->impl));
+    }
     *out = h.release();
     return Status::Ok();
   });
@@ -146,12 +211,24 @@ SHARDREC_API shardrec_status_t shardrec_mlp_create(shardrec_mlp_t** out,
 
 SHARDREC_API void shardrec_mlp_destroy(shardrec_mlp_t* mlp) { delete mlp; }
 
+SHARDREC_API shardrec_status_t shardrec_mlp_device(const shardrec_mlp_t* mlp, int32_t* device_type,
+                                                   int32_t* device_index) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
+    if (device_type != nullptr) {
+      *device_type = mlp->dev ? SHARDREC_DEVICE_CUDA : SHARDREC_DEVICE_HOST;
+    }
+    if (device_index != nullptr) *device_index = mlp->dev ? mlp->dev->device().index : 0;
+    return Status::Ok();
+  });
+}
+
 SHARDREC_API shardrec_status_t shardrec_mlp_dims(const shardrec_mlp_t* mlp, int64_t* in,
                                                  int64_t* out) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
-    if (in != nullptr) *in = mlp->impl->in_dim();
-    if (out != nullptr) *out = mlp->impl->out_dim();
+    if (in != nullptr) *in = mlp->dev ? mlp->dev->in_dim() : mlp->impl->in_dim();
+    if (out != nullptr) *out = mlp->dev ? mlp->dev->out_dim() : mlp->impl->out_dim();
     return Status::Ok();
   });
 }
@@ -162,10 +239,12 @@ SHARDREC_API shardrec_status_t shardrec_mlp_forward(shardrec_mlp_t* mlp, const f
     SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
     ExclusiveUse use(mlp->busy, "MLP");
     SR_RETURN_IF_ERROR(use.status());
-    SR_RETURN_IF_ERROR(shardrec::capi::CheckOutput(batch, mlp->impl->out_dim(), y_len, "y"));
+    const int64_t width = mlp->dev ? mlp->dev->out_dim() : mlp->impl->out_dim();
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckOutput(batch, width, y_len, "y"));
     if (batch > 0 && (x == nullptr || y == nullptr)) {
       return Status::InvalidArgument("MLP forward: x and y must not be NULL");
     }
+    if (mlp->dev) return mlp->dev->Forward(x, batch, y);
     return mlp->impl->Forward(HostContext(), x, batch, y);
   });
 }
@@ -177,6 +256,7 @@ SHARDREC_API shardrec_status_t shardrec_mlp_backward(shardrec_mlp_t* mlp, const 
     SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
     ExclusiveUse use(mlp->busy, "MLP");
     SR_RETURN_IF_ERROR(use.status());
+    if (mlp->dev) return mlp->dev->Backward(dy, dx, shardrec::capi::ToReady(on_ready, user));
     return mlp->impl->Backward(HostContext(), dy, dx, shardrec::capi::ToReady(on_ready, user));
   });
 }
@@ -186,6 +266,7 @@ SHARDREC_API shardrec_status_t shardrec_mlp_zero_grad(shardrec_mlp_t* mlp) {
     SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
     ExclusiveUse use(mlp->busy, "MLP");
     SR_RETURN_IF_ERROR(use.status());
+    if (mlp->dev) return mlp->dev->ZeroGrad();
     mlp->impl->ZeroGrad();
     return Status::Ok();
   });
@@ -195,7 +276,7 @@ SHARDREC_API shardrec_status_t shardrec_mlp_num_tensors(const shardrec_mlp_t* ml
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
-    *out = mlp->impl->tensors().size();
+    *out = mlp->dev ? mlp->dev->tensors().size() : mlp->impl->tensors().size();
     return Status::Ok();
   });
 }
@@ -204,7 +285,8 @@ SHARDREC_API shardrec_status_t shardrec_mlp_tensor(const shardrec_mlp_t* mlp, si
                                                    shardrec_dense_param_t* out) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
-    return shardrec::capi::TensorAt(mlp->impl->tensors(), index, out);
+    return shardrec::capi::TensorAt(mlp->dev ? mlp->dev->tensors() : mlp->impl->tensors(), index,
+                                    out);
   });
 }
 
@@ -214,6 +296,7 @@ SHARDREC_API shardrec_status_t shardrec_mlp_bind_tensor(shardrec_mlp_t* mlp, siz
     SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
     ExclusiveUse use(mlp->busy, "MLP");
     SR_RETURN_IF_ERROR(use.status());
+    if (mlp->dev) return mlp->dev->BindTensor(index, param, grad);
     return mlp->impl->BindTensor(index, param, grad);
   });
 }
@@ -379,6 +462,12 @@ SHARDREC_API shardrec_status_t shardrec_dense_optimizer_step(shardrec_dense_opti
           (tensors[i].count > 0 && (tensors[i].param == nullptr || tensors[i].grad == nullptr))) {
         return Status::InvalidArgument("tensor ", i, ": count ", tensors[i].count,
                                        " with a NULL parameter or gradient");
+      }
+      if (shardrec::dense::IsKnownDevicePointer(tensors[i].param) ||
+          shardrec::dense::IsKnownDevicePointer(tensors[i].grad)) {
+        return Status::InvalidArgument("tensor ", i,
+                                       " lives on a CUDA device (a CUDA MLP's tensor): dense "
+                                       "optimizer on device tensors is not supported yet");
       }
       ts[i].param = tensors[i].param;
       ts[i].grad = tensors[i].grad;

@@ -28,6 +28,10 @@ struct LoadedPlugin {
 // Used once per process by the loader below; tests call it with fake plugins.
 Status LoadCudaPlugin(const std::string& path, LoadedPlugin* out);
 
+// Whether the plugin's table has the appended dense entries (linear_forward/backward):
+// kUnsupported naming `path` for a plugin built before them.
+Status HasDenseEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
+
 // The run-time versions against the build-time ones: the driver must support at least the CUDA
 // version the plugin was compiled with, and the loaded NCCL must have the compiled major version
 // and be at least as new. A driver version of 0 (no driver) passes here; the device probe

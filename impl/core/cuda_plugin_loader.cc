@@ -54,10 +54,23 @@ Status CheckEntries(const shardrec_cuda_plugin_table_t& t) {
   for (const Entry& e : entries) {
     if (e.fn == nullptr) return Status::NoDevice("its table has no '", e.name, "' entry");
   }
+  // Appended entries are checked where they are used (HasDenseEntries): an older plugin still
+  // serves everything else.
   return Status::Ok();
 }
 
 }  // namespace
+
+Status HasDenseEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path) {
+  const size_t need =
+      offsetof(shardrec_cuda_plugin_table_t, linear_backward) + sizeof(t.linear_backward);
+  if (t.struct_size < need || t.linear_forward == nullptr || t.linear_backward == nullptr) {
+    return Status::Unsupported("the CUDA plugin ", path,
+                               " predates the dense GPU entries (linear_forward / "
+                               "linear_backward); use the plugin built with this libshardrec");
+  }
+  return Status::Ok();
+}
 
 Status FromPlugin(int32_t rc, const shardrec_plugin_status_t& status) {
   if (rc == 0) return Status::Ok();
@@ -122,11 +135,11 @@ Status LoadCudaPlugin(const std::string& path, LoadedPlugin* out) {
                             SHARDREC_CUDA_PLUGIN_ABI_VERSION);
   }
   if (table->abi_version != SHARDREC_CUDA_PLUGIN_ABI_VERSION ||
-      table->struct_size < sizeof(shardrec_cuda_plugin_table_t)) {
+      table->struct_size < SHARDREC_CUDA_PLUGIN_TABLE_BASE_SIZE) {
     return Status::NoDevice("the CUDA plugin ", path, " has a table of ABI ", table->abi_version,
                             " and ", table->struct_size, " bytes; this libshardrec needs ABI ",
                             SHARDREC_CUDA_PLUGIN_ABI_VERSION, " and at least ",
-                            sizeof(shardrec_cuda_plugin_table_t), " bytes");
+                            SHARDREC_CUDA_PLUGIN_TABLE_BASE_SIZE, " bytes");
   }
   if (Status s = CheckEntries(*table); !s.ok()) {
     return Status::NoDevice("the CUDA plugin ", path, " is incomplete: ", s.message());

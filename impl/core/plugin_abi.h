@@ -65,6 +65,23 @@ typedef struct shardrec_plugin_versions {
 /* An NCCL communicator living inside the plugin. Opaque to libshardrec. */
 typedef struct shardrec_plugin_nccl shardrec_plugin_nccl_t;
 
+/* One linear layer call on the GPU (cuBLASLt; impl/dense/lt_plan.h). Shapes and enums as in
+ * impl/dense/linear.h (activation) and lt_plan.h (math). */
+typedef struct shardrec_plugin_linear {
+  int64_t in;
+  int64_t out;
+  int64_t batch;
+  int32_t activation;       /* this layer's shardrec::dense::Activation */
+  int32_t input_activation; /* activation of the layer that produced x (backward only) */
+  int32_t math;             /* shardrec::dense::lt::Math */
+  int32_t flags;            /* SHARDREC_PLUGIN_LINEAR_* bits */
+} shardrec_plugin_linear_t;
+
+/* Backward: dy already carries this layer's activation derivative (an upstream DRELU). */
+#define SHARDREC_PLUGIN_LINEAR_DY_IS_DZ 1
+/* Backward: input_aux holds the input layer's ReLU mask as written by linear_forward. */
+#define SHARDREC_PLUGIN_LINEAR_INPUT_AUX_VALID 2
+
 typedef struct shardrec_cuda_plugin_table {
   uint32_t struct_size; /* sizeof(shardrec_cuda_plugin_table_t) in the plugin's build */
   uint32_t abi_version; /* SHARDREC_CUDA_PLUGIN_ABI_VERSION of the plugin's build */
@@ -153,7 +170,33 @@ typedef struct shardrec_cuda_plugin_table {
   /* kOk while healthy, else the error that broke the communicator (asynchronous errors and
    * watchdog timeouts included). */
   int32_t (*nccl_async_error)(shardrec_plugin_nccl_t* comm, shardrec_plugin_status_t* status);
+
+  /* ---- Appended after ABI 2's first release: a plugin whose struct_size ends before these
+   * entries loads, and dense GPU calls report kUnsupported naming the stale plugin. ---- */
+
+  /* y[batch, out] = act(x[batch, in] w[out, in]^T + b[out]) on `stream` with `device`
+   * current, through cuBLASLt; every pointer is device memory. `aux` (ReLU layers only, may
+   * be NULL otherwise) receives the ReLU bit mask, lt::ReluAuxLayout(out, batch).bytes bytes;
+   * *aux_written says whether it did (0 when cuBLASLt lacked the fused epilogue and a kernel
+   * ran instead; the backward then takes ReLU' from y). Returns once enqueued. Thread-safe; calls
+   * on one (device, stream) are serialised, since they share its scratch. */
+  int32_t (*linear_forward)(int32_t device, const shardrec_plugin_linear_t* args, const float* w,
+                            const float* b, const float* x, float* y, void* aux,
+                            int32_t* aux_written, void* stream, shardrec_plugin_status_t* status);
+
+  /* Backward of the call above given dy = dL/dy: dw += dz^T x, db += column sums of dz, and
+   * (dx not NULL) dx = dz w, where dz = dy * act'(y) (dy is not modified). When
+   * input_activation is ReLU the derivative of that input layer is applied to dx as well
+   * (from input_aux when SHARDREC_PLUGIN_LINEAR_INPUT_AUX_VALID, else from x > 0), so dx is
+   * the input layer's dz. Device pointers; enqueued on `stream`. */
+  int32_t (*linear_backward)(int32_t device, const shardrec_plugin_linear_t* args, const float* w,
+                             const float* x, const float* y, const float* dy, const void* input_aux,
+                             float* dw, float* db, float* dx, void* stream,
+                             shardrec_plugin_status_t* status);
 } shardrec_cuda_plugin_table_t;
+
+/* The table's size before the dense entries: the smallest a loader of this build accepts. */
+#define SHARDREC_CUDA_PLUGIN_TABLE_BASE_SIZE offsetof(shardrec_cuda_plugin_table_t, linear_forward)
 
 /* Exported by the plugin under the two symbol names above. The table getter returns NULL when
  * the plugin does not speak `abi_version`. */

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "impl/core/plugin_abi.h"
+#include "impl/cuda_plugin/lt_linear.h"
 #include "impl/cuda_plugin/nccl_entry.h"
 #include "impl/cuda_plugin/plugin_status.h"
 #include "impl/cuda_plugin/runtime_services.h"
@@ -92,6 +93,27 @@ int32_t StreamWaitEntry(int32_t device, void* stream, int64_t timeout_ms,
                   [&] { return WaitStream(Api(), device, stream, timeout_ms); });
 }
 
+int32_t LinearForwardEntry(int32_t device, const shardrec_plugin_linear_t* args, const float* w,
+                           const float* b, const float* x, float* y, void* aux,
+                           int32_t* aux_written, void* stream, shardrec_plugin_status_t* st) {
+  return Reported(st, "a cuBLASLt linear forward", [&]() -> Status {
+    if (args == nullptr) return Status::InvalidArgument("args must not be NULL");
+    return lt::LinearForward(device, *args, w, b, x, y, aux, aux_written,
+                             static_cast<cudaStream_t>(stream));
+  });
+}
+
+int32_t LinearBackwardEntry(int32_t device, const shardrec_plugin_linear_t* args, const float* w,
+                            const float* x, const float* y, const float* dy, const void* input_aux,
+                            float* dw, float* db, float* dx, void* stream,
+                            shardrec_plugin_status_t* st) {
+  return Reported(st, "a cuBLASLt linear backward", [&]() -> Status {
+    if (args == nullptr) return Status::InvalidArgument("args must not be NULL");
+    return lt::LinearBackward(device, *args, w, x, y, dy, input_aux, dw, db, dx,
+                              static_cast<cudaStream_t>(stream));
+  });
+}
+
 const shardrec_cuda_plugin_table_t kTable = {
     sizeof(shardrec_cuda_plugin_table_t),
     SHARDREC_CUDA_PLUGIN_ABI_VERSION,
@@ -118,6 +140,8 @@ const shardrec_cuda_plugin_table_t kTable = {
     &entry::NcclSplit,
     &entry::NcclAbort,
     &entry::NcclAsyncError,
+    &LinearForwardEntry,
+    &LinearBackwardEntry,
 };
 
 }  // namespace

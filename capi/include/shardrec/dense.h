@@ -5,9 +5,11 @@
  *        sigmoid + binary cross-entropy with logits, and dense optimizers (SGD, Adagrad,
  *        Adam/AdamW).
  *
- * Layers run on the host through OpenBLAS's sgemm in fp32; the GPU path (cuBLASLt) is not
- * available through this header yet (see the README's GPU status). Forward and backward are
- * deterministic for a fixed OpenBLAS thread count.
+ * Layers run on the host through OpenBLAS's sgemm in fp32 (deterministic for a fixed OpenBLAS
+ * thread count), or, for an MLP created with device = SHARDREC_DEVICE_CUDA, on a GPU through
+ * cuBLASLt in the CUDA plugin (fp32, tf32 or bf16 math; see shardrec_mlp_options_t). The GPU
+ * path is compiled and gated in CI but has not been run on a GPU by this project yet (see the
+ * README's GPU status).
  *
  * Parameters and gradients are exposed as flat tensors (shardrec_dense_param_t): a name, a
  * parameter pointer, a gradient pointer and an element count. They may be rebound to storage the
@@ -76,7 +78,18 @@ SHARDREC_API shardrec_status_t shardrec_dense_blas_threads(int32_t* out);
 
 /* ---------------------------------------------------------------------------------------- */
 
-#define SHARDREC_MLP_OPTIONS_VERSION 1u
+/** Arithmetic of a dense layer on a GPU (stored as int32_t). The host path is always fp32. */
+typedef enum shardrec_dense_math {
+  SHARDREC_DENSE_MATH_FP32 = 0, /**< fp32 inputs, products and accumulation (the default). */
+  SHARDREC_DENSE_MATH_TF32 = 1, /**< fp32 storage; the tensor cores round GEMM inputs to tf32
+                                     (10-bit mantissa) and accumulate in fp32. */
+  SHARDREC_DENSE_MATH_BF16 = 2  /**< GEMM inputs (weights, activations, gradients) rounded to
+                                     bf16 (8-bit mantissa), fp32 accumulation; parameters,
+                                     outputs and gradients stay fp32. */
+} shardrec_dense_math_t;
+
+/** Version 1: the host MLP. Version 2 appends device_type, device_index, math and stream. */
+#define SHARDREC_MLP_OPTIONS_VERSION 2u
 
 /** Options of shardrec_mlp_create. */
 typedef struct shardrec_mlp_options {
@@ -88,10 +101,25 @@ typedef struct shardrec_mlp_options {
   int32_t num_layers;          /**< >= 1. */
   uint64_t seed;               /**< Initial-value seed (same on every rank). */
   const char* name;            /**< Prefix of the tensor names; NULL or "" means "mlp". */
+  /* ---- version 2 ---- */
+  /** SHARDREC_DEVICE_HOST (default) or SHARDREC_DEVICE_CUDA. With CUDA the parameters,
+   *  gradients and the layer outputs live in device memory on device_index; forward and
+   *  backward take DEVICE pointers (x, y, dy, dx), run through cuBLASLt on @ref stream and
+   *  return once the work is enqueued (no host synchronisation, except that create waits for
+   *  its parameter upload and destroy waits for the stream before freeing). */
+  int32_t device_type;
+  int32_t device_index; /**< CUDA device ordinal (>= 0); ignored for the host. */
+  int32_t math;         /**< shardrec_dense_math_t; FP32 (default). TF32 and BF16 need CUDA. */
+  /** cudaStream_t for a CUDA MLP; NULL is the legacy default stream. Borrowed: it must
+   *  outlive the MLP. Ignored for the host. */
+  void* stream;
 } shardrec_mlp_options_t;
 
-#define SHARDREC_MLP_OPTIONS_INIT \
-  { SHARDREC_MLP_OPTIONS_VERSION, 0, NULL, NULL, 0, 0, NULL }
+#define SHARDREC_MLP_OPTIONS_INIT                                                     \
+  {                                                                                   \
+    SHARDREC_MLP_OPTIONS_VERSION, 0, NULL, NULL, 0, 0, NULL, SHARDREC_DEVICE_HOST, 0, \
+        SHARDREC_DENSE_MATH_FP32, NULL                                                \
+  }
 
 /**
  * Fills @p options with the defaults for struct version @p version.
@@ -105,13 +133,26 @@ SHARDREC_API shardrec_status_t shardrec_mlp_options_init(shardrec_mlp_options_t*
  * "<name>.<l>.bias" [out]: tensor 2l and 2l+1.
  * @param out     [out] The new MLP; *out is NULL on failure. Destroy with shardrec_mlp_destroy.
  * @param options Must not be NULL.
- * @return SHARDREC_OK; SHARDREC_EINVAL (bad width, activation, count); SHARDREC_ENOMEM.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (bad width, activation, count, unknown device type or
+ *         math, TF32/BF16 requested on the host); SHARDREC_ENODEVICE (device = CUDA without the
+ *         CUDA plugin, a driver or that device); SHARDREC_EUNSUPPORTED (a build without CUDA, or
+ *         a CUDA plugin from an older build without the dense entries); SHARDREC_ENOMEM. On
+ *         error nothing stays allocated.
  */
 SHARDREC_API shardrec_status_t shardrec_mlp_create(shardrec_mlp_t** out,
                                                    const shardrec_mlp_options_t* options);
 
-/** Destroys @p mlp; NULL is a no-op. Rebound external storage is not freed. */
+/** Destroys @p mlp; NULL is a no-op. Rebound external storage is not freed. A CUDA MLP waits
+ *  (bounded, 60 s) for its stream before freeing its device memory. */
 SHARDREC_API void shardrec_mlp_destroy(shardrec_mlp_t* mlp);
+
+/**
+ * Where @p mlp's parameters, gradients and activations live: the pointers of
+ * shardrec_mlp_tensor are device pointers when *device_type is SHARDREC_DEVICE_CUDA.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL mlp. Either out pointer may be NULL.
+ */
+SHARDREC_API shardrec_status_t shardrec_mlp_device(const shardrec_mlp_t* mlp, int32_t* device_type,
+                                                   int32_t* device_index);
 
 /**
  * Input and output widths.
@@ -123,7 +164,8 @@ SHARDREC_API shardrec_status_t shardrec_mlp_dims(const shardrec_mlp_t* mlp, int6
 /**
  * Forward pass: y[batch, out] from x[batch, in] (row-major). The MLP keeps each layer's output
  * for the next backward; @p x is read again by the backward and must stay valid and unchanged
- * until then.
+ * until then. For a CUDA MLP (shardrec_mlp_device) @p x and @p y are device pointers and the
+ * call returns once the work is enqueued on the MLP's stream.
  * @param y_len Elements available at @p y; must be >= batch * out_features.
  * @return SHARDREC_OK; SHARDREC_EINVAL (NULL buffers, batch < 0, y too small); nothing changes
  *         on error.
@@ -133,7 +175,10 @@ SHARDREC_API shardrec_status_t shardrec_mlp_forward(shardrec_mlp_t* mlp, const f
 
 /**
  * Backward pass of the last forward: accumulates every parameter gradient from dy[batch, out]
- * and writes dx[batch, in] when @p dx is not NULL (the first layer of a model needs none).
+ * and writes dx[batch, in] when @p dx is not NULL (the first layer of a model needs none). For a
+ * CUDA MLP @p dy and @p dx are device pointers, the call only enqueues on the MLP's stream, and
+ * @p on_ready runs once a tensor's gradient work is enqueued (final in stream order, not yet
+ * on the host).
  * @param on_ready Optional; called for each tensor once its gradient is final, last layer first
  *                 (bias then weight).
  * @return SHARDREC_OK; SHARDREC_EINVAL (NULL dy); SHARDREC_EUSAGE (no forward before).
@@ -276,8 +321,11 @@ SHARDREC_API void shardrec_dense_optimizer_destroy(shardrec_dense_optimizer_t* o
 
 /**
  * One step over @p tensors (param updated from grad, element-wise). The list must have the same
- * length and counts at every step; a changed list is refused before anything changes.
- * @return SHARDREC_OK; SHARDREC_EINVAL (NULL, changed shapes, NULL pointers in a tensor).
+ * length and counts at every step; a changed list is refused before anything changes. HOST
+ * tensors only: the tensors of a CUDA MLP are refused with SHARDREC_EINVAL ("dense optimizer on
+ * device tensors is not supported yet"); other device memory must not be passed.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (NULL, changed shapes, NULL pointers in a tensor, a CUDA
+ *         MLP's tensor).
  */
 SHARDREC_API shardrec_status_t shardrec_dense_optimizer_step(shardrec_dense_optimizer_t* opt,
                                                              const shardrec_dense_param_t* tensors,

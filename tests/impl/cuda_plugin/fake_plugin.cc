@@ -114,8 +114,10 @@ int32_t Split(shardrec_plugin_nccl_t*, int32_t, int32_t, shardrec_plugin_nccl_t*
 void Abort(shardrec_plugin_nccl_t*) {}
 int32_t AsyncError(shardrec_plugin_nccl_t*, shardrec_plugin_status_t* st) { return Ok(st); }
 
+// A plugin built before the dense entries were appended: its table ends where they begin (and
+// they stay NULL), so the loader must accept it and only dense calls refuse it.
 const shardrec_cuda_plugin_table_t kTable = {
-    sizeof(shardrec_cuda_plugin_table_t),
+    static_cast<uint32_t>(SHARDREC_CUDA_PLUGIN_TABLE_BASE_SIZE),
     SHARDREC_CUDA_PLUGIN_ABI_VERSION,
     &Path,
     &Versions,
@@ -140,6 +142,8 @@ const shardrec_cuda_plugin_table_t kTable = {
     FAKE_VARIANT == kHole ? nullptr : &Split,
     &Abort,
     &AsyncError,
+    nullptr,
+    nullptr,
 };
 
 }  // namespace

@@ -63,6 +63,18 @@ TEST(PluginLoader, GoodFakeLoadsAndNamesItsPath) {
   EXPECT_EQ(plugin.path, "/fake/libshardrec_cuda.so");
 }
 
+// The fake's table ends before the appended dense entries, like a plugin from an older build:
+// it still loads, and only the dense GPU path refuses it, naming the file.
+TEST(PluginLoader, PluginWithoutDenseEntriesLoadsButRefusesDenseCalls) {
+  core::LoadedPlugin plugin;
+  ASSERT_TRUE(core::LoadCudaPlugin(SHARDREC_FAKE_PLUGIN_GOOD, &plugin).ok());
+  EXPECT_EQ(plugin.table->struct_size, SHARDREC_CUDA_PLUGIN_TABLE_BASE_SIZE);
+  const Status s = core::HasDenseEntries(*plugin.table, plugin.path);
+  EXPECT_EQ(s.code(), Code::kUnsupported);
+  EXPECT_TRUE(Contains(s.message(), "/fake/libshardrec_cuda.so")) << s.message();
+  EXPECT_TRUE(Contains(s.message(), "linear_forward")) << s.message();
+}
+
 TEST(PluginLoader, MissingFileAndForeignLibrary) {
   EXPECT_EQ(Load("/nonexistent/libshardrec_cuda.so.0").code(), Code::kNoDevice);
   const Status s = Load("libc.so.6");

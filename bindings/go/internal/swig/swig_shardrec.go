@@ -314,85 +314,95 @@ typedef _gostring_ swig_type_281;
 typedef _goslice_ swig_type_282;
 typedef _goslice_ swig_type_283;
 typedef _gostring_ swig_type_284;
-typedef _gostring_ swig_type_285;
-typedef _gostring_ swig_type_286;
+typedef _goslice_ swig_type_285;
+typedef _goslice_ swig_type_286;
 typedef _gostring_ swig_type_287;
-typedef _goslice_ swig_type_288;
-typedef long long swig_type_289;
-typedef _goslice_ swig_type_290;
+typedef _gostring_ swig_type_288;
+typedef _gostring_ swig_type_289;
+typedef _gostring_ swig_type_290;
 typedef _goslice_ swig_type_291;
 typedef long long swig_type_292;
-typedef _gostring_ swig_type_293;
-typedef _gostring_ swig_type_294;
-typedef _goslice_ swig_type_295;
-typedef _goslice_ swig_type_296;
-typedef long long swig_type_297;
-typedef _gostring_ swig_type_298;
-typedef _goslice_ swig_type_299;
+typedef _goslice_ swig_type_293;
+typedef _goslice_ swig_type_294;
+typedef long long swig_type_295;
+typedef _gostring_ swig_type_296;
+typedef _gostring_ swig_type_297;
+typedef _goslice_ swig_type_298;
+typedef long long swig_type_299;
 typedef _goslice_ swig_type_300;
-typedef long long swig_type_301;
-typedef _gostring_ swig_type_302;
-typedef long long swig_type_303;
+typedef _goslice_ swig_type_301;
+typedef long long swig_type_302;
+typedef _gostring_ swig_type_303;
 typedef _gostring_ swig_type_304;
-typedef long long swig_type_305;
-typedef _gostring_ swig_type_306;
+typedef _goslice_ swig_type_305;
+typedef _goslice_ swig_type_306;
 typedef long long swig_type_307;
-typedef _goslice_ swig_type_308;
-typedef _gostring_ swig_type_309;
-typedef long long swig_type_310;
-typedef _goslice_ swig_type_311;
+typedef _gostring_ swig_type_308;
+typedef _goslice_ swig_type_309;
+typedef _goslice_ swig_type_310;
+typedef long long swig_type_311;
 typedef _gostring_ swig_type_312;
 typedef long long swig_type_313;
-typedef _goslice_ swig_type_314;
-typedef _gostring_ swig_type_315;
-typedef long long swig_type_316;
-typedef _goslice_ swig_type_317;
-typedef _gostring_ swig_type_318;
-typedef _goslice_ swig_type_319;
-typedef _goslice_ swig_type_320;
-typedef long long swig_type_321;
-typedef long long swig_type_322;
-typedef _gostring_ swig_type_323;
+typedef _gostring_ swig_type_314;
+typedef long long swig_type_315;
+typedef _gostring_ swig_type_316;
+typedef long long swig_type_317;
+typedef _goslice_ swig_type_318;
+typedef _gostring_ swig_type_319;
+typedef long long swig_type_320;
+typedef _goslice_ swig_type_321;
+typedef _gostring_ swig_type_322;
+typedef long long swig_type_323;
 typedef _goslice_ swig_type_324;
-typedef _goslice_ swig_type_325;
-typedef _goslice_ swig_type_326;
+typedef _gostring_ swig_type_325;
+typedef long long swig_type_326;
 typedef _goslice_ swig_type_327;
-typedef _goslice_ swig_type_328;
-typedef _gostring_ swig_type_329;
-typedef long long swig_type_330;
-typedef _goslice_ swig_type_331;
-typedef _gostring_ swig_type_332;
-typedef long long swig_type_333;
-typedef long long swig_type_334;
+typedef _gostring_ swig_type_328;
+typedef _goslice_ swig_type_329;
+typedef _goslice_ swig_type_330;
+typedef long long swig_type_331;
+typedef long long swig_type_332;
+typedef _gostring_ swig_type_333;
+typedef _goslice_ swig_type_334;
 typedef _goslice_ swig_type_335;
-typedef _gostring_ swig_type_336;
+typedef _goslice_ swig_type_336;
 typedef _goslice_ swig_type_337;
 typedef _goslice_ swig_type_338;
-typedef long long swig_type_339;
+typedef _gostring_ swig_type_339;
 typedef long long swig_type_340;
-typedef long long swig_type_341;
-typedef _goslice_ swig_type_342;
+typedef _goslice_ swig_type_341;
+typedef _gostring_ swig_type_342;
 typedef long long swig_type_343;
-typedef _gostring_ swig_type_344;
+typedef long long swig_type_344;
 typedef _goslice_ swig_type_345;
-typedef _goslice_ swig_type_346;
+typedef _gostring_ swig_type_346;
 typedef _goslice_ swig_type_347;
-typedef _gostring_ swig_type_348;
+typedef _goslice_ swig_type_348;
 typedef long long swig_type_349;
 typedef long long swig_type_350;
-typedef _goslice_ swig_type_351;
-typedef long long swig_type_352;
-typedef _gostring_ swig_type_353;
-typedef long long swig_type_354;
+typedef long long swig_type_351;
+typedef _goslice_ swig_type_352;
+typedef long long swig_type_353;
+typedef _gostring_ swig_type_354;
 typedef _goslice_ swig_type_355;
-typedef long long swig_type_356;
-typedef _gostring_ swig_type_357;
-typedef long long swig_type_358;
-typedef _goslice_ swig_type_359;
-typedef _goslice_ swig_type_360;
-typedef _gostring_ swig_type_361;
+typedef _goslice_ swig_type_356;
+typedef _goslice_ swig_type_357;
+typedef _gostring_ swig_type_358;
+typedef long long swig_type_359;
+typedef long long swig_type_360;
+typedef _goslice_ swig_type_361;
 typedef long long swig_type_362;
-typedef _goslice_ swig_type_363;
+typedef _gostring_ swig_type_363;
+typedef long long swig_type_364;
+typedef _goslice_ swig_type_365;
+typedef long long swig_type_366;
+typedef _gostring_ swig_type_367;
+typedef long long swig_type_368;
+typedef _goslice_ swig_type_369;
+typedef _goslice_ swig_type_370;
+typedef _gostring_ swig_type_371;
+typedef long long swig_type_372;
+typedef _goslice_ swig_type_373;
 extern void _wrap_Swig_free_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_swig_c5a5da6c39b7fef4(swig_intgo arg1);
 extern swig_intgo _wrap_OK_swig_c5a5da6c39b7fef4(void);
@@ -687,6 +697,9 @@ extern swig_intgo _wrap_ACTIVATION_NONE_swig_c5a5da6c39b7fef4(void);
 extern swig_intgo _wrap_ACTIVATION_RELU_swig_c5a5da6c39b7fef4(void);
 extern swig_intgo _wrap_ACTIVATION_SIGMOID_swig_c5a5da6c39b7fef4(void);
 extern swig_type_217 _wrap_dense_set_blas_threads_swig_c5a5da6c39b7fef4(swig_intgo arg1);
+extern swig_intgo _wrap_DENSE_MATH_FP32_swig_c5a5da6c39b7fef4(void);
+extern swig_intgo _wrap_DENSE_MATH_TF32_swig_c5a5da6c39b7fef4(void);
+extern swig_intgo _wrap_DENSE_MATH_BF16_swig_c5a5da6c39b7fef4(void);
 extern void _wrap_mlp_destroy_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern swig_type_218 _wrap_mlp_forward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_219 arg2, swig_type_220 arg3, swig_type_221 arg4, swig_type_222 arg5);
 extern swig_type_223 _wrap_mlp_zero_grad_swig_c5a5da6c39b7fef4(uintptr_t arg1);
@@ -717,31 +730,33 @@ extern swig_type_273 _wrap_fsdp_reduce_grad_swig_c5a5da6c39b7fef4(uintptr_t arg1
 extern swig_type_275 _wrap_fsdp_step_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern swig_type_276 _wrap_bind_dense_blas_threads_swig_c5a5da6c39b7fef4(swig_type_277 arg1);
 extern swig_type_278 _wrap_bind_mlp_dims_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_279 arg2, swig_type_280 arg3);
-extern swig_type_281 _wrap_bind_fsdp_memory_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_282 arg2, swig_type_283 arg3);
+extern swig_type_281 _wrap_bind_mlp_device_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_282 arg2, swig_type_283 arg3);
+extern swig_type_284 _wrap_bind_fsdp_memory_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_285 arg2, swig_type_286 arg3);
 extern uintptr_t _wrap_bind_param_list_new_swig_c5a5da6c39b7fef4(void);
 extern void _wrap_bind_param_list_free_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_284 _wrap_bind_param_list_add_mlp_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_285 _wrap_bind_param_list_add_dcn_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_286 _wrap_bind_dense_optimizer_step_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_287 _wrap_bind_mlp_create_swig_c5a5da6c39b7fef4(swig_type_288 arg1, swig_type_289 arg2, swig_type_290 arg3, swig_type_291 arg4, swig_type_292 arg5, swig_type_293 arg6);
-extern swig_type_294 _wrap_bind_mlp_backward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_295 arg2, swig_type_296 arg3, uintptr_t arg4, swig_type_297 arg5);
-extern swig_type_298 _wrap_bind_dcn_backward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_299 arg2, swig_type_300 arg3, uintptr_t arg4, swig_type_301 arg5);
-extern swig_type_302 _wrap_bind_mlp_use_ddp_grads_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_type_303 arg3);
-extern swig_type_304 _wrap_bind_dcn_use_ddp_grads_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_type_305 arg3);
-extern swig_type_306 _wrap_bind_mlp_tensor_info_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_307 arg2, swig_voidp arg3, swig_type_308 arg4);
-extern swig_type_309 _wrap_bind_dcn_tensor_info_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_310 arg2, swig_voidp arg3, swig_type_311 arg4);
-extern swig_type_312 _wrap_bind_mlp_copy_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_313 arg2, swig_intgo arg3, swig_type_314 arg4, swig_intgo arg5);
-extern swig_type_315 _wrap_bind_dcn_copy_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_316 arg2, swig_intgo arg3, swig_type_317 arg4, swig_intgo arg5);
-extern swig_type_318 _wrap_bind_ddp_create_swig_c5a5da6c39b7fef4(swig_type_319 arg1, uintptr_t arg2, swig_type_320 arg3, swig_type_321 arg4, swig_type_322 arg5, swig_intgo arg6);
-extern swig_type_323 _wrap_bind_ddp_stats_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_324 arg2, swig_type_325 arg3, swig_type_326 arg4, swig_type_327 arg5, swig_type_328 arg6);
-extern swig_type_329 _wrap_bind_ddp_bucket_size_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_330 arg2, swig_type_331 arg3);
-extern swig_type_332 _wrap_bind_ddp_bucket_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_333 arg2, swig_type_334 arg3, swig_type_335 arg4);
-extern swig_type_336 _wrap_bind_dot_interaction_forward_swig_c5a5da6c39b7fef4(swig_type_337 arg1, swig_type_338 arg2, swig_type_339 arg3, swig_type_340 arg4, swig_type_341 arg5, swig_type_342 arg6, swig_type_343 arg7);
-extern swig_type_344 _wrap_bind_fsdp_create_swig_c5a5da6c39b7fef4(swig_type_345 arg1, uintptr_t arg2, swig_type_346 arg3, swig_type_347 arg4, uintptr_t arg5);
-extern swig_type_348 _wrap_bind_fsdp_gather_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_349 arg2, swig_type_350 arg3, swig_type_351 arg4, swig_type_352 arg5);
-extern swig_type_353 _wrap_bind_fsdp_add_grad_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_354 arg2, swig_type_355 arg3, swig_type_356 arg4);
-extern swig_type_357 _wrap_bind_fsdp_shard_range_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_358 arg2, swig_type_359 arg3, swig_type_360 arg4);
-extern swig_type_361 _wrap_bind_fsdp_read_shard_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_362 arg2, swig_type_363 arg3);
+extern swig_type_287 _wrap_bind_param_list_add_mlp_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_288 _wrap_bind_param_list_add_dcn_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_289 _wrap_bind_dense_optimizer_step_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_290 _wrap_bind_mlp_create_swig_c5a5da6c39b7fef4(swig_type_291 arg1, swig_type_292 arg2, swig_type_293 arg3, swig_type_294 arg4, swig_type_295 arg5, swig_type_296 arg6);
+extern swig_type_297 _wrap_bind_mlp_create_on_swig_c5a5da6c39b7fef4(swig_type_298 arg1, swig_type_299 arg2, swig_type_300 arg3, swig_type_301 arg4, swig_type_302 arg5, swig_type_303 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
+extern swig_type_304 _wrap_bind_mlp_backward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_305 arg2, swig_type_306 arg3, uintptr_t arg4, swig_type_307 arg5);
+extern swig_type_308 _wrap_bind_dcn_backward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_309 arg2, swig_type_310 arg3, uintptr_t arg4, swig_type_311 arg5);
+extern swig_type_312 _wrap_bind_mlp_use_ddp_grads_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_type_313 arg3);
+extern swig_type_314 _wrap_bind_dcn_use_ddp_grads_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_type_315 arg3);
+extern swig_type_316 _wrap_bind_mlp_tensor_info_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_317 arg2, swig_voidp arg3, swig_type_318 arg4);
+extern swig_type_319 _wrap_bind_dcn_tensor_info_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_320 arg2, swig_voidp arg3, swig_type_321 arg4);
+extern swig_type_322 _wrap_bind_mlp_copy_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_323 arg2, swig_intgo arg3, swig_type_324 arg4, swig_intgo arg5);
+extern swig_type_325 _wrap_bind_dcn_copy_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_326 arg2, swig_intgo arg3, swig_type_327 arg4, swig_intgo arg5);
+extern swig_type_328 _wrap_bind_ddp_create_swig_c5a5da6c39b7fef4(swig_type_329 arg1, uintptr_t arg2, swig_type_330 arg3, swig_type_331 arg4, swig_type_332 arg5, swig_intgo arg6);
+extern swig_type_333 _wrap_bind_ddp_stats_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_334 arg2, swig_type_335 arg3, swig_type_336 arg4, swig_type_337 arg5, swig_type_338 arg6);
+extern swig_type_339 _wrap_bind_ddp_bucket_size_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_340 arg2, swig_type_341 arg3);
+extern swig_type_342 _wrap_bind_ddp_bucket_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_343 arg2, swig_type_344 arg3, swig_type_345 arg4);
+extern swig_type_346 _wrap_bind_dot_interaction_forward_swig_c5a5da6c39b7fef4(swig_type_347 arg1, swig_type_348 arg2, swig_type_349 arg3, swig_type_350 arg4, swig_type_351 arg5, swig_type_352 arg6, swig_type_353 arg7);
+extern swig_type_354 _wrap_bind_fsdp_create_swig_c5a5da6c39b7fef4(swig_type_355 arg1, uintptr_t arg2, swig_type_356 arg3, swig_type_357 arg4, uintptr_t arg5);
+extern swig_type_358 _wrap_bind_fsdp_gather_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_359 arg2, swig_type_360 arg3, swig_type_361 arg4, swig_type_362 arg5);
+extern swig_type_363 _wrap_bind_fsdp_add_grad_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_364 arg2, swig_type_365 arg3, swig_type_366 arg4);
+extern swig_type_367 _wrap_bind_fsdp_shard_range_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_368 arg2, swig_type_369 arg3, swig_type_370 arg4);
+extern swig_type_371 _wrap_bind_fsdp_read_shard_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_372 arg2, swig_type_373 arg3);
 #undef intgo
 */
 import "C"
@@ -3728,7 +3743,29 @@ func Dense_set_blas_threads(arg1 int) (_swig_ret error) {
 	return swig_r_1
 }
 
-const MLP_OPTIONS_VERSION uint = 1
+type Enum_SS_shardrec_dense_math int
+func _swig_getDENSE_MATH_FP32() (_swig_ret Enum_SS_shardrec_dense_math) {
+	var swig_r Enum_SS_shardrec_dense_math
+	swig_r = (Enum_SS_shardrec_dense_math)(C._wrap_DENSE_MATH_FP32_swig_c5a5da6c39b7fef4())
+	return swig_r
+}
+
+var DENSE_MATH_FP32 Enum_SS_shardrec_dense_math = _swig_getDENSE_MATH_FP32()
+func _swig_getDENSE_MATH_TF32() (_swig_ret Enum_SS_shardrec_dense_math) {
+	var swig_r Enum_SS_shardrec_dense_math
+	swig_r = (Enum_SS_shardrec_dense_math)(C._wrap_DENSE_MATH_TF32_swig_c5a5da6c39b7fef4())
+	return swig_r
+}
+
+var DENSE_MATH_TF32 Enum_SS_shardrec_dense_math = _swig_getDENSE_MATH_TF32()
+func _swig_getDENSE_MATH_BF16() (_swig_ret Enum_SS_shardrec_dense_math) {
+	var swig_r Enum_SS_shardrec_dense_math
+	swig_r = (Enum_SS_shardrec_dense_math)(C._wrap_DENSE_MATH_BF16_swig_c5a5da6c39b7fef4())
+	return swig_r
+}
+
+var DENSE_MATH_BF16 Enum_SS_shardrec_dense_math = _swig_getDENSE_MATH_BF16()
+const MLP_OPTIONS_VERSION uint = 2
 func Mlp_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
 	C._wrap_mlp_destroy_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
@@ -4108,12 +4145,30 @@ func Bind_mlp_dims(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error) {
 	return swig_r_1
 }
 
+func Bind_mlp_device(arg1 uintptr, arg2 []int32, arg3 []int32) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_bind_mlp_device_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_282)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_283)(unsafe.Pointer(&_swig_i_2)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
 func Bind_fsdp_memory(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_memory_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_282)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_283)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_memory_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_286)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4178,7 +4233,37 @@ func Bind_mlp_create(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_mlp_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_288)(unsafe.Pointer(&_swig_i_0)), C.swig_type_289(_swig_i_1), *(*C.swig_type_290)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_291)(unsafe.Pointer(&_swig_i_3)), C.swig_type_292(_swig_i_4), *(*C.swig_type_293)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_mlp_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_291)(unsafe.Pointer(&_swig_i_0)), C.swig_type_292(_swig_i_1), *(*C.swig_type_293)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_294)(unsafe.Pointer(&_swig_i_3)), C.swig_type_295(_swig_i_4), *(*C.swig_type_296)(unsafe.Pointer(&_swig_i_5)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg6
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Bind_mlp_create_on(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, arg5 uint64, arg6 string, arg7 int, arg8 int, arg9 int) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	_swig_i_6 := arg7
+	_swig_i_7 := arg8
+	_swig_i_8 := arg9
+	swig_r_p := C._wrap_bind_mlp_create_on_swig_c5a5da6c39b7fef4(*(*C.swig_type_298)(unsafe.Pointer(&_swig_i_0)), C.swig_type_299(_swig_i_1), *(*C.swig_type_300)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_301)(unsafe.Pointer(&_swig_i_3)), C.swig_type_302(_swig_i_4), *(*C.swig_type_303)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4204,7 +4289,7 @@ func Bind_mlp_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_backward_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_295)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_296)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_297(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_backward_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_305)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_306)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_307(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4224,7 +4309,7 @@ func Bind_dcn_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_backward_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_299)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_300)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_301(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_backward_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_309)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_310)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_311(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4242,7 +4327,7 @@ func Bind_mlp_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_303(_swig_i_2))
+	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_313(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4254,7 +4339,7 @@ func Bind_dcn_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_305(_swig_i_2))
+	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_315(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4267,7 +4352,7 @@ func Bind_mlp_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_307(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_308)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_317(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_318)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -4284,7 +4369,7 @@ func Bind_dcn_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_310(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_311)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_320(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_321)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -4302,7 +4387,7 @@ func Bind_mlp_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_313(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_314)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_323(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_324)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4319,7 +4404,7 @@ func Bind_dcn_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_316(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_317)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_326(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_327)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4337,7 +4422,7 @@ func Bind_ddp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 int64, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_319)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_320)(unsafe.Pointer(&_swig_i_2)), C.swig_type_321(_swig_i_3), C.swig_type_322(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_ddp_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_329)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_330)(unsafe.Pointer(&_swig_i_2)), C.swig_type_331(_swig_i_3), C.swig_type_332(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4358,7 +4443,7 @@ func Bind_ddp_stats(arg1 uintptr, arg2 []int64, arg3 []int64, arg4 []float64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_stats_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_324)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_325)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_326)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_327)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_328)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_ddp_stats_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_334)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_335)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_336)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_337)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_338)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4385,7 +4470,7 @@ func Bind_ddp_bucket_size(arg1 uintptr, arg2 int64, arg3 []uint64) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_330(_swig_i_1), *(*C.swig_type_331)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_340(_swig_i_1), *(*C.swig_type_341)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4401,7 +4486,7 @@ func Bind_ddp_bucket_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []uint64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_333(_swig_i_1), C.swig_type_334(_swig_i_2), *(*C.swig_type_335)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_343(_swig_i_1), C.swig_type_344(_swig_i_2), *(*C.swig_type_345)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4420,7 +4505,7 @@ func Bind_dot_interaction_forward(arg1 []float32, arg2 []float32, arg3 int64, ar
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_c5a5da6c39b7fef4(*(*C.swig_type_337)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_338)(unsafe.Pointer(&_swig_i_1)), C.swig_type_339(_swig_i_2), C.swig_type_340(_swig_i_3), C.swig_type_341(_swig_i_4), *(*C.swig_type_342)(unsafe.Pointer(&_swig_i_5)), C.swig_type_343(_swig_i_6))
+	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_c5a5da6c39b7fef4(*(*C.swig_type_347)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_348)(unsafe.Pointer(&_swig_i_1)), C.swig_type_349(_swig_i_2), C.swig_type_350(_swig_i_3), C.swig_type_351(_swig_i_4), *(*C.swig_type_352)(unsafe.Pointer(&_swig_i_5)), C.swig_type_353(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4443,7 +4528,7 @@ func Bind_fsdp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 []float32
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_bind_fsdp_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_345)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_346)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_347)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_355)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_356)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_357)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4466,7 +4551,7 @@ func Bind_fsdp_gather(arg1 uintptr, arg2 int64, arg3 int64, arg4 []float32, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_fsdp_gather_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_349(_swig_i_1), C.swig_type_350(_swig_i_2), *(*C.swig_type_351)(unsafe.Pointer(&_swig_i_3)), C.swig_type_352(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_gather_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_359(_swig_i_1), C.swig_type_360(_swig_i_2), *(*C.swig_type_361)(unsafe.Pointer(&_swig_i_3)), C.swig_type_362(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4482,7 +4567,7 @@ func Bind_fsdp_add_grad(arg1 uintptr, arg2 int64, arg3 []float32, arg4 int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_354(_swig_i_1), *(*C.swig_type_355)(unsafe.Pointer(&_swig_i_2)), C.swig_type_356(_swig_i_3))
+	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_364(_swig_i_1), *(*C.swig_type_365)(unsafe.Pointer(&_swig_i_2)), C.swig_type_366(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4498,7 +4583,7 @@ func Bind_fsdp_shard_range(arg1 uintptr, arg2 int64, arg3 []int64, arg4 []int64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_358(_swig_i_1), *(*C.swig_type_359)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_360)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_368(_swig_i_1), *(*C.swig_type_369)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_370)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4516,7 +4601,7 @@ func Bind_fsdp_read_shard(arg1 uintptr, arg2 int64, arg3 []float32) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_362(_swig_i_1), *(*C.swig_type_363)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_372(_swig_i_1), *(*C.swig_type_373)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3

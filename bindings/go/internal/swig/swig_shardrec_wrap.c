@@ -517,10 +517,15 @@ shardrec_status_t shardrec_bind_dense_optimizer_step(shardrec_dense_optimizer_t*
   return rc;
 }
 
-shardrec_status_t shardrec_bind_mlp_create(shardrec_mlp_t** out, int64_t in_features,
-                                           const int64_t* widths, size_t num_widths,
-                                           const int32_t* activations, size_t num_activations,
-                                           uint64_t seed, const char* name) {
+/* An MLP placed on @p device_type / @p device_index with @p math (shardrec_dense_math_t) on the
+   default stream: the languages hold host buffers only, so they create CUDA MLPs (for their
+   tensors and the documented errors) but refuse forward/backward on them themselves. */
+shardrec_status_t shardrec_bind_mlp_create_on(shardrec_mlp_t** out, int64_t in_features,
+                                              const int64_t* widths, size_t num_widths,
+                                              const int32_t* activations, size_t num_activations,
+                                              uint64_t seed, const char* name,
+                                              int32_t device_type, int32_t device_index,
+                                              int32_t math) {
   shardrec_mlp_options_t o;
   shardrec_status_t rc = shardrec_mlp_options_init(&o, SHARDREC_MLP_OPTIONS_VERSION);
   if (rc != SHARDREC_OK) return rc;
@@ -531,7 +536,19 @@ shardrec_status_t shardrec_bind_mlp_create(shardrec_mlp_t** out, int64_t in_feat
   o.activations = num_activations > 0 ? activations : NULL;
   o.seed = seed;
   o.name = name;
+  o.device_type = device_type;
+  o.device_index = device_index;
+  o.math = math;
   return shardrec_mlp_create(out, &o);
+}
+
+shardrec_status_t shardrec_bind_mlp_create(shardrec_mlp_t** out, int64_t in_features,
+                                           const int64_t* widths, size_t num_widths,
+                                           const int32_t* activations, size_t num_activations,
+                                           uint64_t seed, const char* name) {
+  return shardrec_bind_mlp_create_on(out, in_features, widths, num_widths, activations,
+                                     num_activations, seed, name, SHARDREC_DEVICE_HOST, 0,
+                                     SHARDREC_DENSE_MATH_FP32);
 }
 
 /* What a ready callback needs to forward each final gradient to a bucketer. */
@@ -635,7 +652,12 @@ static shardrec_status_t sr_bind_copy(const shardrec_dense_param_t* t, int32_t w
 shardrec_status_t shardrec_bind_mlp_copy_tensor(shardrec_mlp_t* mlp, size_t index, int32_t which,
                                                 float* buf, int32_t to_tensor) {
   shardrec_dense_param_t t;
-  shardrec_status_t rc = shardrec_mlp_tensor(mlp, index, &t);
+  int32_t device_type = SHARDREC_DEVICE_HOST;
+  shardrec_status_t rc = shardrec_mlp_device(mlp, &device_type, NULL);
+  /* A CUDA MLP's tensors are device pointers: a host memcpy would crash. The status is
+     EINVAL; the message comes from the language layer, which checks the device first. */
+  if (rc == SHARDREC_OK && device_type != SHARDREC_DEVICE_HOST) return SHARDREC_EINVAL;
+  if (rc == SHARDREC_OK) rc = shardrec_mlp_tensor(mlp, index, &t);
   return rc != SHARDREC_OK ? rc : sr_bind_copy(&t, which, buf, to_tensor);
 }
 
@@ -775,6 +797,10 @@ shardrec_status_t shardrec_bind_dense_blas_threads(int32_t* threads_out) {
 shardrec_status_t shardrec_bind_mlp_dims(const shardrec_mlp_t* mlp, int64_t* in_out,
                                          int64_t* out_features_out) {
   return shardrec_mlp_dims(mlp, in_out, out_features_out);
+}
+shardrec_status_t shardrec_bind_mlp_device(const shardrec_mlp_t* mlp, int32_t* device_type_out,
+                                           int32_t* device_index_out) {
+  return shardrec_mlp_device(mlp, device_type_out, device_index_out);
 }
 shardrec_status_t shardrec_bind_fsdp_memory(const shardrec_fsdp_t* fsdp, int64_t* current_out,
                                             int64_t* peak_out) {
@@ -6543,6 +6569,42 @@ _gostring_ _wrap_dense_set_blas_threads_swig_c5a5da6c39b7fef4(intgo _swig_go_0) 
 }
 
 
+intgo _wrap_DENSE_MATH_FP32_swig_c5a5da6c39b7fef4() {
+  enum shardrec_dense_math result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_DENSE_MATH_FP32;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_DENSE_MATH_TF32_swig_c5a5da6c39b7fef4() {
+  enum shardrec_dense_math result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_DENSE_MATH_TF32;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_DENSE_MATH_BF16_swig_c5a5da6c39b7fef4() {
+  enum shardrec_dense_math result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_DENSE_MATH_BF16;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 void _wrap_mlp_destroy_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   
@@ -7390,6 +7452,40 @@ _gostring_ _wrap_bind_mlp_dims_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0,
 }
 
 
+_gostring_ _wrap_bind_mlp_device_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+  shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mlp_t *)_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1.array; 
+  arg3 = (int32_t *)_swig_go_2.array; 
+  
+  result = (shardrec_status_t)shardrec_bind_mlp_device((struct shardrec_mlp const *)arg1,arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_bind_fsdp_memory_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
@@ -7571,6 +7667,65 @@ _gostring_ _wrap_bind_mlp_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, lon
   
   
   result = (shardrec_status_t)shardrec_bind_mlp_create(arg1,arg2,(long const *)arg3,arg4,(int const *)arg5,arg6,arg7,(char const *)arg8);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg8); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_mlp_create_on_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
+  shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
+  int64_t arg2 ;
+  int64_t *arg3 = (int64_t *) 0 ;
+  size_t arg4 ;
+  int32_t *arg5 = (int32_t *) 0 ;
+  size_t arg6 ;
+  uint64_t arg7 ;
+  char *arg8 = (char *) 0 ;
+  int32_t arg9 ;
+  int32_t arg10 ;
+  int32_t arg11 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mlp_t **)_swig_go_0.array; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  arg3 = (int64_t *)_swig_go_2.array;
+  arg4 = (size_t)_swig_go_2.len;
+  
+  
+  arg5 = (int32_t *)_swig_go_3.array;
+  arg6 = (size_t)_swig_go_3.len;
+  
+  arg7 = (uint64_t)_swig_go_4; 
+  
+  arg8 = (char *)malloc(_swig_go_5.n + 1);
+  memcpy(arg8, _swig_go_5.p, _swig_go_5.n);
+  arg8[_swig_go_5.n] = '\0';
+  
+  arg9 = (int32_t)_swig_go_6; 
+  arg10 = (int32_t)_swig_go_7; 
+  arg11 = (int32_t)_swig_go_8; 
+  
+  result = (shardrec_status_t)shardrec_bind_mlp_create_on(arg1,arg2,(long const *)arg3,arg4,(int const *)arg5,arg6,arg7,(char const *)arg8,arg9,arg10,arg11);
   
   if (result < 0) {
     size_t len = shardrec_last_error_copy(NULL, 0);

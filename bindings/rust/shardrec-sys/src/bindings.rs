@@ -30,7 +30,7 @@ pub const SHARDREC_SYNC_WEIGHTS_AND_STATE: u32 = 1;
 pub const SHARDREC_SYNC_WEIGHTS_ONLY: u32 = 2;
 pub const SHARDREC_MESH_OPTIONS_VERSION: u32 = 1;
 pub const SHARDREC_CHECKPOINT_OPTIONS_VERSION: u32 = 1;
-pub const SHARDREC_MLP_OPTIONS_VERSION: u32 = 1;
+pub const SHARDREC_MLP_OPTIONS_VERSION: u32 = 2;
 pub const SHARDREC_DDP_OPTIONS_VERSION: u32 = 1;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
@@ -3282,6 +3282,11 @@ extern "C" {
 extern "C" {
     pub fn shardrec_dense_blas_threads(out: *mut i32) -> shardrec_status_t;
 }
+pub const shardrec_dense_math_SHARDREC_DENSE_MATH_FP32: shardrec_dense_math = 0;
+pub const shardrec_dense_math_SHARDREC_DENSE_MATH_TF32: shardrec_dense_math = 1;
+pub const shardrec_dense_math_SHARDREC_DENSE_MATH_BF16: shardrec_dense_math = 2;
+pub type shardrec_dense_math = ::std::os::raw::c_uint;
+pub use self::shardrec_dense_math as shardrec_dense_math_t;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct shardrec_mlp_options {
@@ -3292,12 +3297,16 @@ pub struct shardrec_mlp_options {
     pub num_layers: i32,
     pub seed: u64,
     pub name: *const ::std::os::raw::c_char,
+    pub device_type: i32,
+    pub device_index: i32,
+    pub math: i32,
+    pub stream: *mut ::std::os::raw::c_void,
 }
 #[test]
 fn bindgen_test_layout_shardrec_mlp_options() {
     assert_eq!(
         ::std::mem::size_of::<shardrec_mlp_options>(),
-        56usize,
+        80usize,
         concat!("Size of: ", stringify!(shardrec_mlp_options))
     );
     assert_eq!(
@@ -3424,6 +3433,74 @@ fn bindgen_test_layout_shardrec_mlp_options() {
         );
     }
     test_field_name();
+    fn test_field_device_type() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_mlp_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).device_type) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_mlp_options),
+                "::",
+                stringify!(device_type)
+            )
+        );
+    }
+    test_field_device_type();
+    fn test_field_device_index() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_mlp_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).device_index) as usize - ptr as usize
+            },
+            60usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_mlp_options),
+                "::",
+                stringify!(device_index)
+            )
+        );
+    }
+    test_field_device_index();
+    fn test_field_math() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_mlp_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).math) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_mlp_options),
+                "::",
+                stringify!(math)
+            )
+        );
+    }
+    test_field_math();
+    fn test_field_stream() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_mlp_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).stream) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_mlp_options),
+                "::",
+                stringify!(stream)
+            )
+        );
+    }
+    test_field_stream();
 }
 pub type shardrec_mlp_options_t = shardrec_mlp_options;
 extern "C" {
@@ -3440,6 +3517,13 @@ extern "C" {
 }
 extern "C" {
     pub fn shardrec_mlp_destroy(mlp: *mut shardrec_mlp_t);
+}
+extern "C" {
+    pub fn shardrec_mlp_device(
+        mlp: *const shardrec_mlp_t,
+        device_type: *mut i32,
+        device_index: *mut i32,
+    ) -> shardrec_status_t;
 }
 extern "C" {
     pub fn shardrec_mlp_dims(

@@ -20,6 +20,40 @@ pub enum Activation {
     Sigmoid = 2,
 }
 
+/// Arithmetic of a dense layer on a GPU (`SHARDREC_DENSE_MATH_*`); the host is always fp32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DenseMath {
+    /// fp32 throughout (the default).
+    #[default]
+    Fp32 = 0,
+    /// GEMM inputs rounded to tf32 by the tensor cores, fp32 accumulation.
+    Tf32 = 1,
+    /// GEMM inputs rounded to bf16, fp32 accumulation; parameters and gradients stay fp32.
+    Bf16 = 2,
+}
+
+impl DenseMath {
+    /// The constant of C value `code`, if any.
+    pub fn from_code(code: i32) -> Option<DenseMath> {
+        match code {
+            0 => Some(DenseMath::Fp32),
+            1 => Some(DenseMath::Tf32),
+            2 => Some(DenseMath::Bf16),
+            _ => None,
+        }
+    }
+}
+
+/// Where an MLP lives and how it computes (`shardrec_mlp_options_t` version 2). `device_type`
+/// is `SHARDREC_DEVICE_HOST` (0, the default) or `SHARDREC_DEVICE_CUDA` (1); a CUDA MLP runs on
+/// the default stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MlpPlacement {
+    pub device_type: i32,
+    pub device_index: i32,
+    pub math: DenseMath,
+}
+
 /// Sets OpenBLAS's thread count, PROCESS-WIDE. With several ranks as threads of one process use
 /// 1. Call it while no dense layer runs.
 pub fn set_blas_threads(threads: i32) -> Result<()> {
@@ -221,6 +255,17 @@ impl Core {
 
     fn tensor(&self, i: usize) -> Result<sys::shardrec_dense_param_t> {
         self.refresh()?;
+        if let Kind::Mlp = self.kind {
+            // A CUDA MLP's tensors are device pointers: never hand them out as slices.
+            let mut device_type = 0;
+            check(unsafe {
+                sys::shardrec_mlp_device(self.raw.cast(), &mut device_type, ptr::null_mut())
+            })?;
+            if device_type != 0 {
+                return Err(invalid("the tensors of a CUDA MLP live in device memory; the Rust \
+                                    binding reads host tensors only"));
+            }
+        }
         // SAFETY: plain data written by the call.
         let mut t: sys::shardrec_dense_param_t = unsafe { std::mem::zeroed() };
         check(unsafe {
@@ -382,6 +427,7 @@ pub struct Mlp {
     core: CoreRef,
     in_features: i64,
     out_features: i64,
+    device_type: i32,
 }
 
 // SAFETY: dense.h allows a handle on any thread, one at a time.
@@ -397,6 +443,21 @@ impl DenseLayer for Mlp {
 }
 
 impl Mlp {
+    /// Where the MLP's tensors live (`SHARDREC_DEVICE_HOST` 0 or `SHARDREC_DEVICE_CUDA` 1).
+    pub fn device_type(&self) -> i32 {
+        self.device_type
+    }
+
+    fn require_host(&self, what: &str) -> Result<()> {
+        if self.device_type != 0 {
+            return Err(invalid(format!(
+                "{what} of a CUDA MLP needs device pointers, which the Rust binding does not pass; \
+                 use the C API"
+            )));
+        }
+        Ok(())
+    }
+
     /// An MLP from `in_features` through `widths`. `activations` `None` means ReLU on every
     /// layer but the last, which has none; otherwise one per layer. `name` "" means "mlp".
     pub fn new(
@@ -405,6 +466,21 @@ impl Mlp {
         activations: Option<&[Activation]>,
         seed: u64,
         name: &str,
+    ) -> Result<Mlp> {
+        Mlp::new_on(in_features, widths, activations, seed, name, MlpPlacement::default())
+    }
+
+    /// As [`Mlp::new`] placed by `place`. A CUDA MLP keeps its tensors in device memory and runs
+    /// through cuBLASLt; Rust slices are host memory, so `forward` and `backward` refuse it (use
+    /// the C API with device pointers). Without the CUDA plugin or a GPU the error is
+    /// `Code::NoDevice`; TF32 and BF16 on the host `Code::Invalid`.
+    pub fn new_on(
+        in_features: i64,
+        widths: &[i64],
+        activations: Option<&[Activation]>,
+        seed: u64,
+        name: &str,
+        place: MlpPlacement,
     ) -> Result<Mlp> {
         let acts: Option<Vec<i32>> = match activations {
             Some(a) if a.len() != widths.len() => {
@@ -426,6 +502,9 @@ impl Mlp {
         o.num_layers = num_layers;
         o.seed = seed;
         o.name = cname.as_ptr();
+        o.device_type = place.device_type;
+        o.device_index = place.device_index;
+        o.math = place.math as i32;
         let mut raw = ptr::null_mut();
         check(unsafe { sys::shardrec_mlp_create(&mut raw, &o) })?;
         let core = CoreRef(Core {
@@ -437,7 +516,9 @@ impl Mlp {
         });
         let (mut i, mut out) = (0, 0);
         check(unsafe { sys::shardrec_mlp_dims(raw, &mut i, &mut out) })?;
-        Ok(Mlp { core, in_features: i, out_features: out })
+        let mut device_type = 0;
+        check(unsafe { sys::shardrec_mlp_device(raw, &mut device_type, ptr::null_mut()) })?;
+        Ok(Mlp { core, in_features: i, out_features: out, device_type })
     }
 
     pub fn in_features(&self) -> i64 {
@@ -450,6 +531,7 @@ impl Mlp {
 
     /// `y[batch, out]` from `x[batch, in]`; the layer copies `x` for the backward.
     pub fn forward(&mut self, x: &[f32], batch: i64, y: &mut [f32]) -> Result<()> {
+        self.require_host("forward")?;
         check_len("x", x.len(), batch * self.in_features)?;
         check_len("y", y.len(), batch * self.out_features)?;
         self.core.0.forward(x, batch, y)
@@ -465,6 +547,7 @@ impl Mlp {
         dx: Option<&mut [f32]>,
         ready: Option<(&mut Bucketer, usize)>,
     ) -> Result<()> {
+        self.require_host("backward")?;
         let batch = self.core.0.batch.max(0);
         check_len("dy", dy.len(), batch * self.out_features)?;
         let dx = match dx {

@@ -16,8 +16,8 @@ pub use comm::{Comm, CommOptions, UniqueId};
 pub use ddp::{Bucketer, BucketerOptions, BucketerStats, Compression, Fsdp};
 pub use dense::{
     blas_threads, bce_with_logits, dot_interaction_backward, dot_interaction_forward,
-    dot_interaction_width, set_blas_threads, Activation, CoreRef, Dcn, DenseLayer, DenseOptimizer,
-    Mlp,
+    dot_interaction_width, set_blas_threads, Activation, CoreRef, Dcn, DenseLayer, DenseMath,
+    DenseOptimizer, Mlp, MlpPlacement,
 };
 pub use config::{
     Constraints, Feature, Optimizer, OptimizerType, Pooling, ShardingType, Table, Topology,

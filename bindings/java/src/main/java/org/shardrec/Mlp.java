@@ -12,6 +12,7 @@ import org.shardrec.swig.Native;
 public final class Mlp extends DenseLayer {
   private final long inFeatures;
   private final long outFeatures;
+  private final DeviceType device;
   private long lastBatch = -1;
 
   private Mlp(long handle) {
@@ -21,6 +22,10 @@ public final class Mlp extends DenseLayer {
     Native.bind_mlp_dims(handle, in, out);
     inFeatures = in[0];
     outFeatures = out[0];
+    int[] type = new int[1];
+    int[] index = new int[1];
+    Native.bind_mlp_device(handle, type, index);
+    device = DeviceType.of(type[0]);
   }
 
   @Override
@@ -35,6 +40,19 @@ public final class Mlp extends DenseLayer {
    */
   public static Mlp create(long inFeatures, long[] widths, Activation[] activations, long seed,
                            String name) {
+    return create(inFeatures, widths, activations, seed, name, DeviceType.HOST, 0, DenseMath.FP32);
+  }
+
+  /**
+   * As {@link #create(long, long[], Activation[], long, String)} on {@code device} (CUDA:
+   * ordinal {@code deviceIndex}, the default stream) with {@code math}. A CUDA MLP keeps its
+   * tensors in device memory and runs through cuBLASLt; this binding passes host buffers only,
+   * so {@link #forward} and {@link #backward} refuse it (use the C API with device pointers).
+   * Without the CUDA plugin or a GPU, creating one throws ShardrecException ENODEVICE; TF32 and
+   * BF16 on the host throw EINVAL.
+   */
+  public static Mlp create(long inFeatures, long[] widths, Activation[] activations, long seed,
+                           String name, DeviceType device, int deviceIndex, DenseMath math) {
     int[] acts = null;
     if (activations != null) {
       if (widths == null || activations.length != widths.length) {
@@ -45,7 +63,8 @@ public final class Mlp extends DenseLayer {
       for (int i = 0; i < acts.length; ++i) acts[i] = activations[i].code();
     }
     long[] out = new long[1];
-    Native.bind_mlp_create(out, inFeatures, widths, acts, seed, name);
+    Native.bind_mlp_create_on(out, inFeatures, widths, acts, seed, name, device.code(),
+                              deviceIndex, math.code());
     try {
       return new Mlp(out[0]);
     } catch (RuntimeException ex) {
@@ -62,11 +81,24 @@ public final class Mlp extends DenseLayer {
     return outFeatures;
   }
 
+  /** Where the MLP's tensors live. */
+  public DeviceType device() {
+    return device;
+  }
+
+  private void requireHost(String what) {
+    if (device != DeviceType.HOST) {
+      throw new IllegalStateException(what + " of a CUDA MLP needs device pointers, which the "
+                                      + "Java binding does not pass; use the C API");
+    }
+  }
+
   /**
    * y[batch, out] from x[batch, in] (direct buffers, exactly those sizes from their positions).
    * The MLP keeps x for the next backward: do not change it until then.
    */
   public void forward(FloatBuffer x, long batch, FloatBuffer y) {
+    requireHost("forward");
     if (batch < 0) throw new IllegalArgumentException("batch must be >= 0, got " + batch);
     FloatBuffer xs = Buffers.in(x, batch * inFeatures, "x");
     FloatBuffer ys = Buffers.out(y, batch * outFeatures, "y");
@@ -82,6 +114,7 @@ public final class Mlp extends DenseLayer {
    * layer first), so its average overlaps the rest of the backward.
    */
   public void backward(FloatBuffer dy, FloatBuffer dx, Bucketer ddp, long firstTensor) {
+    requireHost("backward");
     long batch = Math.max(lastBatch, 0);
     FloatBuffer dys = Buffers.in(dy, batch * outFeatures, "dy");
     FloatBuffer dxs = dx == null ? null : Buffers.out(dx, batch * inFeatures, "dx");
@@ -118,6 +151,7 @@ public final class Mlp extends DenseLayer {
 
   @Override
   void nativeCopy(long index, int which, FloatBuffer buf, boolean toTensor) {
+    requireHost("copying a tensor");
     Native.bind_mlp_copy_tensor(handle(), index, which, buf, toTensor ? 1 : 0);
   }
 
