@@ -268,7 +268,9 @@ TEST(CapiFsdpMisuse, APartialMissKeepsEveryRankIdentical) {
       ASSERT_EQ(shardrec_fsdp_reduce_grad(fsdp.get(), u), SHARDREC_OK);
     }
     step[r] = shardrec_fsdp_step(fsdp.get());
-    if (r == 1) EXPECT_NE(LastError().find("unit 1"), std::string::npos) << LastError();
+    if (r == 1) {
+      EXPECT_NE(LastError().find("unit 1"), std::string::npos) << LastError();
+    }
     for (size_t u = 0; u < 2; ++u) {
       float* full = nullptr;
       ASSERT_EQ(shardrec_fsdp_gather(fsdp.get(), u, -1, &full), SHARDREC_OK);
