@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "impl/comm/communicator.h"
+#include "impl/comm/encoded.h"
 #include "impl/comm/work.h"
 #include "impl/core/check.h"
 #include "impl/core/exec.h"
@@ -44,6 +45,10 @@ struct CollectionOptions {
   // Back the weight and optimizer-state arenas with transparent huge pages (fewer TLB misses
   // on random rows); off uses plain pages.
   bool huge_pages = true;
+  // Wire encoding of the pooled rows' return all-to-all (forward), and of the gradient
+  // all-to-all and the data-parallel gradient all-reduce (backward). kFp32 is exact.
+  comm::Encoding forward_encoding = comm::Encoding::kFp32;
+  comm::Encoding backward_encoding = comm::Encoding::kFp32;
 };
 
 struct StateInfo {
@@ -180,6 +185,7 @@ class EmbeddingCollection {
   std::vector<float> ret_send_;
   std::vector<float> ret_recv_;
   std::vector<kernels::LookupJob> jobs_;
+  comm::EncodedScratch wire_;  // 16-bit staging of the encoded all-to-alls
   CollectionTimings timings_;
 };
 
