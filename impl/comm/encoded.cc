@@ -3,20 +3,23 @@
 
 #include <cstring>
 
+#include "impl/comm/codec/codec.h"
 #include "impl/core/check.h"
-#include "impl/core/half.h"
+#include "impl/core/cpu_features.h"
 
 namespace shardrec::comm {
 
 namespace {
 
-// fp16 with saturation: a finite value beyond the largest half (65504) becomes +-65504 instead
-// of an infinity, so a large but finite pooled sum or gradient stays finite on the other side.
-inline uint16_t ToHalfSaturating(float f) {
-  const uint32_t ax = FloatBits(f) & 0x7fffffffu;
-  if (ax > 0x477fe000u && ax < 0x7f800000u)
-    return static_cast<uint16_t>(((FloatBits(f) >> 16) & 0x8000u) | 0x7bffu);
-  return FloatToHalf(f);
+// The codec passes of the best instruction-set level this CPU runs (same bits at every level).
+const codec::Passes& Passes() {
+  static const codec::Passes& p = []() -> const codec::Passes& {
+#if SHARDREC_HAVE_X86_CODEC_LEVELS
+    if (HostCpu().avx2) return codec::Avx2();
+#endif
+    return codec::Baseline();
+  }();
+  return p;
 }
 
 // Offsets of the blocks of a variable-size buffer (prefix sums of the counts).
@@ -41,27 +44,15 @@ const char* EncodingName(Encoding e) {
 }
 
 void EncodeFloats(Encoding e, const float* src, size_t n, uint16_t* dst) {
-  if (e == Encoding::kFp16) {
-    for (size_t i = 0; i < n; ++i) dst[i] = ToHalfSaturating(src[i]);
-  } else {
-    for (size_t i = 0; i < n; ++i) dst[i] = FloatToBFloat16(src[i]);
-  }
+  (e == Encoding::kFp16 ? Passes().to_half : Passes().to_bf16)(src, n, dst);
 }
 
 void DecodeFloats(Encoding e, const uint16_t* src, size_t n, float* dst) {
-  if (e == Encoding::kFp16) {
-    for (size_t i = 0; i < n; ++i) dst[i] = HalfToFloat(src[i]);
-  } else {
-    for (size_t i = 0; i < n; ++i) dst[i] = BFloat16ToFloat(src[i]);
-  }
+  (e == Encoding::kFp16 ? Passes().from_half : Passes().from_bf16)(src, n, dst);
 }
 
 void DecodeAddFloats(Encoding e, const uint16_t* src, size_t n, float* dst) {
-  if (e == Encoding::kFp16) {
-    for (size_t i = 0; i < n; ++i) dst[i] += HalfToFloat(src[i]);
-  } else {
-    for (size_t i = 0; i < n; ++i) dst[i] += BFloat16ToFloat(src[i]);
-  }
+  (e == Encoding::kFp16 ? Passes().add_half : Passes().add_bf16)(src, n, dst);
 }
 
 Status EncodedAllToAllV(Communicator& comm, Encoding e, const float* send,

@@ -68,6 +68,9 @@ struct CollectionTimings {
   double lookup_seconds = 0;
   double output_dist_seconds = 0;
   double backward_seconds = 0;
+  // Part of comm_seconds in the collectives that carry embeddings or their gradients (return
+  // all-to-all, gradient all-to-all, data-parallel all-reduce), encoding included.
+  double embedding_comm_seconds = 0;
   int64_t forwards = 0;
   int64_t backwards = 0;
   int64_t samples = 0;  // local samples forwarded

@@ -571,21 +571,28 @@ typedef struct shardrec_step_timings {
   double lookup_seconds;      /**< Embedding lookups (shard owners). */
   double output_dist_seconds; /**< Return exchange and combine. */
   double backward_seconds;    /**< Backward: gradients, aggregation, optimizer. */
+  /* Version 2. */
+  double embedding_comm_seconds; /**< Part of collective_seconds spent in the collectives that
+                                      carry embeddings or their gradients (the forward's return
+                                      all-to-all, the backward's gradient all-to-all and the
+                                      data-parallel gradient all-reduce), encoding and decoding
+                                      included: what shardrec_comm_encoding_t can shrink. */
 } shardrec_step_timings_t;
 
-#define SHARDREC_STEP_TIMINGS_VERSION 1u
+#define SHARDREC_STEP_TIMINGS_VERSION 2u
 #define SHARDREC_STEP_TIMINGS_INIT \
-  { SHARDREC_STEP_TIMINGS_VERSION, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0 }
+  { SHARDREC_STEP_TIMINGS_VERSION, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0 }
 
 /**
- * Fills @p timings with zeros for struct version @p version.
+ * Fills @p timings with zeros for struct version @p version (1 has no embedding_comm_seconds).
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
  */
 SHARDREC_API shardrec_status_t shardrec_step_timings_init(shardrec_step_timings_t* timings,
                                                           uint32_t version);
 
 /**
- * Copies the collection's timings into @p out (the fields of out->version).
+ * Copies the collection's timings into @p out (the fields of out->version; a version-1 struct is
+ * shorter and its missing fields are never written).
  * @param coll [in] Must not be NULL.
  * @param out  [in,out] Initialised with shardrec_step_timings_init; must not be NULL.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version; SHARDREC_EUSAGE when

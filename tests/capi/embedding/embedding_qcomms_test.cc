@@ -88,6 +88,12 @@ RunResult RunStep(const Scenario& s, shardrec_plan_t* plan,
     ASSERT_EQ(shardrec_embedding_backward(c, grads[0][r].data(), grads[0][r].size(), nullptr),
               SHARDREC_OK)
         << shardrec_last_error();
+    // The embedding collectives' time is part of the collective time (timings version 2).
+    shardrec_step_timings_t tm;
+    ASSERT_EQ(shardrec_step_timings_init(&tm, SHARDREC_STEP_TIMINGS_VERSION), SHARDREC_OK);
+    ASSERT_EQ(shardrec_embedding_step_timings(c, &tm), SHARDREC_OK);
+    if (s.world > 1) EXPECT_GT(tm.embedding_comm_seconds, 0.0);
+    EXPECT_LE(tm.embedding_comm_seconds, tm.collective_seconds);
     for (const RefTable& t : s.tables) {
       std::vector<float> w(static_cast<size_t>(t.rows) * t.dim);
       ASSERT_EQ(shardrec_embedding_get_weights(c, t.name.c_str(), w.data(), w.size()), SHARDREC_OK);
