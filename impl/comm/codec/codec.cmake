@@ -10,6 +10,10 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
   list(APPEND SHARDREC_COMM_SOURCES codec/codec_avx2.cc)
 endif()
 
+# Tests that compare the levels need to know whether there are several.
+set(SHARDREC_HAVE_X86_CODEC_LEVELS ${SHARDREC_HAVE_X86_CODEC_LEVELS} CACHE INTERNAL
+    "Whether the comm codec is built per x86-64 level")
+
 function(shardrec_codec_flags target)
   set_source_files_properties(${SHARDREC_CODEC_DIR}/codec_baseline.cc TARGET_DIRECTORY ${target}
     PROPERTIES COMPILE_OPTIONS "-O3;-ffp-contract=off")
