@@ -5,12 +5,14 @@
 // pre-version-3 caller) bit-identical to explicit fp32; fp16 saturation; misuse rejected.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "shardrec/replica.h"
 #include "tests/capi/embedding/embedding_test_util.h"
 #include "tests/support/spawn_ranks.h"
 
@@ -345,6 +347,73 @@ TEST(EmbeddingQCommsModes, DefaultAndOlderCallersAreExactFp32) {
     EXPECT_EQ(bf.num_outputs, v3.num_outputs);
     for (size_t r = 0; r < v3.out.size(); ++r) EXPECT_EQ(bf.out[r].size(), v3.out[r].size());
   }
+}
+
+// 2D: world 4 as 2 replica groups of 2-way sharding. Data-parallel tables all-reduce over the
+// global group; with bf16 every rank still ends with the same bits, close to the exact run.
+TEST(EmbeddingQCommsModes, MeshKeepsDataParallelReplicasIdentical) {
+  Scenario s = QScenario(2, SHARDREC_SHARDING_DATA_PARALLEL);
+  s.sharding = {SHARDREC_SHARDING_DATA_PARALLEL, SHARDREC_SHARDING_ROW_WISE,
+                SHARDREC_SHARDING_TABLE_WISE};
+  PlanPtr plan = MakePlan(s);
+  ASSERT_NE(plan, nullptr);
+  s.world = 4;
+  s.batch_sizes.assign(4, 6);
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  const auto batches = MakeBatches(s, ref);
+  const auto grads = MakeGrads(s, batches, ref.output_dim());
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  std::vector<std::vector<std::vector<float>>> after[2];  // [encoding][rank][table]
+  for (int e = 0; e < 2; ++e) {
+    after[e].assign(4, {});
+    SpawnRanks(4, [&](int r) {
+      shardrec_mesh_options_t mo;
+      shardrec_mesh_options_init(&mo, SHARDREC_MESH_OPTIONS_VERSION);
+      mo.sharding_group_size = 2;
+      shardrec_mesh_t* mesh = nullptr;
+      ASSERT_EQ(shardrec_mesh_create(&mesh, GroupComm(4, r), &mo), SHARDREC_OK)
+          << shardrec_last_error();
+      shardrec_embedding_options_t o;
+      shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+      o.seed = s.seed;
+      o.forward_comm_encoding = e == 0 ? SHARDREC_COMM_ENCODING_FP32 : SHARDREC_COMM_ENCODING_BF16;
+      o.backward_comm_encoding = o.forward_comm_encoding;
+      shardrec_embedding_t* c = nullptr;
+      ASSERT_EQ(shardrec_mesh_embedding_create(&c, mesh, plan.get(), &opt, &o), SHARDREC_OK)
+          << shardrec_last_error();
+      CollPtr coll(c);
+      KjtHolder kjt(batches[0][r], s.num_features, false);
+      int64_t dim = 0;
+      shardrec_embedding_output_dim(c, &dim);
+      std::vector<float> out(static_cast<size_t>(batches[0][r].batch_size * dim));
+      ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+                SHARDREC_OK);
+      ASSERT_EQ(shardrec_embedding_backward(c, grads[0][r].data(), grads[0][r].size(), nullptr),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      for (const RefTable& t : s.tables) {
+        std::vector<float> w(static_cast<size_t>(t.rows) * t.dim);
+        ASSERT_EQ(shardrec_embedding_get_weights(c, t.name.c_str(), w.data(), w.size()),
+                  SHARDREC_OK);
+        after[e][r].push_back(std::move(w));
+      }
+      coll.reset();
+      shardrec_mesh_destroy(mesh);
+    });
+  }
+  // Table 0 is data-parallel: identical on all four ranks, encoded or not.
+  for (int e = 0; e < 2; ++e)
+    for (int r = 1; r < 4; ++r)
+      EXPECT_EQ(
+          std::memcmp(after[e][r][0].data(), after[e][0][0].data(), 4 * after[e][0][0].size()), 0)
+          << "encoding " << e << " rank " << r;
+  size_t differ = 0;
+  for (size_t i = 0; i < after[0][0][0].size(); ++i) {
+    const float x = after[0][0][0][i], y = after[1][0][0][i];
+    differ += x != y;
+    EXPECT_NEAR(y, x, 1e-2 * std::max(0.1f, std::fabs(x))) << "element " << i;
+  }
+  EXPECT_GT(differ, 0u) << "bf16 changed nothing in the data-parallel table";
 }
 
 TEST(EmbeddingQCommsModes, WorldOneIsExactInEveryEncoding) {
