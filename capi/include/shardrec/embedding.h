@@ -114,9 +114,9 @@ typedef struct shardrec_embedding_options {
  *    block rounded once, summed in fp32 in rank order) and an all-gather of the rounded sums, so
  *    at most (2u + u^2) * sum over ranks of |that rank's gradient| / W per element, and every
  *    replica receives the same values (replicas stay identical).
- * The optimizer then works on these gradients in fp32 (an SGD step moves a weight by at most lr
- * times the gradient error). Row statistics of column shards, accessors and checkpoints are
- * always exact fp32.
+ * (Each bound is on top of the fp32 rounding the exact run has too.) The optimizer then works on
+ * these gradients in fp32 (an SGD step moves a weight by at most lr times the gradient error). Row
+ * statistics of column shards, accessors and checkpoints are always exact fp32.
  */
 typedef enum shardrec_comm_encoding {
   SHARDREC_COMM_ENCODING_FP32 = 0, /**< Exact fp32 (the default): bit-identical results. */
