@@ -44,6 +44,17 @@ const (
 	BoundsSkip  BoundsPolicy = 2
 )
 
+// CommEncoding is how the floats of a collection's embedding collectives travel between ranks
+// (shardrec_comm_encoding_t in shardrec/embedding.h, which documents the error of each).
+type CommEncoding int
+
+// Communication encodings (shardrec/embedding.h).
+const (
+	CommEncodingFP32 CommEncoding = 0 // exact (the default)
+	CommEncodingFP16 CommEncoding = 1 // relative error <= 2^-11, saturates beyond +-65504
+	CommEncodingBF16 CommEncoding = 2 // relative error <= 2^-8
+)
+
 // OptimizerConfig is the fused optimizer; DefaultOptimizer gives the C defaults.
 type OptimizerConfig struct {
 	Type            OptimizerType
@@ -89,6 +100,10 @@ type EmbeddingOptions struct {
 	BoundsPolicy BoundsPolicy
 	NumThreads   int
 	DPComm       *Comm
+	// Wire encoding of the forward's return all-to-all, and of the backward's gradient
+	// all-to-all and data-parallel all-reduce; the zero value is exact fp32.
+	ForwardCommEncoding  CommEncoding
+	BackwardCommEncoding CommEncoding
 }
 
 // KJT is one rank's batch in keyed-jagged form, feature-major: Lengths[f*BatchSize+b] ids of
@@ -165,6 +180,8 @@ func newEmbeddingCollection(plan *Plan, opt *OptimizerConfig, opts *EmbeddingOpt
 		if opts.DPComm != nil {
 			eo.SetDp_comm(opts.DPComm.handle())
 		}
+		eo.SetForward_comm_encoding(int(opts.ForwardCommEncoding))
+		eo.SetBackward_comm_encoding(int(opts.BackwardCommEncoding))
 	}
 	shapes := map[string][2]int64{}
 	n, err := plan.NumTables()
@@ -428,6 +445,9 @@ type StepTimings struct {
 	LookupSeconds                float64
 	OutputDistSeconds            float64
 	BackwardSeconds              float64
+	// Part of CollectiveSeconds in the collectives that carry embeddings or their gradients
+	// (what CommEncoding shrinks).
+	EmbeddingCommSeconds float64
 }
 
 // SamplesPerSecond is Samples / TotalSeconds (0 before the first step).
@@ -454,6 +474,7 @@ func (e *EmbeddingCollection) StepTimings() (StepTimings, error) {
 		TotalSeconds: t.GetTotal_seconds(), CollectiveSeconds: t.GetCollective_seconds(),
 		InputDistSeconds: t.GetInput_dist_seconds(), LookupSeconds: t.GetLookup_seconds(),
 		OutputDistSeconds: t.GetOutput_dist_seconds(), BackwardSeconds: t.GetBackward_seconds(),
+		EmbeddingCommSeconds: t.GetEmbedding_comm_seconds(),
 	}, nil
 }
 

@@ -31,9 +31,11 @@ SHARDREC_API shardrec_status_t shardrec_optimizer_config_init(shardrec_optimizer
 SHARDREC_API shardrec_status_t
 shardrec_embedding_options_init(shardrec_embedding_options_t* options, uint32_t version) {
   const shardrec_embedding_options_t d = SHARDREC_EMBEDDING_OPTIONS_INIT;
-  return shardrec::capi::InitStruct(
-      options, version, SHARDREC_EMBEDDING_OPTIONS_VERSION, d, "options",
-      {offsetof(shardrec_embedding_options_t, non_finite), sizeof(shardrec_embedding_options_t)});
+  return shardrec::capi::InitStruct(options, version, SHARDREC_EMBEDDING_OPTIONS_VERSION, d,
+                                    "options",
+                                    {offsetof(shardrec_embedding_options_t, non_finite),
+                                     offsetof(shardrec_embedding_options_t, forward_comm_encoding),
+                                     sizeof(shardrec_embedding_options_t)});
 }
 
 SHARDREC_API shardrec_status_t shardrec_embedding_create(
@@ -406,7 +408,9 @@ SHARDREC_API shardrec_status_t shardrec_embedding_output_info(
 SHARDREC_API shardrec_status_t shardrec_step_timings_init(shardrec_step_timings_t* timings,
                                                           uint32_t version) {
   const shardrec_step_timings_t d = SHARDREC_STEP_TIMINGS_INIT;
-  return shardrec::capi::InitStruct(timings, version, SHARDREC_STEP_TIMINGS_VERSION, d, "timings");
+  return shardrec::capi::InitStruct(
+      timings, version, SHARDREC_STEP_TIMINGS_VERSION, d, "timings",
+      {offsetof(shardrec_step_timings_t, embedding_comm_seconds), sizeof(shardrec_step_timings_t)});
 }
 
 SHARDREC_API shardrec_status_t shardrec_embedding_step_timings(const shardrec_embedding_t* coll,
@@ -428,6 +432,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_step_timings(const shardrec_em
     out->lookup_seconds = t.lookup_seconds;
     out->output_dist_seconds = t.output_dist_seconds;
     out->backward_seconds = t.backward_seconds;
+    if (out->version >= 2) out->embedding_comm_seconds = t.embedding_comm_seconds;
     return Status::Ok();
   });
 }

@@ -20,6 +20,8 @@ static_assert(kCDefaults.type == static_cast<int32_t>(kDefaults.type) &&
 static_assert(static_cast<int>(optim::WeightDecayMode::kDecoupled) ==
               SHARDREC_WEIGHT_DECAY_DECOUPLED);
 static_assert(static_cast<int>(embedding::BoundsPolicy::kSkip) == SHARDREC_BOUNDS_SKIP);
+static_assert(static_cast<int>(comm::Encoding::kFp16) == SHARDREC_COMM_ENCODING_FP16 &&
+              static_cast<int>(comm::Encoding::kBf16) == SHARDREC_COMM_ENCODING_BF16);
 
 Status ToOptimizer(const shardrec_optimizer_config_t* c, optim::OptimizerConfig* out) {
   *out = optim::OptimizerConfig();
@@ -70,6 +72,18 @@ Status ToCollectionOptions(const shardrec_embedding_options_t* o,
         o->table_memory != SHARDREC_TABLE_MEMORY_SMALL_PAGES)
       return Status::InvalidArgument("embedding options: unknown table_memory ", o->table_memory);
     out->huge_pages = o->table_memory == SHARDREC_TABLE_MEMORY_HUGE_PAGES;
+  }
+  if (o->version >= 3) {
+    if (!comm::IsKnownEncoding(o->forward_comm_encoding))
+      return Status::InvalidArgument("embedding options: unknown forward_comm_encoding ",
+                                     o->forward_comm_encoding,
+                                     " (SHARDREC_COMM_ENCODING_FP32 0, FP16 1 or BF16 2)");
+    if (!comm::IsKnownEncoding(o->backward_comm_encoding))
+      return Status::InvalidArgument("embedding options: unknown backward_comm_encoding ",
+                                     o->backward_comm_encoding,
+                                     " (SHARDREC_COMM_ENCODING_FP32 0, FP16 1 or BF16 2)");
+    out->forward_encoding = static_cast<comm::Encoding>(o->forward_comm_encoding);
+    out->backward_encoding = static_cast<comm::Encoding>(o->backward_comm_encoding);
   }
   out->seed = o->seed;
   out->bounds = static_cast<embedding::BoundsPolicy>(o->bounds_policy);

@@ -1,6 +1,7 @@
 # CPU side of comm: rendezvous stores, unique id, the Gloo backend and the factory.
 list(APPEND SHARDREC_COMM_SOURCES
   reduce.cc
+  encoded.cc
   stores.cc
   socket_util.cc
   store_tcp.cc

@@ -22,6 +22,8 @@ SHARDREC_HD float BitsFloat(uint32_t u) {
   return f;
 }
 
+// Both conversions compute every case and select one, without branches, so that loops over them
+// vectorise (the wire codec of impl/comm relies on it); the results are the same as branching.
 SHARDREC_HD float HalfToFloat(uint16_t h) {
 #if defined(__CUDA_ARCH__)
   // The hardware conversion is exact: the same value as the bit manipulation below.
@@ -29,35 +31,30 @@ SHARDREC_HD float HalfToFloat(uint16_t h) {
   asm("cvt.f32.f16 %0, %1;" : "=f"(out) : "h"(h));
   return out;
 #else
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  if (exp == 0) {
-    // Subnormal (or zero): mant * 2^-24 is exact in fp32.
-    float v = static_cast<float>(mant) * (1.0f / 16777216.0f);
-    return BitsFloat(FloatBits(v) | sign);
-  }
-  if (exp == 31) return BitsFloat(sign | 0x7f800000u | (mant << 13));
-  return BitsFloat(sign | ((exp + 112u) << 23) | (mant << 13));
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t mant = h & 0x3ffu;
+  // Subnormal (or zero): mant * 2^-24 is exact in fp32.
+  const uint32_t sub = FloatBits(static_cast<float>(mant) * (1.0f / 16777216.0f)) | sign;
+  const uint32_t inf_nan = sign | 0x7f800000u | (mant << 13);
+  const uint32_t normal = sign | ((exp + 112u) << 23) | (mant << 13);
+  return BitsFloat(exp == 0 ? sub : exp == 31 ? inf_nan : normal);
 #endif
 }
 
 SHARDREC_HD uint16_t FloatToHalf(float f) {
-  uint32_t x = FloatBits(f);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  uint32_t ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u)
-    return static_cast<uint16_t>(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u));
-  if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to inf
-  if (ax < 0x38800000u) {
-    // Below the smallest normal half: adding 0.5 makes the fp32 adder round to a multiple of
-    // 2^-24 (the half subnormal step) with round-to-nearest-even.
-    float sum = BitsFloat(ax) + 0.5f;
-    return static_cast<uint16_t>(sign | (FloatBits(sum) - 0x3f000000u));
-  }
-  uint32_t odd = (ax >> 13) & 1u;
-  ax += 0xc8000fffu + odd;  // rebias the exponent (-112) and round to nearest even
-  return static_cast<uint16_t>(sign | (ax >> 13));
+  const uint32_t x = FloatBits(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t ax = x & 0x7fffffffu;
+  // Normal range: rebias the exponent (-112) and round to nearest even.
+  const uint32_t normal = (ax + 0xc8000fffu + ((ax >> 13) & 1u)) >> 13;
+  // Below the smallest normal half: adding 0.5 makes the fp32 adder round to a multiple of
+  // 2^-24 (the half subnormal step) with round-to-nearest-even.
+  const uint32_t sub = FloatBits(BitsFloat(ax < 0x38800000u ? ax : 0u) + 0.5f) - 0x3f000000u;
+  uint32_t h = ax < 0x38800000u ? sub : normal;
+  h = ax >= 0x477ff000u ? 0x7c00u : h;  // >= 65520 rounds to inf; inf stays inf
+  h = ax > 0x7f800000u ? 0x7e00u : h;   // NaN: a quiet NaN
+  return static_cast<uint16_t>(sign | h);
 }
 
 SHARDREC_HD float BFloat16ToFloat(uint16_t h) { return BitsFloat(static_cast<uint32_t>(h) << 16); }

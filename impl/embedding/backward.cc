@@ -167,7 +167,8 @@ Status SparseUpdater::Update(const ExecContext& ctx, const optim::OptimizerConfi
 }
 
 Status SparseUpdater::ApplyDataParallel(const ExecContext& ctx, comm::Communicator& dp_comm,
-                                        const RoutedBatch& rb, const float* grad,
+                                        comm::Encoding encoding, const RoutedBatch& rb,
+                                        const float* grad,
                                         const std::vector<optim::OptimizerConfig>& configs,
                                         int64_t step, double* comm_seconds) {
   const Layout& l = *layout_;
@@ -200,8 +201,10 @@ Status SparseUpdater::ApplyDataParallel(const ExecContext& ctx, comm::Communicat
   }
   {
     ScopedTimer t(comm_seconds);
-    SR_RETURN_IF_ERROR(dp_comm.AllReduce(dp_grad_.data(), dp_grad_.data(), dp_grad_.size(),
-                                         DType::kFloat32, comm::ReduceOp::kSum));
+    // The touched flags travel with the gradients; only whether a flag's sum is non-zero matters,
+    // and a sum of ones stays non-zero in either encoding.
+    SR_RETURN_IF_ERROR(
+        comm::EncodedAllReduceSum(dp_comm, encoding, dp_grad_.data(), dp_grad_.size(), &dp_wire_));
   }
   const float scale = 1.0f / static_cast<float>(dp_comm.Size());
   for (int32_t t : l.dp_tables) {

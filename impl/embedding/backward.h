@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "impl/comm/communicator.h"
+#include "impl/comm/encoded.h"
 #include "impl/core/exec.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/layout.h"
@@ -30,9 +31,10 @@ class SparseUpdater {
                       int64_t step, double* comm_seconds);
 
   // Data-parallel tables: `grad` is the gradient of this rank's output; the dense table
-  // gradients and touched-row masks are all-reduced over `dp_comm` and divided by its size.
+  // gradients and touched-row masks are all-reduced over `dp_comm` (travelling as `encoding`,
+  // summed in fp32) and divided by its size.
   Status ApplyDataParallel(const ExecContext& ctx, comm::Communicator& dp_comm,
-                           const RoutedBatch& rb, const float* grad,
+                           comm::Encoding encoding, const RoutedBatch& rb, const float* grad,
                            const std::vector<optim::OptimizerConfig>& configs, int64_t step,
                            double* comm_seconds);
 
@@ -57,6 +59,7 @@ class SparseUpdater {
   std::vector<float> dp_grad_;
   std::vector<size_t> dp_grad_offset_;   // per table (DP only): grads [rows, dim]
   std::vector<size_t> dp_touch_offset_;  // per table (DP only): touched flags [rows]
+  comm::EncodedScratch dp_wire_;         // 16-bit staging of an encoded all-reduce
 };
 
 }  // namespace shardrec::embedding

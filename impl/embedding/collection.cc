@@ -73,6 +73,11 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   } else if (static_cast<int32_t>(options.bounds) < 0 || static_cast<int32_t>(options.bounds) > 2) {
     local = Status::InvalidArgument("options: unknown bounds policy ",
                                     static_cast<int32_t>(options.bounds));
+  } else if (!comm::IsKnownEncoding(static_cast<int32_t>(options.forward_encoding)) ||
+             !comm::IsKnownEncoding(static_cast<int32_t>(options.backward_encoding))) {
+    local = Status::InvalidArgument("options: unknown communication encoding (forward ",
+                                    static_cast<int32_t>(options.forward_encoding), ", backward ",
+                                    static_cast<int32_t>(options.backward_encoding), ")");
   } else {
     local = ResolveOptimizers(*plan, optimizer, &c->optim_, &c->table_optim_);
     std::vector<optim::OptimizerType> types;
@@ -290,8 +295,10 @@ Status EmbeddingCollection::LookupAndReturn(RoutedBatch& rb) {
   }
   ScopedTimer phase(&timings_.output_dist_seconds);
   ScopedTimer t(&timings_.comm_seconds);
-  return comm_->AllToAllV(ret_send_.data(), ReturnSendCounts(rb), ret_recv_.data(),
-                          ReturnRecvCounts(rb), DType::kFloat32);
+  ScopedTimer e(&timings_.embedding_comm_seconds);
+  return comm::EncodedAllToAllV(*comm_, options_.forward_encoding, ret_send_.data(),
+                                ReturnSendCounts(rb), ret_recv_.data(), ReturnRecvCounts(rb),
+                                &wire_);
 }
 
 Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const Status& rejected) {
@@ -327,13 +334,22 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
   PackGradients(layout_, rb, grad, ret_recv_.data());
   {
     ScopedTimer t(&timings_.comm_seconds);
-    SR_RETURN_IF_ERROR(comm_->AllToAllV(ret_recv_.data(), ReturnRecvCounts(rb), ret_send_.data(),
-                                        ReturnSendCounts(rb), DType::kFloat32));
+    ScopedTimer e(&timings_.embedding_comm_seconds);
+    SR_RETURN_IF_ERROR(comm::EncodedAllToAllV(*comm_, options_.backward_encoding, ret_recv_.data(),
+                                              ReturnRecvCounts(rb), ret_send_.data(),
+                                              ReturnSendCounts(rb), &wire_));
   }
   SR_RETURN_IF_ERROR(updater_.ApplySharded(exec_, *comm_, rb, ret_send_.data(), table_optim_, step,
                                            &timings_.comm_seconds));
-  SR_RETURN_IF_ERROR(updater_.ApplyDataParallel(exec_, *dp_comm_, rb, grad, table_optim_, step,
-                                                &timings_.comm_seconds));
+  {
+    // The data-parallel all-reduce is this step's only collective: its comm time is all
+    // embedding communication.
+    const double before = timings_.comm_seconds;
+    SR_RETURN_IF_ERROR(updater_.ApplyDataParallel(exec_, *dp_comm_, options_.backward_encoding, rb,
+                                                  grad, table_optim_, step,
+                                                  &timings_.comm_seconds));
+    timings_.embedding_comm_seconds += timings_.comm_seconds - before;
+  }
   ++timings_.backwards;
   return Status::Ok();
 }

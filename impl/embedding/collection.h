@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "impl/comm/communicator.h"
+#include "impl/comm/encoded.h"
 #include "impl/comm/work.h"
 #include "impl/core/check.h"
 #include "impl/core/exec.h"
@@ -44,6 +45,10 @@ struct CollectionOptions {
   // Back the weight and optimizer-state arenas with transparent huge pages (fewer TLB misses
   // on random rows); off uses plain pages.
   bool huge_pages = true;
+  // Wire encoding of the pooled rows' return all-to-all (forward), and of the gradient
+  // all-to-all and the data-parallel gradient all-reduce (backward). kFp32 is exact.
+  comm::Encoding forward_encoding = comm::Encoding::kFp32;
+  comm::Encoding backward_encoding = comm::Encoding::kFp32;
 };
 
 struct StateInfo {
@@ -63,6 +68,9 @@ struct CollectionTimings {
   double lookup_seconds = 0;
   double output_dist_seconds = 0;
   double backward_seconds = 0;
+  // Part of comm_seconds in the collectives that carry embeddings or their gradients (return
+  // all-to-all, gradient all-to-all, data-parallel all-reduce), encoding included.
+  double embedding_comm_seconds = 0;
   int64_t forwards = 0;
   int64_t backwards = 0;
   int64_t samples = 0;  // local samples forwarded
@@ -180,6 +188,7 @@ class EmbeddingCollection {
   std::vector<float> ret_send_;
   std::vector<float> ret_recv_;
   std::vector<kernels::LookupJob> jobs_;
+  comm::EncodedScratch wire_;  // 16-bit staging of the encoded all-to-alls
   CollectionTimings timings_;
 };
 

@@ -3,7 +3,11 @@
 // 100k-1M rows, dims 64 and 128, 2048 samples per rank, bags of ~20 ids, row-wise Adagrad.
 // World 1 with 2 threads, and world 2 (ranks as threads) with 1 thread each. Reports samples/s,
 // ms per forward / step, the phase split of the step, and the lookup's rate against the
-// random-row gather roof measured in the same run.
+// random-row gather roof measured in the same run. BM_E2E_QComms runs the step at world 2 and 4
+// with the embedding collectives exact (fp32) and encoded as bf16 or fp16 (embedding.h,
+// shardrec_comm_encoding_t), interleaved trial by trial, and reports each step time, the share
+// of the exact step spent in the embedding collectives, and the time bf16 saved as a fraction of
+// that share.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -54,7 +58,7 @@ struct World {
   std::vector<Rank> ranks;
 };
 
-World* MakeWorld(int world, int threads) {
+World* MakeWorld(int world, int threads, int32_t encoding = SHARDREC_COMM_ENCODING_FP32) {
   auto* w = new World;
   w->size = world;
   std::vector<std::string> names;
@@ -87,11 +91,13 @@ World* MakeWorld(int world, int threads) {
   w->ranks.resize(world);
   std::vector<std::thread> creators;
   for (int r = 0; r < world; ++r) {
-    creators.emplace_back([w, r, threads] {
+    creators.emplace_back([w, r, threads, encoding] {
       Rank& rank = w->ranks[r];
       shardrec_embedding_options_t o;
       shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
       o.num_threads = threads;
+      o.forward_comm_encoding = encoding;
+      o.backward_comm_encoding = encoding;
       Check(shardrec_embedding_create(&rank.coll, w->plan, w->comms[r], nullptr, &o), "create");
       shardrec_embedding_output_dim(rank.coll, &rank.dim);
       std::mt19937_64 rng(17 + r);
@@ -188,6 +194,82 @@ void Run(benchmark::State& state, bool step) {
 void BM_E2E_Forward(benchmark::State& state) { Run(state, false); }
 void BM_E2E_Step(benchmark::State& state) { Run(state, true); }
 
+void Destroy(World* w) {
+  for (auto& r : w->ranks) shardrec_embedding_destroy(r.coll);
+  for (auto* c : w->comms) shardrec_comm_destroy(c);
+  shardrec_plan_destroy(w->plan);
+  delete w;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Each rank's seconds in the embedding collectives since creation.
+std::vector<double> EmbeddingCommSeconds(World* w) {
+  std::vector<double> out;
+  for (Rank& r : w->ranks) {
+    shardrec_step_timings_t t;
+    shardrec_step_timings_init(&t, SHARDREC_STEP_TIMINGS_VERSION);
+    shardrec_embedding_step_timings(r.coll, &t);
+    out.push_back(t.embedding_comm_seconds);
+  }
+  return out;
+}
+
+// The training step with exact, bf16 and fp16 embedding collectives: three collections of the
+// same plan and data (one at a time in memory would re-create tables per trial, so all three
+// live together), stepped in turn so that the machine's load drifts over all of them alike.
+// Counters: median step per encoding; the embedding collectives' time per step, taken on the
+// rank that spent least in them (the last to arrive, so the time is the exchange itself and not
+// waiting for a slower peer); the exact step's share of it; and bf16_saving_of_share =
+// (exact - bf16 step) / (exact embedding-collective time): the target is >= 1/3.
+void BM_E2E_QComms(benchmark::State& state) {
+  const int world = static_cast<int>(state.range(0));
+  const int32_t encodings[3] = {SHARDREC_COMM_ENCODING_FP32, SHARDREC_COMM_ENCODING_BF16,
+                                SHARDREC_COMM_ENCODING_FP16};
+  World* ws[3];
+  for (int e = 0; e < 3; ++e) ws[e] = MakeWorld(world, 1, encodings[e]);
+  std::vector<double> times[3], comm[3];
+  int k = 0;
+  for (auto _ : state) {
+    const int batch = k++ % 4;
+    double total = 0;
+    for (int e = 0; e < 3; ++e) {
+      World* w = ws[e];
+      const std::vector<double> c0 = EmbeddingCommSeconds(w);
+      const double dt = OnRanks(w, [&](int r) {
+        Rank& rank = w->ranks[r];
+        const shardrec_kjt_view_t v = View(rank, batch);
+        Check(shardrec_embedding_forward(rank.coll, &v, rank.out.data(), rank.out.size(), nullptr),
+              "forward");
+        Check(shardrec_embedding_backward(rank.coll, rank.grad.data(), rank.grad.size(), nullptr),
+              "backward");
+      });
+      times[e].push_back(dt);
+      const std::vector<double> c1 = EmbeddingCommSeconds(w);
+      double least = c1[0] - c0[0];
+      for (size_t r = 1; r < c1.size(); ++r) least = std::min(least, c1[r] - c0[r]);
+      comm[e].push_back(least);
+      total += dt;
+    }
+    state.SetIterationTime(total);
+  }
+  const double exact = Median(times[0]), bf16 = Median(times[1]), fp16 = Median(times[2]);
+  const double a2a = Median(comm[0]);
+  state.counters["fp32_step_ms"] = exact * 1e3;
+  state.counters["bf16_step_ms"] = bf16 * 1e3;
+  state.counters["fp16_step_ms"] = fp16 * 1e3;
+  state.counters["fp32_emb_comm_ms"] = a2a * 1e3;
+  state.counters["bf16_emb_comm_ms"] = Median(comm[1]) * 1e3;
+  state.counters["fp16_emb_comm_ms"] = Median(comm[2]) * 1e3;
+  state.counters["emb_comm_share"] = a2a / exact;
+  state.counters["bf16_saving_of_share"] = a2a > 0 ? (exact - bf16) / a2a : 0.0;
+  state.counters["fp16_saving_of_share"] = a2a > 0 ? (exact - fp16) / a2a : 0.0;
+  for (World* w : ws) Destroy(w);
+}
+
 BENCHMARK(BM_E2E_Forward)
     ->Arg(1)
     ->Arg(2)
@@ -197,6 +279,12 @@ BENCHMARK(BM_E2E_Forward)
 BENCHMARK(BM_E2E_Step)
     ->Arg(1)
     ->Arg(2)
+    ->Iterations(30)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_E2E_QComms)
+    ->Arg(2)
+    ->Arg(4)
     ->Iterations(30)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);

@@ -78,7 +78,51 @@ typedef struct shardrec_embedding_options {
   /* Version 2. */
   int32_t non_finite;   /**< A shardrec_non_finite_policy_t; 0 is CHECK. */
   int32_t table_memory; /**< A shardrec_table_memory_t; 0 is HUGE_PAGES. */
+  /* Version 3. */
+  int32_t forward_comm_encoding;  /**< A shardrec_comm_encoding_t for the forward's return
+                                       all-to-all of looked-up (pooled or per-id) rows; 0 is
+                                       FP32 (exact). */
+  int32_t backward_comm_encoding; /**< A shardrec_comm_encoding_t for the backward's gradient
+                                       all-to-all and the data-parallel tables' gradient
+                                       all-reduce; 0 is FP32 (exact). May differ from the
+                                       forward's. */
 } shardrec_embedding_options_t;
+
+/**
+ * How the floats of a collection's embedding collectives travel between ranks
+ * (shardrec_embedding_options_t.forward_comm_encoding / backward_comm_encoding), TorchRec's
+ * "qcomms". The caller always passes and receives fp32; only the wire is 16-bit (half the bytes
+ * of the collective). Each value is rounded once, to nearest even (the same conversion as
+ * FLOAT16/BFLOAT16 weight storage), when it is sent and widened exactly when it arrives. Blocks a
+ * rank sends to itself are not encoded, so a world-1 collection is exact in any encoding. Sums
+ * are never formed in 16 bits: received values are widened and added in fp32.
+ *
+ * Error per element, with u = 2^-11 (FP16) or 2^-8 (BF16), for a value x that crosses ranks:
+ *  - |decode(encode(x)) - x| <= u * |x| while |x| is in the normal range (FP16: 2^-14 <= |x| <=
+ *    65504; BF16: fp32's whole range); below it FP16 adds at most 2^-25 absolute.
+ *  - FP16 saturates: a finite |x| > 65504 arrives as +-65504 (not as an infinity); infinities and
+ *    NaN pass through. BF16 has fp32's range and never overflows.
+ *  - Forward: an output element is the fp32 sum of the partial sums of the ranks that hold parts
+ *    of its rows (one partial for table-, column-wise and data-parallel tables, one per row block
+ *    for row-wise), each rounded once: |error| <= u * sum over partials of |partial|, which is at
+ *    most u * sum over the bag of |weight * row element| (divided by the bag divisor for MEAN).
+ *    Data-parallel tables are looked up locally: exact.
+ *  - Backward, sharded tables: each id's output-gradient slice (already divided by the MEAN
+ *    divisor) is rounded once before the owner sums it in fp32, so a row's gradient is off by at
+ *    most u * sum over its occurrences of |gradient * weight / divisor| / W.
+ *  - Backward, data-parallel tables: the gradient all-reduce is a reduce-scatter (each rank's
+ *    block rounded once, summed in fp32 in rank order) and an all-gather of the rounded sums, so
+ *    at most (2u + u^2) * sum over ranks of |that rank's gradient| / W per element, and every
+ *    replica receives the same values (replicas stay identical).
+ * (Each bound is on top of the fp32 rounding the exact run has too.) The optimizer then works on
+ * these gradients in fp32 (an SGD step moves a weight by at most lr times the gradient error). Row
+ * statistics of column shards, accessors and checkpoints are always exact fp32.
+ */
+typedef enum shardrec_comm_encoding {
+  SHARDREC_COMM_ENCODING_FP32 = 0, /**< Exact fp32 (the default): bit-identical results. */
+  SHARDREC_COMM_ENCODING_FP16 = 1, /**< IEEE half: u = 2^-11, saturates beyond +-65504. */
+  SHARDREC_COMM_ENCODING_BF16 = 2  /**< bfloat16: u = 2^-8, fp32's range. */
+} shardrec_comm_encoding_t;
 
 /** How the host memory of weights and optimizer state is backed (shardrec_embedding_options_t). */
 typedef enum shardrec_table_memory {
@@ -101,16 +145,18 @@ typedef enum shardrec_non_finite_policy {
   SHARDREC_NON_FINITE_ALLOW = 1
 } shardrec_non_finite_policy_t;
 
-#define SHARDREC_EMBEDDING_OPTIONS_VERSION 2u
+#define SHARDREC_EMBEDDING_OPTIONS_VERSION 3u
 #define SHARDREC_EMBEDDING_OPTIONS_INIT                                                           \
   {                                                                                               \
     SHARDREC_EMBEDDING_OPTIONS_VERSION, 0u, SHARDREC_BOUNDS_ERROR, 0, NULL, SHARDREC_DEVICE_HOST, \
-        0, SHARDREC_NON_FINITE_CHECK, SHARDREC_TABLE_MEMORY_HUGE_PAGES                            \
+        0, SHARDREC_NON_FINITE_CHECK, SHARDREC_TABLE_MEMORY_HUGE_PAGES,                           \
+        SHARDREC_COMM_ENCODING_FP32, SHARDREC_COMM_ENCODING_FP32                                  \
   }
 
 /**
  * Fills @p options with the defaults (seed 0, bounds ERROR, calling thread, host, non-finite
- * values rejected). Version 1 callers (no non_finite field) get the check.
+ * values rejected, exact fp32 communication). Version 1 callers (no non_finite field) get the
+ * check; version 1 and 2 callers (no encoding fields) communicate in exact fp32.
  * @param options [out] Struct to fill; must not be NULL.
  * @param version SHARDREC_EMBEDDING_OPTIONS_VERSION.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
@@ -525,21 +571,28 @@ typedef struct shardrec_step_timings {
   double lookup_seconds;      /**< Embedding lookups (shard owners). */
   double output_dist_seconds; /**< Return exchange and combine. */
   double backward_seconds;    /**< Backward: gradients, aggregation, optimizer. */
+  /* Version 2. */
+  double embedding_comm_seconds; /**< Part of collective_seconds spent in the collectives that
+                                      carry embeddings or their gradients (the forward's return
+                                      all-to-all, the backward's gradient all-to-all and the
+                                      data-parallel gradient all-reduce), encoding and decoding
+                                      included: what shardrec_comm_encoding_t can shrink. */
 } shardrec_step_timings_t;
 
-#define SHARDREC_STEP_TIMINGS_VERSION 1u
+#define SHARDREC_STEP_TIMINGS_VERSION 2u
 #define SHARDREC_STEP_TIMINGS_INIT \
-  { SHARDREC_STEP_TIMINGS_VERSION, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0 }
+  { SHARDREC_STEP_TIMINGS_VERSION, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0 }
 
 /**
- * Fills @p timings with zeros for struct version @p version.
+ * Fills @p timings with zeros for struct version @p version (1 has no embedding_comm_seconds).
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
  */
 SHARDREC_API shardrec_status_t shardrec_step_timings_init(shardrec_step_timings_t* timings,
                                                           uint32_t version);
 
 /**
- * Copies the collection's timings into @p out (the fields of out->version).
+ * Copies the collection's timings into @p out (the fields of out->version; a version-1 struct is
+ * shorter and its missing fields are never written).
  * @param coll [in] Must not be NULL.
  * @param out  [in,out] Initialised with shardrec_step_timings_init; must not be NULL.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version; SHARDREC_EUSAGE when

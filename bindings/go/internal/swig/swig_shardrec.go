@@ -578,8 +578,15 @@ extern void _wrap_embedding_options_non_finite_set_swig_c5a5da6c39b7fef4(uintptr
 extern swig_intgo _wrap_embedding_options_non_finite_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern void _wrap_embedding_options_table_memory_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_table_memory_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern void _wrap_embedding_options_forward_comm_encoding_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_forward_comm_encoding_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern void _wrap_embedding_options_backward_comm_encoding_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_backward_comm_encoding_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern uintptr_t _wrap_new_embedding_options_swig_c5a5da6c39b7fef4(void);
 extern void _wrap_delete_embedding_options_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern swig_intgo _wrap_COMM_ENCODING_FP32_swig_c5a5da6c39b7fef4(void);
+extern swig_intgo _wrap_COMM_ENCODING_FP16_swig_c5a5da6c39b7fef4(void);
+extern swig_intgo _wrap_COMM_ENCODING_BF16_swig_c5a5da6c39b7fef4(void);
 extern swig_intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_c5a5da6c39b7fef4(void);
 extern swig_intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_c5a5da6c39b7fef4(void);
 extern swig_intgo _wrap_NON_FINITE_CHECK_swig_c5a5da6c39b7fef4(void);
@@ -631,6 +638,8 @@ extern void _wrap_step_timings_output_dist_seconds_set_swig_c5a5da6c39b7fef4(uin
 extern double _wrap_step_timings_output_dist_seconds_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern void _wrap_step_timings_backward_seconds_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
 extern double _wrap_step_timings_backward_seconds_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern void _wrap_step_timings_embedding_comm_seconds_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_embedding_comm_seconds_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern uintptr_t _wrap_new_step_timings_swig_c5a5da6c39b7fef4(void);
 extern void _wrap_delete_step_timings_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern swig_type_143 _wrap_step_timings_init_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
@@ -2337,6 +2346,32 @@ func (arg1 SwigcptrEmbedding_options) GetTable_memory() (_swig_ret int) {
 	return swig_r
 }
 
+func (arg1 SwigcptrEmbedding_options) SetForward_comm_encoding(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_embedding_options_forward_comm_encoding_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrEmbedding_options) GetForward_comm_encoding() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_embedding_options_forward_comm_encoding_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrEmbedding_options) SetBackward_comm_encoding(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_embedding_options_backward_comm_encoding_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrEmbedding_options) GetBackward_comm_encoding() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_embedding_options_backward_comm_encoding_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
 func NewEmbedding_options() (_swig_ret Embedding_options) {
 	var swig_r Embedding_options
 	swig_r = (Embedding_options)(SwigcptrEmbedding_options(C._wrap_new_embedding_options_swig_c5a5da6c39b7fef4()))
@@ -2369,8 +2404,34 @@ type Embedding_options interface {
 	GetNon_finite() (_swig_ret int)
 	SetTable_memory(arg2 int)
 	GetTable_memory() (_swig_ret int)
+	SetForward_comm_encoding(arg2 int)
+	GetForward_comm_encoding() (_swig_ret int)
+	SetBackward_comm_encoding(arg2 int)
+	GetBackward_comm_encoding() (_swig_ret int)
 }
 
+type Enum_SS_shardrec_comm_encoding int
+func _swig_getCOMM_ENCODING_FP32() (_swig_ret Enum_SS_shardrec_comm_encoding) {
+	var swig_r Enum_SS_shardrec_comm_encoding
+	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_FP32_swig_c5a5da6c39b7fef4())
+	return swig_r
+}
+
+var COMM_ENCODING_FP32 Enum_SS_shardrec_comm_encoding = _swig_getCOMM_ENCODING_FP32()
+func _swig_getCOMM_ENCODING_FP16() (_swig_ret Enum_SS_shardrec_comm_encoding) {
+	var swig_r Enum_SS_shardrec_comm_encoding
+	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_FP16_swig_c5a5da6c39b7fef4())
+	return swig_r
+}
+
+var COMM_ENCODING_FP16 Enum_SS_shardrec_comm_encoding = _swig_getCOMM_ENCODING_FP16()
+func _swig_getCOMM_ENCODING_BF16() (_swig_ret Enum_SS_shardrec_comm_encoding) {
+	var swig_r Enum_SS_shardrec_comm_encoding
+	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_BF16_swig_c5a5da6c39b7fef4())
+	return swig_r
+}
+
+var COMM_ENCODING_BF16 Enum_SS_shardrec_comm_encoding = _swig_getCOMM_ENCODING_BF16()
 type Enum_SS_shardrec_table_memory int
 func _swig_getTABLE_MEMORY_HUGE_PAGES() (_swig_ret Enum_SS_shardrec_table_memory) {
 	var swig_r Enum_SS_shardrec_table_memory
@@ -2401,7 +2462,7 @@ func _swig_getNON_FINITE_ALLOW() (_swig_ret Enum_SS_shardrec_non_finite_policy) 
 }
 
 var NON_FINITE_ALLOW Enum_SS_shardrec_non_finite_policy = _swig_getNON_FINITE_ALLOW()
-const EMBEDDING_OPTIONS_VERSION uint = 2
+const EMBEDDING_OPTIONS_VERSION uint = 3
 func Embedding_options_init(arg1 Embedding_options, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
@@ -2945,6 +3006,19 @@ func (arg1 SwigcptrStep_timings) GetBackward_seconds() (_swig_ret float64) {
 	return swig_r
 }
 
+func (arg1 SwigcptrStep_timings) SetEmbedding_comm_seconds(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_step_timings_embedding_comm_seconds_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrStep_timings) GetEmbedding_comm_seconds() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_step_timings_embedding_comm_seconds_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
 func NewStep_timings() (_swig_ret Step_timings) {
 	var swig_r Step_timings
 	swig_r = (Step_timings)(SwigcptrStep_timings(C._wrap_new_step_timings_swig_c5a5da6c39b7fef4()))
@@ -2979,9 +3053,11 @@ type Step_timings interface {
 	GetOutput_dist_seconds() (_swig_ret float64)
 	SetBackward_seconds(arg2 float64)
 	GetBackward_seconds() (_swig_ret float64)
+	SetEmbedding_comm_seconds(arg2 float64)
+	GetEmbedding_comm_seconds() (_swig_ret float64)
 }
 
-const STEP_TIMINGS_VERSION uint = 1
+const STEP_TIMINGS_VERSION uint = 2
 func Step_timings_init(arg1 Step_timings, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)

@@ -3653,6 +3653,56 @@ intgo _wrap_embedding_options_table_memory_get_swig_c5a5da6c39b7fef4(struct shar
 }
 
 
+void _wrap_embedding_options_forward_comm_encoding_set_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->forward_comm_encoding = arg2;
+  
+}
+
+
+intgo _wrap_embedding_options_forward_comm_encoding_get_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
+  struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->forward_comm_encoding);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_embedding_options_backward_comm_encoding_set_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->backward_comm_encoding = arg2;
+  
+}
+
+
+intgo _wrap_embedding_options_backward_comm_encoding_get_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
+  struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->backward_comm_encoding);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 struct shardrec_embedding_options *_wrap_new_embedding_options_swig_c5a5da6c39b7fef4() {
   struct shardrec_embedding_options *result = 0 ;
   struct shardrec_embedding_options *_swig_go_result;
@@ -3671,6 +3721,42 @@ void _wrap_delete_embedding_options_swig_c5a5da6c39b7fef4(struct shardrec_embedd
   
   free((char *) arg1);
   
+}
+
+
+intgo _wrap_COMM_ENCODING_FP32_swig_c5a5da6c39b7fef4() {
+  enum shardrec_comm_encoding result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_COMM_ENCODING_FP32;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_COMM_ENCODING_FP16_swig_c5a5da6c39b7fef4() {
+  enum shardrec_comm_encoding result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_COMM_ENCODING_FP16;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_COMM_ENCODING_BF16_swig_c5a5da6c39b7fef4() {
+  enum shardrec_comm_encoding result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_COMM_ENCODING_BF16;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
 }
 
 
@@ -4959,6 +5045,31 @@ double _wrap_step_timings_backward_seconds_get_swig_c5a5da6c39b7fef4(struct shar
   arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
   
   result = (double) ((arg1)->backward_seconds);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_step_timings_embedding_comm_seconds_set_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->embedding_comm_seconds = arg2;
+  
+}
+
+
+double _wrap_step_timings_embedding_comm_seconds_get_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
+  struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->embedding_comm_seconds);
   _swig_go_result = result; 
   return _swig_go_result;
 }

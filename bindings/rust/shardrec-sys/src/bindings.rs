@@ -21,8 +21,8 @@ pub const SHARDREC_REDUCE_MAX: u32 = 2;
 pub const SHARDREC_REDUCE_MIN: u32 = 3;
 pub const SHARDREC_COMM_OPTIONS_VERSION: u32 = 1;
 pub const SHARDREC_STORE_CALLBACKS_VERSION: u32 = 1;
-pub const SHARDREC_EMBEDDING_OPTIONS_VERSION: u32 = 2;
-pub const SHARDREC_STEP_TIMINGS_VERSION: u32 = 1;
+pub const SHARDREC_EMBEDDING_OPTIONS_VERSION: u32 = 3;
+pub const SHARDREC_STEP_TIMINGS_VERSION: u32 = 2;
 pub const SHARDREC_MESH_LAYOUT_DEFAULT: u32 = 0;
 pub const SHARDREC_MESH_LAYOUT_INTER_HOST: u32 = 1;
 pub const SHARDREC_SYNC_DEFAULT: u32 = 0;
@@ -2087,12 +2087,14 @@ pub struct shardrec_embedding_options {
     pub device_index: i32,
     pub non_finite: i32,
     pub table_memory: i32,
+    pub forward_comm_encoding: i32,
+    pub backward_comm_encoding: i32,
 }
 #[test]
 fn bindgen_test_layout_shardrec_embedding_options() {
     assert_eq!(
         ::std::mem::size_of::<shardrec_embedding_options>(),
-        48usize,
+        56usize,
         concat!("Size of: ", stringify!(shardrec_embedding_options))
     );
     assert_eq!(
@@ -2253,8 +2255,47 @@ fn bindgen_test_layout_shardrec_embedding_options() {
         );
     }
     test_field_table_memory();
+    fn test_field_forward_comm_encoding() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_embedding_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).forward_comm_encoding) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_embedding_options),
+                "::",
+                stringify!(forward_comm_encoding)
+            )
+        );
+    }
+    test_field_forward_comm_encoding();
+    fn test_field_backward_comm_encoding() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_embedding_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).backward_comm_encoding) as usize - ptr as usize
+            },
+            52usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_embedding_options),
+                "::",
+                stringify!(backward_comm_encoding)
+            )
+        );
+    }
+    test_field_backward_comm_encoding();
 }
 pub type shardrec_embedding_options_t = shardrec_embedding_options;
+pub const shardrec_comm_encoding_SHARDREC_COMM_ENCODING_FP32: shardrec_comm_encoding = 0;
+pub const shardrec_comm_encoding_SHARDREC_COMM_ENCODING_FP16: shardrec_comm_encoding = 1;
+pub const shardrec_comm_encoding_SHARDREC_COMM_ENCODING_BF16: shardrec_comm_encoding = 2;
+pub type shardrec_comm_encoding = ::std::os::raw::c_uint;
+pub use self::shardrec_comm_encoding as shardrec_comm_encoding_t;
 pub const shardrec_table_memory_SHARDREC_TABLE_MEMORY_HUGE_PAGES: shardrec_table_memory = 0;
 pub const shardrec_table_memory_SHARDREC_TABLE_MEMORY_SMALL_PAGES: shardrec_table_memory = 1;
 pub type shardrec_table_memory = ::std::os::raw::c_uint;
@@ -2485,12 +2526,13 @@ pub struct shardrec_step_timings {
     pub lookup_seconds: f64,
     pub output_dist_seconds: f64,
     pub backward_seconds: f64,
+    pub embedding_comm_seconds: f64,
 }
 #[test]
 fn bindgen_test_layout_shardrec_step_timings() {
     assert_eq!(
         ::std::mem::size_of::<shardrec_step_timings>(),
-        80usize,
+        88usize,
         concat!("Size of: ", stringify!(shardrec_step_timings))
     );
     assert_eq!(
@@ -2668,6 +2710,23 @@ fn bindgen_test_layout_shardrec_step_timings() {
         );
     }
     test_field_backward_seconds();
+    fn test_field_embedding_comm_seconds() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_step_timings>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).embedding_comm_seconds) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_step_timings),
+                "::",
+                stringify!(embedding_comm_seconds)
+            )
+        );
+    }
+    test_field_embedding_comm_seconds();
 }
 pub type shardrec_step_timings_t = shardrec_step_timings;
 extern "C" {

@@ -17,6 +17,19 @@ pub enum BoundsPolicy {
     Skip = 2,
 }
 
+/// How the floats of a collection's embedding collectives travel between ranks
+/// (`shardrec_comm_encoding_t` in shardrec/embedding.h, which documents the error of each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CommEncoding {
+    /// Exact fp32 (the default).
+    #[default]
+    Fp32 = 0,
+    /// IEEE half: relative error at most 2^-11, saturates beyond +-65504.
+    Fp16 = 1,
+    /// bfloat16: relative error at most 2^-8, fp32's range.
+    Bf16 = 2,
+}
+
 /// Collection options; `Default` gives the library defaults.
 #[derive(Default)]
 pub struct EmbeddingOptions<'a> {
@@ -24,6 +37,10 @@ pub struct EmbeddingOptions<'a> {
     pub bounds_policy: BoundsPolicy,
     pub num_threads: i32,
     pub dp_comm: Option<&'a Comm>,
+    /// Encoding of the forward's return all-to-all.
+    pub forward_comm_encoding: CommEncoding,
+    /// Encoding of the backward's gradient all-to-all and data-parallel all-reduce.
+    pub backward_comm_encoding: CommEncoding,
 }
 
 /// One rank's batch in keyed-jagged form, feature-major: `lengths[f * batch_size + b]` ids of
@@ -110,6 +127,8 @@ impl EmbeddingCollection {
         o.bounds_policy = options.bounds_policy as i32;
         o.num_threads = options.num_threads;
         o.dp_comm = options.dp_comm.map_or(ptr::null_mut(), |c| c.raw);
+        o.forward_comm_encoding = options.forward_comm_encoding as i32;
+        o.backward_comm_encoding = options.backward_comm_encoding as i32;
         let mut out = ptr::null_mut();
         check(create(&mut out, &opt, &o))?;
         Ok(EmbeddingCollection { raw: out, shapes })
@@ -291,6 +310,7 @@ impl EmbeddingCollection {
             lookup_seconds: t.lookup_seconds,
             output_dist_seconds: t.output_dist_seconds,
             backward_seconds: t.backward_seconds,
+            embedding_comm_seconds: t.embedding_comm_seconds,
         })
     }
 
@@ -326,6 +346,9 @@ pub struct StepTimings {
     pub lookup_seconds: f64,
     pub output_dist_seconds: f64,
     pub backward_seconds: f64,
+    /// Part of `collective_seconds` in the collectives that carry embeddings or their
+    /// gradients (what `CommEncoding` shrinks).
+    pub embedding_comm_seconds: f64,
 }
 
 impl StepTimings {

@@ -23,7 +23,8 @@ pub use config::{
     Constraints, Feature, Optimizer, OptimizerType, Pooling, ShardingType, Table, Topology,
 };
 pub use embedding::{
-    BoundsPolicy, EmbeddingCollection, EmbeddingOptions, Kjt, OutputBlock, StepTimings,
+    BoundsPolicy, CommEncoding, EmbeddingCollection, EmbeddingOptions, Kjt, OutputBlock,
+    StepTimings,
 };
 pub use mesh::{
     Mesh, MeshCoords, MeshLayout, MeshOptions, SyncBuffer, SyncHook, SyncMode, SyncStats,

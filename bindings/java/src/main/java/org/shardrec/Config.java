@@ -200,9 +200,20 @@ public final class Config {
     public BoundsPolicy boundsPolicy = BoundsPolicy.ERROR;
     public int numThreads;
     public Comm dpComm;
+    /** Encoding of the forward's return all-to-all; exact fp32 by default. */
+    public CommEncoding forwardCommEncoding = CommEncoding.FP32;
+    /** Encoding of the backward's gradient all-to-all and data-parallel all-reduce. */
+    public CommEncoding backwardCommEncoding = CommEncoding.FP32;
 
     public EmbeddingOptions seed(long v) {
       seed = v;
+      return this;
+    }
+
+    /** Sets both the forward and the backward communication encoding. */
+    public EmbeddingOptions commEncoding(CommEncoding forward, CommEncoding backward) {
+      forwardCommEncoding = forward;
+      backwardCommEncoding = backward;
       return this;
     }
   }

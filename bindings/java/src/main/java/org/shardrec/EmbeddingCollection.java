@@ -55,6 +55,8 @@ public final class EmbeddingCollection extends NativeHandle {
       e.setBounds_policy(eo.boundsPolicy.code());
       e.setNum_threads(eo.numThreads);
       e.setDp_comm(eo.dpComm == null ? 0 : eo.dpComm.handle());
+      e.setForward_comm_encoding(eo.forwardCommEncoding.code());
+      e.setBackward_comm_encoding(eo.backwardCommEncoding.code());
       long[] out = new long[1];
       create.call(out, o, e);
       try {
@@ -315,6 +317,8 @@ public final class EmbeddingCollection extends NativeHandle {
     public double lookupSeconds;
     public double outputDistSeconds;
     public double backwardSeconds;
+    /** Part of collectiveSeconds in the collectives that carry embeddings or their gradients. */
+    public double embeddingCommSeconds;
 
     /** samples / totalSeconds; 0 before the first step. */
     public double samplesPerSecond() {
@@ -338,6 +342,7 @@ public final class EmbeddingCollection extends NativeHandle {
       v.lookupSeconds = t.getLookup_seconds();
       v.outputDistSeconds = t.getOutput_dist_seconds();
       v.backwardSeconds = t.getBackward_seconds();
+      v.embeddingCommSeconds = t.getEmbedding_comm_seconds();
       return v;
     } finally {
       t.delete();

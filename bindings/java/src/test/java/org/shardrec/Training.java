@@ -95,6 +95,11 @@ final class Training {
 
   /** Final weights of every table after {@code steps} steps at the given world size. */
   static float[][] train(int world, int steps) throws Exception {
+    return train(world, steps, new Config.EmbeddingOptions().seed(7));
+  }
+
+  /** As above, with the given collection options at world 2 and more. */
+  static float[][] train(int world, int steps, Config.EmbeddingOptions options) throws Exception {
     if (world == 1) {
       try (Plan plan = plan(1)) {
         Comm comm = Comm.createLocalGroup(1)[0];
@@ -112,8 +117,8 @@ final class Training {
       for (int r = 0; r < world; ++r) {
         final int rank = r;
         results.add(pool.submit(() -> {
-          try (EmbeddingCollection coll = EmbeddingCollection.create(
-                   plan, comms[rank], optimizer(), new Config.EmbeddingOptions().seed(7))) {
+          try (EmbeddingCollection coll =
+                   EmbeddingCollection.create(plan, comms[rank], optimizer(), options)) {
             for (int s = 0; s < steps; ++s) step(coll, batch(s, rank, 1));
             return weights(coll);
           }

@@ -1,0 +1,34 @@
+// How the floats of a collection's embedding collectives travel (shardrec/embedding.h).
+package org.shardrec;
+
+/**
+ * How the floats of a collection's embedding collectives travel between ranks
+ * (shardrec_comm_encoding_t in shardrec/embedding.h, which documents the error of each).
+ */
+public enum CommEncoding {
+  /** Exact fp32 (the default). */
+  FP32(0),
+  /** IEEE half: relative error at most 2^-11, saturates beyond +-65504. */
+  FP16(1),
+  /** bfloat16: relative error at most 2^-8, fp32's range. */
+  BF16(2);
+
+  private final int code;
+
+  CommEncoding(int code) {
+    this.code = code;
+  }
+
+  /** The C value. */
+  public int code() {
+    return code;
+  }
+
+  /** The constant of C value {@code code}; IllegalArgumentException when there is none. */
+  public static CommEncoding of(int code) {
+    for (CommEncoding v : values()) {
+      if (v.code == code) return v;
+    }
+    throw new IllegalArgumentException("no CommEncoding has code " + code);
+  }
+}

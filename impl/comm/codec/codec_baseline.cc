@@ -1,0 +1,11 @@
+// Codec passes for baseline x86-64 (and any other architecture).
+#include "impl/comm/codec/codec.h"
+#include "impl/core/half.h"  // before the body, which is included inside a namespace
+
+namespace shardrec::comm::codec {
+
+#include "impl/comm/codec/codec_body.h"
+
+const Passes& Baseline() { return kPasses; }
+
+}  // namespace shardrec::comm::codec

@@ -1,0 +1,54 @@
+// Collectives whose floats travel encoded as fp16 or bf16 (TorchRec's "qcomms"): the caller
+// hands fp32 in and gets fp32 back; only the bytes on the wire are 16-bit. Blocks a rank sends
+// to itself never leave it and are copied exactly. Reductions decode every contribution and add
+// in fp32 (never in 16-bit), in rank order, so every rank gets the same bits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "impl/comm/communicator.h"
+
+namespace shardrec::comm {
+
+// Values mirror shardrec_comm_encoding_t.
+enum class Encoding : int32_t { kFp32 = 0, kFp16 = 1, kBf16 = 2 };
+
+constexpr bool IsKnownEncoding(int32_t v) { return v >= 0 && v <= 2; }
+const char* EncodingName(Encoding e);
+
+// One pass each way. fp16 saturates finite values beyond its range to +-65504 (infinities and
+// NaN pass through); bf16 covers fp32's range. Both round to nearest even (impl/core/half.h).
+void EncodeFloats(Encoding e, const float* src, size_t n, uint16_t* dst);
+void DecodeFloats(Encoding e, const uint16_t* src, size_t n, float* dst);
+// dst[i] += decode(src[i]).
+void DecodeAddFloats(Encoding e, const uint16_t* src, size_t n, float* dst);
+
+// Reusable 16-bit staging of the encoded collectives (grow-only; one per caller).
+struct EncodedScratch {
+  std::vector<uint16_t> send;
+  std::vector<uint16_t> recv;
+  std::vector<float> acc;
+  std::vector<size_t> send_counts;
+  std::vector<size_t> recv_counts;
+  std::vector<size_t> blocks;
+};
+
+// AllToAllV of floats (counts in floats, as Communicator::AllToAllV). kFp32 is the plain
+// collective; otherwise every block to another rank is encoded into scratch, exchanged as 16-bit
+// elements and decoded into `recv`; this rank's own block is copied exactly.
+Status EncodedAllToAllV(Communicator& comm, Encoding e, const float* send,
+                        std::span<const size_t> send_counts, float* recv,
+                        std::span<const size_t> recv_counts, EncodedScratch* scratch);
+
+// In-place sum of buf[n] over all ranks. kFp32 is the plain AllReduce. Otherwise a reduce-scatter
+// followed by an all-gather: block k (an even split) is sent encoded to rank k, which decodes
+// every rank's block and adds them in fp32 in rank order (its own block exact), encodes the sum
+// once and all-gathers it; every rank (rank k included) ends with the decoded sums, so all ranks
+// hold identical values. Each element is rounded at most twice: error <= (2u + u^2) * sum|x_r|.
+Status EncodedAllReduceSum(Communicator& comm, Encoding e, float* buf, size_t n,
+                           EncodedScratch* scratch);
+
+}  // namespace shardrec::comm
