@@ -208,6 +208,84 @@ SHARDREC_API shardrec_status_t shardrec_plan_table_sharding(const shardrec_plan_
 SHARDREC_API shardrec_status_t shardrec_plan_shard(const shardrec_plan_t* plan, size_t table,
                                                    size_t shard, shardrec_shard_t* out);
 
+/* ---------------------------------------------------------------------------------------- */
+
+/** Options of shardrec_topology_calibrate(). */
+typedef struct shardrec_calibrate_options {
+  uint32_t version;           /**< SHARDREC_CALIBRATE_OPTIONS_VERSION. */
+  int32_t ranks_share_memory; /**< Nonzero when the ranks are threads of one process (a group
+                                   from shardrec_comm_create_local_group): collectives between
+                                   them are memory copies and a thread hand-off, so the streaming
+                                   copy bandwidth and hand-off latency are used instead of the
+                                   loopback TCP ones. 0 (default): ranks are processes (Gloo). */
+  double time_budget;         /**< Soft limit in seconds; 0 means 0.25. Each figure is measured
+                                   once, then up to twice more while its share of the budget
+                                   lasts (median of the rounds). Must be >= 0. */
+} shardrec_calibrate_options_t;
+
+#define SHARDREC_CALIBRATE_OPTIONS_VERSION 1u
+#define SHARDREC_CALIBRATE_OPTIONS_INIT \
+  { SHARDREC_CALIBRATE_OPTIONS_VERSION, 0, 0.0 }
+
+/**
+ * Fills @p options with defaults for struct version @p version.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t
+shardrec_calibrate_options_init(shardrec_calibrate_options_t* options, uint32_t version);
+
+/** What shardrec_topology_calibrate() measured on this machine. */
+typedef struct shardrec_calibration {
+  uint32_t version;          /**< SHARDREC_CALIBRATION_VERSION (set by the caller). */
+  double gather_bandwidth;   /**< Bytes/s of rows read by a pooled lookup of random 256-byte rows
+                                  of a 64 MiB table (bags of 20), on one thread. */
+  double stream_bandwidth;   /**< Bytes/s copied by a 32 MiB memcpy on one thread. */
+  double loopback_bandwidth; /**< Bytes/s of 16 MiB over a 127.0.0.1 TCP connection. */
+  double loopback_latency;   /**< Seconds: half a 1-byte round trip over that connection. */
+  double handoff_latency;    /**< Seconds: half a round trip between two threads (mutex and
+                                  condition variable). */
+  double elapsed;            /**< Seconds the calibration took. */
+} shardrec_calibration_t;
+
+#define SHARDREC_CALIBRATION_VERSION 1u
+#define SHARDREC_CALIBRATION_INIT \
+  { SHARDREC_CALIBRATION_VERSION, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0 }
+
+/**
+ * Fills @p calibration with zeros for struct version @p version.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_calibration_init(shardrec_calibration_t* calibration,
+                                                         uint32_t version);
+
+/**
+ * Measures this machine and writes the figures into @p topology, so that the planner's
+ * estimated step time (shardrec_plan_stats) is in the units of the clock on this machine.
+ *
+ * Measures, on the calling thread plus one helper thread, in about 0.1-0.3 s: the random-row
+ * gather bandwidth of a lookup (written to memory_bandwidth), the streaming copy bandwidth, a
+ * loopback TCP connection's bandwidth and latency, and a thread hand-off's latency. It writes
+ * intra_node_bandwidth and collective_latency from the loopback figures, or, with
+ * ranks_share_memory, from the copy bandwidth and hand-off latency. inter_node_bandwidth (the
+ * NIC needs a peer), per_id_cost and every other field are left as they are. Single-threaded
+ * figures: the model is per rank, one thread per rank. The figures vary with the machine's
+ * load; a multi-rank job should calibrate on one rank and broadcast the topology, since ranks
+ * that plan with different figures may choose different plans.
+ *
+ * @param topology    [in,out] Must not be NULL; its version must be >= 2 (the version 1 struct
+ *                    has no collective_latency). Written only on success.
+ * @param options     [in] NULL for the defaults.
+ * @param calibration [in,out] Receives the raw figures when not NULL; its version must be set
+ *                    (shardrec_calibration_init).
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL topology, bad struct versions or a negative
+ *         budget (nothing written); SHARDREC_EIO when a loopback socket cannot be opened.
+ * Thread-safety: safe to call concurrently on different topologies (each call uses its own
+ * buffers and sockets), though concurrent calls disturb each other's figures.
+ */
+SHARDREC_API shardrec_status_t shardrec_topology_calibrate(
+    shardrec_topology_t* topology, const shardrec_calibrate_options_t* options,
+    shardrec_calibration_t* calibration);
+
 /**
  * Releases a plan. NULL is a no-op. Collections created from the plan keep their own reference
  * and stay valid. Must not race with other calls on the same handle.

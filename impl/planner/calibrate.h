@@ -1,0 +1,39 @@
+// Measures the figures the host cost model needs on this machine, in a fraction of a second:
+// the random-row gather bandwidth a lookup sees, the streaming copy bandwidth (what an
+// all-to-all between ranks that share memory moves at), and a loopback TCP connection's
+// bandwidth and latency (what Gloo between processes of one node gets). The NIC between nodes
+// needs a peer and is not measured.
+#pragma once
+
+#include <cstdint>
+
+#include "impl/core/status.h"
+#include "impl/planner/topology.h"
+
+namespace shardrec::planner {
+
+struct CalibrateOptions {
+  // Ranks are threads of one process (a local communicator group): collectives are memory
+  // copies and a thread hand-off, not TCP.
+  bool ranks_share_memory = false;
+  // Soft budget for the whole measurement; rounds after the first stop once it is spent.
+  double budget_ms = 250.0;
+};
+
+// All bandwidths bytes/ms, latencies ms (the planner's units).
+struct Calibration {
+  double gather_bw = 0;         // random 256-byte rows of a 64 MiB table, summed per bag
+  double stream_bw = 0;         // memcpy of 32 MiB: bytes copied per ms
+  double loopback_bw = 0;       // 16 MiB over a 127.0.0.1 TCP connection
+  double loopback_latency = 0;  // half a 1-byte round trip over that connection
+  double handoff_latency = 0;   // half a round trip between two threads (mutex + condvar)
+  double elapsed_ms = 0;        // wall time of the whole calibration
+};
+
+// Runs the measurements on the calling thread (plus one helper thread for the loopback and
+// hand-off pairs). Each figure is the median of up to three rounds, so one descheduled round
+// on a loaded machine does not decide it. Thread-safe: uses only its own buffers and sockets.
+// Errors: kIo when a loopback socket cannot be opened or fails (the message names the call).
+Status Calibrate(const CalibrateOptions& options, Calibration* out);
+
+}  // namespace shardrec::planner
