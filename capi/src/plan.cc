@@ -2,6 +2,7 @@
 // structs to impl configs, runs the planner, and answers queries on the immutable plan.
 #include "shardrec/plan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -310,12 +311,25 @@ SHARDREC_API shardrec_status_t shardrec_topology_calibrate(
       if (!(options->time_budget >= 0.0) || !std::isfinite(options->time_budget))
         return Status::InvalidArgument("calibrate options: time_budget ", options->time_budget,
                                        " must be finite and >= 0");
+      if (options->threads_per_rank < 0 || options->threads_per_rank > 256)
+        return Status::InvalidArgument("calibrate options: threads_per_rank ",
+                                       options->threads_per_rank, " must be in [0, 256]");
       opts.ranks_share_memory = options->ranks_share_memory != 0;
+      opts.threads_per_rank = std::max(options->threads_per_rank, 1);
       if (options->time_budget > 0) opts.budget_ms = options->time_budget * 1000.0;
     }
     if (calibration != nullptr)
       SR_RETURN_IF_ERROR(
           CheckStructVersion(calibration->version, SHARDREC_CALIBRATION_VERSION, "calibration"));
+    if (topology->world_size < 1 || topology->ranks_per_node < 0 ||
+        topology->ranks_per_node > topology->world_size)
+      return Status::InvalidArgument("topology: world_size ", topology->world_size,
+                                     " and ranks_per_node ", topology->ranks_per_node,
+                                     " must be set before calibrating");
+    if (!(topology->per_id_cost >= 0.0))
+      return Status::InvalidArgument("topology: per_id_cost must be >= 0");
+    opts.ranks_per_node =
+        topology->ranks_per_node == 0 ? topology->world_size : topology->ranks_per_node;
     shardrec::planner::Calibration c;
     SR_RETURN_IF_ERROR(shardrec::planner::Calibrate(opts, &c));
     // Bytes/ms and ms inside; bytes/s and seconds in the C API.
@@ -324,7 +338,13 @@ SHARDREC_API shardrec_status_t shardrec_topology_calibrate(
         (opts.ranks_share_memory ? c.stream_bw : c.loopback_bw) * 1000.0;
     topology->collective_latency =
         (opts.ranks_share_memory ? c.handoff_latency : c.loopback_latency) / 1000.0;
+    // Ranks beyond the cores share them: their per-id host work takes that much longer.
+    const double per_id_ms = topology->per_id_cost > 0 ? topology->per_id_cost * 1000.0
+                                                       : shardrec::planner::kHostPerIdMs;
+    if (topology->device_type == SHARDREC_DEVICE_HOST)
+      topology->per_id_cost = per_id_ms * c.oversubscription / 1000.0;
     if (calibration != nullptr) {
+      calibration->oversubscription = c.oversubscription;
       calibration->gather_bandwidth = c.gather_bw * 1000.0;
       calibration->stream_bandwidth = c.stream_bw * 1000.0;
       calibration->loopback_bandwidth = c.loopback_bw * 1000.0;

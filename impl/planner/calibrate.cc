@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "impl/core/check.h"
+#include "impl/core/host_arena.h"
 
 namespace shardrec::planner {
 namespace {
@@ -46,12 +47,14 @@ double Rounds(Clock::time_point start, double budget_ms, Fn&& round) {
 
 constexpr int kRowFloats = 64;  // 256-byte rows: a dim-64 fp32 table
 constexpr size_t kTableBytes = size_t{64} << 20;
-constexpr int kGatherRows = 200000;
+constexpr int kGatherRows = 60000;
+constexpr int kPrefetchIds = 8;  // rows ahead, as the lookup kernel prefetches
 constexpr int kBag = 20;
 
-// Random rows summed per bag of kBag ids, as the pooled lookup does; bytes of rows read per ms.
-double GatherRound(const std::vector<float>& table, uint64_t* seed) {
-  const uint64_t rows = table.size() / kRowFloats;
+// Random rows summed per bag of kBag ids, as the pooled lookup does, prefetching a few rows
+// ahead; bytes of rows read per ms.
+double GatherRound(const float* table, uint64_t* seed) {
+  const uint64_t rows = kTableBytes / (kRowFloats * sizeof(float));
   std::vector<uint32_t> ids(kGatherRows);
   uint64_t x = *seed;
   for (auto& id : ids) {
@@ -66,7 +69,12 @@ double GatherRound(const std::vector<float>& table, uint64_t* seed) {
   for (int b = 0; b < kGatherRows; b += kBag) {
     float acc[kRowFloats] = {};
     for (int i = b; i < b + kBag; ++i) {
-      const float* row = table.data() + static_cast<size_t>(ids[i]) * kRowFloats;
+      if (i + kPrefetchIds < kGatherRows) {
+        const char* ahead = reinterpret_cast<const char*>(
+            table + static_cast<size_t>(ids[i + kPrefetchIds]) * kRowFloats);
+        for (int line = 0; line < kRowFloats * 4; line += 64) __builtin_prefetch(ahead + line);
+      }
+      const float* row = table + static_cast<size_t>(ids[i]) * kRowFloats;
       for (int d = 0; d < kRowFloats; ++d) acc[d] += row[d];
     }
     sink += acc[b % kRowFloats];
@@ -75,6 +83,22 @@ double GatherRound(const std::vector<float>& table, uint64_t* seed) {
   // Keeps the loop from being optimised away without a store per bag.
   if (sink == 1.2345f) std::fprintf(stderr, " ");
   return static_cast<double>(kGatherRows) * kRowFloats * sizeof(float) / std::max(ms, 1e-6);
+}
+
+// GatherRound on `threads` threads at once over the same table: aggregate bytes per ms.
+double ParallelGatherRound(const float* table, int32_t threads, uint64_t* seed) {
+  if (threads <= 1) return GatherRound(table, seed);
+  std::vector<uint64_t> seeds(static_cast<size_t>(threads));
+  for (auto& s : seeds) s = (*seed += 0x9e3779b97f4a7c15ull) | 1;
+  std::vector<std::thread> pool;
+  const auto t0 = Clock::now();
+  for (int32_t i = 1; i < threads; ++i)
+    pool.emplace_back([&, i] { GatherRound(table, &seeds[static_cast<size_t>(i)]); });
+  GatherRound(table, &seeds[0]);
+  for (auto& t : pool) t.join();
+  const double ms = MsSince(t0);
+  return static_cast<double>(threads) * kGatherRows * kRowFloats * sizeof(float) /
+         std::max(ms, 1e-6);
 }
 
 double StreamRound(const std::vector<char>& src, std::vector<char>* dst) {
@@ -186,30 +210,28 @@ Status LoopbackLatency(int a, int b, double* out) {
   return Status::Ok();
 }
 
-// Half the mean round trip of a hand-off between two threads through a mutex and condition
-// variable: the synchronisation a collective of a local (in-process) group pays.
-double HandoffLatency() {
+// Mean time of one barrier of `n` threads through a mutex and condition variable: the
+// synchronisation a collective of a local (in-process) group pays, including the wait for a
+// descheduled peer when the threads outnumber the cores.
+double HandoffLatency(int32_t n) {
   std::mutex mu;
   std::condition_variable cv;
-  int turn = 0;  // even: main's turn, odd: the peer's
-  std::thread peer([&] {
-    for (int i = 0; i < kPings; ++i) {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return turn % 2 == 1; });
-      ++turn;
-      cv.notify_all();
-    }
-  });
-  const auto t0 = Clock::now();
-  for (int i = 0; i < kPings; ++i) {
+  int64_t arrived = 0;  // barrier b is complete when arrived reaches (b + 1) * n
+  auto barrier = [&](int64_t b) {
     std::unique_lock<std::mutex> lock(mu);
-    ++turn;
-    cv.notify_all();
-    cv.wait(lock, [&] { return turn % 2 == 0; });
-  }
+    if (++arrived == (b + 1) * n) cv.notify_all();
+    cv.wait(lock, [&] { return arrived >= (b + 1) * n; });
+  };
+  std::vector<std::thread> peers;
+  const auto t0 = Clock::now();
+  for (int32_t i = 1; i < n; ++i)
+    peers.emplace_back([&] {
+      for (int b = 0; b < kPings; ++b) barrier(b);
+    });
+  for (int b = 0; b < kPings; ++b) barrier(b);
   const double ms = MsSince(t0);
-  peer.join();
-  return ms / kPings / 2.0;
+  for (auto& t : peers) t.join();
+  return ms / kPings;
 }
 
 }  // namespace
@@ -220,12 +242,22 @@ Status Calibrate(const CalibrateOptions& options, Calibration* out) {
   // second round entirely.
   const double share = std::max(options.budget_ms, 0.0) / 4.0;
   Calibration c;
+  const int32_t ranks = std::max(options.ranks_per_node, 1);
+  const unsigned cores = std::max(std::thread::hardware_concurrency(), 1u);
+  c.oversubscription = std::max(1.0, static_cast<double>(ranks) / cores);
   {
-    std::vector<float> table(kTableBytes / sizeof(float));
-    for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<float>(i & 1023) * 1e-3f;
+    // On huge pages like the collection's tables (HostArena), so the TLB behaves as theirs.
+    HostArena arena;
+    SR_RETURN_IF_ERROR(arena.Allocate(kTableBytes, /*huge_pages=*/true));
+    float* table = arena.as<float>();
+    for (size_t i = 0; i < kTableBytes / sizeof(float); ++i)
+      table[i] = static_cast<float>(i & 1023) * 1e-3f;
     uint64_t seed = 0x9e3779b97f4a7c15ull;
     const auto t0 = Clock::now();
-    c.gather_bw = Rounds(t0, share, [&] { return GatherRound(table, &seed); });
+    c.gather_bw = Rounds(t0, share, [&] {
+      return ParallelGatherRound(table, ranks * std::max(options.threads_per_rank, 1), &seed) /
+             ranks;
+    });
   }
   {
     std::vector<char> src(kTableBytes / 2, 3), dst(kTableBytes / 2, 0);
@@ -253,7 +285,7 @@ Status Calibrate(const CalibrateOptions& options, Calibration* out) {
   }
   {
     const auto t0 = Clock::now();
-    c.handoff_latency = Rounds(t0, share / 2, HandoffLatency);
+    c.handoff_latency = Rounds(t0, share / 2, [&] { return HandoffLatency(std::max(ranks, 2)); });
   }
   c.elapsed_ms = MsSince(start);
   *out = c;

@@ -16,6 +16,13 @@ struct CalibrateOptions {
   // Ranks are threads of one process (a local communicator group): collectives are memory
   // copies and a thread hand-off, not TCP.
   bool ranks_share_memory = false;
+  // Threads each rank's lookup runs on.
+  int32_t threads_per_rank = 1;
+  // Ranks that run at once on this machine: the gather runs on ranks_per_node x
+  // threads_per_rank threads at once and each rank is credited its share, so ranks that
+  // oversubscribe the cores or saturate memory see it; the hand-off is a barrier of this many
+  // threads (at least 2).
+  int32_t ranks_per_node = 1;
   // Soft budget for the whole measurement; rounds after the first stop once it is spent.
   double budget_ms = 250.0;
 };
@@ -26,8 +33,11 @@ struct Calibration {
   double stream_bw = 0;         // memcpy of 32 MiB: bytes copied per ms
   double loopback_bw = 0;       // 16 MiB over a 127.0.0.1 TCP connection
   double loopback_latency = 0;  // half a 1-byte round trip over that connection
-  double handoff_latency = 0;   // half a round trip between two threads (mutex + condvar)
-  double elapsed_ms = 0;        // wall time of the whole calibration
+  double handoff_latency = 0;   // one barrier of ranks_per_node (>= 2) threads (mutex + condvar)
+  // Per-id host work scale: ranks_per_node over the hardware threads of the machine, at least 1
+  // (each rank's host work runs mostly on one thread).
+  double oversubscription = 1;
+  double elapsed_ms = 0;  // wall time of the whole calibration
 };
 
 // Runs the measurements on the calling thread (plus one helper thread for the loopback and

@@ -199,7 +199,8 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
         break;
       }
     }
-    p.bwd_compute = p.fwd_compute * kBwdMultiplier;
+    p.bwd_compute =
+        p.fwd_compute * (topo.device == ComputeDevice::kHost ? kHostBwdMultiplier : kBwdMultiplier);
     out.push_back(e);
   }
   return out;
