@@ -330,6 +330,12 @@ SHARDREC_API shardrec_status_t shardrec_topology_calibrate(
       return Status::InvalidArgument("topology: per_id_cost must be >= 0");
     opts.ranks_per_node =
         topology->ranks_per_node == 0 ? topology->world_size : topology->ranks_per_node;
+    if (options != nullptr) {
+      if (options->ranks_per_machine < 0 || options->ranks_per_machine > 65536)
+        return Status::InvalidArgument("calibrate options: ranks_per_machine ",
+                                       options->ranks_per_machine, " must be in [0, 65536]");
+      if (options->ranks_per_machine > 0) opts.ranks_per_node = options->ranks_per_machine;
+    }
     shardrec::planner::Calibration c;
     SR_RETURN_IF_ERROR(shardrec::planner::Calibrate(opts, &c));
     // Bytes/ms and ms inside; bytes/s and seconds in the C API.

@@ -210,14 +210,21 @@ Status LoopbackLatency(int a, int b, double* out) {
   return Status::Ok();
 }
 
-// Mean time of one barrier of `n` threads through a mutex and condition variable: the
-// synchronisation a collective of a local (in-process) group pays, including the wait for a
-// descheduled peer when the threads outnumber the cores.
+constexpr int kBarriers = 20;
+constexpr double kWorkMs = 0.2;  // busy work of each thread between two barriers
+
+// The cost of one synchronisation point of `n` threads (mutex and condition variable, as an
+// in-process group's collective waits) when every thread has work in between, as ranks do:
+// the mean time of a round beyond the work itself. Threads that outnumber the free cores wait
+// for a descheduled peer here, as they do at every collective of a step.
 double HandoffLatency(int32_t n) {
   std::mutex mu;
   std::condition_variable cv;
   int64_t arrived = 0;  // barrier b is complete when arrived reaches (b + 1) * n
-  auto barrier = [&](int64_t b) {
+  auto round = [&](int64_t b) {
+    const auto w0 = Clock::now();
+    while (MsSince(w0) < kWorkMs) {
+    }
     std::unique_lock<std::mutex> lock(mu);
     if (++arrived == (b + 1) * n) cv.notify_all();
     cv.wait(lock, [&] { return arrived >= (b + 1) * n; });
@@ -226,12 +233,12 @@ double HandoffLatency(int32_t n) {
   const auto t0 = Clock::now();
   for (int32_t i = 1; i < n; ++i)
     peers.emplace_back([&] {
-      for (int b = 0; b < kPings; ++b) barrier(b);
+      for (int b = 0; b < kBarriers; ++b) round(b);
     });
-  for (int b = 0; b < kPings; ++b) barrier(b);
+  for (int b = 0; b < kBarriers; ++b) round(b);
   const double ms = MsSince(t0);
   for (auto& t : peers) t.join();
-  return ms / kPings;
+  return std::max(ms / kBarriers - kWorkMs, 1e-6);
 }
 
 }  // namespace

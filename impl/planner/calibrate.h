@@ -33,7 +33,9 @@ struct Calibration {
   double stream_bw = 0;         // memcpy of 32 MiB: bytes copied per ms
   double loopback_bw = 0;       // 16 MiB over a 127.0.0.1 TCP connection
   double loopback_latency = 0;  // half a 1-byte round trip over that connection
-  double handoff_latency = 0;   // one barrier of ranks_per_node (>= 2) threads (mutex + condvar)
+  // One synchronisation point of ranks_per_node (>= 2) threads that work between them: the
+  // mean round time beyond the work (mutex + condvar; includes waits for descheduled peers).
+  double handoff_latency = 0;
   // Per-id host work scale: ranks_per_node over the hardware threads of the machine, at least 1
   // (each rank's host work runs mostly on one thread).
   double oversubscription = 1;

@@ -224,11 +224,15 @@ typedef struct shardrec_calibrate_options {
   int32_t threads_per_rank;   /**< The num_threads the collections will run with: the gather is
                                    measured on this many threads at once (their aggregate
                                    bandwidth). 0 means 1; at most 256. */
+  int32_t ranks_per_machine;  /**< Ranks that run at once on this machine when that differs from
+                                   the topology's ranks_per_node (e.g. a 2D mesh: several
+                                   sharding groups on one machine); 0 means ranks_per_node (0
+                                   there meaning world_size). At most 65536. */
 } shardrec_calibrate_options_t;
 
 #define SHARDREC_CALIBRATE_OPTIONS_VERSION 1u
 #define SHARDREC_CALIBRATE_OPTIONS_INIT \
-  { SHARDREC_CALIBRATE_OPTIONS_VERSION, 0, 0.0, 0 }
+  { SHARDREC_CALIBRATE_OPTIONS_VERSION, 0, 0.0, 0, 0 }
 
 /**
  * Fills @p options with defaults for struct version @p version.
@@ -242,14 +246,16 @@ typedef struct shardrec_calibration {
   uint32_t version;          /**< SHARDREC_CALIBRATION_VERSION (set by the caller). */
   double gather_bandwidth;   /**< Bytes/s per rank of rows read by a pooled lookup (bags of 20
                                   random 256-byte rows of a 64 MiB table on huge pages), with
-                                  ranks per node x threads_per_rank threads gathering at once. */
+                                  ranks per machine x threads_per_rank threads gathering at once. */
   double stream_bandwidth;   /**< Bytes/s copied by a 32 MiB memcpy on one thread. */
   double loopback_bandwidth; /**< Bytes/s of 16 MiB over a 127.0.0.1 TCP connection. */
   double loopback_latency;   /**< Seconds: half a 1-byte round trip over that connection. */
-  double handoff_latency;    /**< Seconds: one barrier of max(ranks per node, 2) threads (mutex
-                                  and condition variable). */
+  double handoff_latency;    /**< Seconds: one synchronisation point (mutex and condition
+                                  variable) of max(ranks per machine, 2) threads that each do
+                                  0.2 ms of work between two of them: the mean round beyond
+                                  the work, waits for descheduled peers included. */
   double elapsed;            /**< Seconds the calibration took. */
-  double oversubscription;   /**< Ranks per node over this machine's hardware threads, at
+  double oversubscription;   /**< Ranks per machine over its hardware threads, at
                                   least 1: the factor applied to per_id_cost. */
 } shardrec_calibration_t;
 
@@ -269,16 +275,16 @@ SHARDREC_API shardrec_status_t shardrec_calibration_init(shardrec_calibration_t*
  * estimated step time (shardrec_plan_stats) is in the units of the clock on this machine.
  *
  * Measures, in about 0.1-0.3 s (the soft limit is options->time_budget): the random-row gather
- * bandwidth of a pooled lookup, with every rank of the node (topology ranks_per_node, 0 meaning
- * world_size) gathering at once on threads_per_rank threads, credited per rank; the streaming
- * copy bandwidth; a loopback TCP connection's bandwidth and latency; and a barrier of the
- * node's ranks as threads. Writes memory_bandwidth (the per-rank gather), intra_node_bandwidth
- * and collective_latency (loopback TCP, or with ranks_share_memory the copy bandwidth and the
- * barrier), and on host topologies per_id_cost (its value, or the 60 ns default when 0, times
- * the oversubscription of the cores by the node's ranks). inter_node_bandwidth (a NIC needs a
- * peer) and every other field are left as they are. The figures vary with the machine's load;
- * a multi-rank job should calibrate on one rank and broadcast the topology, since ranks that
- * plan with different figures may choose different plans.
+ * bandwidth of a pooled lookup, with every rank of the machine (options ranks_per_machine, else
+ * the topology's ranks_per_node, 0 meaning world_size) gathering at once on threads_per_rank
+ * threads, credited per rank; the streaming copy bandwidth; a loopback TCP connection's bandwidth
+ * and latency; and a barrier of the machine's ranks as threads. Writes memory_bandwidth (the
+ * per-rank gather), intra_node_bandwidth and collective_latency (loopback TCP, or with
+ * ranks_share_memory the copy bandwidth and the barrier), and on host topologies per_id_cost (its
+ * value, or the 60 ns default when 0, times the oversubscription of the cores by the machine's
+ * ranks). inter_node_bandwidth (a NIC needs a peer) and every other field are left as they are. The
+ * figures vary with the machine's load; a multi-rank job should calibrate on one rank and broadcast
+ * the topology, since ranks that plan with different figures may choose different plans.
  *
  * @param topology    [in,out] Must not be NULL; version >= 2 (version 1 has no
  *                    collective_latency); world_size and ranks_per_node already set. Written
