@@ -63,12 +63,17 @@ TEST(PlannerEstimator, ComputeScalesWithTheDeviceMemoryBandwidth) {
   // Host random-row gather 5 GiB/s vs HBM 897 GiB/s; host loopback 2 GiB/s vs 600 GiB/s.
   EXPECT_NEAR(host[0].perf.fwd_compute, 3.27460e-4 * 897.0 / 5.0, 1e-7);
   EXPECT_NEAR(host[0].perf.fwd_comms, cuda[0].perf.fwd_comms * 600.0 / 2.0, 1e-12);
-  // With the same bandwidths the formulas are the device's: only the defaults differ.
+  // With the same bandwidths the formulas are the device's, except the host backward's
+  // multiplier (4x the forward compute, TorchRec's 2x on CUDA).
   Topology same = Topology::Default(2, 2, ComputeDevice::kHost);
   same.memory_bw = kHbmBandwidth;
   same.intra_node_bw = kIntraNodeBandwidth;
   const auto alike = EstimateShards(same, t, {1.0f}, ShardingType::kTableWise, shards);
-  EXPECT_NEAR(alike[0].perf.total(), cuda[0].perf.total(), 1e-15);
+  EXPECT_NEAR(alike[0].perf.fwd_compute, cuda[0].perf.fwd_compute, 1e-15);
+  EXPECT_NEAR(alike[0].perf.fwd_comms, cuda[0].perf.fwd_comms, 1e-15);
+  EXPECT_NEAR(alike[0].perf.bwd_comms, cuda[0].perf.bwd_comms, 1e-15);
+  EXPECT_NEAR(cuda[0].perf.bwd_compute, 2.0 * cuda[0].perf.fwd_compute, 1e-15);
+  EXPECT_NEAR(alike[0].perf.bwd_compute, kHostBwdMultiplier * alike[0].perf.fwd_compute, 1e-15);
 }
 
 TEST(PlannerEstimator, StepOverheadIsCollectiveLatencyAndPerIdWork) {
