@@ -129,6 +129,7 @@ type CalibrateOptions struct {
 	RanksShareMemory bool    // ranks are threads of one process (a local group)
 	TimeBudget       float64 // soft limit in seconds; 0 means 0.25
 	ThreadsPerRank   int     // the collections' num_threads; 0 means 1
+	RanksPerMachine  int     // ranks running at once on this machine; 0 means RanksPerNode
 }
 
 // Calibration is what Topology.Calibrate measured (bytes/s and seconds).
@@ -160,6 +161,7 @@ func (topo *Topology) Calibrate(opts CalibrateOptions) (Calibration, error) {
 	}
 	o.SetTime_budget(opts.TimeBudget)
 	o.SetThreads_per_rank(opts.ThreadsPerRank)
+	o.SetRanks_per_machine(opts.RanksPerMachine)
 	if err := swig.Calibration_init(c, uint(swig.CALIBRATION_VERSION)); err != nil {
 		return Calibration{}, err
 	}

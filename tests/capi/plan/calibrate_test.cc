@@ -114,6 +114,20 @@ TEST(CapiCalibrate, OversubscribedRanksScaleThePerIdCost) {
   EXPECT_NEAR(topo.per_id_cost, 20e-9, 1e-15);  // the caller's value, scaled
   EXPECT_EQ(topo.collective_latency, cal.handoff_latency);
   EXPECT_GT(cal.handoff_latency, 0.0);
+  // ranks_per_machine overrides the topology's node size (a 2D mesh: several sharding groups
+  // on one machine).
+  shardrec_topology_t group = SHARDREC_TOPOLOGY_INIT;
+  group.world_size = 1;
+  shardrec_calibrate_options_t machine = SHARDREC_CALIBRATE_OPTIONS_INIT;
+  machine.ranks_share_memory = 1;
+  machine.ranks_per_machine = 2 * cores;
+  ASSERT_EQ(shardrec_topology_calibrate(&group, &machine, &cal), SHARDREC_OK)
+      << shardrec_last_error();
+  EXPECT_EQ(cal.oversubscription, 2.0);
+  EXPECT_NEAR(group.per_id_cost, 120e-9, 1e-15);
+  machine.ranks_per_machine = -1;
+  EXPECT_EQ(shardrec_topology_calibrate(&group, &machine, nullptr), SHARDREC_EINVAL);
+  EXPECT_NE(std::string(shardrec_last_error()).find("ranks_per_machine"), std::string::npos);
   // A bad ranks_per_node is refused before anything is measured or written.
   shardrec_topology_t bad = SHARDREC_TOPOLOGY_INIT;
   bad.ranks_per_node = 3;  // > world_size 1

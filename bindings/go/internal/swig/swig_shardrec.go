@@ -561,6 +561,8 @@ extern void _wrap_calibrate_options_time_budget_set_swig_c5a5da6c39b7fef4(uintpt
 extern double _wrap_calibrate_options_time_budget_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern void _wrap_calibrate_options_threads_per_rank_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_calibrate_options_threads_per_rank_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern void _wrap_calibrate_options_ranks_per_machine_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_calibrate_options_ranks_per_machine_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern uintptr_t _wrap_new_calibrate_options_swig_c5a5da6c39b7fef4(void);
 extern void _wrap_delete_calibrate_options_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern swig_type_76 _wrap_calibrate_options_init_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
@@ -2298,6 +2300,19 @@ func (arg1 SwigcptrCalibrate_options) GetThreads_per_rank() (_swig_ret int) {
 	return swig_r
 }
 
+func (arg1 SwigcptrCalibrate_options) SetRanks_per_machine(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_calibrate_options_ranks_per_machine_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrCalibrate_options) GetRanks_per_machine() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_calibrate_options_ranks_per_machine_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
 func NewCalibrate_options() (_swig_ret Calibrate_options) {
 	var swig_r Calibrate_options
 	swig_r = (Calibrate_options)(SwigcptrCalibrate_options(C._wrap_new_calibrate_options_swig_c5a5da6c39b7fef4()))
@@ -2320,6 +2335,8 @@ type Calibrate_options interface {
 	GetTime_budget() (_swig_ret float64)
 	SetThreads_per_rank(arg2 int)
 	GetThreads_per_rank() (_swig_ret int)
+	SetRanks_per_machine(arg2 int)
+	GetRanks_per_machine() (_swig_ret int)
 }
 
 const CALIBRATE_OPTIONS_VERSION uint = 1

@@ -3506,6 +3506,31 @@ intgo _wrap_calibrate_options_threads_per_rank_get_swig_c5a5da6c39b7fef4(struct 
 }
 
 
+void _wrap_calibrate_options_ranks_per_machine_set_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->ranks_per_machine = arg2;
+  
+}
+
+
+intgo _wrap_calibrate_options_ranks_per_machine_get_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0) {
+  struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->ranks_per_machine);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_c5a5da6c39b7fef4() {
   struct shardrec_calibrate_options *result = 0 ;
   struct shardrec_calibrate_options *_swig_go_result;

@@ -2112,6 +2112,7 @@ pub struct shardrec_calibrate_options {
     pub ranks_share_memory: i32,
     pub time_budget: f64,
     pub threads_per_rank: i32,
+    pub ranks_per_machine: i32,
 }
 #[test]
 fn bindgen_test_layout_shardrec_calibrate_options() {
@@ -2193,6 +2194,23 @@ fn bindgen_test_layout_shardrec_calibrate_options() {
         );
     }
     test_field_threads_per_rank();
+    fn test_field_ranks_per_machine() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_calibrate_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).ranks_per_machine) as usize - ptr as usize
+            },
+            20usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_calibrate_options),
+                "::",
+                stringify!(ranks_per_machine)
+            )
+        );
+    }
+    test_field_ranks_per_machine();
 }
 pub type shardrec_calibrate_options_t = shardrec_calibrate_options;
 extern "C" {

@@ -117,6 +117,8 @@ pub struct CalibrateOptions {
     pub time_budget: f64,
     /// The collections' `num_threads`; 0 means 1.
     pub threads_per_rank: i32,
+    /// Ranks running at once on this machine; 0 means the topology's `ranks_per_node`.
+    pub ranks_per_machine: i32,
 }
 
 /// What [`Topology::calibrate`] measured (bytes/s and seconds; see `shardrec_calibration_t`).
@@ -173,6 +175,7 @@ impl Topology {
         o.ranks_share_memory = options.ranks_share_memory as i32;
         o.time_budget = options.time_budget;
         o.threads_per_rank = options.threads_per_rank;
+        o.ranks_per_machine = options.ranks_per_machine;
         let mut c: sys::shardrec_calibration_t = unsafe { std::mem::zeroed() };
         crate::check(unsafe { sys::shardrec_calibration_init(&mut c, sys::SHARDREC_CALIBRATION_VERSION) })?;
         // SAFETY: `t` borrows `self.memory_bytes_per_rank`, which outlives the call (not read).

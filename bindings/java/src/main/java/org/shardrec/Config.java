@@ -131,6 +131,15 @@ public final class Config {
      * @return the raw figures
      */
     public Calibration calibrate(boolean ranksShareMemory, int threadsPerRank) {
+      return calibrate(ranksShareMemory, threadsPerRank, 0);
+    }
+
+    /**
+     * As {@link #calibrate(boolean, int)}, with the number of ranks that run at once on this
+     * machine when it differs from ranksPerNode (0 means ranksPerNode).
+     */
+    public Calibration calibrate(boolean ranksShareMemory, int threadsPerRank,
+                                 int ranksPerMachine) {
       org.shardrec.swig.topology t = toNative();
       org.shardrec.swig.calibrate_options o = new org.shardrec.swig.calibrate_options();
       org.shardrec.swig.calibration c = new org.shardrec.swig.calibration();
@@ -138,6 +147,7 @@ public final class Config {
         org.shardrec.swig.Native.calibrate_options_init(o, NativeConstants.CALIBRATE_OPTIONS_VERSION);
         o.setRanks_share_memory(ranksShareMemory ? 1 : 0);
         o.setThreads_per_rank(threadsPerRank);
+        o.setRanks_per_machine(ranksPerMachine);
         org.shardrec.swig.Native.calibration_init(c, NativeConstants.CALIBRATION_VERSION);
         org.shardrec.swig.Native.topology_calibrate(t, o, c);
         memoryBandwidth = t.getMemory_bandwidth();
