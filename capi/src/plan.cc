@@ -344,11 +344,10 @@ SHARDREC_API shardrec_status_t shardrec_topology_calibrate(
         (opts.ranks_share_memory ? c.stream_bw : c.loopback_bw) * 1000.0;
     topology->collective_latency =
         (opts.ranks_share_memory ? c.handoff_latency : c.loopback_latency) / 1000.0;
-    // Ranks beyond the cores share them: their per-id host work takes that much longer.
-    const double per_id_ms = topology->per_id_cost > 0 ? topology->per_id_cost * 1000.0
-                                                       : shardrec::planner::kHostPerIdMs;
-    if (topology->device_type == SHARDREC_DEVICE_HOST)
-      topology->per_id_cost = per_id_ms * c.oversubscription / 1000.0;
+    // Ranks beyond the cores share them: their per-id host work takes that much longer. A
+    // caller's own per_id_cost stands (so calibrating twice does not scale it twice).
+    if (topology->device_type == SHARDREC_DEVICE_HOST && topology->per_id_cost == 0.0)
+      topology->per_id_cost = shardrec::planner::kHostPerIdMs * c.oversubscription / 1000.0;
     if (calibration != nullptr) {
       calibration->oversubscription = c.oversubscription;
       calibration->gather_bandwidth = c.gather_bw * 1000.0;

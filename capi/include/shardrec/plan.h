@@ -256,7 +256,7 @@ typedef struct shardrec_calibration {
                                   the work, waits for descheduled peers included. */
   double elapsed;            /**< Seconds the calibration took. */
   double oversubscription;   /**< Ranks per machine over its hardware threads, at
-                                  least 1: the factor applied to per_id_cost. */
+                                  least 1: the factor applied to the default per_id_cost. */
 } shardrec_calibration_t;
 
 #define SHARDREC_CALIBRATION_VERSION 1u
@@ -280,11 +280,12 @@ SHARDREC_API shardrec_status_t shardrec_calibration_init(shardrec_calibration_t*
  * threads, credited per rank; the streaming copy bandwidth; a loopback TCP connection's bandwidth
  * and latency; and a barrier of the machine's ranks as threads. Writes memory_bandwidth (the
  * per-rank gather), intra_node_bandwidth and collective_latency (loopback TCP, or with
- * ranks_share_memory the copy bandwidth and the barrier), and on host topologies per_id_cost (its
- * value, or the 60 ns default when 0, times the oversubscription of the cores by the machine's
- * ranks). inter_node_bandwidth (a NIC needs a peer) and every other field are left as they are. The
- * figures vary with the machine's load; a multi-rank job should calibrate on one rank and broadcast
- * the topology, since ranks that plan with different figures may choose different plans.
+ * ranks_share_memory the copy bandwidth and the barrier), and on host topologies whose
+ * per_id_cost is 0 the 60 ns default times the oversubscription of the cores by the machine's
+ * ranks (a nonzero per_id_cost is the caller's and stays). inter_node_bandwidth (a NIC needs a
+ * peer) and every other field are left as they are. The figures vary with the machine's load; a
+ * multi-rank job should calibrate on one rank and broadcast the topology, since ranks that plan
+ * with different figures may choose different plans.
  *
  * @param topology    [in,out] Must not be NULL; version >= 2 (version 1 has no
  *                    collective_latency); world_size and ranks_per_node already set. Written

@@ -111,7 +111,7 @@ TEST(CapiCalibrate, OversubscribedRanksScaleThePerIdCost) {
   shardrec_calibration_t cal = SHARDREC_CALIBRATION_INIT;
   ASSERT_EQ(shardrec_topology_calibrate(&topo, &opts, &cal), SHARDREC_OK) << shardrec_last_error();
   EXPECT_EQ(cal.oversubscription, 2.0);
-  EXPECT_NEAR(topo.per_id_cost, 20e-9, 1e-15);  // the caller's value, scaled
+  EXPECT_EQ(topo.per_id_cost, 10e-9);  // the caller's own value stands
   EXPECT_EQ(topo.collective_latency, cal.handoff_latency);
   EXPECT_GT(cal.handoff_latency, 0.0);
   // ranks_per_machine overrides the topology's node size (a 2D mesh: several sharding groups
@@ -124,6 +124,9 @@ TEST(CapiCalibrate, OversubscribedRanksScaleThePerIdCost) {
   ASSERT_EQ(shardrec_topology_calibrate(&group, &machine, &cal), SHARDREC_OK)
       << shardrec_last_error();
   EXPECT_EQ(cal.oversubscription, 2.0);
+  EXPECT_NEAR(group.per_id_cost, 120e-9, 1e-15);  // the default, scaled
+  // Calibrating again does not scale it again.
+  ASSERT_EQ(shardrec_topology_calibrate(&group, &machine, nullptr), SHARDREC_OK);
   EXPECT_NEAR(group.per_id_cost, 120e-9, 1e-15);
   machine.ranks_per_machine = -1;
   EXPECT_EQ(shardrec_topology_calibrate(&group, &machine, nullptr), SHARDREC_EINVAL);
