@@ -104,6 +104,80 @@ type Topology struct {
 	Optimizer          OptimizerType
 	MemoryBandwidth    float64
 	ReservedFraction   float64
+	CollectiveLatency  float64 // seconds per collective; 0 means the device default
+	PerIDCost          float64 // seconds of host work per id per step; 0 means the device default
+}
+
+// setC copies the fields into the C struct (MemoryBytesPerRank is set separately).
+func (topo *Topology) setC(t swig.Topology_t) {
+	t.SetWorld_size(topo.WorldSize)
+	t.SetRanks_per_node(topo.RanksPerNode)
+	t.SetDevice_type(int(topo.DeviceType))
+	t.SetMemory_bytes(topo.MemoryBytes)
+	t.SetIntra_node_bandwidth(topo.IntraNodeBandwidth)
+	t.SetInter_node_bandwidth(topo.InterNodeBandwidth)
+	t.SetBatch_size(topo.BatchSize)
+	t.SetOptimizer(int(topo.Optimizer))
+	t.SetMemory_bandwidth(topo.MemoryBandwidth)
+	t.SetReserved_fraction(topo.ReservedFraction)
+	t.SetCollective_latency(topo.CollectiveLatency)
+	t.SetPer_id_cost(topo.PerIDCost)
+}
+
+// CalibrateOptions are the options of Topology.Calibrate; zero fields mean the defaults.
+type CalibrateOptions struct {
+	RanksShareMemory bool    // ranks are threads of one process (a local group)
+	TimeBudget       float64 // soft limit in seconds; 0 means 0.25
+	ThreadsPerRank   int     // the collections' num_threads; 0 means 1
+	RanksPerMachine  int     // ranks running at once on this machine; 0 means RanksPerNode
+}
+
+// Calibration is what Topology.Calibrate measured (bytes/s and seconds).
+type Calibration struct {
+	GatherBandwidth, StreamBandwidth, LoopbackBandwidth float64
+	LoopbackLatency, HandoffLatency, Elapsed            float64
+	Oversubscription                                    float64
+}
+
+// Calibrate measures this machine (about 0.1-0.3 s; shardrec_topology_calibrate) and writes
+// MemoryBandwidth, IntraNodeBandwidth, CollectiveLatency and, on host, PerIDCost. Set
+// WorldSize and RanksPerNode first. On error the topology is unchanged.
+func (topo *Topology) Calibrate(opts CalibrateOptions) (Calibration, error) {
+	t := swig.NewTopology_t()
+	defer swig.DeleteTopology_t(t)
+	o := swig.NewCalibrate_options()
+	defer swig.DeleteCalibrate_options(o)
+	c := swig.NewCalibration()
+	defer swig.DeleteCalibration(c)
+	if err := swig.Topology_init(t, uint(swig.TOPOLOGY_VERSION)); err != nil {
+		return Calibration{}, err
+	}
+	topo.setC(t)
+	if err := swig.Calibrate_options_init(o, uint(swig.CALIBRATE_OPTIONS_VERSION)); err != nil {
+		return Calibration{}, err
+	}
+	if opts.RanksShareMemory {
+		o.SetRanks_share_memory(1)
+	}
+	o.SetTime_budget(opts.TimeBudget)
+	o.SetThreads_per_rank(opts.ThreadsPerRank)
+	o.SetRanks_per_machine(opts.RanksPerMachine)
+	if err := swig.Calibration_init(c, uint(swig.CALIBRATION_VERSION)); err != nil {
+		return Calibration{}, err
+	}
+	if err := swig.Topology_calibrate(t, o, c); err != nil {
+		return Calibration{}, err
+	}
+	topo.MemoryBandwidth = t.GetMemory_bandwidth()
+	topo.IntraNodeBandwidth = t.GetIntra_node_bandwidth()
+	topo.CollectiveLatency = t.GetCollective_latency()
+	topo.PerIDCost = t.GetPer_id_cost()
+	return Calibration{
+		GatherBandwidth: c.GetGather_bandwidth(), StreamBandwidth: c.GetStream_bandwidth(),
+		LoopbackBandwidth: c.GetLoopback_bandwidth(), LoopbackLatency: c.GetLoopback_latency(),
+		HandoffLatency: c.GetHandoff_latency(), Elapsed: c.GetElapsed(),
+		Oversubscription: c.GetOversubscription(),
+	}, nil
 }
 
 // TableConstraints restricts how one table may be sharded.
@@ -198,16 +272,7 @@ func NewPlan(tables []TableConfig, features []FeatureConfig, topo Topology,
 		}
 	}
 	t := swig.Bind_plan_spec_topology(spec)
-	t.SetWorld_size(topo.WorldSize)
-	t.SetRanks_per_node(topo.RanksPerNode)
-	t.SetDevice_type(int(topo.DeviceType))
-	t.SetMemory_bytes(topo.MemoryBytes)
-	t.SetIntra_node_bandwidth(topo.IntraNodeBandwidth)
-	t.SetInter_node_bandwidth(topo.InterNodeBandwidth)
-	t.SetBatch_size(topo.BatchSize)
-	t.SetOptimizer(int(topo.Optimizer))
-	t.SetMemory_bandwidth(topo.MemoryBandwidth)
-	t.SetReserved_fraction(topo.ReservedFraction)
+	topo.setC(t)
 	if topo.MemoryBytesPerRank != nil {
 		if err := swig.Bind_plan_spec_set_memory_bytes_per_rank(spec, topo.MemoryBytesPerRank); err != nil {
 			return nil, err

@@ -2,6 +2,8 @@
 // structs to impl configs, runs the planner, and answers queries on the immutable plan.
 #include "shardrec/plan.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -13,6 +15,7 @@
 #include "capi/src/plan_handle.h"
 #include "capi/src/versioned.h"
 #include "impl/core/check.h"
+#include "impl/planner/calibrate.h"
 #include "impl/planner/planner.h"
 #include "impl/planner/stats.h"
 #include "impl/sharding/plan_json.h"
@@ -166,6 +169,14 @@ Status ConvertTopology(const shardrec_topology_t* c, planner::Topology* out) {
     return Status::InvalidArgument("topology: unknown optimizer ", c->optimizer);
   t.optimizer = static_cast<optim::OptimizerType>(c->optimizer);
   t.reserved_fraction = c->reserved_fraction;
+  if (c->version >= 2) {
+    // Seconds in the C API, milliseconds inside; 0 keeps the device default.
+    if (!(c->collective_latency >= 0.0) || !(c->per_id_cost >= 0.0))
+      return Status::InvalidArgument(
+          "topology: collective_latency and per_id_cost must be >= 0 (0 means the default)");
+    if (c->collective_latency != 0.0) t.collective_latency_ms = c->collective_latency * 1000.0;
+    if (c->per_id_cost != 0.0) t.per_id_ms = c->per_id_cost * 1000.0;
+  }
   SR_RETURN_IF_ERROR(t.Validate());
   *out = std::move(t);
   return Status::Ok();
@@ -255,7 +266,9 @@ SHARDREC_API shardrec_status_t shardrec_table_config_init(shardrec_table_config_
 SHARDREC_API shardrec_status_t shardrec_topology_init(shardrec_topology_t* topology,
                                                       uint32_t version) {
   const shardrec_topology_t d = SHARDREC_TOPOLOGY_INIT;
-  return shardrec::capi::InitStruct(topology, version, SHARDREC_TOPOLOGY_VERSION, d, "topology");
+  return shardrec::capi::InitStruct(
+      topology, version, SHARDREC_TOPOLOGY_VERSION, d, "topology",
+      {offsetof(shardrec_topology_t, collective_latency), sizeof(shardrec_topology_t)});
 }
 
 SHARDREC_API shardrec_status_t
@@ -263,6 +276,89 @@ shardrec_table_constraints_init(shardrec_table_constraints_t* constraints, uint3
   const shardrec_table_constraints_t d = SHARDREC_TABLE_CONSTRAINTS_INIT;
   return shardrec::capi::InitStruct(constraints, version, SHARDREC_TABLE_CONSTRAINTS_VERSION, d,
                                     "table constraints");
+}
+
+SHARDREC_API shardrec_status_t
+shardrec_calibrate_options_init(shardrec_calibrate_options_t* options, uint32_t version) {
+  const shardrec_calibrate_options_t d = SHARDREC_CALIBRATE_OPTIONS_INIT;
+  return shardrec::capi::InitStruct(options, version, SHARDREC_CALIBRATE_OPTIONS_VERSION, d,
+                                    "calibrate options");
+}
+
+SHARDREC_API shardrec_status_t shardrec_calibration_init(shardrec_calibration_t* calibration,
+                                                         uint32_t version) {
+  const shardrec_calibration_t d = SHARDREC_CALIBRATION_INIT;
+  return shardrec::capi::InitStruct(calibration, version, SHARDREC_CALIBRATION_VERSION, d,
+                                    "calibration");
+}
+
+SHARDREC_API shardrec_status_t shardrec_topology_calibrate(
+    shardrec_topology_t* topology, const shardrec_calibrate_options_t* options,
+    shardrec_calibration_t* calibration) {
+  return Guard([&] {
+    using shardrec::capi::CheckStructVersion;
+    SR_RETURN_IF_ERROR(CheckNotNull(topology, "topology"));
+    SR_RETURN_IF_ERROR(
+        CheckStructVersion(topology->version, SHARDREC_TOPOLOGY_VERSION, "topology"));
+    if (topology->version < 2)
+      return Status::InvalidArgument(
+          "topology: calibration needs struct version >= 2 (version 1 has no "
+          "collective_latency); fill it with shardrec_topology_init(t, SHARDREC_TOPOLOGY_VERSION)");
+    shardrec::planner::CalibrateOptions opts;
+    if (options != nullptr) {
+      SR_RETURN_IF_ERROR(CheckStructVersion(options->version, SHARDREC_CALIBRATE_OPTIONS_VERSION,
+                                            "calibrate options"));
+      if (!(options->time_budget >= 0.0) || !std::isfinite(options->time_budget))
+        return Status::InvalidArgument("calibrate options: time_budget ", options->time_budget,
+                                       " must be finite and >= 0");
+      if (options->threads_per_rank < 0 || options->threads_per_rank > 256)
+        return Status::InvalidArgument("calibrate options: threads_per_rank ",
+                                       options->threads_per_rank, " must be in [0, 256]");
+      opts.ranks_share_memory = options->ranks_share_memory != 0;
+      opts.threads_per_rank = std::max(options->threads_per_rank, 1);
+      if (options->time_budget > 0) opts.budget_ms = options->time_budget * 1000.0;
+    }
+    if (calibration != nullptr)
+      SR_RETURN_IF_ERROR(
+          CheckStructVersion(calibration->version, SHARDREC_CALIBRATION_VERSION, "calibration"));
+    if (topology->world_size < 1 || topology->ranks_per_node < 0 ||
+        topology->ranks_per_node > topology->world_size)
+      return Status::InvalidArgument("topology: world_size ", topology->world_size,
+                                     " and ranks_per_node ", topology->ranks_per_node,
+                                     " must be set before calibrating");
+    if (!(topology->per_id_cost >= 0.0))
+      return Status::InvalidArgument("topology: per_id_cost must be >= 0");
+    opts.ranks_per_node =
+        topology->ranks_per_node == 0 ? topology->world_size : topology->ranks_per_node;
+    if (options != nullptr) {
+      if (options->ranks_per_machine < 0 || options->ranks_per_machine > 65536)
+        return Status::InvalidArgument("calibrate options: ranks_per_machine ",
+                                       options->ranks_per_machine, " must be in [0, 65536]");
+      if (options->ranks_per_machine > 0) opts.ranks_per_node = options->ranks_per_machine;
+    }
+    shardrec::planner::Calibration c;
+    SR_RETURN_IF_ERROR(shardrec::planner::Calibrate(opts, &c));
+    // Bytes/ms and ms inside; bytes/s and seconds in the C API.
+    topology->memory_bandwidth = c.gather_bw * 1000.0;
+    topology->intra_node_bandwidth =
+        (opts.ranks_share_memory ? c.stream_bw : c.loopback_bw) * 1000.0;
+    topology->collective_latency =
+        (opts.ranks_share_memory ? c.handoff_latency : c.loopback_latency) / 1000.0;
+    // Ranks beyond the cores share them: their per-id host work takes that much longer. A
+    // caller's own per_id_cost stands (so calibrating twice does not scale it twice).
+    if (topology->device_type == SHARDREC_DEVICE_HOST && topology->per_id_cost == 0.0)
+      topology->per_id_cost = shardrec::planner::kHostPerIdMs * c.oversubscription / 1000.0;
+    if (calibration != nullptr) {
+      calibration->oversubscription = c.oversubscription;
+      calibration->gather_bandwidth = c.gather_bw * 1000.0;
+      calibration->stream_bandwidth = c.stream_bw * 1000.0;
+      calibration->loopback_bandwidth = c.loopback_bw * 1000.0;
+      calibration->loopback_latency = c.loopback_latency / 1000.0;
+      calibration->handoff_latency = c.handoff_latency / 1000.0;
+      calibration->elapsed = c.elapsed_ms / 1000.0;
+    }
+    return Status::Ok();
+  });
 }
 
 SHARDREC_API shardrec_status_t

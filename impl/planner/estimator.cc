@@ -67,6 +67,7 @@ Perf& Perf::operator+=(const Perf& o) {
   bwd_compute += o.bwd_compute;
   bwd_comms += o.bwd_comms;
   prefetch += o.prefetch;
+  overhead += o.overhead;
   return *this;
 }
 
@@ -88,6 +89,13 @@ TableLoad ComputeLoad(const sharding::TableConfig& table, const std::vector<floa
   }
   if (table.pooling == sharding::PoolingType::kNone) load.outputs = load.ids;
   return load;
+}
+
+double StepOverhead(const Topology& topo, double ids_per_rank, bool any_data_parallel) {
+  double ms = topo.per_id_ms * ids_per_rank;
+  if (topo.world_size > 1)
+    ms += topo.collective_latency_ms * (kCollectivesPerStep + (any_data_parallel ? 1 : 0));
+  return ms;
 }
 
 int64_t OptimizerStateBytes(optim::OptimizerType type, int64_t rows, int32_t cols) {
@@ -191,7 +199,8 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
         break;
       }
     }
-    p.bwd_compute = p.fwd_compute * kBwdMultiplier;
+    p.bwd_compute =
+        p.fwd_compute * (topo.device == ComputeDevice::kHost ? kHostBwdMultiplier : kBwdMultiplier);
     out.push_back(e);
   }
   return out;

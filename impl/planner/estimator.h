@@ -32,7 +32,11 @@ struct Perf {
   double bwd_compute = 0;
   double bwd_comms = 0;
   double prefetch = 0;  // always 0: no UVM caching kernels
-  double total() const { return fwd_compute + fwd_comms + bwd_compute + bwd_comms + prefetch; }
+  // Per-rank costs no shard owns (collective latency, per-id host work); see StepOverhead.
+  double overhead = 0;
+  double total() const {
+    return fwd_compute + fwd_comms + bwd_compute + bwd_comms + prefetch + overhead;
+  }
   Perf& operator+=(const Perf& o);
 };
 
@@ -70,5 +74,11 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
                                           const std::vector<float>& pooling_factors,
                                           sharding::ShardingType type,
                                           const std::vector<sharding::Shard>& shards);
+
+// What a rank pays per step whatever the placement: topo.collective_latency_ms per collective
+// (kCollectivesPerStep, +1 when a table is data-parallel; none at world_size 1) and
+// topo.per_id_ms per id of its own batch (`ids_per_rank`, summed over tables). 0 on CUDA
+// defaults. Placement-independent, so it never changes which plan wins.
+double StepOverhead(const Topology& topo, double ids_per_rank, bool any_data_parallel);
 
 }  // namespace shardrec::planner

@@ -27,6 +27,14 @@ PlanEstimate EstimatePlan(const sharding::Plan& plan, const Topology& topo,
   e.rank_storage.resize(plan.world_size);
   e.table_perf.resize(plan.tables.size());
   e.table_storage.resize(plan.tables.size());
+  double ids_per_rank = 0;
+  bool any_dp = false;
+  for (size_t t = 0; t < plan.tables.size(); ++t) {
+    ids_per_rank += ComputeLoad(plan.tables[t], pooling_factors[t], topo.batch_size).ids;
+    any_dp = any_dp || plan.table_plans[t].type == sharding::ShardingType::kDataParallel;
+  }
+  const double overhead = StepOverhead(topo, ids_per_rank, any_dp);
+  for (auto& p : e.rank_perf) p.overhead = overhead;
   for (size_t t = 0; t < plan.tables.size(); ++t) {
     const auto& tp = plan.table_plans[t];
     const auto est = EstimateShards(topo, plan.tables[t], pooling_factors[t], tp.type, tp.shards);

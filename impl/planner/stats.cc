@@ -69,6 +69,12 @@ std::string FormatStats(const sharding::Plan& plan, const Topology& topo,
   } else {
     out += "plan read from text: estimates assume this default topology\n";
   }
+  // Bandwidths are stored in bytes/ms; printed in GiB/s.
+  auto gibs = [](double bytes_per_ms) { return Fmt("%.3g GiB/s", bytes_per_ms * 1000.0 / kGiB); };
+  out += StrCat("model: kernel memory ", gibs(topo.KernelBandwidth(false)), ", intra-node ",
+                gibs(topo.intra_node_bw), ", inter-node ", gibs(topo.inter_node_bw),
+                ", collective latency ", Fmt("%.3g ms", topo.collective_latency_ms), ", host work ",
+                Fmt("%.3g ns/id", topo.per_id_ms * 1e6), "\n");
   double max_perf = 0;
   for (const auto& p : est.rank_perf) max_perf = std::max(max_perf, p.total());
   out += "estimated step cost of the busiest rank: " + Fmt("%.6g", max_perf) + " ms\n\n";
@@ -97,14 +103,15 @@ std::string FormatStats(const sharding::Plan& plan, const Topology& topo,
                     Fmt("%.1f%%", cap > 0 ? 100.0 * static_cast<double>(used) / cap : 0.0),
                     Fmt("%.6g", p.total()),
                     Fmt("%.3g", p.fwd_compute) + "," + Fmt("%.3g", p.fwd_comms) + "," +
-                        Fmt("%.3g", p.bwd_compute) + "," + Fmt("%.3g", p.bwd_comms),
+                        Fmt("%.3g", p.bwd_compute) + "," + Fmt("%.3g", p.bwd_comms) + "," +
+                        Fmt("%.3g", p.overhead),
                     Mib(est.rank_storage[r].input), Mib(est.rank_storage[r].output),
                     StrCat(tables_on[r].size()), shards.empty() ? "-" : shards});
   }
-  out += Table(
-      {"Rank", "Used (MiB)", "Capacity (MiB)", "Used %", "Cost (ms)",
-       "fwd_cmp,fwd_comm,bwd_cmp,bwd_comm", "Input (MiB)", "Output (MiB)", "Tables", "Shards"},
-      rows);
+  out += Table({"Rank", "Used (MiB)", "Capacity (MiB)", "Used %", "Cost (ms)",
+                "fwd_cmp,fwd_comm,bwd_cmp,bwd_comm,overhead (ms)", "Input (MiB)", "Output (MiB)",
+                "Tables", "Shards"},
+               rows);
   out += "\n";
 
   rows.clear();
@@ -130,11 +137,12 @@ std::string FormatStats(const sharding::Plan& plan, const Topology& topo,
                     StrCat(tc.features.size())});
   }
   out += Table({"Table", "Sharding", "Rows", "Dim (CW dim)", "Shards", "Ranks", "Cost (ms)",
-                "Storage (MiB)", "Sum pooling", "Features"},
+                "Storage (MiB)", "Sum pooling (ids/sample)", "Features"},
                rows);
   out +=
-      "Cost: TorchRec's perf model per step (ms); storage: weights + optimizer state + I/O "
-      "buffers.\n";
+      "Cost: TorchRec's perf model per training step (ms), plus on each rank the overhead no "
+      "shard owns (collective latency, per-id host work); storage: weights + optimizer state + "
+      "I/O buffers (MiB = 2^20 bytes, GiB = 2^30 bytes).\n";
   // A column-wise table that stayed whole looks like table-wise: say so, and why.
   for (size_t t = 0; t < plan.tables.size(); ++t) {
     const auto& tc = plan.tables[t];

@@ -10,6 +10,12 @@ Topology Topology::Default(int32_t world_size, int32_t local_world_size, Compute
   t.world_size = world_size;
   t.local_world_size = local_world_size;
   t.device = device;
+  if (device == ComputeDevice::kHost) {
+    t.intra_node_bw = kHostIntraNodeBandwidth;
+    t.inter_node_bw = kHostInterNodeBandwidth;
+    t.collective_latency_ms = kHostCollectiveLatencyMs;
+    t.per_id_ms = kHostPerIdMs;
+  }
   return t;
 }
 
@@ -35,6 +41,10 @@ Status Topology::Validate() const {
     return Status::InvalidArgument("topology: inter_node_bandwidth must be finite and > 0");
   if (!(memory_bw == 0.0 || positive(memory_bw)))
     return Status::InvalidArgument("topology: memory_bandwidth must be finite and >= 0");
+  if (!(collective_latency_ms >= 0.0 && std::isfinite(collective_latency_ms)))
+    return Status::InvalidArgument("topology: collective_latency must be finite and >= 0");
+  if (!(per_id_ms >= 0.0 && std::isfinite(per_id_ms)))
+    return Status::InvalidArgument("topology: per_id_cost must be finite and >= 0");
   if (batch_size < 1)
     return Status::InvalidArgument("topology: batch_size ", batch_size, " must be >= 1");
   if (!optim::IsKnownOptimizerType(static_cast<int32_t>(optimizer)))
@@ -57,8 +67,9 @@ int64_t Topology::UsableMemory(int32_t rank) const {
 }
 
 double Topology::KernelBandwidth(bool dense) const {
-  double bw =
-      memory_bw > 0 ? memory_bw : (device == ComputeDevice::kCuda ? kHbmBandwidth : kDdrBandwidth);
+  double bw = memory_bw > 0
+                  ? memory_bw
+                  : (device == ComputeDevice::kCuda ? kHbmBandwidth : kHostGatherBandwidth);
   return dense ? 0.5 * bw : bw;
 }
 

@@ -21,9 +21,30 @@ constexpr double kIntraNodeBandwidth = 600.0 * kGiB / 1000.0;
 constexpr double kInterNodeBandwidth = 12.5 * kGiB / 1000.0;
 constexpr int32_t kDefaultBatchSize = 512;
 
+// Host (CPU) defaults. TorchRec prices a CPU rank with GPU-class links (600 GB/s between ranks)
+// and its 51 GB/s DDR figure, which is streaming bandwidth of a whole socket; a CPU step is
+// bound instead by one rank's random-row gather, by collectives over loopback TCP (Gloo) or a
+// NIC, by a fixed latency per collective and by per-id host work (route, pack, unpack, the
+// backward's aggregation). These are typical of one core of a current x86 server; calibration
+// (calibrate.h) replaces the bandwidths and the latency with this machine's.
+constexpr double kHostGatherBandwidth = 5.0 * kGiB / 1000.0;     // random rows of 256-512 B
+constexpr double kHostIntraNodeBandwidth = 2.0 * kGiB / 1000.0;  // Gloo over loopback TCP
+constexpr double kHostInterNodeBandwidth = 1.0 * kGiB / 1000.0;  // ~10 Gb Ethernet
+constexpr double kHostCollectiveLatencyMs = 0.05;                // per collective, world > 1
+constexpr double kHostPerIdMs = 60e-6;  // 60 ns of host work per id per training step
+// The host backward (aggregate the gradient by row, then read-modify-write each row and its
+// optimizer state at random) over the forward's compute; TorchRec uses 2. Measured here at
+// about 4-5x the lookup (tests/bench/RESULTS.md, planner section); lower it as the backward
+// gets faster.
+constexpr double kHostBwdMultiplier = 4.0;
+// Collectives of one training step: lengths and ids all-to-alls and the pooled output's
+// all-to-all forward, the gradient's all-to-all backward (+1 all-reduce with data-parallel).
+constexpr int kCollectivesPerStep = 4;
+
 enum class ComputeDevice : int32_t { kHost = 0, kCuda = 1 };  // mirrors SHARDREC_DEVICE_*
 enum class Collective { kAllToAll, kReduceScatter, kAllGather, kAllReduce };
 
+// Device defaults are TorchRec's for CUDA; for host they are the kHost* figures above.
 struct Topology {
   int32_t world_size = 1;
   int32_t local_world_size = 1;  // ranks per node
@@ -34,7 +55,13 @@ struct Topology {
   double intra_node_bw = kIntraNodeBandwidth;  // bytes/ms
   double inter_node_bw = kInterNodeBandwidth;  // bytes/ms
   double memory_bw = 0.0;                      // bytes/ms; 0 means the device default
-  int32_t batch_size = kDefaultBatchSize;      // samples per rank per step
+  // Fixed cost of one collective (ms), paid kCollectivesPerStep times per step when
+  // world_size > 1; 0 on CUDA (TorchRec's model has none).
+  double collective_latency_ms = 0.0;
+  // Host work per id per training step (ms), paid by the rank whose batch holds the id; 0 on
+  // CUDA (TorchRec's model has none).
+  double per_id_ms = 0.0;
+  int32_t batch_size = kDefaultBatchSize;                       // samples per rank per step
   optim::OptimizerType optimizer = optim::OptimizerType::kSgd;  // state counted in storage
   double reserved_fraction = 0.0;  // share of each rank's memory the planner leaves free
 

@@ -45,8 +45,11 @@ Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
   if (mode == SyncMode::kDefault) mode = options_.sync_mode;
   if (mode != SyncMode::kWeightsAndState && mode != SyncMode::kWeightsOnly)
     return Status::InvalidArgument("unknown sync mode ", static_cast<int32_t>(mode));
-  if (coll.input_dist_pending())
-    return Status::InvalidUsage("cannot sync while an input distribution is in flight");
+  // A pending input distribution (the next batch's id exchange) may be in flight on the
+  // collection's communication worker: it touches only the routed ids and the collection's
+  // private input communicator (split from the sharding group), never a weight or optimizer
+  // state, while the sync reads and writes only those over the replica group's communicator.
+  // The lookup that reads the weights runs later, on this thread (forward_distributed).
   if (coll.plan().world_size != layout_.shard_size())
     return Status::InvalidArgument("the collection's plan has ", coll.plan().world_size,
                                    " ranks but the mesh's sharding groups have ",

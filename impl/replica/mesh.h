@@ -49,7 +49,8 @@ class Mesh {
 
   // Averages the collection's weights (and, unless weights-only, optimizer states; the step
   // counter takes the maximum) across the replica group, one collective per dtype. Collective
-  // over the replica group.
+  // over the replica group. Allowed while the collection's next input distribution is in
+  // flight (the two use different communicators and disjoint data).
   Status Sync(embedding::EmbeddingCollection& coll, SyncMode mode);
   // Counts one training step; syncs (in the configured mode) when the count reaches a multiple
   // of the sync interval.

@@ -4,6 +4,9 @@
 //    `vs_plain` counter is the ratio of achieved bandwidths (target >= 0.9).
 //  - BM_Step: a sharded training step at world 4, 1D (S = 4) against 2D (S = 2, R = 2, sync
 //    every k steps), samples/s and the share of the step spent in sync.
+//  - BM_StepOverlap: 2D (S = 2, R = 2) with a sync every step, the sync issued after the next
+//    batch's input_dist_start (its id exchange runs during the sync) against the sync issued
+//    first, in alternating blocks of the same run; `saved_ms/step` and `overlapped/plain`.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -209,6 +212,118 @@ BENCHMARK(BM_Step)
     ->ArgNames({"S", "sync_every"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+// Alternates blocks of kBlock steps: plain (start, wait, forward, backward, sync) and
+// overlapped (wait, forward, backward, start the next batch, sync; the block's first batch is
+// started before it). Both do the same forwards, backwards and syncs; per-step medians.
+void BM_StepOverlap(benchmark::State& state) {
+  constexpr int kBlock = 4;
+  const int64_t batch = state.range(0);
+  RankThreads threads(kWorld);
+  std::unique_ptr<World> world(MakeWorld(2, threads));
+  if (!world) {
+    state.SkipWithError("cannot create the mesh");
+    return;
+  }
+  auto plan = StepPlan(2);
+  optim::OptimizerConfig opt;
+  opt.type = optim::OptimizerType::kRowWiseAdagrad;
+  std::vector<std::unique_ptr<embedding::EmbeddingCollection>> colls(kWorld);
+  // kBlock batches per rank in rotation.
+  std::vector<std::vector<std::vector<int32_t>>> lengths(kWorld);
+  std::vector<std::vector<std::vector<int64_t>>> ids(kWorld);
+  std::vector<std::vector<float>> out(kWorld), grad(kWorld);
+  threads.Run([&](int r) {
+    embedding::CollectionOptions o;
+    o.dp_comm = world->meshes[r]->world();
+    (void)embedding::EmbeddingCollection::Create(plan, world->meshes[r]->sharding(), &opt, o,
+                                                 &colls[r]);
+    std::mt19937_64 gen(r + 1);
+    lengths[r].resize(kBlock);
+    ids[r].resize(kBlock);
+    for (int k = 0; k < kBlock; ++k)
+      for (size_t f = 0; f < plan->features.size(); ++f)
+        for (int64_t b = 0; b < batch; ++b) {
+          const int32_t len = 10 + static_cast<int32_t>(gen() % 21);  // ~20 ids per bag
+          lengths[r][k].push_back(len);
+          for (int32_t i = 0; i < len; ++i)
+            ids[r][k].push_back(static_cast<int64_t>(gen() % plan->tables[f].rows));
+        }
+  });
+  for (int r = 0; r < kWorld; ++r) {
+    if (!colls[r]) {
+      state.SkipWithError("collection creation failed");
+      return;
+    }
+    out[r].resize(static_cast<size_t>(batch * colls[r]->output_dim()));
+    grad[r].assign(out[r].size(), 1e-3f);
+  }
+  auto view = [&](int r, int k) {
+    return embedding::Batch{batch,
+                            static_cast<int64_t>(plan->features.size()),
+                            lengths[r][k].data(),
+                            lengths[r][k].size(),
+                            ids[r][k].data(),
+                            DType::kInt64,
+                            ids[r][k].size(),
+                            nullptr,
+                            0,
+                            {}};
+  };
+  auto sync = [&](int r) {
+    ThrowIfError(world->meshes[r]->Sync(*colls[r], SyncMode::kWeightsAndState));
+  };
+  auto plain_block = [&](int r) {
+    for (int k = 0; k < kBlock; ++k) {
+      ThrowIfError(colls[r]->StartInputDist(view(r, k)));
+      ThrowIfError(colls[r]->WaitInputDist());
+      ThrowIfError(colls[r]->ForwardDistributed(out[r].data(), out[r].size()));
+      ThrowIfError(colls[r]->Backward(grad[r].data(), grad[r].size()));
+      sync(r);
+    }
+  };
+  auto overlapped_block = [&](int r) {
+    ThrowIfError(colls[r]->StartInputDist(view(r, 0)));
+    for (int k = 0; k < kBlock; ++k) {
+      ThrowIfError(colls[r]->WaitInputDist());
+      ThrowIfError(colls[r]->ForwardDistributed(out[r].data(), out[r].size()));
+      ThrowIfError(colls[r]->Backward(grad[r].data(), grad[r].size()));
+      if (k + 1 < kBlock) ThrowIfError(colls[r]->StartInputDist(view(r, k + 1)));
+      sync(r);
+    }
+  };
+  auto timed = [&](const std::function<void(int)>& job) {
+    auto t = Clock::now();
+    threads.Run(job);
+    return std::chrono::duration<double>(Clock::now() - t).count() / kBlock;
+  };
+  timed(plain_block);  // warm-up: first touches of rows and states
+  timed(overlapped_block);
+  std::vector<double> plain, overlapped;
+  for (auto _ : state) {
+    plain.push_back(timed(plain_block));
+    overlapped.push_back(timed(overlapped_block));
+    state.SetIterationTime(overlapped.back());
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double p = median(plain), o = median(overlapped);
+  state.counters["plain_ms/step"] = p * 1e3;
+  state.counters["overlapped_ms/step"] = o * 1e3;
+  state.counters["saved_ms/step"] = (p - o) * 1e3;
+  state.counters["overlapped/plain"] = o / p;
+  threads.Run([&](int r) { colls[r].reset(); });
+}
+
+BENCHMARK(BM_StepOverlap)
+    ->Arg(256)
+    ->Arg(1024)
+    ->ArgNames({"batch"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(8);
 
 }  // namespace
 }  // namespace shardrec::replica

@@ -185,8 +185,10 @@ typedef struct shardrec_topology {
   const uint64_t* memory_bytes_per_rank; /**< Optional per-rank capacities (overrides
                                   @ref memory_bytes); NULL or world_size entries. Not retained. */
   size_t num_memory_bytes_per_rank;      /**< 0, or world_size. */
-  double intra_node_bandwidth;           /**< Bytes/s between ranks of a node; 0 means 600 GiB/s. */
-  double inter_node_bandwidth; /**< Bytes/s between nodes (per rank); 0 means 12.5 GiB/s. */
+  double intra_node_bandwidth;           /**< Bytes/s between ranks of a node; 0 means 600 GiB/s
+                                              (CUDA) or 2 GiB/s (host: Gloo over loopback TCP). */
+  double inter_node_bandwidth; /**< Bytes/s between nodes (per rank); 0 means 12.5 GiB/s (CUDA)
+                                    or 1 GiB/s (host). */
   int32_t batch_size;          /**< Expected samples per rank per step; 0 means 512. */
   int32_t optimizer;           /**< Default optimizer of the tables that have none of their own:
                                     its state is counted in storage, and a collection created with
@@ -194,18 +196,31 @@ typedef struct shardrec_topology {
                                     the values of
                                     SHARDREC_OPTIMIZER_* (0 SGD, 1 Adagrad, 2 row-wise Adagrad,
                                     3 Adam, 4 partial row-wise Adam, 5 LAMB); 0 is SGD (no state). */
-  double memory_bandwidth;     /**< Bytes/s of a rank's memory; 0 means 897 GiB/s (CUDA HBM) or
-                                    51 GiB/s (host DDR). */
+  double memory_bandwidth;     /**< Bytes/s of the embedding lookup's memory traffic; 0 means
+                                    897 GiB/s (CUDA HBM) or 5 GiB/s (host: one rank's random-row
+                                    gather, far below a socket's streaming bandwidth). */
   double reserved_fraction;    /**< Share of each rank's memory kept free for other uses, in
                                     [0, 1); 0 reserves nothing. */
+  /* Version 2. */
+  double collective_latency; /**< Seconds of fixed cost per collective (4 per training step,
+                                  5 with a data-parallel table; none at world_size 1); 0 means
+                                  the default: none for CUDA (TorchRec's model), 50 us for host.
+                                  Negative values are refused. */
+  double per_id_cost;        /**< Seconds of host work per id of a rank's batch per training
+                                  step (routing, packing, the backward's aggregation); 0 means
+                                  the default: none for CUDA, 60 ns for host. */
 } shardrec_topology_t;
 
-#define SHARDREC_TOPOLOGY_VERSION 1u
-#define SHARDREC_TOPOLOGY_INIT \
-  { SHARDREC_TOPOLOGY_VERSION, 1, 0, SHARDREC_DEVICE_HOST, 0, NULL, 0, 0.0, 0.0, 0, 0, 0.0, 0.0 }
+#define SHARDREC_TOPOLOGY_VERSION 2u
+#define SHARDREC_TOPOLOGY_INIT                                                                   \
+  {                                                                                              \
+    SHARDREC_TOPOLOGY_VERSION, 1, 0, SHARDREC_DEVICE_HOST, 0, NULL, 0, 0.0, 0.0, 0, 0, 0.0, 0.0, \
+        0.0, 0.0                                                                                 \
+  }
 
 /**
- * Fills @p topology with defaults (one host rank) for struct version @p version.
+ * Fills @p topology with defaults (one host rank) for struct version @p version (1 or 2;
+ * version 1 has no collective_latency or per_id_cost).
  * @param topology [out] Struct to fill; must not be NULL.
  * @param version  SHARDREC_TOPOLOGY_VERSION.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.

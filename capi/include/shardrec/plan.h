@@ -208,6 +208,103 @@ SHARDREC_API shardrec_status_t shardrec_plan_table_sharding(const shardrec_plan_
 SHARDREC_API shardrec_status_t shardrec_plan_shard(const shardrec_plan_t* plan, size_t table,
                                                    size_t shard, shardrec_shard_t* out);
 
+/* ---------------------------------------------------------------------------------------- */
+
+/** Options of shardrec_topology_calibrate(). */
+typedef struct shardrec_calibrate_options {
+  uint32_t version;           /**< SHARDREC_CALIBRATE_OPTIONS_VERSION. */
+  int32_t ranks_share_memory; /**< Nonzero when the ranks are threads of one process (a group
+                                   from shardrec_comm_create_local_group): collectives between
+                                   them are memory copies and a thread hand-off, so the streaming
+                                   copy bandwidth and hand-off latency are used instead of the
+                                   loopback TCP ones. 0 (default): ranks are processes (Gloo). */
+  double time_budget;         /**< Soft limit in seconds; 0 means 0.25. Each figure is measured
+                                   once, then up to twice more while its share of the budget
+                                   lasts (median of the rounds). Must be >= 0. */
+  int32_t threads_per_rank;   /**< The num_threads the collections will run with: the gather is
+                                   measured on this many threads at once (their aggregate
+                                   bandwidth). 0 means 1; at most 256. */
+  int32_t ranks_per_machine;  /**< Ranks that run at once on this machine when that differs from
+                                   the topology's ranks_per_node (e.g. a 2D mesh: several
+                                   sharding groups on one machine); 0 means ranks_per_node (0
+                                   there meaning world_size). At most 65536. */
+} shardrec_calibrate_options_t;
+
+#define SHARDREC_CALIBRATE_OPTIONS_VERSION 1u
+#define SHARDREC_CALIBRATE_OPTIONS_INIT \
+  { SHARDREC_CALIBRATE_OPTIONS_VERSION, 0, 0.0, 0, 0 }
+
+/**
+ * Fills @p options with defaults for struct version @p version.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t
+shardrec_calibrate_options_init(shardrec_calibrate_options_t* options, uint32_t version);
+
+/** What shardrec_topology_calibrate() measured on this machine. */
+typedef struct shardrec_calibration {
+  uint32_t version;          /**< SHARDREC_CALIBRATION_VERSION (set by the caller). */
+  double gather_bandwidth;   /**< Bytes/s per rank of rows read by a pooled lookup (bags of 20
+                                  random 256-byte rows of a 64 MiB table on huge pages), with
+                                  ranks per machine x threads_per_rank threads gathering at once. */
+  double stream_bandwidth;   /**< Bytes/s copied by a 32 MiB memcpy on one thread. */
+  double loopback_bandwidth; /**< Bytes/s of 16 MiB over a 127.0.0.1 TCP connection. */
+  double loopback_latency;   /**< Seconds: half a 1-byte round trip over that connection. */
+  double handoff_latency;    /**< Seconds: one synchronisation point (mutex and condition
+                                  variable) of max(ranks per machine, 2) threads that each do
+                                  0.2 ms of work between two of them: the mean round beyond
+                                  the work, waits for descheduled peers included. */
+  double elapsed;            /**< Seconds the calibration took. */
+  double oversubscription;   /**< Ranks per machine over its hardware threads, at
+                                  least 1: the factor applied to the default per_id_cost. */
+} shardrec_calibration_t;
+
+#define SHARDREC_CALIBRATION_VERSION 1u
+#define SHARDREC_CALIBRATION_INIT \
+  { SHARDREC_CALIBRATION_VERSION, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0 }
+
+/**
+ * Fills @p calibration with zeros for struct version @p version.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_calibration_init(shardrec_calibration_t* calibration,
+                                                         uint32_t version);
+
+/**
+ * Measures this machine and writes the figures into @p topology, so that the planner's
+ * estimated step time (shardrec_plan_stats) is in the units of the clock on this machine.
+ *
+ * Measures, in about 0.1-0.3 s (the soft limit is options->time_budget): the random-row gather
+ * bandwidth of a pooled lookup, with every rank of the machine (options ranks_per_machine, else
+ * the topology's ranks_per_node, 0 meaning world_size) gathering at once on threads_per_rank
+ * threads, credited per rank; the streaming copy bandwidth; a loopback TCP connection's bandwidth
+ * and latency; and a barrier of the machine's ranks as threads. Writes memory_bandwidth (the
+ * per-rank gather), intra_node_bandwidth and collective_latency (loopback TCP, or with
+ * ranks_share_memory the copy bandwidth and the barrier), and on host topologies whose
+ * per_id_cost is 0 the 60 ns default times the oversubscription of the cores by the machine's
+ * ranks (a nonzero per_id_cost is the caller's and stays). inter_node_bandwidth (a NIC needs a
+ * peer) and every other field are left as they are. The figures vary with the machine's load; a
+ * multi-rank job should calibrate on one rank and broadcast the topology, since ranks that plan
+ * with different figures may choose different plans.
+ *
+ * @param topology    [in,out] Must not be NULL; version >= 2 (version 1 has no
+ *                    collective_latency); world_size and ranks_per_node already set. Written
+ *                    only on success.
+ * @param options     [in] NULL for the defaults.
+ * @param calibration [in,out] Receives the raw figures when not NULL; its version must be set
+ *                    (shardrec_calibration_init).
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL topology, bad struct versions, an invalid
+ *         world_size / ranks_per_node / per_id_cost, a negative budget or threads_per_rank out
+ *         of range (nothing written); SHARDREC_EIO when a loopback socket fails; SHARDREC_ENOMEM
+ *         when the 64 MiB table cannot be allocated.
+ * Thread-safety: safe to call concurrently on different topologies (each call uses its own
+ * buffers, threads and sockets), though concurrent calls disturb each other's figures. Blocks
+ * the caller for the whole measurement.
+ */
+SHARDREC_API shardrec_status_t shardrec_topology_calibrate(
+    shardrec_topology_t* topology, const shardrec_calibrate_options_t* options,
+    shardrec_calibration_t* calibration);
+
 /**
  * Releases a plan. NULL is a no-op. Collections created from the plan keep their own reference
  * and stay valid. Must not race with other calls on the same handle.

@@ -144,16 +144,32 @@ SHARDREC_API shardrec_status_t shardrec_mesh_embedding_create(
  * state; the step counter takes the maximum) across this rank's replica group, coalesced into
  * one collective per dtype rather than one per table. Collective over the replica group (every
  * rank of the world calls it at the same point). No-op when R = 1.
+ *
+ * Overlap with the next batch: the sync may be called while the collection's next input
+ * distribution is in flight (shardrec_embedding_input_dist_start called, input_dist_wait not
+ * yet), so the next batch's id exchange runs during the sync:
+ *   backward(b); input_dist_start(b + 1); mesh_sync (or mesh_step); input_dist_wait;
+ *   forward_distributed(b + 1)
+ * gives the same outputs and weights, bit for bit, as syncing before input_dist_start. The id
+ * exchange runs on the collection's own communicator (split from the sharding group) and reads
+ * only the routed ids; the sync runs on the replica group and touches only weights and states;
+ * the lookup that reads the synced weights is forward_distributed, after the sync returns.
+ * Every rank must issue the two in the same order (all start the input distribution before the
+ * sync, or all after it), as for any pair of collectives on communicators that share ranks.
+ * A sync hook (shardrec_mesh_set_sync_hook) runs while the id exchange is in flight too.
+ *
  * @param mode SHARDREC_SYNC_* (0 = the mesh's configured mode).
- * @return SHARDREC_OK; SHARDREC_EINVAL (NULL, unknown mode); SHARDREC_EUSAGE (an input
- *         distribution is in flight); SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (NULL, unknown mode); SHARDREC_ETIMEOUT /
+ *         SHARDREC_EREMOTE. SHARDREC_EUSAGE when the mesh or collection is in use by another
+ *         call (another thread).
  */
 SHARDREC_API shardrec_status_t shardrec_mesh_sync(shardrec_mesh_t* mesh, shardrec_embedding_t* coll,
                                                   int32_t mode);
 
 /**
  * Counts one training step and syncs when the count reaches a multiple of the mesh's
- * sync_interval. Call it after every backward.
+ * sync_interval. Call it after every backward; it may follow the next batch's
+ * input_dist_start (see shardrec_mesh_sync) so the sync overlaps that batch's id exchange.
  * @param synced_out [out] 1 if this call synced, else 0; may be NULL.
  * @return As shardrec_mesh_sync.
  */

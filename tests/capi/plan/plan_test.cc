@@ -352,9 +352,23 @@ TEST(CapiPlan, InvalidArgumentsAreRejectedWithAMessage) {
   EXPECT_EQ(plan, nullptr);
   EXPECT_EQ(shardrec_table_config_init(nullptr, SHARDREC_TABLE_CONFIG_VERSION), SHARDREC_EINVAL);
   shardrec_topology_t t;
-  ExpectError(shardrec_topology_init(&t, 2), SHARDREC_EINVAL, "unsupported struct version 2");
+  ExpectError(shardrec_topology_init(&t, 3), SHARDREC_EINVAL, "unsupported struct version 3");
   uint64_t h;
   ExpectError(shardrec_plan_hash(nullptr, &h), SHARDREC_EINVAL, "plan must not be NULL");
+}
+
+TEST(CapiPlan, AVersionOneTopologyNeverReadsTheFieldsOfVersionTwo) {
+  Model m(2);
+  // A caller built against the version 1 header has no collective_latency / per_id_cost: what
+  // lies there (here: invalid values) must be neither written by init nor read by create.
+  m.topology.collective_latency = -7.0;
+  m.topology.per_id_cost = -7.0;
+  ASSERT_EQ(shardrec_topology_init(&m.topology, 1), SHARDREC_OK);
+  EXPECT_EQ(m.topology.collective_latency, -7.0);
+  m.topology.world_size = 2;
+  shardrec_plan_t* plan = nullptr;
+  ASSERT_EQ(m.Create(&plan), SHARDREC_OK) << shardrec_last_error();
+  shardrec_plan_destroy(plan);
 }
 
 TEST(CapiPlan, DoesNotFitIsENOMEMNamingTheTable) {

@@ -60,9 +60,33 @@ TEST(PlannerEstimator, ComputeScalesWithTheDeviceMemoryBandwidth) {
   const auto cuda = EstimateShards(GoldenTopology(), t, {1.0f}, ShardingType::kTableWise, shards);
   const auto host = EstimateShards(Topology::Default(2, 2, ComputeDevice::kHost), t, {1.0f},
                                    ShardingType::kTableWise, shards);
-  // Host DDR 51 GB/s vs HBM 897 GB/s; comms do not depend on the device.
-  EXPECT_NEAR(host[0].perf.fwd_compute, 3.27460e-4 * 897.0 / 51.0, 1e-8);
-  EXPECT_NEAR(host[0].perf.fwd_comms, cuda[0].perf.fwd_comms, 1e-15);
+  // Host random-row gather 5 GiB/s vs HBM 897 GiB/s; host loopback 2 GiB/s vs 600 GiB/s.
+  EXPECT_NEAR(host[0].perf.fwd_compute, 3.27460e-4 * 897.0 / 5.0, 1e-7);
+  EXPECT_NEAR(host[0].perf.fwd_comms, cuda[0].perf.fwd_comms * 600.0 / 2.0, 1e-12);
+  // With the same bandwidths the formulas are the device's, except the host backward's
+  // multiplier (4x the forward compute, TorchRec's 2x on CUDA).
+  Topology same = Topology::Default(2, 2, ComputeDevice::kHost);
+  same.memory_bw = kHbmBandwidth;
+  same.intra_node_bw = kIntraNodeBandwidth;
+  const auto alike = EstimateShards(same, t, {1.0f}, ShardingType::kTableWise, shards);
+  EXPECT_NEAR(alike[0].perf.fwd_compute, cuda[0].perf.fwd_compute, 1e-15);
+  EXPECT_NEAR(alike[0].perf.fwd_comms, cuda[0].perf.fwd_comms, 1e-15);
+  EXPECT_NEAR(alike[0].perf.bwd_comms, cuda[0].perf.bwd_comms, 1e-15);
+  EXPECT_NEAR(cuda[0].perf.bwd_compute, 2.0 * cuda[0].perf.fwd_compute, 1e-15);
+  EXPECT_NEAR(alike[0].perf.bwd_compute, kHostBwdMultiplier * alike[0].perf.fwd_compute, 1e-15);
+}
+
+TEST(PlannerEstimator, StepOverheadIsCollectiveLatencyAndPerIdWork) {
+  // CUDA keeps TorchRec's model: no overhead.
+  EXPECT_EQ(StepOverhead(Topology::Default(2, 2, ComputeDevice::kCuda), 1e6, true), 0.0);
+  const Topology host = Topology::Default(2, 2, ComputeDevice::kHost);
+  EXPECT_NEAR(StepOverhead(host, 1000, false),
+              1000 * kHostPerIdMs + kCollectivesPerStep * kHostCollectiveLatencyMs, 1e-12);
+  EXPECT_NEAR(StepOverhead(host, 1000, true),
+              1000 * kHostPerIdMs + (kCollectivesPerStep + 1) * kHostCollectiveLatencyMs, 1e-12);
+  // One rank has no collectives to wait for.
+  EXPECT_NEAR(StepOverhead(Topology::Default(1, 1, ComputeDevice::kHost), 1000, true),
+              1000 * kHostPerIdMs, 1e-12);
 }
 
 TEST(PlannerEstimator, CrossNodeTrafficUsesInterNodeBandwidth) {

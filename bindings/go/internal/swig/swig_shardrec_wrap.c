@@ -1975,6 +1975,56 @@ double _wrap_Topology_t_reserved_fraction_get_swig_c5a5da6c39b7fef4(struct shard
 }
 
 
+void _wrap_Topology_t_collective_latency_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+  struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_topology **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->collective_latency = arg2;
+  
+}
+
+
+double _wrap_Topology_t_collective_latency_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
+  struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_topology **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->collective_latency);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_Topology_t_per_id_cost_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+  struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_topology **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->per_id_cost = arg2;
+  
+}
+
+
+double _wrap_Topology_t_per_id_cost_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
+  struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_topology **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->per_id_cost);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 struct shardrec_topology *_wrap_new_Topology_t_swig_c5a5da6c39b7fef4() {
   struct shardrec_topology *result = 0 ;
   struct shardrec_topology *_swig_go_result;
@@ -3360,6 +3410,471 @@ _gostring_ _wrap_plan_shard_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, l
   arg4 = *(shardrec_shard_t **)&_swig_go_3; 
   
   result = (shardrec_status_t)shardrec_plan_shard((struct shardrec_plan const *)arg1,arg2,arg3,arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+void _wrap_calibrate_options_version_set_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->version = arg2;
+  
+}
+
+
+intgo _wrap_calibrate_options_version_get_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0) {
+  struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
+  uint32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->version);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_calibrate_options_ranks_share_memory_set_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->ranks_share_memory = arg2;
+  
+}
+
+
+intgo _wrap_calibrate_options_ranks_share_memory_get_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0) {
+  struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->ranks_share_memory);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_calibrate_options_time_budget_set_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
+  struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->time_budget = arg2;
+  
+}
+
+
+double _wrap_calibrate_options_time_budget_get_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0) {
+  struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->time_budget);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_calibrate_options_threads_per_rank_set_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->threads_per_rank = arg2;
+  
+}
+
+
+intgo _wrap_calibrate_options_threads_per_rank_get_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0) {
+  struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->threads_per_rank);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_calibrate_options_ranks_per_machine_set_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->ranks_per_machine = arg2;
+  
+}
+
+
+intgo _wrap_calibrate_options_ranks_per_machine_get_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0) {
+  struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->ranks_per_machine);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_c5a5da6c39b7fef4() {
+  struct shardrec_calibrate_options *result = 0 ;
+  struct shardrec_calibrate_options *_swig_go_result;
+  
+  
+  result = (struct shardrec_calibrate_options *)calloc(1, sizeof(struct shardrec_calibrate_options));
+  *(struct shardrec_calibrate_options **)&_swig_go_result = (struct shardrec_calibrate_options *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_calibrate_options_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0) {
+  struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
+  
+  arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+_gostring_ _wrap_calibrate_options_init_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+  shardrec_calibrate_options_t *arg1 = (shardrec_calibrate_options_t *) 0 ;
+  uint32_t arg2 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(shardrec_calibrate_options_t **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_calibrate_options_init(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+void _wrap_calibration_version_set_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->version = arg2;
+  
+}
+
+
+intgo _wrap_calibration_version_get_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  uint32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->version);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_calibration_gather_bandwidth_set_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->gather_bandwidth = arg2;
+  
+}
+
+
+double _wrap_calibration_gather_bandwidth_get_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->gather_bandwidth);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_calibration_stream_bandwidth_set_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->stream_bandwidth = arg2;
+  
+}
+
+
+double _wrap_calibration_stream_bandwidth_get_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->stream_bandwidth);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_calibration_loopback_bandwidth_set_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->loopback_bandwidth = arg2;
+  
+}
+
+
+double _wrap_calibration_loopback_bandwidth_get_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->loopback_bandwidth);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_calibration_loopback_latency_set_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->loopback_latency = arg2;
+  
+}
+
+
+double _wrap_calibration_loopback_latency_get_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->loopback_latency);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_calibration_handoff_latency_set_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->handoff_latency = arg2;
+  
+}
+
+
+double _wrap_calibration_handoff_latency_get_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->handoff_latency);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_calibration_elapsed_set_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->elapsed = arg2;
+  
+}
+
+
+double _wrap_calibration_elapsed_get_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->elapsed);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_calibration_oversubscription_set_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->oversubscription = arg2;
+  
+}
+
+
+double _wrap_calibration_oversubscription_get_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->oversubscription);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct shardrec_calibration *_wrap_new_calibration_swig_c5a5da6c39b7fef4() {
+  struct shardrec_calibration *result = 0 ;
+  struct shardrec_calibration *_swig_go_result;
+  
+  
+  result = (struct shardrec_calibration *)calloc(1, sizeof(struct shardrec_calibration));
+  *(struct shardrec_calibration **)&_swig_go_result = (struct shardrec_calibration *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_calibration_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+_gostring_ _wrap_calibration_init_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+  shardrec_calibration_t *arg1 = (shardrec_calibration_t *) 0 ;
+  uint32_t arg2 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(shardrec_calibration_t **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_calibration_init(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_topology_calibrate_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
+  shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
+  shardrec_calibrate_options_t *arg2 = (shardrec_calibrate_options_t *) 0 ;
+  shardrec_calibration_t *arg3 = (shardrec_calibration_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(shardrec_topology_t **)&_swig_go_0; 
+  arg2 = *(shardrec_calibrate_options_t **)&_swig_go_1; 
+  arg3 = *(shardrec_calibration_t **)&_swig_go_2; 
+  
+  result = (shardrec_status_t)shardrec_topology_calibrate(arg1,(struct shardrec_calibrate_options const *)arg2,arg3);
   
   if (result < 0) {
     size_t len = shardrec_last_error_copy(NULL, 0);

@@ -102,6 +102,35 @@ pub struct Topology {
     pub optimizer: i32,
     pub memory_bandwidth: f64,
     pub reserved_fraction: f64,
+    /// Seconds per collective; 0 means the device default.
+    pub collective_latency: f64,
+    /// Seconds of host work per id per step; 0 means the device default.
+    pub per_id_cost: f64,
+}
+
+/// Options of [`Topology::calibrate`]; zero fields mean the defaults.
+#[derive(Clone, Debug, Default)]
+pub struct CalibrateOptions {
+    /// The ranks are threads of one process (a local group).
+    pub ranks_share_memory: bool,
+    /// Soft limit in seconds; 0 means 0.25.
+    pub time_budget: f64,
+    /// The collections' `num_threads`; 0 means 1.
+    pub threads_per_rank: i32,
+    /// Ranks running at once on this machine; 0 means the topology's `ranks_per_node`.
+    pub ranks_per_machine: i32,
+}
+
+/// What [`Topology::calibrate`] measured (bytes/s and seconds; see `shardrec_calibration_t`).
+#[derive(Clone, Debug, Default)]
+pub struct Calibration {
+    pub gather_bandwidth: f64,
+    pub stream_bandwidth: f64,
+    pub loopback_bandwidth: f64,
+    pub loopback_latency: f64,
+    pub handoff_latency: f64,
+    pub elapsed: f64,
+    pub oversubscription: f64,
 }
 
 impl Topology {
@@ -128,7 +157,42 @@ impl Topology {
         t.optimizer = self.optimizer;
         t.memory_bandwidth = self.memory_bandwidth;
         t.reserved_fraction = self.reserved_fraction;
+        t.collective_latency = self.collective_latency;
+        t.per_id_cost = self.per_id_cost;
         t
+    }
+
+    /// Measures this machine (`shardrec_topology_calibrate`, about 0.1-0.3 s) and writes
+    /// `memory_bandwidth`, `intra_node_bandwidth`, `collective_latency` and, on host,
+    /// `per_id_cost`. Set `world_size` and `ranks_per_node` first. On error nothing is written.
+    pub fn calibrate(&mut self, options: &CalibrateOptions) -> crate::Result<Calibration> {
+        let mut t = self.raw();
+        // SAFETY: plain-data structs filled by their init functions.
+        let mut o: sys::shardrec_calibrate_options_t = unsafe { std::mem::zeroed() };
+        crate::check(unsafe {
+            sys::shardrec_calibrate_options_init(&mut o, sys::SHARDREC_CALIBRATE_OPTIONS_VERSION)
+        })?;
+        o.ranks_share_memory = options.ranks_share_memory as i32;
+        o.time_budget = options.time_budget;
+        o.threads_per_rank = options.threads_per_rank;
+        o.ranks_per_machine = options.ranks_per_machine;
+        let mut c: sys::shardrec_calibration_t = unsafe { std::mem::zeroed() };
+        crate::check(unsafe { sys::shardrec_calibration_init(&mut c, sys::SHARDREC_CALIBRATION_VERSION) })?;
+        // SAFETY: `t` borrows `self.memory_bytes_per_rank`, which outlives the call (not read).
+        crate::check(unsafe { sys::shardrec_topology_calibrate(&mut t, &o, &mut c) })?;
+        self.memory_bandwidth = t.memory_bandwidth;
+        self.intra_node_bandwidth = t.intra_node_bandwidth;
+        self.collective_latency = t.collective_latency;
+        self.per_id_cost = t.per_id_cost;
+        Ok(Calibration {
+            gather_bandwidth: c.gather_bandwidth,
+            stream_bandwidth: c.stream_bandwidth,
+            loopback_bandwidth: c.loopback_bandwidth,
+            loopback_latency: c.loopback_latency,
+            handoff_latency: c.handoff_latency,
+            elapsed: c.elapsed,
+            oversubscription: c.oversubscription,
+        })
     }
 }
 

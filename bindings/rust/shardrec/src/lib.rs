@@ -20,7 +20,8 @@ pub use dense::{
     DenseOptimizer, Mlp, MlpPlacement,
 };
 pub use config::{
-    Constraints, Feature, Optimizer, OptimizerType, Pooling, ShardingType, Table, Topology,
+    CalibrateOptions, Calibration, Constraints, Feature, Optimizer, OptimizerType, Pooling,
+    ShardingType, Table, Topology,
 };
 pub use embedding::{
     BoundsPolicy, CommEncoding, EmbeddingCollection, EmbeddingOptions, Kjt, OutputBlock,

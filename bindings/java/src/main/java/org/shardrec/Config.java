@@ -89,9 +89,85 @@ public final class Config {
     public OptimizerType optimizer = OptimizerType.SGD;
     public double memoryBandwidth;
     public double reservedFraction;
+    /** Seconds per collective; 0 means the device default. */
+    public double collectiveLatency;
+    /** Seconds of host work per id per step; 0 means the device default. */
+    public double perIdCost;
 
     public Topology(int worldSize) {
       this.worldSize = worldSize;
+    }
+
+    /** The C struct with this topology's fields (memoryBytesPerRank is not carried). */
+    org.shardrec.swig.topology toNative() {
+      org.shardrec.swig.topology t = new org.shardrec.swig.topology();
+      org.shardrec.swig.Native.topology_init(t, NativeConstants.TOPOLOGY_VERSION);
+      copyTo(t);
+      return t;
+    }
+
+    void copyTo(org.shardrec.swig.topology t) {
+      t.setWorld_size(worldSize);
+      t.setRanks_per_node(ranksPerNode);
+      t.setDevice_type(deviceType.code());
+      t.setMemory_bytes(memoryBytes);
+      t.setIntra_node_bandwidth(intraNodeBandwidth);
+      t.setInter_node_bandwidth(interNodeBandwidth);
+      t.setBatch_size(batchSize);
+      t.setOptimizer(optimizer.code());
+      t.setMemory_bandwidth(memoryBandwidth);
+      t.setReserved_fraction(reservedFraction);
+      t.setCollective_latency(collectiveLatency);
+      t.setPer_id_cost(perIdCost);
+    }
+
+    /**
+     * Measures this machine (shardrec_topology_calibrate, about 0.1-0.3 s) and writes the
+     * figures into this topology: memoryBandwidth, intraNodeBandwidth, collectiveLatency and
+     * (host) perIdCost. Set worldSize / ranksPerNode first.
+     *
+     * @param ranksShareMemory true when the ranks are threads of one process (a local group)
+     * @param threadsPerRank the collections' num_threads (0 means 1)
+     * @return the raw figures
+     */
+    public Calibration calibrate(boolean ranksShareMemory, int threadsPerRank) {
+      return calibrate(ranksShareMemory, threadsPerRank, 0);
+    }
+
+    /**
+     * As {@link #calibrate(boolean, int)}, with the number of ranks that run at once on this
+     * machine when it differs from ranksPerNode (0 means ranksPerNode).
+     */
+    public Calibration calibrate(boolean ranksShareMemory, int threadsPerRank,
+                                 int ranksPerMachine) {
+      org.shardrec.swig.topology t = toNative();
+      org.shardrec.swig.calibrate_options o = new org.shardrec.swig.calibrate_options();
+      org.shardrec.swig.calibration c = new org.shardrec.swig.calibration();
+      try {
+        org.shardrec.swig.Native.calibrate_options_init(o, NativeConstants.CALIBRATE_OPTIONS_VERSION);
+        o.setRanks_share_memory(ranksShareMemory ? 1 : 0);
+        o.setThreads_per_rank(threadsPerRank);
+        o.setRanks_per_machine(ranksPerMachine);
+        org.shardrec.swig.Native.calibration_init(c, NativeConstants.CALIBRATION_VERSION);
+        org.shardrec.swig.Native.topology_calibrate(t, o, c);
+        memoryBandwidth = t.getMemory_bandwidth();
+        intraNodeBandwidth = t.getIntra_node_bandwidth();
+        collectiveLatency = t.getCollective_latency();
+        perIdCost = t.getPer_id_cost();
+        Calibration v = new Calibration();
+        v.gatherBandwidth = c.getGather_bandwidth();
+        v.streamBandwidth = c.getStream_bandwidth();
+        v.loopbackBandwidth = c.getLoopback_bandwidth();
+        v.loopbackLatency = c.getLoopback_latency();
+        v.handoffLatency = c.getHandoff_latency();
+        v.elapsed = c.getElapsed();
+        v.oversubscription = c.getOversubscription();
+        return v;
+      } finally {
+        t.delete();
+        o.delete();
+        c.delete();
+      }
     }
 
     public Topology batchSize(int v) {
@@ -109,6 +185,17 @@ public final class Config {
       ranksPerNode = v;
       return this;
     }
+  }
+
+  /** What Topology.calibrate measured (bytes/s and seconds; see shardrec_calibration_t). */
+  public static final class Calibration {
+    public double gatherBandwidth;
+    public double streamBandwidth;
+    public double loopbackBandwidth;
+    public double loopbackLatency;
+    public double handoffLatency;
+    public double elapsed;
+    public double oversubscription;
   }
 
   /** Constraints on how one table may be sharded. */

@@ -4,6 +4,9 @@ package org.shardrec;
 final class NativeConstants {
   static final long COMM_OPTIONS_VERSION = org.shardrec.swig.NativeConstants.COMM_OPTIONS_VERSION;
   static final long TOPOLOGY_VERSION = org.shardrec.swig.NativeConstants.TOPOLOGY_VERSION;
+  static final long CALIBRATE_OPTIONS_VERSION =
+      org.shardrec.swig.NativeConstants.CALIBRATE_OPTIONS_VERSION;
+  static final long CALIBRATION_VERSION = org.shardrec.swig.NativeConstants.CALIBRATION_VERSION;
   static final long OPTIMIZER_CONFIG_VERSION =
       org.shardrec.swig.NativeConstants.OPTIMIZER_CONFIG_VERSION;
   static final long EMBEDDING_OPTIONS_VERSION =

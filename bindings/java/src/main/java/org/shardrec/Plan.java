@@ -102,16 +102,7 @@ public final class Plan extends NativeHandle {
       }
       if (topology != null) {
         topology t = Native.bind_plan_spec_topology(spec);
-        t.setWorld_size(topology.worldSize);
-        t.setRanks_per_node(topology.ranksPerNode);
-        t.setDevice_type(topology.deviceType.code());
-        t.setMemory_bytes(topology.memoryBytes);
-        t.setIntra_node_bandwidth(topology.intraNodeBandwidth);
-        t.setInter_node_bandwidth(topology.interNodeBandwidth);
-        t.setBatch_size(topology.batchSize);
-        t.setOptimizer(topology.optimizer.code());
-        t.setMemory_bandwidth(topology.memoryBandwidth);
-        t.setReserved_fraction(topology.reservedFraction);
+        topology.copyTo(t);
         if (topology.memoryBytesPerRank != null) {
           Native.bind_plan_spec_set_memory_bytes_per_rank(spec, topology.memoryBytesPerRank);
         }

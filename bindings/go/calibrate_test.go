@@ -1,0 +1,39 @@
+package shardrec
+
+import (
+	"strings"
+	"testing"
+)
+
+// Topology.Calibrate through the Go binding: plausible figures written into the topology, a
+// plan made with it prints them, and a bad argument errors without writing.
+func TestCalibrateFillsTheTopology(t *testing.T) {
+	topo := Topology{WorldSize: 2}
+	c, err := topo.Calibrate(CalibrateOptions{RanksShareMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.GatherBandwidth < 1e8 || c.GatherBandwidth > 1e12 || c.Elapsed <= 0 || c.Elapsed > 1 {
+		t.Fatalf("implausible calibration %+v", c)
+	}
+	if topo.MemoryBandwidth != c.GatherBandwidth || topo.IntraNodeBandwidth != c.StreamBandwidth ||
+		topo.CollectiveLatency != c.HandoffLatency || topo.PerIDCost <= 0 {
+		t.Fatalf("topology %+v does not carry calibration %+v", topo, c)
+	}
+	plan, err := NewPlan([]TableConfig{{Name: "t", Rows: 100, Dim: 8, Features: []int32{0}}},
+		[]FeatureConfig{{Name: "f"}}, topo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plan.Close()
+	stats, err := plan.Stats()
+	if err != nil || !strings.Contains(stats, "GiB/s") {
+		t.Fatalf("stats %q, %v", stats, err)
+	}
+
+	bad := Topology{WorldSize: 1}
+	if _, err := bad.Calibrate(CalibrateOptions{ThreadsPerRank: -1}); err == nil ||
+		!strings.Contains(err.Error(), "threads_per_rank") || bad.MemoryBandwidth != 0 {
+		t.Fatalf("bad options: err %v, topology %+v", err, bad)
+	}
+}

@@ -1,0 +1,37 @@
+// Topology.calibrate through the Java binding: plausible figures written into the topology, the
+// stats of a plan made with it print them, and a bad argument throws without writing.
+package org.shardrec;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+class CalibrateTest {
+  @Test
+  void calibrateFillsTheTopologyWithPlausibleFigures() {
+    Config.Topology topology = new Config.Topology(2);
+    Config.Calibration c = topology.calibrate(true, 1);
+    assertTrue(c.gatherBandwidth > 1e8 && c.gatherBandwidth < 1e12, "gather " + c.gatherBandwidth);
+    assertTrue(c.streamBandwidth > 1e8, "stream " + c.streamBandwidth);
+    assertTrue(c.elapsed > 0 && c.elapsed < 1.0, "elapsed " + c.elapsed);
+    assertEquals(c.gatherBandwidth, topology.memoryBandwidth);
+    assertEquals(c.streamBandwidth, topology.intraNodeBandwidth);
+    assertEquals(c.handoffLatency, topology.collectiveLatency);
+    assertTrue(topology.perIdCost > 0);
+    Config.Table t = new Config.Table("t", 100, 8).features(0);
+    try (Plan plan = Plan.create(List.of(t), List.of(new Config.Feature("f")), topology,
+                                 List.of())) {
+      assertTrue(plan.stats().contains("GiB/s"), plan.stats());
+    }
+  }
+
+  @Test
+  void aBadThreadCountThrowsAndWritesNothing() {
+    Config.Topology topology = new Config.Topology(1);
+    assertThrows(ShardrecException.class, () -> topology.calibrate(false, -1));
+    assertEquals(0.0, topology.memoryBandwidth);
+  }
+}

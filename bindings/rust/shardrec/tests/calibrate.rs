@@ -1,0 +1,41 @@
+//! `Topology::calibrate` through the Rust binding: plausible figures written into the topology,
+//! a plan made with it prints them, and a bad argument errors without writing.
+use shardrec::{CalibrateOptions, Feature, Plan, Table, Topology};
+
+#[test]
+fn calibrate_fills_the_topology() {
+    let mut topo = Topology::new(2);
+    let c = topo
+        .calibrate(&CalibrateOptions {
+            ranks_share_memory: true,
+            ..Default::default()
+        })
+        .expect("calibrate");
+    assert!(
+        c.gather_bandwidth > 1e8 && c.gather_bandwidth < 1e12,
+        "{c:?}"
+    );
+    assert!(c.elapsed > 0.0 && c.elapsed < 1.0, "{c:?}");
+    assert_eq!(topo.memory_bandwidth, c.gather_bandwidth);
+    assert_eq!(topo.intra_node_bandwidth, c.stream_bandwidth);
+    assert_eq!(topo.collective_latency, c.handoff_latency);
+    assert!(topo.per_id_cost > 0.0);
+    let plan = Plan::new(
+        &[Table::new("t", 100, 8, &[0])],
+        &[Feature::new("f")],
+        &topo,
+        &[],
+    )
+    .expect("plan");
+    assert!(plan.stats().expect("stats").contains("GiB/s"));
+
+    let mut bad = Topology::new(1);
+    let err = bad
+        .calibrate(&CalibrateOptions {
+            threads_per_rank: -1,
+            ..Default::default()
+        })
+        .expect_err("bad threads_per_rank");
+    assert!(err.to_string().contains("threads_per_rank"), "{err}");
+    assert_eq!(bad.memory_bandwidth, 0.0);
+}

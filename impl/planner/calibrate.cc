@@ -1,0 +1,305 @@
+// Machine calibration for the host cost model. Sizes are chosen so that each round takes a few
+// tens of milliseconds: large enough to leave the caches (64 MiB table, 32 MiB copy), small
+// enough for the whole calibration to stay well under a second.
+#include "impl/planner/calibrate.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "impl/core/check.h"
+#include "impl/core/host_arena.h"
+
+namespace shardrec::planner {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Runs `round` (returns a figure) up to three times, the rounds after the first only while the
+// budget lasts; returns the median.
+template <typename Fn>
+double Rounds(Clock::time_point start, double budget_ms, Fn&& round) {
+  std::vector<double> v{round()};
+  while (v.size() < 3 && MsSince(start) < budget_ms) v.push_back(round());
+  return Median(v);
+}
+
+constexpr int kRowFloats = 64;  // 256-byte rows: a dim-64 fp32 table
+constexpr size_t kTableBytes = size_t{64} << 20;
+constexpr int kGatherRows = 60000;
+constexpr int kPrefetchIds = 8;  // rows ahead, as the lookup kernel prefetches
+constexpr int kBag = 20;
+
+// Random rows summed per bag of kBag ids, as the pooled lookup does, prefetching a few rows
+// ahead; bytes of rows read per ms.
+double GatherRound(const float* table, uint64_t* seed) {
+  const uint64_t rows = kTableBytes / (kRowFloats * sizeof(float));
+  std::vector<uint32_t> ids(kGatherRows);
+  uint64_t x = *seed;
+  for (auto& id : ids) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    id = static_cast<uint32_t>(x % rows);
+  }
+  *seed = x;
+  // Each bag's sum is stored, as a lookup stores its output (a small ring that stays in cache),
+  // so no lane of the sum can be optimised away.
+  constexpr int kRing = 64;
+  std::vector<float> out(static_cast<size_t>(kRing) * kRowFloats);
+  const auto t0 = Clock::now();
+  for (int b = 0; b < kGatherRows; b += kBag) {
+    float acc[kRowFloats] = {};
+    for (int i = b; i < b + kBag; ++i) {
+      if (i + kPrefetchIds < kGatherRows) {
+        const char* ahead = reinterpret_cast<const char*>(
+            table + static_cast<size_t>(ids[i + kPrefetchIds]) * kRowFloats);
+        for (int line = 0; line < kRowFloats * 4; line += 64) __builtin_prefetch(ahead + line);
+      }
+      const float* row = table + static_cast<size_t>(ids[i]) * kRowFloats;
+      for (int d = 0; d < kRowFloats; ++d) acc[d] += row[d];
+    }
+    std::memcpy(out.data() + static_cast<size_t>((b / kBag) % kRing) * kRowFloats, acc,
+                sizeof(acc));
+  }
+  const double ms = MsSince(t0);
+  volatile float keep = out[static_cast<size_t>(*seed % out.size())];
+  (void)keep;
+  return static_cast<double>(kGatherRows) * kRowFloats * sizeof(float) / std::max(ms, 1e-6);
+}
+
+// GatherRound on `threads` threads at once over the same table: aggregate bytes per ms.
+double ParallelGatherRound(const float* table, int32_t threads, uint64_t* seed) {
+  if (threads <= 1) return GatherRound(table, seed);
+  std::vector<uint64_t> seeds(static_cast<size_t>(threads));
+  for (auto& s : seeds) s = (*seed += 0x9e3779b97f4a7c15ull) | 1;
+  std::vector<std::thread> pool;
+  const auto t0 = Clock::now();
+  for (int32_t i = 1; i < threads; ++i)
+    pool.emplace_back([&, i] { GatherRound(table, &seeds[static_cast<size_t>(i)]); });
+  GatherRound(table, &seeds[0]);
+  for (auto& t : pool) t.join();
+  const double ms = MsSince(t0);
+  return static_cast<double>(threads) * kGatherRows * kRowFloats * sizeof(float) /
+         std::max(ms, 1e-6);
+}
+
+double StreamRound(const std::vector<char>& src, std::vector<char>* dst) {
+  const auto t0 = Clock::now();
+  std::memcpy(dst->data(), src.data(), src.size());
+  const double ms = MsSince(t0);
+  return static_cast<double>(src.size()) / std::max(ms, 1e-6);
+}
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+Status SysError(const char* call) {
+  return Status::Io("calibrate: loopback ", call, " failed: ", std::strerror(errno));
+}
+
+// A connected pair of TCP sockets over 127.0.0.1 (an ephemeral port, closed again at once).
+Status LoopbackPair(Fd* a, Fd* b) {
+  Fd listener;
+  listener.fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (listener.fd < 0) return SysError("socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (::bind(listener.fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0)
+    return SysError("bind");
+  if (::listen(listener.fd, 1) != 0) return SysError("listen");
+  if (::getsockname(listener.fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    return SysError("getsockname");
+  a->fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (a->fd < 0) return SysError("socket");
+  if (::connect(a->fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0)
+    return SysError("connect");
+  b->fd = ::accept(listener.fd, nullptr, nullptr);
+  if (b->fd < 0) return SysError("accept");
+  const int one = 1;
+  ::setsockopt(a->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  ::setsockopt(b->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return Status::Ok();
+}
+
+bool SendAll(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+bool RecvAll(int fd, char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t k = ::recv(fd, p, n, 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+constexpr size_t kLoopbackBytes = size_t{16} << 20;
+constexpr size_t kChunk = size_t{256} << 10;
+constexpr int kPings = 100;
+
+// Bytes per ms of kLoopbackBytes from a to b; the receiver's clock, ending at the last byte.
+Status LoopbackBandwidth(int a, int b, double* out) {
+  std::vector<char> send_buf(kChunk, 1), recv_buf(kChunk);
+  bool sent = true;
+  const auto t0 = Clock::now();
+  std::thread sender([&] {
+    for (size_t off = 0; off < kLoopbackBytes && sent; off += kChunk)
+      sent = SendAll(a, send_buf.data(), kChunk);
+  });
+  bool received = true;
+  for (size_t off = 0; off < kLoopbackBytes && received; off += kChunk)
+    received = RecvAll(b, recv_buf.data(), kChunk);
+  const double ms = MsSince(t0);
+  sender.join();
+  if (!sent || !received) return SysError(sent ? "recv" : "send");
+  *out = static_cast<double>(kLoopbackBytes) / std::max(ms, 1e-6);
+  return Status::Ok();
+}
+
+// Half the mean round trip of one byte, in ms.
+Status LoopbackLatency(int a, int b, double* out) {
+  bool echoed = true;
+  std::thread echo([&] {
+    char c;
+    for (int i = 0; i < kPings && echoed; ++i) echoed = RecvAll(b, &c, 1) && SendAll(b, &c, 1);
+  });
+  bool ok = true;
+  char c = 'x';
+  const auto t0 = Clock::now();
+  for (int i = 0; i < kPings && ok; ++i) ok = SendAll(a, &c, 1) && RecvAll(a, &c, 1);
+  const double ms = MsSince(t0);
+  if (!ok) ::shutdown(b, SHUT_RDWR);  // unblocks the echo thread
+  echo.join();
+  if (!ok || !echoed) return SysError("ping");
+  *out = ms / kPings / 2.0;
+  return Status::Ok();
+}
+
+constexpr int kBarriers = 10;
+constexpr double kWorkMs = 0.2;  // busy work of each thread between two barriers
+
+// The cost of one synchronisation point of `n` threads (mutex and condition variable, as an
+// in-process group's collective waits) when every thread has work in between, as ranks do:
+// the mean time of a round beyond the work itself. Threads that outnumber the free cores wait
+// for a descheduled peer here, as they do at every collective of a step.
+double HandoffLatency(int32_t n) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int64_t arrived = 0;  // barrier b is complete when arrived reaches (b + 1) * n
+  auto round = [&](int64_t b) {
+    const auto w0 = Clock::now();
+    while (MsSince(w0) < kWorkMs) {
+    }
+    std::unique_lock<std::mutex> lock(mu);
+    if (++arrived == (b + 1) * n) cv.notify_all();
+    cv.wait(lock, [&] { return arrived >= (b + 1) * n; });
+  };
+  std::vector<std::thread> peers;
+  const auto t0 = Clock::now();
+  for (int32_t i = 1; i < n; ++i)
+    peers.emplace_back([&] {
+      for (int b = 0; b < kBarriers; ++b) round(b);
+    });
+  for (int b = 0; b < kBarriers; ++b) round(b);
+  const double ms = MsSince(t0);
+  for (auto& t : peers) t.join();
+  return std::max(ms / kBarriers - kWorkMs, 1e-6);
+}
+
+}  // namespace
+
+Status Calibrate(const CalibrateOptions& options, Calibration* out) {
+  const auto start = Clock::now();
+  // Each stage gets its share of the budget, so a slow stage cannot starve the others of a
+  // second round entirely.
+  const double share = std::max(options.budget_ms, 0.0) / 4.0;
+  Calibration c;
+  const int32_t ranks = std::max(options.ranks_per_node, 1);
+  const unsigned cores = std::max(std::thread::hardware_concurrency(), 1u);
+  c.oversubscription = std::max(1.0, static_cast<double>(ranks) / cores);
+  {
+    // On huge pages like the collection's tables (HostArena), so the TLB behaves as theirs.
+    HostArena arena;
+    SR_RETURN_IF_ERROR(arena.Allocate(kTableBytes, /*huge_pages=*/true));
+    float* table = arena.as<float>();
+    for (size_t i = 0; i < kTableBytes / sizeof(float); ++i)
+      table[i] = static_cast<float>(i & 1023) * 1e-3f;
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    const auto t0 = Clock::now();
+    c.gather_bw = Rounds(t0, share, [&] {
+      return ParallelGatherRound(table, ranks * std::max(options.threads_per_rank, 1), &seed) /
+             ranks;
+    });
+  }
+  {
+    std::vector<char> src(kTableBytes / 2, 3), dst(kTableBytes / 2, 0);
+    const auto t0 = Clock::now();
+    c.stream_bw = Rounds(t0, share, [&] { return StreamRound(src, &dst); });
+  }
+  {
+    Fd a, b;
+    SR_RETURN_IF_ERROR(LoopbackPair(&a, &b));
+    const auto t0 = Clock::now();
+    Status status;
+    c.loopback_bw = Rounds(t0, share, [&] {
+      double bw = 0;
+      if (status.ok()) status = LoopbackBandwidth(a.fd, b.fd, &bw);
+      return bw;
+    });
+    SR_RETURN_IF_ERROR(status);
+    const auto t1 = Clock::now();
+    c.loopback_latency = Rounds(t1, share / 2, [&] {
+      double ms = 0;
+      if (status.ok()) status = LoopbackLatency(a.fd, b.fd, &ms);
+      return ms;
+    });
+    SR_RETURN_IF_ERROR(status);
+  }
+  {
+    const auto t0 = Clock::now();
+    c.handoff_latency = Rounds(t0, share / 2, [&] { return HandoffLatency(std::max(ranks, 2)); });
+  }
+  c.elapsed_ms = MsSince(start);
+  *out = c;
+  return Status::Ok();
+}
+
+}  // namespace shardrec::planner

@@ -1,0 +1,51 @@
+// Measures the figures the host cost model needs on this machine, in a fraction of a second:
+// the random-row gather bandwidth a lookup sees, the streaming copy bandwidth (what an
+// all-to-all between ranks that share memory moves at), and a loopback TCP connection's
+// bandwidth and latency (what Gloo between processes of one node gets). The NIC between nodes
+// needs a peer and is not measured.
+#pragma once
+
+#include <cstdint>
+
+#include "impl/core/status.h"
+#include "impl/planner/topology.h"
+
+namespace shardrec::planner {
+
+struct CalibrateOptions {
+  // Ranks are threads of one process (a local communicator group): collectives are memory
+  // copies and a thread hand-off, not TCP.
+  bool ranks_share_memory = false;
+  // Threads each rank's lookup runs on.
+  int32_t threads_per_rank = 1;
+  // Ranks that run at once on this machine: the gather runs on ranks_per_node x
+  // threads_per_rank threads at once and each rank is credited its share, so ranks that
+  // oversubscribe the cores or saturate memory see it; the hand-off is a barrier of this many
+  // threads (at least 2).
+  int32_t ranks_per_node = 1;
+  // Soft budget for the whole measurement; rounds after the first stop once it is spent.
+  double budget_ms = 250.0;
+};
+
+// All bandwidths bytes/ms, latencies ms (the planner's units).
+struct Calibration {
+  double gather_bw = 0;         // random 256-byte rows of a 64 MiB table, summed per bag
+  double stream_bw = 0;         // memcpy of 32 MiB: bytes copied per ms
+  double loopback_bw = 0;       // 16 MiB over a 127.0.0.1 TCP connection
+  double loopback_latency = 0;  // half a 1-byte round trip over that connection
+  // One synchronisation point of ranks_per_node (>= 2) threads that work between them: the
+  // mean round time beyond the work (mutex + condvar; includes waits for descheduled peers).
+  double handoff_latency = 0;
+  // Per-id host work scale: ranks_per_node over the hardware threads of the machine, at least 1
+  // (each rank's host work runs mostly on one thread).
+  double oversubscription = 1;
+  double elapsed_ms = 0;  // wall time of the whole calibration
+};
+
+// Runs the measurements on the calling thread (plus one helper thread for the loopback and
+// hand-off pairs). Each figure is the median of up to three rounds, so one descheduled round
+// on a loaded machine does not decide it. Thread-safe: uses only its own buffers and sockets.
+// Errors: kIo when a loopback socket cannot be opened or fails (the message names the call).
+Status Calibrate(const CalibrateOptions& options, Calibration* out);
+
+}  // namespace shardrec::planner
