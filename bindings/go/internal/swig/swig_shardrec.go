@@ -105,105 +105,105 @@ typedef _goslice_ swig_type_72;
 typedef _gostring_ swig_type_73;
 typedef long long swig_type_74;
 typedef long long swig_type_75;
-typedef long long swig_type_76;
-typedef long long swig_type_77;
+typedef _gostring_ swig_type_76;
+typedef _gostring_ swig_type_77;
 typedef _gostring_ swig_type_78;
-typedef _gostring_ swig_type_79;
-typedef _goslice_ swig_type_80;
+typedef long long swig_type_79;
+typedef long long swig_type_80;
 typedef _gostring_ swig_type_81;
-typedef _goslice_ swig_type_82;
-typedef _gostring_ swig_type_83;
-typedef _goslice_ swig_type_84;
-typedef _gostring_ swig_type_85;
+typedef _gostring_ swig_type_82;
+typedef _goslice_ swig_type_83;
+typedef _gostring_ swig_type_84;
+typedef _goslice_ swig_type_85;
 typedef _gostring_ swig_type_86;
 typedef _goslice_ swig_type_87;
 typedef _gostring_ swig_type_88;
-typedef _goslice_ swig_type_89;
-typedef _gostring_ swig_type_90;
+typedef _gostring_ swig_type_89;
+typedef _goslice_ swig_type_90;
 typedef _gostring_ swig_type_91;
-typedef _gostring_ swig_type_92;
+typedef _goslice_ swig_type_92;
 typedef _gostring_ swig_type_93;
 typedef _gostring_ swig_type_94;
-typedef _goslice_ swig_type_95;
+typedef _gostring_ swig_type_95;
 typedef _gostring_ swig_type_96;
-typedef long long swig_type_97;
-typedef _gostring_ swig_type_98;
+typedef _gostring_ swig_type_97;
+typedef _goslice_ swig_type_98;
 typedef _gostring_ swig_type_99;
-typedef _goslice_ swig_type_100;
+typedef long long swig_type_100;
 typedef _gostring_ swig_type_101;
 typedef _gostring_ swig_type_102;
 typedef _goslice_ swig_type_103;
 typedef _gostring_ swig_type_104;
-typedef _goslice_ swig_type_105;
-typedef _gostring_ swig_type_106;
-typedef long long swig_type_107;
+typedef _gostring_ swig_type_105;
+typedef _goslice_ swig_type_106;
+typedef _gostring_ swig_type_107;
 typedef _goslice_ swig_type_108;
 typedef _gostring_ swig_type_109;
-typedef _gostring_ swig_type_110;
-typedef _gostring_ swig_type_111;
-typedef _goslice_ swig_type_112;
+typedef long long swig_type_110;
+typedef _goslice_ swig_type_111;
+typedef _gostring_ swig_type_112;
 typedef _gostring_ swig_type_113;
 typedef _gostring_ swig_type_114;
-typedef _gostring_ swig_type_115;
-typedef _goslice_ swig_type_116;
+typedef _goslice_ swig_type_115;
+typedef _gostring_ swig_type_116;
 typedef _gostring_ swig_type_117;
-typedef _goslice_ swig_type_118;
+typedef _gostring_ swig_type_118;
 typedef _goslice_ swig_type_119;
 typedef _gostring_ swig_type_120;
-typedef _gostring_ swig_type_121;
-typedef _gostring_ swig_type_122;
+typedef _goslice_ swig_type_121;
+typedef _goslice_ swig_type_122;
 typedef _gostring_ swig_type_123;
 typedef _gostring_ swig_type_124;
 typedef _gostring_ swig_type_125;
-typedef _goslice_ swig_type_126;
+typedef _gostring_ swig_type_126;
 typedef _gostring_ swig_type_127;
 typedef _gostring_ swig_type_128;
-typedef long long swig_type_129;
-typedef _goslice_ swig_type_130;
+typedef _goslice_ swig_type_129;
+typedef _gostring_ swig_type_130;
 typedef _gostring_ swig_type_131;
-typedef _goslice_ swig_type_132;
-typedef _gostring_ swig_type_133;
-typedef long long swig_type_134;
+typedef long long swig_type_132;
+typedef _goslice_ swig_type_133;
+typedef _gostring_ swig_type_134;
 typedef _goslice_ swig_type_135;
-typedef _goslice_ swig_type_136;
+typedef _gostring_ swig_type_136;
 typedef long long swig_type_137;
-typedef long long swig_type_138;
-typedef long long swig_type_139;
+typedef _goslice_ swig_type_138;
+typedef _goslice_ swig_type_139;
 typedef long long swig_type_140;
 typedef long long swig_type_141;
 typedef long long swig_type_142;
-typedef _gostring_ swig_type_143;
-typedef _gostring_ swig_type_144;
-typedef _gostring_ swig_type_145;
-typedef _goslice_ swig_type_146;
+typedef long long swig_type_143;
+typedef long long swig_type_144;
+typedef long long swig_type_145;
+typedef _gostring_ swig_type_146;
 typedef _gostring_ swig_type_147;
 typedef _gostring_ swig_type_148;
-typedef _gostring_ swig_type_149;
-typedef _goslice_ swig_type_150;
+typedef _goslice_ swig_type_149;
+typedef _gostring_ swig_type_150;
 typedef _gostring_ swig_type_151;
-typedef _goslice_ swig_type_152;
+typedef _gostring_ swig_type_152;
 typedef _goslice_ swig_type_153;
-typedef _goslice_ swig_type_154;
+typedef _gostring_ swig_type_154;
 typedef _goslice_ swig_type_155;
-typedef _gostring_ swig_type_156;
+typedef _goslice_ swig_type_156;
 typedef _goslice_ swig_type_157;
-typedef _gostring_ swig_type_158;
-typedef _goslice_ swig_type_159;
-typedef _gostring_ swig_type_160;
+typedef _goslice_ swig_type_158;
+typedef _gostring_ swig_type_159;
+typedef _goslice_ swig_type_160;
 typedef _gostring_ swig_type_161;
 typedef _goslice_ swig_type_162;
 typedef _gostring_ swig_type_163;
 typedef _gostring_ swig_type_164;
 typedef _goslice_ swig_type_165;
 typedef _gostring_ swig_type_166;
-typedef _goslice_ swig_type_167;
+typedef _gostring_ swig_type_167;
 typedef _goslice_ swig_type_168;
-typedef _goslice_ swig_type_169;
-typedef long long swig_type_170;
-typedef long long swig_type_171;
-typedef _gostring_ swig_type_172;
-typedef _gostring_ swig_type_173;
-typedef _gostring_ swig_type_174;
+typedef _gostring_ swig_type_169;
+typedef _goslice_ swig_type_170;
+typedef _goslice_ swig_type_171;
+typedef _goslice_ swig_type_172;
+typedef long long swig_type_173;
+typedef long long swig_type_174;
 typedef _gostring_ swig_type_175;
 typedef _gostring_ swig_type_176;
 typedef _gostring_ swig_type_177;
@@ -220,95 +220,95 @@ typedef _gostring_ swig_type_187;
 typedef _gostring_ swig_type_188;
 typedef _gostring_ swig_type_189;
 typedef _gostring_ swig_type_190;
-typedef long long swig_type_191;
-typedef _goslice_ swig_type_192;
+typedef _gostring_ swig_type_191;
+typedef _gostring_ swig_type_192;
 typedef _gostring_ swig_type_193;
-typedef _gostring_ swig_type_194;
-typedef _gostring_ swig_type_195;
+typedef long long swig_type_194;
+typedef _goslice_ swig_type_195;
 typedef _gostring_ swig_type_196;
 typedef _gostring_ swig_type_197;
-typedef _goslice_ swig_type_198;
-typedef _goslice_ swig_type_199;
+typedef _gostring_ swig_type_198;
+typedef _gostring_ swig_type_199;
 typedef _gostring_ swig_type_200;
 typedef _goslice_ swig_type_201;
-typedef _gostring_ swig_type_202;
-typedef _goslice_ swig_type_203;
-typedef _gostring_ swig_type_204;
-typedef long long swig_type_205;
-typedef long long swig_type_206;
-typedef _goslice_ swig_type_207;
-typedef _goslice_ swig_type_208;
-typedef _goslice_ swig_type_209;
+typedef _goslice_ swig_type_202;
+typedef _gostring_ swig_type_203;
+typedef _goslice_ swig_type_204;
+typedef _gostring_ swig_type_205;
+typedef _goslice_ swig_type_206;
+typedef _gostring_ swig_type_207;
+typedef long long swig_type_208;
+typedef long long swig_type_209;
 typedef _goslice_ swig_type_210;
-typedef _gostring_ swig_type_211;
-typedef long long swig_type_212;
-typedef long long swig_type_213;
-typedef _goslice_ swig_type_214;
-typedef _goslice_ swig_type_215;
-typedef _goslice_ swig_type_216;
-typedef _gostring_ swig_type_217;
-typedef _gostring_ swig_type_218;
+typedef _goslice_ swig_type_211;
+typedef _goslice_ swig_type_212;
+typedef _goslice_ swig_type_213;
+typedef _gostring_ swig_type_214;
+typedef long long swig_type_215;
+typedef long long swig_type_216;
+typedef _goslice_ swig_type_217;
+typedef _goslice_ swig_type_218;
 typedef _goslice_ swig_type_219;
-typedef long long swig_type_220;
-typedef _goslice_ swig_type_221;
-typedef long long swig_type_222;
-typedef _gostring_ swig_type_223;
-typedef _gostring_ swig_type_224;
-typedef _goslice_ swig_type_225;
+typedef _gostring_ swig_type_220;
+typedef _gostring_ swig_type_221;
+typedef _goslice_ swig_type_222;
+typedef long long swig_type_223;
+typedef _goslice_ swig_type_224;
+typedef long long swig_type_225;
 typedef _gostring_ swig_type_226;
-typedef _goslice_ swig_type_227;
-typedef long long swig_type_228;
-typedef long long swig_type_229;
-typedef long long swig_type_230;
-typedef _gostring_ swig_type_231;
-typedef _gostring_ swig_type_232;
-typedef _goslice_ swig_type_233;
-typedef long long swig_type_234;
-typedef _goslice_ swig_type_235;
-typedef long long swig_type_236;
-typedef _gostring_ swig_type_237;
-typedef _gostring_ swig_type_238;
-typedef _goslice_ swig_type_239;
+typedef _gostring_ swig_type_227;
+typedef _goslice_ swig_type_228;
+typedef _gostring_ swig_type_229;
+typedef _goslice_ swig_type_230;
+typedef long long swig_type_231;
+typedef long long swig_type_232;
+typedef long long swig_type_233;
+typedef _gostring_ swig_type_234;
+typedef _gostring_ swig_type_235;
+typedef _goslice_ swig_type_236;
+typedef long long swig_type_237;
+typedef _goslice_ swig_type_238;
+typedef long long swig_type_239;
 typedef _gostring_ swig_type_240;
-typedef long long swig_type_241;
-typedef long long swig_type_242;
-typedef _goslice_ swig_type_243;
-typedef _gostring_ swig_type_244;
-typedef _goslice_ swig_type_245;
+typedef _gostring_ swig_type_241;
+typedef _goslice_ swig_type_242;
+typedef _gostring_ swig_type_243;
+typedef long long swig_type_244;
+typedef long long swig_type_245;
 typedef _goslice_ swig_type_246;
-typedef _goslice_ swig_type_247;
-typedef long long swig_type_248;
-typedef long long swig_type_249;
-typedef long long swig_type_250;
-typedef _goslice_ swig_type_251;
-typedef _goslice_ swig_type_252;
-typedef _gostring_ swig_type_253;
+typedef _gostring_ swig_type_247;
+typedef _goslice_ swig_type_248;
+typedef _goslice_ swig_type_249;
+typedef _goslice_ swig_type_250;
+typedef long long swig_type_251;
+typedef long long swig_type_252;
+typedef long long swig_type_253;
 typedef _goslice_ swig_type_254;
 typedef _goslice_ swig_type_255;
-typedef long long swig_type_256;
+typedef _gostring_ swig_type_256;
 typedef _goslice_ swig_type_257;
 typedef _goslice_ swig_type_258;
-typedef _gostring_ swig_type_259;
+typedef long long swig_type_259;
 typedef _goslice_ swig_type_260;
-typedef _gostring_ swig_type_261;
+typedef _goslice_ swig_type_261;
 typedef _gostring_ swig_type_262;
 typedef _goslice_ swig_type_263;
 typedef _gostring_ swig_type_264;
-typedef long long swig_type_265;
-typedef _gostring_ swig_type_266;
+typedef _gostring_ swig_type_265;
+typedef _goslice_ swig_type_266;
 typedef _gostring_ swig_type_267;
 typedef long long swig_type_268;
 typedef _gostring_ swig_type_269;
 typedef _gostring_ swig_type_270;
-typedef _gostring_ swig_type_271;
-typedef long long swig_type_272;
+typedef long long swig_type_271;
+typedef _gostring_ swig_type_272;
 typedef _gostring_ swig_type_273;
-typedef long long swig_type_274;
-typedef _gostring_ swig_type_275;
+typedef _gostring_ swig_type_274;
+typedef long long swig_type_275;
 typedef _gostring_ swig_type_276;
-typedef _goslice_ swig_type_277;
+typedef long long swig_type_277;
 typedef _gostring_ swig_type_278;
-typedef _goslice_ swig_type_279;
+typedef _gostring_ swig_type_279;
 typedef _goslice_ swig_type_280;
 typedef _gostring_ swig_type_281;
 typedef _goslice_ swig_type_282;
@@ -317,37 +317,37 @@ typedef _gostring_ swig_type_284;
 typedef _goslice_ swig_type_285;
 typedef _goslice_ swig_type_286;
 typedef _gostring_ swig_type_287;
-typedef _gostring_ swig_type_288;
-typedef _gostring_ swig_type_289;
+typedef _goslice_ swig_type_288;
+typedef _goslice_ swig_type_289;
 typedef _gostring_ swig_type_290;
-typedef _goslice_ swig_type_291;
-typedef long long swig_type_292;
-typedef _goslice_ swig_type_293;
+typedef _gostring_ swig_type_291;
+typedef _gostring_ swig_type_292;
+typedef _gostring_ swig_type_293;
 typedef _goslice_ swig_type_294;
 typedef long long swig_type_295;
-typedef _gostring_ swig_type_296;
-typedef _gostring_ swig_type_297;
-typedef _goslice_ swig_type_298;
-typedef long long swig_type_299;
-typedef _goslice_ swig_type_300;
+typedef _goslice_ swig_type_296;
+typedef _goslice_ swig_type_297;
+typedef long long swig_type_298;
+typedef _gostring_ swig_type_299;
+typedef _gostring_ swig_type_300;
 typedef _goslice_ swig_type_301;
 typedef long long swig_type_302;
-typedef _gostring_ swig_type_303;
-typedef _gostring_ swig_type_304;
-typedef _goslice_ swig_type_305;
-typedef _goslice_ swig_type_306;
-typedef long long swig_type_307;
-typedef _gostring_ swig_type_308;
+typedef _goslice_ swig_type_303;
+typedef _goslice_ swig_type_304;
+typedef long long swig_type_305;
+typedef _gostring_ swig_type_306;
+typedef _gostring_ swig_type_307;
+typedef _goslice_ swig_type_308;
 typedef _goslice_ swig_type_309;
-typedef _goslice_ swig_type_310;
-typedef long long swig_type_311;
-typedef _gostring_ swig_type_312;
-typedef long long swig_type_313;
-typedef _gostring_ swig_type_314;
-typedef long long swig_type_315;
-typedef _gostring_ swig_type_316;
-typedef long long swig_type_317;
-typedef _goslice_ swig_type_318;
+typedef long long swig_type_310;
+typedef _gostring_ swig_type_311;
+typedef _goslice_ swig_type_312;
+typedef _goslice_ swig_type_313;
+typedef long long swig_type_314;
+typedef _gostring_ swig_type_315;
+typedef long long swig_type_316;
+typedef _gostring_ swig_type_317;
+typedef long long swig_type_318;
 typedef _gostring_ swig_type_319;
 typedef long long swig_type_320;
 typedef _goslice_ swig_type_321;
@@ -358,51 +358,54 @@ typedef _gostring_ swig_type_325;
 typedef long long swig_type_326;
 typedef _goslice_ swig_type_327;
 typedef _gostring_ swig_type_328;
-typedef _goslice_ swig_type_329;
+typedef long long swig_type_329;
 typedef _goslice_ swig_type_330;
-typedef long long swig_type_331;
-typedef long long swig_type_332;
-typedef _gostring_ swig_type_333;
-typedef _goslice_ swig_type_334;
-typedef _goslice_ swig_type_335;
-typedef _goslice_ swig_type_336;
+typedef _gostring_ swig_type_331;
+typedef _goslice_ swig_type_332;
+typedef _goslice_ swig_type_333;
+typedef long long swig_type_334;
+typedef long long swig_type_335;
+typedef _gostring_ swig_type_336;
 typedef _goslice_ swig_type_337;
 typedef _goslice_ swig_type_338;
-typedef _gostring_ swig_type_339;
-typedef long long swig_type_340;
+typedef _goslice_ swig_type_339;
+typedef _goslice_ swig_type_340;
 typedef _goslice_ swig_type_341;
 typedef _gostring_ swig_type_342;
 typedef long long swig_type_343;
-typedef long long swig_type_344;
-typedef _goslice_ swig_type_345;
-typedef _gostring_ swig_type_346;
-typedef _goslice_ swig_type_347;
+typedef _goslice_ swig_type_344;
+typedef _gostring_ swig_type_345;
+typedef long long swig_type_346;
+typedef long long swig_type_347;
 typedef _goslice_ swig_type_348;
-typedef long long swig_type_349;
-typedef long long swig_type_350;
-typedef long long swig_type_351;
-typedef _goslice_ swig_type_352;
+typedef _gostring_ swig_type_349;
+typedef _goslice_ swig_type_350;
+typedef _goslice_ swig_type_351;
+typedef long long swig_type_352;
 typedef long long swig_type_353;
-typedef _gostring_ swig_type_354;
+typedef long long swig_type_354;
 typedef _goslice_ swig_type_355;
-typedef _goslice_ swig_type_356;
-typedef _goslice_ swig_type_357;
-typedef _gostring_ swig_type_358;
-typedef long long swig_type_359;
-typedef long long swig_type_360;
-typedef _goslice_ swig_type_361;
+typedef long long swig_type_356;
+typedef _gostring_ swig_type_357;
+typedef _goslice_ swig_type_358;
+typedef _goslice_ swig_type_359;
+typedef _goslice_ swig_type_360;
+typedef _gostring_ swig_type_361;
 typedef long long swig_type_362;
-typedef _gostring_ swig_type_363;
-typedef long long swig_type_364;
-typedef _goslice_ swig_type_365;
-typedef long long swig_type_366;
-typedef _gostring_ swig_type_367;
-typedef long long swig_type_368;
-typedef _goslice_ swig_type_369;
-typedef _goslice_ swig_type_370;
-typedef _gostring_ swig_type_371;
-typedef long long swig_type_372;
+typedef long long swig_type_363;
+typedef _goslice_ swig_type_364;
+typedef long long swig_type_365;
+typedef _gostring_ swig_type_366;
+typedef long long swig_type_367;
+typedef _goslice_ swig_type_368;
+typedef long long swig_type_369;
+typedef _gostring_ swig_type_370;
+typedef long long swig_type_371;
+typedef _goslice_ swig_type_372;
 typedef _goslice_ swig_type_373;
+typedef _gostring_ swig_type_374;
+typedef long long swig_type_375;
+typedef _goslice_ swig_type_376;
 extern void _wrap_Swig_free_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_swig_c5a5da6c39b7fef4(swig_intgo arg1);
 extern swig_intgo _wrap_OK_swig_c5a5da6c39b7fef4(void);
@@ -497,6 +500,10 @@ extern void _wrap_Topology_t_memory_bandwidth_set_swig_c5a5da6c39b7fef4(uintptr_
 extern double _wrap_Topology_t_memory_bandwidth_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern void _wrap_Topology_t_reserved_fraction_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
 extern double _wrap_Topology_t_reserved_fraction_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern void _wrap_Topology_t_collective_latency_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_collective_latency_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern void _wrap_Topology_t_per_id_cost_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_per_id_cost_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern uintptr_t _wrap_new_Topology_t_swig_c5a5da6c39b7fef4(void);
 extern void _wrap_delete_Topology_t_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern swig_type_7 _wrap_topology_init_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
@@ -556,14 +563,47 @@ extern swig_type_63 _wrap_plan_table_rows_swig_c5a5da6c39b7fef4(uintptr_t arg1, 
 extern swig_type_66 _wrap_plan_table_dim_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_67 arg2, swig_type_68 arg3);
 extern swig_type_69 _wrap_plan_table_sharding_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_70 arg2, swig_type_71 arg3, swig_type_72 arg4);
 extern swig_type_73 _wrap_plan_shard_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_74 arg2, swig_type_75 arg3, uintptr_t arg4);
+extern void _wrap_calibrate_options_version_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_calibrate_options_version_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern void _wrap_calibrate_options_ranks_share_memory_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_calibrate_options_ranks_share_memory_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern void _wrap_calibrate_options_time_budget_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
+extern double _wrap_calibrate_options_time_budget_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern void _wrap_calibrate_options_threads_per_rank_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_calibrate_options_threads_per_rank_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern void _wrap_calibrate_options_ranks_per_machine_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_calibrate_options_ranks_per_machine_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern uintptr_t _wrap_new_calibrate_options_swig_c5a5da6c39b7fef4(void);
+extern void _wrap_delete_calibrate_options_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern swig_type_76 _wrap_calibrate_options_init_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_calibration_version_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_calibration_version_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern void _wrap_calibration_gather_bandwidth_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_gather_bandwidth_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern void _wrap_calibration_stream_bandwidth_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_stream_bandwidth_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern void _wrap_calibration_loopback_bandwidth_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_loopback_bandwidth_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern void _wrap_calibration_loopback_latency_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_loopback_latency_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern void _wrap_calibration_handoff_latency_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_handoff_latency_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern void _wrap_calibration_elapsed_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_elapsed_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern void _wrap_calibration_oversubscription_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_oversubscription_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern uintptr_t _wrap_new_calibration_swig_c5a5da6c39b7fef4(void);
+extern void _wrap_delete_calibration_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern swig_type_77 _wrap_calibration_init_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_78 _wrap_topology_calibrate_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
 extern void _wrap_plan_destroy_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern swig_intgo _wrap_BOUNDS_ERROR_swig_c5a5da6c39b7fef4(void);
 extern swig_intgo _wrap_BOUNDS_CLAMP_swig_c5a5da6c39b7fef4(void);
 extern swig_intgo _wrap_BOUNDS_SKIP_swig_c5a5da6c39b7fef4(void);
 extern void _wrap_embedding_options_version_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_version_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_embedding_options_seed_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_76 arg2);
-extern swig_type_77 _wrap_embedding_options_seed_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern void _wrap_embedding_options_seed_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_79 arg2);
+extern swig_type_80 _wrap_embedding_options_seed_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern void _wrap_embedding_options_bounds_policy_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_bounds_policy_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern void _wrap_embedding_options_num_threads_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
@@ -591,41 +631,41 @@ extern swig_intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_c5a5da6c39b7fef4(void);
 extern swig_intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_c5a5da6c39b7fef4(void);
 extern swig_intgo _wrap_NON_FINITE_CHECK_swig_c5a5da6c39b7fef4(void);
 extern swig_intgo _wrap_NON_FINITE_ALLOW_swig_c5a5da6c39b7fef4(void);
-extern swig_type_78 _wrap_embedding_options_init_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_79 _wrap_embedding_create_swig_c5a5da6c39b7fef4(swig_type_80 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_81 _wrap_embedding_options_init_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_82 _wrap_embedding_create_swig_c5a5da6c39b7fef4(swig_type_83 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
 extern void _wrap_embedding_destroy_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_81 _wrap_embedding_output_dim_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_82 arg2);
-extern swig_type_83 _wrap_embedding_is_sequence_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_84 arg2);
-extern swig_type_85 _wrap_embedding_input_dist_wait_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_86 _wrap_embedding_forward_distributed_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_87 arg2);
-extern swig_type_88 _wrap_embedding_backward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_89 arg2);
-extern swig_type_90 _wrap_embedding_forward_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_91 _wrap_embedding_forward_distributed_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_92 _wrap_embedding_backward_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_93 _wrap_embedding_set_learning_rate_swig_c5a5da6c39b7fef4(uintptr_t arg1, float arg2);
-extern swig_type_94 _wrap_embedding_num_steps_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_95 arg2);
-extern swig_type_96 _wrap_embedding_set_num_steps_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_97 arg2);
-extern swig_type_98 _wrap_embedding_get_weights_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_99 arg2, swig_type_100 arg3);
-extern swig_type_101 _wrap_embedding_set_weights_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_102 arg2, swig_type_103 arg3);
-extern swig_type_104 _wrap_embedding_num_states_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_105 arg2);
-extern swig_type_106 _wrap_embedding_state_info_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_107 arg2, swig_voidp arg3, swig_type_108 arg4);
-extern swig_type_109 _wrap_embedding_get_state_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_110 arg2, swig_type_111 arg3, swig_type_112 arg4);
-extern swig_type_113 _wrap_embedding_set_state_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_114 arg2, swig_type_115 arg3, swig_type_116 arg4);
-extern swig_type_117 _wrap_embedding_timings_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_118 arg2, swig_type_119 arg3);
-extern swig_type_120 _wrap_embedding_set_table_learning_rate_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_121 arg2, float arg3);
-extern swig_type_122 _wrap_embedding_table_optimizer_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_123 arg2, uintptr_t arg3);
-extern swig_type_124 _wrap_embedding_table_num_states_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_125 arg2, swig_type_126 arg3);
-extern swig_type_127 _wrap_embedding_table_state_info_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_128 arg2, swig_type_129 arg3, swig_voidp arg4, swig_type_130 arg5);
-extern swig_type_131 _wrap_embedding_num_outputs_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_132 arg2);
-extern swig_type_133 _wrap_embedding_output_info_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_134 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_135 arg5, swig_type_136 arg6);
+extern swig_type_84 _wrap_embedding_output_dim_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_85 arg2);
+extern swig_type_86 _wrap_embedding_is_sequence_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_87 arg2);
+extern swig_type_88 _wrap_embedding_input_dist_wait_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern swig_type_89 _wrap_embedding_forward_distributed_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_90 arg2);
+extern swig_type_91 _wrap_embedding_backward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_92 arg2);
+extern swig_type_93 _wrap_embedding_forward_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_94 _wrap_embedding_forward_distributed_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_95 _wrap_embedding_backward_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_96 _wrap_embedding_set_learning_rate_swig_c5a5da6c39b7fef4(uintptr_t arg1, float arg2);
+extern swig_type_97 _wrap_embedding_num_steps_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_98 arg2);
+extern swig_type_99 _wrap_embedding_set_num_steps_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_100 arg2);
+extern swig_type_101 _wrap_embedding_get_weights_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_102 arg2, swig_type_103 arg3);
+extern swig_type_104 _wrap_embedding_set_weights_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_105 arg2, swig_type_106 arg3);
+extern swig_type_107 _wrap_embedding_num_states_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_108 arg2);
+extern swig_type_109 _wrap_embedding_state_info_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_110 arg2, swig_voidp arg3, swig_type_111 arg4);
+extern swig_type_112 _wrap_embedding_get_state_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_113 arg2, swig_type_114 arg3, swig_type_115 arg4);
+extern swig_type_116 _wrap_embedding_set_state_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_117 arg2, swig_type_118 arg3, swig_type_119 arg4);
+extern swig_type_120 _wrap_embedding_timings_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_121 arg2, swig_type_122 arg3);
+extern swig_type_123 _wrap_embedding_set_table_learning_rate_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_124 arg2, float arg3);
+extern swig_type_125 _wrap_embedding_table_optimizer_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_126 arg2, uintptr_t arg3);
+extern swig_type_127 _wrap_embedding_table_num_states_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_128 arg2, swig_type_129 arg3);
+extern swig_type_130 _wrap_embedding_table_state_info_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_131 arg2, swig_type_132 arg3, swig_voidp arg4, swig_type_133 arg5);
+extern swig_type_134 _wrap_embedding_num_outputs_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_135 arg2);
+extern swig_type_136 _wrap_embedding_output_info_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_137 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_138 arg5, swig_type_139 arg6);
 extern void _wrap_step_timings_version_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_step_timings_version_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_step_timings_forwards_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_137 arg2);
-extern swig_type_138 _wrap_step_timings_forwards_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_step_timings_backwards_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_139 arg2);
-extern swig_type_140 _wrap_step_timings_backwards_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_step_timings_samples_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_141 arg2);
-extern swig_type_142 _wrap_step_timings_samples_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern void _wrap_step_timings_forwards_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_140 arg2);
+extern swig_type_141 _wrap_step_timings_forwards_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern void _wrap_step_timings_backwards_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_142 arg2);
+extern swig_type_143 _wrap_step_timings_backwards_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern void _wrap_step_timings_samples_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_144 arg2);
+extern swig_type_145 _wrap_step_timings_samples_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern void _wrap_step_timings_total_seconds_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
 extern double _wrap_step_timings_total_seconds_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern void _wrap_step_timings_collective_seconds_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
@@ -642,10 +682,10 @@ extern void _wrap_step_timings_embedding_comm_seconds_set_swig_c5a5da6c39b7fef4(
 extern double _wrap_step_timings_embedding_comm_seconds_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern uintptr_t _wrap_new_step_timings_swig_c5a5da6c39b7fef4(void);
 extern void _wrap_delete_step_timings_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_143 _wrap_step_timings_init_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_144 _wrap_embedding_step_timings_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_145 _wrap_device_count_swig_c5a5da6c39b7fef4(swig_type_146 arg1);
-extern swig_type_147 _wrap_device_check_swig_c5a5da6c39b7fef4(swig_intgo arg1, swig_intgo arg2);
+extern swig_type_146 _wrap_step_timings_init_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_147 _wrap_embedding_step_timings_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_148 _wrap_device_count_swig_c5a5da6c39b7fef4(swig_type_149 arg1);
+extern swig_type_150 _wrap_device_check_swig_c5a5da6c39b7fef4(swig_intgo arg1, swig_intgo arg2);
 extern void _wrap_mesh_options_version_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_mesh_options_version_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern void _wrap_mesh_options_sharding_group_size_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
@@ -660,21 +700,21 @@ extern void _wrap_mesh_options_sync_mode_set_swig_c5a5da6c39b7fef4(uintptr_t arg
 extern swig_intgo _wrap_mesh_options_sync_mode_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern uintptr_t _wrap_new_mesh_options_swig_c5a5da6c39b7fef4(void);
 extern void _wrap_delete_mesh_options_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_148 _wrap_mesh_options_init_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_149 _wrap_mesh_create_swig_c5a5da6c39b7fef4(swig_type_150 arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_151 _wrap_mesh_options_init_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_152 _wrap_mesh_create_swig_c5a5da6c39b7fef4(swig_type_153 arg1, uintptr_t arg2, uintptr_t arg3);
 extern void _wrap_mesh_destroy_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_151 _wrap_mesh_coords_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_152 arg2, swig_type_153 arg3, swig_type_154 arg4, swig_type_155 arg5);
-extern swig_type_156 _wrap_mesh_sharding_comm_swig_c5a5da6c39b7fef4(swig_type_157 arg1, uintptr_t arg2);
-extern swig_type_158 _wrap_mesh_replica_comm_swig_c5a5da6c39b7fef4(swig_type_159 arg1, uintptr_t arg2);
-extern swig_type_160 _wrap_mesh_describe_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_161 _wrap_mesh_embedding_create_swig_c5a5da6c39b7fef4(swig_type_162 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
-extern swig_type_163 _wrap_mesh_sync_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
-extern swig_type_164 _wrap_mesh_step_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_type_165 arg3);
-extern swig_type_166 _wrap_mesh_sync_stats_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_167 arg2, swig_type_168 arg3, swig_type_169 arg4);
+extern swig_type_154 _wrap_mesh_coords_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_155 arg2, swig_type_156 arg3, swig_type_157 arg4, swig_type_158 arg5);
+extern swig_type_159 _wrap_mesh_sharding_comm_swig_c5a5da6c39b7fef4(swig_type_160 arg1, uintptr_t arg2);
+extern swig_type_161 _wrap_mesh_replica_comm_swig_c5a5da6c39b7fef4(swig_type_162 arg1, uintptr_t arg2);
+extern swig_type_163 _wrap_mesh_describe_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_164 _wrap_mesh_embedding_create_swig_c5a5da6c39b7fef4(swig_type_165 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_166 _wrap_mesh_sync_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
+extern swig_type_167 _wrap_mesh_step_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_type_168 arg3);
+extern swig_type_169 _wrap_mesh_sync_stats_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_170 arg2, swig_type_171 arg3, swig_type_172 arg4);
 extern void _wrap_checkpoint_options_version_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_checkpoint_options_version_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_checkpoint_options_num_dense_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_170 arg2);
-extern swig_type_171 _wrap_checkpoint_options_num_dense_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern void _wrap_checkpoint_options_num_dense_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_173 arg2);
+extern swig_type_174 _wrap_checkpoint_options_num_dense_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern void _wrap_checkpoint_options_reset_optimizer_state_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern void _wrap_checkpoint_options_allow_dtype_change_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
@@ -683,89 +723,89 @@ extern void _wrap_checkpoint_options_verify_first_set_swig_c5a5da6c39b7fef4(uint
 extern swig_intgo _wrap_checkpoint_options_verify_first_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern uintptr_t _wrap_new_checkpoint_options_swig_c5a5da6c39b7fef4(void);
 extern void _wrap_delete_checkpoint_options_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_172 _wrap_checkpoint_options_init_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_173 _wrap_checkpoint_save_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_174 arg2, uintptr_t arg3);
-extern swig_type_175 _wrap_checkpoint_load_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_176 arg2, uintptr_t arg3);
-extern swig_type_177 _wrap_checkpoint_save_mesh_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_type_178 arg3, uintptr_t arg4);
-extern swig_type_179 _wrap_checkpoint_load_mesh_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_type_180 arg3, uintptr_t arg4);
-extern swig_type_181 _wrap_checkpoint_export_table_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_182 arg2, swig_type_183 arg3, swig_intgo arg4);
-extern swig_type_184 _wrap_checkpoint_import_table_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_185 arg2, swig_type_186 arg3, swig_intgo arg4);
+extern swig_type_175 _wrap_checkpoint_options_init_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_176 _wrap_checkpoint_save_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_177 arg2, uintptr_t arg3);
+extern swig_type_178 _wrap_checkpoint_load_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_179 arg2, uintptr_t arg3);
+extern swig_type_180 _wrap_checkpoint_save_mesh_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_type_181 arg3, uintptr_t arg4);
+extern swig_type_182 _wrap_checkpoint_load_mesh_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_type_183 arg3, uintptr_t arg4);
+extern swig_type_184 _wrap_checkpoint_export_table_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_185 arg2, swig_type_186 arg3, swig_intgo arg4);
+extern swig_type_187 _wrap_checkpoint_import_table_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_188 arg2, swig_type_189 arg3, swig_intgo arg4);
 extern uintptr_t _wrap_bind_plan_spec_new_swig_c5a5da6c39b7fef4(void);
 extern void _wrap_bind_plan_spec_free_swig_c5a5da6c39b7fef4(uintptr_t arg1);
 extern uintptr_t _wrap_bind_plan_spec_topology_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_187 _wrap_bind_plan_spec_add_feature_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_188 arg2, float arg3);
-extern swig_type_189 _wrap_bind_plan_spec_add_table_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_190 arg2, swig_type_191 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_192 arg7, swig_intgo arg8, float arg9, float arg10);
-extern swig_type_193 _wrap_bind_plan_spec_set_table_optimizer_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_194 _wrap_bind_plan_spec_add_table_feature_name_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_195 arg2);
-extern swig_type_196 _wrap_bind_plan_spec_add_constraints_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_197 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_198 arg5, swig_type_199 arg6);
-extern swig_type_200 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_201 arg2);
-extern swig_type_202 _wrap_bind_plan_create_swig_c5a5da6c39b7fef4(swig_type_203 arg1, uintptr_t arg2);
-extern swig_type_204 _wrap_bind_embedding_forward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_205 arg2, swig_type_206 arg3, swig_type_207 arg4, swig_type_208 arg5, swig_type_209 arg6, swig_type_210 arg7);
-extern swig_type_211 _wrap_bind_embedding_input_dist_start_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_212 arg2, swig_type_213 arg3, swig_type_214 arg4, swig_type_215 arg5, swig_type_216 arg6);
+extern swig_type_190 _wrap_bind_plan_spec_add_feature_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_191 arg2, float arg3);
+extern swig_type_192 _wrap_bind_plan_spec_add_table_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_193 arg2, swig_type_194 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_195 arg7, swig_intgo arg8, float arg9, float arg10);
+extern swig_type_196 _wrap_bind_plan_spec_set_table_optimizer_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_197 _wrap_bind_plan_spec_add_table_feature_name_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_198 arg2);
+extern swig_type_199 _wrap_bind_plan_spec_add_constraints_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_200 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_201 arg5, swig_type_202 arg6);
+extern swig_type_203 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_204 arg2);
+extern swig_type_205 _wrap_bind_plan_create_swig_c5a5da6c39b7fef4(swig_type_206 arg1, uintptr_t arg2);
+extern swig_type_207 _wrap_bind_embedding_forward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_208 arg2, swig_type_209 arg3, swig_type_210 arg4, swig_type_211 arg5, swig_type_212 arg6, swig_type_213 arg7);
+extern swig_type_214 _wrap_bind_embedding_input_dist_start_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_215 arg2, swig_type_216 arg3, swig_type_217 arg4, swig_type_218 arg5, swig_type_219 arg6);
 extern swig_intgo _wrap_ACTIVATION_NONE_swig_c5a5da6c39b7fef4(void);
 extern swig_intgo _wrap_ACTIVATION_RELU_swig_c5a5da6c39b7fef4(void);
 extern swig_intgo _wrap_ACTIVATION_SIGMOID_swig_c5a5da6c39b7fef4(void);
-extern swig_type_217 _wrap_dense_set_blas_threads_swig_c5a5da6c39b7fef4(swig_intgo arg1);
+extern swig_type_220 _wrap_dense_set_blas_threads_swig_c5a5da6c39b7fef4(swig_intgo arg1);
 extern swig_intgo _wrap_DENSE_MATH_FP32_swig_c5a5da6c39b7fef4(void);
 extern swig_intgo _wrap_DENSE_MATH_TF32_swig_c5a5da6c39b7fef4(void);
 extern swig_intgo _wrap_DENSE_MATH_BF16_swig_c5a5da6c39b7fef4(void);
 extern void _wrap_mlp_destroy_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_218 _wrap_mlp_forward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_219 arg2, swig_type_220 arg3, swig_type_221 arg4, swig_type_222 arg5);
-extern swig_type_223 _wrap_mlp_zero_grad_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_224 _wrap_mlp_num_tensors_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_225 arg2);
-extern swig_type_226 _wrap_dcn_create_swig_c5a5da6c39b7fef4(swig_type_227 arg1, swig_type_228 arg2, swig_intgo arg3, swig_type_229 arg4, swig_type_230 arg5, swig_type_231 arg6);
+extern swig_type_221 _wrap_mlp_forward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_222 arg2, swig_type_223 arg3, swig_type_224 arg4, swig_type_225 arg5);
+extern swig_type_226 _wrap_mlp_zero_grad_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern swig_type_227 _wrap_mlp_num_tensors_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_228 arg2);
+extern swig_type_229 _wrap_dcn_create_swig_c5a5da6c39b7fef4(swig_type_230 arg1, swig_type_231 arg2, swig_intgo arg3, swig_type_232 arg4, swig_type_233 arg5, swig_type_234 arg6);
 extern void _wrap_dcn_destroy_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_232 _wrap_dcn_forward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_233 arg2, swig_type_234 arg3, swig_type_235 arg4, swig_type_236 arg5);
-extern swig_type_237 _wrap_dcn_zero_grad_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_238 _wrap_dcn_num_tensors_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_239 arg2);
-extern swig_type_240 _wrap_dot_interaction_width_swig_c5a5da6c39b7fef4(swig_type_241 arg1, swig_type_242 arg2, swig_type_243 arg3);
-extern swig_type_244 _wrap_dot_interaction_backward_swig_c5a5da6c39b7fef4(swig_type_245 arg1, swig_type_246 arg2, swig_type_247 arg3, swig_type_248 arg4, swig_type_249 arg5, swig_type_250 arg6, swig_type_251 arg7, swig_type_252 arg8);
-extern swig_type_253 _wrap_bce_with_logits_swig_c5a5da6c39b7fef4(swig_type_254 arg1, swig_type_255 arg2, swig_type_256 arg3, double arg4, swig_type_257 arg5, swig_type_258 arg6);
-extern swig_type_259 _wrap_dense_optimizer_create_swig_c5a5da6c39b7fef4(swig_type_260 arg1, uintptr_t arg2);
+extern swig_type_235 _wrap_dcn_forward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_236 arg2, swig_type_237 arg3, swig_type_238 arg4, swig_type_239 arg5);
+extern swig_type_240 _wrap_dcn_zero_grad_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern swig_type_241 _wrap_dcn_num_tensors_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_242 arg2);
+extern swig_type_243 _wrap_dot_interaction_width_swig_c5a5da6c39b7fef4(swig_type_244 arg1, swig_type_245 arg2, swig_type_246 arg3);
+extern swig_type_247 _wrap_dot_interaction_backward_swig_c5a5da6c39b7fef4(swig_type_248 arg1, swig_type_249 arg2, swig_type_250 arg3, swig_type_251 arg4, swig_type_252 arg5, swig_type_253 arg6, swig_type_254 arg7, swig_type_255 arg8);
+extern swig_type_256 _wrap_bce_with_logits_swig_c5a5da6c39b7fef4(swig_type_257 arg1, swig_type_258 arg2, swig_type_259 arg3, double arg4, swig_type_260 arg5, swig_type_261 arg6);
+extern swig_type_262 _wrap_dense_optimizer_create_swig_c5a5da6c39b7fef4(swig_type_263 arg1, uintptr_t arg2);
 extern void _wrap_dense_optimizer_destroy_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_261 _wrap_dense_optimizer_set_learning_rate_swig_c5a5da6c39b7fef4(uintptr_t arg1, float arg2);
-extern swig_type_262 _wrap_dense_optimizer_steps_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_263 arg2);
-extern swig_type_264 _wrap_dense_optimizer_set_steps_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_265 arg2);
+extern swig_type_264 _wrap_dense_optimizer_set_learning_rate_swig_c5a5da6c39b7fef4(uintptr_t arg1, float arg2);
+extern swig_type_265 _wrap_dense_optimizer_steps_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_266 arg2);
+extern swig_type_267 _wrap_dense_optimizer_set_steps_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_268 arg2);
 extern swig_intgo _wrap_DDP_COMPRESSION_NONE_swig_c5a5da6c39b7fef4(void);
 extern swig_intgo _wrap_DDP_COMPRESSION_BF16_swig_c5a5da6c39b7fef4(void);
 extern void _wrap_ddp_destroy_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_266 _wrap_ddp_zero_grad_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_267 _wrap_ddp_mark_ready_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_268 arg2);
-extern swig_type_269 _wrap_ddp_finish_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_270 _wrap_ddp_set_sync_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_269 _wrap_ddp_zero_grad_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern swig_type_270 _wrap_ddp_mark_ready_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_271 arg2);
+extern swig_type_272 _wrap_ddp_finish_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern swig_type_273 _wrap_ddp_set_sync_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_fsdp_destroy_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_271 _wrap_fsdp_release_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_272 arg2);
-extern swig_type_273 _wrap_fsdp_reduce_grad_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_274 arg2);
-extern swig_type_275 _wrap_fsdp_step_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_276 _wrap_bind_dense_blas_threads_swig_c5a5da6c39b7fef4(swig_type_277 arg1);
-extern swig_type_278 _wrap_bind_mlp_dims_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_279 arg2, swig_type_280 arg3);
-extern swig_type_281 _wrap_bind_mlp_device_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_282 arg2, swig_type_283 arg3);
-extern swig_type_284 _wrap_bind_fsdp_memory_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_285 arg2, swig_type_286 arg3);
+extern swig_type_274 _wrap_fsdp_release_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_275 arg2);
+extern swig_type_276 _wrap_fsdp_reduce_grad_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_277 arg2);
+extern swig_type_278 _wrap_fsdp_step_swig_c5a5da6c39b7fef4(uintptr_t arg1);
+extern swig_type_279 _wrap_bind_dense_blas_threads_swig_c5a5da6c39b7fef4(swig_type_280 arg1);
+extern swig_type_281 _wrap_bind_mlp_dims_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_282 arg2, swig_type_283 arg3);
+extern swig_type_284 _wrap_bind_mlp_device_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_285 arg2, swig_type_286 arg3);
+extern swig_type_287 _wrap_bind_fsdp_memory_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_288 arg2, swig_type_289 arg3);
 extern uintptr_t _wrap_bind_param_list_new_swig_c5a5da6c39b7fef4(void);
 extern void _wrap_bind_param_list_free_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_287 _wrap_bind_param_list_add_mlp_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_288 _wrap_bind_param_list_add_dcn_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_289 _wrap_bind_dense_optimizer_step_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_290 _wrap_bind_mlp_create_swig_c5a5da6c39b7fef4(swig_type_291 arg1, swig_type_292 arg2, swig_type_293 arg3, swig_type_294 arg4, swig_type_295 arg5, swig_type_296 arg6);
-extern swig_type_297 _wrap_bind_mlp_create_on_swig_c5a5da6c39b7fef4(swig_type_298 arg1, swig_type_299 arg2, swig_type_300 arg3, swig_type_301 arg4, swig_type_302 arg5, swig_type_303 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
-extern swig_type_304 _wrap_bind_mlp_backward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_305 arg2, swig_type_306 arg3, uintptr_t arg4, swig_type_307 arg5);
-extern swig_type_308 _wrap_bind_dcn_backward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_309 arg2, swig_type_310 arg3, uintptr_t arg4, swig_type_311 arg5);
-extern swig_type_312 _wrap_bind_mlp_use_ddp_grads_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_type_313 arg3);
-extern swig_type_314 _wrap_bind_dcn_use_ddp_grads_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_type_315 arg3);
-extern swig_type_316 _wrap_bind_mlp_tensor_info_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_317 arg2, swig_voidp arg3, swig_type_318 arg4);
-extern swig_type_319 _wrap_bind_dcn_tensor_info_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_320 arg2, swig_voidp arg3, swig_type_321 arg4);
-extern swig_type_322 _wrap_bind_mlp_copy_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_323 arg2, swig_intgo arg3, swig_type_324 arg4, swig_intgo arg5);
-extern swig_type_325 _wrap_bind_dcn_copy_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_326 arg2, swig_intgo arg3, swig_type_327 arg4, swig_intgo arg5);
-extern swig_type_328 _wrap_bind_ddp_create_swig_c5a5da6c39b7fef4(swig_type_329 arg1, uintptr_t arg2, swig_type_330 arg3, swig_type_331 arg4, swig_type_332 arg5, swig_intgo arg6);
-extern swig_type_333 _wrap_bind_ddp_stats_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_334 arg2, swig_type_335 arg3, swig_type_336 arg4, swig_type_337 arg5, swig_type_338 arg6);
-extern swig_type_339 _wrap_bind_ddp_bucket_size_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_340 arg2, swig_type_341 arg3);
-extern swig_type_342 _wrap_bind_ddp_bucket_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_343 arg2, swig_type_344 arg3, swig_type_345 arg4);
-extern swig_type_346 _wrap_bind_dot_interaction_forward_swig_c5a5da6c39b7fef4(swig_type_347 arg1, swig_type_348 arg2, swig_type_349 arg3, swig_type_350 arg4, swig_type_351 arg5, swig_type_352 arg6, swig_type_353 arg7);
-extern swig_type_354 _wrap_bind_fsdp_create_swig_c5a5da6c39b7fef4(swig_type_355 arg1, uintptr_t arg2, swig_type_356 arg3, swig_type_357 arg4, uintptr_t arg5);
-extern swig_type_358 _wrap_bind_fsdp_gather_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_359 arg2, swig_type_360 arg3, swig_type_361 arg4, swig_type_362 arg5);
-extern swig_type_363 _wrap_bind_fsdp_add_grad_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_364 arg2, swig_type_365 arg3, swig_type_366 arg4);
-extern swig_type_367 _wrap_bind_fsdp_shard_range_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_368 arg2, swig_type_369 arg3, swig_type_370 arg4);
-extern swig_type_371 _wrap_bind_fsdp_read_shard_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_372 arg2, swig_type_373 arg3);
+extern swig_type_290 _wrap_bind_param_list_add_mlp_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_291 _wrap_bind_param_list_add_dcn_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_292 _wrap_bind_dense_optimizer_step_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_293 _wrap_bind_mlp_create_swig_c5a5da6c39b7fef4(swig_type_294 arg1, swig_type_295 arg2, swig_type_296 arg3, swig_type_297 arg4, swig_type_298 arg5, swig_type_299 arg6);
+extern swig_type_300 _wrap_bind_mlp_create_on_swig_c5a5da6c39b7fef4(swig_type_301 arg1, swig_type_302 arg2, swig_type_303 arg3, swig_type_304 arg4, swig_type_305 arg5, swig_type_306 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
+extern swig_type_307 _wrap_bind_mlp_backward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_308 arg2, swig_type_309 arg3, uintptr_t arg4, swig_type_310 arg5);
+extern swig_type_311 _wrap_bind_dcn_backward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_312 arg2, swig_type_313 arg3, uintptr_t arg4, swig_type_314 arg5);
+extern swig_type_315 _wrap_bind_mlp_use_ddp_grads_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_type_316 arg3);
+extern swig_type_317 _wrap_bind_dcn_use_ddp_grads_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_type_318 arg3);
+extern swig_type_319 _wrap_bind_mlp_tensor_info_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_320 arg2, swig_voidp arg3, swig_type_321 arg4);
+extern swig_type_322 _wrap_bind_dcn_tensor_info_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_323 arg2, swig_voidp arg3, swig_type_324 arg4);
+extern swig_type_325 _wrap_bind_mlp_copy_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_326 arg2, swig_intgo arg3, swig_type_327 arg4, swig_intgo arg5);
+extern swig_type_328 _wrap_bind_dcn_copy_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_329 arg2, swig_intgo arg3, swig_type_330 arg4, swig_intgo arg5);
+extern swig_type_331 _wrap_bind_ddp_create_swig_c5a5da6c39b7fef4(swig_type_332 arg1, uintptr_t arg2, swig_type_333 arg3, swig_type_334 arg4, swig_type_335 arg5, swig_intgo arg6);
+extern swig_type_336 _wrap_bind_ddp_stats_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_337 arg2, swig_type_338 arg3, swig_type_339 arg4, swig_type_340 arg5, swig_type_341 arg6);
+extern swig_type_342 _wrap_bind_ddp_bucket_size_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_343 arg2, swig_type_344 arg3);
+extern swig_type_345 _wrap_bind_ddp_bucket_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_346 arg2, swig_type_347 arg3, swig_type_348 arg4);
+extern swig_type_349 _wrap_bind_dot_interaction_forward_swig_c5a5da6c39b7fef4(swig_type_350 arg1, swig_type_351 arg2, swig_type_352 arg3, swig_type_353 arg4, swig_type_354 arg5, swig_type_355 arg6, swig_type_356 arg7);
+extern swig_type_357 _wrap_bind_fsdp_create_swig_c5a5da6c39b7fef4(swig_type_358 arg1, uintptr_t arg2, swig_type_359 arg3, swig_type_360 arg4, uintptr_t arg5);
+extern swig_type_361 _wrap_bind_fsdp_gather_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_362 arg2, swig_type_363 arg3, swig_type_364 arg4, swig_type_365 arg5);
+extern swig_type_366 _wrap_bind_fsdp_add_grad_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_367 arg2, swig_type_368 arg3, swig_type_369 arg4);
+extern swig_type_370 _wrap_bind_fsdp_shard_range_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_371 arg2, swig_type_372 arg3, swig_type_373 arg4);
+extern swig_type_374 _wrap_bind_fsdp_read_shard_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_375 arg2, swig_type_376 arg3);
 #undef intgo
 */
 import "C"
@@ -1503,6 +1543,32 @@ func (arg1 SwigcptrTopology_t) GetReserved_fraction() (_swig_ret float64) {
 	return swig_r
 }
 
+func (arg1 SwigcptrTopology_t) SetCollective_latency(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Topology_t_collective_latency_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrTopology_t) GetCollective_latency() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_Topology_t_collective_latency_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrTopology_t) SetPer_id_cost(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Topology_t_per_id_cost_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrTopology_t) GetPer_id_cost() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_Topology_t_per_id_cost_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
 func NewTopology_t() (_swig_ret Topology_t) {
 	var swig_r Topology_t
 	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_new_Topology_t_swig_c5a5da6c39b7fef4()))
@@ -1539,9 +1605,13 @@ type Topology_t interface {
 	GetMemory_bandwidth() (_swig_ret float64)
 	SetReserved_fraction(arg2 float64)
 	GetReserved_fraction() (_swig_ret float64)
+	SetCollective_latency(arg2 float64)
+	GetCollective_latency() (_swig_ret float64)
+	SetPer_id_cost(arg2 float64)
+	GetPer_id_cost() (_swig_ret float64)
 }
 
-const TOPOLOGY_VERSION uint = 1
+const TOPOLOGY_VERSION uint = 2
 func Topology_init(arg1 Topology_t, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
@@ -2193,6 +2263,287 @@ func Plan_shard(arg1 uintptr, arg2 int64, arg3 int64, arg4 Shard_t) (_swig_ret e
 	return swig_r_1
 }
 
+type SwigcptrCalibrate_options uintptr
+
+func (p SwigcptrCalibrate_options) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrCalibrate_options) SwigIsCalibrate_options() {
+}
+
+func (arg1 SwigcptrCalibrate_options) SetVersion(arg2 uint) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_calibrate_options_version_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrCalibrate_options) GetVersion() (_swig_ret uint) {
+	var swig_r uint
+	_swig_i_0 := arg1
+	swig_r = (uint)(C._wrap_calibrate_options_version_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrCalibrate_options) SetRanks_share_memory(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_calibrate_options_ranks_share_memory_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrCalibrate_options) GetRanks_share_memory() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_calibrate_options_ranks_share_memory_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrCalibrate_options) SetTime_budget(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_calibrate_options_time_budget_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrCalibrate_options) GetTime_budget() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_calibrate_options_time_budget_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrCalibrate_options) SetThreads_per_rank(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_calibrate_options_threads_per_rank_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrCalibrate_options) GetThreads_per_rank() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_calibrate_options_threads_per_rank_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrCalibrate_options) SetRanks_per_machine(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_calibrate_options_ranks_per_machine_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrCalibrate_options) GetRanks_per_machine() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_calibrate_options_ranks_per_machine_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewCalibrate_options() (_swig_ret Calibrate_options) {
+	var swig_r Calibrate_options
+	swig_r = (Calibrate_options)(SwigcptrCalibrate_options(C._wrap_new_calibrate_options_swig_c5a5da6c39b7fef4()))
+	return swig_r
+}
+
+func DeleteCalibrate_options(arg1 Calibrate_options) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_calibrate_options_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+}
+
+type Calibrate_options interface {
+	Swigcptr() uintptr
+	SwigIsCalibrate_options()
+	SetVersion(arg2 uint)
+	GetVersion() (_swig_ret uint)
+	SetRanks_share_memory(arg2 int)
+	GetRanks_share_memory() (_swig_ret int)
+	SetTime_budget(arg2 float64)
+	GetTime_budget() (_swig_ret float64)
+	SetThreads_per_rank(arg2 int)
+	GetThreads_per_rank() (_swig_ret int)
+	SetRanks_per_machine(arg2 int)
+	GetRanks_per_machine() (_swig_ret int)
+}
+
+const CALIBRATE_OPTIONS_VERSION uint = 1
+func Calibrate_options_init(arg1 Calibrate_options, arg2 uint) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_calibrate_options_init_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+type SwigcptrCalibration uintptr
+
+func (p SwigcptrCalibration) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrCalibration) SwigIsCalibration() {
+}
+
+func (arg1 SwigcptrCalibration) SetVersion(arg2 uint) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_calibration_version_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrCalibration) GetVersion() (_swig_ret uint) {
+	var swig_r uint
+	_swig_i_0 := arg1
+	swig_r = (uint)(C._wrap_calibration_version_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrCalibration) SetGather_bandwidth(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_calibration_gather_bandwidth_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrCalibration) GetGather_bandwidth() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_calibration_gather_bandwidth_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrCalibration) SetStream_bandwidth(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_calibration_stream_bandwidth_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrCalibration) GetStream_bandwidth() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_calibration_stream_bandwidth_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrCalibration) SetLoopback_bandwidth(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_calibration_loopback_bandwidth_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrCalibration) GetLoopback_bandwidth() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_calibration_loopback_bandwidth_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrCalibration) SetLoopback_latency(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_calibration_loopback_latency_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrCalibration) GetLoopback_latency() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_calibration_loopback_latency_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrCalibration) SetHandoff_latency(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_calibration_handoff_latency_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrCalibration) GetHandoff_latency() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_calibration_handoff_latency_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrCalibration) SetElapsed(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_calibration_elapsed_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrCalibration) GetElapsed() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_calibration_elapsed_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrCalibration) SetOversubscription(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_calibration_oversubscription_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrCalibration) GetOversubscription() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_calibration_oversubscription_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewCalibration() (_swig_ret Calibration) {
+	var swig_r Calibration
+	swig_r = (Calibration)(SwigcptrCalibration(C._wrap_new_calibration_swig_c5a5da6c39b7fef4()))
+	return swig_r
+}
+
+func DeleteCalibration(arg1 Calibration) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_calibration_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+}
+
+type Calibration interface {
+	Swigcptr() uintptr
+	SwigIsCalibration()
+	SetVersion(arg2 uint)
+	GetVersion() (_swig_ret uint)
+	SetGather_bandwidth(arg2 float64)
+	GetGather_bandwidth() (_swig_ret float64)
+	SetStream_bandwidth(arg2 float64)
+	GetStream_bandwidth() (_swig_ret float64)
+	SetLoopback_bandwidth(arg2 float64)
+	GetLoopback_bandwidth() (_swig_ret float64)
+	SetLoopback_latency(arg2 float64)
+	GetLoopback_latency() (_swig_ret float64)
+	SetHandoff_latency(arg2 float64)
+	GetHandoff_latency() (_swig_ret float64)
+	SetElapsed(arg2 float64)
+	GetElapsed() (_swig_ret float64)
+	SetOversubscription(arg2 float64)
+	GetOversubscription() (_swig_ret float64)
+}
+
+const CALIBRATION_VERSION uint = 1
+func Calibration_init(arg1 Calibration, arg2 uint) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_calibration_init_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Topology_calibrate(arg1 Topology_t, arg2 Calibrate_options, arg3 Calibration) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := getSwigcptr(arg3)
+	swig_r_p := C._wrap_topology_calibrate_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
 func Plan_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
 	C._wrap_plan_destroy_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
@@ -2245,7 +2596,7 @@ func (arg1 SwigcptrEmbedding_options) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrEmbedding_options) SetSeed(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_seed_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_76(_swig_i_1))
+	C._wrap_embedding_options_seed_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_79(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetSeed() (_swig_ret uint64) {
@@ -2481,7 +2832,7 @@ func Embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Optimizer
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_embedding_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_80)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_embedding_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_83)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2500,7 +2851,7 @@ func Embedding_output_dim(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_output_dim_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_output_dim_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2514,7 +2865,7 @@ func Embedding_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_is_sequence_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_is_sequence_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2538,7 +2889,7 @@ func Embedding_forward_distributed(arg1 uintptr, arg2 []float32) (_swig_ret erro
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_forward_distributed_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_forward_distributed_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_90)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2552,7 +2903,7 @@ func Embedding_backward(arg1 uintptr, arg2 []float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_backward_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_backward_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2611,7 +2962,7 @@ func Embedding_num_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_steps_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_95)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_steps_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2625,7 +2976,7 @@ func Embedding_set_num_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_set_num_steps_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1))
+	swig_r_p := C._wrap_embedding_set_num_steps_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_100(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2637,7 +2988,7 @@ func Embedding_get_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_get_weights_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_99)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_get_weights_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2655,7 +3006,7 @@ func Embedding_set_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_weights_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_set_weights_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2672,7 +3023,7 @@ func Embedding_num_states(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_states_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_states_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2688,7 +3039,7 @@ func Embedding_state_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int32) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_state_info_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_107(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_state_info_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_110(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -2705,7 +3056,7 @@ func Embedding_get_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_get_state_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_get_state_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2727,7 +3078,7 @@ func Embedding_set_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_set_state_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_set_state_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2748,7 +3099,7 @@ func Embedding_timings(arg1 uintptr, arg2 []float64, arg3 []float64) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_timings_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_timings_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2766,7 +3117,7 @@ func Embedding_set_table_learning_rate(arg1 uintptr, arg2 string, arg3 float32) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2781,7 +3132,7 @@ func Embedding_table_optimizer(arg1 uintptr, arg2 string, arg3 Optimizer_config)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_table_optimizer_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_123)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_table_optimizer_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2796,7 +3147,7 @@ func Embedding_table_num_states(arg1 uintptr, arg2 string, arg3 []uint64) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_table_num_states_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_table_num_states_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2816,7 +3167,7 @@ func Embedding_table_state_info(arg1 uintptr, arg2 string, arg3 int64, arg4 *str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_embedding_table_state_info_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)), C.swig_type_129(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_embedding_table_state_info_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_1)), C.swig_type_132(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg4 = swigCopyString(*arg4) 
 	if Swig_escape_always_false {
@@ -2834,7 +3185,7 @@ func Embedding_num_outputs(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_outputs_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_outputs_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2852,7 +3203,7 @@ func Embedding_output_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 *string,
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_embedding_output_info_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_134(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_embedding_output_info_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
  *arg4 = swigCopyString(*arg4) 
@@ -2892,7 +3243,7 @@ func (arg1 SwigcptrStep_timings) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrStep_timings) SetForwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_forwards_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1))
+	C._wrap_step_timings_forwards_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_140(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
@@ -2905,7 +3256,7 @@ func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
 func (arg1 SwigcptrStep_timings) SetBackwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_backwards_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_139(_swig_i_1))
+	C._wrap_step_timings_backwards_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_142(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
@@ -2918,7 +3269,7 @@ func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
 func (arg1 SwigcptrStep_timings) SetSamples(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_samples_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_141(_swig_i_1))
+	C._wrap_step_timings_samples_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_144(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetSamples() (_swig_ret int64) {
@@ -3083,7 +3434,7 @@ func Embedding_step_timings(arg1 uintptr, arg2 Step_timings) (_swig_ret error) {
 func Device_count(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_device_count_swig_c5a5da6c39b7fef4(*(*C.swig_type_146)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_device_count_swig_c5a5da6c39b7fef4(*(*C.swig_type_149)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3241,7 +3592,7 @@ func Mesh_create(arg1 []uintptr, arg2 uintptr, arg3 Mesh_options) (_swig_ret err
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_mesh_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_150)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_mesh_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_153)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3263,7 +3614,7 @@ func Mesh_coords(arg1 uintptr, arg2 []int32, arg3 []int32, arg4 []int32, arg5 []
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mesh_coords_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_mesh_coords_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3286,7 +3637,7 @@ func Mesh_sharding_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_sharding_comm_swig_c5a5da6c39b7fef4(*(*C.swig_type_157)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_sharding_comm_swig_c5a5da6c39b7fef4(*(*C.swig_type_160)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3300,7 +3651,7 @@ func Mesh_replica_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_replica_comm_swig_c5a5da6c39b7fef4(*(*C.swig_type_159)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_replica_comm_swig_c5a5da6c39b7fef4(*(*C.swig_type_162)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3329,7 +3680,7 @@ func Mesh_embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Opti
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_mesh_embedding_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_162)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_mesh_embedding_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_165)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3356,7 +3707,7 @@ func Mesh_step(arg1 uintptr, arg2 uintptr, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_mesh_step_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_mesh_step_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -3372,7 +3723,7 @@ func Mesh_sync_stats(arg1 uintptr, arg2 []uint64, arg3 []int32, arg4 []int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_mesh_sync_stats_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_mesh_sync_stats_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3414,7 +3765,7 @@ func (arg1 SwigcptrCheckpoint_options) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrCheckpoint_options) SetNum_dense(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_num_dense_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_170(_swig_i_1))
+	C._wrap_checkpoint_options_num_dense_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetNum_dense() (_swig_ret int64) {
@@ -3505,7 +3856,7 @@ func Checkpoint_save(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_save_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_save_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3520,7 +3871,7 @@ func Checkpoint_load(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_load_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_load_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3536,7 +3887,7 @@ func Checkpoint_save_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_save_mesh_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_save_mesh_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -3552,7 +3903,7 @@ func Checkpoint_load_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_load_mesh_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_180)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_load_mesh_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -3568,7 +3919,7 @@ func Checkpoint_export_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_export_table_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_export_table_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3587,7 +3938,7 @@ func Checkpoint_import_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_import_table_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_import_table_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3623,7 +3974,7 @@ func Bind_plan_spec_add_feature(arg1 uintptr, arg2 string, arg3 float32) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_191)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3645,7 +3996,7 @@ func Bind_plan_spec_add_table(arg1 uintptr, arg2 string, arg3 int64, arg4 int, a
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_1)), C.swig_type_191(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_1)), C.swig_type_194(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_195)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3673,7 +4024,7 @@ func Bind_plan_spec_add_table_feature_name(arg1 uintptr, arg2 string) (_swig_ret
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_195)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3691,7 +4042,7 @@ func Bind_plan_spec_add_constraints(arg1 uintptr, arg2 string, arg3 uint, arg4 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_197)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_199)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_201)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3711,7 +4062,7 @@ func Bind_plan_spec_set_memory_bytes_per_rank(arg1 uintptr, arg2 []int64) (_swig
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_201)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_204)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3725,7 +4076,7 @@ func Bind_plan_create(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_203)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_plan_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_206)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3744,7 +4095,7 @@ func Bind_embedding_forward(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_embedding_forward_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_205(_swig_i_1), C.swig_type_206(_swig_i_2), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_209)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_embedding_forward_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_208(_swig_i_1), C.swig_type_209(_swig_i_2), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -3771,7 +4122,7 @@ func Bind_embedding_input_dist_start(arg1 uintptr, arg2 int64, arg3 int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_212(_swig_i_1), C.swig_type_213(_swig_i_2), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_215)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_216)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_215(_swig_i_1), C.swig_type_216(_swig_i_2), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -3854,7 +4205,7 @@ func Mlp_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mlp_forward_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_1)), C.swig_type_220(_swig_i_2), *(*C.swig_type_221)(unsafe.Pointer(&_swig_i_3)), C.swig_type_222(_swig_i_4))
+	swig_r_p := C._wrap_mlp_forward_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_222)(unsafe.Pointer(&_swig_i_1)), C.swig_type_223(_swig_i_2), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_3)), C.swig_type_225(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3881,7 +4232,7 @@ func Mlp_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mlp_num_tensors_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_225)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_mlp_num_tensors_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3899,7 +4250,7 @@ func Dcn_create(arg1 []uintptr, arg2 int64, arg3 int, arg4 int64, arg5 uint64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dcn_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_227)(unsafe.Pointer(&_swig_i_0)), C.swig_type_228(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_229(_swig_i_3), C.swig_type_230(_swig_i_4), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_dcn_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_230)(unsafe.Pointer(&_swig_i_0)), C.swig_type_231(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_232(_swig_i_3), C.swig_type_233(_swig_i_4), *(*C.swig_type_234)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3924,7 +4275,7 @@ func Dcn_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dcn_forward_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_233)(unsafe.Pointer(&_swig_i_1)), C.swig_type_234(_swig_i_2), *(*C.swig_type_235)(unsafe.Pointer(&_swig_i_3)), C.swig_type_236(_swig_i_4))
+	swig_r_p := C._wrap_dcn_forward_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_1)), C.swig_type_237(_swig_i_2), *(*C.swig_type_238)(unsafe.Pointer(&_swig_i_3)), C.swig_type_239(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3951,7 +4302,7 @@ func Dcn_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dcn_num_tensors_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_239)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dcn_num_tensors_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3966,7 +4317,7 @@ func Dot_interaction_width(arg1 int64, arg2 int64, arg3 []int64) (_swig_ret erro
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dot_interaction_width_swig_c5a5da6c39b7fef4(C.swig_type_241(_swig_i_0), C.swig_type_242(_swig_i_1), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_dot_interaction_width_swig_c5a5da6c39b7fef4(C.swig_type_244(_swig_i_0), C.swig_type_245(_swig_i_1), *(*C.swig_type_246)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -3986,7 +4337,7 @@ func Dot_interaction_backward(arg1 []float32, arg2 []float32, arg3 []float32, ar
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_dot_interaction_backward_swig_c5a5da6c39b7fef4(*(*C.swig_type_245)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_246)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_247)(unsafe.Pointer(&_swig_i_2)), C.swig_type_248(_swig_i_3), C.swig_type_249(_swig_i_4), C.swig_type_250(_swig_i_5), *(*C.swig_type_251)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_252)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_dot_interaction_backward_swig_c5a5da6c39b7fef4(*(*C.swig_type_248)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_249)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_250)(unsafe.Pointer(&_swig_i_2)), C.swig_type_251(_swig_i_3), C.swig_type_252(_swig_i_4), C.swig_type_253(_swig_i_5), *(*C.swig_type_254)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_255)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4016,7 +4367,7 @@ func Bce_with_logits(arg1 []float32, arg2 []float32, arg3 int64, arg4 float64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bce_with_logits_swig_c5a5da6c39b7fef4(*(*C.swig_type_254)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_255)(unsafe.Pointer(&_swig_i_1)), C.swig_type_256(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_257)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bce_with_logits_swig_c5a5da6c39b7fef4(*(*C.swig_type_257)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_1)), C.swig_type_259(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_260)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_261)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4039,7 +4390,7 @@ func Dense_optimizer_create(arg1 []uintptr, arg2 Optimizer_config) (_swig_ret er
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_dense_optimizer_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_260)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_263)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4069,7 +4420,7 @@ func Dense_optimizer_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_steps_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_263)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dense_optimizer_steps_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_266)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4083,7 +4434,7 @@ func Dense_optimizer_set_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_265(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_268(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4125,7 +4476,7 @@ func Ddp_mark_ready(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_ddp_mark_ready_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_268(_swig_i_1))
+	swig_r_p := C._wrap_ddp_mark_ready_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_271(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4162,7 +4513,7 @@ func Fsdp_release(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_release_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_272(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_release_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_275(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4173,7 +4524,7 @@ func Fsdp_reduce_grad(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_reduce_grad_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_274(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_reduce_grad_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_277(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4193,7 +4544,7 @@ func Fsdp_step(arg1 uintptr) (_swig_ret error) {
 func Bind_dense_blas_threads(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_bind_dense_blas_threads_swig_c5a5da6c39b7fef4(*(*C.swig_type_277)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_bind_dense_blas_threads_swig_c5a5da6c39b7fef4(*(*C.swig_type_280)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4208,7 +4559,7 @@ func Bind_mlp_dims(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_dims_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_279)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_280)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_dims_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_282)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_283)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4226,7 +4577,7 @@ func Bind_mlp_device(arg1 uintptr, arg2 []int32, arg3 []int32) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_device_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_282)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_283)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_device_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_286)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4244,7 +4595,7 @@ func Bind_fsdp_memory(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_memory_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_286)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_memory_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_288)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_289)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4309,7 +4660,7 @@ func Bind_mlp_create(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_mlp_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_291)(unsafe.Pointer(&_swig_i_0)), C.swig_type_292(_swig_i_1), *(*C.swig_type_293)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_294)(unsafe.Pointer(&_swig_i_3)), C.swig_type_295(_swig_i_4), *(*C.swig_type_296)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_mlp_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_294)(unsafe.Pointer(&_swig_i_0)), C.swig_type_295(_swig_i_1), *(*C.swig_type_296)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_297)(unsafe.Pointer(&_swig_i_3)), C.swig_type_298(_swig_i_4), *(*C.swig_type_299)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4339,7 +4690,7 @@ func Bind_mlp_create_on(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, 
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_bind_mlp_create_on_swig_c5a5da6c39b7fef4(*(*C.swig_type_298)(unsafe.Pointer(&_swig_i_0)), C.swig_type_299(_swig_i_1), *(*C.swig_type_300)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_301)(unsafe.Pointer(&_swig_i_3)), C.swig_type_302(_swig_i_4), *(*C.swig_type_303)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
+	swig_r_p := C._wrap_bind_mlp_create_on_swig_c5a5da6c39b7fef4(*(*C.swig_type_301)(unsafe.Pointer(&_swig_i_0)), C.swig_type_302(_swig_i_1), *(*C.swig_type_303)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_304)(unsafe.Pointer(&_swig_i_3)), C.swig_type_305(_swig_i_4), *(*C.swig_type_306)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4365,7 +4716,7 @@ func Bind_mlp_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_backward_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_305)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_306)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_307(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_backward_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_308)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_309)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_310(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4385,7 +4736,7 @@ func Bind_dcn_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_backward_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_309)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_310)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_311(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_backward_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_312)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_313)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_314(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4403,7 +4754,7 @@ func Bind_mlp_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_313(_swig_i_2))
+	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_316(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4415,7 +4766,7 @@ func Bind_dcn_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_315(_swig_i_2))
+	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_318(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4428,7 +4779,7 @@ func Bind_mlp_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_317(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_318)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_320(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_321)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -4445,7 +4796,7 @@ func Bind_dcn_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_320(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_321)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_323(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_324)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -4463,7 +4814,7 @@ func Bind_mlp_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_323(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_324)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_326(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_327)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4480,7 +4831,7 @@ func Bind_dcn_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_326(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_327)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_329(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_330)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4498,7 +4849,7 @@ func Bind_ddp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 int64, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_329)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_330)(unsafe.Pointer(&_swig_i_2)), C.swig_type_331(_swig_i_3), C.swig_type_332(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_ddp_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_332)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_333)(unsafe.Pointer(&_swig_i_2)), C.swig_type_334(_swig_i_3), C.swig_type_335(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4519,7 +4870,7 @@ func Bind_ddp_stats(arg1 uintptr, arg2 []int64, arg3 []int64, arg4 []float64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_stats_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_334)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_335)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_336)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_337)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_338)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_ddp_stats_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_337)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_338)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_339)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_340)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_341)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4546,7 +4897,7 @@ func Bind_ddp_bucket_size(arg1 uintptr, arg2 int64, arg3 []uint64) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_340(_swig_i_1), *(*C.swig_type_341)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_343(_swig_i_1), *(*C.swig_type_344)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4562,7 +4913,7 @@ func Bind_ddp_bucket_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []uint64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_343(_swig_i_1), C.swig_type_344(_swig_i_2), *(*C.swig_type_345)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_346(_swig_i_1), C.swig_type_347(_swig_i_2), *(*C.swig_type_348)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4581,7 +4932,7 @@ func Bind_dot_interaction_forward(arg1 []float32, arg2 []float32, arg3 int64, ar
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_c5a5da6c39b7fef4(*(*C.swig_type_347)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_348)(unsafe.Pointer(&_swig_i_1)), C.swig_type_349(_swig_i_2), C.swig_type_350(_swig_i_3), C.swig_type_351(_swig_i_4), *(*C.swig_type_352)(unsafe.Pointer(&_swig_i_5)), C.swig_type_353(_swig_i_6))
+	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_c5a5da6c39b7fef4(*(*C.swig_type_350)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_351)(unsafe.Pointer(&_swig_i_1)), C.swig_type_352(_swig_i_2), C.swig_type_353(_swig_i_3), C.swig_type_354(_swig_i_4), *(*C.swig_type_355)(unsafe.Pointer(&_swig_i_5)), C.swig_type_356(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4604,7 +4955,7 @@ func Bind_fsdp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 []float32
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_bind_fsdp_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_355)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_356)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_357)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_358)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_359)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_360)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4627,7 +4978,7 @@ func Bind_fsdp_gather(arg1 uintptr, arg2 int64, arg3 int64, arg4 []float32, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_fsdp_gather_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_359(_swig_i_1), C.swig_type_360(_swig_i_2), *(*C.swig_type_361)(unsafe.Pointer(&_swig_i_3)), C.swig_type_362(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_gather_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_362(_swig_i_1), C.swig_type_363(_swig_i_2), *(*C.swig_type_364)(unsafe.Pointer(&_swig_i_3)), C.swig_type_365(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4643,7 +4994,7 @@ func Bind_fsdp_add_grad(arg1 uintptr, arg2 int64, arg3 []float32, arg4 int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_364(_swig_i_1), *(*C.swig_type_365)(unsafe.Pointer(&_swig_i_2)), C.swig_type_366(_swig_i_3))
+	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_367(_swig_i_1), *(*C.swig_type_368)(unsafe.Pointer(&_swig_i_2)), C.swig_type_369(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4659,7 +5010,7 @@ func Bind_fsdp_shard_range(arg1 uintptr, arg2 int64, arg3 []int64, arg4 []int64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_368(_swig_i_1), *(*C.swig_type_369)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_370)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_371(_swig_i_1), *(*C.swig_type_372)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_373)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4677,7 +5028,7 @@ func Bind_fsdp_read_shard(arg1 uintptr, arg2 int64, arg3 []float32) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_372(_swig_i_1), *(*C.swig_type_373)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_375(_swig_i_1), *(*C.swig_type_376)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3

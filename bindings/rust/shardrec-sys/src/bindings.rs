@@ -8,7 +8,7 @@ pub const SHARDREC_SHARDING_COUNT: u32 = 7;
 pub const SHARDREC_FEATURE_CONFIG_VERSION: u32 = 1;
 pub const SHARDREC_OPTIMIZER_CONFIG_VERSION: u32 = 1;
 pub const SHARDREC_TABLE_CONFIG_VERSION: u32 = 2;
-pub const SHARDREC_TOPOLOGY_VERSION: u32 = 1;
+pub const SHARDREC_TOPOLOGY_VERSION: u32 = 2;
 pub const SHARDREC_TABLE_CONSTRAINTS_VERSION: u32 = 1;
 pub const SHARDREC_TENSOR_MAX_DIMS: u32 = 4;
 pub const SHARDREC_UNIQUE_ID_BYTES: u32 = 128;
@@ -21,6 +21,8 @@ pub const SHARDREC_REDUCE_MAX: u32 = 2;
 pub const SHARDREC_REDUCE_MIN: u32 = 3;
 pub const SHARDREC_COMM_OPTIONS_VERSION: u32 = 1;
 pub const SHARDREC_STORE_CALLBACKS_VERSION: u32 = 1;
+pub const SHARDREC_CALIBRATE_OPTIONS_VERSION: u32 = 1;
+pub const SHARDREC_CALIBRATION_VERSION: u32 = 1;
 pub const SHARDREC_EMBEDDING_OPTIONS_VERSION: u32 = 3;
 pub const SHARDREC_STEP_TIMINGS_VERSION: u32 = 2;
 pub const SHARDREC_MESH_LAYOUT_DEFAULT: u32 = 0;
@@ -700,12 +702,14 @@ pub struct shardrec_topology {
     pub optimizer: i32,
     pub memory_bandwidth: f64,
     pub reserved_fraction: f64,
+    pub collective_latency: f64,
+    pub per_id_cost: f64,
 }
 #[test]
 fn bindgen_test_layout_shardrec_topology() {
     assert_eq!(
         ::std::mem::size_of::<shardrec_topology>(),
-        80usize,
+        96usize,
         concat!("Size of: ", stringify!(shardrec_topology))
     );
     assert_eq!(
@@ -934,6 +938,40 @@ fn bindgen_test_layout_shardrec_topology() {
         );
     }
     test_field_reserved_fraction();
+    fn test_field_collective_latency() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_topology>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).collective_latency) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_topology),
+                "::",
+                stringify!(collective_latency)
+            )
+        );
+    }
+    test_field_collective_latency();
+    fn test_field_per_id_cost() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_topology>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).per_id_cost) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_topology),
+                "::",
+                stringify!(per_id_cost)
+            )
+        );
+    }
+    test_field_per_id_cost();
 }
 pub type shardrec_topology_t = shardrec_topology;
 extern "C" {
@@ -2065,6 +2103,295 @@ extern "C" {
         table: usize,
         shard: usize,
         out: *mut shardrec_shard_t,
+    ) -> shardrec_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_calibrate_options {
+    pub version: u32,
+    pub ranks_share_memory: i32,
+    pub time_budget: f64,
+    pub threads_per_rank: i32,
+    pub ranks_per_machine: i32,
+}
+#[test]
+fn bindgen_test_layout_shardrec_calibrate_options() {
+    assert_eq!(
+        ::std::mem::size_of::<shardrec_calibrate_options>(),
+        24usize,
+        concat!("Size of: ", stringify!(shardrec_calibrate_options))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<shardrec_calibrate_options>(),
+        8usize,
+        concat!("Alignment of ", stringify!(shardrec_calibrate_options))
+    );
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_calibrate_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_calibrate_options),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_ranks_share_memory() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_calibrate_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).ranks_share_memory) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_calibrate_options),
+                "::",
+                stringify!(ranks_share_memory)
+            )
+        );
+    }
+    test_field_ranks_share_memory();
+    fn test_field_time_budget() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_calibrate_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).time_budget) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_calibrate_options),
+                "::",
+                stringify!(time_budget)
+            )
+        );
+    }
+    test_field_time_budget();
+    fn test_field_threads_per_rank() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_calibrate_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).threads_per_rank) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_calibrate_options),
+                "::",
+                stringify!(threads_per_rank)
+            )
+        );
+    }
+    test_field_threads_per_rank();
+    fn test_field_ranks_per_machine() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_calibrate_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).ranks_per_machine) as usize - ptr as usize
+            },
+            20usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_calibrate_options),
+                "::",
+                stringify!(ranks_per_machine)
+            )
+        );
+    }
+    test_field_ranks_per_machine();
+}
+pub type shardrec_calibrate_options_t = shardrec_calibrate_options;
+extern "C" {
+    pub fn shardrec_calibrate_options_init(
+        options: *mut shardrec_calibrate_options_t,
+        version: u32,
+    ) -> shardrec_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_calibration {
+    pub version: u32,
+    pub gather_bandwidth: f64,
+    pub stream_bandwidth: f64,
+    pub loopback_bandwidth: f64,
+    pub loopback_latency: f64,
+    pub handoff_latency: f64,
+    pub elapsed: f64,
+    pub oversubscription: f64,
+}
+#[test]
+fn bindgen_test_layout_shardrec_calibration() {
+    assert_eq!(
+        ::std::mem::size_of::<shardrec_calibration>(),
+        64usize,
+        concat!("Size of: ", stringify!(shardrec_calibration))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<shardrec_calibration>(),
+        8usize,
+        concat!("Alignment of ", stringify!(shardrec_calibration))
+    );
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_calibration>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_calibration),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_gather_bandwidth() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_calibration>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).gather_bandwidth) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_calibration),
+                "::",
+                stringify!(gather_bandwidth)
+            )
+        );
+    }
+    test_field_gather_bandwidth();
+    fn test_field_stream_bandwidth() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_calibration>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).stream_bandwidth) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_calibration),
+                "::",
+                stringify!(stream_bandwidth)
+            )
+        );
+    }
+    test_field_stream_bandwidth();
+    fn test_field_loopback_bandwidth() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_calibration>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).loopback_bandwidth) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_calibration),
+                "::",
+                stringify!(loopback_bandwidth)
+            )
+        );
+    }
+    test_field_loopback_bandwidth();
+    fn test_field_loopback_latency() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_calibration>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).loopback_latency) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_calibration),
+                "::",
+                stringify!(loopback_latency)
+            )
+        );
+    }
+    test_field_loopback_latency();
+    fn test_field_handoff_latency() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_calibration>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).handoff_latency) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_calibration),
+                "::",
+                stringify!(handoff_latency)
+            )
+        );
+    }
+    test_field_handoff_latency();
+    fn test_field_elapsed() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_calibration>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).elapsed) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_calibration),
+                "::",
+                stringify!(elapsed)
+            )
+        );
+    }
+    test_field_elapsed();
+    fn test_field_oversubscription() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_calibration>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).oversubscription) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_calibration),
+                "::",
+                stringify!(oversubscription)
+            )
+        );
+    }
+    test_field_oversubscription();
+}
+pub type shardrec_calibration_t = shardrec_calibration;
+extern "C" {
+    pub fn shardrec_calibration_init(
+        calibration: *mut shardrec_calibration_t,
+        version: u32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_topology_calibrate(
+        topology: *mut shardrec_topology_t,
+        options: *const shardrec_calibrate_options_t,
+        calibration: *mut shardrec_calibration_t,
     ) -> shardrec_status_t;
 }
 extern "C" {
