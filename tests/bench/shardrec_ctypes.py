@@ -199,7 +199,7 @@ def comm_for_process(lib, world, rank, broadcast_id):
     uid = UniqueId()
     if rank == 0:
         lib.comm_unique_id_create(C.byref(uid))
-        raw = broadcast_id(bytes(uid.internal))
+        raw = broadcast_id(C.string_at(C.addressof(uid), 128))
     else:
         raw = broadcast_id(None)
     C.memmove(C.addressof(uid), raw, 128)

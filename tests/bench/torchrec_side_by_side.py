@@ -109,18 +109,31 @@ def torchrec_model(tables, world, pg, weighted, per_table, meta, init=None):
                 sharding_types=["table_wise", "row_wise", "column_wise"],
                 compute_kernels=["fused"])
         else:
-            kw = {}
+            kw = {"is_weighted": weighted}
             if st in ("column_wise", "table_column_wise"):
                 kw["min_partition"] = t["dim"] // world
             constraints[t["name"]] = ParameterConstraints(
                 sharding_types=[st],
                 compute_kernels=["dense"] if st == "data_parallel" else ["fused"], **kw)
     B = per_table and 8 or 2048
-    topo = Topology(world_size=world, compute_device="cpu", local_world_size=world,
-                    batch_size=B)
-    planner = EmbeddingShardingPlanner(topology=topo, constraints=constraints)
+    topo = Topology(world_size=world, compute_device="cpu", local_world_size=world)
     model = Wrap(ebc)
-    plan = planner.collective_plan(model, [sharder], pg)
+    forced = per_table and set(per_table.values()) & {"row_wise", "table_row_wise"}
+    if forced:
+        # TorchRec's EBC sharder offers neither on CPU (only DP, TW, CW, TWCW), so its planner
+        # cannot pick them: build the plan by hand to see whether they run anyway.
+        from torchrec.distributed.sharding_plan import (construct_module_sharding_plan,
+                                                        row_wise, table_row_wise)
+        from torchrec.distributed.types import ShardingPlan
+        gens = {t["name"]: row_wise(compute_kernel="fused") if per_table[t["name"]] == "row_wise"
+                else table_row_wise(host_index=0) for t in tables}
+        plan = ShardingPlan({"ebc": construct_module_sharding_plan(
+            ebc, gens, sharder=sharder, local_size=world, world_size=world, device_type="cpu")})
+    else:
+        # Every rank plans for itself (deterministic), so a planner error cannot leave a peer
+        # waiting in collective_plan's broadcast.
+        planner = EmbeddingShardingPlanner(topology=topo, batch_size=B, constraints=constraints)
+        plan = planner.plan(model, [sharder])
     dmp = DistributedModelParallel(module=model, device=torch.device("cpu"), plan=plan,
                                    env=ShardingEnv.from_process_group(pg), sharders=[sharder])
     kinds = {}
@@ -214,14 +227,25 @@ def assemble(parts_by_rank, rows, dim):
 # ---------------------------------------------------------------------------------------------
 # Worker processes (one per rank; both libraries live in each).
 
+def log(msg):
+    if os.environ.get("SBS_VERBOSE"):
+        print(msg, file=sys.stderr, flush=True)
+
+
 def setup(rank, world, port, threads):
+    import logging
+    import warnings
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
     import torch
     import torch.distributed as dist
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     os.environ.setdefault("SHARDREC_SOCKET_IFADDR", "127.0.0.1")
     torch.set_num_threads(threads)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    import datetime
+    dist.init_process_group("gloo", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=120))
     pg = dist.group.WORLD
     lib = sr.Lib()
 
@@ -342,14 +366,19 @@ def check_worker(rank, world, port, cfg, outpath):
     for weighted in (False, True):
         init, batches, grads = check_data(world, steps, weighted)
         for st in check_types(world):
+            if cfg.get("types") and st not in cfg["types"]:
+                continue
             key = "%s|%s" % (st, "weighted" if weighted else "unweighted")
             res = {}
+            log("rank %d: %s torchrec" % (rank, key))
             try:
                 per_table = {t["name"]: st for t in CHECK_TABLES}
                 dmp, kinds, dense_opt = torchrec_model(CHECK_TABLES, world, pg, weighted,
                                                        per_table, meta=False, init=init)
                 torchrec_set_weights(dmp, CHECK_TABLES, init)
                 res["torchrec_plan"] = kinds
+                res["torchrec_kernels"] = {
+                    n: ps.compute_kernel for n, ps in dmp.plan.plan["ebc"].items()}
                 outs = []
                 for s in range(steps):
                     kt = dmp(kjt_of(batches[s][rank], CHECK_TABLES))
@@ -368,6 +397,7 @@ def check_worker(rank, world, port, cfg, outpath):
                 del dmp
             except Exception as e:
                 res["torchrec_error"] = "%s: %s" % (type(e).__name__, e)
+            log("rank %d: %s shardrec (torchrec: %s)" % (rank, key, res.get("torchrec_error", "ok")))
             dist.barrier()
             try:
                 cons = {}
@@ -416,7 +446,8 @@ def reference(world, steps, weighted, init, batches, grads, state_blocks=None,
     """float64 forward outputs per step/rank and final weights. mean_rule 'weight_sum': MEAN
     divides by the bag's weight sum (by its length unweighted) and the gradient follows;
     'count_nodiv': the forward divides the weighted sum by the id count and the backward drops
-    the division (the TorchRec behaviour under test). state_blocks: {table: [col widths]} for a
+    the division (the TorchRec behaviour under test); 'count_div': the forward divides by the
+    id count and the backward is its gradient (to tell the two apart). state_blocks: {table: [col widths]} for a
     row-wise Adagrad statistic per column block (default: one per full row). The gradient rule
     divides the summed row gradient by the world size."""
     W = {k: v.astype(np.float64) for k, v in init.items()}
@@ -444,6 +475,8 @@ def reference(world, steps, weighted, init, batches, grads, state_blocks=None,
                     if t["pooling"] == "mean" and n:
                         if mean_rule == "weight_sum" or b["weights"] is None:
                             div_f = div_b = w.sum() if b["weights"] is not None else float(n)
+                        elif mean_rule == "count_div":
+                            div_f = div_b = float(n)
                         else:
                             div_f, div_b = float(n), 1.0
                     out[i, col:col + d] = acc / div_f if div_f != 0 else 0.0
@@ -494,6 +527,8 @@ def report_check(world, steps, results):
         if weighted:
             variants["mean_count_nodiv"] = reference(world, steps, weighted, init, batches,
                                                      grads, mean_rule="count_nodiv")
+            variants["mean_count_div"] = reference(world, steps, weighted, init, batches,
+                                                   grads, mean_rule="count_div")
             if "stat_per_col_shard" in variants:
                 variants["both"] = reference(world, steps, weighted, init, batches, grads,
                                              state_blocks=blocks, mean_rule="count_nodiv")
@@ -586,6 +621,7 @@ def main():
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--worlds", default="1,2")
+    ap.add_argument("--types", help="--check: only these sharding types (comma-separated)")
     ap.add_argument("--json", help="also write the raw results here")
     args = ap.parse_args()
     import torch
@@ -600,7 +636,8 @@ def main():
     if args.check:
         bad = 0
         for w in worlds:
-            res = spawn(check_worker, w, {"steps": args.steps})
+            res = spawn(check_worker, w, {"steps": args.steps, "types": args.types and
+                                           args.types.split(",")})
             raw["check_world%d" % w] = res
             print("== agreement, world %d, %d row-wise Adagrad steps (lr %g) ==" %
                   (w, args.steps, LR))
