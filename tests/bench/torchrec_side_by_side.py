@@ -127,8 +127,11 @@ def torchrec_model(tables, world, pg, weighted, per_table, meta, init=None):
         from torchrec.distributed.types import ShardingPlan
         gens = {t["name"]: row_wise(compute_kernel="fused") if per_table[t["name"]] == "row_wise"
                 else table_row_wise(host_index=0) for t in tables}
-        plan = ShardingPlan({"ebc": construct_module_sharding_plan(
-            ebc, gens, sharder=sharder, local_size=world, world_size=world, device_type="cpu")})
+        mplan = construct_module_sharding_plan(ebc, gens, sharder=sharder, local_size=world,
+                                               world_size=world, device_type="cpu")
+        for ps in mplan.values():  # table_row_wise() takes no kernel and would pick "dense"
+            ps.compute_kernel = "fused"
+        plan = ShardingPlan({"ebc": mplan})
     else:
         # Every rank plans for itself (deterministic), so a planner error cannot leave a peer
         # waiting in collective_plan's broadcast.
