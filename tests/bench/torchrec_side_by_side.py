@@ -300,12 +300,25 @@ def bench_worker(rank, world, port, cfg, outpath):
               "create_s": {"torchrec": t_tr_create, "shardrec": t_sr_create},
               "trials": {}, "phases_ms": {}}
     iters, trials = cfg["iters"], cfg["trials"]
-    for mode in ("forward", "step"):
+    if cfg.get("profile"):  # one side's forward in a loop, for `perf record` around the script
+        fn = sides["forward"][cfg["profile"]]
+        for k in range(2):
+            fn(k)
+        t = time.perf_counter()
+        for it in range(cfg["profile_iters"]):
+            fn(it % 4)
+        result["profile_ms"] = 1e3 * (time.perf_counter() - t) / cfg["profile_iters"]
+        iters = trials = 0
+        sides = {m: {k: v for k, v in d.items() if k == cfg["profile"]} for m, d in sides.items()}
+        if cfg["profile"] == "torchrec":
+            coll.timings = lambda: {k: 0.0 for k in ("forwards", "input_dist_seconds",
+                                                     "lookup_seconds", "output_dist_seconds",
+                                                     "backward_seconds", "collective_seconds", "total_seconds")}
+    for mode in (("forward",) if cfg.get("profile") else ("forward", "step")):
         for name, fn in sides[mode].items():  # warm-up
             for k in range(2):
                 fn(k)
-        if mode == "forward":
-            t_before = coll.timings()
+        t_before = coll.timings()
         med = {"torchrec": [], "shardrec": []}
         for trial in range(trials):
             order = ["torchrec", "shardrec"] if trial % 2 == 0 else ["shardrec", "torchrec"]
@@ -319,13 +332,12 @@ def bench_worker(rank, world, port, cfg, outpath):
                     times.append(time.perf_counter() - t)
                 med[name].append(statistics.median(times))
         result["trials"][mode] = med
-        if mode == "forward":
-            t_after = coll.timings()
-            n = max(1, t_after["forwards"] - t_before["forwards"])
-            result["phases_ms"] = {
-                k: 1e3 * (t_after[k] - t_before[k]) / n
-                for k in ("input_dist_seconds", "lookup_seconds", "output_dist_seconds",
-                          "collective_seconds", "total_seconds")}
+        t_after = coll.timings()
+        n = max(1, t_after["forwards"] - t_before["forwards"])
+        result["phases_ms" if mode == "forward" else "step_phases_ms"] = {
+            k: 1e3 * (t_after[k] - t_before[k]) / n
+            for k in ("input_dist_seconds", "lookup_seconds", "output_dist_seconds",
+                      "backward_seconds", "collective_seconds", "total_seconds")}
     if rank == 0:
         with open(outpath, "w") as f:
             json.dump(result, f)
@@ -613,6 +625,13 @@ def summarize_bench(res):
                  "%.2f, output_dist %.2f, of which collectives %.2f, total %.2f" %
                  (ph["input_dist_seconds"], ph["lookup_seconds"], ph["output_dist_seconds"],
                   ph["collective_seconds"], ph["total_seconds"]))
+    ph = res.get("step_phases_ms")
+    if ph:
+        lines.append("  shardrec step phases (rank 0, ms per step): forward %.2f, backward %.2f "
+                     "(%.2fx the forward), collectives %.2f, total %.2f" %
+                     (ph["input_dist_seconds"] + ph["lookup_seconds"] + ph["output_dist_seconds"],
+                      ph["backward_seconds"], ph["backward_seconds"] / max(1e-9, ph["input_dist_seconds"] + ph["lookup_seconds"] + ph["output_dist_seconds"]),
+                      ph["collective_seconds"], ph["total_seconds"]))
     return lines, ratios
 
 
@@ -626,6 +645,10 @@ def main():
     ap.add_argument("--worlds", default="1,2")
     ap.add_argument("--types", help="--check: only these sharding types (comma-separated)")
     ap.add_argument("--json", help="also write the raw results here")
+    ap.add_argument("--profile", choices=["torchrec", "shardrec"],
+                    help="world 1 only: run only this side's forward --profile-iters times "
+                         "(wrap the script in `perf record`)")
+    ap.add_argument("--profile-iters", type=int, default=50)
     args = ap.parse_args()
     import torch
     import torchrec
@@ -649,7 +672,12 @@ def main():
     else:
         for w in worlds:
             res = spawn(bench_worker, w, {"quick": args.quick, "trials": args.trials,
-                                          "iters": args.iters})
+                                          "iters": args.iters, "profile": args.profile,
+                                          "profile_iters": args.profile_iters})
+            if args.profile:
+                print("profile %s forward, world %d: %.2f ms per forward; shardrec phases %s" %
+                      (args.profile, w, res["profile_ms"], res["phases_ms"]))
+                continue
             raw["bench_world%d" % w] = res
             lines, _ = summarize_bench(res)
             print("\n".join(lines))
