@@ -311,9 +311,9 @@ def bench_worker(rank, world, port, cfg, outpath):
         iters = trials = 0
         sides = {m: {k: v for k, v in d.items() if k == cfg["profile"]} for m, d in sides.items()}
         if cfg["profile"] == "torchrec":
-            coll.timings = lambda: {k: 0.0 for k in ("forwards", "input_dist_seconds",
-                                                     "lookup_seconds", "output_dist_seconds",
-                                                     "backward_seconds", "collective_seconds", "total_seconds")}
+            coll.timings = lambda: {k: 0.0 for k in (
+                "forwards", "input_dist_seconds", "lookup_seconds", "output_dist_seconds",
+                "backward_seconds", "collective_seconds", "total_seconds")}
     for mode in (("forward",) if cfg.get("profile") else ("forward", "step")):
         for name, fn in sides[mode].items():  # warm-up
             for k in range(2):
@@ -412,7 +412,8 @@ def check_worker(rank, world, port, cfg, outpath):
                 del dmp
             except Exception as e:
                 res["torchrec_error"] = "%s: %s" % (type(e).__name__, e)
-            log("rank %d: %s shardrec (torchrec: %s)" % (rank, key, res.get("torchrec_error", "ok")))
+            log("rank %d: %s shardrec (torchrec: %s)" %
+                (rank, key, res.get("torchrec_error", "ok")))
             dist.barrier()
             try:
                 cons = {}
@@ -462,9 +463,9 @@ def reference(world, steps, weighted, init, batches, grads, state_blocks=None,
     divides by the bag's weight sum (by its length unweighted) and the gradient follows;
     'count_nodiv': the forward divides the weighted sum by the id count and the backward drops
     the division (the TorchRec behaviour under test); 'count_div': the forward divides by the
-    id count and the backward is its gradient (to tell the two apart). state_blocks: {table: [col widths]} for a
-    row-wise Adagrad statistic per column block (default: one per full row). The gradient rule
-    divides the summed row gradient by the world size."""
+    id count and the backward is its gradient (to tell the two apart). state_blocks:
+    {table: [col widths]} for a row-wise Adagrad statistic per column block (default: one per
+    full row). The gradient rule divides the summed row gradient by the world size."""
     W = {k: v.astype(np.float64) for k, v in init.items()}
     S = {t["name"]: np.zeros((t["rows"], len((state_blocks or {}).get(t["name"], [t["dim"]]))))
          for t in CHECK_TABLES}
@@ -569,11 +570,10 @@ def report_check(world, steps, results):
                 errs[vname] = (e_out, e_w)
             best = min(errs, key=lambda v: max(errs[v]))
             plan = r0.get(lib_name + "_plan", {})
+            detail = " ".join("%s: out %.1e w %.1e" % (v, e[0], e[1]) for v, e in errs.items())
             lines.append("%-18s %-10s %-8s matches %-18s (out %.1e, weights %.1e) | %s | plan %s" %
-                         (st, wk, lib_name, best if max(errs[best]) < 1e-4 else "NONE", errs[best][0],
-                          errs[best][1],
-                          " ".join("%s: out %.1e w %.1e" % (v, e[0], e[1]) for v, e in errs.items()),
-                          plan))
+                         (st, wk, lib_name, best if max(errs[best]) < 1e-4 else "NONE",
+                          errs[best][0], errs[best][1], detail, plan))
         if "torchrec_out" in r0 and "shardrec_out" in r0:
             e = max(max_err(per_rank[r]["torchrec_out"][s], per_rank[r]["shardrec_out"][s])
                     for r in range(world) for s in range(steps))
@@ -627,10 +627,10 @@ def summarize_bench(res):
                   ph["collective_seconds"], ph["total_seconds"]))
     ph = res.get("step_phases_ms")
     if ph:
+        fwd = ph["input_dist_seconds"] + ph["lookup_seconds"] + ph["output_dist_seconds"]
         lines.append("  shardrec step phases (rank 0, ms per step): forward %.2f, backward %.2f "
                      "(%.2fx the forward), collectives %.2f, total %.2f" %
-                     (ph["input_dist_seconds"] + ph["lookup_seconds"] + ph["output_dist_seconds"],
-                      ph["backward_seconds"], ph["backward_seconds"] / max(1e-9, ph["input_dist_seconds"] + ph["lookup_seconds"] + ph["output_dist_seconds"]),
+                     (fwd, ph["backward_seconds"], ph["backward_seconds"] / max(1e-9, fwd),
                       ph["collective_seconds"], ph["total_seconds"]))
     return lines, ratios
 
