@@ -585,6 +585,66 @@ def report_check(world, steps, results):
     return lines, misses
 
 
+def fbgemm_alone(quick, threads, trials, iters):
+    """FBGEMM's CPU TBE forward alone (the kernel under TorchRec's forward) against libshardrec's
+    forward on the same lookups, world 1, in this process, trials interleaved."""
+    import torch
+    from fbgemm_gpu.split_embedding_configs import EmbOptimType
+    from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
+        ComputeDevice, EmbeddingLocation, SplitTableBatchedEmbeddingBagsCodegen)
+    torch.set_num_threads(threads)
+    tables = bench_tables(quick)
+    B = 512 if quick else 2048
+    tbe = SplitTableBatchedEmbeddingBagsCodegen(
+        [(t["rows"], t["dim"], EmbeddingLocation.HOST, ComputeDevice.CPU) for t in tables],
+        optimizer=EmbOptimType.EXACT_ROWWISE_ADAGRAD, learning_rate=LR, eps=EPS)
+    batches = [make_batch(tables, B, k, 16, 24, False) for k in range(4)]
+    args = []
+    for b in batches:
+        lengths = torch.from_numpy(b["lengths"]).long()
+        offsets = torch.zeros(lengths.numel() + 1, dtype=torch.long)
+        offsets[1:] = torch.cumsum(lengths, 0)
+        args.append((torch.from_numpy(b["values"]), offsets))
+    lib = sr.Lib()
+    comm = sr.local_group(lib, 1)[0]
+    plan = sr.Plan(lib, tables, 1, B, exclude_dp=True)
+    coll = sr.Collection(lib, plan, comm, threads, LR, EPS)
+    out = np.zeros((B, coll.dim), dtype=np.float32)
+
+    def f_tbe(k):
+        with torch.no_grad():
+            tbe(*args[k])
+
+    def f_sr(k):
+        coll.forward(batches[k], out)
+    sides = {"fbgemm": f_tbe, "shardrec": f_sr}
+    for f in sides.values():
+        for k in range(3):
+            f(k)
+    med = {k: [] for k in sides}
+    t0 = coll.timings()
+    for trial in range(trials):
+        for name in (["fbgemm", "shardrec"] if trial % 2 == 0 else ["shardrec", "fbgemm"]):
+            ts = []
+            for it in range(iters):
+                t = time.perf_counter()
+                sides[name](it % 4)
+                ts.append(time.perf_counter() - t)
+            med[name].append(1e3 * statistics.median(ts))
+    t1 = coll.timings()
+    n = max(1, t1["forwards"] - t0["forwards"])
+    ph = {k: 1e3 * (t1[k] - t0[k]) / n
+          for k in ("input_dist_seconds", "lookup_seconds", "output_dist_seconds")}
+    coll.destroy()
+    plan.destroy()
+    lib.so.shardrec_comm_destroy(comm)
+    return ("%d thread(s): FBGEMM TBE forward alone median %.2f ms (%.2f-%.2f); libshardrec "
+            "forward %.2f ms (%.2f-%.2f): input_dist %.2f, lookup %.2f, output_dist %.2f" %
+            (threads, statistics.median(med["fbgemm"]), min(med["fbgemm"]), max(med["fbgemm"]),
+             statistics.median(med["shardrec"]), min(med["shardrec"]), max(med["shardrec"]),
+             ph["input_dist_seconds"], ph["lookup_seconds"], ph["output_dist_seconds"]))
+
+
 # ---------------------------------------------------------------------------------------------
 
 def free_port():
@@ -653,6 +713,9 @@ def main():
                     help="world 1 only: run only this side's forward --profile-iters times "
                          "(wrap the script in `perf record`)")
     ap.add_argument("--profile-iters", type=int, default=50)
+    ap.add_argument("--fbgemm-alone", action="store_true",
+                    help="FBGEMM's TBE forward alone vs libshardrec's forward, world 1, "
+                         "2 threads then 1")
     args = ap.parse_args()
     import torch
     import torchrec
@@ -664,7 +727,10 @@ def main():
     worlds = [int(w) for w in args.worlds.split(",")]
     raw = {}
     misses = 0
-    if args.check:
+    if args.fbgemm_alone:
+        for threads in (2, 1):
+            print(fbgemm_alone(args.quick, threads, args.trials, args.iters), flush=True)
+    elif args.check:
         for w in worlds:
             res = spawn(check_worker, w, {"steps": args.steps, "types": args.types and
                                            args.types.split(",")})
