@@ -137,10 +137,11 @@ Status ForEachIdOfPair(const Layout& l, BoundsPolicy bounds, const Batch& batch,
 // Tables with a single row block (table-wise, column-wise, row-wise over one rank): every id of
 // the pair goes to the same units, so no row block is searched per id; the walk is compiled per
 // id type, and `fn(sample, position, row, weight)` sees the accepted ids as ForEachIdOfPair
-// would (same order, same bounds policy, same error).
-template <typename IdT, typename Fn>
+// would (same order, same bounds policy, same error); `done(sample)` follows each sample's ids.
+template <typename IdT, typename Fn, typename Done>
 Status ForEachIdOfSingleBlockPair(const Layout& l, BoundsPolicy bounds, const Batch& batch,
-                                  const std::vector<size_t>& feature_begin, size_t p, Fn&& fn) {
+                                  const std::vector<size_t>& feature_begin, size_t p, Fn&& fn,
+                                  Done&& done) {
   const auto& plan = *l.plan;
   const int64_t B = batch.batch_size;
   const Pair& pair = l.pairs[p];
@@ -165,17 +166,19 @@ Status ForEachIdOfSingleBlockPair(const Layout& l, BoundsPolicy bounds, const Ba
       }
       fn(b, i, x, weights != nullptr ? weights[i] : 1.0f);
     }
+    done(b);
     pos = end;
   }
   return Status::Ok();
 }
 
-template <typename Fn>
+template <typename Fn, typename Done>
 Status ForEachIdOfSingleBlock(const Layout& l, BoundsPolicy bounds, const Batch& batch,
-                              const std::vector<size_t>& feature_begin, size_t p, Fn&& fn) {
+                              const std::vector<size_t>& feature_begin, size_t p, Fn&& fn,
+                              Done&& done) {
   if (batch.values_dtype == DType::kInt64)
-    return ForEachIdOfSingleBlockPair<int64_t>(l, bounds, batch, feature_begin, p, fn);
-  return ForEachIdOfSingleBlockPair<int32_t>(l, bounds, batch, feature_begin, p, fn);
+    return ForEachIdOfSingleBlockPair<int64_t>(l, bounds, batch, feature_begin, p, fn, done);
+  return ForEachIdOfSingleBlockPair<int32_t>(l, bounds, batch, feature_begin, p, fn, done);
 }
 
 bool SingleBlock(const TableLayout& tl) { return !tl.data_parallel && tl.blocks.size() == 1; }
@@ -213,30 +216,26 @@ Status CountPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, c
       // Counts per sample in registers, then adds them to each of the block's units once.
       int32_t* counts = rb->unit_lengths.data();
       float* div = pair.mean ? rb->mean_div.data() + p * B : nullptr;
-      int64_t last = -1;
       int32_t n = 0;
       float sum = 0.0f;
-      const auto flush = [&] {
-        if (last < 0) return;
-        for (int32_t s : tl.blocks[0].shards) {
-          const int32_t u = l.unit_of[p][s];
-          counts[static_cast<size_t>(u) * B + last] = n;
-          rb->unit_ids[u] += n;
-        }
-        if (div != nullptr) div[last] = sum;
-      };
-      SR_RETURN_IF_ERROR(ForEachIdOfSingleBlock(l, bounds, batch, feature_begin, p,
-                                                [&](int64_t b, size_t, int64_t, float w) {
-                                                  if (b != last) {
-                                                    flush();
-                                                    last = b;
-                                                    n = 0;
-                                                    sum = 0.0f;
-                                                  }
-                                                  ++n;
-                                                  sum += w;
-                                                }));
-      flush();
+      SR_RETURN_IF_ERROR(ForEachIdOfSingleBlock(
+          l, bounds, batch, feature_begin, p,
+          [&](int64_t, size_t, int64_t, float w) {
+            ++n;
+            sum += w;
+          },
+          [&](int64_t b) {
+            if (n != 0) {
+              for (int32_t s : tl.blocks[0].shards) {
+                const int32_t u = l.unit_of[p][s];
+                counts[static_cast<size_t>(u) * B + b] = n;
+                rb->unit_ids[u] += n;
+              }
+              if (div != nullptr) div[b] = sum;
+            }
+            n = 0;
+            sum = 0.0f;
+          }));
       return Status::Ok();
     }
     return ForEachIdOfPair(l, bounds, batch, feature_begin, p,
@@ -374,14 +373,16 @@ void FillPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, cons
         int64_t* targets = l.sequence ? rb->ret_target.data() + target_at[u] : nullptr;
         int64_t n = 0;
         const bool weighted = rb->weighted;
-        (void)ForEachIdOfSingleBlock(l, bounds, batch, feature_begin, p,
-                                     [&](int64_t, size_t i, int64_t x, float w) {
-                                       const int64_t row = x - row_offset;
-                                       std::memcpy(rows + 8 * n, &row, 8);
-                                       if (weighted) std::memcpy(wts + 4 * n, &w, 4);
-                                       if (targets != nullptr) targets[n] = static_cast<int64_t>(i);
-                                       ++n;
-                                     });
+        (void)ForEachIdOfSingleBlock(
+            l, bounds, batch, feature_begin, p,
+            [&](int64_t, size_t i, int64_t x, float w) {
+              const int64_t row = x - row_offset;
+              std::memcpy(rows + 8 * n, &row, 8);
+              if (weighted) std::memcpy(wts + 4 * n, &w, 4);
+              if (targets != nullptr) targets[n] = static_cast<int64_t>(i);
+              ++n;
+            },
+            [](int64_t) {});
         cursor[u] += n;
         if (targets != nullptr) target_at[u] += static_cast<size_t>(n);
       }
