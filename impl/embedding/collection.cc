@@ -270,7 +270,7 @@ Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* o
   Status s = LookupAndReturn(*rb);
   if (s.ok() && local.ok()) {
     ScopedTimer phase(&timings_.output_dist_seconds);
-    s = CombineOutput(exec_, layout_, params_, *rb, ret_recv_.data(), &jobs_, out);
+    s = CombineOutput(exec_, layout_, params_, *rb, ReturnedRows(), &jobs_, out);
   }
   if (!s.ok() || !local.ok()) {
     spare_ = std::move(rb);
@@ -293,6 +293,9 @@ Status EmbeddingCollection::LookupAndReturn(RoutedBatch& rb) {
     ScopedTimer phase(&timings_.lookup_seconds);
     SR_RETURN_IF_ERROR(LookupToSend(exec_, layout_, params_, rb, &jobs_, ret_send_.data()));
   }
+  // A single rank looks up only its own samples: the combine reads the looked-up rows where they
+  // are (ReturnedRows) instead of a copy made by an all-to-all with itself.
+  if (layout_.world == 1) return Status::Ok();
   ScopedTimer phase(&timings_.output_dist_seconds);
   ScopedTimer t(&timings_.comm_seconds);
   ScopedTimer e(&timings_.embedding_comm_seconds);

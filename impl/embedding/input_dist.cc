@@ -134,6 +134,55 @@ Status ForEachIdOfPair(const Layout& l, BoundsPolicy bounds, const Batch& batch,
   return Status::Ok();
 }
 
+// Tables with a single row block (table-wise, column-wise, row-wise over one rank): every id of
+// the pair goes to the same units, so no row block is searched per id; the walk is compiled per
+// id type, and `fn(sample, position, row, weight)` sees the accepted ids as ForEachIdOfPair
+// would (same order, same bounds policy, same error); `done(sample)` follows each sample's ids.
+template <typename IdT, typename Fn, typename Done>
+Status ForEachIdOfSingleBlockPair(const Layout& l, BoundsPolicy bounds, const Batch& batch,
+                                  const std::vector<size_t>& feature_begin, size_t p, Fn&& fn,
+                                  Done&& done) {
+  const auto& plan = *l.plan;
+  const int64_t B = batch.batch_size;
+  const Pair& pair = l.pairs[p];
+  const auto& cfg = plan.tables[pair.table];
+  const int64_t rows = cfg.rows;
+  const IdT* ids = static_cast<const IdT*>(batch.values);
+  const int32_t* lengths = batch.lengths + pair.feature * B;
+  const float* weights = batch.weights;
+  size_t pos = feature_begin[pair.feature];
+  for (int64_t b = 0; b < B; ++b) {
+    const size_t end = pos + static_cast<size_t>(lengths[b]);
+    for (size_t i = pos; i < end; ++i) {
+      int64_t x = ids[i];
+      if (x < 0 || x >= rows) [[unlikely]] {
+        if (bounds == BoundsPolicy::kSkip) continue;
+        if (bounds != BoundsPolicy::kClamp)
+          return Status::InvalidArgument("batch: feature '", plan.features[pair.feature].name,
+                                         "' sample ", b, " (value position ", i, "): id ", x,
+                                         " is out of range [0, ", cfg.rows, ") of table '",
+                                         cfg.name, "'");
+        x = 0;
+      }
+      fn(b, i, x, weights != nullptr ? weights[i] : 1.0f);
+    }
+    done(b);
+    pos = end;
+  }
+  return Status::Ok();
+}
+
+template <typename Fn, typename Done>
+Status ForEachIdOfSingleBlock(const Layout& l, BoundsPolicy bounds, const Batch& batch,
+                              const std::vector<size_t>& feature_begin, size_t p, Fn&& fn,
+                              Done&& done) {
+  if (batch.values_dtype == DType::kInt64)
+    return ForEachIdOfSingleBlockPair<int64_t>(l, bounds, batch, feature_begin, p, fn, done);
+  return ForEachIdOfSingleBlockPair<int32_t>(l, bounds, batch, feature_begin, p, fn, done);
+}
+
+bool SingleBlock(const TableLayout& tl) { return !tl.data_parallel && tl.blocks.size() == 1; }
+
 // Runs fn(pair) for every pair on the context's threads. Every unit, DP cursor and divisor row
 // belongs to one pair, so pairs never write the same memory. The error reported is the one of
 // the first failing pair, as a sequential walk would find it.
@@ -163,6 +212,32 @@ Status CountPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, c
   return ForEachPair(ctx, l, &rb->pair_status, [&](size_t p) {
     const Pair& pair = l.pairs[p];
     const TableLayout& tl = l.tables[pair.table];
+    if (SingleBlock(tl)) {
+      // Counts per sample in registers, then adds them to each of the block's units once.
+      int32_t* counts = rb->unit_lengths.data();
+      float* div = pair.mean ? rb->mean_div.data() + p * B : nullptr;
+      int32_t n = 0;
+      float sum = 0.0f;
+      SR_RETURN_IF_ERROR(ForEachIdOfSingleBlock(
+          l, bounds, batch, feature_begin, p,
+          [&](int64_t, size_t, int64_t, float w) {
+            ++n;
+            sum += w;
+          },
+          [&](int64_t b) {
+            if (n != 0) {
+              for (int32_t s : tl.blocks[0].shards) {
+                const int32_t u = l.unit_of[p][s];
+                counts[static_cast<size_t>(u) * B + b] = n;
+                rb->unit_ids[u] += n;
+              }
+              if (div != nullptr) div[b] = sum;
+            }
+            n = 0;
+            sum = 0.0f;
+          }));
+      return Status::Ok();
+    }
     return ForEachIdOfPair(l, bounds, batch, feature_begin, p,
                            [&](int64_t b, size_t, int64_t x, float w) {
                              if (pair.mean) rb->mean_div[p * B + b] += w;
@@ -287,6 +362,32 @@ void FillPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, cons
   (void)ForEachPair(ctx, l, &rb->pair_status, [&](size_t p) {
     const Pair& pair = l.pairs[p];
     const TableLayout& tl = l.tables[pair.table];
+    if (SingleBlock(tl)) {
+      // One walk per unit of the block (one for table-wise tables), rows written in order.
+      const int64_t row_offset = tl.blocks[0].row_offset;
+      for (int32_t s : tl.blocks[0].shards) {
+        const int32_t u = l.unit_of[p][s];
+        const int32_t d = l.units[u].rank;
+        uint8_t* rows = rows_at[d] + 8 * cursor[u];
+        uint8_t* wts = weights_at[d] + 4 * cursor[u];
+        int64_t* targets = l.sequence ? rb->ret_target.data() + target_at[u] : nullptr;
+        int64_t n = 0;
+        const bool weighted = rb->weighted;
+        (void)ForEachIdOfSingleBlock(
+            l, bounds, batch, feature_begin, p,
+            [&](int64_t, size_t i, int64_t x, float w) {
+              const int64_t row = x - row_offset;
+              std::memcpy(rows + 8 * n, &row, 8);
+              if (weighted) std::memcpy(wts + 4 * n, &w, 4);
+              if (targets != nullptr) targets[n] = static_cast<int64_t>(i);
+              ++n;
+            },
+            [](int64_t) {});
+        cursor[u] += n;
+        if (targets != nullptr) target_at[u] += static_cast<size_t>(n);
+      }
+      return Status::Ok();
+    }
     return ForEachIdOfPair(l, bounds, batch, feature_begin, p,
                            [&](int64_t b, size_t i, int64_t x, float w) {
                              if (tl.data_parallel) {

@@ -18,6 +18,7 @@ struct Avx512 {
   using Reg = __m512;
   static constexpr int kWidth = 16;
   static constexpr int kMaxRegs = 16;
+  static constexpr int kMaxRegsWithTemps = 16;  // 32 registers: room for the temporaries
   static Reg Zero() { return _mm512_setzero_ps(); }
   static Reg Set1(float v) { return _mm512_set1_ps(v); }
   static Reg Add(Reg a, Reg b) { return _mm512_add_ps(a, b); }

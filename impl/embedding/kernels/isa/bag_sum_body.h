@@ -2,8 +2,8 @@
 // translation unit per instruction set. Everything here has internal linkage (an anonymous
 // namespace), so no copy built for a wide instruction set can stand in for another level's.
 //
-// V provides: Reg, kWidth, Zero(), Set1(float), Add(a, b), Mul(a, b), LoadF32(const float*),
-// LoadF16(const uint16_t*), LoadBf16(const uint16_t*), Store(float*, Reg).
+// V provides: Reg, kWidth, kMaxRegs, kMaxRegsWithTemps, Zero(), Set1(float), Add(a, b), Mul(a, b),
+// LoadF32(const float*), LoadF16(const uint16_t*), LoadBf16(const uint16_t*), Store(float*, Reg).
 #pragma once
 
 #include <cstdint>
@@ -74,28 +74,38 @@ inline void PrefetchLines(const void* p, int64_t bytes) {
 }
 
 // kRegs vectors of columns [c0, c0 + kRegs * kWidth) of one bag, summed in registers and stored
-// once. The first pass over a bag also prefetches the rows `distance` ids ahead.
+// once. The first pass over a bag also prefetches the rows `distance` ids ahead. The tile's
+// columns are addressed from a per-id pointer at column c0 with constant displacements, so the
+// loop needs one address register however wide the tile is; the k loops are unrolled so the
+// accumulators live in registers (not in a stack array copied to the output).
 template <class V, WeightType kType, bool kWeighted, int kRegs>
 inline void SumTile(const BagSumArgs& a, int64_t i0, int64_t i1, int64_t c0, float* o,
                     bool prefetch, int64_t id_end) {
   typename V::Reg acc[kRegs];
+#pragma GCC unroll 16
   for (int k = 0; k < kRegs; ++k) acc[k] = V::Zero();
   const char* base = static_cast<const char*>(a.weights);
+  const char* tile = base + c0 * ElementBytes<kType>();
   const int64_t row_bytes = a.stride * ElementBytes<kType>();
   const int64_t prefetch_bytes = static_cast<int64_t>(a.cols) * ElementBytes<kType>();
+  const int64_t* rows = a.rows;
+  const int64_t ahead = prefetch ? a.prefetch_distance : 0;
+  const int64_t prefetch_end = ahead > 0 ? id_end - ahead : i0;
   for (int64_t i = i0; i < i1; ++i) {
-    if (prefetch && i + a.prefetch_distance < id_end)
-      PrefetchLines(base + a.rows[i + a.prefetch_distance] * row_bytes, prefetch_bytes);
-    const void* row = base + a.rows[i] * row_bytes;
+    if (i < prefetch_end) PrefetchLines(base + rows[i + ahead] * row_bytes, prefetch_bytes);
+    const void* row = tile + rows[i] * row_bytes;
     if constexpr (kWeighted) {
       const typename V::Reg w = V::Set1(a.id_weights[i]);
+#pragma GCC unroll 16
       for (int k = 0; k < kRegs; ++k)
-        acc[k] = V::Add(acc[k], V::Mul(w, LoadRow<V, kType>(row, c0 + k * V::kWidth)));
+        acc[k] = V::Add(acc[k], V::Mul(w, LoadRow<V, kType>(row, k * V::kWidth)));
     } else {
+#pragma GCC unroll 16
       for (int k = 0; k < kRegs; ++k)
-        acc[k] = V::Add(acc[k], LoadRow<V, kType>(row, c0 + k * V::kWidth));
+        acc[k] = V::Add(acc[k], LoadRow<V, kType>(row, k * V::kWidth));
     }
   }
+#pragma GCC unroll 16
   for (int k = 0; k < kRegs; ++k) V::Store(o + c0 + k * V::kWidth, acc[k]);
 }
 
@@ -120,7 +130,10 @@ inline void SumTail(const BagSumArgs& a, int64_t i0, int64_t i1, int64_t c0, flo
 
 template <class V, WeightType kType, bool kWeighted>
 void PooledBags(const BagSumArgs& a) {
-  constexpr int kMax = V::kMaxRegs;
+  // Unweighted fp32 rows fold each load into its add; weighted or widened rows need a register
+  // for the weight and one for the loaded row, so their tiles are narrower (no spills).
+  constexpr int kMax =
+      kWeighted || kType != WeightType::kFloat32 ? V::kMaxRegsWithTemps : V::kMaxRegs;
   const int64_t width = static_cast<int64_t>(kMax) * V::kWidth;
   const int64_t id_end = a.prefetch_distance > 0 ? a.offsets[a.bag_end] : 0;
   for (int64_t b = a.bag_begin; b < a.bag_end; ++b) {
