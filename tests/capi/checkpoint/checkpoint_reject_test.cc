@@ -122,6 +122,27 @@ TEST(CheckpointReject, GarbageManifestIsCorrupt) {
   ExpectRejected(s, dir, SHARDREC_ECORRUPT, {"manifest.json"});
 }
 
+// Numbers of the wrong kind or range (a checksum too large for uint64 parses as a double; a
+// negative size; a fraction) are refused as corrupt, never cast (found by the manifest fuzzer).
+TEST(CheckpointReject, NumbersOfTheWrongKindAreCorrupt) {
+  const Scenario s = AdamScenario();
+  const std::vector<std::pair<std::string, std::string>> edits = {
+      {"\"xxh3\": [", "\"xxh3\": [41411100000000000000, "},
+      {"\"chunk_rows\": ", "\"chunk_rows\": 1.5e300, \"x\": "},
+      {"\"generation\": ", "\"generation\": -1e30, \"x\": "},
+      {"\"world_size\": ", "\"world_size\": 4294967298, \"x\": "},
+  };
+  for (const auto& [from, to] : edits) {
+    const std::string dir = SavedCheckpoint(s);
+    std::string text = Slurp(dir + "/manifest.json");
+    const size_t at = text.rfind(from);  // the last: the top level's world_size, not the plan's
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    Spit(dir + "/manifest.json", text);
+    ExpectRejected(s, dir, SHARDREC_ECORRUPT, {"manifest.json"});
+  }
+}
+
 TEST(CheckpointReject, OtherDimsAreAMismatch) {
   const std::string dir = SavedCheckpoint(AdamScenario());
   Scenario other = AdamScenario();
