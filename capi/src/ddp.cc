@@ -122,8 +122,7 @@ SHARDREC_API shardrec_status_t shardrec_ddp_zero_grad(shardrec_ddp_t* ddp) {
     SR_RETURN_IF_ERROR(CheckHandle(ddp, "ddp"));
     ExclusiveUse use(ddp->busy, "bucketer");
     SR_RETURN_IF_ERROR(use.status());
-    ddp->impl->ZeroGrad();
-    return Status::Ok();
+    return ddp->impl->ZeroGrad();
   });
 }
 

@@ -126,10 +126,18 @@ Status Bucketer::SetExternal(size_t i, float* grad) {
   return Status::Ok();
 }
 
-void Bucketer::ZeroGrad() {
+Status Bucketer::ZeroGrad() {
+  // A launched bucket reads and rewrites its gradients on the worker thread until Finish, so
+  // clearing them mid-step would race with it (and lose the zeros or the average by timing).
+  if (std::any_of(ready_.begin(), ready_.end(), [](bool r) { return r; })) {
+    return Status::InvalidUsage(
+        "gradients cannot be zeroed in the middle of a step (a tensor was marked ready; call "
+        "finish first)");
+  }
   for (size_t i = 0; i < counts_.size(); ++i) {
     std::memset(grads_[i], 0, sizeof(float) * static_cast<size_t>(counts_[i]));
   }
+  return Status::Ok();
 }
 
 Status Bucketer::MarkReady(size_t i) {

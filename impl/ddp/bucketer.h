@@ -57,11 +57,13 @@ class Bucketer {
   // buffer set for it. Backward passes accumulate into it; ZeroGrad clears every gradient.
   float* Grad(size_t i) const { return grads_[i]; }
   Status SetExternal(size_t i, float* grad);
-  void ZeroGrad();
+  // Refused between the first MarkReady of a step and Finish (a bucket may be in flight).
+  Status ZeroGrad();
 
   // Tensor i's gradient is final for this step. Starts every bucket that is now complete, in
   // bucket order (all ranks start the same collectives in the same order). With sync off, only
-  // records. Marking a tensor twice in one step is an error.
+  // records. Marking a tensor twice in one step is an error. A marked gradient belongs to the
+  // bucketer until Finish: the caller must not write it.
   Status MarkReady(size_t i);
   // Completes the step: waits for every bucket; the gradients then hold the group average. A
   // tensor never marked ready is an error naming it (its bucket is still averaged, so the

@@ -97,7 +97,7 @@ struct DdpRank {
 
   // zero grad, forward, d(0.5 y^2)/dy, backward marking each gradient ready, finish.
   void Step(const ExecContext& ctx) {
-    ddp->ZeroGrad();
+    ThrowIfError(ddp->ZeroGrad());
     ThrowIfError(mlp->Forward(ctx, x.data(), kBatch, y.data()));
     for (int64_t i = 0; i < kBatch; ++i) dy[i] = y[i] / static_cast<float>(kBatch);
     ThrowIfError(

@@ -115,12 +115,18 @@ SHARDREC_API shardrec_status_t shardrec_ddp_grad(const shardrec_ddp_t* ddp, size
 SHARDREC_API shardrec_status_t shardrec_ddp_set_external(shardrec_ddp_t* ddp, size_t index,
                                                          float* grad);
 
-/** Zeroes every gradient (bucket-owned and external). @return SHARDREC_OK; SHARDREC_EINVAL. */
+/**
+ * Zeroes every gradient (bucket-owned and external). Refused between the first
+ * shardrec_ddp_mark_ready of a step and shardrec_ddp_finish, while buckets may be in flight.
+ * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EUSAGE (in the middle of a step; nothing zeroed).
+ */
 SHARDREC_API shardrec_status_t shardrec_ddp_zero_grad(shardrec_ddp_t* ddp);
 
 /**
  * Tensor @p index's gradient is final for this step; launches every bucket that is now complete
- * (in bucket order). With sync off (shardrec_ddp_set_sync), only records.
+ * (in bucket order). With sync off (shardrec_ddp_set_sync), only records. From here until
+ * shardrec_ddp_finish the gradient belongs to the bucketer: the caller must not write it (a
+ * launched bucket reads and rewrites it on a worker thread).
  * @return SHARDREC_OK; SHARDREC_EINVAL (index out of range); SHARDREC_EUSAGE (marked twice in
  *         one step); SHARDREC_EREMOTE after a communication failure.
  */

@@ -171,13 +171,16 @@ TEST(CapiDdpMisuse, BadArgumentsAreRefusedBeforeAnyCollective) {
   ASSERT_GT(size, 1u);
   EXPECT_EQ(shardrec_ddp_bucket(ddp.get(), 1, members, 1, &size), SHARDREC_EINVAL);
   EXPECT_NE(LastError().find("capacity"), std::string::npos) << LastError();
-  // A buffer cannot change in the middle of a step.
+  // A buffer cannot change, nor the gradients be zeroed, in the middle of a step: the marked
+  // tensor's bucket may already be in flight on the worker thread.
   std::vector<float> mine(kCounts[0]);
+  Fill(ddp.get(), 0, 4);
   ASSERT_EQ(shardrec_ddp_mark_ready(ddp.get(), 3), SHARDREC_OK);
   EXPECT_EQ(shardrec_ddp_set_external(ddp.get(), 0, mine.data()), SHARDREC_EUSAGE);
+  EXPECT_EQ(shardrec_ddp_zero_grad(ddp.get()), SHARDREC_EUSAGE);
+  EXPECT_NE(LastError().find("middle of a step"), std::string::npos) << LastError();
   ASSERT_EQ(shardrec_ddp_grad(ddp.get(), 0, &g), SHARDREC_OK);
   EXPECT_NE(g, mine.data());
-  Fill(ddp.get(), 0, 4);
   for (size_t i : {2u, 1u, 0u}) ASSERT_EQ(shardrec_ddp_mark_ready(ddp.get(), i), SHARDREC_OK);
   ASSERT_EQ(shardrec_ddp_finish(ddp.get()), SHARDREC_OK);
   ExpectAverage(ddp.get(), 1, 4);

@@ -69,7 +69,7 @@ TEST(Bucketer, AveragesEqualTheRankOrderedMeanAndOverlapTheBackward) {
       ASSERT_TRUE(Bucketer::Create(comms[r], setup.counts, setup.options, &ddp).ok());
       EXPECT_GE(ddp->buckets().size(), 2u);
       for (int step = 0; step < 3; ++step) {
-        ddp->ZeroGrad();
+        ASSERT_TRUE(ddp->ZeroGrad().ok());
         for (size_t i = setup.counts.size(); i-- > 0;) {
           for (int64_t e = 0; e < setup.counts[i]; ++e) ddp->Grad(i)[e] = Value(r + step, i, e);
           ASSERT_TRUE(ddp->MarkReady(i).ok());
@@ -115,7 +115,7 @@ TEST(Bucketer, NoSyncAccumulatesUntilTheNextSyncedStep) {
   OnRanks(2, [&](int r) {
     std::unique_ptr<Bucketer> ddp;
     ASSERT_TRUE(Bucketer::Create(comms[r], setup.counts, setup.options, &ddp).ok());
-    ddp->ZeroGrad();
+    ASSERT_TRUE(ddp->ZeroGrad().ok());
     for (int step = 0; step < 3; ++step) {
       ddp->set_sync(step == 2);
       for (size_t i = 0; i < setup.counts.size(); ++i) {
