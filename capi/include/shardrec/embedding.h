@@ -182,7 +182,10 @@ shardrec_embedding_options_init(shardrec_embedding_options_t* options, uint32_t 
  * @return SHARDREC_OK; SHARDREC_EINVAL for bad arguments, a size mismatch, different plans on
  *         different ranks, or an argument rejected on another rank (the message names it);
  *         SHARDREC_EUNSUPPORTED for a CUDA device, a table dtype other than FLOAT32, FLOAT16
- *         or BFLOAT16, or pooled and NONE tables in one plan; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE
+ *         or BFLOAT16, or pooled and NONE tables in one plan; SHARDREC_ENOMEM when this rank's
+ *         weights and optimizer states exceed the memory the host has available (MemAvailable,
+ *         checked before anything is written, since Linux would map them and kill the process
+ *         on first write) or cannot be mapped; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE
  * when a peer does not take part. Thread-safety: each rank calls from its own thread. The caller
  * owns *out.
  */
