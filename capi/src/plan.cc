@@ -128,8 +128,9 @@ Status ConvertTables(const shardrec_table_config_t* tables, size_t n,
 Status ConvertTopology(const shardrec_topology_t* c, planner::Topology* out) {
   SR_RETURN_IF_ERROR(CheckNotNull(c, "topology"));
   SR_RETURN_IF_ERROR(CheckStructVersion(c->version, SHARDREC_TOPOLOGY_VERSION, "topology"));
-  if (c->world_size < 1)
-    return Status::InvalidArgument("topology: world_size ", c->world_size, " must be >= 1");
+  if (c->world_size < 1 || c->world_size > sharding::kMaxWorldSize)
+    return Status::InvalidArgument("topology: world_size ", c->world_size, " must be in [1, ",
+                                   sharding::kMaxWorldSize, "]");
   if (c->device_type != SHARDREC_DEVICE_HOST && c->device_type != SHARDREC_DEVICE_CUDA)
     return Status::InvalidArgument("topology: unknown device_type ", c->device_type);
   planner::Topology t = planner::Topology::Default(
@@ -321,8 +322,8 @@ SHARDREC_API shardrec_status_t shardrec_topology_calibrate(
     if (calibration != nullptr)
       SR_RETURN_IF_ERROR(
           CheckStructVersion(calibration->version, SHARDREC_CALIBRATION_VERSION, "calibration"));
-    if (topology->world_size < 1 || topology->ranks_per_node < 0 ||
-        topology->ranks_per_node > topology->world_size)
+    if (topology->world_size < 1 || topology->world_size > shardrec::sharding::kMaxWorldSize ||
+        topology->ranks_per_node < 0 || topology->ranks_per_node > topology->world_size)
       return Status::InvalidArgument("topology: world_size ", topology->world_size,
                                      " and ranks_per_node ", topology->ranks_per_node,
                                      " must be set before calibrating");

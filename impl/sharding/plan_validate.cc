@@ -20,8 +20,9 @@ std::string ShardText(size_t i, const Shard& s) {
 }
 
 Status ValidateConfigs(const Plan& plan) {
-  if (plan.world_size < 1)
-    return Status::InvalidArgument("plan: world_size ", plan.world_size, " must be >= 1");
+  if (plan.world_size < 1 || plan.world_size > kMaxWorldSize)
+    return Status::InvalidArgument("plan: world_size ", plan.world_size, " must be in [1, ",
+                                   kMaxWorldSize, "]");
   if (plan.local_world_size < 1 || plan.local_world_size > plan.world_size)
     return Status::InvalidArgument("plan: local_world_size (ranks per node) ",
                                    plan.local_world_size,

@@ -91,6 +91,11 @@ struct TablePlan {
   std::vector<Shard> shards;
 };
 
+// The largest sharding group a plan describes. Planning and validation keep per-rank state
+// (free memory, one shard per rank for row-wise tables), so an absurd world size would exhaust
+// memory before any other check; 65536 ranks is far beyond any deployment we know of.
+constexpr int32_t kMaxWorldSize = 1 << 16;
+
 // The plan for one sharding group of `world_size` ranks. Immutable once built; the same input
 // gives a byte-identical plan (and Hash()) on every rank.
 struct Plan {

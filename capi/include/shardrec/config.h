@@ -176,7 +176,7 @@ SHARDREC_API shardrec_status_t shardrec_table_config_init(shardrec_table_config_
  */
 typedef struct shardrec_topology {
   uint32_t version;       /**< SHARDREC_TOPOLOGY_VERSION. */
-  int32_t world_size;     /**< Ranks in the sharding group; must be >= 1. */
+  int32_t world_size;     /**< Ranks in the sharding group; in [1, 65536]. */
   int32_t ranks_per_node; /**< Ranks per node (TWRW/TWCW/grid node size); 0 means world_size.
                                Must be in [1, world_size]; node-local sharding types are only
                                offered when it divides world_size. */

@@ -262,6 +262,18 @@ TEST(CapiPlan, JsonErrorsAreCorruptOrInvalid) {
   ExpectError(shardrec_plan_from_json(&plan, text.data(), text.size()), SHARDREC_EINVAL,
               "table 'user'");
   EXPECT_EQ(plan, nullptr);
+  // A text plan is held to the same largest group as the planner.
+  Model m2(2);
+  ASSERT_EQ(m2.Create(&plan), SHARDREC_OK);
+  text = Json(plan);
+  shardrec_plan_destroy(plan);
+  plan = nullptr;
+  const std::string world = "\"world_size\": 2";
+  ASSERT_NE(text.find(world), std::string::npos) << text;
+  text.replace(text.find(world), world.size(), "\"world_size\": 70000");
+  ExpectError(shardrec_plan_from_json(&plan, text.data(), text.size()), SHARDREC_EINVAL,
+              "world_size 70000");
+  EXPECT_EQ(plan, nullptr);
   ExpectError(shardrec_plan_from_json(&plan, nullptr, 5), SHARDREC_EINVAL, "text");
 }
 
@@ -348,6 +360,13 @@ TEST(CapiPlan, InvalidArgumentsAreRejectedWithAMessage) {
     Model m(2);
     m.topology.world_size = 0;
     ExpectError(m.Create(&plan), SHARDREC_EINVAL, "world_size 0");
+  }
+  {
+    // An absurd group is refused before the planner builds per-rank state (2^27 ranks took
+    // 20 GB and the OOM killer, found by fuzz_create).
+    Model m(2);
+    m.topology.world_size = 1 << 27;
+    ExpectError(m.Create(&plan), SHARDREC_EINVAL, "must be in [1, 65536]");
   }
   EXPECT_EQ(plan, nullptr);
   EXPECT_EQ(shardrec_table_config_init(nullptr, SHARDREC_TABLE_CONFIG_VERSION), SHARDREC_EINVAL);
