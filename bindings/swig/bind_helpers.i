@@ -216,6 +216,74 @@ shardrec_status_t shardrec_bind_embedding_input_dist_start(
                                         num_values, weights, num_weights);
   return shardrec_embedding_input_dist_start(coll, &kjt, NULL);
 }
+
+/* The loaded CUDA plugin's path as library-allocated text (freed with shardrec_free by the
+   language typemap): shardrec_device_plugin_path asked for the length, then for the bytes. */
+shardrec_status_t shardrec_bind_device_plugin_path(char** text_out, size_t* len_out) {
+  size_t len = 0;
+  char* text;
+  shardrec_status_t rc = shardrec_device_plugin_path(&len, NULL, 0);
+  if (rc != SHARDREC_OK) return rc;
+  text = (char*)malloc(len + 1);
+  if (text == NULL) return SHARDREC_ENOMEM;
+  rc = shardrec_device_plugin_path(&len, text, len + 1);
+  if (rc != SHARDREC_OK) {
+    free(text);
+    return rc;
+  }
+  *text_out = text;
+  *len_out = len;
+  return SHARDREC_OK;
+}
+
+/* Dense tensors of a checkpoint, given as one flat buffer (tensors one after another), their
+   counts and their names joined with '\n' (the language layer refuses names holding '\n').
+   @p mesh NULL uses the 1D save/load; @p load 0 saves, 1 loads (the flat buffer is then
+   written). Everything is built here and the C API is called once. */
+shardrec_status_t shardrec_bind_checkpoint(shardrec_mesh_t* mesh, shardrec_embedding_t* coll,
+                                           const char* dir, const shardrec_checkpoint_options_t* options,
+                                           const char* dense_names, const int64_t* counts,
+                                           size_t num_counts, float* flat, int32_t load) {
+  shardrec_checkpoint_options_t o;
+  shardrec_dense_tensor_t* dense = NULL;
+  char* names = NULL;
+  size_t i, offset = 0;
+  shardrec_status_t rc;
+  if (options == NULL) return SHARDREC_EINVAL;
+  o = *options;
+  if (num_counts > 0) {
+    char* cursor;
+    if (dense_names == NULL || counts == NULL) return SHARDREC_EINVAL;
+    dense = (shardrec_dense_tensor_t*)calloc(num_counts, sizeof(*dense));
+    names = sr_bind_strdup(dense_names);
+    if (dense == NULL || names == NULL) {
+      free(dense);
+      free(names);
+      return SHARDREC_ENOMEM;
+    }
+    cursor = names;
+    for (i = 0; i < num_counts; ++i) {
+      char* end = strchr(cursor, '\n');
+      if (end != NULL) *end = '\0';
+      dense[i].name = cursor;
+      dense[i].count = counts[i] > 0 ? (size_t)counts[i] : 0;
+      dense[i].data = dense[i].count > 0 ? flat + offset : NULL;
+      offset += dense[i].count;
+      cursor = end != NULL ? end + 1 : cursor + strlen(cursor);
+    }
+  }
+  o.dense = dense;
+  o.num_dense = num_counts;
+  if (mesh != NULL) {
+    rc = load ? shardrec_checkpoint_load_mesh(mesh, coll, dir, &o)
+              : shardrec_checkpoint_save_mesh(mesh, coll, dir, &o);
+  } else {
+    rc = load ? shardrec_checkpoint_load(coll, dir, &o) : shardrec_checkpoint_save(coll, dir, &o);
+  }
+  free(dense);
+  free(names);
+  return rc;
+}
 %}
 
 typedef struct shardrec_bind_plan_spec shardrec_bind_plan_spec_t;
@@ -248,3 +316,10 @@ shardrec_status_t shardrec_bind_embedding_input_dist_start(
     shardrec_embedding_t* coll, int64_t batch_size, size_t num_features, const int32_t* lengths,
     size_t num_lengths, const int64_t* values, size_t num_values, const float* weights,
     size_t num_weights);
+/* The flat dense buffer is a language float buffer (Java: direct FloatBuffer, Go: []float32). */
+%apply float* RAWF { float* flat };
+shardrec_status_t shardrec_bind_device_plugin_path(char** text_out, size_t* len_out);
+shardrec_status_t shardrec_bind_checkpoint(shardrec_mesh_t* mesh, shardrec_embedding_t* coll,
+                                           const char* dir, const shardrec_checkpoint_options_t* options,
+                                           const char* dense_names, const int64_t* counts,
+                                           size_t num_counts, float* flat, int32_t load);
