@@ -527,3 +527,59 @@ func (d *DenseOptimizer) SetSteps(steps int64) error {
 	defer runtime.KeepAlive(d)
 	return swig.Dense_optimizer_set_steps(d.handle(), steps)
 }
+
+// DenseState names one optimizer state of a dense tensor.
+type DenseState int
+
+// Dense optimizer states.
+const (
+	DenseMomentum1 DenseState = 0 // Adagrad's sum of squares, Adam's first moment
+	DenseMomentum2 DenseState = 1 // Adam's second moment
+)
+
+// StateCount is the element count of state which of tensor position tensor (the order Step
+// walks the layers' tensors in): 0 before the first step or when the type has no such state.
+func (d *DenseOptimizer) StateCount(tensor int, which DenseState) (int64, error) {
+	if tensor < 0 {
+		return 0, &Error{Code: ErrCodeInvalid, Message: "tensor position must be >= 0"}
+	}
+	out := make([]int64, 1)
+	err := swig.Bind_dense_optimizer_state_count(d.handle(), int64(tensor), int(which), out)
+	runtime.KeepAlive(d)
+	return out[0], err
+}
+
+// State returns a copy of state which of tensor position tensor (empty when there is none).
+func (d *DenseOptimizer) State(tensor int, which DenseState) ([]float32, error) {
+	n, err := d.StateCount(tensor, which)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, n)
+	var buf []float32
+	if n > 0 {
+		buf = out
+	}
+	err = swig.Bind_dense_optimizer_state_copy(d.handle(), int64(tensor), int(which), buf, n, 0)
+	runtime.KeepAlive(d)
+	return out, err
+}
+
+// SetState overwrites state which of tensor position tensor (restoring a checkpoint); the state
+// must exist (after the first step) and values must have its element count.
+func (d *DenseOptimizer) SetState(tensor int, which DenseState, values []float32) error {
+	n, err := d.StateCount(tensor, which)
+	if err != nil {
+		return err
+	}
+	if err := checkLen("values", values, n); err != nil {
+		return err
+	}
+	var buf []float32
+	if n > 0 {
+		buf = values
+	}
+	err = swig.Bind_dense_optimizer_state_copy(d.handle(), int64(tensor), int(which), buf, n, 1)
+	runtime.KeepAlive(d)
+	return err
+}

@@ -104,7 +104,30 @@ type EmbeddingOptions struct {
 	// all-to-all and data-parallel all-reduce; the zero value is exact fp32.
 	ForwardCommEncoding  CommEncoding
 	BackwardCommEncoding CommEncoding
+	// NonFinite is what a NaN or infinite per-id weight or output gradient does; the zero
+	// value (NonFiniteCheck) rejects it like any bad input.
+	NonFinite NonFinitePolicy
+	// TableMemory is the page size of the table storage; the zero value is huge pages.
+	TableMemory TableMemory
 }
+
+// NonFinitePolicy is shardrec_non_finite_policy_t (shardrec/embedding.h).
+type NonFinitePolicy int
+
+// Non-finite policies.
+const (
+	NonFiniteCheck NonFinitePolicy = 0 // EINVAL naming the feature/sample; nothing changes
+	NonFiniteAllow NonFinitePolicy = 1 // no check: non-finite values flow through
+)
+
+// TableMemory is shardrec_table_memory_t (shardrec/embedding.h).
+type TableMemory int
+
+// Table memory kinds.
+const (
+	TableMemoryHugePages  TableMemory = 0 // 2 MiB aligned, advised for transparent huge pages
+	TableMemorySmallPages TableMemory = 1 // ordinary pages
+)
 
 // KJT is one rank's batch in keyed-jagged form, feature-major: Lengths[f*BatchSize+b] ids of
 // feature f in sample b, all ids in Values in that order, optional per-id Weights.
@@ -182,6 +205,8 @@ func newEmbeddingCollection(plan *Plan, opt *OptimizerConfig, opts *EmbeddingOpt
 		}
 		eo.SetForward_comm_encoding(int(opts.ForwardCommEncoding))
 		eo.SetBackward_comm_encoding(int(opts.BackwardCommEncoding))
+		eo.SetNon_finite(int(opts.NonFinite))
+		eo.SetTable_memory(int(opts.TableMemory))
 	}
 	shapes := map[string][2]int64{}
 	n, err := plan.NumTables()
@@ -338,25 +363,54 @@ func (e *EmbeddingCollection) StateNames() ([]string, []bool, error) {
 	names := make([]string, n[0])
 	rowWise := make([]bool, n[0])
 	for i := range names {
+		var name string // not &names[i]: cgo refuses a pointer into memory holding Go pointers
 		rw := make([]int32, 1)
-		if err := swig.Embedding_state_info(e.handle(), int64(i), &names[i], rw); err != nil {
+		if err := swig.Embedding_state_info(e.handle(), int64(i), &name, rw); err != nil {
 			return nil, nil, err
 		}
-		rowWise[i] = rw[0] != 0
+		names[i], rowWise[i] = name, rw[0] != 0
 	}
 	return names, rowWise, nil
 }
 
+// TableState is one optimizer state of a table: its name and whether it holds one value per
+// row ([rows]) rather than one per element ([rows, dim]).
+type TableState struct {
+	Name    string
+	RowWise bool
+}
+
+// TableStates lists the states of the optimizer table trains with (its own or the default),
+// in order: the names State and SetState accept for that table.
+func (e *EmbeddingCollection) TableStates(table string) ([]TableState, error) {
+	defer runtime.KeepAlive(e)
+	n := make([]uint64, 1)
+	if err := swig.Embedding_table_num_states(e.handle(), table, n); err != nil {
+		return nil, err
+	}
+	out := make([]TableState, n[0])
+	for i := range out {
+		// A fresh string each time: cgo refuses a pointer into memory that holds Go pointers.
+		var name string
+		rw := make([]int32, 1)
+		if err := swig.Embedding_table_state_info(e.handle(), table, int64(i), &name, rw); err != nil {
+			return nil, err
+		}
+		out[i] = TableState{Name: name, RowWise: rw[0] != 0}
+	}
+	return out, nil
+}
+
 // State returns one full optimizer state of table (collective).
 func (e *EmbeddingCollection) State(table, state string) ([]float32, error) {
-	names, rowWise, err := e.StateNames()
+	states, err := e.TableStates(table)
 	if err != nil {
 		return nil, err
 	}
 	shape := e.shapes[table]
 	size := shape[0] * shape[1]
-	for i, n := range names {
-		if n == state && rowWise[i] {
+	for _, s := range states {
+		if s.Name == state && s.RowWise {
 			size = shape[0]
 		}
 	}

@@ -162,3 +162,12 @@ SR_GO_HANDLE(shardrec_bind_param_list_t)
 %apply (const int32_t* BUF, size_t LEN) { (const int32_t* activations, size_t num_activations) };
 
 %include "../swig/shardrec.i"
+
+/* Float memory outside the Go heap, for storage C keeps after a call returns (DDP external
+   gradients): cgo forbids C to retain Go pointers. */
+%inline %{
+void* shardrec_bind_host_alloc_floats(size_t count) {
+  return calloc(count > 0 ? count : 1, sizeof(float));
+}
+void shardrec_bind_host_free(void* p) { free(p); }
+%}

@@ -1,0 +1,338 @@
+// The parts of the C API added to the Go binding last, each checked by value: library and
+// device queries, the dense collectives at world 2, the plan's ranks per node, per-table
+// optimizer states, dense optimizer state (Adam moments by hand), DDP external gradients
+// (averaged in place), dense tensors in checkpoints and the non-finite policy.
+package shardrec
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"sync"
+	"testing"
+)
+
+// onRanks runs body(rank) on one goroutine per rank of a new local group and fails the test
+// with the first error.
+func onRanks(t *testing.T, world int, body func(rank int, c *Comm) error) {
+	t.Helper()
+	comms, err := NewLocalGroup(world, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, world)
+	var wg sync.WaitGroup
+	for r := 0; r < world; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			errs[r] = body(r, comms[r])
+		}(r)
+	}
+	wg.Wait()
+	for _, c := range comms {
+		c.Close()
+	}
+	for r, e := range errs {
+		if e != nil {
+			t.Fatalf("rank %d: %v", r, e)
+		}
+	}
+}
+
+func TestVersionAndElementSizes(t *testing.T) {
+	var major, minor, patch int
+	if _, err := fmt.Sscanf(VersionString(), "%d.%d.%d", &major, &minor, &patch); err != nil {
+		t.Fatal(err)
+	}
+	if got := Version(); got != major*10000+minor*100+patch {
+		t.Fatalf("Version() = %d for %q", got, VersionString())
+	}
+	want := map[DType]int{DTypeFloat32: 4, DTypeFloat16: 2, DTypeBFloat16: 2, DTypeFloat64: 8,
+		DTypeInt32: 4, DTypeInt64: 8, DTypeUint8: 1, DType(99): 0}
+	for d, n := range want {
+		if d.Size() != n {
+			t.Errorf("DType(%d).Size() = %d, want %d", d, d.Size(), n)
+		}
+	}
+}
+
+func TestDevicesReportWhyTheyAreMissing(t *testing.T) {
+	if err := DeviceCheck(DeviceHost, 0); err != nil {
+		t.Fatal(err)
+	}
+	if CodeOf(DeviceCheck(DeviceCUDA, -1)) != ErrCodeInvalid {
+		t.Fatal("negative device index accepted")
+	}
+	n, err := DeviceCount()
+	if err != nil || n < 0 {
+		t.Fatal(n, err)
+	}
+	if n > 0 {
+		if err := DeviceCheck(DeviceCUDA, 0); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := DevicePluginPath(); err != nil || p == "" || p[0] != '/' {
+			t.Fatal(p, err)
+		}
+		return
+	}
+	// No GPU (as on the CI machine): the check and the plugin path say why.
+	for _, err := range []error{DeviceCheck(DeviceCUDA, 0), func() error {
+		_, e := DevicePluginPath()
+		return e
+	}()} {
+		code := CodeOf(err)
+		if code != ErrCodeNoDevice && code != ErrCodeUnsupported {
+			t.Fatalf("want ENODEVICE or EUNSUPPORTED, got %v", err)
+		}
+		if e := err.(*Error); e.Message == "" {
+			t.Fatal("empty message")
+		}
+	}
+}
+
+func TestCollectivesAtWorldTwo(t *testing.T) {
+	var mu sync.Mutex
+	results := map[int][]float64{}
+	onRanks(t, 2, func(rank int, c *Comm) error {
+		r := float32(rank)
+		all := make([]float32, 4)
+		if err := Allgather(c, []float32{r + 1, 10 * (r + 1)}, all); err != nil {
+			return err
+		}
+		b := []int64{-1, -1}
+		if rank == 1 {
+			b = []int64{7, 8}
+		}
+		if err := Broadcast(c, b, 1); err != nil {
+			return err
+		}
+		mx := make([]float64, 2)
+		if err := Allreduce(c, []float64{float64(rank), float64(5 - rank)}, mx, ReduceMax); err != nil {
+			return err
+		}
+		sum := []int32{int32(rank) + 3}
+		if err := Allreduce(c, sum, sum, ReduceSum); err != nil {
+			return err
+		}
+		// Bad lengths are refused before the C call.
+		if CodeOf(Allgather(c, []float32{1, 2}, make([]float32, 3))) != ErrCodeInvalid {
+			return fmt.Errorf("short allgather recv accepted")
+		}
+		if CodeOf(Allreduce(c, []float32{1}, make([]float32, 2), ReduceSum)) != ErrCodeInvalid {
+			return fmt.Errorf("mismatched allreduce accepted")
+		}
+		mu.Lock()
+		results[rank] = []float64{float64(all[0]), float64(all[1]), float64(all[2]),
+			float64(all[3]), float64(b[0]), float64(b[1]), mx[0], mx[1], float64(sum[0])}
+		mu.Unlock()
+		return nil
+	})
+	want := []float64{1, 10, 2, 20, 7, 8, 1, 5, 7}
+	for r := 0; r < 2; r++ {
+		if !reflect.DeepEqual(results[r], want) {
+			t.Errorf("rank %d: %v, want %v", r, results[r], want)
+		}
+	}
+}
+
+func TestPlanRanksPerNode(t *testing.T) {
+	tables := []TableConfig{{Name: "t", Rows: 64, Dim: 8, Features: []int32{0}}}
+	features := []FeatureConfig{{Name: "f"}}
+	for _, c := range []struct{ perNode, want int }{{2, 2}, {0, 4}} {
+		p, err := NewPlan(tables, features, Topology{WorldSize: 4, RanksPerNode: c.perNode}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := p.RanksPerNode()
+		p.Close()
+		if err != nil || got != c.want {
+			t.Fatalf("RanksPerNode() = %d, %v; want %d", got, err, c.want)
+		}
+	}
+}
+
+func TestTableStatesFollowEachTablesOptimizer(t *testing.T) {
+	adam := DefaultOptimizer()
+	adam.Type = OptimizerAdam
+	rowwise := DefaultOptimizer()
+	rowwise.Type = OptimizerRowwiseAdagrad
+	tables := []TableConfig{
+		{Name: "a", Rows: 10, Dim: 4, Features: []int32{0}, Optimizer: &adam},
+		{Name: "b", Rows: 6, Dim: 2, Features: []int32{1}},
+	}
+	coll := newWorld1Collection(t, tables, []FeatureConfig{{Name: "f0"}, {Name: "f1"}}, &rowwise)
+	defer coll.Close()
+	a, err := coll.TableStates("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, []TableState{{"momentum1", false}, {"momentum2", false}}) {
+		t.Fatalf("table a states %v", a)
+	}
+	b, err := coll.TableStates("b")
+	if err != nil || !reflect.DeepEqual(b, []TableState{{"momentum1", true}}) {
+		t.Fatalf("table b states %v, %v", b, err)
+	}
+	if m2, err := coll.State("a", "momentum2"); err != nil || len(m2) != 40 {
+		t.Fatalf("a.momentum2: %d values, %v", len(m2), err)
+	}
+	if m1, err := coll.State("b", "momentum1"); err != nil || len(m1) != 6 {
+		t.Fatalf("b.momentum1: %d values, %v", len(m1), err)
+	}
+	if _, err := coll.TableStates("nope"); CodeOf(err) != ErrCodeNotFound {
+		t.Fatalf("unknown table: %v", err)
+	}
+}
+
+func TestDenseOptimizerStateHoldsAdamMoments(t *testing.T) {
+	mlp, err := NewMLP(2, []int64{1}, []Activation{ActivationNone}, 3, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mlp.Close()
+	cfg := DefaultOptimizer()
+	cfg.Type = OptimizerAdam
+	cfg.LearningRate = 0.1
+	opt, err := NewDenseOptimizer(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opt.Close()
+	if n, err := opt.StateCount(0, DenseMomentum1); err != nil || n != 0 {
+		t.Fatalf("state before the first step: %d, %v", n, err)
+	}
+	// y = w . x + b with x = (1, 2), dy = 3: dw = (3, 6), db = 3.
+	y := make([]float32, 1)
+	if err := mlp.Forward([]float32{1, 2}, 1, y); err != nil {
+		t.Fatal(err)
+	}
+	if err := mlp.Backward([]float32{3}, nil, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := opt.Step(mlp); err != nil {
+		t.Fatal(err)
+	}
+	grads := [][]float32{{3, 6}, {3}}
+	for tensor, g := range grads {
+		m, err1 := opt.State(tensor, DenseMomentum1)
+		v, err2 := opt.State(tensor, DenseMomentum2)
+		if err := firstErr(err1, err2); err != nil || len(m) != len(g) || len(v) != len(g) {
+			t.Fatalf("tensor %d: %v %v %v", tensor, m, v, err)
+		}
+		for i := range g {
+			if math.Abs(float64(m[i]-0.1*g[i])) > 1e-6 || math.Abs(float64(v[i]-0.001*g[i]*g[i])) > 1e-6 {
+				t.Errorf("tensor %d element %d: m=%g v=%g for g=%g", tensor, i, m[i], v[i], g[i])
+			}
+		}
+	}
+	if err := opt.SetState(0, DenseMomentum1, []float32{0.5, -0.5}); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := opt.State(0, DenseMomentum1); !reflect.DeepEqual(m, []float32{0.5, -0.5}) {
+		t.Fatalf("SetState did not land: %v", m)
+	}
+	if CodeOf(opt.SetState(0, DenseMomentum1, make([]float32, 3))) != ErrCodeInvalid {
+		t.Fatal("wrong-length state accepted")
+	}
+}
+
+func TestExternalGradientsAreAveraged(t *testing.T) {
+	var mu sync.Mutex
+	results := map[int][]float32{}
+	onRanks(t, 2, func(rank int, c *Comm) error {
+		ddp, err := NewBucketer(c, []int64{3, 2}, nil)
+		if err != nil {
+			return err
+		}
+		defer ddp.Close()
+		g, err := NewHostFloats(3)
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		copy(g.Floats(), []float32{float32(rank), float32(2 * rank), 4})
+		if err := ddp.SetExternal(0, g); err != nil {
+			return err
+		}
+		wrong, _ := NewHostFloats(3)
+		defer wrong.Close()
+		if CodeOf(ddp.SetExternal(1, wrong)) != ErrCodeInvalid {
+			return fmt.Errorf("external gradient of the wrong size accepted")
+		}
+		if err := firstErr(ddp.MarkReady(0), ddp.MarkReady(1), ddp.Finish()); err != nil {
+			return err
+		}
+		mu.Lock()
+		results[rank] = append([]float32(nil), g.Floats()...)
+		mu.Unlock()
+		return nil
+	})
+	for r := 0; r < 2; r++ {
+		if !reflect.DeepEqual(results[r], []float32{0.5, 1, 4}) {
+			t.Errorf("rank %d: %v", r, results[r])
+		}
+	}
+}
+
+func TestCheckpointCarriesDenseTensors(t *testing.T) {
+	tables := []TableConfig{{Name: "t", Rows: 8, Dim: 4, Features: []int32{0}}}
+	coll := newWorld1Collection(t, tables, []FeatureConfig{{Name: "f"}}, nil)
+	defer coll.Close()
+	dir := t.TempDir()
+	params := []float32{1.5, -2, 3.25}
+	if err := coll.SaveCheckpointWith(dir, &CheckpointOptions{
+		Dense: []DenseTensor{{Name: "mlp.w", Data: params}}}); err != nil {
+		t.Fatal(err)
+	}
+	back := make([]float32, 3)
+	if err := coll.LoadCheckpoint(dir, &CheckpointOptions{
+		Dense: []DenseTensor{{Name: "mlp.w", Data: back}}}); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, params) {
+		t.Fatalf("loaded %v, saved %v", back, params)
+	}
+	if err := coll.LoadCheckpoint(dir, &CheckpointOptions{
+		Dense: []DenseTensor{{Name: "mlp.w", Data: make([]float32, 2)}}}); err == nil {
+		t.Fatal("a dense tensor of another size was loaded")
+	}
+	if CodeOf(coll.SaveCheckpointWith(dir, &CheckpointOptions{
+		Dense: []DenseTensor{{Name: "a\nb", Data: params}}})) != ErrCodeInvalid {
+		t.Fatal("a name with a newline was accepted")
+	}
+}
+
+func TestNonFinitePolicyReachesTheCollection(t *testing.T) {
+	tables := []TableConfig{{Name: "t", Rows: 4, Dim: 2, Features: []int32{0}}}
+	plan, err := NewPlan(tables, []FeatureConfig{{Name: "f"}}, Topology{WorldSize: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plan.Close()
+	nan := float32(math.NaN())
+	batch := &KJT{BatchSize: 1, NumFeatures: 1, Lengths: []int32{1}, Values: []int64{0},
+		Weights: []float32{nan}}
+	for _, policy := range []NonFinitePolicy{NonFiniteCheck, NonFiniteAllow} {
+		comms, err := NewLocalGroup(1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		coll, err := NewEmbeddingCollection(plan, comms[0], nil,
+			&EmbeddingOptions{NonFinite: policy, TableMemory: TableMemorySmallPages})
+		comms[0].Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := coll.ForwardAlloc(batch)
+		coll.Close()
+		if policy == NonFiniteCheck {
+			if CodeOf(err) != ErrCodeInvalid {
+				t.Fatalf("NaN weight with CHECK: %v", err)
+			}
+		} else if err != nil || !math.IsNaN(float64(out[0])) || !math.IsNaN(float64(out[1])) {
+			t.Fatalf("NaN weight with ALLOW: %v, %v", out, err)
+		}
+	}
+}
