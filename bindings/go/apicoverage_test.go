@@ -184,6 +184,14 @@ func TestTableStatesFollowEachTablesOptimizer(t *testing.T) {
 	if _, err := coll.TableStates("nope"); CodeOf(err) != ErrCodeNotFound {
 		t.Fatalf("unknown table: %v", err)
 	}
+	// The collection-level list with two states (each name read into fresh memory).
+	adamColl := newWorld1Collection(t, tables[:1], []FeatureConfig{{Name: "f0"}}, &adam)
+	defer adamColl.Close()
+	names, rowWise, err := adamColl.StateNames()
+	if err != nil || !reflect.DeepEqual(names, []string{"momentum1", "momentum2"}) ||
+		!reflect.DeepEqual(rowWise, []bool{false, false}) {
+		t.Fatalf("StateNames: %v %v %v", names, rowWise, err)
+	}
 }
 
 func TestDenseOptimizerStateHoldsAdamMoments(t *testing.T) {

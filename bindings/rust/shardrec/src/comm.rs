@@ -140,3 +140,119 @@ impl Comm {
         })
     }
 }
+
+/// Reduction of [`Comm::allreduce`] (`SHARDREC_REDUCE_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ReduceOp {
+    #[default]
+    Sum = 0,
+    Avg = 1,
+    Max = 2,
+    Min = 3,
+}
+
+/// An element type of the dense collectives: its `shardrec_dtype_t`.
+pub trait Element: Copy + sealed::Sealed {
+    const DTYPE: crate::DType;
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+macro_rules! element {
+    ($t:ty, $d:ident) => {
+        impl sealed::Sealed for $t {}
+        impl Element for $t {
+            const DTYPE: crate::DType = crate::DType::$d;
+        }
+    };
+}
+element!(f32, Float32);
+element!(f64, Float64);
+element!(i32, Int32);
+element!(i64, Int64);
+element!(u8, Uint8);
+
+impl Comm {
+    /// `recv = op` over the ranks of `send`, element-wise (collective; the same length on every
+    /// rank). `recv` must have `send.len()` elements.
+    pub fn allreduce<T: Element>(&mut self, send: &[T], recv: &mut [T], op: ReduceOp) -> Result<()> {
+        if recv.len() != send.len() {
+            return Err(crate::invalid(format!(
+                "allreduce: recv has {} elements, send {}",
+                recv.len(),
+                send.len()
+            )));
+        }
+        // SAFETY: both slices hold send.len() elements of T for the call.
+        check(unsafe {
+            sys::shardrec_comm_allreduce(
+                self.raw,
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                send.len(),
+                T::DTYPE as i32,
+                op as i32,
+                ptr::null_mut(),
+            )
+        })
+    }
+
+    /// In-place `buf = op` over the ranks of `buf` (collective).
+    pub fn allreduce_in_place<T: Element>(&mut self, buf: &mut [T], op: ReduceOp) -> Result<()> {
+        let p = buf.as_mut_ptr();
+        // SAFETY: in place is allowed (comm.h); buf.len() elements of T.
+        check(unsafe {
+            sys::shardrec_comm_allreduce(
+                self.raw,
+                p.cast_const().cast(),
+                p.cast(),
+                buf.len(),
+                T::DTYPE as i32,
+                op as i32,
+                ptr::null_mut(),
+            )
+        })
+    }
+
+    /// Copies `buf` of rank `root` into `buf` on every rank (collective; same length everywhere).
+    pub fn broadcast<T: Element>(&mut self, buf: &mut [T], root: i32) -> Result<()> {
+        // SAFETY: buf.len() elements of T for the call.
+        check(unsafe {
+            sys::shardrec_comm_broadcast(
+                self.raw,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                T::DTYPE as i32,
+                root,
+                ptr::null_mut(),
+            )
+        })
+    }
+
+    /// Gathers every rank's `send` into `recv`, rank r's block at `r * send.len()` (collective;
+    /// `recv` has `size() * send.len()` elements).
+    pub fn allgather<T: Element>(&mut self, send: &[T], recv: &mut [T]) -> Result<()> {
+        let size = self.size()? as usize;
+        if recv.len() != size * send.len() {
+            return Err(crate::invalid(format!(
+                "allgather: recv has {} elements, expected {} ranks x {}",
+                recv.len(),
+                size,
+                send.len()
+            )));
+        }
+        // SAFETY: send.len() and size * send.len() elements of T; distinct borrows never overlap.
+        check(unsafe {
+            sys::shardrec_comm_allgather(
+                self.raw,
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                send.len(),
+                T::DTYPE as i32,
+                ptr::null_mut(),
+            )
+        })
+    }
+}

@@ -675,4 +675,34 @@ impl DenseOptimizer {
     pub fn set_steps(&mut self, steps: i64) -> Result<()> {
         check(unsafe { sys::shardrec_dense_optimizer_set_steps(self.raw, steps) })
     }
+
+    /// State `which` of tensor position `tensor` (the order `step` walks the layers' tensors
+    /// in), owned by the optimizer: empty before the first step or when the type has no such
+    /// state.
+    pub fn state(&mut self, tensor: usize, which: DenseState) -> Result<&[f32]> {
+        self.state_mut(tensor, which).map(|s| &*s)
+    }
+
+    /// The same state, writable (restoring a checkpoint).
+    pub fn state_mut(&mut self, tensor: usize, which: DenseState) -> Result<&mut [f32]> {
+        let (mut data, mut count) = (ptr::null_mut(), 0i64);
+        check(unsafe {
+            sys::shardrec_dense_optimizer_state(self.raw, tensor, which as i32, &mut data, &mut count)
+        })?;
+        if data.is_null() || count <= 0 {
+            return Ok(&mut []);
+        }
+        // SAFETY: count floats owned by the optimizer until it is dropped; the &mut self borrow
+        // keeps every other call (step included) out while the slice lives.
+        Ok(unsafe { std::slice::from_raw_parts_mut(data, count as usize) })
+    }
+}
+
+/// One optimizer state of a dense tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DenseState {
+    /// Adagrad's sum of squared gradients, Adam's first moment.
+    Momentum1 = 0,
+    /// Adam's second moment.
+    Momentum2 = 1,
 }

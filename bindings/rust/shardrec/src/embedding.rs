@@ -30,6 +30,35 @@ pub enum CommEncoding {
     Bf16 = 2,
 }
 
+/// What a collection does with a NaN or infinite per-id weight or output gradient
+/// (`shardrec_non_finite_policy_t`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum NonFinitePolicy {
+    /// Rejected like any bad input (`Code::Invalid` naming the feature/sample); nothing changes.
+    #[default]
+    Check = 0,
+    /// No check: non-finite values flow into outputs, weights and optimizer state.
+    Allow = 1,
+}
+
+/// Page size of a collection's table storage (`shardrec_table_memory_t`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TableMemory {
+    /// 2 MiB aligned and advised for transparent huge pages (the default).
+    #[default]
+    HugePages = 0,
+    /// Ordinary pages.
+    SmallPages = 1,
+}
+
+/// One optimizer state: its name and whether it holds one value per row (`[rows]`) rather
+/// than one per element (`[rows, dim]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateInfo {
+    pub name: String,
+    pub row_wise: bool,
+}
+
 /// Collection options; `Default` gives the library defaults.
 #[derive(Default)]
 pub struct EmbeddingOptions<'a> {
@@ -41,6 +70,10 @@ pub struct EmbeddingOptions<'a> {
     pub forward_comm_encoding: CommEncoding,
     /// Encoding of the backward's gradient all-to-all and data-parallel all-reduce.
     pub backward_comm_encoding: CommEncoding,
+    /// Non-finite per-id weights and output gradients: rejected (default) or let through.
+    pub non_finite: NonFinitePolicy,
+    /// Page size of the table storage.
+    pub table_memory: TableMemory,
 }
 
 /// One rank's batch in keyed-jagged form, feature-major: `lengths[f * batch_size + b]` ids of
@@ -129,6 +162,8 @@ impl EmbeddingCollection {
         o.dp_comm = options.dp_comm.map_or(ptr::null_mut(), |c| c.raw);
         o.forward_comm_encoding = options.forward_comm_encoding as i32;
         o.backward_comm_encoding = options.backward_comm_encoding as i32;
+        o.non_finite = options.non_finite as i32;
+        o.table_memory = options.table_memory as i32;
         let mut out = ptr::null_mut();
         check(create(&mut out, &opt, &o))?;
         Ok(EmbeddingCollection { raw: out, shapes })
@@ -241,9 +276,34 @@ impl EmbeddingCollection {
             .collect()
     }
 
+    /// The states of the optimizer `table` trains with (its own or the default), in order: the
+    /// names [`EmbeddingCollection::state`] and [`EmbeddingCollection::set_state`] accept.
+    pub fn table_states(&self, table: &str) -> Result<Vec<StateInfo>> {
+        let name = cstring(table, "table")?;
+        let mut n = 0;
+        check(unsafe { sys::shardrec_embedding_table_num_states(self.raw, name.as_ptr(), &mut n) })?;
+        (0..n)
+            .map(|i| {
+                let (mut state, mut row_wise) = (ptr::null(), 0);
+                check(unsafe {
+                    sys::shardrec_embedding_table_state_info(
+                        self.raw,
+                        name.as_ptr(),
+                        i,
+                        &mut state,
+                        &mut row_wise,
+                    )
+                })?;
+                // SAFETY: on success the name is NUL-terminated and owned by the collection.
+                let state = unsafe { CStr::from_ptr(state) }.to_string_lossy().into_owned();
+                Ok(StateInfo { name: state, row_wise: row_wise != 0 })
+            })
+            .collect()
+    }
+
     /// One full optimizer state of `table` (collective).
     pub fn state(&mut self, table: &str, state: &str) -> Result<Vec<f32>> {
-        let row_wise = self.states()?.into_iter().any(|(n, rw)| n == state && rw);
+        let row_wise = self.table_states(table)?.into_iter().any(|s| s.name == state && s.row_wise);
         let (rows, dim) = self.shapes.get(table).copied().unwrap_or((0, 0));
         let mut out = vec![0.0; if row_wise { rows as usize } else { rows as usize * dim as usize }];
         let (t, s) = (cstring(table, "table")?, cstring(state, "state")?);

@@ -6,14 +6,17 @@ mod checkpoint;
 mod comm;
 mod config;
 mod ddp;
+mod device;
 mod dense;
 mod embedding;
 mod mesh;
 mod plan;
 
-pub use checkpoint::LoadOptions;
-pub use comm::{Comm, CommOptions, UniqueId};
+pub use checkpoint::{DenseTensor, DenseTensorMut, LoadOptions};
+pub use comm::{Comm, CommOptions, Element, ReduceOp, UniqueId};
+pub use device::{device_check, device_count, device_plugin_path, DType, DeviceType};
 pub use ddp::{Bucketer, BucketerOptions, BucketerStats, Compression, Fsdp};
+pub use dense::DenseState;
 pub use dense::{
     blas_threads, bce_with_logits, dot_interaction_backward, dot_interaction_forward,
     dot_interaction_width, set_blas_threads, Activation, CoreRef, Dcn, DenseLayer, DenseMath,
@@ -24,8 +27,8 @@ pub use config::{
     ShardingType, Table, Topology,
 };
 pub use embedding::{
-    BoundsPolicy, CommEncoding, EmbeddingCollection, EmbeddingOptions, Kjt, OutputBlock,
-    StepTimings,
+    BoundsPolicy, CommEncoding, EmbeddingCollection, EmbeddingOptions, Kjt, NonFinitePolicy,
+    OutputBlock, StateInfo, StepTimings, TableMemory,
 };
 pub use mesh::{
     Mesh, MeshCoords, MeshLayout, MeshOptions, SyncBuffer, SyncHook, SyncMode, SyncStats,
@@ -147,4 +150,10 @@ pub(crate) fn cstring(s: &str, what: &str) -> Result<std::ffi::CString> {
 pub fn version() -> String {
     // SAFETY: returns a static string.
     unsafe { CStr::from_ptr(sys::shardrec_version_string()) }.to_string_lossy().into_owned()
+}
+
+/// Runtime version of the loaded library as major * 10000 + minor * 100 + patch.
+pub fn version_code() -> i32 {
+    // SAFETY: no arguments.
+    unsafe { sys::shardrec_version() }
 }
