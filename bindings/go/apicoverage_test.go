@@ -344,3 +344,21 @@ func TestNonFinitePolicyReachesTheCollection(t *testing.T) {
 		}
 	}
 }
+
+func TestEmbeddingDeviceIsForwarded(t *testing.T) {
+	tables := []TableConfig{{Name: "t", Rows: 4, Dim: 2, Features: []int32{0}}}
+	plan, err := NewPlan(tables, []FeatureConfig{{Name: "f"}}, Topology{WorldSize: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plan.Close()
+	comms, err := NewLocalGroup(1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comms[0].Close()
+	_, err = NewEmbeddingCollection(plan, comms[0], nil, &EmbeddingOptions{DeviceType: DeviceCUDA})
+	if code := CodeOf(err); code != ErrCodeUnsupported && code != ErrCodeNoDevice {
+		t.Fatalf("CUDA collection: %v", err)
+	}
+}

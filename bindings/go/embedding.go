@@ -109,6 +109,10 @@ type EmbeddingOptions struct {
 	NonFinite NonFinitePolicy
 	// TableMemory is the page size of the table storage; the zero value is huge pages.
 	TableMemory TableMemory
+	// DeviceType is where the tables live: DeviceHost (the zero value). CUDA collections are
+	// refused with ErrCodeUnsupported by this build (embedding.h); forwarded as given.
+	DeviceType  DeviceType
+	DeviceIndex int // CUDA ordinal; ignored on the host
 }
 
 // NonFinitePolicy is shardrec_non_finite_policy_t (shardrec/embedding.h).
@@ -207,6 +211,8 @@ func newEmbeddingCollection(plan *Plan, opt *OptimizerConfig, opts *EmbeddingOpt
 		eo.SetBackward_comm_encoding(int(opts.BackwardCommEncoding))
 		eo.SetNon_finite(int(opts.NonFinite))
 		eo.SetTable_memory(int(opts.TableMemory))
+		eo.SetDevice_type(int(opts.DeviceType))
+		eo.SetDevice_index(opts.DeviceIndex)
 	}
 	shapes := map[string][2]int64{}
 	n, err := plan.NumTables()

@@ -74,6 +74,11 @@ pub struct EmbeddingOptions<'a> {
     pub non_finite: NonFinitePolicy,
     /// Page size of the table storage.
     pub table_memory: TableMemory,
+    /// Where the tables live: `Host` (the default). CUDA collections are refused with
+    /// `Code::Unsupported` by this build (embedding.h); forwarded as given.
+    pub device_type: crate::DeviceType,
+    /// CUDA ordinal; ignored on the host.
+    pub device_index: i32,
 }
 
 /// One rank's batch in keyed-jagged form, feature-major: `lengths[f * batch_size + b]` ids of
@@ -164,6 +169,8 @@ impl EmbeddingCollection {
         o.backward_comm_encoding = options.backward_comm_encoding as i32;
         o.non_finite = options.non_finite as i32;
         o.table_memory = options.table_memory as i32;
+        o.device_type = options.device_type as i32;
+        o.device_index = options.device_index;
         let mut out = ptr::null_mut();
         check(create(&mut out, &opt, &o))?;
         Ok(EmbeddingCollection { raw: out, shapes })

@@ -212,3 +212,15 @@ fn half_precision_tables_store_rounded_weights() {
     coll.set_weights("t", &[1.0 + 1.0 / 1024.0, 2.0, 3.0, 0.5]).expect("set");
     assert_eq!(coll.weights("t").expect("get"), vec![1.0, 2.0, 3.0, 0.5]);
 }
+
+#[test]
+fn embedding_device_is_forwarded() {
+    let plan = Plan::new(&[Table::new("t", 4, 2, &[0])], &[Feature::new("f")], &Topology::new(1), &[])
+        .expect("plan");
+    let mut comm = Comm::local_group(1, &CommOptions::default()).expect("comm").remove(0);
+    let options = EmbeddingOptions { device_type: DeviceType::Cuda, ..Default::default() };
+    let err = EmbeddingCollection::new(&plan, &mut comm, &Optimizer::default(), &options)
+        .err()
+        .expect("a CUDA collection is refused here");
+    assert!(matches!(err.code(), Code::Unsupported | Code::NoDevice), "{err}");
+}

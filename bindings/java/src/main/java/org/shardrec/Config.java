@@ -295,6 +295,19 @@ public final class Config {
     public NonFinitePolicy nonFinite = NonFinitePolicy.CHECK;
     /** Page size of the table storage; huge pages by default. */
     public TableMemory tableMemory = TableMemory.HUGE_PAGES;
+    /**
+     * Where the tables live: HOST (the default). CUDA collections are refused with
+     * EUNSUPPORTED by this build (embedding.h); the field is forwarded as given.
+     */
+    public DeviceType deviceType = DeviceType.HOST;
+    /** CUDA ordinal; ignored on the host. */
+    public int deviceIndex;
+
+    public EmbeddingOptions device(DeviceType type, int index) {
+      deviceType = java.util.Objects.requireNonNull(type, "type");
+      deviceIndex = index;
+      return this;
+    }
 
     public EmbeddingOptions nonFinite(NonFinitePolicy v) {
       nonFinite = java.util.Objects.requireNonNull(v, "nonFinite");

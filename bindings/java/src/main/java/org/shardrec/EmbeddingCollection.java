@@ -59,6 +59,8 @@ public final class EmbeddingCollection extends NativeHandle {
       e.setBackward_comm_encoding(eo.backwardCommEncoding.code());
       e.setNon_finite(eo.nonFinite.code());
       e.setTable_memory(eo.tableMemory.code());
+      e.setDevice_type(eo.deviceType.code());
+      e.setDevice_index(eo.deviceIndex);
       long[] out = new long[1];
       create.call(out, o, e);
       try {

@@ -244,4 +244,18 @@ class ApiCoverageTest {
       }
     }
   }
+
+  @Test
+  void embeddingDeviceIsForwarded() {
+    List<Config.Feature> features = List.of(new Config.Feature("f"));
+    List<Config.Table> tables = List.of(new Config.Table("t", 4, 2).features(0));
+    try (Plan plan = Plan.create(tables, features, new Config.Topology(1), List.of());
+         Comm comm = Comm.createLocalGroup(1)[0]) {
+      ShardrecException e = assertThrows(ShardrecException.class,
+          () -> EmbeddingCollection.create(
+              plan, comm, null, new Config.EmbeddingOptions().device(DeviceType.CUDA, 0)));
+      assertTrue(e.code() == ShardrecException.EUNSUPPORTED
+                 || e.code() == ShardrecException.ENODEVICE, e.toString());
+    }
+  }
 }
