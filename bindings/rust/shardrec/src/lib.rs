@@ -13,7 +13,7 @@ mod mesh;
 mod plan;
 
 pub use checkpoint::{DenseTensor, DenseTensorMut, LoadOptions};
-pub use comm::{Comm, CommOptions, Element, ReduceOp, UniqueId};
+pub use comm::{Comm, CommOptions, Element, ReduceOp, Store, UniqueId};
 pub use device::{device_check, device_count, device_plugin_path, DType, DeviceType};
 pub use ddp::{Bucketer, BucketerOptions, BucketerStats, Compression, Fsdp};
 pub use dense::DenseState;
@@ -59,6 +59,26 @@ pub enum Code {
 }
 
 impl Code {
+    /// The raw status (a negative `SHARDREC_E*` value).
+    pub fn status(self) -> i32 {
+        match self {
+            Code::Generic => -1,
+            Code::Invalid => -2,
+            Code::Usage => -3,
+            Code::NoMemory => -4,
+            Code::Cuda => -5,
+            Code::Remote => -6,
+            Code::Timeout => -7,
+            Code::Io => -8,
+            Code::Corrupt => -9,
+            Code::Unsupported => -10,
+            Code::NotFound => -11,
+            Code::Internal => -12,
+            Code::NoDevice => -13,
+            Code::Other(status) => status,
+        }
+    }
+
     fn from_status(status: i32) -> Code {
         match status {
             -1 => Code::Generic,
@@ -88,6 +108,12 @@ pub struct Error {
 }
 
 impl Error {
+    /// An error of your own, e.g. from a [`Store`] implementation (the library reports its
+    /// status).
+    pub fn new(code: Code, message: impl Into<String>) -> Error {
+        Error { status: code.status(), message: message.into() }
+    }
+
     /// The raw status (a negative `SHARDREC_E*` value).
     pub fn status(&self) -> i32 {
         self.status

@@ -224,3 +224,51 @@ fn embedding_device_is_forwarded() {
         .expect("a CUDA collection is refused here");
     assert!(matches!(err.code(), Code::Unsupported | Code::NoDevice), "{err}");
 }
+
+/// An in-process key-value store: what a launcher's store (etcd, Redis, ...) would provide.
+#[derive(Default)]
+struct MemoryStore {
+    map: std::sync::Mutex<std::collections::HashMap<String, Vec<u8>>>,
+    changed: std::sync::Condvar,
+    sets: std::sync::atomic::AtomicUsize,
+}
+
+impl shardrec::Store for MemoryStore {
+    fn set(&self, key: &str, value: &[u8]) -> shardrec::Result<()> {
+        self.sets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.map.lock().unwrap().insert(key.to_string(), value.to_vec());
+        self.changed.notify_all();
+        Ok(())
+    }
+
+    fn get(&self, key: &str, timeout_ms: i64) -> shardrec::Result<Vec<u8>> {
+        let deadline = std::time::Duration::from_millis(timeout_ms.max(1) as u64);
+        let map = self.map.lock().unwrap();
+        let (map, _) = self.changed.wait_timeout_while(map, deadline, |m| !m.contains_key(key)).unwrap();
+        map.get(key).cloned().ok_or_else(|| shardrec::Error::new(Code::Timeout, format!("no key {key}")))
+    }
+}
+
+#[test]
+fn custom_store_rendezvous_at_world_two() {
+    let store = std::sync::Arc::new(MemoryStore::default());
+    let handles: Vec<_> = (0..2)
+        .map(|rank| {
+            let store = store.clone();
+            thread::spawn(move || {
+                let options = CommOptions { timeout_ms: 20000, ..Default::default() };
+                let mut c = Comm::with_store(store, 2, rank, &options).expect("with_store");
+                assert_eq!((c.rank().expect("rank"), c.size().expect("size")), (rank, 2));
+                let mut v = [rank as f32 + 1.0, 10.0];
+                c.allreduce_in_place(&mut v, ReduceOp::Sum).expect("allreduce");
+                v
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().expect("rank"), [3.0, 20.0]);
+    }
+    assert!(store.sets.load(std::sync::atomic::Ordering::Relaxed) >= 2, "the store was not used");
+    assert_eq!(Code::Timeout.status(), -7);
+    assert_eq!(shardrec::Error::new(Code::Timeout, "x").code(), Code::Timeout);
+}
