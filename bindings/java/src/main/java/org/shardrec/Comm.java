@@ -80,6 +80,22 @@ public final class Comm extends NativeHandle {
     return new Comm(out[0]);
   }
 
+  /**
+   * Joins a group of {@code worldSize} ranks as {@code rank} through {@code store} (collective,
+   * blocking): every rank passes a store that reaches the same keys.
+   */
+  public static Comm create(Store store, int worldSize, int rank, Options options) {
+    if (store == null) throw new IllegalArgumentException("store must not be null");
+    long[] out = new long[1];
+    comm_options o = (options == null ? new Options() : options).toNative();
+    try {
+      Native.bind_comm_create_with_java_store(out, store, worldSize, rank, o);
+    } finally {
+      o.delete();
+    }
+    return new Comm(out[0]);
+  }
+
   public int rank() {
     int[] out = new int[1];
     Native.comm_rank(out, handle());

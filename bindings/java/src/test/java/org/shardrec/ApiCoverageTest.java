@@ -258,4 +258,70 @@ class ApiCoverageTest {
                  || e.code() == ShardrecException.ENODEVICE, e.toString());
     }
   }
+
+  /** An in-process key-value store: what a launcher's store (etcd, Redis, ...) would provide. */
+  private static final class MemoryStore implements Store {
+    private final java.util.Map<String, byte[]> map = new java.util.HashMap<>();
+    int sets;
+
+    @Override
+    public synchronized void set(String key, byte[] value) {
+      ++sets;
+      map.put(key, value.clone());
+      notifyAll();
+    }
+
+    @Override
+    public synchronized byte[] get(String key, long timeoutMs) {
+      long deadline = System.currentTimeMillis() + Math.max(timeoutMs, 1);
+      while (!map.containsKey(key)) {
+        long left = deadline - System.currentTimeMillis();
+        if (left <= 0) return null;
+        try {
+          wait(left);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          return null;
+        }
+      }
+      return map.get(key);
+    }
+  }
+
+  @Test
+  void customStoreRendezvousAtWorldTwo() throws Exception {
+    MemoryStore store = new MemoryStore();
+    List<float[]> got = onRanks(2, rank -> {
+      try (Comm c = Comm.create(store, 2, rank, new Comm.Options().timeoutMs(20000))) {
+        assertEquals(rank, c.rank());
+        assertEquals(2, c.size());
+        FloatBuffer v = Buffers.of(new float[] {rank + 1, 10});
+        c.allreduceSum(v);
+        return new float[] {v.get(0), v.get(1)};
+      }
+    });
+    for (float[] g : got) assertArrayEquals(new float[] {3, 20}, g);
+    assertTrue(store.sets >= 2, "the store was not used");
+  }
+
+  @Test
+  void storeExceptionsCarryTheirCode() {
+    Store failing = new Store() {
+      @Override
+      public void set(String key, byte[] value) {
+        throw new ShardrecException(ShardrecException.EIO, "store down");
+      }
+
+      @Override
+      public byte[] get(String key, long timeoutMs) {
+        throw new IllegalStateException("store down");
+      }
+    };
+    ShardrecException e = assertThrows(
+        ShardrecException.class,
+        () -> Comm.create(failing, 2, 0, new Comm.Options().timeoutMs(2000)));
+    // The rendezvous fails as a whole (EREMOTE); the message names the store's own code.
+    assertEquals(ShardrecException.EREMOTE, e.code(), e.toString());
+    assertTrue(e.getMessage().contains("returned code " + ShardrecException.EIO), e.getMessage());
+  }
 }
