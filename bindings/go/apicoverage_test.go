@@ -5,11 +5,14 @@
 package shardrec
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // onRanks runs body(rank) on one goroutine per rank of a new local group and fails the test
@@ -360,5 +363,109 @@ func TestEmbeddingDeviceIsForwarded(t *testing.T) {
 	_, err = NewEmbeddingCollection(plan, comms[0], nil, &EmbeddingOptions{DeviceType: DeviceCUDA})
 	if code := CodeOf(err); code != ErrCodeUnsupported && code != ErrCodeNoDevice {
 		t.Fatalf("CUDA collection: %v", err)
+	}
+}
+
+// memoryStore is an in-process key-value store: what a launcher's store (etcd, Redis, ...)
+// would provide.
+type memoryStore struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	m    map[string][]byte
+	sets int
+}
+
+func newMemoryStore() *memoryStore {
+	s := &memoryStore{m: map[string][]byte{}}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+func (s *memoryStore) Set(key string, value []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sets++
+	s.m[key] = append([]byte(nil), value...)
+	s.cond.Broadcast()
+	return nil
+}
+
+func (s *memoryStore) Get(key string, timeoutMs int64) ([]byte, error) {
+	deadline := time.Now().Add(time.Duration(timeoutMs) * time.Millisecond)
+	timer := time.AfterFunc(time.Until(deadline), func() {
+		s.mu.Lock()
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	})
+	defer timer.Stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if v, ok := s.m[key]; ok {
+			return v, nil
+		}
+		if !time.Now().Before(deadline) {
+			return nil, &Error{Code: ErrCodeTimeout, Message: "no key " + key}
+		}
+		s.cond.Wait()
+	}
+}
+
+func TestCustomStoreRendezvousAtWorldTwo(t *testing.T) {
+	store := newMemoryStore()
+	results := make([][]float32, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func(rank int) {
+			defer wg.Done()
+			c, err := NewCommWithStore(store, 2, rank, &CommOptions{TimeoutMs: 20000})
+			if err != nil {
+				errs[rank] = err
+				return
+			}
+			defer c.Close()
+			if got, _ := c.Rank(); got != rank {
+				errs[rank] = fmt.Errorf("rank %d reports %d", rank, got)
+				return
+			}
+			v := []float32{float32(rank) + 1, 10}
+			errs[rank] = Allreduce(c, v, v, ReduceSum)
+			results[rank] = v
+		}(r)
+	}
+	wg.Wait()
+	for r := 0; r < 2; r++ {
+		if errs[r] != nil {
+			t.Fatalf("rank %d: %v", r, errs[r])
+		}
+		if !reflect.DeepEqual(results[r], []float32{3, 20}) {
+			t.Errorf("rank %d: %v", r, results[r])
+		}
+	}
+	if store.sets < 2 {
+		t.Fatalf("the store was not used (%d sets)", store.sets)
+	}
+}
+
+type failingStore struct{}
+
+func (failingStore) Set(string, []byte) error {
+	return &Error{Code: ErrCodeIO, Message: "store down"}
+}
+
+func (failingStore) Get(string, int64) ([]byte, error) { return nil, errors.New("store down") }
+
+func TestStoreErrorsCarryTheirCode(t *testing.T) {
+	_, err := NewCommWithStore(failingStore{}, 2, 0, &CommOptions{TimeoutMs: 2000})
+	// The rendezvous fails as a whole (EREMOTE); the message names the store's own code.
+	var e *Error
+	if !errors.As(err, &e) || e.Code != ErrCodeRemote ||
+		!strings.Contains(e.Message, fmt.Sprintf("returned code %d", ErrCodeIO)) {
+		t.Fatalf("failing store: %v", err)
+	}
+	if CodeOf(func() error { _, err := NewCommWithStore(nil, 1, 0, nil); return err }()) != ErrCodeInvalid {
+		t.Fatal("nil store accepted")
 	}
 }

@@ -117,6 +117,31 @@ func NewComm(id []byte, worldSize, rank int, opts *CommOptions) (*Comm, error) {
 	return newComm(out[0]), nil
 }
 
+// Store is a key-value store the ranks of a group rendezvous through, instead of a unique id:
+// bring your own (etcd, Redis, a launcher's store) and pass it to NewCommWithStore. Set stores
+// value under key (overwriting); Get waits up to timeoutMs for key and returns its value, or an
+// error when it does not appear (use &Error{Code: ErrCodeTimeout}). Called from the goroutine
+// that creates a communicator and from library threads, so implementations must be safe for
+// concurrent use. An *Error reports its Code to the library, any other error
+// SHARDREC_ERROR; a panic is recovered and reported as SHARDREC_ERROR. The library keeps the
+// store for the rest of the process.
+type Store = swig.Store
+
+// NewCommWithStore joins a group of worldSize ranks as rank through store (collective): every
+// rank passes a store that reaches the same keys.
+func NewCommWithStore(store Store, worldSize, rank int, opts *CommOptions) (*Comm, error) {
+	if store == nil {
+		return nil, &Error{Code: ErrCodeInvalid, Message: "nil store"}
+	}
+	out := make([]uintptr, 1)
+	o := opts.native()
+	defer swig.DeleteComm_options(o)
+	if err := swig.CommCreateWithStore(out, store, worldSize, rank, o); err != nil {
+		return nil, err
+	}
+	return newComm(out[0]), nil
+}
+
 // Rank is this rank's index.
 func (c *Comm) Rank() (int, error) {
 	out := make([]int32, 1)
