@@ -469,3 +469,67 @@ func TestStoreErrorsCarryTheirCode(t *testing.T) {
 		t.Fatal("nil store accepted")
 	}
 }
+
+func TestTensorViewsMatchThePlainCalls(t *testing.T) {
+	tables := []TableConfig{{Name: "t", Rows: 4, Dim: 3, Features: []int32{0}}}
+	plan, err := NewPlan(tables, []FeatureConfig{{Name: "f"}}, Topology{WorldSize: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plan.Close()
+	sgd := DefaultOptimizer()
+	sgd.LearningRate = 0.5
+	colls := make([]*EmbeddingCollection, 2)
+	for i := range colls {
+		comms, err := NewLocalGroup(1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		colls[i], err = NewEmbeddingCollection(plan, comms[0], &sgd, &EmbeddingOptions{Seed: 5})
+		comms[0].Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer colls[i].Close()
+	}
+	plain, viewed := colls[0], colls[1]
+	batch := &KJT{BatchSize: 2, NumFeatures: 1, Lengths: []int32{2, 1}, Values: []int64{0, 3, 1}}
+	want, err := plain.ForwardAlloc(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, 6)
+	if err := viewed.ForwardTensor(batch, got, []int64{2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ForwardTensor %v, Forward %v", got, want)
+	}
+	if err := firstErr(plain.Backward(want), viewed.BackwardTensor(got, []int64{2, 3})); err != nil {
+		t.Fatal(err)
+	}
+	w1, _ := plain.Weights("t")
+	w2, _ := viewed.Weights("t")
+	if !reflect.DeepEqual(w1, w2) {
+		t.Fatalf("weights after BackwardTensor differ: %v vs %v", w2, w1)
+	}
+	if err := firstErr(viewed.InputDistStart(batch), viewed.InputDistWait()); err != nil {
+		t.Fatal(err)
+	}
+	dist := make([]float32, 6)
+	if err := viewed.ForwardDistributedTensor(dist, []int64{6}); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := viewed.ForwardAlloc(batch)
+	if !reflect.DeepEqual(dist, again) {
+		t.Fatalf("ForwardDistributedTensor %v, Forward %v", dist, again)
+	}
+	// A last extent other than the output width: refused by the library.
+	if CodeOf(viewed.ForwardTensor(batch, make([]float32, 6), []int64{3, 2})) != ErrCodeInvalid {
+		t.Fatal("wrong output width accepted")
+	}
+	// A shape that does not match the buffer: refused before the call.
+	if CodeOf(viewed.ForwardTensor(batch, make([]float32, 6), []int64{2, 4})) != ErrCodeInvalid {
+		t.Fatal("shape/buffer mismatch accepted")
+	}
+}

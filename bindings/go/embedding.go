@@ -5,6 +5,7 @@ package shardrec
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 
@@ -279,6 +280,58 @@ func (e *EmbeddingCollection) Forward(batch *KJT, out []float32) error {
 	defer runtime.KeepAlive(e)
 	return swig.Bind_embedding_forward(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
 		batch.Lengths, batch.Values, batch.Weights, out)
+}
+
+// shapeElements is the element count of a tensor shape (an error for a negative extent or an
+// overflow).
+func shapeElements(shape []int64) (int64, error) {
+	n := int64(1)
+	for _, d := range shape {
+		if d < 0 || (d > 0 && n > math.MaxInt64/d) {
+			return 0, &Error{Code: ErrCodeInvalid, Message: fmt.Sprintf("bad tensor shape %v", shape)}
+		}
+		n *= d
+	}
+	return n, nil
+}
+
+// checkShape checks that buf holds exactly the elements of shape.
+func checkShape(what string, buf []float32, shape []int64) error {
+	n, err := shapeElements(shape)
+	if err != nil {
+		return err
+	}
+	return checkLen(what, buf, n)
+}
+
+// ForwardTensor is Forward into a tensor of extents shape (at most 4; with 2 or more, the last
+// is the output width): the library checks the shape against the output
+// (shardrec_embedding_forward_tensor). out holds exactly the shape's element count.
+func (e *EmbeddingCollection) ForwardTensor(batch *KJT, out []float32, shape []int64) error {
+	if err := checkShape("out", out, shape); err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(e)
+	return swig.Bind_embedding_forward_tensor(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
+		batch.Lengths, batch.Values, batch.Weights, out, shape)
+}
+
+// ForwardDistributedTensor is ForwardDistributed into a tensor of extents shape.
+func (e *EmbeddingCollection) ForwardDistributedTensor(out []float32, shape []int64) error {
+	if err := checkShape("out", out, shape); err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(e)
+	return swig.Bind_embedding_forward_distributed_tensor(e.handle(), out, shape)
+}
+
+// BackwardTensor is Backward with the gradient as a tensor of extents shape.
+func (e *EmbeddingCollection) BackwardTensor(grad []float32, shape []int64) error {
+	if err := checkShape("grad", grad, shape); err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(e)
+	return swig.Bind_embedding_backward_tensor(e.handle(), grad, shape)
 }
 
 // ForwardAlloc is Forward into a new slice of the right size.

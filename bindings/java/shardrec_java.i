@@ -197,7 +197,8 @@ SR_JAVA_ARRAY(float, jfloatArray, float[], jfloat, GetFloatArrayElements, Releas
 %apply (const int32_t* ARR, size_t ARRLEN) { (const int32_t* features, size_t num_features),
                                              (const int32_t* ranks, size_t num_ranks) };
 %apply (const float* ARR, size_t ARRLEN) { (const float* pooling_factors, size_t num_pooling_factors) };
-%apply (const int64_t* ARR, size_t ARRLEN) { (const int64_t* bytes, size_t num_bytes) };
+%apply (const int64_t* ARR, size_t ARRLEN) { (const int64_t* bytes, size_t num_bytes),
+                                             (const int64_t* shape, size_t ndim) };
 
 /* JSON text in: a Java String (UTF-8 bytes, length from the string). */
 %typemap(jni) (const char* text, size_t len) "jstring"

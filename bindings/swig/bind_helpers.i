@@ -217,6 +217,54 @@ shardrec_status_t shardrec_bind_embedding_input_dist_start(
   return shardrec_embedding_input_dist_start(coll, &kjt, NULL);
 }
 
+/* A host FLOAT32 view of @p data with @p ndim extents. The language layer checked that the
+   extents multiply to @p len; this refuses a mismatch too (the C API trusts a view's shape). */
+static shardrec_status_t sr_bind_view(shardrec_tensor_view_t* v, const float* data, size_t len,
+                                      const int64_t* shape, size_t ndim) {
+  size_t i;
+  int64_t elems = 1;
+  memset(v, 0, sizeof(*v));
+  v->data = (void*)data;
+  v->dtype = SHARDREC_DTYPE_FLOAT32;
+  v->device_type = SHARDREC_DEVICE_HOST;
+  /* More extents than a view holds: passed on as ndim so that the library rejects it. */
+  v->ndim = ndim > (size_t)SHARDREC_TENSOR_MAX_DIMS + 1 ? SHARDREC_TENSOR_MAX_DIMS + 1 : (int32_t)ndim;
+  for (i = 0; i < ndim && i < SHARDREC_TENSOR_MAX_DIMS; ++i) {
+    v->shape[i] = shape[i];
+    if (shape[i] < 0 || (shape[i] > 0 && elems > INT64_MAX / shape[i])) return SHARDREC_EINVAL;
+    elems *= shape[i];
+  }
+  if (ndim <= SHARDREC_TENSOR_MAX_DIMS && (uint64_t)elems != (uint64_t)len) return SHARDREC_EINVAL;
+  return SHARDREC_OK;
+}
+
+/* shardrec_embedding_forward_tensor with a host view of @p out shaped by @p shape. */
+shardrec_status_t shardrec_bind_embedding_forward_tensor(
+    shardrec_embedding_t* coll, int64_t batch_size, size_t num_features, const int32_t* lengths,
+    size_t num_lengths, const int64_t* values, size_t num_values, const float* weights,
+    size_t num_weights, float* out, size_t out_len, const int64_t* shape, size_t ndim) {
+  shardrec_tensor_view_t v;
+  shardrec_kjt_view_t kjt = sr_bind_kjt(batch_size, num_features, lengths, num_lengths, values,
+                                        num_values, weights, num_weights);
+  shardrec_status_t rc = sr_bind_view(&v, out, out_len, shape, ndim);
+  return rc != SHARDREC_OK ? rc : shardrec_embedding_forward_tensor(coll, &kjt, &v, NULL);
+}
+
+shardrec_status_t shardrec_bind_embedding_forward_distributed_tensor(
+    shardrec_embedding_t* coll, float* out, size_t out_len, const int64_t* shape, size_t ndim) {
+  shardrec_tensor_view_t v;
+  shardrec_status_t rc = sr_bind_view(&v, out, out_len, shape, ndim);
+  return rc != SHARDREC_OK ? rc : shardrec_embedding_forward_distributed_tensor(coll, &v, NULL);
+}
+
+shardrec_status_t shardrec_bind_embedding_backward_tensor(shardrec_embedding_t* coll,
+                                                          const float* grad, size_t grad_len,
+                                                          const int64_t* shape, size_t ndim) {
+  shardrec_tensor_view_t v;
+  shardrec_status_t rc = sr_bind_view(&v, grad, grad_len, shape, ndim);
+  return rc != SHARDREC_OK ? rc : shardrec_embedding_backward_tensor(coll, &v, NULL);
+}
+
 /* The loaded CUDA plugin's path as library-allocated text (freed with shardrec_free by the
    language typemap): shardrec_device_plugin_path asked for the length, then for the bytes. */
 shardrec_status_t shardrec_bind_device_plugin_path(char** text_out, size_t* len_out) {
@@ -323,3 +371,12 @@ shardrec_status_t shardrec_bind_checkpoint(shardrec_mesh_t* mesh, shardrec_embed
                                            const char* dir, const shardrec_checkpoint_options_t* options,
                                            const char* dense_names, const int64_t* counts,
                                            size_t num_counts, float* flat, int32_t load);
+shardrec_status_t shardrec_bind_embedding_forward_tensor(
+    shardrec_embedding_t* coll, int64_t batch_size, size_t num_features, const int32_t* lengths,
+    size_t num_lengths, const int64_t* values, size_t num_values, const float* weights,
+    size_t num_weights, float* out, size_t out_len, const int64_t* shape, size_t ndim);
+shardrec_status_t shardrec_bind_embedding_forward_distributed_tensor(
+    shardrec_embedding_t* coll, float* out, size_t out_len, const int64_t* shape, size_t ndim);
+shardrec_status_t shardrec_bind_embedding_backward_tensor(shardrec_embedding_t* coll,
+                                                          const float* grad, size_t grad_len,
+                                                          const int64_t* shape, size_t ndim);

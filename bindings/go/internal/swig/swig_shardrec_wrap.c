@@ -426,6 +426,54 @@ shardrec_status_t shardrec_bind_embedding_input_dist_start(
   return shardrec_embedding_input_dist_start(coll, &kjt, NULL);
 }
 
+/* A host FLOAT32 view of @p data with @p ndim extents. The language layer checked that the
+   extents multiply to @p len; this refuses a mismatch too (the C API trusts a view's shape). */
+static shardrec_status_t sr_bind_view(shardrec_tensor_view_t* v, const float* data, size_t len,
+                                      const int64_t* shape, size_t ndim) {
+  size_t i;
+  int64_t elems = 1;
+  memset(v, 0, sizeof(*v));
+  v->data = (void*)data;
+  v->dtype = SHARDREC_DTYPE_FLOAT32;
+  v->device_type = SHARDREC_DEVICE_HOST;
+  /* More extents than a view holds: passed on as ndim so that the library rejects it. */
+  v->ndim = ndim > (size_t)SHARDREC_TENSOR_MAX_DIMS + 1 ? SHARDREC_TENSOR_MAX_DIMS + 1 : (int32_t)ndim;
+  for (i = 0; i < ndim && i < SHARDREC_TENSOR_MAX_DIMS; ++i) {
+    v->shape[i] = shape[i];
+    if (shape[i] < 0 || (shape[i] > 0 && elems > INT64_MAX / shape[i])) return SHARDREC_EINVAL;
+    elems *= shape[i];
+  }
+  if (ndim <= SHARDREC_TENSOR_MAX_DIMS && (uint64_t)elems != (uint64_t)len) return SHARDREC_EINVAL;
+  return SHARDREC_OK;
+}
+
+/* shardrec_embedding_forward_tensor with a host view of @p out shaped by @p shape. */
+shardrec_status_t shardrec_bind_embedding_forward_tensor(
+    shardrec_embedding_t* coll, int64_t batch_size, size_t num_features, const int32_t* lengths,
+    size_t num_lengths, const int64_t* values, size_t num_values, const float* weights,
+    size_t num_weights, float* out, size_t out_len, const int64_t* shape, size_t ndim) {
+  shardrec_tensor_view_t v;
+  shardrec_kjt_view_t kjt = sr_bind_kjt(batch_size, num_features, lengths, num_lengths, values,
+                                        num_values, weights, num_weights);
+  shardrec_status_t rc = sr_bind_view(&v, out, out_len, shape, ndim);
+  return rc != SHARDREC_OK ? rc : shardrec_embedding_forward_tensor(coll, &kjt, &v, NULL);
+}
+
+shardrec_status_t shardrec_bind_embedding_forward_distributed_tensor(
+    shardrec_embedding_t* coll, float* out, size_t out_len, const int64_t* shape, size_t ndim) {
+  shardrec_tensor_view_t v;
+  shardrec_status_t rc = sr_bind_view(&v, out, out_len, shape, ndim);
+  return rc != SHARDREC_OK ? rc : shardrec_embedding_forward_distributed_tensor(coll, &v, NULL);
+}
+
+shardrec_status_t shardrec_bind_embedding_backward_tensor(shardrec_embedding_t* coll,
+                                                          const float* grad, size_t grad_len,
+                                                          const int64_t* shape, size_t ndim) {
+  shardrec_tensor_view_t v;
+  shardrec_status_t rc = sr_bind_view(&v, grad, grad_len, shape, ndim);
+  return rc != SHARDREC_OK ? rc : shardrec_embedding_backward_tensor(coll, &v, NULL);
+}
+
 /* The loaded CUDA plugin's path as library-allocated text (freed with shardrec_free by the
    language typemap): shardrec_device_plugin_path asked for the length, then for the bytes. */
 shardrec_status_t shardrec_bind_device_plugin_path(char** text_out, size_t* len_out) {
@@ -920,7 +968,7 @@ void shardrec_bind_host_free(void* p) { free(p); }
 extern "C" {
 #endif
 
-void _wrap_Swig_free_swig_6649e554da77119c(void *_swig_go_0) {
+void _wrap_Swig_free_swig_5010cc1c9577d3b9(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -930,7 +978,7 @@ void _wrap_Swig_free_swig_6649e554da77119c(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_swig_6649e554da77119c(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_swig_5010cc1c9577d3b9(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -943,7 +991,7 @@ void *_wrap_Swig_malloc_swig_6649e554da77119c(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_OK_swig_6649e554da77119c() {
+intgo _wrap_OK_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -955,7 +1003,7 @@ intgo _wrap_OK_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_ERROR_swig_6649e554da77119c() {
+intgo _wrap_ERROR_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -967,7 +1015,7 @@ intgo _wrap_ERROR_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_EINVAL_swig_6649e554da77119c() {
+intgo _wrap_EINVAL_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -979,7 +1027,7 @@ intgo _wrap_EINVAL_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_EUSAGE_swig_6649e554da77119c() {
+intgo _wrap_EUSAGE_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -991,7 +1039,7 @@ intgo _wrap_EUSAGE_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_ENOMEM_swig_6649e554da77119c() {
+intgo _wrap_ENOMEM_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1003,7 +1051,7 @@ intgo _wrap_ENOMEM_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_ECUDA_swig_6649e554da77119c() {
+intgo _wrap_ECUDA_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1015,7 +1063,7 @@ intgo _wrap_ECUDA_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_EREMOTE_swig_6649e554da77119c() {
+intgo _wrap_EREMOTE_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1027,7 +1075,7 @@ intgo _wrap_EREMOTE_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_ETIMEOUT_swig_6649e554da77119c() {
+intgo _wrap_ETIMEOUT_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1039,7 +1087,7 @@ intgo _wrap_ETIMEOUT_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_EIO_swig_6649e554da77119c() {
+intgo _wrap_EIO_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1051,7 +1099,7 @@ intgo _wrap_EIO_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_ECORRUPT_swig_6649e554da77119c() {
+intgo _wrap_ECORRUPT_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1063,7 +1111,7 @@ intgo _wrap_ECORRUPT_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_EUNSUPPORTED_swig_6649e554da77119c() {
+intgo _wrap_EUNSUPPORTED_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1075,7 +1123,7 @@ intgo _wrap_EUNSUPPORTED_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_ENOTFOUND_swig_6649e554da77119c() {
+intgo _wrap_ENOTFOUND_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1087,7 +1135,7 @@ intgo _wrap_ENOTFOUND_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_EINTERNAL_swig_6649e554da77119c() {
+intgo _wrap_EINTERNAL_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1099,7 +1147,7 @@ intgo _wrap_EINTERNAL_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_ENODEVICE_swig_6649e554da77119c() {
+intgo _wrap_ENODEVICE_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1111,7 +1159,7 @@ intgo _wrap_ENODEVICE_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT32_swig_6649e554da77119c() {
+intgo _wrap_DTYPE_FLOAT32_swig_5010cc1c9577d3b9() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1123,7 +1171,7 @@ intgo _wrap_DTYPE_FLOAT32_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT16_swig_6649e554da77119c() {
+intgo _wrap_DTYPE_FLOAT16_swig_5010cc1c9577d3b9() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1135,7 +1183,7 @@ intgo _wrap_DTYPE_FLOAT16_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_DTYPE_BFLOAT16_swig_6649e554da77119c() {
+intgo _wrap_DTYPE_BFLOAT16_swig_5010cc1c9577d3b9() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1147,7 +1195,7 @@ intgo _wrap_DTYPE_BFLOAT16_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT64_swig_6649e554da77119c() {
+intgo _wrap_DTYPE_FLOAT64_swig_5010cc1c9577d3b9() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1159,7 +1207,7 @@ intgo _wrap_DTYPE_FLOAT64_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_DTYPE_INT32_swig_6649e554da77119c() {
+intgo _wrap_DTYPE_INT32_swig_5010cc1c9577d3b9() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1171,7 +1219,7 @@ intgo _wrap_DTYPE_INT32_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_DTYPE_INT64_swig_6649e554da77119c() {
+intgo _wrap_DTYPE_INT64_swig_5010cc1c9577d3b9() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1183,7 +1231,7 @@ intgo _wrap_DTYPE_INT64_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_DTYPE_UINT8_swig_6649e554da77119c() {
+intgo _wrap_DTYPE_UINT8_swig_5010cc1c9577d3b9() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1195,7 +1243,7 @@ intgo _wrap_DTYPE_UINT8_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_DEVICE_HOST_swig_6649e554da77119c() {
+intgo _wrap_DEVICE_HOST_swig_5010cc1c9577d3b9() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1207,7 +1255,7 @@ intgo _wrap_DEVICE_HOST_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_DEVICE_CUDA_swig_6649e554da77119c() {
+intgo _wrap_DEVICE_CUDA_swig_5010cc1c9577d3b9() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1219,7 +1267,7 @@ intgo _wrap_DEVICE_CUDA_swig_6649e554da77119c() {
 }
 
 
-_gostring_ _wrap_status_string_swig_6649e554da77119c(intgo _swig_go_0) {
+_gostring_ _wrap_status_string_swig_5010cc1c9577d3b9(intgo _swig_go_0) {
   shardrec_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -1232,7 +1280,7 @@ _gostring_ _wrap_status_string_swig_6649e554da77119c(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_version_swig_6649e554da77119c() {
+intgo _wrap_version_swig_5010cc1c9577d3b9() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -1243,7 +1291,7 @@ intgo _wrap_version_swig_6649e554da77119c() {
 }
 
 
-_gostring_ _wrap_version_string_swig_6649e554da77119c() {
+_gostring_ _wrap_version_string_swig_5010cc1c9577d3b9() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -1254,7 +1302,7 @@ _gostring_ _wrap_version_string_swig_6649e554da77119c() {
 }
 
 
-long long _wrap_dtype_size_swig_6649e554da77119c(intgo _swig_go_0) {
+long long _wrap_dtype_size_swig_5010cc1c9577d3b9(intgo _swig_go_0) {
   int32_t arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -1267,7 +1315,7 @@ long long _wrap_dtype_size_swig_6649e554da77119c(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_SHARDING_DATA_PARALLEL_swig_6649e554da77119c() {
+intgo _wrap_SHARDING_DATA_PARALLEL_swig_5010cc1c9577d3b9() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1279,7 +1327,7 @@ intgo _wrap_SHARDING_DATA_PARALLEL_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_WISE_swig_6649e554da77119c() {
+intgo _wrap_SHARDING_TABLE_WISE_swig_5010cc1c9577d3b9() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1291,7 +1339,7 @@ intgo _wrap_SHARDING_TABLE_WISE_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_SHARDING_ROW_WISE_swig_6649e554da77119c() {
+intgo _wrap_SHARDING_ROW_WISE_swig_5010cc1c9577d3b9() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1303,7 +1351,7 @@ intgo _wrap_SHARDING_ROW_WISE_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_SHARDING_COLUMN_WISE_swig_6649e554da77119c() {
+intgo _wrap_SHARDING_COLUMN_WISE_swig_5010cc1c9577d3b9() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1315,7 +1363,7 @@ intgo _wrap_SHARDING_COLUMN_WISE_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_6649e554da77119c() {
+intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_5010cc1c9577d3b9() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1327,7 +1375,7 @@ intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_6649e554da77119c() {
+intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_5010cc1c9577d3b9() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1339,7 +1387,7 @@ intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_SHARDING_GRID_swig_6649e554da77119c() {
+intgo _wrap_SHARDING_GRID_swig_5010cc1c9577d3b9() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1351,7 +1399,7 @@ intgo _wrap_SHARDING_GRID_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_POOLING_SUM_swig_6649e554da77119c() {
+intgo _wrap_POOLING_SUM_swig_5010cc1c9577d3b9() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1363,7 +1411,7 @@ intgo _wrap_POOLING_SUM_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_POOLING_MEAN_swig_6649e554da77119c() {
+intgo _wrap_POOLING_MEAN_swig_5010cc1c9577d3b9() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1375,7 +1423,7 @@ intgo _wrap_POOLING_MEAN_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_POOLING_NONE_swig_6649e554da77119c() {
+intgo _wrap_POOLING_NONE_swig_5010cc1c9577d3b9() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1387,7 +1435,7 @@ intgo _wrap_POOLING_NONE_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_INIT_DEFAULT_swig_6649e554da77119c() {
+intgo _wrap_INIT_DEFAULT_swig_5010cc1c9577d3b9() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1399,7 +1447,7 @@ intgo _wrap_INIT_DEFAULT_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_INIT_UNIFORM_swig_6649e554da77119c() {
+intgo _wrap_INIT_UNIFORM_swig_5010cc1c9577d3b9() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1411,7 +1459,7 @@ intgo _wrap_INIT_UNIFORM_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_INIT_CONSTANT_swig_6649e554da77119c() {
+intgo _wrap_INIT_CONSTANT_swig_5010cc1c9577d3b9() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1423,7 +1471,7 @@ intgo _wrap_INIT_CONSTANT_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_OPTIMIZER_SGD_swig_6649e554da77119c() {
+intgo _wrap_OPTIMIZER_SGD_swig_5010cc1c9577d3b9() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1435,7 +1483,7 @@ intgo _wrap_OPTIMIZER_SGD_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAGRAD_swig_6649e554da77119c() {
+intgo _wrap_OPTIMIZER_ADAGRAD_swig_5010cc1c9577d3b9() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1447,7 +1495,7 @@ intgo _wrap_OPTIMIZER_ADAGRAD_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_6649e554da77119c() {
+intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_5010cc1c9577d3b9() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1459,7 +1507,7 @@ intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAM_swig_6649e554da77119c() {
+intgo _wrap_OPTIMIZER_ADAM_swig_5010cc1c9577d3b9() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1471,7 +1519,7 @@ intgo _wrap_OPTIMIZER_ADAM_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_6649e554da77119c() {
+intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_5010cc1c9577d3b9() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1483,7 +1531,7 @@ intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_OPTIMIZER_LAMB_swig_6649e554da77119c() {
+intgo _wrap_OPTIMIZER_LAMB_swig_5010cc1c9577d3b9() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1495,7 +1543,7 @@ intgo _wrap_OPTIMIZER_LAMB_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_NONE_swig_6649e554da77119c() {
+intgo _wrap_WEIGHT_DECAY_NONE_swig_5010cc1c9577d3b9() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1507,7 +1555,7 @@ intgo _wrap_WEIGHT_DECAY_NONE_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_L2_swig_6649e554da77119c() {
+intgo _wrap_WEIGHT_DECAY_L2_swig_5010cc1c9577d3b9() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1519,7 +1567,7 @@ intgo _wrap_WEIGHT_DECAY_L2_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_6649e554da77119c() {
+intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_5010cc1c9577d3b9() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1531,7 +1579,7 @@ intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_6649e554da77119c() {
 }
 
 
-void _wrap_optimizer_config_version_set_swig_6649e554da77119c(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_version_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t arg2 ;
   
@@ -1543,7 +1591,7 @@ void _wrap_optimizer_config_version_set_swig_6649e554da77119c(struct shardrec_op
 }
 
 
-intgo _wrap_optimizer_config_version_get_swig_6649e554da77119c(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_version_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1556,7 +1604,7 @@ intgo _wrap_optimizer_config_version_get_swig_6649e554da77119c(struct shardrec_o
 }
 
 
-void _wrap_optimizer_config_Xtype_set_swig_6649e554da77119c(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_Xtype_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1568,7 +1616,7 @@ void _wrap_optimizer_config_Xtype_set_swig_6649e554da77119c(struct shardrec_opti
 }
 
 
-intgo _wrap_optimizer_config_Xtype_get_swig_6649e554da77119c(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_Xtype_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1581,7 +1629,7 @@ intgo _wrap_optimizer_config_Xtype_get_swig_6649e554da77119c(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_learning_rate_set_swig_6649e554da77119c(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_learning_rate_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1593,7 +1641,7 @@ void _wrap_optimizer_config_learning_rate_set_swig_6649e554da77119c(struct shard
 }
 
 
-float _wrap_optimizer_config_learning_rate_get_swig_6649e554da77119c(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_learning_rate_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1606,7 +1654,7 @@ float _wrap_optimizer_config_learning_rate_get_swig_6649e554da77119c(struct shar
 }
 
 
-void _wrap_optimizer_config_eps_set_swig_6649e554da77119c(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_eps_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1618,7 +1666,7 @@ void _wrap_optimizer_config_eps_set_swig_6649e554da77119c(struct shardrec_optimi
 }
 
 
-float _wrap_optimizer_config_eps_get_swig_6649e554da77119c(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_eps_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1631,7 +1679,7 @@ float _wrap_optimizer_config_eps_get_swig_6649e554da77119c(struct shardrec_optim
 }
 
 
-void _wrap_optimizer_config_beta1_set_swig_6649e554da77119c(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta1_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1643,7 +1691,7 @@ void _wrap_optimizer_config_beta1_set_swig_6649e554da77119c(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta1_get_swig_6649e554da77119c(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta1_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1656,7 +1704,7 @@ float _wrap_optimizer_config_beta1_get_swig_6649e554da77119c(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_beta2_set_swig_6649e554da77119c(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta2_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1668,7 +1716,7 @@ void _wrap_optimizer_config_beta2_set_swig_6649e554da77119c(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta2_get_swig_6649e554da77119c(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta2_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1681,7 +1729,7 @@ float _wrap_optimizer_config_beta2_get_swig_6649e554da77119c(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_weight_decay_set_swig_6649e554da77119c(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1693,7 +1741,7 @@ void _wrap_optimizer_config_weight_decay_set_swig_6649e554da77119c(struct shardr
 }
 
 
-float _wrap_optimizer_config_weight_decay_get_swig_6649e554da77119c(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_weight_decay_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1706,7 +1754,7 @@ float _wrap_optimizer_config_weight_decay_get_swig_6649e554da77119c(struct shard
 }
 
 
-void _wrap_optimizer_config_weight_decay_mode_set_swig_6649e554da77119c(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_mode_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1718,7 +1766,7 @@ void _wrap_optimizer_config_weight_decay_mode_set_swig_6649e554da77119c(struct s
 }
 
 
-intgo _wrap_optimizer_config_weight_decay_mode_get_swig_6649e554da77119c(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_weight_decay_mode_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1731,7 +1779,7 @@ intgo _wrap_optimizer_config_weight_decay_mode_get_swig_6649e554da77119c(struct 
 }
 
 
-void _wrap_optimizer_config_stochastic_rounding_set_swig_6649e554da77119c(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_stochastic_rounding_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1743,7 +1791,7 @@ void _wrap_optimizer_config_stochastic_rounding_set_swig_6649e554da77119c(struct
 }
 
 
-intgo _wrap_optimizer_config_stochastic_rounding_get_swig_6649e554da77119c(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_stochastic_rounding_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1756,7 +1804,7 @@ intgo _wrap_optimizer_config_stochastic_rounding_get_swig_6649e554da77119c(struc
 }
 
 
-struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_6649e554da77119c() {
+struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_5010cc1c9577d3b9() {
   struct shardrec_optimizer_config *result = 0 ;
   struct shardrec_optimizer_config *_swig_go_result;
   
@@ -1767,7 +1815,7 @@ struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_6649e554da7711
 }
 
 
-void _wrap_delete_optimizer_config_swig_6649e554da77119c(struct shardrec_optimizer_config *_swig_go_0) {
+void _wrap_delete_optimizer_config_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   
   arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
@@ -1777,7 +1825,7 @@ void _wrap_delete_optimizer_config_swig_6649e554da77119c(struct shardrec_optimiz
 }
 
 
-_gostring_ _wrap_optimizer_config_init_swig_6649e554da77119c(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_optimizer_config_init_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_optimizer_config_t *arg1 = (shardrec_optimizer_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -1809,7 +1857,7 @@ _gostring_ _wrap_optimizer_config_init_swig_6649e554da77119c(struct shardrec_opt
 }
 
 
-void _wrap_Topology_t_version_set_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_version_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t arg2 ;
   
@@ -1821,7 +1869,7 @@ void _wrap_Topology_t_version_set_swig_6649e554da77119c(struct shardrec_topology
 }
 
 
-intgo _wrap_Topology_t_version_get_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_version_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1834,7 +1882,7 @@ intgo _wrap_Topology_t_version_get_swig_6649e554da77119c(struct shardrec_topolog
 }
 
 
-void _wrap_Topology_t_world_size_set_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_world_size_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1846,7 +1894,7 @@ void _wrap_Topology_t_world_size_set_swig_6649e554da77119c(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_world_size_get_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_world_size_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1859,7 +1907,7 @@ intgo _wrap_Topology_t_world_size_get_swig_6649e554da77119c(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_ranks_per_node_set_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_ranks_per_node_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1871,7 +1919,7 @@ void _wrap_Topology_t_ranks_per_node_set_swig_6649e554da77119c(struct shardrec_t
 }
 
 
-intgo _wrap_Topology_t_ranks_per_node_get_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_ranks_per_node_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1884,7 +1932,7 @@ intgo _wrap_Topology_t_ranks_per_node_get_swig_6649e554da77119c(struct shardrec_
 }
 
 
-void _wrap_Topology_t_device_type_set_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_device_type_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1896,7 +1944,7 @@ void _wrap_Topology_t_device_type_set_swig_6649e554da77119c(struct shardrec_topo
 }
 
 
-intgo _wrap_Topology_t_device_type_get_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_device_type_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1909,7 +1957,7 @@ intgo _wrap_Topology_t_device_type_get_swig_6649e554da77119c(struct shardrec_top
 }
 
 
-void _wrap_Topology_t_memory_bytes_set_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
+void _wrap_Topology_t_memory_bytes_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t arg2 ;
   
@@ -1921,7 +1969,7 @@ void _wrap_Topology_t_memory_bytes_set_swig_6649e554da77119c(struct shardrec_top
 }
 
 
-long long _wrap_Topology_t_memory_bytes_get_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0) {
+long long _wrap_Topology_t_memory_bytes_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1934,7 +1982,7 @@ long long _wrap_Topology_t_memory_bytes_get_swig_6649e554da77119c(struct shardre
 }
 
 
-void _wrap_Topology_t_intra_node_bandwidth_set_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_intra_node_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -1946,7 +1994,7 @@ void _wrap_Topology_t_intra_node_bandwidth_set_swig_6649e554da77119c(struct shar
 }
 
 
-double _wrap_Topology_t_intra_node_bandwidth_get_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_intra_node_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -1959,7 +2007,7 @@ double _wrap_Topology_t_intra_node_bandwidth_get_swig_6649e554da77119c(struct sh
 }
 
 
-void _wrap_Topology_t_inter_node_bandwidth_set_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_inter_node_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -1971,7 +2019,7 @@ void _wrap_Topology_t_inter_node_bandwidth_set_swig_6649e554da77119c(struct shar
 }
 
 
-double _wrap_Topology_t_inter_node_bandwidth_get_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_inter_node_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -1984,7 +2032,7 @@ double _wrap_Topology_t_inter_node_bandwidth_get_swig_6649e554da77119c(struct sh
 }
 
 
-void _wrap_Topology_t_batch_size_set_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_batch_size_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1996,7 +2044,7 @@ void _wrap_Topology_t_batch_size_set_swig_6649e554da77119c(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_batch_size_get_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_batch_size_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2009,7 +2057,7 @@ intgo _wrap_Topology_t_batch_size_get_swig_6649e554da77119c(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_optimizer_set_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_optimizer_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2021,7 +2069,7 @@ void _wrap_Topology_t_optimizer_set_swig_6649e554da77119c(struct shardrec_topolo
 }
 
 
-intgo _wrap_Topology_t_optimizer_get_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_optimizer_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2034,7 +2082,7 @@ intgo _wrap_Topology_t_optimizer_get_swig_6649e554da77119c(struct shardrec_topol
 }
 
 
-void _wrap_Topology_t_memory_bandwidth_set_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_memory_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2046,7 +2094,7 @@ void _wrap_Topology_t_memory_bandwidth_set_swig_6649e554da77119c(struct shardrec
 }
 
 
-double _wrap_Topology_t_memory_bandwidth_get_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_memory_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2059,7 +2107,7 @@ double _wrap_Topology_t_memory_bandwidth_get_swig_6649e554da77119c(struct shardr
 }
 
 
-void _wrap_Topology_t_reserved_fraction_set_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_reserved_fraction_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2071,7 +2119,7 @@ void _wrap_Topology_t_reserved_fraction_set_swig_6649e554da77119c(struct shardre
 }
 
 
-double _wrap_Topology_t_reserved_fraction_get_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_reserved_fraction_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2084,7 +2132,7 @@ double _wrap_Topology_t_reserved_fraction_get_swig_6649e554da77119c(struct shard
 }
 
 
-void _wrap_Topology_t_collective_latency_set_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_collective_latency_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2096,7 +2144,7 @@ void _wrap_Topology_t_collective_latency_set_swig_6649e554da77119c(struct shardr
 }
 
 
-double _wrap_Topology_t_collective_latency_get_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_collective_latency_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2109,7 +2157,7 @@ double _wrap_Topology_t_collective_latency_get_swig_6649e554da77119c(struct shar
 }
 
 
-void _wrap_Topology_t_per_id_cost_set_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_per_id_cost_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2121,7 +2169,7 @@ void _wrap_Topology_t_per_id_cost_set_swig_6649e554da77119c(struct shardrec_topo
 }
 
 
-double _wrap_Topology_t_per_id_cost_get_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_per_id_cost_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2134,7 +2182,7 @@ double _wrap_Topology_t_per_id_cost_get_swig_6649e554da77119c(struct shardrec_to
 }
 
 
-struct shardrec_topology *_wrap_new_Topology_t_swig_6649e554da77119c() {
+struct shardrec_topology *_wrap_new_Topology_t_swig_5010cc1c9577d3b9() {
   struct shardrec_topology *result = 0 ;
   struct shardrec_topology *_swig_go_result;
   
@@ -2145,7 +2193,7 @@ struct shardrec_topology *_wrap_new_Topology_t_swig_6649e554da77119c() {
 }
 
 
-void _wrap_delete_Topology_t_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0) {
+void _wrap_delete_Topology_t_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   
   arg1 = *(struct shardrec_topology **)&_swig_go_0; 
@@ -2155,7 +2203,7 @@ void _wrap_delete_Topology_t_swig_6649e554da77119c(struct shardrec_topology *_sw
 }
 
 
-_gostring_ _wrap_topology_init_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_topology_init_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2187,7 +2235,7 @@ _gostring_ _wrap_topology_init_swig_6649e554da77119c(struct shardrec_topology *_
 }
 
 
-void _wrap_comm_options_version_set_swig_6649e554da77119c(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2199,7 +2247,7 @@ void _wrap_comm_options_version_set_swig_6649e554da77119c(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_version_get_swig_6649e554da77119c(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2212,7 +2260,7 @@ intgo _wrap_comm_options_version_get_swig_6649e554da77119c(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_timeout_ms_set_swig_6649e554da77119c(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_timeout_ms_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2224,7 +2272,7 @@ void _wrap_comm_options_timeout_ms_set_swig_6649e554da77119c(struct shardrec_com
 }
 
 
-long long _wrap_comm_options_timeout_ms_get_swig_6649e554da77119c(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_timeout_ms_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2237,7 +2285,7 @@ long long _wrap_comm_options_timeout_ms_get_swig_6649e554da77119c(struct shardre
 }
 
 
-void _wrap_comm_options_backend_set_swig_6649e554da77119c(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_backend_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2249,7 +2297,7 @@ void _wrap_comm_options_backend_set_swig_6649e554da77119c(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_backend_get_swig_6649e554da77119c(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_backend_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2262,7 +2310,7 @@ intgo _wrap_comm_options_backend_get_swig_6649e554da77119c(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_device_type_set_swig_6649e554da77119c(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_type_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2274,7 +2322,7 @@ void _wrap_comm_options_device_type_set_swig_6649e554da77119c(struct shardrec_co
 }
 
 
-intgo _wrap_comm_options_device_type_get_swig_6649e554da77119c(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_type_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2287,7 +2335,7 @@ intgo _wrap_comm_options_device_type_get_swig_6649e554da77119c(struct shardrec_c
 }
 
 
-void _wrap_comm_options_device_index_set_swig_6649e554da77119c(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_index_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2299,7 +2347,7 @@ void _wrap_comm_options_device_index_set_swig_6649e554da77119c(struct shardrec_c
 }
 
 
-intgo _wrap_comm_options_device_index_get_swig_6649e554da77119c(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_index_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2312,7 +2360,7 @@ intgo _wrap_comm_options_device_index_get_swig_6649e554da77119c(struct shardrec_
 }
 
 
-void _wrap_comm_options_bind_address_set_swig_6649e554da77119c(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
+void _wrap_comm_options_bind_address_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *arg2 = (char *) 0 ;
   
@@ -2336,7 +2384,7 @@ void _wrap_comm_options_bind_address_set_swig_6649e554da77119c(struct shardrec_c
 }
 
 
-_gostring_ _wrap_comm_options_bind_address_get_swig_6649e554da77119c(struct shardrec_comm_options *_swig_go_0) {
+_gostring_ _wrap_comm_options_bind_address_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -2349,7 +2397,7 @@ _gostring_ _wrap_comm_options_bind_address_get_swig_6649e554da77119c(struct shar
 }
 
 
-struct shardrec_comm_options *_wrap_new_comm_options_swig_6649e554da77119c() {
+struct shardrec_comm_options *_wrap_new_comm_options_swig_5010cc1c9577d3b9() {
   struct shardrec_comm_options *result = 0 ;
   struct shardrec_comm_options *_swig_go_result;
   
@@ -2360,7 +2408,7 @@ struct shardrec_comm_options *_wrap_new_comm_options_swig_6649e554da77119c() {
 }
 
 
-void _wrap_delete_comm_options_swig_6649e554da77119c(struct shardrec_comm_options *_swig_go_0) {
+void _wrap_delete_comm_options_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   
   arg1 = *(struct shardrec_comm_options **)&_swig_go_0; 
@@ -2370,7 +2418,7 @@ void _wrap_delete_comm_options_swig_6649e554da77119c(struct shardrec_comm_option
 }
 
 
-_gostring_ _wrap_comm_options_init_swig_6649e554da77119c(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_comm_options_init_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_comm_options_t *arg1 = (shardrec_comm_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2402,7 +2450,7 @@ _gostring_ _wrap_comm_options_init_swig_6649e554da77119c(struct shardrec_comm_op
 }
 
 
-_gostring_ _wrap_comm_unique_id_create_swig_6649e554da77119c(_goslice_ _swig_go_0) {
+_gostring_ _wrap_comm_unique_id_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0) {
   shardrec_unique_id_t *arg1 = (shardrec_unique_id_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2432,7 +2480,7 @@ _gostring_ _wrap_comm_unique_id_create_swig_6649e554da77119c(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_comm_create_swig_6649e554da77119c(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
+_gostring_ _wrap_comm_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_unique_id_t *arg2 = (shardrec_unique_id_t *) 0 ;
   int32_t arg3 ;
@@ -2470,7 +2518,7 @@ _gostring_ _wrap_comm_create_swig_6649e554da77119c(_goslice_ _swig_go_0, _goslic
 }
 
 
-_gostring_ _wrap_comm_create_local_group_swig_6649e554da77119c(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_local_group_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int32_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -2506,7 +2554,7 @@ _gostring_ _wrap_comm_create_local_group_swig_6649e554da77119c(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_comm_split_swig_6649e554da77119c(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_comm_split_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int32_t arg3 ;
@@ -2542,7 +2590,7 @@ _gostring_ _wrap_comm_split_swig_6649e554da77119c(_goslice_ _swig_go_0, shardrec
 }
 
 
-_gostring_ _wrap_comm_rank_swig_6649e554da77119c(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_rank_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -2574,7 +2622,7 @@ _gostring_ _wrap_comm_rank_swig_6649e554da77119c(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_size_swig_6649e554da77119c(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_size_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -2606,7 +2654,7 @@ _gostring_ _wrap_comm_size_swig_6649e554da77119c(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_set_timeout_swig_6649e554da77119c(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_comm_set_timeout_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -2638,7 +2686,7 @@ _gostring_ _wrap_comm_set_timeout_swig_6649e554da77119c(shardrec_comm_t *_swig_g
 }
 
 
-_gostring_ _wrap_comm_abort_swig_6649e554da77119c(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_abort_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2668,7 +2716,7 @@ _gostring_ _wrap_comm_abort_swig_6649e554da77119c(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_async_error_swig_6649e554da77119c(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_async_error_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2698,7 +2746,7 @@ _gostring_ _wrap_comm_async_error_swig_6649e554da77119c(shardrec_comm_t *_swig_g
 }
 
 
-void _wrap_comm_destroy_swig_6649e554da77119c(shardrec_comm_t *_swig_go_0) {
+void _wrap_comm_destroy_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   
   arg1 = (shardrec_comm_t *)_swig_go_0; 
@@ -2708,7 +2756,7 @@ void _wrap_comm_destroy_swig_6649e554da77119c(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_allreduce_swig_6649e554da77119c(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_comm_allreduce_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -2750,7 +2798,7 @@ _gostring_ _wrap_comm_allreduce_swig_6649e554da77119c(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_broadcast_swig_6649e554da77119c(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_broadcast_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   size_t arg3 ;
@@ -2790,7 +2838,7 @@ _gostring_ _wrap_comm_broadcast_swig_6649e554da77119c(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_allgather_swig_6649e554da77119c(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_allgather_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -2830,7 +2878,7 @@ _gostring_ _wrap_comm_allgather_swig_6649e554da77119c(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_barrier_swig_6649e554da77119c(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_barrier_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2860,7 +2908,7 @@ _gostring_ _wrap_comm_barrier_swig_6649e554da77119c(shardrec_comm_t *_swig_go_0)
 }
 
 
-void _wrap_Shard_t_row_offset_set_swig_6649e554da77119c(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_row_offset_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -2872,7 +2920,7 @@ void _wrap_Shard_t_row_offset_set_swig_6649e554da77119c(struct shardrec_shard *_
 }
 
 
-long long _wrap_Shard_t_row_offset_get_swig_6649e554da77119c(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_row_offset_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2885,7 +2933,7 @@ long long _wrap_Shard_t_row_offset_get_swig_6649e554da77119c(struct shardrec_sha
 }
 
 
-void _wrap_Shard_t_rows_set_swig_6649e554da77119c(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_rows_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -2897,7 +2945,7 @@ void _wrap_Shard_t_rows_set_swig_6649e554da77119c(struct shardrec_shard *_swig_g
 }
 
 
-long long _wrap_Shard_t_rows_get_swig_6649e554da77119c(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_rows_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2910,7 +2958,7 @@ long long _wrap_Shard_t_rows_get_swig_6649e554da77119c(struct shardrec_shard *_s
 }
 
 
-void _wrap_Shard_t_col_offset_set_swig_6649e554da77119c(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_col_offset_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -2922,7 +2970,7 @@ void _wrap_Shard_t_col_offset_set_swig_6649e554da77119c(struct shardrec_shard *_
 }
 
 
-intgo _wrap_Shard_t_col_offset_get_swig_6649e554da77119c(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_col_offset_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2935,7 +2983,7 @@ intgo _wrap_Shard_t_col_offset_get_swig_6649e554da77119c(struct shardrec_shard *
 }
 
 
-void _wrap_Shard_t_cols_set_swig_6649e554da77119c(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_cols_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -2947,7 +2995,7 @@ void _wrap_Shard_t_cols_set_swig_6649e554da77119c(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_cols_get_swig_6649e554da77119c(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_cols_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2960,7 +3008,7 @@ intgo _wrap_Shard_t_cols_get_swig_6649e554da77119c(struct shardrec_shard *_swig_
 }
 
 
-void _wrap_Shard_t_rank_set_swig_6649e554da77119c(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_rank_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -2972,7 +3020,7 @@ void _wrap_Shard_t_rank_set_swig_6649e554da77119c(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_rank_get_swig_6649e554da77119c(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_rank_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2985,7 +3033,7 @@ intgo _wrap_Shard_t_rank_get_swig_6649e554da77119c(struct shardrec_shard *_swig_
 }
 
 
-struct shardrec_shard *_wrap_new_Shard_t_swig_6649e554da77119c() {
+struct shardrec_shard *_wrap_new_Shard_t_swig_5010cc1c9577d3b9() {
   struct shardrec_shard *result = 0 ;
   struct shardrec_shard *_swig_go_result;
   
@@ -2996,7 +3044,7 @@ struct shardrec_shard *_wrap_new_Shard_t_swig_6649e554da77119c() {
 }
 
 
-void _wrap_delete_Shard_t_swig_6649e554da77119c(struct shardrec_shard *_swig_go_0) {
+void _wrap_delete_Shard_t_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   
   arg1 = *(struct shardrec_shard **)&_swig_go_0; 
@@ -3006,7 +3054,7 @@ void _wrap_delete_Shard_t_swig_6649e554da77119c(struct shardrec_shard *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_from_json_swig_6649e554da77119c(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_plan_from_json_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -3042,7 +3090,7 @@ _gostring_ _wrap_plan_from_json_swig_6649e554da77119c(_goslice_ _swig_go_0, _gos
 }
 
 
-_gostring_ _wrap_plan_to_json_swig_6649e554da77119c(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_to_json_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3083,7 +3131,7 @@ _gostring_ _wrap_plan_to_json_swig_6649e554da77119c(shardrec_plan_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_plan_stats_swig_6649e554da77119c(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_stats_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3124,7 +3172,7 @@ _gostring_ _wrap_plan_stats_swig_6649e554da77119c(shardrec_plan_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_plan_hash_swig_6649e554da77119c(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_hash_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -3156,7 +3204,7 @@ _gostring_ _wrap_plan_hash_swig_6649e554da77119c(shardrec_plan_t *_swig_go_0, _g
 }
 
 
-_gostring_ _wrap_plan_world_size_swig_6649e554da77119c(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_world_size_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3188,7 +3236,7 @@ _gostring_ _wrap_plan_world_size_swig_6649e554da77119c(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_ranks_per_node_swig_6649e554da77119c(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_ranks_per_node_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3220,7 +3268,7 @@ _gostring_ _wrap_plan_ranks_per_node_swig_6649e554da77119c(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_num_tables_swig_6649e554da77119c(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_tables_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3252,7 +3300,7 @@ _gostring_ _wrap_plan_num_tables_swig_6649e554da77119c(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_num_features_swig_6649e554da77119c(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_features_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3284,7 +3332,7 @@ _gostring_ _wrap_plan_num_features_swig_6649e554da77119c(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_feature_name_swig_6649e554da77119c(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_feature_name_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -3323,7 +3371,7 @@ _gostring_ _wrap_plan_feature_name_swig_6649e554da77119c(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_table_name_swig_6649e554da77119c(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_table_name_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -3362,7 +3410,7 @@ _gostring_ _wrap_plan_table_name_swig_6649e554da77119c(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_find_table_swig_6649e554da77119c(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_find_table_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3401,7 +3449,7 @@ _gostring_ _wrap_plan_find_table_swig_6649e554da77119c(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_rows_swig_6649e554da77119c(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_rows_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -3435,7 +3483,7 @@ _gostring_ _wrap_plan_table_rows_swig_6649e554da77119c(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_dim_swig_6649e554da77119c(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_dim_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3469,7 +3517,7 @@ _gostring_ _wrap_plan_table_dim_swig_6649e554da77119c(shardrec_plan_t *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_table_sharding_swig_6649e554da77119c(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_plan_table_sharding_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3505,7 +3553,7 @@ _gostring_ _wrap_plan_table_sharding_swig_6649e554da77119c(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_shard_swig_6649e554da77119c(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
+_gostring_ _wrap_plan_shard_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -3541,7 +3589,7 @@ _gostring_ _wrap_plan_shard_swig_6649e554da77119c(shardrec_plan_t *_swig_go_0, l
 }
 
 
-void _wrap_calibrate_options_version_set_swig_6649e554da77119c(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t arg2 ;
   
@@ -3553,7 +3601,7 @@ void _wrap_calibrate_options_version_set_swig_6649e554da77119c(struct shardrec_c
 }
 
 
-intgo _wrap_calibrate_options_version_get_swig_6649e554da77119c(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -3566,7 +3614,7 @@ intgo _wrap_calibrate_options_version_get_swig_6649e554da77119c(struct shardrec_
 }
 
 
-void _wrap_calibrate_options_ranks_share_memory_set_swig_6649e554da77119c(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_share_memory_set_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -3578,7 +3626,7 @@ void _wrap_calibrate_options_ranks_share_memory_set_swig_6649e554da77119c(struct
 }
 
 
-intgo _wrap_calibrate_options_ranks_share_memory_get_swig_6649e554da77119c(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_share_memory_get_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3591,7 +3639,7 @@ intgo _wrap_calibrate_options_ranks_share_memory_get_swig_6649e554da77119c(struc
 }
 
 
-void _wrap_calibrate_options_time_budget_set_swig_6649e554da77119c(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
+void _wrap_calibrate_options_time_budget_set_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double arg2 ;
   
@@ -3603,7 +3651,7 @@ void _wrap_calibrate_options_time_budget_set_swig_6649e554da77119c(struct shardr
 }
 
 
-double _wrap_calibrate_options_time_budget_get_swig_6649e554da77119c(struct shardrec_calibrate_options *_swig_go_0) {
+double _wrap_calibrate_options_time_budget_get_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double result;
   double _swig_go_result;
@@ -3616,7 +3664,7 @@ double _wrap_calibrate_options_time_budget_get_swig_6649e554da77119c(struct shar
 }
 
 
-void _wrap_calibrate_options_threads_per_rank_set_swig_6649e554da77119c(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_threads_per_rank_set_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -3628,7 +3676,7 @@ void _wrap_calibrate_options_threads_per_rank_set_swig_6649e554da77119c(struct s
 }
 
 
-intgo _wrap_calibrate_options_threads_per_rank_get_swig_6649e554da77119c(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_threads_per_rank_get_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3641,7 +3689,7 @@ intgo _wrap_calibrate_options_threads_per_rank_get_swig_6649e554da77119c(struct 
 }
 
 
-void _wrap_calibrate_options_ranks_per_machine_set_swig_6649e554da77119c(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_per_machine_set_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -3653,7 +3701,7 @@ void _wrap_calibrate_options_ranks_per_machine_set_swig_6649e554da77119c(struct 
 }
 
 
-intgo _wrap_calibrate_options_ranks_per_machine_get_swig_6649e554da77119c(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_per_machine_get_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3666,7 +3714,7 @@ intgo _wrap_calibrate_options_ranks_per_machine_get_swig_6649e554da77119c(struct
 }
 
 
-struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_6649e554da77119c() {
+struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_5010cc1c9577d3b9() {
   struct shardrec_calibrate_options *result = 0 ;
   struct shardrec_calibrate_options *_swig_go_result;
   
@@ -3677,7 +3725,7 @@ struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_6649e554da77
 }
 
 
-void _wrap_delete_calibrate_options_swig_6649e554da77119c(struct shardrec_calibrate_options *_swig_go_0) {
+void _wrap_delete_calibrate_options_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   
   arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
@@ -3687,7 +3735,7 @@ void _wrap_delete_calibrate_options_swig_6649e554da77119c(struct shardrec_calibr
 }
 
 
-_gostring_ _wrap_calibrate_options_init_swig_6649e554da77119c(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibrate_options_init_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibrate_options_t *arg1 = (shardrec_calibrate_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -3719,7 +3767,7 @@ _gostring_ _wrap_calibrate_options_init_swig_6649e554da77119c(struct shardrec_ca
 }
 
 
-void _wrap_calibration_version_set_swig_6649e554da77119c(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibration_version_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t arg2 ;
   
@@ -3731,7 +3779,7 @@ void _wrap_calibration_version_set_swig_6649e554da77119c(struct shardrec_calibra
 }
 
 
-intgo _wrap_calibration_version_get_swig_6649e554da77119c(struct shardrec_calibration *_swig_go_0) {
+intgo _wrap_calibration_version_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -3744,7 +3792,7 @@ intgo _wrap_calibration_version_get_swig_6649e554da77119c(struct shardrec_calibr
 }
 
 
-void _wrap_calibration_gather_bandwidth_set_swig_6649e554da77119c(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_gather_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -3756,7 +3804,7 @@ void _wrap_calibration_gather_bandwidth_set_swig_6649e554da77119c(struct shardre
 }
 
 
-double _wrap_calibration_gather_bandwidth_get_swig_6649e554da77119c(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_gather_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -3769,7 +3817,7 @@ double _wrap_calibration_gather_bandwidth_get_swig_6649e554da77119c(struct shard
 }
 
 
-void _wrap_calibration_stream_bandwidth_set_swig_6649e554da77119c(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_stream_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -3781,7 +3829,7 @@ void _wrap_calibration_stream_bandwidth_set_swig_6649e554da77119c(struct shardre
 }
 
 
-double _wrap_calibration_stream_bandwidth_get_swig_6649e554da77119c(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_stream_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -3794,7 +3842,7 @@ double _wrap_calibration_stream_bandwidth_get_swig_6649e554da77119c(struct shard
 }
 
 
-void _wrap_calibration_loopback_bandwidth_set_swig_6649e554da77119c(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -3806,7 +3854,7 @@ void _wrap_calibration_loopback_bandwidth_set_swig_6649e554da77119c(struct shard
 }
 
 
-double _wrap_calibration_loopback_bandwidth_get_swig_6649e554da77119c(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -3819,7 +3867,7 @@ double _wrap_calibration_loopback_bandwidth_get_swig_6649e554da77119c(struct sha
 }
 
 
-void _wrap_calibration_loopback_latency_set_swig_6649e554da77119c(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_latency_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -3831,7 +3879,7 @@ void _wrap_calibration_loopback_latency_set_swig_6649e554da77119c(struct shardre
 }
 
 
-double _wrap_calibration_loopback_latency_get_swig_6649e554da77119c(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_latency_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -3844,7 +3892,7 @@ double _wrap_calibration_loopback_latency_get_swig_6649e554da77119c(struct shard
 }
 
 
-void _wrap_calibration_handoff_latency_set_swig_6649e554da77119c(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_handoff_latency_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -3856,7 +3904,7 @@ void _wrap_calibration_handoff_latency_set_swig_6649e554da77119c(struct shardrec
 }
 
 
-double _wrap_calibration_handoff_latency_get_swig_6649e554da77119c(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_handoff_latency_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -3869,7 +3917,7 @@ double _wrap_calibration_handoff_latency_get_swig_6649e554da77119c(struct shardr
 }
 
 
-void _wrap_calibration_elapsed_set_swig_6649e554da77119c(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_elapsed_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -3881,7 +3929,7 @@ void _wrap_calibration_elapsed_set_swig_6649e554da77119c(struct shardrec_calibra
 }
 
 
-double _wrap_calibration_elapsed_get_swig_6649e554da77119c(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_elapsed_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -3894,7 +3942,7 @@ double _wrap_calibration_elapsed_get_swig_6649e554da77119c(struct shardrec_calib
 }
 
 
-void _wrap_calibration_oversubscription_set_swig_6649e554da77119c(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_oversubscription_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -3906,7 +3954,7 @@ void _wrap_calibration_oversubscription_set_swig_6649e554da77119c(struct shardre
 }
 
 
-double _wrap_calibration_oversubscription_get_swig_6649e554da77119c(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_oversubscription_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -3919,7 +3967,7 @@ double _wrap_calibration_oversubscription_get_swig_6649e554da77119c(struct shard
 }
 
 
-struct shardrec_calibration *_wrap_new_calibration_swig_6649e554da77119c() {
+struct shardrec_calibration *_wrap_new_calibration_swig_5010cc1c9577d3b9() {
   struct shardrec_calibration *result = 0 ;
   struct shardrec_calibration *_swig_go_result;
   
@@ -3930,7 +3978,7 @@ struct shardrec_calibration *_wrap_new_calibration_swig_6649e554da77119c() {
 }
 
 
-void _wrap_delete_calibration_swig_6649e554da77119c(struct shardrec_calibration *_swig_go_0) {
+void _wrap_delete_calibration_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   
   arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
@@ -3940,7 +3988,7 @@ void _wrap_delete_calibration_swig_6649e554da77119c(struct shardrec_calibration 
 }
 
 
-_gostring_ _wrap_calibration_init_swig_6649e554da77119c(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibration_init_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibration_t *arg1 = (shardrec_calibration_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -3972,7 +4020,7 @@ _gostring_ _wrap_calibration_init_swig_6649e554da77119c(struct shardrec_calibrat
 }
 
 
-_gostring_ _wrap_topology_calibrate_swig_6649e554da77119c(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
+_gostring_ _wrap_topology_calibrate_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_calibrate_options_t *arg2 = (shardrec_calibrate_options_t *) 0 ;
   shardrec_calibration_t *arg3 = (shardrec_calibration_t *) 0 ;
@@ -4006,7 +4054,7 @@ _gostring_ _wrap_topology_calibrate_swig_6649e554da77119c(struct shardrec_topolo
 }
 
 
-void _wrap_plan_destroy_swig_6649e554da77119c(shardrec_plan_t *_swig_go_0) {
+void _wrap_plan_destroy_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   
   arg1 = (shardrec_plan_t *)_swig_go_0; 
@@ -4016,7 +4064,7 @@ void _wrap_plan_destroy_swig_6649e554da77119c(shardrec_plan_t *_swig_go_0) {
 }
 
 
-intgo _wrap_BOUNDS_ERROR_swig_6649e554da77119c() {
+intgo _wrap_BOUNDS_ERROR_swig_5010cc1c9577d3b9() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4028,7 +4076,7 @@ intgo _wrap_BOUNDS_ERROR_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_BOUNDS_CLAMP_swig_6649e554da77119c() {
+intgo _wrap_BOUNDS_CLAMP_swig_5010cc1c9577d3b9() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4040,7 +4088,7 @@ intgo _wrap_BOUNDS_CLAMP_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_BOUNDS_SKIP_swig_6649e554da77119c() {
+intgo _wrap_BOUNDS_SKIP_swig_5010cc1c9577d3b9() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4052,7 +4100,7 @@ intgo _wrap_BOUNDS_SKIP_swig_6649e554da77119c() {
 }
 
 
-void _wrap_embedding_options_version_set_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4064,7 +4112,7 @@ void _wrap_embedding_options_version_set_swig_6649e554da77119c(struct shardrec_e
 }
 
 
-intgo _wrap_embedding_options_version_get_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4077,7 +4125,7 @@ intgo _wrap_embedding_options_version_get_swig_6649e554da77119c(struct shardrec_
 }
 
 
-void _wrap_embedding_options_seed_set_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_seed_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t arg2 ;
   
@@ -4089,7 +4137,7 @@ void _wrap_embedding_options_seed_set_swig_6649e554da77119c(struct shardrec_embe
 }
 
 
-long long _wrap_embedding_options_seed_get_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_seed_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4102,7 +4150,7 @@ long long _wrap_embedding_options_seed_get_swig_6649e554da77119c(struct shardrec
 }
 
 
-void _wrap_embedding_options_bounds_policy_set_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_bounds_policy_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4114,7 +4162,7 @@ void _wrap_embedding_options_bounds_policy_set_swig_6649e554da77119c(struct shar
 }
 
 
-intgo _wrap_embedding_options_bounds_policy_get_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_bounds_policy_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4127,7 +4175,7 @@ intgo _wrap_embedding_options_bounds_policy_get_swig_6649e554da77119c(struct sha
 }
 
 
-void _wrap_embedding_options_num_threads_set_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_num_threads_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4139,7 +4187,7 @@ void _wrap_embedding_options_num_threads_set_swig_6649e554da77119c(struct shardr
 }
 
 
-intgo _wrap_embedding_options_num_threads_get_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_num_threads_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4152,7 +4200,7 @@ intgo _wrap_embedding_options_num_threads_get_swig_6649e554da77119c(struct shard
 }
 
 
-void _wrap_embedding_options_dp_comm_set_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+void _wrap_embedding_options_dp_comm_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   
@@ -4164,7 +4212,7 @@ void _wrap_embedding_options_dp_comm_set_swig_6649e554da77119c(struct shardrec_e
 }
 
 
-shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0) {
+shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *result = 0 ;
   shardrec_comm_t *_swig_go_result;
@@ -4177,7 +4225,7 @@ shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_6649e554da77119c(struc
 }
 
 
-void _wrap_embedding_options_device_type_set_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_type_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4189,7 +4237,7 @@ void _wrap_embedding_options_device_type_set_swig_6649e554da77119c(struct shardr
 }
 
 
-intgo _wrap_embedding_options_device_type_get_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_type_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4202,7 +4250,7 @@ intgo _wrap_embedding_options_device_type_get_swig_6649e554da77119c(struct shard
 }
 
 
-void _wrap_embedding_options_device_index_set_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_index_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4214,7 +4262,7 @@ void _wrap_embedding_options_device_index_set_swig_6649e554da77119c(struct shard
 }
 
 
-intgo _wrap_embedding_options_device_index_get_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_index_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4227,7 +4275,7 @@ intgo _wrap_embedding_options_device_index_get_swig_6649e554da77119c(struct shar
 }
 
 
-void _wrap_embedding_options_non_finite_set_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_non_finite_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4239,7 +4287,7 @@ void _wrap_embedding_options_non_finite_set_swig_6649e554da77119c(struct shardre
 }
 
 
-intgo _wrap_embedding_options_non_finite_get_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_non_finite_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4252,7 +4300,7 @@ intgo _wrap_embedding_options_non_finite_get_swig_6649e554da77119c(struct shardr
 }
 
 
-void _wrap_embedding_options_table_memory_set_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_table_memory_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4264,7 +4312,7 @@ void _wrap_embedding_options_table_memory_set_swig_6649e554da77119c(struct shard
 }
 
 
-intgo _wrap_embedding_options_table_memory_get_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_table_memory_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4277,7 +4325,7 @@ intgo _wrap_embedding_options_table_memory_get_swig_6649e554da77119c(struct shar
 }
 
 
-void _wrap_embedding_options_forward_comm_encoding_set_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_forward_comm_encoding_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4289,7 +4337,7 @@ void _wrap_embedding_options_forward_comm_encoding_set_swig_6649e554da77119c(str
 }
 
 
-intgo _wrap_embedding_options_forward_comm_encoding_get_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_forward_comm_encoding_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4302,7 +4350,7 @@ intgo _wrap_embedding_options_forward_comm_encoding_get_swig_6649e554da77119c(st
 }
 
 
-void _wrap_embedding_options_backward_comm_encoding_set_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_backward_comm_encoding_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4314,7 +4362,7 @@ void _wrap_embedding_options_backward_comm_encoding_set_swig_6649e554da77119c(st
 }
 
 
-intgo _wrap_embedding_options_backward_comm_encoding_get_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_backward_comm_encoding_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4327,7 +4375,7 @@ intgo _wrap_embedding_options_backward_comm_encoding_get_swig_6649e554da77119c(s
 }
 
 
-struct shardrec_embedding_options *_wrap_new_embedding_options_swig_6649e554da77119c() {
+struct shardrec_embedding_options *_wrap_new_embedding_options_swig_5010cc1c9577d3b9() {
   struct shardrec_embedding_options *result = 0 ;
   struct shardrec_embedding_options *_swig_go_result;
   
@@ -4338,7 +4386,7 @@ struct shardrec_embedding_options *_wrap_new_embedding_options_swig_6649e554da77
 }
 
 
-void _wrap_delete_embedding_options_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0) {
+void _wrap_delete_embedding_options_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   
   arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
@@ -4348,7 +4396,7 @@ void _wrap_delete_embedding_options_swig_6649e554da77119c(struct shardrec_embedd
 }
 
 
-intgo _wrap_COMM_ENCODING_FP32_swig_6649e554da77119c() {
+intgo _wrap_COMM_ENCODING_FP32_swig_5010cc1c9577d3b9() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -4360,7 +4408,7 @@ intgo _wrap_COMM_ENCODING_FP32_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_COMM_ENCODING_FP16_swig_6649e554da77119c() {
+intgo _wrap_COMM_ENCODING_FP16_swig_5010cc1c9577d3b9() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -4372,7 +4420,7 @@ intgo _wrap_COMM_ENCODING_FP16_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_COMM_ENCODING_BF16_swig_6649e554da77119c() {
+intgo _wrap_COMM_ENCODING_BF16_swig_5010cc1c9577d3b9() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -4384,7 +4432,7 @@ intgo _wrap_COMM_ENCODING_BF16_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_6649e554da77119c() {
+intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_5010cc1c9577d3b9() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -4396,7 +4444,7 @@ intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_6649e554da77119c() {
+intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_5010cc1c9577d3b9() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -4408,7 +4456,7 @@ intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_NON_FINITE_CHECK_swig_6649e554da77119c() {
+intgo _wrap_NON_FINITE_CHECK_swig_5010cc1c9577d3b9() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -4420,7 +4468,7 @@ intgo _wrap_NON_FINITE_CHECK_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_NON_FINITE_ALLOW_swig_6649e554da77119c() {
+intgo _wrap_NON_FINITE_ALLOW_swig_5010cc1c9577d3b9() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -4432,7 +4480,7 @@ intgo _wrap_NON_FINITE_ALLOW_swig_6649e554da77119c() {
 }
 
 
-_gostring_ _wrap_embedding_options_init_swig_6649e554da77119c(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_options_init_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_options_t *arg1 = (shardrec_embedding_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4464,7 +4512,7 @@ _gostring_ _wrap_embedding_options_init_swig_6649e554da77119c(struct shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_create_swig_6649e554da77119c(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_embedding_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_plan_t *arg2 = (shardrec_plan_t *) 0 ;
   shardrec_comm_t *arg3 = (shardrec_comm_t *) 0 ;
@@ -4502,7 +4550,7 @@ _gostring_ _wrap_embedding_create_swig_6649e554da77119c(_goslice_ _swig_go_0, sh
 }
 
 
-void _wrap_embedding_destroy_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0) {
+void _wrap_embedding_destroy_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   
   arg1 = (shardrec_embedding_t *)_swig_go_0; 
@@ -4512,7 +4560,7 @@ void _wrap_embedding_destroy_swig_6649e554da77119c(shardrec_embedding_t *_swig_g
 }
 
 
-_gostring_ _wrap_embedding_output_dim_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_output_dim_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -4544,7 +4592,7 @@ _gostring_ _wrap_embedding_output_dim_swig_6649e554da77119c(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_is_sequence_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -4576,7 +4624,7 @@ _gostring_ _wrap_embedding_is_sequence_swig_6649e554da77119c(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_input_dist_wait_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_input_dist_wait_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   void *arg2 = (void *) 0 ;
   shardrec_status_t result;
@@ -4608,7 +4656,7 @@ _gostring_ _wrap_embedding_input_dist_wait_swig_6649e554da77119c(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -4646,7 +4694,7 @@ _gostring_ _wrap_embedding_forward_distributed_swig_6649e554da77119c(shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_backward_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_backward_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -4684,7 +4732,7 @@ _gostring_ _wrap_embedding_backward_swig_6649e554da77119c(shardrec_embedding_t *
 }
 
 
-_gostring_ _wrap_embedding_forward_tensor_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
+_gostring_ _wrap_embedding_forward_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_kjt_view_t *arg2 = (shardrec_kjt_view_t *) 0 ;
   shardrec_tensor_view_t *arg3 = (shardrec_tensor_view_t *) 0 ;
@@ -4720,7 +4768,7 @@ _gostring_ _wrap_embedding_forward_tensor_swig_6649e554da77119c(shardrec_embeddi
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_tensor_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -4754,7 +4802,7 @@ _gostring_ _wrap_embedding_forward_distributed_tensor_swig_6649e554da77119c(shar
 }
 
 
-_gostring_ _wrap_embedding_backward_tensor_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_backward_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -4788,7 +4836,7 @@ _gostring_ _wrap_embedding_backward_tensor_swig_6649e554da77119c(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_set_learning_rate_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_embedding_set_learning_rate_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -4820,7 +4868,7 @@ _gostring_ _wrap_embedding_set_learning_rate_swig_6649e554da77119c(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_num_steps_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_steps_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -4852,7 +4900,7 @@ _gostring_ _wrap_embedding_num_steps_swig_6649e554da77119c(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_num_steps_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -4884,7 +4932,7 @@ _gostring_ _wrap_embedding_set_num_steps_swig_6649e554da77119c(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_get_weights_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_get_weights_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -4927,7 +4975,7 @@ _gostring_ _wrap_embedding_get_weights_swig_6649e554da77119c(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_weights_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_set_weights_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -4970,7 +5018,7 @@ _gostring_ _wrap_embedding_set_weights_swig_6649e554da77119c(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_num_states_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_states_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -5002,7 +5050,7 @@ _gostring_ _wrap_embedding_num_states_swig_6649e554da77119c(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_state_info_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_state_info_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -5043,7 +5091,7 @@ _gostring_ _wrap_embedding_state_info_swig_6649e554da77119c(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_get_state_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_get_state_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5093,7 +5141,7 @@ _gostring_ _wrap_embedding_get_state_swig_6649e554da77119c(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_state_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_set_state_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5143,7 +5191,7 @@ _gostring_ _wrap_embedding_set_state_swig_6649e554da77119c(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_timings_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_timings_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   double *arg2 = (double *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -5177,7 +5225,7 @@ _gostring_ _wrap_embedding_timings_swig_6649e554da77119c(shardrec_embedding_t *_
 }
 
 
-_gostring_ _wrap_embedding_set_table_learning_rate_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -5216,7 +5264,7 @@ _gostring_ _wrap_embedding_set_table_learning_rate_swig_6649e554da77119c(shardre
 }
 
 
-_gostring_ _wrap_embedding_table_optimizer_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
+_gostring_ _wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_optimizer_config_t *arg3 = (shardrec_optimizer_config_t *) 0 ;
@@ -5255,7 +5303,7 @@ _gostring_ _wrap_embedding_table_optimizer_swig_6649e554da77119c(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_table_num_states_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -5294,7 +5342,7 @@ _gostring_ _wrap_embedding_table_num_states_swig_6649e554da77119c(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_table_state_info_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -5342,7 +5390,7 @@ _gostring_ _wrap_embedding_table_state_info_swig_6649e554da77119c(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_num_outputs_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -5374,7 +5422,7 @@ _gostring_ _wrap_embedding_num_outputs_swig_6649e554da77119c(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_output_info_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_embedding_output_info_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -5424,7 +5472,7 @@ _gostring_ _wrap_embedding_output_info_swig_6649e554da77119c(shardrec_embedding_
 }
 
 
-void _wrap_step_timings_version_set_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+void _wrap_step_timings_version_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t arg2 ;
   
@@ -5436,7 +5484,7 @@ void _wrap_step_timings_version_set_swig_6649e554da77119c(struct shardrec_step_t
 }
 
 
-intgo _wrap_step_timings_version_get_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0) {
+intgo _wrap_step_timings_version_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -5449,7 +5497,7 @@ intgo _wrap_step_timings_version_get_swig_6649e554da77119c(struct shardrec_step_
 }
 
 
-void _wrap_step_timings_forwards_set_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -5461,7 +5509,7 @@ void _wrap_step_timings_forwards_set_swig_6649e554da77119c(struct shardrec_step_
 }
 
 
-long long _wrap_step_timings_forwards_get_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_forwards_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5474,7 +5522,7 @@ long long _wrap_step_timings_forwards_get_swig_6649e554da77119c(struct shardrec_
 }
 
 
-void _wrap_step_timings_backwards_set_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -5486,7 +5534,7 @@ void _wrap_step_timings_backwards_set_swig_6649e554da77119c(struct shardrec_step
 }
 
 
-long long _wrap_step_timings_backwards_get_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_backwards_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5499,7 +5547,7 @@ long long _wrap_step_timings_backwards_get_swig_6649e554da77119c(struct shardrec
 }
 
 
-void _wrap_step_timings_samples_set_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -5511,7 +5559,7 @@ void _wrap_step_timings_samples_set_swig_6649e554da77119c(struct shardrec_step_t
 }
 
 
-long long _wrap_step_timings_samples_get_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_samples_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5524,7 +5572,7 @@ long long _wrap_step_timings_samples_get_swig_6649e554da77119c(struct shardrec_s
 }
 
 
-void _wrap_step_timings_total_seconds_set_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_total_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -5536,7 +5584,7 @@ void _wrap_step_timings_total_seconds_set_swig_6649e554da77119c(struct shardrec_
 }
 
 
-double _wrap_step_timings_total_seconds_get_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_total_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -5549,7 +5597,7 @@ double _wrap_step_timings_total_seconds_get_swig_6649e554da77119c(struct shardre
 }
 
 
-void _wrap_step_timings_collective_seconds_set_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_collective_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -5561,7 +5609,7 @@ void _wrap_step_timings_collective_seconds_set_swig_6649e554da77119c(struct shar
 }
 
 
-double _wrap_step_timings_collective_seconds_get_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_collective_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -5574,7 +5622,7 @@ double _wrap_step_timings_collective_seconds_get_swig_6649e554da77119c(struct sh
 }
 
 
-void _wrap_step_timings_input_dist_seconds_set_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_input_dist_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -5586,7 +5634,7 @@ void _wrap_step_timings_input_dist_seconds_set_swig_6649e554da77119c(struct shar
 }
 
 
-double _wrap_step_timings_input_dist_seconds_get_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_input_dist_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -5599,7 +5647,7 @@ double _wrap_step_timings_input_dist_seconds_get_swig_6649e554da77119c(struct sh
 }
 
 
-void _wrap_step_timings_lookup_seconds_set_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_lookup_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -5611,7 +5659,7 @@ void _wrap_step_timings_lookup_seconds_set_swig_6649e554da77119c(struct shardrec
 }
 
 
-double _wrap_step_timings_lookup_seconds_get_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_lookup_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -5624,7 +5672,7 @@ double _wrap_step_timings_lookup_seconds_get_swig_6649e554da77119c(struct shardr
 }
 
 
-void _wrap_step_timings_output_dist_seconds_set_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_output_dist_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -5636,7 +5684,7 @@ void _wrap_step_timings_output_dist_seconds_set_swig_6649e554da77119c(struct sha
 }
 
 
-double _wrap_step_timings_output_dist_seconds_get_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_output_dist_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -5649,7 +5697,7 @@ double _wrap_step_timings_output_dist_seconds_get_swig_6649e554da77119c(struct s
 }
 
 
-void _wrap_step_timings_backward_seconds_set_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_backward_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -5661,7 +5709,7 @@ void _wrap_step_timings_backward_seconds_set_swig_6649e554da77119c(struct shardr
 }
 
 
-double _wrap_step_timings_backward_seconds_get_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_backward_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -5674,7 +5722,7 @@ double _wrap_step_timings_backward_seconds_get_swig_6649e554da77119c(struct shar
 }
 
 
-void _wrap_step_timings_embedding_comm_seconds_set_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_embedding_comm_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -5686,7 +5734,7 @@ void _wrap_step_timings_embedding_comm_seconds_set_swig_6649e554da77119c(struct 
 }
 
 
-double _wrap_step_timings_embedding_comm_seconds_get_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_embedding_comm_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -5699,7 +5747,7 @@ double _wrap_step_timings_embedding_comm_seconds_get_swig_6649e554da77119c(struc
 }
 
 
-struct shardrec_step_timings *_wrap_new_step_timings_swig_6649e554da77119c() {
+struct shardrec_step_timings *_wrap_new_step_timings_swig_5010cc1c9577d3b9() {
   struct shardrec_step_timings *result = 0 ;
   struct shardrec_step_timings *_swig_go_result;
   
@@ -5710,7 +5758,7 @@ struct shardrec_step_timings *_wrap_new_step_timings_swig_6649e554da77119c() {
 }
 
 
-void _wrap_delete_step_timings_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0) {
+void _wrap_delete_step_timings_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   
   arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
@@ -5720,7 +5768,7 @@ void _wrap_delete_step_timings_swig_6649e554da77119c(struct shardrec_step_timing
 }
 
 
-_gostring_ _wrap_step_timings_init_swig_6649e554da77119c(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_step_timings_init_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   shardrec_step_timings_t *arg1 = (shardrec_step_timings_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -5752,7 +5800,7 @@ _gostring_ _wrap_step_timings_init_swig_6649e554da77119c(struct shardrec_step_ti
 }
 
 
-_gostring_ _wrap_embedding_step_timings_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
+_gostring_ _wrap_embedding_step_timings_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_step_timings_t *arg2 = (shardrec_step_timings_t *) 0 ;
   shardrec_status_t result;
@@ -5784,7 +5832,7 @@ _gostring_ _wrap_embedding_step_timings_swig_6649e554da77119c(shardrec_embedding
 }
 
 
-_gostring_ _wrap_device_count_swig_6649e554da77119c(_goslice_ _swig_go_0) {
+_gostring_ _wrap_device_count_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -5814,7 +5862,7 @@ _gostring_ _wrap_device_count_swig_6649e554da77119c(_goslice_ _swig_go_0) {
 }
 
 
-_gostring_ _wrap_device_check_swig_6649e554da77119c(intgo _swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_device_check_swig_5010cc1c9577d3b9(intgo _swig_go_0, intgo _swig_go_1) {
   int32_t arg1 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -5846,7 +5894,7 @@ _gostring_ _wrap_device_check_swig_6649e554da77119c(intgo _swig_go_0, intgo _swi
 }
 
 
-void _wrap_mesh_options_version_set_swig_6649e554da77119c(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t arg2 ;
   
@@ -5858,7 +5906,7 @@ void _wrap_mesh_options_version_set_swig_6649e554da77119c(struct shardrec_mesh_o
 }
 
 
-intgo _wrap_mesh_options_version_get_swig_6649e554da77119c(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -5871,7 +5919,7 @@ intgo _wrap_mesh_options_version_get_swig_6649e554da77119c(struct shardrec_mesh_
 }
 
 
-void _wrap_mesh_options_sharding_group_size_set_swig_6649e554da77119c(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sharding_group_size_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -5883,7 +5931,7 @@ void _wrap_mesh_options_sharding_group_size_set_swig_6649e554da77119c(struct sha
 }
 
 
-intgo _wrap_mesh_options_sharding_group_size_get_swig_6649e554da77119c(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sharding_group_size_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5896,7 +5944,7 @@ intgo _wrap_mesh_options_sharding_group_size_get_swig_6649e554da77119c(struct sh
 }
 
 
-void _wrap_mesh_options_layout_set_swig_6649e554da77119c(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_layout_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -5908,7 +5956,7 @@ void _wrap_mesh_options_layout_set_swig_6649e554da77119c(struct shardrec_mesh_op
 }
 
 
-intgo _wrap_mesh_options_layout_get_swig_6649e554da77119c(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_layout_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5921,7 +5969,7 @@ intgo _wrap_mesh_options_layout_get_swig_6649e554da77119c(struct shardrec_mesh_o
 }
 
 
-void _wrap_mesh_options_ranks_per_node_set_swig_6649e554da77119c(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_ranks_per_node_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -5933,7 +5981,7 @@ void _wrap_mesh_options_ranks_per_node_set_swig_6649e554da77119c(struct shardrec
 }
 
 
-intgo _wrap_mesh_options_ranks_per_node_get_swig_6649e554da77119c(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_ranks_per_node_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5946,7 +5994,7 @@ intgo _wrap_mesh_options_ranks_per_node_get_swig_6649e554da77119c(struct shardre
 }
 
 
-void _wrap_mesh_options_sync_interval_set_swig_6649e554da77119c(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_interval_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -5958,7 +6006,7 @@ void _wrap_mesh_options_sync_interval_set_swig_6649e554da77119c(struct shardrec_
 }
 
 
-intgo _wrap_mesh_options_sync_interval_get_swig_6649e554da77119c(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_interval_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5971,7 +6019,7 @@ intgo _wrap_mesh_options_sync_interval_get_swig_6649e554da77119c(struct shardrec
 }
 
 
-void _wrap_mesh_options_sync_mode_set_swig_6649e554da77119c(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_mode_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -5983,7 +6031,7 @@ void _wrap_mesh_options_sync_mode_set_swig_6649e554da77119c(struct shardrec_mesh
 }
 
 
-intgo _wrap_mesh_options_sync_mode_get_swig_6649e554da77119c(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_mode_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5996,7 +6044,7 @@ intgo _wrap_mesh_options_sync_mode_get_swig_6649e554da77119c(struct shardrec_mes
 }
 
 
-struct shardrec_mesh_options *_wrap_new_mesh_options_swig_6649e554da77119c() {
+struct shardrec_mesh_options *_wrap_new_mesh_options_swig_5010cc1c9577d3b9() {
   struct shardrec_mesh_options *result = 0 ;
   struct shardrec_mesh_options *_swig_go_result;
   
@@ -6007,7 +6055,7 @@ struct shardrec_mesh_options *_wrap_new_mesh_options_swig_6649e554da77119c() {
 }
 
 
-void _wrap_delete_mesh_options_swig_6649e554da77119c(struct shardrec_mesh_options *_swig_go_0) {
+void _wrap_delete_mesh_options_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   
   arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
@@ -6017,7 +6065,7 @@ void _wrap_delete_mesh_options_swig_6649e554da77119c(struct shardrec_mesh_option
 }
 
 
-_gostring_ _wrap_mesh_options_init_swig_6649e554da77119c(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_mesh_options_init_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_mesh_options_t *arg1 = (shardrec_mesh_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -6049,7 +6097,7 @@ _gostring_ _wrap_mesh_options_init_swig_6649e554da77119c(struct shardrec_mesh_op
 }
 
 
-_gostring_ _wrap_mesh_create_swig_6649e554da77119c(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
+_gostring_ _wrap_mesh_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
   shardrec_mesh_t **arg1 = (shardrec_mesh_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_mesh_options_t *arg3 = (shardrec_mesh_options_t *) 0 ;
@@ -6083,7 +6131,7 @@ _gostring_ _wrap_mesh_create_swig_6649e554da77119c(_goslice_ _swig_go_0, shardre
 }
 
 
-void _wrap_mesh_destroy_swig_6649e554da77119c(shardrec_mesh_t *_swig_go_0) {
+void _wrap_mesh_destroy_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   
   arg1 = (shardrec_mesh_t *)_swig_go_0; 
@@ -6093,7 +6141,7 @@ void _wrap_mesh_destroy_swig_6649e554da77119c(shardrec_mesh_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mesh_coords_swig_6649e554da77119c(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_mesh_coords_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -6131,7 +6179,7 @@ _gostring_ _wrap_mesh_coords_swig_6649e554da77119c(shardrec_mesh_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_sharding_comm_swig_6649e554da77119c(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -6163,7 +6211,7 @@ _gostring_ _wrap_mesh_sharding_comm_swig_6649e554da77119c(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_replica_comm_swig_6649e554da77119c(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -6195,7 +6243,7 @@ _gostring_ _wrap_mesh_replica_comm_swig_6649e554da77119c(_goslice_ _swig_go_0, s
 }
 
 
-_gostring_ _wrap_mesh_describe_swig_6649e554da77119c(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_mesh_describe_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -6236,7 +6284,7 @@ _gostring_ _wrap_mesh_describe_swig_6649e554da77119c(shardrec_mesh_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_mesh_embedding_create_swig_6649e554da77119c(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_plan_t *arg3 = (shardrec_plan_t *) 0 ;
@@ -6274,7 +6322,7 @@ _gostring_ _wrap_mesh_embedding_create_swig_6649e554da77119c(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_mesh_sync_swig_6649e554da77119c(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
+_gostring_ _wrap_mesh_sync_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t arg3 ;
@@ -6308,7 +6356,7 @@ _gostring_ _wrap_mesh_sync_swig_6649e554da77119c(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_step_swig_6649e554da77119c(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_mesh_step_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -6342,7 +6390,7 @@ _gostring_ _wrap_mesh_step_swig_6649e554da77119c(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_sync_stats_swig_6649e554da77119c(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -6378,7 +6426,7 @@ _gostring_ _wrap_mesh_sync_stats_swig_6649e554da77119c(shardrec_mesh_t *_swig_go
 }
 
 
-void _wrap_checkpoint_options_version_set_swig_6649e554da77119c(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6390,7 +6438,7 @@ void _wrap_checkpoint_options_version_set_swig_6649e554da77119c(struct shardrec_
 }
 
 
-intgo _wrap_checkpoint_options_version_get_swig_6649e554da77119c(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6403,7 +6451,7 @@ intgo _wrap_checkpoint_options_version_get_swig_6649e554da77119c(struct shardrec
 }
 
 
-void _wrap_checkpoint_options_num_dense_set_swig_6649e554da77119c(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t arg2 ;
   
@@ -6415,7 +6463,7 @@ void _wrap_checkpoint_options_num_dense_set_swig_6649e554da77119c(struct shardre
 }
 
 
-long long _wrap_checkpoint_options_num_dense_get_swig_6649e554da77119c(struct shardrec_checkpoint_options *_swig_go_0) {
+long long _wrap_checkpoint_options_num_dense_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -6428,7 +6476,7 @@ long long _wrap_checkpoint_options_num_dense_get_swig_6649e554da77119c(struct sh
 }
 
 
-void _wrap_checkpoint_options_reset_optimizer_state_set_swig_6649e554da77119c(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_reset_optimizer_state_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -6440,7 +6488,7 @@ void _wrap_checkpoint_options_reset_optimizer_state_set_swig_6649e554da77119c(st
 }
 
 
-intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_6649e554da77119c(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6453,7 +6501,7 @@ intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_6649e554da77119c(s
 }
 
 
-void _wrap_checkpoint_options_allow_dtype_change_set_swig_6649e554da77119c(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_dtype_change_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -6465,7 +6513,7 @@ void _wrap_checkpoint_options_allow_dtype_change_set_swig_6649e554da77119c(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_6649e554da77119c(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6478,7 +6526,7 @@ intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_6649e554da77119c(stru
 }
 
 
-void _wrap_checkpoint_options_verify_first_set_swig_6649e554da77119c(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_verify_first_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -6490,7 +6538,7 @@ void _wrap_checkpoint_options_verify_first_set_swig_6649e554da77119c(struct shar
 }
 
 
-intgo _wrap_checkpoint_options_verify_first_get_swig_6649e554da77119c(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_verify_first_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6503,7 +6551,7 @@ intgo _wrap_checkpoint_options_verify_first_get_swig_6649e554da77119c(struct sha
 }
 
 
-struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_6649e554da77119c() {
+struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_5010cc1c9577d3b9() {
   struct shardrec_checkpoint_options *result = 0 ;
   struct shardrec_checkpoint_options *_swig_go_result;
   
@@ -6514,7 +6562,7 @@ struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_6649e554da
 }
 
 
-void _wrap_delete_checkpoint_options_swig_6649e554da77119c(struct shardrec_checkpoint_options *_swig_go_0) {
+void _wrap_delete_checkpoint_options_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   
   arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
@@ -6524,7 +6572,7 @@ void _wrap_delete_checkpoint_options_swig_6649e554da77119c(struct shardrec_check
 }
 
 
-_gostring_ _wrap_checkpoint_options_init_swig_6649e554da77119c(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_checkpoint_options_init_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_checkpoint_options_t *arg1 = (shardrec_checkpoint_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -6556,7 +6604,7 @@ _gostring_ _wrap_checkpoint_options_init_swig_6649e554da77119c(struct shardrec_c
 }
 
 
-_gostring_ _wrap_checkpoint_save_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_save_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -6595,7 +6643,7 @@ _gostring_ _wrap_checkpoint_save_swig_6649e554da77119c(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_load_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -6634,7 +6682,7 @@ _gostring_ _wrap_checkpoint_load_swig_6649e554da77119c(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_save_mesh_swig_6649e554da77119c(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6675,7 +6723,7 @@ _gostring_ _wrap_checkpoint_save_mesh_swig_6649e554da77119c(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_mesh_swig_6649e554da77119c(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6716,7 +6764,7 @@ _gostring_ _wrap_checkpoint_load_mesh_swig_6649e554da77119c(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_export_table_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6762,7 +6810,7 @@ _gostring_ _wrap_checkpoint_export_table_swig_6649e554da77119c(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_checkpoint_import_table_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6808,7 +6856,7 @@ _gostring_ _wrap_checkpoint_import_table_swig_6649e554da77119c(shardrec_embeddin
 }
 
 
-shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_6649e554da77119c() {
+shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_5010cc1c9577d3b9() {
   shardrec_bind_plan_spec_t *result = 0 ;
   shardrec_bind_plan_spec_t *_swig_go_result;
   
@@ -6819,7 +6867,7 @@ shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_6649e554da77119c() {
 }
 
 
-void _wrap_bind_plan_spec_free_swig_6649e554da77119c(shardrec_bind_plan_spec_t *_swig_go_0) {
+void _wrap_bind_plan_spec_free_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   
   arg1 = (shardrec_bind_plan_spec_t *)_swig_go_0; 
@@ -6829,7 +6877,7 @@ void _wrap_bind_plan_spec_free_swig_6649e554da77119c(shardrec_bind_plan_spec_t *
 }
 
 
-struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_6649e554da77119c(shardrec_bind_plan_spec_t *_swig_go_0) {
+struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_topology_t *result = 0 ;
   struct shardrec_topology *_swig_go_result;
@@ -6842,7 +6890,7 @@ struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_6649e554da77119c(sh
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_feature_swig_6649e554da77119c(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -6881,7 +6929,7 @@ _gostring_ _wrap_bind_plan_spec_add_feature_swig_6649e554da77119c(shardrec_bind_
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_swig_6649e554da77119c(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
+_gostring_ _wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -6938,7 +6986,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_swig_6649e554da77119c(shardrec_bind_pl
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_6649e554da77119c(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -6970,7 +7018,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_6649e554da77119c(shardr
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_6649e554da77119c(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -7007,7 +7055,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_6649e554da77119c(sha
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_constraints_swig_6649e554da77119c(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   uint32_t arg3 ;
@@ -7060,7 +7108,7 @@ _gostring_ _wrap_bind_plan_spec_add_constraints_swig_6649e554da77119c(shardrec_b
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_6649e554da77119c(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -7096,7 +7144,7 @@ _gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_6649e554da77119c(
 }
 
 
-_gostring_ _wrap_bind_plan_create_swig_6649e554da77119c(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
+_gostring_ _wrap_bind_plan_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   shardrec_bind_plan_spec_t *arg2 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_status_t result;
@@ -7128,7 +7176,7 @@ _gostring_ _wrap_bind_plan_create_swig_6649e554da77119c(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -7186,7 +7234,7 @@ _gostring_ _wrap_bind_embedding_forward_swig_6649e554da77119c(shardrec_embedding
 }
 
 
-_gostring_ _wrap_bind_embedding_input_dist_start_swig_6649e554da77119c(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -7238,7 +7286,7 @@ _gostring_ _wrap_bind_embedding_input_dist_start_swig_6649e554da77119c(shardrec_
 }
 
 
-_gostring_ _wrap_bind_device_plugin_path_swig_6649e554da77119c(_gostring_* _swig_go_0) {
+_gostring_ _wrap_bind_device_plugin_path_swig_5010cc1c9577d3b9(_gostring_* _swig_go_0) {
   char **arg1 = (char **) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   char *text1 = NULL ;
@@ -7277,7 +7325,7 @@ _gostring_ _wrap_bind_device_plugin_path_swig_6649e554da77119c(_gostring_* _swig
 }
 
 
-_gostring_ _wrap_bind_checkpoint_swig_6649e554da77119c(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
+_gostring_ _wrap_bind_checkpoint_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7335,7 +7383,155 @@ _gostring_ _wrap_bind_checkpoint_swig_6649e554da77119c(shardrec_mesh_t *_swig_go
 }
 
 
-intgo _wrap_ACTIVATION_NONE_swig_6649e554da77119c() {
+_gostring_ _wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  int64_t arg2 ;
+  size_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  size_t arg5 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  size_t arg7 ;
+  float *arg8 = (float *) 0 ;
+  size_t arg9 ;
+  float *arg10 = (float *) 0 ;
+  size_t arg11 ;
+  int64_t *arg12 = (int64_t *) 0 ;
+  size_t arg13 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  
+  arg4 = (int32_t *)_swig_go_3.array;
+  arg5 = (size_t)_swig_go_3.len;
+  
+  
+  arg6 = (int64_t *)_swig_go_4.array;
+  arg7 = (size_t)_swig_go_4.len;
+  
+  
+  arg8 = (float *)_swig_go_5.array;
+  arg9 = (size_t)_swig_go_5.len;
+  
+  
+  arg10 = (float *)_swig_go_6.array;
+  arg11 = (size_t)_swig_go_6.len;
+  
+  
+  arg12 = (int64_t *)_swig_go_7.array;
+  arg13 = (size_t)_swig_go_7.len;
+  
+  
+  result = (shardrec_status_t)shardrec_bind_embedding_forward_tensor(arg1,arg2,arg3,(int const *)arg4,arg5,(long const *)arg6,arg7,(float const *)arg8,arg9,arg10,arg11,(long const *)arg12,arg13);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  float *arg2 = (float *) 0 ;
+  size_t arg3 ;
+  int64_t *arg4 = (int64_t *) 0 ;
+  size_t arg5 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  
+  arg2 = (float *)_swig_go_1.array;
+  arg3 = (size_t)_swig_go_1.len;
+  
+  
+  arg4 = (int64_t *)_swig_go_2.array;
+  arg5 = (size_t)_swig_go_2.len;
+  
+  
+  result = (shardrec_status_t)shardrec_bind_embedding_forward_distributed_tensor(arg1,arg2,arg3,(long const *)arg4,arg5);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  float *arg2 = (float *) 0 ;
+  size_t arg3 ;
+  int64_t *arg4 = (int64_t *) 0 ;
+  size_t arg5 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  
+  arg2 = (float *)_swig_go_1.array;
+  arg3 = (size_t)_swig_go_1.len;
+  
+  
+  arg4 = (int64_t *)_swig_go_2.array;
+  arg5 = (size_t)_swig_go_2.len;
+  
+  
+  result = (shardrec_status_t)shardrec_bind_embedding_backward_tensor(arg1,(float const *)arg2,arg3,(long const *)arg4,arg5);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ACTIVATION_NONE_swig_5010cc1c9577d3b9() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -7347,7 +7543,7 @@ intgo _wrap_ACTIVATION_NONE_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_ACTIVATION_RELU_swig_6649e554da77119c() {
+intgo _wrap_ACTIVATION_RELU_swig_5010cc1c9577d3b9() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -7359,7 +7555,7 @@ intgo _wrap_ACTIVATION_RELU_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_ACTIVATION_SIGMOID_swig_6649e554da77119c() {
+intgo _wrap_ACTIVATION_SIGMOID_swig_5010cc1c9577d3b9() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -7371,7 +7567,7 @@ intgo _wrap_ACTIVATION_SIGMOID_swig_6649e554da77119c() {
 }
 
 
-_gostring_ _wrap_dense_set_blas_threads_swig_6649e554da77119c(intgo _swig_go_0) {
+_gostring_ _wrap_dense_set_blas_threads_swig_5010cc1c9577d3b9(intgo _swig_go_0) {
   int32_t arg1 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -7401,7 +7597,7 @@ _gostring_ _wrap_dense_set_blas_threads_swig_6649e554da77119c(intgo _swig_go_0) 
 }
 
 
-intgo _wrap_DENSE_MATH_FP32_swig_6649e554da77119c() {
+intgo _wrap_DENSE_MATH_FP32_swig_5010cc1c9577d3b9() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -7413,7 +7609,7 @@ intgo _wrap_DENSE_MATH_FP32_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_DENSE_MATH_TF32_swig_6649e554da77119c() {
+intgo _wrap_DENSE_MATH_TF32_swig_5010cc1c9577d3b9() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -7425,7 +7621,7 @@ intgo _wrap_DENSE_MATH_TF32_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_DENSE_MATH_BF16_swig_6649e554da77119c() {
+intgo _wrap_DENSE_MATH_BF16_swig_5010cc1c9577d3b9() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -7437,7 +7633,7 @@ intgo _wrap_DENSE_MATH_BF16_swig_6649e554da77119c() {
 }
 
 
-void _wrap_mlp_destroy_swig_6649e554da77119c(shardrec_mlp_t *_swig_go_0) {
+void _wrap_mlp_destroy_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   
   arg1 = (shardrec_mlp_t *)_swig_go_0; 
@@ -7447,7 +7643,7 @@ void _wrap_mlp_destroy_swig_6649e554da77119c(shardrec_mlp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mlp_forward_swig_6649e554da77119c(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_mlp_forward_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -7485,7 +7681,7 @@ _gostring_ _wrap_mlp_forward_swig_6649e554da77119c(shardrec_mlp_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_mlp_zero_grad_swig_6649e554da77119c(shardrec_mlp_t *_swig_go_0) {
+_gostring_ _wrap_mlp_zero_grad_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -7515,7 +7711,7 @@ _gostring_ _wrap_mlp_zero_grad_swig_6649e554da77119c(shardrec_mlp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_mlp_num_tensors_swig_6649e554da77119c(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -7547,7 +7743,7 @@ _gostring_ _wrap_mlp_num_tensors_swig_6649e554da77119c(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dcn_create_swig_6649e554da77119c(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_dcn_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_dcn_t **arg1 = (shardrec_dcn_t **) 0 ;
   int64_t arg2 ;
   int32_t arg3 ;
@@ -7592,7 +7788,7 @@ _gostring_ _wrap_dcn_create_swig_6649e554da77119c(_goslice_ _swig_go_0, long lon
 }
 
 
-void _wrap_dcn_destroy_swig_6649e554da77119c(shardrec_dcn_t *_swig_go_0) {
+void _wrap_dcn_destroy_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   
   arg1 = (shardrec_dcn_t *)_swig_go_0; 
@@ -7602,7 +7798,7 @@ void _wrap_dcn_destroy_swig_6649e554da77119c(shardrec_dcn_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_dcn_forward_swig_6649e554da77119c(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_dcn_forward_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -7640,7 +7836,7 @@ _gostring_ _wrap_dcn_forward_swig_6649e554da77119c(shardrec_dcn_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_dcn_zero_grad_swig_6649e554da77119c(shardrec_dcn_t *_swig_go_0) {
+_gostring_ _wrap_dcn_zero_grad_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -7670,7 +7866,7 @@ _gostring_ _wrap_dcn_zero_grad_swig_6649e554da77119c(shardrec_dcn_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_dcn_num_tensors_swig_6649e554da77119c(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -7702,7 +7898,7 @@ _gostring_ _wrap_dcn_num_tensors_swig_6649e554da77119c(shardrec_dcn_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_width_swig_6649e554da77119c(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_dot_interaction_width_swig_5010cc1c9577d3b9(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   int64_t arg1 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7736,7 +7932,7 @@ _gostring_ _wrap_dot_interaction_width_swig_6649e554da77119c(long long _swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_backward_swig_6649e554da77119c(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -7780,7 +7976,7 @@ _gostring_ _wrap_dot_interaction_backward_swig_6649e554da77119c(_goslice_ _swig_
 }
 
 
-_gostring_ _wrap_bce_with_logits_swig_6649e554da77119c(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bce_with_logits_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -7820,7 +8016,7 @@ _gostring_ _wrap_bce_with_logits_swig_6649e554da77119c(_goslice_ _swig_go_0, _go
 }
 
 
-_gostring_ _wrap_dense_optimizer_create_swig_6649e554da77119c(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_dense_optimizer_t **arg1 = (shardrec_dense_optimizer_t **) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -7852,7 +8048,7 @@ _gostring_ _wrap_dense_optimizer_create_swig_6649e554da77119c(_goslice_ _swig_go
 }
 
 
-void _wrap_dense_optimizer_destroy_swig_6649e554da77119c(shardrec_dense_optimizer_t *_swig_go_0) {
+void _wrap_dense_optimizer_destroy_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   
   arg1 = (shardrec_dense_optimizer_t *)_swig_go_0; 
@@ -7862,7 +8058,7 @@ void _wrap_dense_optimizer_destroy_swig_6649e554da77119c(shardrec_dense_optimize
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_6649e554da77119c(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -7894,7 +8090,7 @@ _gostring_ _wrap_dense_optimizer_set_learning_rate_swig_6649e554da77119c(shardre
 }
 
 
-_gostring_ _wrap_dense_optimizer_steps_swig_6649e554da77119c(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -7926,7 +8122,7 @@ _gostring_ _wrap_dense_optimizer_steps_swig_6649e554da77119c(shardrec_dense_opti
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_steps_swig_6649e554da77119c(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -7958,7 +8154,7 @@ _gostring_ _wrap_dense_optimizer_set_steps_swig_6649e554da77119c(shardrec_dense_
 }
 
 
-intgo _wrap_DDP_COMPRESSION_NONE_swig_6649e554da77119c() {
+intgo _wrap_DDP_COMPRESSION_NONE_swig_5010cc1c9577d3b9() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -7970,7 +8166,7 @@ intgo _wrap_DDP_COMPRESSION_NONE_swig_6649e554da77119c() {
 }
 
 
-intgo _wrap_DDP_COMPRESSION_BF16_swig_6649e554da77119c() {
+intgo _wrap_DDP_COMPRESSION_BF16_swig_5010cc1c9577d3b9() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -7982,7 +8178,7 @@ intgo _wrap_DDP_COMPRESSION_BF16_swig_6649e554da77119c() {
 }
 
 
-void _wrap_ddp_destroy_swig_6649e554da77119c(shardrec_ddp_t *_swig_go_0) {
+void _wrap_ddp_destroy_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   
   arg1 = (shardrec_ddp_t *)_swig_go_0; 
@@ -7992,7 +8188,7 @@ void _wrap_ddp_destroy_swig_6649e554da77119c(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_zero_grad_swig_6649e554da77119c(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_zero_grad_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -8022,7 +8218,7 @@ _gostring_ _wrap_ddp_zero_grad_swig_6649e554da77119c(shardrec_ddp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_ddp_mark_ready_swig_6649e554da77119c(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -8054,7 +8250,7 @@ _gostring_ _wrap_ddp_mark_ready_swig_6649e554da77119c(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_ddp_finish_swig_6649e554da77119c(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_finish_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -8084,7 +8280,7 @@ _gostring_ _wrap_ddp_finish_swig_6649e554da77119c(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_set_sync_swig_6649e554da77119c(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_ddp_set_sync_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -8116,7 +8312,7 @@ _gostring_ _wrap_ddp_set_sync_swig_6649e554da77119c(shardrec_ddp_t *_swig_go_0, 
 }
 
 
-void _wrap_fsdp_destroy_swig_6649e554da77119c(shardrec_fsdp_t *_swig_go_0) {
+void _wrap_fsdp_destroy_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   
   arg1 = (shardrec_fsdp_t *)_swig_go_0; 
@@ -8126,7 +8322,7 @@ void _wrap_fsdp_destroy_swig_6649e554da77119c(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_fsdp_release_swig_6649e554da77119c(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_release_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -8158,7 +8354,7 @@ _gostring_ _wrap_fsdp_release_swig_6649e554da77119c(shardrec_fsdp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_fsdp_reduce_grad_swig_6649e554da77119c(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -8190,7 +8386,7 @@ _gostring_ _wrap_fsdp_reduce_grad_swig_6649e554da77119c(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_fsdp_step_swig_6649e554da77119c(shardrec_fsdp_t *_swig_go_0) {
+_gostring_ _wrap_fsdp_step_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -8220,7 +8416,7 @@ _gostring_ _wrap_fsdp_step_swig_6649e554da77119c(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_bind_dense_blas_threads_swig_6649e554da77119c(_goslice_ _swig_go_0) {
+_gostring_ _wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -8250,7 +8446,7 @@ _gostring_ _wrap_bind_dense_blas_threads_swig_6649e554da77119c(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_dims_swig_6649e554da77119c(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -8284,7 +8480,7 @@ _gostring_ _wrap_bind_mlp_dims_swig_6649e554da77119c(shardrec_mlp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_bind_mlp_device_swig_6649e554da77119c(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_device_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -8318,7 +8514,7 @@ _gostring_ _wrap_bind_mlp_device_swig_6649e554da77119c(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_bind_fsdp_memory_swig_6649e554da77119c(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -8352,7 +8548,7 @@ _gostring_ _wrap_bind_fsdp_memory_swig_6649e554da77119c(shardrec_fsdp_t *_swig_g
 }
 
 
-shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_6649e554da77119c() {
+shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_5010cc1c9577d3b9() {
   shardrec_bind_param_list_t *result = 0 ;
   shardrec_bind_param_list_t *_swig_go_result;
   
@@ -8363,7 +8559,7 @@ shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_6649e554da77119c() {
 }
 
 
-void _wrap_bind_param_list_free_swig_6649e554da77119c(shardrec_bind_param_list_t *_swig_go_0) {
+void _wrap_bind_param_list_free_swig_5010cc1c9577d3b9(shardrec_bind_param_list_t *_swig_go_0) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   
   arg1 = (shardrec_bind_param_list_t *)_swig_go_0; 
@@ -8373,7 +8569,7 @@ void _wrap_bind_param_list_free_swig_6649e554da77119c(shardrec_bind_param_list_t
 }
 
 
-_gostring_ _wrap_bind_param_list_add_mlp_swig_6649e554da77119c(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_mlp_swig_5010cc1c9577d3b9(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_mlp_t *arg2 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
@@ -8405,7 +8601,7 @@ _gostring_ _wrap_bind_param_list_add_mlp_swig_6649e554da77119c(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_param_list_add_dcn_swig_6649e554da77119c(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_dcn_swig_5010cc1c9577d3b9(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_dcn_t *arg2 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
@@ -8437,7 +8633,7 @@ _gostring_ _wrap_bind_param_list_add_dcn_swig_6649e554da77119c(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_step_swig_6649e554da77119c(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
+_gostring_ _wrap_bind_dense_optimizer_step_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   shardrec_bind_param_list_t *arg2 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_status_t result;
@@ -8469,7 +8665,7 @@ _gostring_ _wrap_bind_dense_optimizer_step_swig_6649e554da77119c(shardrec_dense_
 }
 
 
-_gostring_ _wrap_bind_mlp_create_swig_6649e554da77119c(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_bind_mlp_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -8522,7 +8718,7 @@ _gostring_ _wrap_bind_mlp_create_swig_6649e554da77119c(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_bind_mlp_create_on_swig_6649e554da77119c(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
+_gostring_ _wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -8581,7 +8777,7 @@ _gostring_ _wrap_bind_mlp_create_on_swig_6649e554da77119c(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_bind_mlp_backward_swig_6649e554da77119c(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -8619,7 +8815,7 @@ _gostring_ _wrap_bind_mlp_backward_swig_6649e554da77119c(shardrec_mlp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_dcn_backward_swig_6649e554da77119c(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -8657,7 +8853,7 @@ _gostring_ _wrap_bind_dcn_backward_swig_6649e554da77119c(shardrec_dcn_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_6649e554da77119c(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -8691,7 +8887,7 @@ _gostring_ _wrap_bind_mlp_use_ddp_grads_swig_6649e554da77119c(shardrec_mlp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_6649e554da77119c(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -8725,7 +8921,7 @@ _gostring_ _wrap_bind_dcn_use_ddp_grads_swig_6649e554da77119c(shardrec_dcn_t *_s
 }
 
 
-_gostring_ _wrap_bind_mlp_tensor_info_swig_6649e554da77119c(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -8766,7 +8962,7 @@ _gostring_ _wrap_bind_mlp_tensor_info_swig_6649e554da77119c(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_tensor_info_swig_6649e554da77119c(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -8807,7 +9003,7 @@ _gostring_ _wrap_bind_dcn_tensor_info_swig_6649e554da77119c(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_mlp_copy_tensor_swig_6649e554da77119c(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -8845,7 +9041,7 @@ _gostring_ _wrap_bind_mlp_copy_tensor_swig_6649e554da77119c(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_copy_tensor_swig_6649e554da77119c(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -8883,7 +9079,7 @@ _gostring_ _wrap_bind_dcn_copy_tensor_swig_6649e554da77119c(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_create_swig_6649e554da77119c(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_ddp_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_ddp_t **arg1 = (shardrec_ddp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -8927,7 +9123,7 @@ _gostring_ _wrap_bind_ddp_create_swig_6649e554da77119c(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_bind_ddp_stats_swig_6649e554da77119c(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -8967,7 +9163,7 @@ _gostring_ _wrap_bind_ddp_stats_swig_6649e554da77119c(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_size_swig_6649e554da77119c(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -9001,7 +9197,7 @@ _gostring_ _wrap_bind_ddp_bucket_size_swig_6649e554da77119c(shardrec_ddp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_tensor_swig_6649e554da77119c(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -9037,7 +9233,7 @@ _gostring_ _wrap_bind_ddp_bucket_tensor_swig_6649e554da77119c(shardrec_ddp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dot_interaction_forward_swig_6649e554da77119c(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
+_gostring_ _wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9079,7 +9275,7 @@ _gostring_ _wrap_bind_dot_interaction_forward_swig_6649e554da77119c(_goslice_ _s
 }
 
 
-_gostring_ _wrap_bind_fsdp_create_swig_6649e554da77119c(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
+_gostring_ _wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
   shardrec_fsdp_t **arg1 = (shardrec_fsdp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9121,7 +9317,7 @@ _gostring_ _wrap_bind_fsdp_create_swig_6649e554da77119c(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_fsdp_gather_swig_6649e554da77119c(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t arg3 ;
@@ -9159,7 +9355,7 @@ _gostring_ _wrap_bind_fsdp_gather_swig_6649e554da77119c(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_fsdp_add_grad_swig_6649e554da77119c(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -9195,7 +9391,7 @@ _gostring_ _wrap_bind_fsdp_add_grad_swig_6649e554da77119c(shardrec_fsdp_t *_swig
 }
 
 
-_gostring_ _wrap_bind_fsdp_shard_range_swig_6649e554da77119c(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9231,7 +9427,7 @@ _gostring_ _wrap_bind_fsdp_shard_range_swig_6649e554da77119c(shardrec_fsdp_t *_s
 }
 
 
-_gostring_ _wrap_bind_fsdp_read_shard_swig_6649e554da77119c(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -9265,7 +9461,7 @@ _gostring_ _wrap_bind_fsdp_read_shard_swig_6649e554da77119c(shardrec_fsdp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_count_swig_6649e554da77119c(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -9301,7 +9497,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_count_swig_6649e554da77119c(shardrec
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_6649e554da77119c(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -9341,7 +9537,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_copy_swig_6649e554da77119c(shardrec_
 }
 
 
-_gostring_ _wrap_bind_ddp_set_external_swig_6649e554da77119c(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -9375,7 +9571,7 @@ _gostring_ _wrap_bind_ddp_set_external_swig_6649e554da77119c(shardrec_ddp_t *_sw
 }
 
 
-void *_wrap_bind_host_alloc_floats_swig_6649e554da77119c(long long _swig_go_0) {
+void *_wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(long long _swig_go_0) {
   size_t arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -9388,7 +9584,7 @@ void *_wrap_bind_host_alloc_floats_swig_6649e554da77119c(long long _swig_go_0) {
 }
 
 
-void _wrap_bind_host_free_swig_6649e554da77119c(void *_swig_go_0) {
+void _wrap_bind_host_free_swig_5010cc1c9577d3b9(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 

@@ -202,6 +202,30 @@ impl EmbeddingCollection {
         })
     }
 
+    /// `forward` into a tensor of extents `shape` (at most 4; with 2 or more, the last is the
+    /// output width): the library checks the shape against the output
+    /// (`shardrec_embedding_forward_tensor`). `out` holds exactly the shape's element count.
+    pub fn forward_tensor(&mut self, batch: &Kjt<'_>, out: &mut [f32], shape: &[i64]) -> Result<()> {
+        let kjt = batch.raw();
+        let view = host_view(out.as_mut_ptr(), out.len(), shape)?;
+        check(unsafe { sys::shardrec_embedding_forward_tensor(self.raw, &kjt, &view, ptr::null_mut()) })
+    }
+
+    /// `forward_distributed` into a tensor of extents `shape`.
+    pub fn forward_distributed_tensor(&mut self, out: &mut [f32], shape: &[i64]) -> Result<()> {
+        let view = host_view(out.as_mut_ptr(), out.len(), shape)?;
+        check(unsafe {
+            sys::shardrec_embedding_forward_distributed_tensor(self.raw, &view, ptr::null_mut())
+        })
+    }
+
+    /// `backward` with the gradient as a tensor of extents `shape`.
+    pub fn backward_tensor(&mut self, grad: &[f32], shape: &[i64]) -> Result<()> {
+        // The library only reads a gradient view.
+        let view = host_view(grad.as_ptr().cast_mut(), grad.len(), shape)?;
+        check(unsafe { sys::shardrec_embedding_backward_tensor(self.raw, &view, ptr::null_mut()) })
+    }
+
     /// Forward into a new vector of the right size.
     pub fn forward_vec(&mut self, batch: &Kjt<'_>) -> Result<Vec<f32>> {
         let mut out = vec![0.0; self.output_size(batch)?];
@@ -387,6 +411,31 @@ impl EmbeddingCollection {
         check(unsafe { sys::shardrec_embedding_timings(self.raw, &mut c, &mut t) })?;
         Ok((c, t))
     }
+}
+
+/// A host FLOAT32 view of `len` floats at `data` with extents `shape`, which must multiply to
+/// `len` (the C API trusts a view's shape).
+fn host_view(data: *mut f32, len: usize, shape: &[i64]) -> Result<sys::shardrec_tensor_view_t> {
+    let max = sys::SHARDREC_TENSOR_MAX_DIMS as usize;
+    if shape.len() > max {
+        return Err(crate::invalid(format!("a tensor view has at most {max} dimensions, got {}", shape.len())));
+    }
+    let mut elems: i64 = 1;
+    for &d in shape {
+        elems = if d < 0 { None } else { elems.checked_mul(d) }
+            .ok_or_else(|| crate::invalid(format!("bad tensor shape {shape:?}")))?;
+    }
+    if elems as u64 != len as u64 {
+        return Err(crate::invalid(format!("the buffer has {len} floats; shape {shape:?} has {elems}")));
+    }
+    // SAFETY: plain data.
+    let mut v: sys::shardrec_tensor_view_t = unsafe { std::mem::zeroed() };
+    v.data = data.cast();
+    v.dtype = sys::shardrec_dtype_SHARDREC_DTYPE_FLOAT32 as i32;
+    v.device_type = sys::shardrec_device_type_SHARDREC_DEVICE_HOST as i32;
+    v.ndim = shape.len() as i32;
+    v.shape[..shape.len()].copy_from_slice(shape);
+    Ok(v)
 }
 
 /// Where one feature's embedding sits in an output row: columns `offset..offset + width`,

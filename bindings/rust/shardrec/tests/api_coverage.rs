@@ -272,3 +272,33 @@ fn custom_store_rendezvous_at_world_two() {
     assert_eq!(Code::Timeout.status(), -7);
     assert_eq!(shardrec::Error::new(Code::Timeout, "x").code(), Code::Timeout);
 }
+
+#[test]
+fn tensor_views_match_the_plain_calls() {
+    let tables = [Table::new("t", 4, 3, &[0])];
+    let features = [Feature::new("f")];
+    let sgd = Optimizer::new(OptimizerType::Sgd, 0.5);
+    let options = EmbeddingOptions { seed: 5, ..Default::default() };
+    let mut plain = world1(&tables, &features, &sgd, &options);
+    let mut viewed = world1(&tables, &features, &sgd, &options);
+    let batch = Kjt { batch_size: 2, num_features: 1, lengths: &[2, 1], values: &[0, 3, 1], weights: None };
+    let want = plain.forward_vec(&batch).expect("forward");
+    let mut got = [0f32; 6];
+    viewed.forward_tensor(&batch, &mut got, &[2, 3]).expect("forward_tensor");
+    assert_eq!(got.to_vec(), want);
+    plain.backward(&want).expect("backward");
+    viewed.backward_tensor(&got, &[2, 3]).expect("backward_tensor");
+    assert_eq!(plain.weights("t").expect("w"), viewed.weights("t").expect("w"));
+    viewed.input_dist_start(&batch).expect("start");
+    viewed.input_dist_wait().expect("wait");
+    let mut dist = [0f32; 6];
+    viewed.forward_distributed_tensor(&mut dist, &[6]).expect("distributed");
+    assert_eq!(dist.to_vec(), viewed.forward_vec(&batch).expect("forward"));
+    // A last extent other than the output width: refused by the library.
+    let e = viewed.forward_tensor(&batch, &mut [0f32; 6], &[3, 2]).unwrap_err();
+    assert_eq!(e.code(), Code::Invalid);
+    // A shape that does not match the buffer: refused before the call.
+    let e = viewed.forward_tensor(&batch, &mut [0f32; 6], &[2, 4]).unwrap_err();
+    assert_eq!(e.code(), Code::Invalid);
+    assert!(e.message().contains("shape"), "{e}");
+}

@@ -111,6 +111,42 @@ public final class EmbeddingCollection extends NativeHandle {
     return result;
   }
 
+  /**
+   * {@link #forward(Kjt, FloatBuffer)} into a tensor of extents {@code shape} (at most 4; when
+   * 2 or more, the last is the output width): the library checks the shape against the output
+   * (shardrec_embedding_forward_tensor). {@code out} holds exactly the shape's element count.
+   */
+  public void forward(Kjt batch, FloatBuffer out, long[] shape) {
+    FloatBuffer o = Buffers.out(out, elements(shape), "out");
+    Native.bind_embedding_forward_tensor(handle(), batch.batchSize, batch.numFeatures,
+                                         batch.lengths, batch.values, batch.weights, o, shape);
+    lastOutput = o.capacity();
+  }
+
+  /** {@link #forwardDistributed(FloatBuffer)} into a tensor of extents {@code shape}. */
+  public void forwardDistributed(FloatBuffer out, long[] shape) {
+    FloatBuffer o = Buffers.out(out, elements(shape), "out");
+    Native.bind_embedding_forward_distributed_tensor(handle(), o, shape);
+    lastOutput = o.capacity();
+  }
+
+  /** {@link #backward(FloatBuffer)} with the gradient as a tensor of extents {@code shape}. */
+  public void backward(FloatBuffer grad, long[] shape) {
+    Native.bind_embedding_backward_tensor(handle(), Buffers.in(grad, elements(shape), "grad"),
+                                          shape);
+  }
+
+  /** Element count of a tensor shape; IllegalArgumentException for a bad one. */
+  private static long elements(long[] shape) {
+    if (shape == null) throw new IllegalArgumentException("shape must not be null");
+    long n = 1;
+    for (long d : shape) {
+      if (d < 0) throw new IllegalArgumentException("negative extent in shape");
+      n = Math.multiplyExact(n, d);
+    }
+    return n;
+  }
+
   /** Starts the pipelined input distribution of {@code batch} (collective). */
   public void inputDistStart(Kjt batch) {
     Native.bind_embedding_input_dist_start(handle(), batch.batchSize, batch.numFeatures,

@@ -324,4 +324,44 @@ class ApiCoverageTest {
     assertEquals(ShardrecException.EREMOTE, e.code(), e.toString());
     assertTrue(e.getMessage().contains("returned code " + ShardrecException.EIO), e.getMessage());
   }
+
+  @Test
+  void tensorViewsMatchThePlainCalls() {
+    Kjt batch = Kjt.of(2, 1, new int[] {2, 1}, new long[] {0, 3, 1});
+    List<Config.Feature> features = List.of(new Config.Feature("f"));
+    List<Config.Table> tables = List.of(new Config.Table("t", 4, 3).features(0));
+    Config.Optimizer sgd = new Config.Optimizer().type(OptimizerType.SGD).learningRate(0.5f);
+    try (Plan plan = Plan.create(tables, features, new Config.Topology(1), List.of());
+         Comm c1 = Comm.createLocalGroup(1)[0]; Comm c2 = Comm.createLocalGroup(1)[0];
+         EmbeddingCollection plain = EmbeddingCollection.create(
+             plan, c1, sgd, new Config.EmbeddingOptions().seed(5));
+         EmbeddingCollection viewed = EmbeddingCollection.create(
+             plan, c2, sgd, new Config.EmbeddingOptions().seed(5))) {
+      float[] want = plain.forward(batch);
+      FloatBuffer out = Buffers.floats(6);
+      viewed.forward(batch, out, new long[] {2, 3});
+      float[] got = new float[6];
+      out.get(got);
+      assertArrayEquals(want, got);
+      plain.backward(want);
+      viewed.backward(Buffers.of(got), new long[] {2, 3});
+      assertArrayEquals(plain.getWeights("t"), viewed.getWeights("t"));
+      // Pipelined: the distributed forward into a view.
+      viewed.inputDistStart(batch);
+      viewed.inputDistWait();
+      FloatBuffer dist = Buffers.floats(6);
+      viewed.forwardDistributed(dist, new long[] {6});
+      float[] again = viewed.forward(batch);
+      float[] d = new float[6];
+      dist.get(d);
+      assertArrayEquals(again, d);
+      // A last extent other than the output width: refused by the library.
+      ShardrecException e = assertThrows(ShardrecException.class,
+          () -> viewed.forward(batch, Buffers.floats(6), new long[] {3, 2}));
+      assertEquals(ShardrecException.EINVAL, e.code());
+      // A shape that does not match the buffer: refused before the call.
+      assertThrows(IllegalArgumentException.class,
+                   () -> viewed.forward(batch, Buffers.floats(6), new long[] {2, 4}));
+    }
+  }
 }
