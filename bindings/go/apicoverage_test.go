@@ -247,6 +247,9 @@ func TestDenseOptimizerStateHoldsAdamMoments(t *testing.T) {
 	if CodeOf(opt.SetState(0, DenseMomentum1, make([]float32, 3))) != ErrCodeInvalid {
 		t.Fatal("wrong-length state accepted")
 	}
+	if _, err := opt.StateCount(2, DenseMomentum1); CodeOf(err) != ErrCodeInvalid {
+		t.Fatalf("tensor position out of range: %v", err)
+	}
 }
 
 func TestExternalGradientsAreAveraged(t *testing.T) {

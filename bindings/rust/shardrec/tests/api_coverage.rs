@@ -141,6 +141,7 @@ fn dense_optimizer_state_holds_adam_moments() {
     opt.state_mut(0, DenseState::Momentum1).expect("m").copy_from_slice(&[0.5, -0.5]);
     assert_eq!(opt.state(0, DenseState::Momentum1).expect("m"), &[0.5, -0.5]);
     assert_eq!(opt.state(0, DenseState::Momentum2).expect("v").len(), 2);
+    assert_eq!(opt.state(2, DenseState::Momentum1).unwrap_err().code(), Code::Invalid);
 }
 
 #[test]

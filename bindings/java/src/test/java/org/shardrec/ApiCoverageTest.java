@@ -174,6 +174,9 @@ class ApiCoverageTest {
       assertArrayEquals(new float[] {0.5f, -0.5f}, opt.state(0, DenseOptimizer.State.MOMENTUM1));
       assertThrows(IllegalArgumentException.class,
                    () -> opt.setState(0, DenseOptimizer.State.MOMENTUM1, new float[3]));
+      ShardrecException e = assertThrows(
+          ShardrecException.class, () -> opt.stateCount(2, DenseOptimizer.State.MOMENTUM1));
+      assertEquals(ShardrecException.EINVAL, e.code());
     }
   }
 
