@@ -536,3 +536,41 @@ func TestTensorViewsMatchThePlainCalls(t *testing.T) {
 		t.Fatal("shape/buffer mismatch accepted")
 	}
 }
+
+func TestLayersComputeWithBoundStorage(t *testing.T) {
+	mlp, err := NewMLP(2, []int64{1}, []Activation{ActivationNone}, 3, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mlp.Close()
+	w, _ := NewHostFloats(2)
+	b, _ := NewHostFloats(1)
+	dw, _ := NewHostFloats(2)
+	defer w.Close()
+	defer b.Close()
+	defer dw.Close()
+	copy(w.Floats(), []float32{1, 2})
+	b.Floats()[0] = 0.5
+	if err := firstErr(mlp.BindTensor(0, w, dw), mlp.BindTensor(1, b, nil)); err != nil {
+		t.Fatal(err)
+	}
+	y := make([]float32, 1)
+	if err := mlp.Forward([]float32{3, 4}, 1, y); err != nil {
+		t.Fatal(err)
+	}
+	if y[0] != 1*3+2*4+0.5 {
+		t.Fatalf("forward with bound parameters: %v", y)
+	}
+	if err := mlp.Backward([]float32{1}, nil, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(dw.Floats(), []float32{3, 4}) {
+		t.Fatalf("bound gradient %v", dw.Floats())
+	}
+	if err := mlp.SetParam(1, []float32{-1}); err != nil || b.Floats()[0] != -1 {
+		t.Fatalf("SetParam did not write the bound storage: %v %v", b.Floats(), err)
+	}
+	if CodeOf(mlp.BindTensor(0, dw, b)) != ErrCodeInvalid {
+		t.Fatal("storage of the wrong size accepted")
+	}
+}

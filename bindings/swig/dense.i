@@ -403,6 +403,25 @@ shardrec_status_t shardrec_bind_dense_optimizer_state_copy(shardrec_dense_optimi
 shardrec_status_t shardrec_bind_ddp_set_external(shardrec_ddp_t* ddp, size_t index, void* buf) {
   return shardrec_ddp_set_external(ddp, index, (float*)buf);
 }
+
+/* shardrec_mlp_bind_tensor / shardrec_dcn_bind_tensor with caller storage as addresses the
+   language keeps alive (Java: direct buffers the layer references; Go: HostFloats). NULL keeps
+   that side. A CUDA MLP takes device pointers: host storage is refused (EINVAL; the language
+   layer checks the device first and says so). */
+shardrec_status_t shardrec_bind_mlp_bind_storage(shardrec_mlp_t* mlp, size_t index,
+                                                 void* param_addr, void* grad_addr) {
+  int32_t device_type = SHARDREC_DEVICE_HOST;
+  shardrec_status_t rc = shardrec_mlp_device(mlp, &device_type, NULL);
+  if (rc == SHARDREC_OK && device_type != SHARDREC_DEVICE_HOST) return SHARDREC_EINVAL;
+  return rc != SHARDREC_OK ? rc
+                           : shardrec_mlp_bind_tensor(mlp, index, (float*)param_addr,
+                                                      (float*)grad_addr);
+}
+
+shardrec_status_t shardrec_bind_dcn_bind_storage(shardrec_dcn_t* dcn, size_t index,
+                                                 void* param_addr, void* grad_addr) {
+  return shardrec_dcn_bind_tensor(dcn, index, (float*)param_addr, (float*)grad_addr);
+}
 %}
 
 /* Raw float buffers: each language maps these names to its buffers (no lengths: the language
@@ -546,3 +565,8 @@ shardrec_status_t shardrec_bind_dense_optimizer_state_copy(shardrec_dense_optimi
                                                            float* state_buf, int64_t count,
                                                            int32_t to_state);
 shardrec_status_t shardrec_bind_ddp_set_external(shardrec_ddp_t* ddp, size_t index, void* buf);
+%apply void* buf { void* param_addr, void* grad_addr };
+shardrec_status_t shardrec_bind_mlp_bind_storage(shardrec_mlp_t* mlp, size_t index,
+                                                 void* param_addr, void* grad_addr);
+shardrec_status_t shardrec_bind_dcn_bind_storage(shardrec_dcn_t* dcn, size_t index,
+                                                 void* param_addr, void* grad_addr);

@@ -435,7 +435,11 @@ typedef _goslice_ swig_type_402;
 typedef long long swig_type_403;
 typedef _gostring_ swig_type_404;
 typedef long long swig_type_405;
-typedef long long swig_type_406;
+typedef _gostring_ swig_type_406;
+typedef long long swig_type_407;
+typedef _gostring_ swig_type_408;
+typedef long long swig_type_409;
+typedef long long swig_type_410;
 extern void _wrap_Swig_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_swig_5010cc1c9577d3b9(swig_intgo arg1);
 extern swig_intgo _wrap_OK_swig_5010cc1c9577d3b9(void);
@@ -844,7 +848,9 @@ extern swig_type_394 _wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(uintptr_t 
 extern swig_type_397 _wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_398 arg2, swig_intgo arg3, swig_type_399 arg4);
 extern swig_type_400 _wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_401 arg2, swig_intgo arg3, swig_type_402 arg4, swig_type_403 arg5, swig_intgo arg6);
 extern swig_type_404 _wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_405 arg2, uintptr_t arg3);
-extern uintptr_t _wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(swig_type_406 arg1);
+extern swig_type_406 _wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_407 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_408 _wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_409 arg2, uintptr_t arg3, uintptr_t arg4);
+extern uintptr_t _wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(swig_type_410 arg1);
 extern void _wrap_bind_host_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
 #undef intgo
 */
@@ -5232,10 +5238,36 @@ func Bind_ddp_set_external(arg1 uintptr, arg2 int64, arg3 uintptr) (_swig_ret er
 	return swig_r_1
 }
 
+func Bind_mlp_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_407(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Bind_dcn_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_409(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
 func Bind_host_alloc_floats(arg1 int64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(C.swig_type_406(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(C.swig_type_410(_swig_i_0)))
 	return swig_r
 }
 

@@ -941,6 +941,25 @@ shardrec_status_t shardrec_bind_ddp_set_external(shardrec_ddp_t* ddp, size_t ind
   return shardrec_ddp_set_external(ddp, index, (float*)buf);
 }
 
+/* shardrec_mlp_bind_tensor / shardrec_dcn_bind_tensor with caller storage as addresses the
+   language keeps alive (Java: direct buffers the layer references; Go: HostFloats). NULL keeps
+   that side. A CUDA MLP takes device pointers: host storage is refused (EINVAL; the language
+   layer checks the device first and says so). */
+shardrec_status_t shardrec_bind_mlp_bind_storage(shardrec_mlp_t* mlp, size_t index,
+                                                 void* param_addr, void* grad_addr) {
+  int32_t device_type = SHARDREC_DEVICE_HOST;
+  shardrec_status_t rc = shardrec_mlp_device(mlp, &device_type, NULL);
+  if (rc == SHARDREC_OK && device_type != SHARDREC_DEVICE_HOST) return SHARDREC_EINVAL;
+  return rc != SHARDREC_OK ? rc
+                           : shardrec_mlp_bind_tensor(mlp, index, (float*)param_addr,
+                                                      (float*)grad_addr);
+}
+
+shardrec_status_t shardrec_bind_dcn_bind_storage(shardrec_dcn_t* dcn, size_t index,
+                                                 void* param_addr, void* grad_addr) {
+  return shardrec_dcn_bind_tensor(dcn, index, (float*)param_addr, (float*)grad_addr);
+}
+
 
 shardrec_status_t shardrec_bind_dense_blas_threads(int32_t* threads_out) {
   return shardrec_dense_blas_threads(threads_out);
@@ -9549,6 +9568,78 @@ _gostring_ _wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(shardrec_ddp_t *_sw
   arg3 = (void *)_swig_go_2; 
   
   result = (shardrec_status_t)shardrec_bind_ddp_set_external(arg1,arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+  shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
+  size_t arg2 ;
+  void *arg3 = (void *) 0 ;
+  void *arg4 = (void *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mlp_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (void *)_swig_go_2; 
+  arg4 = (void *)_swig_go_3; 
+  
+  result = (shardrec_status_t)shardrec_bind_mlp_bind_storage(arg1,arg2,arg3,arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+  shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
+  size_t arg2 ;
+  void *arg3 = (void *) 0 ;
+  void *arg4 = (void *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_dcn_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (void *)_swig_go_2; 
+  arg4 = (void *)_swig_go_3; 
+  
+  result = (shardrec_status_t)shardrec_bind_dcn_bind_storage(arg1,arg2,arg3,arg4);
   
   if (result < 0) {
     size_t len = shardrec_last_error_copy(NULL, 0);

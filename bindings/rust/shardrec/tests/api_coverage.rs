@@ -303,3 +303,19 @@ fn tensor_views_match_the_plain_calls() {
     assert_eq!(e.code(), Code::Invalid);
     assert!(e.message().contains("shape"), "{e}");
 }
+
+#[test]
+fn layers_compute_with_bound_storage() {
+    let mut mlp = Mlp::new(2, &[1], Some(&[Activation::None]), 3, "m").expect("mlp");
+    mlp.bind_tensor(0, Some(vec![1.0, 2.0]), Some(vec![0.0; 2])).expect("bind weight");
+    mlp.bind_tensor(1, Some(vec![0.5]), None).expect("bind bias");
+    let mut y = [0f32; 1];
+    mlp.forward(&[3.0, 4.0], 1, &mut y).expect("forward");
+    assert_eq!(y, [1.0 * 3.0 + 2.0 * 4.0 + 0.5]);
+    mlp.backward(&[1.0], None, None).expect("backward");
+    assert_eq!(mlp.grad(0).expect("dw"), &[3.0, 4.0]);
+    assert_eq!(mlp.param(0).expect("w"), &[1.0, 2.0]);
+    let e = mlp.bind_tensor(0, Some(vec![0.0; 3]), None).unwrap_err();
+    assert_eq!(e.code(), Code::Invalid);
+    assert!(mlp.bind_tensor(2, Some(vec![0.0]), None).is_err());
+}

@@ -367,4 +367,29 @@ class ApiCoverageTest {
                    () -> viewed.forward(batch, Buffers.floats(6), new long[] {2, 4}));
     }
   }
+
+  @Test
+  void layersComputeWithBoundStorage() {
+    try (Mlp mlp = Mlp.create(2, new long[] {1}, new Activation[] {Activation.NONE}, 3, "m")) {
+      // One flat buffer holds weight (2) and bias (1); the layer reads and writes it in place.
+      FloatBuffer flat = Buffers.of(new float[] {1, 2, 0.5f});
+      FloatBuffer w = flat.duplicate().position(0).limit(2).slice();
+      FloatBuffer b = flat.duplicate().position(2).limit(3).slice();
+      FloatBuffer dw = Buffers.floats(2);
+      mlp.bindTensor(0, w, dw);
+      mlp.bindTensor(1, b, null);
+      FloatBuffer y = Buffers.floats(1);
+      mlp.forward(Buffers.of(new float[] {3, 4}), 1, y);
+      assertEquals(1 * 3 + 2 * 4 + 0.5f, y.get(0));
+      mlp.backward(Buffers.of(new float[] {1}), null);
+      assertEquals(3f, dw.get(0));
+      assertEquals(4f, dw.get(1));
+      mlp.setParam(1, new float[] {-1});
+      assertEquals(-1f, flat.get(2)); // the parameters ARE the caller's storage
+      assertThrows(IllegalArgumentException.class,
+                   () -> mlp.bindTensor(0, Buffers.floats(3), null));
+      assertThrows(ShardrecException.class,
+                   () -> mlp.bindTensor(2, Buffers.floats(1), null));
+    }
+  }
 }
