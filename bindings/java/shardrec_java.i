@@ -349,17 +349,21 @@ static JNIEnv* sr_java_store_env(const sr_java_store_t* s, int* attached) {
 
 /* The status of the pending Java exception, cleared: a ShardrecException's code, else
    SHARDREC_ERROR. */
-static int32_t sr_java_store_status(JNIEnv* env, const sr_java_store_t* s) {
+static int32_t sr_java_exception_status(JNIEnv* env, jclass ex_class, jmethodID ex_code) {
   jthrowable ex = (*env)->ExceptionOccurred(env);
   int32_t code = SHARDREC_ERROR;
   (*env)->ExceptionClear(env);
-  if (ex != NULL && (*env)->IsInstanceOf(env, ex, s->ex_class)) {
-    code = (int32_t)(*env)->CallIntMethod(env, ex, s->ex_code);
+  if (ex != NULL && (*env)->IsInstanceOf(env, ex, ex_class)) {
+    code = (int32_t)(*env)->CallIntMethod(env, ex, ex_code);
     (*env)->ExceptionClear(env);
     if (code >= 0) code = SHARDREC_ERROR;
   }
   if (ex != NULL) (*env)->DeleteLocalRef(env, ex);
   return code;
+}
+
+static int32_t sr_java_store_status(JNIEnv* env, const sr_java_store_t* s) {
+  return sr_java_exception_status(env, s->ex_class, s->ex_code);
 }
 
 static int32_t sr_java_store_set(void* payload, const char* key, const void* value,
@@ -463,3 +467,95 @@ shardrec_status_t shardrec_bind_comm_create_with_java_store(
 shardrec_status_t shardrec_bind_comm_create_with_java_store(
     shardrec_comm_t** out, JNIEnv* jni_env, jobject store, int32_t world_size, int32_t rank,
     const shardrec_comm_options_t* options);
+
+/* ---- mesh sync hooks: an org.shardrec.Mesh.SyncHook called back through JNI ---- */
+%{
+/* The hook object and what calling it needs, resolved on the installing (Java) thread. Freed
+   by shardrec_bind_java_sync_hook_free once the mesh no longer uses it (after a reinstall or
+   the mesh's destruction). */
+typedef struct sr_java_hook {
+  JavaVM* vm;
+  jobject hook;      /* global ref; void sync(ByteBuffer data, long count, int dtype) */
+  jmethodID sync;
+  jclass ex_class;   /* global ref to ShardrecException */
+  jmethodID ex_code;
+} sr_java_hook_t;
+
+static int32_t sr_java_sync_hook(void* data, size_t count, int32_t dtype, void* payload) {
+  const sr_java_hook_t* h = (const sr_java_hook_t*)payload;
+  JNIEnv* env = NULL;
+  int attached = 0;
+  int32_t rc = SHARDREC_OK;
+  jobject buf;
+  if ((*h->vm)->GetEnv(h->vm, (void**)&env, JNI_VERSION_1_6) == JNI_EDETACHED) {
+    if ((*h->vm)->AttachCurrentThread(h->vm, (void**)&env, NULL) != JNI_OK) return SHARDREC_ERROR;
+    attached = 1;
+  }
+  buf = (*env)->NewDirectByteBuffer(env, data, (jlong)(count * shardrec_dtype_size(dtype)));
+  if (buf == NULL) {
+    rc = sr_java_exception_status(env, h->ex_class, h->ex_code);
+  } else {
+    (*env)->CallVoidMethod(env, h->hook, h->sync, buf, (jlong)count, (jint)dtype);
+    if ((*env)->ExceptionCheck(env)) rc = sr_java_exception_status(env, h->ex_class, h->ex_code);
+    (*env)->DeleteLocalRef(env, buf);
+  }
+  if (attached) (*h->vm)->DetachCurrentThread(h->vm);
+  return rc;
+}
+
+/* Installs @p hook (NULL removes the hook); *payload_out is what to free with
+   shardrec_bind_java_sync_hook_free once the mesh stops using it (0 for none). */
+shardrec_status_t shardrec_bind_mesh_set_java_sync_hook(shardrec_mesh_t* mesh, JNIEnv* jni_env,
+                                                        jobject hook, int64_t* payload_out) {
+  sr_java_hook_t* h;
+  jclass cls, ex;
+  shardrec_status_t rc;
+  *payload_out = 0;
+  if (hook == NULL) return shardrec_mesh_set_sync_hook(mesh, NULL, NULL);
+  h = (sr_java_hook_t*)calloc(1, sizeof(*h));
+  if (h == NULL) return SHARDREC_ENOMEM;
+  cls = (*jni_env)->GetObjectClass(jni_env, hook);
+  ex = (*jni_env)->FindClass(jni_env, "org/shardrec/ShardrecException");
+  if ((*jni_env)->GetJavaVM(jni_env, &h->vm) != JNI_OK || cls == NULL || ex == NULL) {
+    (*jni_env)->ExceptionClear(jni_env);
+    free(h);
+    return SHARDREC_ERROR;
+  }
+  h->sync = (*jni_env)->GetMethodID(jni_env, cls, "sync", "(Ljava/nio/ByteBuffer;JI)V");
+  h->ex_code = (*jni_env)->GetMethodID(jni_env, ex, "code", "()I");
+  if (h->sync == NULL || h->ex_code == NULL) {
+    (*jni_env)->ExceptionClear(jni_env);
+    free(h);
+    return SHARDREC_ERROR;
+  }
+  h->hook = (*jni_env)->NewGlobalRef(jni_env, hook);
+  h->ex_class = (jclass)(*jni_env)->NewGlobalRef(jni_env, ex);
+  rc = shardrec_mesh_set_sync_hook(mesh, sr_java_sync_hook, h);
+  if (rc != SHARDREC_OK) {
+    (*jni_env)->DeleteGlobalRef(jni_env, h->hook);
+    (*jni_env)->DeleteGlobalRef(jni_env, h->ex_class);
+    free(h);
+    return rc;
+  }
+  *payload_out = (int64_t)(intptr_t)h;
+  return SHARDREC_OK;
+}
+
+void shardrec_bind_java_sync_hook_free(JNIEnv* jni_env, int64_t payload) {
+  sr_java_hook_t* h = (sr_java_hook_t*)(intptr_t)payload;
+  if (h == NULL) return;
+  (*jni_env)->DeleteGlobalRef(jni_env, h->hook);
+  (*jni_env)->DeleteGlobalRef(jni_env, h->ex_class);
+  free(h);
+}
+%}
+
+%typemap(jni) jobject hook "jobject"
+%typemap(jtype) jobject hook "Object"
+%typemap(jstype) jobject hook "Object"
+%typemap(javain) jobject hook "$javainput"
+%typemap(in) jobject hook %{ $1 = $input; %}
+%apply int64_t* OUT { int64_t* payload_out };
+shardrec_status_t shardrec_bind_mesh_set_java_sync_hook(shardrec_mesh_t* mesh, JNIEnv* jni_env,
+                                                        jobject hook, int64_t* payload_out);
+void shardrec_bind_java_sync_hook_free(JNIEnv* jni_env, int64_t payload);

@@ -392,4 +392,44 @@ class ApiCoverageTest {
                    () -> mlp.bindTensor(2, Buffers.floats(1), null));
     }
   }
+
+  @Test
+  void syncHookAveragesTheReplicas() throws Exception {
+    Comm[] world = Comm.createLocalGroup(2);
+    List<Config.Feature> features = List.of(new Config.Feature("f"));
+    List<Config.Table> tables = List.of(new Config.Table("t", 4, 2).features(0));
+    try (Plan plan = Plan.create(tables, features, new Config.Topology(1), List.of())) {
+      List<float[]> got = onRanks(2, rank -> {
+        // Sharding groups of 1: two replicas of the whole collection.
+        try (Mesh mesh = Mesh.create(world[rank], new Mesh.Options().shardingGroupSize(1));
+             Comm replicas = mesh.replicaComm();
+             EmbeddingCollection coll = mesh.embeddingCollection(plan, null, null)) {
+          int[] calls = {0};
+          mesh.setSyncHook((data, count, dtype) -> {
+            ++calls[0];
+            replicas.allreduce(data, data, count, dtype, ReduceOp.AVG);
+          });
+          float[] w = new float[8];
+          java.util.Arrays.fill(w, rank + 1);
+          coll.setWeights("t", w);
+          mesh.sync(coll, SyncMode.WEIGHTS_ONLY);
+          assertTrue(calls[0] >= 1, "the hook was not called");
+          // A failing hook fails the sync with its code.
+          mesh.setSyncHook((data, count, dtype) -> {
+            throw new ShardrecException(ShardrecException.EIO, "hook down");
+          });
+          ShardrecException e =
+              assertThrows(ShardrecException.class, () -> mesh.sync(coll, SyncMode.WEIGHTS_ONLY));
+          assertTrue(e.code() < 0 && e.getMessage().contains("sync hook"), e.toString());
+          mesh.setSyncHook(null);
+          return coll.getWeights("t");
+        }
+      });
+      float[] want = new float[8];
+      java.util.Arrays.fill(want, 1.5f);
+      for (float[] g : got) assertArrayEquals(want, g);
+    } finally {
+      for (Comm c : world) c.close();
+    }
+  }
 }
