@@ -574,3 +574,77 @@ func TestLayersComputeWithBoundStorage(t *testing.T) {
 		t.Fatal("storage of the wrong size accepted")
 	}
 }
+
+func TestSyncHookAveragesTheReplicas(t *testing.T) {
+	tables := []TableConfig{{Name: "t", Rows: 4, Dim: 2, Features: []int32{0}}}
+	plan, err := NewPlan(tables, []FeatureConfig{{Name: "f"}}, Topology{WorldSize: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plan.Close()
+	var mu sync.Mutex
+	results := map[int][]float32{}
+	onRanks(t, 2, func(rank int, world *Comm) error {
+		// Sharding groups of 1: two replicas of the whole collection.
+		mesh, err := NewMesh(world, &MeshOptions{ShardingGroupSize: 1})
+		if err != nil {
+			return err
+		}
+		defer mesh.Close()
+		replicas, err := mesh.ReplicaComm()
+		if err != nil {
+			return err
+		}
+		defer replicas.Close()
+		coll, err := mesh.NewEmbeddingCollection(plan, nil, nil)
+		if err != nil {
+			return err
+		}
+		defer coll.Close()
+		calls := 0
+		if err := mesh.SetSyncHook(func(b *SyncBuffer) error {
+			calls++
+			f := b.Float32()
+			if f == nil {
+				return fmt.Errorf("a %d-element buffer of dtype %d", b.Count, b.DType)
+			}
+			return Allreduce(replicas, f, f, ReduceAvg)
+		}); err != nil {
+			return err
+		}
+		w := make([]float32, 8)
+		for i := range w {
+			w[i] = float32(rank + 1)
+		}
+		if err := firstErr(coll.SetWeights("t", w), mesh.Sync(coll, SyncWeightsOnly)); err != nil {
+			return err
+		}
+		if calls == 0 {
+			return fmt.Errorf("the hook was not called")
+		}
+		// A failing hook fails the sync with a message naming it.
+		if err := mesh.SetSyncHook(func(*SyncBuffer) error {
+			return &Error{Code: ErrCodeIO, Message: "hook down"}
+		}); err != nil {
+			return err
+		}
+		if err := mesh.Sync(coll, SyncWeightsOnly); err == nil || !strings.Contains(err.Error(), "sync hook") {
+			return fmt.Errorf("failing hook: %v", err)
+		}
+		if err := mesh.SetSyncHook(nil); err != nil {
+			return err
+		}
+		got, err := coll.Weights("t")
+		mu.Lock()
+		results[rank] = got
+		mu.Unlock()
+		return err
+	})
+	for r := 0; r < 2; r++ {
+		for i, v := range results[r] {
+			if v != 1.5 {
+				t.Fatalf("rank %d weight %d = %g, want the replica average 1.5", r, i, v)
+			}
+		}
+	}
+}

@@ -1,5 +1,6 @@
-// Custom rendezvous stores: shardrec_comm_create_with_store with callbacks into a Go Store
-// (the C trampolines are in store_callbacks.c). Hand-written, not generated.
+// Callbacks into Go: custom rendezvous stores (shardrec_comm_create_with_store) and mesh sync
+// hooks (shardrec_mesh_set_sync_hook); the C trampolines are in store_callbacks.c.
+// Hand-written, not generated.
 package swig
 
 /*
@@ -9,6 +10,7 @@ package swig
 int32_t sr_go_comm_create_with_store(shardrec_comm_t** out, uintptr_t handle, int32_t world_size,
                                      int32_t rank, const shardrec_comm_options_t* options,
                                      char** message);
+int32_t sr_go_mesh_set_sync_hook(shardrec_mesh_t* mesh, uintptr_t handle, char** message);
 */
 import "C"
 
@@ -94,4 +96,51 @@ func CommCreateWithStore(out []uintptr, store Store, worldSize, rank int, option
 	}
 	out[0] = uintptr(unsafe.Pointer(raw))
 	return nil
+}
+
+// SyncHook is the Go form of shardrec_sync_hook_fn; the public package documents it.
+type SyncHook func(data unsafe.Pointer, count int, dtype int) error
+
+//export srGoSyncHook
+func srGoSyncHook(h C.uintptr_t, data unsafe.Pointer, count C.size_t, dtype C.int32_t) (rc C.int32_t) {
+	defer func() {
+		if recover() != nil {
+			rc = -1
+		}
+	}()
+	hook := cgo.Handle(h).Value().(SyncHook)
+	if err := hook(data, int(count), int(dtype)); err != nil {
+		return storeStatus(err)
+	}
+	return 0
+}
+
+// MeshSetSyncHook installs hook on mesh (nil removes it). It returns the cgo handle the mesh
+// now calls (0 for none): delete it with DeleteHandle once the mesh no longer uses it.
+func MeshSetSyncHook(mesh uintptr, hook SyncHook) (uintptr, error) {
+	var h cgo.Handle
+	if hook != nil {
+		h = cgo.NewHandle(hook)
+	}
+	var msg *C.char
+	rc := C.sr_go_mesh_set_sync_hook((*C.shardrec_mesh_t)(unsafe.Pointer(mesh)), C.uintptr_t(h), &msg)
+	if rc < 0 {
+		if h != 0 {
+			h.Delete()
+		}
+		m := ""
+		if msg != nil {
+			m = C.GoString(msg)
+			C.free(unsafe.Pointer(msg))
+		}
+		return 0, &Error{Code: int(rc), Message: m}
+	}
+	return uintptr(h), nil
+}
+
+// DeleteHandle releases a handle from MeshSetSyncHook (0 is a no-op).
+func DeleteHandle(h uintptr) {
+	if h != 0 {
+		cgo.Handle(h).Delete()
+	}
 }

@@ -1,11 +1,12 @@
-/* C side of the Go rendezvous stores (store.go): the callbacks forward to the exported Go
- * functions with the cgo handle as payload; the create call copies the thread's message in the
- * same C call (goroutines move between OS threads). Hand-written, not generated. */
+/* C side of the Go callbacks (store.go): rendezvous stores and mesh sync hooks forward to the
+ * exported Go functions with a cgo handle as payload; the install calls copy the thread's
+ * message in the same C call (goroutines move between OS threads). Hand-written. */
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "_cgo_export.h"
 #include "shardrec/comm.h"
+#include "shardrec/replica.h"
 
 static int32_t sr_go_store_set(void* payload, const char* key, const void* value,
                                size_t value_len) {
@@ -29,6 +30,23 @@ int32_t sr_go_comm_create_with_store(shardrec_comm_t** out, uintptr_t handle, in
     cb.payload = (void*)handle;
     rc = shardrec_comm_create_with_store(out, &cb, world_size, rank, options);
   }
+  if (rc < 0) {
+    size_t n = shardrec_last_error_copy(NULL, 0);
+    *message = (char*)malloc(n + 1);
+    if (*message != NULL) shardrec_last_error_copy(*message, n + 1);
+  }
+  return rc;
+}
+
+static int32_t sr_go_sync_hook(void* data, size_t count, int32_t dtype, void* payload) {
+  return srGoSyncHook((uintptr_t)payload, data, count, dtype);
+}
+
+/* Installs the Go hook behind @p handle (0 removes the hook). */
+int32_t sr_go_mesh_set_sync_hook(shardrec_mesh_t* mesh, uintptr_t handle, char** message) {
+  int32_t rc = handle != 0 ? shardrec_mesh_set_sync_hook(mesh, sr_go_sync_hook, (void*)handle)
+                           : shardrec_mesh_set_sync_hook(mesh, NULL, NULL);
+  *message = NULL;
   if (rc < 0) {
     size_t n = shardrec_last_error_copy(NULL, 0);
     *message = (char*)malloc(n + 1);
