@@ -3,13 +3,25 @@
 package shardrec
 
 import (
+	"fmt"
 	"runtime"
+	"strings"
 
 	"shardrec.dev/shardrec/internal/swig"
 )
 
-// CheckpointOptions are the load options; the zero value refuses any mismatch.
+// DenseTensor is a named dense tensor (model parameters, dense optimizer state) saved with a
+// checkpoint: Data is read on save and overwritten on load (same name and length as saved).
+// Names are non-empty, unique, without '/' or newline.
+type DenseTensor struct {
+	Name string
+	Data []float32
+}
+
+// CheckpointOptions are the save/load options; the zero value refuses any mismatch on load.
 type CheckpointOptions struct {
+	// Dense tensors to save with the checkpoint, or to fill on load.
+	Dense []DenseTensor
 	// ResetOptimizerState loads the weights of tables whose optimizer type differs from the
 	// checkpoint's and starts their optimizer state (and the step counter) from zero.
 	ResetOptimizerState bool
@@ -33,6 +45,49 @@ func withCheckpointOptions(opts *CheckpointOptions, fn func(swig.Checkpoint_opti
 	return fn(o)
 }
 
+// runCheckpoint is one native save (load false) or load call with the options' dense tensors
+// packed into one flat buffer; mesh 0 is the 1D form.
+func runCheckpoint(mesh, coll uintptr, dir string, opts *CheckpointOptions, load bool) error {
+	var dense []DenseTensor
+	if opts != nil {
+		dense = opts.Dense
+	}
+	names := make([]string, len(dense))
+	counts := make([]int64, len(dense))
+	total := 0
+	for i, d := range dense {
+		if strings.ContainsAny(d.Name, "\n\x00") {
+			return &Error{Code: ErrCodeInvalid, Message: fmt.Sprintf(
+				"dense tensor name %q holds a newline or NUL", d.Name)}
+		}
+		names[i] = d.Name
+		counts[i] = int64(len(d.Data))
+		total += len(d.Data)
+	}
+	flat := make([]float32, total)
+	if !load {
+		off := 0
+		for _, d := range dense {
+			off += copy(flat[off:], d.Data)
+		}
+	}
+	var flatArg []float32
+	if total > 0 {
+		flatArg = flat
+	}
+	err := withCheckpointOptions(opts, func(o swig.Checkpoint_options) error {
+		return swig.Bind_checkpoint(mesh, coll, dir, o, strings.Join(names, "\n"), counts, flatArg,
+			boolInt(load))
+	})
+	if err == nil && load {
+		off := 0
+		for _, d := range dense {
+			off += copy(d.Data, flat[off:off+len(d.Data)])
+		}
+	}
+	return err
+}
+
 func boolInt(b bool) int {
 	if b {
 		return 1
@@ -42,37 +97,40 @@ func boolInt(b bool) int {
 
 // SaveCheckpoint writes the collection into directory dir atomically (collective).
 func (e *EmbeddingCollection) SaveCheckpoint(dir string) error {
+	return e.SaveCheckpointWith(dir, nil)
+}
+
+// SaveCheckpointWith writes the collection and opts.Dense into directory dir atomically
+// (collective).
+func (e *EmbeddingCollection) SaveCheckpointWith(dir string, opts *CheckpointOptions) error {
 	defer runtime.KeepAlive(e)
-	return withCheckpointOptions(nil, func(o swig.Checkpoint_options) error {
-		return swig.Checkpoint_save(e.handle(), dir, o)
-	})
+	return runCheckpoint(0, e.handle(), dir, opts, false)
 }
 
 // LoadCheckpoint loads the checkpoint in dir, whatever plan and world size saved it
-// (collective). nil options refuse any mismatch.
+// (collective), and fills opts.Dense. nil options refuse any mismatch.
 func (e *EmbeddingCollection) LoadCheckpoint(dir string, opts *CheckpointOptions) error {
 	defer runtime.KeepAlive(e)
-	return withCheckpointOptions(opts, func(o swig.Checkpoint_options) error {
-		return swig.Checkpoint_load(e.handle(), dir, o)
-	})
+	return runCheckpoint(0, e.handle(), dir, opts, true)
 }
 
 // SaveCheckpoint saves a collection created on this mesh; each shard is written by one replica.
 func (m *Mesh) SaveCheckpoint(coll *EmbeddingCollection, dir string) error {
+	return m.SaveCheckpointWith(coll, dir, nil)
+}
+
+// SaveCheckpointWith saves a collection created on this mesh together with opts.Dense.
+func (m *Mesh) SaveCheckpointWith(coll *EmbeddingCollection, dir string, opts *CheckpointOptions) error {
 	defer runtime.KeepAlive(m)
 	defer runtime.KeepAlive(coll)
-	return withCheckpointOptions(nil, func(o swig.Checkpoint_options) error {
-		return swig.Checkpoint_save_mesh(m.handle(), coll.handle(), dir, o)
-	})
+	return runCheckpoint(m.handle(), coll.handle(), dir, opts, false)
 }
 
 // LoadCheckpoint loads a checkpoint into a collection created on this mesh.
 func (m *Mesh) LoadCheckpoint(coll *EmbeddingCollection, dir string, opts *CheckpointOptions) error {
 	defer runtime.KeepAlive(m)
 	defer runtime.KeepAlive(coll)
-	return withCheckpointOptions(opts, func(o swig.Checkpoint_options) error {
-		return swig.Checkpoint_load_mesh(m.handle(), coll.handle(), dir, o)
-	})
+	return runCheckpoint(m.handle(), coll.handle(), dir, opts, true)
 }
 
 // ExportTable writes one full table (and optionally its optimizer state) to a safetensors file.

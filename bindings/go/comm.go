@@ -3,8 +3,10 @@
 package shardrec
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
+	"unsafe"
 
 	"shardrec.dev/shardrec/internal/swig"
 )
@@ -115,6 +117,31 @@ func NewComm(id []byte, worldSize, rank int, opts *CommOptions) (*Comm, error) {
 	return newComm(out[0]), nil
 }
 
+// Store is a key-value store the ranks of a group rendezvous through, instead of a unique id:
+// bring your own (etcd, Redis, a launcher's store) and pass it to NewCommWithStore. Set stores
+// value under key (overwriting); Get waits up to timeoutMs for key and returns its value, or an
+// error when it does not appear (use &Error{Code: ErrCodeTimeout}). Called from the goroutine
+// that creates a communicator and from library threads, so implementations must be safe for
+// concurrent use. An *Error reports its Code to the library, any other error
+// SHARDREC_ERROR; a panic is recovered and reported as SHARDREC_ERROR. The library keeps the
+// store for the rest of the process.
+type Store = swig.Store
+
+// NewCommWithStore joins a group of worldSize ranks as rank through store (collective): every
+// rank passes a store that reaches the same keys.
+func NewCommWithStore(store Store, worldSize, rank int, opts *CommOptions) (*Comm, error) {
+	if store == nil {
+		return nil, &Error{Code: ErrCodeInvalid, Message: "nil store"}
+	}
+	out := make([]uintptr, 1)
+	o := opts.native()
+	defer swig.DeleteComm_options(o)
+	if err := swig.CommCreateWithStore(out, store, worldSize, rank, o); err != nil {
+		return nil, err
+	}
+	return newComm(out[0]), nil
+}
+
 // Rank is this rank's index.
 func (c *Comm) Rank() (int, error) {
 	out := make([]int32, 1)
@@ -164,4 +191,85 @@ func (c *Comm) AsyncError() error {
 func (c *Comm) Barrier() error {
 	defer runtime.KeepAlive(c)
 	return swig.Comm_barrier(c.handle())
+}
+
+// ReduceOp is the reduction of Allreduce (SHARDREC_REDUCE_*).
+type ReduceOp int
+
+// Reductions (shardrec/comm.h).
+const (
+	ReduceSum ReduceOp = 0
+	ReduceAvg ReduceOp = 1
+	ReduceMax ReduceOp = 2
+	ReduceMin ReduceOp = 3
+)
+
+// Element is an element type of the dense collectives.
+type Element interface {
+	float32 | float64 | int32 | int64 | uint8
+}
+
+func dtypeOf[T Element]() DType {
+	var zero T
+	switch any(zero).(type) {
+	case float32:
+		return DTypeFloat32
+	case float64:
+		return DTypeFloat64
+	case int32:
+		return DTypeInt32
+	case int64:
+		return DTypeInt64
+	default:
+		return DTypeUint8
+	}
+}
+
+func addrOf[T Element](s []T) uintptr {
+	if len(s) == 0 {
+		return 0
+	}
+	return uintptr(unsafe.Pointer(&s[0]))
+}
+
+// Allreduce sets recv to op over the ranks of send, element-wise (collective; every rank
+// passes the same length). recv may be send (in place); it must have len(send) elements.
+func Allreduce[T Element](c *Comm, send, recv []T, op ReduceOp) error {
+	if len(recv) != len(send) {
+		return &Error{Code: ErrCodeInvalid,
+			Message: fmt.Sprintf("allreduce: recv has %d elements, send %d", len(recv), len(send))}
+	}
+	err := swig.Comm_allreduce(c.handle(), addrOf(send), addrOf(recv), int64(len(send)),
+		int(dtypeOf[T]()), int(op))
+	runtime.KeepAlive(send)
+	runtime.KeepAlive(recv)
+	runtime.KeepAlive(c)
+	return err
+}
+
+// Broadcast copies buf of rank root into buf on every rank (collective; same length everywhere).
+func Broadcast[T Element](c *Comm, buf []T, root int) error {
+	err := swig.Comm_broadcast(c.handle(), addrOf(buf), int64(len(buf)), int(dtypeOf[T]()), root)
+	runtime.KeepAlive(buf)
+	runtime.KeepAlive(c)
+	return err
+}
+
+// Allgather gathers every rank's send into recv, rank r's block at r*len(send) (collective;
+// recv has Size()*len(send) elements and must not overlap send).
+func Allgather[T Element](c *Comm, send, recv []T) error {
+	size, err := c.Size()
+	if err != nil {
+		return err
+	}
+	if len(recv) != size*len(send) {
+		return &Error{Code: ErrCodeInvalid, Message: fmt.Sprintf(
+			"allgather: recv has %d elements, expected %d ranks x %d", len(recv), size, len(send))}
+	}
+	err = swig.Comm_allgather(c.handle(), addrOf(send), addrOf(recv), int64(len(send)),
+		int(dtypeOf[T]()))
+	runtime.KeepAlive(send)
+	runtime.KeepAlive(recv)
+	runtime.KeepAlive(c)
+	return err
 }

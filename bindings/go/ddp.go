@@ -47,6 +47,8 @@ type Bucketer struct {
 	mu     sync.Mutex
 	h      uintptr
 	counts []int64
+	// external keeps the HostFloats of SetExternal reachable while the bucketer uses them.
+	external map[int]*HostFloats
 }
 
 // NewBucketer registers gradients of the given element counts (collective over comm; nil
@@ -115,6 +117,37 @@ func (b *Bucketer) checkLayer(l DenseLayer, first int) error {
 		}
 	}
 	return nil
+}
+
+// SetExternal makes gradient index live in grad (exactly its element count) instead of bucket
+// storage: the bucket copies it in and out around each exchange, so after Finish it holds the
+// group average. Use when the caller owns its gradients. The bucketer references grad until
+// Close; keep grad open until then.
+func (b *Bucketer) SetExternal(index int, grad *HostFloats) error {
+	if index < 0 || index >= len(b.counts) {
+		return &Error{Code: ErrCodeInvalid,
+			Message: fmt.Sprintf("gradient %d out of range (%d registered)", index, len(b.counts))}
+	}
+	if grad == nil || int64(grad.Len()) != b.counts[index] || grad.addr() == 0 {
+		n := -1
+		if grad != nil {
+			n = grad.Len()
+		}
+		return &Error{Code: ErrCodeInvalid, Message: fmt.Sprintf(
+			"external gradient %d must be open HostFloats of %d elements, got %d", index,
+			b.counts[index], n)}
+	}
+	err := swig.Bind_ddp_set_external(b.handle(), int64(index), grad.addr())
+	runtime.KeepAlive(b)
+	if err == nil {
+		b.mu.Lock()
+		if b.external == nil {
+			b.external = map[int]*HostFloats{}
+		}
+		b.external[index] = grad
+		b.mu.Unlock()
+	}
+	return err
 }
 
 // ZeroGrad zeroes every gradient.

@@ -135,6 +135,12 @@ type DenseLayer interface {
 	Grad(i int) ([]float32, error)
 	// SetParam overwrites tensor i's parameters (exactly its element count).
 	SetParam(i int, values []float32) error
+	// BindTensor points tensor i at caller storage: param (its current values are used as
+	// they are, nothing is copied) and/or grad (nil keeps that side), each open HostFloats of
+	// exactly TensorCount(i) floats. The layer references them until Close or a rebind; a
+	// later UseBucketerGrads takes over the gradients. Use it to keep parameters in a flat
+	// buffer of your own or to read gradients without copies.
+	BindTensor(i int, param, grad *HostFloats) error
 	ZeroGrad() error
 	// UseBucketerGrads points tensor i's gradient at the bucketer's tensor first+i (no copies);
 	// the bucket storage moves once, after the first synced step: call it before every step.
@@ -151,6 +157,9 @@ type layer struct {
 	info      func(h uintptr, i int64, name *string, count []int64) error
 	copyT     func(h uintptr, i int64, which int, buf []float32, toTensor int) error
 	num       func(h uintptr, out []uint64) error
+	bindT     func(h uintptr, i int64, param, grad uintptr) error
+	// storage keeps the HostFloats of BindTensor reachable while the layer uses them.
+	storage map[int][2]*HostFloats
 }
 
 func (l *layer) handle() uintptr {
@@ -205,6 +214,41 @@ func (l *layer) SetParam(i int, values []float32) error {
 	return l.copyT(l.handle(), int64(i), 0, buf, 1)
 }
 
+func (l *layer) BindTensor(i int, param, grad *HostFloats) error {
+	n, err := l.TensorCount(i)
+	if err != nil {
+		return err
+	}
+	var addr [2]uintptr
+	for k, h := range [2]*HostFloats{param, grad} {
+		if h == nil {
+			continue
+		}
+		if addr[k] = h.addr(); addr[k] == 0 || int64(h.Len()) != n {
+			return &Error{Code: ErrCodeInvalid, Message: fmt.Sprintf(
+				"%s storage of tensor %d must be open HostFloats of %d floats, got %d",
+				[2]string{"param", "grad"}[k], i, n, h.Len())}
+		}
+	}
+	if err := l.bindT(l.handle(), int64(i), addr[0], addr[1]); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.storage == nil {
+		l.storage = map[int][2]*HostFloats{}
+	}
+	kept := l.storage[i]
+	if param != nil {
+		kept[0] = param
+	}
+	if grad != nil {
+		kept[1] = grad
+	}
+	l.storage[i] = kept
+	return nil
+}
+
 // MLP is a stack of linear layers with bias and activation on OpenBLAS. Its tensors are, per
 // layer l, "<name>.<l>.weight" [out, in] (row-major) then "<name>.<l>.bias" [out]. One
 // goroutine at a time; Close (idempotent) frees it, a finalizer is the safety net.
@@ -244,7 +288,8 @@ func NewMLPOn(inFeatures int64, widths []int64, activations []Activation, seed u
 		return nil, err
 	}
 	m := &MLP{layer: layer{h: out[0], lastBatch: -1, info: swig.Bind_mlp_tensor_info,
-		copyT: swig.Bind_mlp_copy_tensor, num: swig.Mlp_num_tensors}}
+		copyT: swig.Bind_mlp_copy_tensor, num: swig.Mlp_num_tensors,
+		bindT: swig.Bind_mlp_bind_storage}}
 	dims := make([]int64, 2)
 	if err := swig.Bind_mlp_dims(m.h, dims[:1], dims[1:]); err != nil {
 		swig.Mlp_destroy(m.h)
@@ -261,6 +306,9 @@ func NewMLPOn(inFeatures int64, widths []int64, activations []Activation, seed u
 		// A CUDA MLP's tensors are device memory: refuse before the C helper would copy them.
 		m.copyT = func(uintptr, int64, int, []float32, int) error {
 			return m.requireHost("Copying a tensor")
+		}
+		m.bindT = func(uintptr, int64, uintptr, uintptr) error {
+			return m.requireHost("Binding host storage")
 		}
 	}
 	runtime.SetFinalizer(m, (*MLP).Close)
@@ -373,7 +421,8 @@ func NewDCN(width int64, numLayers int, rank int64, seed uint64, name string) (*
 		return nil, err
 	}
 	d := &DCN{layer: layer{h: out[0], lastBatch: -1, info: swig.Bind_dcn_tensor_info,
-		copyT: swig.Bind_dcn_copy_tensor, num: swig.Dcn_num_tensors}, width: width}
+		copyT: swig.Bind_dcn_copy_tensor, num: swig.Dcn_num_tensors,
+		bindT: swig.Bind_dcn_bind_storage}, width: width}
 	runtime.SetFinalizer(d, (*DCN).Close)
 	return d, nil
 }
@@ -526,4 +575,60 @@ func (d *DenseOptimizer) Steps() (int64, error) {
 func (d *DenseOptimizer) SetSteps(steps int64) error {
 	defer runtime.KeepAlive(d)
 	return swig.Dense_optimizer_set_steps(d.handle(), steps)
+}
+
+// DenseState names one optimizer state of a dense tensor.
+type DenseState int
+
+// Dense optimizer states.
+const (
+	DenseMomentum1 DenseState = 0 // Adagrad's sum of squares, Adam's first moment
+	DenseMomentum2 DenseState = 1 // Adam's second moment
+)
+
+// StateCount is the element count of state which of tensor position tensor (the order Step
+// walks the layers' tensors in): 0 before the first step or when the type has no such state.
+func (d *DenseOptimizer) StateCount(tensor int, which DenseState) (int64, error) {
+	if tensor < 0 {
+		return 0, &Error{Code: ErrCodeInvalid, Message: "tensor position must be >= 0"}
+	}
+	out := make([]int64, 1)
+	err := swig.Bind_dense_optimizer_state_count(d.handle(), int64(tensor), int(which), out)
+	runtime.KeepAlive(d)
+	return out[0], err
+}
+
+// State returns a copy of state which of tensor position tensor (empty when there is none).
+func (d *DenseOptimizer) State(tensor int, which DenseState) ([]float32, error) {
+	n, err := d.StateCount(tensor, which)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, n)
+	var buf []float32
+	if n > 0 {
+		buf = out
+	}
+	err = swig.Bind_dense_optimizer_state_copy(d.handle(), int64(tensor), int(which), buf, n, 0)
+	runtime.KeepAlive(d)
+	return out, err
+}
+
+// SetState overwrites state which of tensor position tensor (restoring a checkpoint); the state
+// must exist (after the first step) and values must have its element count.
+func (d *DenseOptimizer) SetState(tensor int, which DenseState, values []float32) error {
+	n, err := d.StateCount(tensor, which)
+	if err != nil {
+		return err
+	}
+	if err := checkLen("values", values, n); err != nil {
+		return err
+	}
+	var buf []float32
+	if n > 0 {
+		buf = values
+	}
+	err = swig.Bind_dense_optimizer_state_copy(d.handle(), int64(tensor), int(which), buf, n, 1)
+	runtime.KeepAlive(d)
+	return err
 }

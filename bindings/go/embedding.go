@@ -5,6 +5,7 @@ package shardrec
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 
@@ -104,7 +105,34 @@ type EmbeddingOptions struct {
 	// all-to-all and data-parallel all-reduce; the zero value is exact fp32.
 	ForwardCommEncoding  CommEncoding
 	BackwardCommEncoding CommEncoding
+	// NonFinite is what a NaN or infinite per-id weight or output gradient does; the zero
+	// value (NonFiniteCheck) rejects it like any bad input.
+	NonFinite NonFinitePolicy
+	// TableMemory is the page size of the table storage; the zero value is huge pages.
+	TableMemory TableMemory
+	// DeviceType is where the tables live: DeviceHost (the zero value). CUDA collections are
+	// refused with ErrCodeUnsupported by this build (embedding.h); forwarded as given.
+	DeviceType  DeviceType
+	DeviceIndex int // CUDA ordinal; ignored on the host
 }
+
+// NonFinitePolicy is shardrec_non_finite_policy_t (shardrec/embedding.h).
+type NonFinitePolicy int
+
+// Non-finite policies.
+const (
+	NonFiniteCheck NonFinitePolicy = 0 // EINVAL naming the feature/sample; nothing changes
+	NonFiniteAllow NonFinitePolicy = 1 // no check: non-finite values flow through
+)
+
+// TableMemory is shardrec_table_memory_t (shardrec/embedding.h).
+type TableMemory int
+
+// Table memory kinds.
+const (
+	TableMemoryHugePages  TableMemory = 0 // 2 MiB aligned, advised for transparent huge pages
+	TableMemorySmallPages TableMemory = 1 // ordinary pages
+)
 
 // KJT is one rank's batch in keyed-jagged form, feature-major: Lengths[f*BatchSize+b] ids of
 // feature f in sample b, all ids in Values in that order, optional per-id Weights.
@@ -182,6 +210,10 @@ func newEmbeddingCollection(plan *Plan, opt *OptimizerConfig, opts *EmbeddingOpt
 		}
 		eo.SetForward_comm_encoding(int(opts.ForwardCommEncoding))
 		eo.SetBackward_comm_encoding(int(opts.BackwardCommEncoding))
+		eo.SetNon_finite(int(opts.NonFinite))
+		eo.SetTable_memory(int(opts.TableMemory))
+		eo.SetDevice_type(int(opts.DeviceType))
+		eo.SetDevice_index(opts.DeviceIndex)
 	}
 	shapes := map[string][2]int64{}
 	n, err := plan.NumTables()
@@ -248,6 +280,58 @@ func (e *EmbeddingCollection) Forward(batch *KJT, out []float32) error {
 	defer runtime.KeepAlive(e)
 	return swig.Bind_embedding_forward(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
 		batch.Lengths, batch.Values, batch.Weights, out)
+}
+
+// shapeElements is the element count of a tensor shape (an error for a negative extent or an
+// overflow).
+func shapeElements(shape []int64) (int64, error) {
+	n := int64(1)
+	for _, d := range shape {
+		if d < 0 || (d > 0 && n > math.MaxInt64/d) {
+			return 0, &Error{Code: ErrCodeInvalid, Message: fmt.Sprintf("bad tensor shape %v", shape)}
+		}
+		n *= d
+	}
+	return n, nil
+}
+
+// checkShape checks that buf holds exactly the elements of shape.
+func checkShape(what string, buf []float32, shape []int64) error {
+	n, err := shapeElements(shape)
+	if err != nil {
+		return err
+	}
+	return checkLen(what, buf, n)
+}
+
+// ForwardTensor is Forward into a tensor of extents shape (at most 4; with 2 or more, the last
+// is the output width): the library checks the shape against the output
+// (shardrec_embedding_forward_tensor). out holds exactly the shape's element count.
+func (e *EmbeddingCollection) ForwardTensor(batch *KJT, out []float32, shape []int64) error {
+	if err := checkShape("out", out, shape); err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(e)
+	return swig.Bind_embedding_forward_tensor(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
+		batch.Lengths, batch.Values, batch.Weights, out, shape)
+}
+
+// ForwardDistributedTensor is ForwardDistributed into a tensor of extents shape.
+func (e *EmbeddingCollection) ForwardDistributedTensor(out []float32, shape []int64) error {
+	if err := checkShape("out", out, shape); err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(e)
+	return swig.Bind_embedding_forward_distributed_tensor(e.handle(), out, shape)
+}
+
+// BackwardTensor is Backward with the gradient as a tensor of extents shape.
+func (e *EmbeddingCollection) BackwardTensor(grad []float32, shape []int64) error {
+	if err := checkShape("grad", grad, shape); err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(e)
+	return swig.Bind_embedding_backward_tensor(e.handle(), grad, shape)
 }
 
 // ForwardAlloc is Forward into a new slice of the right size.
@@ -338,25 +422,54 @@ func (e *EmbeddingCollection) StateNames() ([]string, []bool, error) {
 	names := make([]string, n[0])
 	rowWise := make([]bool, n[0])
 	for i := range names {
+		var name string // not &names[i]: cgo refuses a pointer into memory holding Go pointers
 		rw := make([]int32, 1)
-		if err := swig.Embedding_state_info(e.handle(), int64(i), &names[i], rw); err != nil {
+		if err := swig.Embedding_state_info(e.handle(), int64(i), &name, rw); err != nil {
 			return nil, nil, err
 		}
-		rowWise[i] = rw[0] != 0
+		names[i], rowWise[i] = name, rw[0] != 0
 	}
 	return names, rowWise, nil
 }
 
+// TableState is one optimizer state of a table: its name and whether it holds one value per
+// row ([rows]) rather than one per element ([rows, dim]).
+type TableState struct {
+	Name    string
+	RowWise bool
+}
+
+// TableStates lists the states of the optimizer table trains with (its own or the default),
+// in order: the names State and SetState accept for that table.
+func (e *EmbeddingCollection) TableStates(table string) ([]TableState, error) {
+	defer runtime.KeepAlive(e)
+	n := make([]uint64, 1)
+	if err := swig.Embedding_table_num_states(e.handle(), table, n); err != nil {
+		return nil, err
+	}
+	out := make([]TableState, n[0])
+	for i := range out {
+		// A fresh string each time: cgo refuses a pointer into memory that holds Go pointers.
+		var name string
+		rw := make([]int32, 1)
+		if err := swig.Embedding_table_state_info(e.handle(), table, int64(i), &name, rw); err != nil {
+			return nil, err
+		}
+		out[i] = TableState{Name: name, RowWise: rw[0] != 0}
+	}
+	return out, nil
+}
+
 // State returns one full optimizer state of table (collective).
 func (e *EmbeddingCollection) State(table, state string) ([]float32, error) {
-	names, rowWise, err := e.StateNames()
+	states, err := e.TableStates(table)
 	if err != nil {
 		return nil, err
 	}
 	shape := e.shapes[table]
 	size := shape[0] * shape[1]
-	for i, n := range names {
-		if n == state && rowWise[i] {
+	for _, s := range states {
+		if s.Name == state && s.RowWise {
 			size = shape[0]
 		}
 	}

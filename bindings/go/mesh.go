@@ -6,6 +6,7 @@ package shardrec
 import (
 	"runtime"
 	"sync"
+	"unsafe"
 
 	"shardrec.dev/shardrec/internal/swig"
 )
@@ -52,11 +53,62 @@ type SyncStats struct {
 	Syncs       int64 // since the mesh was created
 }
 
-// Mesh is this rank's view of a 2D mesh. One goroutine at a time. The C sync hook (a function
-// pointer) is not offered: syncs use the built-in collective.
+// Mesh is this rank's view of a 2D mesh. One goroutine at a time. Syncs use the built-in
+// collective unless a hook is installed with SetSyncHook.
 type Mesh struct {
-	mu sync.Mutex
-	h  uintptr
+	mu   sync.Mutex
+	h    uintptr
+	hook uintptr // cgo handle of the installed sync hook, 0 for none
+}
+
+// SyncBuffer is one coalesced buffer handed to a sync hook: Count elements of DType, valid only
+// during the call. The hook must leave in it the element-wise AVERAGE over the replica group.
+type SyncBuffer struct {
+	DType DType
+	Count int
+	data  unsafe.Pointer
+}
+
+// Float32 is the buffer as a slice when it holds float32 (nil otherwise); valid during the call.
+func (b *SyncBuffer) Float32() []float32 {
+	if b.DType != DTypeFloat32 || b.Count == 0 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(b.data), b.Count)
+}
+
+// Bytes is the buffer's raw bytes (Count * DType.Size()); valid during the call.
+func (b *SyncBuffer) Bytes() []byte {
+	n := b.Count * b.DType.Size()
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(b.data), n)
+}
+
+// SetSyncHook installs hook, a user collective replacing the sync all-reduce (TorchRec's
+// custom all-reduce hook): it is called once per coalesced float buffer (integer counters keep
+// the built-in collective) and must leave the replica-group average in it. A returned *Error
+// fails the sync with its code, any other error with SHARDREC_ERROR; a panic is recovered.
+// nil restores the built-in collective.
+func (m *Mesh) SetSyncHook(hook func(buf *SyncBuffer) error) error {
+	var raw swig.SyncHook
+	if hook != nil {
+		raw = func(data unsafe.Pointer, count int, dtype int) error {
+			return hook(&SyncBuffer{DType: DType(dtype), Count: count, data: data})
+		}
+	}
+	h, err := swig.MeshSetSyncHook(m.handle(), raw)
+	runtime.KeepAlive(m)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	old := m.hook
+	m.hook = h
+	m.mu.Unlock()
+	swig.DeleteHandle(old) // the mesh now calls the new hook (or none)
+	return nil
 }
 
 func (m *Mesh) handle() uintptr {
@@ -75,6 +127,11 @@ func (m *Mesh) Close() error {
 	if h != 0 {
 		swig.Mesh_destroy(h)
 	}
+	m.mu.Lock()
+	hook := m.hook
+	m.hook = 0
+	m.mu.Unlock()
+	swig.DeleteHandle(hook)
 	runtime.SetFinalizer(m, nil)
 	return nil
 }

@@ -46,6 +46,9 @@ const (
 // DType is the element type of a table's weights (shardrec_dtype_t).
 type DType int
 
+// Size is the size in bytes of one element (shardrec_dtype_size); 0 for an unknown value.
+func (d DType) Size() int { return int(swig.Dtype_size(int(d))) }
+
 // Element types (shardrec/common.h); tables store FLOAT32, FLOAT16 or BFLOAT16.
 const (
 	DTypeFloat32  DType = 0
@@ -322,6 +325,14 @@ func (p *Plan) Hash() (uint64, error) {
 func (p *Plan) WorldSize() (int, error) {
 	out := make([]int32, 1)
 	err := swig.Plan_world_size(p.handle(), out)
+	runtime.KeepAlive(p)
+	return int(out[0]), err
+}
+
+// RanksPerNode is the ranks per node of the topology the plan was made for.
+func (p *Plan) RanksPerNode() (int, error) {
+	out := make([]int32, 1)
+	err := swig.Plan_ranks_per_node(p.handle(), out)
 	runtime.KeepAlive(p)
 	return int(out[0]), err
 }

@@ -11,7 +11,14 @@
 // net), enumerations are typed constants, and buffers are Go slices passed without copies.
 package shardrec
 
-import "shardrec.dev/shardrec/internal/swig"
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"shardrec.dev/shardrec/internal/swig"
+)
 
 // Status codes of libshardrec (shardrec/common.h).
 const (
@@ -46,3 +53,86 @@ func CodeOf(err error) int {
 
 // VersionString is the runtime version of the loaded library, "major.minor.patch".
 func VersionString() string { return swig.Version_string() }
+
+// Version is the runtime version as major*10000 + minor*100 + patch.
+func Version() int { return int(swig.Version()) }
+
+// DeviceCount is the number of CUDA devices libshardrec can use; having no GPU (or no CUDA
+// build or plugin) is not an error and gives 0.
+func DeviceCount() (int, error) {
+	out := make([]int32, 1)
+	err := swig.Device_count(out)
+	return int(out[0]), err
+}
+
+// DeviceCheck returns nil when the device is usable, else an *Error whose Code is
+// ErrCodeNoDevice (no device, plugin or CUDA runtime), ErrCodeUnsupported (built without CUDA)
+// or ErrCodeInvalid (negative index) and whose Message says why.
+func DeviceCheck(device DeviceType, index int) error {
+	return swig.Device_check(int(device), index)
+}
+
+// DevicePluginPath is the absolute path of the loaded CUDA plugin (an error says why there
+// is none).
+func DevicePluginPath() (string, error) {
+	var path string
+	err := swig.Bind_device_plugin_path(&path)
+	return path, err
+}
+
+// HostFloats is float memory allocated outside the Go heap, for storage that libshardrec keeps
+// using after a call returns (Bucketer.SetExternal): cgo does not let C retain Go memory.
+// Floats gives it as a slice; Close frees it (idempotent; a finalizer is the safety net), so
+// keep it open while any handle uses it.
+type HostFloats struct {
+	mu sync.Mutex
+	p  uintptr
+	n  int
+}
+
+// NewHostFloats allocates n zeroed floats.
+func NewHostFloats(n int) (*HostFloats, error) {
+	if n < 0 {
+		return nil, &Error{Code: ErrCodeInvalid, Message: fmt.Sprintf("HostFloats of %d elements", n)}
+	}
+	p := swig.Bind_host_alloc_floats(int64(n))
+	if p == 0 {
+		return nil, &Error{Code: ErrCodeNoMemory, Message: fmt.Sprintf("HostFloats of %d elements", n)}
+	}
+	h := &HostFloats{p: p, n: n}
+	runtime.SetFinalizer(h, (*HostFloats).Close)
+	return h, nil
+}
+
+// Floats is the memory as a slice (nil after Close). It aliases the C memory: do not keep it
+// past Close.
+func (h *HostFloats) Floats() []float32 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.p == 0 || h.n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(h.p)), h.n)
+}
+
+// Len is the number of floats.
+func (h *HostFloats) Len() int { return h.n }
+
+func (h *HostFloats) addr() uintptr {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.p
+}
+
+// Close frees the memory. Idempotent.
+func (h *HostFloats) Close() error {
+	h.mu.Lock()
+	p := h.p
+	h.p = 0
+	h.mu.Unlock()
+	if p != 0 {
+		swig.Bind_host_free(p)
+	}
+	runtime.SetFinalizer(h, nil)
+	return nil
+}

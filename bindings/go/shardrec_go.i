@@ -89,7 +89,8 @@ SR_GO_SLICE(const int64_t, int64)
                                           (const int32_t* features, size_t num_features),
                                           (const int32_t* ranks, size_t num_ranks) };
 %apply (const int64_t* BUF, size_t LEN) { (const int64_t* values, size_t num_values),
-                                          (const int64_t* bytes, size_t num_bytes) };
+                                          (const int64_t* bytes, size_t num_bytes),
+                                          (const int64_t* shape, size_t ndim) };
 
 /* Dense collectives take raw addresses (the Go layer passes slices it keeps alive). */
 %typemap(gotype) const void* send, void* recv, void* buf "uintptr"
@@ -162,3 +163,12 @@ SR_GO_HANDLE(shardrec_bind_param_list_t)
 %apply (const int32_t* BUF, size_t LEN) { (const int32_t* activations, size_t num_activations) };
 
 %include "../swig/shardrec.i"
+
+/* Float memory outside the Go heap, for storage C keeps after a call returns (DDP external
+   gradients): cgo forbids C to retain Go pointers. */
+%inline %{
+void* shardrec_bind_host_alloc_floats(size_t count) {
+  return calloc(count > 0 ? count : 1, sizeof(float));
+}
+void shardrec_bind_host_free(void* p) { free(p); }
+%}

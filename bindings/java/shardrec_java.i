@@ -197,7 +197,8 @@ SR_JAVA_ARRAY(float, jfloatArray, float[], jfloat, GetFloatArrayElements, Releas
 %apply (const int32_t* ARR, size_t ARRLEN) { (const int32_t* features, size_t num_features),
                                              (const int32_t* ranks, size_t num_ranks) };
 %apply (const float* ARR, size_t ARRLEN) { (const float* pooling_factors, size_t num_pooling_factors) };
-%apply (const int64_t* ARR, size_t ARRLEN) { (const int64_t* bytes, size_t num_bytes) };
+%apply (const int64_t* ARR, size_t ARRLEN) { (const int64_t* bytes, size_t num_bytes),
+                                             (const int64_t* shape, size_t ndim) };
 
 /* JSON text in: a Java String (UTF-8 bytes, length from the string). */
 %typemap(jni) (const char* text, size_t len) "jstring"
@@ -321,3 +322,240 @@ SR_JAVA_HANDLE(shardrec_bind_param_list_t)
 %apply (const int32_t* ARR, size_t ARRLEN) { (const int32_t* activations, size_t num_activations) };
 
 %include "../swig/shardrec.i"
+
+/* ---- custom rendezvous stores: an org.shardrec.Store called back through JNI ---- */
+%{
+/* Everything a callback needs, resolved on the creating (Java) thread: store callbacks may run
+   on library threads, where FindClass would not see the application's class loader. Never
+   freed: a C communicator (and its splits) may use the store for the life of the process. */
+typedef struct sr_java_store {
+  JavaVM* vm;
+  jobject store;     /* global ref */
+  jmethodID set;     /* void set(String, byte[]) */
+  jmethodID get;     /* byte[] get(String, long) */
+  jclass ex_class;   /* global ref to ShardrecException */
+  jmethodID ex_code; /* int code() */
+} sr_java_store_t;
+
+static JNIEnv* sr_java_store_env(const sr_java_store_t* s, int* attached) {
+  JNIEnv* env = NULL;
+  *attached = 0;
+  if ((*s->vm)->GetEnv(s->vm, (void**)&env, JNI_VERSION_1_6) == JNI_EDETACHED) {
+    if ((*s->vm)->AttachCurrentThread(s->vm, (void**)&env, NULL) != JNI_OK) return NULL;
+    *attached = 1;
+  }
+  return env;
+}
+
+/* The status of the pending Java exception, cleared: a ShardrecException's code, else
+   SHARDREC_ERROR. */
+static int32_t sr_java_exception_status(JNIEnv* env, jclass ex_class, jmethodID ex_code) {
+  jthrowable ex = (*env)->ExceptionOccurred(env);
+  int32_t code = SHARDREC_ERROR;
+  (*env)->ExceptionClear(env);
+  if (ex != NULL && (*env)->IsInstanceOf(env, ex, ex_class)) {
+    code = (int32_t)(*env)->CallIntMethod(env, ex, ex_code);
+    (*env)->ExceptionClear(env);
+    if (code >= 0) code = SHARDREC_ERROR;
+  }
+  if (ex != NULL) (*env)->DeleteLocalRef(env, ex);
+  return code;
+}
+
+static int32_t sr_java_store_status(JNIEnv* env, const sr_java_store_t* s) {
+  return sr_java_exception_status(env, s->ex_class, s->ex_code);
+}
+
+static int32_t sr_java_store_set(void* payload, const char* key, const void* value,
+                                 size_t value_len) {
+  const sr_java_store_t* s = (const sr_java_store_t*)payload;
+  int attached;
+  int32_t rc = SHARDREC_OK;
+  jstring jkey;
+  jbyteArray jvalue;
+  JNIEnv* env = sr_java_store_env(s, &attached);
+  if (env == NULL) return SHARDREC_ERROR;
+  jkey = (*env)->NewStringUTF(env, key);
+  jvalue = (*env)->NewByteArray(env, (jsize)value_len);
+  if (jkey == NULL || jvalue == NULL) {
+    rc = sr_java_store_status(env, s);
+  } else {
+    if (value_len > 0) {
+      (*env)->SetByteArrayRegion(env, jvalue, 0, (jsize)value_len, (const jbyte*)value);
+    }
+    (*env)->CallVoidMethod(env, s->store, s->set, jkey, jvalue);
+    if ((*env)->ExceptionCheck(env)) rc = sr_java_store_status(env, s);
+  }
+  if (jkey != NULL) (*env)->DeleteLocalRef(env, jkey);
+  if (jvalue != NULL) (*env)->DeleteLocalRef(env, jvalue);
+  if (attached) (*s->vm)->DetachCurrentThread(s->vm);
+  return rc;
+}
+
+static int32_t sr_java_store_get(void* payload, const char* key, int64_t timeout_ms, void* buf,
+                                 size_t buf_len, size_t* value_len) {
+  const sr_java_store_t* s = (const sr_java_store_t*)payload;
+  int attached;
+  int32_t rc = SHARDREC_OK;
+  jstring jkey;
+  jbyteArray jvalue = NULL;
+  JNIEnv* env = sr_java_store_env(s, &attached);
+  if (env == NULL) return SHARDREC_ERROR;
+  jkey = (*env)->NewStringUTF(env, key);
+  if (jkey == NULL) {
+    rc = sr_java_store_status(env, s);
+  } else {
+    jvalue = (jbyteArray)(*env)->CallObjectMethod(env, s->store, s->get, jkey, (jlong)timeout_ms);
+    if ((*env)->ExceptionCheck(env)) {
+      rc = sr_java_store_status(env, s);
+    } else if (jvalue == NULL) {
+      rc = SHARDREC_ETIMEOUT; /* null: the key did not appear in time */
+    } else {
+      size_t n = (size_t)(*env)->GetArrayLength(env, jvalue);
+      *value_len = n;
+      if (buf != NULL && buf_len >= n && n > 0) {
+        (*env)->GetByteArrayRegion(env, jvalue, 0, (jsize)n, (jbyte*)buf);
+      }
+    }
+  }
+  if (jkey != NULL) (*env)->DeleteLocalRef(env, jkey);
+  if (jvalue != NULL) (*env)->DeleteLocalRef(env, jvalue);
+  if (attached) (*s->vm)->DetachCurrentThread(s->vm);
+  return rc;
+}
+
+shardrec_status_t shardrec_bind_comm_create_with_java_store(
+    shardrec_comm_t** out, JNIEnv* jni_env, jobject store, int32_t world_size, int32_t rank,
+    const shardrec_comm_options_t* options) {
+  shardrec_store_callbacks_t cb;
+  sr_java_store_t* s;
+  jclass cls, ex;
+  if (store == NULL) return shardrec_comm_create_with_store(out, NULL, world_size, rank, options);
+  s = (sr_java_store_t*)calloc(1, sizeof(*s));
+  if (s == NULL) return SHARDREC_ENOMEM;
+  cls = (*jni_env)->GetObjectClass(jni_env, store);
+  ex = (*jni_env)->FindClass(jni_env, "org/shardrec/ShardrecException");
+  if ((*jni_env)->GetJavaVM(jni_env, &s->vm) != JNI_OK || cls == NULL || ex == NULL) {
+    (*jni_env)->ExceptionClear(jni_env);
+    free(s);
+    return SHARDREC_ERROR;
+  }
+  s->set = (*jni_env)->GetMethodID(jni_env, cls, "set", "(Ljava/lang/String;[B)V");
+  s->get = (*jni_env)->GetMethodID(jni_env, cls, "get", "(Ljava/lang/String;J)[B");
+  s->ex_code = (*jni_env)->GetMethodID(jni_env, ex, "code", "()I");
+  if (s->set == NULL || s->get == NULL || s->ex_code == NULL) {
+    (*jni_env)->ExceptionClear(jni_env);
+    free(s);
+    return SHARDREC_ERROR;
+  }
+  s->store = (*jni_env)->NewGlobalRef(jni_env, store);
+  s->ex_class = (jclass)(*jni_env)->NewGlobalRef(jni_env, ex);
+  shardrec_store_callbacks_init(&cb, SHARDREC_STORE_CALLBACKS_VERSION);
+  cb.set = sr_java_store_set;
+  cb.get = sr_java_store_get;
+  cb.payload = s;
+  return shardrec_comm_create_with_store(out, &cb, world_size, rank, options);
+}
+%}
+
+%typemap(in, numinputs=0) JNIEnv* jni_env %{ $1 = jenv; %}
+%typemap(jni) jobject store "jobject"
+%typemap(jtype) jobject store "org.shardrec.Store"
+%typemap(jstype) jobject store "org.shardrec.Store"
+%typemap(javain) jobject store "$javainput"
+%typemap(in) jobject store %{ $1 = $input; %}
+shardrec_status_t shardrec_bind_comm_create_with_java_store(
+    shardrec_comm_t** out, JNIEnv* jni_env, jobject store, int32_t world_size, int32_t rank,
+    const shardrec_comm_options_t* options);
+
+/* ---- mesh sync hooks: an org.shardrec.Mesh.SyncHook called back through JNI ---- */
+%{
+/* The hook object and what calling it needs, resolved on the installing (Java) thread. Freed
+   by shardrec_bind_java_sync_hook_free once the mesh no longer uses it (after a reinstall or
+   the mesh's destruction). */
+typedef struct sr_java_hook {
+  JavaVM* vm;
+  jobject hook;      /* global ref; void sync(ByteBuffer data, long count, int dtype) */
+  jmethodID sync;
+  jclass ex_class;   /* global ref to ShardrecException */
+  jmethodID ex_code;
+} sr_java_hook_t;
+
+static int32_t sr_java_sync_hook(void* data, size_t count, int32_t dtype, void* payload) {
+  const sr_java_hook_t* h = (const sr_java_hook_t*)payload;
+  JNIEnv* env = NULL;
+  int attached = 0;
+  int32_t rc = SHARDREC_OK;
+  jobject buf;
+  if ((*h->vm)->GetEnv(h->vm, (void**)&env, JNI_VERSION_1_6) == JNI_EDETACHED) {
+    if ((*h->vm)->AttachCurrentThread(h->vm, (void**)&env, NULL) != JNI_OK) return SHARDREC_ERROR;
+    attached = 1;
+  }
+  buf = (*env)->NewDirectByteBuffer(env, data, (jlong)(count * shardrec_dtype_size(dtype)));
+  if (buf == NULL) {
+    rc = sr_java_exception_status(env, h->ex_class, h->ex_code);
+  } else {
+    (*env)->CallVoidMethod(env, h->hook, h->sync, buf, (jlong)count, (jint)dtype);
+    if ((*env)->ExceptionCheck(env)) rc = sr_java_exception_status(env, h->ex_class, h->ex_code);
+    (*env)->DeleteLocalRef(env, buf);
+  }
+  if (attached) (*h->vm)->DetachCurrentThread(h->vm);
+  return rc;
+}
+
+/* Installs @p hook (NULL removes the hook); *payload_out is what to free with
+   shardrec_bind_java_sync_hook_free once the mesh stops using it (0 for none). */
+shardrec_status_t shardrec_bind_mesh_set_java_sync_hook(shardrec_mesh_t* mesh, JNIEnv* jni_env,
+                                                        jobject hook, int64_t* payload_out) {
+  sr_java_hook_t* h;
+  jclass cls, ex;
+  shardrec_status_t rc;
+  *payload_out = 0;
+  if (hook == NULL) return shardrec_mesh_set_sync_hook(mesh, NULL, NULL);
+  h = (sr_java_hook_t*)calloc(1, sizeof(*h));
+  if (h == NULL) return SHARDREC_ENOMEM;
+  cls = (*jni_env)->GetObjectClass(jni_env, hook);
+  ex = (*jni_env)->FindClass(jni_env, "org/shardrec/ShardrecException");
+  if ((*jni_env)->GetJavaVM(jni_env, &h->vm) != JNI_OK || cls == NULL || ex == NULL) {
+    (*jni_env)->ExceptionClear(jni_env);
+    free(h);
+    return SHARDREC_ERROR;
+  }
+  h->sync = (*jni_env)->GetMethodID(jni_env, cls, "sync", "(Ljava/nio/ByteBuffer;JI)V");
+  h->ex_code = (*jni_env)->GetMethodID(jni_env, ex, "code", "()I");
+  if (h->sync == NULL || h->ex_code == NULL) {
+    (*jni_env)->ExceptionClear(jni_env);
+    free(h);
+    return SHARDREC_ERROR;
+  }
+  h->hook = (*jni_env)->NewGlobalRef(jni_env, hook);
+  h->ex_class = (jclass)(*jni_env)->NewGlobalRef(jni_env, ex);
+  rc = shardrec_mesh_set_sync_hook(mesh, sr_java_sync_hook, h);
+  if (rc != SHARDREC_OK) {
+    (*jni_env)->DeleteGlobalRef(jni_env, h->hook);
+    (*jni_env)->DeleteGlobalRef(jni_env, h->ex_class);
+    free(h);
+    return rc;
+  }
+  *payload_out = (int64_t)(intptr_t)h;
+  return SHARDREC_OK;
+}
+
+void shardrec_bind_java_sync_hook_free(JNIEnv* jni_env, int64_t payload) {
+  sr_java_hook_t* h = (sr_java_hook_t*)(intptr_t)payload;
+  if (h == NULL) return;
+  (*jni_env)->DeleteGlobalRef(jni_env, h->hook);
+  (*jni_env)->DeleteGlobalRef(jni_env, h->ex_class);
+  free(h);
+}
+%}
+
+%typemap(jni) jobject hook "jobject"
+%typemap(jtype) jobject hook "Object"
+%typemap(jstype) jobject hook "Object"
+%typemap(javain) jobject hook "$javainput"
+%typemap(in) jobject hook %{ $1 = $input; %}
+%apply int64_t* OUT { int64_t* payload_out };
+shardrec_status_t shardrec_bind_mesh_set_java_sync_hook(shardrec_mesh_t* mesh, JNIEnv* jni_env,
+                                                        jobject hook, int64_t* payload_out);
+void shardrec_bind_java_sync_hook_free(JNIEnv* jni_env, int64_t payload);

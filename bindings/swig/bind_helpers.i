@@ -216,6 +216,122 @@ shardrec_status_t shardrec_bind_embedding_input_dist_start(
                                         num_values, weights, num_weights);
   return shardrec_embedding_input_dist_start(coll, &kjt, NULL);
 }
+
+/* A host FLOAT32 view of @p data with @p ndim extents. The language layer checked that the
+   extents multiply to @p len; this refuses a mismatch too (the C API trusts a view's shape). */
+static shardrec_status_t sr_bind_view(shardrec_tensor_view_t* v, const float* data, size_t len,
+                                      const int64_t* shape, size_t ndim) {
+  size_t i;
+  int64_t elems = 1;
+  memset(v, 0, sizeof(*v));
+  v->data = (void*)data;
+  v->dtype = SHARDREC_DTYPE_FLOAT32;
+  v->device_type = SHARDREC_DEVICE_HOST;
+  /* More extents than a view holds: passed on as ndim so that the library rejects it. */
+  v->ndim = ndim > (size_t)SHARDREC_TENSOR_MAX_DIMS + 1 ? SHARDREC_TENSOR_MAX_DIMS + 1 : (int32_t)ndim;
+  for (i = 0; i < ndim && i < SHARDREC_TENSOR_MAX_DIMS; ++i) {
+    v->shape[i] = shape[i];
+    if (shape[i] < 0 || (shape[i] > 0 && elems > INT64_MAX / shape[i])) return SHARDREC_EINVAL;
+    elems *= shape[i];
+  }
+  if (ndim <= SHARDREC_TENSOR_MAX_DIMS && (uint64_t)elems != (uint64_t)len) return SHARDREC_EINVAL;
+  return SHARDREC_OK;
+}
+
+/* shardrec_embedding_forward_tensor with a host view of @p out shaped by @p shape. */
+shardrec_status_t shardrec_bind_embedding_forward_tensor(
+    shardrec_embedding_t* coll, int64_t batch_size, size_t num_features, const int32_t* lengths,
+    size_t num_lengths, const int64_t* values, size_t num_values, const float* weights,
+    size_t num_weights, float* out, size_t out_len, const int64_t* shape, size_t ndim) {
+  shardrec_tensor_view_t v;
+  shardrec_kjt_view_t kjt = sr_bind_kjt(batch_size, num_features, lengths, num_lengths, values,
+                                        num_values, weights, num_weights);
+  shardrec_status_t rc = sr_bind_view(&v, out, out_len, shape, ndim);
+  return rc != SHARDREC_OK ? rc : shardrec_embedding_forward_tensor(coll, &kjt, &v, NULL);
+}
+
+shardrec_status_t shardrec_bind_embedding_forward_distributed_tensor(
+    shardrec_embedding_t* coll, float* out, size_t out_len, const int64_t* shape, size_t ndim) {
+  shardrec_tensor_view_t v;
+  shardrec_status_t rc = sr_bind_view(&v, out, out_len, shape, ndim);
+  return rc != SHARDREC_OK ? rc : shardrec_embedding_forward_distributed_tensor(coll, &v, NULL);
+}
+
+shardrec_status_t shardrec_bind_embedding_backward_tensor(shardrec_embedding_t* coll,
+                                                          const float* grad, size_t grad_len,
+                                                          const int64_t* shape, size_t ndim) {
+  shardrec_tensor_view_t v;
+  shardrec_status_t rc = sr_bind_view(&v, grad, grad_len, shape, ndim);
+  return rc != SHARDREC_OK ? rc : shardrec_embedding_backward_tensor(coll, &v, NULL);
+}
+
+/* The loaded CUDA plugin's path as library-allocated text (freed with shardrec_free by the
+   language typemap): shardrec_device_plugin_path asked for the length, then for the bytes. */
+shardrec_status_t shardrec_bind_device_plugin_path(char** text_out, size_t* len_out) {
+  size_t len = 0;
+  char* text;
+  shardrec_status_t rc = shardrec_device_plugin_path(&len, NULL, 0);
+  if (rc != SHARDREC_OK) return rc;
+  text = (char*)malloc(len + 1);
+  if (text == NULL) return SHARDREC_ENOMEM;
+  rc = shardrec_device_plugin_path(&len, text, len + 1);
+  if (rc != SHARDREC_OK) {
+    free(text);
+    return rc;
+  }
+  *text_out = text;
+  *len_out = len;
+  return SHARDREC_OK;
+}
+
+/* Dense tensors of a checkpoint, given as one flat buffer (tensors one after another), their
+   counts and their names joined with '\n' (the language layer refuses names holding '\n').
+   @p mesh NULL uses the 1D save/load; @p load 0 saves, 1 loads (the flat buffer is then
+   written). Everything is built here and the C API is called once. */
+shardrec_status_t shardrec_bind_checkpoint(shardrec_mesh_t* mesh, shardrec_embedding_t* coll,
+                                           const char* dir, const shardrec_checkpoint_options_t* options,
+                                           const char* dense_names, const int64_t* counts,
+                                           size_t num_counts, float* flat, int32_t load) {
+  shardrec_checkpoint_options_t o;
+  shardrec_dense_tensor_t* dense = NULL;
+  char* names = NULL;
+  size_t i, offset = 0;
+  shardrec_status_t rc;
+  if (options == NULL) return SHARDREC_EINVAL;
+  o = *options;
+  if (num_counts > 0) {
+    char* cursor;
+    if (dense_names == NULL || counts == NULL) return SHARDREC_EINVAL;
+    dense = (shardrec_dense_tensor_t*)calloc(num_counts, sizeof(*dense));
+    names = sr_bind_strdup(dense_names);
+    if (dense == NULL || names == NULL) {
+      free(dense);
+      free(names);
+      return SHARDREC_ENOMEM;
+    }
+    cursor = names;
+    for (i = 0; i < num_counts; ++i) {
+      char* end = strchr(cursor, '\n');
+      if (end != NULL) *end = '\0';
+      dense[i].name = cursor;
+      dense[i].count = counts[i] > 0 ? (size_t)counts[i] : 0;
+      dense[i].data = dense[i].count > 0 ? flat + offset : NULL;
+      offset += dense[i].count;
+      cursor = end != NULL ? end + 1 : cursor + strlen(cursor);
+    }
+  }
+  o.dense = dense;
+  o.num_dense = num_counts;
+  if (mesh != NULL) {
+    rc = load ? shardrec_checkpoint_load_mesh(mesh, coll, dir, &o)
+              : shardrec_checkpoint_save_mesh(mesh, coll, dir, &o);
+  } else {
+    rc = load ? shardrec_checkpoint_load(coll, dir, &o) : shardrec_checkpoint_save(coll, dir, &o);
+  }
+  free(dense);
+  free(names);
+  return rc;
+}
 %}
 
 typedef struct shardrec_bind_plan_spec shardrec_bind_plan_spec_t;
@@ -248,3 +364,19 @@ shardrec_status_t shardrec_bind_embedding_input_dist_start(
     shardrec_embedding_t* coll, int64_t batch_size, size_t num_features, const int32_t* lengths,
     size_t num_lengths, const int64_t* values, size_t num_values, const float* weights,
     size_t num_weights);
+/* The flat dense buffer is a language float buffer (Java: direct FloatBuffer, Go: []float32). */
+%apply float* RAWF { float* flat };
+shardrec_status_t shardrec_bind_device_plugin_path(char** text_out, size_t* len_out);
+shardrec_status_t shardrec_bind_checkpoint(shardrec_mesh_t* mesh, shardrec_embedding_t* coll,
+                                           const char* dir, const shardrec_checkpoint_options_t* options,
+                                           const char* dense_names, const int64_t* counts,
+                                           size_t num_counts, float* flat, int32_t load);
+shardrec_status_t shardrec_bind_embedding_forward_tensor(
+    shardrec_embedding_t* coll, int64_t batch_size, size_t num_features, const int32_t* lengths,
+    size_t num_lengths, const int64_t* values, size_t num_values, const float* weights,
+    size_t num_weights, float* out, size_t out_len, const int64_t* shape, size_t ndim);
+shardrec_status_t shardrec_bind_embedding_forward_distributed_tensor(
+    shardrec_embedding_t* coll, float* out, size_t out_len, const int64_t* shape, size_t ndim);
+shardrec_status_t shardrec_bind_embedding_backward_tensor(shardrec_embedding_t* coll,
+                                                          const float* grad, size_t grad_len,
+                                                          const int64_t* shape, size_t ndim);

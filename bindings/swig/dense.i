@@ -368,12 +368,66 @@ shardrec_status_t shardrec_bind_fsdp_read_shard(shardrec_fsdp_t* fsdp, size_t un
   if (rc == SHARDREC_OK && count > 0) memcpy(shard_out, data, sizeof(float) * (size_t)count);
   return rc;
 }
+
+/* Element count of dense optimizer state @p which of tensor position @p tensor (0 before the
+   first step or when the type has no such state). */
+shardrec_status_t shardrec_bind_dense_optimizer_state_count(shardrec_dense_optimizer_t* opt,
+                                                            size_t tensor, int32_t which,
+                                                            int64_t* count_out) {
+  float* data = NULL;
+  return shardrec_dense_optimizer_state(opt, tensor, which, &data, count_out);
+}
+
+/* Copies that state into @p buf (to_state 0) or @p buf into it (to_state 1); @p count must be
+   its element count (checked here too: the language layer sized @p buf by it). */
+shardrec_status_t shardrec_bind_dense_optimizer_state_copy(shardrec_dense_optimizer_t* opt,
+                                                           size_t tensor, int32_t which,
+                                                           float* buf, int64_t count,
+                                                           int32_t to_state) {
+  float* data = NULL;
+  int64_t n = 0;
+  shardrec_status_t rc = shardrec_dense_optimizer_state(opt, tensor, which, &data, &n);
+  if (rc != SHARDREC_OK) return rc;
+  if (n != count || (n > 0 && buf == NULL)) return SHARDREC_EINVAL;
+  if (n == 0) return SHARDREC_OK;
+  if (to_state) {
+    memcpy(data, buf, sizeof(float) * (size_t)n);
+  } else {
+    memcpy(buf, data, sizeof(float) * (size_t)n);
+  }
+  return SHARDREC_OK;
+}
+
+/* shardrec_ddp_set_external with the storage as an address the language keeps alive (Java: a
+   direct buffer the Bucketer references; Go: C memory from HostFloats). */
+shardrec_status_t shardrec_bind_ddp_set_external(shardrec_ddp_t* ddp, size_t index, void* buf) {
+  return shardrec_ddp_set_external(ddp, index, (float*)buf);
+}
+
+/* shardrec_mlp_bind_tensor / shardrec_dcn_bind_tensor with caller storage as addresses the
+   language keeps alive (Java: direct buffers the layer references; Go: HostFloats). NULL keeps
+   that side. A CUDA MLP takes device pointers: host storage is refused (EINVAL; the language
+   layer checks the device first and says so). */
+shardrec_status_t shardrec_bind_mlp_bind_storage(shardrec_mlp_t* mlp, size_t index,
+                                                 void* param_addr, void* grad_addr) {
+  int32_t device_type = SHARDREC_DEVICE_HOST;
+  shardrec_status_t rc = shardrec_mlp_device(mlp, &device_type, NULL);
+  if (rc == SHARDREC_OK && device_type != SHARDREC_DEVICE_HOST) return SHARDREC_EINVAL;
+  return rc != SHARDREC_OK ? rc
+                           : shardrec_mlp_bind_tensor(mlp, index, (float*)param_addr,
+                                                      (float*)grad_addr);
+}
+
+shardrec_status_t shardrec_bind_dcn_bind_storage(shardrec_dcn_t* dcn, size_t index,
+                                                 void* param_addr, void* grad_addr) {
+  return shardrec_dcn_bind_tensor(dcn, index, (float*)param_addr, (float*)grad_addr);
+}
 %}
 
 /* Raw float buffers: each language maps these names to its buffers (no lengths: the language
    layer checks them against the shapes before the call). */
 %apply float* RAWF { float* y, float* dx, float* dx0, float* d_dense, float* d_emb,
-                     float* dlogits, float* inter, float* buf, float* full_out,
+                     float* dlogits, float* inter, float* buf, float* full_out, float* state_buf,
                      float* shard_out };
 %apply const float* RAWF { const float* x, const float* x0, const float* dy,
                            const float* dense, const float* emb, const float* dout,
@@ -503,3 +557,16 @@ shardrec_status_t shardrec_bind_fsdp_shard_range(shardrec_fsdp_t* fsdp, size_t u
                                                  int64_t* offset_out, int64_t* count_out);
 shardrec_status_t shardrec_bind_fsdp_read_shard(shardrec_fsdp_t* fsdp, size_t unit,
                                                 float* shard_out);
+shardrec_status_t shardrec_bind_dense_optimizer_state_count(shardrec_dense_optimizer_t* opt,
+                                                            size_t tensor, int32_t which,
+                                                            int64_t* count_out);
+shardrec_status_t shardrec_bind_dense_optimizer_state_copy(shardrec_dense_optimizer_t* opt,
+                                                           size_t tensor, int32_t which,
+                                                           float* state_buf, int64_t count,
+                                                           int32_t to_state);
+shardrec_status_t shardrec_bind_ddp_set_external(shardrec_ddp_t* ddp, size_t index, void* buf);
+%apply void* buf { void* param_addr, void* grad_addr };
+shardrec_status_t shardrec_bind_mlp_bind_storage(shardrec_mlp_t* mlp, size_t index,
+                                                 void* param_addr, void* grad_addr);
+shardrec_status_t shardrec_bind_dcn_bind_storage(shardrec_dcn_t* dcn, size_t index,
+                                                 void* param_addr, void* grad_addr);

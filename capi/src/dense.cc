@@ -497,6 +497,11 @@ SHARDREC_API shardrec_status_t shardrec_dense_optimizer_state(shardrec_dense_opt
     SR_RETURN_IF_ERROR(CheckNotNull(data, "data"));
     SR_RETURN_IF_ERROR(CheckNotNull(count, "count"));
     if (which < 0 || which > 1) return Status::InvalidArgument("state ", which, " (0 or 1)");
+    // Before the first step nothing is sized yet (NULL, 0); after it a position past the list
+    // the optimizer steps over is an error, as documented.
+    const size_t n = opt->impl->num_tensors();
+    if (n > 0 && tensor >= n)
+      return Status::InvalidArgument("tensor position ", tensor, " out of range (", n, " tensors)");
     auto s = opt->impl->state(tensor, static_cast<size_t>(which));
     *data = s.empty() ? nullptr : s.data();
     *count = static_cast<int64_t>(s.size());

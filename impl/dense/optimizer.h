@@ -36,6 +36,8 @@ class DenseOptimizer {
   // empty before the first step and for SGD.
   size_t num_states() const;
   std::span<float> state(size_t tensor, size_t which);
+  // Number of tensors the optimizer steps over; 0 before the first step.
+  size_t num_tensors() const { return counts_.size(); }
 
  private:
   DenseOptimizer() = default;

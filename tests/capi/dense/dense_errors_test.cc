@@ -165,6 +165,9 @@ TEST(CapiDenseErrors, OptimizerRefusesChangedListsAndBadConfigsWithoutUpdating) 
   // Adam's second moment after one step from zero: (1 - beta2) g^2.
   EXPECT_FLOAT_EQ(state[2], (1.0f - 0.999f) * 1.0f);
   EXPECT_EQ(shardrec_dense_optimizer_state(opt.get(), 0, 2, &state, &count), SHARDREC_EINVAL);
+  // A position past the two tensors stepped over is refused (it read as "no state" before).
+  EXPECT_EQ(shardrec_dense_optimizer_state(opt.get(), 2, 0, &state, &count), SHARDREC_EINVAL);
+  EXPECT_TRUE(Mentions("out of range")) << LastError();
   EXPECT_EQ(shardrec_dense_optimizer_set_learning_rate(opt.get(), -1.0f), SHARDREC_EINVAL);
   EXPECT_EQ(shardrec_dense_optimizer_set_steps(opt.get(), -3), SHARDREC_EINVAL);
   ASSERT_EQ(shardrec_dense_optimizer_steps(opt.get(), &steps), SHARDREC_OK);

@@ -251,561 +251,607 @@ typedef _goslice_ swig_type_218;
 typedef _goslice_ swig_type_219;
 typedef _gostring_ swig_type_220;
 typedef _gostring_ swig_type_221;
-typedef _goslice_ swig_type_222;
-typedef long long swig_type_223;
+typedef _gostring_ swig_type_222;
+typedef _gostring_ swig_type_223;
 typedef _goslice_ swig_type_224;
-typedef long long swig_type_225;
+typedef _goslice_ swig_type_225;
 typedef _gostring_ swig_type_226;
-typedef _gostring_ swig_type_227;
-typedef _goslice_ swig_type_228;
-typedef _gostring_ swig_type_229;
+typedef long long swig_type_227;
+typedef long long swig_type_228;
+typedef _goslice_ swig_type_229;
 typedef _goslice_ swig_type_230;
-typedef long long swig_type_231;
-typedef long long swig_type_232;
-typedef long long swig_type_233;
+typedef _goslice_ swig_type_231;
+typedef _goslice_ swig_type_232;
+typedef _goslice_ swig_type_233;
 typedef _gostring_ swig_type_234;
-typedef _gostring_ swig_type_235;
+typedef _goslice_ swig_type_235;
 typedef _goslice_ swig_type_236;
-typedef long long swig_type_237;
+typedef _gostring_ swig_type_237;
 typedef _goslice_ swig_type_238;
-typedef long long swig_type_239;
+typedef _goslice_ swig_type_239;
 typedef _gostring_ swig_type_240;
 typedef _gostring_ swig_type_241;
 typedef _goslice_ swig_type_242;
-typedef _gostring_ swig_type_243;
-typedef long long swig_type_244;
+typedef long long swig_type_243;
+typedef _goslice_ swig_type_244;
 typedef long long swig_type_245;
-typedef _goslice_ swig_type_246;
+typedef _gostring_ swig_type_246;
 typedef _gostring_ swig_type_247;
 typedef _goslice_ swig_type_248;
-typedef _goslice_ swig_type_249;
+typedef _gostring_ swig_type_249;
 typedef _goslice_ swig_type_250;
 typedef long long swig_type_251;
 typedef long long swig_type_252;
 typedef long long swig_type_253;
-typedef _goslice_ swig_type_254;
-typedef _goslice_ swig_type_255;
-typedef _gostring_ swig_type_256;
-typedef _goslice_ swig_type_257;
+typedef _gostring_ swig_type_254;
+typedef _gostring_ swig_type_255;
+typedef _goslice_ swig_type_256;
+typedef long long swig_type_257;
 typedef _goslice_ swig_type_258;
 typedef long long swig_type_259;
-typedef _goslice_ swig_type_260;
-typedef _goslice_ swig_type_261;
-typedef _gostring_ swig_type_262;
-typedef _goslice_ swig_type_263;
-typedef _gostring_ swig_type_264;
-typedef _gostring_ swig_type_265;
+typedef _gostring_ swig_type_260;
+typedef _gostring_ swig_type_261;
+typedef _goslice_ swig_type_262;
+typedef _gostring_ swig_type_263;
+typedef long long swig_type_264;
+typedef long long swig_type_265;
 typedef _goslice_ swig_type_266;
 typedef _gostring_ swig_type_267;
-typedef long long swig_type_268;
-typedef _gostring_ swig_type_269;
-typedef _gostring_ swig_type_270;
+typedef _goslice_ swig_type_268;
+typedef _goslice_ swig_type_269;
+typedef _goslice_ swig_type_270;
 typedef long long swig_type_271;
-typedef _gostring_ swig_type_272;
-typedef _gostring_ swig_type_273;
-typedef _gostring_ swig_type_274;
-typedef long long swig_type_275;
+typedef long long swig_type_272;
+typedef long long swig_type_273;
+typedef _goslice_ swig_type_274;
+typedef _goslice_ swig_type_275;
 typedef _gostring_ swig_type_276;
-typedef long long swig_type_277;
-typedef _gostring_ swig_type_278;
-typedef _gostring_ swig_type_279;
+typedef _goslice_ swig_type_277;
+typedef _goslice_ swig_type_278;
+typedef long long swig_type_279;
 typedef _goslice_ swig_type_280;
-typedef _gostring_ swig_type_281;
-typedef _goslice_ swig_type_282;
+typedef _goslice_ swig_type_281;
+typedef _gostring_ swig_type_282;
 typedef _goslice_ swig_type_283;
 typedef _gostring_ swig_type_284;
-typedef _goslice_ swig_type_285;
+typedef _gostring_ swig_type_285;
 typedef _goslice_ swig_type_286;
 typedef _gostring_ swig_type_287;
-typedef _goslice_ swig_type_288;
-typedef _goslice_ swig_type_289;
+typedef long long swig_type_288;
+typedef _gostring_ swig_type_289;
 typedef _gostring_ swig_type_290;
-typedef _gostring_ swig_type_291;
+typedef long long swig_type_291;
 typedef _gostring_ swig_type_292;
 typedef _gostring_ swig_type_293;
-typedef _goslice_ swig_type_294;
+typedef _gostring_ swig_type_294;
 typedef long long swig_type_295;
-typedef _goslice_ swig_type_296;
-typedef _goslice_ swig_type_297;
-typedef long long swig_type_298;
+typedef _gostring_ swig_type_296;
+typedef long long swig_type_297;
+typedef _gostring_ swig_type_298;
 typedef _gostring_ swig_type_299;
-typedef _gostring_ swig_type_300;
-typedef _goslice_ swig_type_301;
-typedef long long swig_type_302;
+typedef _goslice_ swig_type_300;
+typedef _gostring_ swig_type_301;
+typedef _goslice_ swig_type_302;
 typedef _goslice_ swig_type_303;
-typedef _goslice_ swig_type_304;
-typedef long long swig_type_305;
-typedef _gostring_ swig_type_306;
+typedef _gostring_ swig_type_304;
+typedef _goslice_ swig_type_305;
+typedef _goslice_ swig_type_306;
 typedef _gostring_ swig_type_307;
 typedef _goslice_ swig_type_308;
 typedef _goslice_ swig_type_309;
-typedef long long swig_type_310;
+typedef _gostring_ swig_type_310;
 typedef _gostring_ swig_type_311;
-typedef _goslice_ swig_type_312;
-typedef _goslice_ swig_type_313;
-typedef long long swig_type_314;
-typedef _gostring_ swig_type_315;
-typedef long long swig_type_316;
-typedef _gostring_ swig_type_317;
+typedef _gostring_ swig_type_312;
+typedef _gostring_ swig_type_313;
+typedef _goslice_ swig_type_314;
+typedef long long swig_type_315;
+typedef _goslice_ swig_type_316;
+typedef _goslice_ swig_type_317;
 typedef long long swig_type_318;
 typedef _gostring_ swig_type_319;
-typedef long long swig_type_320;
+typedef _gostring_ swig_type_320;
 typedef _goslice_ swig_type_321;
-typedef _gostring_ swig_type_322;
-typedef long long swig_type_323;
+typedef long long swig_type_322;
+typedef _goslice_ swig_type_323;
 typedef _goslice_ swig_type_324;
-typedef _gostring_ swig_type_325;
-typedef long long swig_type_326;
-typedef _goslice_ swig_type_327;
-typedef _gostring_ swig_type_328;
-typedef long long swig_type_329;
-typedef _goslice_ swig_type_330;
+typedef long long swig_type_325;
+typedef _gostring_ swig_type_326;
+typedef _gostring_ swig_type_327;
+typedef _goslice_ swig_type_328;
+typedef _goslice_ swig_type_329;
+typedef long long swig_type_330;
 typedef _gostring_ swig_type_331;
 typedef _goslice_ swig_type_332;
 typedef _goslice_ swig_type_333;
 typedef long long swig_type_334;
-typedef long long swig_type_335;
-typedef _gostring_ swig_type_336;
-typedef _goslice_ swig_type_337;
-typedef _goslice_ swig_type_338;
-typedef _goslice_ swig_type_339;
-typedef _goslice_ swig_type_340;
+typedef _gostring_ swig_type_335;
+typedef long long swig_type_336;
+typedef _gostring_ swig_type_337;
+typedef long long swig_type_338;
+typedef _gostring_ swig_type_339;
+typedef long long swig_type_340;
 typedef _goslice_ swig_type_341;
 typedef _gostring_ swig_type_342;
 typedef long long swig_type_343;
 typedef _goslice_ swig_type_344;
 typedef _gostring_ swig_type_345;
 typedef long long swig_type_346;
-typedef long long swig_type_347;
-typedef _goslice_ swig_type_348;
-typedef _gostring_ swig_type_349;
+typedef _goslice_ swig_type_347;
+typedef _gostring_ swig_type_348;
+typedef long long swig_type_349;
 typedef _goslice_ swig_type_350;
-typedef _goslice_ swig_type_351;
-typedef long long swig_type_352;
-typedef long long swig_type_353;
+typedef _gostring_ swig_type_351;
+typedef _goslice_ swig_type_352;
+typedef _goslice_ swig_type_353;
 typedef long long swig_type_354;
-typedef _goslice_ swig_type_355;
-typedef long long swig_type_356;
-typedef _gostring_ swig_type_357;
+typedef long long swig_type_355;
+typedef _gostring_ swig_type_356;
+typedef _goslice_ swig_type_357;
 typedef _goslice_ swig_type_358;
 typedef _goslice_ swig_type_359;
 typedef _goslice_ swig_type_360;
-typedef _gostring_ swig_type_361;
-typedef long long swig_type_362;
+typedef _goslice_ swig_type_361;
+typedef _gostring_ swig_type_362;
 typedef long long swig_type_363;
 typedef _goslice_ swig_type_364;
-typedef long long swig_type_365;
-typedef _gostring_ swig_type_366;
+typedef _gostring_ swig_type_365;
+typedef long long swig_type_366;
 typedef long long swig_type_367;
 typedef _goslice_ swig_type_368;
-typedef long long swig_type_369;
-typedef _gostring_ swig_type_370;
-typedef long long swig_type_371;
-typedef _goslice_ swig_type_372;
-typedef _goslice_ swig_type_373;
-typedef _gostring_ swig_type_374;
-typedef long long swig_type_375;
-typedef _goslice_ swig_type_376;
-extern void _wrap_Swig_free_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern uintptr_t _wrap_Swig_malloc_swig_c5a5da6c39b7fef4(swig_intgo arg1);
-extern swig_intgo _wrap_OK_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_ERROR_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_EINVAL_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_EUSAGE_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_ENOMEM_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_ECUDA_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_EREMOTE_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_ETIMEOUT_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_EIO_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_ECORRUPT_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_EUNSUPPORTED_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_ENOTFOUND_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_EINTERNAL_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_ENODEVICE_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_DTYPE_FLOAT32_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_DTYPE_FLOAT16_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_DTYPE_BFLOAT16_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_DTYPE_FLOAT64_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_DTYPE_INT32_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_DTYPE_INT64_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_DTYPE_UINT8_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_DEVICE_HOST_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_DEVICE_CUDA_swig_c5a5da6c39b7fef4(void);
-extern swig_type_1 _wrap_status_string_swig_c5a5da6c39b7fef4(swig_intgo arg1);
-extern swig_intgo _wrap_version_swig_c5a5da6c39b7fef4(void);
-extern swig_type_2 _wrap_version_string_swig_c5a5da6c39b7fef4(void);
-extern swig_type_3 _wrap_dtype_size_swig_c5a5da6c39b7fef4(swig_intgo arg1);
-extern swig_intgo _wrap_SHARDING_DATA_PARALLEL_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_SHARDING_TABLE_WISE_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_SHARDING_ROW_WISE_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_SHARDING_COLUMN_WISE_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_SHARDING_GRID_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_POOLING_SUM_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_POOLING_MEAN_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_POOLING_NONE_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_INIT_DEFAULT_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_INIT_UNIFORM_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_INIT_CONSTANT_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_OPTIMIZER_SGD_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_OPTIMIZER_ADAGRAD_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_OPTIMIZER_ADAM_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_OPTIMIZER_LAMB_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_WEIGHT_DECAY_NONE_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_WEIGHT_DECAY_L2_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_c5a5da6c39b7fef4(void);
-extern void _wrap_optimizer_config_version_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_optimizer_config_version_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_optimizer_config_Xtype_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_optimizer_config_Xtype_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_optimizer_config_learning_rate_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_learning_rate_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_optimizer_config_eps_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_eps_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_optimizer_config_beta1_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_beta1_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_optimizer_config_beta2_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_beta2_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_optimizer_config_weight_decay_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_weight_decay_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_optimizer_config_weight_decay_mode_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_optimizer_config_weight_decay_mode_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_optimizer_config_stochastic_rounding_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_optimizer_config_stochastic_rounding_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern uintptr_t _wrap_new_optimizer_config_swig_c5a5da6c39b7fef4(void);
-extern void _wrap_delete_optimizer_config_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_4 _wrap_optimizer_config_init_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern void _wrap_Topology_t_version_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_version_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_Topology_t_world_size_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_world_size_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_Topology_t_ranks_per_node_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_ranks_per_node_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_Topology_t_device_type_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_device_type_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_Topology_t_memory_bytes_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_5 arg2);
-extern swig_type_6 _wrap_Topology_t_memory_bytes_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_Topology_t_intra_node_bandwidth_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_intra_node_bandwidth_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_Topology_t_inter_node_bandwidth_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_inter_node_bandwidth_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_Topology_t_batch_size_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_batch_size_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_Topology_t_optimizer_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_optimizer_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_Topology_t_memory_bandwidth_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_memory_bandwidth_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_Topology_t_reserved_fraction_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_reserved_fraction_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_Topology_t_collective_latency_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_collective_latency_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_Topology_t_per_id_cost_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_per_id_cost_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern uintptr_t _wrap_new_Topology_t_swig_c5a5da6c39b7fef4(void);
-extern void _wrap_delete_Topology_t_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_7 _wrap_topology_init_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern void _wrap_comm_options_version_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_version_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_comm_options_timeout_ms_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_8 arg2);
-extern swig_type_9 _wrap_comm_options_timeout_ms_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_comm_options_backend_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_backend_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_comm_options_device_type_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_device_type_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_comm_options_device_index_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_device_index_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_comm_options_bind_address_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_10 arg2);
-extern swig_type_11 _wrap_comm_options_bind_address_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern uintptr_t _wrap_new_comm_options_swig_c5a5da6c39b7fef4(void);
-extern void _wrap_delete_comm_options_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_12 _wrap_comm_options_init_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_13 _wrap_comm_unique_id_create_swig_c5a5da6c39b7fef4(swig_type_14 arg1);
-extern swig_type_15 _wrap_comm_create_swig_c5a5da6c39b7fef4(swig_type_16 arg1, swig_type_17 arg2, swig_intgo arg3, swig_intgo arg4, uintptr_t arg5);
-extern swig_type_18 _wrap_comm_create_local_group_swig_c5a5da6c39b7fef4(swig_type_19 arg1, uintptr_t arg2);
-extern swig_type_20 _wrap_comm_split_swig_c5a5da6c39b7fef4(swig_type_21 arg1, uintptr_t arg2, swig_intgo arg3, swig_intgo arg4);
-extern swig_type_22 _wrap_comm_rank_swig_c5a5da6c39b7fef4(swig_type_23 arg1, uintptr_t arg2);
-extern swig_type_24 _wrap_comm_size_swig_c5a5da6c39b7fef4(swig_type_25 arg1, uintptr_t arg2);
-extern swig_type_26 _wrap_comm_set_timeout_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_27 arg2);
-extern swig_type_28 _wrap_comm_abort_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_29 _wrap_comm_async_error_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_comm_destroy_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_30 _wrap_comm_allreduce_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_31 arg4, swig_intgo arg5, swig_intgo arg6);
-extern swig_type_32 _wrap_comm_broadcast_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_type_33 arg3, swig_intgo arg4, swig_intgo arg5);
-extern swig_type_34 _wrap_comm_allgather_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_35 arg4, swig_intgo arg5);
-extern swig_type_36 _wrap_comm_barrier_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_Shard_t_row_offset_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_37 arg2);
-extern swig_type_38 _wrap_Shard_t_row_offset_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_Shard_t_rows_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_39 arg2);
-extern swig_type_40 _wrap_Shard_t_rows_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_Shard_t_col_offset_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Shard_t_col_offset_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_Shard_t_cols_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Shard_t_cols_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_Shard_t_rank_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Shard_t_rank_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern uintptr_t _wrap_new_Shard_t_swig_c5a5da6c39b7fef4(void);
-extern void _wrap_delete_Shard_t_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_41 _wrap_plan_from_json_swig_c5a5da6c39b7fef4(swig_type_42 arg1, swig_type_43 arg2);
-extern swig_type_44 _wrap_plan_to_json_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_45 _wrap_plan_stats_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_46 _wrap_plan_hash_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_47 arg2);
-extern swig_type_48 _wrap_plan_world_size_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_49 arg2);
-extern swig_type_50 _wrap_plan_ranks_per_node_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_51 arg2);
-extern swig_type_52 _wrap_plan_num_tables_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_53 arg2);
-extern swig_type_54 _wrap_plan_num_features_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_55 arg2);
-extern swig_type_56 _wrap_plan_feature_name_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_57 arg2, swig_voidp arg3);
-extern swig_type_58 _wrap_plan_table_name_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_59 arg2, swig_voidp arg3);
-extern swig_type_60 _wrap_plan_find_table_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_61 arg2, swig_type_62 arg3);
-extern swig_type_63 _wrap_plan_table_rows_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_64 arg2, swig_type_65 arg3);
-extern swig_type_66 _wrap_plan_table_dim_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_67 arg2, swig_type_68 arg3);
-extern swig_type_69 _wrap_plan_table_sharding_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_70 arg2, swig_type_71 arg3, swig_type_72 arg4);
-extern swig_type_73 _wrap_plan_shard_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_74 arg2, swig_type_75 arg3, uintptr_t arg4);
-extern void _wrap_calibrate_options_version_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_calibrate_options_version_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_calibrate_options_ranks_share_memory_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_calibrate_options_ranks_share_memory_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_calibrate_options_time_budget_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
-extern double _wrap_calibrate_options_time_budget_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_calibrate_options_threads_per_rank_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_calibrate_options_threads_per_rank_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_calibrate_options_ranks_per_machine_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_calibrate_options_ranks_per_machine_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern uintptr_t _wrap_new_calibrate_options_swig_c5a5da6c39b7fef4(void);
-extern void _wrap_delete_calibrate_options_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_76 _wrap_calibrate_options_init_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern void _wrap_calibration_version_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_calibration_version_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_calibration_gather_bandwidth_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
-extern double _wrap_calibration_gather_bandwidth_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_calibration_stream_bandwidth_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
-extern double _wrap_calibration_stream_bandwidth_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_calibration_loopback_bandwidth_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
-extern double _wrap_calibration_loopback_bandwidth_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_calibration_loopback_latency_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
-extern double _wrap_calibration_loopback_latency_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_calibration_handoff_latency_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
-extern double _wrap_calibration_handoff_latency_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_calibration_elapsed_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
-extern double _wrap_calibration_elapsed_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_calibration_oversubscription_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
-extern double _wrap_calibration_oversubscription_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern uintptr_t _wrap_new_calibration_swig_c5a5da6c39b7fef4(void);
-extern void _wrap_delete_calibration_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_77 _wrap_calibration_init_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_78 _wrap_topology_calibrate_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern void _wrap_plan_destroy_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_intgo _wrap_BOUNDS_ERROR_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_BOUNDS_CLAMP_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_BOUNDS_SKIP_swig_c5a5da6c39b7fef4(void);
-extern void _wrap_embedding_options_version_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_version_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_embedding_options_seed_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_79 arg2);
-extern swig_type_80 _wrap_embedding_options_seed_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_embedding_options_bounds_policy_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_bounds_policy_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_embedding_options_num_threads_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_num_threads_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_embedding_options_dp_comm_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_embedding_options_dp_comm_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_embedding_options_device_type_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_device_type_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_embedding_options_device_index_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_device_index_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_embedding_options_non_finite_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_non_finite_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_embedding_options_table_memory_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_table_memory_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_embedding_options_forward_comm_encoding_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_forward_comm_encoding_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_embedding_options_backward_comm_encoding_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_backward_comm_encoding_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern uintptr_t _wrap_new_embedding_options_swig_c5a5da6c39b7fef4(void);
-extern void _wrap_delete_embedding_options_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_intgo _wrap_COMM_ENCODING_FP32_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_COMM_ENCODING_FP16_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_COMM_ENCODING_BF16_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_NON_FINITE_CHECK_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_NON_FINITE_ALLOW_swig_c5a5da6c39b7fef4(void);
-extern swig_type_81 _wrap_embedding_options_init_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_82 _wrap_embedding_create_swig_c5a5da6c39b7fef4(swig_type_83 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
-extern void _wrap_embedding_destroy_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_84 _wrap_embedding_output_dim_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_85 arg2);
-extern swig_type_86 _wrap_embedding_is_sequence_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_87 arg2);
-extern swig_type_88 _wrap_embedding_input_dist_wait_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_89 _wrap_embedding_forward_distributed_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_90 arg2);
-extern swig_type_91 _wrap_embedding_backward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_92 arg2);
-extern swig_type_93 _wrap_embedding_forward_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_94 _wrap_embedding_forward_distributed_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_95 _wrap_embedding_backward_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_96 _wrap_embedding_set_learning_rate_swig_c5a5da6c39b7fef4(uintptr_t arg1, float arg2);
-extern swig_type_97 _wrap_embedding_num_steps_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_98 arg2);
-extern swig_type_99 _wrap_embedding_set_num_steps_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_100 arg2);
-extern swig_type_101 _wrap_embedding_get_weights_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_102 arg2, swig_type_103 arg3);
-extern swig_type_104 _wrap_embedding_set_weights_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_105 arg2, swig_type_106 arg3);
-extern swig_type_107 _wrap_embedding_num_states_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_108 arg2);
-extern swig_type_109 _wrap_embedding_state_info_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_110 arg2, swig_voidp arg3, swig_type_111 arg4);
-extern swig_type_112 _wrap_embedding_get_state_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_113 arg2, swig_type_114 arg3, swig_type_115 arg4);
-extern swig_type_116 _wrap_embedding_set_state_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_117 arg2, swig_type_118 arg3, swig_type_119 arg4);
-extern swig_type_120 _wrap_embedding_timings_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_121 arg2, swig_type_122 arg3);
-extern swig_type_123 _wrap_embedding_set_table_learning_rate_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_124 arg2, float arg3);
-extern swig_type_125 _wrap_embedding_table_optimizer_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_126 arg2, uintptr_t arg3);
-extern swig_type_127 _wrap_embedding_table_num_states_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_128 arg2, swig_type_129 arg3);
-extern swig_type_130 _wrap_embedding_table_state_info_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_131 arg2, swig_type_132 arg3, swig_voidp arg4, swig_type_133 arg5);
-extern swig_type_134 _wrap_embedding_num_outputs_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_135 arg2);
-extern swig_type_136 _wrap_embedding_output_info_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_137 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_138 arg5, swig_type_139 arg6);
-extern void _wrap_step_timings_version_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_step_timings_version_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_step_timings_forwards_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_140 arg2);
-extern swig_type_141 _wrap_step_timings_forwards_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_step_timings_backwards_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_142 arg2);
-extern swig_type_143 _wrap_step_timings_backwards_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_step_timings_samples_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_144 arg2);
-extern swig_type_145 _wrap_step_timings_samples_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_step_timings_total_seconds_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_total_seconds_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_step_timings_collective_seconds_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_collective_seconds_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_step_timings_input_dist_seconds_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_input_dist_seconds_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_step_timings_lookup_seconds_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_lookup_seconds_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_step_timings_output_dist_seconds_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_output_dist_seconds_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_step_timings_backward_seconds_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_backward_seconds_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_step_timings_embedding_comm_seconds_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_embedding_comm_seconds_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern uintptr_t _wrap_new_step_timings_swig_c5a5da6c39b7fef4(void);
-extern void _wrap_delete_step_timings_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_146 _wrap_step_timings_init_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_147 _wrap_embedding_step_timings_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_148 _wrap_device_count_swig_c5a5da6c39b7fef4(swig_type_149 arg1);
-extern swig_type_150 _wrap_device_check_swig_c5a5da6c39b7fef4(swig_intgo arg1, swig_intgo arg2);
-extern void _wrap_mesh_options_version_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_version_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_mesh_options_sharding_group_size_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_sharding_group_size_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_mesh_options_layout_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_layout_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_mesh_options_ranks_per_node_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_ranks_per_node_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_mesh_options_sync_interval_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_sync_interval_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_mesh_options_sync_mode_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_sync_mode_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern uintptr_t _wrap_new_mesh_options_swig_c5a5da6c39b7fef4(void);
-extern void _wrap_delete_mesh_options_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_151 _wrap_mesh_options_init_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_152 _wrap_mesh_create_swig_c5a5da6c39b7fef4(swig_type_153 arg1, uintptr_t arg2, uintptr_t arg3);
-extern void _wrap_mesh_destroy_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_154 _wrap_mesh_coords_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_155 arg2, swig_type_156 arg3, swig_type_157 arg4, swig_type_158 arg5);
-extern swig_type_159 _wrap_mesh_sharding_comm_swig_c5a5da6c39b7fef4(swig_type_160 arg1, uintptr_t arg2);
-extern swig_type_161 _wrap_mesh_replica_comm_swig_c5a5da6c39b7fef4(swig_type_162 arg1, uintptr_t arg2);
-extern swig_type_163 _wrap_mesh_describe_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_164 _wrap_mesh_embedding_create_swig_c5a5da6c39b7fef4(swig_type_165 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
-extern swig_type_166 _wrap_mesh_sync_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
-extern swig_type_167 _wrap_mesh_step_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_type_168 arg3);
-extern swig_type_169 _wrap_mesh_sync_stats_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_170 arg2, swig_type_171 arg3, swig_type_172 arg4);
-extern void _wrap_checkpoint_options_version_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_checkpoint_options_version_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_checkpoint_options_num_dense_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_173 arg2);
-extern swig_type_174 _wrap_checkpoint_options_num_dense_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_checkpoint_options_reset_optimizer_state_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_checkpoint_options_allow_dtype_change_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern void _wrap_checkpoint_options_verify_first_set_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_checkpoint_options_verify_first_get_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern uintptr_t _wrap_new_checkpoint_options_swig_c5a5da6c39b7fef4(void);
-extern void _wrap_delete_checkpoint_options_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_175 _wrap_checkpoint_options_init_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_176 _wrap_checkpoint_save_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_177 arg2, uintptr_t arg3);
-extern swig_type_178 _wrap_checkpoint_load_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_179 arg2, uintptr_t arg3);
-extern swig_type_180 _wrap_checkpoint_save_mesh_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_type_181 arg3, uintptr_t arg4);
-extern swig_type_182 _wrap_checkpoint_load_mesh_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_type_183 arg3, uintptr_t arg4);
-extern swig_type_184 _wrap_checkpoint_export_table_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_185 arg2, swig_type_186 arg3, swig_intgo arg4);
-extern swig_type_187 _wrap_checkpoint_import_table_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_188 arg2, swig_type_189 arg3, swig_intgo arg4);
-extern uintptr_t _wrap_bind_plan_spec_new_swig_c5a5da6c39b7fef4(void);
-extern void _wrap_bind_plan_spec_free_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern uintptr_t _wrap_bind_plan_spec_topology_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_190 _wrap_bind_plan_spec_add_feature_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_191 arg2, float arg3);
-extern swig_type_192 _wrap_bind_plan_spec_add_table_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_193 arg2, swig_type_194 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_195 arg7, swig_intgo arg8, float arg9, float arg10);
-extern swig_type_196 _wrap_bind_plan_spec_set_table_optimizer_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_197 _wrap_bind_plan_spec_add_table_feature_name_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_198 arg2);
-extern swig_type_199 _wrap_bind_plan_spec_add_constraints_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_200 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_201 arg5, swig_type_202 arg6);
-extern swig_type_203 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_204 arg2);
-extern swig_type_205 _wrap_bind_plan_create_swig_c5a5da6c39b7fef4(swig_type_206 arg1, uintptr_t arg2);
-extern swig_type_207 _wrap_bind_embedding_forward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_208 arg2, swig_type_209 arg3, swig_type_210 arg4, swig_type_211 arg5, swig_type_212 arg6, swig_type_213 arg7);
-extern swig_type_214 _wrap_bind_embedding_input_dist_start_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_215 arg2, swig_type_216 arg3, swig_type_217 arg4, swig_type_218 arg5, swig_type_219 arg6);
-extern swig_intgo _wrap_ACTIVATION_NONE_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_ACTIVATION_RELU_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_ACTIVATION_SIGMOID_swig_c5a5da6c39b7fef4(void);
-extern swig_type_220 _wrap_dense_set_blas_threads_swig_c5a5da6c39b7fef4(swig_intgo arg1);
-extern swig_intgo _wrap_DENSE_MATH_FP32_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_DENSE_MATH_TF32_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_DENSE_MATH_BF16_swig_c5a5da6c39b7fef4(void);
-extern void _wrap_mlp_destroy_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_221 _wrap_mlp_forward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_222 arg2, swig_type_223 arg3, swig_type_224 arg4, swig_type_225 arg5);
-extern swig_type_226 _wrap_mlp_zero_grad_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_227 _wrap_mlp_num_tensors_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_228 arg2);
-extern swig_type_229 _wrap_dcn_create_swig_c5a5da6c39b7fef4(swig_type_230 arg1, swig_type_231 arg2, swig_intgo arg3, swig_type_232 arg4, swig_type_233 arg5, swig_type_234 arg6);
-extern void _wrap_dcn_destroy_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_235 _wrap_dcn_forward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_236 arg2, swig_type_237 arg3, swig_type_238 arg4, swig_type_239 arg5);
-extern swig_type_240 _wrap_dcn_zero_grad_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_241 _wrap_dcn_num_tensors_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_242 arg2);
-extern swig_type_243 _wrap_dot_interaction_width_swig_c5a5da6c39b7fef4(swig_type_244 arg1, swig_type_245 arg2, swig_type_246 arg3);
-extern swig_type_247 _wrap_dot_interaction_backward_swig_c5a5da6c39b7fef4(swig_type_248 arg1, swig_type_249 arg2, swig_type_250 arg3, swig_type_251 arg4, swig_type_252 arg5, swig_type_253 arg6, swig_type_254 arg7, swig_type_255 arg8);
-extern swig_type_256 _wrap_bce_with_logits_swig_c5a5da6c39b7fef4(swig_type_257 arg1, swig_type_258 arg2, swig_type_259 arg3, double arg4, swig_type_260 arg5, swig_type_261 arg6);
-extern swig_type_262 _wrap_dense_optimizer_create_swig_c5a5da6c39b7fef4(swig_type_263 arg1, uintptr_t arg2);
-extern void _wrap_dense_optimizer_destroy_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_264 _wrap_dense_optimizer_set_learning_rate_swig_c5a5da6c39b7fef4(uintptr_t arg1, float arg2);
-extern swig_type_265 _wrap_dense_optimizer_steps_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_266 arg2);
-extern swig_type_267 _wrap_dense_optimizer_set_steps_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_268 arg2);
-extern swig_intgo _wrap_DDP_COMPRESSION_NONE_swig_c5a5da6c39b7fef4(void);
-extern swig_intgo _wrap_DDP_COMPRESSION_BF16_swig_c5a5da6c39b7fef4(void);
-extern void _wrap_ddp_destroy_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_269 _wrap_ddp_zero_grad_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_270 _wrap_ddp_mark_ready_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_271 arg2);
-extern swig_type_272 _wrap_ddp_finish_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_273 _wrap_ddp_set_sync_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_intgo arg2);
-extern void _wrap_fsdp_destroy_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_274 _wrap_fsdp_release_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_275 arg2);
-extern swig_type_276 _wrap_fsdp_reduce_grad_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_277 arg2);
-extern swig_type_278 _wrap_fsdp_step_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_279 _wrap_bind_dense_blas_threads_swig_c5a5da6c39b7fef4(swig_type_280 arg1);
-extern swig_type_281 _wrap_bind_mlp_dims_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_282 arg2, swig_type_283 arg3);
-extern swig_type_284 _wrap_bind_mlp_device_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_285 arg2, swig_type_286 arg3);
-extern swig_type_287 _wrap_bind_fsdp_memory_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_288 arg2, swig_type_289 arg3);
-extern uintptr_t _wrap_bind_param_list_new_swig_c5a5da6c39b7fef4(void);
-extern void _wrap_bind_param_list_free_swig_c5a5da6c39b7fef4(uintptr_t arg1);
-extern swig_type_290 _wrap_bind_param_list_add_mlp_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_291 _wrap_bind_param_list_add_dcn_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_292 _wrap_bind_dense_optimizer_step_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_293 _wrap_bind_mlp_create_swig_c5a5da6c39b7fef4(swig_type_294 arg1, swig_type_295 arg2, swig_type_296 arg3, swig_type_297 arg4, swig_type_298 arg5, swig_type_299 arg6);
-extern swig_type_300 _wrap_bind_mlp_create_on_swig_c5a5da6c39b7fef4(swig_type_301 arg1, swig_type_302 arg2, swig_type_303 arg3, swig_type_304 arg4, swig_type_305 arg5, swig_type_306 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
-extern swig_type_307 _wrap_bind_mlp_backward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_308 arg2, swig_type_309 arg3, uintptr_t arg4, swig_type_310 arg5);
-extern swig_type_311 _wrap_bind_dcn_backward_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_312 arg2, swig_type_313 arg3, uintptr_t arg4, swig_type_314 arg5);
-extern swig_type_315 _wrap_bind_mlp_use_ddp_grads_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_type_316 arg3);
-extern swig_type_317 _wrap_bind_dcn_use_ddp_grads_swig_c5a5da6c39b7fef4(uintptr_t arg1, uintptr_t arg2, swig_type_318 arg3);
-extern swig_type_319 _wrap_bind_mlp_tensor_info_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_320 arg2, swig_voidp arg3, swig_type_321 arg4);
-extern swig_type_322 _wrap_bind_dcn_tensor_info_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_323 arg2, swig_voidp arg3, swig_type_324 arg4);
-extern swig_type_325 _wrap_bind_mlp_copy_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_326 arg2, swig_intgo arg3, swig_type_327 arg4, swig_intgo arg5);
-extern swig_type_328 _wrap_bind_dcn_copy_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_329 arg2, swig_intgo arg3, swig_type_330 arg4, swig_intgo arg5);
-extern swig_type_331 _wrap_bind_ddp_create_swig_c5a5da6c39b7fef4(swig_type_332 arg1, uintptr_t arg2, swig_type_333 arg3, swig_type_334 arg4, swig_type_335 arg5, swig_intgo arg6);
-extern swig_type_336 _wrap_bind_ddp_stats_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_337 arg2, swig_type_338 arg3, swig_type_339 arg4, swig_type_340 arg5, swig_type_341 arg6);
-extern swig_type_342 _wrap_bind_ddp_bucket_size_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_343 arg2, swig_type_344 arg3);
-extern swig_type_345 _wrap_bind_ddp_bucket_tensor_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_346 arg2, swig_type_347 arg3, swig_type_348 arg4);
-extern swig_type_349 _wrap_bind_dot_interaction_forward_swig_c5a5da6c39b7fef4(swig_type_350 arg1, swig_type_351 arg2, swig_type_352 arg3, swig_type_353 arg4, swig_type_354 arg5, swig_type_355 arg6, swig_type_356 arg7);
-extern swig_type_357 _wrap_bind_fsdp_create_swig_c5a5da6c39b7fef4(swig_type_358 arg1, uintptr_t arg2, swig_type_359 arg3, swig_type_360 arg4, uintptr_t arg5);
-extern swig_type_361 _wrap_bind_fsdp_gather_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_362 arg2, swig_type_363 arg3, swig_type_364 arg4, swig_type_365 arg5);
-extern swig_type_366 _wrap_bind_fsdp_add_grad_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_367 arg2, swig_type_368 arg3, swig_type_369 arg4);
-extern swig_type_370 _wrap_bind_fsdp_shard_range_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_371 arg2, swig_type_372 arg3, swig_type_373 arg4);
-extern swig_type_374 _wrap_bind_fsdp_read_shard_swig_c5a5da6c39b7fef4(uintptr_t arg1, swig_type_375 arg2, swig_type_376 arg3);
+typedef _gostring_ swig_type_369;
+typedef _goslice_ swig_type_370;
+typedef _goslice_ swig_type_371;
+typedef long long swig_type_372;
+typedef long long swig_type_373;
+typedef long long swig_type_374;
+typedef _goslice_ swig_type_375;
+typedef long long swig_type_376;
+typedef _gostring_ swig_type_377;
+typedef _goslice_ swig_type_378;
+typedef _goslice_ swig_type_379;
+typedef _goslice_ swig_type_380;
+typedef _gostring_ swig_type_381;
+typedef long long swig_type_382;
+typedef long long swig_type_383;
+typedef _goslice_ swig_type_384;
+typedef long long swig_type_385;
+typedef _gostring_ swig_type_386;
+typedef long long swig_type_387;
+typedef _goslice_ swig_type_388;
+typedef long long swig_type_389;
+typedef _gostring_ swig_type_390;
+typedef long long swig_type_391;
+typedef _goslice_ swig_type_392;
+typedef _goslice_ swig_type_393;
+typedef _gostring_ swig_type_394;
+typedef long long swig_type_395;
+typedef _goslice_ swig_type_396;
+typedef _gostring_ swig_type_397;
+typedef long long swig_type_398;
+typedef _goslice_ swig_type_399;
+typedef _gostring_ swig_type_400;
+typedef long long swig_type_401;
+typedef _goslice_ swig_type_402;
+typedef long long swig_type_403;
+typedef _gostring_ swig_type_404;
+typedef long long swig_type_405;
+typedef _gostring_ swig_type_406;
+typedef long long swig_type_407;
+typedef _gostring_ swig_type_408;
+typedef long long swig_type_409;
+typedef long long swig_type_410;
+extern void _wrap_Swig_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern uintptr_t _wrap_Swig_malloc_swig_5010cc1c9577d3b9(swig_intgo arg1);
+extern swig_intgo _wrap_OK_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_ERROR_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_EINVAL_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_EUSAGE_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_ENOMEM_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_ECUDA_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_EREMOTE_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_ETIMEOUT_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_EIO_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_ECORRUPT_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_EUNSUPPORTED_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_ENOTFOUND_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_EINTERNAL_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_ENODEVICE_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_DTYPE_FLOAT32_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_DTYPE_FLOAT16_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_DTYPE_BFLOAT16_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_DTYPE_FLOAT64_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_DTYPE_INT32_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_DTYPE_INT64_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_DTYPE_UINT8_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_DEVICE_HOST_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_DEVICE_CUDA_swig_5010cc1c9577d3b9(void);
+extern swig_type_1 _wrap_status_string_swig_5010cc1c9577d3b9(swig_intgo arg1);
+extern swig_intgo _wrap_version_swig_5010cc1c9577d3b9(void);
+extern swig_type_2 _wrap_version_string_swig_5010cc1c9577d3b9(void);
+extern swig_type_3 _wrap_dtype_size_swig_5010cc1c9577d3b9(swig_intgo arg1);
+extern swig_intgo _wrap_SHARDING_DATA_PARALLEL_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_SHARDING_TABLE_WISE_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_SHARDING_ROW_WISE_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_SHARDING_COLUMN_WISE_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_SHARDING_GRID_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_POOLING_SUM_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_POOLING_MEAN_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_POOLING_NONE_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_INIT_DEFAULT_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_INIT_UNIFORM_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_INIT_CONSTANT_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_OPTIMIZER_SGD_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_OPTIMIZER_ADAGRAD_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_OPTIMIZER_ADAM_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_OPTIMIZER_LAMB_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_WEIGHT_DECAY_NONE_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_WEIGHT_DECAY_L2_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_5010cc1c9577d3b9(void);
+extern void _wrap_optimizer_config_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_optimizer_config_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_optimizer_config_Xtype_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_optimizer_config_Xtype_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_optimizer_config_learning_rate_set_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_learning_rate_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_optimizer_config_eps_set_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_eps_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_optimizer_config_beta1_set_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_beta1_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_optimizer_config_beta2_set_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_beta2_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_optimizer_config_weight_decay_set_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_weight_decay_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_optimizer_config_weight_decay_mode_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_optimizer_config_weight_decay_mode_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_optimizer_config_stochastic_rounding_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_optimizer_config_stochastic_rounding_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern uintptr_t _wrap_new_optimizer_config_swig_5010cc1c9577d3b9(void);
+extern void _wrap_delete_optimizer_config_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_4 _wrap_optimizer_config_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_Topology_t_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_Topology_t_world_size_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_world_size_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_Topology_t_ranks_per_node_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_ranks_per_node_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_Topology_t_device_type_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_device_type_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_Topology_t_memory_bytes_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_5 arg2);
+extern swig_type_6 _wrap_Topology_t_memory_bytes_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_Topology_t_intra_node_bandwidth_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_intra_node_bandwidth_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_Topology_t_inter_node_bandwidth_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_inter_node_bandwidth_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_Topology_t_batch_size_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_batch_size_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_Topology_t_optimizer_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_optimizer_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_Topology_t_memory_bandwidth_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_memory_bandwidth_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_Topology_t_reserved_fraction_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_reserved_fraction_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_Topology_t_collective_latency_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_collective_latency_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_Topology_t_per_id_cost_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_per_id_cost_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern uintptr_t _wrap_new_Topology_t_swig_5010cc1c9577d3b9(void);
+extern void _wrap_delete_Topology_t_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_7 _wrap_topology_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_comm_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_comm_options_timeout_ms_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_8 arg2);
+extern swig_type_9 _wrap_comm_options_timeout_ms_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_comm_options_backend_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_backend_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_comm_options_device_type_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_device_type_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_comm_options_device_index_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_device_index_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_comm_options_bind_address_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_10 arg2);
+extern swig_type_11 _wrap_comm_options_bind_address_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern uintptr_t _wrap_new_comm_options_swig_5010cc1c9577d3b9(void);
+extern void _wrap_delete_comm_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_12 _wrap_comm_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_13 _wrap_comm_unique_id_create_swig_5010cc1c9577d3b9(swig_type_14 arg1);
+extern swig_type_15 _wrap_comm_create_swig_5010cc1c9577d3b9(swig_type_16 arg1, swig_type_17 arg2, swig_intgo arg3, swig_intgo arg4, uintptr_t arg5);
+extern swig_type_18 _wrap_comm_create_local_group_swig_5010cc1c9577d3b9(swig_type_19 arg1, uintptr_t arg2);
+extern swig_type_20 _wrap_comm_split_swig_5010cc1c9577d3b9(swig_type_21 arg1, uintptr_t arg2, swig_intgo arg3, swig_intgo arg4);
+extern swig_type_22 _wrap_comm_rank_swig_5010cc1c9577d3b9(swig_type_23 arg1, uintptr_t arg2);
+extern swig_type_24 _wrap_comm_size_swig_5010cc1c9577d3b9(swig_type_25 arg1, uintptr_t arg2);
+extern swig_type_26 _wrap_comm_set_timeout_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_27 arg2);
+extern swig_type_28 _wrap_comm_abort_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_29 _wrap_comm_async_error_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_comm_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_30 _wrap_comm_allreduce_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_31 arg4, swig_intgo arg5, swig_intgo arg6);
+extern swig_type_32 _wrap_comm_broadcast_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_33 arg3, swig_intgo arg4, swig_intgo arg5);
+extern swig_type_34 _wrap_comm_allgather_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_35 arg4, swig_intgo arg5);
+extern swig_type_36 _wrap_comm_barrier_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_Shard_t_row_offset_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_37 arg2);
+extern swig_type_38 _wrap_Shard_t_row_offset_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_Shard_t_rows_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_39 arg2);
+extern swig_type_40 _wrap_Shard_t_rows_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_Shard_t_col_offset_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Shard_t_col_offset_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_Shard_t_cols_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Shard_t_cols_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_Shard_t_rank_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Shard_t_rank_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern uintptr_t _wrap_new_Shard_t_swig_5010cc1c9577d3b9(void);
+extern void _wrap_delete_Shard_t_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_41 _wrap_plan_from_json_swig_5010cc1c9577d3b9(swig_type_42 arg1, swig_type_43 arg2);
+extern swig_type_44 _wrap_plan_to_json_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_45 _wrap_plan_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_46 _wrap_plan_hash_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_47 arg2);
+extern swig_type_48 _wrap_plan_world_size_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_49 arg2);
+extern swig_type_50 _wrap_plan_ranks_per_node_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_51 arg2);
+extern swig_type_52 _wrap_plan_num_tables_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_53 arg2);
+extern swig_type_54 _wrap_plan_num_features_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_55 arg2);
+extern swig_type_56 _wrap_plan_feature_name_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_57 arg2, swig_voidp arg3);
+extern swig_type_58 _wrap_plan_table_name_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_59 arg2, swig_voidp arg3);
+extern swig_type_60 _wrap_plan_find_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_61 arg2, swig_type_62 arg3);
+extern swig_type_63 _wrap_plan_table_rows_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_64 arg2, swig_type_65 arg3);
+extern swig_type_66 _wrap_plan_table_dim_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_67 arg2, swig_type_68 arg3);
+extern swig_type_69 _wrap_plan_table_sharding_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_70 arg2, swig_type_71 arg3, swig_type_72 arg4);
+extern swig_type_73 _wrap_plan_shard_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_74 arg2, swig_type_75 arg3, uintptr_t arg4);
+extern void _wrap_calibrate_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_calibrate_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_calibrate_options_ranks_share_memory_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_calibrate_options_ranks_share_memory_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_calibrate_options_time_budget_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
+extern double _wrap_calibrate_options_time_budget_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_calibrate_options_threads_per_rank_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_calibrate_options_threads_per_rank_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_calibrate_options_ranks_per_machine_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_calibrate_options_ranks_per_machine_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern uintptr_t _wrap_new_calibrate_options_swig_5010cc1c9577d3b9(void);
+extern void _wrap_delete_calibrate_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_76 _wrap_calibrate_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_calibration_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_calibration_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_calibration_gather_bandwidth_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_gather_bandwidth_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_calibration_stream_bandwidth_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_stream_bandwidth_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_calibration_loopback_bandwidth_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_loopback_bandwidth_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_calibration_loopback_latency_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_loopback_latency_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_calibration_handoff_latency_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_handoff_latency_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_calibration_elapsed_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_elapsed_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_calibration_oversubscription_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_oversubscription_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern uintptr_t _wrap_new_calibration_swig_5010cc1c9577d3b9(void);
+extern void _wrap_delete_calibration_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_77 _wrap_calibration_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_78 _wrap_topology_calibrate_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern void _wrap_plan_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_intgo _wrap_BOUNDS_ERROR_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_BOUNDS_CLAMP_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_BOUNDS_SKIP_swig_5010cc1c9577d3b9(void);
+extern void _wrap_embedding_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_embedding_options_seed_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_79 arg2);
+extern swig_type_80 _wrap_embedding_options_seed_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_embedding_options_bounds_policy_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_bounds_policy_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_embedding_options_num_threads_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_num_threads_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_embedding_options_dp_comm_set_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_embedding_options_dp_comm_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_embedding_options_device_type_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_device_type_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_embedding_options_device_index_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_device_index_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_embedding_options_non_finite_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_non_finite_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_embedding_options_table_memory_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_table_memory_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_embedding_options_forward_comm_encoding_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_forward_comm_encoding_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_embedding_options_backward_comm_encoding_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_backward_comm_encoding_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern uintptr_t _wrap_new_embedding_options_swig_5010cc1c9577d3b9(void);
+extern void _wrap_delete_embedding_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_intgo _wrap_COMM_ENCODING_FP32_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_COMM_ENCODING_FP16_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_COMM_ENCODING_BF16_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_NON_FINITE_CHECK_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_NON_FINITE_ALLOW_swig_5010cc1c9577d3b9(void);
+extern swig_type_81 _wrap_embedding_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_82 _wrap_embedding_create_swig_5010cc1c9577d3b9(swig_type_83 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern void _wrap_embedding_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_84 _wrap_embedding_output_dim_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_85 arg2);
+extern swig_type_86 _wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_87 arg2);
+extern swig_type_88 _wrap_embedding_input_dist_wait_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_89 _wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_90 arg2);
+extern swig_type_91 _wrap_embedding_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_92 arg2);
+extern swig_type_93 _wrap_embedding_forward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_94 _wrap_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_95 _wrap_embedding_backward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_96 _wrap_embedding_set_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
+extern swig_type_97 _wrap_embedding_num_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_98 arg2);
+extern swig_type_99 _wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_100 arg2);
+extern swig_type_101 _wrap_embedding_get_weights_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_102 arg2, swig_type_103 arg3);
+extern swig_type_104 _wrap_embedding_set_weights_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_105 arg2, swig_type_106 arg3);
+extern swig_type_107 _wrap_embedding_num_states_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_108 arg2);
+extern swig_type_109 _wrap_embedding_state_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_110 arg2, swig_voidp arg3, swig_type_111 arg4);
+extern swig_type_112 _wrap_embedding_get_state_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_113 arg2, swig_type_114 arg3, swig_type_115 arg4);
+extern swig_type_116 _wrap_embedding_set_state_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_117 arg2, swig_type_118 arg3, swig_type_119 arg4);
+extern swig_type_120 _wrap_embedding_timings_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_121 arg2, swig_type_122 arg3);
+extern swig_type_123 _wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_124 arg2, float arg3);
+extern swig_type_125 _wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_126 arg2, uintptr_t arg3);
+extern swig_type_127 _wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_128 arg2, swig_type_129 arg3);
+extern swig_type_130 _wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_131 arg2, swig_type_132 arg3, swig_voidp arg4, swig_type_133 arg5);
+extern swig_type_134 _wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_135 arg2);
+extern swig_type_136 _wrap_embedding_output_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_137 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_138 arg5, swig_type_139 arg6);
+extern void _wrap_step_timings_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_step_timings_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_140 arg2);
+extern swig_type_141 _wrap_step_timings_forwards_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_142 arg2);
+extern swig_type_143 _wrap_step_timings_backwards_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_144 arg2);
+extern swig_type_145 _wrap_step_timings_samples_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_step_timings_total_seconds_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_total_seconds_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_step_timings_collective_seconds_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_collective_seconds_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_step_timings_input_dist_seconds_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_input_dist_seconds_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_step_timings_lookup_seconds_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_lookup_seconds_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_step_timings_output_dist_seconds_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_output_dist_seconds_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_step_timings_backward_seconds_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_backward_seconds_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_step_timings_embedding_comm_seconds_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_embedding_comm_seconds_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern uintptr_t _wrap_new_step_timings_swig_5010cc1c9577d3b9(void);
+extern void _wrap_delete_step_timings_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_146 _wrap_step_timings_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_147 _wrap_embedding_step_timings_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_148 _wrap_device_count_swig_5010cc1c9577d3b9(swig_type_149 arg1);
+extern swig_type_150 _wrap_device_check_swig_5010cc1c9577d3b9(swig_intgo arg1, swig_intgo arg2);
+extern void _wrap_mesh_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_mesh_options_sharding_group_size_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_sharding_group_size_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_mesh_options_layout_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_layout_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_mesh_options_ranks_per_node_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_ranks_per_node_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_mesh_options_sync_interval_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_sync_interval_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_mesh_options_sync_mode_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_sync_mode_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern uintptr_t _wrap_new_mesh_options_swig_5010cc1c9577d3b9(void);
+extern void _wrap_delete_mesh_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_151 _wrap_mesh_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_152 _wrap_mesh_create_swig_5010cc1c9577d3b9(swig_type_153 arg1, uintptr_t arg2, uintptr_t arg3);
+extern void _wrap_mesh_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_154 _wrap_mesh_coords_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_155 arg2, swig_type_156 arg3, swig_type_157 arg4, swig_type_158 arg5);
+extern swig_type_159 _wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(swig_type_160 arg1, uintptr_t arg2);
+extern swig_type_161 _wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(swig_type_162 arg1, uintptr_t arg2);
+extern swig_type_163 _wrap_mesh_describe_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_164 _wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(swig_type_165 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_166 _wrap_mesh_sync_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
+extern swig_type_167 _wrap_mesh_step_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_168 arg3);
+extern swig_type_169 _wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_170 arg2, swig_type_171 arg3, swig_type_172 arg4);
+extern void _wrap_checkpoint_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_checkpoint_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_173 arg2);
+extern swig_type_174 _wrap_checkpoint_options_num_dense_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_checkpoint_options_reset_optimizer_state_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_checkpoint_options_allow_dtype_change_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_checkpoint_options_verify_first_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_checkpoint_options_verify_first_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern uintptr_t _wrap_new_checkpoint_options_swig_5010cc1c9577d3b9(void);
+extern void _wrap_delete_checkpoint_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_175 _wrap_checkpoint_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_176 _wrap_checkpoint_save_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_177 arg2, uintptr_t arg3);
+extern swig_type_178 _wrap_checkpoint_load_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_179 arg2, uintptr_t arg3);
+extern swig_type_180 _wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_181 arg3, uintptr_t arg4);
+extern swig_type_182 _wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_183 arg3, uintptr_t arg4);
+extern swig_type_184 _wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_185 arg2, swig_type_186 arg3, swig_intgo arg4);
+extern swig_type_187 _wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_188 arg2, swig_type_189 arg3, swig_intgo arg4);
+extern uintptr_t _wrap_bind_plan_spec_new_swig_5010cc1c9577d3b9(void);
+extern void _wrap_bind_plan_spec_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern uintptr_t _wrap_bind_plan_spec_topology_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_190 _wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_191 arg2, float arg3);
+extern swig_type_192 _wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_193 arg2, swig_type_194 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_195 arg7, swig_intgo arg8, float arg9, float arg10);
+extern swig_type_196 _wrap_bind_plan_spec_set_table_optimizer_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_197 _wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_198 arg2);
+extern swig_type_199 _wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_200 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_201 arg5, swig_type_202 arg6);
+extern swig_type_203 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_204 arg2);
+extern swig_type_205 _wrap_bind_plan_create_swig_5010cc1c9577d3b9(swig_type_206 arg1, uintptr_t arg2);
+extern swig_type_207 _wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_208 arg2, swig_type_209 arg3, swig_type_210 arg4, swig_type_211 arg5, swig_type_212 arg6, swig_type_213 arg7);
+extern swig_type_214 _wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_215 arg2, swig_type_216 arg3, swig_type_217 arg4, swig_type_218 arg5, swig_type_219 arg6);
+extern swig_type_220 _wrap_bind_device_plugin_path_swig_5010cc1c9577d3b9(swig_voidp arg1);
+extern swig_type_221 _wrap_bind_checkpoint_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_222 arg3, uintptr_t arg4, swig_type_223 arg5, swig_type_224 arg6, swig_type_225 arg7, swig_intgo arg8);
+extern swig_type_226 _wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_227 arg2, swig_type_228 arg3, swig_type_229 arg4, swig_type_230 arg5, swig_type_231 arg6, swig_type_232 arg7, swig_type_233 arg8);
+extern swig_type_234 _wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_235 arg2, swig_type_236 arg3);
+extern swig_type_237 _wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_238 arg2, swig_type_239 arg3);
+extern swig_intgo _wrap_ACTIVATION_NONE_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_ACTIVATION_RELU_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_ACTIVATION_SIGMOID_swig_5010cc1c9577d3b9(void);
+extern swig_type_240 _wrap_dense_set_blas_threads_swig_5010cc1c9577d3b9(swig_intgo arg1);
+extern swig_intgo _wrap_DENSE_MATH_FP32_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_DENSE_MATH_TF32_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_DENSE_MATH_BF16_swig_5010cc1c9577d3b9(void);
+extern void _wrap_mlp_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_241 _wrap_mlp_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_242 arg2, swig_type_243 arg3, swig_type_244 arg4, swig_type_245 arg5);
+extern swig_type_246 _wrap_mlp_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_247 _wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_248 arg2);
+extern swig_type_249 _wrap_dcn_create_swig_5010cc1c9577d3b9(swig_type_250 arg1, swig_type_251 arg2, swig_intgo arg3, swig_type_252 arg4, swig_type_253 arg5, swig_type_254 arg6);
+extern void _wrap_dcn_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_255 _wrap_dcn_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_256 arg2, swig_type_257 arg3, swig_type_258 arg4, swig_type_259 arg5);
+extern swig_type_260 _wrap_dcn_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_261 _wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_262 arg2);
+extern swig_type_263 _wrap_dot_interaction_width_swig_5010cc1c9577d3b9(swig_type_264 arg1, swig_type_265 arg2, swig_type_266 arg3);
+extern swig_type_267 _wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(swig_type_268 arg1, swig_type_269 arg2, swig_type_270 arg3, swig_type_271 arg4, swig_type_272 arg5, swig_type_273 arg6, swig_type_274 arg7, swig_type_275 arg8);
+extern swig_type_276 _wrap_bce_with_logits_swig_5010cc1c9577d3b9(swig_type_277 arg1, swig_type_278 arg2, swig_type_279 arg3, double arg4, swig_type_280 arg5, swig_type_281 arg6);
+extern swig_type_282 _wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(swig_type_283 arg1, uintptr_t arg2);
+extern void _wrap_dense_optimizer_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_284 _wrap_dense_optimizer_set_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
+extern swig_type_285 _wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_286 arg2);
+extern swig_type_287 _wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_288 arg2);
+extern swig_intgo _wrap_DDP_COMPRESSION_NONE_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_DDP_COMPRESSION_BF16_swig_5010cc1c9577d3b9(void);
+extern void _wrap_ddp_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_289 _wrap_ddp_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_290 _wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_291 arg2);
+extern swig_type_292 _wrap_ddp_finish_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_293 _wrap_ddp_set_sync_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_fsdp_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_294 _wrap_fsdp_release_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_295 arg2);
+extern swig_type_296 _wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_297 arg2);
+extern swig_type_298 _wrap_fsdp_step_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_299 _wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(swig_type_300 arg1);
+extern swig_type_301 _wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_302 arg2, swig_type_303 arg3);
+extern swig_type_304 _wrap_bind_mlp_device_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_305 arg2, swig_type_306 arg3);
+extern swig_type_307 _wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_308 arg2, swig_type_309 arg3);
+extern uintptr_t _wrap_bind_param_list_new_swig_5010cc1c9577d3b9(void);
+extern void _wrap_bind_param_list_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_310 _wrap_bind_param_list_add_mlp_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_311 _wrap_bind_param_list_add_dcn_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_312 _wrap_bind_dense_optimizer_step_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_313 _wrap_bind_mlp_create_swig_5010cc1c9577d3b9(swig_type_314 arg1, swig_type_315 arg2, swig_type_316 arg3, swig_type_317 arg4, swig_type_318 arg5, swig_type_319 arg6);
+extern swig_type_320 _wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(swig_type_321 arg1, swig_type_322 arg2, swig_type_323 arg3, swig_type_324 arg4, swig_type_325 arg5, swig_type_326 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
+extern swig_type_327 _wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_328 arg2, swig_type_329 arg3, uintptr_t arg4, swig_type_330 arg5);
+extern swig_type_331 _wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_332 arg2, swig_type_333 arg3, uintptr_t arg4, swig_type_334 arg5);
+extern swig_type_335 _wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_336 arg3);
+extern swig_type_337 _wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_338 arg3);
+extern swig_type_339 _wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_340 arg2, swig_voidp arg3, swig_type_341 arg4);
+extern swig_type_342 _wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_343 arg2, swig_voidp arg3, swig_type_344 arg4);
+extern swig_type_345 _wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_346 arg2, swig_intgo arg3, swig_type_347 arg4, swig_intgo arg5);
+extern swig_type_348 _wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_349 arg2, swig_intgo arg3, swig_type_350 arg4, swig_intgo arg5);
+extern swig_type_351 _wrap_bind_ddp_create_swig_5010cc1c9577d3b9(swig_type_352 arg1, uintptr_t arg2, swig_type_353 arg3, swig_type_354 arg4, swig_type_355 arg5, swig_intgo arg6);
+extern swig_type_356 _wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_357 arg2, swig_type_358 arg3, swig_type_359 arg4, swig_type_360 arg5, swig_type_361 arg6);
+extern swig_type_362 _wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_363 arg2, swig_type_364 arg3);
+extern swig_type_365 _wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_366 arg2, swig_type_367 arg3, swig_type_368 arg4);
+extern swig_type_369 _wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(swig_type_370 arg1, swig_type_371 arg2, swig_type_372 arg3, swig_type_373 arg4, swig_type_374 arg5, swig_type_375 arg6, swig_type_376 arg7);
+extern swig_type_377 _wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(swig_type_378 arg1, uintptr_t arg2, swig_type_379 arg3, swig_type_380 arg4, uintptr_t arg5);
+extern swig_type_381 _wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_382 arg2, swig_type_383 arg3, swig_type_384 arg4, swig_type_385 arg5);
+extern swig_type_386 _wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_387 arg2, swig_type_388 arg3, swig_type_389 arg4);
+extern swig_type_390 _wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_391 arg2, swig_type_392 arg3, swig_type_393 arg4);
+extern swig_type_394 _wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_395 arg2, swig_type_396 arg3);
+extern swig_type_397 _wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_398 arg2, swig_intgo arg3, swig_type_399 arg4);
+extern swig_type_400 _wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_401 arg2, swig_intgo arg3, swig_type_402 arg4, swig_type_403 arg5, swig_intgo arg6);
+extern swig_type_404 _wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_405 arg2, uintptr_t arg3);
+extern swig_type_406 _wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_407 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_408 _wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_409 arg2, uintptr_t arg3, uintptr_t arg4);
+extern uintptr_t _wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(swig_type_410 arg1);
+extern void _wrap_bind_host_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
 #undef intgo
 */
 import "C"
@@ -848,111 +894,111 @@ func swigCopyString(s string) string {
 
 func Swig_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_Swig_free_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	C._wrap_Swig_free_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 func Swig_malloc(arg1 int) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_Swig_malloc_swig_c5a5da6c39b7fef4(C.swig_intgo(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_Swig_malloc_swig_5010cc1c9577d3b9(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
 type Enum_SS_shardrec_status_code int
 func _swig_getOK() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_OK_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_OK_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var OK Enum_SS_shardrec_status_code = _swig_getOK()
 func _swig_getERROR() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ERROR_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ERROR_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var ERROR Enum_SS_shardrec_status_code = _swig_getERROR()
 func _swig_getEINVAL() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EINVAL_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EINVAL_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var EINVAL Enum_SS_shardrec_status_code = _swig_getEINVAL()
 func _swig_getEUSAGE() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EUSAGE_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EUSAGE_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var EUSAGE Enum_SS_shardrec_status_code = _swig_getEUSAGE()
 func _swig_getENOMEM() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENOMEM_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENOMEM_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var ENOMEM Enum_SS_shardrec_status_code = _swig_getENOMEM()
 func _swig_getECUDA() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ECUDA_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ECUDA_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var ECUDA Enum_SS_shardrec_status_code = _swig_getECUDA()
 func _swig_getEREMOTE() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EREMOTE_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EREMOTE_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var EREMOTE Enum_SS_shardrec_status_code = _swig_getEREMOTE()
 func _swig_getETIMEOUT() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ETIMEOUT_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ETIMEOUT_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var ETIMEOUT Enum_SS_shardrec_status_code = _swig_getETIMEOUT()
 func _swig_getEIO() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EIO_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EIO_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var EIO Enum_SS_shardrec_status_code = _swig_getEIO()
 func _swig_getECORRUPT() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ECORRUPT_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ECORRUPT_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var ECORRUPT Enum_SS_shardrec_status_code = _swig_getECORRUPT()
 func _swig_getEUNSUPPORTED() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EUNSUPPORTED_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EUNSUPPORTED_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var EUNSUPPORTED Enum_SS_shardrec_status_code = _swig_getEUNSUPPORTED()
 func _swig_getENOTFOUND() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENOTFOUND_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENOTFOUND_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var ENOTFOUND Enum_SS_shardrec_status_code = _swig_getENOTFOUND()
 func _swig_getEINTERNAL() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EINTERNAL_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EINTERNAL_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var EINTERNAL Enum_SS_shardrec_status_code = _swig_getEINTERNAL()
 func _swig_getENODEVICE() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENODEVICE_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENODEVICE_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
@@ -960,49 +1006,49 @@ var ENODEVICE Enum_SS_shardrec_status_code = _swig_getENODEVICE()
 type Enum_SS_shardrec_dtype int
 func _swig_getDTYPE_FLOAT32() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT32_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT32_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var DTYPE_FLOAT32 Enum_SS_shardrec_dtype = _swig_getDTYPE_FLOAT32()
 func _swig_getDTYPE_FLOAT16() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT16_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT16_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var DTYPE_FLOAT16 Enum_SS_shardrec_dtype = _swig_getDTYPE_FLOAT16()
 func _swig_getDTYPE_BFLOAT16() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_BFLOAT16_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_BFLOAT16_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var DTYPE_BFLOAT16 Enum_SS_shardrec_dtype = _swig_getDTYPE_BFLOAT16()
 func _swig_getDTYPE_FLOAT64() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT64_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT64_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var DTYPE_FLOAT64 Enum_SS_shardrec_dtype = _swig_getDTYPE_FLOAT64()
 func _swig_getDTYPE_INT32() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_INT32_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_INT32_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var DTYPE_INT32 Enum_SS_shardrec_dtype = _swig_getDTYPE_INT32()
 func _swig_getDTYPE_INT64() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_INT64_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_INT64_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var DTYPE_INT64 Enum_SS_shardrec_dtype = _swig_getDTYPE_INT64()
 func _swig_getDTYPE_UINT8() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_UINT8_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_UINT8_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
@@ -1010,14 +1056,14 @@ var DTYPE_UINT8 Enum_SS_shardrec_dtype = _swig_getDTYPE_UINT8()
 type Enum_SS_shardrec_device_type int
 func _swig_getDEVICE_HOST() (_swig_ret Enum_SS_shardrec_device_type) {
 	var swig_r Enum_SS_shardrec_device_type
-	swig_r = (Enum_SS_shardrec_device_type)(C._wrap_DEVICE_HOST_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_device_type)(C._wrap_DEVICE_HOST_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var DEVICE_HOST Enum_SS_shardrec_device_type = _swig_getDEVICE_HOST()
 func _swig_getDEVICE_CUDA() (_swig_ret Enum_SS_shardrec_device_type) {
 	var swig_r Enum_SS_shardrec_device_type
-	swig_r = (Enum_SS_shardrec_device_type)(C._wrap_DEVICE_CUDA_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_device_type)(C._wrap_DEVICE_CUDA_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
@@ -1025,7 +1071,7 @@ var DEVICE_CUDA Enum_SS_shardrec_device_type = _swig_getDEVICE_CUDA()
 func Status_string(arg1 int) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_status_string_swig_c5a5da6c39b7fef4(C.swig_intgo(_swig_i_0))
+	swig_r_p := C._wrap_status_string_swig_5010cc1c9577d3b9(C.swig_intgo(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -1034,13 +1080,13 @@ func Status_string(arg1 int) (_swig_ret string) {
 
 func Version() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_version_swig_c5a5da6c39b7fef4())
+	swig_r = (int)(C._wrap_version_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 func Version_string() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_version_string_swig_c5a5da6c39b7fef4()
+	swig_r_p := C._wrap_version_string_swig_5010cc1c9577d3b9()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -1050,7 +1096,7 @@ func Version_string() (_swig_ret string) {
 func Dtype_size(arg1 int) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_dtype_size_swig_c5a5da6c39b7fef4(C.swig_intgo(_swig_i_0)))
+	swig_r = (int64)(C._wrap_dtype_size_swig_5010cc1c9577d3b9(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
@@ -1060,49 +1106,49 @@ const VERSION_PATCH int = 0
 type Enum_SS_shardrec_sharding_type int
 func _swig_getSHARDING_DATA_PARALLEL() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_DATA_PARALLEL_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_DATA_PARALLEL_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var SHARDING_DATA_PARALLEL Enum_SS_shardrec_sharding_type = _swig_getSHARDING_DATA_PARALLEL()
 func _swig_getSHARDING_TABLE_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_WISE_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_WISE_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var SHARDING_TABLE_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_TABLE_WISE()
 func _swig_getSHARDING_ROW_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_ROW_WISE_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_ROW_WISE_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var SHARDING_ROW_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_ROW_WISE()
 func _swig_getSHARDING_COLUMN_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_COLUMN_WISE_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_COLUMN_WISE_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var SHARDING_COLUMN_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_COLUMN_WISE()
 func _swig_getSHARDING_TABLE_ROW_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_ROW_WISE_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_ROW_WISE_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var SHARDING_TABLE_ROW_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_TABLE_ROW_WISE()
 func _swig_getSHARDING_TABLE_COLUMN_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_COLUMN_WISE_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_COLUMN_WISE_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var SHARDING_TABLE_COLUMN_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_TABLE_COLUMN_WISE()
 func _swig_getSHARDING_GRID() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_GRID_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_GRID_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
@@ -1111,21 +1157,21 @@ const SHARDING_COUNT int = 7
 type Enum_SS_shardrec_pooling int
 func _swig_getPOOLING_SUM() (_swig_ret Enum_SS_shardrec_pooling) {
 	var swig_r Enum_SS_shardrec_pooling
-	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_SUM_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_SUM_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var POOLING_SUM Enum_SS_shardrec_pooling = _swig_getPOOLING_SUM()
 func _swig_getPOOLING_MEAN() (_swig_ret Enum_SS_shardrec_pooling) {
 	var swig_r Enum_SS_shardrec_pooling
-	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_MEAN_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_MEAN_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var POOLING_MEAN Enum_SS_shardrec_pooling = _swig_getPOOLING_MEAN()
 func _swig_getPOOLING_NONE() (_swig_ret Enum_SS_shardrec_pooling) {
 	var swig_r Enum_SS_shardrec_pooling
-	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_NONE_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_NONE_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
@@ -1133,21 +1179,21 @@ var POOLING_NONE Enum_SS_shardrec_pooling = _swig_getPOOLING_NONE()
 type Enum_SS_shardrec_init_kind int
 func _swig_getINIT_DEFAULT() (_swig_ret Enum_SS_shardrec_init_kind) {
 	var swig_r Enum_SS_shardrec_init_kind
-	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_DEFAULT_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_DEFAULT_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var INIT_DEFAULT Enum_SS_shardrec_init_kind = _swig_getINIT_DEFAULT()
 func _swig_getINIT_UNIFORM() (_swig_ret Enum_SS_shardrec_init_kind) {
 	var swig_r Enum_SS_shardrec_init_kind
-	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_UNIFORM_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_UNIFORM_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var INIT_UNIFORM Enum_SS_shardrec_init_kind = _swig_getINIT_UNIFORM()
 func _swig_getINIT_CONSTANT() (_swig_ret Enum_SS_shardrec_init_kind) {
 	var swig_r Enum_SS_shardrec_init_kind
-	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_CONSTANT_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_CONSTANT_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
@@ -1156,42 +1202,42 @@ const FEATURE_CONFIG_VERSION uint = 1
 type Enum_SS_shardrec_optimizer_type int
 func _swig_getOPTIMIZER_SGD() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_SGD_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_SGD_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var OPTIMIZER_SGD Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_SGD()
 func _swig_getOPTIMIZER_ADAGRAD() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ADAGRAD_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ADAGRAD_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var OPTIMIZER_ADAGRAD Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_ADAGRAD()
 func _swig_getOPTIMIZER_ROWWISE_ADAGRAD() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var OPTIMIZER_ROWWISE_ADAGRAD Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_ROWWISE_ADAGRAD()
 func _swig_getOPTIMIZER_ADAM() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ADAM_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ADAM_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var OPTIMIZER_ADAM Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_ADAM()
 func _swig_getOPTIMIZER_PARTIAL_ROWWISE_ADAM() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var OPTIMIZER_PARTIAL_ROWWISE_ADAM Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_PARTIAL_ROWWISE_ADAM()
 func _swig_getOPTIMIZER_LAMB() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_LAMB_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_LAMB_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
@@ -1199,21 +1245,21 @@ var OPTIMIZER_LAMB Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_LAMB()
 type Enum_SS_shardrec_weight_decay_mode int
 func _swig_getWEIGHT_DECAY_NONE() (_swig_ret Enum_SS_shardrec_weight_decay_mode) {
 	var swig_r Enum_SS_shardrec_weight_decay_mode
-	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_NONE_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_NONE_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var WEIGHT_DECAY_NONE Enum_SS_shardrec_weight_decay_mode = _swig_getWEIGHT_DECAY_NONE()
 func _swig_getWEIGHT_DECAY_L2() (_swig_ret Enum_SS_shardrec_weight_decay_mode) {
 	var swig_r Enum_SS_shardrec_weight_decay_mode
-	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_L2_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_L2_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var WEIGHT_DECAY_L2 Enum_SS_shardrec_weight_decay_mode = _swig_getWEIGHT_DECAY_L2()
 func _swig_getWEIGHT_DECAY_DECOUPLED() (_swig_ret Enum_SS_shardrec_weight_decay_mode) {
 	var swig_r Enum_SS_shardrec_weight_decay_mode
-	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_DECOUPLED_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_DECOUPLED_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
@@ -1230,129 +1276,129 @@ func (p SwigcptrOptimizer_config) SwigIsOptimizer_config() {
 func (arg1 SwigcptrOptimizer_config) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_version_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_optimizer_config_version_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_optimizer_config_version_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_optimizer_config_version_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetXtype(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_Xtype_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_optimizer_config_Xtype_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetXtype() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_optimizer_config_Xtype_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_optimizer_config_Xtype_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetLearning_rate(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_learning_rate_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_learning_rate_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetLearning_rate() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_learning_rate_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_learning_rate_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetEps(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_eps_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_eps_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetEps() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_eps_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_eps_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetBeta1(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_beta1_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_beta1_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetBeta1() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_beta1_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_beta1_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetBeta2(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_beta2_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_beta2_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetBeta2() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_beta2_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_beta2_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetWeight_decay(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_weight_decay_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_weight_decay_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetWeight_decay() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_weight_decay_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_weight_decay_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetWeight_decay_mode(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_weight_decay_mode_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_optimizer_config_weight_decay_mode_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetWeight_decay_mode() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_optimizer_config_weight_decay_mode_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_optimizer_config_weight_decay_mode_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetStochastic_rounding(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_stochastic_rounding_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_optimizer_config_stochastic_rounding_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetStochastic_rounding() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_optimizer_config_stochastic_rounding_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_optimizer_config_stochastic_rounding_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewOptimizer_config() (_swig_ret Optimizer_config) {
 	var swig_r Optimizer_config
-	swig_r = (Optimizer_config)(SwigcptrOptimizer_config(C._wrap_new_optimizer_config_swig_c5a5da6c39b7fef4()))
+	swig_r = (Optimizer_config)(SwigcptrOptimizer_config(C._wrap_new_optimizer_config_swig_5010cc1c9577d3b9()))
 	return swig_r
 }
 
 func DeleteOptimizer_config(arg1 Optimizer_config) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_optimizer_config_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_optimizer_config_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 type Optimizer_config interface {
@@ -1383,7 +1429,7 @@ func Optimizer_config_init(arg1 Optimizer_config, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_optimizer_config_init_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_optimizer_config_init_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1403,181 +1449,181 @@ func (p SwigcptrTopology_t) SwigIsTopology_t() {
 func (arg1 SwigcptrTopology_t) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_version_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_version_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_Topology_t_version_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_Topology_t_version_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetWorld_size(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_world_size_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_world_size_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetWorld_size() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_world_size_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_world_size_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetRanks_per_node(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_ranks_per_node_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_ranks_per_node_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetRanks_per_node() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_ranks_per_node_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_ranks_per_node_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetDevice_type(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_device_type_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_device_type_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetDevice_type() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_device_type_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_device_type_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetMemory_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_memory_bytes_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1))
+	C._wrap_Topology_t_memory_bytes_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetMemory_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_Topology_t_memory_bytes_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_Topology_t_memory_bytes_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetIntra_node_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_intra_node_bandwidth_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_intra_node_bandwidth_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetIntra_node_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_intra_node_bandwidth_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_intra_node_bandwidth_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetInter_node_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_inter_node_bandwidth_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_inter_node_bandwidth_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetInter_node_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_inter_node_bandwidth_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_inter_node_bandwidth_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetBatch_size(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_batch_size_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_batch_size_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetBatch_size() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_batch_size_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_batch_size_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetOptimizer(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_optimizer_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_optimizer_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetOptimizer() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_optimizer_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_optimizer_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetMemory_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_memory_bandwidth_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_memory_bandwidth_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetMemory_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_memory_bandwidth_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_memory_bandwidth_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetReserved_fraction(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_reserved_fraction_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_reserved_fraction_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetReserved_fraction() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_reserved_fraction_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_reserved_fraction_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetCollective_latency(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_collective_latency_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_collective_latency_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetCollective_latency() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_collective_latency_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_collective_latency_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetPer_id_cost(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_per_id_cost_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_per_id_cost_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetPer_id_cost() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_per_id_cost_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_per_id_cost_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewTopology_t() (_swig_ret Topology_t) {
 	var swig_r Topology_t
-	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_new_Topology_t_swig_c5a5da6c39b7fef4()))
+	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_new_Topology_t_swig_5010cc1c9577d3b9()))
 	return swig_r
 }
 
 func DeleteTopology_t(arg1 Topology_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Topology_t_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Topology_t_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 type Topology_t interface {
@@ -1616,7 +1662,7 @@ func Topology_init(arg1 Topology_t, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_topology_init_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_topology_init_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1645,72 +1691,72 @@ func (p SwigcptrComm_options) SwigIsComm_options() {
 func (arg1 SwigcptrComm_options) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_version_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_comm_options_version_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_comm_options_version_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_comm_options_version_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetTimeout_ms(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_timeout_ms_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_8(_swig_i_1))
+	C._wrap_comm_options_timeout_ms_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_8(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetTimeout_ms() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_comm_options_timeout_ms_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_comm_options_timeout_ms_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetBackend(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_backend_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_comm_options_backend_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetBackend() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_comm_options_backend_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_comm_options_backend_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetDevice_type(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_device_type_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_comm_options_device_type_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetDevice_type() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_comm_options_device_type_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_comm_options_device_type_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetDevice_index(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_device_index_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_comm_options_device_index_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetDevice_index() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_comm_options_device_index_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_comm_options_device_index_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetBind_address(arg2 string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_bind_address_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_10)(unsafe.Pointer(&_swig_i_1)))
+	C._wrap_comm_options_bind_address_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_10)(unsafe.Pointer(&_swig_i_1)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1719,7 +1765,7 @@ func (arg1 SwigcptrComm_options) SetBind_address(arg2 string) {
 func (arg1 SwigcptrComm_options) GetBind_address() (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_options_bind_address_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_comm_options_bind_address_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -1728,13 +1774,13 @@ func (arg1 SwigcptrComm_options) GetBind_address() (_swig_ret string) {
 
 func NewComm_options() (_swig_ret Comm_options) {
 	var swig_r Comm_options
-	swig_r = (Comm_options)(SwigcptrComm_options(C._wrap_new_comm_options_swig_c5a5da6c39b7fef4()))
+	swig_r = (Comm_options)(SwigcptrComm_options(C._wrap_new_comm_options_swig_5010cc1c9577d3b9()))
 	return swig_r
 }
 
 func DeleteComm_options(arg1 Comm_options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_comm_options_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_comm_options_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 type Comm_options interface {
@@ -1758,7 +1804,7 @@ func Comm_options_init(arg1 Comm_options, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_options_init_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_comm_options_init_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1768,7 +1814,7 @@ func Comm_options_init(arg1 Comm_options, arg2 uint) (_swig_ret error) {
 func Comm_unique_id_create(arg1 []byte) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_unique_id_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_14)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_comm_unique_id_create_swig_5010cc1c9577d3b9(*(*C.swig_type_14)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1785,7 +1831,7 @@ func Comm_create(arg1 []uintptr, arg2 []byte, arg3 int, arg4 int, arg5 Comm_opti
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_comm_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_16)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_17)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_comm_create_swig_5010cc1c9577d3b9(*(*C.swig_type_16)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_17)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1803,7 +1849,7 @@ func Comm_create_local_group(arg1 []uintptr, arg2 Comm_options) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_comm_create_local_group_swig_c5a5da6c39b7fef4(*(*C.swig_type_19)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_create_local_group_swig_5010cc1c9577d3b9(*(*C.swig_type_19)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1819,7 +1865,7 @@ func Comm_split(arg1 []uintptr, arg2 uintptr, arg3 int, arg4 int) (_swig_ret err
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_comm_split_swig_c5a5da6c39b7fef4(*(*C.swig_type_21)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_comm_split_swig_5010cc1c9577d3b9(*(*C.swig_type_21)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1833,7 +1879,7 @@ func Comm_rank(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_rank_swig_c5a5da6c39b7fef4(*(*C.swig_type_23)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_rank_swig_5010cc1c9577d3b9(*(*C.swig_type_23)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1847,7 +1893,7 @@ func Comm_size(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_size_swig_c5a5da6c39b7fef4(*(*C.swig_type_25)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_size_swig_5010cc1c9577d3b9(*(*C.swig_type_25)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1861,7 +1907,7 @@ func Comm_set_timeout(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_set_timeout_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_27(_swig_i_1))
+	swig_r_p := C._wrap_comm_set_timeout_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_27(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1871,7 +1917,7 @@ func Comm_set_timeout(arg1 uintptr, arg2 int64) (_swig_ret error) {
 func Comm_abort(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_abort_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_comm_abort_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1881,7 +1927,7 @@ func Comm_abort(arg1 uintptr) (_swig_ret error) {
 func Comm_async_error(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_async_error_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_comm_async_error_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1890,7 +1936,7 @@ func Comm_async_error(arg1 uintptr) (_swig_ret error) {
 
 func Comm_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_comm_destroy_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	C._wrap_comm_destroy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 func Comm_allreduce(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 int, arg6 int) (_swig_ret error) {
@@ -1901,7 +1947,7 @@ func Comm_allreduce(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_comm_allreduce_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_31(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_comm_allreduce_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_31(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1915,7 +1961,7 @@ func Comm_broadcast(arg1 uintptr, arg2 uintptr, arg3 int64, arg4 int, arg5 int) 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_comm_broadcast_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_33(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_comm_broadcast_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_33(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1929,7 +1975,7 @@ func Comm_allgather(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_comm_allgather_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_35(_swig_i_3), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_comm_allgather_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_35(_swig_i_3), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1939,7 +1985,7 @@ func Comm_allgather(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 func Comm_barrier(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_barrier_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_comm_barrier_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1958,77 +2004,77 @@ func (p SwigcptrShard_t) SwigIsShard_t() {
 func (arg1 SwigcptrShard_t) SetRow_offset(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_row_offset_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_37(_swig_i_1))
+	C._wrap_Shard_t_row_offset_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_37(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRow_offset() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Shard_t_row_offset_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Shard_t_row_offset_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrShard_t) SetRows(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_rows_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_39(_swig_i_1))
+	C._wrap_Shard_t_rows_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_39(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRows() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Shard_t_rows_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Shard_t_rows_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrShard_t) SetCol_offset(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_col_offset_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Shard_t_col_offset_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetCol_offset() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Shard_t_col_offset_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Shard_t_col_offset_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrShard_t) SetCols(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_cols_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Shard_t_cols_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetCols() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Shard_t_cols_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Shard_t_cols_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrShard_t) SetRank(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_rank_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Shard_t_rank_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRank() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Shard_t_rank_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Shard_t_rank_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewShard_t() (_swig_ret Shard_t) {
 	var swig_r Shard_t
-	swig_r = (Shard_t)(SwigcptrShard_t(C._wrap_new_Shard_t_swig_c5a5da6c39b7fef4()))
+	swig_r = (Shard_t)(SwigcptrShard_t(C._wrap_new_Shard_t_swig_5010cc1c9577d3b9()))
 	return swig_r
 }
 
 func DeleteShard_t(arg1 Shard_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Shard_t_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Shard_t_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 type Shard_t interface {
@@ -2050,7 +2096,7 @@ func Plan_from_json(arg1 []uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_from_json_swig_c5a5da6c39b7fef4(*(*C.swig_type_42)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_from_json_swig_5010cc1c9577d3b9(*(*C.swig_type_42)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2067,7 +2113,7 @@ func Plan_to_json(arg1 uintptr, arg2 *string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_to_json_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_plan_to_json_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg2 = swigCopyString(*arg2) 
 	var swig_r_1 error
@@ -2079,7 +2125,7 @@ func Plan_stats(arg1 uintptr, arg2 *string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_stats_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_plan_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg2 = swigCopyString(*arg2) 
 	var swig_r_1 error
@@ -2091,7 +2137,7 @@ func Plan_hash(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_hash_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_hash_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2105,7 +2151,7 @@ func Plan_world_size(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_world_size_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_world_size_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2119,7 +2165,7 @@ func Plan_ranks_per_node(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_ranks_per_node_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_51)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_ranks_per_node_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_51)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2133,7 +2179,7 @@ func Plan_num_tables(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_num_tables_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_num_tables_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2147,7 +2193,7 @@ func Plan_num_features(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_num_features_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_num_features_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2162,7 +2208,7 @@ func Plan_feature_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_feature_name_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_57(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_plan_feature_name_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_57(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	var swig_r_1 error
@@ -2175,7 +2221,7 @@ func Plan_table_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_name_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_59(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_plan_table_name_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_59(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	var swig_r_1 error
@@ -2188,7 +2234,7 @@ func Plan_find_table(arg1 uintptr, arg2 string, arg3 []uint64) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_find_table_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_find_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2206,7 +2252,7 @@ func Plan_table_rows(arg1 uintptr, arg2 int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_rows_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_64(_swig_i_1), *(*C.swig_type_65)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_table_rows_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_64(_swig_i_1), *(*C.swig_type_65)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2221,7 +2267,7 @@ func Plan_table_dim(arg1 uintptr, arg2 int64, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_dim_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_67(_swig_i_1), *(*C.swig_type_68)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_table_dim_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_67(_swig_i_1), *(*C.swig_type_68)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2237,7 +2283,7 @@ func Plan_table_sharding(arg1 uintptr, arg2 int64, arg3 []int32, arg4 []uint64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_plan_table_sharding_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_72)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_plan_table_sharding_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_72)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2256,7 +2302,7 @@ func Plan_shard(arg1 uintptr, arg2 int64, arg3 int64, arg4 Shard_t) (_swig_ret e
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_plan_shard_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_74(_swig_i_1), C.swig_type_75(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_plan_shard_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_74(_swig_i_1), C.swig_type_75(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2275,77 +2321,77 @@ func (p SwigcptrCalibrate_options) SwigIsCalibrate_options() {
 func (arg1 SwigcptrCalibrate_options) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibrate_options_version_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_calibrate_options_version_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibrate_options) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_calibrate_options_version_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_calibrate_options_version_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibrate_options) SetRanks_share_memory(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibrate_options_ranks_share_memory_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_calibrate_options_ranks_share_memory_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibrate_options) GetRanks_share_memory() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_calibrate_options_ranks_share_memory_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_calibrate_options_ranks_share_memory_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibrate_options) SetTime_budget(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibrate_options_time_budget_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibrate_options_time_budget_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibrate_options) GetTime_budget() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibrate_options_time_budget_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibrate_options_time_budget_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibrate_options) SetThreads_per_rank(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibrate_options_threads_per_rank_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_calibrate_options_threads_per_rank_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibrate_options) GetThreads_per_rank() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_calibrate_options_threads_per_rank_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_calibrate_options_threads_per_rank_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibrate_options) SetRanks_per_machine(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibrate_options_ranks_per_machine_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_calibrate_options_ranks_per_machine_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibrate_options) GetRanks_per_machine() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_calibrate_options_ranks_per_machine_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_calibrate_options_ranks_per_machine_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewCalibrate_options() (_swig_ret Calibrate_options) {
 	var swig_r Calibrate_options
-	swig_r = (Calibrate_options)(SwigcptrCalibrate_options(C._wrap_new_calibrate_options_swig_c5a5da6c39b7fef4()))
+	swig_r = (Calibrate_options)(SwigcptrCalibrate_options(C._wrap_new_calibrate_options_swig_5010cc1c9577d3b9()))
 	return swig_r
 }
 
 func DeleteCalibrate_options(arg1 Calibrate_options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_calibrate_options_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_calibrate_options_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 type Calibrate_options interface {
@@ -2368,7 +2414,7 @@ func Calibrate_options_init(arg1 Calibrate_options, arg2 uint) (_swig_ret error)
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_calibrate_options_init_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_calibrate_options_init_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2387,116 +2433,116 @@ func (p SwigcptrCalibration) SwigIsCalibration() {
 func (arg1 SwigcptrCalibration) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_version_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_calibration_version_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_calibration_version_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_calibration_version_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibration) SetGather_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_gather_bandwidth_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibration_gather_bandwidth_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetGather_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibration_gather_bandwidth_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibration_gather_bandwidth_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibration) SetStream_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_stream_bandwidth_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibration_stream_bandwidth_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetStream_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibration_stream_bandwidth_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibration_stream_bandwidth_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibration) SetLoopback_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_loopback_bandwidth_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibration_loopback_bandwidth_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetLoopback_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibration_loopback_bandwidth_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibration_loopback_bandwidth_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibration) SetLoopback_latency(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_loopback_latency_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibration_loopback_latency_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetLoopback_latency() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibration_loopback_latency_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibration_loopback_latency_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibration) SetHandoff_latency(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_handoff_latency_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibration_handoff_latency_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetHandoff_latency() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibration_handoff_latency_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibration_handoff_latency_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibration) SetElapsed(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_elapsed_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibration_elapsed_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetElapsed() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibration_elapsed_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibration_elapsed_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibration) SetOversubscription(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_oversubscription_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibration_oversubscription_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetOversubscription() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibration_oversubscription_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibration_oversubscription_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewCalibration() (_swig_ret Calibration) {
 	var swig_r Calibration
-	swig_r = (Calibration)(SwigcptrCalibration(C._wrap_new_calibration_swig_c5a5da6c39b7fef4()))
+	swig_r = (Calibration)(SwigcptrCalibration(C._wrap_new_calibration_swig_5010cc1c9577d3b9()))
 	return swig_r
 }
 
 func DeleteCalibration(arg1 Calibration) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_calibration_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_calibration_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 type Calibration interface {
@@ -2525,7 +2571,7 @@ func Calibration_init(arg1 Calibration, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_calibration_init_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_calibration_init_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2537,7 +2583,7 @@ func Topology_calibrate(arg1 Topology_t, arg2 Calibrate_options, arg3 Calibratio
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_topology_calibrate_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_topology_calibrate_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2546,27 +2592,27 @@ func Topology_calibrate(arg1 Topology_t, arg2 Calibrate_options, arg3 Calibratio
 
 func Plan_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_plan_destroy_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	C._wrap_plan_destroy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 type Enum_SS_shardrec_bounds_policy int
 func _swig_getBOUNDS_ERROR() (_swig_ret Enum_SS_shardrec_bounds_policy) {
 	var swig_r Enum_SS_shardrec_bounds_policy
-	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_ERROR_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_ERROR_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var BOUNDS_ERROR Enum_SS_shardrec_bounds_policy = _swig_getBOUNDS_ERROR()
 func _swig_getBOUNDS_CLAMP() (_swig_ret Enum_SS_shardrec_bounds_policy) {
 	var swig_r Enum_SS_shardrec_bounds_policy
-	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_CLAMP_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_CLAMP_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var BOUNDS_CLAMP Enum_SS_shardrec_bounds_policy = _swig_getBOUNDS_CLAMP()
 func _swig_getBOUNDS_SKIP() (_swig_ret Enum_SS_shardrec_bounds_policy) {
 	var swig_r Enum_SS_shardrec_bounds_policy
-	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_SKIP_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_SKIP_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
@@ -2583,155 +2629,155 @@ func (p SwigcptrEmbedding_options) SwigIsEmbedding_options() {
 func (arg1 SwigcptrEmbedding_options) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_version_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_version_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_embedding_options_version_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_embedding_options_version_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetSeed(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_seed_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_79(_swig_i_1))
+	C._wrap_embedding_options_seed_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_79(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetSeed() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_embedding_options_seed_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_embedding_options_seed_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetBounds_policy(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_bounds_policy_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_bounds_policy_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetBounds_policy() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_bounds_policy_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_bounds_policy_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetNum_threads(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_num_threads_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_num_threads_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetNum_threads() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_num_threads_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_num_threads_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetDp_comm(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_dp_comm_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_embedding_options_dp_comm_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetDp_comm() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_embedding_options_dp_comm_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_embedding_options_dp_comm_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetDevice_type(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_device_type_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_device_type_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetDevice_type() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_device_type_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_device_type_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetDevice_index(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_device_index_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_device_index_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetDevice_index() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_device_index_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_device_index_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetNon_finite(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_non_finite_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_non_finite_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetNon_finite() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_non_finite_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_non_finite_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetTable_memory(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_table_memory_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_table_memory_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetTable_memory() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_table_memory_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_table_memory_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetForward_comm_encoding(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_forward_comm_encoding_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_forward_comm_encoding_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetForward_comm_encoding() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_forward_comm_encoding_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_forward_comm_encoding_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetBackward_comm_encoding(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_backward_comm_encoding_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_backward_comm_encoding_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetBackward_comm_encoding() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_backward_comm_encoding_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_backward_comm_encoding_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewEmbedding_options() (_swig_ret Embedding_options) {
 	var swig_r Embedding_options
-	swig_r = (Embedding_options)(SwigcptrEmbedding_options(C._wrap_new_embedding_options_swig_c5a5da6c39b7fef4()))
+	swig_r = (Embedding_options)(SwigcptrEmbedding_options(C._wrap_new_embedding_options_swig_5010cc1c9577d3b9()))
 	return swig_r
 }
 
 func DeleteEmbedding_options(arg1 Embedding_options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_embedding_options_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_embedding_options_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 type Embedding_options interface {
@@ -2764,21 +2810,21 @@ type Embedding_options interface {
 type Enum_SS_shardrec_comm_encoding int
 func _swig_getCOMM_ENCODING_FP32() (_swig_ret Enum_SS_shardrec_comm_encoding) {
 	var swig_r Enum_SS_shardrec_comm_encoding
-	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_FP32_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_FP32_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var COMM_ENCODING_FP32 Enum_SS_shardrec_comm_encoding = _swig_getCOMM_ENCODING_FP32()
 func _swig_getCOMM_ENCODING_FP16() (_swig_ret Enum_SS_shardrec_comm_encoding) {
 	var swig_r Enum_SS_shardrec_comm_encoding
-	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_FP16_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_FP16_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var COMM_ENCODING_FP16 Enum_SS_shardrec_comm_encoding = _swig_getCOMM_ENCODING_FP16()
 func _swig_getCOMM_ENCODING_BF16() (_swig_ret Enum_SS_shardrec_comm_encoding) {
 	var swig_r Enum_SS_shardrec_comm_encoding
-	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_BF16_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_BF16_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
@@ -2786,14 +2832,14 @@ var COMM_ENCODING_BF16 Enum_SS_shardrec_comm_encoding = _swig_getCOMM_ENCODING_B
 type Enum_SS_shardrec_table_memory int
 func _swig_getTABLE_MEMORY_HUGE_PAGES() (_swig_ret Enum_SS_shardrec_table_memory) {
 	var swig_r Enum_SS_shardrec_table_memory
-	swig_r = (Enum_SS_shardrec_table_memory)(C._wrap_TABLE_MEMORY_HUGE_PAGES_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_table_memory)(C._wrap_TABLE_MEMORY_HUGE_PAGES_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var TABLE_MEMORY_HUGE_PAGES Enum_SS_shardrec_table_memory = _swig_getTABLE_MEMORY_HUGE_PAGES()
 func _swig_getTABLE_MEMORY_SMALL_PAGES() (_swig_ret Enum_SS_shardrec_table_memory) {
 	var swig_r Enum_SS_shardrec_table_memory
-	swig_r = (Enum_SS_shardrec_table_memory)(C._wrap_TABLE_MEMORY_SMALL_PAGES_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_table_memory)(C._wrap_TABLE_MEMORY_SMALL_PAGES_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
@@ -2801,14 +2847,14 @@ var TABLE_MEMORY_SMALL_PAGES Enum_SS_shardrec_table_memory = _swig_getTABLE_MEMO
 type Enum_SS_shardrec_non_finite_policy int
 func _swig_getNON_FINITE_CHECK() (_swig_ret Enum_SS_shardrec_non_finite_policy) {
 	var swig_r Enum_SS_shardrec_non_finite_policy
-	swig_r = (Enum_SS_shardrec_non_finite_policy)(C._wrap_NON_FINITE_CHECK_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_non_finite_policy)(C._wrap_NON_FINITE_CHECK_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var NON_FINITE_CHECK Enum_SS_shardrec_non_finite_policy = _swig_getNON_FINITE_CHECK()
 func _swig_getNON_FINITE_ALLOW() (_swig_ret Enum_SS_shardrec_non_finite_policy) {
 	var swig_r Enum_SS_shardrec_non_finite_policy
-	swig_r = (Enum_SS_shardrec_non_finite_policy)(C._wrap_NON_FINITE_ALLOW_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_non_finite_policy)(C._wrap_NON_FINITE_ALLOW_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
@@ -2818,7 +2864,7 @@ func Embedding_options_init(arg1 Embedding_options, arg2 uint) (_swig_ret error)
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_options_init_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_embedding_options_init_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2832,7 +2878,7 @@ func Embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Optimizer
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_embedding_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_83)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_embedding_create_swig_5010cc1c9577d3b9(*(*C.swig_type_83)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2844,14 +2890,14 @@ func Embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Optimizer
 
 func Embedding_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_embedding_destroy_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	C._wrap_embedding_destroy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 func Embedding_output_dim(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_output_dim_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_output_dim_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2865,7 +2911,7 @@ func Embedding_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_is_sequence_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2878,7 +2924,7 @@ func Embedding_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 func Embedding_input_dist_wait(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_embedding_input_dist_wait_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_embedding_input_dist_wait_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2889,7 +2935,7 @@ func Embedding_forward_distributed(arg1 uintptr, arg2 []float32) (_swig_ret erro
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_forward_distributed_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_90)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_90)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2903,7 +2949,7 @@ func Embedding_backward(arg1 uintptr, arg2 []float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_backward_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2918,7 +2964,7 @@ func Embedding_forward_tensor(arg1 uintptr, arg2 Shardrec_kjt_view_t, arg3 Shard
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_forward_tensor_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_forward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2929,7 +2975,7 @@ func Embedding_forward_distributed_tensor(arg1 uintptr, arg2 Shardrec_tensor_vie
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_embedding_forward_distributed_tensor_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2940,7 +2986,7 @@ func Embedding_backward_tensor(arg1 uintptr, arg2 Shardrec_tensor_view_t) (_swig
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_embedding_backward_tensor_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_embedding_backward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2951,7 +2997,7 @@ func Embedding_set_learning_rate(arg1 uintptr, arg2 float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_set_learning_rate_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	swig_r_p := C._wrap_embedding_set_learning_rate_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2962,7 +3008,7 @@ func Embedding_num_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_steps_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2976,7 +3022,7 @@ func Embedding_set_num_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_set_num_steps_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_100(_swig_i_1))
+	swig_r_p := C._wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_100(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2988,7 +3034,7 @@ func Embedding_get_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_get_weights_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_get_weights_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3006,7 +3052,7 @@ func Embedding_set_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_weights_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_set_weights_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3023,7 +3069,7 @@ func Embedding_num_states(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_states_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_states_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3039,7 +3085,7 @@ func Embedding_state_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int32) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_state_info_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_110(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_state_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_110(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -3056,7 +3102,7 @@ func Embedding_get_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_get_state_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_get_state_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3078,7 +3124,7 @@ func Embedding_set_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_set_state_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_set_state_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3099,7 +3145,7 @@ func Embedding_timings(arg1 uintptr, arg2 []float64, arg3 []float64) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_timings_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_timings_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3117,7 +3163,7 @@ func Embedding_set_table_learning_rate(arg1 uintptr, arg2 string, arg3 float32) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3132,7 +3178,7 @@ func Embedding_table_optimizer(arg1 uintptr, arg2 string, arg3 Optimizer_config)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_table_optimizer_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3147,7 +3193,7 @@ func Embedding_table_num_states(arg1 uintptr, arg2 string, arg3 []uint64) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_table_num_states_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3167,7 +3213,7 @@ func Embedding_table_state_info(arg1 uintptr, arg2 string, arg3 int64, arg4 *str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_embedding_table_state_info_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_1)), C.swig_type_132(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_1)), C.swig_type_132(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg4 = swigCopyString(*arg4) 
 	if Swig_escape_always_false {
@@ -3185,7 +3231,7 @@ func Embedding_num_outputs(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_outputs_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3203,7 +3249,7 @@ func Embedding_output_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 *string,
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_embedding_output_info_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_embedding_output_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
  *arg4 = swigCopyString(*arg4) 
@@ -3230,155 +3276,155 @@ func (p SwigcptrStep_timings) SwigIsStep_timings() {
 func (arg1 SwigcptrStep_timings) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_version_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_step_timings_version_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_step_timings_version_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_step_timings_version_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetForwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_forwards_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_140(_swig_i_1))
+	C._wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_140(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_step_timings_forwards_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_step_timings_forwards_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetBackwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_backwards_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_142(_swig_i_1))
+	C._wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_142(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_step_timings_backwards_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_step_timings_backwards_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetSamples(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_samples_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_144(_swig_i_1))
+	C._wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_144(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetSamples() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_step_timings_samples_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_step_timings_samples_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetTotal_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_total_seconds_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_total_seconds_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetTotal_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_total_seconds_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_total_seconds_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetCollective_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_collective_seconds_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_collective_seconds_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetCollective_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_collective_seconds_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_collective_seconds_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetInput_dist_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_input_dist_seconds_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_input_dist_seconds_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetInput_dist_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_input_dist_seconds_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_input_dist_seconds_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetLookup_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_lookup_seconds_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_lookup_seconds_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetLookup_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_lookup_seconds_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_lookup_seconds_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetOutput_dist_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_output_dist_seconds_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_output_dist_seconds_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetOutput_dist_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_output_dist_seconds_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_output_dist_seconds_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetBackward_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_backward_seconds_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_backward_seconds_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetBackward_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_backward_seconds_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_backward_seconds_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetEmbedding_comm_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_embedding_comm_seconds_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_embedding_comm_seconds_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetEmbedding_comm_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_embedding_comm_seconds_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_embedding_comm_seconds_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewStep_timings() (_swig_ret Step_timings) {
 	var swig_r Step_timings
-	swig_r = (Step_timings)(SwigcptrStep_timings(C._wrap_new_step_timings_swig_c5a5da6c39b7fef4()))
+	swig_r = (Step_timings)(SwigcptrStep_timings(C._wrap_new_step_timings_swig_5010cc1c9577d3b9()))
 	return swig_r
 }
 
 func DeleteStep_timings(arg1 Step_timings) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_step_timings_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_step_timings_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 type Step_timings interface {
@@ -3413,7 +3459,7 @@ func Step_timings_init(arg1 Step_timings, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_step_timings_init_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_step_timings_init_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3424,7 +3470,7 @@ func Embedding_step_timings(arg1 uintptr, arg2 Step_timings) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_embedding_step_timings_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_embedding_step_timings_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3434,7 +3480,7 @@ func Embedding_step_timings(arg1 uintptr, arg2 Step_timings) (_swig_ret error) {
 func Device_count(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_device_count_swig_c5a5da6c39b7fef4(*(*C.swig_type_149)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_device_count_swig_5010cc1c9577d3b9(*(*C.swig_type_149)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3448,7 +3494,7 @@ func Device_check(arg1 int, arg2 int) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_device_check_swig_c5a5da6c39b7fef4(C.swig_intgo(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_device_check_swig_5010cc1c9577d3b9(C.swig_intgo(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3473,90 +3519,90 @@ func (p SwigcptrMesh_options) SwigIsMesh_options() {
 func (arg1 SwigcptrMesh_options) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_version_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_version_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_mesh_options_version_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_mesh_options_version_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrMesh_options) SetSharding_group_size(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_sharding_group_size_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_sharding_group_size_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetSharding_group_size() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_mesh_options_sharding_group_size_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_mesh_options_sharding_group_size_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrMesh_options) SetLayout(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_layout_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_layout_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetLayout() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_mesh_options_layout_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_mesh_options_layout_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrMesh_options) SetRanks_per_node(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_ranks_per_node_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_ranks_per_node_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetRanks_per_node() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_mesh_options_ranks_per_node_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_mesh_options_ranks_per_node_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrMesh_options) SetSync_interval(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_sync_interval_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_sync_interval_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetSync_interval() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_mesh_options_sync_interval_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_mesh_options_sync_interval_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrMesh_options) SetSync_mode(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_sync_mode_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_sync_mode_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetSync_mode() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_mesh_options_sync_mode_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_mesh_options_sync_mode_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewMesh_options() (_swig_ret Mesh_options) {
 	var swig_r Mesh_options
-	swig_r = (Mesh_options)(SwigcptrMesh_options(C._wrap_new_mesh_options_swig_c5a5da6c39b7fef4()))
+	swig_r = (Mesh_options)(SwigcptrMesh_options(C._wrap_new_mesh_options_swig_5010cc1c9577d3b9()))
 	return swig_r
 }
 
 func DeleteMesh_options(arg1 Mesh_options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_mesh_options_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_mesh_options_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 type Mesh_options interface {
@@ -3580,7 +3626,7 @@ func Mesh_options_init(arg1 Mesh_options, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_options_init_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_mesh_options_init_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3592,7 +3638,7 @@ func Mesh_create(arg1 []uintptr, arg2 uintptr, arg3 Mesh_options) (_swig_ret err
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_mesh_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_153)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_mesh_create_swig_5010cc1c9577d3b9(*(*C.swig_type_153)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3604,7 +3650,7 @@ func Mesh_create(arg1 []uintptr, arg2 uintptr, arg3 Mesh_options) (_swig_ret err
 
 func Mesh_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_mesh_destroy_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	C._wrap_mesh_destroy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 func Mesh_coords(arg1 uintptr, arg2 []int32, arg3 []int32, arg4 []int32, arg5 []int32) (_swig_ret error) {
@@ -3614,7 +3660,7 @@ func Mesh_coords(arg1 uintptr, arg2 []int32, arg3 []int32, arg4 []int32, arg5 []
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mesh_coords_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_mesh_coords_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3637,7 +3683,7 @@ func Mesh_sharding_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_sharding_comm_swig_c5a5da6c39b7fef4(*(*C.swig_type_160)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(*(*C.swig_type_160)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3651,7 +3697,7 @@ func Mesh_replica_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_replica_comm_swig_c5a5da6c39b7fef4(*(*C.swig_type_162)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(*(*C.swig_type_162)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3665,7 +3711,7 @@ func Mesh_describe(arg1 uintptr, arg2 *string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_describe_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_mesh_describe_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg2 = swigCopyString(*arg2) 
 	var swig_r_1 error
@@ -3680,7 +3726,7 @@ func Mesh_embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Opti
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_mesh_embedding_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_165)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(*(*C.swig_type_165)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3695,7 +3741,7 @@ func Mesh_sync(arg1 uintptr, arg2 uintptr, arg3 int) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_mesh_sync_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2))
+	swig_r_p := C._wrap_mesh_sync_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3707,7 +3753,7 @@ func Mesh_step(arg1 uintptr, arg2 uintptr, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_mesh_step_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_mesh_step_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -3723,7 +3769,7 @@ func Mesh_sync_stats(arg1 uintptr, arg2 []uint64, arg3 []int32, arg4 []int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_mesh_sync_stats_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3752,77 +3798,77 @@ func (p SwigcptrCheckpoint_options) SwigIsCheckpoint_options() {
 func (arg1 SwigcptrCheckpoint_options) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_version_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_checkpoint_options_version_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_checkpoint_options_version_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_checkpoint_options_version_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCheckpoint_options) SetNum_dense(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_num_dense_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1))
+	C._wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetNum_dense() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_checkpoint_options_num_dense_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_checkpoint_options_num_dense_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCheckpoint_options) SetReset_optimizer_state(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_reset_optimizer_state_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_checkpoint_options_reset_optimizer_state_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetReset_optimizer_state() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_checkpoint_options_reset_optimizer_state_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_checkpoint_options_reset_optimizer_state_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCheckpoint_options) SetAllow_dtype_change(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_allow_dtype_change_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_checkpoint_options_allow_dtype_change_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetAllow_dtype_change() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_checkpoint_options_allow_dtype_change_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_checkpoint_options_allow_dtype_change_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCheckpoint_options) SetVerify_first(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_verify_first_set_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_checkpoint_options_verify_first_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetVerify_first() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_checkpoint_options_verify_first_get_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_checkpoint_options_verify_first_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewCheckpoint_options() (_swig_ret Checkpoint_options) {
 	var swig_r Checkpoint_options
-	swig_r = (Checkpoint_options)(SwigcptrCheckpoint_options(C._wrap_new_checkpoint_options_swig_c5a5da6c39b7fef4()))
+	swig_r = (Checkpoint_options)(SwigcptrCheckpoint_options(C._wrap_new_checkpoint_options_swig_5010cc1c9577d3b9()))
 	return swig_r
 }
 
 func DeleteCheckpoint_options(arg1 Checkpoint_options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_checkpoint_options_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_checkpoint_options_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 type Checkpoint_options interface {
@@ -3844,7 +3890,7 @@ func Checkpoint_options_init(arg1 Checkpoint_options, arg2 uint) (_swig_ret erro
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_checkpoint_options_init_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_checkpoint_options_init_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3856,7 +3902,7 @@ func Checkpoint_save(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_save_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_save_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3871,7 +3917,7 @@ func Checkpoint_load(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_load_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_load_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3887,7 +3933,7 @@ func Checkpoint_save_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_save_mesh_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -3903,7 +3949,7 @@ func Checkpoint_load_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_load_mesh_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -3919,7 +3965,7 @@ func Checkpoint_export_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_export_table_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3938,7 +3984,7 @@ func Checkpoint_import_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_import_table_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3953,19 +3999,19 @@ func Checkpoint_import_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 
 func Bind_plan_spec_new() (_swig_ret uintptr) {
 	var swig_r uintptr
-	swig_r = (uintptr)(C._wrap_bind_plan_spec_new_swig_c5a5da6c39b7fef4())
+	swig_r = (uintptr)(C._wrap_bind_plan_spec_new_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 func Bind_plan_spec_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_bind_plan_spec_free_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	C._wrap_bind_plan_spec_free_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 func Bind_plan_spec_topology(arg1 uintptr) (_swig_ret Topology_t) {
 	var swig_r Topology_t
 	_swig_i_0 := arg1
-	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_bind_plan_spec_topology_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))))
+	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_bind_plan_spec_topology_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
@@ -3974,7 +4020,7 @@ func Bind_plan_spec_add_feature(arg1 uintptr, arg2 string, arg3 float32) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_191)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_191)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3996,7 +4042,7 @@ func Bind_plan_spec_add_table(arg1 uintptr, arg2 string, arg3 int64, arg4 int, a
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_1)), C.swig_type_194(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_195)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_1)), C.swig_type_194(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_195)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4013,7 +4059,7 @@ func Bind_plan_spec_set_table_optimizer(arg1 uintptr, arg2 Optimizer_config) (_s
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_bind_plan_spec_set_table_optimizer_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_plan_spec_set_table_optimizer_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4024,7 +4070,7 @@ func Bind_plan_spec_add_table_feature_name(arg1 uintptr, arg2 string) (_swig_ret
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4042,7 +4088,7 @@ func Bind_plan_spec_add_constraints(arg1 uintptr, arg2 string, arg3 uint, arg4 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_201)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_201)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4062,7 +4108,7 @@ func Bind_plan_spec_set_memory_bytes_per_rank(arg1 uintptr, arg2 []int64) (_swig
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_204)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_204)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4076,7 +4122,7 @@ func Bind_plan_create(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_206)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_plan_create_swig_5010cc1c9577d3b9(*(*C.swig_type_206)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4095,7 +4141,7 @@ func Bind_embedding_forward(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_embedding_forward_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_208(_swig_i_1), C.swig_type_209(_swig_i_2), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_208(_swig_i_1), C.swig_type_209(_swig_i_2), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4122,7 +4168,7 @@ func Bind_embedding_input_dist_start(arg1 uintptr, arg2 int64, arg3 int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_215(_swig_i_1), C.swig_type_216(_swig_i_2), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_215(_swig_i_1), C.swig_type_216(_swig_i_2), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4138,24 +4184,132 @@ func Bind_embedding_input_dist_start(arg1 uintptr, arg2 int64, arg3 int64, arg4 
 	return swig_r_1
 }
 
+func Bind_device_plugin_path(arg1 *string) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	swig_r_p := C._wrap_bind_device_plugin_path_swig_5010cc1c9577d3b9(C.swig_voidp(_swig_i_0))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+ *arg1 = swigCopyString(*arg1) 
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Bind_checkpoint(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoint_options, arg5 string, arg6 []int64, arg7 []float32, arg8 int) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := getSwigcptr(arg4)
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	_swig_i_6 := arg7
+	_swig_i_7 := arg8
+	swig_r_p := C._wrap_bind_checkpoint_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_222)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_225)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg6
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg7
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Bind_embedding_forward_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, arg5 []int64, arg6 []float32, arg7 []float32, arg8 []int64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	_swig_i_6 := arg7
+	_swig_i_7 := arg8
+	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_227(_swig_i_1), C.swig_type_228(_swig_i_2), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_232)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_233)(unsafe.Pointer(&_swig_i_7)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg6
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg7
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg8
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Bind_embedding_forward_distributed_tensor(arg1 uintptr, arg2 []float32, arg3 []int64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_235)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_2)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Bind_embedding_backward_tensor(arg1 uintptr, arg2 []float32, arg3 []int64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_238)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_239)(unsafe.Pointer(&_swig_i_2)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
 type Enum_SS_shardrec_activation int
 func _swig_getACTIVATION_NONE() (_swig_ret Enum_SS_shardrec_activation) {
 	var swig_r Enum_SS_shardrec_activation
-	swig_r = (Enum_SS_shardrec_activation)(C._wrap_ACTIVATION_NONE_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_activation)(C._wrap_ACTIVATION_NONE_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var ACTIVATION_NONE Enum_SS_shardrec_activation = _swig_getACTIVATION_NONE()
 func _swig_getACTIVATION_RELU() (_swig_ret Enum_SS_shardrec_activation) {
 	var swig_r Enum_SS_shardrec_activation
-	swig_r = (Enum_SS_shardrec_activation)(C._wrap_ACTIVATION_RELU_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_activation)(C._wrap_ACTIVATION_RELU_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var ACTIVATION_RELU Enum_SS_shardrec_activation = _swig_getACTIVATION_RELU()
 func _swig_getACTIVATION_SIGMOID() (_swig_ret Enum_SS_shardrec_activation) {
 	var swig_r Enum_SS_shardrec_activation
-	swig_r = (Enum_SS_shardrec_activation)(C._wrap_ACTIVATION_SIGMOID_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_activation)(C._wrap_ACTIVATION_SIGMOID_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
@@ -4163,7 +4317,7 @@ var ACTIVATION_SIGMOID Enum_SS_shardrec_activation = _swig_getACTIVATION_SIGMOID
 func Dense_set_blas_threads(arg1 int) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_dense_set_blas_threads_swig_c5a5da6c39b7fef4(C.swig_intgo(_swig_i_0))
+	swig_r_p := C._wrap_dense_set_blas_threads_swig_5010cc1c9577d3b9(C.swig_intgo(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4173,21 +4327,21 @@ func Dense_set_blas_threads(arg1 int) (_swig_ret error) {
 type Enum_SS_shardrec_dense_math int
 func _swig_getDENSE_MATH_FP32() (_swig_ret Enum_SS_shardrec_dense_math) {
 	var swig_r Enum_SS_shardrec_dense_math
-	swig_r = (Enum_SS_shardrec_dense_math)(C._wrap_DENSE_MATH_FP32_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_dense_math)(C._wrap_DENSE_MATH_FP32_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var DENSE_MATH_FP32 Enum_SS_shardrec_dense_math = _swig_getDENSE_MATH_FP32()
 func _swig_getDENSE_MATH_TF32() (_swig_ret Enum_SS_shardrec_dense_math) {
 	var swig_r Enum_SS_shardrec_dense_math
-	swig_r = (Enum_SS_shardrec_dense_math)(C._wrap_DENSE_MATH_TF32_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_dense_math)(C._wrap_DENSE_MATH_TF32_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var DENSE_MATH_TF32 Enum_SS_shardrec_dense_math = _swig_getDENSE_MATH_TF32()
 func _swig_getDENSE_MATH_BF16() (_swig_ret Enum_SS_shardrec_dense_math) {
 	var swig_r Enum_SS_shardrec_dense_math
-	swig_r = (Enum_SS_shardrec_dense_math)(C._wrap_DENSE_MATH_BF16_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_dense_math)(C._wrap_DENSE_MATH_BF16_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
@@ -4195,7 +4349,7 @@ var DENSE_MATH_BF16 Enum_SS_shardrec_dense_math = _swig_getDENSE_MATH_BF16()
 const MLP_OPTIONS_VERSION uint = 2
 func Mlp_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_mlp_destroy_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	C._wrap_mlp_destroy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 func Mlp_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 int64) (_swig_ret error) {
@@ -4205,7 +4359,7 @@ func Mlp_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mlp_forward_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_222)(unsafe.Pointer(&_swig_i_1)), C.swig_type_223(_swig_i_2), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_3)), C.swig_type_225(_swig_i_4))
+	swig_r_p := C._wrap_mlp_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_1)), C.swig_type_243(_swig_i_2), *(*C.swig_type_244)(unsafe.Pointer(&_swig_i_3)), C.swig_type_245(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4221,7 +4375,7 @@ func Mlp_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 func Mlp_zero_grad(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_mlp_zero_grad_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_mlp_zero_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4232,7 +4386,7 @@ func Mlp_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mlp_num_tensors_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_248)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4250,7 +4404,7 @@ func Dcn_create(arg1 []uintptr, arg2 int64, arg3 int, arg4 int64, arg5 uint64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dcn_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_230)(unsafe.Pointer(&_swig_i_0)), C.swig_type_231(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_232(_swig_i_3), C.swig_type_233(_swig_i_4), *(*C.swig_type_234)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_dcn_create_swig_5010cc1c9577d3b9(*(*C.swig_type_250)(unsafe.Pointer(&_swig_i_0)), C.swig_type_251(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_252(_swig_i_3), C.swig_type_253(_swig_i_4), *(*C.swig_type_254)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4265,7 +4419,7 @@ func Dcn_create(arg1 []uintptr, arg2 int64, arg3 int, arg4 int64, arg5 uint64, a
 
 func Dcn_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_dcn_destroy_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	C._wrap_dcn_destroy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 func Dcn_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 int64) (_swig_ret error) {
@@ -4275,7 +4429,7 @@ func Dcn_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dcn_forward_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_1)), C.swig_type_237(_swig_i_2), *(*C.swig_type_238)(unsafe.Pointer(&_swig_i_3)), C.swig_type_239(_swig_i_4))
+	swig_r_p := C._wrap_dcn_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_256)(unsafe.Pointer(&_swig_i_1)), C.swig_type_257(_swig_i_2), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_3)), C.swig_type_259(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4291,7 +4445,7 @@ func Dcn_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 func Dcn_zero_grad(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_dcn_zero_grad_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_dcn_zero_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4302,7 +4456,7 @@ func Dcn_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dcn_num_tensors_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_262)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4317,7 +4471,7 @@ func Dot_interaction_width(arg1 int64, arg2 int64, arg3 []int64) (_swig_ret erro
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dot_interaction_width_swig_c5a5da6c39b7fef4(C.swig_type_244(_swig_i_0), C.swig_type_245(_swig_i_1), *(*C.swig_type_246)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_dot_interaction_width_swig_5010cc1c9577d3b9(C.swig_type_264(_swig_i_0), C.swig_type_265(_swig_i_1), *(*C.swig_type_266)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4337,7 +4491,7 @@ func Dot_interaction_backward(arg1 []float32, arg2 []float32, arg3 []float32, ar
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_dot_interaction_backward_swig_c5a5da6c39b7fef4(*(*C.swig_type_248)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_249)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_250)(unsafe.Pointer(&_swig_i_2)), C.swig_type_251(_swig_i_3), C.swig_type_252(_swig_i_4), C.swig_type_253(_swig_i_5), *(*C.swig_type_254)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_255)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(*(*C.swig_type_268)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_269)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_270)(unsafe.Pointer(&_swig_i_2)), C.swig_type_271(_swig_i_3), C.swig_type_272(_swig_i_4), C.swig_type_273(_swig_i_5), *(*C.swig_type_274)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_275)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4367,7 +4521,7 @@ func Bce_with_logits(arg1 []float32, arg2 []float32, arg3 int64, arg4 float64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bce_with_logits_swig_c5a5da6c39b7fef4(*(*C.swig_type_257)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_1)), C.swig_type_259(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_260)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_261)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bce_with_logits_swig_5010cc1c9577d3b9(*(*C.swig_type_277)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_278)(unsafe.Pointer(&_swig_i_1)), C.swig_type_279(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_280)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_281)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4390,7 +4544,7 @@ func Dense_optimizer_create(arg1 []uintptr, arg2 Optimizer_config) (_swig_ret er
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_dense_optimizer_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_263)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(*(*C.swig_type_283)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4402,14 +4556,14 @@ func Dense_optimizer_create(arg1 []uintptr, arg2 Optimizer_config) (_swig_ret er
 
 func Dense_optimizer_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_dense_optimizer_destroy_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	C._wrap_dense_optimizer_destroy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 func Dense_optimizer_set_learning_rate(arg1 uintptr, arg2 float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_set_learning_rate_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_set_learning_rate_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4420,7 +4574,7 @@ func Dense_optimizer_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_steps_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_266)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_286)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4434,7 +4588,7 @@ func Dense_optimizer_set_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_268(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_288(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4444,14 +4598,14 @@ func Dense_optimizer_set_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 type Enum_SS_shardrec_ddp_compression int
 func _swig_getDDP_COMPRESSION_NONE() (_swig_ret Enum_SS_shardrec_ddp_compression) {
 	var swig_r Enum_SS_shardrec_ddp_compression
-	swig_r = (Enum_SS_shardrec_ddp_compression)(C._wrap_DDP_COMPRESSION_NONE_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_ddp_compression)(C._wrap_DDP_COMPRESSION_NONE_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 var DDP_COMPRESSION_NONE Enum_SS_shardrec_ddp_compression = _swig_getDDP_COMPRESSION_NONE()
 func _swig_getDDP_COMPRESSION_BF16() (_swig_ret Enum_SS_shardrec_ddp_compression) {
 	var swig_r Enum_SS_shardrec_ddp_compression
-	swig_r = (Enum_SS_shardrec_ddp_compression)(C._wrap_DDP_COMPRESSION_BF16_swig_c5a5da6c39b7fef4())
+	swig_r = (Enum_SS_shardrec_ddp_compression)(C._wrap_DDP_COMPRESSION_BF16_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
@@ -4459,13 +4613,13 @@ var DDP_COMPRESSION_BF16 Enum_SS_shardrec_ddp_compression = _swig_getDDP_COMPRES
 const DDP_OPTIONS_VERSION uint = 1
 func Ddp_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_ddp_destroy_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	C._wrap_ddp_destroy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 func Ddp_zero_grad(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_ddp_zero_grad_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_ddp_zero_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4476,7 +4630,7 @@ func Ddp_mark_ready(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_ddp_mark_ready_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_271(_swig_i_1))
+	swig_r_p := C._wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_291(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4486,7 +4640,7 @@ func Ddp_mark_ready(arg1 uintptr, arg2 int64) (_swig_ret error) {
 func Ddp_finish(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_ddp_finish_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_ddp_finish_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4497,7 +4651,7 @@ func Ddp_set_sync(arg1 uintptr, arg2 int) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_ddp_set_sync_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_ddp_set_sync_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4506,14 +4660,14 @@ func Ddp_set_sync(arg1 uintptr, arg2 int) (_swig_ret error) {
 
 func Fsdp_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_fsdp_destroy_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	C._wrap_fsdp_destroy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 func Fsdp_release(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_release_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_275(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_release_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_295(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4524,7 +4678,7 @@ func Fsdp_reduce_grad(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_reduce_grad_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_277(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_297(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4534,7 +4688,7 @@ func Fsdp_reduce_grad(arg1 uintptr, arg2 int64) (_swig_ret error) {
 func Fsdp_step(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_fsdp_step_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_fsdp_step_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4544,7 +4698,7 @@ func Fsdp_step(arg1 uintptr) (_swig_ret error) {
 func Bind_dense_blas_threads(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_bind_dense_blas_threads_swig_c5a5da6c39b7fef4(*(*C.swig_type_280)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(*(*C.swig_type_300)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4559,7 +4713,7 @@ func Bind_mlp_dims(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_dims_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_282)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_283)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_302)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_303)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4577,7 +4731,7 @@ func Bind_mlp_device(arg1 uintptr, arg2 []int32, arg3 []int32) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_device_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_286)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_device_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_305)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_306)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4595,7 +4749,7 @@ func Bind_fsdp_memory(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_memory_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_288)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_289)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_308)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_309)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4610,20 +4764,20 @@ func Bind_fsdp_memory(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error
 
 func Bind_param_list_new() (_swig_ret uintptr) {
 	var swig_r uintptr
-	swig_r = (uintptr)(C._wrap_bind_param_list_new_swig_c5a5da6c39b7fef4())
+	swig_r = (uintptr)(C._wrap_bind_param_list_new_swig_5010cc1c9577d3b9())
 	return swig_r
 }
 
 func Bind_param_list_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_bind_param_list_free_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0))
+	C._wrap_bind_param_list_free_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 func Bind_param_list_add_mlp(arg1 uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_param_list_add_mlp_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_param_list_add_mlp_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4634,7 +4788,7 @@ func Bind_param_list_add_dcn(arg1 uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_param_list_add_dcn_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_param_list_add_dcn_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4645,7 +4799,7 @@ func Bind_dense_optimizer_step(arg1 uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_dense_optimizer_step_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_dense_optimizer_step_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4660,7 +4814,7 @@ func Bind_mlp_create(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_mlp_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_294)(unsafe.Pointer(&_swig_i_0)), C.swig_type_295(_swig_i_1), *(*C.swig_type_296)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_297)(unsafe.Pointer(&_swig_i_3)), C.swig_type_298(_swig_i_4), *(*C.swig_type_299)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_mlp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_314)(unsafe.Pointer(&_swig_i_0)), C.swig_type_315(_swig_i_1), *(*C.swig_type_316)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_317)(unsafe.Pointer(&_swig_i_3)), C.swig_type_318(_swig_i_4), *(*C.swig_type_319)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4690,7 +4844,7 @@ func Bind_mlp_create_on(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, 
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_bind_mlp_create_on_swig_c5a5da6c39b7fef4(*(*C.swig_type_301)(unsafe.Pointer(&_swig_i_0)), C.swig_type_302(_swig_i_1), *(*C.swig_type_303)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_304)(unsafe.Pointer(&_swig_i_3)), C.swig_type_305(_swig_i_4), *(*C.swig_type_306)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
+	swig_r_p := C._wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(*(*C.swig_type_321)(unsafe.Pointer(&_swig_i_0)), C.swig_type_322(_swig_i_1), *(*C.swig_type_323)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_324)(unsafe.Pointer(&_swig_i_3)), C.swig_type_325(_swig_i_4), *(*C.swig_type_326)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4716,7 +4870,7 @@ func Bind_mlp_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_backward_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_308)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_309)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_310(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_328)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_329)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_330(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4736,7 +4890,7 @@ func Bind_dcn_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_backward_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_312)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_313)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_314(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_332)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_333)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_334(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4754,7 +4908,7 @@ func Bind_mlp_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_316(_swig_i_2))
+	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_336(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4766,7 +4920,7 @@ func Bind_dcn_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_318(_swig_i_2))
+	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_338(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4779,7 +4933,7 @@ func Bind_mlp_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_320(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_321)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_340(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_341)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -4796,7 +4950,7 @@ func Bind_dcn_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_323(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_324)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_343(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_344)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -4814,7 +4968,7 @@ func Bind_mlp_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_326(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_327)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_346(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_347)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4831,7 +4985,7 @@ func Bind_dcn_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_329(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_330)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_349(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_350)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4849,7 +5003,7 @@ func Bind_ddp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 int64, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_332)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_333)(unsafe.Pointer(&_swig_i_2)), C.swig_type_334(_swig_i_3), C.swig_type_335(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_ddp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_352)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_353)(unsafe.Pointer(&_swig_i_2)), C.swig_type_354(_swig_i_3), C.swig_type_355(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4870,7 +5024,7 @@ func Bind_ddp_stats(arg1 uintptr, arg2 []int64, arg3 []int64, arg4 []float64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_stats_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), *(*C.swig_type_337)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_338)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_339)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_340)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_341)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_357)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_358)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_359)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_360)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_361)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4897,7 +5051,7 @@ func Bind_ddp_bucket_size(arg1 uintptr, arg2 int64, arg3 []uint64) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_343(_swig_i_1), *(*C.swig_type_344)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_363(_swig_i_1), *(*C.swig_type_364)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4913,7 +5067,7 @@ func Bind_ddp_bucket_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []uint64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_346(_swig_i_1), C.swig_type_347(_swig_i_2), *(*C.swig_type_348)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_366(_swig_i_1), C.swig_type_367(_swig_i_2), *(*C.swig_type_368)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4932,7 +5086,7 @@ func Bind_dot_interaction_forward(arg1 []float32, arg2 []float32, arg3 int64, ar
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_c5a5da6c39b7fef4(*(*C.swig_type_350)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_351)(unsafe.Pointer(&_swig_i_1)), C.swig_type_352(_swig_i_2), C.swig_type_353(_swig_i_3), C.swig_type_354(_swig_i_4), *(*C.swig_type_355)(unsafe.Pointer(&_swig_i_5)), C.swig_type_356(_swig_i_6))
+	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(*(*C.swig_type_370)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_371)(unsafe.Pointer(&_swig_i_1)), C.swig_type_372(_swig_i_2), C.swig_type_373(_swig_i_3), C.swig_type_374(_swig_i_4), *(*C.swig_type_375)(unsafe.Pointer(&_swig_i_5)), C.swig_type_376(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4955,7 +5109,7 @@ func Bind_fsdp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 []float32
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_bind_fsdp_create_swig_c5a5da6c39b7fef4(*(*C.swig_type_358)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_359)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_360)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_378)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_379)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_380)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4978,7 +5132,7 @@ func Bind_fsdp_gather(arg1 uintptr, arg2 int64, arg3 int64, arg4 []float32, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_fsdp_gather_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_362(_swig_i_1), C.swig_type_363(_swig_i_2), *(*C.swig_type_364)(unsafe.Pointer(&_swig_i_3)), C.swig_type_365(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_382(_swig_i_1), C.swig_type_383(_swig_i_2), *(*C.swig_type_384)(unsafe.Pointer(&_swig_i_3)), C.swig_type_385(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4994,7 +5148,7 @@ func Bind_fsdp_add_grad(arg1 uintptr, arg2 int64, arg3 []float32, arg4 int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_367(_swig_i_1), *(*C.swig_type_368)(unsafe.Pointer(&_swig_i_2)), C.swig_type_369(_swig_i_3))
+	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_387(_swig_i_1), *(*C.swig_type_388)(unsafe.Pointer(&_swig_i_2)), C.swig_type_389(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5010,7 +5164,7 @@ func Bind_fsdp_shard_range(arg1 uintptr, arg2 int64, arg3 []int64, arg4 []int64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_371(_swig_i_1), *(*C.swig_type_372)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_373)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_391(_swig_i_1), *(*C.swig_type_392)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_393)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5028,7 +5182,7 @@ func Bind_fsdp_read_shard(arg1 uintptr, arg2 int64, arg3 []float32) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_c5a5da6c39b7fef4(C.uintptr_t(_swig_i_0), C.swig_type_375(_swig_i_1), *(*C.swig_type_376)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_395(_swig_i_1), *(*C.swig_type_396)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5036,6 +5190,90 @@ func Bind_fsdp_read_shard(arg1 uintptr, arg2 int64, arg3 []float32) (_swig_ret e
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
 	return swig_r_1
+}
+
+func Bind_dense_optimizer_state_count(arg1 uintptr, arg2 int64, arg3 int, arg4 []int64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_398(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_399)(unsafe.Pointer(&_swig_i_3)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Bind_dense_optimizer_state_copy(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, arg5 int64, arg6 int) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_401(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_402)(unsafe.Pointer(&_swig_i_3)), C.swig_type_403(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Bind_ddp_set_external(arg1 uintptr, arg2 int64, arg3 uintptr) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_405(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Bind_mlp_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_407(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Bind_dcn_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_409(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Bind_host_alloc_floats(arg1 int64) (_swig_ret uintptr) {
+	var swig_r uintptr
+	_swig_i_0 := arg1
+	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(C.swig_type_410(_swig_i_0)))
+	return swig_r
+}
+
+func Bind_host_free(arg1 uintptr) {
+	_swig_i_0 := arg1
+	C._wrap_bind_host_free_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 }
 
 

@@ -426,6 +426,122 @@ shardrec_status_t shardrec_bind_embedding_input_dist_start(
   return shardrec_embedding_input_dist_start(coll, &kjt, NULL);
 }
 
+/* A host FLOAT32 view of @p data with @p ndim extents. The language layer checked that the
+   extents multiply to @p len; this refuses a mismatch too (the C API trusts a view's shape). */
+static shardrec_status_t sr_bind_view(shardrec_tensor_view_t* v, const float* data, size_t len,
+                                      const int64_t* shape, size_t ndim) {
+  size_t i;
+  int64_t elems = 1;
+  memset(v, 0, sizeof(*v));
+  v->data = (void*)data;
+  v->dtype = SHARDREC_DTYPE_FLOAT32;
+  v->device_type = SHARDREC_DEVICE_HOST;
+  /* More extents than a view holds: passed on as ndim so that the library rejects it. */
+  v->ndim = ndim > (size_t)SHARDREC_TENSOR_MAX_DIMS + 1 ? SHARDREC_TENSOR_MAX_DIMS + 1 : (int32_t)ndim;
+  for (i = 0; i < ndim && i < SHARDREC_TENSOR_MAX_DIMS; ++i) {
+    v->shape[i] = shape[i];
+    if (shape[i] < 0 || (shape[i] > 0 && elems > INT64_MAX / shape[i])) return SHARDREC_EINVAL;
+    elems *= shape[i];
+  }
+  if (ndim <= SHARDREC_TENSOR_MAX_DIMS && (uint64_t)elems != (uint64_t)len) return SHARDREC_EINVAL;
+  return SHARDREC_OK;
+}
+
+/* shardrec_embedding_forward_tensor with a host view of @p out shaped by @p shape. */
+shardrec_status_t shardrec_bind_embedding_forward_tensor(
+    shardrec_embedding_t* coll, int64_t batch_size, size_t num_features, const int32_t* lengths,
+    size_t num_lengths, const int64_t* values, size_t num_values, const float* weights,
+    size_t num_weights, float* out, size_t out_len, const int64_t* shape, size_t ndim) {
+  shardrec_tensor_view_t v;
+  shardrec_kjt_view_t kjt = sr_bind_kjt(batch_size, num_features, lengths, num_lengths, values,
+                                        num_values, weights, num_weights);
+  shardrec_status_t rc = sr_bind_view(&v, out, out_len, shape, ndim);
+  return rc != SHARDREC_OK ? rc : shardrec_embedding_forward_tensor(coll, &kjt, &v, NULL);
+}
+
+shardrec_status_t shardrec_bind_embedding_forward_distributed_tensor(
+    shardrec_embedding_t* coll, float* out, size_t out_len, const int64_t* shape, size_t ndim) {
+  shardrec_tensor_view_t v;
+  shardrec_status_t rc = sr_bind_view(&v, out, out_len, shape, ndim);
+  return rc != SHARDREC_OK ? rc : shardrec_embedding_forward_distributed_tensor(coll, &v, NULL);
+}
+
+shardrec_status_t shardrec_bind_embedding_backward_tensor(shardrec_embedding_t* coll,
+                                                          const float* grad, size_t grad_len,
+                                                          const int64_t* shape, size_t ndim) {
+  shardrec_tensor_view_t v;
+  shardrec_status_t rc = sr_bind_view(&v, grad, grad_len, shape, ndim);
+  return rc != SHARDREC_OK ? rc : shardrec_embedding_backward_tensor(coll, &v, NULL);
+}
+
+/* The loaded CUDA plugin's path as library-allocated text (freed with shardrec_free by the
+   language typemap): shardrec_device_plugin_path asked for the length, then for the bytes. */
+shardrec_status_t shardrec_bind_device_plugin_path(char** text_out, size_t* len_out) {
+  size_t len = 0;
+  char* text;
+  shardrec_status_t rc = shardrec_device_plugin_path(&len, NULL, 0);
+  if (rc != SHARDREC_OK) return rc;
+  text = (char*)malloc(len + 1);
+  if (text == NULL) return SHARDREC_ENOMEM;
+  rc = shardrec_device_plugin_path(&len, text, len + 1);
+  if (rc != SHARDREC_OK) {
+    free(text);
+    return rc;
+  }
+  *text_out = text;
+  *len_out = len;
+  return SHARDREC_OK;
+}
+
+/* Dense tensors of a checkpoint, given as one flat buffer (tensors one after another), their
+   counts and their names joined with '\n' (the language layer refuses names holding '\n').
+   @p mesh NULL uses the 1D save/load; @p load 0 saves, 1 loads (the flat buffer is then
+   written). Everything is built here and the C API is called once. */
+shardrec_status_t shardrec_bind_checkpoint(shardrec_mesh_t* mesh, shardrec_embedding_t* coll,
+                                           const char* dir, const shardrec_checkpoint_options_t* options,
+                                           const char* dense_names, const int64_t* counts,
+                                           size_t num_counts, float* flat, int32_t load) {
+  shardrec_checkpoint_options_t o;
+  shardrec_dense_tensor_t* dense = NULL;
+  char* names = NULL;
+  size_t i, offset = 0;
+  shardrec_status_t rc;
+  if (options == NULL) return SHARDREC_EINVAL;
+  o = *options;
+  if (num_counts > 0) {
+    char* cursor;
+    if (dense_names == NULL || counts == NULL) return SHARDREC_EINVAL;
+    dense = (shardrec_dense_tensor_t*)calloc(num_counts, sizeof(*dense));
+    names = sr_bind_strdup(dense_names);
+    if (dense == NULL || names == NULL) {
+      free(dense);
+      free(names);
+      return SHARDREC_ENOMEM;
+    }
+    cursor = names;
+    for (i = 0; i < num_counts; ++i) {
+      char* end = strchr(cursor, '\n');
+      if (end != NULL) *end = '\0';
+      dense[i].name = cursor;
+      dense[i].count = counts[i] > 0 ? (size_t)counts[i] : 0;
+      dense[i].data = dense[i].count > 0 ? flat + offset : NULL;
+      offset += dense[i].count;
+      cursor = end != NULL ? end + 1 : cursor + strlen(cursor);
+    }
+  }
+  o.dense = dense;
+  o.num_dense = num_counts;
+  if (mesh != NULL) {
+    rc = load ? shardrec_checkpoint_load_mesh(mesh, coll, dir, &o)
+              : shardrec_checkpoint_save_mesh(mesh, coll, dir, &o);
+  } else {
+    rc = load ? shardrec_checkpoint_load(coll, dir, &o) : shardrec_checkpoint_save(coll, dir, &o);
+  }
+  free(dense);
+  free(names);
+  return rc;
+}
+
 
 #include "shardrec/dense.h"
 #include "shardrec/ddp.h"
@@ -790,6 +906,60 @@ shardrec_status_t shardrec_bind_fsdp_read_shard(shardrec_fsdp_t* fsdp, size_t un
   return rc;
 }
 
+/* Element count of dense optimizer state @p which of tensor position @p tensor (0 before the
+   first step or when the type has no such state). */
+shardrec_status_t shardrec_bind_dense_optimizer_state_count(shardrec_dense_optimizer_t* opt,
+                                                            size_t tensor, int32_t which,
+                                                            int64_t* count_out) {
+  float* data = NULL;
+  return shardrec_dense_optimizer_state(opt, tensor, which, &data, count_out);
+}
+
+/* Copies that state into @p buf (to_state 0) or @p buf into it (to_state 1); @p count must be
+   its element count (checked here too: the language layer sized @p buf by it). */
+shardrec_status_t shardrec_bind_dense_optimizer_state_copy(shardrec_dense_optimizer_t* opt,
+                                                           size_t tensor, int32_t which,
+                                                           float* buf, int64_t count,
+                                                           int32_t to_state) {
+  float* data = NULL;
+  int64_t n = 0;
+  shardrec_status_t rc = shardrec_dense_optimizer_state(opt, tensor, which, &data, &n);
+  if (rc != SHARDREC_OK) return rc;
+  if (n != count || (n > 0 && buf == NULL)) return SHARDREC_EINVAL;
+  if (n == 0) return SHARDREC_OK;
+  if (to_state) {
+    memcpy(data, buf, sizeof(float) * (size_t)n);
+  } else {
+    memcpy(buf, data, sizeof(float) * (size_t)n);
+  }
+  return SHARDREC_OK;
+}
+
+/* shardrec_ddp_set_external with the storage as an address the language keeps alive (Java: a
+   direct buffer the Bucketer references; Go: C memory from HostFloats). */
+shardrec_status_t shardrec_bind_ddp_set_external(shardrec_ddp_t* ddp, size_t index, void* buf) {
+  return shardrec_ddp_set_external(ddp, index, (float*)buf);
+}
+
+/* shardrec_mlp_bind_tensor / shardrec_dcn_bind_tensor with caller storage as addresses the
+   language keeps alive (Java: direct buffers the layer references; Go: HostFloats). NULL keeps
+   that side. A CUDA MLP takes device pointers: host storage is refused (EINVAL; the language
+   layer checks the device first and says so). */
+shardrec_status_t shardrec_bind_mlp_bind_storage(shardrec_mlp_t* mlp, size_t index,
+                                                 void* param_addr, void* grad_addr) {
+  int32_t device_type = SHARDREC_DEVICE_HOST;
+  shardrec_status_t rc = shardrec_mlp_device(mlp, &device_type, NULL);
+  if (rc == SHARDREC_OK && device_type != SHARDREC_DEVICE_HOST) return SHARDREC_EINVAL;
+  return rc != SHARDREC_OK ? rc
+                           : shardrec_mlp_bind_tensor(mlp, index, (float*)param_addr,
+                                                      (float*)grad_addr);
+}
+
+shardrec_status_t shardrec_bind_dcn_bind_storage(shardrec_dcn_t* dcn, size_t index,
+                                                 void* param_addr, void* grad_addr) {
+  return shardrec_dcn_bind_tensor(dcn, index, (float*)param_addr, (float*)grad_addr);
+}
+
 
 shardrec_status_t shardrec_bind_dense_blas_threads(int32_t* threads_out) {
   return shardrec_dense_blas_threads(threads_out);
@@ -807,11 +977,17 @@ shardrec_status_t shardrec_bind_fsdp_memory(const shardrec_fsdp_t* fsdp, int64_t
   return shardrec_fsdp_memory(fsdp, current_out, peak_out);
 }
 
+
+void* shardrec_bind_host_alloc_floats(size_t count) {
+  return calloc(count > 0 ? count : 1, sizeof(float));
+}
+void shardrec_bind_host_free(void* p) { free(p); }
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-void _wrap_Swig_free_swig_c5a5da6c39b7fef4(void *_swig_go_0) {
+void _wrap_Swig_free_swig_5010cc1c9577d3b9(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -821,7 +997,7 @@ void _wrap_Swig_free_swig_c5a5da6c39b7fef4(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_swig_c5a5da6c39b7fef4(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_swig_5010cc1c9577d3b9(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -834,7 +1010,7 @@ void *_wrap_Swig_malloc_swig_c5a5da6c39b7fef4(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_OK_swig_c5a5da6c39b7fef4() {
+intgo _wrap_OK_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -846,7 +1022,7 @@ intgo _wrap_OK_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_ERROR_swig_c5a5da6c39b7fef4() {
+intgo _wrap_ERROR_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -858,7 +1034,7 @@ intgo _wrap_ERROR_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_EINVAL_swig_c5a5da6c39b7fef4() {
+intgo _wrap_EINVAL_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -870,7 +1046,7 @@ intgo _wrap_EINVAL_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_EUSAGE_swig_c5a5da6c39b7fef4() {
+intgo _wrap_EUSAGE_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -882,7 +1058,7 @@ intgo _wrap_EUSAGE_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_ENOMEM_swig_c5a5da6c39b7fef4() {
+intgo _wrap_ENOMEM_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -894,7 +1070,7 @@ intgo _wrap_ENOMEM_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_ECUDA_swig_c5a5da6c39b7fef4() {
+intgo _wrap_ECUDA_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -906,7 +1082,7 @@ intgo _wrap_ECUDA_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_EREMOTE_swig_c5a5da6c39b7fef4() {
+intgo _wrap_EREMOTE_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -918,7 +1094,7 @@ intgo _wrap_EREMOTE_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_ETIMEOUT_swig_c5a5da6c39b7fef4() {
+intgo _wrap_ETIMEOUT_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -930,7 +1106,7 @@ intgo _wrap_ETIMEOUT_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_EIO_swig_c5a5da6c39b7fef4() {
+intgo _wrap_EIO_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -942,7 +1118,7 @@ intgo _wrap_EIO_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_ECORRUPT_swig_c5a5da6c39b7fef4() {
+intgo _wrap_ECORRUPT_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -954,7 +1130,7 @@ intgo _wrap_ECORRUPT_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_EUNSUPPORTED_swig_c5a5da6c39b7fef4() {
+intgo _wrap_EUNSUPPORTED_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -966,7 +1142,7 @@ intgo _wrap_EUNSUPPORTED_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_ENOTFOUND_swig_c5a5da6c39b7fef4() {
+intgo _wrap_ENOTFOUND_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -978,7 +1154,7 @@ intgo _wrap_ENOTFOUND_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_EINTERNAL_swig_c5a5da6c39b7fef4() {
+intgo _wrap_EINTERNAL_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -990,7 +1166,7 @@ intgo _wrap_EINTERNAL_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_ENODEVICE_swig_c5a5da6c39b7fef4() {
+intgo _wrap_ENODEVICE_swig_5010cc1c9577d3b9() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1002,7 +1178,7 @@ intgo _wrap_ENODEVICE_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT32_swig_c5a5da6c39b7fef4() {
+intgo _wrap_DTYPE_FLOAT32_swig_5010cc1c9577d3b9() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1014,7 +1190,7 @@ intgo _wrap_DTYPE_FLOAT32_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT16_swig_c5a5da6c39b7fef4() {
+intgo _wrap_DTYPE_FLOAT16_swig_5010cc1c9577d3b9() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1026,7 +1202,7 @@ intgo _wrap_DTYPE_FLOAT16_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_DTYPE_BFLOAT16_swig_c5a5da6c39b7fef4() {
+intgo _wrap_DTYPE_BFLOAT16_swig_5010cc1c9577d3b9() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1038,7 +1214,7 @@ intgo _wrap_DTYPE_BFLOAT16_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT64_swig_c5a5da6c39b7fef4() {
+intgo _wrap_DTYPE_FLOAT64_swig_5010cc1c9577d3b9() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1050,7 +1226,7 @@ intgo _wrap_DTYPE_FLOAT64_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_DTYPE_INT32_swig_c5a5da6c39b7fef4() {
+intgo _wrap_DTYPE_INT32_swig_5010cc1c9577d3b9() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1062,7 +1238,7 @@ intgo _wrap_DTYPE_INT32_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_DTYPE_INT64_swig_c5a5da6c39b7fef4() {
+intgo _wrap_DTYPE_INT64_swig_5010cc1c9577d3b9() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1074,7 +1250,7 @@ intgo _wrap_DTYPE_INT64_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_DTYPE_UINT8_swig_c5a5da6c39b7fef4() {
+intgo _wrap_DTYPE_UINT8_swig_5010cc1c9577d3b9() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1086,7 +1262,7 @@ intgo _wrap_DTYPE_UINT8_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_DEVICE_HOST_swig_c5a5da6c39b7fef4() {
+intgo _wrap_DEVICE_HOST_swig_5010cc1c9577d3b9() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1098,7 +1274,7 @@ intgo _wrap_DEVICE_HOST_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_DEVICE_CUDA_swig_c5a5da6c39b7fef4() {
+intgo _wrap_DEVICE_CUDA_swig_5010cc1c9577d3b9() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1110,7 +1286,7 @@ intgo _wrap_DEVICE_CUDA_swig_c5a5da6c39b7fef4() {
 }
 
 
-_gostring_ _wrap_status_string_swig_c5a5da6c39b7fef4(intgo _swig_go_0) {
+_gostring_ _wrap_status_string_swig_5010cc1c9577d3b9(intgo _swig_go_0) {
   shardrec_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -1123,7 +1299,7 @@ _gostring_ _wrap_status_string_swig_c5a5da6c39b7fef4(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_version_swig_c5a5da6c39b7fef4() {
+intgo _wrap_version_swig_5010cc1c9577d3b9() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -1134,7 +1310,7 @@ intgo _wrap_version_swig_c5a5da6c39b7fef4() {
 }
 
 
-_gostring_ _wrap_version_string_swig_c5a5da6c39b7fef4() {
+_gostring_ _wrap_version_string_swig_5010cc1c9577d3b9() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -1145,7 +1321,7 @@ _gostring_ _wrap_version_string_swig_c5a5da6c39b7fef4() {
 }
 
 
-long long _wrap_dtype_size_swig_c5a5da6c39b7fef4(intgo _swig_go_0) {
+long long _wrap_dtype_size_swig_5010cc1c9577d3b9(intgo _swig_go_0) {
   int32_t arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -1158,7 +1334,7 @@ long long _wrap_dtype_size_swig_c5a5da6c39b7fef4(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_SHARDING_DATA_PARALLEL_swig_c5a5da6c39b7fef4() {
+intgo _wrap_SHARDING_DATA_PARALLEL_swig_5010cc1c9577d3b9() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1170,7 +1346,7 @@ intgo _wrap_SHARDING_DATA_PARALLEL_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_WISE_swig_c5a5da6c39b7fef4() {
+intgo _wrap_SHARDING_TABLE_WISE_swig_5010cc1c9577d3b9() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1182,7 +1358,7 @@ intgo _wrap_SHARDING_TABLE_WISE_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_SHARDING_ROW_WISE_swig_c5a5da6c39b7fef4() {
+intgo _wrap_SHARDING_ROW_WISE_swig_5010cc1c9577d3b9() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1194,7 +1370,7 @@ intgo _wrap_SHARDING_ROW_WISE_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_SHARDING_COLUMN_WISE_swig_c5a5da6c39b7fef4() {
+intgo _wrap_SHARDING_COLUMN_WISE_swig_5010cc1c9577d3b9() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1206,7 +1382,7 @@ intgo _wrap_SHARDING_COLUMN_WISE_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_c5a5da6c39b7fef4() {
+intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_5010cc1c9577d3b9() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1218,7 +1394,7 @@ intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_c5a5da6c39b7fef4() {
+intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_5010cc1c9577d3b9() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1230,7 +1406,7 @@ intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_SHARDING_GRID_swig_c5a5da6c39b7fef4() {
+intgo _wrap_SHARDING_GRID_swig_5010cc1c9577d3b9() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1242,7 +1418,7 @@ intgo _wrap_SHARDING_GRID_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_POOLING_SUM_swig_c5a5da6c39b7fef4() {
+intgo _wrap_POOLING_SUM_swig_5010cc1c9577d3b9() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1254,7 +1430,7 @@ intgo _wrap_POOLING_SUM_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_POOLING_MEAN_swig_c5a5da6c39b7fef4() {
+intgo _wrap_POOLING_MEAN_swig_5010cc1c9577d3b9() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1266,7 +1442,7 @@ intgo _wrap_POOLING_MEAN_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_POOLING_NONE_swig_c5a5da6c39b7fef4() {
+intgo _wrap_POOLING_NONE_swig_5010cc1c9577d3b9() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1278,7 +1454,7 @@ intgo _wrap_POOLING_NONE_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_INIT_DEFAULT_swig_c5a5da6c39b7fef4() {
+intgo _wrap_INIT_DEFAULT_swig_5010cc1c9577d3b9() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1290,7 +1466,7 @@ intgo _wrap_INIT_DEFAULT_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_INIT_UNIFORM_swig_c5a5da6c39b7fef4() {
+intgo _wrap_INIT_UNIFORM_swig_5010cc1c9577d3b9() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1302,7 +1478,7 @@ intgo _wrap_INIT_UNIFORM_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_INIT_CONSTANT_swig_c5a5da6c39b7fef4() {
+intgo _wrap_INIT_CONSTANT_swig_5010cc1c9577d3b9() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1314,7 +1490,7 @@ intgo _wrap_INIT_CONSTANT_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_OPTIMIZER_SGD_swig_c5a5da6c39b7fef4() {
+intgo _wrap_OPTIMIZER_SGD_swig_5010cc1c9577d3b9() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1326,7 +1502,7 @@ intgo _wrap_OPTIMIZER_SGD_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAGRAD_swig_c5a5da6c39b7fef4() {
+intgo _wrap_OPTIMIZER_ADAGRAD_swig_5010cc1c9577d3b9() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1338,7 +1514,7 @@ intgo _wrap_OPTIMIZER_ADAGRAD_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_c5a5da6c39b7fef4() {
+intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_5010cc1c9577d3b9() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1350,7 +1526,7 @@ intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAM_swig_c5a5da6c39b7fef4() {
+intgo _wrap_OPTIMIZER_ADAM_swig_5010cc1c9577d3b9() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1362,7 +1538,7 @@ intgo _wrap_OPTIMIZER_ADAM_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_c5a5da6c39b7fef4() {
+intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_5010cc1c9577d3b9() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1374,7 +1550,7 @@ intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_OPTIMIZER_LAMB_swig_c5a5da6c39b7fef4() {
+intgo _wrap_OPTIMIZER_LAMB_swig_5010cc1c9577d3b9() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1386,7 +1562,7 @@ intgo _wrap_OPTIMIZER_LAMB_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_NONE_swig_c5a5da6c39b7fef4() {
+intgo _wrap_WEIGHT_DECAY_NONE_swig_5010cc1c9577d3b9() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1398,7 +1574,7 @@ intgo _wrap_WEIGHT_DECAY_NONE_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_L2_swig_c5a5da6c39b7fef4() {
+intgo _wrap_WEIGHT_DECAY_L2_swig_5010cc1c9577d3b9() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1410,7 +1586,7 @@ intgo _wrap_WEIGHT_DECAY_L2_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_c5a5da6c39b7fef4() {
+intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_5010cc1c9577d3b9() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1422,7 +1598,7 @@ intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_c5a5da6c39b7fef4() {
 }
 
 
-void _wrap_optimizer_config_version_set_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_version_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t arg2 ;
   
@@ -1434,7 +1610,7 @@ void _wrap_optimizer_config_version_set_swig_c5a5da6c39b7fef4(struct shardrec_op
 }
 
 
-intgo _wrap_optimizer_config_version_get_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_version_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1447,7 +1623,7 @@ intgo _wrap_optimizer_config_version_get_swig_c5a5da6c39b7fef4(struct shardrec_o
 }
 
 
-void _wrap_optimizer_config_Xtype_set_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_Xtype_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1459,7 +1635,7 @@ void _wrap_optimizer_config_Xtype_set_swig_c5a5da6c39b7fef4(struct shardrec_opti
 }
 
 
-intgo _wrap_optimizer_config_Xtype_get_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_Xtype_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1472,7 +1648,7 @@ intgo _wrap_optimizer_config_Xtype_get_swig_c5a5da6c39b7fef4(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_learning_rate_set_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_learning_rate_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1484,7 +1660,7 @@ void _wrap_optimizer_config_learning_rate_set_swig_c5a5da6c39b7fef4(struct shard
 }
 
 
-float _wrap_optimizer_config_learning_rate_get_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_learning_rate_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1497,7 +1673,7 @@ float _wrap_optimizer_config_learning_rate_get_swig_c5a5da6c39b7fef4(struct shar
 }
 
 
-void _wrap_optimizer_config_eps_set_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_eps_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1509,7 +1685,7 @@ void _wrap_optimizer_config_eps_set_swig_c5a5da6c39b7fef4(struct shardrec_optimi
 }
 
 
-float _wrap_optimizer_config_eps_get_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_eps_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1522,7 +1698,7 @@ float _wrap_optimizer_config_eps_get_swig_c5a5da6c39b7fef4(struct shardrec_optim
 }
 
 
-void _wrap_optimizer_config_beta1_set_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta1_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1534,7 +1710,7 @@ void _wrap_optimizer_config_beta1_set_swig_c5a5da6c39b7fef4(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta1_get_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta1_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1547,7 +1723,7 @@ float _wrap_optimizer_config_beta1_get_swig_c5a5da6c39b7fef4(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_beta2_set_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta2_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1559,7 +1735,7 @@ void _wrap_optimizer_config_beta2_set_swig_c5a5da6c39b7fef4(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta2_get_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta2_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1572,7 +1748,7 @@ float _wrap_optimizer_config_beta2_get_swig_c5a5da6c39b7fef4(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_weight_decay_set_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1584,7 +1760,7 @@ void _wrap_optimizer_config_weight_decay_set_swig_c5a5da6c39b7fef4(struct shardr
 }
 
 
-float _wrap_optimizer_config_weight_decay_get_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_weight_decay_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1597,7 +1773,7 @@ float _wrap_optimizer_config_weight_decay_get_swig_c5a5da6c39b7fef4(struct shard
 }
 
 
-void _wrap_optimizer_config_weight_decay_mode_set_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_mode_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1609,7 +1785,7 @@ void _wrap_optimizer_config_weight_decay_mode_set_swig_c5a5da6c39b7fef4(struct s
 }
 
 
-intgo _wrap_optimizer_config_weight_decay_mode_get_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_weight_decay_mode_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1622,7 +1798,7 @@ intgo _wrap_optimizer_config_weight_decay_mode_get_swig_c5a5da6c39b7fef4(struct 
 }
 
 
-void _wrap_optimizer_config_stochastic_rounding_set_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_stochastic_rounding_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1634,7 +1810,7 @@ void _wrap_optimizer_config_stochastic_rounding_set_swig_c5a5da6c39b7fef4(struct
 }
 
 
-intgo _wrap_optimizer_config_stochastic_rounding_get_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_stochastic_rounding_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1647,7 +1823,7 @@ intgo _wrap_optimizer_config_stochastic_rounding_get_swig_c5a5da6c39b7fef4(struc
 }
 
 
-struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_c5a5da6c39b7fef4() {
+struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_5010cc1c9577d3b9() {
   struct shardrec_optimizer_config *result = 0 ;
   struct shardrec_optimizer_config *_swig_go_result;
   
@@ -1658,7 +1834,7 @@ struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_c5a5da6c39b7fe
 }
 
 
-void _wrap_delete_optimizer_config_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0) {
+void _wrap_delete_optimizer_config_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   
   arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
@@ -1668,7 +1844,7 @@ void _wrap_delete_optimizer_config_swig_c5a5da6c39b7fef4(struct shardrec_optimiz
 }
 
 
-_gostring_ _wrap_optimizer_config_init_swig_c5a5da6c39b7fef4(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_optimizer_config_init_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_optimizer_config_t *arg1 = (shardrec_optimizer_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -1700,7 +1876,7 @@ _gostring_ _wrap_optimizer_config_init_swig_c5a5da6c39b7fef4(struct shardrec_opt
 }
 
 
-void _wrap_Topology_t_version_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_version_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t arg2 ;
   
@@ -1712,7 +1888,7 @@ void _wrap_Topology_t_version_set_swig_c5a5da6c39b7fef4(struct shardrec_topology
 }
 
 
-intgo _wrap_Topology_t_version_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_version_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1725,7 +1901,7 @@ intgo _wrap_Topology_t_version_get_swig_c5a5da6c39b7fef4(struct shardrec_topolog
 }
 
 
-void _wrap_Topology_t_world_size_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_world_size_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1737,7 +1913,7 @@ void _wrap_Topology_t_world_size_set_swig_c5a5da6c39b7fef4(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_world_size_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_world_size_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1750,7 +1926,7 @@ intgo _wrap_Topology_t_world_size_get_swig_c5a5da6c39b7fef4(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_ranks_per_node_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_ranks_per_node_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1762,7 +1938,7 @@ void _wrap_Topology_t_ranks_per_node_set_swig_c5a5da6c39b7fef4(struct shardrec_t
 }
 
 
-intgo _wrap_Topology_t_ranks_per_node_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_ranks_per_node_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1775,7 +1951,7 @@ intgo _wrap_Topology_t_ranks_per_node_get_swig_c5a5da6c39b7fef4(struct shardrec_
 }
 
 
-void _wrap_Topology_t_device_type_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_device_type_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1787,7 +1963,7 @@ void _wrap_Topology_t_device_type_set_swig_c5a5da6c39b7fef4(struct shardrec_topo
 }
 
 
-intgo _wrap_Topology_t_device_type_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_device_type_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1800,7 +1976,7 @@ intgo _wrap_Topology_t_device_type_get_swig_c5a5da6c39b7fef4(struct shardrec_top
 }
 
 
-void _wrap_Topology_t_memory_bytes_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
+void _wrap_Topology_t_memory_bytes_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t arg2 ;
   
@@ -1812,7 +1988,7 @@ void _wrap_Topology_t_memory_bytes_set_swig_c5a5da6c39b7fef4(struct shardrec_top
 }
 
 
-long long _wrap_Topology_t_memory_bytes_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
+long long _wrap_Topology_t_memory_bytes_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1825,7 +2001,7 @@ long long _wrap_Topology_t_memory_bytes_get_swig_c5a5da6c39b7fef4(struct shardre
 }
 
 
-void _wrap_Topology_t_intra_node_bandwidth_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_intra_node_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -1837,7 +2013,7 @@ void _wrap_Topology_t_intra_node_bandwidth_set_swig_c5a5da6c39b7fef4(struct shar
 }
 
 
-double _wrap_Topology_t_intra_node_bandwidth_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_intra_node_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -1850,7 +2026,7 @@ double _wrap_Topology_t_intra_node_bandwidth_get_swig_c5a5da6c39b7fef4(struct sh
 }
 
 
-void _wrap_Topology_t_inter_node_bandwidth_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_inter_node_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -1862,7 +2038,7 @@ void _wrap_Topology_t_inter_node_bandwidth_set_swig_c5a5da6c39b7fef4(struct shar
 }
 
 
-double _wrap_Topology_t_inter_node_bandwidth_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_inter_node_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -1875,7 +2051,7 @@ double _wrap_Topology_t_inter_node_bandwidth_get_swig_c5a5da6c39b7fef4(struct sh
 }
 
 
-void _wrap_Topology_t_batch_size_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_batch_size_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1887,7 +2063,7 @@ void _wrap_Topology_t_batch_size_set_swig_c5a5da6c39b7fef4(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_batch_size_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_batch_size_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1900,7 +2076,7 @@ intgo _wrap_Topology_t_batch_size_get_swig_c5a5da6c39b7fef4(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_optimizer_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_optimizer_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1912,7 +2088,7 @@ void _wrap_Topology_t_optimizer_set_swig_c5a5da6c39b7fef4(struct shardrec_topolo
 }
 
 
-intgo _wrap_Topology_t_optimizer_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_optimizer_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1925,7 +2101,7 @@ intgo _wrap_Topology_t_optimizer_get_swig_c5a5da6c39b7fef4(struct shardrec_topol
 }
 
 
-void _wrap_Topology_t_memory_bandwidth_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_memory_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -1937,7 +2113,7 @@ void _wrap_Topology_t_memory_bandwidth_set_swig_c5a5da6c39b7fef4(struct shardrec
 }
 
 
-double _wrap_Topology_t_memory_bandwidth_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_memory_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -1950,7 +2126,7 @@ double _wrap_Topology_t_memory_bandwidth_get_swig_c5a5da6c39b7fef4(struct shardr
 }
 
 
-void _wrap_Topology_t_reserved_fraction_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_reserved_fraction_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -1962,7 +2138,7 @@ void _wrap_Topology_t_reserved_fraction_set_swig_c5a5da6c39b7fef4(struct shardre
 }
 
 
-double _wrap_Topology_t_reserved_fraction_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_reserved_fraction_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -1975,7 +2151,7 @@ double _wrap_Topology_t_reserved_fraction_get_swig_c5a5da6c39b7fef4(struct shard
 }
 
 
-void _wrap_Topology_t_collective_latency_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_collective_latency_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -1987,7 +2163,7 @@ void _wrap_Topology_t_collective_latency_set_swig_c5a5da6c39b7fef4(struct shardr
 }
 
 
-double _wrap_Topology_t_collective_latency_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_collective_latency_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2000,7 +2176,7 @@ double _wrap_Topology_t_collective_latency_get_swig_c5a5da6c39b7fef4(struct shar
 }
 
 
-void _wrap_Topology_t_per_id_cost_set_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_per_id_cost_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2012,7 +2188,7 @@ void _wrap_Topology_t_per_id_cost_set_swig_c5a5da6c39b7fef4(struct shardrec_topo
 }
 
 
-double _wrap_Topology_t_per_id_cost_get_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_per_id_cost_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2025,7 +2201,7 @@ double _wrap_Topology_t_per_id_cost_get_swig_c5a5da6c39b7fef4(struct shardrec_to
 }
 
 
-struct shardrec_topology *_wrap_new_Topology_t_swig_c5a5da6c39b7fef4() {
+struct shardrec_topology *_wrap_new_Topology_t_swig_5010cc1c9577d3b9() {
   struct shardrec_topology *result = 0 ;
   struct shardrec_topology *_swig_go_result;
   
@@ -2036,7 +2212,7 @@ struct shardrec_topology *_wrap_new_Topology_t_swig_c5a5da6c39b7fef4() {
 }
 
 
-void _wrap_delete_Topology_t_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0) {
+void _wrap_delete_Topology_t_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   
   arg1 = *(struct shardrec_topology **)&_swig_go_0; 
@@ -2046,7 +2222,7 @@ void _wrap_delete_Topology_t_swig_c5a5da6c39b7fef4(struct shardrec_topology *_sw
 }
 
 
-_gostring_ _wrap_topology_init_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_topology_init_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2078,7 +2254,7 @@ _gostring_ _wrap_topology_init_swig_c5a5da6c39b7fef4(struct shardrec_topology *_
 }
 
 
-void _wrap_comm_options_version_set_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2090,7 +2266,7 @@ void _wrap_comm_options_version_set_swig_c5a5da6c39b7fef4(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_version_get_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2103,7 +2279,7 @@ intgo _wrap_comm_options_version_get_swig_c5a5da6c39b7fef4(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_timeout_ms_set_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_timeout_ms_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2115,7 +2291,7 @@ void _wrap_comm_options_timeout_ms_set_swig_c5a5da6c39b7fef4(struct shardrec_com
 }
 
 
-long long _wrap_comm_options_timeout_ms_get_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_timeout_ms_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2128,7 +2304,7 @@ long long _wrap_comm_options_timeout_ms_get_swig_c5a5da6c39b7fef4(struct shardre
 }
 
 
-void _wrap_comm_options_backend_set_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_backend_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2140,7 +2316,7 @@ void _wrap_comm_options_backend_set_swig_c5a5da6c39b7fef4(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_backend_get_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_backend_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2153,7 +2329,7 @@ intgo _wrap_comm_options_backend_get_swig_c5a5da6c39b7fef4(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_device_type_set_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_type_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2165,7 +2341,7 @@ void _wrap_comm_options_device_type_set_swig_c5a5da6c39b7fef4(struct shardrec_co
 }
 
 
-intgo _wrap_comm_options_device_type_get_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_type_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2178,7 +2354,7 @@ intgo _wrap_comm_options_device_type_get_swig_c5a5da6c39b7fef4(struct shardrec_c
 }
 
 
-void _wrap_comm_options_device_index_set_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_index_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2190,7 +2366,7 @@ void _wrap_comm_options_device_index_set_swig_c5a5da6c39b7fef4(struct shardrec_c
 }
 
 
-intgo _wrap_comm_options_device_index_get_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_index_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2203,7 +2379,7 @@ intgo _wrap_comm_options_device_index_get_swig_c5a5da6c39b7fef4(struct shardrec_
 }
 
 
-void _wrap_comm_options_bind_address_set_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
+void _wrap_comm_options_bind_address_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *arg2 = (char *) 0 ;
   
@@ -2227,7 +2403,7 @@ void _wrap_comm_options_bind_address_set_swig_c5a5da6c39b7fef4(struct shardrec_c
 }
 
 
-_gostring_ _wrap_comm_options_bind_address_get_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0) {
+_gostring_ _wrap_comm_options_bind_address_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -2240,7 +2416,7 @@ _gostring_ _wrap_comm_options_bind_address_get_swig_c5a5da6c39b7fef4(struct shar
 }
 
 
-struct shardrec_comm_options *_wrap_new_comm_options_swig_c5a5da6c39b7fef4() {
+struct shardrec_comm_options *_wrap_new_comm_options_swig_5010cc1c9577d3b9() {
   struct shardrec_comm_options *result = 0 ;
   struct shardrec_comm_options *_swig_go_result;
   
@@ -2251,7 +2427,7 @@ struct shardrec_comm_options *_wrap_new_comm_options_swig_c5a5da6c39b7fef4() {
 }
 
 
-void _wrap_delete_comm_options_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0) {
+void _wrap_delete_comm_options_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   
   arg1 = *(struct shardrec_comm_options **)&_swig_go_0; 
@@ -2261,7 +2437,7 @@ void _wrap_delete_comm_options_swig_c5a5da6c39b7fef4(struct shardrec_comm_option
 }
 
 
-_gostring_ _wrap_comm_options_init_swig_c5a5da6c39b7fef4(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_comm_options_init_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_comm_options_t *arg1 = (shardrec_comm_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2293,7 +2469,7 @@ _gostring_ _wrap_comm_options_init_swig_c5a5da6c39b7fef4(struct shardrec_comm_op
 }
 
 
-_gostring_ _wrap_comm_unique_id_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0) {
+_gostring_ _wrap_comm_unique_id_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0) {
   shardrec_unique_id_t *arg1 = (shardrec_unique_id_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2323,7 +2499,7 @@ _gostring_ _wrap_comm_unique_id_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_comm_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
+_gostring_ _wrap_comm_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_unique_id_t *arg2 = (shardrec_unique_id_t *) 0 ;
   int32_t arg3 ;
@@ -2361,7 +2537,7 @@ _gostring_ _wrap_comm_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, _goslic
 }
 
 
-_gostring_ _wrap_comm_create_local_group_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_local_group_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int32_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -2397,7 +2573,7 @@ _gostring_ _wrap_comm_create_local_group_swig_c5a5da6c39b7fef4(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_comm_split_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_comm_split_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int32_t arg3 ;
@@ -2433,7 +2609,7 @@ _gostring_ _wrap_comm_split_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec
 }
 
 
-_gostring_ _wrap_comm_rank_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_rank_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -2465,7 +2641,7 @@ _gostring_ _wrap_comm_rank_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_size_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_size_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -2497,7 +2673,7 @@ _gostring_ _wrap_comm_size_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_set_timeout_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_comm_set_timeout_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -2529,7 +2705,7 @@ _gostring_ _wrap_comm_set_timeout_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_g
 }
 
 
-_gostring_ _wrap_comm_abort_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_abort_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2559,7 +2735,7 @@ _gostring_ _wrap_comm_abort_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_async_error_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_async_error_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2589,7 +2765,7 @@ _gostring_ _wrap_comm_async_error_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_g
 }
 
 
-void _wrap_comm_destroy_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_go_0) {
+void _wrap_comm_destroy_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   
   arg1 = (shardrec_comm_t *)_swig_go_0; 
@@ -2599,7 +2775,7 @@ void _wrap_comm_destroy_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_allreduce_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_comm_allreduce_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -2641,7 +2817,7 @@ _gostring_ _wrap_comm_allreduce_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_broadcast_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_broadcast_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   size_t arg3 ;
@@ -2681,7 +2857,7 @@ _gostring_ _wrap_comm_broadcast_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_allgather_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_allgather_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -2721,7 +2897,7 @@ _gostring_ _wrap_comm_allgather_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_barrier_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_barrier_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2751,7 +2927,7 @@ _gostring_ _wrap_comm_barrier_swig_c5a5da6c39b7fef4(shardrec_comm_t *_swig_go_0)
 }
 
 
-void _wrap_Shard_t_row_offset_set_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_row_offset_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -2763,7 +2939,7 @@ void _wrap_Shard_t_row_offset_set_swig_c5a5da6c39b7fef4(struct shardrec_shard *_
 }
 
 
-long long _wrap_Shard_t_row_offset_get_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_row_offset_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2776,7 +2952,7 @@ long long _wrap_Shard_t_row_offset_get_swig_c5a5da6c39b7fef4(struct shardrec_sha
 }
 
 
-void _wrap_Shard_t_rows_set_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_rows_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -2788,7 +2964,7 @@ void _wrap_Shard_t_rows_set_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_g
 }
 
 
-long long _wrap_Shard_t_rows_get_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_rows_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2801,7 +2977,7 @@ long long _wrap_Shard_t_rows_get_swig_c5a5da6c39b7fef4(struct shardrec_shard *_s
 }
 
 
-void _wrap_Shard_t_col_offset_set_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_col_offset_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -2813,7 +2989,7 @@ void _wrap_Shard_t_col_offset_set_swig_c5a5da6c39b7fef4(struct shardrec_shard *_
 }
 
 
-intgo _wrap_Shard_t_col_offset_get_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_col_offset_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2826,7 +3002,7 @@ intgo _wrap_Shard_t_col_offset_get_swig_c5a5da6c39b7fef4(struct shardrec_shard *
 }
 
 
-void _wrap_Shard_t_cols_set_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_cols_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -2838,7 +3014,7 @@ void _wrap_Shard_t_cols_set_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_cols_get_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_cols_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2851,7 +3027,7 @@ intgo _wrap_Shard_t_cols_get_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_
 }
 
 
-void _wrap_Shard_t_rank_set_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_rank_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -2863,7 +3039,7 @@ void _wrap_Shard_t_rank_set_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_rank_get_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_rank_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2876,7 +3052,7 @@ intgo _wrap_Shard_t_rank_get_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_
 }
 
 
-struct shardrec_shard *_wrap_new_Shard_t_swig_c5a5da6c39b7fef4() {
+struct shardrec_shard *_wrap_new_Shard_t_swig_5010cc1c9577d3b9() {
   struct shardrec_shard *result = 0 ;
   struct shardrec_shard *_swig_go_result;
   
@@ -2887,7 +3063,7 @@ struct shardrec_shard *_wrap_new_Shard_t_swig_c5a5da6c39b7fef4() {
 }
 
 
-void _wrap_delete_Shard_t_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_0) {
+void _wrap_delete_Shard_t_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   
   arg1 = *(struct shardrec_shard **)&_swig_go_0; 
@@ -2897,7 +3073,7 @@ void _wrap_delete_Shard_t_swig_c5a5da6c39b7fef4(struct shardrec_shard *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_from_json_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_plan_from_json_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -2933,7 +3109,7 @@ _gostring_ _wrap_plan_from_json_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, _gos
 }
 
 
-_gostring_ _wrap_plan_to_json_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_to_json_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -2974,7 +3150,7 @@ _gostring_ _wrap_plan_to_json_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_plan_stats_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_stats_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3015,7 +3191,7 @@ _gostring_ _wrap_plan_stats_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_plan_hash_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_hash_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -3047,7 +3223,7 @@ _gostring_ _wrap_plan_hash_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, _g
 }
 
 
-_gostring_ _wrap_plan_world_size_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_world_size_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3079,7 +3255,7 @@ _gostring_ _wrap_plan_world_size_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_ranks_per_node_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_ranks_per_node_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3111,7 +3287,7 @@ _gostring_ _wrap_plan_ranks_per_node_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_num_tables_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_tables_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3143,7 +3319,7 @@ _gostring_ _wrap_plan_num_tables_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_num_features_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_features_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3175,7 +3351,7 @@ _gostring_ _wrap_plan_num_features_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_feature_name_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_feature_name_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -3214,7 +3390,7 @@ _gostring_ _wrap_plan_feature_name_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_table_name_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_table_name_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -3253,7 +3429,7 @@ _gostring_ _wrap_plan_table_name_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_find_table_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_find_table_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3292,7 +3468,7 @@ _gostring_ _wrap_plan_find_table_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_rows_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_rows_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -3326,7 +3502,7 @@ _gostring_ _wrap_plan_table_rows_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_dim_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_dim_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3360,7 +3536,7 @@ _gostring_ _wrap_plan_table_dim_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_table_sharding_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_plan_table_sharding_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3396,7 +3572,7 @@ _gostring_ _wrap_plan_table_sharding_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_shard_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
+_gostring_ _wrap_plan_shard_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -3432,7 +3608,7 @@ _gostring_ _wrap_plan_shard_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0, l
 }
 
 
-void _wrap_calibrate_options_version_set_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t arg2 ;
   
@@ -3444,7 +3620,7 @@ void _wrap_calibrate_options_version_set_swig_c5a5da6c39b7fef4(struct shardrec_c
 }
 
 
-intgo _wrap_calibrate_options_version_get_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -3457,7 +3633,7 @@ intgo _wrap_calibrate_options_version_get_swig_c5a5da6c39b7fef4(struct shardrec_
 }
 
 
-void _wrap_calibrate_options_ranks_share_memory_set_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_share_memory_set_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -3469,7 +3645,7 @@ void _wrap_calibrate_options_ranks_share_memory_set_swig_c5a5da6c39b7fef4(struct
 }
 
 
-intgo _wrap_calibrate_options_ranks_share_memory_get_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_share_memory_get_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3482,7 +3658,7 @@ intgo _wrap_calibrate_options_ranks_share_memory_get_swig_c5a5da6c39b7fef4(struc
 }
 
 
-void _wrap_calibrate_options_time_budget_set_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
+void _wrap_calibrate_options_time_budget_set_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double arg2 ;
   
@@ -3494,7 +3670,7 @@ void _wrap_calibrate_options_time_budget_set_swig_c5a5da6c39b7fef4(struct shardr
 }
 
 
-double _wrap_calibrate_options_time_budget_get_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0) {
+double _wrap_calibrate_options_time_budget_get_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double result;
   double _swig_go_result;
@@ -3507,7 +3683,7 @@ double _wrap_calibrate_options_time_budget_get_swig_c5a5da6c39b7fef4(struct shar
 }
 
 
-void _wrap_calibrate_options_threads_per_rank_set_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_threads_per_rank_set_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -3519,7 +3695,7 @@ void _wrap_calibrate_options_threads_per_rank_set_swig_c5a5da6c39b7fef4(struct s
 }
 
 
-intgo _wrap_calibrate_options_threads_per_rank_get_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_threads_per_rank_get_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3532,7 +3708,7 @@ intgo _wrap_calibrate_options_threads_per_rank_get_swig_c5a5da6c39b7fef4(struct 
 }
 
 
-void _wrap_calibrate_options_ranks_per_machine_set_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_per_machine_set_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -3544,7 +3720,7 @@ void _wrap_calibrate_options_ranks_per_machine_set_swig_c5a5da6c39b7fef4(struct 
 }
 
 
-intgo _wrap_calibrate_options_ranks_per_machine_get_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_per_machine_get_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3557,7 +3733,7 @@ intgo _wrap_calibrate_options_ranks_per_machine_get_swig_c5a5da6c39b7fef4(struct
 }
 
 
-struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_c5a5da6c39b7fef4() {
+struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_5010cc1c9577d3b9() {
   struct shardrec_calibrate_options *result = 0 ;
   struct shardrec_calibrate_options *_swig_go_result;
   
@@ -3568,7 +3744,7 @@ struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_c5a5da6c39b7
 }
 
 
-void _wrap_delete_calibrate_options_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0) {
+void _wrap_delete_calibrate_options_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   
   arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
@@ -3578,7 +3754,7 @@ void _wrap_delete_calibrate_options_swig_c5a5da6c39b7fef4(struct shardrec_calibr
 }
 
 
-_gostring_ _wrap_calibrate_options_init_swig_c5a5da6c39b7fef4(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibrate_options_init_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibrate_options_t *arg1 = (shardrec_calibrate_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -3610,7 +3786,7 @@ _gostring_ _wrap_calibrate_options_init_swig_c5a5da6c39b7fef4(struct shardrec_ca
 }
 
 
-void _wrap_calibration_version_set_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibration_version_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t arg2 ;
   
@@ -3622,7 +3798,7 @@ void _wrap_calibration_version_set_swig_c5a5da6c39b7fef4(struct shardrec_calibra
 }
 
 
-intgo _wrap_calibration_version_get_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0) {
+intgo _wrap_calibration_version_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -3635,7 +3811,7 @@ intgo _wrap_calibration_version_get_swig_c5a5da6c39b7fef4(struct shardrec_calibr
 }
 
 
-void _wrap_calibration_gather_bandwidth_set_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_gather_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -3647,7 +3823,7 @@ void _wrap_calibration_gather_bandwidth_set_swig_c5a5da6c39b7fef4(struct shardre
 }
 
 
-double _wrap_calibration_gather_bandwidth_get_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_gather_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -3660,7 +3836,7 @@ double _wrap_calibration_gather_bandwidth_get_swig_c5a5da6c39b7fef4(struct shard
 }
 
 
-void _wrap_calibration_stream_bandwidth_set_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_stream_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -3672,7 +3848,7 @@ void _wrap_calibration_stream_bandwidth_set_swig_c5a5da6c39b7fef4(struct shardre
 }
 
 
-double _wrap_calibration_stream_bandwidth_get_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_stream_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -3685,7 +3861,7 @@ double _wrap_calibration_stream_bandwidth_get_swig_c5a5da6c39b7fef4(struct shard
 }
 
 
-void _wrap_calibration_loopback_bandwidth_set_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -3697,7 +3873,7 @@ void _wrap_calibration_loopback_bandwidth_set_swig_c5a5da6c39b7fef4(struct shard
 }
 
 
-double _wrap_calibration_loopback_bandwidth_get_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -3710,7 +3886,7 @@ double _wrap_calibration_loopback_bandwidth_get_swig_c5a5da6c39b7fef4(struct sha
 }
 
 
-void _wrap_calibration_loopback_latency_set_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_latency_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -3722,7 +3898,7 @@ void _wrap_calibration_loopback_latency_set_swig_c5a5da6c39b7fef4(struct shardre
 }
 
 
-double _wrap_calibration_loopback_latency_get_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_latency_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -3735,7 +3911,7 @@ double _wrap_calibration_loopback_latency_get_swig_c5a5da6c39b7fef4(struct shard
 }
 
 
-void _wrap_calibration_handoff_latency_set_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_handoff_latency_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -3747,7 +3923,7 @@ void _wrap_calibration_handoff_latency_set_swig_c5a5da6c39b7fef4(struct shardrec
 }
 
 
-double _wrap_calibration_handoff_latency_get_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_handoff_latency_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -3760,7 +3936,7 @@ double _wrap_calibration_handoff_latency_get_swig_c5a5da6c39b7fef4(struct shardr
 }
 
 
-void _wrap_calibration_elapsed_set_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_elapsed_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -3772,7 +3948,7 @@ void _wrap_calibration_elapsed_set_swig_c5a5da6c39b7fef4(struct shardrec_calibra
 }
 
 
-double _wrap_calibration_elapsed_get_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_elapsed_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -3785,7 +3961,7 @@ double _wrap_calibration_elapsed_get_swig_c5a5da6c39b7fef4(struct shardrec_calib
 }
 
 
-void _wrap_calibration_oversubscription_set_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_oversubscription_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -3797,7 +3973,7 @@ void _wrap_calibration_oversubscription_set_swig_c5a5da6c39b7fef4(struct shardre
 }
 
 
-double _wrap_calibration_oversubscription_get_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_oversubscription_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -3810,7 +3986,7 @@ double _wrap_calibration_oversubscription_get_swig_c5a5da6c39b7fef4(struct shard
 }
 
 
-struct shardrec_calibration *_wrap_new_calibration_swig_c5a5da6c39b7fef4() {
+struct shardrec_calibration *_wrap_new_calibration_swig_5010cc1c9577d3b9() {
   struct shardrec_calibration *result = 0 ;
   struct shardrec_calibration *_swig_go_result;
   
@@ -3821,7 +3997,7 @@ struct shardrec_calibration *_wrap_new_calibration_swig_c5a5da6c39b7fef4() {
 }
 
 
-void _wrap_delete_calibration_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0) {
+void _wrap_delete_calibration_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   
   arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
@@ -3831,7 +4007,7 @@ void _wrap_delete_calibration_swig_c5a5da6c39b7fef4(struct shardrec_calibration 
 }
 
 
-_gostring_ _wrap_calibration_init_swig_c5a5da6c39b7fef4(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibration_init_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibration_t *arg1 = (shardrec_calibration_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -3863,7 +4039,7 @@ _gostring_ _wrap_calibration_init_swig_c5a5da6c39b7fef4(struct shardrec_calibrat
 }
 
 
-_gostring_ _wrap_topology_calibrate_swig_c5a5da6c39b7fef4(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
+_gostring_ _wrap_topology_calibrate_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_calibrate_options_t *arg2 = (shardrec_calibrate_options_t *) 0 ;
   shardrec_calibration_t *arg3 = (shardrec_calibration_t *) 0 ;
@@ -3897,7 +4073,7 @@ _gostring_ _wrap_topology_calibrate_swig_c5a5da6c39b7fef4(struct shardrec_topolo
 }
 
 
-void _wrap_plan_destroy_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0) {
+void _wrap_plan_destroy_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   
   arg1 = (shardrec_plan_t *)_swig_go_0; 
@@ -3907,7 +4083,7 @@ void _wrap_plan_destroy_swig_c5a5da6c39b7fef4(shardrec_plan_t *_swig_go_0) {
 }
 
 
-intgo _wrap_BOUNDS_ERROR_swig_c5a5da6c39b7fef4() {
+intgo _wrap_BOUNDS_ERROR_swig_5010cc1c9577d3b9() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -3919,7 +4095,7 @@ intgo _wrap_BOUNDS_ERROR_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_BOUNDS_CLAMP_swig_c5a5da6c39b7fef4() {
+intgo _wrap_BOUNDS_CLAMP_swig_5010cc1c9577d3b9() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -3931,7 +4107,7 @@ intgo _wrap_BOUNDS_CLAMP_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_BOUNDS_SKIP_swig_c5a5da6c39b7fef4() {
+intgo _wrap_BOUNDS_SKIP_swig_5010cc1c9577d3b9() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -3943,7 +4119,7 @@ intgo _wrap_BOUNDS_SKIP_swig_c5a5da6c39b7fef4() {
 }
 
 
-void _wrap_embedding_options_version_set_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t arg2 ;
   
@@ -3955,7 +4131,7 @@ void _wrap_embedding_options_version_set_swig_c5a5da6c39b7fef4(struct shardrec_e
 }
 
 
-intgo _wrap_embedding_options_version_get_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -3968,7 +4144,7 @@ intgo _wrap_embedding_options_version_get_swig_c5a5da6c39b7fef4(struct shardrec_
 }
 
 
-void _wrap_embedding_options_seed_set_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_seed_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t arg2 ;
   
@@ -3980,7 +4156,7 @@ void _wrap_embedding_options_seed_set_swig_c5a5da6c39b7fef4(struct shardrec_embe
 }
 
 
-long long _wrap_embedding_options_seed_get_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_seed_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3993,7 +4169,7 @@ long long _wrap_embedding_options_seed_get_swig_c5a5da6c39b7fef4(struct shardrec
 }
 
 
-void _wrap_embedding_options_bounds_policy_set_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_bounds_policy_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4005,7 +4181,7 @@ void _wrap_embedding_options_bounds_policy_set_swig_c5a5da6c39b7fef4(struct shar
 }
 
 
-intgo _wrap_embedding_options_bounds_policy_get_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_bounds_policy_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4018,7 +4194,7 @@ intgo _wrap_embedding_options_bounds_policy_get_swig_c5a5da6c39b7fef4(struct sha
 }
 
 
-void _wrap_embedding_options_num_threads_set_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_num_threads_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4030,7 +4206,7 @@ void _wrap_embedding_options_num_threads_set_swig_c5a5da6c39b7fef4(struct shardr
 }
 
 
-intgo _wrap_embedding_options_num_threads_get_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_num_threads_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4043,7 +4219,7 @@ intgo _wrap_embedding_options_num_threads_get_swig_c5a5da6c39b7fef4(struct shard
 }
 
 
-void _wrap_embedding_options_dp_comm_set_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+void _wrap_embedding_options_dp_comm_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   
@@ -4055,7 +4231,7 @@ void _wrap_embedding_options_dp_comm_set_swig_c5a5da6c39b7fef4(struct shardrec_e
 }
 
 
-shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
+shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *result = 0 ;
   shardrec_comm_t *_swig_go_result;
@@ -4068,7 +4244,7 @@ shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_c5a5da6c39b7fef4(struc
 }
 
 
-void _wrap_embedding_options_device_type_set_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_type_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4080,7 +4256,7 @@ void _wrap_embedding_options_device_type_set_swig_c5a5da6c39b7fef4(struct shardr
 }
 
 
-intgo _wrap_embedding_options_device_type_get_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_type_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4093,7 +4269,7 @@ intgo _wrap_embedding_options_device_type_get_swig_c5a5da6c39b7fef4(struct shard
 }
 
 
-void _wrap_embedding_options_device_index_set_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_index_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4105,7 +4281,7 @@ void _wrap_embedding_options_device_index_set_swig_c5a5da6c39b7fef4(struct shard
 }
 
 
-intgo _wrap_embedding_options_device_index_get_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_index_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4118,7 +4294,7 @@ intgo _wrap_embedding_options_device_index_get_swig_c5a5da6c39b7fef4(struct shar
 }
 
 
-void _wrap_embedding_options_non_finite_set_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_non_finite_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4130,7 +4306,7 @@ void _wrap_embedding_options_non_finite_set_swig_c5a5da6c39b7fef4(struct shardre
 }
 
 
-intgo _wrap_embedding_options_non_finite_get_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_non_finite_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4143,7 +4319,7 @@ intgo _wrap_embedding_options_non_finite_get_swig_c5a5da6c39b7fef4(struct shardr
 }
 
 
-void _wrap_embedding_options_table_memory_set_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_table_memory_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4155,7 +4331,7 @@ void _wrap_embedding_options_table_memory_set_swig_c5a5da6c39b7fef4(struct shard
 }
 
 
-intgo _wrap_embedding_options_table_memory_get_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_table_memory_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4168,7 +4344,7 @@ intgo _wrap_embedding_options_table_memory_get_swig_c5a5da6c39b7fef4(struct shar
 }
 
 
-void _wrap_embedding_options_forward_comm_encoding_set_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_forward_comm_encoding_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4180,7 +4356,7 @@ void _wrap_embedding_options_forward_comm_encoding_set_swig_c5a5da6c39b7fef4(str
 }
 
 
-intgo _wrap_embedding_options_forward_comm_encoding_get_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_forward_comm_encoding_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4193,7 +4369,7 @@ intgo _wrap_embedding_options_forward_comm_encoding_get_swig_c5a5da6c39b7fef4(st
 }
 
 
-void _wrap_embedding_options_backward_comm_encoding_set_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_backward_comm_encoding_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4205,7 +4381,7 @@ void _wrap_embedding_options_backward_comm_encoding_set_swig_c5a5da6c39b7fef4(st
 }
 
 
-intgo _wrap_embedding_options_backward_comm_encoding_get_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_backward_comm_encoding_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4218,7 +4394,7 @@ intgo _wrap_embedding_options_backward_comm_encoding_get_swig_c5a5da6c39b7fef4(s
 }
 
 
-struct shardrec_embedding_options *_wrap_new_embedding_options_swig_c5a5da6c39b7fef4() {
+struct shardrec_embedding_options *_wrap_new_embedding_options_swig_5010cc1c9577d3b9() {
   struct shardrec_embedding_options *result = 0 ;
   struct shardrec_embedding_options *_swig_go_result;
   
@@ -4229,7 +4405,7 @@ struct shardrec_embedding_options *_wrap_new_embedding_options_swig_c5a5da6c39b7
 }
 
 
-void _wrap_delete_embedding_options_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0) {
+void _wrap_delete_embedding_options_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   
   arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
@@ -4239,7 +4415,7 @@ void _wrap_delete_embedding_options_swig_c5a5da6c39b7fef4(struct shardrec_embedd
 }
 
 
-intgo _wrap_COMM_ENCODING_FP32_swig_c5a5da6c39b7fef4() {
+intgo _wrap_COMM_ENCODING_FP32_swig_5010cc1c9577d3b9() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -4251,7 +4427,7 @@ intgo _wrap_COMM_ENCODING_FP32_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_COMM_ENCODING_FP16_swig_c5a5da6c39b7fef4() {
+intgo _wrap_COMM_ENCODING_FP16_swig_5010cc1c9577d3b9() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -4263,7 +4439,7 @@ intgo _wrap_COMM_ENCODING_FP16_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_COMM_ENCODING_BF16_swig_c5a5da6c39b7fef4() {
+intgo _wrap_COMM_ENCODING_BF16_swig_5010cc1c9577d3b9() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -4275,7 +4451,7 @@ intgo _wrap_COMM_ENCODING_BF16_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_c5a5da6c39b7fef4() {
+intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_5010cc1c9577d3b9() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -4287,7 +4463,7 @@ intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_c5a5da6c39b7fef4() {
+intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_5010cc1c9577d3b9() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -4299,7 +4475,7 @@ intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_NON_FINITE_CHECK_swig_c5a5da6c39b7fef4() {
+intgo _wrap_NON_FINITE_CHECK_swig_5010cc1c9577d3b9() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -4311,7 +4487,7 @@ intgo _wrap_NON_FINITE_CHECK_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_NON_FINITE_ALLOW_swig_c5a5da6c39b7fef4() {
+intgo _wrap_NON_FINITE_ALLOW_swig_5010cc1c9577d3b9() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -4323,7 +4499,7 @@ intgo _wrap_NON_FINITE_ALLOW_swig_c5a5da6c39b7fef4() {
 }
 
 
-_gostring_ _wrap_embedding_options_init_swig_c5a5da6c39b7fef4(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_options_init_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_options_t *arg1 = (shardrec_embedding_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4355,7 +4531,7 @@ _gostring_ _wrap_embedding_options_init_swig_c5a5da6c39b7fef4(struct shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_embedding_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_plan_t *arg2 = (shardrec_plan_t *) 0 ;
   shardrec_comm_t *arg3 = (shardrec_comm_t *) 0 ;
@@ -4393,7 +4569,7 @@ _gostring_ _wrap_embedding_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, sh
 }
 
 
-void _wrap_embedding_destroy_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0) {
+void _wrap_embedding_destroy_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   
   arg1 = (shardrec_embedding_t *)_swig_go_0; 
@@ -4403,7 +4579,7 @@ void _wrap_embedding_destroy_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_g
 }
 
 
-_gostring_ _wrap_embedding_output_dim_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_output_dim_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -4435,7 +4611,7 @@ _gostring_ _wrap_embedding_output_dim_swig_c5a5da6c39b7fef4(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_is_sequence_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -4467,7 +4643,7 @@ _gostring_ _wrap_embedding_is_sequence_swig_c5a5da6c39b7fef4(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_input_dist_wait_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_input_dist_wait_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   void *arg2 = (void *) 0 ;
   shardrec_status_t result;
@@ -4499,7 +4675,7 @@ _gostring_ _wrap_embedding_input_dist_wait_swig_c5a5da6c39b7fef4(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -4537,7 +4713,7 @@ _gostring_ _wrap_embedding_forward_distributed_swig_c5a5da6c39b7fef4(shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_backward_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_backward_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -4575,7 +4751,7 @@ _gostring_ _wrap_embedding_backward_swig_c5a5da6c39b7fef4(shardrec_embedding_t *
 }
 
 
-_gostring_ _wrap_embedding_forward_tensor_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
+_gostring_ _wrap_embedding_forward_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_kjt_view_t *arg2 = (shardrec_kjt_view_t *) 0 ;
   shardrec_tensor_view_t *arg3 = (shardrec_tensor_view_t *) 0 ;
@@ -4611,7 +4787,7 @@ _gostring_ _wrap_embedding_forward_tensor_swig_c5a5da6c39b7fef4(shardrec_embeddi
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_tensor_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -4645,7 +4821,7 @@ _gostring_ _wrap_embedding_forward_distributed_tensor_swig_c5a5da6c39b7fef4(shar
 }
 
 
-_gostring_ _wrap_embedding_backward_tensor_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_backward_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -4679,7 +4855,7 @@ _gostring_ _wrap_embedding_backward_tensor_swig_c5a5da6c39b7fef4(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_set_learning_rate_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_embedding_set_learning_rate_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -4711,7 +4887,7 @@ _gostring_ _wrap_embedding_set_learning_rate_swig_c5a5da6c39b7fef4(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_num_steps_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_steps_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -4743,7 +4919,7 @@ _gostring_ _wrap_embedding_num_steps_swig_c5a5da6c39b7fef4(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_num_steps_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -4775,7 +4951,7 @@ _gostring_ _wrap_embedding_set_num_steps_swig_c5a5da6c39b7fef4(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_get_weights_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_get_weights_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -4818,7 +4994,7 @@ _gostring_ _wrap_embedding_get_weights_swig_c5a5da6c39b7fef4(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_weights_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_set_weights_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -4861,7 +5037,7 @@ _gostring_ _wrap_embedding_set_weights_swig_c5a5da6c39b7fef4(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_num_states_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_states_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -4893,7 +5069,7 @@ _gostring_ _wrap_embedding_num_states_swig_c5a5da6c39b7fef4(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_state_info_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_state_info_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -4934,7 +5110,7 @@ _gostring_ _wrap_embedding_state_info_swig_c5a5da6c39b7fef4(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_get_state_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_get_state_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -4984,7 +5160,7 @@ _gostring_ _wrap_embedding_get_state_swig_c5a5da6c39b7fef4(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_state_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_set_state_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5034,7 +5210,7 @@ _gostring_ _wrap_embedding_set_state_swig_c5a5da6c39b7fef4(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_timings_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_timings_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   double *arg2 = (double *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -5068,7 +5244,7 @@ _gostring_ _wrap_embedding_timings_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_
 }
 
 
-_gostring_ _wrap_embedding_set_table_learning_rate_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -5107,7 +5283,7 @@ _gostring_ _wrap_embedding_set_table_learning_rate_swig_c5a5da6c39b7fef4(shardre
 }
 
 
-_gostring_ _wrap_embedding_table_optimizer_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
+_gostring_ _wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_optimizer_config_t *arg3 = (shardrec_optimizer_config_t *) 0 ;
@@ -5146,7 +5322,7 @@ _gostring_ _wrap_embedding_table_optimizer_swig_c5a5da6c39b7fef4(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_table_num_states_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -5185,7 +5361,7 @@ _gostring_ _wrap_embedding_table_num_states_swig_c5a5da6c39b7fef4(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_table_state_info_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -5233,7 +5409,7 @@ _gostring_ _wrap_embedding_table_state_info_swig_c5a5da6c39b7fef4(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_num_outputs_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -5265,7 +5441,7 @@ _gostring_ _wrap_embedding_num_outputs_swig_c5a5da6c39b7fef4(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_output_info_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_embedding_output_info_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -5315,7 +5491,7 @@ _gostring_ _wrap_embedding_output_info_swig_c5a5da6c39b7fef4(shardrec_embedding_
 }
 
 
-void _wrap_step_timings_version_set_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+void _wrap_step_timings_version_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t arg2 ;
   
@@ -5327,7 +5503,7 @@ void _wrap_step_timings_version_set_swig_c5a5da6c39b7fef4(struct shardrec_step_t
 }
 
 
-intgo _wrap_step_timings_version_get_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
+intgo _wrap_step_timings_version_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -5340,7 +5516,7 @@ intgo _wrap_step_timings_version_get_swig_c5a5da6c39b7fef4(struct shardrec_step_
 }
 
 
-void _wrap_step_timings_forwards_set_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -5352,7 +5528,7 @@ void _wrap_step_timings_forwards_set_swig_c5a5da6c39b7fef4(struct shardrec_step_
 }
 
 
-long long _wrap_step_timings_forwards_get_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_forwards_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5365,7 +5541,7 @@ long long _wrap_step_timings_forwards_get_swig_c5a5da6c39b7fef4(struct shardrec_
 }
 
 
-void _wrap_step_timings_backwards_set_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -5377,7 +5553,7 @@ void _wrap_step_timings_backwards_set_swig_c5a5da6c39b7fef4(struct shardrec_step
 }
 
 
-long long _wrap_step_timings_backwards_get_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_backwards_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5390,7 +5566,7 @@ long long _wrap_step_timings_backwards_get_swig_c5a5da6c39b7fef4(struct shardrec
 }
 
 
-void _wrap_step_timings_samples_set_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -5402,7 +5578,7 @@ void _wrap_step_timings_samples_set_swig_c5a5da6c39b7fef4(struct shardrec_step_t
 }
 
 
-long long _wrap_step_timings_samples_get_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_samples_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5415,7 +5591,7 @@ long long _wrap_step_timings_samples_get_swig_c5a5da6c39b7fef4(struct shardrec_s
 }
 
 
-void _wrap_step_timings_total_seconds_set_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_total_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -5427,7 +5603,7 @@ void _wrap_step_timings_total_seconds_set_swig_c5a5da6c39b7fef4(struct shardrec_
 }
 
 
-double _wrap_step_timings_total_seconds_get_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_total_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -5440,7 +5616,7 @@ double _wrap_step_timings_total_seconds_get_swig_c5a5da6c39b7fef4(struct shardre
 }
 
 
-void _wrap_step_timings_collective_seconds_set_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_collective_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -5452,7 +5628,7 @@ void _wrap_step_timings_collective_seconds_set_swig_c5a5da6c39b7fef4(struct shar
 }
 
 
-double _wrap_step_timings_collective_seconds_get_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_collective_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -5465,7 +5641,7 @@ double _wrap_step_timings_collective_seconds_get_swig_c5a5da6c39b7fef4(struct sh
 }
 
 
-void _wrap_step_timings_input_dist_seconds_set_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_input_dist_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -5477,7 +5653,7 @@ void _wrap_step_timings_input_dist_seconds_set_swig_c5a5da6c39b7fef4(struct shar
 }
 
 
-double _wrap_step_timings_input_dist_seconds_get_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_input_dist_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -5490,7 +5666,7 @@ double _wrap_step_timings_input_dist_seconds_get_swig_c5a5da6c39b7fef4(struct sh
 }
 
 
-void _wrap_step_timings_lookup_seconds_set_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_lookup_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -5502,7 +5678,7 @@ void _wrap_step_timings_lookup_seconds_set_swig_c5a5da6c39b7fef4(struct shardrec
 }
 
 
-double _wrap_step_timings_lookup_seconds_get_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_lookup_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -5515,7 +5691,7 @@ double _wrap_step_timings_lookup_seconds_get_swig_c5a5da6c39b7fef4(struct shardr
 }
 
 
-void _wrap_step_timings_output_dist_seconds_set_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_output_dist_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -5527,7 +5703,7 @@ void _wrap_step_timings_output_dist_seconds_set_swig_c5a5da6c39b7fef4(struct sha
 }
 
 
-double _wrap_step_timings_output_dist_seconds_get_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_output_dist_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -5540,7 +5716,7 @@ double _wrap_step_timings_output_dist_seconds_get_swig_c5a5da6c39b7fef4(struct s
 }
 
 
-void _wrap_step_timings_backward_seconds_set_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_backward_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -5552,7 +5728,7 @@ void _wrap_step_timings_backward_seconds_set_swig_c5a5da6c39b7fef4(struct shardr
 }
 
 
-double _wrap_step_timings_backward_seconds_get_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_backward_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -5565,7 +5741,7 @@ double _wrap_step_timings_backward_seconds_get_swig_c5a5da6c39b7fef4(struct shar
 }
 
 
-void _wrap_step_timings_embedding_comm_seconds_set_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_embedding_comm_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -5577,7 +5753,7 @@ void _wrap_step_timings_embedding_comm_seconds_set_swig_c5a5da6c39b7fef4(struct 
 }
 
 
-double _wrap_step_timings_embedding_comm_seconds_get_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_embedding_comm_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -5590,7 +5766,7 @@ double _wrap_step_timings_embedding_comm_seconds_get_swig_c5a5da6c39b7fef4(struc
 }
 
 
-struct shardrec_step_timings *_wrap_new_step_timings_swig_c5a5da6c39b7fef4() {
+struct shardrec_step_timings *_wrap_new_step_timings_swig_5010cc1c9577d3b9() {
   struct shardrec_step_timings *result = 0 ;
   struct shardrec_step_timings *_swig_go_result;
   
@@ -5601,7 +5777,7 @@ struct shardrec_step_timings *_wrap_new_step_timings_swig_c5a5da6c39b7fef4() {
 }
 
 
-void _wrap_delete_step_timings_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0) {
+void _wrap_delete_step_timings_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   
   arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
@@ -5611,7 +5787,7 @@ void _wrap_delete_step_timings_swig_c5a5da6c39b7fef4(struct shardrec_step_timing
 }
 
 
-_gostring_ _wrap_step_timings_init_swig_c5a5da6c39b7fef4(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_step_timings_init_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   shardrec_step_timings_t *arg1 = (shardrec_step_timings_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -5643,7 +5819,7 @@ _gostring_ _wrap_step_timings_init_swig_c5a5da6c39b7fef4(struct shardrec_step_ti
 }
 
 
-_gostring_ _wrap_embedding_step_timings_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
+_gostring_ _wrap_embedding_step_timings_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_step_timings_t *arg2 = (shardrec_step_timings_t *) 0 ;
   shardrec_status_t result;
@@ -5675,7 +5851,7 @@ _gostring_ _wrap_embedding_step_timings_swig_c5a5da6c39b7fef4(shardrec_embedding
 }
 
 
-_gostring_ _wrap_device_count_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0) {
+_gostring_ _wrap_device_count_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -5705,7 +5881,7 @@ _gostring_ _wrap_device_count_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0) {
 }
 
 
-_gostring_ _wrap_device_check_swig_c5a5da6c39b7fef4(intgo _swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_device_check_swig_5010cc1c9577d3b9(intgo _swig_go_0, intgo _swig_go_1) {
   int32_t arg1 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -5737,7 +5913,7 @@ _gostring_ _wrap_device_check_swig_c5a5da6c39b7fef4(intgo _swig_go_0, intgo _swi
 }
 
 
-void _wrap_mesh_options_version_set_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t arg2 ;
   
@@ -5749,7 +5925,7 @@ void _wrap_mesh_options_version_set_swig_c5a5da6c39b7fef4(struct shardrec_mesh_o
 }
 
 
-intgo _wrap_mesh_options_version_get_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -5762,7 +5938,7 @@ intgo _wrap_mesh_options_version_get_swig_c5a5da6c39b7fef4(struct shardrec_mesh_
 }
 
 
-void _wrap_mesh_options_sharding_group_size_set_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sharding_group_size_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -5774,7 +5950,7 @@ void _wrap_mesh_options_sharding_group_size_set_swig_c5a5da6c39b7fef4(struct sha
 }
 
 
-intgo _wrap_mesh_options_sharding_group_size_get_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sharding_group_size_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5787,7 +5963,7 @@ intgo _wrap_mesh_options_sharding_group_size_get_swig_c5a5da6c39b7fef4(struct sh
 }
 
 
-void _wrap_mesh_options_layout_set_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_layout_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -5799,7 +5975,7 @@ void _wrap_mesh_options_layout_set_swig_c5a5da6c39b7fef4(struct shardrec_mesh_op
 }
 
 
-intgo _wrap_mesh_options_layout_get_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_layout_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5812,7 +5988,7 @@ intgo _wrap_mesh_options_layout_get_swig_c5a5da6c39b7fef4(struct shardrec_mesh_o
 }
 
 
-void _wrap_mesh_options_ranks_per_node_set_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_ranks_per_node_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -5824,7 +6000,7 @@ void _wrap_mesh_options_ranks_per_node_set_swig_c5a5da6c39b7fef4(struct shardrec
 }
 
 
-intgo _wrap_mesh_options_ranks_per_node_get_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_ranks_per_node_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5837,7 +6013,7 @@ intgo _wrap_mesh_options_ranks_per_node_get_swig_c5a5da6c39b7fef4(struct shardre
 }
 
 
-void _wrap_mesh_options_sync_interval_set_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_interval_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -5849,7 +6025,7 @@ void _wrap_mesh_options_sync_interval_set_swig_c5a5da6c39b7fef4(struct shardrec_
 }
 
 
-intgo _wrap_mesh_options_sync_interval_get_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_interval_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5862,7 +6038,7 @@ intgo _wrap_mesh_options_sync_interval_get_swig_c5a5da6c39b7fef4(struct shardrec
 }
 
 
-void _wrap_mesh_options_sync_mode_set_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_mode_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -5874,7 +6050,7 @@ void _wrap_mesh_options_sync_mode_set_swig_c5a5da6c39b7fef4(struct shardrec_mesh
 }
 
 
-intgo _wrap_mesh_options_sync_mode_get_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_mode_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5887,7 +6063,7 @@ intgo _wrap_mesh_options_sync_mode_get_swig_c5a5da6c39b7fef4(struct shardrec_mes
 }
 
 
-struct shardrec_mesh_options *_wrap_new_mesh_options_swig_c5a5da6c39b7fef4() {
+struct shardrec_mesh_options *_wrap_new_mesh_options_swig_5010cc1c9577d3b9() {
   struct shardrec_mesh_options *result = 0 ;
   struct shardrec_mesh_options *_swig_go_result;
   
@@ -5898,7 +6074,7 @@ struct shardrec_mesh_options *_wrap_new_mesh_options_swig_c5a5da6c39b7fef4() {
 }
 
 
-void _wrap_delete_mesh_options_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0) {
+void _wrap_delete_mesh_options_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   
   arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
@@ -5908,7 +6084,7 @@ void _wrap_delete_mesh_options_swig_c5a5da6c39b7fef4(struct shardrec_mesh_option
 }
 
 
-_gostring_ _wrap_mesh_options_init_swig_c5a5da6c39b7fef4(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_mesh_options_init_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_mesh_options_t *arg1 = (shardrec_mesh_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -5940,7 +6116,7 @@ _gostring_ _wrap_mesh_options_init_swig_c5a5da6c39b7fef4(struct shardrec_mesh_op
 }
 
 
-_gostring_ _wrap_mesh_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
+_gostring_ _wrap_mesh_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
   shardrec_mesh_t **arg1 = (shardrec_mesh_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_mesh_options_t *arg3 = (shardrec_mesh_options_t *) 0 ;
@@ -5974,7 +6150,7 @@ _gostring_ _wrap_mesh_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardre
 }
 
 
-void _wrap_mesh_destroy_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_swig_go_0) {
+void _wrap_mesh_destroy_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   
   arg1 = (shardrec_mesh_t *)_swig_go_0; 
@@ -5984,7 +6160,7 @@ void _wrap_mesh_destroy_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mesh_coords_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_mesh_coords_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -6022,7 +6198,7 @@ _gostring_ _wrap_mesh_coords_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_sharding_comm_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -6054,7 +6230,7 @@ _gostring_ _wrap_mesh_sharding_comm_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_replica_comm_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -6086,7 +6262,7 @@ _gostring_ _wrap_mesh_replica_comm_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, s
 }
 
 
-_gostring_ _wrap_mesh_describe_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_mesh_describe_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -6127,7 +6303,7 @@ _gostring_ _wrap_mesh_describe_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_mesh_embedding_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_plan_t *arg3 = (shardrec_plan_t *) 0 ;
@@ -6165,7 +6341,7 @@ _gostring_ _wrap_mesh_embedding_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_mesh_sync_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
+_gostring_ _wrap_mesh_sync_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t arg3 ;
@@ -6199,7 +6375,7 @@ _gostring_ _wrap_mesh_sync_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_step_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_mesh_step_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -6233,7 +6409,7 @@ _gostring_ _wrap_mesh_step_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_sync_stats_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -6269,7 +6445,7 @@ _gostring_ _wrap_mesh_sync_stats_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_swig_go
 }
 
 
-void _wrap_checkpoint_options_version_set_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6281,7 +6457,7 @@ void _wrap_checkpoint_options_version_set_swig_c5a5da6c39b7fef4(struct shardrec_
 }
 
 
-intgo _wrap_checkpoint_options_version_get_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6294,7 +6470,7 @@ intgo _wrap_checkpoint_options_version_get_swig_c5a5da6c39b7fef4(struct shardrec
 }
 
 
-void _wrap_checkpoint_options_num_dense_set_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t arg2 ;
   
@@ -6306,7 +6482,7 @@ void _wrap_checkpoint_options_num_dense_set_swig_c5a5da6c39b7fef4(struct shardre
 }
 
 
-long long _wrap_checkpoint_options_num_dense_get_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0) {
+long long _wrap_checkpoint_options_num_dense_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -6319,7 +6495,7 @@ long long _wrap_checkpoint_options_num_dense_get_swig_c5a5da6c39b7fef4(struct sh
 }
 
 
-void _wrap_checkpoint_options_reset_optimizer_state_set_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_reset_optimizer_state_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -6331,7 +6507,7 @@ void _wrap_checkpoint_options_reset_optimizer_state_set_swig_c5a5da6c39b7fef4(st
 }
 
 
-intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6344,7 +6520,7 @@ intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_c5a5da6c39b7fef4(s
 }
 
 
-void _wrap_checkpoint_options_allow_dtype_change_set_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_dtype_change_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -6356,7 +6532,7 @@ void _wrap_checkpoint_options_allow_dtype_change_set_swig_c5a5da6c39b7fef4(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6369,7 +6545,7 @@ intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_c5a5da6c39b7fef4(stru
 }
 
 
-void _wrap_checkpoint_options_verify_first_set_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_verify_first_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -6381,7 +6557,7 @@ void _wrap_checkpoint_options_verify_first_set_swig_c5a5da6c39b7fef4(struct shar
 }
 
 
-intgo _wrap_checkpoint_options_verify_first_get_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_verify_first_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6394,7 +6570,7 @@ intgo _wrap_checkpoint_options_verify_first_get_swig_c5a5da6c39b7fef4(struct sha
 }
 
 
-struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_c5a5da6c39b7fef4() {
+struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_5010cc1c9577d3b9() {
   struct shardrec_checkpoint_options *result = 0 ;
   struct shardrec_checkpoint_options *_swig_go_result;
   
@@ -6405,7 +6581,7 @@ struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_c5a5da6c39
 }
 
 
-void _wrap_delete_checkpoint_options_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0) {
+void _wrap_delete_checkpoint_options_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   
   arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
@@ -6415,7 +6591,7 @@ void _wrap_delete_checkpoint_options_swig_c5a5da6c39b7fef4(struct shardrec_check
 }
 
 
-_gostring_ _wrap_checkpoint_options_init_swig_c5a5da6c39b7fef4(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_checkpoint_options_init_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_checkpoint_options_t *arg1 = (shardrec_checkpoint_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -6447,7 +6623,7 @@ _gostring_ _wrap_checkpoint_options_init_swig_c5a5da6c39b7fef4(struct shardrec_c
 }
 
 
-_gostring_ _wrap_checkpoint_save_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_save_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -6486,7 +6662,7 @@ _gostring_ _wrap_checkpoint_save_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_load_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -6525,7 +6701,7 @@ _gostring_ _wrap_checkpoint_load_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_save_mesh_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6566,7 +6742,7 @@ _gostring_ _wrap_checkpoint_save_mesh_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_mesh_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6607,7 +6783,7 @@ _gostring_ _wrap_checkpoint_load_mesh_swig_c5a5da6c39b7fef4(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_export_table_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6653,7 +6829,7 @@ _gostring_ _wrap_checkpoint_export_table_swig_c5a5da6c39b7fef4(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_checkpoint_import_table_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6699,7 +6875,7 @@ _gostring_ _wrap_checkpoint_import_table_swig_c5a5da6c39b7fef4(shardrec_embeddin
 }
 
 
-shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_c5a5da6c39b7fef4() {
+shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_5010cc1c9577d3b9() {
   shardrec_bind_plan_spec_t *result = 0 ;
   shardrec_bind_plan_spec_t *_swig_go_result;
   
@@ -6710,7 +6886,7 @@ shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_c5a5da6c39b7fef4() {
 }
 
 
-void _wrap_bind_plan_spec_free_swig_c5a5da6c39b7fef4(shardrec_bind_plan_spec_t *_swig_go_0) {
+void _wrap_bind_plan_spec_free_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   
   arg1 = (shardrec_bind_plan_spec_t *)_swig_go_0; 
@@ -6720,7 +6896,7 @@ void _wrap_bind_plan_spec_free_swig_c5a5da6c39b7fef4(shardrec_bind_plan_spec_t *
 }
 
 
-struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_c5a5da6c39b7fef4(shardrec_bind_plan_spec_t *_swig_go_0) {
+struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_topology_t *result = 0 ;
   struct shardrec_topology *_swig_go_result;
@@ -6733,7 +6909,7 @@ struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_c5a5da6c39b7fef4(sh
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_feature_swig_c5a5da6c39b7fef4(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -6772,7 +6948,7 @@ _gostring_ _wrap_bind_plan_spec_add_feature_swig_c5a5da6c39b7fef4(shardrec_bind_
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_swig_c5a5da6c39b7fef4(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
+_gostring_ _wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -6829,7 +7005,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_swig_c5a5da6c39b7fef4(shardrec_bind_pl
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_c5a5da6c39b7fef4(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -6861,7 +7037,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_c5a5da6c39b7fef4(shardr
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_c5a5da6c39b7fef4(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -6898,7 +7074,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_c5a5da6c39b7fef4(sha
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_constraints_swig_c5a5da6c39b7fef4(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   uint32_t arg3 ;
@@ -6951,7 +7127,7 @@ _gostring_ _wrap_bind_plan_spec_add_constraints_swig_c5a5da6c39b7fef4(shardrec_b
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_c5a5da6c39b7fef4(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -6987,7 +7163,7 @@ _gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_c5a5da6c39b7fef4(
 }
 
 
-_gostring_ _wrap_bind_plan_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
+_gostring_ _wrap_bind_plan_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   shardrec_bind_plan_spec_t *arg2 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_status_t result;
@@ -7019,7 +7195,7 @@ _gostring_ _wrap_bind_plan_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -7077,7 +7253,7 @@ _gostring_ _wrap_bind_embedding_forward_swig_c5a5da6c39b7fef4(shardrec_embedding
 }
 
 
-_gostring_ _wrap_bind_embedding_input_dist_start_swig_c5a5da6c39b7fef4(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -7129,7 +7305,252 @@ _gostring_ _wrap_bind_embedding_input_dist_start_swig_c5a5da6c39b7fef4(shardrec_
 }
 
 
-intgo _wrap_ACTIVATION_NONE_swig_c5a5da6c39b7fef4() {
+_gostring_ _wrap_bind_device_plugin_path_swig_5010cc1c9577d3b9(_gostring_* _swig_go_0) {
+  char **arg1 = (char **) 0 ;
+  size_t *arg2 = (size_t *) 0 ;
+  char *text1 = NULL ;
+  size_t text_len1 = 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  
+  arg1 = &text1; arg2 = &text_len1;
+  
+  
+  result = (shardrec_status_t)shardrec_bind_device_plugin_path(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  
+  *(_gostring_*)_swig_go_0 = Swig_AllocateString(text1 ? text1 : "", text_len1);
+  shardrec_free(text1);
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_checkpoint_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
+  shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
+  shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
+  char *arg3 = (char *) 0 ;
+  shardrec_checkpoint_options_t *arg4 = (shardrec_checkpoint_options_t *) 0 ;
+  char *arg5 = (char *) 0 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  size_t arg7 ;
+  float *arg8 = (float *) 0 ;
+  int32_t arg9 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mesh_t *)_swig_go_0; 
+  arg2 = (shardrec_embedding_t *)_swig_go_1; 
+  
+  arg3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
+  arg3[_swig_go_2.n] = '\0';
+  
+  arg4 = *(shardrec_checkpoint_options_t **)&_swig_go_3; 
+  
+  arg5 = (char *)malloc(_swig_go_4.n + 1);
+  memcpy(arg5, _swig_go_4.p, _swig_go_4.n);
+  arg5[_swig_go_4.n] = '\0';
+  
+  
+  arg6 = (int64_t *)_swig_go_5.array;
+  arg7 = (size_t)_swig_go_5.len;
+  
+  arg8 = (float *)_swig_go_6.array; 
+  arg9 = (int32_t)_swig_go_7; 
+  
+  result = (shardrec_status_t)shardrec_bind_checkpoint(arg1,arg2,(char const *)arg3,(struct shardrec_checkpoint_options const *)arg4,(char const *)arg5,(long const *)arg6,arg7,arg8,arg9);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg3); 
+  free(arg5); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  int64_t arg2 ;
+  size_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  size_t arg5 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  size_t arg7 ;
+  float *arg8 = (float *) 0 ;
+  size_t arg9 ;
+  float *arg10 = (float *) 0 ;
+  size_t arg11 ;
+  int64_t *arg12 = (int64_t *) 0 ;
+  size_t arg13 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  
+  arg4 = (int32_t *)_swig_go_3.array;
+  arg5 = (size_t)_swig_go_3.len;
+  
+  
+  arg6 = (int64_t *)_swig_go_4.array;
+  arg7 = (size_t)_swig_go_4.len;
+  
+  
+  arg8 = (float *)_swig_go_5.array;
+  arg9 = (size_t)_swig_go_5.len;
+  
+  
+  arg10 = (float *)_swig_go_6.array;
+  arg11 = (size_t)_swig_go_6.len;
+  
+  
+  arg12 = (int64_t *)_swig_go_7.array;
+  arg13 = (size_t)_swig_go_7.len;
+  
+  
+  result = (shardrec_status_t)shardrec_bind_embedding_forward_tensor(arg1,arg2,arg3,(int const *)arg4,arg5,(long const *)arg6,arg7,(float const *)arg8,arg9,arg10,arg11,(long const *)arg12,arg13);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  float *arg2 = (float *) 0 ;
+  size_t arg3 ;
+  int64_t *arg4 = (int64_t *) 0 ;
+  size_t arg5 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  
+  arg2 = (float *)_swig_go_1.array;
+  arg3 = (size_t)_swig_go_1.len;
+  
+  
+  arg4 = (int64_t *)_swig_go_2.array;
+  arg5 = (size_t)_swig_go_2.len;
+  
+  
+  result = (shardrec_status_t)shardrec_bind_embedding_forward_distributed_tensor(arg1,arg2,arg3,(long const *)arg4,arg5);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  float *arg2 = (float *) 0 ;
+  size_t arg3 ;
+  int64_t *arg4 = (int64_t *) 0 ;
+  size_t arg5 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  
+  arg2 = (float *)_swig_go_1.array;
+  arg3 = (size_t)_swig_go_1.len;
+  
+  
+  arg4 = (int64_t *)_swig_go_2.array;
+  arg5 = (size_t)_swig_go_2.len;
+  
+  
+  result = (shardrec_status_t)shardrec_bind_embedding_backward_tensor(arg1,(float const *)arg2,arg3,(long const *)arg4,arg5);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ACTIVATION_NONE_swig_5010cc1c9577d3b9() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -7141,7 +7562,7 @@ intgo _wrap_ACTIVATION_NONE_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_ACTIVATION_RELU_swig_c5a5da6c39b7fef4() {
+intgo _wrap_ACTIVATION_RELU_swig_5010cc1c9577d3b9() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -7153,7 +7574,7 @@ intgo _wrap_ACTIVATION_RELU_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_ACTIVATION_SIGMOID_swig_c5a5da6c39b7fef4() {
+intgo _wrap_ACTIVATION_SIGMOID_swig_5010cc1c9577d3b9() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -7165,7 +7586,7 @@ intgo _wrap_ACTIVATION_SIGMOID_swig_c5a5da6c39b7fef4() {
 }
 
 
-_gostring_ _wrap_dense_set_blas_threads_swig_c5a5da6c39b7fef4(intgo _swig_go_0) {
+_gostring_ _wrap_dense_set_blas_threads_swig_5010cc1c9577d3b9(intgo _swig_go_0) {
   int32_t arg1 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -7195,7 +7616,7 @@ _gostring_ _wrap_dense_set_blas_threads_swig_c5a5da6c39b7fef4(intgo _swig_go_0) 
 }
 
 
-intgo _wrap_DENSE_MATH_FP32_swig_c5a5da6c39b7fef4() {
+intgo _wrap_DENSE_MATH_FP32_swig_5010cc1c9577d3b9() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -7207,7 +7628,7 @@ intgo _wrap_DENSE_MATH_FP32_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_DENSE_MATH_TF32_swig_c5a5da6c39b7fef4() {
+intgo _wrap_DENSE_MATH_TF32_swig_5010cc1c9577d3b9() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -7219,7 +7640,7 @@ intgo _wrap_DENSE_MATH_TF32_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_DENSE_MATH_BF16_swig_c5a5da6c39b7fef4() {
+intgo _wrap_DENSE_MATH_BF16_swig_5010cc1c9577d3b9() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -7231,7 +7652,7 @@ intgo _wrap_DENSE_MATH_BF16_swig_c5a5da6c39b7fef4() {
 }
 
 
-void _wrap_mlp_destroy_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0) {
+void _wrap_mlp_destroy_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   
   arg1 = (shardrec_mlp_t *)_swig_go_0; 
@@ -7241,7 +7662,7 @@ void _wrap_mlp_destroy_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mlp_forward_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_mlp_forward_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -7279,7 +7700,7 @@ _gostring_ _wrap_mlp_forward_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_mlp_zero_grad_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0) {
+_gostring_ _wrap_mlp_zero_grad_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -7309,7 +7730,7 @@ _gostring_ _wrap_mlp_zero_grad_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_mlp_num_tensors_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -7341,7 +7762,7 @@ _gostring_ _wrap_mlp_num_tensors_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dcn_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_dcn_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_dcn_t **arg1 = (shardrec_dcn_t **) 0 ;
   int64_t arg2 ;
   int32_t arg3 ;
@@ -7386,7 +7807,7 @@ _gostring_ _wrap_dcn_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, long lon
 }
 
 
-void _wrap_dcn_destroy_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swig_go_0) {
+void _wrap_dcn_destroy_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   
   arg1 = (shardrec_dcn_t *)_swig_go_0; 
@@ -7396,7 +7817,7 @@ void _wrap_dcn_destroy_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_dcn_forward_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_dcn_forward_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -7434,7 +7855,7 @@ _gostring_ _wrap_dcn_forward_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_dcn_zero_grad_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swig_go_0) {
+_gostring_ _wrap_dcn_zero_grad_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -7464,7 +7885,7 @@ _gostring_ _wrap_dcn_zero_grad_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_dcn_num_tensors_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -7496,7 +7917,7 @@ _gostring_ _wrap_dcn_num_tensors_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_width_swig_c5a5da6c39b7fef4(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_dot_interaction_width_swig_5010cc1c9577d3b9(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   int64_t arg1 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7530,7 +7951,7 @@ _gostring_ _wrap_dot_interaction_width_swig_c5a5da6c39b7fef4(long long _swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_backward_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -7574,7 +7995,7 @@ _gostring_ _wrap_dot_interaction_backward_swig_c5a5da6c39b7fef4(_goslice_ _swig_
 }
 
 
-_gostring_ _wrap_bce_with_logits_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bce_with_logits_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -7614,7 +8035,7 @@ _gostring_ _wrap_bce_with_logits_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, _go
 }
 
 
-_gostring_ _wrap_dense_optimizer_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_dense_optimizer_t **arg1 = (shardrec_dense_optimizer_t **) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -7646,7 +8067,7 @@ _gostring_ _wrap_dense_optimizer_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go
 }
 
 
-void _wrap_dense_optimizer_destroy_swig_c5a5da6c39b7fef4(shardrec_dense_optimizer_t *_swig_go_0) {
+void _wrap_dense_optimizer_destroy_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   
   arg1 = (shardrec_dense_optimizer_t *)_swig_go_0; 
@@ -7656,7 +8077,7 @@ void _wrap_dense_optimizer_destroy_swig_c5a5da6c39b7fef4(shardrec_dense_optimize
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_c5a5da6c39b7fef4(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -7688,7 +8109,7 @@ _gostring_ _wrap_dense_optimizer_set_learning_rate_swig_c5a5da6c39b7fef4(shardre
 }
 
 
-_gostring_ _wrap_dense_optimizer_steps_swig_c5a5da6c39b7fef4(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -7720,7 +8141,7 @@ _gostring_ _wrap_dense_optimizer_steps_swig_c5a5da6c39b7fef4(shardrec_dense_opti
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_steps_swig_c5a5da6c39b7fef4(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -7752,7 +8173,7 @@ _gostring_ _wrap_dense_optimizer_set_steps_swig_c5a5da6c39b7fef4(shardrec_dense_
 }
 
 
-intgo _wrap_DDP_COMPRESSION_NONE_swig_c5a5da6c39b7fef4() {
+intgo _wrap_DDP_COMPRESSION_NONE_swig_5010cc1c9577d3b9() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -7764,7 +8185,7 @@ intgo _wrap_DDP_COMPRESSION_NONE_swig_c5a5da6c39b7fef4() {
 }
 
 
-intgo _wrap_DDP_COMPRESSION_BF16_swig_c5a5da6c39b7fef4() {
+intgo _wrap_DDP_COMPRESSION_BF16_swig_5010cc1c9577d3b9() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -7776,7 +8197,7 @@ intgo _wrap_DDP_COMPRESSION_BF16_swig_c5a5da6c39b7fef4() {
 }
 
 
-void _wrap_ddp_destroy_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swig_go_0) {
+void _wrap_ddp_destroy_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   
   arg1 = (shardrec_ddp_t *)_swig_go_0; 
@@ -7786,7 +8207,7 @@ void _wrap_ddp_destroy_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_zero_grad_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_zero_grad_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -7816,7 +8237,7 @@ _gostring_ _wrap_ddp_zero_grad_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_ddp_mark_ready_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -7848,7 +8269,7 @@ _gostring_ _wrap_ddp_mark_ready_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_ddp_finish_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_finish_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -7878,7 +8299,7 @@ _gostring_ _wrap_ddp_finish_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_set_sync_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_ddp_set_sync_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -7910,7 +8331,7 @@ _gostring_ _wrap_ddp_set_sync_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swig_go_0, 
 }
 
 
-void _wrap_fsdp_destroy_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_go_0) {
+void _wrap_fsdp_destroy_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   
   arg1 = (shardrec_fsdp_t *)_swig_go_0; 
@@ -7920,7 +8341,7 @@ void _wrap_fsdp_destroy_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_fsdp_release_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_release_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -7952,7 +8373,7 @@ _gostring_ _wrap_fsdp_release_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_fsdp_reduce_grad_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -7984,7 +8405,7 @@ _gostring_ _wrap_fsdp_reduce_grad_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_fsdp_step_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_go_0) {
+_gostring_ _wrap_fsdp_step_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -8014,7 +8435,7 @@ _gostring_ _wrap_fsdp_step_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_bind_dense_blas_threads_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0) {
+_gostring_ _wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -8044,7 +8465,7 @@ _gostring_ _wrap_bind_dense_blas_threads_swig_c5a5da6c39b7fef4(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_dims_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -8078,7 +8499,7 @@ _gostring_ _wrap_bind_mlp_dims_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_bind_mlp_device_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_device_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -8112,7 +8533,7 @@ _gostring_ _wrap_bind_mlp_device_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_bind_fsdp_memory_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -8146,7 +8567,7 @@ _gostring_ _wrap_bind_fsdp_memory_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_g
 }
 
 
-shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_c5a5da6c39b7fef4() {
+shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_5010cc1c9577d3b9() {
   shardrec_bind_param_list_t *result = 0 ;
   shardrec_bind_param_list_t *_swig_go_result;
   
@@ -8157,7 +8578,7 @@ shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_c5a5da6c39b7fef4() {
 }
 
 
-void _wrap_bind_param_list_free_swig_c5a5da6c39b7fef4(shardrec_bind_param_list_t *_swig_go_0) {
+void _wrap_bind_param_list_free_swig_5010cc1c9577d3b9(shardrec_bind_param_list_t *_swig_go_0) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   
   arg1 = (shardrec_bind_param_list_t *)_swig_go_0; 
@@ -8167,7 +8588,7 @@ void _wrap_bind_param_list_free_swig_c5a5da6c39b7fef4(shardrec_bind_param_list_t
 }
 
 
-_gostring_ _wrap_bind_param_list_add_mlp_swig_c5a5da6c39b7fef4(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_mlp_swig_5010cc1c9577d3b9(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_mlp_t *arg2 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
@@ -8199,7 +8620,7 @@ _gostring_ _wrap_bind_param_list_add_mlp_swig_c5a5da6c39b7fef4(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_param_list_add_dcn_swig_c5a5da6c39b7fef4(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_dcn_swig_5010cc1c9577d3b9(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_dcn_t *arg2 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
@@ -8231,7 +8652,7 @@ _gostring_ _wrap_bind_param_list_add_dcn_swig_c5a5da6c39b7fef4(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_step_swig_c5a5da6c39b7fef4(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
+_gostring_ _wrap_bind_dense_optimizer_step_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   shardrec_bind_param_list_t *arg2 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_status_t result;
@@ -8263,7 +8684,7 @@ _gostring_ _wrap_bind_dense_optimizer_step_swig_c5a5da6c39b7fef4(shardrec_dense_
 }
 
 
-_gostring_ _wrap_bind_mlp_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_bind_mlp_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -8316,7 +8737,7 @@ _gostring_ _wrap_bind_mlp_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_bind_mlp_create_on_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
+_gostring_ _wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -8375,7 +8796,7 @@ _gostring_ _wrap_bind_mlp_create_on_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_bind_mlp_backward_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -8413,7 +8834,7 @@ _gostring_ _wrap_bind_mlp_backward_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_dcn_backward_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -8451,7 +8872,7 @@ _gostring_ _wrap_bind_dcn_backward_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -8485,7 +8906,7 @@ _gostring_ _wrap_bind_mlp_use_ddp_grads_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -8519,7 +8940,7 @@ _gostring_ _wrap_bind_dcn_use_ddp_grads_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_s
 }
 
 
-_gostring_ _wrap_bind_mlp_tensor_info_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -8560,7 +8981,7 @@ _gostring_ _wrap_bind_mlp_tensor_info_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_tensor_info_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -8601,7 +9022,7 @@ _gostring_ _wrap_bind_dcn_tensor_info_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_mlp_copy_tensor_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -8639,7 +9060,7 @@ _gostring_ _wrap_bind_mlp_copy_tensor_swig_c5a5da6c39b7fef4(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_copy_tensor_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -8677,7 +9098,7 @@ _gostring_ _wrap_bind_dcn_copy_tensor_swig_c5a5da6c39b7fef4(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_ddp_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_ddp_t **arg1 = (shardrec_ddp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -8721,7 +9142,7 @@ _gostring_ _wrap_bind_ddp_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_bind_ddp_stats_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -8761,7 +9182,7 @@ _gostring_ _wrap_bind_ddp_stats_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_size_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -8795,7 +9216,7 @@ _gostring_ _wrap_bind_ddp_bucket_size_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_tensor_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -8831,7 +9252,7 @@ _gostring_ _wrap_bind_ddp_bucket_tensor_swig_c5a5da6c39b7fef4(shardrec_ddp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dot_interaction_forward_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
+_gostring_ _wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -8873,7 +9294,7 @@ _gostring_ _wrap_bind_dot_interaction_forward_swig_c5a5da6c39b7fef4(_goslice_ _s
 }
 
 
-_gostring_ _wrap_bind_fsdp_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
+_gostring_ _wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
   shardrec_fsdp_t **arg1 = (shardrec_fsdp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -8915,7 +9336,7 @@ _gostring_ _wrap_bind_fsdp_create_swig_c5a5da6c39b7fef4(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_fsdp_gather_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t arg3 ;
@@ -8953,7 +9374,7 @@ _gostring_ _wrap_bind_fsdp_gather_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_fsdp_add_grad_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -8989,7 +9410,7 @@ _gostring_ _wrap_bind_fsdp_add_grad_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig
 }
 
 
-_gostring_ _wrap_bind_fsdp_shard_range_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9025,7 +9446,7 @@ _gostring_ _wrap_bind_fsdp_shard_range_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_s
 }
 
 
-_gostring_ _wrap_bind_fsdp_read_shard_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -9056,6 +9477,211 @@ _gostring_ _wrap_bind_fsdp_read_shard_swig_c5a5da6c39b7fef4(shardrec_fsdp_t *_sw
   }
   
   return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
+  shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
+  size_t arg2 ;
+  int32_t arg3 ;
+  int64_t *arg4 = (int64_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_dense_optimizer_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (int32_t)_swig_go_2; 
+  arg4 = (int64_t *)_swig_go_3.array; 
+  
+  result = (shardrec_status_t)shardrec_bind_dense_optimizer_state_count(arg1,arg2,arg3,arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+  shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
+  size_t arg2 ;
+  int32_t arg3 ;
+  float *arg4 = (float *) 0 ;
+  int64_t arg5 ;
+  int32_t arg6 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_dense_optimizer_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (int32_t)_swig_go_2; 
+  arg4 = (float *)_swig_go_3.array; 
+  arg5 = (int64_t)_swig_go_4; 
+  arg6 = (int32_t)_swig_go_5; 
+  
+  result = (shardrec_status_t)shardrec_bind_dense_optimizer_state_copy(arg1,arg2,arg3,arg4,arg5,arg6);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
+  shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
+  size_t arg2 ;
+  void *arg3 = (void *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_ddp_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (void *)_swig_go_2; 
+  
+  result = (shardrec_status_t)shardrec_bind_ddp_set_external(arg1,arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+  shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
+  size_t arg2 ;
+  void *arg3 = (void *) 0 ;
+  void *arg4 = (void *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mlp_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (void *)_swig_go_2; 
+  arg4 = (void *)_swig_go_3; 
+  
+  result = (shardrec_status_t)shardrec_bind_mlp_bind_storage(arg1,arg2,arg3,arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+  shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
+  size_t arg2 ;
+  void *arg3 = (void *) 0 ;
+  void *arg4 = (void *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_dcn_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (void *)_swig_go_2; 
+  arg4 = (void *)_swig_go_3; 
+  
+  result = (shardrec_status_t)shardrec_bind_dcn_bind_storage(arg1,arg2,arg3,arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+void *_wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(long long _swig_go_0) {
+  size_t arg1 ;
+  void *result = 0 ;
+  void *_swig_go_result;
+  
+  arg1 = (size_t)_swig_go_0; 
+  
+  result = (void *)shardrec_bind_host_alloc_floats(arg1);
+  *(void **)&_swig_go_result = (void *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_bind_host_free_swig_5010cc1c9577d3b9(void *_swig_go_0) {
+  void *arg1 = (void *) 0 ;
+  
+  arg1 = *(void **)&_swig_go_0; 
+  
+  shardrec_bind_host_free(arg1);
+  
 }
 
 

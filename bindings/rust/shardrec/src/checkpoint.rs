@@ -14,6 +14,38 @@ pub struct LoadOptions {
     pub verify_first: bool,
 }
 
+/// A named dense tensor saved with a checkpoint (model parameters, dense optimizer state).
+/// Names are non-empty, unique, without '/'.
+#[derive(Clone, Copy, Debug)]
+pub struct DenseTensor<'a> {
+    pub name: &'a str,
+    pub data: &'a [f32],
+}
+
+/// A named dense tensor filled by a checkpoint load (same name and length as saved).
+#[derive(Debug)]
+pub struct DenseTensorMut<'a> {
+    pub name: &'a str,
+    pub data: &'a mut [f32],
+}
+
+/// The C dense tensor list: the names as CStrings alive as long as the list.
+struct RawDense {
+    _names: Vec<std::ffi::CString>,
+    list: Vec<sys::shardrec_dense_tensor_t>,
+}
+
+fn raw_dense<'a>(tensors: impl Iterator<Item = (&'a str, *mut f32, usize)>) -> Result<RawDense> {
+    let mut names = Vec::new();
+    let mut list = Vec::new();
+    for (name, data, count) in tensors {
+        let c = cstring(name, "dense tensor name")?;
+        list.push(sys::shardrec_dense_tensor_t { name: c.as_ptr(), data, count });
+        names.push(c);
+    }
+    Ok(RawDense { _names: names, list })
+}
+
 fn raw_options(o: &LoadOptions) -> Result<sys::shardrec_checkpoint_options_t> {
     // SAFETY: plain data filled by init.
     let mut raw: sys::shardrec_checkpoint_options_t = unsafe { std::mem::zeroed() };
@@ -27,6 +59,35 @@ fn raw_options(o: &LoadOptions) -> Result<sys::shardrec_checkpoint_options_t> {
 }
 
 impl EmbeddingCollection {
+    /// Saves the collection and the `dense` tensors into directory `dir` atomically
+    /// (collective).
+    pub fn save_checkpoint_with_dense(&mut self, dir: &str, dense: &[DenseTensor<'_>]) -> Result<()> {
+        let dir = cstring(dir, "dir")?;
+        // A save only reads the tensors: the C struct's pointer is not const.
+        let d = raw_dense(dense.iter().map(|t| (t.name, t.data.as_ptr().cast_mut(), t.data.len())))?;
+        let mut o = raw_options(&LoadOptions::default())?;
+        o.dense = d.list.as_ptr();
+        o.num_dense = d.list.len();
+        // SAFETY: valid handle, path and options; the tensors outlive the call.
+        check(unsafe { sys::shardrec_checkpoint_save(self.raw, dir.as_ptr(), &o) })
+    }
+
+    /// Loads the checkpoint in `dir` and fills the `dense` tensors (collective).
+    pub fn load_checkpoint_with_dense(
+        &mut self,
+        dir: &str,
+        options: &LoadOptions,
+        dense: &mut [DenseTensorMut<'_>],
+    ) -> Result<()> {
+        let dir = cstring(dir, "dir")?;
+        let d = raw_dense(dense.iter_mut().map(|t| (t.name, t.data.as_mut_ptr(), t.data.len())))?;
+        let mut o = raw_options(options)?;
+        o.dense = d.list.as_ptr();
+        o.num_dense = d.list.len();
+        // SAFETY: valid handle, path and options; the tensors are exclusively borrowed.
+        check(unsafe { sys::shardrec_checkpoint_load(self.raw, dir.as_ptr(), &o) })
+    }
+
     /// Saves the collection into directory `dir` atomically (collective).
     pub fn save_checkpoint(&mut self, dir: &str) -> Result<()> {
         let dir = cstring(dir, "dir")?;
@@ -82,6 +143,39 @@ impl EmbeddingCollection {
 }
 
 impl Mesh {
+    /// Saves a collection created on this mesh together with the `dense` tensors.
+    pub fn save_checkpoint_with_dense(
+        &mut self,
+        coll: &mut EmbeddingCollection,
+        dir: &str,
+        dense: &[DenseTensor<'_>],
+    ) -> Result<()> {
+        let dir = cstring(dir, "dir")?;
+        let d = raw_dense(dense.iter().map(|t| (t.name, t.data.as_ptr().cast_mut(), t.data.len())))?;
+        let mut o = raw_options(&LoadOptions::default())?;
+        o.dense = d.list.as_ptr();
+        o.num_dense = d.list.len();
+        // SAFETY: valid handles, path and options; the tensors outlive the call.
+        check(unsafe { sys::shardrec_checkpoint_save_mesh(self.raw, coll.raw, dir.as_ptr(), &o) })
+    }
+
+    /// Loads a checkpoint into a collection created on this mesh and fills `dense`.
+    pub fn load_checkpoint_with_dense(
+        &mut self,
+        coll: &mut EmbeddingCollection,
+        dir: &str,
+        options: &LoadOptions,
+        dense: &mut [DenseTensorMut<'_>],
+    ) -> Result<()> {
+        let dir = cstring(dir, "dir")?;
+        let d = raw_dense(dense.iter_mut().map(|t| (t.name, t.data.as_mut_ptr(), t.data.len())))?;
+        let mut o = raw_options(options)?;
+        o.dense = d.list.as_ptr();
+        o.num_dense = d.list.len();
+        // SAFETY: valid handles, path and options; the tensors are exclusively borrowed.
+        check(unsafe { sys::shardrec_checkpoint_load_mesh(self.raw, coll.raw, dir.as_ptr(), &o) })
+    }
+
     /// Saves a collection created on this mesh; each shard is written by one replica.
     pub fn save_checkpoint(&mut self, coll: &mut EmbeddingCollection, dir: &str) -> Result<()> {
         let dir = cstring(dir, "dir")?;

@@ -29,6 +29,92 @@ impl CommOptions {
     }
 }
 
+/// A key-value store the ranks of a group rendezvous through (`shardrec_store_callbacks_t`):
+/// bring your own (etcd, Redis, a launcher's store) instead of a unique id. Called from the
+/// threads that create communicators (and their splits); a failure is an `Error` whose status
+/// the library reports (e.g. `Code::Timeout`). A panic is caught and reported as an error.
+pub trait Store: Send + Sync {
+    /// Stores `value` under `key`, overwriting.
+    fn set(&self, key: &str, value: &[u8]) -> Result<()>;
+    /// Waits up to `timeout_ms` for `key`, then returns its value (an error on timeout).
+    fn get(&self, key: &str, timeout_ms: i64) -> Result<Vec<u8>>;
+    /// Waits up to `timeout_ms` until every key exists; the default gets them one by one.
+    fn wait(&self, keys: &[&str], timeout_ms: i64) -> Result<()> {
+        for k in keys {
+            self.get(k, timeout_ms)?;
+        }
+        Ok(())
+    }
+}
+
+type StoreRef = std::sync::Arc<dyn Store>;
+
+/// Runs a store call for C: the status of its error, `SHARDREC_ERROR` for a panic or a bad key.
+fn store_call(f: impl FnOnce() -> Result<()>) -> i32 {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => e.status(),
+        Err(_) => sys::shardrec_status_code_SHARDREC_ERROR,
+    }
+}
+
+unsafe fn store_key<'a>(key: *const std::os::raw::c_char) -> Result<&'a str> {
+    if key.is_null() {
+        return Err(crate::invalid("NULL store key"));
+    }
+    std::ffi::CStr::from_ptr(key).to_str().map_err(|_| crate::invalid("store key is not UTF-8"))
+}
+
+unsafe extern "C" fn store_set(
+    payload: *mut std::os::raw::c_void,
+    key: *const std::os::raw::c_char,
+    value: *const std::os::raw::c_void,
+    value_len: usize,
+) -> i32 {
+    let store = &*(payload as *const StoreRef);
+    store_call(|| {
+        let value = if value_len == 0 {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts(value.cast::<u8>(), value_len)
+        };
+        store.set(store_key(key)?, value)
+    })
+}
+
+unsafe extern "C" fn store_get(
+    payload: *mut std::os::raw::c_void,
+    key: *const std::os::raw::c_char,
+    timeout_ms: i64,
+    buf: *mut std::os::raw::c_void,
+    buf_len: usize,
+    value_len: *mut usize,
+) -> i32 {
+    let store = &*(payload as *const StoreRef);
+    store_call(|| {
+        let value = store.get(store_key(key)?, timeout_ms)?;
+        *value_len = value.len();
+        if !buf.is_null() && buf_len >= value.len() {
+            ptr::copy_nonoverlapping(value.as_ptr(), buf.cast::<u8>(), value.len());
+        }
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn store_wait(
+    payload: *mut std::os::raw::c_void,
+    keys: *const *const std::os::raw::c_char,
+    num_keys: usize,
+    timeout_ms: i64,
+) -> i32 {
+    let store = &*(payload as *const StoreRef);
+    store_call(|| {
+        let raw = if num_keys == 0 { &[][..] } else { std::slice::from_raw_parts(keys, num_keys) };
+        let keys = raw.iter().map(|k| store_key(*k)).collect::<Result<Vec<_>>>()?;
+        store.wait(&keys, timeout_ms)
+    })
+}
+
 /// A rendezvous token (128 plain bytes) created by rank 0 and shipped to every rank.
 #[derive(Clone, Copy)]
 pub struct UniqueId(pub [u8; sys::SHARDREC_UNIQUE_ID_BYTES as usize]);
@@ -87,6 +173,34 @@ impl Comm {
         Ok(Comm { raw: out })
     }
 
+    /// Joins a group of `world_size` ranks as `rank` through `store` (collective, blocking).
+    /// Every rank passes a store that reaches the same keys. The store stays alive for the
+    /// rest of the process: C communicators may outlive every Rust handle (collections and
+    /// meshes keep theirs), and splits use it too.
+    pub fn with_store(
+        store: std::sync::Arc<dyn Store>,
+        world_size: i32,
+        rank: i32,
+        options: &CommOptions,
+    ) -> Result<Comm> {
+        let payload: &'static StoreRef = Box::leak(Box::new(store));
+        // SAFETY: plain data filled by init.
+        let mut cb: sys::shardrec_store_callbacks_t = unsafe { std::mem::zeroed() };
+        check(unsafe {
+            sys::shardrec_store_callbacks_init(&mut cb, sys::SHARDREC_STORE_CALLBACKS_VERSION)
+        })?;
+        cb.set = Some(store_set);
+        cb.get = Some(store_get);
+        cb.wait = Some(store_wait);
+        cb.payload = (payload as *const StoreRef).cast_mut().cast();
+        let mut out = ptr::null_mut();
+        options.with_raw(|o| {
+            // SAFETY: the callbacks are valid for the process; the payload is never freed.
+            check(unsafe { sys::shardrec_comm_create_with_store(&mut out, &cb, world_size, rank, o) })
+        })?;
+        Ok(Comm { raw: out })
+    }
+
     pub fn rank(&self) -> Result<i32> {
         let mut out = 0;
         check(unsafe { sys::shardrec_comm_rank(&mut out, self.raw) })?;
@@ -135,6 +249,122 @@ impl Comm {
                 buf.len(),
                 sys::shardrec_dtype_SHARDREC_DTYPE_FLOAT32 as i32,
                 sys::SHARDREC_REDUCE_SUM as i32,
+                ptr::null_mut(),
+            )
+        })
+    }
+}
+
+/// Reduction of [`Comm::allreduce`] (`SHARDREC_REDUCE_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ReduceOp {
+    #[default]
+    Sum = 0,
+    Avg = 1,
+    Max = 2,
+    Min = 3,
+}
+
+/// An element type of the dense collectives: its `shardrec_dtype_t`.
+pub trait Element: Copy + sealed::Sealed {
+    const DTYPE: crate::DType;
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+macro_rules! element {
+    ($t:ty, $d:ident) => {
+        impl sealed::Sealed for $t {}
+        impl Element for $t {
+            const DTYPE: crate::DType = crate::DType::$d;
+        }
+    };
+}
+element!(f32, Float32);
+element!(f64, Float64);
+element!(i32, Int32);
+element!(i64, Int64);
+element!(u8, Uint8);
+
+impl Comm {
+    /// `recv = op` over the ranks of `send`, element-wise (collective; the same length on every
+    /// rank). `recv` must have `send.len()` elements.
+    pub fn allreduce<T: Element>(&mut self, send: &[T], recv: &mut [T], op: ReduceOp) -> Result<()> {
+        if recv.len() != send.len() {
+            return Err(crate::invalid(format!(
+                "allreduce: recv has {} elements, send {}",
+                recv.len(),
+                send.len()
+            )));
+        }
+        // SAFETY: both slices hold send.len() elements of T for the call.
+        check(unsafe {
+            sys::shardrec_comm_allreduce(
+                self.raw,
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                send.len(),
+                T::DTYPE as i32,
+                op as i32,
+                ptr::null_mut(),
+            )
+        })
+    }
+
+    /// In-place `buf = op` over the ranks of `buf` (collective).
+    pub fn allreduce_in_place<T: Element>(&mut self, buf: &mut [T], op: ReduceOp) -> Result<()> {
+        let p = buf.as_mut_ptr();
+        // SAFETY: in place is allowed (comm.h); buf.len() elements of T.
+        check(unsafe {
+            sys::shardrec_comm_allreduce(
+                self.raw,
+                p.cast_const().cast(),
+                p.cast(),
+                buf.len(),
+                T::DTYPE as i32,
+                op as i32,
+                ptr::null_mut(),
+            )
+        })
+    }
+
+    /// Copies `buf` of rank `root` into `buf` on every rank (collective; same length everywhere).
+    pub fn broadcast<T: Element>(&mut self, buf: &mut [T], root: i32) -> Result<()> {
+        // SAFETY: buf.len() elements of T for the call.
+        check(unsafe {
+            sys::shardrec_comm_broadcast(
+                self.raw,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                T::DTYPE as i32,
+                root,
+                ptr::null_mut(),
+            )
+        })
+    }
+
+    /// Gathers every rank's `send` into `recv`, rank r's block at `r * send.len()` (collective;
+    /// `recv` has `size() * send.len()` elements).
+    pub fn allgather<T: Element>(&mut self, send: &[T], recv: &mut [T]) -> Result<()> {
+        let size = self.size()? as usize;
+        if recv.len() != size * send.len() {
+            return Err(crate::invalid(format!(
+                "allgather: recv has {} elements, expected {} ranks x {}",
+                recv.len(),
+                size,
+                send.len()
+            )));
+        }
+        // SAFETY: send.len() and size * send.len() elements of T; distinct borrows never overlap.
+        check(unsafe {
+            sys::shardrec_comm_allgather(
+                self.raw,
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                send.len(),
+                T::DTYPE as i32,
                 ptr::null_mut(),
             )
         })

@@ -53,6 +53,8 @@ pub struct Table {
     pub rows: i64,
     pub dim: i32,
     pub pooling: Pooling,
+    /// Weight storage type: `Float32` (default), `Float16` or `BFloat16`.
+    pub dtype: crate::DType,
     pub features: Vec<i32>,
     /// `SHARDREC_INIT_*` kind with its bounds (0 = default uniform in ±sqrt(1/rows)).
     pub init_kind: i32,

@@ -45,7 +45,13 @@ pub struct BucketerStats {
 
 /// Owner of the C bucketer: shared by the [`Bucketer`] and the layers whose gradients live in
 /// its storage, destroyed with the last of them.
-pub(crate) struct DdpHandle(pub(crate) *mut sys::shardrec_ddp_t);
+pub(crate) struct DdpHandle(
+    pub(crate) *mut sys::shardrec_ddp_t,
+    /// External gradient storage (`Bucketer::set_external`): heap buffers that never move,
+    /// dropped only after the C bucketer (fields drop after `Drop::drop`), so a layer bound to
+    /// an external gradient never writes freed memory.
+    pub(crate) std::sync::Mutex<Vec<Option<Box<[f32]>>>>,
+);
 
 // SAFETY: only the Bucketer calls through the handle (one thread at a time, ddp.h); the layers
 // only keep it alive and query gradient addresses, which the bucketer does not change then.
@@ -88,7 +94,7 @@ impl Bucketer {
             sys::shardrec_ddp_create(&mut raw, comm.raw, counts.as_ptr(), counts.len(), &o)
         })?;
         Ok(Bucketer {
-            handle: Arc::new(DdpHandle(raw)),
+            handle: Arc::new(DdpHandle(raw, std::sync::Mutex::new(vec![None; counts.len()]))),
             counts: counts.to_vec(),
             _not_sync: PhantomData,
         })
@@ -126,6 +132,47 @@ impl Bucketer {
     /// at the same step).
     pub fn set_sync(&mut self, enabled: bool) -> Result<()> {
         check(unsafe { sys::shardrec_ddp_set_sync(self.raw(), i32::from(enabled)) })
+    }
+
+    /// Moves gradient `index` into caller-provided storage `grad` (exactly its element count):
+    /// the bucket copies it in and out around each exchange, so after `finish` it holds the
+    /// group average. The bucketer owns the buffer from now on; read and write it through
+    /// [`Bucketer::external`] / [`Bucketer::external_mut`]. A previous buffer is returned.
+    pub fn set_external(&mut self, index: usize, grad: Vec<f32>) -> Result<Option<Vec<f32>>> {
+        let want = self.count(index).ok_or_else(|| {
+            crate::invalid(format!("gradient {index} out of range ({} registered)", self.counts.len()))
+        })?;
+        if grad.len() as i64 != want {
+            return Err(crate::invalid(format!(
+                "external gradient {index} must have {want} elements, got {}",
+                grad.len()
+            )));
+        }
+        let mut boxed = grad.into_boxed_slice();
+        // SAFETY: the box's heap storage never moves and lives in the shared handle until the
+        // C bucketer is destroyed or the index is rebound (C points at the new buffer first).
+        check(unsafe { sys::shardrec_ddp_set_external(self.raw(), index, boxed.as_mut_ptr()) })?;
+        let mut external = self.handle.1.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(external[index].replace(boxed).map(Vec::from))
+    }
+
+    /// Address and length of external gradient `index`, if any.
+    fn external_raw(&self, index: usize) -> Option<(*mut f32, usize)> {
+        let mut external = self.handle.1.lock().unwrap_or_else(|e| e.into_inner());
+        external.get_mut(index).and_then(|e| e.as_deref_mut()).map(|b| (b.as_mut_ptr(), b.len()))
+    }
+
+    /// External gradient `index` (set with `set_external`), `None` when it lives in a bucket.
+    pub fn external(&self, index: usize) -> Option<&[f32]> {
+        // SAFETY: the buffer lives in the handle this bucketer holds and is only replaced by
+        // set_external, which takes &mut self; the C side writes it only inside finish (&mut).
+        self.external_raw(index).map(|(p, n)| unsafe { std::slice::from_raw_parts(p, n) })
+    }
+
+    /// External gradient `index`, writable (the caller's backward accumulates into it).
+    pub fn external_mut(&mut self, index: usize) -> Option<&mut [f32]> {
+        // SAFETY: as in external, and &mut self makes this the only borrow.
+        self.external_raw(index).map(|(p, n)| unsafe { std::slice::from_raw_parts_mut(p, n) })
     }
 
     /// A copy of gradient `index` (the storage moves when the buckets are rebuilt).

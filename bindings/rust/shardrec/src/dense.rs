@@ -189,6 +189,9 @@ struct Core {
     /// The bucketer the gradients live in and this layer's first tensor in it: the gradients
     /// are rebound before every use, because the bucket storage moves when it is rebuilt.
     grads_owner: Option<(Arc<DdpHandle>, usize)>,
+    /// Caller storage bound with `bind_tensor`, per tensor: (params, gradients). Heap buffers
+    /// that never move, dropped after the C layer (fields drop after `Drop::drop`).
+    storage: Vec<(Option<Box<[f32]>>, Option<Box<[f32]>>)>,
 }
 
 impl Drop for Core {
@@ -353,6 +356,42 @@ impl Core {
         rc
     }
 
+    fn bind_storage(&mut self, i: usize, param: Option<Vec<f32>>, grad: Option<Vec<f32>>) -> Result<()> {
+        let n = self.tensor(i)?.count;
+        for (what, v) in [("param", &param), ("grad", &grad)] {
+            if let Some(v) = v {
+                if v.len() as i64 != n {
+                    return Err(invalid(format!(
+                        "{what} storage of tensor {i} must have {n} elements, got {}",
+                        v.len()
+                    )));
+                }
+            }
+        }
+        let mut param = param.map(Vec::into_boxed_slice);
+        let mut grad = grad.map(Vec::into_boxed_slice);
+        let p = param.as_mut().map_or(ptr::null_mut(), |b| b.as_mut_ptr());
+        let g = grad.as_mut().map_or(ptr::null_mut(), |b| b.as_mut_ptr());
+        // SAFETY: host layer (tensor() refused a CUDA MLP); the boxes are kept below, so the
+        // storage outlives the C layer or the next rebind.
+        check(unsafe {
+            match self.kind {
+                Kind::Mlp => sys::shardrec_mlp_bind_tensor(self.raw.cast(), i, p, g),
+                Kind::Dcn => sys::shardrec_dcn_bind_tensor(self.raw.cast(), i, p, g),
+            }
+        })?;
+        if self.storage.len() <= i {
+            self.storage.resize_with(i + 1, Default::default);
+        }
+        if param.is_some() {
+            self.storage[i].0 = param;
+        }
+        if grad.is_some() {
+            self.storage[i].1 = grad;
+        }
+        Ok(())
+    }
+
     fn zero_grad(&mut self) -> Result<()> {
         self.refresh()?;
         check(unsafe {
@@ -408,6 +447,14 @@ pub trait DenseLayer {
     /// Sets every gradient to zero.
     fn zero_grad(&mut self) -> Result<()> {
         self.core_mut().0.zero_grad()
+    }
+
+    /// Moves tensor `i` into caller-provided storage: `param` (its values are used as they
+    /// are, nothing is copied) and/or `grad` (`None` keeps that side), each of exactly the
+    /// tensor's element count. The layer owns the buffers from now on; read and write them with
+    /// `param`/`param_mut`/`grad`. A later `use_bucketer_grads` takes over the gradients.
+    fn bind_tensor(&mut self, i: usize, param: Option<Vec<f32>>, grad: Option<Vec<f32>>) -> Result<()> {
+        self.core_mut().0.bind_storage(i, param, grad)
     }
 
     /// Points tensor i's gradient at the bucketer's tensor `first + i`, so the backward writes
@@ -513,6 +560,7 @@ impl Mlp {
             input: Vec::new(),
             batch: -1,
             grads_owner: None,
+            storage: Vec::new(),
         });
         let (mut i, mut out) = (0, 0);
         check(unsafe { sys::shardrec_mlp_dims(raw, &mut i, &mut out) })?;
@@ -595,6 +643,7 @@ impl Dcn {
                 input: Vec::new(),
                 batch: -1,
                 grads_owner: None,
+                storage: Vec::new(),
             }),
             width,
         })
@@ -675,4 +724,34 @@ impl DenseOptimizer {
     pub fn set_steps(&mut self, steps: i64) -> Result<()> {
         check(unsafe { sys::shardrec_dense_optimizer_set_steps(self.raw, steps) })
     }
+
+    /// State `which` of tensor position `tensor` (the order `step` walks the layers' tensors
+    /// in), owned by the optimizer: empty before the first step or when the type has no such
+    /// state.
+    pub fn state(&mut self, tensor: usize, which: DenseState) -> Result<&[f32]> {
+        self.state_mut(tensor, which).map(|s| &*s)
+    }
+
+    /// The same state, writable (restoring a checkpoint).
+    pub fn state_mut(&mut self, tensor: usize, which: DenseState) -> Result<&mut [f32]> {
+        let (mut data, mut count) = (ptr::null_mut(), 0i64);
+        check(unsafe {
+            sys::shardrec_dense_optimizer_state(self.raw, tensor, which as i32, &mut data, &mut count)
+        })?;
+        if data.is_null() || count <= 0 {
+            return Ok(&mut []);
+        }
+        // SAFETY: count floats owned by the optimizer until it is dropped; the &mut self borrow
+        // keeps every other call (step included) out while the slice lives.
+        Ok(unsafe { std::slice::from_raw_parts_mut(data, count as usize) })
+    }
+}
+
+/// One optimizer state of a dense tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DenseState {
+    /// Adagrad's sum of squared gradients, Adam's first moment.
+    Momentum1 = 0,
+    /// Adam's second moment.
+    Momentum2 = 1,
 }

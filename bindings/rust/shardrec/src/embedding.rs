@@ -30,6 +30,35 @@ pub enum CommEncoding {
     Bf16 = 2,
 }
 
+/// What a collection does with a NaN or infinite per-id weight or output gradient
+/// (`shardrec_non_finite_policy_t`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum NonFinitePolicy {
+    /// Rejected like any bad input (`Code::Invalid` naming the feature/sample); nothing changes.
+    #[default]
+    Check = 0,
+    /// No check: non-finite values flow into outputs, weights and optimizer state.
+    Allow = 1,
+}
+
+/// Page size of a collection's table storage (`shardrec_table_memory_t`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TableMemory {
+    /// 2 MiB aligned and advised for transparent huge pages (the default).
+    #[default]
+    HugePages = 0,
+    /// Ordinary pages.
+    SmallPages = 1,
+}
+
+/// One optimizer state: its name and whether it holds one value per row (`[rows]`) rather
+/// than one per element (`[rows, dim]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateInfo {
+    pub name: String,
+    pub row_wise: bool,
+}
+
 /// Collection options; `Default` gives the library defaults.
 #[derive(Default)]
 pub struct EmbeddingOptions<'a> {
@@ -41,6 +70,15 @@ pub struct EmbeddingOptions<'a> {
     pub forward_comm_encoding: CommEncoding,
     /// Encoding of the backward's gradient all-to-all and data-parallel all-reduce.
     pub backward_comm_encoding: CommEncoding,
+    /// Non-finite per-id weights and output gradients: rejected (default) or let through.
+    pub non_finite: NonFinitePolicy,
+    /// Page size of the table storage.
+    pub table_memory: TableMemory,
+    /// Where the tables live: `Host` (the default). CUDA collections are refused with
+    /// `Code::Unsupported` by this build (embedding.h); forwarded as given.
+    pub device_type: crate::DeviceType,
+    /// CUDA ordinal; ignored on the host.
+    pub device_index: i32,
 }
 
 /// One rank's batch in keyed-jagged form, feature-major: `lengths[f * batch_size + b]` ids of
@@ -129,6 +167,10 @@ impl EmbeddingCollection {
         o.dp_comm = options.dp_comm.map_or(ptr::null_mut(), |c| c.raw);
         o.forward_comm_encoding = options.forward_comm_encoding as i32;
         o.backward_comm_encoding = options.backward_comm_encoding as i32;
+        o.non_finite = options.non_finite as i32;
+        o.table_memory = options.table_memory as i32;
+        o.device_type = options.device_type as i32;
+        o.device_index = options.device_index;
         let mut out = ptr::null_mut();
         check(create(&mut out, &opt, &o))?;
         Ok(EmbeddingCollection { raw: out, shapes })
@@ -158,6 +200,30 @@ impl EmbeddingCollection {
         check(unsafe {
             sys::shardrec_embedding_forward(self.raw, &kjt, out.as_mut_ptr(), out.len(), ptr::null_mut())
         })
+    }
+
+    /// `forward` into a tensor of extents `shape` (at most 4; with 2 or more, the last is the
+    /// output width): the library checks the shape against the output
+    /// (`shardrec_embedding_forward_tensor`). `out` holds exactly the shape's element count.
+    pub fn forward_tensor(&mut self, batch: &Kjt<'_>, out: &mut [f32], shape: &[i64]) -> Result<()> {
+        let kjt = batch.raw();
+        let view = host_view(out.as_mut_ptr(), out.len(), shape)?;
+        check(unsafe { sys::shardrec_embedding_forward_tensor(self.raw, &kjt, &view, ptr::null_mut()) })
+    }
+
+    /// `forward_distributed` into a tensor of extents `shape`.
+    pub fn forward_distributed_tensor(&mut self, out: &mut [f32], shape: &[i64]) -> Result<()> {
+        let view = host_view(out.as_mut_ptr(), out.len(), shape)?;
+        check(unsafe {
+            sys::shardrec_embedding_forward_distributed_tensor(self.raw, &view, ptr::null_mut())
+        })
+    }
+
+    /// `backward` with the gradient as a tensor of extents `shape`.
+    pub fn backward_tensor(&mut self, grad: &[f32], shape: &[i64]) -> Result<()> {
+        // The library only reads a gradient view.
+        let view = host_view(grad.as_ptr().cast_mut(), grad.len(), shape)?;
+        check(unsafe { sys::shardrec_embedding_backward_tensor(self.raw, &view, ptr::null_mut()) })
     }
 
     /// Forward into a new vector of the right size.
@@ -241,9 +307,34 @@ impl EmbeddingCollection {
             .collect()
     }
 
+    /// The states of the optimizer `table` trains with (its own or the default), in order: the
+    /// names [`EmbeddingCollection::state`] and [`EmbeddingCollection::set_state`] accept.
+    pub fn table_states(&self, table: &str) -> Result<Vec<StateInfo>> {
+        let name = cstring(table, "table")?;
+        let mut n = 0;
+        check(unsafe { sys::shardrec_embedding_table_num_states(self.raw, name.as_ptr(), &mut n) })?;
+        (0..n)
+            .map(|i| {
+                let (mut state, mut row_wise) = (ptr::null(), 0);
+                check(unsafe {
+                    sys::shardrec_embedding_table_state_info(
+                        self.raw,
+                        name.as_ptr(),
+                        i,
+                        &mut state,
+                        &mut row_wise,
+                    )
+                })?;
+                // SAFETY: on success the name is NUL-terminated and owned by the collection.
+                let state = unsafe { CStr::from_ptr(state) }.to_string_lossy().into_owned();
+                Ok(StateInfo { name: state, row_wise: row_wise != 0 })
+            })
+            .collect()
+    }
+
     /// One full optimizer state of `table` (collective).
     pub fn state(&mut self, table: &str, state: &str) -> Result<Vec<f32>> {
-        let row_wise = self.states()?.into_iter().any(|(n, rw)| n == state && rw);
+        let row_wise = self.table_states(table)?.into_iter().any(|s| s.name == state && s.row_wise);
         let (rows, dim) = self.shapes.get(table).copied().unwrap_or((0, 0));
         let mut out = vec![0.0; if row_wise { rows as usize } else { rows as usize * dim as usize }];
         let (t, s) = (cstring(table, "table")?, cstring(state, "state")?);
@@ -320,6 +411,31 @@ impl EmbeddingCollection {
         check(unsafe { sys::shardrec_embedding_timings(self.raw, &mut c, &mut t) })?;
         Ok((c, t))
     }
+}
+
+/// A host FLOAT32 view of `len` floats at `data` with extents `shape`, which must multiply to
+/// `len` (the C API trusts a view's shape).
+fn host_view(data: *mut f32, len: usize, shape: &[i64]) -> Result<sys::shardrec_tensor_view_t> {
+    let max = sys::SHARDREC_TENSOR_MAX_DIMS as usize;
+    if shape.len() > max {
+        return Err(crate::invalid(format!("a tensor view has at most {max} dimensions, got {}", shape.len())));
+    }
+    let mut elems: i64 = 1;
+    for &d in shape {
+        elems = if d < 0 { None } else { elems.checked_mul(d) }
+            .ok_or_else(|| crate::invalid(format!("bad tensor shape {shape:?}")))?;
+    }
+    if elems as u64 != len as u64 {
+        return Err(crate::invalid(format!("the buffer has {len} floats; shape {shape:?} has {elems}")));
+    }
+    // SAFETY: plain data.
+    let mut v: sys::shardrec_tensor_view_t = unsafe { std::mem::zeroed() };
+    v.data = data.cast();
+    v.dtype = sys::shardrec_dtype_SHARDREC_DTYPE_FLOAT32 as i32;
+    v.device_type = sys::shardrec_device_type_SHARDREC_DEVICE_HOST as i32;
+    v.ndim = shape.len() as i32;
+    v.shape[..shape.len()].copy_from_slice(shape);
+    Ok(v)
 }
 
 /// Where one feature's embedding sits in an output row: columns `offset..offset + width`,

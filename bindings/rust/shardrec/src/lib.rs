@@ -6,14 +6,17 @@ mod checkpoint;
 mod comm;
 mod config;
 mod ddp;
+mod device;
 mod dense;
 mod embedding;
 mod mesh;
 mod plan;
 
-pub use checkpoint::LoadOptions;
-pub use comm::{Comm, CommOptions, UniqueId};
+pub use checkpoint::{DenseTensor, DenseTensorMut, LoadOptions};
+pub use comm::{Comm, CommOptions, Element, ReduceOp, Store, UniqueId};
+pub use device::{device_check, device_count, device_plugin_path, DType, DeviceType};
 pub use ddp::{Bucketer, BucketerOptions, BucketerStats, Compression, Fsdp};
+pub use dense::DenseState;
 pub use dense::{
     blas_threads, bce_with_logits, dot_interaction_backward, dot_interaction_forward,
     dot_interaction_width, set_blas_threads, Activation, CoreRef, Dcn, DenseLayer, DenseMath,
@@ -24,8 +27,8 @@ pub use config::{
     ShardingType, Table, Topology,
 };
 pub use embedding::{
-    BoundsPolicy, CommEncoding, EmbeddingCollection, EmbeddingOptions, Kjt, OutputBlock,
-    StepTimings,
+    BoundsPolicy, CommEncoding, EmbeddingCollection, EmbeddingOptions, Kjt, NonFinitePolicy,
+    OutputBlock, StateInfo, StepTimings, TableMemory,
 };
 pub use mesh::{
     Mesh, MeshCoords, MeshLayout, MeshOptions, SyncBuffer, SyncHook, SyncMode, SyncStats,
@@ -56,6 +59,26 @@ pub enum Code {
 }
 
 impl Code {
+    /// The raw status (a negative `SHARDREC_E*` value).
+    pub fn status(self) -> i32 {
+        match self {
+            Code::Generic => -1,
+            Code::Invalid => -2,
+            Code::Usage => -3,
+            Code::NoMemory => -4,
+            Code::Cuda => -5,
+            Code::Remote => -6,
+            Code::Timeout => -7,
+            Code::Io => -8,
+            Code::Corrupt => -9,
+            Code::Unsupported => -10,
+            Code::NotFound => -11,
+            Code::Internal => -12,
+            Code::NoDevice => -13,
+            Code::Other(status) => status,
+        }
+    }
+
     fn from_status(status: i32) -> Code {
         match status {
             -1 => Code::Generic,
@@ -85,6 +108,12 @@ pub struct Error {
 }
 
 impl Error {
+    /// An error of your own, e.g. from a [`Store`] implementation (the library reports its
+    /// status).
+    pub fn new(code: Code, message: impl Into<String>) -> Error {
+        Error { status: code.status(), message: message.into() }
+    }
+
     /// The raw status (a negative `SHARDREC_E*` value).
     pub fn status(&self) -> i32 {
         self.status
@@ -147,4 +176,10 @@ pub(crate) fn cstring(s: &str, what: &str) -> Result<std::ffi::CString> {
 pub fn version() -> String {
     // SAFETY: returns a static string.
     unsafe { CStr::from_ptr(sys::shardrec_version_string()) }.to_string_lossy().into_owned()
+}
+
+/// Runtime version of the loaded library as major * 10000 + minor * 100 + patch.
+pub fn version_code() -> i32 {
+    // SAFETY: no arguments.
+    unsafe { sys::shardrec_version() }
 }

@@ -82,6 +82,7 @@ impl Plan {
                 c.rows = t.rows;
                 c.dim = t.dim;
                 c.pooling = t.pooling as i32;
+                c.dtype = t.dtype as i32;
                 c.features = t.features.as_ptr();
                 c.num_features = t.features.len();
                 c.init_kind = t.init_kind;
@@ -171,6 +172,13 @@ impl Plan {
     pub fn world_size(&self) -> Result<i32> {
         let mut out = 0;
         check(unsafe { sys::shardrec_plan_world_size(self.raw, &mut out) })?;
+        Ok(out)
+    }
+
+    /// Ranks per node of the topology the plan was made for (node-local sharding types).
+    pub fn ranks_per_node(&self) -> Result<i32> {
+        let mut out = 0;
+        check(unsafe { sys::shardrec_plan_ranks_per_node(self.raw, &mut out) })?;
         Ok(out)
     }
 

@@ -76,10 +76,13 @@ public final class Bucketer extends NativeHandle {
   }
 
   private final long[] counts;
+  /** External gradient buffers, referenced so they outlive the native bucketer's use. */
+  private final java.nio.FloatBuffer[] external;
 
   private Bucketer(long handle, long[] counts) {
     super(handle);
     this.counts = counts;
+    this.external = new java.nio.FloatBuffer[counts.length];
   }
 
   /** Number of registered gradients. */
@@ -108,6 +111,23 @@ public final class Bucketer extends NativeHandle {
     Native.bind_ddp_create(out, comm == null ? 0 : comm.handle(), counts, o.firstBucketBytes,
                            o.bucketCapBytes, o.compression.code());
     return new Bucketer(out[0], counts.clone());
+  }
+
+  /**
+   * Gradient {@code index} lives in {@code grad} (a direct FloatBuffer of exactly count(index)
+   * floats at position 0) instead of bucket storage: the bucket copies it in and out around
+   * each exchange, so after {@link #finish()} it holds the group average. Use when the caller
+   * owns its gradients. The bucketer keeps a reference to the buffer until it is closed.
+   */
+  public void setExternal(long index, java.nio.FloatBuffer grad) {
+    long n = count(index);
+    Buffers.checkKind(grad, grad == null ? null : grad.order(), "grad", true);
+    if (grad.position() != 0 || grad.capacity() != n) {
+      throw new IllegalArgumentException("grad must be a direct FloatBuffer of exactly " + n
+                                         + " floats at position 0 (gradient " + index + ")");
+    }
+    Native.bind_ddp_set_external(handle(), index, grad);
+    external[(int) index] = grad;
   }
 
   /** Zeroes every gradient. */

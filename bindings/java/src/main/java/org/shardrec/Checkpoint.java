@@ -9,8 +9,15 @@ import org.shardrec.swig.checkpoint_options;
 public final class Checkpoint {
   private Checkpoint() {}
 
-  /** Load options; the defaults refuse any mismatch with the checkpoint. */
+  /**
+   * Save/load options; the defaults refuse any mismatch with the checkpoint. Dense tensors
+   * (model parameters, dense optimizer state) travel with the checkpoint: save writes them,
+   * load fills the same buffers (same names and sizes as saved).
+   */
   public static final class Options {
+    /** Dense tensors by name, in order; the buffers are read on save and written on load. */
+    public final java.util.LinkedHashMap<String, java.nio.FloatBuffer> dense =
+        new java.util.LinkedHashMap<>();
     public boolean resetOptimizerState;
     public boolean allowDtypeChange;
     public boolean verifyFirst;
@@ -33,6 +40,19 @@ public final class Checkpoint {
       return this;
     }
 
+    /**
+     * Adds dense tensor {@code name} (non-empty, no '/' or newline; unique): the elements from
+     * {@code data}'s position to its limit.
+     */
+    public Options dense(String name, java.nio.FloatBuffer data) {
+      if (name == null || name.indexOf('\n') >= 0) {
+        throw new IllegalArgumentException("a dense tensor name must not be null or hold a newline");
+      }
+      if (data == null) throw new IllegalArgumentException("data of " + name + " must not be null");
+      dense.put(name, data);
+      return this;
+    }
+
     checkpoint_options toNative() {
       checkpoint_options o = new checkpoint_options();
       Native.checkpoint_options_init(o, NativeConstants.CHECKPOINT_OPTIONS_VERSION);
@@ -45,24 +65,74 @@ public final class Checkpoint {
 
   /** Saves the collection into directory {@code dir} atomically. */
   public static void save(EmbeddingCollection coll, String dir) {
-    Native.checkpoint_save(coll.handle(), dir, new Options().toNative());
+    save(coll, dir, null);
+  }
+
+  /** Saves the collection and the options' dense tensors into {@code dir} atomically. */
+  public static void save(EmbeddingCollection coll, String dir, Options options) {
+    run(null, coll, dir, options, false);
   }
 
   /** Loads the checkpoint in {@code dir}, whatever plan and world size saved it. */
   public static void load(EmbeddingCollection coll, String dir, Options options) {
-    Native.checkpoint_load(
-        coll.handle(), dir, (options == null ? new Options() : options).toNative());
+    run(null, coll, dir, options, true);
   }
 
   /** Saves a collection created on {@code mesh}; each shard is written by one replica. */
   public static void save(Mesh mesh, EmbeddingCollection coll, String dir) {
-    Native.checkpoint_save_mesh(mesh.handle(), coll.handle(), dir, new Options().toNative());
+    save(mesh, coll, dir, null);
+  }
+
+  /** Saves a collection created on {@code mesh} with the options' dense tensors. */
+  public static void save(Mesh mesh, EmbeddingCollection coll, String dir, Options options) {
+    if (mesh == null) throw new IllegalArgumentException("mesh must not be null");
+    run(mesh, coll, dir, options, false);
   }
 
   /** Loads a checkpoint into a collection created on {@code mesh}. */
   public static void load(Mesh mesh, EmbeddingCollection coll, String dir, Options options) {
-    Native.checkpoint_load_mesh(
-        mesh.handle(), coll.handle(), dir, (options == null ? new Options() : options).toNative());
+    if (mesh == null) throw new IllegalArgumentException("mesh must not be null");
+    run(mesh, coll, dir, options, true);
+  }
+
+  /** One native call: the dense tensors travel as one flat direct buffer, names joined. */
+  private static void run(Mesh mesh, EmbeddingCollection coll, String dir, Options options,
+                          boolean load) {
+    Options o = options == null ? new Options() : options;
+    int n = o.dense.size();
+    long[] counts = new long[n];
+    StringBuilder names = new StringBuilder();
+    long total = 0;
+    int i = 0;
+    for (java.util.Map.Entry<String, java.nio.FloatBuffer> e : o.dense.entrySet()) {
+      if (load && e.getValue().isReadOnly()) {
+        throw new IllegalArgumentException("dense tensor " + e.getKey() + " is read-only");
+      }
+      counts[i++] = e.getValue().remaining();
+      total += e.getValue().remaining();
+      if (names.length() > 0) names.append('\n');
+      names.append(e.getKey());
+    }
+    java.nio.FloatBuffer flat = Buffers.floats(total);
+    if (!load) {
+      for (java.nio.FloatBuffer b : o.dense.values()) flat.put(b.duplicate());
+      flat.rewind();
+    }
+    checkpoint_options native_ = o.toNative();
+    try {
+      Native.bind_checkpoint(mesh == null ? 0 : mesh.handle(), coll.handle(), dir, native_,
+                             names.toString(), counts, flat, load ? 1 : 0);
+    } finally {
+      native_.delete();
+    }
+    if (load) {
+      for (java.nio.FloatBuffer b : o.dense.values()) {
+        java.nio.FloatBuffer part = flat.duplicate();
+        part.limit(part.position() + b.remaining());
+        b.duplicate().put(part);
+        flat.position(flat.position() + b.remaining());
+      }
+    }
   }
 
   /** Writes one full table (optionally with its optimizer state) to a safetensors file. */

@@ -3,6 +3,7 @@
 package org.shardrec;
 
 import java.nio.Buffer;
+import java.nio.FloatBuffer;
 import org.shardrec.swig.Native;
 import org.shardrec.swig.comm_options;
 
@@ -79,6 +80,22 @@ public final class Comm extends NativeHandle {
     return new Comm(out[0]);
   }
 
+  /**
+   * Joins a group of {@code worldSize} ranks as {@code rank} through {@code store} (collective,
+   * blocking): every rank passes a store that reaches the same keys.
+   */
+  public static Comm create(Store store, int worldSize, int rank, Options options) {
+    if (store == null) throw new IllegalArgumentException("store must not be null");
+    long[] out = new long[1];
+    comm_options o = (options == null ? new Options() : options).toNative();
+    try {
+      Native.bind_comm_create_with_java_store(out, store, worldSize, rank, o);
+    } finally {
+      o.delete();
+    }
+    return new Comm(out[0]);
+  }
+
   public int rank() {
     int[] out = new int[1];
     Native.comm_rank(out, handle());
@@ -120,18 +137,55 @@ public final class Comm extends NativeHandle {
   public void allreduce(Buffer send, Buffer recv, long count, DType dtype, ReduceOp op) {
     checkDirect(send, "send");
     checkDirect(recv, "recv");
+    checkBytes(send, count, dtype, 1, "send");
+    checkBytes(recv, count, dtype, 1, "recv");
     Native.comm_allreduce(handle(), send, recv, count, dtype.code(), op.code());
   }
 
+  /** In place: {@code buf} becomes the element-wise sum over ranks (float buffer). */
+  public void allreduceSum(FloatBuffer buf) {
+    allreduce(buf, buf, buf == null ? 0 : buf.capacity(), DType.FLOAT32, ReduceOp.SUM);
+  }
+
+  /** {@code count} elements of {@code buf} on rank {@code root} are copied to every rank. */
   public void broadcast(Buffer buf, long count, DType dtype, int root) {
     checkDirect(buf, "buf");
+    checkBytes(buf, count, dtype, 1, "buf");
     Native.comm_broadcast(handle(), buf, count, dtype.code(), root);
   }
 
+  /**
+   * Every rank contributes {@code count} elements of {@code send}; {@code recv} (size() x
+   * count elements) receives rank r's block at element r x count. Not in place.
+   */
   public void allgather(Buffer send, Buffer recv, long count, DType dtype) {
     checkDirect(send, "send");
     checkDirect(recv, "recv");
+    checkBytes(send, count, dtype, 1, "send");
+    checkBytes(recv, count, dtype, size(), "recv");
     Native.comm_allgather(handle(), send, recv, count, dtype.code());
+  }
+
+  /** The buffer must hold at least {@code blocks x count} elements of {@code dtype}. */
+  private static void checkBytes(Buffer b, long count, DType dtype, long blocks, String what) {
+    if (count < 0) throw new IllegalArgumentException("count must be >= 0, got " + count);
+    if (dtype == null) throw new IllegalArgumentException("dtype must not be null");
+    long elem;
+    if (b instanceof java.nio.ByteBuffer) {
+      elem = 1;
+    } else if (b instanceof java.nio.ShortBuffer || b instanceof java.nio.CharBuffer) {
+      elem = 2;
+    } else if (b instanceof java.nio.IntBuffer || b instanceof FloatBuffer) {
+      elem = 4;
+    } else {
+      elem = 8;
+    }
+    long have = b.capacity() * elem;
+    long need = Math.multiplyExact(Math.multiplyExact(count, blocks), (long) dtype.size());
+    if (have < need) {
+      throw new IllegalArgumentException(what + " holds " + have + " bytes but " + blocks + " x "
+                                         + count + " " + dtype + " elements need " + need);
+    }
   }
 
   private static void checkDirect(Buffer b, String what) {

@@ -291,6 +291,33 @@ public final class Config {
     public CommEncoding forwardCommEncoding = CommEncoding.FP32;
     /** Encoding of the backward's gradient all-to-all and data-parallel all-reduce. */
     public CommEncoding backwardCommEncoding = CommEncoding.FP32;
+    /** What a NaN or infinite per-id weight or output gradient does; CHECK by default. */
+    public NonFinitePolicy nonFinite = NonFinitePolicy.CHECK;
+    /** Page size of the table storage; huge pages by default. */
+    public TableMemory tableMemory = TableMemory.HUGE_PAGES;
+    /**
+     * Where the tables live: HOST (the default). CUDA collections are refused with
+     * EUNSUPPORTED by this build (embedding.h); the field is forwarded as given.
+     */
+    public DeviceType deviceType = DeviceType.HOST;
+    /** CUDA ordinal; ignored on the host. */
+    public int deviceIndex;
+
+    public EmbeddingOptions device(DeviceType type, int index) {
+      deviceType = java.util.Objects.requireNonNull(type, "type");
+      deviceIndex = index;
+      return this;
+    }
+
+    public EmbeddingOptions nonFinite(NonFinitePolicy v) {
+      nonFinite = java.util.Objects.requireNonNull(v, "nonFinite");
+      return this;
+    }
+
+    public EmbeddingOptions tableMemory(TableMemory v) {
+      tableMemory = java.util.Objects.requireNonNull(v, "tableMemory");
+      return this;
+    }
 
     public EmbeddingOptions seed(long v) {
       seed = v;

@@ -1,6 +1,8 @@
 // Element types (SHARDREC_DTYPE_*, shardrec/common.h).
 package org.shardrec;
 
+import org.shardrec.swig.Native;
+
 /** Element types (SHARDREC_DTYPE_*, shardrec/common.h). */
 public enum DType {
   FLOAT32(0),
@@ -20,6 +22,11 @@ public enum DType {
   /** The C value. */
   public int code() {
     return code;
+  }
+
+  /** Size in bytes of one element (shardrec_dtype_size). */
+  public int size() {
+    return (int) Native.dtype_size(code);
   }
 
   /** The constant of C value {@code code}; IllegalArgumentException when there is none. */

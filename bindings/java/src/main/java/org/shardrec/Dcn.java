@@ -87,4 +87,9 @@ public final class Dcn extends DenseLayer {
   void nativeAddTo(long list) {
     Native.bind_param_list_add_dcn(list, handle());
   }
+
+  @Override
+  void nativeBindStorage(long index, FloatBuffer param, FloatBuffer grad) {
+    Native.bind_dcn_bind_storage(handle(), index, param, grad);
+  }
 }

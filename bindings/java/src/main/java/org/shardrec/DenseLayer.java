@@ -22,6 +22,36 @@ public abstract class DenseLayer extends NativeHandle {
 
   abstract void nativeAddTo(long list);
 
+  abstract void nativeBindStorage(long index, FloatBuffer param, FloatBuffer grad);
+
+  /** Caller storage bound with bindTensor, referenced so it outlives the native layer's use. */
+  private final java.util.Map<Long, FloatBuffer[]> storage = new java.util.HashMap<>();
+
+  /**
+   * Points tensor {@code index} at caller storage: {@code param} (its current values are used
+   * as they are, nothing is copied) and/or {@code grad} (null keeps that side). Each is a
+   * direct, writable FloatBuffer in native order of exactly tensorCount(index) floats at
+   * position 0. The layer keeps a reference until it is closed or the side is rebound; a later
+   * {@link #useBucketerGrads} takes over the gradients. Use it to keep several layers'
+   * parameters in one flat buffer (slices), or to read gradients without copies.
+   */
+  public void bindTensor(long index, FloatBuffer param, FloatBuffer grad) {
+    long n = tensorCount(index);
+    for (FloatBuffer b : new FloatBuffer[] {param, grad}) {
+      if (b == null) continue;
+      String what = b == param ? "param" : "grad";
+      Buffers.checkKind(b, b.order(), what, true);
+      if (b.position() != 0 || b.capacity() != n) {
+        throw new IllegalArgumentException(what + " must hold exactly " + n
+                                           + " floats at position 0 (tensor " + index + ")");
+      }
+    }
+    nativeBindStorage(index, param, grad);
+    FloatBuffer[] kept = storage.computeIfAbsent(index, k -> new FloatBuffer[2]);
+    if (param != null) kept[0] = param;
+    if (grad != null) kept[1] = grad;
+  }
+
   /** Number of parameter tensors. */
   public abstract long numTensors();
 

@@ -1,6 +1,7 @@
 // Dense optimizers (SGD, Adagrad, Adam/AdamW) over the tensors of dense layers.
 package org.shardrec;
 
+import java.nio.FloatBuffer;
 import org.shardrec.swig.Native;
 import org.shardrec.swig.optimizer_config;
 
@@ -60,5 +61,56 @@ public final class DenseOptimizer extends NativeHandle {
 
   public void setSteps(long steps) {
     Native.dense_optimizer_set_steps(handle(), steps);
+  }
+
+  /** Which optimizer state of a tensor: momentum1 (Adagrad's sum, Adam's m) or momentum2. */
+  public enum State {
+    MOMENTUM1(0),
+    MOMENTUM2(1);
+
+    private final int code;
+
+    State(int code) {
+      this.code = code;
+    }
+
+    public int code() {
+      return code;
+    }
+  }
+
+  /**
+   * Element count of {@code state} of tensor position {@code tensor} (the order of the tensors
+   * that {@link #step} walks): 0 before the first step or when the type has no such state.
+   */
+  public long stateCount(long tensor, State state) {
+    if (state == null) throw new IllegalArgumentException("state must not be null");
+    long[] out = new long[1];
+    Native.bind_dense_optimizer_state_count(handle(), tensor, state.code(), out);
+    return out[0];
+  }
+
+  /** A copy of {@code state} of tensor position {@code tensor} (empty when there is none). */
+  public float[] state(long tensor, State state) {
+    long n = stateCount(tensor, state);
+    FloatBuffer buf = Buffers.floats(n);
+    Native.bind_dense_optimizer_state_copy(handle(), tensor, state.code(), buf, n, 0);
+    float[] out = new float[(int) n];
+    buf.get(out);
+    return out;
+  }
+
+  /**
+   * Overwrites {@code state} of tensor position {@code tensor} (restoring a checkpoint); the
+   * state must exist (after the first step) and {@code values} must have its element count.
+   */
+  public void setState(long tensor, State state, float[] values) {
+    long n = stateCount(tensor, state);
+    if (values == null || values.length != n) {
+      throw new IllegalArgumentException("values must have " + n + " elements (state "
+                                         + state + " of tensor " + tensor + "), got "
+                                         + (values == null ? "null" : values.length));
+    }
+    Native.bind_dense_optimizer_state_copy(handle(), tensor, state.code(), Buffers.of(values), n, 1);
   }
 }

@@ -57,6 +57,10 @@ public final class EmbeddingCollection extends NativeHandle {
       e.setDp_comm(eo.dpComm == null ? 0 : eo.dpComm.handle());
       e.setForward_comm_encoding(eo.forwardCommEncoding.code());
       e.setBackward_comm_encoding(eo.backwardCommEncoding.code());
+      e.setNon_finite(eo.nonFinite.code());
+      e.setTable_memory(eo.tableMemory.code());
+      e.setDevice_type(eo.deviceType.code());
+      e.setDevice_index(eo.deviceIndex);
       long[] out = new long[1];
       create.call(out, o, e);
       try {
@@ -105,6 +109,42 @@ public final class EmbeddingCollection extends NativeHandle {
     all.rewind();
     all.get(result);
     return result;
+  }
+
+  /**
+   * {@link #forward(Kjt, FloatBuffer)} into a tensor of extents {@code shape} (at most 4; when
+   * 2 or more, the last is the output width): the library checks the shape against the output
+   * (shardrec_embedding_forward_tensor). {@code out} holds exactly the shape's element count.
+   */
+  public void forward(Kjt batch, FloatBuffer out, long[] shape) {
+    FloatBuffer o = Buffers.out(out, elements(shape), "out");
+    Native.bind_embedding_forward_tensor(handle(), batch.batchSize, batch.numFeatures,
+                                         batch.lengths, batch.values, batch.weights, o, shape);
+    lastOutput = o.capacity();
+  }
+
+  /** {@link #forwardDistributed(FloatBuffer)} into a tensor of extents {@code shape}. */
+  public void forwardDistributed(FloatBuffer out, long[] shape) {
+    FloatBuffer o = Buffers.out(out, elements(shape), "out");
+    Native.bind_embedding_forward_distributed_tensor(handle(), o, shape);
+    lastOutput = o.capacity();
+  }
+
+  /** {@link #backward(FloatBuffer)} with the gradient as a tensor of extents {@code shape}. */
+  public void backward(FloatBuffer grad, long[] shape) {
+    Native.bind_embedding_backward_tensor(handle(), Buffers.in(grad, elements(shape), "grad"),
+                                          shape);
+  }
+
+  /** Element count of a tensor shape; IllegalArgumentException for a bad one. */
+  private static long elements(long[] shape) {
+    if (shape == null) throw new IllegalArgumentException("shape must not be null");
+    long n = 1;
+    for (long d : shape) {
+      if (d < 0) throw new IllegalArgumentException("negative extent in shape");
+      n = Math.multiplyExact(n, d);
+    }
+    return n;
   }
 
   /** Starts the pipelined input distribution of {@code batch} (collective). */
@@ -198,19 +238,77 @@ public final class EmbeddingCollection extends NativeHandle {
     return name[0];
   }
 
-  private boolean stateRowWise(String state) {
-    for (int i = 0; i < numStates(); ++i) {
+  /** Whether the collection-level state {@code index} holds one value per row. */
+  public boolean stateRowWise(int index) {
+    String[] name = new String[1];
+    int[] rowWise = new int[1];
+    Native.embedding_state_info(handle(), index, name, rowWise);
+    return rowWise[0] != 0;
+  }
+
+  /** One optimizer state of a table: its name and whether it holds one value per row. */
+  public static final class State {
+    public final String name;
+    /** True: one value per row ([rows]); false: one per element ([rows, dim]). */
+    public final boolean rowWise;
+
+    public State(String name, boolean rowWise) {
+      this.name = name;
+      this.rowWise = rowWise;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      if (!(o instanceof State)) return false;
+      State s = (State) o;
+      return s.name.equals(name) && s.rowWise == rowWise;
+    }
+
+    @Override
+    public int hashCode() {
+      return name.hashCode() * 31 + (rowWise ? 1 : 0);
+    }
+
+    @Override
+    public String toString() {
+      return name + (rowWise ? " [rows]" : " [rows, dim]");
+    }
+  }
+
+  /** The states of the collection's default optimizer, in order. */
+  public java.util.List<State> states() {
+    java.util.List<State> out = new java.util.ArrayList<>();
+    for (int i = 0; i < numStates(); ++i) out.add(new State(stateName(i), stateRowWise(i)));
+    return out;
+  }
+
+  /**
+   * The states of the optimizer {@code table} trains with (its own or the default), in order:
+   * the names {@link #getState} and {@link #setState} accept for that table.
+   */
+  public java.util.List<State> tableStates(String table) {
+    long[] n = new long[1];
+    Native.embedding_table_num_states(handle(), table, n);
+    java.util.List<State> out = new java.util.ArrayList<>();
+    for (int i = 0; i < n[0]; ++i) {
       String[] name = new String[1];
       int[] rowWise = new int[1];
-      Native.embedding_state_info(handle(), i, name, rowWise);
-      if (name[0].equals(state)) return rowWise[0] != 0;
+      Native.embedding_table_state_info(handle(), table, i, name, rowWise);
+      out.add(new State(name[0], rowWise[0] != 0));
+    }
+    return out;
+  }
+
+  private boolean stateRowWise(String table, String state) {
+    for (State s : tableStates(table)) {
+      if (s.name.equals(state)) return s.rowWise;
     }
     return false;
   }
 
   /** One full optimizer state of a table (collective). */
   public float[] getState(String table, String state) {
-    long n = tableSize(table, stateRowWise(state));
+    long n = tableSize(table, stateRowWise(table, state));
     FloatBuffer out = Buffers.floats(Math.max(n, 0));
     Native.embedding_get_state(handle(), table, state, out);
     float[] result = new float[out.capacity()];
@@ -221,7 +319,7 @@ public final class EmbeddingCollection extends NativeHandle {
   }
 
   public void setState(String table, String state, float[] values) {
-    long n = tableSize(table, stateRowWise(state));
+    long n = tableSize(table, stateRowWise(table, state));
     FloatBuffer v = Buffers.of(values);
     if (n >= 0) Buffers.checkSize(v, n, "values");
     Native.embedding_set_state(handle(), table, state, v);

@@ -6,10 +6,13 @@ import org.shardrec.swig.Native;
 import org.shardrec.swig.mesh_options;
 
 /**
- * This rank's view of a 2D mesh. One thread at a time. The C sync hook (a function pointer) is
- * not offered: syncs use the built-in collective.
+ * This rank's view of a 2D mesh. One thread at a time. Syncs use the built-in collective unless
+ * a {@link SyncHook} is installed.
  */
 public final class Mesh extends NativeHandle {
+  /** The installed hook's native payload (0: none), freed once the mesh no longer uses it. */
+  private long hookPayload;
+
   private Mesh(long handle) {
     super(handle);
   }
@@ -17,6 +20,44 @@ public final class Mesh extends NativeHandle {
   @Override
   void destroy(long handle) {
     Native.mesh_destroy(handle);
+    Native.bind_java_sync_hook_free(hookPayload);
+    hookPayload = 0;
+  }
+
+  /**
+   * A user collective replacing the sync all-reduce (TorchRec's custom all-reduce hook): called
+   * once per coalesced buffer of {@code count} elements of {@code dtype} (float buffers; integer
+   * counters keep the built-in collective), it must leave in {@code data} the element-wise
+   * AVERAGE over the replica group. {@code data} (native byte order) is valid only during the
+   * call. A thrown {@link ShardrecException} fails the sync with its code, any other exception
+   * with SHARDREC_ERROR.
+   */
+  @FunctionalInterface
+  public interface SyncHook {
+    void average(java.nio.ByteBuffer data, long count, DType dtype);
+  }
+
+  /** What the native side calls: adapts byte order and dtype. */
+  static final class NativeSyncHook {
+    private final SyncHook hook;
+
+    NativeSyncHook(SyncHook hook) {
+      this.hook = hook;
+    }
+
+    void sync(java.nio.ByteBuffer data, long count, int dtype) {
+      hook.average(data.order(java.nio.ByteOrder.nativeOrder()), count, DType.of(dtype));
+    }
+  }
+
+  /** Installs {@code hook} for the following syncs; null restores the built-in collective. */
+  public void setSyncHook(SyncHook hook) {
+    long[] payload = new long[1];
+    Native.bind_mesh_set_java_sync_hook(handle(), hook == null ? null : new NativeSyncHook(hook),
+                                        payload);
+    // The mesh now uses the new payload (or none): the old one can go.
+    Native.bind_java_sync_hook_free(hookPayload);
+    hookPayload = payload[0];
   }
 
   /** Options of a mesh; zero fields mean the library defaults (a 1D mesh, sync every step). */

@@ -159,4 +159,10 @@ public final class Mlp extends DenseLayer {
   void nativeAddTo(long list) {
     Native.bind_param_list_add_mlp(list, handle());
   }
+
+  @Override
+  void nativeBindStorage(long index, FloatBuffer param, FloatBuffer grad) {
+    requireHost("binding host storage");
+    Native.bind_mlp_bind_storage(handle(), index, param, grad);
+  }
 }

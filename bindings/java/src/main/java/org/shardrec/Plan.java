@@ -147,6 +147,13 @@ public final class Plan extends NativeHandle {
     return out[0];
   }
 
+  /** Ranks per node of the topology the plan was made for (node-local sharding types). */
+  public int ranksPerNode() {
+    int[] out = new int[1];
+    Native.plan_ranks_per_node(handle(), out);
+    return out[0];
+  }
+
   public int numTables() {
     long[] out = new long[1];
     Native.plan_num_tables(handle(), out);
