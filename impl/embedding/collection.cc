@@ -270,7 +270,7 @@ Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* o
   Status s = LookupAndReturn(*rb);
   if (s.ok() && local.ok()) {
     ScopedTimer phase(&timings_.output_dist_seconds);
-    s = CombineOutput(exec_, layout_, params_, *rb, ReturnedRows(), &jobs_, out);
+    s = CombineOutput(exec_, layout_, params_, *rb, ret_recv_.data(), SelfRows(*rb), &jobs_, out);
   }
   if (!s.ok() || !local.ok()) {
     spare_ = std::move(rb);
@@ -287,14 +287,13 @@ Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* o
 Status EmbeddingCollection::LookupAndReturn(RoutedBatch& rb) {
   ret_send_.resize(rb.ret_floats_total);
   size_t recv_total = 0;
-  for (size_t v : rb.ret_floats_from) recv_total += v;
+  for (size_t v : ReturnRecvCounts(rb)) recv_total += v;
   ret_recv_.resize(recv_total);
   {
     ScopedTimer phase(&timings_.lookup_seconds);
     SR_RETURN_IF_ERROR(LookupToSend(exec_, layout_, params_, rb, &jobs_, ret_send_.data()));
   }
-  // A single rank looks up only its own samples: the combine reads the looked-up rows where they
-  // are (ReturnedRows) instead of a copy made by an all-to-all with itself.
+  // A single rank looks up only its own samples, which never travel (SelfRows).
   if (layout_.world == 1) return Status::Ok();
   ScopedTimer phase(&timings_.output_dist_seconds);
   ScopedTimer t(&timings_.comm_seconds);
@@ -333,8 +332,9 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
   const int64_t step = params_.step() + 1;
   params_.set_step(step);
   // The gradient travels the forward's return route backwards: the sample side packs into the
-  // buffer it received into, the owners receive into the buffer they looked up into.
-  PackGradients(layout_, rb, grad, ret_recv_.data());
+  // buffer it received into, the owners receive into the buffer they looked up into; the rows of
+  // this rank's own samples are written straight to where its shards read them (SelfRows).
+  PackGradients(layout_, rb, grad, ret_recv_.data(), SelfRows(rb));
   {
     ScopedTimer t(&timings_.comm_seconds);
     ScopedTimer e(&timings_.embedding_comm_seconds);

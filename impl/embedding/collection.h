@@ -187,11 +187,9 @@ class EmbeddingCollection {
   // Reusable per-step buffers of the output distribution (and, reversed, of the gradients).
   std::vector<float> ret_send_;
   std::vector<float> ret_recv_;
-  // The rows returned to this rank's samples: ret_recv_, or ret_send_ itself at world 1, where
-  // the return exchange would only copy it.
-  const float* ReturnedRows() const {
-    return layout_.world == 1 ? ret_send_.data() : ret_recv_.data();
-  }
+  // The rows this rank looked up for its own samples (forward) and their gradients (backward):
+  // the end of ret_send_, never copied through an exchange with itself.
+  float* SelfRows(const RoutedBatch& rb) { return ret_send_.data() + rb.ret_self_offset; }
   std::vector<kernels::LookupJob> jobs_;
   comm::EncodedScratch wire_;  // 16-bit staging of the encoded all-to-alls
   CollectionTimings timings_;

@@ -2,6 +2,7 @@
 // owner-side description of the received ids as runs of bags.
 #include "impl/embedding/input_dist.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -134,14 +135,15 @@ Status ForEachIdOfPair(const Layout& l, BoundsPolicy bounds, const Batch& batch,
   return Status::Ok();
 }
 
-// Tables with a single row block (table-wise, column-wise, row-wise over one rank): every id of
-// the pair goes to the same units, so no row block is searched per id; the walk is compiled per
-// id type, and `fn(sample, position, row, weight)` sees the accepted ids as ForEachIdOfPair
-// would (same order, same bounds policy, same error); `done(sample)` follows each sample's ids.
+// The walk of sharded tables, compiled per id type: `fn(sample, position, row, weight)` sees the
+// accepted ids as ForEachIdOfPair would (same order, same bounds policy, same error);
+// `done(sample)` follows each sample's ids. Tables with a single row block (table-wise,
+// column-wise, row-wise over one rank) send every id of the pair to the same units, so they
+// search no row block per id; the others find it in a flattened PairBlocks.
 template <typename IdT, typename Fn, typename Done>
-Status ForEachIdOfSingleBlockPair(const Layout& l, BoundsPolicy bounds, const Batch& batch,
-                                  const std::vector<size_t>& feature_begin, size_t p, Fn&& fn,
-                                  Done&& done) {
+Status ForEachIdOfShardedPairAs(const Layout& l, BoundsPolicy bounds, const Batch& batch,
+                                const std::vector<size_t>& feature_begin, size_t p, Fn&& fn,
+                                Done&& done) {
   const auto& plan = *l.plan;
   const int64_t B = batch.batch_size;
   const Pair& pair = l.pairs[p];
@@ -173,15 +175,50 @@ Status ForEachIdOfSingleBlockPair(const Layout& l, BoundsPolicy bounds, const Ba
 }
 
 template <typename Fn, typename Done>
-Status ForEachIdOfSingleBlock(const Layout& l, BoundsPolicy bounds, const Batch& batch,
+Status ForEachIdOfShardedPair(const Layout& l, BoundsPolicy bounds, const Batch& batch,
                               const std::vector<size_t>& feature_begin, size_t p, Fn&& fn,
                               Done&& done) {
   if (batch.values_dtype == DType::kInt64)
-    return ForEachIdOfSingleBlockPair<int64_t>(l, bounds, batch, feature_begin, p, fn, done);
-  return ForEachIdOfSingleBlockPair<int32_t>(l, bounds, batch, feature_begin, p, fn, done);
+    return ForEachIdOfShardedPairAs<int64_t>(l, bounds, batch, feature_begin, p, fn, done);
+  return ForEachIdOfShardedPairAs<int32_t>(l, bounds, batch, feature_begin, p, fn, done);
 }
 
 bool SingleBlock(const TableLayout& tl) { return !tl.data_parallel && tl.blocks.size() == 1; }
+
+// A sharded table split into several row blocks (row-wise, table-row-wise, grid), flattened for
+// one pair: the blocks' first rows in a short sorted array, and each block's units with their
+// destination ranks, so an id finds its block and units without walking the layout's vectors.
+struct PairBlocks {
+  std::vector<int64_t> first;       // per block: its first row (ascending)
+  std::vector<int32_t> unit_begin;  // per block + 1: its range in units / ranks
+  std::vector<int32_t> units;
+  std::vector<int32_t> ranks;
+
+  PairBlocks(const Layout& l, size_t p) {
+    const TableLayout& tl = l.tables[l.pairs[p].table];
+    unit_begin.push_back(0);
+    for (const RowBlock& block : tl.blocks) {
+      first.push_back(block.row_offset);
+      for (int32_t s : block.shards) {
+        const int32_t u = l.unit_of[p][s];
+        units.push_back(u);
+        ranks.push_back(l.units[u].rank);
+      }
+      unit_begin.push_back(static_cast<int32_t>(units.size()));
+    }
+  }
+  // The block holding row x, as FindRowBlock finds it (the last block starting at or before x).
+  // A few blocks are counted without branches: random ids would mispredict a search's branches.
+  int32_t BlockOf(int64_t x) const {
+    if (first.size() <= 8) {
+      int32_t k = -1;
+      for (int64_t f : first) k += x >= f ? 1 : 0;
+      return k;
+    }
+    return static_cast<int32_t>(std::upper_bound(first.begin(), first.end(), x) - first.begin()) -
+           1;
+  }
+};
 
 // Runs fn(pair) for every pair on the context's threads. Every unit, DP cursor and divisor row
 // belongs to one pair, so pairs never write the same memory. The error reported is the one of
@@ -218,7 +255,7 @@ Status CountPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, c
       float* div = pair.mean ? rb->mean_div.data() + p * B : nullptr;
       int32_t n = 0;
       float sum = 0.0f;
-      SR_RETURN_IF_ERROR(ForEachIdOfSingleBlock(
+      SR_RETURN_IF_ERROR(ForEachIdOfShardedPair(
           l, bounds, batch, feature_begin, p,
           [&](int64_t, size_t, int64_t, float w) {
             ++n;
@@ -238,18 +275,44 @@ Status CountPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, c
           }));
       return Status::Ok();
     }
+    if (!tl.data_parallel) {
+      // Counts per sample and block in a small array, added to the blocks' units once per
+      // sample; the MEAN divisor is summed in id order as the generic walk does.
+      const PairBlocks pb(l, p);
+      int32_t* counts = rb->unit_lengths.data();
+      float* div = pair.mean ? rb->mean_div.data() + p * B : nullptr;
+      std::vector<int32_t> n(pb.first.size(), 0);
+      int32_t total = 0;
+      float sum = 0.0f;
+      SR_RETURN_IF_ERROR(ForEachIdOfShardedPair(
+          l, bounds, batch, feature_begin, p,
+          [&](int64_t, size_t, int64_t x, float w) {
+            ++n[static_cast<size_t>(pb.BlockOf(x))];
+            ++total;
+            sum += w;
+          },
+          [&](int64_t b) {
+            if (total == 0) return;
+            for (size_t k = 0; k < n.size(); ++k) {
+              if (n[k] == 0) continue;
+              for (int32_t j = pb.unit_begin[k]; j < pb.unit_begin[k + 1]; ++j) {
+                const int32_t u = pb.units[j];
+                counts[static_cast<size_t>(u) * B + b] = n[k];
+                rb->unit_ids[u] += n[k];
+              }
+              n[k] = 0;
+            }
+            if (div != nullptr) div[b] = sum;
+            total = 0;
+            sum = 0.0f;
+          }));
+      return Status::Ok();
+    }
+    // Data-parallel: counted per pair, looked up locally.
     return ForEachIdOfPair(l, bounds, batch, feature_begin, p,
-                           [&](int64_t b, size_t, int64_t x, float w) {
+                           [&](int64_t b, size_t, int64_t, float w) {
                              if (pair.mean) rb->mean_div[p * B + b] += w;
-                             if (tl.data_parallel) {
-                               ++(*dp_counts)[p];
-                               return;
-                             }
-                             for (int32_t s : tl.blocks[FindRowBlock(tl, x)].shards) {
-                               const int32_t u = l.unit_of[p][s];
-                               ++rb->unit_lengths[static_cast<size_t>(u) * B + b];
-                               ++rb->unit_ids[u];
-                             }
+                             ++(*dp_counts)[p];
                            });
   });
 }
@@ -373,7 +436,7 @@ void FillPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, cons
         int64_t* targets = l.sequence ? rb->ret_target.data() + target_at[u] : nullptr;
         int64_t n = 0;
         const bool weighted = rb->weighted;
-        (void)ForEachIdOfSingleBlock(
+        (void)ForEachIdOfShardedPair(
             l, bounds, batch, feature_begin, p,
             [&](int64_t, size_t i, int64_t x, float w) {
               const int64_t row = x - row_offset;
@@ -388,27 +451,36 @@ void FillPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, cons
       }
       return Status::Ok();
     }
+    if (!tl.data_parallel) {
+      // Each id to every unit of its block, in id order (the order the generic walk writes).
+      const PairBlocks pb(l, p);
+      const bool weighted = rb->weighted;
+      int64_t* targets = l.sequence ? rb->ret_target.data() : nullptr;
+      (void)ForEachIdOfShardedPair(
+          l, bounds, batch, feature_begin, p,
+          [&](int64_t, size_t i, int64_t x, float w) {
+            const int32_t k = pb.BlockOf(x);
+            const int64_t row = x - pb.first[k];
+            for (int32_t j = pb.unit_begin[k]; j < pb.unit_begin[k + 1]; ++j) {
+              const int32_t u = pb.units[j];
+              const int32_t d = pb.ranks[j];
+              const int64_t at = cursor[u]++;
+              std::memcpy(rows_at[d] + 8 * at, &row, 8);
+              if (weighted) std::memcpy(weights_at[d] + 4 * at, &w, 4);
+              if (targets != nullptr) targets[target_at[u]++] = static_cast<int64_t>(i);
+            }
+          },
+          [](int64_t) {});
+      return Status::Ok();
+    }
     return ForEachIdOfPair(l, bounds, batch, feature_begin, p,
                            [&](int64_t b, size_t i, int64_t x, float w) {
-                             if (tl.data_parallel) {
-                               while (dp_filled[p] <= b) dp_off[p][dp_filled[p]++] = dp_cursor[p];
-                               const size_t at = static_cast<size_t>(dp_cursor[p]++);
-                               rb->dp_rows[at] = x;
-                               if (rb->weighted) rb->dp_weights[at] = w;
-                               if (l.sequence) rb->dp_pos[at] = static_cast<int64_t>(i);
-                               return;
-                             }
-                             const RowBlock& block = tl.blocks[FindRowBlock(tl, x)];
-                             for (int32_t s : block.shards) {
-                               const int32_t u = l.unit_of[p][s];
-                               const int32_t d = l.units[u].rank;
-                               const int64_t at = cursor[u]++;
-                               const int64_t row = x - block.row_offset;
-                               std::memcpy(rows_at[d] + 8 * at, &row, 8);
-                               if (rb->weighted) std::memcpy(weights_at[d] + 4 * at, &w, 4);
-                               if (l.sequence)
-                                 rb->ret_target[target_at[u]++] = static_cast<int64_t>(i);
-                             }
+                             // Data-parallel: kept here in (pair, sample, id) order.
+                             while (dp_filled[p] <= b) dp_off[p][dp_filled[p]++] = dp_cursor[p];
+                             const size_t at = static_cast<size_t>(dp_cursor[p]++);
+                             rb->dp_rows[at] = x;
+                             if (rb->weighted) rb->dp_weights[at] = w;
+                             if (l.sequence) rb->dp_pos[at] = static_cast<int64_t>(i);
                            });
   });
   for (int32_t p : l.dp_pairs)
@@ -542,6 +614,32 @@ Status UnpackInput(const Layout& l, RoutedBatch* rb) {
     if (s != l.rank) byte_off += rb->recv_bytes[s];
   }
   rb->ret_floats_total = float_base;
+  // The own block moves to the end: runs of later sources move down by its size, its runs move
+  // behind everything else. Every run has at least one row of at least one column, so its io
+  // offset lies inside its source's block and tells which block it belongs to.
+  size_t self_begin = 0;
+  for (int32_t s = 0; s < l.rank; ++s) self_begin += rb->ret_floats_to[s];
+  const size_t self_floats = rb->ret_floats_to[l.rank];
+  const size_t self_end = self_begin + self_floats;
+  rb->ret_self_offset = float_base - self_floats;
+  if (self_floats != 0 && self_end != float_base) {
+    for (ShardRuns& sr : rb->shards) {
+      for (kernels::BagRun& run : sr.runs) {
+        const auto io = static_cast<size_t>(run.io_offset);
+        if (io >= self_end)
+          run.io_offset = static_cast<int64_t>(io - self_floats);
+        else if (io >= self_begin)
+          run.io_offset = static_cast<int64_t>(io - self_begin + rb->ret_self_offset);
+      }
+    }
+  }
+  rb->ret_a2a_to.assign(rb->ret_floats_to.begin(), rb->ret_floats_to.end());
+  rb->ret_a2a_from.assign(rb->ret_floats_from.begin(), rb->ret_floats_from.end());
+  if (rb->ret_a2a_from[l.rank] != self_floats)
+    return Status::Internal("input dist: this rank routed ", rb->ret_a2a_from[l.rank],
+                            " return floats to itself but received ", self_floats);
+  rb->ret_a2a_to[l.rank] = 0;
+  rb->ret_a2a_from[l.rank] = 0;
   return Status::Ok();
 }
 

@@ -54,7 +54,13 @@ struct RoutedBatch {
   std::vector<int64_t> bag_offsets;   // CSR storage of every pooled run
   std::vector<size_t> ret_floats_to;  // per source: floats this rank returns
   size_t ret_floats_total = 0;
-  double worker_seconds = 0;  // time the communication worker spent on this batch
+  // The rows this rank looks up for its own samples never travel: they are last in the return
+  // message (from ret_self_offset on), the combine reads them there, and in backward their
+  // gradients are written there directly. The return exchange's counts leave them out.
+  size_t ret_self_offset = 0;
+  std::vector<size_t> ret_a2a_to;    // ret_floats_to without this rank's own block
+  std::vector<size_t> ret_a2a_from;  // ret_floats_from without this rank's own block
+  double worker_seconds = 0;         // time the communication worker spent on this batch
 
   // Scratch of the counting pass, reused between batches.
   std::vector<int32_t> unit_lengths;  // [unit * batch_size + b]
@@ -92,6 +98,8 @@ Status ExchangeInput(const Layout& layout, comm::Communicator& comm, const Statu
                      RoutedBatch* rb);
 
 // Owner side: describes the received ids as runs per local shard and sizes the return message.
+// Runs keep (source rank, unit) order; their rows in the return message are grouped per source
+// in rank order, except this rank's own, which come last (RoutedBatch::ret_self_offset).
 Status UnpackInput(const Layout& layout, RoutedBatch* rb);
 
 }  // namespace shardrec::embedding

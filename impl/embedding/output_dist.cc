@@ -20,7 +20,7 @@ Status LookupToSend(const ExecContext& ctx, const Layout& l, ParamStore& params,
 }
 
 Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params,
-                     const RoutedBatch& rb, const float* recv,
+                     const RoutedBatch& rb, const float* recv, const float* self,
                      std::vector<kernels::LookupJob>* jobs, float* out) {
   const int64_t D = l.output_dim;
   const int64_t rows = l.sequence ? rb.num_values : rb.batch_size;
@@ -29,9 +29,10 @@ Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params
   // so row-split partials sum in the same order for every thread count.
   ctx.ParallelFor(0, rows, 64, [&](int64_t r0, int64_t r1) {
     std::memset(out + r0 * D, 0, sizeof(float) * static_cast<size_t>((r1 - r0) * D));
-    const float* src = recv;
+    const float* others = recv;
     const int64_t* targets = rb.ret_target.data();
     for (int32_t d = 0; d < l.world; ++d) {
+      const float* src = d == l.rank ? self : others;
       for (int32_t u : l.units_to_rank[d]) {
         const Unit& unit = l.units[u];
         const int64_t count = rb.ret_count[u];
@@ -46,6 +47,7 @@ Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params
         targets += count;
         src += count * unit.cols;
       }
+      if (d != l.rank) others = src;
     }
   });
   const int64_t B = rb.batch_size;
@@ -89,12 +91,14 @@ Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params
   return Status::Ok();
 }
 
-void PackGradients(const Layout& l, const RoutedBatch& rb, const float* grad, float* send) {
+void PackGradients(const Layout& l, const RoutedBatch& rb, const float* grad, float* send,
+                   float* self) {
   const int64_t D = l.output_dim;
   const int64_t B = rb.batch_size;
-  float* dst = send;
+  float* others = send;
   size_t k = 0;
   for (int32_t d = 0; d < l.world; ++d) {
+    float* dst = d == l.rank ? self : others;
     for (int32_t u : l.units_to_rank[d]) {
       const Unit& unit = l.units[u];
       const Pair& pair = l.pairs[unit.pair];
@@ -111,6 +115,7 @@ void PackGradients(const Layout& l, const RoutedBatch& rb, const float* grad, fl
         dst += unit.cols;
       }
     }
+    if (d != l.rank) others = dst;
   }
 }
 

@@ -23,21 +23,23 @@ namespace shardrec::embedding {
 Status LookupToSend(const ExecContext& ctx, const Layout& layout, ParamStore& params,
                     const RoutedBatch& rb, std::vector<kernels::LookupJob>* jobs, float* send);
 
-// Sample side: out ([rows, output_dim], overwritten) = the rows returned in `recv`, added in
-// unit order (row-split partials sum in a fixed order), plus the data-parallel tables' lookups
-// done locally, then the MEAN divide.
+// Sample side: out ([rows, output_dim], overwritten) = the rows returned by the other ranks in
+// `recv` (in rank order) and the rows this rank looked up for itself at `self` (the end of its
+// own return message, rb.ret_self_offset), added in unit order (row-split partials sum in a
+// fixed order), plus the data-parallel tables' lookups done locally, then the MEAN divide.
 Status CombineOutput(const ExecContext& ctx, const Layout& layout, ParamStore& params,
-                     const RoutedBatch& rb, const float* recv,
+                     const RoutedBatch& rb, const float* recv, const float* self,
                      std::vector<kernels::LookupJob>* jobs, float* out);
 
 // Backward, sample side: for every row that came back in forward, its slice of `grad` (divided by
-// the bag's divisor for MEAN) into `send`, in the layout `recv` had in forward.
-void PackGradients(const Layout& layout, const RoutedBatch& rb, const float* grad, float* send);
+// the bag's divisor for MEAN): the other ranks' rows into `send` in the layout `recv` had in
+// forward, this rank's own rows straight to `self`, where its shards read their gradients.
+void PackGradients(const Layout& layout, const RoutedBatch& rb, const float* grad, float* send,
+                   float* self);
 
-// Floats of the forward return message this rank sends to / receives from each rank.
-inline std::span<const size_t> ReturnSendCounts(const RoutedBatch& rb) { return rb.ret_floats_to; }
-inline std::span<const size_t> ReturnRecvCounts(const RoutedBatch& rb) {
-  return rb.ret_floats_from;
-}
+// Floats of the forward return exchange this rank sends to / receives from each rank (its own
+// block, which never travels, counts 0).
+inline std::span<const size_t> ReturnSendCounts(const RoutedBatch& rb) { return rb.ret_a2a_to; }
+inline std::span<const size_t> ReturnRecvCounts(const RoutedBatch& rb) { return rb.ret_a2a_from; }
 
 }  // namespace shardrec::embedding

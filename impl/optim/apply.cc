@@ -1,5 +1,6 @@
 // The two update phases over a shard's rows: per-row loops around the rules of update_rules.h,
 // fp32 in place, fp16/bf16 through an fp32 row buffer with nearest-even or stochastic rounding.
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -53,16 +54,39 @@ RowRef MakeRowRef(const ShardParams& shard, const StateLayout& l, int64_t row, f
 // Row statistics are summed in the order every backend shares (impl/core/simt.h): column c goes
 // to lane LaneOfColumn(c), each lane sums in column order, the 32 lanes meet in CombineLanes
 // order. The CUDA kernels reduce a row across a team of lanes exactly so (impl/optim/row_body.h).
+//
+// The sum of squares takes the row a block of 128 columns (one quad per lane) at a time: the
+// squares first, then every lane adds its quad's four terms. Each lane still adds its columns in
+// increasing order, so the bits are those of adding column by column into
+// acc[LaneOfColumn(c)]; but consecutive columns no longer wait on the same accumulator (that
+// loop ran through a store and a reload per column and was the backward's hottest loop).
+float RowSumOfSquares(const RuleScalars& s, const float* __restrict w, const float* __restrict g,
+                      int32_t cols) {
+  constexpr int32_t kBlock = 4 * simt::kWarpSize;
+  const RuleScalars rs = s;
+  float acc[simt::kWarpSize] = {};
+  float sq[kBlock];
+  for (int32_t b = 0; b < cols; b += kBlock) {
+    const int32_t n = std::min(kBlock, cols - b);
+    for (int32_t c = 0; c < n; ++c) sq[c] = RowWiseAdagradSquare(w[b + c], g[b + c], rs);
+    const int32_t quads = n / 4;  // lanes with a whole quad in this block
+    if (quads == simt::kWarpSize) {
+      for (int j = 0; j < 4; ++j)
+        for (int32_t l = 0; l < simt::kWarpSize; ++l) acc[l] = acc[l] + sq[4 * l + j];
+    } else {
+      for (int j = 0; j < 4; ++j)
+        for (int32_t l = 0; l < quads; ++l) acc[l] = acc[l] + sq[4 * l + j];
+      for (int32_t c = 4 * quads; c < n; ++c) acc[quads] = acc[quads] + sq[c];
+    }
+  }
+  return simt::CombineLanes(acc, simt::kWarpSize);
+}
+
 void RowStats(OptimizerType type, const RuleScalars& s, const RowRef& r, int32_t cols, float* out) {
   float* __restrict w = r.w;
   const float* __restrict g = r.g;
   if (type == OptimizerType::kRowWiseAdagrad || type == OptimizerType::kPartialRowWiseAdam) {
-    float acc[simt::kWarpSize] = {};
-    for (int32_t c = 0; c < cols; ++c) {
-      float& a = acc[simt::LaneOfColumn(c)];
-      a = a + RowWiseAdagradSquare(w[c], g[c], s);
-    }
-    out[0] = simt::CombineLanes(acc, simt::kWarpSize);
+    out[0] = RowSumOfSquares(s, w, g, cols);
   } else if (type == OptimizerType::kLamb) {
     float* __restrict m = r.m1;
     float* __restrict v = r.m2;
