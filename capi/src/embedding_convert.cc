@@ -53,9 +53,12 @@ Status ToCollectionOptions(const shardrec_embedding_options_t* o,
       CheckStructVersion(o->version, SHARDREC_EMBEDDING_OPTIONS_VERSION, "embedding options"));
   if (o->bounds_policy < SHARDREC_BOUNDS_ERROR || o->bounds_policy > SHARDREC_BOUNDS_SKIP)
     return Status::InvalidArgument("embedding options: unknown bounds_policy ", o->bounds_policy);
-  if (o->num_threads < 0)
-    return Status::InvalidArgument("embedding options: num_threads must be >= 0, got ",
-                                   o->num_threads);
+  // A thread pool of millions of threads would exhaust the address space on thread stacks
+  // (found by fuzz_create); no host has more than a few hundred cores.
+  constexpr int32_t kMaxThreads = 1024;
+  if (o->num_threads < 0 || o->num_threads > kMaxThreads)
+    return Status::InvalidArgument("embedding options: num_threads must be in [0, ", kMaxThreads,
+                                   "], got ", o->num_threads);
   if (o->device_type == SHARDREC_DEVICE_CUDA)
     return Status::Unsupported(
         "embedding options: CUDA collections are not available in this "

@@ -67,8 +67,9 @@ typedef struct shardrec_embedding_options {
   uint32_t version;         /**< SHARDREC_EMBEDDING_OPTIONS_VERSION. */
   uint64_t seed;            /**< Seed of the initial weights; 0 is a valid seed. */
   int32_t bounds_policy;    /**< A shardrec_bounds_policy_t; 0 is ERROR. */
-  int32_t num_threads;      /**< Host threads for lookups and updates; 0 or 1 runs on the
-                                 calling thread (ranks are often threads of one process). */
+  int32_t num_threads;      /**< Host threads for lookups and updates, at most 1024; 0 or 1
+                                 runs on the calling thread (ranks are often threads of one
+                                 process). */
   shardrec_comm_t* dp_comm; /**< Group over which data-parallel tables average gradients;
                                 NULL means the collection's communicator (2D training passes
                                 the global group). Borrowed for creation, then shared: the

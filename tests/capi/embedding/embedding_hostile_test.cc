@@ -218,6 +218,17 @@ TEST(EmbeddingTableMemory, SmallPagesGiveTheSameResults) {
   shardrec_embedding_t* c = nullptr;
   EXPECT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, 0), nullptr, &o),
             SHARDREC_EINVAL);
+  // Thread counts: negative, or more than any host has (a pool of 2^20 threads would exhaust
+  // the address space on stacks), are refused; 1024 is the largest accepted.
+  for (int32_t threads : {-1, 1025, 1 << 20}) {
+    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+    o.num_threads = threads;
+    EXPECT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, 0), nullptr, &o),
+              SHARDREC_EINVAL)
+        << threads;
+    EXPECT_NE(std::string(shardrec_last_error()).find("num_threads"), std::string::npos);
+    EXPECT_EQ(c, nullptr);
+  }
 }
 
 // Tables larger than the host's available memory: Linux would map them (overcommit) and the
