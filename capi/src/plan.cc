@@ -73,6 +73,9 @@ Status ConvertTables(const shardrec_table_config_t* tables, size_t n,
     what = StrCat("table '", c.name, "'");
     if (c.rows <= 0) return Status::InvalidArgument(what, ": rows ", c.rows, " must be > 0");
     if (c.dim <= 0) return Status::InvalidArgument(what, ": dim ", c.dim, " must be > 0");
+    if (c.rows > sharding::kMaxTableElements / c.dim)
+      return Status::InvalidArgument(what, ": ", c.rows, " x ", c.dim,
+                                     " elements exceed the limit of 2^56");
     if (c.pooling < SHARDREC_POOLING_SUM || c.pooling > SHARDREC_POOLING_NONE)
       return Status::InvalidArgument(what, ": unknown pooling ", c.pooling);
     if (c.dtype != SHARDREC_DTYPE_FLOAT32 && c.dtype != SHARDREC_DTYPE_FLOAT16 &&

@@ -7,7 +7,7 @@ namespace shardrec::sharding {
 
 int64_t RowBlockSize(int64_t rows, int32_t parts) {
   SR_CHECK(parts >= 1 && rows >= 0);
-  int64_t block = (rows + parts - 1) / parts;
+  int64_t block = rows / parts + (rows % parts != 0 ? 1 : 0);  // ceil without overflow
   return block < 1 ? 1 : block;
 }
 

@@ -49,6 +49,8 @@ Status ValidateConfigs(const Plan& plan) {
       return Status::InvalidArgument("plan: duplicate table name '", t.name, "'");
     if (t.rows < 1) return TableError(t, StrCat("rows ", t.rows, " must be >= 1"));
     if (t.dim < 1) return TableError(t, StrCat("dim ", t.dim, " must be >= 1"));
+    if (t.rows > kMaxTableElements / t.dim)
+      return TableError(t, StrCat(t.rows, " x ", t.dim, " elements exceed the limit of 2^56"));
     const auto pooling = static_cast<int32_t>(t.pooling);
     if (pooling < 0 || pooling > 2) return TableError(t, StrCat("unknown pooling ", pooling));
     if (t.dtype != DType::kFloat32 && t.dtype != DType::kFloat16 && t.dtype != DType::kBFloat16)

@@ -95,6 +95,9 @@ struct TablePlan {
 // (free memory, one shard per rank for row-wise tables), so an absurd world size would exhaust
 // memory before any other check; 65536 ranks is far beyond any deployment we know of.
 constexpr int32_t kMaxWorldSize = 1 << 16;
+// The largest table, in elements (rows x dim): 2^56, far beyond any host's or GPU's memory, and
+// small enough that sizes in bytes with optimizer states never overflow int64.
+constexpr int64_t kMaxTableElements = int64_t{1} << 56;
 
 // The plan for one sharding group of `world_size` ranks. Immutable once built; the same input
 // gives a byte-identical plan (and Hash()) on every rank.

@@ -132,7 +132,8 @@ SHARDREC_API shardrec_status_t shardrec_optimizer_config_init(shardrec_optimizer
 typedef struct shardrec_table_config {
   uint32_t version;        /**< SHARDREC_TABLE_CONFIG_VERSION. */
   const char* name;        /**< Unique, non-empty, NUL-terminated; copied by the callee. */
-  int64_t rows;            /**< Number of rows (hash size); must be > 0. */
+  int64_t rows;            /**< Number of rows (hash size); must be > 0, and rows x dim at
+                                most 2^56. */
   int32_t dim;             /**< Embedding dimension; must be > 0. */
   int32_t pooling;         /**< SHARDREC_POOLING_*; 0 is SUM. */
   int32_t dtype;           /**< Weight storage type, SHARDREC_DTYPE_*; 0 is FLOAT32. */

@@ -368,6 +368,15 @@ TEST(CapiPlan, InvalidArgumentsAreRejectedWithAMessage) {
     m.topology.world_size = 1 << 27;
     ExpectError(m.Create(&plan), SHARDREC_EINVAL, "must be in [1, 65536]");
   }
+  {
+    // Sizes whose byte counts would overflow int64 (INT64_MAX rows overflowed the row-block
+    // arithmetic; found by fuzz_create under UBSan).
+    Model m(2);
+    m.tables[0].rows = INT64_MAX;
+    ExpectError(m.Create(&plan), SHARDREC_EINVAL, "exceed the limit of 2^56");
+    m.tables[0].rows = (int64_t{1} << 56) / m.tables[0].dim + 1;
+    ExpectError(m.Create(&plan), SHARDREC_EINVAL, "exceed the limit of 2^56");
+  }
   EXPECT_EQ(plan, nullptr);
   EXPECT_EQ(shardrec_table_config_init(nullptr, SHARDREC_TABLE_CONFIG_VERSION), SHARDREC_EINVAL);
   shardrec_topology_t t;
