@@ -247,6 +247,28 @@ TEST(CapiPlan, JsonRoundTripIsByteIdenticalAndKeepsTheHash) {
   shardrec_plan_destroy(plan);
 }
 
+TEST(CapiPlan, JsonRoundTripKeepsTheSignOfZero) {
+  // A constant init of -0.0 was written as "-0", read back as the integer 0, and the hash
+  // changed (found by fuzz_create).
+  Model m(2);
+  m.tables[0].init_kind = SHARDREC_INIT_CONSTANT;
+  m.tables[0].init_low = -0.0f;
+  shardrec_plan_t* plan = nullptr;
+  ASSERT_EQ(m.Create(&plan), SHARDREC_OK) << shardrec_last_error();
+  const std::string text = Json(plan);
+  EXPECT_NE(text.find("-0.0"), std::string::npos) << text;
+  shardrec_plan_t* back = nullptr;
+  ASSERT_EQ(shardrec_plan_from_json(&back, text.data(), text.size()), SHARDREC_OK)
+      << shardrec_last_error();
+  uint64_t h1 = 0, h2 = 0;
+  ASSERT_EQ(shardrec_plan_hash(plan, &h1), SHARDREC_OK);
+  ASSERT_EQ(shardrec_plan_hash(back, &h2), SHARDREC_OK);
+  EXPECT_EQ(h1, h2);
+  EXPECT_EQ(Json(back), text);
+  shardrec_plan_destroy(back);
+  shardrec_plan_destroy(plan);
+}
+
 TEST(CapiPlan, JsonErrorsAreCorruptOrInvalid) {
   shardrec_plan_t* plan = nullptr;
   const char bad[] = "{\"format\": \"shardrec.plan\", ";
