@@ -145,59 +145,61 @@ SHARDREC_API shardrec_status_t shardrec_embedding_backward(shardrec_embedding_t*
 SHARDREC_API shardrec_status_t shardrec_embedding_forward_tensor(shardrec_embedding_t* coll,
                                                                  const shardrec_kjt_view_t* batch,
                                                                  const shardrec_tensor_view_t* out,
-                                                                 void* /*stream*/) {
+                                                                 void* stream) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
     ExclusiveUse use(coll->busy, "collection");
     SR_RETURN_IF_ERROR(use.status());
     embedding::Batch b;
     float* data = nullptr;
+    float* target = nullptr;
     size_t count = 0;
     shardrec::Device device;
     Status conv = shardrec::capi::ToBatch(batch, &b);
     if (conv.ok())
       conv =
           shardrec::capi::ToFloatRows(out, coll->impl->output_dim(), "out", &data, &count, &device);
-    if (conv.ok() && !device.is_host())
-      conv = Status::Unsupported("out: a ", device.ToString(),
-                                 " view, but host collections write host memory only");
-    return coll->impl->Forward(b, data, count, conv);
+    if (conv.ok()) conv = coll->staging.OutputTarget(device, data, count, &target);
+    SR_RETURN_IF_ERROR(coll->impl->Forward(b, target, count, conv));
+    return coll->staging.FinishOutput(device, data, count, stream, coll->impl->comm().timeout());
   });
 }
 
 SHARDREC_API shardrec_status_t shardrec_embedding_forward_distributed_tensor(
-    shardrec_embedding_t* coll, const shardrec_tensor_view_t* out, void* /*stream*/) {
+    shardrec_embedding_t* coll, const shardrec_tensor_view_t* out, void* stream) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
     ExclusiveUse use(coll->busy, "collection");
     SR_RETURN_IF_ERROR(use.status());
     float* data = nullptr;
+    float* target = nullptr;
     size_t count = 0;
     shardrec::Device device;
     Status conv =
         shardrec::capi::ToFloatRows(out, coll->impl->output_dim(), "out", &data, &count, &device);
-    if (conv.ok() && !device.is_host())
-      conv = Status::Unsupported("out: a ", device.ToString(),
-                                 " view, but host collections write host memory only");
-    return coll->impl->ForwardDistributed(data, count, conv);
+    if (conv.ok()) conv = coll->staging.OutputTarget(device, data, count, &target);
+    SR_RETURN_IF_ERROR(coll->impl->ForwardDistributed(target, count, conv));
+    return coll->staging.FinishOutput(device, data, count, stream, coll->impl->comm().timeout());
   });
 }
 
 SHARDREC_API shardrec_status_t shardrec_embedding_backward_tensor(
-    shardrec_embedding_t* coll, const shardrec_tensor_view_t* grad, void* /*stream*/) {
+    shardrec_embedding_t* coll, const shardrec_tensor_view_t* grad, void* stream) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
     ExclusiveUse use(coll->busy, "collection");
     SR_RETURN_IF_ERROR(use.status());
     float* data = nullptr;
+    const float* source = nullptr;
     size_t count = 0;
     shardrec::Device device;
     Status conv =
         shardrec::capi::ToFloatRows(grad, coll->impl->output_dim(), "grad", &data, &count, &device);
-    if (conv.ok() && !device.is_host())
-      conv = Status::Unsupported("grad: a ", device.ToString(),
-                                 " view, but host collections read host memory only");
-    return coll->impl->Backward(data, count, conv);
+    // A gradient that cannot be brought to the host rejects the step on every rank.
+    if (conv.ok())
+      conv = coll->staging.GradientSource(device, data, count, stream, coll->impl->comm().timeout(),
+                                          &source);
+    return coll->impl->Backward(source, count, conv);
   });
 }
 

@@ -134,11 +134,7 @@ GlooCommunicator::GlooCommunicator(const GlooConfig& config, std::shared_ptr<glo
   if (!config_.domain) config_.domain = std::make_shared<FailureDomain>();
 }
 
-GlooCommunicator::~GlooCommunicator() {
-  if (pinned_ == nullptr) return;
-  const core::CudaRuntime* cuda = nullptr;
-  if (core::GetCudaRuntime(&cuda).ok()) (void)cuda->FreeHost(pinned_);
-}
+GlooCommunicator::~GlooCommunicator() = default;
 
 void GlooCommunicator::set_timeout(std::chrono::milliseconds timeout) {
   if (timeout.count() > 0) timeout_.store(timeout);
@@ -225,14 +221,8 @@ Status GlooCommunicator::Staged(
   size_t total = 0;
   for (const HostBuf& b : in) total += rounded(b.bytes);
   for (const HostBuf& b : out) total += rounded(b.bytes);
-  if (total > pinned_bytes_) {
-    if (pinned_ != nullptr) SR_RETURN_IF_ERROR(cuda->FreeHost(pinned_));
-    pinned_ = nullptr;
-    pinned_bytes_ = 0;
-    SR_RETURN_IF_ERROR(cuda->MallocHost(total, &pinned_));
-    pinned_bytes_ = total;
-  }
-  auto* base = static_cast<uint8_t*>(pinned_);
+  SR_RETURN_IF_ERROR(pinned_.Reserve(total));
+  auto* base = static_cast<uint8_t*>(pinned_.data());
   std::vector<void*> in_ptrs, out_ptrs;
   for (const HostBuf& b : in) {
     if (b.bytes > 0) {

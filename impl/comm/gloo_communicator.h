@@ -12,6 +12,7 @@
 
 #include "impl/comm/communicator.h"
 #include "impl/comm/store.h"
+#include "impl/core/pinned_buffer.h"
 
 namespace gloo {
 class Context;
@@ -139,8 +140,7 @@ class GlooCommunicator : public Communicator {
   Status poison_;
   // Pinned staging for CUDA buffers, grown on demand and kept: page-locked memory is slow to
   // allocate, and copies from pageable memory are synchronous and slower.
-  void* pinned_ = nullptr;
-  size_t pinned_bytes_ = 0;
+  core::PinnedBuffer pinned_;
 };
 
 }  // namespace shardrec::comm

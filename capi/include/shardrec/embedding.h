@@ -306,18 +306,28 @@ SHARDREC_API shardrec_status_t shardrec_embedding_backward(shardrec_embedding_t*
                                                            void* stream);
 
 /**
- * shardrec_embedding_forward with the output as a tensor view that names its device (the form
- * GPU collections take for device memory). The view must be SHARDREC_DTYPE_FLOAT32, row-major,
- * with as many elements as shardrec_embedding_forward's @p out_len and, when ndim >= 2, a last
- * dimension equal to the output width (shardrec_embedding_output_dim). A view this rank cannot
- * use is a rejected input: every rank fails the call and nothing changes. Collective.
+ * shardrec_embedding_forward with the output as a tensor view that names its device. The view
+ * must be SHARDREC_DTYPE_FLOAT32, row-major, with as many elements as shardrec_embedding_forward's
+ * @p out_len and, when ndim >= 2, a last dimension equal to the output width
+ * (shardrec_embedding_output_dim). A view this rank cannot use is a rejected input: every rank
+ * fails the call and nothing changes. Collective.
+ *
+ * CUDA views (a host collection feeding a model that runs on a GPU): the collection computes in
+ * host memory, writes the output to a pinned staging block it owns, copies that to the view on
+ * @p stream (after the work already queued there) and waits for the copy, at most the
+ * communicator's timeout, before returning; the view may be read by later work on any stream
+ * once the call returns. A CUDA view needs the CUDA plugin and that device
+ * (shardrec_device_check): without them the view is a rejected input (SHARDREC_ENODEVICE on
+ * this rank). If the copy itself fails (SHARDREC_ECUDA, SHARDREC_ETIMEOUT), the forward has
+ * already taken place on every rank and the view's contents are undefined; a backward may follow.
  * @param coll   [in] Must not be NULL.
- * @param batch  [in] As for shardrec_embedding_forward.
- * @param out    [in] The output view; must not be NULL; its memory is overwritten. Host
- *               collections accept host views only (SHARDREC_EUNSUPPORTED otherwise).
- * @param stream Ignored on the host; for GPU collections, the stream the call is ordered on.
+ * @param batch  [in] As for shardrec_embedding_forward (host memory).
+ * @param out    [in] The output view; must not be NULL; its memory is overwritten.
+ * @param stream For a CUDA view, the cudaStream_t (NULL: the legacy default stream) the copy is
+ *               ordered on; ignored for a host view.
  * @return As shardrec_embedding_forward; SHARDREC_EINVAL also for a malformed view;
- *         SHARDREC_EUNSUPPORTED for a device view on a host collection.
+ *         SHARDREC_ENODEVICE for a CUDA view without a usable device; SHARDREC_ECUDA /
+ *         SHARDREC_ETIMEOUT when the copy to the device fails.
  * Thread-safety: one thread at a time per collection.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_forward_tensor(shardrec_embedding_t* coll,
@@ -329,11 +339,12 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward_tensor(shardrec_embedd
  * shardrec_embedding_forward_distributed with the output as a tensor view (see
  * shardrec_embedding_forward_tensor for the view's rules). A view this rank cannot use behaves
  * like a wrong @p out_len there: this rank still takes part in the exchange, then fails alone.
+ * A CUDA view is staged and copied on @p stream as in shardrec_embedding_forward_tensor.
  * @param coll   [in] Must not be NULL.
  * @param out    [in] The output view; must not be NULL.
- * @param stream Ignored on the host.
- * @return As shardrec_embedding_forward_distributed; SHARDREC_EUNSUPPORTED for a device view on
- *         a host collection.
+ * @param stream For a CUDA view, the stream the copy is ordered on; ignored for a host view.
+ * @return As shardrec_embedding_forward_distributed; SHARDREC_ENODEVICE for a CUDA view without
+ *         a usable device; SHARDREC_ECUDA / SHARDREC_ETIMEOUT when the copy to the device fails.
  * Thread-safety: one thread at a time per collection.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_forward_distributed_tensor(
@@ -343,11 +354,16 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward_distributed_tensor(
  * shardrec_embedding_backward with the gradient as a tensor view (same rules as the output view
  * of shardrec_embedding_forward_tensor). A view this rank cannot use rejects the call on every
  * rank; nothing changes. Collective.
+ *
+ * A CUDA view is copied into a pinned staging block on @p stream (so after the work that
+ * produced it there) and the copy is waited for, at most the communicator's timeout, before the
+ * step; a view that cannot be copied (no plugin or device, a CUDA error, a timeout) rejects the
+ * step on every rank with nothing changed. The view may be overwritten once the call returns.
  * @param coll   [in] Must not be NULL.
  * @param grad   [in] The gradient view; must not be NULL; read only.
- * @param stream Ignored on the host.
- * @return As shardrec_embedding_backward; SHARDREC_EUNSUPPORTED for a device view on a host
- *         collection.
+ * @param stream For a CUDA view, the stream the copy is ordered on; ignored for a host view.
+ * @return As shardrec_embedding_backward; SHARDREC_ENODEVICE, SHARDREC_ECUDA or SHARDREC_ETIMEOUT
+ *         on the rank whose CUDA view could not be copied (SHARDREC_EINVAL on its peers).
  * Thread-safety: one thread at a time per collection.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_backward_tensor(
