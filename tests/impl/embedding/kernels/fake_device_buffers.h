@@ -1,0 +1,87 @@
+// Device buffers for the dispatch tests: allocated through the loaded plugin's runtime (the fake
+// embedding plugin's device_alloc, so they are registered device blocks) and filled / read back
+// with its stream-ordered copies, as collection code would.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "impl/core/cuda_plugin.h"
+#include "impl/core/exec.h"
+
+namespace shardrec::embedding::kernels::testing {
+
+inline constexpr const char* kFakePath = "/fake/embedding/libshardrec_cuda.so";
+inline constexpr int64_t kWaitMs = 10000;
+
+inline ExecContext DeviceCtx() { return ExecContext::Cuda(0, nullptr); }
+
+// Owns device blocks; frees them when destroyed.
+class DeviceArena {
+ public:
+  DeviceArena() {
+    const Status s = core::GetCudaRuntime(&rt_);
+    EXPECT_TRUE(s.ok()) << s.ToString() << " (run through ctest, which points "
+                        << "SHARDREC_CUDA_PLUGIN at the fake embedding plugin)";
+  }
+  ~DeviceArena() {
+    for (void* p : blocks_) (void)rt_->Free(0, p);
+  }
+  bool ok() const { return rt_ != nullptr; }
+
+  void* Alloc(size_t bytes) {
+    void* p = nullptr;
+    const Status s = rt_->Malloc(0, bytes, &p);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    if (p != nullptr) blocks_.push_back(p);
+    return p;
+  }
+  // Frees one block early (to test use after free).
+  void FreeNow(void* p) {
+    EXPECT_TRUE(rt_->Free(0, p).ok());
+    std::erase(blocks_, p);
+  }
+
+  template <class T>
+  T* Upload(const std::vector<T>& v) {
+    if (v.empty()) return nullptr;
+    auto* d = static_cast<T*>(Alloc(v.size() * sizeof(T)));
+    const Status s = rt_->MemcpyAsync(0, d, v.data(), v.size() * sizeof(T),
+                                      core::CopyKind::kHostToDevice, nullptr);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return d;
+  }
+  template <class T>
+  std::vector<T> Download(const T* d, size_t n) {
+    std::vector<T> v(n);
+    if (n == 0) return v;
+    Status s =
+        rt_->MemcpyAsync(0, v.data(), d, n * sizeof(T), core::CopyKind::kDeviceToHost, nullptr);
+    if (s.ok()) s = rt_->StreamWait(0, nullptr, kWaitMs);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return v;
+  }
+
+ private:
+  const core::CudaRuntime* rt_ = nullptr;
+  std::vector<void*> blocks_;
+};
+
+template <class T>
+::testing::AssertionResult SameBits(const std::vector<T>& a, const std::vector<T>& b,
+                                    const std::string& what) {
+  if (a.size() != b.size())
+    return ::testing::AssertionFailure() << what << ": sizes " << a.size() << " vs " << b.size();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0)
+      return ::testing::AssertionFailure()
+             << what << "[" << i << "] differs: host " << +a[i] << " device " << +b[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace shardrec::embedding::kernels::testing
