@@ -4,14 +4,15 @@
 // pointer lies inside a live device block. The device bodies themselves are verified against the
 // host kernels by the simt tests; this double verifies what libshardrec.so does around them:
 // the marshalling into the C structs (device_dispatch.cc) and which memory it hands over.
+#include <algorithm>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "impl/core/check.h"
 #include "impl/core/exec.h"
 #include "impl/core/plugin_abi.h"
-#include "impl/cuda_plugin/plugin_status.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/kernels/simt/device_status.h"
 #include "tests/impl/embedding/kernels/fake_device_checks.h"
@@ -22,8 +23,31 @@
 namespace shardrec::fake {
 namespace {
 
-using cuda_plugin::Reported;
-using cuda_plugin::ToPlugin;
+// The plugin side of the C boundary, as impl/cuda_plugin/plugin_status.h has it (which tests of
+// the embedding module may not include): a Status becomes a code and a truncated message.
+int32_t ToPlugin(const Status& s, shardrec_plugin_status_t* out) {
+  const auto code = static_cast<int32_t>(s.code());
+  if (out != nullptr) {
+    out->code = code;
+    const size_t n = std::min(s.message().size(), sizeof(out->message) - 1);
+    std::memcpy(out->message, s.message().data(), n);
+    out->message[n] = '\0';
+  }
+  return code;
+}
+
+template <typename Body>
+int32_t Reported(shardrec_plugin_status_t* out, const char* what, Body&& body) noexcept {
+  try {
+    return ToPlugin(body(), out);
+  } catch (const StatusError& e) {
+    return ToPlugin(e.status(), out);
+  } catch (const std::bad_alloc&) {
+    return ToPlugin(Status::OutOfMemory("out of host memory in ", what), out);
+  } catch (...) {
+    return ToPlugin(Status::Internal("unexpected exception in ", what), out);
+  }
+}
 namespace sb = embedding::kernels::simt_body;
 
 DeviceMemory& Mem() {
