@@ -3,7 +3,9 @@
 // the entries run the host kernels. So these tests check the marshalling (same bits as calling
 // the host kernels directly), the pointer discipline (host memory where device memory belongs is
 // refused, naming the argument), the status block, and stale plugins. The CUDA kernels
-// themselves are checked against the host kernels by the simt tests.
+// themselves are checked against the host kernels by the simt tests. ctest also registers the
+// binary against the real plugin (SHARDREC_TEST_REAL_PLUGIN, label gpu, fake-only cases filtered
+// out), where the same comparisons run on a GPU; without one it reports skipped.
 #include "impl/embedding/kernels/device_dispatch.h"
 
 #include <gtest/gtest.h>
@@ -84,10 +86,9 @@ HostRun MakeRun(int64_t bags, int64_t table_rows, bool pooled, bool weighted, st
 class DispatchTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string path;
-    ASSERT_TRUE(core::GetCudaPluginPath(&path).ok());
-    ASSERT_EQ(path, testing::kFakePath) << "SHARDREC_CUDA_PLUGIN must name the fake plugin";
-    ASSERT_TRUE(device::CheckPlugin().ok());
+    SHARDREC_REQUIRE_DEVICE();
+    const Status s = device::CheckPlugin();
+    ASSERT_TRUE(s.ok()) << s.ToString();
   }
 };
 
@@ -183,6 +184,7 @@ TEST_F(DispatchTest, StatusBlockReportsARowOutsideItsShard) {
 // Host memory (or a freed or too small block) where device memory belongs is refused with a
 // message naming the argument; nothing is written.
 TEST_F(DispatchTest, HostPointersWhereDeviceMemoryBelongsAreRefused) {
+  ASSERT_TRUE(testing::FakePlugin()) << "a fake-only case (the real plugin would fault)";
   std::mt19937 rng(2);
   DeviceArena dev;
   ASSERT_TRUE(dev.ok());

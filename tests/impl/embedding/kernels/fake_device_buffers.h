@@ -1,10 +1,12 @@
-// Device buffers for the dispatch tests: allocated through the loaded plugin's runtime (the fake
-// embedding plugin's device_alloc, so they are registered device blocks) and filled / read back
-// with its stream-ordered copies, as collection code would.
+// Device buffers for the dispatch tests: allocated through the loaded plugin's runtime and filled
+// / read back with its stream-ordered copies, as collection code would. Under the fake embedding
+// plugin they are its registered device blocks; under the real plugin (the GPU registration of the
+// same tests) they are CUDA device memory.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -20,13 +22,39 @@ inline constexpr int64_t kWaitMs = 10000;
 
 inline ExecContext DeviceCtx() { return ExecContext::Cuda(0, nullptr); }
 
+// Whether the loaded plugin is the fake (whose refusals of host pointers the tests check; the
+// real plugin would fault on them instead).
+inline bool FakePlugin() {
+  std::string path;
+  return core::GetCudaPluginPath(&path).ok() && path == kFakePath;
+}
+
+// Empty when the tests can run: the fake is loaded, or (SHARDREC_TEST_REAL_PLUGIN set, the GPU
+// registration) a plugin with a CUDA device. Otherwise the reason to skip.
+inline std::string WhyNotRunnable() {
+  if (FakePlugin()) return "";
+  const core::CudaRuntime* rt = nullptr;
+  const Status s = core::GetCudaRuntime(&rt);
+  if (std::getenv("SHARDREC_TEST_REAL_PLUGIN") == nullptr)
+    return "SHARDREC_CUDA_PLUGIN does not name the fake embedding plugin (run through ctest)";
+  return s.ok() ? "" : "no usable CUDA device: " + s.ToString();
+}
+
+// At the start of a test: skips it where it cannot run (the GPU registration without a GPU) and
+// fails it where it should (the fake registration without the fake).
+#define SHARDREC_REQUIRE_DEVICE()                                                                 \
+  do {                                                                                            \
+    const std::string why = ::shardrec::embedding::kernels::testing::WhyNotRunnable();            \
+    if (!why.empty() && std::getenv("SHARDREC_TEST_REAL_PLUGIN") != nullptr) GTEST_SKIP() << why; \
+    ASSERT_TRUE(why.empty()) << why;                                                              \
+  } while (0)
+
 // Owns device blocks; frees them when destroyed.
 class DeviceArena {
  public:
   DeviceArena() {
     const Status s = core::GetCudaRuntime(&rt_);
-    EXPECT_TRUE(s.ok()) << s.ToString() << " (run through ctest, which points "
-                        << "SHARDREC_CUDA_PLUGIN at the fake embedding plugin)";
+    EXPECT_TRUE(s.ok()) << s.ToString();
   }
   ~DeviceArena() {
     for (void* p : blocks_) (void)rt_->Free(0, p);
@@ -39,6 +67,12 @@ class DeviceArena {
     EXPECT_TRUE(s.ok()) << s.ToString();
     if (p != nullptr) blocks_.push_back(p);
     return p;
+  }
+  // Waits for the stream (a count copied to the host by GroupRows lands when it gets there).
+  bool Sync() {
+    const Status s = rt_->StreamWait(0, nullptr, kWaitMs);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return s.ok();
   }
   // Frees one block early (to test use after free).
   void FreeNow(void* p) {
