@@ -29,23 +29,23 @@ inline bool FakePlugin() {
   return core::GetCudaPluginPath(&path).ok() && path == kFakePath;
 }
 
-// Empty when the tests can run: the fake is loaded, or (SHARDREC_TEST_REAL_PLUGIN set, the GPU
-// registration) a plugin with a CUDA device. Otherwise the reason to skip.
+// Empty when the tests can run: the fake is loaded, or another plugin (the real one: the GPU
+// registration, .ci/gpu-check) with a usable CUDA device. Otherwise the reason.
 inline std::string WhyNotRunnable() {
   if (FakePlugin()) return "";
+  if (std::getenv("SHARDREC_TEST_EXPECT_FAKE") != nullptr)
+    return "SHARDREC_CUDA_PLUGIN does not name the fake embedding plugin (run through ctest)";
   const core::CudaRuntime* rt = nullptr;
   const Status s = core::GetCudaRuntime(&rt);
-  if (std::getenv("SHARDREC_TEST_REAL_PLUGIN") == nullptr)
-    return "SHARDREC_CUDA_PLUGIN does not name the fake embedding plugin (run through ctest)";
   return s.ok() ? "" : "no usable CUDA device: " + s.ToString();
 }
 
-// At the start of a test: skips it where it cannot run (the GPU registration without a GPU) and
-// fails it where it should (the fake registration without the fake).
+// At the start of a test: fails it where the fake should be loaded and is not
+// (SHARDREC_TEST_EXPECT_FAKE, the CPU registration), skips it where there is no device.
 #define SHARDREC_REQUIRE_DEVICE()                                                                 \
   do {                                                                                            \
     const std::string why = ::shardrec::embedding::kernels::testing::WhyNotRunnable();            \
-    if (!why.empty() && std::getenv("SHARDREC_TEST_REAL_PLUGIN") != nullptr) GTEST_SKIP() << why; \
+    if (!why.empty() && std::getenv("SHARDREC_TEST_EXPECT_FAKE") == nullptr) GTEST_SKIP() << why; \
     ASSERT_TRUE(why.empty()) << why;                                                              \
   } while (0)
 
