@@ -67,15 +67,18 @@ int32_t EmbLookup(int32_t device, const shardrec_plugin_lookup_job_t* jobs, size
 int32_t EmbBackwardWorkspaceBytes(int32_t device, int64_t num_ids, int32_t cols,
                                   int32_t num_row_stats, size_t* bytes,
                                   shardrec_plugin_status_t* st) {
-  return OnDevice(st, "emb_backward_workspace_bytes", device, nullptr,
-                  [&](const ExecContext& ctx) -> Status {
-                    if (bytes == nullptr) return Status::InvalidArgument("bytes must not be NULL");
-                    if (num_ids < 0 || cols <= 0)
-                      return Status::InvalidArgument("backward workspace for ", num_ids,
-                                                     " ids and ", cols, " columns");
-                    *bytes = kcuda::BackwardWorkspaceBytes(ctx, num_ids, cols, num_row_stats);
-                    return Status::Ok();
-                  });
+  return OnDevice(
+      st, "emb_backward_workspace_bytes", device, nullptr, [&](const ExecContext& ctx) -> Status {
+        if (bytes == nullptr) return Status::InvalidArgument("bytes must not be NULL");
+        if (num_ids < 0 || num_ids > (int64_t{1} << 31) || cols <= 0)
+          return Status::InvalidArgument("backward workspace for ", num_ids,
+                                         " ids (at most 2^31) and ", cols, " columns");
+        *bytes = kcuda::BackwardWorkspaceBytes(ctx, num_ids, cols, num_row_stats);
+        // Every layout holds the status block: 0 means CUB's size query failed.
+        if (*bytes == 0)
+          return Status::Cuda("sizing the backward workspace for ", num_ids, " ids failed");
+        return Status::Ok();
+      });
 }
 
 int32_t EmbGroupRows(int32_t device, const shardrec_plugin_runs_t* runs, void* workspace,
