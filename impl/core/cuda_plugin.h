@@ -32,6 +32,10 @@ Status LoadCudaPlugin(const std::string& path, LoadedPlugin* out);
 // kUnsupported naming `path` for a plugin built before them.
 Status HasDenseEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
 
+// Whether the plugin's table has the appended embedding kernel entries (emb_status_bytes ..
+// emb_apply): kUnsupported naming `path` for a plugin built before them.
+Status HasEmbeddingEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
+
 // The run-time versions against the build-time ones: the driver must support at least the CUDA
 // version the plugin was compiled with, and the loaded NCCL must have the compiled major version
 // and be at least as new. A driver version of 0 (no driver) passes here; the device probe

@@ -72,6 +72,31 @@ Status HasDenseEntries(const shardrec_cuda_plugin_table_t& t, const std::string&
   return Status::Ok();
 }
 
+Status HasEmbeddingEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path) {
+  const Status stale = Status::Unsupported(
+      "the CUDA plugin ", path,
+      " predates the embedding GPU entries (emb_status_bytes .. emb_apply); use the plugin "
+      "built with this libshardrec");
+  // Entries past struct_size are not the plugin's: never read them.
+  const size_t need = offsetof(shardrec_cuda_plugin_table_t, emb_apply) + sizeof(t.emb_apply);
+  if (t.struct_size < need) return stale;
+  const void* entries[] = {
+      reinterpret_cast<const void*>(t.emb_status_bytes),
+      reinterpret_cast<const void*>(t.emb_read_status),
+      reinterpret_cast<const void*>(t.emb_lookup),
+      reinterpret_cast<const void*>(t.emb_backward_workspace_bytes),
+      reinterpret_cast<const void*>(t.emb_group_rows),
+      reinterpret_cast<const void*>(t.emb_aggregate_grads),
+      reinterpret_cast<const void*>(t.emb_fused_backward),
+      reinterpret_cast<const void*>(t.emb_partial_row_stats),
+      reinterpret_cast<const void*>(t.emb_apply),
+  };
+  for (const void* e : entries) {
+    if (e == nullptr) return stale;
+  }
+  return Status::Ok();
+}
+
 Status FromPlugin(int32_t rc, const shardrec_plugin_status_t& status) {
   if (rc == 0) return Status::Ok();
   const size_t len = strnlen(status.message, sizeof(status.message));

@@ -82,6 +82,89 @@ typedef struct shardrec_plugin_linear {
 /* Backward: input_aux holds the input layer's ReLU mask as written by linear_forward. */
 #define SHARDREC_PLUGIN_LINEAR_INPUT_AUX_VALID 2
 
+/* ---- Embedding kernels (impl/embedding/kernels/cuda/kernels_cuda.h). Plain mirrors of the C++
+ * types of impl/embedding/kernels/kernels.h and impl/optim/optimizer.h; marshalled by
+ * impl/embedding/kernels/plugin_structs.h on both sides. Pointers marked (device) are device
+ * memory of the call's device. */
+
+/* A shard's weights (kernels::WeightsView): rows x cols of dtype (a shardrec::DType value:
+ * fp32, fp16 or bf16), row stride `stride` elements. */
+typedef struct shardrec_plugin_weights {
+  const void* data; /* (device) */
+  int64_t rows;
+  int64_t stride;
+  int32_t dtype;
+  int32_t cols;
+} shardrec_plugin_weights_t;
+
+/* A run of bags (kernels::BagRun): bag b holds the ids rows[offsets[b] .. offsets[b+1]), or,
+ * with offsets NULL, id b alone. weights: one per id, or NULL. */
+typedef struct shardrec_plugin_bag_run {
+  const int64_t* offsets; /* (device) num_bags + 1 entries, or NULL */
+  const int64_t* rows;    /* (device) */
+  const float* weights;   /* (device) or NULL */
+  int64_t num_bags;
+  int64_t io_offset; /* element offset of bag 0's row in the io buffer */
+} shardrec_plugin_bag_run_t;
+
+/* One job of a batched lookup (kernels::LookupJob). */
+typedef struct shardrec_plugin_lookup_job {
+  shardrec_plugin_weights_t weights;
+  shardrec_plugin_bag_run_t run;
+  float* out; /* (device) io buffer */
+  int64_t out_stride;
+} shardrec_plugin_lookup_job_t;
+
+/* One shard's runs for a backward (kernels::DeviceRuns): the run descriptors and their id
+ * counts are host memory read during the call; the pointers inside the runs are device memory.
+ * At most 128 runs per call (the kernels' launch limit; more is kInvalidArgument). */
+typedef struct shardrec_plugin_runs {
+  const shardrec_plugin_bag_run_t* runs; /* num_runs descriptors (host) */
+  const int64_t* num_ids;                /* ids of each run (host) */
+  int32_t num_runs;
+  int64_t num_rows; /* rows of the shard */
+} shardrec_plugin_runs_t;
+
+/* optim::OptimizerConfig: type, weight_decay_mode as their enum values; stochastic_rounding
+ * 0 or 1. */
+typedef struct shardrec_plugin_optimizer {
+  int32_t type;
+  float learning_rate;
+  float eps;
+  float beta1;
+  float beta2;
+  float weight_decay;
+  int32_t weight_decay_mode;
+  int32_t stochastic_rounding;
+  uint64_t seed;
+} shardrec_plugin_optimizer_t;
+
+/* Optimizer states a shard has at most (optim::StateSpecs). */
+#define SHARDREC_PLUGIN_MAX_STATES 2
+
+/* optim::ShardParams: weights rows x cols of dtype (row stride `stride`), num_states state
+ * pointers in StateSpecs order (device; the rest NULL), and where the shard sits in its table
+ * (stochastic rounding only). */
+typedef struct shardrec_plugin_shard {
+  void* weights; /* (device) */
+  float* states[SHARDREC_PLUGIN_MAX_STATES];
+  int64_t rows;
+  int64_t stride;
+  int64_t row_offset;
+  uint64_t table_key;
+  int32_t dtype;
+  int32_t cols;
+  int32_t col_offset;
+  int32_t num_states;
+} shardrec_plugin_shard_t;
+
+/* optim::RowUpdate: num_rows sorted unique local rows and num_rows x cols gradients. */
+typedef struct shardrec_plugin_row_update {
+  const int64_t* rows; /* (device) */
+  const float* grads;  /* (device) */
+  int64_t num_rows;
+} shardrec_plugin_row_update_t;
+
 typedef struct shardrec_cuda_plugin_table {
   uint32_t struct_size; /* sizeof(shardrec_cuda_plugin_table_t) in the plugin's build */
   uint32_t abi_version; /* SHARDREC_CUDA_PLUGIN_ABI_VERSION of the plugin's build */
@@ -193,10 +276,66 @@ typedef struct shardrec_cuda_plugin_table {
                              const float* x, const float* y, const float* dy, const void* input_aux,
                              float* dw, float* db, float* dx, void* stream,
                              shardrec_plugin_status_t* status);
+
+  /* ---- Appended after the dense entries: the embedding kernels (kernels_cuda.h's twins, same
+   * contracts). A plugin whose struct_size ends before them loads, and embedding GPU calls
+   * report kUnsupported naming the stale plugin (core::HasEmbeddingEntries). Entries with a
+   * stream only enqueue work on it with `device` current and return (except emb_read_status);
+   * buffers must stay valid until the stream reaches the work. ---- */
+
+  /* *bytes = size of the device status block (all-zero bytes are its clear state). */
+  int32_t (*emb_status_bytes)(int32_t device, size_t* bytes, shardrec_plugin_status_t* status);
+
+  /* Waits at most timeout_ms (> 0) for the work queued on `stream` before the call (kTimeout
+   * after that), then copies the status block to the host, clears it, and returns its first
+   * error: kInvalidArgument naming the position of the first row outside its shard, prefixed
+   * with `what` (may be NULL). A NULL block is kOk. */
+  int32_t (*emb_read_status)(int32_t device, void* status_block, const char* what,
+                             int64_t timeout_ms, void* stream, shardrec_plugin_status_t* status);
+
+  /* kernels::cuda::Lookup: num_jobs jobs (host array); status_block may be NULL. */
+  int32_t (*emb_lookup)(int32_t device, const shardrec_plugin_lookup_job_t* jobs, size_t num_jobs,
+                        void* status_block, void* stream, shardrec_plugin_status_t* status);
+
+  /* *bytes = the backward's workspace for num_ids ids of a shard with `cols` columns. */
+  int32_t (*emb_backward_workspace_bytes)(int32_t device, int64_t num_ids, int32_t cols,
+                                          int32_t num_row_stats, size_t* bytes,
+                                          shardrec_plugin_status_t* status);
+
+  /* kernels::cuda::GroupRows; num_unique (host, pinned for an asynchronous copy) may be NULL. */
+  int32_t (*emb_group_rows)(int32_t device, const shardrec_plugin_runs_t* runs, void* workspace,
+                            size_t workspace_bytes, int64_t* num_unique, void* stream,
+                            shardrec_plugin_status_t* status);
+
+  /* kernels::cuda::AggregateGrads (after emb_group_rows on the same runs and workspace). */
+  int32_t (*emb_aggregate_grads)(int32_t device, const shardrec_plugin_runs_t* runs,
+                                 const float* grads, int64_t grad_stride, int32_t cols, float scale,
+                                 void* workspace, int64_t* unique_rows, float* row_grads,
+                                 void* stream, shardrec_plugin_status_t* status);
+
+  /* kernels::cuda::FusedBackward (after emb_group_rows on the same runs and workspace). */
+  int32_t (*emb_fused_backward)(int32_t device, const shardrec_plugin_runs_t* runs,
+                                const float* grads, int64_t grad_stride, float scale,
+                                const shardrec_plugin_optimizer_t* config, int64_t step,
+                                int32_t full_dim, const shardrec_plugin_shard_t* shard,
+                                void* workspace, void* stream, shardrec_plugin_status_t* status);
+
+  /* kernels::cuda::PartialRowStats / Apply (partial_stats, full_stats: device memory). */
+  int32_t (*emb_partial_row_stats)(int32_t device, const shardrec_plugin_optimizer_t* config,
+                                   int64_t step, const shardrec_plugin_shard_t* shard,
+                                   const shardrec_plugin_row_update_t* update, float* partial_stats,
+                                   void* stream, shardrec_plugin_status_t* status);
+  int32_t (*emb_apply)(int32_t device, const shardrec_plugin_optimizer_t* config, int64_t step,
+                       int32_t full_dim, const shardrec_plugin_shard_t* shard,
+                       const shardrec_plugin_row_update_t* update, const float* full_stats,
+                       void* stream, shardrec_plugin_status_t* status);
 } shardrec_cuda_plugin_table_t;
 
 /* The table's size before the dense entries: the smallest a loader of this build accepts. */
 #define SHARDREC_CUDA_PLUGIN_TABLE_BASE_SIZE offsetof(shardrec_cuda_plugin_table_t, linear_forward)
+/* The table's size before the embedding entries (a plugin with the dense entries only). */
+#define SHARDREC_CUDA_PLUGIN_TABLE_DENSE_SIZE \
+  offsetof(shardrec_cuda_plugin_table_t, emb_status_bytes)
 
 /* Exported by the plugin under the two symbol names above. The table getter returns NULL when
  * the plugin does not speak `abi_version`. */

@@ -1,6 +1,6 @@
 // The plugin's two exports: its ABI version and its table of plain-C entry points
 // (impl/core/plugin_abi.h). The runtime entries serve runtime_services.h with the real CUDA
-// runtime; the NCCL entries live in nccl_entry.cc.
+// runtime; the NCCL entries live in nccl_entry.cc, the embedding kernels' in embedding_entries.cc.
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <nccl.h>
@@ -8,6 +8,7 @@
 #include <string>
 
 #include "impl/core/plugin_abi.h"
+#include "impl/cuda_plugin/embedding_entries.h"
 #include "impl/cuda_plugin/lt_linear.h"
 #include "impl/cuda_plugin/nccl_entry.h"
 #include "impl/cuda_plugin/plugin_status.h"
@@ -142,6 +143,15 @@ const shardrec_cuda_plugin_table_t kTable = {
     &entry::NcclAsyncError,
     &LinearForwardEntry,
     &LinearBackwardEntry,
+    &entry::EmbStatusBytes,
+    &entry::EmbReadStatus,
+    &entry::EmbLookup,
+    &entry::EmbBackwardWorkspaceBytes,
+    &entry::EmbGroupRows,
+    &entry::EmbAggregateGrads,
+    &entry::EmbFusedBackward,
+    &entry::EmbPartialRowStats,
+    &entry::EmbApply,
 };
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "impl/comm/nccl/nccl_backend.h"
 #include "impl/core/config.h"
+#include "impl/embedding/kernels/device_dispatch.h"
 #include "tests/impl/cuda_plugin/memory_store.h"
 #include "tests/support/fresh_process.h"
 
@@ -70,10 +71,42 @@ TEST(CoreCudaPlugin, TableAndPathAgreeWithTheRuntime) {
   EXPECT_GE(v.built_cuda_runtime, 13000);
   EXPECT_GT(v.nccl, 0);
   EXPECT_TRUE(core::CheckPluginVersions(v).ok());
+  // Every appended entry is registered (plugin_table.cc): none is left NULL.
+  EXPECT_EQ(table->struct_size, sizeof(shardrec_cuda_plugin_table_t));
+  EXPECT_TRUE(core::HasDenseEntries(*table, path).ok());
+  EXPECT_TRUE(core::HasEmbeddingEntries(*table, path).ok());
 #else
   EXPECT_EQ(s.code(), Code::kUnsupported);
   EXPECT_EQ(table, nullptr);
 #endif
+}
+
+// The real plugin's embedding entries, reached through kernels::device, answer a machine without
+// a GPU with a clean kNoDevice (the device cannot be made current) before touching any pointer.
+TEST(CoreCudaPlugin, EmbeddingEntriesWithoutGpuAreNoDevice) {
+  if (HaveGpu()) GTEST_SKIP() << "a CUDA device is present";
+  namespace dev = embedding::kernels::device;
+  const ExecContext ctx = ExecContext::Cuda(0, nullptr);
+  size_t bytes = 0;
+  std::vector<Status> all;
+  all.push_back(dev::StatusBytes(ctx, &bytes));
+  all.push_back(dev::ReadStatus(ctx, nullptr, "lookup", 1000));
+  all.push_back(dev::Lookup(ctx, {}, nullptr));
+  all.push_back(dev::BackwardWorkspaceBytes(ctx, 10, 8, 0, &bytes));
+  const embedding::kernels::DeviceRuns runs;
+  all.push_back(dev::GroupRows(ctx, runs, nullptr, 0, nullptr));
+  all.push_back(dev::AggregateGrads(ctx, runs, nullptr, 0, 8, 1.0f, nullptr, nullptr, nullptr));
+  optim::OptimizerConfig config;
+  optim::ShardParams shard;
+  all.push_back(dev::FusedBackward(ctx, runs, nullptr, 0, 1.0f, config, 1, 8, shard, nullptr));
+  all.push_back(dev::PartialRowStats(ctx, config, 1, shard, {}, nullptr));
+  all.push_back(dev::Apply(ctx, config, 1, 8, shard, {}, nullptr));
+  for (const Status& s : all) {
+    EXPECT_EQ(s.code(), kMissing) << s.ToString();
+#if SHARDREC_HAVE_CUDA
+    EXPECT_TRUE(Contains(s.message(), "cudaSetDevice(0)")) << s.ToString();
+#endif
+  }
 }
 
 TEST(CoreCudaPlugin, CheckDeviceNamesTheDevice) {

@@ -180,8 +180,10 @@ int32_t LinearBackward(int32_t, const shardrec_plugin_linear_t* a, const float* 
   return Ok(st);
 }
 
+// Ends after the dense entries, as a plugin built before the embedding entries would (the
+// embedding dispatch test uses it as such).
 const shardrec_cuda_plugin_table_t kTable = {
-    sizeof(shardrec_cuda_plugin_table_t),
+    static_cast<uint32_t>(SHARDREC_CUDA_PLUGIN_TABLE_DENSE_SIZE),
     SHARDREC_CUDA_PLUGIN_ABI_VERSION,
     &Path,
     &Versions,

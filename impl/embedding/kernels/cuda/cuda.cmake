@@ -27,7 +27,7 @@ set_target_properties(shardrec_embedding_cuda PROPERTIES
   CXX_VISIBILITY_PRESET hidden
   CUDA_VISIBILITY_PRESET hidden
   VISIBILITY_INLINES_HIDDEN ON)
-# Whole archive: nothing in the plugin calls the twins yet (the function table will), and the
-# fatbin must be in the plugin all the same.
+# Whole archive: the function table (impl/cuda_plugin/embedding_entries.cc) calls the twins, and
+# the whole fatbin (every kernel instantiation) must be in the plugin all the same.
 set_property(GLOBAL APPEND PROPERTY SHARDREC_CUDA_PLUGIN_DEPS
   "$<LINK_LIBRARY:WHOLE_ARCHIVE,shardrec_embedding_cuda>")

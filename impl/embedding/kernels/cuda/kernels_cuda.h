@@ -1,8 +1,9 @@
 // The CUDA twins of the kernels of kernels.h, declared without CUDA types: the same arguments
 // through a CUDA ExecContext (device + stream), plus what a device cannot find out without a
 // synchronisation (the id count of each run, the shard's row count). Compiled into
-// libshardrec_cuda.so (and the GPU tests); they reach the collection through the plugin's
-// function table once that exists (impl/core/plugin_abi.h, another branch).
+// libshardrec_cuda.so (and the GPU tests). libshardrec.so reaches them through the plugin's
+// function table (the emb_* entries of impl/core/plugin_abi.h, served by
+// impl/cuda_plugin/embedding_entries.cc) with device_dispatch.h, whose functions mirror these.
 //
 // Stream behaviour: every call only enqueues work on ctx.stream() and returns; buffers (device
 // memory, or host memory the device can read) must stay valid until the stream reaches the work.
@@ -20,6 +21,7 @@
 
 #include "impl/core/exec.h"
 #include "impl/core/status.h"
+#include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/optim/optimizer.h"
 
@@ -39,12 +41,8 @@ Status ReadStatus(const ExecContext& ctx, void* status_block, const char* what);
 // Errors: kInvalidArgument for a weight dtype other than fp32/fp16/bf16, kCuda.
 Status Lookup(const ExecContext& ctx, std::span<const LookupJob> jobs, void* status_block);
 
-// One shard's device runs with the counts the host knows.
-struct DeviceRuns {
-  std::span<const BagRun> runs;      // pointers into device memory
-  std::span<const int64_t> num_ids;  // ids of each run
-  int64_t num_rows = 0;              // rows of the shard (sorts only the bits they need)
-};
+// One shard's device runs with the counts the host knows (device_runs.h).
+using kernels::DeviceRuns;
 
 // Workspace for `num_ids` ids (at most 2^31) of a shard with `cols` columns on ctx's device.
 size_t BackwardWorkspaceBytes(const ExecContext& ctx, int64_t num_ids, int32_t cols,

@@ -1,0 +1,157 @@
+// Each entry makes its device current for the call (DeviceGuard: an index the driver does not
+// know is an error here, before any kernel is enqueued), unmarshals, and runs the twin under
+// Reported, so nothing throws across the boundary.
+#include "impl/cuda_plugin/embedding_entries.h"
+
+#include <vector>
+
+#include "impl/core/exec.h"
+#include "impl/cuda_plugin/cuda_util.h"
+#include "impl/cuda_plugin/device_api.h"
+#include "impl/cuda_plugin/plugin_status.h"
+#include "impl/cuda_plugin/runtime_services.h"
+#include "impl/embedding/kernels/cuda/kernels_cuda.h"
+#include "impl/embedding/kernels/plugin_structs.h"
+
+namespace shardrec::cuda_plugin::entry {
+namespace {
+
+namespace kcuda = embedding::kernels::cuda;
+namespace abi = embedding::kernels::abi;
+using embedding::kernels::BagRun;
+using embedding::kernels::DeviceRuns;
+using embedding::kernels::LookupJob;
+
+// Runs body(ctx) with `device` current, reporting its Status (or an exception) into *st.
+template <typename Body>
+int32_t OnDevice(shardrec_plugin_status_t* st, const char* what, int32_t device, void* stream,
+                 Body&& body) {
+  return Reported(st, what, [&]() -> Status {
+    DeviceGuard guard(RealDeviceApi());
+    SR_RETURN_IF_ERROR(guard.Set(device));
+    return body(ExecContext::Cuda(device, stream));
+  });
+}
+
+}  // namespace
+
+int32_t EmbStatusBytes(int32_t device, size_t* bytes, shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_status_bytes", device, nullptr, [&](const ExecContext&) -> Status {
+    if (bytes == nullptr) return Status::InvalidArgument("bytes must not be NULL");
+    *bytes = kcuda::StatusBytes();
+    return Status::Ok();
+  });
+}
+
+int32_t EmbReadStatus(int32_t device, void* status_block, const char* what, int64_t timeout_ms,
+                      void* stream, shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_read_status", device, stream, [&](const ExecContext& ctx) -> Status {
+    // The bounded wait drains what was queued before the call; the copy ReadStatus then
+    // synchronises on is all that is left on the stream.
+    SR_RETURN_IF_ERROR(WaitStream(RealDeviceApi(), device, stream, timeout_ms));
+    return kcuda::ReadStatus(ctx, status_block, what != nullptr ? what : "embedding kernels");
+  });
+}
+
+int32_t EmbLookup(int32_t device, const shardrec_plugin_lookup_job_t* jobs, size_t num_jobs,
+                  void* status_block, void* stream, shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_lookup", device, stream, [&](const ExecContext& ctx) -> Status {
+    if (num_jobs > 0 && jobs == nullptr) return Status::InvalidArgument("jobs must not be NULL");
+    std::vector<LookupJob> j;
+    j.reserve(num_jobs);
+    for (size_t i = 0; i < num_jobs; ++i) j.push_back(abi::FromAbi(jobs[i]));
+    return kcuda::Lookup(ctx, j, status_block);
+  });
+}
+
+int32_t EmbBackwardWorkspaceBytes(int32_t device, int64_t num_ids, int32_t cols,
+                                  int32_t num_row_stats, size_t* bytes,
+                                  shardrec_plugin_status_t* st) {
+  return OnDevice(
+      st, "emb_backward_workspace_bytes", device, nullptr, [&](const ExecContext& ctx) -> Status {
+        if (bytes == nullptr) return Status::InvalidArgument("bytes must not be NULL");
+        if (num_ids < 0 || num_ids > (int64_t{1} << 31) || cols <= 0)
+          return Status::InvalidArgument("backward workspace for ", num_ids,
+                                         " ids (at most 2^31) and ", cols, " columns");
+        *bytes = kcuda::BackwardWorkspaceBytes(ctx, num_ids, cols, num_row_stats);
+        // Every layout holds the status block: 0 means CUB's size query failed.
+        if (*bytes == 0)
+          return Status::Cuda("sizing the backward workspace for ", num_ids, " ids failed");
+        return Status::Ok();
+      });
+}
+
+int32_t EmbGroupRows(int32_t device, const shardrec_plugin_runs_t* runs, void* workspace,
+                     size_t workspace_bytes, int64_t* num_unique, void* stream,
+                     shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_group_rows", device, stream, [&](const ExecContext& ctx) -> Status {
+    std::vector<BagRun> storage;
+    DeviceRuns dr;
+    SR_RETURN_IF_ERROR(abi::FromAbi(runs, &storage, &dr));
+    return kcuda::GroupRows(ctx, dr, workspace, workspace_bytes, num_unique);
+  });
+}
+
+int32_t EmbAggregateGrads(int32_t device, const shardrec_plugin_runs_t* runs, const float* grads,
+                          int64_t grad_stride, int32_t cols, float scale, void* workspace,
+                          int64_t* unique_rows, float* row_grads, void* stream,
+                          shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_aggregate_grads", device, stream, [&](const ExecContext& ctx) -> Status {
+    std::vector<BagRun> storage;
+    DeviceRuns dr;
+    SR_RETURN_IF_ERROR(abi::FromAbi(runs, &storage, &dr));
+    return kcuda::AggregateGrads(ctx, dr, grads, grad_stride, cols, scale, workspace, unique_rows,
+                                 row_grads);
+  });
+}
+
+int32_t EmbFusedBackward(int32_t device, const shardrec_plugin_runs_t* runs, const float* grads,
+                         int64_t grad_stride, float scale,
+                         const shardrec_plugin_optimizer_t* config, int64_t step, int32_t full_dim,
+                         const shardrec_plugin_shard_t* shard, void* workspace, void* stream,
+                         shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_fused_backward", device, stream, [&](const ExecContext& ctx) -> Status {
+    std::vector<BagRun> storage;
+    DeviceRuns dr;
+    SR_RETURN_IF_ERROR(abi::FromAbi(runs, &storage, &dr));
+    optim::OptimizerConfig c;
+    SR_RETURN_IF_ERROR(abi::FromAbi(config, &c));
+    optim::ShardParams s;
+    SR_RETURN_IF_ERROR(abi::FromAbi(shard, &s));
+    return kcuda::FusedBackward(ctx, dr, grads, grad_stride, scale, c, step, full_dim, s,
+                                workspace);
+  });
+}
+
+int32_t EmbPartialRowStats(int32_t device, const shardrec_plugin_optimizer_t* config, int64_t step,
+                           const shardrec_plugin_shard_t* shard,
+                           const shardrec_plugin_row_update_t* update, float* partial_stats,
+                           void* stream, shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_partial_row_stats", device, stream,
+                  [&](const ExecContext& ctx) -> Status {
+                    optim::OptimizerConfig c;
+                    SR_RETURN_IF_ERROR(abi::FromAbi(config, &c));
+                    optim::ShardParams s;
+                    SR_RETURN_IF_ERROR(abi::FromAbi(shard, &s));
+                    optim::RowUpdate u;
+                    SR_RETURN_IF_ERROR(abi::FromAbi(update, &u));
+                    return kcuda::PartialRowStats(ctx, c, step, s, u, partial_stats);
+                  });
+}
+
+int32_t EmbApply(int32_t device, const shardrec_plugin_optimizer_t* config, int64_t step,
+                 int32_t full_dim, const shardrec_plugin_shard_t* shard,
+                 const shardrec_plugin_row_update_t* update, const float* full_stats, void* stream,
+                 shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_apply", device, stream, [&](const ExecContext& ctx) -> Status {
+    optim::OptimizerConfig c;
+    SR_RETURN_IF_ERROR(abi::FromAbi(config, &c));
+    optim::ShardParams s;
+    SR_RETURN_IF_ERROR(abi::FromAbi(shard, &s));
+    optim::RowUpdate u;
+    SR_RETURN_IF_ERROR(abi::FromAbi(update, &u));
+    return kcuda::Apply(ctx, c, step, full_dim, s, u, full_stats);
+  });
+}
+
+}  // namespace shardrec::cuda_plugin::entry

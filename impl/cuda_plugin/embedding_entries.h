@@ -1,0 +1,39 @@
+// The embedding kernel entries of the plugin's C table (the emb_* entries of plugin_abi.h): the
+// plain-C arguments back into the C++ types (impl/embedding/kernels/plugin_structs.h), then the
+// CUDA twins of impl/embedding/kernels/cuda/kernels_cuda.h on a CUDA ExecContext.
+#pragma once
+
+#include "impl/core/plugin_abi.h"
+
+namespace shardrec::cuda_plugin::entry {
+
+int32_t EmbStatusBytes(int32_t device, size_t* bytes, shardrec_plugin_status_t* st);
+int32_t EmbReadStatus(int32_t device, void* status_block, const char* what, int64_t timeout_ms,
+                      void* stream, shardrec_plugin_status_t* st);
+int32_t EmbLookup(int32_t device, const shardrec_plugin_lookup_job_t* jobs, size_t num_jobs,
+                  void* status_block, void* stream, shardrec_plugin_status_t* st);
+int32_t EmbBackwardWorkspaceBytes(int32_t device, int64_t num_ids, int32_t cols,
+                                  int32_t num_row_stats, size_t* bytes,
+                                  shardrec_plugin_status_t* st);
+int32_t EmbGroupRows(int32_t device, const shardrec_plugin_runs_t* runs, void* workspace,
+                     size_t workspace_bytes, int64_t* num_unique, void* stream,
+                     shardrec_plugin_status_t* st);
+int32_t EmbAggregateGrads(int32_t device, const shardrec_plugin_runs_t* runs, const float* grads,
+                          int64_t grad_stride, int32_t cols, float scale, void* workspace,
+                          int64_t* unique_rows, float* row_grads, void* stream,
+                          shardrec_plugin_status_t* st);
+int32_t EmbFusedBackward(int32_t device, const shardrec_plugin_runs_t* runs, const float* grads,
+                         int64_t grad_stride, float scale,
+                         const shardrec_plugin_optimizer_t* config, int64_t step, int32_t full_dim,
+                         const shardrec_plugin_shard_t* shard, void* workspace, void* stream,
+                         shardrec_plugin_status_t* st);
+int32_t EmbPartialRowStats(int32_t device, const shardrec_plugin_optimizer_t* config, int64_t step,
+                           const shardrec_plugin_shard_t* shard,
+                           const shardrec_plugin_row_update_t* update, float* partial_stats,
+                           void* stream, shardrec_plugin_status_t* st);
+int32_t EmbApply(int32_t device, const shardrec_plugin_optimizer_t* config, int64_t step,
+                 int32_t full_dim, const shardrec_plugin_shard_t* shard,
+                 const shardrec_plugin_row_update_t* update, const float* full_stats, void* stream,
+                 shardrec_plugin_status_t* st);
+
+}  // namespace shardrec::cuda_plugin::entry

@@ -1,0 +1,168 @@
+// Marshalling into the plugin's emb_* entries. Each call looks the table up (worked out once per
+// process), checks the context and the entries, converts the arguments into
+// plain-C structs on the stack (run and job lists in a vector) and turns the plugin's status
+// back into a Status.
+#include "impl/embedding/kernels/device_dispatch.h"
+
+#include <string>
+#include <vector>
+
+#include "impl/core/check.h"
+#include "impl/core/cuda_plugin.h"
+#include "impl/core/plugin_abi.h"
+#include "impl/embedding/kernels/plugin_structs.h"
+
+namespace shardrec::embedding::kernels::device {
+namespace {
+
+// The table, once it is known to serve the embedding entries. The plugin is loaded once per
+// process, so the answer is worked out once.
+Status Table(const shardrec_cuda_plugin_table_t** out) {
+  struct Loaded {
+    const shardrec_cuda_plugin_table_t* table = nullptr;
+    Status status;
+  };
+  static const Loaded loaded = [] {
+    Loaded l;
+    l.status = core::GetCudaPlugin(&l.table);
+    if (l.status.ok()) {
+      std::string path;
+      if (!core::GetCudaPluginPath(&path).ok()) path = "(unknown path)";
+      l.status = core::HasEmbeddingEntries(*l.table, path);
+    }
+    return l;
+  }();
+  *out = loaded.table;
+  return loaded.status;
+}
+
+// The table and ctx's device index, for a CUDA context.
+Status Prepare(const ExecContext& ctx, const char* what, const shardrec_cuda_plugin_table_t** t) {
+  if (!ctx.is_cuda())
+    return Status::InvalidArgument(what, ": the device kernels need a CUDA context, got ",
+                                   ctx.device().ToString());
+  return Table(t);
+}
+
+}  // namespace
+
+Status CheckPlugin() {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  return Table(&t);
+}
+
+Status StatusBytes(const ExecContext& ctx, size_t* bytes) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(Prepare(ctx, "StatusBytes", &t));
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(t->emb_status_bytes(ctx.device().index, bytes, &st), st);
+}
+
+Status ReadStatus(const ExecContext& ctx, void* status_block, const char* what,
+                  int64_t timeout_ms) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(Prepare(ctx, "ReadStatus", &t));
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(
+      t->emb_read_status(ctx.device().index, status_block, what, timeout_ms, ctx.stream(), &st),
+      st);
+}
+
+Status Lookup(const ExecContext& ctx, std::span<const LookupJob> jobs, void* status_block) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(Prepare(ctx, "Lookup", &t));
+  std::vector<shardrec_plugin_lookup_job_t> c;
+  c.reserve(jobs.size());
+  for (const LookupJob& j : jobs) c.push_back(abi::ToAbi(j));
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(
+      t->emb_lookup(ctx.device().index, c.data(), c.size(), status_block, ctx.stream(), &st), st);
+}
+
+Status BackwardWorkspaceBytes(const ExecContext& ctx, int64_t num_ids, int32_t cols,
+                              int num_row_stats, size_t* bytes) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(Prepare(ctx, "BackwardWorkspaceBytes", &t));
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(
+      t->emb_backward_workspace_bytes(ctx.device().index, num_ids, cols, num_row_stats, bytes, &st),
+      st);
+}
+
+Status GroupRows(const ExecContext& ctx, const DeviceRuns& runs, void* workspace,
+                 size_t workspace_bytes, int64_t* num_unique) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(Prepare(ctx, "GroupRows", &t));
+  std::vector<shardrec_plugin_bag_run_t> storage;
+  shardrec_plugin_runs_t r{};
+  SR_RETURN_IF_ERROR(abi::ToAbi(runs, &storage, &r));
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(t->emb_group_rows(ctx.device().index, &r, workspace, workspace_bytes,
+                                            num_unique, ctx.stream(), &st),
+                          st);
+}
+
+Status AggregateGrads(const ExecContext& ctx, const DeviceRuns& runs, const float* grads,
+                      int64_t grad_stride, int32_t cols, float scale, void* workspace,
+                      int64_t* unique_rows, float* row_grads) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(Prepare(ctx, "AggregateGrads", &t));
+  std::vector<shardrec_plugin_bag_run_t> storage;
+  shardrec_plugin_runs_t r{};
+  SR_RETURN_IF_ERROR(abi::ToAbi(runs, &storage, &r));
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(
+      t->emb_aggregate_grads(ctx.device().index, &r, grads, grad_stride, cols, scale, workspace,
+                             unique_rows, row_grads, ctx.stream(), &st),
+      st);
+}
+
+Status FusedBackward(const ExecContext& ctx, const DeviceRuns& runs, const float* grads,
+                     int64_t grad_stride, float scale, const optim::OptimizerConfig& config,
+                     int64_t step, int32_t full_dim, optim::ShardParams& shard, void* workspace) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(Prepare(ctx, "FusedBackward", &t));
+  std::vector<shardrec_plugin_bag_run_t> storage;
+  shardrec_plugin_runs_t r{};
+  SR_RETURN_IF_ERROR(abi::ToAbi(runs, &storage, &r));
+  shardrec_plugin_shard_t s{};
+  SR_RETURN_IF_ERROR(abi::ToAbi(shard, &s));
+  const shardrec_plugin_optimizer_t c = abi::ToAbi(config);
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(
+      t->emb_fused_backward(ctx.device().index, &r, grads, grad_stride, scale, &c, step, full_dim,
+                            &s, workspace, ctx.stream(), &st),
+      st);
+}
+
+Status PartialRowStats(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
+                       optim::ShardParams& shard, const optim::RowUpdate& update,
+                       float* partial_stats) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(Prepare(ctx, "PartialRowStats", &t));
+  shardrec_plugin_shard_t s{};
+  SR_RETURN_IF_ERROR(abi::ToAbi(shard, &s));
+  const shardrec_plugin_optimizer_t c = abi::ToAbi(config);
+  const shardrec_plugin_row_update_t u = abi::ToAbi(update);
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(t->emb_partial_row_stats(ctx.device().index, &c, step, &s, &u,
+                                                   partial_stats, ctx.stream(), &st),
+                          st);
+}
+
+Status Apply(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
+             int32_t full_dim, optim::ShardParams& shard, const optim::RowUpdate& update,
+             const float* full_stats) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(Prepare(ctx, "Apply", &t));
+  shardrec_plugin_shard_t s{};
+  SR_RETURN_IF_ERROR(abi::ToAbi(shard, &s));
+  const shardrec_plugin_optimizer_t c = abi::ToAbi(config);
+  const shardrec_plugin_row_update_t u = abi::ToAbi(update);
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(
+      t->emb_apply(ctx.device().index, &c, step, full_dim, &s, &u, full_stats, ctx.stream(), &st),
+      st);
+}
+
+}  // namespace shardrec::embedding::kernels::device

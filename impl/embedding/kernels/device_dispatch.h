@@ -1,0 +1,60 @@
+// The CUDA twins of the embedding kernels (cuda/kernels_cuda.h) as libshardrec.so calls them:
+// CUDA-free functions with the twins' arguments that marshal them into the plain-C structs of the
+// plugin's table (plugin_structs.h) and call its emb_* entries (impl/core/plugin_abi.h). The
+// contracts, stream behaviour and numerics are the twins'; the differences are the ones a
+// dlopen'ed plugin brings: the size queries return a Status (the plugin may be missing), and
+// ReadStatus is bounded by a timeout.
+//
+// Errors, besides the twins' own: kInvalidArgument for a host context; those of
+// core::GetCudaPlugin when the plugin is missing; kUnsupported naming the plugin when it predates
+// the embedding entries. Thread-safe as the twins are (calls on one stream are ordered by it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "impl/core/exec.h"
+#include "impl/core/status.h"
+#include "impl/embedding/kernels/device_runs.h"
+#include "impl/embedding/kernels/kernels.h"
+#include "impl/optim/optimizer.h"
+
+namespace shardrec::embedding::kernels::device {
+
+// kOk when the loaded plugin serves the embedding entries (the checks of every call below).
+Status CheckPlugin();
+
+// *bytes = size of the device status block (zero bytes are its clear state).
+Status StatusBytes(const ExecContext& ctx, size_t* bytes);
+
+// Waits at most timeout_ms (> 0) for the work queued on ctx's stream (kTimeout after that), then
+// reads and clears the status block: kInvalidArgument prefixed with `what` naming the first row
+// outside its shard. A null block is kOk.
+Status ReadStatus(const ExecContext& ctx, void* status_block, const char* what, int64_t timeout_ms);
+
+Status Lookup(const ExecContext& ctx, std::span<const LookupJob> jobs, void* status_block);
+
+Status BackwardWorkspaceBytes(const ExecContext& ctx, int64_t num_ids, int32_t cols,
+                              int num_row_stats, size_t* bytes);
+
+Status GroupRows(const ExecContext& ctx, const DeviceRuns& runs, void* workspace,
+                 size_t workspace_bytes, int64_t* num_unique);
+
+Status AggregateGrads(const ExecContext& ctx, const DeviceRuns& runs, const float* grads,
+                      int64_t grad_stride, int32_t cols, float scale, void* workspace,
+                      int64_t* unique_rows, float* row_grads);
+
+Status FusedBackward(const ExecContext& ctx, const DeviceRuns& runs, const float* grads,
+                     int64_t grad_stride, float scale, const optim::OptimizerConfig& config,
+                     int64_t step, int32_t full_dim, optim::ShardParams& shard, void* workspace);
+
+Status PartialRowStats(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
+                       optim::ShardParams& shard, const optim::RowUpdate& update,
+                       float* partial_stats);
+
+Status Apply(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
+             int32_t full_dim, optim::ShardParams& shard, const optim::RowUpdate& update,
+             const float* full_stats);
+
+}  // namespace shardrec::embedding::kernels::device

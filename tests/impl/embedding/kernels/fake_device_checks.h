@@ -1,0 +1,39 @@
+// The fake plugin's embedding entries after the device check: every device-side pointer an
+// entry receives is checked against the fake's live device blocks (with the extent the kernel
+// would touch), then the arguments are unmarshalled (plugin_structs.h) and the HOST kernel runs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "impl/core/plugin_abi.h"
+#include "impl/core/status.h"
+#include "impl/embedding/kernels/simt/device_status.h"
+#include "tests/impl/embedding/kernels/fake_device_memory.h"
+
+namespace shardrec::fake {
+
+// Rows outside their shard are reported into `block` (the device twin's rule: the position in
+// the job's id array, smallest first) and left out.
+Status RunLookup(const DeviceMemory& mem, const shardrec_plugin_lookup_job_t* jobs, size_t num_jobs,
+                 embedding::kernels::simt_body::DeviceStatus* block);
+
+Status RunGroupRows(const DeviceMemory& mem, const shardrec_plugin_runs_t* runs, void* ws,
+                    size_t ws_bytes, int64_t* num_unique);
+
+Status RunAggregateGrads(const DeviceMemory& mem, const shardrec_plugin_runs_t* runs,
+                         const float* grads, int64_t grad_stride, int32_t cols, float scale,
+                         void* ws, int64_t* unique_rows, float* row_grads);
+
+Status RunFusedBackward(const DeviceMemory& mem, const shardrec_plugin_runs_t* runs,
+                        const float* grads, int64_t grad_stride, float scale,
+                        const shardrec_plugin_optimizer_t* config, int64_t step, int32_t full_dim,
+                        const shardrec_plugin_shard_t* shard, void* ws);
+
+// phase 1: optim::PartialRowStats into `partial`; phase 2: optim::Apply with `full`.
+Status RunRowPhase(const DeviceMemory& mem, const shardrec_plugin_optimizer_t* config, int64_t step,
+                   int32_t full_dim, const shardrec_plugin_shard_t* shard,
+                   const shardrec_plugin_row_update_t* update, float* partial, const float* full,
+                   int phase);
+
+}  // namespace shardrec::fake

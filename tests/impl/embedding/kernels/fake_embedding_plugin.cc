@@ -1,0 +1,315 @@
+// A stand-in for libshardrec_cuda.so for the embedding entries of the plugin table: one pretend
+// device whose memory is host memory (fake_device_memory.h) and whose emb_* entries run the HOST
+// kernels (kernels.h, optim::PartialRowStats / Apply) after checking that every device-side
+// pointer lies inside a live device block. The device bodies themselves are verified against the
+// host kernels by the simt tests; this double verifies what libshardrec.so does around them:
+// the marshalling into the C structs (device_dispatch.cc) and which memory it hands over.
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "impl/core/check.h"
+#include "impl/core/exec.h"
+#include "impl/core/plugin_abi.h"
+#include "impl/embedding/kernels/kernels.h"
+#include "impl/embedding/kernels/simt/device_status.h"
+#include "tests/impl/embedding/kernels/fake_device_checks.h"
+#include "tests/impl/embedding/kernels/fake_device_memory.h"
+
+#define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace shardrec::fake {
+namespace {
+
+// The plugin side of the C boundary, as impl/cuda_plugin/plugin_status.h has it (which tests of
+// the embedding module may not include): a Status becomes a code and a truncated message.
+int32_t ToPlugin(const Status& s, shardrec_plugin_status_t* out) {
+  const auto code = static_cast<int32_t>(s.code());
+  if (out != nullptr) {
+    out->code = code;
+    const size_t n = std::min(s.message().size(), sizeof(out->message) - 1);
+    std::memcpy(out->message, s.message().data(), n);
+    out->message[n] = '\0';
+  }
+  return code;
+}
+
+template <typename Body>
+int32_t Reported(shardrec_plugin_status_t* out, const char* what, Body&& body) noexcept {
+  try {
+    return ToPlugin(body(), out);
+  } catch (const StatusError& e) {
+    return ToPlugin(e.status(), out);
+  } catch (const std::bad_alloc&) {
+    return ToPlugin(Status::OutOfMemory("out of host memory in ", what), out);
+  } catch (...) {
+    return ToPlugin(Status::Internal("unexpected exception in ", what), out);
+  }
+}
+namespace sb = embedding::kernels::simt_body;
+
+DeviceMemory& Mem() {
+  static DeviceMemory* m = new DeviceMemory;  // outlives every caller's static destructors
+  return *m;
+}
+
+Status CheckDevice(int32_t device) {
+  if (device != 0) return Status::InvalidArgument("fake device: no device ", device);
+  return Status::Ok();
+}
+
+int32_t Fail(shardrec_plugin_status_t* st, const char* text) {
+  return ToPlugin(Status::Cuda(text), st);
+}
+
+const char* Path() { return "/fake/embedding/libshardrec_cuda.so"; }
+void Versions(shardrec_plugin_versions_t* v) {
+  v->built_cuda_runtime = 13000;
+  v->built_nccl = 22809;
+  v->cuda_driver = 13010;
+  v->cuda_runtime = 13000;
+  v->nccl = 22809;
+}
+int32_t DeviceCount(int32_t* n, shardrec_plugin_status_t* st) {
+  *n = 1;
+  return ToPlugin(Status::Ok(), st);
+}
+int32_t Alloc(int32_t device, size_t bytes, void** out, shardrec_plugin_status_t* st) {
+  return Reported(st, "fake device_alloc", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    *out = Mem().Alloc(bytes);
+    return Status::Ok();
+  });
+}
+int32_t Free(int32_t, void* p, shardrec_plugin_status_t* st) {
+  return ToPlugin(Mem().Free(p) ? Status::Ok()
+                                : Status::InvalidArgument("fake device_free: not a device block"),
+                  st);
+}
+int32_t HostAlloc(size_t bytes, void** out, shardrec_plugin_status_t* st) {
+  *out = bytes == 0 ? nullptr : new uint8_t[bytes];
+  return ToPlugin(Status::Ok(), st);
+}
+int32_t HostFree(void* p, shardrec_plugin_status_t* st) {
+  delete[] static_cast<uint8_t*>(p);
+  return ToPlugin(Status::Ok(), st);
+}
+int32_t Memcpy(int32_t, void* dst, const void* src, size_t bytes, int32_t kind, void*,
+               shardrec_plugin_status_t* st) {
+  return Reported(st, "fake memcpy", [&]() -> Status {
+    const bool to_dev = kind == SHARDREC_PLUGIN_COPY_HOST_TO_DEVICE ||
+                        kind == SHARDREC_PLUGIN_COPY_DEVICE_TO_DEVICE;
+    const bool from_dev = kind == SHARDREC_PLUGIN_COPY_DEVICE_TO_HOST ||
+                          kind == SHARDREC_PLUGIN_COPY_DEVICE_TO_DEVICE;
+    if (to_dev) SR_RETURN_IF_ERROR(Mem().Check(dst, bytes, "memcpy destination"));
+    if (from_dev) SR_RETURN_IF_ERROR(Mem().Check(src, bytes, "memcpy source"));
+    if (bytes > 0) std::memmove(dst, src, bytes);
+    return Status::Ok();
+  });
+}
+int32_t Memset(int32_t, void* dst, int32_t v, size_t bytes, void*, shardrec_plugin_status_t* st) {
+  return Reported(st, "fake memset", [&]() -> Status {
+    SR_RETURN_IF_ERROR(Mem().Check(dst, bytes, "memset destination"));
+    if (bytes > 0) std::memset(dst, v, bytes);
+    return Status::Ok();
+  });
+}
+int32_t StreamWait(int32_t, void*, int64_t, shardrec_plugin_status_t* st) {
+  return ToPlugin(Status::Ok(), st);
+}
+int32_t NcclUnique(uint8_t*, size_t, shardrec_plugin_status_t* st) { return Fail(st, "fake"); }
+int32_t NcclCreate(const uint8_t*, size_t, int32_t, int32_t, int32_t, int64_t,
+                   shardrec_plugin_nccl_t**, shardrec_plugin_status_t* st) {
+  return Fail(st, "fake");
+}
+void NcclDestroy(shardrec_plugin_nccl_t*) {}
+void NcclSetTimeout(shardrec_plugin_nccl_t*, int64_t) {}
+int32_t AllReduce(shardrec_plugin_nccl_t*, const void*, void*, size_t, int32_t, int32_t, void*,
+                  int64_t, shardrec_plugin_status_t* st) {
+  return Fail(st, "fake");
+}
+int32_t AllToAllV(shardrec_plugin_nccl_t*, const void*, const size_t*, void*, const size_t*,
+                  int32_t, void*, int64_t, shardrec_plugin_status_t* st) {
+  return Fail(st, "fake");
+}
+int32_t AllGatherV(shardrec_plugin_nccl_t*, const void*, size_t, void*, const size_t*, int32_t,
+                   void*, int64_t, shardrec_plugin_status_t* st) {
+  return Fail(st, "fake");
+}
+int32_t ReduceScatterV(shardrec_plugin_nccl_t*, const void*, void*, const size_t*, int32_t, int32_t,
+                       void*, int64_t, shardrec_plugin_status_t* st) {
+  return Fail(st, "fake");
+}
+int32_t Broadcast(shardrec_plugin_nccl_t*, void*, size_t, int32_t, int32_t, void*, int64_t,
+                  shardrec_plugin_status_t* st) {
+  return Fail(st, "fake");
+}
+int32_t Barrier(shardrec_plugin_nccl_t*, void*, int64_t, shardrec_plugin_status_t* st) {
+  return Fail(st, "fake");
+}
+int32_t Split(shardrec_plugin_nccl_t*, int32_t, int32_t, shardrec_plugin_nccl_t**, int32_t*,
+              int32_t*, shardrec_plugin_status_t* st) {
+  return Fail(st, "fake");
+}
+void Abort(shardrec_plugin_nccl_t*) {}
+int32_t AsyncError(shardrec_plugin_nccl_t*, shardrec_plugin_status_t* st) {
+  return ToPlugin(Status::Ok(), st);
+}
+int32_t LinearForward(int32_t, const shardrec_plugin_linear_t*, const float*, const float*,
+                      const float*, float*, void*, int32_t*, void*, shardrec_plugin_status_t* st) {
+  return Fail(st, "fake: no dense layers here");
+}
+int32_t LinearBackward(int32_t, const shardrec_plugin_linear_t*, const float*, const float*,
+                       const float*, const float*, const void*, float*, float*, float*, void*,
+                       shardrec_plugin_status_t* st) {
+  return Fail(st, "fake: no dense layers here");
+}
+
+// ---- Embedding entries ------------------------------------------------------------------------
+
+int32_t StatusBytes(int32_t device, size_t* bytes, shardrec_plugin_status_t* st) {
+  return Reported(st, "fake emb_status_bytes", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    *bytes = sizeof(sb::DeviceStatus);
+    return Status::Ok();
+  });
+}
+
+// The real entry's messages, from the block the fake lookup filled.
+int32_t ReadStatus(int32_t device, void* block, const char* what, int64_t timeout_ms, void*,
+                   shardrec_plugin_status_t* st) {
+  return Reported(st, "fake emb_read_status", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    if (timeout_ms <= 0)
+      return Status::InvalidArgument("stream wait timeout must be positive, got ", timeout_ms);
+    if (block == nullptr) return Status::Ok();
+    SR_RETURN_IF_ERROR(Mem().Check(block, sizeof(sb::DeviceStatus), "status block"));
+    sb::DeviceStatus s;
+    std::memcpy(&s, block, sizeof(s));
+    std::memset(block, 0, sizeof(s));
+    const char* w = what != nullptr ? what : "embedding kernels";
+    if (s.code == sb::kStatusRowOutOfRange)
+      return Status::InvalidArgument(w, ": a row outside its shard at position ",
+                                     sb::FirstPosition(s), " (left out)");
+    if (s.code != sb::kStatusOk) return Status::InvalidArgument(w, ": status code ", s.code);
+    return Status::Ok();
+  });
+}
+
+int32_t Lookup(int32_t device, const shardrec_plugin_lookup_job_t* jobs, size_t num_jobs,
+               void* block, void*, shardrec_plugin_status_t* st) {
+  return Reported(st, "fake emb_lookup", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    return RunLookup(Mem(), jobs, num_jobs, static_cast<sb::DeviceStatus*>(block));
+  });
+}
+
+int32_t WorkspaceBytes(int32_t device, int64_t num_ids, int32_t cols, int32_t num_row_stats,
+                       size_t* bytes, shardrec_plugin_status_t* st) {
+  return Reported(st, "fake emb_backward_workspace_bytes", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    *bytes =
+        embedding::kernels::BackwardWorkspaceBytes(ExecContext(), num_ids, cols, num_row_stats);
+    return Status::Ok();
+  });
+}
+
+int32_t GroupRows(int32_t device, const shardrec_plugin_runs_t* runs, void* ws, size_t ws_bytes,
+                  int64_t* num_unique, void*, shardrec_plugin_status_t* st) {
+  return Reported(st, "fake emb_group_rows", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    return RunGroupRows(Mem(), runs, ws, ws_bytes, num_unique);
+  });
+}
+
+int32_t AggregateGrads(int32_t device, const shardrec_plugin_runs_t* runs, const float* grads,
+                       int64_t grad_stride, int32_t cols, float scale, void* ws,
+                       int64_t* unique_rows, float* row_grads, void*,
+                       shardrec_plugin_status_t* st) {
+  return Reported(st, "fake emb_aggregate_grads", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    return RunAggregateGrads(Mem(), runs, grads, grad_stride, cols, scale, ws, unique_rows,
+                             row_grads);
+  });
+}
+
+int32_t FusedBackward(int32_t device, const shardrec_plugin_runs_t* runs, const float* grads,
+                      int64_t grad_stride, float scale, const shardrec_plugin_optimizer_t* config,
+                      int64_t step, int32_t full_dim, const shardrec_plugin_shard_t* shard,
+                      void* ws, void*, shardrec_plugin_status_t* st) {
+  return Reported(st, "fake emb_fused_backward", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    return RunFusedBackward(Mem(), runs, grads, grad_stride, scale, config, step, full_dim, shard,
+                            ws);
+  });
+}
+
+int32_t PartialRowStats(int32_t device, const shardrec_plugin_optimizer_t* config, int64_t step,
+                        const shardrec_plugin_shard_t* shard,
+                        const shardrec_plugin_row_update_t* update, float* partial, void*,
+                        shardrec_plugin_status_t* st) {
+  return Reported(st, "fake emb_partial_row_stats", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    return RunRowPhase(Mem(), config, step, 0, shard, update, partial, nullptr, 1);
+  });
+}
+
+int32_t Apply(int32_t device, const shardrec_plugin_optimizer_t* config, int64_t step,
+              int32_t full_dim, const shardrec_plugin_shard_t* shard,
+              const shardrec_plugin_row_update_t* update, const float* full, void*,
+              shardrec_plugin_status_t* st) {
+  return Reported(st, "fake emb_apply", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    return RunRowPhase(Mem(), config, step, full_dim, shard, update, nullptr, full, 2);
+  });
+}
+
+const shardrec_cuda_plugin_table_t kTable = {
+    sizeof(shardrec_cuda_plugin_table_t),
+    SHARDREC_CUDA_PLUGIN_ABI_VERSION,
+    &Path,
+    &Versions,
+    &DeviceCount,
+    &Alloc,
+    &Free,
+    &HostAlloc,
+    &HostFree,
+    &Memcpy,
+    &Memset,
+    &StreamWait,
+    &NcclUnique,
+    &NcclCreate,
+    &NcclDestroy,
+    &NcclSetTimeout,
+    &AllReduce,
+    &AllToAllV,
+    &AllGatherV,
+    &ReduceScatterV,
+    &Broadcast,
+    &Barrier,
+    &Split,
+    &Abort,
+    &AsyncError,
+    &LinearForward,
+    &LinearBackward,
+    &StatusBytes,
+    &ReadStatus,
+    &Lookup,
+    &WorkspaceBytes,
+    &GroupRows,
+    &AggregateGrads,
+    &FusedBackward,
+    &PartialRowStats,
+    &Apply,
+};
+
+}  // namespace
+}  // namespace shardrec::fake
+
+FAKE_EXPORT uint32_t shardrec_cuda_plugin_abi_version() { return SHARDREC_CUDA_PLUGIN_ABI_VERSION; }
+
+FAKE_EXPORT const shardrec_cuda_plugin_table_t* shardrec_cuda_plugin_table(uint32_t abi) {
+  return abi == SHARDREC_CUDA_PLUGIN_ABI_VERSION ? &shardrec::fake::kTable : nullptr;
+}
