@@ -73,9 +73,7 @@ Status ConvertTables(const shardrec_table_config_t* tables, size_t n,
     what = StrCat("table '", c.name, "'");
     if (c.rows <= 0) return Status::InvalidArgument(what, ": rows ", c.rows, " must be > 0");
     if (c.dim <= 0) return Status::InvalidArgument(what, ": dim ", c.dim, " must be > 0");
-    if (c.rows > sharding::kMaxTableElements / c.dim)
-      return Status::InvalidArgument(what, ": ", c.rows, " x ", c.dim,
-                                     " elements exceed the limit of 2^56");
+    SR_RETURN_IF_ERROR(sharding::CheckTableElements(c.rows, c.dim, what));
     if (c.pooling < SHARDREC_POOLING_SUM || c.pooling > SHARDREC_POOLING_NONE)
       return Status::InvalidArgument(what, ": unknown pooling ", c.pooling);
     if (c.dtype != SHARDREC_DTYPE_FLOAT32 && c.dtype != SHARDREC_DTYPE_FLOAT16 &&
@@ -131,9 +129,7 @@ Status ConvertTables(const shardrec_table_config_t* tables, size_t n,
 Status ConvertTopology(const shardrec_topology_t* c, planner::Topology* out) {
   SR_RETURN_IF_ERROR(CheckNotNull(c, "topology"));
   SR_RETURN_IF_ERROR(CheckStructVersion(c->version, SHARDREC_TOPOLOGY_VERSION, "topology"));
-  if (c->world_size < 1 || c->world_size > sharding::kMaxWorldSize)
-    return Status::InvalidArgument("topology: world_size ", c->world_size, " must be in [1, ",
-                                   sharding::kMaxWorldSize, "]");
+  SR_RETURN_IF_ERROR(sharding::CheckWorldSize(c->world_size, "topology"));
   if (c->device_type != SHARDREC_DEVICE_HOST && c->device_type != SHARDREC_DEVICE_CUDA)
     return Status::InvalidArgument("topology: unknown device_type ", c->device_type);
   planner::Topology t = planner::Topology::Default(
@@ -325,11 +321,11 @@ SHARDREC_API shardrec_status_t shardrec_topology_calibrate(
     if (calibration != nullptr)
       SR_RETURN_IF_ERROR(
           CheckStructVersion(calibration->version, SHARDREC_CALIBRATION_VERSION, "calibration"));
-    if (topology->world_size < 1 || topology->world_size > shardrec::sharding::kMaxWorldSize ||
-        topology->ranks_per_node < 0 || topology->ranks_per_node > topology->world_size)
-      return Status::InvalidArgument("topology: world_size ", topology->world_size,
-                                     " and ranks_per_node ", topology->ranks_per_node,
-                                     " must be set before calibrating");
+    SR_RETURN_IF_ERROR(shardrec::sharding::CheckWorldSize(topology->world_size, "topology"));
+    if (topology->ranks_per_node < 0 || topology->ranks_per_node > topology->world_size)
+      return Status::InvalidArgument("topology: ranks_per_node ", topology->ranks_per_node,
+                                     " must be in [0, world_size=", topology->world_size,
+                                     "] before calibrating");
     if (!(topology->per_id_cost >= 0.0))
       return Status::InvalidArgument("topology: per_id_cost must be >= 0");
     opts.ranks_per_node =

@@ -20,9 +20,7 @@ std::string ShardText(size_t i, const Shard& s) {
 }
 
 Status ValidateConfigs(const Plan& plan) {
-  if (plan.world_size < 1 || plan.world_size > kMaxWorldSize)
-    return Status::InvalidArgument("plan: world_size ", plan.world_size, " must be in [1, ",
-                                   kMaxWorldSize, "]");
+  SR_RETURN_IF_ERROR(CheckWorldSize(plan.world_size, "plan"));
   if (plan.local_world_size < 1 || plan.local_world_size > plan.world_size)
     return Status::InvalidArgument("plan: local_world_size (ranks per node) ",
                                    plan.local_world_size,
@@ -49,8 +47,7 @@ Status ValidateConfigs(const Plan& plan) {
       return Status::InvalidArgument("plan: duplicate table name '", t.name, "'");
     if (t.rows < 1) return TableError(t, StrCat("rows ", t.rows, " must be >= 1"));
     if (t.dim < 1) return TableError(t, StrCat("dim ", t.dim, " must be >= 1"));
-    if (t.rows > kMaxTableElements / t.dim)
-      return TableError(t, StrCat(t.rows, " x ", t.dim, " elements exceed the limit of 2^56"));
+    SR_RETURN_IF_ERROR(CheckTableElements(t.rows, t.dim, StrCat("plan: table '", t.name, "'")));
     const auto pooling = static_cast<int32_t>(t.pooling);
     if (pooling < 0 || pooling > 2) return TableError(t, StrCat("unknown pooling ", pooling));
     if (t.dtype != DType::kFloat32 && t.dtype != DType::kFloat16 && t.dtype != DType::kBFloat16)

@@ -52,6 +52,20 @@ const char* ShardingTypeShortName(ShardingType t) {
   return IsValidShardingType(i) ? kShortNames[i] : "?";
 }
 
+Status CheckWorldSize(int64_t world_size, const std::string& what) {
+  if (world_size < 1 || world_size > kMaxWorldSize)
+    return Status::InvalidArgument(what, ": world_size ", world_size, " must be in [1, ",
+                                   kMaxWorldSize, "]");
+  return Status::Ok();
+}
+
+Status CheckTableElements(int64_t rows, int64_t dim, const std::string& what) {
+  if (rows > kMaxTableElements / dim)
+    return Status::InvalidArgument(what, ": ", rows, " x ", dim,
+                                   " elements exceed the limit of 2^56");
+  return Status::Ok();
+}
+
 bool ShardingTypeFromName(const std::string& name, ShardingType* out) {
   for (int32_t i = 0; i < kNumShardingTypes; ++i) {
     if (name == kNames[i]) {

@@ -99,6 +99,12 @@ constexpr int32_t kMaxWorldSize = 1 << 16;
 // small enough that sizes in bytes with optimizer states never overflow int64.
 constexpr int64_t kMaxTableElements = int64_t{1} << 56;
 
+// kInvalidArgument "<what>: world_size N must be in [1, 65536]" outside [1, kMaxWorldSize].
+Status CheckWorldSize(int64_t world_size, const std::string& what);
+// kInvalidArgument "<what>: R x D elements exceed the limit of 2^56" when rows x dim (both >= 1)
+// is larger than kMaxTableElements.
+Status CheckTableElements(int64_t rows, int64_t dim, const std::string& what);
+
 // The plan for one sharding group of `world_size` ranks. Immutable once built; the same input
 // gives a byte-identical plan (and Hash()) on every rank.
 struct Plan {
