@@ -16,33 +16,19 @@
 #include <vector>
 
 #include "shardrec/shardrec.h"
+#include "tests/fuzz/fuzz_util.h"
 
 namespace {
 
 constexpr int kFeatures = 3;
 constexpr int64_t kMaxBatch = 8;
 
-#define FUZZ_CHECK(cond)                                                                         \
-  do {                                                                                           \
-    if (!(cond)) {                                                                               \
-      std::fprintf(stderr, "fuzz_batch: check failed: %s (%s)\n", #cond, shardrec_last_error()); \
-      std::abort();                                                                              \
-    }                                                                                            \
-  } while (0)
-
 bool Rejection(shardrec_status_t rc) {
   return rc == SHARDREC_EINVAL || rc == SHARDREC_EUSAGE || rc == SHARDREC_ENOTFOUND;
 }
 
 // Reads bytes off the fuzz input; past the end it yields zeros.
-struct Reader {
-  const uint8_t* p;
-  size_t n;
-  uint8_t Byte() {
-    if (n == 0) return 0;
-    --n;
-    return *p++;
-  }
+struct Reader : shardrec::fuzz::ByteReader {
   int32_t Small() { return static_cast<int8_t>(Byte()); }  // -128..127
   float Float() {
     const uint8_t b = Byte();
@@ -262,7 +248,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     seed = world->round++;
   }
   world->cv.notify_all();
-  Reader in{data, size};
+  Reader in{{data, size}};
   Iteration(0, world->coll[0], &in, seed);
   return 0;
 }

@@ -12,15 +12,7 @@
 #include <string>
 
 #include "shardrec/shardrec.h"
-
-#define FUZZ_CHECK(cond)                                                               \
-  do {                                                                                 \
-    if (!(cond)) {                                                                     \
-      std::fprintf(stderr, "fuzz_checkpoint_manifest: check failed: %s (%s)\n", #cond, \
-                   shardrec_last_error());                                             \
-      std::abort();                                                                    \
-    }                                                                                  \
-  } while (0)
+#include "tests/fuzz/fuzz_util.h"
 
 namespace {
 

@@ -16,16 +16,9 @@
 #include <vector>
 
 #include "shardrec/shardrec.h"
+#include "tests/fuzz/fuzz_util.h"
 
 namespace {
-
-#define FUZZ_CHECK(cond)                                                                          \
-  do {                                                                                            \
-    if (!(cond)) {                                                                                \
-      std::fprintf(stderr, "fuzz_create: check failed: %s (%s)\n", #cond, shardrec_last_error()); \
-      std::abort();                                                                               \
-    }                                                                                             \
-  } while (0)
 
 constexpr int kMaxTables = 4;
 constexpr int kMaxFeatures = 5;
@@ -36,14 +29,7 @@ bool Documented(shardrec_status_t rc) {
 }
 
 // Reads bytes off the fuzz input; past the end it yields zeros (so short inputs are defaults).
-struct Reader {
-  const uint8_t* p;
-  size_t n;
-  uint8_t Byte() {
-    if (n == 0) return 0;
-    --n;
-    return *p++;
-  }
+struct Reader : shardrec::fuzz::ByteReader {
   // Mostly small valid values, sometimes the edges a careless caller passes.
   int64_t Count(int64_t typical) {
     const uint8_t b = Byte();
@@ -252,7 +238,7 @@ shardrec_comm_t* Comm() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  Reader in{data, size};
+  Reader in{{data, size}};
   Configs c;
   Decode(in, &c);
   shardrec_plan_t* sentinel = reinterpret_cast<shardrec_plan_t*>(&c);

@@ -8,15 +8,7 @@
 #include <string>
 
 #include "shardrec/shardrec.h"
-
-#define FUZZ_CHECK(cond)                                                     \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      std::fprintf(stderr, "fuzz_plan_json: check failed: %s (%s)\n", #cond, \
-                   shardrec_last_error());                                   \
-      std::abort();                                                          \
-    }                                                                        \
-  } while (0)
+#include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   shardrec_plan_t* plan = nullptr;
