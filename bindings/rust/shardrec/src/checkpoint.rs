@@ -58,16 +58,31 @@ fn raw_options(o: &LoadOptions) -> Result<sys::shardrec_checkpoint_options_t> {
     Ok(raw)
 }
 
+/// Options carrying the dense tensor list `d`, which must outlive every use of them.
+fn raw_options_with_dense(o: &LoadOptions, d: &RawDense) -> Result<sys::shardrec_checkpoint_options_t> {
+    let mut raw = raw_options(o)?;
+    raw.dense = d.list.as_ptr();
+    raw.num_dense = d.list.len();
+    Ok(raw)
+}
+
+/// The list of tensors a save reads: the C struct's pointer is not const, but nothing is written.
+fn saved_dense(dense: &[DenseTensor<'_>]) -> Result<RawDense> {
+    raw_dense(dense.iter().map(|t| (t.name, t.data.as_ptr().cast_mut(), t.data.len())))
+}
+
+/// The list of tensors a load fills.
+fn loaded_dense(dense: &mut [DenseTensorMut<'_>]) -> Result<RawDense> {
+    raw_dense(dense.iter_mut().map(|t| (t.name, t.data.as_mut_ptr(), t.data.len())))
+}
+
 impl EmbeddingCollection {
     /// Saves the collection and the `dense` tensors into directory `dir` atomically
     /// (collective).
     pub fn save_checkpoint_with_dense(&mut self, dir: &str, dense: &[DenseTensor<'_>]) -> Result<()> {
         let dir = cstring(dir, "dir")?;
-        // A save only reads the tensors: the C struct's pointer is not const.
-        let d = raw_dense(dense.iter().map(|t| (t.name, t.data.as_ptr().cast_mut(), t.data.len())))?;
-        let mut o = raw_options(&LoadOptions::default())?;
-        o.dense = d.list.as_ptr();
-        o.num_dense = d.list.len();
+        let d = saved_dense(dense)?;
+        let o = raw_options_with_dense(&LoadOptions::default(), &d)?;
         // SAFETY: valid handle, path and options; the tensors outlive the call.
         check(unsafe { sys::shardrec_checkpoint_save(self.raw, dir.as_ptr(), &o) })
     }
@@ -80,10 +95,8 @@ impl EmbeddingCollection {
         dense: &mut [DenseTensorMut<'_>],
     ) -> Result<()> {
         let dir = cstring(dir, "dir")?;
-        let d = raw_dense(dense.iter_mut().map(|t| (t.name, t.data.as_mut_ptr(), t.data.len())))?;
-        let mut o = raw_options(options)?;
-        o.dense = d.list.as_ptr();
-        o.num_dense = d.list.len();
+        let d = loaded_dense(dense)?;
+        let o = raw_options_with_dense(options, &d)?;
         // SAFETY: valid handle, path and options; the tensors are exclusively borrowed.
         check(unsafe { sys::shardrec_checkpoint_load(self.raw, dir.as_ptr(), &o) })
     }
@@ -151,10 +164,8 @@ impl Mesh {
         dense: &[DenseTensor<'_>],
     ) -> Result<()> {
         let dir = cstring(dir, "dir")?;
-        let d = raw_dense(dense.iter().map(|t| (t.name, t.data.as_ptr().cast_mut(), t.data.len())))?;
-        let mut o = raw_options(&LoadOptions::default())?;
-        o.dense = d.list.as_ptr();
-        o.num_dense = d.list.len();
+        let d = saved_dense(dense)?;
+        let o = raw_options_with_dense(&LoadOptions::default(), &d)?;
         // SAFETY: valid handles, path and options; the tensors outlive the call.
         check(unsafe { sys::shardrec_checkpoint_save_mesh(self.raw, coll.raw, dir.as_ptr(), &o) })
     }
@@ -168,10 +179,8 @@ impl Mesh {
         dense: &mut [DenseTensorMut<'_>],
     ) -> Result<()> {
         let dir = cstring(dir, "dir")?;
-        let d = raw_dense(dense.iter_mut().map(|t| (t.name, t.data.as_mut_ptr(), t.data.len())))?;
-        let mut o = raw_options(options)?;
-        o.dense = d.list.as_ptr();
-        o.num_dense = d.list.len();
+        let d = loaded_dense(dense)?;
+        let o = raw_options_with_dense(options, &d)?;
         // SAFETY: valid handles, path and options; the tensors are exclusively borrowed.
         check(unsafe { sys::shardrec_checkpoint_load_mesh(self.raw, coll.raw, dir.as_ptr(), &o) })
     }
