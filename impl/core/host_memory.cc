@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <limits>
+#include <mutex>
+#include <utility>
 
 namespace shardrec {
 
@@ -39,6 +41,50 @@ std::optional<uint64_t> AvailableHostMemory() {
   while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
   std::fclose(f);
   return ParseMemAvailable(text);
+}
+
+namespace {
+
+std::mutex claims_mu;
+uint64_t claimed = 0;  // outstanding claims of this process, guarded by claims_mu
+
+}  // namespace
+
+HostMemoryClaim::HostMemoryClaim(HostMemoryClaim&& other) noexcept
+    : bytes_(std::exchange(other.bytes_, 0)) {}
+
+HostMemoryClaim& HostMemoryClaim::operator=(HostMemoryClaim&& other) noexcept {
+  if (this != &other) {
+    Release();
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+Status HostMemoryClaim::Claim(uint64_t bytes, const std::string& what) {
+  Release();
+  const auto available = AvailableHostMemory();
+  std::lock_guard<std::mutex> lock(claims_mu);
+  if (available) {
+    const uint64_t free = *available > claimed ? *available - claimed : 0;
+    if (bytes > free)
+      return Status::OutOfMemory(what, " need ", bytes, " bytes but the host has only ", *available,
+                                 " bytes available (MemAvailable)",
+                                 claimed > 0 ? StrCat(", of which ", claimed,
+                                                      " are claimed by collections being created "
+                                                      "in this process")
+                                             : std::string());
+  }
+  claimed += bytes;
+  bytes_ = bytes;
+  return Status::Ok();
+}
+
+void HostMemoryClaim::Release() {
+  if (bytes_ == 0) return;
+  std::lock_guard<std::mutex> lock(claims_mu);
+  claimed -= bytes_;
+  bytes_ = 0;
 }
 
 }  // namespace shardrec

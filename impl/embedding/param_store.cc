@@ -17,15 +17,13 @@ Status ParamStore::Allocate(const Layout* layout, bool huge_pages) {
   const uint64_t fp32_bytes = sizeof(float) * (layout_->weights_size + layout_->states_size);
   const uint64_t half_bytes = 2 * (layout_->weights_fp16_size + layout_->weights_bf16_size);
   // Every weight is written right away and every state row as training reaches it, so arenas
-  // the host cannot hold would end in the OOM killer, not in an error: refuse them here.
-  if (const auto available = AvailableHostMemory();
-      available && fp32_bytes + half_bytes > *available) {
-    return Status::OutOfMemory("this rank's tables need ", fp32_bytes + half_bytes,
-                               " bytes (weights and optimizer states) but the host has only ",
-                               *available,
-                               " bytes available (MemAvailable); use more ranks or hosts, "
-                               "16-bit weights or a lighter optimizer");
-  }
+  // the host cannot hold would end in the OOM killer, not in an error: refuse them here. The
+  // claim is held until Initialise has written the weights.
+  if (Status s = claim_.Claim(fp32_bytes + half_bytes,
+                              "this rank's tables (weights and optimizer states)");
+      !s.ok())
+    return Status(s.code(), StrCat(s.message(), "; use more ranks or hosts, 16-bit weights or a ",
+                                   "lighter optimizer"));
   SR_RETURN_IF_ERROR(params_.Allocate(fp32_bytes, huge_pages));
   SR_RETURN_IF_ERROR(weights_fp16_.Allocate(2 * layout_->weights_fp16_size, huge_pages));
   SR_RETURN_IF_ERROR(weights_bf16_.Allocate(2 * layout_->weights_bf16_size, huge_pages));
@@ -59,6 +57,9 @@ void ParamStore::Initialise(uint64_t seed, const ExecContext& ctx) {
       }
     });
   }
+  // The weights are written, so MemAvailable now shows them. (The optimizer states are written
+  // as training reaches their rows; the check at Allocate covered them once.)
+  claim_.Release();
 }
 
 void* ParamStore::ShardWeights(const LocalShard& ls) {

@@ -9,6 +9,7 @@
 
 #include "impl/core/exec.h"
 #include "impl/core/host_arena.h"
+#include "impl/core/host_memory.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/layout.h"
 #include "impl/embedding/param_views.h"
@@ -49,6 +50,9 @@ class ParamStore {
   float* states() { return params_.as<float>() + layout_->weights_size; }
 
   const Layout* layout_ = nullptr;
+  // This store's share of the host's available memory, from Allocate until Initialise has
+  // written the weights (HostMemoryClaim: ranks created as threads at once).
+  HostMemoryClaim claim_;
   HostArena params_;  // fp32 weights, then optimizer states
   HostArena weights_fp16_;
   HostArena weights_bf16_;

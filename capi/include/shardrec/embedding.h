@@ -184,7 +184,8 @@ shardrec_embedding_options_init(shardrec_embedding_options_t* options, uint32_t 
  *         different ranks, or an argument rejected on another rank (the message names it);
  *         SHARDREC_EUNSUPPORTED for a CUDA device, a table dtype other than FLOAT32, FLOAT16
  *         or BFLOAT16, or pooled and NONE tables in one plan; SHARDREC_ENOMEM when this rank's
- *         weights and optimizer states exceed the memory the host has available (MemAvailable,
+ *         weights and optimizer states exceed the memory the host has available (MemAvailable
+ *         less what collections being created by other threads of this process have claimed,
  *         checked before anything is written, since Linux would map them and kill the process
  *         on first write) or cannot be mapped; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE
  * when a peer does not take part. Thread-safety: each rank calls from its own thread. The caller

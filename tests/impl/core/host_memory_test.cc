@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+
 namespace shardrec {
 namespace {
 
@@ -28,6 +31,29 @@ TEST(CoreHostMemory, ThisHostReportsSomething) {
   const auto available = AvailableHostMemory();
   ASSERT_TRUE(available.has_value()) << "Linux reports MemAvailable since 3.14";
   EXPECT_GT(*available, uint64_t{1} << 20);
+}
+
+// Two claims of 60 % of what the host has: each alone would pass a plain MemAvailable check, the
+// second must see the first (ranks created as threads at once); released, it fits again.
+TEST(CoreHostMemory, ClaimsOfOneProcessAddUp) {
+  const auto available = AvailableHostMemory();
+  ASSERT_TRUE(available.has_value());
+  const uint64_t share = *available / 10 * 6;
+  HostMemoryClaim first, second;
+  ASSERT_TRUE(first.Claim(share, "first").ok());
+  EXPECT_EQ(first.bytes(), share);
+  const Status s = second.Claim(share, "second");
+  EXPECT_EQ(s.code(), Code::kOutOfMemory);
+  EXPECT_NE(s.message().find("claimed by collections being created"), std::string::npos)
+      << s.message();
+  EXPECT_EQ(second.bytes(), 0u);
+  HostMemoryClaim moved = std::move(first);  // a move keeps one claim, not two
+  EXPECT_EQ(first.bytes(), 0u);
+  EXPECT_FALSE(second.Claim(share, "second").ok());
+  moved.Release();
+  EXPECT_TRUE(second.Claim(share, "second").ok());
+  EXPECT_EQ(second.Claim(*available * 2, "huge").code(), Code::kOutOfMemory);
+  EXPECT_EQ(second.bytes(), 0u);  // a failed claim leaves nothing claimed
 }
 
 }  // namespace
