@@ -38,9 +38,16 @@ class SparseUpdater {
                            const std::vector<optim::OptimizerConfig>& configs, int64_t step,
                            double* comm_seconds);
 
- private:
+  // The pieces a GPU collection's backward (device_step.h) shares with the host one: whether a
+  // shard takes the fused backward, the per-shard partial row statistics (host copies), their
+  // exchange between column shards (every rank takes part), and the full statistics of a shard
+  // summed over its row in column order (*full is null when the shard has no partial ones).
   bool FusedEligible(size_t local) const;
+  std::vector<float>& partial_stats(size_t local) { return partial_stats_[local]; }
   Status ExchangeRowStats(comm::Communicator& comm, double* comm_seconds);
+  Status FullRowStats(size_t local, const float** full);
+
+ private:
   // Applies `config` to the aggregated rows of local shard `local` (row statistics summed over
   // the whole row in column order).
   Status Update(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
