@@ -105,6 +105,10 @@ int32_t Memcpy(int32_t, void* dst, const void* src, size_t bytes, int32_t kind, 
                           kind == SHARDREC_PLUGIN_COPY_DEVICE_TO_DEVICE;
     if (to_dev) SR_RETURN_IF_ERROR(Mem().Check(dst, bytes, "memcpy destination"));
     if (from_dev) SR_RETURN_IF_ERROR(Mem().Check(src, bytes, "memcpy source"));
+    if (kind == SHARDREC_PLUGIN_COPY_HOST_TO_DEVICE && bytes > 0)
+      SR_RETURN_IF_ERROR(Mem().CheckHost(src, "memcpy host source"));
+    if (kind == SHARDREC_PLUGIN_COPY_DEVICE_TO_HOST && bytes > 0)
+      SR_RETURN_IF_ERROR(Mem().CheckHost(dst, "memcpy host destination"));
     if (bytes > 0) std::memmove(dst, src, bytes);
     return Status::Ok();
   });
