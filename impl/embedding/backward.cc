@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "impl/embedding/device_step.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/timer.h"
 
@@ -178,7 +179,7 @@ Status SparseUpdater::ApplyDataParallel(const ExecContext& ctx, comm::Communicat
                                         comm::Encoding encoding, const RoutedBatch& rb,
                                         const float* grad,
                                         const std::vector<optim::OptimizerConfig>& configs,
-                                        int64_t step, double* comm_seconds) {
+                                        int64_t step, double* comm_seconds, DeviceStep* device) {
   const Layout& l = *layout_;
   if (l.dp_tables.empty()) return Status::Ok();
   const auto& plan = *l.plan;
@@ -232,6 +233,10 @@ Status SparseUpdater::ApplyDataParallel(const ExecContext& ctx, comm::Communicat
       for (int32_t c = 0; c < dim; ++c) grads.push_back(tg[r * dim + c] * scale);
     }
     if (rows.empty()) continue;
+    if (device != nullptr) {
+      SR_RETURN_IF_ERROR(device->ApplyRows(local, config, step, rows, grads.data()));
+      continue;
+    }
     optim::ShardParams params = params_->Params(local);
     optim::RowUpdate up{rows, grads.data()};
     std::vector<float>& stats = partial_stats_[local];

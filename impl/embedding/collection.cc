@@ -51,16 +51,9 @@ Status ResolveOptimizers(const sharding::Plan& plan, const optim::OptimizerConfi
   return Status::Ok();
 }
 
-// What a GPU collection (v1) cannot do yet, refused before any memory is taken.
-Status CheckDeviceCollection(const Layout& layout, const CollectionOptions& options) {
-  SR_RETURN_IF_ERROR(core::CheckDevice(options.device));
-  if (!layout.dp_tables.empty()) {
-    return Status::Unsupported("table '", layout.plan->tables[layout.dp_tables[0]].name,
-                               "' is data-parallel: a collection on ", options.device.ToString(),
-                               " (GPU collection v1) supports sharded tables only; shard it ",
-                               "(table-wise, row-wise, column-wise, ...) or use a host collection");
-  }
-  return Status::Ok();
+// What a GPU collection (v1) needs before any memory is taken: the plugin and the device.
+Status CheckDeviceCollection(const CollectionOptions& options) {
+  return core::CheckDevice(options.device);
 }
 
 }  // namespace
@@ -102,7 +95,7 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     std::vector<optim::OptimizerType> types;
     for (const auto& o : c->table_optim_) types.push_back(o.type);
     if (local.ok()) local = BuildLayout(plan, comm->Rank(), types, &c->layout_);
-    if (local.ok() && options.device.is_cuda()) local = CheckDeviceCollection(c->layout_, options);
+    if (local.ok() && options.device.is_cuda()) local = CheckDeviceCollection(options);
     // The memory is taken and initialised before the agreement, so a rank that has not got it
     // (or whose device copies fail) fails like any other rejection and no rank goes on alone.
     if (local.ok()) local = c->params_.Allocate(&c->layout_, options.huge_pages, options.device);
@@ -299,7 +292,8 @@ Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* o
   Status s = LookupAndReturn(*rb);
   if (s.ok() && local.ok()) {
     ScopedTimer phase(&timings_.output_dist_seconds);
-    s = CombineOutput(exec_, layout_, params_, *rb, ret_recv_.data(), SelfRows(*rb), &jobs_, out);
+    s = CombineOutput(exec_, layout_, params_, *rb, ret_recv_.data(), SelfRows(*rb), &jobs_, out,
+                      device_.get());
   }
   if (!s.ok() || !local.ok()) {
     spare_ = std::move(rb);
@@ -387,8 +381,8 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
     // embedding communication.
     const double before = timings_.comm_seconds;
     SR_RETURN_IF_ERROR(updater_.ApplyDataParallel(exec_, *dp_comm_, options_.backward_encoding, rb,
-                                                  grad, table_optim_, step,
-                                                  &timings_.comm_seconds));
+                                                  grad, table_optim_, step, &timings_.comm_seconds,
+                                                  device_.get()));
     timings_.embedding_comm_seconds += timings_.comm_seconds - before;
   }
   ++timings_.backwards;

@@ -37,7 +37,8 @@ struct CollectionOptions {
   // weights and optimizer states on that device, the kernels there through the CUDA plugin;
   // routing, the combine and every exchange stay on the host over the (host) communicator, with
   // the data staged across PCIe, and every call returns after its device work is complete.
-  // v1 refuses (kUnsupported) data-parallel tables and a device communicator (NCCL).
+  // Data-parallel tables look up on the device and all-reduce their dense gradient on the host.
+  // v1 refuses (kUnsupported) a device communicator (NCCL) and a batch declared on a device.
   Device device;
   uint64_t seed = 0;
   BoundsPolicy bounds = BoundsPolicy::kError;

@@ -2,6 +2,7 @@
 #include "impl/embedding/device_step.h"
 
 #include <algorithm>
+#include <cstring>
 #include <span>
 
 #include "impl/core/cuda_plugin.h"
@@ -133,6 +134,114 @@ Status DeviceStep::LookupToSend(const RoutedBatch& rb, float* send) {
   SR_RETURN_IF_ERROR(Copy(send, io, bytes, false));
   // Routing checked every id on the host, so a row outside its shard here is an internal error.
   return dk::ReadStatus(ctx_, status_.data(), "device lookup", kDeviceWaitMs);
+}
+
+Status DeviceStep::LookupDataParallel(const RoutedBatch& rb, float* out) {
+  const Layout& l = *layout_;
+  if (l.dp_pairs.empty()) return Status::Ok();
+  const int64_t D = l.output_dim;
+  const int64_t B = rb.batch_size;
+  Segment seg[3];
+  seg[0] = {reinterpret_cast<const uint8_t*>(rb.dp_offsets.data()),
+            sizeof(int64_t) * rb.dp_offsets.size(), 0};
+  seg[1] = {reinterpret_cast<const uint8_t*>(rb.dp_rows.data()),
+            sizeof(int64_t) * rb.dp_rows.size(), 0};
+  seg[2] = {reinterpret_cast<const uint8_t*>(rb.dp_weights.data()),
+            sizeof(float) * rb.dp_weights.size(), 0};
+  size_t total = 0;
+  for (Segment& sg : seg) {
+    sg.at = total;
+    total += Align16(sg.bytes);
+  }
+  SR_RETURN_IF_ERROR(dp_ids_.Reserve(device_, total, "the data-parallel ids on the device"));
+  auto* dev = dp_ids_.as<uint8_t>();
+  for (const Segment& sg : seg) SR_RETURN_IF_ERROR(Copy(dev + sg.at, sg.host, sg.bytes, true));
+  const auto* d_offsets = reinterpret_cast<const int64_t*>(dev + seg[0].at);
+  const auto* d_rows = reinterpret_cast<const int64_t*>(dev + seg[1].at);
+  const float* d_weights =
+      rb.dp_weights.empty() ? nullptr : reinterpret_cast<const float*>(dev + seg[2].at);
+  // Pooled: [B, D] like the output, only the data-parallel columns written. Sequence: one row of
+  // the table's width per id, in dp_rows order, scattered to the output rows on the host.
+  const size_t out_floats =
+      l.sequence ? rb.dp_rows.size() * static_cast<size_t>(D) : static_cast<size_t>(B * D);
+  if (out_floats == 0) return Status::Ok();
+  SR_RETURN_IF_ERROR(dp_out_.Reserve(device_, sizeof(float) * out_floats, "data-parallel rows"));
+  const core::CudaRuntime* rt = nullptr;
+  SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+  SR_RETURN_IF_ERROR(
+      rt->MemsetAsync(device_, dp_out_.data(), 0, sizeof(float) * out_floats, nullptr));
+  jobs_.clear();
+  for (size_t i = 0; i < l.dp_pairs.size(); ++i) {
+    const Pair& pair = l.pairs[l.dp_pairs[i]];
+    const LocalShard& ls = l.local[l.tables[pair.table].shard_local[l.rank]];
+    const size_t begin = rb.dp_offsets_begin[i];
+    if (!l.sequence) {
+      jobs_.push_back(kernels::LookupJob{params_->View(ls),
+                                         {d_offsets + begin, B, d_rows, d_weights, pair.out_offset},
+                                         dp_out_.as<float>(),
+                                         D});
+      continue;
+    }
+    const int64_t first = rb.dp_offsets[begin];
+    const int64_t n = rb.dp_offsets[begin + B] - first;
+    if (n == 0) continue;
+    jobs_.push_back(kernels::LookupJob{
+        params_->View(ls),
+        {nullptr, n, d_rows + first, d_weights != nullptr ? d_weights + first : nullptr, first * D},
+        dp_out_.as<float>(),
+        D});
+  }
+  if (!jobs_.empty()) SR_RETURN_IF_ERROR(dk::Lookup(ctx_, jobs_, status_.data()));
+  dp_host_.resize(out_floats);
+  SR_RETURN_IF_ERROR(Copy(dp_host_.data(), dp_out_.data(), sizeof(float) * out_floats, false));
+  SR_RETURN_IF_ERROR(
+      dk::ReadStatus(ctx_, status_.data(), "device data-parallel lookup", kDeviceWaitMs));
+  for (size_t i = 0; i < l.dp_pairs.size(); ++i) {
+    const Pair& pair = l.pairs[l.dp_pairs[i]];
+    const int32_t dim = l.plan->tables[pair.table].dim;
+    const size_t begin = rb.dp_offsets_begin[i];
+    if (!l.sequence) {
+      for (int64_t b = 0; b < B; ++b)
+        std::memcpy(out + b * D + pair.out_offset, dp_host_.data() + b * D + pair.out_offset,
+                    sizeof(float) * dim);
+      continue;
+    }
+    for (int64_t j = rb.dp_offsets[begin]; j < rb.dp_offsets[begin + B]; ++j)
+      std::memcpy(out + rb.dp_pos[j] * D, dp_host_.data() + j * D, sizeof(float) * dim);
+  }
+  return Status::Ok();
+}
+
+Status DeviceStep::ApplyRows(int32_t local, const optim::OptimizerConfig& config, int64_t step,
+                             std::span<const int64_t> rows, const float* grads) {
+  const Layout& l = *layout_;
+  const LocalShard& ls = l.local[local];
+  const int K = l.tables[ls.table].num_row_stats;
+  const size_t u = rows.size();
+  if (u == 0) return Status::Ok();
+  SR_RETURN_IF_ERROR(uniq_rows_[local]->Reserve(device_, sizeof(int64_t) * u, "touched rows"));
+  SR_RETURN_IF_ERROR(
+      uniq_grads_[local]->Reserve(device_, sizeof(float) * u * ls.cols, "row gradients"));
+  SR_RETURN_IF_ERROR(Copy(uniq_rows_[local]->data(), rows.data(), sizeof(int64_t) * u, true));
+  SR_RETURN_IF_ERROR(Copy(uniq_grads_[local]->data(), grads, sizeof(float) * u * ls.cols, true));
+  optim::ShardParams params = params_->Params(local);
+  const optim::RowUpdate up{std::span<const int64_t>(uniq_rows_[local]->as<int64_t>(), u),
+                            uniq_grads_[local]->as<float>()};
+  const float* stats = nullptr;
+  if (K > 0) {
+    SR_RETURN_IF_ERROR(stats_[local]->Reserve(device_, sizeof(float) * u * K, "row statistics"));
+    // Zeroed first, as the host path's statistics are.
+    const core::CudaRuntime* rt = nullptr;
+    SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+    SR_RETURN_IF_ERROR(
+        rt->MemsetAsync(device_, stats_[local]->data(), 0, sizeof(float) * u * K, nullptr));
+    SR_RETURN_IF_ERROR(
+        dk::PartialRowStats(ctx_, config, step, params, up, stats_[local]->as<float>()));
+    stats = stats_[local]->as<float>();
+  }
+  SR_RETURN_IF_ERROR(
+      dk::Apply(ctx_, config, step, l.plan->tables[ls.table].dim, params, up, stats));
+  return Wait();
 }
 
 Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater,

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "impl/comm/communicator.h"
@@ -36,6 +37,18 @@ class DeviceStep {
   // Forward, owner side: the lookups of every local shard's runs into a device copy of the
   // return message, copied back into `send` (rb.ret_floats_total floats) and waited for.
   Status LookupToSend(const RoutedBatch& rb, float* send);
+
+  // Forward, sample side: the data-parallel tables' lookups of this rank's own samples (their
+  // ids, weights and offsets staged to the device), written into their columns of `out`
+  // ([rows, output_dim], host) as CombineOutput does on the host; the other columns are left
+  // alone.
+  Status LookupDataParallel(const RoutedBatch& rb, float* out);
+
+  // Backward of one data-parallel table once its dense gradient was all-reduced on the host:
+  // the touched `rows` and their gradients (host) are uploaded and the optimizer applied to
+  // local shard `local` on the device (partial = full row statistics: the shard holds whole rows).
+  Status ApplyRows(int32_t local, const optim::OptimizerConfig& config, int64_t step,
+                   std::span<const int64_t> rows, const float* grads);
 
   // Backward of the sharded tables, the device mirror of SparseUpdater::ApplySharded: `grads`
   // (the gradient message this rank received, on the host) is uploaded; rows are grouped and
@@ -65,6 +78,9 @@ class DeviceStep {
   DeviceBuffer io_;           // return message (forward) / received gradients (backward)
   DeviceBuffer workspace_;    // backward workspace, shared by the shards in turn
   DeviceBuffer full_stats_;
+  DeviceBuffer dp_ids_;  // data-parallel offsets, rows and weights of the batch
+  DeviceBuffer dp_out_;  // their lookups
+  std::vector<float> dp_host_;
   // Per local shard: the runs (device pointers), ids per run, and the backward's unique rows,
   // their aggregated gradients and partial row statistics while the statistics are exchanged.
   std::vector<std::vector<kernels::BagRun>> runs_;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "impl/core/check.h"
 #include "impl/core/half.h"
 #include "impl/core/host_memory.h"
 #include "impl/core/rng.h"
@@ -95,6 +96,8 @@ kernels::WeightsView ParamStore::View(const LocalShard& ls) {
 }
 
 void ParamStore::ReadRow(const LocalShard& ls, int64_t row, float* out) {
+  // Device arenas are reached through ReadShard / WriteShard only; on a GPU this would fault.
+  SR_CHECK(!on_device());
   const size_t at = static_cast<size_t>(row) * static_cast<size_t>(ls.cols);
   const int32_t n = ls.cols;
   if (ls.dtype == DType::kFloat16) {
@@ -110,6 +113,8 @@ void ParamStore::ReadRow(const LocalShard& ls, int64_t row, float* out) {
 }
 
 void ParamStore::WriteRow(const LocalShard& ls, int64_t row, const float* in) {
+  // Device arenas are reached through ReadShard / WriteShard only; on a GPU this would fault.
+  SR_CHECK(!on_device());
   const size_t at = static_cast<size_t>(row) * static_cast<size_t>(ls.cols);
   const int32_t n = ls.cols;
   if (ls.dtype == DType::kFloat16) {

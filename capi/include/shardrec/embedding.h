@@ -78,16 +78,15 @@ typedef struct shardrec_embedding_options {
                                  collection (v1): weights and optimizer states live on that
                                  device and its lookups and optimizer updates run there through
                                  the CUDA plugin, while routing, the combine and every exchange
-                                 stay on the host over its (host) communicator, with the
-                                 data staged across PCIe. It needs the plugin and the device
+                                 stay on the host over its (host) communicator, with the data
+                                 staged across PCIe. It needs the plugin and the device
                                  (shardrec_device_check), else create fails with
-                                 SHARDREC_ENODEVICE. v1 refuses (SHARDREC_EUNSUPPORTED)
-                                 data-parallel tables, a CUDA (NCCL) communicator, a batch
-                                 declared on a device (the KJT must be host memory), 2D
-                                 (replicated) training and checkpoints. It starts with the
-                                 same weights as a host collection of the same plan and seed
-                                 and trains to the same bits (tested through a fake plugin; not
-                                 yet run on a GPU). */
+                                 SHARDREC_ENODEVICE. v1 refuses (SHARDREC_EUNSUPPORTED) a CUDA
+                                 (NCCL) communicator, a batch declared on a device (the KJT
+                                 must be host memory), 2D (replicated) training and
+                                 checkpoints. It starts with the same weights as a host
+                                 collection of the same plan and seed and trains to the same
+                                 bits (tested through a fake plugin; not yet run on a GPU). */
   int32_t device_index;     /**< CUDA ordinal (>= 0) of a GPU collection; ignored on the host. */
   /* Version 2. */
   int32_t non_finite;   /**< A shardrec_non_finite_policy_t; 0 is CHECK. */

@@ -152,6 +152,7 @@ TEST_P(GpuVsHost, TrainsBitIdenticallyToAHostCollection) {
   });
 }
 
+constexpr int32_t kDP = SHARDREC_SHARDING_DATA_PARALLEL;
 constexpr int32_t kTW = SHARDREC_SHARDING_TABLE_WISE;
 constexpr int32_t kRW = SHARDREC_SHARDING_ROW_WISE;
 constexpr int32_t kCW = SHARDREC_SHARDING_COLUMN_WISE;
@@ -166,36 +167,23 @@ constexpr int32_t kAdam = SHARDREC_OPTIMIZER_ADAM;
 constexpr int32_t kF32 = SHARDREC_DTYPE_FLOAT32;
 constexpr int32_t kF16 = SHARDREC_DTYPE_FLOAT16;
 
-INSTANTIATE_TEST_SUITE_P(
-    Plans, GpuVsHost,
-    ::testing::Values(
-        Case{"W1_TW_RW_CW_Sum_RowAdagrad_Weighted",
-             1,
-             {kTW, kRW, kCW},
-             kSum,
-             kRowAdagrad,
-             true,
-             kF32},
-        Case{"W2_TW_RW_CW_Sum_RowAdagrad_Weighted",
-             2,
-             {kTW, kRW, kCW},
-             kSum,
-             kRowAdagrad,
-             true,
-             kF32},
-        // Column shards of row-wise Adagrad exchange their row statistics (the non-fused path).
-        Case{"W2_CW_Mean_RowAdagrad", 2, {kCW, kCW, kCW}, kMean, kRowAdagrad, false, kF32},
-        Case{"W2_TRW_Grid_Mean_Adam_Fp16", 2, {kTRW, kGrid, kRW}, kMean, kAdam, false, kF16},
-        Case{"W1_CW_Sum_Adam_Fp16_Weighted", 1, {kCW, kCW, kTW}, kSum, kAdam, true, kF16},
-        Case{"W2_TW_RW_CW_Sequence_Sgd", 2, {kTW, kRW, kCW}, kNone, kSgd, false, kF32},
-        Case{"W2_RW_Sequence_RowAdagrad_Weighted",
-             2,
-             {kRW, kCW, kTW},
-             kNone,
-             kRowAdagrad,
-             true,
-             kF32}),
-    CaseName);
+// Column shards of row-wise Adagrad exchange their row statistics (the non-fused path);
+// data-parallel tables look up on the device and all-reduce their gradients on the host.
+const Case kCases[] = {
+    {"W1_TW_RW_CW_Sum_RowAda_W", 1, {kTW, kRW, kCW}, kSum, kRowAdagrad, true, kF32},
+    {"W2_TW_RW_CW_Sum_RowAda_W", 2, {kTW, kRW, kCW}, kSum, kRowAdagrad, true, kF32},
+    {"W2_CW_Mean_RowAda", 2, {kCW, kCW, kCW}, kMean, kRowAdagrad, false, kF32},
+    {"W2_TRW_Grid_Mean_Adam_Fp16", 2, {kTRW, kGrid, kRW}, kMean, kAdam, false, kF16},
+    {"W1_CW_Sum_Adam_Fp16_W", 1, {kCW, kCW, kTW}, kSum, kAdam, true, kF16},
+    {"W2_TW_RW_CW_Seq_Sgd", 2, {kTW, kRW, kCW}, kNone, kSgd, false, kF32},
+    {"W2_RW_Seq_RowAda_W", 2, {kRW, kCW, kTW}, kNone, kRowAdagrad, true, kF32},
+    {"W2_DP_RW_CW_Sum_RowAda_W", 2, {kDP, kRW, kCW}, kSum, kRowAdagrad, true, kF32},
+    {"W2_TW_DP_Grid_Mean_Adam_Fp16", 2, {kTW, kDP, kGrid}, kMean, kAdam, false, kF16},
+    {"W1_DP_DP_TW_Mean_Sgd_W", 1, {kDP, kDP, kTW}, kMean, kSgd, true, kF32},
+    {"W2_DP_RW_DP_Seq_Adam_W", 2, {kDP, kRW, kDP}, kNone, kAdam, true, kF32},
+};
+
+INSTANTIATE_TEST_SUITE_P(Plans, GpuVsHost, ::testing::ValuesIn(kCases), CaseName);
 
 // Accessors copy through the host: what is set is read back, on every rank, bit for bit; 16-bit
 // weights round as a host collection rounds them.
@@ -250,8 +238,8 @@ TEST(EmbeddingGpuCollection, AccessorsRoundTrip) {
   });
 }
 
-// What v1 refuses, clearly and without taking a step: a device that does not exist, a
-// data-parallel table, checkpoints, a KJT declared on the device.
+// What v1 refuses, clearly and without taking a step: a device that does not exist,
+// checkpoints, a KJT declared on the device.
 TEST(EmbeddingGpuCollection, RefusalsChangeNothing) {
   Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
   s.steps = 1;
@@ -259,9 +247,6 @@ TEST(EmbeddingGpuCollection, RefusalsChangeNothing) {
   const auto batches = MakeBatches(s, ref);
   const auto grads = MakeGrads(s, batches, ref.output_dim());
   PlanPtr plan = MakePlan(s);
-  Scenario sdp = s;
-  sdp.sharding = {kRW, SHARDREC_SHARDING_DATA_PARALLEL, kTW};
-  PlanPtr plan_dp = MakePlan(sdp);
   const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
   SpawnRanks(s.world, [&](int r) {
     shardrec_embedding_t* c = nullptr;
@@ -272,12 +257,6 @@ TEST(EmbeddingGpuCollection, RefusalsChangeNothing) {
         << shardrec_last_error();
     EXPECT_EQ(c, nullptr);
     const shardrec_embedding_options_t od = Options(s, true);
-    EXPECT_EQ(shardrec_embedding_create(&c, plan_dp.get(), GroupComm(s.world, r), &opt, &od),
-              SHARDREC_EUNSUPPORTED);
-    EXPECT_NE(std::string(shardrec_last_error()).find("data-parallel"), std::string::npos)
-        << shardrec_last_error();
-    EXPECT_EQ(c, nullptr);
-
     ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(s.world, r), &opt, &od),
               SHARDREC_OK)
         << shardrec_last_error();
