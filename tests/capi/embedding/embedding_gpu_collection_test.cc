@@ -5,8 +5,12 @@
 // tests check what libshardrec.so does around the device kernels (which memory lives where, what
 // is staged and when) and that a GPU collection trains bit-identically to a host collection of
 // the same plan; the device kernel bodies themselves are verified by the simt tests.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -47,10 +51,42 @@ shardrec_tensor_view_t View(std::vector<float>* data, int64_t dim, int32_t devic
   return v;
 }
 
+// The fake plugin's count of calls of kernel entry `which` (its shardrec_fake_embedding_calls):
+// the fake's device memory is host memory, so only these counts show that the GPU collection ran
+// its kernels through the plugin rather than host kernels on device pointers.
+enum FakeCall { kLookup = 0, kGroupRows, kAggregate, kFused, kPartial, kApply, kNumFakeCalls };
+std::array<int64_t, kNumFakeCalls> FakeCalls() {
+  std::array<int64_t, kNumFakeCalls> out{};
+  out.fill(-1);
+  const char* path = std::getenv("SHARDREC_CUDA_PLUGIN");
+  void* h = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  if (h == nullptr) return out;
+  using Fn = int64_t (*)(int32_t);
+  auto fn = reinterpret_cast<Fn>(dlsym(h, "shardrec_fake_embedding_calls"));
+  for (int i = 0; fn != nullptr && i < kNumFakeCalls; ++i) out[i] = fn(i);
+  dlclose(h);
+  return out;
+}
+
 TEST(EmbeddingGpuCollection, TheFakePluginIsLoaded) {
   // Guards the rest: without the plugin every CUDA collection would be refused as ENODEVICE.
   ASSERT_EQ(shardrec_device_check(SHARDREC_DEVICE_CUDA, 0), SHARDREC_OK) << shardrec_last_error();
 }
+
+constexpr int32_t kDP = SHARDREC_SHARDING_DATA_PARALLEL;
+constexpr int32_t kTW = SHARDREC_SHARDING_TABLE_WISE;
+constexpr int32_t kRW = SHARDREC_SHARDING_ROW_WISE;
+constexpr int32_t kCW = SHARDREC_SHARDING_COLUMN_WISE;
+constexpr int32_t kTRW = SHARDREC_SHARDING_TABLE_ROW_WISE;
+constexpr int32_t kGrid = SHARDREC_SHARDING_GRID;
+constexpr int32_t kSum = SHARDREC_POOLING_SUM;
+constexpr int32_t kMean = SHARDREC_POOLING_MEAN;
+constexpr int32_t kNone = SHARDREC_POOLING_NONE;
+constexpr int32_t kSgd = SHARDREC_OPTIMIZER_SGD;
+constexpr int32_t kRowAdagrad = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
+constexpr int32_t kAdam = SHARDREC_OPTIMIZER_ADAM;
+constexpr int32_t kF32 = SHARDREC_DTYPE_FLOAT32;
+constexpr int32_t kF16 = SHARDREC_DTYPE_FLOAT16;
 
 struct Case {
   const char* name;
@@ -85,6 +121,8 @@ TEST_P(GpuVsHost, TrainsBitIdenticallyToAHostCollection) {
   PlanPtr plan = MakePlan(s);
   ASSERT_NE(plan, nullptr);
   const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  const auto calls_before = FakeCalls();
+  ASSERT_GE(calls_before[kLookup], 0) << "the fake plugin's call counter is not reachable";
   SpawnRanks(s.world, [&](int r) {
     const shardrec_embedding_options_t oh = Options(s, false);
     const shardrec_embedding_options_t od = Options(s, true);
@@ -150,22 +188,21 @@ TEST_P(GpuVsHost, TrainsBitIdenticallyToAHostCollection) {
     // Training moved the weights, so the comparison above is not of two untouched copies.
     EXPECT_FALSE(BitEqual(init_d[0], snap_d[0]) && BitEqual(init_d.back(), snap_d.back()));
   });
+  // The GPU collection's lookups and updates went through the plugin's kernel entries (the host
+  // collection never calls them): lookups, the backward, and the row-statistics phase where
+  // column shards or data-parallel tables of row-wise Adagrad need it.
+  const auto calls = FakeCalls();
+  std::array<int64_t, kNumFakeCalls> delta{};
+  for (int i = 0; i < kNumFakeCalls; ++i) delta[i] = calls[i] - calls_before[i];
+  EXPECT_GT(delta[kLookup], 0);
+  EXPECT_GT(delta[kFused] + delta[kApply], 0);
+  const auto has = [&](int32_t type) {
+    return std::find(c.sharding.begin(), c.sharding.end(), type) != c.sharding.end();
+  };
+  if (has(kDP)) EXPECT_GT(delta[kApply], 0) << "data-parallel rows are applied on the device";
+  if (c.optimizer == kRowAdagrad && (has(kDP) || (has(kCW) && c.world > 1)))
+    EXPECT_GT(delta[kPartial], 0);
 }
-
-constexpr int32_t kDP = SHARDREC_SHARDING_DATA_PARALLEL;
-constexpr int32_t kTW = SHARDREC_SHARDING_TABLE_WISE;
-constexpr int32_t kRW = SHARDREC_SHARDING_ROW_WISE;
-constexpr int32_t kCW = SHARDREC_SHARDING_COLUMN_WISE;
-constexpr int32_t kTRW = SHARDREC_SHARDING_TABLE_ROW_WISE;
-constexpr int32_t kGrid = SHARDREC_SHARDING_GRID;
-constexpr int32_t kSum = SHARDREC_POOLING_SUM;
-constexpr int32_t kMean = SHARDREC_POOLING_MEAN;
-constexpr int32_t kNone = SHARDREC_POOLING_NONE;
-constexpr int32_t kSgd = SHARDREC_OPTIMIZER_SGD;
-constexpr int32_t kRowAdagrad = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
-constexpr int32_t kAdam = SHARDREC_OPTIMIZER_ADAM;
-constexpr int32_t kF32 = SHARDREC_DTYPE_FLOAT32;
-constexpr int32_t kF16 = SHARDREC_DTYPE_FLOAT16;
 
 // Column shards of row-wise Adagrad exchange their row statistics (the non-fused path);
 // data-parallel tables look up on the device and all-reduce their gradients on the host.
