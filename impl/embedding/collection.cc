@@ -51,11 +51,6 @@ Status ResolveOptimizers(const sharding::Plan& plan, const optim::OptimizerConfi
   return Status::Ok();
 }
 
-// What a GPU collection (v1) needs before any memory is taken: the plugin and the device.
-Status CheckDeviceCollection(const CollectionOptions& options) {
-  return core::CheckDevice(options.device);
-}
-
 }  // namespace
 
 Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
@@ -95,7 +90,8 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     std::vector<optim::OptimizerType> types;
     for (const auto& o : c->table_optim_) types.push_back(o.type);
     if (local.ok()) local = BuildLayout(plan, comm->Rank(), types, &c->layout_);
-    if (local.ok() && options.device.is_cuda()) local = CheckDeviceCollection(options);
+    // A GPU collection needs the plugin and the device before any memory is taken.
+    if (local.ok() && options.device.is_cuda()) local = core::CheckDevice(options.device);
     // The memory is taken and initialised before the agreement, so a rank that has not got it
     // (or whose device copies fail) fails like any other rejection and no rank goes on alone.
     if (local.ok()) local = c->params_.Allocate(&c->layout_, options.huge_pages, options.device);
