@@ -72,6 +72,47 @@ std::array<int64_t, kNumFakeCalls> FakeCalls() {
 
 bool FakeLoaded() { return FakeCalls()[kLookup] >= 0; }
 
+// A block of the fake's device memory (host memory the test may read directly), freed on
+// destruction; empty when the fake is not loaded.
+class FakeDeviceFloats {
+ public:
+  explicit FakeDeviceFloats(size_t n) {
+    const char* path = std::getenv("SHARDREC_CUDA_PLUGIN");
+    handle_ = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+    if (handle_ == nullptr) return;
+    auto alloc = reinterpret_cast<void* (*)(size_t)>(dlsym(handle_, "shardrec_fake_device_alloc"));
+    free_ = reinterpret_cast<void (*)(void*)>(dlsym(handle_, "shardrec_fake_device_free"));
+    if (alloc != nullptr && free_ != nullptr && n > 0)
+      data_ = static_cast<float*>(alloc(n * sizeof(float)));
+    size_ = data_ != nullptr ? n : 0;
+  }
+  ~FakeDeviceFloats() {
+    if (data_ != nullptr) free_(data_);
+    if (handle_ != nullptr) dlclose(handle_);
+  }
+  FakeDeviceFloats(const FakeDeviceFloats&) = delete;
+  FakeDeviceFloats& operator=(const FakeDeviceFloats&) = delete;
+  float* data() const { return data_; }
+  std::vector<float> ToVector() const { return std::vector<float>(data_, data_ + size_); }
+
+ private:
+  void* handle_ = nullptr;
+  void (*free_)(void*) = nullptr;
+  float* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+shardrec_tensor_view_t DeviceView(float* data, size_t n, int64_t dim) {
+  shardrec_tensor_view_t v{};
+  v.data = data;
+  v.dtype = SHARDREC_DTYPE_FLOAT32;
+  v.device_type = SHARDREC_DEVICE_CUDA;
+  v.ndim = 2;
+  v.shape[0] = dim == 0 ? 0 : static_cast<int64_t>(n) / dim;
+  v.shape[1] = dim;
+  return v;
+}
+
 // Empty when the tests can run: the fake is loaded, or another plugin (the real one: the gpu
 // registration) with a usable device. SHARDREC_TEST_EXPECT_FAKE (the CPU registration) demands
 // the fake.
@@ -129,9 +170,8 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& i) { return i.param.n
 class GpuVsHost : public ::testing::TestWithParam<Case> {};
 
 // A host and a GPU collection of one plan trained side by side (plain and pipelined forwards,
-// pointer and tensor-view calls on the GPU one): the same outputs every step and the same weights
-// and optimizer states at the end, bit for bit. (CUDA output views are staged by the C API the
-// same way for both kinds of collection: capi_embedding_device_view_test.)
+// pointer, host-view and, under the fake, CUDA-view calls on the GPU one): the same outputs every
+// step and the same weights and optimizer states at the end, bit for bit.
 TEST_P(GpuVsHost, TrainsBitIdenticallyToAHostCollection) {
   REQUIRE_DEVICE();
   const Case& c = GetParam();
@@ -181,6 +221,10 @@ TEST_P(GpuVsHost, TrainsBitIdenticallyToAHostCollection) {
       ASSERT_EQ(shardrec_embedding_forward(h, kjt.view(), out_h.data(), n, nullptr), SHARDREC_OK)
           << shardrec_last_error();
       shardrec_tensor_view_t vd = View(&out_d, dim, SHARDREC_DEVICE_HOST);
+      // Under the fake, steps 2 and 3 write CUDA views in its device memory (staged by the C API).
+      FakeDeviceFloats dev_out(FakeLoaded() && step >= 2 ? n : 0);
+      if (FakeLoaded() && step >= 2 && n > 0) ASSERT_NE(dev_out.data(), nullptr);
+      if (dev_out.data() != nullptr) vd = DeviceView(dev_out.data(), n, dim);
       if (step == 0) {
         ASSERT_EQ(shardrec_embedding_forward(d, kjt.view(), out_d.data(), n, nullptr), SHARDREC_OK)
             << shardrec_last_error();
@@ -193,6 +237,7 @@ TEST_P(GpuVsHost, TrainsBitIdenticallyToAHostCollection) {
         ASSERT_EQ(shardrec_embedding_forward_tensor(d, kjt.view(), &vd, nullptr), SHARDREC_OK)
             << shardrec_last_error();
       }
+      if (dev_out.data() != nullptr) out_d = dev_out.ToVector();
       EXPECT_TRUE(BitEqual(out_h, out_d)) << "rank " << r << " step " << step;
       std::vector<float> g = grads[step][r];
       ASSERT_EQ(shardrec_embedding_backward(h, g.data(), g.size(), nullptr), SHARDREC_OK)
@@ -202,6 +247,12 @@ TEST_P(GpuVsHost, TrainsBitIdenticallyToAHostCollection) {
             << shardrec_last_error();
       } else {
         shardrec_tensor_view_t gd = View(&g, dim, SHARDREC_DEVICE_HOST);
+        FakeDeviceFloats dev_g(FakeLoaded() && step == 3 ? g.size() : 0);
+        if (FakeLoaded() && step == 3 && !g.empty()) ASSERT_NE(dev_g.data(), nullptr);
+        if (dev_g.data() != nullptr) {
+          std::copy(g.begin(), g.end(), dev_g.data());
+          gd = DeviceView(dev_g.data(), g.size(), dim);
+        }
         ASSERT_EQ(shardrec_embedding_backward_tensor(d, &gd, nullptr), SHARDREC_OK)
             << shardrec_last_error();
       }

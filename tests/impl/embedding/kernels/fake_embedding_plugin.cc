@@ -345,3 +345,10 @@ FAKE_EXPORT int64_t shardrec_fake_embedding_calls(int32_t which) {
   using namespace shardrec::fake;
   return which >= 0 && which < kNumCalls ? g_calls[which].load() : -1;
 }
+
+// Test hooks: a block of the fake's device memory (host memory the process may read and write
+// directly), for callers that cannot reach the plugin table (black-box C API tests).
+FAKE_EXPORT void* shardrec_fake_device_alloc(size_t bytes) {
+  return shardrec::fake::Mem().Alloc(bytes);
+}
+FAKE_EXPORT void shardrec_fake_device_free(void* p) { (void)shardrec::fake::Mem().Free(p); }
