@@ -20,9 +20,15 @@ void DeviceBuffer::Release() {
 
 Status DeviceBuffer::Reserve(int device, size_t bytes, const char* what) {
   if (bytes <= bytes_ && device == device_ && (data_ != nullptr || bytes == 0)) return Status::Ok();
+  const core::CudaRuntime* rt = nullptr;
+  if (data_ != nullptr) {
+    // A GPU collection (v1) queues all its work on the device's default stream: wait for it, so
+    // no queued kernel still reads or writes the block that is given back.
+    SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+    SR_RETURN_IF_ERROR(rt->StreamWait(device_, nullptr, kDeviceWaitMs));
+  }
   Release();
   if (bytes == 0) return Status::Ok();
-  const core::CudaRuntime* rt = nullptr;
   SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
   void* p = nullptr;
   const Status s = rt->Malloc(device, bytes, &p);

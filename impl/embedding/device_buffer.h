@@ -1,7 +1,9 @@
 // A grow-only block of device memory from the CUDA plugin (core::CudaRuntime), owned by a GPU
 // collection for its parameter arenas and per-step staging. Reused from step to step, so a steady
-// training loop allocates once. Not thread-safe: one collection step uses it at a time, and the
-// owner makes sure no stream still uses the block before it grows or is destroyed.
+// training loop allocates once. Not thread-safe: one collection step uses it at a time. Growing
+// waits for the device's default stream (where v1 queues all its work) before the old block is
+// freed; the owner destroys it only when no work is queued (every collection call ends with a
+// wait).
 #pragma once
 
 #include <cstddef>
