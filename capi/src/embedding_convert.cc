@@ -4,6 +4,7 @@
 #include "capi/src/guard.h"
 #include "capi/src/handles.h"
 #include "capi/src/versioned.h"
+#include "impl/core/cuda_plugin.h"
 
 namespace shardrec::capi {
 
@@ -59,12 +60,16 @@ Status ToCollectionOptions(const shardrec_embedding_options_t* o,
   if (o->num_threads < 0 || o->num_threads > kMaxThreads)
     return Status::InvalidArgument("embedding options: num_threads must be in [0, ", kMaxThreads,
                                    "], got ", o->num_threads);
-  if (o->device_type == SHARDREC_DEVICE_CUDA)
-    return Status::Unsupported(
-        "embedding options: CUDA collections are not available in this "
-        "build yet; use SHARDREC_DEVICE_HOST");
-  if (o->device_type != SHARDREC_DEVICE_HOST)
+  if (o->device_type == SHARDREC_DEVICE_CUDA) {
+    if (o->device_index < 0)
+      return Status::InvalidArgument("embedding options: device_index must be >= 0, got ",
+                                     o->device_index);
+    // A GPU collection (v1) needs the CUDA plugin and the device: kNoDevice otherwise.
+    out->device = Device::Cuda(o->device_index);
+    SR_RETURN_IF_ERROR(core::CheckDevice(out->device));
+  } else if (o->device_type != SHARDREC_DEVICE_HOST) {
     return Status::InvalidArgument("embedding options: unknown device_type ", o->device_type);
+  }
   // Fields of version 2 and later are read only from callers that have them.
   if (o->version >= 2) {
     if (o->non_finite != SHARDREC_NON_FINITE_CHECK && o->non_finite != SHARDREC_NON_FINITE_ALLOW)

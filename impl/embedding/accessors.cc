@@ -52,20 +52,11 @@ Status EmbeddingCollection::Gather(int32_t table, int32_t state, float* out) {
     return static_cast<size_t>(s.rows) * (row_wise ? 1 : static_cast<size_t>(s.cols));
   };
   // A local shard's weights or state as fp32, in its own row-major order (weights of 16-bit
-  // tables widen exactly).
+  // tables widen exactly; a GPU collection's are copied through the host).
   const auto copy_local = [&](int32_t local, float* dst) {
-    const LocalShard& ls = layout_.local[local];
-    if (state >= 0) {
-      const size_t n = static_cast<size_t>(ls.rows) * (row_wise ? 1 : static_cast<size_t>(ls.cols));
-      if (n > 0) std::memcpy(dst, params_.State(ls, static_cast<size_t>(state)), sizeof(float) * n);
-      return;
-    }
-    for (int64_t r = 0; r < ls.rows; ++r) params_.ReadRow(ls, r, dst + r * ls.cols);
+    return params_.ReadShard(layout_.local[local], state, dst);
   };
-  if (tl.data_parallel) {
-    copy_local(tl.shard_local[layout_.rank], out);
-    return Status::Ok();
-  }
+  if (tl.data_parallel) return copy_local(tl.shard_local[layout_.rank], out);
   std::vector<size_t> counts(layout_.world, 0);
   std::vector<float> send;
   for (size_t s = 0; s < shards.size(); ++s) {
@@ -74,7 +65,7 @@ Status EmbeddingCollection::Gather(int32_t table, int32_t state, float* out) {
     if (shards[s].rank == layout_.rank) {
       const size_t at = send.size();
       send.resize(at + piece(shards[s]));
-      copy_local(tl.shard_local[s], send.data() + at);
+      SR_RETURN_IF_ERROR(copy_local(tl.shard_local[s], send.data() + at));
     }
   }
   size_t total = 0;
@@ -101,27 +92,27 @@ Status EmbeddingCollection::Gather(int32_t table, int32_t state, float* out) {
   return Status::Ok();
 }
 
-void EmbeddingCollection::Scatter(int32_t table, int32_t state, const float* in) {
+Status EmbeddingCollection::Scatter(int32_t table, int32_t state, const float* in) {
   const auto& cfg = layout_.plan->tables[table];
   const bool row_wise = state >= 0 && layout_.tables[table].state_specs[state].row_wise;
+  std::vector<float> piece;
   for (const LocalShard& ls : layout_.local) {
     if (ls.table != table) continue;
-    if (state < 0) {
-      // Weights of 16-bit tables are rounded to nearest even on the way in.
-      for (int64_t r = 0; r < ls.rows; ++r)
-        params_.WriteRow(ls, r, in + (ls.row_offset + r) * cfg.dim + ls.col_offset);
-      continue;
-    }
-    float* dst = params_.State(ls, static_cast<size_t>(state));
+    // The shard's block of the full tensor, dense; 16-bit weights are rounded to nearest even on
+    // the way in.
+    const int64_t width = row_wise ? 1 : ls.cols;
+    piece.resize(static_cast<size_t>(ls.rows * width));
     for (int64_t r = 0; r < ls.rows; ++r) {
       if (row_wise) {
-        dst[r] = in[ls.row_offset + r];
+        piece[r] = in[ls.row_offset + r];
       } else {
-        std::memcpy(dst + r * ls.cols, in + (ls.row_offset + r) * cfg.dim + ls.col_offset,
+        std::memcpy(piece.data() + r * width, in + (ls.row_offset + r) * cfg.dim + ls.col_offset,
                     sizeof(float) * ls.cols);
       }
     }
+    SR_RETURN_IF_ERROR(params_.WriteShard(ls, state, piece.data()));
   }
+  return Status::Ok();
 }
 
 Status EmbeddingCollection::GetWeights(const std::string& table, float* out, size_t len) {
@@ -135,8 +126,7 @@ Status EmbeddingCollection::SetWeights(const std::string& table, const float* in
   int32_t t = -1, s = -1;
   SR_RETURN_IF_ERROR(
       Agree(CheckAccess(table, nullptr, in, len, "weights", &t, &s), "its set_weights call"));
-  Scatter(t, -1, in);
-  return Status::Ok();
+  return Scatter(t, -1, in);
 }
 
 Status EmbeddingCollection::CheckAccess(const std::string& table, const std::string* state,
@@ -172,8 +162,7 @@ Status EmbeddingCollection::SetState(const std::string& table, const std::string
   int32_t t = -1, s = -1;
   SR_RETURN_IF_ERROR(
       Agree(CheckAccess(table, &state, in, len, "state values", &t, &s), "its set_state call"));
-  Scatter(t, s, in);
-  return Status::Ok();
+  return Scatter(t, s, in);
 }
 
 Status EmbeddingCollection::SetNumSteps(int64_t steps) {

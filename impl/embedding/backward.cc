@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "impl/embedding/device_step.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/timer.h"
 
@@ -135,34 +136,42 @@ Status SparseUpdater::Update(const ExecContext& ctx, const optim::OptimizerConfi
   if (tl.data_parallel || uniq_rows_[i].empty()) return Status::Ok();
   optim::RowUpdate up{uniq_rows_[i], uniq_grads_[i].data()};
   const float* full = nullptr;
-  if (K > 0) {
-    const RowBlock& block = tl.blocks[FindRowBlock(tl, ls.row_offset)];
-    if (block.shards.size() == 1) {
-      full = partial_stats_[i].data();
-    } else {
-      const size_t n = partial_stats_[i].size();
-      full_stats_.assign(n, 0.0f);
-      for (int32_t sib : block.shards) {
-        const float* src = nullptr;
-        if (sib == ls.shard) {
-          src = partial_stats_[i].data();
-        } else {
-          for (size_t j = 0; j < l.stat_messages.size(); ++j) {
-            const StatMessage& m = l.stat_messages[j];
-            if (m.table == ls.table && m.from_shard == sib && m.to_shard == ls.shard) {
-              src = stat_recv_.data() + stat_recv_at_[j];
-              break;
-            }
-          }
-        }
-        if (src == nullptr) return Status::Internal("missing row statistics of a column shard");
-        for (size_t k = 0; k < n; ++k) full_stats_[k] += src[k];
-      }
-      full = full_stats_.data();
-    }
-  }
+  if (K > 0) SR_RETURN_IF_ERROR(FullRowStats(i, &full));
   optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
   optim::Apply(ctx, config, step, l.plan->tables[ls.table].dim, params, up, full);
+  return Status::Ok();
+}
+
+Status SparseUpdater::FullRowStats(size_t i, const float** full) {
+  const Layout& l = *layout_;
+  const LocalShard& ls = l.local[i];
+  const TableLayout& tl = l.tables[ls.table];
+  *full = nullptr;
+  if (partial_stats_[i].empty()) return Status::Ok();
+  const RowBlock& block = tl.blocks[FindRowBlock(tl, ls.row_offset)];
+  if (block.shards.size() == 1) {
+    *full = partial_stats_[i].data();
+    return Status::Ok();
+  }
+  const size_t n = partial_stats_[i].size();
+  full_stats_.assign(n, 0.0f);
+  for (int32_t sib : block.shards) {
+    const float* src = nullptr;
+    if (sib == ls.shard) {
+      src = partial_stats_[i].data();
+    } else {
+      for (size_t j = 0; j < l.stat_messages.size(); ++j) {
+        const StatMessage& m = l.stat_messages[j];
+        if (m.table == ls.table && m.from_shard == sib && m.to_shard == ls.shard) {
+          src = stat_recv_.data() + stat_recv_at_[j];
+          break;
+        }
+      }
+    }
+    if (src == nullptr) return Status::Internal("missing row statistics of a column shard");
+    for (size_t k = 0; k < n; ++k) full_stats_[k] += src[k];
+  }
+  *full = full_stats_.data();
   return Status::Ok();
 }
 
@@ -170,7 +179,7 @@ Status SparseUpdater::ApplyDataParallel(const ExecContext& ctx, comm::Communicat
                                         comm::Encoding encoding, const RoutedBatch& rb,
                                         const float* grad,
                                         const std::vector<optim::OptimizerConfig>& configs,
-                                        int64_t step, double* comm_seconds) {
+                                        int64_t step, double* comm_seconds, DeviceStep* device) {
   const Layout& l = *layout_;
   if (l.dp_tables.empty()) return Status::Ok();
   const auto& plan = *l.plan;
@@ -224,6 +233,10 @@ Status SparseUpdater::ApplyDataParallel(const ExecContext& ctx, comm::Communicat
       for (int32_t c = 0; c < dim; ++c) grads.push_back(tg[r * dim + c] * scale);
     }
     if (rows.empty()) continue;
+    if (device != nullptr) {
+      SR_RETURN_IF_ERROR(device->ApplyRows(local, config, step, rows, grads.data()));
+      continue;
+    }
     optim::ShardParams params = params_->Params(local);
     optim::RowUpdate up{rows, grads.data()};
     std::vector<float>& stats = partial_stats_[local];

@@ -17,6 +17,8 @@
 
 namespace shardrec::embedding {
 
+class DeviceStep;
+
 class SparseUpdater {
  public:
   void Init(const Layout* layout, ParamStore* params);
@@ -32,15 +34,23 @@ class SparseUpdater {
 
   // Data-parallel tables: `grad` is the gradient of this rank's output; the dense table
   // gradients and touched-row masks are all-reduced over `dp_comm` (travelling as `encoding`,
-  // summed in fp32) and divided by its size.
+  // summed in fp32) and divided by its size. A GPU collection passes its `device` step, which
+  // applies the optimizer to the touched rows on the device.
   Status ApplyDataParallel(const ExecContext& ctx, comm::Communicator& dp_comm,
                            comm::Encoding encoding, const RoutedBatch& rb, const float* grad,
                            const std::vector<optim::OptimizerConfig>& configs, int64_t step,
-                           double* comm_seconds);
+                           double* comm_seconds, DeviceStep* device = nullptr);
+
+  // The pieces a GPU collection's backward (device_step.h) shares with the host one: whether a
+  // shard takes the fused backward, the per-shard partial row statistics (host copies), their
+  // exchange between column shards (every rank takes part), and the full statistics of a shard
+  // summed over its row in column order (*full is null when the shard has no partial ones).
+  bool FusedEligible(size_t local) const;
+  std::vector<float>& partial_stats(size_t local) { return partial_stats_[local]; }
+  Status ExchangeRowStats(comm::Communicator& comm, double* comm_seconds);
+  Status FullRowStats(size_t local, const float** full);
 
  private:
-  bool FusedEligible(size_t local) const;
-  Status ExchangeRowStats(comm::Communicator& comm, double* comm_seconds);
   // Applies `config` to the aggregated rows of local shard `local` (row statistics summed over
   // the whole row in column order).
   Status Update(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "impl/core/cuda_plugin.h"
 #include "impl/embedding/output_dist.h"
 #include "impl/embedding/timer.h"
 
@@ -64,6 +65,12 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   Status local = rejected;
   if (!local.ok()) {
     // The caller's verdict stands; this rank only takes part in the agreement.
+  } else if (options.device.is_cuda() && !comm->device().is_host()) {
+    local = Status::Unsupported(
+        "a GPU collection (v1) exchanges on the host: give it a host (Gloo) communicator, not a ",
+        comm->device().ToString(), " one (device all-to-alls over NCCL are not implemented)");
+  } else if (!options.device.is_host() && !options.device.is_cuda()) {
+    local = Status::InvalidArgument("options: unknown device ", options.device.ToString());
   } else if (!comm->device().is_host()) {
     local = Status::Unsupported("the embedding collection runs on host communicators only in ",
                                 "this build; got a ", comm->device().ToString(), " communicator");
@@ -83,9 +90,19 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     std::vector<optim::OptimizerType> types;
     for (const auto& o : c->table_optim_) types.push_back(o.type);
     if (local.ok()) local = BuildLayout(plan, comm->Rank(), types, &c->layout_);
-    // The memory is taken before the agreement, so a rank that has not got it fails like any
-    // other rejection and no rank goes on alone.
-    if (local.ok()) local = c->params_.Allocate(&c->layout_, options.huge_pages);
+    // A GPU collection needs the plugin and the device before any memory is taken.
+    if (local.ok() && options.device.is_cuda()) local = core::CheckDevice(options.device);
+    // The memory is taken and initialised before the agreement, so a rank that has not got it
+    // (or whose device copies fail) fails like any other rejection and no rank goes on alone.
+    if (local.ok()) local = c->params_.Allocate(&c->layout_, options.huge_pages, options.device);
+    if (local.ok() && options.num_threads > 1)
+      c->pool_ = std::make_unique<ThreadPool>(options.num_threads);
+    c->exec_ = ExecContext::Host(c->pool_.get());
+    if (local.ok()) local = c->params_.Initialise(options.seed, c->exec_);
+    if (local.ok() && options.device.is_cuda()) {
+      c->device_ = std::make_unique<DeviceStep>();
+      local = c->device_->Init(&c->layout_, &c->params_, options.device.index);
+    }
   }
   // One allreduce(max) agrees on the plan hash (max of h and of ~h: equal iff min == max) and
   // on whether any rank failed, so every rank returns instead of waiting on a peer.
@@ -110,9 +127,6 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   c->optim_.seed = options.seed;
   for (auto& o : c->table_optim_) o.seed = options.seed;
   c->options_.dp_comm.reset();
-  if (options.num_threads > 1) c->pool_ = std::make_unique<ThreadPool>(options.num_threads);
-  c->exec_ = ExecContext::Host(c->pool_.get());
-  c->params_.Initialise(options.seed, c->exec_);
   c->updater_.Init(&c->layout_, &c->params_);
   c->worker_ = std::make_unique<comm::CommWorker>();
   *out = std::move(c);
@@ -131,6 +145,10 @@ std::unique_ptr<RoutedBatch> EmbeddingCollection::TakeSpare() {
 
 Status EmbeddingCollection::Route(const Batch& batch, const Status& rejected, RoutedBatch* rb) {
   if (!rejected.ok()) return rejected;
+  if (device_ != nullptr && batch.device.is_cuda())
+    return Status::Unsupported("the batch is declared on ", batch.device.ToString(),
+                               ": a GPU collection (v1) routes the ids on the host; pass the ",
+                               "KJT in host memory");
   try {
     return RouteBatch(exec_, layout_, RouteOptions{options_.bounds, options_.check_non_finite},
                       batch, rb);
@@ -270,7 +288,8 @@ Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* o
   Status s = LookupAndReturn(*rb);
   if (s.ok() && local.ok()) {
     ScopedTimer phase(&timings_.output_dist_seconds);
-    s = CombineOutput(exec_, layout_, params_, *rb, ret_recv_.data(), SelfRows(*rb), &jobs_, out);
+    s = CombineOutput(exec_, layout_, params_, *rb, ret_recv_.data(), SelfRows(*rb), &jobs_, out,
+                      device_.get());
   }
   if (!s.ok() || !local.ok()) {
     spare_ = std::move(rb);
@@ -291,7 +310,11 @@ Status EmbeddingCollection::LookupAndReturn(RoutedBatch& rb) {
   ret_recv_.resize(recv_total);
   {
     ScopedTimer phase(&timings_.lookup_seconds);
-    SR_RETURN_IF_ERROR(LookupToSend(exec_, layout_, params_, rb, &jobs_, ret_send_.data()));
+    if (device_ != nullptr) {
+      SR_RETURN_IF_ERROR(device_->LookupToSend(rb, ret_send_.data()));
+    } else {
+      SR_RETURN_IF_ERROR(LookupToSend(exec_, layout_, params_, rb, &jobs_, ret_send_.data()));
+    }
   }
   // A single rank looks up only its own samples, which never travel (SelfRows).
   if (layout_.world == 1) return Status::Ok();
@@ -342,15 +365,20 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
                                               ReturnRecvCounts(rb), ret_send_.data(),
                                               ReturnSendCounts(rb), &wire_));
   }
-  SR_RETURN_IF_ERROR(updater_.ApplySharded(exec_, *comm_, rb, ret_send_.data(), table_optim_, step,
-                                           &timings_.comm_seconds));
+  if (device_ != nullptr) {
+    SR_RETURN_IF_ERROR(device_->ApplySharded(*comm_, updater_, rb, ret_send_.data(), table_optim_,
+                                             step, &timings_.comm_seconds));
+  } else {
+    SR_RETURN_IF_ERROR(updater_.ApplySharded(exec_, *comm_, rb, ret_send_.data(), table_optim_,
+                                             step, &timings_.comm_seconds));
+  }
   {
     // The data-parallel all-reduce is this step's only collective: its comm time is all
     // embedding communication.
     const double before = timings_.comm_seconds;
     SR_RETURN_IF_ERROR(updater_.ApplyDataParallel(exec_, *dp_comm_, options_.backward_encoding, rb,
-                                                  grad, table_optim_, step,
-                                                  &timings_.comm_seconds));
+                                                  grad, table_optim_, step, &timings_.comm_seconds,
+                                                  device_.get()));
     timings_.embedding_comm_seconds += timings_.comm_seconds - before;
   }
   ++timings_.backwards;

@@ -21,6 +21,7 @@
 #include "impl/core/thread_pool.h"
 #include "impl/embedding/backward.h"
 #include "impl/embedding/batch.h"
+#include "impl/embedding/device_step.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/layout.h"
@@ -32,6 +33,13 @@
 namespace shardrec::embedding {
 
 struct CollectionOptions {
+  // Where the parameters live and the lookup / optimizer kernels run. CUDA (GPU collection v1):
+  // weights and optimizer states on that device, the kernels there through the CUDA plugin;
+  // routing, the combine and every exchange stay on the host over the (host) communicator, with
+  // the data staged across PCIe, and every call returns after its device work is complete.
+  // Data-parallel tables look up on the device and all-reduce their dense gradient on the host.
+  // v1 refuses (kUnsupported) a device communicator (NCCL) and a batch declared on a device.
+  Device device;
   uint64_t seed = 0;
   BoundsPolicy bounds = BoundsPolicy::kError;
   // Host threads for lookups and updates: <= 1 runs on the calling thread.
@@ -161,7 +169,7 @@ class EmbeddingCollection {
   Status CheckAccess(const std::string& table, const std::string* state, const float* data,
                      size_t len, const char* what, int32_t* t, int32_t* s) const;
   Status Gather(int32_t table, int32_t state, float* out);
-  void Scatter(int32_t table, int32_t state, const float* in);
+  Status Scatter(int32_t table, int32_t state, const float* in);
 
   Layout layout_;
   std::shared_ptr<comm::Communicator> comm_;
@@ -174,6 +182,7 @@ class EmbeddingCollection {
   ExecContext exec_;
   ParamStore params_;
   SparseUpdater updater_;
+  std::unique_ptr<DeviceStep> device_;  // GPU collections only
 
   // One batch may be in input distribution (pending_) while the last forwarded one (current_)
   // waits for its backward.

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "impl/embedding/device_step.h"
+
 namespace shardrec::embedding {
 
 Status LookupToSend(const ExecContext& ctx, const Layout& l, ParamStore& params,
@@ -21,7 +23,7 @@ Status LookupToSend(const ExecContext& ctx, const Layout& l, ParamStore& params,
 
 Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params,
                      const RoutedBatch& rb, const float* recv, const float* self,
-                     std::vector<kernels::LookupJob>* jobs, float* out) {
+                     std::vector<kernels::LookupJob>* jobs, float* out, DeviceStep* device) {
   const int64_t D = l.output_dim;
   const int64_t rows = l.sequence ? rb.num_values : rb.batch_size;
   // In parallel over output rows. Each unit's returned rows target increasing output rows, so a
@@ -52,7 +54,8 @@ Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params
   });
   const int64_t B = rb.batch_size;
   jobs->clear();
-  for (size_t i = 0; i < l.dp_pairs.size(); ++i) {
+  if (device != nullptr) SR_RETURN_IF_ERROR(device->LookupDataParallel(rb, out));
+  for (size_t i = 0; device == nullptr && i < l.dp_pairs.size(); ++i) {
     const Pair& pair = l.pairs[l.dp_pairs[i]];
     const LocalShard& ls = l.local[l.tables[pair.table].shard_local[l.rank]];
     const int64_t* offsets = rb.dp_offsets.data() + rb.dp_offsets_begin[i];

@@ -17,6 +17,8 @@
 
 namespace shardrec::embedding {
 
+class DeviceStep;
+
 // Owner side: every run of every local shard looked up into `send` (rb.ret_floats_total floats,
 // laid out per source rank as the runs' io offsets say), in one batched kernel call. `jobs` is
 // reusable scratch.
@@ -27,9 +29,12 @@ Status LookupToSend(const ExecContext& ctx, const Layout& layout, ParamStore& pa
 // `recv` (in rank order) and the rows this rank looked up for itself at `self` (the end of its
 // own return message, rb.ret_self_offset), added in unit order (row-split partials sum in a
 // fixed order), plus the data-parallel tables' lookups done locally, then the MEAN divide.
+// A GPU collection passes its `device` step, which does the data-parallel lookups on the device
+// (its parameters are there); null does them on the host.
 Status CombineOutput(const ExecContext& ctx, const Layout& layout, ParamStore& params,
                      const RoutedBatch& rb, const float* recv, const float* self,
-                     std::vector<kernels::LookupJob>* jobs, float* out);
+                     std::vector<kernels::LookupJob>* jobs, float* out,
+                     DeviceStep* device = nullptr);
 
 // Backward, sample side: for every row that came back in forward, its slice of `grad` (divided by
 // the bag's divisor for MEAN): the other ranks' rows into `send` in the layout `recv` had in

@@ -3,7 +3,9 @@
 #include "impl/embedding/param_store.h"
 
 #include <cmath>
+#include <cstring>
 
+#include "impl/core/check.h"
 #include "impl/core/half.h"
 #include "impl/core/host_memory.h"
 #include "impl/core/rng.h"
@@ -12,8 +14,11 @@ namespace shardrec::embedding {
 
 using sharding::InitConfig;
 
-Status ParamStore::Allocate(const Layout* layout, bool huge_pages) {
+Status ParamStore::Allocate(const Layout* layout, bool huge_pages, const Device& device) {
   layout_ = layout;
+  device_ = device;
+  step_ = 0;
+  if (on_device()) return AllocateDevice();
   const uint64_t fp32_bytes = sizeof(float) * (layout_->weights_size + layout_->states_size);
   const uint64_t half_bytes = 2 * (layout_->weights_fp16_size + layout_->weights_bf16_size);
   // Every weight is written right away and every state row as training reaches it, so arenas
@@ -31,28 +36,41 @@ Status ParamStore::Allocate(const Layout* layout, bool huge_pages) {
   return Status::Ok();
 }
 
-void ParamStore::Initialise(uint64_t seed, const ExecContext& ctx) {
-  const auto& plan = *layout_->plan;
+ParamStore::InitRange ParamStore::InitOf(const LocalShard& ls) const {
+  const auto& cfg = layout_->plan->tables[ls.table];
+  InitRange r;
+  r.low = cfg.init.low;
+  r.high = cfg.init.high;
+  if (cfg.init.kind == InitConfig::Kind::kDefault) {
+    r.high = static_cast<float>(std::sqrt(1.0 / static_cast<double>(cfg.rows)));
+    r.low = -r.high;
+  }
+  r.constant = cfg.init.kind == InitConfig::Kind::kConstant;
+  r.key = layout_->tables[ls.table].key;
+  return r;
+}
+
+void ParamStore::InitRow(const InitRange& init, uint64_t seed, const LocalShard& ls, int64_t row,
+                         float* out) {
+  const uint64_t grow = static_cast<uint64_t>(ls.row_offset + row);
+  for (int32_t c = 0; c < ls.cols; ++c) {
+    const uint64_t col = static_cast<uint64_t>(ls.col_offset + c);
+    out[c] = init.constant
+                 ? init.low
+                 : init.low + (init.high - init.low) * UniformAt(seed, init.key, grow, col);
+  }
+}
+
+Status ParamStore::Initialise(uint64_t seed, const ExecContext& ctx) {
+  if (on_device()) return InitialiseDevice(seed);
   for (const LocalShard& ls : layout_->local) {
-    const auto& cfg = plan.tables[ls.table];
-    float low = cfg.init.low;
-    float high = cfg.init.high;
-    if (cfg.init.kind == InitConfig::Kind::kDefault) {
-      high = static_cast<float>(std::sqrt(1.0 / static_cast<double>(cfg.rows)));
-      low = -high;
-    }
-    const bool constant = cfg.init.kind == InitConfig::Kind::kConstant;
-    const uint64_t key = layout_->tables[ls.table].key;
+    const InitRange init = InitOf(ls);
     // Rows are independent, so they are filled in parallel; the fp32 value is drawn first and
     // rounded to the storage type.
     ctx.ParallelFor(0, ls.rows, 1024, [&](int64_t r0, int64_t r1) {
       std::vector<float> row(static_cast<size_t>(ls.cols));
       for (int64_t r = r0; r < r1; ++r) {
-        const uint64_t grow = static_cast<uint64_t>(ls.row_offset + r);
-        for (int32_t c = 0; c < ls.cols; ++c) {
-          const uint64_t col = static_cast<uint64_t>(ls.col_offset + c);
-          row[c] = constant ? low : low + (high - low) * UniformAt(seed, key, grow, col);
-        }
+        InitRow(init, seed, ls, r, row.data());
         WriteRow(ls, r, row.data());
       }
     });
@@ -60,14 +78,15 @@ void ParamStore::Initialise(uint64_t seed, const ExecContext& ctx) {
   // The weights are written, so MemAvailable now shows them. (The optimizer states are written
   // as training reaches their rows; the check at Allocate covered them once.)
   claim_.Release();
+  return Status::Ok();
 }
 
 void* ParamStore::ShardWeights(const LocalShard& ls) {
   switch (ls.dtype) {
     case DType::kFloat16:
-      return weights_fp16_.as<uint16_t>() + ls.weight_offset;
+      return fp16() + ls.weight_offset;
     case DType::kBFloat16:
-      return weights_bf16_.as<uint16_t>() + ls.weight_offset;
+      return bf16() + ls.weight_offset;
     default:
       return weights() + ls.weight_offset;
   }
@@ -78,6 +97,8 @@ kernels::WeightsView ParamStore::View(const LocalShard& ls) {
 }
 
 void ParamStore::ReadRow(const LocalShard& ls, int64_t row, float* out) {
+  // Device arenas are reached through ReadShard / WriteShard only; on a GPU this would fault.
+  SR_CHECK(!on_device());
   const size_t at = static_cast<size_t>(row) * static_cast<size_t>(ls.cols);
   const int32_t n = ls.cols;
   if (ls.dtype == DType::kFloat16) {
@@ -93,6 +114,8 @@ void ParamStore::ReadRow(const LocalShard& ls, int64_t row, float* out) {
 }
 
 void ParamStore::WriteRow(const LocalShard& ls, int64_t row, const float* in) {
+  // Device arenas are reached through ReadShard / WriteShard only; on a GPU this would fault.
+  SR_CHECK(!on_device());
   const size_t at = static_cast<size_t>(row) * static_cast<size_t>(ls.cols);
   const int32_t n = ls.cols;
   if (ls.dtype == DType::kFloat16) {
@@ -105,6 +128,48 @@ void ParamStore::WriteRow(const LocalShard& ls, int64_t row, const float* in) {
     float* dst = static_cast<float*>(ShardWeights(ls)) + at;
     for (int32_t c = 0; c < n; ++c) dst[c] = in[c];
   }
+}
+
+Status ParamStore::ReadShard(const LocalShard& ls, int32_t state, float* out) {
+  const bool row_wise = state >= 0 && layout_->tables[ls.table].state_specs[state].row_wise;
+  const size_t n = static_cast<size_t>(ls.rows) * (row_wise ? 1 : static_cast<size_t>(ls.cols));
+  if (n == 0) return Status::Ok();
+  if (state >= 0) {
+    if (on_device()) return CopyRows(ls, state, 0, ls.rows, out, false);
+    std::memcpy(out, State(ls, static_cast<size_t>(state)), sizeof(float) * n);
+    return Status::Ok();
+  }
+  if (!on_device() || ls.dtype == DType::kFloat32) {
+    if (on_device()) return CopyRows(ls, state, 0, ls.rows, out, false);
+    for (int64_t r = 0; r < ls.rows; ++r) ReadRow(ls, r, out + r * ls.cols);
+    return Status::Ok();
+  }
+  std::vector<uint16_t> raw(n);
+  SR_RETURN_IF_ERROR(CopyRows(ls, state, 0, ls.rows, raw.data(), false));
+  const bool fp16 = ls.dtype == DType::kFloat16;
+  for (size_t i = 0; i < n; ++i) out[i] = fp16 ? HalfToFloat(raw[i]) : BFloat16ToFloat(raw[i]);
+  return Status::Ok();
+}
+
+Status ParamStore::WriteShard(const LocalShard& ls, int32_t state, const float* in) {
+  const bool row_wise = state >= 0 && layout_->tables[ls.table].state_specs[state].row_wise;
+  const size_t n = static_cast<size_t>(ls.rows) * (row_wise ? 1 : static_cast<size_t>(ls.cols));
+  if (n == 0) return Status::Ok();
+  if (state >= 0 || ls.dtype == DType::kFloat32) {
+    if (on_device()) return CopyRows(ls, state, 0, ls.rows, const_cast<float*>(in), true);
+    float* dst =
+        state >= 0 ? State(ls, static_cast<size_t>(state)) : static_cast<float*>(ShardWeights(ls));
+    std::memcpy(dst, in, sizeof(float) * n);
+    return Status::Ok();
+  }
+  if (!on_device()) {
+    for (int64_t r = 0; r < ls.rows; ++r) WriteRow(ls, r, in + r * ls.cols);
+    return Status::Ok();
+  }
+  std::vector<uint16_t> raw(n);
+  const bool fp16 = ls.dtype == DType::kFloat16;
+  for (size_t i = 0; i < n; ++i) raw[i] = fp16 ? FloatToHalf(in[i]) : FloatToBFloat16(in[i]);
+  return CopyRows(ls, state, 0, ls.rows, raw.data(), true);
 }
 
 optim::ShardParams ParamStore::Params(int32_t local) {
@@ -124,15 +189,14 @@ optim::ShardParams ParamStore::Params(int32_t local) {
 
 std::vector<ParamBuffer> ParamStore::Buffers() {
   std::vector<ParamBuffer> out = {
-      {ParamKind::kWeights, DType::kFloat32, Device::Host(), weights(), layout_->weights_size},
-      {ParamKind::kOptimizerState, DType::kFloat32, Device::Host(), states(),
-       layout_->states_size}};
+      {ParamKind::kWeights, DType::kFloat32, device_, weights(), layout_->weights_size},
+      {ParamKind::kOptimizerState, DType::kFloat32, device_, states(), layout_->states_size}};
   if (layout_->weights_fp16_size > 0)
-    out.push_back({ParamKind::kWeights, DType::kFloat16, Device::Host(), weights_fp16_.data(),
-                   layout_->weights_fp16_size});
+    out.push_back(
+        {ParamKind::kWeights, DType::kFloat16, device_, fp16(), layout_->weights_fp16_size});
   if (layout_->weights_bf16_size > 0)
-    out.push_back({ParamKind::kWeights, DType::kBFloat16, Device::Host(), weights_bf16_.data(),
-                   layout_->weights_bf16_size});
+    out.push_back(
+        {ParamKind::kWeights, DType::kBFloat16, device_, bf16(), layout_->weights_bf16_size});
   out.push_back({ParamKind::kCounter, DType::kInt64, Device::Host(), &step_, 1});
   return out;
 }
@@ -143,6 +207,7 @@ std::vector<ShardTensor> ParamStore::ShardTensors() {
   for (const LocalShard& ls : layout_->local) {
     const auto& cfg = plan.tables[ls.table];
     ShardTensor t;
+    t.device = device_;
     t.table = ls.table;
     t.table_name = cfg.name;
     t.shard = ls.shard;

@@ -2,14 +2,20 @@
 // state in one arena (so a full replica sync is a single collective), one arena per 16-bit
 // weight dtype, and the optimizer step counter. Math is always fp32: 16-bit rows are widened on
 // read and rounded to nearest even on write.
+//
+// The arenas live on the host or, for a GPU collection, on one CUDA device (device_params.cc):
+// then every pointer the store hands out (ShardWeights, State, Params, View) is device memory for
+// the device kernels, and the host reaches the values only through ReadShard / WriteShard.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "impl/core/device.h"
 #include "impl/core/exec.h"
 #include "impl/core/host_arena.h"
 #include "impl/core/host_memory.h"
+#include "impl/embedding/device_buffer.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/layout.h"
 #include "impl/embedding/param_views.h"
@@ -21,13 +27,28 @@ class ParamStore {
  public:
   // Allocates the arenas `layout` describes (the layout must outlive the store), zero-filled;
   // huge_pages backs them with transparent huge pages (HostArena). kOutOfMemory when the host
-  // has not got the memory.
-  Status Allocate(const Layout* layout, bool huge_pages);
+  // has not got the memory. On a CUDA `device` the arenas are device memory (kOutOfMemory naming
+  // the bytes when the device has not got them; the errors of core::GetCudaRuntime without a
+  // plugin or GPU), zero-filled there.
+  Status Allocate(const Layout* layout, bool huge_pages, const Device& device = Device::Host());
   // Fills the weights from the counter RNG keyed by (seed, table, global row, column), so they
   // do not depend on the plan: a 16-bit table starts as its fp32 values rounded to nearest even.
-  void Initialise(uint64_t seed, const ExecContext& ctx);
+  // Device arenas get the same values, generated on the host in chunks and copied, so a GPU
+  // collection starts bit-identical to a host one (errors: a failed copy or wait).
+  Status Initialise(uint64_t seed, const ExecContext& ctx);
 
-  // Storage of a local shard's weights, a kernel view of them, and row access in fp32.
+  const Device& device() const { return device_; }
+  bool on_device() const { return device_.is_cuda(); }
+
+  // A local shard's weights (state < 0) or optimizer state `state` as dense fp32, rows x cols
+  // (rows for a row-wise state), in the shard's row-major order: 16-bit weights widen exactly on
+  // read and round to nearest even on write. Device arenas are copied through the host with a
+  // bounded wait (kTimeout after kDeviceWaitMs).
+  Status ReadShard(const LocalShard& ls, int32_t state, float* out);
+  Status WriteShard(const LocalShard& ls, int32_t state, const float* in);
+
+  // Storage of a local shard's weights, a kernel view of them, and row access in fp32 (host
+  // arenas only).
   void* ShardWeights(const LocalShard& ls);
   kernels::WeightsView View(const LocalShard& ls);
   void ReadRow(const LocalShard& ls, int64_t row, float* out);
@@ -46,8 +67,27 @@ class ParamStore {
   std::vector<ShardTensor> ShardTensors();
 
  private:
-  float* weights() { return params_.as<float>(); }
-  float* states() { return params_.as<float>() + layout_->weights_size; }
+  float* weights() { return on_device() ? dev_params_.as<float>() : params_.as<float>(); }
+  float* states() { return weights() + layout_->weights_size; }
+  uint16_t* fp16() { return on_device() ? dev_fp16_.as<uint16_t>() : weights_fp16_.as<uint16_t>(); }
+  uint16_t* bf16() { return on_device() ? dev_bf16_.as<uint16_t>() : weights_bf16_.as<uint16_t>(); }
+  // Initialisation of one row as fp32 (shared by the host and the device path).
+  struct InitRange {
+    float low = 0;
+    float high = 0;
+    bool constant = false;
+    uint64_t key = 0;
+  };
+  InitRange InitOf(const LocalShard& ls) const;
+  static void InitRow(const InitRange& init, uint64_t seed, const LocalShard& ls, int64_t row,
+                      float* out);
+  // device_params.cc: the device side of Allocate / Initialise / ReadShard / WriteShard.
+  Status AllocateDevice();
+  Status InitialiseDevice(uint64_t seed);
+  // Raw storage bytes of [row0, row0 + rows) of a shard's weights or state between the device
+  // arena and `host`, waited for.
+  Status CopyRows(const LocalShard& ls, int32_t state, int64_t row0, int64_t rows, void* host,
+                  bool to_device);
 
   const Layout* layout_ = nullptr;
   // This store's share of the host's available memory, from Allocate until Initialise has
@@ -56,6 +96,10 @@ class ParamStore {
   HostArena params_;  // fp32 weights, then optimizer states
   HostArena weights_fp16_;
   HostArena weights_bf16_;
+  Device device_;
+  DeviceBuffer dev_params_;  // the same three arenas on a CUDA device
+  DeviceBuffer dev_fp16_;
+  DeviceBuffer dev_bf16_;
   int64_t step_ = 0;
 };
 

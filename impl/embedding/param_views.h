@@ -2,7 +2,8 @@
 // knowing the collection's internals: 2D replica sync (whole buffers, coalesced) and checkpoints
 // (per-shard tensors placed in their full tables). Views borrow the collection's memory: they
 // stay valid until the collection is destroyed, and the collection must not run a step while a
-// view is being read or written.
+// view is being read or written. A GPU collection's views point into device memory (their
+// `device` says so): code that reads them as host memory (2D sync, checkpoints) must refuse them.
 #pragma once
 
 #include <cstddef>

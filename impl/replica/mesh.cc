@@ -56,6 +56,10 @@ Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
                                    layout_.shard_size());
   std::vector<SyncBuffer> buffers;
   for (const embedding::ParamBuffer& b : coll.ParamBuffers()) {
+    // The sync reads and writes the buffers as host memory; a GPU collection's are on its device.
+    if (!b.device.is_host())
+      return Status::Unsupported("replica sync of a collection on ", b.device.ToString(),
+                                 " is not implemented (GPU collection v1: host collections only)");
     if (b.kind != embedding::ParamKind::kWeights && mode == SyncMode::kWeightsOnly) continue;
     SyncBuffer sb;
     sb.data = b.data;

@@ -74,8 +74,20 @@ typedef struct shardrec_embedding_options {
                                 NULL means the collection's communicator (2D training passes
                                 the global group). Borrowed for creation, then shared: the
                                 collection keeps it alive. */
-  int32_t device_type;      /**< SHARDREC_DEVICE_HOST (0); CUDA is not available yet. */
-  int32_t device_index;     /**< CUDA ordinal; ignored on the host. */
+  int32_t device_type;      /**< SHARDREC_DEVICE_HOST (0), or SHARDREC_DEVICE_CUDA for a GPU
+                                 collection (v1): weights and optimizer states live on that
+                                 device and its lookups and optimizer updates run there through
+                                 the CUDA plugin, while routing, the combine and every exchange
+                                 stay on the host over its (host) communicator, with the data
+                                 staged across PCIe. It needs the plugin and the device
+                                 (shardrec_device_check), else create fails with
+                                 SHARDREC_ENODEVICE. v1 refuses (SHARDREC_EUNSUPPORTED) a CUDA
+                                 (NCCL) communicator, a batch declared on a device (the KJT
+                                 must be host memory), 2D (replicated) training and
+                                 checkpoints. It starts with the same weights as a host
+                                 collection of the same plan and seed and trains to the same
+                                 bits (tested through a fake plugin; not yet run on a GPU). */
+  int32_t device_index;     /**< CUDA ordinal (>= 0) of a GPU collection; ignored on the host. */
   /* Version 2. */
   int32_t non_finite;   /**< A shardrec_non_finite_policy_t; 0 is CHECK. */
   int32_t table_memory; /**< A shardrec_table_memory_t; 0 is HUGE_PAGES. */
@@ -182,12 +194,16 @@ shardrec_embedding_options_init(shardrec_embedding_options_t* options, uint32_t 
  * @param options   [in] Options; NULL means the defaults.
  * @return SHARDREC_OK; SHARDREC_EINVAL for bad arguments, a size mismatch, different plans on
  *         different ranks, or an argument rejected on another rank (the message names it);
- *         SHARDREC_EUNSUPPORTED for a CUDA device, a table dtype other than FLOAT32, FLOAT16
- *         or BFLOAT16, or pooled and NONE tables in one plan; SHARDREC_ENOMEM when this rank's
+ *         SHARDREC_EUNSUPPORTED for a table dtype other than FLOAT32, FLOAT16 or BFLOAT16,
+ *         pooled and NONE tables in one plan, or what a GPU collection refuses (see
+ *         shardrec_embedding_options_t.device_type); SHARDREC_ENODEVICE for a CUDA device
+ *         without the plugin or that device; SHARDREC_ENOMEM when this rank's
  *         weights and optimizer states exceed the memory the host has available (MemAvailable
  *         less what collections being created by other threads of this process have claimed,
  *         checked before anything is written, since Linux would map them and kill the process
- *         on first write) or cannot be mapped; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE
+ *         on first write) or cannot be mapped, or exceed the free memory of a GPU
+ *         collection's device; SHARDREC_ECUDA when a device copy fails; SHARDREC_ETIMEOUT /
+ *         SHARDREC_EREMOTE
  * when a peer does not take part. Thread-safety: each rank calls from its own thread. The caller
  * owns *out.
  */
@@ -231,7 +247,9 @@ SHARDREC_API shardrec_status_t shardrec_embedding_is_sequence(const shardrec_emb
  * @param out     [out] Pooled: batch_size x output_dim floats; sequence: num_values x dim.
  *                Overwritten. NULL only when that size is 0.
  * @param out_len Number of floats in @p out; must equal the size above.
- * @param stream  Ignored on the host (a cudaStream_t for GPU collections).
+ * @param stream  Ignored: a GPU collection (v1) queues its device work on its device's default
+ *                stream and returns after that work is complete (@p out is host memory, written
+ *                from the rows copied back), so nothing of the call is left in flight.
  * @return SHARDREC_OK; SHARDREC_EINVAL (bad batch here or on another rank, wrong @p out_len);
  *         SHARDREC_EUSAGE when a started input distribution has not been consumed;
  *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE on communication failure.
@@ -297,9 +315,13 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward_distributed(shardrec_e
  * @param coll     [in] Must not be NULL.
  * @param grad     [in] Gradient of the last forward's output, same shape; NULL only if empty.
  * @param grad_len Number of floats in @p grad; must equal the last output's size.
- * @param stream   Ignored on the host.
+ * @param stream   Ignored: a GPU collection (v1) uploads the gradients it received, runs the
+ *                 optimizer on its device's default stream and returns after that work is
+ *                 complete (@p grad is host memory, read before the call returns).
  * @return SHARDREC_OK; SHARDREC_EINVAL for a wrong size here or a rejection on another rank;
- *         SHARDREC_EUSAGE without a preceding forward; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
+ *         SHARDREC_EUSAGE without a preceding forward; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE;
+ *         SHARDREC_ECUDA / SHARDREC_ETIMEOUT when a GPU collection's device work fails (after
+ *         the gradient exchange: the step may then be partly applied on that rank).
  * Thread-safety: one thread at a time per collection.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_backward(shardrec_embedding_t* coll,
@@ -313,8 +335,9 @@ SHARDREC_API shardrec_status_t shardrec_embedding_backward(shardrec_embedding_t*
  * (shardrec_embedding_output_dim). A view this rank cannot use is a rejected input: every rank
  * fails the call and nothing changes. Collective.
  *
- * CUDA views (a host collection feeding a model that runs on a GPU): the collection computes in
- * host memory, writes the output to a pinned staging block it owns, copies that to the view on
+ * CUDA views (a collection feeding a model that runs on a GPU): the collection combines the
+ * output in host memory (a GPU collection too, in v1), writes it to a pinned staging block it
+ * owns, copies that to the view on
  * @p stream (after the work already queued there) and waits for the copy, at most the
  * communicator's timeout, before returning; the view may be read by later work on any stream
  * once the call returns. A CUDA view needs the CUDA plugin and that device

@@ -133,7 +133,9 @@ SHARDREC_API shardrec_status_t shardrec_mesh_describe(const shardrec_mesh_t* mes
  * @param mesh Borrowed. @param plan Borrowed. @param optimizer Not NULL.
  * @param options May be NULL (defaults).
  * @return SHARDREC_OK; SHARDREC_EINVAL (plan world size != S, bad configs, replicas differ);
- *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE from the collectives.
+ *         SHARDREC_EUNSUPPORTED for a CUDA options->device_type (2D training of GPU
+ *         collections is not implemented); SHARDREC_ETIMEOUT / SHARDREC_EREMOTE from the
+ *         collectives.
  */
 SHARDREC_API shardrec_status_t shardrec_mesh_embedding_create(
     shardrec_embedding_t** out, shardrec_mesh_t* mesh, const shardrec_plan_t* plan,

@@ -147,6 +147,8 @@ std::vector<std::vector<std::vector<float>>> MakeGrads(const Scenario& s,
 }
 
 KjtHolder::KjtHolder(const RefBatch& b, int32_t num_features, bool int32_ids) {
+  // A host batch: GPU collections read the device fields (tensor.h).
+  view_ = shardrec_kjt_view_t{};
   view_.batch_size = b.batch_size;
   view_.num_features = static_cast<size_t>(num_features);
   view_.lengths = b.lengths.data();

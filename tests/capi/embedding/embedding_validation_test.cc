@@ -294,12 +294,14 @@ TEST(EmbeddingCreate, RejectsCudaDeviceAndMismatchedPlans) {
   SpawnRanks(2, [&](int r) {
     shardrec_embedding_options_t o;
     shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+    // A device no host has (without the plugin, no CUDA device at all).
     o.device_type = SHARDREC_DEVICE_CUDA;
+    o.device_index = 999;
     shardrec_embedding_t* c = nullptr;
-    // Rank 0 asks for CUDA, rank 1 is fine: both fail, nobody hangs.
+    // Rank 0 asks for a missing CUDA device, rank 1 is fine: both fail, nobody hangs.
     shardrec_status_t rc =
         shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), nullptr, r == 0 ? &o : nullptr);
-    EXPECT_EQ(rc, r == 0 ? SHARDREC_EUNSUPPORTED : SHARDREC_EINVAL) << shardrec_last_error();
+    EXPECT_EQ(rc, r == 0 ? SHARDREC_ENODEVICE : SHARDREC_EINVAL) << shardrec_last_error();
     EXPECT_EQ(c, nullptr);
     rc = shardrec_embedding_create(&c, r == 0 ? plan.get() : plan2.get(), GroupComm(2, r), nullptr,
                                    nullptr);

@@ -38,6 +38,16 @@ class DeviceMemory {
     return true;
   }
 
+  // kInvalidArgument when p lies inside a live block: the host side of a copy must be host memory
+  // (a device pointer there would be a wrong copy direction on a GPU).
+  Status CheckHost(const void* p, const std::string& what) const {
+    if (p == nullptr) return Status::Ok();
+    if (Check(p, 0, what).ok())
+      return Status::InvalidArgument("fake device: ", what, " (", p,
+                                     ") is device memory, expected host memory");
+    return Status::Ok();
+  }
+
   // kOk when [p, p + bytes) lies inside one live block; bytes == 0 checks only p (a null p with
   // bytes == 0 is an absent optional argument and passes).
   Status Check(const void* p, size_t bytes, const std::string& what) const {

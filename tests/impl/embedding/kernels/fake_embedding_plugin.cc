@@ -5,6 +5,7 @@
 // host kernels by the simt tests; this double verifies what libshardrec.so does around them:
 // the marshalling into the C structs (device_dispatch.cc) and which memory it hands over.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <new>
 #include <string>
@@ -49,6 +50,20 @@ int32_t Reported(shardrec_plugin_status_t* out, const char* what, Body&& body) n
   }
 }
 namespace sb = embedding::kernels::simt_body;
+
+// Calls of the kernel entries (index: kCallLookup ..), so a test can tell that a collection ran
+// its kernels through the plugin (the fake's device memory is host memory, so host kernels handed
+// device pointers would give the same bits unnoticed).
+enum : int32_t {
+  kCallLookup = 0,
+  kCallGroupRows,
+  kCallAggregate,
+  kCallFused,
+  kCallPartial,
+  kCallApply,
+  kNumCalls
+};
+std::atomic<int64_t> g_calls[kNumCalls];
 
 DeviceMemory& Mem() {
   static DeviceMemory* m = new DeviceMemory;  // outlives every caller's static destructors
@@ -105,6 +120,10 @@ int32_t Memcpy(int32_t, void* dst, const void* src, size_t bytes, int32_t kind, 
                           kind == SHARDREC_PLUGIN_COPY_DEVICE_TO_DEVICE;
     if (to_dev) SR_RETURN_IF_ERROR(Mem().Check(dst, bytes, "memcpy destination"));
     if (from_dev) SR_RETURN_IF_ERROR(Mem().Check(src, bytes, "memcpy source"));
+    if (kind == SHARDREC_PLUGIN_COPY_HOST_TO_DEVICE && bytes > 0)
+      SR_RETURN_IF_ERROR(Mem().CheckHost(src, "memcpy host source"));
+    if (kind == SHARDREC_PLUGIN_COPY_DEVICE_TO_HOST && bytes > 0)
+      SR_RETURN_IF_ERROR(Mem().CheckHost(dst, "memcpy host destination"));
     if (bytes > 0) std::memmove(dst, src, bytes);
     return Status::Ok();
   });
@@ -200,6 +219,7 @@ int32_t ReadStatus(int32_t device, void* block, const char* what, int64_t timeou
 
 int32_t Lookup(int32_t device, const shardrec_plugin_lookup_job_t* jobs, size_t num_jobs,
                void* block, void*, shardrec_plugin_status_t* st) {
+  g_calls[kCallLookup].fetch_add(1);
   return Reported(st, "fake emb_lookup", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunLookup(Mem(), jobs, num_jobs, static_cast<sb::DeviceStatus*>(block));
@@ -218,6 +238,7 @@ int32_t WorkspaceBytes(int32_t device, int64_t num_ids, int32_t cols, int32_t nu
 
 int32_t GroupRows(int32_t device, const shardrec_plugin_runs_t* runs, void* ws, size_t ws_bytes,
                   int64_t* num_unique, void*, shardrec_plugin_status_t* st) {
+  g_calls[kCallGroupRows].fetch_add(1);
   return Reported(st, "fake emb_group_rows", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunGroupRows(Mem(), runs, ws, ws_bytes, num_unique);
@@ -228,6 +249,7 @@ int32_t AggregateGrads(int32_t device, const shardrec_plugin_runs_t* runs, const
                        int64_t grad_stride, int32_t cols, float scale, void* ws,
                        int64_t* unique_rows, float* row_grads, void*,
                        shardrec_plugin_status_t* st) {
+  g_calls[kCallAggregate].fetch_add(1);
   return Reported(st, "fake emb_aggregate_grads", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunAggregateGrads(Mem(), runs, grads, grad_stride, cols, scale, ws, unique_rows,
@@ -239,6 +261,7 @@ int32_t FusedBackward(int32_t device, const shardrec_plugin_runs_t* runs, const 
                       int64_t grad_stride, float scale, const shardrec_plugin_optimizer_t* config,
                       int64_t step, int32_t full_dim, const shardrec_plugin_shard_t* shard,
                       void* ws, void*, shardrec_plugin_status_t* st) {
+  g_calls[kCallFused].fetch_add(1);
   return Reported(st, "fake emb_fused_backward", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunFusedBackward(Mem(), runs, grads, grad_stride, scale, config, step, full_dim, shard,
@@ -250,6 +273,7 @@ int32_t PartialRowStats(int32_t device, const shardrec_plugin_optimizer_t* confi
                         const shardrec_plugin_shard_t* shard,
                         const shardrec_plugin_row_update_t* update, float* partial, void*,
                         shardrec_plugin_status_t* st) {
+  g_calls[kCallPartial].fetch_add(1);
   return Reported(st, "fake emb_partial_row_stats", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunRowPhase(Mem(), config, step, 0, shard, update, partial, nullptr, 1);
@@ -260,6 +284,7 @@ int32_t Apply(int32_t device, const shardrec_plugin_optimizer_t* config, int64_t
               int32_t full_dim, const shardrec_plugin_shard_t* shard,
               const shardrec_plugin_row_update_t* update, const float* full, void*,
               shardrec_plugin_status_t* st) {
+  g_calls[kCallApply].fetch_add(1);
   return Reported(st, "fake emb_apply", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunRowPhase(Mem(), config, step, full_dim, shard, update, nullptr, full, 2);
@@ -313,3 +338,17 @@ FAKE_EXPORT uint32_t shardrec_cuda_plugin_abi_version() { return SHARDREC_CUDA_P
 FAKE_EXPORT const shardrec_cuda_plugin_table_t* shardrec_cuda_plugin_table(uint32_t abi) {
   return abi == SHARDREC_CUDA_PLUGIN_ABI_VERSION ? &shardrec::fake::kTable : nullptr;
 }
+
+// Test hook: how many times kernel entry `which` (0 lookup, 1 group_rows, 2 aggregate_grads,
+// 3 fused_backward, 4 partial_row_stats, 5 apply) was called in this process; -1 for another value.
+FAKE_EXPORT int64_t shardrec_fake_embedding_calls(int32_t which) {
+  using namespace shardrec::fake;
+  return which >= 0 && which < kNumCalls ? g_calls[which].load() : -1;
+}
+
+// Test hooks: a block of the fake's device memory (host memory the process may read and write
+// directly), for callers that cannot reach the plugin table (black-box C API tests).
+FAKE_EXPORT void* shardrec_fake_device_alloc(size_t bytes) {
+  return shardrec::fake::Mem().Alloc(bytes);
+}
+FAKE_EXPORT void shardrec_fake_device_free(void* p) { (void)shardrec::fake::Mem().Free(p); }

@@ -1,0 +1,472 @@
+// The GPU collection (v1: parameters and kernels on the device, exchanges on the host) through
+// the public C API, run on the CPU with SHARDREC_CUDA_PLUGIN set to the fake embedding plugin:
+// its device memory is host memory tracked block by block, and every kernel entry refuses a
+// device-side pointer outside a live device block before running the host kernels. So these
+// tests check what libshardrec.so does around the device kernels (which memory lives where, what
+// is staged and when) and that a GPU collection trains bit-identically to a host collection of
+// the same plan; the device kernel bodies themselves are verified by the simt tests.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "shardrec/checkpoint.h"
+#include "shardrec/device.h"
+#include "shardrec/replica.h"
+#include "tests/capi/embedding/embedding_test_util.h"
+#include "tests/support/spawn_ranks.h"
+
+namespace shardrec::testing {
+namespace {
+
+bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+shardrec_embedding_options_t Options(const Scenario& s, bool cuda, int32_t device_index = 0) {
+  shardrec_embedding_options_t o;
+  shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+  o.seed = s.seed;
+  if (cuda) {
+    o.device_type = SHARDREC_DEVICE_CUDA;
+    o.device_index = device_index;
+  }
+  return o;
+}
+
+shardrec_tensor_view_t View(std::vector<float>* data, int64_t dim, int32_t device_type) {
+  shardrec_tensor_view_t v{};
+  v.data = data->data();
+  v.dtype = SHARDREC_DTYPE_FLOAT32;
+  v.device_type = device_type;
+  v.ndim = 2;
+  v.shape[0] = dim == 0 ? 0 : static_cast<int64_t>(data->size()) / dim;
+  v.shape[1] = dim;
+  return v;
+}
+
+// The fake plugin's count of calls of kernel entry `which` (its shardrec_fake_embedding_calls):
+// the fake's device memory is host memory, so only these counts show that the GPU collection ran
+// its kernels through the plugin rather than host kernels on device pointers.
+enum FakeCall { kLookup = 0, kGroupRows, kAggregate, kFused, kPartial, kApply, kNumFakeCalls };
+std::array<int64_t, kNumFakeCalls> FakeCalls() {
+  std::array<int64_t, kNumFakeCalls> out{};
+  out.fill(-1);
+  // The library loads the plugin on the first GPU request; the counters are read from that copy.
+  (void)shardrec_device_check(SHARDREC_DEVICE_CUDA, 0);
+  const char* path = std::getenv("SHARDREC_CUDA_PLUGIN");
+  void* h = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  if (h == nullptr) return out;
+  using Fn = int64_t (*)(int32_t);
+  auto fn = reinterpret_cast<Fn>(dlsym(h, "shardrec_fake_embedding_calls"));
+  for (int i = 0; fn != nullptr && i < kNumFakeCalls; ++i) out[i] = fn(i);
+  dlclose(h);
+  return out;
+}
+
+bool FakeLoaded() { return FakeCalls()[kLookup] >= 0; }
+
+// A block of the fake's device memory (host memory the test may read directly), freed on
+// destruction; empty when the fake is not loaded.
+class FakeDeviceFloats {
+ public:
+  explicit FakeDeviceFloats(size_t n) {
+    const char* path = std::getenv("SHARDREC_CUDA_PLUGIN");
+    handle_ = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+    if (handle_ == nullptr) return;
+    auto alloc = reinterpret_cast<void* (*)(size_t)>(dlsym(handle_, "shardrec_fake_device_alloc"));
+    free_ = reinterpret_cast<void (*)(void*)>(dlsym(handle_, "shardrec_fake_device_free"));
+    if (alloc != nullptr && free_ != nullptr && n > 0)
+      data_ = static_cast<float*>(alloc(n * sizeof(float)));
+    size_ = data_ != nullptr ? n : 0;
+  }
+  ~FakeDeviceFloats() {
+    if (data_ != nullptr) free_(data_);
+    if (handle_ != nullptr) dlclose(handle_);
+  }
+  FakeDeviceFloats(const FakeDeviceFloats&) = delete;
+  FakeDeviceFloats& operator=(const FakeDeviceFloats&) = delete;
+  float* data() const { return data_; }
+  std::vector<float> ToVector() const { return std::vector<float>(data_, data_ + size_); }
+
+ private:
+  void* handle_ = nullptr;
+  void (*free_)(void*) = nullptr;
+  float* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+shardrec_tensor_view_t DeviceView(float* data, size_t n, int64_t dim) {
+  shardrec_tensor_view_t v{};
+  v.data = data;
+  v.dtype = SHARDREC_DTYPE_FLOAT32;
+  v.device_type = SHARDREC_DEVICE_CUDA;
+  v.ndim = 2;
+  v.shape[0] = dim == 0 ? 0 : static_cast<int64_t>(n) / dim;
+  v.shape[1] = dim;
+  return v;
+}
+
+// Empty when the tests can run: the fake is loaded, or another plugin (the real one: the gpu
+// registration) with a usable device. SHARDREC_TEST_EXPECT_FAKE (the CPU registration) demands
+// the fake.
+std::string WhyNotRunnable() {
+  if (FakeLoaded()) return "";
+  if (std::getenv("SHARDREC_TEST_EXPECT_FAKE") != nullptr)
+    return "SHARDREC_CUDA_PLUGIN does not name the fake embedding plugin (run through ctest)";
+  if (shardrec_device_check(SHARDREC_DEVICE_CUDA, 0) != SHARDREC_OK)
+    return std::string("no usable CUDA device: ") + shardrec_last_error();
+  return "";
+}
+
+// At the start of every test: fails where the fake should be loaded and is not, skips where
+// there is no device.
+#define REQUIRE_DEVICE()                                                                          \
+  do {                                                                                            \
+    const std::string why = WhyNotRunnable();                                                     \
+    if (!why.empty() && std::getenv("SHARDREC_TEST_EXPECT_FAKE") == nullptr) GTEST_SKIP() << why; \
+    ASSERT_TRUE(why.empty()) << why;                                                              \
+  } while (0)
+
+TEST(EmbeddingGpuCollection, TheDeviceIsUsable) {
+  // Guards the rest: without the plugin every CUDA collection would be refused as ENODEVICE.
+  REQUIRE_DEVICE();
+  ASSERT_EQ(shardrec_device_check(SHARDREC_DEVICE_CUDA, 0), SHARDREC_OK) << shardrec_last_error();
+}
+
+constexpr int32_t kDP = SHARDREC_SHARDING_DATA_PARALLEL;
+constexpr int32_t kTW = SHARDREC_SHARDING_TABLE_WISE;
+constexpr int32_t kRW = SHARDREC_SHARDING_ROW_WISE;
+constexpr int32_t kCW = SHARDREC_SHARDING_COLUMN_WISE;
+constexpr int32_t kTRW = SHARDREC_SHARDING_TABLE_ROW_WISE;
+constexpr int32_t kGrid = SHARDREC_SHARDING_GRID;
+constexpr int32_t kSum = SHARDREC_POOLING_SUM;
+constexpr int32_t kMean = SHARDREC_POOLING_MEAN;
+constexpr int32_t kNone = SHARDREC_POOLING_NONE;
+constexpr int32_t kSgd = SHARDREC_OPTIMIZER_SGD;
+constexpr int32_t kRowAdagrad = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
+constexpr int32_t kAdam = SHARDREC_OPTIMIZER_ADAM;
+constexpr int32_t kF32 = SHARDREC_DTYPE_FLOAT32;
+constexpr int32_t kF16 = SHARDREC_DTYPE_FLOAT16;
+
+struct Case {
+  const char* name;
+  int32_t world;
+  std::vector<int32_t> sharding;  // per table of the standard scenario
+  int32_t pooling;
+  int32_t optimizer;
+  bool weighted;
+  int32_t dtype;  // of table t1
+};
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& i) { return i.param.name; }
+
+class GpuVsHost : public ::testing::TestWithParam<Case> {};
+
+// A host and a GPU collection of one plan trained side by side (plain and pipelined forwards,
+// pointer, host-view and, under the fake, CUDA-view calls on the GPU one): the same outputs every
+// step and the same weights and optimizer states at the end, bit for bit.
+TEST_P(GpuVsHost, TrainsBitIdenticallyToAHostCollection) {
+  REQUIRE_DEVICE();
+  const Case& c = GetParam();
+  Scenario s = StandardScenario(c.world, c.sharding[0], c.pooling);
+  s.sharding = c.sharding;
+  s.optimizer.type = c.optimizer;
+  s.weighted = c.weighted;
+  s.tables[1].dtype = c.dtype;
+  s.steps = 4;
+  if (c.world == 2) s.batch_sizes = {5, 0};  // an empty batch on one rank too
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  const auto batches = MakeBatches(s, ref);
+  const auto grads = MakeGrads(s, batches, ref.output_dim());
+  PlanPtr plan = MakePlan(s);
+  ASSERT_NE(plan, nullptr);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  const auto calls_before = FakeCalls();
+  SpawnRanks(s.world, [&](int r) {
+    const shardrec_embedding_options_t oh = Options(s, false);
+    const shardrec_embedding_options_t od = Options(s, true);
+    shardrec_embedding_t* h = nullptr;
+    shardrec_embedding_t* d = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&h, plan.get(), GroupComm(s.world, r), &opt, &oh),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr ch(h);
+    ASSERT_EQ(shardrec_embedding_create(&d, plan.get(), GroupComm(s.world, r), &opt, &od),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr cd(d);
+    // Created bit-identical: the device arenas get the host's initial values.
+    const auto init_h = Snapshot(h, s);
+    const auto init_d = Snapshot(d, s);
+    ASSERT_EQ(init_h.size(), init_d.size());
+    for (size_t i = 0; i < init_h.size(); ++i)
+      EXPECT_TRUE(BitEqual(init_h[i], init_d[i])) << "rank " << r << " initial tensor " << i;
+    int64_t dim = 0;
+    shardrec_embedding_output_dim(h, &dim);
+    const bool seq = c.pooling == SHARDREC_POOLING_NONE;
+    for (int step = 0; step < s.steps; ++step) {
+      const RefBatch& rb = batches[step][r];
+      KjtHolder kjt(rb, s.num_features, false);
+      const size_t n =
+          static_cast<size_t>(seq ? static_cast<int64_t>(rb.ids.size()) : rb.batch_size) *
+          static_cast<size_t>(dim);
+      std::vector<float> out_h(n), out_d(n, -7.0f);
+      ASSERT_EQ(shardrec_embedding_forward(h, kjt.view(), out_h.data(), n, nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+      shardrec_tensor_view_t vd = View(&out_d, dim, SHARDREC_DEVICE_HOST);
+      // Under the fake, steps 2 and 3 write CUDA views in its device memory (staged by the C API).
+      FakeDeviceFloats dev_out(FakeLoaded() && step >= 2 ? n : 0);
+      if (FakeLoaded() && step >= 2 && n > 0) ASSERT_NE(dev_out.data(), nullptr);
+      if (dev_out.data() != nullptr) vd = DeviceView(dev_out.data(), n, dim);
+      if (step == 0) {
+        ASSERT_EQ(shardrec_embedding_forward(d, kjt.view(), out_d.data(), n, nullptr), SHARDREC_OK)
+            << shardrec_last_error();
+      } else if (step == 1) {
+        ASSERT_EQ(shardrec_embedding_input_dist_start(d, kjt.view(), nullptr), SHARDREC_OK);
+        ASSERT_EQ(shardrec_embedding_input_dist_wait(d, nullptr), SHARDREC_OK);
+        ASSERT_EQ(shardrec_embedding_forward_distributed_tensor(d, &vd, nullptr), SHARDREC_OK)
+            << shardrec_last_error();
+      } else {
+        ASSERT_EQ(shardrec_embedding_forward_tensor(d, kjt.view(), &vd, nullptr), SHARDREC_OK)
+            << shardrec_last_error();
+      }
+      if (dev_out.data() != nullptr) out_d = dev_out.ToVector();
+      EXPECT_TRUE(BitEqual(out_h, out_d)) << "rank " << r << " step " << step;
+      std::vector<float> g = grads[step][r];
+      ASSERT_EQ(shardrec_embedding_backward(h, g.data(), g.size(), nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+      if (step % 2 == 0) {
+        ASSERT_EQ(shardrec_embedding_backward(d, g.data(), g.size(), nullptr), SHARDREC_OK)
+            << shardrec_last_error();
+      } else {
+        shardrec_tensor_view_t gd = View(&g, dim, SHARDREC_DEVICE_HOST);
+        FakeDeviceFloats dev_g(FakeLoaded() && step == 3 ? g.size() : 0);
+        if (FakeLoaded() && step == 3 && !g.empty()) ASSERT_NE(dev_g.data(), nullptr);
+        if (dev_g.data() != nullptr) {
+          std::copy(g.begin(), g.end(), dev_g.data());
+          gd = DeviceView(dev_g.data(), g.size(), dim);
+        }
+        ASSERT_EQ(shardrec_embedding_backward_tensor(d, &gd, nullptr), SHARDREC_OK)
+            << shardrec_last_error();
+      }
+    }
+    const auto snap_h = Snapshot(h, s);
+    const auto snap_d = Snapshot(d, s);
+    ASSERT_EQ(snap_h.size(), snap_d.size());
+    for (size_t i = 0; i < snap_h.size(); ++i)
+      EXPECT_TRUE(BitEqual(snap_h[i], snap_d[i])) << "rank " << r << " tensor " << i;
+    // Training moved the weights, so the comparison above is not of two untouched copies.
+    EXPECT_FALSE(BitEqual(init_d[0], snap_d[0]) && BitEqual(init_d.back(), snap_d.back()));
+  });
+  // The GPU collection's lookups and updates went through the plugin's kernel entries (the host
+  // collection never calls them): lookups, the backward, and the row-statistics phase where
+  // column shards or data-parallel tables of row-wise Adagrad need it.
+  if (!FakeLoaded()) return;  // the real plugin has no counters
+  const auto calls = FakeCalls();
+  std::array<int64_t, kNumFakeCalls> delta{};
+  for (int i = 0; i < kNumFakeCalls; ++i) delta[i] = calls[i] - calls_before[i];
+  EXPECT_GT(delta[kLookup], 0);
+  EXPECT_GT(delta[kFused] + delta[kApply], 0);
+  const auto has = [&](int32_t type) {
+    return std::find(c.sharding.begin(), c.sharding.end(), type) != c.sharding.end();
+  };
+  if (has(kDP)) EXPECT_GT(delta[kApply], 0) << "data-parallel rows are applied on the device";
+  if (c.optimizer == kRowAdagrad && (has(kDP) || (has(kCW) && c.world > 1)))
+    EXPECT_GT(delta[kPartial], 0);
+}
+
+// Column shards of row-wise Adagrad exchange their row statistics (the non-fused path);
+// data-parallel tables look up on the device and all-reduce their gradients on the host.
+const Case kCases[] = {
+    {"W1_TW_RW_CW_Sum_RowAda_W", 1, {kTW, kRW, kCW}, kSum, kRowAdagrad, true, kF32},
+    {"W2_TW_RW_CW_Sum_RowAda_W", 2, {kTW, kRW, kCW}, kSum, kRowAdagrad, true, kF32},
+    {"W2_CW_Mean_RowAda", 2, {kCW, kCW, kCW}, kMean, kRowAdagrad, false, kF32},
+    {"W2_TRW_Grid_Mean_Adam_Fp16", 2, {kTRW, kGrid, kRW}, kMean, kAdam, false, kF16},
+    {"W1_CW_Sum_Adam_Fp16_W", 1, {kCW, kCW, kTW}, kSum, kAdam, true, kF16},
+    {"W2_TW_RW_CW_Seq_Sgd", 2, {kTW, kRW, kCW}, kNone, kSgd, false, kF32},
+    {"W2_RW_Seq_RowAda_W", 2, {kRW, kCW, kTW}, kNone, kRowAdagrad, true, kF32},
+    {"W2_DP_RW_CW_Sum_RowAda_W", 2, {kDP, kRW, kCW}, kSum, kRowAdagrad, true, kF32},
+    {"W2_TW_DP_Grid_Mean_Adam_Fp16", 2, {kTW, kDP, kGrid}, kMean, kAdam, false, kF16},
+    {"W1_DP_DP_TW_Mean_Sgd_W", 1, {kDP, kDP, kTW}, kMean, kSgd, true, kF32},
+    {"W2_DP_RW_DP_Seq_Adam_W", 2, {kDP, kRW, kDP}, kNone, kAdam, true, kF32},
+};
+
+INSTANTIATE_TEST_SUITE_P(Plans, GpuVsHost, ::testing::ValuesIn(kCases), CaseName);
+
+// Accessors copy through the host: what is set is read back, on every rank, bit for bit; 16-bit
+// weights round as a host collection rounds them.
+TEST(EmbeddingGpuCollection, AccessorsRoundTrip) {
+  REQUIRE_DEVICE();
+  Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+  s.sharding = {kTW, kCW, kRW};
+  s.tables[2].dtype = SHARDREC_DTYPE_BFLOAT16;
+  s.optimizer.type = SHARDREC_OPTIMIZER_ADAM;
+  PlanPtr plan = MakePlan(s);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  SpawnRanks(s.world, [&](int r) {
+    const shardrec_embedding_options_t oh = Options(s, false);
+    const shardrec_embedding_options_t od = Options(s, true);
+    shardrec_embedding_t* h = nullptr;
+    shardrec_embedding_t* d = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&h, plan.get(), GroupComm(s.world, r), &opt, &oh),
+              SHARDREC_OK);
+    CollPtr ch(h);
+    ASSERT_EQ(shardrec_embedding_create(&d, plan.get(), GroupComm(s.world, r), &opt, &od),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr cd(d);
+    for (const RefTable& t : s.tables) {
+      std::vector<float> w(static_cast<size_t>(t.rows) * t.dim);
+      for (size_t i = 0; i < w.size(); ++i) w[i] = 0.001f * static_cast<float>(i) - 0.37f;
+      ASSERT_EQ(shardrec_embedding_set_weights(h, t.name.c_str(), w.data(), w.size()), SHARDREC_OK);
+      ASSERT_EQ(shardrec_embedding_set_weights(d, t.name.c_str(), w.data(), w.size()), SHARDREC_OK)
+          << shardrec_last_error();
+      std::vector<float> m(w.size());
+      for (size_t i = 0; i < m.size(); ++i) m[i] = 0.5f + static_cast<float>(i);
+      ASSERT_EQ(shardrec_embedding_set_state(d, t.name.c_str(), "momentum2", m.data(), m.size()),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      ASSERT_EQ(shardrec_embedding_set_state(h, t.name.c_str(), "momentum2", m.data(), m.size()),
+                SHARDREC_OK);
+      std::vector<float> back(m.size(), -1.0f);
+      ASSERT_EQ(
+          shardrec_embedding_get_state(d, t.name.c_str(), "momentum2", back.data(), back.size()),
+          SHARDREC_OK);
+      EXPECT_TRUE(BitEqual(back, m)) << t.name;
+      if (t.dtype == SHARDREC_DTYPE_FLOAT32) {
+        std::vector<float> wb(w.size(), -1.0f);
+        ASSERT_EQ(shardrec_embedding_get_weights(d, t.name.c_str(), wb.data(), wb.size()),
+                  SHARDREC_OK);
+        EXPECT_TRUE(BitEqual(wb, w)) << t.name;
+      }
+    }
+    const auto a = Snapshot(h, s);
+    const auto b = Snapshot(d, s);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(BitEqual(a[i], b[i])) << "tensor " << i;
+  });
+}
+
+// What v1 refuses, clearly and without taking a step: a device that does not exist,
+// checkpoints, a KJT declared on the device.
+TEST(EmbeddingGpuCollection, RefusalsChangeNothing) {
+  REQUIRE_DEVICE();
+  Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+  s.steps = 1;
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  const auto batches = MakeBatches(s, ref);
+  const auto grads = MakeGrads(s, batches, ref.output_dim());
+  PlanPtr plan = MakePlan(s);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  SpawnRanks(s.world, [&](int r) {
+    shardrec_embedding_t* c = nullptr;
+    // No machine has cuda:999: ENODEVICE on its rank, EINVAL on the peer.
+    const shardrec_embedding_options_t bad = Options(s, true, r == 1 ? 999 : 0);
+    EXPECT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(s.world, r), &opt, &bad),
+              r == 1 ? SHARDREC_ENODEVICE : SHARDREC_EINVAL)
+        << shardrec_last_error();
+    EXPECT_EQ(c, nullptr);
+    const shardrec_embedding_options_t od = Options(s, true);
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(s.world, r), &opt, &od),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr cc(c);
+    const auto before = Snapshot(c, s);
+    const std::string dir = ::testing::TempDir() + "gpu_coll_ckpt";
+    EXPECT_EQ(shardrec_checkpoint_save(c, dir.c_str(), nullptr), SHARDREC_EUNSUPPORTED)
+        << shardrec_last_error();
+    EXPECT_EQ(shardrec_checkpoint_load(c, dir.c_str(), nullptr), SHARDREC_ENOTFOUND)
+        << shardrec_last_error();
+
+    int64_t dim = 0;
+    shardrec_embedding_output_dim(c, &dim);
+    const RefBatch& rb = batches[0][r];
+    KjtHolder kjt(rb, s.num_features, false);
+    std::vector<float> out(static_cast<size_t>(rb.batch_size * dim));
+    shardrec_kjt_view_t on_device = *kjt.view();
+    on_device.device_type = SHARDREC_DEVICE_CUDA;
+    EXPECT_EQ(shardrec_embedding_forward(c, r == 0 ? &on_device : kjt.view(), out.data(),
+                                         out.size(), nullptr),
+              r == 0 ? SHARDREC_EUNSUPPORTED : SHARDREC_EINVAL)
+        << shardrec_last_error();
+    std::vector<float> g = grads[0][r];
+    EXPECT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_EUSAGE);
+    int64_t steps = -1;
+    ASSERT_EQ(shardrec_embedding_num_steps(c, &steps), SHARDREC_OK);
+    EXPECT_EQ(steps, 0);
+    const auto after = Snapshot(c, s);
+    for (size_t i = 0; i < before.size(); ++i)
+      EXPECT_TRUE(BitEqual(before[i], after[i])) << "rank " << r << " tensor " << i;
+  });
+}
+
+// 2D (replicated) training reads the parameter arenas as host memory: a GPU collection is refused
+// on every rank of the mesh, before anything is allocated.
+TEST(EmbeddingGpuCollection, MeshRefusesAGpuCollection) {
+  REQUIRE_DEVICE();
+  Scenario s = StandardScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM);
+  PlanPtr plan = MakePlan(s);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  SpawnRanks(2, [&](int r) {
+    shardrec_mesh_options_t mo;
+    shardrec_mesh_options_init(&mo, SHARDREC_MESH_OPTIONS_VERSION);
+    mo.sharding_group_size = 1;
+    shardrec_mesh_t* m = nullptr;
+    ASSERT_EQ(shardrec_mesh_create(&m, GroupComm(2, r), &mo), SHARDREC_OK) << shardrec_last_error();
+    const shardrec_embedding_options_t od = Options(s, true);
+    shardrec_embedding_t* c = nullptr;
+    EXPECT_EQ(shardrec_mesh_embedding_create(&c, m, plan.get(), &opt, &od), SHARDREC_EUNSUPPORTED)
+        << shardrec_last_error();
+    EXPECT_NE(std::string(shardrec_last_error()).find("2D"), std::string::npos);
+    EXPECT_EQ(c, nullptr);
+    shardrec_mesh_destroy(m);
+  });
+}
+
+// An id outside its table is caught while routing on the host: the same error, word for word,
+// as a host collection's, and no state changes.
+TEST(EmbeddingGpuCollection, OutOfRangeIdFailsAsOnTheHost) {
+  REQUIRE_DEVICE();
+  Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+  s.steps = 1;
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  auto batches = MakeBatches(s, ref);
+  ASSERT_FALSE(batches[0][1].ids.empty());
+  batches[0][1].ids[0] = 1000;
+  PlanPtr plan = MakePlan(s);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  std::vector<std::string> errors(4);
+  SpawnRanks(s.world, [&](int r) {
+    for (int cuda = 0; cuda < 2; ++cuda) {
+      const shardrec_embedding_options_t o = Options(s, cuda == 1);
+      shardrec_embedding_t* c = nullptr;
+      ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(s.world, r), &opt, &o),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      CollPtr cc(c);
+      int64_t dim = 0;
+      shardrec_embedding_output_dim(c, &dim);
+      const auto before = Snapshot(c, s);
+      KjtHolder kjt(batches[0][r], s.num_features, false);
+      std::vector<float> out(static_cast<size_t>(batches[0][r].batch_size * dim));
+      EXPECT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+                SHARDREC_EINVAL);
+      errors[r * 2 + cuda] = shardrec_last_error();
+      const auto after = Snapshot(c, s);
+      for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(BitEqual(before[i], after[i]));
+    }
+  });
+  EXPECT_EQ(errors[0], errors[1]);
+  EXPECT_EQ(errors[2], errors[3]);
+  EXPECT_NE(errors[2].find("1000"), std::string::npos) << errors[2];
+}
+
+}  // namespace
+}  // namespace shardrec::testing

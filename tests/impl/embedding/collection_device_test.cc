@@ -1,0 +1,78 @@
+// What a GPU collection (v1) refuses before it takes any memory, where the C API cannot reach:
+// a device (NCCL) communicator. No plugin or GPU is needed: the refusal comes first.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "impl/embedding/collection.h"
+#include "impl/sharding/layout.h"
+
+namespace shardrec::embedding {
+namespace {
+
+// A single-rank communicator that says it runs on cuda:0, as an NCCL one does. Its only working
+// collective is the one-rank all-reduce of the creation's agreement.
+class CudaLabelledComm : public comm::Communicator {
+ public:
+  int Rank() const override { return 0; }
+  int Size() const override { return 1; }
+  Device device() const override { return Device::Cuda(0); }
+  const char* backend() const override { return "nccl"; }
+  std::chrono::milliseconds timeout() const override { return std::chrono::milliseconds(1000); }
+  void set_timeout(std::chrono::milliseconds) override {}
+  Status AllReduce(const void* send, void* recv, size_t count, DType dtype, comm::ReduceOp,
+                   const comm::CallOptions&) override {
+    if (send != recv) std::memcpy(recv, send, count * DTypeSize(dtype));
+    return Status::Ok();
+  }
+  Status AllToAllV(const void*, std::span<const size_t>, void*, std::span<const size_t>, DType,
+                   const comm::CallOptions&) override {
+    return Unused();
+  }
+  Status AllGatherV(const void*, size_t, void*, std::span<const size_t>, DType,
+                    const comm::CallOptions&) override {
+    return Unused();
+  }
+  Status ReduceScatterV(const void*, void*, std::span<const size_t>, DType, comm::ReduceOp,
+                        const comm::CallOptions&) override {
+    return Unused();
+  }
+  Status Broadcast(void*, size_t, DType, int, const comm::CallOptions&) override {
+    return Unused();
+  }
+  Status Barrier(const comm::CallOptions&) override { return Unused(); }
+  Status Split(int, int, std::unique_ptr<comm::Communicator>*) override { return Unused(); }
+  void Abort() override {}
+  Status AsyncError() const override { return Status::Ok(); }
+
+ private:
+  static Status Unused() { return Status::Internal("not used by a refused creation"); }
+};
+
+TEST(EmbeddingCollectionDevice, AGpuCollectionRefusesADeviceCommunicator) {
+  auto plan = std::make_shared<sharding::Plan>();
+  plan->world_size = 1;
+  plan->local_world_size = 1;
+  plan->features = {{"a", 1.0f}};
+  sharding::TableConfig t;
+  t.name = "t";
+  t.rows = 8;
+  t.dim = 4;
+  t.features = {0};
+  plan->tables = {t};
+  plan->table_plans = {sharding::MakeTableWise(plan->tables[0], 0)};
+  CollectionOptions options;
+  options.device = Device::Cuda(0);
+  std::unique_ptr<EmbeddingCollection> out;
+  const Status s = EmbeddingCollection::Create(plan, std::make_shared<CudaLabelledComm>(), nullptr,
+                                               options, &out);
+  EXPECT_EQ(s.code(), Code::kUnsupported) << s.ToString();
+  EXPECT_NE(s.message().find("NCCL"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("host (Gloo) communicator"), std::string::npos) << s.ToString();
+  EXPECT_EQ(out, nullptr);
+}
+
+}  // namespace
+}  // namespace shardrec::embedding
