@@ -223,7 +223,9 @@ TEST_P(GpuVsHost, TrainsBitIdenticallyToAHostCollection) {
       shardrec_tensor_view_t vd = View(&out_d, dim, SHARDREC_DEVICE_HOST);
       // Under the fake, steps 2 and 3 write CUDA views in its device memory (staged by the C API).
       FakeDeviceFloats dev_out(FakeLoaded() && step >= 2 ? n : 0);
-      if (FakeLoaded() && step >= 2 && n > 0) ASSERT_NE(dev_out.data(), nullptr);
+      if (FakeLoaded() && step >= 2 && n > 0) {
+        ASSERT_NE(dev_out.data(), nullptr);
+      }
       if (dev_out.data() != nullptr) vd = DeviceView(dev_out.data(), n, dim);
       if (step == 0) {
         ASSERT_EQ(shardrec_embedding_forward(d, kjt.view(), out_d.data(), n, nullptr), SHARDREC_OK)
@@ -248,7 +250,9 @@ TEST_P(GpuVsHost, TrainsBitIdenticallyToAHostCollection) {
       } else {
         shardrec_tensor_view_t gd = View(&g, dim, SHARDREC_DEVICE_HOST);
         FakeDeviceFloats dev_g(FakeLoaded() && step == 3 ? g.size() : 0);
-        if (FakeLoaded() && step == 3 && !g.empty()) ASSERT_NE(dev_g.data(), nullptr);
+        if (FakeLoaded() && step == 3 && !g.empty()) {
+          ASSERT_NE(dev_g.data(), nullptr);
+        }
         if (dev_g.data() != nullptr) {
           std::copy(g.begin(), g.end(), dev_g.data());
           gd = DeviceView(dev_g.data(), g.size(), dim);
@@ -277,9 +281,12 @@ TEST_P(GpuVsHost, TrainsBitIdenticallyToAHostCollection) {
   const auto has = [&](int32_t type) {
     return std::find(c.sharding.begin(), c.sharding.end(), type) != c.sharding.end();
   };
-  if (has(kDP)) EXPECT_GT(delta[kApply], 0) << "data-parallel rows are applied on the device";
-  if (c.optimizer == kRowAdagrad && (has(kDP) || (has(kCW) && c.world > 1)))
+  if (has(kDP)) {
+    EXPECT_GT(delta[kApply], 0) << "data-parallel rows are applied on the device";
+  }
+  if (c.optimizer == kRowAdagrad && (has(kDP) || (has(kCW) && c.world > 1))) {
     EXPECT_GT(delta[kPartial], 0);
+  }
 }
 
 // Column shards of row-wise Adagrad exchange their row statistics (the non-fused path);
