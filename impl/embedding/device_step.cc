@@ -23,6 +23,22 @@ struct Segment {
   size_t at = 0;
 };
 
+// Lays the segments out 16-byte aligned in `buf` (grown as needed) and copies each one there with
+// copy(device_dst, host_src, bytes).
+template <class CopyFn>
+Status UploadSegments(Segment (&seg)[3], int device, DeviceBuffer& buf, const char* what,
+                      const CopyFn& copy) {
+  size_t total = 0;
+  for (Segment& s : seg) {
+    s.at = total;
+    total += Align16(s.bytes);
+  }
+  SR_RETURN_IF_ERROR(buf.Reserve(device, total, what));
+  auto* dev = buf.as<uint8_t>();
+  for (const Segment& s : seg) SR_RETURN_IF_ERROR(copy(dev + s.at, s.host, s.bytes));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device) {
@@ -79,14 +95,10 @@ Status DeviceStep::UploadRuns(const RoutedBatch& rb) {
   seg[1] = {rb.send.data() + rb.self_offset, rb.send.size() - rb.self_offset, 0};
   seg[2] = {reinterpret_cast<const uint8_t*>(rb.bag_offsets.data()),
             sizeof(int64_t) * rb.bag_offsets.size(), 0};
-  size_t total = 0;
-  for (Segment& s : seg) {
-    s.at = total;
-    total += Align16(s.bytes);
-  }
-  SR_RETURN_IF_ERROR(runs_buf_.Reserve(device_, total, "the batch's ids on the device"));
+  const auto to_device = [this](void* d, const void* h, size_t n) { return Copy(d, h, n, true); };
+  SR_RETURN_IF_ERROR(
+      UploadSegments(seg, device_, runs_buf_, "the batch's ids on the device", to_device));
   auto* dev = runs_buf_.as<uint8_t>();
-  for (const Segment& s : seg) SR_RETURN_IF_ERROR(Copy(dev + s.at, s.host, s.bytes, true));
   Status bad;
   const auto translate = [&](const auto* p) -> decltype(p) {
     if (p == nullptr) return p;
@@ -148,14 +160,10 @@ Status DeviceStep::LookupDataParallel(const RoutedBatch& rb, float* out) {
             sizeof(int64_t) * rb.dp_rows.size(), 0};
   seg[2] = {reinterpret_cast<const uint8_t*>(rb.dp_weights.data()),
             sizeof(float) * rb.dp_weights.size(), 0};
-  size_t total = 0;
-  for (Segment& sg : seg) {
-    sg.at = total;
-    total += Align16(sg.bytes);
-  }
-  SR_RETURN_IF_ERROR(dp_ids_.Reserve(device_, total, "the data-parallel ids on the device"));
+  const auto to_device = [this](void* d, const void* h, size_t n) { return Copy(d, h, n, true); };
+  SR_RETURN_IF_ERROR(
+      UploadSegments(seg, device_, dp_ids_, "the data-parallel ids on the device", to_device));
   auto* dev = dp_ids_.as<uint8_t>();
-  for (const Segment& sg : seg) SR_RETURN_IF_ERROR(Copy(dev + sg.at, sg.host, sg.bytes, true));
   const auto* d_offsets = reinterpret_cast<const int64_t*>(dev + seg[0].at);
   const auto* d_rows = reinterpret_cast<const int64_t*>(dev + seg[1].at);
   const float* d_weights =
