@@ -152,8 +152,12 @@ constexpr int32_t kNone = SHARDREC_POOLING_NONE;
 constexpr int32_t kSgd = SHARDREC_OPTIMIZER_SGD;
 constexpr int32_t kRowAdagrad = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
 constexpr int32_t kAdam = SHARDREC_OPTIMIZER_ADAM;
+constexpr int32_t kAdagrad = SHARDREC_OPTIMIZER_ADAGRAD;
+constexpr int32_t kPartialAdam = SHARDREC_OPTIMIZER_PARTIAL_ROWWISE_ADAM;
+constexpr int32_t kLamb = SHARDREC_OPTIMIZER_LAMB;
 constexpr int32_t kF32 = SHARDREC_DTYPE_FLOAT32;
 constexpr int32_t kF16 = SHARDREC_DTYPE_FLOAT16;
+constexpr int32_t kBf16 = SHARDREC_DTYPE_BFLOAT16;
 
 struct Case {
   const char* name;
@@ -303,6 +307,17 @@ const Case kCases[] = {
     {"W2_TW_DP_Grid_Mean_Adam_Fp16", 2, {kTW, kDP, kGrid}, kMean, kAdam, false, kF16},
     {"W1_DP_DP_TW_Mean_Sgd_W", 1, {kDP, kDP, kTW}, kMean, kSgd, true, kF32},
     {"W2_DP_RW_DP_Seq_Adam_W", 2, {kDP, kRW, kDP}, kNone, kAdam, true, kF32},
+    // The other three optimizers: row statistics across column shards (LAMB has two, partial
+    // row-wise Adam one), the fused path on whole rows, data-parallel rows, and bf16 storage.
+    {"W2_CW_TW_DP_Sum_Lamb_W", 2, {kCW, kTW, kDP}, kSum, kLamb, true, kF32},
+    {"W2_CW_RW_Grid_Mean_PartialAdam_Bf16",
+     2,
+     {kCW, kRW, kGrid},
+     kMean,
+     kPartialAdam,
+     false,
+     kBf16},
+    {"W1_TW_RW_DP_Sum_Adagrad_W_Bf16", 1, {kTW, kRW, kDP}, kSum, kAdagrad, true, kBf16},
 };
 
 INSTANTIATE_TEST_SUITE_P(Plans, GpuVsHost, ::testing::ValuesIn(kCases), CaseName);
