@@ -81,7 +81,8 @@ typedef struct shardrec_embedding_options {
                                  stay on the host over its (host) communicator, with the data
                                  staged across PCIe. It needs the plugin and the device
                                  (shardrec_device_check), else create fails with
-                                 SHARDREC_ENODEVICE. v1 refuses (SHARDREC_EUNSUPPORTED) a CUDA
+                                 SHARDREC_ENODEVICE (SHARDREC_EUNSUPPORTED from a libshardrec
+                                 built without CUDA). v1 refuses (SHARDREC_EUNSUPPORTED) a CUDA
                                  (NCCL) communicator, a batch declared on a device (the KJT
                                  must be host memory), 2D (replicated) training and
                                  checkpoints. It starts with the same weights as a host
@@ -196,8 +197,9 @@ shardrec_embedding_options_init(shardrec_embedding_options_t* options, uint32_t 
  *         different ranks, or an argument rejected on another rank (the message names it);
  *         SHARDREC_EUNSUPPORTED for a table dtype other than FLOAT32, FLOAT16 or BFLOAT16,
  *         pooled and NONE tables in one plan, or what a GPU collection refuses (see
- *         shardrec_embedding_options_t.device_type); SHARDREC_ENODEVICE for a CUDA device
- *         without the plugin or that device; SHARDREC_ENOMEM when this rank's
+ *         shardrec_embedding_options_t.device_type) or a CUDA device in a build without CUDA;
+ *         SHARDREC_ENODEVICE for a CUDA device without the plugin or that device;
+ *         SHARDREC_ENOMEM when this rank's
  *         weights and optimizer states exceed the memory the host has available (MemAvailable
  *         less what collections being created by other threads of this process have claimed,
  *         checked before anything is written, since Linux would map them and kill the process
