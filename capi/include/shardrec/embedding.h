@@ -82,10 +82,12 @@ typedef struct shardrec_embedding_options {
                                  staged across PCIe. It needs the plugin and the device
                                  (shardrec_device_check), else create fails with
                                  SHARDREC_ENODEVICE (SHARDREC_EUNSUPPORTED from a libshardrec
-                                 built without CUDA). v1 refuses (SHARDREC_EUNSUPPORTED) a CUDA
-                                 (NCCL) communicator, a batch declared on a device (the KJT
-                                 must be host memory), 2D (replicated) training and
-                                 checkpoints. It starts with the same weights as a host
+                                 built without CUDA). Checkpoints and table export/import
+                                 stage the shards through host memory and write the same bytes
+                                 as a host collection (shardrec/checkpoint.h). v1 refuses
+                                 (SHARDREC_EUNSUPPORTED) a CUDA (NCCL) communicator, a batch
+                                 declared on a device (the KJT must be host memory) and 2D
+                                 (replicated) training. It starts with the same weights as a host
                                  collection of the same plan and seed and trains to the same
                                  bits (tested through a fake plugin; not yet run on a GPU). */
   int32_t device_index;     /**< CUDA ordinal (>= 0) of a GPU collection; ignored on the host. */
