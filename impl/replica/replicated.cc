@@ -1,45 +1,64 @@
 // Collections on a mesh: creation over the sharding group, and the check that every replica
 // starts from the same weights.
+#include <algorithm>
 #include <cstring>
 
 #include "impl/core/rng.h"
+#include "impl/embedding/device_copy.h"
 #include "impl/replica/mesh.h"
 
 namespace shardrec::replica {
 
 namespace {
 
-// Order-sensitive 64-bit digest of the local weights; cheap next to creating the tables.
-uint64_t WeightDigest(const std::vector<embedding::ParamBuffer>& buffers, uint64_t seed) {
+// Device weights are digested through host staging in blocks of this many bytes (a multiple of
+// 8, so the digest is the same as over the whole buffer at once).
+constexpr size_t kDigestBlockBytes = size_t{8} << 20;
+
+// Folds `bytes` bytes into `h`, 8 at a time, then the tail of fewer than 8 bytes one by one.
+uint64_t Fold(uint64_t h, const uint8_t* p, size_t bytes) {
+  size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = Mix64(h ^ w);
+  }
+  for (; i < bytes; ++i) h = Mix64(h ^ p[i]);
+  return h;
+}
+
+// Order-sensitive 64-bit digest of the local weights; cheap next to creating the tables. A GPU
+// collection's weights give the same digest as the same values on the host, so replicas of
+// either kind compare.
+Status WeightDigest(const std::vector<embedding::ParamBuffer>& buffers, uint64_t seed,
+                    uint64_t* out) {
   uint64_t h = Mix64(seed);
+  embedding::HostStaging staging;
   for (const auto& b : buffers) {
     if (b.kind != embedding::ParamKind::kWeights) continue;
     const auto* p = static_cast<const uint8_t*>(b.data);
     const size_t bytes = b.count * DTypeSize(b.dtype);
-    size_t i = 0;
-    for (; i + 8 <= bytes; i += 8) {
-      uint64_t w;
-      std::memcpy(&w, p + i, 8);
-      h = Mix64(h ^ w);
+    if (b.device.is_host()) {
+      h = Fold(h, p, bytes);
+      continue;
     }
-    for (; i < bytes; ++i) h = Mix64(h ^ p[i]);
+    SR_RETURN_IF_ERROR(staging.Reserve(std::min(bytes, kDigestBlockBytes)));
+    for (size_t at = 0; at < bytes; at += kDigestBlockBytes) {
+      const size_t n = std::min(kDigestBlockBytes, bytes - at);
+      SR_RETURN_IF_ERROR(embedding::CopyToHost(b.device, staging.data(), p + at, n));
+      h = Fold(h, staging.data(), n);
+    }
   }
-  return h;
+  *out = h;
+  return Status::Ok();
 }
 
 // Every replica of this rank's shards must hold the same initial weights; the verdict is shared
 // with the whole world so that no rank proceeds alone.
 Status VerifyReplicasIdentical(Mesh& mesh, embedding::EmbeddingCollection& coll) {
   const std::vector<embedding::ParamBuffer> buffers = coll.ParamBuffers();
-  Status local;
-  for (const embedding::ParamBuffer& b : buffers) {
-    // The digest reads the buffers as host memory; a GPU collection's are on its device.
-    if (!b.device.is_host() && local.ok())
-      local =
-          Status::Unsupported("2D (replicated) training of a collection on ", b.device.ToString(),
-                              " is not implemented (GPU collection v1: host collections only)");
-  }
-  const uint64_t digest = local.ok() ? WeightDigest(buffers, coll.plan().Hash()) : 0;
+  uint64_t digest = 0;
+  const Status local = WeightDigest(buffers, coll.plan().Hash(), &digest);
   // Max and min of the digest (min as max of the complement) in one collective.
   int64_t mm[2] = {static_cast<int64_t>(digest >> 1), static_cast<int64_t>(~digest >> 1)};
   SR_RETURN_IF_ERROR(mesh.replica()->AllReduce(mm, mm, 2, DType::kInt64, comm::ReduceOp::kMax));
@@ -70,10 +89,6 @@ Status Mesh::CreateCollection(std::shared_ptr<const sharding::Plan> plan,
     local = Status::InvalidArgument(
         "the plan is made for ", plan->world_size, " ranks but the mesh's sharding groups have ",
         layout_.shard_size(), " ranks: plan once for the sharding group size");
-  if (local.ok() && !options.device.is_host())
-    local = Status::Unsupported("2D (replicated) training of a collection on ",
-                                options.device.ToString(),
-                                " is not implemented (GPU collection v1: host collections only)");
   if (options.dp_comm == nullptr) options.dp_comm = world_;
   std::unique_ptr<embedding::EmbeddingCollection> coll;
   SR_RETURN_IF_ERROR(embedding::EmbeddingCollection::Create(std::move(plan), sharding_, optimizer,

@@ -82,12 +82,14 @@ typedef struct shardrec_embedding_options {
                                  staged across PCIe. It needs the plugin and the device
                                  (shardrec_device_check), else create fails with
                                  SHARDREC_ENODEVICE (SHARDREC_EUNSUPPORTED from a libshardrec
-                                 built without CUDA). Checkpoints and table export/import
-                                 stage the shards through host memory and write the same bytes
-                                 as a host collection (shardrec/checkpoint.h). v1 refuses
-                                 (SHARDREC_EUNSUPPORTED) a CUDA (NCCL) communicator, a batch
-                                 declared on a device (the KJT must be host memory) and 2D
-                                 (replicated) training. It starts with the same weights as a host
+                                 built without CUDA). Checkpoints, table export/import and the
+                                 replica sync of 2D training stage the parameters through host
+                                 memory: the same files as a host collection
+                                 (shardrec/checkpoint.h), the same averages
+                                 (shardrec/replica.h). v1 refuses (SHARDREC_EUNSUPPORTED) a CUDA
+                                 (NCCL) communicator (for the collection or the mesh's world)
+                                 and a batch declared on a device (the KJT must be host
+                                 memory). It starts with the same weights as a host
                                  collection of the same plan and seed and trains to the same
                                  bits (tested through a fake plugin; not yet run on a GPU). */
   int32_t device_index;     /**< CUDA ordinal (>= 0) of a GPU collection; ignored on the host. */

@@ -389,29 +389,6 @@ TEST(EmbeddingGpuCollection, RefusalsChangeNothing) {
   });
 }
 
-// 2D (replicated) training reads the parameter arenas as host memory: a GPU collection is refused
-// on every rank of the mesh, before anything is allocated.
-TEST(EmbeddingGpuCollection, MeshRefusesAGpuCollection) {
-  REQUIRE_DEVICE();
-  Scenario s = StandardScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM);
-  PlanPtr plan = MakePlan(s);
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
-  SpawnRanks(2, [&](int r) {
-    shardrec_mesh_options_t mo;
-    shardrec_mesh_options_init(&mo, SHARDREC_MESH_OPTIONS_VERSION);
-    mo.sharding_group_size = 1;
-    shardrec_mesh_t* m = nullptr;
-    ASSERT_EQ(shardrec_mesh_create(&m, GroupComm(2, r), &mo), SHARDREC_OK) << shardrec_last_error();
-    const shardrec_embedding_options_t od = Options(s, true);
-    shardrec_embedding_t* c = nullptr;
-    EXPECT_EQ(shardrec_mesh_embedding_create(&c, m, plan.get(), &opt, &od), SHARDREC_EUNSUPPORTED)
-        << shardrec_last_error();
-    EXPECT_NE(std::string(shardrec_last_error()).find("2D"), std::string::npos);
-    EXPECT_EQ(c, nullptr);
-    shardrec_mesh_destroy(m);
-  });
-}
-
 // An id outside its table is caught while routing on the host: the same error, word for word,
 // as a host collection's, and no state changes.
 TEST(EmbeddingGpuCollection, OutOfRangeIdFailsAsOnTheHost) {
