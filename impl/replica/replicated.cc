@@ -28,8 +28,7 @@ uint64_t Fold(uint64_t h, const uint8_t* p, size_t bytes) {
 }
 
 // Order-sensitive 64-bit digest of the local weights; cheap next to creating the tables. A GPU
-// collection's weights give the same digest as the same values on the host, so replicas of
-// either kind compare.
+// collection's weights are read back in blocks, giving the digest of the same values on the host.
 Status WeightDigest(const std::vector<embedding::ParamBuffer>& buffers, uint64_t seed,
                     uint64_t* out) {
   uint64_t h = Mix64(seed);
@@ -59,15 +58,33 @@ Status VerifyReplicasIdentical(Mesh& mesh, embedding::EmbeddingCollection& coll)
   const std::vector<embedding::ParamBuffer> buffers = coll.ParamBuffers();
   uint64_t digest = 0;
   const Status local = WeightDigest(buffers, coll.plan().Hash(), &digest);
-  // Max and min of the digest (min as max of the complement) in one collective.
-  int64_t mm[2] = {static_cast<int64_t>(digest >> 1), static_cast<int64_t>(~digest >> 1)};
-  SR_RETURN_IF_ERROR(mesh.replica()->AllReduce(mm, mm, 2, DType::kInt64, comm::ReduceOp::kMax));
+  bool on_device = false;
+  for (const embedding::ParamBuffer& b : buffers) on_device = on_device || !b.device.is_host();
+  // Max and min of the digest (min as max of the complement) and of the collection's kind, in
+  // one collective.
+  int64_t mm[4] = {static_cast<int64_t>(digest >> 1), static_cast<int64_t>(~digest >> 1),
+                   on_device ? 1 : 0, on_device ? 0 : 1};
+  SR_RETURN_IF_ERROR(mesh.replica()->AllReduce(mm, mm, 4, DType::kInt64, comm::ReduceOp::kMax));
   const bool mismatch =
       mm[0] != static_cast<int64_t>(digest >> 1) || mm[1] != static_cast<int64_t>(~digest >> 1);
-  const bool failed = mismatch || !local.ok();
-  int32_t flags[2] = {failed ? 1 : 0, failed ? mesh.rank() : -1};
-  SR_RETURN_IF_ERROR(mesh.world()->AllReduce(flags, flags, 2, DType::kInt32, comm::ReduceOp::kMax));
+  // A sync stages a GPU collection's parameters through the host around the collectives and
+  // agrees on the staging first; a host collection does neither, so one replica group cannot
+  // mix the two kinds.
+  const bool mixed = mm[2] != 0 && mm[3] != 0;
+  // {mismatch, its rank, mixed kinds, a rank that could not digest}: the verdict reaches the
+  // whole world, so that no rank proceeds alone.
+  int32_t flags[4] = {mismatch ? 1 : 0, mismatch ? mesh.rank() : -1, mixed ? mesh.rank() : -1,
+                      local.ok() ? -1 : mesh.rank()};
+  SR_RETURN_IF_ERROR(mesh.world()->AllReduce(flags, flags, 4, DType::kInt32, comm::ReduceOp::kMax));
   if (!local.ok()) return local;
+  if (flags[3] >= 0)
+    return Status::Remote("rank ", flags[3],
+                          " could not read its initial weights for the replicas-identical check");
+  if (flags[2] >= 0)
+    return Status::Unsupported(
+        "the replica group of rank ", flags[2],
+        " mixes host and GPU collections: the replicas of a shard must all be of one kind (the "
+        "same device_type on every rank of a replica group)");
   if (flags[0] != 0) {
     return Status::InvalidArgument(
         "replicas do not start identical: the initial weights of the replica group of rank ",

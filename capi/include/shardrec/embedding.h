@@ -43,8 +43,9 @@
  *
  * Thread-safety: one thread at a time per collection handle (the background input
  * distribution thread is internal). Different collections may be used concurrently.
- * Device: host collections only in this build; every `void* stream` is ignored on the host and
- * kept for the GPU path.
+ * Device: a collection lives on the host or, with options->device_type, on one CUDA device (GPU
+ * collection v1, see shardrec_embedding_options_t.device_type); every `void* stream` is ignored
+ * (a GPU collection queues its device work on its device's default stream).
  */
 #ifndef SHARDREC_EMBEDDING_H_
 #define SHARDREC_EMBEDDING_H_

@@ -32,9 +32,10 @@
  * 1D one: a sync copies their weight and optimizer-state arenas into one pinned host staging
  * area the mesh keeps and reuses from sync to sync, averages them there over the replica group
  * exactly as a host collection's (the same collectives, the same bits), and copies the averages
- * back, each copy waited for with the collection's device wait bound. Replicas of one shard may
- * mix host and GPU collections. A mesh over a CUDA (NCCL) world is refused for GPU collections
- * (SHARDREC_EUNSUPPORTED), as in 1D.
+ * back, each copy waited for with the collection's device wait bound. The replicas of a shard
+ * must all be of one kind (the same device_type on every rank of a replica group; else
+ * shardrec_mesh_embedding_create fails with SHARDREC_EUNSUPPORTED on every rank). A mesh over a
+ * CUDA (NCCL) world is refused for GPU collections (SHARDREC_EUNSUPPORTED), as in 1D.
  */
 #ifndef SHARDREC_REPLICA_H_
 #define SHARDREC_REPLICA_H_
@@ -144,6 +145,7 @@ SHARDREC_API shardrec_status_t shardrec_mesh_describe(const shardrec_mesh_t* mes
  *         what shardrec_embedding_create returns for the options (a GPU collection: its
  *         errors, SHARDREC_EUNSUPPORTED on a mesh whose world is a CUDA (NCCL) communicator;
  *         SHARDREC_ECUDA when its initial weights cannot be read back for the check);
+ *         SHARDREC_EUNSUPPORTED when a replica group mixes host and GPU collections;
  *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE from the collectives.
  */
 SHARDREC_API shardrec_status_t shardrec_mesh_embedding_create(

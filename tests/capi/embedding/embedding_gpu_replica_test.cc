@@ -211,59 +211,44 @@ const Case kCases[] = {
 
 INSTANTIATE_TEST_SUITE_P(Plans, GpuReplica, ::testing::ValuesIn(kCases), CaseName);
 
-// Replicas of either kind: a host and a GPU replica of each shard start identical (the check
-// digests the device weights as the host ones) and stay identical through the syncs; replicas
-// that do not start identical are refused on every rank whatever their kind.
-TEST(GpuReplicaMixed, HostAndGpuReplicasSyncAndDifferentSeedsAreRefused) {
+// The replicas of a shard must be of one kind (a GPU replica stages its sync, a host one does
+// not): a replica group mixing them is refused on every rank. GPU replicas that do not start
+// identical are refused as host ones are (the check digests the device weights).
+TEST(GpuReplicaCreate, MixedKindsAndDifferentSeedsAreRefusedEverywhere) {
   REQUIRE_DEVICE();
   Scenario s = StandardScenario(kShard, kRW, SHARDREC_POOLING_SUM);
   s.sharding = {kDP, kRW, kCW};
   s.optimizer.type = kAdam;
   s.tables[1].dtype = kBf16;
-  s.steps = 2;
   PlanPtr plan = MakePlan(s);
   ASSERT_NE(plan, nullptr);
-  Scenario global = s;
-  global.world = kWorld;
-  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
-  const auto batches = MakeBatches(global, ref);
-  const auto grads = MakeGrads(global, batches, ref.output_dim());
-  std::vector<std::vector<std::vector<float>>> snaps(kWorld);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
   SpawnRanks(kWorld, [&](int r) {
-    const bool cuda = r >= kShard;  // replica 1 on the device, replica 0 on the host
     MeshPtr m = MakeMesh(r, 1, SHARDREC_SYNC_DEFAULT);
     ASSERT_TRUE(m);
-    // Another seed on one GPU rank: its replica group differs, and every rank is refused.
-    Scenario other = s;
-    other.seed = r == kShard + 1 ? s.seed + 1 : s.seed;
-    const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
-    const shardrec_embedding_options_t bad = Options(other, cuda);
+    // Replica groups are {0, 1} and {2, 3} in the default layout: rank 3 alone on the device.
+    shardrec_embedding_options_t mixed = Options(s, r == 3);
     shardrec_embedding_t* raw = nullptr;
-    EXPECT_EQ(shardrec_mesh_embedding_create(&raw, m.get(), plan.get(), &opt, &bad),
+    EXPECT_EQ(shardrec_mesh_embedding_create(&raw, m.get(), plan.get(), &opt, &mixed),
+              SHARDREC_EUNSUPPORTED)
+        << shardrec_last_error();
+    EXPECT_NE(std::string(shardrec_last_error()).find("mixes host and GPU"), std::string::npos)
+        << shardrec_last_error();
+    EXPECT_EQ(raw, nullptr);
+    // All on the device, another seed on rank 3: its replica group differs.
+    Scenario other = s;
+    other.seed = r == 3 ? s.seed + 1 : s.seed;
+    const shardrec_embedding_options_t seeded = Options(other, true);
+    EXPECT_EQ(shardrec_mesh_embedding_create(&raw, m.get(), plan.get(), &opt, &seeded),
               SHARDREC_EINVAL);
     EXPECT_NE(std::string(shardrec_last_error()).find("replicas do not start identical"),
               std::string::npos)
         << shardrec_last_error();
     EXPECT_EQ(raw, nullptr);
-    CollPtr c = MakeColl(m.get(), plan.get(), s, cuda);
-    ASSERT_TRUE(c);
-    for (int32_t step = 0; step < s.steps; ++step) {
-      KjtHolder kjt(batches[step][r], s.num_features, false);
-      std::vector<float> out(grads[step][r].size());
-      ASSERT_EQ(shardrec_embedding_forward(c.get(), kjt.view(), out.data(), out.size(), nullptr),
-                SHARDREC_OK);
-      ASSERT_EQ(shardrec_embedding_backward(c.get(), grads[step][r].data(), grads[step][r].size(),
-                                            nullptr),
-                SHARDREC_OK);
-      ASSERT_EQ(shardrec_mesh_step(m.get(), c.get(), nullptr), SHARDREC_OK)
-          << shardrec_last_error();
-    }
-    snaps[r] = Snapshot(c.get(), s);
+    // And all of one kind with one seed is accepted.
+    CollPtr c = MakeColl(m.get(), plan.get(), s, true);
+    EXPECT_TRUE(c);
   });
-  for (int r = 0; r < kShard; ++r) {
-    ASSERT_FALSE(snaps[r].empty());
-    EXPECT_EQ(snaps[r], snaps[r + kShard]) << "host rank " << r << " vs its GPU replica";
-  }
 }
 
 // A device copy that fails while one replica stages its parameters: that replica reports
