@@ -10,10 +10,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
        ${SHARDREC_KERNEL_ISA_DIR}/bag_sum_avx512.cc)
 endif()
 
-# Per-file flags and the level macro for `target`, which compiles the sources above.
+# Per-file flags and the level macro for `target`, which compiles the sources above. A test
+# target's precompiled header is built without these flags, so these files do without it.
 function(shardrec_kernel_isa_flags target)
   set_source_files_properties(${SHARDREC_KERNEL_ISA_SOURCES} TARGET_DIRECTORY ${target}
-    PROPERTIES COMPILE_OPTIONS "-ffp-contract=off")
+    PROPERTIES COMPILE_OPTIONS "-ffp-contract=off" SKIP_PRECOMPILE_HEADERS ON)
   if(SHARDREC_HAVE_X86_LEVELS)
     set_source_files_properties(${SHARDREC_KERNEL_ISA_DIR}/bag_sum_avx2.cc
       TARGET_DIRECTORY ${target}
