@@ -6,7 +6,10 @@
 // the marshalling into the C structs (device_dispatch.cc) and which memory it hands over.
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <new>
 #include <string>
 #include <vector>
@@ -65,6 +68,53 @@ enum : int32_t {
 };
 std::atomic<int64_t> g_calls[kNumCalls];
 
+// Calls of the runtime services (shardrec_fake_runtime_calls): host synchronisations (stream
+// waits and emb_read_status, which waits for the stream before it reads the status block),
+// host <-> device copies by direction, and allocations of device and of pinned host memory.
+enum : int32_t {
+  kRtSync = 0,
+  kRtCopyToDevice,
+  kRtCopyToHost,
+  kRtDeviceAlloc,
+  kRtHostAlloc,
+  kNumRtCalls
+};
+std::atomic<int64_t> g_rt[kNumRtCalls];
+
+// With SHARDREC_FAKE_DEFER_COPIES set, copies and memsets behave as a GPU's do: they are queued
+// and run only when the stream gets there, i.e. before the next kernel entry (kernels run at
+// once, in stream order behind the queued copies), at a stream wait or emb_read_status, or when
+// memory is freed (cudaFree / cudaFreeHost synchronise). A caller that reads a download before
+// its wait reads stale bytes, and one that refills a staging block while its upload is still
+// queued uploads the new bytes: both show up as wrong results. One queue for the device's
+// (legacy default) stream, shared by every thread, as the real stream is.
+class CopyQueue {
+ public:
+  bool deferred() const { return deferred_; }
+  void Push(std::function<void()> op) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ops_.push_back(std::move(op));
+  }
+  void Drain() {
+    std::vector<std::function<void()>> ops;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ops.swap(ops_);
+    }
+    for (auto& op : ops) op();
+  }
+
+ private:
+  const bool deferred_ = std::getenv("SHARDREC_FAKE_DEFER_COPIES") != nullptr;
+  std::mutex mu_;
+  std::vector<std::function<void()>> ops_;
+};
+
+CopyQueue& Queue() {
+  static CopyQueue* q = new CopyQueue;  // outlives every caller's static destructors
+  return *q;
+}
+
 DeviceMemory& Mem() {
   static DeviceMemory* m = new DeviceMemory;  // outlives every caller's static destructors
   return *m;
@@ -94,20 +144,24 @@ int32_t DeviceCount(int32_t* n, shardrec_plugin_status_t* st) {
 int32_t Alloc(int32_t device, size_t bytes, void** out, shardrec_plugin_status_t* st) {
   return Reported(st, "fake device_alloc", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
+    if (bytes > 0) g_rt[kRtDeviceAlloc].fetch_add(1);
     *out = Mem().Alloc(bytes);
     return Status::Ok();
   });
 }
 int32_t Free(int32_t, void* p, shardrec_plugin_status_t* st) {
+  Queue().Drain();
   return ToPlugin(Mem().Free(p) ? Status::Ok()
                                 : Status::InvalidArgument("fake device_free: not a device block"),
                   st);
 }
 int32_t HostAlloc(size_t bytes, void** out, shardrec_plugin_status_t* st) {
+  if (bytes > 0) g_rt[kRtHostAlloc].fetch_add(1);
   *out = bytes == 0 ? nullptr : new uint8_t[bytes];
   return ToPlugin(Status::Ok(), st);
 }
 int32_t HostFree(void* p, shardrec_plugin_status_t* st) {
+  Queue().Drain();
   delete[] static_cast<uint8_t*>(p);
   return ToPlugin(Status::Ok(), st);
 }
@@ -124,18 +178,32 @@ int32_t Memcpy(int32_t, void* dst, const void* src, size_t bytes, int32_t kind, 
       SR_RETURN_IF_ERROR(Mem().CheckHost(src, "memcpy host source"));
     if (kind == SHARDREC_PLUGIN_COPY_DEVICE_TO_HOST && bytes > 0)
       SR_RETURN_IF_ERROR(Mem().CheckHost(dst, "memcpy host destination"));
-    if (bytes > 0) std::memmove(dst, src, bytes);
+    if (bytes == 0) return Status::Ok();
+    if (kind == SHARDREC_PLUGIN_COPY_HOST_TO_DEVICE) g_rt[kRtCopyToDevice].fetch_add(1);
+    if (kind == SHARDREC_PLUGIN_COPY_DEVICE_TO_HOST) g_rt[kRtCopyToHost].fetch_add(1);
+    if (Queue().deferred()) {
+      Queue().Push([=] { std::memmove(dst, src, bytes); });
+    } else {
+      std::memmove(dst, src, bytes);
+    }
     return Status::Ok();
   });
 }
 int32_t Memset(int32_t, void* dst, int32_t v, size_t bytes, void*, shardrec_plugin_status_t* st) {
   return Reported(st, "fake memset", [&]() -> Status {
     SR_RETURN_IF_ERROR(Mem().Check(dst, bytes, "memset destination"));
-    if (bytes > 0) std::memset(dst, v, bytes);
+    if (bytes == 0) return Status::Ok();
+    if (Queue().deferred()) {
+      Queue().Push([=] { std::memset(dst, v, bytes); });
+    } else {
+      std::memset(dst, v, bytes);
+    }
     return Status::Ok();
   });
 }
 int32_t StreamWait(int32_t, void*, int64_t, shardrec_plugin_status_t* st) {
+  g_rt[kRtSync].fetch_add(1);
+  Queue().Drain();
   return ToPlugin(Status::Ok(), st);
 }
 int32_t NcclUnique(uint8_t*, size_t, shardrec_plugin_status_t* st) { return Fail(st, "fake"); }
@@ -199,6 +267,8 @@ int32_t StatusBytes(int32_t device, size_t* bytes, shardrec_plugin_status_t* st)
 // The real entry's messages, from the block the fake lookup filled.
 int32_t ReadStatus(int32_t device, void* block, const char* what, int64_t timeout_ms, void*,
                    shardrec_plugin_status_t* st) {
+  g_rt[kRtSync].fetch_add(1);
+  Queue().Drain();
   return Reported(st, "fake emb_read_status", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     if (timeout_ms <= 0)
@@ -220,6 +290,7 @@ int32_t ReadStatus(int32_t device, void* block, const char* what, int64_t timeou
 int32_t Lookup(int32_t device, const shardrec_plugin_lookup_job_t* jobs, size_t num_jobs,
                void* block, void*, shardrec_plugin_status_t* st) {
   g_calls[kCallLookup].fetch_add(1);
+  Queue().Drain();  // the kernel runs behind the copies queued before it
   return Reported(st, "fake emb_lookup", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunLookup(Mem(), jobs, num_jobs, static_cast<sb::DeviceStatus*>(block));
@@ -239,6 +310,7 @@ int32_t WorkspaceBytes(int32_t device, int64_t num_ids, int32_t cols, int32_t nu
 int32_t GroupRows(int32_t device, const shardrec_plugin_runs_t* runs, void* ws, size_t ws_bytes,
                   int64_t* num_unique, void*, shardrec_plugin_status_t* st) {
   g_calls[kCallGroupRows].fetch_add(1);
+  Queue().Drain();  // the kernel runs behind the copies queued before it
   return Reported(st, "fake emb_group_rows", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunGroupRows(Mem(), runs, ws, ws_bytes, num_unique);
@@ -250,6 +322,7 @@ int32_t AggregateGrads(int32_t device, const shardrec_plugin_runs_t* runs, const
                        int64_t* unique_rows, float* row_grads, void*,
                        shardrec_plugin_status_t* st) {
   g_calls[kCallAggregate].fetch_add(1);
+  Queue().Drain();  // the kernel runs behind the copies queued before it
   return Reported(st, "fake emb_aggregate_grads", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunAggregateGrads(Mem(), runs, grads, grad_stride, cols, scale, ws, unique_rows,
@@ -262,6 +335,7 @@ int32_t FusedBackward(int32_t device, const shardrec_plugin_runs_t* runs, const 
                       int64_t step, int32_t full_dim, const shardrec_plugin_shard_t* shard,
                       void* ws, void*, shardrec_plugin_status_t* st) {
   g_calls[kCallFused].fetch_add(1);
+  Queue().Drain();  // the kernel runs behind the copies queued before it
   return Reported(st, "fake emb_fused_backward", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunFusedBackward(Mem(), runs, grads, grad_stride, scale, config, step, full_dim, shard,
@@ -274,6 +348,7 @@ int32_t PartialRowStats(int32_t device, const shardrec_plugin_optimizer_t* confi
                         const shardrec_plugin_row_update_t* update, float* partial, void*,
                         shardrec_plugin_status_t* st) {
   g_calls[kCallPartial].fetch_add(1);
+  Queue().Drain();  // the kernel runs behind the copies queued before it
   return Reported(st, "fake emb_partial_row_stats", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunRowPhase(Mem(), config, step, 0, shard, update, partial, nullptr, 1);
@@ -285,6 +360,7 @@ int32_t Apply(int32_t device, const shardrec_plugin_optimizer_t* config, int64_t
               const shardrec_plugin_row_update_t* update, const float* full, void*,
               shardrec_plugin_status_t* st) {
   g_calls[kCallApply].fetch_add(1);
+  Queue().Drain();  // the kernel runs behind the copies queued before it
   return Reported(st, "fake emb_apply", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunRowPhase(Mem(), config, step, full_dim, shard, update, nullptr, full, 2);
@@ -344,6 +420,14 @@ FAKE_EXPORT const shardrec_cuda_plugin_table_t* shardrec_cuda_plugin_table(uint3
 FAKE_EXPORT int64_t shardrec_fake_embedding_calls(int32_t which) {
   using namespace shardrec::fake;
   return which >= 0 && which < kNumCalls ? g_calls[which].load() : -1;
+}
+
+// Test hook: how many times runtime service `which` was used in this process (0 host
+// synchronisations: stream waits and emb_read_status; 1 host-to-device copies; 2 device-to-host
+// copies; 3 device allocations; 4 pinned host allocations); -1 for another value.
+FAKE_EXPORT int64_t shardrec_fake_runtime_calls(int32_t which) {
+  using namespace shardrec::fake;
+  return which >= 0 && which < kNumRtCalls ? g_rt[which].load() : -1;
 }
 
 // Test hooks: a block of the fake's device memory (host memory the process may read and write
