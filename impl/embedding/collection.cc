@@ -101,7 +101,7 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     if (local.ok()) local = c->params_.Initialise(options.seed, c->exec_);
     if (local.ok() && options.device.is_cuda()) {
       c->device_ = std::make_unique<DeviceStep>();
-      local = c->device_->Init(&c->layout_, &c->params_, options.device.index);
+      local = c->device_->Init(&c->layout_, &c->params_, options.device.index, options.capacity);
     }
   }
   // One allreduce(max) agrees on the plan hash (max of h and of ~h: equal iff min == max) and

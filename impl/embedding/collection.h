@@ -21,6 +21,7 @@
 #include "impl/core/thread_pool.h"
 #include "impl/embedding/backward.h"
 #include "impl/embedding/batch.h"
+#include "impl/embedding/device_sizing.h"
 #include "impl/embedding/device_step.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/kernels/kernels.h"
@@ -57,6 +58,9 @@ struct CollectionOptions {
   // all-to-all and the data-parallel gradient all-reduce (backward). kFp32 is exact.
   comm::Encoding forward_encoding = comm::Encoding::kFp32;
   comm::Encoding backward_encoding = comm::Encoding::kFp32;
+  // Capacity hints (GPU collections size their per-step buffers from them at creation; host
+  // collections ignore them).
+  StepCapacity capacity;
 };
 
 struct StateInfo {

@@ -6,6 +6,7 @@
 #include <span>
 
 #include "impl/core/cuda_plugin.h"
+#include "impl/embedding/device_sizing.h"
 #include "impl/embedding/kernels/device_dispatch.h"
 
 namespace shardrec::embedding {
@@ -25,7 +26,8 @@ void RunPieces(const RoutedBatch& rb, DeviceStaging::Piece (&p)[4]) {
 
 }  // namespace
 
-Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device) {
+Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device,
+                        const StepCapacity& capacity) {
   layout_ = layout;
   params_ = params;
   device_ = device;
@@ -55,6 +57,58 @@ Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device) {
     uniq_grads_.push_back(std::make_unique<DeviceBuffer>());
     stats_.push_back(std::make_unique<DeviceBuffer>());
   }
+  return capacity.known() ? Presize(capacity) : Status::Ok();
+}
+
+Status DeviceStep::Presize(const StepCapacity& capacity) {
+  const Layout& l = *layout_;
+  const size_t n = l.local.size();
+  SparseUpdater probe;  // which shards take the fused backward (a property of the layout)
+  probe.Init(layout_, params_);
+  std::vector<bool> fused(n, false);
+  // (Asked of sharded shards only: data-parallel tables have no row blocks.)
+  for (size_t i = 0; i < n; ++i)
+    fused[i] = !l.tables[l.local[i].table].data_parallel && probe.FusedEligible(i);
+  StepSizes z;
+  SR_RETURN_IF_ERROR(ComputeStepSizes(l, capacity, fused, &z));
+  size_t workspace = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const LocalShard& ls = l.local[i];
+    if (l.tables[ls.table].data_parallel) continue;
+    size_t need = 0;
+    SR_RETURN_IF_ERROR(dk::BackwardWorkspaceBytes(ctx_, z.shard_ids, ls.cols,
+                                                  l.tables[ls.table].num_row_stats, &need));
+    workspace = std::max(workspace, need);
+  }
+  size_t total =
+      z.runs_bytes + z.io_bytes + workspace + z.full_stats_bytes + z.dp_ids_bytes + z.dp_out_bytes;
+  for (size_t i = 0; i < n; ++i) total += z.rows_bytes[i] + z.grads_bytes[i] + z.stats_bytes[i];
+  const auto fail = [&](const Status& s) {
+    if (s.code() != Code::kOutOfMemory) return s;
+    return Status::OutOfMemory(
+        "the per-step buffers of a GPU collection sized from its capacity hints (max_batch_size ",
+        capacity.max_batch_size, ", max_ids_per_batch ", capacity.max_ids_per_batch, "): ", total,
+        " bytes on cuda:", device_, " and ", z.staging_bytes,
+        " bytes of pinned host memory; lower the hints or leave them 0 (grow on demand): ",
+        s.message());
+  };
+  const auto reserve = [&](DeviceBuffer& b, size_t bytes, const char* what) {
+    return fail(b.Reserve(device_, bytes, what));
+  };
+  SR_RETURN_IF_ERROR(reserve(runs_buf_, z.runs_bytes, "the batch's ids and gradients"));
+  SR_RETURN_IF_ERROR(reserve(io_, z.io_bytes, "the return message"));
+  SR_RETURN_IF_ERROR(reserve(workspace_, workspace, "the backward workspace"));
+  SR_RETURN_IF_ERROR(reserve(full_stats_, z.full_stats_bytes, "row statistics"));
+  SR_RETURN_IF_ERROR(reserve(dp_ids_, z.dp_ids_bytes, "the data-parallel ids"));
+  SR_RETURN_IF_ERROR(reserve(dp_out_, z.dp_out_bytes, "data-parallel rows"));
+  for (size_t i = 0; i < n; ++i) {
+    SR_RETURN_IF_ERROR(reserve(*uniq_rows_[i], z.rows_bytes[i], "unique rows"));
+    SR_RETURN_IF_ERROR(reserve(*uniq_grads_[i], z.grads_bytes[i], "aggregated gradients"));
+    SR_RETURN_IF_ERROR(reserve(*stats_[i], z.stats_bytes[i], "row statistics"));
+  }
+  SR_RETURN_IF_ERROR(fail(staging_.Reserve(z.staging_bytes)));
+  // The data-parallel lookups land here before they are scattered into the output.
+  dp_host_.reserve(z.dp_out_bytes / sizeof(float));
   return Status::Ok();
 }
 

@@ -39,6 +39,7 @@
 #include "impl/core/status.h"
 #include "impl/embedding/backward.h"
 #include "impl/embedding/device_buffer.h"
+#include "impl/embedding/device_sizing.h"
 #include "impl/embedding/device_staging.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/kernels/device_runs.h"
@@ -52,9 +53,14 @@ namespace shardrec::embedding {
 class DeviceStep {
  public:
   // `layout` and `params` (whose arenas are on CUDA device `device`) must outlive the step.
-  // Errors: those of the plugin (missing, without the embedding entries) and of the allocation
-  // of the lookup status block.
-  Status Init(const Layout* layout, ParamStore* params, int device);
+  // With a known `capacity` every per-step device buffer and the pinned staging block are
+  // allocated here for the worst case within it (device_sizing.h), so a step within it
+  // allocates nothing and waits only at its phase ends; beyond it (or without it) buffers grow
+  // on demand, each growth a wait and an allocation in that step. Errors: those of the plugin
+  // (missing, without the embedding entries), kOutOfMemory naming the bytes when the device or
+  // the host cannot hold the buffers, kInvalidArgument when the sizes overflow.
+  Status Init(const Layout* layout, ParamStore* params, int device,
+              const StepCapacity& capacity = {});
 
   // Forward, owner side: the lookups of every local shard's runs into a device copy of the
   // return message, copied back into `send` (rb.ret_floats_total floats) and waited for.
@@ -92,6 +98,8 @@ class DeviceStep {
   // runs_buf_ with one copy, and keeps per local shard the runs with their pointers translated.
   Status UploadRuns(const RoutedBatch& rb, const void* extra, size_t extra_bytes, void** extra_dev);
   kernels::DeviceRuns Runs(size_t local) const;
+  // Allocates every per-step buffer for the worst case within `capacity`.
+  Status Presize(const StepCapacity& capacity);
   // Bounded wait for everything queued on the step's stream (kTimeout after kDeviceWaitMs).
   Status Wait();
   // A phase's one host synchronisation: ReadStatus naming `status_what` (it waits for the stream

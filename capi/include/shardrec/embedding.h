@@ -100,6 +100,21 @@ typedef struct shardrec_embedding_options {
                                        all-to-all and the data-parallel tables' gradient
                                        all-reduce; 0 is FP32 (exact). May differ from the
                                        forward's. */
+  /* Version 4: capacity hints of a GPU collection. Host collections accept and ignore them. */
+  int64_t max_batch_size;    /**< Most samples this rank passes to one forward (its batch_size);
+                                  0 = unknown. */
+  int64_t max_ids_per_batch; /**< Most ids this rank passes to one forward, over all features
+                                  (its num_values); 0 = unknown. With both hints > 0 a GPU
+                                  collection sizes every per-step device buffer and its pinned
+                                  staging block at creation for the worst case of the plan
+                                  (every rank at the hints, all ids routed here): a step within
+                                  the hints allocates nothing and waits only at its phase ends,
+                                  and creation fails with SHARDREC_ENOMEM naming the bytes when
+                                  the device cannot hold them. A batch beyond the hints still
+                                  works: the buffers grow on demand (cudaMalloc and a stream
+                                  wait in that step) and stay grown. With either hint 0 every
+                                  buffer grows on demand from the first steps on. Negative is
+                                  SHARDREC_EINVAL. */
 } shardrec_embedding_options_t;
 
 /**
@@ -159,18 +174,19 @@ typedef enum shardrec_non_finite_policy {
   SHARDREC_NON_FINITE_ALLOW = 1
 } shardrec_non_finite_policy_t;
 
-#define SHARDREC_EMBEDDING_OPTIONS_VERSION 3u
+#define SHARDREC_EMBEDDING_OPTIONS_VERSION 4u
 #define SHARDREC_EMBEDDING_OPTIONS_INIT                                                           \
   {                                                                                               \
     SHARDREC_EMBEDDING_OPTIONS_VERSION, 0u, SHARDREC_BOUNDS_ERROR, 0, NULL, SHARDREC_DEVICE_HOST, \
         0, SHARDREC_NON_FINITE_CHECK, SHARDREC_TABLE_MEMORY_HUGE_PAGES,                           \
-        SHARDREC_COMM_ENCODING_FP32, SHARDREC_COMM_ENCODING_FP32                                  \
+        SHARDREC_COMM_ENCODING_FP32, SHARDREC_COMM_ENCODING_FP32, 0, 0                            \
   }
 
 /**
  * Fills @p options with the defaults (seed 0, bounds ERROR, calling thread, host, non-finite
- * values rejected, exact fp32 communication). Version 1 callers (no non_finite field) get the
- * check; version 1 and 2 callers (no encoding fields) communicate in exact fp32.
+ * values rejected, exact fp32 communication, no capacity hints). Version 1 callers (no
+ * non_finite field) get the check; version 1 and 2 callers (no encoding fields) communicate in
+ * exact fp32; version 1 to 3 callers (no hint fields) have no hints.
  * @param options [out] Struct to fill; must not be NULL.
  * @param version SHARDREC_EMBEDDING_OPTIONS_VERSION.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.

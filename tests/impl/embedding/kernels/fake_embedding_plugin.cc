@@ -115,6 +115,9 @@ CopyQueue& Queue() {
   return *q;
 }
 
+// The fake device's largest block (device or pinned): more is out of memory, as on a GPU.
+constexpr size_t kMaxBlock = size_t{1} << 32;
+
 DeviceMemory& Mem() {
   static DeviceMemory* m = new DeviceMemory;  // outlives every caller's static destructors
   return *m;
@@ -144,6 +147,10 @@ int32_t DeviceCount(int32_t* n, shardrec_plugin_status_t* st) {
 int32_t Alloc(int32_t device, size_t bytes, void** out, shardrec_plugin_status_t* st) {
   return Reported(st, "fake device_alloc", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
+    // cudaMalloc's answer for a block the device has not got (without touching host memory).
+    if (bytes > kMaxBlock)
+      return Status::OutOfMemory("fake device: out of memory (", bytes, " bytes asked, blocks of ",
+                                 kMaxBlock, " at most)");
     if (bytes > 0) g_rt[kRtDeviceAlloc].fetch_add(1);
     *out = Mem().Alloc(bytes);
     return Status::Ok();
@@ -156,6 +163,11 @@ int32_t Free(int32_t, void* p, shardrec_plugin_status_t* st) {
                   st);
 }
 int32_t HostAlloc(size_t bytes, void** out, shardrec_plugin_status_t* st) {
+  if (bytes > kMaxBlock) {
+    *out = nullptr;
+    return ToPlugin(Status::OutOfMemory("fake cudaMallocHost: out of memory (", bytes, " bytes)"),
+                    st);
+  }
   if (bytes > 0) g_rt[kRtHostAlloc].fetch_add(1);
   *out = bytes == 0 ? nullptr : new uint8_t[bytes];
   return ToPlugin(Status::Ok(), st);
