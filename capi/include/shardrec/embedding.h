@@ -220,7 +220,8 @@ shardrec_embedding_options_init(shardrec_embedding_options_t* options, uint32_t 
  *         less what collections being created by other threads of this process have claimed,
  *         checked before anything is written, since Linux would map them and kill the process
  *         on first write) or cannot be mapped, or exceed the free memory of a GPU
- *         collection's device; SHARDREC_ECUDA when a device copy fails; SHARDREC_ETIMEOUT /
+ *         collection's device (with its per-step buffers sized from the capacity hints, the
+ *         message naming their bytes); SHARDREC_ECUDA when a device copy fails; SHARDREC_ETIMEOUT /
  *         SHARDREC_EREMOTE
  * when a peer does not take part. Thread-safety: each rank calls from its own thread. The caller
  * owns *out.
