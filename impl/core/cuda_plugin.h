@@ -75,6 +75,10 @@ class CudaRuntime {
   Status MemsetAsync(int device, void* dst, int value, size_t bytes, Stream stream) const;
   // Bounded: kTimeout once `timeout_ms` (> 0) milliseconds pass with work still queued.
   Status StreamWait(int device, Stream stream, int64_t timeout_ms) const;
+  // A stream of the caller's on `device` (synchronising with the legacy default stream), to be
+  // given back with StreamDestroy. kUnsupported from a plugin built before the stream entries.
+  Status StreamCreate(int device, Stream* out) const;
+  Status StreamDestroy(int device, Stream stream) const;
 
  private:
   const shardrec_cuda_plugin_table_t* t_;

@@ -329,6 +329,17 @@ typedef struct shardrec_cuda_plugin_table {
                        int32_t full_dim, const shardrec_plugin_shard_t* shard,
                        const shardrec_plugin_row_update_t* update, const float* full_stats,
                        void* stream, shardrec_plugin_status_t* status);
+
+  /* ---- Appended after the embedding entries: streams a caller owns. A plugin whose
+   * struct_size ends before them loads, and CudaRuntime::StreamCreate reports kUnsupported (a
+   * GPU collection then queues on the legacy default stream). ---- */
+
+  /* *stream = a new stream on `device` that synchronises with the legacy default stream
+   * (cudaStreamCreateWithFlags(cudaStreamDefault)). Destroy it with stream_destroy. */
+  int32_t (*stream_create)(int32_t device, void** stream, shardrec_plugin_status_t* status);
+  /* Destroys a stream of stream_create; work still queued on it completes first (CUDA's
+   * semantics). A NULL stream is kOk. */
+  int32_t (*stream_destroy)(int32_t device, void* stream, shardrec_plugin_status_t* status);
 } shardrec_cuda_plugin_table_t;
 
 /* The table's size before the dense entries: the smallest a loader of this build accepts. */
@@ -336,6 +347,9 @@ typedef struct shardrec_cuda_plugin_table {
 /* The table's size before the embedding entries (a plugin with the dense entries only). */
 #define SHARDREC_CUDA_PLUGIN_TABLE_DENSE_SIZE \
   offsetof(shardrec_cuda_plugin_table_t, emb_status_bytes)
+/* The table's size before the stream entries (a plugin with the embedding entries). */
+#define SHARDREC_CUDA_PLUGIN_TABLE_EMBEDDING_SIZE \
+  offsetof(shardrec_cuda_plugin_table_t, stream_create)
 
 /* Exported by the plugin under the two symbol names above. The table getter returns NULL when
  * the plugin does not speak `abi_version`. */

@@ -31,9 +31,17 @@ Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device,
   layout_ = layout;
   params_ = params;
   device_ = device;
+  SR_RETURN_IF_ERROR(dk::CheckPlugin());
+  const core::CudaRuntime* rt = nullptr;
+  SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+  // A stream of the collection's own, so its work does not serialise with everything else on
+  // the device's legacy default stream; a plugin without stream entries leaves it there.
+  Stream own = nullptr;
+  const Status made = rt->StreamCreate(device, &own);
+  if (!made.ok() && made.code() != Code::kUnsupported) return made;
+  stream_ = own;
   ctx_ = ExecContext::Cuda(device, stream_);
   staging_.Init(device, stream_);
-  SR_RETURN_IF_ERROR(dk::CheckPlugin());
   size_t bytes = 0;
   SR_RETURN_IF_ERROR(dk::StatusBytes(ctx_, &bytes));
   SR_RETURN_IF_ERROR(status_.Reserve(device, bytes, "the lookup status block"));
@@ -41,8 +49,6 @@ Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device,
   // One unique-row count per local shard: the backward queues every shard's grouping before its
   // one wait, and each writes its own word.
   SR_RETURN_IF_ERROR(count_.Reserve(sizeof(int64_t) * std::max<size_t>(n, 1)));
-  const core::CudaRuntime* rt = nullptr;
-  SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
   // Zero bytes are the block's clear state; ReadStatus clears it again after every read.
   if (bytes > 0) SR_RETURN_IF_ERROR(rt->MemsetAsync(device, status_.data(), 0, bytes, stream_));
   SR_RETURN_IF_ERROR(rt->StreamWait(device, stream_, kDeviceWaitMs));
@@ -93,7 +99,7 @@ Status DeviceStep::Presize(const StepCapacity& capacity) {
         s.message());
   };
   const auto reserve = [&](DeviceBuffer& b, size_t bytes, const char* what) {
-    return fail(b.Reserve(device_, bytes, what));
+    return fail(b.Reserve(device_, bytes, what, stream_));
   };
   SR_RETURN_IF_ERROR(reserve(runs_buf_, z.runs_bytes, "the batch's ids and gradients"));
   SR_RETURN_IF_ERROR(reserve(io_, z.io_bytes, "the return message"));
@@ -110,6 +116,14 @@ Status DeviceStep::Presize(const StepCapacity& capacity) {
   // The data-parallel lookups land here before they are scattered into the output.
   dp_host_.reserve(z.dp_out_bytes / sizeof(float));
   return Status::Ok();
+}
+
+DeviceStep::~DeviceStep() {
+  const core::CudaRuntime* rt = nullptr;
+  // Every call ended with a wait, so nothing is queued; a failed destroy leaks the stream rather
+  // than throwing from a destructor.
+  if (stream_ != nullptr && core::GetCudaRuntime(&rt).ok())
+    (void)rt->StreamDestroy(device_, stream_);
 }
 
 Status DeviceStep::Wait() {
@@ -134,7 +148,7 @@ Status DeviceStep::ReserveRuns(const RoutedBatch& rb, size_t extra_bytes, const 
   DeviceStaging::Piece p[4];
   RunPieces(rb, p);
   p[3].bytes = extra_bytes;
-  return runs_buf_.Reserve(device_, DeviceStaging::PackedBytes(p, 4), what);
+  return runs_buf_.Reserve(device_, DeviceStaging::PackedBytes(p, 4), what, stream_);
 }
 
 Status DeviceStep::UploadRuns(const RoutedBatch& rb, const void* extra, size_t extra_bytes,
@@ -186,7 +200,7 @@ Status DeviceStep::LookupToSend(const RoutedBatch& rb, float* send) {
   // Device buffers first: one that grows waits for the stream, which must not happen while this
   // phase's copies are queued from the staging block.
   SR_RETURN_IF_ERROR(ReserveRuns(rb, 0, "the batch's ids on the device"));
-  SR_RETURN_IF_ERROR(io_.Reserve(device_, bytes, "the return message on the device"));
+  SR_RETURN_IF_ERROR(io_.Reserve(device_, bytes, "the return message on the device", stream_));
   SR_RETURN_IF_ERROR(staging_.Begin());
   SR_RETURN_IF_ERROR(UploadRuns(rb, nullptr, 0, nullptr));
   auto* io = io_.as<float>();
@@ -219,8 +233,9 @@ Status DeviceStep::LookupDataParallel(const RoutedBatch& rb, float* out) {
   p[1] = {rb.dp_rows.data(), sizeof(int64_t) * rb.dp_rows.size()};
   p[2] = {rb.dp_weights.data(), sizeof(float) * rb.dp_weights.size()};
   SR_RETURN_IF_ERROR(dp_ids_.Reserve(device_, DeviceStaging::PackedBytes(p, 3),
-                                     "the data-parallel ids on the device"));
-  SR_RETURN_IF_ERROR(dp_out_.Reserve(device_, sizeof(float) * out_floats, "data-parallel rows"));
+                                     "the data-parallel ids on the device", stream_));
+  SR_RETURN_IF_ERROR(
+      dp_out_.Reserve(device_, sizeof(float) * out_floats, "data-parallel rows", stream_));
   SR_RETURN_IF_ERROR(staging_.Begin());
   size_t at[3] = {};
   SR_RETURN_IF_ERROR(staging_.Upload(dp_ids_.data(), p, 3, at));
@@ -289,9 +304,10 @@ Status DeviceStep::ApplyRows(int32_t local, const optim::OptimizerConfig& config
   DeviceStaging::Piece p[2] = {{rows.data(), sizeof(int64_t) * u},
                                {grads, sizeof(float) * u * ls.cols}};
   SR_RETURN_IF_ERROR(uniq_rows_[local]->Reserve(device_, DeviceStaging::PackedBytes(p, 2),
-                                                "touched rows and their gradients"));
+                                                "touched rows and their gradients", stream_));
   if (K > 0)
-    SR_RETURN_IF_ERROR(stats_[local]->Reserve(device_, sizeof(float) * u * K, "row statistics"));
+    SR_RETURN_IF_ERROR(
+        stats_[local]->Reserve(device_, sizeof(float) * u * K, "row statistics", stream_));
   if (!rows_phase_) {
     SR_RETURN_IF_ERROR(staging_.Begin());
     rows_phase_ = true;
@@ -349,14 +365,15 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     any_aggregated = true;
     // Sized for every id, as the device kernel's contract asks; the first u rows are written.
     const auto ids = static_cast<size_t>(rb.shards[i].num_ids);
-    SR_RETURN_IF_ERROR(uniq_rows_[i]->Reserve(device_, sizeof(int64_t) * ids, "unique rows"));
     SR_RETURN_IF_ERROR(
-        uniq_grads_[i]->Reserve(device_, sizeof(float) * ids * ls.cols, "aggregated gradients"));
+        uniq_rows_[i]->Reserve(device_, sizeof(int64_t) * ids, "unique rows", stream_));
+    SR_RETURN_IF_ERROR(uniq_grads_[i]->Reserve(device_, sizeof(float) * ids * ls.cols,
+                                               "aggregated gradients", stream_));
   }
   const size_t bytes = sizeof(float) * rb.ret_floats_total;
   if (any) {
     SR_RETURN_IF_ERROR(ReserveRuns(rb, bytes, "the batch's ids and gradients on the device"));
-    SR_RETURN_IF_ERROR(workspace_.Reserve(device_, ws_bytes, "the backward workspace"));
+    SR_RETURN_IF_ERROR(workspace_.Reserve(device_, ws_bytes, "the backward workspace", stream_));
   }
   // Phase 1: the runs and the gradient message in one copy, then every shard's grouping and its
   // fused backward or aggregation, the shards in turn on the one workspace (stream-ordered).
@@ -404,7 +421,8 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     const int K = l.tables[ls.table].num_row_stats;
     const auto u = static_cast<size_t>(counts[i]);
     if (K == 0 || u == 0) continue;
-    SR_RETURN_IF_ERROR(stats_[i]->Reserve(device_, sizeof(float) * u * K, "row statistics"));
+    SR_RETURN_IF_ERROR(
+        stats_[i]->Reserve(device_, sizeof(float) * u * K, "row statistics", stream_));
   }
   for (size_t i = 0; any_aggregated && i < n; ++i) {
     const LocalShard& ls = l.local[i];
@@ -432,7 +450,8 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
   size_t total_stats = 0;
   for (size_t i = 0; i < n; ++i)
     if (num_unique_[i] > 0) total_stats += updater.partial_stats(i).size();
-  SR_RETURN_IF_ERROR(full_stats_.Reserve(device_, sizeof(float) * total_stats, "row statistics"));
+  SR_RETURN_IF_ERROR(
+      full_stats_.Reserve(device_, sizeof(float) * total_stats, "row statistics", stream_));
   if (any_aggregated) SR_RETURN_IF_ERROR(staging_.Begin());
   size_t stats_at = 0;
   for (size_t i = 0; i < n; ++i) {

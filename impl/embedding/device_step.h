@@ -4,7 +4,8 @@
 // host. Each call is one or more phases; a phase stages what it needs across PCIe through one
 // pinned block (device_staging.h: the batch's runs, i.e. ids, per-id weights and bag offsets, and
 // the return message or its gradient), queues its copies and kernels back to back on the step's
-// stream (v1: the device's default stream) and ends with ONE bounded host synchronisation
+// stream (one the collection owns; it synchronises with the device's legacy default stream, where
+// the accessors copy) and ends with ONE bounded host synchronisation
 // (kDeviceWaitMs, then kTimeout), after which the downloads are handed to the host. So no device
 // work is left in flight between calls, and the staging block is never refilled while a copy
 // from it is queued.
@@ -52,6 +53,11 @@ namespace shardrec::embedding {
 
 class DeviceStep {
  public:
+  DeviceStep() = default;
+  ~DeviceStep();
+  DeviceStep(const DeviceStep&) = delete;
+  DeviceStep& operator=(const DeviceStep&) = delete;
+
   // `layout` and `params` (whose arenas are on CUDA device `device`) must outlive the step.
   // With a known `capacity` every per-step device buffer and the pinned staging block are
   // allocated here for the worst case within it (device_sizing.h), so a step within it
@@ -110,7 +116,9 @@ class DeviceStep {
   const Layout* layout_ = nullptr;
   ParamStore* params_ = nullptr;
   int device_ = 0;
-  Stream stream_ = nullptr;  // the step's stream (v1: the device's default stream)
+  // The step's stream: the collection's own (a plugin's stream_create), or the device's legacy
+  // default stream with a plugin built before the stream entries.
+  Stream stream_ = nullptr;
   ExecContext ctx_;
   DeviceStaging staging_;     // every host <-> device copy of a phase goes through it
   bool launched_ = false;     // work queued on the stream since the last phase's wait

@@ -37,6 +37,17 @@ Counts Runtime() {
   return out;
 }
 
+// Streams the fake handed out through stream_create and that were not destroyed yet.
+int64_t LiveStreams() {
+  const char* path = std::getenv("SHARDREC_CUDA_PLUGIN");
+  void* h = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  if (h == nullptr) return -1;
+  auto fn = reinterpret_cast<int64_t (*)(int32_t)>(dlsym(h, "shardrec_fake_runtime_calls"));
+  const int64_t n = fn != nullptr ? fn(kNumCounters) : -1;
+  dlclose(h);
+  return n;
+}
+
 Counts Delta(const Counts& a, const Counts& b) {
   Counts d{};
   for (int i = 0; i < kNumCounters; ++i) d[i] = b[i] - a[i];
@@ -110,9 +121,13 @@ TEST_P(GpuStaging, OneSyncPerPhase) {
   ASSERT_EQ(shardrec_embedding_create(&h, plan.get(), GroupComm(1, 0), &opt, &oh), SHARDREC_OK)
       << shardrec_last_error();
   CollPtr ch(h);
+  const int64_t streams_before = LiveStreams();
   ASSERT_EQ(shardrec_embedding_create(&d, plan.get(), GroupComm(1, 0), &opt, &od), SHARDREC_OK)
       << shardrec_last_error();
   CollPtr cd(d);
+  // The collection queues on a stream of its own (the fake's waits drain only the stream they
+  // name, so work left on another stream would show up as wrong bits).
+  EXPECT_EQ(LiveStreams(), streams_before + 1);
   int64_t dim = 0;
   shardrec_embedding_output_dim(d, &dim);
   const bool seq = c.pooling == SHARDREC_POOLING_NONE;
@@ -157,6 +172,8 @@ TEST_P(GpuStaging, OneSyncPerPhase) {
   const auto b = Snapshot(d, s);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(BitEqual(a[i], b[i])) << "tensor " << i;
+  cd.reset();
+  EXPECT_EQ(LiveStreams(), streams_before) << "the collection's stream outlived it";
 }
 
 constexpr int32_t kDP = SHARDREC_SHARDING_DATA_PARALLEL;

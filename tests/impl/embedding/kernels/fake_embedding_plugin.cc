@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <new>
 #include <string>
@@ -82,33 +83,71 @@ enum : int32_t {
 std::atomic<int64_t> g_rt[kNumRtCalls];
 
 // With SHARDREC_FAKE_DEFER_COPIES set, copies and memsets behave as a GPU's do: they are queued
-// and run only when the stream gets there, i.e. before the next kernel entry (kernels run at
-// once, in stream order behind the queued copies), at a stream wait or emb_read_status, or when
-// memory is freed (cudaFree / cudaFreeHost synchronise). A caller that reads a download before
-// its wait reads stale bytes, and one that refills a staging block while its upload is still
-// queued uploads the new bytes: both show up as wrong results. One queue for the device's
-// (legacy default) stream, shared by every thread, as the real stream is.
+// on their stream and run only when the stream gets there, i.e. before the next kernel entry on
+// that stream (kernels run at once, behind the copies queued before them), at a wait for that
+// stream (stream_wait, emb_read_status), or when memory is freed (cudaFree / cudaFreeHost
+// synchronise the device). Streams of stream_create follow the legacy default stream's rules
+// (cudaStreamDefault): work on the NULL stream runs after everything queued on the others, work
+// on another stream after everything queued on the NULL stream; a wait for a stream drains only
+// that stream. So a caller that reads a download before its wait reads stale bytes, one that
+// refills a staging block while its upload is still queued uploads the new bytes, and one that
+// waits on another stream than its work's leaves that work undone: all show up as wrong
+// results. The queues are shared by every thread, as the device's streams are.
 class CopyQueue {
  public:
   bool deferred() const { return deferred_; }
-  void Push(std::function<void()> op) {
+  void Push(void* stream, std::function<void()> op) {
+    Order(stream);
     std::lock_guard<std::mutex> lock(mu_);
-    ops_.push_back(std::move(op));
+    queues_[stream].push_back(std::move(op));
   }
-  void Drain() {
+  void BeforeKernel(void* stream) {
+    Order(stream);
+    Drain(stream);
+  }
+  void Wait(void* stream) { Drain(stream); }
+  void DrainAll() {
+    std::vector<void*> streams;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& q : queues_) streams.push_back(q.first);
+    }
+    for (void* s : streams) Drain(s);
+  }
+
+ private:
+  // Work queued on `stream` starts after the other streams' work it is ordered behind.
+  void Order(void* stream) {
+    if (stream == nullptr) {
+      std::vector<void*> others;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (const auto& q : queues_)
+          if (q.first != nullptr) others.push_back(q.first);
+      }
+      for (void* s : others) Drain(s);
+    } else {
+      Drain(nullptr);
+    }
+  }
+  void Drain(void* stream) {
     std::vector<std::function<void()>> ops;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      ops.swap(ops_);
+      auto it = queues_.find(stream);
+      if (it == queues_.end()) return;
+      ops.swap(it->second);
     }
     for (auto& op : ops) op();
   }
 
- private:
   const bool deferred_ = std::getenv("SHARDREC_FAKE_DEFER_COPIES") != nullptr;
   std::mutex mu_;
-  std::vector<std::function<void()>> ops_;
+  std::map<void*, std::vector<std::function<void()>>> queues_;
 };
+
+// Streams of stream_create: distinct addresses, never dereferenced.
+std::atomic<int64_t> g_streams_live{0};
 
 CopyQueue& Queue() {
   static CopyQueue* q = new CopyQueue;  // outlives every caller's static destructors
@@ -157,7 +196,7 @@ int32_t Alloc(int32_t device, size_t bytes, void** out, shardrec_plugin_status_t
   });
 }
 int32_t Free(int32_t, void* p, shardrec_plugin_status_t* st) {
-  Queue().Drain();
+  Queue().DrainAll();
   return ToPlugin(Mem().Free(p) ? Status::Ok()
                                 : Status::InvalidArgument("fake device_free: not a device block"),
                   st);
@@ -173,11 +212,11 @@ int32_t HostAlloc(size_t bytes, void** out, shardrec_plugin_status_t* st) {
   return ToPlugin(Status::Ok(), st);
 }
 int32_t HostFree(void* p, shardrec_plugin_status_t* st) {
-  Queue().Drain();
+  Queue().DrainAll();
   delete[] static_cast<uint8_t*>(p);
   return ToPlugin(Status::Ok(), st);
 }
-int32_t Memcpy(int32_t, void* dst, const void* src, size_t bytes, int32_t kind, void*,
+int32_t Memcpy(int32_t, void* dst, const void* src, size_t bytes, int32_t kind, void* stream,
                shardrec_plugin_status_t* st) {
   return Reported(st, "fake memcpy", [&]() -> Status {
     const bool to_dev = kind == SHARDREC_PLUGIN_COPY_HOST_TO_DEVICE ||
@@ -194,28 +233,45 @@ int32_t Memcpy(int32_t, void* dst, const void* src, size_t bytes, int32_t kind, 
     if (kind == SHARDREC_PLUGIN_COPY_HOST_TO_DEVICE) g_rt[kRtCopyToDevice].fetch_add(1);
     if (kind == SHARDREC_PLUGIN_COPY_DEVICE_TO_HOST) g_rt[kRtCopyToHost].fetch_add(1);
     if (Queue().deferred()) {
-      Queue().Push([=] { std::memmove(dst, src, bytes); });
+      Queue().Push(stream, [=] { std::memmove(dst, src, bytes); });
     } else {
       std::memmove(dst, src, bytes);
     }
     return Status::Ok();
   });
 }
-int32_t Memset(int32_t, void* dst, int32_t v, size_t bytes, void*, shardrec_plugin_status_t* st) {
+int32_t Memset(int32_t, void* dst, int32_t v, size_t bytes, void* stream,
+               shardrec_plugin_status_t* st) {
   return Reported(st, "fake memset", [&]() -> Status {
     SR_RETURN_IF_ERROR(Mem().Check(dst, bytes, "memset destination"));
     if (bytes == 0) return Status::Ok();
     if (Queue().deferred()) {
-      Queue().Push([=] { std::memset(dst, v, bytes); });
+      Queue().Push(stream, [=] { std::memset(dst, v, bytes); });
     } else {
       std::memset(dst, v, bytes);
     }
     return Status::Ok();
   });
 }
-int32_t StreamWait(int32_t, void*, int64_t, shardrec_plugin_status_t* st) {
+int32_t StreamWait(int32_t, void* stream, int64_t, shardrec_plugin_status_t* st) {
   g_rt[kRtSync].fetch_add(1);
-  Queue().Drain();
+  Queue().Wait(stream);
+  return ToPlugin(Status::Ok(), st);
+}
+int32_t StreamCreate(int32_t device, void** stream, shardrec_plugin_status_t* st) {
+  return Reported(st, "fake stream_create", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    *stream = new uint8_t[1];
+    g_streams_live.fetch_add(1);
+    return Status::Ok();
+  });
+}
+int32_t StreamDestroy(int32_t, void* stream, shardrec_plugin_status_t* st) {
+  if (stream != nullptr) {
+    Queue().Wait(stream);  // queued work completes first, as cudaStreamDestroy lets it
+    delete[] static_cast<uint8_t*>(stream);
+    g_streams_live.fetch_sub(1);
+  }
   return ToPlugin(Status::Ok(), st);
 }
 int32_t NcclUnique(uint8_t*, size_t, shardrec_plugin_status_t* st) { return Fail(st, "fake"); }
@@ -277,10 +333,10 @@ int32_t StatusBytes(int32_t device, size_t* bytes, shardrec_plugin_status_t* st)
 }
 
 // The real entry's messages, from the block the fake lookup filled.
-int32_t ReadStatus(int32_t device, void* block, const char* what, int64_t timeout_ms, void*,
+int32_t ReadStatus(int32_t device, void* block, const char* what, int64_t timeout_ms, void* stream,
                    shardrec_plugin_status_t* st) {
   g_rt[kRtSync].fetch_add(1);
-  Queue().Drain();
+  Queue().Wait(stream);
   return Reported(st, "fake emb_read_status", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     if (timeout_ms <= 0)
@@ -300,9 +356,9 @@ int32_t ReadStatus(int32_t device, void* block, const char* what, int64_t timeou
 }
 
 int32_t Lookup(int32_t device, const shardrec_plugin_lookup_job_t* jobs, size_t num_jobs,
-               void* block, void*, shardrec_plugin_status_t* st) {
+               void* block, void* stream, shardrec_plugin_status_t* st) {
   g_calls[kCallLookup].fetch_add(1);
-  Queue().Drain();  // the kernel runs behind the copies queued before it
+  Queue().BeforeKernel(stream);  // the kernel runs behind the copies queued before it
   return Reported(st, "fake emb_lookup", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunLookup(Mem(), jobs, num_jobs, static_cast<sb::DeviceStatus*>(block));
@@ -320,9 +376,9 @@ int32_t WorkspaceBytes(int32_t device, int64_t num_ids, int32_t cols, int32_t nu
 }
 
 int32_t GroupRows(int32_t device, const shardrec_plugin_runs_t* runs, void* ws, size_t ws_bytes,
-                  int64_t* num_unique, void*, shardrec_plugin_status_t* st) {
+                  int64_t* num_unique, void* stream, shardrec_plugin_status_t* st) {
   g_calls[kCallGroupRows].fetch_add(1);
-  Queue().Drain();  // the kernel runs behind the copies queued before it
+  Queue().BeforeKernel(stream);  // the kernel runs behind the copies queued before it
   return Reported(st, "fake emb_group_rows", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunGroupRows(Mem(), runs, ws, ws_bytes, num_unique);
@@ -331,10 +387,10 @@ int32_t GroupRows(int32_t device, const shardrec_plugin_runs_t* runs, void* ws, 
 
 int32_t AggregateGrads(int32_t device, const shardrec_plugin_runs_t* runs, const float* grads,
                        int64_t grad_stride, int32_t cols, float scale, void* ws,
-                       int64_t* unique_rows, float* row_grads, void*,
+                       int64_t* unique_rows, float* row_grads, void* stream,
                        shardrec_plugin_status_t* st) {
   g_calls[kCallAggregate].fetch_add(1);
-  Queue().Drain();  // the kernel runs behind the copies queued before it
+  Queue().BeforeKernel(stream);  // the kernel runs behind the copies queued before it
   return Reported(st, "fake emb_aggregate_grads", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunAggregateGrads(Mem(), runs, grads, grad_stride, cols, scale, ws, unique_rows,
@@ -345,9 +401,9 @@ int32_t AggregateGrads(int32_t device, const shardrec_plugin_runs_t* runs, const
 int32_t FusedBackward(int32_t device, const shardrec_plugin_runs_t* runs, const float* grads,
                       int64_t grad_stride, float scale, const shardrec_plugin_optimizer_t* config,
                       int64_t step, int32_t full_dim, const shardrec_plugin_shard_t* shard,
-                      void* ws, void*, shardrec_plugin_status_t* st) {
+                      void* ws, void* stream, shardrec_plugin_status_t* st) {
   g_calls[kCallFused].fetch_add(1);
-  Queue().Drain();  // the kernel runs behind the copies queued before it
+  Queue().BeforeKernel(stream);  // the kernel runs behind the copies queued before it
   return Reported(st, "fake emb_fused_backward", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunFusedBackward(Mem(), runs, grads, grad_stride, scale, config, step, full_dim, shard,
@@ -357,10 +413,10 @@ int32_t FusedBackward(int32_t device, const shardrec_plugin_runs_t* runs, const 
 
 int32_t PartialRowStats(int32_t device, const shardrec_plugin_optimizer_t* config, int64_t step,
                         const shardrec_plugin_shard_t* shard,
-                        const shardrec_plugin_row_update_t* update, float* partial, void*,
+                        const shardrec_plugin_row_update_t* update, float* partial, void* stream,
                         shardrec_plugin_status_t* st) {
   g_calls[kCallPartial].fetch_add(1);
-  Queue().Drain();  // the kernel runs behind the copies queued before it
+  Queue().BeforeKernel(stream);  // the kernel runs behind the copies queued before it
   return Reported(st, "fake emb_partial_row_stats", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunRowPhase(Mem(), config, step, 0, shard, update, partial, nullptr, 1);
@@ -369,10 +425,10 @@ int32_t PartialRowStats(int32_t device, const shardrec_plugin_optimizer_t* confi
 
 int32_t Apply(int32_t device, const shardrec_plugin_optimizer_t* config, int64_t step,
               int32_t full_dim, const shardrec_plugin_shard_t* shard,
-              const shardrec_plugin_row_update_t* update, const float* full, void*,
+              const shardrec_plugin_row_update_t* update, const float* full, void* stream,
               shardrec_plugin_status_t* st) {
   g_calls[kCallApply].fetch_add(1);
-  Queue().Drain();  // the kernel runs behind the copies queued before it
+  Queue().BeforeKernel(stream);  // the kernel runs behind the copies queued before it
   return Reported(st, "fake emb_apply", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunRowPhase(Mem(), config, step, full_dim, shard, update, nullptr, full, 2);
@@ -416,6 +472,8 @@ const shardrec_cuda_plugin_table_t kTable = {
     &FusedBackward,
     &PartialRowStats,
     &Apply,
+    &StreamCreate,
+    &StreamDestroy,
 };
 
 }  // namespace
@@ -436,9 +494,11 @@ FAKE_EXPORT int64_t shardrec_fake_embedding_calls(int32_t which) {
 
 // Test hook: how many times runtime service `which` was used in this process (0 host
 // synchronisations: stream waits and emb_read_status; 1 host-to-device copies; 2 device-to-host
-// copies; 3 device allocations; 4 pinned host allocations); -1 for another value.
+// copies; 3 device allocations; 4 pinned host allocations; 5 streams of stream_create not yet
+// destroyed); -1 for another value.
 FAKE_EXPORT int64_t shardrec_fake_runtime_calls(int32_t which) {
   using namespace shardrec::fake;
+  if (which == kNumRtCalls) return g_streams_live.load();
   return which >= 0 && which < kNumRtCalls ? g_rt[which].load() : -1;
 }
 
