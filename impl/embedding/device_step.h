@@ -4,11 +4,11 @@
 // host. Each call is one or more phases; a phase stages what it needs across PCIe through one
 // pinned block (device_staging.h: the batch's runs, i.e. ids, per-id weights and bag offsets, and
 // the return message or its gradient), queues its copies and kernels back to back on the step's
-// stream (one the collection owns; it synchronises with the device's legacy default stream, where
-// the accessors copy) and ends with ONE bounded host synchronisation
-// (kDeviceWaitMs, then kTimeout), after which the downloads are handed to the host. So no device
-// work is left in flight between calls, and the staging block is never refilled while a copy
-// from it is queued.
+// stream (one the collection owns, which synchronises with the device's legacy default stream
+// where the accessors copy; the legacy stream itself with a plugin built before stream_create)
+// and ends with ONE bounded host synchronisation (kDeviceWaitMs, then kTimeout), after which the
+// downloads are handed to the host. So no device work is left in flight between calls, and the
+// staging block is never refilled while a copy from it is queued.
 //
 // Host synchronisations per call (stream waits, or emb_read_status, which waits for the stream
 // before it reads the lookup status block), each at most once:
@@ -22,10 +22,12 @@
 //                       shards with row statistics); +1 more when some of those has row
 //                       statistics to exchange (downloaded between the two).
 //   ApplyRows..FinishRows  1 for all data-parallel tables together when any row was touched.
-//     => a backward takes at most 4 (at most 2 without column-split row statistics).
+//     => a backward takes at most 4 (at most 2 in a pooled collection without row statistics
+//        shared between column shards).
 // Host <-> device copies: LookupToSend 1 up + 1 down; LookupDataParallel 1 up + 1 down;
-// ApplySharded 1 up (runs and gradients), 1 down per shard with exchanged statistics and 1 up
-// per shard that receives full statistics; ApplyRows 1 up per data-parallel table.
+// ApplySharded 1 up (runs and gradients) when it has ids, 1 down per shard with exchanged
+// statistics and 1 up per shard that receives full statistics; ApplyRows 1 up per data-parallel
+// table with touched rows. (Counted through the fake plugin by embedding_gpu_staging_test.cc.)
 // Beyond these only a buffer that must grow waits (DeviceBuffer, DeviceStaging).
 #pragma once
 
