@@ -79,7 +79,10 @@ typedef struct shardrec_embedding_options {
                                  device and its lookups and optimizer updates run there through
                                  the CUDA plugin, while routing, the combine and every exchange
                                  stay on the host over its (host) communicator, with the data
-                                 staged across PCIe. It needs the plugin and the device
+                                 staged across PCIe through a pinned block the collection owns,
+                                 on a stream of its own, one bounded wait per step phase; every
+                                 call returns with its device work complete (see the capacity
+                                 hints below). It needs the plugin and the device
                                  (shardrec_device_check), else create fails with
                                  SHARDREC_ENODEVICE (SHARDREC_EUNSUPPORTED from a libshardrec
                                  built without CUDA). v1 refuses (SHARDREC_EUNSUPPORTED) a CUDA
