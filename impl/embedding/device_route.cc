@@ -223,6 +223,7 @@ Status RouteWith(const Layout& l, const RouteTables& t, const RouteOptions& o, c
   // The one read-back that sizes everything.
   std::vector<uint8_t> back(a.readback_bytes);
   SR_RETURN_IF_ERROR(be.ToHost(back.data(), a.status, back.size()));
+  SR_RETURN_IF_ERROR(be.Wait());
   RouteStatus st;
   std::memcpy(&st, back.data(), sizeof(st));
   SR_RETURN_IF_ERROR(ErrorOf(l, o, batch, st));
@@ -327,6 +328,7 @@ Status RouteWith(const Layout& l, const RouteTables& t, const RouteOptions& o, c
       CopyBack(be, &rb->dp_offsets, static_cast<const int64_t*>(q.dp_offsets), dp_off));
   SR_RETURN_IF_ERROR(CopyBack(be, &rb->mean_div, static_cast<const float*>(a.mean_div),
                               pooled ? np * static_cast<size_t>(B) : 0));
+  SR_RETURN_IF_ERROR(be.Wait());
   rb->dp_offsets_begin.resize(num_dp);
   for (size_t k = 0; k < num_dp; ++k) rb->dp_offsets_begin[k] = k * (static_cast<size_t>(B) + 1);
   return Status::Ok();

@@ -6,8 +6,9 @@
 // rejected batch gets RouteBatch's message word for word. The scratch fields of the counting pass
 // (unit_lengths, unit_ids, unit_cursor, pair_status) are not filled.
 //
-// One read-back learns the sizes (the first errors and the scans at the slots' starts); after the
-// fill, the messages and return bookkeeping are copied to the host (where the exchange runs).
+// Two waits: one read-back learns the sizes (the first errors and the scans at the slots'
+// starts); after the fill, the messages and the return bookkeeping are copied to the host (where
+// the exchange runs) and waited for once.
 #pragma once
 
 #include <cstddef>
@@ -40,8 +41,9 @@ struct RouteTables {
 
 RouteTables BuildRouteTables(const Layout& layout);
 
-// Where the steps run. Memory from Workspace is the backend's (device memory for the plugin);
-// ToDevice is ordered before the next step, ToHost waits for every step queued before it.
+// Where the steps run. Memory from Workspace is the backend's (device memory for the plugin).
+// Copies and steps are ordered as they are called (one stream); the host may read what ToHost
+// copied, and free what ToDevice read, once Wait has returned.
 class RouteBackend {
  public:
   virtual ~RouteBackend() = default;
@@ -49,6 +51,8 @@ class RouteBackend {
   virtual Status Workspace(int which, size_t bytes, void** base) = 0;
   virtual Status ToDevice(void* dst, const void* src, size_t bytes) = 0;
   virtual Status ToHost(void* dst, const void* src, size_t bytes) = 0;
+  // Waits for everything queued so far (bounded; kTimeout after that).
+  virtual Status Wait() = 0;
   virtual Status Count(const kernels::simt_body::RouteParams& params) = 0;
   virtual Status Fill(const kernels::simt_body::RouteParams& params) = 0;
 };

@@ -61,6 +61,7 @@ enum : int32_t {
   kCallFused,
   kCallPartial,
   kCallApply,
+  kCallRoute,
   kNumCalls
 };
 std::atomic<int64_t> g_calls[kNumCalls];
@@ -291,8 +292,37 @@ int32_t Apply(int32_t device, const shardrec_plugin_optimizer_t* config, int64_t
   });
 }
 
+int32_t RouteTempBytes(int32_t device, int64_t max_items, size_t* bytes,
+                       shardrec_plugin_status_t* st) {
+  return Reported(st, "fake emb_route_temp_bytes", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    if (bytes == nullptr) return Status::InvalidArgument("bytes must not be NULL");
+    if (max_items < 1) return Status::InvalidArgument("route scratch for ", max_items, " items");
+    *bytes = 256;  // the host scan needs none; some, so that the caller's carving is exercised
+    return Status::Ok();
+  });
+}
+
+int32_t Route(int32_t device, const shardrec_plugin_route_t* route, int32_t phase, void* temp,
+              size_t temp_bytes, void*, shardrec_plugin_status_t* st) {
+  g_calls[kCallRoute].fetch_add(1);
+  return Reported(st, "fake emb_route", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    return RunRoute(Mem(), route, phase, temp, temp_bytes);
+  });
+}
+
+// SHARDREC_FAKE_WITHOUT_ROUTE builds the plugin as it was before the route entries: its table
+// says it ends before them (they are filled all the same, so a loader that read past
+// struct_size would find them and the test would notice).
+#if SHARDREC_FAKE_WITHOUT_ROUTE
+constexpr uint32_t kTableSize = SHARDREC_CUDA_PLUGIN_TABLE_EMBEDDING_SIZE;
+#else
+constexpr uint32_t kTableSize = sizeof(shardrec_cuda_plugin_table_t);
+#endif
+
 const shardrec_cuda_plugin_table_t kTable = {
-    sizeof(shardrec_cuda_plugin_table_t),
+    kTableSize,
     SHARDREC_CUDA_PLUGIN_ABI_VERSION,
     &Path,
     &Versions,
@@ -328,6 +358,8 @@ const shardrec_cuda_plugin_table_t kTable = {
     &FusedBackward,
     &PartialRowStats,
     &Apply,
+    &RouteTempBytes,
+    &Route,
 };
 
 }  // namespace
@@ -340,7 +372,8 @@ FAKE_EXPORT const shardrec_cuda_plugin_table_t* shardrec_cuda_plugin_table(uint3
 }
 
 // Test hook: how many times kernel entry `which` (0 lookup, 1 group_rows, 2 aggregate_grads,
-// 3 fused_backward, 4 partial_row_stats, 5 apply) was called in this process; -1 for another value.
+// 3 fused_backward, 4 partial_row_stats, 5 apply, 6 route) was called in this process; -1 for
+// another value.
 FAKE_EXPORT int64_t shardrec_fake_embedding_calls(int32_t which) {
   using namespace shardrec::fake;
   return which >= 0 && which < kNumCalls ? g_calls[which].load() : -1;
