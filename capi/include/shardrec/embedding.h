@@ -91,9 +91,10 @@ typedef struct shardrec_embedding_options {
                                  built without CUDA). v1 refuses (SHARDREC_EUNSUPPORTED) a CUDA
                                  (NCCL) communicator, 2D (replicated) training and
                                  checkpoints; a device KJT with a plugin built before the
-                                 device routing is SHARDREC_EUNSUPPORTED. It starts with the same weights
-                               as a host      collection of the same plan and seed and trains to the same      bits
-                               (tested through a fake plugin; not yet run on a GPU). */
+                                 device routing is SHARDREC_EUNSUPPORTED. It starts with the
+                                 same weights as a host collection of the same plan and seed
+                                 and trains to the same bits (tested through a fake plugin;
+                                 not yet run on a GPU). */
   int32_t device_index;     /**< CUDA ordinal (>= 0) of a GPU collection; ignored on the host. */
   /* Version 2. */
   int32_t non_finite;   /**< A shardrec_non_finite_policy_t; 0 is CHECK. */

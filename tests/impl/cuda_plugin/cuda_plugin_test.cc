@@ -75,6 +75,7 @@ TEST(CoreCudaPlugin, TableAndPathAgreeWithTheRuntime) {
   EXPECT_EQ(table->struct_size, sizeof(shardrec_cuda_plugin_table_t));
   EXPECT_TRUE(core::HasDenseEntries(*table, path).ok());
   EXPECT_TRUE(core::HasEmbeddingEntries(*table, path).ok());
+  EXPECT_TRUE(core::HasRouteEntries(*table, path).ok());
 #else
   EXPECT_EQ(s.code(), Code::kUnsupported);
   EXPECT_EQ(table, nullptr);
@@ -101,6 +102,10 @@ TEST(CoreCudaPlugin, EmbeddingEntriesWithoutGpuAreNoDevice) {
   all.push_back(dev::FusedBackward(ctx, runs, nullptr, 0, 1.0f, config, 1, 8, shard, nullptr));
   all.push_back(dev::PartialRowStats(ctx, config, 1, shard, {}, nullptr));
   all.push_back(dev::Apply(ctx, config, 1, 8, shard, {}, nullptr));
+  all.push_back(dev::RouteTempBytes(ctx, 8, &bytes));
+  const embedding::kernels::simt_body::RouteParams route;
+  all.push_back(dev::RouteCount(ctx, route, nullptr, 0));
+  all.push_back(dev::RouteFill(ctx, route, nullptr, 0));
   for (const Status& s : all) {
     EXPECT_EQ(s.code(), kMissing) << s.ToString();
 #if SHARDREC_HAVE_CUDA
