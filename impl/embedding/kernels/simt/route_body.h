@@ -20,7 +20,9 @@
 //   5. (fill) lengths copied into the messages, pooled return targets, DP offsets, then every id
 //      written once into its message (or the DP arrays).
 // Items own their outputs ((pair, sample) owns its slots' counters), so no atomics are needed
-// except the three "first error" minima, which are order-free (min over a linear index).
+// except the three "first error" minima, which are order-free (min over a linear index). A bag is
+// walked by one thread in id order: the MEAN divisor is RouteBatch's sequential sum, and its bits
+// depend on that order (a bag of thousands of ids is therefore one long thread; not measured).
 //
 // Not shared (the executor's): launch configuration, the scans (CUB on the device, a loop here),
 // clearing memory.
