@@ -43,8 +43,9 @@
  *
  * Thread-safety: one thread at a time per collection handle (the background input
  * distribution thread is internal). Different collections may be used concurrently.
- * Device: host collections only in this build; every `void* stream` is ignored on the host and
- * kept for the GPU path.
+ * Device: a collection lives on the host or, with options->device_type, on one CUDA device (GPU
+ * collection v1, see shardrec_embedding_options_t.device_type); every `void* stream` is ignored
+ * (a GPU collection queues its device work on its device's default stream).
  */
 #ifndef SHARDREC_EMBEDDING_H_
 #define SHARDREC_EMBEDDING_H_
@@ -88,13 +89,17 @@ typedef struct shardrec_embedding_options {
                                  is SHARDREC_EINVAL. It needs the plugin and the device
                                  (shardrec_device_check), else create fails with
                                  SHARDREC_ENODEVICE (SHARDREC_EUNSUPPORTED from a libshardrec
-                                 built without CUDA). v1 refuses (SHARDREC_EUNSUPPORTED) a CUDA
-                                 (NCCL) communicator, 2D (replicated) training and
-                                 checkpoints; a device KJT with a plugin built before the
-                                 device routing is SHARDREC_EUNSUPPORTED. It starts with the
-                                 same weights as a host collection of the same plan and seed
-                                 and trains to the same bits (tested through a fake plugin;
-                                 not yet run on a GPU). */
+                                 built without CUDA). Checkpoints, table export/import and the
+                                 replica sync of 2D training stage the parameters through host
+                                 memory: the same files as a host collection
+                                 (shardrec/checkpoint.h), the same averages
+                                 (shardrec/replica.h). v1 refuses (SHARDREC_EUNSUPPORTED) a CUDA
+                                 (NCCL) communicator (for the collection or the mesh's world);
+                                 a device KJT with a plugin built before the device routing is
+                                 SHARDREC_EUNSUPPORTED. It starts with the same weights as a
+                                 host collection of the same plan and seed and trains to the
+                                 same bits (tested through a fake plugin; not yet run on a
+                                 GPU). */
   int32_t device_index;     /**< CUDA ordinal (>= 0) of a GPU collection; ignored on the host. */
   /* Version 2. */
   int32_t non_finite;   /**< A shardrec_non_finite_policy_t; 0 is CHECK. */

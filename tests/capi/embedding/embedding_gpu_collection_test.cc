@@ -20,26 +20,11 @@
 #include "shardrec/device.h"
 #include "shardrec/replica.h"
 #include "tests/capi/embedding/embedding_test_util.h"
+#include "tests/capi/embedding/gpu_test_util.h"
 #include "tests/support/spawn_ranks.h"
 
 namespace shardrec::testing {
 namespace {
-
-bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() &&
-         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
-
-shardrec_embedding_options_t Options(const Scenario& s, bool cuda, int32_t device_index = 0) {
-  shardrec_embedding_options_t o;
-  shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
-  o.seed = s.seed;
-  if (cuda) {
-    o.device_type = SHARDREC_DEVICE_CUDA;
-    o.device_index = device_index;
-  }
-  return o;
-}
 
 shardrec_tensor_view_t View(std::vector<float>* data, int64_t dim, int32_t device_type) {
   shardrec_tensor_view_t v{};
@@ -79,8 +64,6 @@ std::array<int64_t, kNumFakeCalls> FakeCalls() {
   dlclose(h);
   return out;
 }
-
-bool FakeLoaded() { return FakeCalls()[kLookup] >= 0; }
 
 // A block of the fake's device memory (host memory the test may read directly), freed on
 // destruction; empty when the fake is not loaded.
@@ -122,27 +105,6 @@ shardrec_tensor_view_t DeviceView(float* data, size_t n, int64_t dim) {
   v.shape[1] = dim;
   return v;
 }
-
-// Empty when the tests can run: the fake is loaded, or another plugin (the real one: the gpu
-// registration) with a usable device. SHARDREC_TEST_EXPECT_FAKE (the CPU registration) demands
-// the fake.
-std::string WhyNotRunnable() {
-  if (FakeLoaded()) return "";
-  if (std::getenv("SHARDREC_TEST_EXPECT_FAKE") != nullptr)
-    return "SHARDREC_CUDA_PLUGIN does not name the fake embedding plugin (run through ctest)";
-  if (shardrec_device_check(SHARDREC_DEVICE_CUDA, 0) != SHARDREC_OK)
-    return std::string("no usable CUDA device: ") + shardrec_last_error();
-  return "";
-}
-
-// At the start of every test: fails where the fake should be loaded and is not, skips where
-// there is no device.
-#define REQUIRE_DEVICE()                                                                          \
-  do {                                                                                            \
-    const std::string why = WhyNotRunnable();                                                     \
-    if (!why.empty() && std::getenv("SHARDREC_TEST_EXPECT_FAKE") == nullptr) GTEST_SKIP() << why; \
-    ASSERT_TRUE(why.empty()) << why;                                                              \
-  } while (0)
 
 TEST(EmbeddingGpuCollection, TheDeviceIsUsable) {
   // Guards the rest: without the plugin every CUDA collection would be refused as ENODEVICE.
@@ -386,8 +348,8 @@ TEST(EmbeddingGpuCollection, AccessorsRoundTrip) {
   });
 }
 
-// What v1 refuses, clearly and without taking a step: a device that does not exist,
-// checkpoints, a KJT on another device than the collection's.
+// What v1 refuses, clearly and without taking a step: a device that does not exist, a KJT on
+// another device than the collection's; and a load from a directory without a checkpoint.
 TEST(EmbeddingGpuCollection, RefusalsChangeNothing) {
   REQUIRE_DEVICE();
   Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
@@ -411,9 +373,7 @@ TEST(EmbeddingGpuCollection, RefusalsChangeNothing) {
         << shardrec_last_error();
     CollPtr cc(c);
     const auto before = Snapshot(c, s);
-    const std::string dir = ::testing::TempDir() + "gpu_coll_ckpt";
-    EXPECT_EQ(shardrec_checkpoint_save(c, dir.c_str(), nullptr), SHARDREC_EUNSUPPORTED)
-        << shardrec_last_error();
+    const std::string dir = ::testing::TempDir() + "gpu_coll_no_ckpt";
     EXPECT_EQ(shardrec_checkpoint_load(c, dir.c_str(), nullptr), SHARDREC_ENOTFOUND)
         << shardrec_last_error();
 
@@ -443,29 +403,6 @@ TEST(EmbeddingGpuCollection, RefusalsChangeNothing) {
     const auto after = Snapshot(c, s);
     for (size_t i = 0; i < before.size(); ++i)
       EXPECT_TRUE(BitEqual(before[i], after[i])) << "rank " << r << " tensor " << i;
-  });
-}
-
-// 2D (replicated) training reads the parameter arenas as host memory: a GPU collection is refused
-// on every rank of the mesh, before anything is allocated.
-TEST(EmbeddingGpuCollection, MeshRefusesAGpuCollection) {
-  REQUIRE_DEVICE();
-  Scenario s = StandardScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM);
-  PlanPtr plan = MakePlan(s);
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
-  SpawnRanks(2, [&](int r) {
-    shardrec_mesh_options_t mo;
-    shardrec_mesh_options_init(&mo, SHARDREC_MESH_OPTIONS_VERSION);
-    mo.sharding_group_size = 1;
-    shardrec_mesh_t* m = nullptr;
-    ASSERT_EQ(shardrec_mesh_create(&m, GroupComm(2, r), &mo), SHARDREC_OK) << shardrec_last_error();
-    const shardrec_embedding_options_t od = Options(s, true);
-    shardrec_embedding_t* c = nullptr;
-    EXPECT_EQ(shardrec_mesh_embedding_create(&c, m, plan.get(), &opt, &od), SHARDREC_EUNSUPPORTED)
-        << shardrec_last_error();
-    EXPECT_NE(std::string(shardrec_last_error()).find("2D"), std::string::npos);
-    EXPECT_EQ(c, nullptr);
-    shardrec_mesh_destroy(m);
   });
 }
 

@@ -65,6 +65,18 @@ enum : int32_t {
   kNumCalls
 };
 std::atomic<int64_t> g_calls[kNumCalls];
+// Failure injection (shardrec_fake_fail_copy_after): copies still allowed before one fails; -1
+// means none fails.
+std::atomic<int64_t> g_copies_before_failure{-1};
+
+// True when this copy is the one chosen to fail (then disarms).
+bool CopyFails() {
+  int64_t left = g_copies_before_failure.load();
+  while (left >= 0) {
+    if (g_copies_before_failure.compare_exchange_weak(left, left - 1)) return left == 0;
+  }
+  return false;
+}
 
 DeviceMemory& Mem() {
   static DeviceMemory* m = new DeviceMemory;  // outlives every caller's static destructors
@@ -115,6 +127,7 @@ int32_t HostFree(void* p, shardrec_plugin_status_t* st) {
 int32_t Memcpy(int32_t, void* dst, const void* src, size_t bytes, int32_t kind, void*,
                shardrec_plugin_status_t* st) {
   return Reported(st, "fake memcpy", [&]() -> Status {
+    if (CopyFails()) return Status::Cuda("fake memcpy: injected device failure");
     const bool to_dev = kind == SHARDREC_PLUGIN_COPY_HOST_TO_DEVICE ||
                         kind == SHARDREC_PLUGIN_COPY_DEVICE_TO_DEVICE;
     const bool from_dev = kind == SHARDREC_PLUGIN_COPY_DEVICE_TO_HOST ||
@@ -377,6 +390,12 @@ FAKE_EXPORT const shardrec_cuda_plugin_table_t* shardrec_cuda_plugin_table(uint3
 FAKE_EXPORT int64_t shardrec_fake_embedding_calls(int32_t which) {
   using namespace shardrec::fake;
   return which >= 0 && which < kNumCalls ? g_calls[which].load() : -1;
+}
+
+// Test hook: after `n` more successful host/device copies, the next one fails with a CUDA error
+// (once); -1 disarms. Process-wide: tests that use it run their ranks in a known order.
+FAKE_EXPORT void shardrec_fake_fail_copy_after(int64_t n) {
+  shardrec::fake::g_copies_before_failure.store(n < 0 ? -1 : n);
 }
 
 // Test hooks: a block of the fake's device memory (host memory the process may read and write
