@@ -1,6 +1,7 @@
 // Sharded checkpoints of an embedding collection (1D or on a 2D mesh), loadable under any plan
 // and world size, and export/import of single full tables. Reads and writes the collection only
-// through its parameter views (param_views.h). docs/checkpoint-format.md describes the files.
+// through its parameter views (param_views.h), a GPU collection's through host staging.
+// docs/checkpoint-format.md describes the files.
 #pragma once
 
 #include <cstddef>
@@ -52,7 +53,8 @@ struct LoadOptions {
 // publishes `dir`/manifest.json atomically (the previous checkpoint in `dir` stays loadable
 // until that rename) and removes the previous checkpoint's files. Errors: kInvalidUsage while an
 // input distribution is pending; kInvalidArgument for bad dense tensors; kIo from the file
-// system; kUnsupported for GPU collections; a rank's failure fails every rank.
+// system; a GPU collection's failed device copy (kCuda, kTimeout: nothing changed); a rank's
+// failure fails every rank.
 Status Save(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs,
             const std::string& dir, const SaveOptions& options);
 
@@ -63,7 +65,9 @@ Status Save(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
 // match; kCorrupt for a malformed manifest, a missing, truncated or malformed rank file or
 // records that do not cover a local shard. A chunk whose checksum fails is kCorrupt naming the
 // file and the record, found while copying: the collection's values are then partly loaded and
-// must be loaded again (unless verify_first, which finds it before anything changes).
+// must be loaded again (unless verify_first, which finds it before anything changes). A GPU
+// collection's shards are filled through host staging (staged_copy.h); a failed device copy
+// leaves them partly loaded the same way.
 Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs,
             const std::string& dir, const LoadOptions& options);
 

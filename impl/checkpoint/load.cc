@@ -1,6 +1,7 @@
 // Checkpoint load under any plan and world size: every rank checks the manifest against its
 // collection and plans its reads (records overlapping its local shards) before anything
-// changes, the ranks agree, then each rank streams its overlaps chunk by chunk.
+// changes, the ranks agree, then each rank streams its overlaps chunk by chunk (into a GPU
+// collection through host staging, staged_copy.h).
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -9,6 +10,7 @@
 #include "impl/checkpoint/checkpoint.h"
 #include "impl/checkpoint/copy.h"
 #include "impl/checkpoint/format.h"
+#include "impl/checkpoint/staged_copy.h"
 #include "impl/core/check.h"
 #include "impl/optim/optimizer.h"
 
@@ -19,6 +21,7 @@ using embedding::ShardTensor;
 
 struct Read {
   Target dst;
+  Device device;                                   // where dst.data lives
   std::string what;                                // "table t1 weights rows 0..9", for messages
   std::vector<std::pair<size_t, size_t>> records;  // (file, record) indices in the manifest
 };
@@ -111,16 +114,14 @@ Status PlanDense(const Manifest& m, const std::vector<DenseTensor>& dense,
 // The reads of every local shard tensor, each fully covered by the checkpoint's records.
 Status PlanReads(embedding::EmbeddingCollection& coll, const Manifest& m,
                  const std::set<std::string>& reset, std::vector<Read>* reads,
-                 std::vector<Target>* zero) {
+                 std::vector<Read>* zero) {
   for (const ShardTensor& t : coll.ShardTensors()) {
-    if (!t.device.is_host())
-      return Status::Unsupported("checkpoints of collections on ", t.device.ToString(),
-                                 " are not implemented yet (host collections only)");
     Read rd;
     rd.dst = {t.dtype, t.row_offset, t.col_offset, t.rows, t.cols, t.data, t.row_stride};
+    rd.device = t.device;
     if (t.rows == 0 || t.cols == 0) continue;
     if (t.kind != embedding::ParamKind::kWeights && reset.count(t.table_name)) {
-      zero->push_back(rd.dst);
+      zero->push_back(rd);
       continue;
     }
     rd.what = StrCat("table ", t.table_name, " ", t.name, " rows ", t.row_offset, "..",
@@ -189,7 +190,7 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
   Manifest m;
   std::set<std::string> reset;
   std::vector<Read> reads;
-  std::vector<Target> zero;
+  std::vector<Read> zero;
   std::vector<std::pair<size_t, size_t>> dense_at;
   std::vector<std::unique_ptr<ReadableFile>> files;
   Status local = [&]() -> Status {
@@ -222,8 +223,17 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
   SR_RETURN_IF_ERROR(Agree(*g.comm, local, "to check the checkpoint"));
 
   std::vector<uint8_t> buffer;
+  embedding::HostStaging staging;  // blocks of a GPU collection's shards, reused between them
   local = [&]() -> Status {
     for (const Read& rd : reads) {
+      if (!rd.device.is_host()) {
+        std::vector<OverlapSource> sources;
+        for (const auto& [fi, ri] : rd.records)
+          sources.push_back(
+              {files[fi].get(), dir + "/" + m.files[fi].name, &m.files[fi].records[ri]});
+        SR_RETURN_IF_ERROR(CopyOverlapsToDevice(rd.device, rd.dst, sources, &staging, &buffer));
+        continue;
+      }
       for (const auto& [fi, ri] : rd.records)
         SR_RETURN_IF_ERROR(CopyOverlap(*files[fi], dir + "/" + m.files[fi].name,
                                        m.files[fi].records[ri], rd.dst, &buffer));
@@ -235,7 +245,12 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
       SR_RETURN_IF_ERROR(CopyOverlap(*files[fi], dir + "/" + m.files[fi].name,
                                      m.files[fi].records[ri], dst, &buffer));
     }
-    for (const Target& z : zero) {
+    for (const Read& zr : zero) {
+      const Target& z = zr.dst;
+      if (!zr.device.is_host()) {
+        SR_RETURN_IF_ERROR(ZeroOnDevice(zr.device, z));
+        continue;
+      }
       for (int64_t r = 0; r < z.rows; ++r)
         std::memset(static_cast<uint8_t*>(z.data) + r * z.row_stride * DTypeSize(z.dtype), 0,
                     static_cast<size_t>(z.cols) * DTypeSize(z.dtype));

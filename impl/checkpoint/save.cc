@@ -1,6 +1,8 @@
 // Checkpoint save: each rank streams its records into its own safetensors file (temp file,
 // fsync, rename, directory fsync), the ranks agree, and world rank 0 publishes the manifest
-// last, so an interrupted save never replaces the previous checkpoint.
+// last, so an interrupted save never replaces the previous checkpoint. A GPU collection's
+// shard tensors are staged to the host chunk by chunk on their way to the file, so its files
+// hold the same bytes as a host collection's.
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -11,6 +13,7 @@
 #include "impl/checkpoint/format.h"
 #include "impl/core/check.h"
 #include "impl/core/config.h"
+#include "impl/embedding/device_copy.h"
 #include "impl/optim/optimizer.h"
 #include "impl/sharding/plan_json.h"
 
@@ -19,11 +22,12 @@ namespace {
 
 using embedding::ShardTensor;
 
-// A record to write and where its rows come from.
+// A record to write and where its rows come from (host memory, or a GPU collection's device).
 struct Source {
   Record rec;
   const uint8_t* data = nullptr;
   int64_t row_stride_bytes = 0;
+  Device device;
 };
 
 std::string OptimizerJson(const optim::OptimizerConfig& o) {
@@ -54,15 +58,10 @@ int64_t CurrentGeneration(FileSystem& fs, const std::string& dir, Manifest* prev
 // column shard), data-parallel tables only on world rank 0, and in 2D one replica per shard,
 // spread by (table + shard) so every replica writes a similar share.
 std::vector<Source> Select(embedding::EmbeddingCollection& coll, const Group& g,
-                           const std::vector<DenseTensor>& dense, Status* error) {
+                           const std::vector<DenseTensor>& dense) {
   std::vector<Source> out;
   const int world_rank = g.comm->Rank();
   for (const ShardTensor& t : coll.ShardTensors()) {
-    if (!t.device.is_host()) {
-      *error = Status::Unsupported("checkpoints of collections on ", t.device.ToString(),
-                                   " are not implemented yet (host collections only)");
-      return {};
-    }
     if (t.duplicate || t.rows == 0 || t.cols == 0) continue;
     if (t.data_parallel ? world_rank != 0 : (t.table + t.shard) % g.replicas != g.replica_rank)
       continue;
@@ -82,6 +81,7 @@ std::vector<Source> Select(embedding::EmbeddingCollection& coll, const Group& g,
     r.key = StrCat(t.table_name, "/", t.name, "/r", t.row_offset, "_c", t.col_offset);
     s.data = static_cast<const uint8_t*>(t.data);
     s.row_stride_bytes = t.row_stride * static_cast<int64_t>(DTypeSize(t.dtype));
+    s.device = t.device;
     out.push_back(std::move(s));
   }
   if (world_rank == 0) {
@@ -118,6 +118,7 @@ Status WriteRankFile(FileSystem& fs, const std::string& dir, const std::string& 
   SR_RETURN_IF_ERROR(fs.NewWritable(tmp, &f));
   SR_RETURN_IF_ERROR(f->Append(header.data(), header.size()));
   std::vector<uint8_t> staging;
+  embedding::HostStaging device_staging;  // chunks of device tensors, pinned when it can be
   uint64_t size = header.size();
   for (size_t i = 0; i < sources->size(); ++i) {
     Source& s = (*sources)[i];
@@ -127,7 +128,20 @@ Status WriteRankFile(FileSystem& fs, const std::string& dir, const std::string& 
       const int64_t hi = std::min(r.rows, lo + r.chunk_rows);
       const size_t n = static_cast<size_t>(hi - lo) * rb;
       const uint8_t* p = s.data + lo * s.row_stride_bytes;
-      if (static_cast<uint64_t>(s.row_stride_bytes) != rb) {  // strided rows: pack them
+      if (!s.device.is_host()) {  // device rows: stage them (packed) on the host
+        SR_RETURN_IF_ERROR(device_staging.Reserve(n));
+        if (static_cast<uint64_t>(s.row_stride_bytes) == rb) {
+          SR_RETURN_IF_ERROR(embedding::CopyToHost(s.device, device_staging.data(), p, n)
+                                 .WithContext(StrCat("saving ", r.key)));
+        } else {
+          for (int64_t k = lo; k < hi; ++k)
+            SR_RETURN_IF_ERROR(embedding::CopyToHost(s.device,
+                                                     device_staging.data() + (k - lo) * rb,
+                                                     s.data + k * s.row_stride_bytes, rb)
+                                   .WithContext(StrCat("saving ", r.key)));
+        }
+        p = device_staging.data();
+      } else if (static_cast<uint64_t>(s.row_stride_bytes) != rb) {  // strided rows: pack them
         staging.resize(n);
         for (int64_t k = lo; k < hi; ++k)
           std::memcpy(staging.data() + (k - lo) * rb, s.data + k * s.row_stride_bytes, rb);
@@ -202,7 +216,7 @@ Status Save(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
     local = Status::InvalidUsage("cannot save a checkpoint while an input distribution is pending");
   if (local.ok()) local = CheckDense(options.dense);
   std::vector<Source> sources;
-  if (local.ok()) sources = Select(coll, g, options.dense, &local);
+  if (local.ok()) sources = Select(coll, g, options.dense);
   Manifest previous;
   int64_t generation = local.ok() ? CurrentGeneration(fs, dir, &previous) : 0;
   if (local.ok()) local = fs.CreateDir(dir);

@@ -1,11 +1,13 @@
 // Export and import of one full table as a safetensors file (for serving, or to start from
 // pretrained embeddings): tensors "weights" [rows, dim] and, optionally, each optimizer state by
-// its name ([rows] for row-wise states, else [rows, dim]).
+// its name ([rows] for row-wise states, else [rows, dim]). A GPU collection exports through its
+// accessors (which copy through the host) and imports through host staging (staged_copy.h).
 #include <map>
 
 #include "impl/checkpoint/checkpoint.h"
 #include "impl/checkpoint/copy.h"
 #include "impl/checkpoint/format.h"
+#include "impl/checkpoint/staged_copy.h"
 #include "impl/core/config.h"
 
 namespace shardrec::checkpoint {
@@ -78,7 +80,12 @@ Status ImportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const s
                    const std::string& table, bool with_state) {
   comm::Communicator& comm = coll.comm();
   std::unique_ptr<ReadableFile> file;
-  std::vector<std::pair<Target, Record>> copies;
+  struct Copy {
+    Target dst;
+    Device device;  // where dst.data lives
+    Record rec;
+  };
+  std::vector<Copy> copies;
   Status local = [&]() -> Status {
     if (coll.input_dist_pending())
       return Status::InvalidUsage("cannot import a table while an input distribution is pending");
@@ -110,9 +117,6 @@ Status ImportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const s
                                      dim);
     for (const embedding::ShardTensor& t : coll.ShardTensors()) {
       if (t.table_name != table || t.rows == 0 || t.cols == 0) continue;
-      if (!t.device.is_host())
-        return Status::Unsupported("import into a collection on ", t.device.ToString(),
-                                   " is not implemented yet");
       const bool is_weights = t.kind == embedding::ParamKind::kWeights;
       if (!is_weights && !with_state) continue;
       auto it = by_key.find(is_weights ? std::string("weights") : t.name);
@@ -122,15 +126,19 @@ Status ImportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const s
         return Status::InvalidArgument(path, ": state ", t.name, " is ", r.rows, " x ", r.cols,
                                        ", the table's is ", t.full_rows, " x ", t.full_cols);
       copies.push_back(
-          {Target{t.dtype, t.row_offset, t.col_offset, t.rows, t.cols, t.data, t.row_stride}, r});
+          {Target{t.dtype, t.row_offset, t.col_offset, t.rows, t.cols, t.data, t.row_stride},
+           t.device, r});
     }
     return Status::Ok();
   }();
   SR_RETURN_IF_ERROR(Agree(comm, local, "to check the table file"));
   std::vector<uint8_t> buffer;
+  embedding::HostStaging staging;
   local = Status::Ok();
-  for (const auto& [dst, rec] : copies) {
-    local = CopyOverlap(*file, path, rec, dst, &buffer);
+  for (const Copy& c : copies) {
+    local = c.device.is_host() ? CopyOverlap(*file, path, c.rec, c.dst, &buffer)
+                               : CopyOverlapsToDevice(c.device, c.dst, {{file.get(), path, &c.rec}},
+                                                      &staging, &buffer);
     if (!local.ok()) break;
   }
   return Agree(comm, local, "to import the table");

@@ -159,6 +159,8 @@ const shardrec_cuda_plugin_table_t kTable = {
     &entry::EmbFusedBackward,
     &entry::EmbPartialRowStats,
     &entry::EmbApply,
+    &entry::EmbRouteTempBytes,
+    &entry::EmbRoute,
     &StreamCreateEntry,
     &StreamDestroyEntry,
 };

@@ -21,6 +21,8 @@
 #include "impl/core/thread_pool.h"
 #include "impl/embedding/backward.h"
 #include "impl/embedding/batch.h"
+#include "impl/embedding/device_route.h"
+#include "impl/embedding/device_route_backend.h"
 #include "impl/embedding/device_sizing.h"
 #include "impl/embedding/device_step.h"
 #include "impl/embedding/input_dist.h"
@@ -187,6 +189,9 @@ class EmbeddingCollection {
   ParamStore params_;
   SparseUpdater updater_;
   std::unique_ptr<DeviceStep> device_;  // GPU collections only
+  // GPU collections: the routing of a KJT given in device memory (made at its first such batch).
+  std::unique_ptr<DeviceRouteBackend> route_device_;
+  RouteTables route_tables_;
 
   // One batch may be in input distribution (pending_) while the last forwarded one (current_)
   // waits for its backward.

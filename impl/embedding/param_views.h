@@ -3,7 +3,8 @@
 // (per-shard tensors placed in their full tables). Views borrow the collection's memory: they
 // stay valid until the collection is destroyed, and the collection must not run a step while a
 // view is being read or written. A GPU collection's views point into device memory (their
-// `device` says so): code that reads them as host memory (2D sync, checkpoints) must refuse them.
+// `device` says so): code that reads them as host memory (2D sync, checkpoints) stages them
+// through the host (device_copy.h).
 #pragma once
 
 #include <cstddef>

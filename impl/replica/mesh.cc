@@ -1,7 +1,10 @@
 // Mesh creation (two collective splits of the world) and the sync policy.
 #include "impl/replica/mesh.h"
 
+#include <algorithm>
+
 #include "impl/core/check.h"
+#include "impl/embedding/device_copy.h"
 
 namespace shardrec::replica {
 
@@ -55,11 +58,8 @@ Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
                                    " ranks but the mesh's sharding groups have ",
                                    layout_.shard_size());
   std::vector<SyncBuffer> buffers;
+  std::vector<embedding::ParamBuffer> on_device;  // staged at the same index of `buffers`
   for (const embedding::ParamBuffer& b : coll.ParamBuffers()) {
-    // The sync reads and writes the buffers as host memory; a GPU collection's are on its device.
-    if (!b.device.is_host())
-      return Status::Unsupported("replica sync of a collection on ", b.device.ToString(),
-                                 " is not implemented (GPU collection v1: host collections only)");
     if (b.kind != embedding::ParamKind::kWeights && mode == SyncMode::kWeightsOnly) continue;
     SyncBuffer sb;
     sb.data = b.data;
@@ -69,9 +69,65 @@ Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
     // the bias correction backwards; everything else is averaged.
     sb.op = b.kind == embedding::ParamKind::kCounter ? comm::ReduceOp::kMax : comm::ReduceOp::kAvg;
     buffers.push_back(sb);
+    on_device.push_back(b);
+    if (b.device.is_host()) on_device.back().data = nullptr;
   }
+  // A single replica has nothing to average (SyncBuffers returns at once): no staging either.
+  const bool staged = replica_->Size() > 1 && std::any_of(on_device.begin(), on_device.end(),
+                                                          [](const embedding::ParamBuffer& b) {
+                                                            return b.data != nullptr;
+                                                          });
+  if (staged) SR_RETURN_IF_ERROR(StageIn(on_device, &buffers));
   SR_RETURN_IF_ERROR(SyncBuffers(*replica_, buffers, hook_, &staging_, &last_));
+  if (staged) SR_RETURN_IF_ERROR(StageOut(on_device, buffers));
   syncs_ += 1;
+  return Status::Ok();
+}
+
+Status Mesh::StageIn(const std::vector<embedding::ParamBuffer>& on_device,
+                     std::vector<SyncBuffer>* buffers) {
+  // One host area for all of them, laid out in the collection's order without gaps between
+  // buffers of one element size: the weights and the optimizer states, adjacent in the device
+  // arena, stay adjacent, so SyncBuffers issues the same collectives as for a host collection.
+  size_t total = 0;
+  std::vector<size_t> offsets(on_device.size(), 0);
+  for (size_t i = 0; i < on_device.size(); ++i) {
+    if (on_device[i].data == nullptr) continue;
+    const size_t es = DTypeSize(on_device[i].dtype);
+    total = (total + es - 1) / es * es;
+    offsets[i] = total;
+    total += on_device[i].count * es;
+  }
+  Status local = device_staging_.Reserve(total);
+  for (size_t i = 0; i < on_device.size() && local.ok(); ++i) {
+    const embedding::ParamBuffer& b = on_device[i];
+    if (b.data == nullptr) continue;
+    (*buffers)[i].data = device_staging_.data() + offsets[i];
+    local =
+        embedding::CopyToHost(b.device, (*buffers)[i].data, b.data, b.count * DTypeSize(b.dtype));
+  }
+  // Every replica learns whether all staged their values before anyone enters the collectives,
+  // so a failed copy fails the sync on every replica instead of leaving the others waiting.
+  int32_t failed = local.ok() ? 0 : 1;
+  SR_RETURN_IF_ERROR(replica_->AllReduce(&failed, &failed, 1, DType::kInt32, comm::ReduceOp::kMax));
+  if (!local.ok()) return local.WithContext("staging the replica sync");
+  if (failed != 0)
+    return Status::Remote(
+        "replica sync: another replica of this rank's shards could not stage "
+        "its parameters from its device; nothing was synced");
+  return Status::Ok();
+}
+
+Status Mesh::StageOut(const std::vector<embedding::ParamBuffer>& on_device,
+                      const std::vector<SyncBuffer>& buffers) {
+  for (size_t i = 0; i < on_device.size(); ++i) {
+    const embedding::ParamBuffer& b = on_device[i];
+    if (b.data == nullptr) continue;
+    SR_RETURN_IF_ERROR(
+        embedding::CopyToDevice(b.device, b.data, buffers[i].data, b.count * DTypeSize(b.dtype))
+            .WithContext("writing back the replica sync (this replica's parameters are now "
+                         "partly averaged: restore them from a checkpoint)"));
+  }
   return Status::Ok();
 }
 

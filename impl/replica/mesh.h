@@ -10,6 +10,7 @@
 
 #include "impl/comm/communicator.h"
 #include "impl/embedding/collection.h"
+#include "impl/embedding/device_copy.h"
 #include "impl/replica/layout.h"
 #include "impl/replica/sync.h"
 
@@ -50,7 +51,10 @@ class Mesh {
   // Averages the collection's weights (and, unless weights-only, optimizer states; the step
   // counter takes the maximum) across the replica group, one collective per dtype. Collective
   // over the replica group. Allowed while the collection's next input distribution is in
-  // flight (the two use different communicators and disjoint data).
+  // flight (the two use different communicators and disjoint data). A GPU collection's arenas
+  // are copied to one reused host staging area, averaged there exactly as a host collection's,
+  // and copied back (each copy waited for with the device wait bound); a replica whose copy to
+  // the host fails fails the sync on every replica before anything changes.
   Status Sync(embedding::EmbeddingCollection& coll, SyncMode mode);
   // Counts one training step; syncs (in the configured mode) when the count reaches a multiple
   // of the sync interval.
@@ -77,8 +81,19 @@ class Mesh {
   SyncHook hook_;
   int64_t steps_ = 0;
   int64_t syncs_ = 0;
+  // A GPU collection's buffers through `device_staging_`: copied in (entries of `on_device`
+  // with a null data pointer are host buffers, left alone) and `buffers` pointed at the copies,
+  // with a replica-wide agreement that every replica staged; then the averages copied back.
+  Status StageIn(const std::vector<embedding::ParamBuffer>& on_device,
+                 std::vector<SyncBuffer>* buffers);
+  Status StageOut(const std::vector<embedding::ParamBuffer>& on_device,
+                  const std::vector<SyncBuffer>& buffers);
+
   SyncStats last_;
   std::vector<uint8_t> staging_;
+  // Host copies of a GPU collection's parameter arenas during a sync, reused from sync to sync
+  // (pinned when the plugin can pin them).
+  embedding::HostStaging device_staging_;
 };
 
 }  // namespace shardrec::replica

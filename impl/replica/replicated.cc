@@ -1,54 +1,90 @@
 // Collections on a mesh: creation over the sharding group, and the check that every replica
 // starts from the same weights.
+#include <algorithm>
 #include <cstring>
 
 #include "impl/core/rng.h"
+#include "impl/embedding/device_copy.h"
 #include "impl/replica/mesh.h"
 
 namespace shardrec::replica {
 
 namespace {
 
-// Order-sensitive 64-bit digest of the local weights; cheap next to creating the tables.
-uint64_t WeightDigest(const std::vector<embedding::ParamBuffer>& buffers, uint64_t seed) {
+// Device weights are digested through host staging in blocks of this many bytes (a multiple of
+// 8, so the digest is the same as over the whole buffer at once).
+constexpr size_t kDigestBlockBytes = size_t{8} << 20;
+
+// Folds `bytes` bytes into `h`, 8 at a time, then the tail of fewer than 8 bytes one by one.
+uint64_t Fold(uint64_t h, const uint8_t* p, size_t bytes) {
+  size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = Mix64(h ^ w);
+  }
+  for (; i < bytes; ++i) h = Mix64(h ^ p[i]);
+  return h;
+}
+
+// Order-sensitive 64-bit digest of the local weights; cheap next to creating the tables. A GPU
+// collection's weights are read back in blocks, giving the digest of the same values on the host.
+Status WeightDigest(const std::vector<embedding::ParamBuffer>& buffers, uint64_t seed,
+                    uint64_t* out) {
   uint64_t h = Mix64(seed);
+  embedding::HostStaging staging;
   for (const auto& b : buffers) {
     if (b.kind != embedding::ParamKind::kWeights) continue;
     const auto* p = static_cast<const uint8_t*>(b.data);
     const size_t bytes = b.count * DTypeSize(b.dtype);
-    size_t i = 0;
-    for (; i + 8 <= bytes; i += 8) {
-      uint64_t w;
-      std::memcpy(&w, p + i, 8);
-      h = Mix64(h ^ w);
+    if (b.device.is_host()) {
+      h = Fold(h, p, bytes);
+      continue;
     }
-    for (; i < bytes; ++i) h = Mix64(h ^ p[i]);
+    SR_RETURN_IF_ERROR(staging.Reserve(std::min(bytes, kDigestBlockBytes)));
+    for (size_t at = 0; at < bytes; at += kDigestBlockBytes) {
+      const size_t n = std::min(kDigestBlockBytes, bytes - at);
+      SR_RETURN_IF_ERROR(embedding::CopyToHost(b.device, staging.data(), p + at, n));
+      h = Fold(h, staging.data(), n);
+    }
   }
-  return h;
+  *out = h;
+  return Status::Ok();
 }
 
 // Every replica of this rank's shards must hold the same initial weights; the verdict is shared
 // with the whole world so that no rank proceeds alone.
 Status VerifyReplicasIdentical(Mesh& mesh, embedding::EmbeddingCollection& coll) {
   const std::vector<embedding::ParamBuffer> buffers = coll.ParamBuffers();
-  Status local;
-  for (const embedding::ParamBuffer& b : buffers) {
-    // The digest reads the buffers as host memory; a GPU collection's are on its device.
-    if (!b.device.is_host() && local.ok())
-      local =
-          Status::Unsupported("2D (replicated) training of a collection on ", b.device.ToString(),
-                              " is not implemented (GPU collection v1: host collections only)");
-  }
-  const uint64_t digest = local.ok() ? WeightDigest(buffers, coll.plan().Hash()) : 0;
-  // Max and min of the digest (min as max of the complement) in one collective.
-  int64_t mm[2] = {static_cast<int64_t>(digest >> 1), static_cast<int64_t>(~digest >> 1)};
-  SR_RETURN_IF_ERROR(mesh.replica()->AllReduce(mm, mm, 2, DType::kInt64, comm::ReduceOp::kMax));
+  uint64_t digest = 0;
+  const Status local = WeightDigest(buffers, coll.plan().Hash(), &digest);
+  bool on_device = false;
+  for (const embedding::ParamBuffer& b : buffers) on_device = on_device || !b.device.is_host();
+  // Max and min of the digest (min as max of the complement) and of the collection's kind, in
+  // one collective.
+  int64_t mm[4] = {static_cast<int64_t>(digest >> 1), static_cast<int64_t>(~digest >> 1),
+                   on_device ? 1 : 0, on_device ? 0 : 1};
+  SR_RETURN_IF_ERROR(mesh.replica()->AllReduce(mm, mm, 4, DType::kInt64, comm::ReduceOp::kMax));
   const bool mismatch =
       mm[0] != static_cast<int64_t>(digest >> 1) || mm[1] != static_cast<int64_t>(~digest >> 1);
-  const bool failed = mismatch || !local.ok();
-  int32_t flags[2] = {failed ? 1 : 0, failed ? mesh.rank() : -1};
-  SR_RETURN_IF_ERROR(mesh.world()->AllReduce(flags, flags, 2, DType::kInt32, comm::ReduceOp::kMax));
+  // A sync stages a GPU collection's parameters through the host around the collectives and
+  // agrees on the staging first; a host collection does neither, so one replica group cannot
+  // mix the two kinds.
+  const bool mixed = mm[2] != 0 && mm[3] != 0;
+  // {mismatch, its rank, mixed kinds, a rank that could not digest}: the verdict reaches the
+  // whole world, so that no rank proceeds alone.
+  int32_t flags[4] = {mismatch ? 1 : 0, mismatch ? mesh.rank() : -1, mixed ? mesh.rank() : -1,
+                      local.ok() ? -1 : mesh.rank()};
+  SR_RETURN_IF_ERROR(mesh.world()->AllReduce(flags, flags, 4, DType::kInt32, comm::ReduceOp::kMax));
   if (!local.ok()) return local;
+  if (flags[3] >= 0)
+    return Status::Remote("rank ", flags[3],
+                          " could not read its initial weights for the replicas-identical check");
+  if (flags[2] >= 0)
+    return Status::Unsupported(
+        "the replica group of rank ", flags[2],
+        " mixes host and GPU collections: the replicas of a shard must all be of one kind (the "
+        "same device_type on every rank of a replica group)");
   if (flags[0] != 0) {
     return Status::InvalidArgument(
         "replicas do not start identical: the initial weights of the replica group of rank ",
@@ -70,10 +106,6 @@ Status Mesh::CreateCollection(std::shared_ptr<const sharding::Plan> plan,
     local = Status::InvalidArgument(
         "the plan is made for ", plan->world_size, " ranks but the mesh's sharding groups have ",
         layout_.shard_size(), " ranks: plan once for the sharding group size");
-  if (local.ok() && !options.device.is_host())
-    local = Status::Unsupported("2D (replicated) training of a collection on ",
-                                options.device.ToString(),
-                                " is not implemented (GPU collection v1: host collections only)");
   if (options.dp_comm == nullptr) options.dp_comm = world_;
   std::unique_ptr<embedding::EmbeddingCollection> coll;
   SR_RETURN_IF_ERROR(embedding::EmbeddingCollection::Create(std::move(plan), sharding_, optimizer,

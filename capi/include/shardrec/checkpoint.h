@@ -27,9 +27,18 @@
  * sizes. Everything that can be checked up front is checked before anything changes.
  *
  * All calls here are collective over the collection's communicator (the mesh's world for the
- * mesh variants): every rank calls them with the same arguments. Host collections only for now
- * (SHARDREC_EUNSUPPORTED for GPU collections). A collection is used by one thread at a time; it
- * must have no input distribution pending.
+ * mesh variants): every rank calls them with the same arguments. A collection is used by one
+ * thread at a time; it must have no input distribution pending.
+ *
+ * GPU collections (SHARDREC_DEVICE_CUDA): the shard tensors are staged between the device and
+ * host memory through the CUDA plugin, in bounded blocks (about 1 MiB per chunk on save, 8 MiB
+ * of rows on load, through one pinned host block per call when the plugin can pin it), each copy
+ * waited for with the collection's device wait bound (SHARDREC_ETIMEOUT instead of a hang). The
+ * files are byte-identical to those a host collection of the same plan and training writes, and
+ * a checkpoint loads into either kind whichever kind wrote it (resharding included). A failed
+ * device copy is SHARDREC_ECUDA (or SHARDREC_ETIMEOUT) on every rank: during a save it changes
+ * neither the collection nor the previous checkpoint; during a load it leaves the collection
+ * partly loaded, as a checksum failure found while copying does: load again.
  */
 #ifndef SHARDREC_CHECKPOINT_H_
 #define SHARDREC_CHECKPOINT_H_
@@ -90,9 +99,10 @@ shardrec_checkpoint_options_init(shardrec_checkpoint_options_t* options, uint32_
  * @param options [in] May be NULL (no dense tensors).
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or bad arguments (dense tensors); SHARDREC_EUSAGE
  *         while an input distribution is pending; SHARDREC_EIO when a file cannot be written
- *         (the previous checkpoint in @p dir stays loadable); SHARDREC_EUNSUPPORTED for GPU
- *         collections; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE. A failure on any rank fails the
- *         call on every rank.
+ *         (the previous checkpoint in @p dir stays loadable); SHARDREC_ECUDA when a GPU
+ *         collection's device copy fails (the collection and the previous checkpoint stay as
+ *         they were); SHARDREC_ETIMEOUT / SHARDREC_EREMOTE. A failure on any rank fails the call
+ *         on every rank.
  */
 SHARDREC_API shardrec_status_t shardrec_checkpoint_save(
     shardrec_embedding_t* coll, const char* dir, const shardrec_checkpoint_options_t* options);
@@ -112,7 +122,9 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_save(
  *         SHARDREC_EUSAGE while an input distribution is pending. While copying: SHARDREC_ECORRUPT
  *         when a chunk's checksum fails (names the file and record; the collection is then
  *         partly loaded and must be loaded again; with verify_first this is found before
- *         anything changes); SHARDREC_EIO; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
+ *         anything changes); SHARDREC_ECUDA when a GPU collection's device copy fails (partly
+ *         loaded, as for a checksum failure); SHARDREC_EIO; SHARDREC_ETIMEOUT /
+ *         SHARDREC_EREMOTE.
  */
 SHARDREC_API shardrec_status_t shardrec_checkpoint_load(
     shardrec_embedding_t* coll, const char* dir, const shardrec_checkpoint_options_t* options);
@@ -165,7 +177,9 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_export_table(shardrec_embeddi
  * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table or a missing file;
  *         SHARDREC_EINVAL for a shape or dtype mismatch or NULL arguments; SHARDREC_ECORRUPT for
  *         a malformed or truncated file; SHARDREC_EUSAGE while an input distribution is pending;
- *         checked before anything changes. SHARDREC_EIO; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
+ *         checked before anything changes. SHARDREC_ECUDA when a GPU collection's device copy
+ *         fails (the table is then partly imported); SHARDREC_EIO; SHARDREC_ETIMEOUT /
+ *         SHARDREC_EREMOTE.
  */
 SHARDREC_API shardrec_status_t shardrec_checkpoint_import_table(shardrec_embedding_t* coll,
                                                                 const char* table, const char* path,

@@ -43,8 +43,9 @@
  *
  * Thread-safety: one thread at a time per collection handle (the background input
  * distribution thread is internal). Different collections may be used concurrently.
- * Device: host collections only in this build; every `void* stream` is ignored on the host and
- * kept for the GPU path.
+ * Device: a collection lives on the host or, with options->device_type, on one CUDA device (GPU
+ * collection v1, see shardrec_embedding_options_t.device_type); every `void* stream` is ignored
+ * (a GPU collection queues its device work on its device's default stream).
  */
 #ifndef SHARDREC_EMBEDDING_H_
 #define SHARDREC_EMBEDDING_H_
@@ -77,20 +78,31 @@ typedef struct shardrec_embedding_options {
   int32_t device_type;      /**< SHARDREC_DEVICE_HOST (0), or SHARDREC_DEVICE_CUDA for a GPU
                                  collection (v1): weights and optimizer states live on that
                                  device and its lookups and optimizer updates run there through
-                                 the CUDA plugin, while routing, the combine and every exchange
-                                 stay on the host over its (host) communicator, with the data
-                                 staged across PCIe through a pinned block the collection owns,
-                                 on a stream of its own, one bounded wait per step phase; every
-                                 call returns with its device work complete (see the capacity
-                                 hints below). It needs the plugin and the device
+                                 the CUDA plugin, while the combine and every exchange stay on
+                                 the host over its (host) communicator, with the data staged
+                                 across PCIe through a pinned block the collection owns, on a
+                                 stream of its own, one bounded wait per step phase; every call
+                                 returns with its device work complete (see the capacity hints
+                                 below). A KJT in host memory is routed on the host; a KJT
+                                 declared on the collection's device (shardrec_kjt_view_t
+                                 device fields) is validated and routed there, and the routed
+                                 ids are copied to the host for the exchange (one wait to learn
+                                 the sizes, one for the copies), with the same results and
+                                 error messages as the host routing; a KJT on another device
+                                 is SHARDREC_EINVAL. It needs the plugin and the device
                                  (shardrec_device_check), else create fails with
                                  SHARDREC_ENODEVICE (SHARDREC_EUNSUPPORTED from a libshardrec
-                                 built without CUDA). v1 refuses (SHARDREC_EUNSUPPORTED) a CUDA
-                                 (NCCL) communicator, a batch declared on a device (the KJT
-                                 must be host memory), 2D (replicated) training and
-                                 checkpoints. It starts with the same weights as a host
-                                 collection of the same plan and seed and trains to the same
-                                 bits (tested through a fake plugin; not yet run on a GPU). */
+                                 built without CUDA). Checkpoints, table export/import and the
+                                 replica sync of 2D training stage the parameters through host
+                                 memory: the same files as a host collection
+                                 (shardrec/checkpoint.h), the same averages
+                                 (shardrec/replica.h). v1 refuses (SHARDREC_EUNSUPPORTED) a CUDA
+                                 (NCCL) communicator (for the collection or the mesh's world);
+                                 a device KJT with a plugin built before the device routing is
+                                 SHARDREC_EUNSUPPORTED. It starts with the same weights as a
+                                 host collection of the same plan and seed and trains to the
+                                 same bits (tested through a fake plugin; not yet run on a
+                                 GPU). */
   int32_t device_index;     /**< CUDA ordinal (>= 0) of a GPU collection; ignored on the host. */
   /* Version 2. */
   int32_t non_finite;   /**< A shardrec_non_finite_policy_t; 0 is CHECK. */
@@ -265,7 +277,10 @@ SHARDREC_API shardrec_status_t shardrec_embedding_is_sequence(const shardrec_emb
  * SHARDREC_EINVAL naming the feature, sample, value position and id; every other rank returns
  * SHARDREC_EINVAL saying which rank rejected its batch; nothing changes anywhere.
  * @param coll    [in] Must not be NULL.
- * @param batch   [in] This rank's batch; must not be NULL; borrowed for the call.
+ * @param batch   [in] This rank's batch; must not be NULL; borrowed for the call. Host memory,
+ *                or, for a GPU collection, memory of its device (see
+ *                shardrec_embedding_options_t.device_type); a device KJT is read on the device's
+ *                default stream and is no longer used when the call returns.
  * @param out     [out] Pooled: batch_size x output_dim floats; sequence: num_values x dim.
  *                Overwritten. NULL only when that size is 0.
  * @param out_len Number of floats in @p out; must equal the size above.
@@ -367,7 +382,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_backward(shardrec_embedding_t*
  * this rank). If the copy itself fails (SHARDREC_ECUDA, SHARDREC_ETIMEOUT), the forward has
  * already taken place on every rank and the view's contents are undefined; a backward may follow.
  * @param coll   [in] Must not be NULL.
- * @param batch  [in] As for shardrec_embedding_forward (host memory).
+ * @param batch  [in] As for shardrec_embedding_forward.
  * @param out    [in] The output view; must not be NULL; its memory is overwritten.
  * @param stream For a CUDA view, the cudaStream_t (NULL: the legacy default stream) the copy is
  *               ordered on; ignored for a host view.

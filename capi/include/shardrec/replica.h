@@ -27,6 +27,15 @@
  * tables and the dense side must reduce over the GLOBAL group (the mesh does this by default for
  * collections it creates); reducing them over the sharding group only would let the replicas drift
  * apart.
+ *
+ * GPU collections (SHARDREC_DEVICE_CUDA) train on a mesh of host (Gloo) communicators as on a
+ * 1D one: a sync copies their weight and optimizer-state arenas into one pinned host staging
+ * area the mesh keeps and reuses from sync to sync, averages them there over the replica group
+ * exactly as a host collection's (the same collectives, the same bits), and copies the averages
+ * back, each copy waited for with the collection's device wait bound. The replicas of a shard
+ * must all be of one kind (the same device_type on every rank of a replica group; else
+ * shardrec_mesh_embedding_create fails with SHARDREC_EUNSUPPORTED on every rank). A mesh over a
+ * CUDA (NCCL) world is refused for GPU collections (SHARDREC_EUNSUPPORTED), as in 1D.
  */
 #ifndef SHARDREC_REPLICA_H_
 #define SHARDREC_REPLICA_H_
@@ -133,9 +142,11 @@ SHARDREC_API shardrec_status_t shardrec_mesh_describe(const shardrec_mesh_t* mes
  * @param mesh Borrowed. @param plan Borrowed. @param optimizer Not NULL.
  * @param options May be NULL (defaults).
  * @return SHARDREC_OK; SHARDREC_EINVAL (plan world size != S, bad configs, replicas differ);
- *         SHARDREC_EUNSUPPORTED for a CUDA options->device_type (2D training of GPU
- *         collections is not implemented); SHARDREC_ETIMEOUT / SHARDREC_EREMOTE from the
- *         collectives.
+ *         what shardrec_embedding_create returns for the options (a GPU collection: its
+ *         errors, SHARDREC_EUNSUPPORTED on a mesh whose world is a CUDA (NCCL) communicator;
+ *         SHARDREC_ECUDA when its initial weights cannot be read back for the check);
+ *         SHARDREC_EUNSUPPORTED when a replica group mixes host and GPU collections;
+ *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE from the collectives.
  */
 SHARDREC_API shardrec_status_t shardrec_mesh_embedding_create(
     shardrec_embedding_t** out, shardrec_mesh_t* mesh, const shardrec_plan_t* plan,
@@ -160,10 +171,16 @@ SHARDREC_API shardrec_status_t shardrec_mesh_embedding_create(
  * sync, or all after it), as for any pair of collectives on communicators that share ranks.
  * A sync hook (shardrec_mesh_set_sync_hook) runs while the id exchange is in flight too.
  *
+ * A GPU collection's sync stages its arenas through the host (see the file comment): all the
+ * above holds for it too; the id exchange it overlaps runs on the host.
+ *
  * @param mode SHARDREC_SYNC_* (0 = the mesh's configured mode).
  * @return SHARDREC_OK; SHARDREC_EINVAL (NULL, unknown mode); SHARDREC_ETIMEOUT /
  *         SHARDREC_EREMOTE. SHARDREC_EUSAGE when the mesh or collection is in use by another
- *         call (another thread).
+ *         call (another thread). For a GPU collection: SHARDREC_ECUDA (or SHARDREC_ETIMEOUT) on
+ *         the replica whose copy to the host failed and SHARDREC_EREMOTE on the others, before
+ *         anything changes; a copy back that fails is SHARDREC_ECUDA on that replica, whose
+ *         parameters are then partly averaged (restore them from a checkpoint).
  */
 SHARDREC_API shardrec_status_t shardrec_mesh_sync(shardrec_mesh_t* mesh, shardrec_embedding_t* coll,
                                                   int32_t mode);

@@ -65,9 +65,22 @@ enum : int32_t {
   kCallFused,
   kCallPartial,
   kCallApply,
+  kCallRoute,
   kNumCalls
 };
 std::atomic<int64_t> g_calls[kNumCalls];
+// Failure injection (shardrec_fake_fail_copy_after): copies still allowed before one fails; -1
+// means none fails.
+std::atomic<int64_t> g_copies_before_failure{-1};
+
+// True when this copy is the one chosen to fail (then disarms).
+bool CopyFails() {
+  int64_t left = g_copies_before_failure.load();
+  while (left >= 0) {
+    if (g_copies_before_failure.compare_exchange_weak(left, left - 1)) return left == 0;
+  }
+  return false;
+}
 
 // Calls of the runtime services (shardrec_fake_runtime_calls): host synchronisations (stream
 // waits and emb_read_status, which waits for the stream before it reads the status block),
@@ -219,6 +232,7 @@ int32_t HostFree(void* p, shardrec_plugin_status_t* st) {
 int32_t Memcpy(int32_t, void* dst, const void* src, size_t bytes, int32_t kind, void* stream,
                shardrec_plugin_status_t* st) {
   return Reported(st, "fake memcpy", [&]() -> Status {
+    if (CopyFails()) return Status::Cuda("fake memcpy: injected device failure");
     const bool to_dev = kind == SHARDREC_PLUGIN_COPY_HOST_TO_DEVICE ||
                         kind == SHARDREC_PLUGIN_COPY_DEVICE_TO_DEVICE;
     const bool from_dev = kind == SHARDREC_PLUGIN_COPY_DEVICE_TO_HOST ||
@@ -435,8 +449,37 @@ int32_t Apply(int32_t device, const shardrec_plugin_optimizer_t* config, int64_t
   });
 }
 
+int32_t RouteTempBytes(int32_t device, int64_t max_items, size_t* bytes,
+                       shardrec_plugin_status_t* st) {
+  return Reported(st, "fake emb_route_temp_bytes", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    if (bytes == nullptr) return Status::InvalidArgument("bytes must not be NULL");
+    if (max_items < 1) return Status::InvalidArgument("route scratch for ", max_items, " items");
+    *bytes = 256;  // the host scan needs none; some, so that the caller's carving is exercised
+    return Status::Ok();
+  });
+}
+
+int32_t Route(int32_t device, const shardrec_plugin_route_t* route, int32_t phase, void* temp,
+              size_t temp_bytes, void*, shardrec_plugin_status_t* st) {
+  g_calls[kCallRoute].fetch_add(1);
+  return Reported(st, "fake emb_route", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    return RunRoute(Mem(), route, phase, temp, temp_bytes);
+  });
+}
+
+// SHARDREC_FAKE_WITHOUT_ROUTE builds the plugin as it was before the route entries: its table
+// says it ends before them (they are filled all the same, so a loader that read past
+// struct_size would find them and the test would notice).
+#if SHARDREC_FAKE_WITHOUT_ROUTE
+constexpr uint32_t kTableSize = SHARDREC_CUDA_PLUGIN_TABLE_EMBEDDING_SIZE;
+#else
+constexpr uint32_t kTableSize = sizeof(shardrec_cuda_plugin_table_t);
+#endif
+
 const shardrec_cuda_plugin_table_t kTable = {
-    sizeof(shardrec_cuda_plugin_table_t),
+    kTableSize,
     SHARDREC_CUDA_PLUGIN_ABI_VERSION,
     &Path,
     &Versions,
@@ -472,6 +515,8 @@ const shardrec_cuda_plugin_table_t kTable = {
     &FusedBackward,
     &PartialRowStats,
     &Apply,
+    &RouteTempBytes,
+    &Route,
     &StreamCreate,
     &StreamDestroy,
 };
@@ -486,7 +531,8 @@ FAKE_EXPORT const shardrec_cuda_plugin_table_t* shardrec_cuda_plugin_table(uint3
 }
 
 // Test hook: how many times kernel entry `which` (0 lookup, 1 group_rows, 2 aggregate_grads,
-// 3 fused_backward, 4 partial_row_stats, 5 apply) was called in this process; -1 for another value.
+// 3 fused_backward, 4 partial_row_stats, 5 apply, 6 route) was called in this process; -1 for
+// another value.
 FAKE_EXPORT int64_t shardrec_fake_embedding_calls(int32_t which) {
   using namespace shardrec::fake;
   return which >= 0 && which < kNumCalls ? g_calls[which].load() : -1;
@@ -500,6 +546,12 @@ FAKE_EXPORT int64_t shardrec_fake_runtime_calls(int32_t which) {
   using namespace shardrec::fake;
   if (which == kNumRtCalls) return g_streams_live.load();
   return which >= 0 && which < kNumRtCalls ? g_rt[which].load() : -1;
+}
+
+// Test hook: after `n` more successful host/device copies, the next one fails with a CUDA error
+// (once); -1 disarms. Process-wide: tests that use it run their ranks in a known order.
+FAKE_EXPORT void shardrec_fake_fail_copy_after(int64_t n) {
+  shardrec::fake::g_copies_before_failure.store(n < 0 ? -1 : n);
 }
 
 // Test hooks: a block of the fake's device memory (host memory the process may read and write

@@ -1,0 +1,78 @@
+// Waited host <-> device copies and the reusable host staging block (device_copy.h).
+#include "impl/embedding/device_copy.h"
+
+#include <new>
+
+#include "impl/core/check.h"
+#include "impl/core/cuda_plugin.h"
+#include "impl/embedding/device_buffer.h"
+
+namespace shardrec::embedding {
+
+namespace {
+
+Status Copy(const Device& device, void* dst, const void* src, size_t bytes, core::CopyKind kind) {
+  if (bytes == 0) return Status::Ok();
+  const core::CudaRuntime* rt = nullptr;
+  SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+  const Stream stream = nullptr;
+  SR_RETURN_IF_ERROR(rt->MemcpyAsync(device.index, dst, src, bytes, kind, stream));
+  // The host side may be pageable and is the caller's: it must not be touched before the copy
+  // has finished.
+  return rt->StreamWait(device.index, stream, kDeviceWaitMs);
+}
+
+}  // namespace
+
+Status CopyToHost(const Device& device, void* dst, const void* src, size_t bytes) {
+  return Copy(device, dst, src, bytes, core::CopyKind::kDeviceToHost)
+      .WithContext(StrCat("copying ", bytes, " bytes from ", device.ToString(), " to the host"));
+}
+
+Status CopyToDevice(const Device& device, void* dst, const void* src, size_t bytes) {
+  return Copy(device, dst, src, bytes, core::CopyKind::kHostToDevice)
+      .WithContext(StrCat("copying ", bytes, " bytes from the host to ", device.ToString()));
+}
+
+Status FillDevice(const Device& device, void* dst, int value, size_t bytes) {
+  if (bytes == 0) return Status::Ok();
+  const core::CudaRuntime* rt = nullptr;
+  SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+  SR_RETURN_IF_ERROR(rt->MemsetAsync(device.index, dst, value, bytes, nullptr)
+                         .WithContext(StrCat("clearing ", bytes, " bytes on ", device.ToString())));
+  return rt->StreamWait(device.index, nullptr, kDeviceWaitMs);
+}
+
+HostStaging::~HostStaging() { ReleasePinned(); }
+
+void HostStaging::ReleasePinned() {
+  if (pinned_ == nullptr) return;
+  const core::CudaRuntime* rt = nullptr;
+  // The runtime that pinned the block is cached for the process; a failed free leaks the block
+  // rather than failing the caller.
+  if (core::GetCudaRuntime(&rt).ok()) (void)rt->FreeHost(pinned_);
+  pinned_ = nullptr;
+  pinned_bytes_ = 0;
+}
+
+Status HostStaging::Reserve(size_t bytes) {
+  if (bytes <= this->bytes()) return Status::Ok();
+  ReleasePinned();
+  const core::CudaRuntime* rt = nullptr;
+  void* p = nullptr;
+  if (core::GetCudaRuntime(&rt).ok() && rt->MallocHost(bytes, &p).ok() && p != nullptr) {
+    pageable_ = std::vector<uint8_t>();
+    pinned_ = static_cast<uint8_t*>(p);
+    pinned_bytes_ = bytes;
+    return Status::Ok();
+  }
+  // Pinning is an optimisation: a host that cannot pin this much still stages, more slowly.
+  try {
+    pageable_.resize(bytes);
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfMemory("host staging of ", bytes, " bytes for device data");
+  }
+  return Status::Ok();
+}
+
+}  // namespace shardrec::embedding
