@@ -114,6 +114,12 @@ type EmbeddingOptions struct {
 	// refused with ErrCodeUnsupported by this build (embedding.h); forwarded as given.
 	DeviceType  DeviceType
 	DeviceIndex int // CUDA ordinal; ignored on the host
+	// Capacity hints of a GPU collection (embedding.h): the most samples and the most ids
+	// (over all features) this rank passes to one forward. With both > 0 the per-step device
+	// buffers are sized at creation; the zero value means unknown (they grow on demand).
+	// Host collections ignore them; negative values are rejected.
+	MaxBatchSize   int64
+	MaxIdsPerBatch int64
 }
 
 // NonFinitePolicy is shardrec_non_finite_policy_t (shardrec/embedding.h).
@@ -214,6 +220,8 @@ func newEmbeddingCollection(plan *Plan, opt *OptimizerConfig, opts *EmbeddingOpt
 		eo.SetTable_memory(int(opts.TableMemory))
 		eo.SetDevice_type(int(opts.DeviceType))
 		eo.SetDevice_index(opts.DeviceIndex)
+		eo.SetMax_batch_size(opts.MaxBatchSize)
+		eo.SetMax_ids_per_batch(opts.MaxIdsPerBatch)
 	}
 	shapes := map[string][2]int64{}
 	n, err := plan.NumTables()

@@ -35,6 +35,7 @@ shardrec_embedding_options_init(shardrec_embedding_options_t* options, uint32_t 
                                     "options",
                                     {offsetof(shardrec_embedding_options_t, non_finite),
                                      offsetof(shardrec_embedding_options_t, forward_comm_encoding),
+                                     offsetof(shardrec_embedding_options_t, max_batch_size),
                                      sizeof(shardrec_embedding_options_t)});
 }
 

@@ -4,7 +4,6 @@
 #include "capi/src/guard.h"
 #include "capi/src/handles.h"
 #include "capi/src/versioned.h"
-#include "impl/core/cuda_plugin.h"
 
 namespace shardrec::capi {
 
@@ -61,12 +60,9 @@ Status ToCollectionOptions(const shardrec_embedding_options_t* o,
     return Status::InvalidArgument("embedding options: num_threads must be in [0, ", kMaxThreads,
                                    "], got ", o->num_threads);
   if (o->device_type == SHARDREC_DEVICE_CUDA) {
-    if (o->device_index < 0)
-      return Status::InvalidArgument("embedding options: device_index must be >= 0, got ",
-                                     o->device_index);
-    // A GPU collection (v1) needs the CUDA plugin and the device: kNoDevice otherwise.
+    // The index (>= 0, a visible device, the plugin loaded) is checked by the collection's
+    // creation (core::CheckDevice), with the same errors, before any memory is taken.
     out->device = Device::Cuda(o->device_index);
-    SR_RETURN_IF_ERROR(core::CheckDevice(out->device));
   } else if (o->device_type != SHARDREC_DEVICE_HOST) {
     return Status::InvalidArgument("embedding options: unknown device_type ", o->device_type);
   }
@@ -92,6 +88,15 @@ Status ToCollectionOptions(const shardrec_embedding_options_t* o,
                                      " (SHARDREC_COMM_ENCODING_FP32 0, FP16 1 or BF16 2)");
     out->forward_encoding = static_cast<comm::Encoding>(o->forward_comm_encoding);
     out->backward_encoding = static_cast<comm::Encoding>(o->backward_comm_encoding);
+  }
+  if (o->version >= 4) {
+    if (o->max_batch_size < 0 || o->max_ids_per_batch < 0)
+      return Status::InvalidArgument(
+          "embedding options: max_batch_size and max_ids_per_batch must be >= 0 (0 = unknown), "
+          "got ",
+          o->max_batch_size, " and ", o->max_ids_per_batch);
+    out->capacity.max_batch_size = o->max_batch_size;
+    out->capacity.max_ids_per_batch = o->max_ids_per_batch;
   }
   out->seed = o->seed;
   out->bounds = static_cast<embedding::BoundsPolicy>(o->bounds_policy);

@@ -178,6 +178,23 @@ Status CudaRuntime::StreamWait(int device, Stream stream, int64_t timeout_ms) co
   return FromPlugin(t_->stream_wait(device, stream, timeout_ms, &ps), ps);
 }
 
+Status CudaRuntime::StreamCreate(int device, Stream* out) const {
+  *out = nullptr;
+  // Entries past struct_size are not the plugin's: never read them.
+  const size_t need =
+      offsetof(shardrec_cuda_plugin_table_t, stream_destroy) + sizeof(t_->stream_destroy);
+  if (t_->struct_size < need || t_->stream_create == nullptr || t_->stream_destroy == nullptr)
+    return Status::Unsupported("the CUDA plugin predates the stream entries");
+  shardrec_plugin_status_t ps{};
+  return FromPlugin(t_->stream_create(device, out, &ps), ps);
+}
+
+Status CudaRuntime::StreamDestroy(int device, Stream stream) const {
+  if (stream == nullptr) return Status::Ok();
+  shardrec_plugin_status_t ps{};
+  return FromPlugin(t_->stream_destroy(device, stream, &ps), ps);
+}
+
 Status CheckDevice(const Device& device) {
   if (device.is_host()) return Status::Ok();
   if (!device.is_cuda()) {

@@ -36,6 +36,10 @@ Status HasDenseEntries(const shardrec_cuda_plugin_table_t& t, const std::string&
 // emb_apply): kUnsupported naming `path` for a plugin built before them.
 Status HasEmbeddingEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
 
+// Whether the plugin's table has the appended route entries (emb_route_temp_bytes, emb_route):
+// kUnsupported naming `path` for a plugin built before them.
+Status HasRouteEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
+
 // The run-time versions against the build-time ones: the driver must support at least the CUDA
 // version the plugin was compiled with, and the loaded NCCL must have the compiled major version
 // and be at least as new. A driver version of 0 (no driver) passes here; the device probe
@@ -75,6 +79,10 @@ class CudaRuntime {
   Status MemsetAsync(int device, void* dst, int value, size_t bytes, Stream stream) const;
   // Bounded: kTimeout once `timeout_ms` (> 0) milliseconds pass with work still queued.
   Status StreamWait(int device, Stream stream, int64_t timeout_ms) const;
+  // A stream of the caller's on `device` (synchronising with the legacy default stream), to be
+  // given back with StreamDestroy. kUnsupported from a plugin built before the stream entries.
+  Status StreamCreate(int device, Stream* out) const;
+  Status StreamDestroy(int device, Stream stream) const;
 
  private:
   const shardrec_cuda_plugin_table_t* t_;

@@ -97,6 +97,17 @@ Status HasEmbeddingEntries(const shardrec_cuda_plugin_table_t& t, const std::str
   return Status::Ok();
 }
 
+Status HasRouteEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path) {
+  // Entries past struct_size are not the plugin's: never read them.
+  const size_t need = offsetof(shardrec_cuda_plugin_table_t, emb_route) + sizeof(t.emb_route);
+  if (t.struct_size < need || t.emb_route_temp_bytes == nullptr || t.emb_route == nullptr) {
+    return Status::Unsupported("the CUDA plugin ", path,
+                               " predates the device input distribution (emb_route_temp_bytes, "
+                               "emb_route); use the plugin built with this libshardrec");
+  }
+  return Status::Ok();
+}
+
 Status FromPlugin(int32_t rc, const shardrec_plugin_status_t& status) {
   if (rc == 0) return Status::Ok();
   const size_t len = strnlen(status.message, sizeof(status.message));

@@ -165,6 +165,59 @@ typedef struct shardrec_plugin_row_update {
   int64_t num_rows;
 } shardrec_plugin_row_update_t;
 
+/* The routing of a KJT by destination rank (impl/embedding/kernels/simt/route_body.h's
+ * RouteParams, field for field; impl/embedding/device_route.h describes the fields). Every
+ * pointer is device memory; the plan tables, work arrays and outputs are carved by the caller. */
+typedef struct shardrec_plugin_route {
+  int64_t batch_size;
+  int64_t num_lengths;
+  int64_t num_values;
+  const int32_t* lengths;
+  const void* values;
+  const float* weights; /* or NULL */
+  int32_t ids64;
+  int32_t bounds;
+  int32_t check_non_finite;
+  int32_t sequence;
+  int32_t num_pairs;
+  int32_t num_slots;
+  int32_t num_real_slots;
+  int32_t pad;
+  const int32_t* pair_feature;
+  const int64_t* pair_rows;
+  const int32_t* pair_flags;
+  const int32_t* pair_block_begin;
+  const int64_t* block_first;
+  const int32_t* block_slot_begin;
+  const int32_t* block_slots;
+  const int32_t* slot_dest;
+  const int32_t* slot_in_dest;
+  int64_t* bag_offsets;
+  int64_t* wide;
+  int32_t* slot_lengths;
+  int64_t* id_scan;
+  int64_t* ne_scan;
+  float* mean_div; /* or NULL */
+  int64_t* slot_ids_at;
+  int64_t* slot_ne_at;
+  void* status; /* the route's status block */
+  uint8_t* send;
+  int64_t send_bytes;
+  int64_t* ret_target;
+  int64_t* dp_rows;
+  float* dp_weights; /* or NULL */
+  int64_t* dp_pos;   /* or NULL */
+  int64_t* dp_offsets;
+  const int64_t* dest_base;
+  const int64_t* dest_rows;
+  const int64_t* dest_weights;
+  const int64_t* dest_first_id;
+} shardrec_plugin_route_t;
+
+/* emb_route's phases. */
+#define SHARDREC_PLUGIN_ROUTE_COUNT 0
+#define SHARDREC_PLUGIN_ROUTE_FILL 1
+
 typedef struct shardrec_cuda_plugin_table {
   uint32_t struct_size; /* sizeof(shardrec_cuda_plugin_table_t) in the plugin's build */
   uint32_t abi_version; /* SHARDREC_CUDA_PLUGIN_ABI_VERSION of the plugin's build */
@@ -329,6 +382,32 @@ typedef struct shardrec_cuda_plugin_table {
                        int32_t full_dim, const shardrec_plugin_shard_t* shard,
                        const shardrec_plugin_row_update_t* update, const float* full_stats,
                        void* stream, shardrec_plugin_status_t* status);
+
+  /* ---- Appended after the embedding kernels: the device input distribution (routing a KJT by
+   * destination). A plugin whose struct_size ends before them loads, and only these calls
+   * report kUnsupported naming the stale plugin (core::HasRouteEntries). ---- */
+
+  /* *bytes = scratch for the route's scans over at most max_items items. */
+  int32_t (*emb_route_temp_bytes)(int32_t device, int64_t max_items, size_t* bytes,
+                                  shardrec_plugin_status_t* status);
+
+  /* kernels::cuda::RouteCount (phase SHARDREC_PLUGIN_ROUTE_COUNT) or RouteFill
+   * (SHARDREC_PLUGIN_ROUTE_FILL): enqueues the phase's steps on `stream` with `temp`
+   * (temp_bytes, device memory) for the scans, and returns. */
+  int32_t (*emb_route)(int32_t device, const shardrec_plugin_route_t* route, int32_t phase,
+                       void* temp, size_t temp_bytes, void* stream,
+                       shardrec_plugin_status_t* status);
+
+  /* ---- Appended after the route entries: streams a caller owns. A plugin whose
+   * struct_size ends before them loads, and CudaRuntime::StreamCreate reports kUnsupported (a
+   * GPU collection then queues on the legacy default stream). ---- */
+
+  /* *stream = a new stream on `device` that synchronises with the legacy default stream
+   * (cudaStreamCreateWithFlags(cudaStreamDefault)). Destroy it with stream_destroy. */
+  int32_t (*stream_create)(int32_t device, void** stream, shardrec_plugin_status_t* status);
+  /* Destroys a stream of stream_create; work still queued on it completes first (CUDA's
+   * semantics). A NULL stream is kOk. */
+  int32_t (*stream_destroy)(int32_t device, void* stream, shardrec_plugin_status_t* status);
 } shardrec_cuda_plugin_table_t;
 
 /* The table's size before the dense entries: the smallest a loader of this build accepts. */
@@ -336,6 +415,11 @@ typedef struct shardrec_cuda_plugin_table {
 /* The table's size before the embedding entries (a plugin with the dense entries only). */
 #define SHARDREC_CUDA_PLUGIN_TABLE_DENSE_SIZE \
   offsetof(shardrec_cuda_plugin_table_t, emb_status_bytes)
+/* The table's size before the route entries (a plugin with the embedding kernels only). */
+#define SHARDREC_CUDA_PLUGIN_TABLE_EMBEDDING_SIZE \
+  offsetof(shardrec_cuda_plugin_table_t, emb_route_temp_bytes)
+/* The table's size before the stream entries (a plugin with the route entries). */
+#define SHARDREC_CUDA_PLUGIN_TABLE_ROUTE_SIZE offsetof(shardrec_cuda_plugin_table_t, stream_create)
 
 /* Exported by the plugin under the two symbol names above. The table getter returns NULL when
  * the plugin does not speak `abi_version`. */

@@ -65,6 +65,10 @@ struct DeviceApi {
                                cudaStream_t);
   ncclResult_t (*NcclSend)(const void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
   ncclResult_t (*NcclRecv)(void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+
+  // CUDA runtime, appended (doubles that leave them out get null and never reach them).
+  cudaError_t (*StreamCreateWithFlags)(cudaStream_t*, unsigned int);
+  cudaError_t (*StreamDestroy)(cudaStream_t);
 };
 
 // The real CUDA runtime and NCCL (defined in device_api_real.cc, linked into the plugin only).

@@ -87,6 +87,8 @@ const DeviceApi& RealDeviceApi() {
       &ncclAlltoAll,
       &ncclSend,
       &ncclRecv,
+      &cudaStreamCreateWithFlags,
+      &cudaStreamDestroy,
   };
   return api;
 }

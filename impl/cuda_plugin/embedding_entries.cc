@@ -154,4 +154,24 @@ int32_t EmbApply(int32_t device, const shardrec_plugin_optimizer_t* config, int6
   });
 }
 
+int32_t EmbRouteTempBytes(int32_t device, int64_t max_items, size_t* bytes,
+                          shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_route_temp_bytes", device, nullptr,
+                  [&](const ExecContext& ctx) -> Status {
+                    if (bytes == nullptr) return Status::InvalidArgument("bytes must not be NULL");
+                    return kcuda::RouteTempBytes(ctx, max_items, bytes);
+                  });
+}
+
+int32_t EmbRoute(int32_t device, const shardrec_plugin_route_t* route, int32_t phase, void* temp,
+                 size_t temp_bytes, void* stream, shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_route", device, stream, [&](const ExecContext& ctx) -> Status {
+    if (route == nullptr) return Status::InvalidArgument("route must not be NULL");
+    const embedding::kernels::simt_body::RouteParams p = abi::FromAbi(*route);
+    if (phase == SHARDREC_PLUGIN_ROUTE_COUNT) return kcuda::RouteCount(ctx, p, temp, temp_bytes);
+    if (phase == SHARDREC_PLUGIN_ROUTE_FILL) return kcuda::RouteFill(ctx, p, temp, temp_bytes);
+    return Status::InvalidArgument("route phase ", phase, " is unknown");
+  });
+}
+
 }  // namespace shardrec::cuda_plugin::entry

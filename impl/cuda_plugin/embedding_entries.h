@@ -36,4 +36,9 @@ int32_t EmbApply(int32_t device, const shardrec_plugin_optimizer_t* config, int6
                  const shardrec_plugin_row_update_t* update, const float* full_stats, void* stream,
                  shardrec_plugin_status_t* st);
 
+int32_t EmbRouteTempBytes(int32_t device, int64_t max_items, size_t* bytes,
+                          shardrec_plugin_status_t* st);
+int32_t EmbRoute(int32_t device, const shardrec_plugin_route_t* route, int32_t phase, void* temp,
+                 size_t temp_bytes, void* stream, shardrec_plugin_status_t* st);
+
 }  // namespace shardrec::cuda_plugin::entry

@@ -94,6 +94,13 @@ int32_t StreamWaitEntry(int32_t device, void* stream, int64_t timeout_ms,
                   [&] { return WaitStream(Api(), device, stream, timeout_ms); });
 }
 
+int32_t StreamCreateEntry(int32_t device, void** stream, shardrec_plugin_status_t* st) {
+  return Reported(st, "a stream creation", [&] { return CreateStream(Api(), device, stream); });
+}
+int32_t StreamDestroyEntry(int32_t device, void* stream, shardrec_plugin_status_t* st) {
+  return Reported(st, "a stream destruction", [&] { return DestroyStream(Api(), device, stream); });
+}
+
 int32_t LinearForwardEntry(int32_t device, const shardrec_plugin_linear_t* args, const float* w,
                            const float* b, const float* x, float* y, void* aux,
                            int32_t* aux_written, void* stream, shardrec_plugin_status_t* st) {
@@ -152,6 +159,10 @@ const shardrec_cuda_plugin_table_t kTable = {
     &entry::EmbFusedBackward,
     &entry::EmbPartialRowStats,
     &entry::EmbApply,
+    &entry::EmbRouteTempBytes,
+    &entry::EmbRoute,
+    &StreamCreateEntry,
+    &StreamDestroyEntry,
 };
 
 }  // namespace

@@ -139,4 +139,26 @@ Status WaitStream(const DeviceApi& api, int32_t device, void* stream, int64_t ti
   }
 }
 
+Status CreateStream(const DeviceApi& api, int32_t device, void** out) {
+  if (out == nullptr) return Status::InvalidArgument("out must not be NULL");
+  *out = nullptr;
+  SR_RETURN_IF_ERROR(CheckIndex(api, device));
+  DeviceGuard guard(api);
+  SR_RETURN_IF_ERROR(guard.Set(device));
+  cudaStream_t s = nullptr;
+  SR_RETURN_IF_ERROR(CudaStatus(api, api.StreamCreateWithFlags(&s, cudaStreamDefault),
+                                StrCat("cudaStreamCreateWithFlags on cuda:", device)));
+  *out = s;
+  return Status::Ok();
+}
+
+Status DestroyStream(const DeviceApi& api, int32_t device, void* stream) {
+  if (stream == nullptr) return Status::Ok();
+  SR_RETURN_IF_ERROR(CheckIndex(api, device));
+  DeviceGuard guard(api);
+  SR_RETURN_IF_ERROR(guard.Set(device));
+  return CudaStatus(api, api.StreamDestroy(static_cast<cudaStream_t>(stream)),
+                    StrCat("cudaStreamDestroy on cuda:", device));
+}
+
 }  // namespace shardrec::cuda_plugin

@@ -25,5 +25,8 @@ Status MemsetOnStream(const DeviceApi& api, int32_t device, void* dst, int32_t v
                       void* stream);
 // Polls the stream until it drains; kTimeout after timeout_ms (> 0).
 Status WaitStream(const DeviceApi& api, int32_t device, void* stream, int64_t timeout_ms);
+// A new stream on `device` that synchronises with the legacy default stream, and its end.
+Status CreateStream(const DeviceApi& api, int32_t device, void** out);
+Status DestroyStream(const DeviceApi& api, int32_t device, void* stream);
 
 }  // namespace shardrec::cuda_plugin

@@ -244,7 +244,8 @@ Status SparseUpdater::ApplyDataParallel(const ExecContext& ctx, comm::Communicat
     if (K > 0) optim::PartialRowStats(ctx, config, step, params, up, stats.data());
     optim::Apply(ctx, config, step, dim, params, up, K > 0 ? stats.data() : nullptr);
   }
-  return Status::Ok();
+  // The device updates were only queued: one wait for all of them.
+  return device != nullptr ? device->FinishRows() : Status::Ok();
 }
 
 }  // namespace shardrec::embedding

@@ -101,7 +101,7 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     if (local.ok()) local = c->params_.Initialise(options.seed, c->exec_);
     if (local.ok() && options.device.is_cuda()) {
       c->device_ = std::make_unique<DeviceStep>();
-      local = c->device_->Init(&c->layout_, &c->params_, options.device.index);
+      local = c->device_->Init(&c->layout_, &c->params_, options.device.index, options.capacity);
     }
   }
   // One allreduce(max) agrees on the plan hash (max of h and of ~h: equal iff min == max) and
@@ -145,13 +145,21 @@ std::unique_ptr<RoutedBatch> EmbeddingCollection::TakeSpare() {
 
 Status EmbeddingCollection::Route(const Batch& batch, const Status& rejected, RoutedBatch* rb) {
   if (!rejected.ok()) return rejected;
-  if (device_ != nullptr && batch.device.is_cuda())
-    return Status::Unsupported("the batch is declared on ", batch.device.ToString(),
-                               ": a GPU collection (v1) routes the ids on the host; pass the ",
-                               "KJT in host memory");
+  const RouteOptions route{options_.bounds, options_.check_non_finite};
   try {
-    return RouteBatch(exec_, layout_, RouteOptions{options_.bounds, options_.check_non_finite},
-                      batch, rb);
+    if (device_ != nullptr && batch.device.is_cuda()) {
+      // A KJT on the device is routed there (device_route.h): the messages come back to the host
+      // for the exchange, RouteBatch's bytes.
+      if (batch.device.index != options_.device.index)
+        return Status::InvalidArgument("the batch is on ", batch.device.ToString(),
+                                       " but the collection on ", options_.device.ToString());
+      if (route_device_ == nullptr) {
+        route_tables_ = BuildRouteTables(layout_);
+        route_device_ = std::make_unique<DeviceRouteBackend>(options_.device.index);
+      }
+      return RouteWith(layout_, route_tables_, route, batch, *route_device_, rb);
+    }
+    return RouteBatch(exec_, layout_, route, batch, rb);
   } catch (const StatusError& e) {
     return e.status();
   } catch (const std::bad_alloc&) {

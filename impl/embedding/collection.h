@@ -21,6 +21,9 @@
 #include "impl/core/thread_pool.h"
 #include "impl/embedding/backward.h"
 #include "impl/embedding/batch.h"
+#include "impl/embedding/device_route.h"
+#include "impl/embedding/device_route_backend.h"
+#include "impl/embedding/device_sizing.h"
 #include "impl/embedding/device_step.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/kernels/kernels.h"
@@ -57,6 +60,9 @@ struct CollectionOptions {
   // all-to-all and the data-parallel gradient all-reduce (backward). kFp32 is exact.
   comm::Encoding forward_encoding = comm::Encoding::kFp32;
   comm::Encoding backward_encoding = comm::Encoding::kFp32;
+  // Capacity hints (GPU collections size their per-step buffers from them at creation; host
+  // collections ignore them).
+  StepCapacity capacity;
 };
 
 struct StateInfo {
@@ -183,6 +189,9 @@ class EmbeddingCollection {
   ParamStore params_;
   SparseUpdater updater_;
   std::unique_ptr<DeviceStep> device_;  // GPU collections only
+  // GPU collections: the routing of a KJT given in device memory (made at its first such batch).
+  std::unique_ptr<DeviceRouteBackend> route_device_;
+  RouteTables route_tables_;
 
   // One batch may be in input distribution (pending_) while the last forwarded one (current_)
   // waits for its backward.

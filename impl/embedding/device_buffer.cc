@@ -18,14 +18,13 @@ void DeviceBuffer::Release() {
   bytes_ = 0;
 }
 
-Status DeviceBuffer::Reserve(int device, size_t bytes, const char* what) {
+Status DeviceBuffer::Reserve(int device, size_t bytes, const char* what, Stream stream) {
   if (bytes <= bytes_ && device == device_ && (data_ != nullptr || bytes == 0)) return Status::Ok();
   const core::CudaRuntime* rt = nullptr;
   if (data_ != nullptr) {
-    // A GPU collection (v1) queues all its work on the device's default stream: wait for it, so
-    // no queued kernel still reads or writes the block that is given back.
+    // No queued kernel may still read or write the block that is given back.
     SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
-    SR_RETURN_IF_ERROR(rt->StreamWait(device_, nullptr, kDeviceWaitMs));
+    SR_RETURN_IF_ERROR(rt->StreamWait(device_, stream, kDeviceWaitMs));
   }
   Release();
   if (bytes == 0) return Status::Ok();

@@ -1,13 +1,13 @@
 // A grow-only block of device memory from the CUDA plugin (core::CudaRuntime), owned by a GPU
 // collection for its parameter arenas and per-step staging. Reused from step to step, so a steady
 // training loop allocates once. Not thread-safe: one collection step uses it at a time. Growing
-// waits for the device's default stream (where v1 queues all its work) before the old block is
-// freed; the owner destroys it only when no work is queued (every collection call ends with a
-// wait).
+// waits for the stream the owner queues its work on before the old block is freed; the owner
+// destroys it only when no work is queued (every collection call ends with a wait).
 #pragma once
 
 #include <cstddef>
 
+#include "impl/core/device.h"
 #include "impl/core/status.h"
 
 namespace shardrec::embedding {
@@ -23,10 +23,11 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
-  // At least `bytes` bytes on CUDA device `device` (contents not kept when it grows). Errors:
+  // At least `bytes` bytes on CUDA device `device` (contents not kept when it grows; before the
+  // old block is freed, `stream`, where work using it may be queued, is waited for). Errors:
   // those of core::GetCudaRuntime, kOutOfMemory naming the size when the device has not got it
   // (the old block is gone then: data() is null).
-  Status Reserve(int device, size_t bytes, const char* what);
+  Status Reserve(int device, size_t bytes, const char* what, Stream stream = nullptr);
 
   void* data() const { return data_; }
   template <typename T>

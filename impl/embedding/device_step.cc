@@ -6,6 +6,7 @@
 #include <span>
 
 #include "impl/core/cuda_plugin.h"
+#include "impl/embedding/device_sizing.h"
 #include "impl/embedding/kernels/device_dispatch.h"
 
 namespace shardrec::embedding {
@@ -14,49 +15,43 @@ namespace dk = kernels::device;
 
 namespace {
 
-size_t Align16(size_t n) { return (n + 15) & ~size_t{15}; }
-
-// A host range of the routed batch and where its copy starts in the device buffer.
-struct Segment {
-  const uint8_t* host = nullptr;
-  size_t bytes = 0;
-  size_t at = 0;
-};
-
-// Lays the segments out 16-byte aligned in `buf` (grown as needed) and copies each one there with
-// copy(device_dst, host_src, bytes).
-template <class CopyFn>
-Status UploadSegments(Segment (&seg)[3], int device, DeviceBuffer& buf, const char* what,
-                      const CopyFn& copy) {
-  size_t total = 0;
-  for (Segment& s : seg) {
-    s.at = total;
-    total += Align16(s.bytes);
-  }
-  SR_RETURN_IF_ERROR(buf.Reserve(device, total, what));
-  auto* dev = buf.as<uint8_t>();
-  for (const Segment& s : seg) SR_RETURN_IF_ERROR(copy(dev + s.at, s.host, s.bytes));
-  return Status::Ok();
+// The three host ranges every run points into: the ids received from the other ranks, this
+// rank's message to itself (the end of its send buffer) and the CSR bag offsets.
+void RunPieces(const RoutedBatch& rb, DeviceStaging::Piece (&p)[4]) {
+  p[0] = {rb.recv.data(), rb.recv.size()};
+  p[1] = {rb.send.data() + rb.self_offset, rb.send.size() - rb.self_offset};
+  p[2] = {rb.bag_offsets.data(), sizeof(int64_t) * rb.bag_offsets.size()};
+  p[3] = {nullptr, 0};
 }
 
 }  // namespace
 
-Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device) {
+Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device,
+                        const StepCapacity& capacity) {
   layout_ = layout;
   params_ = params;
   device_ = device;
-  ctx_ = ExecContext::Cuda(device, nullptr);
   SR_RETURN_IF_ERROR(dk::CheckPlugin());
+  const core::CudaRuntime* rt = nullptr;
+  SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+  // A stream of the collection's own, so its work does not serialise with everything else on
+  // the device's legacy default stream; a plugin without stream entries leaves it there.
+  Stream own = nullptr;
+  const Status made = rt->StreamCreate(device, &own);
+  if (!made.ok() && made.code() != Code::kUnsupported) return made;
+  stream_ = own;
+  ctx_ = ExecContext::Cuda(device, stream_);
+  staging_.Init(device, stream_);
   size_t bytes = 0;
   SR_RETURN_IF_ERROR(dk::StatusBytes(ctx_, &bytes));
   SR_RETURN_IF_ERROR(status_.Reserve(device, bytes, "the lookup status block"));
-  SR_RETURN_IF_ERROR(count_.Reserve(sizeof(int64_t)));
-  const core::CudaRuntime* rt = nullptr;
-  SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
-  // Zero bytes are the block's clear state; ReadStatus clears it again after every read.
-  if (bytes > 0) SR_RETURN_IF_ERROR(rt->MemsetAsync(device, status_.data(), 0, bytes, nullptr));
-  SR_RETURN_IF_ERROR(rt->StreamWait(device, nullptr, kDeviceWaitMs));
   const size_t n = layout->local.size();
+  // One unique-row count per local shard: the backward queues every shard's grouping before its
+  // one wait, and each writes its own word.
+  SR_RETURN_IF_ERROR(count_.Reserve(sizeof(int64_t) * std::max<size_t>(n, 1)));
+  // Zero bytes are the block's clear state; ReadStatus clears it again after every read.
+  if (bytes > 0) SR_RETURN_IF_ERROR(rt->MemsetAsync(device, status_.data(), 0, bytes, stream_));
+  SR_RETURN_IF_ERROR(rt->StreamWait(device, stream_, kDeviceWaitMs));
   runs_.assign(n, {});
   num_ids_.assign(n, {});
   num_unique_.assign(n, 0);
@@ -68,44 +63,112 @@ Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device) {
     uniq_grads_.push_back(std::make_unique<DeviceBuffer>());
     stats_.push_back(std::make_unique<DeviceBuffer>());
   }
+  return capacity.known() ? Presize(capacity) : Status::Ok();
+}
+
+Status DeviceStep::Presize(const StepCapacity& capacity) {
+  const Layout& l = *layout_;
+  const size_t n = l.local.size();
+  SparseUpdater probe;  // which shards take the fused backward (a property of the layout)
+  probe.Init(layout_, params_);
+  std::vector<bool> fused(n, false);
+  // (Asked of sharded shards only: data-parallel tables have no row blocks.)
+  for (size_t i = 0; i < n; ++i)
+    fused[i] = !l.tables[l.local[i].table].data_parallel && probe.FusedEligible(i);
+  StepSizes z;
+  SR_RETURN_IF_ERROR(ComputeStepSizes(l, capacity, fused, &z));
+  size_t workspace = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const LocalShard& ls = l.local[i];
+    if (l.tables[ls.table].data_parallel) continue;
+    size_t need = 0;
+    SR_RETURN_IF_ERROR(dk::BackwardWorkspaceBytes(ctx_, z.shard_ids, ls.cols,
+                                                  l.tables[ls.table].num_row_stats, &need));
+    workspace = std::max(workspace, need);
+  }
+  size_t total =
+      z.runs_bytes + z.io_bytes + workspace + z.full_stats_bytes + z.dp_ids_bytes + z.dp_out_bytes;
+  for (size_t i = 0; i < n; ++i) total += z.rows_bytes[i] + z.grads_bytes[i] + z.stats_bytes[i];
+  const auto fail = [&](const Status& s) {
+    if (s.code() != Code::kOutOfMemory) return s;
+    return Status::OutOfMemory(
+        "the per-step buffers of a GPU collection sized from its capacity hints (max_batch_size ",
+        capacity.max_batch_size, ", max_ids_per_batch ", capacity.max_ids_per_batch, "): ", total,
+        " bytes on cuda:", device_, " and ", z.staging_bytes,
+        " bytes of pinned host memory; lower the hints or leave them 0 (grow on demand): ",
+        s.message());
+  };
+  const auto reserve = [&](DeviceBuffer& b, size_t bytes, const char* what) {
+    return fail(b.Reserve(device_, bytes, what, stream_));
+  };
+  SR_RETURN_IF_ERROR(reserve(runs_buf_, z.runs_bytes, "the batch's ids and gradients"));
+  SR_RETURN_IF_ERROR(reserve(io_, z.io_bytes, "the return message"));
+  SR_RETURN_IF_ERROR(reserve(workspace_, workspace, "the backward workspace"));
+  SR_RETURN_IF_ERROR(reserve(full_stats_, z.full_stats_bytes, "row statistics"));
+  SR_RETURN_IF_ERROR(reserve(dp_ids_, z.dp_ids_bytes, "the data-parallel ids"));
+  SR_RETURN_IF_ERROR(reserve(dp_out_, z.dp_out_bytes, "data-parallel rows"));
+  for (size_t i = 0; i < n; ++i) {
+    SR_RETURN_IF_ERROR(reserve(*uniq_rows_[i], z.rows_bytes[i], "unique rows"));
+    SR_RETURN_IF_ERROR(reserve(*uniq_grads_[i], z.grads_bytes[i], "aggregated gradients"));
+    SR_RETURN_IF_ERROR(reserve(*stats_[i], z.stats_bytes[i], "row statistics"));
+  }
+  SR_RETURN_IF_ERROR(fail(staging_.Reserve(z.staging_bytes)));
+  // The data-parallel lookups land here before they are scattered into the output.
+  dp_host_.reserve(z.dp_out_bytes / sizeof(float));
   return Status::Ok();
+}
+
+DeviceStep::~DeviceStep() {
+  const core::CudaRuntime* rt = nullptr;
+  // Every call ended with a wait, so nothing is queued; a failed destroy leaks the stream rather
+  // than throwing from a destructor.
+  if (stream_ != nullptr && core::GetCudaRuntime(&rt).ok())
+    (void)rt->StreamDestroy(device_, stream_);
 }
 
 Status DeviceStep::Wait() {
   const core::CudaRuntime* rt = nullptr;
   SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
-  return rt->StreamWait(device_, nullptr, kDeviceWaitMs);
+  return rt->StreamWait(device_, stream_, kDeviceWaitMs);
 }
 
-Status DeviceStep::Copy(void* dst, const void* src, size_t bytes, bool to_device) {
-  if (bytes == 0) return Status::Ok();
-  const core::CudaRuntime* rt = nullptr;
-  SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
-  SR_RETURN_IF_ERROR(rt->MemcpyAsync(
-      device_, dst, src, bytes,
-      to_device ? core::CopyKind::kHostToDevice : core::CopyKind::kDeviceToHost, nullptr));
-  return rt->StreamWait(device_, nullptr, kDeviceWaitMs);
+Status DeviceStep::EndPhase(const char* status_what) {
+  if (status_what != nullptr) {
+    // Waits for the stream (bounded) and then reads the status block: the phase's one sync.
+    SR_RETURN_IF_ERROR(dk::ReadStatus(ctx_, status_.data(), status_what, kDeviceWaitMs));
+  } else if (staging_.queued() || launched_) {
+    SR_RETURN_IF_ERROR(Wait());
+  }
+  launched_ = false;
+  staging_.Deliver();
+  return Status::Ok();
 }
 
-Status DeviceStep::UploadRuns(const RoutedBatch& rb) {
-  // Every run points into one of three host ranges: the ids received from the other ranks, this
-  // rank's message to itself (the end of its send buffer) and the CSR bag offsets.
-  Segment seg[3];
-  seg[0] = {rb.recv.data(), rb.recv.size(), 0};
-  seg[1] = {rb.send.data() + rb.self_offset, rb.send.size() - rb.self_offset, 0};
-  seg[2] = {reinterpret_cast<const uint8_t*>(rb.bag_offsets.data()),
-            sizeof(int64_t) * rb.bag_offsets.size(), 0};
-  const auto to_device = [this](void* d, const void* h, size_t n) { return Copy(d, h, n, true); };
-  SR_RETURN_IF_ERROR(
-      UploadSegments(seg, device_, runs_buf_, "the batch's ids on the device", to_device));
+Status DeviceStep::ReserveRuns(const RoutedBatch& rb, size_t extra_bytes, const char* what) {
+  DeviceStaging::Piece p[4];
+  RunPieces(rb, p);
+  p[3].bytes = extra_bytes;
+  return runs_buf_.Reserve(device_, DeviceStaging::PackedBytes(p, 4), what, stream_);
+}
+
+Status DeviceStep::UploadRuns(const RoutedBatch& rb, const void* extra, size_t extra_bytes,
+                              void** extra_dev) {
+  DeviceStaging::Piece p[4];
+  RunPieces(rb, p);
+  p[3] = {extra, extra_bytes};
+  size_t at[4] = {};
+  // ReserveRuns made room before the phase queued anything, so the buffer does not move here.
+  SR_RETURN_IF_ERROR(staging_.Upload(runs_buf_.data(), p, 4, at));
   auto* dev = runs_buf_.as<uint8_t>();
+  if (extra_dev != nullptr) *extra_dev = dev + at[3];
   Status bad;
-  const auto translate = [&](const auto* p) -> decltype(p) {
-    if (p == nullptr) return p;
-    const auto* b = reinterpret_cast<const uint8_t*>(p);
-    for (const Segment& s : seg) {
-      if (s.bytes > 0 && b >= s.host && b < s.host + s.bytes)
-        return reinterpret_cast<decltype(p)>(dev + s.at + (b - s.host));
+  const auto translate = [&](const auto* ptr) -> decltype(ptr) {
+    if (ptr == nullptr) return ptr;
+    const auto* b = reinterpret_cast<const uint8_t*>(ptr);
+    for (int k = 0; k < 3; ++k) {
+      const auto* h = static_cast<const uint8_t*>(p[k].host);
+      if (p[k].bytes > 0 && b >= h && b < h + p[k].bytes)
+        return reinterpret_cast<decltype(ptr)>(dev + at[k] + (b - h));
     }
     bad = Status::Internal("a run points outside the routed batch's buffers");
     return nullptr;
@@ -130,9 +193,16 @@ kernels::DeviceRuns DeviceStep::Runs(size_t i) const {
 }
 
 Status DeviceStep::LookupToSend(const RoutedBatch& rb, float* send) {
-  SR_RETURN_IF_ERROR(UploadRuns(rb));
+  size_t runs = 0;
+  for (const ShardRuns& sr : rb.shards) runs += sr.runs.size();
+  if (runs == 0) return Status::Ok();
   const size_t bytes = sizeof(float) * rb.ret_floats_total;
-  SR_RETURN_IF_ERROR(io_.Reserve(device_, bytes, "the return message on the device"));
+  // Device buffers first: one that grows waits for the stream, which must not happen while this
+  // phase's copies are queued from the staging block.
+  SR_RETURN_IF_ERROR(ReserveRuns(rb, 0, "the batch's ids on the device"));
+  SR_RETURN_IF_ERROR(io_.Reserve(device_, bytes, "the return message on the device", stream_));
+  SR_RETURN_IF_ERROR(staging_.Begin());
+  SR_RETURN_IF_ERROR(UploadRuns(rb, nullptr, 0, nullptr));
   auto* io = io_.as<float>();
   jobs_.clear();
   for (size_t i = 0; i < layout_->local.size(); ++i) {
@@ -141,11 +211,11 @@ Status DeviceStep::LookupToSend(const RoutedBatch& rb, float* send) {
     for (const kernels::BagRun& run : runs_[i])
       jobs_.push_back(kernels::LookupJob{w, run, io, ls.cols});
   }
-  if (jobs_.empty()) return Status::Ok();
+  launched_ = true;
   SR_RETURN_IF_ERROR(dk::Lookup(ctx_, jobs_, status_.data()));
-  SR_RETURN_IF_ERROR(Copy(send, io, bytes, false));
+  SR_RETURN_IF_ERROR(staging_.Download(send, io, bytes));
   // Routing checked every id on the host, so a row outside its shard here is an internal error.
-  return dk::ReadStatus(ctx_, status_.data(), "device lookup", kDeviceWaitMs);
+  return EndPhase("device lookup");
 }
 
 Status DeviceStep::LookupDataParallel(const RoutedBatch& rb, float* out) {
@@ -153,31 +223,32 @@ Status DeviceStep::LookupDataParallel(const RoutedBatch& rb, float* out) {
   if (l.dp_pairs.empty()) return Status::Ok();
   const int64_t D = l.output_dim;
   const int64_t B = rb.batch_size;
-  Segment seg[3];
-  seg[0] = {reinterpret_cast<const uint8_t*>(rb.dp_offsets.data()),
-            sizeof(int64_t) * rb.dp_offsets.size(), 0};
-  seg[1] = {reinterpret_cast<const uint8_t*>(rb.dp_rows.data()),
-            sizeof(int64_t) * rb.dp_rows.size(), 0};
-  seg[2] = {reinterpret_cast<const uint8_t*>(rb.dp_weights.data()),
-            sizeof(float) * rb.dp_weights.size(), 0};
-  const auto to_device = [this](void* d, const void* h, size_t n) { return Copy(d, h, n, true); };
-  SR_RETURN_IF_ERROR(
-      UploadSegments(seg, device_, dp_ids_, "the data-parallel ids on the device", to_device));
-  auto* dev = dp_ids_.as<uint8_t>();
-  const auto* d_offsets = reinterpret_cast<const int64_t*>(dev + seg[0].at);
-  const auto* d_rows = reinterpret_cast<const int64_t*>(dev + seg[1].at);
-  const float* d_weights =
-      rb.dp_weights.empty() ? nullptr : reinterpret_cast<const float*>(dev + seg[2].at);
   // Pooled: [B, D] like the output, only the data-parallel columns written. Sequence: one row of
   // the table's width per id, in dp_rows order, scattered to the output rows on the host.
   const size_t out_floats =
       l.sequence ? rb.dp_rows.size() * static_cast<size_t>(D) : static_cast<size_t>(B * D);
   if (out_floats == 0) return Status::Ok();
-  SR_RETURN_IF_ERROR(dp_out_.Reserve(device_, sizeof(float) * out_floats, "data-parallel rows"));
+  DeviceStaging::Piece p[3];
+  p[0] = {rb.dp_offsets.data(), sizeof(int64_t) * rb.dp_offsets.size()};
+  p[1] = {rb.dp_rows.data(), sizeof(int64_t) * rb.dp_rows.size()};
+  p[2] = {rb.dp_weights.data(), sizeof(float) * rb.dp_weights.size()};
+  SR_RETURN_IF_ERROR(dp_ids_.Reserve(device_, DeviceStaging::PackedBytes(p, 3),
+                                     "the data-parallel ids on the device", stream_));
+  SR_RETURN_IF_ERROR(
+      dp_out_.Reserve(device_, sizeof(float) * out_floats, "data-parallel rows", stream_));
+  SR_RETURN_IF_ERROR(staging_.Begin());
+  size_t at[3] = {};
+  SR_RETURN_IF_ERROR(staging_.Upload(dp_ids_.data(), p, 3, at));
+  auto* dev = dp_ids_.as<uint8_t>();
+  const auto* d_offsets = reinterpret_cast<const int64_t*>(dev + at[0]);
+  const auto* d_rows = reinterpret_cast<const int64_t*>(dev + at[1]);
+  const float* d_weights =
+      rb.dp_weights.empty() ? nullptr : reinterpret_cast<const float*>(dev + at[2]);
   const core::CudaRuntime* rt = nullptr;
   SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+  launched_ = true;
   SR_RETURN_IF_ERROR(
-      rt->MemsetAsync(device_, dp_out_.data(), 0, sizeof(float) * out_floats, nullptr));
+      rt->MemsetAsync(device_, dp_out_.data(), 0, sizeof(float) * out_floats, stream_));
   jobs_.clear();
   for (size_t i = 0; i < l.dp_pairs.size(); ++i) {
     const Pair& pair = l.pairs[l.dp_pairs[i]];
@@ -201,9 +272,9 @@ Status DeviceStep::LookupDataParallel(const RoutedBatch& rb, float* out) {
   }
   if (!jobs_.empty()) SR_RETURN_IF_ERROR(dk::Lookup(ctx_, jobs_, status_.data()));
   dp_host_.resize(out_floats);
-  SR_RETURN_IF_ERROR(Copy(dp_host_.data(), dp_out_.data(), sizeof(float) * out_floats, false));
   SR_RETURN_IF_ERROR(
-      dk::ReadStatus(ctx_, status_.data(), "device data-parallel lookup", kDeviceWaitMs));
+      staging_.Download(dp_host_.data(), dp_out_.data(), sizeof(float) * out_floats));
+  SR_RETURN_IF_ERROR(EndPhase("device data-parallel lookup"));
   for (size_t i = 0; i < l.dp_pairs.size(); ++i) {
     const Pair& pair = l.pairs[l.dp_pairs[i]];
     const int32_t dim = l.plan->tables[pair.table].dim;
@@ -227,29 +298,46 @@ Status DeviceStep::ApplyRows(int32_t local, const optim::OptimizerConfig& config
   const int K = l.tables[ls.table].num_row_stats;
   const size_t u = rows.size();
   if (u == 0) return Status::Ok();
-  SR_RETURN_IF_ERROR(uniq_rows_[local]->Reserve(device_, sizeof(int64_t) * u, "touched rows"));
-  SR_RETURN_IF_ERROR(
-      uniq_grads_[local]->Reserve(device_, sizeof(float) * u * ls.cols, "row gradients"));
-  SR_RETURN_IF_ERROR(Copy(uniq_rows_[local]->data(), rows.data(), sizeof(int64_t) * u, true));
-  SR_RETURN_IF_ERROR(Copy(uniq_grads_[local]->data(), grads, sizeof(float) * u * ls.cols, true));
+  // Rows and gradients in one block of the shard's own buffer, so one copy each table, and the
+  // tables of this phase never share device memory (their copies and updates queue back to back
+  // and are waited for once, by FinishRows).
+  DeviceStaging::Piece p[2] = {{rows.data(), sizeof(int64_t) * u},
+                               {grads, sizeof(float) * u * ls.cols}};
+  SR_RETURN_IF_ERROR(uniq_rows_[local]->Reserve(device_, DeviceStaging::PackedBytes(p, 2),
+                                                "touched rows and their gradients", stream_));
+  if (K > 0)
+    SR_RETURN_IF_ERROR(
+        stats_[local]->Reserve(device_, sizeof(float) * u * K, "row statistics", stream_));
+  if (!rows_phase_) {
+    SR_RETURN_IF_ERROR(staging_.Begin());
+    rows_phase_ = true;
+  }
+  size_t at[2] = {};
+  SR_RETURN_IF_ERROR(staging_.Upload(uniq_rows_[local]->data(), p, 2, at));
+  auto* dev = uniq_rows_[local]->as<uint8_t>();
   optim::ShardParams params = params_->Params(local);
-  const optim::RowUpdate up{std::span<const int64_t>(uniq_rows_[local]->as<int64_t>(), u),
-                            uniq_grads_[local]->as<float>()};
+  const optim::RowUpdate up{
+      std::span<const int64_t>(reinterpret_cast<const int64_t*>(dev + at[0]), u),
+      reinterpret_cast<const float*>(dev + at[1])};
   const float* stats = nullptr;
+  launched_ = true;
   if (K > 0) {
-    SR_RETURN_IF_ERROR(stats_[local]->Reserve(device_, sizeof(float) * u * K, "row statistics"));
     // Zeroed first, as the host path's statistics are.
     const core::CudaRuntime* rt = nullptr;
     SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
     SR_RETURN_IF_ERROR(
-        rt->MemsetAsync(device_, stats_[local]->data(), 0, sizeof(float) * u * K, nullptr));
+        rt->MemsetAsync(device_, stats_[local]->data(), 0, sizeof(float) * u * K, stream_));
     SR_RETURN_IF_ERROR(
         dk::PartialRowStats(ctx_, config, step, params, up, stats_[local]->as<float>()));
     stats = stats_[local]->as<float>();
   }
-  SR_RETURN_IF_ERROR(
-      dk::Apply(ctx_, config, step, l.plan->tables[ls.table].dim, params, up, stats));
-  return Wait();
+  return dk::Apply(ctx_, config, step, l.plan->tables[ls.table].dim, params, up, stats);
+}
+
+Status DeviceStep::FinishRows() {
+  if (!rows_phase_) return Status::Ok();
+  rows_phase_ = false;
+  return EndPhase(nullptr);
 }
 
 Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater,
@@ -257,65 +345,116 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
                                 const std::vector<optim::OptimizerConfig>& configs, int64_t step,
                                 double* comm_seconds) {
   const Layout& l = *layout_;
-  SR_RETURN_IF_ERROR(UploadRuns(rb));
-  const size_t bytes = sizeof(float) * rb.ret_floats_total;
-  SR_RETURN_IF_ERROR(io_.Reserve(device_, bytes, "the gradient message on the device"));
-  SR_RETURN_IF_ERROR(Copy(io_.data(), grads, bytes, true));
-  const float* dgrads = io_.as<float>();
-  // TorchRec's gradient division, as on the host.
-  const float scale = 1.0f / static_cast<float>(l.world);
-  for (size_t i = 0; i < l.local.size(); ++i) {
+  const size_t n = l.local.size();
+  // Which shards run, and every device buffer sized before anything is queued (a buffer that
+  // grows waits for the stream; the staging block's copies must not be in flight then).
+  bool any = false;
+  bool any_aggregated = false;
+  size_t ws_bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
     num_unique_[i] = 0;
     updater.partial_stats(i).clear();
     const LocalShard& ls = l.local[i];
     if (l.tables[ls.table].data_parallel || rb.shards[i].num_ids == 0) continue;
-    const optim::OptimizerConfig& config = configs[ls.table];
-    const int K = l.tables[ls.table].num_row_stats;
-    const kernels::DeviceRuns runs = Runs(i);
+    any = true;
     size_t need = 0;
-    SR_RETURN_IF_ERROR(dk::BackwardWorkspaceBytes(ctx_, rb.shards[i].num_ids, ls.cols, K, &need));
-    SR_RETURN_IF_ERROR(workspace_.Reserve(device_, need, "the backward workspace"));
-    // The count reaches the pinned word when the stream gets there: wait before reading it.
-    auto* count = static_cast<int64_t*>(count_.data());
-    *count = 0;
-    SR_RETURN_IF_ERROR(dk::GroupRows(ctx_, runs, workspace_.data(), workspace_.bytes(), count));
-    SR_RETURN_IF_ERROR(Wait());
-    const int64_t num_unique = *count;
-    optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
-    const int32_t full_dim = l.plan->tables[ls.table].dim;
-    if (updater.FusedEligible(i)) {
-      SR_RETURN_IF_ERROR(dk::FusedBackward(ctx_, runs, dgrads, ls.cols, scale, config, step,
-                                           full_dim, params, workspace_.data()));
-      continue;
-    }
-    const auto u = static_cast<size_t>(num_unique);
+    SR_RETURN_IF_ERROR(dk::BackwardWorkspaceBytes(ctx_, rb.shards[i].num_ids, ls.cols,
+                                                  l.tables[ls.table].num_row_stats, &need));
+    ws_bytes = std::max(ws_bytes, need);
+    if (updater.FusedEligible(i)) continue;
+    any_aggregated = true;
     // Sized for every id, as the device kernel's contract asks; the first u rows are written.
     const auto ids = static_cast<size_t>(rb.shards[i].num_ids);
-    SR_RETURN_IF_ERROR(uniq_rows_[i]->Reserve(device_, sizeof(int64_t) * ids, "unique rows"));
     SR_RETURN_IF_ERROR(
-        uniq_grads_[i]->Reserve(device_, sizeof(float) * ids * ls.cols, "aggregated gradients"));
+        uniq_rows_[i]->Reserve(device_, sizeof(int64_t) * ids, "unique rows", stream_));
+    SR_RETURN_IF_ERROR(uniq_grads_[i]->Reserve(device_, sizeof(float) * ids * ls.cols,
+                                               "aggregated gradients", stream_));
+  }
+  const size_t bytes = sizeof(float) * rb.ret_floats_total;
+  if (any) {
+    SR_RETURN_IF_ERROR(ReserveRuns(rb, bytes, "the batch's ids and gradients on the device"));
+    SR_RETURN_IF_ERROR(workspace_.Reserve(device_, ws_bytes, "the backward workspace", stream_));
+  }
+  // Phase 1: the runs and the gradient message in one copy, then every shard's grouping and its
+  // fused backward or aggregation, the shards in turn on the one workspace (stream-ordered).
+  SR_RETURN_IF_ERROR(staging_.Begin());
+  const float* dgrads = nullptr;
+  if (any) {
+    void* g = nullptr;
+    SR_RETURN_IF_ERROR(UploadRuns(rb, grads, bytes, &g));
+    dgrads = static_cast<const float*>(g);
+  }
+  // TorchRec's gradient division, as on the host.
+  const float scale = 1.0f / static_cast<float>(l.world);
+  auto* counts = static_cast<int64_t*>(count_.data());
+  for (size_t i = 0; i < n; ++i) {
+    const LocalShard& ls = l.local[i];
+    if (l.tables[ls.table].data_parallel || rb.shards[i].num_ids == 0) continue;
+    const optim::OptimizerConfig& config = configs[ls.table];
+    const kernels::DeviceRuns runs = Runs(i);
+    // The count reaches the pinned word when the stream gets there: read after the wait.
+    counts[i] = 0;
+    launched_ = true;
+    SR_RETURN_IF_ERROR(
+        dk::GroupRows(ctx_, runs, workspace_.data(), workspace_.bytes(), &counts[i]));
+    if (updater.FusedEligible(i)) {
+      optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
+      SR_RETURN_IF_ERROR(dk::FusedBackward(ctx_, runs, dgrads, ls.cols, scale, config, step,
+                                           l.plan->tables[ls.table].dim, params,
+                                           workspace_.data()));
+      continue;
+    }
     SR_RETURN_IF_ERROR(dk::AggregateGrads(ctx_, runs, dgrads, ls.cols, ls.cols, scale,
                                           workspace_.data(), uniq_rows_[i]->as<int64_t>(),
                                           uniq_grads_[i]->as<float>()));
-    num_unique_[i] = num_unique;
+  }
+  // Aggregated shards need their unique-row counts on the host: the first wait. A backward of
+  // fused shards only goes straight on to its one wait at the end.
+  if (any_aggregated) SR_RETURN_IF_ERROR(EndPhase(nullptr));
+  // Phase 2: partial row statistics of the aggregated shards, downloaded for the exchange.
+  bool stats_queued = false;
+  for (size_t i = 0; any_aggregated && i < n; ++i) {
+    const LocalShard& ls = l.local[i];
+    if (l.tables[ls.table].data_parallel || rb.shards[i].num_ids == 0) continue;
+    if (updater.FusedEligible(i)) continue;
+    num_unique_[i] = counts[i];
+    const int K = l.tables[ls.table].num_row_stats;
+    const auto u = static_cast<size_t>(counts[i]);
     if (K == 0 || u == 0) continue;
-    SR_RETURN_IF_ERROR(stats_[i]->Reserve(device_, sizeof(float) * u * K, "row statistics"));
+    SR_RETURN_IF_ERROR(
+        stats_[i]->Reserve(device_, sizeof(float) * u * K, "row statistics", stream_));
+  }
+  for (size_t i = 0; any_aggregated && i < n; ++i) {
+    const LocalShard& ls = l.local[i];
+    const int K = l.tables[ls.table].num_row_stats;
+    const auto u = static_cast<size_t>(num_unique_[i]);
+    if (K == 0 || u == 0) continue;
+    if (!stats_queued) SR_RETURN_IF_ERROR(staging_.Begin());
+    stats_queued = true;
+    optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
     const optim::RowUpdate up{std::span<const int64_t>(uniq_rows_[i]->as<int64_t>(), u),
                               uniq_grads_[i]->as<float>()};
-    SR_RETURN_IF_ERROR(dk::PartialRowStats(ctx_, config, step, params, up, stats_[i]->as<float>()));
+    launched_ = true;
+    SR_RETURN_IF_ERROR(
+        dk::PartialRowStats(ctx_, configs[ls.table], step, params, up, stats_[i]->as<float>()));
     std::vector<float>& host_stats = updater.partial_stats(i);
     host_stats.resize(u * K);
-    SR_RETURN_IF_ERROR(Copy(host_stats.data(), stats_[i]->data(), sizeof(float) * u * K, false));
+    SR_RETURN_IF_ERROR(
+        staging_.Download(host_stats.data(), stats_[i]->data(), sizeof(float) * u * K));
   }
+  if (stats_queued) SR_RETURN_IF_ERROR(EndPhase(nullptr));
   // The statistics of sibling column shards travel over the host communicator, as on the host.
   SR_RETURN_IF_ERROR(updater.ExchangeRowStats(comm, comm_seconds));
-  // Sized once for every shard: an Apply may still be queued while the next shard's statistics
-  // are copied in behind it on the same stream, so the block must not move in between.
-  size_t max_stats = 0;
-  for (size_t i = 0; i < l.local.size(); ++i)
-    max_stats = std::max(max_stats, updater.partial_stats(i).size());
-  SR_RETURN_IF_ERROR(full_stats_.Reserve(device_, sizeof(float) * max_stats, "row statistics"));
-  for (size_t i = 0; i < l.local.size(); ++i) {
+  // Phase 3: the full statistics up and the updates, back to back, then the step's last wait.
+  // One device block per shard's statistics (the updates are queued before any is waited for).
+  size_t total_stats = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (num_unique_[i] > 0) total_stats += updater.partial_stats(i).size();
+  SR_RETURN_IF_ERROR(
+      full_stats_.Reserve(device_, sizeof(float) * total_stats, "row statistics", stream_));
+  if (any_aggregated) SR_RETURN_IF_ERROR(staging_.Begin());
+  size_t stats_at = 0;
+  for (size_t i = 0; i < n; ++i) {
     if (num_unique_[i] == 0) continue;
     const LocalShard& ls = l.local[i];
     const auto u = static_cast<size_t>(num_unique_[i]);
@@ -323,18 +462,21 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     SR_RETURN_IF_ERROR(updater.FullRowStats(i, &full));
     const float* dfull = nullptr;
     if (full != nullptr) {
-      const size_t n = updater.partial_stats(i).size();
-      SR_RETURN_IF_ERROR(Copy(full_stats_.data(), full, sizeof(float) * n, true));
-      dfull = full_stats_.as<float>();
+      const size_t k = updater.partial_stats(i).size();
+      float* dst = full_stats_.as<float>() + stats_at;
+      SR_RETURN_IF_ERROR(staging_.Upload(dst, full, sizeof(float) * k));
+      stats_at += k;
+      dfull = dst;
     }
     optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
     const optim::RowUpdate up{std::span<const int64_t>(uniq_rows_[i]->as<int64_t>(), u),
                               uniq_grads_[i]->as<float>()};
+    launched_ = true;
     SR_RETURN_IF_ERROR(
         dk::Apply(ctx_, configs[ls.table], step, l.plan->tables[ls.table].dim, params, up, dfull));
   }
   // The step's sync point: no device work is left in flight when backward returns.
-  return Wait();
+  return EndPhase(nullptr);
 }
 
 }  // namespace shardrec::embedding

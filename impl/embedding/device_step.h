@@ -1,10 +1,34 @@
 // The device half of a GPU collection's step (v1): the parameters live on one CUDA device and
 // the heavy kernels run there (lookups; grouping, aggregation and the fused optimizer in
 // backward), while routing, unpacking, the combine / pack maps and every exchange stay on the
-// host. Each call stages what it needs across PCIe — the batch's runs (ids, per-id weights, bag
-// offsets) and the return message or its gradient — into grow-only device buffers, queues the
-// kernels on the device's default stream and returns after a bounded wait for them (the step's
-// sync point), so no device work is left in flight between calls.
+// host. Each call is one or more phases; a phase stages what it needs across PCIe through one
+// pinned block (device_staging.h: the batch's runs, i.e. ids, per-id weights and bag offsets, and
+// the return message or its gradient), queues its copies and kernels back to back on the step's
+// stream (one the collection owns, which synchronises with the device's legacy default stream
+// where the accessors copy; the legacy stream itself with a plugin built before stream_create)
+// and ends with ONE bounded host synchronisation (kDeviceWaitMs, then kTimeout), after which the
+// downloads are handed to the host. So no device work is left in flight between calls, and the
+// staging block is never refilled while a copy from it is queued.
+//
+// Host synchronisations per call (stream waits, or emb_read_status, which waits for the stream
+// before it reads the lookup status block), each at most once:
+//   LookupToSend        1 when this rank holds runs to look up, else 0.
+//   LookupDataParallel  1 when the collection has data-parallel tables and this rank's output
+//                       is not empty, else 0.
+//     => a forward takes at most 2.
+//   ApplySharded        0 without ids for this rank's sharded tables; 1 when every shard with
+//                       ids takes the fused backward; +1 when some shard aggregates (the
+//                       unique-row counts are read on the host: sequence collections, column
+//                       shards with row statistics); +1 more when some of those has row
+//                       statistics to exchange (downloaded between the two).
+//   ApplyRows..FinishRows  1 for all data-parallel tables together when any row was touched.
+//     => a backward takes at most 4 (at most 2 in a pooled collection without row statistics
+//        shared between column shards).
+// Host <-> device copies: LookupToSend 1 up + 1 down; LookupDataParallel 1 up + 1 down;
+// ApplySharded 1 up (runs and gradients) when it has ids, 1 down per shard with exchanged
+// statistics and 1 up per shard that receives full statistics; ApplyRows 1 up per data-parallel
+// table with touched rows. (Counted through the fake plugin by embedding_gpu_staging_test.cc.)
+// Beyond these only a buffer that must grow waits (DeviceBuffer, DeviceStaging).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +42,8 @@
 #include "impl/core/status.h"
 #include "impl/embedding/backward.h"
 #include "impl/embedding/device_buffer.h"
+#include "impl/embedding/device_sizing.h"
+#include "impl/embedding/device_staging.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
@@ -29,10 +55,20 @@ namespace shardrec::embedding {
 
 class DeviceStep {
  public:
+  DeviceStep() = default;
+  ~DeviceStep();
+  DeviceStep(const DeviceStep&) = delete;
+  DeviceStep& operator=(const DeviceStep&) = delete;
+
   // `layout` and `params` (whose arenas are on CUDA device `device`) must outlive the step.
-  // Errors: those of the plugin (missing, without the embedding entries) and of the allocation
-  // of the lookup status block.
-  Status Init(const Layout* layout, ParamStore* params, int device);
+  // With a known `capacity` every per-step device buffer and the pinned staging block are
+  // allocated here for the worst case within it (device_sizing.h), so a step within it
+  // allocates nothing and waits only at its phase ends; beyond it (or without it) buffers grow
+  // on demand, each growth a wait and an allocation in that step. Errors: those of the plugin
+  // (missing, without the embedding entries), kOutOfMemory naming the bytes when the device or
+  // the host cannot hold the buffers, kInvalidArgument when the sizes overflow.
+  Status Init(const Layout* layout, ParamStore* params, int device,
+              const StepCapacity& capacity = {});
 
   // Forward, owner side: the lookups of every local shard's runs into a device copy of the
   // return message, copied back into `send` (rb.ret_floats_total floats) and waited for.
@@ -45,10 +81,14 @@ class DeviceStep {
   Status LookupDataParallel(const RoutedBatch& rb, float* out);
 
   // Backward of one data-parallel table once its dense gradient was all-reduced on the host:
-  // the touched `rows` and their gradients (host) are uploaded and the optimizer applied to
-  // local shard `local` on the device (partial = full row statistics: the shard holds whole rows).
+  // the touched `rows` and their gradients (host; copied into the staging block before this
+  // returns, so the caller may reuse them) are uploaded and the optimizer applied to local shard
+  // `local` on the device (partial = full row statistics: the shard holds whole rows). Queued
+  // only: FinishRows, after the last table, waits for all of them.
   Status ApplyRows(int32_t local, const optim::OptimizerConfig& config, int64_t step,
                    std::span<const int64_t> rows, const float* grads);
+  // The data-parallel updates' one wait (nothing when no ApplyRows queued work).
+  Status FinishRows();
 
   // Backward of the sharded tables, the device mirror of SparseUpdater::ApplySharded: `grads`
   // (the gradient message this rank received, on the host) is uploaded; rows are grouped and
@@ -59,30 +99,44 @@ class DeviceStep {
                       int64_t step, double* comm_seconds);
 
  private:
-  // Copies the batch's runs to the device (the received ids, this rank's own message, the bag
-  // offsets: one copy each) and keeps per local shard the runs with their pointers translated.
-  Status UploadRuns(const RoutedBatch& rb);
+  // Room in runs_buf_ for the batch's runs and `extra_bytes` more (before a phase queues work).
+  Status ReserveRuns(const RoutedBatch& rb, size_t extra_bytes, const char* what);
+  // Stages the batch's runs (the received ids, this rank's own message, the bag offsets) and
+  // `extra` (the backward's gradient message; *extra_dev receives its device address) into
+  // runs_buf_ with one copy, and keeps per local shard the runs with their pointers translated.
+  Status UploadRuns(const RoutedBatch& rb, const void* extra, size_t extra_bytes, void** extra_dev);
   kernels::DeviceRuns Runs(size_t local) const;
-  // Host <-> device copy on the step's stream, waited for (the host side is pageable).
-  Status Copy(void* dst, const void* src, size_t bytes, bool to_device);
+  // Allocates every per-step buffer for the worst case within `capacity`.
+  Status Presize(const StepCapacity& capacity);
   // Bounded wait for everything queued on the step's stream (kTimeout after kDeviceWaitMs).
   Status Wait();
+  // A phase's one host synchronisation: ReadStatus naming `status_what` (it waits for the stream
+  // first) when the phase looked up, else a wait when it queued anything; then the staged
+  // downloads reach their host destinations. On an error they do not (the next Begin waits).
+  Status EndPhase(const char* status_what);
 
   const Layout* layout_ = nullptr;
   ParamStore* params_ = nullptr;
   int device_ = 0;
+  // The step's stream: the collection's own (a plugin's stream_create), or the device's legacy
+  // default stream with a plugin built before the stream entries.
+  Stream stream_ = nullptr;
   ExecContext ctx_;
+  DeviceStaging staging_;     // every host <-> device copy of a phase goes through it
+  bool launched_ = false;     // work queued on the stream since the last phase's wait
+  bool rows_phase_ = false;   // ApplyRows queued work that FinishRows has not waited for
   DeviceBuffer status_;       // the lookup kernels' status block
-  core::PinnedBuffer count_;  // GroupRows' unique-row count, written by the stream
-  DeviceBuffer runs_buf_;     // ids, weights and bag offsets of the batch
-  DeviceBuffer io_;           // return message (forward) / received gradients (backward)
+  core::PinnedBuffer count_;  // GroupRows' unique-row counts (one per local shard), by the stream
+  DeviceBuffer runs_buf_;     // ids, weights and bag offsets of the batch (+ backward gradients)
+  DeviceBuffer io_;           // return message (forward)
   DeviceBuffer workspace_;    // backward workspace, shared by the shards in turn
-  DeviceBuffer full_stats_;
-  DeviceBuffer dp_ids_;  // data-parallel offsets, rows and weights of the batch
-  DeviceBuffer dp_out_;  // their lookups
+  DeviceBuffer full_stats_;   // every shard's full row statistics, one after the other
+  DeviceBuffer dp_ids_;       // data-parallel offsets, rows and weights of the batch
+  DeviceBuffer dp_out_;       // their lookups
   std::vector<float> dp_host_;
   // Per local shard: the runs (device pointers), ids per run, and the backward's unique rows,
-  // their aggregated gradients and partial row statistics while the statistics are exchanged.
+  // their aggregated gradients and partial row statistics while the statistics are exchanged
+  // (data-parallel shards: uniq_rows_ holds the touched rows followed by their gradients).
   std::vector<std::vector<kernels::BagRun>> runs_;
   std::vector<std::vector<int64_t>> num_ids_;
   std::vector<int64_t> num_unique_;

@@ -34,47 +34,15 @@ MessageLayout LayoutOf(size_t units, int64_t batch, int64_t ids, bool weighted) 
 }
 
 Status CheckStructure(const sharding::Plan& plan, const Batch& b) {
-  const int64_t nf = static_cast<int64_t>(plan.features.size());
-  if (b.batch_size < 0)
-    return Status::InvalidArgument("batch: batch_size must be >= 0, got ", b.batch_size);
-  if (b.num_features != nf)
-    return Status::InvalidArgument("batch: num_features is ", b.num_features, " but the plan has ",
-                                   nf, " features");
-  // Every size computed from caller input is checked for overflow before it is trusted.
-  int64_t expect_signed = 0;
-  if (__builtin_mul_overflow(nf, b.batch_size, &expect_signed))
-    return Status::InvalidArgument("batch: num_features * batch_size (", nf, " * ", b.batch_size,
-                                   ") overflows");
-  const size_t expect = static_cast<size_t>(expect_signed);
-  if (b.num_lengths != expect)
-    return Status::InvalidArgument("batch: num_lengths is ", b.num_lengths, ", expected ",
-                                   "num_features * batch_size = ", expect);
-  if (expect > 0 && b.lengths == nullptr)
-    return Status::InvalidArgument("batch: lengths is NULL but ", expect, " lengths are expected");
-  if (b.values_dtype != DType::kInt64 && b.values_dtype != DType::kInt32)
-    return Status::InvalidArgument("batch: values dtype must be int32 or int64, got ",
-                                   DTypeName(b.values_dtype));
-  if (b.num_values > 0 && b.values == nullptr)
-    return Status::InvalidArgument("batch: values is NULL but num_values is ", b.num_values);
-  if (b.weights == nullptr && b.num_weights != 0)
-    return Status::InvalidArgument("batch: weights is NULL but num_weights is ", b.num_weights);
-  if (b.weights != nullptr && b.num_weights != b.num_values)
-    return Status::InvalidArgument("batch: num_weights is ", b.num_weights, " but num_values is ",
-                                   b.num_values, " (weights are per id)");
+  SR_RETURN_IF_ERROR(CheckBatchFields(plan, b));
+  const size_t expect = b.num_lengths;
   size_t sum = 0;
   for (size_t i = 0; i < expect; ++i) {
     const int32_t len = b.lengths[i];
-    if (len < 0) {
-      const size_t f = i / static_cast<size_t>(b.batch_size);
-      return Status::InvalidArgument("batch: feature '", plan.features[f].name, "' sample ",
-                                     i % static_cast<size_t>(b.batch_size), ": negative length ",
-                                     len);
-    }
+    if (len < 0) return NegativeLengthError(plan, b.batch_size, i, len);
     sum += static_cast<size_t>(len);  // at most 2^31 * expect: cannot wrap a 64-bit size_t
   }
-  if (sum != b.num_values)
-    return Status::InvalidArgument("batch: lengths sum to ", sum, " but num_values is ",
-                                   b.num_values);
+  if (sum != b.num_values) return LengthSumError(sum, b.num_values);
   return Status::Ok();
 }
 
@@ -86,13 +54,9 @@ Status CheckWeightsFinite(const sharding::Plan& plan, const Batch& b) {
   if (i == b.num_values) return Status::Ok();
   // Only on error: walk the lengths to the bag that holds position i.
   size_t pos = 0;
-  const size_t B = static_cast<size_t>(b.batch_size);
   for (size_t k = 0; k < b.num_lengths; ++k) {
     pos += static_cast<size_t>(b.lengths[k]);
-    if (i < pos)
-      return Status::InvalidArgument("batch: feature '", plan.features[k / B].name, "' sample ",
-                                     k % B, " (value position ", i, "): weight ", b.weights[i],
-                                     " is not finite");
+    if (i < pos) return NonFiniteWeightError(plan, b.batch_size, k, i, b.weights[i]);
   }
   return Status::InvalidArgument("batch: weight ", b.weights[i], " at value position ", i,
                                  " is not finite");
@@ -122,10 +86,7 @@ Status ForEachIdOfPair(const Layout& l, BoundsPolicy bounds, const Batch& batch,
       if (x < 0 || x >= cfg.rows) {
         if (bounds == BoundsPolicy::kSkip) continue;
         if (bounds != BoundsPolicy::kClamp)
-          return Status::InvalidArgument("batch: feature '", plan.features[pair.feature].name,
-                                         "' sample ", b, " (value position ", i, "): id ", x,
-                                         " is out of range [0, ", cfg.rows, ") of table '",
-                                         cfg.name, "'");
+          return IdOutOfRangeError(plan, pair.feature, pair.table, b, i, x);
         x = 0;
       }
       fn(b, i, x, batch.weights != nullptr ? batch.weights[i] : 1.0f);
@@ -160,10 +121,7 @@ Status ForEachIdOfShardedPairAs(const Layout& l, BoundsPolicy bounds, const Batc
       if (x < 0 || x >= rows) [[unlikely]] {
         if (bounds == BoundsPolicy::kSkip) continue;
         if (bounds != BoundsPolicy::kClamp)
-          return Status::InvalidArgument("batch: feature '", plan.features[pair.feature].name,
-                                         "' sample ", b, " (value position ", i, "): id ", x,
-                                         " is out of range [0, ", cfg.rows, ") of table '",
-                                         cfg.name, "'");
+          return IdOutOfRangeError(plan, pair.feature, pair.table, b, i, x);
         x = 0;
       }
       fn(b, i, x, weights != nullptr ? weights[i] : 1.0f);
@@ -488,6 +446,62 @@ void FillPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, cons
 }
 
 }  // namespace
+
+Status CheckBatchFields(const sharding::Plan& plan, const Batch& b) {
+  const int64_t nf = static_cast<int64_t>(plan.features.size());
+  if (b.batch_size < 0)
+    return Status::InvalidArgument("batch: batch_size must be >= 0, got ", b.batch_size);
+  if (b.num_features != nf)
+    return Status::InvalidArgument("batch: num_features is ", b.num_features, " but the plan has ",
+                                   nf, " features");
+  // Every size computed from caller input is checked for overflow before it is trusted.
+  int64_t expect_signed = 0;
+  if (__builtin_mul_overflow(nf, b.batch_size, &expect_signed))
+    return Status::InvalidArgument("batch: num_features * batch_size (", nf, " * ", b.batch_size,
+                                   ") overflows");
+  const size_t expect = static_cast<size_t>(expect_signed);
+  if (b.num_lengths != expect)
+    return Status::InvalidArgument("batch: num_lengths is ", b.num_lengths, ", expected ",
+                                   "num_features * batch_size = ", expect);
+  if (expect > 0 && b.lengths == nullptr)
+    return Status::InvalidArgument("batch: lengths is NULL but ", expect, " lengths are expected");
+  if (b.values_dtype != DType::kInt64 && b.values_dtype != DType::kInt32)
+    return Status::InvalidArgument("batch: values dtype must be int32 or int64, got ",
+                                   DTypeName(b.values_dtype));
+  if (b.num_values > 0 && b.values == nullptr)
+    return Status::InvalidArgument("batch: values is NULL but num_values is ", b.num_values);
+  if (b.weights == nullptr && b.num_weights != 0)
+    return Status::InvalidArgument("batch: weights is NULL but num_weights is ", b.num_weights);
+  if (b.weights != nullptr && b.num_weights != b.num_values)
+    return Status::InvalidArgument("batch: num_weights is ", b.num_weights, " but num_values is ",
+                                   b.num_values, " (weights are per id)");
+  return Status::Ok();
+}
+
+Status NegativeLengthError(const sharding::Plan& plan, int64_t batch_size, size_t k, int32_t len) {
+  const size_t f = k / static_cast<size_t>(batch_size);
+  return Status::InvalidArgument("batch: feature '", plan.features[f].name, "' sample ",
+                                 k % static_cast<size_t>(batch_size), ": negative length ", len);
+}
+
+Status LengthSumError(size_t sum, size_t num_values) {
+  return Status::InvalidArgument("batch: lengths sum to ", sum, " but num_values is ", num_values);
+}
+
+Status NonFiniteWeightError(const sharding::Plan& plan, int64_t batch_size, size_t k, size_t i,
+                            float w) {
+  const size_t B = static_cast<size_t>(batch_size);
+  return Status::InvalidArgument("batch: feature '", plan.features[k / B].name, "' sample ", k % B,
+                                 " (value position ", i, "): weight ", w, " is not finite");
+}
+
+Status IdOutOfRangeError(const sharding::Plan& plan, int32_t feature, int32_t table, int64_t sample,
+                         size_t i, int64_t id) {
+  const auto& cfg = plan.tables[table];
+  return Status::InvalidArgument("batch: feature '", plan.features[feature].name, "' sample ",
+                                 sample, " (value position ", i, "): id ", id,
+                                 " is out of range [0, ", cfg.rows, ") of table '", cfg.name, "'");
+}
 
 Status RouteBatch(const ExecContext& ctx, const Layout& l, const RouteOptions& options,
                   const Batch& batch, RoutedBatch* rb) {

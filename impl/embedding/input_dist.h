@@ -90,6 +90,21 @@ struct RouteOptions {
 Status RouteBatch(const ExecContext& ctx, const Layout& layout, const RouteOptions& options,
                   const Batch& batch, RoutedBatch* rb);
 
+// The checks of RouteBatch that read no buffer (sizes, null pointers, dtypes), first in its
+// order; the device route (device_route.h) runs them on the host before its kernels.
+Status CheckBatchFields(const sharding::Plan& plan, const Batch& batch);
+
+// RouteBatch's rejections, shared with the device route so that both say the same words: bag k
+// (feature-major) has a negative length; the lengths do not sum to num_values; the weight at
+// value position i (in bag k) is not finite; id `id` at value position i of `sample` is outside
+// the table `table` read by `feature`.
+Status NegativeLengthError(const sharding::Plan& plan, int64_t batch_size, size_t k, int32_t len);
+Status LengthSumError(size_t sum, size_t num_values);
+Status NonFiniteWeightError(const sharding::Plan& plan, int64_t batch_size, size_t k, size_t i,
+                            float w);
+Status IdOutOfRangeError(const sharding::Plan& plan, int32_t feature, int32_t table, int64_t sample,
+                         size_t i, int64_t id);
+
 // The collective part: exchanges counts (and the rejected flag, so a rejecting rank and its
 // peers all stop here) and then the routed ids over `comm`. `local_error` is this rank's
 // rejection of its input (OK if none): it is returned unchanged, and peers learn which rank

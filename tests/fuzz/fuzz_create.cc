@@ -180,6 +180,11 @@ shardrec_embedding_options_t Options(Reader& in) {
     o.forward_comm_encoding = in.Enum(3);
     o.backward_comm_encoding = in.Enum(3);
   }
+  if (version >= 4) {
+    // Capacity hints: small ones, negative ones (rejected), huge ones (ignored on the host).
+    o.max_batch_size = in.Count(8);
+    o.max_ids_per_batch = in.Count(64);
+  }
   if (v == 0xff) o.version = 99;
   return o;
 }

@@ -78,9 +78,18 @@ typedef struct shardrec_embedding_options {
   int32_t device_type;      /**< SHARDREC_DEVICE_HOST (0), or SHARDREC_DEVICE_CUDA for a GPU
                                  collection (v1): weights and optimizer states live on that
                                  device and its lookups and optimizer updates run there through
-                                 the CUDA plugin, while routing, the combine and every exchange
-                                 stay on the host over its (host) communicator, with the data
-                                 staged across PCIe. It needs the plugin and the device
+                                 the CUDA plugin, while the combine and every exchange stay on
+                                 the host over its (host) communicator, with the data staged
+                                 across PCIe through a pinned block the collection owns, on a
+                                 stream of its own, one bounded wait per step phase; every call
+                                 returns with its device work complete (see the capacity hints
+                                 below). A KJT in host memory is routed on the host; a KJT
+                                 declared on the collection's device (shardrec_kjt_view_t
+                                 device fields) is validated and routed there, and the routed
+                                 ids are copied to the host for the exchange (one wait to learn
+                                 the sizes, one for the copies), with the same results and
+                                 error messages as the host routing; a KJT on another device
+                                 is SHARDREC_EINVAL. It needs the plugin and the device
                                  (shardrec_device_check), else create fails with
                                  SHARDREC_ENODEVICE (SHARDREC_EUNSUPPORTED from a libshardrec
                                  built without CUDA). Checkpoints, table export/import and the
@@ -88,11 +97,12 @@ typedef struct shardrec_embedding_options {
                                  memory: the same files as a host collection
                                  (shardrec/checkpoint.h), the same averages
                                  (shardrec/replica.h). v1 refuses (SHARDREC_EUNSUPPORTED) a CUDA
-                                 (NCCL) communicator (for the collection or the mesh's world)
-                                 and a batch declared on a device (the KJT must be host
-                                 memory). It starts with the same weights as a host
-                                 collection of the same plan and seed and trains to the same
-                                 bits (tested through a fake plugin; not yet run on a GPU). */
+                                 (NCCL) communicator (for the collection or the mesh's world);
+                                 a device KJT with a plugin built before the device routing is
+                                 SHARDREC_EUNSUPPORTED. It starts with the same weights as a
+                                 host collection of the same plan and seed and trains to the
+                                 same bits (tested through a fake plugin; not yet run on a
+                                 GPU). */
   int32_t device_index;     /**< CUDA ordinal (>= 0) of a GPU collection; ignored on the host. */
   /* Version 2. */
   int32_t non_finite;   /**< A shardrec_non_finite_policy_t; 0 is CHECK. */
@@ -105,6 +115,21 @@ typedef struct shardrec_embedding_options {
                                        all-to-all and the data-parallel tables' gradient
                                        all-reduce; 0 is FP32 (exact). May differ from the
                                        forward's. */
+  /* Version 4: capacity hints of a GPU collection. Host collections accept and ignore them. */
+  int64_t max_batch_size;    /**< Most samples this rank passes to one forward (its batch_size);
+                                  0 = unknown. */
+  int64_t max_ids_per_batch; /**< Most ids this rank passes to one forward, over all features
+                                  (its num_values); 0 = unknown. With both hints > 0 a GPU
+                                  collection sizes every per-step device buffer and its pinned
+                                  staging block at creation for the worst case of the plan
+                                  (every rank at the hints, all ids routed here): a step within
+                                  the hints allocates nothing and waits only at its phase ends,
+                                  and creation fails with SHARDREC_ENOMEM naming the bytes when
+                                  the device cannot hold them. A batch beyond the hints still
+                                  works: the buffers grow on demand (cudaMalloc and a stream
+                                  wait in that step) and stay grown. With either hint 0 every
+                                  buffer grows on demand from the first steps on. Negative is
+                                  SHARDREC_EINVAL. */
 } shardrec_embedding_options_t;
 
 /**
@@ -164,18 +189,19 @@ typedef enum shardrec_non_finite_policy {
   SHARDREC_NON_FINITE_ALLOW = 1
 } shardrec_non_finite_policy_t;
 
-#define SHARDREC_EMBEDDING_OPTIONS_VERSION 3u
+#define SHARDREC_EMBEDDING_OPTIONS_VERSION 4u
 #define SHARDREC_EMBEDDING_OPTIONS_INIT                                                           \
   {                                                                                               \
     SHARDREC_EMBEDDING_OPTIONS_VERSION, 0u, SHARDREC_BOUNDS_ERROR, 0, NULL, SHARDREC_DEVICE_HOST, \
         0, SHARDREC_NON_FINITE_CHECK, SHARDREC_TABLE_MEMORY_HUGE_PAGES,                           \
-        SHARDREC_COMM_ENCODING_FP32, SHARDREC_COMM_ENCODING_FP32                                  \
+        SHARDREC_COMM_ENCODING_FP32, SHARDREC_COMM_ENCODING_FP32, 0, 0                            \
   }
 
 /**
  * Fills @p options with the defaults (seed 0, bounds ERROR, calling thread, host, non-finite
- * values rejected, exact fp32 communication). Version 1 callers (no non_finite field) get the
- * check; version 1 and 2 callers (no encoding fields) communicate in exact fp32.
+ * values rejected, exact fp32 communication, no capacity hints). Version 1 callers (no
+ * non_finite field) get the check; version 1 and 2 callers (no encoding fields) communicate in
+ * exact fp32; version 1 to 3 callers (no hint fields) have no hints.
  * @param options [out] Struct to fill; must not be NULL.
  * @param version SHARDREC_EMBEDDING_OPTIONS_VERSION.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
@@ -209,7 +235,8 @@ shardrec_embedding_options_init(shardrec_embedding_options_t* options, uint32_t 
  *         less what collections being created by other threads of this process have claimed,
  *         checked before anything is written, since Linux would map them and kill the process
  *         on first write) or cannot be mapped, or exceed the free memory of a GPU
- *         collection's device; SHARDREC_ECUDA when a device copy fails; SHARDREC_ETIMEOUT /
+ *         collection's device (with its per-step buffers sized from the capacity hints, the
+ *         message naming their bytes); SHARDREC_ECUDA when a device copy fails; SHARDREC_ETIMEOUT /
  *         SHARDREC_EREMOTE
  * when a peer does not take part. Thread-safety: each rank calls from its own thread. The caller
  * owns *out.
@@ -250,7 +277,10 @@ SHARDREC_API shardrec_status_t shardrec_embedding_is_sequence(const shardrec_emb
  * SHARDREC_EINVAL naming the feature, sample, value position and id; every other rank returns
  * SHARDREC_EINVAL saying which rank rejected its batch; nothing changes anywhere.
  * @param coll    [in] Must not be NULL.
- * @param batch   [in] This rank's batch; must not be NULL; borrowed for the call.
+ * @param batch   [in] This rank's batch; must not be NULL; borrowed for the call. Host memory,
+ *                or, for a GPU collection, memory of its device (see
+ *                shardrec_embedding_options_t.device_type); a device KJT is read on the device's
+ *                default stream and is no longer used when the call returns.
  * @param out     [out] Pooled: batch_size x output_dim floats; sequence: num_values x dim.
  *                Overwritten. NULL only when that size is 0.
  * @param out_len Number of floats in @p out; must equal the size above.
@@ -352,7 +382,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_backward(shardrec_embedding_t*
  * this rank). If the copy itself fails (SHARDREC_ECUDA, SHARDREC_ETIMEOUT), the forward has
  * already taken place on every rank and the view's contents are undefined; a backward may follow.
  * @param coll   [in] Must not be NULL.
- * @param batch  [in] As for shardrec_embedding_forward (host memory).
+ * @param batch  [in] As for shardrec_embedding_forward.
  * @param out    [in] The output view; must not be NULL; its memory is overwritten.
  * @param stream For a CUDA view, the cudaStream_t (NULL: the legacy default stream) the copy is
  *               ordered on; ignored for a host view.

@@ -44,6 +44,25 @@ Status Prepare(const ExecContext& ctx, const char* what, const shardrec_cuda_plu
   return Table(t);
 }
 
+// The table, once it is known to serve the route entries too.
+Status RouteTable(const ExecContext& ctx, const char* what,
+                  const shardrec_cuda_plugin_table_t** t) {
+  SR_RETURN_IF_ERROR(Prepare(ctx, what, t));
+  std::string path;
+  if (!core::GetCudaPluginPath(&path).ok()) path = "(unknown path)";
+  return core::HasRouteEntries(**t, path);
+}
+
+Status Route(const ExecContext& ctx, const char* what, const simt_body::RouteParams& params,
+             int32_t phase, void* temp, size_t temp_bytes) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(RouteTable(ctx, what, &t));
+  const shardrec_plugin_route_t r = abi::ToAbi(params);
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(
+      t->emb_route(ctx.device().index, &r, phase, temp, temp_bytes, ctx.stream(), &st), st);
+}
+
 }  // namespace
 
 Status CheckPlugin() {
@@ -163,6 +182,23 @@ Status Apply(const ExecContext& ctx, const optim::OptimizerConfig& config, int64
   return core::FromPlugin(
       t->emb_apply(ctx.device().index, &c, step, full_dim, &s, &u, full_stats, ctx.stream(), &st),
       st);
+}
+
+Status RouteTempBytes(const ExecContext& ctx, int64_t max_items, size_t* bytes) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(RouteTable(ctx, "RouteTempBytes", &t));
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(t->emb_route_temp_bytes(ctx.device().index, max_items, bytes, &st), st);
+}
+
+Status RouteCount(const ExecContext& ctx, const simt_body::RouteParams& params, void* temp,
+                  size_t temp_bytes) {
+  return Route(ctx, "RouteCount", params, SHARDREC_PLUGIN_ROUTE_COUNT, temp, temp_bytes);
+}
+
+Status RouteFill(const ExecContext& ctx, const simt_body::RouteParams& params, void* temp,
+                 size_t temp_bytes) {
+  return Route(ctx, "RouteFill", params, SHARDREC_PLUGIN_ROUTE_FILL, temp, temp_bytes);
 }
 
 }  // namespace shardrec::embedding::kernels::device

@@ -18,6 +18,7 @@
 #include "impl/core/status.h"
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
+#include "impl/embedding/kernels/simt/route_body.h"
 #include "impl/optim/optimizer.h"
 
 namespace shardrec::embedding::kernels::device {
@@ -56,5 +57,14 @@ Status PartialRowStats(const ExecContext& ctx, const optim::OptimizerConfig& con
 Status Apply(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
              int32_t full_dim, optim::ShardParams& shard, const optim::RowUpdate& update,
              const float* full_stats);
+
+// The device input distribution (kernels::cuda::RouteTempBytes / RouteCount / RouteFill). Besides
+// the errors above, kUnsupported naming the plugin when it predates the route entries (the
+// other calls still work with such a plugin).
+Status RouteTempBytes(const ExecContext& ctx, int64_t max_items, size_t* bytes);
+Status RouteCount(const ExecContext& ctx, const simt_body::RouteParams& params, void* temp,
+                  size_t temp_bytes);
+Status RouteFill(const ExecContext& ctx, const simt_body::RouteParams& params, void* temp,
+                 size_t temp_bytes);
 
 }  // namespace shardrec::embedding::kernels::device

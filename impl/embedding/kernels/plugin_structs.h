@@ -15,6 +15,7 @@
 #include "impl/core/status.h"
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
+#include "impl/embedding/kernels/simt/route_body.h"
 #include "impl/optim/optimizer.h"
 
 namespace shardrec::embedding::kernels::abi {
@@ -80,6 +81,56 @@ inline Status ToAbi(const DeviceRuns& dr, std::vector<shardrec_plugin_bag_run_t>
   for (const BagRun& r : dr.runs) storage->push_back(ToAbi(r));
   *out = {storage->data(), dr.num_ids.data(), static_cast<int32_t>(dr.runs.size()), dr.num_rows};
   return Status::Ok();
+}
+
+// The route's steps' parameters, field for field (a field added to one and not the other changes
+// the size).
+static_assert(sizeof(shardrec_plugin_route_t) == sizeof(simt_body::RouteParams));
+inline shardrec_plugin_route_t ToAbi(const simt_body::RouteParams& p) {
+  shardrec_plugin_route_t r{};
+  r.batch_size = p.batch_size;
+  r.num_lengths = p.num_lengths;
+  r.num_values = p.num_values;
+  r.lengths = p.lengths;
+  r.values = p.values;
+  r.weights = p.weights;
+  r.ids64 = p.ids64;
+  r.bounds = p.bounds;
+  r.check_non_finite = p.check_non_finite;
+  r.sequence = p.sequence;
+  r.num_pairs = p.num_pairs;
+  r.num_slots = p.num_slots;
+  r.num_real_slots = p.num_real_slots;
+  r.pair_feature = p.pair_feature;
+  r.pair_rows = p.pair_rows;
+  r.pair_flags = p.pair_flags;
+  r.pair_block_begin = p.pair_block_begin;
+  r.block_first = p.block_first;
+  r.block_slot_begin = p.block_slot_begin;
+  r.block_slots = p.block_slots;
+  r.slot_dest = p.slot_dest;
+  r.slot_in_dest = p.slot_in_dest;
+  r.bag_offsets = p.bag_offsets;
+  r.wide = p.wide;
+  r.slot_lengths = p.slot_lengths;
+  r.id_scan = p.id_scan;
+  r.ne_scan = p.ne_scan;
+  r.mean_div = p.mean_div;
+  r.slot_ids_at = p.slot_ids_at;
+  r.slot_ne_at = p.slot_ne_at;
+  r.status = p.status;
+  r.send = p.send;
+  r.send_bytes = p.send_bytes;
+  r.ret_target = p.ret_target;
+  r.dp_rows = p.dp_rows;
+  r.dp_weights = p.dp_weights;
+  r.dp_pos = p.dp_pos;
+  r.dp_offsets = p.dp_offsets;
+  r.dest_base = p.dest_base;
+  r.dest_rows = p.dest_rows;
+  r.dest_weights = p.dest_weights;
+  r.dest_first_id = p.dest_first_id;
+  return r;
 }
 
 // ---- C -> C++ (the plugin) --------------------------------------------------------------------
@@ -155,6 +206,53 @@ inline Status FromAbi(const shardrec_plugin_runs_t* r, std::vector<BagRun>* stor
   out->num_ids = std::span<const int64_t>(r->num_ids, n);
   out->num_rows = r->num_rows;
   return Status::Ok();
+}
+
+inline simt_body::RouteParams FromAbi(const shardrec_plugin_route_t& r) {
+  simt_body::RouteParams p;
+  p.batch_size = r.batch_size;
+  p.num_lengths = r.num_lengths;
+  p.num_values = r.num_values;
+  p.lengths = r.lengths;
+  p.values = r.values;
+  p.weights = r.weights;
+  p.ids64 = r.ids64;
+  p.bounds = r.bounds;
+  p.check_non_finite = r.check_non_finite;
+  p.sequence = r.sequence;
+  p.num_pairs = r.num_pairs;
+  p.num_slots = r.num_slots;
+  p.num_real_slots = r.num_real_slots;
+  p.pair_feature = r.pair_feature;
+  p.pair_rows = r.pair_rows;
+  p.pair_flags = r.pair_flags;
+  p.pair_block_begin = r.pair_block_begin;
+  p.block_first = r.block_first;
+  p.block_slot_begin = r.block_slot_begin;
+  p.block_slots = r.block_slots;
+  p.slot_dest = r.slot_dest;
+  p.slot_in_dest = r.slot_in_dest;
+  p.bag_offsets = r.bag_offsets;
+  p.wide = r.wide;
+  p.slot_lengths = r.slot_lengths;
+  p.id_scan = r.id_scan;
+  p.ne_scan = r.ne_scan;
+  p.mean_div = r.mean_div;
+  p.slot_ids_at = r.slot_ids_at;
+  p.slot_ne_at = r.slot_ne_at;
+  p.status = static_cast<simt_body::RouteStatus*>(r.status);
+  p.send = r.send;
+  p.send_bytes = r.send_bytes;
+  p.ret_target = r.ret_target;
+  p.dp_rows = r.dp_rows;
+  p.dp_weights = r.dp_weights;
+  p.dp_pos = r.dp_pos;
+  p.dp_offsets = r.dp_offsets;
+  p.dest_base = r.dest_base;
+  p.dest_rows = r.dest_rows;
+  p.dest_weights = r.dest_weights;
+  p.dest_first_id = r.dest_first_id;
+  return p;
 }
 
 }  // namespace shardrec::embedding::kernels::abi

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -39,7 +40,16 @@ shardrec_tensor_view_t View(std::vector<float>* data, int64_t dim, int32_t devic
 // The fake plugin's count of calls of kernel entry `which` (its shardrec_fake_embedding_calls):
 // the fake's device memory is host memory, so only these counts show that the GPU collection ran
 // its kernels through the plugin rather than host kernels on device pointers.
-enum FakeCall { kLookup = 0, kGroupRows, kAggregate, kFused, kPartial, kApply, kNumFakeCalls };
+enum FakeCall {
+  kLookup = 0,
+  kGroupRows,
+  kAggregate,
+  kFused,
+  kPartial,
+  kApply,
+  kRoute,
+  kNumFakeCalls
+};
 std::array<int64_t, kNumFakeCalls> FakeCalls() {
   std::array<int64_t, kNumFakeCalls> out{};
   out.fill(-1);
@@ -338,8 +348,8 @@ TEST(EmbeddingGpuCollection, AccessorsRoundTrip) {
   });
 }
 
-// What v1 refuses, clearly and without taking a step: a device that does not exist, a KJT
-// declared on the device; and a load from a directory without a checkpoint.
+// What v1 refuses, clearly and without taking a step: a device that does not exist, a KJT on
+// another device than the collection's; and a load from a directory without a checkpoint.
 TEST(EmbeddingGpuCollection, RefusalsChangeNothing) {
   REQUIRE_DEVICE();
   Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
@@ -372,12 +382,19 @@ TEST(EmbeddingGpuCollection, RefusalsChangeNothing) {
     const RefBatch& rb = batches[0][r];
     KjtHolder kjt(rb, s.num_features, false);
     std::vector<float> out(static_cast<size_t>(rb.batch_size * dim));
-    shardrec_kjt_view_t on_device = *kjt.view();
-    on_device.device_type = SHARDREC_DEVICE_CUDA;
-    EXPECT_EQ(shardrec_embedding_forward(c, r == 0 ? &on_device : kjt.view(), out.data(),
+    // A KJT on another device than the collection's: refused on its rank, EINVAL on the peer.
+    shardrec_kjt_view_t elsewhere = *kjt.view();
+    elsewhere.device_type = SHARDREC_DEVICE_CUDA;
+    elsewhere.device_index = 1;
+    EXPECT_EQ(shardrec_embedding_forward(c, r == 0 ? &elsewhere : kjt.view(), out.data(),
                                          out.size(), nullptr),
-              r == 0 ? SHARDREC_EUNSUPPORTED : SHARDREC_EINVAL)
+              SHARDREC_EINVAL)
         << shardrec_last_error();
+    if (r == 0) {
+      EXPECT_NE(std::string(shardrec_last_error()).find("the batch is on cuda:1"),
+                std::string::npos)
+          << shardrec_last_error();
+    }
     std::vector<float> g = grads[0][r];
     EXPECT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_EUSAGE);
     int64_t steps = -1;
@@ -425,6 +442,211 @@ TEST(EmbeddingGpuCollection, OutOfRangeIdFailsAsOnTheHost) {
   EXPECT_EQ(errors[0], errors[1]);
   EXPECT_EQ(errors[2], errors[3]);
   EXPECT_NE(errors[2].find("1000"), std::string::npos) << errors[2];
+}
+
+// A block of the fake's device memory holding a copy of `v` (empty when the fake is not loaded).
+class FakeDeviceCopy {
+ public:
+  template <class T>
+  explicit FakeDeviceCopy(const std::vector<T>& v) {
+    const char* path = std::getenv("SHARDREC_CUDA_PLUGIN");
+    handle_ = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+    if (handle_ == nullptr || v.empty()) return;
+    auto alloc = reinterpret_cast<void* (*)(size_t)>(dlsym(handle_, "shardrec_fake_device_alloc"));
+    free_ = reinterpret_cast<void (*)(void*)>(dlsym(handle_, "shardrec_fake_device_free"));
+    if (alloc == nullptr || free_ == nullptr) return;
+    data_ = alloc(v.size() * sizeof(T));
+    if (data_ != nullptr) std::memcpy(data_, v.data(), v.size() * sizeof(T));
+  }
+  ~FakeDeviceCopy() {
+    if (data_ != nullptr) free_(data_);
+    if (handle_ != nullptr) dlclose(handle_);
+  }
+  FakeDeviceCopy(const FakeDeviceCopy&) = delete;
+  FakeDeviceCopy& operator=(const FakeDeviceCopy&) = delete;
+  void* data() const { return data_; }
+
+ private:
+  void* handle_ = nullptr;
+  void (*free_)(void*) = nullptr;
+  void* data_ = nullptr;
+};
+
+// The arrays of a host KJT copied into the fake's device memory, and a view of them declared on
+// cuda:0.
+class DeviceKjt {
+ public:
+  explicit DeviceKjt(const shardrec_kjt_view_t& host)
+      : lengths_(std::vector<int32_t>(host.lengths, host.lengths + host.num_lengths)),
+        values_(Bytes(host.values,
+                      host.num_values * (host.values_dtype == SHARDREC_DTYPE_INT32 ? 4 : 8))),
+        weights_(std::vector<float>(host.weights, host.weights + host.num_weights)) {
+    view_ = host;
+    view_.lengths = static_cast<const int32_t*>(lengths_.data());
+    view_.values = values_.data();
+    view_.weights = static_cast<const float*>(weights_.data());
+    view_.device_type = SHARDREC_DEVICE_CUDA;
+    view_.device_index = 0;
+  }
+  const shardrec_kjt_view_t* view() const { return &view_; }
+
+ private:
+  static std::vector<uint8_t> Bytes(const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    return std::vector<uint8_t>(b, b + n);
+  }
+  FakeDeviceCopy lengths_, values_, weights_;
+  shardrec_kjt_view_t view_;
+};
+
+struct DeviceKjtCase {
+  const char* name;
+  std::vector<int32_t> sharding;
+  int32_t pooling;
+  bool weighted;
+  bool int32_ids;
+};
+
+class DeviceKjtVsHost : public ::testing::TestWithParam<DeviceKjtCase> {};
+
+// A KJT in device memory is routed on the device (the emb_route entry) and trains exactly as
+// the same batch in host memory on a host collection: outputs every step, weights and states at
+// the end, bit for bit. Under the fake only: the test copies the KJT into device memory through
+// the fake's hooks (the C API has no allocator of its own).
+TEST_P(DeviceKjtVsHost, TrainsBitIdenticallyToAHostKjt) {
+  REQUIRE_DEVICE();
+  if (!FakeLoaded()) GTEST_SKIP() << "device KJTs are made through the fake plugin's hooks";
+  const DeviceKjtCase& c = GetParam();
+  Scenario s = StandardScenario(2, c.sharding[0], c.pooling);
+  s.sharding = c.sharding;
+  s.weighted = c.weighted;
+  s.steps = 3;
+  s.batch_sizes = {5, 3};
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  const auto batches = MakeBatches(s, ref);
+  const auto grads = MakeGrads(s, batches, ref.output_dim());
+  PlanPtr plan = MakePlan(s);
+  ASSERT_NE(plan, nullptr);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  const auto calls_before = FakeCalls();
+  SpawnRanks(s.world, [&](int r) {
+    const shardrec_embedding_options_t oh = Options(s, false);
+    const shardrec_embedding_options_t od = Options(s, true);
+    shardrec_embedding_t* h = nullptr;
+    shardrec_embedding_t* d = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&h, plan.get(), GroupComm(s.world, r), &opt, &oh),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr ch(h);
+    ASSERT_EQ(shardrec_embedding_create(&d, plan.get(), GroupComm(s.world, r), &opt, &od),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr cd(d);
+    int64_t dim = 0;
+    shardrec_embedding_output_dim(h, &dim);
+    const bool seq = c.pooling == SHARDREC_POOLING_NONE;
+    for (int step = 0; step < s.steps; ++step) {
+      const RefBatch& rb = batches[step][r];
+      KjtHolder kjt(rb, s.num_features, c.int32_ids);
+      DeviceKjt dkjt(*kjt.view());
+      const size_t n =
+          static_cast<size_t>(seq ? static_cast<int64_t>(rb.ids.size()) : rb.batch_size) *
+          static_cast<size_t>(dim);
+      std::vector<float> out_h(n), out_d(n, -7.0f);
+      ASSERT_EQ(shardrec_embedding_forward(h, kjt.view(), out_h.data(), n, nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+      if (step == 1) {
+        ASSERT_EQ(shardrec_embedding_input_dist_start(d, dkjt.view(), nullptr), SHARDREC_OK)
+            << shardrec_last_error();
+        ASSERT_EQ(shardrec_embedding_input_dist_wait(d, nullptr), SHARDREC_OK);
+        ASSERT_EQ(shardrec_embedding_forward_distributed(d, out_d.data(), n, nullptr), SHARDREC_OK)
+            << shardrec_last_error();
+      } else {
+        ASSERT_EQ(shardrec_embedding_forward(d, dkjt.view(), out_d.data(), n, nullptr), SHARDREC_OK)
+            << shardrec_last_error();
+      }
+      EXPECT_TRUE(BitEqual(out_h, out_d)) << "rank " << r << " step " << step;
+      std::vector<float> g = grads[step][r];
+      ASSERT_EQ(shardrec_embedding_backward(h, g.data(), g.size(), nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+      ASSERT_EQ(shardrec_embedding_backward(d, g.data(), g.size(), nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+    }
+    const auto snap_h = Snapshot(h, s);
+    const auto snap_d = Snapshot(d, s);
+    ASSERT_EQ(snap_h.size(), snap_d.size());
+    for (size_t i = 0; i < snap_h.size(); ++i)
+      EXPECT_TRUE(BitEqual(snap_h[i], snap_d[i])) << "rank " << r << " tensor " << i;
+  });
+  // Both ranks routed every step on the device: two entry calls (count, fill) per route.
+  const auto calls = FakeCalls();
+  EXPECT_GE(calls[kRoute] - calls_before[kRoute], 2 * s.world * s.steps);
+}
+
+const DeviceKjtCase kDeviceKjtCases[] = {
+    {"TW_RW_CW_Sum_W", {kTW, kRW, kCW}, kSum, true, false},
+    {"TRW_Grid_DP_Mean_I32", {kTRW, kGrid, kDP}, kMean, false, true},
+    {"RW_CW_TW_Seq_W", {kRW, kCW, kTW}, kNone, true, false},
+    {"DP_RW_DP_Seq_W_I32", {kDP, kRW, kDP}, kNone, true, true},
+};
+
+INSTANTIATE_TEST_SUITE_P(Plans, DeviceKjtVsHost, ::testing::ValuesIn(kDeviceKjtCases),
+                         [](const ::testing::TestParamInfo<DeviceKjtCase>& i) {
+                           return std::string(i.param.name);
+                         });
+
+// A device KJT with an id outside its table, a NaN weight or a negative length fails with the
+// host collection's words (the device route's first error), and nothing changes.
+TEST(EmbeddingGpuCollection, DeviceKjtRejectionsMatchTheHost) {
+  REQUIRE_DEVICE();
+  if (!FakeLoaded()) GTEST_SKIP() << "device KJTs are made through the fake plugin's hooks";
+  Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+  s.steps = 1;
+  s.weighted = true;
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  const auto batches = MakeBatches(s, ref);
+  ASSERT_GE(batches[0][1].ids.size(), 3u);
+  PlanPtr plan = MakePlan(s);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  for (int kind = 0; kind < 3; ++kind) {
+    auto bad = batches;
+    RefBatch& b = bad[0][1];
+    if (kind == 0) b.ids[2] = 1000;
+    if (kind == 1) b.weights[1] = std::nanf("");
+    std::vector<std::string> errors(4);
+    SpawnRanks(s.world, [&](int r) {
+      for (int cuda = 0; cuda < 2; ++cuda) {
+        const shardrec_embedding_options_t o = Options(s, cuda == 1);
+        shardrec_embedding_t* c = nullptr;
+        ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(s.world, r), &opt, &o),
+                  SHARDREC_OK)
+            << shardrec_last_error();
+        CollPtr cc(c);
+        int64_t dim = 0;
+        shardrec_embedding_output_dim(c, &dim);
+        const auto before = Snapshot(c, s);
+        KjtHolder kjt(bad[0][r], s.num_features, false);
+        shardrec_kjt_view_t host = *kjt.view();
+        std::vector<int32_t> lengths(host.lengths, host.lengths + host.num_lengths);
+        if (kind == 2 && r == 1) {
+          lengths[1] = -lengths[1] - 1;
+          host.lengths = lengths.data();
+        }
+        DeviceKjt dkjt(host);
+        std::vector<float> out(static_cast<size_t>(bad[0][r].batch_size * dim));
+        EXPECT_EQ(shardrec_embedding_forward(c, cuda == 1 ? dkjt.view() : &host, out.data(),
+                                             out.size(), nullptr),
+                  SHARDREC_EINVAL);
+        errors[r * 2 + cuda] = shardrec_last_error();
+        const auto after = Snapshot(c, s);
+        for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(BitEqual(before[i], after[i]));
+      }
+    });
+    EXPECT_EQ(errors[0], errors[1]) << kind;
+    EXPECT_EQ(errors[2], errors[3]) << kind;
+    const char* expect[] = {"id 1000", "weight nan", "negative length"};
+    EXPECT_NE(errors[2].find(expect[kind]), std::string::npos) << errors[2];
+  }
 }
 
 }  // namespace

@@ -324,5 +324,23 @@ TEST(EmbeddingCreate, RejectsCudaDeviceAndMismatchedPlans) {
   shardrec_embedding_destroy(nullptr);
 }
 
+// Version 4 adds the capacity hints: init and the initialiser give 0 (unknown), a version-3
+// init leaves them alone (the caller's struct ends before them).
+TEST(EmbeddingOptionsInit, CapacityHints) {
+  shardrec_embedding_options_t o;
+  std::memset(&o, 0x5a, sizeof(o));
+  ASSERT_EQ(shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION), SHARDREC_OK);
+  EXPECT_EQ(o.version, 4u);
+  EXPECT_EQ(o.max_batch_size, 0);
+  EXPECT_EQ(o.max_ids_per_batch, 0);
+  const shardrec_embedding_options_t m = SHARDREC_EMBEDDING_OPTIONS_INIT;
+  EXPECT_EQ(m.max_batch_size, 0);
+  EXPECT_EQ(m.max_ids_per_batch, 0);
+  std::memset(&o, 0x5a, sizeof(o));
+  ASSERT_EQ(shardrec_embedding_options_init(&o, 3), SHARDREC_OK);
+  EXPECT_EQ(o.backward_comm_encoding, SHARDREC_COMM_ENCODING_FP32);
+  EXPECT_EQ(o.max_batch_size, 0x5a5a5a5a5a5a5a5a);
+}
+
 }  // namespace
 }  // namespace shardrec::testing

@@ -75,10 +75,28 @@ TEST(CoreCudaPlugin, TableAndPathAgreeWithTheRuntime) {
   EXPECT_EQ(table->struct_size, sizeof(shardrec_cuda_plugin_table_t));
   EXPECT_TRUE(core::HasDenseEntries(*table, path).ok());
   EXPECT_TRUE(core::HasEmbeddingEntries(*table, path).ok());
+  EXPECT_NE(table->stream_create, nullptr);
+  EXPECT_NE(table->stream_destroy, nullptr);
+  EXPECT_TRUE(core::HasRouteEntries(*table, path).ok());
 #else
   EXPECT_EQ(s.code(), Code::kUnsupported);
   EXPECT_EQ(table, nullptr);
 #endif
+}
+
+// A plugin whose table ends before the stream entries (or leaves them NULL) still serves
+// everything else: StreamCreate is kUnsupported without reading past struct_size, and a GPU
+// collection then queues on the legacy default stream.
+TEST(CoreCudaPlugin, StreamEntriesDegradeForOlderPlugins) {
+  shardrec_cuda_plugin_table_t t{};
+  t.struct_size = static_cast<uint32_t>(SHARDREC_CUDA_PLUGIN_TABLE_ROUTE_SIZE);
+  const core::CudaRuntime rt(&t, 1);
+  Stream s = &t;
+  EXPECT_EQ(rt.StreamCreate(0, &s).code(), Code::kUnsupported);
+  EXPECT_EQ(s, nullptr);
+  t.struct_size = sizeof(t);
+  EXPECT_EQ(rt.StreamCreate(0, &s).code(), Code::kUnsupported);
+  EXPECT_TRUE(rt.StreamDestroy(0, nullptr).ok());
 }
 
 // The real plugin's embedding entries, reached through kernels::device, answer a machine without
@@ -101,6 +119,10 @@ TEST(CoreCudaPlugin, EmbeddingEntriesWithoutGpuAreNoDevice) {
   all.push_back(dev::FusedBackward(ctx, runs, nullptr, 0, 1.0f, config, 1, 8, shard, nullptr));
   all.push_back(dev::PartialRowStats(ctx, config, 1, shard, {}, nullptr));
   all.push_back(dev::Apply(ctx, config, 1, 8, shard, {}, nullptr));
+  all.push_back(dev::RouteTempBytes(ctx, 8, &bytes));
+  const embedding::kernels::simt_body::RouteParams route;
+  all.push_back(dev::RouteCount(ctx, route, nullptr, 0));
+  all.push_back(dev::RouteFill(ctx, route, nullptr, 0));
   for (const Status& s : all) {
     EXPECT_EQ(s.code(), kMissing) << s.ToString();
 #if SHARDREC_HAVE_CUDA

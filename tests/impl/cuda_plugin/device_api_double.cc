@@ -84,6 +84,12 @@ cudaError_t StreamQuery(cudaStream_t) {
   if (tl_last_comm != nullptr && tl_last_comm->aborted.load()) return cudaSuccess;
   return cudaErrorNotReady;
 }
+// The communicator never creates streams; a caller of the double that does gets a clean error.
+cudaError_t StreamCreate(cudaStream_t* s, unsigned int) {
+  *s = nullptr;
+  return cudaErrorNotSupported;
+}
+cudaError_t StreamDestroy(cudaStream_t) { return cudaSuccess; }
 cudaError_t EventCreate(cudaEvent_t* e, unsigned int) {
   *e = new CUevent_st();
   Fake().events_created.fetch_add(1);
@@ -268,7 +274,8 @@ const shardrec::cuda_plugin::DeviceApi& FakeDeviceApi() {
       &Abort,          &UserRank,      &Count,        &NcclErrorString,
       &NcclLastError,  &GroupStart,    &GroupEnd,     &AllReduce,
       &AllGather,      &ReduceScatter, &Reduce,       &Broadcast,
-      &AllToAll,       &Send,          &Recv,
+      &AllToAll,       &Send,          &Recv,         &StreamCreate,
+      &StreamDestroy,
   };
   return api;
 }

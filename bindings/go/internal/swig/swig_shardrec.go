@@ -110,104 +110,104 @@ typedef _gostring_ swig_type_77;
 typedef _gostring_ swig_type_78;
 typedef long long swig_type_79;
 typedef long long swig_type_80;
-typedef _gostring_ swig_type_81;
-typedef _gostring_ swig_type_82;
-typedef _goslice_ swig_type_83;
-typedef _gostring_ swig_type_84;
-typedef _goslice_ swig_type_85;
+typedef long long swig_type_81;
+typedef long long swig_type_82;
+typedef long long swig_type_83;
+typedef long long swig_type_84;
+typedef _gostring_ swig_type_85;
 typedef _gostring_ swig_type_86;
 typedef _goslice_ swig_type_87;
 typedef _gostring_ swig_type_88;
-typedef _gostring_ swig_type_89;
-typedef _goslice_ swig_type_90;
-typedef _gostring_ swig_type_91;
-typedef _goslice_ swig_type_92;
+typedef _goslice_ swig_type_89;
+typedef _gostring_ swig_type_90;
+typedef _goslice_ swig_type_91;
+typedef _gostring_ swig_type_92;
 typedef _gostring_ swig_type_93;
-typedef _gostring_ swig_type_94;
+typedef _goslice_ swig_type_94;
 typedef _gostring_ swig_type_95;
-typedef _gostring_ swig_type_96;
+typedef _goslice_ swig_type_96;
 typedef _gostring_ swig_type_97;
-typedef _goslice_ swig_type_98;
+typedef _gostring_ swig_type_98;
 typedef _gostring_ swig_type_99;
-typedef long long swig_type_100;
+typedef _gostring_ swig_type_100;
 typedef _gostring_ swig_type_101;
-typedef _gostring_ swig_type_102;
-typedef _goslice_ swig_type_103;
-typedef _gostring_ swig_type_104;
+typedef _goslice_ swig_type_102;
+typedef _gostring_ swig_type_103;
+typedef long long swig_type_104;
 typedef _gostring_ swig_type_105;
-typedef _goslice_ swig_type_106;
-typedef _gostring_ swig_type_107;
-typedef _goslice_ swig_type_108;
+typedef _gostring_ swig_type_106;
+typedef _goslice_ swig_type_107;
+typedef _gostring_ swig_type_108;
 typedef _gostring_ swig_type_109;
-typedef long long swig_type_110;
-typedef _goslice_ swig_type_111;
-typedef _gostring_ swig_type_112;
+typedef _goslice_ swig_type_110;
+typedef _gostring_ swig_type_111;
+typedef _goslice_ swig_type_112;
 typedef _gostring_ swig_type_113;
-typedef _gostring_ swig_type_114;
+typedef long long swig_type_114;
 typedef _goslice_ swig_type_115;
 typedef _gostring_ swig_type_116;
 typedef _gostring_ swig_type_117;
 typedef _gostring_ swig_type_118;
 typedef _goslice_ swig_type_119;
 typedef _gostring_ swig_type_120;
-typedef _goslice_ swig_type_121;
-typedef _goslice_ swig_type_122;
-typedef _gostring_ swig_type_123;
+typedef _gostring_ swig_type_121;
+typedef _gostring_ swig_type_122;
+typedef _goslice_ swig_type_123;
 typedef _gostring_ swig_type_124;
-typedef _gostring_ swig_type_125;
-typedef _gostring_ swig_type_126;
+typedef _goslice_ swig_type_125;
+typedef _goslice_ swig_type_126;
 typedef _gostring_ swig_type_127;
 typedef _gostring_ swig_type_128;
-typedef _goslice_ swig_type_129;
+typedef _gostring_ swig_type_129;
 typedef _gostring_ swig_type_130;
 typedef _gostring_ swig_type_131;
-typedef long long swig_type_132;
+typedef _gostring_ swig_type_132;
 typedef _goslice_ swig_type_133;
 typedef _gostring_ swig_type_134;
-typedef _goslice_ swig_type_135;
-typedef _gostring_ swig_type_136;
-typedef long long swig_type_137;
-typedef _goslice_ swig_type_138;
+typedef _gostring_ swig_type_135;
+typedef long long swig_type_136;
+typedef _goslice_ swig_type_137;
+typedef _gostring_ swig_type_138;
 typedef _goslice_ swig_type_139;
-typedef long long swig_type_140;
+typedef _gostring_ swig_type_140;
 typedef long long swig_type_141;
-typedef long long swig_type_142;
-typedef long long swig_type_143;
+typedef _goslice_ swig_type_142;
+typedef _goslice_ swig_type_143;
 typedef long long swig_type_144;
 typedef long long swig_type_145;
-typedef _gostring_ swig_type_146;
-typedef _gostring_ swig_type_147;
-typedef _gostring_ swig_type_148;
-typedef _goslice_ swig_type_149;
+typedef long long swig_type_146;
+typedef long long swig_type_147;
+typedef long long swig_type_148;
+typedef long long swig_type_149;
 typedef _gostring_ swig_type_150;
 typedef _gostring_ swig_type_151;
 typedef _gostring_ swig_type_152;
 typedef _goslice_ swig_type_153;
 typedef _gostring_ swig_type_154;
-typedef _goslice_ swig_type_155;
-typedef _goslice_ swig_type_156;
+typedef _gostring_ swig_type_155;
+typedef _gostring_ swig_type_156;
 typedef _goslice_ swig_type_157;
-typedef _goslice_ swig_type_158;
-typedef _gostring_ swig_type_159;
+typedef _gostring_ swig_type_158;
+typedef _goslice_ swig_type_159;
 typedef _goslice_ swig_type_160;
-typedef _gostring_ swig_type_161;
+typedef _goslice_ swig_type_161;
 typedef _goslice_ swig_type_162;
 typedef _gostring_ swig_type_163;
-typedef _gostring_ swig_type_164;
-typedef _goslice_ swig_type_165;
-typedef _gostring_ swig_type_166;
+typedef _goslice_ swig_type_164;
+typedef _gostring_ swig_type_165;
+typedef _goslice_ swig_type_166;
 typedef _gostring_ swig_type_167;
-typedef _goslice_ swig_type_168;
-typedef _gostring_ swig_type_169;
-typedef _goslice_ swig_type_170;
-typedef _goslice_ swig_type_171;
+typedef _gostring_ swig_type_168;
+typedef _goslice_ swig_type_169;
+typedef _gostring_ swig_type_170;
+typedef _gostring_ swig_type_171;
 typedef _goslice_ swig_type_172;
-typedef long long swig_type_173;
-typedef long long swig_type_174;
-typedef _gostring_ swig_type_175;
-typedef _gostring_ swig_type_176;
-typedef _gostring_ swig_type_177;
-typedef _gostring_ swig_type_178;
+typedef _gostring_ swig_type_173;
+typedef _goslice_ swig_type_174;
+typedef _goslice_ swig_type_175;
+typedef _goslice_ swig_type_176;
+typedef long long swig_type_177;
+typedef long long swig_type_178;
 typedef _gostring_ swig_type_179;
 typedef _gostring_ swig_type_180;
 typedef _gostring_ swig_type_181;
@@ -223,223 +223,227 @@ typedef _gostring_ swig_type_190;
 typedef _gostring_ swig_type_191;
 typedef _gostring_ swig_type_192;
 typedef _gostring_ swig_type_193;
-typedef long long swig_type_194;
-typedef _goslice_ swig_type_195;
+typedef _gostring_ swig_type_194;
+typedef _gostring_ swig_type_195;
 typedef _gostring_ swig_type_196;
 typedef _gostring_ swig_type_197;
-typedef _gostring_ swig_type_198;
-typedef _gostring_ swig_type_199;
+typedef long long swig_type_198;
+typedef _goslice_ swig_type_199;
 typedef _gostring_ swig_type_200;
-typedef _goslice_ swig_type_201;
-typedef _goslice_ swig_type_202;
+typedef _gostring_ swig_type_201;
+typedef _gostring_ swig_type_202;
 typedef _gostring_ swig_type_203;
-typedef _goslice_ swig_type_204;
-typedef _gostring_ swig_type_205;
+typedef _gostring_ swig_type_204;
+typedef _goslice_ swig_type_205;
 typedef _goslice_ swig_type_206;
 typedef _gostring_ swig_type_207;
-typedef long long swig_type_208;
-typedef long long swig_type_209;
+typedef _goslice_ swig_type_208;
+typedef _gostring_ swig_type_209;
 typedef _goslice_ swig_type_210;
-typedef _goslice_ swig_type_211;
-typedef _goslice_ swig_type_212;
-typedef _goslice_ swig_type_213;
-typedef _gostring_ swig_type_214;
-typedef long long swig_type_215;
-typedef long long swig_type_216;
+typedef _gostring_ swig_type_211;
+typedef long long swig_type_212;
+typedef long long swig_type_213;
+typedef _goslice_ swig_type_214;
+typedef _goslice_ swig_type_215;
+typedef _goslice_ swig_type_216;
 typedef _goslice_ swig_type_217;
-typedef _goslice_ swig_type_218;
-typedef _goslice_ swig_type_219;
-typedef _gostring_ swig_type_220;
-typedef _gostring_ swig_type_221;
-typedef _gostring_ swig_type_222;
-typedef _gostring_ swig_type_223;
-typedef _goslice_ swig_type_224;
-typedef _goslice_ swig_type_225;
+typedef _gostring_ swig_type_218;
+typedef long long swig_type_219;
+typedef long long swig_type_220;
+typedef _goslice_ swig_type_221;
+typedef _goslice_ swig_type_222;
+typedef _goslice_ swig_type_223;
+typedef _gostring_ swig_type_224;
+typedef _gostring_ swig_type_225;
 typedef _gostring_ swig_type_226;
-typedef long long swig_type_227;
-typedef long long swig_type_228;
+typedef _gostring_ swig_type_227;
+typedef _goslice_ swig_type_228;
 typedef _goslice_ swig_type_229;
-typedef _goslice_ swig_type_230;
-typedef _goslice_ swig_type_231;
-typedef _goslice_ swig_type_232;
+typedef _gostring_ swig_type_230;
+typedef long long swig_type_231;
+typedef long long swig_type_232;
 typedef _goslice_ swig_type_233;
-typedef _gostring_ swig_type_234;
+typedef _goslice_ swig_type_234;
 typedef _goslice_ swig_type_235;
 typedef _goslice_ swig_type_236;
-typedef _gostring_ swig_type_237;
-typedef _goslice_ swig_type_238;
+typedef _goslice_ swig_type_237;
+typedef _gostring_ swig_type_238;
 typedef _goslice_ swig_type_239;
-typedef _gostring_ swig_type_240;
+typedef _goslice_ swig_type_240;
 typedef _gostring_ swig_type_241;
 typedef _goslice_ swig_type_242;
-typedef long long swig_type_243;
-typedef _goslice_ swig_type_244;
-typedef long long swig_type_245;
-typedef _gostring_ swig_type_246;
-typedef _gostring_ swig_type_247;
+typedef _goslice_ swig_type_243;
+typedef _gostring_ swig_type_244;
+typedef _gostring_ swig_type_245;
+typedef _goslice_ swig_type_246;
+typedef long long swig_type_247;
 typedef _goslice_ swig_type_248;
-typedef _gostring_ swig_type_249;
-typedef _goslice_ swig_type_250;
-typedef long long swig_type_251;
-typedef long long swig_type_252;
-typedef long long swig_type_253;
-typedef _gostring_ swig_type_254;
-typedef _gostring_ swig_type_255;
-typedef _goslice_ swig_type_256;
+typedef long long swig_type_249;
+typedef _gostring_ swig_type_250;
+typedef _gostring_ swig_type_251;
+typedef _goslice_ swig_type_252;
+typedef _gostring_ swig_type_253;
+typedef _goslice_ swig_type_254;
+typedef long long swig_type_255;
+typedef long long swig_type_256;
 typedef long long swig_type_257;
-typedef _goslice_ swig_type_258;
-typedef long long swig_type_259;
-typedef _gostring_ swig_type_260;
-typedef _gostring_ swig_type_261;
+typedef _gostring_ swig_type_258;
+typedef _gostring_ swig_type_259;
+typedef _goslice_ swig_type_260;
+typedef long long swig_type_261;
 typedef _goslice_ swig_type_262;
-typedef _gostring_ swig_type_263;
-typedef long long swig_type_264;
-typedef long long swig_type_265;
+typedef long long swig_type_263;
+typedef _gostring_ swig_type_264;
+typedef _gostring_ swig_type_265;
 typedef _goslice_ swig_type_266;
 typedef _gostring_ swig_type_267;
-typedef _goslice_ swig_type_268;
-typedef _goslice_ swig_type_269;
+typedef long long swig_type_268;
+typedef long long swig_type_269;
 typedef _goslice_ swig_type_270;
-typedef long long swig_type_271;
-typedef long long swig_type_272;
-typedef long long swig_type_273;
+typedef _gostring_ swig_type_271;
+typedef _goslice_ swig_type_272;
+typedef _goslice_ swig_type_273;
 typedef _goslice_ swig_type_274;
-typedef _goslice_ swig_type_275;
-typedef _gostring_ swig_type_276;
-typedef _goslice_ swig_type_277;
+typedef long long swig_type_275;
+typedef long long swig_type_276;
+typedef long long swig_type_277;
 typedef _goslice_ swig_type_278;
-typedef long long swig_type_279;
-typedef _goslice_ swig_type_280;
+typedef _goslice_ swig_type_279;
+typedef _gostring_ swig_type_280;
 typedef _goslice_ swig_type_281;
-typedef _gostring_ swig_type_282;
-typedef _goslice_ swig_type_283;
-typedef _gostring_ swig_type_284;
-typedef _gostring_ swig_type_285;
-typedef _goslice_ swig_type_286;
-typedef _gostring_ swig_type_287;
-typedef long long swig_type_288;
+typedef _goslice_ swig_type_282;
+typedef long long swig_type_283;
+typedef _goslice_ swig_type_284;
+typedef _goslice_ swig_type_285;
+typedef _gostring_ swig_type_286;
+typedef _goslice_ swig_type_287;
+typedef _gostring_ swig_type_288;
 typedef _gostring_ swig_type_289;
-typedef _gostring_ swig_type_290;
-typedef long long swig_type_291;
-typedef _gostring_ swig_type_292;
+typedef _goslice_ swig_type_290;
+typedef _gostring_ swig_type_291;
+typedef long long swig_type_292;
 typedef _gostring_ swig_type_293;
 typedef _gostring_ swig_type_294;
 typedef long long swig_type_295;
 typedef _gostring_ swig_type_296;
-typedef long long swig_type_297;
+typedef _gostring_ swig_type_297;
 typedef _gostring_ swig_type_298;
-typedef _gostring_ swig_type_299;
-typedef _goslice_ swig_type_300;
-typedef _gostring_ swig_type_301;
-typedef _goslice_ swig_type_302;
-typedef _goslice_ swig_type_303;
-typedef _gostring_ swig_type_304;
-typedef _goslice_ swig_type_305;
+typedef long long swig_type_299;
+typedef _gostring_ swig_type_300;
+typedef long long swig_type_301;
+typedef _gostring_ swig_type_302;
+typedef _gostring_ swig_type_303;
+typedef _goslice_ swig_type_304;
+typedef _gostring_ swig_type_305;
 typedef _goslice_ swig_type_306;
-typedef _gostring_ swig_type_307;
-typedef _goslice_ swig_type_308;
+typedef _goslice_ swig_type_307;
+typedef _gostring_ swig_type_308;
 typedef _goslice_ swig_type_309;
-typedef _gostring_ swig_type_310;
+typedef _goslice_ swig_type_310;
 typedef _gostring_ swig_type_311;
-typedef _gostring_ swig_type_312;
-typedef _gostring_ swig_type_313;
-typedef _goslice_ swig_type_314;
-typedef long long swig_type_315;
-typedef _goslice_ swig_type_316;
-typedef _goslice_ swig_type_317;
-typedef long long swig_type_318;
-typedef _gostring_ swig_type_319;
-typedef _gostring_ swig_type_320;
+typedef _goslice_ swig_type_312;
+typedef _goslice_ swig_type_313;
+typedef _gostring_ swig_type_314;
+typedef _gostring_ swig_type_315;
+typedef _gostring_ swig_type_316;
+typedef _gostring_ swig_type_317;
+typedef _goslice_ swig_type_318;
+typedef long long swig_type_319;
+typedef _goslice_ swig_type_320;
 typedef _goslice_ swig_type_321;
 typedef long long swig_type_322;
-typedef _goslice_ swig_type_323;
-typedef _goslice_ swig_type_324;
-typedef long long swig_type_325;
-typedef _gostring_ swig_type_326;
-typedef _gostring_ swig_type_327;
+typedef _gostring_ swig_type_323;
+typedef _gostring_ swig_type_324;
+typedef _goslice_ swig_type_325;
+typedef long long swig_type_326;
+typedef _goslice_ swig_type_327;
 typedef _goslice_ swig_type_328;
-typedef _goslice_ swig_type_329;
-typedef long long swig_type_330;
+typedef long long swig_type_329;
+typedef _gostring_ swig_type_330;
 typedef _gostring_ swig_type_331;
 typedef _goslice_ swig_type_332;
 typedef _goslice_ swig_type_333;
 typedef long long swig_type_334;
 typedef _gostring_ swig_type_335;
-typedef long long swig_type_336;
-typedef _gostring_ swig_type_337;
+typedef _goslice_ swig_type_336;
+typedef _goslice_ swig_type_337;
 typedef long long swig_type_338;
 typedef _gostring_ swig_type_339;
 typedef long long swig_type_340;
-typedef _goslice_ swig_type_341;
-typedef _gostring_ swig_type_342;
-typedef long long swig_type_343;
-typedef _goslice_ swig_type_344;
-typedef _gostring_ swig_type_345;
-typedef long long swig_type_346;
-typedef _goslice_ swig_type_347;
-typedef _gostring_ swig_type_348;
-typedef long long swig_type_349;
-typedef _goslice_ swig_type_350;
-typedef _gostring_ swig_type_351;
-typedef _goslice_ swig_type_352;
-typedef _goslice_ swig_type_353;
-typedef long long swig_type_354;
-typedef long long swig_type_355;
-typedef _gostring_ swig_type_356;
+typedef _gostring_ swig_type_341;
+typedef long long swig_type_342;
+typedef _gostring_ swig_type_343;
+typedef long long swig_type_344;
+typedef _goslice_ swig_type_345;
+typedef _gostring_ swig_type_346;
+typedef long long swig_type_347;
+typedef _goslice_ swig_type_348;
+typedef _gostring_ swig_type_349;
+typedef long long swig_type_350;
+typedef _goslice_ swig_type_351;
+typedef _gostring_ swig_type_352;
+typedef long long swig_type_353;
+typedef _goslice_ swig_type_354;
+typedef _gostring_ swig_type_355;
+typedef _goslice_ swig_type_356;
 typedef _goslice_ swig_type_357;
-typedef _goslice_ swig_type_358;
-typedef _goslice_ swig_type_359;
-typedef _goslice_ swig_type_360;
+typedef long long swig_type_358;
+typedef long long swig_type_359;
+typedef _gostring_ swig_type_360;
 typedef _goslice_ swig_type_361;
-typedef _gostring_ swig_type_362;
-typedef long long swig_type_363;
+typedef _goslice_ swig_type_362;
+typedef _goslice_ swig_type_363;
 typedef _goslice_ swig_type_364;
-typedef _gostring_ swig_type_365;
-typedef long long swig_type_366;
+typedef _goslice_ swig_type_365;
+typedef _gostring_ swig_type_366;
 typedef long long swig_type_367;
 typedef _goslice_ swig_type_368;
 typedef _gostring_ swig_type_369;
-typedef _goslice_ swig_type_370;
-typedef _goslice_ swig_type_371;
-typedef long long swig_type_372;
-typedef long long swig_type_373;
-typedef long long swig_type_374;
+typedef long long swig_type_370;
+typedef long long swig_type_371;
+typedef _goslice_ swig_type_372;
+typedef _gostring_ swig_type_373;
+typedef _goslice_ swig_type_374;
 typedef _goslice_ swig_type_375;
 typedef long long swig_type_376;
-typedef _gostring_ swig_type_377;
-typedef _goslice_ swig_type_378;
+typedef long long swig_type_377;
+typedef long long swig_type_378;
 typedef _goslice_ swig_type_379;
-typedef _goslice_ swig_type_380;
+typedef long long swig_type_380;
 typedef _gostring_ swig_type_381;
-typedef long long swig_type_382;
-typedef long long swig_type_383;
+typedef _goslice_ swig_type_382;
+typedef _goslice_ swig_type_383;
 typedef _goslice_ swig_type_384;
-typedef long long swig_type_385;
-typedef _gostring_ swig_type_386;
+typedef _gostring_ swig_type_385;
+typedef long long swig_type_386;
 typedef long long swig_type_387;
 typedef _goslice_ swig_type_388;
 typedef long long swig_type_389;
 typedef _gostring_ swig_type_390;
 typedef long long swig_type_391;
 typedef _goslice_ swig_type_392;
-typedef _goslice_ swig_type_393;
+typedef long long swig_type_393;
 typedef _gostring_ swig_type_394;
 typedef long long swig_type_395;
 typedef _goslice_ swig_type_396;
-typedef _gostring_ swig_type_397;
-typedef long long swig_type_398;
-typedef _goslice_ swig_type_399;
-typedef _gostring_ swig_type_400;
-typedef long long swig_type_401;
-typedef _goslice_ swig_type_402;
-typedef long long swig_type_403;
+typedef _goslice_ swig_type_397;
+typedef _gostring_ swig_type_398;
+typedef long long swig_type_399;
+typedef _goslice_ swig_type_400;
+typedef _gostring_ swig_type_401;
+typedef long long swig_type_402;
+typedef _goslice_ swig_type_403;
 typedef _gostring_ swig_type_404;
 typedef long long swig_type_405;
-typedef _gostring_ swig_type_406;
+typedef _goslice_ swig_type_406;
 typedef long long swig_type_407;
 typedef _gostring_ swig_type_408;
 typedef long long swig_type_409;
-typedef long long swig_type_410;
+typedef _gostring_ swig_type_410;
+typedef long long swig_type_411;
+typedef _gostring_ swig_type_412;
+typedef long long swig_type_413;
+typedef long long swig_type_414;
 extern void _wrap_Swig_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_swig_5010cc1c9577d3b9(swig_intgo arg1);
 extern swig_intgo _wrap_OK_swig_5010cc1c9577d3b9(void);
@@ -656,6 +660,10 @@ extern void _wrap_embedding_options_forward_comm_encoding_set_swig_5010cc1c9577d
 extern swig_intgo _wrap_embedding_options_forward_comm_encoding_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_embedding_options_backward_comm_encoding_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_backward_comm_encoding_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_embedding_options_max_batch_size_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_81 arg2);
+extern swig_type_82 _wrap_embedding_options_max_batch_size_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_embedding_options_max_ids_per_batch_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_83 arg2);
+extern swig_type_84 _wrap_embedding_options_max_ids_per_batch_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_embedding_options_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_embedding_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern swig_intgo _wrap_COMM_ENCODING_FP32_swig_5010cc1c9577d3b9(void);
@@ -665,41 +673,41 @@ extern swig_intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_NON_FINITE_CHECK_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_NON_FINITE_ALLOW_swig_5010cc1c9577d3b9(void);
-extern swig_type_81 _wrap_embedding_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_82 _wrap_embedding_create_swig_5010cc1c9577d3b9(swig_type_83 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_85 _wrap_embedding_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_86 _wrap_embedding_create_swig_5010cc1c9577d3b9(swig_type_87 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
 extern void _wrap_embedding_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_84 _wrap_embedding_output_dim_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_85 arg2);
-extern swig_type_86 _wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_87 arg2);
-extern swig_type_88 _wrap_embedding_input_dist_wait_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_89 _wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_90 arg2);
-extern swig_type_91 _wrap_embedding_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_92 arg2);
-extern swig_type_93 _wrap_embedding_forward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_94 _wrap_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_95 _wrap_embedding_backward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_96 _wrap_embedding_set_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
-extern swig_type_97 _wrap_embedding_num_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_98 arg2);
-extern swig_type_99 _wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_100 arg2);
-extern swig_type_101 _wrap_embedding_get_weights_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_102 arg2, swig_type_103 arg3);
-extern swig_type_104 _wrap_embedding_set_weights_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_105 arg2, swig_type_106 arg3);
-extern swig_type_107 _wrap_embedding_num_states_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_108 arg2);
-extern swig_type_109 _wrap_embedding_state_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_110 arg2, swig_voidp arg3, swig_type_111 arg4);
-extern swig_type_112 _wrap_embedding_get_state_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_113 arg2, swig_type_114 arg3, swig_type_115 arg4);
-extern swig_type_116 _wrap_embedding_set_state_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_117 arg2, swig_type_118 arg3, swig_type_119 arg4);
-extern swig_type_120 _wrap_embedding_timings_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_121 arg2, swig_type_122 arg3);
-extern swig_type_123 _wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_124 arg2, float arg3);
-extern swig_type_125 _wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_126 arg2, uintptr_t arg3);
-extern swig_type_127 _wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_128 arg2, swig_type_129 arg3);
-extern swig_type_130 _wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_131 arg2, swig_type_132 arg3, swig_voidp arg4, swig_type_133 arg5);
-extern swig_type_134 _wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_135 arg2);
-extern swig_type_136 _wrap_embedding_output_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_137 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_138 arg5, swig_type_139 arg6);
+extern swig_type_88 _wrap_embedding_output_dim_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_89 arg2);
+extern swig_type_90 _wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_91 arg2);
+extern swig_type_92 _wrap_embedding_input_dist_wait_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_93 _wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_94 arg2);
+extern swig_type_95 _wrap_embedding_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_96 arg2);
+extern swig_type_97 _wrap_embedding_forward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_98 _wrap_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_99 _wrap_embedding_backward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_100 _wrap_embedding_set_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
+extern swig_type_101 _wrap_embedding_num_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_102 arg2);
+extern swig_type_103 _wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_104 arg2);
+extern swig_type_105 _wrap_embedding_get_weights_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_106 arg2, swig_type_107 arg3);
+extern swig_type_108 _wrap_embedding_set_weights_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_109 arg2, swig_type_110 arg3);
+extern swig_type_111 _wrap_embedding_num_states_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_112 arg2);
+extern swig_type_113 _wrap_embedding_state_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_114 arg2, swig_voidp arg3, swig_type_115 arg4);
+extern swig_type_116 _wrap_embedding_get_state_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_117 arg2, swig_type_118 arg3, swig_type_119 arg4);
+extern swig_type_120 _wrap_embedding_set_state_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_121 arg2, swig_type_122 arg3, swig_type_123 arg4);
+extern swig_type_124 _wrap_embedding_timings_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_125 arg2, swig_type_126 arg3);
+extern swig_type_127 _wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_128 arg2, float arg3);
+extern swig_type_129 _wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_130 arg2, uintptr_t arg3);
+extern swig_type_131 _wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_132 arg2, swig_type_133 arg3);
+extern swig_type_134 _wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_135 arg2, swig_type_136 arg3, swig_voidp arg4, swig_type_137 arg5);
+extern swig_type_138 _wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_139 arg2);
+extern swig_type_140 _wrap_embedding_output_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_141 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_142 arg5, swig_type_143 arg6);
 extern void _wrap_step_timings_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_step_timings_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_140 arg2);
-extern swig_type_141 _wrap_step_timings_forwards_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_142 arg2);
-extern swig_type_143 _wrap_step_timings_backwards_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_144 arg2);
-extern swig_type_145 _wrap_step_timings_samples_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_144 arg2);
+extern swig_type_145 _wrap_step_timings_forwards_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_146 arg2);
+extern swig_type_147 _wrap_step_timings_backwards_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_148 arg2);
+extern swig_type_149 _wrap_step_timings_samples_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_step_timings_total_seconds_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
 extern double _wrap_step_timings_total_seconds_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_step_timings_collective_seconds_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
@@ -716,10 +724,10 @@ extern void _wrap_step_timings_embedding_comm_seconds_set_swig_5010cc1c9577d3b9(
 extern double _wrap_step_timings_embedding_comm_seconds_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_step_timings_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_step_timings_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_146 _wrap_step_timings_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_147 _wrap_embedding_step_timings_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_148 _wrap_device_count_swig_5010cc1c9577d3b9(swig_type_149 arg1);
-extern swig_type_150 _wrap_device_check_swig_5010cc1c9577d3b9(swig_intgo arg1, swig_intgo arg2);
+extern swig_type_150 _wrap_step_timings_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_151 _wrap_embedding_step_timings_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_152 _wrap_device_count_swig_5010cc1c9577d3b9(swig_type_153 arg1);
+extern swig_type_154 _wrap_device_check_swig_5010cc1c9577d3b9(swig_intgo arg1, swig_intgo arg2);
 extern void _wrap_mesh_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_mesh_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_mesh_options_sharding_group_size_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
@@ -734,21 +742,21 @@ extern void _wrap_mesh_options_sync_mode_set_swig_5010cc1c9577d3b9(uintptr_t arg
 extern swig_intgo _wrap_mesh_options_sync_mode_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_mesh_options_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_mesh_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_151 _wrap_mesh_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_152 _wrap_mesh_create_swig_5010cc1c9577d3b9(swig_type_153 arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_155 _wrap_mesh_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_156 _wrap_mesh_create_swig_5010cc1c9577d3b9(swig_type_157 arg1, uintptr_t arg2, uintptr_t arg3);
 extern void _wrap_mesh_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_154 _wrap_mesh_coords_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_155 arg2, swig_type_156 arg3, swig_type_157 arg4, swig_type_158 arg5);
-extern swig_type_159 _wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(swig_type_160 arg1, uintptr_t arg2);
-extern swig_type_161 _wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(swig_type_162 arg1, uintptr_t arg2);
-extern swig_type_163 _wrap_mesh_describe_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_164 _wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(swig_type_165 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
-extern swig_type_166 _wrap_mesh_sync_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
-extern swig_type_167 _wrap_mesh_step_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_168 arg3);
-extern swig_type_169 _wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_170 arg2, swig_type_171 arg3, swig_type_172 arg4);
+extern swig_type_158 _wrap_mesh_coords_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_159 arg2, swig_type_160 arg3, swig_type_161 arg4, swig_type_162 arg5);
+extern swig_type_163 _wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(swig_type_164 arg1, uintptr_t arg2);
+extern swig_type_165 _wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(swig_type_166 arg1, uintptr_t arg2);
+extern swig_type_167 _wrap_mesh_describe_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_168 _wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(swig_type_169 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_170 _wrap_mesh_sync_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
+extern swig_type_171 _wrap_mesh_step_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_172 arg3);
+extern swig_type_173 _wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_174 arg2, swig_type_175 arg3, swig_type_176 arg4);
 extern void _wrap_checkpoint_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_checkpoint_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_173 arg2);
-extern swig_type_174 _wrap_checkpoint_options_num_dense_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_177 arg2);
+extern swig_type_178 _wrap_checkpoint_options_num_dense_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_checkpoint_options_reset_optimizer_state_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_checkpoint_options_allow_dtype_change_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
@@ -757,100 +765,100 @@ extern void _wrap_checkpoint_options_verify_first_set_swig_5010cc1c9577d3b9(uint
 extern swig_intgo _wrap_checkpoint_options_verify_first_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_checkpoint_options_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_checkpoint_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_175 _wrap_checkpoint_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_176 _wrap_checkpoint_save_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_177 arg2, uintptr_t arg3);
-extern swig_type_178 _wrap_checkpoint_load_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_179 arg2, uintptr_t arg3);
-extern swig_type_180 _wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_181 arg3, uintptr_t arg4);
-extern swig_type_182 _wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_183 arg3, uintptr_t arg4);
-extern swig_type_184 _wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_185 arg2, swig_type_186 arg3, swig_intgo arg4);
-extern swig_type_187 _wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_188 arg2, swig_type_189 arg3, swig_intgo arg4);
+extern swig_type_179 _wrap_checkpoint_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_180 _wrap_checkpoint_save_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_181 arg2, uintptr_t arg3);
+extern swig_type_182 _wrap_checkpoint_load_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_183 arg2, uintptr_t arg3);
+extern swig_type_184 _wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_185 arg3, uintptr_t arg4);
+extern swig_type_186 _wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_187 arg3, uintptr_t arg4);
+extern swig_type_188 _wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_189 arg2, swig_type_190 arg3, swig_intgo arg4);
+extern swig_type_191 _wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_192 arg2, swig_type_193 arg3, swig_intgo arg4);
 extern uintptr_t _wrap_bind_plan_spec_new_swig_5010cc1c9577d3b9(void);
 extern void _wrap_bind_plan_spec_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_bind_plan_spec_topology_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_190 _wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_191 arg2, float arg3);
-extern swig_type_192 _wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_193 arg2, swig_type_194 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_195 arg7, swig_intgo arg8, float arg9, float arg10);
-extern swig_type_196 _wrap_bind_plan_spec_set_table_optimizer_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_197 _wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_198 arg2);
-extern swig_type_199 _wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_200 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_201 arg5, swig_type_202 arg6);
-extern swig_type_203 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_204 arg2);
-extern swig_type_205 _wrap_bind_plan_create_swig_5010cc1c9577d3b9(swig_type_206 arg1, uintptr_t arg2);
-extern swig_type_207 _wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_208 arg2, swig_type_209 arg3, swig_type_210 arg4, swig_type_211 arg5, swig_type_212 arg6, swig_type_213 arg7);
-extern swig_type_214 _wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_215 arg2, swig_type_216 arg3, swig_type_217 arg4, swig_type_218 arg5, swig_type_219 arg6);
-extern swig_type_220 _wrap_bind_device_plugin_path_swig_5010cc1c9577d3b9(swig_voidp arg1);
-extern swig_type_221 _wrap_bind_checkpoint_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_222 arg3, uintptr_t arg4, swig_type_223 arg5, swig_type_224 arg6, swig_type_225 arg7, swig_intgo arg8);
-extern swig_type_226 _wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_227 arg2, swig_type_228 arg3, swig_type_229 arg4, swig_type_230 arg5, swig_type_231 arg6, swig_type_232 arg7, swig_type_233 arg8);
-extern swig_type_234 _wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_235 arg2, swig_type_236 arg3);
-extern swig_type_237 _wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_238 arg2, swig_type_239 arg3);
+extern swig_type_194 _wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_195 arg2, float arg3);
+extern swig_type_196 _wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_197 arg2, swig_type_198 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_199 arg7, swig_intgo arg8, float arg9, float arg10);
+extern swig_type_200 _wrap_bind_plan_spec_set_table_optimizer_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_201 _wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_202 arg2);
+extern swig_type_203 _wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_204 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_205 arg5, swig_type_206 arg6);
+extern swig_type_207 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_208 arg2);
+extern swig_type_209 _wrap_bind_plan_create_swig_5010cc1c9577d3b9(swig_type_210 arg1, uintptr_t arg2);
+extern swig_type_211 _wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_212 arg2, swig_type_213 arg3, swig_type_214 arg4, swig_type_215 arg5, swig_type_216 arg6, swig_type_217 arg7);
+extern swig_type_218 _wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_219 arg2, swig_type_220 arg3, swig_type_221 arg4, swig_type_222 arg5, swig_type_223 arg6);
+extern swig_type_224 _wrap_bind_device_plugin_path_swig_5010cc1c9577d3b9(swig_voidp arg1);
+extern swig_type_225 _wrap_bind_checkpoint_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_226 arg3, uintptr_t arg4, swig_type_227 arg5, swig_type_228 arg6, swig_type_229 arg7, swig_intgo arg8);
+extern swig_type_230 _wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_231 arg2, swig_type_232 arg3, swig_type_233 arg4, swig_type_234 arg5, swig_type_235 arg6, swig_type_236 arg7, swig_type_237 arg8);
+extern swig_type_238 _wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_239 arg2, swig_type_240 arg3);
+extern swig_type_241 _wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_242 arg2, swig_type_243 arg3);
 extern swig_intgo _wrap_ACTIVATION_NONE_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_ACTIVATION_RELU_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_ACTIVATION_SIGMOID_swig_5010cc1c9577d3b9(void);
-extern swig_type_240 _wrap_dense_set_blas_threads_swig_5010cc1c9577d3b9(swig_intgo arg1);
+extern swig_type_244 _wrap_dense_set_blas_threads_swig_5010cc1c9577d3b9(swig_intgo arg1);
 extern swig_intgo _wrap_DENSE_MATH_FP32_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_DENSE_MATH_TF32_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_DENSE_MATH_BF16_swig_5010cc1c9577d3b9(void);
 extern void _wrap_mlp_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_241 _wrap_mlp_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_242 arg2, swig_type_243 arg3, swig_type_244 arg4, swig_type_245 arg5);
-extern swig_type_246 _wrap_mlp_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_247 _wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_248 arg2);
-extern swig_type_249 _wrap_dcn_create_swig_5010cc1c9577d3b9(swig_type_250 arg1, swig_type_251 arg2, swig_intgo arg3, swig_type_252 arg4, swig_type_253 arg5, swig_type_254 arg6);
+extern swig_type_245 _wrap_mlp_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_246 arg2, swig_type_247 arg3, swig_type_248 arg4, swig_type_249 arg5);
+extern swig_type_250 _wrap_mlp_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_251 _wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_252 arg2);
+extern swig_type_253 _wrap_dcn_create_swig_5010cc1c9577d3b9(swig_type_254 arg1, swig_type_255 arg2, swig_intgo arg3, swig_type_256 arg4, swig_type_257 arg5, swig_type_258 arg6);
 extern void _wrap_dcn_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_255 _wrap_dcn_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_256 arg2, swig_type_257 arg3, swig_type_258 arg4, swig_type_259 arg5);
-extern swig_type_260 _wrap_dcn_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_261 _wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_262 arg2);
-extern swig_type_263 _wrap_dot_interaction_width_swig_5010cc1c9577d3b9(swig_type_264 arg1, swig_type_265 arg2, swig_type_266 arg3);
-extern swig_type_267 _wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(swig_type_268 arg1, swig_type_269 arg2, swig_type_270 arg3, swig_type_271 arg4, swig_type_272 arg5, swig_type_273 arg6, swig_type_274 arg7, swig_type_275 arg8);
-extern swig_type_276 _wrap_bce_with_logits_swig_5010cc1c9577d3b9(swig_type_277 arg1, swig_type_278 arg2, swig_type_279 arg3, double arg4, swig_type_280 arg5, swig_type_281 arg6);
-extern swig_type_282 _wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(swig_type_283 arg1, uintptr_t arg2);
+extern swig_type_259 _wrap_dcn_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_260 arg2, swig_type_261 arg3, swig_type_262 arg4, swig_type_263 arg5);
+extern swig_type_264 _wrap_dcn_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_265 _wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_266 arg2);
+extern swig_type_267 _wrap_dot_interaction_width_swig_5010cc1c9577d3b9(swig_type_268 arg1, swig_type_269 arg2, swig_type_270 arg3);
+extern swig_type_271 _wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(swig_type_272 arg1, swig_type_273 arg2, swig_type_274 arg3, swig_type_275 arg4, swig_type_276 arg5, swig_type_277 arg6, swig_type_278 arg7, swig_type_279 arg8);
+extern swig_type_280 _wrap_bce_with_logits_swig_5010cc1c9577d3b9(swig_type_281 arg1, swig_type_282 arg2, swig_type_283 arg3, double arg4, swig_type_284 arg5, swig_type_285 arg6);
+extern swig_type_286 _wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(swig_type_287 arg1, uintptr_t arg2);
 extern void _wrap_dense_optimizer_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_284 _wrap_dense_optimizer_set_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
-extern swig_type_285 _wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_286 arg2);
-extern swig_type_287 _wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_288 arg2);
+extern swig_type_288 _wrap_dense_optimizer_set_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
+extern swig_type_289 _wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_290 arg2);
+extern swig_type_291 _wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_292 arg2);
 extern swig_intgo _wrap_DDP_COMPRESSION_NONE_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_DDP_COMPRESSION_BF16_swig_5010cc1c9577d3b9(void);
 extern void _wrap_ddp_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_289 _wrap_ddp_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_290 _wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_291 arg2);
-extern swig_type_292 _wrap_ddp_finish_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_293 _wrap_ddp_set_sync_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_293 _wrap_ddp_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_294 _wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_295 arg2);
+extern swig_type_296 _wrap_ddp_finish_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_297 _wrap_ddp_set_sync_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_fsdp_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_294 _wrap_fsdp_release_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_295 arg2);
-extern swig_type_296 _wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_297 arg2);
-extern swig_type_298 _wrap_fsdp_step_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_299 _wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(swig_type_300 arg1);
-extern swig_type_301 _wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_302 arg2, swig_type_303 arg3);
-extern swig_type_304 _wrap_bind_mlp_device_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_305 arg2, swig_type_306 arg3);
-extern swig_type_307 _wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_308 arg2, swig_type_309 arg3);
+extern swig_type_298 _wrap_fsdp_release_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_299 arg2);
+extern swig_type_300 _wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_301 arg2);
+extern swig_type_302 _wrap_fsdp_step_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_303 _wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(swig_type_304 arg1);
+extern swig_type_305 _wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_306 arg2, swig_type_307 arg3);
+extern swig_type_308 _wrap_bind_mlp_device_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_309 arg2, swig_type_310 arg3);
+extern swig_type_311 _wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_312 arg2, swig_type_313 arg3);
 extern uintptr_t _wrap_bind_param_list_new_swig_5010cc1c9577d3b9(void);
 extern void _wrap_bind_param_list_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_310 _wrap_bind_param_list_add_mlp_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_311 _wrap_bind_param_list_add_dcn_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_312 _wrap_bind_dense_optimizer_step_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_313 _wrap_bind_mlp_create_swig_5010cc1c9577d3b9(swig_type_314 arg1, swig_type_315 arg2, swig_type_316 arg3, swig_type_317 arg4, swig_type_318 arg5, swig_type_319 arg6);
-extern swig_type_320 _wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(swig_type_321 arg1, swig_type_322 arg2, swig_type_323 arg3, swig_type_324 arg4, swig_type_325 arg5, swig_type_326 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
-extern swig_type_327 _wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_328 arg2, swig_type_329 arg3, uintptr_t arg4, swig_type_330 arg5);
-extern swig_type_331 _wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_332 arg2, swig_type_333 arg3, uintptr_t arg4, swig_type_334 arg5);
-extern swig_type_335 _wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_336 arg3);
-extern swig_type_337 _wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_338 arg3);
-extern swig_type_339 _wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_340 arg2, swig_voidp arg3, swig_type_341 arg4);
-extern swig_type_342 _wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_343 arg2, swig_voidp arg3, swig_type_344 arg4);
-extern swig_type_345 _wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_346 arg2, swig_intgo arg3, swig_type_347 arg4, swig_intgo arg5);
-extern swig_type_348 _wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_349 arg2, swig_intgo arg3, swig_type_350 arg4, swig_intgo arg5);
-extern swig_type_351 _wrap_bind_ddp_create_swig_5010cc1c9577d3b9(swig_type_352 arg1, uintptr_t arg2, swig_type_353 arg3, swig_type_354 arg4, swig_type_355 arg5, swig_intgo arg6);
-extern swig_type_356 _wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_357 arg2, swig_type_358 arg3, swig_type_359 arg4, swig_type_360 arg5, swig_type_361 arg6);
-extern swig_type_362 _wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_363 arg2, swig_type_364 arg3);
-extern swig_type_365 _wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_366 arg2, swig_type_367 arg3, swig_type_368 arg4);
-extern swig_type_369 _wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(swig_type_370 arg1, swig_type_371 arg2, swig_type_372 arg3, swig_type_373 arg4, swig_type_374 arg5, swig_type_375 arg6, swig_type_376 arg7);
-extern swig_type_377 _wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(swig_type_378 arg1, uintptr_t arg2, swig_type_379 arg3, swig_type_380 arg4, uintptr_t arg5);
-extern swig_type_381 _wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_382 arg2, swig_type_383 arg3, swig_type_384 arg4, swig_type_385 arg5);
-extern swig_type_386 _wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_387 arg2, swig_type_388 arg3, swig_type_389 arg4);
-extern swig_type_390 _wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_391 arg2, swig_type_392 arg3, swig_type_393 arg4);
-extern swig_type_394 _wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_395 arg2, swig_type_396 arg3);
-extern swig_type_397 _wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_398 arg2, swig_intgo arg3, swig_type_399 arg4);
-extern swig_type_400 _wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_401 arg2, swig_intgo arg3, swig_type_402 arg4, swig_type_403 arg5, swig_intgo arg6);
-extern swig_type_404 _wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_405 arg2, uintptr_t arg3);
-extern swig_type_406 _wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_407 arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_408 _wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_409 arg2, uintptr_t arg3, uintptr_t arg4);
-extern uintptr_t _wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(swig_type_410 arg1);
+extern swig_type_314 _wrap_bind_param_list_add_mlp_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_315 _wrap_bind_param_list_add_dcn_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_316 _wrap_bind_dense_optimizer_step_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_317 _wrap_bind_mlp_create_swig_5010cc1c9577d3b9(swig_type_318 arg1, swig_type_319 arg2, swig_type_320 arg3, swig_type_321 arg4, swig_type_322 arg5, swig_type_323 arg6);
+extern swig_type_324 _wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(swig_type_325 arg1, swig_type_326 arg2, swig_type_327 arg3, swig_type_328 arg4, swig_type_329 arg5, swig_type_330 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
+extern swig_type_331 _wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_332 arg2, swig_type_333 arg3, uintptr_t arg4, swig_type_334 arg5);
+extern swig_type_335 _wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_336 arg2, swig_type_337 arg3, uintptr_t arg4, swig_type_338 arg5);
+extern swig_type_339 _wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_340 arg3);
+extern swig_type_341 _wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_342 arg3);
+extern swig_type_343 _wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_344 arg2, swig_voidp arg3, swig_type_345 arg4);
+extern swig_type_346 _wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_347 arg2, swig_voidp arg3, swig_type_348 arg4);
+extern swig_type_349 _wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_350 arg2, swig_intgo arg3, swig_type_351 arg4, swig_intgo arg5);
+extern swig_type_352 _wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_353 arg2, swig_intgo arg3, swig_type_354 arg4, swig_intgo arg5);
+extern swig_type_355 _wrap_bind_ddp_create_swig_5010cc1c9577d3b9(swig_type_356 arg1, uintptr_t arg2, swig_type_357 arg3, swig_type_358 arg4, swig_type_359 arg5, swig_intgo arg6);
+extern swig_type_360 _wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_361 arg2, swig_type_362 arg3, swig_type_363 arg4, swig_type_364 arg5, swig_type_365 arg6);
+extern swig_type_366 _wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_367 arg2, swig_type_368 arg3);
+extern swig_type_369 _wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_370 arg2, swig_type_371 arg3, swig_type_372 arg4);
+extern swig_type_373 _wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(swig_type_374 arg1, swig_type_375 arg2, swig_type_376 arg3, swig_type_377 arg4, swig_type_378 arg5, swig_type_379 arg6, swig_type_380 arg7);
+extern swig_type_381 _wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(swig_type_382 arg1, uintptr_t arg2, swig_type_383 arg3, swig_type_384 arg4, uintptr_t arg5);
+extern swig_type_385 _wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_386 arg2, swig_type_387 arg3, swig_type_388 arg4, swig_type_389 arg5);
+extern swig_type_390 _wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_391 arg2, swig_type_392 arg3, swig_type_393 arg4);
+extern swig_type_394 _wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_395 arg2, swig_type_396 arg3, swig_type_397 arg4);
+extern swig_type_398 _wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_399 arg2, swig_type_400 arg3);
+extern swig_type_401 _wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_402 arg2, swig_intgo arg3, swig_type_403 arg4);
+extern swig_type_404 _wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_405 arg2, swig_intgo arg3, swig_type_406 arg4, swig_type_407 arg5, swig_intgo arg6);
+extern swig_type_408 _wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_409 arg2, uintptr_t arg3);
+extern swig_type_410 _wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_411 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_412 _wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_413 arg2, uintptr_t arg3, uintptr_t arg4);
+extern uintptr_t _wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(swig_type_414 arg1);
 extern void _wrap_bind_host_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
 #undef intgo
 */
@@ -2769,6 +2777,32 @@ func (arg1 SwigcptrEmbedding_options) GetBackward_comm_encoding() (_swig_ret int
 	return swig_r
 }
 
+func (arg1 SwigcptrEmbedding_options) SetMax_batch_size(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_embedding_options_max_batch_size_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_81(_swig_i_1))
+}
+
+func (arg1 SwigcptrEmbedding_options) GetMax_batch_size() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_embedding_options_max_batch_size_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrEmbedding_options) SetMax_ids_per_batch(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_embedding_options_max_ids_per_batch_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_83(_swig_i_1))
+}
+
+func (arg1 SwigcptrEmbedding_options) GetMax_ids_per_batch() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_embedding_options_max_ids_per_batch_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
 func NewEmbedding_options() (_swig_ret Embedding_options) {
 	var swig_r Embedding_options
 	swig_r = (Embedding_options)(SwigcptrEmbedding_options(C._wrap_new_embedding_options_swig_5010cc1c9577d3b9()))
@@ -2805,6 +2839,10 @@ type Embedding_options interface {
 	GetForward_comm_encoding() (_swig_ret int)
 	SetBackward_comm_encoding(arg2 int)
 	GetBackward_comm_encoding() (_swig_ret int)
+	SetMax_batch_size(arg2 int64)
+	GetMax_batch_size() (_swig_ret int64)
+	SetMax_ids_per_batch(arg2 int64)
+	GetMax_ids_per_batch() (_swig_ret int64)
 }
 
 type Enum_SS_shardrec_comm_encoding int
@@ -2859,7 +2897,7 @@ func _swig_getNON_FINITE_ALLOW() (_swig_ret Enum_SS_shardrec_non_finite_policy) 
 }
 
 var NON_FINITE_ALLOW Enum_SS_shardrec_non_finite_policy = _swig_getNON_FINITE_ALLOW()
-const EMBEDDING_OPTIONS_VERSION uint = 3
+const EMBEDDING_OPTIONS_VERSION uint = 4
 func Embedding_options_init(arg1 Embedding_options, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
@@ -2878,7 +2916,7 @@ func Embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Optimizer
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_embedding_create_swig_5010cc1c9577d3b9(*(*C.swig_type_83)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_embedding_create_swig_5010cc1c9577d3b9(*(*C.swig_type_87)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2897,7 +2935,7 @@ func Embedding_output_dim(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_output_dim_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_output_dim_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2911,7 +2949,7 @@ func Embedding_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_91)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2935,7 +2973,7 @@ func Embedding_forward_distributed(arg1 uintptr, arg2 []float32) (_swig_ret erro
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_90)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_94)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2949,7 +2987,7 @@ func Embedding_backward(arg1 uintptr, arg2 []float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_96)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3008,7 +3046,7 @@ func Embedding_num_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3022,7 +3060,7 @@ func Embedding_set_num_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_100(_swig_i_1))
+	swig_r_p := C._wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_104(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3034,7 +3072,7 @@ func Embedding_get_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_get_weights_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_get_weights_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3052,7 +3090,7 @@ func Embedding_set_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_weights_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_set_weights_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_109)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3069,7 +3107,7 @@ func Embedding_num_states(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_states_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_states_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3085,7 +3123,7 @@ func Embedding_state_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int32) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_state_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_110(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_state_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_114(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -3102,7 +3140,7 @@ func Embedding_get_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_get_state_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_get_state_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3124,7 +3162,7 @@ func Embedding_set_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_set_state_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_set_state_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_123)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3145,7 +3183,7 @@ func Embedding_timings(arg1 uintptr, arg2 []float64, arg3 []float64) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_timings_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_timings_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3163,7 +3201,7 @@ func Embedding_set_table_learning_rate(arg1 uintptr, arg2 string, arg3 float32) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3178,7 +3216,7 @@ func Embedding_table_optimizer(arg1 uintptr, arg2 string, arg3 Optimizer_config)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3193,7 +3231,7 @@ func Embedding_table_num_states(arg1 uintptr, arg2 string, arg3 []uint64) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3213,7 +3251,7 @@ func Embedding_table_state_info(arg1 uintptr, arg2 string, arg3 int64, arg4 *str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_1)), C.swig_type_132(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_1)), C.swig_type_136(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg4 = swigCopyString(*arg4) 
 	if Swig_escape_always_false {
@@ -3231,7 +3269,7 @@ func Embedding_num_outputs(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3249,7 +3287,7 @@ func Embedding_output_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 *string,
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_embedding_output_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_embedding_output_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_141(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
  *arg4 = swigCopyString(*arg4) 
@@ -3289,7 +3327,7 @@ func (arg1 SwigcptrStep_timings) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrStep_timings) SetForwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_140(_swig_i_1))
+	C._wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_144(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
@@ -3302,7 +3340,7 @@ func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
 func (arg1 SwigcptrStep_timings) SetBackwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_142(_swig_i_1))
+	C._wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_146(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
@@ -3315,7 +3353,7 @@ func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
 func (arg1 SwigcptrStep_timings) SetSamples(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_144(_swig_i_1))
+	C._wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_148(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetSamples() (_swig_ret int64) {
@@ -3480,7 +3518,7 @@ func Embedding_step_timings(arg1 uintptr, arg2 Step_timings) (_swig_ret error) {
 func Device_count(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_device_count_swig_5010cc1c9577d3b9(*(*C.swig_type_149)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_device_count_swig_5010cc1c9577d3b9(*(*C.swig_type_153)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3638,7 +3676,7 @@ func Mesh_create(arg1 []uintptr, arg2 uintptr, arg3 Mesh_options) (_swig_ret err
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_mesh_create_swig_5010cc1c9577d3b9(*(*C.swig_type_153)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_mesh_create_swig_5010cc1c9577d3b9(*(*C.swig_type_157)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3660,7 +3698,7 @@ func Mesh_coords(arg1 uintptr, arg2 []int32, arg3 []int32, arg4 []int32, arg5 []
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mesh_coords_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_mesh_coords_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3683,7 +3721,7 @@ func Mesh_sharding_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(*(*C.swig_type_160)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(*(*C.swig_type_164)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3697,7 +3735,7 @@ func Mesh_replica_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(*(*C.swig_type_162)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(*(*C.swig_type_166)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3726,7 +3764,7 @@ func Mesh_embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Opti
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(*(*C.swig_type_165)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(*(*C.swig_type_169)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3753,7 +3791,7 @@ func Mesh_step(arg1 uintptr, arg2 uintptr, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_mesh_step_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_mesh_step_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -3769,7 +3807,7 @@ func Mesh_sync_stats(arg1 uintptr, arg2 []uint64, arg3 []int32, arg4 []int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3811,7 +3849,7 @@ func (arg1 SwigcptrCheckpoint_options) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrCheckpoint_options) SetNum_dense(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1))
+	C._wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_177(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetNum_dense() (_swig_ret int64) {
@@ -3902,7 +3940,7 @@ func Checkpoint_save(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_save_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_save_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3917,7 +3955,7 @@ func Checkpoint_load(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_load_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_load_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3933,7 +3971,7 @@ func Checkpoint_save_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -3949,7 +3987,7 @@ func Checkpoint_load_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_187)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -3965,7 +4003,7 @@ func Checkpoint_export_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3984,7 +4022,7 @@ func Checkpoint_import_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4020,7 +4058,7 @@ func Bind_plan_spec_add_feature(arg1 uintptr, arg2 string, arg3 float32) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_191)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_195)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4042,7 +4080,7 @@ func Bind_plan_spec_add_table(arg1 uintptr, arg2 string, arg3 int64, arg4 int, a
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_1)), C.swig_type_194(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_195)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_197)(unsafe.Pointer(&_swig_i_1)), C.swig_type_198(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_199)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4070,7 +4108,7 @@ func Bind_plan_spec_add_table_feature_name(arg1 uintptr, arg2 string) (_swig_ret
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4088,7 +4126,7 @@ func Bind_plan_spec_add_constraints(arg1 uintptr, arg2 string, arg3 uint, arg4 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_201)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_204)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_206)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4108,7 +4146,7 @@ func Bind_plan_spec_set_memory_bytes_per_rank(arg1 uintptr, arg2 []int64) (_swig
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_204)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4122,7 +4160,7 @@ func Bind_plan_create(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_create_swig_5010cc1c9577d3b9(*(*C.swig_type_206)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_plan_create_swig_5010cc1c9577d3b9(*(*C.swig_type_210)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4141,7 +4179,7 @@ func Bind_embedding_forward(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_208(_swig_i_1), C.swig_type_209(_swig_i_2), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_212(_swig_i_1), C.swig_type_213(_swig_i_2), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_215)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_216)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4168,7 +4206,7 @@ func Bind_embedding_input_dist_start(arg1 uintptr, arg2 int64, arg3 int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_215(_swig_i_1), C.swig_type_216(_swig_i_2), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_219(_swig_i_1), C.swig_type_220(_swig_i_2), *(*C.swig_type_221)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_222)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4205,7 +4243,7 @@ func Bind_checkpoint(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoint_op
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_checkpoint_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_222)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_225)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
+	swig_r_p := C._wrap_bind_checkpoint_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4234,7 +4272,7 @@ func Bind_embedding_forward_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_227(_swig_i_1), C.swig_type_228(_swig_i_2), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_232)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_233)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_231(_swig_i_1), C.swig_type_232(_swig_i_2), *(*C.swig_type_233)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_234)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_235)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_237)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4261,7 +4299,7 @@ func Bind_embedding_forward_distributed_tensor(arg1 uintptr, arg2 []float32, arg
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_235)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_239)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_240)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4279,7 +4317,7 @@ func Bind_embedding_backward_tensor(arg1 uintptr, arg2 []float32, arg3 []int64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_238)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_239)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4359,7 +4397,7 @@ func Mlp_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mlp_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_1)), C.swig_type_243(_swig_i_2), *(*C.swig_type_244)(unsafe.Pointer(&_swig_i_3)), C.swig_type_245(_swig_i_4))
+	swig_r_p := C._wrap_mlp_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_246)(unsafe.Pointer(&_swig_i_1)), C.swig_type_247(_swig_i_2), *(*C.swig_type_248)(unsafe.Pointer(&_swig_i_3)), C.swig_type_249(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4386,7 +4424,7 @@ func Mlp_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_248)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_252)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4404,7 +4442,7 @@ func Dcn_create(arg1 []uintptr, arg2 int64, arg3 int, arg4 int64, arg5 uint64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dcn_create_swig_5010cc1c9577d3b9(*(*C.swig_type_250)(unsafe.Pointer(&_swig_i_0)), C.swig_type_251(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_252(_swig_i_3), C.swig_type_253(_swig_i_4), *(*C.swig_type_254)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_dcn_create_swig_5010cc1c9577d3b9(*(*C.swig_type_254)(unsafe.Pointer(&_swig_i_0)), C.swig_type_255(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_256(_swig_i_3), C.swig_type_257(_swig_i_4), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4429,7 +4467,7 @@ func Dcn_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dcn_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_256)(unsafe.Pointer(&_swig_i_1)), C.swig_type_257(_swig_i_2), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_3)), C.swig_type_259(_swig_i_4))
+	swig_r_p := C._wrap_dcn_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_260)(unsafe.Pointer(&_swig_i_1)), C.swig_type_261(_swig_i_2), *(*C.swig_type_262)(unsafe.Pointer(&_swig_i_3)), C.swig_type_263(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4456,7 +4494,7 @@ func Dcn_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_262)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_266)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4471,7 +4509,7 @@ func Dot_interaction_width(arg1 int64, arg2 int64, arg3 []int64) (_swig_ret erro
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dot_interaction_width_swig_5010cc1c9577d3b9(C.swig_type_264(_swig_i_0), C.swig_type_265(_swig_i_1), *(*C.swig_type_266)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_dot_interaction_width_swig_5010cc1c9577d3b9(C.swig_type_268(_swig_i_0), C.swig_type_269(_swig_i_1), *(*C.swig_type_270)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4491,7 +4529,7 @@ func Dot_interaction_backward(arg1 []float32, arg2 []float32, arg3 []float32, ar
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(*(*C.swig_type_268)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_269)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_270)(unsafe.Pointer(&_swig_i_2)), C.swig_type_271(_swig_i_3), C.swig_type_272(_swig_i_4), C.swig_type_273(_swig_i_5), *(*C.swig_type_274)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_275)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(*(*C.swig_type_272)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_273)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_274)(unsafe.Pointer(&_swig_i_2)), C.swig_type_275(_swig_i_3), C.swig_type_276(_swig_i_4), C.swig_type_277(_swig_i_5), *(*C.swig_type_278)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_279)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4521,7 +4559,7 @@ func Bce_with_logits(arg1 []float32, arg2 []float32, arg3 int64, arg4 float64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bce_with_logits_swig_5010cc1c9577d3b9(*(*C.swig_type_277)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_278)(unsafe.Pointer(&_swig_i_1)), C.swig_type_279(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_280)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_281)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bce_with_logits_swig_5010cc1c9577d3b9(*(*C.swig_type_281)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_282)(unsafe.Pointer(&_swig_i_1)), C.swig_type_283(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_284)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4544,7 +4582,7 @@ func Dense_optimizer_create(arg1 []uintptr, arg2 Optimizer_config) (_swig_ret er
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(*(*C.swig_type_283)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(*(*C.swig_type_287)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4574,7 +4612,7 @@ func Dense_optimizer_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_286)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_290)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4588,7 +4626,7 @@ func Dense_optimizer_set_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_288(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_292(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4630,7 +4668,7 @@ func Ddp_mark_ready(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_291(_swig_i_1))
+	swig_r_p := C._wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_295(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4667,7 +4705,7 @@ func Fsdp_release(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_release_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_295(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_release_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_299(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4678,7 +4716,7 @@ func Fsdp_reduce_grad(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_297(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_301(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4698,7 +4736,7 @@ func Fsdp_step(arg1 uintptr) (_swig_ret error) {
 func Bind_dense_blas_threads(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(*(*C.swig_type_300)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(*(*C.swig_type_304)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4713,7 +4751,7 @@ func Bind_mlp_dims(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_302)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_303)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_306)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_307)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4731,7 +4769,7 @@ func Bind_mlp_device(arg1 uintptr, arg2 []int32, arg3 []int32) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_device_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_305)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_306)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_device_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_309)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_310)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4749,7 +4787,7 @@ func Bind_fsdp_memory(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_308)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_309)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_312)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_313)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4814,7 +4852,7 @@ func Bind_mlp_create(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_mlp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_314)(unsafe.Pointer(&_swig_i_0)), C.swig_type_315(_swig_i_1), *(*C.swig_type_316)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_317)(unsafe.Pointer(&_swig_i_3)), C.swig_type_318(_swig_i_4), *(*C.swig_type_319)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_mlp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_318)(unsafe.Pointer(&_swig_i_0)), C.swig_type_319(_swig_i_1), *(*C.swig_type_320)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_321)(unsafe.Pointer(&_swig_i_3)), C.swig_type_322(_swig_i_4), *(*C.swig_type_323)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4844,7 +4882,7 @@ func Bind_mlp_create_on(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, 
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(*(*C.swig_type_321)(unsafe.Pointer(&_swig_i_0)), C.swig_type_322(_swig_i_1), *(*C.swig_type_323)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_324)(unsafe.Pointer(&_swig_i_3)), C.swig_type_325(_swig_i_4), *(*C.swig_type_326)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
+	swig_r_p := C._wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(*(*C.swig_type_325)(unsafe.Pointer(&_swig_i_0)), C.swig_type_326(_swig_i_1), *(*C.swig_type_327)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_328)(unsafe.Pointer(&_swig_i_3)), C.swig_type_329(_swig_i_4), *(*C.swig_type_330)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4870,7 +4908,7 @@ func Bind_mlp_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_328)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_329)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_330(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_332)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_333)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_334(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4890,7 +4928,7 @@ func Bind_dcn_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_332)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_333)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_334(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_336)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_337)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_338(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4908,7 +4946,7 @@ func Bind_mlp_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_336(_swig_i_2))
+	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_340(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4920,7 +4958,7 @@ func Bind_dcn_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_338(_swig_i_2))
+	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_342(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4933,7 +4971,7 @@ func Bind_mlp_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_340(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_341)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_344(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_345)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -4950,7 +4988,7 @@ func Bind_dcn_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_343(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_344)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_347(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_348)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -4968,7 +5006,7 @@ func Bind_mlp_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_346(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_347)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_350(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_351)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4985,7 +5023,7 @@ func Bind_dcn_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_349(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_350)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_353(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_354)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5003,7 +5041,7 @@ func Bind_ddp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 int64, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_352)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_353)(unsafe.Pointer(&_swig_i_2)), C.swig_type_354(_swig_i_3), C.swig_type_355(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_ddp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_356)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_357)(unsafe.Pointer(&_swig_i_2)), C.swig_type_358(_swig_i_3), C.swig_type_359(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5024,7 +5062,7 @@ func Bind_ddp_stats(arg1 uintptr, arg2 []int64, arg3 []int64, arg4 []float64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_357)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_358)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_359)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_360)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_361)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_361)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_362)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_363)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_364)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_365)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5051,7 +5089,7 @@ func Bind_ddp_bucket_size(arg1 uintptr, arg2 int64, arg3 []uint64) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_363(_swig_i_1), *(*C.swig_type_364)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_367(_swig_i_1), *(*C.swig_type_368)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5067,7 +5105,7 @@ func Bind_ddp_bucket_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []uint64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_366(_swig_i_1), C.swig_type_367(_swig_i_2), *(*C.swig_type_368)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_370(_swig_i_1), C.swig_type_371(_swig_i_2), *(*C.swig_type_372)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5086,7 +5124,7 @@ func Bind_dot_interaction_forward(arg1 []float32, arg2 []float32, arg3 int64, ar
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(*(*C.swig_type_370)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_371)(unsafe.Pointer(&_swig_i_1)), C.swig_type_372(_swig_i_2), C.swig_type_373(_swig_i_3), C.swig_type_374(_swig_i_4), *(*C.swig_type_375)(unsafe.Pointer(&_swig_i_5)), C.swig_type_376(_swig_i_6))
+	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(*(*C.swig_type_374)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_375)(unsafe.Pointer(&_swig_i_1)), C.swig_type_376(_swig_i_2), C.swig_type_377(_swig_i_3), C.swig_type_378(_swig_i_4), *(*C.swig_type_379)(unsafe.Pointer(&_swig_i_5)), C.swig_type_380(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5109,7 +5147,7 @@ func Bind_fsdp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 []float32
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_378)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_379)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_380)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_382)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_383)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_384)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5132,7 +5170,7 @@ func Bind_fsdp_gather(arg1 uintptr, arg2 int64, arg3 int64, arg4 []float32, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_382(_swig_i_1), C.swig_type_383(_swig_i_2), *(*C.swig_type_384)(unsafe.Pointer(&_swig_i_3)), C.swig_type_385(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_386(_swig_i_1), C.swig_type_387(_swig_i_2), *(*C.swig_type_388)(unsafe.Pointer(&_swig_i_3)), C.swig_type_389(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5148,7 +5186,7 @@ func Bind_fsdp_add_grad(arg1 uintptr, arg2 int64, arg3 []float32, arg4 int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_387(_swig_i_1), *(*C.swig_type_388)(unsafe.Pointer(&_swig_i_2)), C.swig_type_389(_swig_i_3))
+	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_391(_swig_i_1), *(*C.swig_type_392)(unsafe.Pointer(&_swig_i_2)), C.swig_type_393(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5164,7 +5202,7 @@ func Bind_fsdp_shard_range(arg1 uintptr, arg2 int64, arg3 []int64, arg4 []int64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_391(_swig_i_1), *(*C.swig_type_392)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_393)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_395(_swig_i_1), *(*C.swig_type_396)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_397)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5182,7 +5220,7 @@ func Bind_fsdp_read_shard(arg1 uintptr, arg2 int64, arg3 []float32) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_395(_swig_i_1), *(*C.swig_type_396)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_399(_swig_i_1), *(*C.swig_type_400)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5198,7 +5236,7 @@ func Bind_dense_optimizer_state_count(arg1 uintptr, arg2 int64, arg3 int, arg4 [
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_398(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_399)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_402(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_403)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5216,7 +5254,7 @@ func Bind_dense_optimizer_state_copy(arg1 uintptr, arg2 int64, arg3 int, arg4 []
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_401(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_402)(unsafe.Pointer(&_swig_i_3)), C.swig_type_403(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_405(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_406)(unsafe.Pointer(&_swig_i_3)), C.swig_type_407(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5231,7 +5269,7 @@ func Bind_ddp_set_external(arg1 uintptr, arg2 int64, arg3 uintptr) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_405(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_409(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5244,7 +5282,7 @@ func Bind_mlp_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_407(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_411(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5257,7 +5295,7 @@ func Bind_dcn_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_409(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_413(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5267,7 +5305,7 @@ func Bind_dcn_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 func Bind_host_alloc_floats(arg1 int64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(C.swig_type_410(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(C.swig_type_414(_swig_i_0)))
 	return swig_r
 }
 

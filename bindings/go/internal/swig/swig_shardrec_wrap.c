@@ -4394,6 +4394,56 @@ intgo _wrap_embedding_options_backward_comm_encoding_get_swig_5010cc1c9577d3b9(s
 }
 
 
+void _wrap_embedding_options_max_batch_size_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->max_batch_size = arg2;
+  
+}
+
+
+long long _wrap_embedding_options_max_batch_size_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+  struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->max_batch_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_embedding_options_max_ids_per_batch_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->max_ids_per_batch = arg2;
+  
+}
+
+
+long long _wrap_embedding_options_max_ids_per_batch_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+  struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->max_ids_per_batch);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 struct shardrec_embedding_options *_wrap_new_embedding_options_swig_5010cc1c9577d3b9() {
   struct shardrec_embedding_options *result = 0 ;
   struct shardrec_embedding_options *_swig_go_result;

@@ -23,7 +23,7 @@ pub const SHARDREC_COMM_OPTIONS_VERSION: u32 = 1;
 pub const SHARDREC_STORE_CALLBACKS_VERSION: u32 = 1;
 pub const SHARDREC_CALIBRATE_OPTIONS_VERSION: u32 = 1;
 pub const SHARDREC_CALIBRATION_VERSION: u32 = 1;
-pub const SHARDREC_EMBEDDING_OPTIONS_VERSION: u32 = 3;
+pub const SHARDREC_EMBEDDING_OPTIONS_VERSION: u32 = 4;
 pub const SHARDREC_STEP_TIMINGS_VERSION: u32 = 2;
 pub const SHARDREC_MESH_LAYOUT_DEFAULT: u32 = 0;
 pub const SHARDREC_MESH_LAYOUT_INTER_HOST: u32 = 1;
@@ -2416,12 +2416,14 @@ pub struct shardrec_embedding_options {
     pub table_memory: i32,
     pub forward_comm_encoding: i32,
     pub backward_comm_encoding: i32,
+    pub max_batch_size: i64,
+    pub max_ids_per_batch: i64,
 }
 #[test]
 fn bindgen_test_layout_shardrec_embedding_options() {
     assert_eq!(
         ::std::mem::size_of::<shardrec_embedding_options>(),
-        56usize,
+        72usize,
         concat!("Size of: ", stringify!(shardrec_embedding_options))
     );
     assert_eq!(
@@ -2616,6 +2618,40 @@ fn bindgen_test_layout_shardrec_embedding_options() {
         );
     }
     test_field_backward_comm_encoding();
+    fn test_field_max_batch_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_embedding_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).max_batch_size) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_embedding_options),
+                "::",
+                stringify!(max_batch_size)
+            )
+        );
+    }
+    test_field_max_batch_size();
+    fn test_field_max_ids_per_batch() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_embedding_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).max_ids_per_batch) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_embedding_options),
+                "::",
+                stringify!(max_ids_per_batch)
+            )
+        );
+    }
+    test_field_max_ids_per_batch();
 }
 pub type shardrec_embedding_options_t = shardrec_embedding_options;
 pub const shardrec_comm_encoding_SHARDREC_COMM_ENCODING_FP32: shardrec_comm_encoding = 0;

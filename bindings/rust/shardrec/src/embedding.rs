@@ -79,6 +79,12 @@ pub struct EmbeddingOptions<'a> {
     pub device_type: crate::DeviceType,
     /// CUDA ordinal; ignored on the host.
     pub device_index: i32,
+    /// Capacity hints of a GPU collection (embedding.h): the most samples and the most ids (over
+    /// all features) this rank passes to one forward. With both above 0 the per-step device
+    /// buffers are sized at creation; 0 (the default) means unknown (they grow on demand). Host
+    /// collections ignore them; negative values are rejected.
+    pub max_batch_size: i64,
+    pub max_ids_per_batch: i64,
 }
 
 /// One rank's batch in keyed-jagged form, feature-major: `lengths[f * batch_size + b]` ids of
@@ -171,6 +177,8 @@ impl EmbeddingCollection {
         o.table_memory = options.table_memory as i32;
         o.device_type = options.device_type as i32;
         o.device_index = options.device_index;
+        o.max_batch_size = options.max_batch_size;
+        o.max_ids_per_batch = options.max_ids_per_batch;
         let mut out = ptr::null_mut();
         check(create(&mut out, &opt, &o))?;
         Ok(EmbeddingCollection { raw: out, shapes })

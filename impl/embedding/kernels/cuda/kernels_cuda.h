@@ -23,6 +23,7 @@
 #include "impl/core/status.h"
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
+#include "impl/embedding/kernels/simt/route_body.h"
 #include "impl/optim/optimizer.h"
 
 namespace shardrec::embedding::kernels::cuda {
@@ -73,5 +74,16 @@ Status PartialRowStats(const ExecContext& ctx, const optim::OptimizerConfig& con
 Status Apply(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
              int32_t full_dim, optim::ShardParams& shard, const optim::RowUpdate& update,
              const float* full_stats);
+
+// The device input distribution (simt/route_body.h; impl/embedding/device_route.h drives it):
+// RouteTempBytes sizes the scratch of scans over at most max_items items; RouteCount enqueues
+// the checks, counts and scans, RouteFill the writing of the messages, both with that scratch.
+// Every pointer in `params` is device memory. Errors: kInvalidArgument for more than INT_MAX scan
+// items, kCuda.
+Status RouteTempBytes(const ExecContext& ctx, int64_t max_items, size_t* bytes);
+Status RouteCount(const ExecContext& ctx, const simt_body::RouteParams& params, void* temp,
+                  size_t temp_bytes);
+Status RouteFill(const ExecContext& ctx, const simt_body::RouteParams& params, void* temp,
+                 size_t temp_bytes);
 
 }  // namespace shardrec::embedding::kernels::cuda

@@ -9,6 +9,7 @@
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/kernels/plugin_structs.h"
 #include "impl/optim/optimizer.h"
+#include "tests/impl/embedding/kernels/route_host_exec.h"
 
 namespace shardrec::fake {
 namespace {
@@ -241,6 +242,74 @@ Status RunRowPhase(const DeviceMemory& mem, const shardrec_plugin_optimizer_t* c
   }
   if (ns > 0) SR_RETURN_IF_ERROR(mem.Check(full, stats, "full_stats"));
   optim::Apply(ExecContext(), c, step, full_dim, s, u, full);
+  return Status::Ok();
+}
+
+Status RunRoute(const DeviceMemory& mem, const shardrec_plugin_route_t* route, int32_t phase,
+                void* temp, size_t temp_bytes) {
+  if (route == nullptr) return Status::InvalidArgument("route must not be NULL");
+  const sb::RouteParams p = k::abi::FromAbi(*route);
+  if (p.batch_size < 0 || p.num_lengths < 0 || p.num_values < 0 || p.num_pairs < 0 ||
+      p.num_real_slots < 0 || p.num_slots < p.num_real_slots)
+    return Status::InvalidArgument("fake emb_route: negative sizes");
+  // [p, p + n elements) inside one block; nothing to check for n == 0.
+  auto need = [&](const void* ptr, int64_t n, size_t elem, const char* what) -> Status {
+    if (n <= 0) return Status::Ok();
+    return mem.Check(ptr, static_cast<size_t>(n) * elem, StrCat("route ", what));
+  };
+  const int64_t B = p.batch_size, P = p.num_pairs;
+  const int64_t cells = static_cast<int64_t>(p.num_slots) * B;
+  const int64_t real = static_cast<int64_t>(p.num_real_slots) * B;
+  SR_RETURN_IF_ERROR(need(p.lengths, p.num_lengths, 4, "lengths"));
+  SR_RETURN_IF_ERROR(need(p.values, p.num_values, p.ids64 != 0 ? 8 : 4, "values"));
+  if (p.weights != nullptr) SR_RETURN_IF_ERROR(need(p.weights, p.num_values, 4, "weights"));
+  SR_RETURN_IF_ERROR(need(p.pair_feature, P, 4, "pair_feature"));
+  SR_RETURN_IF_ERROR(need(p.pair_rows, P, 8, "pair_rows"));
+  SR_RETURN_IF_ERROR(need(p.pair_flags, P, 4, "pair_flags"));
+  SR_RETURN_IF_ERROR(need(p.pair_block_begin, P + 1, 4, "pair_block_begin"));
+  const int64_t blocks = p.pair_block_begin[P];
+  SR_RETURN_IF_ERROR(need(p.block_first, blocks, 8, "block_first"));
+  SR_RETURN_IF_ERROR(need(p.block_slot_begin, blocks + 1, 4, "block_slot_begin"));
+  SR_RETURN_IF_ERROR(need(p.block_slots, p.block_slot_begin[blocks], 4, "block_slots"));
+  SR_RETURN_IF_ERROR(need(p.slot_dest, p.num_real_slots, 4, "slot_dest"));
+  SR_RETURN_IF_ERROR(need(p.slot_in_dest, p.num_real_slots, 4, "slot_in_dest"));
+  SR_RETURN_IF_ERROR(need(p.bag_offsets, p.num_lengths + 1, 8, "bag_offsets"));
+  SR_RETURN_IF_ERROR(
+      need(p.wide, (p.num_lengths > cells ? p.num_lengths : cells) + 1, 8, "scan input"));
+  SR_RETURN_IF_ERROR(need(p.slot_lengths, cells, 4, "slot_lengths"));
+  SR_RETURN_IF_ERROR(need(p.id_scan, cells + 1, 8, "id_scan"));
+  SR_RETURN_IF_ERROR(need(p.ne_scan, real + 1, 8, "ne_scan"));
+  if (p.mean_div != nullptr) SR_RETURN_IF_ERROR(need(p.mean_div, P * B, 4, "mean_div"));
+  SR_RETURN_IF_ERROR(need(p.slot_ids_at, p.num_slots + 1, 8, "slot_ids_at"));
+  SR_RETURN_IF_ERROR(need(p.slot_ne_at, p.num_real_slots + 1, 8, "slot_ne_at"));
+  SR_RETURN_IF_ERROR(need(p.status, 1, sizeof(sb::RouteStatus), "status"));
+  if (temp_bytes > 0) SR_RETURN_IF_ERROR(mem.Check(temp, temp_bytes, "route scratch"));
+  sb::HostRouteExec ex;
+  if (phase == SHARDREC_PLUGIN_ROUTE_COUNT) {
+    sb::RouteCountSteps(ex, p);
+    return Status::Ok();
+  }
+  if (phase != SHARDREC_PLUGIN_ROUTE_FILL)
+    return Status::InvalidArgument("route phase ", phase, " is unknown");
+  // The fill's extents follow from what the count phase gathered.
+  const int64_t ids = p.slot_ids_at[p.num_real_slots];
+  const int64_t dp = p.slot_ids_at[p.num_slots] - ids;
+  const int64_t targets = p.sequence != 0 ? ids : p.slot_ne_at[p.num_real_slots];
+  SR_RETURN_IF_ERROR(need(p.send, p.send_bytes, 1, "send"));
+  SR_RETURN_IF_ERROR(need(p.ret_target, targets, 8, "ret_target"));
+  SR_RETURN_IF_ERROR(need(p.dp_rows, dp, 8, "dp_rows"));
+  if (p.dp_weights != nullptr) SR_RETURN_IF_ERROR(need(p.dp_weights, dp, 4, "dp_weights"));
+  if (p.dp_pos != nullptr) SR_RETURN_IF_ERROR(need(p.dp_pos, dp, 8, "dp_pos"));
+  SR_RETURN_IF_ERROR(
+      need(p.dp_offsets, (p.num_slots - p.num_real_slots) * (B + 1), 8, "dp_offsets"));
+  int64_t dests = 0;  // the destination tables are read at every real slot's rank
+  for (int32_t i = 0; i < p.num_real_slots; ++i)
+    dests = p.slot_dest[i] + 1 > dests ? p.slot_dest[i] + 1 : dests;
+  SR_RETURN_IF_ERROR(need(p.dest_base, dests, 8, "dest_base"));
+  SR_RETURN_IF_ERROR(need(p.dest_rows, dests, 8, "dest_rows"));
+  SR_RETURN_IF_ERROR(need(p.dest_weights, dests, 8, "dest_weights"));
+  SR_RETURN_IF_ERROR(need(p.dest_first_id, dests, 8, "dest_first_id"));
+  sb::RouteFillSteps(ex, p);
   return Status::Ok();
 }
 

@@ -36,4 +36,10 @@ Status RunRowPhase(const DeviceMemory& mem, const shardrec_plugin_optimizer_t* c
                    const shardrec_plugin_row_update_t* update, float* partial, const float* full,
                    int phase);
 
+// emb_route: every array of `route` checked against the live blocks with the extent the phase
+// touches (the data-dependent ones from the counts the count phase gathered, which the fake can
+// read), then the phase's steps on the host executor (the route body the device runs).
+Status RunRoute(const DeviceMemory& mem, const shardrec_plugin_route_t* route, int32_t phase,
+                void* temp, size_t temp_bytes);
+
 }  // namespace shardrec::fake

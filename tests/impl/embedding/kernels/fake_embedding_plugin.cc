@@ -6,7 +6,11 @@
 // the marshalling into the C structs (device_dispatch.cc) and which memory it hands over.
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <new>
 #include <string>
 #include <vector>
@@ -61,6 +65,7 @@ enum : int32_t {
   kCallFused,
   kCallPartial,
   kCallApply,
+  kCallRoute,
   kNumCalls
 };
 std::atomic<int64_t> g_calls[kNumCalls];
@@ -76,6 +81,94 @@ bool CopyFails() {
   }
   return false;
 }
+
+// Calls of the runtime services (shardrec_fake_runtime_calls): host synchronisations (stream
+// waits and emb_read_status, which waits for the stream before it reads the status block),
+// host <-> device copies by direction, and allocations of device and of pinned host memory.
+enum : int32_t {
+  kRtSync = 0,
+  kRtCopyToDevice,
+  kRtCopyToHost,
+  kRtDeviceAlloc,
+  kRtHostAlloc,
+  kNumRtCalls
+};
+std::atomic<int64_t> g_rt[kNumRtCalls];
+
+// With SHARDREC_FAKE_DEFER_COPIES set, copies and memsets behave as a GPU's do: they are queued
+// on their stream and run only when the stream gets there, i.e. before the next kernel entry on
+// that stream (kernels run at once, behind the copies queued before them), at a wait for that
+// stream (stream_wait, emb_read_status), or when memory is freed (cudaFree / cudaFreeHost
+// synchronise the device). Streams of stream_create follow the legacy default stream's rules
+// (cudaStreamDefault): work on the NULL stream runs after everything queued on the others, work
+// on another stream after everything queued on the NULL stream; a wait for a stream drains only
+// that stream. So a caller that reads a download before its wait reads stale bytes, one that
+// refills a staging block while its upload is still queued uploads the new bytes, and one that
+// waits on another stream than its work's leaves that work undone: all show up as wrong
+// results. The queues are shared by every thread, as the device's streams are.
+class CopyQueue {
+ public:
+  bool deferred() const { return deferred_; }
+  void Push(void* stream, std::function<void()> op) {
+    Order(stream);
+    std::lock_guard<std::mutex> lock(mu_);
+    queues_[stream].push_back(std::move(op));
+  }
+  void BeforeKernel(void* stream) {
+    Order(stream);
+    Drain(stream);
+  }
+  void Wait(void* stream) { Drain(stream); }
+  void DrainAll() {
+    std::vector<void*> streams;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& q : queues_) streams.push_back(q.first);
+    }
+    for (void* s : streams) Drain(s);
+  }
+
+ private:
+  // Work queued on `stream` starts after the other streams' work it is ordered behind.
+  void Order(void* stream) {
+    if (stream == nullptr) {
+      std::vector<void*> others;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (const auto& q : queues_)
+          if (q.first != nullptr) others.push_back(q.first);
+      }
+      for (void* s : others) Drain(s);
+    } else {
+      Drain(nullptr);
+    }
+  }
+  void Drain(void* stream) {
+    std::vector<std::function<void()>> ops;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = queues_.find(stream);
+      if (it == queues_.end()) return;
+      ops.swap(it->second);
+    }
+    for (auto& op : ops) op();
+  }
+
+  const bool deferred_ = std::getenv("SHARDREC_FAKE_DEFER_COPIES") != nullptr;
+  std::mutex mu_;
+  std::map<void*, std::vector<std::function<void()>>> queues_;
+};
+
+// Streams of stream_create: distinct addresses, never dereferenced.
+std::atomic<int64_t> g_streams_live{0};
+
+CopyQueue& Queue() {
+  static CopyQueue* q = new CopyQueue;  // outlives every caller's static destructors
+  return *q;
+}
+
+// The fake device's largest block (device or pinned): more is out of memory, as on a GPU.
+constexpr size_t kMaxBlock = size_t{1} << 32;
 
 DeviceMemory& Mem() {
   static DeviceMemory* m = new DeviceMemory;  // outlives every caller's static destructors
@@ -106,24 +199,37 @@ int32_t DeviceCount(int32_t* n, shardrec_plugin_status_t* st) {
 int32_t Alloc(int32_t device, size_t bytes, void** out, shardrec_plugin_status_t* st) {
   return Reported(st, "fake device_alloc", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
+    // cudaMalloc's answer for a block the device has not got (without touching host memory).
+    if (bytes > kMaxBlock)
+      return Status::OutOfMemory("fake device: out of memory (", bytes, " bytes asked, blocks of ",
+                                 kMaxBlock, " at most)");
+    if (bytes > 0) g_rt[kRtDeviceAlloc].fetch_add(1);
     *out = Mem().Alloc(bytes);
     return Status::Ok();
   });
 }
 int32_t Free(int32_t, void* p, shardrec_plugin_status_t* st) {
+  Queue().DrainAll();
   return ToPlugin(Mem().Free(p) ? Status::Ok()
                                 : Status::InvalidArgument("fake device_free: not a device block"),
                   st);
 }
 int32_t HostAlloc(size_t bytes, void** out, shardrec_plugin_status_t* st) {
+  if (bytes > kMaxBlock) {
+    *out = nullptr;
+    return ToPlugin(Status::OutOfMemory("fake cudaMallocHost: out of memory (", bytes, " bytes)"),
+                    st);
+  }
+  if (bytes > 0) g_rt[kRtHostAlloc].fetch_add(1);
   *out = bytes == 0 ? nullptr : new uint8_t[bytes];
   return ToPlugin(Status::Ok(), st);
 }
 int32_t HostFree(void* p, shardrec_plugin_status_t* st) {
+  Queue().DrainAll();
   delete[] static_cast<uint8_t*>(p);
   return ToPlugin(Status::Ok(), st);
 }
-int32_t Memcpy(int32_t, void* dst, const void* src, size_t bytes, int32_t kind, void*,
+int32_t Memcpy(int32_t, void* dst, const void* src, size_t bytes, int32_t kind, void* stream,
                shardrec_plugin_status_t* st) {
   return Reported(st, "fake memcpy", [&]() -> Status {
     if (CopyFails()) return Status::Cuda("fake memcpy: injected device failure");
@@ -137,18 +243,49 @@ int32_t Memcpy(int32_t, void* dst, const void* src, size_t bytes, int32_t kind, 
       SR_RETURN_IF_ERROR(Mem().CheckHost(src, "memcpy host source"));
     if (kind == SHARDREC_PLUGIN_COPY_DEVICE_TO_HOST && bytes > 0)
       SR_RETURN_IF_ERROR(Mem().CheckHost(dst, "memcpy host destination"));
-    if (bytes > 0) std::memmove(dst, src, bytes);
+    if (bytes == 0) return Status::Ok();
+    if (kind == SHARDREC_PLUGIN_COPY_HOST_TO_DEVICE) g_rt[kRtCopyToDevice].fetch_add(1);
+    if (kind == SHARDREC_PLUGIN_COPY_DEVICE_TO_HOST) g_rt[kRtCopyToHost].fetch_add(1);
+    if (Queue().deferred()) {
+      Queue().Push(stream, [=] { std::memmove(dst, src, bytes); });
+    } else {
+      std::memmove(dst, src, bytes);
+    }
     return Status::Ok();
   });
 }
-int32_t Memset(int32_t, void* dst, int32_t v, size_t bytes, void*, shardrec_plugin_status_t* st) {
+int32_t Memset(int32_t, void* dst, int32_t v, size_t bytes, void* stream,
+               shardrec_plugin_status_t* st) {
   return Reported(st, "fake memset", [&]() -> Status {
     SR_RETURN_IF_ERROR(Mem().Check(dst, bytes, "memset destination"));
-    if (bytes > 0) std::memset(dst, v, bytes);
+    if (bytes == 0) return Status::Ok();
+    if (Queue().deferred()) {
+      Queue().Push(stream, [=] { std::memset(dst, v, bytes); });
+    } else {
+      std::memset(dst, v, bytes);
+    }
     return Status::Ok();
   });
 }
-int32_t StreamWait(int32_t, void*, int64_t, shardrec_plugin_status_t* st) {
+int32_t StreamWait(int32_t, void* stream, int64_t, shardrec_plugin_status_t* st) {
+  g_rt[kRtSync].fetch_add(1);
+  Queue().Wait(stream);
+  return ToPlugin(Status::Ok(), st);
+}
+int32_t StreamCreate(int32_t device, void** stream, shardrec_plugin_status_t* st) {
+  return Reported(st, "fake stream_create", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    *stream = new uint8_t[1];
+    g_streams_live.fetch_add(1);
+    return Status::Ok();
+  });
+}
+int32_t StreamDestroy(int32_t, void* stream, shardrec_plugin_status_t* st) {
+  if (stream != nullptr) {
+    Queue().Wait(stream);  // queued work completes first, as cudaStreamDestroy lets it
+    delete[] static_cast<uint8_t*>(stream);
+    g_streams_live.fetch_sub(1);
+  }
   return ToPlugin(Status::Ok(), st);
 }
 int32_t NcclUnique(uint8_t*, size_t, shardrec_plugin_status_t* st) { return Fail(st, "fake"); }
@@ -210,8 +347,10 @@ int32_t StatusBytes(int32_t device, size_t* bytes, shardrec_plugin_status_t* st)
 }
 
 // The real entry's messages, from the block the fake lookup filled.
-int32_t ReadStatus(int32_t device, void* block, const char* what, int64_t timeout_ms, void*,
+int32_t ReadStatus(int32_t device, void* block, const char* what, int64_t timeout_ms, void* stream,
                    shardrec_plugin_status_t* st) {
+  g_rt[kRtSync].fetch_add(1);
+  Queue().Wait(stream);
   return Reported(st, "fake emb_read_status", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     if (timeout_ms <= 0)
@@ -231,8 +370,9 @@ int32_t ReadStatus(int32_t device, void* block, const char* what, int64_t timeou
 }
 
 int32_t Lookup(int32_t device, const shardrec_plugin_lookup_job_t* jobs, size_t num_jobs,
-               void* block, void*, shardrec_plugin_status_t* st) {
+               void* block, void* stream, shardrec_plugin_status_t* st) {
   g_calls[kCallLookup].fetch_add(1);
+  Queue().BeforeKernel(stream);  // the kernel runs behind the copies queued before it
   return Reported(st, "fake emb_lookup", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunLookup(Mem(), jobs, num_jobs, static_cast<sb::DeviceStatus*>(block));
@@ -250,8 +390,9 @@ int32_t WorkspaceBytes(int32_t device, int64_t num_ids, int32_t cols, int32_t nu
 }
 
 int32_t GroupRows(int32_t device, const shardrec_plugin_runs_t* runs, void* ws, size_t ws_bytes,
-                  int64_t* num_unique, void*, shardrec_plugin_status_t* st) {
+                  int64_t* num_unique, void* stream, shardrec_plugin_status_t* st) {
   g_calls[kCallGroupRows].fetch_add(1);
+  Queue().BeforeKernel(stream);  // the kernel runs behind the copies queued before it
   return Reported(st, "fake emb_group_rows", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunGroupRows(Mem(), runs, ws, ws_bytes, num_unique);
@@ -260,9 +401,10 @@ int32_t GroupRows(int32_t device, const shardrec_plugin_runs_t* runs, void* ws, 
 
 int32_t AggregateGrads(int32_t device, const shardrec_plugin_runs_t* runs, const float* grads,
                        int64_t grad_stride, int32_t cols, float scale, void* ws,
-                       int64_t* unique_rows, float* row_grads, void*,
+                       int64_t* unique_rows, float* row_grads, void* stream,
                        shardrec_plugin_status_t* st) {
   g_calls[kCallAggregate].fetch_add(1);
+  Queue().BeforeKernel(stream);  // the kernel runs behind the copies queued before it
   return Reported(st, "fake emb_aggregate_grads", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunAggregateGrads(Mem(), runs, grads, grad_stride, cols, scale, ws, unique_rows,
@@ -273,8 +415,9 @@ int32_t AggregateGrads(int32_t device, const shardrec_plugin_runs_t* runs, const
 int32_t FusedBackward(int32_t device, const shardrec_plugin_runs_t* runs, const float* grads,
                       int64_t grad_stride, float scale, const shardrec_plugin_optimizer_t* config,
                       int64_t step, int32_t full_dim, const shardrec_plugin_shard_t* shard,
-                      void* ws, void*, shardrec_plugin_status_t* st) {
+                      void* ws, void* stream, shardrec_plugin_status_t* st) {
   g_calls[kCallFused].fetch_add(1);
+  Queue().BeforeKernel(stream);  // the kernel runs behind the copies queued before it
   return Reported(st, "fake emb_fused_backward", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunFusedBackward(Mem(), runs, grads, grad_stride, scale, config, step, full_dim, shard,
@@ -284,9 +427,10 @@ int32_t FusedBackward(int32_t device, const shardrec_plugin_runs_t* runs, const 
 
 int32_t PartialRowStats(int32_t device, const shardrec_plugin_optimizer_t* config, int64_t step,
                         const shardrec_plugin_shard_t* shard,
-                        const shardrec_plugin_row_update_t* update, float* partial, void*,
+                        const shardrec_plugin_row_update_t* update, float* partial, void* stream,
                         shardrec_plugin_status_t* st) {
   g_calls[kCallPartial].fetch_add(1);
+  Queue().BeforeKernel(stream);  // the kernel runs behind the copies queued before it
   return Reported(st, "fake emb_partial_row_stats", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunRowPhase(Mem(), config, step, 0, shard, update, partial, nullptr, 1);
@@ -295,17 +439,47 @@ int32_t PartialRowStats(int32_t device, const shardrec_plugin_optimizer_t* confi
 
 int32_t Apply(int32_t device, const shardrec_plugin_optimizer_t* config, int64_t step,
               int32_t full_dim, const shardrec_plugin_shard_t* shard,
-              const shardrec_plugin_row_update_t* update, const float* full, void*,
+              const shardrec_plugin_row_update_t* update, const float* full, void* stream,
               shardrec_plugin_status_t* st) {
   g_calls[kCallApply].fetch_add(1);
+  Queue().BeforeKernel(stream);  // the kernel runs behind the copies queued before it
   return Reported(st, "fake emb_apply", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunRowPhase(Mem(), config, step, full_dim, shard, update, nullptr, full, 2);
   });
 }
 
+int32_t RouteTempBytes(int32_t device, int64_t max_items, size_t* bytes,
+                       shardrec_plugin_status_t* st) {
+  return Reported(st, "fake emb_route_temp_bytes", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    if (bytes == nullptr) return Status::InvalidArgument("bytes must not be NULL");
+    if (max_items < 1) return Status::InvalidArgument("route scratch for ", max_items, " items");
+    *bytes = 256;  // the host scan needs none; some, so that the caller's carving is exercised
+    return Status::Ok();
+  });
+}
+
+int32_t Route(int32_t device, const shardrec_plugin_route_t* route, int32_t phase, void* temp,
+              size_t temp_bytes, void*, shardrec_plugin_status_t* st) {
+  g_calls[kCallRoute].fetch_add(1);
+  return Reported(st, "fake emb_route", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    return RunRoute(Mem(), route, phase, temp, temp_bytes);
+  });
+}
+
+// SHARDREC_FAKE_WITHOUT_ROUTE builds the plugin as it was before the route entries: its table
+// says it ends before them (they are filled all the same, so a loader that read past
+// struct_size would find them and the test would notice).
+#if SHARDREC_FAKE_WITHOUT_ROUTE
+constexpr uint32_t kTableSize = SHARDREC_CUDA_PLUGIN_TABLE_EMBEDDING_SIZE;
+#else
+constexpr uint32_t kTableSize = sizeof(shardrec_cuda_plugin_table_t);
+#endif
+
 const shardrec_cuda_plugin_table_t kTable = {
-    sizeof(shardrec_cuda_plugin_table_t),
+    kTableSize,
     SHARDREC_CUDA_PLUGIN_ABI_VERSION,
     &Path,
     &Versions,
@@ -341,6 +515,10 @@ const shardrec_cuda_plugin_table_t kTable = {
     &FusedBackward,
     &PartialRowStats,
     &Apply,
+    &RouteTempBytes,
+    &Route,
+    &StreamCreate,
+    &StreamDestroy,
 };
 
 }  // namespace
@@ -353,10 +531,21 @@ FAKE_EXPORT const shardrec_cuda_plugin_table_t* shardrec_cuda_plugin_table(uint3
 }
 
 // Test hook: how many times kernel entry `which` (0 lookup, 1 group_rows, 2 aggregate_grads,
-// 3 fused_backward, 4 partial_row_stats, 5 apply) was called in this process; -1 for another value.
+// 3 fused_backward, 4 partial_row_stats, 5 apply, 6 route) was called in this process; -1 for
+// another value.
 FAKE_EXPORT int64_t shardrec_fake_embedding_calls(int32_t which) {
   using namespace shardrec::fake;
   return which >= 0 && which < kNumCalls ? g_calls[which].load() : -1;
+}
+
+// Test hook: how many times runtime service `which` was used in this process (0 host
+// synchronisations: stream waits and emb_read_status; 1 host-to-device copies; 2 device-to-host
+// copies; 3 device allocations; 4 pinned host allocations; 5 streams of stream_create not yet
+// destroyed); -1 for another value.
+FAKE_EXPORT int64_t shardrec_fake_runtime_calls(int32_t which) {
+  using namespace shardrec::fake;
+  if (which == kNumRtCalls) return g_streams_live.load();
+  return which >= 0 && which < kNumRtCalls ? g_rt[which].load() : -1;
 }
 
 // Test hook: after `n` more successful host/device copies, the next one fails with a CUDA error

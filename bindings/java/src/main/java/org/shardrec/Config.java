@@ -302,6 +302,20 @@ public final class Config {
     public DeviceType deviceType = DeviceType.HOST;
     /** CUDA ordinal; ignored on the host. */
     public int deviceIndex;
+    /**
+     * Capacity hints of a GPU collection (embedding.h): the most samples and the most ids (over
+     * all features) this rank passes to one forward. With both above 0 the per-step device
+     * buffers are sized at creation; 0 (the default) means unknown (they grow on demand). Host
+     * collections ignore them; negative values are rejected.
+     */
+    public long maxBatchSize;
+    public long maxIdsPerBatch;
+
+    public EmbeddingOptions capacity(long maxBatchSize, long maxIdsPerBatch) {
+      this.maxBatchSize = maxBatchSize;
+      this.maxIdsPerBatch = maxIdsPerBatch;
+      return this;
+    }
 
     public EmbeddingOptions device(DeviceType type, int index) {
       deviceType = java.util.Objects.requireNonNull(type, "type");

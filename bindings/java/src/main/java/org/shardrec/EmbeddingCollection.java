@@ -61,6 +61,8 @@ public final class EmbeddingCollection extends NativeHandle {
       e.setTable_memory(eo.tableMemory.code());
       e.setDevice_type(eo.deviceType.code());
       e.setDevice_index(eo.deviceIndex);
+      e.setMax_batch_size(eo.maxBatchSize);
+      e.setMax_ids_per_batch(eo.maxIdsPerBatch);
       long[] out = new long[1];
       create.call(out, o, e);
       try {

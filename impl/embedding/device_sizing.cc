@@ -1,0 +1,115 @@
+// Worst-case per-step buffer sizes of a GPU collection (device_sizing.h). The message bounds
+// follow input_dist.cc's layout: per source, int32 lengths for every (unit, sample), then int64
+// rows and float weights per id, each section 8-byte aligned.
+#include "impl/embedding/device_sizing.h"
+
+#include <algorithm>
+
+namespace shardrec::embedding {
+
+namespace {
+
+// Checked size arithmetic: the first overflow sticks.
+struct Sizer {
+  bool overflow = false;
+  size_t Mul(size_t a, size_t b) {
+    size_t r = 0;
+    if (__builtin_mul_overflow(a, b, &r)) overflow = true;
+    return r;
+  }
+  size_t Add(size_t a, size_t b) {
+    size_t r = 0;
+    if (__builtin_add_overflow(a, b, &r)) overflow = true;
+    return r;
+  }
+  size_t Align16(size_t n) { return Add(n, 15) & ~size_t{15}; }
+};
+
+}  // namespace
+
+Status ComputeStepSizes(const Layout& l, const StepCapacity& capacity,
+                        const std::vector<bool>& fused, StepSizes* out) {
+  *out = StepSizes();
+  Sizer z;
+  const auto W = static_cast<size_t>(l.world);
+  const auto B = static_cast<size_t>(capacity.max_batch_size);
+  const auto N = static_cast<size_t>(capacity.max_ids_per_batch);
+  const size_t F = l.feature_pairs.size();
+  // Units this rank looks up: per feature, how many and how wide (an id of the feature may go to
+  // each of them).
+  std::vector<size_t> units_of(F, 0), cols_of(F, 0), dp_pairs_of(F, 0);
+  size_t units = 0, unit_cols = 0;
+  for (const Unit& u : l.units) {
+    if (u.rank != l.rank) continue;
+    const auto f = static_cast<size_t>(l.pairs[u.pair].feature);
+    ++units_of[f];
+    cols_of[f] += static_cast<size_t>(u.cols);
+    ++units;
+    unit_cols += static_cast<size_t>(u.cols);
+  }
+  for (int32_t p : l.dp_pairs) ++dp_pairs_of[static_cast<size_t>(l.pairs[p].feature)];
+  const size_t fan = F == 0 ? 0 : *std::max_element(units_of.begin(), units_of.end());
+  const size_t fan_cols = F == 0 ? 0 : *std::max_element(cols_of.begin(), cols_of.end());
+  const size_t dp_fan = F == 0 ? 0 : *std::max_element(dp_pairs_of.begin(), dp_pairs_of.end());
+  const size_t D = static_cast<size_t>(l.output_dim);
+
+  // The batch's runs: W messages (the others' and this rank's own), the CSR bag offsets.
+  const size_t ids_per_source = z.Mul(N, fan);
+  const size_t message = z.Add(z.Add(z.Mul(4, z.Mul(units, B)), z.Mul(12, ids_per_source)), 16);
+  const size_t offsets = z.Mul(8, z.Mul(W, z.Mul(units, B + 1)));
+  const size_t runs = z.Add(z.Add(z.Mul(W, message), offsets), 3 * 16);
+  out->io_bytes =
+      z.Mul(4, l.sequence ? z.Mul(W, z.Mul(N, fan_cols)) : z.Mul(W, z.Mul(B, unit_cols)));
+  out->runs_bytes = z.Add(runs, z.Align16(out->io_bytes));
+  // Ids one shard receives: each id of a feature reaches a shard at most once.
+  const size_t shard_ids = z.Mul(W, N);
+  out->shard_ids = static_cast<int64_t>(std::min<size_t>(shard_ids, INT64_MAX));
+  const size_t n = l.local.size();
+  out->rows_bytes.assign(n, 0);
+  out->grads_bytes.assign(n, 0);
+  out->stats_bytes.assign(n, 0);
+  size_t rows_phase = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const LocalShard& ls = l.local[i];
+    const TableLayout& tl = l.tables[ls.table];
+    const auto K = static_cast<size_t>(tl.num_row_stats);
+    const auto cols = static_cast<size_t>(ls.cols);
+    const size_t unique = std::min(shard_ids, static_cast<size_t>(ls.rows));
+    if (tl.data_parallel) {
+      // The touched rows of the all-reduced gradient and their gradients, packed.
+      out->rows_bytes[i] =
+          z.Add(z.Align16(z.Mul(8, unique)), z.Align16(z.Mul(4, z.Mul(unique, cols))));
+      out->stats_bytes[i] = z.Mul(4, z.Mul(unique, K));
+      rows_phase = z.Add(rows_phase, out->rows_bytes[i]);
+      continue;
+    }
+    if (fused[i]) continue;
+    // Aggregation buffers are sized for every id, as the device kernel's contract asks.
+    out->rows_bytes[i] = z.Mul(8, shard_ids);
+    out->grads_bytes[i] = z.Mul(4, z.Mul(shard_ids, cols));
+    out->stats_bytes[i] = z.Mul(4, z.Mul(unique, K));
+    out->full_stats_bytes = z.Add(out->full_stats_bytes, out->stats_bytes[i]);
+  }
+  // Data-parallel lookups: per pair B + 1 offsets, and the rows and weights of its ids.
+  const size_t dp_ids = z.Mul(N, dp_fan);
+  out->dp_ids_bytes =
+      l.dp_pairs.empty()
+          ? 0
+          : z.Add(z.Add(z.Mul(8, z.Mul(l.dp_pairs.size(), B + 1)), z.Mul(12, dp_ids)), 3 * 16);
+  out->dp_out_bytes = l.dp_pairs.empty() ? 0 : z.Mul(4, z.Mul(D, l.sequence ? dp_ids : B));
+  // The pinned block: the largest phase (statistics phases move full_stats_bytes each way, one
+  // 16-byte aligned block per shard).
+  const size_t stats_phase = z.Add(out->full_stats_bytes, z.Mul(16, n));
+  size_t staging = z.Add(runs, z.Align16(out->io_bytes));  // forward owner / backward phase 1
+  staging = std::max(staging, z.Add(out->dp_ids_bytes, z.Align16(out->dp_out_bytes)));
+  staging = std::max(staging, stats_phase);
+  staging = std::max(staging, rows_phase);
+  out->staging_bytes = staging;
+  if (z.overflow)
+    return Status::InvalidArgument("the capacity hints (max_batch_size ", capacity.max_batch_size,
+                                   ", max_ids_per_batch ", capacity.max_ids_per_batch,
+                                   ") give buffer sizes that overflow");
+  return Status::Ok();
+}
+
+}  // namespace shardrec::embedding

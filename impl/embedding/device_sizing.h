@@ -1,0 +1,44 @@
+// How big a GPU collection's per-step buffers (device_step.h) can get on this rank, from the
+// plan's layout and the collection's capacity hints (embedding.h: max_batch_size,
+// max_ids_per_batch): the worst case over every batch within the hints, so buffers reserved at
+// creation at these sizes never grow in such a step. The bounds assume every rank sends its most
+// ids and all of them route to this rank's shards (every column shard of a row block gets a
+// copy), every id weighted, every bag non-empty.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "impl/core/status.h"
+#include "impl/embedding/layout.h"
+
+namespace shardrec::embedding {
+
+// Capacity hints of a collection: samples and ids (over all features) one rank passes to one
+// forward; 0 = unknown (buffers grow on demand).
+struct StepCapacity {
+  int64_t max_batch_size = 0;
+  int64_t max_ids_per_batch = 0;
+  bool known() const { return max_batch_size > 0 && max_ids_per_batch > 0; }
+};
+
+struct StepSizes {
+  size_t runs_bytes = 0;            // the batch's runs packed, plus the backward's gradient message
+  size_t io_bytes = 0;              // the forward's return message
+  int64_t shard_ids = 0;            // most ids one local shard receives in a step
+  std::vector<size_t> rows_bytes;   // per local shard: unique rows (DP: touched rows + grads)
+  std::vector<size_t> grads_bytes;  // per local shard: aggregated gradients (0: fused / DP)
+  std::vector<size_t> stats_bytes;  // per local shard: partial row statistics
+  size_t full_stats_bytes = 0;
+  size_t dp_ids_bytes = 0;
+  size_t dp_out_bytes = 0;
+  size_t staging_bytes = 0;  // the pinned block: the largest phase's traffic
+};
+
+// The sizes for `capacity` (which must be known()); fused[i] says whether local shard i takes
+// the fused backward (no aggregation buffers). kInvalidArgument when a size overflows.
+Status ComputeStepSizes(const Layout& l, const StepCapacity& capacity,
+                        const std::vector<bool>& fused, StepSizes* out);
+
+}  // namespace shardrec::embedding

@@ -1,0 +1,156 @@
+// The device route (device_route.h + device_route_backend.h) through the plugin table: a KJT
+// uploaded into device memory is routed by the emb_route entry and gives RouteBatch's bytes and
+// messages for the same batch in host memory. Under the fake embedding plugin the entry checks
+// every array against its live device blocks and runs the route body on the host executor; under
+// the real plugin (the gpu registration) the CUDA twin runs, and without a device every case
+// skips. Plugins built before the route entries load, and only the route reports kUnsupported.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <random>
+#include <string>
+
+#include "impl/core/config.h"
+#include "impl/embedding/device_route.h"
+#include "impl/embedding/device_route_backend.h"
+#include "impl/embedding/kernels/device_dispatch.h"
+#include "tests/impl/embedding/kernels/fake_device_buffers.h"
+#include "tests/impl/embedding/route_cases.h"
+#include "tests/support/fresh_process.h"
+
+namespace shardrec::embedding {
+namespace {
+
+using kernels::testing::DeviceArena;
+using kernels::testing::FakePlugin;
+
+#if SHARDREC_HAVE_CUDA
+
+// The fake's count of emb_route calls (its shardrec_fake_embedding_calls(6)); -1 when the fake
+// is not the loaded plugin.
+int64_t FakeRouteCalls() {
+  const char* path = std::getenv("SHARDREC_CUDA_PLUGIN");
+  void* h = path != nullptr && FakePlugin() ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  if (h == nullptr) return -1;
+  auto fn = reinterpret_cast<int64_t (*)(int32_t)>(dlsym(h, "shardrec_fake_embedding_calls"));
+  const int64_t n = fn != nullptr ? fn(6) : -1;
+  dlclose(h);
+  return n;
+}
+
+// `d`'s buffers copied into device memory of `dev`; the batch points there.
+Batch OnDevice(const testing::BatchData& d, DeviceArena& dev) {
+  Batch b = d.batch;
+  b.lengths = dev.Upload(d.lengths);
+  if (d.batch.values_dtype == DType::kInt32) {
+    b.values = dev.Upload(d.ids32);
+  } else {
+    b.values = dev.Upload(d.ids64);
+  }
+  b.weights = d.batch.weights != nullptr ? dev.Upload(d.weights) : nullptr;
+  b.device = Device::Cuda(0);
+  return b;
+}
+
+TEST(DeviceRouteDispatch, DeviceBatchGivesRouteBatchsBytes) {
+  SHARDREC_REQUIRE_DEVICE();
+  std::mt19937 rng(1123);
+  const int64_t calls_before = FakeRouteCalls();
+  DeviceRouteBackend be(0);
+  RoutedBatch got;  // reused: every field must be rewritten
+  int plans = 0, accepted = 0, rejected = 0;
+  for (int attempt = 0; attempt < 400 && plans < 40; ++attempt) {
+    testing::Case c;
+    if (!testing::RandomCase(rng, &c)) continue;
+    ++plans;
+    const RouteTables tables = BuildRouteTables(c.layout);
+    for (int k = 0; k < 3; ++k) {
+      testing::BatchData d;
+      testing::RandomBatch(rng, c, k == 2, &d);
+      DeviceArena dev;
+      ASSERT_TRUE(dev.ok());
+      const Batch on_device = OnDevice(d, dev);
+      ASSERT_TRUE(dev.Sync());
+      for (BoundsPolicy bp : {BoundsPolicy::kError, BoundsPolicy::kClamp, BoundsPolicy::kSkip}) {
+        const RouteOptions o{bp, true};
+        const std::string what = "plan " + std::to_string(plans) + " batch " + std::to_string(k) +
+                                 " policy " + std::to_string(static_cast<int>(bp));
+        RoutedBatch want;
+        const Status sw = RouteBatch(ExecContext(), c.layout, o, d.batch, &want);
+        const Status sg = RouteWith(c.layout, tables, o, on_device, be, &got);
+        ASSERT_EQ(sw.code(), sg.code()) << what << ": " << sw.ToString() << " | " << sg.ToString();
+        ASSERT_EQ(sw.message(), sg.message()) << what;
+        if (!sw.ok()) {
+          ++rejected;
+          continue;
+        }
+        ++accepted;
+        testing::ExpectSameRoute(want, got, what);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+  EXPECT_GE(plans, 30);
+  EXPECT_GE(accepted, 100);
+  EXPECT_GE(rejected, 5);
+  // Under the fake, the entry really ran (its device memory is host memory: a host route handed
+  // these pointers would give the same bytes unnoticed).
+  if (FakePlugin()) {
+    ASSERT_GE(calls_before, 0);
+    EXPECT_GE(FakeRouteCalls() - calls_before, 2 * accepted);
+  }
+}
+
+// The fake refuses a batch left in host memory, naming the array (the real plugin would fault).
+TEST(DeviceRouteDispatch, HostBuffersAreRefused) {
+  SHARDREC_REQUIRE_DEVICE();
+  if (!FakePlugin()) GTEST_SKIP() << "only the fake plugin checks pointers";
+  std::mt19937 rng(5);
+  testing::Case c;
+  while (!testing::RandomCase(rng, &c)) {
+  }
+  testing::BatchData d;
+  do {
+    testing::RandomBatch(rng, c, false, &d);
+  } while (d.batch.num_values == 0);
+  DeviceArena dev;
+  Batch b = OnDevice(d, dev);
+  ASSERT_TRUE(dev.Sync());
+  b.values = d.batch.values;  // host memory
+  DeviceRouteBackend be(0);
+  RoutedBatch rb;
+  const Status s = RouteWith(c.layout, BuildRouteTables(c.layout),
+                             RouteOptions{BoundsPolicy::kError, true}, b, be, &rb);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("route values"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("not inside a live device allocation"), std::string::npos)
+      << s.ToString();
+}
+
+// A plugin whose table ends before the route entries: it loads, the kernels it has still work,
+// and only the route says which file is stale.
+int OldChild() {
+  if (!kernels::device::CheckPlugin().ok()) return 2;
+  const ExecContext ctx = ExecContext::Cuda(0, nullptr);
+  size_t bytes = 0;
+  if (!kernels::device::StatusBytes(ctx, &bytes).ok()) return 3;
+  const Status s = kernels::device::RouteTempBytes(ctx, 8, &bytes);
+  const bool ok = s.code() == Code::kUnsupported &&
+                  s.message().find("predates the device input distribution") != std::string::npos;
+  if (!ok) std::fprintf(stderr, "%s\n", s.ToString().c_str());
+  return ok ? 0 : 1;
+}
+const int kOldChild = shardrec::testing::RegisterFreshChild("emb_route_old", &OldChild);
+
+TEST(DeviceRouteDispatch, PluginWithoutRouteEntriesIsUnsupportedForTheRouteOnly) {
+  if (access(SHARDREC_FAKE_OLD_EMBEDDING_PLUGIN, R_OK) != 0)
+    GTEST_SKIP() << "the fake plugins are not where the build put them";
+  EXPECT_EQ(shardrec::testing::RunFresh("emb_route_old", SHARDREC_FAKE_OLD_EMBEDDING_PLUGIN), 0);
+}
+
+#endif  // SHARDREC_HAVE_CUDA
+
+}  // namespace
+}  // namespace shardrec::embedding
