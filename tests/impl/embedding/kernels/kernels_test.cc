@@ -383,6 +383,27 @@ TEST(EmbeddingKernels, BagKeyedGroupingEqualsPositionKeyed) {
   }
 }
 
+// Rows too wide to share a 64-bit key with a bag or position index take the stable-sort path:
+// the same grouping and sums as small rows, weighted and unweighted.
+TEST(EmbeddingKernels, RowsNear2To63GroupLikeSmallRows) {
+  const int32_t D = 5;
+  Batch small = MakeBatch(60, 6, 20, 31);
+  Batch wide = small;
+  const int64_t big = int64_t{1} << 62;
+  for (int64_t& r : wide.rows) r += big;
+  std::vector<float> g(60 * D);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = std::cos(0.11f * static_cast<float>(i));
+  for (bool weighted : {false, true}) {
+    std::vector<int64_t> u_small, u_wide;
+    std::vector<float> a_small, a_wide;
+    AggregatePooledGrads(small.View(weighted), g.data(), D, D, 0.5f, &u_small, &a_small, nullptr);
+    AggregatePooledGrads(wide.View(weighted), g.data(), D, D, 0.5f, &u_wide, &a_wide, nullptr);
+    ASSERT_EQ(u_small.size(), u_wide.size());
+    for (size_t i = 0; i < u_small.size(); ++i) EXPECT_EQ(u_wide[i], u_small[i] + big);
+    EXPECT_EQ(a_small, a_wide) << weighted;
+  }
+}
+
 // A shard's ids arrive as several runs whose rows sit at different places of the io buffer: the
 // result equals one contiguous run, bit for bit, forward and backward.
 TEST(EmbeddingKernels, RunsSplitAcrossTheIoBufferEqualOneRun) {
