@@ -3,6 +3,9 @@
 // distribution, and the backward's order of steps.
 #include "impl/embedding/collection.h"
 
+#include <algorithm>
+#include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -170,9 +173,30 @@ Status EmbeddingCollection::Route(const Batch& batch, const Status& rejected, Ro
 }
 
 Status EmbeddingCollection::CheckGradFinite(const float* grad, size_t len) const {
-  size_t i = 0;
+  // In parallel over chunks; the first non-finite element of the lowest chunk that has one is
+  // the first of all, whatever the thread count.
+  constexpr int64_t kChunk = 16384;
+  const auto n = static_cast<int64_t>(len);
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::atomic<int64_t> first_chunk{chunks};
+  exec_.ParallelFor(0, chunks, 4, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1 && c < first_chunk.load(std::memory_order_relaxed); ++c) {
+      const float* p = grad + c * kChunk;
+      const int64_t m = std::min(kChunk, n - c * kChunk);
+      // A branch-free scan the compiler vectorises: all exponent bits set is NaN or infinity.
+      uint32_t bad = 0;
+      for (int64_t j = 0; j < m; ++j)
+        bad |= static_cast<uint32_t>((std::bit_cast<uint32_t>(p[j]) & 0x7f800000u) == 0x7f800000u);
+      if (bad == 0) continue;
+      int64_t cur = first_chunk.load(std::memory_order_relaxed);
+      while (c < cur && !first_chunk.compare_exchange_weak(cur, c)) {
+      }
+      break;
+    }
+  });
+  if (first_chunk.load() == chunks) return Status::Ok();
+  size_t i = static_cast<size_t>(first_chunk.load() * kChunk);
   while (i < len && std::isfinite(grad[i])) ++i;
-  if (i == len) return Status::Ok();
   const auto D = static_cast<size_t>(layout_.output_dim);
   const int64_t col = static_cast<int64_t>(i % D);
   std::string where;
@@ -365,7 +389,7 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
   // The gradient travels the forward's return route backwards: the sample side packs into the
   // buffer it received into, the owners receive into the buffer they looked up into; the rows of
   // this rank's own samples are written straight to where its shards read them (SelfRows).
-  PackGradients(layout_, rb, grad, ret_recv_.data(), SelfRows(rb));
+  PackGradients(exec_, layout_, rb, grad, ret_recv_.data(), SelfRows(rb));
   {
     ScopedTimer t(&timings_.comm_seconds);
     ScopedTimer e(&timings_.embedding_comm_seconds);

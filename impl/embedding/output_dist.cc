@@ -94,32 +94,56 @@ Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params
   return Status::Ok();
 }
 
-void PackGradients(const Layout& l, const RoutedBatch& rb, const float* grad, float* send,
-                   float* self) {
+void PackGradients(const ExecContext& ctx, const Layout& l, const RoutedBatch& rb,
+                   const float* grad, float* send, float* self) {
   const int64_t D = l.output_dim;
   const int64_t B = rb.batch_size;
+  // Every unit's returned rows are one segment: where its rows start in ret_target and where
+  // their gradients go. Segments are written in parallel over rows; each row has its own place.
+  struct Segment {
+    int64_t k_begin;
+    int32_t unit;
+    float* dst;
+  };
+  std::vector<Segment> segs;
   float* others = send;
-  size_t k = 0;
+  int64_t k = 0;
   for (int32_t d = 0; d < l.world; ++d) {
     float* dst = d == l.rank ? self : others;
     for (int32_t u : l.units_to_rank[d]) {
-      const Unit& unit = l.units[u];
+      const int64_t count = rb.ret_count[u];
+      if (count == 0) continue;
+      segs.push_back(Segment{k, u, dst});
+      k += count;
+      dst += count * l.units[u].cols;
+    }
+    if (d != l.rank) others = dst;
+  }
+  const int64_t total = k;
+  ctx.ParallelFor(0, total, 1024, [&](int64_t k0, int64_t k1) {
+    size_t s = static_cast<size_t>(
+        std::upper_bound(segs.begin(), segs.end(), k0,
+                         [](int64_t v, const Segment& g) { return v < g.k_begin; }) -
+        segs.begin() - 1);
+    for (int64_t j = k0; j < k1; ++s) {
+      const Segment& seg = segs[s];
+      const Unit& unit = l.units[seg.unit];
       const Pair& pair = l.pairs[unit.pair];
       const int64_t col = pair.out_offset + unit.col_offset;
-      for (int64_t j = 0; j < rb.ret_count[u]; ++j, ++k) {
-        const int64_t target = rb.ret_target[k];
+      const int64_t seg_end = std::min(k1, s + 1 < segs.size() ? segs[s + 1].k_begin : total);
+      for (; j < seg_end; ++j) {
+        const int64_t target = rb.ret_target[j];
         const float* g = grad + target * D + col;
+        float* dst = seg.dst + (j - seg.k_begin) * unit.cols;
         if (pair.mean) {
           const float div = rb.mean_div[unit.pair * B + target];
           for (int32_t c = 0; c < unit.cols; ++c) dst[c] = div != 0.0f ? g[c] / div : 0.0f;
         } else {
           std::memcpy(dst, g, sizeof(float) * unit.cols);
         }
-        dst += unit.cols;
       }
     }
-    if (d != l.rank) others = dst;
-  }
+  });
 }
 
 }  // namespace shardrec::embedding

@@ -39,8 +39,9 @@ Status CombineOutput(const ExecContext& ctx, const Layout& layout, ParamStore& p
 // Backward, sample side: for every row that came back in forward, its slice of `grad` (divided by
 // the bag's divisor for MEAN): the other ranks' rows into `send` in the layout `recv` had in
 // forward, this rank's own rows straight to `self`, where its shards read their gradients.
-void PackGradients(const Layout& layout, const RoutedBatch& rb, const float* grad, float* send,
-                   float* self);
+// In parallel over rows on `ctx`.
+void PackGradients(const ExecContext& ctx, const Layout& layout, const RoutedBatch& rb,
+                   const float* grad, float* send, float* self);
 
 // Floats of the forward return exchange this rank sends to / receives from each rank (its own
 // block, which never travels, counts 0).

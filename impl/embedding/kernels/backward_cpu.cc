@@ -32,23 +32,34 @@ Status CheckHost(const ExecContext& ctx, const char* what) {
   return Status::Ok();
 }
 
-// Where the gradient of the id at position p comes from (its bag's row in the io buffer) and the
-// factor it is scaled by.
+// Where the gradient of the id with index i (a key's low bits: its bag or its position, see
+// Grouping) comes from (a row in the io buffer) and the factor it is scaled by.
 struct Source {
   const float* grads = nullptr;
-  const int64_t* grad_offset = nullptr;  // per position
-  const float* weight = nullptr;         // per position, or null
+  const int64_t* grad_offset = nullptr;  // per index
+  const float* weight = nullptr;         // per position (keys hold positions), or null
   float scale = 1.0f;
 
-  const float* GradOf(int64_t p) const { return grads + grad_offset[p]; }
-  float FactorOf(int64_t p) const { return weight != nullptr ? scale * weight[p] : scale; }
+  const float* GradOf(int64_t i) const { return grads + grad_offset[i]; }
+  float FactorOf(int64_t i) const { return weight != nullptr ? scale * weight[i] : scale; }
 };
 
-// Fills the per-position gradient offsets (and weights) for `runs`, in parallel over runs.
+// Fills the gradient offsets per bag or per position (and the weights) for `runs`, in parallel
+// over runs' bags.
 Source MakeSource(const ExecContext& ctx, std::span<const BagRun> runs, const float* grads,
-                  int64_t grad_stride, float scale, void* ws, const WorkspaceLayout& l) {
+                  int64_t grad_stride, float scale, bool by_bag, void* ws,
+                  const WorkspaceLayout& l) {
   int64_t* off = detail::At<int64_t>(ws, l.grad_offset);
   float* wt = detail::At<float>(ws, l.weight);
+  if (by_bag) {
+    // Unweighted: one offset per bag, numbered across the runs in order.
+    int64_t b0 = 0;
+    for (const BagRun& run : runs) {
+      for (int64_t b = 0; b < run.num_bags; ++b) off[b0 + b] = run.io_offset + b * grad_stride;
+      b0 += run.num_bags;
+    }
+    return Source{grads, off, nullptr, scale};
+  }
   bool weighted = false;
   for (const BagRun& r : runs) weighted |= r.weights != nullptr;
   int64_t p0 = 0;
@@ -80,18 +91,31 @@ struct RowPrefetch {
   int64_t distance = 0;
 };
 
+// Keys ahead whose gradient rows are fetched while the current one is summed: the rows are
+// scattered over the io buffer (usually in L2/L3), and the key order gives no pattern a hardware
+// prefetcher could follow.
+constexpr int64_t kGradAhead = 8;
+
+inline void PrefetchGrad(const detail::RowGroups& g, const Source& src, int32_t cols, int64_t k) {
+  if (k + kGradAhead < g.num_keys)
+    detail::PrefetchRow(src.GradOf(static_cast<int64_t>(g.keys[k + kGradAhead] & g.index_mask)),
+                        int64_t{cols} * 4);
+}
+
 // o[c] = sum over the ids keys[k_begin, k_end), in order, of factor * grad (first term assigned).
 void SumIds(const detail::RowGroups& g, const Source& src, int32_t cols, int64_t k_begin,
             int64_t k_end, float* __restrict o) {
   int64_t k = k_begin;
-  int64_t p = static_cast<int64_t>(g.keys[k] & g.pos_mask);
+  int64_t p = static_cast<int64_t>(g.keys[k] & g.index_mask);
+  PrefetchGrad(g, src, cols, k);
   {
     const float f = src.FactorOf(p);
     const float* __restrict gr = src.GradOf(p);
     for (int32_t c = 0; c < cols; ++c) o[c] = f * gr[c];
   }
   for (++k; k < k_end; ++k) {
-    p = static_cast<int64_t>(g.keys[k] & g.pos_mask);
+    p = static_cast<int64_t>(g.keys[k] & g.index_mask);
+    PrefetchGrad(g, src, cols, k);
     const float f = src.FactorOf(p);
     const float* __restrict gr = src.GradOf(p);
     for (int32_t c = 0; c < cols; ++c) o[c] += f * gr[c];
@@ -179,7 +203,7 @@ Status AggregateGrads(const ExecContext& ctx, std::span<const BagRun> runs, cons
   SR_RETURN_IF_ERROR(LoadGrouping(ctx, runs, workspace, cols, 0, false, &l));
   const detail::RowGroups g = detail::ReadGroups(workspace, l);
   if (g.num_unique == 0) return Status::Ok();
-  const Source src = MakeSource(ctx, runs, grads, grad_stride, scale, workspace, l);
+  const Source src = MakeSource(ctx, runs, grads, grad_stride, scale, g.keyed_by_bag, workspace, l);
   std::copy(g.unique_rows, g.unique_rows + g.num_unique, unique_rows);
   ctx.ParallelFor(0, g.num_unique, 64, [&](int64_t b, int64_t e) {
     AggregateRows(g, src, cols, b, e, row_grads + b * cols);
@@ -198,7 +222,7 @@ Status FusedBackward(const ExecContext& ctx, std::span<const BagRun> runs, const
   SR_RETURN_IF_ERROR(LoadGrouping(ctx, runs, workspace, shard.cols, ns, true, &l));
   const detail::RowGroups g = detail::ReadGroups(workspace, l);
   if (g.num_unique == 0) return Status::Ok();
-  const Source src = MakeSource(ctx, runs, grads, grad_stride, scale, workspace, l);
+  const Source src = MakeSource(ctx, runs, grads, grad_stride, scale, g.keyed_by_bag, workspace, l);
 
   // Blocks of rows small enough that their gradients stay in L1/L2 between the phases; a fixed
   // set of tasks, each with its own slice of scratch.

@@ -14,22 +14,28 @@ inline constexpr int kRadixBits = 11;
 inline constexpr int kRadixBuckets = 1 << kRadixBits;
 inline constexpr int64_t kFusedBlockRows = 32;
 
-// Written by GroupRows at the start of the workspace.
+// Written by GroupRows at the start of the workspace. A key's low bits (index_mask) hold the
+// bag of the id when every run is unweighted (its gradient row is all step 2 needs, and the
+// per-bag table of gradient offsets is small enough to stay in cache), else its position (which
+// also finds its weight). Bags are numbered across the runs in order, so either index grows with
+// the position and the stable sort keeps each row's ids in position order.
 struct Grouping {
   int64_t num_ids = 0;
   int64_t num_unique = 0;
-  uint64_t pos_mask = 0;  // position bits of a key; all ones when keys hold bare positions
-  int32_t pos_bits = 0;
+  int64_t num_bags = 0;     // bags of all runs (the bag index range)
+  uint64_t index_mask = 0;  // index bits of a key; all ones when keys hold bare positions
+  int32_t index_bits = 0;
+  int32_t keyed_by_bag = 0;  // 1: the index is the bag, 0: the position
   int32_t threads = 1;
   size_t workspace_bytes = 0;
 };
 
 struct WorkspaceLayout {
-  size_t keys = 0;          // uint64[n]: (row << pos_bits | position), sorted
+  size_t keys = 0;          // uint64[n]: (row << index_bits | bag or position), sorted
   size_t keys_tmp = 0;      // uint64[n]: radix ping-pong buffer
   size_t segments = 0;      // int64[n + 1]: start of each unique row's keys
   size_t unique_rows = 0;   // int64[n]
-  size_t grad_offset = 0;   // int64[n]: io element offset of each position's gradient row
+  size_t grad_offset = 0;   // int64[n]: io element offset of each bag's (or position's) gradient
   size_t weight = 0;        // float[n]: per-position weight (weighted runs only)
   size_t histograms = 0;    // uint32[parts * kRadixBuckets]
   size_t block_grads = 0;   // float[tasks * kFusedBlockRows * cols] (fused only)

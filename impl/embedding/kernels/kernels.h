@@ -84,7 +84,9 @@ size_t BackwardWorkspaceBytes(const ExecContext& ctx, int64_t num_ids, int32_t c
 // Step 1 of every backward: groups the ids of `runs` by row inside `workspace` (a stable radix
 // sort of (row, position) keys, then run-length encoding), and returns the number of unique
 // rows, so the caller can size the outputs of step 2. Positions number the ids of all runs in
-// order; each row's ids stay in position order, which fixes the summation order. The workspace
+// order; each row's ids stay in position order, which fixes the summation order. (The host twin
+// keys unweighted ids by (row, bag) instead: bags grow with positions, so the order is the same
+// and step 2 finds each gradient row in a small per-bag table.) The workspace
 // keeps the grouping for the following AggregateGrads / FusedBackward call on the same runs.
 // Errors: kInvalidArgument when workspace_bytes is below BackwardWorkspaceBytes.
 Status GroupRows(const ExecContext& ctx, std::span<const BagRun> runs, void* workspace,

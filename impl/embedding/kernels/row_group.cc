@@ -1,5 +1,6 @@
-// Stable LSD radix sort of packed (row, position) keys, only over the bits the largest row needs,
-// then run-length encoding into unique rows and segments. All memory comes from the workspace.
+// Stable LSD radix sort of packed (row, bag or position) keys, only over the bits the largest row
+// needs, then run-length encoding into unique rows and segments. All memory comes from the
+// workspace.
 #include "impl/embedding/kernels/row_group.h"
 
 #include <algorithm>
@@ -63,6 +64,34 @@ void ForEachId(std::span<const BagRun> runs, Fn&& fn) {
   }
 }
 
+// keys[p] = row << shift | bag for every id (in position order), bags numbered across the runs
+// in order (a sequence run's ids are bags of one). Returns the OR of all rows.
+uint64_t FillBagKeys(std::span<const BagRun> runs, int shift, uint64_t* keys) {
+  uint64_t rows_or = 0;
+  uint64_t bag = 0;
+  for (const BagRun& run : runs) {
+    const int64_t* rows = run.rows + (run.offsets != nullptr ? run.offsets[0] : 0);
+    if (run.offsets == nullptr) {
+      for (int64_t i = 0; i < run.num_bags; ++i, ++bag) {
+        const auto row = static_cast<uint64_t>(rows[i]);
+        rows_or |= row;
+        *keys++ = (row << shift) | bag;
+      }
+      continue;
+    }
+    const int64_t base = run.offsets[0];
+    for (int64_t b = 0; b < run.num_bags; ++b, ++bag) {
+      const int64_t end = run.offsets[b + 1] - base;
+      for (int64_t i = run.offsets[b] - base; i < end; ++i) {
+        const auto row = static_cast<uint64_t>(rows[i]);
+        rows_or |= row;
+        *keys++ = (row << shift) | bag;
+      }
+    }
+  }
+  return rows_or;
+}
+
 }  // namespace
 
 void BuildGroups(const ExecContext& ctx, std::span<const BagRun> runs, int64_t n,
@@ -72,42 +101,60 @@ void BuildGroups(const ExecContext& ctx, std::span<const BagRun> runs, int64_t n
   uint64_t* tmp = At<uint64_t>(workspace, layout.keys_tmp);
   int64_t* segments = At<int64_t>(workspace, layout.segments);
   int64_t* unique = At<int64_t>(workspace, layout.unique_rows);
-  uint64_t max_row = 0;
-  ForEachId(runs, [&](int64_t, int64_t row) { max_row = std::max(max_row, uint64_t(row)); });
-  const int row_bits = BitWidth(max_row);
-  const int pos_bits = std::max(1, BitWidth(static_cast<uint64_t>(n)));
-  bool packed = row_bits + pos_bits <= 64;
+  bool weighted = false;
+  int64_t num_bags = 0;
+  for (const BagRun& run : runs) {
+    weighted |= run.weights != nullptr;
+    num_bags += run.num_bags;
+  }
+  // Unweighted ids are keyed by their bag (fewer bits, and step 2 finds the gradient row in a
+  // per-bag table instead of a per-position one); weighted ones by their position.
+  const bool by_bag = !weighted;
+  const int index_bits =
+      std::max(1, BitWidth(static_cast<uint64_t>(by_bag ? std::max<int64_t>(num_bags, 1) : n)));
+  uint64_t rows_or = 0;
+  if (by_bag) {
+    rows_or = FillBagKeys(runs, index_bits, keys);
+  } else {
+    ForEachId(runs, [&](int64_t, int64_t row) { rows_or |= static_cast<uint64_t>(row); });
+  }
+  const int row_bits = BitWidth(rows_or);
+  bool packed = row_bits + index_bits <= 64;
   if (packed) {
-    // Positions go in the low bits and keys are written in position order, so sorting on the
+    // The index goes in the low bits and keys are written in position order, so sorting on the
     // row digits alone keeps equal rows in position order.
-    ForEachId(runs, [&](int64_t p, int64_t row) {
-      keys[p] = (static_cast<uint64_t>(row) << pos_bits) | static_cast<uint64_t>(p);
-    });
+    if (!by_bag) {
+      ForEachId(runs, [&](int64_t p, int64_t row) {
+        keys[p] = (static_cast<uint64_t>(row) << index_bits) | static_cast<uint64_t>(p);
+      });
+    }
     uint64_t* src = keys;
     uint64_t* dst = tmp;
-    for (int shift = pos_bits; shift < pos_bits + row_bits; shift += kRadixBits) {
+    for (int shift = index_bits; shift < index_bits + row_bits; shift += kRadixBits) {
       RadixPass(ctx, src, dst, n, shift, At<uint32_t>(workspace, layout.histograms),
                 std::max(ctx.num_threads(), 1));
       std::swap(src, dst);
     }
     if (src != keys) std::memcpy(keys, src, sizeof(uint64_t) * static_cast<size_t>(n));
-    g->pos_mask = pos_bits == 64 ? ~uint64_t{0} : ((uint64_t{1} << pos_bits) - 1);
+    g->index_mask = index_bits == 64 ? ~uint64_t{0} : ((uint64_t{1} << index_bits) - 1);
+    g->keyed_by_bag = by_bag ? 1 : 0;
   } else {
-    // Rows too wide to pack beside positions (rows near 2^63): a stable sort of bare positions,
+    // Rows too wide to pack beside an index (rows near 2^63): a stable sort of bare positions,
     // with the rows parked in the gradient-offset array that step 2 overwrites.
     int64_t* rows = At<int64_t>(workspace, layout.grad_offset);
     ForEachId(runs, [&](int64_t p, int64_t row) { rows[p] = row; });
     std::iota(keys, keys + n, uint64_t{0});
     std::stable_sort(keys, keys + n, [&](uint64_t a, uint64_t b) { return rows[a] < rows[b]; });
     for (int64_t k = 0; k < n; ++k) tmp[k] = static_cast<uint64_t>(rows[keys[k]]);
-    g->pos_mask = ~uint64_t{0};
+    g->index_mask = ~uint64_t{0};
+    g->keyed_by_bag = 0;
   }
   // Run-length encode the sorted rows.
   int64_t num_unique = 0;
   int64_t prev = -1;
   for (int64_t k = 0; k < n; ++k) {
     const int64_t r =
-        packed ? static_cast<int64_t>(keys[k] >> pos_bits) : static_cast<int64_t>(tmp[k]);
+        packed ? static_cast<int64_t>(keys[k] >> index_bits) : static_cast<int64_t>(tmp[k]);
     if (k == 0 || r != prev) {
       unique[num_unique] = r;
       segments[num_unique] = k;
@@ -118,17 +165,20 @@ void BuildGroups(const ExecContext& ctx, std::span<const BagRun> runs, int64_t n
   segments[num_unique] = n;
   g->num_ids = n;
   g->num_unique = num_unique;
-  g->pos_bits = pos_bits;
+  g->num_bags = num_bags;
+  g->index_bits = index_bits;
 }
 
 RowGroups ReadGroups(void* workspace, const WorkspaceLayout& layout) {
   const auto* g = static_cast<const Grouping*>(workspace);
   RowGroups r;
   r.keys = At<uint64_t>(workspace, layout.keys);
-  r.pos_mask = g->pos_mask;
+  r.index_mask = g->index_mask;
+  r.keyed_by_bag = g->keyed_by_bag != 0;
   r.segments = At<int64_t>(workspace, layout.segments);
   r.unique_rows = At<int64_t>(workspace, layout.unique_rows);
   r.num_unique = g->num_unique;
+  r.num_keys = g->num_ids;
   return r;
 }
 

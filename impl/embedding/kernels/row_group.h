@@ -13,13 +13,16 @@
 namespace shardrec::embedding::kernels::detail {
 
 // A view of the grouping held in a workspace: keys[k] for k in [segments[u], segments[u+1]) are
-// the ids of unique row unique_rows[u], in position order; the position is keys[k] & pos_mask.
+// the ids of unique row unique_rows[u], in position order; keys[k] & index_mask is the id's bag
+// (keyed_by_bag) or its position (backward_workspace.h, Grouping).
 struct RowGroups {
   const uint64_t* keys = nullptr;
-  uint64_t pos_mask = 0;
+  uint64_t index_mask = 0;
+  bool keyed_by_bag = false;
   const int64_t* segments = nullptr;
   const int64_t* unique_rows = nullptr;
   int64_t num_unique = 0;
+  int64_t num_keys = 0;  // segments[num_unique]
 };
 
 // Sorts the ids of `runs` (numbered in run order) into the workspace and records the grouping.

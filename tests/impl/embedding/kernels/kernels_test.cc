@@ -325,6 +325,85 @@ TEST(EmbeddingKernels, FusedBackwardEqualsAggregateThenApply) {
   }
 }
 
+// Unweighted ids are grouped by bag, weighted ones by position (backward_workspace.h): the same
+// ids with every weight 1 take the other path and must give the same bits, aggregated and fused,
+// over several runs (one of them a sequence run), a hot row and 1 or 2 threads.
+TEST(EmbeddingKernels, BagKeyedGroupingEqualsPositionKeyed) {
+  const int64_t R = 5000;
+  const int32_t D = 12;
+  Batch a = MakeBatch(400, 9, R, 21), b = MakeBatch(300, 5, 40, 22);
+  for (size_t i = 0; i < a.rows.size(); i += 3) a.rows[i] = 77;  // a hot row, in both runs
+  b.rows[0] = 77;
+  std::vector<int64_t> seq(250);
+  for (size_t i = 0; i < seq.size(); ++i) seq[i] = static_cast<int64_t>((i * 37) % 60);
+  const std::vector<float> ones(std::max(a.rows.size(), seq.size()), 1.0f);
+  // Runs at io rows 1000 (a), 0 (b) and 400 (sequence ids, one row each).
+  auto make_runs = [&](bool weighted) {
+    const float* w = weighted ? ones.data() : nullptr;
+    return std::vector<BagRun>{
+        BagRun{a.offsets.data(), 400, a.rows.data(), w, 1000 * D},
+        BagRun{b.offsets.data(), 300, b.rows.data(), w, 0},
+        BagRun{nullptr, static_cast<int64_t>(seq.size()), seq.data(), w, 400 * D}};
+  };
+  std::vector<float> g(1400 * D);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = std::sin(0.07f * static_cast<float>(i)) * 3.0f;
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    std::vector<int64_t> u_bag, u_pos;
+    std::vector<float> a_bag, a_pos;
+    const auto by_bag = make_runs(false), by_pos = make_runs(true);
+    Aggregate(by_bag, g.data(), D, D, 0.5f, &u_bag, &a_bag, &pool);
+    Aggregate(by_pos, g.data(), D, D, 0.5f, &u_pos, &a_pos, &pool);
+    EXPECT_EQ(u_bag, u_pos);
+    ASSERT_EQ(a_bag.size(), a_pos.size());
+    EXPECT_EQ(0, std::memcmp(a_bag.data(), a_pos.data(), a_bag.size() * 4)) << threads;
+    optim::OptimizerConfig cfg;
+    cfg.type = optim::OptimizerType::kRowWiseAdagrad;
+    std::vector<float> t_bag = MakeTable(R, D), t_pos = t_bag, s_bag(R, 0.0f), s_pos(R, 0.0f);
+    for (int64_t step = 1; step <= 2; ++step) {
+      for (bool weighted : {false, true}) {
+        const auto& runs = weighted ? by_pos : by_bag;
+        optim::ShardParams sp;
+        sp.weights = weighted ? t_pos.data() : t_bag.data();
+        sp.rows = R;
+        sp.cols = D;
+        sp.stride = D;
+        sp.states = {weighted ? s_pos.data() : s_bag.data()};
+        int64_t n = 0;
+        for (const BagRun& r : runs) n += r.num_ids();
+        const ExecContext ctx = Ctx(&pool);
+        std::vector<uint8_t> ws(BackwardWorkspaceBytes(ctx, n, D, 1));
+        int64_t num_unique = 0;
+        ASSERT_TRUE(GroupRows(ctx, runs, ws.data(), ws.size(), &num_unique).ok());
+        ASSERT_TRUE(FusedBackward(ctx, runs, g.data(), D, 0.5f, cfg, step, D, sp, ws.data()).ok());
+      }
+    }
+    EXPECT_EQ(0, std::memcmp(t_bag.data(), t_pos.data(), t_bag.size() * 4)) << threads;
+    EXPECT_EQ(0, std::memcmp(s_bag.data(), s_pos.data(), s_bag.size() * 4)) << threads;
+  }
+}
+
+// Rows too wide to share a 64-bit key with a bag or position index take the stable-sort path:
+// the same grouping and sums as small rows, weighted and unweighted.
+TEST(EmbeddingKernels, RowsNear2To63GroupLikeSmallRows) {
+  const int32_t D = 5;
+  Batch small = MakeBatch(60, 6, 20, 31);
+  Batch wide = small;
+  const int64_t big = int64_t{1} << 62;
+  for (int64_t& r : wide.rows) r += big;
+  std::vector<float> g(60 * D);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = std::cos(0.11f * static_cast<float>(i));
+  for (bool weighted : {false, true}) {
+    std::vector<int64_t> u_small, u_wide;
+    std::vector<float> a_small, a_wide;
+    AggregatePooledGrads(small.View(weighted), g.data(), D, D, 0.5f, &u_small, &a_small, nullptr);
+    AggregatePooledGrads(wide.View(weighted), g.data(), D, D, 0.5f, &u_wide, &a_wide, nullptr);
+    ASSERT_EQ(u_small.size(), u_wide.size());
+    for (size_t i = 0; i < u_small.size(); ++i) EXPECT_EQ(u_wide[i], u_small[i] + big);
+    EXPECT_EQ(a_small, a_wide) << weighted;
+  }
+}
+
 // A shard's ids arrive as several runs whose rows sit at different places of the io buffer: the
 // result equals one contiguous run, bit for bit, forward and backward.
 TEST(EmbeddingKernels, RunsSplitAcrossTheIoBufferEqualOneRun) {
