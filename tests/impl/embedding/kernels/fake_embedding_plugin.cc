@@ -461,8 +461,9 @@ int32_t RouteTempBytes(int32_t device, int64_t max_items, size_t* bytes,
 }
 
 int32_t Route(int32_t device, const shardrec_plugin_route_t* route, int32_t phase, void* temp,
-              size_t temp_bytes, void*, shardrec_plugin_status_t* st) {
+              size_t temp_bytes, void* stream, shardrec_plugin_status_t* st) {
   g_calls[kCallRoute].fetch_add(1);
+  Queue().BeforeKernel(stream);  // the kernel runs behind the copies queued before it
   return Reported(st, "fake emb_route", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
     return RunRoute(Mem(), route, phase, temp, temp_bytes);
