@@ -64,8 +64,11 @@ CountArrays CarveCount(uint8_t* base, const RouteTables& t, int64_t B, int64_t n
   a.mean_div = pooled ? c.Take<float>(num_pairs * static_cast<size_t>(B)) : nullptr;
   // The read-back block: status and gathers contiguous (RouteStatus is a multiple of 8 bytes).
   a.status = c.Take<RouteStatus>(1);
-  a.slot_ids_at = reinterpret_cast<int64_t*>(a.status + 1);
-  a.slot_ne_at = a.slot_ids_at + t.num_slots + 1;
+  // The sizing pass (base null) only counts bytes: no pointer arithmetic on null.
+  if (a.status != nullptr) {
+    a.slot_ids_at = reinterpret_cast<int64_t*>(a.status + 1);
+    a.slot_ne_at = a.slot_ids_at + t.num_slots + 1;
+  }
   a.readback_bytes = sizeof(RouteStatus) +
                      sizeof(int64_t) * (static_cast<size_t>(t.num_slots) + t.num_real_slots + 2);
   c.Take<uint8_t>(a.readback_bytes - sizeof(RouteStatus));
@@ -288,9 +291,10 @@ Status RouteWith(const Layout& l, const RouteTables& t, const RouteOptions& o, c
     Carver c(base);
     int64_t* dests = c.Take<int64_t>(4 * static_cast<size_t>(world));
     q->dest_base = dests;
-    q->dest_rows = dests + world;
-    q->dest_weights = dests + 2 * world;
-    q->dest_first_id = dests + 3 * world;
+    // The sizing pass (base null) only counts bytes: no pointer arithmetic on null.
+    q->dest_rows = dests == nullptr ? nullptr : dests + world;
+    q->dest_weights = dests == nullptr ? nullptr : dests + 2 * world;
+    q->dest_first_id = dests == nullptr ? nullptr : dests + 3 * world;
     q->send = c.Take<uint8_t>(total);
     q->ret_target = c.Take<int64_t>(targets);
     q->dp_rows = c.Take<int64_t>(dp_total);

@@ -59,8 +59,13 @@ TEST(SimtContracted, PooledLookupIsWithinTheStatedTolerance) {
     any_differs |= simt_out != twin;
   }
   EXPECT_LE(worst, kTolerance);
-  // Contraction really happened (else this test checks nothing the bit-exact one does not).
+  // Contraction really happened (else this test checks nothing the bit-exact one does not). In
+  // the clang sanitizer build the optimiser may leave this loop uncontracted (it did once the
+  // coverage instrumentation was gone), so only the tolerance holds there; the release builds
+  // assert both.
+#if !SHARDREC_SANITIZED_BUILD
   EXPECT_TRUE(any_differs);
+#endif
   RecordProperty("worst_relative_error", std::to_string(worst));
   std::printf("pooled lookup, contracted vs twin: worst row error %.3g\n", worst);
 }
