@@ -24,31 +24,6 @@
 namespace shardrec::testing {
 namespace {
 
-constexpr int32_t kDP = SHARDREC_SHARDING_DATA_PARALLEL;
-constexpr int32_t kTW = SHARDREC_SHARDING_TABLE_WISE;
-constexpr int32_t kRW = SHARDREC_SHARDING_ROW_WISE;
-constexpr int32_t kCW = SHARDREC_SHARDING_COLUMN_WISE;
-constexpr int32_t kTRW = SHARDREC_SHARDING_TABLE_ROW_WISE;
-constexpr int32_t kGrid = SHARDREC_SHARDING_GRID;
-constexpr int32_t kSgd = SHARDREC_OPTIMIZER_SGD;
-constexpr int32_t kRowAdagrad = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
-constexpr int32_t kAdam = SHARDREC_OPTIMIZER_ADAM;
-constexpr int32_t kLamb = SHARDREC_OPTIMIZER_LAMB;
-constexpr int32_t kF32 = SHARDREC_DTYPE_FLOAT32;
-constexpr int32_t kF16 = SHARDREC_DTYPE_FLOAT16;
-constexpr int32_t kBf16 = SHARDREC_DTYPE_BFLOAT16;
-
-// Every file of a directory (name -> bytes).
-std::map<std::string, std::string> ReadDir(const std::string& dir) {
-  std::map<std::string, std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    std::ifstream f(e.path(), std::ios::binary);
-    out[e.path().filename().string()] =
-        std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  }
-  return out;
-}
-
 std::string ReadFile(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
