@@ -22,24 +22,22 @@ TEST(EmbeddingDeviceViewWaits, OneCopyAndOneWaitPerCall) {
     Scenario s = StandardScenario(1, kRW, pooling);
     s.steps = 3;
     s.batch_sizes = {4};
-    ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
-    const auto batches = MakeBatches(s, ref);
-    const auto grads = MakeGrads(s, batches, ref.output_dim());
-    PlanPtr plan = MakePlan(s);
-    ASSERT_NE(plan, nullptr);
-    const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+    const TrainingSetup ts(s);
+    ASSERT_NE(ts.plan, nullptr);
     // Two host collections: one fed host views, one fed CUDA views.
     const shardrec_embedding_options_t o = Options(s, false);
     shardrec_embedding_t* ca = nullptr;
     shardrec_embedding_t* cb = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&ca, plan.get(), GroupComm(1, 0), &opt, &o), SHARDREC_OK);
+    ASSERT_EQ(shardrec_embedding_create(&ca, ts.plan.get(), GroupComm(1, 0), &ts.opt, &o),
+              SHARDREC_OK);
     CollPtr a(ca);
-    ASSERT_EQ(shardrec_embedding_create(&cb, plan.get(), GroupComm(1, 0), &opt, &o), SHARDREC_OK);
+    ASSERT_EQ(shardrec_embedding_create(&cb, ts.plan.get(), GroupComm(1, 0), &ts.opt, &o),
+              SHARDREC_OK);
     CollPtr b(cb);
     int64_t dim = 0;
     shardrec_embedding_output_dim(a.get(), &dim);
     for (int step = 0; step < s.steps; ++step) {
-      const RefBatch& rb = batches[step][0];
+      const RefBatch& rb = ts.batches[step][0];
       KjtHolder kjt(rb, s.num_features, false);
       const size_t n = static_cast<size_t>(pooling == kNone ? static_cast<int64_t>(rb.ids.size())
                                                             : rb.batch_size) *
@@ -74,7 +72,7 @@ TEST(EmbeddingDeviceViewWaits, OneCopyAndOneWaitPerCall) {
       EXPECT_EQ(d[kHostAlloc], step == 0 ? 1 : 0) << "the pinned block is reused, step " << step;
       EXPECT_TRUE(BitEqual(out_a, out_b.ToVector())) << "step " << step;
 
-      std::vector<float> g = grads[step][0];
+      std::vector<float> g = ts.grads[step][0];
       shardrec_tensor_view_t ga = View(&g, dim, SHARDREC_DEVICE_HOST);
       before = Runtime();
       ASSERT_EQ(shardrec_embedding_backward_tensor(a.get(), &ga, nullptr), SHARDREC_OK);

@@ -57,16 +57,12 @@ TEST_P(GpuVsHost, TrainsBitIdenticallyToAHostCollection) {
   s.tables[1].dtype = c.dtype;
   s.steps = 4;
   if (c.world == 2) s.batch_sizes = {5, 0};  // an empty batch on one rank too
-  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
-  const auto batches = MakeBatches(s, ref);
-  const auto grads = MakeGrads(s, batches, ref.output_dim());
-  PlanPtr plan = MakePlan(s);
-  ASSERT_NE(plan, nullptr);
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  const TrainingSetup ts(s);
+  ASSERT_NE(ts.plan, nullptr);
   const auto calls_before = FakeCalls();
   SpawnRanks(s.world, [&](int r) {
     CollPtr ch, cd;
-    ASSERT_NO_FATAL_FAILURE(CreateHostAndGpu(plan.get(), s.world, r, opt, Options(s, false),
+    ASSERT_NO_FATAL_FAILURE(CreateHostAndGpu(ts.plan.get(), s.world, r, ts.opt, Options(s, false),
                                              Options(s, true), &ch, &cd));
     shardrec_embedding_t* h = ch.get();
     shardrec_embedding_t* d = cd.get();
@@ -78,7 +74,7 @@ TEST_P(GpuVsHost, TrainsBitIdenticallyToAHostCollection) {
     shardrec_embedding_output_dim(h, &dim);
     const bool seq = c.pooling == SHARDREC_POOLING_NONE;
     for (int step = 0; step < s.steps; ++step) {
-      const RefBatch& rb = batches[step][r];
+      const RefBatch& rb = ts.batches[step][r];
       KjtHolder kjt(rb, s.num_features, false);
       const size_t n =
           static_cast<size_t>(seq ? static_cast<int64_t>(rb.ids.size()) : rb.batch_size) *
@@ -107,7 +103,7 @@ TEST_P(GpuVsHost, TrainsBitIdenticallyToAHostCollection) {
       }
       if (dev_out.data() != nullptr) out_d = dev_out.ToVector();
       EXPECT_TRUE(BitEqual(out_h, out_d)) << "rank " << r << " step " << step;
-      std::vector<float> g = grads[step][r];
+      std::vector<float> g = ts.grads[step][r];
       ASSERT_EQ(shardrec_embedding_backward(h, g.data(), g.size(), nullptr), SHARDREC_OK)
           << shardrec_last_error();
       if (step % 2 == 0) {
@@ -235,21 +231,18 @@ TEST(EmbeddingGpuCollection, RefusalsChangeNothing) {
   REQUIRE_DEVICE();
   Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
   s.steps = 1;
-  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
-  const auto batches = MakeBatches(s, ref);
-  const auto grads = MakeGrads(s, batches, ref.output_dim());
-  PlanPtr plan = MakePlan(s);
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  const TrainingSetup ts(s);
+  ASSERT_NE(ts.plan, nullptr);
   SpawnRanks(s.world, [&](int r) {
     shardrec_embedding_t* c = nullptr;
     // No machine has cuda:999: ENODEVICE on its rank, EINVAL on the peer.
     const shardrec_embedding_options_t bad = Options(s, true, r == 1 ? 999 : 0);
-    EXPECT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(s.world, r), &opt, &bad),
+    EXPECT_EQ(shardrec_embedding_create(&c, ts.plan.get(), GroupComm(s.world, r), &ts.opt, &bad),
               r == 1 ? SHARDREC_ENODEVICE : SHARDREC_EINVAL)
         << shardrec_last_error();
     EXPECT_EQ(c, nullptr);
     const shardrec_embedding_options_t od = Options(s, true);
-    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(s.world, r), &opt, &od),
+    ASSERT_EQ(shardrec_embedding_create(&c, ts.plan.get(), GroupComm(s.world, r), &ts.opt, &od),
               SHARDREC_OK)
         << shardrec_last_error();
     CollPtr cc(c);
@@ -260,7 +253,7 @@ TEST(EmbeddingGpuCollection, RefusalsChangeNothing) {
 
     int64_t dim = 0;
     shardrec_embedding_output_dim(c, &dim);
-    const RefBatch& rb = batches[0][r];
+    const RefBatch& rb = ts.batches[0][r];
     KjtHolder kjt(rb, s.num_features, false);
     std::vector<float> out(static_cast<size_t>(rb.batch_size * dim));
     // A KJT on another device than the collection's: refused on its rank, EINVAL on the peer.
@@ -276,7 +269,7 @@ TEST(EmbeddingGpuCollection, RefusalsChangeNothing) {
                 std::string::npos)
           << shardrec_last_error();
     }
-    std::vector<float> g = grads[0][r];
+    std::vector<float> g = ts.grads[0][r];
     EXPECT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_EUSAGE);
     int64_t steps = -1;
     ASSERT_EQ(shardrec_embedding_num_steps(c, &steps), SHARDREC_OK);
@@ -374,16 +367,12 @@ TEST_P(DeviceKjtVsHost, TrainsBitIdenticallyToAHostKjt) {
   s.weighted = c.weighted;
   s.steps = 3;
   s.batch_sizes = {5, 3};
-  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
-  const auto batches = MakeBatches(s, ref);
-  const auto grads = MakeGrads(s, batches, ref.output_dim());
-  PlanPtr plan = MakePlan(s);
-  ASSERT_NE(plan, nullptr);
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  const TrainingSetup ts(s);
+  ASSERT_NE(ts.plan, nullptr);
   const auto calls_before = FakeCalls();
   SpawnRanks(s.world, [&](int r) {
     CollPtr ch, cd;
-    ASSERT_NO_FATAL_FAILURE(CreateHostAndGpu(plan.get(), s.world, r, opt, Options(s, false),
+    ASSERT_NO_FATAL_FAILURE(CreateHostAndGpu(ts.plan.get(), s.world, r, ts.opt, Options(s, false),
                                              Options(s, true), &ch, &cd));
     shardrec_embedding_t* h = ch.get();
     shardrec_embedding_t* d = cd.get();
@@ -391,7 +380,7 @@ TEST_P(DeviceKjtVsHost, TrainsBitIdenticallyToAHostKjt) {
     shardrec_embedding_output_dim(h, &dim);
     const bool seq = c.pooling == SHARDREC_POOLING_NONE;
     for (int step = 0; step < s.steps; ++step) {
-      const RefBatch& rb = batches[step][r];
+      const RefBatch& rb = ts.batches[step][r];
       KjtHolder kjt(rb, s.num_features, c.int32_ids);
       DeviceKjt dkjt(*kjt.view());
       const size_t n =
@@ -411,7 +400,7 @@ TEST_P(DeviceKjtVsHost, TrainsBitIdenticallyToAHostKjt) {
             << shardrec_last_error();
       }
       EXPECT_TRUE(BitEqual(out_h, out_d)) << "rank " << r << " step " << step;
-      std::vector<float> g = grads[step][r];
+      std::vector<float> g = ts.grads[step][r];
       ASSERT_EQ(shardrec_embedding_backward(h, g.data(), g.size(), nullptr), SHARDREC_OK)
           << shardrec_last_error();
       ASSERT_EQ(shardrec_embedding_backward(d, g.data(), g.size(), nullptr), SHARDREC_OK)

@@ -140,11 +140,7 @@ INSTANTIATE_TEST_SUITE_P(Plans, GpuStaging, ::testing::ValuesIn(kSyncCases), Syn
 // (given the same hints, which it ignores) and returns the fake's counts over the steps only
 // (creation left out), summed over both ranks; the two must agree bit for bit every step.
 Counts TrainWithHints(const Scenario& s, int64_t max_batch, int64_t max_ids) {
-  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
-  const auto batches = MakeBatches(s, ref);
-  const auto grads = MakeGrads(s, batches, ref.output_dim());
-  PlanPtr plan = MakePlan(s);
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  const TrainingSetup ts(s);
   std::vector<Counts> created(s.world), done(s.world);
   SpawnRanks(s.world, [&](int r) {
     shardrec_embedding_options_t o;
@@ -155,7 +151,7 @@ Counts TrainWithHints(const Scenario& s, int64_t max_batch, int64_t max_ids) {
     shardrec_embedding_options_t od = o;
     od.device_type = SHARDREC_DEVICE_CUDA;
     CollPtr ch, cd;
-    ASSERT_NO_FATAL_FAILURE(CreateHostAndGpu(plan.get(), s.world, r, opt, o, od, &ch, &cd));
+    ASSERT_NO_FATAL_FAILURE(CreateHostAndGpu(ts.plan.get(), s.world, r, ts.opt, o, od, &ch, &cd));
     shardrec_embedding_t* h = ch.get();
     shardrec_embedding_t* d = cd.get();
     int64_t dim = 0;
@@ -165,7 +161,7 @@ Counts TrainWithHints(const Scenario& s, int64_t max_batch, int64_t max_ids) {
     created[r] = Runtime();
     const bool seq = s.tables[0].pooling == SHARDREC_POOLING_NONE;
     for (int step = 0; step < s.steps; ++step) {
-      const RefBatch& rb = batches[step][r];
+      const RefBatch& rb = ts.batches[step][r];
       KjtHolder kjt(rb, s.num_features, false);
       const size_t n =
           static_cast<size_t>(seq ? static_cast<int64_t>(rb.ids.size()) : rb.batch_size) *
@@ -175,7 +171,7 @@ Counts TrainWithHints(const Scenario& s, int64_t max_batch, int64_t max_ids) {
       ASSERT_EQ(shardrec_embedding_forward(d, kjt.view(), out_d.data(), n, nullptr), SHARDREC_OK)
           << shardrec_last_error();
       EXPECT_TRUE(BitEqual(out_h, out_d)) << "rank " << r << " step " << step;
-      std::vector<float> g = grads[step][r];
+      std::vector<float> g = ts.grads[step][r];
       ASSERT_EQ(shardrec_embedding_backward(h, g.data(), g.size(), nullptr), SHARDREC_OK);
       ASSERT_EQ(shardrec_embedding_backward(d, g.data(), g.size(), nullptr), SHARDREC_OK)
           << shardrec_last_error();

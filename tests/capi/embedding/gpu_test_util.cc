@@ -17,6 +17,15 @@ void* FakeHandle() {
 
 }  // namespace
 
+TrainingSetup::TrainingSetup(const Scenario& s) {
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  batches = MakeBatches(s, ref);
+  grads = MakeGrads(s, batches, ref.output_dim());
+  plan = MakePlan(s);
+  EXPECT_NE(plan, nullptr) << shardrec_last_error();
+  opt = ToCOptimizer(s.optimizer);
+}
+
 void ExpectSameTensors(const Tensors& a, const Tensors& b, const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
   for (size_t i = 0; i < a.size(); ++i)

@@ -92,6 +92,16 @@ inline std::string WhyNotRunnable() {
   return "";
 }
 
+// What a test of scenario `s` trains on: every step's batch and output gradient per rank, the
+// plan (null, with a test failure, when it is refused) and the optimizer in C form.
+struct TrainingSetup {
+  explicit TrainingSetup(const Scenario& s);
+  std::vector<std::vector<RefBatch>> batches;
+  std::vector<std::vector<std::vector<float>>> grads;
+  PlanPtr plan;
+  shardrec_optimizer_config_t opt;
+};
+
 using Tensors = std::vector<std::vector<float>>;  // what Snapshot returns
 
 // `a` and `b` tensor by tensor, bit for bit; failures name `what` and the tensor.
