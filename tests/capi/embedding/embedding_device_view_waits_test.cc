@@ -39,9 +39,7 @@ TEST(EmbeddingDeviceViewWaits, OneCopyAndOneWaitPerCall) {
     for (int step = 0; step < s.steps; ++step) {
       const RefBatch& rb = ts.batches[step][0];
       KjtHolder kjt(rb, s.num_features, false);
-      const size_t n = static_cast<size_t>(pooling == kNone ? static_cast<int64_t>(rb.ids.size())
-                                                            : rb.batch_size) *
-                       static_cast<size_t>(dim);
+      const size_t n = OutputLen(rb, pooling == kNone, dim);
       ASSERT_GT(n, 0u);
       std::vector<float> out_a(n);
       shardrec_tensor_view_t va = View(&out_a, dim, SHARDREC_DEVICE_HOST);

@@ -76,9 +76,7 @@ TEST_P(GpuVsHost, TrainsBitIdenticallyToAHostCollection) {
     for (int step = 0; step < s.steps; ++step) {
       const RefBatch& rb = ts.batches[step][r];
       KjtHolder kjt(rb, s.num_features, false);
-      const size_t n =
-          static_cast<size_t>(seq ? static_cast<int64_t>(rb.ids.size()) : rb.batch_size) *
-          static_cast<size_t>(dim);
+      const size_t n = OutputLen(rb, seq, dim);
       std::vector<float> out_h(n), out_d(n, -7.0f);
       ASSERT_EQ(shardrec_embedding_forward(h, kjt.view(), out_h.data(), n, nullptr), SHARDREC_OK)
           << shardrec_last_error();
@@ -383,9 +381,7 @@ TEST_P(DeviceKjtVsHost, TrainsBitIdenticallyToAHostKjt) {
       const RefBatch& rb = ts.batches[step][r];
       KjtHolder kjt(rb, s.num_features, c.int32_ids);
       DeviceKjt dkjt(*kjt.view());
-      const size_t n =
-          static_cast<size_t>(seq ? static_cast<int64_t>(rb.ids.size()) : rb.batch_size) *
-          static_cast<size_t>(dim);
+      const size_t n = OutputLen(rb, seq, dim);
       std::vector<float> out_h(n), out_d(n, -7.0f);
       ASSERT_EQ(shardrec_embedding_forward(h, kjt.view(), out_h.data(), n, nullptr), SHARDREC_OK)
           << shardrec_last_error();

@@ -82,9 +82,7 @@ TEST_P(GpuStaging, OneSyncPerPhase) {
   for (int step = 0; step < s.steps; ++step) {
     const RefBatch& rb = batches[step][0];
     KjtHolder kjt(rb, s.num_features, false);
-    const size_t n =
-        static_cast<size_t>(seq ? static_cast<int64_t>(rb.ids.size()) : rb.batch_size) *
-        static_cast<size_t>(dim);
+    const size_t n = OutputLen(rb, seq, dim);
     std::vector<float> out_h(n), out_d(n);
     ASSERT_EQ(shardrec_embedding_forward(h, kjt.view(), out_h.data(), n, nullptr), SHARDREC_OK);
     const Counts f0 = Runtime();
@@ -163,9 +161,7 @@ Counts TrainWithHints(const Scenario& s, int64_t max_batch, int64_t max_ids) {
     for (int step = 0; step < s.steps; ++step) {
       const RefBatch& rb = ts.batches[step][r];
       KjtHolder kjt(rb, s.num_features, false);
-      const size_t n =
-          static_cast<size_t>(seq ? static_cast<int64_t>(rb.ids.size()) : rb.batch_size) *
-          static_cast<size_t>(dim);
+      const size_t n = OutputLen(rb, seq, dim);
       std::vector<float> out_h(n), out_d(n);
       ASSERT_EQ(shardrec_embedding_forward(h, kjt.view(), out_h.data(), n, nullptr), SHARDREC_OK);
       ASSERT_EQ(shardrec_embedding_forward(d, kjt.view(), out_d.data(), n, nullptr), SHARDREC_OK)

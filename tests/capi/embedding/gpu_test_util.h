@@ -102,6 +102,13 @@ struct TrainingSetup {
   shardrec_optimizer_config_t opt;
 };
 
+// Floats of a forward's output for batch `rb`: a row per id for a sequence plan (`seq`), a row
+// per sample otherwise, `dim` wide.
+inline size_t OutputLen(const RefBatch& rb, bool seq, int64_t dim) {
+  return static_cast<size_t>(seq ? static_cast<int64_t>(rb.ids.size()) : rb.batch_size) *
+         static_cast<size_t>(dim);
+}
+
 using Tensors = std::vector<std::vector<float>>;  // what Snapshot returns
 
 // `a` and `b` tensor by tensor, bit for bit; failures name `what` and the tensor.
