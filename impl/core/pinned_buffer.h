@@ -5,7 +5,7 @@
 //
 // Not thread-safe: one owner uses it at a time (a communicator's call, a handle under its
 // exclusive-use guard). The owner must make sure no stream still copies into or out of the
-// block before it grows or frees it.
+// block before it grows, releases or frees it.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +13,8 @@
 #include "impl/core/status.h"
 
 namespace shardrec::core {
+
+class CudaRuntime;
 
 class PinnedBuffer {
  public:
@@ -22,16 +24,22 @@ class PinnedBuffer {
   PinnedBuffer& operator=(const PinnedBuffer&) = delete;
 
   // At least `bytes` bytes at data() (contents not kept when it grows). Errors: those of
-  // GetCudaRuntime (no plugin or GPU), and the plugin's allocation failure; the old block is
-  // gone then (data() is null).
+  // GetCudaRuntime (no plugin or GPU), the plugin's allocation failure, and kOutOfMemory when the
+  // plugin reports success without a block. On any error the old block is gone (released before
+  // the new one is asked for, so the two never coexist): data() is null and bytes() 0.
   Status Reserve(size_t bytes);
+  // The same with `cuda` instead of the process's runtime (one a test controls); `cuda` must
+  // outlive the block.
+  Status Reserve(size_t bytes, const CudaRuntime& cuda);
+  // Frees the block through the runtime that gave it; afterwards data() is null and bytes() 0.
+  // A failing free leaks the block rather than failing the caller (nothing to report it to).
+  void Release();
 
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
 
  private:
-  void Release();
-
+  const CudaRuntime* cuda_ = nullptr;  // the runtime that gave data_
   void* data_ = nullptr;
   size_t bytes_ = 0;
 };

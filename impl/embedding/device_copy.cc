@@ -43,27 +43,12 @@ Status FillDevice(const Device& device, void* dst, int value, size_t bytes) {
   return rt->StreamWait(device.index, nullptr, kDeviceWaitMs);
 }
 
-HostStaging::~HostStaging() { ReleasePinned(); }
-
-void HostStaging::ReleasePinned() {
-  if (pinned_ == nullptr) return;
-  const core::CudaRuntime* rt = nullptr;
-  // The runtime that pinned the block is cached for the process; a failed free leaks the block
-  // rather than failing the caller.
-  if (core::GetCudaRuntime(&rt).ok()) (void)rt->FreeHost(pinned_);
-  pinned_ = nullptr;
-  pinned_bytes_ = 0;
-}
-
 Status HostStaging::Reserve(size_t bytes) {
   if (bytes <= this->bytes()) return Status::Ok();
-  ReleasePinned();
-  const core::CudaRuntime* rt = nullptr;
-  void* p = nullptr;
-  if (core::GetCudaRuntime(&rt).ok() && rt->MallocHost(bytes, &p).ok() && p != nullptr) {
+  // A failed Reserve leaves pinned_ empty (PinnedBuffer's contract), so the fallback below never
+  // sits beside a pinned block.
+  if (pinned_.Reserve(bytes).ok()) {
     pageable_ = std::vector<uint8_t>();
-    pinned_ = static_cast<uint8_t*>(p);
-    pinned_bytes_ = bytes;
     return Status::Ok();
   }
   // Pinning is an optimisation: a host that cannot pin this much still stages, more slowly.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "impl/core/device.h"
+#include "impl/core/pinned_buffer.h"
 #include "impl/core/status.h"
 
 namespace shardrec::embedding {
@@ -28,23 +29,15 @@ Status FillDevice(const Device& device, void* dst, int value, size_t bytes);
 // only slower. Not thread-safe; contents are not kept when it grows.
 class HostStaging {
  public:
-  HostStaging() = default;
-  ~HostStaging();
-  HostStaging(const HostStaging&) = delete;
-  HostStaging& operator=(const HostStaging&) = delete;
-
   // At least `bytes` bytes at data(). kOutOfMemory when neither pinned nor pageable memory of
   // that size can be had.
   Status Reserve(size_t bytes);
-  uint8_t* data() { return pinned_ != nullptr ? pinned_ : pageable_.data(); }
-  size_t bytes() const { return pinned_ != nullptr ? pinned_bytes_ : pageable_.size(); }
-  bool pinned() const { return pinned_ != nullptr; }
+  uint8_t* data() { return pinned() ? static_cast<uint8_t*>(pinned_.data()) : pageable_.data(); }
+  size_t bytes() const { return pinned() ? pinned_.bytes() : pageable_.size(); }
+  bool pinned() const { return pinned_.data() != nullptr; }
 
  private:
-  void ReleasePinned();
-
-  uint8_t* pinned_ = nullptr;
-  size_t pinned_bytes_ = 0;
+  core::PinnedBuffer pinned_;  // empty whenever the pageable fallback is in use
   std::vector<uint8_t> pageable_;
 };
 

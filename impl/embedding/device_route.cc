@@ -33,8 +33,6 @@ class Carver {
 
 // The count work and the read-back block, carved in this order.
 struct CountArrays {
-  int32_t* i32 = nullptr;
-  int64_t* i64 = nullptr;
   int64_t* bag_offsets = nullptr;
   int64_t* wide = nullptr;
   int32_t* slot_lengths = nullptr;
@@ -54,8 +52,6 @@ CountArrays CarveCount(uint8_t* base, const RouteTables& t, int64_t B, int64_t n
   const size_t cells = static_cast<size_t>(t.num_slots) * static_cast<size_t>(B);
   const size_t real = static_cast<size_t>(t.num_real_slots) * static_cast<size_t>(B);
   const size_t lengths = static_cast<size_t>(num_lengths);
-  a.i32 = c.Take<int32_t>(t.i32.size());
-  a.i64 = c.Take<int64_t>(t.i64.size());
   a.bag_offsets = c.Take<int64_t>(lengths + 1);
   a.wide = c.Take<int64_t>((lengths > cells ? lengths : cells) + 1);
   a.slot_lengths = c.Take<int32_t>(cells);
@@ -102,6 +98,11 @@ Status ErrorOf(const Layout& l, const RouteOptions& o, const Batch& batch, const
 }
 
 template <class T>
+Status Upload(RouteBackend& be, T* dst, const std::vector<T>& src) {
+  return src.empty() ? Status::Ok() : be.ToDevice(dst, src.data(), sizeof(T) * src.size());
+}
+
+template <class T>
 Status CopyBack(RouteBackend& be, std::vector<T>* out, const T* src, size_t n) {
   out->resize(n);
   if (n == 0) return Status::Ok();
@@ -109,6 +110,22 @@ Status CopyBack(RouteBackend& be, std::vector<T>* out, const T* src, size_t n) {
 }
 
 }  // namespace
+
+Status RouteBackend::Tables(const RouteTables& t, const int32_t** i32, const int64_t** i64) {
+  Carver sizing(nullptr);
+  sizing.Take<int32_t>(t.i32.size());
+  sizing.Take<int64_t>(t.i64.size());
+  void* ws = nullptr;
+  SR_RETURN_IF_ERROR(Workspace(2, sizing.bytes(), &ws));
+  Carver c(static_cast<uint8_t*>(ws));
+  int32_t* d32 = c.Take<int32_t>(t.i32.size());
+  int64_t* d64 = c.Take<int64_t>(t.i64.size());
+  SR_RETURN_IF_ERROR(Upload(*this, d32, t.i32));
+  SR_RETURN_IF_ERROR(Upload(*this, d64, t.i64));
+  *i32 = d32;
+  *i64 = d64;
+  return Status::Ok();
+}
 
 RouteTables BuildRouteTables(const Layout& l) {
   RouteTables t;
@@ -187,8 +204,9 @@ Status RouteWith(const Layout& l, const RouteTables& t, const RouteOptions& o, c
   SR_RETURN_IF_ERROR(be.Workspace(0, bytes, &ws));
   const CountArrays a = CarveCount(static_cast<uint8_t*>(ws), t, B,
                                    static_cast<int64_t>(batch.num_lengths), pooled, np, &bytes);
-  if (!t.i32.empty()) SR_RETURN_IF_ERROR(be.ToDevice(a.i32, t.i32.data(), 4 * t.i32.size()));
-  if (!t.i64.empty()) SR_RETURN_IF_ERROR(be.ToDevice(a.i64, t.i64.data(), 8 * t.i64.size()));
+  const int32_t* i32 = nullptr;
+  const int64_t* i64 = nullptr;
+  SR_RETURN_IF_ERROR(be.Tables(t, &i32, &i64));
   RouteParams p;
   p.batch_size = B;
   p.num_lengths = static_cast<int64_t>(batch.num_lengths);
@@ -203,15 +221,15 @@ Status RouteWith(const Layout& l, const RouteTables& t, const RouteOptions& o, c
   p.num_pairs = static_cast<int32_t>(np);
   p.num_slots = t.num_slots;
   p.num_real_slots = t.num_real_slots;
-  p.pair_feature = a.i32 + t.pair_feature;
-  p.pair_flags = a.i32 + t.pair_flags;
-  p.pair_block_begin = a.i32 + t.pair_block_begin;
-  p.block_slot_begin = a.i32 + t.block_slot_begin;
-  p.block_slots = a.i32 + t.block_slots;
-  p.slot_dest = a.i32 + t.slot_dest;
-  p.slot_in_dest = a.i32 + t.slot_in_dest;
-  p.pair_rows = a.i64 + t.pair_rows;
-  p.block_first = a.i64 + t.block_first;
+  p.pair_feature = i32 + t.pair_feature;
+  p.pair_flags = i32 + t.pair_flags;
+  p.pair_block_begin = i32 + t.pair_block_begin;
+  p.block_slot_begin = i32 + t.block_slot_begin;
+  p.block_slots = i32 + t.block_slots;
+  p.slot_dest = i32 + t.slot_dest;
+  p.slot_in_dest = i32 + t.slot_in_dest;
+  p.pair_rows = i64 + t.pair_rows;
+  p.block_first = i64 + t.block_first;
   p.bag_offsets = a.bag_offsets;
   p.wide = a.wide;
   p.slot_lengths = a.slot_lengths;

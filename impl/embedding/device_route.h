@@ -30,8 +30,8 @@ struct RouteTables {
   std::vector<int32_t> slot_unit;        // real slots: unit index (host only)
   std::vector<int32_t> dest_slot_begin;  // per rank + 1: its real slots
   // Int32 tables back to back (pair_feature, pair_flags, pair_block_begin, block_slot_begin,
-  // block_slots, slot_dest, slot_in_dest), then int64 ones (pair_rows, block_first): what is
-  // copied to the device in one piece.
+  // block_slots, slot_dest, slot_in_dest), then int64 ones (pair_rows, block_first): what
+  // RouteBackend::Tables puts on the device.
   std::vector<int32_t> i32;
   std::vector<int64_t> i64;
   size_t pair_feature = 0, pair_flags = 0, pair_block_begin = 0, block_slot_begin = 0,
@@ -55,6 +55,10 @@ class RouteBackend {
   virtual Status Wait() = 0;
   virtual Status Count(const kernels::simt_body::RouteParams& params) = 0;
   virtual Status Fill(const kernels::simt_body::RouteParams& params) = 0;
+  // Backend copies of `tables`' i32 and i64 arrays for the steps, valid until the next call. The
+  // default uploads them into workspace 2 every time; a backend that outlives its batches keeps
+  // them (the tables change only with the plan).
+  virtual Status Tables(const RouteTables& tables, const int32_t** i32, const int64_t** i64);
 };
 
 // RouteBatch for `batch` whose buffers the backend's steps can read. On failure nothing outside

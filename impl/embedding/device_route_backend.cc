@@ -57,4 +57,29 @@ Status DeviceRouteBackend::Fill(const kernels::simt_body::RouteParams& p) {
   return dk::RouteFill(ctx_, p, temp_.data(), bytes);
 }
 
+Status DeviceRouteBackend::Tables(const RouteTables& t, const int32_t** i32, const int64_t** i64) {
+  if (!kept_ || kept_i32_ != t.i32 || kept_i64_ != t.i64) {
+    // Dropped first: a failed upload leaves nothing that looks uploaded. A route that failed
+    // after queuing the last upload returned without its wait: that copy may still read the
+    // host copy about to be replaced.
+    kept_ = false;
+    if (!kept_i32_.empty() || !kept_i64_.empty()) SR_RETURN_IF_ERROR(Wait());
+    tables_i64_at_ = (4 * t.i32.size() + 15) & ~size_t{15};
+    const size_t bytes = tables_i64_at_ + 8 * t.i64.size();
+    // Growing waits for the default stream, where the last route's steps that read them run.
+    SR_RETURN_IF_ERROR(
+        tables_.Reserve(device_, bytes < 16 ? 16 : bytes, "the route's plan tables", nullptr));
+    kept_i32_ = t.i32;
+    kept_i64_ = t.i64;
+    auto* base = static_cast<uint8_t*>(tables_.data());
+    SR_RETURN_IF_ERROR(ToDevice(base, kept_i32_.data(), 4 * kept_i32_.size()));
+    SR_RETURN_IF_ERROR(ToDevice(base + tables_i64_at_, kept_i64_.data(), 8 * kept_i64_.size()));
+    kept_ = true;
+  }
+  auto* base = static_cast<uint8_t*>(tables_.data());
+  *i32 = reinterpret_cast<const int32_t*>(base);
+  *i64 = reinterpret_cast<const int64_t*>(base + tables_i64_at_);
+  return Status::Ok();
+}
+
 }  // namespace shardrec::embedding

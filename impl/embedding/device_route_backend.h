@@ -2,10 +2,14 @@
 // grow-only device buffers, copies and waits through core::CudaRuntime on the device's default
 // stream (where the GPU collection v1 queues all its work), the steps through the emb_route
 // entry (kernels/device_dispatch.h). A plugin without the route entries makes Count and Fill
-// kUnsupported. Not thread-safe: one route at a time.
+// kUnsupported. The plan's route tables are uploaded once and kept in device memory: a batch
+// routed with the tables of the last one copies none of them. Not thread-safe: one route at a
+// time.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 
 #include "impl/core/exec.h"
 #include "impl/core/status.h"
@@ -24,6 +28,7 @@ class DeviceRouteBackend : public RouteBackend {
   Status Wait() override;
   Status Count(const kernels::simt_body::RouteParams& params) override;
   Status Fill(const kernels::simt_body::RouteParams& params) override;
+  Status Tables(const RouteTables& tables, const int32_t** i32, const int64_t** i64) override;
 
  private:
   // The scans' scratch for `params`' longest scan.
@@ -33,6 +38,14 @@ class DeviceRouteBackend : public RouteBackend {
   ExecContext ctx_;
   DeviceBuffer ws_[2];
   DeviceBuffer temp_;
+  // The tables on the device (int32 part, then the int64 part at tables_i64_at_) and the host
+  // copy they were uploaded from: the copy is the source of the queued upload, and tells whether
+  // the next batch's tables are the same. Empty (nothing kept) until an upload was queued.
+  DeviceBuffer tables_;
+  size_t tables_i64_at_ = 0;
+  std::vector<int32_t> kept_i32_;
+  std::vector<int64_t> kept_i64_;
+  bool kept_ = false;
 };
 
 }  // namespace shardrec::embedding

@@ -24,31 +24,6 @@
 namespace shardrec::testing {
 namespace {
 
-constexpr int32_t kDP = SHARDREC_SHARDING_DATA_PARALLEL;
-constexpr int32_t kTW = SHARDREC_SHARDING_TABLE_WISE;
-constexpr int32_t kRW = SHARDREC_SHARDING_ROW_WISE;
-constexpr int32_t kCW = SHARDREC_SHARDING_COLUMN_WISE;
-constexpr int32_t kTRW = SHARDREC_SHARDING_TABLE_ROW_WISE;
-constexpr int32_t kGrid = SHARDREC_SHARDING_GRID;
-constexpr int32_t kSgd = SHARDREC_OPTIMIZER_SGD;
-constexpr int32_t kRowAdagrad = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
-constexpr int32_t kAdam = SHARDREC_OPTIMIZER_ADAM;
-constexpr int32_t kLamb = SHARDREC_OPTIMIZER_LAMB;
-constexpr int32_t kF32 = SHARDREC_DTYPE_FLOAT32;
-constexpr int32_t kF16 = SHARDREC_DTYPE_FLOAT16;
-constexpr int32_t kBf16 = SHARDREC_DTYPE_BFLOAT16;
-
-// Every file of a directory (name -> bytes).
-std::map<std::string, std::string> ReadDir(const std::string& dir) {
-  std::map<std::string, std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    std::ifstream f(e.path(), std::ios::binary);
-    out[e.path().filename().string()] =
-        std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  }
-  return out;
-}
-
 std::string ReadFile(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
@@ -96,21 +71,17 @@ TEST_P(GpuCheckpoint, SavesTheHostBytesAndLoadsCrossWise) {
   s.optimizer.type = c.optimizer;
   s.tables[1].dtype = c.dtype;
   s.steps = 4;
-  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
-  const auto batches = MakeBatches(s, ref);
-  const auto grads = MakeGrads(s, batches, ref.output_dim());
-  PlanPtr plan = MakePlan(s);
-  ASSERT_NE(plan, nullptr);
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  const TrainingSetup ts(s);
+  ASSERT_NE(ts.plan, nullptr);
   const std::string dir_h = FreshDir("gpu_ckpt_host");
   const std::string dir_d = FreshDir("gpu_ckpt_gpu");
   SpawnRanks(s.world, [&](int r) {
-    CollPtr h(Create(plan.get(), s, r, false, s.seed, &opt));
-    CollPtr d(Create(plan.get(), s, r, true, s.seed, &opt));
+    CollPtr h(Create(ts.plan.get(), s, r, false, s.seed, &ts.opt));
+    CollPtr d(Create(ts.plan.get(), s, r, true, s.seed, &ts.opt));
     ASSERT_TRUE(h && d);
     for (int step = 0; step < 2; ++step) {
-      const auto oh = Step(h.get(), s, batches[step][r], grads[step][r]);
-      const auto od = Step(d.get(), s, batches[step][r], grads[step][r]);
+      const auto oh = Step(h.get(), s, ts.batches[step][r], ts.grads[step][r]);
+      const auto od = Step(d.get(), s, ts.batches[step][r], ts.grads[step][r]);
       EXPECT_TRUE(BitEqual(oh, od)) << "rank " << r << " step " << step;
     }
     ASSERT_EQ(shardrec_checkpoint_save(h.get(), dir_h.c_str(), nullptr), SHARDREC_OK)
@@ -120,8 +91,8 @@ TEST_P(GpuCheckpoint, SavesTheHostBytesAndLoadsCrossWise) {
     const Snap saved = TakeSnap(h.get(), s);
     // Fresh collections of the other seed (every value differs), each loading the checkpoint
     // the other kind wrote.
-    CollPtr h2(Create(plan.get(), s, r, false, s.seed + 1, &opt));
-    CollPtr d2(Create(plan.get(), s, r, true, s.seed + 1, &opt));
+    CollPtr h2(Create(ts.plan.get(), s, r, false, s.seed + 1, &ts.opt));
+    CollPtr d2(Create(ts.plan.get(), s, r, true, s.seed + 1, &ts.opt));
     ASSERT_TRUE(h2 && d2);
     std::string why;
     EXPECT_FALSE(BitEqual(TakeSnap(d2.get(), s), saved, &why)) << "nothing to load";
@@ -134,10 +105,10 @@ TEST_P(GpuCheckpoint, SavesTheHostBytesAndLoadsCrossWise) {
     EXPECT_TRUE(BitEqual(TakeSnap(d.get(), s), saved, &why)) << "gpu after its save: " << why;
     // Training goes on identically in all four.
     for (int step = 2; step < s.steps; ++step) {
-      const auto oh = Step(h.get(), s, batches[step][r], grads[step][r]);
-      const auto od = Step(d.get(), s, batches[step][r], grads[step][r]);
-      const auto oh2 = Step(h2.get(), s, batches[step][r], grads[step][r]);
-      const auto od2 = Step(d2.get(), s, batches[step][r], grads[step][r]);
+      const auto oh = Step(h.get(), s, ts.batches[step][r], ts.grads[step][r]);
+      const auto od = Step(d.get(), s, ts.batches[step][r], ts.grads[step][r]);
+      const auto oh2 = Step(h2.get(), s, ts.batches[step][r], ts.grads[step][r]);
+      const auto od2 = Step(d2.get(), s, ts.batches[step][r], ts.grads[step][r]);
       EXPECT_TRUE(BitEqual(oh, od) && BitEqual(oh, oh2) && BitEqual(oh, od2))
           << "rank " << r << " step " << step;
     }
@@ -259,22 +230,18 @@ TEST(GpuTableIo, ExportsTheHostBytesAndImports) {
   s.optimizer.type = kAdam;
   s.tables[1].dtype = kBf16;
   s.steps = 2;
-  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
-  const auto batches = MakeBatches(s, ref);
-  const auto grads = MakeGrads(s, batches, ref.output_dim());
-  PlanPtr plan = MakePlan(s);
-  ASSERT_NE(plan, nullptr);
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  const TrainingSetup ts(s);
+  ASSERT_NE(ts.plan, nullptr);
   const std::string dir = FreshDir("gpu_table_io");
   const std::string path_h = dir + "/host.safetensors";
   const std::string path_d = dir + "/gpu.safetensors";
   SpawnRanks(s.world, [&](int r) {
-    CollPtr h(Create(plan.get(), s, r, false, s.seed, &opt));
-    CollPtr d(Create(plan.get(), s, r, true, s.seed, &opt));
+    CollPtr h(Create(ts.plan.get(), s, r, false, s.seed, &ts.opt));
+    CollPtr d(Create(ts.plan.get(), s, r, true, s.seed, &ts.opt));
     ASSERT_TRUE(h && d);
     for (int step = 0; step < s.steps; ++step) {
-      Step(h.get(), s, batches[step][r], grads[step][r]);
-      Step(d.get(), s, batches[step][r], grads[step][r]);
+      Step(h.get(), s, ts.batches[step][r], ts.grads[step][r]);
+      Step(d.get(), s, ts.batches[step][r], ts.grads[step][r]);
     }
     for (const RefTable& t : s.tables) {
       ASSERT_EQ(
@@ -287,8 +254,8 @@ TEST(GpuTableIo, ExportsTheHostBytesAndImports) {
           << shardrec_last_error();
     }
     const Snap trained = TakeSnap(h.get(), s);
-    CollPtr h2(Create(plan.get(), s, r, false, s.seed + 1, &opt));
-    CollPtr d2(Create(plan.get(), s, r, true, s.seed + 1, &opt));
+    CollPtr h2(Create(ts.plan.get(), s, r, false, s.seed + 1, &ts.opt));
+    CollPtr d2(Create(ts.plan.get(), s, r, true, s.seed + 1, &ts.opt));
     ASSERT_TRUE(h2 && d2);
     for (const RefTable& t : s.tables) {
       ASSERT_EQ(
@@ -325,22 +292,18 @@ TEST(GpuCheckpointFailure, DeviceFailureMidSaveAndMidLoad) {
   s.sharding = {kTW, kCW, kRW};
   s.optimizer.type = kRowAdagrad;
   s.steps = 2;
-  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
-  const auto batches = MakeBatches(s, ref);
-  const auto grads = MakeGrads(s, batches, ref.output_dim());
-  PlanPtr plan = MakePlan(s);
-  ASSERT_NE(plan, nullptr);
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  const TrainingSetup ts(s);
+  ASSERT_NE(ts.plan, nullptr);
   const std::string dir = FreshDir("gpu_ckpt_fail");
   // One rank on this thread: the injected failure's count is the process's.
-  CollPtr d(Create(plan.get(), s, 0, true, s.seed, &opt));
+  CollPtr d(Create(ts.plan.get(), s, 0, true, s.seed, &ts.opt));
   ASSERT_TRUE(d);
-  Step(d.get(), s, batches[0][0], grads[0][0]);
+  Step(d.get(), s, ts.batches[0][0], ts.grads[0][0]);
   ASSERT_EQ(shardrec_checkpoint_save(d.get(), dir.c_str(), nullptr), SHARDREC_OK)
       << shardrec_last_error();
   const Snap first = TakeSnap(d.get(), s);
   const auto files = ReadDir(dir);
-  Step(d.get(), s, batches[1][0], grads[1][0]);
+  Step(d.get(), s, ts.batches[1][0], ts.grads[1][0]);
   const Snap second = TakeSnap(d.get(), s);
   for (int64_t after : {0, 2}) {
     ASSERT_TRUE(FakeFailCopyAfter(after));

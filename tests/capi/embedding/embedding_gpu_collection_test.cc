@@ -5,13 +5,11 @@
 // tests check what libshardrec.so does around the device kernels (which memory lives where, what
 // is staged and when) and that a GPU collection trains bit-identically to a host collection of
 // the same plan; the device kernel bodies themselves are verified by the simt tests.
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -26,110 +24,11 @@
 namespace shardrec::testing {
 namespace {
 
-shardrec_tensor_view_t View(std::vector<float>* data, int64_t dim, int32_t device_type) {
-  shardrec_tensor_view_t v{};
-  v.data = data->data();
-  v.dtype = SHARDREC_DTYPE_FLOAT32;
-  v.device_type = device_type;
-  v.ndim = 2;
-  v.shape[0] = dim == 0 ? 0 : static_cast<int64_t>(data->size()) / dim;
-  v.shape[1] = dim;
-  return v;
-}
-
-// The fake plugin's count of calls of kernel entry `which` (its shardrec_fake_embedding_calls):
-// the fake's device memory is host memory, so only these counts show that the GPU collection ran
-// its kernels through the plugin rather than host kernels on device pointers.
-enum FakeCall {
-  kLookup = 0,
-  kGroupRows,
-  kAggregate,
-  kFused,
-  kPartial,
-  kApply,
-  kRoute,
-  kNumFakeCalls
-};
-std::array<int64_t, kNumFakeCalls> FakeCalls() {
-  std::array<int64_t, kNumFakeCalls> out{};
-  out.fill(-1);
-  // The library loads the plugin on the first GPU request; the counters are read from that copy.
-  (void)shardrec_device_check(SHARDREC_DEVICE_CUDA, 0);
-  const char* path = std::getenv("SHARDREC_CUDA_PLUGIN");
-  void* h = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-  if (h == nullptr) return out;
-  using Fn = int64_t (*)(int32_t);
-  auto fn = reinterpret_cast<Fn>(dlsym(h, "shardrec_fake_embedding_calls"));
-  for (int i = 0; fn != nullptr && i < kNumFakeCalls; ++i) out[i] = fn(i);
-  dlclose(h);
-  return out;
-}
-
-// A block of the fake's device memory (host memory the test may read directly), freed on
-// destruction; empty when the fake is not loaded.
-class FakeDeviceFloats {
- public:
-  explicit FakeDeviceFloats(size_t n) {
-    const char* path = std::getenv("SHARDREC_CUDA_PLUGIN");
-    handle_ = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-    if (handle_ == nullptr) return;
-    auto alloc = reinterpret_cast<void* (*)(size_t)>(dlsym(handle_, "shardrec_fake_device_alloc"));
-    free_ = reinterpret_cast<void (*)(void*)>(dlsym(handle_, "shardrec_fake_device_free"));
-    if (alloc != nullptr && free_ != nullptr && n > 0)
-      data_ = static_cast<float*>(alloc(n * sizeof(float)));
-    size_ = data_ != nullptr ? n : 0;
-  }
-  ~FakeDeviceFloats() {
-    if (data_ != nullptr) free_(data_);
-    if (handle_ != nullptr) dlclose(handle_);
-  }
-  FakeDeviceFloats(const FakeDeviceFloats&) = delete;
-  FakeDeviceFloats& operator=(const FakeDeviceFloats&) = delete;
-  float* data() const { return data_; }
-  std::vector<float> ToVector() const { return std::vector<float>(data_, data_ + size_); }
-
- private:
-  void* handle_ = nullptr;
-  void (*free_)(void*) = nullptr;
-  float* data_ = nullptr;
-  size_t size_ = 0;
-};
-
-shardrec_tensor_view_t DeviceView(float* data, size_t n, int64_t dim) {
-  shardrec_tensor_view_t v{};
-  v.data = data;
-  v.dtype = SHARDREC_DTYPE_FLOAT32;
-  v.device_type = SHARDREC_DEVICE_CUDA;
-  v.ndim = 2;
-  v.shape[0] = dim == 0 ? 0 : static_cast<int64_t>(n) / dim;
-  v.shape[1] = dim;
-  return v;
-}
-
 TEST(EmbeddingGpuCollection, TheDeviceIsUsable) {
   // Guards the rest: without the plugin every CUDA collection would be refused as ENODEVICE.
   REQUIRE_DEVICE();
   ASSERT_EQ(shardrec_device_check(SHARDREC_DEVICE_CUDA, 0), SHARDREC_OK) << shardrec_last_error();
 }
-
-constexpr int32_t kDP = SHARDREC_SHARDING_DATA_PARALLEL;
-constexpr int32_t kTW = SHARDREC_SHARDING_TABLE_WISE;
-constexpr int32_t kRW = SHARDREC_SHARDING_ROW_WISE;
-constexpr int32_t kCW = SHARDREC_SHARDING_COLUMN_WISE;
-constexpr int32_t kTRW = SHARDREC_SHARDING_TABLE_ROW_WISE;
-constexpr int32_t kGrid = SHARDREC_SHARDING_GRID;
-constexpr int32_t kSum = SHARDREC_POOLING_SUM;
-constexpr int32_t kMean = SHARDREC_POOLING_MEAN;
-constexpr int32_t kNone = SHARDREC_POOLING_NONE;
-constexpr int32_t kSgd = SHARDREC_OPTIMIZER_SGD;
-constexpr int32_t kRowAdagrad = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
-constexpr int32_t kAdam = SHARDREC_OPTIMIZER_ADAM;
-constexpr int32_t kAdagrad = SHARDREC_OPTIMIZER_ADAGRAD;
-constexpr int32_t kPartialAdam = SHARDREC_OPTIMIZER_PARTIAL_ROWWISE_ADAM;
-constexpr int32_t kLamb = SHARDREC_OPTIMIZER_LAMB;
-constexpr int32_t kF32 = SHARDREC_DTYPE_FLOAT32;
-constexpr int32_t kF16 = SHARDREC_DTYPE_FLOAT16;
-constexpr int32_t kBf16 = SHARDREC_DTYPE_BFLOAT16;
 
 struct Case {
   const char* name;
@@ -158,41 +57,26 @@ TEST_P(GpuVsHost, TrainsBitIdenticallyToAHostCollection) {
   s.tables[1].dtype = c.dtype;
   s.steps = 4;
   if (c.world == 2) s.batch_sizes = {5, 0};  // an empty batch on one rank too
-  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
-  const auto batches = MakeBatches(s, ref);
-  const auto grads = MakeGrads(s, batches, ref.output_dim());
-  PlanPtr plan = MakePlan(s);
-  ASSERT_NE(plan, nullptr);
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  const TrainingSetup ts(s);
+  ASSERT_NE(ts.plan, nullptr);
   const auto calls_before = FakeCalls();
   SpawnRanks(s.world, [&](int r) {
-    const shardrec_embedding_options_t oh = Options(s, false);
-    const shardrec_embedding_options_t od = Options(s, true);
-    shardrec_embedding_t* h = nullptr;
-    shardrec_embedding_t* d = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&h, plan.get(), GroupComm(s.world, r), &opt, &oh),
-              SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr ch(h);
-    ASSERT_EQ(shardrec_embedding_create(&d, plan.get(), GroupComm(s.world, r), &opt, &od),
-              SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr cd(d);
+    CollPtr ch, cd;
+    ASSERT_NO_FATAL_FAILURE(CreateHostAndGpu(ts.plan.get(), s.world, r, ts.opt, Options(s, false),
+                                             Options(s, true), &ch, &cd));
+    shardrec_embedding_t* h = ch.get();
+    shardrec_embedding_t* d = cd.get();
     // Created bit-identical: the device arenas get the host's initial values.
     const auto init_h = Snapshot(h, s);
     const auto init_d = Snapshot(d, s);
-    ASSERT_EQ(init_h.size(), init_d.size());
-    for (size_t i = 0; i < init_h.size(); ++i)
-      EXPECT_TRUE(BitEqual(init_h[i], init_d[i])) << "rank " << r << " initial tensor " << i;
+    ExpectSameTensors(init_h, init_d, "rank " + std::to_string(r) + " initial");
     int64_t dim = 0;
     shardrec_embedding_output_dim(h, &dim);
     const bool seq = c.pooling == SHARDREC_POOLING_NONE;
     for (int step = 0; step < s.steps; ++step) {
-      const RefBatch& rb = batches[step][r];
+      const RefBatch& rb = ts.batches[step][r];
       KjtHolder kjt(rb, s.num_features, false);
-      const size_t n =
-          static_cast<size_t>(seq ? static_cast<int64_t>(rb.ids.size()) : rb.batch_size) *
-          static_cast<size_t>(dim);
+      const size_t n = OutputLen(rb, seq, dim);
       std::vector<float> out_h(n), out_d(n, -7.0f);
       ASSERT_EQ(shardrec_embedding_forward(h, kjt.view(), out_h.data(), n, nullptr), SHARDREC_OK)
           << shardrec_last_error();
@@ -217,7 +101,7 @@ TEST_P(GpuVsHost, TrainsBitIdenticallyToAHostCollection) {
       }
       if (dev_out.data() != nullptr) out_d = dev_out.ToVector();
       EXPECT_TRUE(BitEqual(out_h, out_d)) << "rank " << r << " step " << step;
-      std::vector<float> g = grads[step][r];
+      std::vector<float> g = ts.grads[step][r];
       ASSERT_EQ(shardrec_embedding_backward(h, g.data(), g.size(), nullptr), SHARDREC_OK)
           << shardrec_last_error();
       if (step % 2 == 0) {
@@ -239,9 +123,7 @@ TEST_P(GpuVsHost, TrainsBitIdenticallyToAHostCollection) {
     }
     const auto snap_h = Snapshot(h, s);
     const auto snap_d = Snapshot(d, s);
-    ASSERT_EQ(snap_h.size(), snap_d.size());
-    for (size_t i = 0; i < snap_h.size(); ++i)
-      EXPECT_TRUE(BitEqual(snap_h[i], snap_d[i])) << "rank " << r << " tensor " << i;
+    ExpectSameTensors(snap_h, snap_d, "rank " + std::to_string(r));
     // Training moved the weights, so the comparison above is not of two untouched copies.
     EXPECT_FALSE(BitEqual(init_d[0], snap_d[0]) && BitEqual(init_d.back(), snap_d.back()));
   });
@@ -305,17 +187,11 @@ TEST(EmbeddingGpuCollection, AccessorsRoundTrip) {
   PlanPtr plan = MakePlan(s);
   const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
   SpawnRanks(s.world, [&](int r) {
-    const shardrec_embedding_options_t oh = Options(s, false);
-    const shardrec_embedding_options_t od = Options(s, true);
-    shardrec_embedding_t* h = nullptr;
-    shardrec_embedding_t* d = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&h, plan.get(), GroupComm(s.world, r), &opt, &oh),
-              SHARDREC_OK);
-    CollPtr ch(h);
-    ASSERT_EQ(shardrec_embedding_create(&d, plan.get(), GroupComm(s.world, r), &opt, &od),
-              SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr cd(d);
+    CollPtr ch, cd;
+    ASSERT_NO_FATAL_FAILURE(CreateHostAndGpu(plan.get(), s.world, r, opt, Options(s, false),
+                                             Options(s, true), &ch, &cd));
+    shardrec_embedding_t* h = ch.get();
+    shardrec_embedding_t* d = cd.get();
     for (const RefTable& t : s.tables) {
       std::vector<float> w(static_cast<size_t>(t.rows) * t.dim);
       for (size_t i = 0; i < w.size(); ++i) w[i] = 0.001f * static_cast<float>(i) - 0.37f;
@@ -343,8 +219,7 @@ TEST(EmbeddingGpuCollection, AccessorsRoundTrip) {
     }
     const auto a = Snapshot(h, s);
     const auto b = Snapshot(d, s);
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(BitEqual(a[i], b[i])) << "tensor " << i;
+    ExpectSameTensors(a, b, "");
   });
 }
 
@@ -354,21 +229,18 @@ TEST(EmbeddingGpuCollection, RefusalsChangeNothing) {
   REQUIRE_DEVICE();
   Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
   s.steps = 1;
-  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
-  const auto batches = MakeBatches(s, ref);
-  const auto grads = MakeGrads(s, batches, ref.output_dim());
-  PlanPtr plan = MakePlan(s);
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  const TrainingSetup ts(s);
+  ASSERT_NE(ts.plan, nullptr);
   SpawnRanks(s.world, [&](int r) {
     shardrec_embedding_t* c = nullptr;
     // No machine has cuda:999: ENODEVICE on its rank, EINVAL on the peer.
     const shardrec_embedding_options_t bad = Options(s, true, r == 1 ? 999 : 0);
-    EXPECT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(s.world, r), &opt, &bad),
+    EXPECT_EQ(shardrec_embedding_create(&c, ts.plan.get(), GroupComm(s.world, r), &ts.opt, &bad),
               r == 1 ? SHARDREC_ENODEVICE : SHARDREC_EINVAL)
         << shardrec_last_error();
     EXPECT_EQ(c, nullptr);
     const shardrec_embedding_options_t od = Options(s, true);
-    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(s.world, r), &opt, &od),
+    ASSERT_EQ(shardrec_embedding_create(&c, ts.plan.get(), GroupComm(s.world, r), &ts.opt, &od),
               SHARDREC_OK)
         << shardrec_last_error();
     CollPtr cc(c);
@@ -379,7 +251,7 @@ TEST(EmbeddingGpuCollection, RefusalsChangeNothing) {
 
     int64_t dim = 0;
     shardrec_embedding_output_dim(c, &dim);
-    const RefBatch& rb = batches[0][r];
+    const RefBatch& rb = ts.batches[0][r];
     KjtHolder kjt(rb, s.num_features, false);
     std::vector<float> out(static_cast<size_t>(rb.batch_size * dim));
     // A KJT on another device than the collection's: refused on its rank, EINVAL on the peer.
@@ -395,14 +267,13 @@ TEST(EmbeddingGpuCollection, RefusalsChangeNothing) {
                 std::string::npos)
           << shardrec_last_error();
     }
-    std::vector<float> g = grads[0][r];
+    std::vector<float> g = ts.grads[0][r];
     EXPECT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_EUSAGE);
     int64_t steps = -1;
     ASSERT_EQ(shardrec_embedding_num_steps(c, &steps), SHARDREC_OK);
     EXPECT_EQ(steps, 0);
     const auto after = Snapshot(c, s);
-    for (size_t i = 0; i < before.size(); ++i)
-      EXPECT_TRUE(BitEqual(before[i], after[i])) << "rank " << r << " tensor " << i;
+    ExpectSameTensors(before, after, "rank " + std::to_string(r));
   });
 }
 
@@ -436,41 +307,13 @@ TEST(EmbeddingGpuCollection, OutOfRangeIdFailsAsOnTheHost) {
                 SHARDREC_EINVAL);
       errors[r * 2 + cuda] = shardrec_last_error();
       const auto after = Snapshot(c, s);
-      for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(BitEqual(before[i], after[i]));
+      ExpectSameTensors(before, after, "");
     }
   });
   EXPECT_EQ(errors[0], errors[1]);
   EXPECT_EQ(errors[2], errors[3]);
   EXPECT_NE(errors[2].find("1000"), std::string::npos) << errors[2];
 }
-
-// A block of the fake's device memory holding a copy of `v` (empty when the fake is not loaded).
-class FakeDeviceCopy {
- public:
-  template <class T>
-  explicit FakeDeviceCopy(const std::vector<T>& v) {
-    const char* path = std::getenv("SHARDREC_CUDA_PLUGIN");
-    handle_ = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-    if (handle_ == nullptr || v.empty()) return;
-    auto alloc = reinterpret_cast<void* (*)(size_t)>(dlsym(handle_, "shardrec_fake_device_alloc"));
-    free_ = reinterpret_cast<void (*)(void*)>(dlsym(handle_, "shardrec_fake_device_free"));
-    if (alloc == nullptr || free_ == nullptr) return;
-    data_ = alloc(v.size() * sizeof(T));
-    if (data_ != nullptr) std::memcpy(data_, v.data(), v.size() * sizeof(T));
-  }
-  ~FakeDeviceCopy() {
-    if (data_ != nullptr) free_(data_);
-    if (handle_ != nullptr) dlclose(handle_);
-  }
-  FakeDeviceCopy(const FakeDeviceCopy&) = delete;
-  FakeDeviceCopy& operator=(const FakeDeviceCopy&) = delete;
-  void* data() const { return data_; }
-
- private:
-  void* handle_ = nullptr;
-  void (*free_)(void*) = nullptr;
-  void* data_ = nullptr;
-};
 
 // The arrays of a host KJT copied into the fake's device memory, and a view of them declared on
 // cuda:0.
@@ -522,36 +365,23 @@ TEST_P(DeviceKjtVsHost, TrainsBitIdenticallyToAHostKjt) {
   s.weighted = c.weighted;
   s.steps = 3;
   s.batch_sizes = {5, 3};
-  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
-  const auto batches = MakeBatches(s, ref);
-  const auto grads = MakeGrads(s, batches, ref.output_dim());
-  PlanPtr plan = MakePlan(s);
-  ASSERT_NE(plan, nullptr);
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  const TrainingSetup ts(s);
+  ASSERT_NE(ts.plan, nullptr);
   const auto calls_before = FakeCalls();
   SpawnRanks(s.world, [&](int r) {
-    const shardrec_embedding_options_t oh = Options(s, false);
-    const shardrec_embedding_options_t od = Options(s, true);
-    shardrec_embedding_t* h = nullptr;
-    shardrec_embedding_t* d = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&h, plan.get(), GroupComm(s.world, r), &opt, &oh),
-              SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr ch(h);
-    ASSERT_EQ(shardrec_embedding_create(&d, plan.get(), GroupComm(s.world, r), &opt, &od),
-              SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr cd(d);
+    CollPtr ch, cd;
+    ASSERT_NO_FATAL_FAILURE(CreateHostAndGpu(ts.plan.get(), s.world, r, ts.opt, Options(s, false),
+                                             Options(s, true), &ch, &cd));
+    shardrec_embedding_t* h = ch.get();
+    shardrec_embedding_t* d = cd.get();
     int64_t dim = 0;
     shardrec_embedding_output_dim(h, &dim);
     const bool seq = c.pooling == SHARDREC_POOLING_NONE;
     for (int step = 0; step < s.steps; ++step) {
-      const RefBatch& rb = batches[step][r];
+      const RefBatch& rb = ts.batches[step][r];
       KjtHolder kjt(rb, s.num_features, c.int32_ids);
       DeviceKjt dkjt(*kjt.view());
-      const size_t n =
-          static_cast<size_t>(seq ? static_cast<int64_t>(rb.ids.size()) : rb.batch_size) *
-          static_cast<size_t>(dim);
+      const size_t n = OutputLen(rb, seq, dim);
       std::vector<float> out_h(n), out_d(n, -7.0f);
       ASSERT_EQ(shardrec_embedding_forward(h, kjt.view(), out_h.data(), n, nullptr), SHARDREC_OK)
           << shardrec_last_error();
@@ -566,7 +396,7 @@ TEST_P(DeviceKjtVsHost, TrainsBitIdenticallyToAHostKjt) {
             << shardrec_last_error();
       }
       EXPECT_TRUE(BitEqual(out_h, out_d)) << "rank " << r << " step " << step;
-      std::vector<float> g = grads[step][r];
+      std::vector<float> g = ts.grads[step][r];
       ASSERT_EQ(shardrec_embedding_backward(h, g.data(), g.size(), nullptr), SHARDREC_OK)
           << shardrec_last_error();
       ASSERT_EQ(shardrec_embedding_backward(d, g.data(), g.size(), nullptr), SHARDREC_OK)
@@ -574,9 +404,7 @@ TEST_P(DeviceKjtVsHost, TrainsBitIdenticallyToAHostKjt) {
     }
     const auto snap_h = Snapshot(h, s);
     const auto snap_d = Snapshot(d, s);
-    ASSERT_EQ(snap_h.size(), snap_d.size());
-    for (size_t i = 0; i < snap_h.size(); ++i)
-      EXPECT_TRUE(BitEqual(snap_h[i], snap_d[i])) << "rank " << r << " tensor " << i;
+    ExpectSameTensors(snap_h, snap_d, "rank " + std::to_string(r));
   });
   // Both ranks routed every step on the device: two entry calls (count, fill) per route.
   const auto calls = FakeCalls();
@@ -639,7 +467,7 @@ TEST(EmbeddingGpuCollection, DeviceKjtRejectionsMatchTheHost) {
                   SHARDREC_EINVAL);
         errors[r * 2 + cuda] = shardrec_last_error();
         const auto after = Snapshot(c, s);
-        for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(BitEqual(before[i], after[i]));
+        ExpectSameTensors(before, after, "");
       }
     });
     EXPECT_EQ(errors[0], errors[1]) << kind;

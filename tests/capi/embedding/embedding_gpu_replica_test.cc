@@ -28,31 +28,11 @@ namespace {
 
 constexpr int32_t kWorld = 4;
 constexpr int32_t kShard = 2;
-constexpr int32_t kDP = SHARDREC_SHARDING_DATA_PARALLEL;
-constexpr int32_t kTW = SHARDREC_SHARDING_TABLE_WISE;
-constexpr int32_t kRW = SHARDREC_SHARDING_ROW_WISE;
-constexpr int32_t kCW = SHARDREC_SHARDING_COLUMN_WISE;
-constexpr int32_t kGrid = SHARDREC_SHARDING_GRID;
-constexpr int32_t kRowAdagrad = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
-constexpr int32_t kAdam = SHARDREC_OPTIMIZER_ADAM;
-constexpr int32_t kAdagrad = SHARDREC_OPTIMIZER_ADAGRAD;
-constexpr int32_t kF32 = SHARDREC_DTYPE_FLOAT32;
-constexpr int32_t kBf16 = SHARDREC_DTYPE_BFLOAT16;
 
 struct MeshDeleter {
   void operator()(shardrec_mesh_t* m) const { shardrec_mesh_destroy(m); }
 };
 using MeshPtr = std::unique_ptr<shardrec_mesh_t, MeshDeleter>;
-
-std::map<std::string, std::string> ReadDir(const std::string& dir) {
-  std::map<std::string, std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    std::ifstream f(e.path(), std::ios::binary);
-    out[e.path().filename().string()] =
-        std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  }
-  return out;
-}
 
 MeshPtr MakeMesh(int r, int32_t interval, int32_t mode) {
   shardrec_mesh_options_t o;
@@ -149,9 +129,7 @@ TEST_P(GpuReplica, TrainsBitIdenticallyToHostReplicas) {
     }
     const auto sh = Snapshot(h.get(), s);
     const auto sd = Snapshot(d.get(), s);
-    ASSERT_EQ(sh.size(), sd.size());
-    for (size_t i = 0; i < sh.size(); ++i)
-      EXPECT_TRUE(BitEqual(sh[i], sd[i])) << "rank " << r << " tensor " << i;
+    ExpectSameTensors(sh, sd, "rank " + std::to_string(r));
     int64_t steps_h = -1, steps_d = -2;
     shardrec_embedding_num_steps(h.get(), &steps_h);
     shardrec_embedding_num_steps(d.get(), &steps_d);
@@ -297,8 +275,7 @@ TEST(GpuReplicaFailure, FailedStagingFailsTheSyncOnEveryReplica) {
       EXPECT_NE(err.find("injected device failure"), std::string::npos) << err;
     }
     const auto after = Snapshot(d.get(), s);
-    for (size_t i = 0; i < before.size(); ++i)
-      EXPECT_TRUE(BitEqual(before[i], after[i])) << "rank " << r << " tensor " << i;
+    ExpectSameTensors(before, after, "rank " + std::to_string(r));
     // The next sync works and leaves both replicas equal.
     ASSERT_EQ(shardrec_mesh_sync(m.get(), d.get(), SHARDREC_SYNC_DEFAULT), SHARDREC_OK)
         << shardrec_last_error();

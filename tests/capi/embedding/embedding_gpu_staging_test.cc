@@ -4,69 +4,20 @@
 // allocations. The fake runs copies only when the stream gets there (SHARDREC_FAKE_DEFER_COPIES,
 // set by ctest), so these runs also check that nothing reads a staging block before its wait;
 // the results are compared bit for bit with a host collection. Fake-only: skipped elsewhere.
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <array>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "shardrec/device.h"
 #include "tests/capi/embedding/embedding_test_util.h"
+#include "tests/capi/embedding/gpu_test_util.h"
 #include "tests/support/spawn_ranks.h"
 
 namespace shardrec::testing {
 namespace {
-
-enum Counter { kSync = 0, kUp, kDown, kDeviceAlloc, kHostAlloc, kNumCounters };
-using Counts = std::array<int64_t, kNumCounters>;
-
-// The fake's counters, or an empty optional-like {-1...} when the fake is not the plugin.
-Counts Runtime() {
-  Counts out{};
-  out.fill(-1);
-  (void)shardrec_device_check(SHARDREC_DEVICE_CUDA, 0);  // loads the plugin
-  const char* path = std::getenv("SHARDREC_CUDA_PLUGIN");
-  void* h = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-  if (h == nullptr) return out;
-  auto fn = reinterpret_cast<int64_t (*)(int32_t)>(dlsym(h, "shardrec_fake_runtime_calls"));
-  for (int i = 0; fn != nullptr && i < kNumCounters; ++i) out[i] = fn(i);
-  dlclose(h);
-  return out;
-}
-
-// Streams the fake handed out through stream_create and that were not destroyed yet.
-int64_t LiveStreams() {
-  const char* path = std::getenv("SHARDREC_CUDA_PLUGIN");
-  void* h = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-  if (h == nullptr) return -1;
-  auto fn = reinterpret_cast<int64_t (*)(int32_t)>(dlsym(h, "shardrec_fake_runtime_calls"));
-  const int64_t n = fn != nullptr ? fn(kNumCounters) : -1;
-  dlclose(h);
-  return n;
-}
-
-Counts Delta(const Counts& a, const Counts& b) {
-  Counts d{};
-  for (int i = 0; i < kNumCounters; ++i) d[i] = b[i] - a[i];
-  return d;
-}
-
-#define REQUIRE_FAKE()                                                            \
-  do {                                                                            \
-    if (Runtime()[kSync] < 0) {                                                   \
-      if (std::getenv("SHARDREC_TEST_EXPECT_FAKE") != nullptr)                    \
-        FAIL() << "SHARDREC_CUDA_PLUGIN does not name the fake embedding plugin"; \
-      GTEST_SKIP() << "the counters are the fake embedding plugin's";             \
-    }                                                                             \
-  } while (0)
-
-bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() &&
-         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
 
 struct SyncCase {
   const char* name;
@@ -116,15 +67,12 @@ TEST_P(GpuStaging, OneSyncPerPhase) {
   // Sized at creation for these batches: no buffer grows (a growth would wait) in any step.
   od.max_batch_size = 6;
   od.max_ids_per_batch = 6 * s.num_features * s.max_bag;
-  shardrec_embedding_t* h = nullptr;
-  shardrec_embedding_t* d = nullptr;
-  ASSERT_EQ(shardrec_embedding_create(&h, plan.get(), GroupComm(1, 0), &opt, &oh), SHARDREC_OK)
-      << shardrec_last_error();
-  CollPtr ch(h);
+  // (A host collection creates no stream.)
   const int64_t streams_before = LiveStreams();
-  ASSERT_EQ(shardrec_embedding_create(&d, plan.get(), GroupComm(1, 0), &opt, &od), SHARDREC_OK)
-      << shardrec_last_error();
-  CollPtr cd(d);
+  CollPtr ch, cd;
+  ASSERT_NO_FATAL_FAILURE(CreateHostAndGpu(plan.get(), 1, 0, opt, oh, od, &ch, &cd));
+  shardrec_embedding_t* h = ch.get();
+  shardrec_embedding_t* d = cd.get();
   // The collection queues on a stream of its own (the fake's waits drain only the stream they
   // name, so work left on another stream would show up as wrong bits).
   EXPECT_EQ(LiveStreams(), streams_before + 1);
@@ -134,9 +82,7 @@ TEST_P(GpuStaging, OneSyncPerPhase) {
   for (int step = 0; step < s.steps; ++step) {
     const RefBatch& rb = batches[step][0];
     KjtHolder kjt(rb, s.num_features, false);
-    const size_t n =
-        static_cast<size_t>(seq ? static_cast<int64_t>(rb.ids.size()) : rb.batch_size) *
-        static_cast<size_t>(dim);
+    const size_t n = OutputLen(rb, seq, dim);
     std::vector<float> out_h(n), out_d(n);
     ASSERT_EQ(shardrec_embedding_forward(h, kjt.view(), out_h.data(), n, nullptr), SHARDREC_OK);
     const Counts f0 = Runtime();
@@ -170,21 +116,10 @@ TEST_P(GpuStaging, OneSyncPerPhase) {
   }
   const auto a = Snapshot(h, s);
   const auto b = Snapshot(d, s);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(BitEqual(a[i], b[i])) << "tensor " << i;
+  ExpectSameTensors(a, b, "");
   cd.reset();
   EXPECT_EQ(LiveStreams(), streams_before) << "the collection's stream outlived it";
 }
-
-constexpr int32_t kDP = SHARDREC_SHARDING_DATA_PARALLEL;
-constexpr int32_t kTW = SHARDREC_SHARDING_TABLE_WISE;
-constexpr int32_t kRW = SHARDREC_SHARDING_ROW_WISE;
-constexpr int32_t kCW = SHARDREC_SHARDING_COLUMN_WISE;
-constexpr int32_t kSum = SHARDREC_POOLING_SUM;
-constexpr int32_t kNone = SHARDREC_POOLING_NONE;
-constexpr int32_t kSgd = SHARDREC_OPTIMIZER_SGD;
-constexpr int32_t kAdam = SHARDREC_OPTIMIZER_ADAM;
-constexpr int32_t kRowAdagrad = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
 
 const SyncCase kSyncCases[] = {
     // Fused backward on every shard: one wait per call.
@@ -203,11 +138,7 @@ INSTANTIATE_TEST_SUITE_P(Plans, GpuStaging, ::testing::ValuesIn(kSyncCases), Syn
 // (given the same hints, which it ignores) and returns the fake's counts over the steps only
 // (creation left out), summed over both ranks; the two must agree bit for bit every step.
 Counts TrainWithHints(const Scenario& s, int64_t max_batch, int64_t max_ids) {
-  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
-  const auto batches = MakeBatches(s, ref);
-  const auto grads = MakeGrads(s, batches, ref.output_dim());
-  PlanPtr plan = MakePlan(s);
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  const TrainingSetup ts(s);
   std::vector<Counts> created(s.world), done(s.world);
   SpawnRanks(s.world, [&](int r) {
     shardrec_embedding_options_t o;
@@ -217,16 +148,10 @@ Counts TrainWithHints(const Scenario& s, int64_t max_batch, int64_t max_ids) {
     o.max_ids_per_batch = max_ids;
     shardrec_embedding_options_t od = o;
     od.device_type = SHARDREC_DEVICE_CUDA;
-    shardrec_embedding_t* h = nullptr;
-    shardrec_embedding_t* d = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&h, plan.get(), GroupComm(s.world, r), &opt, &o),
-              SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr ch(h);
-    ASSERT_EQ(shardrec_embedding_create(&d, plan.get(), GroupComm(s.world, r), &opt, &od),
-              SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr cd(d);
+    CollPtr ch, cd;
+    ASSERT_NO_FATAL_FAILURE(CreateHostAndGpu(ts.plan.get(), s.world, r, ts.opt, o, od, &ch, &cd));
+    shardrec_embedding_t* h = ch.get();
+    shardrec_embedding_t* d = cd.get();
     int64_t dim = 0;
     shardrec_embedding_output_dim(d, &dim);
     // Both ranks have created before either counts (the creation's agreement is collective
@@ -234,24 +159,22 @@ Counts TrainWithHints(const Scenario& s, int64_t max_batch, int64_t max_ids) {
     created[r] = Runtime();
     const bool seq = s.tables[0].pooling == SHARDREC_POOLING_NONE;
     for (int step = 0; step < s.steps; ++step) {
-      const RefBatch& rb = batches[step][r];
+      const RefBatch& rb = ts.batches[step][r];
       KjtHolder kjt(rb, s.num_features, false);
-      const size_t n =
-          static_cast<size_t>(seq ? static_cast<int64_t>(rb.ids.size()) : rb.batch_size) *
-          static_cast<size_t>(dim);
+      const size_t n = OutputLen(rb, seq, dim);
       std::vector<float> out_h(n), out_d(n);
       ASSERT_EQ(shardrec_embedding_forward(h, kjt.view(), out_h.data(), n, nullptr), SHARDREC_OK);
       ASSERT_EQ(shardrec_embedding_forward(d, kjt.view(), out_d.data(), n, nullptr), SHARDREC_OK)
           << shardrec_last_error();
       EXPECT_TRUE(BitEqual(out_h, out_d)) << "rank " << r << " step " << step;
-      std::vector<float> g = grads[step][r];
+      std::vector<float> g = ts.grads[step][r];
       ASSERT_EQ(shardrec_embedding_backward(h, g.data(), g.size(), nullptr), SHARDREC_OK);
       ASSERT_EQ(shardrec_embedding_backward(d, g.data(), g.size(), nullptr), SHARDREC_OK)
           << shardrec_last_error();
     }
     const auto a = Snapshot(h, s);
     const auto b = Snapshot(d, s);
-    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(BitEqual(a[i], b[i])) << "tensor " << i;
+    ExpectSameTensors(a, b, "");
     // Snapshot reads through the accessors, which allocate nothing on the device.
     done[r] = Runtime();
   });

@@ -1,14 +1,18 @@
 // Shared pieces of the GPU collection C API tests, which run on the CPU through the fake
 // embedding plugin (SHARDREC_CUDA_PLUGIN, set by ctest) and on a GPU through the real plugin:
-// whether they can run here, the collection options, bit equality, and the fake's hooks.
+// whether they can run here, the plan constants, the collection options, a host and a GPU
+// collection of one plan, bit equality of outputs and snapshots, tensor views, and the fake's
+// hooks and counters (gpu_test_util.cc).
 #pragma once
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -16,6 +20,25 @@
 #include "tests/capi/embedding/embedding_test_util.h"
 
 namespace shardrec::testing {
+
+inline constexpr int32_t kDP = SHARDREC_SHARDING_DATA_PARALLEL;
+inline constexpr int32_t kTW = SHARDREC_SHARDING_TABLE_WISE;
+inline constexpr int32_t kRW = SHARDREC_SHARDING_ROW_WISE;
+inline constexpr int32_t kCW = SHARDREC_SHARDING_COLUMN_WISE;
+inline constexpr int32_t kTRW = SHARDREC_SHARDING_TABLE_ROW_WISE;
+inline constexpr int32_t kGrid = SHARDREC_SHARDING_GRID;
+inline constexpr int32_t kSum = SHARDREC_POOLING_SUM;
+inline constexpr int32_t kMean = SHARDREC_POOLING_MEAN;
+inline constexpr int32_t kNone = SHARDREC_POOLING_NONE;
+inline constexpr int32_t kSgd = SHARDREC_OPTIMIZER_SGD;
+inline constexpr int32_t kRowAdagrad = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
+inline constexpr int32_t kAdam = SHARDREC_OPTIMIZER_ADAM;
+inline constexpr int32_t kAdagrad = SHARDREC_OPTIMIZER_ADAGRAD;
+inline constexpr int32_t kPartialAdam = SHARDREC_OPTIMIZER_PARTIAL_ROWWISE_ADAM;
+inline constexpr int32_t kLamb = SHARDREC_OPTIMIZER_LAMB;
+inline constexpr int32_t kF32 = SHARDREC_DTYPE_FLOAT32;
+inline constexpr int32_t kF16 = SHARDREC_DTYPE_FLOAT16;
+inline constexpr int32_t kBf16 = SHARDREC_DTYPE_BFLOAT16;
 
 inline bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() &&
@@ -69,6 +92,109 @@ inline std::string WhyNotRunnable() {
   return "";
 }
 
+// What a test of scenario `s` trains on: every step's batch and output gradient per rank, the
+// plan (null, with a test failure, when it is refused) and the optimizer in C form.
+struct TrainingSetup {
+  explicit TrainingSetup(const Scenario& s);
+  std::vector<std::vector<RefBatch>> batches;
+  std::vector<std::vector<std::vector<float>>> grads;
+  PlanPtr plan;
+  shardrec_optimizer_config_t opt;
+};
+
+// Floats of a forward's output for batch `rb`: a row per id for a sequence plan (`seq`), a row
+// per sample otherwise, `dim` wide.
+inline size_t OutputLen(const RefBatch& rb, bool seq, int64_t dim) {
+  return static_cast<size_t>(seq ? static_cast<int64_t>(rb.ids.size()) : rb.batch_size) *
+         static_cast<size_t>(dim);
+}
+
+using Tensors = std::vector<std::vector<float>>;  // what Snapshot returns
+
+// `a` and `b` tensor by tensor, bit for bit; failures name `what` and the tensor.
+void ExpectSameTensors(const Tensors& a, const Tensors& b, const std::string& what);
+
+// A host and a GPU collection of `plan` on rank `rank` of a group of `world` (fatal failure,
+// with the library's message, when either is refused).
+void CreateHostAndGpu(const shardrec_plan_t* plan, int32_t world, int32_t rank,
+                      const shardrec_optimizer_config_t& opt,
+                      const shardrec_embedding_options_t& host_options,
+                      const shardrec_embedding_options_t& gpu_options, CollPtr* host, CollPtr* gpu);
+
+// A float32 [rows, dim] view of `data` (rows = n / dim) on `device_type`, index 0.
+shardrec_tensor_view_t FloatView(float* data, size_t n, int64_t dim, int32_t device_type);
+inline shardrec_tensor_view_t View(std::vector<float>* data, int64_t dim, int32_t device_type) {
+  return FloatView(data->data(), data->size(), dim, device_type);
+}
+inline shardrec_tensor_view_t DeviceView(float* data, size_t n, int64_t dim) {
+  return FloatView(data, n, dim, SHARDREC_DEVICE_CUDA);
+}
+
+// Every file of a directory (name -> bytes).
+std::map<std::string, std::string> ReadDir(const std::string& dir);
+
+// The fake's calls of its kernel entries (shardrec_fake_embedding_calls); -1 each when the fake
+// is not the plugin. The fake's device memory is host memory, so only these counts show that a
+// GPU collection ran its kernels through the plugin rather than host kernels on device pointers.
+enum FakeCall {
+  kLookup = 0,
+  kGroupRows,
+  kAggregate,
+  kFused,
+  kPartial,
+  kApply,
+  kRoute,
+  kNumFakeCalls
+};
+std::array<int64_t, kNumFakeCalls> FakeCalls();
+
+// The fake's runtime counters (shardrec_fake_runtime_calls): host synchronisations, copies up
+// and down, device and pinned allocations; -1 each when the fake is not the plugin.
+enum Counter { kSync = 0, kUp, kDown, kDeviceAlloc, kHostAlloc, kNumCounters };
+using Counts = std::array<int64_t, kNumCounters>;
+Counts Runtime();
+Counts Delta(const Counts& before, const Counts& after);
+// Streams the fake handed out through stream_create and that were not destroyed yet; -1 when the
+// fake is not the plugin.
+int64_t LiveStreams();
+
+// A block of the fake's device memory (host memory the test may read and write directly), freed
+// on destruction; empty (null) when the fake is not loaded or `bytes` is 0.
+class FakeDeviceBlock {
+ public:
+  explicit FakeDeviceBlock(size_t bytes);
+  ~FakeDeviceBlock();
+  FakeDeviceBlock(const FakeDeviceBlock&) = delete;
+  FakeDeviceBlock& operator=(const FakeDeviceBlock&) = delete;
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* handle_ = nullptr;
+  void (*free_)(void*) = nullptr;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// `n` floats of the fake's device memory.
+class FakeDeviceFloats : public FakeDeviceBlock {
+ public:
+  explicit FakeDeviceFloats(size_t n) : FakeDeviceBlock(n * sizeof(float)) {}
+  float* data() const { return static_cast<float*>(FakeDeviceBlock::data()); }
+  std::vector<float> ToVector() const {
+    return std::vector<float>(data(), data() + bytes() / sizeof(float));
+  }
+};
+
+// A copy of `v` in the fake's device memory.
+class FakeDeviceCopy : public FakeDeviceBlock {
+ public:
+  template <class T>
+  explicit FakeDeviceCopy(const std::vector<T>& v) : FakeDeviceBlock(v.size() * sizeof(T)) {
+    if (data() != nullptr) std::memcpy(data(), v.data(), v.size() * sizeof(T));
+  }
+};
+
 }  // namespace shardrec::testing
 
 // At the start of every test: fails where the fake should be loaded and is not, skips where
@@ -78,4 +204,15 @@ inline std::string WhyNotRunnable() {
     const std::string why = ::shardrec::testing::WhyNotRunnable();                                \
     if (!why.empty() && std::getenv("SHARDREC_TEST_EXPECT_FAKE") == nullptr) GTEST_SKIP() << why; \
     ASSERT_TRUE(why.empty()) << why;                                                              \
+  } while (0)
+
+// At the start of a test that reads the fake's counters: fails where the fake should be loaded
+// and is not, skips elsewhere (the real plugin has no counters).
+#define REQUIRE_FAKE()                                                            \
+  do {                                                                            \
+    if (::shardrec::testing::Runtime()[::shardrec::testing::kSync] < 0) {         \
+      if (std::getenv("SHARDREC_TEST_EXPECT_FAKE") != nullptr)                    \
+        FAIL() << "SHARDREC_CUDA_PLUGIN does not name the fake embedding plugin"; \
+      GTEST_SKIP() << "the counters are the fake embedding plugin's";             \
+    }                                                                             \
   } while (0)

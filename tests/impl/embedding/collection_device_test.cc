@@ -6,7 +6,9 @@
 #include <memory>
 #include <string>
 
+#include "impl/core/cuda_plugin.h"
 #include "impl/embedding/collection.h"
+#include "impl/embedding/device_copy.h"
 #include "impl/sharding/layout.h"
 
 namespace shardrec::embedding {
@@ -72,6 +74,20 @@ TEST(EmbeddingCollectionDevice, AGpuCollectionRefusesADeviceCommunicator) {
   EXPECT_NE(s.message().find("NCCL"), std::string::npos) << s.ToString();
   EXPECT_NE(s.message().find("host (Gloo) communicator"), std::string::npos) << s.ToString();
   EXPECT_EQ(out, nullptr);
+}
+
+// Without a CUDA runtime (this test runs with no plugin named), host staging still stages, in
+// pageable memory; the pinned case is host_staging_test.cc's, under the fake plugin.
+TEST(HostStagingFallback, PageableWithoutARuntime) {
+  const core::CudaRuntime* rt = nullptr;
+  if (core::GetCudaRuntime(&rt).ok()) GTEST_SKIP() << "this process has a CUDA runtime";
+  HostStaging s;
+  ASSERT_TRUE(s.Reserve(256).ok());
+  EXPECT_FALSE(s.pinned());
+  EXPECT_GE(s.bytes(), 256u);
+  std::memset(s.data(), 3, 256);
+  ASSERT_TRUE(s.Reserve(100).ok());
+  EXPECT_GE(s.bytes(), 256u);
 }
 
 }  // namespace

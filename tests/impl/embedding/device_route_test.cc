@@ -61,7 +61,7 @@ class HostBackend : public RouteBackend {
 
  private:
   std::mt19937_64 rng_;
-  std::vector<uint64_t> ws_[2];
+  std::vector<uint64_t> ws_[3];  // 2: RouteBackend::Tables' default upload
 };
 
 // Both routes on one batch: the same status, and when accepted the same bytes.

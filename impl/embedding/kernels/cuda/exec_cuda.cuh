@@ -138,11 +138,41 @@ inline Status CubTempBytes(int64_t n, size_t* bytes) {
   return Status::Ok();
 }
 
-// The executor the pipeline runs on. The first failing step's error is kept in status().
-class CudaExec {
+// What every executor of the single-source steps holds (CudaExec below, route.cu's RouteExec):
+// the stream it enqueues on, the caller's CUB scratch, and the first failure, after which every
+// step is skipped (status() keeps it). The steps both executors take live here too.
+class StreamExec {
  public:
-  CudaExec(cudaStream_t stream, void* temp, size_t temp_bytes)
+  StreamExec(cudaStream_t stream, void* temp, size_t temp_bytes)
       : stream_(stream), temp_(temp), temp_bytes_(temp_bytes) {}
+
+  void ExclusiveSum(const int64_t* in, int64_t* out, int64_t n) {
+    if (!status_.ok() || n <= 0) return;
+    size_t bytes = temp_bytes_;
+    Check(cub::DeviceScan::ExclusiveSum(temp_, bytes, in, out, static_cast<int>(n), stream_),
+          "cub::DeviceScan::ExclusiveSum");
+  }
+  void Zero(void* p, size_t bytes) {
+    if (!status_.ok() || bytes == 0) return;
+    Check(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemsetAsync");
+  }
+  const Status& status() const { return status_; }
+
+ protected:
+  void Check(cudaError_t e, const char* what) {
+    if (status_.ok()) static_cast<void>(status_ = CudaError(e, what));
+  }
+
+  cudaStream_t stream_;
+  void* temp_;
+  size_t temp_bytes_;
+  Status status_;
+};
+
+// The executor the pipeline runs on.
+class CudaExec : public StreamExec {
+ public:
+  using StreamExec::StreamExec;
 
   template <class Op>
   void Warps(int64_t count, const Op& op) {
@@ -166,16 +196,6 @@ class CudaExec {
                                              static_cast<int>(n), stream_),
           "cub::DeviceRunLengthEncode::Encode");
   }
-  void ExclusiveSum(const int64_t* in, int64_t* out, int64_t n) {
-    if (!status_.ok()) return;
-    size_t bytes = temp_bytes_;
-    Check(cub::DeviceScan::ExclusiveSum(temp_, bytes, in, out, static_cast<int>(n), stream_),
-          "cub::DeviceScan::ExclusiveSum");
-  }
-  void Zero(void* p, size_t bytes) {
-    if (!status_.ok()) return;
-    Check(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemsetAsync");
-  }
   template <class Op>
   void HotFinish(const Op& op, int64_t max_rows) {
     if (!status_.ok() || max_rows <= 0) return;
@@ -183,17 +203,6 @@ class CudaExec {
     HotFinishKernel<Op><<<static_cast<unsigned>(blocks), kBlockThreads, 0, stream_>>>(op);
     Check(cudaGetLastError(), "hot-row kernel launch");
   }
-  const Status& status() const { return status_; }
-
- private:
-  void Check(cudaError_t e, const char* what) {
-    if (status_.ok()) static_cast<void>(status_ = CudaError(e, what));
-  }
-
-  cudaStream_t stream_;
-  void* temp_;
-  size_t temp_bytes_;
-  Status status_;
 };
 
 }  // namespace shardrec::embedding::kernels::cuda

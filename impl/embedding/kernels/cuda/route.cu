@@ -31,11 +31,11 @@ __global__ void __launch_bounds__(kBlockThreads)
     op(i);
 }
 
-// The executor of RouteCountSteps / RouteFillSteps. The first failing step's error is kept.
-class RouteExec {
+// The executor of RouteCountSteps / RouteFillSteps: StreamExec's scan and memset, and a launch
+// of one thread per item.
+class RouteExec : public StreamExec {
  public:
-  RouteExec(cudaStream_t stream, void* temp, size_t temp_bytes)
-      : stream_(stream), temp_(temp), temp_bytes_(temp_bytes) {}
+  using StreamExec::StreamExec;
 
   template <class Op>
   void Threads(int64_t count, const Op& op) {
@@ -45,27 +45,6 @@ class RouteExec {
     ThreadKernel<Op><<<static_cast<unsigned>(blocks), kBlockThreads, 0, stream_>>>(op, count);
     Check(cudaGetLastError(), "route kernel launch");
   }
-  void ExclusiveSum(const int64_t* in, int64_t* out, int64_t n) {
-    if (!status_.ok() || n <= 0) return;
-    size_t bytes = temp_bytes_;
-    Check(cub::DeviceScan::ExclusiveSum(temp_, bytes, in, out, static_cast<int>(n), stream_),
-          "cub::DeviceScan::ExclusiveSum");
-  }
-  void Zero(void* p, size_t bytes) {
-    if (!status_.ok() || bytes == 0) return;
-    Check(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemsetAsync");
-  }
-  const Status& status() const { return status_; }
-
- private:
-  void Check(cudaError_t e, const char* what) {
-    if (status_.ok()) static_cast<void>(status_ = CudaError(e, what));
-  }
-
-  cudaStream_t stream_;
-  void* temp_;
-  size_t temp_bytes_;
-  Status status_;
 };
 
 // The longest scan of a route: CUB counts items in int.

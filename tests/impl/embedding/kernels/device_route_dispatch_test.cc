@@ -40,6 +40,18 @@ int64_t FakeRouteCalls() {
   return n;
 }
 
+// The fake's count of runtime service `which` (its shardrec_fake_runtime_calls: 0 waits, 1
+// host-to-device copies); -1 when the fake is not the loaded plugin.
+int64_t FakeRuntimeCalls(int32_t which) {
+  const char* path = std::getenv("SHARDREC_CUDA_PLUGIN");
+  void* h = path != nullptr && FakePlugin() ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  if (h == nullptr) return -1;
+  auto fn = reinterpret_cast<int64_t (*)(int32_t)>(dlsym(h, "shardrec_fake_runtime_calls"));
+  const int64_t n = fn != nullptr ? fn(which) : -1;
+  dlclose(h);
+  return n;
+}
+
 // `d`'s buffers copied into device memory of `dev`; the batch points there.
 Batch OnDevice(const testing::BatchData& d, DeviceArena& dev) {
   Batch b = d.batch;
@@ -101,6 +113,66 @@ TEST(DeviceRouteDispatch, DeviceBatchGivesRouteBatchsBytes) {
     ASSERT_GE(calls_before, 0);
     EXPECT_GE(FakeRouteCalls() - calls_before, 2 * accepted);
   }
+}
+
+// The plan's tables are uploaded with the first batch and kept: the next batch of the same plan
+// copies two arrays fewer to the device (and the same bytes come out); a plan with other tables
+// uploads its own, and going back re-uploads (the backend keeps one plan's tables).
+TEST(DeviceRouteDispatch, PlanTablesAreUploadedOncePerPlan) {
+  SHARDREC_REQUIRE_DEVICE();
+  if (!FakePlugin()) GTEST_SKIP() << "copies are counted by the fake plugin";
+  std::mt19937 rng(77);
+  testing::Case c1, c2;
+  auto accepted_batch = [&](const testing::Case& c, testing::BatchData* d) {
+    for (;;) {
+      testing::RandomBatch(rng, c, false, d);
+      RoutedBatch rb;
+      if (RouteBatch(ExecContext(), c.layout, RouteOptions{BoundsPolicy::kClamp, true}, d->batch,
+                     &rb)
+              .ok())
+        return;
+    }
+  };
+  while (!testing::RandomCase(rng, &c1)) {
+  }
+  RouteTables t1 = BuildRouteTables(c1.layout), t2;
+  do {
+    while (!testing::RandomCase(rng, &c2)) {
+    }
+    t2 = BuildRouteTables(c2.layout);
+  } while (t2.i32 == t1.i32 && t2.i64 == t1.i64);
+  ASSERT_FALSE(t1.i32.empty());
+  ASSERT_FALSE(t1.i64.empty());
+  ASSERT_FALSE(t2.i32.empty());
+  ASSERT_FALSE(t2.i64.empty());
+  testing::BatchData d1, d2;
+  accepted_batch(c1, &d1);
+  accepted_batch(c2, &d2);
+  DeviceArena dev;
+  ASSERT_TRUE(dev.ok());
+  const Batch b1 = OnDevice(d1, dev), b2 = OnDevice(d2, dev);
+  ASSERT_TRUE(dev.Sync());
+  const RouteOptions o{BoundsPolicy::kClamp, true};
+  DeviceRouteBackend be(0);
+  // Host-to-device copies of one route of `b` with `t`.
+  auto uploads = [&](const testing::Case& c, const RouteTables& t, const Batch& b,
+                     const testing::BatchData& d) -> int64_t {
+    const int64_t before = FakeRuntimeCalls(1);
+    RoutedBatch got, want;
+    EXPECT_TRUE(RouteWith(c.layout, t, o, b, be, &got).ok());
+    EXPECT_TRUE(RouteBatch(ExecContext(), c.layout, o, d.batch, &want).ok());
+    testing::ExpectSameRoute(want, got, "tables kept");
+    return FakeRuntimeCalls(1) - before;
+  };
+  const int64_t first = uploads(c1, t1, b1, d1);
+  const int64_t again = uploads(c1, t1, b1, d1);
+  EXPECT_EQ(again, first - 2) << "the int32 and int64 tables are copied once";
+  // A copy of the tables (another object, same contents) is the same plan.
+  const RouteTables t1_copy = t1;
+  EXPECT_EQ(uploads(c1, t1_copy, b1, d1), again);
+  const int64_t other_first = uploads(c2, t2, b2, d2);
+  EXPECT_EQ(uploads(c2, t2, b2, d2), other_first - 2);
+  EXPECT_EQ(uploads(c1, t1, b1, d1), first);
 }
 
 // The fake refuses a batch left in host memory, naming the array (the real plugin would fault).

@@ -1,0 +1,125 @@
+#include "tests/capi/embedding/gpu_test_util.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+namespace shardrec::testing {
+
+namespace {
+
+// A handle on the loaded plugin if it is the fake (dlclose it), else null.
+void* FakeHandle() {
+  (void)shardrec_device_check(SHARDREC_DEVICE_CUDA, 0);  // loads the plugin
+  const char* path = std::getenv("SHARDREC_CUDA_PLUGIN");
+  return path != nullptr ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+}
+
+}  // namespace
+
+TrainingSetup::TrainingSetup(const Scenario& s) {
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  batches = MakeBatches(s, ref);
+  grads = MakeGrads(s, batches, ref.output_dim());
+  plan = MakePlan(s);
+  EXPECT_NE(plan, nullptr) << shardrec_last_error();
+  opt = ToCOptimizer(s.optimizer);
+}
+
+void ExpectSameTensors(const Tensors& a, const Tensors& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_TRUE(BitEqual(a[i], b[i])) << what << " tensor " << i;
+}
+
+void CreateHostAndGpu(const shardrec_plan_t* plan, int32_t world, int32_t rank,
+                      const shardrec_optimizer_config_t& opt,
+                      const shardrec_embedding_options_t& host_options,
+                      const shardrec_embedding_options_t& gpu_options, CollPtr* host,
+                      CollPtr* gpu) {
+  shardrec_embedding_t* h = nullptr;
+  shardrec_embedding_t* d = nullptr;
+  ASSERT_EQ(shardrec_embedding_create(&h, plan, GroupComm(world, rank), &opt, &host_options),
+            SHARDREC_OK)
+      << "host: " << shardrec_last_error();
+  host->reset(h);
+  ASSERT_EQ(shardrec_embedding_create(&d, plan, GroupComm(world, rank), &opt, &gpu_options),
+            SHARDREC_OK)
+      << "gpu: " << shardrec_last_error();
+  gpu->reset(d);
+}
+
+shardrec_tensor_view_t FloatView(float* data, size_t n, int64_t dim, int32_t device_type) {
+  shardrec_tensor_view_t v{};
+  v.data = data;
+  v.dtype = SHARDREC_DTYPE_FLOAT32;
+  v.device_type = device_type;
+  v.ndim = 2;
+  v.shape[0] = dim == 0 ? 0 : static_cast<int64_t>(n) / dim;
+  v.shape[1] = dim;
+  return v;
+}
+
+std::map<std::string, std::string> ReadDir(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::ifstream f(e.path(), std::ios::binary);
+    out[e.path().filename().string()] =
+        std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  return out;
+}
+
+std::array<int64_t, kNumFakeCalls> FakeCalls() {
+  std::array<int64_t, kNumFakeCalls> out{};
+  out.fill(-1);
+  void* h = FakeHandle();
+  if (h == nullptr) return out;
+  auto fn = reinterpret_cast<int64_t (*)(int32_t)>(dlsym(h, "shardrec_fake_embedding_calls"));
+  for (int i = 0; fn != nullptr && i < kNumFakeCalls; ++i) out[i] = fn(i);
+  dlclose(h);  // NOLOAD: the library's reference keeps it loaded
+  return out;
+}
+
+Counts Runtime() {
+  Counts out{};
+  out.fill(-1);
+  void* h = FakeHandle();
+  if (h == nullptr) return out;
+  auto fn = reinterpret_cast<int64_t (*)(int32_t)>(dlsym(h, "shardrec_fake_runtime_calls"));
+  for (int i = 0; fn != nullptr && i < kNumCounters; ++i) out[i] = fn(i);
+  dlclose(h);
+  return out;
+}
+
+Counts Delta(const Counts& before, const Counts& after) {
+  Counts d{};
+  for (int i = 0; i < kNumCounters; ++i) d[i] = after[i] - before[i];
+  return d;
+}
+
+int64_t LiveStreams() {
+  void* h = FakeHandle();
+  if (h == nullptr) return -1;
+  auto fn = reinterpret_cast<int64_t (*)(int32_t)>(dlsym(h, "shardrec_fake_runtime_calls"));
+  const int64_t n = fn != nullptr ? fn(kNumCounters) : -1;
+  dlclose(h);
+  return n;
+}
+
+FakeDeviceBlock::FakeDeviceBlock(size_t bytes) {
+  const char* path = std::getenv("SHARDREC_CUDA_PLUGIN");
+  handle_ = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  if (handle_ == nullptr || bytes == 0) return;
+  auto alloc = reinterpret_cast<void* (*)(size_t)>(dlsym(handle_, "shardrec_fake_device_alloc"));
+  free_ = reinterpret_cast<void (*)(void*)>(dlsym(handle_, "shardrec_fake_device_free"));
+  if (alloc != nullptr && free_ != nullptr) data_ = alloc(bytes);
+  bytes_ = data_ != nullptr ? bytes : 0;
+}
+
+FakeDeviceBlock::~FakeDeviceBlock() {
+  if (data_ != nullptr) free_(data_);
+  if (handle_ != nullptr) dlclose(handle_);
+}
+
+}  // namespace shardrec::testing

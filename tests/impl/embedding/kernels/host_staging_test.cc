@@ -1,0 +1,51 @@
+// embedding::HostStaging over core::PinnedBuffer: pinned through the plugin when it can be (one
+// pinned allocation per growth, none while it fits), pageable otherwise.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "impl/embedding/device_copy.h"
+#include "tests/impl/embedding/kernels/fake_device_buffers.h"
+
+namespace shardrec::embedding {
+namespace {
+
+using kernels::testing::FakePlugin;
+
+// The fake's count of pinned host allocations (its shardrec_fake_runtime_calls(4)).
+int64_t FakePinnedAllocs() {
+  const char* path = std::getenv("SHARDREC_CUDA_PLUGIN");
+  void* h = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  if (h == nullptr) return -1;
+  auto fn = reinterpret_cast<int64_t (*)(int32_t)>(dlsym(h, "shardrec_fake_runtime_calls"));
+  const int64_t n = fn != nullptr ? fn(4) : -1;
+  dlclose(h);
+  return n;
+}
+
+TEST(HostStaging, PinsThroughThePluginAndGrowsOnly) {
+  SHARDREC_REQUIRE_DEVICE();
+  if (!FakePlugin()) GTEST_SKIP() << "pinned allocations are counted by the fake plugin";
+  const int64_t before = FakePinnedAllocs();
+  ASSERT_GE(before, 0);
+  HostStaging s;
+  EXPECT_EQ(s.bytes(), 0u);
+  ASSERT_TRUE(s.Reserve(1000).ok());
+  EXPECT_TRUE(s.pinned());
+  EXPECT_GE(s.bytes(), 1000u);
+  std::memset(s.data(), 1, 1000);
+  uint8_t* first = s.data();
+  ASSERT_TRUE(s.Reserve(500).ok());
+  EXPECT_EQ(s.data(), first);
+  EXPECT_EQ(FakePinnedAllocs() - before, 1);
+  ASSERT_TRUE(s.Reserve(4000).ok());
+  EXPECT_TRUE(s.pinned());
+  EXPECT_GE(s.bytes(), 4000u);
+  std::memset(s.data(), 2, 4000);
+  EXPECT_EQ(FakePinnedAllocs() - before, 2);
+}
+
+}  // namespace
+}  // namespace shardrec::embedding
