@@ -70,6 +70,9 @@ class DeviceStep {
   Status Init(const Layout* layout, ParamStore* params, int device,
               const StepCapacity& capacity = {});
 
+  // The step's stream (every phase's work is queued there).
+  Stream stream() const { return stream_; }
+
   // Forward, owner side: the lookups of every local shard's runs into a device copy of the
   // return message, copied back into `send` (rb.ret_floats_total floats) and waited for.
   Status LookupToSend(const RoutedBatch& rb, float* send);

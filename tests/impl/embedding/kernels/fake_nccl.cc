@@ -171,8 +171,7 @@ Status Rendezvous(Member& m, const char* what, int64_t timeout_ms, Post post,
     g.all_arrived = false;
     g.children.clear();
     g.cv.notify_all();
-  } else if (!g.cv.wait_until(l, deadline,
-                              [&] { return g.round != round || !g.broken.ok(); }) ||
+  } else if (!g.cv.wait_until(l, deadline, [&] { return g.round != round || !g.broken.ok(); }) ||
              g.round == round) {
     if (g.broken.ok()) g.broken = Status::Timeout(what);
     g.cv.notify_all();
@@ -337,15 +336,14 @@ int32_t AllReduce(shardrec_plugin_nccl_t* comm, const void* send, void* recv, si
     Post post;
     post.send = send;
     post.count = count;
-    SR_RETURN_IF_ERROR(Rendezvous(m, "allreduce", timeout_ms, std::move(post),
-                                  [&](const std::vector<Post>& posts) -> Status {
-                                    for (const Post& q : posts)
-                                      if (q.count != count)
-                                        return Status::InvalidArgument(
-                                            "allreduce counts differ between ranks: ", count,
-                                            " and ", q.count);
-                                    return ReduceBlocks(posts, 0, count, dtype, op, &result);
-                                  }));
+    SR_RETURN_IF_ERROR(Rendezvous(
+        m, "allreduce", timeout_ms, std::move(post), [&](const std::vector<Post>& posts) -> Status {
+          for (const Post& q : posts)
+            if (q.count != count)
+              return Status::InvalidArgument("allreduce counts differ between ranks: ", count,
+                                             " and ", q.count);
+          return ReduceBlocks(posts, 0, count, dtype, op, &result);
+        }));
     Commit(recv, result);
     return Status::Ok();
   });
@@ -414,22 +412,23 @@ int32_t AllGatherV(shardrec_plugin_nccl_t* comm, const void* send, size_t send_c
     Post post;
     post.send = send;
     post.count = send_count;
-    SR_RETURN_IF_ERROR(Rendezvous(
-        m, "allgatherv", timeout_ms, std::move(post),
-        [&](const std::vector<Post>& posts) -> Status {
-          result.resize(Bytes(Sum(recv_counts, n), dtype));
-          size_t at = 0;
-          for (int p = 0; p < n; ++p) {
-            const Post& q = posts[static_cast<size_t>(p)];
-            if (q.count != recv_counts[p])
-              return Status::InvalidArgument("allgatherv: rank ", p, " sends ", q.count,
-                                             " elements, rank ", m.rank, " expects ",
-                                             recv_counts[p]);
-            if (q.count > 0) std::memcpy(result.data() + at, q.send, Bytes(q.count, dtype));
-            at += Bytes(q.count, dtype);
-          }
-          return Status::Ok();
-        }));
+    SR_RETURN_IF_ERROR(
+        Rendezvous(m, "allgatherv", timeout_ms, std::move(post),
+                   [&](const std::vector<Post>& posts) -> Status {
+                     result.resize(Bytes(Sum(recv_counts, n), dtype));
+                     size_t at = 0;
+                     for (int p = 0; p < n; ++p) {
+                       const Post& q = posts[static_cast<size_t>(p)];
+                       if (q.count != recv_counts[p])
+                         return Status::InvalidArgument("allgatherv: rank ", p, " sends ", q.count,
+                                                        " elements, rank ", m.rank, " expects ",
+                                                        recv_counts[p]);
+                       if (q.count > 0)
+                         std::memcpy(result.data() + at, q.send, Bytes(q.count, dtype));
+                       at += Bytes(q.count, dtype);
+                     }
+                     return Status::Ok();
+                   }));
     Commit(recv, result);
     return Status::Ok();
   });
@@ -490,8 +489,8 @@ int32_t Broadcast(shardrec_plugin_nccl_t* comm, void* buf, size_t count, int32_t
         m, "broadcast", timeout_ms, std::move(post), [&](const std::vector<Post>& posts) -> Status {
           const Post& q = posts[static_cast<size_t>(root)];
           if (q.count != count)
-            return Status::InvalidArgument("broadcast counts differ: root has ", q.count,
-                                           ", rank ", m.rank, " has ", count);
+            return Status::InvalidArgument("broadcast counts differ: root has ", q.count, ", rank ",
+                                           m.rank, " has ", count);
           const auto* from = static_cast<const uint8_t*>(q.send);
           result.assign(from, from + Bytes(count, dtype));
           return Status::Ok();
@@ -529,8 +528,8 @@ int32_t Split(shardrec_plugin_nccl_t* comm, int32_t color, int32_t key,
     Post post;
     post.color = color;
     post.key = key;
-    SR_RETURN_IF_ERROR(Rendezvous(
-        m, "split", 0, std::move(post), [&](const std::vector<Post>& posts) -> Status {
+    SR_RETURN_IF_ERROR(
+        Rendezvous(m, "split", 0, std::move(post), [&](const std::vector<Post>& posts) -> Status {
           if (color < 0) return Status::Ok();
           std::vector<std::pair<int32_t, int>> members;  // (key, old rank)
           for (size_t r = 0; r < posts.size(); ++r)
