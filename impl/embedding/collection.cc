@@ -376,6 +376,13 @@ Status EmbeddingCollection::LookupAndReturn(RoutedBatch& rb) {
   size_t recv_total = 0;
   for (size_t v : ReturnRecvCounts(rb)) recv_total += v;
   ret_recv_.resize(recv_total);
+  if (device_ != nullptr && device_comm_ != nullptr && layout_.world > 1 &&
+      options_.forward_encoding == comm::Encoding::kFp32) {
+    // Over NCCL the message leaves from the device block the lookups wrote (device_step.h).
+    ScopedTimer phase(&timings_.lookup_seconds);
+    const DeviceExchange x{device_comm_.get(), ReturnSendCounts(rb), ReturnRecvCounts(rb)};
+    return device_->LookupExchange(rb, x, ret_recv_.data(), ret_send_.data());
+  }
   {
     ScopedTimer phase(&timings_.lookup_seconds);
     if (device_ != nullptr) {
@@ -426,19 +433,27 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
   // buffer it received into, the owners receive into the buffer they looked up into; the rows of
   // this rank's own samples are written straight to where its shards read them (SelfRows).
   PackGradients(exec_, layout_, rb, grad, ret_recv_.data(), SelfRows(rb));
-  {
-    ScopedTimer t(&timings_.comm_seconds);
-    ScopedTimer e(&timings_.embedding_comm_seconds);
-    SR_RETURN_IF_ERROR(comm::EncodedAllToAllV(*comm_, options_.backward_encoding, ret_recv_.data(),
-                                              ReturnRecvCounts(rb), ret_send_.data(),
-                                              ReturnSendCounts(rb), &wire_));
-  }
-  if (device_ != nullptr) {
+  if (device_ != nullptr && device_comm_ != nullptr && layout_.world > 1 &&
+      options_.backward_encoding == comm::Encoding::kFp32) {
+    // Over NCCL the message travels into the device block the backward kernels read.
+    const DeviceExchange x{device_comm_.get(), ReturnRecvCounts(rb), ReturnSendCounts(rb)};
     SR_RETURN_IF_ERROR(device_->ApplySharded(*comm_, updater_, rb, ret_send_.data(), table_optim_,
-                                             step, &timings_.comm_seconds));
+                                             step, &timings_.comm_seconds, &x, ret_recv_.data()));
   } else {
-    SR_RETURN_IF_ERROR(updater_.ApplySharded(exec_, *comm_, rb, ret_send_.data(), table_optim_,
-                                             step, &timings_.comm_seconds));
+    {
+      ScopedTimer t(&timings_.comm_seconds);
+      ScopedTimer e(&timings_.embedding_comm_seconds);
+      SR_RETURN_IF_ERROR(comm::EncodedAllToAllV(*comm_, options_.backward_encoding,
+                                                ret_recv_.data(), ReturnRecvCounts(rb),
+                                                ret_send_.data(), ReturnSendCounts(rb), &wire_));
+    }
+    if (device_ != nullptr) {
+      SR_RETURN_IF_ERROR(device_->ApplySharded(*comm_, updater_, rb, ret_send_.data(),
+                                               table_optim_, step, &timings_.comm_seconds));
+    } else {
+      SR_RETURN_IF_ERROR(updater_.ApplySharded(exec_, *comm_, rb, ret_send_.data(), table_optim_,
+                                               step, &timings_.comm_seconds));
+    }
   }
   {
     // The data-parallel all-reduce is this step's only collective: its comm time is all

@@ -218,6 +218,48 @@ Status DeviceStep::LookupToSend(const RoutedBatch& rb, float* send) {
   return EndPhase("device lookup");
 }
 
+Status DeviceStep::LookupExchange(const RoutedBatch& rb, const DeviceExchange& x, float* recv,
+                                  float* send) {
+  size_t runs = 0;
+  for (const ShardRuns& sr : rb.shards) runs += sr.runs.size();
+  size_t recv_floats = 0;
+  for (size_t c : x.recv_counts) recv_floats += c;
+  const size_t bytes = sizeof(float) * rb.ret_floats_total;
+  if (runs > 0) SR_RETURN_IF_ERROR(ReserveRuns(rb, 0, "the batch's ids on the device"));
+  SR_RETURN_IF_ERROR(io_.Reserve(device_, bytes, "the return message on the device", stream_));
+  SR_RETURN_IF_ERROR(a2a_recv_.Reserve(device_, sizeof(float) * recv_floats,
+                                       "the received return message on the device", stream_));
+  SR_RETURN_IF_ERROR(staging_.Begin());
+  auto* io = io_.as<float>();
+  if (runs > 0) {
+    SR_RETURN_IF_ERROR(UploadRuns(rb, nullptr, 0, nullptr));
+    jobs_.clear();
+    for (size_t i = 0; i < layout_->local.size(); ++i) {
+      const LocalShard& ls = layout_->local[i];
+      const kernels::WeightsView w = params_->View(ls);
+      for (const kernels::BagRun& run : runs_[i])
+        jobs_.push_back(kernels::LookupJob{w, run, io, ls.cols});
+    }
+    launched_ = true;
+    SR_RETURN_IF_ERROR(dk::Lookup(ctx_, jobs_, status_.data()));
+  }
+  // Behind the lookups on the stream: the message leaves from the device block they wrote.
+  comm::CallOptions o;
+  o.stream = stream_;
+  launched_ = true;
+  SR_RETURN_IF_ERROR(x.comm->AllToAllV(io, x.send_counts, a2a_recv_.data(), x.recv_counts,
+                                       DType::kFloat32, o));
+  if (recv_floats > 0)
+    SR_RETURN_IF_ERROR(staging_.Download(recv, a2a_recv_.data(), sizeof(float) * recv_floats));
+  const size_t self = rb.ret_floats_total - rb.ret_self_offset;
+  if (self > 0)
+    SR_RETURN_IF_ERROR(
+        staging_.Download(send + rb.ret_self_offset, io + rb.ret_self_offset, sizeof(float) * self));
+  SR_RETURN_IF_ERROR(EndPhase(runs > 0 ? "device lookup" : nullptr));
+  // NCCL reports a peer that failed during the exchange here, not at the enqueue.
+  return x.comm->AsyncError();
+}
+
 Status DeviceStep::LookupDataParallel(const RoutedBatch& rb, float* out) {
   const Layout& l = *layout_;
   if (l.dp_pairs.empty()) return Status::Ok();
@@ -343,7 +385,8 @@ Status DeviceStep::FinishRows() {
 Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater,
                                 const RoutedBatch& rb, const float* grads,
                                 const std::vector<optim::OptimizerConfig>& configs, int64_t step,
-                                double* comm_seconds) {
+                                double* comm_seconds, const DeviceExchange* x,
+                                const float* packed) {
   const Layout& l = *layout_;
   const size_t n = l.local.size();
   // Which shards run, and every device buffer sized before anything is queued (a buffer that
@@ -375,6 +418,19 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     SR_RETURN_IF_ERROR(ReserveRuns(rb, bytes, "the batch's ids and gradients on the device"));
     SR_RETURN_IF_ERROR(workspace_.Reserve(device_, ws_bytes, "the backward workspace", stream_));
   }
+  size_t x_send = 0;
+  size_t x_recv = 0;
+  if (x != nullptr) {
+    for (size_t c : x->send_counts) x_send += c;
+    for (size_t c : x->recv_counts) x_recv += c;
+    SR_RETURN_IF_ERROR(a2a_send_.Reserve(device_, sizeof(float) * x_send,
+                                         "the gradient message on the device", stream_));
+    // Without ids for its shards a rank receives nothing that a kernel reads; a block is still
+    // the exchange's destination.
+    if (!any)
+      SR_RETURN_IF_ERROR(a2a_recv_.Reserve(device_, sizeof(float) * x_recv,
+                                           "the received gradients on the device", stream_));
+  }
   // Phase 1: the runs and the gradient message in one copy, then every shard's grouping and its
   // fused backward or aggregation, the shards in turn on the one workspace (stream-ordered).
   SR_RETURN_IF_ERROR(staging_.Begin());
@@ -383,6 +439,17 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     void* g = nullptr;
     SR_RETURN_IF_ERROR(UploadRuns(rb, grads, bytes, &g));
     dgrads = static_cast<const float*>(g);
+  }
+  if (x != nullptr) {
+    // The message goes up and travels on the stream into the block the kernels read (its
+    // travelling part; this rank's own rows came up with the runs), before any kernel.
+    SR_RETURN_IF_ERROR(staging_.Upload(a2a_send_.data(), packed, sizeof(float) * x_send));
+    comm::CallOptions o;
+    o.stream = stream_;
+    launched_ = true;
+    void* dst = any ? const_cast<float*>(dgrads) : a2a_recv_.data();
+    SR_RETURN_IF_ERROR(x->comm->AllToAllV(a2a_send_.data(), x->send_counts, dst, x->recv_counts,
+                                          DType::kFloat32, o));
   }
   // TorchRec's gradient division, as on the host.
   const float scale = 1.0f / static_cast<float>(l.world);
@@ -476,7 +543,8 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
         dk::Apply(ctx_, configs[ls.table], step, l.plan->tables[ls.table].dim, params, up, dfull));
   }
   // The step's sync point: no device work is left in flight when backward returns.
-  return EndPhase(nullptr);
+  SR_RETURN_IF_ERROR(EndPhase(nullptr));
+  return x != nullptr ? x->comm->AsyncError() : Status::Ok();
 }
 
 }  // namespace shardrec::embedding

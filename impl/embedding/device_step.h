@@ -53,6 +53,14 @@
 
 namespace shardrec::embedding {
 
+// An exchange of a phase's message between device buffers over a device (NCCL) communicator, on
+// the step's stream (device_step.h's phase tables say what it saves).
+struct DeviceExchange {
+  comm::Communicator* comm = nullptr;  // a communicator of the step's device
+  std::span<const size_t> send_counts;  // floats per destination rank
+  std::span<const size_t> recv_counts;  // floats per source rank
+};
+
 class DeviceStep {
  public:
   DeviceStep() = default;
@@ -77,6 +85,13 @@ class DeviceStep {
   // return message, copied back into `send` (rb.ret_floats_total floats) and waited for.
   Status LookupToSend(const RoutedBatch& rb, float* send);
 
+  // Forward over a device communicator: the lookups into the device return message, whose
+  // travelling part (before rb.ret_self_offset) goes from there over `x` into a device receive
+  // block on the stream; the received rows are downloaded into `recv` and this rank's own rows
+  // into `send` + rb.ret_self_offset, then ONE wait (and the communicator's async error). Every
+  // rank calls it, with or without runs (the exchange is collective).
+  Status LookupExchange(const RoutedBatch& rb, const DeviceExchange& x, float* recv, float* send);
+
   // Forward, sample side: the data-parallel tables' lookups of this rank's own samples (their
   // ids, weights and offsets staged to the device), written into their columns of `out`
   // ([rows, output_dim], host) as CombineOutput does on the host; the other columns are left
@@ -97,9 +112,14 @@ class DeviceStep {
   // (the gradient message this rank received, on the host) is uploaded; rows are grouped and
   // either updated by the fused backward or aggregated, their partial row statistics copied to
   // the host, exchanged over `comm` by `updater` as the host collection does, and applied.
+  // With `x` (a device communicator), `grads` holds only this rank's own rows (from
+  // rb.ret_self_offset on) and `packed` the gradient message this rank sends (x->send_counts):
+  // both go up in the first phase's copies and the message travels over x->comm on the stream
+  // straight into the device block the kernels read, before them; every rank calls it then.
   Status ApplySharded(comm::Communicator& comm, SparseUpdater& updater, const RoutedBatch& rb,
                       const float* grads, const std::vector<optim::OptimizerConfig>& configs,
-                      int64_t step, double* comm_seconds);
+                      int64_t step, double* comm_seconds, const DeviceExchange* x = nullptr,
+                      const float* packed = nullptr);
 
  private:
   // Room in runs_buf_ for the batch's runs and `extra_bytes` more (before a phase queues work).
@@ -132,6 +152,8 @@ class DeviceStep {
   core::PinnedBuffer count_;  // GroupRows' unique-row counts (one per local shard), by the stream
   DeviceBuffer runs_buf_;     // ids, weights and bag offsets of the batch (+ backward gradients)
   DeviceBuffer io_;           // return message (forward)
+  DeviceBuffer a2a_recv_;     // over a device communicator: the received return message
+  DeviceBuffer a2a_send_;     // over a device communicator: the gradient message sent
   DeviceBuffer workspace_;    // backward workspace, shared by the shards in turn
   DeviceBuffer full_stats_;   // every shard's full row statistics, one after the other
   DeviceBuffer dp_ids_;       // data-parallel offsets, rows and weights of the batch
