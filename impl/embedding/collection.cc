@@ -448,8 +448,8 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
                                                 ret_send_.data(), ReturnSendCounts(rb), &wire_));
     }
     if (device_ != nullptr) {
-      SR_RETURN_IF_ERROR(device_->ApplySharded(*comm_, updater_, rb, ret_send_.data(),
-                                               table_optim_, step, &timings_.comm_seconds));
+      SR_RETURN_IF_ERROR(device_->ApplySharded(*comm_, updater_, rb, ret_send_.data(), table_optim_,
+                                               step, &timings_.comm_seconds));
     } else {
       SR_RETURN_IF_ERROR(updater_.ApplySharded(exec_, *comm_, rb, ret_send_.data(), table_optim_,
                                                step, &timings_.comm_seconds));

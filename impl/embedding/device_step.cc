@@ -247,14 +247,14 @@ Status DeviceStep::LookupExchange(const RoutedBatch& rb, const DeviceExchange& x
   comm::CallOptions o;
   o.stream = stream_;
   launched_ = true;
-  SR_RETURN_IF_ERROR(x.comm->AllToAllV(io, x.send_counts, a2a_recv_.data(), x.recv_counts,
-                                       DType::kFloat32, o));
+  SR_RETURN_IF_ERROR(
+      x.comm->AllToAllV(io, x.send_counts, a2a_recv_.data(), x.recv_counts, DType::kFloat32, o));
   if (recv_floats > 0)
     SR_RETURN_IF_ERROR(staging_.Download(recv, a2a_recv_.data(), sizeof(float) * recv_floats));
   const size_t self = rb.ret_floats_total - rb.ret_self_offset;
   if (self > 0)
-    SR_RETURN_IF_ERROR(
-        staging_.Download(send + rb.ret_self_offset, io + rb.ret_self_offset, sizeof(float) * self));
+    SR_RETURN_IF_ERROR(staging_.Download(send + rb.ret_self_offset, io + rb.ret_self_offset,
+                                         sizeof(float) * self));
   SR_RETURN_IF_ERROR(EndPhase(runs > 0 ? "device lookup" : nullptr));
   // NCCL reports a peer that failed during the exchange here, not at the enqueue.
   return x.comm->AsyncError();

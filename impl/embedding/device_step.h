@@ -56,7 +56,7 @@ namespace shardrec::embedding {
 // An exchange of a phase's message between device buffers over a device (NCCL) communicator, on
 // the step's stream (device_step.h's phase tables say what it saves).
 struct DeviceExchange {
-  comm::Communicator* comm = nullptr;  // a communicator of the step's device
+  comm::Communicator* comm = nullptr;   // a communicator of the step's device
   std::span<const size_t> send_counts;  // floats per destination rank
   std::span<const size_t> recv_counts;  // floats per source rank
 };
