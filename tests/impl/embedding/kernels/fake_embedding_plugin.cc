@@ -145,6 +145,10 @@ class CopyQueue {
     }
   }
   void Drain(void* stream) {
+    // One drain at a time: a thread that finds a queue empty because another thread took its
+    // operations must not go on before they ran (ranks as threads share the legacy stream, and
+    // DrainAll empties every stream).
+    std::lock_guard<std::mutex> running(run_mu_);
     std::vector<std::function<void()>> ops;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -157,6 +161,7 @@ class CopyQueue {
 
   const bool deferred_ = std::getenv("SHARDREC_FAKE_DEFER_COPIES") != nullptr;
   std::mutex mu_;
+  std::mutex run_mu_;  // held while a drain runs its operations
   std::map<void*, std::vector<std::function<void()>>> queues_;
 };
 
