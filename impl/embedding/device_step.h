@@ -29,6 +29,27 @@
 // statistics and 1 up per shard that receives full statistics; ApplyRows 1 up per data-parallel
 // table with touched rows. (Counted through the fake plugin by embedding_gpu_staging_test.cc.)
 // Beyond these only a buffer that must grow waits (DeviceBuffer, DeviceStaging).
+//
+// Over an NCCL communicator (the collection's own device; world > 1, fp32 encodings: a 16-bit
+// encoding keeps the staged host path below for its message). Host-buffer collectives go through
+// StagedComm (staged_comm.h: 1 up, 1 down, 1 wait each, on the step's stream; the input
+// exchange's on the worker's own stream); the payloads marked "device" never touch host memory.
+//   Forward:  the input exchange: the counts all-to-all (which also carries every rank's
+//             verdict), staged (1 wait: THE sync that learns the received sizes), then the ids
+//             all-to-all, staged too (1 wait; the ids are routed on the host, so they leave from
+//             host memory). LookupExchange: runs 1 up; lookups into io_; the return message
+//             all-to-all from io_ into a device block (device); the received rows and this rank's
+//             own rows 2 down (the combine is on the host); 1 wait. LookupDataParallel as above.
+//             => 3 waits (+1 with data-parallel tables), against 1 device wait plus the host
+//             collectives over Gloo.
+//   Backward: the verdict all-reduce, staged (1 wait). ApplySharded: runs and own rows 1 up (as
+//             above) + the packed gradient message 1 up; the gradient all-to-all from there
+//             straight into the block the kernels read (device), queued before them; then the
+//             waits above. The row-statistics exchange and the data-parallel all-reduce run over
+//             StagedComm (1 wait each, their data through host memory as before: not yet moved
+//             onto the device). AsyncError is checked after each phase's wait (NCCL reports a
+//             dead peer there).
+// (Counted through the fake plugin's NCCL double by embedding_gpu_nccl_test.cc.)
 #pragma once
 
 #include <cstdint>

@@ -312,6 +312,77 @@ TEST(EmbeddingGpuNccl, ADeadPeerTimesOut) {
   });
 }
 
+// The host synchronisations and copies of a forward and a backward over NCCL at world 2 (pooled,
+// no data-parallel table, no row statistics: the counts device_step.h states), counted by the
+// fake's runtime counters with both ranks' calls between barriers; a repeated batch, so no
+// buffer grows. Forward: the counts (which carry the verdict) and the ids (staged) and the
+// lookup exchange, one wait each; backward: the verdict (staged) and the fused backward's wait.
+TEST(EmbeddingGpuNccl, WaitsAndCopiesPerPhaseAreAsDocumented) {
+  REQUIRE_WORLD(2);
+  if (!FakeLoaded()) GTEST_SKIP() << "counts the fake's calls";
+  Scenario s = StandardScenario(2, kTW, kSum);
+  s.sharding = {kTW, kRW, kTW};
+  s.optimizer.type = kSgd;
+  s.steps = 1;
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  const auto batches = MakeBatches(s, ref);
+  const auto grads = MakeGrads(s, batches, ref.output_dim());
+  PlanPtr plan = MakePlan(s);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  shardrec_unique_id_t id;
+  ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK);
+  std::barrier meet(2);
+  int64_t fwd[3] = {};  // syncs, copies up, copies down (both ranks)
+  int64_t bwd[3] = {};
+  const auto read = [](int64_t* out) {
+    for (int k = 0; k < 3; ++k) out[k] = RuntimeCounter(k);
+  };
+  SpawnRanks(2, [&](int r) {
+    CommPtr nccl(NcclComm(id, 2, r, 30000));
+    ASSERT_NE(nccl, nullptr);
+    const shardrec_embedding_options_t od = Options(s, true);
+    shardrec_embedding_t* d = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&d, plan.get(), nccl.get(), &opt, &od), SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr cd(d);
+    int64_t dim = 0;
+    shardrec_embedding_output_dim(d, &dim);
+    KjtHolder kjt(batches[0][r], s.num_features, false);
+    std::vector<float> g = grads[0][r];
+    std::vector<float> out(g.size());
+    for (int round = 0; round < 2; ++round) {
+      int64_t a[3], b[3], c[3];
+      meet.arrive_and_wait();
+      if (r == 0) read(a);
+      meet.arrive_and_wait();
+      ASSERT_EQ(shardrec_embedding_forward(d, kjt.view(), out.data(), out.size(), nullptr),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      meet.arrive_and_wait();
+      if (r == 0) read(b);
+      meet.arrive_and_wait();
+      ASSERT_EQ(shardrec_embedding_backward(d, g.data(), g.size(), nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+      meet.arrive_and_wait();
+      if (r == 0 && round == 1) {
+        read(c);
+        for (int k = 0; k < 3; ++k) {
+          fwd[k] = b[k] - a[k];
+          bwd[k] = c[k] - b[k];
+        }
+      }
+    }
+  });
+  // Per rank: forward 3 waits, at most 3 up (counts, ids, runs) and 4 down (counts, ids,
+  // received rows, own rows); backward 2 waits, at most 1 + 2 up, 1 down.
+  EXPECT_EQ(fwd[0], 2 * 3);
+  EXPECT_LE(fwd[1], 2 * 3);
+  EXPECT_LE(fwd[2], 2 * 4);
+  EXPECT_EQ(bwd[0], 2 * 2);
+  EXPECT_LE(bwd[1], 2 * 3);
+  EXPECT_LE(bwd[2], 2 * 1);
+}
+
 struct MeshDeleter {
   void operator()(shardrec_mesh_t* m) const { shardrec_mesh_destroy(m); }
 };
