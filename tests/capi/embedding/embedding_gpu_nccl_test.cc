@@ -47,6 +47,7 @@ struct Case {
   int32_t pooling;
   int32_t optimizer;
   bool weighted;
+  int32_t encoding = SHARDREC_COMM_ENCODING_FP32;  // both directions, for both collections
 };
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& i) { return i.param.name; }
@@ -77,8 +78,10 @@ TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
   SpawnRanks(s.world, [&](int r) {
     CommPtr nccl(NcclComm(id, s.world, r, 60000));
     ASSERT_NE(nccl, nullptr);
-    const shardrec_embedding_options_t oh = Options(s, false);
-    const shardrec_embedding_options_t od = Options(s, true);
+    shardrec_embedding_options_t oh = Options(s, false);
+    shardrec_embedding_options_t od = Options(s, true);
+    oh.forward_comm_encoding = od.forward_comm_encoding = c.encoding;
+    oh.backward_comm_encoding = od.backward_comm_encoding = c.encoding;
     shardrec_embedding_t* h = nullptr;
     shardrec_embedding_t* d = nullptr;
     ASSERT_EQ(shardrec_embedding_create(&h, plan.get(), GroupComm(s.world, r), &opt, &oh),
@@ -162,6 +165,14 @@ const Case kCases[] = {
     {"W2_TW_RW_CW_Seq_Sgd_W", 2, {kTW, kRW, kCW}, kNone, kSgd, true},
     {"W3_RW_CW_DP_Sum_RowAda_W", 3, {kRW, kCW, kDP}, kSum, kRowAdagrad, true},
     {"W3_TRW_TW_CW_Mean_Sgd", 3, {kTRW, kTW, kCW}, kMean, kSgd, false},
+    // A 16-bit encoding keeps the staged host path for its messages.
+    {"W2_TW_RW_CW_Sum_RowAda_W_Bf16Comms",
+     2,
+     {kTW, kRW, kCW},
+     kSum,
+     kRowAdagrad,
+     true,
+     SHARDREC_COMM_ENCODING_BF16},
 };
 
 INSTANTIATE_TEST_SUITE_P(Plans, NcclVsGloo, ::testing::ValuesIn(kCases), CaseName);
