@@ -491,6 +491,25 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     SR_RETURN_IF_ERROR(
         stats_[i]->Reserve(device_, sizeof(float) * u * K, "row statistics", stream_));
   }
+  // Over a device communicator the statistics travel between device blocks within this phase
+  // (its one wait): every partial size is known from the counts, so the plan comes first.
+  const bool stats_on_device = x != nullptr && !l.stat_messages.empty();
+  std::vector<size_t> stat_send_counts, stat_recv_counts, stat_send_shards;
+  size_t stat_send_total = 0;
+  size_t stat_recv_total = 0;
+  if (stats_on_device) {
+    for (size_t i = 0; any_aggregated && i < n; ++i) {
+      const int K = l.tables[l.local[i].table].num_row_stats;
+      updater.partial_stats(i).resize(static_cast<size_t>(num_unique_[i]) * K);
+    }
+    updater.PlanRowStats(&stat_send_counts, &stat_recv_counts, &stat_send_shards);
+    for (size_t c : stat_send_counts) stat_send_total += c;
+    for (size_t c : stat_recv_counts) stat_recv_total += c;
+    SR_RETURN_IF_ERROR(stat_send_.Reserve(device_, sizeof(float) * stat_send_total,
+                                          "row statistics sent", stream_));
+    SR_RETURN_IF_ERROR(stat_recv_.Reserve(device_, sizeof(float) * stat_recv_total,
+                                          "row statistics received", stream_));
+  }
   for (size_t i = 0; any_aggregated && i < n; ++i) {
     const LocalShard& ls = l.local[i];
     const int K = l.tables[ls.table].num_row_stats;
@@ -509,9 +528,33 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     SR_RETURN_IF_ERROR(
         staging_.Download(host_stats.data(), stats_[i]->data(), sizeof(float) * u * K));
   }
+  if (stats_on_device) {
+    // Packed on the device behind the kernels that wrote them, all-to-all'd, the received ones
+    // downloaded with the own ones. A rank without statistics of its own sends and receives
+    // nothing (its phase has no copies) but takes part.
+    const core::CudaRuntime* rt = nullptr;
+    SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+    size_t at = 0;
+    for (size_t i : stat_send_shards) {
+      const size_t k = updater.partial_stats(i).size();
+      if (k > 0)
+        SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, stat_send_.as<float>() + at, stats_[i]->data(),
+                                           sizeof(float) * k, core::CopyKind::kDeviceToDevice,
+                                           stream_));
+      at += k;
+    }
+    comm::CallOptions o;
+    o.stream = stream_;
+    launched_ = true;
+    SR_RETURN_IF_ERROR(x->comm->AllToAllV(stat_send_.data(), stat_send_counts, stat_recv_.data(),
+                                          stat_recv_counts, DType::kFloat32, o));
+    if (stat_recv_total > 0)
+      SR_RETURN_IF_ERROR(staging_.Download(updater.stat_recv(), stat_recv_.data(),
+                                           sizeof(float) * stat_recv_total));
+  }
   if (stats_queued) SR_RETURN_IF_ERROR(EndPhase(nullptr));
   // The statistics of sibling column shards travel over the host communicator, as on the host.
-  SR_RETURN_IF_ERROR(updater.ExchangeRowStats(comm, comm_seconds));
+  if (!stats_on_device) SR_RETURN_IF_ERROR(updater.ExchangeRowStats(comm, comm_seconds));
   // Phase 3: the full statistics up and the updates, back to back, then the step's last wait.
   // One device block per shard's statistics (the updates are queued before any is waited for).
   size_t total_stats = 0;

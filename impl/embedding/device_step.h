@@ -45,10 +45,13 @@
 //   Backward: the verdict all-reduce, staged (1 wait). ApplySharded: runs and own rows 1 up (as
 //             above) + the packed gradient message 1 up; the gradient all-to-all from there
 //             straight into the block the kernels read (device), queued before them; then the
-//             waits above. The row-statistics exchange and the data-parallel all-reduce run over
-//             StagedComm (1 wait each, their data through host memory as before: not yet moved
-//             onto the device). AsyncError is checked after each phase's wait (NCCL reports a
-//             dead peer there).
+//             waits above. The row statistics are packed on the device from the blocks the
+//             kernels wrote (device-to-device copies), all-to-all'd between device blocks and the
+//             received ones downloaded with the own partial ones, inside the statistics phase: no
+//             wait of their own (the staged path takes one more). The data-parallel all-reduce
+//             runs over StagedComm (1 wait, 1 up, 1 down: its gradients are accumulated on the
+//             host). AsyncError is checked after each phase's wait (NCCL reports a dead peer
+//             there).
 // (Counted through the fake plugin's NCCL double by embedding_gpu_nccl_test.cc.)
 #pragma once
 
@@ -175,6 +178,8 @@ class DeviceStep {
   DeviceBuffer io_;           // return message (forward)
   DeviceBuffer a2a_recv_;     // over a device communicator: the received return message
   DeviceBuffer a2a_send_;     // over a device communicator: the gradient message sent
+  DeviceBuffer stat_send_;    // over a device communicator: the row statistics sent
+  DeviceBuffer stat_recv_;    // and received
   DeviceBuffer workspace_;    // backward workspace, shared by the shards in turn
   DeviceBuffer full_stats_;   // every shard's full row statistics, one after the other
   DeviceBuffer dp_ids_;       // data-parallel offsets, rows and weights of the batch
