@@ -96,9 +96,14 @@ typedef struct shardrec_embedding_options {
                                  replica sync of 2D training stage the parameters through host
                                  memory: the same files as a host collection
                                  (shardrec/checkpoint.h), the same averages
-                                 (shardrec/replica.h). v1 refuses (SHARDREC_EUNSUPPORTED) a CUDA
-                                 (NCCL) communicator (for the collection or the mesh's world);
-                                 a device KJT with a plugin built before the device routing is
+                                 (shardrec/replica.h). It also takes a CUDA (NCCL)
+                                 communicator of its own device_index (another device is
+                                 SHARDREC_EINVAL): then the return and gradient messages and
+                                 the row statistics travel between device buffers on the
+                                 collection's stream, while the counts, ids and data-parallel
+                                 gradients are staged through the device (one bounded wait
+                                 each); a host collection refuses an NCCL communicator
+                                 (SHARDREC_EUNSUPPORTED). A device KJT with a plugin built before the device routing is
                                  SHARDREC_EUNSUPPORTED. It starts with the same weights as a
                                  host collection of the same plan and seed and trains to the
                                  same bits (tested through a fake plugin; not yet run on a
