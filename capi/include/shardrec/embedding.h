@@ -103,11 +103,11 @@ typedef struct shardrec_embedding_options {
                                  collection's stream, while the counts, ids and data-parallel
                                  gradients are staged through the device (one bounded wait
                                  each); a host collection refuses an NCCL communicator
-                                 (SHARDREC_EUNSUPPORTED). A device KJT with a plugin built before the device routing is
-                                 SHARDREC_EUNSUPPORTED. It starts with the same weights as a
-                                 host collection of the same plan and seed and trains to the
-                                 same bits (tested through a fake plugin; not yet run on a
-                                 GPU). */
+                                 (SHARDREC_EUNSUPPORTED). A device KJT with a plugin built
+                                 before the device routing is SHARDREC_EUNSUPPORTED. It
+                                 starts with the same weights as a host collection of the same
+                                 plan and seed and trains to the same bits (tested through a
+                                 fake plugin; not yet run on a GPU). */
   int32_t device_index;     /**< CUDA ordinal (>= 0) of a GPU collection; ignored on the host. */
   /* Version 2. */
   int32_t non_finite;   /**< A shardrec_non_finite_policy_t; 0 is CHECK. */
