@@ -78,8 +78,8 @@ typedef struct shardrec_embedding_options {
   int32_t device_type;      /**< SHARDREC_DEVICE_HOST (0), or SHARDREC_DEVICE_CUDA for a GPU
                                  collection (v1): weights and optimizer states live on that
                                  device and its lookups and optimizer updates run there through
-                                 the CUDA plugin, while the combine and every exchange stay on
-                                 the host over its (host) communicator, with the data staged
+                                 the CUDA plugin, while the combine and (with a host
+                                 communicator) every exchange stay on the host, the data staged
                                  across PCIe through a pinned block the collection owns, on a
                                  stream of its own, one bounded wait per step phase; every call
                                  returns with its device work complete (see the capacity hints
