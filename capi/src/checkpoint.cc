@@ -75,7 +75,7 @@ shardrec_status_t Run(shardrec_embedding_t* coll, shardrec_mesh_t* mesh, bool ne
 checkpoint::Group MeshGroup(shardrec_mesh_t* mesh) {
   const replica::Mesh& m = *mesh->impl;
   checkpoint::Group g;
-  g.comm = m.world().get();
+  g.comm = &m.host_world();  // host buffers: staged when the world is NCCL
   g.replicas = m.layout().replicas();
   g.replica_rank = m.layout().ReplicaRank(m.rank());
   return g;

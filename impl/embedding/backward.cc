@@ -90,24 +90,39 @@ Status SparseUpdater::ApplySharded(const ExecContext& ctx, comm::Communicator& c
 // Row statistics (row-wise Adagrad, partial row-wise Adam, LAMB) are computed per column shard
 // and sent to every sibling column shard of the same rows; all ranks take part.
 Status SparseUpdater::ExchangeRowStats(comm::Communicator& comm, double* comm_seconds) {
+  if (layout_->stat_messages.empty()) {
+    stat_recv_at_.clear();
+    return Status::Ok();
+  }
+  std::vector<size_t> send_counts, recv_counts, send_shards;
+  PlanRowStats(&send_counts, &recv_counts, &send_shards);
+  stat_send_.clear();
+  for (size_t i : send_shards)
+    stat_send_.insert(stat_send_.end(), partial_stats_[i].begin(), partial_stats_[i].end());
+  ScopedTimer t(comm_seconds);
+  return comm.AllToAllV(stat_send_.data(), send_counts, stat_recv_.data(), recv_counts,
+                        DType::kFloat32);
+}
+
+void SparseUpdater::PlanRowStats(std::vector<size_t>* send_counts, std::vector<size_t>* recv_counts,
+                                 std::vector<size_t>* send_shards) {
   const Layout& l = *layout_;
   stat_recv_at_.assign(l.stat_messages.size(), 0);
-  if (l.stat_messages.empty()) return Status::Ok();
   const int32_t me = l.rank;
-  std::vector<size_t> send_counts(l.world, 0), recv_counts(l.world, 0);
+  send_counts->assign(l.world, 0);
+  recv_counts->assign(l.world, 0);
+  send_shards->clear();
   for (const StatMessage& m : l.stat_messages) {
     const auto& tl = l.tables[m.table];
     if (m.from_rank == me)
-      send_counts[m.to_rank] += partial_stats_[tl.shard_local[m.from_shard]].size();
+      (*send_counts)[m.to_rank] += partial_stats_[tl.shard_local[m.from_shard]].size();
     if (m.to_rank == me)
-      recv_counts[m.from_rank] += partial_stats_[tl.shard_local[m.to_shard]].size();
+      (*recv_counts)[m.from_rank] += partial_stats_[tl.shard_local[m.to_shard]].size();
   }
-  stat_send_.clear();
   for (int32_t d = 0; d < l.world; ++d) {
     for (const StatMessage& m : l.stat_messages) {
       if (m.from_rank != me || m.to_rank != d) continue;
-      const auto& ps = partial_stats_[l.tables[m.table].shard_local[m.from_shard]];
-      stat_send_.insert(stat_send_.end(), ps.begin(), ps.end());
+      send_shards->push_back(static_cast<size_t>(l.tables[m.table].shard_local[m.from_shard]));
     }
   }
   size_t off = 0;
@@ -120,9 +135,6 @@ Status SparseUpdater::ExchangeRowStats(comm::Communicator& comm, double* comm_se
     }
   }
   stat_recv_.resize(off);
-  ScopedTimer t(comm_seconds);
-  return comm.AllToAllV(stat_send_.data(), send_counts, stat_recv_.data(), recv_counts,
-                        DType::kFloat32);
 }
 
 // Applies the optimizer to the aggregated rows of one (non-fused) local shard, with the row

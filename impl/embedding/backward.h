@@ -49,6 +49,13 @@ class SparseUpdater {
   std::vector<float>& partial_stats(size_t local) { return partial_stats_[local]; }
   Status ExchangeRowStats(comm::Communicator& comm, double* comm_seconds);
   Status FullRowStats(size_t local, const float** full);
+  // The exchange's plan without the packing and the collective, for a caller that moves the
+  // statistics itself (a GPU collection over NCCL): floats per destination and per source rank,
+  // the local shards whose partial statistics form the send message in order, and the receive
+  // block (sized, its messages placed) that the caller fills before FullRowStats.
+  void PlanRowStats(std::vector<size_t>* send_counts, std::vector<size_t>* recv_counts,
+                    std::vector<size_t>* send_shards);
+  float* stat_recv() { return stat_recv_.data(); }
 
  private:
   // Applies `config` to the aggregated rows of local shard `local` (row statistics summed over

@@ -11,6 +11,7 @@
 
 #include "impl/core/cuda_plugin.h"
 #include "impl/embedding/output_dist.h"
+#include "impl/embedding/staged_comm.h"
 #include "impl/embedding/timer.h"
 
 namespace shardrec::embedding {
@@ -68,15 +69,19 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   Status local = rejected;
   if (!local.ok()) {
     // The caller's verdict stands; this rank only takes part in the agreement.
-  } else if (options.device.is_cuda() && !comm->device().is_host()) {
-    local = Status::Unsupported(
-        "a GPU collection (v1) exchanges on the host: give it a host (Gloo) communicator, not a ",
-        comm->device().ToString(), " one (device all-to-alls over NCCL are not implemented)");
+  } else if (options.device.is_cuda() && !comm->device().is_host() &&
+             (comm->device().index != options.device.index || !comm->device().is_cuda())) {
+    local = Status::InvalidArgument("a GPU collection on ", options.device.ToString(),
+                                    " exchanges over its own device: its communicator is on ",
+                                    comm->device().ToString(),
+                                    " (create the NCCL communicator on the collection's device, "
+                                    "or give it a host (Gloo) one)");
   } else if (!options.device.is_host() && !options.device.is_cuda()) {
     local = Status::InvalidArgument("options: unknown device ", options.device.ToString());
-  } else if (!comm->device().is_host()) {
-    local = Status::Unsupported("the embedding collection runs on host communicators only in ",
-                                "this build; got a ", comm->device().ToString(), " communicator");
+  } else if (!options.device.is_cuda() && !comm->device().is_host()) {
+    local = Status::Unsupported("a host embedding collection runs on host communicators only; ",
+                                "got a ", comm->device().ToString(),
+                                " communicator (a GPU collection, options.device CUDA, takes it)");
   } else if (comm->Size() != plan->world_size) {
     local = Status::InvalidArgument("the communicator has ", comm->Size(),
                                     " ranks but the plan was made for ", plan->world_size);
@@ -107,6 +112,20 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
       local = c->device_->Init(&c->layout_, &c->params_, options.device.index, options.capacity);
     }
   }
+  // A host collection cannot even agree over a device communicator (its agreement buffers are
+  // host memory): every rank given one refuses here, without a collective.
+  if (!options.device.is_cuda() && !comm->device().is_host()) return local;
+  // A device (NCCL) communicator: the host-buffer collectives go through a staging wrapper on
+  // the step's stream; the payloads that stay on the device use the communicator itself.
+  const bool device_comm = options.device.is_cuda() && !comm->device().is_host();
+  if (device_comm) {
+    std::unique_ptr<StagedComm> staged;
+    SR_RETURN_IF_ERROR(StagedComm::Create(comm, comm->device().index,
+                                          c->device_ != nullptr ? c->device_->stream() : nullptr,
+                                          /*own_stream=*/false, &staged));
+    c->device_comm_ = comm;
+    comm = std::move(staged);
+  }
   // One allreduce(max) agrees on the plan hash (max of h and of ~h: equal iff min == max) and
   // on whether any rank failed, so every rank returns instead of waiting on a peer.
   const uint64_t hash = plan->Hash();
@@ -121,10 +140,27 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     return Status::InvalidArgument(
         "ranks were given different plans (plan hashes differ); "
         "every rank must create the collection from the same plan");
-  SR_RETURN_IF_ERROR(comm->Split(0, comm->Rank(), &c->input_comm_));
+  if (device_comm) {
+    // The input exchange runs on the communication worker's thread: its own stream.
+    std::unique_ptr<comm::Communicator> child;
+    SR_RETURN_IF_ERROR(c->device_comm_->Split(0, comm->Rank(), &child));
+    if (child == nullptr) return Status::Internal("input communicator split failed");
+    std::unique_ptr<StagedComm> staged;
+    SR_RETURN_IF_ERROR(StagedComm::Create(std::move(child), options.device.index, nullptr,
+                                          /*own_stream=*/true, &staged));
+    c->input_comm_ = std::move(staged);
+  } else {
+    SR_RETURN_IF_ERROR(comm->Split(0, comm->Rank(), &c->input_comm_));
+  }
   if (c->input_comm_ == nullptr) return Status::Internal("input communicator split failed");
   c->comm_ = std::move(comm);
   c->dp_comm_ = options.dp_comm ? options.dp_comm : c->comm_;
+  if (options.device.is_cuda() && !c->dp_comm_->device().is_host()) {
+    std::unique_ptr<StagedComm> staged;
+    SR_RETURN_IF_ERROR(StagedComm::Create(c->dp_comm_, options.device.index, c->device_->stream(),
+                                          /*own_stream=*/false, &staged));
+    c->dp_comm_ = std::move(staged);
+  }
   c->options_ = options;
   // Stochastic rounding draws its bits from the collection's seed (embedding.h).
   c->optim_.seed = options.seed;
@@ -340,6 +376,13 @@ Status EmbeddingCollection::LookupAndReturn(RoutedBatch& rb) {
   size_t recv_total = 0;
   for (size_t v : ReturnRecvCounts(rb)) recv_total += v;
   ret_recv_.resize(recv_total);
+  if (device_ != nullptr && device_comm_ != nullptr && layout_.world > 1 &&
+      options_.forward_encoding == comm::Encoding::kFp32) {
+    // Over NCCL the message leaves from the device block the lookups wrote (device_step.h).
+    ScopedTimer phase(&timings_.lookup_seconds);
+    const DeviceExchange x{device_comm_.get(), ReturnSendCounts(rb), ReturnRecvCounts(rb)};
+    return device_->LookupExchange(rb, x, ret_recv_.data(), ret_send_.data());
+  }
   {
     ScopedTimer phase(&timings_.lookup_seconds);
     if (device_ != nullptr) {
@@ -390,19 +433,27 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
   // buffer it received into, the owners receive into the buffer they looked up into; the rows of
   // this rank's own samples are written straight to where its shards read them (SelfRows).
   PackGradients(exec_, layout_, rb, grad, ret_recv_.data(), SelfRows(rb));
-  {
-    ScopedTimer t(&timings_.comm_seconds);
-    ScopedTimer e(&timings_.embedding_comm_seconds);
-    SR_RETURN_IF_ERROR(comm::EncodedAllToAllV(*comm_, options_.backward_encoding, ret_recv_.data(),
-                                              ReturnRecvCounts(rb), ret_send_.data(),
-                                              ReturnSendCounts(rb), &wire_));
-  }
-  if (device_ != nullptr) {
+  if (device_ != nullptr && device_comm_ != nullptr && layout_.world > 1 &&
+      options_.backward_encoding == comm::Encoding::kFp32) {
+    // Over NCCL the message travels into the device block the backward kernels read.
+    const DeviceExchange x{device_comm_.get(), ReturnRecvCounts(rb), ReturnSendCounts(rb)};
     SR_RETURN_IF_ERROR(device_->ApplySharded(*comm_, updater_, rb, ret_send_.data(), table_optim_,
-                                             step, &timings_.comm_seconds));
+                                             step, &timings_.comm_seconds, &x, ret_recv_.data()));
   } else {
-    SR_RETURN_IF_ERROR(updater_.ApplySharded(exec_, *comm_, rb, ret_send_.data(), table_optim_,
-                                             step, &timings_.comm_seconds));
+    {
+      ScopedTimer t(&timings_.comm_seconds);
+      ScopedTimer e(&timings_.embedding_comm_seconds);
+      SR_RETURN_IF_ERROR(comm::EncodedAllToAllV(*comm_, options_.backward_encoding,
+                                                ret_recv_.data(), ReturnRecvCounts(rb),
+                                                ret_send_.data(), ReturnSendCounts(rb), &wire_));
+    }
+    if (device_ != nullptr) {
+      SR_RETURN_IF_ERROR(device_->ApplySharded(*comm_, updater_, rb, ret_send_.data(), table_optim_,
+                                               step, &timings_.comm_seconds));
+    } else {
+      SR_RETURN_IF_ERROR(updater_.ApplySharded(exec_, *comm_, rb, ret_send_.data(), table_optim_,
+                                               step, &timings_.comm_seconds));
+    }
   }
   {
     // The data-parallel all-reduce is this step's only collective: its comm time is all

@@ -180,6 +180,9 @@ class EmbeddingCollection {
   Layout layout_;
   std::shared_ptr<comm::Communicator> comm_;
   std::shared_ptr<comm::Communicator> dp_comm_;
+  // A GPU collection given a device (NCCL) communicator: that communicator, for the payloads
+  // exchanged between device buffers; comm_ is then its host-buffer wrapper (staged_comm.h).
+  std::shared_ptr<comm::Communicator> device_comm_;
   std::unique_ptr<comm::Communicator> input_comm_;
   optim::OptimizerConfig optim_;                     // the default optimizer
   std::vector<optim::OptimizerConfig> table_optim_;  // per table: its own, or the default

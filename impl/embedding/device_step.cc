@@ -218,6 +218,48 @@ Status DeviceStep::LookupToSend(const RoutedBatch& rb, float* send) {
   return EndPhase("device lookup");
 }
 
+Status DeviceStep::LookupExchange(const RoutedBatch& rb, const DeviceExchange& x, float* recv,
+                                  float* send) {
+  size_t runs = 0;
+  for (const ShardRuns& sr : rb.shards) runs += sr.runs.size();
+  size_t recv_floats = 0;
+  for (size_t c : x.recv_counts) recv_floats += c;
+  const size_t bytes = sizeof(float) * rb.ret_floats_total;
+  if (runs > 0) SR_RETURN_IF_ERROR(ReserveRuns(rb, 0, "the batch's ids on the device"));
+  SR_RETURN_IF_ERROR(io_.Reserve(device_, bytes, "the return message on the device", stream_));
+  SR_RETURN_IF_ERROR(a2a_recv_.Reserve(device_, sizeof(float) * recv_floats,
+                                       "the received return message on the device", stream_));
+  SR_RETURN_IF_ERROR(staging_.Begin());
+  auto* io = io_.as<float>();
+  if (runs > 0) {
+    SR_RETURN_IF_ERROR(UploadRuns(rb, nullptr, 0, nullptr));
+    jobs_.clear();
+    for (size_t i = 0; i < layout_->local.size(); ++i) {
+      const LocalShard& ls = layout_->local[i];
+      const kernels::WeightsView w = params_->View(ls);
+      for (const kernels::BagRun& run : runs_[i])
+        jobs_.push_back(kernels::LookupJob{w, run, io, ls.cols});
+    }
+    launched_ = true;
+    SR_RETURN_IF_ERROR(dk::Lookup(ctx_, jobs_, status_.data()));
+  }
+  // Behind the lookups on the stream: the message leaves from the device block they wrote.
+  comm::CallOptions o;
+  o.stream = stream_;
+  launched_ = true;
+  SR_RETURN_IF_ERROR(
+      x.comm->AllToAllV(io, x.send_counts, a2a_recv_.data(), x.recv_counts, DType::kFloat32, o));
+  if (recv_floats > 0)
+    SR_RETURN_IF_ERROR(staging_.Download(recv, a2a_recv_.data(), sizeof(float) * recv_floats));
+  const size_t self = rb.ret_floats_total - rb.ret_self_offset;
+  if (self > 0)
+    SR_RETURN_IF_ERROR(staging_.Download(send + rb.ret_self_offset, io + rb.ret_self_offset,
+                                         sizeof(float) * self));
+  SR_RETURN_IF_ERROR(EndPhase(runs > 0 ? "device lookup" : nullptr));
+  // NCCL reports a peer that failed during the exchange here, not at the enqueue.
+  return x.comm->AsyncError();
+}
+
 Status DeviceStep::LookupDataParallel(const RoutedBatch& rb, float* out) {
   const Layout& l = *layout_;
   if (l.dp_pairs.empty()) return Status::Ok();
@@ -343,7 +385,8 @@ Status DeviceStep::FinishRows() {
 Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater,
                                 const RoutedBatch& rb, const float* grads,
                                 const std::vector<optim::OptimizerConfig>& configs, int64_t step,
-                                double* comm_seconds) {
+                                double* comm_seconds, const DeviceExchange* x,
+                                const float* packed) {
   const Layout& l = *layout_;
   const size_t n = l.local.size();
   // Which shards run, and every device buffer sized before anything is queued (a buffer that
@@ -375,6 +418,19 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     SR_RETURN_IF_ERROR(ReserveRuns(rb, bytes, "the batch's ids and gradients on the device"));
     SR_RETURN_IF_ERROR(workspace_.Reserve(device_, ws_bytes, "the backward workspace", stream_));
   }
+  size_t x_send = 0;
+  size_t x_recv = 0;
+  if (x != nullptr) {
+    for (size_t c : x->send_counts) x_send += c;
+    for (size_t c : x->recv_counts) x_recv += c;
+    SR_RETURN_IF_ERROR(a2a_send_.Reserve(device_, sizeof(float) * x_send,
+                                         "the gradient message on the device", stream_));
+    // Without ids for its shards a rank receives nothing that a kernel reads; a block is still
+    // the exchange's destination.
+    if (!any)
+      SR_RETURN_IF_ERROR(a2a_recv_.Reserve(device_, sizeof(float) * x_recv,
+                                           "the received gradients on the device", stream_));
+  }
   // Phase 1: the runs and the gradient message in one copy, then every shard's grouping and its
   // fused backward or aggregation, the shards in turn on the one workspace (stream-ordered).
   SR_RETURN_IF_ERROR(staging_.Begin());
@@ -383,6 +439,17 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     void* g = nullptr;
     SR_RETURN_IF_ERROR(UploadRuns(rb, grads, bytes, &g));
     dgrads = static_cast<const float*>(g);
+  }
+  if (x != nullptr) {
+    // The message goes up and travels on the stream into the block the kernels read (its
+    // travelling part; this rank's own rows came up with the runs), before any kernel.
+    SR_RETURN_IF_ERROR(staging_.Upload(a2a_send_.data(), packed, sizeof(float) * x_send));
+    comm::CallOptions o;
+    o.stream = stream_;
+    launched_ = true;
+    void* dst = any ? const_cast<float*>(dgrads) : a2a_recv_.data();
+    SR_RETURN_IF_ERROR(x->comm->AllToAllV(a2a_send_.data(), x->send_counts, dst, x->recv_counts,
+                                          DType::kFloat32, o));
   }
   // TorchRec's gradient division, as on the host.
   const float scale = 1.0f / static_cast<float>(l.world);
@@ -424,6 +491,25 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     SR_RETURN_IF_ERROR(
         stats_[i]->Reserve(device_, sizeof(float) * u * K, "row statistics", stream_));
   }
+  // Over a device communicator the statistics travel between device blocks within this phase
+  // (its one wait): every partial size is known from the counts, so the plan comes first.
+  const bool stats_on_device = x != nullptr && !l.stat_messages.empty();
+  std::vector<size_t> stat_send_counts, stat_recv_counts, stat_send_shards;
+  size_t stat_send_total = 0;
+  size_t stat_recv_total = 0;
+  if (stats_on_device) {
+    for (size_t i = 0; any_aggregated && i < n; ++i) {
+      const int K = l.tables[l.local[i].table].num_row_stats;
+      updater.partial_stats(i).resize(static_cast<size_t>(num_unique_[i]) * K);
+    }
+    updater.PlanRowStats(&stat_send_counts, &stat_recv_counts, &stat_send_shards);
+    for (size_t c : stat_send_counts) stat_send_total += c;
+    for (size_t c : stat_recv_counts) stat_recv_total += c;
+    SR_RETURN_IF_ERROR(stat_send_.Reserve(device_, sizeof(float) * stat_send_total,
+                                          "row statistics sent", stream_));
+    SR_RETURN_IF_ERROR(stat_recv_.Reserve(device_, sizeof(float) * stat_recv_total,
+                                          "row statistics received", stream_));
+  }
   for (size_t i = 0; any_aggregated && i < n; ++i) {
     const LocalShard& ls = l.local[i];
     const int K = l.tables[ls.table].num_row_stats;
@@ -442,9 +528,33 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     SR_RETURN_IF_ERROR(
         staging_.Download(host_stats.data(), stats_[i]->data(), sizeof(float) * u * K));
   }
+  if (stats_on_device) {
+    // Packed on the device behind the kernels that wrote them, all-to-all'd, the received ones
+    // downloaded with the own ones. A rank without statistics of its own sends and receives
+    // nothing (its phase has no copies) but takes part.
+    const core::CudaRuntime* rt = nullptr;
+    SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+    size_t at = 0;
+    for (size_t i : stat_send_shards) {
+      const size_t k = updater.partial_stats(i).size();
+      if (k > 0)
+        SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, stat_send_.as<float>() + at, stats_[i]->data(),
+                                           sizeof(float) * k, core::CopyKind::kDeviceToDevice,
+                                           stream_));
+      at += k;
+    }
+    comm::CallOptions o;
+    o.stream = stream_;
+    launched_ = true;
+    SR_RETURN_IF_ERROR(x->comm->AllToAllV(stat_send_.data(), stat_send_counts, stat_recv_.data(),
+                                          stat_recv_counts, DType::kFloat32, o));
+    if (stat_recv_total > 0)
+      SR_RETURN_IF_ERROR(staging_.Download(updater.stat_recv(), stat_recv_.data(),
+                                           sizeof(float) * stat_recv_total));
+  }
   if (stats_queued) SR_RETURN_IF_ERROR(EndPhase(nullptr));
   // The statistics of sibling column shards travel over the host communicator, as on the host.
-  SR_RETURN_IF_ERROR(updater.ExchangeRowStats(comm, comm_seconds));
+  if (!stats_on_device) SR_RETURN_IF_ERROR(updater.ExchangeRowStats(comm, comm_seconds));
   // Phase 3: the full statistics up and the updates, back to back, then the step's last wait.
   // One device block per shard's statistics (the updates are queued before any is waited for).
   size_t total_stats = 0;
@@ -476,7 +586,8 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
         dk::Apply(ctx_, configs[ls.table], step, l.plan->tables[ls.table].dim, params, up, dfull));
   }
   // The step's sync point: no device work is left in flight when backward returns.
-  return EndPhase(nullptr);
+  SR_RETURN_IF_ERROR(EndPhase(nullptr));
+  return x != nullptr ? x->comm->AsyncError() : Status::Ok();
 }
 
 }  // namespace shardrec::embedding

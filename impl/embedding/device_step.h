@@ -29,6 +29,30 @@
 // statistics and 1 up per shard that receives full statistics; ApplyRows 1 up per data-parallel
 // table with touched rows. (Counted through the fake plugin by embedding_gpu_staging_test.cc.)
 // Beyond these only a buffer that must grow waits (DeviceBuffer, DeviceStaging).
+//
+// Over an NCCL communicator (the collection's own device; world > 1, fp32 encodings: a 16-bit
+// encoding keeps the staged host path below for its message). Host-buffer collectives go through
+// StagedComm (staged_comm.h: 1 up, 1 down, 1 wait each, on the step's stream; the input
+// exchange's on the worker's own stream); the payloads marked "device" never touch host memory.
+//   Forward:  the input exchange: the counts all-to-all (which also carries every rank's
+//             verdict), staged (1 wait: THE sync that learns the received sizes), then the ids
+//             all-to-all, staged too (1 wait; the ids are routed on the host, so they leave from
+//             host memory). LookupExchange: runs 1 up; lookups into io_; the return message
+//             all-to-all from io_ into a device block (device); the received rows and this rank's
+//             own rows 2 down (the combine is on the host); 1 wait. LookupDataParallel as above.
+//             => 3 waits (+1 with data-parallel tables), against 1 device wait plus the host
+//             collectives over Gloo.
+//   Backward: the verdict all-reduce, staged (1 wait). ApplySharded: runs and own rows 1 up (as
+//             above) + the packed gradient message 1 up; the gradient all-to-all from there
+//             straight into the block the kernels read (device), queued before them; then the
+//             waits above. The row statistics are packed on the device from the blocks the
+//             kernels wrote (device-to-device copies), all-to-all'd between device blocks and the
+//             received ones downloaded with the own partial ones, inside the statistics phase: no
+//             wait of their own (the staged path takes one more). The data-parallel all-reduce
+//             runs over StagedComm (1 wait, 1 up, 1 down: its gradients are accumulated on the
+//             host). AsyncError is checked after each phase's wait (NCCL reports a dead peer
+//             there).
+// (Counted through the fake plugin's NCCL double by embedding_gpu_nccl_test.cc.)
 #pragma once
 
 #include <cstdint>
@@ -53,6 +77,14 @@
 
 namespace shardrec::embedding {
 
+// An exchange of a phase's message between device buffers over a device (NCCL) communicator, on
+// the step's stream (device_step.h's phase tables say what it saves).
+struct DeviceExchange {
+  comm::Communicator* comm = nullptr;   // a communicator of the step's device
+  std::span<const size_t> send_counts;  // floats per destination rank
+  std::span<const size_t> recv_counts;  // floats per source rank
+};
+
 class DeviceStep {
  public:
   DeviceStep() = default;
@@ -70,9 +102,19 @@ class DeviceStep {
   Status Init(const Layout* layout, ParamStore* params, int device,
               const StepCapacity& capacity = {});
 
+  // The step's stream (every phase's work is queued there).
+  Stream stream() const { return stream_; }
+
   // Forward, owner side: the lookups of every local shard's runs into a device copy of the
   // return message, copied back into `send` (rb.ret_floats_total floats) and waited for.
   Status LookupToSend(const RoutedBatch& rb, float* send);
+
+  // Forward over a device communicator: the lookups into the device return message, whose
+  // travelling part (before rb.ret_self_offset) goes from there over `x` into a device receive
+  // block on the stream; the received rows are downloaded into `recv` and this rank's own rows
+  // into `send` + rb.ret_self_offset, then ONE wait (and the communicator's async error). Every
+  // rank calls it, with or without runs (the exchange is collective).
+  Status LookupExchange(const RoutedBatch& rb, const DeviceExchange& x, float* recv, float* send);
 
   // Forward, sample side: the data-parallel tables' lookups of this rank's own samples (their
   // ids, weights and offsets staged to the device), written into their columns of `out`
@@ -94,9 +136,14 @@ class DeviceStep {
   // (the gradient message this rank received, on the host) is uploaded; rows are grouped and
   // either updated by the fused backward or aggregated, their partial row statistics copied to
   // the host, exchanged over `comm` by `updater` as the host collection does, and applied.
+  // With `x` (a device communicator), `grads` holds only this rank's own rows (from
+  // rb.ret_self_offset on) and `packed` the gradient message this rank sends (x->send_counts):
+  // both go up in the first phase's copies and the message travels over x->comm on the stream
+  // straight into the device block the kernels read, before them; every rank calls it then.
   Status ApplySharded(comm::Communicator& comm, SparseUpdater& updater, const RoutedBatch& rb,
                       const float* grads, const std::vector<optim::OptimizerConfig>& configs,
-                      int64_t step, double* comm_seconds);
+                      int64_t step, double* comm_seconds, const DeviceExchange* x = nullptr,
+                      const float* packed = nullptr);
 
  private:
   // Room in runs_buf_ for the batch's runs and `extra_bytes` more (before a phase queues work).
@@ -129,6 +176,10 @@ class DeviceStep {
   core::PinnedBuffer count_;  // GroupRows' unique-row counts (one per local shard), by the stream
   DeviceBuffer runs_buf_;     // ids, weights and bag offsets of the batch (+ backward gradients)
   DeviceBuffer io_;           // return message (forward)
+  DeviceBuffer a2a_recv_;     // over a device communicator: the received return message
+  DeviceBuffer a2a_send_;     // over a device communicator: the gradient message sent
+  DeviceBuffer stat_send_;    // over a device communicator: the row statistics sent
+  DeviceBuffer stat_recv_;    // and received
   DeviceBuffer workspace_;    // backward workspace, shared by the shards in turn
   DeviceBuffer full_stats_;   // every shard's full row statistics, one after the other
   DeviceBuffer dp_ids_;       // data-parallel offsets, rows and weights of the batch

@@ -5,6 +5,7 @@
 
 #include "impl/core/check.h"
 #include "impl/embedding/device_copy.h"
+#include "impl/embedding/staged_comm.h"
 
 namespace shardrec::replica {
 
@@ -40,6 +41,18 @@ Status Mesh::Create(std::shared_ptr<comm::Communicator> world, const MeshOptions
   mesh->world_ = std::move(world);
   mesh->sharding_ = std::move(sharding);
   mesh->replica_ = std::move(replica);
+  mesh->world_host_ = mesh->world_;
+  mesh->replica_host_ = mesh->replica_;
+  if (!mesh->world_->device().is_host()) {
+    // A device (NCCL) world: the mesh's own host-buffer collectives (the replicas-identical
+    // check, agreements) are staged through the device, on its legacy default stream.
+    const int device = mesh->world_->device().index;
+    std::unique_ptr<embedding::StagedComm> w, r;
+    SR_RETURN_IF_ERROR(embedding::StagedComm::Create(mesh->world_, device, nullptr, false, &w));
+    SR_RETURN_IF_ERROR(embedding::StagedComm::Create(mesh->replica_, device, nullptr, false, &r));
+    mesh->world_host_ = std::move(w);
+    mesh->replica_host_ = std::move(r);
+  }
   *out = std::move(mesh);
   return Status::Ok();
 }
@@ -71,6 +84,11 @@ Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
     buffers.push_back(sb);
     on_device.push_back(b);
     if (b.device.is_host()) on_device.back().data = nullptr;
+  }
+  if (!replica_->device().is_host()) {
+    SR_RETURN_IF_ERROR(SyncOverDevice(&buffers, &on_device));
+    syncs_ += 1;
+    return Status::Ok();
   }
   // A single replica has nothing to average (SyncBuffers returns at once): no staging either.
   const bool staged = replica_->Size() > 1 && std::any_of(on_device.begin(), on_device.end(),
@@ -109,7 +127,8 @@ Status Mesh::StageIn(const std::vector<embedding::ParamBuffer>& on_device,
   // Every replica learns whether all staged their values before anyone enters the collectives,
   // so a failed copy fails the sync on every replica instead of leaving the others waiting.
   int32_t failed = local.ok() ? 0 : 1;
-  SR_RETURN_IF_ERROR(replica_->AllReduce(&failed, &failed, 1, DType::kInt32, comm::ReduceOp::kMax));
+  SR_RETURN_IF_ERROR(
+      replica_host_->AllReduce(&failed, &failed, 1, DType::kInt32, comm::ReduceOp::kMax));
   if (!local.ok()) return local.WithContext("staging the replica sync");
   if (failed != 0)
     return Status::Remote(

@@ -48,6 +48,9 @@ class Mesh {
                           std::unique_ptr<embedding::EmbeddingCollection>* out,
                           const Status& rejected = Status::Ok());
 
+  // Over a device (NCCL) replica group a GPU collection's fp32 and integer arenas are instead
+  // all-reduced in place on the device (device_sync.cc: no host staging, one wait); its 16-bit
+  // ones (averaged in fp32 and rounded once) still go through the host staging.
   // Averages the collection's weights (and, unless weights-only, optimizer states; the step
   // counter takes the maximum) across the replica group, one collective per dtype. Collective
   // over the replica group. Allowed while the collection's next input distribution is in
@@ -68,6 +71,10 @@ class Mesh {
   const std::shared_ptr<comm::Communicator>& world() const { return world_; }
   const std::shared_ptr<comm::Communicator>& sharding() const { return sharding_; }
   const std::shared_ptr<comm::Communicator>& replica() const { return replica_; }
+  // The world and the replica group for host buffers: the communicators themselves on the host,
+  // a staging wrapper (embedding/staged_comm.h) when they are device (NCCL) communicators.
+  comm::Communicator& host_world() const { return *world_host_; }
+  comm::Communicator& host_replica() const { return *replica_host_; }
   const SyncStats& last_sync() const { return last_; }
   int64_t syncs() const { return syncs_; }
   std::string Describe() const { return layout_.Describe(options_.ranks_per_node); }
@@ -78,6 +85,8 @@ class Mesh {
   std::shared_ptr<comm::Communicator> world_;
   std::shared_ptr<comm::Communicator> sharding_;
   std::shared_ptr<comm::Communicator> replica_;
+  std::shared_ptr<comm::Communicator> world_host_;
+  std::shared_ptr<comm::Communicator> replica_host_;
   SyncHook hook_;
   int64_t steps_ = 0;
   int64_t syncs_ = 0;
@@ -86,6 +95,10 @@ class Mesh {
   // with a replica-wide agreement that every replica staged; then the averages copied back.
   Status StageIn(const std::vector<embedding::ParamBuffer>& on_device,
                  std::vector<SyncBuffer>* buffers);
+  // Sync over a device (NCCL) replica group (device_sync.cc): `buffers` and `params` as Sync
+  // collects them (params[i].data null for a host buffer).
+  Status SyncOverDevice(std::vector<SyncBuffer>* buffers,
+                        std::vector<embedding::ParamBuffer>* params);
   Status StageOut(const std::vector<embedding::ParamBuffer>& on_device,
                   const std::vector<SyncBuffer>& buffers);
 

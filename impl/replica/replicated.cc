@@ -64,7 +64,7 @@ Status VerifyReplicasIdentical(Mesh& mesh, embedding::EmbeddingCollection& coll)
   // one collective.
   int64_t mm[4] = {static_cast<int64_t>(digest >> 1), static_cast<int64_t>(~digest >> 1),
                    on_device ? 1 : 0, on_device ? 0 : 1};
-  SR_RETURN_IF_ERROR(mesh.replica()->AllReduce(mm, mm, 4, DType::kInt64, comm::ReduceOp::kMax));
+  SR_RETURN_IF_ERROR(mesh.host_replica().AllReduce(mm, mm, 4, DType::kInt64, comm::ReduceOp::kMax));
   const bool mismatch =
       mm[0] != static_cast<int64_t>(digest >> 1) || mm[1] != static_cast<int64_t>(~digest >> 1);
   // A sync stages a GPU collection's parameters through the host around the collectives and
@@ -75,7 +75,8 @@ Status VerifyReplicasIdentical(Mesh& mesh, embedding::EmbeddingCollection& coll)
   // whole world, so that no rank proceeds alone.
   int32_t flags[4] = {mismatch ? 1 : 0, mismatch ? mesh.rank() : -1, mixed ? mesh.rank() : -1,
                       local.ok() ? -1 : mesh.rank()};
-  SR_RETURN_IF_ERROR(mesh.world()->AllReduce(flags, flags, 4, DType::kInt32, comm::ReduceOp::kMax));
+  SR_RETURN_IF_ERROR(
+      mesh.host_world().AllReduce(flags, flags, 4, DType::kInt32, comm::ReduceOp::kMax));
   if (!local.ok()) return local;
   if (flags[3] >= 0)
     return Status::Remote("rank ", flags[3],

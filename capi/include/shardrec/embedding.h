@@ -78,8 +78,8 @@ typedef struct shardrec_embedding_options {
   int32_t device_type;      /**< SHARDREC_DEVICE_HOST (0), or SHARDREC_DEVICE_CUDA for a GPU
                                  collection (v1): weights and optimizer states live on that
                                  device and its lookups and optimizer updates run there through
-                                 the CUDA plugin, while the combine and every exchange stay on
-                                 the host over its (host) communicator, with the data staged
+                                 the CUDA plugin, while the combine and (with a host
+                                 communicator) every exchange stay on the host, the data staged
                                  across PCIe through a pinned block the collection owns, on a
                                  stream of its own, one bounded wait per step phase; every call
                                  returns with its device work complete (see the capacity hints
@@ -96,13 +96,18 @@ typedef struct shardrec_embedding_options {
                                  replica sync of 2D training stage the parameters through host
                                  memory: the same files as a host collection
                                  (shardrec/checkpoint.h), the same averages
-                                 (shardrec/replica.h). v1 refuses (SHARDREC_EUNSUPPORTED) a CUDA
-                                 (NCCL) communicator (for the collection or the mesh's world);
-                                 a device KJT with a plugin built before the device routing is
-                                 SHARDREC_EUNSUPPORTED. It starts with the same weights as a
-                                 host collection of the same plan and seed and trains to the
-                                 same bits (tested through a fake plugin; not yet run on a
-                                 GPU). */
+                                 (shardrec/replica.h). It also takes a CUDA (NCCL)
+                                 communicator of its own device_index (another device is
+                                 SHARDREC_EINVAL): then the return and gradient messages and
+                                 the row statistics travel between device buffers on the
+                                 collection's stream, while the counts, ids and data-parallel
+                                 gradients are staged through the device (one bounded wait
+                                 each); a host collection refuses an NCCL communicator
+                                 (SHARDREC_EUNSUPPORTED). A device KJT with a plugin built
+                                 before the device routing is SHARDREC_EUNSUPPORTED. It
+                                 starts with the same weights as a host collection of the same
+                                 plan and seed and trains to the same bits (tested through a
+                                 fake plugin; not yet run on a GPU). */
   int32_t device_index;     /**< CUDA ordinal (>= 0) of a GPU collection; ignored on the host. */
   /* Version 2. */
   int32_t non_finite;   /**< A shardrec_non_finite_policy_t; 0 is CHECK. */

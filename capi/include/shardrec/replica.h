@@ -34,8 +34,13 @@
  * exactly as a host collection's (the same collectives, the same bits), and copies the averages
  * back, each copy waited for with the collection's device wait bound. The replicas of a shard
  * must all be of one kind (the same device_type on every rank of a replica group; else
- * shardrec_mesh_embedding_create fails with SHARDREC_EUNSUPPORTED on every rank). A mesh over a
- * CUDA (NCCL) world is refused for GPU collections (SHARDREC_EUNSUPPORTED), as in 1D.
+ * shardrec_mesh_embedding_create fails with SHARDREC_EUNSUPPORTED on every rank). On a mesh over
+ * a CUDA (NCCL) world (on the collections' device) a sync instead all-reduces a GPU collection's
+ * fp32 weight and state arenas in place on the device, on its legacy default stream, with one
+ * bounded wait and no host copy; its 16-bit arenas are averaged in fp32 through the host as
+ * above, and the step counter (host memory) travels staged. A custom sync hook
+ * (shardrec_mesh_set_sync_hook) is refused there (SHARDREC_EUNSUPPORTED at the sync); a host
+ * collection cannot be created on such a mesh (SHARDREC_EUNSUPPORTED).
  */
 #ifndef SHARDREC_REPLICA_H_
 #define SHARDREC_REPLICA_H_
@@ -143,8 +148,9 @@ SHARDREC_API shardrec_status_t shardrec_mesh_describe(const shardrec_mesh_t* mes
  * @param options May be NULL (defaults).
  * @return SHARDREC_OK; SHARDREC_EINVAL (plan world size != S, bad configs, replicas differ);
  *         what shardrec_embedding_create returns for the options (a GPU collection: its
- *         errors, SHARDREC_EUNSUPPORTED on a mesh whose world is a CUDA (NCCL) communicator;
- *         SHARDREC_ECUDA when its initial weights cannot be read back for the check);
+ *         errors, SHARDREC_EINVAL on a mesh whose world is an NCCL communicator of another
+ *         device; SHARDREC_ECUDA when its initial weights cannot be read back for the check;
+ *         a host collection: SHARDREC_EUNSUPPORTED on a mesh over NCCL);
  *         SHARDREC_EUNSUPPORTED when a replica group mixes host and GPU collections;
  *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE from the collectives.
  */

@@ -22,6 +22,7 @@
 #include "impl/embedding/kernels/simt/device_status.h"
 #include "tests/impl/embedding/kernels/fake_device_checks.h"
 #include "tests/impl/embedding/kernels/fake_device_memory.h"
+#include "tests/impl/embedding/kernels/fake_nccl.h"
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -144,6 +145,10 @@ class CopyQueue {
     }
   }
   void Drain(void* stream) {
+    // One drain at a time: a thread that finds a queue empty because another thread took its
+    // operations must not go on before they ran (ranks as threads share the legacy stream, and
+    // DrainAll empties every stream).
+    std::lock_guard<std::mutex> running(run_mu_);
     std::vector<std::function<void()>> ops;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -156,6 +161,7 @@ class CopyQueue {
 
   const bool deferred_ = std::getenv("SHARDREC_FAKE_DEFER_COPIES") != nullptr;
   std::mutex mu_;
+  std::mutex run_mu_;  // held while a drain runs its operations
   std::map<void*, std::vector<std::function<void()>>> queues_;
 };
 
@@ -286,44 +292,6 @@ int32_t StreamDestroy(int32_t, void* stream, shardrec_plugin_status_t* st) {
     delete[] static_cast<uint8_t*>(stream);
     g_streams_live.fetch_sub(1);
   }
-  return ToPlugin(Status::Ok(), st);
-}
-int32_t NcclUnique(uint8_t*, size_t, shardrec_plugin_status_t* st) { return Fail(st, "fake"); }
-int32_t NcclCreate(const uint8_t*, size_t, int32_t, int32_t, int32_t, int64_t,
-                   shardrec_plugin_nccl_t**, shardrec_plugin_status_t* st) {
-  return Fail(st, "fake");
-}
-void NcclDestroy(shardrec_plugin_nccl_t*) {}
-void NcclSetTimeout(shardrec_plugin_nccl_t*, int64_t) {}
-int32_t AllReduce(shardrec_plugin_nccl_t*, const void*, void*, size_t, int32_t, int32_t, void*,
-                  int64_t, shardrec_plugin_status_t* st) {
-  return Fail(st, "fake");
-}
-int32_t AllToAllV(shardrec_plugin_nccl_t*, const void*, const size_t*, void*, const size_t*,
-                  int32_t, void*, int64_t, shardrec_plugin_status_t* st) {
-  return Fail(st, "fake");
-}
-int32_t AllGatherV(shardrec_plugin_nccl_t*, const void*, size_t, void*, const size_t*, int32_t,
-                   void*, int64_t, shardrec_plugin_status_t* st) {
-  return Fail(st, "fake");
-}
-int32_t ReduceScatterV(shardrec_plugin_nccl_t*, const void*, void*, const size_t*, int32_t, int32_t,
-                       void*, int64_t, shardrec_plugin_status_t* st) {
-  return Fail(st, "fake");
-}
-int32_t Broadcast(shardrec_plugin_nccl_t*, void*, size_t, int32_t, int32_t, void*, int64_t,
-                  shardrec_plugin_status_t* st) {
-  return Fail(st, "fake");
-}
-int32_t Barrier(shardrec_plugin_nccl_t*, void*, int64_t, shardrec_plugin_status_t* st) {
-  return Fail(st, "fake");
-}
-int32_t Split(shardrec_plugin_nccl_t*, int32_t, int32_t, shardrec_plugin_nccl_t**, int32_t*,
-              int32_t*, shardrec_plugin_status_t* st) {
-  return Fail(st, "fake");
-}
-void Abort(shardrec_plugin_nccl_t*) {}
-int32_t AsyncError(shardrec_plugin_nccl_t*, shardrec_plugin_status_t* st) {
   return ToPlugin(Status::Ok(), st);
 }
 int32_t LinearForward(int32_t, const shardrec_plugin_linear_t*, const float*, const float*,
@@ -492,19 +460,19 @@ const shardrec_cuda_plugin_table_t kTable = {
     &Memcpy,
     &Memset,
     &StreamWait,
-    &NcclUnique,
-    &NcclCreate,
-    &NcclDestroy,
-    &NcclSetTimeout,
-    &AllReduce,
-    &AllToAllV,
-    &AllGatherV,
-    &ReduceScatterV,
-    &Broadcast,
-    &Barrier,
-    &Split,
-    &Abort,
-    &AsyncError,
+    &nccl::UniqueId,
+    &nccl::Create,
+    &nccl::Destroy,
+    &nccl::SetTimeout,
+    &nccl::AllReduce,
+    &nccl::AllToAllV,
+    &nccl::AllGatherV,
+    &nccl::ReduceScatterV,
+    &nccl::Broadcast,
+    &nccl::Barrier,
+    &nccl::Split,
+    &nccl::Abort,
+    &nccl::AsyncError,
     &LinearForward,
     &LinearBackward,
     &StatusBytes,
@@ -523,6 +491,12 @@ const shardrec_cuda_plugin_table_t kTable = {
 };
 
 }  // namespace
+
+// For the NCCL double (fake_nccl.h).
+DeviceMemory& FakeDeviceMemory() { return Mem(); }
+void FakeStreamReached(void* stream) { Queue().BeforeKernel(stream); }
+int32_t FakeReport(const Status& s, shardrec_plugin_status_t* out) { return ToPlugin(s, out); }
+
 }  // namespace shardrec::fake
 
 FAKE_EXPORT uint32_t shardrec_cuda_plugin_abi_version() { return SHARDREC_CUDA_PLUGIN_ABI_VERSION; }
@@ -561,3 +535,10 @@ FAKE_EXPORT void* shardrec_fake_device_alloc(size_t bytes) {
   return shardrec::fake::Mem().Alloc(bytes);
 }
 FAKE_EXPORT void shardrec_fake_device_free(void* p) { (void)shardrec::fake::Mem().Free(p); }
+
+// Test hook: counter `which` of the NCCL double (fake_nccl.h: 0 collectives run, summed over the
+// member ranks; 1 payload bytes they received, all into fake device memory; 2 communicators
+// created, splits included; 3 communicators alive); -1 for another value.
+FAKE_EXPORT int64_t shardrec_fake_nccl_calls(int32_t which) {
+  return shardrec::fake::nccl::Counter(which);
+}

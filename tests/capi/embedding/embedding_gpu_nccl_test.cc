@@ -1,0 +1,370 @@
+// A GPU collection given an NCCL communicator on its own device, through the public C API. On
+// the CPU the fake embedding plugin's NCCL double (fake_nccl.h) stands in for NCCL: the ranks are
+// threads of this process meeting on the one fake device, every collective a bounded rendezvous
+// over fake device memory. Each case trains a host collection over Gloo (the reference) next to
+// the GPU collection over NCCL and demands the same outputs every step and the same weights and
+// optimizer states at the end, bit for bit. On a GPU (the real plugin) only world 1 runs: NCCL
+// wants one GPU per rank.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "shardrec/comm.h"
+#include "shardrec/device.h"
+#include "tests/capi/embedding/embedding_test_util.h"
+#include "tests/capi/embedding/gpu_test_util.h"
+#include "tests/capi/embedding/nccl_test_util.h"
+#include "tests/support/spawn_ranks.h"
+
+namespace shardrec::testing {
+namespace {
+
+constexpr int32_t kDP = SHARDREC_SHARDING_DATA_PARALLEL;
+constexpr int32_t kTW = SHARDREC_SHARDING_TABLE_WISE;
+constexpr int32_t kRW = SHARDREC_SHARDING_ROW_WISE;
+constexpr int32_t kCW = SHARDREC_SHARDING_COLUMN_WISE;
+constexpr int32_t kTRW = SHARDREC_SHARDING_TABLE_ROW_WISE;
+constexpr int32_t kSum = SHARDREC_POOLING_SUM;
+constexpr int32_t kMean = SHARDREC_POOLING_MEAN;
+constexpr int32_t kNone = SHARDREC_POOLING_NONE;
+constexpr int32_t kSgd = SHARDREC_OPTIMIZER_SGD;
+constexpr int32_t kRowAdagrad = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
+constexpr int32_t kAdam = SHARDREC_OPTIMIZER_ADAM;
+
+struct Case {
+  const char* name;
+  int32_t world;
+  std::vector<int32_t> sharding;  // per table of the standard scenario
+  int32_t pooling;
+  int32_t optimizer;
+  bool weighted;
+  int32_t encoding = SHARDREC_COMM_ENCODING_FP32;  // both directions, for both collections
+};
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& i) { return i.param.name; }
+
+class NcclVsGloo : public ::testing::TestWithParam<Case> {};
+
+TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
+  const Case& c = GetParam();
+  REQUIRE_WORLD(c.world);
+  Scenario s = StandardScenario(c.world, c.sharding[0], c.pooling);
+  s.sharding = c.sharding;
+  s.optimizer.type = c.optimizer;
+  s.weighted = c.weighted;
+  s.ranks_per_node = c.world == 3 ? 3 : s.ranks_per_node;
+  s.steps = 3;
+  if (c.world == 2) s.batch_sizes = {5, 0};  // an empty batch on one rank too
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  const auto batches = MakeBatches(s, ref);
+  const auto grads = MakeGrads(s, batches, ref.output_dim());
+  PlanPtr plan = MakePlan(s);
+  ASSERT_NE(plan, nullptr) << shardrec_last_error();
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  shardrec_unique_id_t id;
+  ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK) << shardrec_last_error();
+  const int64_t collectives_before = NcclCounter(0);
+  const bool summed_dp =
+      c.world >= 3 && std::find(c.sharding.begin(), c.sharding.end(), kDP) != c.sharding.end();
+  SpawnRanks(s.world, [&](int r) {
+    CommPtr nccl(NcclComm(id, s.world, r, 60000));
+    ASSERT_NE(nccl, nullptr);
+    shardrec_embedding_options_t oh = Options(s, false);
+    shardrec_embedding_options_t od = Options(s, true);
+    oh.forward_comm_encoding = od.forward_comm_encoding = c.encoding;
+    oh.backward_comm_encoding = od.backward_comm_encoding = c.encoding;
+    shardrec_embedding_t* h = nullptr;
+    shardrec_embedding_t* d = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&h, plan.get(), GroupComm(s.world, r), &opt, &oh),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr ch(h);
+    ASSERT_EQ(shardrec_embedding_create(&d, plan.get(), nccl.get(), &opt, &od), SHARDREC_OK)
+        << "rank " << r << ": " << shardrec_last_error();
+    CollPtr cd(d);
+    const auto init_d = Snapshot(d, s);
+    int64_t dim = 0;
+    shardrec_embedding_output_dim(h, &dim);
+    const bool seq = c.pooling == kNone;
+    for (int step = 0; step < s.steps; ++step) {
+      const RefBatch& rb = batches[step][r];
+      KjtHolder kjt(rb, s.num_features, false);
+      const size_t n =
+          static_cast<size_t>(seq ? static_cast<int64_t>(rb.ids.size()) : rb.batch_size) *
+          static_cast<size_t>(dim);
+      std::vector<float> out_h(n), out_d(n, -7.0f);
+      ASSERT_EQ(shardrec_embedding_forward(h, kjt.view(), out_h.data(), n, nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+      if (step == 1) {
+        // The pipelined input distribution (its exchange on the worker's own communicator).
+        ASSERT_EQ(shardrec_embedding_input_dist_start(d, kjt.view(), nullptr), SHARDREC_OK)
+            << shardrec_last_error();
+        ASSERT_EQ(shardrec_embedding_input_dist_wait(d, nullptr), SHARDREC_OK)
+            << shardrec_last_error();
+        ASSERT_EQ(shardrec_embedding_forward_distributed(d, out_d.data(), n, nullptr), SHARDREC_OK)
+            << shardrec_last_error();
+      } else {
+        ASSERT_EQ(shardrec_embedding_forward(d, kjt.view(), out_d.data(), n, nullptr), SHARDREC_OK)
+            << "rank " << r << " step " << step << ": " << shardrec_last_error();
+      }
+      if (step > 0 && summed_dp) {
+        // After a data-parallel update from three ranks (see the weights below): to rounding.
+        std::string first;
+        EXPECT_EQ(CountMismatches(out_d, out_h, 1e-5f, 1e-7f, &first), 0u)
+            << "rank " << r << " step " << step << ": " << first;
+      } else {
+        EXPECT_TRUE(BitEqual(out_h, out_d)) << "rank " << r << " step " << step;
+      }
+      std::vector<float> g = grads[step][r];
+      ASSERT_EQ(shardrec_embedding_backward(h, g.data(), g.size(), nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+      ASSERT_EQ(shardrec_embedding_backward(d, g.data(), g.size(), nullptr), SHARDREC_OK)
+          << "rank " << r << " step " << step << ": " << shardrec_last_error();
+    }
+    const auto snap_h = Snapshot(h, s);
+    const auto snap_d = Snapshot(d, s);
+    ASSERT_EQ(snap_h.size(), snap_d.size());
+    size_t ns = 0;
+    shardrec_embedding_num_states(d, &ns);
+    for (size_t i = 0; i < snap_h.size(); ++i) {
+      // A data-parallel table's gradients are all-reduced; from three ranks on, NCCL and Gloo
+      // may add the ranks' terms in different orders (neither promises one), so its tensors
+      // agree to rounding there. Everything else moves without arithmetic: bit for bit.
+      const bool summed = c.world >= 3 && c.sharding[i / (1 + ns)] == kDP;
+      if (!summed) {
+        EXPECT_TRUE(BitEqual(snap_h[i], snap_d[i])) << "rank " << r << " tensor " << i;
+        continue;
+      }
+      std::string first;
+      EXPECT_EQ(CountMismatches(snap_d[i], snap_h[i], 1e-5f, 1e-7f, &first), 0u)
+          << "rank " << r << " tensor " << i << ": " << first;
+    }
+    EXPECT_FALSE(BitEqual(init_d[0], snap_d[0]) && BitEqual(init_d.back(), snap_d.back()))
+        << "training moved no weight";
+  });
+  // The exchanges went over the NCCL double (the host collection never calls it).
+  if (FakeLoaded()) {
+    EXPECT_GT(NcclCounter(0), collectives_before);
+  }
+}
+
+const Case kCases[] = {
+    {"W1_TW_RW_CW_Sum_RowAda_W", 1, {kTW, kRW, kCW}, kSum, kRowAdagrad, true},
+    {"W1_DP_TW_RW_Mean_Adam", 1, {kDP, kTW, kRW}, kMean, kAdam, false},
+    {"W2_TW_RW_CW_Sum_RowAda_W", 2, {kTW, kRW, kCW}, kSum, kRowAdagrad, true},
+    {"W2_DP_TRW_CW_Mean_Adam", 2, {kDP, kTRW, kCW}, kMean, kAdam, false},
+    {"W2_TW_RW_CW_Seq_Sgd_W", 2, {kTW, kRW, kCW}, kNone, kSgd, true},
+    {"W3_RW_CW_DP_Sum_RowAda_W", 3, {kRW, kCW, kDP}, kSum, kRowAdagrad, true},
+    {"W3_TRW_TW_CW_Mean_Sgd", 3, {kTRW, kTW, kCW}, kMean, kSgd, false},
+    // A 16-bit encoding keeps the staged host path for its messages.
+    {"W2_TW_RW_CW_Sum_RowAda_W_Bf16Comms",
+     2,
+     {kTW, kRW, kCW},
+     kSum,
+     kRowAdagrad,
+     true,
+     SHARDREC_COMM_ENCODING_BF16},
+};
+
+INSTANTIATE_TEST_SUITE_P(Plans, NcclVsGloo, ::testing::ValuesIn(kCases), CaseName);
+
+// A communicator on another device than the collection's is refused on every rank, naming both.
+TEST(EmbeddingGpuNccl, ACommunicatorOnAnotherDeviceIsRefused) {
+  REQUIRE_WORLD(1);
+  Scenario s = StandardScenario(1, kTW, kSum);
+  PlanPtr plan = MakePlan(s);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  shardrec_unique_id_t id;
+  ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK);
+  CommPtr nccl(NcclComm(id, 1, 0, 10000));
+  ASSERT_NE(nccl, nullptr);
+  // A collection on cuda:1 with the communicator of cuda:0.
+  shardrec_embedding_options_t od = Options(s, true, 1);
+  shardrec_embedding_t* d = nullptr;
+  EXPECT_NE(shardrec_embedding_create(&d, plan.get(), nccl.get(), &opt, &od), SHARDREC_OK);
+  EXPECT_EQ(d, nullptr);
+  // A host collection with an NCCL communicator stays refused.
+  shardrec_embedding_options_t oh = Options(s, false);
+  EXPECT_EQ(shardrec_embedding_create(&d, plan.get(), nccl.get(), &opt, &oh),
+            SHARDREC_EUNSUPPORTED);
+  EXPECT_NE(std::string(shardrec_last_error()).find("host communicators"), std::string::npos)
+      << shardrec_last_error();
+  EXPECT_EQ(d, nullptr);
+}
+
+// A batch that one rank rejects (an id outside its table) fails the step on every rank, and the
+// next step trains on all of them: the communicator stays usable.
+TEST(EmbeddingGpuNccl, ARejectedBatchOnOneRankFailsEveryRank) {
+  REQUIRE_WORLD(2);
+  Scenario s = StandardScenario(2, kRW, kSum);
+  s.steps = 2;
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  const auto batches = MakeBatches(s, ref);
+  PlanPtr plan = MakePlan(s);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  shardrec_unique_id_t id;
+  ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK);
+  SpawnRanks(2, [&](int r) {
+    CommPtr nccl(NcclComm(id, 2, r, 30000));
+    ASSERT_NE(nccl, nullptr);
+    const shardrec_embedding_options_t od = Options(s, true);
+    shardrec_embedding_t* d = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&d, plan.get(), nccl.get(), &opt, &od), SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr cd(d);
+    int64_t dim = 0;
+    shardrec_embedding_output_dim(d, &dim);
+    RefBatch bad = batches[0][r];
+    ASSERT_FALSE(bad.ids.empty());
+    if (r == 1) bad.ids[0] = 1000000;  // no table has that row
+    KjtHolder kjt(bad, s.num_features, false);
+    std::vector<float> out(static_cast<size_t>(bad.batch_size * dim));
+    EXPECT_EQ(shardrec_embedding_forward(d, kjt.view(), out.data(), out.size(), nullptr),
+              SHARDREC_EINVAL)
+        << "rank " << r;
+    KjtHolder good(batches[1][r], s.num_features, false);
+    std::vector<float> out2(static_cast<size_t>(batches[1][r].batch_size * dim));
+    EXPECT_EQ(shardrec_embedding_forward(d, good.view(), out2.data(), out2.size(), nullptr),
+              SHARDREC_OK)
+        << "rank " << r << ": " << shardrec_last_error();
+  });
+}
+
+// A peer that never calls: the waiting rank's forward returns ETIMEOUT within (about) the
+// communicator's timeout instead of hanging.
+TEST(EmbeddingGpuNccl, ADeadPeerTimesOut) {
+  REQUIRE_WORLD(2);
+  Scenario s = StandardScenario(2, kRW, kSum);
+  s.steps = 1;
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  const auto batches = MakeBatches(s, ref);
+  PlanPtr plan = MakePlan(s);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  shardrec_unique_id_t id;
+  ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK);
+  constexpr int64_t kTimeoutMs = 1500;
+  std::atomic<bool> rank0_done{false};
+  SpawnRanks(2, [&](int r) {
+    CommPtr nccl(NcclComm(id, 2, r, kTimeoutMs));
+    ASSERT_NE(nccl, nullptr);
+    const shardrec_embedding_options_t od = Options(s, true);
+    shardrec_embedding_t* d = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&d, plan.get(), nccl.get(), &opt, &od), SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr cd(d);
+    if (r == 1) {
+      // Alive but silent until rank 0 has given up.
+      while (!rank0_done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;
+    }
+    int64_t dim = 0;
+    shardrec_embedding_output_dim(d, &dim);
+    KjtHolder kjt(batches[0][0], s.num_features, false);
+    std::vector<float> out(static_cast<size_t>(batches[0][0].batch_size * dim));
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(shardrec_embedding_forward(d, kjt.view(), out.data(), out.size(), nullptr),
+              SHARDREC_ETIMEOUT)
+        << shardrec_last_error();
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    EXPECT_LT(ms, 4 * kTimeoutMs) << "the wait was not bounded by the timeout";
+    rank0_done.store(true);
+  });
+}
+
+// The host synchronisations and copies of a forward and a backward over NCCL at world 2 (pooled,
+// no data-parallel table, no row statistics: the counts device_step.h states), counted by the
+// fake's runtime counters with both ranks' calls between barriers; a repeated batch, so no
+// buffer grows. Forward: the counts (which carry the verdict) and the ids (staged) and the
+// lookup exchange, one wait each; backward: the verdict (staged) and the fused backward's wait.
+// With column shards of row-wise Adagrad the backward aggregates and exchanges row statistics:
+// the unique-row counts' wait, then the statistics phase, whose exchange over NCCL travels
+// between device blocks inside that phase (no wait of its own), then the updates' wait.
+void CountWaits(std::vector<int32_t> sharding, int32_t optimizer, int64_t bwd_waits,
+                int64_t bwd_down) {
+  Scenario s = StandardScenario(2, kTW, kSum);
+  s.sharding = std::move(sharding);
+  s.optimizer.type = optimizer;
+  s.steps = 1;
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  const auto batches = MakeBatches(s, ref);
+  const auto grads = MakeGrads(s, batches, ref.output_dim());
+  PlanPtr plan = MakePlan(s);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  shardrec_unique_id_t id;
+  ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK);
+  std::barrier meet(2);
+  int64_t fwd[3] = {};  // syncs, copies up, copies down (both ranks)
+  int64_t bwd[3] = {};
+  const auto read = [](int64_t* out) {
+    for (int k = 0; k < 3; ++k) out[k] = RuntimeCounter(k);
+  };
+  SpawnRanks(2, [&](int r) {
+    CommPtr nccl(NcclComm(id, 2, r, 30000));
+    ASSERT_NE(nccl, nullptr);
+    const shardrec_embedding_options_t od = Options(s, true);
+    shardrec_embedding_t* d = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&d, plan.get(), nccl.get(), &opt, &od), SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr cd(d);
+    int64_t dim = 0;
+    shardrec_embedding_output_dim(d, &dim);
+    KjtHolder kjt(batches[0][r], s.num_features, false);
+    std::vector<float> g = grads[0][r];
+    std::vector<float> out(g.size());
+    for (int round = 0; round < 2; ++round) {
+      int64_t a[3], b[3], c[3];
+      meet.arrive_and_wait();
+      if (r == 0) read(a);
+      meet.arrive_and_wait();
+      ASSERT_EQ(shardrec_embedding_forward(d, kjt.view(), out.data(), out.size(), nullptr),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      meet.arrive_and_wait();
+      if (r == 0) read(b);
+      meet.arrive_and_wait();
+      ASSERT_EQ(shardrec_embedding_backward(d, g.data(), g.size(), nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+      meet.arrive_and_wait();
+      if (r == 0 && round == 1) {
+        read(c);
+        for (int k = 0; k < 3; ++k) {
+          fwd[k] = b[k] - a[k];
+          bwd[k] = c[k] - b[k];
+        }
+      }
+    }
+  });
+  // Per rank: forward 3 waits, at most 3 up (counts, ids, runs) and 4 down (counts, ids,
+  // received rows, own rows); backward `bwd_waits`, at most 1 + 2 up (+ the full statistics),
+  // `bwd_down` down.
+  EXPECT_EQ(fwd[0], 2 * 3);
+  EXPECT_LE(fwd[1], 2 * 3);
+  EXPECT_LE(fwd[2], 2 * 4);
+  EXPECT_EQ(bwd[0], 2 * bwd_waits);
+  EXPECT_LE(bwd[2], 2 * bwd_down);
+}
+
+TEST(EmbeddingGpuNccl, WaitsAndCopiesPerPhaseAreAsDocumented) {
+  REQUIRE_WORLD(2);
+  if (!FakeLoaded()) GTEST_SKIP() << "counts the fake's calls";
+  // Fused shards: the verdict's wait and the backward's one.
+  CountWaits({kTW, kRW, kTW}, kSgd, 2, 1);
+  // Column shards with row statistics: the verdict, the counts, the statistics phase (its
+  // exchange inside), the updates: 4 (5 with the exchange staged). Down: the verdict, the counts
+  // come through pinned words (no copy), per table the partial statistics and the received ones.
+  CountWaits({kCW, kCW, kCW}, kRowAdagrad, 4, 1 + 3 + 3);
+}
+
+}  // namespace
+}  // namespace shardrec::testing
