@@ -175,15 +175,17 @@ inline void ExpectSameRoute(const RoutedBatch& want, const RoutedBatch& got,
   EXPECT_EQ(want.ret_floats_from, got.ret_floats_from);
   ASSERT_EQ(want.mean_div.size(), got.mean_div.size());
   // Bits, not values (memcmp of empty vectors would pass null pointers).
-  if (!want.mean_div.empty())
+  if (!want.mean_div.empty()) {
     EXPECT_EQ(0, std::memcmp(want.mean_div.data(), got.mean_div.data(), 4 * want.mean_div.size()));
+  }
   EXPECT_EQ(want.dp_offsets, got.dp_offsets);
   EXPECT_EQ(want.dp_offsets_begin, got.dp_offsets_begin);
   EXPECT_EQ(want.dp_rows, got.dp_rows);
   ASSERT_EQ(want.dp_weights.size(), got.dp_weights.size());
-  if (!want.dp_weights.empty())
+  if (!want.dp_weights.empty()) {
     EXPECT_EQ(
         0, std::memcmp(want.dp_weights.data(), got.dp_weights.data(), 4 * want.dp_weights.size()));
+  }
   EXPECT_EQ(want.dp_pos, got.dp_pos);
 }
 
