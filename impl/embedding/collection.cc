@@ -131,8 +131,11 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   const uint64_t hash = plan->Hash();
   int64_t agree[3] = {static_cast<int64_t>(hash), static_cast<int64_t>(~hash),
                       local.ok() ? 0 : comm->Rank() + 1};
-  SR_RETURN_IF_ERROR(comm->AllReduce(agree, agree, 3, DType::kInt64, comm::ReduceOp::kMax));
+  const Status agreed = comm->AllReduce(agree, agree, 3, DType::kInt64, comm::ReduceOp::kMax);
+  // A rank's own rejection says more than a failed agreement (e.g. a staged NCCL agreement
+  // without the plugin, when the communicator is of another device).
   if (!local.ok()) return local;
+  SR_RETURN_IF_ERROR(agreed);
   if (agree[2] != 0)
     return Status::InvalidArgument("rank ", agree[2] - 1,
                                    " rejected the collection configuration (its error says why)");

@@ -1,5 +1,6 @@
-// What a GPU collection (v1) refuses before it takes any memory, where the C API cannot reach:
-// a device (NCCL) communicator. No plugin or GPU is needed: the refusal comes first.
+// What a collection refuses before it takes any memory, where the C API cannot reach: a device
+// (NCCL) communicator of another device than a GPU collection's, or one given to a host
+// collection. No plugin or GPU is needed: the refusal comes first.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -14,13 +15,14 @@
 namespace shardrec::embedding {
 namespace {
 
-// A single-rank communicator that says it runs on cuda:0, as an NCCL one does. Its only working
-// collective is the one-rank all-reduce of the creation's agreement.
+// A single-rank communicator that says it runs on cuda:<index>, as an NCCL one does. Its only
+// working collective is the one-rank all-reduce of the creation's agreement.
 class CudaLabelledComm : public comm::Communicator {
  public:
+  explicit CudaLabelledComm(int index) : index_(index) {}
   int Rank() const override { return 0; }
   int Size() const override { return 1; }
-  Device device() const override { return Device::Cuda(0); }
+  Device device() const override { return Device::Cuda(index_); }
   const char* backend() const override { return "nccl"; }
   std::chrono::milliseconds timeout() const override { return std::chrono::milliseconds(1000); }
   void set_timeout(std::chrono::milliseconds) override {}
@@ -51,9 +53,10 @@ class CudaLabelledComm : public comm::Communicator {
 
  private:
   static Status Unused() { return Status::Internal("not used by a refused creation"); }
+  int index_;
 };
 
-TEST(EmbeddingCollectionDevice, AGpuCollectionRefusesADeviceCommunicator) {
+std::shared_ptr<sharding::Plan> OneTablePlan() {
   auto plan = std::make_shared<sharding::Plan>();
   plan->world_size = 1;
   plan->local_world_size = 1;
@@ -65,14 +68,27 @@ TEST(EmbeddingCollectionDevice, AGpuCollectionRefusesADeviceCommunicator) {
   t.features = {0};
   plan->tables = {t};
   plan->table_plans = {sharding::MakeTableWise(plan->tables[0], 0)};
+  return plan;
+}
+
+TEST(EmbeddingCollectionDevice, AGpuCollectionRefusesACommunicatorOfAnotherDevice) {
   CollectionOptions options;
   options.device = Device::Cuda(0);
   std::unique_ptr<EmbeddingCollection> out;
-  const Status s = EmbeddingCollection::Create(plan, std::make_shared<CudaLabelledComm>(), nullptr,
-                                               options, &out);
+  const Status s = EmbeddingCollection::Create(
+      OneTablePlan(), std::make_shared<CudaLabelledComm>(1), nullptr, options, &out);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("cuda:1"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("on the collection's device"), std::string::npos) << s.ToString();
+  EXPECT_EQ(out, nullptr);
+}
+
+TEST(EmbeddingCollectionDevice, AHostCollectionRefusesADeviceCommunicator) {
+  std::unique_ptr<EmbeddingCollection> out;
+  const Status s = EmbeddingCollection::Create(
+      OneTablePlan(), std::make_shared<CudaLabelledComm>(0), nullptr, CollectionOptions{}, &out);
   EXPECT_EQ(s.code(), Code::kUnsupported) << s.ToString();
-  EXPECT_NE(s.message().find("NCCL"), std::string::npos) << s.ToString();
-  EXPECT_NE(s.message().find("host (Gloo) communicator"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("host communicators only"), std::string::npos) << s.ToString();
   EXPECT_EQ(out, nullptr);
 }
 
