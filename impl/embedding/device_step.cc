@@ -192,16 +192,7 @@ kernels::DeviceRuns DeviceStep::Runs(size_t i) const {
   return kernels::DeviceRuns{runs_[i], num_ids_[i], layout_->local[i].rows};
 }
 
-Status DeviceStep::LookupToSend(const RoutedBatch& rb, float* send) {
-  size_t runs = 0;
-  for (const ShardRuns& sr : rb.shards) runs += sr.runs.size();
-  if (runs == 0) return Status::Ok();
-  const size_t bytes = sizeof(float) * rb.ret_floats_total;
-  // Device buffers first: one that grows waits for the stream, which must not happen while this
-  // phase's copies are queued from the staging block.
-  SR_RETURN_IF_ERROR(ReserveRuns(rb, 0, "the batch's ids on the device"));
-  SR_RETURN_IF_ERROR(io_.Reserve(device_, bytes, "the return message on the device", stream_));
-  SR_RETURN_IF_ERROR(staging_.Begin());
+Status DeviceStep::QueueLookups(const RoutedBatch& rb) {
   SR_RETURN_IF_ERROR(UploadRuns(rb, nullptr, 0, nullptr));
   auto* io = io_.as<float>();
   jobs_.clear();
@@ -212,8 +203,21 @@ Status DeviceStep::LookupToSend(const RoutedBatch& rb, float* send) {
       jobs_.push_back(kernels::LookupJob{w, run, io, ls.cols});
   }
   launched_ = true;
-  SR_RETURN_IF_ERROR(dk::Lookup(ctx_, jobs_, status_.data()));
-  SR_RETURN_IF_ERROR(staging_.Download(send, io, bytes));
+  return dk::Lookup(ctx_, jobs_, status_.data());
+}
+
+Status DeviceStep::LookupToSend(const RoutedBatch& rb, float* send) {
+  size_t runs = 0;
+  for (const ShardRuns& sr : rb.shards) runs += sr.runs.size();
+  if (runs == 0) return Status::Ok();
+  const size_t bytes = sizeof(float) * rb.ret_floats_total;
+  // Device buffers first: one that grows waits for the stream, which must not happen while this
+  // phase's copies are queued from the staging block.
+  SR_RETURN_IF_ERROR(ReserveRuns(rb, 0, "the batch's ids on the device"));
+  SR_RETURN_IF_ERROR(io_.Reserve(device_, bytes, "the return message on the device", stream_));
+  SR_RETURN_IF_ERROR(staging_.Begin());
+  SR_RETURN_IF_ERROR(QueueLookups(rb));
+  SR_RETURN_IF_ERROR(staging_.Download(send, io_.data(), bytes));
   // Routing checked every id on the host, so a row outside its shard here is an internal error.
   return EndPhase("device lookup");
 }
@@ -231,18 +235,7 @@ Status DeviceStep::LookupExchange(const RoutedBatch& rb, const DeviceExchange& x
                                        "the received return message on the device", stream_));
   SR_RETURN_IF_ERROR(staging_.Begin());
   auto* io = io_.as<float>();
-  if (runs > 0) {
-    SR_RETURN_IF_ERROR(UploadRuns(rb, nullptr, 0, nullptr));
-    jobs_.clear();
-    for (size_t i = 0; i < layout_->local.size(); ++i) {
-      const LocalShard& ls = layout_->local[i];
-      const kernels::WeightsView w = params_->View(ls);
-      for (const kernels::BagRun& run : runs_[i])
-        jobs_.push_back(kernels::LookupJob{w, run, io, ls.cols});
-    }
-    launched_ = true;
-    SR_RETURN_IF_ERROR(dk::Lookup(ctx_, jobs_, status_.data()));
-  }
+  if (runs > 0) SR_RETURN_IF_ERROR(QueueLookups(rb));
   // Behind the lookups on the stream: the message leaves from the device block they wrote.
   comm::CallOptions o;
   o.stream = stream_;

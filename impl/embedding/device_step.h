@@ -153,6 +153,9 @@ class DeviceStep {
   // runs_buf_ with one copy, and keeps per local shard the runs with their pointers translated.
   Status UploadRuns(const RoutedBatch& rb, const void* extra, size_t extra_bytes, void** extra_dev);
   kernels::DeviceRuns Runs(size_t local) const;
+  // Stages the batch's runs and queues every local shard's lookups into io_ (which must hold the
+  // return message), within a phase the caller began.
+  Status QueueLookups(const RoutedBatch& rb);
   // Allocates every per-step buffer for the worst case within `capacity`.
   Status Presize(const StepCapacity& capacity);
   // Bounded wait for everything queued on the step's stream (kTimeout after kDeviceWaitMs).
