@@ -45,7 +45,8 @@ RowRef MakeRowRef(const ShardParams& shard, const StateLayout& l, int64_t row, f
   RowRef r{w, g, nullptr, nullptr};
   float* st[2] = {nullptr, nullptr};
   for (int i = 0; i < l.count && i < 2; ++i)
-    st[i] = l.row_wise[i] ? shard.states[i] + row : shard.states[i] + row * shard.cols;
+    st[i] = l.row_wise[i] ? shard.states[i] + row * shard.row_state_stride
+                          : shard.states[i] + row * shard.cols;
   r.m1 = st[0];
   r.m2 = st[1];
   return r;

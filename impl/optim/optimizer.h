@@ -72,8 +72,8 @@ int NumRowStats(OptimizerType type);
 
 // A local shard's parameters. weights: rows x cols, row stride `stride` elements, of `dtype`
 // (fp32 required; fp16/bf16 storage with fp32 math where supported). states: one pointer per
-// StateSpec, in StateSpecs order: row-wise states hold `rows` floats, element-wise states
-// rows x cols floats with row stride `cols`.
+// StateSpec, in StateSpecs order: row-wise states hold `rows` floats `row_state_stride` floats
+// apart, element-wise states rows x cols floats with row stride `cols`.
 struct ShardParams {
   void* weights = nullptr;
   DType dtype = DType::kFloat32;
@@ -81,6 +81,11 @@ struct ShardParams {
   int32_t cols = 0;
   int64_t stride = 0;
   std::vector<float*> states;
+  // Distance in floats between the row-wise state values of consecutive rows: 1 for a dense
+  // array; a layout that keeps each row's state in its weight row's own cache lines (fp32
+  // weights, the state in a column past `cols`) passes `stride`. Host kernels only: the device
+  // plugin ABI has no such field and rejects any other value than 1.
+  int64_t row_state_stride = 1;
   // Where this shard sits in its table (keys the stochastic-rounding bits only).
   uint64_t table_key = 0;
   int64_t row_offset = 0;

@@ -88,6 +88,7 @@ struct RowPrefetch {
   int64_t row_stride_bytes = 0;
   int64_t row_bytes = 0;
   const float* row_state = nullptr;
+  int64_t row_state_stride = 1;
   int64_t distance = 0;
 };
 
@@ -132,7 +133,8 @@ void AggregateRows(const detail::RowGroups& g, const Source& src, int32_t cols, 
     if (pf.weights != nullptr && u + pf.distance < g.num_unique) {
       const int64_t row = g.unique_rows[u + pf.distance];
       detail::PrefetchRowForWrite(pf.weights + row * pf.row_stride_bytes, pf.row_bytes);
-      if (pf.row_state != nullptr) __builtin_prefetch(pf.row_state + row, 1, 3);
+      if (pf.row_state != nullptr)
+        __builtin_prefetch(pf.row_state + row * pf.row_state_stride, 1, 3);
     }
     float* __restrict o = out + (u - u_begin) * cols;
     const int64_t k_begin = g.segments[u], k_end = g.segments[u + 1];
@@ -253,7 +255,8 @@ Status FusedBackward(const ExecContext& ctx, std::span<const BagRun> runs, const
       const int64_t first_end = std::min(g.num_unique, (blk_begin + 1) * kBlockRows);
       for (int64_t u = blk_begin * kBlockRows; u < first_end; ++u) {
         detail::PrefetchRowForWrite(weights + g.unique_rows[u] * row_stride_bytes, row_bytes);
-        if (row_state != nullptr) __builtin_prefetch(row_state + g.unique_rows[u], 1, 3);
+        if (row_state != nullptr)
+          __builtin_prefetch(row_state + g.unique_rows[u] * shard.row_state_stride, 1, 3);
       }
       const int64_t task_end = std::min(g.num_unique, blk_end * kBlockRows);
       for (int64_t blk = blk_begin; blk < blk_end; ++blk) {
@@ -261,7 +264,8 @@ Status FusedBackward(const ExecContext& ctx, std::span<const BagRun> runs, const
         const int64_t u1 = std::min(g.num_unique, u0 + kBlockRows);
         RowPrefetch pf;
         if (u1 < task_end) {
-          pf = RowPrefetch{weights, row_stride_bytes, row_bytes, row_state, kBlockRows};
+          pf = RowPrefetch{weights,   row_stride_bytes,         row_bytes,
+                          row_state, shard.row_state_stride, kBlockRows};
         }
         AggregateRows(g, src, cols, u0, u1, grads_blk, pf);
         optim::RowUpdate update{
