@@ -111,6 +111,81 @@ void BM_GatherRoof(benchmark::State& state) {
       g_gather_gbs[Pool().num_threads()] / g_triad_gbs[Pool().num_threads()];
 }
 
+// The floor under backward / forward on this machine: the same random 512-byte rows (c4's 32
+// tables of 100k x 128 fp32, 10,240 distinct rows per table, in row order as the backward visits
+// them) read (what the forward's gather costs), read and written back in place (what any update
+// in place costs), and also with a float of state per row in an array of its own read and
+// written (row-wise Adagrad's layout), in turn each iteration with all threads and prefetch 16
+// rows ahead; no arithmetic beyond one multiply-add per element. The `*_over_read` ratios are the
+// medians of the per-iteration ratios.
+void BM_RowUpdateRoof(benchmark::State& state) {
+  constexpr int64_t kT = 32, kE = 100000, kPerTable = 10240, kD = 128, kAhead = 16;
+  std::mt19937_64 rng(5);
+  std::vector<int64_t> rows;
+  for (int64_t t = 0; t < kT; ++t) {
+    std::unordered_set<int64_t> seen;
+    while (static_cast<int64_t>(seen.size()) < kPerTable)
+      seen.insert(static_cast<int64_t>(rng() % kE));
+    std::vector<int64_t> r(seen.begin(), seen.end());
+    std::sort(r.begin(), r.end());
+    for (int64_t x : r) rows.push_back(t * kE + x);
+  }
+  float* base = reinterpret_cast<float*>(Arena());
+  std::vector<float> row_state(static_cast<size_t>(kT * kE), 0.0f);
+  const int64_t n = static_cast<int64_t>(rows.size());
+  const int threads = Pool().num_threads();
+  std::vector<float> sink(static_cast<size_t>(threads) * 64 * 4, 0.0f);
+  auto pass = [&](int mode) {
+    std::atomic<int> slot{0};
+    auto t0 = Clock::now();
+    Pool().ParallelFor(0, n, n / (4 * threads), [&](int64_t lo, int64_t hi) {
+      float acc[kD] = {};
+      for (int64_t i = lo; i < hi; ++i) {
+        if (i + kAhead < hi) {
+          const char* p = reinterpret_cast<const char*>(base + rows[i + kAhead] * kD);
+          for (int line = 0; line < 8; ++line) {
+            if (mode == 0)
+              __builtin_prefetch(p + 64 * line, 0, 3);
+            else
+              __builtin_prefetch(p + 64 * line, 1, 3);
+          }
+          if (mode == 2) __builtin_prefetch(row_state.data() + rows[i + kAhead], 1, 3);
+        }
+        float* r = base + rows[i] * kD;
+        if (mode == 0) {
+          for (int64_t c = 0; c < kD; ++c) acc[c] += r[c];
+        } else {
+          for (int64_t c = 0; c < kD; ++c) r[c] = r[c] * 0.9999f + 1e-7f;
+          if (mode == 2) row_state[rows[i]] += 1.0f;
+        }
+      }
+      sink[static_cast<size_t>(slot.fetch_add(1) % (threads * 4)) * 64] += acc[0] + acc[kD - 1];
+    });
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  std::vector<double> rd, upd, upd_state, r_upd, r_state;
+  for (auto _ : state) {
+    const double a = pass(0), b = pass(1), c = pass(2);
+    rd.push_back(a);
+    upd.push_back(b);
+    upd_state.push_back(c);
+    r_upd.push_back(b / a);
+    r_state.push_back(c / a);
+    state.SetIterationTime(a + b + c);
+  }
+  benchmark::DoNotOptimize(sink.data());
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  state.counters["read_ms"] = median(rd) * 1e3;
+  state.counters["update_ms"] = median(upd) * 1e3;
+  state.counters["update_state_ms"] = median(upd_state) * 1e3;
+  state.counters["update_over_read"] = median(r_upd);
+  state.counters["update_state_over_read"] = median(r_state);
+  state.counters["threads"] = threads;
+}
+
 void BM_StreamTriad(benchmark::State& state) {
   int threads = state.range(0) == 0 ? Pool().num_threads() : 1;
   std::vector<float> a(kTriadN, 0.0f), b(kTriadN, 1.0f), c(kTriadN, 2.0f);
@@ -306,8 +381,8 @@ struct MultiTable {
 
 std::map<std::string, double> g_fwd_median;  // config name -> forward median seconds
 
-void RunForward(benchmark::State& state, const std::string& name, int64_t T, int64_t E,
-                int64_t B, double alpha, int32_t D = 128, int64_t stride = 0) {
+void RunForward(benchmark::State& state, const std::string& name, int64_t T, int64_t E, int64_t B,
+                double alpha, int32_t D = 128, int64_t stride = 0) {
   MultiTable mt(T, E, D, B, 20, alpha, stride);
   std::vector<float> out(B * T * mt.D);
   int it = 0;
@@ -331,8 +406,8 @@ void RunForward(benchmark::State& state, const std::string& name, int64_t T, int
 
 // in_row: the row-wise Adagrad state of each row lives in its weight row, in column D (the
 // row stride must leave room for it), instead of a dense array of its own.
-void RunBackward(benchmark::State& state, const std::string& name, int64_t T, int64_t E,
-                 int64_t B, double alpha, bool fused, int32_t D = 128, int64_t stride = 0,
+void RunBackward(benchmark::State& state, const std::string& name, int64_t T, int64_t E, int64_t B,
+                 double alpha, bool fused, int32_t D = 128, int64_t stride = 0,
                  bool in_row = false) {
   MultiTable mt(T, E, D, B, 20, alpha, stride);
   optim::OptimizerConfig cfg;
@@ -498,6 +573,7 @@ void BM_C4_StateLayout(benchmark::State& state) {
 
 BENCHMARK(BM_StreamTriad)->ArgNames({"single"})->Arg(1)->Arg(0)->UseManualTime()->Iterations(5);
 BENCHMARK(BM_GatherRoof)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_RowUpdateRoof)->UseManualTime()->Iterations(60);
 BENCHMARK(BM_C1)
     ->ArgNames({"D", "fp16", "prefetch", "flush"})
     ->ArgsProduct({{32, 64, 128, 256}, {0, 1}, {0, 1}, {0, 1}})
