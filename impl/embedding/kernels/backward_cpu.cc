@@ -265,3 +265,4 @@ Status FusedBackward(const ExecContext& ctx, std::span<const BagRun> runs, const
   });
   return Status::Ok();
 }
+}  // namespace shardrec::embedding::kernels
