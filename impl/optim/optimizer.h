@@ -81,15 +81,16 @@ struct ShardParams {
   int32_t cols = 0;
   int64_t stride = 0;
   std::vector<float*> states;
-  // Distance in floats between the row-wise state values of consecutive rows: 1 for a dense
-  // array; a layout that keeps each row's state in its weight row's own cache lines (fp32
-  // weights, the state in a column past `cols`) passes `stride`. Host kernels only: the device
-  // plugin ABI has no such field and rejects any other value than 1.
-  int64_t row_state_stride = 1;
   // Where this shard sits in its table (keys the stochastic-rounding bits only).
   uint64_t table_key = 0;
   int64_t row_offset = 0;
   int32_t col_offset = 0;
+  // Distance in floats between the row-wise state values of consecutive rows: 1 for a dense
+  // array (last member, so positional initialisers of the fields above stay valid); a layout that
+  // keeps each row's state in its weight row's own cache lines (fp32 weights, the state in a column
+  // past `cols`) passes `stride`. Host kernels only: the device plugin ABI has no such field and
+  // rejects any other value than 1.
+  int64_t row_state_stride = 1;
 };
 
 // Phase-1 statistics per row, in order: row-wise Adagrad and partial row-wise Adam: sum of g'^2
