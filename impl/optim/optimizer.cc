@@ -115,6 +115,9 @@ Status ValidateShard(const OptimizerConfig& config, const ShardParams& shard) {
                                    " is smaller than cols ", shard.cols);
   if (shard.rows > 0 && shard.weights == nullptr)
     return Status::InvalidArgument("optimizer shard weights is null");
+  if (shard.row_state_stride < 1)
+    return Status::InvalidArgument("optimizer shard row_state_stride must be >= 1, got ",
+                                   shard.row_state_stride);
   auto specs = StateSpecs(config.type);
   if (shard.states.size() != specs.size())
     return Status::InvalidArgument("optimizer shard has ", shard.states.size(), " state tensors, ",

@@ -72,8 +72,8 @@ int NumRowStats(OptimizerType type);
 
 // A local shard's parameters. weights: rows x cols, row stride `stride` elements, of `dtype`
 // (fp32 required; fp16/bf16 storage with fp32 math where supported). states: one pointer per
-// StateSpec, in StateSpecs order: row-wise states hold `rows` floats, element-wise states
-// rows x cols floats with row stride `cols`.
+// StateSpec, in StateSpecs order: row-wise states hold `rows` floats `row_state_stride` floats
+// apart, element-wise states rows x cols floats with row stride `cols`.
 struct ShardParams {
   void* weights = nullptr;
   DType dtype = DType::kFloat32;
@@ -85,6 +85,12 @@ struct ShardParams {
   uint64_t table_key = 0;
   int64_t row_offset = 0;
   int32_t col_offset = 0;
+  // Distance in floats between the row-wise state values of consecutive rows: 1 for a dense
+  // array (last member, so positional initialisers of the fields above stay valid); a layout that
+  // keeps each row's state in its weight row's own cache lines (fp32 weights, the state in a column
+  // past `cols`) passes `stride`. Host kernels only: the device plugin ABI has no such field and
+  // rejects any other value than 1.
+  int64_t row_state_stride = 1;
 };
 
 // Phase-1 statistics per row, in order: row-wise Adagrad and partial row-wise Adam: sum of g'^2

@@ -111,6 +111,81 @@ void BM_GatherRoof(benchmark::State& state) {
       g_gather_gbs[Pool().num_threads()] / g_triad_gbs[Pool().num_threads()];
 }
 
+// The floor under backward / forward on this machine: the same random 512-byte rows (c4's 32
+// tables of 100k x 128 fp32, 10,240 distinct rows per table, in row order as the backward visits
+// them) read (what the forward's gather costs), read and written back in place (what any update
+// in place costs), and also with a float of state per row in an array of its own read and
+// written (row-wise Adagrad's layout), in turn each iteration with all threads and prefetch 16
+// rows ahead; no arithmetic beyond one multiply-add per element. The `*_over_read` ratios are the
+// medians of the per-iteration ratios.
+void BM_RowUpdateRoof(benchmark::State& state) {
+  constexpr int64_t kT = 32, kE = 100000, kPerTable = 10240, kD = 128, kAhead = 16;
+  std::mt19937_64 rng(5);
+  std::vector<int64_t> rows;
+  for (int64_t t = 0; t < kT; ++t) {
+    std::unordered_set<int64_t> seen;
+    while (static_cast<int64_t>(seen.size()) < kPerTable)
+      seen.insert(static_cast<int64_t>(rng() % kE));
+    std::vector<int64_t> r(seen.begin(), seen.end());
+    std::sort(r.begin(), r.end());
+    for (int64_t x : r) rows.push_back(t * kE + x);
+  }
+  float* base = reinterpret_cast<float*>(Arena());
+  std::vector<float> row_state(static_cast<size_t>(kT * kE), 0.0f);
+  const int64_t n = static_cast<int64_t>(rows.size());
+  const int threads = Pool().num_threads();
+  std::vector<float> sink(static_cast<size_t>(threads) * 64 * 4, 0.0f);
+  auto pass = [&](int mode) {
+    std::atomic<int> slot{0};
+    auto t0 = Clock::now();
+    Pool().ParallelFor(0, n, n / (4 * threads), [&](int64_t lo, int64_t hi) {
+      float acc[kD] = {};
+      for (int64_t i = lo; i < hi; ++i) {
+        if (i + kAhead < hi) {
+          const char* p = reinterpret_cast<const char*>(base + rows[i + kAhead] * kD);
+          for (int line = 0; line < 8; ++line) {
+            if (mode == 0)
+              __builtin_prefetch(p + 64 * line, 0, 3);
+            else
+              __builtin_prefetch(p + 64 * line, 1, 3);
+          }
+          if (mode == 2) __builtin_prefetch(row_state.data() + rows[i + kAhead], 1, 3);
+        }
+        float* r = base + rows[i] * kD;
+        if (mode == 0) {
+          for (int64_t c = 0; c < kD; ++c) acc[c] += r[c];
+        } else {
+          for (int64_t c = 0; c < kD; ++c) r[c] = r[c] * 0.9999f + 1e-7f;
+          if (mode == 2) row_state[rows[i]] += 1.0f;
+        }
+      }
+      sink[static_cast<size_t>(slot.fetch_add(1) % (threads * 4)) * 64] += acc[0] + acc[kD - 1];
+    });
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  std::vector<double> rd, upd, upd_state, r_upd, r_state;
+  for (auto _ : state) {
+    const double a = pass(0), b = pass(1), c = pass(2);
+    rd.push_back(a);
+    upd.push_back(b);
+    upd_state.push_back(c);
+    r_upd.push_back(b / a);
+    r_state.push_back(c / a);
+    state.SetIterationTime(a + b + c);
+  }
+  benchmark::DoNotOptimize(sink.data());
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  state.counters["read_ms"] = median(rd) * 1e3;
+  state.counters["update_ms"] = median(upd) * 1e3;
+  state.counters["update_state_ms"] = median(upd_state) * 1e3;
+  state.counters["update_over_read"] = median(r_upd);
+  state.counters["update_state_over_read"] = median(r_state);
+  state.counters["threads"] = threads;
+}
+
 void BM_StreamTriad(benchmark::State& state) {
   int threads = state.range(0) == 0 ? Pool().num_threads() : 1;
   std::vector<float> a(kTriadN, 0.0f), b(kTriadN, 1.0f), c(kTriadN, 2.0f);
@@ -272,11 +347,12 @@ void BM_C1(benchmark::State& state) {
 struct MultiTable {
   int64_t T, E, B;
   int32_t D;
+  int64_t S;                                // row stride in floats (>= D)
   std::vector<std::vector<Batch>> batches;  // [rotation][table]
   std::vector<float> grad_out;              // [B, T * D]
   std::vector<std::vector<float>> momentum;
-  MultiTable(int64_t t, int64_t e, int32_t d, int64_t b, int l, double alpha)
-      : T(t), E(e), B(b), D(d) {
+  MultiTable(int64_t t, int64_t e, int32_t d, int64_t b, int l, double alpha, int64_t stride = 0)
+      : T(t), E(e), B(b), D(d), S(stride > 0 ? stride : d) {
     std::mt19937_64 rng(7);
     IdSampler ids(E, alpha, rng);
     batches.resize(4);
@@ -285,8 +361,8 @@ struct MultiTable {
     grad_out.assign(B * T * D, 1e-3f);
   }
   WeightsView Table(int64_t k) const {
-    return WeightsView{reinterpret_cast<const float*>(Arena()) + k * E * D, DType::kFloat32, E, D,
-                       D};
+    return WeightsView{reinterpret_cast<const float*>(Arena()) + k * E * S, DType::kFloat32, E, D,
+                       S};
   }
   double ForwardBytes(int rot) const {
     double s = 0;
@@ -305,9 +381,9 @@ struct MultiTable {
 
 std::map<std::string, double> g_fwd_median;  // config name -> forward median seconds
 
-void RunForward(benchmark::State& state, const char* name, int64_t T, int64_t E, int64_t B,
-                double alpha) {
-  MultiTable mt(T, E, 128, B, 20, alpha);
+void RunForward(benchmark::State& state, const std::string& name, int64_t T, int64_t E, int64_t B,
+                double alpha, int32_t D = 128, int64_t stride = 0) {
+  MultiTable mt(T, E, D, B, 20, alpha, stride);
   std::vector<float> out(B * T * mt.D);
   int it = 0;
   Timer timer;
@@ -328,12 +404,22 @@ void RunForward(benchmark::State& state, const char* name, int64_t T, int64_t E,
   g_fwd_median[name] = timer.Median();
 }
 
-void RunBackward(benchmark::State& state, const char* name, int64_t T, int64_t E, int64_t B,
-                 double alpha, bool fused) {
-  MultiTable mt(T, E, 128, B, 20, alpha);
+// in_row: the row-wise Adagrad state of each row lives in its weight row, in column D (the
+// row stride must leave room for it), instead of a dense array of its own.
+void RunBackward(benchmark::State& state, const std::string& name, int64_t T, int64_t E, int64_t B,
+                 double alpha, bool fused, int32_t D = 128, int64_t stride = 0,
+                 bool in_row = false) {
+  MultiTable mt(T, E, D, B, 20, alpha, stride);
   optim::OptimizerConfig cfg;
   cfg.type = optim::OptimizerType::kRowWiseAdagrad;
-  std::vector<std::vector<float>> mom(T, std::vector<float>(E, 0.0f));
+  std::vector<std::vector<float>> mom(T, std::vector<float>(in_row ? 0 : E, 0.0f));
+  if (in_row) {
+    if (mt.S <= D) std::abort();
+    for (int64_t k = 0; k < T; ++k) {
+      float* w = const_cast<float*>(static_cast<const float*>(mt.Table(k).data));
+      for (int64_t r = 0; r < E; ++r) w[r * mt.S + D] = 0.0f;
+    }
+  }
   std::vector<uint8_t> ws;
   const ExecContext ctx = ExecContext::Host(&Pool());
   std::vector<int64_t> uniq;
@@ -349,8 +435,13 @@ void RunBackward(benchmark::State& state, const char* name, int64_t T, int64_t E
       sp.weights = const_cast<void*>(mt.Table(k).data);
       sp.rows = E;
       sp.cols = mt.D;
-      sp.stride = mt.D;
-      sp.states = {mom[k].data()};
+      sp.stride = mt.S;
+      if (in_row) {
+        sp.states = {static_cast<float*>(sp.weights) + mt.D};
+        sp.row_state_stride = mt.S;
+      } else {
+        sp.states = {mom[k].data()};
+      }
       const BagRun run = rot[k].View(k * mt.D);
       const std::span<const BagRun> runs(&run, 1);
       const size_t need = BackwardWorkspaceBytes(ctx, run.num_ids(), mt.D, 1);
@@ -390,9 +481,99 @@ void BM_C4_Forward(benchmark::State& s) { RunForward(s, "c4", 32, 100000, 512, 0
 void BM_C4_BackwardRowWiseAdagrad(benchmark::State& s) {
   RunBackward(s, "c4", 32, 100000, 512, 0.0, true);
 }
+// c4 with row-wise Adagrad's state kept in the weight row's cache lines instead of a dense
+// array of its own (ShardParams::row_state_stride), to price that layout: (D, stride) =
+// (128, 144) puts the state on a ninth line next to the row's eight, (120, 128) in the row's
+// last line (padding a layout would need). Every iteration runs the forward, the backward with
+// the dense state array and the backward with the in-row state, in turn, on the same tables (the
+// in-row state sits in column D, which the dense case leaves alone), so the ratios compare
+// times taken moments apart on a shared machine.
+void BM_C4_StateLayout(benchmark::State& state) {
+  const int32_t D = static_cast<int32_t>(state.range(0));
+  const int64_t T = 32, E = 100000, B = 512;
+  MultiTable mt(T, E, D, B, 20, 0.0, state.range(1));
+  if (mt.S <= D) std::abort();
+  for (int64_t k = 0; k < T; ++k) {
+    float* w = const_cast<float*>(static_cast<const float*>(mt.Table(k).data));
+    for (int64_t r = 0; r < E; ++r) w[r * mt.S + D] = 0.0f;
+  }
+  optim::OptimizerConfig cfg;
+  cfg.type = optim::OptimizerType::kRowWiseAdagrad;
+  std::vector<std::vector<float>> mom(T, std::vector<float>(E, 0.0f));
+  const ExecContext ctx = ExecContext::Host(&Pool());
+  std::vector<uint8_t> ws;
+  std::vector<float> out(B * T * D);
+  std::vector<LookupJob> jobs;
+  std::vector<double> fwd, sep, in_row, r_sep, r_in, r_gain;
+  int it = 0;
+  int64_t step = 0;
+  auto backward = [&](const std::vector<Batch>& rot, bool row_state_in_row) {
+    for (int64_t k = 0; k < T; ++k) {
+      optim::ShardParams sp;
+      sp.weights = const_cast<void*>(mt.Table(k).data);
+      sp.rows = E;
+      sp.cols = D;
+      sp.stride = mt.S;
+      if (row_state_in_row) {
+        sp.states = {static_cast<float*>(sp.weights) + D};
+        sp.row_state_stride = mt.S;
+      } else {
+        sp.states = {mom[k].data()};
+      }
+      const BagRun run = rot[k].View(k * D);
+      const std::span<const BagRun> runs(&run, 1);
+      const size_t need = BackwardWorkspaceBytes(ctx, run.num_ids(), D, 1);
+      if (ws.size() < need) ws.resize(need);
+      int64_t num_unique = 0;
+      (void)GroupRows(ctx, runs, ws.data(), ws.size(), &num_unique);
+      (void)FusedBackward(ctx, runs, mt.grad_out.data(), T * D, 1.0f, cfg, step, D, sp, ws.data());
+    }
+  };
+  auto seconds = [](Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  for (auto _ : state) {
+    const auto& rot = mt.batches[it % 4];
+    ++step;
+    auto t0 = Clock::now();
+    jobs.clear();
+    for (int64_t k = 0; k < T; ++k)
+      jobs.push_back(LookupJob{mt.Table(k), rot[k].View(k * D), out.data(), T * D});
+    (void)Lookup(ctx, jobs);
+    benchmark::DoNotOptimize(out.data());
+    const double f = seconds(t0);
+    // Alternate which backward goes first, so neither always finds the other's rows in cache.
+    double ts = 0, ti = 0;
+    for (int j = 0; j < 2; ++j) {
+      const bool inr = (j == 0) == (it % 2 == 0);
+      t0 = Clock::now();
+      backward(mt.batches[(it + 1 + j) % 4], inr);
+      (inr ? ti : ts) = seconds(t0);
+    }
+    ++it;
+    fwd.push_back(f);
+    sep.push_back(ts);
+    in_row.push_back(ti);
+    r_sep.push_back(ts / f);
+    r_in.push_back(ti / f);
+    r_gain.push_back(ti / ts);
+    state.SetIterationTime(f + ts + ti);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  state.counters["fwd_ms"] = median(fwd) * 1e3;
+  state.counters["bwd_dense_ms"] = median(sep) * 1e3;
+  state.counters["bwd_in_row_ms"] = median(in_row) * 1e3;
+  state.counters["dense_over_fwd"] = median(r_sep);
+  state.counters["in_row_over_fwd"] = median(r_in);
+  state.counters["in_row_over_dense"] = median(r_gain);
+}
 
 BENCHMARK(BM_StreamTriad)->ArgNames({"single"})->Arg(1)->Arg(0)->UseManualTime()->Iterations(5);
 BENCHMARK(BM_GatherRoof)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_RowUpdateRoof)->UseManualTime()->Iterations(60);
 BENCHMARK(BM_C1)
     ->ArgNames({"D", "fp16", "prefetch", "flush"})
     ->ArgsProduct({{32, 64, 128, 256}, {0, 1}, {0, 1}, {0, 1}})
@@ -408,6 +589,12 @@ BENCHMARK(BM_C3_BackwardRowWiseAdagrad)
     ->Iterations(100);
 BENCHMARK(BM_C4_Forward)->UseManualTime()->Iterations(200);
 BENCHMARK(BM_C4_BackwardRowWiseAdagrad)->UseManualTime()->Iterations(200);
+BENCHMARK(BM_C4_StateLayout)
+    ->ArgNames({"D", "stride"})
+    ->Args({128, 144})
+    ->Args({120, 128})
+    ->UseManualTime()
+    ->Iterations(120);
 
 }  // namespace
 }  // namespace shardrec::embedding::kernels

@@ -50,6 +50,9 @@ inline Status ToAbi(const optim::ShardParams& s, shardrec_plugin_shard_t* out) {
   if (s.states.size() > SHARDREC_PLUGIN_MAX_STATES)
     return Status::InvalidArgument("shard: ", s.states.size(), " optimizer states, at most ",
                                    SHARDREC_PLUGIN_MAX_STATES);
+  if (s.row_state_stride != 1)
+    return Status::Unsupported("shard: row-wise states ", s.row_state_stride,
+                               " floats apart (the device kernels take dense state arrays)");
   *out = shardrec_plugin_shard_t{};
   out->weights = s.weights;
   for (size_t i = 0; i < s.states.size(); ++i) out->states[i] = s.states[i];

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -323,6 +325,74 @@ TEST(EmbeddingKernels, FusedBackwardEqualsAggregateThenApply) {
     for (int64_t r = R - 5; r < R; ++r)
       for (int32_t c = 0; c < D; ++c) EXPECT_EQ(t_fused[r * D + c], t_init[r * D + c]);
   }
+}
+
+// Row-wise Adagrad's state kept in each weight row's own cache lines (ShardParams::
+// row_state_stride, the state in a column past cols) updates exactly like a dense state array,
+// fused and through Apply, over three steps with 1 and 2 threads.
+TEST(EmbeddingKernels, RowStateInTheWeightRowEqualsADenseArray) {
+  const int64_t R = 40;
+  const int32_t D = 9;
+  const int64_t S = 16;  // stride: columns D..S-1 are padding, the state sits in column D
+  Batch batch = MakeBatch(100, 6, R, 8);
+  std::vector<float> g(100 * D);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = std::cos(0.21f * static_cast<float>(i));
+  optim::OptimizerConfig cfg;
+  cfg.type = optim::OptimizerType::kRowWiseAdagrad;
+  ThreadPool pool(2);
+  for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    for (bool fused : {true, false}) {
+      auto dense_w = MakeTable(R, D);
+      std::vector<float> dense_state(R, 0.0f);
+      std::vector<float> in_row(R * S, -7.0f);
+      for (int64_t r = 0; r < R; ++r) {
+        std::copy(dense_w.begin() + r * D, dense_w.begin() + (r + 1) * D, in_row.begin() + r * S);
+        in_row[r * S + D] = 0.0f;
+      }
+      optim::ShardParams pd, pi;
+      pd.weights = dense_w.data();
+      pd.stride = D;
+      pd.states = {dense_state.data()};
+      pi.weights = in_row.data();
+      pi.stride = S;
+      pi.states = {in_row.data() + D};
+      pi.row_state_stride = S;
+      for (auto* p : {&pd, &pi}) {
+        p->rows = R;
+        p->cols = D;
+      }
+      ASSERT_TRUE(optim::ValidateShard(cfg, pi).ok());
+      for (int64_t step = 1; step <= 3; ++step) {
+        for (auto* p : {&pd, &pi}) {
+          if (fused) {
+            Fused(batch.View(false), g.data(), D, 0.5f, cfg, step, D, *p, tp);
+            continue;
+          }
+          std::vector<int64_t> uniq;
+          std::vector<float> grads;
+          AggregatePooledGrads(batch.View(false), g.data(), D, D, 0.5f, &uniq, &grads, tp);
+          std::vector<float> stats(uniq.size());
+          optim::RowUpdate upd{uniq, grads.data()};
+          optim::PartialRowStats(Ctx(tp), cfg, step, *p, upd, stats.data());
+          optim::Apply(Ctx(tp), cfg, step, D, *p, upd, stats.data());
+        }
+      }
+      for (int64_t r = 0; r < R; ++r) {
+        for (int32_t c = 0; c < D; ++c) ASSERT_EQ(in_row[r * S + c], dense_w[r * D + c]);
+        ASSERT_EQ(in_row[r * S + D], dense_state[r]) << r;
+        for (int64_t c = D + 1; c < S; ++c) ASSERT_EQ(in_row[r * S + c], -7.0f);  // untouched
+      }
+      EXPECT_GT(*std::max_element(dense_state.begin(), dense_state.end()), 0.0f);
+    }
+  }
+  optim::ShardParams bad;
+  bad.weights = g.data();
+  bad.rows = 1;
+  bad.cols = D;
+  bad.stride = D;
+  bad.states = {g.data()};
+  bad.row_state_stride = 0;
+  EXPECT_FALSE(optim::ValidateShard(cfg, bad).ok());
 }
 
 // Unweighted ids are grouped by bag, weighted ones by position (backward_workspace.h): the same
