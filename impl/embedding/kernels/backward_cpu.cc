@@ -235,7 +235,7 @@ Status FusedBackward(const ExecContext& ctx, std::span<const BagRun> runs, const
   constexpr int64_t kRowsAhead = 16;
   const int32_t cols = shard.cols;
   const int64_t tasks = std::min<int64_t>(g.num_unique, l.tasks);
-  float* scratch = detail::At<float>(workspace, l.block_grads);
+  float* scratch = detail::At<float>(workspace, l.task_grads);
   const int64_t elem = static_cast<int64_t>(DTypeSize(shard.dtype));
   const int64_t row_bytes = cols * elem;
   const int64_t row_stride_bytes = shard.stride * elem;
@@ -246,7 +246,7 @@ Status FusedBackward(const ExecContext& ctx, std::span<const BagRun> runs, const
   if (!specs.empty() && specs[0].row_wise) row_state = shard.states[0];
   ctx.ParallelFor(0, tasks, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      float* grad_row = scratch + t * detail::kFusedBlockRows * cols;
+      float* grad_row = scratch + t * cols;
       const int64_t u_begin = g.num_unique * t / tasks, u_end = g.num_unique * (t + 1) / tasks;
       for (int64_t u = u_begin; u < std::min(u_end, u_begin + kRowsAhead); ++u) {
         detail::PrefetchRowForWrite(weights + g.unique_rows[u] * row_stride_bytes, row_bytes);

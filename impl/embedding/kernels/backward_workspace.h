@@ -12,7 +12,6 @@ namespace shardrec::embedding::kernels::detail {
 
 inline constexpr int kRadixBits = 11;
 inline constexpr int kRadixBuckets = 1 << kRadixBits;
-inline constexpr int64_t kFusedBlockRows = 32;
 
 // Written by GroupRows at the start of the workspace. A key's low bits (index_mask) hold the
 // bag of the id when every run is unweighted (its gradient row is all step 2 needs, and the
@@ -38,16 +37,18 @@ struct WorkspaceLayout {
   size_t grad_offset = 0;   // int64[n]: io element offset of each bag's (or position's) gradient
   size_t weight = 0;        // float[n]: per-position weight (weighted runs only)
   size_t histograms = 0;    // uint32[parts * kRadixBuckets]
-  size_t block_grads = 0;   // float[tasks * kFusedBlockRows * cols] (fused only)
-  size_t block_stats = 0;   // float[tasks * kFusedBlockRows * max(stats, 1)] (fused only)
-  size_t grouping_end = 0;  // bytes needed without the fused blocks
+  size_t task_grads = 0;    // float[tasks * cols]: each fused task's summed gradient row
+  size_t grouping_end = 0;  // bytes needed without the fused tasks' rows
   size_t total = 0;         // bytes needed with them
   int64_t tasks = 1;        // fused tasks
 };
 
 inline size_t AlignUp(size_t n) { return (n + 63) & ~size_t{63}; }
 
-inline WorkspaceLayout MakeLayout(int64_t n, int threads, int32_t cols, int num_row_stats) {
+// The fused update computes a row's statistics inside its update (optim::WholeRowUpdater), so
+// `num_row_stats` takes no room here; it stays in the signature, as in BackwardWorkspaceBytes'.
+inline WorkspaceLayout MakeLayout(int64_t n, int threads, int32_t cols,
+                                  [[maybe_unused]] int num_row_stats) {
   WorkspaceLayout l;
   const size_t un = static_cast<size_t>(std::max<int64_t>(n, 0));
   size_t off = AlignUp(sizeof(Grouping));
@@ -65,9 +66,7 @@ inline WorkspaceLayout MakeLayout(int64_t n, int threads, int32_t cols, int num_
   l.histograms = take(4 * static_cast<size_t>(std::max(threads, 1)) * kRadixBuckets);
   l.grouping_end = off;
   l.tasks = std::max<int64_t>(1, int64_t{std::max(threads, 1)} * 4);
-  const size_t block = static_cast<size_t>(l.tasks * kFusedBlockRows);
-  l.block_grads = take(4 * block * static_cast<size_t>(std::max(cols, 0)));
-  l.block_stats = take(4 * block * static_cast<size_t>(std::max(num_row_stats, 1)));
+  l.task_grads = take(4 * static_cast<size_t>(l.tasks) * static_cast<size_t>(std::max(cols, 0)));
   l.total = off;
   return l;
 }
