@@ -356,15 +356,50 @@ Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* o
   else if (need > 0 && out == nullptr)
     local = Status::InvalidArgument("out must not be NULL");
   // The output exchange is collective: a rank with a bad output buffer still takes part.
+  if (local.ok() && CombinesOnDevice()) {
+    Status s;
+    {
+      ScopedTimer phase(&timings_.lookup_seconds);
+      s = LookupCombineOnDevice(*rb, out);
+    }
+    if (s.ok()) {
+      ScopedTimer phase(&timings_.output_dist_seconds);
+      DivideMeans(exec_, layout_, *rb, out);
+    }
+    return Finish(std::move(rb), s);
+  }
   Status s = LookupAndReturn(*rb);
   if (s.ok() && local.ok()) {
     ScopedTimer phase(&timings_.output_dist_seconds);
     s = CombineOutput(exec_, layout_, params_, *rb, ret_recv_.data(), SelfRows(*rb), &jobs_, out,
                       device_.get());
   }
-  if (!s.ok() || !local.ok()) {
+  return Finish(std::move(rb), s.ok() ? local : s);
+}
+
+bool EmbeddingCollection::CombinesOnDevice() const {
+  // The returned rows are on the device at world 1 and over NCCL (fp32 messages); sequence
+  // outputs keep the host combine.
+  if (device_ == nullptr || layout_.sequence) return false;
+  return layout_.world == 1 ||
+         (device_comm_ != nullptr && options_.forward_encoding == comm::Encoding::kFp32);
+}
+
+Status EmbeddingCollection::LookupCombineOnDevice(RoutedBatch& rb, float* out) {
+  // Backward writes the gradient message into these (PackGradients), so they keep their sizes.
+  ret_send_.resize(rb.ret_floats_total);
+  size_t recv_total = 0;
+  for (size_t v : ReturnRecvCounts(rb)) recv_total += v;
+  ret_recv_.resize(recv_total);
+  if (layout_.world == 1) return device_->LookupCombine(rb, nullptr, out);
+  const DeviceExchange x{device_comm_.get(), ReturnSendCounts(rb), ReturnRecvCounts(rb)};
+  return device_->LookupCombine(rb, &x, out);
+}
+
+Status EmbeddingCollection::Finish(std::unique_ptr<RoutedBatch> rb, const Status& s) {
+  if (!s.ok()) {
     spare_ = std::move(rb);
-    return s.ok() ? local : s;
+    return s;
   }
   spare_ = std::move(current_);
   current_ = std::move(rb);

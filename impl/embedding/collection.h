@@ -165,9 +165,15 @@ class EmbeddingCollection {
   // Collective agreement: returns `local` on this rank, or an error naming a rank that failed.
   Status Agree(const Status& local, const char* what);
   Status LookupAndReturn(RoutedBatch& rb);
+  // Whether a forward's returned rows are combined on the device (DeviceStep::LookupCombine):
+  // a pooled GPU collection at world 1, or over NCCL with fp32 messages.
+  bool CombinesOnDevice() const;
+  Status LookupCombineOnDevice(RoutedBatch& rb, float* out);
   // The lookup and output distribution of a batch whose input distribution is complete.
   Status Distribute(std::unique_ptr<RoutedBatch> rb, float* out, size_t out_len,
                     const Status& rejected);
+  // A forward's end: on success `rb` becomes the batch backward will use, else the spare.
+  Status Finish(std::unique_ptr<RoutedBatch> rb, const Status& s);
   Status FindTable(const std::string& table, int32_t* index) const;
   Status FindState(int32_t table, const std::string& state, int32_t* index) const;
   // Local checks shared by the weight and state accessors (before the collective agreement);

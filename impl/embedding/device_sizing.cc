@@ -60,6 +60,19 @@ Status ComputeStepSizes(const Layout& l, const StepCapacity& capacity,
   const size_t runs = z.Add(z.Add(z.Mul(W, message), offsets), 3 * 16);
   out->io_bytes =
       z.Mul(4, l.sequence ? z.Mul(W, z.Mul(N, fan_cols)) : z.Mul(W, z.Mul(B, unit_cols)));
+  // A pooled forward combined on the device (DeviceStep::LookupCombine): the other ranks' rows
+  // land behind the return message (each unit of any rank returns at most B rows), the bags of
+  // the combine (per column group B + 1 offsets, an id per returned row; at most a group per
+  // unit) and the data-parallel ids ride with the runs, and the output has its own block.
+  size_t combine_bags = 0;
+  if (!l.sequence) {
+    size_t all_cols = 0;
+    for (const Unit& u : l.units) all_cols += static_cast<size_t>(u.cols);
+    if (W > 1) out->io_bytes = z.Add(out->io_bytes, z.Mul(4, z.Mul(B, all_cols)));
+    const size_t groups = l.units.size();
+    combine_bags = z.Add(z.Mul(8, z.Mul(groups, B + 1)), z.Mul(8, z.Mul(groups, B)));
+    out->out_bytes = z.Mul(4, z.Mul(B, D));
+  }
   out->runs_bytes = z.Add(runs, z.Align16(out->io_bytes));
   // Ids one shard receives: each id of a feature reaches a shard at most once.
   const size_t shard_ids = z.Mul(W, N);
@@ -100,7 +113,12 @@ Status ComputeStepSizes(const Layout& l, const StepCapacity& capacity,
   // The pinned block: the largest phase (statistics phases move full_stats_bytes each way, one
   // 16-byte aligned block per shard).
   const size_t stats_phase = z.Add(out->full_stats_bytes, z.Mul(16, n));
+  // The runs' block also carries the combine's bags and the data-parallel ids (5 more pieces).
+  out->runs_bytes = z.Add(out->runs_bytes, z.Add(z.Add(combine_bags, out->dp_ids_bytes), 5 * 16));
   size_t staging = z.Add(runs, z.Align16(out->io_bytes));  // forward owner / backward phase 1
+  // The combined forward: its runs, bags and data-parallel ids up, the output down.
+  staging = std::max(staging, z.Add(z.Add(z.Add(runs, combine_bags), out->dp_ids_bytes),
+                                    z.Add(5 * 16, z.Align16(out->out_bytes))));
   staging = std::max(staging, z.Add(out->dp_ids_bytes, z.Align16(out->dp_out_bytes)));
   staging = std::max(staging, stats_phase);
   staging = std::max(staging, rows_phase);

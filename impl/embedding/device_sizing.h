@@ -33,6 +33,7 @@ struct StepSizes {
   size_t full_stats_bytes = 0;
   size_t dp_ids_bytes = 0;
   size_t dp_out_bytes = 0;
+  size_t out_bytes = 0;      // a pooled output combined on the device
   size_t staging_bytes = 0;  // the pinned block: the largest phase's traffic
 };
 

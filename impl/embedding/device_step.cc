@@ -17,11 +17,10 @@ namespace {
 
 // The three host ranges every run points into: the ids received from the other ranks, this
 // rank's message to itself (the end of its send buffer) and the CSR bag offsets.
-void RunPieces(const RoutedBatch& rb, DeviceStaging::Piece (&p)[4]) {
+void RunPieces(const RoutedBatch& rb, DeviceStaging::Piece* p) {
   p[0] = {rb.recv.data(), rb.recv.size()};
   p[1] = {rb.send.data() + rb.self_offset, rb.send.size() - rb.self_offset};
   p[2] = {rb.bag_offsets.data(), sizeof(int64_t) * rb.bag_offsets.size()};
-  p[3] = {nullptr, 0};
 }
 
 }  // namespace
@@ -52,6 +51,19 @@ Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device,
   // Zero bytes are the block's clear state; ReadStatus clears it again after every read.
   if (bytes > 0) SR_RETURN_IF_ERROR(rt->MemsetAsync(device, status_.data(), 0, bytes, stream_));
   SR_RETURN_IF_ERROR(rt->StreamWait(device, stream_, kDeviceWaitMs));
+  // The combine's column groups: the units of one pair and column offset (its row blocks) add
+  // into the same output columns.
+  groups_.clear();
+  unit_group_.assign(layout->units.size(), -1);
+  for (size_t u = 0; u < layout->units.size(); ++u) {
+    const Unit& unit = layout->units[u];
+    const int64_t col = layout->pairs[unit.pair].out_offset + unit.col_offset;
+    for (size_t g = 0; g < groups_.size() && unit_group_[u] < 0; ++g)
+      if (groups_[g].col == col) unit_group_[u] = static_cast<int32_t>(g);
+    if (unit_group_[u] >= 0) continue;
+    unit_group_[u] = static_cast<int32_t>(groups_.size());
+    groups_.push_back(CombineGroup{col, unit.cols});
+  }
   runs_.assign(n, {});
   num_ids_.assign(n, {});
   num_unique_.assign(n, 0);
@@ -86,8 +98,8 @@ Status DeviceStep::Presize(const StepCapacity& capacity) {
                                                   l.tables[ls.table].num_row_stats, &need));
     workspace = std::max(workspace, need);
   }
-  size_t total =
-      z.runs_bytes + z.io_bytes + workspace + z.full_stats_bytes + z.dp_ids_bytes + z.dp_out_bytes;
+  size_t total = z.runs_bytes + z.io_bytes + workspace + z.full_stats_bytes + z.dp_ids_bytes +
+                 z.dp_out_bytes + z.out_bytes;
   for (size_t i = 0; i < n; ++i) total += z.rows_bytes[i] + z.grads_bytes[i] + z.stats_bytes[i];
   const auto fail = [&](const Status& s) {
     if (s.code() != Code::kOutOfMemory) return s;
@@ -107,6 +119,7 @@ Status DeviceStep::Presize(const StepCapacity& capacity) {
   SR_RETURN_IF_ERROR(reserve(full_stats_, z.full_stats_bytes, "row statistics"));
   SR_RETURN_IF_ERROR(reserve(dp_ids_, z.dp_ids_bytes, "the data-parallel ids"));
   SR_RETURN_IF_ERROR(reserve(dp_out_, z.dp_out_bytes, "data-parallel rows"));
+  SR_RETURN_IF_ERROR(reserve(out_, z.out_bytes, "the output on the device"));
   for (size_t i = 0; i < n; ++i) {
     SR_RETURN_IF_ERROR(reserve(*uniq_rows_[i], z.rows_bytes[i], "unique rows"));
     SR_RETURN_IF_ERROR(reserve(*uniq_grads_[i], z.grads_bytes[i], "aggregated gradients"));
@@ -144,23 +157,39 @@ Status DeviceStep::EndPhase(const char* status_what) {
   return Status::Ok();
 }
 
-Status DeviceStep::ReserveRuns(const RoutedBatch& rb, size_t extra_bytes, const char* what) {
-  DeviceStaging::Piece p[4];
+Status DeviceStep::ReserveRuns(const RoutedBatch& rb, const DeviceStaging::Piece* extra,
+                               size_t num_extra, const char* what) {
+  DeviceStaging::Piece p[3 + kMaxExtra];
   RunPieces(rb, p);
-  p[3].bytes = extra_bytes;
-  return runs_buf_.Reserve(device_, DeviceStaging::PackedBytes(p, 4), what, stream_);
+  for (size_t k = 0; k < num_extra && k < kMaxExtra; ++k) p[3 + k] = extra[k];
+  return runs_buf_.Reserve(device_, DeviceStaging::PackedBytes(p, 3 + num_extra), what, stream_);
+}
+
+Status DeviceStep::ReserveRuns(const RoutedBatch& rb, size_t extra_bytes, const char* what) {
+  const DeviceStaging::Piece extra{nullptr, extra_bytes};
+  return ReserveRuns(rb, &extra, 1, what);
 }
 
 Status DeviceStep::UploadRuns(const RoutedBatch& rb, const void* extra, size_t extra_bytes,
                               void** extra_dev) {
-  DeviceStaging::Piece p[4];
+  const DeviceStaging::Piece piece{extra, extra_bytes};
+  uint8_t* dev = nullptr;
+  SR_RETURN_IF_ERROR(UploadRuns(rb, &piece, 1, &dev));
+  if (extra_dev != nullptr) *extra_dev = dev;
+  return Status::Ok();
+}
+
+Status DeviceStep::UploadRuns(const RoutedBatch& rb, const DeviceStaging::Piece* extra,
+                              size_t num_extra, uint8_t** extra_dev) {
+  if (num_extra > kMaxExtra) return Status::Internal("UploadRuns: too many extra pieces");
+  DeviceStaging::Piece p[3 + kMaxExtra];
   RunPieces(rb, p);
-  p[3] = {extra, extra_bytes};
-  size_t at[4] = {};
+  for (size_t k = 0; k < num_extra; ++k) p[3 + k] = extra[k];
+  size_t at[3 + kMaxExtra] = {};
   // ReserveRuns made room before the phase queued anything, so the buffer does not move here.
-  SR_RETURN_IF_ERROR(staging_.Upload(runs_buf_.data(), p, 4, at));
+  SR_RETURN_IF_ERROR(staging_.Upload(runs_buf_.data(), p, 3 + num_extra, at));
   auto* dev = runs_buf_.as<uint8_t>();
-  if (extra_dev != nullptr) *extra_dev = dev + at[3];
+  for (size_t k = 0; k < num_extra; ++k) extra_dev[k] = dev + at[3 + k];
   Status bad;
   const auto translate = [&](const auto* ptr) -> decltype(ptr) {
     if (ptr == nullptr) return ptr;
@@ -192,8 +221,9 @@ kernels::DeviceRuns DeviceStep::Runs(size_t i) const {
   return kernels::DeviceRuns{runs_[i], num_ids_[i], layout_->local[i].rows};
 }
 
-Status DeviceStep::QueueLookups(const RoutedBatch& rb) {
-  SR_RETURN_IF_ERROR(UploadRuns(rb, nullptr, 0, nullptr));
+Status DeviceStep::QueueLookups(const RoutedBatch& rb, const DeviceStaging::Piece* extra,
+                                size_t num_extra, uint8_t** extra_dev) {
+  SR_RETURN_IF_ERROR(UploadRuns(rb, extra, num_extra, extra_dev));
   auto* io = io_.as<float>();
   jobs_.clear();
   for (size_t i = 0; i < layout_->local.size(); ++i) {
@@ -216,7 +246,7 @@ Status DeviceStep::LookupToSend(const RoutedBatch& rb, float* send) {
   SR_RETURN_IF_ERROR(ReserveRuns(rb, 0, "the batch's ids on the device"));
   SR_RETURN_IF_ERROR(io_.Reserve(device_, bytes, "the return message on the device", stream_));
   SR_RETURN_IF_ERROR(staging_.Begin());
-  SR_RETURN_IF_ERROR(QueueLookups(rb));
+  SR_RETURN_IF_ERROR(QueueLookups(rb, nullptr, 0, nullptr));
   SR_RETURN_IF_ERROR(staging_.Download(send, io_.data(), bytes));
   // Routing checked every id on the host, so a row outside its shard here is an internal error.
   return EndPhase("device lookup");
@@ -235,7 +265,7 @@ Status DeviceStep::LookupExchange(const RoutedBatch& rb, const DeviceExchange& x
                                        "the received return message on the device", stream_));
   SR_RETURN_IF_ERROR(staging_.Begin());
   auto* io = io_.as<float>();
-  if (runs > 0) SR_RETURN_IF_ERROR(QueueLookups(rb));
+  if (runs > 0) SR_RETURN_IF_ERROR(QueueLookups(rb, nullptr, 0, nullptr));
   // Behind the lookups on the stream: the message leaves from the device block they wrote.
   comm::CallOptions o;
   o.stream = stream_;
@@ -251,6 +281,148 @@ Status DeviceStep::LookupExchange(const RoutedBatch& rb, const DeviceExchange& x
   SR_RETURN_IF_ERROR(EndPhase(runs > 0 ? "device lookup" : nullptr));
   // NCCL reports a peer that failed during the exchange here, not at the enqueue.
   return x.comm->AsyncError();
+}
+
+void DeviceStep::BuildCombine(const RoutedBatch& rb) {
+  const Layout& l = *layout_;
+  const int64_t B = rb.batch_size;
+  const size_t G = groups_.size();
+  const auto stride = static_cast<size_t>(B + 1);
+  // Bag sizes first (group g's bag b counted at g * (B + 1) + b + 1), then offsets, then every
+  // returned row appended to its bag in (rank, unit) order: CombineOutput's order of addition.
+  comb_offsets_.assign(G * stride, 0);
+  const int64_t* targets = rb.ret_target.data();
+  for (int32_t d = 0; d < l.world; ++d)
+    for (int32_t u : l.units_to_rank[d]) {
+      const int64_t count = rb.ret_count[u];
+      int64_t* bags = comb_offsets_.data() + static_cast<size_t>(unit_group_[u]) * stride + 1;
+      for (int64_t k = 0; k < count; ++k) ++bags[targets[k]];
+      targets += count;
+    }
+  int64_t total = 0;
+  comb_cursor_.resize(G * static_cast<size_t>(B));
+  for (size_t g = 0; g < G; ++g) {
+    int64_t* o = comb_offsets_.data() + g * stride;
+    o[0] = total;
+    for (int64_t b = 0; b < B; ++b) {
+      o[b + 1] += o[b];
+      comb_cursor_[g * static_cast<size_t>(B) + b] = o[b];
+    }
+    total = o[B];
+  }
+  comb_ids_.resize(static_cast<size_t>(total));
+  targets = rb.ret_target.data();
+  auto others = static_cast<int64_t>(rb.ret_floats_total);
+  auto self = static_cast<int64_t>(rb.ret_self_offset);
+  for (int32_t d = 0; d < l.world; ++d) {
+    int64_t& at = d == l.rank ? self : others;
+    for (int32_t u : l.units_to_rank[d]) {
+      const int64_t count = rb.ret_count[u];
+      const int32_t cols = l.units[u].cols;
+      int64_t* cursor = comb_cursor_.data() + static_cast<size_t>(unit_group_[u]) * B;
+      for (int64_t k = 0; k < count; ++k) comb_ids_[cursor[targets[k]]++] = at + k * cols;
+      targets += count;
+      at += count * cols;
+    }
+  }
+}
+
+Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x, float* out) {
+  const Layout& l = *layout_;
+  if (l.sequence) return Status::Internal("LookupCombine: a sequence collection");
+  const int64_t D = l.output_dim;
+  const int64_t B = rb.batch_size;
+  size_t runs = 0;
+  for (const ShardRuns& sr : rb.shards) runs += sr.runs.size();
+  size_t recv_floats = 0;
+  if (x != nullptr)
+    for (size_t c : x->recv_counts) recv_floats += c;
+  const size_t rows_floats = rb.ret_floats_total + recv_floats;
+  const auto out_floats = static_cast<size_t>(B * D);
+  BuildCombine(rb);
+  const bool dp = !l.dp_pairs.empty() && B > 0;
+  // The phase's uploads ride with the runs: the combine's bags, the data-parallel ids.
+  DeviceStaging::Piece extra[5] = {
+      {comb_offsets_.data(), sizeof(int64_t) * comb_offsets_.size()},
+      {comb_ids_.data(), sizeof(int64_t) * comb_ids_.size()},
+      {dp ? rb.dp_offsets.data() : nullptr, dp ? sizeof(int64_t) * rb.dp_offsets.size() : 0},
+      {dp ? rb.dp_rows.data() : nullptr, dp ? sizeof(int64_t) * rb.dp_rows.size() : 0},
+      {dp ? rb.dp_weights.data() : nullptr, dp ? sizeof(float) * rb.dp_weights.size() : 0}};
+  // Device buffers first: one that grows waits for the stream.
+  SR_RETURN_IF_ERROR(ReserveRuns(rb, extra, 5, "the batch's ids on the device"));
+  SR_RETURN_IF_ERROR(io_.Reserve(device_, sizeof(float) * rows_floats,
+                                 "the return message on the device", stream_));
+  SR_RETURN_IF_ERROR(
+      out_.Reserve(device_, sizeof(float) * out_floats, "the output on the device", stream_));
+  // The whole phase's traffic in the pinned block at once: a block that fills up mid-phase drains
+  // (a wait) and starts over, so without this it would do so in every step.
+  DeviceStaging::Piece all[3 + 5 + 1];
+  RunPieces(rb, all);
+  for (size_t k = 0; k < 5; ++k) all[3 + k] = extra[k];
+  all[8] = {nullptr, sizeof(float) * out_floats};
+  SR_RETURN_IF_ERROR(staging_.Reserve(DeviceStaging::PackedBytes(all, 9)));
+  SR_RETURN_IF_ERROR(staging_.Begin());
+  uint8_t* dev[5] = {};
+  if (runs > 0) {
+    SR_RETURN_IF_ERROR(QueueLookups(rb, extra, 5, dev));
+  } else {
+    SR_RETURN_IF_ERROR(UploadRuns(rb, extra, 5, dev));
+  }
+  auto* io = io_.as<float>();
+  launched_ = true;
+  if (x != nullptr) {
+    // Behind the lookups: the travelling part of io_ goes out, the others' rows land behind it.
+    comm::CallOptions o;
+    o.stream = stream_;
+    SR_RETURN_IF_ERROR(x->comm->AllToAllV(io, x->send_counts, io + rb.ret_floats_total,
+                                          x->recv_counts, DType::kFloat32, o));
+  }
+  const core::CudaRuntime* rt = nullptr;
+  SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+  // Groups without a returned row and empty bags of the rest stay as zeroed here, as the host
+  // combine leaves them.
+  if (out_floats > 0)
+    SR_RETURN_IF_ERROR(
+        rt->MemsetAsync(device_, out_.data(), 0, sizeof(float) * out_floats, stream_));
+  jobs_.clear();
+  const auto* comb_offsets = reinterpret_cast<const int64_t*>(dev[0]);
+  const auto* comb_ids = reinterpret_cast<const int64_t*>(dev[1]);
+  const auto stride = static_cast<size_t>(B + 1);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const int64_t* o = comb_offsets_.data() + g * stride;
+    const int32_t cols = groups_[g].cols;
+    if (o[B] == o[0] || rows_floats < static_cast<size_t>(cols)) continue;
+    // The returned rows as a table of stride 1: row id = float offset in io_.
+    const kernels::WeightsView rows{io, DType::kFloat32,
+                                    static_cast<int64_t>(rows_floats) - cols + 1, cols, 1};
+    jobs_.push_back(
+        kernels::LookupJob{rows,
+                           {comb_offsets + g * stride, B, comb_ids, nullptr, groups_[g].col},
+                           out_.as<float>(),
+                           D});
+  }
+  if (dp) {
+    const auto* d_offsets = reinterpret_cast<const int64_t*>(dev[2]);
+    const auto* d_rows = reinterpret_cast<const int64_t*>(dev[3]);
+    const float* d_weights =
+        rb.dp_weights.empty() ? nullptr : reinterpret_cast<const float*>(dev[4]);
+    for (size_t i = 0; i < l.dp_pairs.size(); ++i) {
+      const Pair& pair = l.pairs[l.dp_pairs[i]];
+      const LocalShard& ls = l.local[l.tables[pair.table].shard_local[l.rank]];
+      jobs_.push_back(kernels::LookupJob{
+          params_->View(ls),
+          {d_offsets + rb.dp_offsets_begin[i], B, d_rows, d_weights, pair.out_offset},
+          out_.as<float>(),
+          D});
+    }
+  }
+  if (!jobs_.empty()) SR_RETURN_IF_ERROR(dk::Lookup(ctx_, jobs_, status_.data()));
+  if (out_floats > 0)
+    SR_RETURN_IF_ERROR(staging_.Download(out, out_.data(), sizeof(float) * out_floats));
+  // Routing checked every id on the host, so a row outside its shard here is an internal error.
+  SR_RETURN_IF_ERROR(EndPhase("device lookup"));
+  // NCCL reports a peer that failed during the exchange here, not at the enqueue.
+  return x != nullptr ? x->comm->AsyncError() : Status::Ok();
 }
 
 Status DeviceStep::LookupDataParallel(const RoutedBatch& rb, float* out) {

@@ -1,6 +1,7 @@
 // The device half of a GPU collection's step (v1): the parameters live on one CUDA device and
-// the heavy kernels run there (lookups; grouping, aggregation and the fused optimizer in
-// backward), while routing, unpacking, the combine / pack maps and every exchange stay on the
+// the heavy kernels run there (lookups; a pooled output's combine when the returned rows are on
+// the device; grouping, aggregation and the fused optimizer in backward), while routing,
+// unpacking, the combine's bags, the gradient pack and the exchanges' bookkeeping stay on the
 // host. Each call is one or more phases; a phase stages what it needs across PCIe through one
 // pinned block (device_staging.h: the batch's runs, i.e. ids, per-id weights and bag offsets, and
 // the return message or its gradient), queues its copies and kernels back to back on the step's
@@ -12,10 +13,14 @@
 //
 // Host synchronisations per call (stream waits, or emb_read_status, which waits for the stream
 // before it reads the lookup status block), each at most once:
-//   LookupToSend        1 when this rank holds runs to look up, else 0.
+//   LookupCombine       1: a pooled forward at world 1 (and over NCCL, below): lookups, the
+//                       combine of the returned rows and the data-parallel lookups straight into
+//                       the device output, downloaded once.
+//   LookupToSend        1 when this rank holds runs to look up, else 0 (sequence collections,
+//                       and the staged exchange at world > 1).
 //   LookupDataParallel  1 when the collection has data-parallel tables and this rank's output
-//                       is not empty, else 0.
-//     => a forward takes at most 2.
+//                       is not empty, else 0 (the same forwards).
+//     => a forward takes 1 at world 1 when pooled, at most 2 otherwise.
 //   ApplySharded        0 without ids for this rank's sharded tables; 1 when every shard with
 //                       ids takes the fused backward; +1 when some shard aggregates (the
 //                       unique-row counts are read on the host: sequence collections, column
@@ -24,7 +29,8 @@
 //   ApplyRows..FinishRows  1 for all data-parallel tables together when any row was touched.
 //     => a backward takes at most 4 (at most 2 in a pooled collection without row statistics
 //        shared between column shards).
-// Host <-> device copies: LookupToSend 1 up + 1 down; LookupDataParallel 1 up + 1 down;
+// Host <-> device copies: LookupCombine 1 up (runs, the combine's bags, data-parallel ids) + 1
+// down (the output); LookupToSend 1 up + 1 down; LookupDataParallel 1 up + 1 down;
 // ApplySharded 1 up (runs and gradients) when it has ids, 1 down per shard with exchanged
 // statistics and 1 up per shard that receives full statistics; ApplyRows 1 up per data-parallel
 // table with touched rows. (Counted through the fake plugin by embedding_gpu_staging_test.cc.)
@@ -37,11 +43,13 @@
 //   Forward:  the input exchange: the counts all-to-all (which also carries every rank's
 //             verdict), staged (1 wait: THE sync that learns the received sizes), then the ids
 //             all-to-all, staged too (1 wait; the ids are routed on the host, so they leave from
-//             host memory). LookupExchange: runs 1 up; lookups into io_; the return message
-//             all-to-all from io_ into a device block (device); the received rows and this rank's
-//             own rows 2 down (the combine is on the host); 1 wait. LookupDataParallel as above.
-//             => 3 waits (+1 with data-parallel tables), against 1 device wait plus the host
-//             collectives over Gloo.
+//             host memory). LookupCombine (pooled): runs, the combine's bags and the
+//             data-parallel ids 1 up; lookups into io_; the return message all-to-all from io_
+//             into io_'s tail (device); the combine and data-parallel lookups into the device
+//             output, 1 down; 1 wait. Sequence collections: LookupExchange (the received rows
+//             and this rank's own rows 2 down, combined on the host) and LookupDataParallel.
+//             => 3 waits pooled (sequence: 3, +1 with data-parallel tables), against 1 device
+//             wait plus the host collectives over Gloo.
 //   Backward: the verdict all-reduce, staged (1 wait). ApplySharded: runs and own rows 1 up (as
 //             above) + the packed gradient message 1 up; the gradient all-to-all from there
 //             straight into the block the kernels read (device), queued before them; then the
@@ -116,6 +124,17 @@ class DeviceStep {
   // rank calls it, with or without runs (the exchange is collective).
   Status LookupExchange(const RoutedBatch& rb, const DeviceExchange& x, float* recv, float* send);
 
+  // Forward of a pooled collection whose returned rows reach the device (world 1, or `x` over a
+  // device communicator, else null): the lookups into io_, the return exchange from there into
+  // io_'s tail, the combine of every returned row and the data-parallel lookups straight into a
+  // device output block, all queued in ONE phase; the output ([batch_size, output_dim] floats)
+  // is downloaded into `out` with the phase's one wait. The combine runs through the lookup
+  // kernel: the rows in io_ are a table of stride 1 whose row ids are float offsets, and output
+  // row b of a (pair, column slice) is a bag of the returned rows aimed at it, in (rank, unit)
+  // order, so sums come out as CombineOutput's. The MEAN divide is left to the caller
+  // (DivideMeans). With `x` every rank calls it, with or without runs.
+  Status LookupCombine(const RoutedBatch& rb, const DeviceExchange* x, float* out);
+
   // Forward, sample side: the data-parallel tables' lookups of this rank's own samples (their
   // ids, weights and offsets staged to the device), written into their columns of `out`
   // ([rows, output_dim], host) as CombineOutput does on the host; the other columns are left
@@ -149,13 +168,24 @@ class DeviceStep {
   // Room in runs_buf_ for the batch's runs and `extra_bytes` more (before a phase queues work).
   Status ReserveRuns(const RoutedBatch& rb, size_t extra_bytes, const char* what);
   // Stages the batch's runs (the received ids, this rank's own message, the bag offsets) and
-  // `extra` (the backward's gradient message; *extra_dev receives its device address) into
-  // runs_buf_ with one copy, and keeps per local shard the runs with their pointers translated.
+  // up to kMaxExtra `extra` pieces (the backward's gradient message; the combine's bags and the
+  // data-parallel ids) into runs_buf_ with one copy, and keeps per local shard the runs with
+  // their pointers translated; extra_dev[k] receives extra piece k's device address.
+  static constexpr size_t kMaxExtra = 5;
+  Status ReserveRuns(const RoutedBatch& rb, const DeviceStaging::Piece* extra, size_t num_extra,
+                     const char* what);
+  Status UploadRuns(const RoutedBatch& rb, const DeviceStaging::Piece* extra, size_t num_extra,
+                    uint8_t** extra_dev);
   Status UploadRuns(const RoutedBatch& rb, const void* extra, size_t extra_bytes, void** extra_dev);
+  // The combine's bags for `rb` (comb_offsets_, comb_ids_) with the returned rows of the other
+  // ranks at io_ + rb.ret_floats_total on (in rank order) and this rank's own at
+  // io_ + rb.ret_self_offset.
+  void BuildCombine(const RoutedBatch& rb);
   kernels::DeviceRuns Runs(size_t local) const;
   // Stages the batch's runs and queues every local shard's lookups into io_ (which must hold the
   // return message), within a phase the caller began.
-  Status QueueLookups(const RoutedBatch& rb);
+  Status QueueLookups(const RoutedBatch& rb, const DeviceStaging::Piece* extra, size_t num_extra,
+                      uint8_t** extra_dev);
   // Allocates every per-step buffer for the worst case within `capacity`.
   Status Presize(const StepCapacity& capacity);
   // Bounded wait for everything queued on the step's stream (kTimeout after kDeviceWaitMs).
@@ -198,6 +228,18 @@ class DeviceStep {
   std::vector<std::unique_ptr<DeviceBuffer>> uniq_grads_;
   std::vector<std::unique_ptr<DeviceBuffer>> stats_;
   std::vector<kernels::LookupJob> jobs_;
+  // The combine (LookupCombine): output column groups (a sharded pair's column slice: all its
+  // row blocks' units add into it), each unit's group, and the batch's bags per group.
+  struct CombineGroup {
+    int64_t col = 0;
+    int32_t cols = 0;
+  };
+  std::vector<CombineGroup> groups_;
+  std::vector<int32_t> unit_group_;
+  std::vector<int64_t> comb_offsets_;  // per group batch_size + 1 offsets into comb_ids_
+  std::vector<int64_t> comb_ids_;      // float offsets of returned rows in io_
+  std::vector<int64_t> comb_cursor_;
+  DeviceBuffer out_;  // the combined output on the device
 };
 
 }  // namespace shardrec::embedding

@@ -78,7 +78,14 @@ Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params
     }
   }
   SR_RETURN_IF_ERROR(kernels::Lookup(ctx, *jobs));
-  if (l.sequence) return Status::Ok();
+  DivideMeans(ctx, l, rb, out);
+  return Status::Ok();
+}
+
+void DivideMeans(const ExecContext& ctx, const Layout& l, const RoutedBatch& rb, float* out) {
+  if (l.sequence) return;
+  const int64_t D = l.output_dim;
+  const int64_t B = rb.batch_size;
   ctx.ParallelFor(0, B, 64, [&](int64_t b0, int64_t b1) {
     for (size_t p = 0; p < l.pairs.size(); ++p) {
       const Pair& pair = l.pairs[p];
@@ -91,7 +98,6 @@ Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params
       }
     }
   });
-  return Status::Ok();
 }
 
 void PackGradients(const ExecContext& ctx, const Layout& l, const RoutedBatch& rb,

@@ -36,6 +36,11 @@ Status CombineOutput(const ExecContext& ctx, const Layout& layout, ParamStore& p
                      std::vector<kernels::LookupJob>* jobs, float* out,
                      DeviceStep* device = nullptr);
 
+// The MEAN pairs' columns of a pooled output divided by their bags' divisors (rb.mean_div; an
+// empty bag gives 0), in parallel over samples; the last step of CombineOutput, and of a forward
+// combined on the device (DeviceStep::LookupCombine). Nothing for sequence collections.
+void DivideMeans(const ExecContext& ctx, const Layout& layout, const RoutedBatch& rb, float* out);
+
 // Backward, sample side: for every row that came back in forward, its slice of `grad` (divided by
 // the bag's divisor for MEAN): the other ranks' rows into `send` in the layout `recv` had in
 // forward, this rank's own rows straight to `self`, where its shards read their gradients.

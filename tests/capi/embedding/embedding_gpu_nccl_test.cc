@@ -286,12 +286,15 @@ TEST(EmbeddingGpuNccl, ADeadPeerTimesOut) {
 // no data-parallel table, no row statistics: the counts device_step.h states), counted by the
 // fake's runtime counters with both ranks' calls between barriers; a repeated batch, so no
 // buffer grows. Forward: the counts (which carry the verdict) and the ids (staged) and the
-// lookup exchange, one wait each; backward: the verdict (staged) and the fused backward's wait.
+// lookup exchange with the combine on the device (data-parallel lookups included), one wait
+// each; backward: the verdict (staged) and the fused backward's wait, plus the data-parallel
+// all-reduce (staged) and its updates with a data-parallel table.
 // With column shards of row-wise Adagrad the backward aggregates and exchanges row statistics:
 // the unique-row counts' wait, then the statistics phase, whose exchange over NCCL travels
 // between device blocks inside that phase (no wait of its own), then the updates' wait.
 void CountWaits(std::vector<int32_t> sharding, int32_t optimizer, int64_t bwd_waits,
                 int64_t bwd_down) {
+  SCOPED_TRACE(::testing::Message() << "sharding " << ::testing::PrintToString(sharding));
   Scenario s = StandardScenario(2, kTW, kSum);
   s.sharding = std::move(sharding);
   s.optimizer.type = optimizer;
@@ -345,12 +348,13 @@ void CountWaits(std::vector<int32_t> sharding, int32_t optimizer, int64_t bwd_wa
       }
     }
   });
-  // Per rank: forward 3 waits, at most 3 up (counts, ids, runs) and 4 down (counts, ids,
-  // received rows, own rows); backward `bwd_waits`, at most 1 + 2 up (+ the full statistics),
-  // `bwd_down` down.
+  // Per rank: forward 3 waits, at most 3 up (counts, ids, runs with the combine's bags and the
+  // data-parallel ids) and 3 down (counts, ids, the combined output: the returned rows stay on
+  // the device); backward `bwd_waits`, at most 1 + 2 up (+ the full statistics), `bwd_down`
+  // down.
   EXPECT_EQ(fwd[0], 2 * 3);
   EXPECT_LE(fwd[1], 2 * 3);
-  EXPECT_LE(fwd[2], 2 * 4);
+  EXPECT_LE(fwd[2], 2 * 3);
   EXPECT_EQ(bwd[0], 2 * bwd_waits);
   EXPECT_LE(bwd[2], 2 * bwd_down);
 }
@@ -364,6 +368,9 @@ TEST(EmbeddingGpuNccl, WaitsAndCopiesPerPhaseAreAsDocumented) {
   // exchange inside), the updates: 4 (5 with the exchange staged). Down: the verdict, the counts
   // come through pinned words (no copy), per table the partial statistics and the received ones.
   CountWaits({kCW, kCW, kCW}, kRowAdagrad, 4, 1 + 3 + 3);
+  // A data-parallel table: no wait of its own in forward (was one more); backward adds the
+  // all-reduce (staged: 1 wait, 1 down) and the updates' wait.
+  CountWaits({kDP, kRW, kTW}, kSgd, 4, 1 + 1);
 }
 
 }  // namespace

@@ -85,8 +85,8 @@ class DeviceArena {
     if (v.empty()) return nullptr;
     auto* d = static_cast<T*>(Alloc(v.size() * sizeof(T)));
     // Waited for: callers pass temporaries, and a deferred copy must not read them after return.
-    Status s = rt_->MemcpyAsync(0, d, v.data(), v.size() * sizeof(T),
-                                core::CopyKind::kHostToDevice, nullptr);
+    Status s = rt_->MemcpyAsync(0, d, v.data(), v.size() * sizeof(T), core::CopyKind::kHostToDevice,
+                                nullptr);
     if (s.ok()) s = rt_->StreamWait(0, nullptr, kWaitMs);
     EXPECT_TRUE(s.ok()) << s.ToString();
     return d;
