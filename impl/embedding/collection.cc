@@ -303,6 +303,25 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
     spare_ = std::move(rb);
     return s;
   }
+  if (device_comm_ != nullptr) {
+    // NCCL runs operations of different communicators safely only in separate epochs, issued in
+    // the same order on every rank; a worker thread exchanging while this thread's backward or
+    // mesh sync uses the step's communicator gives neither. So over NCCL the exchange completes
+    // here, at the point of the call sequence every rank shares, and input_dist_wait returns at
+    // once (what overlaps with the caller's work is only what runs before this call).
+    Status s;
+    {
+      ScopedTimer t(&timings_.comm_seconds);
+      s = ExchangeInput(layout_, *input_comm_, Status::Ok(), rb.get());
+    }
+    if (s.ok()) s = UnpackInput(layout_, rb.get());
+    if (!s.ok()) {
+      spare_ = std::move(rb);
+      return s;
+    }
+    pending_ = std::move(rb);
+    return Status::Ok();
+  }
   pending_ = std::move(rb);
   RoutedBatch* p = pending_.get();
   p->worker_seconds = 0;

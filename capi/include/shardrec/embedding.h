@@ -308,11 +308,17 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward(shardrec_embedding_t* 
  * as soon as this returns. At most one distribution may be in flight. Collective.
  * A rank whose batch is invalid returns SHARDREC_EINVAL here (after telling its peers, whose
  * input_dist_wait then fails); nothing is in flight on any rank afterwards.
+ * Over an NCCL communicator (a GPU collection) the exchange completes within this call, on the
+ * calling thread, and input_dist_wait returns at once: NCCL promises progress for operations of
+ * two communicators only when they are not in flight together and every rank issues them in the
+ * same order, which a background exchange beside the caller's backward or 2D sync would break.
+ * There a peer's rejection or a communication failure is returned by this call.
  * @param coll   [in] Must not be NULL.
  * @param batch  [in] This rank's batch; must not be NULL; borrowed for the call only.
  * @param stream Ignored on the host.
- * @return SHARDREC_OK; SHARDREC_EINVAL for an invalid batch; SHARDREC_EUSAGE when a
- *         distribution is already in flight.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for an invalid batch (here or, over NCCL, a peer's);
+ *         SHARDREC_EUSAGE when a distribution is already in flight; over NCCL also
+ *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
  * Thread-safety: one thread at a time per collection.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_input_dist_start(shardrec_embedding_t* coll,

@@ -239,6 +239,52 @@ TEST(EmbeddingGpuNccl, ARejectedBatchOnOneRankFailsEveryRank) {
   });
 }
 
+// The pipelined entry points over NCCL: the exchange completes inside input_dist_start (no
+// background exchange beside the caller's other collectives), so a peer's rejection comes back
+// from that call on every rank, nothing is left in flight (wait: EUSAGE), and a good batch then
+// goes through start / wait (at once) / forward_distributed.
+TEST(EmbeddingGpuNccl, InputDistStartCompletesTheExchange) {
+  REQUIRE_WORLD(2);
+  Scenario s = StandardScenario(2, kRW, kSum);
+  s.steps = 2;
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  const auto batches = MakeBatches(s, ref);
+  PlanPtr plan = MakePlan(s);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  shardrec_unique_id_t id;
+  ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK);
+  SpawnRanks(2, [&](int r) {
+    CommPtr nccl(NcclComm(id, 2, r, 30000));
+    ASSERT_NE(nccl, nullptr);
+    const shardrec_embedding_options_t od = Options(s, true);
+    shardrec_embedding_t* d = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&d, plan.get(), nccl.get(), &opt, &od), SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr cd(d);
+    int64_t dim = 0;
+    shardrec_embedding_output_dim(d, &dim);
+    RefBatch bad = batches[0][r];
+    ASSERT_FALSE(bad.ids.empty());
+    if (r == 1) bad.ids[0] = 1000000;  // no table has that row
+    KjtHolder kjt(bad, s.num_features, false);
+    EXPECT_EQ(shardrec_embedding_input_dist_start(d, kjt.view(), nullptr), SHARDREC_EINVAL)
+        << "rank " << r;
+    EXPECT_EQ(shardrec_embedding_input_dist_wait(d, nullptr), SHARDREC_EUSAGE) << "rank " << r;
+    KjtHolder good(batches[1][r], s.num_features, false);
+    std::vector<float> out(static_cast<size_t>(batches[1][r].batch_size * dim));
+    ASSERT_EQ(shardrec_embedding_input_dist_start(d, good.view(), nullptr), SHARDREC_OK)
+        << "rank " << r << ": " << shardrec_last_error();
+    ASSERT_EQ(shardrec_embedding_input_dist_wait(d, nullptr), SHARDREC_OK);
+    EXPECT_EQ(shardrec_embedding_forward_distributed(d, out.data(), out.size(), nullptr),
+              SHARDREC_OK)
+        << "rank " << r << ": " << shardrec_last_error();
+    std::vector<float> again(out.size());
+    EXPECT_EQ(shardrec_embedding_forward(d, good.view(), again.data(), again.size(), nullptr),
+              SHARDREC_OK);
+    EXPECT_TRUE(BitEqual(out, again)) << "rank " << r;
+  });
+}
+
 // A peer that never calls: the waiting rank's forward returns ETIMEOUT within (about) the
 // communicator's timeout instead of hanging.
 TEST(EmbeddingGpuNccl, ADeadPeerTimesOut) {
