@@ -297,5 +297,59 @@ TEST(GpuStagingHints, BadHintsAreRejected) {
   }
 }
 
+// A device copy that fails inside a forward (the phase's upload, the output's download) fails
+// that forward with SHARDREC_ECUDA naming the injected failure and changes nothing: the same
+// batch then trains to a host collection's bits (a pooled plan with a data-parallel table and
+// MEAN pooling: the forward's one combined phase).
+TEST(GpuStagingFailure, AFailedCopyInAForwardChangesNothing) {
+  REQUIRE_FAKE();
+  if (!FakeFailCopyAfter(-1)) GTEST_SKIP() << "needs the fake plugin's failure injection";
+  Scenario s = StandardScenario(1, kRW, kMean);
+  s.sharding = {kDP, kRW, kTW};
+  s.optimizer.type = kRowAdagrad;
+  s.steps = 2;
+  const TrainingSetup ts(s);
+  ASSERT_NE(ts.plan, nullptr);
+  shardrec_embedding_options_t oh;
+  shardrec_embedding_options_init(&oh, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+  oh.seed = s.seed;
+  shardrec_embedding_options_t od = oh;
+  od.device_type = SHARDREC_DEVICE_CUDA;
+  CollPtr ch, cd;
+  ASSERT_NO_FATAL_FAILURE(CreateHostAndGpu(ts.plan.get(), 1, 0, ts.opt, oh, od, &ch, &cd));
+  shardrec_embedding_t* h = ch.get();
+  shardrec_embedding_t* d = cd.get();
+  int64_t dim = 0;
+  shardrec_embedding_output_dim(d, &dim);
+  for (int step = 0; step < s.steps; ++step) {
+    const RefBatch& rb = ts.batches[step][0];
+    KjtHolder kjt(rb, s.num_features, false);
+    const size_t n = OutputLen(rb, false, dim);
+    std::vector<float> out_h(n), out_d(n);
+    for (int64_t after : {0, 1}) {
+      ASSERT_TRUE(FakeFailCopyAfter(after));
+      EXPECT_EQ(shardrec_embedding_forward(d, kjt.view(), out_d.data(), n, nullptr), SHARDREC_ECUDA)
+          << "step " << step << " copy " << after;
+      const std::string err = shardrec_last_error();
+      FakeFailCopyAfter(-1);
+      EXPECT_NE(err.find("injected device failure"), std::string::npos) << err;
+      // No forward took place: there is nothing for a backward to apply to.
+      if (step > 0) {
+        std::vector<float> g = ts.grads[step][0];
+        EXPECT_EQ(shardrec_embedding_backward(d, g.data(), g.size(), nullptr), SHARDREC_EUSAGE);
+      }
+    }
+    ASSERT_EQ(shardrec_embedding_forward(h, kjt.view(), out_h.data(), n, nullptr), SHARDREC_OK);
+    ASSERT_EQ(shardrec_embedding_forward(d, kjt.view(), out_d.data(), n, nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+    EXPECT_TRUE(BitEqual(out_h, out_d)) << "step " << step;
+    std::vector<float> g = ts.grads[step][0];
+    ASSERT_EQ(shardrec_embedding_backward(h, g.data(), g.size(), nullptr), SHARDREC_OK);
+    ASSERT_EQ(shardrec_embedding_backward(d, g.data(), g.size(), nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+  }
+  ExpectSameTensors(Snapshot(h, s), Snapshot(d, s), "");
+}
+
 }  // namespace
 }  // namespace shardrec::testing
