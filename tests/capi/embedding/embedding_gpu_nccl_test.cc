@@ -13,6 +13,7 @@
 #include <barrier>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -53,6 +54,28 @@ struct Case {
 std::string CaseName(const ::testing::TestParamInfo<Case>& i) { return i.param.name; }
 
 class NcclVsGloo : public ::testing::TestWithParam<Case> {};
+
+// Ranks of `s.world` as threads, each with an NCCL communicator (the double on the CPU) of
+// timeout `timeout_ms` and a GPU collection of `plan` over it; body(r, collection, output_dim)
+// runs on rank r's thread, and the collection goes before its communicator.
+void ForEachNcclRank(const Scenario& s, const shardrec_plan_t* plan,
+                     const shardrec_optimizer_config_t& opt, int64_t timeout_ms,
+                     const std::function<void(int, shardrec_embedding_t*, int64_t)>& body) {
+  shardrec_unique_id_t id;
+  ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK);
+  SpawnRanks(s.world, [&](int r) {
+    CommPtr nccl(NcclComm(id, s.world, r, timeout_ms));
+    ASSERT_NE(nccl, nullptr);
+    const shardrec_embedding_options_t od = Options(s, true);
+    shardrec_embedding_t* d = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&d, plan, nccl.get(), &opt, &od), SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr cd(d);
+    int64_t dim = 0;
+    shardrec_embedding_output_dim(d, &dim);
+    body(r, d, dim);
+  });
+}
 
 TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
   const Case& c = GetParam();
@@ -211,18 +234,7 @@ TEST(EmbeddingGpuNccl, ARejectedBatchOnOneRankFailsEveryRank) {
   const auto batches = MakeBatches(s, ref);
   PlanPtr plan = MakePlan(s);
   const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
-  shardrec_unique_id_t id;
-  ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK);
-  SpawnRanks(2, [&](int r) {
-    CommPtr nccl(NcclComm(id, 2, r, 30000));
-    ASSERT_NE(nccl, nullptr);
-    const shardrec_embedding_options_t od = Options(s, true);
-    shardrec_embedding_t* d = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&d, plan.get(), nccl.get(), &opt, &od), SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr cd(d);
-    int64_t dim = 0;
-    shardrec_embedding_output_dim(d, &dim);
+  ForEachNcclRank(s, plan.get(), opt, 30000, [&](int r, shardrec_embedding_t* d, int64_t dim) {
     RefBatch bad = batches[0][r];
     ASSERT_FALSE(bad.ids.empty());
     if (r == 1) bad.ids[0] = 1000000;  // no table has that row
@@ -251,18 +263,7 @@ TEST(EmbeddingGpuNccl, InputDistStartCompletesTheExchange) {
   const auto batches = MakeBatches(s, ref);
   PlanPtr plan = MakePlan(s);
   const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
-  shardrec_unique_id_t id;
-  ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK);
-  SpawnRanks(2, [&](int r) {
-    CommPtr nccl(NcclComm(id, 2, r, 30000));
-    ASSERT_NE(nccl, nullptr);
-    const shardrec_embedding_options_t od = Options(s, true);
-    shardrec_embedding_t* d = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&d, plan.get(), nccl.get(), &opt, &od), SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr cd(d);
-    int64_t dim = 0;
-    shardrec_embedding_output_dim(d, &dim);
+  ForEachNcclRank(s, plan.get(), opt, 30000, [&](int r, shardrec_embedding_t* d, int64_t dim) {
     RefBatch bad = batches[0][r];
     ASSERT_FALSE(bad.ids.empty());
     if (r == 1) bad.ids[0] = 1000000;  // no table has that row
@@ -295,25 +296,14 @@ TEST(EmbeddingGpuNccl, ADeadPeerTimesOut) {
   const auto batches = MakeBatches(s, ref);
   PlanPtr plan = MakePlan(s);
   const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
-  shardrec_unique_id_t id;
-  ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK);
   constexpr int64_t kTimeoutMs = 1500;
   std::atomic<bool> rank0_done{false};
-  SpawnRanks(2, [&](int r) {
-    CommPtr nccl(NcclComm(id, 2, r, kTimeoutMs));
-    ASSERT_NE(nccl, nullptr);
-    const shardrec_embedding_options_t od = Options(s, true);
-    shardrec_embedding_t* d = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&d, plan.get(), nccl.get(), &opt, &od), SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr cd(d);
+  ForEachNcclRank(s, plan.get(), opt, kTimeoutMs, [&](int r, shardrec_embedding_t* d, int64_t dim) {
     if (r == 1) {
       // Alive but silent until rank 0 has given up.
       while (!rank0_done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
       return;
     }
-    int64_t dim = 0;
-    shardrec_embedding_output_dim(d, &dim);
     KjtHolder kjt(batches[0][0], s.num_features, false);
     std::vector<float> out(static_cast<size_t>(batches[0][0].batch_size * dim));
     const auto t0 = std::chrono::steady_clock::now();
@@ -350,24 +340,13 @@ void CountWaits(std::vector<int32_t> sharding, int32_t optimizer, int64_t bwd_wa
   const auto grads = MakeGrads(s, batches, ref.output_dim());
   PlanPtr plan = MakePlan(s);
   const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
-  shardrec_unique_id_t id;
-  ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK);
   std::barrier meet(2);
   int64_t fwd[3] = {};  // syncs, copies up, copies down (both ranks)
   int64_t bwd[3] = {};
   const auto read = [](int64_t* out) {
     for (int k = 0; k < 3; ++k) out[k] = RuntimeCounter(k);
   };
-  SpawnRanks(2, [&](int r) {
-    CommPtr nccl(NcclComm(id, 2, r, 30000));
-    ASSERT_NE(nccl, nullptr);
-    const shardrec_embedding_options_t od = Options(s, true);
-    shardrec_embedding_t* d = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&d, plan.get(), nccl.get(), &opt, &od), SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr cd(d);
-    int64_t dim = 0;
-    shardrec_embedding_output_dim(d, &dim);
+  ForEachNcclRank(s, plan.get(), opt, 30000, [&](int r, shardrec_embedding_t* d, int64_t) {
     KjtHolder kjt(batches[0][r], s.num_features, false);
     std::vector<float> g = grads[0][r];
     std::vector<float> out(g.size());
