@@ -160,6 +160,11 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward_tensor(shardrec_embedd
     if (conv.ok())
       conv =
           shardrec::capi::ToFloatRows(out, coll->impl->output_dim(), "out", &data, &count, &device);
+    if (conv.ok() && coll->impl->WritesDeviceOutput(device)) {
+      // A GPU collection that combines on the device writes the view itself (device to device).
+      const embedding::DeviceOutput direct{stream};
+      return coll->impl->Forward(b, data, count, conv, &direct);
+    }
     if (conv.ok()) conv = coll->staging.OutputTarget(device, data, count, &target);
     SR_RETURN_IF_ERROR(coll->impl->Forward(b, target, count, conv));
     return coll->staging.FinishOutput(device, data, count, stream, coll->impl->comm().timeout());
@@ -178,6 +183,10 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward_distributed_tensor(
     shardrec::Device device;
     Status conv =
         shardrec::capi::ToFloatRows(out, coll->impl->output_dim(), "out", &data, &count, &device);
+    if (conv.ok() && coll->impl->WritesDeviceOutput(device)) {
+      const embedding::DeviceOutput direct{stream};
+      return coll->impl->ForwardDistributed(data, count, conv, &direct);
+    }
     if (conv.ok()) conv = coll->staging.OutputTarget(device, data, count, &target);
     SR_RETURN_IF_ERROR(coll->impl->ForwardDistributed(target, count, conv));
     return coll->staging.FinishOutput(device, data, count, stream, coll->impl->comm().timeout());

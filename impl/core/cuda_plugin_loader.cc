@@ -108,6 +108,15 @@ Status HasRouteEntries(const shardrec_cuda_plugin_table_t& t, const std::string&
   return Status::Ok();
 }
 
+Status HasMeanEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path) {
+  const size_t need =
+      offsetof(shardrec_cuda_plugin_table_t, emb_divide_means) + sizeof(t.emb_divide_means);
+  if (t.struct_size < need || t.emb_divide_means == nullptr)
+    return Status::Unsupported("the CUDA plugin ", path,
+                               " predates the device MEAN divide (emb_divide_means)");
+  return Status::Ok();
+}
+
 Status FromPlugin(int32_t rc, const shardrec_plugin_status_t& status) {
   if (rc == 0) return Status::Ok();
   const size_t len = strnlen(status.message, sizeof(status.message));

@@ -218,6 +218,15 @@ typedef struct shardrec_plugin_route {
 #define SHARDREC_PLUGIN_ROUTE_COUNT 0
 #define SHARDREC_PLUGIN_ROUTE_FILL 1
 
+/* One column range of emb_divide_means: columns [col, col + cols) of every row r of the
+ * output are divided by div[r] (device memory), or set to 0 where div[r] is 0. */
+typedef struct shardrec_plugin_mean_job {
+  int64_t col;
+  int32_t cols;
+  int32_t reserved;
+  const float* div;
+} shardrec_plugin_mean_job_t;
+
 typedef struct shardrec_cuda_plugin_table {
   uint32_t struct_size; /* sizeof(shardrec_cuda_plugin_table_t) in the plugin's build */
   uint32_t abi_version; /* SHARDREC_CUDA_PLUGIN_ABI_VERSION of the plugin's build */
@@ -408,6 +417,16 @@ typedef struct shardrec_cuda_plugin_table {
   /* Destroys a stream of stream_create; work still queued on it completes first (CUDA's
    * semantics). A NULL stream is kOk. */
   int32_t (*stream_destroy)(int32_t device, void* stream, shardrec_plugin_status_t* status);
+
+  /* ---- Appended after the stream entries: the MEAN divide of a pooled output combined on the
+   * device. A plugin whose struct_size ends before it loads, and a GPU collection then divides on
+   * the host (core::HasMeanEntries). ---- */
+
+  /* kernels::cuda::DivideMeans: out is [rows, stride] floats (device memory); num_jobs jobs
+   * (host array, their div arrays in device memory). Enqueued on `stream`. */
+  int32_t (*emb_divide_means)(int32_t device, float* out, int64_t rows, int64_t stride,
+                              const shardrec_plugin_mean_job_t* jobs, size_t num_jobs, void* stream,
+                              shardrec_plugin_status_t* status);
 } shardrec_cuda_plugin_table_t;
 
 /* The table's size before the dense entries: the smallest a loader of this build accepts. */
@@ -420,6 +439,9 @@ typedef struct shardrec_cuda_plugin_table {
   offsetof(shardrec_cuda_plugin_table_t, emb_route_temp_bytes)
 /* The table's size before the stream entries (a plugin with the route entries). */
 #define SHARDREC_CUDA_PLUGIN_TABLE_ROUTE_SIZE offsetof(shardrec_cuda_plugin_table_t, stream_create)
+/* The table's size before the MEAN divide entry (a plugin with the stream entries). */
+#define SHARDREC_CUDA_PLUGIN_TABLE_STREAM_SIZE \
+  offsetof(shardrec_cuda_plugin_table_t, emb_divide_means)
 
 /* Exported by the plugin under the two symbol names above. The table getter returns NULL when
  * the plugin does not speak `abi_version`. */

@@ -154,6 +154,18 @@ int32_t EmbApply(int32_t device, const shardrec_plugin_optimizer_t* config, int6
   });
 }
 
+int32_t EmbDivideMeans(int32_t device, float* out, int64_t rows, int64_t stride,
+                       const shardrec_plugin_mean_job_t* jobs, size_t num_jobs, void* stream,
+                       shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_divide_means", device, stream, [&](const ExecContext& ctx) -> Status {
+    if (jobs == nullptr && num_jobs > 0) return Status::InvalidArgument("jobs must not be NULL");
+    std::vector<embedding::kernels::MeanJob> j;
+    j.reserve(num_jobs);
+    for (size_t k = 0; k < num_jobs; ++k) j.push_back({jobs[k].col, jobs[k].cols, jobs[k].div});
+    return kcuda::DivideMeans(ctx, out, rows, stride, j);
+  });
+}
+
 int32_t EmbRouteTempBytes(int32_t device, int64_t max_items, size_t* bytes,
                           shardrec_plugin_status_t* st) {
   return OnDevice(st, "emb_route_temp_bytes", device, nullptr,

@@ -163,6 +163,7 @@ const shardrec_cuda_plugin_table_t kTable = {
     &entry::EmbRoute,
     &StreamCreateEntry,
     &StreamDestroyEntry,
+    &entry::EmbDivideMeans,
 };
 
 }  // namespace

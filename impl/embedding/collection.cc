@@ -264,7 +264,7 @@ Status EmbeddingCollection::Agree(const Status& local, const char* what) {
 }
 
 Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_len,
-                                    const Status& rejected) {
+                                    const Status& rejected, const DeviceOutput* device_out) {
   if (pending_ != nullptr)
     return Status::InvalidUsage(
         "an input distribution is in flight; finish it with "
@@ -285,7 +285,7 @@ Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_l
     spare_ = std::move(rb);
     return s;
   }
-  return Distribute(std::move(rb), out, out_len, Status::Ok());
+  return Distribute(std::move(rb), out, out_len, Status::Ok(), device_out);
 }
 
 Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rejected) {
@@ -352,17 +352,18 @@ Status EmbeddingCollection::WaitInputDist() {
   return Status::Ok();
 }
 
-Status EmbeddingCollection::ForwardDistributed(float* out, size_t out_len, const Status& rejected) {
+Status EmbeddingCollection::ForwardDistributed(float* out, size_t out_len, const Status& rejected,
+                                               const DeviceOutput* device_out) {
   if (pending_ == nullptr || pending_work_ != nullptr)
     return Status::InvalidUsage(pending_ == nullptr
                                     ? "no input distribution was started"
                                     : "call input_dist_wait before forward_distributed");
   ScopedTimer total(&timings_.total_seconds);
-  return Distribute(std::move(pending_), out, out_len, rejected);
+  return Distribute(std::move(pending_), out, out_len, rejected, device_out);
 }
 
 Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* out, size_t out_len,
-                                       const Status& rejected) {
+                                       const Status& rejected, const DeviceOutput* device_out) {
   const size_t rows = static_cast<size_t>(layout_.sequence ? rb->num_values : rb->batch_size);
   const size_t need = rows * static_cast<size_t>(layout_.output_dim);
   Status local = rejected;
@@ -375,13 +376,17 @@ Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* o
   else if (need > 0 && out == nullptr)
     local = Status::InvalidArgument("out must not be NULL");
   // The output exchange is collective: a rank with a bad output buffer still takes part.
+  if (local.ok() && device_out != nullptr && !WritesDeviceOutput(options_.device))
+    local = Status::Internal("a device output for a collection that does not write one");
   if (local.ok() && CombinesOnDevice()) {
     Status s;
+    const CombineOut target{out, device_out != nullptr,
+                            device_out != nullptr ? device_out->stream : nullptr};
     {
       ScopedTimer phase(&timings_.lookup_seconds);
-      s = LookupCombineOnDevice(*rb, out);
+      s = LookupCombineOnDevice(*rb, target);
     }
-    if (s.ok()) {
+    if (s.ok() && device_out == nullptr) {
       ScopedTimer phase(&timings_.output_dist_seconds);
       DivideMeans(exec_, layout_, *rb, out);
     }
@@ -404,7 +409,16 @@ bool EmbeddingCollection::CombinesOnDevice() const {
          (device_comm_ != nullptr && options_.forward_encoding == comm::Encoding::kFp32);
 }
 
-Status EmbeddingCollection::LookupCombineOnDevice(RoutedBatch& rb, float* out) {
+bool EmbeddingCollection::WritesDeviceOutput(const Device& device) const {
+  if (!device.is_cuda() || device_ == nullptr || device.index != options_.device.index ||
+      !CombinesOnDevice())
+    return false;
+  for (const Pair& p : layout_.pairs)
+    if (p.mean) return DeviceStep::HasMeanDivide();
+  return true;
+}
+
+Status EmbeddingCollection::LookupCombineOnDevice(RoutedBatch& rb, const CombineOut& out) {
   // Backward writes the gradient message into these (PackGradients), so they keep their sizes.
   ret_send_.resize(rb.ret_floats_total);
   size_t recv_total = 0;

@@ -108,9 +108,15 @@ class EmbeddingCollection {
   EmbeddingCollection& operator=(const EmbeddingCollection&) = delete;
 
   // Start + wait + ForwardDistributed in one call. `rejected` as in Create: this rank's input
-  // was refused before it became a Batch (the batch is then ignored).
+  // was refused before it became a Batch (the batch is then ignored). `device_out` non-null: `out`
+  // is device memory of the collection's device (only where WritesDeviceOutput says so); the
+  // output is written there device to device, ordered on device_out->stream and waited for.
   Status Forward(const Batch& batch, float* out, size_t out_len,
-                 const Status& rejected = Status::Ok());
+                 const Status& rejected = Status::Ok(), const DeviceOutput* device_out = nullptr);
+  // Whether a forward can write its output straight into device memory on `device` (a pooled GPU
+  // collection on that device whose forward combines on the device, with a plugin that divides
+  // MEAN outputs there when the plan has any); otherwise device outputs are staged by the caller.
+  bool WritesDeviceOutput(const Device& device) const;
   // Routes `batch` and queues its id exchange on the collection's communication worker (a
   // private communicator); `batch` may be reused as soon as this returns.
   Status StartInputDist(const Batch& batch, const Status& rejected = Status::Ok());
@@ -118,7 +124,8 @@ class EmbeddingCollection {
   // Lookup and output distribution of the batch whose input distribution has completed. A rank
   // whose output buffer is unusable (`rejected`, or a wrong out_len) still takes part in the
   // exchange and then fails alone; the batch is dropped on that rank.
-  Status ForwardDistributed(float* out, size_t out_len, const Status& rejected = Status::Ok());
+  Status ForwardDistributed(float* out, size_t out_len, const Status& rejected = Status::Ok(),
+                            const DeviceOutput* device_out = nullptr);
   // Gradient of the last forward's output; applies the fused optimizer. A rejection on any rank
   // (`rejected`, a wrong grad_len, no forward) fails the call on every rank, changing nothing.
   Status Backward(const float* grad, size_t grad_len, const Status& rejected = Status::Ok());
@@ -168,10 +175,10 @@ class EmbeddingCollection {
   // Whether a forward's returned rows are combined on the device (DeviceStep::LookupCombine):
   // a pooled GPU collection at world 1, or over NCCL with fp32 messages.
   bool CombinesOnDevice() const;
-  Status LookupCombineOnDevice(RoutedBatch& rb, float* out);
+  Status LookupCombineOnDevice(RoutedBatch& rb, const CombineOut& out);
   // The lookup and output distribution of a batch whose input distribution is complete.
   Status Distribute(std::unique_ptr<RoutedBatch> rb, float* out, size_t out_len,
-                    const Status& rejected);
+                    const Status& rejected, const DeviceOutput* device_out);
   // A forward's end: on success `rb` becomes the batch backward will use, else the spare.
   Status Finish(std::unique_ptr<RoutedBatch> rb, const Status& s);
   Status FindTable(const std::string& table, int32_t* index) const;

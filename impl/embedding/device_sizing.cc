@@ -71,6 +71,8 @@ Status ComputeStepSizes(const Layout& l, const StepCapacity& capacity,
     if (W > 1) out->io_bytes = z.Add(out->io_bytes, z.Mul(4, z.Mul(B, all_cols)));
     const size_t groups = l.units.size();
     combine_bags = z.Add(z.Mul(8, z.Mul(groups, B + 1)), z.Mul(8, z.Mul(groups, B)));
+    // A device output's MEAN divisors ride along too.
+    combine_bags = z.Add(combine_bags, z.Mul(4, z.Mul(l.pairs.size(), B)));
     out->out_bytes = z.Mul(4, z.Mul(B, D));
   }
   out->runs_bytes = z.Add(runs, z.Align16(out->io_bytes));
@@ -113,12 +115,13 @@ Status ComputeStepSizes(const Layout& l, const StepCapacity& capacity,
   // The pinned block: the largest phase (statistics phases move full_stats_bytes each way, one
   // 16-byte aligned block per shard).
   const size_t stats_phase = z.Add(out->full_stats_bytes, z.Mul(16, n));
-  // The runs' block also carries the combine's bags and the data-parallel ids (5 more pieces).
-  out->runs_bytes = z.Add(out->runs_bytes, z.Add(z.Add(combine_bags, out->dp_ids_bytes), 5 * 16));
+  // The runs' block also carries the combine's bags, the data-parallel ids and the MEAN
+  // divisors (6 more pieces).
+  out->runs_bytes = z.Add(out->runs_bytes, z.Add(z.Add(combine_bags, out->dp_ids_bytes), 6 * 16));
   size_t staging = z.Add(runs, z.Align16(out->io_bytes));  // forward owner / backward phase 1
   // The combined forward: its runs, bags and data-parallel ids up, the output down.
   staging = std::max(staging, z.Add(z.Add(z.Add(runs, combine_bags), out->dp_ids_bytes),
-                                    z.Add(5 * 16, z.Align16(out->out_bytes))));
+                                    z.Add(6 * 16, z.Align16(out->out_bytes))));
   staging = std::max(staging, z.Add(out->dp_ids_bytes, z.Align16(out->dp_out_bytes)));
   staging = std::max(staging, stats_phase);
   staging = std::max(staging, rows_phase);

@@ -327,7 +327,10 @@ void DeviceStep::BuildCombine(const RoutedBatch& rb) {
   }
 }
 
-Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x, float* out) {
+bool DeviceStep::HasMeanDivide() { return dk::HasMeanDivide(); }
+
+Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
+                                 const CombineOut& out) {
   const Layout& l = *layout_;
   if (l.sequence) return Status::Internal("LookupCombine: a sequence collection");
   const int64_t D = l.output_dim;
@@ -341,32 +344,37 @@ Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
   const auto out_floats = static_cast<size_t>(B * D);
   BuildCombine(rb);
   const bool dp = !l.dp_pairs.empty() && B > 0;
+  bool means = false;
+  for (const Pair& pair : l.pairs) means = means || pair.mean;
+  // A device output is divided here: the divisors go up too.
+  const bool divide = out.on_device && means && B > 0;
   // The phase's uploads ride with the runs: the combine's bags, the data-parallel ids.
-  DeviceStaging::Piece extra[5] = {
+  DeviceStaging::Piece extra[6] = {
       {comb_offsets_.data(), sizeof(int64_t) * comb_offsets_.size()},
       {comb_ids_.data(), sizeof(int64_t) * comb_ids_.size()},
       {dp ? rb.dp_offsets.data() : nullptr, dp ? sizeof(int64_t) * rb.dp_offsets.size() : 0},
       {dp ? rb.dp_rows.data() : nullptr, dp ? sizeof(int64_t) * rb.dp_rows.size() : 0},
-      {dp ? rb.dp_weights.data() : nullptr, dp ? sizeof(float) * rb.dp_weights.size() : 0}};
+      {dp ? rb.dp_weights.data() : nullptr, dp ? sizeof(float) * rb.dp_weights.size() : 0},
+      {divide ? rb.mean_div.data() : nullptr, divide ? sizeof(float) * rb.mean_div.size() : 0}};
   // Device buffers first: one that grows waits for the stream.
-  SR_RETURN_IF_ERROR(ReserveRuns(rb, extra, 5, "the batch's ids on the device"));
+  SR_RETURN_IF_ERROR(ReserveRuns(rb, extra, 6, "the batch's ids on the device"));
   SR_RETURN_IF_ERROR(io_.Reserve(device_, sizeof(float) * rows_floats,
                                  "the return message on the device", stream_));
   SR_RETURN_IF_ERROR(
       out_.Reserve(device_, sizeof(float) * out_floats, "the output on the device", stream_));
   // The whole phase's traffic in the pinned block at once: a block that fills up mid-phase drains
   // (a wait) and starts over, so without this it would do so in every step.
-  DeviceStaging::Piece all[3 + 5 + 1];
+  DeviceStaging::Piece all[3 + 6 + 1];
   RunPieces(rb, all);
-  for (size_t k = 0; k < 5; ++k) all[3 + k] = extra[k];
-  all[8] = {nullptr, sizeof(float) * out_floats};
-  SR_RETURN_IF_ERROR(staging_.Reserve(DeviceStaging::PackedBytes(all, 9)));
+  for (size_t k = 0; k < 6; ++k) all[3 + k] = extra[k];
+  all[9] = {nullptr, out.on_device ? 0 : sizeof(float) * out_floats};
+  SR_RETURN_IF_ERROR(staging_.Reserve(DeviceStaging::PackedBytes(all, 10)));
   SR_RETURN_IF_ERROR(staging_.Begin());
-  uint8_t* dev[5] = {};
+  uint8_t* dev[6] = {};
   if (runs > 0) {
-    SR_RETURN_IF_ERROR(QueueLookups(rb, extra, 5, dev));
+    SR_RETURN_IF_ERROR(QueueLookups(rb, extra, 6, dev));
   } else {
-    SR_RETURN_IF_ERROR(UploadRuns(rb, extra, 5, dev));
+    SR_RETURN_IF_ERROR(UploadRuns(rb, extra, 6, dev));
   }
   auto* io = io_.as<float>();
   launched_ = true;
@@ -417,12 +425,29 @@ Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
     }
   }
   if (!jobs_.empty()) SR_RETURN_IF_ERROR(dk::Lookup(ctx_, jobs_, status_.data()));
-  if (out_floats > 0)
-    SR_RETURN_IF_ERROR(staging_.Download(out, out_.data(), sizeof(float) * out_floats));
+  if (divide) {
+    const auto* div = reinterpret_cast<const float*>(dev[5]);
+    std::vector<kernels::MeanJob> mean_jobs;
+    for (size_t p = 0; p < l.pairs.size(); ++p) {
+      const Pair& pair = l.pairs[p];
+      if (pair.mean)
+        mean_jobs.push_back(kernels::MeanJob{pair.out_offset, l.plan->tables[pair.table].dim,
+                                             div + static_cast<int64_t>(p) * B});
+    }
+    SR_RETURN_IF_ERROR(dk::DivideMeans(ctx_, out_.as<float>(), B, D, mean_jobs));
+  }
+  if (out_floats > 0 && !out.on_device)
+    SR_RETURN_IF_ERROR(staging_.Download(out.data, out_.data(), sizeof(float) * out_floats));
   // Routing checked every id on the host, so a row outside its shard here is an internal error.
   SR_RETURN_IF_ERROR(EndPhase("device lookup"));
   // NCCL reports a peer that failed during the exchange here, not at the enqueue.
-  return x != nullptr ? x->comm->AsyncError() : Status::Ok();
+  if (x != nullptr) SR_RETURN_IF_ERROR(x->comm->AsyncError());
+  if (!out.on_device || out_floats == 0) return Status::Ok();
+  // On the caller's stream, behind its earlier work on the output buffer; waited for, so the
+  // buffer holds the output when this returns (as a staged output would).
+  SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, out.data, out_.data(), sizeof(float) * out_floats,
+                                     core::CopyKind::kDeviceToDevice, out.stream));
+  return rt->StreamWait(device_, out.stream, kDeviceWaitMs);
 }
 
 Status DeviceStep::LookupDataParallel(const RoutedBatch& rb, float* out) {

@@ -30,11 +30,13 @@
 //     => a backward takes at most 4 (at most 2 in a pooled collection without row statistics
 //        shared between column shards).
 // Host <-> device copies: LookupCombine 1 up (runs, the combine's bags, data-parallel ids) + 1
-// down (the output); LookupToSend 1 up + 1 down; LookupDataParallel 1 up + 1 down;
-// ApplySharded 1 up (runs and gradients) when it has ids, 1 down per shard with exchanged
-// statistics and 1 up per shard that receives full statistics; ApplyRows 1 up per data-parallel
-// table with touched rows. (Counted through the fake plugin by embedding_gpu_staging_test.cc.)
-// Beyond these only a buffer that must grow waits (DeviceBuffer, DeviceStaging).
+// down (the output; a device output instead: MEAN divided on the device, 1 device-to-device
+// copy on the caller's stream and its wait, so 2 waits and no download); LookupToSend 1 up + 1
+// down; LookupDataParallel 1 up + 1 down; ApplySharded 1 up (runs and gradients) when it has ids, 1
+// down per shard with exchanged statistics and 1 up per shard that receives full statistics;
+// ApplyRows 1 up per data-parallel table with touched rows. (Counted through the fake plugin by
+// embedding_gpu_staging_test.cc.) Beyond these only a buffer that must grow waits (DeviceBuffer,
+// DeviceStaging).
 //
 // Over an NCCL communicator (the collection's own device; world > 1, fp32 encodings: a 16-bit
 // encoding keeps the staged host path below for its message). Host-buffer collectives go through
@@ -93,6 +95,19 @@ struct DeviceExchange {
   std::span<const size_t> recv_counts;  // floats per source rank
 };
 
+// Where a combined forward's output goes (DeviceStep::LookupCombine).
+struct CombineOut {
+  float* data = nullptr;    // host memory, or (on_device) memory of the step's device
+  bool on_device = false;   // divided there for MEAN and copied device to device on `stream`
+  Stream stream = nullptr;  // the caller's stream, for a device output
+};
+
+// A forward output in device memory (EmbeddingCollection::Forward): the caller's stream, on
+// which the output is copied after the caller's earlier work there.
+struct DeviceOutput {
+  Stream stream = nullptr;
+};
+
 class DeviceStep {
  public:
   DeviceStep() = default;
@@ -131,9 +146,14 @@ class DeviceStep {
   // is downloaded into `out` with the phase's one wait. The combine runs through the lookup
   // kernel: the rows in io_ are a table of stride 1 whose row ids are float offsets, and output
   // row b of a (pair, column slice) is a bag of the returned rows aimed at it, in (rank, unit)
-  // order, so sums come out as CombineOutput's. The MEAN divide is left to the caller
-  // (DivideMeans). With `x` every rank calls it, with or without runs.
-  Status LookupCombine(const RoutedBatch& rb, const DeviceExchange* x, float* out);
+  // order, so sums come out as CombineOutput's. A host output's MEAN divide is left to the
+  // caller (DivideMeans); a device output (out.on_device, which needs HasMeanDivide when the plan
+  // has MEAN pairs) is divided on the device (simt/mean_body.h, the same division) and copied
+  // device to device on out.stream after the phase's wait, then that copy is waited for: no
+  // PCIe traffic for the output. With `x` every rank calls it, with or without runs.
+  Status LookupCombine(const RoutedBatch& rb, const DeviceExchange* x, const CombineOut& out);
+  // Whether the plugin divides MEAN outputs on the device (emb_divide_means).
+  static bool HasMeanDivide();
 
   // Forward, sample side: the data-parallel tables' lookups of this rank's own samples (their
   // ids, weights and offsets staged to the device), written into their columns of `out`
@@ -171,7 +191,7 @@ class DeviceStep {
   // up to kMaxExtra `extra` pieces (the backward's gradient message; the combine's bags and the
   // data-parallel ids) into runs_buf_ with one copy, and keeps per local shard the runs with
   // their pointers translated; extra_dev[k] receives extra piece k's device address.
-  static constexpr size_t kMaxExtra = 5;
+  static constexpr size_t kMaxExtra = 6;
   Status ReserveRuns(const RoutedBatch& rb, const DeviceStaging::Piece* extra, size_t num_extra,
                      const char* what);
   Status UploadRuns(const RoutedBatch& rb, const DeviceStaging::Piece* extra, size_t num_extra,

@@ -383,15 +383,18 @@ SHARDREC_API shardrec_status_t shardrec_embedding_backward(shardrec_embedding_t*
  * (shardrec_embedding_output_dim). A view this rank cannot use is a rejected input: every rank
  * fails the call and nothing changes. Collective.
  *
- * CUDA views (a collection feeding a model that runs on a GPU): the collection combines the
- * output in host memory (a GPU collection too, in v1), writes it to a pinned staging block it
- * owns, copies that to the view on
- * @p stream (after the work already queued there) and waits for the copy, at most the
- * communicator's timeout, before returning; the view may be read by later work on any stream
- * once the call returns. A CUDA view needs the CUDA plugin and that device
- * (shardrec_device_check): without them the view is a rejected input (SHARDREC_ENODEVICE on
- * this rank). If the copy itself fails (SHARDREC_ECUDA, SHARDREC_ETIMEOUT), the forward has
- * already taken place on every rank and the view's contents are undefined; a backward may follow.
+ * CUDA views (a collection feeding a model that runs on a GPU): a host collection (and a GPU
+ * collection whose output is combined in host memory: sequence outputs, rows exchanged over a
+ * host communicator at world > 1) writes the output to a pinned staging block it owns and copies
+ * that to the view on @p stream; a pooled GPU collection on the view's device that combines on
+ * the device (world 1, or an NCCL communicator) copies its device output to the view device to
+ * device on @p stream, with no host copy. Either copy is ordered after the work already queued
+ * on @p stream and waited for, at most the communicator's timeout, before returning; the view
+ * may be read by later work on any stream once the call returns. A CUDA view needs the CUDA plugin
+ * and that device (shardrec_device_check): without them the view is a rejected input
+ * (SHARDREC_ENODEVICE on this rank). If the copy itself fails (SHARDREC_ECUDA, SHARDREC_ETIMEOUT),
+ * the forward has already taken place on every rank and the view's contents are undefined; a
+ * backward may follow.
  * @param coll   [in] Must not be NULL.
  * @param batch  [in] As for shardrec_embedding_forward.
  * @param out    [in] The output view; must not be NULL; its memory is overwritten.

@@ -98,6 +98,30 @@ Status Lookup(const ExecContext& ctx, std::span<const LookupJob> jobs, void* sta
       t->emb_lookup(ctx.device().index, c.data(), c.size(), status_block, ctx.stream(), &st), st);
 }
 
+bool HasMeanDivide() {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  if (!Table(&t).ok()) return false;
+  std::string path;
+  if (!core::GetCudaPluginPath(&path).ok()) path = "(unknown path)";
+  return core::HasMeanEntries(*t, path).ok();
+}
+
+Status DivideMeans(const ExecContext& ctx, float* out, int64_t rows, int64_t stride,
+                   std::span<const MeanJob> jobs) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(Prepare(ctx, "DivideMeans", &t));
+  std::string path;
+  if (!core::GetCudaPluginPath(&path).ok()) path = "(unknown path)";
+  SR_RETURN_IF_ERROR(core::HasMeanEntries(*t, path));
+  std::vector<shardrec_plugin_mean_job_t> c;
+  c.reserve(jobs.size());
+  for (const MeanJob& j : jobs) c.push_back(shardrec_plugin_mean_job_t{j.col, j.cols, 0, j.div});
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(t->emb_divide_means(ctx.device().index, out, rows, stride, c.data(),
+                                              c.size(), ctx.stream(), &st),
+                          st);
+}
+
 Status BackwardWorkspaceBytes(const ExecContext& ctx, int64_t num_ids, int32_t cols,
                               int num_row_stats, size_t* bytes) {
   const shardrec_cuda_plugin_table_t* t = nullptr;

@@ -58,6 +58,13 @@ Status Apply(const ExecContext& ctx, const optim::OptimizerConfig& config, int64
              int32_t full_dim, optim::ShardParams& shard, const optim::RowUpdate& update,
              const float* full_stats);
 
+// kernels::cuda::DivideMeans. Besides the errors above, kUnsupported naming the plugin when it
+// predates the entry (HasMeanDivide says so beforehand).
+Status DivideMeans(const ExecContext& ctx, float* out, int64_t rows, int64_t stride,
+                   std::span<const MeanJob> jobs);
+// Whether the loaded plugin serves DivideMeans.
+bool HasMeanDivide();
+
 // The device input distribution (kernels::cuda::RouteTempBytes / RouteCount / RouteFill). Besides
 // the errors above, kUnsupported naming the plugin when it predates the route entries (the
 // other calls still work with such a plugin).

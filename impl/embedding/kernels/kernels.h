@@ -50,6 +50,15 @@ struct LookupJob {
   int64_t out_stride = 0;
 };
 
+// One MEAN pair's columns [col, col + cols) of a pooled output and its per-row divisors (0: an
+// empty bag, whose columns become 0): the device MEAN divide's job (DivideMeans of
+// device_dispatch.h; the host divides in output_dist.h's DivideMeans).
+struct MeanJob {
+  int64_t col = 0;
+  int32_t cols = 0;
+  const float* div = nullptr;
+};
+
 // The instruction set a host kernel runs with. Every level gives bit-identical results (same
 // summation order, no contraction), so the choice is about speed only.
 enum class CpuLevel : int32_t { kAuto = -1, kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };

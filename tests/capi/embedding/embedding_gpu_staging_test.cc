@@ -351,5 +351,67 @@ TEST(GpuStagingFailure, AFailedCopyInAForwardChangesNothing) {
   ExpectSameTensors(Snapshot(h, s), Snapshot(d, s), "");
 }
 
+// A CUDA output view on the collection's device, with a forward that combines on the device
+// (world 1, pooled): the output is divided for MEAN on the device and copied device to device
+// into the view (no download: the phase's wait and the copy's), bit for bit a host collection's,
+// the pipelined forward_distributed_tensor included.
+TEST(GpuStagingDeviceOutput, ACudaViewIsWrittenDeviceToDevice) {
+  REQUIRE_FAKE();
+  Scenario s = StandardScenario(1, kRW, kMean);
+  s.sharding = {kDP, kRW, kTW};
+  s.weighted = true;
+  s.steps = 3;
+  s.batch_sizes = {6};
+  const TrainingSetup ts(s);
+  ASSERT_NE(ts.plan, nullptr);
+  shardrec_embedding_options_t oh;
+  shardrec_embedding_options_init(&oh, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+  oh.seed = s.seed;
+  shardrec_embedding_options_t od = oh;
+  od.device_type = SHARDREC_DEVICE_CUDA;
+  od.max_batch_size = 6;
+  od.max_ids_per_batch = 6 * s.num_features * s.max_bag;
+  CollPtr ch, cd;
+  ASSERT_NO_FATAL_FAILURE(CreateHostAndGpu(ts.plan.get(), 1, 0, ts.opt, oh, od, &ch, &cd));
+  shardrec_embedding_t* h = ch.get();
+  shardrec_embedding_t* d = cd.get();
+  int64_t dim = 0;
+  shardrec_embedding_output_dim(d, &dim);
+  for (int step = 0; step < s.steps; ++step) {
+    const RefBatch& rb = ts.batches[step][0];
+    KjtHolder kjt(rb, s.num_features, false);
+    const size_t n = OutputLen(rb, false, dim);
+    ASSERT_GT(n, 0u);
+    std::vector<float> out_h(n);
+    ASSERT_EQ(shardrec_embedding_forward(h, kjt.view(), out_h.data(), n, nullptr), SHARDREC_OK);
+    FakeDeviceFloats dev_out(n);
+    ASSERT_NE(dev_out.data(), nullptr);
+    const shardrec_tensor_view_t vd = DeviceView(dev_out.data(), n, dim);
+    const auto calls0 = FakeCalls();
+    const Counts f0 = Runtime();
+    if (step == 1) {
+      ASSERT_EQ(shardrec_embedding_input_dist_start(d, kjt.view(), nullptr), SHARDREC_OK);
+      ASSERT_EQ(shardrec_embedding_input_dist_wait(d, nullptr), SHARDREC_OK);
+      ASSERT_EQ(shardrec_embedding_forward_distributed_tensor(d, &vd, nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+    } else {
+      ASSERT_EQ(shardrec_embedding_forward_tensor(d, kjt.view(), &vd, nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+    }
+    const Counts fwd = Delta(f0, Runtime());
+    EXPECT_EQ(FakeCalls()[kMeanDivide], calls0[kMeanDivide] + 1) << "step " << step;
+    EXPECT_EQ(fwd[kDown], 0) << "step " << step;
+    EXPECT_EQ(fwd[kUp], 1) << "step " << step;
+    EXPECT_EQ(fwd[kSync], 2) << "step " << step;
+    EXPECT_EQ(fwd[kDeviceAlloc] + fwd[kHostAlloc], 0) << "step " << step;
+    EXPECT_TRUE(BitEqual(out_h, dev_out.ToVector())) << "step " << step;
+    std::vector<float> g = ts.grads[step][0];
+    ASSERT_EQ(shardrec_embedding_backward(h, g.data(), g.size(), nullptr), SHARDREC_OK);
+    ASSERT_EQ(shardrec_embedding_backward(d, g.data(), g.size(), nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+  }
+  ExpectSameTensors(Snapshot(h, s), Snapshot(d, s), "");
+}
+
 }  // namespace
 }  // namespace shardrec::testing

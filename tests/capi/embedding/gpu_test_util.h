@@ -144,6 +144,7 @@ enum FakeCall {
   kPartial,
   kApply,
   kRoute,
+  kMeanDivide,
   kNumFakeCalls
 };
 std::array<int64_t, kNumFakeCalls> FakeCalls();

@@ -42,6 +42,11 @@ Status ReadStatus(const ExecContext& ctx, void* status_block, const char* what);
 // Errors: kInvalidArgument for a weight dtype other than fp32/fp16/bf16, kCuda.
 Status Lookup(const ExecContext& ctx, std::span<const LookupJob> jobs, void* status_block);
 
+// out ([rows, stride] floats, device memory): each job's columns divided by its row's divisor
+// in place, 0 where the divisor is 0 (simt/mean_body.h). Enqueued on ctx's stream.
+Status DivideMeans(const ExecContext& ctx, float* out, int64_t rows, int64_t stride,
+                   std::span<const MeanJob> jobs);
+
 // One shard's device runs with the counts the host knows (device_runs.h).
 using kernels::DeviceRuns;
 

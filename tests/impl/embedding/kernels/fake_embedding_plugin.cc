@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
@@ -18,8 +19,10 @@
 #include "impl/core/check.h"
 #include "impl/core/exec.h"
 #include "impl/core/plugin_abi.h"
+#include "impl/core/simt.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/kernels/simt/device_status.h"
+#include "impl/embedding/kernels/simt/mean_body.h"
 #include "tests/impl/embedding/kernels/fake_device_checks.h"
 #include "tests/impl/embedding/kernels/fake_device_memory.h"
 #include "tests/impl/embedding/kernels/fake_nccl.h"
@@ -67,6 +70,7 @@ enum : int32_t {
   kCallPartial,
   kCallApply,
   kCallRoute,
+  kCallMean,
   kNumCalls
 };
 std::atomic<int64_t> g_calls[kNumCalls];
@@ -438,6 +442,41 @@ int32_t Route(int32_t device, const shardrec_plugin_route_t* route, int32_t phas
   });
 }
 
+// The MEAN divide runs the single-source body (simt/mean_body.h) on host warps over fake device
+// memory, after checking that the output and every divisor array lie inside live blocks.
+int32_t DivideMeans(int32_t device, float* out, int64_t rows, int64_t stride,
+                    const shardrec_plugin_mean_job_t* jobs, size_t num_jobs, void* stream,
+                    shardrec_plugin_status_t* st) {
+  g_calls[kCallMean].fetch_add(1);
+  Queue().BeforeKernel(stream);  // the kernel runs behind the copies queued before it
+  return Reported(st, "fake emb_divide_means", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    if (num_jobs > 0 && jobs == nullptr) return Status::InvalidArgument("jobs must not be NULL");
+    if (rows < 0 || stride < 0) return Status::InvalidArgument("negative sizes");
+    if (rows == 0 || num_jobs == 0) return Status::Ok();
+    SR_RETURN_IF_ERROR(
+        Mem().Check(out, static_cast<size_t>(rows * stride) * sizeof(float), "mean output"));
+    for (size_t j = 0; j < num_jobs; ++j) {
+      if (jobs[j].col < 0 || jobs[j].cols < 0 || jobs[j].col + jobs[j].cols > stride)
+        return Status::InvalidArgument("mean job ", j, ": columns outside the rows");
+      SR_RETURN_IF_ERROR(
+          Mem().Check(jobs[j].div, static_cast<size_t>(rows) * sizeof(float), "mean divisors"));
+    }
+    for (size_t first = 0; first < num_jobs; first += sb::kMaxMeanJobs) {
+      auto p = std::make_unique<sb::MeanParams>();
+      p->out = out;
+      p->rows = rows;
+      p->stride = stride;
+      for (size_t j = first; j < num_jobs && j < first + sb::kMaxMeanJobs; ++j)
+        p->jobs[p->num_jobs++] = sb::MeanJobDesc{jobs[j].col, jobs[j].cols, jobs[j].div};
+      simt::HostWarp w(0);
+      for (int64_t item = 0; item < static_cast<int64_t>(p->num_jobs) * rows; ++item)
+        sb::MeanItem(w, *p, item);
+    }
+    return Status::Ok();
+  });
+}
+
 // SHARDREC_FAKE_WITHOUT_ROUTE builds the plugin as it was before the route entries: its table
 // says it ends before them (they are filled all the same, so a loader that read past
 // struct_size would find them and the test would notice).
@@ -488,6 +527,7 @@ const shardrec_cuda_plugin_table_t kTable = {
     &Route,
     &StreamCreate,
     &StreamDestroy,
+    &DivideMeans,
 };
 
 }  // namespace
@@ -506,8 +546,8 @@ FAKE_EXPORT const shardrec_cuda_plugin_table_t* shardrec_cuda_plugin_table(uint3
 }
 
 // Test hook: how many times kernel entry `which` (0 lookup, 1 group_rows, 2 aggregate_grads,
-// 3 fused_backward, 4 partial_row_stats, 5 apply, 6 route) was called in this process; -1 for
-// another value.
+// 3 fused_backward, 4 partial_row_stats, 5 apply, 6 route, 7 divide_means) was called in this
+// process; -1 for another value.
 FAKE_EXPORT int64_t shardrec_fake_embedding_calls(int32_t which) {
   using namespace shardrec::fake;
   return which >= 0 && which < kNumCalls ? g_calls[which].load() : -1;
