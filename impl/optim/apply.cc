@@ -11,7 +11,7 @@
 #include "impl/core/simt.h"
 #include "impl/optim/optimizer.h"
 #include "impl/optim/rounding.h"
-#include "impl/optim/row_updater.h"
+#include "impl/optim/store_row.h"
 #include "impl/optim/update_rules.h"
 
 namespace shardrec::optim {
@@ -237,39 +237,10 @@ void Apply(const ExecContext& ctx, const OptimizerConfig& config, int64_t step, 
   });
 }
 
-WholeRowUpdater::WholeRowUpdater(const OptimizerConfig& config, int64_t step, int32_t full_dim,
-                                 ShardParams& shard)
-    : config_(config),
-      step_(step),
-      full_dim_(full_dim),
-      shard_(shard),
-      scalars_(MakeRuleScalars(config, step)) {
-  CheckDType(shard);
-  SR_CHECK(full_dim >= shard.cols);
-  SR_CHECK(NumRowStats(config.type) == 0 || full_dim == shard.cols);
-  const StateLayout l = MakeLayout(config.type);
-  num_states_ = l.count;
-  row_wise_[0] = l.row_wise[0];
-  row_wise_[1] = l.row_wise[1];
-  if (shard.dtype != DType::kFloat32) buf_.resize(static_cast<size_t>(shard.cols));
-}
-
-void WholeRowUpdater::Update(int64_t row, const float* grad) {
-  StateLayout l;
-  l.count = num_states_;
-  l.row_wise[0] = row_wise_[0];
-  l.row_wise[1] = row_wise_[1];
-  const int32_t cols = shard_.cols;
-  float* w = buf_.data();
-  if (shard_.dtype == DType::kFloat32)
-    w = static_cast<float*>(shard_.weights) + row * shard_.stride;
-  else
-    LoadRow(shard_, row, w);
-  const RowRef r = MakeRowRef(shard_, l, row, w, grad);
-  float stats[2] = {0.0f, 0.0f};
-  RowStats(config_.type, scalars_, r, cols, stats);
-  ApplyRow(config_.type, scalars_, full_dim_, r, cols, stats);
-  if (shard_.dtype != DType::kFloat32) StoreRow(config_, step_, shard_, row, w);
+void StoreRoundedRow(const OptimizerConfig& config, int64_t step, const ShardParams& shard,
+                     int64_t row, const float* values) {
+  SR_CHECK(shard.dtype == DType::kFloat16 || shard.dtype == DType::kBFloat16);
+  StoreRow(config, step, shard, row, values);
 }
 
 }  // namespace shardrec::optim

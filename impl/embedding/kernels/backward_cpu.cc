@@ -1,17 +1,21 @@
 // Host backward kernels: ids grouped by row (row_group.h), then each unique row's gradient is the
 // sum of its contributions in position order, computed in parallel over unique rows (no atomics).
-// The fused variant runs the optimizer on cache-sized blocks of rows right after aggregating them.
+// The fused variant sums and updates one row at a time in the widest instruction set the host has
+// (isa/fused_rows.h), with the same bits at every level.
 #include <algorithm>
 #include <span>
 #include <vector>
 
 #include "impl/core/check.h"
+#include "impl/core/dtype.h"
+#include "impl/core/prefetch.h"
 #include "impl/embedding/kernels/backward_workspace.h"
+#include "impl/embedding/kernels/isa/fused_rows.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/kernels/row_group.h"
-#include "impl/embedding/kernels/row_load.h"
 #include "impl/embedding/kernels/simt/segment_order.h"
-#include "impl/optim/row_updater.h"
+#include "impl/optim/store_row.h"
+#include "impl/optim/update_rules.h"
 
 namespace shardrec::embedding::kernels {
 
@@ -82,17 +86,6 @@ Source MakeSource(const ExecContext& ctx, std::span<const BagRun> runs, const fl
   return Source{grads, off, weighted ? wt : nullptr, scale};
 }
 
-// Rows of the table to fetch ahead while gradients are summed (the fused update reads and
-// writes them right after): the weight row and the row-wise state of unique row u + distance.
-struct RowPrefetch {
-  const char* weights = nullptr;  // null: no prefetch
-  int64_t row_stride_bytes = 0;
-  int64_t row_bytes = 0;
-  const float* row_state = nullptr;
-  int64_t row_state_stride = 1;
-  int64_t distance = 0;
-};
-
 // Keys ahead whose gradient rows are fetched while the current one is summed: the rows are
 // scattered over the io buffer (usually in L2/L3), and the key order gives no pattern a hardware
 // prefetcher could follow.
@@ -100,7 +93,7 @@ constexpr int64_t kGradAhead = 8;
 
 inline void PrefetchGrad(const detail::RowGroups& g, const Source& src, int32_t cols, int64_t k) {
   if (k + kGradAhead < g.num_keys)
-    detail::PrefetchRow(src.GradOf(static_cast<int64_t>(g.keys[k + kGradAhead] & g.index_mask)),
+    core::PrefetchLines(src.GradOf(static_cast<int64_t>(g.keys[k + kGradAhead] & g.index_mask)),
                         int64_t{cols} * 4);
 }
 
@@ -127,16 +120,8 @@ void SumIds(const detail::RowGroups& g, const Source& src, int32_t cols, int64_t
 // out[(u - u_begin) * cols + c] = sum over the row's ids of factor * grad, in the shared segment
 // order (simt/segment_order.h: position order, chunked and tree-combined for hot rows).
 void AggregateRows(const detail::RowGroups& g, const Source& src, int32_t cols, int64_t u_begin,
-                   int64_t u_end, float* out, const RowPrefetch& pf = {}) {
+                   int64_t u_end, float* out) {
   for (int64_t u = u_begin; u < u_end; ++u) {
-    // One row ahead per row summed keeps the misses of the coming updates spread out and
-    // overlapped with this work, instead of a burst per block.
-    if (pf.weights != nullptr && u + pf.distance < g.num_unique) {
-      const int64_t row = g.unique_rows[u + pf.distance];
-      detail::PrefetchRowForWrite(pf.weights + row * pf.row_stride_bytes, pf.row_bytes);
-      if (pf.row_state != nullptr)
-        __builtin_prefetch(pf.row_state + row * pf.row_state_stride, 1, 3);
-    }
     float* __restrict o = out + (u - u_begin) * cols;
     const int64_t k_begin = g.segments[u], k_end = g.segments[u + 1];
     const int64_t m = simt_body::HotChunks(k_end - k_begin);
@@ -171,6 +156,38 @@ Status LoadGrouping(const ExecContext& ctx, std::span<const BagRun> runs, void* 
   if (g->workspace_bytes < need)
     return Status::InvalidArgument("backward: workspace of ", g->workspace_bytes,
                                    " bytes, this call needs ", need);
+  return Status::Ok();
+}
+
+// The 16-bit weights' rounding, called back by the fused rows kernel for each updated row.
+struct StoreContext {
+  const optim::OptimizerConfig* config;
+  int64_t step;
+  const optim::ShardParams* shard;
+};
+
+void StoreRow16(void* ctx, int64_t row, const float* values) {
+  const auto* c = static_cast<const StoreContext*>(ctx);
+  optim::StoreRoundedRow(*c->config, c->step, *c->shard, row, values);
+}
+
+Status FusedRowsFor(CpuLevel level, isa::FusedRowsFn* fn) {
+  const CpuLevel host = HostCpuLevel();
+  if (level == CpuLevel::kAuto) level = host;
+  if (level > host)
+    return Status::Unsupported("FusedBackward: level ", CpuLevelName(level), " above the host's ",
+                               CpuLevelName(host));
+#if SHARDREC_HAVE_X86_LEVELS
+  if (level == CpuLevel::kAvx512) {
+    *fn = &isa::FusedRowsAvx512;
+    return Status::Ok();
+  }
+  if (level == CpuLevel::kAvx2) {
+    *fn = &isa::FusedRowsAvx2;
+    return Status::Ok();
+  }
+#endif
+  *fn = &isa::FusedRowsBaseline;
   return Status::Ok();
 }
 
@@ -216,11 +233,18 @@ Status AggregateGrads(const ExecContext& ctx, std::span<const BagRun> runs, cons
 
 Status FusedBackward(const ExecContext& ctx, std::span<const BagRun> runs, const float* grads,
                      int64_t grad_stride, float scale, const optim::OptimizerConfig& config,
-                     int64_t step, int32_t full_dim, optim::ShardParams& shard, void* workspace) {
+                     int64_t step, int32_t full_dim, optim::ShardParams& shard, void* workspace,
+                     CpuLevel level) {
   SR_RETURN_IF_ERROR(CheckHost(ctx, "FusedBackward"));
   const int ns = optim::NumRowStats(config.type);
   if (ns != 0 && shard.cols != full_dim)
     return Status::InvalidArgument("FusedBackward: row statistics span column shards");
+  if (shard.dtype != DType::kFloat32 && shard.dtype != DType::kFloat16 &&
+      shard.dtype != DType::kBFloat16)
+    return Status::InvalidArgument("FusedBackward: weights of dtype ", DTypeName(shard.dtype),
+                                   " (fp32, fp16 or bf16 expected)");
+  isa::FusedRowsFn rows_fn = nullptr;
+  SR_RETURN_IF_ERROR(FusedRowsFor(level, &rows_fn));
   WorkspaceLayout l;
   SR_RETURN_IF_ERROR(LoadGrouping(ctx, runs, workspace, shard.cols, ns, true, &l));
   const detail::RowGroups g = detail::ReadGroups(workspace, l);
@@ -228,39 +252,64 @@ Status FusedBackward(const ExecContext& ctx, std::span<const BagRun> runs, const
   const Source src = MakeSource(ctx, runs, grads, grad_stride, scale, g.keyed_by_bag, workspace, l);
 
   // Each row is updated right after its gradient is summed, while both are in L1: one pass over
-  // the rows, as the gather of the forward, with the weight rows (and row-wise states) of the
-  // rows kRowsAhead further on fetched meanwhile. The tasks take contiguous ranges of rows, each
-  // with its own gradient row of scratch. (Summing a block of rows first, then the statistics and
-  // the update over the block took three passes and ~10 % longer: BM_C4_StateLayout.)
-  constexpr int64_t kRowsAhead = 16;
+  // the rows, as the gather of the forward, with the weight rows (and states) of the rows
+  // rows_ahead further on fetched meanwhile. The tasks take contiguous ranges of rows, each with
+  // its own scratch rows. (Summing a block of rows first, then the statistics and the update
+  // over the block took three passes and ~10 % longer: BM_C4_StateLayout.)
   const int32_t cols = shard.cols;
   const int64_t tasks = std::min<int64_t>(g.num_unique, l.tasks);
   float* scratch = detail::At<float>(workspace, l.task_grads);
-  const int64_t elem = static_cast<int64_t>(DTypeSize(shard.dtype));
-  const int64_t row_bytes = cols * elem;
-  const int64_t row_stride_bytes = shard.stride * elem;
-  const char* weights = static_cast<const char*>(shard.weights);
-  // The first row-wise state (row-wise Adagrad's sum), if any, is touched once per row too.
-  const float* row_state = nullptr;
   auto specs = optim::StateSpecs(config.type);
-  if (!specs.empty() && specs[0].row_wise) row_state = shard.states[0];
+  isa::FusedRowsArgs base;
+  base.keys = g.keys;
+  base.index_mask = g.index_mask;
+  base.segments = g.segments;
+  base.unique_rows = g.unique_rows;
+  base.num_keys = g.num_keys;
+  base.grads = src.grads;
+  base.grad_offset = src.grad_offset;
+  base.id_weights = src.weight;
+  base.scale = src.scale;
+  base.hot_ids = simt_body::kSegmentChunk;
+  base.weights = shard.weights;
+  base.type = shard.dtype == DType::kFloat16    ? isa::WeightType::kFloat16
+              : shard.dtype == DType::kBFloat16 ? isa::WeightType::kBFloat16
+                                                : isa::WeightType::kFloat32;
+  base.stride = shard.stride;
+  base.cols = cols;
+  base.full_dim = full_dim;
+  base.optimizer = static_cast<int32_t>(config.type);
+  base.rules = optim::MakeRuleScalars(config, step);
+  if (!specs.empty()) {
+    base.m1 = shard.states[0];
+    base.m1_row_wise = specs[0].row_wise;
+  }
+  if (specs.size() > 1) {
+    base.m2 = shard.states[1];
+    base.m2_row_wise = specs[1].row_wise;
+  }
+  base.row_state_stride = shard.row_state_stride;
+  StoreContext store{&config, step, &shard};
+  if (shard.dtype != DType::kFloat32) {
+    base.store_row = &StoreRow16;
+    base.store_ctx = &store;
+  }
   ctx.ParallelFor(0, tasks, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      float* grad_row = scratch + t * cols;
-      const int64_t u_begin = g.num_unique * t / tasks, u_end = g.num_unique * (t + 1) / tasks;
-      for (int64_t u = u_begin; u < std::min(u_end, u_begin + kRowsAhead); ++u) {
-        detail::PrefetchRowForWrite(weights + g.unique_rows[u] * row_stride_bytes, row_bytes);
-        if (row_state != nullptr)
-          __builtin_prefetch(row_state + g.unique_rows[u] * shard.row_state_stride, 1, 3);
+      isa::FusedRowsArgs a = base;
+      a.u_begin = g.num_unique * t / tasks;
+      a.u_end = g.num_unique * (t + 1) / tasks;
+      a.scratch = scratch + t * 2 * isa::FusedRowsScratchFloats(cols);
+      // Rows with very many ids (rare) are summed here in the shared chunked order.
+      thread_local std::vector<float> hot;
+      hot.clear();
+      for (int64_t u = a.u_begin; u < a.u_end; ++u) {
+        if (g.segments[u + 1] - g.segments[u] <= a.hot_ids) continue;
+        hot.resize(hot.size() + static_cast<size_t>(cols));
+        AggregateRows(g, src, cols, u, u + 1, hot.data() + hot.size() - cols);
       }
-      const RowPrefetch pf{weights,   row_stride_bytes,       row_bytes,
-                           row_state, shard.row_state_stride, kRowsAhead};
-      optim::WholeRowUpdater updater(config, step, full_dim, shard);
-      for (int64_t u = u_begin; u < u_end; ++u) {
-        AggregateRows(g, src, cols, u, u + 1, grad_row,
-                      u + kRowsAhead < u_end ? pf : RowPrefetch{});
-        updater.Update(g.unique_rows[u], grad_row);
-      }
+      a.hot_grads = hot.data();
+      rows_fn(a);
     }
   });
   return Status::Ok();

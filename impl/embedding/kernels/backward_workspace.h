@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "impl/embedding/kernels/isa/fused_rows.h"
+
 namespace shardrec::embedding::kernels::detail {
 
 inline constexpr int kRadixBits = 11;
@@ -37,7 +39,8 @@ struct WorkspaceLayout {
   size_t grad_offset = 0;   // int64[n]: io element offset of each bag's (or position's) gradient
   size_t weight = 0;        // float[n]: per-position weight (weighted runs only)
   size_t histograms = 0;    // uint32[parts * kRadixBuckets]
-  size_t task_grads = 0;    // float[tasks * cols]: each fused task's summed gradient row
+  size_t task_grads = 0;    // float[tasks * 2 * FusedRowsScratchFloats(cols)]: each fused task's
+                            // summed gradient row and widened 16-bit row
   size_t grouping_end = 0;  // bytes needed without the fused tasks' rows
   size_t total = 0;         // bytes needed with them
   int64_t tasks = 1;        // fused tasks
@@ -45,7 +48,7 @@ struct WorkspaceLayout {
 
 inline size_t AlignUp(size_t n) { return (n + 63) & ~size_t{63}; }
 
-// The fused update computes a row's statistics inside its update (optim::WholeRowUpdater), so
+// The fused update computes a row's statistics inside its update (isa/fused_rows.h), so
 // `num_row_stats` takes no room here; it stays in the signature, as in BackwardWorkspaceBytes'.
 inline WorkspaceLayout MakeLayout(int64_t n, int threads, int32_t cols,
                                   [[maybe_unused]] int num_row_stats) {
@@ -66,7 +69,8 @@ inline WorkspaceLayout MakeLayout(int64_t n, int threads, int32_t cols,
   l.histograms = take(4 * static_cast<size_t>(std::max(threads, 1)) * kRadixBuckets);
   l.grouping_end = off;
   l.tasks = std::max<int64_t>(1, int64_t{std::max(threads, 1)} * 4);
-  l.task_grads = take(4 * static_cast<size_t>(l.tasks) * static_cast<size_t>(std::max(cols, 0)));
+  l.task_grads = take(4 * static_cast<size_t>(l.tasks) * 2 *
+                      static_cast<size_t>(isa::FusedRowsScratchFloats(std::max(cols, 0))));
   l.total = off;
   return l;
 }

@@ -109,13 +109,16 @@ Status AggregateGrads(const ExecContext& ctx, std::span<const BagRun> runs, cons
                       int64_t grad_stride, int32_t cols, float scale, void* workspace,
                       int64_t* unique_rows, float* row_grads);
 
-// Step 2, fused with the optimizer: unique rows are aggregated and updated in blocks whose
-// gradients stay in cache, so aggregated gradients never travel through memory. Only valid when
-// no statistic has to be summed across column shards: NumRowStats(config.type) == 0 or
-// shard.cols == full_dim. Bit-identical (fp32) to AggregateGrads followed by
-// optim::PartialRowStats and optim::Apply.
+// Step 2, fused with the optimizer: each unique row is aggregated and updated at once while its
+// gradient is in L1 (vector registers of `level`: kAuto is HostCpuLevel()), so aggregated
+// gradients never travel through memory. Only valid when no statistic has to be summed across
+// column shards: NumRowStats(config.type) == 0 or shard.cols == full_dim. Bit-identical to
+// AggregateGrads followed by optim::PartialRowStats and optim::Apply, at every level. Errors:
+// kInvalidArgument (workspace, dtype, statistics across shards), kUnsupported for a level above
+// the host's or a non-host context.
 Status FusedBackward(const ExecContext& ctx, std::span<const BagRun> runs, const float* grads,
                      int64_t grad_stride, float scale, const optim::OptimizerConfig& config,
-                     int64_t step, int32_t full_dim, optim::ShardParams& shard, void* workspace);
+                     int64_t step, int32_t full_dim, optim::ShardParams& shard, void* workspace,
+                     CpuLevel level = CpuLevel::kAuto);
 
 }  // namespace shardrec::embedding::kernels

@@ -7,39 +7,13 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
+#include "impl/core/prefetch.h"
 #include "impl/embedding/kernels/isa/bag_sum.h"
+#include "impl/embedding/kernels/isa/scalar_half.h"
 
 namespace shardrec::embedding::kernels::isa {
 namespace {
-
-// Scalar widening for the columns past the last full vector (same values as the vector loads).
-inline float ScalarF16(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  const uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    const float v = static_cast<float>(mant) * (1.0f / 16777216.0f);
-    std::memcpy(&bits, &v, 4);
-    bits |= sign;
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 112u) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-inline float ScalarBf16(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 
 template <class V, WeightType kType>
 inline typename V::Reg LoadRow(const void* row, int64_t col) {
@@ -68,11 +42,6 @@ constexpr int64_t ElementBytes() {
   return kType == WeightType::kFloat32 ? 4 : 2;
 }
 
-inline void PrefetchLines(const void* p, int64_t bytes) {
-  const char* c = static_cast<const char*>(p);
-  for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off, 0, 3);
-}
-
 // kRegs vectors of columns [c0, c0 + kRegs * kWidth) of one bag, summed in registers and stored
 // once. The first pass over a bag also prefetches the rows `distance` ids ahead. The tile's
 // columns are addressed from a per-id pointer at column c0 with constant displacements, so the
@@ -92,7 +61,7 @@ inline void SumTile(const BagSumArgs& a, int64_t i0, int64_t i1, int64_t c0, flo
   const int64_t ahead = prefetch ? a.prefetch_distance : 0;
   const int64_t prefetch_end = ahead > 0 ? id_end - ahead : i0;
   for (int64_t i = i0; i < i1; ++i) {
-    if (i < prefetch_end) PrefetchLines(base + rows[i + ahead] * row_bytes, prefetch_bytes);
+    if (i < prefetch_end) core::PrefetchLines(base + rows[i + ahead] * row_bytes, prefetch_bytes);
     const void* row = tile + rows[i] * row_bytes;
     if constexpr (kWeighted) {
       const typename V::Reg w = V::Set1(a.id_weights[i]);
@@ -185,7 +154,7 @@ void SequenceRows(const BagSumArgs& a) {
   const int64_t prefetch_bytes = static_cast<int64_t>(a.cols) * ElementBytes<kType>();
   for (int64_t i = a.bag_begin; i < a.bag_end; ++i) {
     if (a.prefetch_distance > 0 && i + a.prefetch_distance < a.bag_end)
-      PrefetchLines(base + a.rows[i + a.prefetch_distance] * row_bytes, prefetch_bytes);
+      core::PrefetchLines(base + a.rows[i + a.prefetch_distance] * row_bytes, prefetch_bytes);
     const void* row = base + a.rows[i] * row_bytes;
     float* o = a.out + a.io_offset + i * a.out_stride;
     int64_t c = 0;

@@ -66,7 +66,7 @@ void AggregatePooledGrads(const BagRun& run, const float* grads, int64_t stride,
 
 void Fused(const BagRun& run, const float* grads, int64_t stride, float scale,
            const optim::OptimizerConfig& cfg, int64_t step, int32_t full_dim,
-           optim::ShardParams& shard, ThreadPool* pool) {
+           optim::ShardParams& shard, ThreadPool* pool, CpuLevel level = CpuLevel::kAuto) {
   const ExecContext ctx = Ctx(pool);
   const int ns = optim::NumRowStats(cfg.type);
   std::vector<uint8_t> ws(BackwardWorkspaceBytes(ctx, run.num_ids(), shard.cols, ns));
@@ -74,7 +74,8 @@ void Fused(const BagRun& run, const float* grads, int64_t stride, float scale,
   std::span<const BagRun> runs(&run, 1);
   ASSERT_TRUE(GroupRows(ctx, runs, ws.data(), ws.size(), &num_unique).ok());
   ASSERT_TRUE(
-      FusedBackward(ctx, runs, grads, stride, scale, cfg, step, full_dim, shard, ws.data()).ok());
+      FusedBackward(ctx, runs, grads, stride, scale, cfg, step, full_dim, shard, ws.data(), level)
+          .ok());
 }
 
 // Bag lengths 0..max_len (some empty), ids from a small range so duplicates are common, both
@@ -616,6 +617,128 @@ TEST(EmbeddingKernels, EveryCpuLevelGivesTheSameBits) {
     o.level = CpuLevel::kAvx512;
     std::vector<float> out(4);
     EXPECT_EQ(Lookup(Ctx(), {}, o).code(), Code::kUnsupported);
+  }
+}
+
+// The fused backward at every instruction-set level the host has gives the bits of AggregateGrads
+// + optim::PartialRowStats + optim::Apply: all six optimizers, every weight-decay mode, fp32 and
+// 16-bit weights (nearest and stochastic rounding), weighted and unweighted ids, dims on both
+// sides of the vector widths and of 128 columns (lanes holding two quads), a hot row (more ids
+// than one segment chunk) and rows never touched, over two steps with 1 and 2 threads.
+TEST(EmbeddingKernels, FusedBackwardEqualsAggregateThenApplyAtEveryCpuLevel) {
+  std::vector<CpuLevel> levels = {CpuLevel::kBaseline};
+  if (HostCpuLevel() >= CpuLevel::kAvx2) levels.push_back(CpuLevel::kAvx2);
+  if (HostCpuLevel() >= CpuLevel::kAvx512) levels.push_back(CpuLevel::kAvx512);
+  const int64_t R = 60;
+  Batch batch = MakeBatch(90, 8, R - 4, 31);  // rows R-4..R-1 never appear
+  for (int b = 0; b < 3; ++b) {               // row 7 in 3 x 20 more ids: a hot row
+    for (int k = 0; k < 20; ++k) {
+      batch.rows.push_back(7);
+      batch.weights.push_back(0.5f + 0.125f * static_cast<float>(k % 5));
+    }
+    batch.offsets.push_back(static_cast<int64_t>(batch.rows.size()));
+  }
+  const int64_t bags = static_cast<int64_t>(batch.offsets.size()) - 1;
+  ThreadPool pool(2);
+  const optim::WeightDecayMode modes[3] = {optim::WeightDecayMode::kNone,
+                                           optim::WeightDecayMode::kL2,
+                                           optim::WeightDecayMode::kDecoupled};
+  int combo = 0;
+  for (int32_t D : {1, 3, 4, 7, 16, 17, 36, 64, 100, 128, 131, 256, 300}) {
+    std::vector<float> g(bags * D);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = std::sin(0.3f * static_cast<float>(i)) * 0.1f;
+    for (auto type : {optim::OptimizerType::kSgd, optim::OptimizerType::kAdagrad,
+                      optim::OptimizerType::kRowWiseAdagrad, optim::OptimizerType::kAdam,
+                      optim::OptimizerType::kPartialRowWiseAdam, optim::OptimizerType::kLamb}) {
+      for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+        for (bool weighted : {false, true}) {
+          ++combo;
+          optim::OptimizerConfig cfg;
+          cfg.type = type;
+          cfg.learning_rate = 0.05f;
+          cfg.weight_decay = 0.01f;
+          cfg.weight_decay_mode = modes[combo % 3];
+          // eps 0 makes the moments' direction 0 / 0 past a row's last column: those lanes
+          // must add nothing to LAMB's norms.
+          if (combo % 5 == 0) cfg.eps = 0.0f;
+          cfg.stochastic_rounding = dt != DType::kFloat32 && combo % 2 == 0;
+          const size_t elem = dt == DType::kFloat32 ? 4 : 2;
+          const std::vector<float> t = MakeTable(R, D);
+          std::vector<uint8_t> init(t.size() * elem);
+          for (size_t i = 0; i < t.size(); ++i) {
+            if (dt == DType::kFloat32) {
+              std::memcpy(init.data() + 4 * i, &t[i], 4);
+            } else {
+              const uint16_t h = dt == DType::kFloat16 ? FloatToHalf(t[i]) : FloatToBFloat16(t[i]);
+              std::memcpy(init.data() + 2 * i, &h, 2);
+            }
+          }
+          auto specs = optim::StateSpecs(type);
+          auto run = [&](bool fused, CpuLevel level, ThreadPool* tp, std::vector<uint8_t>* w,
+                         std::vector<std::vector<float>>* st) {
+            *w = init;
+            st->clear();
+            for (auto& sp : specs) st->emplace_back(sp.row_wise ? R : R * D, 0.0f);
+            optim::ShardParams p;
+            p.weights = w->data();
+            p.dtype = dt;
+            p.rows = R;
+            p.cols = D;
+            p.stride = D;
+            p.table_key = 99;
+            for (auto& v : *st) p.states.push_back(v.data());
+            for (int64_t step = 1; step <= 2; ++step) {
+              if (fused) {
+                Fused(batch.View(weighted), g.data(), D, 0.5f, cfg, step, D, p, tp, level);
+                continue;
+              }
+              std::vector<int64_t> uniq;
+              std::vector<float> grads;
+              AggregatePooledGrads(batch.View(weighted), g.data(), D, D, 0.5f, &uniq, &grads, tp);
+              const int ns = optim::NumRowStats(type);
+              std::vector<float> stats(uniq.size() * std::max(ns, 1));
+              optim::RowUpdate upd{uniq, grads.data()};
+              if (ns > 0) optim::PartialRowStats(Ctx(tp), cfg, step, p, upd, stats.data());
+              optim::Apply(Ctx(tp), cfg, step, D, p, upd, ns > 0 ? stats.data() : nullptr);
+            }
+          };
+          std::vector<uint8_t> w_ref, w;
+          std::vector<std::vector<float>> s_ref, s;
+          run(false, CpuLevel::kAuto, nullptr, &w_ref, &s_ref);
+          ASSERT_NE(w_ref, init);
+          for (CpuLevel level : levels) {
+            run(true, level, combo % 2 == 0 ? &pool : nullptr, &w, &s);
+            ASSERT_EQ(w, w_ref) << "level " << CpuLevelName(level) << " dim " << D << " type "
+                                << int(type) << " dtype " << DTypeName(dt) << " weighted "
+                                << weighted;
+            ASSERT_EQ(s, s_ref) << "level " << CpuLevelName(level) << " dim " << D << " type "
+                                << int(type) << " dtype " << DTypeName(dt);
+          }
+          // Rows that no id touched keep their bytes.
+          EXPECT_EQ(0, std::memcmp(w.data() + (R - 4) * D * elem, init.data() + (R - 4) * D * elem,
+                                   4 * D * elem));
+        }
+      }
+    }
+  }
+  if (HostCpuLevel() < CpuLevel::kAvx512) {
+    std::vector<float> table(4, 0.0f), grads(4, 1.0f), state(1, 0.0f);
+    std::vector<int64_t> rows = {0}, offsets = {0, 1};
+    const BagRun run{offsets.data(), 1, rows.data(), nullptr, 0};
+    optim::OptimizerConfig cfg;
+    optim::ShardParams p;
+    p.weights = table.data();
+    p.rows = 1;
+    p.cols = 4;
+    p.stride = 4;
+    std::vector<uint8_t> ws(BackwardWorkspaceBytes(Ctx(), 1, 4, 0));
+    int64_t num_unique = 0;
+    ASSERT_TRUE(
+        GroupRows(Ctx(), std::span<const BagRun>(&run, 1), ws.data(), ws.size(), &num_unique).ok());
+    EXPECT_EQ(FusedBackward(Ctx(), std::span<const BagRun>(&run, 1), grads.data(), 4, 1.0f, cfg, 1,
+                            4, p, ws.data(), CpuLevel::kAvx512)
+                  .code(),
+              Code::kUnsupported);
   }
 }
 

@@ -1,0 +1,32 @@
+// Software prefetch of every 64-byte line of a row, for kernels that gather rows in an order no
+// hardware prefetcher can follow. Internal linkage (an anonymous namespace), so the kernels built
+// for wider instruction sets (embedding/kernels/isa) may include it too.
+//
+// Each loop carries an empty volatile asm: GCC 12 treats __builtin_prefetch as free of side
+// effects and, in some inlining contexts (a lambda, a helper taking a struct), deletes a loop that
+// does nothing else -- which silently removed the fused backward's weight-row prefetches.
+#pragma once
+
+#include <cstdint>
+
+namespace shardrec::core {
+namespace {
+
+inline void PrefetchLines(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t off = 0; off < bytes; off += 64) {
+    __builtin_prefetch(c + off, 0, 3);
+    asm volatile("");
+  }
+}
+
+inline void PrefetchLinesForWrite(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t off = 0; off < bytes; off += 64) {
+    __builtin_prefetch(c + off, 1, 3);
+    asm volatile("");
+  }
+}
+
+}  // namespace
+}  // namespace shardrec::core

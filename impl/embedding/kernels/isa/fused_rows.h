@@ -1,0 +1,80 @@
+// Internal: the host's fused backward over one task's unique rows (kernels.h FusedBackward),
+// compiled once per instruction set (fused_rows_baseline.cc, fused_rows_avx2.cc,
+// fused_rows_avx512.cc) and chosen at run time like the lookups' bag sums.
+//
+// Per unique row: its gradient is summed over its ids in position order (first term assigned,
+// then added), the optimizer's row statistics are summed in the shared lane order
+// (impl/core/simt.h: column quad q to lane q % 32, each lane in column order from +0, the lanes
+// through CombineLanes), and every element takes the rule of impl/optim/update_rules.h. Vector
+// lanes are independent and nothing is contracted into an FMA, so every level gives the bits of
+// AggregateGrads + optim::PartialRowStats + optim::Apply (tests run every level the host has).
+//
+// Plain data only, as isa/bag_sum.h: these files are built with different target flags.
+#pragma once
+
+#include <cstdint>
+
+#include "impl/embedding/kernels/isa/bag_sum.h"
+#include "impl/optim/update_rules.h"
+
+namespace shardrec::embedding::kernels::isa {
+
+struct FusedRowsArgs {
+  // The grouping of one shard's ids (row_group.h): the ids of unique row unique_rows[u] are the
+  // keys [segments[u], segments[u + 1]) in position order; a key's bits under index_mask index
+  // grad_offset (and id_weights). num_keys bounds the gradient prefetch.
+  const uint64_t* keys = nullptr;
+  uint64_t index_mask = 0;
+  const int64_t* segments = nullptr;
+  const int64_t* unique_rows = nullptr;
+  int64_t num_keys = 0;
+  int64_t u_begin = 0;  // the unique rows this call updates
+  int64_t u_end = 0;
+  // The contribution of index i: scale (times id_weights[i] when not null) x the gradient row at
+  // grads + grad_offset[i].
+  const float* grads = nullptr;
+  const int64_t* grad_offset = nullptr;
+  const float* id_weights = nullptr;
+  float scale = 1.0f;
+  // Rows with more than hot_ids ids come summed by the caller (simt/segment_order.h's chunked
+  // order) in hot_grads: their gradient rows one after the other, in u order.
+  int64_t hot_ids = 0;
+  const float* hot_grads = nullptr;
+  // The shard: rows of cols elements of `type`, `stride` elements apart.
+  void* weights = nullptr;
+  WeightType type = WeightType::kFloat32;
+  int64_t stride = 0;
+  int32_t cols = 0;
+  int32_t full_dim = 0;  // the table's dim (== cols whenever the optimizer has row statistics)
+  // The optimizer (an optim::OptimizerType value), its scalars for this step and its states in
+  // optim::StateSpecs order: a row-wise state's values row_state_stride floats apart, an
+  // element-wise state's rows cols floats apart.
+  int32_t optimizer = 0;
+  optim::RuleScalars rules;
+  float* m1 = nullptr;
+  float* m2 = nullptr;
+  bool m1_row_wise = false;
+  bool m2_row_wise = false;
+  int64_t row_state_stride = 1;
+  // 16-bit weights: each updated row, in fp32, goes to store_row(store_ctx, row, values), which
+  // rounds it into the table (optim's nearest-even or stochastic rounding).
+  void (*store_row)(void* store_ctx, int64_t row, const float* values) = nullptr;
+  void* store_ctx = nullptr;
+  // 2 x FusedRowsScratchFloats(cols) floats the caller owns (the summed gradient, a widened row).
+  float* scratch = nullptr;
+  int64_t rows_ahead = 16;  // unique rows whose weight row and states are prefetched
+  int64_t grads_ahead = 8;  // keys whose gradient rows are prefetched
+};
+
+// Floats of one scratch row: cols rounded up to a whole AVX-512 register.
+inline constexpr int64_t FusedRowsScratchFloats(int32_t cols) {
+  return (int64_t{cols} + 15) / 16 * 16;
+}
+
+using FusedRowsFn = void (*)(const FusedRowsArgs& args);
+
+void FusedRowsBaseline(const FusedRowsArgs& args);  // SSE2: every x86-64
+void FusedRowsAvx2(const FusedRowsArgs& args);      // AVX2 + F16C
+void FusedRowsAvx512(const FusedRowsArgs& args);    // AVX-512 F/BW/VL
+
+}  // namespace shardrec::embedding::kernels::isa

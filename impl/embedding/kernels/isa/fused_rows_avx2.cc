@@ -1,0 +1,11 @@
+// The fused backward's rows (isa/fused_rows.h) for AVX2 + F16C (built with -mavx2
+// -mf16c, never -mfma).
+#include "impl/embedding/kernels/isa/fused_rows.h"
+#include "impl/embedding/kernels/isa/fused_rows_body.h"
+#include "impl/embedding/kernels/isa/simd_avx2.h"
+
+namespace shardrec::embedding::kernels::isa {
+
+void FusedRowsAvx2(const FusedRowsArgs& args) { FusedRows<Avx2>(args); }
+
+}  // namespace shardrec::embedding::kernels::isa

@@ -1,0 +1,11 @@
+// The fused backward's rows (isa/fused_rows.h) for AVX-512 F/BW/VL (built with
+// -mavx512f -mavx512bw -mavx512vl, never -mfma).
+#include "impl/embedding/kernels/isa/fused_rows.h"
+#include "impl/embedding/kernels/isa/fused_rows_body.h"
+#include "impl/embedding/kernels/isa/simd_avx512.h"
+
+namespace shardrec::embedding::kernels::isa {
+
+void FusedRowsAvx512(const FusedRowsArgs& args) { FusedRows<Avx512>(args); }
+
+}  // namespace shardrec::embedding::kernels::isa

@@ -1,0 +1,378 @@
+// Internal: the fused backward of isa/fused_rows.h written once over a vector type I (the
+// level's simd_*.h), included by exactly one translation unit per instruction set. Everything
+// here has internal linkage (an anonymous namespace), and the update rules are instantiated only
+// with this file's own types (Vec, Scalar), so no copy built for a wide instruction set can
+// stand in for the baseline one at link time. Library calls are avoided for the same reason.
+//
+// I provides what isa/bag_sum_body.h's V does, plus Sub, Div, Sqrt, LoadFirst(p, n),
+// StoreFirst(p, v, n), KeepFirst(v, n) for n < kWidth, and, with kWidth >= 4, QuadShift<i> and
+// FoldQuads for the row statistics' lane order.
+#pragma once
+
+#include <cstdint>
+
+#include "impl/core/prefetch.h"
+#include "impl/embedding/kernels/isa/fused_rows.h"
+#include "impl/embedding/kernels/isa/scalar_half.h"
+#include "impl/optim/optimizer.h"
+#include "impl/optim/update_rules.h"
+
+namespace shardrec::embedding::kernels::isa {
+namespace {
+
+// A register of floats for the update rules: each lane takes exactly the scalar rule's IEEE
+// operations.
+template <class I>
+struct Vec {
+  typename I::Reg v;
+  Vec() = default;
+  Vec(float f) : v(I::Set1(f)) {}  // NOLINT: the rules mix float scalars into vector terms
+  static Vec Of(typename I::Reg r) {
+    Vec x;
+    x.v = r;
+    return x;
+  }
+};
+
+template <class I>
+Vec<I> operator+(Vec<I> a, Vec<I> b) {
+  return Vec<I>::Of(I::Add(a.v, b.v));
+}
+template <class I>
+Vec<I> operator-(Vec<I> a, Vec<I> b) {
+  return Vec<I>::Of(I::Sub(a.v, b.v));
+}
+template <class I>
+Vec<I> operator*(Vec<I> a, Vec<I> b) {
+  return Vec<I>::Of(I::Mul(a.v, b.v));
+}
+template <class I>
+Vec<I> operator/(Vec<I> a, Vec<I> b) {
+  return Vec<I>::Of(I::Div(a.v, b.v));
+}
+#define SHARDREC_VEC_SCALAR_OP(op)        \
+  template <class I>                      \
+  Vec<I> operator op(Vec<I> a, float b) { \
+    return a op Vec<I>(b);                \
+  }                                       \
+  template <class I>                      \
+  Vec<I> operator op(float a, Vec<I> b) { \
+    return Vec<I>(a) op b;                \
+  }
+SHARDREC_VEC_SCALAR_OP(+)
+SHARDREC_VEC_SCALAR_OP(-)
+SHARDREC_VEC_SCALAR_OP(*)
+SHARDREC_VEC_SCALAR_OP(/)
+#undef SHARDREC_VEC_SCALAR_OP
+template <class I>
+Vec<I> RuleSqrt(Vec<I> a) {
+  return Vec<I>::Of(I::Sqrt(a.v));
+}
+
+// A per-row scalar for the rules (row states, multipliers, LAMB's ratio). No conversion back to
+// float, so the rules never reach the library's float instantiations from here.
+struct Scalar {
+  float v;
+  Scalar(float f) : v(f) {}  // NOLINT: as Vec
+};
+inline Scalar operator+(Scalar a, Scalar b) { return Scalar(a.v + b.v); }
+inline Scalar operator-(Scalar a, Scalar b) { return Scalar(a.v - b.v); }
+inline Scalar operator*(Scalar a, Scalar b) { return Scalar(a.v * b.v); }
+inline Scalar operator/(Scalar a, Scalar b) { return Scalar(a.v / b.v); }
+inline bool operator>(Scalar a, Scalar b) { return a.v > b.v; }
+inline Scalar RuleSqrt(Scalar a) { return Scalar(__builtin_sqrtf(a.v)); }
+
+// One row of cols floats seen as registers: full ones, then (n < kWidth) a partial one.
+template <class I>
+struct RowIo {
+  int32_t cols;
+  int64_t Regs() const { return (cols + I::kWidth - 1) / I::kWidth; }
+  int Valid(int64_t j) const {
+    const int64_t left = cols - j * I::kWidth;
+    return left >= I::kWidth ? I::kWidth : static_cast<int>(left);
+  }
+  Vec<I> Load(const float* p, int64_t j) const {
+    const int n = Valid(j);
+    return Vec<I>::Of(n == I::kWidth ? I::LoadF32(p + j * I::kWidth)
+                                     : I::LoadFirst(p + j * I::kWidth, n));
+  }
+  void Store(float* p, int64_t j, Vec<I> v) const {
+    const int n = Valid(j);
+    if (n == I::kWidth)
+      I::Store(p + j * I::kWidth, v.v);
+    else
+      I::StoreFirst(p + j * I::kWidth, v.v, n);
+  }
+  // v with the elements past the row's end zeroed (they must add nothing to a row sum).
+  Vec<I> Clip(Vec<I> v, int64_t j) const {
+    const int n = Valid(j);
+    return n == I::kWidth ? v : Vec<I>::Of(I::KeepFirst(v.v, n));
+  }
+};
+
+// A row sum in the shared lane order, fed one register of terms at a time in column order.
+// Lane l (column quads l, l + 32, ...) sits at the first element of quad l % Q of register
+// (l / Q) % R (Q quads per register, R = 32 / Q registers: one block of 128 columns); each
+// register's terms are added quad element by quad element, so every lane adds its terms in
+// column order from +0, and Finish runs CombineLanes' tree over the registers and then inside
+// the first one. Elements other than the quads' first hold partial sums nobody reads.
+template <class I>
+struct LaneSum {
+  static constexpr int kQuads = I::kWidth / 4;
+  static constexpr int kRegs = 32 / kQuads;
+  typename I::Reg acc[kRegs];
+  LaneSum() {
+    for (int r = 0; r < kRegs; ++r) acc[r] = I::Zero();
+  }
+  // The terms of register j of the row (columns j * kWidth on), past-the-end ones zero.
+  void Add(int64_t j, Vec<I> t) {
+    typename I::Reg& a = acc[j % kRegs];
+    a = I::Add(a, t.v);
+    a = I::Add(a, I::template QuadShift<1>(t.v));
+    a = I::Add(a, I::template QuadShift<2>(t.v));
+    a = I::Add(a, I::template QuadShift<3>(t.v));
+  }
+  float Finish() {
+    for (int off = kRegs / 2; off >= 1; off /= 2)
+      for (int r = 0; r < off; ++r) acc[r] = I::Add(acc[r], acc[r + off]);
+    return I::FoldQuads(acc[0]);
+  }
+};
+
+// The same sum for a level without vectors (one float per register): 32 scalar lanes.
+struct ScalarLaneSum {
+  float acc[32] = {};
+  void AddColumn(int64_t c, float t) {
+    const int l = static_cast<int>((c >> 2) & 31);
+    acc[l] = acc[l] + t;
+  }
+  float Finish() {
+    for (int off = 16; off >= 1; off /= 2)
+      for (int l = 0; l < off; ++l) acc[l] = acc[l] + acc[l + off];
+    return acc[0];
+  }
+};
+
+// Sums over the row of term(j) (a register of terms, past-the-end elements zero).
+template <class I, class Term>
+float RowSum(const RowIo<I>& io, Term&& term) {
+  if constexpr (I::kWidth >= 4) {
+    LaneSum<I> s;
+    for (int64_t j = 0; j < io.Regs(); ++j) s.Add(j, term(j));
+    return s.Finish();
+  } else {
+    ScalarLaneSum s;
+    for (int64_t j = 0; j < io.Regs(); ++j) s.AddColumn(j, term(j).v);
+    return s.Finish();
+  }
+}
+
+// g = the row's gradient: the contributions of keys [k0, k1), first assigned, then added, in
+// registers kMax at a time. The first tile also prefetches the gradient rows grads_ahead keys on.
+template <class I>
+void SumRow(const FusedRowsArgs& a, int64_t k0, int64_t k1, float* g) {
+  constexpr int kMax = I::kMaxRegsWithTemps;
+  const int64_t cols = a.cols;
+  const int64_t row_bytes = cols * 4;
+  for (int64_t c0 = 0; c0 < cols; c0 += int64_t{kMax} * I::kWidth) {
+    const int64_t left = cols - c0;
+    const int64_t span = left < int64_t{kMax} * I::kWidth ? left : int64_t{kMax} * I::kWidth;
+    const int regs = static_cast<int>((span + I::kWidth - 1) / I::kWidth);
+    const int last = static_cast<int>(span - int64_t{regs - 1} * I::kWidth);  // in the last reg
+    typename I::Reg acc[kMax];
+    for (int64_t k = k0; k < k1; ++k) {
+      if (c0 == 0 && k + a.grads_ahead < a.num_keys)
+        core::PrefetchLines(a.grads + a.grad_offset[a.keys[k + a.grads_ahead] & a.index_mask],
+                            row_bytes);
+      const int64_t i = static_cast<int64_t>(a.keys[k] & a.index_mask);
+      const typename I::Reg f =
+          I::Set1(a.id_weights != nullptr ? a.scale * a.id_weights[i] : a.scale);
+      const float* src = a.grads + a.grad_offset[i] + c0;
+      for (int r = 0; r < regs; ++r) {
+        const typename I::Reg x = r + 1 < regs || last == I::kWidth
+                                      ? I::LoadF32(src + r * I::kWidth)
+                                      : I::LoadFirst(src + r * I::kWidth, last);
+        acc[r] = k == k0 ? I::Mul(f, x) : I::Add(acc[r], I::Mul(f, x));
+      }
+    }
+    for (int r = 0; r < regs; ++r) {
+      if (r + 1 < regs || last == I::kWidth)
+        I::Store(g + c0 + r * I::kWidth, acc[r]);
+      else
+        I::StoreFirst(g + c0 + r * I::kWidth, acc[r], last);
+    }
+  }
+}
+
+// The optimizer on one fp32 row w (cols floats) with gradient g; m1 / m2 point at the row's
+// states (a row-wise one: its single value).
+template <class I>
+void UpdateRow(const FusedRowsArgs& a, float* w, const float* g, float* m1, float* m2) {
+  using V = Vec<I>;
+  const RowIo<I> io{a.cols};
+  const optim::RuleScalars& s = a.rules;
+  const int64_t regs = io.Regs();
+  switch (static_cast<optim::OptimizerType>(a.optimizer)) {
+    case optim::OptimizerType::kSgd:
+      for (int64_t j = 0; j < regs; ++j)
+        io.Store(w, j, optim::SgdUpdate<V>(io.Load(w, j), io.Load(g, j), s));
+      break;
+    case optim::OptimizerType::kAdagrad:
+      for (int64_t j = 0; j < regs; ++j) {
+        V m = io.Load(m1, j);
+        io.Store(w, j, optim::AdagradUpdate<V>(io.Load(w, j), io.Load(g, j), &m, s));
+        io.Store(m1, j, m);
+      }
+      break;
+    case optim::OptimizerType::kRowWiseAdagrad: {
+      const float sum = RowSum(io, [&](int64_t j) {
+        return io.Clip(optim::RowWiseAdagradSquare<V>(io.Load(w, j), io.Load(g, j), s), j);
+      });
+      const Scalar state = optim::RowWiseAdagradState<Scalar>(*m1, sum, a.full_dim);
+      *m1 = state.v;
+      const Scalar mult = optim::RowWiseAdagradMult<Scalar>(state, s);
+      const V mv(mult.v), cv(optim::RowWiseAdagradCorr<Scalar>(mult, s).v);
+      for (int64_t j = 0; j < regs; ++j)
+        io.Store(w, j, optim::RowWiseAdagradUpdate<V>(io.Load(w, j), io.Load(g, j), mv, cv));
+      break;
+    }
+    case optim::OptimizerType::kAdam:
+      for (int64_t j = 0; j < regs; ++j) {
+        V m = io.Load(m1, j), v = io.Load(m2, j);
+        io.Store(w, j, optim::AdamUpdate<V>(io.Load(w, j), io.Load(g, j), &m, &v, s));
+        io.Store(m1, j, m);
+        io.Store(m2, j, v);
+      }
+      break;
+    case optim::OptimizerType::kPartialRowWiseAdam: {
+      const float sum = RowSum(io, [&](int64_t j) {
+        return io.Clip(optim::RowWiseAdagradSquare<V>(io.Load(w, j), io.Load(g, j), s), j);
+      });
+      const Scalar vr = optim::PartialRowWiseAdamState<Scalar>(*m2, sum, a.full_dim, s);
+      *m2 = vr.v;
+      const V vv(vr.v);
+      for (int64_t j = 0; j < regs; ++j) {
+        V m = io.Load(m1, j);
+        io.Store(w, j, optim::PartialRowWiseAdamUpdate<V>(io.Load(w, j), io.Load(g, j), &m, vv, s));
+        io.Store(m1, j, m);
+      }
+      break;
+    }
+    case optim::OptimizerType::kLamb: {
+      // Phase 1 advances m and v and sums |w|^2 and |r|^2 (two lane sums, one pass); phase 2
+      // recomputes r from the advanced moments, as optim::Apply does.
+      float sums[2];
+      if constexpr (I::kWidth >= 4) {
+        LaneSum<I> ws, rs;
+        for (int64_t j = 0; j < regs; ++j) {
+          const V wj = io.Load(w, j);
+          V m = io.Load(m1, j), v = io.Load(m2, j);
+          const V r = optim::LambAdvance<V>(wj, io.Load(g, j), &m, &v, s);
+          io.Store(m1, j, m);
+          io.Store(m2, j, v);
+          ws.Add(j, io.Clip(wj * wj, j));
+          rs.Add(j, io.Clip(r * r, j));
+        }
+        sums[0] = ws.Finish();
+        sums[1] = rs.Finish();
+      } else {
+        ScalarLaneSum ws, rs;
+        for (int64_t j = 0; j < regs; ++j) {
+          const V wj = io.Load(w, j);
+          V m = io.Load(m1, j), v = io.Load(m2, j);
+          const V r = optim::LambAdvance<V>(wj, io.Load(g, j), &m, &v, s);
+          io.Store(m1, j, m);
+          io.Store(m2, j, v);
+          ws.AddColumn(j, (wj * wj).v);
+          rs.AddColumn(j, (r * r).v);
+        }
+        sums[0] = ws.Finish();
+        sums[1] = rs.Finish();
+      }
+      const V ratio(optim::LambRatio<Scalar>(sums[0], sums[1]).v);
+      for (int64_t j = 0; j < regs; ++j) {
+        const V wj = io.Load(w, j);
+        const V r = optim::LambDirection<V>(wj, io.Load(m1, j), io.Load(m2, j), s);
+        io.Store(w, j, optim::LambUpdate<V>(wj, r, ratio, s));
+      }
+      break;
+    }
+  }
+}
+
+// A 16-bit row widened into out (exactly: every fp16 and bf16 value is an fp32 value).
+template <class I, WeightType kType>
+void WidenRow(const uint16_t* src, int32_t cols, float* out) {
+  int64_t c = 0;
+  for (; c + I::kWidth <= cols; c += I::kWidth)
+    I::Store(out + c, kType == WeightType::kFloat16 ? I::LoadF16(src + c) : I::LoadBf16(src + c));
+  for (; c < cols; ++c)
+    out[c] = kType == WeightType::kFloat16 ? ScalarF16(src[c]) : ScalarBf16(src[c]);
+}
+
+template <class I, WeightType kType>
+void Rows(const FusedRowsArgs& a) {
+  const int64_t elem = kType == WeightType::kFloat32 ? 4 : 2;
+  const int64_t row_bytes = a.cols * elem;
+  const int64_t scratch = (int64_t{a.cols} + 15) / 16 * 16;
+  float* g_buf = a.scratch;
+  float* w_buf = a.scratch + scratch;
+  char* weights = static_cast<char*>(a.weights);
+  const float* hot = a.hot_grads;
+  auto state_of = [&](float* base, bool row_wise, int64_t row) {
+    return base == nullptr ? nullptr
+           : row_wise      ? base + row * a.row_state_stride
+                           : base + row * a.cols;
+  };
+  auto prefetch_row = [&](int64_t row) {
+    core::PrefetchLinesForWrite(weights + row * a.stride * elem, row_bytes);
+    if (a.m1 != nullptr)
+      core::PrefetchLinesForWrite(state_of(a.m1, a.m1_row_wise, row),
+                                  a.m1_row_wise ? 4 : a.cols * 4);
+    if (a.m2 != nullptr)
+      core::PrefetchLinesForWrite(state_of(a.m2, a.m2_row_wise, row),
+                                  a.m2_row_wise ? 4 : a.cols * 4);
+  };
+  for (int64_t u = a.u_begin; u < a.u_end && u < a.u_begin + a.rows_ahead; ++u)
+    prefetch_row(a.unique_rows[u]);
+  for (int64_t u = a.u_begin; u < a.u_end; ++u) {
+    if (u + a.rows_ahead < a.u_end) prefetch_row(a.unique_rows[u + a.rows_ahead]);
+    const int64_t row = a.unique_rows[u];
+    const int64_t k0 = a.segments[u], k1 = a.segments[u + 1];
+    const float* g = g_buf;
+    if (k1 - k0 > a.hot_ids) {
+      g = hot;
+      hot += a.cols;
+    } else {
+      SumRow<I>(a, k0, k1, g_buf);
+    }
+    float* m1 = state_of(a.m1, a.m1_row_wise, row);
+    float* m2 = state_of(a.m2, a.m2_row_wise, row);
+    if constexpr (kType == WeightType::kFloat32) {
+      UpdateRow<I>(a, reinterpret_cast<float*>(weights) + row * a.stride, g, m1, m2);
+    } else {
+      WidenRow<I, kType>(reinterpret_cast<const uint16_t*>(weights) + row * a.stride, a.cols,
+                         w_buf);
+      UpdateRow<I>(a, w_buf, g, m1, m2);
+      a.store_row(a.store_ctx, row, w_buf);
+    }
+  }
+}
+
+template <class I>
+void FusedRows(const FusedRowsArgs& a) {
+  switch (a.type) {
+    case WeightType::kFloat16:
+      Rows<I, WeightType::kFloat16>(a);
+      break;
+    case WeightType::kBFloat16:
+      Rows<I, WeightType::kBFloat16>(a);
+      break;
+    default:
+      Rows<I, WeightType::kFloat32>(a);
+      break;
+  }
+}
+
+}  // namespace
+}  // namespace shardrec::embedding::kernels::isa
