@@ -45,45 +45,92 @@ Status SparseUpdater::ApplySharded(const ExecContext& ctx, comm::Communicator& c
                                    const std::vector<optim::OptimizerConfig>& configs, int64_t step,
                                    double* comm_seconds) {
   const Layout& l = *layout_;
-  // TorchRec's gradient division: the sum over the global batch divided by the group size.
-  const float scale = 1.0f / static_cast<float>(l.world);
+  shard_order_.clear();
   for (size_t i = 0; i < l.local.size(); ++i) {
     uniq_rows_[i].clear();
     uniq_grads_[i].clear();
     partial_stats_[i].clear();
-    const LocalShard& ls = l.local[i];
-    if (l.tables[ls.table].data_parallel || rb.shards[i].num_ids == 0) continue;
-    const optim::OptimizerConfig& config = configs[ls.table];
-    const int K = l.tables[ls.table].num_row_stats;
-    const auto& runs = rb.shards[i].runs;
-    const size_t need = kernels::BackwardWorkspaceBytes(ctx, rb.shards[i].num_ids, ls.cols, K);
-    if (workspace_.size() < need) workspace_.resize(need);
-    int64_t num_unique = 0;
-    SR_RETURN_IF_ERROR(
-        kernels::GroupRows(ctx, runs, workspace_.data(), workspace_.size(), &num_unique));
-    if (FusedEligible(i)) {
-      // Sum and update blocks of rows while they are in cache; bit-identical to aggregate +
-      // PartialRowStats + Apply. No rows are left for the steps below.
-      optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
-      SR_RETURN_IF_ERROR(kernels::FusedBackward(ctx, runs, grads, ls.cols, scale, config, step,
-                                                l.plan->tables[ls.table].dim, params,
-                                                workspace_.data()));
-      continue;
-    }
-    uniq_rows_[i].resize(static_cast<size_t>(num_unique));
-    uniq_grads_[i].resize(static_cast<size_t>(num_unique) * ls.cols);
-    SR_RETURN_IF_ERROR(kernels::AggregateGrads(ctx, runs, grads, ls.cols, ls.cols, scale,
-                                               workspace_.data(), uniq_rows_[i].data(),
-                                               uniq_grads_[i].data()));
-    if (K == 0) continue;
-    optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
-    partial_stats_[i].resize(uniq_rows_[i].size() * K);
-    optim::RowUpdate up{uniq_rows_[i], uniq_grads_[i].data()};
-    optim::PartialRowStats(ctx, config, step, params, up, partial_stats_[i].data());
+    if (!l.tables[l.local[i].table].data_parallel && rb.shards[i].num_ids > 0)
+      shard_order_.push_back(i);
+  }
+  const size_t threads = static_cast<size_t>(ctx.num_threads());
+  auto work = [&](size_t i) { return rb.shards[i].num_ids * int64_t{l.local[i].cols}; };
+  int64_t total = 0, largest = 0;
+  for (size_t i : shard_order_) {
+    total += work(i);
+    largest = std::max(largest, work(i));
+  }
+  if (threads > 1 && shard_order_.size() >= 2 * threads &&
+      largest * static_cast<int64_t>(threads) <= total) {
+    // Enough shards to keep every thread busy, none larger than a thread's share: each shard's
+    // grouping and update run on one thread, several shards at a time (the kernels give the same
+    // bits on any thread count), instead of one shard at a time with its serial grouping between
+    // parallel phases. Largest first, so the shards that start last are short.
+    std::stable_sort(shard_order_.begin(), shard_order_.end(),
+                     [&](size_t a, size_t b) { return work(a) > work(b); });
+    shard_status_.assign(shard_order_.size(), Status::Ok());
+    if (workspaces_.size() < threads) workspaces_.resize(threads);
+    free_workspaces_.clear();
+    for (size_t w = 0; w < threads; ++w) free_workspaces_.push_back(w);
+    ctx.ParallelFor(0, static_cast<int64_t>(shard_order_.size()), 1, [&](int64_t b, int64_t e) {
+      for (int64_t k = b; k < e; ++k) {
+        size_t w;
+        {
+          std::lock_guard<std::mutex> lock(workspace_mu_);
+          w = free_workspaces_.back();
+          free_workspaces_.pop_back();
+        }
+        shard_status_[k] = BackwardShard(ExecContext::Host(nullptr), shard_order_[k], rb, grads,
+                                         configs, step, &workspaces_[w]);
+        std::lock_guard<std::mutex> lock(workspace_mu_);
+        free_workspaces_.push_back(w);
+      }
+    });
+    for (const Status& st : shard_status_) SR_RETURN_IF_ERROR(st);
+  } else {
+    if (workspaces_.empty()) workspaces_.resize(1);
+    for (size_t i : shard_order_)
+      SR_RETURN_IF_ERROR(BackwardShard(ctx, i, rb, grads, configs, step, &workspaces_[0]));
   }
   SR_RETURN_IF_ERROR(ExchangeRowStats(comm, comm_seconds));
   for (size_t i = 0; i < l.local.size(); ++i)
     SR_RETURN_IF_ERROR(Update(ctx, configs[l.local[i].table], step, i));
+  return Status::Ok();
+}
+
+Status SparseUpdater::BackwardShard(const ExecContext& ctx, size_t i, const RoutedBatch& rb,
+                                    const float* grads,
+                                    const std::vector<optim::OptimizerConfig>& configs,
+                                    int64_t step, std::vector<uint8_t>* workspace) {
+  const Layout& l = *layout_;
+  // TorchRec's gradient division: the sum over the global batch divided by the group size.
+  const float scale = 1.0f / static_cast<float>(l.world);
+  const LocalShard& ls = l.local[i];
+  const optim::OptimizerConfig& config = configs[ls.table];
+  const int K = l.tables[ls.table].num_row_stats;
+  const auto& runs = rb.shards[i].runs;
+  const size_t need = kernels::BackwardWorkspaceBytes(ctx, rb.shards[i].num_ids, ls.cols, K);
+  if (workspace->size() < need) workspace->resize(need);
+  int64_t num_unique = 0;
+  SR_RETURN_IF_ERROR(
+      kernels::GroupRows(ctx, runs, workspace->data(), workspace->size(), &num_unique));
+  if (FusedEligible(i)) {
+    // Each row summed and updated at once; bit-identical to aggregate + PartialRowStats + Apply.
+    // No rows are left for the steps below.
+    optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
+    return kernels::FusedBackward(ctx, runs, grads, ls.cols, scale, config, step,
+                                  l.plan->tables[ls.table].dim, params, workspace->data());
+  }
+  uniq_rows_[i].resize(static_cast<size_t>(num_unique));
+  uniq_grads_[i].resize(static_cast<size_t>(num_unique) * ls.cols);
+  SR_RETURN_IF_ERROR(kernels::AggregateGrads(ctx, runs, grads, ls.cols, ls.cols, scale,
+                                             workspace->data(), uniq_rows_[i].data(),
+                                             uniq_grads_[i].data()));
+  if (K == 0) return Status::Ok();
+  optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
+  partial_stats_[i].resize(uniq_rows_[i].size() * K);
+  optim::RowUpdate up{uniq_rows_[i], uniq_grads_[i].data()};
+  optim::PartialRowStats(ctx, config, step, params, up, partial_stats_[i].data());
   return Status::Ok();
 }
 

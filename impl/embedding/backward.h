@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 #include "impl/comm/communicator.h"
@@ -58,6 +59,12 @@ class SparseUpdater {
   float* stat_recv() { return stat_recv_.data(); }
 
  private:
+  // Groups the ids of local shard `local` in `workspace` (grown as needed) and either updates its
+  // rows (the fused backward) or leaves their aggregated gradients and partial row statistics in
+  // uniq_rows_ / uniq_grads_ / partial_stats_ for Update.
+  Status BackwardShard(const ExecContext& ctx, size_t local, const RoutedBatch& rb,
+                       const float* grads, const std::vector<optim::OptimizerConfig>& configs,
+                       int64_t step, std::vector<uint8_t>* workspace);
   // Applies `config` to the aggregated rows of local shard `local` (row statistics summed over
   // the whole row in column order).
   Status Update(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
@@ -65,9 +72,15 @@ class SparseUpdater {
 
   const Layout* layout_ = nullptr;
   ParamStore* params_ = nullptr;
-  std::vector<uint8_t> workspace_;               // kernel scratch, shared by the shards (grow-only)
-  std::vector<std::vector<int64_t>> uniq_rows_;  // per local shard
-  std::vector<std::vector<float>> uniq_grads_;   // per local shard
+  // Kernel scratch (grow-only): one per thread when shards run side by side, else the first
+  // serves the shards in turn; free_workspaces_ (under workspace_mu_) are the ones not in use.
+  std::vector<std::vector<uint8_t>> workspaces_;
+  std::vector<size_t> free_workspaces_;
+  std::mutex workspace_mu_;
+  std::vector<size_t> shard_order_;   // the local shards with ids this step, in backward order
+  std::vector<Status> shard_status_;  // per shard_order_ entry, when shards run side by side
+  std::vector<std::vector<int64_t>> uniq_rows_;    // per local shard
+  std::vector<std::vector<float>> uniq_grads_;     // per local shard
   std::vector<std::vector<float>> partial_stats_;  // per local shard
   std::vector<float> stat_send_;
   std::vector<float> stat_recv_;
