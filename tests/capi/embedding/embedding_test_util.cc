@@ -238,7 +238,8 @@ std::vector<std::vector<float>> Snapshot(shardrec_embedding_t* coll, const Scena
   return snap;
 }
 
-void RunEquivalence(const Scenario& s) {
+void RunEquivalence(const Scenario& s, std::vector<std::vector<std::vector<float>>>* snapshots) {
+  if (snapshots != nullptr) snapshots->assign(s.world, {});
   ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
   const auto batches = MakeBatches(s, ref);
   const auto grads = MakeGrads(s, batches, ref.output_dim());
@@ -260,6 +261,7 @@ void RunEquivalence(const Scenario& s) {
     shardrec_embedding_options_t o;
     shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
     o.seed = s.seed;
+    o.num_threads = s.num_threads;
     shardrec_embedding_t* c = nullptr;
     ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(s.world, r), &opt, &o),
               SHARDREC_OK)
@@ -285,6 +287,7 @@ void RunEquivalence(const Scenario& s) {
     int64_t steps = 0;
     shardrec_embedding_num_steps(c, &steps);
     EXPECT_EQ(steps, s.steps);
+    if (snapshots != nullptr) (*snapshots)[r] = Snapshot(c, s);
     size_t ns = 0;
     shardrec_embedding_num_states(c, &ns);
     for (size_t t = 0; t < s.tables.size(); ++t) {

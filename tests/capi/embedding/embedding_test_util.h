@@ -40,6 +40,7 @@ struct Scenario {
   int32_t steps = 3;
   uint64_t seed = 11;
   uint64_t data_seed = 5;
+  int32_t num_threads = 1;  // per rank (shardrec_embedding_options_t.num_threads)
 };
 
 // Four features over three tables: t0 (10 rows, dim 8), t1 (23 rows, dim 12, read by two
@@ -83,8 +84,10 @@ size_t CountNotRepresentable(const std::vector<float>& values, int32_t dtype, st
 // Trains the sharded collection and the reference for s.steps steps and checks forward
 // outputs every step, then all weights and optimizer states. Uses gtest assertions. Runs with
 // fp16/bf16 tables compare at a relative 1e-2 and check that every weight read back is a
-// value of its storage type.
-void RunEquivalence(const Scenario& s);
+// value of its storage type. With `snapshots`, (*snapshots)[r] receives rank r's Snapshot after
+// the last step.
+void RunEquivalence(const Scenario& s,
+                    std::vector<std::vector<std::vector<float>>>* snapshots = nullptr);
 
 // Bit-exact snapshot of every table's weights and states, gathered through the accessors.
 std::vector<std::vector<float>> Snapshot(shardrec_embedding_t* coll, const Scenario& s);
