@@ -136,9 +136,14 @@ TEST(EmbeddingEdgeCases, ThreadCountsGiveTheSameBits) {
     s.ranks_per_node = world;
     s.num_features = 8;
     for (int32_t t = 0; t < 8; ++t)
-      s.tables.push_back(RefTable{"t" + std::to_string(t), 20 + 7 * t, 8 + 4 * (t % 3),
+      s.tables.push_back(RefTable{"t" + std::to_string(t),
+                                  20 + 7 * t,
+                                  8 + 4 * (t % 3),
                                   t % 2 == 0 ? SHARDREC_POOLING_SUM : SHARDREC_POOLING_MEAN,
-                                  {t}, 0, 0, 0});
+                                  {t},
+                                  0,
+                                  0,
+                                  0});
     s.sharding = {kTW, kTW, kCW, kTW, kRW, kTW, kTWCW, kTW};
     s.optimizer.type = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
     s.weighted = true;
