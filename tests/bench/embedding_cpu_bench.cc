@@ -17,6 +17,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "impl/core/prefetch.h"
 #include "impl/core/thread_pool.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/optim/optimizer.h"
@@ -61,46 +62,117 @@ void MeasureTriad() {
 }
 
 // The random-row gather roof: the best rate at which this machine reads uniformly random
-// 512-byte rows (D = 128 fp32) from the 4 GB table arena with all threads, over several
+// 512-byte rows (D = 128 fp32) from the 4 GB table arena (huge pages) with all threads: each row
+// read with the widest vectors the host has into register accumulators (the least work a gather
+// can do and still read every byte), rows prefetched ahead, the best over instruction sets and
 // prefetch distances. Lookups are gathers, so this (not the sequential triad) is their physical
 // limit; forward figures are also reported against it (`x_gather`), like BW_gather on GPU.
 std::map<int, double> g_gather_gbs;
 char* Arena();
 size_t ArenaBytes();
 
+constexpr int64_t kRoofRowFloats = 128;
+
+typedef float RoofV4 __attribute__((vector_size(16), aligned(4)));
+typedef float RoofV8 __attribute__((vector_size(32), aligned(4)));
+typedef float RoofV16 __attribute__((vector_size(64), aligned(4)));
+
+// Rows ids[lo, hi) summed a vector V at a time into 128 / |V| register accumulators.
+template <class V>
+[[gnu::always_inline]] inline float GatherRows(const float* base, const int64_t* ids, int64_t lo,
+                                               int64_t hi, int64_t distance) {
+  constexpr int kW = static_cast<int>(sizeof(V) / sizeof(float));
+  constexpr int kN = kRoofRowFloats / kW;
+  V acc[kN] = {};
+  for (int64_t i = lo; i < hi; ++i) {
+    if (i + distance < hi) core::PrefetchLines(base + ids[i + distance] * kRoofRowFloats, 512);
+    const V* r = reinterpret_cast<const V*>(base + ids[i] * kRoofRowFloats);
+#pragma GCC unroll 32
+    for (int k = 0; k < kN; ++k) acc[k] += r[k];
+  }
+  V t = acc[0];
+  for (int k = 1; k < kN; ++k) t += acc[k];
+  float sum = 0.0f;
+  for (int e = 0; e < kW; ++e) sum += t[e];
+  return sum;
+}
+
+__attribute__((target("avx512f"))) float GatherRowsAvx512(const float* base, const int64_t* ids,
+                                                          int64_t lo, int64_t hi, int64_t d) {
+  return GatherRows<RoofV16>(base, ids, lo, hi, d);
+}
+__attribute__((target("avx2"))) float GatherRowsAvx2(const float* base, const int64_t* ids,
+                                                     int64_t lo, int64_t hi, int64_t d) {
+  return GatherRows<RoofV8>(base, ids, lo, hi, d);
+}
+float GatherRowsSse(const float* base, const int64_t* ids, int64_t lo, int64_t hi, int64_t d) {
+  return GatherRows<RoofV4>(base, ids, lo, hi, d);
+}
+
+// The roof's best variant, kept to time it again beside each forward (RoofSeconds).
+using GatherFn = float (*)(const float*, const int64_t*, int64_t, int64_t, int64_t);
+GatherFn g_roof_fn = nullptr;
+int64_t g_roof_distance = 0;
+std::vector<int64_t> g_roof_ids;
+int64_t g_roof_next = 0;
+
+// Seconds the roof's best variant takes to gather `reads` random rows with all threads.
+double RoofSeconds(int64_t reads) {
+  const int threads = Pool().num_threads();
+  const int64_t n = static_cast<int64_t>(g_roof_ids.size());
+  if (g_roof_next + reads > n) g_roof_next = 0;  // a different stretch of ids each time
+  const int64_t* ids = g_roof_ids.data() + g_roof_next;
+  g_roof_next += reads;
+  std::vector<float> sink(static_cast<size_t>(threads) * 16, 0.0f);
+  std::atomic<int> slot{0};
+  const auto t0 = Clock::now();
+  Pool().ParallelFor(
+      0, reads, std::max<int64_t>(1, reads / (4 * threads)), [&](int64_t lo, int64_t hi) {
+        const float s =
+            g_roof_fn(reinterpret_cast<const float*>(Arena()), ids, lo, hi, g_roof_distance);
+        sink[static_cast<size_t>(slot.fetch_add(1) % threads) * 16] += s;
+      });
+  const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+  benchmark::DoNotOptimize(sink.data());
+  return t;
+}
+
 void MeasureGather() {
-  constexpr int64_t kRowFloats = 128;
-  const int64_t rows = static_cast<int64_t>(ArenaBytes() / (kRowFloats * sizeof(float)));
+  const int64_t rows = static_cast<int64_t>(ArenaBytes() / (kRoofRowFloats * sizeof(float)));
   constexpr int64_t kReads = 1 << 19;
   std::mt19937_64 rng(11);
-  std::vector<int64_t> ids(kReads);
-  for (auto& id : ids) id = static_cast<int64_t>(rng() % static_cast<uint64_t>(rows));
+  g_roof_ids.resize(kReads * 4);
+  for (auto& id : g_roof_ids) id = static_cast<int64_t>(rng() % static_cast<uint64_t>(rows));
+  const std::vector<int64_t> ids(g_roof_ids.begin(), g_roof_ids.begin() + kReads);
   const float* base = reinterpret_cast<const float*>(Arena());
   const int threads = Pool().num_threads();
-  std::vector<float> sink(static_cast<size_t>(threads) * 64, 0.0f);
+  std::vector<GatherFn> fns = {&GatherRowsSse};
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) fns.push_back(&GatherRowsAvx2);
+  if (__builtin_cpu_supports("avx512f")) fns.push_back(&GatherRowsAvx512);
+  std::vector<float> sink(static_cast<size_t>(threads) * 16, 0.0f);
   double best = 1e30;
-  for (int64_t distance : {4, 8, 16, 32}) {
-    for (int rep = 0; rep < 3; ++rep) {
-      std::atomic<int> slot{0};
-      auto t0 = Clock::now();
-      Pool().ParallelFor(0, kReads, kReads / (4 * threads), [&](int64_t lo, int64_t hi) {
-        float acc[kRowFloats] = {};
-        for (int64_t i = lo; i < hi; ++i) {
-          if (i + distance < hi) {
-            const char* p = reinterpret_cast<const char*>(base + ids[i + distance] * kRowFloats);
-            for (int line = 0; line < 8; ++line) __builtin_prefetch(p + 64 * line);
-          }
-          const float* r = base + ids[i] * kRowFloats;
-          for (int64_t c = 0; c < kRowFloats; ++c) acc[c] += r[c];
+  for (GatherFn fn : fns) {
+    for (int64_t distance : {4, 8, 12, 16, 24, 32}) {
+      for (int rep = 0; rep < 3; ++rep) {
+        std::atomic<int> slot{0};
+        auto t0 = Clock::now();
+        Pool().ParallelFor(0, kReads, kReads / (4 * threads), [&](int64_t lo, int64_t hi) {
+          const float s = fn(base, ids.data(), lo, hi, distance);
+          sink[static_cast<size_t>(slot.fetch_add(1) % threads) * 16] += s;
+        });
+        const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+        if (t < best) {
+          best = t;
+          g_roof_fn = fn;
+          g_roof_distance = distance;
         }
-        sink[static_cast<size_t>(slot.fetch_add(1) % threads) * 64] += acc[0] + acc[kRowFloats - 1];
-      });
-      best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+      }
     }
   }
   benchmark::DoNotOptimize(sink.data());
   g_gather_gbs[threads] =
-      static_cast<double>(kReads) * (kRowFloats * sizeof(float) + 8) / best / 1e9;
+      static_cast<double>(kReads) * (kRoofRowFloats * sizeof(float) + 8) / best / 1e9;
 }
 
 void BM_GatherRoof(benchmark::State& state) {
@@ -388,19 +460,36 @@ void RunForward(benchmark::State& state, const std::string& name, int64_t T, int
   int it = 0;
   Timer timer;
   std::vector<LookupJob> jobs;
+  std::vector<double> vs_roof;
   const ExecContext ctx = ExecContext::Host(&Pool());
-  timer.Run(state, [&] {
+  for (auto _ : state) {
     const auto& rot = mt.batches[it++ % 4];
+    int64_t rows = 0;
+    for (const Batch& b : rot) rows += static_cast<int64_t>(b.rows.size());
+    // The roof gathers as many rows just before, so the ratio of the two row rates compares
+    // times taken moments apart on a shared machine (D = 128 fp32 rows only).
+    const double roof = D == kRoofRowFloats && alpha <= 0 ? RoofSeconds(rows) : 0.0;
+    const auto t0 = Clock::now();
     // All tables in one call, each writing its columns of the [B, T * D] output.
     jobs.clear();
     for (int64_t k = 0; k < T; ++k)
       jobs.push_back(LookupJob{mt.Table(k), rot[k].View(k * mt.D), out.data(), T * mt.D});
     (void)Lookup(ctx, jobs);
     benchmark::DoNotOptimize(out.data());
-  });
+    const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+    timer.times.push_back(t);
+    state.SetIterationTime(t);
+    if (roof > 0) vs_roof.push_back(roof / t);
+  }
   double bytes = 0;
   for (int r = 0; r < 4; ++r) bytes += mt.ForwardBytes(r) / 4;
   Report(state, timer, bytes, Pool().num_threads());
+  if (!vs_roof.empty()) {
+    // Rows per second of the lookup over those of the roof gathering as many rows, per
+    // iteration; the median (performance-anchors.md: lookup >= 0.85 of the gather roof).
+    std::sort(vs_roof.begin(), vs_roof.end());
+    state.counters["rows_x_roof"] = vs_roof[vs_roof.size() / 2];
+  }
   g_fwd_median[name] = timer.Median();
 }
 
