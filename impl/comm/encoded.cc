@@ -55,6 +55,18 @@ void DecodeAddFloats(Encoding e, const uint16_t* src, size_t n, float* dst) {
   (e == Encoding::kFp16 ? Passes().add_half : Passes().add_bf16)(src, n, dst);
 }
 
+EncodeFn EncoderFor(Encoding e) {
+  SR_CHECK(e != Encoding::kFp32);
+  return e == Encoding::kFp16 ? Passes().to_half : Passes().to_bf16;
+}
+
+DecodeAddFn DecodeAdderFor(Encoding e) {
+  SR_CHECK(e != Encoding::kFp32);
+  return e == Encoding::kFp16 ? Passes().add_half : Passes().add_bf16;
+}
+
+DType WireType(Encoding e) { return e == Encoding::kFp16 ? DType::kFloat16 : DType::kBFloat16; }
+
 Status EncodedAllToAllV(Communicator& comm, Encoding e, const float* send,
                         std::span<const size_t> send_counts, float* recv,
                         std::span<const size_t> recv_counts, EncodedScratch* scratch) {
@@ -81,7 +93,7 @@ Status EncodedAllToAllV(Communicator& comm, Encoding e, const float* send,
   }
   if (scratch->send.size() < send_total) scratch->send.resize(send_total);
   if (scratch->recv.size() < recv_total) scratch->recv.resize(recv_total);
-  const DType wire = e == Encoding::kFp16 ? DType::kFloat16 : DType::kBFloat16;
+  const DType wire = WireType(e);
   {
     const float* src = send;
     uint16_t* dst = scratch->send.data();
@@ -125,7 +137,7 @@ Status EncodedAllReduceSum(Communicator& comm, Encoding e, float* buf, size_t n,
   scratch->recv_counts[me] = 0;
   if (scratch->send.size() < n) scratch->send.resize(n);
   if (scratch->recv.size() < mine * W) scratch->recv.resize(mine * W);
-  const DType wire = e == Encoding::kFp16 ? DType::kFloat16 : DType::kBFloat16;
+  const DType wire = WireType(e);
   // Reduce-scatter: every other rank's block goes out encoded.
   EncodeFloats(e, buf, my_off, scratch->send.data());
   EncodeFloats(e, buf + my_off + mine, n - my_off - mine, scratch->send.data() + my_off);

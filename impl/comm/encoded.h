@@ -26,6 +26,17 @@ void DecodeFloats(Encoding e, const uint16_t* src, size_t n, float* dst);
 // dst[i] += decode(src[i]).
 void DecodeAddFloats(Encoding e, const uint16_t* src, size_t n, float* dst);
 
+// The same passes as plain function pointers (the widest level the host runs), for kernels that
+// encode a row as they produce it or decode it as they consume it, with no fp32 staging pass:
+// EncoderFor(e)(src, n, dst) is EncodeFloats(e, src, n, dst), DecodeAdderFor(e) DecodeAddFloats.
+// e must not be kFp32.
+using EncodeFn = void (*)(const float* src, size_t n, uint16_t* dst);
+using DecodeAddFn = void (*)(const uint16_t* src, size_t n, float* dst);
+EncodeFn EncoderFor(Encoding e);
+DecodeAddFn DecodeAdderFor(Encoding e);
+// The wire element type of an encoding (kFloat16 or kBFloat16).
+DType WireType(Encoding e);
+
 // Reusable 16-bit staging of the encoded collectives (grow-only; one per caller).
 struct EncodedScratch {
   std::vector<uint16_t> send;

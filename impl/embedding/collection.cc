@@ -395,8 +395,13 @@ Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* o
   Status s = LookupAndReturn(*rb);
   if (s.ok() && local.ok()) {
     ScopedTimer phase(&timings_.output_dist_seconds);
+    WireRows wire;
+    if (WireInKernels(options_.forward_encoding)) {
+      wire.data = wire_.recv.data();
+      wire.add = comm::DecodeAdderFor(options_.forward_encoding);
+    }
     s = CombineOutput(exec_, layout_, params_, *rb, ret_recv_.data(), SelfRows(*rb), &jobs_, out,
-                      device_.get());
+                      device_.get(), wire);
   }
   return Finish(std::move(rb), s.ok() ? local : s);
 }
@@ -454,12 +459,24 @@ Status EmbeddingCollection::LookupAndReturn(RoutedBatch& rb) {
     const DeviceExchange x{device_comm_.get(), ReturnSendCounts(rb), ReturnRecvCounts(rb)};
     return device_->LookupExchange(rb, x, ret_recv_.data(), ret_send_.data());
   }
+  const comm::Encoding enc = options_.forward_encoding;
+  const bool in_kernels = WireInKernels(enc);
+  if (in_kernels) {
+    // The travelling rows are encoded by the lookups and decoded by the combine (WireRows).
+    if (wire_.send.size() < rb.ret_self_offset) wire_.send.resize(rb.ret_self_offset);
+    if (wire_.recv.size() < recv_total) wire_.recv.resize(recv_total);
+  }
   {
     ScopedTimer phase(&timings_.lookup_seconds);
     if (device_ != nullptr) {
       SR_RETURN_IF_ERROR(device_->LookupToSend(rb, ret_send_.data()));
     } else {
-      SR_RETURN_IF_ERROR(LookupToSend(exec_, layout_, params_, rb, &jobs_, ret_send_.data()));
+      WireRows wire;
+      if (in_kernels) {
+        wire.data = wire_.send.data();
+        wire.encode = comm::EncoderFor(enc);
+      }
+      SR_RETURN_IF_ERROR(LookupToSend(exec_, layout_, params_, rb, &jobs_, ret_send_.data(), wire));
     }
   }
   // A single rank looks up only its own samples, which never travel (SelfRows).
@@ -467,9 +484,11 @@ Status EmbeddingCollection::LookupAndReturn(RoutedBatch& rb) {
   ScopedTimer phase(&timings_.output_dist_seconds);
   ScopedTimer t(&timings_.comm_seconds);
   ScopedTimer e(&timings_.embedding_comm_seconds);
-  return comm::EncodedAllToAllV(*comm_, options_.forward_encoding, ret_send_.data(),
-                                ReturnSendCounts(rb), ret_recv_.data(), ReturnRecvCounts(rb),
-                                &wire_);
+  if (in_kernels)
+    return comm_->AllToAllV(wire_.send.data(), ReturnSendCounts(rb), wire_.recv.data(),
+                            ReturnRecvCounts(rb), comm::WireType(enc));
+  return comm::EncodedAllToAllV(*comm_, enc, ret_send_.data(), ReturnSendCounts(rb),
+                                ret_recv_.data(), ReturnRecvCounts(rb), &wire_);
 }
 
 Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const Status& rejected) {
@@ -503,6 +522,28 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
   // The gradient travels the forward's return route backwards: the sample side packs into the
   // buffer it received into, the owners receive into the buffer they looked up into; the rows of
   // this rank's own samples are written straight to where its shards read them (SelfRows).
+  const comm::Encoding benc = options_.backward_encoding;
+  if (WireInKernels(benc)) {
+    // The other ranks' gradient rows are encoded as they are packed, sent 16-bit, and decoded
+    // once into the blocks the kernels read; this rank's own rows stay fp32 (SelfRows).
+    size_t send_total = 0;
+    for (size_t v : ReturnRecvCounts(rb)) send_total += v;
+    if (wire_.send.size() < send_total) wire_.send.resize(send_total);
+    if (wire_.recv.size() < rb.ret_self_offset) wire_.recv.resize(rb.ret_self_offset);
+    PackGradients(exec_, layout_, rb, grad, ret_recv_.data(), SelfRows(rb),
+                  WireRows{wire_.send.data(), comm::EncoderFor(benc), nullptr});
+    {
+      ScopedTimer t(&timings_.comm_seconds);
+      ScopedTimer e(&timings_.embedding_comm_seconds);
+      SR_RETURN_IF_ERROR(comm_->AllToAllV(wire_.send.data(), ReturnRecvCounts(rb),
+                                          wire_.recv.data(), ReturnSendCounts(rb),
+                                          comm::WireType(benc)));
+    }
+    comm::DecodeFloats(benc, wire_.recv.data(), rb.ret_self_offset, ret_send_.data());
+    SR_RETURN_IF_ERROR(updater_.ApplySharded(exec_, *comm_, rb, ret_send_.data(), table_optim_,
+                                             step, &timings_.comm_seconds));
+    return ApplyDataParallelTables(rb, grad, step);
+  }
   PackGradients(exec_, layout_, rb, grad, ret_recv_.data(), SelfRows(rb));
   if (device_ != nullptr && device_comm_ != nullptr && layout_.world > 1 &&
       options_.backward_encoding == comm::Encoding::kFp32) {
@@ -526,6 +567,11 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
                                                step, &timings_.comm_seconds));
     }
   }
+  return ApplyDataParallelTables(rb, grad, step);
+}
+
+Status EmbeddingCollection::ApplyDataParallelTables(const RoutedBatch& rb, const float* grad,
+                                                    int64_t step) {
   {
     // The data-parallel all-reduce is this step's only collective: its comm time is all
     // embedding communication.

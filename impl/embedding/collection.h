@@ -179,6 +179,8 @@ class EmbeddingCollection {
   // The lookup and output distribution of a batch whose input distribution is complete.
   Status Distribute(std::unique_ptr<RoutedBatch> rb, float* out, size_t out_len,
                     const Status& rejected, const DeviceOutput* device_out);
+  // The end of a backward: the data-parallel tables' all-reduce and update, then the count.
+  Status ApplyDataParallelTables(const RoutedBatch& rb, const float* grad, int64_t step);
   // A forward's end: on success `rb` becomes the batch backward will use, else the spare.
   Status Finish(std::unique_ptr<RoutedBatch> rb, const Status& s);
   Status FindTable(const std::string& table, int32_t* index) const;
@@ -226,6 +228,13 @@ class EmbeddingCollection {
   float* SelfRows(const RoutedBatch& rb) { return ret_send_.data() + rb.ret_self_offset; }
   std::vector<kernels::LookupJob> jobs_;
   comm::EncodedScratch wire_;  // 16-bit staging of the encoded all-to-alls
+  // Whether a host collection's return (forward) or gradient (backward) exchange travels
+  // encoded with the rows encoded and decoded inside the kernels that produce and consume them
+  // (output_dist.h WireRows, in wire_.send / wire_.recv): world > 1, that direction's encoding not
+  // fp32. A GPU collection's encoded messages take comm::EncodedAllToAllV's staged passes.
+  bool WireInKernels(comm::Encoding e) const {
+    return device_ == nullptr && layout_.world > 1 && e != comm::Encoding::kFp32;
+  }
   CollectionTimings timings_;
 };
 

@@ -10,20 +10,29 @@
 namespace shardrec::embedding {
 
 Status LookupToSend(const ExecContext& ctx, const Layout& l, ParamStore& params,
-                    const RoutedBatch& rb, std::vector<kernels::LookupJob>* jobs, float* send) {
+                    const RoutedBatch& rb, std::vector<kernels::LookupJob>* jobs, float* send,
+                    const WireRows& wire) {
   jobs->clear();
   for (size_t i = 0; i < l.local.size(); ++i) {
     const LocalShard& ls = l.local[i];
     const kernels::WeightsView w = params.View(ls);
-    for (const kernels::BagRun& run : rb.shards[i].runs)
-      jobs->push_back(kernels::LookupJob{w, run, send, ls.cols});
+    for (const kernels::BagRun& run : rb.shards[i].runs) {
+      kernels::LookupJob job{w, run, send, ls.cols};
+      // A run's rows lie wholly in one source's block: before ret_self_offset they travel.
+      if (wire.data != nullptr && static_cast<size_t>(run.io_offset) < rb.ret_self_offset) {
+        job.out16 = wire.data;
+        job.encode = wire.encode;
+      }
+      jobs->push_back(job);
+    }
   }
   return kernels::Lookup(ctx, *jobs);
 }
 
 Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params,
                      const RoutedBatch& rb, const float* recv, const float* self,
-                     std::vector<kernels::LookupJob>* jobs, float* out, DeviceStep* device) {
+                     std::vector<kernels::LookupJob>* jobs, float* out, DeviceStep* device,
+                     const WireRows& wire) {
   const int64_t D = l.output_dim;
   const int64_t rows = l.sequence ? rb.num_values : rb.batch_size;
   // In parallel over output rows. Each unit's returned rows target increasing output rows, so a
@@ -31,10 +40,13 @@ Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params
   // so row-split partials sum in the same order for every thread count.
   ctx.ParallelFor(0, rows, 64, [&](int64_t r0, int64_t r1) {
     std::memset(out + r0 * D, 0, sizeof(float) * static_cast<size_t>((r1 - r0) * D));
-    const float* others = recv;
+    // Element offset of the next other rank's rows (recv, or the wire's 16-bit copy).
+    int64_t others = 0;
     const int64_t* targets = rb.ret_target.data();
     for (int32_t d = 0; d < l.world; ++d) {
-      const float* src = d == l.rank ? self : others;
+      const bool mine = d == l.rank;
+      const bool encoded = !mine && wire.data != nullptr;
+      int64_t at = mine ? 0 : others;
       for (int32_t u : l.units_to_rank[d]) {
         const Unit& unit = l.units[u];
         const int64_t count = rb.ret_count[u];
@@ -42,14 +54,19 @@ Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params
         const int64_t* lo = std::lower_bound(targets, targets + count, r0);
         const int64_t* hi = std::lower_bound(lo, targets + count, r1);
         for (const int64_t* t = lo; t < hi; ++t) {
-          const float* s = src + (t - targets) * unit.cols;
+          const int64_t from = at + (t - targets) * unit.cols;
           float* dst = out + *t * D + col;
+          if (encoded) {
+            wire.add(wire.data + from, static_cast<size_t>(unit.cols), dst);
+            continue;
+          }
+          const float* s = (mine ? self : recv) + from;
           for (int32_t c = 0; c < unit.cols; ++c) dst[c] += s[c];
         }
         targets += count;
-        src += count * unit.cols;
+        at += count * unit.cols;
       }
-      if (d != l.rank) others = src;
+      if (!mine) others = at;
     }
   });
   const int64_t B = rb.batch_size;
@@ -101,7 +118,7 @@ void DivideMeans(const ExecContext& ctx, const Layout& l, const RoutedBatch& rb,
 }
 
 void PackGradients(const ExecContext& ctx, const Layout& l, const RoutedBatch& rb,
-                   const float* grad, float* send, float* self) {
+                   const float* grad, float* send, float* self, const WireRows& wire) {
   const int64_t D = l.output_dim;
   const int64_t B = rb.batch_size;
   // Every unit's returned rows are one segment: where its rows start in ret_target and where
@@ -109,21 +126,28 @@ void PackGradients(const ExecContext& ctx, const Layout& l, const RoutedBatch& r
   struct Segment {
     int64_t k_begin;
     int32_t unit;
-    float* dst;
+    float* dst;       // fp32 rows, or
+    uint16_t* dst16;  // encoded rows (another rank's, over an encoded exchange)
   };
   std::vector<Segment> segs;
-  float* others = send;
+  int64_t others = 0;  // element offset of the next other rank's rows in send / the wire
   int64_t k = 0;
   for (int32_t d = 0; d < l.world; ++d) {
-    float* dst = d == l.rank ? self : others;
+    const bool mine = d == l.rank;
+    int64_t at = mine ? 0 : others;
     for (int32_t u : l.units_to_rank[d]) {
       const int64_t count = rb.ret_count[u];
       if (count == 0) continue;
-      segs.push_back(Segment{k, u, dst});
+      if (mine)
+        segs.push_back(Segment{k, u, self + at, nullptr});
+      else if (wire.data != nullptr)
+        segs.push_back(Segment{k, u, nullptr, wire.data + at});
+      else
+        segs.push_back(Segment{k, u, send + at, nullptr});
       k += count;
-      dst += count * l.units[u].cols;
+      at += count * l.units[u].cols;
     }
-    if (d != l.rank) others = dst;
+    if (!mine) others = at;
   }
   const int64_t total = k;
   ctx.ParallelFor(0, total, 1024, [&](int64_t k0, int64_t k1) {
@@ -140,13 +164,22 @@ void PackGradients(const ExecContext& ctx, const Layout& l, const RoutedBatch& r
       for (; j < seg_end; ++j) {
         const int64_t target = rb.ret_target[j];
         const float* g = grad + target * D + col;
-        float* dst = seg.dst + (j - seg.k_begin) * unit.cols;
+        const int64_t at = (j - seg.k_begin) * unit.cols;
+        // An encoded row is divided into a row of the thread's, then encoded from there.
+        thread_local std::vector<float> row;
+        float* dst = seg.dst != nullptr ? seg.dst + at : nullptr;
+        if (dst == nullptr && pair.mean) {
+          if (row.size() < static_cast<size_t>(unit.cols)) row.resize(unit.cols);
+          dst = row.data();
+        }
         if (pair.mean) {
           const float div = rb.mean_div[unit.pair * B + target];
           for (int32_t c = 0; c < unit.cols; ++c) dst[c] = div != 0.0f ? g[c] / div : 0.0f;
-        } else {
+        } else if (dst != nullptr) {
           std::memcpy(dst, g, sizeof(float) * unit.cols);
         }
+        if (seg.dst16 != nullptr)
+          wire.encode(pair.mean ? dst : g, static_cast<size_t>(unit.cols), seg.dst16 + at);
       }
     }
   });

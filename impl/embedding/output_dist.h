@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "impl/comm/communicator.h"
+#include "impl/comm/encoded.h"
 #include "impl/core/exec.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/kernels/kernels.h"
@@ -19,22 +20,35 @@ namespace shardrec::embedding {
 
 class DeviceStep;
 
+// The return message's travelling part (everything before rb.ret_self_offset) as it goes on the
+// wire when the exchange is encoded (fp16 / bf16): 16-bit elements at the fp32 message's element
+// offsets, encoded by `encode` as rows are produced and decoded by `add` (dst += decoded) as they
+// are consumed, so the message is never staged in fp32 on either side. Rows a rank keeps for
+// itself stay fp32. The values are those of comm::EncodedAllToAllV.
+struct WireRows {
+  uint16_t* data = nullptr;  // null: the message travels in fp32
+  comm::EncodeFn encode = nullptr;
+  comm::DecodeAddFn add = nullptr;
+};
+
 // Owner side: every run of every local shard looked up into `send` (rb.ret_floats_total floats,
-// laid out per source rank as the runs' io offsets say), in one batched kernel call. `jobs` is
-// reusable scratch.
+// laid out per source rank as the runs' io offsets say), in one batched kernel call; with
+// wire.data, the rows for other ranks go there encoded instead. `jobs` is reusable scratch.
 Status LookupToSend(const ExecContext& ctx, const Layout& layout, ParamStore& params,
-                    const RoutedBatch& rb, std::vector<kernels::LookupJob>* jobs, float* send);
+                    const RoutedBatch& rb, std::vector<kernels::LookupJob>* jobs, float* send,
+                    const WireRows& wire = {});
 
 // Sample side: out ([rows, output_dim], overwritten) = the rows returned by the other ranks in
 // `recv` (in rank order) and the rows this rank looked up for itself at `self` (the end of its
 // own return message, rb.ret_self_offset), added in unit order (row-split partials sum in a
 // fixed order), plus the data-parallel tables' lookups done locally, then the MEAN divide.
 // A GPU collection passes its `device` step, which does the data-parallel lookups on the device
-// (its parameters are there); null does them on the host.
+// (its parameters are there); null does them on the host. With wire.data the other ranks' rows
+// are read encoded from there (and `recv` is unused).
 Status CombineOutput(const ExecContext& ctx, const Layout& layout, ParamStore& params,
                      const RoutedBatch& rb, const float* recv, const float* self,
                      std::vector<kernels::LookupJob>* jobs, float* out,
-                     DeviceStep* device = nullptr);
+                     DeviceStep* device = nullptr, const WireRows& wire = {});
 
 // The MEAN pairs' columns of a pooled output divided by their bags' divisors (rb.mean_div; an
 // empty bag gives 0), in parallel over samples; the last step of CombineOutput, and of a forward
@@ -44,9 +58,10 @@ void DivideMeans(const ExecContext& ctx, const Layout& layout, const RoutedBatch
 // Backward, sample side: for every row that came back in forward, its slice of `grad` (divided by
 // the bag's divisor for MEAN): the other ranks' rows into `send` in the layout `recv` had in
 // forward, this rank's own rows straight to `self`, where its shards read their gradients.
-// In parallel over rows on `ctx`.
+// In parallel over rows on `ctx`. With wire.data the other ranks' rows go there encoded (and
+// `send` is unused).
 void PackGradients(const ExecContext& ctx, const Layout& layout, const RoutedBatch& rb,
-                   const float* grad, float* send, float* self);
+                   const float* grad, float* send, float* self, const WireRows& wire = {});
 
 // Floats of the forward return exchange this rank sends to / receives from each rank (its own
 // block, which never travels, counts 0).

@@ -48,6 +48,11 @@ struct LookupJob {
   BagRun run;
   float* out = nullptr;  // io buffer; bag b's row starts at out + run.io_offset + b * out_stride
   int64_t out_stride = 0;
+  // Optional, host kernels only: the rows go encoded for the wire to out16 instead (same element
+  // offsets; `out` unused), each fp32 row (the same values) passed through `encode` as it is
+  // produced, so no fp32 copy of the message is written and read again.
+  uint16_t* out16 = nullptr;
+  void (*encode)(const float* src, size_t n, uint16_t* dst) = nullptr;
 };
 
 // One MEAN pair's columns [col, col + cols) of a pooled output and its per-row divisors (0: an

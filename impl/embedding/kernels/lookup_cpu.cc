@@ -84,6 +84,8 @@ Status Lookup(const ExecContext& ctx, std::span<const LookupJob> jobs,
     const DType dt = job.weights.dtype;
     if (dt != DType::kFloat32 && dt != DType::kFloat16 && dt != DType::kBFloat16)
       return Status::InvalidArgument("Lookup: weights of dtype ", DTypeName(dt));
+    if (job.out16 != nullptr && job.encode == nullptr)
+      return Status::InvalidArgument("Lookup: an encoded output without an encoder");
     total_bags += job.run.num_bags;
     total_ids += job.run.num_ids();
   }
@@ -97,7 +99,12 @@ Status Lookup(const ExecContext& ctx, std::span<const LookupJob> jobs,
   const int64_t grain = std::max<int64_t>(1, 2048 / (total_ids / total_bags + 1));
   const int64_t* prefix = first.data();
   const size_t num_jobs = jobs.size();
+  int32_t encoded_cols = 0;  // the widest row a thread sums before encoding it
+  for (const LookupJob& job : jobs)
+    if (job.out16 != nullptr) encoded_cols = std::max(encoded_cols, job.weights.cols);
   ctx.ParallelFor(0, total_bags, grain, [&](int64_t g0, int64_t g1) {
+    thread_local std::vector<float> row;
+    if (row.size() < static_cast<size_t>(encoded_cols)) row.resize(encoded_cols);
     size_t j =
         static_cast<size_t>(std::upper_bound(prefix, prefix + num_jobs + 1, g0) - prefix) - 1;
     while (g0 < g1 && j < num_jobs) {
@@ -118,6 +125,9 @@ Status Lookup(const ExecContext& ctx, std::span<const LookupJob> jobs,
         a.bag_begin = g0 - prefix[j];
         a.bag_end = end - prefix[j];
         a.prefetch_distance = distance;
+        a.out16 = job.out16;
+        a.encode = job.encode;
+        a.row = row.data();
         sum(a);
       }
       g0 = end;

@@ -188,7 +188,9 @@ const Case kCases[] = {
     {"W2_TW_RW_CW_Seq_Sgd_W", 2, {kTW, kRW, kCW}, kNone, kSgd, true},
     {"W3_RW_CW_DP_Sum_RowAda_W", 3, {kRW, kCW, kDP}, kSum, kRowAdagrad, true},
     {"W3_TRW_TW_CW_Mean_Sgd", 3, {kTRW, kTW, kCW}, kMean, kSgd, false},
-    // A 16-bit encoding keeps the staged host path for its messages.
+    // A 16-bit encoding: the GPU collection's messages take the staged encode / decode passes
+    // (comm::EncodedAllToAllV), the host collection's are encoded by its lookups and gradient
+    // packing and decoded by its combine (output_dist.h WireRows): the same bits.
     {"W2_TW_RW_CW_Sum_RowAda_W_Bf16Comms",
      2,
      {kTW, kRW, kCW},
@@ -196,6 +198,20 @@ const Case kCases[] = {
      kRowAdagrad,
      true,
      SHARDREC_COMM_ENCODING_BF16},
+    {"W2_TW_RW_CW_Seq_Sgd_W_Bf16Comms",
+     2,
+     {kTW, kRW, kCW},
+     kNone,
+     kSgd,
+     true,
+     SHARDREC_COMM_ENCODING_BF16},
+    {"W3_TRW_CW_DP_Mean_Adam_Fp16Comms",
+     3,
+     {kTRW, kCW, kDP},
+     kMean,
+     kAdam,
+     true,
+     SHARDREC_COMM_ENCODING_FP16},
 };
 
 INSTANTIATE_TEST_SUITE_P(Plans, NcclVsGloo, ::testing::ValuesIn(kCases), CaseName);

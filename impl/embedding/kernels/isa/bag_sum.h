@@ -12,6 +12,7 @@
 // wider instruction set than the host has).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace shardrec::embedding::kernels::isa {
@@ -33,6 +34,11 @@ struct BagSumArgs {
   int64_t bag_begin = 0;
   int64_t bag_end = 0;
   int64_t prefetch_distance = 0;  // ids ahead whose rows are prefetched; 0 = off
+  // Optional: each row is summed into `row` (cols floats) and passed through encode into out16
+  // (at out's element offsets) instead of being stored in out.
+  uint16_t* out16 = nullptr;
+  void (*encode)(const float* src, size_t n, uint16_t* dst) = nullptr;
+  float* row = nullptr;
 };
 
 using BagSumFn = void (*)(const BagSumArgs& args);

@@ -106,7 +106,7 @@ void PooledBags(const BagSumArgs& a) {
   const int64_t width = static_cast<int64_t>(kMax) * V::kWidth;
   const int64_t id_end = a.prefetch_distance > 0 ? a.offsets[a.bag_end] : 0;
   for (int64_t b = a.bag_begin; b < a.bag_end; ++b) {
-    float* o = a.out + a.io_offset + b * a.out_stride;
+    float* o = a.out16 != nullptr ? a.row : a.out + a.io_offset + b * a.out_stride;
     const int64_t i0 = a.offsets[b], i1 = a.offsets[b + 1];
     int64_t c0 = 0;
     bool first = true;
@@ -143,6 +143,8 @@ void PooledBags(const BagSumArgs& a) {
     }
     c0 += left * V::kWidth;
     if (c0 < a.cols) SumTail<V, kType, kWeighted>(a, i0, i1, c0, o);
+    if (a.out16 != nullptr)
+      a.encode(a.row, static_cast<size_t>(a.cols), a.out16 + a.io_offset + b * a.out_stride);
   }
 }
 
@@ -156,7 +158,7 @@ void SequenceRows(const BagSumArgs& a) {
     if (a.prefetch_distance > 0 && i + a.prefetch_distance < a.bag_end)
       core::PrefetchLines(base + a.rows[i + a.prefetch_distance] * row_bytes, prefetch_bytes);
     const void* row = base + a.rows[i] * row_bytes;
-    float* o = a.out + a.io_offset + i * a.out_stride;
+    float* o = a.out16 != nullptr ? a.row : a.out + a.io_offset + i * a.out_stride;
     int64_t c = 0;
     if (a.id_weights != nullptr) {
       const typename V::Reg w = V::Set1(a.id_weights[i]);
@@ -167,6 +169,8 @@ void SequenceRows(const BagSumArgs& a) {
       for (; c + V::kWidth <= a.cols; c += V::kWidth) V::Store(o + c, LoadRow<V, kType>(row, c));
       for (; c < a.cols; ++c) o[c] = LoadScalar<kType>(row, c);
     }
+    if (a.out16 != nullptr)
+      a.encode(a.row, static_cast<size_t>(a.cols), a.out16 + a.io_offset + i * a.out_stride);
   }
 }
 

@@ -567,9 +567,14 @@ TEST(EmbeddingKernels, HostKernelsRefuseACudaContext) {
             Code::kUnsupported);
 }
 
+void ToBf16Row(const float* src, size_t n, uint16_t* dst) {
+  for (size_t i = 0; i < n; ++i) dst[i] = FloatToBFloat16(src[i]);
+}
+
 // Every instruction-set level the host has computes the same bits (same summation order, no
 // contraction): pooled and sequence runs, weighted or not, fp32/fp16/bf16 rows, dims with and
-// without a partial vector, and rows wider than one register tile.
+// without a partial vector, and rows wider than one register tile; rows encoded as they are
+// produced equal the fp32 rows encoded afterwards.
 TEST(EmbeddingKernels, EveryCpuLevelGivesTheSameBits) {
   std::vector<CpuLevel> levels = {CpuLevel::kBaseline};
   if (HostCpuLevel() >= CpuLevel::kAvx2) levels.push_back(CpuLevel::kAvx2);
@@ -600,6 +605,15 @@ TEST(EmbeddingKernels, EveryCpuLevelGivesTheSameBits) {
           LookupOptions o;
           o.level = level;
           ASSERT_TRUE(Lookup(Ctx(), std::span<const LookupJob>(&job, 1), o).ok());
+          // The same rows encoded for the wire as they are produced equal the fp32 rows
+          // encoded afterwards (LookupJob::out16).
+          std::vector<uint16_t> out16(out.size(), 0xffff), want16(out.size());
+          job.out16 = out16.data();
+          job.encode = &ToBf16Row;
+          ASSERT_TRUE(Lookup(Ctx(), std::span<const LookupJob>(&job, 1), o).ok());
+          ToBf16Row(out.data(), out.size(), want16.data());
+          ASSERT_EQ(out16, want16) << "level " << CpuLevelName(level) << " dim " << D << " dtype "
+                                   << DTypeName(dt) << " mode " << mode;
           if (ref.empty()) {
             ref = out;
             continue;
