@@ -31,12 +31,12 @@ constexpr double kHostGatherBandwidth = 5.0 * kGiB / 1000.0;     // random rows 
 constexpr double kHostIntraNodeBandwidth = 2.0 * kGiB / 1000.0;  // Gloo over loopback TCP
 constexpr double kHostInterNodeBandwidth = 1.0 * kGiB / 1000.0;  // ~10 Gb Ethernet
 constexpr double kHostCollectiveLatencyMs = 0.05;                // per collective, world > 1
-constexpr double kHostPerIdMs = 60e-6;  // 60 ns of host work per id per training step
+constexpr double kHostPerIdMs = 15e-6;  // 15 ns of host work per id per training step
 // The host backward (aggregate the gradient by row, then read-modify-write each row and its
 // optimizer state at random) over the forward's compute; TorchRec uses 2. Measured here at
-// about 4-5x the lookup (tests/bench/RESULTS.md, planner section); lower it as the backward
-// gets faster.
-constexpr double kHostBwdMultiplier = 4.0;
+// 1.9-2.2x the forward since the backward runs in vector registers (tests/bench/RESULTS.md,
+// 2026-11-24; it was 4-5x when this default was 4 and the per-id cost 60 ns).
+constexpr double kHostBwdMultiplier = 2.0;
 // Collectives of one training step: lengths and ids all-to-alls and the pooled output's
 // all-to-all forward, the gradient's all-to-all backward (+1 all-reduce with data-parallel).
 constexpr int kCollectivesPerStep = 4;

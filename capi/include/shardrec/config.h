@@ -209,7 +209,7 @@ typedef struct shardrec_topology {
                                   Negative values are refused. */
   double per_id_cost;        /**< Seconds of host work per id of a rank's batch per training
                                   step (routing, packing, the backward's aggregation); 0 means
-                                  the default: none for CUDA, 60 ns for host. */
+                                  the default: none for CUDA, 15 ns for host. */
 } shardrec_topology_t;
 
 #define SHARDREC_TOPOLOGY_VERSION 2u

@@ -281,7 +281,7 @@ SHARDREC_API shardrec_status_t shardrec_calibration_init(shardrec_calibration_t*
  * and latency; and a barrier of the machine's ranks as threads. Writes memory_bandwidth (the
  * per-rank gather), intra_node_bandwidth and collective_latency (loopback TCP, or with
  * ranks_share_memory the copy bandwidth and the barrier), and on host topologies whose
- * per_id_cost is 0 the 60 ns default times the oversubscription of the cores by the machine's
+ * per_id_cost is 0 the 15 ns default times the oversubscription of the cores by the machine's
  * ranks (a nonzero per_id_cost is the caller's and stays). inter_node_bandwidth (a NIC needs a
  * peer) and every other field are left as they are. The figures vary with the machine's load; a
  * multi-rank job should calibrate on one rank and broadcast the topology, since ranks that plan

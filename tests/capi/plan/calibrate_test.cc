@@ -98,7 +98,7 @@ TEST(CapiCalibrate, ReturnsPlausibleFiguresWithinASecond) {
     EXPECT_EQ(topo.inter_node_bandwidth, 0.0);  // not measured: left as it was
     // One rank never oversubscribes: the host default, made explicit.
     EXPECT_EQ(cal.oversubscription, 1.0);
-    EXPECT_NEAR(topo.per_id_cost, 60e-9, 1e-15);
+    EXPECT_NEAR(topo.per_id_cost, 15e-9, 1e-15);
   }
 }
 
@@ -125,10 +125,10 @@ TEST(CapiCalibrate, OversubscribedRanksScaleThePerIdCost) {
   ASSERT_EQ(shardrec_topology_calibrate(&group, &machine, &cal), SHARDREC_OK)
       << shardrec_last_error();
   EXPECT_EQ(cal.oversubscription, 2.0);
-  EXPECT_NEAR(group.per_id_cost, 120e-9, 1e-15);  // the default, scaled
+  EXPECT_NEAR(group.per_id_cost, 30e-9, 1e-15);  // the default, scaled
   // Calibrating again does not scale it again.
   ASSERT_EQ(shardrec_topology_calibrate(&group, &machine, nullptr), SHARDREC_OK);
-  EXPECT_NEAR(group.per_id_cost, 120e-9, 1e-15);
+  EXPECT_NEAR(group.per_id_cost, 30e-9, 1e-15);
   machine.ranks_per_machine = -1;
   EXPECT_EQ(shardrec_topology_calibrate(&group, &machine, nullptr), SHARDREC_EINVAL);
   EXPECT_NE(std::string(shardrec_last_error()).find("ranks_per_machine"), std::string::npos);

@@ -64,7 +64,7 @@ TEST(PlannerEstimator, ComputeScalesWithTheDeviceMemoryBandwidth) {
   EXPECT_NEAR(host[0].perf.fwd_compute, 3.27460e-4 * 897.0 / 5.0, 1e-7);
   EXPECT_NEAR(host[0].perf.fwd_comms, cuda[0].perf.fwd_comms * 600.0 / 2.0, 1e-12);
   // With the same bandwidths the formulas are the device's, except the host backward's
-  // multiplier (4x the forward compute, TorchRec's 2x on CUDA).
+  // multiplier (kHostBwdMultiplier; TorchRec uses 2x on CUDA).
   Topology same = Topology::Default(2, 2, ComputeDevice::kHost);
   same.memory_bw = kHbmBandwidth;
   same.intra_node_bw = kIntraNodeBandwidth;
