@@ -227,6 +227,28 @@ typedef struct shardrec_plugin_mean_job {
   const float* div;
 } shardrec_plugin_mean_job_t;
 
+/* One (source rank, unit) of emb_unpack (impl/embedding/kernels/simt/unpack_body.h's UnpackRun,
+ * field for field): `lengths` its bag lengths in the received message, `offsets` bags + 1 CSR
+ * offsets written by the call (or NULL), ids and bags the counts its source announced. */
+typedef struct shardrec_plugin_unpack_run {
+  const int32_t* lengths; /* (device) */
+  int64_t* offsets;       /* (device) or NULL */
+  int64_t ids;
+  int64_t bags;
+} shardrec_plugin_unpack_run_t;
+
+/* emb_unpack's arguments (UnpackParams, field for field); every pointer is device memory. */
+typedef struct shardrec_plugin_unpack {
+  int64_t num_runs;
+  int64_t num_cells;
+  const shardrec_plugin_unpack_run_t* runs; /* num_runs */
+  const int64_t* cell_begin;                /* num_runs + 1 */
+  int64_t* wide;                            /* num_cells + 1 */
+  int64_t* ne_scan;                         /* num_cells + 1 */
+  int64_t* id_scan;                         /* num_cells + 1 */
+  unsigned long long* bad; /* ~(first run that disagrees with its counts), 0 = none */
+} shardrec_plugin_unpack_t;
+
 typedef struct shardrec_cuda_plugin_table {
   uint32_t struct_size; /* sizeof(shardrec_cuda_plugin_table_t) in the plugin's build */
   uint32_t abi_version; /* SHARDREC_CUDA_PLUGIN_ABI_VERSION of the plugin's build */
@@ -427,6 +449,17 @@ typedef struct shardrec_cuda_plugin_table {
   int32_t (*emb_divide_means)(int32_t device, float* out, int64_t rows, int64_t stride,
                               const shardrec_plugin_mean_job_t* jobs, size_t num_jobs, void* stream,
                               shardrec_plugin_status_t* status);
+
+  /* ---- Appended after the MEAN divide: the owner side of an input distribution whose ids
+   * travelled between device buffers over NCCL. A plugin whose struct_size ends before it loads,
+   * and a GPU collection then exchanges its ids staged through the host
+   * (core::HasUnpackEntries). ---- */
+
+  /* kernels::cuda::Unpack: the received bag lengths of every run become its CSR offsets, checked
+   * against the announced counts (*unpack->bad). `temp` (temp_bytes, device memory) is scratch
+   * for scans of num_cells + 1 items (emb_route_temp_bytes). Enqueued on `stream`. */
+  int32_t (*emb_unpack)(int32_t device, const shardrec_plugin_unpack_t* unpack, void* temp,
+                        size_t temp_bytes, void* stream, shardrec_plugin_status_t* status);
 } shardrec_cuda_plugin_table_t;
 
 /* The table's size before the dense entries: the smallest a loader of this build accepts. */
@@ -442,6 +475,8 @@ typedef struct shardrec_cuda_plugin_table {
 /* The table's size before the MEAN divide entry (a plugin with the stream entries). */
 #define SHARDREC_CUDA_PLUGIN_TABLE_STREAM_SIZE \
   offsetof(shardrec_cuda_plugin_table_t, emb_divide_means)
+/* The table's size before the unpack entry (a plugin with the MEAN divide). */
+#define SHARDREC_CUDA_PLUGIN_TABLE_MEAN_SIZE offsetof(shardrec_cuda_plugin_table_t, emb_unpack)
 
 /* Exported by the plugin under the two symbol names above. The table getter returns NULL when
  * the plugin does not speak `abi_version`. */

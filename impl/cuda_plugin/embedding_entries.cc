@@ -186,4 +186,12 @@ int32_t EmbRoute(int32_t device, const shardrec_plugin_route_t* route, int32_t p
   });
 }
 
+int32_t EmbUnpack(int32_t device, const shardrec_plugin_unpack_t* unpack, void* temp,
+                  size_t temp_bytes, void* stream, shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_unpack", device, stream, [&](const ExecContext& ctx) -> Status {
+    if (unpack == nullptr) return Status::InvalidArgument("unpack must not be NULL");
+    return kcuda::Unpack(ctx, abi::FromAbi(*unpack), temp, temp_bytes);
+  });
+}
+
 }  // namespace shardrec::cuda_plugin::entry

@@ -164,6 +164,7 @@ const shardrec_cuda_plugin_table_t kTable = {
     &StreamCreateEntry,
     &StreamDestroyEntry,
     &entry::EmbDivideMeans,
+    &entry::EmbUnpack,
 };
 
 }  // namespace

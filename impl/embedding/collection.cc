@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "impl/core/cuda_plugin.h"
+#include "impl/embedding/device_input.h"
 #include "impl/embedding/output_dist.h"
 #include "impl/embedding/staged_comm.h"
 #include "impl/embedding/timer.h"
@@ -67,6 +68,9 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   if (plan == nullptr) return Status::InvalidArgument("plan must not be null");
   std::unique_ptr<EmbeddingCollection> c(new EmbeddingCollection());
   Status local = rejected;
+  // Whether this rank's plugin can take the device input distribution (device_input.h); every
+  // rank must, or none uses it (the agreement below).
+  bool device_input = false;
   if (!local.ok()) {
     // The caller's verdict stands; this rank only takes part in the agreement.
   } else if (options.device.is_cuda() && !comm->device().is_host() &&
@@ -108,8 +112,13 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     c->exec_ = ExecContext::Host(c->pool_.get());
     if (local.ok()) local = c->params_.Initialise(options.seed, c->exec_);
     if (local.ok() && options.device.is_cuda()) {
+      device_input = !comm->device().is_host() && plan->world_size > 1 &&
+                     options.forward_encoding == comm::Encoding::kFp32 &&
+                     options.backward_encoding == comm::Encoding::kFp32 &&
+                     DeviceStep::HasDeviceInput();
       c->device_ = std::make_unique<DeviceStep>();
-      local = c->device_->Init(&c->layout_, &c->params_, options.device.index, options.capacity);
+      local = c->device_->Init(&c->layout_, &c->params_, options.device.index, options.capacity,
+                               device_input);
     }
   }
   // A host collection cannot even agree over a device communicator (its agreement buffers are
@@ -126,12 +135,13 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     c->device_comm_ = comm;
     comm = std::move(staged);
   }
-  // One allreduce(max) agrees on the plan hash (max of h and of ~h: equal iff min == max) and
-  // on whether any rank failed, so every rank returns instead of waiting on a peer.
+  // One allreduce(max) agrees on the plan hash (max of h and of ~h: equal iff min == max), on
+  // whether any rank failed, so every rank returns instead of waiting on a peer, and on whether
+  // any rank lacks the device input distribution.
   const uint64_t hash = plan->Hash();
-  int64_t agree[3] = {static_cast<int64_t>(hash), static_cast<int64_t>(~hash),
-                      local.ok() ? 0 : comm->Rank() + 1};
-  const Status agreed = comm->AllReduce(agree, agree, 3, DType::kInt64, comm::ReduceOp::kMax);
+  int64_t agree[4] = {static_cast<int64_t>(hash), static_cast<int64_t>(~hash),
+                      local.ok() ? 0 : comm->Rank() + 1, device_input ? 0 : 1};
+  const Status agreed = comm->AllReduce(agree, agree, 4, DType::kInt64, comm::ReduceOp::kMax);
   // A rank's own rejection says more than a failed agreement (e.g. a staged NCCL agreement
   // without the plugin, when the communicator is of another device).
   if (!local.ok()) return local;
@@ -156,6 +166,7 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     SR_RETURN_IF_ERROR(comm->Split(0, comm->Rank(), &c->input_comm_));
   }
   if (c->input_comm_ == nullptr) return Status::Internal("input communicator split failed");
+  c->device_input_ = device_input && agree[3] == 0;
   c->comm_ = std::move(comm);
   c->dp_comm_ = options.dp_comm ? options.dp_comm : c->comm_;
   if (options.device.is_cuda() && !c->dp_comm_->device().is_host()) {
@@ -263,6 +274,25 @@ Status EmbeddingCollection::Agree(const Status& local, const char* what) {
   return Status::Ok();
 }
 
+Status EmbeddingCollection::ExchangeAndUnpack(const Status& local, RoutedBatch* rb) {
+  Status s;
+  if (device_input_) {
+    // A batch slot the last forwarded batch, whose backward still reads its ids, does not use.
+    rb->device_slot = current_ != nullptr && current_->device_slot == 0 ? 1 : 0;
+    {
+      ScopedTimer t(&timings_.comm_seconds);
+      s = ExchangeDeviceCounts(layout_, *input_comm_, local, rb);
+    }
+    return s.ok() ? UnpackCounts(layout_, rb) : s;
+  }
+  rb->device_input = false;
+  {
+    ScopedTimer t(&timings_.comm_seconds);
+    s = ExchangeInput(layout_, *input_comm_, local, rb);
+  }
+  return s.ok() ? UnpackInput(layout_, rb) : s;
+}
+
 Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_len,
                                     const Status& rejected, const DeviceOutput* device_out) {
   if (pending_ != nullptr)
@@ -275,11 +305,7 @@ Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_l
   {
     ScopedTimer phase(&timings_.input_dist_seconds);
     const Status local = Route(batch, rejected, rb.get());
-    {
-      ScopedTimer t(&timings_.comm_seconds);
-      s = ExchangeInput(layout_, *input_comm_, local, rb.get());
-    }
-    if (s.ok()) s = UnpackInput(layout_, rb.get());
+    s = ExchangeAndUnpack(local, rb.get());
   }
   if (!s.ok()) {
     spare_ = std::move(rb);
@@ -299,7 +325,7 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
   Status local = Route(batch, rejected, rb.get());
   if (!local.ok()) {
     // The rejecting rank takes part in the count exchange so its peers' waits fail too.
-    Status s = ExchangeInput(layout_, *input_comm_, local, rb.get());
+    Status s = ExchangeAndUnpack(local, rb.get());
     spare_ = std::move(rb);
     return s;
   }
@@ -309,12 +335,7 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
     // mesh sync uses the step's communicator gives neither. So over NCCL the exchange completes
     // here, at the point of the call sequence every rank shares, and input_dist_wait returns at
     // once (what overlaps with the caller's work is only what runs before this call).
-    Status s;
-    {
-      ScopedTimer t(&timings_.comm_seconds);
-      s = ExchangeInput(layout_, *input_comm_, Status::Ok(), rb.get());
-    }
-    if (s.ok()) s = UnpackInput(layout_, rb.get());
+    const Status s = ExchangeAndUnpack(Status::Ok(), rb.get());
     if (!s.ok()) {
       spare_ = std::move(rb);
       return s;
@@ -325,6 +346,7 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
   pending_ = std::move(rb);
   RoutedBatch* p = pending_.get();
   p->worker_seconds = 0;
+  p->device_input = false;
   pending_work_ = worker_->Submit([this, p] {
     // Timed here and added by WaitInputDist: the worker never touches timings_.
     ScopedTimer t(&p->worker_seconds);

@@ -171,6 +171,10 @@ class EmbeddingCollection {
   Status CheckGradFinite(const float* grad, size_t len) const;
   // Collective agreement: returns `local` on this rank, or an error naming a rank that failed.
   Status Agree(const Status& local, const char* what);
+  // The input distribution's collective part and the owner side's description of what arrived
+  // (ExchangeInput + UnpackInput, or with device_input_ the counts exchange + UnpackCounts of
+  // device_input.h); `local` is this rank's verdict, and a rejecting rank takes part too.
+  Status ExchangeAndUnpack(const Status& local, RoutedBatch* rb);
   Status LookupAndReturn(RoutedBatch& rb);
   // Whether a forward's returned rows are combined on the device (DeviceStep::LookupCombine):
   // a pooled GPU collection at world 1, or over NCCL with fp32 messages.
@@ -197,6 +201,9 @@ class EmbeddingCollection {
   // exchanged between device buffers; comm_ is then its host-buffer wrapper (staged_comm.h).
   std::shared_ptr<comm::Communicator> device_comm_;
   std::unique_ptr<comm::Communicator> input_comm_;
+  // Over that device communicator at world > 1 with fp32 messages and a plugin with emb_unpack on
+  // every rank: the ids travel between device buffers (device_input.h).
+  bool device_input_ = false;
   optim::OptimizerConfig optim_;                     // the default optimizer
   std::vector<optim::OptimizerConfig> table_optim_;  // per table: its own, or the default
   CollectionOptions options_;

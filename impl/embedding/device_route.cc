@@ -261,6 +261,7 @@ Status RouteWith(const Layout& l, const RouteTables& t, const RouteOptions& o, c
   rb->send_bytes.assign(world, 0);
   rb->counts_send.assign(static_cast<size_t>(world) * kCountFields, 0);
   rb->ret_count.assign(l.units.size(), 0);
+  rb->unit_ids.assign(l.units.size(), 0);
   rb->ret_floats_from.assign(world, 0);
   std::vector<int64_t> dest_base(world), dest_rows(world), dest_weights(world),
       dest_first_id(world);
@@ -272,6 +273,7 @@ Status RouteWith(const Layout& l, const RouteTables& t, const RouteOptions& o, c
       const int64_t ids = ids_at[s + 1] - ids_at[s];
       const int64_t ret = l.sequence ? ids : ne_at[s + 1] - ne_at[s];
       rb->ret_count[u] = ret;
+      rb->unit_ids[u] = ids;
       rb->ret_floats_from[d] += static_cast<size_t>(ret) * l.units[u].cols;
       n += ids;
     }

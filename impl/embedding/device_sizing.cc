@@ -28,7 +28,7 @@ struct Sizer {
 }  // namespace
 
 Status ComputeStepSizes(const Layout& l, const StepCapacity& capacity,
-                        const std::vector<bool>& fused, StepSizes* out) {
+                        const std::vector<bool>& fused, bool device_input, StepSizes* out) {
   *out = StepSizes();
   Sizer z;
   const auto W = static_cast<size_t>(l.world);
@@ -125,6 +125,31 @@ Status ComputeStepSizes(const Layout& l, const StepCapacity& capacity,
   staging = std::max(staging, z.Add(out->dp_ids_bytes, z.Align16(out->dp_out_bytes)));
   staging = std::max(staging, stats_phase);
   staging = std::max(staging, rows_phase);
+  if (device_input) {
+    // A batch slot: the messages this rank routes (to each rank at most the bound of a message to
+    // it), those it receives, the CSR offsets. The unpack walks one length per (source, unit,
+    // sample); its tables (run and cell tables) ride in the runs' block, the routed messages
+    // and its status word in the pinned block of the lookup phase.
+    size_t send = 0;
+    for (int32_t d = 0; d < l.world; ++d) {
+      std::vector<size_t> fan_d(F, 0);
+      for (int32_t u : l.units_to_rank[d])
+        ++fan_d[static_cast<size_t>(l.pairs[l.units[u].pair].feature)];
+      const size_t fd = F == 0 ? 0 : *std::max_element(fan_d.begin(), fan_d.end());
+      const size_t msg =
+          z.Add(z.Add(z.Mul(4, z.Mul(l.units_to_rank[d].size(), B)), z.Mul(12, z.Mul(N, fd))), 16);
+      send = z.Add(send, msg);
+    }
+    const size_t recv = z.Mul(W, message);
+    out->slot_bytes = z.Add(z.Add(z.Align16(send), z.Align16(recv)), offsets);
+    out->unpack_cells = l.sequence ? 0 : z.Mul(W, z.Mul(units, B));
+    out->unpack_scan_bytes = out->unpack_cells == 0 ? 0 : z.Mul(24, out->unpack_cells + 1);
+    const size_t tables = z.Add(z.Mul(32, z.Mul(W, units)), z.Mul(8, z.Add(z.Mul(W, units), 1)));
+    out->runs_bytes = z.Add(out->runs_bytes, z.Add(tables, 2 * 16));
+    staging = std::max(staging, z.Add(z.Add(z.Add(z.Align16(send), tables),
+                                            z.Add(combine_bags, out->dp_ids_bytes)),
+                                      z.Add(8 * 16, z.Align16(out->out_bytes))));
+  }
   out->staging_bytes = staging;
   if (z.overflow)
     return Status::InvalidArgument("the capacity hints (max_batch_size ", capacity.max_batch_size,

@@ -26,7 +26,7 @@ void RunPieces(const RoutedBatch& rb, DeviceStaging::Piece* p) {
 }  // namespace
 
 Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device,
-                        const StepCapacity& capacity) {
+                        const StepCapacity& capacity, bool device_input) {
   layout_ = layout;
   params_ = params;
   device_ = device;
@@ -75,10 +75,10 @@ Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device,
     uniq_grads_.push_back(std::make_unique<DeviceBuffer>());
     stats_.push_back(std::make_unique<DeviceBuffer>());
   }
-  return capacity.known() ? Presize(capacity) : Status::Ok();
+  return capacity.known() ? Presize(capacity, device_input) : Status::Ok();
 }
 
-Status DeviceStep::Presize(const StepCapacity& capacity) {
+Status DeviceStep::Presize(const StepCapacity& capacity, bool device_input) {
   const Layout& l = *layout_;
   const size_t n = l.local.size();
   SparseUpdater probe;  // which shards take the fused backward (a property of the layout)
@@ -88,7 +88,11 @@ Status DeviceStep::Presize(const StepCapacity& capacity) {
   for (size_t i = 0; i < n; ++i)
     fused[i] = !l.tables[l.local[i].table].data_parallel && probe.FusedEligible(i);
   StepSizes z;
-  SR_RETURN_IF_ERROR(ComputeStepSizes(l, capacity, fused, &z));
+  SR_RETURN_IF_ERROR(ComputeStepSizes(l, capacity, fused, device_input, &z));
+  size_t unpack_temp = 0;
+  if (device_input && z.unpack_cells > 0)
+    SR_RETURN_IF_ERROR(
+        dk::RouteTempBytes(ctx_, static_cast<int64_t>(z.unpack_cells) + 1, &unpack_temp));
   size_t workspace = 0;
   for (size_t i = 0; i < n; ++i) {
     const LocalShard& ls = l.local[i];
@@ -99,7 +103,8 @@ Status DeviceStep::Presize(const StepCapacity& capacity) {
     workspace = std::max(workspace, need);
   }
   size_t total = z.runs_bytes + z.io_bytes + workspace + z.full_stats_bytes + z.dp_ids_bytes +
-                 z.dp_out_bytes + z.out_bytes;
+                 z.dp_out_bytes + z.out_bytes + 2 * z.slot_bytes + z.unpack_scan_bytes +
+                 unpack_temp;
   for (size_t i = 0; i < n; ++i) total += z.rows_bytes[i] + z.grads_bytes[i] + z.stats_bytes[i];
   const auto fail = [&](const Status& s) {
     if (s.code() != Code::kOutOfMemory) return s;
@@ -120,6 +125,10 @@ Status DeviceStep::Presize(const StepCapacity& capacity) {
   SR_RETURN_IF_ERROR(reserve(dp_ids_, z.dp_ids_bytes, "the data-parallel ids"));
   SR_RETURN_IF_ERROR(reserve(dp_out_, z.dp_out_bytes, "data-parallel rows"));
   SR_RETURN_IF_ERROR(reserve(out_, z.out_bytes, "the output on the device"));
+  for (DeviceBuffer& slot : slots_)
+    SR_RETURN_IF_ERROR(reserve(slot, z.slot_bytes, "a batch's ids on the device"));
+  SR_RETURN_IF_ERROR(reserve(unpack_scan_, z.unpack_scan_bytes, "the unpack's scans"));
+  SR_RETURN_IF_ERROR(reserve(unpack_temp_, unpack_temp, "the unpack's scratch"));
   for (size_t i = 0; i < n; ++i) {
     SR_RETURN_IF_ERROR(reserve(*uniq_rows_[i], z.rows_bytes[i], "unique rows"));
     SR_RETURN_IF_ERROR(reserve(*uniq_grads_[i], z.grads_bytes[i], "aggregated gradients"));
@@ -224,6 +233,10 @@ kernels::DeviceRuns DeviceStep::Runs(size_t i) const {
 Status DeviceStep::QueueLookups(const RoutedBatch& rb, const DeviceStaging::Piece* extra,
                                 size_t num_extra, uint8_t** extra_dev) {
   SR_RETURN_IF_ERROR(UploadRuns(rb, extra, num_extra, extra_dev));
+  return QueueLookupJobs();
+}
+
+Status DeviceStep::QueueLookupJobs() {
   auto* io = io_.as<float>();
   jobs_.clear();
   for (size_t i = 0; i < layout_->local.size(); ++i) {
@@ -259,13 +272,23 @@ Status DeviceStep::LookupExchange(const RoutedBatch& rb, const DeviceExchange& x
   size_t recv_floats = 0;
   for (size_t c : x.recv_counts) recv_floats += c;
   const size_t bytes = sizeof(float) * rb.ret_floats_total;
-  if (runs > 0) SR_RETURN_IF_ERROR(ReserveRuns(rb, 0, "the batch's ids on the device"));
+  if (rb.device_input) {
+    SR_RETURN_IF_ERROR(ReserveDeviceInput(rb));
+  } else if (runs > 0) {
+    SR_RETURN_IF_ERROR(ReserveRuns(rb, 0, "the batch's ids on the device"));
+  }
   SR_RETURN_IF_ERROR(io_.Reserve(device_, bytes, "the return message on the device", stream_));
   SR_RETURN_IF_ERROR(a2a_recv_.Reserve(device_, sizeof(float) * recv_floats,
                                        "the received return message on the device", stream_));
   SR_RETURN_IF_ERROR(staging_.Begin());
   auto* io = io_.as<float>();
-  if (runs > 0) SR_RETURN_IF_ERROR(QueueLookups(rb, nullptr, 0, nullptr));
+  if (rb.device_input) {
+    // Sequence runs have no bag offsets: nothing to unpack, the ids are read where they land.
+    SR_RETURN_IF_ERROR(QueueDeviceInput(rb, x, nullptr, nullptr));
+    if (runs > 0) SR_RETURN_IF_ERROR(QueueLookupJobs());
+  } else if (runs > 0) {
+    SR_RETURN_IF_ERROR(QueueLookups(rb, nullptr, 0, nullptr));
+  }
   // Behind the lookups on the stream: the message leaves from the device block they wrote.
   comm::CallOptions o;
   o.stream = stream_;
@@ -280,7 +303,8 @@ Status DeviceStep::LookupExchange(const RoutedBatch& rb, const DeviceExchange& x
                                          sizeof(float) * self));
   SR_RETURN_IF_ERROR(EndPhase(runs > 0 ? "device lookup" : nullptr));
   // NCCL reports a peer that failed during the exchange here, not at the enqueue.
-  return x.comm->AsyncError();
+  SR_RETURN_IF_ERROR(x.comm->AsyncError());
+  return rb.device_input ? CheckUnpack(rb) : Status::Ok();
 }
 
 void DeviceStep::BuildCombine(const RoutedBatch& rb) {
@@ -329,6 +353,125 @@ void DeviceStep::BuildCombine(const RoutedBatch& rb) {
 
 bool DeviceStep::HasMeanDivide() { return dk::HasMeanDivide(); }
 
+bool DeviceStep::HasDeviceInput() { return dk::HasUnpack(); }
+
+DeviceStep::SlotLayout DeviceStep::LayoutOfSlot(const RoutedBatch& rb) {
+  const auto align = [](size_t n) { return (n + 15) & ~size_t{15}; };
+  SlotLayout s;
+  size_t recv = 0;
+  for (size_t b : rb.a2a_recv) recv += b;
+  s.recv_at = align(rb.send.size());
+  s.csr_at = s.recv_at + align(recv);
+  s.bytes = s.csr_at + sizeof(int64_t) * rb.csr_entries;
+  for (const UnpackPlace& u : rb.unpack) s.cells += static_cast<size_t>(u.batch);
+  return s;
+}
+
+Status DeviceStep::ReserveDeviceInput(const RoutedBatch& rb) {
+  const SlotLayout sl = LayoutOfSlot(rb);
+  SR_RETURN_IF_ERROR(slots_[rb.device_slot & 1].Reserve(device_, sl.bytes,
+                                                        "a batch's ids on the device", stream_));
+  SR_RETURN_IF_ERROR(
+      unpack_bad_.Reserve(device_, sizeof(unsigned long long), "the unpack's status", stream_));
+  if (rb.unpack.empty()) return Status::Ok();
+  SR_RETURN_IF_ERROR(unpack_scan_.Reserve(device_, 3 * sizeof(int64_t) * (sl.cells + 1),
+                                          "the unpack's scans", stream_));
+  size_t temp = 0;
+  SR_RETURN_IF_ERROR(dk::RouteTempBytes(ctx_, static_cast<int64_t>(sl.cells) + 1, &temp));
+  return unpack_temp_.Reserve(device_, temp, "the unpack's scratch", stream_);
+}
+
+void DeviceStep::BuildUnpackTables(const RoutedBatch& rb) {
+  const SlotLayout sl = LayoutOfSlot(rb);
+  auto* block = slots_[rb.device_slot & 1].as<uint8_t>();
+  unpack_runs_.clear();
+  unpack_cells_.assign(1, 0);
+  for (const UnpackPlace& u : rb.unpack) {
+    kernels::simt_body::UnpackRun run;
+    run.lengths =
+        reinterpret_cast<const int32_t*>(block + (u.self ? 0 : sl.recv_at) + u.lengths_at);
+    run.offsets =
+        u.offsets_at >= 0 ? reinterpret_cast<int64_t*>(block + sl.csr_at) + u.offsets_at : nullptr;
+    run.ids = u.ids;
+    run.bags = u.bags;
+    unpack_runs_.push_back(run);
+    unpack_cells_.push_back(unpack_cells_.back() + u.batch);
+  }
+}
+
+void DeviceStep::PlaceRuns(const RoutedBatch& rb) {
+  const SlotLayout sl = LayoutOfSlot(rb);
+  const auto* block = slots_[rb.device_slot & 1].as<uint8_t>();
+  const auto* csr = reinterpret_cast<const int64_t*>(block + sl.csr_at);
+  for (size_t i = 0; i < rb.shards.size(); ++i) {
+    runs_[i].clear();
+    num_ids_[i].clear();
+    const auto& runs = rb.shards[i].runs;
+    for (size_t k = 0; k < runs.size(); ++k) {
+      const RunPlace& at = rb.run_at[i][k];
+      const uint8_t* base = block + (at.self ? 0 : sl.recv_at);
+      kernels::BagRun d = runs[k];
+      d.rows = reinterpret_cast<const int64_t*>(base + at.rows_at);
+      d.weights =
+          at.weights_at >= 0 ? reinterpret_cast<const float*>(base + at.weights_at) : nullptr;
+      d.offsets = at.offsets_at >= 0 ? csr + at.offsets_at : nullptr;
+      runs_[i].push_back(d);
+      // The announced count: num_ids() would read the offsets, which are device memory.
+      num_ids_[i].push_back(at.ids);
+    }
+  }
+}
+
+Status DeviceStep::UploadExtras(const DeviceStaging::Piece* extra, size_t num_extra,
+                                uint8_t** extra_dev) {
+  size_t at[kMaxExtra] = {};
+  if (num_extra > kMaxExtra) return Status::Internal("UploadExtras: too many pieces");
+  SR_RETURN_IF_ERROR(staging_.Upload(runs_buf_.data(), extra, num_extra, at));
+  for (size_t k = 0; k < num_extra; ++k) extra_dev[k] = runs_buf_.as<uint8_t>() + at[k];
+  return Status::Ok();
+}
+
+Status DeviceStep::QueueDeviceInput(const RoutedBatch& rb, const DeviceExchange& x,
+                                    const uint8_t* runs_dev, const uint8_t* cells_dev) {
+  const SlotLayout sl = LayoutOfSlot(rb);
+  auto* block = slots_[rb.device_slot & 1].as<uint8_t>();
+  // The whole routed batch goes up in one copy: the others' messages (which leave from here)
+  // and this rank's own (which its runs read in place, forward and backward).
+  SR_RETURN_IF_ERROR(staging_.Upload(block, rb.send.data(), rb.send.size()));
+  comm::CallOptions o;
+  o.stream = stream_;
+  launched_ = true;
+  SR_RETURN_IF_ERROR(
+      x.comm->AllToAllV(block, rb.a2a_send, block + sl.recv_at, rb.a2a_recv, DType::kUInt8, o));
+  if (!rb.unpack.empty()) {
+    kernels::simt_body::UnpackParams p;
+    p.num_runs = static_cast<int64_t>(rb.unpack.size());
+    p.num_cells = static_cast<int64_t>(sl.cells);
+    p.runs = reinterpret_cast<const kernels::simt_body::UnpackRun*>(runs_dev);
+    p.cell_begin = reinterpret_cast<const int64_t*>(cells_dev);
+    auto* scan = unpack_scan_.as<int64_t>();
+    p.wide = scan;
+    p.ne_scan = scan + sl.cells + 1;
+    p.id_scan = scan + 2 * (sl.cells + 1);
+    p.bad = unpack_bad_.as<unsigned long long>();
+    SR_RETURN_IF_ERROR(dk::Unpack(ctx_, p, unpack_temp_.data(), unpack_temp_.bytes()));
+    SR_RETURN_IF_ERROR(
+        staging_.Download(&unpack_bad_host_, unpack_bad_.data(), sizeof(unpack_bad_host_)));
+  } else {
+    unpack_bad_host_ = 0;
+  }
+  PlaceRuns(rb);
+  return Status::Ok();
+}
+
+Status DeviceStep::CheckUnpack(const RoutedBatch& rb) const {
+  if (unpack_bad_host_ == 0) return Status::Ok();
+  const auto k = static_cast<size_t>(kernels::simt_body::MinOf(unpack_bad_host_));
+  const int32_t source = k < rb.unpack.size() ? rb.unpack[k].source : -1;
+  return Status::Internal("input dist: the bag lengths rank ", source,
+                          " sent disagree with the counts it announced");
+}
+
 Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
                                  const CombineOut& out) {
   const Layout& l = *layout_;
@@ -348,30 +491,60 @@ Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
   for (const Pair& pair : l.pairs) means = means || pair.mean;
   // A device output is divided here: the divisors go up too.
   const bool divide = out.on_device && means && B > 0;
-  // The phase's uploads ride with the runs: the combine's bags, the data-parallel ids.
-  DeviceStaging::Piece extra[6] = {
+  // The device input (ids exchanged between device buffers) needs the exchange.
+  const bool dev_in = rb.device_input;
+  if (dev_in && x == nullptr) return Status::Internal("LookupCombine: device input without x");
+  // The phase's uploads ride with the runs: the combine's bags, the data-parallel ids; with the
+  // device input, the unpack's tables instead of the runs.
+  DeviceStaging::Piece extra[8] = {
       {comb_offsets_.data(), sizeof(int64_t) * comb_offsets_.size()},
       {comb_ids_.data(), sizeof(int64_t) * comb_ids_.size()},
       {dp ? rb.dp_offsets.data() : nullptr, dp ? sizeof(int64_t) * rb.dp_offsets.size() : 0},
       {dp ? rb.dp_rows.data() : nullptr, dp ? sizeof(int64_t) * rb.dp_rows.size() : 0},
       {dp ? rb.dp_weights.data() : nullptr, dp ? sizeof(float) * rb.dp_weights.size() : 0},
-      {divide ? rb.mean_div.data() : nullptr, divide ? sizeof(float) * rb.mean_div.size() : 0}};
+      {divide ? rb.mean_div.data() : nullptr, divide ? sizeof(float) * rb.mean_div.size() : 0},
+      {},
+      {}};
+  size_t num_extra = 6;
   // Device buffers first: one that grows waits for the stream.
-  SR_RETURN_IF_ERROR(ReserveRuns(rb, extra, 6, "the batch's ids on the device"));
+  if (dev_in) {
+    SR_RETURN_IF_ERROR(ReserveDeviceInput(rb));
+    BuildUnpackTables(rb);
+    if (!rb.unpack.empty()) {
+      extra[6] = {unpack_runs_.data(), sizeof(unpack_runs_[0]) * unpack_runs_.size()};
+      extra[7] = {unpack_cells_.data(), sizeof(int64_t) * unpack_cells_.size()};
+    }
+    num_extra = 8;
+    SR_RETURN_IF_ERROR(runs_buf_.Reserve(device_, DeviceStaging::PackedBytes(extra, num_extra),
+                                         "the combine's bags on the device", stream_));
+  } else {
+    SR_RETURN_IF_ERROR(ReserveRuns(rb, extra, 6, "the batch's ids on the device"));
+  }
   SR_RETURN_IF_ERROR(io_.Reserve(device_, sizeof(float) * rows_floats,
                                  "the return message on the device", stream_));
   SR_RETURN_IF_ERROR(
       out_.Reserve(device_, sizeof(float) * out_floats, "the output on the device", stream_));
   // The whole phase's traffic in the pinned block at once: a block that fills up mid-phase drains
   // (a wait) and starts over, so without this it would do so in every step.
-  DeviceStaging::Piece all[3 + 6 + 1];
-  RunPieces(rb, all);
-  for (size_t k = 0; k < 6; ++k) all[3 + k] = extra[k];
-  all[9] = {nullptr, out.on_device ? 0 : sizeof(float) * out_floats};
-  SR_RETURN_IF_ERROR(staging_.Reserve(DeviceStaging::PackedBytes(all, 10)));
+  DeviceStaging::Piece all[3 + 8 + 1];
+  size_t num_all = 0;
+  if (dev_in) {
+    all[num_all++] = {rb.send.data(), rb.send.size()};
+    all[num_all++] = {nullptr, sizeof(unpack_bad_host_)};
+  } else {
+    RunPieces(rb, all);
+    num_all = 3;
+  }
+  for (size_t k = 0; k < num_extra; ++k) all[num_all++] = extra[k];
+  all[num_all++] = {nullptr, out.on_device ? 0 : sizeof(float) * out_floats};
+  SR_RETURN_IF_ERROR(staging_.Reserve(DeviceStaging::PackedBytes(all, num_all)));
   SR_RETURN_IF_ERROR(staging_.Begin());
-  uint8_t* dev[6] = {};
-  if (runs > 0) {
+  uint8_t* dev[8] = {};
+  if (dev_in) {
+    SR_RETURN_IF_ERROR(UploadExtras(extra, num_extra, dev));
+    SR_RETURN_IF_ERROR(QueueDeviceInput(rb, *x, dev[6], dev[7]));
+    if (runs > 0) SR_RETURN_IF_ERROR(QueueLookupJobs());
+  } else if (runs > 0) {
     SR_RETURN_IF_ERROR(QueueLookups(rb, extra, 6, dev));
   } else {
     SR_RETURN_IF_ERROR(UploadRuns(rb, extra, 6, dev));
@@ -442,6 +615,7 @@ Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
   SR_RETURN_IF_ERROR(EndPhase("device lookup"));
   // NCCL reports a peer that failed during the exchange here, not at the enqueue.
   if (x != nullptr) SR_RETURN_IF_ERROR(x->comm->AsyncError());
+  if (dev_in) SR_RETURN_IF_ERROR(CheckUnpack(rb));
   if (!out.on_device || out_floats == 0) return Status::Ok();
   // On the caller's stream, behind its earlier work on the output buffer; waited for, so the
   // buffer holds the output when this returns (as a staged output would).
@@ -604,8 +778,15 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
                                                "aggregated gradients", stream_));
   }
   const size_t bytes = sizeof(float) * rb.ret_floats_total;
+  // With the device input the batch's ids are still in its slot block: only gradients go up.
+  const DeviceStaging::Piece grad_piece{grads, bytes};
   if (any) {
-    SR_RETURN_IF_ERROR(ReserveRuns(rb, bytes, "the batch's ids and gradients on the device"));
+    if (rb.device_input) {
+      SR_RETURN_IF_ERROR(runs_buf_.Reserve(device_, DeviceStaging::PackedBytes(&grad_piece, 1),
+                                           "the gradients on the device", stream_));
+    } else {
+      SR_RETURN_IF_ERROR(ReserveRuns(rb, bytes, "the batch's ids and gradients on the device"));
+    }
     SR_RETURN_IF_ERROR(workspace_.Reserve(device_, ws_bytes, "the backward workspace", stream_));
   }
   size_t x_send = 0;
@@ -625,7 +806,12 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
   // fused backward or aggregation, the shards in turn on the one workspace (stream-ordered).
   SR_RETURN_IF_ERROR(staging_.Begin());
   const float* dgrads = nullptr;
-  if (any) {
+  if (any && rb.device_input) {
+    uint8_t* g = nullptr;
+    SR_RETURN_IF_ERROR(UploadExtras(&grad_piece, 1, &g));
+    PlaceRuns(rb);
+    dgrads = reinterpret_cast<const float*>(g);
+  } else if (any) {
     void* g = nullptr;
     SR_RETURN_IF_ERROR(UploadRuns(rb, grads, bytes, &g));
     dgrads = static_cast<const float*>(g);

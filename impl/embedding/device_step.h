@@ -42,16 +42,21 @@
 // encoding keeps the staged host path below for its message). Host-buffer collectives go through
 // StagedComm (staged_comm.h: 1 up, 1 down, 1 wait each, on the step's stream; the input
 // exchange's on the worker's own stream); the payloads marked "device" never touch host memory.
-//   Forward:  the input exchange: the counts all-to-all (which also carries every rank's
-//             verdict), staged (1 wait: THE sync that learns the received sizes), then the ids
-//             all-to-all, staged too (1 wait; the ids are routed on the host, so they leave from
-//             host memory). LookupCombine (pooled): runs, the combine's bags and the
-//             data-parallel ids 1 up; lookups into io_; the return message all-to-all from io_
-//             into io_'s tail (device); the combine and data-parallel lookups into the device
-//             output, 1 down; 1 wait. Sequence collections: LookupExchange (the received rows
-//             and this rank's own rows 2 down, combined on the host) and LookupDataParallel.
-//             => 3 waits pooled (sequence: 3, +1 with data-parallel tables), against 1 device
-//             wait plus the host collectives over Gloo.
+//   Forward:  the input exchange (device_input.h, with a plugin that has emb_unpack; else the
+//             staged two-round exchange of before: +1 wait): ONE counts all-to-all, staged (1 up,
+//             1 down, 1 wait: THE sync that learns the received sizes), carrying every rank's
+//             verdict and, per unit, the ids and non-empty bags it sends there, from which the
+//             host sizes and places everything without reading a message. Then the lookup phase:
+//             the routed messages 1 up into the batch's slot block (the ids leave from there),
+//             their all-to-all into the slot's receive part (device), the unpack of the bag
+//             lengths into CSR offsets (simt/unpack_body.h), lookups into io_, the return
+//             message's all-to-all from io_ into io_'s tail (device); pooled (LookupCombine):
+//             the combine's bags, the data-parallel ids and the unpack's tables 1 up, the
+//             combine and data-parallel lookups into the device output, the output and the
+//             unpack's status word 1 down each; 1 wait. Sequence collections: LookupExchange
+//             (the received rows and this rank's own rows 2 down, combined on the host) and
+//             LookupDataParallel. => 2 waits pooled (sequence: 2, +1 with data-parallel tables),
+//             against 1 device wait plus the host collectives over Gloo.
 //   Backward: the verdict all-reduce, staged (1 wait). ApplySharded: runs and own rows 1 up (as
 //             above) + the packed gradient message 1 up; the gradient all-to-all from there
 //             straight into the block the kernels read (device), queued before them; then the
@@ -81,6 +86,7 @@
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
+#include "impl/embedding/kernels/simt/unpack_body.h"
 #include "impl/embedding/layout.h"
 #include "impl/embedding/param_store.h"
 #include "impl/optim/optimizer.h"
@@ -122,8 +128,10 @@ class DeviceStep {
   // on demand, each growth a wait and an allocation in that step. Errors: those of the plugin
   // (missing, without the embedding entries), kOutOfMemory naming the bytes when the device or
   // the host cannot hold the buffers, kInvalidArgument when the sizes overflow.
+  // `device_input`: the collection's ids will travel between device buffers (device_input.h), so
+  // the batch slots' blocks are sized too.
   Status Init(const Layout* layout, ParamStore* params, int device,
-              const StepCapacity& capacity = {});
+              const StepCapacity& capacity = {}, bool device_input = false);
 
   // The step's stream (every phase's work is queued there).
   Stream stream() const { return stream_; }
@@ -154,6 +162,9 @@ class DeviceStep {
   Status LookupCombine(const RoutedBatch& rb, const DeviceExchange* x, const CombineOut& out);
   // Whether the plugin divides MEAN outputs on the device (emb_divide_means).
   static bool HasMeanDivide();
+  // Whether the plugin serves the device input distribution (emb_unpack), so a batch's ids can
+  // travel between device buffers over a device communicator (device_input.h).
+  static bool HasDeviceInput();
 
   // Forward, sample side: the data-parallel tables' lookups of this rank's own samples (their
   // ids, weights and offsets staged to the device), written into their columns of `out`
@@ -191,7 +202,7 @@ class DeviceStep {
   // up to kMaxExtra `extra` pieces (the backward's gradient message; the combine's bags and the
   // data-parallel ids) into runs_buf_ with one copy, and keeps per local shard the runs with
   // their pointers translated; extra_dev[k] receives extra piece k's device address.
-  static constexpr size_t kMaxExtra = 6;
+  static constexpr size_t kMaxExtra = 8;
   Status ReserveRuns(const RoutedBatch& rb, const DeviceStaging::Piece* extra, size_t num_extra,
                      const char* what);
   Status UploadRuns(const RoutedBatch& rb, const DeviceStaging::Piece* extra, size_t num_extra,
@@ -207,7 +218,34 @@ class DeviceStep {
   Status QueueLookups(const RoutedBatch& rb, const DeviceStaging::Piece* extra, size_t num_extra,
                       uint8_t** extra_dev);
   // Allocates every per-step buffer for the worst case within `capacity`.
-  Status Presize(const StepCapacity& capacity);
+  Status Presize(const StepCapacity& capacity, bool device_input);
+  // The device input distribution (rb.device_input): where the parts of a batch's slot block
+  // start (its routed messages at 0, then the received ones, then the runs' CSR offsets), room
+  // in the block and in the unpack's scratch (before a phase queues anything), the unpack's
+  // run and cell tables (into unpack_runs_ / unpack_cells_, with device pointers into the
+  // block), and the runs with device pointers made from the batch's places (into runs_).
+  struct SlotLayout {
+    size_t recv_at = 0;
+    size_t csr_at = 0;
+    size_t bytes = 0;
+    size_t cells = 0;
+  };
+  static SlotLayout LayoutOfSlot(const RoutedBatch& rb);
+  Status ReserveDeviceInput(const RoutedBatch& rb);
+  void BuildUnpackTables(const RoutedBatch& rb);
+  void PlaceRuns(const RoutedBatch& rb);
+  // Within a phase: the batch's messages up into its slot block, their exchange over `x` into
+  // the block's receive part, and (pooled) the unpack from the tables at `runs_dev` and
+  // `cells_dev` (uploaded by the caller), whose bad-run word comes down with the phase; then the
+  // runs are placed. CheckUnpack reads that word after the phase's wait.
+  Status QueueDeviceInput(const RoutedBatch& rb, const DeviceExchange& x, const uint8_t* runs_dev,
+                          const uint8_t* cells_dev);
+  Status CheckUnpack(const RoutedBatch& rb) const;
+  // Uploads `extra` pieces alone into runs_buf_ (the device input's phases: the runs are on the
+  // device already); extra_dev[k] receives piece k's device address.
+  Status UploadExtras(const DeviceStaging::Piece* extra, size_t num_extra, uint8_t** extra_dev);
+  // Queues every local shard's lookups of runs_ into io_, within a phase the caller began.
+  Status QueueLookupJobs();
   // Bounded wait for everything queued on the step's stream (kTimeout after kDeviceWaitMs).
   Status Wait();
   // A phase's one host synchronisation: ReadStatus naming `status_what` (it waits for the stream
@@ -260,6 +298,18 @@ class DeviceStep {
   std::vector<int64_t> comb_ids_;      // float offsets of returned rows in io_
   std::vector<int64_t> comb_cursor_;
   DeviceBuffer out_;  // the combined output on the device
+  // The device input distribution: per batch slot (RoutedBatch::device_slot: a batch in input
+  // distribution and the last forwarded one, whose backward still reads its ids, never share
+  // one) a block with the batch's routed messages, the received ones and the runs' CSR offsets;
+  // the unpack's scans, scratch and bad-run word (downloaded into unpack_bad_host_ with the
+  // phase), and its tables before upload.
+  DeviceBuffer slots_[2];
+  DeviceBuffer unpack_scan_;
+  DeviceBuffer unpack_temp_;
+  DeviceBuffer unpack_bad_;
+  unsigned long long unpack_bad_host_ = 0;
+  std::vector<kernels::simt_body::UnpackRun> unpack_runs_;
+  std::vector<int64_t> unpack_cells_;
 };
 
 }  // namespace shardrec::embedding

@@ -225,4 +225,25 @@ Status RouteFill(const ExecContext& ctx, const simt_body::RouteParams& params, v
   return Route(ctx, "RouteFill", params, SHARDREC_PLUGIN_ROUTE_FILL, temp, temp_bytes);
 }
 
+bool HasUnpack() {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  if (!Table(&t).ok()) return false;
+  std::string path;
+  if (!core::GetCudaPluginPath(&path).ok()) path = "(unknown path)";
+  return core::HasRouteEntries(*t, path).ok() && core::HasUnpackEntries(*t, path).ok();
+}
+
+Status Unpack(const ExecContext& ctx, const simt_body::UnpackParams& params, void* temp,
+              size_t temp_bytes) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(Prepare(ctx, "Unpack", &t));
+  std::string path;
+  if (!core::GetCudaPluginPath(&path).ok()) path = "(unknown path)";
+  SR_RETURN_IF_ERROR(core::HasUnpackEntries(*t, path));
+  const shardrec_plugin_unpack_t u = abi::ToAbi(params);
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(
+      t->emb_unpack(ctx.device().index, &u, temp, temp_bytes, ctx.stream(), &st), st);
+}
+
 }  // namespace shardrec::embedding::kernels::device

@@ -19,6 +19,7 @@
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/kernels/simt/route_body.h"
+#include "impl/embedding/kernels/simt/unpack_body.h"
 #include "impl/optim/optimizer.h"
 
 namespace shardrec::embedding::kernels::device {
@@ -73,5 +74,13 @@ Status RouteCount(const ExecContext& ctx, const simt_body::RouteParams& params, 
                   size_t temp_bytes);
 Status RouteFill(const ExecContext& ctx, const simt_body::RouteParams& params, void* temp,
                  size_t temp_bytes);
+
+// kernels::cuda::Unpack (the owner side of an input distribution whose ids travelled between
+// device buffers; scratch sized by RouteTempBytes). Besides the errors above, kUnsupported naming
+// the plugin when it predates the entry (HasUnpack says so beforehand).
+Status Unpack(const ExecContext& ctx, const simt_body::UnpackParams& params, void* temp,
+              size_t temp_bytes);
+// Whether the loaded plugin serves Unpack (and the route's scratch query it sizes with).
+bool HasUnpack();
 
 }  // namespace shardrec::embedding::kernels::device

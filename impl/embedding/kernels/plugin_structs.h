@@ -5,6 +5,7 @@
 // test double share it without linking anything of libshardrec's.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/kernels/simt/route_body.h"
+#include "impl/embedding/kernels/simt/unpack_body.h"
 #include "impl/optim/optimizer.h"
 
 namespace shardrec::embedding::kernels::abi {
@@ -134,6 +136,23 @@ inline shardrec_plugin_route_t ToAbi(const simt_body::RouteParams& p) {
   r.dest_weights = p.dest_weights;
   r.dest_first_id = p.dest_first_id;
   return r;
+}
+
+// The unpack's run table lives in device memory, written by libshardrec and read by the kernel:
+// the C and C++ records must have one layout (checked field by field), and its parameters are
+// marshalled field for field.
+static_assert(sizeof(shardrec_plugin_unpack_run_t) == sizeof(simt_body::UnpackRun));
+static_assert(offsetof(shardrec_plugin_unpack_run_t, lengths) ==
+              offsetof(simt_body::UnpackRun, lengths));
+static_assert(offsetof(shardrec_plugin_unpack_run_t, offsets) ==
+              offsetof(simt_body::UnpackRun, offsets));
+static_assert(offsetof(shardrec_plugin_unpack_run_t, ids) == offsetof(simt_body::UnpackRun, ids));
+static_assert(offsetof(shardrec_plugin_unpack_run_t, bags) == offsetof(simt_body::UnpackRun, bags));
+static_assert(sizeof(shardrec_plugin_unpack_t) == sizeof(simt_body::UnpackParams));
+inline shardrec_plugin_unpack_t ToAbi(const simt_body::UnpackParams& p) {
+  return {p.num_runs,   p.num_cells, reinterpret_cast<const shardrec_plugin_unpack_run_t*>(p.runs),
+          p.cell_begin, p.wide,      p.ne_scan,
+          p.id_scan,    p.bad};
 }
 
 // ---- C -> C++ (the plugin) --------------------------------------------------------------------
@@ -255,6 +274,19 @@ inline simt_body::RouteParams FromAbi(const shardrec_plugin_route_t& r) {
   p.dest_rows = r.dest_rows;
   p.dest_weights = r.dest_weights;
   p.dest_first_id = r.dest_first_id;
+  return p;
+}
+
+inline simt_body::UnpackParams FromAbi(const shardrec_plugin_unpack_t& u) {
+  simt_body::UnpackParams p;
+  p.num_runs = u.num_runs;
+  p.num_cells = u.num_cells;
+  p.runs = reinterpret_cast<const simt_body::UnpackRun*>(u.runs);
+  p.cell_begin = u.cell_begin;
+  p.wide = u.wide;
+  p.ne_scan = u.ne_scan;
+  p.id_scan = u.id_scan;
+  p.bad = u.bad;
   return p;
 }
 

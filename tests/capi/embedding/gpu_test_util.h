@@ -145,6 +145,7 @@ enum FakeCall {
   kApply,
   kRoute,
   kMeanDivide,
+  kUnpack,
   kNumFakeCalls
 };
 std::array<int64_t, kNumFakeCalls> FakeCalls();

@@ -24,6 +24,7 @@
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/kernels/simt/route_body.h"
+#include "impl/embedding/kernels/simt/unpack_body.h"
 #include "impl/optim/optimizer.h"
 
 namespace shardrec::embedding::kernels::cuda {
@@ -90,5 +91,13 @@ Status RouteCount(const ExecContext& ctx, const simt_body::RouteParams& params, 
                   size_t temp_bytes);
 Status RouteFill(const ExecContext& ctx, const simt_body::RouteParams& params, void* temp,
                  size_t temp_bytes);
+
+// The owner side of the device input distribution (simt/unpack_body.h; impl/embedding/
+// device_input.h drives it): the received bag lengths become each run's CSR offsets, checked
+// against the announced counts (*params.bad). Scratch as for the route's scans (RouteTempBytes
+// for num_cells + 1 items); every pointer in `params` is device memory. Errors: kInvalidArgument
+// for more than INT_MAX scan items, kCuda.
+Status Unpack(const ExecContext& ctx, const simt_body::UnpackParams& params, void* temp,
+              size_t temp_bytes);
 
 }  // namespace shardrec::embedding::kernels::cuda

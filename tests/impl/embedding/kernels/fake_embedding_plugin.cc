@@ -71,6 +71,7 @@ enum : int32_t {
   kCallApply,
   kCallRoute,
   kCallMean,
+  kCallUnpack,
   kNumCalls
 };
 std::atomic<int64_t> g_calls[kNumCalls];
@@ -477,11 +478,26 @@ int32_t DivideMeans(int32_t device, float* out, int64_t rows, int64_t stride,
   });
 }
 
+// The device unpack runs the single-source steps (simt/unpack_body.h) on the host executor over
+// fake device memory, after checking every array the steps touch.
+int32_t Unpack(int32_t device, const shardrec_plugin_unpack_t* unpack, void* temp,
+               size_t temp_bytes, void* stream, shardrec_plugin_status_t* st) {
+  g_calls[kCallUnpack].fetch_add(1);
+  Queue().BeforeKernel(stream);  // the kernel runs behind the copies queued before it
+  return Reported(st, "fake emb_unpack", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    return RunUnpack(Mem(), unpack, temp, temp_bytes);
+  });
+}
+
 // SHARDREC_FAKE_WITHOUT_ROUTE builds the plugin as it was before the route entries: its table
 // says it ends before them (they are filled all the same, so a loader that read past
 // struct_size would find them and the test would notice).
 #if SHARDREC_FAKE_WITHOUT_ROUTE
 constexpr uint32_t kTableSize = SHARDREC_CUDA_PLUGIN_TABLE_EMBEDDING_SIZE;
+#elif SHARDREC_FAKE_WITHOUT_UNPACK
+// ... and SHARDREC_FAKE_WITHOUT_UNPACK as it was before the device id exchange.
+constexpr uint32_t kTableSize = SHARDREC_CUDA_PLUGIN_TABLE_MEAN_SIZE;
 #else
 constexpr uint32_t kTableSize = sizeof(shardrec_cuda_plugin_table_t);
 #endif
@@ -528,6 +544,7 @@ const shardrec_cuda_plugin_table_t kTable = {
     &StreamCreate,
     &StreamDestroy,
     &DivideMeans,
+    &Unpack,
 };
 
 }  // namespace
@@ -546,8 +563,8 @@ FAKE_EXPORT const shardrec_cuda_plugin_table_t* shardrec_cuda_plugin_table(uint3
 }
 
 // Test hook: how many times kernel entry `which` (0 lookup, 1 group_rows, 2 aggregate_grads,
-// 3 fused_backward, 4 partial_row_stats, 5 apply, 6 route, 7 divide_means) was called in this
-// process; -1 for another value.
+// 3 fused_backward, 4 partial_row_stats, 5 apply, 6 route, 7 divide_means, 8 unpack) was called in
+// this process; -1 for another value.
 FAKE_EXPORT int64_t shardrec_fake_embedding_calls(int32_t which) {
   using namespace shardrec::fake;
   return which >= 0 && which < kNumCalls ? g_calls[which].load() : -1;
