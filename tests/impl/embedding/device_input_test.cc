@@ -182,6 +182,7 @@ void ExpectSameUnpack(const World& w, int32_t r, const std::string& what) {
       EXPECT_EQ(a.io_offset, b.io_offset);
       const uint8_t* base = at.self ? got.send.data() : w.recv_block[r].data();
       const int64_t n = a.num_ids();
+      EXPECT_EQ(at.ids, n);
       ASSERT_EQ(std::memcmp(a.rows, base + at.rows_at, 8 * static_cast<size_t>(n)), 0)
           << "rows of shard " << i << " run " << k;
       EXPECT_EQ(a.weights != nullptr, at.weights_at >= 0);
