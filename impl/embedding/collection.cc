@@ -167,6 +167,7 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   }
   if (c->input_comm_ == nullptr) return Status::Internal("input communicator split failed");
   c->device_input_ = device_input && agree[3] == 0;
+  if (c->device_input_) c->route_tables_ = BuildRouteTables(c->layout_);
   c->comm_ = std::move(comm);
   c->dp_comm_ = options.dp_comm ? options.dp_comm : c->comm_;
   if (options.device.is_cuda() && !c->dp_comm_->device().is_host()) {
@@ -208,7 +209,8 @@ Status EmbeddingCollection::Route(const Batch& batch, const Status& rejected, Ro
                                        " but the collection on ", options_.device.ToString());
       if (route_device_ == nullptr) {
         route_tables_ = BuildRouteTables(layout_);
-        route_device_ = std::make_unique<DeviceRouteBackend>(options_.device.index);
+        route_device_ =
+            std::make_unique<DeviceRouteBackend>(options_.device.index, device_->stream());
       }
       return RouteWith(layout_, route_tables_, route, batch, *route_device_, rb);
     }
@@ -274,17 +276,79 @@ Status EmbeddingCollection::Agree(const Status& local, const char* what) {
   return Status::Ok();
 }
 
+Status EmbeddingCollection::DistributeInput(const Batch& batch, const Status& rejected,
+                                            RoutedBatch* rb) {
+  if (!device_input_) return ExchangeAndUnpack(Route(batch, rejected, rb), rb);
+  // A batch slot the last forwarded batch, whose backward still reads its ids, does not use.
+  rb->device_slot = current_ != nullptr && current_->device_slot == 0 ? 1 : 0;
+  rb->send_on_device = false;
+  if (rejected.ok() && batch.device.is_cuda() && batch.device.index == options_.device.index)
+    return RouteAndGatherOnDevice(batch, rb);
+  // Routed on the host (or rejected): the summary goes up with the exchange.
+  const Status local = Route(batch, rejected, rb);
+  HostRouteSummary(route_tables_, local, *rb, &summary_);
+  const size_t per = RouteSummaryBytes(route_tables_);
+  gathered_.resize(per * static_cast<size_t>(layout_.world));
+  Status s;
+  {
+    ScopedTimer t(&timings_.comm_seconds);
+    s = device_->GatherSummaries(*device_comm_, summary_.data(), sizeof(SummaryHeader), nullptr,
+                                 summary_.data() + sizeof(SummaryHeader),
+                                 per - sizeof(SummaryHeader), gathered_.data());
+  }
+  // A rank's own rejection says more than the exchange's failure.
+  if (!s.ok()) return local.ok() ? s : local;
+  const RouteOptions route{options_.bounds, options_.check_non_finite};
+  s = ReadRouteSummaries(layout_, route_tables_, route, local, gathered_, rb);
+  return s.ok() ? UnpackCounts(layout_, rb) : s;
+}
+
+Status EmbeddingCollection::RouteAndGatherOnDevice(const Batch& batch, RoutedBatch* rb) {
+  const RouteOptions route{options_.bounds, options_.check_non_finite};
+  if (route_device_ == nullptr)
+    route_device_ = std::make_unique<DeviceRouteBackend>(options_.device.index, device_->stream());
+  RouteCounted counted;
+  Status local;
+  try {
+    local = RouteCountOnly(layout_, route_tables_, route, batch, *route_device_, &counted);
+  } catch (const StatusError& e) {
+    local = e.status();
+  } catch (const std::bad_alloc&) {
+    local = Status::OutOfMemory("routing the batch: out of host memory");
+  }
+  // The route's read-back goes straight from its workspace into the exchange: the route's
+  // sizing and every rank's counts come down together, with one wait.
+  const SummaryHeader h{local.ok() ? 0 : 1, batch.batch_size,
+                        static_cast<int64_t>(batch.num_values), batch.weights != nullptr ? 1 : 0};
+  const size_t body = RouteReadbackBytes(route_tables_);
+  const size_t per = sizeof(h) + body;
+  summary_.assign(body, 0);
+  gathered_.resize(per * static_cast<size_t>(layout_.world));
+  Status s;
+  {
+    ScopedTimer t(&timings_.comm_seconds);
+    s = device_->GatherSummaries(*device_comm_, &h, sizeof(h),
+                                 local.ok() ? counted.readback : nullptr,
+                                 local.ok() ? nullptr : summary_.data(), body, gathered_.data());
+  }
+  if (!s.ok()) return local.ok() ? s : local;
+  RouteFillPlan plan;
+  if (local.ok())
+    local = RouteSize(layout_, route_tables_, route, batch,
+                      gathered_.data() + static_cast<size_t>(layout_.rank) * per + sizeof(h), rb,
+                      &plan);
+  SR_RETURN_IF_ERROR(ReadRouteSummaries(layout_, route_tables_, route, local, gathered_, rb));
+  SR_RETURN_IF_ERROR(UnpackCounts(layout_, rb));
+  // The messages are written straight into the batch's slot block, where they leave from.
+  SR_RETURN_IF_ERROR(device_->ReserveDeviceInput(*rb));
+  SR_RETURN_IF_ERROR(
+      RouteFill(layout_, batch, *route_device_, counted, plan, device_->SlotSend(*rb), rb));
+  rb->send_on_device = true;
+  return Status::Ok();
+}
+
 Status EmbeddingCollection::ExchangeAndUnpack(const Status& local, RoutedBatch* rb) {
   Status s;
-  if (device_input_) {
-    // A batch slot the last forwarded batch, whose backward still reads its ids, does not use.
-    rb->device_slot = current_ != nullptr && current_->device_slot == 0 ? 1 : 0;
-    {
-      ScopedTimer t(&timings_.comm_seconds);
-      s = ExchangeDeviceCounts(layout_, *input_comm_, local, rb);
-    }
-    return s.ok() ? UnpackCounts(layout_, rb) : s;
-  }
   rb->device_input = false;
   {
     ScopedTimer t(&timings_.comm_seconds);
@@ -304,8 +368,7 @@ Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_l
   Status s;
   {
     ScopedTimer phase(&timings_.input_dist_seconds);
-    const Status local = Route(batch, rejected, rb.get());
-    s = ExchangeAndUnpack(local, rb.get());
+    s = DistributeInput(batch, rejected, rb.get());
   }
   if (!s.ok()) {
     spare_ = std::move(rb);
@@ -322,26 +385,27 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
   ScopedTimer total(&timings_.total_seconds);
   ScopedTimer phase(&timings_.input_dist_seconds);
   std::unique_ptr<RoutedBatch> rb = TakeSpare();
-  Status local = Route(batch, rejected, rb.get());
-  if (!local.ok()) {
-    // The rejecting rank takes part in the count exchange so its peers' waits fail too.
-    Status s = ExchangeAndUnpack(local, rb.get());
-    spare_ = std::move(rb);
-    return s;
-  }
   if (device_comm_ != nullptr) {
     // NCCL runs operations of different communicators safely only in separate epochs, issued in
     // the same order on every rank; a worker thread exchanging while this thread's backward or
     // mesh sync uses the step's communicator gives neither. So over NCCL the exchange completes
     // here, at the point of the call sequence every rank shares, and input_dist_wait returns at
-    // once (what overlaps with the caller's work is only what runs before this call).
-    const Status s = ExchangeAndUnpack(Status::Ok(), rb.get());
+    // once (what overlaps with the caller's work is only what runs before this call). A
+    // rejecting rank takes part in the exchange so its peers fail too.
+    const Status s = DistributeInput(batch, rejected, rb.get());
     if (!s.ok()) {
       spare_ = std::move(rb);
       return s;
     }
     pending_ = std::move(rb);
     return Status::Ok();
+  }
+  Status local = Route(batch, rejected, rb.get());
+  if (!local.ok()) {
+    // The rejecting rank takes part in the count exchange so its peers' waits fail too.
+    Status s = ExchangeAndUnpack(local, rb.get());
+    spare_ = std::move(rb);
+    return s;
   }
   pending_ = std::move(rb);
   RoutedBatch* p = pending_.get();

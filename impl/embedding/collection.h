@@ -175,6 +175,12 @@ class EmbeddingCollection {
   // (ExchangeInput + UnpackInput, or with device_input_ the counts exchange + UnpackCounts of
   // device_input.h); `local` is this rank's verdict, and a rejecting rank takes part too.
   Status ExchangeAndUnpack(const Status& local, RoutedBatch* rb);
+  // Route + exchange + unpack of a batch (`rejected`: the caller's verdict), every rank taking
+  // part. With device_input_: the route summaries' all-gather over the device communicator
+  // (device_input.h), a KJT on the device routed there with its messages written straight into
+  // the batch's slot block (RouteAndGatherOnDevice); else Route + ExchangeAndUnpack.
+  Status DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb);
+  Status RouteAndGatherOnDevice(const Batch& batch, RoutedBatch* rb);
   Status LookupAndReturn(RoutedBatch& rb);
   // Whether a forward's returned rows are combined on the device (DeviceStep::LookupCombine):
   // a pooled GPU collection at world 1, or over NCCL with fp32 messages.
@@ -215,6 +221,10 @@ class EmbeddingCollection {
   // GPU collections: the routing of a KJT given in device memory (made at its first such batch).
   std::unique_ptr<DeviceRouteBackend> route_device_;
   RouteTables route_tables_;
+  // The device input distribution's route summaries: this rank's (host routing) and every
+  // rank's, reused between batches.
+  std::vector<uint8_t> summary_;
+  std::vector<uint8_t> gathered_;
 
   // One batch may be in input distribution (pending_) while the last forwarded one (current_)
   // waits for its backward.

@@ -3,6 +3,7 @@
 #include "impl/embedding/device_input.h"
 
 #include <algorithm>
+#include <cstring>
 #include <span>
 #include <vector>
 
@@ -79,16 +80,73 @@ Status ReadDeviceCounts(const Layout& l, const Status& local_error, std::span<co
   return Status::Ok();
 }
 
-Status ExchangeDeviceCounts(const Layout& l, comm::Communicator& comm, const Status& local_error,
-                            RoutedBatch* rb) {
-  std::vector<int64_t> send;
-  DeviceCountsRecord(l, local_error, *rb, &send);
-  std::vector<size_t> send_counts(l.world), recv_counts(l.world, DeviceCountsFrom(l));
-  for (int32_t d = 0; d < l.world; ++d) send_counts[d] = DeviceCountsTo(l, d);
-  std::vector<int64_t> recv(DeviceCountsFrom(l) * static_cast<size_t>(l.world));
-  SR_RETURN_IF_ERROR(
-      comm.AllToAllV(send.data(), send_counts, recv.data(), recv_counts, DType::kInt64));
-  return ReadDeviceCounts(l, local_error, recv, rb);
+size_t RouteSummaryBytes(const RouteTables& t) {
+  return sizeof(SummaryHeader) + RouteReadbackBytes(t);
+}
+
+void HostRouteSummary(const RouteTables& t, const Status& local_error, const RoutedBatch& rb,
+                      std::vector<uint8_t>* out) {
+  out->assign(RouteSummaryBytes(t), 0);
+  SummaryHeader h;
+  kernels::simt_body::RouteStatus st;
+  const size_t slots = static_cast<size_t>(t.num_slots),
+               real = static_cast<size_t>(t.num_real_slots);
+  std::vector<int64_t> ids_at(slots + 1, 0), ne_at(real + 1, 0);
+  if (!local_error.ok()) {
+    h.rejected = 1;
+  } else {
+    h.batch_size = rb.batch_size;
+    h.num_values = rb.num_values;
+    h.weighted = rb.weighted ? 1 : 0;
+    st.total = rb.num_values;  // what the device route's status says of a sound batch
+    for (size_t k = 0; k < real; ++k) {
+      const int32_t u = t.slot_unit[k];
+      ids_at[k + 1] = ids_at[k] + rb.unit_ids[u];
+      ne_at[k + 1] = ne_at[k] + rb.ret_count[u];
+    }
+    // Data-parallel slots stay on this rank: nobody reads them.
+    for (size_t k = real; k < slots; ++k) ids_at[k + 1] = ids_at[k];
+  }
+  uint8_t* p = out->data();
+  std::memcpy(p, &h, sizeof(h));
+  std::memcpy(p + sizeof(h), &st, sizeof(st));
+  std::memcpy(p + sizeof(h) + sizeof(st), ids_at.data(), 8 * ids_at.size());
+  std::memcpy(p + sizeof(h) + sizeof(st) + 8 * ids_at.size(), ne_at.data(), 8 * ne_at.size());
+}
+
+Status ReadRouteSummaries(const Layout& l, const RouteTables& t, const RouteOptions& o,
+                          const Status& local_error, std::span<const uint8_t> gathered,
+                          RoutedBatch* rb) {
+  if (!local_error.ok()) return local_error;
+  const size_t per = RouteSummaryBytes(t);
+  if (gathered.size() != per * static_cast<size_t>(l.world))
+    return Status::Internal("input dist: ", gathered.size(), " summary bytes gathered, expected ",
+                            per * static_cast<size_t>(l.world));
+  const size_t slots = static_cast<size_t>(t.num_slots);
+  const int32_t first = t.dest_slot_begin[l.rank], last = t.dest_slot_begin[l.rank + 1];
+  std::vector<int64_t> records;
+  records.reserve(DeviceCountsFrom(l) * static_cast<size_t>(l.world));
+  for (int32_t s = 0; s < l.world; ++s) {
+    const uint8_t* p = gathered.data() + static_cast<size_t>(s) * per;
+    SummaryHeader h;
+    kernels::simt_body::RouteStatus st;
+    std::memcpy(&h, p, sizeof(h));
+    std::memcpy(&st, p + sizeof(h), sizeof(st));
+    const bool rejected =
+        h.rejected != 0 || RouteStatusRejects(st, h.num_values, o.check_non_finite);
+    const auto* ids_at = reinterpret_cast<const int64_t*>(p + sizeof(h) + sizeof(st));
+    const int64_t* ne_at = ids_at + slots + 1;
+    int64_t n = 0;
+    for (int32_t k = first; k < last; ++k) n += ids_at[k + 1] - ids_at[k];
+    records.insert(records.end(), {rejected ? 1 : 0, rejected ? 0 : h.batch_size, rejected ? 0 : n,
+                                   rejected ? 0 : h.weighted});
+    for (int32_t k = first; k < last; ++k) {
+      const int64_t ids = rejected ? 0 : ids_at[k + 1] - ids_at[k];
+      records.push_back(ids);
+      records.push_back(rejected ? 0 : (l.sequence ? ids : ne_at[k + 1] - ne_at[k]));
+    }
+  }
+  return ReadDeviceCounts(l, Status::Ok(), records, rb);
 }
 
 Status UnpackCounts(const Layout& l, RoutedBatch* rb) {

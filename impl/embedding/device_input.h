@@ -21,35 +21,54 @@
 #include <span>
 #include <vector>
 
-#include "impl/comm/communicator.h"
 #include "impl/core/status.h"
+#include "impl/embedding/device_route.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/layout.h"
 
 namespace shardrec::embedding {
 
-// Int64 fields this rank sends to / receives from one rank in the counts exchange.
+// The counts exchange is an all-gather of every rank's route summary, a block of the same size on
+// every rank (it depends on the plan only): a header (SummaryHeader: this rank's verdict on its
+// batch as the host knows it, batch size, ids, weighted), then the route's read-back block
+// (device_route.h: the route status, the ids and the non-empty bags before every slot, slots in
+// (destination, unit) order). A KJT on the device contributes its read-back straight from the
+// device route's workspace, so the route's sizing and the exchange share the one wait; a host
+// KJT's summary is made from its host routing (HostRouteSummary). A receiver reads its units'
+// counts from every summary and the device verdict from the status.
+struct SummaryHeader {
+  int64_t rejected = 0;
+  int64_t batch_size = 0;
+  int64_t num_values = 0;
+  int64_t weighted = 0;
+};
+size_t RouteSummaryBytes(const RouteTables& tables);
+
+// The summary of a batch routed on the host (RouteBatch, or a rejection: `local_error`).
+void HostRouteSummary(const RouteTables& tables, const Status& local_error, const RoutedBatch& rb,
+                      std::vector<uint8_t>* out);
+
+// Reads every rank's summary (`gathered`: RouteSummaryBytes each, rank order): the verdicts, then
+// (through ReadDeviceCounts) this rank's counts. Returns `local_error` when set, else a peer's
+// rejection ("rank r rejected its batch"), else a malformed summary (kInternal).
+Status ReadRouteSummaries(const Layout& layout, const RouteTables& tables,
+                          const RouteOptions& options, const Status& local_error,
+                          std::span<const uint8_t> gathered, RoutedBatch* rb);
+
+// The per-destination records the summaries come down to (DeviceCountsTo(d) int64 fields for
+// destination d): RoutedBatch::counts_send's fields, then per unit of the destination its ids
+// and non-empty bags (sequence: its ids twice); a rejected batch has the flag and zeros.
 size_t DeviceCountsTo(const Layout& layout, int32_t dest);
 size_t DeviceCountsFrom(const Layout& layout);
-
-// The sender's record for each destination, written into `out` (DeviceCountsTo(d) fields for
-// destination d, back to back in rank order): RoutedBatch::counts_send's fields, then per unit of
-// the destination its ids and non-empty bags (sequence: its ids twice). A rejected batch
-// (`local_error`) sends the rejected flag and zeros.
 void DeviceCountsRecord(const Layout& layout, const Status& local_error, const RoutedBatch& rb,
                         std::vector<int64_t>* out);
 
 // Reads the records every rank sent this one (`recv`, DeviceCountsFrom fields each, rank order)
 // into counts_recv and unit_counts_recv, checks them, and sizes the id exchange (recv_bytes,
 // a2a_send, a2a_recv: bytes, this rank's own message 0). Returns `local_error` when set, else the
-// peers' rejection ("rank r rejected its batch"), else a malformed record (kInternal).
+// peers' rejection, else a malformed record (kInternal).
 Status ReadDeviceCounts(const Layout& layout, const Status& local_error,
                         std::span<const int64_t> recv, RoutedBatch* rb);
-
-// The counts exchange over `comm` (host buffers; a staged communicator for NCCL): record, one
-// all-to-all, read. Every rank takes part, a rejecting one too.
-Status ExchangeDeviceCounts(const Layout& layout, comm::Communicator& comm,
-                            const Status& local_error, RoutedBatch* rb);
 
 // UnpackInput from the announced counts: every local shard's runs (pointers null; io offsets,
 // bag and id counts as UnpackInput's) with their places in run_at, the unpack's places, the CSR

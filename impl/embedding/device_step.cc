@@ -358,9 +358,10 @@ bool DeviceStep::HasDeviceInput() { return dk::HasUnpack(); }
 DeviceStep::SlotLayout DeviceStep::LayoutOfSlot(const RoutedBatch& rb) {
   const auto align = [](size_t n) { return (n + 15) & ~size_t{15}; };
   SlotLayout s;
-  size_t recv = 0;
+  size_t recv = 0, send = 0;
   for (size_t b : rb.a2a_recv) recv += b;
-  s.recv_at = align(rb.send.size());
+  for (size_t b : rb.send_bytes) send += b;
+  s.recv_at = align(send);
   s.csr_at = s.recv_at + align(recv);
   s.bytes = s.csr_at + sizeof(int64_t) * rb.csr_entries;
   for (const UnpackPlace& u : rb.unpack) s.cells += static_cast<size_t>(u.batch);
@@ -436,8 +437,10 @@ Status DeviceStep::QueueDeviceInput(const RoutedBatch& rb, const DeviceExchange&
   const SlotLayout sl = LayoutOfSlot(rb);
   auto* block = slots_[rb.device_slot & 1].as<uint8_t>();
   // The whole routed batch goes up in one copy: the others' messages (which leave from here)
-  // and this rank's own (which its runs read in place, forward and backward).
-  SR_RETURN_IF_ERROR(staging_.Upload(block, rb.send.data(), rb.send.size()));
+  // and this rank's own (which its runs read in place, forward and backward). A device route
+  // wrote them there already.
+  if (!rb.send_on_device)
+    SR_RETURN_IF_ERROR(staging_.Upload(block, rb.send.data(), rb.send.size()));
   comm::CallOptions o;
   o.stream = stream_;
   launched_ = true;
@@ -462,6 +465,39 @@ Status DeviceStep::QueueDeviceInput(const RoutedBatch& rb, const DeviceExchange&
   }
   PlaceRuns(rb);
   return Status::Ok();
+}
+
+Status DeviceStep::GatherSummaries(comm::Communicator& comm, const void* header,
+                                   size_t header_bytes, const void* body_dev, const void* body_host,
+                                   size_t body_bytes, uint8_t* out) {
+  const size_t per = header_bytes + body_bytes;
+  const auto world = static_cast<size_t>(comm.Size());
+  // The header first, the body right behind it (header_bytes keeps it 16-byte aligned).
+  if (header_bytes % 16 != 0) return Status::Internal("GatherSummaries: unaligned header");
+  DeviceStaging::Piece up[2] = {{header, header_bytes},
+                                {body_host, body_dev != nullptr ? 0 : body_bytes}};
+  SR_RETURN_IF_ERROR(gather_send_.Reserve(device_, std::max(per, DeviceStaging::PackedBytes(up, 2)),
+                                          "the route summary", stream_));
+  SR_RETURN_IF_ERROR(gather_recv_.Reserve(device_, per * world, "the route summaries", stream_));
+  SR_RETURN_IF_ERROR(staging_.Reserve(DeviceStaging::PackedBytes(up, 2) + per * world + 16));
+  SR_RETURN_IF_ERROR(staging_.Begin());
+  size_t at[2] = {};
+  SR_RETURN_IF_ERROR(staging_.Upload(gather_send_.data(), up, 2, at));
+  auto* send = gather_send_.as<uint8_t>();
+  if (body_dev != nullptr && body_bytes > 0) {
+    const core::CudaRuntime* rt = nullptr;
+    SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+    SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, send + header_bytes, body_dev, body_bytes,
+                                       core::CopyKind::kDeviceToDevice, stream_));
+  }
+  const std::vector<size_t> counts(world, per);
+  comm::CallOptions o;
+  o.stream = stream_;
+  launched_ = true;
+  SR_RETURN_IF_ERROR(comm.AllGatherV(send, per, gather_recv_.data(), counts, DType::kUInt8, o));
+  SR_RETURN_IF_ERROR(staging_.Download(out, gather_recv_.data(), per * world));
+  SR_RETURN_IF_ERROR(EndPhase(nullptr));
+  return comm.AsyncError();
 }
 
 Status DeviceStep::CheckUnpack(const RoutedBatch& rb) const {

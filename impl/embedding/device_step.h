@@ -43,10 +43,17 @@
 // StagedComm (staged_comm.h: 1 up, 1 down, 1 wait each, on the step's stream; the input
 // exchange's on the worker's own stream); the payloads marked "device" never touch host memory.
 //   Forward:  the input exchange (device_input.h, with a plugin that has emb_unpack; else the
-//             staged two-round exchange of before: +1 wait): ONE counts all-to-all, staged (1 up,
-//             1 down, 1 wait: THE sync that learns the received sizes), carrying every rank's
-//             verdict and, per unit, the ids and non-empty bags it sends there, from which the
-//             host sizes and places everything without reading a message. Then the lookup phase:
+//             staged two-round exchange of before: +1 wait): ONE all-gather of every rank's route
+//             summary on the step's stream (GatherSummaries: 1 up, 1 down, 1 wait: THE sync that
+//             learns the received sizes), carrying every rank's verdict and, per unit, the ids
+//             and non-empty bags it sends there, from which the host sizes and places everything
+//             without reading a message. A KJT in device memory is counted on the device first
+//             and its route's read-back goes device to device into the same all-gather (so the
+//             route's sizing shares that wait); its fill then writes the messages straight into
+//             the batch's slot block and brings back the return targets (and MEAN divisors and
+//             data-parallel ids when the plan has them) that the host's combine and backward
+//             read: 1 up, 1+ down, +1 wait (the host builds the combine's bags from them before
+//             the lookup phase queues it). Then the lookup phase:
 //             the routed messages 1 up into the batch's slot block (the ids leave from there),
 //             their all-to-all into the slot's receive part (device), the unpack of the bag
 //             lengths into CSR offsets (simt/unpack_body.h), lookups into io_, the return
@@ -55,8 +62,9 @@
 //             combine and data-parallel lookups into the device output, the output and the
 //             unpack's status word 1 down each; 1 wait. Sequence collections: LookupExchange
 //             (the received rows and this rank's own rows 2 down, combined on the host) and
-//             LookupDataParallel. => 2 waits pooled (sequence: 2, +1 with data-parallel tables),
-//             against 1 device wait plus the host collectives over Gloo.
+//             LookupDataParallel. => 2 waits pooled with a host KJT, 3 with a device KJT
+//             (sequence: the same, +1 with data-parallel tables), against 1 device wait plus the
+//             host collectives over Gloo.
 //   Backward: the verdict all-reduce, staged (1 wait). ApplySharded: runs and own rows 1 up (as
 //             above) + the packed gradient message 1 up; the gradient all-to-all from there
 //             straight into the block the kernels read (device), queued before them; then the
@@ -166,6 +174,22 @@ class DeviceStep {
   // travel between device buffers over a device communicator (device_input.h).
   static bool HasDeviceInput();
 
+  // The device input distribution's counts exchange (device_input.h) over `comm` (a device
+  // communicator), as ONE phase on the step's stream: this rank's route summary, `header`
+  // (header_bytes, host) followed by body_bytes from device memory `body_dev` (a device KJT's
+  // route read-back, copied device to device) or from host `body_host`, is all-gathered, and
+  // every rank's summary (comm.Size() * (header_bytes + body_bytes) bytes) reaches `out` (host)
+  // after the phase's one wait; then the communicator's asynchronous error.
+  Status GatherSummaries(comm::Communicator& comm, const void* header, size_t header_bytes,
+                         const void* body_dev, const void* body_host, size_t body_bytes,
+                         uint8_t* out);
+  // Room for batch `rb`'s slot block (its messages, the received ones, the CSR offsets), and the
+  // address of its messages' part, where a device route writes them (rb.send_on_device).
+  Status ReserveDeviceInput(const RoutedBatch& rb);
+  uint8_t* SlotSend(const RoutedBatch& rb) const {
+    return slots_[rb.device_slot & 1].as<uint8_t>();
+  }
+
   // Forward, sample side: the data-parallel tables' lookups of this rank's own samples (their
   // ids, weights and offsets staged to the device), written into their columns of `out`
   // ([rows, output_dim], host) as CombineOutput does on the host; the other columns are left
@@ -231,7 +255,6 @@ class DeviceStep {
     size_t cells = 0;
   };
   static SlotLayout LayoutOfSlot(const RoutedBatch& rb);
-  Status ReserveDeviceInput(const RoutedBatch& rb);
   void BuildUnpackTables(const RoutedBatch& rb);
   void PlaceRuns(const RoutedBatch& rb);
   // Within a phase: the batch's messages up into its slot block, their exchange over `x` into
@@ -304,6 +327,8 @@ class DeviceStep {
   // the unpack's scans, scratch and bad-run word (downloaded into unpack_bad_host_ with the
   // phase), and its tables before upload.
   DeviceBuffer slots_[2];
+  DeviceBuffer gather_send_;  // this rank's route summary, and every rank's
+  DeviceBuffer gather_recv_;
   DeviceBuffer unpack_scan_;
   DeviceBuffer unpack_temp_;
   DeviceBuffer unpack_bad_;

@@ -91,6 +91,7 @@ struct RoutedBatch {
   // `recv` stays empty and the runs' pointers are null on the host; run_at (parallel to each
   // shard's runs) says where the device finds them, in the block of batch slot `device_slot`.
   bool device_input = false;
+  bool send_on_device = false;  // the routed messages are in the slot block only (device route)
   int32_t device_slot = 0;
   std::vector<int64_t> unit_counts_recv;      // per source: (ids, bags) per unit of this rank
   std::vector<std::vector<RunPlace>> run_at;  // per local shard, per run

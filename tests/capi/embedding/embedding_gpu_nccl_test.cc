@@ -49,6 +49,10 @@ struct Case {
   int32_t optimizer;
   bool weighted;
   int32_t encoding = SHARDREC_COMM_ENCODING_FP32;  // both directions, for both collections
+  // The GPU collection's KJTs: in device memory on every rank (2), on the odd ranks only (1: the
+  // ranks of one step route on different sides), or in host memory (0); int32 ids.
+  int device_kjt = 0;
+  bool int32_ids = false;
 };
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& i) { return i.param.name; }
@@ -80,6 +84,8 @@ void ForEachNcclRank(const Scenario& s, const shardrec_plan_t* plan,
 TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
   const Case& c = GetParam();
   REQUIRE_WORLD(c.world);
+  if (c.device_kjt != 0 && !FakeLoaded())
+    GTEST_SKIP() << "device KJTs are made through the fake plugin's hooks";
   Scenario s = StandardScenario(c.world, c.sharding[0], c.pooling);
   s.sharding = c.sharding;
   s.optimizer.type = c.optimizer;
@@ -121,7 +127,11 @@ TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
     const bool seq = c.pooling == kNone;
     for (int step = 0; step < s.steps; ++step) {
       const RefBatch& rb = batches[step][r];
-      KjtHolder kjt(rb, s.num_features, false);
+      KjtHolder kjt(rb, s.num_features, c.int32_ids);
+      const bool on_device = c.device_kjt == 2 || (c.device_kjt == 1 && r % 2 == 1);
+      std::unique_ptr<DeviceKjt> dkjt;
+      if (on_device) dkjt = std::make_unique<DeviceKjt>(*kjt.view());
+      const shardrec_kjt_view_t* dview = on_device ? dkjt->view() : kjt.view();
       const size_t n =
           static_cast<size_t>(seq ? static_cast<int64_t>(rb.ids.size()) : rb.batch_size) *
           static_cast<size_t>(dim);
@@ -130,14 +140,14 @@ TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
           << shardrec_last_error();
       if (step == 1) {
         // The pipelined input distribution (its exchange on the worker's own communicator).
-        ASSERT_EQ(shardrec_embedding_input_dist_start(d, kjt.view(), nullptr), SHARDREC_OK)
+        ASSERT_EQ(shardrec_embedding_input_dist_start(d, dview, nullptr), SHARDREC_OK)
             << shardrec_last_error();
         ASSERT_EQ(shardrec_embedding_input_dist_wait(d, nullptr), SHARDREC_OK)
             << shardrec_last_error();
         ASSERT_EQ(shardrec_embedding_forward_distributed(d, out_d.data(), n, nullptr), SHARDREC_OK)
             << shardrec_last_error();
       } else {
-        ASSERT_EQ(shardrec_embedding_forward(d, kjt.view(), out_d.data(), n, nullptr), SHARDREC_OK)
+        ASSERT_EQ(shardrec_embedding_forward(d, dview, out_d.data(), n, nullptr), SHARDREC_OK)
             << "rank " << r << " step " << step << ": " << shardrec_last_error();
       }
       if (step > 0 && summed_dp) {
@@ -198,6 +208,41 @@ const Case kCases[] = {
     {"W2_TW_RW_CW_Seq_Sgd_W", 2, {kTW, kRW, kCW}, kNone, kSgd, true},
     {"W3_RW_CW_DP_Sum_RowAda_W", 3, {kRW, kCW, kDP}, kSum, kRowAdagrad, true},
     {"W3_TRW_TW_CW_Mean_Sgd", 3, {kTRW, kTW, kCW}, kMean, kSgd, false},
+    // KJTs in device memory: routed on the device, the messages written straight into the block
+    // they leave from; on some ranks only; int32 ids.
+    {"W2_TW_RW_CW_Sum_RowAda_W_DeviceKjt",
+     2,
+     {kTW, kRW, kCW},
+     kSum,
+     kRowAdagrad,
+     true,
+     SHARDREC_COMM_ENCODING_FP32,
+     2},
+    {"W3_RW_CW_DP_Mean_Adam_DeviceKjtOdd_Int32",
+     3,
+     {kRW, kCW, kDP},
+     kMean,
+     kAdam,
+     false,
+     SHARDREC_COMM_ENCODING_FP32,
+     1,
+     true},
+    {"W2_TW_RW_CW_Seq_Sgd_W_DeviceKjt",
+     2,
+     {kTW, kRW, kCW},
+     kNone,
+     kSgd,
+     true,
+     SHARDREC_COMM_ENCODING_FP32,
+     2},
+    {"W1_DP_TW_RW_Mean_Adam_DeviceKjt",
+     1,
+     {kDP, kTW, kRW},
+     kMean,
+     kAdam,
+     false,
+     SHARDREC_COMM_ENCODING_FP32,
+     2},
     // A 16-bit encoding keeps the staged host path for its messages.
     {"W2_TW_RW_CW_Sum_RowAda_W_Bf16Comms",
      2,
@@ -273,6 +318,23 @@ TEST(EmbeddingGpuNccl, ARejectedBatchOnOneRankFailsEveryRank) {
               SHARDREC_OK)
         << "rank " << r << ": " << shardrec_last_error();
     EXPECT_TRUE(BitEqual(out2, out3)) << "rank " << r;
+    if (!FakeLoaded()) return;
+    // The same batch in device memory: the id outside its table is found by the device route,
+    // and its status in the exchanged summary fails the peer; the rejecting rank says which id.
+    DeviceKjt bad_on_device(*kjt.view());
+    EXPECT_EQ(shardrec_embedding_forward(d, bad_on_device.view(), out.data(), out.size(), nullptr),
+              SHARDREC_EINVAL)
+        << "rank " << r;
+    const std::string why = shardrec_last_error();
+    EXPECT_NE(why.find(r == 1 ? "out of range" : "rank 1 rejected its batch"), std::string::npos)
+        << "rank " << r << ": " << why;
+    DeviceKjt good_on_device(*good.view());
+    std::vector<float> out4(out2.size());
+    EXPECT_EQ(
+        shardrec_embedding_forward(d, good_on_device.view(), out4.data(), out4.size(), nullptr),
+        SHARDREC_OK)
+        << "rank " << r << ": " << shardrec_last_error();
+    EXPECT_TRUE(BitEqual(out2, out4)) << "rank " << r;
   });
 }
 
@@ -321,8 +383,9 @@ TEST(EmbeddingGpuNccl, ADeadPeerTimesOut) {
 // the unique-row counts' wait, then the statistics phase, whose exchange over NCCL travels
 // between device blocks inside that phase (no wait of its own), then the updates' wait.
 void CountWaits(std::vector<int32_t> sharding, int32_t optimizer, int64_t bwd_waits,
-                int64_t bwd_down) {
-  SCOPED_TRACE(::testing::Message() << "sharding " << ::testing::PrintToString(sharding));
+                int64_t bwd_down, bool device_kjt = false) {
+  SCOPED_TRACE(::testing::Message() << "sharding " << ::testing::PrintToString(sharding)
+                                    << (device_kjt ? " device KJT" : ""));
   Scenario s = StandardScenario(2, kTW, kSum);
   s.sharding = std::move(sharding);
   s.optimizer.type = optimizer;
@@ -339,7 +402,9 @@ void CountWaits(std::vector<int32_t> sharding, int32_t optimizer, int64_t bwd_wa
     for (int k = 0; k < 3; ++k) out[k] = RuntimeCounter(k);
   };
   ForEachNcclRank(s, plan.get(), opt, 30000, [&](int r, shardrec_embedding_t* d, int64_t) {
-    KjtHolder kjt(batches[0][r], s.num_features, false);
+    KjtHolder host_kjt(batches[0][r], s.num_features, false);
+    DeviceKjt dkjt(*host_kjt.view());
+    const shardrec_kjt_view_t* kjt = device_kjt ? dkjt.view() : host_kjt.view();
     std::vector<float> g = grads[0][r];
     std::vector<float> out(g.size());
     for (int round = 0; round < 2; ++round) {
@@ -347,8 +412,7 @@ void CountWaits(std::vector<int32_t> sharding, int32_t optimizer, int64_t bwd_wa
       meet.arrive_and_wait();
       if (r == 0) read(a);
       meet.arrive_and_wait();
-      ASSERT_EQ(shardrec_embedding_forward(d, kjt.view(), out.data(), out.size(), nullptr),
-                SHARDREC_OK)
+      ASSERT_EQ(shardrec_embedding_forward(d, kjt, out.data(), out.size(), nullptr), SHARDREC_OK)
           << shardrec_last_error();
       meet.arrive_and_wait();
       if (r == 0) read(b);
@@ -371,9 +435,15 @@ void CountWaits(std::vector<int32_t> sharding, int32_t optimizer, int64_t bwd_wa
   // down (the counts, the unpack's status word, the combined output: the ids and the returned
   // rows stay on the device); backward `bwd_waits`, at most 1 + 2 up (+ the full statistics),
   // `bwd_down` down.
-  EXPECT_EQ(fwd[0], 2 * 2);
+  // A KJT in device memory: the route's counting and the exchange share the first wait (its
+  // read-back goes device to device into the exchange, 1 up: the summary's header), the fill
+  // writes the messages straight into the block they leave from and takes the second wait (1
+  // up: its destination table; 1 down: the return targets the host's combine and backward read;
+  // MEAN divisors and data-parallel ids would come too), then the lookup phase as above less the
+  // messages' upload.
+  EXPECT_EQ(fwd[0], 2 * (device_kjt ? 3 : 2));
   EXPECT_EQ(fwd[1], 2 * 3);
-  EXPECT_EQ(fwd[2], 2 * 3);
+  EXPECT_EQ(fwd[2], 2 * (device_kjt ? 4 : 3));
   EXPECT_EQ(bwd[0], 2 * bwd_waits);
   EXPECT_LE(bwd[2], 2 * bwd_down);
 }
@@ -390,6 +460,8 @@ TEST(EmbeddingGpuNccl, WaitsAndCopiesPerPhaseAreAsDocumented) {
   // A data-parallel table: no wait of its own in forward (was one more); backward adds the
   // all-reduce (staged: 1 wait, 1 down) and the updates' wait.
   CountWaits({kDP, kRW, kTW}, kSgd, 4, 1 + 1);
+  // KJTs in device memory.
+  CountWaits({kTW, kRW, kTW}, kSgd, 2, 1, true);
 }
 
 }  // namespace

@@ -93,25 +93,25 @@ void HostExchange(World* w) {
   }
 }
 
-// The device path: records, their all-to-all, ReadDeviceCounts, the messages' all-to-all into
-// each rank's receive block, UnpackCounts.
+// The device path: every rank's route summary, their all-gather, ReadRouteSummaries (which reads
+// this rank's counts through ReadDeviceCounts), the messages' all-to-all into each rank's
+// receive block, UnpackCounts.
 void DeviceExchange(World* w) {
   const auto W = static_cast<int32_t>(w->layouts.size());
-  std::vector<std::vector<int64_t>> records(W);
-  for (int32_t s = 0; s < W; ++s)
-    DeviceCountsRecord(w->layouts[s], Status::Ok(), w->dev[s], &records[s]);
+  std::vector<uint8_t> gathered;
+  for (int32_t s = 0; s < W; ++s) {
+    std::vector<uint8_t> summary;
+    HostRouteSummary(BuildRouteTables(w->layouts[s]), Status::Ok(), w->dev[s], &summary);
+    gathered.insert(gathered.end(), summary.begin(), summary.end());
+  }
   w->recv_block.assign(W, {});
   for (int32_t r = 0; r < W; ++r) {
-    std::vector<int64_t> recv;
-    for (int32_t s = 0; s < W; ++s) {
-      size_t at = 0;
-      for (int32_t d = 0; d < r; ++d) at += DeviceCountsTo(w->layouts[s], d);
-      const size_t n = DeviceCountsTo(w->layouts[s], r);
-      ASSERT_EQ(n, DeviceCountsFrom(w->layouts[r]));
-      recv.insert(recv.end(), records[s].begin() + at, records[s].begin() + at + n);
-    }
     RoutedBatch& rb = w->dev[r];
-    ASSERT_TRUE(ReadDeviceCounts(w->layouts[r], Status::Ok(), recv, &rb).ok());
+    const RouteTables tables = BuildRouteTables(w->layouts[r]);
+    ASSERT_EQ(gathered.size(), RouteSummaryBytes(tables) * static_cast<size_t>(W));
+    ASSERT_TRUE(
+        ReadRouteSummaries(w->layouts[r], tables, RouteOptions{}, Status::Ok(), gathered, &rb)
+            .ok());
     for (int32_t s = 0; s < W; ++s) {
       if (s == r) continue;
       const RoutedBatch& from = w->dev[s];
@@ -264,8 +264,46 @@ TEST(DeviceInput, AMessageThatDisagreesWithItsCountsIsReported) {
   EXPECT_GE(planted, 20);
 }
 
-// A rejecting rank's record carries the flag; every peer names it, the rejecting rank returns its
-// own error.
+// A rejecting rank's summary carries the flag (a host rejection) or a status that rejects (a
+// device route's); every peer names the rank, the rejecting rank returns its own error.
+TEST(DeviceInput, ARejectedSummaryIsNamedByEveryPeer) {
+  std::mt19937 rng(11);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    Case c;
+    if (!RandomCase(rng, &c) || c.plan->world_size < 2) continue;
+    World w;
+    if (!Route(rng, c, &w)) continue;
+    const int32_t W = c.plan->world_size;
+    for (int how = 0; how < 3; ++how) {
+      std::vector<uint8_t> gathered;
+      for (int32_t s = 0; s < W; ++s) {
+        std::vector<uint8_t> summary;
+        const RouteTables t = BuildRouteTables(w.layouts[s]);
+        HostRouteSummary(t, s == 1 && how == 0 ? Status::InvalidArgument("no") : Status::Ok(),
+                         w.dev[s], &summary);
+        if (s == 1 && how > 0) {
+          kernels::simt_body::RouteStatus st;
+          std::memcpy(&st, summary.data() + sizeof(SummaryHeader), sizeof(st));
+          if (how == 1) st.inv_id = ~static_cast<unsigned long long>(3);  // an id out of range
+          if (how == 2) st.total += 1;  // lengths that do not sum to the values
+          std::memcpy(summary.data() + sizeof(SummaryHeader), &st, sizeof(st));
+        }
+        gathered.insert(gathered.end(), summary.begin(), summary.end());
+      }
+      for (int32_t r = 0; r < W; ++r) {
+        if (r == 1) continue;
+        const Status got = ReadRouteSummaries(w.layouts[r], BuildRouteTables(w.layouts[r]),
+                                              RouteOptions{}, Status::Ok(), gathered, &w.dev[r]);
+        EXPECT_NE(got.message().find("rank 1 rejected its batch"), std::string::npos)
+            << how << ": " << got.message();
+      }
+    }
+    return;
+  }
+  FAIL() << "no plan of two or more ranks";
+}
+
+// The same through the per-destination records (what the summaries come down to).
 TEST(DeviceInput, ARejectedBatchIsNamedByEveryPeer) {
   std::mt19937 rng(9);
   for (int attempt = 0; attempt < 200; ++attempt) {
