@@ -488,9 +488,8 @@ Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* o
 }
 
 bool EmbeddingCollection::CombinesOnDevice() const {
-  // The returned rows are on the device at world 1 and over NCCL (fp32 messages); sequence
-  // outputs keep the host combine.
-  if (device_ == nullptr || layout_.sequence) return false;
+  // The returned rows are on the device at world 1 and over NCCL (fp32 messages).
+  if (device_ == nullptr) return false;
   return layout_.world == 1 ||
          (device_comm_ != nullptr && options_.forward_encoding == comm::Encoding::kFp32);
 }

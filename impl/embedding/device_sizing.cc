@@ -64,16 +64,19 @@ Status ComputeStepSizes(const Layout& l, const StepCapacity& capacity,
   // land behind the return message (each unit of any rank returns at most B rows), the bags of
   // the combine (per column group B + 1 offsets, an id per returned row; at most a group per
   // unit) and the data-parallel ids ride with the runs, and the output has its own block.
+  // A sequence output has a row per id (at most N), each returned row filling one of them.
   size_t combine_bags = 0;
-  if (!l.sequence) {
+  {
     size_t all_cols = 0;
     for (const Unit& u : l.units) all_cols += static_cast<size_t>(u.cols);
-    if (W > 1) out->io_bytes = z.Add(out->io_bytes, z.Mul(4, z.Mul(B, all_cols)));
+    const size_t rows = l.sequence ? N : B;
+    if (W > 1)
+      out->io_bytes = z.Add(out->io_bytes, z.Mul(4, l.sequence ? z.Mul(N, D) : z.Mul(B, all_cols)));
     const size_t groups = l.units.size();
-    combine_bags = z.Add(z.Mul(8, z.Mul(groups, B + 1)), z.Mul(8, z.Mul(groups, B)));
+    combine_bags = z.Add(z.Mul(8, z.Mul(groups, rows + 1)), z.Mul(8, z.Mul(groups, rows)));
     // A device output's MEAN divisors ride along too.
-    combine_bags = z.Add(combine_bags, z.Mul(4, z.Mul(l.pairs.size(), B)));
-    out->out_bytes = z.Mul(4, z.Mul(B, D));
+    if (!l.sequence) combine_bags = z.Add(combine_bags, z.Mul(4, z.Mul(l.pairs.size(), B)));
+    out->out_bytes = z.Mul(4, z.Mul(rows, D));
   }
   out->runs_bytes = z.Add(runs, z.Align16(out->io_bytes));
   // Ids one shard receives: each id of a feature reaches a shard at most once.

@@ -58,11 +58,13 @@ Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device,
   for (size_t u = 0; u < layout->units.size(); ++u) {
     const Unit& unit = layout->units[u];
     const int64_t col = layout->pairs[unit.pair].out_offset + unit.col_offset;
+    // Keyed by pair too: a sequence collection's pairs share their columns (rows tell them apart).
     for (size_t g = 0; g < groups_.size() && unit_group_[u] < 0; ++g)
-      if (groups_[g].col == col) unit_group_[u] = static_cast<int32_t>(g);
+      if (groups_[g].col == col && groups_[g].pair == unit.pair)
+        unit_group_[u] = static_cast<int32_t>(g);
     if (unit_group_[u] >= 0) continue;
     unit_group_[u] = static_cast<int32_t>(groups_.size());
-    groups_.push_back(CombineGroup{col, unit.cols});
+    groups_.push_back(CombineGroup{col, unit.cols, unit.pair});
   }
   runs_.assign(n, {});
   num_ids_.assign(n, {});
@@ -309,30 +311,52 @@ Status DeviceStep::LookupExchange(const RoutedBatch& rb, const DeviceExchange& x
 
 void DeviceStep::BuildCombine(const RoutedBatch& rb) {
   const Layout& l = *layout_;
-  const int64_t B = rb.batch_size;
   const size_t G = groups_.size();
-  const auto stride = static_cast<size_t>(B + 1);
-  // Bag sizes first (group g's bag b counted at g * (B + 1) + b + 1), then offsets, then every
-  // returned row appended to its bag in (rank, unit) order: CombineOutput's order of addition.
-  comb_offsets_.assign(G * stride, 0);
+  // Each group's output rows [lo, hi): those its returned rows aim at (a unit's targets
+  // increase). A sequence group's rows are positions of its one feature, so bags never cover
+  // another feature's rows (nor the data-parallel columns written in the same launch).
+  group_lo_.assign(G, INT64_MAX);
+  group_hi_.assign(G, 0);
   const int64_t* targets = rb.ret_target.data();
   for (int32_t d = 0; d < l.world; ++d)
     for (int32_t u : l.units_to_rank[d]) {
       const int64_t count = rb.ret_count[u];
-      int64_t* bags = comb_offsets_.data() + static_cast<size_t>(unit_group_[u]) * stride + 1;
+      if (count > 0) {
+        const auto g = static_cast<size_t>(unit_group_[u]);
+        group_lo_[g] = std::min(group_lo_[g], targets[0]);
+        group_hi_[g] = std::max(group_hi_[g], targets[count - 1] + 1);
+      }
+      targets += count;
+    }
+  group_begin_.assign(G + 1, 0);
+  for (size_t g = 0; g < G; ++g) {
+    const int64_t rows = group_hi_[g] > group_lo_[g] ? group_hi_[g] - group_lo_[g] : 0;
+    group_begin_[g + 1] = group_begin_[g] + (rows > 0 ? rows + 1 : 0);
+  }
+  // Bag sizes first (row r of group g counted at begin + (r - lo) + 1), then offsets, then every
+  // returned row appended to its bag in (rank, unit) order: CombineOutput's order of addition.
+  comb_offsets_.assign(static_cast<size_t>(group_begin_[G]), 0);
+  targets = rb.ret_target.data();
+  for (int32_t d = 0; d < l.world; ++d)
+    for (int32_t u : l.units_to_rank[d]) {
+      const int64_t count = rb.ret_count[u];
+      const auto g = static_cast<size_t>(unit_group_[u]);
+      int64_t* bags = comb_offsets_.data() + group_begin_[g] + 1 - group_lo_[g];
       for (int64_t k = 0; k < count; ++k) ++bags[targets[k]];
       targets += count;
     }
   int64_t total = 0;
-  comb_cursor_.resize(G * static_cast<size_t>(B));
+  comb_cursor_.resize(comb_offsets_.size());
   for (size_t g = 0; g < G; ++g) {
-    int64_t* o = comb_offsets_.data() + g * stride;
+    const int64_t n = group_begin_[g + 1] - group_begin_[g];
+    if (n == 0) continue;
+    int64_t* o = comb_offsets_.data() + group_begin_[g];
     o[0] = total;
-    for (int64_t b = 0; b < B; ++b) {
+    for (int64_t b = 0; b + 1 < n; ++b) {
       o[b + 1] += o[b];
-      comb_cursor_[g * static_cast<size_t>(B) + b] = o[b];
+      comb_cursor_[static_cast<size_t>(group_begin_[g] + b)] = o[b];
     }
-    total = o[B];
+    total = o[n - 1];
   }
   comb_ids_.resize(static_cast<size_t>(total));
   targets = rb.ret_target.data();
@@ -343,7 +367,8 @@ void DeviceStep::BuildCombine(const RoutedBatch& rb) {
     for (int32_t u : l.units_to_rank[d]) {
       const int64_t count = rb.ret_count[u];
       const int32_t cols = l.units[u].cols;
-      int64_t* cursor = comb_cursor_.data() + static_cast<size_t>(unit_group_[u]) * B;
+      const auto g = static_cast<size_t>(unit_group_[u]);
+      int64_t* cursor = comb_cursor_.data() + group_begin_[g] - group_lo_[g];
       for (int64_t k = 0; k < count; ++k) comb_ids_[cursor[targets[k]]++] = at + k * cols;
       targets += count;
       at += count * cols;
@@ -511,18 +536,19 @@ Status DeviceStep::CheckUnpack(const RoutedBatch& rb) const {
 Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
                                  const CombineOut& out) {
   const Layout& l = *layout_;
-  if (l.sequence) return Status::Internal("LookupCombine: a sequence collection");
   const int64_t D = l.output_dim;
   const int64_t B = rb.batch_size;
+  // Output rows: samples, or (sequence) ids.
+  const int64_t R = l.sequence ? rb.num_values : B;
   size_t runs = 0;
   for (const ShardRuns& sr : rb.shards) runs += sr.runs.size();
   size_t recv_floats = 0;
   if (x != nullptr)
     for (size_t c : x->recv_counts) recv_floats += c;
   const size_t rows_floats = rb.ret_floats_total + recv_floats;
-  const auto out_floats = static_cast<size_t>(B * D);
+  const auto out_floats = static_cast<size_t>(R * D);
   BuildCombine(rb);
-  const bool dp = !l.dp_pairs.empty() && B > 0;
+  const bool dp = !l.dp_pairs.empty() && B > 0 && !rb.dp_rows.empty();
   bool means = false;
   for (const Pair& pair : l.pairs) means = means || pair.mean;
   // A device output is divided here: the divisors go up too.
@@ -596,27 +622,27 @@ Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
   }
   const core::CudaRuntime* rt = nullptr;
   SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
-  // Groups without a returned row and empty bags of the rest stay as zeroed here, as the host
-  // combine leaves them.
+  // Groups without a returned row, empty bags of the rest and (sequence) rows of skipped ids stay
+  // as zeroed here, as the host combine leaves them.
   if (out_floats > 0)
     SR_RETURN_IF_ERROR(
         rt->MemsetAsync(device_, out_.data(), 0, sizeof(float) * out_floats, stream_));
   jobs_.clear();
   const auto* comb_offsets = reinterpret_cast<const int64_t*>(dev[0]);
   const auto* comb_ids = reinterpret_cast<const int64_t*>(dev[1]);
-  const auto stride = static_cast<size_t>(B + 1);
   for (size_t g = 0; g < groups_.size(); ++g) {
-    const int64_t* o = comb_offsets_.data() + g * stride;
+    const int64_t n = group_begin_[g + 1] - group_begin_[g];
     const int32_t cols = groups_[g].cols;
-    if (o[B] == o[0] || rows_floats < static_cast<size_t>(cols)) continue;
-    // The returned rows as a table of stride 1: row id = float offset in io_.
+    if (n == 0 || rows_floats < static_cast<size_t>(cols)) continue;
+    // The returned rows as a table of stride 1: row id = float offset in io_; bag r is output
+    // row lo + r.
     const kernels::WeightsView rows{io, DType::kFloat32,
                                     static_cast<int64_t>(rows_floats) - cols + 1, cols, 1};
-    jobs_.push_back(
-        kernels::LookupJob{rows,
-                           {comb_offsets + g * stride, B, comb_ids, nullptr, groups_[g].col},
-                           out_.as<float>(),
-                           D});
+    jobs_.push_back(kernels::LookupJob{rows,
+                                       {comb_offsets + group_begin_[g], n - 1, comb_ids, nullptr,
+                                        group_lo_[g] * D + groups_[g].col},
+                                       out_.as<float>(),
+                                       D});
   }
   if (dp) {
     const auto* d_offsets = reinterpret_cast<const int64_t*>(dev[2]);
@@ -626,11 +652,30 @@ Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
     for (size_t i = 0; i < l.dp_pairs.size(); ++i) {
       const Pair& pair = l.pairs[l.dp_pairs[i]];
       const LocalShard& ls = l.local[l.tables[pair.table].shard_local[l.rank]];
-      jobs_.push_back(kernels::LookupJob{
-          params_->View(ls),
-          {d_offsets + rb.dp_offsets_begin[i], B, d_rows, d_weights, pair.out_offset},
-          out_.as<float>(),
-          D});
+      const size_t begin = rb.dp_offsets_begin[i];
+      if (!l.sequence) {
+        jobs_.push_back(
+            kernels::LookupJob{params_->View(ls),
+                               {d_offsets + begin, B, d_rows, d_weights, pair.out_offset},
+                               out_.as<float>(),
+                               D});
+        continue;
+      }
+      // A sequence pair's ids go to their own output rows (positions of its feature, in
+      // order): each run of consecutive positions is one sequence job, which writes W[row]
+      // (times the weight) as the host's ReadRow does.
+      const int64_t first = rb.dp_offsets[begin], last = rb.dp_offsets[begin + B];
+      for (int64_t j = first; j < last;) {
+        int64_t k = j + 1;
+        while (k < last && rb.dp_pos[k] == rb.dp_pos[k - 1] + 1) ++k;
+        jobs_.push_back(kernels::LookupJob{
+            params_->View(ls),
+            {nullptr, k - j, d_rows + j, d_weights != nullptr ? d_weights + j : nullptr,
+             rb.dp_pos[j] * D + pair.out_offset},
+            out_.as<float>(),
+            D});
+        j = k;
+      }
     }
   }
   if (!jobs_.empty()) SR_RETURN_IF_ERROR(dk::Lookup(ctx_, jobs_, status_.data()));

@@ -13,14 +13,14 @@
 //
 // Host synchronisations per call (stream waits, or emb_read_status, which waits for the stream
 // before it reads the lookup status block), each at most once:
-//   LookupCombine       1: a pooled forward at world 1 (and over NCCL, below): lookups, the
-//                       combine of the returned rows and the data-parallel lookups straight into
-//                       the device output, downloaded once.
-//   LookupToSend        1 when this rank holds runs to look up, else 0 (sequence collections,
-//                       and the staged exchange at world > 1).
+//   LookupCombine       1: a forward at world 1 (and over NCCL, below): lookups, the combine
+//                       of the returned rows and the data-parallel lookups straight into the
+//                       device output, downloaded once (pooled and sequence).
+//   LookupToSend        1 when this rank holds runs to look up, else 0 (the staged exchange at
+//                       world > 1).
 //   LookupDataParallel  1 when the collection has data-parallel tables and this rank's output
 //                       is not empty, else 0 (the same forwards).
-//     => a forward takes 1 at world 1 when pooled, at most 2 otherwise.
+//     => a forward takes 1 at world 1, at most 2 otherwise.
 //   ApplySharded        0 without ids for this rank's sharded tables; 1 when every shard with
 //                       ids takes the fused backward; +1 when some shard aggregates (the
 //                       unique-row counts are read on the host: sequence collections, column
@@ -60,11 +60,12 @@
 //             message's all-to-all from io_ into io_'s tail (device); pooled (LookupCombine):
 //             the combine's bags, the data-parallel ids and the unpack's tables 1 up, the
 //             combine and data-parallel lookups into the device output, the output and the
-//             unpack's status word 1 down each; 1 wait. Sequence collections: LookupExchange
-//             (the received rows and this rank's own rows 2 down, combined on the host) and
-//             LookupDataParallel. => 2 waits pooled with a host KJT, 3 with a device KJT
-//             (sequence: the same, +1 with data-parallel tables), against 1 device wait plus the
-//             host collectives over Gloo.
+//             unpack's status word 1 down each; 1 wait. Sequence collections take the same
+//             phase (LookupCombine: each output row a bag of the one returned row aimed at it,
+//             added to zero as the host combine does; a data-parallel pair's rows written by
+//             sequence lookups over its runs of consecutive positions; nothing to unpack).
+//             => 2 waits with a host KJT, 3 with a device KJT (data-parallel tables included),
+//             against 1 device wait plus the host collectives over Gloo.
 //   Backward: the verdict all-reduce, staged (1 wait). ApplySharded: runs and own rows 1 up (as
 //             above) + the packed gradient message 1 up; the gradient all-to-all from there
 //             straight into the block the kernels read (device), queued before them; then the
@@ -314,10 +315,14 @@ class DeviceStep {
   struct CombineGroup {
     int64_t col = 0;
     int32_t cols = 0;
+    int32_t pair = 0;
   };
   std::vector<CombineGroup> groups_;
   std::vector<int32_t> unit_group_;
-  std::vector<int64_t> comb_offsets_;  // per group batch_size + 1 offsets into comb_ids_
+  // Per group the output rows [lo, hi) its returned rows aim at, and where its hi - lo + 1
+  // offsets start in comb_offsets_ (none for a group without rows).
+  std::vector<int64_t> group_lo_, group_hi_, group_begin_;
+  std::vector<int64_t> comb_offsets_;  // per group's bags: offsets into comb_ids_
   std::vector<int64_t> comb_ids_;      // float offsets of returned rows in io_
   std::vector<int64_t> comb_cursor_;
   DeviceBuffer out_;  // the combined output on the device

@@ -53,6 +53,9 @@ struct Case {
   // ranks of one step route on different sides), or in host memory (0); int32 ids.
   int device_kjt = 0;
   bool int32_ids = false;
+  // Bounds policy SKIP with every fifth id outside its table: sequence rows of skipped ids (and
+  // gaps in a data-parallel pair's rows) stay zero.
+  bool skip_bad_ids = false;
 };
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& i) { return i.param.name; }
@@ -94,7 +97,11 @@ TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
   s.steps = 3;
   if (c.world == 2) s.batch_sizes = {5, 0};  // an empty batch on one rank too
   ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
-  const auto batches = MakeBatches(s, ref);
+  auto batches = MakeBatches(s, ref);
+  if (c.skip_bad_ids)
+    for (auto& step : batches)
+      for (RefBatch& b : step)
+        for (size_t i = 0; i < b.ids.size(); i += 5) b.ids[i] = 1000000 + static_cast<int64_t>(i);
   const auto grads = MakeGrads(s, batches, ref.output_dim());
   PlanPtr plan = MakePlan(s);
   ASSERT_NE(plan, nullptr) << shardrec_last_error();
@@ -112,6 +119,7 @@ TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
     shardrec_embedding_options_t od = Options(s, true);
     oh.forward_comm_encoding = od.forward_comm_encoding = c.encoding;
     oh.backward_comm_encoding = od.backward_comm_encoding = c.encoding;
+    if (c.skip_bad_ids) oh.bounds_policy = od.bounds_policy = SHARDREC_BOUNDS_SKIP;
     shardrec_embedding_t* h = nullptr;
     shardrec_embedding_t* d = nullptr;
     ASSERT_EQ(shardrec_embedding_create(&h, plan.get(), GroupComm(s.world, r), &opt, &oh),
@@ -200,6 +208,9 @@ TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
   }
 }
 
+constexpr int32_t kFp32 = SHARDREC_COMM_ENCODING_FP32;
+
+// clang-format off
 const Case kCases[] = {
     {"W1_TW_RW_CW_Sum_RowAda_W", 1, {kTW, kRW, kCW}, kSum, kRowAdagrad, true},
     {"W1_DP_TW_RW_Mean_Adam", 1, {kDP, kTW, kRW}, kMean, kAdam, false},
@@ -210,48 +221,22 @@ const Case kCases[] = {
     {"W3_TRW_TW_CW_Mean_Sgd", 3, {kTRW, kTW, kCW}, kMean, kSgd, false},
     // KJTs in device memory: routed on the device, the messages written straight into the block
     // they leave from; on some ranks only; int32 ids.
-    {"W2_TW_RW_CW_Sum_RowAda_W_DeviceKjt",
-     2,
-     {kTW, kRW, kCW},
-     kSum,
-     kRowAdagrad,
-     true,
-     SHARDREC_COMM_ENCODING_FP32,
-     2},
-    {"W3_RW_CW_DP_Mean_Adam_DeviceKjtOdd_Int32",
-     3,
-     {kRW, kCW, kDP},
-     kMean,
-     kAdam,
-     false,
-     SHARDREC_COMM_ENCODING_FP32,
-     1,
+    {"W2_TW_RW_CW_Sum_RowAda_W_DeviceKjt", 2, {kTW, kRW, kCW}, kSum, kRowAdagrad, true, kFp32, 2},
+    {"W3_RW_CW_DP_Mean_Adam_DeviceKjtOdd_Int32", 3, {kRW, kCW, kDP}, kMean, kAdam, false, kFp32, 1,
      true},
-    {"W2_TW_RW_CW_Seq_Sgd_W_DeviceKjt",
-     2,
-     {kTW, kRW, kCW},
-     kNone,
-     kSgd,
-     true,
-     SHARDREC_COMM_ENCODING_FP32,
-     2},
-    {"W1_DP_TW_RW_Mean_Adam_DeviceKjt",
-     1,
-     {kDP, kTW, kRW},
-     kMean,
-     kAdam,
-     false,
-     SHARDREC_COMM_ENCODING_FP32,
-     2},
+    {"W2_TW_RW_CW_Seq_Sgd_W_DeviceKjt", 2, {kTW, kRW, kCW}, kNone, kSgd, true, kFp32, 2},
+    {"W1_DP_TW_RW_Mean_Adam_DeviceKjt", 1, {kDP, kTW, kRW}, kMean, kAdam, false, kFp32, 2},
+    // Sequence outputs combined on the device, data-parallel rows included; skipped ids.
+    {"W2_DP_RW_CW_Seq_Sgd_W", 2, {kDP, kRW, kCW}, kNone, kSgd, true},
+    {"W3_DP_TRW_TW_Seq_RowAda_SkipBadIds", 3, {kDP, kTRW, kTW}, kNone, kRowAdagrad, false, kFp32,
+     0, false, true},
+    {"W2_DP_RW_TW_Seq_Sgd_W_SkipBadIds_DeviceKjt", 2, {kDP, kRW, kTW}, kNone, kSgd, true, kFp32,
+     2, false, true},
     // A 16-bit encoding keeps the staged host path for its messages.
-    {"W2_TW_RW_CW_Sum_RowAda_W_Bf16Comms",
-     2,
-     {kTW, kRW, kCW},
-     kSum,
-     kRowAdagrad,
-     true,
+    {"W2_TW_RW_CW_Sum_RowAda_W_Bf16Comms", 2, {kTW, kRW, kCW}, kSum, kRowAdagrad, true,
      SHARDREC_COMM_ENCODING_BF16},
 };
+// clang-format on
 
 INSTANTIATE_TEST_SUITE_P(Plans, NcclVsGloo, ::testing::ValuesIn(kCases), CaseName);
 
@@ -383,10 +368,10 @@ TEST(EmbeddingGpuNccl, ADeadPeerTimesOut) {
 // the unique-row counts' wait, then the statistics phase, whose exchange over NCCL travels
 // between device blocks inside that phase (no wait of its own), then the updates' wait.
 void CountWaits(std::vector<int32_t> sharding, int32_t optimizer, int64_t bwd_waits,
-                int64_t bwd_down, bool device_kjt = false) {
+                int64_t bwd_down, bool device_kjt = false, int32_t pooling = kSum) {
   SCOPED_TRACE(::testing::Message() << "sharding " << ::testing::PrintToString(sharding)
-                                    << (device_kjt ? " device KJT" : ""));
-  Scenario s = StandardScenario(2, kTW, kSum);
+                                    << (device_kjt ? " device KJT" : "") << " pooling " << pooling);
+  Scenario s = StandardScenario(2, kTW, pooling);
   s.sharding = std::move(sharding);
   s.optimizer.type = optimizer;
   s.steps = 1;
@@ -443,7 +428,8 @@ void CountWaits(std::vector<int32_t> sharding, int32_t optimizer, int64_t bwd_wa
   // messages' upload.
   EXPECT_EQ(fwd[0], 2 * (device_kjt ? 3 : 2));
   EXPECT_EQ(fwd[1], 2 * 3);
-  EXPECT_EQ(fwd[2], 2 * (device_kjt ? 4 : 3));
+  // (Sequence runs have no bag offsets to unpack: no status word comes down.)
+  EXPECT_EQ(fwd[2], 2 * ((device_kjt ? 4 : 3) - (pooling == kNone ? 1 : 0)));
   EXPECT_EQ(bwd[0], 2 * bwd_waits);
   EXPECT_LE(bwd[2], 2 * bwd_down);
 }
@@ -462,6 +448,10 @@ TEST(EmbeddingGpuNccl, WaitsAndCopiesPerPhaseAreAsDocumented) {
   CountWaits({kDP, kRW, kTW}, kSgd, 4, 1 + 1);
   // KJTs in device memory.
   CountWaits({kTW, kRW, kTW}, kSgd, 2, 1, true);
+  // Sequence outputs: combined on the device like pooled ones (data-parallel rows included), so
+  // the same forward; the backward aggregates (the unique-row counts' wait) and all-reduces
+  // the data-parallel gradient (staged) before its updates.
+  CountWaits({kDP, kRW, kTW}, kSgd, 5, 1 + 1, false, kNone);
 }
 
 }  // namespace
