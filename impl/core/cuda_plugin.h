@@ -49,6 +49,11 @@ Status HasMeanEntries(const shardrec_cuda_plugin_table_t& t, const std::string& 
 // host).
 Status HasUnpackEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
 
+// Whether the plugin's table has the appended device-gradient entries (stream_wait_stream,
+// emb_check_finite, emb_pack_grads): kUnsupported naming `path` for a plugin built before them
+// (a GPU collection then stages a device gradient through the host).
+Status HasGradEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
+
 // The run-time versions against the build-time ones: the driver must support at least the CUDA
 // version the plugin was compiled with, and the loaded NCCL must have the compiled major version
 // and be at least as new. A driver version of 0 (no driver) passes here; the device probe

@@ -249,6 +249,36 @@ typedef struct shardrec_plugin_unpack {
   unsigned long long* bad; /* ~(first run that disagrees with its counts), 0 = none */
 } shardrec_plugin_unpack_t;
 
+/* emb_check_finite's arguments (simt/grad_body.h's FiniteParams, field for field): `result` is
+ * a 16-byte block (~ the first non-finite index, its value), `flag` gets flag_value when there
+ * is one, else 0. Device memory. */
+typedef struct shardrec_plugin_finite {
+  const float* x;
+  int64_t n;
+  int64_t flag_value;
+  int64_t* flag;
+  void* result;
+} shardrec_plugin_finite_t;
+
+/* One unit's rows of emb_pack_grads (PackJob, field for field; the job table is device memory). */
+typedef struct shardrec_plugin_pack_job {
+  const int64_t* targets;
+  float* dst;
+  const float* div; /* or NULL */
+  int64_t count;
+  int64_t col;
+  int64_t cols;
+} shardrec_plugin_pack_job_t;
+
+/* emb_pack_grads's arguments (PackParams, field for field); device memory. */
+typedef struct shardrec_plugin_pack {
+  const float* grad;
+  int64_t stride;
+  int64_t num_jobs;
+  const shardrec_plugin_pack_job_t* jobs;
+  const int64_t* first_row; /* num_jobs + 1 */
+} shardrec_plugin_pack_t;
+
 typedef struct shardrec_cuda_plugin_table {
   uint32_t struct_size; /* sizeof(shardrec_cuda_plugin_table_t) in the plugin's build */
   uint32_t abi_version; /* SHARDREC_CUDA_PLUGIN_ABI_VERSION of the plugin's build */
@@ -460,6 +490,22 @@ typedef struct shardrec_cuda_plugin_table {
    * for scans of num_cells + 1 items (emb_route_temp_bytes). Enqueued on `stream`. */
   int32_t (*emb_unpack)(int32_t device, const shardrec_plugin_unpack_t* unpack, void* temp,
                         size_t temp_bytes, void* stream, shardrec_plugin_status_t* status);
+
+  /* ---- Appended after emb_unpack: a backward whose output gradient is in device memory, and
+   * ordering between two streams without a host wait. A plugin whose struct_size ends before them
+   * loads, and a GPU collection then stages a device gradient through the host
+   * (core::HasGradEntries). ---- */
+
+  /* Makes the work queued on `waiter` from now on wait for the work queued on `waitee` so far
+   * (an event recorded on waitee, waited for on waiter); the host does not wait. */
+  int32_t (*stream_wait_stream)(int32_t device, void* waiter, void* waitee,
+                                shardrec_plugin_status_t* status);
+  /* kernels::cuda::CheckFinite, enqueued on `stream`. */
+  int32_t (*emb_check_finite)(int32_t device, const shardrec_plugin_finite_t* finite, void* stream,
+                              shardrec_plugin_status_t* status);
+  /* kernels::cuda::PackGradients over `rows` rows, enqueued on `stream`. */
+  int32_t (*emb_pack_grads)(int32_t device, const shardrec_plugin_pack_t* pack, int64_t rows,
+                            void* stream, shardrec_plugin_status_t* status);
 } shardrec_cuda_plugin_table_t;
 
 /* The table's size before the dense entries: the smallest a loader of this build accepts. */
@@ -477,6 +523,9 @@ typedef struct shardrec_cuda_plugin_table {
   offsetof(shardrec_cuda_plugin_table_t, emb_divide_means)
 /* The table's size before the unpack entry (a plugin with the MEAN divide). */
 #define SHARDREC_CUDA_PLUGIN_TABLE_MEAN_SIZE offsetof(shardrec_cuda_plugin_table_t, emb_unpack)
+/* The table's size before the gradient entries (a plugin with emb_unpack). */
+#define SHARDREC_CUDA_PLUGIN_TABLE_UNPACK_SIZE \
+  offsetof(shardrec_cuda_plugin_table_t, stream_wait_stream)
 
 /* Exported by the plugin under the two symbol names above. The table getter returns NULL when
  * the plugin does not speak `abi_version`. */

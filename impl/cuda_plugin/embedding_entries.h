@@ -47,4 +47,10 @@ int32_t EmbDivideMeans(int32_t device, float* out, int64_t rows, int64_t stride,
 int32_t EmbUnpack(int32_t device, const shardrec_plugin_unpack_t* unpack, void* temp,
                   size_t temp_bytes, void* stream, shardrec_plugin_status_t* st);
 
+int32_t StreamWaitStream(int32_t device, void* waiter, void* waitee, shardrec_plugin_status_t* st);
+int32_t EmbCheckFinite(int32_t device, const shardrec_plugin_finite_t* finite, void* stream,
+                       shardrec_plugin_status_t* st);
+int32_t EmbPackGrads(int32_t device, const shardrec_plugin_pack_t* pack, int64_t rows, void* stream,
+                     shardrec_plugin_status_t* st);
+
 }  // namespace shardrec::cuda_plugin::entry

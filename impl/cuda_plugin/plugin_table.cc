@@ -165,6 +165,9 @@ const shardrec_cuda_plugin_table_t kTable = {
     &StreamDestroyEntry,
     &entry::EmbDivideMeans,
     &entry::EmbUnpack,
+    &entry::StreamWaitStream,
+    &entry::EmbCheckFinite,
+    &entry::EmbPackGrads,
 };
 
 }  // namespace

@@ -249,6 +249,10 @@ Status EmbeddingCollection::CheckGradFinite(const float* grad, size_t len) const
   if (first_chunk.load() == chunks) return Status::Ok();
   size_t i = static_cast<size_t>(first_chunk.load() * kChunk);
   while (i < len && std::isfinite(grad[i])) ++i;
+  return GradNotFinite(i, grad[i]);
+}
+
+Status EmbeddingCollection::GradNotFinite(size_t i, float value) const {
   const auto D = static_cast<size_t>(layout_.output_dim);
   const int64_t col = static_cast<int64_t>(i % D);
   std::string where;
@@ -262,8 +266,42 @@ Status EmbeddingCollection::CheckGradFinite(const float* grad, size_t len) const
     }
   }
   return Status::InvalidArgument("grad: element ", i, " (", layout_.sequence ? "row " : "sample ",
-                                 i / D, ", column ", col, where, ") is ", grad[i],
+                                 i / D, ", column ", col, where, ") is ", value,
                                  ", which is not finite");
+}
+
+bool EmbeddingCollection::TakesDeviceGradient(const Device& device) const {
+  if (!device.is_cuda() || device_ == nullptr || device.index != options_.device.index)
+    return false;
+  // Data-parallel gradients are accumulated on the host; a message over a host communicator
+  // leaves from host memory.
+  if (!layout_.dp_pairs.empty()) return false;
+  if (layout_.world > 1 &&
+      (device_comm_ == nullptr || options_.backward_encoding != comm::Encoding::kFp32))
+    return false;
+  return DeviceStep::HasDeviceGradient();
+}
+
+Status EmbeddingCollection::AgreeOnDeviceGradient(const Status& local, const float* grad, size_t n,
+                                                  const DeviceGradient& device_grad) {
+  int64_t agreed = 0, first_bad = -1;
+  float bad_value = 0.0f;
+  Status s;
+  {
+    ScopedTimer t(&timings_.comm_seconds);
+    comm::Communicator* c = layout_.world > 1 ? device_comm_.get() : nullptr;
+    s = device_->Verdict(c, local.ok() ? 0 : comm_->Rank() + 1, local.ok() ? grad : nullptr,
+                         local.ok() ? n : 0, options_.check_non_finite && grad != nullptr,
+                         comm_->Rank(), device_grad.stream, &agreed, &first_bad, &bad_value);
+  }
+  if (!local.ok()) return local;
+  SR_RETURN_IF_ERROR(s);
+  if (first_bad >= 0) return GradNotFinite(static_cast<size_t>(first_bad), bad_value);
+  if (agreed != 0)
+    return Status::InvalidArgument("rank ", agreed - 1,
+                                   " rejected its backward call (its error says why); no rank "
+                                   "changed any state");
+  return Status::Ok();
 }
 
 Status EmbeddingCollection::Agree(const Status& local, const char* what) {
@@ -557,7 +595,8 @@ Status EmbeddingCollection::LookupAndReturn(RoutedBatch& rb) {
                                 &wire_);
 }
 
-Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const Status& rejected) {
+Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const Status& rejected,
+                                     const DeviceGradient* device_grad) {
   ScopedTimer total(&timings_.total_seconds);
   ScopedTimer phase(&timings_.backward_seconds);
   Status local = rejected;
@@ -574,10 +613,20 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
                                       "has ", need, " elements");
     else if (need > 0 && grad == nullptr)
       local = Status::InvalidArgument("grad must not be NULL");
-    else if (options_.check_non_finite)
+    else if (device_grad == nullptr && options_.check_non_finite)
       local = CheckGradFinite(grad, need);
   }
-  {
+  if (local.ok() && device_grad != nullptr && !TakesDeviceGradient(options_.device))
+    local = Status::Internal("a device gradient for a collection that does not read one");
+  if (device_grad != nullptr || (device_comm_ != nullptr && layout_.world > 1)) {
+    // Over a device communicator the verdicts are agreed between device buffers, whatever the
+    // gradient's side (so every rank issues the same collective); a device gradient is checked
+    // there too, in the same phase.
+    const DeviceGradient none;
+    SR_RETURN_IF_ERROR(AgreeOnDeviceGradient(local, device_grad != nullptr ? grad : nullptr,
+                                             device_grad != nullptr ? grad_len : 0,
+                                             device_grad != nullptr ? *device_grad : none));
+  } else {
     ScopedTimer t(&timings_.comm_seconds);
     SR_RETURN_IF_ERROR(Agree(local, "its backward call"));
   }
@@ -585,6 +634,15 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
   current_consumed_ = true;
   const int64_t step = params_.step() + 1;
   params_.set_step(step);
+  if (device_grad != nullptr) {
+    // Packed on the device and exchanged between device buffers (or not at all at world 1).
+    const DeviceExchange x{device_comm_.get(), ReturnRecvCounts(rb), ReturnSendCounts(rb)};
+    SR_RETURN_IF_ERROR(device_->ApplySharded(
+        *comm_, updater_, rb, nullptr, table_optim_, step, &timings_.comm_seconds,
+        layout_.world > 1 ? &x : nullptr, nullptr, grad, true));
+    ++timings_.backwards;
+    return Status::Ok();
+  }
   // The gradient travels the forward's return route backwards: the sample side packs into the
   // buffer it received into, the owners receive into the buffer they looked up into; the rows of
   // this rank's own samples are written straight to where its shards read them (SelfRows).

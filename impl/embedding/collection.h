@@ -128,7 +128,16 @@ class EmbeddingCollection {
                             const DeviceOutput* device_out = nullptr);
   // Gradient of the last forward's output; applies the fused optimizer. A rejection on any rank
   // (`rejected`, a wrong grad_len, no forward) fails the call on every rank, changing nothing.
-  Status Backward(const float* grad, size_t grad_len, const Status& rejected = Status::Ok());
+  // `device_grad` non-null: `grad` is device memory of the collection's device (only where
+  // TakesDeviceGradient says so), read on the device after the caller's work on
+  // device_grad->stream (checked, packed and exchanged there; the call returns once it is read).
+  Status Backward(const float* grad, size_t grad_len, const Status& rejected = Status::Ok(),
+                  const DeviceGradient* device_grad = nullptr);
+  // Whether a backward can read its gradient straight from device memory on `device` (a GPU
+  // collection on that device without data-parallel tables, whose gradient message is exchanged
+  // between device buffers or does not travel, with a plugin serving device gradients);
+  // otherwise device gradients are staged by the caller.
+  bool TakesDeviceGradient(const Device& device) const;
 
   // Every table's learning rate / one table's (schedules). Not collective; every rank should
   // set the same values.
@@ -169,6 +178,11 @@ class EmbeddingCollection {
   Status Route(const Batch& batch, const Status& rejected, RoutedBatch* rb);
   // A NaN or infinite element of the output gradient, named by sample and feature/table.
   Status CheckGradFinite(const float* grad, size_t len) const;
+  Status GradNotFinite(size_t i, float value) const;
+  // The backward's agreement with a device gradient (DeviceStep::Verdict): this rank's verdict
+  // `local` and the device's non-finite check, all-reduced in one phase.
+  Status AgreeOnDeviceGradient(const Status& local, const float* grad, size_t n,
+                               const DeviceGradient& device_grad);
   // Collective agreement: returns `local` on this rank, or an error naming a rank that failed.
   Status Agree(const Status& local, const char* what);
   // The input distribution's collective part and the owner side's description of what arrived

@@ -601,6 +601,12 @@ Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
   all[num_all++] = {nullptr, out.on_device ? 0 : sizeof(float) * out_floats};
   SR_RETURN_IF_ERROR(staging_.Reserve(DeviceStaging::PackedBytes(all, num_all)));
   SR_RETURN_IF_ERROR(staging_.Begin());
+  // A device output is copied on the step's stream within this phase, behind the caller's work
+  // on out.stream (no host wait), when the plugin can order the two streams; else on out.stream
+  // after the phase, with a wait of its own.
+  const bool ordered = out.on_device && out_floats > 0 && dk::HasGrad();
+  if (ordered && out.stream != stream_)
+    SR_RETURN_IF_ERROR(dk::StreamWaitStream(device_, stream_, out.stream));
   uint8_t* dev[8] = {};
   if (dev_in) {
     SR_RETURN_IF_ERROR(UploadExtras(extra, num_extra, dev));
@@ -692,12 +698,15 @@ Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
   }
   if (out_floats > 0 && !out.on_device)
     SR_RETURN_IF_ERROR(staging_.Download(out.data, out_.data(), sizeof(float) * out_floats));
+  if (ordered)
+    SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, out.data, out_.data(), sizeof(float) * out_floats,
+                                       core::CopyKind::kDeviceToDevice, stream_));
   // Routing checked every id on the host, so a row outside its shard here is an internal error.
   SR_RETURN_IF_ERROR(EndPhase("device lookup"));
   // NCCL reports a peer that failed during the exchange here, not at the enqueue.
   if (x != nullptr) SR_RETURN_IF_ERROR(x->comm->AsyncError());
   if (dev_in) SR_RETURN_IF_ERROR(CheckUnpack(rb));
-  if (!out.on_device || out_floats == 0) return Status::Ok();
+  if (!out.on_device || out_floats == 0 || ordered) return Status::Ok();
   // On the caller's stream, behind its earlier work on the output buffer; waited for, so the
   // buffer holds the output when this returns (as a staged output would).
   SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, out.data, out_.data(), sizeof(float) * out_floats,
@@ -827,11 +836,142 @@ Status DeviceStep::FinishRows() {
   return EndPhase(nullptr);
 }
 
+bool DeviceStep::HasDeviceGradient() { return dk::HasGrad(); }
+
+Status DeviceStep::Verdict(comm::Communicator* comm, int64_t local_flag, const float* grad,
+                           size_t n, bool check, int32_t rank, Stream caller, int64_t* agreed,
+                           int64_t* first_bad, float* bad_value) {
+  // Words: [0, 2) this rank's (the caller's verdict, the check's), [2, 4) the agreed ones,
+  // [4, 6) the check's first non-finite element.
+  SR_RETURN_IF_ERROR(verdict_buf_.Reserve(device_, 6 * sizeof(int64_t), "the verdict", stream_));
+  auto* words = verdict_buf_.as<int64_t>();
+  const int64_t mine[2] = {local_flag, 0};
+  int64_t down[4] = {};
+  SR_RETURN_IF_ERROR(staging_.Reserve(64));
+  SR_RETURN_IF_ERROR(staging_.Begin());
+  // The gradient is read behind the caller's work that wrote it, without a host wait.
+  if (grad != nullptr && caller != stream_)
+    SR_RETURN_IF_ERROR(dk::StreamWaitStream(device_, stream_, caller));
+  SR_RETURN_IF_ERROR(staging_.Upload(words, mine, sizeof(mine)));
+  launched_ = true;
+  if (check && n > 0) {
+    kernels::simt_body::FiniteParams p;
+    p.x = grad;
+    p.n = static_cast<int64_t>(n);
+    p.flag_value = rank + 1;
+    p.flag = words + 1;
+    p.result = reinterpret_cast<kernels::simt_body::FiniteResult*>(words + 4);
+    SR_RETURN_IF_ERROR(dk::CheckFinite(ctx_, p));
+  } else {
+    const core::CudaRuntime* rt = nullptr;
+    SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+    SR_RETURN_IF_ERROR(rt->MemsetAsync(device_, words + 4, 0, 2 * sizeof(int64_t), stream_));
+  }
+  if (comm != nullptr) {
+    comm::CallOptions o;
+    o.stream = stream_;
+    SR_RETURN_IF_ERROR(
+        comm->AllReduce(words, words + 2, 2, DType::kInt64, comm::ReduceOp::kMax, o));
+    SR_RETURN_IF_ERROR(staging_.Download(down, words + 2, 4 * sizeof(int64_t)));
+  } else {
+    const core::CudaRuntime* rt = nullptr;
+    SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+    SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, words + 2, words, 2 * sizeof(int64_t),
+                                       core::CopyKind::kDeviceToDevice, stream_));
+    SR_RETURN_IF_ERROR(staging_.Download(down, words + 2, 4 * sizeof(int64_t)));
+  }
+  SR_RETURN_IF_ERROR(EndPhase(nullptr));
+  if (comm != nullptr) SR_RETURN_IF_ERROR(comm->AsyncError());
+  *agreed = std::max(down[0], down[1]);
+  kernels::simt_body::FiniteResult r;
+  std::memcpy(static_cast<void*>(&r), down + 2, sizeof(r));
+  *first_bad =
+      kernels::simt_body::HasMin(r.inv_first) ? kernels::simt_body::MinOf(r.inv_first) : -1;
+  *bad_value = r.value;
+  return Status::Ok();
+}
+
+// The pack's tables (return targets, MEAN divisors, jobs, their first rows) as upload pieces, the
+// jobs and rows still to be filled.
+void DeviceStep::PackPieces(const RoutedBatch& rb, DeviceStaging::Piece* p, size_t* jobs) const {
+  const Layout& l = *layout_;
+  bool means = false;
+  for (const Pair& pair : l.pairs) means = means || pair.mean;
+  p[0] = {rb.ret_target.data(), sizeof(int64_t) * rb.ret_target.size()};
+  p[1] = {means ? rb.mean_div.data() : nullptr, means ? sizeof(float) * rb.mean_div.size() : 0};
+  *jobs = 0;
+  for (int32_t d = 0; d < l.world; ++d)
+    for (int32_t u : l.units_to_rank[d]) *jobs += rb.ret_count[u] > 0 ? 1 : 0;
+  p[2] = {nullptr, sizeof(kernels::simt_body::PackJob) * *jobs};
+  p[3] = {nullptr, sizeof(int64_t) * (*jobs + 1)};
+}
+
+Status DeviceStep::ReservePack(const RoutedBatch& rb) {
+  DeviceStaging::Piece p[4];
+  size_t jobs = 0;
+  PackPieces(rb, p, &jobs);
+  return pack_buf_.Reserve(device_, DeviceStaging::PackedBytes(p, 4), "the gradient pack's tables",
+                           stream_);
+}
+
+Status DeviceStep::QueuePack(const RoutedBatch& rb, const float* grad_dev, float* send,
+                             float* self) {
+  const Layout& l = *layout_;
+  const int64_t B = rb.batch_size;
+  // The tables' places in pack_buf_ (DeviceStaging's packing: 16-byte aligned, in order), so the
+  // jobs can point at the targets and divisors that ride in the same copy.
+  DeviceStaging::Piece p[4];
+  size_t jobs = 0;
+  PackPieces(rb, p, &jobs);
+  size_t at[4] = {};
+  for (size_t k = 1; k < 4; ++k) at[k] = at[k - 1] + DeviceStaging::PackedBytes(&p[k - 1], 1);
+  auto* base = pack_buf_.as<uint8_t>();
+  const auto* d_targets = reinterpret_cast<const int64_t*>(base + at[0]);
+  const auto* d_div = reinterpret_cast<const float*>(base + at[1]);
+  pack_jobs_.clear();
+  pack_first_.assign(1, 0);
+  int64_t k = 0;
+  float* others = send;
+  float* own = self;
+  for (int32_t d = 0; d < l.world; ++d) {
+    float*& dst = d == l.rank ? own : others;
+    for (int32_t u : l.units_to_rank[d]) {
+      const int64_t count = rb.ret_count[u];
+      if (count == 0) continue;
+      const Unit& unit = l.units[u];
+      const Pair& pair = l.pairs[unit.pair];
+      kernels::simt_body::PackJob j;
+      j.targets = d_targets + k;
+      j.dst = dst;
+      j.div = pair.mean ? d_div + static_cast<int64_t>(unit.pair) * B : nullptr;
+      j.count = count;
+      j.col = pair.out_offset + unit.col_offset;
+      j.cols = unit.cols;
+      pack_jobs_.push_back(j);
+      pack_first_.push_back(pack_first_.back() + count);
+      k += count;
+      dst += count * unit.cols;
+    }
+  }
+  p[2].host = pack_jobs_.data();
+  p[3].host = pack_first_.data();
+  size_t got[4] = {};
+  SR_RETURN_IF_ERROR(staging_.Upload(base, p, 4, got));
+  kernels::simt_body::PackParams pp;
+  pp.grad = grad_dev;
+  pp.stride = l.output_dim;
+  pp.num_jobs = static_cast<int64_t>(jobs);
+  pp.jobs = reinterpret_cast<const kernels::simt_body::PackJob*>(base + at[2]);
+  pp.first_row = reinterpret_cast<const int64_t*>(base + at[3]);
+  launched_ = true;
+  return dk::PackGradients(ctx_, pp, pack_first_.back());
+}
+
 Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater,
                                 const RoutedBatch& rb, const float* grads,
                                 const std::vector<optim::OptimizerConfig>& configs, int64_t step,
-                                double* comm_seconds, const DeviceExchange* x,
-                                const float* packed) {
+                                double* comm_seconds, const DeviceExchange* x, const float* packed,
+                                const float* grad_dev, bool grad_on_device) {
   const Layout& l = *layout_;
   const size_t n = l.local.size();
   // Which shards run, and every device buffer sized before anything is queued (a buffer that
@@ -860,16 +1000,25 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
   }
   const size_t bytes = sizeof(float) * rb.ret_floats_total;
   // With the device input the batch's ids are still in its slot block: only gradients go up.
+  // With a device gradient nothing of the message goes up: it is packed into dgrad_block_ (own
+  // rows) and a2a_send_ (the others').
   const DeviceStaging::Piece grad_piece{grads, bytes};
-  if (any) {
+  if (grad_on_device) {
+    SR_RETURN_IF_ERROR(
+        dgrad_block_.Reserve(device_, bytes, "the gradients on the device", stream_));
+    SR_RETURN_IF_ERROR(ReservePack(rb));
+    if (any && !rb.device_input)
+      SR_RETURN_IF_ERROR(ReserveRuns(rb, 0, "the batch's ids on the device"));
+  } else if (any) {
     if (rb.device_input) {
       SR_RETURN_IF_ERROR(runs_buf_.Reserve(device_, DeviceStaging::PackedBytes(&grad_piece, 1),
                                            "the gradients on the device", stream_));
     } else {
       SR_RETURN_IF_ERROR(ReserveRuns(rb, bytes, "the batch's ids and gradients on the device"));
     }
-    SR_RETURN_IF_ERROR(workspace_.Reserve(device_, ws_bytes, "the backward workspace", stream_));
   }
+  if (any)
+    SR_RETURN_IF_ERROR(workspace_.Reserve(device_, ws_bytes, "the backward workspace", stream_));
   size_t x_send = 0;
   size_t x_recv = 0;
   if (x != nullptr) {
@@ -887,7 +1036,17 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
   // fused backward or aggregation, the shards in turn on the one workspace (stream-ordered).
   SR_RETURN_IF_ERROR(staging_.Begin());
   const float* dgrads = nullptr;
-  if (any && rb.device_input) {
+  if (grad_on_device) {
+    dgrads = dgrad_block_.as<float>();
+    if (any && rb.device_input) {
+      PlaceRuns(rb);
+    } else if (any) {
+      SR_RETURN_IF_ERROR(UploadRuns(rb, static_cast<const DeviceStaging::Piece*>(nullptr), 0,
+                                    static_cast<uint8_t**>(nullptr)));
+    }
+    SR_RETURN_IF_ERROR(QueuePack(rb, grad_dev, x != nullptr ? a2a_send_.as<float>() : nullptr,
+                                 dgrad_block_.as<float>() + rb.ret_self_offset));
+  } else if (any && rb.device_input) {
     uint8_t* g = nullptr;
     SR_RETURN_IF_ERROR(UploadExtras(&grad_piece, 1, &g));
     PlaceRuns(rb);
@@ -898,9 +1057,11 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     dgrads = static_cast<const float*>(g);
   }
   if (x != nullptr) {
-    // The message goes up and travels on the stream into the block the kernels read (its
-    // travelling part; this rank's own rows came up with the runs), before any kernel.
-    SR_RETURN_IF_ERROR(staging_.Upload(a2a_send_.data(), packed, sizeof(float) * x_send));
+    // The message goes up (or was packed on the device) and travels on the stream into the block
+    // the kernels read (its travelling part; this rank's own rows came up with the runs or were
+    // packed there), before any kernel.
+    if (!grad_on_device)
+      SR_RETURN_IF_ERROR(staging_.Upload(a2a_send_.data(), packed, sizeof(float) * x_send));
     comm::CallOptions o;
     o.stream = stream_;
     launched_ = true;

@@ -30,8 +30,10 @@
 //     => a backward takes at most 4 (at most 2 in a pooled collection without row statistics
 //        shared between column shards).
 // Host <-> device copies: LookupCombine 1 up (runs, the combine's bags, data-parallel ids) + 1
-// down (the output; a device output instead: MEAN divided on the device, 1 device-to-device
-// copy on the caller's stream and its wait, so 2 waits and no download); LookupToSend 1 up + 1
+// down (the output; a device output instead: MEAN divided on the device and 1 device-to-device
+// copy into the view, queued on the step's stream behind the caller's stream within the phase
+// (stream_wait_stream), so 1 wait and no download; with a plugin before that entry the copy goes
+// on the caller's stream after the phase, with a wait of its own); LookupToSend 1 up + 1
 // down; LookupDataParallel 1 up + 1 down; ApplySharded 1 up (runs and gradients) when it has ids, 1
 // down per shard with exchanged statistics and 1 up per shard that receives full statistics;
 // ApplyRows 1 up per data-parallel table with touched rows. (Counted through the fake plugin by
@@ -66,10 +68,19 @@
 //             sequence lookups over its runs of consecutive positions; nothing to unpack).
 //             => 2 waits with a host KJT, 3 with a device KJT (data-parallel tables included),
 //             against 1 device wait plus the host collectives over Gloo.
-//   Backward: the verdict all-reduce, staged (1 wait). ApplySharded: runs and own rows 1 up (as
-//             above) + the packed gradient message 1 up; the gradient all-to-all from there
-//             straight into the block the kernels read (device), queued before them; then the
-//             waits above. The row statistics are packed on the device from the blocks the
+//   Backward: the verdict (Verdict: 1 up, 1 down, 1 wait): this rank's flag all-reduced
+//             between device buffers over the communicator itself, so every rank issues the same
+//             collective whatever its gradient's side; a gradient in device memory (a CUDA view
+//             on the collection's device, with a plugin that has the device-gradient entries and
+//             no data-parallel table) is checked for non-finite elements on the device in the
+//             same phase, behind the caller's stream (stream_wait_stream: no host wait).
+//             ApplySharded: a host gradient is packed on the host and goes up (runs and own rows
+//             1 up as above, with the device input only the own rows; the packed message 1 up); a
+//             device gradient is packed on the device (simt/grad_body.h: the return targets, MEAN
+//             divisors and the pack's jobs 1 up, the message straight into the all-to-all's send
+//             block, the own rows into the block the kernels read). The gradient all-to-all goes
+//             from there straight into the block the kernels read (device), queued before them;
+//             then the waits above. The row statistics are packed on the device from the blocks the
 //             kernels wrote (device-to-device copies), all-to-all'd between device blocks and the
 //             received ones downloaded with the own partial ones, inside the statistics phase: no
 //             wait of their own (the staged path takes one more). The data-parallel all-reduce
@@ -95,6 +106,7 @@
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
+#include "impl/embedding/kernels/simt/grad_body.h"
 #include "impl/embedding/kernels/simt/unpack_body.h"
 #include "impl/embedding/layout.h"
 #include "impl/embedding/param_store.h"
@@ -120,6 +132,12 @@ struct CombineOut {
 // A forward output in device memory (EmbeddingCollection::Forward): the caller's stream, on
 // which the output is copied after the caller's earlier work there.
 struct DeviceOutput {
+  Stream stream = nullptr;
+};
+
+// An output gradient in device memory (EmbeddingCollection::Backward): the caller's stream, whose
+// earlier work (which wrote the gradient) the collection's reads are ordered after.
+struct DeviceGradient {
   Stream stream = nullptr;
 };
 
@@ -215,10 +233,31 @@ class DeviceStep {
   // rb.ret_self_offset on) and `packed` the gradient message this rank sends (x->send_counts):
   // both go up in the first phase's copies and the message travels over x->comm on the stream
   // straight into the device block the kernels read, before them; every rank calls it then.
+  // With `grad_on_device`, `grad_dev` is the output gradient in device memory ([rows,
+  // output_dim] floats, null when empty; ordered after the caller's work by Verdict): the message
+  // and this rank's own rows are packed on the device (simt/grad_body.h: PackGradients' rows and
+  // bits) and `grads` and `packed` are not read.
   Status ApplySharded(comm::Communicator& comm, SparseUpdater& updater, const RoutedBatch& rb,
                       const float* grads, const std::vector<optim::OptimizerConfig>& configs,
                       int64_t step, double* comm_seconds, const DeviceExchange* x = nullptr,
-                      const float* packed = nullptr);
+                      const float* packed = nullptr, const float* grad_dev = nullptr,
+                      bool grad_on_device = false);
+
+  // Whether the plugin serves device gradients (stream_wait_stream, emb_check_finite,
+  // emb_pack_grads).
+  static bool HasDeviceGradient();
+  // A backward's verdict, in ONE phase: when `grad` (n floats) is device memory written by work on
+  // `caller` (a stream of the caller's), the step's stream is ordered after `caller` (no host
+  // wait) and the gradient checked for non-finite elements on the device (when `check`); this
+  // rank's verdict words (`local_flag`, and rank + 1 for a non-finite element) are all-reduced
+  // (max) with the other ranks' over `comm` (a device communicator; null: this rank alone), and
+  // the agreed words and the first non-finite element come down with the one wait. A host
+  // gradient (`grad` null) takes the same collective, so every rank issues the same one.
+  // *agreed: 0 when every rank accepts, else 1 + a rejecting rank; *first_bad: -1 or the index of
+  // this rank's first non-finite element, whose value is *bad_value.
+  Status Verdict(comm::Communicator* comm, int64_t local_flag, const float* grad, size_t n,
+                 bool check, int32_t rank, Stream caller, int64_t* agreed, int64_t* first_bad,
+                 float* bad_value);
 
  private:
   // Room in runs_buf_ for the batch's runs and `extra_bytes` more (before a phase queues work).
@@ -270,6 +309,11 @@ class DeviceStep {
   Status UploadExtras(const DeviceStaging::Piece* extra, size_t num_extra, uint8_t** extra_dev);
   // Queues every local shard's lookups of runs_ into io_, within a phase the caller began.
   Status QueueLookupJobs();
+  // Within a phase: the pack's tables up into pack_buf_ and the pack of `grad_dev` into `send`
+  // (the message to the other ranks, in PackGradients' order) and `self` (this rank's own rows).
+  Status QueuePack(const RoutedBatch& rb, const float* grad_dev, float* send, float* self);
+  void PackPieces(const RoutedBatch& rb, DeviceStaging::Piece* pieces, size_t* jobs) const;
+  Status ReservePack(const RoutedBatch& rb);  // before the phase: pack_buf_ never grows in it
   // Bounded wait for everything queued on the step's stream (kTimeout after kDeviceWaitMs).
   Status Wait();
   // A phase's one host synchronisation: ReadStatus naming `status_what` (it waits for the stream
@@ -331,6 +375,14 @@ class DeviceStep {
   // one) a block with the batch's routed messages, the received ones and the runs' CSR offsets;
   // the unpack's scans, scratch and bad-run word (downloaded into unpack_bad_host_ with the
   // phase), and its tables before upload.
+  // A backward from a device gradient: the verdict's words, the gradient block the kernels
+  // read (the message lands in it, this rank's own rows are packed into it), and the pack's
+  // tables (return targets, MEAN divisors, jobs, their first rows) before and after upload.
+  DeviceBuffer verdict_buf_;
+  DeviceBuffer dgrad_block_;
+  DeviceBuffer pack_buf_;
+  std::vector<kernels::simt_body::PackJob> pack_jobs_;
+  std::vector<int64_t> pack_first_;
   DeviceBuffer slots_[2];
   DeviceBuffer gather_send_;  // this rank's route summary, and every rank's
   DeviceBuffer gather_recv_;

@@ -18,6 +18,7 @@
 #include "impl/core/status.h"
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
+#include "impl/embedding/kernels/simt/grad_body.h"
 #include "impl/embedding/kernels/simt/route_body.h"
 #include "impl/embedding/kernels/simt/unpack_body.h"
 #include "impl/optim/optimizer.h"
@@ -82,5 +83,14 @@ Status Unpack(const ExecContext& ctx, const simt_body::UnpackParams& params, voi
               size_t temp_bytes);
 // Whether the loaded plugin serves Unpack (and the route's scratch query it sizes with).
 bool HasUnpack();
+
+// A backward with the output gradient in device memory (kernels::cuda::CheckFinite /
+// PackGradients), and the ordering of `waiter`'s later work after `waitee`'s queued work without
+// a host wait (the plugin's stream_wait_stream). Besides the errors above, kUnsupported naming the
+// plugin when it predates these entries (HasGrad says so beforehand).
+Status CheckFinite(const ExecContext& ctx, const simt_body::FiniteParams& params);
+Status PackGradients(const ExecContext& ctx, const simt_body::PackParams& params, int64_t rows);
+Status StreamWaitStream(int device, Stream waiter, Stream waitee);
+bool HasGrad();
 
 }  // namespace shardrec::embedding::kernels::device

@@ -16,6 +16,7 @@
 #include "impl/core/status.h"
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
+#include "impl/embedding/kernels/simt/grad_body.h"
 #include "impl/embedding/kernels/simt/route_body.h"
 #include "impl/embedding/kernels/simt/unpack_body.h"
 #include "impl/optim/optimizer.h"
@@ -155,6 +156,27 @@ inline shardrec_plugin_unpack_t ToAbi(const simt_body::UnpackParams& p) {
           p.id_scan,    p.bad};
 }
 
+// The gradient kernels' parameters, field for field; the pack's job table lives in device
+// memory, written by libshardrec and read by the kernel: one layout on both sides.
+static_assert(sizeof(shardrec_plugin_finite_t) == sizeof(simt_body::FiniteParams));
+static_assert(sizeof(simt_body::FiniteResult) == 16);
+inline shardrec_plugin_finite_t ToAbi(const simt_body::FiniteParams& p) {
+  return {p.x, p.n, p.flag_value, p.flag, p.result};
+}
+static_assert(sizeof(shardrec_plugin_pack_job_t) == sizeof(simt_body::PackJob));
+static_assert(offsetof(shardrec_plugin_pack_job_t, targets) ==
+              offsetof(simt_body::PackJob, targets));
+static_assert(offsetof(shardrec_plugin_pack_job_t, dst) == offsetof(simt_body::PackJob, dst));
+static_assert(offsetof(shardrec_plugin_pack_job_t, div) == offsetof(simt_body::PackJob, div));
+static_assert(offsetof(shardrec_plugin_pack_job_t, count) == offsetof(simt_body::PackJob, count));
+static_assert(offsetof(shardrec_plugin_pack_job_t, col) == offsetof(simt_body::PackJob, col));
+static_assert(offsetof(shardrec_plugin_pack_job_t, cols) == offsetof(simt_body::PackJob, cols));
+static_assert(sizeof(shardrec_plugin_pack_t) == sizeof(simt_body::PackParams));
+inline shardrec_plugin_pack_t ToAbi(const simt_body::PackParams& p) {
+  return {p.grad, p.stride, p.num_jobs, reinterpret_cast<const shardrec_plugin_pack_job_t*>(p.jobs),
+          p.first_row};
+}
+
 // ---- C -> C++ (the plugin) --------------------------------------------------------------------
 
 inline WeightsView FromAbi(const shardrec_plugin_weights_t& w) {
@@ -287,6 +309,26 @@ inline simt_body::UnpackParams FromAbi(const shardrec_plugin_unpack_t& u) {
   p.ne_scan = u.ne_scan;
   p.id_scan = u.id_scan;
   p.bad = u.bad;
+  return p;
+}
+
+inline simt_body::FiniteParams FromAbi(const shardrec_plugin_finite_t& f) {
+  simt_body::FiniteParams p;
+  p.x = f.x;
+  p.n = f.n;
+  p.flag_value = f.flag_value;
+  p.flag = f.flag;
+  p.result = static_cast<simt_body::FiniteResult*>(f.result);
+  return p;
+}
+
+inline simt_body::PackParams FromAbi(const shardrec_plugin_pack_t& k) {
+  simt_body::PackParams p;
+  p.grad = k.grad;
+  p.stride = k.stride;
+  p.num_jobs = k.num_jobs;
+  p.jobs = reinterpret_cast<const simt_body::PackJob*>(k.jobs);
+  p.first_row = k.first_row;
   return p;
 }
 

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -56,6 +57,8 @@ struct Case {
   // Bounds policy SKIP with every fifth id outside its table: sequence rows of skipped ids (and
   // gaps in a data-parallel pair's rows) stay zero.
   bool skip_bad_ids = false;
+  // The GPU collection's output and gradient are CUDA views (written and read on the device).
+  bool device_views = false;
 };
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& i) { return i.param.name; }
@@ -87,8 +90,8 @@ void ForEachNcclRank(const Scenario& s, const shardrec_plan_t* plan,
 TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
   const Case& c = GetParam();
   REQUIRE_WORLD(c.world);
-  if (c.device_kjt != 0 && !FakeLoaded())
-    GTEST_SKIP() << "device KJTs are made through the fake plugin's hooks";
+  if ((c.device_kjt != 0 || c.device_views) && !FakeLoaded())
+    GTEST_SKIP() << "device KJTs and views are made through the fake plugin's hooks";
   Scenario s = StandardScenario(c.world, c.sharding[0], c.pooling);
   s.sharding = c.sharding;
   s.optimizer.type = c.optimizer;
@@ -110,6 +113,7 @@ TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
   ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK) << shardrec_last_error();
   const int64_t collectives_before = NcclCounter(0);
   const int64_t unpacks_before = FakeCalls()[kUnpack];
+  const int64_t packs_before = FakeCalls()[kPackGrads];
   const bool summed_dp =
       c.world >= 3 && std::find(c.sharding.begin(), c.sharding.end(), kDP) != c.sharding.end();
   SpawnRanks(s.world, [&](int r) {
@@ -146,18 +150,31 @@ TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
       std::vector<float> out_h(n), out_d(n, -7.0f);
       ASSERT_EQ(shardrec_embedding_forward(h, kjt.view(), out_h.data(), n, nullptr), SHARDREC_OK)
           << shardrec_last_error();
+      // CUDA output and gradient views in the fake's device memory (c.device_views).
+      FakeDeviceFloats dev_out(c.device_views ? n : 0);
+      shardrec_tensor_view_t vout = DeviceView(dev_out.data(), n, dim);
       if (step == 1) {
         // The pipelined input distribution (its exchange on the worker's own communicator).
         ASSERT_EQ(shardrec_embedding_input_dist_start(d, dview, nullptr), SHARDREC_OK)
             << shardrec_last_error();
         ASSERT_EQ(shardrec_embedding_input_dist_wait(d, nullptr), SHARDREC_OK)
             << shardrec_last_error();
-        ASSERT_EQ(shardrec_embedding_forward_distributed(d, out_d.data(), n, nullptr), SHARDREC_OK)
-            << shardrec_last_error();
+        if (c.device_views) {
+          ASSERT_EQ(shardrec_embedding_forward_distributed_tensor(d, &vout, nullptr), SHARDREC_OK)
+              << shardrec_last_error();
+        } else {
+          ASSERT_EQ(shardrec_embedding_forward_distributed(d, out_d.data(), n, nullptr),
+                    SHARDREC_OK)
+              << shardrec_last_error();
+        }
+      } else if (c.device_views) {
+        ASSERT_EQ(shardrec_embedding_forward_tensor(d, dview, &vout, nullptr), SHARDREC_OK)
+            << "rank " << r << " step " << step << ": " << shardrec_last_error();
       } else {
         ASSERT_EQ(shardrec_embedding_forward(d, dview, out_d.data(), n, nullptr), SHARDREC_OK)
             << "rank " << r << " step " << step << ": " << shardrec_last_error();
       }
+      if (c.device_views) out_d = dev_out.ToVector();
       if (step > 0 && summed_dp) {
         // After a data-parallel update from three ranks (see the weights below): to rounding.
         std::string first;
@@ -169,8 +186,15 @@ TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
       std::vector<float> g = grads[step][r];
       ASSERT_EQ(shardrec_embedding_backward(h, g.data(), g.size(), nullptr), SHARDREC_OK)
           << shardrec_last_error();
-      ASSERT_EQ(shardrec_embedding_backward(d, g.data(), g.size(), nullptr), SHARDREC_OK)
-          << "rank " << r << " step " << step << ": " << shardrec_last_error();
+      if (c.device_views) {
+        FakeDeviceCopy dev_g(g);
+        shardrec_tensor_view_t vg = DeviceView(static_cast<float*>(dev_g.data()), g.size(), dim);
+        ASSERT_EQ(shardrec_embedding_backward_tensor(d, &vg, nullptr), SHARDREC_OK)
+            << "rank " << r << " step " << step << ": " << shardrec_last_error();
+      } else {
+        ASSERT_EQ(shardrec_embedding_backward(d, g.data(), g.size(), nullptr), SHARDREC_OK)
+            << "rank " << r << " step " << step << ": " << shardrec_last_error();
+      }
     }
     const auto snap_h = Snapshot(h, s);
     const auto snap_d = Snapshot(d, s);
@@ -205,6 +229,14 @@ TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
     } else {
       EXPECT_EQ(FakeCalls()[kUnpack], unpacks_before);
     }
+    // A gradient view is packed on the device unless a data-parallel table needs it on the host
+    // (or the plugin predates device gradients: it is then staged through the host).
+    const bool dp = std::find(c.sharding.begin(), c.sharding.end(), kDP) != c.sharding.end();
+    if (c.device_views && !dp && std::getenv("SHARDREC_TEST_STAGED_IDS") == nullptr) {
+      EXPECT_GT(FakeCalls()[kPackGrads], packs_before);
+    } else {
+      EXPECT_EQ(FakeCalls()[kPackGrads], packs_before);
+    }
   }
 }
 
@@ -232,6 +264,18 @@ const Case kCases[] = {
      0, false, true},
     {"W2_DP_RW_TW_Seq_Sgd_W_SkipBadIds_DeviceKjt", 2, {kDP, kRW, kTW}, kNone, kSgd, true, kFp32,
      2, false, true},
+    // CUDA output and gradient views: the output combined into the view, the gradient checked,
+    // packed and exchanged on the device (data-parallel tables stage theirs through the host).
+    {"W2_TW_RW_CW_Mean_RowAda_W_DeviceViews", 2, {kTW, kRW, kCW}, kMean, kRowAdagrad, true, kFp32,
+     2, false, false, true},
+    {"W3_TRW_TW_CW_Sum_Adam_DeviceViews", 3, {kTRW, kTW, kCW}, kSum, kAdam, false, kFp32, 0,
+     false, false, true},
+    {"W2_TW_RW_CW_Seq_Sgd_W_DeviceViews", 2, {kTW, kRW, kCW}, kNone, kSgd, true, kFp32, 2, false,
+     false, true},
+    {"W2_DP_RW_TW_Mean_Sgd_DeviceViews", 2, {kDP, kRW, kTW}, kMean, kSgd, false, kFp32, 0, false,
+     false, true},
+    {"W1_TW_RW_CW_Mean_Adam_DeviceViews", 1, {kTW, kRW, kCW}, kMean, kAdam, true, kFp32, 0, false,
+     false, true},
     // A 16-bit encoding keeps the staged host path for its messages.
     {"W2_TW_RW_CW_Sum_RowAda_W_Bf16Comms", 2, {kTW, kRW, kCW}, kSum, kRowAdagrad, true,
      SHARDREC_COMM_ENCODING_BF16},
@@ -452,6 +496,85 @@ TEST(EmbeddingGpuNccl, WaitsAndCopiesPerPhaseAreAsDocumented) {
   // the same forward; the backward aggregates (the unique-row counts' wait) and all-reduces
   // the data-parallel gradient (staged) before its updates.
   CountWaits({kDP, kRW, kTW}, kSgd, 5, 1 + 1, false, kNone);
+}
+
+// CUDA output and gradient views over NCCL at world 2 (fused shards): the forward's waits are the
+// counts exchange's and the lookup phase's (the output is copied into the view on the
+// collection's stream behind the caller's, within the phase: nothing comes down but the summaries
+// and the unpack's word), the backward's the verdict's (the gradient checked on the device and
+// the verdicts all-reduced there) and the update phase's (the gradient packed and exchanged on
+// the device: only the pack's tables go up). Then a gradient with a NaN on one rank: every rank
+// fails (that rank naming the element), nothing changes, and the same backward with a good
+// gradient trains.
+TEST(EmbeddingGpuNccl, DeviceViewsWaitsAndANonFiniteGradient) {
+  REQUIRE_WORLD(2);
+  if (!FakeLoaded()) GTEST_SKIP() << "counts the fake's calls";
+  Scenario s = StandardScenario(2, kTW, kSum);
+  s.sharding = {kTW, kRW, kCW};
+  s.optimizer.type = kSgd;
+  s.steps = 1;
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  const auto batches = MakeBatches(s, ref);
+  const auto grads = MakeGrads(s, batches, ref.output_dim());
+  PlanPtr plan = MakePlan(s);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  std::barrier meet(2);
+  int64_t fwd[3] = {}, bwd[3] = {};
+  const auto read = [](int64_t* out) {
+    for (int k = 0; k < 3; ++k) out[k] = RuntimeCounter(k);
+  };
+  ForEachNcclRank(s, plan.get(), opt, 30000, [&](int r, shardrec_embedding_t* d, int64_t dim) {
+    KjtHolder kjt(batches[0][r], s.num_features, false);
+    std::vector<float> g = grads[0][r];
+    FakeDeviceFloats out(g.size());
+    const shardrec_tensor_view_t vout = DeviceView(out.data(), g.size(), dim);
+    FakeDeviceCopy dev_g(g);
+    const shardrec_tensor_view_t vg = DeviceView(static_cast<float*>(dev_g.data()), g.size(), dim);
+    for (int round = 0; round < 2; ++round) {
+      int64_t a[3], b[3], c[3];
+      meet.arrive_and_wait();
+      if (r == 0) read(a);
+      meet.arrive_and_wait();
+      ASSERT_EQ(shardrec_embedding_forward_tensor(d, kjt.view(), &vout, nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+      meet.arrive_and_wait();
+      if (r == 0) read(b);
+      meet.arrive_and_wait();
+      ASSERT_EQ(shardrec_embedding_backward_tensor(d, &vg, nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+      meet.arrive_and_wait();
+      if (r == 0 && round == 1) {
+        read(c);
+        for (int k = 0; k < 3; ++k) {
+          fwd[k] = b[k] - a[k];
+          bwd[k] = c[k] - b[k];
+        }
+      }
+    }
+    // A NaN in rank 1's gradient.
+    ASSERT_EQ(shardrec_embedding_forward_tensor(d, kjt.view(), &vout, nullptr), SHARDREC_OK);
+    const auto before = Snapshot(d, s);
+    if (r == 1 && !g.empty()) static_cast<float*>(dev_g.data())[3] = std::nanf("");
+    meet.arrive_and_wait();
+    EXPECT_EQ(shardrec_embedding_backward_tensor(d, &vg, nullptr), SHARDREC_EINVAL) << "rank " << r;
+    const std::string why = shardrec_last_error();
+    EXPECT_NE(why.find(r == 1 ? "element 3" : "rank 1 rejected its backward call"),
+              std::string::npos)
+        << "rank " << r << ": " << why;
+    ExpectSameTensors(before, Snapshot(d, s), "rank " + std::to_string(r) + " after the NaN");
+    if (r == 1 && !g.empty()) static_cast<float*>(dev_g.data())[3] = g[3];
+    meet.arrive_and_wait();
+    EXPECT_EQ(shardrec_embedding_backward_tensor(d, &vg, nullptr), SHARDREC_OK)
+        << "rank " << r << ": " << shardrec_last_error();
+    EXPECT_FALSE(BitEqual(before[0], Snapshot(d, s)[0]) && BitEqual(before[2], Snapshot(d, s)[2]))
+        << "rank " << r << ": the good gradient moved no weight";
+  });
+  EXPECT_EQ(fwd[0], 2 * 2);
+  EXPECT_EQ(fwd[1], 2 * 3);
+  EXPECT_EQ(fwd[2], 2 * 2);
+  EXPECT_EQ(bwd[0], 2 * 2);
+  EXPECT_EQ(bwd[1], 2 * 2);
+  EXPECT_EQ(bwd[2], 2 * 1);
 }
 
 }  // namespace

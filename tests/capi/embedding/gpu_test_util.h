@@ -146,6 +146,8 @@ enum FakeCall {
   kRoute,
   kMeanDivide,
   kUnpack,
+  kCheckFinite,
+  kPackGrads,
   kNumFakeCalls
 };
 std::array<int64_t, kNumFakeCalls> FakeCalls();

@@ -23,6 +23,7 @@
 #include "impl/core/status.h"
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
+#include "impl/embedding/kernels/simt/grad_body.h"
 #include "impl/embedding/kernels/simt/route_body.h"
 #include "impl/embedding/kernels/simt/unpack_body.h"
 #include "impl/optim/optimizer.h"
@@ -99,5 +100,12 @@ Status RouteFill(const ExecContext& ctx, const simt_body::RouteParams& params, v
 // for more than INT_MAX scan items, kCuda.
 Status Unpack(const ExecContext& ctx, const simt_body::UnpackParams& params, void* temp,
               size_t temp_bytes);
+
+// A backward's sample side with the output gradient in device memory (simt/grad_body.h):
+// CheckFinite finds the first non-finite element (params.result) and writes the verdict word;
+// PackGradients writes the gradient message's `rows` rows (params.first_row[num_jobs]). Every
+// pointer in `params` is device memory. Errors: kInvalidArgument for negative sizes, kCuda.
+Status CheckFinite(const ExecContext& ctx, const simt_body::FiniteParams& params);
+Status PackGradients(const ExecContext& ctx, const simt_body::PackParams& params, int64_t rows);
 
 }  // namespace shardrec::embedding::kernels::cuda
