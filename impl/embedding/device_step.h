@@ -1,15 +1,16 @@
-// The device half of a GPU collection's step (v1): the parameters live on one CUDA device and
-// the heavy kernels run there (lookups; a pooled output's combine when the returned rows are on
-// the device; grouping, aggregation and the fused optimizer in backward), while routing,
-// unpacking, the combine's bags, the gradient pack and the exchanges' bookkeeping stay on the
-// host. Each call is one or more phases; a phase stages what it needs across PCIe through one
-// pinned block (device_staging.h: the batch's runs, i.e. ids, per-id weights and bag offsets, and
-// the return message or its gradient), queues its copies and kernels back to back on the step's
-// stream (one the collection owns, which synchronises with the device's legacy default stream
-// where the accessors copy; the legacy stream itself with a plugin built before stream_create)
-// and ends with ONE bounded host synchronisation (kDeviceWaitMs, then kTimeout), after which the
-// downloads are handed to the host. So no device work is left in flight between calls, and the
-// staging block is never refilled while a copy from it is queued.
+// The device half of a GPU collection's step: the parameters live on one CUDA device and the
+// heavy kernels run there (lookups; the combine when the returned rows are on the device, pooled
+// or sequence; grouping, aggregation and the fused optimizer in backward; over NCCL also the
+// unpacking of the received ids and, for a gradient in device memory, its check and packing),
+// while the routing of a host KJT, the combine's bags, the data-parallel gradients and the
+// exchanges' bookkeeping stay on the host. Each call is one or more phases; a phase stages what it
+// needs across PCIe through one pinned block (device_staging.h: the batch's runs, i.e. ids, per-id
+// weights and bag offsets, and the return message or its gradient), queues its copies and kernels
+// back to back on the step's stream (one the collection owns, which synchronises with the device's
+// legacy default stream where the accessors copy; the legacy stream itself with a plugin built
+// before stream_create) and ends with ONE bounded host synchronisation (kDeviceWaitMs, then
+// kTimeout), after which the downloads are handed to the host. So no device work is left in flight
+// between calls, and the staging block is never refilled while a copy from it is queued.
 //
 // Host synchronisations per call (stream waits, or emb_read_status, which waits for the stream
 // before it reads the lookup status block), each at most once:
@@ -88,6 +89,23 @@
 //             host). AsyncError is checked after each phase's wait (NCCL reports a dead peer
 //             there).
 // (Counted through the fake plugin's NCCL double by embedding_gpu_nccl_test.cc.)
+//
+// Where the waits of a step over NCCL are, and why each is still there (a host KJT, CUDA output
+// and gradient views, fused shards, no data-parallel table: 2 forward + 2 backward):
+//   1. The counts all-gather (forward): THE one that learns the received sizes, which NCCL's
+//      counts need on the host; it carries every rank's verdict on its batch.
+//   2. The lookup phase's end (forward): the lookup status block (a row outside its shard is an
+//      internal error) and the unpack's word are read there, the staging block may be refilled
+//      only after its copies ran, and a call returns with its device work complete. Removable by
+//      double-buffering the staging block and reporting those internal errors at the next wait.
+//   3. The verdict (backward): no rank may update before every rank accepted its gradient.
+//   4. The update phase's end (backward): as 2.
+// More where the host still computes: a KJT in device memory +1 (its fill's return targets come
+// down for the host's combine bags and backward); aggregated shards (sequence collections,
+// column shards with row statistics) +1 for the unique-row counts read on the host (+1 more when
+// row statistics travel); data-parallel tables +2 in backward (the all-reduce staged, its
+// gradients accumulated on the host, then the updates) and a CUDA gradient view staged through
+// the host; a CUDA view with a plugin before the stream_wait_stream entry +1 each way.
 #pragma once
 
 #include <cstdint>
