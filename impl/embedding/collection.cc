@@ -132,6 +132,10 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     SR_RETURN_IF_ERROR(StagedComm::Create(comm, comm->device().index,
                                           c->device_ != nullptr ? c->device_->stream() : nullptr,
                                           /*own_stream=*/false, &staged));
+    // The data-parallel gradients' all-reduce goes through it with the plan's one size:
+    // allocated here, not in a step.
+    if (local.ok() && !c->layout_.dp_tables.empty())
+      SR_RETURN_IF_ERROR(staged->Reserve(sizeof(float) * c->layout_.dp_grad_size));
     c->device_comm_ = comm;
     comm = std::move(staged);
   }
@@ -174,6 +178,9 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     std::unique_ptr<StagedComm> staged;
     SR_RETURN_IF_ERROR(StagedComm::Create(c->dp_comm_, options.device.index, c->device_->stream(),
                                           /*own_stream=*/false, &staged));
+    // The data-parallel gradients' all-reduce has one size (the plan's): allocated here.
+    if (!c->layout_.dp_tables.empty())
+      SR_RETURN_IF_ERROR(staged->Reserve(sizeof(float) * c->layout_.dp_grad_size));
     c->dp_comm_ = std::move(staged);
   }
   c->options_ = options;

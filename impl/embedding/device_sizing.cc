@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "impl/embedding/kernels/simt/route_body.h"
+
 namespace shardrec::embedding {
 
 namespace {
@@ -128,6 +130,37 @@ Status ComputeStepSizes(const Layout& l, const StepCapacity& capacity,
   staging = std::max(staging, z.Add(out->dp_ids_bytes, z.Align16(out->dp_out_bytes)));
   staging = std::max(staging, stats_phase);
   staging = std::max(staging, rows_phase);
+  {
+    // The pack's tables: the rows that come back to this rank (pooled: a row per unit and sample;
+    // sequence: per id, one per unit its row block spreads it over), MEAN divisors, a job per
+    // unit and its first row.
+    size_t reach = 0;  // most units one id of a feature reaches (every pair of the feature)
+    std::vector<size_t> reach_of(F, 0);
+    for (size_t p = 0; p < l.pairs.size(); ++p) {
+      const TableLayout& tl = l.tables[l.pairs[p].table];
+      size_t most = 0;
+      for (const RowBlock& block : tl.blocks) most = std::max(most, block.shards.size());
+      reach_of[static_cast<size_t>(l.pairs[p].feature)] += most;
+    }
+    for (size_t r : reach_of) reach = std::max(reach, r);
+    const size_t targets = l.sequence ? z.Mul(N, reach) : z.Mul(B, l.units.size());
+    out->pack_bytes = z.Add(z.Add(z.Mul(8, targets), z.Mul(4, z.Mul(l.pairs.size(), B))),
+                            z.Add(z.Mul(48 + 8, l.units.size()), 8 + 4 * 16));
+    staging = std::max(staging, z.Add(runs, z.Add(z.Align16(out->io_bytes), out->pack_bytes)));
+  }
+  for (const StatMessage& m : l.stat_messages) {
+    const TableLayout& tl = l.tables[m.table];
+    if (m.from_rank == l.rank)
+      out->stat_send_bytes =
+          z.Add(out->stat_send_bytes, out->stats_bytes[tl.shard_local[m.from_shard]]);
+    if (m.to_rank == l.rank)
+      out->stat_recv_bytes =
+          z.Add(out->stat_recv_bytes, out->stats_bytes[tl.shard_local[m.to_shard]]);
+  }
+  // The route summaries' all-gather (its header and body up, every rank's down).
+  out->summary_bytes = 4 * sizeof(int64_t) + sizeof(kernels::simt_body::RouteStatus) +
+                       8 * (2 * l.units.size() + l.dp_pairs.size() + 2);
+  staging = std::max(staging, z.Add(z.Mul(W + 1, out->summary_bytes), 64));
   if (device_input) {
     // A batch slot: the messages this rank routes (to each rank at most the bound of a message to
     // it), those it receives, the CSR offsets. The unpack walks one length per (source, unit,

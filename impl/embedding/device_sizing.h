@@ -40,6 +40,13 @@ struct StepSizes {
   size_t slot_bytes = 0;
   size_t unpack_cells = 0;
   size_t unpack_scan_bytes = 0;
+  size_t summary_bytes = 0;  // one rank's route summary (device_input.h)
+  // Row statistics exchanged between device blocks: the messages this rank sends (its partial
+  // statistics to every sibling column shard) and receives.
+  size_t stat_send_bytes = 0;
+  size_t stat_recv_bytes = 0;
+  // A backward from a device gradient: the pack's tables (return targets, MEAN divisors, jobs).
+  size_t pack_bytes = 0;
 };
 
 // The sizes for `capacity` (which must be known()); fused[i] says whether local shard i takes

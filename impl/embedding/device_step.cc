@@ -91,6 +91,7 @@ Status DeviceStep::Presize(const StepCapacity& capacity, bool device_input) {
     fused[i] = !l.tables[l.local[i].table].data_parallel && probe.FusedEligible(i);
   StepSizes z;
   SR_RETURN_IF_ERROR(ComputeStepSizes(l, capacity, fused, device_input, &z));
+  const auto n_ranks = static_cast<size_t>(l.world);
   size_t unpack_temp = 0;
   if (device_input && z.unpack_cells > 0)
     SR_RETURN_IF_ERROR(
@@ -106,7 +107,8 @@ Status DeviceStep::Presize(const StepCapacity& capacity, bool device_input) {
   }
   size_t total = z.runs_bytes + z.io_bytes + workspace + z.full_stats_bytes + z.dp_ids_bytes +
                  z.dp_out_bytes + z.out_bytes + 2 * z.slot_bytes + z.unpack_scan_bytes +
-                 unpack_temp;
+                 unpack_temp + (n_ranks + 1) * z.summary_bytes + z.io_bytes + z.pack_bytes +
+                 (n_ranks > 1 ? 2 * z.io_bytes + z.stat_send_bytes + z.stat_recv_bytes : 0);
   for (size_t i = 0; i < n; ++i) total += z.rows_bytes[i] + z.grads_bytes[i] + z.stats_bytes[i];
   const auto fail = [&](const Status& s) {
     if (s.code() != Code::kOutOfMemory) return s;
@@ -129,6 +131,20 @@ Status DeviceStep::Presize(const StepCapacity& capacity, bool device_input) {
   SR_RETURN_IF_ERROR(reserve(out_, z.out_bytes, "the output on the device"));
   for (DeviceBuffer& slot : slots_)
     SR_RETURN_IF_ERROR(reserve(slot, z.slot_bytes, "a batch's ids on the device"));
+  // The exchanges between device blocks (over NCCL; a gradient in device memory at any world).
+  const auto W = static_cast<size_t>(l.world);
+  SR_RETURN_IF_ERROR(reserve(gather_send_, z.summary_bytes + 32, "the route summary"));
+  SR_RETURN_IF_ERROR(reserve(gather_recv_, W * z.summary_bytes, "the route summaries"));
+  SR_RETURN_IF_ERROR(reserve(verdict_buf_, 6 * sizeof(int64_t), "the verdict"));
+  SR_RETURN_IF_ERROR(reserve(unpack_bad_, sizeof(unsigned long long), "the unpack's status"));
+  SR_RETURN_IF_ERROR(reserve(dgrad_block_, z.io_bytes, "the gradients on the device"));
+  SR_RETURN_IF_ERROR(reserve(pack_buf_, z.pack_bytes, "the gradient pack's tables"));
+  if (W > 1) {
+    SR_RETURN_IF_ERROR(reserve(a2a_send_, z.io_bytes, "the gradient message on the device"));
+    SR_RETURN_IF_ERROR(reserve(a2a_recv_, z.io_bytes, "the received rows on the device"));
+    SR_RETURN_IF_ERROR(reserve(stat_send_, z.stat_send_bytes, "row statistics sent"));
+    SR_RETURN_IF_ERROR(reserve(stat_recv_, z.stat_recv_bytes, "row statistics received"));
+  }
   SR_RETURN_IF_ERROR(reserve(unpack_scan_, z.unpack_scan_bytes, "the unpack's scans"));
   SR_RETURN_IF_ERROR(reserve(unpack_temp_, unpack_temp, "the unpack's scratch"));
   for (size_t i = 0; i < n; ++i) {

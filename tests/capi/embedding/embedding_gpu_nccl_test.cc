@@ -498,6 +498,93 @@ TEST(EmbeddingGpuNccl, WaitsAndCopiesPerPhaseAreAsDocumented) {
   CountWaits({kDP, kRW, kTW}, kSgd, 5, 1 + 1, false, kNone);
 }
 
+// With the capacity hints, every buffer of a step over NCCL (the batch slots, the summaries, the
+// unpack's scans, the gradient pack's tables, the messages' blocks, the pinned block) is
+// allocated at creation: the steps allocate neither device nor pinned memory, with host views
+// and with CUDA views, pooled and sequence, fused and aggregated shards.
+TEST(EmbeddingGpuNccl, NoAllocationWithinTheHints) {
+  REQUIRE_WORLD(2);
+  if (!FakeLoaded()) GTEST_SKIP() << "counts the fake's calls";
+  struct Shape {
+    std::vector<int32_t> sharding;
+    int32_t pooling;
+    int32_t optimizer;
+    bool views;
+  };
+  const Shape shapes[] = {
+      {{kTW, kRW, kCW}, kMean, kSgd, true},
+      {{kTW, kRW, kCW}, kSum, kRowAdagrad, false},
+      {{kRW, kCW, kTW}, kNone, kSgd, true},
+      {{kDP, kRW, kCW}, kSum, kAdam, false},
+  };
+  for (const Shape& sh : shapes) {
+    SCOPED_TRACE(::testing::Message() << "sharding " << ::testing::PrintToString(sh.sharding)
+                                      << " pooling " << sh.pooling);
+    Scenario s = StandardScenario(2, sh.sharding[0], sh.pooling);
+    s.sharding = sh.sharding;
+    s.optimizer.type = sh.optimizer;
+    s.weighted = true;
+    s.steps = 3;
+    s.batch_sizes = {5, 3};
+    ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+    const auto batches = MakeBatches(s, ref);
+    const auto grads = MakeGrads(s, batches, ref.output_dim());
+    PlanPtr plan = MakePlan(s);
+    const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+    shardrec_unique_id_t id;
+    ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK);
+    std::barrier meet(2);
+    std::atomic<int64_t> allocs{0};
+    SpawnRanks(2, [&](int r) {
+      CommPtr nccl(NcclComm(id, 2, r, 30000));
+      ASSERT_NE(nccl, nullptr);
+      shardrec_embedding_options_t od = Options(s, true);
+      od.max_batch_size = 5;
+      od.max_ids_per_batch = 5 * s.num_features * s.max_bag;
+      shardrec_embedding_t* d = nullptr;
+      ASSERT_EQ(shardrec_embedding_create(&d, plan.get(), nccl.get(), &opt, &od), SHARDREC_OK)
+          << shardrec_last_error();
+      CollPtr cd(d);
+      int64_t dim = 0;
+      shardrec_embedding_output_dim(d, &dim);
+      for (int step = 0; step < s.steps; ++step) {
+        const RefBatch& rb = batches[step][r];
+        KjtHolder kjt(rb, s.num_features, false);
+        std::vector<float> g = grads[step][r];
+        FakeDeviceFloats out(sh.views ? g.size() : 0);
+        FakeDeviceCopy dev_g(sh.views ? g : std::vector<float>());
+        std::vector<float> host_out(g.size());
+        meet.arrive_and_wait();
+        const Counts c0 = Runtime();
+        meet.arrive_and_wait();
+        if (sh.views) {
+          const shardrec_tensor_view_t vo = DeviceView(out.data(), g.size(), dim);
+          const shardrec_tensor_view_t vg =
+              DeviceView(static_cast<float*>(dev_g.data()), g.size(), dim);
+          ASSERT_EQ(shardrec_embedding_forward_tensor(d, kjt.view(), &vo, nullptr), SHARDREC_OK)
+              << shardrec_last_error();
+          ASSERT_EQ(shardrec_embedding_backward_tensor(d, &vg, nullptr), SHARDREC_OK)
+              << shardrec_last_error();
+        } else {
+          ASSERT_EQ(
+              shardrec_embedding_forward(d, kjt.view(), host_out.data(), host_out.size(), nullptr),
+              SHARDREC_OK)
+              << shardrec_last_error();
+          ASSERT_EQ(shardrec_embedding_backward(d, g.data(), g.size(), nullptr), SHARDREC_OK)
+              << shardrec_last_error();
+        }
+        meet.arrive_and_wait();
+        if (r == 0) {
+          const Counts c = Delta(c0, Runtime());
+          allocs += c[kDeviceAlloc] + c[kHostAlloc];
+        }
+        meet.arrive_and_wait();
+      }
+    });
+    EXPECT_EQ(allocs.load(), 0) << "device or pinned allocations in the steps";
+  }
+}
+
 // CUDA output and gradient views over NCCL at world 2 (fused shards): the forward's waits are the
 // counts exchange's and the lookup phase's (the output is copied into the view on the
 // collection's stream behind the caller's, within the phase: nothing comes down but the summaries
@@ -550,6 +637,7 @@ TEST(EmbeddingGpuNccl, DeviceViewsWaitsAndANonFiniteGradient) {
           bwd[k] = c[k] - b[k];
         }
       }
+      meet.arrive_and_wait();  // the counters are read before rank 1 goes on
     }
     // A NaN in rank 1's gradient.
     ASSERT_EQ(shardrec_embedding_forward_tensor(d, kjt.view(), &vout, nullptr), SHARDREC_OK);
