@@ -259,8 +259,12 @@ Status GradTable(const ExecContext& ctx, const char* what, const shardrec_cuda_p
 }  // namespace
 
 bool HasGrad() {
-  const shardrec_cuda_plugin_table_t* t = nullptr;
-  return GradTable(ExecContext::Cuda(0, nullptr), "HasGrad", &t).ok();
+  // The plugin is loaded once per process: worked out once (this is asked every forward).
+  static const bool has = [] {
+    const shardrec_cuda_plugin_table_t* t = nullptr;
+    return GradTable(ExecContext::Cuda(0, nullptr), "HasGrad", &t).ok();
+  }();
+  return has;
 }
 
 Status CheckFinite(const ExecContext& ctx, const simt_body::FiniteParams& params) {
