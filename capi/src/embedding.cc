@@ -205,6 +205,11 @@ SHARDREC_API shardrec_status_t shardrec_embedding_backward_tensor(
     shardrec::Device device;
     Status conv =
         shardrec::capi::ToFloatRows(grad, coll->impl->output_dim(), "grad", &data, &count, &device);
+    if (conv.ok() && coll->impl->TakesDeviceGradient(device)) {
+      // A GPU collection that packs on the device reads the view itself (after `stream`'s work).
+      const embedding::DeviceGradient direct{stream};
+      return coll->impl->Backward(data, count, conv, &direct);
+    }
     // A gradient that cannot be brought to the host rejects the step on every rank.
     if (conv.ok())
       conv = coll->staging.GradientSource(device, data, count, stream, coll->impl->comm().timeout(),

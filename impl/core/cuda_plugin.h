@@ -44,6 +44,16 @@ Status HasRouteEntries(const shardrec_cuda_plugin_table_t& t, const std::string&
 // for a plugin built before it (a GPU collection then divides MEAN outputs on the host).
 Status HasMeanEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
 
+// Whether the plugin's table has the appended emb_unpack entry: kUnsupported naming `path` for a
+// plugin built before it (a GPU collection over NCCL then exchanges its ids staged through the
+// host).
+Status HasUnpackEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
+
+// Whether the plugin's table has the appended device-gradient entries (stream_wait_stream,
+// emb_check_finite, emb_pack_grads): kUnsupported naming `path` for a plugin built before them
+// (a GPU collection then stages a device gradient through the host).
+Status HasGradEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
+
 // The run-time versions against the build-time ones: the driver must support at least the CUDA
 // version the plugin was compiled with, and the loaded NCCL must have the compiled major version
 // and be at least as new. A driver version of 0 (no driver) passes here; the device probe

@@ -117,6 +117,25 @@ Status HasMeanEntries(const shardrec_cuda_plugin_table_t& t, const std::string& 
   return Status::Ok();
 }
 
+Status HasUnpackEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path) {
+  const size_t need = offsetof(shardrec_cuda_plugin_table_t, emb_unpack) + sizeof(t.emb_unpack);
+  if (t.struct_size < need || t.emb_unpack == nullptr)
+    return Status::Unsupported("the CUDA plugin ", path,
+                               " predates the device id exchange (emb_unpack)");
+  return Status::Ok();
+}
+
+Status HasGradEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path) {
+  const size_t need =
+      offsetof(shardrec_cuda_plugin_table_t, emb_pack_grads) + sizeof(t.emb_pack_grads);
+  if (t.struct_size < need || t.stream_wait_stream == nullptr || t.emb_check_finite == nullptr ||
+      t.emb_pack_grads == nullptr)
+    return Status::Unsupported("the CUDA plugin ", path,
+                               " predates device gradients (stream_wait_stream, emb_check_finite, "
+                               "emb_pack_grads)");
+  return Status::Ok();
+}
+
 Status FromPlugin(int32_t rc, const shardrec_plugin_status_t& status) {
   if (rc == 0) return Status::Ok();
   const size_t len = strnlen(status.message, sizeof(status.message));

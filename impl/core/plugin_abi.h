@@ -227,6 +227,58 @@ typedef struct shardrec_plugin_mean_job {
   const float* div;
 } shardrec_plugin_mean_job_t;
 
+/* One (source rank, unit) of emb_unpack (impl/embedding/kernels/simt/unpack_body.h's UnpackRun,
+ * field for field): `lengths` its bag lengths in the received message, `offsets` bags + 1 CSR
+ * offsets written by the call (or NULL), ids and bags the counts its source announced. */
+typedef struct shardrec_plugin_unpack_run {
+  const int32_t* lengths; /* (device) */
+  int64_t* offsets;       /* (device) or NULL */
+  int64_t ids;
+  int64_t bags;
+} shardrec_plugin_unpack_run_t;
+
+/* emb_unpack's arguments (UnpackParams, field for field); every pointer is device memory. */
+typedef struct shardrec_plugin_unpack {
+  int64_t num_runs;
+  int64_t num_cells;
+  const shardrec_plugin_unpack_run_t* runs; /* num_runs */
+  const int64_t* cell_begin;                /* num_runs + 1 */
+  int64_t* wide;                            /* num_cells + 1 */
+  int64_t* ne_scan;                         /* num_cells + 1 */
+  int64_t* id_scan;                         /* num_cells + 1 */
+  unsigned long long* bad; /* ~(first run that disagrees with its counts), 0 = none */
+} shardrec_plugin_unpack_t;
+
+/* emb_check_finite's arguments (simt/grad_body.h's FiniteParams, field for field): `result` is
+ * a 16-byte block (~ the first non-finite index, its value), `flag` gets flag_value when there
+ * is one, else 0. Device memory. */
+typedef struct shardrec_plugin_finite {
+  const float* x;
+  int64_t n;
+  int64_t flag_value;
+  int64_t* flag;
+  void* result;
+} shardrec_plugin_finite_t;
+
+/* One unit's rows of emb_pack_grads (PackJob, field for field; the job table is device memory). */
+typedef struct shardrec_plugin_pack_job {
+  const int64_t* targets;
+  float* dst;
+  const float* div; /* or NULL */
+  int64_t count;
+  int64_t col;
+  int64_t cols;
+} shardrec_plugin_pack_job_t;
+
+/* emb_pack_grads's arguments (PackParams, field for field); device memory. */
+typedef struct shardrec_plugin_pack {
+  const float* grad;
+  int64_t stride;
+  int64_t num_jobs;
+  const shardrec_plugin_pack_job_t* jobs;
+  const int64_t* first_row; /* num_jobs + 1 */
+} shardrec_plugin_pack_t;
+
 typedef struct shardrec_cuda_plugin_table {
   uint32_t struct_size; /* sizeof(shardrec_cuda_plugin_table_t) in the plugin's build */
   uint32_t abi_version; /* SHARDREC_CUDA_PLUGIN_ABI_VERSION of the plugin's build */
@@ -427,6 +479,33 @@ typedef struct shardrec_cuda_plugin_table {
   int32_t (*emb_divide_means)(int32_t device, float* out, int64_t rows, int64_t stride,
                               const shardrec_plugin_mean_job_t* jobs, size_t num_jobs, void* stream,
                               shardrec_plugin_status_t* status);
+
+  /* ---- Appended after the MEAN divide: the owner side of an input distribution whose ids
+   * travelled between device buffers over NCCL. A plugin whose struct_size ends before it loads,
+   * and a GPU collection then exchanges its ids staged through the host
+   * (core::HasUnpackEntries). ---- */
+
+  /* kernels::cuda::Unpack: the received bag lengths of every run become its CSR offsets, checked
+   * against the announced counts (*unpack->bad). `temp` (temp_bytes, device memory) is scratch
+   * for scans of num_cells + 1 items (emb_route_temp_bytes). Enqueued on `stream`. */
+  int32_t (*emb_unpack)(int32_t device, const shardrec_plugin_unpack_t* unpack, void* temp,
+                        size_t temp_bytes, void* stream, shardrec_plugin_status_t* status);
+
+  /* ---- Appended after emb_unpack: a backward whose output gradient is in device memory, and
+   * ordering between two streams without a host wait. A plugin whose struct_size ends before them
+   * loads, and a GPU collection then stages a device gradient through the host
+   * (core::HasGradEntries). ---- */
+
+  /* Makes the work queued on `waiter` from now on wait for the work queued on `waitee` so far
+   * (an event recorded on waitee, waited for on waiter); the host does not wait. */
+  int32_t (*stream_wait_stream)(int32_t device, void* waiter, void* waitee,
+                                shardrec_plugin_status_t* status);
+  /* kernels::cuda::CheckFinite, enqueued on `stream`. */
+  int32_t (*emb_check_finite)(int32_t device, const shardrec_plugin_finite_t* finite, void* stream,
+                              shardrec_plugin_status_t* status);
+  /* kernels::cuda::PackGradients over `rows` rows, enqueued on `stream`. */
+  int32_t (*emb_pack_grads)(int32_t device, const shardrec_plugin_pack_t* pack, int64_t rows,
+                            void* stream, shardrec_plugin_status_t* status);
 } shardrec_cuda_plugin_table_t;
 
 /* The table's size before the dense entries: the smallest a loader of this build accepts. */
@@ -442,6 +521,11 @@ typedef struct shardrec_cuda_plugin_table {
 /* The table's size before the MEAN divide entry (a plugin with the stream entries). */
 #define SHARDREC_CUDA_PLUGIN_TABLE_STREAM_SIZE \
   offsetof(shardrec_cuda_plugin_table_t, emb_divide_means)
+/* The table's size before the unpack entry (a plugin with the MEAN divide). */
+#define SHARDREC_CUDA_PLUGIN_TABLE_MEAN_SIZE offsetof(shardrec_cuda_plugin_table_t, emb_unpack)
+/* The table's size before the gradient entries (a plugin with emb_unpack). */
+#define SHARDREC_CUDA_PLUGIN_TABLE_UNPACK_SIZE \
+  offsetof(shardrec_cuda_plugin_table_t, stream_wait_stream)
 
 /* Exported by the plugin under the two symbol names above. The table getter returns NULL when
  * the plugin does not speak `abi_version`. */

@@ -3,6 +3,8 @@
 // Reported, so nothing throws across the boundary.
 #include "impl/cuda_plugin/embedding_entries.h"
 
+#include <cuda_runtime.h>
+
 #include <vector>
 
 #include "impl/core/exec.h"
@@ -183,6 +185,48 @@ int32_t EmbRoute(int32_t device, const shardrec_plugin_route_t* route, int32_t p
     if (phase == SHARDREC_PLUGIN_ROUTE_COUNT) return kcuda::RouteCount(ctx, p, temp, temp_bytes);
     if (phase == SHARDREC_PLUGIN_ROUTE_FILL) return kcuda::RouteFill(ctx, p, temp, temp_bytes);
     return Status::InvalidArgument("route phase ", phase, " is unknown");
+  });
+}
+
+int32_t EmbUnpack(int32_t device, const shardrec_plugin_unpack_t* unpack, void* temp,
+                  size_t temp_bytes, void* stream, shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_unpack", device, stream, [&](const ExecContext& ctx) -> Status {
+    if (unpack == nullptr) return Status::InvalidArgument("unpack must not be NULL");
+    return kcuda::Unpack(ctx, abi::FromAbi(*unpack), temp, temp_bytes);
+  });
+}
+
+int32_t StreamWaitStream(int32_t device, void* waiter, void* waitee, shardrec_plugin_status_t* st) {
+  return OnDevice(st, "stream_wait_stream", device, nullptr, [&](const ExecContext&) -> Status {
+    if (waiter == waitee) return Status::Ok();
+    // The event may be destroyed at once: CUDA keeps it until the recorded work completes.
+    cudaEvent_t ev = nullptr;
+    const DeviceApi& api = RealDeviceApi();
+    SR_RETURN_IF_ERROR(CudaStatus(api, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming),
+                                  "cudaEventCreateWithFlags"));
+    Status s =
+        CudaStatus(api, cudaEventRecord(ev, static_cast<cudaStream_t>(waitee)), "cudaEventRecord");
+    if (s.ok())
+      s = CudaStatus(api, cudaStreamWaitEvent(static_cast<cudaStream_t>(waiter), ev, 0),
+                     "cudaStreamWaitEvent");
+    const Status d = CudaStatus(api, cudaEventDestroy(ev), "cudaEventDestroy");
+    return s.ok() ? d : s;
+  });
+}
+
+int32_t EmbCheckFinite(int32_t device, const shardrec_plugin_finite_t* finite, void* stream,
+                       shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_check_finite", device, stream, [&](const ExecContext& ctx) -> Status {
+    if (finite == nullptr) return Status::InvalidArgument("finite must not be NULL");
+    return kcuda::CheckFinite(ctx, abi::FromAbi(*finite));
+  });
+}
+
+int32_t EmbPackGrads(int32_t device, const shardrec_plugin_pack_t* pack, int64_t rows, void* stream,
+                     shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_pack_grads", device, stream, [&](const ExecContext& ctx) -> Status {
+    if (pack == nullptr) return Status::InvalidArgument("pack must not be NULL");
+    return kcuda::PackGradients(ctx, abi::FromAbi(*pack), rows);
   });
 }
 

@@ -44,4 +44,13 @@ int32_t EmbDivideMeans(int32_t device, float* out, int64_t rows, int64_t stride,
                        const shardrec_plugin_mean_job_t* jobs, size_t num_jobs, void* stream,
                        shardrec_plugin_status_t* st);
 
+int32_t EmbUnpack(int32_t device, const shardrec_plugin_unpack_t* unpack, void* temp,
+                  size_t temp_bytes, void* stream, shardrec_plugin_status_t* st);
+
+int32_t StreamWaitStream(int32_t device, void* waiter, void* waitee, shardrec_plugin_status_t* st);
+int32_t EmbCheckFinite(int32_t device, const shardrec_plugin_finite_t* finite, void* stream,
+                       shardrec_plugin_status_t* st);
+int32_t EmbPackGrads(int32_t device, const shardrec_plugin_pack_t* pack, int64_t rows, void* stream,
+                     shardrec_plugin_status_t* st);
+
 }  // namespace shardrec::cuda_plugin::entry

@@ -164,6 +164,10 @@ const shardrec_cuda_plugin_table_t kTable = {
     &StreamCreateEntry,
     &StreamDestroyEntry,
     &entry::EmbDivideMeans,
+    &entry::EmbUnpack,
+    &entry::StreamWaitStream,
+    &entry::EmbCheckFinite,
+    &entry::EmbPackGrads,
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "impl/core/cuda_plugin.h"
+#include "impl/embedding/device_input.h"
 #include "impl/embedding/output_dist.h"
 #include "impl/embedding/staged_comm.h"
 #include "impl/embedding/timer.h"
@@ -67,6 +68,9 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   if (plan == nullptr) return Status::InvalidArgument("plan must not be null");
   std::unique_ptr<EmbeddingCollection> c(new EmbeddingCollection());
   Status local = rejected;
+  // Whether this rank's plugin can take the device input distribution (device_input.h); every
+  // rank must, or none uses it (the agreement below).
+  bool device_input = false;
   if (!local.ok()) {
     // The caller's verdict stands; this rank only takes part in the agreement.
   } else if (options.device.is_cuda() && !comm->device().is_host() &&
@@ -108,8 +112,13 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     c->exec_ = ExecContext::Host(c->pool_.get());
     if (local.ok()) local = c->params_.Initialise(options.seed, c->exec_);
     if (local.ok() && options.device.is_cuda()) {
+      device_input = !comm->device().is_host() && plan->world_size > 1 &&
+                     options.forward_encoding == comm::Encoding::kFp32 &&
+                     options.backward_encoding == comm::Encoding::kFp32 &&
+                     DeviceStep::HasDeviceInput();
       c->device_ = std::make_unique<DeviceStep>();
-      local = c->device_->Init(&c->layout_, &c->params_, options.device.index, options.capacity);
+      local = c->device_->Init(&c->layout_, &c->params_, options.device.index, options.capacity,
+                               device_input);
     }
   }
   // A host collection cannot even agree over a device communicator (its agreement buffers are
@@ -123,15 +132,20 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     SR_RETURN_IF_ERROR(StagedComm::Create(comm, comm->device().index,
                                           c->device_ != nullptr ? c->device_->stream() : nullptr,
                                           /*own_stream=*/false, &staged));
+    // The data-parallel gradients' all-reduce goes through it with the plan's one size:
+    // allocated here, not in a step.
+    if (local.ok() && !c->layout_.dp_tables.empty())
+      SR_RETURN_IF_ERROR(staged->Reserve(sizeof(float) * c->layout_.dp_grad_size));
     c->device_comm_ = comm;
     comm = std::move(staged);
   }
-  // One allreduce(max) agrees on the plan hash (max of h and of ~h: equal iff min == max) and
-  // on whether any rank failed, so every rank returns instead of waiting on a peer.
+  // One allreduce(max) agrees on the plan hash (max of h and of ~h: equal iff min == max), on
+  // whether any rank failed, so every rank returns instead of waiting on a peer, and on whether
+  // any rank lacks the device input distribution.
   const uint64_t hash = plan->Hash();
-  int64_t agree[3] = {static_cast<int64_t>(hash), static_cast<int64_t>(~hash),
-                      local.ok() ? 0 : comm->Rank() + 1};
-  const Status agreed = comm->AllReduce(agree, agree, 3, DType::kInt64, comm::ReduceOp::kMax);
+  int64_t agree[4] = {static_cast<int64_t>(hash), static_cast<int64_t>(~hash),
+                      local.ok() ? 0 : comm->Rank() + 1, device_input ? 0 : 1};
+  const Status agreed = comm->AllReduce(agree, agree, 4, DType::kInt64, comm::ReduceOp::kMax);
   // A rank's own rejection says more than a failed agreement (e.g. a staged NCCL agreement
   // without the plugin, when the communicator is of another device).
   if (!local.ok()) return local;
@@ -156,12 +170,17 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     SR_RETURN_IF_ERROR(comm->Split(0, comm->Rank(), &c->input_comm_));
   }
   if (c->input_comm_ == nullptr) return Status::Internal("input communicator split failed");
+  c->device_input_ = device_input && agree[3] == 0;
+  if (c->device_input_) c->route_tables_ = BuildRouteTables(c->layout_);
   c->comm_ = std::move(comm);
   c->dp_comm_ = options.dp_comm ? options.dp_comm : c->comm_;
   if (options.device.is_cuda() && !c->dp_comm_->device().is_host()) {
     std::unique_ptr<StagedComm> staged;
     SR_RETURN_IF_ERROR(StagedComm::Create(c->dp_comm_, options.device.index, c->device_->stream(),
                                           /*own_stream=*/false, &staged));
+    // The data-parallel gradients' all-reduce has one size (the plan's): allocated here.
+    if (!c->layout_.dp_tables.empty())
+      SR_RETURN_IF_ERROR(staged->Reserve(sizeof(float) * c->layout_.dp_grad_size));
     c->dp_comm_ = std::move(staged);
   }
   c->options_ = options;
@@ -197,7 +216,8 @@ Status EmbeddingCollection::Route(const Batch& batch, const Status& rejected, Ro
                                        " but the collection on ", options_.device.ToString());
       if (route_device_ == nullptr) {
         route_tables_ = BuildRouteTables(layout_);
-        route_device_ = std::make_unique<DeviceRouteBackend>(options_.device.index);
+        route_device_ =
+            std::make_unique<DeviceRouteBackend>(options_.device.index, device_->stream());
       }
       return RouteWith(layout_, route_tables_, route, batch, *route_device_, rb);
     }
@@ -236,6 +256,10 @@ Status EmbeddingCollection::CheckGradFinite(const float* grad, size_t len) const
   if (first_chunk.load() == chunks) return Status::Ok();
   size_t i = static_cast<size_t>(first_chunk.load() * kChunk);
   while (i < len && std::isfinite(grad[i])) ++i;
+  return GradNotFinite(i, grad[i]);
+}
+
+Status EmbeddingCollection::GradNotFinite(size_t i, float value) const {
   const auto D = static_cast<size_t>(layout_.output_dim);
   const int64_t col = static_cast<int64_t>(i % D);
   std::string where;
@@ -249,8 +273,42 @@ Status EmbeddingCollection::CheckGradFinite(const float* grad, size_t len) const
     }
   }
   return Status::InvalidArgument("grad: element ", i, " (", layout_.sequence ? "row " : "sample ",
-                                 i / D, ", column ", col, where, ") is ", grad[i],
+                                 i / D, ", column ", col, where, ") is ", value,
                                  ", which is not finite");
+}
+
+bool EmbeddingCollection::TakesDeviceGradient(const Device& device) const {
+  if (!device.is_cuda() || device_ == nullptr || device.index != options_.device.index)
+    return false;
+  // Data-parallel gradients are accumulated on the host; a message over a host communicator
+  // leaves from host memory.
+  if (!layout_.dp_pairs.empty()) return false;
+  if (layout_.world > 1 &&
+      (device_comm_ == nullptr || options_.backward_encoding != comm::Encoding::kFp32))
+    return false;
+  return DeviceStep::HasDeviceGradient();
+}
+
+Status EmbeddingCollection::AgreeOnDeviceGradient(const Status& local, const float* grad, size_t n,
+                                                  const DeviceGradient& device_grad) {
+  int64_t agreed = 0, first_bad = -1;
+  float bad_value = 0.0f;
+  Status s;
+  {
+    ScopedTimer t(&timings_.comm_seconds);
+    comm::Communicator* c = layout_.world > 1 ? device_comm_.get() : nullptr;
+    s = device_->Verdict(c, local.ok() ? 0 : comm_->Rank() + 1, local.ok() ? grad : nullptr,
+                         local.ok() ? n : 0, options_.check_non_finite && grad != nullptr,
+                         comm_->Rank(), device_grad.stream, &agreed, &first_bad, &bad_value);
+  }
+  if (!local.ok()) return local;
+  SR_RETURN_IF_ERROR(s);
+  if (first_bad >= 0) return GradNotFinite(static_cast<size_t>(first_bad), bad_value);
+  if (agreed != 0)
+    return Status::InvalidArgument("rank ", agreed - 1,
+                                   " rejected its backward call (its error says why); no rank "
+                                   "changed any state");
+  return Status::Ok();
 }
 
 Status EmbeddingCollection::Agree(const Status& local, const char* what) {
@@ -261,6 +319,87 @@ Status EmbeddingCollection::Agree(const Status& local, const char* what) {
     return Status::InvalidArgument("rank ", flag - 1, " rejected ", what,
                                    " (its error says why); no rank changed any state");
   return Status::Ok();
+}
+
+Status EmbeddingCollection::DistributeInput(const Batch& batch, const Status& rejected,
+                                            RoutedBatch* rb) {
+  if (!device_input_) return ExchangeAndUnpack(Route(batch, rejected, rb), rb);
+  // A batch slot the last forwarded batch, whose backward still reads its ids, does not use.
+  rb->device_slot = current_ != nullptr && current_->device_slot == 0 ? 1 : 0;
+  rb->send_on_device = false;
+  if (rejected.ok() && batch.device.is_cuda() && batch.device.index == options_.device.index)
+    return RouteAndGatherOnDevice(batch, rb);
+  // Routed on the host (or rejected): the summary goes up with the exchange.
+  const Status local = Route(batch, rejected, rb);
+  HostRouteSummary(route_tables_, local, *rb, &summary_);
+  const size_t per = RouteSummaryBytes(route_tables_);
+  gathered_.resize(per * static_cast<size_t>(layout_.world));
+  Status s;
+  {
+    ScopedTimer t(&timings_.comm_seconds);
+    s = device_->GatherSummaries(*device_comm_, summary_.data(), sizeof(SummaryHeader), nullptr,
+                                 summary_.data() + sizeof(SummaryHeader),
+                                 per - sizeof(SummaryHeader), gathered_.data());
+  }
+  // A rank's own rejection says more than the exchange's failure.
+  if (!s.ok()) return local.ok() ? s : local;
+  const RouteOptions route{options_.bounds, options_.check_non_finite};
+  s = ReadRouteSummaries(layout_, route_tables_, route, local, gathered_, rb);
+  return s.ok() ? UnpackCounts(layout_, rb) : s;
+}
+
+Status EmbeddingCollection::RouteAndGatherOnDevice(const Batch& batch, RoutedBatch* rb) {
+  const RouteOptions route{options_.bounds, options_.check_non_finite};
+  if (route_device_ == nullptr)
+    route_device_ = std::make_unique<DeviceRouteBackend>(options_.device.index, device_->stream());
+  RouteCounted counted;
+  Status local;
+  try {
+    local = RouteCountOnly(layout_, route_tables_, route, batch, *route_device_, &counted);
+  } catch (const StatusError& e) {
+    local = e.status();
+  } catch (const std::bad_alloc&) {
+    local = Status::OutOfMemory("routing the batch: out of host memory");
+  }
+  // The route's read-back goes straight from its workspace into the exchange: the route's
+  // sizing and every rank's counts come down together, with one wait.
+  const SummaryHeader h{local.ok() ? 0 : 1, batch.batch_size,
+                        static_cast<int64_t>(batch.num_values), batch.weights != nullptr ? 1 : 0};
+  const size_t body = RouteReadbackBytes(route_tables_);
+  const size_t per = sizeof(h) + body;
+  summary_.assign(body, 0);
+  gathered_.resize(per * static_cast<size_t>(layout_.world));
+  Status s;
+  {
+    ScopedTimer t(&timings_.comm_seconds);
+    s = device_->GatherSummaries(*device_comm_, &h, sizeof(h),
+                                 local.ok() ? counted.readback : nullptr,
+                                 local.ok() ? nullptr : summary_.data(), body, gathered_.data());
+  }
+  if (!s.ok()) return local.ok() ? s : local;
+  RouteFillPlan plan;
+  if (local.ok())
+    local = RouteSize(layout_, route_tables_, route, batch,
+                      gathered_.data() + static_cast<size_t>(layout_.rank) * per + sizeof(h), rb,
+                      &plan);
+  SR_RETURN_IF_ERROR(ReadRouteSummaries(layout_, route_tables_, route, local, gathered_, rb));
+  SR_RETURN_IF_ERROR(UnpackCounts(layout_, rb));
+  // The messages are written straight into the batch's slot block, where they leave from.
+  SR_RETURN_IF_ERROR(device_->ReserveDeviceInput(*rb));
+  SR_RETURN_IF_ERROR(
+      RouteFill(layout_, batch, *route_device_, counted, plan, device_->SlotSend(*rb), rb));
+  rb->send_on_device = true;
+  return Status::Ok();
+}
+
+Status EmbeddingCollection::ExchangeAndUnpack(const Status& local, RoutedBatch* rb) {
+  Status s;
+  rb->device_input = false;
+  {
+    ScopedTimer t(&timings_.comm_seconds);
+    s = ExchangeInput(layout_, *input_comm_, local, rb);
+  }
+  return s.ok() ? UnpackInput(layout_, rb) : s;
 }
 
 Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_len,
@@ -274,12 +413,7 @@ Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_l
   Status s;
   {
     ScopedTimer phase(&timings_.input_dist_seconds);
-    const Status local = Route(batch, rejected, rb.get());
-    {
-      ScopedTimer t(&timings_.comm_seconds);
-      s = ExchangeInput(layout_, *input_comm_, local, rb.get());
-    }
-    if (s.ok()) s = UnpackInput(layout_, rb.get());
+    s = DistributeInput(batch, rejected, rb.get());
   }
   if (!s.ok()) {
     spare_ = std::move(rb);
@@ -296,25 +430,14 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
   ScopedTimer total(&timings_.total_seconds);
   ScopedTimer phase(&timings_.input_dist_seconds);
   std::unique_ptr<RoutedBatch> rb = TakeSpare();
-  Status local = Route(batch, rejected, rb.get());
-  if (!local.ok()) {
-    // The rejecting rank takes part in the count exchange so its peers' waits fail too.
-    Status s = ExchangeInput(layout_, *input_comm_, local, rb.get());
-    spare_ = std::move(rb);
-    return s;
-  }
   if (device_comm_ != nullptr) {
     // NCCL runs operations of different communicators safely only in separate epochs, issued in
     // the same order on every rank; a worker thread exchanging while this thread's backward or
     // mesh sync uses the step's communicator gives neither. So over NCCL the exchange completes
     // here, at the point of the call sequence every rank shares, and input_dist_wait returns at
-    // once (what overlaps with the caller's work is only what runs before this call).
-    Status s;
-    {
-      ScopedTimer t(&timings_.comm_seconds);
-      s = ExchangeInput(layout_, *input_comm_, Status::Ok(), rb.get());
-    }
-    if (s.ok()) s = UnpackInput(layout_, rb.get());
+    // once (what overlaps with the caller's work is only what runs before this call). A
+    // rejecting rank takes part in the exchange so its peers fail too.
+    const Status s = DistributeInput(batch, rejected, rb.get());
     if (!s.ok()) {
       spare_ = std::move(rb);
       return s;
@@ -322,9 +445,17 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
     pending_ = std::move(rb);
     return Status::Ok();
   }
+  Status local = Route(batch, rejected, rb.get());
+  if (!local.ok()) {
+    // The rejecting rank takes part in the count exchange so its peers' waits fail too.
+    Status s = ExchangeAndUnpack(local, rb.get());
+    spare_ = std::move(rb);
+    return s;
+  }
   pending_ = std::move(rb);
   RoutedBatch* p = pending_.get();
   p->worker_seconds = 0;
+  p->device_input = false;
   pending_work_ = worker_->Submit([this, p] {
     // Timed here and added by WaitInputDist: the worker never touches timings_.
     ScopedTimer t(&p->worker_seconds);
@@ -407,9 +538,8 @@ Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* o
 }
 
 bool EmbeddingCollection::CombinesOnDevice() const {
-  // The returned rows are on the device at world 1 and over NCCL (fp32 messages); sequence
-  // outputs keep the host combine.
-  if (device_ == nullptr || layout_.sequence) return false;
+  // The returned rows are on the device at world 1 and over NCCL (fp32 messages).
+  if (device_ == nullptr) return false;
   return layout_.world == 1 ||
          (device_comm_ != nullptr && options_.forward_encoding == comm::Encoding::kFp32);
 }
@@ -491,7 +621,8 @@ Status EmbeddingCollection::LookupAndReturn(RoutedBatch& rb) {
                                 ret_recv_.data(), ReturnRecvCounts(rb), &wire_);
 }
 
-Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const Status& rejected) {
+Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const Status& rejected,
+                                     const DeviceGradient* device_grad) {
   ScopedTimer total(&timings_.total_seconds);
   ScopedTimer phase(&timings_.backward_seconds);
   Status local = rejected;
@@ -508,10 +639,20 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
                                       "has ", need, " elements");
     else if (need > 0 && grad == nullptr)
       local = Status::InvalidArgument("grad must not be NULL");
-    else if (options_.check_non_finite)
+    else if (device_grad == nullptr && options_.check_non_finite)
       local = CheckGradFinite(grad, need);
   }
-  {
+  if (local.ok() && device_grad != nullptr && !TakesDeviceGradient(options_.device))
+    local = Status::Internal("a device gradient for a collection that does not read one");
+  if (device_grad != nullptr || (device_comm_ != nullptr && layout_.world > 1)) {
+    // Over a device communicator the verdicts are agreed between device buffers, whatever the
+    // gradient's side (so every rank issues the same collective); a device gradient is checked
+    // there too, in the same phase.
+    const DeviceGradient none;
+    SR_RETURN_IF_ERROR(AgreeOnDeviceGradient(local, device_grad != nullptr ? grad : nullptr,
+                                             device_grad != nullptr ? grad_len : 0,
+                                             device_grad != nullptr ? *device_grad : none));
+  } else {
     ScopedTimer t(&timings_.comm_seconds);
     SR_RETURN_IF_ERROR(Agree(local, "its backward call"));
   }
@@ -519,6 +660,15 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
   current_consumed_ = true;
   const int64_t step = params_.step() + 1;
   params_.set_step(step);
+  if (device_grad != nullptr) {
+    // Packed on the device and exchanged between device buffers (or not at all at world 1).
+    const DeviceExchange x{device_comm_.get(), ReturnRecvCounts(rb), ReturnSendCounts(rb)};
+    SR_RETURN_IF_ERROR(device_->ApplySharded(
+        *comm_, updater_, rb, nullptr, table_optim_, step, &timings_.comm_seconds,
+        layout_.world > 1 ? &x : nullptr, nullptr, grad, true));
+    ++timings_.backwards;
+    return Status::Ok();
+  }
   // The gradient travels the forward's return route backwards: the sample side packs into the
   // buffer it received into, the owners receive into the buffer they looked up into; the rows of
   // this rank's own samples are written straight to where its shards read them (SelfRows).

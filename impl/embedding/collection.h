@@ -128,7 +128,16 @@ class EmbeddingCollection {
                             const DeviceOutput* device_out = nullptr);
   // Gradient of the last forward's output; applies the fused optimizer. A rejection on any rank
   // (`rejected`, a wrong grad_len, no forward) fails the call on every rank, changing nothing.
-  Status Backward(const float* grad, size_t grad_len, const Status& rejected = Status::Ok());
+  // `device_grad` non-null: `grad` is device memory of the collection's device (only where
+  // TakesDeviceGradient says so), read on the device after the caller's work on
+  // device_grad->stream (checked, packed and exchanged there; the call returns once it is read).
+  Status Backward(const float* grad, size_t grad_len, const Status& rejected = Status::Ok(),
+                  const DeviceGradient* device_grad = nullptr);
+  // Whether a backward can read its gradient straight from device memory on `device` (a GPU
+  // collection on that device without data-parallel tables, whose gradient message is exchanged
+  // between device buffers or does not travel, with a plugin serving device gradients);
+  // otherwise device gradients are staged by the caller.
+  bool TakesDeviceGradient(const Device& device) const;
 
   // Every table's learning rate / one table's (schedules). Not collective; every rank should
   // set the same values.
@@ -169,8 +178,23 @@ class EmbeddingCollection {
   Status Route(const Batch& batch, const Status& rejected, RoutedBatch* rb);
   // A NaN or infinite element of the output gradient, named by sample and feature/table.
   Status CheckGradFinite(const float* grad, size_t len) const;
+  Status GradNotFinite(size_t i, float value) const;
+  // The backward's agreement with a device gradient (DeviceStep::Verdict): this rank's verdict
+  // `local` and the device's non-finite check, all-reduced in one phase.
+  Status AgreeOnDeviceGradient(const Status& local, const float* grad, size_t n,
+                               const DeviceGradient& device_grad);
   // Collective agreement: returns `local` on this rank, or an error naming a rank that failed.
   Status Agree(const Status& local, const char* what);
+  // The input distribution's collective part and the owner side's description of what arrived
+  // (ExchangeInput + UnpackInput, or with device_input_ the counts exchange + UnpackCounts of
+  // device_input.h); `local` is this rank's verdict, and a rejecting rank takes part too.
+  Status ExchangeAndUnpack(const Status& local, RoutedBatch* rb);
+  // Route + exchange + unpack of a batch (`rejected`: the caller's verdict), every rank taking
+  // part. With device_input_: the route summaries' all-gather over the device communicator
+  // (device_input.h), a KJT on the device routed there with its messages written straight into
+  // the batch's slot block (RouteAndGatherOnDevice); else Route + ExchangeAndUnpack.
+  Status DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb);
+  Status RouteAndGatherOnDevice(const Batch& batch, RoutedBatch* rb);
   Status LookupAndReturn(RoutedBatch& rb);
   // Whether a forward's returned rows are combined on the device (DeviceStep::LookupCombine):
   // a pooled GPU collection at world 1, or over NCCL with fp32 messages.
@@ -199,6 +223,9 @@ class EmbeddingCollection {
   // exchanged between device buffers; comm_ is then its host-buffer wrapper (staged_comm.h).
   std::shared_ptr<comm::Communicator> device_comm_;
   std::unique_ptr<comm::Communicator> input_comm_;
+  // Over that device communicator at world > 1 with fp32 messages and a plugin with emb_unpack on
+  // every rank: the ids travel between device buffers (device_input.h).
+  bool device_input_ = false;
   optim::OptimizerConfig optim_;                     // the default optimizer
   std::vector<optim::OptimizerConfig> table_optim_;  // per table: its own, or the default
   CollectionOptions options_;
@@ -210,6 +237,10 @@ class EmbeddingCollection {
   // GPU collections: the routing of a KJT given in device memory (made at its first such batch).
   std::unique_ptr<DeviceRouteBackend> route_device_;
   RouteTables route_tables_;
+  // The device input distribution's route summaries: this rank's (host routing) and every
+  // rank's, reused between batches.
+  std::vector<uint8_t> summary_;
+  std::vector<uint8_t> gathered_;
 
   // One batch may be in input distribution (pending_) while the last forwarded one (current_)
   // waits for its backward.

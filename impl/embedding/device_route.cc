@@ -189,15 +189,18 @@ RouteTables BuildRouteTables(const Layout& l) {
   return t;
 }
 
-Status RouteWith(const Layout& l, const RouteTables& t, const RouteOptions& o, const Batch& batch,
-                 RouteBackend& be, RoutedBatch* rb) {
+bool RouteStatusRejects(const RouteStatus& st, int64_t num_values, bool check_non_finite) {
+  using kernels::simt_body::HasMin;
+  return HasMin(st.inv_neg) || st.total != num_values ||
+         (check_non_finite && HasMin(st.inv_weight)) || HasMin(st.inv_id);
+}
+
+Status RouteCountOnly(const Layout& l, const RouteTables& t, const RouteOptions& o,
+                      const Batch& batch, RouteBackend& be, RouteCounted* out) {
   SR_RETURN_IF_ERROR(CheckBatchFields(*l.plan, batch));
   const int64_t B = batch.batch_size;
   const bool pooled = !l.sequence;
   const size_t np = l.pairs.size();
-  const bool weighted = batch.weights != nullptr;
-
-  // Count steps.
   size_t bytes = 0;
   CarveCount(nullptr, t, B, static_cast<int64_t>(batch.num_lengths), pooled, np, &bytes);
   void* ws = nullptr;
@@ -207,7 +210,8 @@ Status RouteWith(const Layout& l, const RouteTables& t, const RouteOptions& o, c
   const int32_t* i32 = nullptr;
   const int64_t* i64 = nullptr;
   SR_RETURN_IF_ERROR(be.Tables(t, &i32, &i64));
-  RouteParams p;
+  RouteParams& p = out->params;
+  p = RouteParams();
   p.batch_size = B;
   p.num_lengths = static_cast<int64_t>(batch.num_lengths);
   p.num_values = static_cast<int64_t>(batch.num_values);
@@ -239,19 +243,29 @@ Status RouteWith(const Layout& l, const RouteTables& t, const RouteOptions& o, c
   p.slot_ids_at = a.slot_ids_at;
   p.slot_ne_at = a.slot_ne_at;
   p.status = a.status;
-  SR_RETURN_IF_ERROR(be.Count(p));
+  out->readback = a.status;
+  out->readback_bytes = a.readback_bytes;
+  return be.Count(p);
+}
 
-  // The one read-back that sizes everything.
-  std::vector<uint8_t> back(a.readback_bytes);
-  SR_RETURN_IF_ERROR(be.ToHost(back.data(), a.status, back.size()));
-  SR_RETURN_IF_ERROR(be.Wait());
+size_t RouteReadbackBytes(const RouteTables& t) {
+  return sizeof(RouteStatus) +
+         sizeof(int64_t) * (static_cast<size_t>(t.num_slots) + t.num_real_slots + 2);
+}
+
+Status RouteSize(const Layout& l, const RouteTables& t, const RouteOptions& o, const Batch& batch,
+                 const uint8_t* readback, RoutedBatch* rb, RouteFillPlan* plan) {
   RouteStatus st;
-  std::memcpy(&st, back.data(), sizeof(st));
+  std::memcpy(&st, readback, sizeof(st));
   SR_RETURN_IF_ERROR(ErrorOf(l, o, batch, st));
-  std::vector<int64_t> ids_at(static_cast<size_t>(t.num_slots) + 1),
-      ne_at(static_cast<size_t>(t.num_real_slots) + 1);
-  std::memcpy(ids_at.data(), back.data() + sizeof(st), 8 * ids_at.size());
-  std::memcpy(ne_at.data(), back.data() + sizeof(st) + 8 * ids_at.size(), 8 * ne_at.size());
+  std::vector<int64_t>& ids_at = plan->ids_at;
+  std::vector<int64_t>& ne_at = plan->ne_at;
+  ids_at.resize(static_cast<size_t>(t.num_slots) + 1);
+  ne_at.resize(static_cast<size_t>(t.num_real_slots) + 1);
+  std::memcpy(ids_at.data(), readback + sizeof(st), 8 * ids_at.size());
+  std::memcpy(ne_at.data(), readback + sizeof(st) + 8 * ids_at.size(), 8 * ne_at.size());
+  const int64_t B = batch.batch_size;
+  const bool weighted = batch.weights != nullptr;
 
   // SizeMessages' arithmetic from the scans.
   const int32_t world = l.world;
@@ -261,6 +275,7 @@ Status RouteWith(const Layout& l, const RouteTables& t, const RouteOptions& o, c
   rb->send_bytes.assign(world, 0);
   rb->counts_send.assign(static_cast<size_t>(world) * kCountFields, 0);
   rb->ret_count.assign(l.units.size(), 0);
+  rb->unit_ids.assign(l.units.size(), 0);
   rb->ret_floats_from.assign(world, 0);
   std::vector<int64_t> dest_base(world), dest_rows(world), dest_weights(world),
       dest_first_id(world);
@@ -272,6 +287,7 @@ Status RouteWith(const Layout& l, const RouteTables& t, const RouteOptions& o, c
       const int64_t ids = ids_at[s + 1] - ids_at[s];
       const int64_t ret = l.sequence ? ids : ne_at[s + 1] - ne_at[s];
       rb->ret_count[u] = ret;
+      rb->unit_ids[u] = ids;
       rb->ret_floats_from[d] += static_cast<size_t>(ret) * l.units[u].cols;
       n += ids;
     }
@@ -298,13 +314,30 @@ Status RouteWith(const Layout& l, const RouteTables& t, const RouteOptions& o, c
     dest_base[d] = static_cast<int64_t>(d == l.rank ? others : at);
     if (d != l.rank) at += rb->send_bytes[d];
   }
-  const size_t targets =
+  plan->send_bytes = total;
+  plan->targets =
       static_cast<size_t>(l.sequence ? ids_at[t.num_real_slots] : ne_at[t.num_real_slots]);
-  const size_t num_dp = l.dp_pairs.size();
-  const size_t dp_total = static_cast<size_t>(ids_at[t.num_slots] - ids_at[t.num_real_slots]);
-  const size_t dp_off = num_dp * (static_cast<size_t>(B) + 1);
+  plan->dp_total = static_cast<size_t>(ids_at[t.num_slots] - ids_at[t.num_real_slots]);
+  plan->dests.resize(4 * static_cast<size_t>(world));
+  for (int32_t d = 0; d < world; ++d) {
+    plan->dests[d] = dest_base[d];
+    plan->dests[world + d] = dest_rows[d];
+    plan->dests[2 * world + d] = dest_weights[d];
+    plan->dests[3 * world + d] = dest_first_id[d];
+  }
+  return Status::Ok();
+}
 
-  // Fill steps.
+Status RouteFill(const Layout& l, const Batch& batch, RouteBackend& be, const RouteCounted& counted,
+                 const RouteFillPlan& plan, uint8_t* send, RoutedBatch* rb) {
+  const int64_t B = batch.batch_size;
+  const int32_t world = l.world;
+  const bool pooled = !l.sequence;
+  const bool weighted = batch.weights != nullptr;
+  const size_t np = l.pairs.size();
+  const size_t num_dp = l.dp_pairs.size();
+  const size_t total = plan.send_bytes, targets = plan.targets, dp_total = plan.dp_total;
+  const size_t dp_off = num_dp * (static_cast<size_t>(B) + 1);
   auto carve_fill = [&](uint8_t* base, RouteParams* q) {
     Carver c(base);
     int64_t* dests = c.Take<int64_t>(4 * static_cast<size_t>(world));
@@ -313,7 +346,8 @@ Status RouteWith(const Layout& l, const RouteTables& t, const RouteOptions& o, c
     q->dest_rows = dests == nullptr ? nullptr : dests + world;
     q->dest_weights = dests == nullptr ? nullptr : dests + 2 * world;
     q->dest_first_id = dests == nullptr ? nullptr : dests + 3 * world;
-    q->send = c.Take<uint8_t>(total);
+    uint8_t* own = c.Take<uint8_t>(send == nullptr ? total : 0);
+    q->send = send != nullptr ? send : own;
     q->ret_target = c.Take<int64_t>(targets);
     q->dp_rows = c.Take<int64_t>(dp_total);
     q->dp_weights = weighted ? c.Take<float>(dp_total) : nullptr;
@@ -321,25 +355,23 @@ Status RouteWith(const Layout& l, const RouteTables& t, const RouteOptions& o, c
     q->dp_offsets = c.Take<int64_t>(dp_off);
     return c.bytes();
   };
-  RouteParams q = p;
+  RouteParams q = counted.params;
   const size_t fill_bytes = carve_fill(nullptr, &q);
   void* ws1 = nullptr;
   SR_RETURN_IF_ERROR(be.Workspace(1, fill_bytes, &ws1));
   carve_fill(static_cast<uint8_t*>(ws1), &q);
   q.send_bytes = static_cast<int64_t>(total);
-  std::vector<int64_t> dests(4 * static_cast<size_t>(world));
-  for (int32_t d = 0; d < world; ++d) {
-    dests[d] = dest_base[d];
-    dests[world + d] = dest_rows[d];
-    dests[2 * world + d] = dest_weights[d];
-    dests[3 * world + d] = dest_first_id[d];
-  }
   SR_RETURN_IF_ERROR(
-      be.ToDevice(const_cast<int64_t*>(q.dest_base), dests.data(), 8 * dests.size()));
+      be.ToDevice(const_cast<int64_t*>(q.dest_base), plan.dests.data(), 8 * plan.dests.size()));
   SR_RETURN_IF_ERROR(be.Fill(q));
 
-  // Back to the host, where the exchange runs.
-  SR_RETURN_IF_ERROR(CopyBack(be, &rb->send, q.send, total));
+  // Back to the host: the messages unless they stay on the device, and what the sample side
+  // needs (the combine, backward's packing and the data-parallel tables).
+  if (send == nullptr) {
+    SR_RETURN_IF_ERROR(CopyBack(be, &rb->send, q.send, total));
+  } else {
+    rb->send.clear();
+  }
   SR_RETURN_IF_ERROR(CopyBack(be, &rb->ret_target, q.ret_target, targets));
   SR_RETURN_IF_ERROR(CopyBack(be, &rb->dp_rows, q.dp_rows, dp_total));
   SR_RETURN_IF_ERROR(CopyBack(be, &rb->dp_weights, static_cast<const float*>(q.dp_weights),
@@ -348,12 +380,33 @@ Status RouteWith(const Layout& l, const RouteTables& t, const RouteOptions& o, c
       CopyBack(be, &rb->dp_pos, static_cast<const int64_t*>(q.dp_pos), l.sequence ? dp_total : 0));
   SR_RETURN_IF_ERROR(
       CopyBack(be, &rb->dp_offsets, static_cast<const int64_t*>(q.dp_offsets), dp_off));
-  SR_RETURN_IF_ERROR(CopyBack(be, &rb->mean_div, static_cast<const float*>(a.mean_div),
-                              pooled ? np * static_cast<size_t>(B) : 0));
+  // Only MEAN pairs' divisors are ever read (the others are 0 on both routes).
+  bool any_mean = false;
+  for (const Pair& pair : l.pairs) any_mean = any_mean || pair.mean;
+  if (any_mean) {
+    SR_RETURN_IF_ERROR(CopyBack(be, &rb->mean_div,
+                                static_cast<const float*>(counted.params.mean_div),
+                                pooled ? np * static_cast<size_t>(B) : 0));
+  } else {
+    rb->mean_div.assign(pooled ? np * static_cast<size_t>(B) : 0, 0.0f);
+  }
   SR_RETURN_IF_ERROR(be.Wait());
   rb->dp_offsets_begin.resize(num_dp);
   for (size_t k = 0; k < num_dp; ++k) rb->dp_offsets_begin[k] = k * (static_cast<size_t>(B) + 1);
   return Status::Ok();
+}
+
+Status RouteWith(const Layout& l, const RouteTables& t, const RouteOptions& o, const Batch& batch,
+                 RouteBackend& be, RoutedBatch* rb) {
+  RouteCounted counted;
+  SR_RETURN_IF_ERROR(RouteCountOnly(l, t, o, batch, be, &counted));
+  // The one read-back that sizes everything.
+  std::vector<uint8_t> back(counted.readback_bytes);
+  SR_RETURN_IF_ERROR(be.ToHost(back.data(), counted.readback, back.size()));
+  SR_RETURN_IF_ERROR(be.Wait());
+  RouteFillPlan plan;
+  SR_RETURN_IF_ERROR(RouteSize(l, t, o, batch, back.data(), rb, &plan));
+  return RouteFill(l, batch, be, counted, plan, nullptr, rb);
 }
 
 }  // namespace shardrec::embedding

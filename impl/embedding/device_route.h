@@ -62,8 +62,50 @@ class RouteBackend {
 };
 
 // RouteBatch for `batch` whose buffers the backend's steps can read. On failure nothing outside
-// `rb` changed.
+// `rb` changed. The composition of the three phases below, with the read-back and its wait
+// between the first two.
 Status RouteWith(const Layout& layout, const RouteTables& tables, const RouteOptions& options,
                  const Batch& batch, RouteBackend& backend, RoutedBatch* rb);
+
+// What the count steps left on the backend: their parameters (the work arrays the fill reads)
+// and the read-back block (the status, then the scans at every slot's start:
+// RouteReadbackBytes(tables) bytes of backend memory).
+struct RouteCounted {
+  kernels::simt_body::RouteParams params;
+  const void* readback = nullptr;
+  size_t readback_bytes = 0;
+};
+size_t RouteReadbackBytes(const RouteTables& tables);
+
+// Whether a read-back status rejects the batch (RouteSize then returns the error).
+bool RouteStatusRejects(const kernels::simt_body::RouteStatus& status, int64_t num_values,
+                        bool check_non_finite);
+
+// Phase 1: checks the batch's fields and queues the count steps (no wait).
+Status RouteCountOnly(const Layout& layout, const RouteTables& tables, const RouteOptions& options,
+                      const Batch& batch, RouteBackend& backend, RouteCounted* out);
+
+// What the fill needs from the sizing.
+struct RouteFillPlan {
+  std::vector<int64_t> ids_at, ne_at;  // the read-back's scans
+  std::vector<int64_t> dests;          // per rank: base, rows, weights, first id (4 arrays)
+  size_t send_bytes = 0;
+  size_t targets = 0;
+  size_t dp_total = 0;
+};
+
+// Phase 2 (host): from the read-back block (host copy), RouteBatch's error for a rejected batch,
+// else the sender's sizes in `rb` (send_bytes, counts_send, ret_count, unit_ids, ret_floats_from,
+// self_offset, batch_size, num_values, weighted) and the fill's plan.
+Status RouteSize(const Layout& layout, const RouteTables& tables, const RouteOptions& options,
+                 const Batch& batch, const uint8_t* readback, RoutedBatch* rb, RouteFillPlan* plan);
+
+// Phase 3: the fill steps, the messages written into `send` (backend memory of plan.send_bytes,
+// kept there and rb->send left empty) or, when `send` is null, into the workspace and copied
+// back into rb->send; the return targets, the data-parallel arrays and the MEAN divisors copied
+// back; one wait.
+Status RouteFill(const Layout& layout, const Batch& batch, RouteBackend& backend,
+                 const RouteCounted& counted, const RouteFillPlan& plan, uint8_t* send,
+                 RoutedBatch* rb);
 
 }  // namespace shardrec::embedding

@@ -1,6 +1,6 @@
 // The device route's backend on a CUDA device through the plugin (device_route.h): workspaces in
-// grow-only device buffers, copies and waits through core::CudaRuntime on the device's default
-// stream (where the GPU collection v1 queues all its work), the steps through the emb_route
+// grow-only device buffers, copies and waits through core::CudaRuntime on one stream (the GPU
+// collection's step stream), the steps through the emb_route
 // entry (kernels/device_dispatch.h). A plugin without the route entries makes Count and Fill
 // kUnsupported. The plan's route tables are uploaded once and kept in device memory: a batch
 // routed with the tables of the last one copies none of them. Not thread-safe: one route at a
@@ -20,7 +20,8 @@ namespace shardrec::embedding {
 
 class DeviceRouteBackend : public RouteBackend {
  public:
-  explicit DeviceRouteBackend(int device);
+  // Copies, steps and waits on `stream` (the legacy default stream when null).
+  explicit DeviceRouteBackend(int device, Stream stream = nullptr);
 
   Status Workspace(int which, size_t bytes, void** base) override;
   Status ToDevice(void* dst, const void* src, size_t bytes) override;
@@ -35,6 +36,7 @@ class DeviceRouteBackend : public RouteBackend {
   Status Temp(const kernels::simt_body::RouteParams& params, size_t* bytes);
 
   int device_;
+  Stream stream_;
   ExecContext ctx_;
   DeviceBuffer ws_[2];
   DeviceBuffer temp_;

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "impl/embedding/kernels/simt/route_body.h"
+
 namespace shardrec::embedding {
 
 namespace {
@@ -28,7 +30,7 @@ struct Sizer {
 }  // namespace
 
 Status ComputeStepSizes(const Layout& l, const StepCapacity& capacity,
-                        const std::vector<bool>& fused, StepSizes* out) {
+                        const std::vector<bool>& fused, bool device_input, StepSizes* out) {
   *out = StepSizes();
   Sizer z;
   const auto W = static_cast<size_t>(l.world);
@@ -64,16 +66,19 @@ Status ComputeStepSizes(const Layout& l, const StepCapacity& capacity,
   // land behind the return message (each unit of any rank returns at most B rows), the bags of
   // the combine (per column group B + 1 offsets, an id per returned row; at most a group per
   // unit) and the data-parallel ids ride with the runs, and the output has its own block.
+  // A sequence output has a row per id (at most N), each returned row filling one of them.
   size_t combine_bags = 0;
-  if (!l.sequence) {
+  {
     size_t all_cols = 0;
     for (const Unit& u : l.units) all_cols += static_cast<size_t>(u.cols);
-    if (W > 1) out->io_bytes = z.Add(out->io_bytes, z.Mul(4, z.Mul(B, all_cols)));
+    const size_t rows = l.sequence ? N : B;
+    if (W > 1)
+      out->io_bytes = z.Add(out->io_bytes, z.Mul(4, l.sequence ? z.Mul(N, D) : z.Mul(B, all_cols)));
     const size_t groups = l.units.size();
-    combine_bags = z.Add(z.Mul(8, z.Mul(groups, B + 1)), z.Mul(8, z.Mul(groups, B)));
+    combine_bags = z.Add(z.Mul(8, z.Mul(groups, rows + 1)), z.Mul(8, z.Mul(groups, rows)));
     // A device output's MEAN divisors ride along too.
-    combine_bags = z.Add(combine_bags, z.Mul(4, z.Mul(l.pairs.size(), B)));
-    out->out_bytes = z.Mul(4, z.Mul(B, D));
+    if (!l.sequence) combine_bags = z.Add(combine_bags, z.Mul(4, z.Mul(l.pairs.size(), B)));
+    out->out_bytes = z.Mul(4, z.Mul(rows, D));
   }
   out->runs_bytes = z.Add(runs, z.Align16(out->io_bytes));
   // Ids one shard receives: each id of a feature reaches a shard at most once.
@@ -125,6 +130,62 @@ Status ComputeStepSizes(const Layout& l, const StepCapacity& capacity,
   staging = std::max(staging, z.Add(out->dp_ids_bytes, z.Align16(out->dp_out_bytes)));
   staging = std::max(staging, stats_phase);
   staging = std::max(staging, rows_phase);
+  {
+    // The pack's tables: the rows that come back to this rank (pooled: a row per unit and sample;
+    // sequence: per id, one per unit its row block spreads it over), MEAN divisors, a job per
+    // unit and its first row.
+    size_t reach = 0;  // most units one id of a feature reaches (every pair of the feature)
+    std::vector<size_t> reach_of(F, 0);
+    for (size_t p = 0; p < l.pairs.size(); ++p) {
+      const TableLayout& tl = l.tables[l.pairs[p].table];
+      size_t most = 0;
+      for (const RowBlock& block : tl.blocks) most = std::max(most, block.shards.size());
+      reach_of[static_cast<size_t>(l.pairs[p].feature)] += most;
+    }
+    for (size_t r : reach_of) reach = std::max(reach, r);
+    const size_t targets = l.sequence ? z.Mul(N, reach) : z.Mul(B, l.units.size());
+    out->pack_bytes = z.Add(z.Add(z.Mul(8, targets), z.Mul(4, z.Mul(l.pairs.size(), B))),
+                            z.Add(z.Mul(48 + 8, l.units.size()), 8 + 4 * 16));
+    staging = std::max(staging, z.Add(runs, z.Add(z.Align16(out->io_bytes), out->pack_bytes)));
+  }
+  for (const StatMessage& m : l.stat_messages) {
+    const TableLayout& tl = l.tables[m.table];
+    if (m.from_rank == l.rank)
+      out->stat_send_bytes =
+          z.Add(out->stat_send_bytes, out->stats_bytes[tl.shard_local[m.from_shard]]);
+    if (m.to_rank == l.rank)
+      out->stat_recv_bytes =
+          z.Add(out->stat_recv_bytes, out->stats_bytes[tl.shard_local[m.to_shard]]);
+  }
+  // The route summaries' all-gather (its header and body up, every rank's down).
+  out->summary_bytes = 4 * sizeof(int64_t) + sizeof(kernels::simt_body::RouteStatus) +
+                       8 * (2 * l.units.size() + l.dp_pairs.size() + 2);
+  staging = std::max(staging, z.Add(z.Mul(W + 1, out->summary_bytes), 64));
+  if (device_input) {
+    // A batch slot: the messages this rank routes (to each rank at most the bound of a message to
+    // it), those it receives, the CSR offsets. The unpack walks one length per (source, unit,
+    // sample); its tables (run and cell tables) ride in the runs' block, the routed messages
+    // and its status word in the pinned block of the lookup phase.
+    size_t send = 0;
+    for (int32_t d = 0; d < l.world; ++d) {
+      std::vector<size_t> fan_d(F, 0);
+      for (int32_t u : l.units_to_rank[d])
+        ++fan_d[static_cast<size_t>(l.pairs[l.units[u].pair].feature)];
+      const size_t fd = F == 0 ? 0 : *std::max_element(fan_d.begin(), fan_d.end());
+      const size_t msg =
+          z.Add(z.Add(z.Mul(4, z.Mul(l.units_to_rank[d].size(), B)), z.Mul(12, z.Mul(N, fd))), 16);
+      send = z.Add(send, msg);
+    }
+    const size_t recv = z.Mul(W, message);
+    out->slot_bytes = z.Add(z.Add(z.Align16(send), z.Align16(recv)), offsets);
+    out->unpack_cells = l.sequence ? 0 : z.Mul(W, z.Mul(units, B));
+    out->unpack_scan_bytes = out->unpack_cells == 0 ? 0 : z.Mul(24, out->unpack_cells + 1);
+    const size_t tables = z.Add(z.Mul(32, z.Mul(W, units)), z.Mul(8, z.Add(z.Mul(W, units), 1)));
+    out->runs_bytes = z.Add(out->runs_bytes, z.Add(tables, 2 * 16));
+    staging = std::max(staging, z.Add(z.Add(z.Add(z.Align16(send), tables),
+                                            z.Add(combine_bags, out->dp_ids_bytes)),
+                                      z.Add(8 * 16, z.Align16(out->out_bytes))));
+  }
   out->staging_bytes = staging;
   if (z.overflow)
     return Status::InvalidArgument("the capacity hints (max_batch_size ", capacity.max_batch_size,

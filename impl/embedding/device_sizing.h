@@ -35,11 +35,24 @@ struct StepSizes {
   size_t dp_out_bytes = 0;
   size_t out_bytes = 0;      // a pooled output combined on the device
   size_t staging_bytes = 0;  // the pinned block: the largest phase's traffic
+  // The device input distribution (device_input.h): one batch slot's block (the routed messages,
+  // the received ones, the CSR offsets), the unpack's cells and its scans.
+  size_t slot_bytes = 0;
+  size_t unpack_cells = 0;
+  size_t unpack_scan_bytes = 0;
+  size_t summary_bytes = 0;  // one rank's route summary (device_input.h)
+  // Row statistics exchanged between device blocks: the messages this rank sends (its partial
+  // statistics to every sibling column shard) and receives.
+  size_t stat_send_bytes = 0;
+  size_t stat_recv_bytes = 0;
+  // A backward from a device gradient: the pack's tables (return targets, MEAN divisors, jobs).
+  size_t pack_bytes = 0;
 };
 
 // The sizes for `capacity` (which must be known()); fused[i] says whether local shard i takes
-// the fused backward (no aggregation buffers). kInvalidArgument when a size overflows.
+// the fused backward (no aggregation buffers); `device_input` sizes the batch slots too.
+// kInvalidArgument when a size overflows.
 Status ComputeStepSizes(const Layout& l, const StepCapacity& capacity,
-                        const std::vector<bool>& fused, StepSizes* out);
+                        const std::vector<bool>& fused, bool device_input, StepSizes* out);
 
 }  // namespace shardrec::embedding

@@ -26,7 +26,7 @@ void RunPieces(const RoutedBatch& rb, DeviceStaging::Piece* p) {
 }  // namespace
 
 Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device,
-                        const StepCapacity& capacity) {
+                        const StepCapacity& capacity, bool device_input) {
   layout_ = layout;
   params_ = params;
   device_ = device;
@@ -58,11 +58,13 @@ Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device,
   for (size_t u = 0; u < layout->units.size(); ++u) {
     const Unit& unit = layout->units[u];
     const int64_t col = layout->pairs[unit.pair].out_offset + unit.col_offset;
+    // Keyed by pair too: a sequence collection's pairs share their columns (rows tell them apart).
     for (size_t g = 0; g < groups_.size() && unit_group_[u] < 0; ++g)
-      if (groups_[g].col == col) unit_group_[u] = static_cast<int32_t>(g);
+      if (groups_[g].col == col && groups_[g].pair == unit.pair)
+        unit_group_[u] = static_cast<int32_t>(g);
     if (unit_group_[u] >= 0) continue;
     unit_group_[u] = static_cast<int32_t>(groups_.size());
-    groups_.push_back(CombineGroup{col, unit.cols});
+    groups_.push_back(CombineGroup{col, unit.cols, unit.pair});
   }
   runs_.assign(n, {});
   num_ids_.assign(n, {});
@@ -75,10 +77,10 @@ Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device,
     uniq_grads_.push_back(std::make_unique<DeviceBuffer>());
     stats_.push_back(std::make_unique<DeviceBuffer>());
   }
-  return capacity.known() ? Presize(capacity) : Status::Ok();
+  return capacity.known() ? Presize(capacity, device_input) : Status::Ok();
 }
 
-Status DeviceStep::Presize(const StepCapacity& capacity) {
+Status DeviceStep::Presize(const StepCapacity& capacity, bool device_input) {
   const Layout& l = *layout_;
   const size_t n = l.local.size();
   SparseUpdater probe;  // which shards take the fused backward (a property of the layout)
@@ -88,7 +90,12 @@ Status DeviceStep::Presize(const StepCapacity& capacity) {
   for (size_t i = 0; i < n; ++i)
     fused[i] = !l.tables[l.local[i].table].data_parallel && probe.FusedEligible(i);
   StepSizes z;
-  SR_RETURN_IF_ERROR(ComputeStepSizes(l, capacity, fused, &z));
+  SR_RETURN_IF_ERROR(ComputeStepSizes(l, capacity, fused, device_input, &z));
+  const auto n_ranks = static_cast<size_t>(l.world);
+  size_t unpack_temp = 0;
+  if (device_input && z.unpack_cells > 0)
+    SR_RETURN_IF_ERROR(
+        dk::RouteTempBytes(ctx_, static_cast<int64_t>(z.unpack_cells) + 1, &unpack_temp));
   size_t workspace = 0;
   for (size_t i = 0; i < n; ++i) {
     const LocalShard& ls = l.local[i];
@@ -99,7 +106,9 @@ Status DeviceStep::Presize(const StepCapacity& capacity) {
     workspace = std::max(workspace, need);
   }
   size_t total = z.runs_bytes + z.io_bytes + workspace + z.full_stats_bytes + z.dp_ids_bytes +
-                 z.dp_out_bytes + z.out_bytes;
+                 z.dp_out_bytes + z.out_bytes + 2 * z.slot_bytes + z.unpack_scan_bytes +
+                 unpack_temp + (n_ranks + 1) * z.summary_bytes + z.io_bytes + z.pack_bytes +
+                 (n_ranks > 1 ? 2 * z.io_bytes + z.stat_send_bytes + z.stat_recv_bytes : 0);
   for (size_t i = 0; i < n; ++i) total += z.rows_bytes[i] + z.grads_bytes[i] + z.stats_bytes[i];
   const auto fail = [&](const Status& s) {
     if (s.code() != Code::kOutOfMemory) return s;
@@ -120,6 +129,24 @@ Status DeviceStep::Presize(const StepCapacity& capacity) {
   SR_RETURN_IF_ERROR(reserve(dp_ids_, z.dp_ids_bytes, "the data-parallel ids"));
   SR_RETURN_IF_ERROR(reserve(dp_out_, z.dp_out_bytes, "data-parallel rows"));
   SR_RETURN_IF_ERROR(reserve(out_, z.out_bytes, "the output on the device"));
+  for (DeviceBuffer& slot : slots_)
+    SR_RETURN_IF_ERROR(reserve(slot, z.slot_bytes, "a batch's ids on the device"));
+  // The exchanges between device blocks (over NCCL; a gradient in device memory at any world).
+  const auto W = static_cast<size_t>(l.world);
+  SR_RETURN_IF_ERROR(reserve(gather_send_, z.summary_bytes + 32, "the route summary"));
+  SR_RETURN_IF_ERROR(reserve(gather_recv_, W * z.summary_bytes, "the route summaries"));
+  SR_RETURN_IF_ERROR(reserve(verdict_buf_, 6 * sizeof(int64_t), "the verdict"));
+  SR_RETURN_IF_ERROR(reserve(unpack_bad_, sizeof(unsigned long long), "the unpack's status"));
+  SR_RETURN_IF_ERROR(reserve(dgrad_block_, z.io_bytes, "the gradients on the device"));
+  SR_RETURN_IF_ERROR(reserve(pack_buf_, z.pack_bytes, "the gradient pack's tables"));
+  if (W > 1) {
+    SR_RETURN_IF_ERROR(reserve(a2a_send_, z.io_bytes, "the gradient message on the device"));
+    SR_RETURN_IF_ERROR(reserve(a2a_recv_, z.io_bytes, "the received rows on the device"));
+    SR_RETURN_IF_ERROR(reserve(stat_send_, z.stat_send_bytes, "row statistics sent"));
+    SR_RETURN_IF_ERROR(reserve(stat_recv_, z.stat_recv_bytes, "row statistics received"));
+  }
+  SR_RETURN_IF_ERROR(reserve(unpack_scan_, z.unpack_scan_bytes, "the unpack's scans"));
+  SR_RETURN_IF_ERROR(reserve(unpack_temp_, unpack_temp, "the unpack's scratch"));
   for (size_t i = 0; i < n; ++i) {
     SR_RETURN_IF_ERROR(reserve(*uniq_rows_[i], z.rows_bytes[i], "unique rows"));
     SR_RETURN_IF_ERROR(reserve(*uniq_grads_[i], z.grads_bytes[i], "aggregated gradients"));
@@ -224,6 +251,10 @@ kernels::DeviceRuns DeviceStep::Runs(size_t i) const {
 Status DeviceStep::QueueLookups(const RoutedBatch& rb, const DeviceStaging::Piece* extra,
                                 size_t num_extra, uint8_t** extra_dev) {
   SR_RETURN_IF_ERROR(UploadRuns(rb, extra, num_extra, extra_dev));
+  return QueueLookupJobs();
+}
+
+Status DeviceStep::QueueLookupJobs() {
   auto* io = io_.as<float>();
   jobs_.clear();
   for (size_t i = 0; i < layout_->local.size(); ++i) {
@@ -259,13 +290,23 @@ Status DeviceStep::LookupExchange(const RoutedBatch& rb, const DeviceExchange& x
   size_t recv_floats = 0;
   for (size_t c : x.recv_counts) recv_floats += c;
   const size_t bytes = sizeof(float) * rb.ret_floats_total;
-  if (runs > 0) SR_RETURN_IF_ERROR(ReserveRuns(rb, 0, "the batch's ids on the device"));
+  if (rb.device_input) {
+    SR_RETURN_IF_ERROR(ReserveDeviceInput(rb));
+  } else if (runs > 0) {
+    SR_RETURN_IF_ERROR(ReserveRuns(rb, 0, "the batch's ids on the device"));
+  }
   SR_RETURN_IF_ERROR(io_.Reserve(device_, bytes, "the return message on the device", stream_));
   SR_RETURN_IF_ERROR(a2a_recv_.Reserve(device_, sizeof(float) * recv_floats,
                                        "the received return message on the device", stream_));
   SR_RETURN_IF_ERROR(staging_.Begin());
   auto* io = io_.as<float>();
-  if (runs > 0) SR_RETURN_IF_ERROR(QueueLookups(rb, nullptr, 0, nullptr));
+  if (rb.device_input) {
+    // Sequence runs have no bag offsets: nothing to unpack, the ids are read where they land.
+    SR_RETURN_IF_ERROR(QueueDeviceInput(rb, x, nullptr, nullptr));
+    if (runs > 0) SR_RETURN_IF_ERROR(QueueLookupJobs());
+  } else if (runs > 0) {
+    SR_RETURN_IF_ERROR(QueueLookups(rb, nullptr, 0, nullptr));
+  }
   // Behind the lookups on the stream: the message leaves from the device block they wrote.
   comm::CallOptions o;
   o.stream = stream_;
@@ -280,35 +321,58 @@ Status DeviceStep::LookupExchange(const RoutedBatch& rb, const DeviceExchange& x
                                          sizeof(float) * self));
   SR_RETURN_IF_ERROR(EndPhase(runs > 0 ? "device lookup" : nullptr));
   // NCCL reports a peer that failed during the exchange here, not at the enqueue.
-  return x.comm->AsyncError();
+  SR_RETURN_IF_ERROR(x.comm->AsyncError());
+  return rb.device_input ? CheckUnpack(rb) : Status::Ok();
 }
 
 void DeviceStep::BuildCombine(const RoutedBatch& rb) {
   const Layout& l = *layout_;
-  const int64_t B = rb.batch_size;
   const size_t G = groups_.size();
-  const auto stride = static_cast<size_t>(B + 1);
-  // Bag sizes first (group g's bag b counted at g * (B + 1) + b + 1), then offsets, then every
-  // returned row appended to its bag in (rank, unit) order: CombineOutput's order of addition.
-  comb_offsets_.assign(G * stride, 0);
+  // Each group's output rows [lo, hi): those its returned rows aim at (a unit's targets
+  // increase). A sequence group's rows are positions of its one feature, so bags never cover
+  // another feature's rows (nor the data-parallel columns written in the same launch).
+  group_lo_.assign(G, INT64_MAX);
+  group_hi_.assign(G, 0);
   const int64_t* targets = rb.ret_target.data();
   for (int32_t d = 0; d < l.world; ++d)
     for (int32_t u : l.units_to_rank[d]) {
       const int64_t count = rb.ret_count[u];
-      int64_t* bags = comb_offsets_.data() + static_cast<size_t>(unit_group_[u]) * stride + 1;
+      if (count > 0) {
+        const auto g = static_cast<size_t>(unit_group_[u]);
+        group_lo_[g] = std::min(group_lo_[g], targets[0]);
+        group_hi_[g] = std::max(group_hi_[g], targets[count - 1] + 1);
+      }
+      targets += count;
+    }
+  group_begin_.assign(G + 1, 0);
+  for (size_t g = 0; g < G; ++g) {
+    const int64_t rows = group_hi_[g] > group_lo_[g] ? group_hi_[g] - group_lo_[g] : 0;
+    group_begin_[g + 1] = group_begin_[g] + (rows > 0 ? rows + 1 : 0);
+  }
+  // Bag sizes first (row r of group g counted at begin + (r - lo) + 1), then offsets, then every
+  // returned row appended to its bag in (rank, unit) order: CombineOutput's order of addition.
+  comb_offsets_.assign(static_cast<size_t>(group_begin_[G]), 0);
+  targets = rb.ret_target.data();
+  for (int32_t d = 0; d < l.world; ++d)
+    for (int32_t u : l.units_to_rank[d]) {
+      const int64_t count = rb.ret_count[u];
+      const auto g = static_cast<size_t>(unit_group_[u]);
+      int64_t* bags = comb_offsets_.data() + group_begin_[g] + 1 - group_lo_[g];
       for (int64_t k = 0; k < count; ++k) ++bags[targets[k]];
       targets += count;
     }
   int64_t total = 0;
-  comb_cursor_.resize(G * static_cast<size_t>(B));
+  comb_cursor_.resize(comb_offsets_.size());
   for (size_t g = 0; g < G; ++g) {
-    int64_t* o = comb_offsets_.data() + g * stride;
+    const int64_t n = group_begin_[g + 1] - group_begin_[g];
+    if (n == 0) continue;
+    int64_t* o = comb_offsets_.data() + group_begin_[g];
     o[0] = total;
-    for (int64_t b = 0; b < B; ++b) {
+    for (int64_t b = 0; b + 1 < n; ++b) {
       o[b + 1] += o[b];
-      comb_cursor_[g * static_cast<size_t>(B) + b] = o[b];
+      comb_cursor_[static_cast<size_t>(group_begin_[g] + b)] = o[b];
     }
-    total = o[B];
+    total = o[n - 1];
   }
   comb_ids_.resize(static_cast<size_t>(total));
   targets = rb.ret_target.data();
@@ -319,7 +383,8 @@ void DeviceStep::BuildCombine(const RoutedBatch& rb) {
     for (int32_t u : l.units_to_rank[d]) {
       const int64_t count = rb.ret_count[u];
       const int32_t cols = l.units[u].cols;
-      int64_t* cursor = comb_cursor_.data() + static_cast<size_t>(unit_group_[u]) * B;
+      const auto g = static_cast<size_t>(unit_group_[u]);
+      int64_t* cursor = comb_cursor_.data() + group_begin_[g] - group_lo_[g];
       for (int64_t k = 0; k < count; ++k) comb_ids_[cursor[targets[k]]++] = at + k * cols;
       targets += count;
       at += count * cols;
@@ -329,49 +394,241 @@ void DeviceStep::BuildCombine(const RoutedBatch& rb) {
 
 bool DeviceStep::HasMeanDivide() { return dk::HasMeanDivide(); }
 
+bool DeviceStep::HasDeviceInput() { return dk::HasUnpack(); }
+
+DeviceStep::SlotLayout DeviceStep::LayoutOfSlot(const RoutedBatch& rb) {
+  const auto align = [](size_t n) { return (n + 15) & ~size_t{15}; };
+  SlotLayout s;
+  size_t recv = 0, send = 0;
+  for (size_t b : rb.a2a_recv) recv += b;
+  for (size_t b : rb.send_bytes) send += b;
+  s.recv_at = align(send);
+  s.csr_at = s.recv_at + align(recv);
+  s.bytes = s.csr_at + sizeof(int64_t) * rb.csr_entries;
+  for (const UnpackPlace& u : rb.unpack) s.cells += static_cast<size_t>(u.batch);
+  return s;
+}
+
+Status DeviceStep::ReserveDeviceInput(const RoutedBatch& rb) {
+  const SlotLayout sl = LayoutOfSlot(rb);
+  SR_RETURN_IF_ERROR(slots_[rb.device_slot & 1].Reserve(device_, sl.bytes,
+                                                        "a batch's ids on the device", stream_));
+  SR_RETURN_IF_ERROR(
+      unpack_bad_.Reserve(device_, sizeof(unsigned long long), "the unpack's status", stream_));
+  if (rb.unpack.empty()) return Status::Ok();
+  SR_RETURN_IF_ERROR(unpack_scan_.Reserve(device_, 3 * sizeof(int64_t) * (sl.cells + 1),
+                                          "the unpack's scans", stream_));
+  size_t temp = 0;
+  SR_RETURN_IF_ERROR(dk::RouteTempBytes(ctx_, static_cast<int64_t>(sl.cells) + 1, &temp));
+  return unpack_temp_.Reserve(device_, temp, "the unpack's scratch", stream_);
+}
+
+void DeviceStep::BuildUnpackTables(const RoutedBatch& rb) {
+  const SlotLayout sl = LayoutOfSlot(rb);
+  auto* block = slots_[rb.device_slot & 1].as<uint8_t>();
+  unpack_runs_.clear();
+  unpack_cells_.assign(1, 0);
+  for (const UnpackPlace& u : rb.unpack) {
+    kernels::simt_body::UnpackRun run;
+    run.lengths =
+        reinterpret_cast<const int32_t*>(block + (u.self ? 0 : sl.recv_at) + u.lengths_at);
+    run.offsets =
+        u.offsets_at >= 0 ? reinterpret_cast<int64_t*>(block + sl.csr_at) + u.offsets_at : nullptr;
+    run.ids = u.ids;
+    run.bags = u.bags;
+    unpack_runs_.push_back(run);
+    unpack_cells_.push_back(unpack_cells_.back() + u.batch);
+  }
+}
+
+void DeviceStep::PlaceRuns(const RoutedBatch& rb) {
+  const SlotLayout sl = LayoutOfSlot(rb);
+  const auto* block = slots_[rb.device_slot & 1].as<uint8_t>();
+  const auto* csr = reinterpret_cast<const int64_t*>(block + sl.csr_at);
+  for (size_t i = 0; i < rb.shards.size(); ++i) {
+    runs_[i].clear();
+    num_ids_[i].clear();
+    const auto& runs = rb.shards[i].runs;
+    for (size_t k = 0; k < runs.size(); ++k) {
+      const RunPlace& at = rb.run_at[i][k];
+      const uint8_t* base = block + (at.self ? 0 : sl.recv_at);
+      kernels::BagRun d = runs[k];
+      d.rows = reinterpret_cast<const int64_t*>(base + at.rows_at);
+      d.weights =
+          at.weights_at >= 0 ? reinterpret_cast<const float*>(base + at.weights_at) : nullptr;
+      d.offsets = at.offsets_at >= 0 ? csr + at.offsets_at : nullptr;
+      runs_[i].push_back(d);
+      // The announced count: num_ids() would read the offsets, which are device memory.
+      num_ids_[i].push_back(at.ids);
+    }
+  }
+}
+
+Status DeviceStep::UploadExtras(const DeviceStaging::Piece* extra, size_t num_extra,
+                                uint8_t** extra_dev) {
+  size_t at[kMaxExtra] = {};
+  if (num_extra > kMaxExtra) return Status::Internal("UploadExtras: too many pieces");
+  SR_RETURN_IF_ERROR(staging_.Upload(runs_buf_.data(), extra, num_extra, at));
+  for (size_t k = 0; k < num_extra; ++k) extra_dev[k] = runs_buf_.as<uint8_t>() + at[k];
+  return Status::Ok();
+}
+
+Status DeviceStep::QueueDeviceInput(const RoutedBatch& rb, const DeviceExchange& x,
+                                    const uint8_t* runs_dev, const uint8_t* cells_dev) {
+  const SlotLayout sl = LayoutOfSlot(rb);
+  auto* block = slots_[rb.device_slot & 1].as<uint8_t>();
+  // The whole routed batch goes up in one copy: the others' messages (which leave from here)
+  // and this rank's own (which its runs read in place, forward and backward). A device route
+  // wrote them there already.
+  if (!rb.send_on_device)
+    SR_RETURN_IF_ERROR(staging_.Upload(block, rb.send.data(), rb.send.size()));
+  comm::CallOptions o;
+  o.stream = stream_;
+  launched_ = true;
+  SR_RETURN_IF_ERROR(
+      x.comm->AllToAllV(block, rb.a2a_send, block + sl.recv_at, rb.a2a_recv, DType::kUInt8, o));
+  if (!rb.unpack.empty()) {
+    kernels::simt_body::UnpackParams p;
+    p.num_runs = static_cast<int64_t>(rb.unpack.size());
+    p.num_cells = static_cast<int64_t>(sl.cells);
+    p.runs = reinterpret_cast<const kernels::simt_body::UnpackRun*>(runs_dev);
+    p.cell_begin = reinterpret_cast<const int64_t*>(cells_dev);
+    auto* scan = unpack_scan_.as<int64_t>();
+    p.wide = scan;
+    p.ne_scan = scan + sl.cells + 1;
+    p.id_scan = scan + 2 * (sl.cells + 1);
+    p.bad = unpack_bad_.as<unsigned long long>();
+    SR_RETURN_IF_ERROR(dk::Unpack(ctx_, p, unpack_temp_.data(), unpack_temp_.bytes()));
+    SR_RETURN_IF_ERROR(
+        staging_.Download(&unpack_bad_host_, unpack_bad_.data(), sizeof(unpack_bad_host_)));
+  } else {
+    unpack_bad_host_ = 0;
+  }
+  PlaceRuns(rb);
+  return Status::Ok();
+}
+
+Status DeviceStep::GatherSummaries(comm::Communicator& comm, const void* header,
+                                   size_t header_bytes, const void* body_dev, const void* body_host,
+                                   size_t body_bytes, uint8_t* out) {
+  const size_t per = header_bytes + body_bytes;
+  const auto world = static_cast<size_t>(comm.Size());
+  // The header first, the body right behind it (header_bytes keeps it 16-byte aligned).
+  if (header_bytes % 16 != 0) return Status::Internal("GatherSummaries: unaligned header");
+  DeviceStaging::Piece up[2] = {{header, header_bytes},
+                                {body_host, body_dev != nullptr ? 0 : body_bytes}};
+  SR_RETURN_IF_ERROR(gather_send_.Reserve(device_, std::max(per, DeviceStaging::PackedBytes(up, 2)),
+                                          "the route summary", stream_));
+  SR_RETURN_IF_ERROR(gather_recv_.Reserve(device_, per * world, "the route summaries", stream_));
+  SR_RETURN_IF_ERROR(staging_.Reserve(DeviceStaging::PackedBytes(up, 2) + per * world + 16));
+  SR_RETURN_IF_ERROR(staging_.Begin());
+  size_t at[2] = {};
+  SR_RETURN_IF_ERROR(staging_.Upload(gather_send_.data(), up, 2, at));
+  auto* send = gather_send_.as<uint8_t>();
+  if (body_dev != nullptr && body_bytes > 0) {
+    const core::CudaRuntime* rt = nullptr;
+    SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+    SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, send + header_bytes, body_dev, body_bytes,
+                                       core::CopyKind::kDeviceToDevice, stream_));
+  }
+  const std::vector<size_t> counts(world, per);
+  comm::CallOptions o;
+  o.stream = stream_;
+  launched_ = true;
+  SR_RETURN_IF_ERROR(comm.AllGatherV(send, per, gather_recv_.data(), counts, DType::kUInt8, o));
+  SR_RETURN_IF_ERROR(staging_.Download(out, gather_recv_.data(), per * world));
+  SR_RETURN_IF_ERROR(EndPhase(nullptr));
+  return comm.AsyncError();
+}
+
+Status DeviceStep::CheckUnpack(const RoutedBatch& rb) const {
+  if (unpack_bad_host_ == 0) return Status::Ok();
+  const auto k = static_cast<size_t>(kernels::simt_body::MinOf(unpack_bad_host_));
+  const int32_t source = k < rb.unpack.size() ? rb.unpack[k].source : -1;
+  return Status::Internal("input dist: the bag lengths rank ", source,
+                          " sent disagree with the counts it announced");
+}
+
 Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
                                  const CombineOut& out) {
   const Layout& l = *layout_;
-  if (l.sequence) return Status::Internal("LookupCombine: a sequence collection");
   const int64_t D = l.output_dim;
   const int64_t B = rb.batch_size;
+  // Output rows: samples, or (sequence) ids.
+  const int64_t R = l.sequence ? rb.num_values : B;
   size_t runs = 0;
   for (const ShardRuns& sr : rb.shards) runs += sr.runs.size();
   size_t recv_floats = 0;
   if (x != nullptr)
     for (size_t c : x->recv_counts) recv_floats += c;
   const size_t rows_floats = rb.ret_floats_total + recv_floats;
-  const auto out_floats = static_cast<size_t>(B * D);
+  const auto out_floats = static_cast<size_t>(R * D);
   BuildCombine(rb);
-  const bool dp = !l.dp_pairs.empty() && B > 0;
+  const bool dp = !l.dp_pairs.empty() && B > 0 && !rb.dp_rows.empty();
   bool means = false;
   for (const Pair& pair : l.pairs) means = means || pair.mean;
   // A device output is divided here: the divisors go up too.
   const bool divide = out.on_device && means && B > 0;
-  // The phase's uploads ride with the runs: the combine's bags, the data-parallel ids.
-  DeviceStaging::Piece extra[6] = {
+  // The device input (ids exchanged between device buffers) needs the exchange.
+  const bool dev_in = rb.device_input;
+  if (dev_in && x == nullptr) return Status::Internal("LookupCombine: device input without x");
+  // The phase's uploads ride with the runs: the combine's bags, the data-parallel ids; with the
+  // device input, the unpack's tables instead of the runs.
+  DeviceStaging::Piece extra[8] = {
       {comb_offsets_.data(), sizeof(int64_t) * comb_offsets_.size()},
       {comb_ids_.data(), sizeof(int64_t) * comb_ids_.size()},
       {dp ? rb.dp_offsets.data() : nullptr, dp ? sizeof(int64_t) * rb.dp_offsets.size() : 0},
       {dp ? rb.dp_rows.data() : nullptr, dp ? sizeof(int64_t) * rb.dp_rows.size() : 0},
       {dp ? rb.dp_weights.data() : nullptr, dp ? sizeof(float) * rb.dp_weights.size() : 0},
-      {divide ? rb.mean_div.data() : nullptr, divide ? sizeof(float) * rb.mean_div.size() : 0}};
+      {divide ? rb.mean_div.data() : nullptr, divide ? sizeof(float) * rb.mean_div.size() : 0},
+      {},
+      {}};
+  size_t num_extra = 6;
   // Device buffers first: one that grows waits for the stream.
-  SR_RETURN_IF_ERROR(ReserveRuns(rb, extra, 6, "the batch's ids on the device"));
+  if (dev_in) {
+    SR_RETURN_IF_ERROR(ReserveDeviceInput(rb));
+    BuildUnpackTables(rb);
+    if (!rb.unpack.empty()) {
+      extra[6] = {unpack_runs_.data(), sizeof(unpack_runs_[0]) * unpack_runs_.size()};
+      extra[7] = {unpack_cells_.data(), sizeof(int64_t) * unpack_cells_.size()};
+    }
+    num_extra = 8;
+    SR_RETURN_IF_ERROR(runs_buf_.Reserve(device_, DeviceStaging::PackedBytes(extra, num_extra),
+                                         "the combine's bags on the device", stream_));
+  } else {
+    SR_RETURN_IF_ERROR(ReserveRuns(rb, extra, 6, "the batch's ids on the device"));
+  }
   SR_RETURN_IF_ERROR(io_.Reserve(device_, sizeof(float) * rows_floats,
                                  "the return message on the device", stream_));
   SR_RETURN_IF_ERROR(
       out_.Reserve(device_, sizeof(float) * out_floats, "the output on the device", stream_));
   // The whole phase's traffic in the pinned block at once: a block that fills up mid-phase drains
   // (a wait) and starts over, so without this it would do so in every step.
-  DeviceStaging::Piece all[3 + 6 + 1];
-  RunPieces(rb, all);
-  for (size_t k = 0; k < 6; ++k) all[3 + k] = extra[k];
-  all[9] = {nullptr, out.on_device ? 0 : sizeof(float) * out_floats};
-  SR_RETURN_IF_ERROR(staging_.Reserve(DeviceStaging::PackedBytes(all, 10)));
+  DeviceStaging::Piece all[3 + 8 + 1];
+  size_t num_all = 0;
+  if (dev_in) {
+    all[num_all++] = {rb.send.data(), rb.send.size()};
+    all[num_all++] = {nullptr, sizeof(unpack_bad_host_)};
+  } else {
+    RunPieces(rb, all);
+    num_all = 3;
+  }
+  for (size_t k = 0; k < num_extra; ++k) all[num_all++] = extra[k];
+  all[num_all++] = {nullptr, out.on_device ? 0 : sizeof(float) * out_floats};
+  SR_RETURN_IF_ERROR(staging_.Reserve(DeviceStaging::PackedBytes(all, num_all)));
   SR_RETURN_IF_ERROR(staging_.Begin());
-  uint8_t* dev[6] = {};
-  if (runs > 0) {
+  // A device output is copied on the step's stream within this phase, behind the caller's work
+  // on out.stream (no host wait), when the plugin can order the two streams; else on out.stream
+  // after the phase, with a wait of its own.
+  const bool ordered = out.on_device && out_floats > 0 && dk::HasGrad();
+  if (ordered && out.stream != stream_)
+    SR_RETURN_IF_ERROR(dk::StreamWaitStream(device_, stream_, out.stream));
+  uint8_t* dev[8] = {};
+  if (dev_in) {
+    SR_RETURN_IF_ERROR(UploadExtras(extra, num_extra, dev));
+    SR_RETURN_IF_ERROR(QueueDeviceInput(rb, *x, dev[6], dev[7]));
+    if (runs > 0) SR_RETURN_IF_ERROR(QueueLookupJobs());
+  } else if (runs > 0) {
     SR_RETURN_IF_ERROR(QueueLookups(rb, extra, 6, dev));
   } else {
     SR_RETURN_IF_ERROR(UploadRuns(rb, extra, 6, dev));
@@ -387,27 +644,27 @@ Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
   }
   const core::CudaRuntime* rt = nullptr;
   SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
-  // Groups without a returned row and empty bags of the rest stay as zeroed here, as the host
-  // combine leaves them.
+  // Groups without a returned row, empty bags of the rest and (sequence) rows of skipped ids stay
+  // as zeroed here, as the host combine leaves them.
   if (out_floats > 0)
     SR_RETURN_IF_ERROR(
         rt->MemsetAsync(device_, out_.data(), 0, sizeof(float) * out_floats, stream_));
   jobs_.clear();
   const auto* comb_offsets = reinterpret_cast<const int64_t*>(dev[0]);
   const auto* comb_ids = reinterpret_cast<const int64_t*>(dev[1]);
-  const auto stride = static_cast<size_t>(B + 1);
   for (size_t g = 0; g < groups_.size(); ++g) {
-    const int64_t* o = comb_offsets_.data() + g * stride;
+    const int64_t n = group_begin_[g + 1] - group_begin_[g];
     const int32_t cols = groups_[g].cols;
-    if (o[B] == o[0] || rows_floats < static_cast<size_t>(cols)) continue;
-    // The returned rows as a table of stride 1: row id = float offset in io_.
+    if (n == 0 || rows_floats < static_cast<size_t>(cols)) continue;
+    // The returned rows as a table of stride 1: row id = float offset in io_; bag r is output
+    // row lo + r.
     const kernels::WeightsView rows{io, DType::kFloat32,
                                     static_cast<int64_t>(rows_floats) - cols + 1, cols, 1};
-    jobs_.push_back(
-        kernels::LookupJob{rows,
-                           {comb_offsets + g * stride, B, comb_ids, nullptr, groups_[g].col},
-                           out_.as<float>(),
-                           D});
+    jobs_.push_back(kernels::LookupJob{rows,
+                                       {comb_offsets + group_begin_[g], n - 1, comb_ids, nullptr,
+                                        group_lo_[g] * D + groups_[g].col},
+                                       out_.as<float>(),
+                                       D});
   }
   if (dp) {
     const auto* d_offsets = reinterpret_cast<const int64_t*>(dev[2]);
@@ -417,11 +674,30 @@ Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
     for (size_t i = 0; i < l.dp_pairs.size(); ++i) {
       const Pair& pair = l.pairs[l.dp_pairs[i]];
       const LocalShard& ls = l.local[l.tables[pair.table].shard_local[l.rank]];
-      jobs_.push_back(kernels::LookupJob{
-          params_->View(ls),
-          {d_offsets + rb.dp_offsets_begin[i], B, d_rows, d_weights, pair.out_offset},
-          out_.as<float>(),
-          D});
+      const size_t begin = rb.dp_offsets_begin[i];
+      if (!l.sequence) {
+        jobs_.push_back(
+            kernels::LookupJob{params_->View(ls),
+                               {d_offsets + begin, B, d_rows, d_weights, pair.out_offset},
+                               out_.as<float>(),
+                               D});
+        continue;
+      }
+      // A sequence pair's ids go to their own output rows (positions of its feature, in
+      // order): each run of consecutive positions is one sequence job, which writes W[row]
+      // (times the weight) as the host's ReadRow does.
+      const int64_t first = rb.dp_offsets[begin], last = rb.dp_offsets[begin + B];
+      for (int64_t j = first; j < last;) {
+        int64_t k = j + 1;
+        while (k < last && rb.dp_pos[k] == rb.dp_pos[k - 1] + 1) ++k;
+        jobs_.push_back(kernels::LookupJob{
+            params_->View(ls),
+            {nullptr, k - j, d_rows + j, d_weights != nullptr ? d_weights + j : nullptr,
+             rb.dp_pos[j] * D + pair.out_offset},
+            out_.as<float>(),
+            D});
+        j = k;
+      }
     }
   }
   if (!jobs_.empty()) SR_RETURN_IF_ERROR(dk::Lookup(ctx_, jobs_, status_.data()));
@@ -438,11 +714,15 @@ Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
   }
   if (out_floats > 0 && !out.on_device)
     SR_RETURN_IF_ERROR(staging_.Download(out.data, out_.data(), sizeof(float) * out_floats));
+  if (ordered)
+    SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, out.data, out_.data(), sizeof(float) * out_floats,
+                                       core::CopyKind::kDeviceToDevice, stream_));
   // Routing checked every id on the host, so a row outside its shard here is an internal error.
   SR_RETURN_IF_ERROR(EndPhase("device lookup"));
   // NCCL reports a peer that failed during the exchange here, not at the enqueue.
   if (x != nullptr) SR_RETURN_IF_ERROR(x->comm->AsyncError());
-  if (!out.on_device || out_floats == 0) return Status::Ok();
+  if (dev_in) SR_RETURN_IF_ERROR(CheckUnpack(rb));
+  if (!out.on_device || out_floats == 0 || ordered) return Status::Ok();
   // On the caller's stream, behind its earlier work on the output buffer; waited for, so the
   // buffer holds the output when this returns (as a staged output would).
   SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, out.data, out_.data(), sizeof(float) * out_floats,
@@ -572,11 +852,142 @@ Status DeviceStep::FinishRows() {
   return EndPhase(nullptr);
 }
 
+bool DeviceStep::HasDeviceGradient() { return dk::HasGrad(); }
+
+Status DeviceStep::Verdict(comm::Communicator* comm, int64_t local_flag, const float* grad,
+                           size_t n, bool check, int32_t rank, Stream caller, int64_t* agreed,
+                           int64_t* first_bad, float* bad_value) {
+  // Words: [0, 2) this rank's (the caller's verdict, the check's), [2, 4) the agreed ones,
+  // [4, 6) the check's first non-finite element.
+  SR_RETURN_IF_ERROR(verdict_buf_.Reserve(device_, 6 * sizeof(int64_t), "the verdict", stream_));
+  auto* words = verdict_buf_.as<int64_t>();
+  const int64_t mine[2] = {local_flag, 0};
+  int64_t down[4] = {};
+  SR_RETURN_IF_ERROR(staging_.Reserve(64));
+  SR_RETURN_IF_ERROR(staging_.Begin());
+  // The gradient is read behind the caller's work that wrote it, without a host wait.
+  if (grad != nullptr && caller != stream_)
+    SR_RETURN_IF_ERROR(dk::StreamWaitStream(device_, stream_, caller));
+  SR_RETURN_IF_ERROR(staging_.Upload(words, mine, sizeof(mine)));
+  launched_ = true;
+  if (check && n > 0) {
+    kernels::simt_body::FiniteParams p;
+    p.x = grad;
+    p.n = static_cast<int64_t>(n);
+    p.flag_value = rank + 1;
+    p.flag = words + 1;
+    p.result = reinterpret_cast<kernels::simt_body::FiniteResult*>(words + 4);
+    SR_RETURN_IF_ERROR(dk::CheckFinite(ctx_, p));
+  } else {
+    const core::CudaRuntime* rt = nullptr;
+    SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+    SR_RETURN_IF_ERROR(rt->MemsetAsync(device_, words + 4, 0, 2 * sizeof(int64_t), stream_));
+  }
+  if (comm != nullptr) {
+    comm::CallOptions o;
+    o.stream = stream_;
+    SR_RETURN_IF_ERROR(
+        comm->AllReduce(words, words + 2, 2, DType::kInt64, comm::ReduceOp::kMax, o));
+    SR_RETURN_IF_ERROR(staging_.Download(down, words + 2, 4 * sizeof(int64_t)));
+  } else {
+    const core::CudaRuntime* rt = nullptr;
+    SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+    SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, words + 2, words, 2 * sizeof(int64_t),
+                                       core::CopyKind::kDeviceToDevice, stream_));
+    SR_RETURN_IF_ERROR(staging_.Download(down, words + 2, 4 * sizeof(int64_t)));
+  }
+  SR_RETURN_IF_ERROR(EndPhase(nullptr));
+  if (comm != nullptr) SR_RETURN_IF_ERROR(comm->AsyncError());
+  *agreed = std::max(down[0], down[1]);
+  kernels::simt_body::FiniteResult r;
+  std::memcpy(static_cast<void*>(&r), down + 2, sizeof(r));
+  *first_bad =
+      kernels::simt_body::HasMin(r.inv_first) ? kernels::simt_body::MinOf(r.inv_first) : -1;
+  *bad_value = r.value;
+  return Status::Ok();
+}
+
+// The pack's tables (return targets, MEAN divisors, jobs, their first rows) as upload pieces, the
+// jobs and rows still to be filled.
+void DeviceStep::PackPieces(const RoutedBatch& rb, DeviceStaging::Piece* p, size_t* jobs) const {
+  const Layout& l = *layout_;
+  bool means = false;
+  for (const Pair& pair : l.pairs) means = means || pair.mean;
+  p[0] = {rb.ret_target.data(), sizeof(int64_t) * rb.ret_target.size()};
+  p[1] = {means ? rb.mean_div.data() : nullptr, means ? sizeof(float) * rb.mean_div.size() : 0};
+  *jobs = 0;
+  for (int32_t d = 0; d < l.world; ++d)
+    for (int32_t u : l.units_to_rank[d]) *jobs += rb.ret_count[u] > 0 ? 1 : 0;
+  p[2] = {nullptr, sizeof(kernels::simt_body::PackJob) * *jobs};
+  p[3] = {nullptr, sizeof(int64_t) * (*jobs + 1)};
+}
+
+Status DeviceStep::ReservePack(const RoutedBatch& rb) {
+  DeviceStaging::Piece p[4];
+  size_t jobs = 0;
+  PackPieces(rb, p, &jobs);
+  return pack_buf_.Reserve(device_, DeviceStaging::PackedBytes(p, 4), "the gradient pack's tables",
+                           stream_);
+}
+
+Status DeviceStep::QueuePack(const RoutedBatch& rb, const float* grad_dev, float* send,
+                             float* self) {
+  const Layout& l = *layout_;
+  const int64_t B = rb.batch_size;
+  // The tables' places in pack_buf_ (DeviceStaging's packing: 16-byte aligned, in order), so the
+  // jobs can point at the targets and divisors that ride in the same copy.
+  DeviceStaging::Piece p[4];
+  size_t jobs = 0;
+  PackPieces(rb, p, &jobs);
+  size_t at[4] = {};
+  for (size_t k = 1; k < 4; ++k) at[k] = at[k - 1] + DeviceStaging::PackedBytes(&p[k - 1], 1);
+  auto* base = pack_buf_.as<uint8_t>();
+  const auto* d_targets = reinterpret_cast<const int64_t*>(base + at[0]);
+  const auto* d_div = reinterpret_cast<const float*>(base + at[1]);
+  pack_jobs_.clear();
+  pack_first_.assign(1, 0);
+  int64_t k = 0;
+  float* others = send;
+  float* own = self;
+  for (int32_t d = 0; d < l.world; ++d) {
+    float*& dst = d == l.rank ? own : others;
+    for (int32_t u : l.units_to_rank[d]) {
+      const int64_t count = rb.ret_count[u];
+      if (count == 0) continue;
+      const Unit& unit = l.units[u];
+      const Pair& pair = l.pairs[unit.pair];
+      kernels::simt_body::PackJob j;
+      j.targets = d_targets + k;
+      j.dst = dst;
+      j.div = pair.mean ? d_div + static_cast<int64_t>(unit.pair) * B : nullptr;
+      j.count = count;
+      j.col = pair.out_offset + unit.col_offset;
+      j.cols = unit.cols;
+      pack_jobs_.push_back(j);
+      pack_first_.push_back(pack_first_.back() + count);
+      k += count;
+      dst += count * unit.cols;
+    }
+  }
+  p[2].host = pack_jobs_.data();
+  p[3].host = pack_first_.data();
+  size_t got[4] = {};
+  SR_RETURN_IF_ERROR(staging_.Upload(base, p, 4, got));
+  kernels::simt_body::PackParams pp;
+  pp.grad = grad_dev;
+  pp.stride = l.output_dim;
+  pp.num_jobs = static_cast<int64_t>(jobs);
+  pp.jobs = reinterpret_cast<const kernels::simt_body::PackJob*>(base + at[2]);
+  pp.first_row = reinterpret_cast<const int64_t*>(base + at[3]);
+  launched_ = true;
+  return dk::PackGradients(ctx_, pp, pack_first_.back());
+}
+
 Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater,
                                 const RoutedBatch& rb, const float* grads,
                                 const std::vector<optim::OptimizerConfig>& configs, int64_t step,
-                                double* comm_seconds, const DeviceExchange* x,
-                                const float* packed) {
+                                double* comm_seconds, const DeviceExchange* x, const float* packed,
+                                const float* grad_dev, bool grad_on_device) {
   const Layout& l = *layout_;
   const size_t n = l.local.size();
   // Which shards run, and every device buffer sized before anything is queued (a buffer that
@@ -604,10 +1015,26 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
                                                "aggregated gradients", stream_));
   }
   const size_t bytes = sizeof(float) * rb.ret_floats_total;
-  if (any) {
-    SR_RETURN_IF_ERROR(ReserveRuns(rb, bytes, "the batch's ids and gradients on the device"));
-    SR_RETURN_IF_ERROR(workspace_.Reserve(device_, ws_bytes, "the backward workspace", stream_));
+  // With the device input the batch's ids are still in its slot block: only gradients go up.
+  // With a device gradient nothing of the message goes up: it is packed into dgrad_block_ (own
+  // rows) and a2a_send_ (the others').
+  const DeviceStaging::Piece grad_piece{grads, bytes};
+  if (grad_on_device) {
+    SR_RETURN_IF_ERROR(
+        dgrad_block_.Reserve(device_, bytes, "the gradients on the device", stream_));
+    SR_RETURN_IF_ERROR(ReservePack(rb));
+    if (any && !rb.device_input)
+      SR_RETURN_IF_ERROR(ReserveRuns(rb, 0, "the batch's ids on the device"));
+  } else if (any) {
+    if (rb.device_input) {
+      SR_RETURN_IF_ERROR(runs_buf_.Reserve(device_, DeviceStaging::PackedBytes(&grad_piece, 1),
+                                           "the gradients on the device", stream_));
+    } else {
+      SR_RETURN_IF_ERROR(ReserveRuns(rb, bytes, "the batch's ids and gradients on the device"));
+    }
   }
+  if (any)
+    SR_RETURN_IF_ERROR(workspace_.Reserve(device_, ws_bytes, "the backward workspace", stream_));
   size_t x_send = 0;
   size_t x_recv = 0;
   if (x != nullptr) {
@@ -625,15 +1052,32 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
   // fused backward or aggregation, the shards in turn on the one workspace (stream-ordered).
   SR_RETURN_IF_ERROR(staging_.Begin());
   const float* dgrads = nullptr;
-  if (any) {
+  if (grad_on_device) {
+    dgrads = dgrad_block_.as<float>();
+    if (any && rb.device_input) {
+      PlaceRuns(rb);
+    } else if (any) {
+      SR_RETURN_IF_ERROR(UploadRuns(rb, static_cast<const DeviceStaging::Piece*>(nullptr), 0,
+                                    static_cast<uint8_t**>(nullptr)));
+    }
+    SR_RETURN_IF_ERROR(QueuePack(rb, grad_dev, x != nullptr ? a2a_send_.as<float>() : nullptr,
+                                 dgrad_block_.as<float>() + rb.ret_self_offset));
+  } else if (any && rb.device_input) {
+    uint8_t* g = nullptr;
+    SR_RETURN_IF_ERROR(UploadExtras(&grad_piece, 1, &g));
+    PlaceRuns(rb);
+    dgrads = reinterpret_cast<const float*>(g);
+  } else if (any) {
     void* g = nullptr;
     SR_RETURN_IF_ERROR(UploadRuns(rb, grads, bytes, &g));
     dgrads = static_cast<const float*>(g);
   }
   if (x != nullptr) {
-    // The message goes up and travels on the stream into the block the kernels read (its
-    // travelling part; this rank's own rows came up with the runs), before any kernel.
-    SR_RETURN_IF_ERROR(staging_.Upload(a2a_send_.data(), packed, sizeof(float) * x_send));
+    // The message goes up (or was packed on the device) and travels on the stream into the block
+    // the kernels read (its travelling part; this rank's own rows came up with the runs or were
+    // packed there), before any kernel.
+    if (!grad_on_device)
+      SR_RETURN_IF_ERROR(staging_.Upload(a2a_send_.data(), packed, sizeof(float) * x_send));
     comm::CallOptions o;
     o.stream = stream_;
     launched_ = true;

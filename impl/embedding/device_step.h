@@ -1,26 +1,27 @@
-// The device half of a GPU collection's step (v1): the parameters live on one CUDA device and
-// the heavy kernels run there (lookups; a pooled output's combine when the returned rows are on
-// the device; grouping, aggregation and the fused optimizer in backward), while routing,
-// unpacking, the combine's bags, the gradient pack and the exchanges' bookkeeping stay on the
-// host. Each call is one or more phases; a phase stages what it needs across PCIe through one
-// pinned block (device_staging.h: the batch's runs, i.e. ids, per-id weights and bag offsets, and
-// the return message or its gradient), queues its copies and kernels back to back on the step's
-// stream (one the collection owns, which synchronises with the device's legacy default stream
-// where the accessors copy; the legacy stream itself with a plugin built before stream_create)
-// and ends with ONE bounded host synchronisation (kDeviceWaitMs, then kTimeout), after which the
-// downloads are handed to the host. So no device work is left in flight between calls, and the
-// staging block is never refilled while a copy from it is queued.
+// The device half of a GPU collection's step: the parameters live on one CUDA device and the
+// heavy kernels run there (lookups; the combine when the returned rows are on the device, pooled
+// or sequence; grouping, aggregation and the fused optimizer in backward; over NCCL also the
+// unpacking of the received ids and, for a gradient in device memory, its check and packing),
+// while the routing of a host KJT, the combine's bags, the data-parallel gradients and the
+// exchanges' bookkeeping stay on the host. Each call is one or more phases; a phase stages what it
+// needs across PCIe through one pinned block (device_staging.h: the batch's runs, i.e. ids, per-id
+// weights and bag offsets, and the return message or its gradient), queues its copies and kernels
+// back to back on the step's stream (one the collection owns, which synchronises with the device's
+// legacy default stream where the accessors copy; the legacy stream itself with a plugin built
+// before stream_create) and ends with ONE bounded host synchronisation (kDeviceWaitMs, then
+// kTimeout), after which the downloads are handed to the host. So no device work is left in flight
+// between calls, and the staging block is never refilled while a copy from it is queued.
 //
 // Host synchronisations per call (stream waits, or emb_read_status, which waits for the stream
 // before it reads the lookup status block), each at most once:
-//   LookupCombine       1: a pooled forward at world 1 (and over NCCL, below): lookups, the
-//                       combine of the returned rows and the data-parallel lookups straight into
-//                       the device output, downloaded once.
-//   LookupToSend        1 when this rank holds runs to look up, else 0 (sequence collections,
-//                       and the staged exchange at world > 1).
+//   LookupCombine       1: a forward at world 1 (and over NCCL, below): lookups, the combine
+//                       of the returned rows and the data-parallel lookups straight into the
+//                       device output, downloaded once (pooled and sequence).
+//   LookupToSend        1 when this rank holds runs to look up, else 0 (the staged exchange at
+//                       world > 1).
 //   LookupDataParallel  1 when the collection has data-parallel tables and this rank's output
 //                       is not empty, else 0 (the same forwards).
-//     => a forward takes 1 at world 1 when pooled, at most 2 otherwise.
+//     => a forward takes 1 at world 1, at most 2 otherwise.
 //   ApplySharded        0 without ids for this rank's sharded tables; 1 when every shard with
 //                       ids takes the fused backward; +1 when some shard aggregates (the
 //                       unique-row counts are read on the host: sequence collections, column
@@ -30,8 +31,10 @@
 //     => a backward takes at most 4 (at most 2 in a pooled collection without row statistics
 //        shared between column shards).
 // Host <-> device copies: LookupCombine 1 up (runs, the combine's bags, data-parallel ids) + 1
-// down (the output; a device output instead: MEAN divided on the device, 1 device-to-device
-// copy on the caller's stream and its wait, so 2 waits and no download); LookupToSend 1 up + 1
+// down (the output; a device output instead: MEAN divided on the device and 1 device-to-device
+// copy into the view, queued on the step's stream behind the caller's stream within the phase
+// (stream_wait_stream), so 1 wait and no download; with a plugin before that entry the copy goes
+// on the caller's stream after the phase, with a wait of its own); LookupToSend 1 up + 1
 // down; LookupDataParallel 1 up + 1 down; ApplySharded 1 up (runs and gradients) when it has ids, 1
 // down per shard with exchanged statistics and 1 up per shard that receives full statistics;
 // ApplyRows 1 up per data-parallel table with touched rows. (Counted through the fake plugin by
@@ -42,20 +45,43 @@
 // encoding keeps the staged host path below for its message). Host-buffer collectives go through
 // StagedComm (staged_comm.h: 1 up, 1 down, 1 wait each, on the step's stream; the input
 // exchange's on the worker's own stream); the payloads marked "device" never touch host memory.
-//   Forward:  the input exchange: the counts all-to-all (which also carries every rank's
-//             verdict), staged (1 wait: THE sync that learns the received sizes), then the ids
-//             all-to-all, staged too (1 wait; the ids are routed on the host, so they leave from
-//             host memory). LookupCombine (pooled): runs, the combine's bags and the
-//             data-parallel ids 1 up; lookups into io_; the return message all-to-all from io_
-//             into io_'s tail (device); the combine and data-parallel lookups into the device
-//             output, 1 down; 1 wait. Sequence collections: LookupExchange (the received rows
-//             and this rank's own rows 2 down, combined on the host) and LookupDataParallel.
-//             => 3 waits pooled (sequence: 3, +1 with data-parallel tables), against 1 device
-//             wait plus the host collectives over Gloo.
-//   Backward: the verdict all-reduce, staged (1 wait). ApplySharded: runs and own rows 1 up (as
-//             above) + the packed gradient message 1 up; the gradient all-to-all from there
-//             straight into the block the kernels read (device), queued before them; then the
-//             waits above. The row statistics are packed on the device from the blocks the
+//   Forward:  the input exchange (device_input.h, with a plugin that has emb_unpack; else the
+//             staged two-round exchange of before: +1 wait): ONE all-gather of every rank's route
+//             summary on the step's stream (GatherSummaries: 1 up, 1 down, 1 wait: THE sync that
+//             learns the received sizes), carrying every rank's verdict and, per unit, the ids
+//             and non-empty bags it sends there, from which the host sizes and places everything
+//             without reading a message. A KJT in device memory is counted on the device first
+//             and its route's read-back goes device to device into the same all-gather (so the
+//             route's sizing shares that wait); its fill then writes the messages straight into
+//             the batch's slot block and brings back the return targets (and MEAN divisors and
+//             data-parallel ids when the plan has them) that the host's combine and backward
+//             read: 1 up, 1+ down, +1 wait (the host builds the combine's bags from them before
+//             the lookup phase queues it). Then the lookup phase:
+//             the routed messages 1 up into the batch's slot block (the ids leave from there),
+//             their all-to-all into the slot's receive part (device), the unpack of the bag
+//             lengths into CSR offsets (simt/unpack_body.h), lookups into io_, the return
+//             message's all-to-all from io_ into io_'s tail (device); pooled (LookupCombine):
+//             the combine's bags, the data-parallel ids and the unpack's tables 1 up, the
+//             combine and data-parallel lookups into the device output, the output and the
+//             unpack's status word 1 down each; 1 wait. Sequence collections take the same
+//             phase (LookupCombine: each output row a bag of the one returned row aimed at it,
+//             added to zero as the host combine does; a data-parallel pair's rows written by
+//             sequence lookups over its runs of consecutive positions; nothing to unpack).
+//             => 2 waits with a host KJT, 3 with a device KJT (data-parallel tables included),
+//             against 1 device wait plus the host collectives over Gloo.
+//   Backward: the verdict (Verdict: 1 up, 1 down, 1 wait): this rank's flag all-reduced
+//             between device buffers over the communicator itself, so every rank issues the same
+//             collective whatever its gradient's side; a gradient in device memory (a CUDA view
+//             on the collection's device, with a plugin that has the device-gradient entries and
+//             no data-parallel table) is checked for non-finite elements on the device in the
+//             same phase, behind the caller's stream (stream_wait_stream: no host wait).
+//             ApplySharded: a host gradient is packed on the host and goes up (runs and own rows
+//             1 up as above, with the device input only the own rows; the packed message 1 up); a
+//             device gradient is packed on the device (simt/grad_body.h: the return targets, MEAN
+//             divisors and the pack's jobs 1 up, the message straight into the all-to-all's send
+//             block, the own rows into the block the kernels read). The gradient all-to-all goes
+//             from there straight into the block the kernels read (device), queued before them;
+//             then the waits above. The row statistics are packed on the device from the blocks the
 //             kernels wrote (device-to-device copies), all-to-all'd between device blocks and the
 //             received ones downloaded with the own partial ones, inside the statistics phase: no
 //             wait of their own (the staged path takes one more). The data-parallel all-reduce
@@ -63,6 +89,23 @@
 //             host). AsyncError is checked after each phase's wait (NCCL reports a dead peer
 //             there).
 // (Counted through the fake plugin's NCCL double by embedding_gpu_nccl_test.cc.)
+//
+// Where the waits of a step over NCCL are, and why each is still there (a host KJT, CUDA output
+// and gradient views, fused shards, no data-parallel table: 2 forward + 2 backward):
+//   1. The counts all-gather (forward): THE one that learns the received sizes, which NCCL's
+//      counts need on the host; it carries every rank's verdict on its batch.
+//   2. The lookup phase's end (forward): the lookup status block (a row outside its shard is an
+//      internal error) and the unpack's word are read there, the staging block may be refilled
+//      only after its copies ran, and a call returns with its device work complete. Removable by
+//      double-buffering the staging block and reporting those internal errors at the next wait.
+//   3. The verdict (backward): no rank may update before every rank accepted its gradient.
+//   4. The update phase's end (backward): as 2.
+// More where the host still computes: a KJT in device memory +1 (its fill's return targets come
+// down for the host's combine bags and backward); aggregated shards (sequence collections,
+// column shards with row statistics) +1 for the unique-row counts read on the host (+1 more when
+// row statistics travel); data-parallel tables +2 in backward (the all-reduce staged, its
+// gradients accumulated on the host, then the updates) and a CUDA gradient view staged through
+// the host; a CUDA view with a plugin before the stream_wait_stream entry +1 each way.
 #pragma once
 
 #include <cstdint>
@@ -81,6 +124,8 @@
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
+#include "impl/embedding/kernels/simt/grad_body.h"
+#include "impl/embedding/kernels/simt/unpack_body.h"
 #include "impl/embedding/layout.h"
 #include "impl/embedding/param_store.h"
 #include "impl/optim/optimizer.h"
@@ -108,6 +153,12 @@ struct DeviceOutput {
   Stream stream = nullptr;
 };
 
+// An output gradient in device memory (EmbeddingCollection::Backward): the caller's stream, whose
+// earlier work (which wrote the gradient) the collection's reads are ordered after.
+struct DeviceGradient {
+  Stream stream = nullptr;
+};
+
 class DeviceStep {
  public:
   DeviceStep() = default;
@@ -122,8 +173,10 @@ class DeviceStep {
   // on demand, each growth a wait and an allocation in that step. Errors: those of the plugin
   // (missing, without the embedding entries), kOutOfMemory naming the bytes when the device or
   // the host cannot hold the buffers, kInvalidArgument when the sizes overflow.
+  // `device_input`: the collection's ids will travel between device buffers (device_input.h), so
+  // the batch slots' blocks are sized too.
   Status Init(const Layout* layout, ParamStore* params, int device,
-              const StepCapacity& capacity = {});
+              const StepCapacity& capacity = {}, bool device_input = false);
 
   // The step's stream (every phase's work is queued there).
   Stream stream() const { return stream_; }
@@ -154,6 +207,25 @@ class DeviceStep {
   Status LookupCombine(const RoutedBatch& rb, const DeviceExchange* x, const CombineOut& out);
   // Whether the plugin divides MEAN outputs on the device (emb_divide_means).
   static bool HasMeanDivide();
+  // Whether the plugin serves the device input distribution (emb_unpack), so a batch's ids can
+  // travel between device buffers over a device communicator (device_input.h).
+  static bool HasDeviceInput();
+
+  // The device input distribution's counts exchange (device_input.h) over `comm` (a device
+  // communicator), as ONE phase on the step's stream: this rank's route summary, `header`
+  // (header_bytes, host) followed by body_bytes from device memory `body_dev` (a device KJT's
+  // route read-back, copied device to device) or from host `body_host`, is all-gathered, and
+  // every rank's summary (comm.Size() * (header_bytes + body_bytes) bytes) reaches `out` (host)
+  // after the phase's one wait; then the communicator's asynchronous error.
+  Status GatherSummaries(comm::Communicator& comm, const void* header, size_t header_bytes,
+                         const void* body_dev, const void* body_host, size_t body_bytes,
+                         uint8_t* out);
+  // Room for batch `rb`'s slot block (its messages, the received ones, the CSR offsets), and the
+  // address of its messages' part, where a device route writes them (rb.send_on_device).
+  Status ReserveDeviceInput(const RoutedBatch& rb);
+  uint8_t* SlotSend(const RoutedBatch& rb) const {
+    return slots_[rb.device_slot & 1].as<uint8_t>();
+  }
 
   // Forward, sample side: the data-parallel tables' lookups of this rank's own samples (their
   // ids, weights and offsets staged to the device), written into their columns of `out`
@@ -179,10 +251,31 @@ class DeviceStep {
   // rb.ret_self_offset on) and `packed` the gradient message this rank sends (x->send_counts):
   // both go up in the first phase's copies and the message travels over x->comm on the stream
   // straight into the device block the kernels read, before them; every rank calls it then.
+  // With `grad_on_device`, `grad_dev` is the output gradient in device memory ([rows,
+  // output_dim] floats, null when empty; ordered after the caller's work by Verdict): the message
+  // and this rank's own rows are packed on the device (simt/grad_body.h: PackGradients' rows and
+  // bits) and `grads` and `packed` are not read.
   Status ApplySharded(comm::Communicator& comm, SparseUpdater& updater, const RoutedBatch& rb,
                       const float* grads, const std::vector<optim::OptimizerConfig>& configs,
                       int64_t step, double* comm_seconds, const DeviceExchange* x = nullptr,
-                      const float* packed = nullptr);
+                      const float* packed = nullptr, const float* grad_dev = nullptr,
+                      bool grad_on_device = false);
+
+  // Whether the plugin serves device gradients (stream_wait_stream, emb_check_finite,
+  // emb_pack_grads).
+  static bool HasDeviceGradient();
+  // A backward's verdict, in ONE phase: when `grad` (n floats) is device memory written by work on
+  // `caller` (a stream of the caller's), the step's stream is ordered after `caller` (no host
+  // wait) and the gradient checked for non-finite elements on the device (when `check`); this
+  // rank's verdict words (`local_flag`, and rank + 1 for a non-finite element) are all-reduced
+  // (max) with the other ranks' over `comm` (a device communicator; null: this rank alone), and
+  // the agreed words and the first non-finite element come down with the one wait. A host
+  // gradient (`grad` null) takes the same collective, so every rank issues the same one.
+  // *agreed: 0 when every rank accepts, else 1 + a rejecting rank; *first_bad: -1 or the index of
+  // this rank's first non-finite element, whose value is *bad_value.
+  Status Verdict(comm::Communicator* comm, int64_t local_flag, const float* grad, size_t n,
+                 bool check, int32_t rank, Stream caller, int64_t* agreed, int64_t* first_bad,
+                 float* bad_value);
 
  private:
   // Room in runs_buf_ for the batch's runs and `extra_bytes` more (before a phase queues work).
@@ -191,7 +284,7 @@ class DeviceStep {
   // up to kMaxExtra `extra` pieces (the backward's gradient message; the combine's bags and the
   // data-parallel ids) into runs_buf_ with one copy, and keeps per local shard the runs with
   // their pointers translated; extra_dev[k] receives extra piece k's device address.
-  static constexpr size_t kMaxExtra = 6;
+  static constexpr size_t kMaxExtra = 8;
   Status ReserveRuns(const RoutedBatch& rb, const DeviceStaging::Piece* extra, size_t num_extra,
                      const char* what);
   Status UploadRuns(const RoutedBatch& rb, const DeviceStaging::Piece* extra, size_t num_extra,
@@ -207,7 +300,38 @@ class DeviceStep {
   Status QueueLookups(const RoutedBatch& rb, const DeviceStaging::Piece* extra, size_t num_extra,
                       uint8_t** extra_dev);
   // Allocates every per-step buffer for the worst case within `capacity`.
-  Status Presize(const StepCapacity& capacity);
+  Status Presize(const StepCapacity& capacity, bool device_input);
+  // The device input distribution (rb.device_input): where the parts of a batch's slot block
+  // start (its routed messages at 0, then the received ones, then the runs' CSR offsets), room
+  // in the block and in the unpack's scratch (before a phase queues anything), the unpack's
+  // run and cell tables (into unpack_runs_ / unpack_cells_, with device pointers into the
+  // block), and the runs with device pointers made from the batch's places (into runs_).
+  struct SlotLayout {
+    size_t recv_at = 0;
+    size_t csr_at = 0;
+    size_t bytes = 0;
+    size_t cells = 0;
+  };
+  static SlotLayout LayoutOfSlot(const RoutedBatch& rb);
+  void BuildUnpackTables(const RoutedBatch& rb);
+  void PlaceRuns(const RoutedBatch& rb);
+  // Within a phase: the batch's messages up into its slot block, their exchange over `x` into
+  // the block's receive part, and (pooled) the unpack from the tables at `runs_dev` and
+  // `cells_dev` (uploaded by the caller), whose bad-run word comes down with the phase; then the
+  // runs are placed. CheckUnpack reads that word after the phase's wait.
+  Status QueueDeviceInput(const RoutedBatch& rb, const DeviceExchange& x, const uint8_t* runs_dev,
+                          const uint8_t* cells_dev);
+  Status CheckUnpack(const RoutedBatch& rb) const;
+  // Uploads `extra` pieces alone into runs_buf_ (the device input's phases: the runs are on the
+  // device already); extra_dev[k] receives piece k's device address.
+  Status UploadExtras(const DeviceStaging::Piece* extra, size_t num_extra, uint8_t** extra_dev);
+  // Queues every local shard's lookups of runs_ into io_, within a phase the caller began.
+  Status QueueLookupJobs();
+  // Within a phase: the pack's tables up into pack_buf_ and the pack of `grad_dev` into `send`
+  // (the message to the other ranks, in PackGradients' order) and `self` (this rank's own rows).
+  Status QueuePack(const RoutedBatch& rb, const float* grad_dev, float* send, float* self);
+  void PackPieces(const RoutedBatch& rb, DeviceStaging::Piece* pieces, size_t* jobs) const;
+  Status ReservePack(const RoutedBatch& rb);  // before the phase: pack_buf_ never grows in it
   // Bounded wait for everything queued on the step's stream (kTimeout after kDeviceWaitMs).
   Status Wait();
   // A phase's one host synchronisation: ReadStatus naming `status_what` (it waits for the stream
@@ -253,13 +377,39 @@ class DeviceStep {
   struct CombineGroup {
     int64_t col = 0;
     int32_t cols = 0;
+    int32_t pair = 0;
   };
   std::vector<CombineGroup> groups_;
   std::vector<int32_t> unit_group_;
-  std::vector<int64_t> comb_offsets_;  // per group batch_size + 1 offsets into comb_ids_
+  // Per group the output rows [lo, hi) its returned rows aim at, and where its hi - lo + 1
+  // offsets start in comb_offsets_ (none for a group without rows).
+  std::vector<int64_t> group_lo_, group_hi_, group_begin_;
+  std::vector<int64_t> comb_offsets_;  // per group's bags: offsets into comb_ids_
   std::vector<int64_t> comb_ids_;      // float offsets of returned rows in io_
   std::vector<int64_t> comb_cursor_;
   DeviceBuffer out_;  // the combined output on the device
+  // The device input distribution: per batch slot (RoutedBatch::device_slot: a batch in input
+  // distribution and the last forwarded one, whose backward still reads its ids, never share
+  // one) a block with the batch's routed messages, the received ones and the runs' CSR offsets;
+  // the unpack's scans, scratch and bad-run word (downloaded into unpack_bad_host_ with the
+  // phase), and its tables before upload.
+  // A backward from a device gradient: the verdict's words, the gradient block the kernels
+  // read (the message lands in it, this rank's own rows are packed into it), and the pack's
+  // tables (return targets, MEAN divisors, jobs, their first rows) before and after upload.
+  DeviceBuffer verdict_buf_;
+  DeviceBuffer dgrad_block_;
+  DeviceBuffer pack_buf_;
+  std::vector<kernels::simt_body::PackJob> pack_jobs_;
+  std::vector<int64_t> pack_first_;
+  DeviceBuffer slots_[2];
+  DeviceBuffer gather_send_;  // this rank's route summary, and every rank's
+  DeviceBuffer gather_recv_;
+  DeviceBuffer unpack_scan_;
+  DeviceBuffer unpack_temp_;
+  DeviceBuffer unpack_bad_;
+  unsigned long long unpack_bad_host_ = 0;
+  std::vector<kernels::simt_body::UnpackRun> unpack_runs_;
+  std::vector<int64_t> unpack_cells_;
 };
 
 }  // namespace shardrec::embedding

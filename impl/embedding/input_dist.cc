@@ -18,21 +18,6 @@ void CopyBytes(void* dst, const void* src, size_t bytes) {
   if (bytes != 0) std::memcpy(dst, src, bytes);
 }
 
-// Layout of one routed message: lengths (int32, unit-major), rows (int64), weights (float).
-struct MessageLayout {
-  size_t rows = 0;     // byte offset of the rows
-  size_t weights = 0;  // byte offset of the weights
-  size_t bytes = 0;
-};
-
-MessageLayout LayoutOf(size_t units, int64_t batch, int64_t ids, bool weighted) {
-  MessageLayout m;
-  m.rows = Align8(4 * units * static_cast<size_t>(batch));
-  m.weights = m.rows + 8 * static_cast<size_t>(ids);
-  m.bytes = m.weights + (weighted ? Align8(4 * static_cast<size_t>(ids)) : 0);
-  return m;
-}
-
 Status CheckStructure(const sharding::Plan& plan, const Batch& b) {
   SR_RETURN_IF_ERROR(CheckBatchFields(plan, b));
   const size_t expect = b.num_lengths;
@@ -446,6 +431,14 @@ void FillPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, cons
 }
 
 }  // namespace
+
+MessageLayout LayoutOf(size_t units, int64_t batch, int64_t ids, bool weighted) {
+  MessageLayout m;
+  m.rows = Align8(4 * units * static_cast<size_t>(batch));
+  m.weights = m.rows + 8 * static_cast<size_t>(ids);
+  m.bytes = m.weights + (weighted ? Align8(4 * static_cast<size_t>(ids)) : 0);
+  return m;
+}
 
 Status CheckBatchFields(const sharding::Plan& plan, const Batch& b) {
   const int64_t nf = static_cast<int64_t>(plan.features.size());

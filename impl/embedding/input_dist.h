@@ -26,6 +26,31 @@ struct ShardRuns {
   int64_t num_ids = 0;
 };
 
+// Where a run of a batch whose ids travelled between device buffers (device_input.h) finds its
+// ids (and how many it has): byte offsets of its rows and weights (-1: unweighted) in the batch's
+// device block of received messages, or of its send block when the ids are this rank's own; the
+// index of its CSR offsets in the block's offsets (-1: sequence runs have none).
+struct RunPlace {
+  bool self = false;
+  int64_t ids = 0;  // ids of the run
+  int64_t rows_at = 0;
+  int64_t weights_at = -1;
+  int64_t offsets_at = -1;
+};
+
+// One (source rank, unit) whose bag lengths the device turns into CSR offsets
+// (simt/unpack_body.h): where its lengths are (as RunPlace::rows_at), its batch size, where its
+// offsets go (-1: none, the unit got no bags) and the counts its source announced.
+struct UnpackPlace {
+  int32_t source = 0;
+  bool self = false;
+  int64_t lengths_at = 0;
+  int64_t batch = 0;
+  int64_t offsets_at = -1;
+  int64_t ids = 0;
+  int64_t bags = 0;
+};
+
 // Everything about one batch in flight on this rank. Reused from batch to batch (vectors keep
 // their capacity).
 struct RoutedBatch {
@@ -62,6 +87,17 @@ struct RoutedBatch {
   std::vector<size_t> ret_a2a_from;  // ret_floats_from without this rank's own block
   double worker_seconds = 0;         // time the communication worker spent on this batch
 
+  // The device input distribution (device_input.h): the ids travel between device buffers, so
+  // `recv` stays empty and the runs' pointers are null on the host; run_at (parallel to each
+  // shard's runs) says where the device finds them, in the block of batch slot `device_slot`.
+  bool device_input = false;
+  bool send_on_device = false;  // the routed messages are in the slot block only (device route)
+  int32_t device_slot = 0;
+  std::vector<int64_t> unit_counts_recv;      // per source: (ids, bags) per unit of this rank
+  std::vector<std::vector<RunPlace>> run_at;  // per local shard, per run
+  std::vector<UnpackPlace> unpack;            // pooled: per (source, unit) with samples
+  size_t csr_entries = 0;                     // int64 CSR offsets of all runs
+
   // Scratch of the counting pass, reused between batches.
   std::vector<int32_t> unit_lengths;  // [unit * batch_size + b]
   std::vector<int64_t> unit_ids;      // ids per unit
@@ -74,6 +110,15 @@ struct RoutedBatch {
 
 // Per-rank fields of the count exchange: rejected flag, batch size, ids sent, weighted.
 constexpr size_t kCountFields = 4;
+
+// The byte layout of one routed message: lengths (int32, unit-major), then rows (int64), then
+// weights (float, when weighted), each section 8-byte aligned.
+struct MessageLayout {
+  size_t rows = 0;     // byte offset of the rows
+  size_t weights = 0;  // byte offset of the weights
+  size_t bytes = 0;
+};
+MessageLayout LayoutOf(size_t units, int64_t batch, int64_t ids, bool weighted);
 
 // How a batch is checked while it is routed.
 struct RouteOptions {

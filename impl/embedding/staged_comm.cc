@@ -52,6 +52,11 @@ comm::CallOptions StagedComm::On(const comm::CallOptions& opts) const {
   return o;
 }
 
+Status StagedComm::Reserve(size_t bytes) {
+  SR_RETURN_IF_ERROR(send_.Reserve(device_, bytes, "a staged collective", stream_));
+  return recv_.Reserve(device_, bytes, "a staged collective", stream_);
+}
+
 Status StagedComm::Up(DeviceBuffer& b, const void* host, size_t bytes, const char* what) {
   SR_RETURN_IF_ERROR(b.Reserve(device_, bytes, what, stream_));
   if (bytes == 0) return Status::Ok();

@@ -30,6 +30,10 @@ class StagedComm final : public comm::Communicator {
                        bool own_stream, std::unique_ptr<StagedComm>* out);
   ~StagedComm() override;
 
+  // At least `bytes` in each staging block, allocated now (a caller that knows its largest
+  // operand keeps its steps free of allocations).
+  Status Reserve(size_t bytes);
+
   comm::Communicator& inner() const { return *inner_; }
   const std::shared_ptr<comm::Communicator>& shared_inner() const { return inner_; }
   Stream stream() const { return stream_; }

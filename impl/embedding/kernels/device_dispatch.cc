@@ -225,4 +225,69 @@ Status RouteFill(const ExecContext& ctx, const simt_body::RouteParams& params, v
   return Route(ctx, "RouteFill", params, SHARDREC_PLUGIN_ROUTE_FILL, temp, temp_bytes);
 }
 
+bool HasUnpack() {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  if (!Table(&t).ok()) return false;
+  std::string path;
+  if (!core::GetCudaPluginPath(&path).ok()) path = "(unknown path)";
+  return core::HasRouteEntries(*t, path).ok() && core::HasUnpackEntries(*t, path).ok();
+}
+
+Status Unpack(const ExecContext& ctx, const simt_body::UnpackParams& params, void* temp,
+              size_t temp_bytes) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(Prepare(ctx, "Unpack", &t));
+  std::string path;
+  if (!core::GetCudaPluginPath(&path).ok()) path = "(unknown path)";
+  SR_RETURN_IF_ERROR(core::HasUnpackEntries(*t, path));
+  const shardrec_plugin_unpack_t u = abi::ToAbi(params);
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(
+      t->emb_unpack(ctx.device().index, &u, temp, temp_bytes, ctx.stream(), &st), st);
+}
+
+namespace {
+
+// The table, once it is known to serve the gradient entries too.
+Status GradTable(const ExecContext& ctx, const char* what, const shardrec_cuda_plugin_table_t** t) {
+  SR_RETURN_IF_ERROR(Prepare(ctx, what, t));
+  std::string path;
+  if (!core::GetCudaPluginPath(&path).ok()) path = "(unknown path)";
+  return core::HasGradEntries(**t, path);
+}
+
+}  // namespace
+
+bool HasGrad() {
+  // The plugin is loaded once per process: worked out once (this is asked every forward).
+  static const bool has = [] {
+    const shardrec_cuda_plugin_table_t* t = nullptr;
+    return GradTable(ExecContext::Cuda(0, nullptr), "HasGrad", &t).ok();
+  }();
+  return has;
+}
+
+Status CheckFinite(const ExecContext& ctx, const simt_body::FiniteParams& params) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(GradTable(ctx, "CheckFinite", &t));
+  const shardrec_plugin_finite_t f = abi::ToAbi(params);
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(t->emb_check_finite(ctx.device().index, &f, ctx.stream(), &st), st);
+}
+
+Status PackGradients(const ExecContext& ctx, const simt_body::PackParams& params, int64_t rows) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(GradTable(ctx, "PackGradients", &t));
+  const shardrec_plugin_pack_t k = abi::ToAbi(params);
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(t->emb_pack_grads(ctx.device().index, &k, rows, ctx.stream(), &st), st);
+}
+
+Status StreamWaitStream(int device, Stream waiter, Stream waitee) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(GradTable(ExecContext::Cuda(device, waiter), "StreamWaitStream", &t));
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(t->stream_wait_stream(device, waiter, waitee, &st), st);
+}
+
 }  // namespace shardrec::embedding::kernels::device

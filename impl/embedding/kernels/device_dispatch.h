@@ -18,7 +18,9 @@
 #include "impl/core/status.h"
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
+#include "impl/embedding/kernels/simt/grad_body.h"
 #include "impl/embedding/kernels/simt/route_body.h"
+#include "impl/embedding/kernels/simt/unpack_body.h"
 #include "impl/optim/optimizer.h"
 
 namespace shardrec::embedding::kernels::device {
@@ -73,5 +75,22 @@ Status RouteCount(const ExecContext& ctx, const simt_body::RouteParams& params, 
                   size_t temp_bytes);
 Status RouteFill(const ExecContext& ctx, const simt_body::RouteParams& params, void* temp,
                  size_t temp_bytes);
+
+// kernels::cuda::Unpack (the owner side of an input distribution whose ids travelled between
+// device buffers; scratch sized by RouteTempBytes). Besides the errors above, kUnsupported naming
+// the plugin when it predates the entry (HasUnpack says so beforehand).
+Status Unpack(const ExecContext& ctx, const simt_body::UnpackParams& params, void* temp,
+              size_t temp_bytes);
+// Whether the loaded plugin serves Unpack (and the route's scratch query it sizes with).
+bool HasUnpack();
+
+// A backward with the output gradient in device memory (kernels::cuda::CheckFinite /
+// PackGradients), and the ordering of `waiter`'s later work after `waitee`'s queued work without
+// a host wait (the plugin's stream_wait_stream). Besides the errors above, kUnsupported naming the
+// plugin when it predates these entries (HasGrad says so beforehand).
+Status CheckFinite(const ExecContext& ctx, const simt_body::FiniteParams& params);
+Status PackGradients(const ExecContext& ctx, const simt_body::PackParams& params, int64_t rows);
+Status StreamWaitStream(int device, Stream waiter, Stream waitee);
+bool HasGrad();
 
 }  // namespace shardrec::embedding::kernels::device

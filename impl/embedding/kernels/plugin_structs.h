@@ -5,6 +5,7 @@
 // test double share it without linking anything of libshardrec's.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -15,7 +16,9 @@
 #include "impl/core/status.h"
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
+#include "impl/embedding/kernels/simt/grad_body.h"
 #include "impl/embedding/kernels/simt/route_body.h"
+#include "impl/embedding/kernels/simt/unpack_body.h"
 #include "impl/optim/optimizer.h"
 
 namespace shardrec::embedding::kernels::abi {
@@ -134,6 +137,44 @@ inline shardrec_plugin_route_t ToAbi(const simt_body::RouteParams& p) {
   r.dest_weights = p.dest_weights;
   r.dest_first_id = p.dest_first_id;
   return r;
+}
+
+// The unpack's run table lives in device memory, written by libshardrec and read by the kernel:
+// the C and C++ records must have one layout (checked field by field), and its parameters are
+// marshalled field for field.
+static_assert(sizeof(shardrec_plugin_unpack_run_t) == sizeof(simt_body::UnpackRun));
+static_assert(offsetof(shardrec_plugin_unpack_run_t, lengths) ==
+              offsetof(simt_body::UnpackRun, lengths));
+static_assert(offsetof(shardrec_plugin_unpack_run_t, offsets) ==
+              offsetof(simt_body::UnpackRun, offsets));
+static_assert(offsetof(shardrec_plugin_unpack_run_t, ids) == offsetof(simt_body::UnpackRun, ids));
+static_assert(offsetof(shardrec_plugin_unpack_run_t, bags) == offsetof(simt_body::UnpackRun, bags));
+static_assert(sizeof(shardrec_plugin_unpack_t) == sizeof(simt_body::UnpackParams));
+inline shardrec_plugin_unpack_t ToAbi(const simt_body::UnpackParams& p) {
+  return {p.num_runs,   p.num_cells, reinterpret_cast<const shardrec_plugin_unpack_run_t*>(p.runs),
+          p.cell_begin, p.wide,      p.ne_scan,
+          p.id_scan,    p.bad};
+}
+
+// The gradient kernels' parameters, field for field; the pack's job table lives in device
+// memory, written by libshardrec and read by the kernel: one layout on both sides.
+static_assert(sizeof(shardrec_plugin_finite_t) == sizeof(simt_body::FiniteParams));
+static_assert(sizeof(simt_body::FiniteResult) == 16);
+inline shardrec_plugin_finite_t ToAbi(const simt_body::FiniteParams& p) {
+  return {p.x, p.n, p.flag_value, p.flag, p.result};
+}
+static_assert(sizeof(shardrec_plugin_pack_job_t) == sizeof(simt_body::PackJob));
+static_assert(offsetof(shardrec_plugin_pack_job_t, targets) ==
+              offsetof(simt_body::PackJob, targets));
+static_assert(offsetof(shardrec_plugin_pack_job_t, dst) == offsetof(simt_body::PackJob, dst));
+static_assert(offsetof(shardrec_plugin_pack_job_t, div) == offsetof(simt_body::PackJob, div));
+static_assert(offsetof(shardrec_plugin_pack_job_t, count) == offsetof(simt_body::PackJob, count));
+static_assert(offsetof(shardrec_plugin_pack_job_t, col) == offsetof(simt_body::PackJob, col));
+static_assert(offsetof(shardrec_plugin_pack_job_t, cols) == offsetof(simt_body::PackJob, cols));
+static_assert(sizeof(shardrec_plugin_pack_t) == sizeof(simt_body::PackParams));
+inline shardrec_plugin_pack_t ToAbi(const simt_body::PackParams& p) {
+  return {p.grad, p.stride, p.num_jobs, reinterpret_cast<const shardrec_plugin_pack_job_t*>(p.jobs),
+          p.first_row};
 }
 
 // ---- C -> C++ (the plugin) --------------------------------------------------------------------
@@ -255,6 +296,39 @@ inline simt_body::RouteParams FromAbi(const shardrec_plugin_route_t& r) {
   p.dest_rows = r.dest_rows;
   p.dest_weights = r.dest_weights;
   p.dest_first_id = r.dest_first_id;
+  return p;
+}
+
+inline simt_body::UnpackParams FromAbi(const shardrec_plugin_unpack_t& u) {
+  simt_body::UnpackParams p;
+  p.num_runs = u.num_runs;
+  p.num_cells = u.num_cells;
+  p.runs = reinterpret_cast<const simt_body::UnpackRun*>(u.runs);
+  p.cell_begin = u.cell_begin;
+  p.wide = u.wide;
+  p.ne_scan = u.ne_scan;
+  p.id_scan = u.id_scan;
+  p.bad = u.bad;
+  return p;
+}
+
+inline simt_body::FiniteParams FromAbi(const shardrec_plugin_finite_t& f) {
+  simt_body::FiniteParams p;
+  p.x = f.x;
+  p.n = f.n;
+  p.flag_value = f.flag_value;
+  p.flag = f.flag;
+  p.result = static_cast<simt_body::FiniteResult*>(f.result);
+  return p;
+}
+
+inline simt_body::PackParams FromAbi(const shardrec_plugin_pack_t& k) {
+  simt_body::PackParams p;
+  p.grad = k.grad;
+  p.stride = k.stride;
+  p.num_jobs = k.num_jobs;
+  p.jobs = reinterpret_cast<const simt_body::PackJob*>(k.jobs);
+  p.first_row = k.first_row;
   return p;
 }
 

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -49,6 +50,15 @@ struct Case {
   int32_t optimizer;
   bool weighted;
   int32_t encoding = SHARDREC_COMM_ENCODING_FP32;  // both directions, for both collections
+  // The GPU collection's KJTs: in device memory on every rank (2), on the odd ranks only (1: the
+  // ranks of one step route on different sides), or in host memory (0); int32 ids.
+  int device_kjt = 0;
+  bool int32_ids = false;
+  // Bounds policy SKIP with every fifth id outside its table: sequence rows of skipped ids (and
+  // gaps in a data-parallel pair's rows) stay zero.
+  bool skip_bad_ids = false;
+  // The GPU collection's output and gradient are CUDA views (written and read on the device).
+  bool device_views = false;
 };
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& i) { return i.param.name; }
@@ -80,6 +90,8 @@ void ForEachNcclRank(const Scenario& s, const shardrec_plan_t* plan,
 TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
   const Case& c = GetParam();
   REQUIRE_WORLD(c.world);
+  if ((c.device_kjt != 0 || c.device_views) && !FakeLoaded())
+    GTEST_SKIP() << "device KJTs and views are made through the fake plugin's hooks";
   Scenario s = StandardScenario(c.world, c.sharding[0], c.pooling);
   s.sharding = c.sharding;
   s.optimizer.type = c.optimizer;
@@ -88,7 +100,11 @@ TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
   s.steps = 3;
   if (c.world == 2) s.batch_sizes = {5, 0};  // an empty batch on one rank too
   ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
-  const auto batches = MakeBatches(s, ref);
+  auto batches = MakeBatches(s, ref);
+  if (c.skip_bad_ids)
+    for (auto& step : batches)
+      for (RefBatch& b : step)
+        for (size_t i = 0; i < b.ids.size(); i += 5) b.ids[i] = 1000000 + static_cast<int64_t>(i);
   const auto grads = MakeGrads(s, batches, ref.output_dim());
   PlanPtr plan = MakePlan(s);
   ASSERT_NE(plan, nullptr) << shardrec_last_error();
@@ -96,6 +112,8 @@ TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
   shardrec_unique_id_t id;
   ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK) << shardrec_last_error();
   const int64_t collectives_before = NcclCounter(0);
+  const int64_t unpacks_before = FakeCalls()[kUnpack];
+  const int64_t packs_before = FakeCalls()[kPackGrads];
   const bool summed_dp =
       c.world >= 3 && std::find(c.sharding.begin(), c.sharding.end(), kDP) != c.sharding.end();
   SpawnRanks(s.world, [&](int r) {
@@ -105,6 +123,7 @@ TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
     shardrec_embedding_options_t od = Options(s, true);
     oh.forward_comm_encoding = od.forward_comm_encoding = c.encoding;
     oh.backward_comm_encoding = od.backward_comm_encoding = c.encoding;
+    if (c.skip_bad_ids) oh.bounds_policy = od.bounds_policy = SHARDREC_BOUNDS_SKIP;
     shardrec_embedding_t* h = nullptr;
     shardrec_embedding_t* d = nullptr;
     ASSERT_EQ(shardrec_embedding_create(&h, plan.get(), GroupComm(s.world, r), &opt, &oh),
@@ -120,25 +139,42 @@ TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
     const bool seq = c.pooling == kNone;
     for (int step = 0; step < s.steps; ++step) {
       const RefBatch& rb = batches[step][r];
-      KjtHolder kjt(rb, s.num_features, false);
+      KjtHolder kjt(rb, s.num_features, c.int32_ids);
+      const bool on_device = c.device_kjt == 2 || (c.device_kjt == 1 && r % 2 == 1);
+      std::unique_ptr<DeviceKjt> dkjt;
+      if (on_device) dkjt = std::make_unique<DeviceKjt>(*kjt.view());
+      const shardrec_kjt_view_t* dview = on_device ? dkjt->view() : kjt.view();
       const size_t n =
           static_cast<size_t>(seq ? static_cast<int64_t>(rb.ids.size()) : rb.batch_size) *
           static_cast<size_t>(dim);
       std::vector<float> out_h(n), out_d(n, -7.0f);
       ASSERT_EQ(shardrec_embedding_forward(h, kjt.view(), out_h.data(), n, nullptr), SHARDREC_OK)
           << shardrec_last_error();
+      // CUDA output and gradient views in the fake's device memory (c.device_views).
+      FakeDeviceFloats dev_out(c.device_views ? n : 0);
+      shardrec_tensor_view_t vout = DeviceView(dev_out.data(), n, dim);
       if (step == 1) {
         // The pipelined input distribution (its exchange on the worker's own communicator).
-        ASSERT_EQ(shardrec_embedding_input_dist_start(d, kjt.view(), nullptr), SHARDREC_OK)
+        ASSERT_EQ(shardrec_embedding_input_dist_start(d, dview, nullptr), SHARDREC_OK)
             << shardrec_last_error();
         ASSERT_EQ(shardrec_embedding_input_dist_wait(d, nullptr), SHARDREC_OK)
             << shardrec_last_error();
-        ASSERT_EQ(shardrec_embedding_forward_distributed(d, out_d.data(), n, nullptr), SHARDREC_OK)
-            << shardrec_last_error();
+        if (c.device_views) {
+          ASSERT_EQ(shardrec_embedding_forward_distributed_tensor(d, &vout, nullptr), SHARDREC_OK)
+              << shardrec_last_error();
+        } else {
+          ASSERT_EQ(shardrec_embedding_forward_distributed(d, out_d.data(), n, nullptr),
+                    SHARDREC_OK)
+              << shardrec_last_error();
+        }
+      } else if (c.device_views) {
+        ASSERT_EQ(shardrec_embedding_forward_tensor(d, dview, &vout, nullptr), SHARDREC_OK)
+            << "rank " << r << " step " << step << ": " << shardrec_last_error();
       } else {
-        ASSERT_EQ(shardrec_embedding_forward(d, kjt.view(), out_d.data(), n, nullptr), SHARDREC_OK)
+        ASSERT_EQ(shardrec_embedding_forward(d, dview, out_d.data(), n, nullptr), SHARDREC_OK)
             << "rank " << r << " step " << step << ": " << shardrec_last_error();
       }
+      if (c.device_views) out_d = dev_out.ToVector();
       if (step > 0 && summed_dp) {
         // After a data-parallel update from three ranks (see the weights below): to rounding.
         std::string first;
@@ -150,8 +186,15 @@ TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
       std::vector<float> g = grads[step][r];
       ASSERT_EQ(shardrec_embedding_backward(h, g.data(), g.size(), nullptr), SHARDREC_OK)
           << shardrec_last_error();
-      ASSERT_EQ(shardrec_embedding_backward(d, g.data(), g.size(), nullptr), SHARDREC_OK)
-          << "rank " << r << " step " << step << ": " << shardrec_last_error();
+      if (c.device_views) {
+        FakeDeviceCopy dev_g(g);
+        shardrec_tensor_view_t vg = DeviceView(static_cast<float*>(dev_g.data()), g.size(), dim);
+        ASSERT_EQ(shardrec_embedding_backward_tensor(d, &vg, nullptr), SHARDREC_OK)
+            << "rank " << r << " step " << step << ": " << shardrec_last_error();
+      } else {
+        ASSERT_EQ(shardrec_embedding_backward(d, g.data(), g.size(), nullptr), SHARDREC_OK)
+            << "rank " << r << " step " << step << ": " << shardrec_last_error();
+      }
     }
     const auto snap_h = Snapshot(h, s);
     const auto snap_d = Snapshot(d, s);
@@ -177,9 +220,29 @@ TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
   // The exchanges went over the NCCL double (the host collection never calls it).
   if (FakeLoaded()) {
     EXPECT_GT(NcclCounter(0), collectives_before);
+    // Pooled fp32 messages at world > 1: the ids travelled between device blocks and the device
+    // unpacked them (a 16-bit encoding keeps the staged path, and so does a plugin built before
+    // emb_unpack: SHARDREC_TEST_STAGED_IDS).
+    if (c.world > 1 && c.pooling != kNone && c.encoding == SHARDREC_COMM_ENCODING_FP32 &&
+        std::getenv("SHARDREC_TEST_STAGED_IDS") == nullptr) {
+      EXPECT_GT(FakeCalls()[kUnpack], unpacks_before);
+    } else {
+      EXPECT_EQ(FakeCalls()[kUnpack], unpacks_before);
+    }
+    // A gradient view is packed on the device unless a data-parallel table needs it on the host
+    // (or the plugin predates device gradients: it is then staged through the host).
+    const bool dp = std::find(c.sharding.begin(), c.sharding.end(), kDP) != c.sharding.end();
+    if (c.device_views && !dp && std::getenv("SHARDREC_TEST_STAGED_IDS") == nullptr) {
+      EXPECT_GT(FakeCalls()[kPackGrads], packs_before);
+    } else {
+      EXPECT_EQ(FakeCalls()[kPackGrads], packs_before);
+    }
   }
 }
 
+constexpr int32_t kFp32 = SHARDREC_COMM_ENCODING_FP32;
+
+// clang-format off
 const Case kCases[] = {
     {"W1_TW_RW_CW_Sum_RowAda_W", 1, {kTW, kRW, kCW}, kSum, kRowAdagrad, true},
     {"W1_DP_TW_RW_Mean_Adam", 1, {kDP, kTW, kRW}, kMean, kAdam, false},
@@ -188,31 +251,42 @@ const Case kCases[] = {
     {"W2_TW_RW_CW_Seq_Sgd_W", 2, {kTW, kRW, kCW}, kNone, kSgd, true},
     {"W3_RW_CW_DP_Sum_RowAda_W", 3, {kRW, kCW, kDP}, kSum, kRowAdagrad, true},
     {"W3_TRW_TW_CW_Mean_Sgd", 3, {kTRW, kTW, kCW}, kMean, kSgd, false},
+    // KJTs in device memory: routed on the device, the messages written straight into the block
+    // they leave from; on some ranks only; int32 ids.
+    {"W2_TW_RW_CW_Sum_RowAda_W_DeviceKjt", 2, {kTW, kRW, kCW}, kSum, kRowAdagrad, true, kFp32, 2},
+    {"W3_RW_CW_DP_Mean_Adam_DeviceKjtOdd_Int32", 3, {kRW, kCW, kDP}, kMean, kAdam, false, kFp32, 1,
+     true},
+    {"W2_TW_RW_CW_Seq_Sgd_W_DeviceKjt", 2, {kTW, kRW, kCW}, kNone, kSgd, true, kFp32, 2},
+    {"W1_DP_TW_RW_Mean_Adam_DeviceKjt", 1, {kDP, kTW, kRW}, kMean, kAdam, false, kFp32, 2},
+    // Sequence outputs combined on the device, data-parallel rows included; skipped ids.
+    {"W2_DP_RW_CW_Seq_Sgd_W", 2, {kDP, kRW, kCW}, kNone, kSgd, true},
+    {"W3_DP_TRW_TW_Seq_RowAda_SkipBadIds", 3, {kDP, kTRW, kTW}, kNone, kRowAdagrad, false, kFp32,
+     0, false, true},
+    {"W2_DP_RW_TW_Seq_Sgd_W_SkipBadIds_DeviceKjt", 2, {kDP, kRW, kTW}, kNone, kSgd, true, kFp32,
+     2, false, true},
+    // CUDA output and gradient views: the output combined into the view, the gradient checked,
+    // packed and exchanged on the device (data-parallel tables stage theirs through the host).
+    {"W2_TW_RW_CW_Mean_RowAda_W_DeviceViews", 2, {kTW, kRW, kCW}, kMean, kRowAdagrad, true, kFp32,
+     2, false, false, true},
+    {"W3_TRW_TW_CW_Sum_Adam_DeviceViews", 3, {kTRW, kTW, kCW}, kSum, kAdam, false, kFp32, 0,
+     false, false, true},
+    {"W2_TW_RW_CW_Seq_Sgd_W_DeviceViews", 2, {kTW, kRW, kCW}, kNone, kSgd, true, kFp32, 2, false,
+     false, true},
+    {"W2_DP_RW_TW_Mean_Sgd_DeviceViews", 2, {kDP, kRW, kTW}, kMean, kSgd, false, kFp32, 0, false,
+     false, true},
+    {"W1_TW_RW_CW_Mean_Adam_DeviceViews", 1, {kTW, kRW, kCW}, kMean, kAdam, true, kFp32, 0, false,
+     false, true},
     // A 16-bit encoding: the GPU collection's messages take the staged encode / decode passes
     // (comm::EncodedAllToAllV), the host collection's are encoded by its lookups and gradient
     // packing and decoded by its combine (output_dist.h WireRows): the same bits.
-    {"W2_TW_RW_CW_Sum_RowAda_W_Bf16Comms",
-     2,
-     {kTW, kRW, kCW},
-     kSum,
-     kRowAdagrad,
-     true,
+    {"W2_TW_RW_CW_Sum_RowAda_W_Bf16Comms", 2, {kTW, kRW, kCW}, kSum, kRowAdagrad, true,
      SHARDREC_COMM_ENCODING_BF16},
-    {"W2_TW_RW_CW_Seq_Sgd_W_Bf16Comms",
-     2,
-     {kTW, kRW, kCW},
-     kNone,
-     kSgd,
-     true,
+    {"W2_TW_RW_CW_Seq_Sgd_W_Bf16Comms", 2, {kTW, kRW, kCW}, kNone, kSgd, true,
      SHARDREC_COMM_ENCODING_BF16},
-    {"W3_TRW_CW_DP_Mean_Adam_Fp16Comms",
-     3,
-     {kTRW, kCW, kDP},
-     kMean,
-     kAdam,
-     true,
+    {"W3_TRW_CW_DP_Mean_Adam_Fp16Comms", 3, {kTRW, kCW, kDP}, kMean, kAdam, true,
      SHARDREC_COMM_ENCODING_FP16},
 };
+// clang-format on
 
 INSTANTIATE_TEST_SUITE_P(Plans, NcclVsGloo, ::testing::ValuesIn(kCases), CaseName);
 
@@ -279,6 +353,23 @@ TEST(EmbeddingGpuNccl, ARejectedBatchOnOneRankFailsEveryRank) {
               SHARDREC_OK)
         << "rank " << r << ": " << shardrec_last_error();
     EXPECT_TRUE(BitEqual(out2, out3)) << "rank " << r;
+    if (!FakeLoaded()) return;
+    // The same batch in device memory: the id outside its table is found by the device route,
+    // and its status in the exchanged summary fails the peer; the rejecting rank says which id.
+    DeviceKjt bad_on_device(*kjt.view());
+    EXPECT_EQ(shardrec_embedding_forward(d, bad_on_device.view(), out.data(), out.size(), nullptr),
+              SHARDREC_EINVAL)
+        << "rank " << r;
+    const std::string why = shardrec_last_error();
+    EXPECT_NE(why.find(r == 1 ? "out of range" : "rank 1 rejected its batch"), std::string::npos)
+        << "rank " << r << ": " << why;
+    DeviceKjt good_on_device(*good.view());
+    std::vector<float> out4(out2.size());
+    EXPECT_EQ(
+        shardrec_embedding_forward(d, good_on_device.view(), out4.data(), out4.size(), nullptr),
+        SHARDREC_OK)
+        << "rank " << r << ": " << shardrec_last_error();
+    EXPECT_TRUE(BitEqual(out2, out4)) << "rank " << r;
   });
 }
 
@@ -317,17 +408,20 @@ TEST(EmbeddingGpuNccl, ADeadPeerTimesOut) {
 // The host synchronisations and copies of a forward and a backward over NCCL at world 2 (pooled,
 // no data-parallel table, no row statistics: the counts device_step.h states), counted by the
 // fake's runtime counters with both ranks' calls between barriers; a repeated batch, so no
-// buffer grows. Forward: the counts (which carry the verdict) and the ids (staged) and the
-// lookup exchange with the combine on the device (data-parallel lookups included), one wait
-// each; backward: the verdict (staged) and the fused backward's wait, plus the data-parallel
-// all-reduce (staged) and its updates with a data-parallel table.
+// buffer grows. Forward: the counts exchange (which carries the verdicts and every unit's id
+// and bag counts, so nothing else needs the host before the device work) and the lookup phase
+// (the ids' exchange between device blocks, the unpack, the lookups, the return exchange and the
+// combine on the device, data-parallel lookups included), one wait each; backward: the verdict
+// (staged) and the fused backward's wait, plus the data-parallel all-reduce (staged) and its
+// updates with a data-parallel table.
 // With column shards of row-wise Adagrad the backward aggregates and exchanges row statistics:
 // the unique-row counts' wait, then the statistics phase, whose exchange over NCCL travels
 // between device blocks inside that phase (no wait of its own), then the updates' wait.
 void CountWaits(std::vector<int32_t> sharding, int32_t optimizer, int64_t bwd_waits,
-                int64_t bwd_down) {
-  SCOPED_TRACE(::testing::Message() << "sharding " << ::testing::PrintToString(sharding));
-  Scenario s = StandardScenario(2, kTW, kSum);
+                int64_t bwd_down, bool device_kjt = false, int32_t pooling = kSum) {
+  SCOPED_TRACE(::testing::Message() << "sharding " << ::testing::PrintToString(sharding)
+                                    << (device_kjt ? " device KJT" : "") << " pooling " << pooling);
+  Scenario s = StandardScenario(2, kTW, pooling);
   s.sharding = std::move(sharding);
   s.optimizer.type = optimizer;
   s.steps = 1;
@@ -343,7 +437,9 @@ void CountWaits(std::vector<int32_t> sharding, int32_t optimizer, int64_t bwd_wa
     for (int k = 0; k < 3; ++k) out[k] = RuntimeCounter(k);
   };
   ForEachNcclRank(s, plan.get(), opt, 30000, [&](int r, shardrec_embedding_t* d, int64_t) {
-    KjtHolder kjt(batches[0][r], s.num_features, false);
+    KjtHolder host_kjt(batches[0][r], s.num_features, false);
+    DeviceKjt dkjt(*host_kjt.view());
+    const shardrec_kjt_view_t* kjt = device_kjt ? dkjt.view() : host_kjt.view();
     std::vector<float> g = grads[0][r];
     std::vector<float> out(g.size());
     for (int round = 0; round < 2; ++round) {
@@ -351,8 +447,7 @@ void CountWaits(std::vector<int32_t> sharding, int32_t optimizer, int64_t bwd_wa
       meet.arrive_and_wait();
       if (r == 0) read(a);
       meet.arrive_and_wait();
-      ASSERT_EQ(shardrec_embedding_forward(d, kjt.view(), out.data(), out.size(), nullptr),
-                SHARDREC_OK)
+      ASSERT_EQ(shardrec_embedding_forward(d, kjt, out.data(), out.size(), nullptr), SHARDREC_OK)
           << shardrec_last_error();
       meet.arrive_and_wait();
       if (r == 0) read(b);
@@ -369,13 +464,22 @@ void CountWaits(std::vector<int32_t> sharding, int32_t optimizer, int64_t bwd_wa
       }
     }
   });
-  // Per rank: forward 3 waits, at most 3 up (counts, ids, runs with the combine's bags and the
-  // data-parallel ids) and 3 down (counts, ids, the combined output: the returned rows stay on
-  // the device); backward `bwd_waits`, at most 1 + 2 up (+ the full statistics), `bwd_down`
-  // down.
-  EXPECT_EQ(fwd[0], 2 * 3);
-  EXPECT_LE(fwd[1], 2 * 3);
-  EXPECT_LE(fwd[2], 2 * 3);
+  // Per rank: forward 2 waits (the counts, which size everything and carry the verdicts, and the
+  // lookup phase), 3 up (the counts; the routed messages, which travel device to device from
+  // there; the combine's bags, the data-parallel ids and the unpack's tables in one copy) and 3
+  // down (the counts, the unpack's status word, the combined output: the ids and the returned
+  // rows stay on the device); backward `bwd_waits`, at most 1 + 2 up (+ the full statistics),
+  // `bwd_down` down.
+  // A KJT in device memory: the route's counting and the exchange share the first wait (its
+  // read-back goes device to device into the exchange, 1 up: the summary's header), the fill
+  // writes the messages straight into the block they leave from and takes the second wait (1
+  // up: its destination table; 1 down: the return targets the host's combine and backward read;
+  // MEAN divisors and data-parallel ids would come too), then the lookup phase as above less the
+  // messages' upload.
+  EXPECT_EQ(fwd[0], 2 * (device_kjt ? 3 : 2));
+  EXPECT_EQ(fwd[1], 2 * 3);
+  // (Sequence runs have no bag offsets to unpack: no status word comes down.)
+  EXPECT_EQ(fwd[2], 2 * ((device_kjt ? 4 : 3) - (pooling == kNone ? 1 : 0)));
   EXPECT_EQ(bwd[0], 2 * bwd_waits);
   EXPECT_LE(bwd[2], 2 * bwd_down);
 }
@@ -392,6 +496,179 @@ TEST(EmbeddingGpuNccl, WaitsAndCopiesPerPhaseAreAsDocumented) {
   // A data-parallel table: no wait of its own in forward (was one more); backward adds the
   // all-reduce (staged: 1 wait, 1 down) and the updates' wait.
   CountWaits({kDP, kRW, kTW}, kSgd, 4, 1 + 1);
+  // KJTs in device memory.
+  CountWaits({kTW, kRW, kTW}, kSgd, 2, 1, true);
+  // Sequence outputs: combined on the device like pooled ones (data-parallel rows included), so
+  // the same forward; the backward aggregates (the unique-row counts' wait) and all-reduces
+  // the data-parallel gradient (staged) before its updates.
+  CountWaits({kDP, kRW, kTW}, kSgd, 5, 1 + 1, false, kNone);
+}
+
+// With the capacity hints, every buffer of a step over NCCL (the batch slots, the summaries, the
+// unpack's scans, the gradient pack's tables, the messages' blocks, the pinned block) is
+// allocated at creation: the steps allocate neither device nor pinned memory, with host views
+// and with CUDA views, pooled and sequence, fused and aggregated shards.
+TEST(EmbeddingGpuNccl, NoAllocationWithinTheHints) {
+  REQUIRE_WORLD(2);
+  if (!FakeLoaded()) GTEST_SKIP() << "counts the fake's calls";
+  struct Shape {
+    std::vector<int32_t> sharding;
+    int32_t pooling;
+    int32_t optimizer;
+    bool views;
+  };
+  const Shape shapes[] = {
+      {{kTW, kRW, kCW}, kMean, kSgd, true},
+      {{kTW, kRW, kCW}, kSum, kRowAdagrad, false},
+      {{kRW, kCW, kTW}, kNone, kSgd, true},
+      {{kDP, kRW, kCW}, kSum, kAdam, false},
+  };
+  for (const Shape& sh : shapes) {
+    SCOPED_TRACE(::testing::Message() << "sharding " << ::testing::PrintToString(sh.sharding)
+                                      << " pooling " << sh.pooling);
+    Scenario s = StandardScenario(2, sh.sharding[0], sh.pooling);
+    s.sharding = sh.sharding;
+    s.optimizer.type = sh.optimizer;
+    s.weighted = true;
+    s.steps = 3;
+    s.batch_sizes = {5, 3};
+    ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+    const auto batches = MakeBatches(s, ref);
+    const auto grads = MakeGrads(s, batches, ref.output_dim());
+    PlanPtr plan = MakePlan(s);
+    const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+    shardrec_unique_id_t id;
+    ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK);
+    std::barrier meet(2);
+    std::atomic<int64_t> allocs{0};
+    SpawnRanks(2, [&](int r) {
+      CommPtr nccl(NcclComm(id, 2, r, 30000));
+      ASSERT_NE(nccl, nullptr);
+      shardrec_embedding_options_t od = Options(s, true);
+      od.max_batch_size = 5;
+      od.max_ids_per_batch = 5 * s.num_features * s.max_bag;
+      shardrec_embedding_t* d = nullptr;
+      ASSERT_EQ(shardrec_embedding_create(&d, plan.get(), nccl.get(), &opt, &od), SHARDREC_OK)
+          << shardrec_last_error();
+      CollPtr cd(d);
+      int64_t dim = 0;
+      shardrec_embedding_output_dim(d, &dim);
+      for (int step = 0; step < s.steps; ++step) {
+        const RefBatch& rb = batches[step][r];
+        KjtHolder kjt(rb, s.num_features, false);
+        std::vector<float> g = grads[step][r];
+        FakeDeviceFloats out(sh.views ? g.size() : 0);
+        FakeDeviceCopy dev_g(sh.views ? g : std::vector<float>());
+        std::vector<float> host_out(g.size());
+        meet.arrive_and_wait();
+        const Counts c0 = Runtime();
+        meet.arrive_and_wait();
+        if (sh.views) {
+          const shardrec_tensor_view_t vo = DeviceView(out.data(), g.size(), dim);
+          const shardrec_tensor_view_t vg =
+              DeviceView(static_cast<float*>(dev_g.data()), g.size(), dim);
+          ASSERT_EQ(shardrec_embedding_forward_tensor(d, kjt.view(), &vo, nullptr), SHARDREC_OK)
+              << shardrec_last_error();
+          ASSERT_EQ(shardrec_embedding_backward_tensor(d, &vg, nullptr), SHARDREC_OK)
+              << shardrec_last_error();
+        } else {
+          ASSERT_EQ(
+              shardrec_embedding_forward(d, kjt.view(), host_out.data(), host_out.size(), nullptr),
+              SHARDREC_OK)
+              << shardrec_last_error();
+          ASSERT_EQ(shardrec_embedding_backward(d, g.data(), g.size(), nullptr), SHARDREC_OK)
+              << shardrec_last_error();
+        }
+        meet.arrive_and_wait();
+        if (r == 0) {
+          const Counts c = Delta(c0, Runtime());
+          allocs += c[kDeviceAlloc] + c[kHostAlloc];
+        }
+        meet.arrive_and_wait();
+      }
+    });
+    EXPECT_EQ(allocs.load(), 0) << "device or pinned allocations in the steps";
+  }
+}
+
+// CUDA output and gradient views over NCCL at world 2 (fused shards): the forward's waits are the
+// counts exchange's and the lookup phase's (the output is copied into the view on the
+// collection's stream behind the caller's, within the phase: nothing comes down but the summaries
+// and the unpack's word), the backward's the verdict's (the gradient checked on the device and
+// the verdicts all-reduced there) and the update phase's (the gradient packed and exchanged on
+// the device: only the pack's tables go up). Then a gradient with a NaN on one rank: every rank
+// fails (that rank naming the element), nothing changes, and the same backward with a good
+// gradient trains.
+TEST(EmbeddingGpuNccl, DeviceViewsWaitsAndANonFiniteGradient) {
+  REQUIRE_WORLD(2);
+  if (!FakeLoaded()) GTEST_SKIP() << "counts the fake's calls";
+  Scenario s = StandardScenario(2, kTW, kSum);
+  s.sharding = {kTW, kRW, kCW};
+  s.optimizer.type = kSgd;
+  s.steps = 1;
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  const auto batches = MakeBatches(s, ref);
+  const auto grads = MakeGrads(s, batches, ref.output_dim());
+  PlanPtr plan = MakePlan(s);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  std::barrier meet(2);
+  int64_t fwd[3] = {}, bwd[3] = {};
+  const auto read = [](int64_t* out) {
+    for (int k = 0; k < 3; ++k) out[k] = RuntimeCounter(k);
+  };
+  ForEachNcclRank(s, plan.get(), opt, 30000, [&](int r, shardrec_embedding_t* d, int64_t dim) {
+    KjtHolder kjt(batches[0][r], s.num_features, false);
+    std::vector<float> g = grads[0][r];
+    FakeDeviceFloats out(g.size());
+    const shardrec_tensor_view_t vout = DeviceView(out.data(), g.size(), dim);
+    FakeDeviceCopy dev_g(g);
+    const shardrec_tensor_view_t vg = DeviceView(static_cast<float*>(dev_g.data()), g.size(), dim);
+    for (int round = 0; round < 2; ++round) {
+      int64_t a[3], b[3], c[3];
+      meet.arrive_and_wait();
+      if (r == 0) read(a);
+      meet.arrive_and_wait();
+      ASSERT_EQ(shardrec_embedding_forward_tensor(d, kjt.view(), &vout, nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+      meet.arrive_and_wait();
+      if (r == 0) read(b);
+      meet.arrive_and_wait();
+      ASSERT_EQ(shardrec_embedding_backward_tensor(d, &vg, nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+      meet.arrive_and_wait();
+      if (r == 0 && round == 1) {
+        read(c);
+        for (int k = 0; k < 3; ++k) {
+          fwd[k] = b[k] - a[k];
+          bwd[k] = c[k] - b[k];
+        }
+      }
+      meet.arrive_and_wait();  // the counters are read before rank 1 goes on
+    }
+    // A NaN in rank 1's gradient.
+    ASSERT_EQ(shardrec_embedding_forward_tensor(d, kjt.view(), &vout, nullptr), SHARDREC_OK);
+    const auto before = Snapshot(d, s);
+    if (r == 1 && !g.empty()) static_cast<float*>(dev_g.data())[3] = std::nanf("");
+    meet.arrive_and_wait();
+    EXPECT_EQ(shardrec_embedding_backward_tensor(d, &vg, nullptr), SHARDREC_EINVAL) << "rank " << r;
+    const std::string why = shardrec_last_error();
+    EXPECT_NE(why.find(r == 1 ? "element 3" : "rank 1 rejected its backward call"),
+              std::string::npos)
+        << "rank " << r << ": " << why;
+    ExpectSameTensors(before, Snapshot(d, s), "rank " + std::to_string(r) + " after the NaN");
+    if (r == 1 && !g.empty()) static_cast<float*>(dev_g.data())[3] = g[3];
+    meet.arrive_and_wait();
+    EXPECT_EQ(shardrec_embedding_backward_tensor(d, &vg, nullptr), SHARDREC_OK)
+        << "rank " << r << ": " << shardrec_last_error();
+    EXPECT_FALSE(BitEqual(before[0], Snapshot(d, s)[0]) && BitEqual(before[2], Snapshot(d, s)[2]))
+        << "rank " << r << ": the good gradient moved no weight";
+  });
+  EXPECT_EQ(fwd[0], 2 * 2);
+  EXPECT_EQ(fwd[1], 2 * 3);
+  EXPECT_EQ(fwd[2], 2 * 2);
+  EXPECT_EQ(bwd[0], 2 * 2);
+  EXPECT_EQ(bwd[1], 2 * 2);
+  EXPECT_EQ(bwd[2], 2 * 1);
 }
 
 }  // namespace

@@ -145,6 +145,9 @@ enum FakeCall {
   kApply,
   kRoute,
   kMeanDivide,
+  kUnpack,
+  kCheckFinite,
+  kPackGrads,
   kNumFakeCalls
 };
 std::array<int64_t, kNumFakeCalls> FakeCalls();
@@ -194,6 +197,33 @@ class FakeDeviceCopy : public FakeDeviceBlock {
   explicit FakeDeviceCopy(const std::vector<T>& v) : FakeDeviceBlock(v.size() * sizeof(T)) {
     if (data() != nullptr) std::memcpy(data(), v.data(), v.size() * sizeof(T));
   }
+};
+
+// The arrays of a host KJT copied into the fake's device memory, and a view of them declared on
+// cuda:0.
+class DeviceKjt {
+ public:
+  explicit DeviceKjt(const shardrec_kjt_view_t& host)
+      : lengths_(std::vector<int32_t>(host.lengths, host.lengths + host.num_lengths)),
+        values_(Bytes(host.values,
+                      host.num_values * (host.values_dtype == SHARDREC_DTYPE_INT32 ? 4 : 8))),
+        weights_(std::vector<float>(host.weights, host.weights + host.num_weights)) {
+    view_ = host;
+    view_.lengths = static_cast<const int32_t*>(lengths_.data());
+    view_.values = values_.data();
+    view_.weights = static_cast<const float*>(weights_.data());
+    view_.device_type = SHARDREC_DEVICE_CUDA;
+    view_.device_index = 0;
+  }
+  const shardrec_kjt_view_t* view() const { return &view_; }
+
+ private:
+  static std::vector<uint8_t> Bytes(const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    return std::vector<uint8_t>(b, b + n);
+  }
+  FakeDeviceCopy lengths_, values_, weights_;
+  shardrec_kjt_view_t view_;
 };
 
 }  // namespace shardrec::testing

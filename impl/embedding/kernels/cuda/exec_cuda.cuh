@@ -138,9 +138,9 @@ inline Status CubTempBytes(int64_t n, size_t* bytes) {
   return Status::Ok();
 }
 
-// What every executor of the single-source steps holds (CudaExec below, route.cu's RouteExec):
-// the stream it enqueues on, the caller's CUB scratch, and the first failure, after which every
-// step is skipped (status() keeps it). The steps both executors take live here too.
+// What every executor of the single-source steps holds (CudaExec below, thread_exec.cuh's
+// ThreadExec): the stream it enqueues on, the caller's CUB scratch, and the first failure, after
+// which every step is skipped (status() keeps it). The steps both executors take live here too.
 class StreamExec {
  public:
   StreamExec(cudaStream_t stream, void* temp, size_t temp_bytes)

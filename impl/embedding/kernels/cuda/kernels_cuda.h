@@ -23,7 +23,9 @@
 #include "impl/core/status.h"
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
+#include "impl/embedding/kernels/simt/grad_body.h"
 #include "impl/embedding/kernels/simt/route_body.h"
+#include "impl/embedding/kernels/simt/unpack_body.h"
 #include "impl/optim/optimizer.h"
 
 namespace shardrec::embedding::kernels::cuda {
@@ -90,5 +92,20 @@ Status RouteCount(const ExecContext& ctx, const simt_body::RouteParams& params, 
                   size_t temp_bytes);
 Status RouteFill(const ExecContext& ctx, const simt_body::RouteParams& params, void* temp,
                  size_t temp_bytes);
+
+// The owner side of the device input distribution (simt/unpack_body.h; impl/embedding/
+// device_input.h drives it): the received bag lengths become each run's CSR offsets, checked
+// against the announced counts (*params.bad). Scratch as for the route's scans (RouteTempBytes
+// for num_cells + 1 items); every pointer in `params` is device memory. Errors: kInvalidArgument
+// for more than INT_MAX scan items, kCuda.
+Status Unpack(const ExecContext& ctx, const simt_body::UnpackParams& params, void* temp,
+              size_t temp_bytes);
+
+// A backward's sample side with the output gradient in device memory (simt/grad_body.h):
+// CheckFinite finds the first non-finite element (params.result) and writes the verdict word;
+// PackGradients writes the gradient message's `rows` rows (params.first_row[num_jobs]). Every
+// pointer in `params` is device memory. Errors: kInvalidArgument for negative sizes, kCuda.
+Status CheckFinite(const ExecContext& ctx, const simt_body::FiniteParams& params);
+Status PackGradients(const ExecContext& ctx, const simt_body::PackParams& params, int64_t rows);
 
 }  // namespace shardrec::embedding::kernels::cuda

@@ -8,6 +8,7 @@
 #include "impl/core/exec.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/kernels/plugin_structs.h"
+#include "impl/embedding/kernels/simt/unpack_body.h"
 #include "impl/optim/optimizer.h"
 #include "tests/impl/embedding/kernels/route_host_exec.h"
 
@@ -310,6 +311,44 @@ Status RunRoute(const DeviceMemory& mem, const shardrec_plugin_route_t* route, i
   SR_RETURN_IF_ERROR(need(p.dest_weights, dests, 8, "dest_weights"));
   SR_RETURN_IF_ERROR(need(p.dest_first_id, dests, 8, "dest_first_id"));
   sb::RouteFillSteps(ex, p);
+  return Status::Ok();
+}
+
+Status RunUnpack(const DeviceMemory& mem, const shardrec_plugin_unpack_t* unpack, void* temp,
+                 size_t temp_bytes) {
+  if (unpack == nullptr) return Status::InvalidArgument("unpack must not be NULL");
+  const sb::UnpackParams p = k::abi::FromAbi(*unpack);
+  if (p.num_runs < 0 || p.num_cells < 0)
+    return Status::InvalidArgument("fake emb_unpack: negative sizes");
+  SR_RETURN_IF_ERROR(mem.Check(p.bad, sizeof(*p.bad), "unpack bad-run word"));
+  if (temp_bytes > 0) SR_RETURN_IF_ERROR(mem.Check(temp, temp_bytes, "unpack scratch"));
+  if (p.num_runs == 0) {
+    sb::HostRouteExec ex;
+    sb::UnpackSteps(ex, p);
+    return Status::Ok();
+  }
+  const size_t runs = static_cast<size_t>(p.num_runs);
+  SR_RETURN_IF_ERROR(mem.Check(p.runs, runs * sizeof(sb::UnpackRun), "unpack run table"));
+  SR_RETURN_IF_ERROR(mem.Check(p.cell_begin, (runs + 1) * 8, "unpack cell table"));
+  if (p.cell_begin[0] != 0 || p.cell_begin[runs] != p.num_cells)
+    return Status::InvalidArgument("fake emb_unpack: the cell table does not span the cells");
+  const size_t cells = static_cast<size_t>(p.num_cells) + 1;
+  SR_RETURN_IF_ERROR(mem.Check(p.wide, cells * 8, "unpack scan input"));
+  SR_RETURN_IF_ERROR(mem.Check(p.ne_scan, cells * 8, "unpack ne_scan"));
+  SR_RETURN_IF_ERROR(mem.Check(p.id_scan, cells * 8, "unpack id_scan"));
+  for (size_t r = 0; r < runs; ++r) {
+    const sb::UnpackRun& run = p.runs[r];
+    const int64_t n = p.cell_begin[r + 1] - p.cell_begin[r];
+    if (n < 0) return Status::InvalidArgument("fake emb_unpack: cells of run ", r, " descend");
+    if (n > 0)
+      SR_RETURN_IF_ERROR(
+          mem.Check(run.lengths, static_cast<size_t>(n) * 4, Name("lengths", "unpack run", r)));
+    if (run.offsets != nullptr)
+      SR_RETURN_IF_ERROR(mem.Check(run.offsets, static_cast<size_t>(run.bags + 1) * 8,
+                                   Name("offsets", "unpack run", r)));
+  }
+  sb::HostRouteExec ex;
+  sb::UnpackSteps(ex, p);
   return Status::Ok();
 }
 

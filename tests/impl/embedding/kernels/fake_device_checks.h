@@ -42,4 +42,10 @@ Status RunRowPhase(const DeviceMemory& mem, const shardrec_plugin_optimizer_t* c
 Status RunRoute(const DeviceMemory& mem, const shardrec_plugin_route_t* route, int32_t phase,
                 void* temp, size_t temp_bytes);
 
+// emb_unpack: the run table, every run's lengths and offsets, the cell table and the scan arrays
+// checked against the live blocks, then the unpack steps on the host executor (the body the
+// device runs).
+Status RunUnpack(const DeviceMemory& mem, const shardrec_plugin_unpack_t* unpack, void* temp,
+                 size_t temp_bytes);
+
 }  // namespace shardrec::fake

@@ -21,11 +21,14 @@
 #include "impl/core/plugin_abi.h"
 #include "impl/core/simt.h"
 #include "impl/embedding/kernels/kernels.h"
+#include "impl/embedding/kernels/plugin_structs.h"
 #include "impl/embedding/kernels/simt/device_status.h"
+#include "impl/embedding/kernels/simt/grad_body.h"
 #include "impl/embedding/kernels/simt/mean_body.h"
 #include "tests/impl/embedding/kernels/fake_device_checks.h"
 #include "tests/impl/embedding/kernels/fake_device_memory.h"
 #include "tests/impl/embedding/kernels/fake_nccl.h"
+#include "tests/impl/embedding/kernels/route_host_exec.h"
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -71,6 +74,9 @@ enum : int32_t {
   kCallApply,
   kCallRoute,
   kCallMean,
+  kCallUnpack,
+  kCallFinite,
+  kCallPack,
   kNumCalls
 };
 std::atomic<int64_t> g_calls[kNumCalls];
@@ -477,11 +483,97 @@ int32_t DivideMeans(int32_t device, float* out, int64_t rows, int64_t stride,
   });
 }
 
+// The device unpack runs the single-source steps (simt/unpack_body.h) on the host executor over
+// fake device memory, after checking every array the steps touch.
+int32_t Unpack(int32_t device, const shardrec_plugin_unpack_t* unpack, void* temp,
+               size_t temp_bytes, void* stream, shardrec_plugin_status_t* st) {
+  g_calls[kCallUnpack].fetch_add(1);
+  Queue().BeforeKernel(stream);  // the kernel runs behind the copies queued before it
+  return Reported(st, "fake emb_unpack", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    return RunUnpack(Mem(), unpack, temp, temp_bytes);
+  });
+}
+
+// Orders the waiter after the waitee's queued work by running that work now (a device would run
+// it before the waiter's later work; running it early keeps the order).
+int32_t StreamWaitStream(int32_t device, void* waiter, void* waitee, shardrec_plugin_status_t* st) {
+  return Reported(st, "fake stream_wait_stream", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    if (waiter != waitee) Queue().BeforeKernel(waitee);
+    return Status::Ok();
+  });
+}
+
+// The gradient check and packing run the single-source bodies (simt/grad_body.h) on host
+// executors over fake device memory, after checking every array they touch.
+int32_t CheckFinite(int32_t device, const shardrec_plugin_finite_t* finite, void* stream,
+                    shardrec_plugin_status_t* st) {
+  g_calls[kCallFinite].fetch_add(1);
+  Queue().BeforeKernel(stream);
+  return Reported(st, "fake emb_check_finite", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    if (finite == nullptr) return Status::InvalidArgument("finite must not be NULL");
+    const sb::FiniteParams p = embedding::kernels::abi::FromAbi(*finite);
+    if (p.n < 0) return Status::InvalidArgument("negative size");
+    if (p.n > 0)
+      SR_RETURN_IF_ERROR(Mem().Check(p.x, static_cast<size_t>(p.n) * 4, "finite-check input"));
+    SR_RETURN_IF_ERROR(Mem().Check(p.flag, 8, "finite-check flag"));
+    SR_RETURN_IF_ERROR(Mem().Check(p.result, sizeof(sb::FiniteResult), "finite-check result"));
+    sb::HostRouteExec ex;
+    sb::FiniteSteps(ex, p);
+    return Status::Ok();
+  });
+}
+
+int32_t PackGrads(int32_t device, const shardrec_plugin_pack_t* pack, int64_t rows, void* stream,
+                  shardrec_plugin_status_t* st) {
+  g_calls[kCallPack].fetch_add(1);
+  Queue().BeforeKernel(stream);
+  return Reported(st, "fake emb_pack_grads", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    if (pack == nullptr) return Status::InvalidArgument("pack must not be NULL");
+    const sb::PackParams p = embedding::kernels::abi::FromAbi(*pack);
+    if (p.num_jobs < 0 || rows < 0) return Status::InvalidArgument("negative sizes");
+    if (rows == 0) return Status::Ok();
+    const auto n = static_cast<size_t>(p.num_jobs);
+    SR_RETURN_IF_ERROR(Mem().Check(p.jobs, n * sizeof(sb::PackJob), "pack job table"));
+    SR_RETURN_IF_ERROR(Mem().Check(p.first_row, (n + 1) * 8, "pack row table"));
+    if (p.first_row[0] != 0 || p.first_row[n] != rows)
+      return Status::InvalidArgument("fake emb_pack_grads: the row table does not span the rows");
+    for (size_t j = 0; j < n; ++j) {
+      const sb::PackJob& job = p.jobs[j];
+      if (job.count != p.first_row[j + 1] - p.first_row[j])
+        return Status::InvalidArgument("fake emb_pack_grads: job ", j, " count");
+      if (job.count == 0) continue;
+      SR_RETURN_IF_ERROR(
+          Mem().Check(job.targets, static_cast<size_t>(job.count) * 8, "pack targets"));
+      SR_RETURN_IF_ERROR(
+          Mem().Check(job.dst, static_cast<size_t>(job.count * job.cols) * 4, "pack destination"));
+      for (int64_t k = 0; k < job.count; ++k) {
+        const int64_t t = job.targets[k];
+        SR_RETURN_IF_ERROR(Mem().Check(p.grad + t * p.stride + job.col,
+                                       static_cast<size_t>(job.cols) * 4, "pack gradient row"));
+        if (job.div != nullptr) SR_RETURN_IF_ERROR(Mem().Check(job.div + t, 4, "pack divisor"));
+      }
+    }
+    simt::HostWarp w(0);
+    for (int64_t item = 0; item < rows; ++item) sb::PackItem(w, p, item);
+    return Status::Ok();
+  });
+}
+
 // SHARDREC_FAKE_WITHOUT_ROUTE builds the plugin as it was before the route entries: its table
 // says it ends before them (they are filled all the same, so a loader that read past
 // struct_size would find them and the test would notice).
 #if SHARDREC_FAKE_WITHOUT_ROUTE
 constexpr uint32_t kTableSize = SHARDREC_CUDA_PLUGIN_TABLE_EMBEDDING_SIZE;
+#elif SHARDREC_FAKE_WITHOUT_UNPACK
+// ... and SHARDREC_FAKE_WITHOUT_UNPACK as it was before the device id exchange.
+constexpr uint32_t kTableSize = SHARDREC_CUDA_PLUGIN_TABLE_MEAN_SIZE;
+#elif SHARDREC_FAKE_WITHOUT_GRAD
+// ... and SHARDREC_FAKE_WITHOUT_GRAD as it was before device gradients.
+constexpr uint32_t kTableSize = SHARDREC_CUDA_PLUGIN_TABLE_UNPACK_SIZE;
 #else
 constexpr uint32_t kTableSize = sizeof(shardrec_cuda_plugin_table_t);
 #endif
@@ -528,6 +620,10 @@ const shardrec_cuda_plugin_table_t kTable = {
     &StreamCreate,
     &StreamDestroy,
     &DivideMeans,
+    &Unpack,
+    &StreamWaitStream,
+    &CheckFinite,
+    &PackGrads,
 };
 
 }  // namespace
@@ -546,8 +642,8 @@ FAKE_EXPORT const shardrec_cuda_plugin_table_t* shardrec_cuda_plugin_table(uint3
 }
 
 // Test hook: how many times kernel entry `which` (0 lookup, 1 group_rows, 2 aggregate_grads,
-// 3 fused_backward, 4 partial_row_stats, 5 apply, 6 route, 7 divide_means) was called in this
-// process; -1 for another value.
+// 3 fused_backward, 4 partial_row_stats, 5 apply, 6 route, 7 divide_means, 8 unpack,
+// 9 check_finite, 10 pack_grads) was called in this process; -1 for another value.
 FAKE_EXPORT int64_t shardrec_fake_embedding_calls(int32_t which) {
   using namespace shardrec::fake;
   return which >= 0 && which < kNumCalls ? g_calls[which].load() : -1;
