@@ -47,6 +47,9 @@ class SparseUpdater {
   // exchange between column shards (every rank takes part), and the full statistics of a shard
   // summed over its row in column order (*full is null when the shard has no partial ones).
   bool FusedEligible(size_t local) const;
+  // Whether local shard `local`'s optimizer needs no row statistics from sibling column shards
+  // (none, or the shard holds whole rows): the host then always takes the fused backward.
+  bool StatsStayInShard(size_t local) const;
   std::vector<float>& partial_stats(size_t local) { return partial_stats_[local]; }
   Status ExchangeRowStats(comm::Communicator& comm, double* comm_seconds);
   Status FullRowStats(size_t local, const float** full);

@@ -215,19 +215,183 @@ Status GroupRows(const ExecContext& ctx, std::span<const BagRun> runs, void* wor
   return Status::Ok();
 }
 
+namespace {
+
+isa::WeightType WeightTypeOf(DType d) {
+  return d == DType::kFloat16    ? isa::WeightType::kFloat16
+         : d == DType::kBFloat16 ? isa::WeightType::kBFloat16
+                                 : isa::WeightType::kFloat32;
+}
+
+Status CheckWeights(const optim::ShardParams& shard, const char* what) {
+  if (shard.dtype != DType::kFloat32 && shard.dtype != DType::kFloat16 &&
+      shard.dtype != DType::kBFloat16)
+    return Status::InvalidArgument(what, ": weights of dtype ", DTypeName(shard.dtype),
+                                   " (fp32, fp16 or bf16 expected)");
+  return Status::Ok();
+}
+
+// The shard and optimizer part of the row kernel's arguments (the rows and their gradients are
+// the caller's); `store` receives the rounding context of 16-bit weights and must outlive the
+// call.
+isa::FusedRowsArgs ShardArgs(const optim::OptimizerConfig& config, int64_t step, int32_t full_dim,
+                             optim::ShardParams& shard, StoreContext* store) {
+  isa::FusedRowsArgs a;
+  // Weight rows (and states) fetched 4 unique rows ahead: of 4, 8, 12, 16, 24, 32 and 48 rows
+  // ahead, 4 gave the shortest backward on the project's VM (end to end, world 1 and 2; 16 took
+  // ~5 % longer, 48 ~8 %); gradient rows 8 keys ahead (4 to 16 made no difference).
+  a.rows_ahead = 4;
+  a.grads_ahead = 8;
+  a.weights = shard.weights;
+  a.type = WeightTypeOf(shard.dtype);
+  a.stride = shard.stride;
+  a.cols = shard.cols;
+  a.full_dim = full_dim;
+  a.optimizer = static_cast<int32_t>(config.type);
+  a.rules = optim::MakeRuleScalars(config, step);
+  a.num_stats = optim::NumRowStats(config.type);
+  auto specs = optim::StateSpecs(config.type);
+  if (!specs.empty()) {
+    a.m1 = shard.states[0];
+    a.m1_row_wise = specs[0].row_wise;
+  }
+  if (specs.size() > 1) {
+    a.m2 = shard.states[1];
+    a.m2_row_wise = specs[1].row_wise;
+  }
+  a.row_state_stride = shard.row_state_stride;
+  *store = StoreContext{&config, step, &shard};
+  if (shard.dtype != DType::kFloat32) {
+    a.store_row = &StoreRow16;
+    a.store_ctx = store;
+  }
+  return a;
+}
+
+// The grouping's part of the arguments: its keys and where each index's gradient comes from.
+void GroupArgs(const detail::RowGroups& g, const Source& src, isa::FusedRowsArgs* a) {
+  a->keys = g.keys;
+  a->index_mask = g.index_mask;
+  a->segments = g.segments;
+  a->unique_rows = g.unique_rows;
+  a->num_keys = g.num_keys;
+  a->grads = src.grads;
+  a->grad_offset = src.grad_offset;
+  a->id_weights = src.weight;
+  a->scale = src.scale;
+  a->hot_ids = simt_body::kSegmentChunk;
+}
+
+// Runs the row kernel over `n` rows in `tasks` contiguous ranges on ctx's threads, each task
+// with its own two scratch rows (`scratch`, or rows of the thread's when null) and, for grouped
+// rows (`g`), the rare rows with more ids than one segment chunk summed first in the shared
+// chunked order (simt/segment_order.h).
+void RunRowTasks(const ExecContext& ctx, isa::FusedRowsFn fn, const isa::FusedRowsArgs& base,
+                 int64_t n, int64_t tasks, float* scratch, const detail::RowGroups* g,
+                 const Source* src) {
+  const int32_t cols = base.cols;
+  const int64_t per_task = 2 * isa::FusedRowsScratchFloats(cols);
+  ctx.ParallelFor(0, tasks, 1, [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<float> own, hot;
+    for (int64_t t = t0; t < t1; ++t) {
+      isa::FusedRowsArgs a = base;
+      a.u_begin = n * t / tasks;
+      a.u_end = n * (t + 1) / tasks;
+      if (scratch != nullptr) {
+        a.scratch = scratch + t * per_task;
+      } else {
+        if (own.size() < static_cast<size_t>(per_task)) own.resize(per_task);
+        a.scratch = own.data();
+      }
+      hot.clear();
+      for (int64_t u = a.u_begin; g != nullptr && u < a.u_end; ++u) {
+        if (g->segments[u + 1] - g->segments[u] <= a.hot_ids) continue;
+        hot.resize(hot.size() + static_cast<size_t>(cols));
+        AggregateRows(*g, *src, cols, u, u + 1, hot.data() + hot.size() - cols);
+      }
+      a.hot_grads = hot.data();
+      fn(a);
+    }
+  });
+}
+
+}  // namespace
+
 Status AggregateGrads(const ExecContext& ctx, std::span<const BagRun> runs, const float* grads,
                       int64_t grad_stride, int32_t cols, float scale, void* workspace,
-                      int64_t* unique_rows, float* row_grads) {
+                      int64_t* unique_rows, float* row_grads, CpuLevel level) {
   SR_RETURN_IF_ERROR(CheckHost(ctx, "AggregateGrads"));
+  isa::FusedRowsFn rows_fn = nullptr;
+  SR_RETURN_IF_ERROR(FusedRowsFor(level, &rows_fn));
   WorkspaceLayout l;
   SR_RETURN_IF_ERROR(LoadGrouping(ctx, runs, workspace, cols, 0, false, &l));
   const detail::RowGroups g = detail::ReadGroups(workspace, l);
   if (g.num_unique == 0) return Status::Ok();
   const Source src = MakeSource(ctx, runs, grads, grad_stride, scale, g.keyed_by_bag, workspace, l);
   std::copy(g.unique_rows, g.unique_rows + g.num_unique, unique_rows);
-  ctx.ParallelFor(0, g.num_unique, 64, [&](int64_t b, int64_t e) {
-    AggregateRows(g, src, cols, b, e, row_grads + b * cols);
-  });
+  isa::FusedRowsArgs a;
+  a.mode = isa::FusedRowsMode::kAggregate;
+  a.cols = cols;
+  a.grads_out = row_grads;
+  a.grads_ahead = 8;
+  GroupArgs(g, src, &a);
+  RunRowTasks(ctx, rows_fn, a, g.num_unique, std::min<int64_t>(g.num_unique, l.tasks), nullptr, &g,
+              &src);
+  return Status::Ok();
+}
+
+Status AggregateWithRowStats(const ExecContext& ctx, std::span<const BagRun> runs,
+                             const float* grads, int64_t grad_stride, float scale,
+                             const optim::OptimizerConfig& config, int64_t step,
+                             optim::ShardParams& shard, void* workspace, int64_t* unique_rows,
+                             float* row_grads, float* row_stats, CpuLevel level) {
+  SR_RETURN_IF_ERROR(CheckHost(ctx, "AggregateWithRowStats"));
+  SR_RETURN_IF_ERROR(CheckWeights(shard, "AggregateWithRowStats"));
+  isa::FusedRowsFn rows_fn = nullptr;
+  SR_RETURN_IF_ERROR(FusedRowsFor(level, &rows_fn));
+  const int ns = optim::NumRowStats(config.type);
+  WorkspaceLayout l;
+  SR_RETURN_IF_ERROR(LoadGrouping(ctx, runs, workspace, shard.cols, ns, true, &l));
+  const detail::RowGroups g = detail::ReadGroups(workspace, l);
+  if (g.num_unique == 0) return Status::Ok();
+  const Source src = MakeSource(ctx, runs, grads, grad_stride, scale, g.keyed_by_bag, workspace, l);
+  std::copy(g.unique_rows, g.unique_rows + g.num_unique, unique_rows);
+  StoreContext store;
+  isa::FusedRowsArgs a = ShardArgs(config, step, shard.cols, shard, &store);
+  a.mode = isa::FusedRowsMode::kAggregate;
+  a.grads_out = row_grads;
+  a.stats = ns > 0 ? row_stats : nullptr;
+  GroupArgs(g, src, &a);
+  const int64_t tasks = std::min<int64_t>(g.num_unique, l.tasks);
+  RunRowTasks(ctx, rows_fn, a, g.num_unique, tasks, detail::At<float>(workspace, l.task_grads), &g,
+              &src);
+  return Status::Ok();
+}
+
+Status ApplyRows(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
+                 int32_t full_dim, optim::ShardParams& shard, std::span<const int64_t> rows,
+                 const float* grads, const float* full_stats, CpuLevel level) {
+  SR_RETURN_IF_ERROR(CheckHost(ctx, "ApplyRows"));
+  SR_RETURN_IF_ERROR(CheckWeights(shard, "ApplyRows"));
+  if (full_dim < shard.cols)
+    return Status::InvalidArgument("ApplyRows: full_dim ", full_dim, " below the shard's ",
+                                   shard.cols, " columns");
+  const int ns = optim::NumRowStats(config.type);
+  if (ns > 0 && full_stats == nullptr && shard.cols != full_dim)
+    return Status::InvalidArgument(
+        "ApplyRows: row statistics span column shards (the rows' full statistics are needed)");
+  isa::FusedRowsFn rows_fn = nullptr;
+  SR_RETURN_IF_ERROR(FusedRowsFor(level, &rows_fn));
+  if (rows.empty()) return Status::Ok();
+  StoreContext store;
+  isa::FusedRowsArgs a = ShardArgs(config, step, full_dim, shard, &store);
+  a.mode = isa::FusedRowsMode::kApply;
+  a.unique_rows = rows.data();
+  a.grads = grads;
+  a.stats = ns > 0 ? const_cast<float*>(full_stats) : nullptr;
+  const int64_t n = static_cast<int64_t>(rows.size());
+  const int64_t tasks = std::min<int64_t>(n, 4 * int64_t{ctx.num_threads()});
+  RunRowTasks(ctx, rows_fn, a, n, tasks, nullptr, nullptr, nullptr);
   return Status::Ok();
 }
 
@@ -239,10 +403,7 @@ Status FusedBackward(const ExecContext& ctx, std::span<const BagRun> runs, const
   const int ns = optim::NumRowStats(config.type);
   if (ns != 0 && shard.cols != full_dim)
     return Status::InvalidArgument("FusedBackward: row statistics span column shards");
-  if (shard.dtype != DType::kFloat32 && shard.dtype != DType::kFloat16 &&
-      shard.dtype != DType::kBFloat16)
-    return Status::InvalidArgument("FusedBackward: weights of dtype ", DTypeName(shard.dtype),
-                                   " (fp32, fp16 or bf16 expected)");
+  SR_RETURN_IF_ERROR(CheckWeights(shard, "FusedBackward"));
   isa::FusedRowsFn rows_fn = nullptr;
   SR_RETURN_IF_ERROR(FusedRowsFor(level, &rows_fn));
   WorkspaceLayout l;
@@ -250,73 +411,17 @@ Status FusedBackward(const ExecContext& ctx, std::span<const BagRun> runs, const
   const detail::RowGroups g = detail::ReadGroups(workspace, l);
   if (g.num_unique == 0) return Status::Ok();
   const Source src = MakeSource(ctx, runs, grads, grad_stride, scale, g.keyed_by_bag, workspace, l);
-
   // Each row is updated right after its gradient is summed, while both are in L1: one pass over
   // the rows, as the gather of the forward, with the weight rows (and states) of the rows
   // rows_ahead further on fetched meanwhile. The tasks take contiguous ranges of rows, each with
   // its own scratch rows. (Summing a block of rows first, then the statistics and the update
   // over the block took three passes and ~10 % longer: BM_C4_StateLayout.)
-  const int32_t cols = shard.cols;
+  StoreContext store;
+  isa::FusedRowsArgs a = ShardArgs(config, step, full_dim, shard, &store);
+  GroupArgs(g, src, &a);
   const int64_t tasks = std::min<int64_t>(g.num_unique, l.tasks);
-  float* scratch = detail::At<float>(workspace, l.task_grads);
-  auto specs = optim::StateSpecs(config.type);
-  isa::FusedRowsArgs base;
-  base.keys = g.keys;
-  base.index_mask = g.index_mask;
-  base.segments = g.segments;
-  base.unique_rows = g.unique_rows;
-  base.num_keys = g.num_keys;
-  base.grads = src.grads;
-  base.grad_offset = src.grad_offset;
-  base.id_weights = src.weight;
-  base.scale = src.scale;
-  base.hot_ids = simt_body::kSegmentChunk;
-  // Weight rows (and states) fetched 4 unique rows ahead: of 4, 8, 12, 16, 24, 32 and 48 rows
-  // ahead, 4 gave the shortest backward on the project's VM (end to end, world 1 and 2; 16 took
-  // ~5 % longer, 48 ~8 %); gradient rows 8 keys ahead (4 to 16 made no difference).
-  base.rows_ahead = 4;
-  base.grads_ahead = 8;
-  base.weights = shard.weights;
-  base.type = shard.dtype == DType::kFloat16    ? isa::WeightType::kFloat16
-              : shard.dtype == DType::kBFloat16 ? isa::WeightType::kBFloat16
-                                                : isa::WeightType::kFloat32;
-  base.stride = shard.stride;
-  base.cols = cols;
-  base.full_dim = full_dim;
-  base.optimizer = static_cast<int32_t>(config.type);
-  base.rules = optim::MakeRuleScalars(config, step);
-  if (!specs.empty()) {
-    base.m1 = shard.states[0];
-    base.m1_row_wise = specs[0].row_wise;
-  }
-  if (specs.size() > 1) {
-    base.m2 = shard.states[1];
-    base.m2_row_wise = specs[1].row_wise;
-  }
-  base.row_state_stride = shard.row_state_stride;
-  StoreContext store{&config, step, &shard};
-  if (shard.dtype != DType::kFloat32) {
-    base.store_row = &StoreRow16;
-    base.store_ctx = &store;
-  }
-  ctx.ParallelFor(0, tasks, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      isa::FusedRowsArgs a = base;
-      a.u_begin = g.num_unique * t / tasks;
-      a.u_end = g.num_unique * (t + 1) / tasks;
-      a.scratch = scratch + t * 2 * isa::FusedRowsScratchFloats(cols);
-      // Rows with very many ids (rare) are summed here in the shared chunked order.
-      thread_local std::vector<float> hot;
-      hot.clear();
-      for (int64_t u = a.u_begin; u < a.u_end; ++u) {
-        if (g.segments[u + 1] - g.segments[u] <= a.hot_ids) continue;
-        hot.resize(hot.size() + static_cast<size_t>(cols));
-        AggregateRows(g, src, cols, u, u + 1, hot.data() + hot.size() - cols);
-      }
-      a.hot_grads = hot.data();
-      rows_fn(a);
-    }
-  });
+  RunRowTasks(ctx, rows_fn, a, g.num_unique, tasks, detail::At<float>(workspace, l.task_grads), &g,
+              &src);
   return Status::Ok();
 }
 }  // namespace shardrec::embedding::kernels

@@ -112,7 +112,29 @@ Status GroupRows(const ExecContext& ctx, std::span<const BagRun> runs, void* wor
 // row_grads num_unique * cols floats.
 Status AggregateGrads(const ExecContext& ctx, std::span<const BagRun> runs, const float* grads,
                       int64_t grad_stride, int32_t cols, float scale, void* workspace,
-                      int64_t* unique_rows, float* row_grads);
+                      int64_t* unique_rows, float* row_grads, CpuLevel level = CpuLevel::kAuto);
+
+// Step 2 of a shard whose rows are updated later (column shards whose row statistics are summed
+// with their sibling shards'): AggregateGrads over shard.cols columns, and each row's statistics
+// over this shard's columns into row_stats (optim::NumRowStats(config.type) per row; none
+// written when 0; LAMB advances its moments here), as optim::PartialRowStats does. The weights
+// stay as they are. The workspace must hold BackwardWorkspaceBytes. Bit-identical at every level.
+Status AggregateWithRowStats(const ExecContext& ctx, std::span<const BagRun> runs,
+                             const float* grads, int64_t grad_stride, float scale,
+                             const optim::OptimizerConfig& config, int64_t step,
+                             optim::ShardParams& shard, void* workspace, int64_t* unique_rows,
+                             float* row_grads, float* row_stats, CpuLevel level = CpuLevel::kAuto);
+
+// The update of aggregated rows: rows[u] (local, unique) takes grads[u * cols, (u + 1) * cols)
+// and, when the optimizer has row statistics, full_stats[u * NumRowStats, ...) summed over the
+// whole row -- or, with full_stats null, statistics taken from the row itself (the shard holds
+// whole rows: cols == full_dim); optim::PartialRowStats + optim::Apply's bits, in the host's
+// widest instruction set (or `level`), in parallel over rows. Errors: kInvalidArgument (dtype,
+// full_dim below cols, statistics missing for a column shard), kUnsupported (a level above the
+// host's, a non-host context).
+Status ApplyRows(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
+                 int32_t full_dim, optim::ShardParams& shard, std::span<const int64_t> rows,
+                 const float* grads, const float* full_stats, CpuLevel level = CpuLevel::kAuto);
 
 // Step 2, fused with the optimizer: each unique row is aggregated and updated at once while its
 // gradient is in L1 (vector registers of `level`: kAuto is HostCpuLevel()), so aggregated
