@@ -118,7 +118,8 @@ void SumIds(const detail::RowGroups& g, const Source& src, int32_t cols, int64_t
 }
 
 // out[(u - u_begin) * cols + c] = sum over the row's ids of factor * grad, in the shared segment
-// order (simt/segment_order.h: position order, chunked and tree-combined for hot rows).
+// order (simt/segment_order.h: position order, chunked and tree-combined for hot rows). The
+// vector kernels (isa/fused_rows.h) sum every other row; they take hot rows from here.
 void AggregateRows(const detail::RowGroups& g, const Source& src, int32_t cols, int64_t u_begin,
                    int64_t u_end, float* out) {
   for (int64_t u = u_begin; u < u_end; ++u) {
