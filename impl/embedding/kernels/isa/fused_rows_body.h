@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "impl/core/prefetch.h"
 #include "impl/embedding/kernels/isa/fused_rows.h"
@@ -139,12 +140,13 @@ struct LaneSum {
   }
 };
 
-// The same sum for a level without vectors (one float per register): 32 scalar lanes.
+// The same sum for a level without vectors (one float per register, column j): 32 scalar lanes.
+template <class I>
 struct ScalarLaneSum {
   float acc[32] = {};
-  void AddColumn(int64_t c, float t) {
-    const int l = static_cast<int>((c >> 2) & 31);
-    acc[l] = acc[l] + t;
+  void Add(int64_t j, Vec<I> t) {
+    const int l = static_cast<int>((j >> 2) & 31);
+    acc[l] = acc[l] + t.v;
   }
   float Finish() {
     for (int off = 16; off >= 1; off /= 2)
@@ -153,18 +155,16 @@ struct ScalarLaneSum {
   }
 };
 
+// The lane sum of a level.
+template <class I>
+using Lanes = std::conditional_t<(I::kWidth >= 4), LaneSum<I>, ScalarLaneSum<I>>;
+
 // Sums over the row of term(j) (a register of terms, past-the-end elements zero).
 template <class I, class Term>
 float RowSum(const RowIo<I>& io, Term&& term) {
-  if constexpr (I::kWidth >= 4) {
-    LaneSum<I> s;
-    for (int64_t j = 0; j < io.Regs(); ++j) s.Add(j, term(j));
-    return s.Finish();
-  } else {
-    ScalarLaneSum s;
-    for (int64_t j = 0; j < io.Regs(); ++j) s.AddColumn(j, term(j).v);
-    return s.Finish();
-  }
+  Lanes<I> s;
+  for (int64_t j = 0; j < io.Regs(); ++j) s.Add(j, term(j));
+  return s.Finish();
 }
 
 // g = the row's gradient: the contributions of keys [k0, k1), first assigned, then added, in
@@ -223,8 +223,8 @@ void RowPhase1(const FusedRowsArgs& a, const float* w, const float* g, float* m1
       break;
     case optim::OptimizerType::kLamb:
       // |w|^2 and |r|^2 in one pass (two lane sums), the moments advanced.
-      if constexpr (I::kWidth >= 4) {
-        LaneSum<I> ws, rs;
+      {
+        Lanes<I> ws, rs;
         for (int64_t j = 0; j < regs; ++j) {
           const V wj = io.Load(w, j);
           V m = io.Load(m1, j), v = io.Load(m2, j);
@@ -233,19 +233,6 @@ void RowPhase1(const FusedRowsArgs& a, const float* w, const float* g, float* m1
           io.Store(m2, j, v);
           ws.Add(j, io.Clip(wj * wj, j));
           rs.Add(j, io.Clip(r * r, j));
-        }
-        stats[0] = ws.Finish();
-        stats[1] = rs.Finish();
-      } else {
-        ScalarLaneSum ws, rs;
-        for (int64_t j = 0; j < regs; ++j) {
-          const V wj = io.Load(w, j);
-          V m = io.Load(m1, j), v = io.Load(m2, j);
-          const V r = optim::LambAdvance<V>(wj, io.Load(g, j), &m, &v, s);
-          io.Store(m1, j, m);
-          io.Store(m2, j, v);
-          ws.AddColumn(j, (wj * wj).v);
-          rs.AddColumn(j, (r * r).v);
         }
         stats[0] = ws.Finish();
         stats[1] = rs.Finish();
