@@ -785,5 +785,93 @@ TEST(EmbeddingKernels, FusedBackwardEqualsAggregateThenApplyAtEveryCpuLevel) {
   }
 }
 
+// Gradient rows read encoded as they came over the wire (WireGradients: the rows below `end` as
+// fp16 or bf16) give the bits of decoding them first, on every path (fused; aggregate with
+// statistics; aggregate) and level, weighted or not, a hot row included; the fp32 copies of the
+// encoded rows are NaN, so reading them instead would show.
+TEST(EmbeddingKernels, WireGradientsEqualDecodingFirst) {
+  std::vector<CpuLevel> levels = {CpuLevel::kBaseline};
+  if (HostCpuLevel() >= CpuLevel::kAvx2) levels.push_back(CpuLevel::kAvx2);
+  if (HostCpuLevel() >= CpuLevel::kAvx512) levels.push_back(CpuLevel::kAvx512);
+  const int64_t R = 50;
+  Batch batch = MakeBatch(80, 8, R, 41);
+  for (int k = 0; k < 40; ++k) {  // row 3 in one long bag: a hot row
+    batch.rows.push_back(3);
+    batch.weights.push_back(0.75f);
+  }
+  batch.offsets.push_back(static_cast<int64_t>(batch.rows.size()));
+  const int64_t bags = static_cast<int64_t>(batch.offsets.size()) - 1;
+  for (int32_t D : {3, 16, 37, 128}) {
+    for (DType wt : {DType::kBFloat16, DType::kFloat16}) {
+      // Bags [0, split) arrived encoded; the rest are fp32 (this rank's own rows).
+      const int64_t split = bags / 2;
+      const int64_t end = split * D;
+      std::vector<float> decoded(bags * D), mixed(bags * D);
+      std::vector<uint16_t> wire(end);
+      for (int64_t i = 0; i < bags * D; ++i) {
+        const float x = std::cos(0.7f * static_cast<float>(i)) * 0.2f;
+        if (i < end) {
+          wire[i] = wt == DType::kFloat16 ? FloatToHalf(x) : FloatToBFloat16(x);
+          decoded[i] = wt == DType::kFloat16 ? HalfToFloat(wire[i]) : BFloat16ToFloat(wire[i]);
+          mixed[i] = std::nanf("");
+        } else {
+          decoded[i] = mixed[i] = x;
+        }
+      }
+      const WireGradients w{wire.data(), end, wt};
+      optim::OptimizerConfig cfg;
+      cfg.type = optim::OptimizerType::kLamb;
+      for (bool weighted : {false, true}) {
+        const BagRun view = batch.View(weighted);
+        const std::span<const BagRun> runs(&view, 1);
+        const int ns = optim::NumRowStats(cfg.type);
+        for (CpuLevel level : levels) {
+          for (int path = 0; path < 3; ++path) {
+            std::vector<float> out[2];
+            for (int enc = 0; enc < 2; ++enc) {
+              std::vector<float> table = MakeTable(R, D);
+              std::vector<float> m(R * D, 0.0f), v(R * D, 0.0f);
+              optim::ShardParams p;
+              p.weights = table.data();
+              p.rows = R;
+              p.cols = D;
+              p.stride = D;
+              p.states = {m.data(), v.data()};
+              const float* g = enc ? mixed.data() : decoded.data();
+              const WireGradients use = enc ? w : WireGradients{};
+              std::vector<uint8_t> ws(BackwardWorkspaceBytes(Ctx(), view.num_ids(), D, ns));
+              int64_t num_unique = 0;
+              ASSERT_TRUE(GroupRows(Ctx(), runs, ws.data(), ws.size(), &num_unique).ok());
+              std::vector<int64_t> uniq(num_unique);
+              std::vector<float> grads(num_unique * D), stats(num_unique * ns);
+              if (path == 0) {
+                ASSERT_TRUE(
+                    FusedBackward(Ctx(), runs, g, D, 0.5f, cfg, 1, D, p, ws.data(), level, use)
+                        .ok());
+                out[enc] = table;
+              } else if (path == 1) {
+                ASSERT_TRUE(AggregateWithRowStats(Ctx(), runs, g, D, 0.5f, cfg, 1, p, ws.data(),
+                                                  uniq.data(), grads.data(), stats.data(), level,
+                                                  use)
+                                .ok());
+                out[enc] = grads;
+                out[enc].insert(out[enc].end(), stats.begin(), stats.end());
+              } else {
+                ASSERT_TRUE(AggregateGrads(Ctx(), runs, g, D, D, 0.5f, ws.data(), uniq.data(),
+                                           grads.data(), level, use)
+                                .ok());
+                out[enc] = grads;
+              }
+            }
+            ASSERT_EQ(0, std::memcmp(out[0].data(), out[1].data(), out[0].size() * 4))
+                << "path " << path << " level " << CpuLevelName(level) << " dim " << D << " "
+                << DTypeName(wt) << " weighted " << weighted;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace shardrec::embedding::kernels
