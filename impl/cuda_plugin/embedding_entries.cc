@@ -230,4 +230,38 @@ int32_t EmbPackGrads(int32_t device, const shardrec_plugin_pack_t* pack, int64_t
   });
 }
 
+int32_t EmbDpWorkspaceBytes(int32_t device, int64_t max_ids, int64_t num_keys, size_t* bytes,
+                            shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_dp_workspace_bytes", device, nullptr,
+                  [&](const ExecContext& ctx) -> Status {
+                    if (bytes == nullptr) return Status::InvalidArgument("bytes must not be NULL");
+                    return kcuda::DpWorkspaceBytes(ctx, max_ids, num_keys, bytes);
+                  });
+}
+
+int32_t EmbDpStep(int32_t device, const shardrec_plugin_dp_t* dp, int32_t phase, void* workspace,
+                  size_t workspace_bytes, void* stream, shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_dp_step", device, stream, [&](const ExecContext& ctx) -> Status {
+    if (dp == nullptr) return Status::InvalidArgument("dp must not be NULL");
+    return kcuda::DpStep(ctx, abi::FromAbi(*dp), phase, workspace, workspace_bytes);
+  });
+}
+
+int32_t EmbRowPhaseCounted(int32_t device, const shardrec_plugin_optimizer_t* config, int64_t step,
+                           int32_t full_dim, const shardrec_plugin_shard_t* shard,
+                           const shardrec_plugin_counted_rows_t* rows, float* partial_stats,
+                           const float* full_stats, int32_t phase, void* stream,
+                           shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_row_phase_counted", device, stream,
+                  [&](const ExecContext& ctx) -> Status {
+                    if (rows == nullptr) return Status::InvalidArgument("rows must not be NULL");
+                    optim::OptimizerConfig c;
+                    SR_RETURN_IF_ERROR(abi::FromAbi(config, &c));
+                    optim::ShardParams s;
+                    SR_RETURN_IF_ERROR(abi::FromAbi(shard, &s));
+                    return kcuda::RowPhaseCounted(ctx, c, step, full_dim, s, abi::FromAbi(*rows),
+                                                  partial_stats, full_stats, phase);
+                  });
+}
+
 }  // namespace shardrec::cuda_plugin::entry

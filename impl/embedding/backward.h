@@ -11,6 +11,7 @@
 #include "impl/comm/communicator.h"
 #include "impl/comm/encoded.h"
 #include "impl/core/exec.h"
+#include "impl/embedding/dp_accumulate.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/layout.h"
 #include "impl/embedding/param_store.h"
@@ -87,9 +88,8 @@ class SparseUpdater {
   std::vector<size_t> stat_recv_at_;  // per stat message: offset in stat_recv_
   std::vector<float> full_stats_;
   std::vector<float> dp_grad_;
-  std::vector<size_t> dp_grad_offset_;   // per table (DP only): grads [rows, dim]
-  std::vector<size_t> dp_touch_offset_;  // per table (DP only): touched flags [rows]
-  comm::EncodedScratch dp_wire_;         // 16-bit staging of an encoded all-reduce
+  DpBlockLayout dp_at_;           // per table (DP only): grads and touched flags in dp_grad_
+  comm::EncodedScratch dp_wire_;  // 16-bit staging of an encoded all-reduce
 };
 
 }  // namespace shardrec::embedding

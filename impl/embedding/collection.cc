@@ -69,8 +69,10 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   std::unique_ptr<EmbeddingCollection> c(new EmbeddingCollection());
   Status local = rejected;
   // Whether this rank's plugin can take the device input distribution (device_input.h); every
-  // rank must, or none uses it (the agreement below).
+  // rank must, or none uses it (the agreement below). The same for data-parallel tables trained
+  // on the device (device_dp.h).
   bool device_input = false;
+  bool device_dp = false;
   if (!local.ok()) {
     // The caller's verdict stands; this rank only takes part in the agreement.
   } else if (options.device.is_cuda() && !comm->device().is_host() &&
@@ -119,6 +121,16 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
       c->device_ = std::make_unique<DeviceStep>();
       local = c->device_->Init(&c->layout_, &c->params_, options.device.index, options.capacity,
                                device_input);
+      // Data-parallel gradients stay on the device when their group needs no collective or
+      // all-reduces them between device buffers of this device (fp32: a 16-bit wire keeps the
+      // host's encoded all-reduce).
+      const comm::Communicator& group = options.dp_comm ? *options.dp_comm : *comm;
+      device_dp = local.ok() && !c->layout_.dp_tables.empty() &&
+                  DeviceStep::HasDeviceDataParallel() &&
+                  (group.Size() == 1 ||
+                   (group.device().is_cuda() && group.device().index == options.device.index &&
+                    options.backward_encoding == comm::Encoding::kFp32));
+      if (device_dp) local = c->device_->InitDataParallel(options.capacity);
     }
   }
   // A host collection cannot even agree over a device communicator (its agreement buffers are
@@ -132,9 +144,9 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     SR_RETURN_IF_ERROR(StagedComm::Create(comm, comm->device().index,
                                           c->device_ != nullptr ? c->device_->stream() : nullptr,
                                           /*own_stream=*/false, &staged));
-    // The data-parallel gradients' all-reduce goes through it with the plan's one size:
-    // allocated here, not in a step.
-    if (local.ok() && !c->layout_.dp_tables.empty())
+    // The data-parallel gradients' all-reduce goes through it with the plan's one size
+    // (unless they stay on the device): allocated here, not in a step.
+    if (local.ok() && !c->layout_.dp_tables.empty() && !device_dp)
       SR_RETURN_IF_ERROR(staged->Reserve(sizeof(float) * c->layout_.dp_grad_size));
     c->device_comm_ = comm;
     comm = std::move(staged);
@@ -143,9 +155,9 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   // whether any rank failed, so every rank returns instead of waiting on a peer, and on whether
   // any rank lacks the device input distribution.
   const uint64_t hash = plan->Hash();
-  int64_t agree[4] = {static_cast<int64_t>(hash), static_cast<int64_t>(~hash),
-                      local.ok() ? 0 : comm->Rank() + 1, device_input ? 0 : 1};
-  const Status agreed = comm->AllReduce(agree, agree, 4, DType::kInt64, comm::ReduceOp::kMax);
+  int64_t agree[5] = {static_cast<int64_t>(hash), static_cast<int64_t>(~hash),
+                      local.ok() ? 0 : comm->Rank() + 1, device_input ? 0 : 1, device_dp ? 0 : 1};
+  const Status agreed = comm->AllReduce(agree, agree, 5, DType::kInt64, comm::ReduceOp::kMax);
   // A rank's own rejection says more than a failed agreement (e.g. a staged NCCL agreement
   // without the plugin, when the communicator is of another device).
   if (!local.ok()) return local;
@@ -171,6 +183,7 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   }
   if (c->input_comm_ == nullptr) return Status::Internal("input communicator split failed");
   c->device_input_ = device_input && agree[3] == 0;
+  c->device_dp_ = device_dp && agree[4] == 0;
   if (c->device_input_) c->route_tables_ = BuildRouteTables(c->layout_);
   c->comm_ = std::move(comm);
   c->dp_comm_ = options.dp_comm ? options.dp_comm : c->comm_;
@@ -179,10 +192,12 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     SR_RETURN_IF_ERROR(StagedComm::Create(c->dp_comm_, options.device.index, c->device_->stream(),
                                           /*own_stream=*/false, &staged));
     // The data-parallel gradients' all-reduce has one size (the plan's): allocated here.
-    if (!c->layout_.dp_tables.empty())
+    if (!c->layout_.dp_tables.empty() && !c->device_dp_)
       SR_RETURN_IF_ERROR(staged->Reserve(sizeof(float) * c->layout_.dp_grad_size));
     c->dp_comm_ = std::move(staged);
   }
+  if (c->device_dp_ && c->dp_comm_->Size() > 1)
+    c->dp_device_comm_ = options.dp_comm ? options.dp_comm : c->device_comm_;
   c->options_ = options;
   // Stochastic rounding draws its bits from the collection's seed (embedding.h).
   c->optim_.seed = options.seed;
@@ -280,9 +295,10 @@ Status EmbeddingCollection::GradNotFinite(size_t i, float value) const {
 bool EmbeddingCollection::TakesDeviceGradient(const Device& device) const {
   if (!device.is_cuda() || device_ == nullptr || device.index != options_.device.index)
     return false;
-  // Data-parallel gradients are accumulated on the host; a message over a host communicator
-  // leaves from host memory.
-  if (!layout_.dp_pairs.empty()) return false;
+  // Data-parallel gradients accumulated on the host (a plugin before the device entries, a
+  // 16-bit or host data-parallel group) need it there; a message over a host communicator leaves
+  // from host memory.
+  if (!layout_.dp_pairs.empty() && !device_dp_) return false;
   if (layout_.world > 1 &&
       (device_comm_ == nullptr || options_.backward_encoding != comm::Encoding::kFp32))
     return false;
@@ -660,12 +676,24 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
   current_consumed_ = true;
   const int64_t step = params_.step() + 1;
   params_.set_step(step);
+  // Data-parallel tables trained on the device (device_dp.h) ride in the sharded tables' phase.
+  DeviceDpWork dpw;
+  const DeviceDpWork* dp = nullptr;
+  if (device_dp_) {
+    dpw.comm = dp_device_comm_.get();
+    dpw.comm_size = dp_comm_->Size();
+    if (device_grad == nullptr) {
+      dpw.host_grad = grad;
+      dpw.host_grad_floats = grad_len;
+    }
+    dp = &dpw;
+  }
   if (device_grad != nullptr) {
     // Packed on the device and exchanged between device buffers (or not at all at world 1).
     const DeviceExchange x{device_comm_.get(), ReturnRecvCounts(rb), ReturnSendCounts(rb)};
     SR_RETURN_IF_ERROR(device_->ApplySharded(
         *comm_, updater_, rb, nullptr, table_optim_, step, &timings_.comm_seconds,
-        layout_.world > 1 ? &x : nullptr, nullptr, grad, true));
+        layout_.world > 1 ? &x : nullptr, nullptr, grad, true, dp));
     ++timings_.backwards;
     return Status::Ok();
   }
@@ -700,7 +728,8 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
     // Over NCCL the message travels into the device block the backward kernels read.
     const DeviceExchange x{device_comm_.get(), ReturnRecvCounts(rb), ReturnSendCounts(rb)};
     SR_RETURN_IF_ERROR(device_->ApplySharded(*comm_, updater_, rb, ret_send_.data(), table_optim_,
-                                             step, &timings_.comm_seconds, &x, ret_recv_.data()));
+                                             step, &timings_.comm_seconds, &x, ret_recv_.data(),
+                                             nullptr, false, dp));
   } else {
     {
       ScopedTimer t(&timings_.comm_seconds);
@@ -711,7 +740,8 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
     }
     if (device_ != nullptr) {
       SR_RETURN_IF_ERROR(device_->ApplySharded(*comm_, updater_, rb, ret_send_.data(), table_optim_,
-                                               step, &timings_.comm_seconds));
+                                               step, &timings_.comm_seconds, nullptr, nullptr,
+                                               nullptr, false, dp));
     } else {
       SR_RETURN_IF_ERROR(updater_.ApplySharded(exec_, *comm_, rb, ret_send_.data(), table_optim_,
                                                step, &timings_.comm_seconds));
@@ -722,7 +752,7 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
 
 Status EmbeddingCollection::ApplyDataParallelTables(const RoutedBatch& rb, const float* grad,
                                                     int64_t step) {
-  {
+  if (!device_dp_) {
     // The data-parallel all-reduce is this step's only collective: its comm time is all
     // embedding communication.
     const double before = timings_.comm_seconds;

@@ -203,7 +203,8 @@ class EmbeddingCollection {
   // The lookup and output distribution of a batch whose input distribution is complete.
   Status Distribute(std::unique_ptr<RoutedBatch> rb, float* out, size_t out_len,
                     const Status& rejected, const DeviceOutput* device_out);
-  // The end of a backward: the data-parallel tables' all-reduce and update, then the count.
+  // The end of a backward: the data-parallel tables' all-reduce and update on the host (unless
+  // they trained on the device, in the sharded tables' phase), then the count.
   Status ApplyDataParallelTables(const RoutedBatch& rb, const float* grad, int64_t step);
   // A forward's end: on success `rb` becomes the batch backward will use, else the spare.
   Status Finish(std::unique_ptr<RoutedBatch> rb, const Status& s);
@@ -226,6 +227,10 @@ class EmbeddingCollection {
   // Over that device communicator at world > 1 with fp32 messages and a plugin with emb_unpack on
   // every rank: the ids travel between device buffers (device_input.h).
   bool device_input_ = false;
+  // Data-parallel tables trained on the device (device_dp.h; every rank's plugin serves it): their
+  // all-reduce goes over dp_device_comm_ between device buffers (null: a group of one).
+  bool device_dp_ = false;
+  std::shared_ptr<comm::Communicator> dp_device_comm_;
   optim::OptimizerConfig optim_;                     // the default optimizer
   std::vector<optim::OptimizerConfig> table_optim_;  // per table: its own, or the default
   CollectionOptions options_;

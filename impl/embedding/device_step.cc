@@ -854,6 +854,18 @@ Status DeviceStep::FinishRows() {
 
 bool DeviceStep::HasDeviceGradient() { return dk::HasGrad(); }
 
+bool DeviceStep::HasDeviceDataParallel() { return DeviceDataParallel::Available(); }
+
+Status DeviceStep::InitDataParallel(const StepCapacity& capacity) {
+  StepSizes z;
+  if (capacity.known()) {
+    // (The pinned block was sized for the data-parallel upload by Presize.)
+    const std::vector<bool> fused(layout_->local.size(), true);
+    SR_RETURN_IF_ERROR(ComputeStepSizes(*layout_, capacity, fused, false, &z));
+  }
+  return dp_.Init(layout_, params_, device_, stream_, z.dp_ids, z.dp_upload_bytes);
+}
+
 Status DeviceStep::Verdict(comm::Communicator* comm, int64_t local_flag, const float* grad,
                            size_t n, bool check, int32_t rank, Stream caller, int64_t* agreed,
                            int64_t* first_bad, float* bad_value) {
@@ -987,9 +999,12 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
                                 const RoutedBatch& rb, const float* grads,
                                 const std::vector<optim::OptimizerConfig>& configs, int64_t step,
                                 double* comm_seconds, const DeviceExchange* x, const float* packed,
-                                const float* grad_dev, bool grad_on_device) {
+                                const float* grad_dev, bool grad_on_device,
+                                const DeviceDpWork* dp) {
   const Layout& l = *layout_;
   const size_t n = l.local.size();
+  if (dp != nullptr && !dp_.active())
+    return Status::Internal("ApplySharded: data-parallel work without InitDataParallel");
   // Which shards run, and every device buffer sized before anything is queued (a buffer that
   // grows waits for the stream; the staging block's copies must not be in flight then).
   bool any = false;
@@ -1048,6 +1063,7 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
       SR_RETURN_IF_ERROR(a2a_recv_.Reserve(device_, sizeof(float) * x_recv,
                                            "the received gradients on the device", stream_));
   }
+  if (dp != nullptr) SR_RETURN_IF_ERROR(dp_.Reserve(rb, dp->host_grad_floats));
   // Phase 1: the runs and the gradient message in one copy, then every shard's grouping and its
   // fused backward or aggregation, the shards in turn on the one workspace (stream-ordered).
   SR_RETURN_IF_ERROR(staging_.Begin());
@@ -1108,6 +1124,13 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     SR_RETURN_IF_ERROR(dk::AggregateGrads(ctx_, runs, dgrads, ls.cols, ls.cols, scale,
                                           workspace_.data(), uniq_rows_[i]->as<int64_t>(),
                                           uniq_grads_[i]->as<float>()));
+  }
+  // The data-parallel tables behind the sharded ones, in the same phase (device_dp.h): their
+  // all-reduce follows the gradient exchange on every rank.
+  if (dp != nullptr) {
+    launched_ = true;
+    SR_RETURN_IF_ERROR(dp_.Queue(staging_, rb, grad_dev, dp->host_grad, dp->host_grad_floats,
+                                 dp->comm, dp->comm_size, nullptr, configs, step));
   }
   // Aggregated shards need their unique-row counts on the host: the first wait. A backward of
   // fused shards only goes straight on to its one wait at the end.

@@ -2,8 +2,9 @@
 // heavy kernels run there (lookups; the combine when the returned rows are on the device, pooled
 // or sequence; grouping, aggregation and the fused optimizer in backward; over NCCL also the
 // unpacking of the received ids and, for a gradient in device memory, its check and packing),
-// while the routing of a host KJT, the combine's bags, the data-parallel gradients and the
-// exchanges' bookkeeping stay on the host. Each call is one or more phases; a phase stages what it
+// while the routing of a host KJT, the combine's bags and the exchanges' bookkeeping stay on the
+// host (data-parallel gradients too, with a plugin before emb_dp_step or a data-parallel group
+// that is neither alone nor a device communicator with fp32 messages: device_dp.h). Each call is one or more phases; a phase stages what it
 // needs across PCIe through one pinned block (device_staging.h: the batch's runs, i.e. ids, per-id
 // weights and bag offsets, and the return message or its gradient), queues its copies and kernels
 // back to back on the step's stream (one the collection owns, which synchronises with the device's
@@ -27,7 +28,9 @@
 //                       unique-row counts are read on the host: sequence collections, column
 //                       shards with row statistics); +1 more when some of those has row
 //                       statistics to exchange (downloaded between the two).
-//   ApplyRows..FinishRows  1 for all data-parallel tables together when any row was touched.
+//   ApplyRows..FinishRows  1 for all data-parallel tables together when any row was touched
+//                       (data-parallel gradients accumulated on the host); 0 when they train on
+//                       the device (DeviceDpWork: queued in ApplySharded's first phase).
 //     => a backward takes at most 4 (at most 2 in a pooled collection without row statistics
 //        shared between column shards).
 // Host <-> device copies: LookupCombine 1 up (runs, the combine's bags, data-parallel ids) + 1
@@ -37,7 +40,9 @@
 // on the caller's stream after the phase, with a wait of its own); LookupToSend 1 up + 1
 // down; LookupDataParallel 1 up + 1 down; ApplySharded 1 up (runs and gradients) when it has ids, 1
 // down per shard with exchanged statistics and 1 up per shard that receives full statistics;
-// ApplyRows 1 up per data-parallel table with touched rows. (Counted through the fake plugin by
+// ApplyRows 1 up per data-parallel table with touched rows; data-parallel tables on the device 1
+// up in ApplySharded's first phase (their ids, pair records and a host output gradient), nothing
+// down. (Counted through the fake plugin by
 // embedding_gpu_staging_test.cc.) Beyond these only a buffer that must grow waits (DeviceBuffer,
 // DeviceStaging).
 //
@@ -72,8 +77,8 @@
 //   Backward: the verdict (Verdict: 1 up, 1 down, 1 wait): this rank's flag all-reduced
 //             between device buffers over the communicator itself, so every rank issues the same
 //             collective whatever its gradient's side; a gradient in device memory (a CUDA view
-//             on the collection's device, with a plugin that has the device-gradient entries and
-//             no data-parallel table) is checked for non-finite elements on the device in the
+//             on the collection's device, with a plugin that has the device-gradient entries,
+//             and with data-parallel tables the device ones) is checked for non-finite elements on the device in the
 //             same phase, behind the caller's stream (stream_wait_stream: no host wait).
 //             ApplySharded: a host gradient is packed on the host and goes up (runs and own rows
 //             1 up as above, with the device input only the own rows; the packed message 1 up); a
@@ -84,14 +89,16 @@
 //             then the waits above. The row statistics are packed on the device from the blocks the
 //             kernels wrote (device-to-device copies), all-to-all'd between device blocks and the
 //             received ones downloaded with the own partial ones, inside the statistics phase: no
-//             wait of their own (the staged path takes one more). The data-parallel all-reduce
-//             runs over StagedComm (1 wait, 1 up, 1 down: its gradients are accumulated on the
-//             host). AsyncError is checked after each phase's wait (NCCL reports a dead peer
-//             there).
+//             wait of their own (the staged path takes one more). Data-parallel tables ride in
+//             the first phase (device_dp.h: their ids, pair records and a host gradient 1 up;
+//             the dense gradients accumulated from the output gradient with the host's bits,
+//             all-reduced between device blocks, the touched rows compacted and updated with
+//             counts read on the device): no wait, no download. AsyncError is checked after each
+//             phase's wait (NCCL reports a dead peer there).
 // (Counted through the fake plugin's NCCL double by embedding_gpu_nccl_test.cc.)
 //
 // Where the waits of a step over NCCL are, and why each is still there (a host KJT, CUDA output
-// and gradient views, fused shards, no data-parallel table: 2 forward + 2 backward):
+// and gradient views, fused shards, data-parallel tables or not: 2 forward + 2 backward):
 //   1. The counts all-gather (forward): THE one that learns the received sizes, which NCCL's
 //      counts need on the host; it carries every rank's verdict on its batch.
 //   2. The lookup phase's end (forward): the lookup status block (a row outside its shard is an
@@ -103,9 +110,10 @@
 // More where the host still computes: a KJT in device memory +1 (its fill's return targets come
 // down for the host's combine bags and backward); aggregated shards (sequence collections,
 // column shards with row statistics) +1 for the unique-row counts read on the host (+1 more when
-// row statistics travel); data-parallel tables +2 in backward (the all-reduce staged, its
-// gradients accumulated on the host, then the updates) and a CUDA gradient view staged through
-// the host; a CUDA view with a plugin before the stream_wait_stream entry +1 each way.
+// row statistics travel); with a plugin before emb_dp_step, data-parallel tables +2 in backward
+// (the all-reduce staged, its gradients accumulated on the host, then the updates) and a CUDA
+// gradient view staged through the host; a CUDA view with a plugin before the stream_wait_stream
+// entry +1 each way.
 #pragma once
 
 #include <cstdint>
@@ -119,6 +127,7 @@
 #include "impl/core/status.h"
 #include "impl/embedding/backward.h"
 #include "impl/embedding/device_buffer.h"
+#include "impl/embedding/device_dp.h"
 #include "impl/embedding/device_sizing.h"
 #include "impl/embedding/device_staging.h"
 #include "impl/embedding/input_dist.h"
@@ -157,6 +166,18 @@ struct DeviceOutput {
 // earlier work (which wrote the gradient) the collection's reads are ordered after.
 struct DeviceGradient {
   Stream stream = nullptr;
+};
+
+// The data-parallel tables' part of a backward on the device (device_dp.h), queued in the
+// backward's first phase: their gradients are all-reduced over `comm` (a communicator of the
+// step's device; null for a group of one) of `comm_size` ranks; a host output gradient
+// (`host_grad`, host_grad_floats floats) goes up with the phase's copies, else the device one is
+// read.
+struct DeviceDpWork {
+  comm::Communicator* comm = nullptr;
+  int32_t comm_size = 1;
+  const float* host_grad = nullptr;
+  size_t host_grad_floats = 0;
 };
 
 class DeviceStep {
@@ -259,7 +280,13 @@ class DeviceStep {
                       const float* grads, const std::vector<optim::OptimizerConfig>& configs,
                       int64_t step, double* comm_seconds, const DeviceExchange* x = nullptr,
                       const float* packed = nullptr, const float* grad_dev = nullptr,
-                      bool grad_on_device = false);
+                      bool grad_on_device = false, const DeviceDpWork* dp = nullptr);
+
+  // Data-parallel tables trained on the device (device_dp.h): whether the plugin serves it, and
+  // its buffers allocated for the plan (and, with a known capacity, the workspace), once at
+  // creation by a collection that will pass DeviceDpWork to ApplySharded.
+  static bool HasDeviceDataParallel();
+  Status InitDataParallel(const StepCapacity& capacity);
 
   // Whether the plugin serves device gradients (stream_wait_stream, emb_check_finite,
   // emb_pack_grads).
@@ -359,6 +386,7 @@ class DeviceStep {
   DeviceBuffer stat_recv_;    // and received
   DeviceBuffer workspace_;    // backward workspace, shared by the shards in turn
   DeviceBuffer full_stats_;   // every shard's full row statistics, one after the other
+  DeviceDataParallel dp_;     // data-parallel tables trained on the device (InitDataParallel)
   DeviceBuffer dp_ids_;       // data-parallel offsets, rows and weights of the batch
   DeviceBuffer dp_out_;       // their lookups
   std::vector<float> dp_host_;

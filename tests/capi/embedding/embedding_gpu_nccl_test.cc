@@ -114,6 +114,7 @@ TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
   const int64_t collectives_before = NcclCounter(0);
   const int64_t unpacks_before = FakeCalls()[kUnpack];
   const int64_t packs_before = FakeCalls()[kPackGrads];
+  const int64_t dp_steps_before = FakeCalls()[kDpStep];
   const bool summed_dp =
       c.world >= 3 && std::find(c.sharding.begin(), c.sharding.end(), kDP) != c.sharding.end();
   SpawnRanks(s.world, [&](int r) {
@@ -229,13 +230,27 @@ TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
     } else {
       EXPECT_EQ(FakeCalls()[kUnpack], unpacks_before);
     }
-    // A gradient view is packed on the device unless a data-parallel table needs it on the host
-    // (or the plugin predates device gradients: it is then staged through the host).
+    // A gradient view is packed on the device (data-parallel tables train there too), unless the
+    // plugin predates device gradients (or, with data-parallel tables, the device entries for
+    // them): it is then staged through the host.
     const bool dp = std::find(c.sharding.begin(), c.sharding.end(), kDP) != c.sharding.end();
-    if (c.device_views && !dp && std::getenv("SHARDREC_TEST_STAGED_IDS") == nullptr) {
+    const bool old_plugin = std::getenv("SHARDREC_TEST_STAGED_IDS") != nullptr ||
+                            (dp && std::getenv("SHARDREC_TEST_HOST_DP") != nullptr);
+    if (c.device_views && !old_plugin) {
       EXPECT_GT(FakeCalls()[kPackGrads], packs_before);
     } else {
       EXPECT_EQ(FakeCalls()[kPackGrads], packs_before);
+    }
+    // Data-parallel gradients are accumulated, all-reduced and applied on the device with fp32
+    // messages (a 16-bit encoding at world > 1, or a plugin before the entries, keeps the host's
+    // accumulation and its staged all-reduce).
+    const bool host_dp = std::getenv("SHARDREC_TEST_HOST_DP") != nullptr ||
+                         std::getenv("SHARDREC_TEST_STAGED_IDS") != nullptr ||
+                         (c.world > 1 && c.encoding != SHARDREC_COMM_ENCODING_FP32);
+    if (dp && !host_dp) {
+      EXPECT_GT(FakeCalls()[kDpStep], dp_steps_before);
+    } else {
+      EXPECT_EQ(FakeCalls()[kDpStep], dp_steps_before);
     }
   }
 }
@@ -493,15 +508,16 @@ TEST(EmbeddingGpuNccl, WaitsAndCopiesPerPhaseAreAsDocumented) {
   // exchange inside), the updates: 4 (5 with the exchange staged). Down: the verdict, the counts
   // come through pinned words (no copy), per table the partial statistics and the received ones.
   CountWaits({kCW, kCW, kCW}, kRowAdagrad, 4, 1 + 3 + 3);
-  // A data-parallel table: no wait of its own in forward (was one more); backward adds the
-  // all-reduce (staged: 1 wait, 1 down) and the updates' wait.
-  CountWaits({kDP, kRW, kTW}, kSgd, 4, 1 + 1);
+  // A data-parallel table: no wait of its own in forward (was one more), none in backward either
+  // (was two more: the staged all-reduce's and the updates'): its gradients are accumulated,
+  // all-reduced between device blocks and applied in the update phase.
+  CountWaits({kDP, kRW, kTW}, kSgd, 2, 1);
   // KJTs in device memory.
   CountWaits({kTW, kRW, kTW}, kSgd, 2, 1, true);
   // Sequence outputs: combined on the device like pooled ones (data-parallel rows included), so
-  // the same forward; the backward aggregates (the unique-row counts' wait) and all-reduces
-  // the data-parallel gradient (staged) before its updates.
-  CountWaits({kDP, kRW, kTW}, kSgd, 5, 1 + 1, false, kNone);
+  // the same forward; the backward aggregates (the unique-row counts' wait), the data-parallel
+  // tables ride in its first phase.
+  CountWaits({kDP, kRW, kTW}, kSgd, 3, 1, false, kNone);
 }
 
 // With the capacity hints, every buffer of a step over NCCL (the batch slots, the summaries, the

@@ -125,8 +125,10 @@ const SyncCase kSyncCases[] = {
     // Fused backward on every shard: one wait per call.
     {"Fused", {kTW, kRW, kTW}, kSum, kAdam, {1, 1, 1, 0, 0}, {1, 1, 0, 0, 0}},
     // A data-parallel table: looked up in the forward's one phase (its ids ride with the runs,
-    // its columns are written into the device output), its own update phase (one upload).
-    {"DataParallel", {kDP, kRW, kTW}, kSum, kSgd, {1, 1, 1, 0, 0}, {2, 2, 0, 0, 0}},
+    // its columns are written into the device output); in backward accumulated, compacted and
+    // applied on the device within the sharded tables' phase (its ids and the output gradient in
+    // one more upload, no wait of its own).
+    {"DataParallel", {kDP, kRW, kTW}, kSum, kSgd, {1, 1, 1, 0, 0}, {1, 2, 0, 0, 0}},
     // Sequence: aggregated, so the counts are read on the host before the updates.
     {"Sequence", {kTW, kRW, kTW}, kNone, kSgd, {1, 1, 1, 0, 0}, {2, 1, 0, 0, 0}},
     // Column shards of row-wise Adagrad exchange row statistics.

@@ -148,6 +148,8 @@ enum FakeCall {
   kUnpack,
   kCheckFinite,
   kPackGrads,
+  kDpStep,
+  kRowPhaseCounted,
   kNumFakeCalls
 };
 std::array<int64_t, kNumFakeCalls> FakeCalls();

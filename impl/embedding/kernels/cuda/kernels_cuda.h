@@ -23,6 +23,7 @@
 #include "impl/core/status.h"
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
+#include "impl/embedding/kernels/simt/dp_body.h"
 #include "impl/embedding/kernels/simt/grad_body.h"
 #include "impl/embedding/kernels/simt/route_body.h"
 #include "impl/embedding/kernels/simt/unpack_body.h"
@@ -107,5 +108,23 @@ Status Unpack(const ExecContext& ctx, const simt_body::UnpackParams& params, voi
 // pointer in `params` is device memory. Errors: kInvalidArgument for negative sizes, kCuda.
 Status CheckFinite(const ExecContext& ctx, const simt_body::FiniteParams& params);
 Status PackGradients(const ExecContext& ctx, const simt_body::PackParams& params, int64_t rows);
+
+// The optimizer's phase 1 (PartialRowStats, `partial_stats`) or 2 (Apply, `full_stats`) over the
+// first *rows.count rows of `rows` (CountedRows: the count is read on the device, the launch is
+// sized by rows.max_rows), so a row list whose length only the device knows needs no host read.
+// Errors: kInvalidArgument for another phase or a null count, those of PartialRowStats / Apply.
+Status RowPhaseCounted(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
+                       int32_t full_dim, optim::ShardParams& shard, const CountedRows& rows,
+                       float* partial_stats, const float* full_stats, int phase);
+
+// The backward of data-parallel tables (simt/dp_body.h): DpWorkspaceBytes sizes the workspace
+// for at most `max_ids` ids over `num_keys` table rows; DpStep enqueues phase
+// simt_body::kDpAccumulate (the dense gradients from the output gradient, the host's bits) or
+// kDpCompact (after the all-reduce: touched rows, scaled gradients, counts) with it. Every pointer
+// in `params` is device memory. Errors: kInvalidArgument for negative sizes, more than 2^31 - 1
+// ids, a workspace too small or an unknown phase, kCuda.
+Status DpWorkspaceBytes(const ExecContext& ctx, int64_t max_ids, int64_t num_keys, size_t* bytes);
+Status DpStep(const ExecContext& ctx, const simt_body::DpParams& params, int32_t phase,
+              void* workspace, size_t workspace_bytes);
 
 }  // namespace shardrec::embedding::kernels::cuda

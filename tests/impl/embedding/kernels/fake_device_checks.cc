@@ -106,6 +106,12 @@ Status CheckWorkspace(const DeviceMemory& mem, const void* ws, int64_t ids, int3
 
 }  // namespace
 
+Status CheckShardArgs(const DeviceMemory& mem, const shardrec_plugin_optimizer_t* config,
+                      const shardrec_plugin_shard_t* shard, optim::OptimizerConfig* c,
+                      optim::ShardParams* s) {
+  return CheckShard(mem, config, shard, c, s);
+}
+
 Status RunLookup(const DeviceMemory& mem, const shardrec_plugin_lookup_job_t* jobs, size_t num_jobs,
                  sb::DeviceStatus* block) {
   if (num_jobs > 0 && jobs == nullptr) return Status::InvalidArgument("jobs must not be NULL");

@@ -9,6 +9,7 @@
 #include "impl/core/plugin_abi.h"
 #include "impl/core/status.h"
 #include "impl/embedding/kernels/simt/device_status.h"
+#include "impl/optim/optimizer.h"
 #include "tests/impl/embedding/kernels/fake_device_memory.h"
 
 namespace shardrec::fake {
@@ -47,5 +48,27 @@ Status RunRoute(const DeviceMemory& mem, const shardrec_plugin_route_t* route, i
 // device runs).
 Status RunUnpack(const DeviceMemory& mem, const shardrec_plugin_unpack_t* unpack, void* temp,
                  size_t temp_bytes);
+
+// The optimizer config and shard of an entry, unmarshalled and checked (weights and every state
+// array inside live blocks).
+Status CheckShardArgs(const DeviceMemory& mem, const shardrec_plugin_optimizer_t* config,
+                      const shardrec_plugin_shard_t* shard, optim::OptimizerConfig* c,
+                      optim::ShardParams* s);
+
+// emb_dp_workspace_bytes / emb_dp_step (fake_dp_checks.cc): the workspace the host executor's
+// carving takes; every array of `dp` checked against the live blocks with the extent the phase
+// touches (the data-dependent ones, ids' rows and output rows, read from the fake's memory),
+// then the phase's steps (simt/dp_body.h) on the host executor.
+Status RunDpWorkspaceBytes(int64_t max_ids, int64_t num_keys, size_t* bytes);
+Status RunDpStep(const DeviceMemory& mem, const shardrec_plugin_dp_t* dp, int32_t phase, void* ws,
+                 size_t ws_bytes);
+
+// emb_row_phase_counted: the count read from the fake's memory (it must lie in a live block), the
+// rows and gradients checked up to max_rows, the first count rows inside the shard, then the
+// single-source row phase (simt/row_phase_body.h) on host warps.
+Status RunRowPhaseCounted(const DeviceMemory& mem, const shardrec_plugin_optimizer_t* config,
+                          int64_t step, int32_t full_dim, const shardrec_plugin_shard_t* shard,
+                          const shardrec_plugin_counted_rows_t* rows, float* partial,
+                          const float* full, int32_t phase);
 
 }  // namespace shardrec::fake
