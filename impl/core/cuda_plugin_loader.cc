@@ -147,6 +147,15 @@ Status HasDpEntries(const shardrec_cuda_plugin_table_t& t, const std::string& pa
   return Status::Ok();
 }
 
+Status HasGateEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path) {
+  const size_t need =
+      offsetof(shardrec_cuda_plugin_table_t, emb_group_rows_gated) + sizeof(t.emb_group_rows_gated);
+  if (t.struct_size < need || t.emb_group_rows_gated == nullptr)
+    return Status::Unsupported("the CUDA plugin ", path,
+                               " predates the gated backward (emb_group_rows_gated)");
+  return Status::Ok();
+}
+
 Status FromPlugin(int32_t rc, const shardrec_plugin_status_t& status) {
   if (rc == 0) return Status::Ok();
   const size_t len = strnlen(status.message, sizeof(status.message));

@@ -587,6 +587,22 @@ typedef struct shardrec_cuda_plugin_table {
                                    const shardrec_plugin_counted_rows_t* rows, float* partial_stats,
                                    const float* full_stats, int32_t phase, void* stream,
                                    shardrec_plugin_status_t* status);
+
+  /* ---- Appended after the data-parallel entries: a backward gated on the device by its agreed
+   * verdict, so no host waits for the verdict before the updates are queued. A plugin whose
+   * struct_size ends before it loads, and a GPU collection then waits for the verdict first
+   * (core::HasGateEntries). ---- */
+
+  /* kernels::cuda::GroupRowsGated: emb_group_rows, then, when *gate (device memory, may be NULL)
+   * is not 0, the grouping emptied (no unique row, no hot chunk), so the emb_fused_backward /
+   * emb_aggregate_grads that follow on the same workspace change nothing; the unique-row count
+   * (0 when shut) copied to num_unique_host (pinned host memory, may be NULL) and to
+   * num_unique_dev (device memory, may be NULL) when the stream gets there. Enqueued on
+   * `stream`. */
+  int32_t (*emb_group_rows_gated)(int32_t device, const shardrec_plugin_runs_t* runs,
+                                  void* workspace, size_t workspace_bytes, int64_t* num_unique_host,
+                                  int64_t* num_unique_dev, const int64_t* gate, void* stream,
+                                  shardrec_plugin_status_t* status);
 } shardrec_cuda_plugin_table_t;
 
 /* The table's size before the dense entries: the smallest a loader of this build accepts. */
@@ -611,6 +627,10 @@ typedef struct shardrec_cuda_plugin_table {
 /* The table's size before the data-parallel entries (a plugin with the gradient entries). */
 #define SHARDREC_CUDA_PLUGIN_TABLE_GRAD_SIZE \
   offsetof(shardrec_cuda_plugin_table_t, emb_dp_workspace_bytes)
+
+/* The table's size before the gate entry (a plugin with the data-parallel entries). */
+#define SHARDREC_CUDA_PLUGIN_TABLE_DP_SIZE \
+  offsetof(shardrec_cuda_plugin_table_t, emb_group_rows_gated)
 
 /* Exported by the plugin under the two symbol names above. The table getter returns NULL when
  * the plugin does not speak `abi_version`. */

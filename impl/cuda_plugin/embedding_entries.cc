@@ -94,6 +94,19 @@ int32_t EmbGroupRows(int32_t device, const shardrec_plugin_runs_t* runs, void* w
   });
 }
 
+int32_t EmbGroupRowsGated(int32_t device, const shardrec_plugin_runs_t* runs, void* workspace,
+                          size_t workspace_bytes, int64_t* num_unique, int64_t* num_unique_dev,
+                          const int64_t* gate, void* stream, shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_group_rows_gated", device, stream,
+                  [&](const ExecContext& ctx) -> Status {
+                    std::vector<BagRun> storage;
+                    DeviceRuns dr;
+                    SR_RETURN_IF_ERROR(abi::FromAbi(runs, &storage, &dr));
+                    return kcuda::GroupRowsGated(ctx, dr, workspace, workspace_bytes, num_unique,
+                                                 num_unique_dev, gate);
+                  });
+}
+
 int32_t EmbAggregateGrads(int32_t device, const shardrec_plugin_runs_t* runs, const float* grads,
                           int64_t grad_stride, int32_t cols, float scale, void* workspace,
                           int64_t* unique_rows, float* row_grads, void* stream,

@@ -18,6 +18,9 @@ int32_t EmbBackwardWorkspaceBytes(int32_t device, int64_t num_ids, int32_t cols,
 int32_t EmbGroupRows(int32_t device, const shardrec_plugin_runs_t* runs, void* workspace,
                      size_t workspace_bytes, int64_t* num_unique, void* stream,
                      shardrec_plugin_status_t* st);
+int32_t EmbGroupRowsGated(int32_t device, const shardrec_plugin_runs_t* runs, void* workspace,
+                          size_t workspace_bytes, int64_t* num_unique, int64_t* num_unique_dev,
+                          const int64_t* gate, void* stream, shardrec_plugin_status_t* st);
 int32_t EmbAggregateGrads(int32_t device, const shardrec_plugin_runs_t* runs, const float* grads,
                           int64_t grad_stride, int32_t cols, float scale, void* workspace,
                           int64_t* unique_rows, float* row_grads, void* stream,

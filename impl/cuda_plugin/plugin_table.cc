@@ -171,6 +171,7 @@ const shardrec_cuda_plugin_table_t kTable = {
     &entry::EmbDpWorkspaceBytes,
     &entry::EmbDpStep,
     &entry::EmbRowPhaseCounted,
+    &entry::EmbGroupRowsGated,
 };
 
 }  // namespace

@@ -73,6 +73,7 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   // on the device (device_dp.h).
   bool device_input = false;
   bool device_dp = false;
+  bool gated = false;  // a backward gated on the device by its agreed verdict
   if (!local.ok()) {
     // The caller's verdict stands; this rank only takes part in the agreement.
   } else if (options.device.is_cuda() && !comm->device().is_host() &&
@@ -131,6 +132,7 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
                    (group.device().is_cuda() && group.device().index == options.device.index &&
                     options.backward_encoding == comm::Encoding::kFp32));
       if (device_dp) local = c->device_->InitDataParallel(options.capacity);
+      gated = local.ok() && DeviceStep::HasGate();
     }
   }
   // A host collection cannot even agree over a device communicator (its agreement buffers are
@@ -155,9 +157,10 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   // whether any rank failed, so every rank returns instead of waiting on a peer, and on whether
   // any rank lacks the device input distribution.
   const uint64_t hash = plan->Hash();
-  int64_t agree[5] = {static_cast<int64_t>(hash), static_cast<int64_t>(~hash),
-                      local.ok() ? 0 : comm->Rank() + 1, device_input ? 0 : 1, device_dp ? 0 : 1};
-  const Status agreed = comm->AllReduce(agree, agree, 5, DType::kInt64, comm::ReduceOp::kMax);
+  int64_t agree[6] = {
+      static_cast<int64_t>(hash), static_cast<int64_t>(~hash), local.ok() ? 0 : comm->Rank() + 1,
+      device_input ? 0 : 1,       device_dp ? 0 : 1,           gated ? 0 : 1};
+  const Status agreed = comm->AllReduce(agree, agree, 6, DType::kInt64, comm::ReduceOp::kMax);
   // A rank's own rejection says more than a failed agreement (e.g. a staged NCCL agreement
   // without the plugin, when the communicator is of another device).
   if (!local.ok()) return local;
@@ -184,6 +187,7 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   if (c->input_comm_ == nullptr) return Status::Internal("input communicator split failed");
   c->device_input_ = device_input && agree[3] == 0;
   c->device_dp_ = device_dp && agree[4] == 0;
+  c->gated_ = gated && agree[5] == 0;
   if (c->device_input_) c->route_tables_ = BuildRouteTables(c->layout_);
   c->comm_ = std::move(comm);
   c->dp_comm_ = options.dp_comm ? options.dp_comm : c->comm_;
@@ -525,19 +529,22 @@ Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* o
   // The output exchange is collective: a rank with a bad output buffer still takes part.
   if (local.ok() && device_out != nullptr && !WritesDeviceOutput(options_.device))
     local = Status::Internal("a device output for a collection that does not write one");
-  if (local.ok() && CombinesOnDevice()) {
+  if (CombinesOnDevice()) {
     Status s;
-    const CombineOut target{out, device_out != nullptr,
-                            device_out != nullptr ? device_out->stream : nullptr};
+    CombineOut target{out, device_out != nullptr,
+                      device_out != nullptr ? device_out->stream : nullptr};
+    // A rank that refused its output takes part in the same phase (every exchange of it) and
+    // drops the output.
+    if (!local.ok()) target = CombineOut{nullptr, false, nullptr, /*discard=*/true};
     {
       ScopedTimer phase(&timings_.lookup_seconds);
       s = LookupCombineOnDevice(*rb, target);
     }
-    if (s.ok() && device_out == nullptr) {
+    if (s.ok() && local.ok() && device_out == nullptr) {
       ScopedTimer phase(&timings_.output_dist_seconds);
       DivideMeans(exec_, layout_, *rb, out);
     }
-    return Finish(std::move(rb), s);
+    return Finish(std::move(rb), s, local);
   }
   Status s = LookupAndReturn(*rb);
   if (s.ok() && local.ok()) {
@@ -550,7 +557,7 @@ Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* o
     s = CombineOutput(exec_, layout_, params_, *rb, ret_recv_.data(), SelfRows(*rb), &jobs_, out,
                       device_.get(), wire);
   }
-  return Finish(std::move(rb), s.ok() ? local : s);
+  return Finish(std::move(rb), s, local);
 }
 
 bool EmbeddingCollection::CombinesOnDevice() const {
@@ -580,7 +587,8 @@ Status EmbeddingCollection::LookupCombineOnDevice(RoutedBatch& rb, const Combine
   return device_->LookupCombine(rb, &x, out);
 }
 
-Status EmbeddingCollection::Finish(std::unique_ptr<RoutedBatch> rb, const Status& s) {
+Status EmbeddingCollection::Finish(std::unique_ptr<RoutedBatch> rb, const Status& s,
+                                   const Status& local) {
   if (!s.ok()) {
     spare_ = std::move(rb);
     return s;
@@ -588,6 +596,11 @@ Status EmbeddingCollection::Finish(std::unique_ptr<RoutedBatch> rb, const Status
   spare_ = std::move(current_);
   current_ = std::move(rb);
   current_consumed_ = false;
+  // A batch whose exchanges went through but whose output this rank refused stays the one its
+  // backward applies to, so that backward takes part in the step with the batch its peers have
+  // (and rejects it on every rank).
+  current_rejected_ = !local.ok();
+  if (!local.ok()) return local;
   ++timings_.forwards;
   timings_.samples += current_->batch_size;
   return Status::Ok();
@@ -646,6 +659,10 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
     // The caller's verdict stands.
   } else if (current_ == nullptr || current_consumed_) {
     local = Status::InvalidUsage("backward needs a forward first (one backward per forward)");
+  } else if (current_rejected_) {
+    local = Status::InvalidUsage(
+        "backward needs a forward first: this rank's last forward failed (its output buffer was "
+        "refused), so its batch cannot be trained");
   } else {
     const size_t rows =
         static_cast<size_t>(layout_.sequence ? current_->num_values : current_->batch_size);
@@ -660,7 +677,14 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
   }
   if (local.ok() && device_grad != nullptr && !TakesDeviceGradient(options_.device))
     local = Status::Internal("a device gradient for a collection that does not read one");
-  if (device_grad != nullptr || (device_comm_ != nullptr && layout_.world > 1)) {
+  const bool device_verdict =
+      device_grad != nullptr || (device_comm_ != nullptr && layout_.world > 1);
+  // Gated on the device when the gradient message also travels between device blocks (or not at
+  // all): a 16-bit wire keeps the staged exchange below.
+  if (device_verdict && gated_ &&
+      (layout_.world == 1 || options_.backward_encoding == comm::Encoding::kFp32))
+    return BackwardGated(grad, grad_len, local, device_grad);
+  if (device_verdict) {
     // Over a device communicator the verdicts are agreed between device buffers, whatever the
     // gradient's side (so every rank issues the same collective); a device gradient is checked
     // there too, in the same phase.
@@ -691,9 +715,13 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
   if (device_grad != nullptr) {
     // Packed on the device and exchanged between device buffers (or not at all at world 1).
     const DeviceExchange x{device_comm_.get(), ReturnRecvCounts(rb), ReturnSendCounts(rb)};
-    SR_RETURN_IF_ERROR(device_->ApplySharded(
-        *comm_, updater_, rb, nullptr, table_optim_, step, &timings_.comm_seconds,
-        layout_.world > 1 ? &x : nullptr, nullptr, grad, true, dp));
+    DeviceStep::ShardedInputs in;
+    in.x = layout_.world > 1 ? &x : nullptr;
+    in.grad_dev = grad;
+    in.grad_on_device = true;
+    in.dp = dp;
+    SR_RETURN_IF_ERROR(device_->ApplySharded(*comm_, updater_, rb, table_optim_, step,
+                                             &timings_.comm_seconds, in));
     ++timings_.backwards;
     return Status::Ok();
   }
@@ -727,9 +755,13 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
       options_.backward_encoding == comm::Encoding::kFp32) {
     // Over NCCL the message travels into the device block the backward kernels read.
     const DeviceExchange x{device_comm_.get(), ReturnRecvCounts(rb), ReturnSendCounts(rb)};
-    SR_RETURN_IF_ERROR(device_->ApplySharded(*comm_, updater_, rb, ret_send_.data(), table_optim_,
-                                             step, &timings_.comm_seconds, &x, ret_recv_.data(),
-                                             nullptr, false, dp));
+    DeviceStep::ShardedInputs in;
+    in.grads = ret_send_.data();
+    in.x = &x;
+    in.packed = ret_recv_.data();
+    in.dp = dp;
+    SR_RETURN_IF_ERROR(device_->ApplySharded(*comm_, updater_, rb, table_optim_, step,
+                                             &timings_.comm_seconds, in));
   } else {
     {
       ScopedTimer t(&timings_.comm_seconds);
@@ -739,15 +771,90 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
                                                 ret_send_.data(), ReturnSendCounts(rb), &wire_));
     }
     if (device_ != nullptr) {
-      SR_RETURN_IF_ERROR(device_->ApplySharded(*comm_, updater_, rb, ret_send_.data(), table_optim_,
-                                               step, &timings_.comm_seconds, nullptr, nullptr,
-                                               nullptr, false, dp));
+      DeviceStep::ShardedInputs in;
+      in.grads = ret_send_.data();
+      in.dp = dp;
+      SR_RETURN_IF_ERROR(device_->ApplySharded(*comm_, updater_, rb, table_optim_, step,
+                                               &timings_.comm_seconds, in));
     } else {
       SR_RETURN_IF_ERROR(updater_.ApplySharded(exec_, *comm_, rb, ret_send_.data(), table_optim_,
                                                step, &timings_.comm_seconds));
     }
   }
   return ApplyDataParallelTables(rb, grad, step);
+}
+
+Status EmbeddingCollection::BackwardGated(const float* grad, size_t grad_len, const Status& local,
+                                          const DeviceGradient* device_grad) {
+  // Every rank takes part in the step's collectives with its batch. Without one (no forward since
+  // the last backward) no rank has one, as forwards and backwards succeed or fail on every rank
+  // together (a rank that refused its output keeps its batch: Finish), so every rank stops here.
+  if (current_ == nullptr || current_consumed_) return local;
+  const RoutedBatch& rb = *current_;
+  const size_t rows = static_cast<size_t>(layout_.sequence ? rb.num_values : rb.batch_size);
+  const size_t need = rows * static_cast<size_t>(layout_.output_dim);
+  const bool on_device = device_grad != nullptr && TakesDeviceGradient(options_.device);
+  // A rank that rejected its call packs and accumulates a gradient whose values do not matter:
+  // the agreed verdict shuts every update.
+  const float* g = grad;
+  if (!local.ok() && on_device) {
+    SR_RETURN_IF_ERROR(device_->JunkGradient(need, &g));
+  } else if (!local.ok()) {
+    junk_grad_.assign(need, 0.0f);
+    g = junk_grad_.data();
+  }
+  (void)grad_len;
+  const int64_t step = params_.step() + 1;
+  DeviceVerdictWork v;
+  v.comm = layout_.world > 1 ? device_comm_.get() : nullptr;
+  v.local_flag = local.ok() ? 0 : comm_->Rank() + 1;
+  v.grad = on_device ? g : nullptr;
+  v.n = on_device ? need : 0;
+  v.check = on_device && local.ok() && options_.check_non_finite;
+  v.rank = comm_->Rank();
+  v.caller = on_device ? device_grad->stream : nullptr;
+  DeviceDpWork dpw;
+  if (device_dp_) {
+    dpw.comm = dp_device_comm_.get();
+    dpw.comm_size = dp_comm_->Size();
+    if (!on_device) {
+      dpw.host_grad = g;
+      dpw.host_grad_floats = need;
+    }
+  }
+  const DeviceExchange x{device_comm_.get(), ReturnRecvCounts(rb), ReturnSendCounts(rb)};
+  DeviceStep::ShardedInputs in;
+  in.verdict = &v;
+  in.dp = device_dp_ ? &dpw : nullptr;
+  in.x = layout_.world > 1 ? &x : nullptr;
+  if (on_device) {
+    // Checked, packed and exchanged on the device.
+    in.grad_dev = g;
+    in.grad_on_device = true;
+  } else {
+    // Packed on the host (the sample side into the buffer it received into, this rank's own rows
+    // where its shards read them); over NCCL the message travels between device blocks.
+    PackGradients(exec_, layout_, rb, g, ret_recv_.data(), SelfRows(rb));
+    in.grads = ret_send_.data();
+    in.packed = ret_recv_.data();
+  }
+  const Status s =
+      device_->ApplySharded(*comm_, updater_, rb, table_optim_, step, &timings_.comm_seconds, in);
+  // A rank's own rejection says more than a failure of the step it took part in.
+  if (!local.ok()) return local;
+  SR_RETURN_IF_ERROR(s);
+  int64_t agreed = 0, first_bad = -1;
+  float bad_value = 0.0f;
+  device_->ReadVerdict(&agreed, &first_bad, &bad_value);
+  if (first_bad >= 0) return GradNotFinite(static_cast<size_t>(first_bad), bad_value);
+  if (agreed != 0)
+    return Status::InvalidArgument("rank ", agreed - 1,
+                                   " rejected its backward call (its error says why); no rank "
+                                   "changed any state");
+  current_consumed_ = true;
+  params_.set_step(step);
+  ++timings_.backwards;
+  return Status::Ok();
 }
 
 Status EmbeddingCollection::ApplyDataParallelTables(const RoutedBatch& rb, const float* grad,

@@ -206,8 +206,15 @@ class EmbeddingCollection {
   // The end of a backward: the data-parallel tables' all-reduce and update on the host (unless
   // they trained on the device, in the sharded tables' phase), then the count.
   Status ApplyDataParallelTables(const RoutedBatch& rb, const float* grad, int64_t step);
-  // A forward's end: on success `rb` becomes the batch backward will use, else the spare.
-  Status Finish(std::unique_ptr<RoutedBatch> rb, const Status& s);
+  // A forward's end: when its exchanges went through (`s`), `rb` becomes the batch backward will
+  // use (also when this rank refused its output, `local`: its backward then rejects the step on
+  // every rank), else the spare.
+  Status Finish(std::unique_ptr<RoutedBatch> rb, const Status& s, const Status& local);
+  // A backward whose verdict is agreed on the device and gates the updates there (gated_), all in
+  // the update phase: DeviceStep::ApplySharded with ShardedInputs::verdict. `local` is this rank's
+  // verdict on its call; the agreed one is read after the phase's wait.
+  Status BackwardGated(const float* grad, size_t grad_len, const Status& local,
+                       const DeviceGradient* device_grad);
   Status FindTable(const std::string& table, int32_t* index) const;
   Status FindState(int32_t table, const std::string& state, int32_t* index) const;
   // Local checks shared by the weight and state accessors (before the collective agreement);
@@ -231,7 +238,11 @@ class EmbeddingCollection {
   // all-reduce goes over dp_device_comm_ between device buffers (null: a group of one).
   bool device_dp_ = false;
   std::shared_ptr<comm::Communicator> dp_device_comm_;
-  optim::OptimizerConfig optim_;                     // the default optimizer
+  // A backward whose verdict is agreed on the device gates its updates there (every rank's plugin
+  // serves emb_group_rows_gated): no host wait before the updates are queued.
+  bool gated_ = false;
+  std::vector<float> junk_grad_;  // what a rank that rejected a gated backward packs
+  optim::OptimizerConfig optim_;  // the default optimizer
   std::vector<optim::OptimizerConfig> table_optim_;  // per table: its own, or the default
   CollectionOptions options_;
   std::unique_ptr<ThreadPool> pool_;
@@ -254,6 +265,7 @@ class EmbeddingCollection {
   std::unique_ptr<RoutedBatch> spare_;
   std::shared_ptr<comm::Work> pending_work_;  // null once waited for
   bool current_consumed_ = true;
+  bool current_rejected_ = false;  // this rank refused current_'s output (Finish)
   std::unique_ptr<comm::CommWorker> worker_;
 
   // Reusable per-step buffers of the output distribution (and, reversed, of the gradients).

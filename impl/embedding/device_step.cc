@@ -712,7 +712,7 @@ Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
     }
     SR_RETURN_IF_ERROR(dk::DivideMeans(ctx_, out_.as<float>(), B, D, mean_jobs));
   }
-  if (out_floats > 0 && !out.on_device)
+  if (out_floats > 0 && !out.on_device && !out.discard)
     SR_RETURN_IF_ERROR(staging_.Download(out.data, out_.data(), sizeof(float) * out_floats));
   if (ordered)
     SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, out.data, out_.data(), sizeof(float) * out_floats,
@@ -856,6 +856,64 @@ bool DeviceStep::HasDeviceGradient() { return dk::HasGrad(); }
 
 bool DeviceStep::HasDeviceDataParallel() { return DeviceDataParallel::Available(); }
 
+bool DeviceStep::HasGate() { return dk::HasGate(); }
+
+Status DeviceStep::QueueVerdict(const DeviceVerdictWork& v, const int64_t** gate) {
+  // Words: [0] this rank's flag, [1] the agreed one (the gate), [2, 4) the check's first
+  // non-finite element.
+  auto* words = verdict_buf_.as<int64_t>();
+  const core::CudaRuntime* rt = nullptr;
+  SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+  if (v.grad != nullptr && v.caller != stream_)
+    SR_RETURN_IF_ERROR(dk::StreamWaitStream(device_, stream_, v.caller));
+  launched_ = true;
+  if (v.check && v.n > 0 && v.local_flag == 0) {
+    kernels::simt_body::FiniteParams p;
+    p.x = v.grad;
+    p.n = static_cast<int64_t>(v.n);
+    p.flag_value = v.rank + 1;
+    p.flag = words;
+    p.result = reinterpret_cast<kernels::simt_body::FiniteResult*>(words + 2);
+    SR_RETURN_IF_ERROR(dk::CheckFinite(ctx_, p));
+  } else {
+    // An accepting rank's flag is a memset; only a rejecting one's goes up.
+    if (v.local_flag != 0) {
+      SR_RETURN_IF_ERROR(staging_.Upload(words, &v.local_flag, sizeof(v.local_flag)));
+    } else {
+      SR_RETURN_IF_ERROR(rt->MemsetAsync(device_, words, 0, sizeof(int64_t), stream_));
+    }
+    SR_RETURN_IF_ERROR(rt->MemsetAsync(device_, words + 2, 0, 2 * sizeof(int64_t), stream_));
+  }
+  if (v.comm != nullptr) {
+    comm::CallOptions o;
+    o.stream = stream_;
+    SR_RETURN_IF_ERROR(
+        v.comm->AllReduce(words, words + 1, 1, DType::kInt64, comm::ReduceOp::kMax, o));
+  } else {
+    SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, words + 1, words, sizeof(int64_t),
+                                       core::CopyKind::kDeviceToDevice, stream_));
+  }
+  SR_RETURN_IF_ERROR(staging_.Download(verdict_host_, words + 1, sizeof(verdict_host_)));
+  *gate = words + 1;
+  return Status::Ok();
+}
+
+void DeviceStep::ReadVerdict(int64_t* agreed, int64_t* first_bad, float* bad_value) const {
+  *agreed = verdict_host_[0];
+  kernels::simt_body::FiniteResult r;
+  std::memcpy(static_cast<void*>(&r), verdict_host_ + 1, sizeof(r));
+  *first_bad =
+      kernels::simt_body::HasMin(r.inv_first) ? kernels::simt_body::MinOf(r.inv_first) : -1;
+  *bad_value = r.value;
+}
+
+Status DeviceStep::JunkGradient(size_t floats, const float** out) {
+  SR_RETURN_IF_ERROR(junk_grad_.Reserve(device_, sizeof(float) * std::max<size_t>(floats, 1),
+                                        "a rejected call's gradient", stream_));
+  *out = junk_grad_.as<float>();
+  return Status::Ok();
+}
+
 Status DeviceStep::InitDataParallel(const StepCapacity& capacity) {
   StepSizes z;
   if (capacity.known()) {
@@ -996,13 +1054,19 @@ Status DeviceStep::QueuePack(const RoutedBatch& rb, const float* grad_dev, float
 }
 
 Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater,
-                                const RoutedBatch& rb, const float* grads,
+                                const RoutedBatch& rb,
                                 const std::vector<optim::OptimizerConfig>& configs, int64_t step,
-                                double* comm_seconds, const DeviceExchange* x, const float* packed,
-                                const float* grad_dev, bool grad_on_device,
-                                const DeviceDpWork* dp) {
+                                double* comm_seconds, const ShardedInputs& in) {
   const Layout& l = *layout_;
   const size_t n = l.local.size();
+  const float* grads = in.grads;
+  const DeviceExchange* x = in.x;
+  const float* packed = in.packed;
+  const float* grad_dev = in.grad_dev;
+  const bool grad_on_device = in.grad_on_device;
+  const DeviceDpWork* dp = in.dp;
+  if (in.verdict != nullptr && !HasGate())
+    return Status::Internal("ApplySharded: a gated backward without the gated grouping");
   if (dp != nullptr && !dp_.active())
     return Status::Internal("ApplySharded: data-parallel work without InitDataParallel");
   // Which shards run, and every device buffer sized before anything is queued (a buffer that
@@ -1064,9 +1128,15 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
                                            "the received gradients on the device", stream_));
   }
   if (dp != nullptr) SR_RETURN_IF_ERROR(dp_.Reserve(rb, dp->host_grad_floats));
+  if (in.verdict != nullptr)
+    SR_RETURN_IF_ERROR(verdict_buf_.Reserve(device_, 4 * sizeof(int64_t), "the verdict", stream_));
   // Phase 1: the runs and the gradient message in one copy, then every shard's grouping and its
   // fused backward or aggregation, the shards in turn on the one workspace (stream-ordered).
   SR_RETURN_IF_ERROR(staging_.Begin());
+  // A gated backward's verdict first: the gradient is read behind the caller's work, and every
+  // update below reads the agreed word.
+  const int64_t* gate = nullptr;
+  if (in.verdict != nullptr) SR_RETURN_IF_ERROR(QueueVerdict(*in.verdict, &gate));
   const float* dgrads = nullptr;
   if (grad_on_device) {
     dgrads = dgrad_block_.as<float>();
@@ -1112,8 +1182,14 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     // The count reaches the pinned word when the stream gets there: read after the wait.
     counts[i] = 0;
     launched_ = true;
-    SR_RETURN_IF_ERROR(
-        dk::GroupRows(ctx_, runs, workspace_.data(), workspace_.bytes(), &counts[i]));
+    if (gate != nullptr) {
+      // A rejected step's grouping is emptied on the device: its updates change nothing.
+      SR_RETURN_IF_ERROR(dk::GroupRowsGated(ctx_, runs, workspace_.data(), workspace_.bytes(),
+                                            &counts[i], nullptr, gate));
+    } else {
+      SR_RETURN_IF_ERROR(
+          dk::GroupRows(ctx_, runs, workspace_.data(), workspace_.bytes(), &counts[i]));
+    }
     if (updater.FusedEligible(i)) {
       optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
       SR_RETURN_IF_ERROR(dk::FusedBackward(ctx_, runs, dgrads, ls.cols, scale, config, step,
@@ -1130,7 +1206,7 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
   if (dp != nullptr) {
     launched_ = true;
     SR_RETURN_IF_ERROR(dp_.Queue(staging_, rb, grad_dev, dp->host_grad, dp->host_grad_floats,
-                                 dp->comm, dp->comm_size, nullptr, configs, step));
+                                 dp->comm, dp->comm_size, gate, configs, step));
   }
   // Aggregated shards need their unique-row counts on the host: the first wait. A backward of
   // fused shards only goes straight on to its one wait at the end.

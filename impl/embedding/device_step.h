@@ -4,14 +4,15 @@
 // unpacking of the received ids and, for a gradient in device memory, its check and packing),
 // while the routing of a host KJT, the combine's bags and the exchanges' bookkeeping stay on the
 // host (data-parallel gradients too, with a plugin before emb_dp_step or a data-parallel group
-// that is neither alone nor a device communicator with fp32 messages: device_dp.h). Each call is one or more phases; a phase stages what it
-// needs across PCIe through one pinned block (device_staging.h: the batch's runs, i.e. ids, per-id
-// weights and bag offsets, and the return message or its gradient), queues its copies and kernels
-// back to back on the step's stream (one the collection owns, which synchronises with the device's
-// legacy default stream where the accessors copy; the legacy stream itself with a plugin built
-// before stream_create) and ends with ONE bounded host synchronisation (kDeviceWaitMs, then
-// kTimeout), after which the downloads are handed to the host. So no device work is left in flight
-// between calls, and the staging block is never refilled while a copy from it is queued.
+// that is neither alone nor a device communicator with fp32 messages: device_dp.h). Each call is
+// one or more phases; a phase stages what it needs across PCIe through one pinned block
+// (device_staging.h: the batch's runs, i.e. ids, per-id weights and bag offsets, and the return
+// message or its gradient), queues its copies and kernels back to back on the step's stream (one
+// the collection owns, which synchronises with the device's legacy default stream where the
+// accessors copy; the legacy stream itself with a plugin built before stream_create) and ends with
+// ONE bounded host synchronisation (kDeviceWaitMs, then kTimeout), after which the downloads are
+// handed to the host. So no device work is left in flight between calls, and the staging block is
+// never refilled while a copy from it is queued.
 //
 // Host synchronisations per call (stream waits, or emb_read_status, which waits for the stream
 // before it reads the lookup status block), each at most once:
@@ -23,8 +24,9 @@
 //   LookupDataParallel  1 when the collection has data-parallel tables and this rank's output
 //                       is not empty, else 0 (the same forwards).
 //     => a forward takes 1 at world 1, at most 2 otherwise.
-//   ApplySharded        0 without ids for this rank's sharded tables; 1 when every shard with
-//                       ids takes the fused backward; +1 when some shard aggregates (the
+//   ApplySharded        0 without ids for this rank's sharded tables (and no verdict or
+//                       data-parallel table in its phase); 1 when every shard with ids takes the
+//                       fused backward; +1 when some shard aggregates (the
 //                       unique-row counts are read on the host: sequence collections, column
 //                       shards with row statistics); +1 more when some of those has row
 //                       statistics to exchange (downloaded between the two).
@@ -74,43 +76,52 @@
 //             sequence lookups over its runs of consecutive positions; nothing to unpack).
 //             => 2 waits with a host KJT, 3 with a device KJT (data-parallel tables included),
 //             against 1 device wait plus the host collectives over Gloo.
-//   Backward: the verdict (Verdict: 1 up, 1 down, 1 wait): this rank's flag all-reduced
-//             between device buffers over the communicator itself, so every rank issues the same
-//             collective whatever its gradient's side; a gradient in device memory (a CUDA view
-//             on the collection's device, with a plugin that has the device-gradient entries,
-//             and with data-parallel tables the device ones) is checked for non-finite elements on the device in the
-//             same phase, behind the caller's stream (stream_wait_stream: no host wait).
-//             ApplySharded: a host gradient is packed on the host and goes up (runs and own rows
-//             1 up as above, with the device input only the own rows; the packed message 1 up); a
-//             device gradient is packed on the device (simt/grad_body.h: the return targets, MEAN
-//             divisors and the pack's jobs 1 up, the message straight into the all-to-all's send
-//             block, the own rows into the block the kernels read). The gradient all-to-all goes
-//             from there straight into the block the kernels read (device), queued before them;
-//             then the waits above. The row statistics are packed on the device from the blocks the
-//             kernels wrote (device-to-device copies), all-to-all'd between device blocks and the
-//             received ones downloaded with the own partial ones, inside the statistics phase: no
-//             wait of their own (the staged path takes one more). Data-parallel tables ride in
-//             the first phase (device_dp.h: their ids, pair records and a host gradient 1 up;
-//             the dense gradients accumulated from the output gradient with the host's bits,
-//             all-reduced between device blocks, the touched rows compacted and updated with
-//             counts read on the device): no wait, no download. AsyncError is checked after each
-//             phase's wait (NCCL reports a dead peer there).
+//   Backward: gated on the device (a plugin with emb_group_rows_gated; ShardedInputs::verdict):
+//             the update phase begins with the verdict, this rank's flag (its own rejection, or
+//             the non-finite check of a gradient in device memory, behind the caller's stream:
+//             stream_wait_stream, no host wait) all-reduced (max) between device buffers over the
+//             communicator itself into a gate word, so every rank issues the same collective
+//             whatever its gradient's side; every update of the phase reads the gate (a shut one
+//             empties every shard's grouping and every data-parallel count), and the agreed word
+//             comes down with the phase's end (no wait, no upload of its own: an accepting rank's
+//             flag is a memset). A rank that rejected its call takes part with its batch and a
+//             gradient whose values do not matter. With a plugin before that entry the verdict
+//             takes a phase of its own first (Verdict: 1 up, 1 down, 1 wait). A gradient in
+//             device memory (a CUDA view on the collection's device, with a plugin that has the
+//             device-gradient entries, and with data-parallel tables the device ones) is checked
+//             for non-finite elements on the device in the verdict's phase, behind the caller's
+//             stream (stream_wait_stream: no host wait). ApplySharded: a host gradient is packed on
+//             the host and goes up (runs and own rows 1 up as above, with the device input only the
+//             own rows; the packed message 1 up); a device gradient is packed on the device
+//             (simt/grad_body.h: the return targets, MEAN divisors and the pack's jobs 1 up, the
+//             message straight into the all-to-all's send block, the own rows into the block the
+//             kernels read). The gradient all-to-all goes from there straight into the block the
+//             kernels read (device), queued before them; then the waits above. The row statistics
+//             are packed on the device from the blocks the kernels wrote (device-to-device copies),
+//             all-to-all'd between device blocks and the received ones downloaded with the own
+//             partial ones, inside the statistics phase: no wait of their own (the staged path
+//             takes one more). Data-parallel tables ride in the first phase (device_dp.h: their
+//             ids, pair records and a host gradient 1 up; the dense gradients accumulated from the
+//             output gradient with the host's bits, all-reduced between device blocks, the touched
+//             rows compacted and updated with counts read on the device): no wait, no download.
+//             AsyncError is checked after each phase's wait (NCCL reports a dead peer there).
 // (Counted through the fake plugin's NCCL double by embedding_gpu_nccl_test.cc.)
 //
 // Where the waits of a step over NCCL are, and why each is still there (a host KJT, CUDA output
-// and gradient views, fused shards, data-parallel tables or not: 2 forward + 2 backward):
+// and gradient views, fused shards, data-parallel tables or not: 2 forward + 1 backward):
 //   1. The counts all-gather (forward): THE one that learns the received sizes, which NCCL's
 //      counts need on the host; it carries every rank's verdict on its batch.
 //   2. The lookup phase's end (forward): the lookup status block (a row outside its shard is an
 //      internal error) and the unpack's word are read there, the staging block may be refilled
 //      only after its copies ran, and a call returns with its device work complete. Removable by
 //      double-buffering the staging block and reporting those internal errors at the next wait.
-//   3. The verdict (backward): no rank may update before every rank accepted its gradient.
-//   4. The update phase's end (backward): as 2.
+//   3. The update phase's end (backward): as 2, and the agreed verdict is read there so the call
+//      can return a rejection (its updates were gated off on the device).
 // More where the host still computes: a KJT in device memory +1 (its fill's return targets come
 // down for the host's combine bags and backward); aggregated shards (sequence collections,
 // column shards with row statistics) +1 for the unique-row counts read on the host (+1 more when
-// row statistics travel); with a plugin before emb_dp_step, data-parallel tables +2 in backward
+// row statistics travel); with a plugin before emb_group_rows_gated +1 in backward (the
+// verdict's own phase); with a plugin before emb_dp_step, data-parallel tables +2 in backward
 // (the all-reduce staged, its gradients accumulated on the host, then the updates) and a CUDA
 // gradient view staged through the host; a CUDA view with a plugin before the stream_wait_stream
 // entry +1 each way.
@@ -154,6 +165,7 @@ struct CombineOut {
   float* data = nullptr;    // host memory, or (on_device) memory of the step's device
   bool on_device = false;   // divided there for MEAN and copied device to device on `stream`
   Stream stream = nullptr;  // the caller's stream, for a device output
+  bool discard = false;     // no output wanted (a rank that refused its buffer takes part)
 };
 
 // A forward output in device memory (EmbeddingCollection::Forward): the caller's stream, on
@@ -166,6 +178,21 @@ struct DeviceOutput {
 // earlier work (which wrote the gradient) the collection's reads are ordered after.
 struct DeviceGradient {
   Stream stream = nullptr;
+};
+
+// A backward's verdict queued at the start of its update phase (a backward gated on the device,
+// DeviceStep::ApplySharded): this rank's flag (`local_flag`: 0, or rank + 1 when it rejected its
+// call; else, with `check`, rank + 1 when the device gradient `grad` (n floats, written by work on
+// `caller`) holds a non-finite element) all-reduced (max) over `comm` (a device communicator;
+// null: this rank alone) into the gate every update of the phase reads.
+struct DeviceVerdictWork {
+  comm::Communicator* comm = nullptr;
+  int64_t local_flag = 0;
+  const float* grad = nullptr;
+  size_t n = 0;
+  bool check = false;
+  int32_t rank = 0;
+  Stream caller = nullptr;
 };
 
 // The data-parallel tables' part of a backward on the device (device_dp.h), queued in the
@@ -264,23 +291,44 @@ class DeviceStep {
   // The data-parallel updates' one wait (nothing when no ApplyRows queued work).
   Status FinishRows();
 
-  // Backward of the sharded tables, the device mirror of SparseUpdater::ApplySharded: `grads`
+  // Backward of the sharded tables, the device mirror of SparseUpdater::ApplySharded: in.grads
   // (the gradient message this rank received, on the host) is uploaded; rows are grouped and
   // either updated by the fused backward or aggregated, their partial row statistics copied to
   // the host, exchanged over `comm` by `updater` as the host collection does, and applied.
-  // With `x` (a device communicator), `grads` holds only this rank's own rows (from
-  // rb.ret_self_offset on) and `packed` the gradient message this rank sends (x->send_counts):
+  // With in.x (a device communicator), in.grads holds only this rank's own rows (from
+  // rb.ret_self_offset on) and in.packed the gradient message this rank sends (x->send_counts):
   // both go up in the first phase's copies and the message travels over x->comm on the stream
   // straight into the device block the kernels read, before them; every rank calls it then.
-  // With `grad_on_device`, `grad_dev` is the output gradient in device memory ([rows,
-  // output_dim] floats, null when empty; ordered after the caller's work by Verdict): the message
-  // and this rank's own rows are packed on the device (simt/grad_body.h: PackGradients' rows and
-  // bits) and `grads` and `packed` are not read.
+  // With in.grad_on_device, in.grad_dev is the output gradient in device memory ([rows,
+  // output_dim] floats, null when empty; ordered after the caller's work by Verdict or by
+  // in.verdict): the message and this rank's own rows are packed on the device
+  // (simt/grad_body.h: PackGradients' rows and bits) and in.grads and in.packed are not read.
+  // With in.dp the data-parallel tables train in the first phase too (device_dp.h). With
+  // in.verdict the backward is gated on the device: the verdict is queued first in the first
+  // phase (no wait of its own) and every update reads the agreed word (a rejection empties every
+  // shard's grouping and every data-parallel count, so nothing changes); ReadVerdict gives the
+  // agreed words once this returns.
+  struct ShardedInputs {
+    const float* grads = nullptr;
+    const DeviceExchange* x = nullptr;
+    const float* packed = nullptr;
+    const float* grad_dev = nullptr;
+    bool grad_on_device = false;
+    const DeviceDpWork* dp = nullptr;
+    const DeviceVerdictWork* verdict = nullptr;
+  };
   Status ApplySharded(comm::Communicator& comm, SparseUpdater& updater, const RoutedBatch& rb,
-                      const float* grads, const std::vector<optim::OptimizerConfig>& configs,
-                      int64_t step, double* comm_seconds, const DeviceExchange* x = nullptr,
-                      const float* packed = nullptr, const float* grad_dev = nullptr,
-                      bool grad_on_device = false, const DeviceDpWork* dp = nullptr);
+                      const std::vector<optim::OptimizerConfig>& configs, int64_t step,
+                      double* comm_seconds, const ShardedInputs& in);
+  // Whether the plugin serves the gated grouping (a backward gated on the device).
+  static bool HasGate();
+  // The verdict of the last backward queued with ShardedInputs::verdict, valid after the call
+  // returned OK: Verdict's *agreed, *first_bad and *bad_value.
+  void ReadVerdict(int64_t* agreed, int64_t* first_bad, float* bad_value) const;
+  // A device gradient block of at least `floats` floats whose contents do not matter: what a
+  // rank that rejected its own call packs and accumulates while it takes part in a gated
+  // backward's collectives (its updates are gated off).
+  Status JunkGradient(size_t floats, const float** out);
 
   // Data-parallel tables trained on the device (device_dp.h): whether the plugin serves it, and
   // its buffers allocated for the plan (and, with a known capacity, the workspace), once at
@@ -352,6 +400,9 @@ class DeviceStep {
   // Uploads `extra` pieces alone into runs_buf_ (the device input's phases: the runs are on the
   // device already); extra_dev[k] receives piece k's device address.
   Status UploadExtras(const DeviceStaging::Piece* extra, size_t num_extra, uint8_t** extra_dev);
+  // Within a phase: the verdict's words (DeviceVerdictWork) queued, their agreed part coming down
+  // into verdict_host_ with the phase; *gate receives the agreed word's device address.
+  Status QueueVerdict(const DeviceVerdictWork& v, const int64_t** gate);
   // Queues every local shard's lookups of runs_ into io_, within a phase the caller began.
   Status QueueLookupJobs();
   // Within a phase: the pack's tables up into pack_buf_ and the pack of `grad_dev` into `send`
@@ -425,6 +476,8 @@ class DeviceStep {
   // read (the message lands in it, this rank's own rows are packed into it), and the pack's
   // tables (return targets, MEAN divisors, jobs, their first rows) before and after upload.
   DeviceBuffer verdict_buf_;
+  int64_t verdict_host_[3] = {};  // the agreed word and the first non-finite element, downloaded
+  DeviceBuffer junk_grad_;
   DeviceBuffer dgrad_block_;
   DeviceBuffer pack_buf_;
   std::vector<kernels::simt_body::PackJob> pack_jobs_;

@@ -345,4 +345,39 @@ Status RowPhaseCounted(const ExecContext& ctx, const optim::OptimizerConfig& con
       st);
 }
 
+namespace {
+
+// The table, once it is known to serve the gated grouping too.
+Status GateTable(const ExecContext& ctx, const char* what, const shardrec_cuda_plugin_table_t** t) {
+  SR_RETURN_IF_ERROR(Prepare(ctx, what, t));
+  std::string path;
+  if (!core::GetCudaPluginPath(&path).ok()) path = "(unknown path)";
+  return core::HasGateEntries(**t, path);
+}
+
+}  // namespace
+
+bool HasGate() {
+  static const bool has = [] {
+    const shardrec_cuda_plugin_table_t* t = nullptr;
+    return GateTable(ExecContext::Cuda(0, nullptr), "HasGate", &t).ok();
+  }();
+  return has;
+}
+
+Status GroupRowsGated(const ExecContext& ctx, const DeviceRuns& runs, void* workspace,
+                      size_t workspace_bytes, int64_t* num_unique, int64_t* num_unique_dev,
+                      const int64_t* gate) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(GateTable(ctx, "GroupRowsGated", &t));
+  std::vector<shardrec_plugin_bag_run_t> storage;
+  shardrec_plugin_runs_t r{};
+  SR_RETURN_IF_ERROR(abi::ToAbi(runs, &storage, &r));
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(
+      t->emb_group_rows_gated(ctx.device().index, &r, workspace, workspace_bytes, num_unique,
+                              num_unique_dev, gate, ctx.stream(), &st),
+      st);
+}
+
 }  // namespace shardrec::embedding::kernels::device

@@ -105,4 +105,12 @@ Status RowPhaseCounted(const ExecContext& ctx, const optim::OptimizerConfig& con
                        float* partial_stats, const float* full_stats, int phase);
 bool HasDp();
 
+// kernels::cuda::GroupRowsGated (a backward gated on the device by its agreed verdict). Besides
+// the errors above, kUnsupported naming the plugin when it predates the entry (HasGate says so
+// beforehand).
+Status GroupRowsGated(const ExecContext& ctx, const DeviceRuns& runs, void* workspace,
+                      size_t workspace_bytes, int64_t* num_unique, int64_t* num_unique_dev,
+                      const int64_t* gate);
+bool HasGate();
+
 }  // namespace shardrec::embedding::kernels::device

@@ -65,28 +65,6 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& i) { return i.param.n
 
 class NcclVsGloo : public ::testing::TestWithParam<Case> {};
 
-// Ranks of `s.world` as threads, each with an NCCL communicator (the double on the CPU) of
-// timeout `timeout_ms` and a GPU collection of `plan` over it; body(r, collection, output_dim)
-// runs on rank r's thread, and the collection goes before its communicator.
-void ForEachNcclRank(const Scenario& s, const shardrec_plan_t* plan,
-                     const shardrec_optimizer_config_t& opt, int64_t timeout_ms,
-                     const std::function<void(int, shardrec_embedding_t*, int64_t)>& body) {
-  shardrec_unique_id_t id;
-  ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK);
-  SpawnRanks(s.world, [&](int r) {
-    CommPtr nccl(NcclComm(id, s.world, r, timeout_ms));
-    ASSERT_NE(nccl, nullptr);
-    const shardrec_embedding_options_t od = Options(s, true);
-    shardrec_embedding_t* d = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&d, plan, nccl.get(), &opt, &od), SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr cd(d);
-    int64_t dim = 0;
-    shardrec_embedding_output_dim(d, &dim);
-    body(r, d, dim);
-  });
-}
-
 TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
   const Case& c = GetParam();
   REQUIRE_WORLD(c.world);
@@ -426,9 +404,10 @@ TEST(EmbeddingGpuNccl, ADeadPeerTimesOut) {
 // buffer grows. Forward: the counts exchange (which carries the verdicts and every unit's id
 // and bag counts, so nothing else needs the host before the device work) and the lookup phase
 // (the ids' exchange between device blocks, the unpack, the lookups, the return exchange and the
-// combine on the device, data-parallel lookups included), one wait each; backward: the verdict
-// (staged) and the fused backward's wait, plus the data-parallel all-reduce (staged) and its
-// updates with a data-parallel table.
+// combine on the device, data-parallel lookups included), one wait each; backward: ONE wait, the
+// update phase's, which begins with the verdict (all-reduced between device blocks into the gate
+// the updates read: no wait of its own) and takes the data-parallel tables' accumulation,
+// all-reduce and updates too.
 // With column shards of row-wise Adagrad the backward aggregates and exchanges row statistics:
 // the unique-row counts' wait, then the statistics phase, whose exchange over NCCL travels
 // between device blocks inside that phase (no wait of its own), then the updates' wait.
@@ -502,22 +481,22 @@ void CountWaits(std::vector<int32_t> sharding, int32_t optimizer, int64_t bwd_wa
 TEST(EmbeddingGpuNccl, WaitsAndCopiesPerPhaseAreAsDocumented) {
   REQUIRE_WORLD(2);
   if (!FakeLoaded()) GTEST_SKIP() << "counts the fake's calls";
-  // Fused shards: the verdict's wait and the backward's one.
-  CountWaits({kTW, kRW, kTW}, kSgd, 2, 1);
-  // Column shards with row statistics: the verdict, the counts, the statistics phase (its
-  // exchange inside), the updates: 4 (5 with the exchange staged). Down: the verdict, the counts
-  // come through pinned words (no copy), per table the partial statistics and the received ones.
-  CountWaits({kCW, kCW, kCW}, kRowAdagrad, 4, 1 + 3 + 3);
+  // Fused shards: the update phase's one wait (the verdict comes down with it).
+  CountWaits({kTW, kRW, kTW}, kSgd, 1, 1);
+  // Column shards with row statistics: the counts, the statistics phase (its exchange inside),
+  // the updates: 3 (4 with the exchange staged). Down: the verdict, the counts come through
+  // pinned words (no copy), per table the partial statistics and the received ones.
+  CountWaits({kCW, kCW, kCW}, kRowAdagrad, 3, 1 + 3 + 3);
   // A data-parallel table: no wait of its own in forward (was one more), none in backward either
   // (was two more: the staged all-reduce's and the updates'): its gradients are accumulated,
   // all-reduced between device blocks and applied in the update phase.
-  CountWaits({kDP, kRW, kTW}, kSgd, 2, 1);
+  CountWaits({kDP, kRW, kTW}, kSgd, 1, 1);
   // KJTs in device memory.
-  CountWaits({kTW, kRW, kTW}, kSgd, 2, 1, true);
+  CountWaits({kTW, kRW, kTW}, kSgd, 1, 1, true);
   // Sequence outputs: combined on the device like pooled ones (data-parallel rows included), so
   // the same forward; the backward aggregates (the unique-row counts' wait), the data-parallel
   // tables ride in its first phase.
-  CountWaits({kDP, kRW, kTW}, kSgd, 3, 1, false, kNone);
+  CountWaits({kDP, kRW, kTW}, kSgd, 2, 1, false, kNone);
 }
 
 // With the capacity hints, every buffer of a step over NCCL (the batch slots, the summaries, the
@@ -610,11 +589,11 @@ TEST(EmbeddingGpuNccl, NoAllocationWithinTheHints) {
 // CUDA output and gradient views over NCCL at world 2 (fused shards): the forward's waits are the
 // counts exchange's and the lookup phase's (the output is copied into the view on the
 // collection's stream behind the caller's, within the phase: nothing comes down but the summaries
-// and the unpack's word), the backward's the verdict's (the gradient checked on the device and
-// the verdicts all-reduced there) and the update phase's (the gradient packed and exchanged on
-// the device: only the pack's tables go up). Then a gradient with a NaN on one rank: every rank
-// fails (that rank naming the element), nothing changes, and the same backward with a good
-// gradient trains.
+// and the unpack's word), the backward's the update phase's alone (the gradient checked on the
+// device and the verdicts all-reduced there into the gate the updates read, the gradient packed
+// and exchanged on the device: only the pack's tables go up). Then a gradient with a NaN on one
+// rank: every rank fails (that rank naming the element), nothing changes, and the same backward
+// with a good gradient trains.
 TEST(EmbeddingGpuNccl, DeviceViewsWaitsAndANonFiniteGradient) {
   REQUIRE_WORLD(2);
   if (!FakeLoaded()) GTEST_SKIP() << "counts the fake's calls";
@@ -682,8 +661,11 @@ TEST(EmbeddingGpuNccl, DeviceViewsWaitsAndANonFiniteGradient) {
   EXPECT_EQ(fwd[0], 2 * 2);
   EXPECT_EQ(fwd[1], 2 * 3);
   EXPECT_EQ(fwd[2], 2 * 2);
-  EXPECT_EQ(bwd[0], 2 * 2);
-  EXPECT_EQ(bwd[1], 2 * 2);
+  // Backward: the update phase alone (its verdict checked and agreed on the device, gating the
+  // updates); up only the pack's tables (an accepting rank's flag is a memset), down the agreed
+  // verdict.
+  EXPECT_EQ(bwd[0], 2 * 1);
+  EXPECT_EQ(bwd[1], 2 * 1);
   EXPECT_EQ(bwd[2], 2 * 1);
 }
 

@@ -150,6 +150,7 @@ enum FakeCall {
   kPackGrads,
   kDpStep,
   kRowPhaseCounted,
+  kGroupRowsGated,
   kNumFakeCalls
 };
 std::array<int64_t, kNumFakeCalls> FakeCalls();

@@ -150,20 +150,27 @@ size_t BackwardWorkspaceBytes(const ExecContext& ctx, int64_t num_ids, int32_t c
   return c.total;
 }
 
-Status GroupRows(const ExecContext& ctx, const DeviceRuns& runs, void* workspace,
-                 size_t workspace_bytes, int64_t* num_unique) {
+Status GroupRowsGated(const ExecContext& ctx, const DeviceRuns& runs, void* workspace,
+                      size_t workspace_bytes, int64_t* num_unique, int64_t* num_unique_dev,
+                      const int64_t* gate) {
   Call c;
   SR_RETURN_IF_ERROR(Prepare(ctx, runs, 0, workspace, workspace_bytes, &c));
   ScopedDevice dev(ctx.device().index);
   auto stream = static_cast<cudaStream_t>(ctx.stream());
   CudaExec ex(stream, c.carve.temp, c.carve.temp_bytes);
   simt_body::GroupSteps(ex, c.rt, c.carve.a, runs.num_rows);
+  simt_body::GateSteps(ex, c.carve.a, gate, num_unique_dev);
   SR_RETURN_IF_ERROR(ex.status());
   if (num_unique != nullptr)
     SR_RETURN_IF_ERROR(CudaError(
         cudaMemcpyAsync(num_unique, c.carve.a.num_unique, 8, cudaMemcpyDeviceToHost, stream),
         "unique-row count copy"));
   return Status::Ok();
+}
+
+Status GroupRows(const ExecContext& ctx, const DeviceRuns& runs, void* workspace,
+                 size_t workspace_bytes, int64_t* num_unique) {
+  return GroupRowsGated(ctx, runs, workspace, workspace_bytes, num_unique, nullptr, nullptr);
 }
 
 Status AggregateGrads(const ExecContext& ctx, const DeviceRuns& runs, const float* grads,

@@ -63,6 +63,14 @@ size_t BackwardWorkspaceBytes(const ExecContext& ctx, int64_t num_ids, int32_t c
 Status GroupRows(const ExecContext& ctx, const DeviceRuns& runs, void* workspace,
                  size_t workspace_bytes, int64_t* num_unique);
 
+// GroupRows, then, when *gate (device memory, may be null) is not 0, the grouping emptied (no
+// unique row, no hot chunk: simt/pipeline.h GateSteps), so the AggregateGrads / FusedBackward
+// that follow on the same workspace change nothing; the count (0 when shut) also copied to
+// num_unique_dev (device memory, may be null).
+Status GroupRowsGated(const ExecContext& ctx, const DeviceRuns& runs, void* workspace,
+                      size_t workspace_bytes, int64_t* num_unique, int64_t* num_unique_dev,
+                      const int64_t* gate);
+
 // AggregateGrads' twin: unique_rows and row_grads (device memory) are sized for num_ids rows; the
 // first num_unique are written.
 Status AggregateGrads(const ExecContext& ctx, const DeviceRuns& runs, const float* grads,

@@ -22,6 +22,14 @@ Status RunLookup(const DeviceMemory& mem, const shardrec_plugin_lookup_job_t* jo
 Status RunGroupRows(const DeviceMemory& mem, const shardrec_plugin_runs_t* runs, void* ws,
                     size_t ws_bytes, int64_t* num_unique);
 
+// emb_group_rows_gated: RunGroupRows, then a gate (a live device word) that is not 0 empties the
+// host twin's grouping (its unique-row count becomes 0, so the aggregation or fused update that
+// follows on the workspace changes nothing); the count also goes to num_unique_dev (a live device
+// word) when given.
+Status RunGroupRowsGated(const DeviceMemory& mem, const shardrec_plugin_runs_t* runs, void* ws,
+                         size_t ws_bytes, int64_t* num_unique, int64_t* num_unique_dev,
+                         const int64_t* gate);
+
 Status RunAggregateGrads(const DeviceMemory& mem, const shardrec_plugin_runs_t* runs,
                          const float* grads, int64_t grad_stride, int32_t cols, float scale,
                          void* ws, int64_t* unique_rows, float* row_grads);

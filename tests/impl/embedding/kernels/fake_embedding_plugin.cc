@@ -79,6 +79,7 @@ enum : int32_t {
   kCallPack,
   kCallDpStep,
   kCallRowPhaseCounted,
+  kCallGroupRowsGated,
   kNumCalls
 };
 std::atomic<int64_t> g_calls[kNumCalls];
@@ -599,6 +600,17 @@ int32_t RowPhaseCounted(int32_t device, const shardrec_plugin_optimizer_t* confi
   });
 }
 
+int32_t GroupRowsGated(int32_t device, const shardrec_plugin_runs_t* runs, void* ws,
+                       size_t ws_bytes, int64_t* num_unique, int64_t* num_unique_dev,
+                       const int64_t* gate, void* stream, shardrec_plugin_status_t* st) {
+  g_calls[kCallGroupRowsGated].fetch_add(1);
+  Queue().BeforeKernel(stream);  // the kernel runs behind the copies queued before it
+  return Reported(st, "fake emb_group_rows_gated", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    return RunGroupRowsGated(Mem(), runs, ws, ws_bytes, num_unique, num_unique_dev, gate);
+  });
+}
+
 // SHARDREC_FAKE_WITHOUT_ROUTE builds the plugin as it was before the route entries: its table
 // says it ends before them (they are filled all the same, so a loader that read past
 // struct_size would find them and the test would notice).
@@ -666,6 +678,7 @@ const shardrec_cuda_plugin_table_t kTable = {
     &DpWorkspaceBytes,
     &DpStep,
     &RowPhaseCounted,
+    &GroupRowsGated,
 };
 
 }  // namespace
@@ -685,7 +698,8 @@ FAKE_EXPORT const shardrec_cuda_plugin_table_t* shardrec_cuda_plugin_table(uint3
 
 // Test hook: how many times kernel entry `which` (0 lookup, 1 group_rows, 2 aggregate_grads,
 // 3 fused_backward, 4 partial_row_stats, 5 apply, 6 route, 7 divide_means, 8 unpack,
-// 9 check_finite, 10 pack_grads, 11 dp_step, 12 row_phase_counted) was called in this process; -1
+// 9 check_finite, 10 pack_grads, 11 dp_step, 12 row_phase_counted, 13 group_rows_gated) was
+// called in this process; -1
 // for another value.
 FAKE_EXPORT int64_t shardrec_fake_embedding_calls(int32_t which) {
   using namespace shardrec::fake;
