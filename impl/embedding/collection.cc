@@ -429,12 +429,16 @@ Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_l
         "an input distribution is in flight; finish it with "
         "input_dist_wait and forward_distributed first");
   ScopedTimer total(&timings_.total_seconds);
+  // What stream-ordered calls left to learn is learnt first: before the input distribution when
+  // it has no wait of its own, else after its counts exchange (whose wait delivers it).
+  if (!device_input_) SR_RETURN_IF_ERROR(Settle(true));
   std::unique_ptr<RoutedBatch> rb = TakeSpare();
   Status s;
   {
     ScopedTimer phase(&timings_.input_dist_seconds);
     s = DistributeInput(batch, rejected, rb.get());
   }
+  if (s.ok() && device_input_) s = Settle(true);
   if (!s.ok()) {
     spare_ = std::move(rb);
     return s;
@@ -449,6 +453,8 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
         "input_dist_wait and forward_distributed first");
   ScopedTimer total(&timings_.total_seconds);
   ScopedTimer phase(&timings_.input_dist_seconds);
+  // As in Forward: what stream-ordered calls left to learn, first.
+  if (!device_input_) SR_RETURN_IF_ERROR(Settle(true));
   std::unique_ptr<RoutedBatch> rb = TakeSpare();
   if (device_comm_ != nullptr) {
     // NCCL runs operations of different communicators safely only in separate epochs, issued in
@@ -457,7 +463,8 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
     // here, at the point of the call sequence every rank shares, and input_dist_wait returns at
     // once (what overlaps with the caller's work is only what runs before this call). A
     // rejecting rank takes part in the exchange so its peers fail too.
-    const Status s = DistributeInput(batch, rejected, rb.get());
+    Status s = DistributeInput(batch, rejected, rb.get());
+    if (s.ok() && device_input_) s = Settle(true);
     if (!s.ok()) {
       spare_ = std::move(rb);
       return s;
@@ -533,6 +540,8 @@ Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* o
     Status s;
     CombineOut target{out, device_out != nullptr,
                       device_out != nullptr ? device_out->stream : nullptr};
+    // A device output is stream-ordered: the call returns with the phase queued.
+    target.async = device_out != nullptr;
     // A rank that refused its output takes part in the same phase (every exchange of it) and
     // drops the output.
     if (!local.ok()) target = CombineOut{nullptr, false, nullptr, /*discard=*/true};
@@ -654,6 +663,9 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
                                      const DeviceGradient* device_grad) {
   ScopedTimer total(&timings_.total_seconds);
   ScopedTimer phase(&timings_.backward_seconds);
+  // The last stream-ordered backward's verdict decides which batch and step this one takes: learnt
+  // first (one wait; every rank learns the same and returns here alike on a rejection).
+  if (pending_verdict_.pending) SR_RETURN_IF_ERROR(Settle(true));
   Status local = rejected;
   if (!local.ok()) {
     // The caller's verdict stands.
@@ -838,8 +850,20 @@ Status EmbeddingCollection::BackwardGated(const float* grad, size_t grad_len, co
     in.grads = ret_send_.data();
     in.packed = ret_recv_.data();
   }
+  // A CUDA gradient view is stream-ordered: the call returns with the update phase queued.
+  in.async = on_device;
   const Status s =
       device_->ApplySharded(*comm_, updater_, rb, table_optim_, step, &timings_.comm_seconds, in);
+  if (in.async && s.ok()) {
+    // Counted now, taken back at the next synchronisation if any rank rejected it (Settle). A
+    // rank's own rejection is reported there too, as its peers learn of it, so every rank's next
+    // synchronising call fails alike.
+    pending_verdict_ = PendingVerdict{true, step, timings_.forwards, local};
+    current_consumed_ = true;
+    params_.set_step(step);
+    ++timings_.backwards;
+    return Status::Ok();
+  }
   // A rank's own rejection says more than a failure of the step it took part in.
   if (!local.ok()) return local;
   SR_RETURN_IF_ERROR(s);
@@ -855,6 +879,46 @@ Status EmbeddingCollection::BackwardGated(const float* grad, size_t grad_len, co
   params_.set_step(step);
   ++timings_.backwards;
   return Status::Ok();
+}
+
+Status EmbeddingCollection::Settle(bool wait) {
+  if (device_ == nullptr) return Status::Ok();
+  const Status waited = wait ? device_->Synchronize() : Status::Ok();
+  const Status deferred = device_->TakeDeferredError();
+  Status verdict;
+  if (pending_verdict_.pending && device_->VerdictArrived()) {
+    const PendingVerdict p = pending_verdict_;
+    pending_verdict_ = PendingVerdict{};
+    int64_t agreed = 0, first_bad = -1;
+    float bad_value = 0.0f;
+    device_->ReadVerdict(&agreed, &first_bad, &bad_value);
+    if (!p.local.ok()) {
+      verdict = p.local;
+    } else if (first_bad >= 0) {
+      verdict = GradNotFinite(static_cast<size_t>(first_bad), bad_value);
+    } else if (agreed != 0) {
+      verdict = Status::InvalidArgument("rank ", agreed - 1,
+                                        " rejected its last backward call (its error says why); "
+                                        "no rank changed any state");
+    }
+    if (!verdict.ok()) {
+      // Its updates were gated off: the step does not count, and its batch may be trained again
+      // while it is still the last one forwarded.
+      params_.set_step(p.step - 1);
+      --timings_.backwards;
+      if (timings_.forwards == p.forwards) current_consumed_ = false;
+    }
+  }
+  // A failed wait says most; then the verdict (every rank learns the same); then an internal
+  // error found on this rank's device.
+  if (!waited.ok()) return waited;
+  if (!verdict.ok()) return verdict;
+  return deferred;
+}
+
+Status EmbeddingCollection::Synchronize() {
+  ScopedTimer total(&timings_.total_seconds);
+  return Settle(true);
 }
 
 Status EmbeddingCollection::ApplyDataParallelTables(const RoutedBatch& rb, const float* grad,

@@ -137,11 +137,8 @@ Status DeviceDataParallel::Reserve(const RoutedBatch& rb, size_t host_grad_float
   return workspace_.Reserve(device_, ws, "the data-parallel workspace", stream_);
 }
 
-Status DeviceDataParallel::Queue(DeviceStaging& staging, const RoutedBatch& rb,
-                                 const float* grad_dev, const float* host_grad,
-                                 size_t host_grad_floats, comm::Communicator* comm,
-                                 int32_t comm_size, const int64_t* gate,
-                                 const std::vector<optim::OptimizerConfig>& configs, int64_t step) {
+Status DeviceDataParallel::Upload(DeviceStaging& staging, const RoutedBatch& rb,
+                                  const float* host_grad, size_t host_grad_floats) {
   if (!active()) return Status::Ok();
   const Layout& l = *layout_;
   // The pieces' places in the batch block (DeviceStaging's packing: 16-byte aligned, in order),
@@ -160,8 +157,10 @@ Status DeviceDataParallel::Queue(DeviceStaging& staging, const RoutedBatch& rb,
   SR_RETURN_IF_ERROR(staging.Upload(base, p, kPieces, got));
   const auto* statics = static_.as<uint8_t>();
   const DeviceStaging::Piece sp[1] = {{nullptr, sizeof(sb::DpTable) * st_.tables.size()}};
-  sb::DpParams d;
-  d.grad = host_grad != nullptr ? reinterpret_cast<const float*>(base + at[7]) : grad_dev;
+  sb::DpParams& d = params_dev_;
+  d = sb::DpParams{};
+  host_grad_ = host_grad != nullptr;
+  d.grad = host_grad_ ? reinterpret_cast<const float*>(base + at[7]) : nullptr;
   d.stride = l.output_dim;
   d.batch_size = rb.batch_size;
   d.num_pairs = static_cast<int64_t>(l.dp_pairs.size());
@@ -177,10 +176,20 @@ Status DeviceDataParallel::Queue(DeviceStaging& staging, const RoutedBatch& rb,
   d.num_keys = st_.key_first.back();
   d.dense = dense_.as<float>();
   d.dense_floats = static_cast<int64_t>(l.dp_grad_size);
-  d.scale = 1.0f / static_cast<float>(comm_size);
   d.rows_out = rows_out_.as<int64_t>();
   d.grads_out = grads_out_.as<float>();
   d.counts_out = counts_.as<int64_t>();
+  return Status::Ok();
+}
+
+Status DeviceDataParallel::Queue(const float* grad_dev, comm::Communicator* comm, int32_t comm_size,
+                                 const int64_t* gate,
+                                 const std::vector<optim::OptimizerConfig>& configs, int64_t step) {
+  if (!active()) return Status::Ok();
+  const Layout& l = *layout_;
+  sb::DpParams& d = params_dev_;
+  if (!host_grad_) d.grad = grad_dev;
+  d.scale = 1.0f / static_cast<float>(comm_size);
   d.gate = gate;
   SR_RETURN_IF_ERROR(dk::DpStep(ctx_, d, sb::kDpAccumulate, workspace_.data(), workspace_.bytes()));
   if (comm != nullptr) {

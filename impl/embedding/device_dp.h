@@ -68,16 +68,19 @@ class DeviceDataParallel {
   // The pinned bytes Queue's upload takes (for the phase's staging reservation).
   size_t UploadBytes(const RoutedBatch& rb, size_t host_grad_floats) const;
 
-  // Within a phase on the step's stream: the batch's ids and tables (and `host_grad`, when not
-  // null: host_grad_floats floats) go up through `staging` in one copy; the dense block is
-  // accumulated from `grad_dev` (device memory ordered before this on the stream; ignored with a
-  // host gradient), all-reduced (sum) over `comm` (a communicator of the device; null for a rank
-  // alone), the touched rows compacted with their gradients times 1 / comm_size, behind `gate`
-  // (device memory or null), and every table's update queued (its optimizer configs[t], `step`).
-  Status Queue(DeviceStaging& staging, const RoutedBatch& rb, const float* grad_dev,
-               const float* host_grad, size_t host_grad_floats, comm::Communicator* comm,
-               int32_t comm_size, const int64_t* gate,
-               const std::vector<optim::OptimizerConfig>& configs, int64_t step);
+  // Within a phase on the step's stream, in two parts so that every copy of the phase can be
+  // queued before any update (a failed copy then changes nothing). Upload: the batch's ids and
+  // tables (and `host_grad`, when not null: host_grad_floats floats) go up through `staging` in
+  // one copy. Queue: the dense block accumulated from the uploaded host gradient or else from
+  // `grad_dev` (device memory ordered before this on the stream), all-reduced (sum) over `comm` (a
+  // communicator of the device; null for a rank alone), the touched rows compacted with their
+  // gradients times 1 / comm_size, behind `gate` (device memory or null), and every table's update
+  // queued (its optimizer configs[t], `step`).
+  Status Upload(DeviceStaging& staging, const RoutedBatch& rb, const float* host_grad,
+                size_t host_grad_floats);
+  Status Queue(const float* grad_dev, comm::Communicator* comm, int32_t comm_size,
+               const int64_t* gate, const std::vector<optim::OptimizerConfig>& configs,
+               int64_t step);
 
  private:
   // The upload's pieces: pair records, first positions, offsets, rows, weights, positions, MEAN
@@ -106,6 +109,8 @@ class DeviceDataParallel {
   DeviceBuffer workspace_;
   std::vector<kernels::simt_body::DpPair> pairs_;
   std::vector<int64_t> pair_first_;
+  kernels::simt_body::DpParams params_dev_;  // Upload's parameters, the gradient still to pick
+  bool host_grad_ = false;                   // Upload took a host gradient
 };
 
 }  // namespace shardrec::embedding

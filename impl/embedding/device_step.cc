@@ -41,9 +41,11 @@ Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device,
   stream_ = own;
   ctx_ = ExecContext::Cuda(device, stream_);
   staging_.Init(device, stream_);
+  staging_.SetOnDeliver([this] { CheckDeferred(); });
   size_t bytes = 0;
   SR_RETURN_IF_ERROR(dk::StatusBytes(ctx_, &bytes));
   SR_RETURN_IF_ERROR(status_.Reserve(device, bytes, "the lookup status block"));
+  deferred_status_.assign(bytes, 0);
   const size_t n = layout->local.size();
   // One unique-row count per local shard: the backward queues every shard's grouping before its
   // one wait, and each writes its own word.
@@ -115,7 +117,7 @@ Status DeviceStep::Presize(const StepCapacity& capacity, bool device_input) {
     return Status::OutOfMemory(
         "the per-step buffers of a GPU collection sized from its capacity hints (max_batch_size ",
         capacity.max_batch_size, ", max_ids_per_batch ", capacity.max_ids_per_batch, "): ", total,
-        " bytes on cuda:", device_, " and ", z.staging_bytes,
+        " bytes on cuda:", device_, " and ", 2 * z.staging_bytes,
         " bytes of pinned host memory; lower the hints or leave them 0 (grow on demand): ",
         s.message());
   };
@@ -152,7 +154,10 @@ Status DeviceStep::Presize(const StepCapacity& capacity, bool device_input) {
     SR_RETURN_IF_ERROR(reserve(*uniq_grads_[i], z.grads_bytes[i], "aggregated gradients"));
     SR_RETURN_IF_ERROR(reserve(*stats_[i], z.stats_bytes[i], "row statistics"));
   }
-  SR_RETURN_IF_ERROR(fail(staging_.Reserve(z.staging_bytes)));
+  // Stream-ordered calls leave a lookup phase and an update phase in flight when the next forward's
+  // counts exchange packs behind them (DeviceStaging): room for two phases and the exchange.
+  SR_RETURN_IF_ERROR(
+      fail(staging_.Reserve(2 * z.staging_bytes + (n_ranks + 1) * z.summary_bytes + 256)));
   // The data-parallel lookups land here before they are scattered into the output.
   dp_host_.reserve(z.dp_out_bytes / sizeof(float));
   return Status::Ok();
@@ -160,10 +165,11 @@ Status DeviceStep::Presize(const StepCapacity& capacity, bool device_input) {
 
 DeviceStep::~DeviceStep() {
   const core::CudaRuntime* rt = nullptr;
-  // Every call ended with a wait, so nothing is queued; a failed destroy leaks the stream rather
-  // than throwing from a destructor.
-  if (stream_ != nullptr && core::GetCudaRuntime(&rt).ok())
-    (void)rt->StreamDestroy(device_, stream_);
+  if (!core::GetCudaRuntime(&rt).ok()) return;
+  // A stream-ordered call may have left work queued: it completes before the buffers it uses are
+  // freed (bounded; a failed wait or destroy leaks rather than throwing from a destructor).
+  if (launched_ || staging_.queued()) (void)rt->StreamWait(device_, stream_, kDeviceWaitMs);
+  if (stream_ != nullptr) (void)rt->StreamDestroy(device_, stream_);
 }
 
 Status DeviceStep::Wait() {
@@ -180,8 +186,62 @@ Status DeviceStep::EndPhase(const char* status_what) {
     SR_RETURN_IF_ERROR(Wait());
   }
   launched_ = false;
+  // (The checks of earlier phases that ended without a wait run as their downloads arrive.)
   staging_.Deliver();
   return Status::Ok();
+}
+
+Status DeviceStep::EndPhaseDeferred(const char* status_what, comm::Communicator* comm) {
+  if (status_what != nullptr) {
+    // The status block comes down with the next wait and is cleared behind this phase's kernels
+    // (its clear state is all-zero bytes), so the next phase's lookups report into a clean one.
+    const core::CudaRuntime* rt = nullptr;
+    SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+    SR_RETURN_IF_ERROR(
+        staging_.Download(deferred_status_.data(), status_.data(), deferred_status_.size()));
+    SR_RETURN_IF_ERROR(
+        rt->MemsetAsync(device_, status_.data(), 0, deferred_status_.size(), stream_));
+    deferred_.status_what = status_what;
+  }
+  if (comm != nullptr) deferred_.comm = comm;
+  staging_.EndDeferred();
+  return Status::Ok();
+}
+
+void DeviceStep::CheckDeferred() {
+  Status found;
+  if (deferred_.status_what != nullptr) {
+    kernels::simt_body::DeviceStatus st;
+    std::memcpy(static_cast<void*>(&st), deferred_status_.data(),
+                std::min(sizeof(st), deferred_status_.size()));
+    if (st.code == kernels::simt_body::kStatusRowOutOfRange)
+      found =
+          Status::InvalidArgument(deferred_.status_what, ": a row outside its shard at position ",
+                                  kernels::simt_body::FirstPosition(st), " (left out)");
+    else if (st.code != kernels::simt_body::kStatusOk)
+      found = Status::InvalidArgument(deferred_.status_what, ": status code ", st.code);
+    deferred_.status_what = nullptr;
+  }
+  if (found.ok() && deferred_.unpack) found = UnpackError(deferred_.unpack_sources);
+  deferred_.unpack = false;
+  // NCCL reports a peer that failed during a deferred phase's exchanges at its next check.
+  if (found.ok() && deferred_.comm != nullptr) found = deferred_.comm->AsyncError();
+  deferred_.comm = nullptr;
+  if (deferred_error_.ok()) deferred_error_ = found;
+}
+
+Status DeviceStep::Synchronize() {
+  if (!launched_ && !staging_.queued()) return Status::Ok();
+  SR_RETURN_IF_ERROR(Wait());
+  launched_ = false;
+  staging_.Deliver();
+  return Status::Ok();
+}
+
+Status DeviceStep::TakeDeferredError() {
+  Status s = std::move(deferred_error_);
+  deferred_error_ = Status::Ok();
+  return s;
 }
 
 Status DeviceStep::ReserveRuns(const RoutedBatch& rb, const DeviceStaging::Piece* extra,
@@ -522,6 +582,9 @@ Status DeviceStep::GatherSummaries(comm::Communicator& comm, const void* header,
   SR_RETURN_IF_ERROR(gather_recv_.Reserve(device_, per * world, "the route summaries", stream_));
   SR_RETURN_IF_ERROR(staging_.Reserve(DeviceStaging::PackedBytes(up, 2) + per * world + 16));
   SR_RETURN_IF_ERROR(staging_.Begin());
+  // Behind the phases of stream-ordered calls still in flight: room for this one's traffic, else
+  // the block drains now (not half-way through).
+  SR_RETURN_IF_ERROR(staging_.MakeRoom(DeviceStaging::PackedBytes(up, 2) + per * world + 16));
   size_t at[2] = {};
   SR_RETURN_IF_ERROR(staging_.Upload(gather_send_.data(), up, 2, at));
   auto* send = gather_send_.as<uint8_t>();
@@ -541,10 +604,16 @@ Status DeviceStep::GatherSummaries(comm::Communicator& comm, const void* header,
   return comm.AsyncError();
 }
 
-Status DeviceStep::CheckUnpack(const RoutedBatch& rb) const {
+Status DeviceStep::CheckUnpack(const RoutedBatch& rb) {
+  unpack_sources_.clear();
+  for (const UnpackPlace& u : rb.unpack) unpack_sources_.push_back(u.source);
+  return UnpackError(unpack_sources_);
+}
+
+Status DeviceStep::UnpackError(const std::vector<int32_t>& sources) const {
   if (unpack_bad_host_ == 0) return Status::Ok();
   const auto k = static_cast<size_t>(kernels::simt_body::MinOf(unpack_bad_host_));
-  const int32_t source = k < rb.unpack.size() ? rb.unpack[k].source : -1;
+  const int32_t source = k < sources.size() ? sources[k] : -1;
   return Status::Internal("input dist: the bag lengths rank ", source,
                           " sent disagree with the counts it announced");
 }
@@ -617,6 +686,9 @@ Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
   all[num_all++] = {nullptr, out.on_device ? 0 : sizeof(float) * out_floats};
   SR_RETURN_IF_ERROR(staging_.Reserve(DeviceStaging::PackedBytes(all, num_all)));
   SR_RETURN_IF_ERROR(staging_.Begin());
+  // Behind the phases still in flight there must be room for this one's traffic (and a deferred
+  // status block): else the block drains now, not half-way.
+  SR_RETURN_IF_ERROR(staging_.MakeRoom(DeviceStaging::PackedBytes(all, num_all) + 64));
   // A device output is copied on the step's stream within this phase, behind the caller's work
   // on out.stream (no host wait), when the plugin can order the two streams; else on out.stream
   // after the phase, with a wait of its own.
@@ -717,6 +789,20 @@ Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
   if (ordered)
     SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, out.data, out_.data(), sizeof(float) * out_floats,
                                        core::CopyKind::kDeviceToDevice, stream_));
+  if (out.async && out.on_device && dk::HasGrad()) {
+    // Stream-ordered: the phase stays queued, its checks (the status block, the unpack's word,
+    // the communicator's error) are made at the next wait, and the caller's later work on its
+    // stream is ordered behind the copy into its view.
+    SR_RETURN_IF_ERROR(EndPhaseDeferred("device lookup", x != nullptr ? x->comm : nullptr));
+    if (dev_in && !rb.unpack.empty()) {
+      deferred_.unpack = true;
+      deferred_.unpack_sources.clear();
+      for (const UnpackPlace& u : rb.unpack) deferred_.unpack_sources.push_back(u.source);
+    }
+    if (out.stream != stream_)
+      SR_RETURN_IF_ERROR(dk::StreamWaitStream(device_, out.stream, stream_));
+    return Status::Ok();
+  }
   // Routing checked every id on the host, so a row outside its shard here is an internal error.
   SR_RETURN_IF_ERROR(EndPhase("device lookup"));
   // NCCL reports a peer that failed during the exchange here, not at the enqueue.
@@ -893,7 +979,8 @@ Status DeviceStep::QueueVerdict(const DeviceVerdictWork& v, const int64_t** gate
     SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, words + 1, words, sizeof(int64_t),
                                        core::CopyKind::kDeviceToDevice, stream_));
   }
-  SR_RETURN_IF_ERROR(staging_.Download(verdict_host_, words + 1, sizeof(verdict_host_)));
+  SR_RETURN_IF_ERROR(
+      staging_.Download(verdict_host_, words + 1, sizeof(verdict_host_), &verdict_ticket_));
   *gate = words + 1;
   return Status::Ok();
 }
@@ -1171,6 +1258,10 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     SR_RETURN_IF_ERROR(x->comm->AllToAllV(a2a_send_.data(), x->send_counts, dst, x->recv_counts,
                                           DType::kFloat32, o));
   }
+  // The data-parallel tables' upload too, so every copy of the phase is queued before any update
+  // (a failed copy then changes nothing).
+  if (dp != nullptr)
+    SR_RETURN_IF_ERROR(dp_.Upload(staging_, rb, dp->host_grad, dp->host_grad_floats));
   // TorchRec's gradient division, as on the host.
   const float scale = 1.0f / static_cast<float>(l.world);
   auto* counts = static_cast<int64_t*>(count_.data());
@@ -1205,8 +1296,7 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
   // all-reduce follows the gradient exchange on every rank.
   if (dp != nullptr) {
     launched_ = true;
-    SR_RETURN_IF_ERROR(dp_.Queue(staging_, rb, grad_dev, dp->host_grad, dp->host_grad_floats,
-                                 dp->comm, dp->comm_size, gate, configs, step));
+    SR_RETURN_IF_ERROR(dp_.Queue(grad_dev, dp->comm, dp->comm_size, gate, configs, step));
   }
   // Aggregated shards need their unique-row counts on the host: the first wait. A backward of
   // fused shards only goes straight on to its one wait at the end.
@@ -1317,6 +1407,14 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     launched_ = true;
     SR_RETURN_IF_ERROR(
         dk::Apply(ctx_, configs[ls.table], step, l.plan->tables[ls.table].dim, params, up, dfull));
+  }
+  if (in.async && in.verdict != nullptr) {
+    // Stream-ordered: the phase stays queued (its verdict comes down at the next wait) and the
+    // caller's later work on its stream is ordered behind the reads of its gradient.
+    SR_RETURN_IF_ERROR(EndPhaseDeferred(nullptr, x != nullptr ? x->comm : nullptr));
+    if (in.verdict->caller != stream_)
+      SR_RETURN_IF_ERROR(dk::StreamWaitStream(device_, in.verdict->caller, stream_));
+    return Status::Ok();
   }
   // The step's sync point: no device work is left in flight when backward returns.
   SR_RETURN_IF_ERROR(EndPhase(nullptr));

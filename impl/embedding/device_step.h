@@ -11,14 +11,20 @@
 // the collection owns, which synchronises with the device's legacy default stream where the
 // accessors copy; the legacy stream itself with a plugin built before stream_create) and ends with
 // ONE bounded host synchronisation (kDeviceWaitMs, then kTimeout), after which the downloads are
-// handed to the host. So no device work is left in flight between calls, and the staging block is
-// never refilled while a copy from it is queued.
+// handed to the host; or, for a stream-ordered call (CUDA views: CombineOut::async,
+// ShardedInputs::async), without one: the phase stays queued, the caller's stream is ordered
+// behind it (stream_wait_stream), the next phases pack their traffic behind its in the pinned
+// block (DeviceStaging never rewrites a byte before a wait that came after its copy), and its
+// downloads and checks (the lookup status block, the unpack's word, the verdict, the
+// communicator's error) arrive with the next wait of any phase or Synchronize (CheckDeferred,
+// TakeDeferredError, VerdictArrived). The collection learns them at its next synchronising call.
 //
 // Host synchronisations per call (stream waits, or emb_read_status, which waits for the stream
 // before it reads the lookup status block), each at most once:
 //   LookupCombine       1: a forward at world 1 (and over NCCL, below): lookups, the combine
 //                       of the returned rows and the data-parallel lookups straight into the
-//                       device output, downloaded once (pooled and sequence).
+//                       device output, downloaded once (pooled and sequence); 0 with a device
+//                       output (stream-ordered).
 //   LookupToSend        1 when this rank holds runs to look up, else 0 (the staged exchange at
 //                       world > 1).
 //   LookupDataParallel  1 when the collection has data-parallel tables and this rank's output
@@ -26,10 +32,11 @@
 //     => a forward takes 1 at world 1, at most 2 otherwise.
 //   ApplySharded        0 without ids for this rank's sharded tables (and no verdict or
 //                       data-parallel table in its phase); 1 when every shard with ids takes the
-//                       fused backward; +1 when some shard aggregates (the
-//                       unique-row counts are read on the host: sequence collections, column
-//                       shards with row statistics); +1 more when some of those has row
-//                       statistics to exchange (downloaded between the two).
+//                       fused backward (0 stream-ordered: a device gradient with the gated
+//                       backward); +1 when some shard aggregates (the unique-row counts are read
+//                       on the host: sequence collections, column shards with row statistics);
+//                       +1 more when some of those has row statistics to exchange (downloaded
+//                       between the two).
 //   ApplyRows..FinishRows  1 for all data-parallel tables together when any row was touched
 //                       (data-parallel gradients accumulated on the host); 0 when they train on
 //                       the device (DeviceDpWork: queued in ApplySharded's first phase).
@@ -38,8 +45,9 @@
 // Host <-> device copies: LookupCombine 1 up (runs, the combine's bags, data-parallel ids) + 1
 // down (the output; a device output instead: MEAN divided on the device and 1 device-to-device
 // copy into the view, queued on the step's stream behind the caller's stream within the phase
-// (stream_wait_stream), so 1 wait and no download; with a plugin before that entry the copy goes
-// on the caller's stream after the phase, with a wait of its own); LookupToSend 1 up + 1
+// (stream_wait_stream), so no download but the status block's, and no wait (stream-ordered); with
+// a plugin before that entry the copy goes on the caller's stream after the phase's wait, with a
+// wait of its own); LookupToSend 1 up + 1
 // down; LookupDataParallel 1 up + 1 down; ApplySharded 1 up (runs and gradients) when it has ids, 1
 // down per shard with exchanged statistics and 1 up per shard that receives full statistics;
 // ApplyRows 1 up per data-parallel table with touched rows; data-parallel tables on the device 1
@@ -70,12 +78,15 @@
 //             message's all-to-all from io_ into io_'s tail (device); pooled (LookupCombine):
 //             the combine's bags, the data-parallel ids and the unpack's tables 1 up, the
 //             combine and data-parallel lookups into the device output, the output and the
-//             unpack's status word 1 down each; 1 wait. Sequence collections take the same
-//             phase (LookupCombine: each output row a bag of the one returned row aimed at it,
-//             added to zero as the host combine does; a data-parallel pair's rows written by
-//             sequence lookups over its runs of consecutive positions; nothing to unpack).
+//             unpack's status word 1 down each; 1 wait (a device output: no output download, the
+//             status block's instead, and no wait: stream-ordered, checked at the next wait).
+//             Sequence collections take the same phase (LookupCombine: each output row a bag of the
+//             one returned row aimed at it, added to zero as the host combine does; a data-parallel
+//             pair's rows written by sequence lookups over its runs of consecutive positions;
+//             nothing to unpack).
 //             => 2 waits with a host KJT, 3 with a device KJT (data-parallel tables included),
-//             against 1 device wait plus the host collectives over Gloo.
+//             against 1 device wait plus the host collectives over Gloo; with a device output 1
+//             and 2 (the counts' wait is then also where earlier stream-ordered calls are learnt).
 //   Backward: gated on the device (a plugin with emb_group_rows_gated; ShardedInputs::verdict):
 //             the update phase begins with the verdict, this rank's flag (its own rejection, or
 //             the non-finite check of a gradient in device memory, behind the caller's stream:
@@ -104,27 +115,31 @@
 //             ids, pair records and a host gradient 1 up; the dense gradients accumulated from the
 //             output gradient with the host's bits, all-reduced between device blocks, the touched
 //             rows compacted and updated with counts read on the device): no wait, no download.
+//             Ends with the phase's wait, where the agreed verdict is read; with a device gradient
+//             stream-ordered instead (no wait: the verdict comes down with the next wait, and the
+//             next synchronising call returns a rejection on every rank, taking the step back).
 //             AsyncError is checked after each phase's wait (NCCL reports a dead peer there).
 // (Counted through the fake plugin's NCCL double by embedding_gpu_nccl_test.cc.)
 //
 // Where the waits of a step over NCCL are, and why each is still there (a host KJT, CUDA output
-// and gradient views, fused shards, data-parallel tables or not: 2 forward + 1 backward):
+// and gradient views, fused shards, data-parallel tables or not: ONE per step):
 //   1. The counts all-gather (forward): THE one that learns the received sizes, which NCCL's
-//      counts need on the host; it carries every rank's verdict on its batch.
-//   2. The lookup phase's end (forward): the lookup status block (a row outside its shard is an
-//      internal error) and the unpack's word are read there, the staging block may be refilled
-//      only after its copies ran, and a call returns with its device work complete. Removable by
-//      double-buffering the staging block and reporting those internal errors at the next wait.
-//   3. The update phase's end (backward): as 2, and the agreed verdict is read there so the call
-//      can return a rejection (its updates were gated off on the device).
+//      counts need on the host; it carries every rank's verdict on its batch, and it is where
+//      the previous step's stream-ordered calls are learnt (their verdict, their checks).
+// Gone: the lookup phase's end and the update phase's end (stream-ordered with device views; a
+// host output or a host gradient keeps its phase's wait, as the call hands host memory back),
+// and the verdict's own wait (the gate). A backward whose previous stream-ordered backward is
+// still unlearnt (TorchRec's pipelined order with its last step, or two backwards around a
+// pipelined forward_distributed) learns it first: one wait, the step's one.
 // More where the host still computes: a KJT in device memory +1 (its fill's return targets come
 // down for the host's combine bags and backward); aggregated shards (sequence collections,
 // column shards with row statistics) +1 for the unique-row counts read on the host (+1 more when
-// row statistics travel); with a plugin before emb_group_rows_gated +1 in backward (the
-// verdict's own phase); with a plugin before emb_dp_step, data-parallel tables +2 in backward
-// (the all-reduce staged, its gradients accumulated on the host, then the updates) and a CUDA
-// gradient view staged through the host; a CUDA view with a plugin before the stream_wait_stream
-// entry +1 each way.
+// row statistics travel; the last phase stays stream-ordered); with a plugin before
+// emb_group_rows_gated +2 in backward (the verdict's own phase, and the update phase's end: no
+// stream-ordered backward without the gate); with a plugin before emb_dp_step, data-parallel tables
+// +2 in backward (the all-reduce staged, its gradients accumulated on the host, then the updates)
+// and a CUDA gradient view staged through the host; a CUDA view with a plugin before the
+// stream_wait_stream entry +1 each way.
 #pragma once
 
 #include <cstdint>
@@ -166,6 +181,10 @@ struct CombineOut {
   bool on_device = false;   // divided there for MEAN and copied device to device on `stream`
   Stream stream = nullptr;  // the caller's stream, for a device output
   bool discard = false;     // no output wanted (a rank that refused its buffer takes part)
+  // A device output, stream-ordered (needs stream_wait_stream): the phase ends without a wait,
+  // `stream` is ordered behind the copy into the view, and the phase's checks are made at the
+  // next wait (DeviceStep::TakeDeferredError).
+  bool async = false;
 };
 
 // A forward output in device memory (EmbeddingCollection::Forward): the caller's stream, on
@@ -250,8 +269,10 @@ class DeviceStep {
   // order, so sums come out as CombineOutput's. A host output's MEAN divide is left to the
   // caller (DivideMeans); a device output (out.on_device, which needs HasMeanDivide when the plan
   // has MEAN pairs) is divided on the device (simt/mean_body.h, the same division) and copied
-  // device to device on out.stream after the phase's wait, then that copy is waited for: no
-  // PCIe traffic for the output. With `x` every rank calls it, with or without runs.
+  // device to device into out.data within the phase, behind out.stream's work (no PCIe traffic
+  // for the output); with out.async the phase then ends without a wait (stream-ordered: out.stream
+  // is ordered behind the copy, the phase's checks come with the next wait). With `x` every rank
+  // calls it, with or without runs.
   Status LookupCombine(const RoutedBatch& rb, const DeviceExchange* x, const CombineOut& out);
   // Whether the plugin divides MEAN outputs on the device (emb_divide_means).
   static bool HasMeanDivide();
@@ -316,6 +337,10 @@ class DeviceStep {
     bool grad_on_device = false;
     const DeviceDpWork* dp = nullptr;
     const DeviceVerdictWork* verdict = nullptr;
+    // With a verdict: stream-ordered, the last phase ends without a wait (its verdict and checks
+    // come with the next one: VerdictArrived), and the verdict's `caller` stream is ordered behind
+    // the reads of its gradient.
+    bool async = false;
   };
   Status ApplySharded(comm::Communicator& comm, SparseUpdater& updater, const RoutedBatch& rb,
                       const std::vector<optim::OptimizerConfig>& configs, int64_t step,
@@ -323,8 +348,20 @@ class DeviceStep {
   // Whether the plugin serves the gated grouping (a backward gated on the device).
   static bool HasGate();
   // The verdict of the last backward queued with ShardedInputs::verdict, valid after the call
-  // returned OK: Verdict's *agreed, *first_bad and *bad_value.
+  // returned OK (with ShardedInputs::async, once VerdictArrived()):
+  // Verdict's *agreed, *first_bad and *bad_value.
   void ReadVerdict(int64_t* agreed, int64_t* first_bad, float* bad_value) const;
+
+  // Stream-ordered calls (CombineOut::async, ShardedInputs::async) end their last phase without a
+  // wait; their downloads arrive, and their checks are made, at the next wait of any phase (or
+  // Synchronize). VerdictArrived says whether the last verdict queued (ShardedInputs::verdict)
+  // has; Synchronize waits (bounded) for everything queued when anything is; TakeDeferredError
+  // returns the first error the checks found since the last call
+  // (an internal error: a row outside its shard, a message whose lengths disagree with its
+  // counts; a communicator's asynchronous error) and clears it.
+  bool VerdictArrived() const { return staging_.delivered() >= verdict_ticket_; }
+  Status Synchronize();
+  Status TakeDeferredError();
   // A device gradient block of at least `floats` floats whose contents do not matter: what a
   // rank that rejected its own call packs and accumulates while it takes part in a gated
   // backward's collectives (its updates are gated off).
@@ -396,7 +433,8 @@ class DeviceStep {
   // runs are placed. CheckUnpack reads that word after the phase's wait.
   Status QueueDeviceInput(const RoutedBatch& rb, const DeviceExchange& x, const uint8_t* runs_dev,
                           const uint8_t* cells_dev);
-  Status CheckUnpack(const RoutedBatch& rb) const;
+  Status CheckUnpack(const RoutedBatch& rb);
+  Status UnpackError(const std::vector<int32_t>& sources) const;
   // Uploads `extra` pieces alone into runs_buf_ (the device input's phases: the runs are on the
   // device already); extra_dev[k] receives piece k's device address.
   Status UploadExtras(const DeviceStaging::Piece* extra, size_t num_extra, uint8_t** extra_dev);
@@ -416,6 +454,13 @@ class DeviceStep {
   // first) when the phase looked up, else a wait when it queued anything; then the staged
   // downloads reach their host destinations. On an error they do not (the next Begin waits).
   Status EndPhase(const char* status_what);
+  // A phase's end without a wait (a stream-ordered call): the status block's copy (when the phase
+  // looked up) queued for the next wait and the block cleared on the stream; `comm`'s error
+  // checked then too.
+  Status EndPhaseDeferred(const char* status_what, comm::Communicator* comm);
+  // As their downloads arrive (DeviceStaging's delivery hook): the checks of the phases that
+  // ended without a wait.
+  void CheckDeferred();
 
   const Layout* layout_ = nullptr;
   ParamStore* params_ = nullptr;
@@ -477,6 +522,17 @@ class DeviceStep {
   // tables (return targets, MEAN divisors, jobs, their first rows) before and after upload.
   DeviceBuffer verdict_buf_;
   int64_t verdict_host_[3] = {};  // the agreed word and the first non-finite element, downloaded
+  uint64_t verdict_ticket_ = 0;   // its download (DeviceStaging::Download)
+  // Phases that ended without a wait (EndPhaseDeferred): what to check after the next one.
+  struct Deferred {
+    const char* status_what = nullptr;  // the status block's copy is in deferred_status_
+    bool unpack = false;                // the unpack's word is in unpack_bad_host_
+    std::vector<int32_t> unpack_sources;
+    comm::Communicator* comm = nullptr;
+  } deferred_;
+  std::vector<uint8_t> deferred_status_;
+  std::vector<int32_t> unpack_sources_;
+  Status deferred_error_;
   DeviceBuffer junk_grad_;
   DeviceBuffer dgrad_block_;
   DeviceBuffer pack_buf_;

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -586,14 +587,14 @@ TEST(EmbeddingGpuNccl, NoAllocationWithinTheHints) {
   }
 }
 
-// CUDA output and gradient views over NCCL at world 2 (fused shards): the forward's waits are the
-// counts exchange's and the lookup phase's (the output is copied into the view on the
-// collection's stream behind the caller's, within the phase: nothing comes down but the summaries
-// and the unpack's word), the backward's the update phase's alone (the gradient checked on the
-// device and the verdicts all-reduced there into the gate the updates read, the gradient packed
-// and exchanged on the device: only the pack's tables go up). Then a gradient with a NaN on one
-// rank: every rank fails (that rank naming the element), nothing changes, and the same backward
-// with a good gradient trains.
+// CUDA output and gradient views over NCCL at world 2 (fused shards), stream-ordered: ONE wait per
+// step, the counts exchange's (it learns the received sizes); the lookup phase (the output copied
+// into the view on the collection's stream behind the caller's) and the whole backward (the
+// gradient checked on the device and the verdicts all-reduced there into the gate the updates
+// read, the gradient packed and exchanged on the device: only the pack's tables go up) stay
+// queued, their checks made at the next wait. Then a gradient with a NaN on one rank: the
+// backward returns once queued, the next synchronising call fails on every rank (that rank naming
+// the element), nothing changes, and the same backward with a good gradient trains.
 TEST(EmbeddingGpuNccl, DeviceViewsWaitsAndANonFiniteGradient) {
   REQUIRE_WORLD(2);
   if (!FakeLoaded()) GTEST_SKIP() << "counts the fake's calls";
@@ -618,7 +619,9 @@ TEST(EmbeddingGpuNccl, DeviceViewsWaitsAndANonFiniteGradient) {
     const shardrec_tensor_view_t vout = DeviceView(out.data(), g.size(), dim);
     FakeDeviceCopy dev_g(g);
     const shardrec_tensor_view_t vg = DeviceView(static_cast<float*>(dev_g.data()), g.size(), dim);
-    for (int round = 0; round < 2; ++round) {
+    // Three rounds, the last counted: without capacity hints the pinned block grows in the first
+    // steps to hold a lookup phase and an update phase in flight behind the next counts exchange.
+    for (int round = 0; round < 3; ++round) {
       int64_t a[3], b[3], c[3];
       meet.arrive_and_wait();
       if (r == 0) read(a);
@@ -631,7 +634,7 @@ TEST(EmbeddingGpuNccl, DeviceViewsWaitsAndANonFiniteGradient) {
       ASSERT_EQ(shardrec_embedding_backward_tensor(d, &vg, nullptr), SHARDREC_OK)
           << shardrec_last_error();
       meet.arrive_and_wait();
-      if (r == 0 && round == 1) {
+      if (r == 0 && round == 2) {
         read(c);
         for (int k = 0; k < 3; ++k) {
           fwd[k] = b[k] - a[k];
@@ -640,16 +643,26 @@ TEST(EmbeddingGpuNccl, DeviceViewsWaitsAndANonFiniteGradient) {
       }
       meet.arrive_and_wait();  // the counters are read before rank 1 goes on
     }
-    // A NaN in rank 1's gradient.
+    // A NaN in rank 1's gradient: the stream-ordered backward returns once queued on every rank;
+    // shardrec_embedding_synchronize then fails on every rank (that rank naming the element),
+    // nothing changed and the step is not counted; the same backward with a good gradient trains.
     ASSERT_EQ(shardrec_embedding_forward_tensor(d, kjt.view(), &vout, nullptr), SHARDREC_OK);
     const auto before = Snapshot(d, s);
+    int64_t steps_before = -1, steps = -1;
+    shardrec_embedding_num_steps(d, &steps_before);
     if (r == 1 && !g.empty()) static_cast<float*>(dev_g.data())[3] = std::nanf("");
     meet.arrive_and_wait();
-    EXPECT_EQ(shardrec_embedding_backward_tensor(d, &vg, nullptr), SHARDREC_EINVAL) << "rank " << r;
-    const std::string why = shardrec_last_error();
-    EXPECT_NE(why.find(r == 1 ? "element 3" : "rank 1 rejected its backward call"),
+    EXPECT_EQ(shardrec_embedding_backward_tensor(d, &vg, nullptr), SHARDREC_OK) << "rank " << r;
+    shardrec_embedding_num_steps(d, &steps);
+    EXPECT_EQ(steps, steps_before + 1) << "counted when queued";
+    EXPECT_EQ(shardrec_embedding_synchronize(d), SHARDREC_EINVAL) << "rank " << r;
+    std::string why = shardrec_last_error();
+    EXPECT_NE(why.find(r == 1 ? "element 3" : "rank 1 rejected its last backward call"),
               std::string::npos)
         << "rank " << r << ": " << why;
+    shardrec_embedding_num_steps(d, &steps);
+    EXPECT_EQ(steps, steps_before) << "taken back";
+    EXPECT_EQ(shardrec_embedding_synchronize(d), SHARDREC_OK) << "reported once";
     ExpectSameTensors(before, Snapshot(d, s), "rank " + std::to_string(r) + " after the NaN");
     if (r == 1 && !g.empty()) static_cast<float*>(dev_g.data())[3] = g[3];
     meet.arrive_and_wait();
@@ -657,14 +670,41 @@ TEST(EmbeddingGpuNccl, DeviceViewsWaitsAndANonFiniteGradient) {
         << "rank " << r << ": " << shardrec_last_error();
     EXPECT_FALSE(BitEqual(before[0], Snapshot(d, s)[0]) && BitEqual(before[2], Snapshot(d, s)[2]))
         << "rank " << r << ": the good gradient moved no weight";
+    // Again, learnt by the next forward instead: it fails on every rank without forwarding, the
+    // rejected batch is still the one a backward trains, and the forward after that goes through.
+    ASSERT_EQ(shardrec_embedding_forward_tensor(d, kjt.view(), &vout, nullptr), SHARDREC_OK);
+    const auto before2 = Snapshot(d, s);
+    if (r == 1 && !g.empty())
+      static_cast<float*>(dev_g.data())[5] = -std::numeric_limits<float>::infinity();
+    meet.arrive_and_wait();
+    EXPECT_EQ(shardrec_embedding_backward_tensor(d, &vg, nullptr), SHARDREC_OK) << "rank " << r;
+    EXPECT_EQ(shardrec_embedding_forward_tensor(d, kjt.view(), &vout, nullptr), SHARDREC_EINVAL)
+        << "rank " << r;
+    why = shardrec_last_error();
+    EXPECT_NE(why.find(r == 1 ? "element 5" : "rank 1 rejected its last backward call"),
+              std::string::npos)
+        << "rank " << r << ": " << why;
+    ExpectSameTensors(before2, Snapshot(d, s), "rank " + std::to_string(r) + " after the inf");
+    if (r == 1 && !g.empty()) static_cast<float*>(dev_g.data())[5] = g[5];
+    meet.arrive_and_wait();
+    EXPECT_EQ(shardrec_embedding_backward_tensor(d, &vg, nullptr), SHARDREC_OK)
+        << "rank " << r << ": " << shardrec_last_error();
+    EXPECT_EQ(shardrec_embedding_forward_tensor(d, kjt.view(), &vout, nullptr), SHARDREC_OK)
+        << "rank " << r << ": " << shardrec_last_error();
+    EXPECT_EQ(shardrec_embedding_synchronize(d), SHARDREC_OK) << shardrec_last_error();
+    EXPECT_FALSE(BitEqual(before2[0], Snapshot(d, s)[0]) && BitEqual(before2[2], Snapshot(d, s)[2]))
+        << "rank " << r << ": the good gradient moved no weight";
   });
-  EXPECT_EQ(fwd[0], 2 * 2);
+  // Forward: the counts exchange's wait alone (stream-ordered: the lookup phase stays queued); up
+  // the counts, the routed messages, the combine's tables; down the counts, and, delivered at the
+  // next wait, the unpack's word and the lookup status block.
+  EXPECT_EQ(fwd[0], 2 * 1);
   EXPECT_EQ(fwd[1], 2 * 3);
-  EXPECT_EQ(fwd[2], 2 * 2);
-  // Backward: the update phase alone (its verdict checked and agreed on the device, gating the
-  // updates); up only the pack's tables (an accepting rank's flag is a memset), down the agreed
-  // verdict.
-  EXPECT_EQ(bwd[0], 2 * 1);
+  EXPECT_EQ(fwd[2], 2 * 3);
+  // Backward: no wait (stream-ordered; the verdict checked and agreed on the device, gating the
+  // updates, comes down with the next forward's wait); up only the pack's tables (an accepting
+  // rank's flag is a memset), down the agreed verdict.
+  EXPECT_EQ(bwd[0], 2 * 0);
   EXPECT_EQ(bwd[1], 2 * 1);
   EXPECT_EQ(bwd[2], 2 * 1);
 }

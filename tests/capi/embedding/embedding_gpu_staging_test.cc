@@ -356,8 +356,9 @@ TEST(GpuStagingFailure, AFailedCopyInAForwardChangesNothing) {
 // A CUDA output view on the collection's device, with a forward that combines on the device
 // (world 1, pooled): the output is divided for MEAN on the device and copied device to device
 // into the view within the phase, on the collection's stream ordered behind the caller's
-// (stream_wait_stream: no download, no wait but the phase's), bit for bit a host collection's,
-// the pipelined forward_distributed_tensor included.
+// (stream_wait_stream), bit for bit a host collection's, the pipelined forward_distributed_tensor
+// included. Stream-ordered: no wait at all (the caller's stream is ordered behind the write); the
+// one copy down is the lookup status block's, checked when the next call's wait delivers it.
 TEST(GpuStagingDeviceOutput, ACudaViewIsWrittenDeviceToDevice) {
   REQUIRE_FAKE();
   Scenario s = StandardScenario(1, kRW, kMean);
@@ -403,9 +404,9 @@ TEST(GpuStagingDeviceOutput, ACudaViewIsWrittenDeviceToDevice) {
     }
     const Counts fwd = Delta(f0, Runtime());
     EXPECT_EQ(FakeCalls()[kMeanDivide], calls0[kMeanDivide] + 1) << "step " << step;
-    EXPECT_EQ(fwd[kDown], 0) << "step " << step;
+    EXPECT_EQ(fwd[kDown], 1) << "step " << step;
     EXPECT_EQ(fwd[kUp], 1) << "step " << step;
-    EXPECT_EQ(fwd[kSync], 1) << "step " << step;
+    EXPECT_EQ(fwd[kSync], 0) << "step " << step;
     EXPECT_EQ(fwd[kDeviceAlloc] + fwd[kHostAlloc], 0) << "step " << step;
     EXPECT_TRUE(BitEqual(out_h, dev_out.ToVector())) << "step " << step;
     std::vector<float> g = ts.grads[step][0];
