@@ -154,6 +154,10 @@ Status DeviceStep::Presize(const StepCapacity& capacity, bool device_input) {
     SR_RETURN_IF_ERROR(reserve(*uniq_grads_[i], z.grads_bytes[i], "aggregated gradients"));
     SR_RETURN_IF_ERROR(reserve(*stats_[i], z.stats_bytes[i], "row statistics"));
   }
+  {
+    SR_RETURN_IF_ERROR(
+        reserve(dev_counts_, sizeof(int64_t) * std::max<size_t>(n, 1), "the unique-row counts"));
+  }
   // Stream-ordered calls leave a lookup phase and an update phase in flight when the next forward's
   // counts exchange packs behind them (DeviceStaging): room for two phases and the exchange.
   SR_RETURN_IF_ERROR(
@@ -994,6 +998,30 @@ void DeviceStep::ReadVerdict(int64_t* agreed, int64_t* first_bad, float* bad_val
   *bad_value = r.value;
 }
 
+int64_t DeviceStep::CountedRowsMax(const RoutedBatch& rb, size_t i) const {
+  return std::min<int64_t>(rb.shards[i].num_ids, layout_->local[i].rows);
+}
+
+Status DeviceStep::QueueCountedUpdate(const RoutedBatch& rb, size_t i,
+                                      const optim::OptimizerConfig& config, int64_t step,
+                                      const int64_t* count) {
+  const LocalShard& ls = layout_->local[i];
+  const int K = layout_->tables[ls.table].num_row_stats;
+  kernels::CountedRows rows;
+  rows.rows = uniq_rows_[i]->as<int64_t>();
+  rows.grads = uniq_grads_[i]->as<float>();
+  rows.count = count;
+  rows.max_rows = CountedRowsMax(rb, i);
+  optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
+  const int32_t full_dim = layout_->plan->tables[ls.table].dim;
+  // The shard holds its rows' whole statistics (no sibling): phase 1's are the full ones.
+  float* stats = K > 0 ? stats_[i]->as<float>() : nullptr;
+  if (K > 0)
+    SR_RETURN_IF_ERROR(
+        dk::RowPhaseCounted(ctx_, config, step, full_dim, params, rows, stats, nullptr, 1));
+  return dk::RowPhaseCounted(ctx_, config, step, full_dim, params, rows, nullptr, stats, 2);
+}
+
 Status DeviceStep::JunkGradient(size_t floats, const float** out) {
   SR_RETURN_IF_ERROR(junk_grad_.Reserve(device_, sizeof(float) * std::max<size_t>(floats, 1),
                                         "a rejected call's gradient", stream_));
@@ -1158,9 +1186,15 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     return Status::Internal("ApplySharded: data-parallel work without InitDataParallel");
   // Which shards run, and every device buffer sized before anything is queued (a buffer that
   // grows waits for the stream; the staging block's copies must not be in flight then).
+  // An aggregated shard whose row statistics need no sibling's (none, or a row block of one
+  // shard) is "counted": its unique-row count stays on the device (GroupRowsGated writes it
+  // there) and its statistics and update read it (RowPhaseCounted), so it needs no host wait.
+  // The others read their counts on the host (any_aggregated) for the statistics' exchange.
+  const bool can_count = HasGate() && dk::HasDp();
   bool any = false;
   bool any_aggregated = false;
   size_t ws_bytes = 0;
+  counted_.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
     num_unique_[i] = 0;
     updater.partial_stats(i).clear();
@@ -1168,18 +1202,27 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     if (l.tables[ls.table].data_parallel || rb.shards[i].num_ids == 0) continue;
     any = true;
     size_t need = 0;
-    SR_RETURN_IF_ERROR(dk::BackwardWorkspaceBytes(ctx_, rb.shards[i].num_ids, ls.cols,
-                                                  l.tables[ls.table].num_row_stats, &need));
+    const TableLayout& tl = l.tables[ls.table];
+    SR_RETURN_IF_ERROR(
+        dk::BackwardWorkspaceBytes(ctx_, rb.shards[i].num_ids, ls.cols, tl.num_row_stats, &need));
     ws_bytes = std::max(ws_bytes, need);
     if (updater.FusedEligible(i)) continue;
-    any_aggregated = true;
+    const bool alone = tl.blocks[FindRowBlock(tl, ls.row_offset)].shards.size() == 1;
+    counted_[i] = can_count && (tl.num_row_stats == 0 || alone) ? 1 : 0;
+    if (!counted_[i]) any_aggregated = true;
     // Sized for every id, as the device kernel's contract asks; the first u rows are written.
     const auto ids = static_cast<size_t>(rb.shards[i].num_ids);
     SR_RETURN_IF_ERROR(
         uniq_rows_[i]->Reserve(device_, sizeof(int64_t) * ids, "unique rows", stream_));
     SR_RETURN_IF_ERROR(uniq_grads_[i]->Reserve(device_, sizeof(float) * ids * ls.cols,
                                                "aggregated gradients", stream_));
+    if (counted_[i] && tl.num_row_stats > 0)
+      SR_RETURN_IF_ERROR(
+          stats_[i]->Reserve(device_, sizeof(float) * CountedRowsMax(rb, i) * tl.num_row_stats,
+                             "row statistics", stream_));
   }
+  SR_RETURN_IF_ERROR(dev_counts_.Reserve(device_, sizeof(int64_t) * std::max<size_t>(n, 1),
+                                         "the unique-row counts", stream_));
   const size_t bytes = sizeof(float) * rb.ret_floats_total;
   // With the device input the batch's ids are still in its slot block: only gradients go up.
   // With a device gradient nothing of the message goes up: it is packed into dgrad_block_ (own
@@ -1273,10 +1316,13 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     // The count reaches the pinned word when the stream gets there: read after the wait.
     counts[i] = 0;
     launched_ = true;
-    if (gate != nullptr) {
-      // A rejected step's grouping is emptied on the device: its updates change nothing.
+    int64_t* dev_count = counted_[i] ? dev_counts_.as<int64_t>() + i : nullptr;
+    if (gate != nullptr || dev_count != nullptr) {
+      // A rejected step's grouping is emptied on the device: its updates change nothing. A
+      // counted shard's count stays on the device.
       SR_RETURN_IF_ERROR(dk::GroupRowsGated(ctx_, runs, workspace_.data(), workspace_.bytes(),
-                                            &counts[i], nullptr, gate));
+                                            dev_count != nullptr ? nullptr : &counts[i], dev_count,
+                                            gate));
     } else {
       SR_RETURN_IF_ERROR(
           dk::GroupRows(ctx_, runs, workspace_.data(), workspace_.bytes(), &counts[i]));
@@ -1291,6 +1337,7 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     SR_RETURN_IF_ERROR(dk::AggregateGrads(ctx_, runs, dgrads, ls.cols, ls.cols, scale,
                                           workspace_.data(), uniq_rows_[i]->as<int64_t>(),
                                           uniq_grads_[i]->as<float>()));
+    if (counted_[i]) SR_RETURN_IF_ERROR(QueueCountedUpdate(rb, i, config, step, dev_count));
   }
   // The data-parallel tables behind the sharded ones, in the same phase (device_dp.h): their
   // all-reduce follows the gradient exchange on every rank.
@@ -1306,7 +1353,7 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
   for (size_t i = 0; any_aggregated && i < n; ++i) {
     const LocalShard& ls = l.local[i];
     if (l.tables[ls.table].data_parallel || rb.shards[i].num_ids == 0) continue;
-    if (updater.FusedEligible(i)) continue;
+    if (updater.FusedEligible(i) || counted_[i]) continue;
     num_unique_[i] = counts[i];
     const int K = l.tables[ls.table].num_row_stats;
     const auto u = static_cast<size_t>(counts[i]);

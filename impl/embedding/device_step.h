@@ -366,6 +366,10 @@ class DeviceStep {
   // rank that rejected its own call packs and accumulates while it takes part in a gated
   // backward's collectives (its updates are gated off).
   Status JunkGradient(size_t floats, const float** out);
+  // Whether ApplySharded keeps an aggregated shard's unique-row count on the device ("counted":
+  // no sibling statistics to exchange, and a plugin with emb_group_rows_gated and
+  // emb_row_phase_counted), so that shard needs no host wait.
+  bool CountsOnDevice(size_t local) const { return local < counted_.size() && counted_[local]; }
 
   // Data-parallel tables trained on the device (device_dp.h): whether the plugin serves it, and
   // its buffers allocated for the plan (and, with a known capacity, the workspace), once at
@@ -441,6 +445,13 @@ class DeviceStep {
   // Within a phase: the verdict's words (DeviceVerdictWork) queued, their agreed part coming down
   // into verdict_host_ with the phase; *gate receives the agreed word's device address.
   Status QueueVerdict(const DeviceVerdictWork& v, const int64_t** gate);
+  // A counted shard's statistics (when its optimizer has them) and update over its aggregated rows,
+  // `count` (device memory) of them, queued behind its aggregation.
+  Status QueueCountedUpdate(const RoutedBatch& rb, size_t local,
+                            const optim::OptimizerConfig& config, int64_t step,
+                            const int64_t* count);
+  // The most unique rows a counted shard can have in `rb` (its row lists' and statistics' size).
+  int64_t CountedRowsMax(const RoutedBatch& rb, size_t local) const;
   // Queues every local shard's lookups of runs_ into io_, within a phase the caller began.
   Status QueueLookupJobs();
   // Within a phase: the pack's tables up into pack_buf_ and the pack of `grad_dev` into `send`
@@ -492,6 +503,8 @@ class DeviceStep {
   std::vector<std::vector<kernels::BagRun>> runs_;
   std::vector<std::vector<int64_t>> num_ids_;
   std::vector<int64_t> num_unique_;
+  std::vector<uint8_t> counted_;  // per local shard: its count stays on the device (ApplySharded)
+  DeviceBuffer dev_counts_;       // those counts, one word per local shard
   std::vector<std::unique_ptr<DeviceBuffer>> uniq_rows_;
   std::vector<std::unique_ptr<DeviceBuffer>> uniq_grads_;
   std::vector<std::unique_ptr<DeviceBuffer>> stats_;

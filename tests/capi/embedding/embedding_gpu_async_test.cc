@@ -149,11 +149,12 @@ TEST(StreamOrdered, OneWaitPerStepOverNcclBitIdenticalToGloo) {
   // pipelined loop's wait comes with the next batch's input distribution, inside the step.
   TrainStreamOrdered({"pooled", {kDP, kRW, kTW}, kMean, kAdam, false, 1});
   TrainStreamOrdered({"pooled pipelined", {kDP, kRW, kTW}, kMean, kAdam, true, 1});
-  // Column shards with row statistics and sequence outputs aggregate: their backward still reads
-  // its unique-row counts on the host (one wait; the row statistics' phase one more), its last
-  // phase stays queued.
+  // Sequence outputs aggregate with their unique-row counts left on the device: the same one wait.
+  TrainStreamOrdered({"sequence", {kDP, kRW, kTW}, kNone, kSgd, true, 1});
+  TrainStreamOrdered({"sequence row statistics", {kTW, kRW, kTW}, kNone, kRowAdagrad, false, 1});
+  // Column shards with row statistics exchange them: their backward still reads its unique-row
+  // counts on the host (one wait; the row statistics' phase one more), its last phase queued.
   TrainStreamOrdered({"column statistics", {kCW, kCW, kCW}, kSum, kRowAdagrad, false, 3});
-  TrainStreamOrdered({"sequence", {kDP, kRW, kTW}, kNone, kSgd, true, 2});
 }
 
 // A peer that stops after a queued step: the waiting rank's next call fails with ETIMEOUT within

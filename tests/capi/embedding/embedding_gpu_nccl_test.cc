@@ -495,9 +495,9 @@ TEST(EmbeddingGpuNccl, WaitsAndCopiesPerPhaseAreAsDocumented) {
   // KJTs in device memory.
   CountWaits({kTW, kRW, kTW}, kSgd, 1, 1, true);
   // Sequence outputs: combined on the device like pooled ones (data-parallel rows included), so
-  // the same forward; the backward aggregates (the unique-row counts' wait), the data-parallel
-  // tables ride in its first phase.
-  CountWaits({kDP, kRW, kTW}, kSgd, 2, 1, false, kNone);
+  // the same forward; the backward aggregates, its unique-row counts left on the device (no row
+  // statistics to exchange), the data-parallel tables in its first phase: one wait.
+  CountWaits({kDP, kRW, kTW}, kSgd, 1, 1, false, kNone);
 }
 
 // With the capacity hints, every buffer of a step over NCCL (the batch slots, the summaries, the
