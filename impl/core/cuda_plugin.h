@@ -57,8 +57,10 @@ Status HasGradEntries(const shardrec_cuda_plugin_table_t& t, const std::string& 
 // emb_dp_step, emb_row_phase_counted), else kUnsupported naming `path`.
 Status HasDpEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
 
-// kOk when `t` serves the gated row grouping (emb_group_rows_gated), else kUnsupported naming
-// `path` (a GPU collection then waits for a backward's verdict before queueing its updates).
+// kOk when `t` serves the gated row grouping and the device sum of row statistics
+// (emb_group_rows_gated, emb_sum_sources), else kUnsupported naming `path` (a GPU collection then
+// waits for a backward's verdict before queueing its updates, and reads unique-row counts on the
+// host).
 Status HasGateEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
 
 // The run-time versions against the build-time ones: the driver must support at least the CUDA

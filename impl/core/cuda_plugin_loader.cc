@@ -149,10 +149,11 @@ Status HasDpEntries(const shardrec_cuda_plugin_table_t& t, const std::string& pa
 
 Status HasGateEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path) {
   const size_t need =
-      offsetof(shardrec_cuda_plugin_table_t, emb_group_rows_gated) + sizeof(t.emb_group_rows_gated);
-  if (t.struct_size < need || t.emb_group_rows_gated == nullptr)
+      offsetof(shardrec_cuda_plugin_table_t, emb_sum_sources) + sizeof(t.emb_sum_sources);
+  if (t.struct_size < need || t.emb_group_rows_gated == nullptr || t.emb_sum_sources == nullptr)
     return Status::Unsupported("the CUDA plugin ", path,
-                               " predates the gated backward (emb_group_rows_gated)");
+                               " predates the gated backward (emb_group_rows_gated, "
+                               "emb_sum_sources)");
   return Status::Ok();
 }
 

@@ -337,6 +337,19 @@ typedef struct shardrec_plugin_counted_rows {
   int64_t max_rows;
 } shardrec_plugin_counted_rows_t;
 
+/* emb_sum_sources' arguments (impl/embedding/kernels/simt/stats_body.h's SumSourcesParams, field
+ * for field; SHARDREC_PLUGIN_MAX_SUM_SOURCES sources at most); every pointer is device memory. */
+#define SHARDREC_PLUGIN_MAX_SUM_SOURCES 16
+typedef struct shardrec_plugin_sum_sources {
+  const float* sources[SHARDREC_PLUGIN_MAX_SUM_SOURCES];
+  int32_t num_sources;
+  int32_t accumulate; /* 1: add onto dst, 0: from +0 */
+  int64_t row_floats;
+  int64_t max_rows;
+  const int64_t* count; /* rows to sum, at most max_rows */
+  float* dst;
+} shardrec_plugin_sum_sources_t;
+
 typedef struct shardrec_cuda_plugin_table {
   uint32_t struct_size; /* sizeof(shardrec_cuda_plugin_table_t) in the plugin's build */
   uint32_t abi_version; /* SHARDREC_CUDA_PLUGIN_ABI_VERSION of the plugin's build */
@@ -603,6 +616,11 @@ typedef struct shardrec_cuda_plugin_table {
                                   void* workspace, size_t workspace_bytes, int64_t* num_unique_host,
                                   int64_t* num_unique_dev, const int64_t* gate, void* stream,
                                   shardrec_plugin_status_t* status);
+  /* kernels::cuda::SumSources: a column shard's full row statistics from its own partial ones and
+   * its siblings', over the first *sum->count rows (a count only the device knows). Enqueued on
+   * `stream`. */
+  int32_t (*emb_sum_sources)(int32_t device, const shardrec_plugin_sum_sources_t* sum, void* stream,
+                             shardrec_plugin_status_t* status);
 } shardrec_cuda_plugin_table_t;
 
 /* The table's size before the dense entries: the smallest a loader of this build accepts. */

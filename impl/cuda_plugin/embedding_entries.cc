@@ -277,4 +277,12 @@ int32_t EmbRowPhaseCounted(int32_t device, const shardrec_plugin_optimizer_t* co
                   });
 }
 
+int32_t EmbSumSources(int32_t device, const shardrec_plugin_sum_sources_t* sum, void* stream,
+                      shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_sum_sources", device, stream, [&](const ExecContext& ctx) -> Status {
+    if (sum == nullptr) return Status::InvalidArgument("sum must not be NULL");
+    return kcuda::SumSources(ctx, abi::FromAbi(*sum));
+  });
+}
+
 }  // namespace shardrec::cuda_plugin::entry

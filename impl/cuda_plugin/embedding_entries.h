@@ -66,4 +66,7 @@ int32_t EmbRowPhaseCounted(int32_t device, const shardrec_plugin_optimizer_t* co
                            const float* full_stats, int32_t phase, void* stream,
                            shardrec_plugin_status_t* st);
 
+int32_t EmbSumSources(int32_t device, const shardrec_plugin_sum_sources_t* sum, void* stream,
+                      shardrec_plugin_status_t* st);
+
 }  // namespace shardrec::cuda_plugin::entry

@@ -172,6 +172,7 @@ const shardrec_cuda_plugin_table_t kTable = {
     &entry::EmbDpStep,
     &entry::EmbRowPhaseCounted,
     &entry::EmbGroupRowsGated,
+    &entry::EmbSumSources,
 };
 
 }  // namespace

@@ -58,6 +58,8 @@ class SparseUpdater {
   void PlanRowStats(std::vector<size_t>* send_counts, std::vector<size_t>* recv_counts,
                     std::vector<size_t>* send_shards);
   float* stat_recv() { return stat_recv_.data(); }
+  // Where stat message `m` (Layout::stat_messages) starts in the receive block PlanRowStats placed.
+  size_t stat_recv_at(size_t m) const { return stat_recv_at_[m]; }
 
  private:
   // Groups the ids of local shard `local` in `workspace` (grown as needed) and either updates its

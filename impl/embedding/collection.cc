@@ -73,7 +73,8 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   // on the device (device_dp.h).
   bool device_input = false;
   bool device_dp = false;
-  bool gated = false;  // a backward gated on the device by its agreed verdict
+  bool gated = false;   // a backward gated on the device by its agreed verdict
+  bool counts = false;  // unique-row counts kept on the device (DeviceStep::set_counts_on_device)
   if (!local.ok()) {
     // The caller's verdict stands; this rank only takes part in the agreement.
   } else if (options.device.is_cuda() && !comm->device().is_host() &&
@@ -133,6 +134,7 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
                     options.backward_encoding == comm::Encoding::kFp32));
       if (device_dp) local = c->device_->InitDataParallel(options.capacity);
       gated = local.ok() && DeviceStep::HasGate();
+      counts = local.ok() && DeviceStep::CanCountOnDevice();
     }
   }
   // A host collection cannot even agree over a device communicator (its agreement buffers are
@@ -157,10 +159,14 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   // whether any rank failed, so every rank returns instead of waiting on a peer, and on whether
   // any rank lacks the device input distribution.
   const uint64_t hash = plan->Hash();
-  int64_t agree[6] = {
-      static_cast<int64_t>(hash), static_cast<int64_t>(~hash), local.ok() ? 0 : comm->Rank() + 1,
-      device_input ? 0 : 1,       device_dp ? 0 : 1,           gated ? 0 : 1};
-  const Status agreed = comm->AllReduce(agree, agree, 6, DType::kInt64, comm::ReduceOp::kMax);
+  int64_t agree[7] = {static_cast<int64_t>(hash),
+                      static_cast<int64_t>(~hash),
+                      local.ok() ? 0 : comm->Rank() + 1,
+                      device_input ? 0 : 1,
+                      device_dp ? 0 : 1,
+                      gated ? 0 : 1,
+                      counts ? 0 : 1};
+  const Status agreed = comm->AllReduce(agree, agree, 7, DType::kInt64, comm::ReduceOp::kMax);
   // A rank's own rejection says more than a failed agreement (e.g. a staged NCCL agreement
   // without the plugin, when the communicator is of another device).
   if (!local.ok()) return local;
@@ -188,6 +194,7 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   c->device_input_ = device_input && agree[3] == 0;
   c->device_dp_ = device_dp && agree[4] == 0;
   c->gated_ = gated && agree[5] == 0;
+  if (c->device_ != nullptr) c->device_->set_counts_on_device(counts && agree[6] == 0);
   if (c->device_input_) c->route_tables_ = BuildRouteTables(c->layout_);
   c->comm_ = std::move(comm);
   c->dp_comm_ = options.dp_comm ? options.dp_comm : c->comm_;

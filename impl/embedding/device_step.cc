@@ -110,7 +110,7 @@ Status DeviceStep::Presize(const StepCapacity& capacity, bool device_input) {
   size_t total = z.runs_bytes + z.io_bytes + workspace + z.full_stats_bytes + z.dp_ids_bytes +
                  z.dp_out_bytes + z.out_bytes + 2 * z.slot_bytes + z.unpack_scan_bytes +
                  unpack_temp + (n_ranks + 1) * z.summary_bytes + z.io_bytes + z.pack_bytes +
-                 (n_ranks > 1 ? 2 * z.io_bytes + z.stat_send_bytes + z.stat_recv_bytes : 0);
+                 z.stat_send_bytes + z.stat_recv_bytes + (n_ranks > 1 ? 2 * z.io_bytes : 0);
   for (size_t i = 0; i < n; ++i) total += z.rows_bytes[i] + z.grads_bytes[i] + z.stats_bytes[i];
   const auto fail = [&](const Status& s) {
     if (s.code() != Code::kOutOfMemory) return s;
@@ -144,9 +144,11 @@ Status DeviceStep::Presize(const StepCapacity& capacity, bool device_input) {
   if (W > 1) {
     SR_RETURN_IF_ERROR(reserve(a2a_send_, z.io_bytes, "the gradient message on the device"));
     SR_RETURN_IF_ERROR(reserve(a2a_recv_, z.io_bytes, "the received rows on the device"));
-    SR_RETURN_IF_ERROR(reserve(stat_send_, z.stat_send_bytes, "row statistics sent"));
-    SR_RETURN_IF_ERROR(reserve(stat_recv_, z.stat_recv_bytes, "row statistics received"));
   }
+  // Column shards' statistics exchanged between device blocks (over NCCL; at world 1 a copy
+  // between this rank's own shards, when their counts stay on the device).
+  SR_RETURN_IF_ERROR(reserve(stat_send_, z.stat_send_bytes, "row statistics sent"));
+  SR_RETURN_IF_ERROR(reserve(stat_recv_, z.stat_recv_bytes, "row statistics received"));
   SR_RETURN_IF_ERROR(reserve(unpack_scan_, z.unpack_scan_bytes, "the unpack's scans"));
   SR_RETURN_IF_ERROR(reserve(unpack_temp_, unpack_temp, "the unpack's scratch"));
   for (size_t i = 0; i < n; ++i) {
@@ -948,6 +950,8 @@ bool DeviceStep::HasDeviceDataParallel() { return DeviceDataParallel::Available(
 
 bool DeviceStep::HasGate() { return dk::HasGate(); }
 
+bool DeviceStep::CanCountOnDevice() { return dk::HasGate() && dk::HasDp(); }
+
 Status DeviceStep::QueueVerdict(const DeviceVerdictWork& v, const int64_t** gate) {
   // Words: [0] this rank's flag, [1] the agreed one (the gate), [2, 4) the check's first
   // non-finite element.
@@ -1004,7 +1008,7 @@ int64_t DeviceStep::CountedRowsMax(const RoutedBatch& rb, size_t i) const {
 
 Status DeviceStep::QueueCountedUpdate(const RoutedBatch& rb, size_t i,
                                       const optim::OptimizerConfig& config, int64_t step,
-                                      const int64_t* count) {
+                                      const int64_t* count, bool apply) {
   const LocalShard& ls = layout_->local[i];
   const int K = layout_->tables[ls.table].num_row_stats;
   kernels::CountedRows rows;
@@ -1019,7 +1023,94 @@ Status DeviceStep::QueueCountedUpdate(const RoutedBatch& rb, size_t i,
   if (K > 0)
     SR_RETURN_IF_ERROR(
         dk::RowPhaseCounted(ctx_, config, step, full_dim, params, rows, stats, nullptr, 1));
+  if (!apply) return Status::Ok();
   return dk::RowPhaseCounted(ctx_, config, step, full_dim, params, rows, nullptr, stats, 2);
+}
+
+Status DeviceStep::QueueCountedExchange(SparseUpdater& updater, const RoutedBatch& rb,
+                                        const DeviceExchange* x,
+                                        const std::vector<size_t>& send_counts,
+                                        const std::vector<size_t>& recv_counts,
+                                        const std::vector<size_t>& send_shards, size_t send_total,
+                                        const std::vector<optim::OptimizerConfig>& configs,
+                                        int64_t step) {
+  const Layout& l = *layout_;
+  const core::CudaRuntime* rt = nullptr;
+  SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+  launched_ = true;
+  // Each shard's partial statistics into the send block (the plan's order and sizes).
+  size_t at = 0;
+  for (size_t i : send_shards) {
+    const size_t k = updater.partial_stats(i).size();
+    if (k > 0)
+      SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, stat_send_.as<float>() + at, stats_[i]->data(),
+                                         sizeof(float) * k, core::CopyKind::kDeviceToDevice,
+                                         stream_));
+    at += k;
+  }
+  // Between device blocks over the communicator; alone, every message is this rank's own, in
+  // the same order on both sides: one copy.
+  if (x != nullptr) {
+    comm::CallOptions o;
+    o.stream = stream_;
+    SR_RETURN_IF_ERROR(x->comm->AllToAllV(stat_send_.data(), send_counts, stat_recv_.data(),
+                                          recv_counts, DType::kFloat32, o));
+  } else if (send_total > 0) {
+    SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, stat_recv_.data(), stat_send_.data(),
+                                       sizeof(float) * send_total, core::CopyKind::kDeviceToDevice,
+                                       stream_));
+  }
+  // Each column shard's full statistics, its siblings' added in column order (FullRowStats'
+  // order), then its update.
+  for (size_t i = 0; i < l.local.size(); ++i) {
+    const LocalShard& ls = l.local[i];
+    const TableLayout& tl = l.tables[ls.table];
+    const int K = tl.num_row_stats;
+    if (!counted_[i] || K == 0 || rb.shards[i].num_ids == 0) continue;
+    const RowBlock& block = tl.blocks[FindRowBlock(tl, ls.row_offset)];
+    if (block.shards.size() <= 1) continue;
+    std::vector<const float*> sources;
+    for (int32_t sib : block.shards) {
+      if (sib == ls.shard) {
+        sources.push_back(stats_[i]->as<float>());
+        continue;
+      }
+      const float* src = nullptr;
+      for (size_t j = 0; j < l.stat_messages.size() && src == nullptr; ++j) {
+        const StatMessage& m = l.stat_messages[j];
+        if (m.table == ls.table && m.from_shard == sib && m.to_shard == ls.shard)
+          src = stat_recv_.as<float>() + updater.stat_recv_at(j);
+      }
+      if (src == nullptr) return Status::Internal("missing row statistics of a column shard");
+      sources.push_back(src);
+    }
+    float* full = full_stats_.as<float>() + full_at_[i];
+    const int64_t* count = dev_counts_.as<int64_t>() + i;
+    const int64_t max_rows = CountedRowsMax(rb, i);
+    for (size_t first = 0; first < sources.size();
+         first += static_cast<size_t>(kernels::simt_body::kMaxSumSources)) {
+      kernels::simt_body::SumSourcesParams p;
+      p.num_sources = static_cast<int32_t>(std::min<size_t>(
+          sources.size() - first, static_cast<size_t>(kernels::simt_body::kMaxSumSources)));
+      for (int32_t k = 0; k < p.num_sources; ++k) p.sources[k] = sources[first + k];
+      p.accumulate = first > 0 ? 1 : 0;
+      p.row_floats = K;
+      p.max_rows = max_rows;
+      p.count = count;
+      p.dst = full;
+      SR_RETURN_IF_ERROR(dk::SumSources(ctx_, p));
+    }
+    kernels::CountedRows rows;
+    rows.rows = uniq_rows_[i]->as<int64_t>();
+    rows.grads = uniq_grads_[i]->as<float>();
+    rows.count = count;
+    rows.max_rows = max_rows;
+    optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
+    SR_RETURN_IF_ERROR(dk::RowPhaseCounted(ctx_, configs[ls.table], step,
+                                           l.plan->tables[ls.table].dim, params, rows, nullptr,
+                                           full, 2));
+  }
+  return Status::Ok();
 }
 
 Status DeviceStep::JunkGradient(size_t floats, const float** out) {
@@ -1190,7 +1281,12 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
   // shard) is "counted": its unique-row count stays on the device (GroupRowsGated writes it
   // there) and its statistics and update read it (RowPhaseCounted), so it needs no host wait.
   // The others read their counts on the host (any_aggregated) for the statistics' exchange.
-  const bool can_count = HasGate() && dk::HasDp();
+  // Column shards' statistics are summed on the device too when their exchange goes between
+  // device blocks (or stays on this rank): every shard is then counted, and the exchange happens
+  // in the first phase on every rank (counts_on_device_ is agreed at creation).
+  const bool can_count = counts_on_device_;
+  const bool counted_exchange =
+      can_count && (x != nullptr || l.world == 1) && !l.stat_messages.empty();
   bool any = false;
   bool any_aggregated = false;
   size_t ws_bytes = 0;
@@ -1208,7 +1304,7 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     ws_bytes = std::max(ws_bytes, need);
     if (updater.FusedEligible(i)) continue;
     const bool alone = tl.blocks[FindRowBlock(tl, ls.row_offset)].shards.size() == 1;
-    counted_[i] = can_count && (tl.num_row_stats == 0 || alone) ? 1 : 0;
+    counted_[i] = can_count && (tl.num_row_stats == 0 || alone || counted_exchange) ? 1 : 0;
     if (!counted_[i]) any_aggregated = true;
     // Sized for every id, as the device kernel's contract asks; the first u rows are written.
     const auto ids = static_cast<size_t>(rb.shards[i].num_ids);
@@ -1223,6 +1319,36 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
   }
   SR_RETURN_IF_ERROR(dev_counts_.Reserve(device_, sizeof(int64_t) * std::max<size_t>(n, 1),
                                          "the unique-row counts", stream_));
+  // The statistics' exchange of counted column shards, sized for their most rows (siblings get
+  // the same ids, so both ends agree on every message's size; the rows past a shard's count are
+  // not read).
+  std::vector<size_t> cx_send_counts, cx_recv_counts, cx_send_shards;
+  size_t cx_send_total = 0, cx_recv_total = 0, cx_full_total = 0;
+  full_at_.assign(n, 0);
+  if (counted_exchange) {
+    for (size_t i = 0; i < n; ++i) {
+      const LocalShard& ls = l.local[i];
+      const TableLayout& tl = l.tables[ls.table];
+      const int K = tl.num_row_stats;
+      // Only column shards with siblings exchange (and sum) statistics.
+      if (tl.data_parallel || K == 0 ||
+          tl.blocks[FindRowBlock(tl, ls.row_offset)].shards.size() < 2)
+        continue;
+      const size_t rows = rb.shards[i].num_ids > 0 ? CountedRowsMax(rb, i) : 0;
+      updater.partial_stats(i).resize(rows * K);
+      full_at_[i] = cx_full_total;
+      cx_full_total += rows * K;
+    }
+    updater.PlanRowStats(&cx_send_counts, &cx_recv_counts, &cx_send_shards);
+    for (size_t c : cx_send_counts) cx_send_total += c;
+    for (size_t c : cx_recv_counts) cx_recv_total += c;
+    SR_RETURN_IF_ERROR(
+        stat_send_.Reserve(device_, sizeof(float) * cx_send_total, "row statistics sent", stream_));
+    SR_RETURN_IF_ERROR(stat_recv_.Reserve(device_, sizeof(float) * cx_recv_total,
+                                          "row statistics received", stream_));
+    SR_RETURN_IF_ERROR(
+        full_stats_.Reserve(device_, sizeof(float) * cx_full_total, "row statistics", stream_));
+  }
   const size_t bytes = sizeof(float) * rb.ret_floats_total;
   // With the device input the batch's ids are still in its slot block: only gradients go up.
   // With a device gradient nothing of the message goes up: it is packed into dgrad_block_ (own
@@ -1337,7 +1463,13 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     SR_RETURN_IF_ERROR(dk::AggregateGrads(ctx_, runs, dgrads, ls.cols, ls.cols, scale,
                                           workspace_.data(), uniq_rows_[i]->as<int64_t>(),
                                           uniq_grads_[i]->as<float>()));
-    if (counted_[i]) SR_RETURN_IF_ERROR(QueueCountedUpdate(rb, i, config, step, dev_count));
+    if (counted_[i]) {
+      // A shard with siblings' statistics to add waits for the exchange below for its update.
+      const TableLayout& tl = l.tables[ls.table];
+      const bool siblings =
+          tl.num_row_stats > 0 && tl.blocks[FindRowBlock(tl, ls.row_offset)].shards.size() > 1;
+      SR_RETURN_IF_ERROR(QueueCountedUpdate(rb, i, config, step, dev_count, !siblings));
+    }
   }
   // The data-parallel tables behind the sharded ones, in the same phase (device_dp.h): their
   // all-reduce follows the gradient exchange on every rank.
@@ -1345,6 +1477,9 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     launched_ = true;
     SR_RETURN_IF_ERROR(dp_.Queue(grad_dev, dp->comm, dp->comm_size, gate, configs, step));
   }
+  if (counted_exchange)
+    SR_RETURN_IF_ERROR(QueueCountedExchange(updater, rb, x, cx_send_counts, cx_recv_counts,
+                                            cx_send_shards, cx_send_total, configs, step));
   // Aggregated shards need their unique-row counts on the host: the first wait. A backward of
   // fused shards only goes straight on to its one wait at the end.
   if (any_aggregated) SR_RETURN_IF_ERROR(EndPhase(nullptr));
@@ -1363,7 +1498,7 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
   }
   // Over a device communicator the statistics travel between device blocks within this phase
   // (its one wait): every partial size is known from the counts, so the plan comes first.
-  const bool stats_on_device = x != nullptr && !l.stat_messages.empty();
+  const bool stats_on_device = x != nullptr && !l.stat_messages.empty() && !counted_exchange;
   std::vector<size_t> stat_send_counts, stat_recv_counts, stat_send_shards;
   size_t stat_send_total = 0;
   size_t stat_recv_total = 0;
@@ -1424,7 +1559,8 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
   }
   if (stats_queued) SR_RETURN_IF_ERROR(EndPhase(nullptr));
   // The statistics of sibling column shards travel over the host communicator, as on the host.
-  if (!stats_on_device) SR_RETURN_IF_ERROR(updater.ExchangeRowStats(comm, comm_seconds));
+  if (!stats_on_device && !counted_exchange)
+    SR_RETURN_IF_ERROR(updater.ExchangeRowStats(comm, comm_seconds));
   // Phase 3: the full statistics up and the updates, back to back, then the step's last wait.
   // One device block per shard's statistics (the updates are queued before any is waited for).
   size_t total_stats = 0;

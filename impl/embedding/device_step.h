@@ -32,11 +32,13 @@
 //     => a forward takes 1 at world 1, at most 2 otherwise.
 //   ApplySharded        0 without ids for this rank's sharded tables (and no verdict or
 //                       data-parallel table in its phase); 1 when every shard with ids takes the
-//                       fused backward (0 stream-ordered: a device gradient with the gated
-//                       backward); +1 when some shard aggregates (the unique-row counts are read
-//                       on the host: sequence collections, column shards with row statistics);
-//                       +1 more when some of those has row statistics to exchange (downloaded
-//                       between the two).
+//                       fused backward or aggregates with its unique-row count kept on the
+//                       device (0 stream-ordered: a device gradient with the gated backward);
+//                       with a plugin before emb_sum_sources (or column shards' statistics
+//                       exchanged over a host communicator) +1 when some shard aggregates (the
+//                       unique-row counts are read on the host: sequence collections, column
+//                       shards with row statistics), +1 more when some of those has row
+//                       statistics to exchange (downloaded between the two).
 //   ApplyRows..FinishRows  1 for all data-parallel tables together when any row was touched
 //                       (data-parallel gradients accumulated on the host); 0 when they train on
 //                       the device (DeviceDpWork: queued in ApplySharded's first phase).
@@ -132,9 +134,14 @@
 // still unlearnt (TorchRec's pipelined order with its last step, or two backwards around a
 // pipelined forward_distributed) learns it first: one wait, the step's one.
 // More where the host still computes: a KJT in device memory +1 (its fill's return targets come
-// down for the host's combine bags and backward); aggregated shards (sequence collections,
-// column shards with row statistics) +1 for the unique-row counts read on the host (+1 more when
-// row statistics travel; the last phase stays stream-ordered); with a plugin before
+// down for the host's combine bags and backward); with a plugin before emb_sum_sources (or a
+// host communicator), aggregated shards (sequence collections, column shards with row
+// statistics) +1 for the unique-row counts read on the host (+1 more when row statistics travel;
+// the last phase stays stream-ordered): with it, their counts stay on the device (dev_counts_),
+// the statistics are sized for the most rows a shard can have (siblings get the same ids, so both
+// ends of every message agree), exchanged and summed in column order on the device within the
+// first phase (QueueCountedExchange, simt/stats_body.h), and updated with the counted row
+// phases; with a plugin before
 // emb_group_rows_gated +2 in backward (the verdict's own phase, and the update phase's end: no
 // stream-ordered backward without the gate); with a plugin before emb_dp_step, data-parallel tables
 // +2 in backward (the all-reduce staged, its gradients accumulated on the host, then the updates)
@@ -366,10 +373,16 @@ class DeviceStep {
   // rank that rejected its own call packs and accumulates while it takes part in a gated
   // backward's collectives (its updates are gated off).
   Status JunkGradient(size_t floats, const float** out);
-  // Whether ApplySharded keeps an aggregated shard's unique-row count on the device ("counted":
-  // no sibling statistics to exchange, and a plugin with emb_group_rows_gated and
-  // emb_row_phase_counted), so that shard needs no host wait.
+  // Whether ApplySharded keeps an aggregated shard's unique-row count on the device ("counted",
+  // with counts_on_device: no sibling statistics, or siblings whose statistics travel between
+  // device blocks or stay on this rank; grouping writes the count to a device word, statistics,
+  // their sibling sum and the update read it), so that shard needs no host wait.
   bool CountsOnDevice(size_t local) const { return local < counted_.size() && counted_[local]; }
+  // Whether every rank keeps unique-row counts on the device (the collection agrees on it at
+  // creation: column shards' statistics then travel in the first phase on every rank), and
+  // whether this rank's plugin can.
+  void set_counts_on_device(bool on) { counts_on_device_ = on; }
+  static bool CanCountOnDevice();
 
   // Data-parallel tables trained on the device (device_dp.h): whether the plugin serves it, and
   // its buffers allocated for the plan (and, with a known capacity, the workspace), once at
@@ -447,9 +460,20 @@ class DeviceStep {
   Status QueueVerdict(const DeviceVerdictWork& v, const int64_t** gate);
   // A counted shard's statistics (when its optimizer has them) and update over its aggregated rows,
   // `count` (device memory) of them, queued behind its aggregation.
+  // Without `apply` only the statistics (a column shard whose siblings' come with the exchange).
   Status QueueCountedUpdate(const RoutedBatch& rb, size_t local,
                             const optim::OptimizerConfig& config, int64_t step,
-                            const int64_t* count);
+                            const int64_t* count, bool apply);
+  // Within the first phase, on every rank when column shards exchange row statistics and counts
+  // stay on the device: the partial statistics packed (device to device), exchanged over x->comm
+  // (x null: this rank alone, one copy), each column shard's full statistics summed in column order
+  // (emb_sum_sources) over its device count, and its update queued. The plan (counts, the send
+  // order) is updater.PlanRowStats' over the worst-case sizes set in partial_stats.
+  Status QueueCountedExchange(SparseUpdater& updater, const RoutedBatch& rb,
+                              const DeviceExchange* x, const std::vector<size_t>& send_counts,
+                              const std::vector<size_t>& recv_counts,
+                              const std::vector<size_t>& send_shards, size_t send_total,
+                              const std::vector<optim::OptimizerConfig>& configs, int64_t step);
   // The most unique rows a counted shard can have in `rb` (its row lists' and statistics' size).
   int64_t CountedRowsMax(const RoutedBatch& rb, size_t local) const;
   // Queues every local shard's lookups of runs_ into io_, within a phase the caller began.
@@ -503,8 +527,10 @@ class DeviceStep {
   std::vector<std::vector<kernels::BagRun>> runs_;
   std::vector<std::vector<int64_t>> num_ids_;
   std::vector<int64_t> num_unique_;
-  std::vector<uint8_t> counted_;  // per local shard: its count stays on the device (ApplySharded)
-  DeviceBuffer dev_counts_;       // those counts, one word per local shard
+  std::vector<uint8_t> counted_;   // per local shard: its count stays on the device (ApplySharded)
+  DeviceBuffer dev_counts_;        // those counts, one word per local shard
+  std::vector<size_t> full_at_;    // per local shard: its full statistics in full_stats_ (floats)
+  bool counts_on_device_ = false;  // every rank's plugin keeps counts on the device (agreed)
   std::vector<std::unique_ptr<DeviceBuffer>> uniq_rows_;
   std::vector<std::unique_ptr<DeviceBuffer>> uniq_grads_;
   std::vector<std::unique_ptr<DeviceBuffer>> stats_;

@@ -380,4 +380,12 @@ Status GroupRowsGated(const ExecContext& ctx, const DeviceRuns& runs, void* work
       st);
 }
 
+Status SumSources(const ExecContext& ctx, const simt_body::SumSourcesParams& params) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(GateTable(ctx, "SumSources", &t));
+  const shardrec_plugin_sum_sources_t s = abi::ToAbi(params);
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(t->emb_sum_sources(ctx.device().index, &s, ctx.stream(), &st), st);
+}
+
 }  // namespace shardrec::embedding::kernels::device

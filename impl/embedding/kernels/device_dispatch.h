@@ -21,6 +21,7 @@
 #include "impl/embedding/kernels/simt/dp_body.h"
 #include "impl/embedding/kernels/simt/grad_body.h"
 #include "impl/embedding/kernels/simt/route_body.h"
+#include "impl/embedding/kernels/simt/stats_body.h"
 #include "impl/embedding/kernels/simt/unpack_body.h"
 #include "impl/optim/optimizer.h"
 
@@ -112,5 +113,7 @@ Status GroupRowsGated(const ExecContext& ctx, const DeviceRuns& runs, void* work
                       size_t workspace_bytes, int64_t* num_unique, int64_t* num_unique_dev,
                       const int64_t* gate);
 bool HasGate();
+// kernels::cuda::SumSources (served with the gated grouping: HasGate).
+Status SumSources(const ExecContext& ctx, const simt_body::SumSourcesParams& params);
 
 }  // namespace shardrec::embedding::kernels::device

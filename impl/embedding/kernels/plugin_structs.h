@@ -19,6 +19,7 @@
 #include "impl/embedding/kernels/simt/dp_body.h"
 #include "impl/embedding/kernels/simt/grad_body.h"
 #include "impl/embedding/kernels/simt/route_body.h"
+#include "impl/embedding/kernels/simt/stats_body.h"
 #include "impl/embedding/kernels/simt/unpack_body.h"
 #include "impl/optim/optimizer.h"
 
@@ -218,6 +219,20 @@ inline shardrec_plugin_dp_t ToAbi(const simt_body::DpParams& p) {
   return d;
 }
 
+static_assert(sizeof(shardrec_plugin_sum_sources_t) == sizeof(simt_body::SumSourcesParams));
+static_assert(SHARDREC_PLUGIN_MAX_SUM_SOURCES == simt_body::kMaxSumSources);
+inline shardrec_plugin_sum_sources_t ToAbi(const simt_body::SumSourcesParams& p) {
+  shardrec_plugin_sum_sources_t s{};
+  for (int k = 0; k < simt_body::kMaxSumSources; ++k) s.sources[k] = p.sources[k];
+  s.num_sources = p.num_sources;
+  s.accumulate = p.accumulate;
+  s.row_floats = p.row_floats;
+  s.max_rows = p.max_rows;
+  s.count = p.count;
+  s.dst = p.dst;
+  return s;
+}
+
 inline shardrec_plugin_counted_rows_t ToAbi(const CountedRows& r) {
   return {r.rows, r.grads, r.count, r.max_rows};
 }
@@ -400,6 +415,18 @@ inline simt_body::DpParams FromAbi(const shardrec_plugin_dp_t& d) {
   p.grads_out = d.grads_out;
   p.counts_out = d.counts_out;
   p.gate = d.gate;
+  return p;
+}
+
+inline simt_body::SumSourcesParams FromAbi(const shardrec_plugin_sum_sources_t& s) {
+  simt_body::SumSourcesParams p;
+  for (int k = 0; k < simt_body::kMaxSumSources; ++k) p.sources[k] = s.sources[k];
+  p.num_sources = s.num_sources;
+  p.accumulate = s.accumulate;
+  p.row_floats = s.row_floats;
+  p.max_rows = s.max_rows;
+  p.count = s.count;
+  p.dst = s.dst;
   return p;
 }
 

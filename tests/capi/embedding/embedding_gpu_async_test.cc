@@ -152,9 +152,10 @@ TEST(StreamOrdered, OneWaitPerStepOverNcclBitIdenticalToGloo) {
   // Sequence outputs aggregate with their unique-row counts left on the device: the same one wait.
   TrainStreamOrdered({"sequence", {kDP, kRW, kTW}, kNone, kSgd, true, 1});
   TrainStreamOrdered({"sequence row statistics", {kTW, kRW, kTW}, kNone, kRowAdagrad, false, 1});
-  // Column shards with row statistics exchange them: their backward still reads its unique-row
-  // counts on the host (one wait; the row statistics' phase one more), its last phase queued.
-  TrainStreamOrdered({"column statistics", {kCW, kCW, kCW}, kSum, kRowAdagrad, false, 3});
+  // Column shards with row statistics exchange them between device blocks within the update
+  // phase, their counts on the device: the same one wait.
+  TrainStreamOrdered({"column statistics", {kCW, kCW, kCW}, kSum, kRowAdagrad, false, 1});
+  TrainStreamOrdered({"column statistics pipelined", {kCW, kTW, kCW}, kMean, kLamb, true, 1});
 }
 
 // A peer that stops after a queued step: the waiting rank's next call fails with ETIMEOUT within

@@ -484,10 +484,11 @@ TEST(EmbeddingGpuNccl, WaitsAndCopiesPerPhaseAreAsDocumented) {
   if (!FakeLoaded()) GTEST_SKIP() << "counts the fake's calls";
   // Fused shards: the update phase's one wait (the verdict comes down with it).
   CountWaits({kTW, kRW, kTW}, kSgd, 1, 1);
-  // Column shards with row statistics: the counts, the statistics phase (its exchange inside),
-  // the updates: 3 (4 with the exchange staged). Down: the verdict, the counts come through
-  // pinned words (no copy), per table the partial statistics and the received ones.
-  CountWaits({kCW, kCW, kCW}, kRowAdagrad, 3, 1 + 3 + 3);
+  // Column shards with row statistics: their unique-row counts stay on the device, their partial
+  // statistics travel between device blocks and are summed there in the update phase: its one
+  // wait (with a plugin before emb_sum_sources: the counts, the statistics phase and the updates).
+  // Down: the verdict alone.
+  CountWaits({kCW, kCW, kCW}, kRowAdagrad, 1, 1);
   // A data-parallel table: no wait of its own in forward (was one more), none in backward either
   // (was two more: the staged all-reduce's and the updates'): its gradients are accumulated,
   // all-reduced between device blocks and applied in the update phase.

@@ -151,6 +151,7 @@ enum FakeCall {
   kDpStep,
   kRowPhaseCounted,
   kGroupRowsGated,
+  kSumSources,
   kNumFakeCalls
 };
 std::array<int64_t, kNumFakeCalls> FakeCalls();

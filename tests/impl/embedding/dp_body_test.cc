@@ -1,10 +1,11 @@
-// The single-source bodies of the data-parallel tables' device backward (kernels/simt/dp_body.h)
-// and of the counted row phases (kernels/simt/row_phase_body.h), on the host executors against
-// the host code: the accumulation against AccumulateDataParallel (SparseUpdater's loop) over
-// random plans with data-parallel tables (every rank of a world routes a batch; SUM, MEAN with
-// empty bags, sequence, weighted or not) and over hot rows, bit for bit; the compaction against
-// the host's touched-row loop, and its gate; the counted row phase against optim::PartialRowStats
-// and optim::Apply on the first `count` rows.
+// The single-source bodies of the data-parallel tables' device backward (kernels/simt/dp_body.h),
+// of the counted row phases (kernels/simt/row_phase_body.h) and of the column shards' statistics
+// sum (kernels/simt/stats_body.h), on the host executors against the host code: the accumulation
+// against AccumulateDataParallel (SparseUpdater's loop) over random plans with data-parallel tables
+// (every rank of a world routes a batch; SUM, MEAN with empty bags, sequence, weighted or not) and
+// over hot rows, bit for bit; the compaction against the host's touched-row loop, and its gate; the
+// counted row phase against optim::PartialRowStats and optim::Apply on the first `count` rows; the
+// statistics sum against FullRowStats' order.
 #include "impl/embedding/kernels/simt/dp_body.h"
 
 #include <gtest/gtest.h>
@@ -18,7 +19,9 @@
 #include "impl/embedding/device_dp.h"
 #include "impl/embedding/dp_accumulate.h"
 #include "impl/embedding/kernels/simt/row_phase_body.h"
+#include "impl/embedding/kernels/simt/stats_body.h"
 #include "impl/optim/optimizer.h"
+#include "tests/impl/embedding/kernels/route_host_exec.h"
 #include "tests/impl/embedding/kernels/simt_host_exec.h"
 #include "tests/impl/embedding/route_cases.h"
 
@@ -264,6 +267,41 @@ TEST(DpBody, CountedRowPhasesUpdateTheFirstCountRows) {
         EXPECT_EQ(std::memcmp(w0.data(), wd.data(), 4 * w0.size()), 0);
       }
     }
+  }
+}
+
+// A column shard's full statistics summed from its sources (own and siblings') in launches of at
+// most kMaxSumSources, each after the first adding onto the last: the host's order (from +0, one
+// source after another, as SparseUpdater::FullRowStats), over the first *count rows only.
+TEST(StatsBody, SourcesAddInTheHostsOrderOverTheCountedRows) {
+  std::mt19937 rng(12);
+  for (const int sources : {1, 2, 5, 16, 17, 40}) {
+    const int64_t K = 2, max_rows = 9, count = 6;
+    std::vector<std::vector<float>> src(static_cast<size_t>(sources));
+    for (auto& v : src) {
+      v.resize(static_cast<size_t>(max_rows * K));
+      for (float& x : v) x = static_cast<float>(rng() % 1000) / 7.0f + 1e-3f;
+    }
+    std::vector<float> want(static_cast<size_t>(max_rows * K), -5.0f);
+    for (int64_t k = 0; k < count * K; ++k) {
+      float acc = 0.0f;
+      for (const auto& v : src) acc += v[static_cast<size_t>(k)];
+      want[static_cast<size_t>(k)] = acc;
+    }
+    std::vector<float> got(static_cast<size_t>(max_rows * K), -5.0f);
+    for (int first = 0; first < sources; first += sb::kMaxSumSources) {
+      sb::SumSourcesParams p;
+      p.num_sources = std::min(sources - first, sb::kMaxSumSources);
+      for (int k = 0; k < p.num_sources; ++k) p.sources[k] = src[first + k].data();
+      p.accumulate = first > 0 ? 1 : 0;
+      p.row_floats = K;
+      p.max_rows = max_rows;
+      p.count = &count;
+      p.dst = got.data();
+      sb::HostRouteExec ex;
+      sb::SumSourcesSteps(ex, p);
+    }
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), 4 * want.size()), 0) << sources << " sources";
   }
 }
 

@@ -26,6 +26,7 @@
 #include "impl/embedding/kernels/simt/dp_body.h"
 #include "impl/embedding/kernels/simt/grad_body.h"
 #include "impl/embedding/kernels/simt/route_body.h"
+#include "impl/embedding/kernels/simt/stats_body.h"
 #include "impl/embedding/kernels/simt/unpack_body.h"
 #include "impl/optim/optimizer.h"
 
@@ -132,6 +133,12 @@ Status RowPhaseCounted(const ExecContext& ctx, const optim::OptimizerConfig& con
 // in `params` is device memory. Errors: kInvalidArgument for negative sizes, more than 2^31 - 1
 // ids, a workspace too small or an unknown phase, kCuda.
 Status DpWorkspaceBytes(const ExecContext& ctx, int64_t max_ids, int64_t num_keys, size_t* bytes);
+
+// A column shard's full row statistics from its own partial ones and its siblings'
+// (simt/stats_body.h): per element of the first *params.count rows, from +0 (or onto dst with
+// params.accumulate), the sources added in order. Every pointer is device memory. Errors:
+// kInvalidArgument for more than kMaxSumSources sources, negative sizes or no count, kCuda.
+Status SumSources(const ExecContext& ctx, const simt_body::SumSourcesParams& params);
 Status DpStep(const ExecContext& ctx, const simt_body::DpParams& params, int32_t phase,
               void* workspace, size_t workspace_bytes);
 

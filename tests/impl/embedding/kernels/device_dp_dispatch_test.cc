@@ -252,6 +252,44 @@ TEST(DeviceDpDispatch, AShutGateEmptiesTheGrouping) {
   }
 }
 
+// The statistics sum through the plugin: 20 sources in two launches (the second adding onto the
+// first), the first *count rows only, the host's order.
+TEST(DeviceDpDispatch, SumSourcesIsTheHostsOrder) {
+  SHARDREC_REQUIRE_DEVICE();
+  DeviceArena dev;
+  const int64_t K = 2, max_rows = 7;
+  std::vector<std::vector<float>> src(20);
+  std::vector<const float*> d_src;
+  for (size_t s = 0; s < src.size(); ++s) {
+    src[s].resize(static_cast<size_t>(max_rows * K));
+    for (size_t k = 0; k < src[s].size(); ++k)
+      src[s][k] = static_cast<float>((s * 31 + k * 7) % 53) / 3.0f;
+    d_src.push_back(dev.Upload(src[s]));
+  }
+  const std::vector<int64_t> count = {5};
+  const int64_t* d_count = dev.Upload(count);
+  float* dst = dev.Upload(std::vector<float>(static_cast<size_t>(max_rows * K), -1.0f));
+  for (size_t first = 0; first < src.size(); first += 16) {
+    kernels::simt_body::SumSourcesParams p;
+    p.num_sources = static_cast<int32_t>(std::min<size_t>(16, src.size() - first));
+    for (int32_t k = 0; k < p.num_sources; ++k) p.sources[k] = d_src[first + k];
+    p.accumulate = first > 0 ? 1 : 0;
+    p.row_floats = K;
+    p.max_rows = max_rows;
+    p.count = d_count;
+    p.dst = dst;
+    ASSERT_TRUE(dk::SumSources(DeviceCtx(), p).ok());
+  }
+  std::vector<float> want(static_cast<size_t>(max_rows * K), -1.0f);
+  for (int64_t k = 0; k < count[0] * K; ++k) {
+    float acc = 0.0f;
+    for (const auto& v : src) acc += v[static_cast<size_t>(k)];
+    want[static_cast<size_t>(k)] = acc;
+  }
+  ASSERT_TRUE(dev.Sync());
+  EXPECT_TRUE(SameBits(want, dev.Download(dst, want.size()), "full statistics"));
+}
+
 // A plugin whose table ends before the data-parallel entries: it loads, the older entries work,
 // and these say which file is stale.
 int GradChild() {

@@ -25,6 +25,7 @@
 #include "impl/embedding/kernels/simt/device_status.h"
 #include "impl/embedding/kernels/simt/grad_body.h"
 #include "impl/embedding/kernels/simt/mean_body.h"
+#include "impl/embedding/kernels/simt/stats_body.h"
 #include "tests/impl/embedding/kernels/fake_device_checks.h"
 #include "tests/impl/embedding/kernels/fake_device_memory.h"
 #include "tests/impl/embedding/kernels/fake_nccl.h"
@@ -80,6 +81,7 @@ enum : int32_t {
   kCallDpStep,
   kCallRowPhaseCounted,
   kCallGroupRowsGated,
+  kCallSumSources,
   kNumCalls
 };
 std::atomic<int64_t> g_calls[kNumCalls];
@@ -611,6 +613,31 @@ int32_t GroupRowsGated(int32_t device, const shardrec_plugin_runs_t* runs, void*
   });
 }
 
+// The statistics' sum runs the single-source body (simt/stats_body.h) on the host executor over
+// fake device memory, after checking the count, every source and the destination.
+int32_t SumSources(int32_t device, const shardrec_plugin_sum_sources_t* sum, void* stream,
+                   shardrec_plugin_status_t* st) {
+  g_calls[kCallSumSources].fetch_add(1);
+  Queue().BeforeKernel(stream);
+  return Reported(st, "fake emb_sum_sources", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    if (sum == nullptr) return Status::InvalidArgument("sum must not be NULL");
+    const sb::SumSourcesParams p = embedding::kernels::abi::FromAbi(*sum);
+    if (p.num_sources < 0 || p.num_sources > sb::kMaxSumSources || p.row_floats < 0 ||
+        p.max_rows < 0 || p.count == nullptr)
+      return Status::InvalidArgument("fake emb_sum_sources: bad sizes or no count");
+    SR_RETURN_IF_ERROR(Mem().Check(p.count, 8, "sum row count"));
+    const size_t bytes = static_cast<size_t>(p.max_rows * p.row_floats) * 4;
+    if (bytes == 0) return Status::Ok();
+    SR_RETURN_IF_ERROR(Mem().Check(p.dst, bytes, "sum destination"));
+    for (int32_t s = 0; s < p.num_sources; ++s)
+      SR_RETURN_IF_ERROR(Mem().Check(p.sources[s], bytes, StrCat("sum source ", s)));
+    sb::HostRouteExec ex;
+    sb::SumSourcesSteps(ex, p);
+    return Status::Ok();
+  });
+}
+
 // SHARDREC_FAKE_WITHOUT_ROUTE builds the plugin as it was before the route entries: its table
 // says it ends before them (they are filled all the same, so a loader that read past
 // struct_size would find them and the test would notice).
@@ -679,6 +706,7 @@ const shardrec_cuda_plugin_table_t kTable = {
     &DpStep,
     &RowPhaseCounted,
     &GroupRowsGated,
+    &SumSources,
 };
 
 }  // namespace
@@ -698,8 +726,8 @@ FAKE_EXPORT const shardrec_cuda_plugin_table_t* shardrec_cuda_plugin_table(uint3
 
 // Test hook: how many times kernel entry `which` (0 lookup, 1 group_rows, 2 aggregate_grads,
 // 3 fused_backward, 4 partial_row_stats, 5 apply, 6 route, 7 divide_means, 8 unpack,
-// 9 check_finite, 10 pack_grads, 11 dp_step, 12 row_phase_counted, 13 group_rows_gated) was
-// called in this process; -1
+// 9 check_finite, 10 pack_grads, 11 dp_step, 12 row_phase_counted, 13 group_rows_gated,
+// 14 sum_sources) was called in this process; -1
 // for another value.
 FAKE_EXPORT int64_t shardrec_fake_embedding_calls(int32_t which) {
   using namespace shardrec::fake;
