@@ -87,9 +87,11 @@ typedef struct shardrec_embedding_options {
                                  the CUDA plugin, while the combine and (with a host
                                  communicator) every exchange stay on the host, the data staged
                                  across PCIe through a pinned block the collection owns, on a
-                                 stream of its own, one bounded wait per step phase; every call
-                                 returns with its device work complete (see the capacity hints
-                                 below). A KJT in host memory is routed on the host; a KJT
+                                 stream of its own, one bounded wait per step phase; a call with
+                                 host buffers returns with its device work complete, one with
+                                 CUDA views on this device is stream-ordered (see the header's
+                                 Device note and shardrec_embedding_synchronize; the capacity
+                                 hints below). A KJT in host memory is routed on the host; a KJT
                                  declared on the collection's device (shardrec_kjt_view_t
                                  device fields) is validated and routed there, and the routed
                                  ids are copied to the host for the exchange (one wait to learn
@@ -104,11 +106,12 @@ typedef struct shardrec_embedding_options {
                                  (shardrec/checkpoint.h), the same averages
                                  (shardrec/replica.h). It also takes a CUDA (NCCL)
                                  communicator of its own device_index (another device is
-                                 SHARDREC_EINVAL): then the return and gradient messages and
-                                 the row statistics travel between device buffers on the
-                                 collection's stream, while the counts, ids and data-parallel
-                                 gradients are staged through the device (one bounded wait
-                                 each); a host collection refuses an NCCL communicator
+                                 SHARDREC_EINVAL): then the ids, the return and gradient
+                                 messages, the row statistics and the data-parallel gradients
+                                 travel between device buffers on the collection's stream, and
+                                 only the route summaries (which learn the received sizes: the
+                                 step's one bounded wait with CUDA views) are staged through the
+                                 host; a host collection refuses an NCCL communicator
                                  (SHARDREC_EUNSUPPORTED). A device KJT with a plugin built
                                  before the device routing is SHARDREC_EUNSUPPORTED. It
                                  starts with the same weights as a host collection of the same
