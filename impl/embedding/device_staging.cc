@@ -31,6 +31,9 @@ Status DeviceStaging::WaitStream() {
 Status DeviceStaging::Reserve(size_t bytes) {
   if (bytes <= pinned_.bytes()) return Status::Ok();
   if (queued_) {
+    // Between phases: a phase still open failed half-way, its downloads go (their destinations
+    // may be gone); the closed phases' are handed over.
+    if (open_) downloads_.resize(closed_);
     SR_RETURN_IF_ERROR(WaitStream());
     Deliver();
   }
