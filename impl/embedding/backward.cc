@@ -20,20 +20,23 @@ void SparseUpdater::Init(const Layout* layout, ParamStore* params) {
   dp_at_ = MakeDpBlockLayout(*layout);
 }
 
-// A pooled shard can take the fused backward when its optimizer needs no row statistics or the
-// shard holds whole rows (no sibling column shard to exchange statistics with).
-bool SparseUpdater::FusedEligible(size_t local) const {
-  if (layout_->sequence) return false;
+bool SparseUpdater::StatsStayInShard(size_t local) const {
   const LocalShard& ls = layout_->local[local];
   const TableLayout& tl = layout_->tables[ls.table];
   if (tl.num_row_stats == 0) return true;
   return tl.blocks[FindRowBlock(tl, ls.row_offset)].shards.size() == 1;
 }
 
+// On a device, a pooled shard takes the fused backward when its statistics stay in the shard;
+// the device step keeps sequence collections on the two-phase path.
+bool SparseUpdater::FusedEligible(size_t local) const {
+  return !layout_->sequence && StatsStayInShard(local);
+}
+
 Status SparseUpdater::ApplySharded(const ExecContext& ctx, comm::Communicator& comm,
                                    const RoutedBatch& rb, const float* grads,
                                    const std::vector<optim::OptimizerConfig>& configs, int64_t step,
-                                   double* comm_seconds) {
+                                   double* comm_seconds, const kernels::WireGradients& wire) {
   const Layout& l = *layout_;
   shard_order_.clear();
   for (size_t i = 0; i < l.local.size(); ++i) {
@@ -71,7 +74,7 @@ Status SparseUpdater::ApplySharded(const ExecContext& ctx, comm::Communicator& c
           free_workspaces_.pop_back();
         }
         shard_status_[k] = BackwardShard(ExecContext::Host(nullptr), shard_order_[k], rb, grads,
-                                         configs, step, &workspaces_[w]);
+                                         wire, configs, step, &workspaces_[w]);
         std::lock_guard<std::mutex> lock(workspace_mu_);
         free_workspaces_.push_back(w);
       }
@@ -80,7 +83,7 @@ Status SparseUpdater::ApplySharded(const ExecContext& ctx, comm::Communicator& c
   } else {
     if (workspaces_.empty()) workspaces_.resize(1);
     for (size_t i : shard_order_)
-      SR_RETURN_IF_ERROR(BackwardShard(ctx, i, rb, grads, configs, step, &workspaces_[0]));
+      SR_RETURN_IF_ERROR(BackwardShard(ctx, i, rb, grads, wire, configs, step, &workspaces_[0]));
   }
   SR_RETURN_IF_ERROR(ExchangeRowStats(comm, comm_seconds));
   for (size_t i = 0; i < l.local.size(); ++i)
@@ -89,7 +92,7 @@ Status SparseUpdater::ApplySharded(const ExecContext& ctx, comm::Communicator& c
 }
 
 Status SparseUpdater::BackwardShard(const ExecContext& ctx, size_t i, const RoutedBatch& rb,
-                                    const float* grads,
+                                    const float* grads, const kernels::WireGradients& wire,
                                     const std::vector<optim::OptimizerConfig>& configs,
                                     int64_t step, std::vector<uint8_t>* workspace) {
   const Layout& l = *layout_;
@@ -104,24 +107,23 @@ Status SparseUpdater::BackwardShard(const ExecContext& ctx, size_t i, const Rout
   int64_t num_unique = 0;
   SR_RETURN_IF_ERROR(
       kernels::GroupRows(ctx, runs, workspace->data(), workspace->size(), &num_unique));
-  if (FusedEligible(i)) {
-    // Each row summed and updated at once; bit-identical to aggregate + PartialRowStats + Apply.
-    // No rows are left for the steps below.
-    optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
+  optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
+  if (StatsStayInShard(i)) {
+    // Each row summed and updated at once (pooled and sequence runs alike); bit-identical to
+    // aggregate + PartialRowStats + Apply. No rows are left for the steps below.
     return kernels::FusedBackward(ctx, runs, grads, ls.cols, scale, config, step,
-                                  l.plan->tables[ls.table].dim, params, workspace->data());
+                                  l.plan->tables[ls.table].dim, params, workspace->data(),
+                                  kernels::CpuLevel::kAuto, wire);
   }
+  // A column shard whose row statistics its siblings need: aggregated with its partial
+  // statistics now, updated once they are summed (Update).
   uniq_rows_[i].resize(static_cast<size_t>(num_unique));
   uniq_grads_[i].resize(static_cast<size_t>(num_unique) * ls.cols);
-  SR_RETURN_IF_ERROR(kernels::AggregateGrads(ctx, runs, grads, ls.cols, ls.cols, scale,
-                                             workspace->data(), uniq_rows_[i].data(),
-                                             uniq_grads_[i].data()));
-  if (K == 0) return Status::Ok();
-  optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
   partial_stats_[i].resize(uniq_rows_[i].size() * K);
-  optim::RowUpdate up{uniq_rows_[i], uniq_grads_[i].data()};
-  optim::PartialRowStats(ctx, config, step, params, up, partial_stats_[i].data());
-  return Status::Ok();
+  return kernels::AggregateWithRowStats(ctx, runs, grads, ls.cols, scale, config, step, params,
+                                        workspace->data(), uniq_rows_[i].data(),
+                                        uniq_grads_[i].data(), partial_stats_[i].data(),
+                                        kernels::CpuLevel::kAuto, wire);
 }
 
 // Row statistics (row-wise Adagrad, partial row-wise Adam, LAMB) are computed per column shard
@@ -183,12 +185,11 @@ Status SparseUpdater::Update(const ExecContext& ctx, const optim::OptimizerConfi
   const TableLayout& tl = l.tables[ls.table];
   const int K = tl.num_row_stats;
   if (tl.data_parallel || uniq_rows_[i].empty()) return Status::Ok();
-  optim::RowUpdate up{uniq_rows_[i], uniq_grads_[i].data()};
   const float* full = nullptr;
   if (K > 0) SR_RETURN_IF_ERROR(FullRowStats(i, &full));
   optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
-  optim::Apply(ctx, config, step, l.plan->tables[ls.table].dim, params, up, full);
-  return Status::Ok();
+  return kernels::ApplyRows(ctx, config, step, l.plan->tables[ls.table].dim, params, uniq_rows_[i],
+                            uniq_grads_[i].data(), full);
 }
 
 Status SparseUpdater::FullRowStats(size_t i, const float** full) {

@@ -749,8 +749,8 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
   // this rank's own samples are written straight to where its shards read them (SelfRows).
   const comm::Encoding benc = options_.backward_encoding;
   if (WireInKernels(benc)) {
-    // The other ranks' gradient rows are encoded as they are packed, sent 16-bit, and decoded
-    // once into the blocks the kernels read; this rank's own rows stay fp32 (SelfRows).
+    // The other ranks' gradient rows are encoded as they are packed, sent 16-bit and read as
+    // they arrived by the backward kernels; this rank's own rows stay fp32 (SelfRows).
     size_t send_total = 0;
     for (size_t v : ReturnRecvCounts(rb)) send_total += v;
     if (wire_.send.size() < send_total) wire_.send.resize(send_total);
@@ -764,9 +764,11 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
                                           wire_.recv.data(), ReturnSendCounts(rb),
                                           comm::WireType(benc)));
     }
-    comm::DecodeFloats(benc, wire_.recv.data(), rb.ret_self_offset, ret_send_.data());
+    // The kernels read the other ranks' rows encoded where they arrived (no decoding pass).
+    const kernels::WireGradients received{
+        wire_.recv.data(), static_cast<int64_t>(rb.ret_self_offset), comm::WireType(benc)};
     SR_RETURN_IF_ERROR(updater_.ApplySharded(exec_, *comm_, rb, ret_send_.data(), table_optim_,
-                                             step, &timings_.comm_seconds));
+                                             step, &timings_.comm_seconds, received));
     return ApplyDataParallelTables(rb, grad, step);
   }
   PackGradients(exec_, layout_, rb, grad, ret_recv_.data(), SelfRows(rb));

@@ -541,14 +541,14 @@ void RunBackward(benchmark::State& state, const std::string& name, int64_t T, in
       if (fused) {
         (void)FusedBackward(ctx, runs, g, T * mt.D, 1.0f, cfg, step, mt.D, sp, ws.data());
       } else {
+        // The column-shard path: partial statistics with the aggregation, then the update once
+        // the statistics are summed (here the shard holds whole rows, so they are the full ones).
         uniq.resize(static_cast<size_t>(num_unique));
         grads.resize(static_cast<size_t>(num_unique) * mt.D);
-        (void)AggregateGrads(ctx, runs, g, T * mt.D, mt.D, 1.0f, ws.data(), uniq.data(),
-                             grads.data());
-        optim::RowUpdate upd{uniq, grads.data()};
         stats.resize(uniq.size());
-        optim::PartialRowStats(ctx, cfg, step, sp, upd, stats.data());
-        optim::Apply(ctx, cfg, step, mt.D, sp, upd, stats.data());
+        (void)AggregateWithRowStats(ctx, runs, g, T * mt.D, 1.0f, cfg, step, sp, ws.data(),
+                                    uniq.data(), grads.data(), stats.data());
+        (void)ApplyRows(ctx, cfg, step, mt.D, sp, uniq, grads.data(), stats.data());
       }
     }
   });

@@ -8,6 +8,7 @@
 
 #include "impl/core/check.h"
 #include "impl/core/dtype.h"
+#include "impl/core/half.h"
 #include "impl/core/prefetch.h"
 #include "impl/embedding/kernels/backward_workspace.h"
 #include "impl/embedding/kernels/isa/fused_rows.h"
@@ -44,16 +45,27 @@ struct Source {
   const int64_t* grad_offset = nullptr;  // per index
   const float* weight = nullptr;         // per position (keys hold positions), or null
   float scale = 1.0f;
+  WireGradients wire;  // rows below wire.end are read encoded from wire.data
 
+  bool Encoded(int64_t i) const { return grad_offset[i] < wire.end; }
   const float* GradOf(int64_t i) const { return grads + grad_offset[i]; }
+  const uint16_t* GradOf16(int64_t i) const { return wire.data + grad_offset[i]; }
+  // Gradient row of index i as fp32: in place, or widened into `tmp` (cols floats).
+  const float* RowOf(int64_t i, int32_t cols, float* tmp) const {
+    if (!Encoded(i)) return GradOf(i);
+    const uint16_t* h = GradOf16(i);
+    for (int32_t c = 0; c < cols; ++c)
+      tmp[c] = wire.type == DType::kFloat16 ? HalfToFloat(h[c]) : BFloat16ToFloat(h[c]);
+    return tmp;
+  }
   float FactorOf(int64_t i) const { return weight != nullptr ? scale * weight[i] : scale; }
 };
 
 // Fills the gradient offsets per bag or per position (and the weights) for `runs`, in parallel
 // over runs' bags.
 Source MakeSource(const ExecContext& ctx, std::span<const BagRun> runs, const float* grads,
-                  int64_t grad_stride, float scale, bool by_bag, void* ws,
-                  const WorkspaceLayout& l) {
+                  int64_t grad_stride, float scale, bool by_bag, void* ws, const WorkspaceLayout& l,
+                  const WireGradients& wire) {
   int64_t* off = detail::At<int64_t>(ws, l.grad_offset);
   float* wt = detail::At<float>(ws, l.weight);
   if (by_bag) {
@@ -63,7 +75,7 @@ Source MakeSource(const ExecContext& ctx, std::span<const BagRun> runs, const fl
       for (int64_t b = 0; b < run.num_bags; ++b) off[b0 + b] = run.io_offset + b * grad_stride;
       b0 += run.num_bags;
     }
-    return Source{grads, off, nullptr, scale};
+    return Source{grads, off, nullptr, scale, wire.data != nullptr ? wire : WireGradients{}};
   }
   bool weighted = false;
   for (const BagRun& r : runs) weighted |= r.weights != nullptr;
@@ -83,7 +95,8 @@ Source MakeSource(const ExecContext& ctx, std::span<const BagRun> runs, const fl
     });
     p0 += run.num_ids();
   }
-  return Source{grads, off, weighted ? wt : nullptr, scale};
+  return Source{grads, off, weighted ? wt : nullptr, scale,
+                wire.data != nullptr ? wire : WireGradients{}};
 }
 
 // Keys ahead whose gradient rows are fetched while the current one is summed: the rows are
@@ -92,33 +105,39 @@ Source MakeSource(const ExecContext& ctx, std::span<const BagRun> runs, const fl
 constexpr int64_t kGradAhead = 8;
 
 inline void PrefetchGrad(const detail::RowGroups& g, const Source& src, int32_t cols, int64_t k) {
-  if (k + kGradAhead < g.num_keys)
-    core::PrefetchLines(src.GradOf(static_cast<int64_t>(g.keys[k + kGradAhead] & g.index_mask)),
-                        int64_t{cols} * 4);
+  if (k + kGradAhead >= g.num_keys) return;
+  const auto i = static_cast<int64_t>(g.keys[k + kGradAhead] & g.index_mask);
+  if (src.Encoded(i))
+    core::PrefetchLines(src.GradOf16(i), int64_t{cols} * 2);
+  else
+    core::PrefetchLines(src.GradOf(i), int64_t{cols} * 4);
 }
 
 // o[c] = sum over the ids keys[k_begin, k_end), in order, of factor * grad (first term assigned).
 void SumIds(const detail::RowGroups& g, const Source& src, int32_t cols, int64_t k_begin,
             int64_t k_end, float* __restrict o) {
+  thread_local std::vector<float> widened;  // an encoded gradient row, decoded
+  if (src.wire.data != nullptr && widened.size() < static_cast<size_t>(cols)) widened.resize(cols);
   int64_t k = k_begin;
   int64_t p = static_cast<int64_t>(g.keys[k] & g.index_mask);
   PrefetchGrad(g, src, cols, k);
   {
     const float f = src.FactorOf(p);
-    const float* __restrict gr = src.GradOf(p);
+    const float* __restrict gr = src.RowOf(p, cols, widened.data());
     for (int32_t c = 0; c < cols; ++c) o[c] = f * gr[c];
   }
   for (++k; k < k_end; ++k) {
     p = static_cast<int64_t>(g.keys[k] & g.index_mask);
     PrefetchGrad(g, src, cols, k);
     const float f = src.FactorOf(p);
-    const float* __restrict gr = src.GradOf(p);
+    const float* __restrict gr = src.RowOf(p, cols, widened.data());
     for (int32_t c = 0; c < cols; ++c) o[c] += f * gr[c];
   }
 }
 
 // out[(u - u_begin) * cols + c] = sum over the row's ids of factor * grad, in the shared segment
-// order (simt/segment_order.h: position order, chunked and tree-combined for hot rows).
+// order (simt/segment_order.h: position order, chunked and tree-combined for hot rows). The
+// vector kernels (isa/fused_rows.h) sum every other row; they take hot rows from here.
 void AggregateRows(const detail::RowGroups& g, const Source& src, int32_t cols, int64_t u_begin,
                    int64_t u_end, float* out) {
   for (int64_t u = u_begin; u < u_end; ++u) {
@@ -215,108 +234,231 @@ Status GroupRows(const ExecContext& ctx, std::span<const BagRun> runs, void* wor
   return Status::Ok();
 }
 
+namespace {
+
+isa::WeightType WeightTypeOf(DType d) {
+  return d == DType::kFloat16    ? isa::WeightType::kFloat16
+         : d == DType::kBFloat16 ? isa::WeightType::kBFloat16
+                                 : isa::WeightType::kFloat32;
+}
+
+Status CheckWire(const WireGradients& wire, const char* what) {
+  if (wire.data != nullptr && wire.type != DType::kFloat16 && wire.type != DType::kBFloat16)
+    return Status::InvalidArgument(what, ": wire gradients of dtype ", DTypeName(wire.type),
+                                   " (fp16 or bf16 expected)");
+  return Status::Ok();
+}
+
+Status CheckWeights(const optim::ShardParams& shard, const char* what) {
+  if (shard.dtype != DType::kFloat32 && shard.dtype != DType::kFloat16 &&
+      shard.dtype != DType::kBFloat16)
+    return Status::InvalidArgument(what, ": weights of dtype ", DTypeName(shard.dtype),
+                                   " (fp32, fp16 or bf16 expected)");
+  return Status::Ok();
+}
+
+// The shard and optimizer part of the row kernel's arguments (the rows and their gradients are
+// the caller's); `store` receives the rounding context of 16-bit weights and must outlive the
+// call.
+isa::FusedRowsArgs ShardArgs(const optim::OptimizerConfig& config, int64_t step, int32_t full_dim,
+                             optim::ShardParams& shard, StoreContext* store) {
+  isa::FusedRowsArgs a;
+  // Weight rows (and states) fetched 4 unique rows ahead: of 4, 8, 12, 16, 24, 32 and 48 rows
+  // ahead, 4 gave the shortest backward on the project's VM (end to end, world 1 and 2; 16 took
+  // ~5 % longer, 48 ~8 %); gradient rows 8 keys ahead (4 to 16 made no difference).
+  a.rows_ahead = 4;
+  a.grads_ahead = 8;
+  a.weights = shard.weights;
+  a.type = WeightTypeOf(shard.dtype);
+  a.stride = shard.stride;
+  a.cols = shard.cols;
+  a.full_dim = full_dim;
+  a.optimizer = static_cast<int32_t>(config.type);
+  a.rules = optim::MakeRuleScalars(config, step);
+  a.num_stats = optim::NumRowStats(config.type);
+  auto specs = optim::StateSpecs(config.type);
+  if (!specs.empty()) {
+    a.m1 = shard.states[0];
+    a.m1_row_wise = specs[0].row_wise;
+  }
+  if (specs.size() > 1) {
+    a.m2 = shard.states[1];
+    a.m2_row_wise = specs[1].row_wise;
+  }
+  a.row_state_stride = shard.row_state_stride;
+  *store = StoreContext{&config, step, &shard};
+  if (shard.dtype != DType::kFloat32) {
+    a.store_row = &StoreRow16;
+    a.store_ctx = store;
+  }
+  return a;
+}
+
+// The grouping's part of the arguments: its keys and where each index's gradient comes from.
+void GroupArgs(const detail::RowGroups& g, const Source& src, isa::FusedRowsArgs* a) {
+  a->keys = g.keys;
+  a->index_mask = g.index_mask;
+  a->segments = g.segments;
+  a->unique_rows = g.unique_rows;
+  a->num_keys = g.num_keys;
+  a->grads = src.grads;
+  a->grad_offset = src.grad_offset;
+  a->id_weights = src.weight;
+  a->scale = src.scale;
+  a->grads16 = src.wire.data;
+  a->grads16_end = src.wire.data != nullptr ? src.wire.end : 0;
+  a->grads16_type = WeightTypeOf(src.wire.type);
+  a->hot_ids = simt_body::kSegmentChunk;
+}
+
+// Runs the row kernel over `n` rows in `tasks` contiguous ranges on ctx's threads, each task
+// with its own two scratch rows (`scratch`, or rows of the thread's when null) and, for grouped
+// rows (`g`), the rare rows with more ids than one segment chunk summed first in the shared
+// chunked order (simt/segment_order.h).
+void RunRowTasks(const ExecContext& ctx, isa::FusedRowsFn fn, const isa::FusedRowsArgs& base,
+                 int64_t n, int64_t tasks, float* scratch, const detail::RowGroups* g,
+                 const Source* src) {
+  const int32_t cols = base.cols;
+  const int64_t per_task = 2 * isa::FusedRowsScratchFloats(cols);
+  ctx.ParallelFor(0, tasks, 1, [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<float> own, hot;
+    for (int64_t t = t0; t < t1; ++t) {
+      isa::FusedRowsArgs a = base;
+      a.u_begin = n * t / tasks;
+      a.u_end = n * (t + 1) / tasks;
+      if (scratch != nullptr) {
+        a.scratch = scratch + t * per_task;
+      } else {
+        if (own.size() < static_cast<size_t>(per_task)) own.resize(per_task);
+        a.scratch = own.data();
+      }
+      hot.clear();
+      for (int64_t u = a.u_begin; g != nullptr && u < a.u_end; ++u) {
+        if (g->segments[u + 1] - g->segments[u] <= a.hot_ids) continue;
+        hot.resize(hot.size() + static_cast<size_t>(cols));
+        AggregateRows(*g, *src, cols, u, u + 1, hot.data() + hot.size() - cols);
+      }
+      a.hot_grads = hot.data();
+      fn(a);
+    }
+  });
+}
+
+}  // namespace
+
 Status AggregateGrads(const ExecContext& ctx, std::span<const BagRun> runs, const float* grads,
                       int64_t grad_stride, int32_t cols, float scale, void* workspace,
-                      int64_t* unique_rows, float* row_grads) {
+                      int64_t* unique_rows, float* row_grads, CpuLevel level,
+                      const WireGradients& wire) {
   SR_RETURN_IF_ERROR(CheckHost(ctx, "AggregateGrads"));
+  SR_RETURN_IF_ERROR(CheckWire(wire, "AggregateGrads"));
+  isa::FusedRowsFn rows_fn = nullptr;
+  SR_RETURN_IF_ERROR(FusedRowsFor(level, &rows_fn));
   WorkspaceLayout l;
   SR_RETURN_IF_ERROR(LoadGrouping(ctx, runs, workspace, cols, 0, false, &l));
   const detail::RowGroups g = detail::ReadGroups(workspace, l);
   if (g.num_unique == 0) return Status::Ok();
-  const Source src = MakeSource(ctx, runs, grads, grad_stride, scale, g.keyed_by_bag, workspace, l);
+  const Source src =
+      MakeSource(ctx, runs, grads, grad_stride, scale, g.keyed_by_bag, workspace, l, wire);
   std::copy(g.unique_rows, g.unique_rows + g.num_unique, unique_rows);
-  ctx.ParallelFor(0, g.num_unique, 64, [&](int64_t b, int64_t e) {
-    AggregateRows(g, src, cols, b, e, row_grads + b * cols);
-  });
+  isa::FusedRowsArgs a;
+  a.mode = isa::FusedRowsMode::kAggregate;
+  a.cols = cols;
+  a.grads_out = row_grads;
+  a.grads_ahead = 8;
+  GroupArgs(g, src, &a);
+  RunRowTasks(ctx, rows_fn, a, g.num_unique, std::min<int64_t>(g.num_unique, l.tasks), nullptr, &g,
+              &src);
+  return Status::Ok();
+}
+
+Status AggregateWithRowStats(const ExecContext& ctx, std::span<const BagRun> runs,
+                             const float* grads, int64_t grad_stride, float scale,
+                             const optim::OptimizerConfig& config, int64_t step,
+                             optim::ShardParams& shard, void* workspace, int64_t* unique_rows,
+                             float* row_grads, float* row_stats, CpuLevel level,
+                             const WireGradients& wire) {
+  SR_RETURN_IF_ERROR(CheckHost(ctx, "AggregateWithRowStats"));
+  SR_RETURN_IF_ERROR(CheckWire(wire, "AggregateWithRowStats"));
+  SR_RETURN_IF_ERROR(CheckWeights(shard, "AggregateWithRowStats"));
+  isa::FusedRowsFn rows_fn = nullptr;
+  SR_RETURN_IF_ERROR(FusedRowsFor(level, &rows_fn));
+  const int ns = optim::NumRowStats(config.type);
+  WorkspaceLayout l;
+  SR_RETURN_IF_ERROR(LoadGrouping(ctx, runs, workspace, shard.cols, ns, true, &l));
+  const detail::RowGroups g = detail::ReadGroups(workspace, l);
+  if (g.num_unique == 0) return Status::Ok();
+  const Source src =
+      MakeSource(ctx, runs, grads, grad_stride, scale, g.keyed_by_bag, workspace, l, wire);
+  std::copy(g.unique_rows, g.unique_rows + g.num_unique, unique_rows);
+  StoreContext store;
+  isa::FusedRowsArgs a = ShardArgs(config, step, shard.cols, shard, &store);
+  a.mode = isa::FusedRowsMode::kAggregate;
+  a.grads_out = row_grads;
+  a.stats = ns > 0 ? row_stats : nullptr;
+  GroupArgs(g, src, &a);
+  const int64_t tasks = std::min<int64_t>(g.num_unique, l.tasks);
+  RunRowTasks(ctx, rows_fn, a, g.num_unique, tasks, detail::At<float>(workspace, l.task_grads), &g,
+              &src);
+  return Status::Ok();
+}
+
+Status ApplyRows(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
+                 int32_t full_dim, optim::ShardParams& shard, std::span<const int64_t> rows,
+                 const float* grads, const float* full_stats, CpuLevel level) {
+  SR_RETURN_IF_ERROR(CheckHost(ctx, "ApplyRows"));
+  SR_RETURN_IF_ERROR(CheckWeights(shard, "ApplyRows"));
+  if (full_dim < shard.cols)
+    return Status::InvalidArgument("ApplyRows: full_dim ", full_dim, " below the shard's ",
+                                   shard.cols, " columns");
+  const int ns = optim::NumRowStats(config.type);
+  if (ns > 0 && full_stats == nullptr && shard.cols != full_dim)
+    return Status::InvalidArgument(
+        "ApplyRows: row statistics span column shards (the rows' full statistics are needed)");
+  isa::FusedRowsFn rows_fn = nullptr;
+  SR_RETURN_IF_ERROR(FusedRowsFor(level, &rows_fn));
+  if (rows.empty()) return Status::Ok();
+  StoreContext store;
+  isa::FusedRowsArgs a = ShardArgs(config, step, full_dim, shard, &store);
+  a.mode = isa::FusedRowsMode::kApply;
+  a.unique_rows = rows.data();
+  a.grads = grads;
+  a.stats = ns > 0 ? const_cast<float*>(full_stats) : nullptr;
+  const int64_t n = static_cast<int64_t>(rows.size());
+  const int64_t tasks = std::min<int64_t>(n, 4 * int64_t{ctx.num_threads()});
+  RunRowTasks(ctx, rows_fn, a, n, tasks, nullptr, nullptr, nullptr);
   return Status::Ok();
 }
 
 Status FusedBackward(const ExecContext& ctx, std::span<const BagRun> runs, const float* grads,
                      int64_t grad_stride, float scale, const optim::OptimizerConfig& config,
                      int64_t step, int32_t full_dim, optim::ShardParams& shard, void* workspace,
-                     CpuLevel level) {
+                     CpuLevel level, const WireGradients& wire) {
   SR_RETURN_IF_ERROR(CheckHost(ctx, "FusedBackward"));
+  SR_RETURN_IF_ERROR(CheckWire(wire, "FusedBackward"));
   const int ns = optim::NumRowStats(config.type);
   if (ns != 0 && shard.cols != full_dim)
     return Status::InvalidArgument("FusedBackward: row statistics span column shards");
-  if (shard.dtype != DType::kFloat32 && shard.dtype != DType::kFloat16 &&
-      shard.dtype != DType::kBFloat16)
-    return Status::InvalidArgument("FusedBackward: weights of dtype ", DTypeName(shard.dtype),
-                                   " (fp32, fp16 or bf16 expected)");
+  SR_RETURN_IF_ERROR(CheckWeights(shard, "FusedBackward"));
   isa::FusedRowsFn rows_fn = nullptr;
   SR_RETURN_IF_ERROR(FusedRowsFor(level, &rows_fn));
   WorkspaceLayout l;
   SR_RETURN_IF_ERROR(LoadGrouping(ctx, runs, workspace, shard.cols, ns, true, &l));
   const detail::RowGroups g = detail::ReadGroups(workspace, l);
   if (g.num_unique == 0) return Status::Ok();
-  const Source src = MakeSource(ctx, runs, grads, grad_stride, scale, g.keyed_by_bag, workspace, l);
-
+  const Source src =
+      MakeSource(ctx, runs, grads, grad_stride, scale, g.keyed_by_bag, workspace, l, wire);
   // Each row is updated right after its gradient is summed, while both are in L1: one pass over
   // the rows, as the gather of the forward, with the weight rows (and states) of the rows
   // rows_ahead further on fetched meanwhile. The tasks take contiguous ranges of rows, each with
   // its own scratch rows. (Summing a block of rows first, then the statistics and the update
   // over the block took three passes and ~10 % longer: BM_C4_StateLayout.)
-  const int32_t cols = shard.cols;
+  StoreContext store;
+  isa::FusedRowsArgs a = ShardArgs(config, step, full_dim, shard, &store);
+  GroupArgs(g, src, &a);
   const int64_t tasks = std::min<int64_t>(g.num_unique, l.tasks);
-  float* scratch = detail::At<float>(workspace, l.task_grads);
-  auto specs = optim::StateSpecs(config.type);
-  isa::FusedRowsArgs base;
-  base.keys = g.keys;
-  base.index_mask = g.index_mask;
-  base.segments = g.segments;
-  base.unique_rows = g.unique_rows;
-  base.num_keys = g.num_keys;
-  base.grads = src.grads;
-  base.grad_offset = src.grad_offset;
-  base.id_weights = src.weight;
-  base.scale = src.scale;
-  base.hot_ids = simt_body::kSegmentChunk;
-  // Weight rows (and states) fetched 4 unique rows ahead: of 4, 8, 12, 16, 24, 32 and 48 rows
-  // ahead, 4 gave the shortest backward on the project's VM (end to end, world 1 and 2; 16 took
-  // ~5 % longer, 48 ~8 %); gradient rows 8 keys ahead (4 to 16 made no difference).
-  base.rows_ahead = 4;
-  base.grads_ahead = 8;
-  base.weights = shard.weights;
-  base.type = shard.dtype == DType::kFloat16    ? isa::WeightType::kFloat16
-              : shard.dtype == DType::kBFloat16 ? isa::WeightType::kBFloat16
-                                                : isa::WeightType::kFloat32;
-  base.stride = shard.stride;
-  base.cols = cols;
-  base.full_dim = full_dim;
-  base.optimizer = static_cast<int32_t>(config.type);
-  base.rules = optim::MakeRuleScalars(config, step);
-  if (!specs.empty()) {
-    base.m1 = shard.states[0];
-    base.m1_row_wise = specs[0].row_wise;
-  }
-  if (specs.size() > 1) {
-    base.m2 = shard.states[1];
-    base.m2_row_wise = specs[1].row_wise;
-  }
-  base.row_state_stride = shard.row_state_stride;
-  StoreContext store{&config, step, &shard};
-  if (shard.dtype != DType::kFloat32) {
-    base.store_row = &StoreRow16;
-    base.store_ctx = &store;
-  }
-  ctx.ParallelFor(0, tasks, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      isa::FusedRowsArgs a = base;
-      a.u_begin = g.num_unique * t / tasks;
-      a.u_end = g.num_unique * (t + 1) / tasks;
-      a.scratch = scratch + t * 2 * isa::FusedRowsScratchFloats(cols);
-      // Rows with very many ids (rare) are summed here in the shared chunked order.
-      thread_local std::vector<float> hot;
-      hot.clear();
-      for (int64_t u = a.u_begin; u < a.u_end; ++u) {
-        if (g.segments[u + 1] - g.segments[u] <= a.hot_ids) continue;
-        hot.resize(hot.size() + static_cast<size_t>(cols));
-        AggregateRows(g, src, cols, u, u + 1, hot.data() + hot.size() - cols);
-      }
-      a.hot_grads = hot.data();
-      rows_fn(a);
-    }
-  });
+  RunRowTasks(ctx, rows_fn, a, g.num_unique, tasks, detail::At<float>(workspace, l.task_grads), &g,
+              &src);
   return Status::Ok();
 }
 }  // namespace shardrec::embedding::kernels

@@ -90,6 +90,16 @@ Status Lookup(const ExecContext& ctx, std::span<const LookupJob> jobs,
 
 // ---- Backward ------------------------------------------------------------------------------
 
+// Gradient rows that arrived encoded for the wire (an fp16 / bf16 exchange), read by the
+// backward kernels as they are, with no decoding pass: the gradient element at io offset o < end
+// is read as `type` from data + o instead of fp32 from grads + o. Decoding is exact, so the
+// results are those of decoding first.
+struct WireGradients {
+  const uint16_t* data = nullptr;  // null: every gradient is fp32
+  int64_t end = 0;
+  DType type = DType::kBFloat16;  // kFloat16 or kBFloat16
+};
+
 // Bytes of workspace GroupRows and the aggregation kernels need for `num_ids` ids of one shard
 // with `cols` columns and `num_row_stats` row statistics (optim::NumRowStats), on `ctx`.
 size_t BackwardWorkspaceBytes(const ExecContext& ctx, int64_t num_ids, int32_t cols,
@@ -108,11 +118,35 @@ Status GroupRows(const ExecContext& ctx, std::span<const BagRun> runs, void* wor
 
 // Step 2: for every unique row (ascending), row_grads[u * cols + c] = sum over its ids, in
 // position order, of scale * weight * grad(bag)[c], where grad(bag) starts at element
-// run.io_offset + b * grad_stride of `grads`. unique_rows receives num_unique rows and
-// row_grads num_unique * cols floats.
+// run.io_offset + b * grad_stride of `grads` (or of wire.data, below wire.end). unique_rows
+// receives num_unique rows and row_grads num_unique * cols floats.
 Status AggregateGrads(const ExecContext& ctx, std::span<const BagRun> runs, const float* grads,
                       int64_t grad_stride, int32_t cols, float scale, void* workspace,
-                      int64_t* unique_rows, float* row_grads);
+                      int64_t* unique_rows, float* row_grads, CpuLevel level = CpuLevel::kAuto,
+                      const WireGradients& wire = {});
+
+// Step 2 of a shard whose rows are updated later (column shards whose row statistics are summed
+// with their sibling shards'): AggregateGrads over shard.cols columns, and each row's statistics
+// over this shard's columns into row_stats (optim::NumRowStats(config.type) per row; none
+// written when 0; LAMB advances its moments here), as optim::PartialRowStats does. The weights
+// stay as they are. The workspace must hold BackwardWorkspaceBytes. Bit-identical at every level.
+Status AggregateWithRowStats(const ExecContext& ctx, std::span<const BagRun> runs,
+                             const float* grads, int64_t grad_stride, float scale,
+                             const optim::OptimizerConfig& config, int64_t step,
+                             optim::ShardParams& shard, void* workspace, int64_t* unique_rows,
+                             float* row_grads, float* row_stats, CpuLevel level = CpuLevel::kAuto,
+                             const WireGradients& wire = {});
+
+// The update of aggregated rows: rows[u] (local, unique) takes grads[u * cols, (u + 1) * cols)
+// and, when the optimizer has row statistics, full_stats[u * NumRowStats, ...) summed over the
+// whole row -- or, with full_stats null, statistics taken from the row itself (the shard holds
+// whole rows: cols == full_dim); optim::PartialRowStats + optim::Apply's bits, in the host's
+// widest instruction set (or `level`), in parallel over rows. Errors: kInvalidArgument (dtype,
+// full_dim below cols, statistics missing for a column shard), kUnsupported (a level above the
+// host's, a non-host context).
+Status ApplyRows(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
+                 int32_t full_dim, optim::ShardParams& shard, std::span<const int64_t> rows,
+                 const float* grads, const float* full_stats, CpuLevel level = CpuLevel::kAuto);
 
 // Step 2, fused with the optimizer: each unique row is aggregated and updated at once while its
 // gradient is in L1 (vector registers of `level`: kAuto is HostCpuLevel()), so aggregated
@@ -124,6 +158,6 @@ Status AggregateGrads(const ExecContext& ctx, std::span<const BagRun> runs, cons
 Status FusedBackward(const ExecContext& ctx, std::span<const BagRun> runs, const float* grads,
                      int64_t grad_stride, float scale, const optim::OptimizerConfig& config,
                      int64_t step, int32_t full_dim, optim::ShardParams& shard, void* workspace,
-                     CpuLevel level = CpuLevel::kAuto);
+                     CpuLevel level = CpuLevel::kAuto, const WireGradients& wire = {});
 
 }  // namespace shardrec::embedding::kernels

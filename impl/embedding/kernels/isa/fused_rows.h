@@ -19,7 +19,18 @@
 
 namespace shardrec::embedding::kernels::isa {
 
+// What a call does with each unique row (isa/fused_rows_body.h):
+//   kFused      sum its gradient, then both optimizer phases (the fused backward);
+//   kAggregate  sum its gradient into grads_out and, with `stats`, take the optimizer's phase 1
+//               (its row statistics over this shard's columns into stats; LAMB advances m and v)
+//               -- AggregateGrads + optim::PartialRowStats;
+//   kApply      phase 2 with the row's gradient at grads + u * cols and its full statistics at
+//               stats (optim::Apply), or both phases when stats is null (whole rows: cols is the
+//               table's dim); unique_rows are then the caller's rows, no grouping.
+enum class FusedRowsMode : int32_t { kFused = 0, kAggregate = 1, kApply = 2 };
+
 struct FusedRowsArgs {
+  FusedRowsMode mode = FusedRowsMode::kFused;
   // The grouping of one shard's ids (row_group.h): the ids of unique row unique_rows[u] are the
   // keys [segments[u], segments[u + 1]) in position order; a key's bits under index_mask index
   // grad_offset (and id_weights). num_keys bounds the gradient prefetch.
@@ -31,11 +42,16 @@ struct FusedRowsArgs {
   int64_t u_begin = 0;  // the unique rows this call updates
   int64_t u_end = 0;
   // The contribution of index i: scale (times id_weights[i] when not null) x the gradient row at
-  // grads + grad_offset[i].
+  // grads + grad_offset[i] (kApply: row u's gradient at grads + u * cols).
   const float* grads = nullptr;
   const int64_t* grad_offset = nullptr;
   const float* id_weights = nullptr;
   float scale = 1.0f;
+  // Gradient rows at offsets below grads16_end are read encoded from grads16 (fp16 or bf16, as
+  // they came over the wire) and widened exactly.
+  const uint16_t* grads16 = nullptr;
+  int64_t grads16_end = 0;
+  WeightType grads16_type = WeightType::kBFloat16;
   // Rows with more than hot_ids ids come summed by the caller (simt/segment_order.h's chunked
   // order) in hot_grads: their gradient rows one after the other, in u order.
   int64_t hot_ids = 0;
@@ -64,6 +80,11 @@ struct FusedRowsArgs {
   float* scratch = nullptr;
   int64_t rows_ahead = 16;  // unique rows whose weight row and states are prefetched
   int64_t grads_ahead = 8;  // keys whose gradient rows are prefetched
+  // kAggregate: each row's summed gradient at grads_out + u * cols; kAggregate / kApply: the row
+  // statistics, num_stats per row at stats + u * num_stats (null when the optimizer has none).
+  float* grads_out = nullptr;
+  float* stats = nullptr;
+  int32_t num_stats = 0;
 };
 
 // Floats of one scratch row: cols rounded up to a whole AVX-512 register.

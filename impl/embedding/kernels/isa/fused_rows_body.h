@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "impl/core/prefetch.h"
 #include "impl/embedding/kernels/isa/fused_rows.h"
@@ -139,12 +140,13 @@ struct LaneSum {
   }
 };
 
-// The same sum for a level without vectors (one float per register): 32 scalar lanes.
+// The same sum for a level without vectors (one float per register, column j): 32 scalar lanes.
+template <class I>
 struct ScalarLaneSum {
   float acc[32] = {};
-  void AddColumn(int64_t c, float t) {
-    const int l = static_cast<int>((c >> 2) & 31);
-    acc[l] = acc[l] + t;
+  void Add(int64_t j, Vec<I> t) {
+    const int l = static_cast<int>((j >> 2) & 31);
+    acc[l] = acc[l] + t.v;
   }
   float Finish() {
     for (int off = 16; off >= 1; off /= 2)
@@ -153,18 +155,30 @@ struct ScalarLaneSum {
   }
 };
 
+// The lane sum of a level.
+template <class I>
+using Lanes = std::conditional_t<(I::kWidth >= 4), LaneSum<I>, ScalarLaneSum<I>>;
+
 // Sums over the row of term(j) (a register of terms, past-the-end elements zero).
 template <class I, class Term>
 float RowSum(const RowIo<I>& io, Term&& term) {
-  if constexpr (I::kWidth >= 4) {
-    LaneSum<I> s;
-    for (int64_t j = 0; j < io.Regs(); ++j) s.Add(j, term(j));
-    return s.Finish();
-  } else {
-    ScalarLaneSum s;
-    for (int64_t j = 0; j < io.Regs(); ++j) s.AddColumn(j, term(j).v);
-    return s.Finish();
-  }
+  Lanes<I> s;
+  for (int64_t j = 0; j < io.Regs(); ++j) s.Add(j, term(j));
+  return s.Finish();
+}
+
+// A register of 16-bit gradient elements (fp16 or bf16, as they came over the wire), widened.
+template <class I>
+typename I::Reg Load16(WeightType type, const uint16_t* p) {
+  return type == WeightType::kFloat16 ? I::LoadF16(p) : I::LoadBf16(p);
+}
+// The first n (< kWidth) of them, the others zero.
+template <class I>
+typename I::Reg Load16First(WeightType type, const uint16_t* p, int n) {
+  float t[I::kWidth];
+  for (int e = 0; e < n; ++e)
+    t[e] = type == WeightType::kFloat16 ? ScalarF16(p[e]) : ScalarBf16(p[e]);
+  return I::LoadFirst(t, n);
 }
 
 // g = the row's gradient: the contributions of keys [k0, k1), first assigned, then added, in
@@ -181,13 +195,28 @@ void SumRow(const FusedRowsArgs& a, int64_t k0, int64_t k1, float* g) {
     const int last = static_cast<int>(span - int64_t{regs - 1} * I::kWidth);  // in the last reg
     typename I::Reg acc[kMax];
     for (int64_t k = k0; k < k1; ++k) {
-      if (c0 == 0 && k + a.grads_ahead < a.num_keys)
-        core::PrefetchLines(a.grads + a.grad_offset[a.keys[k + a.grads_ahead] & a.index_mask],
-                            row_bytes);
+      if (c0 == 0 && k + a.grads_ahead < a.num_keys) {
+        const int64_t ahead = a.grad_offset[a.keys[k + a.grads_ahead] & a.index_mask];
+        if (ahead < a.grads16_end)
+          core::PrefetchLines(a.grads16 + ahead, cols * 2);
+        else
+          core::PrefetchLines(a.grads + ahead, row_bytes);
+      }
       const int64_t i = static_cast<int64_t>(a.keys[k] & a.index_mask);
       const typename I::Reg f =
           I::Set1(a.id_weights != nullptr ? a.scale * a.id_weights[i] : a.scale);
-      const float* src = a.grads + a.grad_offset[i] + c0;
+      const int64_t off = a.grad_offset[i] + c0;
+      if (off - c0 < a.grads16_end) {
+        const uint16_t* src = a.grads16 + off;
+        for (int r = 0; r < regs; ++r) {
+          const typename I::Reg x = r + 1 < regs || last == I::kWidth
+                                        ? Load16<I>(a.grads16_type, src + r * I::kWidth)
+                                        : Load16First<I>(a.grads16_type, src + r * I::kWidth, last);
+          acc[r] = k == k0 ? I::Mul(f, x) : I::Add(acc[r], I::Mul(f, x));
+        }
+        continue;
+      }
+      const float* src = a.grads + off;
       for (int r = 0; r < regs; ++r) {
         const typename I::Reg x = r + 1 < regs || last == I::kWidth
                                       ? I::LoadF32(src + r * I::kWidth)
@@ -204,10 +233,50 @@ void SumRow(const FusedRowsArgs& a, int64_t k0, int64_t k1, float* g) {
   }
 }
 
-// The optimizer on one fp32 row w (cols floats) with gradient g; m1 / m2 point at the row's
-// states (a row-wise one: its single value).
+// Phase 1 of the optimizer on one fp32 row w (cols floats) with gradient g; m1 / m2 point at the
+// row's states (a row-wise one: its single value): the row statistics of this row's columns into
+// stats (optim::NumRowStats of them; LAMB advances m and v here), as optim::PartialRowStats.
 template <class I>
-void UpdateRow(const FusedRowsArgs& a, float* w, const float* g, float* m1, float* m2) {
+void RowPhase1(const FusedRowsArgs& a, const float* w, const float* g, float* m1, float* m2,
+               float* stats) {
+  using V = Vec<I>;
+  const RowIo<I> io{a.cols};
+  const optim::RuleScalars& s = a.rules;
+  const int64_t regs = io.Regs();
+  switch (static_cast<optim::OptimizerType>(a.optimizer)) {
+    case optim::OptimizerType::kRowWiseAdagrad:
+    case optim::OptimizerType::kPartialRowWiseAdam:
+      stats[0] = RowSum(io, [&](int64_t j) {
+        return io.Clip(optim::RowWiseAdagradSquare<V>(io.Load(w, j), io.Load(g, j), s), j);
+      });
+      break;
+    case optim::OptimizerType::kLamb:
+      // |w|^2 and |r|^2 in one pass (two lane sums), the moments advanced.
+      {
+        Lanes<I> ws, rs;
+        for (int64_t j = 0; j < regs; ++j) {
+          const V wj = io.Load(w, j);
+          V m = io.Load(m1, j), v = io.Load(m2, j);
+          const V r = optim::LambAdvance<V>(wj, io.Load(g, j), &m, &v, s);
+          io.Store(m1, j, m);
+          io.Store(m2, j, v);
+          ws.Add(j, io.Clip(wj * wj, j));
+          rs.Add(j, io.Clip(r * r, j));
+        }
+        stats[0] = ws.Finish();
+        stats[1] = rs.Finish();
+      }
+      break;
+    default:
+      break;  // no row statistics
+  }
+}
+
+// Phase 2: the update of every element of the row, given the row statistics summed over the
+// whole row (unread when the optimizer has none), as optim::Apply.
+template <class I>
+void RowPhase2(const FusedRowsArgs& a, float* w, const float* g, float* m1, float* m2,
+               const float* stats) {
   using V = Vec<I>;
   const RowIo<I> io{a.cols};
   const optim::RuleScalars& s = a.rules;
@@ -225,10 +294,7 @@ void UpdateRow(const FusedRowsArgs& a, float* w, const float* g, float* m1, floa
       }
       break;
     case optim::OptimizerType::kRowWiseAdagrad: {
-      const float sum = RowSum(io, [&](int64_t j) {
-        return io.Clip(optim::RowWiseAdagradSquare<V>(io.Load(w, j), io.Load(g, j), s), j);
-      });
-      const Scalar state = optim::RowWiseAdagradState<Scalar>(*m1, sum, a.full_dim);
+      const Scalar state = optim::RowWiseAdagradState<Scalar>(*m1, stats[0], a.full_dim);
       *m1 = state.v;
       const Scalar mult = optim::RowWiseAdagradMult<Scalar>(state, s);
       const V mv(mult.v), cv(optim::RowWiseAdagradCorr<Scalar>(mult, s).v);
@@ -245,10 +311,7 @@ void UpdateRow(const FusedRowsArgs& a, float* w, const float* g, float* m1, floa
       }
       break;
     case optim::OptimizerType::kPartialRowWiseAdam: {
-      const float sum = RowSum(io, [&](int64_t j) {
-        return io.Clip(optim::RowWiseAdagradSquare<V>(io.Load(w, j), io.Load(g, j), s), j);
-      });
-      const Scalar vr = optim::PartialRowWiseAdamState<Scalar>(*m2, sum, a.full_dim, s);
+      const Scalar vr = optim::PartialRowWiseAdamState<Scalar>(*m2, stats[0], a.full_dim, s);
       *m2 = vr.v;
       const V vv(vr.v);
       for (int64_t j = 0; j < regs; ++j) {
@@ -259,37 +322,8 @@ void UpdateRow(const FusedRowsArgs& a, float* w, const float* g, float* m1, floa
       break;
     }
     case optim::OptimizerType::kLamb: {
-      // Phase 1 advances m and v and sums |w|^2 and |r|^2 (two lane sums, one pass); phase 2
-      // recomputes r from the advanced moments, as optim::Apply does.
-      float sums[2];
-      if constexpr (I::kWidth >= 4) {
-        LaneSum<I> ws, rs;
-        for (int64_t j = 0; j < regs; ++j) {
-          const V wj = io.Load(w, j);
-          V m = io.Load(m1, j), v = io.Load(m2, j);
-          const V r = optim::LambAdvance<V>(wj, io.Load(g, j), &m, &v, s);
-          io.Store(m1, j, m);
-          io.Store(m2, j, v);
-          ws.Add(j, io.Clip(wj * wj, j));
-          rs.Add(j, io.Clip(r * r, j));
-        }
-        sums[0] = ws.Finish();
-        sums[1] = rs.Finish();
-      } else {
-        ScalarLaneSum ws, rs;
-        for (int64_t j = 0; j < regs; ++j) {
-          const V wj = io.Load(w, j);
-          V m = io.Load(m1, j), v = io.Load(m2, j);
-          const V r = optim::LambAdvance<V>(wj, io.Load(g, j), &m, &v, s);
-          io.Store(m1, j, m);
-          io.Store(m2, j, v);
-          ws.AddColumn(j, (wj * wj).v);
-          rs.AddColumn(j, (r * r).v);
-        }
-        sums[0] = ws.Finish();
-        sums[1] = rs.Finish();
-      }
-      const V ratio(optim::LambRatio<Scalar>(sums[0], sums[1]).v);
+      // r recomputed from the moments phase 1 advanced.
+      const V ratio(optim::LambRatio<Scalar>(stats[0], stats[1]).v);
       for (int64_t j = 0; j < regs; ++j) {
         const V wj = io.Load(w, j);
         const V r = optim::LambDirection<V>(wj, io.Load(m1, j), io.Load(m2, j), s);
@@ -298,6 +332,25 @@ void UpdateRow(const FusedRowsArgs& a, float* w, const float* g, float* m1, floa
       break;
     }
   }
+}
+
+// Where row `row`'s state of `base` sits (a row-wise state: its single value), or null.
+inline float* StateOf(const FusedRowsArgs& a, float* base, bool row_wise, int64_t row) {
+  return base == nullptr ? nullptr
+         : row_wise      ? base + row * a.row_state_stride
+                         : base + row * a.cols;
+}
+
+// The weight row and states of `row` fetched for the update a few rows on.
+inline void PrefetchRowAndStates(const FusedRowsArgs& a, int64_t row, int64_t elem) {
+  core::PrefetchLinesForWrite(static_cast<const char*>(a.weights) + row * a.stride * elem,
+                              a.cols * elem);
+  if (a.m1 != nullptr)
+    core::PrefetchLinesForWrite(StateOf(a, a.m1, a.m1_row_wise, row),
+                                a.m1_row_wise ? 4 : a.cols * 4);
+  if (a.m2 != nullptr)
+    core::PrefetchLinesForWrite(StateOf(a, a.m2, a.m2_row_wise, row),
+                                a.m2_row_wise ? 4 : a.cols * 4);
 }
 
 // A 16-bit row widened into out (exactly: every fp16 and bf16 value is an fp32 value).
@@ -313,49 +366,59 @@ void WidenRow(const uint16_t* src, int32_t cols, float* out) {
 template <class I, WeightType kType>
 void Rows(const FusedRowsArgs& a) {
   const int64_t elem = kType == WeightType::kFloat32 ? 4 : 2;
-  const int64_t row_bytes = a.cols * elem;
   const int64_t scratch = (int64_t{a.cols} + 15) / 16 * 16;
   float* g_buf = a.scratch;
   float* w_buf = a.scratch + scratch;
   char* weights = static_cast<char*>(a.weights);
   const float* hot = a.hot_grads;
-  auto state_of = [&](float* base, bool row_wise, int64_t row) {
-    return base == nullptr ? nullptr
-           : row_wise      ? base + row * a.row_state_stride
-                           : base + row * a.cols;
-  };
-  auto prefetch_row = [&](int64_t row) {
-    core::PrefetchLinesForWrite(weights + row * a.stride * elem, row_bytes);
-    if (a.m1 != nullptr)
-      core::PrefetchLinesForWrite(state_of(a.m1, a.m1_row_wise, row),
-                                  a.m1_row_wise ? 4 : a.cols * 4);
-    if (a.m2 != nullptr)
-      core::PrefetchLinesForWrite(state_of(a.m2, a.m2_row_wise, row),
-                                  a.m2_row_wise ? 4 : a.cols * 4);
-  };
-  for (int64_t u = a.u_begin; u < a.u_end && u < a.u_begin + a.rows_ahead; ++u)
-    prefetch_row(a.unique_rows[u]);
+  const bool grouped = a.mode != FusedRowsMode::kApply;
+  // The weight rows and states are read only when the optimizer runs on the row.
+  const bool touches_rows = a.mode != FusedRowsMode::kAggregate || a.stats != nullptr;
+  float stats_buf[2] = {0.0f, 0.0f};
+  for (int64_t u = a.u_begin; touches_rows && u < a.u_end && u < a.u_begin + a.rows_ahead; ++u)
+    PrefetchRowAndStates(a, a.unique_rows[u], elem);
   for (int64_t u = a.u_begin; u < a.u_end; ++u) {
-    if (u + a.rows_ahead < a.u_end) prefetch_row(a.unique_rows[u + a.rows_ahead]);
+    if (touches_rows && u + a.rows_ahead < a.u_end)
+      PrefetchRowAndStates(a, a.unique_rows[u + a.rows_ahead], elem);
     const int64_t row = a.unique_rows[u];
-    const int64_t k0 = a.segments[u], k1 = a.segments[u + 1];
-    const float* g = g_buf;
-    if (k1 - k0 > a.hot_ids) {
-      g = hot;
+    // The row's gradient: summed here, taken from the caller's hot rows, or given (kApply).
+    const float* g = a.grads_out != nullptr ? a.grads_out + u * a.cols : g_buf;
+    if (!grouped) {
+      g = a.grads + u * a.cols;
+    } else if (a.segments[u + 1] - a.segments[u] > a.hot_ids) {
+      if (a.grads_out != nullptr) {
+        for (int32_t c = 0; c < a.cols; ++c) a.grads_out[u * a.cols + c] = hot[c];
+      } else {
+        g = hot;
+      }
       hot += a.cols;
     } else {
-      SumRow<I>(a, k0, k1, g_buf);
+      SumRow<I>(a, a.segments[u], a.segments[u + 1],
+                a.grads_out != nullptr ? a.grads_out + u * a.cols : g_buf);
     }
-    float* m1 = state_of(a.m1, a.m1_row_wise, row);
-    float* m2 = state_of(a.m2, a.m2_row_wise, row);
-    if constexpr (kType == WeightType::kFloat32) {
-      UpdateRow<I>(a, reinterpret_cast<float*>(weights) + row * a.stride, g, m1, m2);
-    } else {
+    if (!touches_rows) continue;
+    float* m1 = StateOf(a, a.m1, a.m1_row_wise, row);
+    float* m2 = StateOf(a, a.m2, a.m2_row_wise, row);
+    float* w = reinterpret_cast<float*>(weights + row * a.stride * elem);
+    if constexpr (kType != WeightType::kFloat32) {
       WidenRow<I, kType>(reinterpret_cast<const uint16_t*>(weights) + row * a.stride, a.cols,
                          w_buf);
-      UpdateRow<I>(a, w_buf, g, m1, m2);
-      a.store_row(a.store_ctx, row, w_buf);
+      w = w_buf;
     }
+    switch (a.mode) {
+      case FusedRowsMode::kFused:
+        RowPhase1<I>(a, w, g, m1, m2, stats_buf);
+        RowPhase2<I>(a, w, g, m1, m2, stats_buf);
+        break;
+      case FusedRowsMode::kAggregate:
+        RowPhase1<I>(a, w, g, m1, m2, a.stats + u * a.num_stats);
+        continue;  // the weights stay as they are
+      case FusedRowsMode::kApply:
+        if (a.stats == nullptr) RowPhase1<I>(a, w, g, m1, m2, stats_buf);  // whole rows
+        RowPhase2<I>(a, w, g, m1, m2, a.stats != nullptr ? a.stats + u * a.num_stats : stats_buf);
+        break;
+    }
+    if constexpr (kType != WeightType::kFloat32) a.store_row(a.store_ctx, row, w_buf);
   }
 }
 

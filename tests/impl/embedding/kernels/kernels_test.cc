@@ -634,8 +634,10 @@ TEST(EmbeddingKernels, EveryCpuLevelGivesTheSameBits) {
   }
 }
 
-// The fused backward at every instruction-set level the host has gives the bits of AggregateGrads
-// + optim::PartialRowStats + optim::Apply: all six optimizers, every weight-decay mode, fp32 and
+// The fused backward, and the two-phase path of column shards (AggregateWithRowStats, then
+// ApplyRows with the statistics; or ApplyRows taking them from whole rows), at every
+// instruction-set level the host has give the bits of AggregateGrads + optim::PartialRowStats +
+// optim::Apply (the scalar reference): all six optimizers, every weight-decay mode, fp32 and
 // 16-bit weights (nearest and stochastic rounding), weighted and unweighted ids, dims on both
 // sides of the vector widths and of 128 columns (lanes holding two quads), a hot row (more ids
 // than one segment chunk) and rows never touched, over two steps with 1 and 2 threads.
@@ -688,7 +690,10 @@ TEST(EmbeddingKernels, FusedBackwardEqualsAggregateThenApplyAtEveryCpuLevel) {
             }
           }
           auto specs = optim::StateSpecs(type);
-          auto run = [&](bool fused, CpuLevel level, ThreadPool* tp, std::vector<uint8_t>* w,
+          // path 0: the scalar reference (AggregateGrads at baseline + optim::PartialRowStats +
+          // optim::Apply); 1: FusedBackward; 2: AggregateWithRowStats + ApplyRows with the
+          // statistics; 3: AggregateGrads + ApplyRows taking the statistics from whole rows.
+          auto run = [&](int path, CpuLevel level, ThreadPool* tp, std::vector<uint8_t>* w,
                          std::vector<std::vector<float>>* st) {
             *w = init;
             st->clear();
@@ -701,32 +706,56 @@ TEST(EmbeddingKernels, FusedBackwardEqualsAggregateThenApplyAtEveryCpuLevel) {
             p.stride = D;
             p.table_key = 99;
             for (auto& v : *st) p.states.push_back(v.data());
+            const ExecContext ctx = Ctx(tp);
+            const BagRun view = batch.View(weighted);
+            const std::span<const BagRun> runs(&view, 1);
+            const int ns = optim::NumRowStats(type);
             for (int64_t step = 1; step <= 2; ++step) {
-              if (fused) {
-                Fused(batch.View(weighted), g.data(), D, 0.5f, cfg, step, D, p, tp, level);
+              if (path == 1) {
+                Fused(view, g.data(), D, 0.5f, cfg, step, D, p, tp, level);
                 continue;
               }
-              std::vector<int64_t> uniq;
-              std::vector<float> grads;
-              AggregatePooledGrads(batch.View(weighted), g.data(), D, D, 0.5f, &uniq, &grads, tp);
-              const int ns = optim::NumRowStats(type);
-              std::vector<float> stats(uniq.size() * std::max(ns, 1));
+              std::vector<uint8_t> ws(BackwardWorkspaceBytes(ctx, view.num_ids(), D, ns));
+              int64_t num_unique = 0;
+              ASSERT_TRUE(GroupRows(ctx, runs, ws.data(), ws.size(), &num_unique).ok());
+              std::vector<int64_t> uniq(num_unique);
+              std::vector<float> grads(num_unique * D), stats(num_unique * std::max(ns, 1));
+              if (path == 2) {
+                ASSERT_TRUE(AggregateWithRowStats(ctx, runs, g.data(), D, 0.5f, cfg, step, p,
+                                                  ws.data(), uniq.data(), grads.data(),
+                                                  stats.data(), level)
+                                .ok());
+                ASSERT_TRUE(ApplyRows(ctx, cfg, step, D, p, uniq, grads.data(),
+                                      ns > 0 ? stats.data() : nullptr, level)
+                                .ok());
+                continue;
+              }
+              ASSERT_TRUE(AggregateGrads(ctx, runs, g.data(), D, D, 0.5f, ws.data(), uniq.data(),
+                                         grads.data(), path == 0 ? CpuLevel::kBaseline : level)
+                              .ok());
+              if (path == 3) {
+                ASSERT_TRUE(
+                    ApplyRows(ctx, cfg, step, D, p, uniq, grads.data(), nullptr, level).ok());
+                continue;
+              }
               optim::RowUpdate upd{uniq, grads.data()};
-              if (ns > 0) optim::PartialRowStats(Ctx(tp), cfg, step, p, upd, stats.data());
-              optim::Apply(Ctx(tp), cfg, step, D, p, upd, ns > 0 ? stats.data() : nullptr);
+              if (ns > 0) optim::PartialRowStats(ctx, cfg, step, p, upd, stats.data());
+              optim::Apply(ctx, cfg, step, D, p, upd, ns > 0 ? stats.data() : nullptr);
             }
           };
           std::vector<uint8_t> w_ref, w;
           std::vector<std::vector<float>> s_ref, s;
-          run(false, CpuLevel::kAuto, nullptr, &w_ref, &s_ref);
+          run(0, CpuLevel::kAuto, nullptr, &w_ref, &s_ref);
           ASSERT_NE(w_ref, init);
           for (CpuLevel level : levels) {
-            run(true, level, combo % 2 == 0 ? &pool : nullptr, &w, &s);
-            ASSERT_EQ(w, w_ref) << "level " << CpuLevelName(level) << " dim " << D << " type "
-                                << int(type) << " dtype " << DTypeName(dt) << " weighted "
-                                << weighted;
-            ASSERT_EQ(s, s_ref) << "level " << CpuLevelName(level) << " dim " << D << " type "
-                                << int(type) << " dtype " << DTypeName(dt);
+            for (int path = 1; path <= 3; ++path) {
+              run(path, level, combo % 2 == 0 ? &pool : nullptr, &w, &s);
+              ASSERT_EQ(w, w_ref) << "path " << path << " level " << CpuLevelName(level) << " dim "
+                                  << D << " type " << int(type) << " dtype " << DTypeName(dt)
+                                  << " weighted " << weighted;
+              ASSERT_EQ(s, s_ref) << "path " << path << " level " << CpuLevelName(level) << " dim "
+                                  << D << " type " << int(type) << " dtype " << DTypeName(dt);
+            }
           }
           // Rows that no id touched keep their bytes.
           EXPECT_EQ(0, std::memcmp(w.data() + (R - 4) * D * elem, init.data() + (R - 4) * D * elem,
@@ -753,6 +782,94 @@ TEST(EmbeddingKernels, FusedBackwardEqualsAggregateThenApplyAtEveryCpuLevel) {
                             4, p, ws.data(), CpuLevel::kAvx512)
                   .code(),
               Code::kUnsupported);
+  }
+}
+
+// Gradient rows read encoded as they came over the wire (WireGradients: the rows below `end` as
+// fp16 or bf16) give the bits of decoding them first, on every path (fused; aggregate with
+// statistics; aggregate) and level, weighted or not, a hot row included; the fp32 copies of the
+// encoded rows are NaN, so reading them instead would show.
+TEST(EmbeddingKernels, WireGradientsEqualDecodingFirst) {
+  std::vector<CpuLevel> levels = {CpuLevel::kBaseline};
+  if (HostCpuLevel() >= CpuLevel::kAvx2) levels.push_back(CpuLevel::kAvx2);
+  if (HostCpuLevel() >= CpuLevel::kAvx512) levels.push_back(CpuLevel::kAvx512);
+  const int64_t R = 50;
+  Batch batch = MakeBatch(80, 8, R, 41);
+  for (int k = 0; k < 40; ++k) {  // row 3 in one long bag: a hot row
+    batch.rows.push_back(3);
+    batch.weights.push_back(0.75f);
+  }
+  batch.offsets.push_back(static_cast<int64_t>(batch.rows.size()));
+  const int64_t bags = static_cast<int64_t>(batch.offsets.size()) - 1;
+  for (int32_t D : {3, 16, 37, 128}) {
+    for (DType wt : {DType::kBFloat16, DType::kFloat16}) {
+      // Bags [0, split) arrived encoded; the rest are fp32 (this rank's own rows).
+      const int64_t split = bags / 2;
+      const int64_t end = split * D;
+      std::vector<float> decoded(bags * D), mixed(bags * D);
+      std::vector<uint16_t> wire(end);
+      for (int64_t i = 0; i < bags * D; ++i) {
+        const float x = std::cos(0.7f * static_cast<float>(i)) * 0.2f;
+        if (i < end) {
+          wire[i] = wt == DType::kFloat16 ? FloatToHalf(x) : FloatToBFloat16(x);
+          decoded[i] = wt == DType::kFloat16 ? HalfToFloat(wire[i]) : BFloat16ToFloat(wire[i]);
+          mixed[i] = std::nanf("");
+        } else {
+          decoded[i] = mixed[i] = x;
+        }
+      }
+      const WireGradients w{wire.data(), end, wt};
+      optim::OptimizerConfig cfg;
+      cfg.type = optim::OptimizerType::kLamb;
+      for (bool weighted : {false, true}) {
+        const BagRun view = batch.View(weighted);
+        const std::span<const BagRun> runs(&view, 1);
+        const int ns = optim::NumRowStats(cfg.type);
+        for (CpuLevel level : levels) {
+          for (int path = 0; path < 3; ++path) {
+            std::vector<float> out[2];
+            for (int enc = 0; enc < 2; ++enc) {
+              std::vector<float> table = MakeTable(R, D);
+              std::vector<float> m(R * D, 0.0f), v(R * D, 0.0f);
+              optim::ShardParams p;
+              p.weights = table.data();
+              p.rows = R;
+              p.cols = D;
+              p.stride = D;
+              p.states = {m.data(), v.data()};
+              const float* g = enc ? mixed.data() : decoded.data();
+              const WireGradients use = enc ? w : WireGradients{};
+              std::vector<uint8_t> ws(BackwardWorkspaceBytes(Ctx(), view.num_ids(), D, ns));
+              int64_t num_unique = 0;
+              ASSERT_TRUE(GroupRows(Ctx(), runs, ws.data(), ws.size(), &num_unique).ok());
+              std::vector<int64_t> uniq(num_unique);
+              std::vector<float> grads(num_unique * D), stats(num_unique * ns);
+              if (path == 0) {
+                ASSERT_TRUE(
+                    FusedBackward(Ctx(), runs, g, D, 0.5f, cfg, 1, D, p, ws.data(), level, use)
+                        .ok());
+                out[enc] = table;
+              } else if (path == 1) {
+                ASSERT_TRUE(AggregateWithRowStats(Ctx(), runs, g, D, 0.5f, cfg, 1, p, ws.data(),
+                                                  uniq.data(), grads.data(), stats.data(), level,
+                                                  use)
+                                .ok());
+                out[enc] = grads;
+                out[enc].insert(out[enc].end(), stats.begin(), stats.end());
+              } else {
+                ASSERT_TRUE(AggregateGrads(Ctx(), runs, g, D, D, 0.5f, ws.data(), uniq.data(),
+                                           grads.data(), level, use)
+                                .ok());
+                out[enc] = grads;
+              }
+            }
+            ASSERT_EQ(0, std::memcmp(out[0].data(), out[1].data(), out[0].size() * 4))
+                << "path " << path << " level " << CpuLevelName(level) << " dim " << D << " "
+                << DTypeName(wt) << " weighted " << weighted;
+          }
+        }
+      }
+    }
   }
 }
 
