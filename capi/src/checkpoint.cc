@@ -68,6 +68,8 @@ shardrec_status_t Run(shardrec_embedding_t* coll, shardrec_mesh_t* mesh, bool ne
     SR_RETURN_IF_ERROR(CheckPath(path, "dir"));
     ExclusiveUse use(coll->busy, "collection");
     SR_RETURN_IF_ERROR(use.status());
+    // A GPU collection's stream-ordered calls finish (and report) before its parameters are read.
+    SR_RETURN_IF_ERROR(coll->impl->Synchronize());
     return body();
   });
 }

@@ -218,6 +218,15 @@ SHARDREC_API shardrec_status_t shardrec_embedding_backward_tensor(
   });
 }
 
+SHARDREC_API shardrec_status_t shardrec_embedding_synchronize(shardrec_embedding_t* coll) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
+    return coll->impl->Synchronize();
+  });
+}
+
 SHARDREC_API shardrec_status_t shardrec_embedding_set_learning_rate(shardrec_embedding_t* coll,
                                                                     float learning_rate) {
   return Guard([&] {

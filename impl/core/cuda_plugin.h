@@ -53,6 +53,15 @@ Status HasUnpackEntries(const shardrec_cuda_plugin_table_t& t, const std::string
 // emb_check_finite, emb_pack_grads): kUnsupported naming `path` for a plugin built before them
 // (a GPU collection then stages a device gradient through the host).
 Status HasGradEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
+// kOk when `t` serves the data-parallel entries and the counted row phases (emb_dp_workspace_bytes,
+// emb_dp_step, emb_row_phase_counted), else kUnsupported naming `path`.
+Status HasDpEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
+
+// kOk when `t` serves the gated row grouping and the device sum of row statistics
+// (emb_group_rows_gated, emb_sum_sources), else kUnsupported naming `path` (a GPU collection then
+// waits for a backward's verdict before queueing its updates, and reads unique-row counts on the
+// host).
+Status HasGateEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
 
 // The run-time versions against the build-time ones: the driver must support at least the CUDA
 // version the plugin was compiled with, and the loaded NCCL must have the compiled major version

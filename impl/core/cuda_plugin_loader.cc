@@ -136,6 +136,27 @@ Status HasGradEntries(const shardrec_cuda_plugin_table_t& t, const std::string& 
   return Status::Ok();
 }
 
+Status HasDpEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path) {
+  const size_t need = offsetof(shardrec_cuda_plugin_table_t, emb_row_phase_counted) +
+                      sizeof(t.emb_row_phase_counted);
+  if (t.struct_size < need || t.emb_dp_workspace_bytes == nullptr || t.emb_dp_step == nullptr ||
+      t.emb_row_phase_counted == nullptr)
+    return Status::Unsupported("the CUDA plugin ", path,
+                               " predates data-parallel tables on the device (emb_dp_step, "
+                               "emb_row_phase_counted)");
+  return Status::Ok();
+}
+
+Status HasGateEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path) {
+  const size_t need =
+      offsetof(shardrec_cuda_plugin_table_t, emb_sum_sources) + sizeof(t.emb_sum_sources);
+  if (t.struct_size < need || t.emb_group_rows_gated == nullptr || t.emb_sum_sources == nullptr)
+    return Status::Unsupported("the CUDA plugin ", path,
+                               " predates the gated backward (emb_group_rows_gated, "
+                               "emb_sum_sources)");
+  return Status::Ok();
+}
+
 Status FromPlugin(int32_t rc, const shardrec_plugin_status_t& status) {
   if (rc == 0) return Status::Ok();
   const size_t len = strnlen(status.message, sizeof(status.message));

@@ -279,6 +279,77 @@ typedef struct shardrec_plugin_pack {
   const int64_t* first_row; /* num_jobs + 1 */
 } shardrec_plugin_pack_t;
 
+/* One data-parallel (feature, table) pair of emb_dp_step (impl/embedding/kernels/simt/dp_body.h's
+ * DpPair, field for field; the pair table is device memory). */
+typedef struct shardrec_plugin_dp_pair {
+  const int64_t* offsets; /* batch_size + 1 id positions (device) */
+  const float* div;       /* MEAN divisors per sample (device), or NULL */
+  int64_t col;            /* first output column */
+  int32_t table;          /* index among the data-parallel tables */
+  int32_t pad;
+} shardrec_plugin_dp_pair_t;
+
+/* One data-parallel table of emb_dp_step (DpTable, field for field; device memory): where its
+ * dense gradient [rows, dim] and touched flags [rows] start in the dense block (floats). */
+typedef struct shardrec_plugin_dp_table {
+  int64_t grad_at;
+  int64_t touch_at;
+  int32_t dim;
+  int32_t pad;
+} shardrec_plugin_dp_table_t;
+
+/* emb_dp_step's arguments (DpParams, field for field); every pointer is device memory. */
+typedef struct shardrec_plugin_dp {
+  const float* grad; /* the output gradient [rows, stride] */
+  int64_t stride;
+  int64_t batch_size;
+  int64_t num_pairs;
+  const shardrec_plugin_dp_pair_t* pairs; /* num_pairs */
+  const int64_t* pair_first;              /* num_pairs + 1 */
+  int64_t num_ids;
+  const int64_t* rows;
+  const float* weights; /* or NULL */
+  const int64_t* pos;   /* sequence: output row per id; else NULL */
+  int64_t num_tables;
+  const shardrec_plugin_dp_table_t* tables; /* num_tables */
+  const int64_t* key_first;                 /* num_tables + 1 */
+  int64_t num_keys;
+  float* dense; /* the all-reduce's block: gradients and touched flags */
+  int64_t dense_floats;
+  float scale;
+  int32_t pad;
+  int64_t* rows_out;
+  float* grads_out;
+  int64_t* counts_out; /* num_tables */
+  const int64_t* gate; /* non-zero: every count 0; or NULL */
+} shardrec_plugin_dp_t;
+
+/* emb_dp_step's phases. */
+#define SHARDREC_PLUGIN_DP_ACCUMULATE 0
+#define SHARDREC_PLUGIN_DP_COMPACT 1
+
+/* A row list whose length only the device knows (kernels::CountedRows): the first *count
+ * (device memory, at most max_rows) of rows / grads. */
+typedef struct shardrec_plugin_counted_rows {
+  const int64_t* rows;
+  const float* grads;
+  const int64_t* count;
+  int64_t max_rows;
+} shardrec_plugin_counted_rows_t;
+
+/* emb_sum_sources' arguments (impl/embedding/kernels/simt/stats_body.h's SumSourcesParams, field
+ * for field; SHARDREC_PLUGIN_MAX_SUM_SOURCES sources at most); every pointer is device memory. */
+#define SHARDREC_PLUGIN_MAX_SUM_SOURCES 16
+typedef struct shardrec_plugin_sum_sources {
+  const float* sources[SHARDREC_PLUGIN_MAX_SUM_SOURCES];
+  int32_t num_sources;
+  int32_t accumulate; /* 1: add onto dst, 0: from +0 */
+  int64_t row_floats;
+  int64_t max_rows;
+  const int64_t* count; /* rows to sum, at most max_rows */
+  float* dst;
+} shardrec_plugin_sum_sources_t;
+
 typedef struct shardrec_cuda_plugin_table {
   uint32_t struct_size; /* sizeof(shardrec_cuda_plugin_table_t) in the plugin's build */
   uint32_t abi_version; /* SHARDREC_CUDA_PLUGIN_ABI_VERSION of the plugin's build */
@@ -506,6 +577,50 @@ typedef struct shardrec_cuda_plugin_table {
   /* kernels::cuda::PackGradients over `rows` rows, enqueued on `stream`. */
   int32_t (*emb_pack_grads)(int32_t device, const shardrec_plugin_pack_t* pack, int64_t rows,
                             void* stream, shardrec_plugin_status_t* status);
+
+  /* ---- Appended after the gradient entries: data-parallel tables trained on the device, and
+   * the optimizer over row lists whose length only the device knows. A plugin whose struct_size
+   * ends before them loads, and a GPU collection then accumulates data-parallel gradients on the
+   * host (core::HasDpEntries). ---- */
+
+  /* *bytes = emb_dp_step's workspace for at most max_ids ids over num_keys table rows. */
+  int32_t (*emb_dp_workspace_bytes)(int32_t device, int64_t max_ids, int64_t num_keys,
+                                    size_t* bytes, shardrec_plugin_status_t* status);
+  /* kernels::cuda::DpStep: phase SHARDREC_PLUGIN_DP_ACCUMULATE (the dense gradients from the
+   * output gradient) or SHARDREC_PLUGIN_DP_COMPACT (touched rows, scaled gradients, counts), with
+   * `workspace` (workspace_bytes, device memory). Enqueued on `stream`. */
+  int32_t (*emb_dp_step)(int32_t device, const shardrec_plugin_dp_t* dp, int32_t phase,
+                         void* workspace, size_t workspace_bytes, void* stream,
+                         shardrec_plugin_status_t* status);
+  /* kernels::cuda::RowPhaseCounted: phase 1 (partial_stats) or 2 (full_stats) of the optimizer
+   * over the first *rows->count rows. Enqueued on `stream`. */
+  int32_t (*emb_row_phase_counted)(int32_t device, const shardrec_plugin_optimizer_t* config,
+                                   int64_t step, int32_t full_dim,
+                                   const shardrec_plugin_shard_t* shard,
+                                   const shardrec_plugin_counted_rows_t* rows, float* partial_stats,
+                                   const float* full_stats, int32_t phase, void* stream,
+                                   shardrec_plugin_status_t* status);
+
+  /* ---- Appended after the data-parallel entries: a backward gated on the device by its agreed
+   * verdict, so no host waits for the verdict before the updates are queued. A plugin whose
+   * struct_size ends before it loads, and a GPU collection then waits for the verdict first
+   * (core::HasGateEntries). ---- */
+
+  /* kernels::cuda::GroupRowsGated: emb_group_rows, then, when *gate (device memory, may be NULL)
+   * is not 0, the grouping emptied (no unique row, no hot chunk), so the emb_fused_backward /
+   * emb_aggregate_grads that follow on the same workspace change nothing; the unique-row count
+   * (0 when shut) copied to num_unique_host (pinned host memory, may be NULL) and to
+   * num_unique_dev (device memory, may be NULL) when the stream gets there. Enqueued on
+   * `stream`. */
+  int32_t (*emb_group_rows_gated)(int32_t device, const shardrec_plugin_runs_t* runs,
+                                  void* workspace, size_t workspace_bytes, int64_t* num_unique_host,
+                                  int64_t* num_unique_dev, const int64_t* gate, void* stream,
+                                  shardrec_plugin_status_t* status);
+  /* kernels::cuda::SumSources: a column shard's full row statistics from its own partial ones and
+   * its siblings', over the first *sum->count rows (a count only the device knows). Enqueued on
+   * `stream`. */
+  int32_t (*emb_sum_sources)(int32_t device, const shardrec_plugin_sum_sources_t* sum, void* stream,
+                             shardrec_plugin_status_t* status);
 } shardrec_cuda_plugin_table_t;
 
 /* The table's size before the dense entries: the smallest a loader of this build accepts. */
@@ -526,6 +641,14 @@ typedef struct shardrec_cuda_plugin_table {
 /* The table's size before the gradient entries (a plugin with emb_unpack). */
 #define SHARDREC_CUDA_PLUGIN_TABLE_UNPACK_SIZE \
   offsetof(shardrec_cuda_plugin_table_t, stream_wait_stream)
+
+/* The table's size before the data-parallel entries (a plugin with the gradient entries). */
+#define SHARDREC_CUDA_PLUGIN_TABLE_GRAD_SIZE \
+  offsetof(shardrec_cuda_plugin_table_t, emb_dp_workspace_bytes)
+
+/* The table's size before the gate entry (a plugin with the data-parallel entries). */
+#define SHARDREC_CUDA_PLUGIN_TABLE_DP_SIZE \
+  offsetof(shardrec_cuda_plugin_table_t, emb_group_rows_gated)
 
 /* Exported by the plugin under the two symbol names above. The table getter returns NULL when
  * the plugin does not speak `abi_version`. */

@@ -94,6 +94,19 @@ int32_t EmbGroupRows(int32_t device, const shardrec_plugin_runs_t* runs, void* w
   });
 }
 
+int32_t EmbGroupRowsGated(int32_t device, const shardrec_plugin_runs_t* runs, void* workspace,
+                          size_t workspace_bytes, int64_t* num_unique, int64_t* num_unique_dev,
+                          const int64_t* gate, void* stream, shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_group_rows_gated", device, stream,
+                  [&](const ExecContext& ctx) -> Status {
+                    std::vector<BagRun> storage;
+                    DeviceRuns dr;
+                    SR_RETURN_IF_ERROR(abi::FromAbi(runs, &storage, &dr));
+                    return kcuda::GroupRowsGated(ctx, dr, workspace, workspace_bytes, num_unique,
+                                                 num_unique_dev, gate);
+                  });
+}
+
 int32_t EmbAggregateGrads(int32_t device, const shardrec_plugin_runs_t* runs, const float* grads,
                           int64_t grad_stride, int32_t cols, float scale, void* workspace,
                           int64_t* unique_rows, float* row_grads, void* stream,
@@ -227,6 +240,48 @@ int32_t EmbPackGrads(int32_t device, const shardrec_plugin_pack_t* pack, int64_t
   return OnDevice(st, "emb_pack_grads", device, stream, [&](const ExecContext& ctx) -> Status {
     if (pack == nullptr) return Status::InvalidArgument("pack must not be NULL");
     return kcuda::PackGradients(ctx, abi::FromAbi(*pack), rows);
+  });
+}
+
+int32_t EmbDpWorkspaceBytes(int32_t device, int64_t max_ids, int64_t num_keys, size_t* bytes,
+                            shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_dp_workspace_bytes", device, nullptr,
+                  [&](const ExecContext& ctx) -> Status {
+                    if (bytes == nullptr) return Status::InvalidArgument("bytes must not be NULL");
+                    return kcuda::DpWorkspaceBytes(ctx, max_ids, num_keys, bytes);
+                  });
+}
+
+int32_t EmbDpStep(int32_t device, const shardrec_plugin_dp_t* dp, int32_t phase, void* workspace,
+                  size_t workspace_bytes, void* stream, shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_dp_step", device, stream, [&](const ExecContext& ctx) -> Status {
+    if (dp == nullptr) return Status::InvalidArgument("dp must not be NULL");
+    return kcuda::DpStep(ctx, abi::FromAbi(*dp), phase, workspace, workspace_bytes);
+  });
+}
+
+int32_t EmbRowPhaseCounted(int32_t device, const shardrec_plugin_optimizer_t* config, int64_t step,
+                           int32_t full_dim, const shardrec_plugin_shard_t* shard,
+                           const shardrec_plugin_counted_rows_t* rows, float* partial_stats,
+                           const float* full_stats, int32_t phase, void* stream,
+                           shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_row_phase_counted", device, stream,
+                  [&](const ExecContext& ctx) -> Status {
+                    if (rows == nullptr) return Status::InvalidArgument("rows must not be NULL");
+                    optim::OptimizerConfig c;
+                    SR_RETURN_IF_ERROR(abi::FromAbi(config, &c));
+                    optim::ShardParams s;
+                    SR_RETURN_IF_ERROR(abi::FromAbi(shard, &s));
+                    return kcuda::RowPhaseCounted(ctx, c, step, full_dim, s, abi::FromAbi(*rows),
+                                                  partial_stats, full_stats, phase);
+                  });
+}
+
+int32_t EmbSumSources(int32_t device, const shardrec_plugin_sum_sources_t* sum, void* stream,
+                      shardrec_plugin_status_t* st) {
+  return OnDevice(st, "emb_sum_sources", device, stream, [&](const ExecContext& ctx) -> Status {
+    if (sum == nullptr) return Status::InvalidArgument("sum must not be NULL");
+    return kcuda::SumSources(ctx, abi::FromAbi(*sum));
   });
 }
 

@@ -18,6 +18,9 @@ int32_t EmbBackwardWorkspaceBytes(int32_t device, int64_t num_ids, int32_t cols,
 int32_t EmbGroupRows(int32_t device, const shardrec_plugin_runs_t* runs, void* workspace,
                      size_t workspace_bytes, int64_t* num_unique, void* stream,
                      shardrec_plugin_status_t* st);
+int32_t EmbGroupRowsGated(int32_t device, const shardrec_plugin_runs_t* runs, void* workspace,
+                          size_t workspace_bytes, int64_t* num_unique, int64_t* num_unique_dev,
+                          const int64_t* gate, void* stream, shardrec_plugin_status_t* st);
 int32_t EmbAggregateGrads(int32_t device, const shardrec_plugin_runs_t* runs, const float* grads,
                           int64_t grad_stride, int32_t cols, float scale, void* workspace,
                           int64_t* unique_rows, float* row_grads, void* stream,
@@ -52,5 +55,18 @@ int32_t EmbCheckFinite(int32_t device, const shardrec_plugin_finite_t* finite, v
                        shardrec_plugin_status_t* st);
 int32_t EmbPackGrads(int32_t device, const shardrec_plugin_pack_t* pack, int64_t rows, void* stream,
                      shardrec_plugin_status_t* st);
+
+int32_t EmbDpWorkspaceBytes(int32_t device, int64_t max_ids, int64_t num_keys, size_t* bytes,
+                            shardrec_plugin_status_t* st);
+int32_t EmbDpStep(int32_t device, const shardrec_plugin_dp_t* dp, int32_t phase, void* workspace,
+                  size_t workspace_bytes, void* stream, shardrec_plugin_status_t* st);
+int32_t EmbRowPhaseCounted(int32_t device, const shardrec_plugin_optimizer_t* config, int64_t step,
+                           int32_t full_dim, const shardrec_plugin_shard_t* shard,
+                           const shardrec_plugin_counted_rows_t* rows, float* partial_stats,
+                           const float* full_stats, int32_t phase, void* stream,
+                           shardrec_plugin_status_t* st);
+
+int32_t EmbSumSources(int32_t device, const shardrec_plugin_sum_sources_t* sum, void* stream,
+                      shardrec_plugin_status_t* st);
 
 }  // namespace shardrec::cuda_plugin::entry

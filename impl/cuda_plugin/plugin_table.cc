@@ -168,6 +168,11 @@ const shardrec_cuda_plugin_table_t kTable = {
     &entry::StreamWaitStream,
     &entry::EmbCheckFinite,
     &entry::EmbPackGrads,
+    &entry::EmbDpWorkspaceBytes,
+    &entry::EmbDpStep,
+    &entry::EmbRowPhaseCounted,
+    &entry::EmbGroupRowsGated,
+    &entry::EmbSumSources,
 };
 
 }  // namespace

@@ -117,15 +117,19 @@ Status EmbeddingCollection::Scatter(int32_t table, int32_t state, const float* i
 
 Status EmbeddingCollection::GetWeights(const std::string& table, float* out, size_t len) {
   int32_t t = -1, s = -1;
-  SR_RETURN_IF_ERROR(
-      Agree(CheckAccess(table, nullptr, out, len, "out", &t, &s), "its get_weights call"));
+  // The device work of stream-ordered calls is done (and its outcome learnt) first.
+  Status local = Settle(true);
+  if (local.ok()) local = CheckAccess(table, nullptr, out, len, "out", &t, &s);
+  SR_RETURN_IF_ERROR(Agree(local, "its get_weights call"));
   return Gather(t, -1, out);
 }
 
 Status EmbeddingCollection::SetWeights(const std::string& table, const float* in, size_t len) {
   int32_t t = -1, s = -1;
-  SR_RETURN_IF_ERROR(
-      Agree(CheckAccess(table, nullptr, in, len, "weights", &t, &s), "its set_weights call"));
+  // The device work of stream-ordered calls is done (and its outcome learnt) first.
+  Status local = Settle(true);
+  if (local.ok()) local = CheckAccess(table, nullptr, in, len, "weights", &t, &s);
+  SR_RETURN_IF_ERROR(Agree(local, "its set_weights call"));
   return Scatter(t, -1, in);
 }
 
@@ -152,21 +156,27 @@ Status EmbeddingCollection::CheckAccess(const std::string& table, const std::str
 Status EmbeddingCollection::GetState(const std::string& table, const std::string& state, float* out,
                                      size_t len) {
   int32_t t = -1, s = -1;
-  SR_RETURN_IF_ERROR(
-      Agree(CheckAccess(table, &state, out, len, "out", &t, &s), "its get_state call"));
+  // The device work of stream-ordered calls is done (and its outcome learnt) first.
+  Status local = Settle(true);
+  if (local.ok()) local = CheckAccess(table, &state, out, len, "out", &t, &s);
+  SR_RETURN_IF_ERROR(Agree(local, "its get_state call"));
   return Gather(t, s, out);
 }
 
 Status EmbeddingCollection::SetState(const std::string& table, const std::string& state,
                                      const float* in, size_t len) {
   int32_t t = -1, s = -1;
-  SR_RETURN_IF_ERROR(
-      Agree(CheckAccess(table, &state, in, len, "state values", &t, &s), "its set_state call"));
+  // The device work of stream-ordered calls is done (and its outcome learnt) first.
+  Status local = Settle(true);
+  if (local.ok()) local = CheckAccess(table, &state, in, len, "state values", &t, &s);
+  SR_RETURN_IF_ERROR(Agree(local, "its set_state call"));
   return Scatter(t, s, in);
 }
 
 Status EmbeddingCollection::SetNumSteps(int64_t steps) {
   if (steps < 0) return Status::InvalidArgument("steps must be >= 0, got ", steps);
+  // A rejection learnt later would take a step back from the value set here.
+  SR_RETURN_IF_ERROR(Settle(true));
   params_.set_step(steps);
   return Status::Ok();
 }

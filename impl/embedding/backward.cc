@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "impl/embedding/device_step.h"
+#include "impl/embedding/dp_accumulate.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/timer.h"
 
@@ -16,18 +17,7 @@ void SparseUpdater::Init(const Layout* layout, ParamStore* params) {
   uniq_rows_.assign(n, {});
   uniq_grads_.assign(n, {});
   partial_stats_.assign(n, {});
-  const auto& plan = *layout->plan;
-  dp_grad_offset_.assign(plan.tables.size(), 0);
-  dp_touch_offset_.assign(plan.tables.size(), 0);
-  size_t off = 0;
-  for (int32_t t : layout->dp_tables) {
-    dp_grad_offset_[t] = off;
-    off += static_cast<size_t>(plan.tables[t].rows) * plan.tables[t].dim;
-  }
-  for (int32_t t : layout->dp_tables) {
-    dp_touch_offset_[t] = off;
-    off += static_cast<size_t>(plan.tables[t].rows);
-  }
+  dp_at_ = MakeDpBlockLayout(*layout);
 }
 
 bool SparseUpdater::StatsStayInShard(size_t local) const {
@@ -243,31 +233,8 @@ Status SparseUpdater::ApplyDataParallel(const ExecContext& ctx, comm::Communicat
   const Layout& l = *layout_;
   if (l.dp_tables.empty()) return Status::Ok();
   const auto& plan = *l.plan;
-  const int64_t D = l.output_dim;
-  const int64_t B = rb.batch_size;
   dp_grad_.assign(l.dp_grad_size, 0.0f);
-  for (size_t i = 0; i < l.dp_pairs.size(); ++i) {
-    const int32_t p = l.dp_pairs[i];
-    const Pair& pair = l.pairs[p];
-    const int32_t dim = plan.tables[pair.table].dim;
-    float* tg = dp_grad_.data() + dp_grad_offset_[pair.table];
-    float* touched = dp_grad_.data() + dp_touch_offset_[pair.table];
-    const int64_t* offsets = rb.dp_offsets.data() + rb.dp_offsets_begin[i];
-    const bool weighted = !rb.dp_weights.empty();
-    for (int64_t b = 0; b < B; ++b) {
-      const float div = pair.mean ? rb.mean_div[p * B + b] : 1.0f;
-      for (int64_t j = offsets[b]; j < offsets[b + 1]; ++j) {
-        const int64_t row = rb.dp_rows[j];
-        const int64_t target = l.sequence ? rb.dp_pos[j] : b;
-        const float* g = grad + target * D + pair.out_offset;
-        const float w = weighted ? rb.dp_weights[j] : 1.0f;
-        float* dst = tg + row * dim;
-        touched[row] = 1.0f;
-        if (div == 0.0f) continue;
-        for (int32_t c = 0; c < dim; ++c) dst[c] += (pair.mean ? g[c] / div : g[c]) * w;
-      }
-    }
-  }
+  AccumulateDataParallel(l, dp_at_, rb, grad, dp_grad_.data());
   {
     ScopedTimer t(comm_seconds);
     // The touched flags travel with the gradients; only whether a flag's sum is non-zero matters,
@@ -281,8 +248,8 @@ Status SparseUpdater::ApplyDataParallel(const ExecContext& ctx, comm::Communicat
     const optim::OptimizerConfig& config = configs[t];
     const int K = l.tables[t].num_row_stats;
     const int32_t local = l.tables[t].shard_local[l.rank];
-    const float* tg = dp_grad_.data() + dp_grad_offset_[t];
-    const float* touched = dp_grad_.data() + dp_touch_offset_[t];
+    const float* tg = dp_grad_.data() + dp_at_.grad_at[t];
+    const float* touched = dp_grad_.data() + dp_at_.touch_at[t];
     std::vector<int64_t>& rows = uniq_rows_[local];
     std::vector<float>& grads = uniq_grads_[local];
     rows.clear();

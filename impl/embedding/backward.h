@@ -11,6 +11,7 @@
 #include "impl/comm/communicator.h"
 #include "impl/comm/encoded.h"
 #include "impl/core/exec.h"
+#include "impl/embedding/dp_accumulate.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/layout.h"
@@ -63,6 +64,8 @@ class SparseUpdater {
   void PlanRowStats(std::vector<size_t>* send_counts, std::vector<size_t>* recv_counts,
                     std::vector<size_t>* send_shards);
   float* stat_recv() { return stat_recv_.data(); }
+  // Where stat message `m` (Layout::stat_messages) starts in the receive block PlanRowStats placed.
+  size_t stat_recv_at(size_t m) const { return stat_recv_at_[m]; }
 
  private:
   // Groups the ids of local shard `local` in `workspace` (grown as needed) and either updates its
@@ -94,9 +97,8 @@ class SparseUpdater {
   std::vector<size_t> stat_recv_at_;  // per stat message: offset in stat_recv_
   std::vector<float> full_stats_;
   std::vector<float> dp_grad_;
-  std::vector<size_t> dp_grad_offset_;   // per table (DP only): grads [rows, dim]
-  std::vector<size_t> dp_touch_offset_;  // per table (DP only): touched flags [rows]
-  comm::EncodedScratch dp_wire_;         // 16-bit staging of an encoded all-reduce
+  DpBlockLayout dp_at_;           // per table (DP only): grads and touched flags in dp_grad_
+  comm::EncodedScratch dp_wire_;  // 16-bit staging of an encoded all-reduce
 };
 
 }  // namespace shardrec::embedding

@@ -69,8 +69,12 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   std::unique_ptr<EmbeddingCollection> c(new EmbeddingCollection());
   Status local = rejected;
   // Whether this rank's plugin can take the device input distribution (device_input.h); every
-  // rank must, or none uses it (the agreement below).
+  // rank must, or none uses it (the agreement below). The same for data-parallel tables trained
+  // on the device (device_dp.h).
   bool device_input = false;
+  bool device_dp = false;
+  bool gated = false;   // a backward gated on the device by its agreed verdict
+  bool counts = false;  // unique-row counts kept on the device (DeviceStep::set_counts_on_device)
   if (!local.ok()) {
     // The caller's verdict stands; this rank only takes part in the agreement.
   } else if (options.device.is_cuda() && !comm->device().is_host() &&
@@ -119,6 +123,18 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
       c->device_ = std::make_unique<DeviceStep>();
       local = c->device_->Init(&c->layout_, &c->params_, options.device.index, options.capacity,
                                device_input);
+      // Data-parallel gradients stay on the device when their group needs no collective or
+      // all-reduces them between device buffers of this device (fp32: a 16-bit wire keeps the
+      // host's encoded all-reduce).
+      const comm::Communicator& group = options.dp_comm ? *options.dp_comm : *comm;
+      device_dp = local.ok() && !c->layout_.dp_tables.empty() &&
+                  DeviceStep::HasDeviceDataParallel() &&
+                  (group.Size() == 1 ||
+                   (group.device().is_cuda() && group.device().index == options.device.index &&
+                    options.backward_encoding == comm::Encoding::kFp32));
+      if (device_dp) local = c->device_->InitDataParallel(options.capacity);
+      gated = local.ok() && DeviceStep::HasGate();
+      counts = local.ok() && DeviceStep::CanCountOnDevice();
     }
   }
   // A host collection cannot even agree over a device communicator (its agreement buffers are
@@ -132,9 +148,9 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     SR_RETURN_IF_ERROR(StagedComm::Create(comm, comm->device().index,
                                           c->device_ != nullptr ? c->device_->stream() : nullptr,
                                           /*own_stream=*/false, &staged));
-    // The data-parallel gradients' all-reduce goes through it with the plan's one size:
-    // allocated here, not in a step.
-    if (local.ok() && !c->layout_.dp_tables.empty())
+    // The data-parallel gradients' all-reduce goes through it with the plan's one size
+    // (unless they stay on the device): allocated here, not in a step.
+    if (local.ok() && !c->layout_.dp_tables.empty() && !device_dp)
       SR_RETURN_IF_ERROR(staged->Reserve(sizeof(float) * c->layout_.dp_grad_size));
     c->device_comm_ = comm;
     comm = std::move(staged);
@@ -143,9 +159,14 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   // whether any rank failed, so every rank returns instead of waiting on a peer, and on whether
   // any rank lacks the device input distribution.
   const uint64_t hash = plan->Hash();
-  int64_t agree[4] = {static_cast<int64_t>(hash), static_cast<int64_t>(~hash),
-                      local.ok() ? 0 : comm->Rank() + 1, device_input ? 0 : 1};
-  const Status agreed = comm->AllReduce(agree, agree, 4, DType::kInt64, comm::ReduceOp::kMax);
+  int64_t agree[7] = {static_cast<int64_t>(hash),
+                      static_cast<int64_t>(~hash),
+                      local.ok() ? 0 : comm->Rank() + 1,
+                      device_input ? 0 : 1,
+                      device_dp ? 0 : 1,
+                      gated ? 0 : 1,
+                      counts ? 0 : 1};
+  const Status agreed = comm->AllReduce(agree, agree, 7, DType::kInt64, comm::ReduceOp::kMax);
   // A rank's own rejection says more than a failed agreement (e.g. a staged NCCL agreement
   // without the plugin, when the communicator is of another device).
   if (!local.ok()) return local;
@@ -171,6 +192,9 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   }
   if (c->input_comm_ == nullptr) return Status::Internal("input communicator split failed");
   c->device_input_ = device_input && agree[3] == 0;
+  c->device_dp_ = device_dp && agree[4] == 0;
+  c->gated_ = gated && agree[5] == 0;
+  if (c->device_ != nullptr) c->device_->set_counts_on_device(counts && agree[6] == 0);
   if (c->device_input_) c->route_tables_ = BuildRouteTables(c->layout_);
   c->comm_ = std::move(comm);
   c->dp_comm_ = options.dp_comm ? options.dp_comm : c->comm_;
@@ -179,10 +203,12 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     SR_RETURN_IF_ERROR(StagedComm::Create(c->dp_comm_, options.device.index, c->device_->stream(),
                                           /*own_stream=*/false, &staged));
     // The data-parallel gradients' all-reduce has one size (the plan's): allocated here.
-    if (!c->layout_.dp_tables.empty())
+    if (!c->layout_.dp_tables.empty() && !c->device_dp_)
       SR_RETURN_IF_ERROR(staged->Reserve(sizeof(float) * c->layout_.dp_grad_size));
     c->dp_comm_ = std::move(staged);
   }
+  if (c->device_dp_ && c->dp_comm_->Size() > 1)
+    c->dp_device_comm_ = options.dp_comm ? options.dp_comm : c->device_comm_;
   c->options_ = options;
   // Stochastic rounding draws its bits from the collection's seed (embedding.h).
   c->optim_.seed = options.seed;
@@ -280,9 +306,10 @@ Status EmbeddingCollection::GradNotFinite(size_t i, float value) const {
 bool EmbeddingCollection::TakesDeviceGradient(const Device& device) const {
   if (!device.is_cuda() || device_ == nullptr || device.index != options_.device.index)
     return false;
-  // Data-parallel gradients are accumulated on the host; a message over a host communicator
-  // leaves from host memory.
-  if (!layout_.dp_pairs.empty()) return false;
+  // Data-parallel gradients accumulated on the host (a plugin before the device entries, a
+  // 16-bit or host data-parallel group) need it there; a message over a host communicator leaves
+  // from host memory.
+  if (!layout_.dp_pairs.empty() && !device_dp_) return false;
   if (layout_.world > 1 &&
       (device_comm_ == nullptr || options_.backward_encoding != comm::Encoding::kFp32))
     return false;
@@ -409,12 +436,16 @@ Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_l
         "an input distribution is in flight; finish it with "
         "input_dist_wait and forward_distributed first");
   ScopedTimer total(&timings_.total_seconds);
+  // What stream-ordered calls left to learn is learnt first: before the input distribution when
+  // it has no wait of its own, else after its counts exchange (whose wait delivers it).
+  if (!device_input_) SR_RETURN_IF_ERROR(Settle(true));
   std::unique_ptr<RoutedBatch> rb = TakeSpare();
   Status s;
   {
     ScopedTimer phase(&timings_.input_dist_seconds);
     s = DistributeInput(batch, rejected, rb.get());
   }
+  if (s.ok() && device_input_) s = Settle(true);
   if (!s.ok()) {
     spare_ = std::move(rb);
     return s;
@@ -429,6 +460,8 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
         "input_dist_wait and forward_distributed first");
   ScopedTimer total(&timings_.total_seconds);
   ScopedTimer phase(&timings_.input_dist_seconds);
+  // As in Forward: what stream-ordered calls left to learn, first.
+  if (!device_input_) SR_RETURN_IF_ERROR(Settle(true));
   std::unique_ptr<RoutedBatch> rb = TakeSpare();
   if (device_comm_ != nullptr) {
     // NCCL runs operations of different communicators safely only in separate epochs, issued in
@@ -437,7 +470,8 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
     // here, at the point of the call sequence every rank shares, and input_dist_wait returns at
     // once (what overlaps with the caller's work is only what runs before this call). A
     // rejecting rank takes part in the exchange so its peers fail too.
-    const Status s = DistributeInput(batch, rejected, rb.get());
+    Status s = DistributeInput(batch, rejected, rb.get());
+    if (s.ok() && device_input_) s = Settle(true);
     if (!s.ok()) {
       spare_ = std::move(rb);
       return s;
@@ -509,19 +543,24 @@ Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* o
   // The output exchange is collective: a rank with a bad output buffer still takes part.
   if (local.ok() && device_out != nullptr && !WritesDeviceOutput(options_.device))
     local = Status::Internal("a device output for a collection that does not write one");
-  if (local.ok() && CombinesOnDevice()) {
+  if (CombinesOnDevice()) {
     Status s;
-    const CombineOut target{out, device_out != nullptr,
-                            device_out != nullptr ? device_out->stream : nullptr};
+    CombineOut target{out, device_out != nullptr,
+                      device_out != nullptr ? device_out->stream : nullptr};
+    // A device output is stream-ordered: the call returns with the phase queued.
+    target.async = device_out != nullptr;
+    // A rank that refused its output takes part in the same phase (every exchange of it) and
+    // drops the output.
+    if (!local.ok()) target = CombineOut{nullptr, false, nullptr, /*discard=*/true};
     {
       ScopedTimer phase(&timings_.lookup_seconds);
       s = LookupCombineOnDevice(*rb, target);
     }
-    if (s.ok() && device_out == nullptr) {
+    if (s.ok() && local.ok() && device_out == nullptr) {
       ScopedTimer phase(&timings_.output_dist_seconds);
       DivideMeans(exec_, layout_, *rb, out);
     }
-    return Finish(std::move(rb), s);
+    return Finish(std::move(rb), s, local);
   }
   Status s = LookupAndReturn(*rb);
   if (s.ok() && local.ok()) {
@@ -534,7 +573,7 @@ Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* o
     s = CombineOutput(exec_, layout_, params_, *rb, ret_recv_.data(), SelfRows(*rb), &jobs_, out,
                       device_.get(), wire);
   }
-  return Finish(std::move(rb), s.ok() ? local : s);
+  return Finish(std::move(rb), s, local);
 }
 
 bool EmbeddingCollection::CombinesOnDevice() const {
@@ -564,7 +603,8 @@ Status EmbeddingCollection::LookupCombineOnDevice(RoutedBatch& rb, const Combine
   return device_->LookupCombine(rb, &x, out);
 }
 
-Status EmbeddingCollection::Finish(std::unique_ptr<RoutedBatch> rb, const Status& s) {
+Status EmbeddingCollection::Finish(std::unique_ptr<RoutedBatch> rb, const Status& s,
+                                   const Status& local) {
   if (!s.ok()) {
     spare_ = std::move(rb);
     return s;
@@ -572,6 +612,11 @@ Status EmbeddingCollection::Finish(std::unique_ptr<RoutedBatch> rb, const Status
   spare_ = std::move(current_);
   current_ = std::move(rb);
   current_consumed_ = false;
+  // A batch whose exchanges went through but whose output this rank refused stays the one its
+  // backward applies to, so that backward takes part in the step with the batch its peers have
+  // (and rejects it on every rank).
+  current_rejected_ = !local.ok();
+  if (!local.ok()) return local;
   ++timings_.forwards;
   timings_.samples += current_->batch_size;
   return Status::Ok();
@@ -625,11 +670,18 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
                                      const DeviceGradient* device_grad) {
   ScopedTimer total(&timings_.total_seconds);
   ScopedTimer phase(&timings_.backward_seconds);
+  // The last stream-ordered backward's verdict decides which batch and step this one takes: learnt
+  // first (one wait; every rank learns the same and returns here alike on a rejection).
+  if (pending_verdict_.pending) SR_RETURN_IF_ERROR(Settle(true));
   Status local = rejected;
   if (!local.ok()) {
     // The caller's verdict stands.
   } else if (current_ == nullptr || current_consumed_) {
     local = Status::InvalidUsage("backward needs a forward first (one backward per forward)");
+  } else if (current_rejected_) {
+    local = Status::InvalidUsage(
+        "backward needs a forward first: this rank's last forward failed (its output buffer was "
+        "refused), so its batch cannot be trained");
   } else {
     const size_t rows =
         static_cast<size_t>(layout_.sequence ? current_->num_values : current_->batch_size);
@@ -644,7 +696,14 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
   }
   if (local.ok() && device_grad != nullptr && !TakesDeviceGradient(options_.device))
     local = Status::Internal("a device gradient for a collection that does not read one");
-  if (device_grad != nullptr || (device_comm_ != nullptr && layout_.world > 1)) {
+  const bool device_verdict =
+      device_grad != nullptr || (device_comm_ != nullptr && layout_.world > 1);
+  // Gated on the device when the gradient message also travels between device blocks (or not at
+  // all): a 16-bit wire keeps the staged exchange below.
+  if (device_verdict && gated_ &&
+      (layout_.world == 1 || options_.backward_encoding == comm::Encoding::kFp32))
+    return BackwardGated(grad, grad_len, local, device_grad);
+  if (device_verdict) {
     // Over a device communicator the verdicts are agreed between device buffers, whatever the
     // gradient's side (so every rank issues the same collective); a device gradient is checked
     // there too, in the same phase.
@@ -660,12 +719,28 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
   current_consumed_ = true;
   const int64_t step = params_.step() + 1;
   params_.set_step(step);
+  // Data-parallel tables trained on the device (device_dp.h) ride in the sharded tables' phase.
+  DeviceDpWork dpw;
+  const DeviceDpWork* dp = nullptr;
+  if (device_dp_) {
+    dpw.comm = dp_device_comm_.get();
+    dpw.comm_size = dp_comm_->Size();
+    if (device_grad == nullptr) {
+      dpw.host_grad = grad;
+      dpw.host_grad_floats = grad_len;
+    }
+    dp = &dpw;
+  }
   if (device_grad != nullptr) {
     // Packed on the device and exchanged between device buffers (or not at all at world 1).
     const DeviceExchange x{device_comm_.get(), ReturnRecvCounts(rb), ReturnSendCounts(rb)};
-    SR_RETURN_IF_ERROR(device_->ApplySharded(
-        *comm_, updater_, rb, nullptr, table_optim_, step, &timings_.comm_seconds,
-        layout_.world > 1 ? &x : nullptr, nullptr, grad, true));
+    DeviceStep::ShardedInputs in;
+    in.x = layout_.world > 1 ? &x : nullptr;
+    in.grad_dev = grad;
+    in.grad_on_device = true;
+    in.dp = dp;
+    SR_RETURN_IF_ERROR(device_->ApplySharded(*comm_, updater_, rb, table_optim_, step,
+                                             &timings_.comm_seconds, in));
     ++timings_.backwards;
     return Status::Ok();
   }
@@ -701,8 +776,13 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
       options_.backward_encoding == comm::Encoding::kFp32) {
     // Over NCCL the message travels into the device block the backward kernels read.
     const DeviceExchange x{device_comm_.get(), ReturnRecvCounts(rb), ReturnSendCounts(rb)};
-    SR_RETURN_IF_ERROR(device_->ApplySharded(*comm_, updater_, rb, ret_send_.data(), table_optim_,
-                                             step, &timings_.comm_seconds, &x, ret_recv_.data()));
+    DeviceStep::ShardedInputs in;
+    in.grads = ret_send_.data();
+    in.x = &x;
+    in.packed = ret_recv_.data();
+    in.dp = dp;
+    SR_RETURN_IF_ERROR(device_->ApplySharded(*comm_, updater_, rb, table_optim_, step,
+                                             &timings_.comm_seconds, in));
   } else {
     {
       ScopedTimer t(&timings_.comm_seconds);
@@ -712,8 +792,11 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
                                                 ret_send_.data(), ReturnSendCounts(rb), &wire_));
     }
     if (device_ != nullptr) {
-      SR_RETURN_IF_ERROR(device_->ApplySharded(*comm_, updater_, rb, ret_send_.data(), table_optim_,
-                                               step, &timings_.comm_seconds));
+      DeviceStep::ShardedInputs in;
+      in.grads = ret_send_.data();
+      in.dp = dp;
+      SR_RETURN_IF_ERROR(device_->ApplySharded(*comm_, updater_, rb, table_optim_, step,
+                                               &timings_.comm_seconds, in));
     } else {
       SR_RETURN_IF_ERROR(updater_.ApplySharded(exec_, *comm_, rb, ret_send_.data(), table_optim_,
                                                step, &timings_.comm_seconds));
@@ -722,9 +805,134 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
   return ApplyDataParallelTables(rb, grad, step);
 }
 
+Status EmbeddingCollection::BackwardGated(const float* grad, size_t grad_len, const Status& local,
+                                          const DeviceGradient* device_grad) {
+  // Every rank takes part in the step's collectives with its batch. Without one (no forward since
+  // the last backward) no rank has one, as forwards and backwards succeed or fail on every rank
+  // together (a rank that refused its output keeps its batch: Finish), so every rank stops here.
+  if (current_ == nullptr || current_consumed_) return local;
+  const RoutedBatch& rb = *current_;
+  const size_t rows = static_cast<size_t>(layout_.sequence ? rb.num_values : rb.batch_size);
+  const size_t need = rows * static_cast<size_t>(layout_.output_dim);
+  const bool on_device = device_grad != nullptr && TakesDeviceGradient(options_.device);
+  // A rank that rejected its call packs and accumulates a gradient whose values do not matter:
+  // the agreed verdict shuts every update.
+  const float* g = grad;
+  if (!local.ok() && on_device) {
+    SR_RETURN_IF_ERROR(device_->JunkGradient(need, &g));
+  } else if (!local.ok()) {
+    junk_grad_.assign(need, 0.0f);
+    g = junk_grad_.data();
+  }
+  (void)grad_len;
+  const int64_t step = params_.step() + 1;
+  DeviceVerdictWork v;
+  v.comm = layout_.world > 1 ? device_comm_.get() : nullptr;
+  v.local_flag = local.ok() ? 0 : comm_->Rank() + 1;
+  v.grad = on_device ? g : nullptr;
+  v.n = on_device ? need : 0;
+  v.check = on_device && local.ok() && options_.check_non_finite;
+  v.rank = comm_->Rank();
+  v.caller = on_device ? device_grad->stream : nullptr;
+  DeviceDpWork dpw;
+  if (device_dp_) {
+    dpw.comm = dp_device_comm_.get();
+    dpw.comm_size = dp_comm_->Size();
+    if (!on_device) {
+      dpw.host_grad = g;
+      dpw.host_grad_floats = need;
+    }
+  }
+  const DeviceExchange x{device_comm_.get(), ReturnRecvCounts(rb), ReturnSendCounts(rb)};
+  DeviceStep::ShardedInputs in;
+  in.verdict = &v;
+  in.dp = device_dp_ ? &dpw : nullptr;
+  in.x = layout_.world > 1 ? &x : nullptr;
+  if (on_device) {
+    // Checked, packed and exchanged on the device.
+    in.grad_dev = g;
+    in.grad_on_device = true;
+  } else {
+    // Packed on the host (the sample side into the buffer it received into, this rank's own rows
+    // where its shards read them); over NCCL the message travels between device blocks.
+    PackGradients(exec_, layout_, rb, g, ret_recv_.data(), SelfRows(rb));
+    in.grads = ret_send_.data();
+    in.packed = ret_recv_.data();
+  }
+  // A CUDA gradient view is stream-ordered: the call returns with the update phase queued.
+  in.async = on_device;
+  const Status s =
+      device_->ApplySharded(*comm_, updater_, rb, table_optim_, step, &timings_.comm_seconds, in);
+  if (in.async && s.ok()) {
+    // Counted now, taken back at the next synchronisation if any rank rejected it (Settle). A
+    // rank's own rejection is reported there too, as its peers learn of it, so every rank's next
+    // synchronising call fails alike.
+    pending_verdict_ = PendingVerdict{true, step, timings_.forwards, local};
+    current_consumed_ = true;
+    params_.set_step(step);
+    ++timings_.backwards;
+    return Status::Ok();
+  }
+  // A rank's own rejection says more than a failure of the step it took part in.
+  if (!local.ok()) return local;
+  SR_RETURN_IF_ERROR(s);
+  int64_t agreed = 0, first_bad = -1;
+  float bad_value = 0.0f;
+  device_->ReadVerdict(&agreed, &first_bad, &bad_value);
+  if (first_bad >= 0) return GradNotFinite(static_cast<size_t>(first_bad), bad_value);
+  if (agreed != 0)
+    return Status::InvalidArgument("rank ", agreed - 1,
+                                   " rejected its backward call (its error says why); no rank "
+                                   "changed any state");
+  current_consumed_ = true;
+  params_.set_step(step);
+  ++timings_.backwards;
+  return Status::Ok();
+}
+
+Status EmbeddingCollection::Settle(bool wait) {
+  if (device_ == nullptr) return Status::Ok();
+  const Status waited = wait ? device_->Synchronize() : Status::Ok();
+  const Status deferred = device_->TakeDeferredError();
+  Status verdict;
+  if (pending_verdict_.pending && device_->VerdictArrived()) {
+    const PendingVerdict p = pending_verdict_;
+    pending_verdict_ = PendingVerdict{};
+    int64_t agreed = 0, first_bad = -1;
+    float bad_value = 0.0f;
+    device_->ReadVerdict(&agreed, &first_bad, &bad_value);
+    if (!p.local.ok()) {
+      verdict = p.local;
+    } else if (first_bad >= 0) {
+      verdict = GradNotFinite(static_cast<size_t>(first_bad), bad_value);
+    } else if (agreed != 0) {
+      verdict = Status::InvalidArgument("rank ", agreed - 1,
+                                        " rejected its last backward call (its error says why); "
+                                        "no rank changed any state");
+    }
+    if (!verdict.ok()) {
+      // Its updates were gated off: the step does not count, and its batch may be trained again
+      // while it is still the last one forwarded.
+      params_.set_step(p.step - 1);
+      --timings_.backwards;
+      if (timings_.forwards == p.forwards) current_consumed_ = false;
+    }
+  }
+  // A failed wait says most; then the verdict (every rank learns the same); then an internal
+  // error found on this rank's device.
+  if (!waited.ok()) return waited;
+  if (!verdict.ok()) return verdict;
+  return deferred;
+}
+
+Status EmbeddingCollection::Synchronize() {
+  ScopedTimer total(&timings_.total_seconds);
+  return Settle(true);
+}
+
 Status EmbeddingCollection::ApplyDataParallelTables(const RoutedBatch& rb, const float* grad,
                                                     int64_t step) {
-  {
+  if (!device_dp_) {
     // The data-parallel all-reduce is this step's only collective: its comm time is all
     // embedding communication.
     const double before = timings_.comm_seconds;

@@ -110,7 +110,10 @@ class EmbeddingCollection {
   // Start + wait + ForwardDistributed in one call. `rejected` as in Create: this rank's input
   // was refused before it became a Batch (the batch is then ignored). `device_out` non-null: `out`
   // is device memory of the collection's device (only where WritesDeviceOutput says so); the
-  // output is written there device to device, ordered on device_out->stream and waited for.
+  // output is written there device to device, stream-ordered: behind device_out->stream's earlier
+  // work, and that stream's later work behind the write; the call returns with it queued (its
+  // checks are made at the next synchronising call: Settle). Synchronising: what earlier
+  // stream-ordered calls found is returned first (every rank alike; the batch is then dropped).
   Status Forward(const Batch& batch, float* out, size_t out_len,
                  const Status& rejected = Status::Ok(), const DeviceOutput* device_out = nullptr);
   // Whether a forward can write its output straight into device memory on `device` (a pooled GPU
@@ -130,7 +133,12 @@ class EmbeddingCollection {
   // (`rejected`, a wrong grad_len, no forward) fails the call on every rank, changing nothing.
   // `device_grad` non-null: `grad` is device memory of the collection's device (only where
   // TakesDeviceGradient says so), read on the device after the caller's work on
-  // device_grad->stream (checked, packed and exchanged there; the call returns once it is read).
+  // device_grad->stream (checked, packed and exchanged there). With the gated backward (gated_)
+  // that call is stream-ordered: it returns OK once the step is queued, device_grad->stream's later
+  // work ordered behind its reads of `grad`, and the step's verdict (a rejection on any rank, this
+  // rank's own included) is returned by the next synchronising call on every rank, which takes
+  // the step back (Settle). A backward first learns an earlier stream-ordered backward still
+  // unlearnt.
   Status Backward(const float* grad, size_t grad_len, const Status& rejected = Status::Ok(),
                   const DeviceGradient* device_grad = nullptr);
   // Whether a backward can read its gradient straight from device memory on `device` (a GPU
@@ -138,6 +146,13 @@ class EmbeddingCollection {
   // between device buffers or does not travel, with a plugin serving device gradients);
   // otherwise device gradients are staged by the caller.
   bool TakesDeviceGradient(const Device& device) const;
+
+  // Waits (bounded) for the device work stream-ordered calls left queued (a GPU collection given
+  // CUDA views) and returns what they found: a backward rejected on any rank (this rank's error,
+  // or which rank rejected; the step it had counted is taken back and its batch may be trained
+  // again), a device failure, an internal error found on the device. Every call that
+  // synchronises does this first (Settle); OK at once when nothing is queued. Not collective.
+  Status Synchronize();
 
   // Every table's learning rate / one table's (schedules). Not collective; every rank should
   // set the same values.
@@ -203,10 +218,30 @@ class EmbeddingCollection {
   // The lookup and output distribution of a batch whose input distribution is complete.
   Status Distribute(std::unique_ptr<RoutedBatch> rb, float* out, size_t out_len,
                     const Status& rejected, const DeviceOutput* device_out);
-  // The end of a backward: the data-parallel tables' all-reduce and update, then the count.
+  // The end of a backward: the data-parallel tables' all-reduce and update on the host (unless
+  // they trained on the device, in the sharded tables' phase), then the count.
   Status ApplyDataParallelTables(const RoutedBatch& rb, const float* grad, int64_t step);
-  // A forward's end: on success `rb` becomes the batch backward will use, else the spare.
-  Status Finish(std::unique_ptr<RoutedBatch> rb, const Status& s);
+  // A forward's end: when its exchanges went through (`s`), `rb` becomes the batch backward will
+  // use (also when this rank refused its output, `local`: its backward then rejects the step on
+  // every rank), else the spare.
+  Status Finish(std::unique_ptr<RoutedBatch> rb, const Status& s, const Status& local);
+  // What a stream-ordered call left to learn (device views: CombineOut::async,
+  // ShardedInputs::async), learnt at the next call that synchronises: with `wait` after waiting
+  // for the stream, else from what the last wait delivered. Returns the first error (see
+  // Synchronize) and, for a rejected backward, takes its step back.
+  Status Settle(bool wait);
+  struct PendingVerdict {
+    bool pending = false;  // its verdict comes with a later wait (DeviceStep::VerdictArrived)
+    int64_t step = 0;      // the step it counted
+    int64_t forwards = 0;  // timings_.forwards then: its batch is still current_ while equal
+    Status local;          // this rank's own rejection of the call
+  };
+  PendingVerdict pending_verdict_;
+  // A backward whose verdict is agreed on the device and gates the updates there (gated_), all in
+  // the update phase: DeviceStep::ApplySharded with ShardedInputs::verdict. `local` is this rank's
+  // verdict on its call; the agreed one is read after the phase's wait.
+  Status BackwardGated(const float* grad, size_t grad_len, const Status& local,
+                       const DeviceGradient* device_grad);
   Status FindTable(const std::string& table, int32_t* index) const;
   Status FindState(int32_t table, const std::string& state, int32_t* index) const;
   // Local checks shared by the weight and state accessors (before the collective agreement);
@@ -226,7 +261,15 @@ class EmbeddingCollection {
   // Over that device communicator at world > 1 with fp32 messages and a plugin with emb_unpack on
   // every rank: the ids travel between device buffers (device_input.h).
   bool device_input_ = false;
-  optim::OptimizerConfig optim_;                     // the default optimizer
+  // Data-parallel tables trained on the device (device_dp.h; every rank's plugin serves it): their
+  // all-reduce goes over dp_device_comm_ between device buffers (null: a group of one).
+  bool device_dp_ = false;
+  std::shared_ptr<comm::Communicator> dp_device_comm_;
+  // A backward whose verdict is agreed on the device gates its updates there (every rank's plugin
+  // serves emb_group_rows_gated): no host wait before the updates are queued.
+  bool gated_ = false;
+  std::vector<float> junk_grad_;  // what a rank that rejected a gated backward packs
+  optim::OptimizerConfig optim_;  // the default optimizer
   std::vector<optim::OptimizerConfig> table_optim_;  // per table: its own, or the default
   CollectionOptions options_;
   std::unique_ptr<ThreadPool> pool_;
@@ -249,6 +292,7 @@ class EmbeddingCollection {
   std::unique_ptr<RoutedBatch> spare_;
   std::shared_ptr<comm::Work> pending_work_;  // null once waited for
   bool current_consumed_ = true;
+  bool current_rejected_ = false;  // this rank refused current_'s output (Finish)
   std::unique_ptr<comm::CommWorker> worker_;
 
   // Reusable per-step buffers of the output distribution (and, reversed, of the gradients).

@@ -117,6 +117,18 @@ Status ComputeStepSizes(const Layout& l, const StepCapacity& capacity,
           ? 0
           : z.Add(z.Add(z.Mul(8, z.Mul(l.dp_pairs.size(), B + 1)), z.Mul(12, dp_ids)), 3 * 16);
   out->dp_out_bytes = l.dp_pairs.empty() ? 0 : z.Mul(4, z.Mul(D, l.sequence ? dp_ids : B));
+  out->dp_ids = static_cast<int64_t>(std::min<size_t>(dp_ids, INT64_MAX));
+  if (!l.dp_pairs.empty()) {
+    // A backward's data-parallel upload (device_dp.h): pair records (32 bytes) and first
+    // positions, the offsets, rows, weights and positions of the ids, every pair's MEAN
+    // divisors, and a host output gradient; each piece 16-byte aligned.
+    const size_t pairs = l.dp_pairs.size();
+    const size_t grad_rows = l.sequence ? N : B;
+    out->dp_upload_bytes =
+        z.Add(z.Add(z.Add(z.Mul(32, pairs), z.Mul(8, pairs + 1)), z.Mul(8, z.Mul(pairs, B + 1))),
+              z.Add(z.Add(z.Mul(20, dp_ids), z.Mul(4, z.Mul(l.pairs.size(), B))),
+                    z.Add(z.Mul(4, z.Mul(grad_rows, D)), 8 * 16)));
+  }
   // The pinned block: the largest phase (statistics phases move full_stats_bytes each way, one
   // 16-byte aligned block per shard).
   const size_t stats_phase = z.Add(out->full_stats_bytes, z.Mul(16, n));
@@ -146,7 +158,8 @@ Status ComputeStepSizes(const Layout& l, const StepCapacity& capacity,
     const size_t targets = l.sequence ? z.Mul(N, reach) : z.Mul(B, l.units.size());
     out->pack_bytes = z.Add(z.Add(z.Mul(8, targets), z.Mul(4, z.Mul(l.pairs.size(), B))),
                             z.Add(z.Mul(48 + 8, l.units.size()), 8 + 4 * 16));
-    staging = std::max(staging, z.Add(runs, z.Add(z.Align16(out->io_bytes), out->pack_bytes)));
+    staging = std::max(staging, z.Add(z.Add(runs, out->dp_upload_bytes),
+                                      z.Add(z.Align16(out->io_bytes), out->pack_bytes)));
   }
   for (const StatMessage& m : l.stat_messages) {
     const TableLayout& tl = l.tables[m.table];

@@ -32,6 +32,8 @@ struct StepSizes {
   std::vector<size_t> stats_bytes;  // per local shard: partial row statistics
   size_t full_stats_bytes = 0;
   size_t dp_ids_bytes = 0;
+  int64_t dp_ids = 0;          // most data-parallel ids of one batch
+  size_t dp_upload_bytes = 0;  // a backward's data-parallel upload (device_dp.h), host gradient too
   size_t dp_out_bytes = 0;
   size_t out_bytes = 0;      // a pooled output combined on the device
   size_t staging_bytes = 0;  // the pinned block: the largest phase's traffic

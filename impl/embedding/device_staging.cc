@@ -31,6 +31,9 @@ Status DeviceStaging::WaitStream() {
 Status DeviceStaging::Reserve(size_t bytes) {
   if (bytes <= pinned_.bytes()) return Status::Ok();
   if (queued_) {
+    // Between phases: a phase still open failed half-way, its downloads go (their destinations
+    // may be gone); the closed phases' are handed over.
+    if (open_) downloads_.resize(closed_);
     SR_RETURN_IF_ERROR(WaitStream());
     Deliver();
   }
@@ -39,26 +42,42 @@ Status DeviceStaging::Reserve(size_t bytes) {
 }
 
 Status DeviceStaging::Begin() {
-  if (queued_) {
-    // A failed phase: its copies may still read or write the block.
-    queued_ = false;
-    downloads_.clear();
-    SR_RETURN_IF_ERROR(WaitStream());
-  }
-  downloads_.clear();
-  cursor_ = 0;
-  return Status::Ok();
-}
-
-Status DeviceStaging::Room(size_t bytes) {
-  if (cursor_ + bytes <= pinned_.bytes()) return Status::Ok();
-  // Beyond the reserved size: everything queued so far must be done before the block moves.
-  if (queued_) {
+  if (open_ && queued_) {
+    // A failed phase: its copies may still read or write the block. Its downloads go (their
+    // destinations may be gone), the closed phases' are handed over.
+    downloads_.resize(closed_);
     SR_RETURN_IF_ERROR(WaitStream());
     Deliver();
   }
+  if (!queued_) {
+    downloads_.clear();
+    closed_ = 0;
+    cursor_ = 0;
+  }
+  open_ = true;
+  return Status::Ok();
+}
+
+void DeviceStaging::EndDeferred() {
+  open_ = false;
+  closed_ = downloads_.size();
+}
+
+Status DeviceStaging::MakeRoom(size_t bytes) { return Room(bytes); }
+
+Status DeviceStaging::Room(size_t bytes) {
+  if (cursor_ + bytes <= pinned_.bytes()) return Status::Ok();
+  // Not enough left: everything queued so far must be done before the block is reused or moves.
+  // The block then grows to hold what was in flight and this piece together, so the same
+  // sequence of phases fits from then on without draining.
+  const size_t want = cursor_ + bytes;
+  if (queued_) {
+    SR_RETURN_IF_ERROR(WaitStream());
+    Deliver();
+    open_ = true;  // the phase goes on from the block's start
+  }
   cursor_ = 0;
-  return pinned_.Reserve(std::max(bytes, 2 * pinned_.bytes()));
+  return pinned_.Reserve(std::max(want, 2 * pinned_.bytes()));
 }
 
 Status DeviceStaging::Upload(void* device_dst, const Piece* pieces, size_t num_pieces, size_t* at) {
@@ -86,7 +105,9 @@ Status DeviceStaging::Upload(void* device_dst, const Piece* pieces, size_t num_p
   return Status::Ok();
 }
 
-Status DeviceStaging::Download(void* host_dst, const void* device_src, size_t bytes) {
+Status DeviceStaging::Download(void* host_dst, const void* device_src, size_t bytes,
+                               uint64_t* ticket) {
+  if (ticket != nullptr) *ticket = delivered_;  // nothing to wait for
   if (bytes == 0) return Status::Ok();
   const size_t room = Align16(bytes);
   SR_RETURN_IF_ERROR(Room(room));
@@ -96,7 +117,8 @@ Status DeviceStaging::Download(void* host_dst, const void* device_src, size_t by
   queued_ = true;
   SR_RETURN_IF_ERROR(
       rt->MemcpyAsync(device_, block, device_src, bytes, core::CopyKind::kDeviceToHost, stream_));
-  downloads_.push_back(Pending{host_dst, cursor_, bytes});
+  downloads_.push_back(Pending{host_dst, cursor_, bytes, ++tickets_});
+  if (ticket != nullptr) *ticket = tickets_;
   cursor_ += room;
   return Status::Ok();
 }
@@ -104,8 +126,14 @@ Status DeviceStaging::Download(void* host_dst, const void* device_src, size_t by
 void DeviceStaging::Deliver() {
   const auto* block = static_cast<const uint8_t*>(pinned_.data());
   for (const Pending& d : downloads_) std::memcpy(d.host, block + d.at, d.bytes);
+  const bool delivered = !downloads_.empty();
+  if (delivered) delivered_ = downloads_.back().ticket;
   downloads_.clear();
+  closed_ = 0;
   queued_ = false;
+  open_ = false;
+  cursor_ = 0;
+  if (delivered && on_deliver_) on_deliver_();
 }
 
 }  // namespace shardrec::embedding

@@ -41,9 +41,11 @@ Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device,
   stream_ = own;
   ctx_ = ExecContext::Cuda(device, stream_);
   staging_.Init(device, stream_);
+  staging_.SetOnDeliver([this] { CheckDeferred(); });
   size_t bytes = 0;
   SR_RETURN_IF_ERROR(dk::StatusBytes(ctx_, &bytes));
   SR_RETURN_IF_ERROR(status_.Reserve(device, bytes, "the lookup status block"));
+  deferred_status_.assign(bytes, 0);
   const size_t n = layout->local.size();
   // One unique-row count per local shard: the backward queues every shard's grouping before its
   // one wait, and each writes its own word.
@@ -108,14 +110,14 @@ Status DeviceStep::Presize(const StepCapacity& capacity, bool device_input) {
   size_t total = z.runs_bytes + z.io_bytes + workspace + z.full_stats_bytes + z.dp_ids_bytes +
                  z.dp_out_bytes + z.out_bytes + 2 * z.slot_bytes + z.unpack_scan_bytes +
                  unpack_temp + (n_ranks + 1) * z.summary_bytes + z.io_bytes + z.pack_bytes +
-                 (n_ranks > 1 ? 2 * z.io_bytes + z.stat_send_bytes + z.stat_recv_bytes : 0);
+                 z.stat_send_bytes + z.stat_recv_bytes + (n_ranks > 1 ? 2 * z.io_bytes : 0);
   for (size_t i = 0; i < n; ++i) total += z.rows_bytes[i] + z.grads_bytes[i] + z.stats_bytes[i];
   const auto fail = [&](const Status& s) {
     if (s.code() != Code::kOutOfMemory) return s;
     return Status::OutOfMemory(
         "the per-step buffers of a GPU collection sized from its capacity hints (max_batch_size ",
         capacity.max_batch_size, ", max_ids_per_batch ", capacity.max_ids_per_batch, "): ", total,
-        " bytes on cuda:", device_, " and ", z.staging_bytes,
+        " bytes on cuda:", device_, " and ", 2 * z.staging_bytes,
         " bytes of pinned host memory; lower the hints or leave them 0 (grow on demand): ",
         s.message());
   };
@@ -142,9 +144,11 @@ Status DeviceStep::Presize(const StepCapacity& capacity, bool device_input) {
   if (W > 1) {
     SR_RETURN_IF_ERROR(reserve(a2a_send_, z.io_bytes, "the gradient message on the device"));
     SR_RETURN_IF_ERROR(reserve(a2a_recv_, z.io_bytes, "the received rows on the device"));
-    SR_RETURN_IF_ERROR(reserve(stat_send_, z.stat_send_bytes, "row statistics sent"));
-    SR_RETURN_IF_ERROR(reserve(stat_recv_, z.stat_recv_bytes, "row statistics received"));
   }
+  // Column shards' statistics exchanged between device blocks (over NCCL; at world 1 a copy
+  // between this rank's own shards, when their counts stay on the device).
+  SR_RETURN_IF_ERROR(reserve(stat_send_, z.stat_send_bytes, "row statistics sent"));
+  SR_RETURN_IF_ERROR(reserve(stat_recv_, z.stat_recv_bytes, "row statistics received"));
   SR_RETURN_IF_ERROR(reserve(unpack_scan_, z.unpack_scan_bytes, "the unpack's scans"));
   SR_RETURN_IF_ERROR(reserve(unpack_temp_, unpack_temp, "the unpack's scratch"));
   for (size_t i = 0; i < n; ++i) {
@@ -152,7 +156,14 @@ Status DeviceStep::Presize(const StepCapacity& capacity, bool device_input) {
     SR_RETURN_IF_ERROR(reserve(*uniq_grads_[i], z.grads_bytes[i], "aggregated gradients"));
     SR_RETURN_IF_ERROR(reserve(*stats_[i], z.stats_bytes[i], "row statistics"));
   }
-  SR_RETURN_IF_ERROR(fail(staging_.Reserve(z.staging_bytes)));
+  {
+    SR_RETURN_IF_ERROR(
+        reserve(dev_counts_, sizeof(int64_t) * std::max<size_t>(n, 1), "the unique-row counts"));
+  }
+  // Stream-ordered calls leave a lookup phase and an update phase in flight when the next forward's
+  // counts exchange packs behind them (DeviceStaging): room for two phases and the exchange.
+  SR_RETURN_IF_ERROR(
+      fail(staging_.Reserve(2 * z.staging_bytes + (n_ranks + 1) * z.summary_bytes + 256)));
   // The data-parallel lookups land here before they are scattered into the output.
   dp_host_.reserve(z.dp_out_bytes / sizeof(float));
   return Status::Ok();
@@ -160,10 +171,11 @@ Status DeviceStep::Presize(const StepCapacity& capacity, bool device_input) {
 
 DeviceStep::~DeviceStep() {
   const core::CudaRuntime* rt = nullptr;
-  // Every call ended with a wait, so nothing is queued; a failed destroy leaks the stream rather
-  // than throwing from a destructor.
-  if (stream_ != nullptr && core::GetCudaRuntime(&rt).ok())
-    (void)rt->StreamDestroy(device_, stream_);
+  if (!core::GetCudaRuntime(&rt).ok()) return;
+  // A stream-ordered call may have left work queued: it completes before the buffers it uses are
+  // freed (bounded; a failed wait or destroy leaks rather than throwing from a destructor).
+  if (launched_ || staging_.queued()) (void)rt->StreamWait(device_, stream_, kDeviceWaitMs);
+  if (stream_ != nullptr) (void)rt->StreamDestroy(device_, stream_);
 }
 
 Status DeviceStep::Wait() {
@@ -180,6 +192,7 @@ Status DeviceStep::EndPhase(const char* status_what) {
     SR_RETURN_IF_ERROR(Wait());
   }
   launched_ = false;
+  // (The checks of earlier phases that ended without a wait run as their downloads arrive.)
   staging_.Deliver();
   return Status::Ok();
 }
@@ -522,6 +535,9 @@ Status DeviceStep::GatherSummaries(comm::Communicator& comm, const void* header,
   SR_RETURN_IF_ERROR(gather_recv_.Reserve(device_, per * world, "the route summaries", stream_));
   SR_RETURN_IF_ERROR(staging_.Reserve(DeviceStaging::PackedBytes(up, 2) + per * world + 16));
   SR_RETURN_IF_ERROR(staging_.Begin());
+  // Behind the phases of stream-ordered calls still in flight: room for this one's traffic, else
+  // the block drains now (not half-way through).
+  SR_RETURN_IF_ERROR(staging_.MakeRoom(DeviceStaging::PackedBytes(up, 2) + per * world + 16));
   size_t at[2] = {};
   SR_RETURN_IF_ERROR(staging_.Upload(gather_send_.data(), up, 2, at));
   auto* send = gather_send_.as<uint8_t>();
@@ -541,10 +557,16 @@ Status DeviceStep::GatherSummaries(comm::Communicator& comm, const void* header,
   return comm.AsyncError();
 }
 
-Status DeviceStep::CheckUnpack(const RoutedBatch& rb) const {
+Status DeviceStep::CheckUnpack(const RoutedBatch& rb) {
+  unpack_sources_.clear();
+  for (const UnpackPlace& u : rb.unpack) unpack_sources_.push_back(u.source);
+  return UnpackError(unpack_sources_);
+}
+
+Status DeviceStep::UnpackError(const std::vector<int32_t>& sources) const {
   if (unpack_bad_host_ == 0) return Status::Ok();
   const auto k = static_cast<size_t>(kernels::simt_body::MinOf(unpack_bad_host_));
-  const int32_t source = k < rb.unpack.size() ? rb.unpack[k].source : -1;
+  const int32_t source = k < sources.size() ? sources[k] : -1;
   return Status::Internal("input dist: the bag lengths rank ", source,
                           " sent disagree with the counts it announced");
 }
@@ -617,6 +639,9 @@ Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
   all[num_all++] = {nullptr, out.on_device ? 0 : sizeof(float) * out_floats};
   SR_RETURN_IF_ERROR(staging_.Reserve(DeviceStaging::PackedBytes(all, num_all)));
   SR_RETURN_IF_ERROR(staging_.Begin());
+  // Behind the phases still in flight there must be room for this one's traffic (and a deferred
+  // status block): else the block drains now, not half-way.
+  SR_RETURN_IF_ERROR(staging_.MakeRoom(DeviceStaging::PackedBytes(all, num_all) + 64));
   // A device output is copied on the step's stream within this phase, behind the caller's work
   // on out.stream (no host wait), when the plugin can order the two streams; else on out.stream
   // after the phase, with a wait of its own.
@@ -712,11 +737,25 @@ Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
     }
     SR_RETURN_IF_ERROR(dk::DivideMeans(ctx_, out_.as<float>(), B, D, mean_jobs));
   }
-  if (out_floats > 0 && !out.on_device)
+  if (out_floats > 0 && !out.on_device && !out.discard)
     SR_RETURN_IF_ERROR(staging_.Download(out.data, out_.data(), sizeof(float) * out_floats));
   if (ordered)
     SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, out.data, out_.data(), sizeof(float) * out_floats,
                                        core::CopyKind::kDeviceToDevice, stream_));
+  if (out.async && out.on_device && dk::HasGrad()) {
+    // Stream-ordered: the phase stays queued, its checks (the status block, the unpack's word,
+    // the communicator's error) are made at the next wait, and the caller's later work on its
+    // stream is ordered behind the copy into its view.
+    SR_RETURN_IF_ERROR(EndPhaseDeferred("device lookup", x != nullptr ? x->comm : nullptr));
+    if (dev_in && !rb.unpack.empty()) {
+      deferred_.unpack = true;
+      deferred_.unpack_sources.clear();
+      for (const UnpackPlace& u : rb.unpack) deferred_.unpack_sources.push_back(u.source);
+    }
+    if (out.stream != stream_)
+      SR_RETURN_IF_ERROR(dk::StreamWaitStream(device_, out.stream, stream_));
+    return Status::Ok();
+  }
   // Routing checked every id on the host, so a row outside its shard here is an internal error.
   SR_RETURN_IF_ERROR(EndPhase("device lookup"));
   // NCCL reports a peer that failed during the exchange here, not at the enqueue.
@@ -852,59 +891,16 @@ Status DeviceStep::FinishRows() {
   return EndPhase(nullptr);
 }
 
-bool DeviceStep::HasDeviceGradient() { return dk::HasGrad(); }
+bool DeviceStep::HasDeviceDataParallel() { return DeviceDataParallel::Available(); }
 
-Status DeviceStep::Verdict(comm::Communicator* comm, int64_t local_flag, const float* grad,
-                           size_t n, bool check, int32_t rank, Stream caller, int64_t* agreed,
-                           int64_t* first_bad, float* bad_value) {
-  // Words: [0, 2) this rank's (the caller's verdict, the check's), [2, 4) the agreed ones,
-  // [4, 6) the check's first non-finite element.
-  SR_RETURN_IF_ERROR(verdict_buf_.Reserve(device_, 6 * sizeof(int64_t), "the verdict", stream_));
-  auto* words = verdict_buf_.as<int64_t>();
-  const int64_t mine[2] = {local_flag, 0};
-  int64_t down[4] = {};
-  SR_RETURN_IF_ERROR(staging_.Reserve(64));
-  SR_RETURN_IF_ERROR(staging_.Begin());
-  // The gradient is read behind the caller's work that wrote it, without a host wait.
-  if (grad != nullptr && caller != stream_)
-    SR_RETURN_IF_ERROR(dk::StreamWaitStream(device_, stream_, caller));
-  SR_RETURN_IF_ERROR(staging_.Upload(words, mine, sizeof(mine)));
-  launched_ = true;
-  if (check && n > 0) {
-    kernels::simt_body::FiniteParams p;
-    p.x = grad;
-    p.n = static_cast<int64_t>(n);
-    p.flag_value = rank + 1;
-    p.flag = words + 1;
-    p.result = reinterpret_cast<kernels::simt_body::FiniteResult*>(words + 4);
-    SR_RETURN_IF_ERROR(dk::CheckFinite(ctx_, p));
-  } else {
-    const core::CudaRuntime* rt = nullptr;
-    SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
-    SR_RETURN_IF_ERROR(rt->MemsetAsync(device_, words + 4, 0, 2 * sizeof(int64_t), stream_));
+Status DeviceStep::InitDataParallel(const StepCapacity& capacity) {
+  StepSizes z;
+  if (capacity.known()) {
+    // (The pinned block was sized for the data-parallel upload by Presize.)
+    const std::vector<bool> fused(layout_->local.size(), true);
+    SR_RETURN_IF_ERROR(ComputeStepSizes(*layout_, capacity, fused, false, &z));
   }
-  if (comm != nullptr) {
-    comm::CallOptions o;
-    o.stream = stream_;
-    SR_RETURN_IF_ERROR(
-        comm->AllReduce(words, words + 2, 2, DType::kInt64, comm::ReduceOp::kMax, o));
-    SR_RETURN_IF_ERROR(staging_.Download(down, words + 2, 4 * sizeof(int64_t)));
-  } else {
-    const core::CudaRuntime* rt = nullptr;
-    SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
-    SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, words + 2, words, 2 * sizeof(int64_t),
-                                       core::CopyKind::kDeviceToDevice, stream_));
-    SR_RETURN_IF_ERROR(staging_.Download(down, words + 2, 4 * sizeof(int64_t)));
-  }
-  SR_RETURN_IF_ERROR(EndPhase(nullptr));
-  if (comm != nullptr) SR_RETURN_IF_ERROR(comm->AsyncError());
-  *agreed = std::max(down[0], down[1]);
-  kernels::simt_body::FiniteResult r;
-  std::memcpy(static_cast<void*>(&r), down + 2, sizeof(r));
-  *first_bad =
-      kernels::simt_body::HasMin(r.inv_first) ? kernels::simt_body::MinOf(r.inv_first) : -1;
-  *bad_value = r.value;
-  return Status::Ok();
+  return dp_.Init(layout_, params_, device_, stream_, z.dp_ids, z.dp_upload_bytes);
 }
 
 // The pack's tables (return targets, MEAN divisors, jobs, their first rows) as upload pieces, the
@@ -984,17 +980,37 @@ Status DeviceStep::QueuePack(const RoutedBatch& rb, const float* grad_dev, float
 }
 
 Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater,
-                                const RoutedBatch& rb, const float* grads,
+                                const RoutedBatch& rb,
                                 const std::vector<optim::OptimizerConfig>& configs, int64_t step,
-                                double* comm_seconds, const DeviceExchange* x, const float* packed,
-                                const float* grad_dev, bool grad_on_device) {
+                                double* comm_seconds, const ShardedInputs& in) {
   const Layout& l = *layout_;
   const size_t n = l.local.size();
+  const float* grads = in.grads;
+  const DeviceExchange* x = in.x;
+  const float* packed = in.packed;
+  const float* grad_dev = in.grad_dev;
+  const bool grad_on_device = in.grad_on_device;
+  const DeviceDpWork* dp = in.dp;
+  if (in.verdict != nullptr && !HasGate())
+    return Status::Internal("ApplySharded: a gated backward without the gated grouping");
+  if (dp != nullptr && !dp_.active())
+    return Status::Internal("ApplySharded: data-parallel work without InitDataParallel");
   // Which shards run, and every device buffer sized before anything is queued (a buffer that
   // grows waits for the stream; the staging block's copies must not be in flight then).
+  // An aggregated shard whose row statistics need no sibling's (none, or a row block of one
+  // shard) is "counted": its unique-row count stays on the device (GroupRowsGated writes it
+  // there) and its statistics and update read it (RowPhaseCounted), so it needs no host wait.
+  // The others read their counts on the host (any_aggregated) for the statistics' exchange.
+  // Column shards' statistics are summed on the device too when their exchange goes between
+  // device blocks (or stays on this rank): every shard is then counted, and the exchange happens
+  // in the first phase on every rank (counts_on_device_ is agreed at creation).
+  const bool can_count = counts_on_device_;
+  const bool counted_exchange =
+      can_count && (x != nullptr || l.world == 1) && !l.stat_messages.empty();
   bool any = false;
   bool any_aggregated = false;
   size_t ws_bytes = 0;
+  counted_.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
     num_unique_[i] = 0;
     updater.partial_stats(i).clear();
@@ -1002,17 +1018,56 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     if (l.tables[ls.table].data_parallel || rb.shards[i].num_ids == 0) continue;
     any = true;
     size_t need = 0;
-    SR_RETURN_IF_ERROR(dk::BackwardWorkspaceBytes(ctx_, rb.shards[i].num_ids, ls.cols,
-                                                  l.tables[ls.table].num_row_stats, &need));
+    const TableLayout& tl = l.tables[ls.table];
+    SR_RETURN_IF_ERROR(
+        dk::BackwardWorkspaceBytes(ctx_, rb.shards[i].num_ids, ls.cols, tl.num_row_stats, &need));
     ws_bytes = std::max(ws_bytes, need);
     if (updater.FusedEligible(i)) continue;
-    any_aggregated = true;
+    const bool alone = tl.blocks[FindRowBlock(tl, ls.row_offset)].shards.size() == 1;
+    counted_[i] = can_count && (tl.num_row_stats == 0 || alone || counted_exchange) ? 1 : 0;
+    if (!counted_[i]) any_aggregated = true;
     // Sized for every id, as the device kernel's contract asks; the first u rows are written.
     const auto ids = static_cast<size_t>(rb.shards[i].num_ids);
     SR_RETURN_IF_ERROR(
         uniq_rows_[i]->Reserve(device_, sizeof(int64_t) * ids, "unique rows", stream_));
     SR_RETURN_IF_ERROR(uniq_grads_[i]->Reserve(device_, sizeof(float) * ids * ls.cols,
                                                "aggregated gradients", stream_));
+    if (counted_[i] && tl.num_row_stats > 0)
+      SR_RETURN_IF_ERROR(
+          stats_[i]->Reserve(device_, sizeof(float) * CountedRowsMax(rb, i) * tl.num_row_stats,
+                             "row statistics", stream_));
+  }
+  SR_RETURN_IF_ERROR(dev_counts_.Reserve(device_, sizeof(int64_t) * std::max<size_t>(n, 1),
+                                         "the unique-row counts", stream_));
+  // The statistics' exchange of counted column shards, sized for their most rows (siblings get
+  // the same ids, so both ends agree on every message's size; the rows past a shard's count are
+  // not read).
+  std::vector<size_t> cx_send_counts, cx_recv_counts, cx_send_shards;
+  size_t cx_send_total = 0, cx_recv_total = 0, cx_full_total = 0;
+  full_at_.assign(n, 0);
+  if (counted_exchange) {
+    for (size_t i = 0; i < n; ++i) {
+      const LocalShard& ls = l.local[i];
+      const TableLayout& tl = l.tables[ls.table];
+      const int K = tl.num_row_stats;
+      // Only column shards with siblings exchange (and sum) statistics.
+      if (tl.data_parallel || K == 0 ||
+          tl.blocks[FindRowBlock(tl, ls.row_offset)].shards.size() < 2)
+        continue;
+      const size_t rows = rb.shards[i].num_ids > 0 ? CountedRowsMax(rb, i) : 0;
+      updater.partial_stats(i).resize(rows * K);
+      full_at_[i] = cx_full_total;
+      cx_full_total += rows * K;
+    }
+    updater.PlanRowStats(&cx_send_counts, &cx_recv_counts, &cx_send_shards);
+    for (size_t c : cx_send_counts) cx_send_total += c;
+    for (size_t c : cx_recv_counts) cx_recv_total += c;
+    SR_RETURN_IF_ERROR(
+        stat_send_.Reserve(device_, sizeof(float) * cx_send_total, "row statistics sent", stream_));
+    SR_RETURN_IF_ERROR(stat_recv_.Reserve(device_, sizeof(float) * cx_recv_total,
+                                          "row statistics received", stream_));
+    SR_RETURN_IF_ERROR(
+        full_stats_.Reserve(device_, sizeof(float) * cx_full_total, "row statistics", stream_));
   }
   const size_t bytes = sizeof(float) * rb.ret_floats_total;
   // With the device input the batch's ids are still in its slot block: only gradients go up.
@@ -1048,9 +1103,16 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
       SR_RETURN_IF_ERROR(a2a_recv_.Reserve(device_, sizeof(float) * x_recv,
                                            "the received gradients on the device", stream_));
   }
+  if (dp != nullptr) SR_RETURN_IF_ERROR(dp_.Reserve(rb, dp->host_grad_floats));
+  if (in.verdict != nullptr)
+    SR_RETURN_IF_ERROR(verdict_buf_.Reserve(device_, 4 * sizeof(int64_t), "the verdict", stream_));
   // Phase 1: the runs and the gradient message in one copy, then every shard's grouping and its
   // fused backward or aggregation, the shards in turn on the one workspace (stream-ordered).
   SR_RETURN_IF_ERROR(staging_.Begin());
+  // A gated backward's verdict first: the gradient is read behind the caller's work, and every
+  // update below reads the agreed word.
+  const int64_t* gate = nullptr;
+  if (in.verdict != nullptr) SR_RETURN_IF_ERROR(QueueVerdict(*in.verdict, &gate));
   const float* dgrads = nullptr;
   if (grad_on_device) {
     dgrads = dgrad_block_.as<float>();
@@ -1085,6 +1147,10 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     SR_RETURN_IF_ERROR(x->comm->AllToAllV(a2a_send_.data(), x->send_counts, dst, x->recv_counts,
                                           DType::kFloat32, o));
   }
+  // The data-parallel tables' upload too, so every copy of the phase is queued before any update
+  // (a failed copy then changes nothing).
+  if (dp != nullptr)
+    SR_RETURN_IF_ERROR(dp_.Upload(staging_, rb, dp->host_grad, dp->host_grad_floats));
   // TorchRec's gradient division, as on the host.
   const float scale = 1.0f / static_cast<float>(l.world);
   auto* counts = static_cast<int64_t*>(count_.data());
@@ -1096,8 +1162,17 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     // The count reaches the pinned word when the stream gets there: read after the wait.
     counts[i] = 0;
     launched_ = true;
-    SR_RETURN_IF_ERROR(
-        dk::GroupRows(ctx_, runs, workspace_.data(), workspace_.bytes(), &counts[i]));
+    int64_t* dev_count = counted_[i] ? dev_counts_.as<int64_t>() + i : nullptr;
+    if (gate != nullptr || dev_count != nullptr) {
+      // A rejected step's grouping is emptied on the device: its updates change nothing. A
+      // counted shard's count stays on the device.
+      SR_RETURN_IF_ERROR(dk::GroupRowsGated(ctx_, runs, workspace_.data(), workspace_.bytes(),
+                                            dev_count != nullptr ? nullptr : &counts[i], dev_count,
+                                            gate));
+    } else {
+      SR_RETURN_IF_ERROR(
+          dk::GroupRows(ctx_, runs, workspace_.data(), workspace_.bytes(), &counts[i]));
+    }
     if (updater.FusedEligible(i)) {
       optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
       SR_RETURN_IF_ERROR(dk::FusedBackward(ctx_, runs, dgrads, ls.cols, scale, config, step,
@@ -1108,7 +1183,23 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     SR_RETURN_IF_ERROR(dk::AggregateGrads(ctx_, runs, dgrads, ls.cols, ls.cols, scale,
                                           workspace_.data(), uniq_rows_[i]->as<int64_t>(),
                                           uniq_grads_[i]->as<float>()));
+    if (counted_[i]) {
+      // A shard with siblings' statistics to add waits for the exchange below for its update.
+      const TableLayout& tl = l.tables[ls.table];
+      const bool siblings =
+          tl.num_row_stats > 0 && tl.blocks[FindRowBlock(tl, ls.row_offset)].shards.size() > 1;
+      SR_RETURN_IF_ERROR(QueueCountedUpdate(rb, i, config, step, dev_count, !siblings));
+    }
   }
+  // The data-parallel tables behind the sharded ones, in the same phase (device_dp.h): their
+  // all-reduce follows the gradient exchange on every rank.
+  if (dp != nullptr) {
+    launched_ = true;
+    SR_RETURN_IF_ERROR(dp_.Queue(grad_dev, dp->comm, dp->comm_size, gate, configs, step));
+  }
+  if (counted_exchange)
+    SR_RETURN_IF_ERROR(QueueCountedExchange(updater, rb, x, cx_send_counts, cx_recv_counts,
+                                            cx_send_shards, cx_send_total, configs, step));
   // Aggregated shards need their unique-row counts on the host: the first wait. A backward of
   // fused shards only goes straight on to its one wait at the end.
   if (any_aggregated) SR_RETURN_IF_ERROR(EndPhase(nullptr));
@@ -1117,7 +1208,7 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
   for (size_t i = 0; any_aggregated && i < n; ++i) {
     const LocalShard& ls = l.local[i];
     if (l.tables[ls.table].data_parallel || rb.shards[i].num_ids == 0) continue;
-    if (updater.FusedEligible(i)) continue;
+    if (updater.FusedEligible(i) || counted_[i]) continue;
     num_unique_[i] = counts[i];
     const int K = l.tables[ls.table].num_row_stats;
     const auto u = static_cast<size_t>(counts[i]);
@@ -1127,7 +1218,7 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
   }
   // Over a device communicator the statistics travel between device blocks within this phase
   // (its one wait): every partial size is known from the counts, so the plan comes first.
-  const bool stats_on_device = x != nullptr && !l.stat_messages.empty();
+  const bool stats_on_device = x != nullptr && !l.stat_messages.empty() && !counted_exchange;
   std::vector<size_t> stat_send_counts, stat_recv_counts, stat_send_shards;
   size_t stat_send_total = 0;
   size_t stat_recv_total = 0;
@@ -1188,7 +1279,8 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
   }
   if (stats_queued) SR_RETURN_IF_ERROR(EndPhase(nullptr));
   // The statistics of sibling column shards travel over the host communicator, as on the host.
-  if (!stats_on_device) SR_RETURN_IF_ERROR(updater.ExchangeRowStats(comm, comm_seconds));
+  if (!stats_on_device && !counted_exchange)
+    SR_RETURN_IF_ERROR(updater.ExchangeRowStats(comm, comm_seconds));
   // Phase 3: the full statistics up and the updates, back to back, then the step's last wait.
   // One device block per shard's statistics (the updates are queued before any is waited for).
   size_t total_stats = 0;
@@ -1218,6 +1310,14 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     launched_ = true;
     SR_RETURN_IF_ERROR(
         dk::Apply(ctx_, configs[ls.table], step, l.plan->tables[ls.table].dim, params, up, dfull));
+  }
+  if (in.async && in.verdict != nullptr) {
+    // Stream-ordered: the phase stays queued (its verdict comes down at the next wait) and the
+    // caller's later work on its stream is ordered behind the reads of its gradient.
+    SR_RETURN_IF_ERROR(EndPhaseDeferred(nullptr, x != nullptr ? x->comm : nullptr));
+    if (in.verdict->caller != stream_)
+      SR_RETURN_IF_ERROR(dk::StreamWaitStream(device_, in.verdict->caller, stream_));
+    return Status::Ok();
   }
   // The step's sync point: no device work is left in flight when backward returns.
   SR_RETURN_IF_ERROR(EndPhase(nullptr));

@@ -2,42 +2,59 @@
 // heavy kernels run there (lookups; the combine when the returned rows are on the device, pooled
 // or sequence; grouping, aggregation and the fused optimizer in backward; over NCCL also the
 // unpacking of the received ids and, for a gradient in device memory, its check and packing),
-// while the routing of a host KJT, the combine's bags, the data-parallel gradients and the
-// exchanges' bookkeeping stay on the host. Each call is one or more phases; a phase stages what it
-// needs across PCIe through one pinned block (device_staging.h: the batch's runs, i.e. ids, per-id
-// weights and bag offsets, and the return message or its gradient), queues its copies and kernels
-// back to back on the step's stream (one the collection owns, which synchronises with the device's
-// legacy default stream where the accessors copy; the legacy stream itself with a plugin built
-// before stream_create) and ends with ONE bounded host synchronisation (kDeviceWaitMs, then
-// kTimeout), after which the downloads are handed to the host. So no device work is left in flight
-// between calls, and the staging block is never refilled while a copy from it is queued.
+// while the routing of a host KJT, the combine's bags and the exchanges' bookkeeping stay on the
+// host (data-parallel gradients too, with a plugin before emb_dp_step or a data-parallel group
+// that is neither alone nor a device communicator with fp32 messages: device_dp.h). Each call is
+// one or more phases; a phase stages what it needs across PCIe through one pinned block
+// (device_staging.h: the batch's runs, i.e. ids, per-id weights and bag offsets, and the return
+// message or its gradient), queues its copies and kernels back to back on the step's stream (one
+// the collection owns, which synchronises with the device's legacy default stream where the
+// accessors copy; the legacy stream itself with a plugin built before stream_create) and ends with
+// ONE bounded host synchronisation (kDeviceWaitMs, then kTimeout), after which the downloads are
+// handed to the host; or, for a stream-ordered call (CUDA views: CombineOut::async,
+// ShardedInputs::async), without one: the phase stays queued, the caller's stream is ordered
+// behind it (stream_wait_stream), the next phases pack their traffic behind its in the pinned
+// block (DeviceStaging never rewrites a byte before a wait that came after its copy), and its
+// downloads and checks (the lookup status block, the unpack's word, the verdict, the
+// communicator's error) arrive with the next wait of any phase or Synchronize (CheckDeferred,
+// TakeDeferredError, VerdictArrived). The collection learns them at its next synchronising call.
 //
 // Host synchronisations per call (stream waits, or emb_read_status, which waits for the stream
 // before it reads the lookup status block), each at most once:
 //   LookupCombine       1: a forward at world 1 (and over NCCL, below): lookups, the combine
 //                       of the returned rows and the data-parallel lookups straight into the
-//                       device output, downloaded once (pooled and sequence).
+//                       device output, downloaded once (pooled and sequence); 0 with a device
+//                       output (stream-ordered).
 //   LookupToSend        1 when this rank holds runs to look up, else 0 (the staged exchange at
 //                       world > 1).
 //   LookupDataParallel  1 when the collection has data-parallel tables and this rank's output
 //                       is not empty, else 0 (the same forwards).
 //     => a forward takes 1 at world 1, at most 2 otherwise.
-//   ApplySharded        0 without ids for this rank's sharded tables; 1 when every shard with
-//                       ids takes the fused backward; +1 when some shard aggregates (the
+//   ApplySharded        0 without ids for this rank's sharded tables (and no verdict or
+//                       data-parallel table in its phase); 1 when every shard with ids takes the
+//                       fused backward or aggregates with its unique-row count kept on the
+//                       device (0 stream-ordered: a device gradient with the gated backward);
+//                       with a plugin before emb_sum_sources (or column shards' statistics
+//                       exchanged over a host communicator) +1 when some shard aggregates (the
 //                       unique-row counts are read on the host: sequence collections, column
-//                       shards with row statistics); +1 more when some of those has row
+//                       shards with row statistics), +1 more when some of those has row
 //                       statistics to exchange (downloaded between the two).
-//   ApplyRows..FinishRows  1 for all data-parallel tables together when any row was touched.
+//   ApplyRows..FinishRows  1 for all data-parallel tables together when any row was touched
+//                       (data-parallel gradients accumulated on the host); 0 when they train on
+//                       the device (DeviceDpWork: queued in ApplySharded's first phase).
 //     => a backward takes at most 4 (at most 2 in a pooled collection without row statistics
 //        shared between column shards).
 // Host <-> device copies: LookupCombine 1 up (runs, the combine's bags, data-parallel ids) + 1
 // down (the output; a device output instead: MEAN divided on the device and 1 device-to-device
 // copy into the view, queued on the step's stream behind the caller's stream within the phase
-// (stream_wait_stream), so 1 wait and no download; with a plugin before that entry the copy goes
-// on the caller's stream after the phase, with a wait of its own); LookupToSend 1 up + 1
+// (stream_wait_stream), so no download but the status block's, and no wait (stream-ordered); with
+// a plugin before that entry the copy goes on the caller's stream after the phase's wait, with a
+// wait of its own); LookupToSend 1 up + 1
 // down; LookupDataParallel 1 up + 1 down; ApplySharded 1 up (runs and gradients) when it has ids, 1
 // down per shard with exchanged statistics and 1 up per shard that receives full statistics;
-// ApplyRows 1 up per data-parallel table with touched rows. (Counted through the fake plugin by
+// ApplyRows 1 up per data-parallel table with touched rows; data-parallel tables on the device 1
+// up in ApplySharded's first phase (their ids, pair records and a host output gradient), nothing
+// down. (Counted through the fake plugin by
 // embedding_gpu_staging_test.cc.) Beyond these only a buffer that must grow waits (DeviceBuffer,
 // DeviceStaging).
 //
@@ -63,49 +80,73 @@
 //             message's all-to-all from io_ into io_'s tail (device); pooled (LookupCombine):
 //             the combine's bags, the data-parallel ids and the unpack's tables 1 up, the
 //             combine and data-parallel lookups into the device output, the output and the
-//             unpack's status word 1 down each; 1 wait. Sequence collections take the same
-//             phase (LookupCombine: each output row a bag of the one returned row aimed at it,
-//             added to zero as the host combine does; a data-parallel pair's rows written by
-//             sequence lookups over its runs of consecutive positions; nothing to unpack).
+//             unpack's status word 1 down each; 1 wait (a device output: no output download, the
+//             status block's instead, and no wait: stream-ordered, checked at the next wait).
+//             Sequence collections take the same phase (LookupCombine: each output row a bag of the
+//             one returned row aimed at it, added to zero as the host combine does; a data-parallel
+//             pair's rows written by sequence lookups over its runs of consecutive positions;
+//             nothing to unpack).
 //             => 2 waits with a host KJT, 3 with a device KJT (data-parallel tables included),
-//             against 1 device wait plus the host collectives over Gloo.
-//   Backward: the verdict (Verdict: 1 up, 1 down, 1 wait): this rank's flag all-reduced
-//             between device buffers over the communicator itself, so every rank issues the same
-//             collective whatever its gradient's side; a gradient in device memory (a CUDA view
-//             on the collection's device, with a plugin that has the device-gradient entries and
-//             no data-parallel table) is checked for non-finite elements on the device in the
-//             same phase, behind the caller's stream (stream_wait_stream: no host wait).
-//             ApplySharded: a host gradient is packed on the host and goes up (runs and own rows
-//             1 up as above, with the device input only the own rows; the packed message 1 up); a
-//             device gradient is packed on the device (simt/grad_body.h: the return targets, MEAN
-//             divisors and the pack's jobs 1 up, the message straight into the all-to-all's send
-//             block, the own rows into the block the kernels read). The gradient all-to-all goes
-//             from there straight into the block the kernels read (device), queued before them;
-//             then the waits above. The row statistics are packed on the device from the blocks the
-//             kernels wrote (device-to-device copies), all-to-all'd between device blocks and the
-//             received ones downloaded with the own partial ones, inside the statistics phase: no
-//             wait of their own (the staged path takes one more). The data-parallel all-reduce
-//             runs over StagedComm (1 wait, 1 up, 1 down: its gradients are accumulated on the
-//             host). AsyncError is checked after each phase's wait (NCCL reports a dead peer
-//             there).
+//             against 1 device wait plus the host collectives over Gloo; with a device output 1
+//             and 2 (the counts' wait is then also where earlier stream-ordered calls are learnt).
+//   Backward: gated on the device (a plugin with emb_group_rows_gated; ShardedInputs::verdict):
+//             the update phase begins with the verdict, this rank's flag (its own rejection, or
+//             the non-finite check of a gradient in device memory, behind the caller's stream:
+//             stream_wait_stream, no host wait) all-reduced (max) between device buffers over the
+//             communicator itself into a gate word, so every rank issues the same collective
+//             whatever its gradient's side; every update of the phase reads the gate (a shut one
+//             empties every shard's grouping and every data-parallel count), and the agreed word
+//             comes down with the phase's end (no wait, no upload of its own: an accepting rank's
+//             flag is a memset). A rank that rejected its call takes part with its batch and a
+//             gradient whose values do not matter. With a plugin before that entry the verdict
+//             takes a phase of its own first (Verdict: 1 up, 1 down, 1 wait). A gradient in
+//             device memory (a CUDA view on the collection's device, with a plugin that has the
+//             device-gradient entries, and with data-parallel tables the device ones) is checked
+//             for non-finite elements on the device in the verdict's phase, behind the caller's
+//             stream (stream_wait_stream: no host wait). ApplySharded: a host gradient is packed on
+//             the host and goes up (runs and own rows 1 up as above, with the device input only the
+//             own rows; the packed message 1 up); a device gradient is packed on the device
+//             (simt/grad_body.h: the return targets, MEAN divisors and the pack's jobs 1 up, the
+//             message straight into the all-to-all's send block, the own rows into the block the
+//             kernels read). The gradient all-to-all goes from there straight into the block the
+//             kernels read (device), queued before them; then the waits above. The row statistics
+//             are packed on the device from the blocks the kernels wrote (device-to-device copies),
+//             all-to-all'd between device blocks and the received ones downloaded with the own
+//             partial ones, inside the statistics phase: no wait of their own (the staged path
+//             takes one more). Data-parallel tables ride in the first phase (device_dp.h: their
+//             ids, pair records and a host gradient 1 up; the dense gradients accumulated from the
+//             output gradient with the host's bits, all-reduced between device blocks, the touched
+//             rows compacted and updated with counts read on the device): no wait, no download.
+//             Ends with the phase's wait, where the agreed verdict is read; with a device gradient
+//             stream-ordered instead (no wait: the verdict comes down with the next wait, and the
+//             next synchronising call returns a rejection on every rank, taking the step back).
+//             AsyncError is checked after each phase's wait (NCCL reports a dead peer there).
 // (Counted through the fake plugin's NCCL double by embedding_gpu_nccl_test.cc.)
 //
 // Where the waits of a step over NCCL are, and why each is still there (a host KJT, CUDA output
-// and gradient views, fused shards, no data-parallel table: 2 forward + 2 backward):
+// and gradient views, fused shards, data-parallel tables or not: ONE per step):
 //   1. The counts all-gather (forward): THE one that learns the received sizes, which NCCL's
-//      counts need on the host; it carries every rank's verdict on its batch.
-//   2. The lookup phase's end (forward): the lookup status block (a row outside its shard is an
-//      internal error) and the unpack's word are read there, the staging block may be refilled
-//      only after its copies ran, and a call returns with its device work complete. Removable by
-//      double-buffering the staging block and reporting those internal errors at the next wait.
-//   3. The verdict (backward): no rank may update before every rank accepted its gradient.
-//   4. The update phase's end (backward): as 2.
+//      counts need on the host; it carries every rank's verdict on its batch, and it is where
+//      the previous step's stream-ordered calls are learnt (their verdict, their checks).
+// Gone: the lookup phase's end and the update phase's end (stream-ordered with device views; a
+// host output or a host gradient keeps its phase's wait, as the call hands host memory back),
+// and the verdict's own wait (the gate). A backward whose previous stream-ordered backward is
+// still unlearnt (TorchRec's pipelined order with its last step, or two backwards around a
+// pipelined forward_distributed) learns it first: one wait, the step's one.
 // More where the host still computes: a KJT in device memory +1 (its fill's return targets come
-// down for the host's combine bags and backward); aggregated shards (sequence collections,
-// column shards with row statistics) +1 for the unique-row counts read on the host (+1 more when
-// row statistics travel); data-parallel tables +2 in backward (the all-reduce staged, its
-// gradients accumulated on the host, then the updates) and a CUDA gradient view staged through
-// the host; a CUDA view with a plugin before the stream_wait_stream entry +1 each way.
+// down for the host's combine bags and backward); with a plugin before emb_sum_sources (or a
+// host communicator), aggregated shards (sequence collections, column shards with row
+// statistics) +1 for the unique-row counts read on the host (+1 more when row statistics travel;
+// the last phase stays stream-ordered): with it, their counts stay on the device (dev_counts_),
+// the statistics are sized for the most rows a shard can have (siblings get the same ids, so both
+// ends of every message agree), exchanged and summed in column order on the device within the
+// first phase (QueueCountedExchange, simt/stats_body.h), and updated with the counted row
+// phases; with a plugin before
+// emb_group_rows_gated +2 in backward (the verdict's own phase, and the update phase's end: no
+// stream-ordered backward without the gate); with a plugin before emb_dp_step, data-parallel tables
+// +2 in backward (the all-reduce staged, its gradients accumulated on the host, then the updates)
+// and a CUDA gradient view staged through the host; a CUDA view with a plugin before the
+// stream_wait_stream entry +1 each way.
 #pragma once
 
 #include <cstdint>
@@ -119,6 +160,7 @@
 #include "impl/core/status.h"
 #include "impl/embedding/backward.h"
 #include "impl/embedding/device_buffer.h"
+#include "impl/embedding/device_dp.h"
 #include "impl/embedding/device_sizing.h"
 #include "impl/embedding/device_staging.h"
 #include "impl/embedding/input_dist.h"
@@ -145,6 +187,11 @@ struct CombineOut {
   float* data = nullptr;    // host memory, or (on_device) memory of the step's device
   bool on_device = false;   // divided there for MEAN and copied device to device on `stream`
   Stream stream = nullptr;  // the caller's stream, for a device output
+  bool discard = false;     // no output wanted (a rank that refused its buffer takes part)
+  // A device output, stream-ordered (needs stream_wait_stream): the phase ends without a wait,
+  // `stream` is ordered behind the copy into the view, and the phase's checks are made at the
+  // next wait (DeviceStep::TakeDeferredError).
+  bool async = false;
 };
 
 // A forward output in device memory (EmbeddingCollection::Forward): the caller's stream, on
@@ -157,6 +204,33 @@ struct DeviceOutput {
 // earlier work (which wrote the gradient) the collection's reads are ordered after.
 struct DeviceGradient {
   Stream stream = nullptr;
+};
+
+// A backward's verdict queued at the start of its update phase (a backward gated on the device,
+// DeviceStep::ApplySharded): this rank's flag (`local_flag`: 0, or rank + 1 when it rejected its
+// call; else, with `check`, rank + 1 when the device gradient `grad` (n floats, written by work on
+// `caller`) holds a non-finite element) all-reduced (max) over `comm` (a device communicator;
+// null: this rank alone) into the gate every update of the phase reads.
+struct DeviceVerdictWork {
+  comm::Communicator* comm = nullptr;
+  int64_t local_flag = 0;
+  const float* grad = nullptr;
+  size_t n = 0;
+  bool check = false;
+  int32_t rank = 0;
+  Stream caller = nullptr;
+};
+
+// The data-parallel tables' part of a backward on the device (device_dp.h), queued in the
+// backward's first phase: their gradients are all-reduced over `comm` (a communicator of the
+// step's device; null for a group of one) of `comm_size` ranks; a host output gradient
+// (`host_grad`, host_grad_floats floats) goes up with the phase's copies, else the device one is
+// read.
+struct DeviceDpWork {
+  comm::Communicator* comm = nullptr;
+  int32_t comm_size = 1;
+  const float* host_grad = nullptr;
+  size_t host_grad_floats = 0;
 };
 
 class DeviceStep {
@@ -202,8 +276,10 @@ class DeviceStep {
   // order, so sums come out as CombineOutput's. A host output's MEAN divide is left to the
   // caller (DivideMeans); a device output (out.on_device, which needs HasMeanDivide when the plan
   // has MEAN pairs) is divided on the device (simt/mean_body.h, the same division) and copied
-  // device to device on out.stream after the phase's wait, then that copy is waited for: no
-  // PCIe traffic for the output. With `x` every rank calls it, with or without runs.
+  // device to device into out.data within the phase, behind out.stream's work (no PCIe traffic
+  // for the output); with out.async the phase then ends without a wait (stream-ordered: out.stream
+  // is ordered behind the copy, the phase's checks come with the next wait). With `x` every rank
+  // calls it, with or without runs.
   Status LookupCombine(const RoutedBatch& rb, const DeviceExchange* x, const CombineOut& out);
   // Whether the plugin divides MEAN outputs on the device (emb_divide_means).
   static bool HasMeanDivide();
@@ -243,23 +319,76 @@ class DeviceStep {
   // The data-parallel updates' one wait (nothing when no ApplyRows queued work).
   Status FinishRows();
 
-  // Backward of the sharded tables, the device mirror of SparseUpdater::ApplySharded: `grads`
+  // Backward of the sharded tables, the device mirror of SparseUpdater::ApplySharded: in.grads
   // (the gradient message this rank received, on the host) is uploaded; rows are grouped and
   // either updated by the fused backward or aggregated, their partial row statistics copied to
   // the host, exchanged over `comm` by `updater` as the host collection does, and applied.
-  // With `x` (a device communicator), `grads` holds only this rank's own rows (from
-  // rb.ret_self_offset on) and `packed` the gradient message this rank sends (x->send_counts):
+  // With in.x (a device communicator), in.grads holds only this rank's own rows (from
+  // rb.ret_self_offset on) and in.packed the gradient message this rank sends (x->send_counts):
   // both go up in the first phase's copies and the message travels over x->comm on the stream
   // straight into the device block the kernels read, before them; every rank calls it then.
-  // With `grad_on_device`, `grad_dev` is the output gradient in device memory ([rows,
-  // output_dim] floats, null when empty; ordered after the caller's work by Verdict): the message
-  // and this rank's own rows are packed on the device (simt/grad_body.h: PackGradients' rows and
-  // bits) and `grads` and `packed` are not read.
+  // With in.grad_on_device, in.grad_dev is the output gradient in device memory ([rows,
+  // output_dim] floats, null when empty; ordered after the caller's work by Verdict or by
+  // in.verdict): the message and this rank's own rows are packed on the device
+  // (simt/grad_body.h: PackGradients' rows and bits) and in.grads and in.packed are not read.
+  // With in.dp the data-parallel tables train in the first phase too (device_dp.h). With
+  // in.verdict the backward is gated on the device: the verdict is queued first in the first
+  // phase (no wait of its own) and every update reads the agreed word (a rejection empties every
+  // shard's grouping and every data-parallel count, so nothing changes); ReadVerdict gives the
+  // agreed words once this returns.
+  struct ShardedInputs {
+    const float* grads = nullptr;
+    const DeviceExchange* x = nullptr;
+    const float* packed = nullptr;
+    const float* grad_dev = nullptr;
+    bool grad_on_device = false;
+    const DeviceDpWork* dp = nullptr;
+    const DeviceVerdictWork* verdict = nullptr;
+    // With a verdict: stream-ordered, the last phase ends without a wait (its verdict and checks
+    // come with the next one: VerdictArrived), and the verdict's `caller` stream is ordered behind
+    // the reads of its gradient.
+    bool async = false;
+  };
   Status ApplySharded(comm::Communicator& comm, SparseUpdater& updater, const RoutedBatch& rb,
-                      const float* grads, const std::vector<optim::OptimizerConfig>& configs,
-                      int64_t step, double* comm_seconds, const DeviceExchange* x = nullptr,
-                      const float* packed = nullptr, const float* grad_dev = nullptr,
-                      bool grad_on_device = false);
+                      const std::vector<optim::OptimizerConfig>& configs, int64_t step,
+                      double* comm_seconds, const ShardedInputs& in);
+  // Whether the plugin serves the gated grouping (a backward gated on the device).
+  static bool HasGate();
+  // The verdict of the last backward queued with ShardedInputs::verdict, valid after the call
+  // returned OK (with ShardedInputs::async, once VerdictArrived()):
+  // Verdict's *agreed, *first_bad and *bad_value.
+  void ReadVerdict(int64_t* agreed, int64_t* first_bad, float* bad_value) const;
+
+  // Stream-ordered calls (CombineOut::async, ShardedInputs::async) end their last phase without a
+  // wait; their downloads arrive, and their checks are made, at the next wait of any phase (or
+  // Synchronize). VerdictArrived says whether the last verdict queued (ShardedInputs::verdict)
+  // has; Synchronize waits (bounded) for everything queued when anything is; TakeDeferredError
+  // returns the first error the checks found since the last call
+  // (an internal error: a row outside its shard, a message whose lengths disagree with its
+  // counts; a communicator's asynchronous error) and clears it.
+  bool VerdictArrived() const { return staging_.delivered() >= verdict_ticket_; }
+  Status Synchronize();
+  Status TakeDeferredError();
+  // A device gradient block of at least `floats` floats whose contents do not matter: what a
+  // rank that rejected its own call packs and accumulates while it takes part in a gated
+  // backward's collectives (its updates are gated off).
+  Status JunkGradient(size_t floats, const float** out);
+  // Whether ApplySharded keeps an aggregated shard's unique-row count on the device ("counted",
+  // with counts_on_device: no sibling statistics, or siblings whose statistics travel between
+  // device blocks or stay on this rank; grouping writes the count to a device word, statistics,
+  // their sibling sum and the update read it), so that shard needs no host wait.
+  bool CountsOnDevice(size_t local) const { return local < counted_.size() && counted_[local]; }
+  // Whether every rank keeps unique-row counts on the device (the collection agrees on it at
+  // creation: column shards' statistics then travel in the first phase on every rank), and
+  // whether this rank's plugin can.
+  void set_counts_on_device(bool on) { counts_on_device_ = on; }
+  static bool CanCountOnDevice();
+
+  // Data-parallel tables trained on the device (device_dp.h): whether the plugin serves it, and
+  // its buffers allocated for the plan (and, with a known capacity, the workspace), once at
+  // creation by a collection that will pass DeviceDpWork to ApplySharded.
+  static bool HasDeviceDataParallel();
+  Status InitDataParallel(const StepCapacity& capacity);
 
   // Whether the plugin serves device gradients (stream_wait_stream, emb_check_finite,
   // emb_pack_grads).
@@ -321,10 +450,32 @@ class DeviceStep {
   // runs are placed. CheckUnpack reads that word after the phase's wait.
   Status QueueDeviceInput(const RoutedBatch& rb, const DeviceExchange& x, const uint8_t* runs_dev,
                           const uint8_t* cells_dev);
-  Status CheckUnpack(const RoutedBatch& rb) const;
+  Status CheckUnpack(const RoutedBatch& rb);
+  Status UnpackError(const std::vector<int32_t>& sources) const;
   // Uploads `extra` pieces alone into runs_buf_ (the device input's phases: the runs are on the
   // device already); extra_dev[k] receives piece k's device address.
   Status UploadExtras(const DeviceStaging::Piece* extra, size_t num_extra, uint8_t** extra_dev);
+  // Within a phase: the verdict's words (DeviceVerdictWork) queued, their agreed part coming down
+  // into verdict_host_ with the phase; *gate receives the agreed word's device address.
+  Status QueueVerdict(const DeviceVerdictWork& v, const int64_t** gate);
+  // A counted shard's statistics (when its optimizer has them) and update over its aggregated rows,
+  // `count` (device memory) of them, queued behind its aggregation.
+  // Without `apply` only the statistics (a column shard whose siblings' come with the exchange).
+  Status QueueCountedUpdate(const RoutedBatch& rb, size_t local,
+                            const optim::OptimizerConfig& config, int64_t step,
+                            const int64_t* count, bool apply);
+  // Within the first phase, on every rank when column shards exchange row statistics and counts
+  // stay on the device: the partial statistics packed (device to device), exchanged over x->comm
+  // (x null: this rank alone, one copy), each column shard's full statistics summed in column order
+  // (emb_sum_sources) over its device count, and its update queued. The plan (counts, the send
+  // order) is updater.PlanRowStats' over the worst-case sizes set in partial_stats.
+  Status QueueCountedExchange(SparseUpdater& updater, const RoutedBatch& rb,
+                              const DeviceExchange* x, const std::vector<size_t>& send_counts,
+                              const std::vector<size_t>& recv_counts,
+                              const std::vector<size_t>& send_shards, size_t send_total,
+                              const std::vector<optim::OptimizerConfig>& configs, int64_t step);
+  // The most unique rows a counted shard can have in `rb` (its row lists' and statistics' size).
+  int64_t CountedRowsMax(const RoutedBatch& rb, size_t local) const;
   // Queues every local shard's lookups of runs_ into io_, within a phase the caller began.
   Status QueueLookupJobs();
   // Within a phase: the pack's tables up into pack_buf_ and the pack of `grad_dev` into `send`
@@ -338,6 +489,13 @@ class DeviceStep {
   // first) when the phase looked up, else a wait when it queued anything; then the staged
   // downloads reach their host destinations. On an error they do not (the next Begin waits).
   Status EndPhase(const char* status_what);
+  // A phase's end without a wait (a stream-ordered call): the status block's copy (when the phase
+  // looked up) queued for the next wait and the block cleared on the stream; `comm`'s error
+  // checked then too.
+  Status EndPhaseDeferred(const char* status_what, comm::Communicator* comm);
+  // As their downloads arrive (DeviceStaging's delivery hook): the checks of the phases that
+  // ended without a wait.
+  void CheckDeferred();
 
   const Layout* layout_ = nullptr;
   ParamStore* params_ = nullptr;
@@ -359,6 +517,7 @@ class DeviceStep {
   DeviceBuffer stat_recv_;    // and received
   DeviceBuffer workspace_;    // backward workspace, shared by the shards in turn
   DeviceBuffer full_stats_;   // every shard's full row statistics, one after the other
+  DeviceDataParallel dp_;     // data-parallel tables trained on the device (InitDataParallel)
   DeviceBuffer dp_ids_;       // data-parallel offsets, rows and weights of the batch
   DeviceBuffer dp_out_;       // their lookups
   std::vector<float> dp_host_;
@@ -368,6 +527,10 @@ class DeviceStep {
   std::vector<std::vector<kernels::BagRun>> runs_;
   std::vector<std::vector<int64_t>> num_ids_;
   std::vector<int64_t> num_unique_;
+  std::vector<uint8_t> counted_;   // per local shard: its count stays on the device (ApplySharded)
+  DeviceBuffer dev_counts_;        // those counts, one word per local shard
+  std::vector<size_t> full_at_;    // per local shard: its full statistics in full_stats_ (floats)
+  bool counts_on_device_ = false;  // every rank's plugin keeps counts on the device (agreed)
   std::vector<std::unique_ptr<DeviceBuffer>> uniq_rows_;
   std::vector<std::unique_ptr<DeviceBuffer>> uniq_grads_;
   std::vector<std::unique_ptr<DeviceBuffer>> stats_;
@@ -397,6 +560,19 @@ class DeviceStep {
   // read (the message lands in it, this rank's own rows are packed into it), and the pack's
   // tables (return targets, MEAN divisors, jobs, their first rows) before and after upload.
   DeviceBuffer verdict_buf_;
+  int64_t verdict_host_[3] = {};  // the agreed word and the first non-finite element, downloaded
+  uint64_t verdict_ticket_ = 0;   // its download (DeviceStaging::Download)
+  // Phases that ended without a wait (EndPhaseDeferred): what to check after the next one.
+  struct Deferred {
+    const char* status_what = nullptr;  // the status block's copy is in deferred_status_
+    bool unpack = false;                // the unpack's word is in unpack_bad_host_
+    std::vector<int32_t> unpack_sources;
+    comm::Communicator* comm = nullptr;
+  } deferred_;
+  std::vector<uint8_t> deferred_status_;
+  std::vector<int32_t> unpack_sources_;
+  Status deferred_error_;
+  DeviceBuffer junk_grad_;
   DeviceBuffer dgrad_block_;
   DeviceBuffer pack_buf_;
   std::vector<kernels::simt_body::PackJob> pack_jobs_;

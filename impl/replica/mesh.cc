@@ -70,6 +70,8 @@ Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
     return Status::InvalidArgument("the collection's plan has ", coll.plan().world_size,
                                    " ranks but the mesh's sharding groups have ",
                                    layout_.shard_size());
+  // A GPU collection's stream-ordered calls finish (and report) before its arenas are averaged.
+  SR_RETURN_IF_ERROR(coll.Synchronize());
   std::vector<SyncBuffer> buffers;
   std::vector<embedding::ParamBuffer> on_device;  // staged at the same index of `buffers`
   for (const embedding::ParamBuffer& b : coll.ParamBuffers()) {

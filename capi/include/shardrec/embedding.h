@@ -44,8 +44,14 @@
  * Thread-safety: one thread at a time per collection handle (the background input
  * distribution thread is internal). Different collections may be used concurrently.
  * Device: a collection lives on the host or, with options->device_type, on one CUDA device (GPU
- * collection v1, see shardrec_embedding_options_t.device_type); every `void* stream` is ignored
- * (a GPU collection queues its device work on its device's default stream).
+ * collection, see shardrec_embedding_options_t.device_type). A GPU collection queues its device
+ * work on a stream of its own. Calls with host buffers return with that work complete. Calls
+ * given CUDA views on the collection's device are stream-ordered where noted
+ * (shardrec_embedding_forward_tensor, _forward_distributed_tensor, _backward_tensor): they return
+ * with their device work queued, ordered after the work already queued on the caller's `stream`
+ * and before the work queued on it afterwards, and what that work finds (a rejected backward on
+ * any rank, a device failure) is returned by the next call that synchronises
+ * (shardrec_embedding_synchronize, and every call documented as synchronising).
  */
 #ifndef SHARDREC_EMBEDDING_H_
 #define SHARDREC_EMBEDDING_H_
@@ -81,9 +87,11 @@ typedef struct shardrec_embedding_options {
                                  the CUDA plugin, while the combine and (with a host
                                  communicator) every exchange stay on the host, the data staged
                                  across PCIe through a pinned block the collection owns, on a
-                                 stream of its own, one bounded wait per step phase; every call
-                                 returns with its device work complete (see the capacity hints
-                                 below). A KJT in host memory is routed on the host; a KJT
+                                 stream of its own, one bounded wait per step phase; a call with
+                                 host buffers returns with its device work complete, one with
+                                 CUDA views on this device is stream-ordered (see the header's
+                                 Device note and shardrec_embedding_synchronize; the capacity
+                                 hints below). A KJT in host memory is routed on the host; a KJT
                                  declared on the collection's device (shardrec_kjt_view_t
                                  device fields) is validated and routed there, and the routed
                                  ids are copied to the host for the exchange (one wait to learn
@@ -98,11 +106,12 @@ typedef struct shardrec_embedding_options {
                                  (shardrec/checkpoint.h), the same averages
                                  (shardrec/replica.h). It also takes a CUDA (NCCL)
                                  communicator of its own device_index (another device is
-                                 SHARDREC_EINVAL): then the return and gradient messages and
-                                 the row statistics travel between device buffers on the
-                                 collection's stream, while the counts, ids and data-parallel
-                                 gradients are staged through the device (one bounded wait
-                                 each); a host collection refuses an NCCL communicator
+                                 SHARDREC_EINVAL): then the ids, the return and gradient
+                                 messages, the row statistics and the data-parallel gradients
+                                 travel between device buffers on the collection's stream, and
+                                 only the route summaries (which learn the received sizes: the
+                                 step's one bounded wait with CUDA views) are staged through the
+                                 host; a host collection refuses an NCCL communicator
                                  (SHARDREC_EUNSUPPORTED). A device KJT with a plugin built
                                  before the device routing is SHARDREC_EUNSUPPORTED. It
                                  starts with the same weights as a host collection of the same
@@ -289,12 +298,15 @@ SHARDREC_API shardrec_status_t shardrec_embedding_is_sequence(const shardrec_emb
  * @param out     [out] Pooled: batch_size x output_dim floats; sequence: num_values x dim.
  *                Overwritten. NULL only when that size is 0.
  * @param out_len Number of floats in @p out; must equal the size above.
- * @param stream  Ignored: a GPU collection (v1) queues its device work on its device's default
- *                stream and returns after that work is complete (@p out is host memory, written
- *                from the rows copied back), so nothing of the call is left in flight.
+ * @param stream  Ignored: a GPU collection returns after its device work is complete (@p out is
+ *                host memory, written from the rows copied back), so nothing of the call is left
+ *                in flight.
  * @return SHARDREC_OK; SHARDREC_EINVAL (bad batch here or on another rank, wrong @p out_len);
  *         SHARDREC_EUSAGE when a started input distribution has not been consumed;
- *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE on communication failure.
+ *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE on communication failure. Synchronising (GPU
+ *         collection): it first returns what earlier stream-ordered calls found (see
+ *         shardrec_embedding_synchronize; every rank then returns that error and this batch is
+ *         not forwarded).
  * Thread-safety: one thread at a time per collection.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_forward(shardrec_embedding_t* coll,
@@ -318,7 +330,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward(shardrec_embedding_t* 
  * @param stream Ignored on the host.
  * @return SHARDREC_OK; SHARDREC_EINVAL for an invalid batch (here or, over NCCL, a peer's);
  *         SHARDREC_EUSAGE when a distribution is already in flight; over NCCL also
- *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
+ *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE. Synchronising (GPU collection), as
+ *         shardrec_embedding_forward: nothing is then in flight.
  * Thread-safety: one thread at a time per collection.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_input_dist_start(shardrec_embedding_t* coll,
@@ -363,13 +376,14 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward_distributed(shardrec_e
  * @param coll     [in] Must not be NULL.
  * @param grad     [in] Gradient of the last forward's output, same shape; NULL only if empty.
  * @param grad_len Number of floats in @p grad; must equal the last output's size.
- * @param stream   Ignored: a GPU collection (v1) uploads the gradients it received, runs the
- *                 optimizer on its device's default stream and returns after that work is
- *                 complete (@p grad is host memory, read before the call returns).
+ * @param stream   Ignored: a GPU collection returns after its device work is complete (@p grad
+ *                 is host memory, read before the call returns).
  * @return SHARDREC_OK; SHARDREC_EINVAL for a wrong size here or a rejection on another rank;
  *         SHARDREC_EUSAGE without a preceding forward; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE;
  *         SHARDREC_ECUDA / SHARDREC_ETIMEOUT when a GPU collection's device work fails (after
- *         the gradient exchange: the step may then be partly applied on that rank).
+ *         the gradient exchange: the step may then be partly applied on that rank). A GPU
+ *         collection first returns what an earlier stream-ordered backward found, when one is
+ *         still unknown (see shardrec_embedding_synchronize), and then does nothing else.
  * Thread-safety: one thread at a time per collection.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_backward(shardrec_embedding_t* coll,
@@ -384,25 +398,35 @@ SHARDREC_API shardrec_status_t shardrec_embedding_backward(shardrec_embedding_t*
  * fails the call and nothing changes. Collective.
  *
  * CUDA views (a collection feeding a model that runs on a GPU): a host collection (and a GPU
- * collection whose output is combined in host memory: sequence outputs, rows exchanged over a
- * host communicator at world > 1) writes the output to a pinned staging block it owns and copies
- * that to the view on @p stream; a pooled GPU collection on the view's device that combines on
- * the device (world 1, or an NCCL communicator) copies its device output to the view device to
- * device on @p stream, with no host copy. Either copy is ordered after the work already queued
- * on @p stream and waited for, at most the communicator's timeout, before returning; the view
- * may be read by later work on any stream once the call returns. A CUDA view needs the CUDA plugin
- * and that device (shardrec_device_check): without them the view is a rejected input
- * (SHARDREC_ENODEVICE on this rank). If the copy itself fails (SHARDREC_ECUDA, SHARDREC_ETIMEOUT),
- * the forward has already taken place on every rank and the view's contents are undefined; a
- * backward may follow.
+ * collection whose output is combined in host memory: rows exchanged over a host communicator at
+ * world > 1, 16-bit return messages) writes the output to a pinned staging block it owns, copies
+ * that to the view on @p stream after the work already queued there and waits for the copy, at
+ * most the communicator's timeout, before returning; the view may then be read by later work on
+ * any stream. A GPU collection on the view's device that combines on the device (world 1, or an
+ * NCCL communicator; pooled or sequence) is stream-ordered instead: it returns with its lookup
+ * phase queued on its own stream (the forward's one wait is its counts exchange over NCCL, which
+ * learns the received sizes; none at world 1 unless an earlier stream-ordered call is to be
+ * learnt), that phase writes the view device to device after the work already queued on
+ * @p stream, and the work queued on @p stream after the call is ordered after that write: read
+ * the view on @p stream (or on another stream after an event recorded on @p stream, or on the host
+ * after synchronising @p stream); do not write it until that work is done. A failure the lookup
+ * phase finds on the device (an internal error: a row outside its shard, an id message whose
+ * lengths disagree with its counts; a peer lost during its exchanges) is returned by the next
+ * synchronising call (shardrec_embedding_synchronize, the next forward or input_dist_start, an
+ * accessor, a checkpoint, a 2D sync) on this rank; its peers may then time out. The batch may be
+ * reused as soon as the call returns (a device KJT is read before it returns). A CUDA view needs
+ * the CUDA plugin and that device (shardrec_device_check): without them the view is a rejected
+ * input (SHARDREC_ENODEVICE on this rank). If a staged copy itself fails (SHARDREC_ECUDA,
+ * SHARDREC_ETIMEOUT), the forward has already taken place on every rank and the view's contents
+ * are undefined; a backward may follow.
  * @param coll   [in] Must not be NULL.
  * @param batch  [in] As for shardrec_embedding_forward.
  * @param out    [in] The output view; must not be NULL; its memory is overwritten.
- * @param stream For a CUDA view, the cudaStream_t (NULL: the legacy default stream) the copy is
- *               ordered on; ignored for a host view.
- * @return As shardrec_embedding_forward; SHARDREC_EINVAL also for a malformed view;
- *         SHARDREC_ENODEVICE for a CUDA view without a usable device; SHARDREC_ECUDA /
- *         SHARDREC_ETIMEOUT when the copy to the device fails.
+ * @param stream For a CUDA view, the cudaStream_t (NULL: the legacy default stream) the write of
+ *               the view is ordered on (see above); ignored for a host view.
+ * @return As shardrec_embedding_forward (synchronising, as it is); SHARDREC_EINVAL also for a
+ *         malformed view; SHARDREC_ENODEVICE for a CUDA view without a usable device;
+ *         SHARDREC_ECUDA / SHARDREC_ETIMEOUT when the copy to the device fails.
  * Thread-safety: one thread at a time per collection.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_forward_tensor(shardrec_embedding_t* coll,
@@ -414,10 +438,11 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward_tensor(shardrec_embedd
  * shardrec_embedding_forward_distributed with the output as a tensor view (see
  * shardrec_embedding_forward_tensor for the view's rules). A view this rank cannot use behaves
  * like a wrong @p out_len there: this rank still takes part in the exchange, then fails alone.
- * A CUDA view is staged and copied on @p stream as in shardrec_embedding_forward_tensor.
+ * A CUDA view is written on @p stream's order as in shardrec_embedding_forward_tensor (staged and
+ * waited for, or stream-ordered: this call has no wait of its own then).
  * @param coll   [in] Must not be NULL.
  * @param out    [in] The output view; must not be NULL.
- * @param stream For a CUDA view, the stream the copy is ordered on; ignored for a host view.
+ * @param stream For a CUDA view, the stream the write is ordered on; ignored for a host view.
  * @return As shardrec_embedding_forward_distributed; SHARDREC_ENODEVICE for a CUDA view without
  *         a usable device; SHARDREC_ECUDA / SHARDREC_ETIMEOUT when the copy to the device fails.
  * Thread-safety: one thread at a time per collection.
@@ -434,15 +459,49 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward_distributed_tensor(
  * produced it there) and the copy is waited for, at most the communicator's timeout, before the
  * step; a view that cannot be copied (no plugin or device, a CUDA error, a timeout) rejects the
  * step on every rank with nothing changed. The view may be overwritten once the call returns.
+ *
+ * Stream-ordered: a GPU collection that reads the view on its device (world 1, or an NCCL
+ * communicator with fp32 messages; a plugin with the gated backward) returns with the whole step
+ * queued on its own stream, with no host wait: the view is read after the work already queued on
+ * @p stream, and the work queued on @p stream after the call is ordered after those reads (so it
+ * may overwrite the view; the host or another stream must first synchronise @p stream). The
+ * step's verdict is agreed between the ranks on the device and gates its updates there: a
+ * rejection on any rank (a non-finite element, a wrong size, a refused output, a view this rank
+ * cannot use) changes no weight or state anywhere, and is returned on every rank by the next
+ * synchronising call (shardrec_embedding_synchronize, or the next forward, input_dist_start,
+ * backward, accessor, checkpoint or 2D sync, which then does nothing else): this rank's own error
+ * on the rank that rejected, "rank N rejected its last backward call" on the others. The step
+ * counter counts the step when the call returns and takes it back then; the batch may be trained
+ * again with a new backward while it is still the last one forwarded. A device failure found by
+ * the step is returned there too.
  * @param coll   [in] Must not be NULL.
  * @param grad   [in] The gradient view; must not be NULL; read only.
- * @param stream For a CUDA view, the stream the copy is ordered on; ignored for a host view.
+ * @param stream For a CUDA view, the stream the reads are ordered on; ignored for a host view.
  * @return As shardrec_embedding_backward; SHARDREC_ENODEVICE, SHARDREC_ECUDA or SHARDREC_ETIMEOUT
  *         on the rank whose CUDA view could not be copied (SHARDREC_EINVAL on its peers).
+ *         Stream-ordered: SHARDREC_OK once queued (see above), or at once the errors of
+ *         shardrec_embedding_backward that need no device work (no forward first).
  * Thread-safety: one thread at a time per collection.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_backward_tensor(
     shardrec_embedding_t* coll, const shardrec_tensor_view_t* grad, void* stream);
+
+/**
+ * Waits for the device work a GPU collection's stream-ordered calls left queued (bounded: at most
+ * 300 s, then SHARDREC_ETIMEOUT) and returns what that work found, once: the first of a device
+ * failure (SHARDREC_ECUDA, SHARDREC_ETIMEOUT), a rejected stream-ordered backward (SHARDREC_EINVAL
+ * with this rank's own error, or naming the rank that rejected; the same on every rank: no weight
+ * or state changed, the step counter is taken back, and the batch may be trained again while it is
+ * still the last one forwarded), an internal error found on this rank's device (a row outside its
+ * shard, an id message whose lengths disagree with its counts: SHARDREC_EINTERNAL), a peer lost
+ * during a queued exchange (SHARDREC_ETIMEOUT / SHARDREC_EREMOTE). Every synchronising call does
+ * this first. A host collection, or nothing queued: SHARDREC_OK at once. Not collective: every
+ * rank learns the same outcome of a backward.
+ * @param coll [in] Must not be NULL.
+ * @return As above; SHARDREC_EINVAL for NULL.
+ * Thread-safety: one thread at a time per collection.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_synchronize(shardrec_embedding_t* coll);
 
 /**
  * Sets the learning rate used by the following backward calls (learning-rate schedules).
@@ -454,7 +513,9 @@ SHARDREC_API shardrec_status_t shardrec_embedding_set_learning_rate(shardrec_emb
                                                                     float learning_rate);
 
 /**
- * Number of optimizer steps taken (backward calls), the `t` of Adam's bias correction.
+ * Number of optimizer steps taken (backward calls), the `t` of Adam's bias correction. A GPU
+ * collection's stream-ordered backward (shardrec_embedding_backward_tensor) counts when it
+ * returns; a rejection learnt later (shardrec_embedding_synchronize) takes it back.
  * @param coll [in] Must not be NULL.  @param out [out] Receives the count; must not be NULL.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments. Not collective.
  */

@@ -290,4 +290,102 @@ Status StreamWaitStream(int device, Stream waiter, Stream waitee) {
   return core::FromPlugin(t->stream_wait_stream(device, waiter, waitee, &st), st);
 }
 
+namespace {
+
+// The table, once it is known to serve the data-parallel entries too.
+Status DpTable(const ExecContext& ctx, const char* what, const shardrec_cuda_plugin_table_t** t) {
+  SR_RETURN_IF_ERROR(Prepare(ctx, what, t));
+  std::string path;
+  if (!core::GetCudaPluginPath(&path).ok()) path = "(unknown path)";
+  return core::HasDpEntries(**t, path);
+}
+
+}  // namespace
+
+bool HasDp() {
+  static const bool has = [] {
+    const shardrec_cuda_plugin_table_t* t = nullptr;
+    return DpTable(ExecContext::Cuda(0, nullptr), "HasDp", &t).ok();
+  }();
+  return has;
+}
+
+Status DpWorkspaceBytes(const ExecContext& ctx, int64_t max_ids, int64_t num_keys, size_t* bytes) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(DpTable(ctx, "DpWorkspaceBytes", &t));
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(
+      t->emb_dp_workspace_bytes(ctx.device().index, max_ids, num_keys, bytes, &st), st);
+}
+
+Status DpStep(const ExecContext& ctx, const simt_body::DpParams& params, int32_t phase,
+              void* workspace, size_t workspace_bytes) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(DpTable(ctx, "DpStep", &t));
+  const shardrec_plugin_dp_t d = abi::ToAbi(params);
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(
+      t->emb_dp_step(ctx.device().index, &d, phase, workspace, workspace_bytes, ctx.stream(), &st),
+      st);
+}
+
+Status RowPhaseCounted(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
+                       int32_t full_dim, optim::ShardParams& shard, const CountedRows& rows,
+                       float* partial_stats, const float* full_stats, int phase) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(DpTable(ctx, "RowPhaseCounted", &t));
+  const shardrec_plugin_optimizer_t c = abi::ToAbi(config);
+  shardrec_plugin_shard_t s{};
+  SR_RETURN_IF_ERROR(abi::ToAbi(shard, &s));
+  const shardrec_plugin_counted_rows_t r = abi::ToAbi(rows);
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(
+      t->emb_row_phase_counted(ctx.device().index, &c, step, full_dim, &s, &r, partial_stats,
+                               full_stats, phase, ctx.stream(), &st),
+      st);
+}
+
+namespace {
+
+// The table, once it is known to serve the gated grouping too.
+Status GateTable(const ExecContext& ctx, const char* what, const shardrec_cuda_plugin_table_t** t) {
+  SR_RETURN_IF_ERROR(Prepare(ctx, what, t));
+  std::string path;
+  if (!core::GetCudaPluginPath(&path).ok()) path = "(unknown path)";
+  return core::HasGateEntries(**t, path);
+}
+
+}  // namespace
+
+bool HasGate() {
+  static const bool has = [] {
+    const shardrec_cuda_plugin_table_t* t = nullptr;
+    return GateTable(ExecContext::Cuda(0, nullptr), "HasGate", &t).ok();
+  }();
+  return has;
+}
+
+Status GroupRowsGated(const ExecContext& ctx, const DeviceRuns& runs, void* workspace,
+                      size_t workspace_bytes, int64_t* num_unique, int64_t* num_unique_dev,
+                      const int64_t* gate) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(GateTable(ctx, "GroupRowsGated", &t));
+  std::vector<shardrec_plugin_bag_run_t> storage;
+  shardrec_plugin_runs_t r{};
+  SR_RETURN_IF_ERROR(abi::ToAbi(runs, &storage, &r));
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(
+      t->emb_group_rows_gated(ctx.device().index, &r, workspace, workspace_bytes, num_unique,
+                              num_unique_dev, gate, ctx.stream(), &st),
+      st);
+}
+
+Status SumSources(const ExecContext& ctx, const simt_body::SumSourcesParams& params) {
+  const shardrec_cuda_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(GateTable(ctx, "SumSources", &t));
+  const shardrec_plugin_sum_sources_t s = abi::ToAbi(params);
+  shardrec_plugin_status_t st{};
+  return core::FromPlugin(t->emb_sum_sources(ctx.device().index, &s, ctx.stream(), &st), st);
+}
+
 }  // namespace shardrec::embedding::kernels::device

@@ -18,8 +18,10 @@
 #include "impl/core/status.h"
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
+#include "impl/embedding/kernels/simt/dp_body.h"
 #include "impl/embedding/kernels/simt/grad_body.h"
 #include "impl/embedding/kernels/simt/route_body.h"
+#include "impl/embedding/kernels/simt/stats_body.h"
 #include "impl/embedding/kernels/simt/unpack_body.h"
 #include "impl/optim/optimizer.h"
 
@@ -92,5 +94,26 @@ Status CheckFinite(const ExecContext& ctx, const simt_body::FiniteParams& params
 Status PackGradients(const ExecContext& ctx, const simt_body::PackParams& params, int64_t rows);
 Status StreamWaitStream(int device, Stream waiter, Stream waitee);
 bool HasGrad();
+
+// The data-parallel tables' backward on the device and the optimizer over counted row lists
+// (kernels::cuda::DpWorkspaceBytes / DpStep / RowPhaseCounted). Besides the errors above,
+// kUnsupported naming the plugin when it predates these entries (HasDp says so beforehand).
+Status DpWorkspaceBytes(const ExecContext& ctx, int64_t max_ids, int64_t num_keys, size_t* bytes);
+Status DpStep(const ExecContext& ctx, const simt_body::DpParams& params, int32_t phase,
+              void* workspace, size_t workspace_bytes);
+Status RowPhaseCounted(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
+                       int32_t full_dim, optim::ShardParams& shard, const CountedRows& rows,
+                       float* partial_stats, const float* full_stats, int phase);
+bool HasDp();
+
+// kernels::cuda::GroupRowsGated (a backward gated on the device by its agreed verdict). Besides
+// the errors above, kUnsupported naming the plugin when it predates the entry (HasGate says so
+// beforehand).
+Status GroupRowsGated(const ExecContext& ctx, const DeviceRuns& runs, void* workspace,
+                      size_t workspace_bytes, int64_t* num_unique, int64_t* num_unique_dev,
+                      const int64_t* gate);
+bool HasGate();
+// kernels::cuda::SumSources (served with the gated grouping: HasGate).
+Status SumSources(const ExecContext& ctx, const simt_body::SumSourcesParams& params);
 
 }  // namespace shardrec::embedding::kernels::device

@@ -17,4 +17,14 @@ struct DeviceRuns {
   int64_t num_rows = 0;              // rows of the shard (sorts only the bits they need)
 };
 
+// A list of rows whose length only the device knows (a compaction's, or 0 when a step's verdict
+// shut its gate): the first *count of rows[0, max_rows) and their gradients ([max_rows, cols]);
+// `count` is device memory, read by the kernel, so no host synchronisation learns it.
+struct CountedRows {
+  const int64_t* rows = nullptr;
+  const float* grads = nullptr;
+  const int64_t* count = nullptr;
+  int64_t max_rows = 0;
+};
+
 }  // namespace shardrec::embedding::kernels

@@ -16,8 +16,10 @@
 #include "impl/core/status.h"
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
+#include "impl/embedding/kernels/simt/dp_body.h"
 #include "impl/embedding/kernels/simt/grad_body.h"
 #include "impl/embedding/kernels/simt/route_body.h"
+#include "impl/embedding/kernels/simt/stats_body.h"
 #include "impl/embedding/kernels/simt/unpack_body.h"
 #include "impl/optim/optimizer.h"
 
@@ -177,6 +179,64 @@ inline shardrec_plugin_pack_t ToAbi(const simt_body::PackParams& p) {
           p.first_row};
 }
 
+// The data-parallel steps' parameters, field for field; the pair and table records live in
+// device memory, written by libshardrec and read by the kernels: one layout on both sides.
+static_assert(sizeof(shardrec_plugin_dp_pair_t) == sizeof(simt_body::DpPair));
+static_assert(offsetof(shardrec_plugin_dp_pair_t, offsets) == offsetof(simt_body::DpPair, offsets));
+static_assert(offsetof(shardrec_plugin_dp_pair_t, div) == offsetof(simt_body::DpPair, div));
+static_assert(offsetof(shardrec_plugin_dp_pair_t, col) == offsetof(simt_body::DpPair, col));
+static_assert(offsetof(shardrec_plugin_dp_pair_t, table) == offsetof(simt_body::DpPair, table));
+static_assert(sizeof(shardrec_plugin_dp_table_t) == sizeof(simt_body::DpTable));
+static_assert(offsetof(shardrec_plugin_dp_table_t, grad_at) ==
+              offsetof(simt_body::DpTable, grad_at));
+static_assert(offsetof(shardrec_plugin_dp_table_t, touch_at) ==
+              offsetof(simt_body::DpTable, touch_at));
+static_assert(offsetof(shardrec_plugin_dp_table_t, dim) == offsetof(simt_body::DpTable, dim));
+static_assert(sizeof(shardrec_plugin_dp_t) == sizeof(simt_body::DpParams));
+inline shardrec_plugin_dp_t ToAbi(const simt_body::DpParams& p) {
+  shardrec_plugin_dp_t d{};
+  d.grad = p.grad;
+  d.stride = p.stride;
+  d.batch_size = p.batch_size;
+  d.num_pairs = p.num_pairs;
+  d.pairs = reinterpret_cast<const shardrec_plugin_dp_pair_t*>(p.pairs);
+  d.pair_first = p.pair_first;
+  d.num_ids = p.num_ids;
+  d.rows = p.rows;
+  d.weights = p.weights;
+  d.pos = p.pos;
+  d.num_tables = p.num_tables;
+  d.tables = reinterpret_cast<const shardrec_plugin_dp_table_t*>(p.tables);
+  d.key_first = p.key_first;
+  d.num_keys = p.num_keys;
+  d.dense = p.dense;
+  d.dense_floats = p.dense_floats;
+  d.scale = p.scale;
+  d.rows_out = p.rows_out;
+  d.grads_out = p.grads_out;
+  d.counts_out = p.counts_out;
+  d.gate = p.gate;
+  return d;
+}
+
+static_assert(sizeof(shardrec_plugin_sum_sources_t) == sizeof(simt_body::SumSourcesParams));
+static_assert(SHARDREC_PLUGIN_MAX_SUM_SOURCES == simt_body::kMaxSumSources);
+inline shardrec_plugin_sum_sources_t ToAbi(const simt_body::SumSourcesParams& p) {
+  shardrec_plugin_sum_sources_t s{};
+  for (int k = 0; k < simt_body::kMaxSumSources; ++k) s.sources[k] = p.sources[k];
+  s.num_sources = p.num_sources;
+  s.accumulate = p.accumulate;
+  s.row_floats = p.row_floats;
+  s.max_rows = p.max_rows;
+  s.count = p.count;
+  s.dst = p.dst;
+  return s;
+}
+
+inline shardrec_plugin_counted_rows_t ToAbi(const CountedRows& r) {
+  return {r.rows, r.grads, r.count, r.max_rows};
+}
+
 // ---- C -> C++ (the plugin) --------------------------------------------------------------------
 
 inline WeightsView FromAbi(const shardrec_plugin_weights_t& w) {
@@ -330,6 +390,48 @@ inline simt_body::PackParams FromAbi(const shardrec_plugin_pack_t& k) {
   p.jobs = reinterpret_cast<const simt_body::PackJob*>(k.jobs);
   p.first_row = k.first_row;
   return p;
+}
+
+inline simt_body::DpParams FromAbi(const shardrec_plugin_dp_t& d) {
+  simt_body::DpParams p;
+  p.grad = d.grad;
+  p.stride = d.stride;
+  p.batch_size = d.batch_size;
+  p.num_pairs = d.num_pairs;
+  p.pairs = reinterpret_cast<const simt_body::DpPair*>(d.pairs);
+  p.pair_first = d.pair_first;
+  p.num_ids = d.num_ids;
+  p.rows = d.rows;
+  p.weights = d.weights;
+  p.pos = d.pos;
+  p.num_tables = d.num_tables;
+  p.tables = reinterpret_cast<const simt_body::DpTable*>(d.tables);
+  p.key_first = d.key_first;
+  p.num_keys = d.num_keys;
+  p.dense = d.dense;
+  p.dense_floats = d.dense_floats;
+  p.scale = d.scale;
+  p.rows_out = d.rows_out;
+  p.grads_out = d.grads_out;
+  p.counts_out = d.counts_out;
+  p.gate = d.gate;
+  return p;
+}
+
+inline simt_body::SumSourcesParams FromAbi(const shardrec_plugin_sum_sources_t& s) {
+  simt_body::SumSourcesParams p;
+  for (int k = 0; k < simt_body::kMaxSumSources; ++k) p.sources[k] = s.sources[k];
+  p.num_sources = s.num_sources;
+  p.accumulate = s.accumulate;
+  p.row_floats = s.row_floats;
+  p.max_rows = s.max_rows;
+  p.count = s.count;
+  p.dst = s.dst;
+  return p;
+}
+
+inline CountedRows FromAbi(const shardrec_plugin_counted_rows_t& r) {
+  return {r.rows, r.grads, r.count, r.max_rows};
 }
 
 }  // namespace shardrec::embedding::kernels::abi

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -65,28 +66,6 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& i) { return i.param.n
 
 class NcclVsGloo : public ::testing::TestWithParam<Case> {};
 
-// Ranks of `s.world` as threads, each with an NCCL communicator (the double on the CPU) of
-// timeout `timeout_ms` and a GPU collection of `plan` over it; body(r, collection, output_dim)
-// runs on rank r's thread, and the collection goes before its communicator.
-void ForEachNcclRank(const Scenario& s, const shardrec_plan_t* plan,
-                     const shardrec_optimizer_config_t& opt, int64_t timeout_ms,
-                     const std::function<void(int, shardrec_embedding_t*, int64_t)>& body) {
-  shardrec_unique_id_t id;
-  ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK);
-  SpawnRanks(s.world, [&](int r) {
-    CommPtr nccl(NcclComm(id, s.world, r, timeout_ms));
-    ASSERT_NE(nccl, nullptr);
-    const shardrec_embedding_options_t od = Options(s, true);
-    shardrec_embedding_t* d = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&d, plan, nccl.get(), &opt, &od), SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr cd(d);
-    int64_t dim = 0;
-    shardrec_embedding_output_dim(d, &dim);
-    body(r, d, dim);
-  });
-}
-
 TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
   const Case& c = GetParam();
   REQUIRE_WORLD(c.world);
@@ -114,6 +93,7 @@ TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
   const int64_t collectives_before = NcclCounter(0);
   const int64_t unpacks_before = FakeCalls()[kUnpack];
   const int64_t packs_before = FakeCalls()[kPackGrads];
+  const int64_t dp_steps_before = FakeCalls()[kDpStep];
   const bool summed_dp =
       c.world >= 3 && std::find(c.sharding.begin(), c.sharding.end(), kDP) != c.sharding.end();
   SpawnRanks(s.world, [&](int r) {
@@ -229,13 +209,27 @@ TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
     } else {
       EXPECT_EQ(FakeCalls()[kUnpack], unpacks_before);
     }
-    // A gradient view is packed on the device unless a data-parallel table needs it on the host
-    // (or the plugin predates device gradients: it is then staged through the host).
+    // A gradient view is packed on the device (data-parallel tables train there too), unless the
+    // plugin predates device gradients (or, with data-parallel tables, the device entries for
+    // them): it is then staged through the host.
     const bool dp = std::find(c.sharding.begin(), c.sharding.end(), kDP) != c.sharding.end();
-    if (c.device_views && !dp && std::getenv("SHARDREC_TEST_STAGED_IDS") == nullptr) {
+    const bool old_plugin = std::getenv("SHARDREC_TEST_STAGED_IDS") != nullptr ||
+                            (dp && std::getenv("SHARDREC_TEST_HOST_DP") != nullptr);
+    if (c.device_views && !old_plugin) {
       EXPECT_GT(FakeCalls()[kPackGrads], packs_before);
     } else {
       EXPECT_EQ(FakeCalls()[kPackGrads], packs_before);
+    }
+    // Data-parallel gradients are accumulated, all-reduced and applied on the device with fp32
+    // messages (a 16-bit encoding at world > 1, or a plugin before the entries, keeps the host's
+    // accumulation and its staged all-reduce).
+    const bool host_dp = std::getenv("SHARDREC_TEST_HOST_DP") != nullptr ||
+                         std::getenv("SHARDREC_TEST_STAGED_IDS") != nullptr ||
+                         (c.world > 1 && c.encoding != SHARDREC_COMM_ENCODING_FP32);
+    if (dp && !host_dp) {
+      EXPECT_GT(FakeCalls()[kDpStep], dp_steps_before);
+    } else {
+      EXPECT_EQ(FakeCalls()[kDpStep], dp_steps_before);
     }
   }
 }
@@ -411,9 +405,10 @@ TEST(EmbeddingGpuNccl, ADeadPeerTimesOut) {
 // buffer grows. Forward: the counts exchange (which carries the verdicts and every unit's id
 // and bag counts, so nothing else needs the host before the device work) and the lookup phase
 // (the ids' exchange between device blocks, the unpack, the lookups, the return exchange and the
-// combine on the device, data-parallel lookups included), one wait each; backward: the verdict
-// (staged) and the fused backward's wait, plus the data-parallel all-reduce (staged) and its
-// updates with a data-parallel table.
+// combine on the device, data-parallel lookups included), one wait each; backward: ONE wait, the
+// update phase's, which begins with the verdict (all-reduced between device blocks into the gate
+// the updates read: no wait of its own) and takes the data-parallel tables' accumulation,
+// all-reduce and updates too.
 // With column shards of row-wise Adagrad the backward aggregates and exchanges row statistics:
 // the unique-row counts' wait, then the statistics phase, whose exchange over NCCL travels
 // between device blocks inside that phase (no wait of its own), then the updates' wait.
@@ -487,21 +482,23 @@ void CountWaits(std::vector<int32_t> sharding, int32_t optimizer, int64_t bwd_wa
 TEST(EmbeddingGpuNccl, WaitsAndCopiesPerPhaseAreAsDocumented) {
   REQUIRE_WORLD(2);
   if (!FakeLoaded()) GTEST_SKIP() << "counts the fake's calls";
-  // Fused shards: the verdict's wait and the backward's one.
-  CountWaits({kTW, kRW, kTW}, kSgd, 2, 1);
-  // Column shards with row statistics: the verdict, the counts, the statistics phase (its
-  // exchange inside), the updates: 4 (5 with the exchange staged). Down: the verdict, the counts
-  // come through pinned words (no copy), per table the partial statistics and the received ones.
-  CountWaits({kCW, kCW, kCW}, kRowAdagrad, 4, 1 + 3 + 3);
-  // A data-parallel table: no wait of its own in forward (was one more); backward adds the
-  // all-reduce (staged: 1 wait, 1 down) and the updates' wait.
-  CountWaits({kDP, kRW, kTW}, kSgd, 4, 1 + 1);
+  // Fused shards: the update phase's one wait (the verdict comes down with it).
+  CountWaits({kTW, kRW, kTW}, kSgd, 1, 1);
+  // Column shards with row statistics: their unique-row counts stay on the device, their partial
+  // statistics travel between device blocks and are summed there in the update phase: its one
+  // wait (with a plugin before emb_sum_sources: the counts, the statistics phase and the updates).
+  // Down: the verdict alone.
+  CountWaits({kCW, kCW, kCW}, kRowAdagrad, 1, 1);
+  // A data-parallel table: no wait of its own in forward (was one more), none in backward either
+  // (was two more: the staged all-reduce's and the updates'): its gradients are accumulated,
+  // all-reduced between device blocks and applied in the update phase.
+  CountWaits({kDP, kRW, kTW}, kSgd, 1, 1);
   // KJTs in device memory.
-  CountWaits({kTW, kRW, kTW}, kSgd, 2, 1, true);
+  CountWaits({kTW, kRW, kTW}, kSgd, 1, 1, true);
   // Sequence outputs: combined on the device like pooled ones (data-parallel rows included), so
-  // the same forward; the backward aggregates (the unique-row counts' wait) and all-reduces
-  // the data-parallel gradient (staged) before its updates.
-  CountWaits({kDP, kRW, kTW}, kSgd, 5, 1 + 1, false, kNone);
+  // the same forward; the backward aggregates, its unique-row counts left on the device (no row
+  // statistics to exchange), the data-parallel tables in its first phase: one wait.
+  CountWaits({kDP, kRW, kTW}, kSgd, 1, 1, false, kNone);
 }
 
 // With the capacity hints, every buffer of a step over NCCL (the batch slots, the summaries, the
@@ -591,14 +588,14 @@ TEST(EmbeddingGpuNccl, NoAllocationWithinTheHints) {
   }
 }
 
-// CUDA output and gradient views over NCCL at world 2 (fused shards): the forward's waits are the
-// counts exchange's and the lookup phase's (the output is copied into the view on the
-// collection's stream behind the caller's, within the phase: nothing comes down but the summaries
-// and the unpack's word), the backward's the verdict's (the gradient checked on the device and
-// the verdicts all-reduced there) and the update phase's (the gradient packed and exchanged on
-// the device: only the pack's tables go up). Then a gradient with a NaN on one rank: every rank
-// fails (that rank naming the element), nothing changes, and the same backward with a good
-// gradient trains.
+// CUDA output and gradient views over NCCL at world 2 (fused shards), stream-ordered: ONE wait per
+// step, the counts exchange's (it learns the received sizes); the lookup phase (the output copied
+// into the view on the collection's stream behind the caller's) and the whole backward (the
+// gradient checked on the device and the verdicts all-reduced there into the gate the updates
+// read, the gradient packed and exchanged on the device: only the pack's tables go up) stay
+// queued, their checks made at the next wait. Then a gradient with a NaN on one rank: the
+// backward returns once queued, the next synchronising call fails on every rank (that rank naming
+// the element), nothing changes, and the same backward with a good gradient trains.
 TEST(EmbeddingGpuNccl, DeviceViewsWaitsAndANonFiniteGradient) {
   REQUIRE_WORLD(2);
   if (!FakeLoaded()) GTEST_SKIP() << "counts the fake's calls";
@@ -623,7 +620,9 @@ TEST(EmbeddingGpuNccl, DeviceViewsWaitsAndANonFiniteGradient) {
     const shardrec_tensor_view_t vout = DeviceView(out.data(), g.size(), dim);
     FakeDeviceCopy dev_g(g);
     const shardrec_tensor_view_t vg = DeviceView(static_cast<float*>(dev_g.data()), g.size(), dim);
-    for (int round = 0; round < 2; ++round) {
+    // Three rounds, the last counted: without capacity hints the pinned block grows in the first
+    // steps to hold a lookup phase and an update phase in flight behind the next counts exchange.
+    for (int round = 0; round < 3; ++round) {
       int64_t a[3], b[3], c[3];
       meet.arrive_and_wait();
       if (r == 0) read(a);
@@ -636,7 +635,7 @@ TEST(EmbeddingGpuNccl, DeviceViewsWaitsAndANonFiniteGradient) {
       ASSERT_EQ(shardrec_embedding_backward_tensor(d, &vg, nullptr), SHARDREC_OK)
           << shardrec_last_error();
       meet.arrive_and_wait();
-      if (r == 0 && round == 1) {
+      if (r == 0 && round == 2) {
         read(c);
         for (int k = 0; k < 3; ++k) {
           fwd[k] = b[k] - a[k];
@@ -645,16 +644,26 @@ TEST(EmbeddingGpuNccl, DeviceViewsWaitsAndANonFiniteGradient) {
       }
       meet.arrive_and_wait();  // the counters are read before rank 1 goes on
     }
-    // A NaN in rank 1's gradient.
+    // A NaN in rank 1's gradient: the stream-ordered backward returns once queued on every rank;
+    // shardrec_embedding_synchronize then fails on every rank (that rank naming the element),
+    // nothing changed and the step is not counted; the same backward with a good gradient trains.
     ASSERT_EQ(shardrec_embedding_forward_tensor(d, kjt.view(), &vout, nullptr), SHARDREC_OK);
     const auto before = Snapshot(d, s);
+    int64_t steps_before = -1, steps = -1;
+    shardrec_embedding_num_steps(d, &steps_before);
     if (r == 1 && !g.empty()) static_cast<float*>(dev_g.data())[3] = std::nanf("");
     meet.arrive_and_wait();
-    EXPECT_EQ(shardrec_embedding_backward_tensor(d, &vg, nullptr), SHARDREC_EINVAL) << "rank " << r;
-    const std::string why = shardrec_last_error();
-    EXPECT_NE(why.find(r == 1 ? "element 3" : "rank 1 rejected its backward call"),
+    EXPECT_EQ(shardrec_embedding_backward_tensor(d, &vg, nullptr), SHARDREC_OK) << "rank " << r;
+    shardrec_embedding_num_steps(d, &steps);
+    EXPECT_EQ(steps, steps_before + 1) << "counted when queued";
+    EXPECT_EQ(shardrec_embedding_synchronize(d), SHARDREC_EINVAL) << "rank " << r;
+    std::string why = shardrec_last_error();
+    EXPECT_NE(why.find(r == 1 ? "element 3" : "rank 1 rejected its last backward call"),
               std::string::npos)
         << "rank " << r << ": " << why;
+    shardrec_embedding_num_steps(d, &steps);
+    EXPECT_EQ(steps, steps_before) << "taken back";
+    EXPECT_EQ(shardrec_embedding_synchronize(d), SHARDREC_OK) << "reported once";
     ExpectSameTensors(before, Snapshot(d, s), "rank " + std::to_string(r) + " after the NaN");
     if (r == 1 && !g.empty()) static_cast<float*>(dev_g.data())[3] = g[3];
     meet.arrive_and_wait();
@@ -662,12 +671,42 @@ TEST(EmbeddingGpuNccl, DeviceViewsWaitsAndANonFiniteGradient) {
         << "rank " << r << ": " << shardrec_last_error();
     EXPECT_FALSE(BitEqual(before[0], Snapshot(d, s)[0]) && BitEqual(before[2], Snapshot(d, s)[2]))
         << "rank " << r << ": the good gradient moved no weight";
+    // Again, learnt by the next forward instead: it fails on every rank without forwarding, the
+    // rejected batch is still the one a backward trains, and the forward after that goes through.
+    ASSERT_EQ(shardrec_embedding_forward_tensor(d, kjt.view(), &vout, nullptr), SHARDREC_OK);
+    const auto before2 = Snapshot(d, s);
+    if (r == 1 && !g.empty())
+      static_cast<float*>(dev_g.data())[5] = -std::numeric_limits<float>::infinity();
+    meet.arrive_and_wait();
+    EXPECT_EQ(shardrec_embedding_backward_tensor(d, &vg, nullptr), SHARDREC_OK) << "rank " << r;
+    EXPECT_EQ(shardrec_embedding_forward_tensor(d, kjt.view(), &vout, nullptr), SHARDREC_EINVAL)
+        << "rank " << r;
+    why = shardrec_last_error();
+    EXPECT_NE(why.find(r == 1 ? "element 5" : "rank 1 rejected its last backward call"),
+              std::string::npos)
+        << "rank " << r << ": " << why;
+    ExpectSameTensors(before2, Snapshot(d, s), "rank " + std::to_string(r) + " after the inf");
+    if (r == 1 && !g.empty()) static_cast<float*>(dev_g.data())[5] = g[5];
+    meet.arrive_and_wait();
+    EXPECT_EQ(shardrec_embedding_backward_tensor(d, &vg, nullptr), SHARDREC_OK)
+        << "rank " << r << ": " << shardrec_last_error();
+    EXPECT_EQ(shardrec_embedding_forward_tensor(d, kjt.view(), &vout, nullptr), SHARDREC_OK)
+        << "rank " << r << ": " << shardrec_last_error();
+    EXPECT_EQ(shardrec_embedding_synchronize(d), SHARDREC_OK) << shardrec_last_error();
+    EXPECT_FALSE(BitEqual(before2[0], Snapshot(d, s)[0]) && BitEqual(before2[2], Snapshot(d, s)[2]))
+        << "rank " << r << ": the good gradient moved no weight";
   });
-  EXPECT_EQ(fwd[0], 2 * 2);
+  // Forward: the counts exchange's wait alone (stream-ordered: the lookup phase stays queued); up
+  // the counts, the routed messages, the combine's tables; down the counts, and, delivered at the
+  // next wait, the unpack's word and the lookup status block.
+  EXPECT_EQ(fwd[0], 2 * 1);
   EXPECT_EQ(fwd[1], 2 * 3);
-  EXPECT_EQ(fwd[2], 2 * 2);
-  EXPECT_EQ(bwd[0], 2 * 2);
-  EXPECT_EQ(bwd[1], 2 * 2);
+  EXPECT_EQ(fwd[2], 2 * 3);
+  // Backward: no wait (stream-ordered; the verdict checked and agreed on the device, gating the
+  // updates, comes down with the next forward's wait); up only the pack's tables (an accepting
+  // rank's flag is a memset), down the agreed verdict.
+  EXPECT_EQ(bwd[0], 2 * 0);
+  EXPECT_EQ(bwd[1], 2 * 1);
   EXPECT_EQ(bwd[2], 2 * 1);
 }
 

@@ -125,12 +125,16 @@ const SyncCase kSyncCases[] = {
     // Fused backward on every shard: one wait per call.
     {"Fused", {kTW, kRW, kTW}, kSum, kAdam, {1, 1, 1, 0, 0}, {1, 1, 0, 0, 0}},
     // A data-parallel table: looked up in the forward's one phase (its ids ride with the runs,
-    // its columns are written into the device output), its own update phase (one upload).
-    {"DataParallel", {kDP, kRW, kTW}, kSum, kSgd, {1, 1, 1, 0, 0}, {2, 2, 0, 0, 0}},
-    // Sequence: aggregated, so the counts are read on the host before the updates.
-    {"Sequence", {kTW, kRW, kTW}, kNone, kSgd, {1, 1, 1, 0, 0}, {2, 1, 0, 0, 0}},
-    // Column shards of row-wise Adagrad exchange row statistics.
-    {"ColumnStats", {kCW, kCW, kCW}, kSum, kRowAdagrad, {1, 1, 1, 0, 0}, {-1, -1, -1, 0, 0}},
+    // its columns are written into the device output); in backward accumulated, compacted and
+    // applied on the device within the sharded tables' phase (its ids and the output gradient in
+    // one more upload, no wait of its own).
+    {"DataParallel", {kDP, kRW, kTW}, kSum, kSgd, {1, 1, 1, 0, 0}, {1, 2, 0, 0, 0}},
+    // Sequence: aggregated, the unique-row counts left on the device for the updates (no row
+    // statistics to exchange): one wait, as fused shards.
+    {"Sequence", {kTW, kRW, kTW}, kNone, kSgd, {1, 1, 1, 0, 0}, {1, 1, 0, 0, 0}},
+    // Column shards of row-wise Adagrad: their statistics summed on the device (the exchange
+    // between this rank's own shards is a device copy), counts on the device: one wait.
+    {"ColumnStats", {kCW, kCW, kCW}, kSum, kRowAdagrad, {1, 1, 1, 0, 0}, {1, 1, 0, 0, 0}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Plans, GpuStaging, ::testing::ValuesIn(kSyncCases), SyncCaseName);
@@ -354,8 +358,9 @@ TEST(GpuStagingFailure, AFailedCopyInAForwardChangesNothing) {
 // A CUDA output view on the collection's device, with a forward that combines on the device
 // (world 1, pooled): the output is divided for MEAN on the device and copied device to device
 // into the view within the phase, on the collection's stream ordered behind the caller's
-// (stream_wait_stream: no download, no wait but the phase's), bit for bit a host collection's,
-// the pipelined forward_distributed_tensor included.
+// (stream_wait_stream), bit for bit a host collection's, the pipelined forward_distributed_tensor
+// included. Stream-ordered: no wait at all (the caller's stream is ordered behind the write); the
+// one copy down is the lookup status block's, checked when the next call's wait delivers it.
 TEST(GpuStagingDeviceOutput, ACudaViewIsWrittenDeviceToDevice) {
   REQUIRE_FAKE();
   Scenario s = StandardScenario(1, kRW, kMean);
@@ -401,9 +406,9 @@ TEST(GpuStagingDeviceOutput, ACudaViewIsWrittenDeviceToDevice) {
     }
     const Counts fwd = Delta(f0, Runtime());
     EXPECT_EQ(FakeCalls()[kMeanDivide], calls0[kMeanDivide] + 1) << "step " << step;
-    EXPECT_EQ(fwd[kDown], 0) << "step " << step;
+    EXPECT_EQ(fwd[kDown], 1) << "step " << step;
     EXPECT_EQ(fwd[kUp], 1) << "step " << step;
-    EXPECT_EQ(fwd[kSync], 1) << "step " << step;
+    EXPECT_EQ(fwd[kSync], 0) << "step " << step;
     EXPECT_EQ(fwd[kDeviceAlloc] + fwd[kHostAlloc], 0) << "step " << step;
     EXPECT_TRUE(BitEqual(out_h, dev_out.ToVector())) << "step " << step;
     std::vector<float> g = ts.grads[step][0];

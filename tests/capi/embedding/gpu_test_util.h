@@ -148,6 +148,10 @@ enum FakeCall {
   kUnpack,
   kCheckFinite,
   kPackGrads,
+  kDpStep,
+  kRowPhaseCounted,
+  kGroupRowsGated,
+  kSumSources,
   kNumFakeCalls
 };
 std::array<int64_t, kNumFakeCalls> FakeCalls();

@@ -7,10 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "shardrec/comm.h"
+#include "tests/capi/embedding/embedding_test_util.h"
 #include "tests/capi/embedding/gpu_test_util.h"
+#include "tests/support/spawn_ranks.h"
 
 namespace shardrec::testing {
 
@@ -53,6 +56,28 @@ inline shardrec_comm_t* NcclComm(const shardrec_unique_id_t& id, int32_t world, 
   EXPECT_EQ(shardrec_comm_create(&c, &id, world, rank, &o), SHARDREC_OK)
       << "rank " << rank << ": " << shardrec_last_error();
   return c;
+}
+
+// Ranks of `s.world` as threads, each with an NCCL communicator (the double on the CPU) of
+// timeout `timeout_ms` and a GPU collection of `plan` over it; body(r, collection, output_dim)
+// runs on rank r's thread, and the collection goes before its communicator.
+inline void ForEachNcclRank(const Scenario& s, const shardrec_plan_t* plan,
+                            const shardrec_optimizer_config_t& opt, int64_t timeout_ms,
+                            const std::function<void(int, shardrec_embedding_t*, int64_t)>& body) {
+  shardrec_unique_id_t id;
+  ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK);
+  SpawnRanks(s.world, [&](int r) {
+    CommPtr nccl(NcclComm(id, s.world, r, timeout_ms));
+    ASSERT_NE(nccl, nullptr);
+    const shardrec_embedding_options_t od = Options(s, true);
+    shardrec_embedding_t* d = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&d, plan, nccl.get(), &opt, &od), SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr cd(d);
+    int64_t dim = 0;
+    shardrec_embedding_output_dim(d, &dim);
+    body(r, d, dim);
+  });
 }
 
 }  // namespace shardrec::testing

@@ -13,6 +13,7 @@
 #include "impl/embedding/kernels/cuda/exec_cuda.cuh"
 #include "impl/embedding/kernels/cuda/kernels_cuda.h"
 #include "impl/embedding/kernels/simt/pipeline.h"
+#include "impl/embedding/kernels/simt/row_phase_body.h"
 
 namespace shardrec::embedding::kernels::cuda {
 
@@ -103,63 +104,39 @@ Status Prepare(const ExecContext& ctx, const DeviceRuns& dr, int32_t cols, void*
   return Status::Ok();
 }
 
-// Phase 1 or 2 of the update over rows[0, n), one team per row.
+// Phase 1 or 2 of the update, one team per row (simt/row_phase_body.h).
 struct RowPhaseOp {
-  optim::RowParams p;
-  const int64_t* rows = nullptr;
-  const float* grads = nullptr;
-  float* stats = nullptr;       // phase 1 output
-  const float* full = nullptr;  // phase 2 input
-  int64_t n = 0;
-  int ns = 0;
-  int phase = 1;
-
+  simt_body::RowPhaseParams q;
   template <class Warp>
   __device__ void operator()(Warp& w, int64_t item) const {
-    const int g = simt::TeamSizeForCols(p.cols);
-    w.ForEachTeam(g, [&](auto& t) {
-      const int64_t u = item * (simt::kWarpSize / g) + t.index();
-      if (u >= n) return;
-      const float* gu = grads + u * p.cols;
-      if (phase == 1) {
-        const optim::RowStats st = optim::RowPhase1(t, p, rows[u], gu);
-        t.ForEachLane([&](int l) {
-          if (l != 0) return;
-          stats[u * ns] = st.v0;
-          if (ns > 1) stats[u * ns + 1] = st.v1;
-        });
-      } else {
-        optim::RowStats st;
-        if (ns > 0) st.v0 = full[u * ns];
-        if (ns > 1) st.v1 = full[u * ns + 1];
-        optim::RowPhase2(t, p, rows[u], gu, st);
-      }
-    });
+    simt_body::RowPhaseItem(w, q, item);
   }
 };
 
+// Over max_rows rows, or (count not null) the first *count of them, read on the device.
 Status RowPhase(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
-                int32_t full_dim, optim::ShardParams& shard, const optim::RowUpdate& update,
-                float* stats, const float* full, int phase) {
+                int32_t full_dim, optim::ShardParams& shard, const int64_t* rows,
+                const float* grads, const int64_t* count, int64_t max_rows, float* stats,
+                const float* full, int phase) {
   if (!ctx.is_cuda())
     return Status::Unsupported("optimizer: the CUDA kernel got a ", ctx.device().ToString(),
                                " context");
   SR_RETURN_IF_ERROR(optim::ValidateShard(config, shard));
-  const int64_t n = static_cast<int64_t>(update.rows.size());
   const int ns = optim::NumRowStats(config.type);
-  if (n == 0 || (phase == 1 && ns == 0)) return Status::Ok();
+  if (max_rows <= 0 || (phase == 1 && ns == 0)) return Status::Ok();
   ScopedDevice dev(ctx.device().index);
   CudaExec ex(static_cast<cudaStream_t>(ctx.stream()), nullptr, 0);
-  RowPhaseOp op{optim::MakeRowParams(config, step, full_dim, shard),
-                update.rows.data(),
-                update.grads,
-                stats,
-                full,
-                n,
-                ns,
-                phase};
-  const int per_warp = simt::kWarpSize / simt::TeamSizeForCols(shard.cols);
-  ex.Warps((n + per_warp - 1) / per_warp, op);
+  simt_body::RowPhaseParams q;
+  q.p = optim::MakeRowParams(config, step, full_dim, shard);
+  q.rows = rows;
+  q.grads = grads;
+  q.stats = stats;
+  q.full = full;
+  q.count = count;
+  q.max_rows = max_rows;
+  q.ns = ns;
+  q.phase = phase;
+  ex.Warps(simt_body::RowPhaseItems(q), RowPhaseOp{q});
   return ex.status();
 }
 
@@ -173,20 +150,27 @@ size_t BackwardWorkspaceBytes(const ExecContext& ctx, int64_t num_ids, int32_t c
   return c.total;
 }
 
-Status GroupRows(const ExecContext& ctx, const DeviceRuns& runs, void* workspace,
-                 size_t workspace_bytes, int64_t* num_unique) {
+Status GroupRowsGated(const ExecContext& ctx, const DeviceRuns& runs, void* workspace,
+                      size_t workspace_bytes, int64_t* num_unique, int64_t* num_unique_dev,
+                      const int64_t* gate) {
   Call c;
   SR_RETURN_IF_ERROR(Prepare(ctx, runs, 0, workspace, workspace_bytes, &c));
   ScopedDevice dev(ctx.device().index);
   auto stream = static_cast<cudaStream_t>(ctx.stream());
   CudaExec ex(stream, c.carve.temp, c.carve.temp_bytes);
   simt_body::GroupSteps(ex, c.rt, c.carve.a, runs.num_rows);
+  simt_body::GateSteps(ex, c.carve.a, gate, num_unique_dev);
   SR_RETURN_IF_ERROR(ex.status());
   if (num_unique != nullptr)
     SR_RETURN_IF_ERROR(CudaError(
         cudaMemcpyAsync(num_unique, c.carve.a.num_unique, 8, cudaMemcpyDeviceToHost, stream),
         "unique-row count copy"));
   return Status::Ok();
+}
+
+Status GroupRows(const ExecContext& ctx, const DeviceRuns& runs, void* workspace,
+                 size_t workspace_bytes, int64_t* num_unique) {
+  return GroupRowsGated(ctx, runs, workspace, workspace_bytes, num_unique, nullptr, nullptr);
 }
 
 Status AggregateGrads(const ExecContext& ctx, const DeviceRuns& runs, const float* grads,
@@ -224,13 +208,24 @@ Status FusedBackward(const ExecContext& ctx, const DeviceRuns& runs, const float
 Status PartialRowStats(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
                        optim::ShardParams& shard, const optim::RowUpdate& update,
                        float* partial_stats) {
-  return RowPhase(ctx, config, step, shard.cols, shard, update, partial_stats, nullptr, 1);
+  return RowPhase(ctx, config, step, shard.cols, shard, update.rows.data(), update.grads, nullptr,
+                  static_cast<int64_t>(update.rows.size()), partial_stats, nullptr, 1);
 }
 
 Status Apply(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
              int32_t full_dim, optim::ShardParams& shard, const optim::RowUpdate& update,
              const float* full_stats) {
-  return RowPhase(ctx, config, step, full_dim, shard, update, nullptr, full_stats, 2);
+  return RowPhase(ctx, config, step, full_dim, shard, update.rows.data(), update.grads, nullptr,
+                  static_cast<int64_t>(update.rows.size()), nullptr, full_stats, 2);
+}
+
+Status RowPhaseCounted(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
+                       int32_t full_dim, optim::ShardParams& shard, const CountedRows& rows,
+                       float* partial_stats, const float* full_stats, int phase) {
+  if (phase != 1 && phase != 2) return Status::InvalidArgument("row phase ", phase, " is unknown");
+  if (rows.count == nullptr) return Status::InvalidArgument("counted rows without a count");
+  return RowPhase(ctx, config, step, phase == 1 ? shard.cols : full_dim, shard, rows.rows,
+                  rows.grads, rows.count, rows.max_rows, partial_stats, full_stats, phase);
 }
 
 }  // namespace shardrec::embedding::kernels::cuda

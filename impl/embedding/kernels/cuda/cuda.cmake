@@ -16,7 +16,9 @@ add_library(shardrec_embedding_cuda STATIC
   ${CMAKE_CURRENT_LIST_DIR}/route.cu
   ${CMAKE_CURRENT_LIST_DIR}/mean.cu
   ${CMAKE_CURRENT_LIST_DIR}/unpack.cu
-  ${CMAKE_CURRENT_LIST_DIR}/grad.cu)
+  ${CMAKE_CURRENT_LIST_DIR}/grad.cu
+  ${CMAKE_CURRENT_LIST_DIR}/dp.cu
+  ${CMAKE_CURRENT_LIST_DIR}/stats.cu)
 target_include_directories(shardrec_embedding_cuda PUBLIC ${PROJECT_SOURCE_DIR}
   ${PROJECT_BINARY_DIR})
 target_link_libraries(shardrec_embedding_cuda PUBLIC shardrec_optim shardrec_core CUDA::cudart)

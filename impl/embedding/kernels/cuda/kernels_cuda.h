@@ -23,8 +23,10 @@
 #include "impl/core/status.h"
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
+#include "impl/embedding/kernels/simt/dp_body.h"
 #include "impl/embedding/kernels/simt/grad_body.h"
 #include "impl/embedding/kernels/simt/route_body.h"
+#include "impl/embedding/kernels/simt/stats_body.h"
 #include "impl/embedding/kernels/simt/unpack_body.h"
 #include "impl/optim/optimizer.h"
 
@@ -61,6 +63,14 @@ size_t BackwardWorkspaceBytes(const ExecContext& ctx, int64_t num_ids, int32_t c
 // memory keeps the copy asynchronous); the following steps read it on the device.
 Status GroupRows(const ExecContext& ctx, const DeviceRuns& runs, void* workspace,
                  size_t workspace_bytes, int64_t* num_unique);
+
+// GroupRows, then, when *gate (device memory, may be null) is not 0, the grouping emptied (no
+// unique row, no hot chunk: simt/pipeline.h GateSteps), so the AggregateGrads / FusedBackward
+// that follow on the same workspace change nothing; the count (0 when shut) also copied to
+// num_unique_dev (device memory, may be null).
+Status GroupRowsGated(const ExecContext& ctx, const DeviceRuns& runs, void* workspace,
+                      size_t workspace_bytes, int64_t* num_unique, int64_t* num_unique_dev,
+                      const int64_t* gate);
 
 // AggregateGrads' twin: unique_rows and row_grads (device memory) are sized for num_ids rows; the
 // first num_unique are written.
@@ -107,5 +117,29 @@ Status Unpack(const ExecContext& ctx, const simt_body::UnpackParams& params, voi
 // pointer in `params` is device memory. Errors: kInvalidArgument for negative sizes, kCuda.
 Status CheckFinite(const ExecContext& ctx, const simt_body::FiniteParams& params);
 Status PackGradients(const ExecContext& ctx, const simt_body::PackParams& params, int64_t rows);
+
+// The optimizer's phase 1 (PartialRowStats, `partial_stats`) or 2 (Apply, `full_stats`) over the
+// first *rows.count rows of `rows` (CountedRows: the count is read on the device, the launch is
+// sized by rows.max_rows), so a row list whose length only the device knows needs no host read.
+// Errors: kInvalidArgument for another phase or a null count, those of PartialRowStats / Apply.
+Status RowPhaseCounted(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
+                       int32_t full_dim, optim::ShardParams& shard, const CountedRows& rows,
+                       float* partial_stats, const float* full_stats, int phase);
+
+// The backward of data-parallel tables (simt/dp_body.h): DpWorkspaceBytes sizes the workspace
+// for at most `max_ids` ids over `num_keys` table rows; DpStep enqueues phase
+// simt_body::kDpAccumulate (the dense gradients from the output gradient, the host's bits) or
+// kDpCompact (after the all-reduce: touched rows, scaled gradients, counts) with it. Every pointer
+// in `params` is device memory. Errors: kInvalidArgument for negative sizes, more than 2^31 - 1
+// ids, a workspace too small or an unknown phase, kCuda.
+Status DpWorkspaceBytes(const ExecContext& ctx, int64_t max_ids, int64_t num_keys, size_t* bytes);
+
+// A column shard's full row statistics from its own partial ones and its siblings'
+// (simt/stats_body.h): per element of the first *params.count rows, from +0 (or onto dst with
+// params.accumulate), the sources added in order. Every pointer is device memory. Errors:
+// kInvalidArgument for more than kMaxSumSources sources, negative sizes or no count, kCuda.
+Status SumSources(const ExecContext& ctx, const simt_body::SumSourcesParams& params);
+Status DpStep(const ExecContext& ctx, const simt_body::DpParams& params, int32_t phase,
+              void* workspace, size_t workspace_bytes);
 
 }  // namespace shardrec::embedding::kernels::cuda

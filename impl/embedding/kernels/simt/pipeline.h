@@ -54,6 +54,32 @@ void GroupSteps(Exec& ex, const RunTable& rt, const BackwardArrays& a, int64_t n
   ex.ExclusiveSum(a.hot, a.hot_off, n + 1);
 }
 
+// Step 1b (one item): a shut gate (the step's agreed verdict, not 0) empties the grouping: no
+// unique row and no hot chunk, so the row steps that follow update nothing and aggregate nothing.
+// The count (0 when shut) is copied to count_out for kernels that read it from device memory.
+struct GateGroupOp {
+  BackwardArrays a;
+  const int64_t* gate = nullptr;  // or null
+  int64_t* count_out = nullptr;   // or null
+  template <class Warp>
+  SHARDREC_HD void operator()(Warp& w, int64_t) const {
+    w.ForEachTeam(1, [&](auto& t) {
+      if (t.index() != 0) return;
+      if (gate != nullptr && *gate != 0) {
+        *a.num_unique = 0;
+        a.hot_off[a.n] = 0;
+      }
+      if (count_out != nullptr) *count_out = *a.num_unique;
+    });
+  }
+};
+
+template <class Exec>
+void GateSteps(Exec& ex, const BackwardArrays& a, const int64_t* gate, int64_t* count_out) {
+  if (gate == nullptr && count_out == nullptr) return;
+  ex.Warps(1, GateGroupOp{a, gate, count_out});
+}
+
 // Step 2: every unique row's gradient in the shared order, then `sink` (the fused update or the
 // aggregated outputs).
 template <class Exec>

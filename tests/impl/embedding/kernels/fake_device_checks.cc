@@ -6,6 +6,7 @@
 #include "impl/core/check.h"
 #include "impl/core/dtype.h"
 #include "impl/core/exec.h"
+#include "impl/embedding/kernels/backward_workspace.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/kernels/plugin_structs.h"
 #include "impl/embedding/kernels/simt/unpack_body.h"
@@ -106,6 +107,12 @@ Status CheckWorkspace(const DeviceMemory& mem, const void* ws, int64_t ids, int3
 
 }  // namespace
 
+Status CheckShardArgs(const DeviceMemory& mem, const shardrec_plugin_optimizer_t* config,
+                      const shardrec_plugin_shard_t* shard, optim::OptimizerConfig* c,
+                      optim::ShardParams* s) {
+  return CheckShard(mem, config, shard, c, s);
+}
+
 Status RunLookup(const DeviceMemory& mem, const shardrec_plugin_lookup_job_t* jobs, size_t num_jobs,
                  sb::DeviceStatus* block) {
   if (num_jobs > 0 && jobs == nullptr) return Status::InvalidArgument("jobs must not be NULL");
@@ -181,6 +188,24 @@ Status RunGroupRows(const DeviceMemory& mem, const shardrec_plugin_runs_t* runs,
   int64_t unique = 0;
   SR_RETURN_IF_ERROR(k::GroupRows(ExecContext(), dr.runs, ws, ws_bytes, &unique));
   if (num_unique != nullptr) *num_unique = unique;
+  return Status::Ok();
+}
+
+Status RunGroupRowsGated(const DeviceMemory& mem, const shardrec_plugin_runs_t* runs, void* ws,
+                         size_t ws_bytes, int64_t* num_unique, int64_t* num_unique_dev,
+                         const int64_t* gate) {
+  if (gate != nullptr) SR_RETURN_IF_ERROR(mem.Check(gate, 8, "gate"));
+  if (num_unique_dev != nullptr) SR_RETURN_IF_ERROR(mem.Check(num_unique_dev, 8, "device count"));
+  int64_t unique = 0;
+  SR_RETURN_IF_ERROR(RunGroupRows(mem, runs, ws, ws_bytes, &unique));
+  if (gate != nullptr && *gate != 0) {
+    // The host twin keeps its grouping at the start of the workspace: no unique row is left for
+    // the step that follows.
+    static_cast<k::detail::Grouping*>(ws)->num_unique = 0;
+    unique = 0;
+  }
+  if (num_unique != nullptr) *num_unique = unique;
+  if (num_unique_dev != nullptr) *num_unique_dev = unique;
   return Status::Ok();
 }
 

@@ -25,6 +25,7 @@
 #include "impl/embedding/kernels/simt/device_status.h"
 #include "impl/embedding/kernels/simt/grad_body.h"
 #include "impl/embedding/kernels/simt/mean_body.h"
+#include "impl/embedding/kernels/simt/stats_body.h"
 #include "tests/impl/embedding/kernels/fake_device_checks.h"
 #include "tests/impl/embedding/kernels/fake_device_memory.h"
 #include "tests/impl/embedding/kernels/fake_nccl.h"
@@ -77,6 +78,10 @@ enum : int32_t {
   kCallUnpack,
   kCallFinite,
   kCallPack,
+  kCallDpStep,
+  kCallRowPhaseCounted,
+  kCallGroupRowsGated,
+  kCallSumSources,
   kNumCalls
 };
 std::atomic<int64_t> g_calls[kNumCalls];
@@ -563,6 +568,76 @@ int32_t PackGrads(int32_t device, const shardrec_plugin_pack_t* pack, int64_t ro
   });
 }
 
+// The data-parallel steps and the counted row phases run the single-source bodies
+// (simt/dp_body.h, simt/row_phase_body.h) on host executors over fake device memory, after
+// checking every array they touch (fake_dp_checks.cc).
+int32_t DpWorkspaceBytes(int32_t device, int64_t max_ids, int64_t num_keys, size_t* bytes,
+                         shardrec_plugin_status_t* st) {
+  return Reported(st, "fake emb_dp_workspace_bytes", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    return RunDpWorkspaceBytes(max_ids, num_keys, bytes);
+  });
+}
+
+int32_t DpStep(int32_t device, const shardrec_plugin_dp_t* dp, int32_t phase, void* ws,
+               size_t ws_bytes, void* stream, shardrec_plugin_status_t* st) {
+  g_calls[kCallDpStep].fetch_add(1);
+  Queue().BeforeKernel(stream);
+  return Reported(st, "fake emb_dp_step", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    return RunDpStep(Mem(), dp, phase, ws, ws_bytes);
+  });
+}
+
+int32_t RowPhaseCounted(int32_t device, const shardrec_plugin_optimizer_t* config, int64_t step,
+                        int32_t full_dim, const shardrec_plugin_shard_t* shard,
+                        const shardrec_plugin_counted_rows_t* rows, float* partial,
+                        const float* full, int32_t phase, void* stream,
+                        shardrec_plugin_status_t* st) {
+  g_calls[kCallRowPhaseCounted].fetch_add(1);
+  Queue().BeforeKernel(stream);
+  return Reported(st, "fake emb_row_phase_counted", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    return RunRowPhaseCounted(Mem(), config, step, full_dim, shard, rows, partial, full, phase);
+  });
+}
+
+int32_t GroupRowsGated(int32_t device, const shardrec_plugin_runs_t* runs, void* ws,
+                       size_t ws_bytes, int64_t* num_unique, int64_t* num_unique_dev,
+                       const int64_t* gate, void* stream, shardrec_plugin_status_t* st) {
+  g_calls[kCallGroupRowsGated].fetch_add(1);
+  Queue().BeforeKernel(stream);  // the kernel runs behind the copies queued before it
+  return Reported(st, "fake emb_group_rows_gated", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    return RunGroupRowsGated(Mem(), runs, ws, ws_bytes, num_unique, num_unique_dev, gate);
+  });
+}
+
+// The statistics' sum runs the single-source body (simt/stats_body.h) on the host executor over
+// fake device memory, after checking the count, every source and the destination.
+int32_t SumSources(int32_t device, const shardrec_plugin_sum_sources_t* sum, void* stream,
+                   shardrec_plugin_status_t* st) {
+  g_calls[kCallSumSources].fetch_add(1);
+  Queue().BeforeKernel(stream);
+  return Reported(st, "fake emb_sum_sources", [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckDevice(device));
+    if (sum == nullptr) return Status::InvalidArgument("sum must not be NULL");
+    const sb::SumSourcesParams p = embedding::kernels::abi::FromAbi(*sum);
+    if (p.num_sources < 0 || p.num_sources > sb::kMaxSumSources || p.row_floats < 0 ||
+        p.max_rows < 0 || p.count == nullptr)
+      return Status::InvalidArgument("fake emb_sum_sources: bad sizes or no count");
+    SR_RETURN_IF_ERROR(Mem().Check(p.count, 8, "sum row count"));
+    const size_t bytes = static_cast<size_t>(p.max_rows * p.row_floats) * 4;
+    if (bytes == 0) return Status::Ok();
+    SR_RETURN_IF_ERROR(Mem().Check(p.dst, bytes, "sum destination"));
+    for (int32_t s = 0; s < p.num_sources; ++s)
+      SR_RETURN_IF_ERROR(Mem().Check(p.sources[s], bytes, StrCat("sum source ", s)));
+    sb::HostRouteExec ex;
+    sb::SumSourcesSteps(ex, p);
+    return Status::Ok();
+  });
+}
+
 // SHARDREC_FAKE_WITHOUT_ROUTE builds the plugin as it was before the route entries: its table
 // says it ends before them (they are filled all the same, so a loader that read past
 // struct_size would find them and the test would notice).
@@ -574,6 +649,9 @@ constexpr uint32_t kTableSize = SHARDREC_CUDA_PLUGIN_TABLE_MEAN_SIZE;
 #elif SHARDREC_FAKE_WITHOUT_GRAD
 // ... and SHARDREC_FAKE_WITHOUT_GRAD as it was before device gradients.
 constexpr uint32_t kTableSize = SHARDREC_CUDA_PLUGIN_TABLE_UNPACK_SIZE;
+#elif SHARDREC_FAKE_WITHOUT_DP
+// ... and SHARDREC_FAKE_WITHOUT_DP as it was before data-parallel tables on the device.
+constexpr uint32_t kTableSize = SHARDREC_CUDA_PLUGIN_TABLE_GRAD_SIZE;
 #else
 constexpr uint32_t kTableSize = sizeof(shardrec_cuda_plugin_table_t);
 #endif
@@ -624,6 +702,11 @@ const shardrec_cuda_plugin_table_t kTable = {
     &StreamWaitStream,
     &CheckFinite,
     &PackGrads,
+    &DpWorkspaceBytes,
+    &DpStep,
+    &RowPhaseCounted,
+    &GroupRowsGated,
+    &SumSources,
 };
 
 }  // namespace
@@ -643,7 +726,9 @@ FAKE_EXPORT const shardrec_cuda_plugin_table_t* shardrec_cuda_plugin_table(uint3
 
 // Test hook: how many times kernel entry `which` (0 lookup, 1 group_rows, 2 aggregate_grads,
 // 3 fused_backward, 4 partial_row_stats, 5 apply, 6 route, 7 divide_means, 8 unpack,
-// 9 check_finite, 10 pack_grads) was called in this process; -1 for another value.
+// 9 check_finite, 10 pack_grads, 11 dp_step, 12 row_phase_counted, 13 group_rows_gated,
+// 14 sum_sources) was called in this process; -1
+// for another value.
 FAKE_EXPORT int64_t shardrec_fake_embedding_calls(int32_t which) {
   using namespace shardrec::fake;
   return which >= 0 && which < kNumCalls ? g_calls[which].load() : -1;

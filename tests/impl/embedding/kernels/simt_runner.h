@@ -67,17 +67,20 @@ inline RunTable MakeRunTable(std::span<const BagRun> runs) {
   return rt;
 }
 
-// GroupSteps + RowSteps on the host; `sink` says fused update or aggregated outputs.
+// GroupSteps (+ GateSteps with `gate` or `count_out`) + RowSteps on the host; `sink` says fused
+// update or aggregated outputs.
 struct SimtBackward {
   HostBackwardArrays mem;
   BackwardArrays a;
   HostExec ex;
 
   void Run(std::span<const BagRun> runs, int64_t num_rows, const float* grads, int64_t grad_stride,
-           int32_t cols, float scale, const RowSink& sink) {
+           int32_t cols, float scale, const RowSink& sink, const int64_t* gate = nullptr,
+           int64_t* count_out = nullptr) {
     const RunTable rt = MakeRunTable(runs);
     a = mem.Make(rt.first_pos[rt.num_runs], cols);
     GroupSteps(ex, rt, a, num_rows);
+    GateSteps(ex, a, gate, count_out);
     RowSteps(ex, rt, a, grads, grad_stride, scale, sink);
   }
 };

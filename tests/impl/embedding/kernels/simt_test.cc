@@ -256,6 +256,50 @@ TEST(SimtBackward, FusedUpdateEqualsTheCpuTwinForEveryOptimizerAndDtype) {
   EXPECT_EQ(checked, 6 * 5 * 3 * 4);
 }
 
+// The gate of a backward agreed on the device (GateSteps between the grouping and the row steps):
+// shut, the fused update changes no weight or state and the aggregation writes no row, hot rows
+// included (their chunks never reach the tree); open, both equal the ungated steps; the count
+// copied for device readers is the unique rows, or 0 when shut.
+TEST(SimtBackward, AShutGateUpdatesNothingAndAnOpenOneChangesNothing) {
+  optim::OptimizerConfig cfg;
+  cfg.type = optim::OptimizerType::kAdam;
+  cfg.learning_rate = 0.05f;
+  for (int32_t cols : {16, 130}) {
+    BackwardCase bc(cols, true, 900 + cols);
+    const Shard start(cfg, DType::kFloat32, 40, cols, 9);
+    Shard ungated = start, open = start, shut = start;
+    const auto run = [&](Shard& sh, const int64_t* gate, int64_t* count) {
+      simt_body::RowSink sink;
+      sink.fused = true;
+      sink.params = optim::MakeRowParams(cfg, 1, cols, sh.p);
+      simt_body::SimtBackward sb;
+      sb.Run(bc.runs, 40, bc.grads.data(), bc.stride, cols, 0.5f, sink, gate, count);
+      return sb.mem.num_unique;
+    };
+    const int64_t zero = 0, one = 1;
+    int64_t open_count = -1, shut_count = -1;
+    const int64_t unique = run(ungated, nullptr, nullptr);
+    run(open, &zero, &open_count);
+    run(shut, &one, &shut_count);
+    EXPECT_TRUE(ungated == open) << cols;
+    EXPECT_TRUE(shut == start) << cols;
+    EXPECT_FALSE(ungated == start) << cols;
+    EXPECT_EQ(open_count, unique);
+    EXPECT_EQ(shut_count, 0);
+    // Aggregation behind a shut gate writes nothing.
+    const int64_t n = bc.num_ids();
+    std::vector<int64_t> rows(static_cast<size_t>(n), -9);
+    std::vector<float> grads(static_cast<size_t>(n * cols), -9.0f);
+    simt_body::RowSink agg;
+    agg.unique_out = rows.data();
+    agg.grads_out = grads.data();
+    simt_body::SimtBackward sb;
+    sb.Run(bc.runs, 40, bc.grads.data(), bc.stride, cols, 0.5f, agg, &one, nullptr);
+    for (int64_t r : rows) EXPECT_EQ(r, -9);
+    for (float g : grads) EXPECT_EQ(g, -9.0f);
+  }
+}
+
 // Column shards: phase 1 on each shard, statistics summed over the row, phase 2: the team bodies
 // equal optim::PartialRowStats and optim::Apply.
 TEST(SimtBackward, TwoPhaseUpdateOfColumnShardsEqualsTheCpuTwin) {
