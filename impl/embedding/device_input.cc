@@ -212,32 +212,8 @@ Status UnpackCounts(const Layout& l, RoutedBatch* rb) {
     if (!self) byte_off += rb->recv_bytes[s];
   }
   rb->csr_entries = csr;
-  rb->ret_floats_total = float_base;
-  // The own block moves to the end, as UnpackInput moves it: runs of later sources move down by
-  // its size, its runs behind everything else.
-  size_t self_begin = 0;
-  for (int32_t s = 0; s < l.rank; ++s) self_begin += rb->ret_floats_to[s];
-  const size_t self_floats = rb->ret_floats_to[l.rank];
-  const size_t self_end = self_begin + self_floats;
-  rb->ret_self_offset = float_base - self_floats;
-  if (self_floats != 0 && self_end != float_base) {
-    for (ShardRuns& sr : rb->shards) {
-      for (kernels::BagRun& run : sr.runs) {
-        const auto io = static_cast<size_t>(run.io_offset);
-        if (io >= self_end)
-          run.io_offset = static_cast<int64_t>(io - self_floats);
-        else if (io >= self_begin)
-          run.io_offset = static_cast<int64_t>(io - self_begin + rb->ret_self_offset);
-      }
-    }
-  }
-  rb->ret_a2a_to.assign(rb->ret_floats_to.begin(), rb->ret_floats_to.end());
-  rb->ret_a2a_from.assign(rb->ret_floats_from.begin(), rb->ret_floats_from.end());
-  if (rb->ret_a2a_from[l.rank] != self_floats)
-    return Status::Internal("input dist: this rank routed ", rb->ret_a2a_from[l.rank],
-                            " return floats to itself but received ", self_floats);
-  rb->ret_a2a_to[l.rank] = 0;
-  rb->ret_a2a_from[l.rank] = 0;
+  const Status placed = PlaceOwnReturnLast(l, float_base, rb);
+  if (!placed.ok()) return placed;
   rb->device_input = true;
   return Status::Ok();
 }

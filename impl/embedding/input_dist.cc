@@ -557,6 +557,36 @@ Status ExchangeInput(const Layout& l, comm::Communicator& comm, const Status& lo
                         DType::kUInt8);
 }
 
+Status PlaceOwnReturnLast(const Layout& l, size_t float_base, RoutedBatch* rb) {
+  rb->ret_floats_total = float_base;
+  // Every run has at least one row of at least one column, so its io offset lies inside its
+  // source's block and tells which block it belongs to.
+  size_t self_begin = 0;
+  for (int32_t s = 0; s < l.rank; ++s) self_begin += rb->ret_floats_to[s];
+  const size_t self_floats = rb->ret_floats_to[l.rank];
+  const size_t self_end = self_begin + self_floats;
+  rb->ret_self_offset = float_base - self_floats;
+  if (self_floats != 0 && self_end != float_base) {
+    for (ShardRuns& sr : rb->shards) {
+      for (kernels::BagRun& run : sr.runs) {
+        const auto io = static_cast<size_t>(run.io_offset);
+        if (io >= self_end)
+          run.io_offset = static_cast<int64_t>(io - self_floats);
+        else if (io >= self_begin)
+          run.io_offset = static_cast<int64_t>(io - self_begin + rb->ret_self_offset);
+      }
+    }
+  }
+  rb->ret_a2a_to.assign(rb->ret_floats_to.begin(), rb->ret_floats_to.end());
+  rb->ret_a2a_from.assign(rb->ret_floats_from.begin(), rb->ret_floats_from.end());
+  if (rb->ret_a2a_from[l.rank] != self_floats)
+    return Status::Internal("input dist: this rank routed ", rb->ret_a2a_from[l.rank],
+                            " return floats to itself but received ", self_floats);
+  rb->ret_a2a_to[l.rank] = 0;
+  rb->ret_a2a_from[l.rank] = 0;
+  return Status::Ok();
+}
+
 Status UnpackInput(const Layout& l, RoutedBatch* rb) {
   const auto& my_units = l.units_to_rank[l.rank];
   rb->shards.resize(l.local.size());
@@ -620,34 +650,7 @@ Status UnpackInput(const Layout& l, RoutedBatch* rb) {
     float_base += floats;
     if (s != l.rank) byte_off += rb->recv_bytes[s];
   }
-  rb->ret_floats_total = float_base;
-  // The own block moves to the end: runs of later sources move down by its size, its runs move
-  // behind everything else. Every run has at least one row of at least one column, so its io
-  // offset lies inside its source's block and tells which block it belongs to.
-  size_t self_begin = 0;
-  for (int32_t s = 0; s < l.rank; ++s) self_begin += rb->ret_floats_to[s];
-  const size_t self_floats = rb->ret_floats_to[l.rank];
-  const size_t self_end = self_begin + self_floats;
-  rb->ret_self_offset = float_base - self_floats;
-  if (self_floats != 0 && self_end != float_base) {
-    for (ShardRuns& sr : rb->shards) {
-      for (kernels::BagRun& run : sr.runs) {
-        const auto io = static_cast<size_t>(run.io_offset);
-        if (io >= self_end)
-          run.io_offset = static_cast<int64_t>(io - self_floats);
-        else if (io >= self_begin)
-          run.io_offset = static_cast<int64_t>(io - self_begin + rb->ret_self_offset);
-      }
-    }
-  }
-  rb->ret_a2a_to.assign(rb->ret_floats_to.begin(), rb->ret_floats_to.end());
-  rb->ret_a2a_from.assign(rb->ret_floats_from.begin(), rb->ret_floats_from.end());
-  if (rb->ret_a2a_from[l.rank] != self_floats)
-    return Status::Internal("input dist: this rank routed ", rb->ret_a2a_from[l.rank],
-                            " return floats to itself but received ", self_floats);
-  rb->ret_a2a_to[l.rank] = 0;
-  rb->ret_a2a_from[l.rank] = 0;
-  return Status::Ok();
+  return PlaceOwnReturnLast(l, float_base, rb);
 }
 
 }  // namespace shardrec::embedding

@@ -162,4 +162,11 @@ Status ExchangeInput(const Layout& layout, comm::Communicator& comm, const Statu
 // in rank order, except this rank's own, which come last (RoutedBatch::ret_self_offset).
 Status UnpackInput(const Layout& layout, RoutedBatch* rb);
 
+// The end of both owner-side descriptions (UnpackInput, and device_input.h's for ids that
+// travelled between device buffers), given the return message's size float_base with its blocks
+// in source order: moves this rank's own block to the end (runs of later sources move down by its
+// size, its runs behind everything else) and sets the return all-to-all's counts without it.
+// Internal error if the floats this rank routed to itself and those it received disagree.
+Status PlaceOwnReturnLast(const Layout& layout, size_t float_base, RoutedBatch* rb);
+
 }  // namespace shardrec::embedding
