@@ -246,7 +246,6 @@ Status SparseUpdater::ApplyDataParallel(const ExecContext& ctx, comm::Communicat
   for (int32_t t : l.dp_tables) {
     const int32_t dim = plan.tables[t].dim;
     const optim::OptimizerConfig& config = configs[t];
-    const int K = l.tables[t].num_row_stats;
     const int32_t local = l.tables[t].shard_local[l.rank];
     const float* tg = dp_grad_.data() + dp_at_.grad_at[t];
     const float* touched = dp_grad_.data() + dp_at_.touch_at[t];
@@ -264,12 +263,10 @@ Status SparseUpdater::ApplyDataParallel(const ExecContext& ctx, comm::Communicat
       SR_RETURN_IF_ERROR(device->ApplyRows(local, config, step, rows, grads.data()));
       continue;
     }
+    // Whole rows (every rank holds the full table): the statistics come from the row itself.
     optim::ShardParams params = params_->Params(local);
-    optim::RowUpdate up{rows, grads.data()};
-    std::vector<float>& stats = partial_stats_[local];
-    stats.assign(rows.size() * K, 0.0f);
-    if (K > 0) optim::PartialRowStats(ctx, config, step, params, up, stats.data());
-    optim::Apply(ctx, config, step, dim, params, up, K > 0 ? stats.data() : nullptr);
+    SR_RETURN_IF_ERROR(
+        kernels::ApplyRows(ctx, config, step, dim, params, rows, grads.data(), nullptr));
   }
   // The device updates were only queued: one wait for all of them.
   return device != nullptr ? device->FinishRows() : Status::Ok();
