@@ -1259,15 +1259,7 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     // nothing (its phase has no copies) but takes part.
     const core::CudaRuntime* rt = nullptr;
     SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
-    size_t at = 0;
-    for (size_t i : stat_send_shards) {
-      const size_t k = updater.partial_stats(i).size();
-      if (k > 0)
-        SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, stat_send_.as<float>() + at, stats_[i]->data(),
-                                           sizeof(float) * k, core::CopyKind::kDeviceToDevice,
-                                           stream_));
-      at += k;
-    }
+    SR_RETURN_IF_ERROR(QueueStatsIntoSendBlock(*rt, updater, stat_send_shards));
     comm::CallOptions o;
     o.stream = stream_;
     launched_ = true;

@@ -474,6 +474,10 @@ class DeviceStep {
                               const std::vector<size_t>& recv_counts,
                               const std::vector<size_t>& send_shards, size_t send_total,
                               const std::vector<optim::OptimizerConfig>& configs, int64_t step);
+  // Queues device-to-device copies of `shards`' partial statistics, back to back in that order,
+  // into stat_send_ (each sized as updater.partial_stats).
+  Status QueueStatsIntoSendBlock(const core::CudaRuntime& rt, SparseUpdater& updater,
+                                 const std::vector<size_t>& shards);
   // The most unique rows a counted shard can have in `rb` (its row lists' and statistics' size).
   int64_t CountedRowsMax(const RoutedBatch& rb, size_t local) const;
   // Queues every local shard's lookups of runs_ into io_, within a phase the caller began.

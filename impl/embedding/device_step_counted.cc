@@ -39,6 +39,20 @@ Status DeviceStep::QueueCountedUpdate(const RoutedBatch& rb, size_t i,
   return dk::RowPhaseCounted(ctx_, config, step, full_dim, params, rows, nullptr, stats, 2);
 }
 
+Status DeviceStep::QueueStatsIntoSendBlock(const core::CudaRuntime& rt, SparseUpdater& updater,
+                                           const std::vector<size_t>& shards) {
+  size_t at = 0;
+  for (size_t i : shards) {
+    const size_t k = updater.partial_stats(i).size();
+    if (k > 0)
+      SR_RETURN_IF_ERROR(rt.MemcpyAsync(device_, stat_send_.as<float>() + at, stats_[i]->data(),
+                                        sizeof(float) * k, core::CopyKind::kDeviceToDevice,
+                                        stream_));
+    at += k;
+  }
+  return Status::Ok();
+}
+
 Status DeviceStep::QueueCountedExchange(SparseUpdater& updater, const RoutedBatch& rb,
                                         const DeviceExchange* x,
                                         const std::vector<size_t>& send_counts,
@@ -51,15 +65,7 @@ Status DeviceStep::QueueCountedExchange(SparseUpdater& updater, const RoutedBatc
   SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
   launched_ = true;
   // Each shard's partial statistics into the send block (the plan's order and sizes).
-  size_t at = 0;
-  for (size_t i : send_shards) {
-    const size_t k = updater.partial_stats(i).size();
-    if (k > 0)
-      SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, stat_send_.as<float>() + at, stats_[i]->data(),
-                                         sizeof(float) * k, core::CopyKind::kDeviceToDevice,
-                                         stream_));
-    at += k;
-  }
+  SR_RETURN_IF_ERROR(QueueStatsIntoSendBlock(*rt, updater, send_shards));
   // Between device blocks over the communicator; alone, every message is this rank's own, in
   // the same order on both sides: one copy.
   if (x != nullptr) {
