@@ -516,6 +516,9 @@ func TestTensorViewsMatchThePlainCalls(t *testing.T) {
 	if !reflect.DeepEqual(w1, w2) {
 		t.Fatalf("weights after BackwardTensor differ: %v vs %v", w2, w1)
 	}
+	if err := viewed.Synchronize(); err != nil { // a host collection: nothing queued
+		t.Fatal(err)
+	}
 	if err := firstErr(viewed.InputDistStart(batch), viewed.InputDistWait()); err != nil {
 		t.Fatal(err)
 	}

@@ -342,6 +342,14 @@ func (e *EmbeddingCollection) BackwardTensor(grad []float32, shape []int64) erro
 	return swig.Bind_embedding_backward_tensor(e.handle(), grad, shape)
 }
 
+// Synchronize waits for the device work a GPU collection's stream-ordered calls left queued and
+// returns what it found (shardrec_embedding_synchronize); nil at once for a host collection, whose
+// calls (all of them from Go: Go passes host memory) return with their work done.
+func (e *EmbeddingCollection) Synchronize() error {
+	defer runtime.KeepAlive(e)
+	return swig.Embedding_synchronize(e.handle())
+}
+
 // ForwardAlloc is Forward into a new slice of the right size.
 func (e *EmbeddingCollection) ForwardAlloc(batch *KJT) ([]float32, error) {
 	n, err := e.OutputSize(batch)

@@ -4905,6 +4905,36 @@ _gostring_ _wrap_embedding_backward_tensor_swig_5010cc1c9577d3b9(shardrec_embedd
 }
 
 
+_gostring_ _wrap_embedding_synchronize_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  
+  result = (shardrec_status_t)shardrec_embedding_synchronize(arg1);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_embedding_set_learning_rate_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float arg2 ;

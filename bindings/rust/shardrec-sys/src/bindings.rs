@@ -2758,6 +2758,9 @@ extern "C" {
     ) -> shardrec_status_t;
 }
 extern "C" {
+    pub fn shardrec_embedding_synchronize(coll: *mut shardrec_embedding_t) -> shardrec_status_t;
+}
+extern "C" {
     pub fn shardrec_embedding_set_learning_rate(
         coll: *mut shardrec_embedding_t,
         learning_rate: f32,

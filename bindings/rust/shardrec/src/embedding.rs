@@ -234,6 +234,13 @@ impl EmbeddingCollection {
         check(unsafe { sys::shardrec_embedding_backward_tensor(self.raw, &view, ptr::null_mut()) })
     }
 
+    /// Waits for the device work a GPU collection's stream-ordered calls left queued and returns
+    /// what it found (`shardrec_embedding_synchronize`); `Ok` at once for a host collection, whose
+    /// calls (all of them from Rust: it passes host memory) return with their work done.
+    pub fn synchronize(&mut self) -> Result<()> {
+        check(unsafe { sys::shardrec_embedding_synchronize(self.raw) })
+    }
+
     /// Forward into a new vector of the right size.
     pub fn forward_vec(&mut self, batch: &Kjt<'_>) -> Result<Vec<f32>> {
         let mut out = vec![0.0; self.output_size(batch)?];

@@ -290,6 +290,8 @@ fn tensor_views_match_the_plain_calls() {
     plain.backward(&want).expect("backward");
     viewed.backward_tensor(&got, &[2, 3]).expect("backward_tensor");
     assert_eq!(plain.weights("t").expect("w"), viewed.weights("t").expect("w"));
+    viewed.synchronize().expect("synchronize"); // a host collection: nothing queued
+    assert_eq!(plain.num_steps().expect("steps"), viewed.num_steps().expect("steps"));
     viewed.input_dist_start(&batch).expect("start");
     viewed.input_dist_wait().expect("wait");
     let mut dist = [0f32; 6];

@@ -178,6 +178,15 @@ public final class EmbeddingCollection extends NativeHandle {
     backward(Buffers.of(grad));
   }
 
+  /**
+   * Waits for the device work a GPU collection's stream-ordered calls left queued and throws what
+   * it found ({@code shardrec_embedding_synchronize}); returns at once for a host collection, whose
+   * calls (all of them from Java: it passes host memory) return with their work done.
+   */
+  public void synchronize() {
+    Native.embedding_synchronize(handle());
+  }
+
   public void setLearningRate(float lr) {
     Native.embedding_set_learning_rate(handle(), lr);
   }

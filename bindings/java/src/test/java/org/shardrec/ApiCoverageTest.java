@@ -349,6 +349,8 @@ class ApiCoverageTest {
       plain.backward(want);
       viewed.backward(Buffers.of(got), new long[] {2, 3});
       assertArrayEquals(plain.getWeights("t"), viewed.getWeights("t"));
+      viewed.synchronize();  // a host collection: nothing queued, returns at once
+      assertEquals(plain.numSteps(), viewed.numSteps());
       // Pipelined: the distributed forward into a view.
       viewed.inputDistStart(batch);
       viewed.inputDistWait();
