@@ -24,14 +24,12 @@
 #include "tests/impl/embedding/kernels/route_host_exec.h"
 #include "tests/impl/embedding/kernels/simt_host_exec.h"
 #include "tests/impl/embedding/route_cases.h"
+#include "tests/impl/embedding/same_bytes.h"
 
 namespace shardrec::embedding {
 namespace {
 
-// memcmp with a length of 0 may be handed an empty vector's null data(), which UBSan reports.
-bool SameBytes(const void* a, const void* b, size_t n) {
-  return n == 0 || std::memcmp(a, b, n) == 0;
-}
+using testing::SameBytes;
 
 namespace sb = kernels::simt_body;
 

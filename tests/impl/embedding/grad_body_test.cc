@@ -16,17 +16,14 @@
 #include "impl/embedding/output_dist.h"
 #include "tests/impl/embedding/kernels/route_host_exec.h"
 #include "tests/impl/embedding/route_cases.h"
+#include "tests/impl/embedding/same_bytes.h"
 
 namespace shardrec::embedding {
 namespace {
 
 namespace sb = kernels::simt_body;
 
-// Bit for bit (a -0.0f must stay negative); memcmp is never handed an empty vector's null data().
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() &&
-         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
+using testing::SameBytes;
 
 // The jobs DeviceStep::QueuePack makes: per (destination, unit) with returned rows, in
 // PackGradients' order, the other ranks' rows into `send` and this rank's into `self`.
@@ -96,8 +93,8 @@ TEST(GradBody, PackGivesPackGradientsBitsOverRandomPlans) {
     simt::HostWarp w(0);
     for (int64_t item = 0; item < first.back(); ++item) sb::PackItem(w, p, item);
     rows_packed += static_cast<size_t>(first.back());
-    ASSERT_TRUE(SameBits(want_send, got_send)) << plans;
-    ASSERT_TRUE(SameBits(want_self, got_self)) << plans;
+    ASSERT_TRUE(SameBytes(want_send.data(), got_send.data(), 4 * send_floats)) << plans;
+    ASSERT_TRUE(SameBytes(want_self.data(), got_self.data(), 4 * self_floats)) << plans;
   }
   EXPECT_GE(plans, 100);
   EXPECT_GE(rows_packed, 1000u);

@@ -20,15 +20,13 @@
 #include "impl/embedding/kernels/kernels.h"
 #include "tests/impl/embedding/kernels/fake_device_buffers.h"
 #include "tests/impl/embedding/route_cases.h"
+#include "tests/impl/embedding/same_bytes.h"
 #include "tests/support/fresh_process.h"
 
 namespace shardrec::embedding {
 namespace {
 
-// memcmp with a length of 0 may be handed an empty vector's null data(), which UBSan reports.
-bool SameBytes(const void* a, const void* b, size_t n) {
-  return n == 0 || std::memcmp(a, b, n) == 0;
-}
+using testing::SameBytes;
 
 #if SHARDREC_HAVE_CUDA
 
