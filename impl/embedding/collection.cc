@@ -702,7 +702,7 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
   // all): a 16-bit wire keeps the staged exchange below.
   if (device_verdict && gated_ &&
       (layout_.world == 1 || options_.backward_encoding == comm::Encoding::kFp32))
-    return BackwardGated(grad, grad_len, local, device_grad);
+    return BackwardGated(grad, local, device_grad);
   if (device_verdict) {
     // Over a device communicator the verdicts are agreed between device buffers, whatever the
     // gradient's side (so every rank issues the same collective); a device gradient is checked
@@ -720,17 +720,9 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
   const int64_t step = params_.step() + 1;
   params_.set_step(step);
   // Data-parallel tables trained on the device (device_dp.h) ride in the sharded tables' phase.
-  DeviceDpWork dpw;
-  const DeviceDpWork* dp = nullptr;
-  if (device_dp_) {
-    dpw.comm = dp_device_comm_.get();
-    dpw.comm_size = dp_comm_->Size();
-    if (device_grad == nullptr) {
-      dpw.host_grad = grad;
-      dpw.host_grad_floats = grad_len;
-    }
-    dp = &dpw;
-  }
+  const DeviceDpWork dpw =
+      device_grad == nullptr ? DataParallelWork(grad, grad_len) : DataParallelWork(nullptr, 0);
+  const DeviceDpWork* dp = device_dp_ ? &dpw : nullptr;
   if (device_grad != nullptr) {
     // Packed on the device and exchanged between device buffers (or not at all at world 1).
     const DeviceExchange x{device_comm_.get(), ReturnRecvCounts(rb), ReturnSendCounts(rb)};
@@ -805,7 +797,16 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
   return ApplyDataParallelTables(rb, grad, step);
 }
 
-Status EmbeddingCollection::BackwardGated(const float* grad, size_t grad_len, const Status& local,
+DeviceDpWork EmbeddingCollection::DataParallelWork(const float* host_grad, size_t floats) const {
+  DeviceDpWork w;
+  w.comm = dp_device_comm_.get();
+  w.comm_size = dp_comm_->Size();
+  w.host_grad = host_grad;
+  w.host_grad_floats = floats;
+  return w;
+}
+
+Status EmbeddingCollection::BackwardGated(const float* grad, const Status& local,
                                           const DeviceGradient* device_grad) {
   // Every rank takes part in the step's collectives with its batch. Without one (no forward since
   // the last backward) no rank has one, as forwards and backwards succeed or fail on every rank
@@ -824,7 +825,6 @@ Status EmbeddingCollection::BackwardGated(const float* grad, size_t grad_len, co
     junk_grad_.assign(need, 0.0f);
     g = junk_grad_.data();
   }
-  (void)grad_len;
   const int64_t step = params_.step() + 1;
   DeviceVerdictWork v;
   v.comm = layout_.world > 1 ? device_comm_.get() : nullptr;
@@ -834,15 +834,7 @@ Status EmbeddingCollection::BackwardGated(const float* grad, size_t grad_len, co
   v.check = on_device && local.ok() && options_.check_non_finite;
   v.rank = comm_->Rank();
   v.caller = on_device ? device_grad->stream : nullptr;
-  DeviceDpWork dpw;
-  if (device_dp_) {
-    dpw.comm = dp_device_comm_.get();
-    dpw.comm_size = dp_comm_->Size();
-    if (!on_device) {
-      dpw.host_grad = g;
-      dpw.host_grad_floats = need;
-    }
-  }
+  const DeviceDpWork dpw = on_device ? DataParallelWork(nullptr, 0) : DataParallelWork(g, need);
   const DeviceExchange x{device_comm_.get(), ReturnRecvCounts(rb), ReturnSendCounts(rb)};
   DeviceStep::ShardedInputs in;
   in.verdict = &v;

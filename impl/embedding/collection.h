@@ -240,8 +240,10 @@ class EmbeddingCollection {
   // A backward whose verdict is agreed on the device and gates the updates there (gated_), all in
   // the update phase: DeviceStep::ApplySharded with ShardedInputs::verdict. `local` is this rank's
   // verdict on its call; the agreed one is read after the phase's wait.
-  Status BackwardGated(const float* grad, size_t grad_len, const Status& local,
-                       const DeviceGradient* device_grad);
+  Status BackwardGated(const float* grad, const Status& local, const DeviceGradient* device_grad);
+  // The data-parallel tables' part of a device backward (device_dp_): their group, and the host
+  // output gradient they accumulate from (null, 0 for a gradient on the device).
+  DeviceDpWork DataParallelWork(const float* host_grad, size_t floats) const;
   Status FindTable(const std::string& table, int32_t* index) const;
   Status FindState(int32_t table, const std::string& state, int32_t* index) const;
   // Local checks shared by the weight and state accessors (before the collective agreement);
