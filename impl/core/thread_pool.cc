@@ -1,5 +1,12 @@
 // ThreadPool: workers wait for a ParallelFor job, claim chunks from a shared counter, and the
 // caller joins in; one job runs at a time.
+//
+// A job is open from the moment its parameters are published (under `mu`) until the caller has
+// seen `active == 0` and closed it (fn = nullptr, under the same lock hold). A worker joins only an
+// open job and copies its parameters while holding `mu`, so the caller never rewrites the
+// parameters of a job a worker is still running: a worker that wakes late, after the job it was
+// woken for has closed, goes back to waiting instead of claiming chunks of the next job with the
+// previous job's chunk size.
 #include "impl/core/thread_pool.h"
 
 #include <algorithm>
@@ -26,16 +33,18 @@ struct ThreadPool::Impl {
   bool stop = false;
   std::exception_ptr error;
 
-  void RunChunks() {
+  // Claims and runs chunks of the job whose parameters are passed in (a copy taken under `mu`).
+  void RunChunks(const std::function<void(int64_t, int64_t)>& job_fn, int64_t job_end,
+                 int64_t job_chunk) {
     for (;;) {
-      int64_t b = next.fetch_add(chunk);
-      if (b >= end) break;
+      int64_t b = next.fetch_add(job_chunk);
+      if (b >= job_end) break;
       try {
-        (*fn)(b, std::min(end, b + chunk));
+        job_fn(b, std::min(job_end, b + job_chunk));
       } catch (...) {
         std::lock_guard<std::mutex> lock(mu);
         if (!error) error = std::current_exception();
-        next.store(end);
+        next.store(job_end);
       }
     }
   }
@@ -43,14 +52,20 @@ struct ThreadPool::Impl {
   void WorkerLoop() {
     uint64_t seen = 0;
     for (;;) {
+      const std::function<void(int64_t, int64_t)>* job_fn = nullptr;
+      int64_t job_end = 0, job_chunk = 1;
       {
         std::unique_lock<std::mutex> lock(mu);
         cv_work.wait(lock, [&] { return stop || generation != seen; });
         if (stop) return;
         seen = generation;
+        if (fn == nullptr) continue;  // woke after that job closed
+        job_fn = fn;
+        job_end = end;
+        job_chunk = chunk;
         ++active;
       }
-      RunChunks();
+      RunChunks(*job_fn, job_end, job_chunk);
       {
         std::lock_guard<std::mutex> lock(mu);
         if (--active == 0) cv_done.notify_all();
@@ -98,7 +113,7 @@ void ThreadPool::ParallelFor(int64_t begin, int64_t end, int64_t grain,
     ++impl_->generation;
   }
   impl_->cv_work.notify_all();
-  impl_->RunChunks();
+  impl_->RunChunks(fn, end, impl_->chunk);
   std::unique_lock<std::mutex> lock(impl_->mu);
   impl_->cv_done.wait(lock, [&] { return impl_->active == 0 && impl_->next.load() >= impl_->end; });
   impl_->fn = nullptr;
