@@ -641,29 +641,66 @@ Status EmbeddingCollection::LookupAndReturn(RoutedBatch& rb) {
     if (wire_.send.size() < rb.ret_self_offset) wire_.send.resize(rb.ret_self_offset);
     if (wire_.recv.size() < recv_total) wire_.recv.resize(recv_total);
   }
+  auto exchange = [this, &rb, in_kernels, enc] {
+    if (in_kernels)
+      return comm_->AllToAllV(wire_.send.data(), ReturnSendCounts(rb), wire_.recv.data(),
+                              ReturnRecvCounts(rb), comm::WireType(enc));
+    return comm::EncodedAllToAllV(*comm_, enc, ret_send_.data(), ReturnSendCounts(rb),
+                                  ret_recv_.data(), ReturnRecvCounts(rb), &wire_);
+  };
+  if (device_ != nullptr || layout_.world == 1) {
+    {
+      ScopedTimer phase(&timings_.lookup_seconds);
+      if (device_ != nullptr)
+        SR_RETURN_IF_ERROR(device_->LookupToSend(rb, ret_send_.data()));
+      else
+        SR_RETURN_IF_ERROR(LookupToSend(exec_, layout_, params_, rb, &jobs_, ret_send_.data()));
+    }
+    // A single rank looks up only its own samples, which never travel (SelfRows).
+    if (layout_.world == 1) return Status::Ok();
+    ScopedTimer phase(&timings_.output_dist_seconds);
+    ScopedTimer t(&timings_.comm_seconds);
+    ScopedTimer e(&timings_.embedding_comm_seconds);
+    return exchange();
+  }
+  // On the host the rows that travel are looked up first and sent by the background worker while
+  // this thread looks up the rows of its own samples, which stay here: the exchange (and the wait
+  // for the slowest rank) hides behind that lookup.
+  WireRows wire;
+  if (in_kernels) {
+    wire.data = wire_.send.data();
+    wire.encode = comm::EncoderFor(enc);
+  }
   {
     ScopedTimer phase(&timings_.lookup_seconds);
-    if (device_ != nullptr) {
-      SR_RETURN_IF_ERROR(device_->LookupToSend(rb, ret_send_.data()));
-    } else {
-      WireRows wire;
-      if (in_kernels) {
-        wire.data = wire_.send.data();
-        wire.encode = comm::EncoderFor(enc);
-      }
-      SR_RETURN_IF_ERROR(LookupToSend(exec_, layout_, params_, rb, &jobs_, ret_send_.data(), wire));
-    }
+    SR_RETURN_IF_ERROR(LookupToSend(exec_, layout_, params_, rb, &jobs_, ret_send_.data(), wire,
+                                    RunSet::kTravelling));
   }
-  // A single rank looks up only its own samples, which never travel (SelfRows).
-  if (layout_.world == 1) return Status::Ok();
-  ScopedTimer phase(&timings_.output_dist_seconds);
-  ScopedTimer t(&timings_.comm_seconds);
-  ScopedTimer e(&timings_.embedding_comm_seconds);
-  if (in_kernels)
-    return comm_->AllToAllV(wire_.send.data(), ReturnSendCounts(rb), wire_.recv.data(),
-                            ReturnRecvCounts(rb), comm::WireType(enc));
-  return comm::EncodedAllToAllV(*comm_, enc, ret_send_.data(), ReturnSendCounts(rb),
-                                ret_recv_.data(), ReturnRecvCounts(rb), &wire_);
+  double worker_seconds = 0;
+  std::shared_ptr<comm::Work> sent = worker_->Submit([&exchange, &worker_seconds] {
+    ScopedTimer t(&worker_seconds);
+    return exchange();
+  });
+  Status own;
+  try {
+    ScopedTimer phase(&timings_.lookup_seconds);
+    own = LookupToSend(exec_, layout_, params_, rb, &jobs_, ret_send_.data(), wire, RunSet::kOwn);
+  } catch (...) {
+    (void)sent->Wait();  // the worker reads this frame's buffers: it finishes first
+    throw;
+  }
+  Status s;
+  double waited = 0;
+  {
+    ScopedTimer phase(&timings_.output_dist_seconds);
+    ScopedTimer t(&waited);
+    s = sent->Wait();
+  }
+  // The exchange's time is the worker's (the wait lies within it): collective time is the union
+  // of the two, and the output distribution phase only what this thread waited.
+  timings_.comm_seconds += std::max(worker_seconds, waited);
+  timings_.embedding_comm_seconds += worker_seconds;
+  return own.ok() ? s : own;
 }
 
 Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const Status& rejected,

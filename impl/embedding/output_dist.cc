@@ -11,15 +11,18 @@ namespace shardrec::embedding {
 
 Status LookupToSend(const ExecContext& ctx, const Layout& l, ParamStore& params,
                     const RoutedBatch& rb, std::vector<kernels::LookupJob>* jobs, float* send,
-                    const WireRows& wire) {
+                    const WireRows& wire, RunSet which) {
   jobs->clear();
   for (size_t i = 0; i < l.local.size(); ++i) {
     const LocalShard& ls = l.local[i];
     const kernels::WeightsView w = params.View(ls);
     for (const kernels::BagRun& run : rb.shards[i].runs) {
-      kernels::LookupJob job{w, run, send, ls.cols};
       // A run's rows lie wholly in one source's block: before ret_self_offset they travel.
-      if (wire.data != nullptr && static_cast<size_t>(run.io_offset) < rb.ret_self_offset) {
+      const bool travels = static_cast<size_t>(run.io_offset) < rb.ret_self_offset;
+      if ((which == RunSet::kTravelling && !travels) || (which == RunSet::kOwn && travels))
+        continue;
+      kernels::LookupJob job{w, run, send, ls.cols};
+      if (wire.data != nullptr && travels) {
         job.out16 = wire.data;
         job.encode = wire.encode;
       }

@@ -31,12 +31,18 @@ struct WireRows {
   comm::DecodeAddFn add = nullptr;
 };
 
-// Owner side: every run of every local shard looked up into `send` (rb.ret_floats_total floats,
-// laid out per source rank as the runs' io offsets say), in one batched kernel call; with
-// wire.data, the rows for other ranks go there encoded instead. `jobs` is reusable scratch.
+// Which runs a lookup call covers: a run's rows lie wholly in one source's block of the return
+// message, and this rank's own block is last (rb.ret_self_offset), so the rows that travel can be
+// looked up (and sent) before this rank's own.
+enum class RunSet { kAll, kTravelling, kOwn };
+
+// Owner side: the runs in `which` of every local shard looked up into `send`
+// (rb.ret_floats_total floats, laid out per source rank as the runs' io offsets say), in one
+// batched kernel call; with wire.data, the rows for other ranks go there encoded instead. `jobs`
+// is reusable scratch.
 Status LookupToSend(const ExecContext& ctx, const Layout& layout, ParamStore& params,
                     const RoutedBatch& rb, std::vector<kernels::LookupJob>* jobs, float* send,
-                    const WireRows& wire = {});
+                    const WireRows& wire = {}, RunSet which = RunSet::kAll);
 
 // Sample side: out ([rows, output_dim], overwritten) = the rows returned by the other ranks in
 // `recv` (in rank order) and the rows this rank looked up for itself at `self` (the end of its

@@ -270,7 +270,9 @@ def bench_worker(rank, world, port, cfg, outpath):
     dmp, tr_kinds, _ = torchrec_model(tables, world, pg, False, None, meta=True)
     t_tr_create = time.time() - t0
     t0 = time.time()
-    plan = sr.Plan(lib, tables, world, B, exclude_dp=True)
+    forced = cfg.get("shardrec_type")
+    cons = {t["name"]: (forced, None) for t in tables} if forced else None
+    plan = sr.Plan(lib, tables, world, B, constraints=cons, exclude_dp=True)
     coll = sr.Collection(lib, plan, comm, threads, LR, EPS)
     t_sr_create = time.time() - t0
     sr_kinds = plan.describe()
@@ -709,6 +711,8 @@ def main():
     ap.add_argument("--worlds", default="1,2")
     ap.add_argument("--types", help="--check: only these sharding types (comma-separated)")
     ap.add_argument("--json", help="also write the raw results here")
+    ap.add_argument("--shardrec-type", choices=["table_wise", "row_wise", "column_wise"],
+                    help="speed: libshardrec's planner may use only this sharding type")
     ap.add_argument("--profile", choices=["torchrec", "shardrec"],
                     help="world 1 only: run only this side's forward --profile-iters times "
                          "(wrap the script in `perf record`)")
@@ -745,7 +749,8 @@ def main():
         for w in worlds:
             res = spawn(bench_worker, w, {"quick": args.quick, "trials": args.trials,
                                           "iters": args.iters, "profile": args.profile,
-                                          "profile_iters": args.profile_iters})
+                                          "profile_iters": args.profile_iters,
+                                          "shardrec_type": args.shardrec_type})
             if args.profile:
                 print("profile %s forward, world %d: %.2f ms per forward; shardrec phases %s" %
                       (args.profile, w, res["profile_ms"], res["phases_ms"]))

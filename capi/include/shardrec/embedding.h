@@ -712,7 +712,10 @@ SHARDREC_API shardrec_status_t shardrec_embedding_output_info(
  * lines and profiles. The forward phases are input distribution (routing, the id exchange and
  * unpacking, including the part that ran on the background worker), lookup, and output
  * distribution (the return exchange and combining the rows); backward is one phase (gradient
- * exchange, aggregation, optimizer). collective_seconds is the time inside or waiting for
+ * exchange, aggregation, optimizer). On the host at world > 1 the return exchange runs on the
+ * background worker while this rank looks up its own samples' rows: output_dist_seconds counts
+ * only the part the caller's thread waited for it, collective_seconds and embedding_comm_seconds
+ * its whole duration. collective_seconds is the time inside or waiting for
  * collectives across all phases; total_seconds the time inside forward, input_dist_*,
  * forward_distributed and backward calls. samples / total_seconds is this rank's samples/s.
  */
