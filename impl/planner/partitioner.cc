@@ -1,5 +1,6 @@
 // Greedy partitioner. Order: fixed-rank options (DP, RW, even CW) first, then the rest by total
-// storage descending (ties: table index). Node-level types (TWRW, TWCW, grid) pick nodes by
+// storage descending (ties: table index), and again by total cost descending; the placement with
+// the lower rating is kept. Node-level types (TWRW, TWCW, grid) pick nodes by
 // summed cost; TW/CW shards go to the cheapest rank that fits, ties by (rank % L, rank).
 #include "impl/planner/partitioner.h"
 
@@ -197,21 +198,15 @@ bool PlaceOption(State& st, const ShardingOption& opt, sharding::TablePlan* tp, 
 
 }  // namespace
 
-bool Partition(const std::vector<std::vector<ShardingOption>>& options,
-               const std::vector<int32_t>& proposal, const Topology& topo, Placement* out,
-               FitFailure* failure) {
-  SR_CHECK(options.size() == proposal.size());
+namespace {
+
+// Places the fixed-rank options, then `rest` in its order.
+bool PlaceInOrder(const std::vector<const ShardingOption*>& fixed,
+                  const std::vector<const ShardingOption*>& rest, size_t tables,
+                  const Topology& topo, Placement* out, FitFailure* failure) {
   State st(topo);
-  std::vector<const ShardingOption*> fixed, rest;
-  for (size_t t = 0; t < options.size(); ++t) {
-    const ShardingOption* opt = &options[t][proposal[t]];
-    (opt->fixed_ranks ? fixed : rest).push_back(opt);
-  }
-  std::stable_sort(rest.begin(), rest.end(), [](const ShardingOption* a, const ShardingOption* b) {
-    return a->SumStorage() > b->SumStorage();
-  });
   Placement p;
-  p.table_plans.resize(options.size());
+  p.table_plans.resize(tables);
   for (const auto* list : {&fixed, &rest}) {
     for (const ShardingOption* opt : *list) {
       if (!PlaceOption(st, *opt, &p.table_plans[opt->table], failure)) return false;
@@ -221,6 +216,37 @@ bool Partition(const std::vector<std::vector<ShardingOption>>& options,
   p.rank_storage = st.storage();
   for (const Perf& rp : p.rank_perf) p.rating = std::max(p.rating, rp.total());
   *out = std::move(p);
+  return true;
+}
+
+}  // namespace
+
+bool Partition(const std::vector<std::vector<ShardingOption>>& options,
+               const std::vector<int32_t>& proposal, const Topology& topo, Placement* out,
+               FitFailure* failure) {
+  SR_CHECK(options.size() == proposal.size());
+  std::vector<const ShardingOption*> fixed, rest;
+  for (size_t t = 0; t < options.size(); ++t) {
+    const ShardingOption* opt = &options[t][proposal[t]];
+    (opt->fixed_ranks ? fixed : rest).push_back(opt);
+  }
+  // TorchRec's order: largest storage first, which packs memory well but can leave the cost
+  // lopsided (8 table-wise tables of two widths: three wide ones on one rank, one wide and four
+  // narrow on the other). The largest cost first (longest-processing-time order) balances cost;
+  // both are placed and the lower rating kept, ties and memory permitting TorchRec's.
+  std::vector<const ShardingOption*> by_cost = rest;
+  std::stable_sort(rest.begin(), rest.end(), [](const ShardingOption* a, const ShardingOption* b) {
+    return a->SumStorage() > b->SumStorage();
+  });
+  std::stable_sort(
+      by_cost.begin(), by_cost.end(),
+      [](const ShardingOption* a, const ShardingOption* b) { return a->SumPerf() > b->SumPerf(); });
+  const bool storage_fits = PlaceInOrder(fixed, rest, options.size(), topo, out, failure);
+  if (by_cost == rest) return storage_fits;
+  Placement alt;
+  FitFailure alt_failure;
+  if (!PlaceInOrder(fixed, by_cost, options.size(), topo, &alt, &alt_failure)) return storage_fits;
+  if (!storage_fits || alt.rating < out->rating) *out = std::move(alt);
   return true;
 }
 

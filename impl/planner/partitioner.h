@@ -1,5 +1,6 @@
 // Partitioner: places the shards of one proposal (an option per table) on ranks under each
-// rank's memory, greedily by cost (TorchRec's GreedyPerfPartitioner, made fully deterministic).
+// rank's memory, greedily by cost (TorchRec's GreedyPerfPartitioner, made fully deterministic), in
+// TorchRec's order (largest storage first) and by largest cost first, keeping the better-rated.
 #pragma once
 
 #include <cstdint>

@@ -56,6 +56,38 @@ TEST(PlannerPartitioner, TableWiseShardsSpreadByCost) {
   EXPECT_DOUBLE_EQ(p.rating, max_perf);
 }
 
+// The benchmarks' 8 tables (4 of dim 128, 4 of dim 64, sizes unrelated to width) at world 2, all
+// table-wise: placed largest storage first they end three wide tables on one rank and one wide
+// plus four narrow on the other; placed largest cost first they balance two of each per rank,
+// and that placement is kept.
+TEST(PlannerPartitioner, KeepsTheBetterOfStorageAndCostOrder) {
+  PlannerInput in;
+  const int64_t rows[8] = {1000000, 500000, 200000, 100000, 1000000, 300000, 100000, 700000};
+  const int32_t dims[8] = {128, 64, 128, 64, 64, 128, 128, 64};
+  for (int i = 0; i < 8; ++i) {
+    in.features.push_back({StrCat("f", i), 20.0f});
+    in.tables.push_back(testing::Table(StrCat("t", i), rows[i], dims[i], {i}));
+    in.constraints.push_back(Only(StrCat("t", i), ShardingType::kTableWise));
+  }
+  in.topology = Topology::Default(2, 2, ComputeDevice::kHost);
+  in.topology.batch_size = 2048;
+  const auto opts = Options(in);
+  Placement p;
+  FitFailure f;
+  ASSERT_TRUE(Partition(opts, std::vector<int32_t>(8, 0), in.topology, &p, &f));
+  int wide[2] = {0, 0}, narrow[2] = {0, 0};
+  for (int i = 0; i < 8; ++i) {
+    const int32_t r = p.table_plans[i].shards[0].rank;
+    (dims[i] == 128 ? wide : narrow)[r]++;
+  }
+  EXPECT_EQ(wide[0], 2);
+  EXPECT_EQ(wide[1], 2);
+  EXPECT_EQ(narrow[0], 2);
+  EXPECT_EQ(narrow[1], 2);
+  EXPECT_DOUBLE_EQ(p.rank_perf[0].total(), p.rank_perf[1].total());
+  EXPECT_DOUBLE_EQ(p.rating, p.rank_perf[0].total());
+}
+
 TEST(PlannerPartitioner, RespectsMemoryAndReportsTheLargestFreeRank) {
   PlannerInput in = Input(2, 2, 2);
   for (int i = 0; i < 2; ++i)
