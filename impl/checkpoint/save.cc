@@ -55,16 +55,24 @@ int64_t CurrentGeneration(FileSystem& fs, const std::string& dir, Manifest* prev
 }
 
 // Which of this rank's shard tensors it writes: not the duplicates (row-wise state of a second
-// column shard), data-parallel tables only on world rank 0, and in 2D one replica per shard,
-// spread by (table + shard) so every replica writes a similar share.
+// column shard), data-parallel tables only on world rank 0, and in 2D one replica per tensor.
+// Every replica of a sharding rank holds the same tensors in the same order, so each hands
+// them out alike: in order, to the replica with the fewest bytes so far (lowest index on a tie),
+// which gives every replica a similar share whatever the plan put on the rank.
 std::vector<Source> Select(embedding::EmbeddingCollection& coll, const Group& g,
                            const std::vector<DenseTensor>& dense) {
   std::vector<Source> out;
   const int world_rank = g.comm->Rank();
+  std::vector<int64_t> replica_bytes(static_cast<size_t>(g.replicas), 0);
   for (const ShardTensor& t : coll.ShardTensors()) {
     if (t.duplicate || t.rows == 0 || t.cols == 0) continue;
-    if (t.data_parallel ? world_rank != 0 : (t.table + t.shard) % g.replicas != g.replica_rank)
-      continue;
+    if (t.data_parallel) {
+      if (world_rank != 0) continue;
+    } else {
+      const auto least = std::min_element(replica_bytes.begin(), replica_bytes.end());
+      *least += t.rows * t.cols * static_cast<int64_t>(DTypeSize(t.dtype));
+      if (least - replica_bytes.begin() != g.replica_rank) continue;
+    }
     Source s;
     Record& r = s.rec;
     r.table = t.table_name;

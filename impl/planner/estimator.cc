@@ -1,7 +1,8 @@
-// TorchRec's perf and storage formulas (torchrec-semantics.md 4.4, 4.5), with three deliberate
+// TorchRec's perf and storage formulas (torchrec-semantics.md 4.4, 4.5), with four deliberate
 // differences: output/comm buffers are fp32 (our forward output type), optimizer state is
 // always counted from the topology's optimizer (TorchRec counts 0 when none is registered),
-// and a single-rank data-parallel table pays no all-reduce.
+// a single-rank data-parallel table pays no all-reduce, and a host shard's backward pays its
+// update per expected distinct row (topology.h) rather than a flat multiple of the forward.
 #include "impl/planner/estimator.h"
 
 #include <algorithm>
@@ -98,6 +99,11 @@ double StepOverhead(const Topology& topo, double ids_per_rank, bool any_data_par
   return ms;
 }
 
+double ExpectedUniqueRows(double ids, double rows) {
+  if (!(ids > 0) || !(rows > 0)) return 0;
+  return -rows * std::expm1(-ids / rows);
+}
+
 int64_t OptimizerStateBytes(optim::OptimizerType type, int64_t rows, int32_t cols) {
   return optim::StateBytes(type, rows, cols);
 }
@@ -123,6 +129,7 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
     const double D = s.cols;
     ShardEstimate e;
     Perf& p = e.perf;
+    double served = 0;  // ids this shard looks up per step (sharded types)
     Storage& m = e.storage;
     m.weights = Ceil(static_cast<double>(s.rows) * s.cols * st);
     // Each table counts its own optimizer's state; the topology's is the default.
@@ -134,6 +141,7 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
       case ShardingType::kTableWise:
       case ShardingType::kColumnWise:
       case ShardingType::kTableColumnWise: {
+        served = I * W;
         const double in_read = std::ceil(I * W * kIndexBytes);
         const double lookup = I * W * std::max(D, 32.0) * st;
         const double out_bytes = O * W * D * kOutputBytes;
@@ -147,6 +155,7 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
       }
       case ShardingType::kRowWise: {
         const double ip = I / W;
+        served = ip * W;
         const double in_read = std::ceil(ip * W * kIndexBytes);
         const double lookup = ip * W * D * st;
         const double out_bytes = O * W * D * kOutputBytes;
@@ -164,6 +173,7 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
       case ShardingType::kTableRowWise:
       case ShardingType::kGrid: {
         const double ip = I / L;
+        served = ip * W;
         const double in_read = std::ceil(ip * W * kIndexBytes);
         const double lookup = ip * W * D * st;
         const double out_bytes = O * W * D * kOutputBytes;
@@ -199,8 +209,15 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
         break;
       }
     }
-    p.bwd_compute =
-        p.fwd_compute * (topo.device == ComputeDevice::kHost ? kHostBwdMultiplier : kBwdMultiplier);
+    if (topo.device != ComputeDevice::kHost) {
+      p.bwd_compute = p.fwd_compute * kBwdMultiplier;
+    } else if (type == ShardingType::kDataParallel || !(served > 0)) {
+      p.bwd_compute = p.fwd_compute * kHostBwdMultiplier;
+    } else {
+      // Aggregation per id, update per distinct row (topology.h).
+      const double unique = ExpectedUniqueRows(served, static_cast<double>(s.rows)) / served;
+      p.bwd_compute = p.fwd_compute * (kHostBwdAggregate + kHostBwdUpdate * unique);
+    }
     out.push_back(e);
   }
   return out;

@@ -68,6 +68,11 @@ TableLoad ComputeLoad(const sharding::TableConfig& table, const std::vector<floa
 // row of every shard, since column shards keep full-row statistics).
 int64_t OptimizerStateBytes(optim::OptimizerType type, int64_t rows, int32_t cols);
 
+// Expected number of distinct rows among `ids` ids drawn uniformly from `rows` rows:
+// rows * (1 - e^(-ids/rows)); 0 when either is not positive. Skewed ids touch fewer rows, so
+// this is an upper bound for real inputs.
+double ExpectedUniqueRows(double ids, double rows);
+
 // Estimates of every shard of `shards` (only sizes are used; ranks are ignored) for a table
 // sharded as `type`. Data-parallel uses the dense kernel's bandwidth, others the fused one.
 std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::TableConfig& table,

@@ -33,10 +33,17 @@ constexpr double kHostInterNodeBandwidth = 1.0 * kGiB / 1000.0;  // ~10 Gb Ether
 constexpr double kHostCollectiveLatencyMs = 0.05;                // per collective, world > 1
 constexpr double kHostPerIdMs = 15e-6;  // 15 ns of host work per id per training step
 // The host backward (aggregate the gradient by row, then read-modify-write each row and its
-// optimizer state at random) over the forward's compute; TorchRec uses 2. Measured here at
-// 1.9-2.2x the forward since the backward runs in vector registers (tests/bench/RESULTS.md,
-// 2026-11-24; it was 4-5x when this default was 4 and the per-id cost 60 ns).
+// optimizer state at random) over the forward's compute, in two parts: the aggregation, paid per
+// id like the forward, and the update, paid per distinct row. With every id on its own row the
+// two sum to kHostBwdMultiplier, measured at 1.9-2.2x the forward since the backward runs in
+// vector registers (tests/bench/RESULTS.md, 2026-11-24; TorchRec uses 2 on CUDA); a shard whose
+// ids repeat rows updates fewer rows (ExpectedUniqueRows), which on host is what makes a batch's
+// backward cheaper on a small table than on a large one (measured 2026-11-24: two table-wise
+// placements of the same 8 tables whose forward costs were equal gave a 34.5 ms and a 40 ms
+// backward, in line with their distinct rows).
 constexpr double kHostBwdMultiplier = 2.0;
+constexpr double kHostBwdAggregate = 1.0;  // share of kHostBwdMultiplier paid per id
+constexpr double kHostBwdUpdate = kHostBwdMultiplier - kHostBwdAggregate;  // per distinct row
 // Collectives of one training step: lengths and ids all-to-alls and the pooled output's
 // all-to-all forward, the gradient's all-to-all backward (+1 all-reduce with data-parallel).
 constexpr int kCollectivesPerStep = 4;

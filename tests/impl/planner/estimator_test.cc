@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "impl/sharding/layout.h"
 
 namespace shardrec::planner {
@@ -63,8 +65,9 @@ TEST(PlannerEstimator, ComputeScalesWithTheDeviceMemoryBandwidth) {
   // Host random-row gather 5 GiB/s vs HBM 897 GiB/s; host loopback 2 GiB/s vs 600 GiB/s.
   EXPECT_NEAR(host[0].perf.fwd_compute, 3.27460e-4 * 897.0 / 5.0, 1e-7);
   EXPECT_NEAR(host[0].perf.fwd_comms, cuda[0].perf.fwd_comms * 600.0 / 2.0, 1e-12);
-  // With the same bandwidths the formulas are the device's, except the host backward's
-  // multiplier (kHostBwdMultiplier; TorchRec uses 2x on CUDA).
+  // With the same bandwidths the formulas are the device's, except the host backward, which
+  // pays the aggregation per id and the update per expected distinct row (TorchRec: 2x the
+  // forward on CUDA). The golden table's 1024 ids per step fall on its 100 rows.
   Topology same = Topology::Default(2, 2, ComputeDevice::kHost);
   same.memory_bw = kHbmBandwidth;
   same.intra_node_bw = kIntraNodeBandwidth;
@@ -73,7 +76,35 @@ TEST(PlannerEstimator, ComputeScalesWithTheDeviceMemoryBandwidth) {
   EXPECT_NEAR(alike[0].perf.fwd_comms, cuda[0].perf.fwd_comms, 1e-15);
   EXPECT_NEAR(alike[0].perf.bwd_comms, cuda[0].perf.bwd_comms, 1e-15);
   EXPECT_NEAR(cuda[0].perf.bwd_compute, 2.0 * cuda[0].perf.fwd_compute, 1e-15);
-  EXPECT_NEAR(alike[0].perf.bwd_compute, kHostBwdMultiplier * alike[0].perf.fwd_compute, 1e-15);
+  const double unique = ExpectedUniqueRows(1024, 100) / 1024;
+  EXPECT_NEAR(alike[0].perf.bwd_compute,
+              (kHostBwdAggregate + kHostBwdUpdate * unique) * alike[0].perf.fwd_compute, 1e-15);
+}
+
+TEST(PlannerEstimator, HostBackwardPaysTheUpdatePerDistinctRow) {
+  EXPECT_EQ(ExpectedUniqueRows(0, 100), 0.0);
+  EXPECT_EQ(ExpectedUniqueRows(10, 0), 0.0);
+  EXPECT_NEAR(ExpectedUniqueRows(1, 1e6), 1.0, 1e-6);
+  EXPECT_NEAR(ExpectedUniqueRows(1e6, 1e6), 1e6 * (1 - std::exp(-1.0)), 1e-3);
+  EXPECT_NEAR(ExpectedUniqueRows(1e7, 100), 100.0, 1e-9);
+  // Same ids and width: a table with many more rows than ids costs about
+  // kHostBwdMultiplier x its forward; one that the ids cover several times, much less.
+  const Topology host = Topology::Default(2, 2, ComputeDevice::kHost);
+  auto ratio = [&](int64_t rows) {
+    sharding::TableConfig t = GoldenTable();
+    t.rows = rows;
+    const auto e = EstimateShards(host, t, {20.0f}, ShardingType::kTableWise,
+                                  sharding::MakeTableWise(t, 0).shards);
+    return e[0].perf.bwd_compute / e[0].perf.fwd_compute;
+  };
+  EXPECT_NEAR(ratio(100000000), kHostBwdMultiplier, 1e-3);
+  EXPECT_NEAR(ratio(1000), kHostBwdAggregate + kHostBwdUpdate * 1000.0 / 20480.0, 1e-3);
+  EXPECT_LT(ratio(100000), ratio(1000000));
+  // The CUDA model is TorchRec's whatever the rows.
+  sharding::TableConfig small = GoldenTable();
+  const auto cuda = EstimateShards(GoldenTopology(), small, {20.0f}, ShardingType::kTableWise,
+                                   sharding::MakeTableWise(small, 0).shards);
+  EXPECT_NEAR(cuda[0].perf.bwd_compute, 2.0 * cuda[0].perf.fwd_compute, 1e-15);
 }
 
 TEST(PlannerEstimator, StepOverheadIsCollectiveLatencyAndPerIdWork) {

@@ -59,18 +59,19 @@ TEST(PlannerPartitioner, TableWiseShardsSpreadByCost) {
 // The benchmarks' 8 tables (4 of dim 128, 4 of dim 64, sizes unrelated to width) at world 2, all
 // table-wise: placed largest storage first they end three wide tables on one rank and one wide
 // plus four narrow on the other; placed largest cost first they balance two of each per rank,
-// and that placement is kept.
+// and that placement is kept. (A small batch, so that every id is on its own row and a table's
+// cost depends on its width alone.)
 TEST(PlannerPartitioner, KeepsTheBetterOfStorageAndCostOrder) {
   PlannerInput in;
   const int64_t rows[8] = {1000000, 500000, 200000, 100000, 1000000, 300000, 100000, 700000};
   const int32_t dims[8] = {128, 64, 128, 64, 64, 128, 128, 64};
   for (int i = 0; i < 8; ++i) {
-    in.features.push_back({StrCat("f", i), 20.0f});
+    in.features.push_back({StrCat("f", i), 1.0f});
     in.tables.push_back(testing::Table(StrCat("t", i), rows[i], dims[i], {i}));
     in.constraints.push_back(Only(StrCat("t", i), ShardingType::kTableWise));
   }
   in.topology = Topology::Default(2, 2, ComputeDevice::kHost);
-  in.topology.batch_size = 2048;
+  in.topology.batch_size = 16;
   const auto opts = Options(in);
   Placement p;
   FitFailure f;
@@ -84,8 +85,8 @@ TEST(PlannerPartitioner, KeepsTheBetterOfStorageAndCostOrder) {
   EXPECT_EQ(wide[1], 2);
   EXPECT_EQ(narrow[0], 2);
   EXPECT_EQ(narrow[1], 2);
-  EXPECT_DOUBLE_EQ(p.rank_perf[0].total(), p.rank_perf[1].total());
-  EXPECT_DOUBLE_EQ(p.rating, p.rank_perf[0].total());
+  EXPECT_NEAR(p.rank_perf[0].total(), p.rank_perf[1].total(), 1e-4 * p.rating);
+  EXPECT_DOUBLE_EQ(p.rating, std::max(p.rank_perf[0].total(), p.rank_perf[1].total()));
 }
 
 TEST(PlannerPartitioner, RespectsMemoryAndReportsTheLargestFreeRank) {
