@@ -196,10 +196,6 @@ bool PlaceOption(State& st, const ShardingOption& opt, sharding::TablePlan* tp, 
   return false;
 }
 
-}  // namespace
-
-namespace {
-
 // Places the fixed-rank options, then `rest` in its order.
 bool PlaceInOrder(const std::vector<const ShardingOption*>& fixed,
                   const std::vector<const ShardingOption*>& rest, size_t tables,
