@@ -36,7 +36,7 @@ bool SparseUpdater::FusedEligible(size_t local) const {
 Status SparseUpdater::ApplySharded(const ExecContext& ctx, comm::Communicator& comm,
                                    const RoutedBatch& rb, const float* grads,
                                    const std::vector<optim::OptimizerConfig>& configs, int64_t step,
-                                   double* comm_seconds, const kernels::WireGradients& wire) {
+                                   double* comm_seconds) {
   const Layout& l = *layout_;
   shard_order_.clear();
   for (size_t i = 0; i < l.local.size(); ++i) {
@@ -74,7 +74,7 @@ Status SparseUpdater::ApplySharded(const ExecContext& ctx, comm::Communicator& c
           free_workspaces_.pop_back();
         }
         shard_status_[k] = BackwardShard(ExecContext::Host(nullptr), shard_order_[k], rb, grads,
-                                         wire, configs, step, &workspaces_[w]);
+                                         configs, step, &workspaces_[w]);
         std::lock_guard<std::mutex> lock(workspace_mu_);
         free_workspaces_.push_back(w);
       }
@@ -83,7 +83,7 @@ Status SparseUpdater::ApplySharded(const ExecContext& ctx, comm::Communicator& c
   } else {
     if (workspaces_.empty()) workspaces_.resize(1);
     for (size_t i : shard_order_)
-      SR_RETURN_IF_ERROR(BackwardShard(ctx, i, rb, grads, wire, configs, step, &workspaces_[0]));
+      SR_RETURN_IF_ERROR(BackwardShard(ctx, i, rb, grads, configs, step, &workspaces_[0]));
   }
   SR_RETURN_IF_ERROR(ExchangeRowStats(comm, comm_seconds));
   for (size_t i = 0; i < l.local.size(); ++i)
@@ -92,7 +92,7 @@ Status SparseUpdater::ApplySharded(const ExecContext& ctx, comm::Communicator& c
 }
 
 Status SparseUpdater::BackwardShard(const ExecContext& ctx, size_t i, const RoutedBatch& rb,
-                                    const float* grads, const kernels::WireGradients& wire,
+                                    const float* grads,
                                     const std::vector<optim::OptimizerConfig>& configs,
                                     int64_t step, std::vector<uint8_t>* workspace) {
   const Layout& l = *layout_;
@@ -112,8 +112,7 @@ Status SparseUpdater::BackwardShard(const ExecContext& ctx, size_t i, const Rout
     // Each row summed and updated at once (pooled and sequence runs alike); bit-identical to
     // aggregate + PartialRowStats + Apply. No rows are left for the steps below.
     return kernels::FusedBackward(ctx, runs, grads, ls.cols, scale, config, step,
-                                  l.plan->tables[ls.table].dim, params, workspace->data(),
-                                  kernels::CpuLevel::kAuto, wire);
+                                  l.plan->tables[ls.table].dim, params, workspace->data());
   }
   // A column shard whose row statistics its siblings need: aggregated with its partial
   // statistics now, updated once they are summed (Update).
@@ -122,8 +121,7 @@ Status SparseUpdater::BackwardShard(const ExecContext& ctx, size_t i, const Rout
   partial_stats_[i].resize(uniq_rows_[i].size() * K);
   return kernels::AggregateWithRowStats(ctx, runs, grads, ls.cols, scale, config, step, params,
                                         workspace->data(), uniq_rows_[i].data(),
-                                        uniq_grads_[i].data(), partial_stats_[i].data(),
-                                        kernels::CpuLevel::kAuto, wire);
+                                        uniq_grads_[i].data(), partial_stats_[i].data());
 }
 
 // Row statistics (row-wise Adagrad, partial row-wise Adam, LAMB) are computed per column shard

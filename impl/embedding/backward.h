@@ -13,7 +13,6 @@
 #include "impl/core/exec.h"
 #include "impl/embedding/dp_accumulate.h"
 #include "impl/embedding/input_dist.h"
-#include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/layout.h"
 #include "impl/embedding/param_store.h"
 #include "impl/optim/optimizer.h"
@@ -31,11 +30,9 @@ class SparseUpdater {
   // forward return message it sent, so each run reads its gradient rows in place). Row
   // statistics travel over `comm` (every rank takes part); `comm_seconds` accumulates the time
   // spent in that collective.
-  // With wire.data, the rows of the message below wire.end are read encoded from there (an
-  // fp16 / bf16 exchange, kernels::WireGradients) instead of from `grads`.
   Status ApplySharded(const ExecContext& ctx, comm::Communicator& comm, const RoutedBatch& rb,
                       const float* grads, const std::vector<optim::OptimizerConfig>& configs,
-                      int64_t step, double* comm_seconds, const kernels::WireGradients& wire = {});
+                      int64_t step, double* comm_seconds);
 
   // Data-parallel tables: `grad` is the gradient of this rank's output; the dense table
   // gradients and touched-row masks are all-reduced over `dp_comm` (travelling as `encoding`,
@@ -72,9 +69,8 @@ class SparseUpdater {
   // rows (the fused backward) or leaves their aggregated gradients and partial row statistics in
   // uniq_rows_ / uniq_grads_ / partial_stats_ for Update.
   Status BackwardShard(const ExecContext& ctx, size_t local, const RoutedBatch& rb,
-                       const float* grads, const kernels::WireGradients& wire,
-                       const std::vector<optim::OptimizerConfig>& configs, int64_t step,
-                       std::vector<uint8_t>* workspace);
+                       const float* grads, const std::vector<optim::OptimizerConfig>& configs,
+                       int64_t step, std::vector<uint8_t>* workspace);
   // Applies `config` to the aggregated rows of local shard `local` (row statistics summed over
   // the whole row in column order).
   Status Update(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,

@@ -778,8 +778,8 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
   // this rank's own samples are written straight to where its shards read them (SelfRows).
   const comm::Encoding benc = options_.backward_encoding;
   if (WireInKernels(benc)) {
-    // The other ranks' gradient rows are encoded as they are packed, sent 16-bit and read as
-    // they arrived by the backward kernels; this rank's own rows stay fp32 (SelfRows).
+    // The other ranks' gradient rows are encoded as they are packed, sent 16-bit, and decoded
+    // once into the blocks the kernels read; this rank's own rows stay fp32 (SelfRows).
     size_t send_total = 0;
     for (size_t v : ReturnRecvCounts(rb)) send_total += v;
     if (wire_.send.size() < send_total) wire_.send.resize(send_total);
@@ -793,11 +793,17 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
                                           wire_.recv.data(), ReturnSendCounts(rb),
                                           comm::WireType(benc)));
     }
-    // The kernels read the other ranks' rows encoded where they arrived (no decoding pass).
-    const kernels::WireGradients received{
-        wire_.recv.data(), static_cast<int64_t>(rb.ret_self_offset), comm::WireType(benc)};
+    // One decoding pass, not a widening per id in the kernels: each gradient row is read once per
+    // id of its bag (~20 times), and widening it each time cost the compute threads ~1.5 ms per
+    // step at world 2 where this pass costs ~0.1 ms (RESULTS.md, 2026-11-24 evening).
+    const uint16_t* arrived = wire_.recv.data();
+    float* decoded = ret_send_.data();
+    exec_.ParallelFor(
+        0, static_cast<int64_t>(rb.ret_self_offset), int64_t{1} << 16, [&](int64_t b, int64_t e) {
+          comm::DecodeFloats(benc, arrived + b, static_cast<size_t>(e - b), decoded + b);
+        });
     SR_RETURN_IF_ERROR(updater_.ApplySharded(exec_, *comm_, rb, ret_send_.data(), table_optim_,
-                                             step, &timings_.comm_seconds, received));
+                                             step, &timings_.comm_seconds));
     return ApplyDataParallelTables(rb, grad, step);
   }
   PackGradients(exec_, layout_, rb, grad, ret_recv_.data(), SelfRows(rb));

@@ -306,9 +306,10 @@ class EmbeddingCollection {
   std::vector<kernels::LookupJob> jobs_;
   comm::EncodedScratch wire_;  // 16-bit staging of the encoded all-to-alls
   // Whether a host collection's return (forward) or gradient (backward) exchange travels
-  // encoded with the rows encoded and decoded inside the kernels that produce and consume them
-  // (output_dist.h WireRows, in wire_.send / wire_.recv): world > 1, that direction's encoding not
-  // fp32. A GPU collection's encoded messages take comm::EncodedAllToAllV's staged passes.
+  // encoded with the rows encoded by the kernels that produce them (output_dist.h WireRows, in
+  // wire_.send / wire_.recv): world > 1, that direction's encoding not fp32. The forward's combine
+  // decodes as it adds; the backward decodes once before its kernels. A GPU collection's encoded
+  // messages take comm::EncodedAllToAllV's staged passes.
   bool WireInKernels(comm::Encoding e) const {
     return device_ == nullptr && layout_.world > 1 && e != comm::Encoding::kFp32;
   }

@@ -8,7 +8,6 @@
 
 #include "impl/core/check.h"
 #include "impl/core/dtype.h"
-#include "impl/core/half.h"
 #include "impl/core/prefetch.h"
 #include "impl/embedding/kernels/backward_workspace.h"
 #include "impl/embedding/kernels/isa/fused_rows.h"
@@ -45,27 +44,16 @@ struct Source {
   const int64_t* grad_offset = nullptr;  // per index
   const float* weight = nullptr;         // per position (keys hold positions), or null
   float scale = 1.0f;
-  WireGradients wire;  // rows below wire.end are read encoded from wire.data
 
-  bool Encoded(int64_t i) const { return grad_offset[i] < wire.end; }
   const float* GradOf(int64_t i) const { return grads + grad_offset[i]; }
-  const uint16_t* GradOf16(int64_t i) const { return wire.data + grad_offset[i]; }
-  // Gradient row of index i as fp32: in place, or widened into `tmp` (cols floats).
-  const float* RowOf(int64_t i, int32_t cols, float* tmp) const {
-    if (!Encoded(i)) return GradOf(i);
-    const uint16_t* h = GradOf16(i);
-    for (int32_t c = 0; c < cols; ++c)
-      tmp[c] = wire.type == DType::kFloat16 ? HalfToFloat(h[c]) : BFloat16ToFloat(h[c]);
-    return tmp;
-  }
   float FactorOf(int64_t i) const { return weight != nullptr ? scale * weight[i] : scale; }
 };
 
 // Fills the gradient offsets per bag or per position (and the weights) for `runs`, in parallel
 // over runs' bags.
 Source MakeSource(const ExecContext& ctx, std::span<const BagRun> runs, const float* grads,
-                  int64_t grad_stride, float scale, bool by_bag, void* ws, const WorkspaceLayout& l,
-                  const WireGradients& wire) {
+                  int64_t grad_stride, float scale, bool by_bag, void* ws,
+                  const WorkspaceLayout& l) {
   int64_t* off = detail::At<int64_t>(ws, l.grad_offset);
   float* wt = detail::At<float>(ws, l.weight);
   if (by_bag) {
@@ -75,7 +63,7 @@ Source MakeSource(const ExecContext& ctx, std::span<const BagRun> runs, const fl
       for (int64_t b = 0; b < run.num_bags; ++b) off[b0 + b] = run.io_offset + b * grad_stride;
       b0 += run.num_bags;
     }
-    return Source{grads, off, nullptr, scale, wire.data != nullptr ? wire : WireGradients{}};
+    return Source{grads, off, nullptr, scale};
   }
   bool weighted = false;
   for (const BagRun& r : runs) weighted |= r.weights != nullptr;
@@ -95,8 +83,7 @@ Source MakeSource(const ExecContext& ctx, std::span<const BagRun> runs, const fl
     });
     p0 += run.num_ids();
   }
-  return Source{grads, off, weighted ? wt : nullptr, scale,
-                wire.data != nullptr ? wire : WireGradients{}};
+  return Source{grads, off, weighted ? wt : nullptr, scale};
 }
 
 // Keys ahead whose gradient rows are fetched while the current one is summed: the rows are
@@ -105,32 +92,27 @@ Source MakeSource(const ExecContext& ctx, std::span<const BagRun> runs, const fl
 constexpr int64_t kGradAhead = 8;
 
 inline void PrefetchGrad(const detail::RowGroups& g, const Source& src, int32_t cols, int64_t k) {
-  if (k + kGradAhead >= g.num_keys) return;
-  const auto i = static_cast<int64_t>(g.keys[k + kGradAhead] & g.index_mask);
-  if (src.Encoded(i))
-    core::PrefetchLines(src.GradOf16(i), int64_t{cols} * 2);
-  else
-    core::PrefetchLines(src.GradOf(i), int64_t{cols} * 4);
+  if (k + kGradAhead < g.num_keys)
+    core::PrefetchLines(src.GradOf(static_cast<int64_t>(g.keys[k + kGradAhead] & g.index_mask)),
+                        int64_t{cols} * 4);
 }
 
 // o[c] = sum over the ids keys[k_begin, k_end), in order, of factor * grad (first term assigned).
 void SumIds(const detail::RowGroups& g, const Source& src, int32_t cols, int64_t k_begin,
             int64_t k_end, float* __restrict o) {
-  thread_local std::vector<float> widened;  // an encoded gradient row, decoded
-  if (src.wire.data != nullptr && widened.size() < static_cast<size_t>(cols)) widened.resize(cols);
   int64_t k = k_begin;
   int64_t p = static_cast<int64_t>(g.keys[k] & g.index_mask);
   PrefetchGrad(g, src, cols, k);
   {
     const float f = src.FactorOf(p);
-    const float* __restrict gr = src.RowOf(p, cols, widened.data());
+    const float* __restrict gr = src.GradOf(p);
     for (int32_t c = 0; c < cols; ++c) o[c] = f * gr[c];
   }
   for (++k; k < k_end; ++k) {
     p = static_cast<int64_t>(g.keys[k] & g.index_mask);
     PrefetchGrad(g, src, cols, k);
     const float f = src.FactorOf(p);
-    const float* __restrict gr = src.RowOf(p, cols, widened.data());
+    const float* __restrict gr = src.GradOf(p);
     for (int32_t c = 0; c < cols; ++c) o[c] += f * gr[c];
   }
 }
@@ -242,13 +224,6 @@ isa::WeightType WeightTypeOf(DType d) {
                                  : isa::WeightType::kFloat32;
 }
 
-Status CheckWire(const WireGradients& wire, const char* what) {
-  if (wire.data != nullptr && wire.type != DType::kFloat16 && wire.type != DType::kBFloat16)
-    return Status::InvalidArgument(what, ": wire gradients of dtype ", DTypeName(wire.type),
-                                   " (fp16 or bf16 expected)");
-  return Status::Ok();
-}
-
 Status CheckWeights(const optim::ShardParams& shard, const char* what) {
   if (shard.dtype != DType::kFloat32 && shard.dtype != DType::kFloat16 &&
       shard.dtype != DType::kBFloat16)
@@ -305,9 +280,6 @@ void GroupArgs(const detail::RowGroups& g, const Source& src, isa::FusedRowsArgs
   a->grad_offset = src.grad_offset;
   a->id_weights = src.weight;
   a->scale = src.scale;
-  a->grads16 = src.wire.data;
-  a->grads16_end = src.wire.data != nullptr ? src.wire.end : 0;
-  a->grads16_type = WeightTypeOf(src.wire.type);
   a->hot_ids = simt_body::kSegmentChunk;
 }
 
@@ -348,18 +320,15 @@ void RunRowTasks(const ExecContext& ctx, isa::FusedRowsFn fn, const isa::FusedRo
 
 Status AggregateGrads(const ExecContext& ctx, std::span<const BagRun> runs, const float* grads,
                       int64_t grad_stride, int32_t cols, float scale, void* workspace,
-                      int64_t* unique_rows, float* row_grads, CpuLevel level,
-                      const WireGradients& wire) {
+                      int64_t* unique_rows, float* row_grads, CpuLevel level) {
   SR_RETURN_IF_ERROR(CheckHost(ctx, "AggregateGrads"));
-  SR_RETURN_IF_ERROR(CheckWire(wire, "AggregateGrads"));
   isa::FusedRowsFn rows_fn = nullptr;
   SR_RETURN_IF_ERROR(FusedRowsFor(level, &rows_fn));
   WorkspaceLayout l;
   SR_RETURN_IF_ERROR(LoadGrouping(ctx, runs, workspace, cols, 0, false, &l));
   const detail::RowGroups g = detail::ReadGroups(workspace, l);
   if (g.num_unique == 0) return Status::Ok();
-  const Source src =
-      MakeSource(ctx, runs, grads, grad_stride, scale, g.keyed_by_bag, workspace, l, wire);
+  const Source src = MakeSource(ctx, runs, grads, grad_stride, scale, g.keyed_by_bag, workspace, l);
   std::copy(g.unique_rows, g.unique_rows + g.num_unique, unique_rows);
   isa::FusedRowsArgs a;
   a.mode = isa::FusedRowsMode::kAggregate;
@@ -376,10 +345,8 @@ Status AggregateWithRowStats(const ExecContext& ctx, std::span<const BagRun> run
                              const float* grads, int64_t grad_stride, float scale,
                              const optim::OptimizerConfig& config, int64_t step,
                              optim::ShardParams& shard, void* workspace, int64_t* unique_rows,
-                             float* row_grads, float* row_stats, CpuLevel level,
-                             const WireGradients& wire) {
+                             float* row_grads, float* row_stats, CpuLevel level) {
   SR_RETURN_IF_ERROR(CheckHost(ctx, "AggregateWithRowStats"));
-  SR_RETURN_IF_ERROR(CheckWire(wire, "AggregateWithRowStats"));
   SR_RETURN_IF_ERROR(CheckWeights(shard, "AggregateWithRowStats"));
   isa::FusedRowsFn rows_fn = nullptr;
   SR_RETURN_IF_ERROR(FusedRowsFor(level, &rows_fn));
@@ -388,8 +355,7 @@ Status AggregateWithRowStats(const ExecContext& ctx, std::span<const BagRun> run
   SR_RETURN_IF_ERROR(LoadGrouping(ctx, runs, workspace, shard.cols, ns, true, &l));
   const detail::RowGroups g = detail::ReadGroups(workspace, l);
   if (g.num_unique == 0) return Status::Ok();
-  const Source src =
-      MakeSource(ctx, runs, grads, grad_stride, scale, g.keyed_by_bag, workspace, l, wire);
+  const Source src = MakeSource(ctx, runs, grads, grad_stride, scale, g.keyed_by_bag, workspace, l);
   std::copy(g.unique_rows, g.unique_rows + g.num_unique, unique_rows);
   StoreContext store;
   isa::FusedRowsArgs a = ShardArgs(config, step, shard.cols, shard, &store);
@@ -433,9 +399,8 @@ Status ApplyRows(const ExecContext& ctx, const optim::OptimizerConfig& config, i
 Status FusedBackward(const ExecContext& ctx, std::span<const BagRun> runs, const float* grads,
                      int64_t grad_stride, float scale, const optim::OptimizerConfig& config,
                      int64_t step, int32_t full_dim, optim::ShardParams& shard, void* workspace,
-                     CpuLevel level, const WireGradients& wire) {
+                     CpuLevel level) {
   SR_RETURN_IF_ERROR(CheckHost(ctx, "FusedBackward"));
-  SR_RETURN_IF_ERROR(CheckWire(wire, "FusedBackward"));
   const int ns = optim::NumRowStats(config.type);
   if (ns != 0 && shard.cols != full_dim)
     return Status::InvalidArgument("FusedBackward: row statistics span column shards");
@@ -446,8 +411,7 @@ Status FusedBackward(const ExecContext& ctx, std::span<const BagRun> runs, const
   SR_RETURN_IF_ERROR(LoadGrouping(ctx, runs, workspace, shard.cols, ns, true, &l));
   const detail::RowGroups g = detail::ReadGroups(workspace, l);
   if (g.num_unique == 0) return Status::Ok();
-  const Source src =
-      MakeSource(ctx, runs, grads, grad_stride, scale, g.keyed_by_bag, workspace, l, wire);
+  const Source src = MakeSource(ctx, runs, grads, grad_stride, scale, g.keyed_by_bag, workspace, l);
   // Each row is updated right after its gradient is summed, while both are in L1: one pass over
   // the rows, as the gather of the forward, with the weight rows (and states) of the rows
   // rows_ahead further on fetched meanwhile. The tasks take contiguous ranges of rows, each with

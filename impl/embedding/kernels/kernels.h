@@ -90,16 +90,6 @@ Status Lookup(const ExecContext& ctx, std::span<const LookupJob> jobs,
 
 // ---- Backward ------------------------------------------------------------------------------
 
-// Gradient rows that arrived encoded for the wire (an fp16 / bf16 exchange), read by the
-// backward kernels as they are, with no decoding pass: the gradient element at io offset o < end
-// is read as `type` from data + o instead of fp32 from grads + o. Decoding is exact, so the
-// results are those of decoding first.
-struct WireGradients {
-  const uint16_t* data = nullptr;  // null: every gradient is fp32
-  int64_t end = 0;
-  DType type = DType::kBFloat16;  // kFloat16 or kBFloat16
-};
-
 // Bytes of workspace GroupRows and the aggregation kernels need for `num_ids` ids of one shard
 // with `cols` columns and `num_row_stats` row statistics (optim::NumRowStats), on `ctx`.
 size_t BackwardWorkspaceBytes(const ExecContext& ctx, int64_t num_ids, int32_t cols,
@@ -118,12 +108,11 @@ Status GroupRows(const ExecContext& ctx, std::span<const BagRun> runs, void* wor
 
 // Step 2: for every unique row (ascending), row_grads[u * cols + c] = sum over its ids, in
 // position order, of scale * weight * grad(bag)[c], where grad(bag) starts at element
-// run.io_offset + b * grad_stride of `grads` (or of wire.data, below wire.end). unique_rows
-// receives num_unique rows and row_grads num_unique * cols floats.
+// run.io_offset + b * grad_stride of `grads`. unique_rows receives num_unique rows and
+// row_grads num_unique * cols floats.
 Status AggregateGrads(const ExecContext& ctx, std::span<const BagRun> runs, const float* grads,
                       int64_t grad_stride, int32_t cols, float scale, void* workspace,
-                      int64_t* unique_rows, float* row_grads, CpuLevel level = CpuLevel::kAuto,
-                      const WireGradients& wire = {});
+                      int64_t* unique_rows, float* row_grads, CpuLevel level = CpuLevel::kAuto);
 
 // Step 2 of a shard whose rows are updated later (column shards whose row statistics are summed
 // with their sibling shards'): AggregateGrads over shard.cols columns, and each row's statistics
@@ -134,8 +123,7 @@ Status AggregateWithRowStats(const ExecContext& ctx, std::span<const BagRun> run
                              const float* grads, int64_t grad_stride, float scale,
                              const optim::OptimizerConfig& config, int64_t step,
                              optim::ShardParams& shard, void* workspace, int64_t* unique_rows,
-                             float* row_grads, float* row_stats, CpuLevel level = CpuLevel::kAuto,
-                             const WireGradients& wire = {});
+                             float* row_grads, float* row_stats, CpuLevel level = CpuLevel::kAuto);
 
 // The update of aggregated rows: rows[u] (local, unique) takes grads[u * cols, (u + 1) * cols)
 // and, when the optimizer has row statistics, full_stats[u * NumRowStats, ...) summed over the
@@ -158,6 +146,6 @@ Status ApplyRows(const ExecContext& ctx, const optim::OptimizerConfig& config, i
 Status FusedBackward(const ExecContext& ctx, std::span<const BagRun> runs, const float* grads,
                      int64_t grad_stride, float scale, const optim::OptimizerConfig& config,
                      int64_t step, int32_t full_dim, optim::ShardParams& shard, void* workspace,
-                     CpuLevel level = CpuLevel::kAuto, const WireGradients& wire = {});
+                     CpuLevel level = CpuLevel::kAuto);
 
 }  // namespace shardrec::embedding::kernels

@@ -47,11 +47,6 @@ struct FusedRowsArgs {
   const int64_t* grad_offset = nullptr;
   const float* id_weights = nullptr;
   float scale = 1.0f;
-  // Gradient rows at offsets below grads16_end are read encoded from grads16 (fp16 or bf16, as
-  // they came over the wire) and widened exactly.
-  const uint16_t* grads16 = nullptr;
-  int64_t grads16_end = 0;
-  WeightType grads16_type = WeightType::kBFloat16;
   // Rows with more than hot_ids ids come summed by the caller (simt/segment_order.h's chunked
   // order) in hot_grads: their gradient rows one after the other, in u order.
   int64_t hot_ids = 0;

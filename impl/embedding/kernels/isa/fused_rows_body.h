@@ -167,20 +167,6 @@ float RowSum(const RowIo<I>& io, Term&& term) {
   return s.Finish();
 }
 
-// A register of 16-bit gradient elements (fp16 or bf16, as they came over the wire), widened.
-template <class I>
-typename I::Reg Load16(WeightType type, const uint16_t* p) {
-  return type == WeightType::kFloat16 ? I::LoadF16(p) : I::LoadBf16(p);
-}
-// The first n (< kWidth) of them, the others zero.
-template <class I>
-typename I::Reg Load16First(WeightType type, const uint16_t* p, int n) {
-  float t[I::kWidth];
-  for (int e = 0; e < n; ++e)
-    t[e] = type == WeightType::kFloat16 ? ScalarF16(p[e]) : ScalarBf16(p[e]);
-  return I::LoadFirst(t, n);
-}
-
 // g = the row's gradient: the contributions of keys [k0, k1), first assigned, then added, in
 // registers kMax at a time. The first tile also prefetches the gradient rows grads_ahead keys on.
 template <class I>
@@ -195,28 +181,13 @@ void SumRow(const FusedRowsArgs& a, int64_t k0, int64_t k1, float* g) {
     const int last = static_cast<int>(span - int64_t{regs - 1} * I::kWidth);  // in the last reg
     typename I::Reg acc[kMax];
     for (int64_t k = k0; k < k1; ++k) {
-      if (c0 == 0 && k + a.grads_ahead < a.num_keys) {
-        const int64_t ahead = a.grad_offset[a.keys[k + a.grads_ahead] & a.index_mask];
-        if (ahead < a.grads16_end)
-          core::PrefetchLines(a.grads16 + ahead, cols * 2);
-        else
-          core::PrefetchLines(a.grads + ahead, row_bytes);
-      }
+      if (c0 == 0 && k + a.grads_ahead < a.num_keys)
+        core::PrefetchLines(a.grads + a.grad_offset[a.keys[k + a.grads_ahead] & a.index_mask],
+                            row_bytes);
       const int64_t i = static_cast<int64_t>(a.keys[k] & a.index_mask);
       const typename I::Reg f =
           I::Set1(a.id_weights != nullptr ? a.scale * a.id_weights[i] : a.scale);
-      const int64_t off = a.grad_offset[i] + c0;
-      if (off - c0 < a.grads16_end) {
-        const uint16_t* src = a.grads16 + off;
-        for (int r = 0; r < regs; ++r) {
-          const typename I::Reg x = r + 1 < regs || last == I::kWidth
-                                        ? Load16<I>(a.grads16_type, src + r * I::kWidth)
-                                        : Load16First<I>(a.grads16_type, src + r * I::kWidth, last);
-          acc[r] = k == k0 ? I::Mul(f, x) : I::Add(acc[r], I::Mul(f, x));
-        }
-        continue;
-      }
-      const float* src = a.grads + off;
+      const float* src = a.grads + a.grad_offset[i] + c0;
       for (int r = 0; r < regs; ++r) {
         const typename I::Reg x = r + 1 < regs || last == I::kWidth
                                       ? I::LoadF32(src + r * I::kWidth)
