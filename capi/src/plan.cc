@@ -15,6 +15,7 @@
 #include "capi/src/plan_handle.h"
 #include "capi/src/versioned.h"
 #include "impl/core/check.h"
+#include "impl/embedding/kernels/kernels.h"
 #include "impl/planner/calibrate.h"
 #include "impl/planner/planner.h"
 #include "impl/planner/stats.h"
@@ -230,6 +231,21 @@ Status CheckTable(const shardrec_plan_t* plan, size_t table) {
   return Status::Ok();
 }
 
+// The calibration's gather runs the collections' lookup kernel on the calling thread, so the
+// figure is the one their lookups reach (planner::CalibrateOptions::bag_sum).
+void LookupBagSum(const float* table, int64_t table_rows, int32_t row_floats,
+                  const int64_t* offsets, int64_t num_bags, const int64_t* rows, float* out) {
+  embedding::kernels::LookupJob job;
+  job.weights = {table, DType::kFloat32, table_rows, row_floats, row_floats};
+  job.run.offsets = offsets;
+  job.run.num_bags = num_bags;
+  job.run.rows = rows;
+  job.out = out;
+  job.out_stride = row_floats;
+  // An fp32 table on a host context cannot be refused.
+  (void)embedding::kernels::Lookup(ExecContext::Host(nullptr), {&job, 1});
+}
+
 shardrec_plan_t* NewHandle(sharding::Plan plan, std::string stats) {
   auto h = std::make_unique<shardrec_plan>();
   auto impl = std::make_shared<const sharding::Plan>(std::move(plan));
@@ -336,6 +352,7 @@ SHARDREC_API shardrec_status_t shardrec_topology_calibrate(
                                        options->ranks_per_machine, " must be in [0, 65536]");
       if (options->ranks_per_machine > 0) opts.ranks_per_node = options->ranks_per_machine;
     }
+    opts.bag_sum = &shardrec::capi::LookupBagSum;
     shardrec::planner::Calibration c;
     SR_RETURN_IF_ERROR(shardrec::planner::Calibrate(opts, &c));
     // Bytes/ms and ms inside; bytes/s and seconds in the C API.

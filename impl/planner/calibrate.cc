@@ -35,53 +35,61 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Runs `round` (returns a figure) up to three times, the rounds after the first only while the
-// budget lasts; returns the median.
+constexpr size_t kMaxRounds = 3;
+
+// Runs `round` (returns a figure) up to kMaxRounds times, the rounds after the first only while
+// the budget lasts; returns the median.
 template <typename Fn>
 double Rounds(Clock::time_point start, double budget_ms, Fn&& round) {
   std::vector<double> v{round()};
-  while (v.size() < 3 && MsSince(start) < budget_ms) v.push_back(round());
+  while (v.size() < kMaxRounds && MsSince(start) < budget_ms) v.push_back(round());
   return Median(v);
 }
 
 constexpr int kRowFloats = 64;  // 256-byte rows: a dim-64 fp32 table
 constexpr size_t kTableBytes = size_t{64} << 20;
-constexpr int kGatherRows = 60000;
+constexpr int64_t kGatherRows = 60000;
 constexpr int kPrefetchIds = 8;  // rows ahead, as the lookup kernel prefetches
-constexpr int kBag = 20;
+constexpr int64_t kBag = 20;
 
-// Random rows summed per bag of kBag ids, as the pooled lookup does, prefetching a few rows
-// ahead; bytes of rows read per ms.
-double GatherRound(const float* table, uint64_t* seed) {
-  const uint64_t rows = kTableBytes / (kRowFloats * sizeof(float));
-  std::vector<uint32_t> ids(kGatherRows);
+// The portable bag sum (CalibrateOptions::bag_sum null), prefetching a few rows ahead; rows of
+// at most kRowFloats.
+void ScalarBagSum(const float* table, int64_t /*table_rows*/, int32_t row_floats,
+                  const int64_t* offsets, int64_t num_bags, const int64_t* rows, float* out) {
+  const int64_t n = offsets[num_bags];
+  for (int64_t b = 0; b < num_bags; ++b) {
+    float acc[kRowFloats] = {};
+    for (int64_t i = offsets[b]; i < offsets[b + 1]; ++i) {
+      if (i + kPrefetchIds < n) {
+        const char* ahead =
+            reinterpret_cast<const char*>(table + rows[i + kPrefetchIds] * row_floats);
+        for (int line = 0; line < row_floats * 4; line += 64) __builtin_prefetch(ahead + line);
+      }
+      const float* row = table + rows[i] * row_floats;
+      for (int d = 0; d < row_floats; ++d) acc[d] += row[d];
+    }
+    std::memcpy(out + b * row_floats, acc, sizeof(float) * static_cast<size_t>(row_floats));
+  }
+}
+
+// Random rows summed per bag of kBag ids by `sum`, as the pooled lookup does; bytes of rows read
+// per ms. The ids are drawn before the clock starts.
+double GatherRound(const float* table, BagSumFn sum, uint64_t* seed) {
+  const int64_t rows = static_cast<int64_t>(kTableBytes / (kRowFloats * sizeof(float)));
+  constexpr int64_t kBags = kGatherRows / kBag;
+  std::vector<int64_t> ids(kGatherRows), offsets(kBags + 1);
   uint64_t x = *seed;
   for (auto& id : ids) {
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
-    id = static_cast<uint32_t>(x % rows);
+    id = static_cast<int64_t>(x % static_cast<uint64_t>(rows));
   }
   *seed = x;
-  // Each bag's sum is stored, as a lookup stores its output (a small ring that stays in cache),
-  // so no lane of the sum can be optimised away.
-  constexpr int kRing = 64;
-  std::vector<float> out(static_cast<size_t>(kRing) * kRowFloats);
+  for (int64_t b = 0; b <= kBags; ++b) offsets[b] = b * kBag;
+  std::vector<float> out(static_cast<size_t>(kBags) * kRowFloats);
   const auto t0 = Clock::now();
-  for (int b = 0; b < kGatherRows; b += kBag) {
-    float acc[kRowFloats] = {};
-    for (int i = b; i < b + kBag; ++i) {
-      if (i + kPrefetchIds < kGatherRows) {
-        const char* ahead = reinterpret_cast<const char*>(
-            table + static_cast<size_t>(ids[i + kPrefetchIds]) * kRowFloats);
-        for (int line = 0; line < kRowFloats * 4; line += 64) __builtin_prefetch(ahead + line);
-      }
-      const float* row = table + static_cast<size_t>(ids[i]) * kRowFloats;
-      for (int d = 0; d < kRowFloats; ++d) acc[d] += row[d];
-    }
-    std::memcpy(out.data() + static_cast<size_t>((b / kBag) % kRing) * kRowFloats, acc,
-                sizeof(acc));
-  }
+  sum(table, rows, kRowFloats, offsets.data(), kBags, ids.data(), out.data());
   const double ms = MsSince(t0);
   volatile float keep = out[static_cast<size_t>(*seed % out.size())];
   (void)keep;
@@ -89,15 +97,15 @@ double GatherRound(const float* table, uint64_t* seed) {
 }
 
 // GatherRound on `threads` threads at once over the same table: aggregate bytes per ms.
-double ParallelGatherRound(const float* table, int32_t threads, uint64_t* seed) {
-  if (threads <= 1) return GatherRound(table, seed);
+double ParallelGatherRound(const float* table, BagSumFn sum, int32_t threads, uint64_t* seed) {
+  if (threads <= 1) return GatherRound(table, sum, seed);
   std::vector<uint64_t> seeds(static_cast<size_t>(threads));
   for (auto& s : seeds) s = (*seed += 0x9e3779b97f4a7c15ull) | 1;
   std::vector<std::thread> pool;
   const auto t0 = Clock::now();
   for (int32_t i = 1; i < threads; ++i)
-    pool.emplace_back([&, i] { GatherRound(table, &seeds[static_cast<size_t>(i)]); });
-  GatherRound(table, &seeds[0]);
+    pool.emplace_back([&, i] { GatherRound(table, sum, &seeds[static_cast<size_t>(i)]); });
+  GatherRound(table, sum, &seeds[0]);
   for (auto& t : pool) t.join();
   const double ms = MsSince(t0);
   return static_cast<double>(threads) * kGatherRows * kRowFloats * sizeof(float) /
@@ -263,9 +271,10 @@ Status Calibrate(const CalibrateOptions& options, Calibration* out) {
     for (size_t i = 0; i < kTableBytes / sizeof(float); ++i)
       table[i] = static_cast<float>(i & 1023) * 1e-3f;
     uint64_t seed = 0x9e3779b97f4a7c15ull;
+    const BagSumFn sum = options.bag_sum != nullptr ? options.bag_sum : &ScalarBagSum;
     const auto t0 = Clock::now();
     c.gather_bw = Rounds(t0, share, [&] {
-      return ParallelGatherRound(table, ranks * std::max(options.threads_per_rank, 1), &seed) /
+      return ParallelGatherRound(table, sum, ranks * std::max(options.threads_per_rank, 1), &seed) /
              ranks;
     });
   }

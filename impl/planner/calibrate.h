@@ -12,6 +12,12 @@
 
 namespace shardrec::planner {
 
+// A pooled lookup over one fp32 table (row_floats per row): bag b sums the rows
+// rows[offsets[b] .. offsets[b+1]) into out + b * row_floats.
+using BagSumFn = void (*)(const float* table, int64_t table_rows, int32_t row_floats,
+                          const int64_t* offsets, int64_t num_bags, const int64_t* rows,
+                          float* out);
+
 struct CalibrateOptions {
   // Ranks are threads of one process (a local communicator group): collectives are memory
   // copies and a thread hand-off, not TCP.
@@ -25,11 +31,16 @@ struct CalibrateOptions {
   int32_t ranks_per_node = 1;
   // Soft budget for the whole measurement; rounds after the first stop once it is spent.
   double budget_ms = 250.0;
+  // The kernel the gather is timed with. The C API passes the collections' own lookup, so the
+  // figure is what their lookups reach with their vector width and prefetch distance on this
+  // machine (the planner sits below the kernels and cannot call them itself). Null: a portable
+  // loop, which can read faster or slower than the lookup depending on the machine.
+  BagSumFn bag_sum = nullptr;
 };
 
 // All bandwidths bytes/ms, latencies ms (the planner's units).
 struct Calibration {
-  double gather_bw = 0;         // random 256-byte rows of a 64 MiB table, summed per bag
+  double gather_bw = 0;         // random 256-byte rows of a 64 MiB table, summed per bag (bag_sum)
   double stream_bw = 0;         // memcpy of 32 MiB: bytes copied per ms
   double loopback_bw = 0;       // 16 MiB over a 127.0.0.1 TCP connection
   double loopback_latency = 0;  // half a 1-byte round trip over that connection
