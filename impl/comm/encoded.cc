@@ -15,7 +15,7 @@ namespace {
 const codec::Passes& Passes() {
   static const codec::Passes& p = []() -> const codec::Passes& {
 #if SHARDREC_HAVE_X86_CODEC_LEVELS
-    if (HostCpu().avx2) return codec::Avx2();
+    if (HostCpu().avx2 && HostCpu().f16c) return codec::Avx2();
 #endif
     return codec::Baseline();
   }();

@@ -1,5 +1,5 @@
 # The codec passes of the 16-bit wire encodings (codec/codec.h): the library is built for baseline
-# x86-64; only codec_avx2.cc is compiled for AVX2, and encoded.cc picks a level at run time.
+# x86-64; only codec_avx2.cc is compiled for AVX2 + F16C, and encoded.cc picks a level at run time.
 # -O3 and -fno-trapping-math let GCC vectorise the half.h conversions (it may then evaluate both
 # sides of their selects; nothing reads the floating-point exception flags). No contraction is
 # involved (the passes are conversions and one add), and the values are those of the scalar code.
@@ -20,7 +20,7 @@ function(shardrec_codec_flags target)
     PROPERTIES COMPILE_OPTIONS "-O3;-ffp-contract=off;-fno-trapping-math")
   if(SHARDREC_HAVE_X86_CODEC_LEVELS)
     set_source_files_properties(${SHARDREC_CODEC_DIR}/codec_avx2.cc TARGET_DIRECTORY ${target}
-      PROPERTIES COMPILE_OPTIONS "-O3;-mavx2;-ffp-contract=off;-fno-trapping-math")
+      PROPERTIES COMPILE_OPTIONS "-O3;-mavx2;-mf16c;-ffp-contract=off;-fno-trapping-math")
   endif()
   target_compile_definitions(${target}
     PRIVATE SHARDREC_HAVE_X86_CODEC_LEVELS=${SHARDREC_HAVE_X86_CODEC_LEVELS})

@@ -1,7 +1,9 @@
 // The encode / decode passes of the 16-bit wire encodings, once per x86-64 instruction-set level
-// (baseline, AVX2), picked at run time by impl/comm/encoded.cc. Every level runs the same scalar
-// conversions of impl/core/half.h, only vectorised by the compiler, so all levels give the same
-// bits.
+// (baseline, AVX2 + F16C), picked at run time by impl/comm/encoded.cc. Every level gives the bits
+// of the scalar conversions of impl/core/half.h: vectorised by the compiler, or for fp16 at the
+// AVX2 level by the F16C instructions with the lanes half.h treats differently patched
+// (codec_avx2.cc). One exception: an add pass that adds a NaN to a NaN returns a NaN whose payload
+// is either operand's, as the compiler orders them.
 #pragma once
 
 #include <cstddef>
@@ -20,7 +22,7 @@ struct Passes {
 
 const Passes& Baseline();
 #if SHARDREC_HAVE_X86_CODEC_LEVELS
-const Passes& Avx2();
+const Passes& Avx2();  // needs AVX2 and F16C
 #endif
 
 }  // namespace shardrec::comm::codec
