@@ -100,36 +100,32 @@ TEST(Encoding, EveryLevelGivesTheSameBits) {
   const codec::Passes& b = codec::Avx2();
   const size_t n = v.size();
   std::vector<uint16_t> wa(n), wb(n);
-  std::vector<float> fa(n, 0.5f), fb(n, 0.5f);
   for (auto to : {&codec::Passes::to_half, &codec::Passes::to_bf16}) {
     (a.*to)(v.data(), n, wa.data());
     (b.*to)(v.data(), n, wb.data());
     EXPECT_EQ(std::memcmp(wa.data(), wb.data(), 2 * n), 0);
   }
-  // Each pass onto finite values: which payload a NaN + NaN sum keeps is the compiler's choice of
-  // operand order, not a property of the level (codec.h).
-  for (auto from : {&codec::Passes::from_half, &codec::Passes::from_bf16, &codec::Passes::add_half,
-                    &codec::Passes::add_bf16}) {
-    std::fill(fa.begin(), fa.end(), 0.5f);
-    std::fill(fb.begin(), fb.end(), 0.5f);
-    (a.*from)(wa.data(), n, fa.data());
-    (b.*from)(wa.data(), n, fb.data());
-    EXPECT_EQ(std::memcmp(fa.data(), fb.data(), 4 * n), 0);
-  }
-  // Every 16-bit pattern decoded (and added) alike, NaN payloads included; the lengths leave a
-  // scalar tail after the vector loop.
+  // Every decoding pass of `src` at both levels, each onto the same finite values: which payload
+  // a NaN + NaN sum keeps is the compiler's choice of operand order, not a property of the level
+  // (codec.h).
+  auto same_decoding = [&](const std::vector<uint16_t>& src) {
+    const size_t m = src.size();
+    std::vector<float> fa(m), fb(m);
+    for (auto from : {&codec::Passes::from_half, &codec::Passes::from_bf16,
+                      &codec::Passes::add_half, &codec::Passes::add_bf16}) {
+      std::fill(fa.begin(), fa.end(), 0.5f);
+      std::fill(fb.begin(), fb.end(), 0.5f);
+      (a.*from)(src.data(), m, fa.data());
+      (b.*from)(src.data(), m, fb.data());
+      EXPECT_EQ(std::memcmp(fa.data(), fb.data(), 4 * m), 0);
+    }
+  };
+  same_decoding(wa);
+  // Every 16-bit pattern (i * an odd number runs through all of them), NaN payloads included; the
+  // length leaves a scalar tail after the vector loop.
   std::vector<uint16_t> every(0x10000 + 5);
   for (size_t i = 0; i < every.size(); ++i) every[i] = static_cast<uint16_t>(i * 40503u);
-  const size_t m = every.size();
-  std::vector<float> ga(m, 0.25f), gb(m, 0.25f);
-  for (auto from : {&codec::Passes::from_half, &codec::Passes::from_bf16, &codec::Passes::add_half,
-                    &codec::Passes::add_bf16}) {
-    std::fill(ga.begin(), ga.end(), 0.25f);
-    std::fill(gb.begin(), gb.end(), 0.25f);
-    (a.*from)(every.data(), m, ga.data());
-    (b.*from)(every.data(), m, gb.data());
-    EXPECT_EQ(std::memcmp(ga.data(), gb.data(), 4 * m), 0);
-  }
+  same_decoding(every);
 }
 #endif
 
