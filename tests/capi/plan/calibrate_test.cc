@@ -4,9 +4,10 @@
 // step of a small model (4 tables of 10k-50k rows, 1024 samples per rank, bags of ~10), at
 // world 1 and 2 (ranks as threads).
 //
-// The bound is 4x either way, not the 2x the benchmarks report: this model is small (few
-// hundred samples, so fixed costs the model prices coarsely weigh more), and the test must hold
-// on a loaded 2-core machine where the step and the calibration are disturbed independently.
+// The bound is 4x either way (below: 4x times a sanitizer's slowdown), not the 2x the
+// benchmarks report: this model is small (few hundred samples, so fixed costs the model prices
+// coarsely weigh more), and the test must hold on a loaded 2-core machine where the step and the
+// calibration are disturbed independently.
 // Each ratio uses the median of several steps and is retried (fresh calibration) before failing.
 #include <gtest/gtest.h>
 
@@ -266,14 +267,19 @@ double Ratio(int world) {
 }
 
 TEST(CapiCalibrate, EstimatedStepIsWithinFourTimesOfTheMeasuredStep) {
+  // The model prices a release build. A sanitized build slows the step's scalar host work
+  // (routing, sorting, packing: a check per element) several times more than the vectorised
+  // lookup kernel the calibration times (a check per vector), so there the estimate falls short
+  // by up to that slowdown as well (ASan: 0.20-0.23 observed where release gives ~1).
+  const double lowest = 0.25 / shardrec::testing::kSlowdown;
   for (int world : {1, 2}) {
     double ratio = 0;
     // A disturbed calibration or step on a shared machine is retried with fresh measurements.
     for (int attempt = 0; attempt < 3; ++attempt) {
       ratio = Ratio(world);
-      if (ratio >= 0.25 && ratio <= 4.0) break;
+      if (ratio >= lowest && ratio <= 4.0) break;
     }
-    EXPECT_GE(ratio, 0.25) << "world " << world;
+    EXPECT_GE(ratio, lowest) << "world " << world;
     EXPECT_LE(ratio, 4.0) << "world " << world;
   }
 }
