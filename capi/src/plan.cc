@@ -357,10 +357,13 @@ SHARDREC_API shardrec_status_t shardrec_topology_calibrate(
     SR_RETURN_IF_ERROR(shardrec::planner::Calibrate(opts, &c));
     // Bytes/ms and ms inside; bytes/s and seconds in the C API.
     topology->memory_bandwidth = c.gather_bw * 1000.0;
-    topology->intra_node_bandwidth =
-        (opts.ranks_share_memory ? c.stream_bw : c.loopback_bw) * 1000.0;
+    // Ranks on one machine exchange over loopback TCP whether they are threads of one process
+    // (a local group runs Gloo over 127.0.0.1 too) or processes: a world-2 gradient all-to-all
+    // between rank threads moved ~1.3 GB/s here, like the loopback figure, not the ~10 GB/s of a
+    // memcpy. Rank threads also wait for one another at each collective (the hand-off).
+    topology->intra_node_bandwidth = c.loopback_bw * 1000.0;
     topology->collective_latency =
-        (opts.ranks_share_memory ? c.handoff_latency : c.loopback_latency) / 1000.0;
+        (c.loopback_latency + (opts.ranks_share_memory ? c.handoff_latency : 0.0)) / 1000.0;
     // Ranks beyond the cores share them: their per-id host work takes that much longer. A
     // caller's own per_id_cost stands (so calibrating twice does not scale it twice).
     if (topology->device_type == SHARDREC_DEVICE_HOST && topology->per_id_cost == 0.0)

@@ -214,10 +214,12 @@ SHARDREC_API shardrec_status_t shardrec_plan_shard(const shardrec_plan_t* plan, 
 typedef struct shardrec_calibrate_options {
   uint32_t version;           /**< SHARDREC_CALIBRATE_OPTIONS_VERSION. */
   int32_t ranks_share_memory; /**< Nonzero when the ranks are threads of one process (a group
-                                   from shardrec_comm_create_local_group): collectives between
-                                   them are memory copies and a thread hand-off, so the streaming
-                                   copy bandwidth and hand-off latency are used instead of the
-                                   loopback TCP ones. 0 (default): ranks are processes (Gloo). */
+                                   from shardrec_comm_create_local_group). Their collectives
+                                   travel over loopback TCP (Gloo) like those of processes, and
+                                   each also waits on the hand-off between the rank threads
+                                   (a thread that finds its peers descheduled waits for them),
+                                   so the hand-off latency is added to the loopback latency.
+                                   0 (default): ranks are processes; the loopback figures. */
   double time_budget;         /**< Soft limit in seconds; 0 means 0.25. Each figure is measured
                                    once, then up to twice more while its share of the budget
                                    lasts (median of the rounds). Must be >= 0. */
@@ -279,8 +281,9 @@ SHARDREC_API shardrec_status_t shardrec_calibration_init(shardrec_calibration_t*
  * the topology's ranks_per_node, 0 meaning world_size) gathering at once on threads_per_rank
  * threads, credited per rank; the streaming copy bandwidth; a loopback TCP connection's bandwidth
  * and latency; and a barrier of the machine's ranks as threads. Writes memory_bandwidth (the
- * per-rank gather), intra_node_bandwidth and collective_latency (loopback TCP, or with
- * ranks_share_memory the copy bandwidth and the barrier), and on host topologies whose
+ * per-rank gather), intra_node_bandwidth (loopback TCP: the Gloo transport of ranks on one
+ * machine, threads or processes) and collective_latency (loopback TCP, plus with
+ * ranks_share_memory the barrier), and on host topologies whose
  * per_id_cost is 0 the 15 ns default times the oversubscription of the cores by the machine's
  * ranks (a nonzero per_id_cost is the caller's and stays). inter_node_bandwidth (a NIC needs a
  * peer) and every other field are left as they are. The figures vary with the machine's load; a

@@ -94,8 +94,10 @@ TEST(CapiCalibrate, ReturnsPlausibleFiguresWithinASecond) {
     }
     // Written into the topology, in its units (bytes/s, seconds).
     EXPECT_EQ(topo.memory_bandwidth, cal.gather_bandwidth);
-    EXPECT_EQ(topo.intra_node_bandwidth, share ? cal.stream_bandwidth : cal.loopback_bandwidth);
-    EXPECT_EQ(topo.collective_latency, share ? cal.handoff_latency : cal.loopback_latency);
+    // Rank threads of a local group exchange over loopback TCP too, and wait on each other.
+    EXPECT_EQ(topo.intra_node_bandwidth, cal.loopback_bandwidth);
+    EXPECT_DOUBLE_EQ(topo.collective_latency,
+                     cal.loopback_latency + (share ? cal.handoff_latency : 0.0));
     EXPECT_EQ(topo.inter_node_bandwidth, 0.0);  // not measured: left as it was
     // One rank never oversubscribes: the host default, made explicit.
     EXPECT_EQ(cal.oversubscription, 1.0);
@@ -114,7 +116,7 @@ TEST(CapiCalibrate, OversubscribedRanksScaleThePerIdCost) {
   ASSERT_EQ(shardrec_topology_calibrate(&topo, &opts, &cal), SHARDREC_OK) << shardrec_last_error();
   EXPECT_EQ(cal.oversubscription, 2.0);
   EXPECT_EQ(topo.per_id_cost, 10e-9);  // the caller's own value stands
-  EXPECT_EQ(topo.collective_latency, cal.handoff_latency);
+  EXPECT_DOUBLE_EQ(topo.collective_latency, cal.loopback_latency + cal.handoff_latency);
   EXPECT_GT(cal.handoff_latency, 0.0);
   // ranks_per_machine overrides the topology's node size (a 2D mesh: several sharding groups
   // on one machine).
