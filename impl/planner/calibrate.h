@@ -1,8 +1,8 @@
 // Measures the figures the host cost model needs on this machine, in a fraction of a second:
-// the random-row gather bandwidth a lookup sees, the streaming copy bandwidth (what an
-// all-to-all between ranks that share memory moves at), and a loopback TCP connection's
-// bandwidth and latency (what Gloo between processes of one node gets). The NIC between nodes
-// needs a peer and is not measured.
+// the random-row gather bandwidth a lookup sees, a loopback TCP connection's bandwidth and
+// latency (what Gloo between the ranks of one node gets, processes or the threads of a local
+// group), the hand-off of the node's ranks as threads, and, reported only, the streaming copy
+// bandwidth. The NIC between nodes needs a peer and is not measured.
 #pragma once
 
 #include <cstdint>
