@@ -92,11 +92,23 @@ TableLoad ComputeLoad(const sharding::TableConfig& table, const std::vector<floa
   return load;
 }
 
-double StepOverhead(const Topology& topo, double ids_per_rank, bool any_data_parallel) {
+double StepOverhead(const Topology& topo, double ids_per_rank, bool any_data_parallel,
+                    bool any_row_stat_exchange) {
   double ms = topo.per_id_ms * ids_per_rank;
-  if (topo.world_size > 1)
-    ms += topo.collective_latency_ms * (kCollectivesPerStep + (any_data_parallel ? 1 : 0));
+  if (topo.world_size > 1) {
+    ms += topo.collective_latency_ms *
+          (kCollectivesPerStep + (any_data_parallel ? 1 : 0) + (any_row_stat_exchange ? 1 : 0));
+  }
   return ms;
+}
+
+bool ExchangesRowStats(const Topology& topo, const sharding::TableConfig& table, ShardingType type,
+                       const std::vector<sharding::Shard>& shards) {
+  if (type == ShardingType::kDataParallel) return false;
+  const auto optimizer = table.has_optimizer ? table.optimizer.type : topo.optimizer;
+  if (optim::NumRowStats(optimizer) == 0) return false;
+  return std::any_of(shards.begin(), shards.end(),
+                     [&](const sharding::Shard& s) { return s.cols < table.dim; });
 }
 
 double ExpectedUniqueRows(double ids, double rows) {

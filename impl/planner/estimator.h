@@ -81,9 +81,17 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
                                           const std::vector<sharding::Shard>& shards);
 
 // What a rank pays per step whatever the placement: topo.collective_latency_ms per collective
-// (kCollectivesPerStep, +1 when a table is data-parallel; none at world_size 1) and
-// topo.per_id_ms per id of its own batch (`ids_per_rank`, summed over tables). 0 on CUDA
-// defaults. Placement-independent, so it never changes which plan wins.
-double StepOverhead(const Topology& topo, double ids_per_rank, bool any_data_parallel);
+// (kCollectivesPerStep, +1 when a table is data-parallel, +1 when `any_row_stat_exchange`: a
+// table's rows are split into column shards whose optimizer keeps row statistics, which the
+// shards exchange; none at world_size 1) and topo.per_id_ms per id of its own batch
+// (`ids_per_rank`, summed over tables). 0 on CUDA defaults. Proposals are ranked without it.
+double StepOverhead(const Topology& topo, double ids_per_rank, bool any_data_parallel,
+                    bool any_row_stat_exchange);
+
+// Whether the table's shards exchange row statistics each step: its rows are split into column
+// shards (not data-parallel) and its optimizer (its own, else the topology's) keeps row
+// statistics.
+bool ExchangesRowStats(const Topology& topo, const sharding::TableConfig& table,
+                       sharding::ShardingType type, const std::vector<sharding::Shard>& shards);
 
 }  // namespace shardrec::planner

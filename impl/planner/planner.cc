@@ -28,12 +28,14 @@ PlanEstimate EstimatePlan(const sharding::Plan& plan, const Topology& topo,
   e.table_perf.resize(plan.tables.size());
   e.table_storage.resize(plan.tables.size());
   double ids_per_rank = 0;
-  bool any_dp = false;
+  bool any_dp = false, any_row_stats = false;
   for (size_t t = 0; t < plan.tables.size(); ++t) {
+    const auto& tp = plan.table_plans[t];
     ids_per_rank += ComputeLoad(plan.tables[t], pooling_factors[t], topo.batch_size).ids;
-    any_dp = any_dp || plan.table_plans[t].type == sharding::ShardingType::kDataParallel;
+    any_dp = any_dp || tp.type == sharding::ShardingType::kDataParallel;
+    any_row_stats = any_row_stats || ExchangesRowStats(topo, plan.tables[t], tp.type, tp.shards);
   }
-  const double overhead = StepOverhead(topo, ids_per_rank, any_dp);
+  const double overhead = StepOverhead(topo, ids_per_rank, any_dp, any_row_stats);
   for (auto& p : e.rank_perf) p.overhead = overhead;
   for (size_t t = 0; t < plan.tables.size(); ++t) {
     const auto& tp = plan.table_plans[t];

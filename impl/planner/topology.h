@@ -44,9 +44,11 @@ constexpr double kHostPerIdMs = 15e-6;  // 15 ns of host work per id per trainin
 constexpr double kHostBwdMultiplier = 2.0;
 constexpr double kHostBwdAggregate = 1.0;  // share of kHostBwdMultiplier paid per id
 constexpr double kHostBwdUpdate = kHostBwdMultiplier - kHostBwdAggregate;  // per distinct row
-// Collectives of one training step: lengths and ids all-to-alls and the pooled output's
-// all-to-all forward, the gradient's all-to-all backward (+1 all-reduce with data-parallel).
-constexpr int kCollectivesPerStep = 4;
+// Collectives of one training step on host: the lengths and ids all-to-alls and the pooled
+// output's all-to-all forward; the all-reduce that agrees on the backward call and the gradient's
+// all-to-all backward. (+1 all-reduce with data-parallel tables, +1 all-to-all of row statistics
+// with column shards under a row-statistic optimizer: StepOverhead.)
+constexpr int kCollectivesPerStep = 5;
 
 enum class ComputeDevice : int32_t { kHost = 0, kCuda = 1 };  // mirrors SHARDREC_DEVICE_*
 enum class Collective { kAllToAll, kReduceScatter, kAllGather, kAllReduce };
@@ -62,7 +64,7 @@ struct Topology {
   double intra_node_bw = kIntraNodeBandwidth;  // bytes/ms
   double inter_node_bw = kInterNodeBandwidth;  // bytes/ms
   double memory_bw = 0.0;                      // bytes/ms; 0 means the device default
-  // Fixed cost of one collective (ms), paid kCollectivesPerStep times per step when
+  // Fixed cost of one collective (ms), paid per collective of a step (StepOverhead) when
   // world_size > 1; 0 on CUDA (TorchRec's model has none).
   double collective_latency_ms = 0.0;
   // Host work per id per training step (ms), paid by the rank whose batch holds the id; 0 on

@@ -109,15 +109,51 @@ TEST(PlannerEstimator, HostBackwardPaysTheUpdatePerDistinctRow) {
 
 TEST(PlannerEstimator, StepOverheadIsCollectiveLatencyAndPerIdWork) {
   // CUDA keeps TorchRec's model: no overhead.
-  EXPECT_EQ(StepOverhead(Topology::Default(2, 2, ComputeDevice::kCuda), 1e6, true), 0.0);
+  EXPECT_EQ(StepOverhead(Topology::Default(2, 2, ComputeDevice::kCuda), 1e6, true, true), 0.0);
   const Topology host = Topology::Default(2, 2, ComputeDevice::kHost);
-  EXPECT_NEAR(StepOverhead(host, 1000, false),
+  EXPECT_NEAR(StepOverhead(host, 1000, false, false),
               1000 * kHostPerIdMs + kCollectivesPerStep * kHostCollectiveLatencyMs, 1e-12);
-  EXPECT_NEAR(StepOverhead(host, 1000, true),
+  EXPECT_NEAR(StepOverhead(host, 1000, true, false),
               1000 * kHostPerIdMs + (kCollectivesPerStep + 1) * kHostCollectiveLatencyMs, 1e-12);
+  EXPECT_NEAR(StepOverhead(host, 1000, true, true),
+              1000 * kHostPerIdMs + (kCollectivesPerStep + 2) * kHostCollectiveLatencyMs, 1e-12);
   // One rank has no collectives to wait for.
-  EXPECT_NEAR(StepOverhead(Topology::Default(1, 1, ComputeDevice::kHost), 1000, true),
+  EXPECT_NEAR(StepOverhead(Topology::Default(1, 1, ComputeDevice::kHost), 1000, true, true),
               1000 * kHostPerIdMs, 1e-12);
+}
+
+// tests/impl/embedding/step_collectives_test.cc counts what a host step issues: 5, one more with
+// a data-parallel table, one more when column shards exchange row statistics.
+TEST(PlannerEstimator, StepCollectivesAreTheHostStepsCount) {
+  EXPECT_EQ(kCollectivesPerStep, 5);
+  Topology host = Topology::Default(2, 2, ComputeDevice::kHost);
+  host.collective_latency_ms = 1.0;
+  host.per_id_ms = 0.0;
+  EXPECT_EQ(StepOverhead(host, 0, false, false), 5.0);
+  EXPECT_EQ(StepOverhead(host, 0, true, false), 6.0);
+  EXPECT_EQ(StepOverhead(host, 0, false, true), 6.0);
+  EXPECT_EQ(StepOverhead(host, 0, true, true), 7.0);
+}
+
+TEST(PlannerEstimator, RowStatisticsAreExchangedByColumnShardsOfRowStatisticOptimizers) {
+  sharding::TableConfig t = GoldenTable();
+  Topology topo = Topology::Default(2, 2, ComputeDevice::kHost);
+  topo.optimizer = optim::OptimizerType::kRowWiseAdagrad;
+  const int32_t half = t.dim / 2;
+  const auto cw =
+      sharding::MakeColumnSplit(t, ShardingType::kColumnWise, {half, t.dim - half}, {0, 1});
+  EXPECT_TRUE(ExchangesRowStats(topo, t, cw.type, cw.shards));
+  // Whole rows, an element-wise optimizer, or a replicated table: nothing to exchange.
+  const auto rw = sharding::MakeRowWise(t, 2);
+  EXPECT_FALSE(ExchangesRowStats(topo, t, rw.type, rw.shards));
+  const auto dp = sharding::MakeDataParallel(t, 2);
+  EXPECT_FALSE(ExchangesRowStats(topo, t, dp.type, dp.shards));
+  topo.optimizer = optim::OptimizerType::kAdagrad;
+  EXPECT_FALSE(ExchangesRowStats(topo, t, cw.type, cw.shards));
+  // The table's own optimizer wins over the topology's.
+  t.has_optimizer = true;
+  t.optimizer.type = optim::OptimizerType::kLamb;
+  EXPECT_TRUE(ExchangesRowStats(topo, t, cw.type, cw.shards));
 }
 
 TEST(PlannerEstimator, CrossNodeTrafficUsesInterNodeBandwidth) {
