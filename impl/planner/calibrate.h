@@ -41,7 +41,8 @@ struct CalibrateOptions {
 
 // All bandwidths bytes/ms, latencies ms (the planner's units).
 struct Calibration {
-  double gather_bw = 0;         // random 256-byte rows of a 64 MiB table, summed per bag (bag_sum)
+  // Random 256-byte rows of a 64 MiB table evicted from the caches, summed per bag (bag_sum).
+  double gather_bw = 0;
   double stream_bw = 0;         // memcpy of 32 MiB: bytes copied per ms
   double loopback_bw = 0;       // 16 MiB over a 127.0.0.1 TCP connection
   double loopback_latency = 0;  // half a 1-byte round trip over that connection

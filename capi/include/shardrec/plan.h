@@ -247,8 +247,10 @@ shardrec_calibrate_options_init(shardrec_calibrate_options_t* options, uint32_t 
 typedef struct shardrec_calibration {
   uint32_t version;          /**< SHARDREC_CALIBRATION_VERSION (set by the caller). */
   double gather_bandwidth;   /**< Bytes/s per rank of rows read by a pooled lookup (bags of 20
-                                  random 256-byte rows of a 64 MiB table on huge pages), with
-                                  ranks per machine x threads_per_rank threads gathering at once. */
+                                  random 256-byte rows of a 64 MiB table on huge pages, evicted
+                                  from the caches before each round as a table far beyond the
+                                  last-level cache would be), with ranks per machine x
+                                  threads_per_rank threads gathering at once. */
   double stream_bandwidth;   /**< Bytes/s copied by a 32 MiB memcpy on one thread. */
   double loopback_bandwidth; /**< Bytes/s of 16 MiB over a 127.0.0.1 TCP connection. */
   double loopback_latency;   /**< Seconds: half a 1-byte round trip over that connection. */
@@ -276,7 +278,7 @@ SHARDREC_API shardrec_status_t shardrec_calibration_init(shardrec_calibration_t*
  * Measures this machine and writes the figures into @p topology, so that the planner's
  * estimated step time (shardrec_plan_stats) is in the units of the clock on this machine.
  *
- * Measures, in about 0.1-0.3 s (the soft limit is options->time_budget): the random-row gather
+ * Measures, in about 0.1-0.4 s (the soft limit is options->time_budget): the random-row gather
  * bandwidth of a pooled lookup, with every rank of the machine (options ranks_per_machine, else
  * the topology's ranks_per_node, 0 meaning world_size) gathering at once on threads_per_rank
  * threads, credited per rank; the streaming copy bandwidth; a loopback TCP connection's bandwidth
