@@ -12,6 +12,7 @@
 #include "impl/comm/stores.h"
 #include "impl/core/check.h"
 #include "impl/core/cuda_plugin.h"
+#include "impl/core/thread_pool.h"
 
 namespace shardrec::comm {
 
@@ -126,15 +127,14 @@ Status CreateLocalGroup(int n, const CommOptions& options,
   std::vector<Status> results(n);
   std::vector<std::thread> threads;
   threads.reserve(n);
-  // More ranks than hardware threads: one Gloo device (one event-loop thread) for the whole
-  // group. Gloo's loop skips a connection whose lock another thread holds and polls it again at
-  // once, so with a loop per rank on oversubscribed cores the loops spin while the lock holders
-  // wait to be scheduled (4 rank threads on 2 cores: a toy step 16 ms, ~90% of it in the kernel;
-  // 3.3 ms with one loop). With enough cores a loop per rank receives in parallel (2 ranks on 2
-  // cores: one shared loop made a small collective 0.12 -> 0.22 ms).
+  // More ranks than CPUs this process may use (UsableCpus): one Gloo device (one event-loop
+  // thread) for the whole group. Gloo's loop skips a connection whose lock another thread holds
+  // and polls it again at once, so with a loop per rank on oversubscribed cores the loops spin
+  // while the lock holders wait to be scheduled (4 rank threads on 2 cores: a toy step 16 ms,
+  // ~90% of it in the kernel; 2.9 ms with one loop). With enough cores a loop per rank receives
+  // in parallel (2 ranks on 2 cores: one shared loop made a small collective 0.12 -> 0.22 ms).
   std::shared_ptr<gloo::transport::Device> shared_device;
-  const auto hardware_threads = static_cast<int>(std::thread::hardware_concurrency());
-  if (!UsesNccl(local) && hardware_threads > 0 && n > hardware_threads) {
+  if (!UsesNccl(local) && n > UsableCpus()) {
     try {
       gloo::transport::tcp::attr attr;
       attr.hostname = local.bind_address;

@@ -9,6 +9,10 @@
 // previous job's chunk size.
 #include "impl/core/thread_pool.h"
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -73,6 +77,18 @@ struct ThreadPool::Impl {
     }
   }
 };
+
+int UsableCpus() {
+#if defined(__linux__)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+#endif
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 ThreadPool::ThreadPool(int num_threads) : impl_(new Impl) {
   if (num_threads <= 0) num_threads = std::max(1u, std::thread::hardware_concurrency());

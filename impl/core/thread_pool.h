@@ -7,6 +7,11 @@
 
 namespace shardrec {
 
+// The CPUs this process may run on: the count of its affinity mask (taskset, a container's
+// cpuset), else std::thread::hardware_concurrency(); at least 1. (A CPU quota without a cpuset
+// is not seen.)
+int UsableCpus();
+
 class ThreadPool {
  public:
   // num_threads <= 0 means std::thread::hardware_concurrency().

@@ -24,6 +24,7 @@
 
 #include "impl/core/check.h"
 #include "impl/core/host_arena.h"
+#include "impl/core/thread_pool.h"
 
 namespace shardrec::planner {
 namespace {
@@ -299,8 +300,7 @@ Status Calibrate(const CalibrateOptions& options, Calibration* out) {
   const double share = std::max(options.budget_ms, 0.0) / 4.0;
   Calibration c;
   const int32_t ranks = std::max(options.ranks_per_node, 1);
-  const unsigned cores = std::max(std::thread::hardware_concurrency(), 1u);
-  c.oversubscription = std::max(1.0, static_cast<double>(ranks) / cores);
+  c.oversubscription = std::max(1.0, static_cast<double>(ranks) / UsableCpus());
   {
     // On huge pages like the collection's tables (HostArena), so the TLB behaves as theirs.
     HostArena arena;

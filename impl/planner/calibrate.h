@@ -49,7 +49,7 @@ struct Calibration {
   // One synchronisation point of ranks_per_node (>= 2) threads that work between them: the
   // mean round time beyond the work (mutex + condvar; includes waits for descheduled peers).
   double handoff_latency = 0;
-  // Per-id host work scale: ranks_per_node over the hardware threads of the machine, at least 1
+  // Per-id host work scale: ranks_per_node over the CPUs this process may use (UsableCpus), >= 1
   // (each rank's host work runs mostly on one thread).
   double oversubscription = 1;
   double elapsed_ms = 0;  // wall time of the whole calibration

@@ -201,14 +201,14 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_with_store(
 /**
  * Creates @p n communicators forming one group inside this process (one per thread that will
  * drive a rank). Used by tests and single-machine multi-threaded hosts. Host buffers use Gloo
- * over loopback. A group of more ranks than the machine has hardware threads runs all its
- * connections on one Gloo event-loop thread instead of one per rank: with a loop per rank on
- * oversubscribed cores the loops spin while the ranks they wait for are descheduled (4 rank
- * threads on 2 cores: a small training step 16 ms, 2.9 ms with one loop). With CUDA buffers and the
- * NCCL backend (the default for CUDA), rank r runs on device_index + r: NCCL allows one rank of a
- * communicator per GPU, so the group needs n devices (SHARDREC_ENODEVICE names the missing one). To
- * put several ranks on one GPU choose SHARDREC_BACKEND_GLOO: every rank then uses device_index,
- * staged through pinned host memory.
+ * over loopback. A group of more ranks than the CPUs this process may run on (its affinity
+ * mask) runs all its connections on one Gloo event-loop thread instead of one per rank: with a
+ * loop per rank on oversubscribed cores the loops spin while the ranks they wait for are
+ * descheduled (4 rank threads on 2 cores: a small training step 16 ms, 2.9 ms with one loop).
+ * With CUDA buffers and the NCCL backend (the default for CUDA), rank r runs on
+ * device_index + r: NCCL allows one rank of a communicator per GPU, so the group needs n
+ * devices (SHARDREC_ENODEVICE names the missing one). To put several ranks on one GPU choose
+ * SHARDREC_BACKEND_GLOO: every rank then uses device_index, staged through pinned host memory.
  * @param comms_out [out] Caller array of @p n handles; filled with handle i = rank i (caller
  *                  owns each). All or nothing: on failure the array is left unchanged.
  * @param n         Group size, >= 1 (and <= 1024).

@@ -259,7 +259,7 @@ typedef struct shardrec_calibration {
                                   0.2 ms of work between two of them: the mean round beyond
                                   the work, waits for descheduled peers included. */
   double elapsed;            /**< Seconds the calibration took. */
-  double oversubscription;   /**< Ranks per machine over its hardware threads, at
+  double oversubscription;   /**< Ranks per machine over the CPUs this process may use, at
                                   least 1: the factor applied to the default per_id_cost. */
 } shardrec_calibration_t;
 

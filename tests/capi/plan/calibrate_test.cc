@@ -10,6 +10,7 @@
 // calibration are disturbed independently.
 // Each ratio uses the median of several steps and is retried (fresh calibration) before failing.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
@@ -106,7 +107,11 @@ TEST(CapiCalibrate, ReturnsPlausibleFiguresWithinASecond) {
 }
 
 TEST(CapiCalibrate, OversubscribedRanksScaleThePerIdCost) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // The CPUs this process may run on (its affinity mask), as the library counts them.
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mask), &mask), 0);
+  const int cores = CPU_COUNT(&mask);
   shardrec_topology_t topo = SHARDREC_TOPOLOGY_INIT;
   topo.world_size = 2 * cores;
   topo.per_id_cost = 10e-9;

@@ -4,6 +4,7 @@
 #include "impl/core/thread_pool.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <atomic>
 #include <stdexcept>
@@ -71,6 +72,30 @@ TEST(CoreThreadPool, CallersOnSeveralThreadsAreSerialised) {
     });
   for (auto& c : callers) c.join();
   EXPECT_EQ(total.load(), int64_t{4} * 200 * 50);
+}
+
+// UsableCpus counts the CPUs the calling thread may run on, so a process restricted by taskset or
+// a container's cpuset is not taken for the whole machine.
+TEST(CoreThreadPool, UsableCpusFollowsTheAffinityMask) {
+  const int all = UsableCpus();
+  EXPECT_GE(all, 1);
+  EXPECT_LE(all, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  int pinned = -1;
+  std::thread t([&] {
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    if (sched_getaffinity(0, sizeof(mask), &mask) != 0) return;
+    int first = 0;
+    while (!CPU_ISSET(first, &mask)) ++first;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    if (sched_setaffinity(0, sizeof(one), &one) != 0) return;
+    pinned = UsableCpus();
+  });
+  t.join();
+  EXPECT_EQ(pinned, 1);
+  EXPECT_EQ(UsableCpus(), all);  // the other thread's mask was its own
 }
 
 }  // namespace
