@@ -53,8 +53,13 @@ double Rounds(Clock::time_point start, double budget_ms, Fn&& round) {
 
 constexpr int kRowFloats = 64;  // 256-byte rows: a dim-64 fp32 table
 constexpr size_t kTableBytes = size_t{64} << 20;
-constexpr int64_t kGatherRows = 240000;  // per thread: ~60 MB of rows, a few ms per round
-constexpr int kPrefetchIds = 8;          // rows ahead, as the lookup kernel prefetches
+// Rows a gather round reads per thread (~60 MB, a few ms), fewer when many threads share a
+// round's kGatherRowsTotal (each thread's ids and sums stay in memory while it runs: ~5 MB at
+// kGatherRows).
+constexpr int64_t kGatherRows = 240000;
+constexpr int64_t kGatherRowsTotal = 1 << 20;
+constexpr int64_t kMinGatherRows = 20000;
+constexpr int kPrefetchIds = 8;  // rows ahead, as the lookup kernel prefetches
 constexpr int64_t kBag = 20;
 
 // The portable bag sum (CalibrateOptions::bag_sum null), prefetching a few rows ahead; rows of
@@ -80,8 +85,10 @@ void ScalarBagSum(const float* table, int64_t /*table_rows*/, int32_t row_floats
 // One thread's share of a gather round: random rows summed per bag of kBag ids by `sum`, as the
 // pooled lookup does. The ids are drawn at construction, before any clock starts.
 struct GatherJob {
-  GatherJob(int64_t table_rows, uint64_t seed)
-      : ids(kGatherRows), offsets(kGatherRows / kBag + 1), out(offsets.size() * kRowFloats) {
+  GatherJob(int64_t table_rows, int64_t num_ids, uint64_t seed)
+      : ids(static_cast<size_t>(num_ids)),
+        offsets(static_cast<size_t>(num_ids / kBag + 1)),
+        out(offsets.size() * kRowFloats) {
     uint64_t x = seed | 1;
     for (auto& id : ids) {
       x ^= x << 13;
@@ -119,9 +126,12 @@ void EvictFromCaches(const void* data, size_t bytes) {
 // together and the round ends when the last one finishes.
 double ParallelGatherRound(const float* table, BagSumFn sum, int32_t threads, uint64_t* seed) {
   const int64_t rows = static_cast<int64_t>(kTableBytes / (kRowFloats * sizeof(float)));
+  const int64_t per_thread =
+      std::clamp(kGatherRowsTotal / threads, kMinGatherRows, kGatherRows) / kBag * kBag;
   std::vector<GatherJob> jobs;
   jobs.reserve(static_cast<size_t>(threads));
-  for (int32_t i = 0; i < threads; ++i) jobs.emplace_back(rows, *seed += 0x9e3779b97f4a7c15ull);
+  for (int32_t i = 0; i < threads; ++i)
+    jobs.emplace_back(rows, per_thread, *seed += 0x9e3779b97f4a7c15ull);
   EvictFromCaches(table, kTableBytes);
   std::mutex mu;
   std::condition_variable cv;
@@ -147,7 +157,7 @@ double ParallelGatherRound(const float* table, BagSumFn sum, int32_t threads, ui
   const double ms = MsSince(t0);
   volatile float keep = jobs[0].out[static_cast<size_t>(*seed % jobs[0].out.size())];
   (void)keep;
-  return static_cast<double>(threads) * kGatherRows * kRowFloats * sizeof(float) /
+  return static_cast<double>(threads) * per_thread * kRowFloats * sizeof(float) /
          std::max(ms, 1e-6);
 }
 
@@ -310,7 +320,10 @@ Status Calibrate(const CalibrateOptions& options, Calibration* out) {
       table[i] = static_cast<float>(i & 1023) * 1e-3f;
     uint64_t seed = 0x9e3779b97f4a7c15ull;
     const BagSumFn sum = options.bag_sum != nullptr ? options.bag_sum : &ScalarBagSum;
-    const int32_t threads = ranks * std::max(options.threads_per_rank, 1);
+    // More threads than CPUs would not read faster, only cost memory and thread starts: the
+    // CPUs gather at once and every rank is credited its share of what they read.
+    const int32_t threads = static_cast<int32_t>(
+        std::min<int64_t>(int64_t{ranks} * std::max(options.threads_per_rank, 1), UsableCpus()));
     const auto t0 = Clock::now();
     // A first round, not counted, faults in the threads' stacks and the page tables: the first
     // calibration in a process read ~30 % below the next ones without it.
@@ -344,7 +357,10 @@ Status Calibrate(const CalibrateOptions& options, Calibration* out) {
   }
   {
     const auto t0 = Clock::now();
-    c.handoff_latency = Rounds(t0, share / 2, [&] { return HandoffLatency(std::max(ranks, 2)); });
+    // Four ranks per CPU show what oversubscription costs a barrier; a thousand would only take
+    // seconds to show it.
+    const int32_t peers = std::max(2, std::min(ranks, 4 * UsableCpus()));
+    c.handoff_latency = Rounds(t0, share / 2, [&] { return HandoffLatency(peers); });
   }
   c.elapsed_ms = MsSince(start);
   *out = c;

@@ -26,9 +26,10 @@ struct CalibrateOptions {
   // Threads each rank's lookup runs on.
   int32_t threads_per_rank = 1;
   // Ranks that run at once on this machine: the gather runs on ranks_per_node x
-  // threads_per_rank threads at once and each rank is credited its share, so ranks that
-  // oversubscribe the cores or saturate memory see it; the hand-off is a barrier of this many
-  // threads (at least 2).
+  // threads_per_rank threads at once (at most one per usable CPU: more would not read faster)
+  // and each rank is credited its share, so ranks that oversubscribe the cores or saturate
+  // memory see it; the hand-off is a barrier of this many threads (at least 2, at most 4 per
+  // usable CPU).
   int32_t ranks_per_node = 1;
   // Soft budget for the whole measurement; rounds after the first stop once it is spent.
   double budget_ms = 250.0;

@@ -250,7 +250,8 @@ typedef struct shardrec_calibration {
                                   random 256-byte rows of a 64 MiB table on huge pages, evicted
                                   from the caches before each round as a table far beyond the
                                   last-level cache would be), with ranks per machine x
-                                  threads_per_rank threads gathering at once. */
+                                  threads_per_rank threads gathering at once (at most one per
+                                  CPU the process may use; each rank credited its share). */
   double stream_bandwidth;   /**< Bytes/s copied by a 32 MiB memcpy on one thread. */
   double loopback_bandwidth; /**< Bytes/s of 16 MiB over a 127.0.0.1 TCP connection. */
   double loopback_latency;   /**< Seconds: half a 1-byte round trip over that connection. */

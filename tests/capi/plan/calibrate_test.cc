@@ -137,6 +137,16 @@ TEST(CapiCalibrate, OversubscribedRanksScaleThePerIdCost) {
   // Calibrating again does not scale it again.
   ASSERT_EQ(shardrec_topology_calibrate(&group, &machine, nullptr), SHARDREC_OK);
   EXPECT_NEAR(group.per_id_cost, 30e-9, 1e-15);
+  // The largest machine the options allow still calibrates in well under a second: the gather
+  // uses at most one thread per CPU and the barrier at most four per CPU.
+  machine.ranks_per_machine = 65536;
+  const auto t0 = Clock::now();
+  ASSERT_EQ(shardrec_topology_calibrate(&group, &machine, &cal), SHARDREC_OK)
+      << shardrec_last_error();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(),
+            1.0 * shardrec::testing::kSlowdown);
+  EXPECT_EQ(cal.oversubscription, 65536.0 / cores);
+  EXPECT_GT(cal.gather_bandwidth, 0.0);
   machine.ranks_per_machine = -1;
   EXPECT_EQ(shardrec_topology_calibrate(&group, &machine, nullptr), SHARDREC_EINVAL);
   EXPECT_NE(std::string(shardrec_last_error()).find("ranks_per_machine"), std::string::npos);
