@@ -11,6 +11,7 @@
 #include "impl/embedding/collection.h"
 #include "impl/sharding/layout.h"
 #include "tests/bench/rank_threads.h"
+#include "tests/impl/sharding/test_plans.h"
 
 namespace shardrec::embedding {
 namespace {
@@ -25,16 +26,9 @@ std::shared_ptr<sharding::Plan> MakePlan(int world) {
   plan->world_size = world;
   plan->local_world_size = world;
   plan->features = {{"user", 8.0f}, {"item", 8.0f}, {"cat", 8.0f}, {"geo", 8.0f}};
-  auto table = [](const char* name, int64_t rows, int32_t dim, int32_t feature) {
-    sharding::TableConfig t;
-    t.name = name;
-    t.rows = rows;
-    t.dim = dim;
-    t.features = {feature};
-    return t;
-  };
-  plan->tables = {table("user", 200000, 64, 0), table("item", 100000, 64, 1),
-                  table("cat", 1000, 32, 2), table("geo", 50000, 64, 3)};
+  using sharding::testing::Table;
+  plan->tables = {Table("user", 200000, 64, {0}), Table("item", 100000, 64, {1}),
+                  Table("cat", 1000, 32, {2}), Table("geo", 50000, 64, {3})};
   plan->table_plans = {
       sharding::MakeRowWise(plan->tables[0], world),
       sharding::MakeColumnSplit(plan->tables[1], sharding::ShardingType::kColumnWise, {32, 32},

@@ -22,6 +22,7 @@
 #include "impl/replica/sync.h"
 #include "impl/sharding/layout.h"
 #include "tests/bench/rank_threads.h"
+#include "tests/impl/sharding/test_plans.h"
 
 namespace shardrec::replica {
 namespace {
@@ -118,16 +119,9 @@ std::shared_ptr<sharding::Plan> StepPlan(int shard_size) {
   plan->world_size = shard_size;
   plan->local_world_size = shard_size;
   plan->features = {{"user", 8.0f}, {"item", 8.0f}, {"geo", 8.0f}};
-  auto table = [](const char* name, int64_t rows, int32_t dim, int32_t feature) {
-    sharding::TableConfig t;
-    t.name = name;
-    t.rows = rows;
-    t.dim = dim;
-    t.features = {feature};
-    return t;
-  };
-  plan->tables = {table("user", 200000, 64, 0), table("item", 100000, 64, 1),
-                  table("geo", 50000, 64, 2)};
+  using sharding::testing::Table;
+  plan->tables = {Table("user", 200000, 64, {0}), Table("item", 100000, 64, {1}),
+                  Table("geo", 50000, 64, {2})};
   plan->table_plans = {sharding::MakeRowWise(plan->tables[0], shard_size),
                        sharding::MakeRowWise(plan->tables[1], shard_size),
                        sharding::MakeTableWise(plan->tables[2], shard_size - 1)};

@@ -12,6 +12,7 @@
 #include "impl/comm/factory.h"
 #include "impl/embedding/collection.h"
 #include "impl/sharding/layout.h"
+#include "tests/impl/sharding/test_plans.h"
 
 namespace shardrec::embedding {
 namespace {
@@ -72,15 +73,6 @@ class CountingComm : public comm::Communicator {
   std::shared_ptr<std::atomic<int>> count_;
 };
 
-sharding::TableConfig Table(const std::string& name, int64_t rows, int32_t dim, int32_t feature) {
-  sharding::TableConfig t;
-  t.name = name;
-  t.rows = rows;
-  t.dim = dim;
-  t.features = {feature};
-  return t;
-}
-
 // Collectives per training step of rank 0 (both ranks issue the same ones), counted over three
 // steps after two warm-up steps.
 int CollectivesPerStep(std::shared_ptr<const sharding::Plan> plan, optim::OptimizerType type) {
@@ -129,6 +121,8 @@ int CollectivesPerStep(std::shared_ptr<const sharding::Plan> plan, optim::Optimi
   return per_step[0];
 }
 
+using sharding::testing::Table;
+
 struct Case {
   const char* name;
   bool data_parallel;
@@ -153,7 +147,7 @@ TEST(StepCollectives, AHostStepIssuesWhatThePlannerCounts) {
     auto plan = std::make_shared<sharding::Plan>();
     plan->world_size = 2;
     plan->features = {{"a", 2.0f}, {"b", 2.0f}};
-    plan->tables = {Table("tw", 40, 8, 0), Table("second", 30, 8, 1)};
+    plan->tables = {Table("tw", 40, 8, {0}), Table("second", 30, 8, {1})};
     plan->table_plans.push_back(sharding::MakeTableWise(plan->tables[0], 1));
     plan->table_plans.push_back(
         c.data_parallel ? sharding::MakeDataParallel(plan->tables[1], 2)
@@ -162,7 +156,7 @@ TEST(StepCollectives, AHostStepIssuesWhatThePlannerCounts) {
                         : sharding::MakeTableWise(plan->tables[1], 0));
     if (c.data_parallel && c.column_wise) {
       plan->features.push_back({"c", 2.0f});
-      plan->tables.push_back(Table("cw", 20, 8, 2));
+      plan->tables.push_back(Table("cw", 20, 8, {2}));
       plan->table_plans.push_back(sharding::MakeColumnSplit(
           plan->tables[2], sharding::ShardingType::kColumnWise, {4, 4}, {1, 0}));
     }
