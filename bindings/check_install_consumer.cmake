@@ -1,7 +1,7 @@
 # Installs the build tree into a scratch prefix outside the checkout, copies one consumer
 # program (LANG: rust, go or cxx) into a scratch folder next to it, and builds and runs it with
 # nothing but the prefix: no PKG_CONFIG_PATH, no LD_LIBRARY_PATH, the only settings being the
-# ones the README gives. -DBUILD_DIR, -DCONSUMER (the program's source), -DTOOL (cargo or go).
+# ones docs/bindings.md gives. -DBUILD_DIR, -DCONSUMER (the program's source), -DTOOL (cargo or go).
 if(DEFINED ENV{TMPDIR})
   set(tmp $ENV{TMPDIR})
 else()
@@ -30,7 +30,7 @@ get_filename_component(tool_dir "${TOOL}" DIRECTORY)
 set(ENV{PATH} "${tool_dir}:$ENV{PATH}")
 
 if(LANG STREQUAL "rust")
-  # The two lines of Cargo.toml the README gives: a path dependency under the prefix.
+  # The Cargo.toml line docs/bindings.md gives: a path dependency under the prefix.
   file(WRITE ${app}/Cargo.toml "[package]
 name = \"consumer\"
 version = \"0.1.0\"
@@ -44,7 +44,7 @@ shardrec = { path = \"${prefix}/share/shardrec/rust/shardrec\" }
   run(${TOOL} build --offline)
   set(program ${root}/target/debug/consumer)
 elseif(LANG STREQUAL "go")
-  # The README's settings: the module proxy under the prefix, no checksum database.
+  # The settings docs/bindings.md gives: the module proxy under the prefix, no checksum database.
   set(ENV{GOPROXY} file://${prefix}/share/shardrec/goproxy)
   set(ENV{GONOSUMDB} ${MODULE})
   set(ENV{GOPATH} ${root}/gopath)

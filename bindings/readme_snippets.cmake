@@ -1,33 +1,17 @@
-# Checks that every fenced ```c / ```cpp / ```java / ```go / ```rust block between the README's
-# bindings markers is byte-equal to the region between "readme:<lang>:begin" and
-# "readme:<lang>:end" of the program that the language's tests compile and run (leading
-# indentation removed); the C and C++ ones are built from an installed prefix.
-file(READ ${README} readme)
-string(FIND "${readme}" "<!-- bindings:begin -->" begin)
-string(FIND "${readme}" "<!-- bindings:end -->" end)
-if(begin EQUAL -1 OR end EQUAL -1 OR end LESS begin)
-  message(FATAL_ERROR "README.md lacks the bindings markers")
-endif()
-math(EXPR len "${end} - ${begin}")
-string(SUBSTRING "${readme}" ${begin} ${len} section)
-
+# Checks that the documented code samples are the code the tests compile and run: the README's C
+# block, and the C, C++, Java, Go and Rust blocks of docs/bindings.md, each between its page's
+# "<!-- samples:begin -->" and "<!-- samples:end -->" markers, must be byte-equal to the region
+# between "readme:<lang>:begin" and "readme:<lang>:end" of the program that the language's tests
+# build (leading indentation removed); the C and C++ ones are built from an installed prefix.
+# Run: cmake -DREADME=<repo>/README.md -DROOT=<repo> -P readme_snippets.cmake
 set(files_c ${ROOT}/tests/capi/consumer/consumer.c)
 set(files_cpp ${ROOT}/tests/capi/consumer/consumer.cc)
 set(files_java ${ROOT}/examples/java/TrainSharded.java)
 set(files_go ${ROOT}/examples/go/main.go)
 set(files_rust ${ROOT}/examples/rust/src/main.rs)
 
-foreach(lang c cpp java go rust)
-  string(FIND "${section}" "```${lang}\n" at)
-  if(at EQUAL -1)
-    message(FATAL_ERROR "no ```${lang} block between the README's bindings markers")
-  endif()
-  string(LENGTH "```${lang}\n" fence)
-  math(EXPR at "${at} + ${fence}")
-  string(SUBSTRING "${section}" ${at} -1 rest)
-  string(FIND "${rest}" "```" stop)
-  string(SUBSTRING "${rest}" 0 ${stop} block)
-
+# The marked region of a language's program, lines joined with "\n".
+function(program_region lang out_var)
   # Read lines without CMake list semantics getting in the way of ';' and brackets.
   file(READ ${files_${lang}} content)
   string(REPLACE ";" "<sr-semi>" content "${content}")
@@ -60,9 +44,37 @@ foreach(lang c cpp java go rust)
   if(region STREQUAL "")
     message(FATAL_ERROR "${files_${lang}} has no readme:${lang} region")
   endif()
-  if(NOT block STREQUAL region)
-    message(FATAL_ERROR "README ```${lang} block differs from ${files_${lang}}:\n"
-                        "--- README\n${block}--- example\n${region}")
+  set(${out_var} "${region}" PARENT_SCOPE)
+endfunction()
+
+# Compares the first fenced block of each language named after PAGE with its program.
+function(check_page page)
+  file(READ ${page} text)
+  string(FIND "${text}" "<!-- samples:begin -->" begin)
+  string(FIND "${text}" "<!-- samples:end -->" end)
+  if(begin EQUAL -1 OR end EQUAL -1 OR end LESS begin)
+    message(FATAL_ERROR "${page} lacks the samples markers")
   endif()
-  message(STATUS "README ${lang} sample matches ${files_${lang}}")
-endforeach()
+  math(EXPR len "${end} - ${begin}")
+  string(SUBSTRING "${text}" ${begin} ${len} section)
+  foreach(lang IN LISTS ARGN)
+    string(FIND "${section}" "```${lang}\n" at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "no ```${lang} block between the samples markers of ${page}")
+    endif()
+    string(LENGTH "```${lang}\n" fence)
+    math(EXPR at "${at} + ${fence}")
+    string(SUBSTRING "${section}" ${at} -1 rest)
+    string(FIND "${rest}" "```" stop)
+    string(SUBSTRING "${rest}" 0 ${stop} block)
+    program_region(${lang} region)
+    if(NOT block STREQUAL region)
+      message(FATAL_ERROR "${page}: the ```${lang} block differs from ${files_${lang}}:\n"
+                          "--- documented\n${block}--- program\n${region}")
+    endif()
+    message(STATUS "${page}: ${lang} sample matches ${files_${lang}}")
+  endforeach()
+endfunction()
+
+check_page(${README} c)
+check_page(${ROOT}/docs/bindings.md c cpp java go rust)

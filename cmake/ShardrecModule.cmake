@@ -1,6 +1,6 @@
 # shardrec_add_module(<name> SOURCES ... [DEPS ...] [PUBLIC_LIBS ...])
 # Each impl module is a static, position-independent library `shardrec_<name>`, so a module's
-# tests link only what the module may use (the dependency rules of DESIGN.md section 2).
+# tests link only what the module may use (the layering rule, docs/design.md section 3).
 function(shardrec_add_module name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PUBLIC_LIBS" ${ARGN})
   if(ARG_SOURCES)

@@ -11,7 +11,7 @@ import (
 	"shardrec.dev/shardrec"
 )
 
-// readmeSample is the README's Go sample: plan, create, one forward/backward step.
+// readmeSample is the Go sample of docs/bindings.md: plan, create, one forward/backward step.
 func readmeSample() (float64, error) {
 	// readme:go:begin
 	features := []shardrec.FeatureConfig{{Name: "user"}}

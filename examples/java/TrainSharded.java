@@ -15,7 +15,7 @@ import org.shardrec.ShardingType;
 public final class TrainSharded {
   private TrainSharded() {}
 
-  /** The README sample: plan, create, one forward/backward step at world size 1. */
+  /** The Java sample of docs/bindings.md: plan, create, one forward/backward step at world 1. */
   public static double readmeSample() {
     // readme:java:begin
     List<Config.Feature> features = List.of(new Config.Feature("user"));

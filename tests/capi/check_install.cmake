@@ -18,7 +18,7 @@ run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 
 # 1. pkg-config. The .pc file names the prefix the install went to, carries no rpath and no
 # "../" or "//" paths; the program chooses how the loader finds the library (here an rpath
-# to pkg-config's libdir, the line the README shows).
+# to pkg-config's libdir, the line docs/bindings.md shows).
 file(GLOB_RECURSE pcfile ${prefix}/*/shardrec.pc)
 if(NOT pcfile)
   message(FATAL_ERROR "shardrec.pc was not installed")

@@ -1,4 +1,4 @@
-# The layering rule of DESIGN.md section 2, checked by reading every #include:
+# The layering rule of docs/design.md section 3, checked by reading every #include:
 #  - an impl module includes only itself and the modules below it (table below);
 #  - nothing in impl includes capi/ (the C layer sits on top);
 #  - only the CUDA plugin (impl/cuda_plugin) and .cu files include CUDA, NCCL or cuBLAS headers;
@@ -6,7 +6,7 @@
 # Run: cmake -DSOURCE_DIR=<repo> -P check_layers.cmake. Prints every violation, fails if any.
 cmake_minimum_required(VERSION 3.25)
 
-# Module -> the impl modules it may include (besides itself). Order: DESIGN.md's levels.
+# Module -> the impl modules it may include (besides itself). Order: the levels of docs/design.md section 3.
 set(allow_core "")
 set(allow_optim "core")
 # A plan names each table's optimizer, so sharding reads optim's config type (optim needs only

@@ -5,7 +5,7 @@ use shardrec::{
     Optimizer, OptimizerType, Plan, ShardingType, Table, Topology,
 };
 
-/// The README's Rust sample: plan, create, one forward/backward step at world size 1.
+/// The Rust sample of docs/bindings.md: plan, create, one forward/backward step at world size 1.
 fn readme_sample() -> shardrec::Result<f64> {
     // readme:rust:begin
     let features = [Feature::new("user")];

@@ -1,8 +1,8 @@
 // Downstream C++ program built against the INSTALLED prefix through find_package(shardrec) and
-// the header-only shardrec.hpp: the README's C++ sample, then 2 ranks (threads) training 3
-// tables (one forced column-wise over both ranks) with a per-table optimizer, the output keys
-// and offsets, samples/s from the step timings, and one bad id sent on purpose: the rank that
-// sent it and its peer both get a shardrec::Error carrying SHARDREC_EINVAL and a message.
+// the header-only shardrec.hpp: the C++ sample of docs/bindings.md, then 2 ranks (threads) training
+// 3 tables (one forced column-wise over both ranks) with a per-table optimizer, the output keys and
+// offsets, samples/s from the step timings, and one bad id sent on purpose: the rank that sent it
+// and its peer both get a shardrec::Error carrying SHARDREC_EINVAL and a message.
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -14,7 +14,7 @@
 
 namespace {
 
-// The README's C++ sample: plan, create, one forward/backward step at world size 1.
+// The C++ sample of docs/bindings.md: plan, create, one forward/backward step at world size 1.
 double ReadmeSample() {
   // readme:cpp:begin
   shardrec_feature_config_t feature = SHARDREC_FEATURE_CONFIG_INIT;
@@ -137,7 +137,7 @@ void TrainRank(const shardrec::Plan& plan, shardrec::Comm& comm, int rank, RankR
 int main() {
   try {
     double sample = ReadmeSample();
-    if (!(sample > 0)) throw std::runtime_error("the README sample gave no output");
+    if (!(sample > 0)) throw std::runtime_error("the documented sample gave no output");
     std::printf("readme sample loss %f\n", sample);
 
     auto plan = MakePlan();

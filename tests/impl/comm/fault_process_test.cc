@@ -2,8 +2,8 @@
 // stranger on the rendezvous port, and a rank claimed twice. Ranks are forked processes meeting
 // through a real unique id over loopback TCP; each survivor reports the status it got and how
 // long it took, checked against the configured timeout, and the figures are printed ("[fault]"
-// lines, quoted in the README's reliability section). Every fork of a rank happens before this
-// process has any thread; later helper forks only sleep, signal and _exit.
+// lines, quoted in docs/reliability.md). Every fork of a rank happens before this process has
+// any thread; later helper forks only sleep, signal and _exit.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>

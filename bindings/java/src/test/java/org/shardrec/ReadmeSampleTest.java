@@ -1,4 +1,4 @@
-// Runs the README's Java sample (the marked region of examples/java/TrainSharded.java).
+// Runs the Java sample of docs/bindings.md (the marked region of examples/java/TrainSharded.java).
 package org.shardrec;
 
 import static org.junit.jupiter.api.Assertions.assertTrue;
