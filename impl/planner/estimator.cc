@@ -1,8 +1,9 @@
-// TorchRec's perf and storage formulas (torchrec-semantics.md 4.4, 4.5), with four deliberate
-// differences: output/comm buffers are fp32 (our forward output type), optimizer state is
-// always counted from the topology's optimizer (TorchRec counts 0 when none is registered),
-// a single-rank data-parallel table pays no all-reduce, and a host shard's backward pays its
-// update per expected distinct row (topology.h) rather than a flat multiple of the forward.
+// TorchRec's perf and storage formulas (EmbeddingPerfEstimator, calculate_shard_storages), with
+// four deliberate differences: output/comm buffers are fp32 (our forward output type), optimizer
+// state is always counted from the topology's optimizer (TorchRec counts 0 when none is
+// registered), a single-rank data-parallel table pays no all-reduce, and a host shard's backward
+// pays its update per expected distinct row (topology.h) rather than a flat multiple of the
+// forward.
 #include "impl/planner/estimator.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Layout arithmetic (TorchRec DMPCollection's rank layout, see torchrec-semantics.md §1.2–1.3).
+// Layout arithmetic (TorchRec DMPCollection's rank layout and plan remapping; docs/semantics.md).
 #include "impl/replica/layout.h"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // A deliberately simple, unsharded reference of the embedding collection for equivalence tests:
 // one process, plain loops, full tables, and optimizer formulas written from the TorchRec/FBGEMM
-// rules (torchrec-semantics section 5.3), independent of impl/optim. It trains on the
+// update rules (FBGEMM's exact fused optimizers), independent of impl/optim. It trains on the
 // concatenation of every rank's batch with the sharded gradient rule (sum / world size).
 // fp16/bf16 tables keep fp32 math but round their weights to the storage type after
 // initialisation and after every update (nearest even).

@@ -1,4 +1,4 @@
-// Mesh layout arithmetic against TorchRec's documented rank tables (torchrec-semantics.md §1.2).
+// Mesh layout arithmetic against the rank tables of TorchRec's DMPCollection (docs/semantics.md).
 #include "impl/replica/layout.h"
 
 #include <gtest/gtest.h>
