@@ -60,15 +60,18 @@ struct StructVersion {
 // version lacks take `defaults`; each element keeps the version its caller gave. `versions[v-1]`
 // describes version v; there are as many as the current version number. `what` names the array
 // in messages ("tables"). A NULL array is an error unless `n` is 0; nothing is written to `out`
-// on error.
+// on error, and nothing is read from an empty array.
 template <typename T>
 Status ReadVersionedArray(const T* array, size_t n, const T& defaults,
                           std::span<const StructVersion> versions, std::string_view what,
                           std::vector<T>* out) {
   SR_CHECK(!versions.empty() && versions.back().size == sizeof(T) &&
            versions.back().fields == sizeof(T));
-  if (array == nullptr) {
-    if (n > 0) return Status::InvalidArgument(what, " is NULL but its count is ", n);
+  if (array == nullptr && n > 0)
+    return Status::InvalidArgument(what, " is NULL but its count is ", n);
+  // An empty array has no first element to read, whatever its pointer.
+  if (n == 0) {
+    out->clear();
     return Status::Ok();
   }
   const auto current = static_cast<uint32_t>(versions.size());
@@ -87,13 +90,14 @@ Status ReadVersionedArray(const T* array, size_t n, const T& defaults,
     const unsigned char* element = bytes + i * layout.size;
     uint32_t version = 0;
     std::memcpy(&version, element, sizeof(version));
-    const std::string name = StrCat(what, "[", i, "]");
-    SR_RETURN_IF_ERROR(CheckStructVersion(version, current, name));
-    if (version != first)
+    if (version != first) {
+      const std::string name = StrCat(what, "[", i, "]");
+      SR_RETURN_IF_ERROR(CheckStructVersion(version, current, name));
       return Status::InvalidArgument(
           name, ": struct version ", version, " differs from ", what, "[0]'s version ", first,
           "; every element of an array must be filled for the same version (the array is read at "
           "the stride of its first element's version)");
+    }
     T widened = defaults;
     std::memcpy(static_cast<void*>(&widened), element, copied);
     read.push_back(widened);

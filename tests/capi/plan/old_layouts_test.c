@@ -228,6 +228,17 @@ int main(void) {
   expect_refused(old_tables, old_features, "features[1]: unsupported struct version 0");
   old_features[1].version = 1;
 
+  /* An empty array is not read, whatever its pointer points at (here: no valid version). */
+  {
+    shardrec_table_constraints_t junk;
+    shardrec_plan_t* plan = NULL;
+    const shardrec_topology_t topo = topology();
+    memset(&junk, 0xab, sizeof(junk));
+    EXPECT(shardrec_plan_create(&plan, tables, NUM_TABLES, features, NUM_FEATURES, &topo, &junk,
+                                0) == SHARDREC_OK);
+    shardrec_plan_destroy(plan);
+  }
+
   if (g_failures != 0) {
     fprintf(stderr, "%d failure(s)\n", g_failures);
     return 1;
