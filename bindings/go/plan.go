@@ -10,7 +10,13 @@ import (
 )
 
 // ShardingType is how a table is split over ranks (shardrec_sharding_type_t).
-type ShardingType int
+//
+// Unlike the other enumerations it is an alias of int, not a distinct type, so that constraints
+// written as the earlier docs did, ShardingTypes: []int{shardrec.RowWise}, still compile and
+// plan the same. That []int form is deprecated: write []shardrec.ShardingType. ShardingType
+// becomes a distinct type no earlier than the minor release after the one that deprecated the
+// []int form (CHANGELOG.md).
+type ShardingType = int
 
 // Sharding types (shardrec/config.h).
 const (
@@ -186,7 +192,7 @@ func (topo *Topology) Calibrate(opts CalibrateOptions) (Calibration, error) {
 // TableConstraints restricts how one table may be sharded.
 type TableConstraints struct {
 	Table          string
-	ShardingTypes  []ShardingType // allowed sharding types; empty means the default set
+	ShardingTypes  []ShardingType // allowed sharding types; empty means the default set ([]int is deprecated)
 	MinPartition   int
 	Ranks          []int32
 	PoolingFactors []float32

@@ -13,6 +13,7 @@
 #include "capi/src/embedding_convert.h"
 #include "capi/src/guard.h"
 #include "capi/src/plan_handle.h"
+#include "capi/src/struct_versions.h"
 #include "capi/src/versioned.h"
 #include "impl/core/check.h"
 #include "impl/embedding/kernels/kernels.h"
@@ -46,11 +47,12 @@ Status CheckArray(const void* p, size_t n, const std::string& what) {
 
 Status ConvertFeatures(const shardrec_feature_config_t* features, size_t n,
                        std::vector<sharding::FeatureConfig>* out) {
-  SR_RETURN_IF_ERROR(CheckArray(features, n, "features"));
+  std::vector<shardrec_feature_config_t> read;
+  SR_RETURN_IF_ERROR(ReadVersionedArray(features, n, SHARDREC_FEATURE_CONFIG_INIT,
+                                        kFeatureConfigVersions, "features", &read));
   for (size_t i = 0; i < n; ++i) {
-    const auto& c = features[i];
+    const auto& c = read[i];
     const std::string what = StrCat("features[", i, "]");
-    SR_RETURN_IF_ERROR(CheckStructVersion(c.version, SHARDREC_FEATURE_CONFIG_VERSION, what));
     if (c.name == nullptr) return Status::InvalidArgument(what, ".name must not be NULL");
     sharding::FeatureConfig f;
     f.name = c.name;
@@ -64,12 +66,14 @@ Status ConvertTables(const shardrec_table_config_t* tables, size_t n,
                      const std::vector<sharding::FeatureConfig>& features,
                      std::vector<sharding::TableConfig>* out) {
   const size_t num_features = features.size();
-  SR_RETURN_IF_ERROR(CheckArray(tables, n, "tables"));
+  std::vector<shardrec_table_config_t> read;
+  SR_RETURN_IF_ERROR(ReadVersionedArray(tables, n, SHARDREC_TABLE_CONFIG_INIT, kTableConfigVersions,
+                                        "tables", &read));
   if (n == 0) return Status::InvalidArgument("num_tables must be >= 1");
   for (size_t i = 0; i < n; ++i) {
-    const auto& c = tables[i];
+    // Fields a version-1 caller lacks (optimizer, feature names) hold their defaults here.
+    const auto& c = read[i];
     std::string what = StrCat("tables[", i, "]");
-    SR_RETURN_IF_ERROR(CheckStructVersion(c.version, SHARDREC_TABLE_CONFIG_VERSION, what));
     if (c.name == nullptr) return Status::InvalidArgument(what, ".name must not be NULL");
     what = StrCat("table '", c.name, "'");
     if (c.rows <= 0) return Status::InvalidArgument(what, ": rows ", c.rows, " must be > 0");
@@ -84,10 +88,8 @@ Status ConvertTables(const shardrec_table_config_t* tables, size_t n,
     if (c.init_kind < SHARDREC_INIT_DEFAULT || c.init_kind > SHARDREC_INIT_CONSTANT)
       return Status::InvalidArgument(what, ": unknown init_kind ", c.init_kind);
     SR_RETURN_IF_ERROR(CheckArray(c.features, c.num_features, what + ": features"));
-    // Version 2 fields exist only in callers that have them.
-    const bool v2 = c.version >= 2;
-    const size_t num_names = v2 ? c.num_feature_names : 0;
-    if (v2) SR_RETURN_IF_ERROR(CheckArray(c.feature_names, num_names, what + ": feature_names"));
+    const size_t num_names = c.num_feature_names;
+    SR_RETURN_IF_ERROR(CheckArray(c.feature_names, num_names, what + ": feature_names"));
     if (c.num_features > 0 && num_names > 0)
       return Status::InvalidArgument(what, ": give its features by index or by name, not both");
     if (c.num_features == 0 && num_names == 0)
@@ -107,7 +109,7 @@ Status ConvertTables(const shardrec_table_config_t* tables, size_t n,
         return Status::NotFound(what, ": no feature named '", name, "' is configured");
       t.features.push_back(static_cast<int32_t>(f));
     }
-    if (v2 && c.optimizer != nullptr) {
+    if (c.optimizer != nullptr) {
       Status s = ToOptimizer(c.optimizer, &t.optimizer);
       if (!s.ok()) return Status(s.code(), StrCat(what, ": ", s.message()));
       t.has_optimizer = true;
@@ -185,11 +187,12 @@ Status ConvertTopology(const shardrec_topology_t* c, planner::Topology* out) {
 
 Status ConvertConstraints(const shardrec_table_constraints_t* cs, size_t n,
                           std::vector<planner::TableConstraints>* out) {
-  SR_RETURN_IF_ERROR(CheckArray(cs, n, "constraints"));
+  std::vector<shardrec_table_constraints_t> read;
+  SR_RETURN_IF_ERROR(ReadVersionedArray(cs, n, SHARDREC_TABLE_CONSTRAINTS_INIT,
+                                        kTableConstraintsVersions, "constraints", &read));
   for (size_t i = 0; i < n; ++i) {
-    const auto& c = cs[i];
+    const auto& c = read[i];
     std::string what = StrCat("constraints[", i, "]");
-    SR_RETURN_IF_ERROR(CheckStructVersion(c.version, SHARDREC_TABLE_CONSTRAINTS_VERSION, what));
     if (c.table == nullptr) return Status::InvalidArgument(what, ".table must not be NULL");
     SR_RETURN_IF_ERROR(CheckArray(c.ranks, c.num_ranks, what + ".ranks"));
     SR_RETURN_IF_ERROR(
@@ -274,9 +277,9 @@ SHARDREC_API shardrec_status_t shardrec_feature_config_init(shardrec_feature_con
 SHARDREC_API shardrec_status_t shardrec_table_config_init(shardrec_table_config_t* config,
                                                           uint32_t version) {
   const shardrec_table_config_t d = SHARDREC_TABLE_CONFIG_INIT;
-  return shardrec::capi::InitStruct(
-      config, version, SHARDREC_TABLE_CONFIG_VERSION, d, "table config",
-      {offsetof(shardrec_table_config_t, optimizer), sizeof(shardrec_table_config_t)});
+  const auto& v = shardrec::capi::kTableConfigVersions;
+  return shardrec::capi::InitStruct(config, version, SHARDREC_TABLE_CONFIG_VERSION, d,
+                                    "table config", {v[0].fields, v[1].fields});
 }
 
 SHARDREC_API shardrec_status_t shardrec_topology_init(shardrec_topology_t* topology,

@@ -6,6 +6,9 @@
  * Every struct starts with `uint32_t version`. Fill it with its `_init()` function (bindings)
  * or its `_INIT` macro (C), then set fields. Zero means "default" where the field says so.
  * Fields are only ever appended; a caller built against an older header keeps working.
+ * That holds for arrays too: an array of these structs (shardrec_plan_create's tables, features
+ * and constraints) is read at the stride of the version its first element declares, so every
+ * element of one array must declare the same version.
  */
 #ifndef SHARDREC_CONFIG_H_
 #define SHARDREC_CONFIG_H_

@@ -35,6 +35,14 @@ typedef struct shardrec_shard {
  * (grid search when small, greedy, uniform) and partitioned under each rank's memory; the
  * cheapest placement (lowest cost of the busiest rank) wins, ties going to the first found.
  *
+ * Arrays of versioned structs (@p tables, @p features, @p constraints): each array is read at
+ * the stride of the struct version its first element declares, so a program built against an
+ * older config.h passes arrays of the older, shorter struct and keeps working (fields appended
+ * after its version take their defaults). Every element of one array must therefore declare the
+ * same version (fill them all with the same `_init(x, version)` or `_INIT` macro); the three
+ * arrays are independent of one another. A program built against this header passes arrays of
+ * today's struct and must declare the current version in each element.
+ *
  * @param out             [out] Receives the new plan; must not be NULL. Set only on success.
  * @param tables          [in] @p num_tables table configs; not retained. NULL only if 0 tables.
  * @param num_tables      Number of tables; must be >= 1.
@@ -46,8 +54,9 @@ typedef struct shardrec_shard {
  *                        is 0. At most one per table.
  * @param num_constraints Number of constraints.
  * @return SHARDREC_OK; SHARDREC_EINVAL for invalid arguments (the message names the table,
- *         feature or field; bad struct version, zero rows, duplicate names, unknown feature
- *         index, impossible constraints); SHARDREC_ENOMEM when no placement fits the memory of
+ *         feature or field; bad struct version, elements of one array declaring different
+ *         versions, zero rows, duplicate names, unknown feature index, impossible
+ *         constraints); SHARDREC_ENOMEM when no placement fits the memory of
  *         the topology (the message names the table, its size and the largest free capacity).
  * Thread-safety: safe to call concurrently. The caller owns *out (shardrec_plan_destroy).
  */

@@ -97,7 +97,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ];
     // The plan is made for the optimizer the collections train with (Adagrad).
     let topology =
-        Topology { batch_size: 64, optimizer: OptimizerType::Adagrad as i32, ..Topology::new(2) };
+        Topology { batch_size: 64, optimizer: OptimizerType::Adagrad, ..Topology::new(2) };
     let plan = Plan::new(&tables, &features, &topology, &constraints)?;
     let comms = Comm::local_group(2, &CommOptions::default())?;
     let losses = std::thread::scope(|s| {

@@ -101,7 +101,9 @@ pub struct Topology {
     pub intra_node_bandwidth: f64,
     pub inter_node_bandwidth: f64,
     pub batch_size: i32,
-    pub optimizer: i32,
+    /// Default optimizer of the tables without their own: the planner counts its state, and a
+    /// collection created without an optimizer trains with it.
+    pub optimizer: OptimizerType,
     pub memory_bandwidth: f64,
     pub reserved_fraction: f64,
     /// Seconds per collective; 0 means the device default.
@@ -156,7 +158,7 @@ impl Topology {
         t.intra_node_bandwidth = self.intra_node_bandwidth;
         t.inter_node_bandwidth = self.inter_node_bandwidth;
         t.batch_size = self.batch_size;
-        t.optimizer = self.optimizer;
+        t.optimizer = self.optimizer as i32;
         t.memory_bandwidth = self.memory_bandwidth;
         t.reserved_fraction = self.reserved_fraction;
         t.collective_latency = self.collective_latency;

@@ -27,7 +27,7 @@ fn on_ranks<T: Send + 'static>(
 
 fn world1(tables: &[Table], features: &[Feature], optimizer: &Optimizer,
           options: &EmbeddingOptions<'_>) -> EmbeddingCollection {
-    let topology = Topology { optimizer: optimizer.kind as i32, ..Topology::new(1) };
+    let topology = Topology { optimizer: optimizer.kind, ..Topology::new(1) };
     let plan = Plan::new(tables, features, &topology, &[]).expect("plan");
     let mut comm = Comm::local_group(1, &CommOptions::default()).expect("comm").remove(0);
     EmbeddingCollection::new(&plan, &mut comm, optimizer, options).expect("collection")

@@ -61,7 +61,7 @@ impl Rank {
             (0..F).map(|f| Feature { name: format!("c{f}"), pooling_factor: 1.0 }).collect();
         let mut topo = Topology::new(WORLD as i32);
         topo.batch_size = B as i32;
-        topo.optimizer = OptimizerType::RowwiseAdagrad as i32;
+        topo.optimizer = OptimizerType::RowwiseAdagrad;
         let plan = Plan::new(&tables, &features, &topo, &[])?;
         let mut mesh = Mesh::new(
             world,

@@ -12,7 +12,7 @@ fn pattern(table: &str, i: usize) -> f32 {
 
 fn world1(tables: &[Table], features: &[Feature], optimizer: &Optimizer) -> EmbeddingCollection {
     // The plan is made for the collection's optimizer.
-    let topology = Topology { optimizer: optimizer.kind as i32, ..Topology::new(1) };
+    let topology = Topology { optimizer: optimizer.kind, ..Topology::new(1) };
     let plan = Plan::new(tables, features, &topology, &[]).expect("plan");
     let mut comm = Comm::local_group(1, &CommOptions::default()).expect("comm").remove(0);
     EmbeddingCollection::new(&plan, &mut comm, optimizer, &Default::default()).expect("collection")
@@ -67,7 +67,7 @@ fn mixed_optimizers_equal_per_table_references() {
 
 #[test]
 fn optimizer_other_than_the_plans_is_rejected() {
-    let topology = Topology { optimizer: OptimizerType::Adam as i32, ..Topology::new(1) };
+    let topology = Topology { optimizer: OptimizerType::Adam, ..Topology::new(1) };
     let plan = Plan::new(&[Table::new("t", 10, 4, &[0])], &[Feature::new("f")], &topology, &[]).unwrap();
     let mut comm = Comm::local_group(1, &CommOptions::default()).unwrap().remove(0);
     let err = EmbeddingCollection::new(&plan, &mut comm, &Optimizer::default(), &Default::default())

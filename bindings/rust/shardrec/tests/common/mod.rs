@@ -29,7 +29,7 @@ pub fn plan_for(world: i32, optimizer: OptimizerType) -> Plan {
     };
     let topology = Topology {
         batch_size: LOCAL_BATCH as i32,
-        optimizer: optimizer as i32,
+        optimizer,
         ..Topology::new(world)
     };
     Plan::new(&tables, &features, &topology, &constraints).expect("plan")

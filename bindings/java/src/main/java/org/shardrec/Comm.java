@@ -9,6 +9,22 @@ import org.shardrec.swig.comm_options;
 
 /** A libshardrec communicator. One thread at a time; {@link #abort()} from any thread. */
 public final class Comm extends NativeHandle {
+  // Deprecated aliases of the earlier docs' constants (see the top of Config).
+  /** @deprecated Use {@link ReduceOp#SUM}. */
+  @Deprecated(forRemoval = true)
+  public static final ReduceOp REDUCE_SUM = ReduceOp.SUM;
+
+  /** @deprecated Use {@link ReduceOp#AVG}. */
+  @Deprecated(forRemoval = true)
+  public static final ReduceOp REDUCE_AVG = ReduceOp.AVG;
+
+  /** @deprecated Use {@link ReduceOp#MAX}. */
+  @Deprecated(forRemoval = true)
+  public static final ReduceOp REDUCE_MAX = ReduceOp.MAX;
+
+  /** @deprecated Use {@link ReduceOp#MIN}. */
+  @Deprecated(forRemoval = true)
+  public static final ReduceOp REDUCE_MIN = ReduceOp.MIN;
   Comm(long handle) {
     super(handle);
   }
