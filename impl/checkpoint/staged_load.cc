@@ -45,6 +45,8 @@ Status StagedLoad::Add(const Device& device, const Target& dst,
     SR_CHECK(dst.row_stride == dst.cols);
     commit_can_fail_ = true;
   }
+  // Fresh memory, not kept between loads: its page faults (and the kernel's zeroing) are most of
+  // what staging costs over a straight read (tests/bench/RESULTS.md, "Checkpoints").
   if (bytes > 0 && staged_ + bytes <= limit_)
     d.staged.reset(new (std::nothrow) uint8_t[static_cast<size_t>(bytes)]);
   if (d.staged == nullptr) {

@@ -34,7 +34,8 @@
  * beyond that limit is verified by a first read and read (and verified) again while committing,
  * so only an I/O error on that second read, or a GPU device copy, can fail after the commit
  * began; such a failure is reported on every rank as a partial load. Options can trade the
- * guarantee for speed and memory (allow_partial_load). docs/checkpoints.md has the details.
+ * guarantee for speed and memory (allow_partial_load); docs/checkpoint-format.md, "Loading",
+ * has the details.
  *
  * All calls here are collective over the collection's communicator (the mesh's world for the
  * mesh variants): every rank calls them with the same arguments. A collection is used by one
