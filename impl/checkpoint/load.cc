@@ -220,8 +220,8 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
       return Status::InvalidUsage(
           "cannot load a checkpoint while an input distribution is "
           "pending");
-    // Settles what the collection still owes (the commit's SetNumSteps then cannot fail).
-    SR_RETURN_IF_ERROR(coll.SetNumSteps(coll.num_steps()));
+    // Learns what queued device work found now (the commit's SetNumSteps then cannot fail).
+    SR_RETURN_IF_ERROR(coll.Synchronize());
     SR_RETURN_IF_ERROR(ReadManifest(fs, dir, &m));
     SR_RETURN_IF_ERROR(CheckTables(coll, m, options, &reset));
     SR_RETURN_IF_ERROR(PlanDense(m, options.dense, &dense_at));

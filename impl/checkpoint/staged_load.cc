@@ -15,6 +15,9 @@ namespace {
 // loaders check the areas; a hostile manifest could still overlap two records and leave a gap,
 // which must not reach the collection as uninitialised staging memory.
 bool ExactCover(const Target& dst, const std::vector<OverlapSource>& sources) {
+  // Pairwise is quadratic: past a few dozen sources (never from a save; a hostile manifest could
+  // list millions) the caller prefills instead, which is always correct.
+  if (sources.size() > 64) return false;
   struct Rect {
     int64_t r0, r1, c0, c1;
   };

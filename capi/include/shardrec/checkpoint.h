@@ -42,16 +42,18 @@
  * thread at a time; it must have no input distribution pending.
  *
  * GPU collections (SHARDREC_DEVICE_CUDA): the shard tensors are staged between the device and
- * host memory through the CUDA plugin, in bounded blocks (about 1 MiB per chunk on save, 8 MiB
- * of rows on load, through one pinned host block per call when the plugin can pin it), each copy
- * waited for with the collection's device wait bound (SHARDREC_ETIMEOUT instead of a hang). The
- * files are byte-identical to those a host collection of the same plan and training writes, and
- * a checkpoint loads into either kind whichever kind wrote it (resharding included). A load or an
- * import stages a GPU collection's part in host memory like a host collection's, so every file
- * fault is found before the device is written. A failed device copy is SHARDREC_ECUDA (or
- * SHARDREC_ETIMEOUT) on every rank: during a save it changes neither the collection nor the
- * previous checkpoint; during a load's commit it leaves the collection partly loaded: load
- * again. (GPU collections have not run on a GPU yet.)
+ * host memory through the CUDA plugin, each copy waited for with the collection's device wait
+ * bound (SHARDREC_ETIMEOUT instead of a hang): on save in chunks of about 1 MiB; on a default
+ * load or an import, each shard tensor's verified host staging (as for a host collection, so
+ * every file fault is found before the device is written) is copied to the device in the
+ * commit; with allow_partial_load, or beyond the staging limit, in blocks of 8 MiB of rows
+ * through one pinned host block per call when the plugin can pin it. The files are
+ * byte-identical to those a host collection of the same plan and training writes, and a
+ * checkpoint loads into either kind whichever kind wrote it (resharding included). A failed
+ * device copy is SHARDREC_ECUDA (or SHARDREC_ETIMEOUT) on every rank: during a save it changes
+ * neither the collection nor the previous checkpoint; during a load's commit it leaves the
+ * collection partly loaded: load again. (Tested through a fake plugin whose device memory is
+ * host memory; GPU collections have not run on a GPU yet.)
  */
 #ifndef SHARDREC_CHECKPOINT_H_
 #define SHARDREC_CHECKPOINT_H_
