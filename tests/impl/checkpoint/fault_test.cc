@@ -3,10 +3,12 @@
 // write that fails halfway, a full disk or a failing rename leaves a directory whose checkpoint
 // loads and is exactly the previous one or exactly the new one, never a mix; a save that
 // reports success always left the new one. And read faults in the middle of a load or a table
-// import at worlds 1, 2 and 4: every rank fails and nothing changes on any rank.
+// import at worlds 1, 2 and 4, and a peer that never arrives: every rank fails and nothing
+// changes on any rank.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -264,6 +266,23 @@ TEST(CheckpointFaults, CorruptChunkNamesFileAndRecord) {
   });
 }
 
+// This rank's shard tensors' bytes and its step counter, read without a collective.
+std::vector<uint8_t> LocalBytes(EmbeddingCollection& c) {
+  std::vector<uint8_t> out;
+  for (const embedding::ShardTensor& t : c.ShardTensors()) {
+    const size_t es = DTypeSize(t.dtype);
+    for (int64_t r = 0; r < t.rows; ++r) {
+      const auto* row =
+          static_cast<const uint8_t*>(t.data) + static_cast<size_t>(r * t.row_stride) * es;
+      out.insert(out.end(), row, row + static_cast<size_t>(t.cols) * es);
+    }
+  }
+  const int64_t steps = c.num_steps();
+  const auto* p = reinterpret_cast<const uint8_t*>(&steps);
+  out.insert(out.end(), p, p + sizeof(steps));
+  return out;
+}
+
 // The first byte of a safetensors file's data area (after its 8-byte length and JSON header).
 uint64_t DataStart(const std::vector<uint8_t>& file) {
   SR_CHECK(file.size() >= 8);
@@ -387,6 +406,32 @@ TEST(CheckpointLoadFaults, BeyondTheStagingLimitFaultsStillChangeNothing) {
       ASSERT_TRUE(s.ok()) << s.ToString();
       EXPECT_TRUE(Take(c) == saved) << "limit " << limit;
     }
+  });
+}
+
+// A peer that never arrives: the load times out on the agreement (the communicator's timeout),
+// and the rank that waited for it has changed nothing.
+TEST(CheckpointLoadFaults, APeerThatNeverArrivesTimesOutChangingNothing) {
+  MemoryFileSystem fs;
+  std::atomic<bool> done{false};
+  TwoRanks([&](int r, EmbeddingCollection& c) {
+    Group g;
+    g.comm = &c.comm();
+    Fill(c, 1);
+    ASSERT_TRUE(Save(c, g, fs, "ck", {}).ok());
+    Fill(c, 2);
+    ASSERT_TRUE(c.comm().Barrier().ok());
+    if (r == 1) {
+      while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;  // never loads
+    }
+    // The communicator is poisoned after the timeout: compare this rank's own shards' bytes.
+    const std::vector<uint8_t> before = LocalBytes(c);
+    c.comm().set_timeout(std::chrono::milliseconds(300));
+    const Status s = Load(c, g, fs, "ck", {});
+    done = true;
+    EXPECT_EQ(s.code(), Code::kTimeout) << s.ToString();
+    EXPECT_TRUE(LocalBytes(c) == before) << "the rank that waited changed its shards";
   });
 }
 
