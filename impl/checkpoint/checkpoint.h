@@ -55,6 +55,8 @@ struct LoadOptions {
   // bytes), so a corrupt record still changes nothing; an I/O error while copying does.
   // Without it this changes nothing (every chunk is verified before anything changes anyway).
   bool verify_first = false;
+  // Host staging per rank and call; the C API uses the default, tests lower it to reach the
+  // path beyond it.
   uint64_t staging_limit = kDefaultStagingLimit;
 };
 
