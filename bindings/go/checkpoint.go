@@ -27,8 +27,12 @@ type CheckpointOptions struct {
 	ResetOptimizerState bool
 	// AllowDtypeChange converts between fp32 and fp16/bf16 table storage.
 	AllowDtypeChange bool
-	// VerifyFirst verifies every needed chunk before changing anything (reads the bytes twice).
+	// VerifyFirst, with AllowPartialLoad, verifies every needed chunk before changing anything
+	// (reads the bytes twice); without it there is nothing more to do: loads are all-or-nothing.
 	VerifyFirst bool
+	// AllowPartialLoad skips the host staging that makes a load all-or-nothing (faster, no extra
+	// memory): a failure found while copying then leaves the collection partly loaded.
+	AllowPartialLoad bool
 }
 
 func withCheckpointOptions(opts *CheckpointOptions, fn func(swig.Checkpoint_options) error) error {
@@ -41,6 +45,7 @@ func withCheckpointOptions(opts *CheckpointOptions, fn func(swig.Checkpoint_opti
 		o.SetReset_optimizer_state(boolInt(opts.ResetOptimizerState))
 		o.SetAllow_dtype_change(boolInt(opts.AllowDtypeChange))
 		o.SetVerify_first(boolInt(opts.VerifyFirst))
+		o.SetAllow_partial_load(boolInt(opts.AllowPartialLoad))
 	}
 	return fn(o)
 }

@@ -2,6 +2,7 @@
 // file system.
 #include "shardrec/checkpoint.h"
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,6 +52,8 @@ Status ToLoadOptions(const shardrec_checkpoint_options_t* o, checkpoint::LoadOpt
     out->reset_optimizer_state = o->reset_optimizer_state != 0;
     out->allow_dtype_change = o->allow_dtype_change != 0;
     out->verify_first = o->verify_first != 0;
+    // Version 1 callers have no allow_partial_load: they load all-or-nothing.
+    out->allow_partial_load = o->version >= 2 && o->allow_partial_load != 0;
   }
   return Status::Ok();
 }
@@ -97,7 +100,9 @@ SHARDREC_API shardrec_status_t
 shardrec_checkpoint_options_init(shardrec_checkpoint_options_t* options, uint32_t version) {
   const shardrec_checkpoint_options_t d = SHARDREC_CHECKPOINT_OPTIONS_INIT;
   return shardrec::capi::InitStruct(options, version, SHARDREC_CHECKPOINT_OPTIONS_VERSION, d,
-                                    "options");
+                                    "options",
+                                    {offsetof(shardrec_checkpoint_options_t, allow_partial_load),
+                                     sizeof(shardrec_checkpoint_options_t)});
 }
 
 SHARDREC_API shardrec_status_t shardrec_checkpoint_save(

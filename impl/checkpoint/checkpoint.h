@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "impl/checkpoint/fs.h"
+#include "impl/checkpoint/staged_load.h"
 #include "impl/comm/communicator.h"
 #include "impl/core/status.h"
 #include "impl/embedding/collection.h"
@@ -44,9 +45,19 @@ struct LoadOptions {
   // Accept a table stored as fp32 in the checkpoint and fp16/bf16 in the collection (or the
   // reverse); values are converted (round to nearest even when narrowing).
   bool allow_dtype_change = false;
-  // Read and verify every chunk this rank needs before changing anything (a second read of the
-  // same bytes), so a corrupt record leaves the collection untouched.
+  // By default a load is all-or-nothing (staged_load.h): every rank reads and verifies its part
+  // into host staging (up to staging_limit bytes; beyond it, a verifying first read and a second
+  // read while committing), the ranks agree, and only then is anything copied into place.
+  // allow_partial_load streams each verified chunk straight into place instead (no staging
+  // memory, one copy less): a failure while copying leaves the collection partly loaded.
+  bool allow_partial_load = false;
+  // With allow_partial_load: read and verify every chunk first (a second read of the same
+  // bytes), so a corrupt record still changes nothing; an I/O error while copying does.
+  // Without it this changes nothing (every chunk is verified before anything changes anyway).
   bool verify_first = false;
+  // Host staging per rank and call; the C API uses the default, tests lower it to reach the
+  // path beyond it.
+  uint64_t staging_limit = kDefaultStagingLimit;
 };
 
 // Collective over g.comm. Each writing rank writes its file atomically, then world rank 0
@@ -60,14 +71,16 @@ Status Save(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
 
 // Collective over g.comm: every rank reads the manifest and the byte ranges of the records that
 // overlap its local shards (in chunks of about kChunkBytes, each verified against its checksum).
-// Before anything changes: kNotFound without a manifest; kInvalidArgument for a checkpoint of
-// other tables, dims, dtypes or optimizers (see LoadOptions) or a dense tensor that does not
-// match; kCorrupt for a malformed manifest, a missing, truncated or malformed rank file or
-// records that do not cover a local shard. A chunk whose checksum fails is kCorrupt naming the
-// file and the record, found while copying: the collection's values are then partly loaded and
-// must be loaded again (unless verify_first, which finds it before anything changes). A GPU
-// collection's shards are filled through host staging (staged_copy.h); a failed device copy
-// leaves them partly loaded the same way.
+// Errors: kNotFound without a manifest; kInvalidArgument for a checkpoint of other tables, dims,
+// dtypes or optimizers (see LoadOptions) or a dense tensor that does not match; kCorrupt for a
+// malformed manifest, a missing, truncated or malformed rank file, records that do not cover a
+// local shard, or a chunk whose checksum fails (naming the file and the record); kIo; a peer's
+// failure or a timeout. By default every one of them leaves the weights, optimizer states, step
+// counter and dense tensors unchanged on every rank (all are found before the commit, which
+// copies from host staging). What can still fail after the commit began, leaving the collection
+// partly loaded and reported as such on every rank: a GPU collection's device copy, and the
+// second read of destinations beyond staging_limit. allow_partial_load: failures found while
+// copying leave the collection partly loaded (verify_first finds corrupt chunks first).
 Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs,
             const std::string& dir, const LoadOptions& options);
 
@@ -80,8 +93,10 @@ Status ExportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const s
 // Collective: every rank reads the overlap of its local shards with the file's "weights" tensor
 // (F32, F16 or BF16, shape [rows, dim] of the table), and with `with_state` the states present
 // in the file whose names and shapes match the table's optimizer. kInvalidArgument for a shape
-// mismatch, kCorrupt for a malformed file; checked before anything changes.
+// mismatch, kCorrupt for a malformed or truncated file, kIo, a peer's failure: all found before
+// anything changes, as a default Load (staged up to `staging_limit`).
 Status ImportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const std::string& path,
-                   const std::string& table, bool with_state);
+                   const std::string& table, bool with_state,
+                   uint64_t staging_limit = kDefaultStagingLimit);
 
 }  // namespace shardrec::checkpoint

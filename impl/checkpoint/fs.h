@@ -57,6 +57,7 @@ Status WriteAtomically(FileSystem& fs, const std::string& dir, const std::string
 
 // In-memory file system. Every mutating call (create, append, sync, close, rename, dir sync,
 // remove) is one numbered step; SetFault makes step `at` (0-based, counted from the call) fail.
+// Reads are not steps: SetReadFault makes reads of one byte of one file fail (a bad sector).
 class MemoryFileSystem : public FileSystem {
  public:
   enum class Fault {
@@ -69,6 +70,9 @@ class MemoryFileSystem : public FileSystem {
   // The fault hits the first step of a matching kind at or after `at` (kCrash: step `at`).
   void SetFault(Fault fault, int64_t at);
   int64_t steps() const;
+  // Every later ReadAt of `path` whose range holds byte `offset` fails with kIo, in files
+  // opened before the call too; an empty path clears it.
+  void SetReadFault(const std::string& path, uint64_t offset);
   // Test helpers: whole contents, and a direct overwrite (corruption, truncation).
   bool Exists(const std::string& path) const;
   std::vector<uint8_t> Contents(const std::string& path) const;
@@ -84,6 +88,7 @@ class MemoryFileSystem : public FileSystem {
 
  private:
   friend class MemoryWritable;
+  friend class MemoryReadable;
   enum class Op { kCreate, kAppend, kSync, kClose, kRename, kSyncDir, kRemove };
   // Counts a step; returns the fault that hits it (kNone if none).
   Fault Step(Op op);
@@ -94,6 +99,8 @@ class MemoryFileSystem : public FileSystem {
   Fault fault_ = Fault::kNone;
   int64_t fault_at_ = -1;
   bool crashed_ = false;
+  std::string read_fault_path_;
+  uint64_t read_fault_offset_ = 0;
 };
 
 }  // namespace shardrec::checkpoint

@@ -38,13 +38,19 @@ class MemoryWritable : public WritableFile {
   std::shared_ptr<std::vector<uint8_t>> data_;
 };
 
-namespace {
 class MemoryReadable : public ReadableFile {
  public:
-  MemoryReadable(std::string path, std::vector<uint8_t> d)
-      : path_(std::move(path)), data_(std::move(d)) {}
+  MemoryReadable(const MemoryFileSystem* fs, std::string path, std::vector<uint8_t> d)
+      : fs_(fs), path_(std::move(path)), data_(std::move(d)) {}
   uint64_t size() const override { return data_.size(); }
   Status ReadAt(uint64_t offset, void* out, size_t n) const override {
+    {
+      std::lock_guard<std::mutex> lock(fs_->mu_);
+      if (fs_->read_fault_path_ == path_ && fs_->read_fault_offset_ >= offset &&
+          fs_->read_fault_offset_ - offset < n)
+        return Status::Io("cannot read ", path_, " at byte ", fs_->read_fault_offset_,
+                          ": Input/output error (injected)");
+    }
     if (offset > data_.size() || data_.size() - offset < n)
       return Status::Corrupt(path_, " is truncated: it ends at byte ", data_.size(), ", ",
                              offset + n, " bytes expected");
@@ -53,16 +59,22 @@ class MemoryReadable : public ReadableFile {
   }
 
  private:
+  const MemoryFileSystem* fs_;  // outlives its files
   std::string path_;
   std::vector<uint8_t> data_;  // a snapshot: readers never see later writes
 };
-}  // namespace
 
 void MemoryFileSystem::SetFault(Fault fault, int64_t at) {
   std::lock_guard<std::mutex> lock(mu_);
   fault_ = fault;
   fault_at_ = steps_ + at;
   crashed_ = false;
+}
+
+void MemoryFileSystem::SetReadFault(const std::string& path, uint64_t offset) {
+  std::lock_guard<std::mutex> lock(mu_);
+  read_fault_path_ = path;
+  read_fault_offset_ = offset;
 }
 
 int64_t MemoryFileSystem::steps() const {
@@ -129,7 +141,7 @@ Status MemoryFileSystem::OpenReadable(const std::string& path, std::unique_ptr<R
   std::lock_guard<std::mutex> lock(mu_);
   auto it = files_.find(path);
   if (it == files_.end()) return Status::NotFound(path, " does not exist");
-  *out = std::make_unique<MemoryReadable>(path, *it->second);
+  *out = std::make_unique<MemoryReadable>(this, path, *it->second);
   return Status::Ok();
 }
 

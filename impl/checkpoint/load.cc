@@ -1,7 +1,7 @@
 // Checkpoint load under any plan and world size: every rank checks the manifest against its
-// collection and plans its reads (records overlapping its local shards) before anything
-// changes, the ranks agree, then each rank streams its overlaps chunk by chunk (into a GPU
-// collection through host staging, staged_copy.h).
+// collection, plans its reads (records overlapping its local shards) and reads and verifies them
+// into host staging (staged_load.h); the ranks agree, and only then does anything change. With
+// allow_partial_load each rank streams its overlaps chunk by chunk straight into place instead.
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -182,6 +182,21 @@ Status OpenFiles(FileSystem& fs, const std::string& dir, const Manifest& m,
   return Status::Ok();
 }
 
+// Sets every element of the reset optimizer states to zero.
+Status ZeroStates(const std::vector<Read>& zero) {
+  for (const Read& zr : zero) {
+    const Target& z = zr.dst;
+    if (!zr.device.is_host()) {
+      SR_RETURN_IF_ERROR(ZeroOnDevice(zr.device, z));
+      continue;
+    }
+    for (int64_t r = 0; r < z.rows; ++r)
+      std::memset(static_cast<uint8_t*>(z.data) + r * z.row_stride * DTypeSize(z.dtype), 0,
+                  static_cast<size_t>(z.cols) * DTypeSize(z.dtype));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs,
@@ -193,11 +208,20 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
   std::vector<Read> zero;
   std::vector<std::pair<size_t, size_t>> dense_at;
   std::vector<std::unique_ptr<ReadableFile>> files;
+  StagedLoad staged(options.staging_limit);
+  auto sources = [&](const std::vector<std::pair<size_t, size_t>>& records) {
+    std::vector<OverlapSource> out;
+    for (const auto& [fi, ri] : records)
+      out.push_back({files[fi].get(), dir + "/" + m.files[fi].name, &m.files[fi].records[ri]});
+    return out;
+  };
   Status local = [&]() -> Status {
     if (coll.input_dist_pending())
       return Status::InvalidUsage(
           "cannot load a checkpoint while an input distribution is "
           "pending");
+    // Learns what queued device work found now (the commit's SetNumSteps then cannot fail).
+    SR_RETURN_IF_ERROR(coll.Synchronize());
     SR_RETURN_IF_ERROR(ReadManifest(fs, dir, &m));
     SR_RETURN_IF_ERROR(CheckTables(coll, m, options, &reset));
     SR_RETURN_IF_ERROR(PlanDense(m, options.dense, &dense_at));
@@ -205,6 +229,16 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
     std::vector<std::pair<size_t, size_t>> needed = dense_at;
     for (const Read& r : reads) needed.insert(needed.end(), r.records.begin(), r.records.end());
     SR_RETURN_IF_ERROR(OpenFiles(fs, dir, m, needed, &files));
+    if (!options.allow_partial_load) {
+      for (const Read& rd : reads)
+        SR_RETURN_IF_ERROR(staged.Add(rd.device, rd.dst, sources(rd.records)));
+      for (size_t i = 0; i < dense_at.size(); ++i) {
+        const DenseTensor& d = options.dense[i];
+        const Target dst{DType::kFloat32, 0, 0, static_cast<int64_t>(d.count), 1, d.data, 1};
+        SR_RETURN_IF_ERROR(staged.Add(Device(), dst, sources({dense_at[i]})));
+      }
+      return Status::Ok();
+    }
     if (!options.verify_first) return Status::Ok();
     std::vector<uint8_t> scratch;
     for (const Read& rd : reads) {
@@ -220,18 +254,36 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
     }
     return Status::Ok();
   }();
-  SR_RETURN_IF_ERROR(Agree(*g.comm, local, "to check the checkpoint"));
+  SR_RETURN_IF_ERROR(Agree(*g.comm, local, "to read and verify its part of the checkpoint"));
 
+  if (!options.allow_partial_load) {
+    // Every rank holds its verified part. A host commit is memory copies, which cannot fail:
+    // then no rank waits for another (a peer lost now cannot turn a complete load into an error).
+    int32_t can_fail = staged.commit_can_fail() ? 1 : 0;
+    for (const Read& zr : zero) can_fail = can_fail || !zr.device.is_host();
+    SR_RETURN_IF_ERROR(
+        g.comm->AllReduce(&can_fail, &can_fail, 1, DType::kInt32, comm::ReduceOp::kMax));
+    local = [&]() -> Status {
+      SR_RETURN_IF_ERROR(staged.Commit());
+      SR_RETURN_IF_ERROR(ZeroStates(zero));
+      return coll.SetNumSteps(reset.empty() ? m.step : 0);
+    }();
+    if (can_fail == 0) return local;
+    if (!local.ok())
+      local = Status(local.code(), StrCat(local.message(),
+                                          " (while committing: the collection is partly loaded, "
+                                          "load again)"));
+    return Agree(*g.comm, local, "to commit its part of the checkpoint");
+  }
+
+  // allow_partial_load: each verified chunk goes straight into place.
   std::vector<uint8_t> buffer;
   embedding::HostStaging staging;  // blocks of a GPU collection's shards, reused between them
   local = [&]() -> Status {
     for (const Read& rd : reads) {
       if (!rd.device.is_host()) {
-        std::vector<OverlapSource> sources;
-        for (const auto& [fi, ri] : rd.records)
-          sources.push_back(
-              {files[fi].get(), dir + "/" + m.files[fi].name, &m.files[fi].records[ri]});
-        SR_RETURN_IF_ERROR(CopyOverlapsToDevice(rd.device, rd.dst, sources, &staging, &buffer));
+        SR_RETURN_IF_ERROR(
+            CopyOverlapsToDevice(rd.device, rd.dst, sources(rd.records), &staging, &buffer));
         continue;
       }
       for (const auto& [fi, ri] : rd.records)
@@ -245,16 +297,7 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
       SR_RETURN_IF_ERROR(CopyOverlap(*files[fi], dir + "/" + m.files[fi].name,
                                      m.files[fi].records[ri], dst, &buffer));
     }
-    for (const Read& zr : zero) {
-      const Target& z = zr.dst;
-      if (!zr.device.is_host()) {
-        SR_RETURN_IF_ERROR(ZeroOnDevice(zr.device, z));
-        continue;
-      }
-      for (int64_t r = 0; r < z.rows; ++r)
-        std::memset(static_cast<uint8_t*>(z.data) + r * z.row_stride * DTypeSize(z.dtype), 0,
-                    static_cast<size_t>(z.cols) * DTypeSize(z.dtype));
-    }
+    SR_RETURN_IF_ERROR(ZeroStates(zero));
     return coll.SetNumSteps(reset.empty() ? m.step : 0);
   }();
   return Agree(*g.comm, local, "to load its part of the checkpoint");

@@ -1,13 +1,14 @@
 // Export and import of one full table as a safetensors file (for serving, or to start from
 // pretrained embeddings): tensors "weights" [rows, dim] and, optionally, each optimizer state by
 // its name ([rows] for row-wise states, else [rows, dim]). A GPU collection exports through its
-// accessors (which copy through the host) and imports through host staging (staged_copy.h).
+// accessors (which copy through the host). An import is staged like a checkpoint load
+// (staged_load.h): nothing changes unless every rank has read its rows.
 #include <map>
 
 #include "impl/checkpoint/checkpoint.h"
 #include "impl/checkpoint/copy.h"
 #include "impl/checkpoint/format.h"
-#include "impl/checkpoint/staged_copy.h"
+#include "impl/checkpoint/staged_load.h"
 #include "impl/core/config.h"
 
 namespace shardrec::checkpoint {
@@ -77,7 +78,7 @@ Status ExportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const s
 }
 
 Status ImportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const std::string& path,
-                   const std::string& table, bool with_state) {
+                   const std::string& table, bool with_state, uint64_t staging_limit) {
   comm::Communicator& comm = coll.comm();
   std::unique_ptr<ReadableFile> file;
   struct Copy {
@@ -86,6 +87,7 @@ Status ImportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const s
     Record rec;
   };
   std::vector<Copy> copies;
+  StagedLoad staged(staging_limit);
   Status local = [&]() -> Status {
     if (coll.input_dist_pending())
       return Status::InvalidUsage("cannot import a table while an input distribution is pending");
@@ -129,18 +131,20 @@ Status ImportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const s
           {Target{t.dtype, t.row_offset, t.col_offset, t.rows, t.cols, t.data, t.row_stride},
            t.device, r});
     }
+    // All-or-nothing, as a checkpoint load: every rank reads its rows into host staging first.
+    for (const Copy& c : copies)
+      SR_RETURN_IF_ERROR(staged.Add(c.device, c.dst, {{file.get(), path, &c.rec}}));
     return Status::Ok();
   }();
-  SR_RETURN_IF_ERROR(Agree(comm, local, "to check the table file"));
-  std::vector<uint8_t> buffer;
-  embedding::HostStaging staging;
-  local = Status::Ok();
-  for (const Copy& c : copies) {
-    local = c.device.is_host() ? CopyOverlap(*file, path, c.rec, c.dst, &buffer)
-                               : CopyOverlapsToDevice(c.device, c.dst, {{file.get(), path, &c.rec}},
-                                                      &staging, &buffer);
-    if (!local.ok()) break;
-  }
+  SR_RETURN_IF_ERROR(Agree(comm, local, "to read the table file"));
+  int32_t can_fail = staged.commit_can_fail() ? 1 : 0;
+  SR_RETURN_IF_ERROR(comm.AllReduce(&can_fail, &can_fail, 1, DType::kInt32, comm::ReduceOp::kMax));
+  local = staged.Commit();
+  if (can_fail == 0) return local;  // host memory copies only: nothing to wait for
+  if (!local.ok())
+    local = Status(local.code(), StrCat(local.message(),
+                                        " (while committing: the table is partly imported, "
+                                        "import again)"));
   return Agree(comm, local, "to import the table");
 }
 

@@ -22,23 +22,38 @@
  * never taken for a complete one. After publishing, rank 0 removes the previous checkpoint's
  * files. All ranks must see the same directory (a shared file system for multi-host runs).
  *
- * Loading: each rank reads only the records that overlap its local shards, in chunks of about
- * 1 MiB that are verified against their checksums, so memory stays bounded whatever the table
- * sizes. Everything that can be checked up front is checked before anything changes.
+ * Loading is all-or-nothing by default: a load that fails for any reason (a missing, truncated or
+ * malformed file, a checksum that does not match, an I/O error, a mismatch, a peer's failure, a
+ * timeout) returns the error on every rank and leaves the weights, every optimizer state, the
+ * step counter and the dense tensors bit-identical on every rank. Each rank reads only the
+ * records that overlap its local shards, in chunks of about 1 MiB verified against their
+ * checksums, into host staging memory; the ranks then agree (one all-reduce, under the
+ * communicator's timeout) that every one of them has verified its part, and only then copy it
+ * into place. The extra host memory is this rank's part of the checkpoint (its shards' weights
+ * and states as stored, plus the dense tensors), at most 1 GiB per rank and call; what lies
+ * beyond that limit is verified by a first read and read (and verified) again while committing,
+ * so only an I/O error on that second read, or a GPU device copy, can fail after the commit
+ * began; such a failure is reported on every rank as a partial load. Options can trade the
+ * guarantee for speed and memory (allow_partial_load); docs/checkpoint-format.md, "Loading",
+ * has the details.
  *
  * All calls here are collective over the collection's communicator (the mesh's world for the
  * mesh variants): every rank calls them with the same arguments. A collection is used by one
  * thread at a time; it must have no input distribution pending.
  *
  * GPU collections (SHARDREC_DEVICE_CUDA): the shard tensors are staged between the device and
- * host memory through the CUDA plugin, in bounded blocks (about 1 MiB per chunk on save, 8 MiB
- * of rows on load, through one pinned host block per call when the plugin can pin it), each copy
- * waited for with the collection's device wait bound (SHARDREC_ETIMEOUT instead of a hang). The
- * files are byte-identical to those a host collection of the same plan and training writes, and
- * a checkpoint loads into either kind whichever kind wrote it (resharding included). A failed
+ * host memory through the CUDA plugin, each copy waited for with the collection's device wait
+ * bound (SHARDREC_ETIMEOUT instead of a hang): on save in chunks of about 1 MiB; on a default
+ * load or an import, each shard tensor's verified host staging (as for a host collection, so
+ * every file fault is found before the device is written) is copied to the device in the
+ * commit; with allow_partial_load, or beyond the staging limit, in blocks of 8 MiB of rows
+ * through one pinned host block per call when the plugin can pin it. The files are
+ * byte-identical to those a host collection of the same plan and training writes, and a
+ * checkpoint loads into either kind whichever kind wrote it (resharding included). A failed
  * device copy is SHARDREC_ECUDA (or SHARDREC_ETIMEOUT) on every rank: during a save it changes
- * neither the collection nor the previous checkpoint; during a load it leaves the collection
- * partly loaded, as a checksum failure found while copying does: load again.
+ * neither the collection nor the previous checkpoint; during a load's commit it leaves the
+ * collection partly loaded: load again. (Tested through a fake plugin whose device memory is
+ * host memory; GPU collections have not run on a GPU yet.)
  */
 #ifndef SHARDREC_CHECKPOINT_H_
 #define SHARDREC_CHECKPOINT_H_
@@ -61,9 +76,13 @@ typedef struct shardrec_dense_tensor {
   size_t count;     /**< Number of floats. */
 } shardrec_dense_tensor_t;
 
-#define SHARDREC_CHECKPOINT_OPTIONS_VERSION 1u
+#define SHARDREC_CHECKPOINT_OPTIONS_VERSION 2u
 
-/** Options of the save and load calls. Zero fields take the documented default. */
+/**
+ * Options of the save and load calls. Zero fields take the documented default. Version 1 ends
+ * after verify_first; version 2 appends allow_partial_load (a version-1 caller loads
+ * all-or-nothing).
+ */
 typedef struct shardrec_checkpoint_options {
   uint32_t version;                     /**< SHARDREC_CHECKPOINT_OPTIONS_VERSION. */
   const shardrec_dense_tensor_t* dense; /**< Dense tensors; may be NULL when num_dense is 0. */
@@ -74,18 +93,26 @@ typedef struct shardrec_checkpoint_options {
   /** Load only: accept a table stored as fp32 in the checkpoint and fp16/bf16 in the
    *  collection or the reverse (converted, narrowing rounds to nearest even). 0: an error. */
   int32_t allow_dtype_change;
-  /** Load only: read and verify every chunk this rank needs before changing anything (the
-   *  bytes are read twice), so a corrupt record leaves the collection untouched. 0: chunks are
-   *  verified as they are copied. */
+  /** Load only, with allow_partial_load: read and verify every chunk this rank needs before
+   *  changing anything (the bytes are read twice, no staging memory), so a corrupt record still
+   *  leaves the collection untouched; an I/O error during the second read does not. Without
+   *  allow_partial_load it has no further effect: every load verifies before changing anything. */
   int32_t verify_first;
+  /** Load only (version 2): nonzero skips the host staging of an all-or-nothing load: each
+   *  verified chunk is copied straight into the collection (no extra memory, one copy fewer per
+   *  byte). The risk is in the name: a checksum failure, an I/O error or a peer's failure found
+   *  while copying leaves the collection partly loaded (on some ranks, not others), and it must
+   *  be loaded again. 0 (default): all-or-nothing. */
+  int32_t allow_partial_load;
 } shardrec_checkpoint_options_t;
 
 #define SHARDREC_CHECKPOINT_OPTIONS_INIT \
-  { SHARDREC_CHECKPOINT_OPTIONS_VERSION, NULL, 0, 0, 0, 0 }
+  { SHARDREC_CHECKPOINT_OPTIONS_VERSION, NULL, 0, 0, 0, 0, 0 }
 
 /**
  * Fills @p options with the defaults of struct version @p version (bindings; C may use
- * SHARDREC_CHECKPOINT_OPTIONS_INIT). Thread-safe.
+ * SHARDREC_CHECKPOINT_OPTIONS_INIT); a version-1 struct is filled up to verify_first only.
+ * Thread-safe.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unknown version.
  */
 SHARDREC_API shardrec_status_t
@@ -112,19 +139,24 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_save(
  * same tables (names, rows, dims, dtypes unless allow_dtype_change) and optimizer types (unless
  * reset_optimizer_state). Also restores the step counter and the dense tensors named in
  * @p options (each must exist in the checkpoint with the same count). Collective.
+ * All-or-nothing by default (see the file comment): every error below except those of the
+ * commit leaves the collection and the dense tensors unchanged on every rank, and every rank
+ * returns it (a rank that was fine names the rank that failed).
+ * Memory: up to 1 GiB of host staging per rank and call (this rank's part of the checkpoint
+ * when smaller), freed before the call returns; none with allow_partial_load.
  * @param coll    [in,out] Must not be NULL.
  * @param dir     [in] NUL-terminated directory path; must not be NULL.
- * @param options [in] May be NULL (defaults).
- * @return SHARDREC_OK. Before anything changes: SHARDREC_ENOTFOUND when @p dir has no
- *         manifest; SHARDREC_EINVAL for a mismatch (the message names the table and what
- *         differs) or bad arguments; SHARDREC_ECORRUPT for a malformed manifest or a missing,
- *         truncated or malformed rank file (the message names the file and record);
- *         SHARDREC_EUSAGE while an input distribution is pending. While copying: SHARDREC_ECORRUPT
- *         when a chunk's checksum fails (names the file and record; the collection is then
- *         partly loaded and must be loaded again; with verify_first this is found before
- *         anything changes); SHARDREC_ECUDA when a GPU collection's device copy fails (partly
- *         loaded, as for a checksum failure); SHARDREC_EIO; SHARDREC_ETIMEOUT /
- *         SHARDREC_EREMOTE.
+ * @param options [in] May be NULL (defaults). Dense tensors' data is written only on success.
+ * @return SHARDREC_OK. Nothing changed: SHARDREC_ENOTFOUND when @p dir has no manifest;
+ *         SHARDREC_EINVAL for a mismatch (the message names the table and what differs) or bad
+ *         arguments; SHARDREC_ECORRUPT for a malformed manifest, a missing, truncated or
+ *         malformed rank file, or a chunk whose checksum fails (the message names the file and
+ *         record); SHARDREC_EIO; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE; SHARDREC_EUSAGE while an
+ *         input distribution is pending. During the commit (the message says "partly loaded";
+ *         load again): SHARDREC_ECUDA / SHARDREC_ETIMEOUT when a GPU collection's device copy
+ *         fails, SHARDREC_EIO or SHARDREC_ECORRUPT when the second read of a part beyond the
+ *         staging limit fails. With allow_partial_load, SHARDREC_ECORRUPT, SHARDREC_EIO and a
+ *         peer's failure found while copying leave the collection partly loaded as well.
  */
 SHARDREC_API shardrec_status_t shardrec_checkpoint_load(
     shardrec_embedding_t* coll, const char* dir, const shardrec_checkpoint_options_t* options);
@@ -173,13 +205,14 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_export_table(shardrec_embeddi
  * "weights" tensor (F32, F16 or BF16, [rows, dim] of the table) is converted to the table's
  * storage type; with @p with_optimizer_state, the file's tensors named like the table's
  * optimizer states are loaded too (states the file lacks stay as they are). Each rank reads only
- * its own shards' rows. Collective.
- * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table or a missing file;
- *         SHARDREC_EINVAL for a shape or dtype mismatch or NULL arguments; SHARDREC_ECORRUPT for
- *         a malformed or truncated file; SHARDREC_EUSAGE while an input distribution is pending;
- *         checked before anything changes. SHARDREC_ECUDA when a GPU collection's device copy
- *         fails (the table is then partly imported); SHARDREC_EIO; SHARDREC_ETIMEOUT /
- *         SHARDREC_EREMOTE.
+ * its own shards' rows. Collective. All-or-nothing like shardrec_checkpoint_load: each rank
+ * reads its rows into host staging (the same 1 GiB limit) before anything changes.
+ * @return SHARDREC_OK. Nothing changed: SHARDREC_ENOTFOUND for an unknown table or a missing
+ *         file; SHARDREC_EINVAL for a shape or dtype mismatch or NULL arguments;
+ *         SHARDREC_ECORRUPT for a malformed or truncated file; SHARDREC_EIO; SHARDREC_ETIMEOUT /
+ *         SHARDREC_EREMOTE; SHARDREC_EUSAGE while an input distribution is pending. During the
+ *         commit ("partly imported"): SHARDREC_ECUDA when a GPU collection's device copy fails,
+ *         SHARDREC_EIO on the second read of rows beyond the staging limit.
  */
 SHARDREC_API shardrec_status_t shardrec_checkpoint_import_table(shardrec_embedding_t* coll,
                                                                 const char* table, const char* path,

@@ -77,11 +77,12 @@ TEST(CheckpointReject, CorruptRecordNamesFileAndRecord) {
   std::string bytes = Slurp(files[1]);
   bytes[bytes.size() - 3] ^= 0x40;  // inside the last record's data
   Spit(files[1], bytes);
-  // Found while copying (the file's structure is intact): the data may be partly loaded.
+  // Found while reading into staging (the file's structure is intact): nothing changes.
   ExpectRejected(s, dir, SHARDREC_ECORRUPT,
-                 {fs::path(files[1]).filename().string(), "record", "checksum"}, false);
+                 {fs::path(files[1]).filename().string(), "record", "checksum"});
 }
 
+// verify_first is still accepted (it only matters with allow_partial_load).
 TEST(CheckpointReject, CorruptRecordWithVerifyFirstChangesNothing) {
   const Scenario s = AdamScenario();
   const std::string dir = SavedCheckpoint(s);
@@ -92,6 +93,7 @@ TEST(CheckpointReject, CorruptRecordWithVerifyFirstChangesNothing) {
   Spit(files[1], bytes);
   shardrec_checkpoint_options_t o = SHARDREC_CHECKPOINT_OPTIONS_INIT;
   o.verify_first = 1;
+  o.allow_partial_load = 1;
   ExpectRejected(s, dir, SHARDREC_ECORRUPT,
                  {fs::path(files[1]).filename().string(), "record", "checksum"}, true, &o);
 }

@@ -337,5 +337,43 @@ TEST(GpuCheckpointFailure, DeviceFailureMidSaveAndMidLoad) {
   EXPECT_TRUE(BitEqual(TakeSnap(d.get(), s), first, &why)) << why;
 }
 
+// A GPU collection's load is all-or-nothing too: its part is staged and verified in host memory
+// before any device copy, so a corrupt record changes nothing on the device.
+TEST(GpuCheckpointFailure, CorruptRecordChangesNothingOnTheDevice) {
+  REQUIRE_DEVICE();
+  Scenario s = StandardScenario(1, kRW, SHARDREC_POOLING_SUM);
+  s.sharding = {kTW, kCW, kRW};
+  s.optimizer.type = kRowAdagrad;
+  s.steps = 2;
+  const TrainingSetup ts(s);
+  ASSERT_NE(ts.plan, nullptr);
+  const std::string dir = FreshDir("gpu_ckpt_corrupt");
+  CollPtr d(Create(ts.plan.get(), s, 0, true, s.seed, &ts.opt));
+  ASSERT_TRUE(d);
+  Step(d.get(), s, ts.batches[0][0], ts.grads[0][0]);
+  ASSERT_EQ(shardrec_checkpoint_save(d.get(), dir.c_str(), nullptr), SHARDREC_OK)
+      << shardrec_last_error();
+  const Snap saved = TakeSnap(d.get(), s);
+  Step(d.get(), s, ts.batches[1][0], ts.grads[1][0]);
+  const Snap before = TakeSnap(d.get(), s);
+  std::string file;
+  for (const auto& [name, bytes] : ReadDir(dir))
+    if (name.find(".safetensors") != std::string::npos) file = dir + "/" + name;
+  ASSERT_FALSE(file.empty());
+  std::string bytes = ReadFile(file);
+  const std::string good = bytes;
+  bytes[bytes.size() - 5] ^= 0x20;  // in the last record's data
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  EXPECT_EQ(shardrec_checkpoint_load(d.get(), dir.c_str(), nullptr), SHARDREC_ECORRUPT);
+  EXPECT_NE(std::string(shardrec_last_error()).find("checksum"), std::string::npos)
+      << shardrec_last_error();
+  std::string why;
+  EXPECT_TRUE(BitEqual(TakeSnap(d.get(), s), before, &why)) << why;
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << good;
+  ASSERT_EQ(shardrec_checkpoint_load(d.get(), dir.c_str(), nullptr), SHARDREC_OK)
+      << shardrec_last_error();
+  EXPECT_TRUE(BitEqual(TakeSnap(d.get(), s), saved, &why)) << why;
+}
+
 }  // namespace
 }  // namespace shardrec::testing

@@ -2,10 +2,13 @@
 // step of a save (create, append, fsync, close, rename, directory fsync, remove), a crash, a
 // write that fails halfway, a full disk or a failing rename leaves a directory whose checkpoint
 // loads and is exactly the previous one or exactly the new one, never a mix; a save that
-// reports success always left the new one.
+// reports success always left the new one. And read faults in the middle of a load or a table
+// import at worlds 1, 2 and 4, and a peer that never arrives: every rank fails and nothing
+// changes on any rank.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -14,6 +17,7 @@
 #include "impl/checkpoint/checkpoint.h"
 #include "impl/checkpoint/format.h"
 #include "impl/comm/factory.h"
+#include "impl/core/check.h"
 #include "impl/sharding/layout.h"
 
 namespace shardrec::checkpoint {
@@ -88,14 +92,32 @@ std::shared_ptr<MemoryFileSystem> Copy(const MemoryFileSystem& from) {
   return fs;
 }
 
-// Runs fn(rank, collection) on two threads over an in-process group.
+// Column-wise over every rank, row-wise over every rank, table-wise on the last rank; tables
+// large enough that a rank file's data is several times its header.
+std::shared_ptr<sharding::Plan> WorldPlan(int world) {
+  auto plan = std::make_shared<sharding::Plan>();
+  plan->world_size = world;
+  plan->local_world_size = world;
+  plan->features = {{"a", 1.0f}, {"b", 1.0f}, {"c", 1.0f}};
+  plan->tables = {Table("cw", 200, 8, 0, DType::kFloat32), Table("rw", 150, 4, 1, DType::kFloat16),
+                  Table("tw", 60, 4, 2, DType::kFloat32)};
+  std::vector<int32_t> ranks(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) ranks[static_cast<size_t>(r)] = r;
+  plan->table_plans = {
+      sharding::MakeColumnSplit(plan->tables[0], sharding::ShardingType::kColumnWise,
+                                std::vector<int32_t>(static_cast<size_t>(world), 8 / world), ranks),
+      sharding::MakeRowWise(plan->tables[1], world),
+      sharding::MakeTableWise(plan->tables[2], world - 1)};
+  return plan;
+}
+
+// Runs fn(rank, collection) on `world` threads over an in-process group.
 template <typename Fn>
-void TwoRanks(Fn fn) {
+void Ranks(int world, std::shared_ptr<sharding::Plan> plan, Fn fn) {
   std::vector<std::unique_ptr<comm::Communicator>> comms;
-  ASSERT_TRUE(comm::CreateLocalGroup(2, comm::CommOptions(), &comms).ok());
-  auto plan = TwoRankPlan();
+  ASSERT_TRUE(comm::CreateLocalGroup(world, comm::CommOptions(), &comms).ok());
   std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
+  for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       optim::OptimizerConfig opt;
       opt.type = optim::OptimizerType::kPartialRowWiseAdam;  // element-wise + row-wise state
@@ -107,6 +129,11 @@ void TwoRanks(Fn fn) {
     });
   }
   for (auto& t : threads) t.join();
+}
+
+template <typename Fn>
+void TwoRanks(Fn fn) {
+  Ranks(2, TwoRankPlan(), fn);
 }
 
 // What rank 0 prepares and both ranks use. The ranks also meet in Gloo barriers, but a mutex
@@ -236,6 +263,175 @@ TEST(CheckpointFaults, CorruptChunkNamesFileAndRecord) {
     EXPECT_EQ(s.code(), Code::kCorrupt) << s.ToString();
     EXPECT_NE(s.message().find("g1-rank1.safetensors"), std::string::npos) << s.ToString();
     EXPECT_NE(s.message().find("record tw/"), std::string::npos) << s.ToString();
+  });
+}
+
+// This rank's shard tensors' bytes and its step counter, read without a collective.
+std::vector<uint8_t> LocalBytes(EmbeddingCollection& c) {
+  std::vector<uint8_t> out;
+  for (const embedding::ShardTensor& t : c.ShardTensors()) {
+    const size_t es = DTypeSize(t.dtype);
+    for (int64_t r = 0; r < t.rows; ++r) {
+      const auto* row =
+          static_cast<const uint8_t*>(t.data) + static_cast<size_t>(r * t.row_stride) * es;
+      out.insert(out.end(), row, row + static_cast<size_t>(t.cols) * es);
+    }
+  }
+  const int64_t steps = c.num_steps();
+  const auto* p = reinterpret_cast<const uint8_t*>(&steps);
+  out.insert(out.end(), p, p + sizeof(steps));
+  return out;
+}
+
+// The first byte of a safetensors file's data area (after its 8-byte length and JSON header).
+uint64_t DataStart(const std::vector<uint8_t>& file) {
+  SR_CHECK(file.size() >= 8);
+  uint64_t len = 0;
+  for (int i = 0; i < 8; ++i) len |= static_cast<uint64_t>(file[static_cast<size_t>(i)]) << (8 * i);
+  return 8 + len;
+}
+
+// Read faults while a load reads its records (the first data byte, the middle, the last byte of
+// the last rank's file, and in the middle of rank 0's file, which holds the dense tensors every
+// rank reads), and while a table import reads: at worlds 1, 2 and 4 every rank returns kIo and
+// the weights, every optimizer state, the step counter and the dense tensors stay bit-identical
+// on every rank. Then the same loads without the fault land the checkpoint exactly.
+TEST(CheckpointLoadFaults, ReadFaultMidLoadChangesNothingOnAnyRank) {
+  for (int world : {1, 2, 4}) {
+    MemoryFileSystem fs;
+    Ranks(world, WorldPlan(world), [&](int r, EmbeddingCollection& c) {
+      Group g;
+      g.comm = &c.comm();
+      std::vector<float> dense(300), state(7);
+      for (size_t i = 0; i < dense.size(); ++i) dense[i] = 0.25f * static_cast<float>(i);
+      for (size_t i = 0; i < state.size(); ++i) state[i] = -1.0f - static_cast<float>(i);
+      SaveOptions so;
+      so.dense = {{"mlp.w", dense.data(), dense.size()}, {"mlp.s", state.data(), state.size()}};
+      Fill(c, 1);
+      ASSERT_TRUE(Save(c, g, fs, "ck", so).ok());
+      const Values saved = Take(c);
+      const std::vector<float> saved_dense = dense, saved_state = state;
+      ASSERT_TRUE(ExportTable(c, fs, "x/cw.safetensors", "cw", true).ok());
+      Fill(c, 2);
+      for (float& v : dense) v += 1000.0f;
+      for (float& v : state) v += 1000.0f;
+      const Values before = Take(c);
+      const std::vector<float> dense_before = dense, state_before = state;
+      LoadOptions lo;
+      lo.dense = {{"mlp.w", dense.data(), dense.size()}, {"mlp.s", state.data(), state.size()}};
+      const std::string last = "ck/g1-rank" + std::to_string(world - 1) + ".safetensors";
+      const std::vector<uint8_t> last_bytes = fs.Contents(last);
+      const std::vector<uint8_t> first_bytes = fs.Contents("ck/g1-rank0.safetensors");
+      ASSERT_FALSE(last_bytes.empty());
+      const uint64_t start = DataStart(last_bytes);
+      ASSERT_LT(start, last_bytes.size() / 2);
+      const std::vector<std::pair<std::string, uint64_t>> faults = {
+          {last, start},
+          {last, (start + last_bytes.size()) / 2},
+          {last, last_bytes.size() - 1},
+          {"ck/g1-rank0.safetensors", (DataStart(first_bytes) + first_bytes.size()) / 2},
+          {"x/cw.safetensors", 0}};  // offset set below: the middle of the weights
+      for (const auto& [path, at] : faults) {
+        const bool import = path == "x/cw.safetensors";
+        ASSERT_TRUE(c.comm().Barrier().ok());
+        if (r == 0) {
+          const std::vector<uint8_t> file = fs.Contents(path);
+          fs.SetReadFault(path, import ? (DataStart(file) + file.size()) / 2 : at);
+        }
+        ASSERT_TRUE(c.comm().Barrier().ok());
+        const Status s =
+            import ? ImportTable(c, fs, "x/cw.safetensors", "cw", true) : Load(c, g, fs, "ck", lo);
+        EXPECT_EQ(s.code(), Code::kIo) << "world " << world << " rank " << r << " " << path
+                                       << " byte " << at << ": " << s.ToString();
+        EXPECT_TRUE(Take(c) == before) << "world " << world << " rank " << r << ": " << path
+                                       << " byte " << at << " changed the collection";
+        EXPECT_EQ(dense, dense_before) << "world " << world << " " << path;
+        EXPECT_EQ(state, state_before) << "world " << world << " " << path;
+      }
+      ASSERT_TRUE(c.comm().Barrier().ok());
+      if (r == 0) fs.SetReadFault("", 0);
+      ASSERT_TRUE(c.comm().Barrier().ok());
+      const Status s = Load(c, g, fs, "ck", lo);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      EXPECT_TRUE(Take(c) == saved) << "world " << world;
+      EXPECT_EQ(dense, saved_dense);
+      EXPECT_EQ(state, saved_state);
+    });
+  }
+}
+
+// Beyond the staging limit the loader verifies in a first read and reads again to commit:
+// corrupt and unreadable bytes are still found before anything changes, and a clean load with
+// nothing staged lands the checkpoint exactly.
+TEST(CheckpointLoadFaults, BeyondTheStagingLimitFaultsStillChangeNothing) {
+  MemoryFileSystem fs;
+  TwoRanks([&](int r, EmbeddingCollection& c) {
+    Group g;
+    g.comm = &c.comm();
+    Fill(c, 1);
+    ASSERT_TRUE(Save(c, g, fs, "ck", {}).ok());
+    const Values saved = Take(c);
+    Fill(c, 2);
+    const Values before = Take(c);
+    LoadOptions lo;
+    lo.staging_limit = 1000;  // some tensors staged, most read twice
+    const std::string file = "ck/g1-rank1.safetensors";
+    const std::vector<uint8_t> good = fs.Contents(file);
+    ASSERT_TRUE(c.comm().Barrier().ok());
+    if (r == 0) {
+      std::vector<uint8_t> bad = good;
+      bad[bad.size() - 2] ^= 4;
+      fs.SetContents(file, bad);
+    }
+    ASSERT_TRUE(c.comm().Barrier().ok());
+    Status s = Load(c, g, fs, "ck", lo);
+    EXPECT_EQ(s.code(), Code::kCorrupt) << s.ToString();
+    EXPECT_TRUE(Take(c) == before) << "a corrupt chunk beyond the limit changed rank " << r;
+    ASSERT_TRUE(c.comm().Barrier().ok());
+    if (r == 0) {
+      fs.SetContents(file, good);
+      fs.SetReadFault(file, DataStart(good) + 3);
+    }
+    ASSERT_TRUE(c.comm().Barrier().ok());
+    s = Load(c, g, fs, "ck", lo);
+    EXPECT_EQ(s.code(), Code::kIo) << s.ToString();
+    EXPECT_TRUE(Take(c) == before) << "a read fault beyond the limit changed rank " << r;
+    ASSERT_TRUE(c.comm().Barrier().ok());
+    if (r == 0) fs.SetReadFault("", 0);
+    ASSERT_TRUE(c.comm().Barrier().ok());
+    for (uint64_t limit : {uint64_t{1000}, uint64_t{0}}) {
+      Fill(c, 2);
+      lo.staging_limit = limit;
+      s = Load(c, g, fs, "ck", lo);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      EXPECT_TRUE(Take(c) == saved) << "limit " << limit;
+    }
+  });
+}
+
+// A peer that never arrives: the load times out on the agreement (the communicator's timeout),
+// and the rank that waited for it has changed nothing.
+TEST(CheckpointLoadFaults, APeerThatNeverArrivesTimesOutChangingNothing) {
+  MemoryFileSystem fs;
+  std::atomic<bool> done{false};
+  TwoRanks([&](int r, EmbeddingCollection& c) {
+    Group g;
+    g.comm = &c.comm();
+    Fill(c, 1);
+    ASSERT_TRUE(Save(c, g, fs, "ck", {}).ok());
+    Fill(c, 2);
+    ASSERT_TRUE(c.comm().Barrier().ok());
+    if (r == 1) {
+      while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;  // never loads
+    }
+    // The communicator is poisoned after the timeout: compare this rank's own shards' bytes.
+    const std::vector<uint8_t> before = LocalBytes(c);
+    c.comm().set_timeout(std::chrono::milliseconds(300));
+    const Status s = Load(c, g, fs, "ck", {});
+    done = true;
+    EXPECT_EQ(s.code(), Code::kTimeout) << s.ToString();
+    EXPECT_TRUE(LocalBytes(c) == before) << "the rank that waited changed its shards";
   });
 }
 

@@ -765,6 +765,8 @@ extern void _wrap_checkpoint_options_allow_dtype_change_set_swig_5010cc1c9577d3b
 extern swig_intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_checkpoint_options_verify_first_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_checkpoint_options_verify_first_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_checkpoint_options_allow_partial_load_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_checkpoint_options_allow_partial_load_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_checkpoint_options_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_checkpoint_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern swig_type_180 _wrap_checkpoint_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
@@ -3835,7 +3837,7 @@ func Mesh_sync_stats(arg1 uintptr, arg2 []uint64, arg3 []int32, arg4 []int64) (_
 	return swig_r_1
 }
 
-const CHECKPOINT_OPTIONS_VERSION uint = 1
+const CHECKPOINT_OPTIONS_VERSION uint = 2
 type SwigcptrCheckpoint_options uintptr
 
 func (p SwigcptrCheckpoint_options) Swigcptr() uintptr {
@@ -3910,6 +3912,19 @@ func (arg1 SwigcptrCheckpoint_options) GetVerify_first() (_swig_ret int) {
 	return swig_r
 }
 
+func (arg1 SwigcptrCheckpoint_options) SetAllow_partial_load(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_checkpoint_options_allow_partial_load_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrCheckpoint_options) GetAllow_partial_load() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_checkpoint_options_allow_partial_load_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
 func NewCheckpoint_options() (_swig_ret Checkpoint_options) {
 	var swig_r Checkpoint_options
 	swig_r = (Checkpoint_options)(SwigcptrCheckpoint_options(C._wrap_new_checkpoint_options_swig_5010cc1c9577d3b9()))
@@ -3934,6 +3949,8 @@ type Checkpoint_options interface {
 	GetAllow_dtype_change() (_swig_ret int)
 	SetVerify_first(arg2 int)
 	GetVerify_first() (_swig_ret int)
+	SetAllow_partial_load(arg2 int)
+	GetAllow_partial_load() (_swig_ret int)
 }
 
 func Checkpoint_options_init(arg1 Checkpoint_options, arg2 uint) (_swig_ret error) {

@@ -6650,6 +6650,31 @@ intgo _wrap_checkpoint_options_verify_first_get_swig_5010cc1c9577d3b9(struct sha
 }
 
 
+void _wrap_checkpoint_options_allow_partial_load_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->allow_partial_load = arg2;
+  
+}
+
+
+intgo _wrap_checkpoint_options_allow_partial_load_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
+  struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->allow_partial_load);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_5010cc1c9577d3b9() {
   struct shardrec_checkpoint_options *result = 0 ;
   struct shardrec_checkpoint_options *_swig_go_result;

@@ -31,7 +31,7 @@ pub const SHARDREC_SYNC_DEFAULT: u32 = 0;
 pub const SHARDREC_SYNC_WEIGHTS_AND_STATE: u32 = 1;
 pub const SHARDREC_SYNC_WEIGHTS_ONLY: u32 = 2;
 pub const SHARDREC_MESH_OPTIONS_VERSION: u32 = 1;
-pub const SHARDREC_CHECKPOINT_OPTIONS_VERSION: u32 = 1;
+pub const SHARDREC_CHECKPOINT_OPTIONS_VERSION: u32 = 2;
 pub const SHARDREC_MLP_OPTIONS_VERSION: u32 = 2;
 pub const SHARDREC_DDP_OPTIONS_VERSION: u32 = 1;
 pub type __int32_t = ::std::os::raw::c_int;
@@ -3417,6 +3417,7 @@ pub struct shardrec_checkpoint_options {
     pub reset_optimizer_state: i32,
     pub allow_dtype_change: i32,
     pub verify_first: i32,
+    pub allow_partial_load: i32,
 }
 #[test]
 fn bindgen_test_layout_shardrec_checkpoint_options() {
@@ -3532,6 +3533,23 @@ fn bindgen_test_layout_shardrec_checkpoint_options() {
         );
     }
     test_field_verify_first();
+    fn test_field_allow_partial_load() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_checkpoint_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).allow_partial_load) as usize - ptr as usize
+            },
+            36usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_checkpoint_options),
+                "::",
+                stringify!(allow_partial_load)
+            )
+        );
+    }
+    test_field_allow_partial_load();
 }
 pub type shardrec_checkpoint_options_t = shardrec_checkpoint_options;
 extern "C" {

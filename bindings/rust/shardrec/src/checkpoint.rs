@@ -10,8 +10,12 @@ pub struct LoadOptions {
     pub reset_optimizer_state: bool,
     /// Convert between fp32 and fp16/bf16 table storage.
     pub allow_dtype_change: bool,
-    /// Verify every needed chunk before changing anything (reads the bytes twice).
+    /// With `allow_partial_load`: verify every needed chunk before changing anything (reads the
+    /// bytes twice). Without it there is nothing more to do: loads are all-or-nothing.
     pub verify_first: bool,
+    /// Skip the host staging that makes a load all-or-nothing (faster, no extra memory): a
+    /// failure found while copying then leaves the collection partly loaded.
+    pub allow_partial_load: bool,
 }
 
 /// A named dense tensor saved with a checkpoint (model parameters, dense optimizer state).
@@ -55,6 +59,7 @@ fn raw_options(o: &LoadOptions) -> Result<sys::shardrec_checkpoint_options_t> {
     raw.reset_optimizer_state = o.reset_optimizer_state as i32;
     raw.allow_dtype_change = o.allow_dtype_change as i32;
     raw.verify_first = o.verify_first as i32;
+    raw.allow_partial_load = o.allow_partial_load as i32;
     Ok(raw)
 }
 

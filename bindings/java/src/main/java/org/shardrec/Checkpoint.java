@@ -21,6 +21,7 @@ public final class Checkpoint {
     public boolean resetOptimizerState;
     public boolean allowDtypeChange;
     public boolean verifyFirst;
+    public boolean allowPartialLoad;
 
     /** Tables whose optimizer type differs load their weights and start their state at zero. */
     public Options resetOptimizerState(boolean v) {
@@ -34,9 +35,21 @@ public final class Checkpoint {
       return this;
     }
 
-    /** Verify every needed chunk before changing anything (reads the bytes twice). */
+    /**
+     * With {@link #allowPartialLoad}: verify every needed chunk before changing anything (reads
+     * the bytes twice). Without it there is nothing more to do: loads are all-or-nothing.
+     */
     public Options verifyFirst(boolean v) {
       verifyFirst = v;
+      return this;
+    }
+
+    /**
+     * Skip the host staging that makes a load all-or-nothing (faster, no extra memory): a
+     * failure found while copying then leaves the collection partly loaded.
+     */
+    public Options allowPartialLoad(boolean v) {
+      allowPartialLoad = v;
       return this;
     }
 
@@ -59,6 +72,7 @@ public final class Checkpoint {
       o.setReset_optimizer_state(resetOptimizerState ? 1 : 0);
       o.setAllow_dtype_change(allowDtypeChange ? 1 : 0);
       o.setVerify_first(verifyFirst ? 1 : 0);
+      o.setAllow_partial_load(allowPartialLoad ? 1 : 0);
       return o;
     }
   }
