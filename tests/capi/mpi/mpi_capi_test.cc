@@ -1,36 +1,45 @@
 // The MPI backend through the public C API, one rank per process under mpirun: collectives
 // against a reference computed on every rank, chunked messages against unchunked ones, split,
-// a stalled peer's timeout, and sharded embedding training against the unsharded reference.
+// a stalled peer's timeout and bad arguments. Training runs: mpi_training_test.cc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "shardrec/comm.h"
-#include "shardrec/embedding.h"
-#include "tests/capi/embedding/embedding_test_util.h"
+#include "tests/capi/mpi/mpi_test_world.h"
 
 namespace shardrec::testing {
-namespace {
 
+namespace {
 shardrec_comm_t* g_world = nullptr;
 shardrec_status_t g_create_rc = SHARDREC_OK;
 std::string g_create_error;
+}  // namespace
 
-shardrec_comm_t* World() { return g_world; }
-int32_t Rank() {
+shardrec_comm_t* MpiWorld() { return g_world; }
+std::string MpiWorldError() { return std::to_string(g_create_rc) + ": " + g_create_error; }
+int32_t MpiRank() {
   int32_t r = 0;
-  shardrec_comm_rank(&r, World());
+  shardrec_comm_rank(&r, g_world);
   return r;
 }
-int32_t Size() {
+int32_t MpiSize() {
   int32_t n = 0;
-  shardrec_comm_size(&n, World());
+  shardrec_comm_size(&n, g_world);
   return n;
 }
+
+namespace {
+
+shardrec_comm_t* World() { return MpiWorld(); }
+int32_t Rank() { return MpiRank(); }
+int32_t Size() { return MpiSize(); }
 
 // Every rank's input, reproducible on every rank: values small enough that fp32 sums of a few
 // ranks are exact in every order, so results can be compared bit for bit.
@@ -77,14 +86,6 @@ std::vector<double> Reference(int32_t op, size_t n, int32_t world) {
   }
   return out;
 }
-
-class MpiTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_NE(World(), nullptr) << "MPI communicator creation failed (" << g_create_rc
-                                << "): " << g_create_error;
-  }
-};
 
 TEST_F(MpiTest, AllReduceEveryFloatDtypeAndOpMatchesTheReference) {
   const size_t n = 1000;
@@ -277,91 +278,6 @@ TEST_F(MpiTest, BadArgumentsAreRefused) {
   EXPECT_NE(std::strstr(shardrec_last_error(), "shardrec_comm_create_mpi"), nullptr);
 }
 
-// Sharded training on MPI against the unsharded reference: this rank's forward outputs every
-// step, then every table's weights and optimizer states.
-void TrainAgainstReference(Scenario s) {
-  s.world = Size();
-  if (s.world % s.ranks_per_node != 0) s.ranks_per_node = s.world;
-  const int32_t r = Rank();
-  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
-  const auto batches = MakeBatches(s, ref);
-  const auto grads = MakeGrads(s, batches, ref.output_dim());
-  std::vector<std::vector<float>> ref_out(s.steps);
-  for (int32_t step = 0; step < s.steps; ++step) {
-    ref_out[step] = ref.Forward(batches[step][r]);
-    ref.Backward(batches[step], grads[step]);
-  }
-  PlanPtr plan = MakePlan(s);
-  ASSERT_NE(plan, nullptr);
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
-  shardrec_embedding_options_t o;
-  shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
-  o.seed = s.seed;
-  shardrec_embedding_t* c = nullptr;
-  ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), World(), &opt, &o), SHARDREC_OK)
-      << "rank " << r << ": " << shardrec_last_error();
-  CollPtr coll(c);
-  for (int32_t step = 0; step < s.steps; ++step) {
-    KjtHolder kjt(batches[step][r], s.num_features, s.int32_ids);
-    std::vector<float> out(ref_out[step].size());
-    ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
-              SHARDREC_OK)
-        << "rank " << r << ": " << shardrec_last_error();
-    std::string first;
-    EXPECT_EQ(CountMismatches(out, ref_out[step], 1e-5f, 1e-6f, &first), 0u)
-        << "rank " << r << " step " << step << " forward: " << first;
-    ASSERT_EQ(shardrec_embedding_backward(c, grads[step][r].data(), grads[step][r].size(), nullptr),
-              SHARDREC_OK)
-        << "rank " << r << ": " << shardrec_last_error();
-  }
-  size_t ns = 0;
-  shardrec_embedding_num_states(c, &ns);
-  for (size_t t = 0; t < s.tables.size(); ++t) {
-    const RefTable& rt = s.tables[t];
-    std::vector<float> w(static_cast<size_t>(rt.rows) * rt.dim);
-    ASSERT_EQ(shardrec_embedding_get_weights(c, rt.name.c_str(), w.data(), w.size()), SHARDREC_OK)
-        << shardrec_last_error();
-    std::string first;
-    EXPECT_EQ(CountMismatches(w, ref.weights(t), 1e-5f, 1e-6f, &first), 0u)
-        << "rank " << r << " table " << rt.name << " weights: " << first;
-    for (size_t i = 0; i < ns; ++i) {
-      const char* name = nullptr;
-      int32_t row_wise = 0;
-      ASSERT_EQ(shardrec_embedding_state_info(c, i, &name, &row_wise), SHARDREC_OK);
-      std::vector<float> st(static_cast<size_t>(rt.rows) * (row_wise ? 1 : rt.dim));
-      ASSERT_EQ(shardrec_embedding_get_state(c, rt.name.c_str(), name, st.data(), st.size()),
-                SHARDREC_OK)
-          << shardrec_last_error();
-      EXPECT_EQ(CountMismatches(st, ref.state(t, name), 1e-5f, 1e-6f, &first), 0u)
-          << "rank " << r << " table " << rt.name << " state " << name << ": " << first;
-    }
-  }
-}
-
-TEST_F(MpiTest, EmbeddingTrainingMatchesTheReferenceAcrossShardingsAndOptimizers) {
-  struct Case {
-    int32_t sharding;
-    int32_t pooling;
-    int32_t optimizer;
-  };
-  const Case cases[] = {
-      {SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM, 0},
-      {SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_MEAN, 1},
-      {SHARDREC_SHARDING_COLUMN_WISE, SHARDREC_POOLING_SUM, 3},
-      {SHARDREC_SHARDING_DATA_PARALLEL, SHARDREC_POOLING_SUM, 2},
-      {SHARDREC_SHARDING_TABLE_ROW_WISE, SHARDREC_POOLING_NONE, 5},
-      {SHARDREC_SHARDING_GRID, SHARDREC_POOLING_SUM, 4},
-  };
-  for (const Case& k : cases) {
-    SCOPED_TRACE(::testing::Message() << "sharding " << k.sharding << " pooling " << k.pooling
-                                      << " optimizer " << k.optimizer);
-    Scenario s = StandardScenario(Size(), k.sharding, k.pooling);
-    s.optimizer.type = k.optimizer;
-    s.optimizer.lr = k.optimizer == 0 ? 0.1f : 0.02f;
-    TrainAgainstReference(s);
-  }
-}
-
 }  // namespace
 }  // namespace shardrec::testing
 
@@ -370,9 +286,10 @@ TEST_F(MpiTest, EmbeddingTrainingMatchesTheReferenceAcrossShardingsAndOptimizers
 extern "C" const char* shardrec_test_skip_reason() {
   using shardrec::testing::g_create_error;
   using shardrec::testing::g_create_rc;
+  using shardrec::testing::g_world;
   shardrec_comm_options_t o = SHARDREC_COMM_OPTIONS_INIT;
   o.timeout_ms = 60000;  // a failing test must not hang for the default 5 minutes
-  g_create_rc = shardrec_comm_create_mpi(&shardrec::testing::g_world, 0, &o);
+  g_create_rc = shardrec_comm_create_mpi(&g_world, 0, &o);
   if (g_create_rc == SHARDREC_OK) return nullptr;
   g_create_error = shardrec_last_error();
   if (g_create_rc != SHARDREC_EUNSUPPORTED) return nullptr;  // a failure: the tests report it
