@@ -12,6 +12,12 @@
 
 namespace shardrec::comm::mpi {
 
+uint8_t* MpiCommunicator::Scratch(std::vector<uint8_t>* buf, size_t bytes) {
+  // Grow-only: fresh pages for every large call would cost a page fault per 4 KiB.
+  if (buf->size() < bytes) buf->resize(bytes);
+  return buf->data();
+}
+
 Status MpiCommunicator::Exchange(const char* what, const std::vector<Block>& sends,
                                  const std::vector<Block>& recvs,
                                  std::chrono::milliseconds timeout) {
@@ -111,13 +117,23 @@ Status MpiCommunicator::HostReduceScatterV(const void* send, void* recv,
   }
   ReduceFn fn = nullptr;
   SR_RETURN_IF_ERROR(GetReduceFn(dtype, op, &fn));
-  // Block d of `send` goes to rank d; this rank receives its block from every rank.
-  std::vector<uint8_t> gathered(mine * width * static_cast<size_t>(size_));
-  std::vector<size_t> from_each(size_, mine);
-  SR_RETURN_IF_ERROR(HostAllToAllV(send, recv_counts, gathered.data(), from_each, dtype, timeout));
+  // Block d of `send` goes to rank d; this rank's block from every peer lands in the reusable
+  // scratch, its own block is read where it is (no copy).
+  uint8_t* gathered = Scratch(&exchange_scratch_, mine * width * static_cast<size_t>(size_));
+  auto* base = const_cast<uint8_t*>(static_cast<const uint8_t*>(send));
+  std::vector<Block> sends(size_), recvs(size_);
+  size_t off = 0;
+  for (int r = 0; r < size_; ++r) {
+    sends[r] = {base + off * width, recv_counts[r] * width};
+    recvs[r] = {gathered + static_cast<size_t>(r) * mine * width, mine * width};
+    off += recv_counts[r];
+  }
+  recvs[rank_] = sends[rank_];
+  SR_RETURN_IF_ERROR(Exchange("reducescatterv", sends, recvs, timeout));
   if (mine == 0) return Status::Ok();
-  std::memcpy(recv, gathered.data(), mine * width);
-  for (int s = 1; s < size_; ++s) fn(recv, recv, gathered.data() + s * mine * width, mine);
+  // Rank order, as Gloo's ReduceScatterV: ((b0 + b1) + b2) + ..., the same bits on both.
+  fn(recv, recvs[0].ptr, recvs[1].ptr, mine);
+  for (int s = 2; s < size_; ++s) fn(recv, recv, recvs[s].ptr, mine);
   if (op == ReduceOp::kAvg) DivideBy(recv, mine, dtype, size_);
   return Status::Ok();
 }

@@ -15,6 +15,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// All-reduces of at least this many bytes go as reduce-scatter + all-gather (see AllReduce).
+constexpr size_t kLargeAllReduceBytes = size_t{64} << 10;
+
+// Polls before a waiting rank starts yielding its core after each one: enough to catch a reply
+// that is microseconds away, few enough that oversubscribed ranks (more processes than cores,
+// as in CI) let their peers run.
+constexpr uint64_t kSpinPolls = 32;
+
 const char* LevelName(int32_t level) {
   switch (level) {
     case SHARDREC_MPI_THREAD_SINGLE:
@@ -49,7 +57,7 @@ Status MpiCommunicator::Complete(const shardrec_mpi_plugin_table_t* t, shardrec_
     if (done) return Status::Ok();
     // Each test drives MPI's progress engine; after a short spin, give the core away so that
     // oversubscribed ranks (more processes than cores) can reach the collective.
-    if (polls > 32) std::this_thread::yield();
+    if (polls > kSpinPolls) std::this_thread::yield();
     if ((polls & 63) == 0 && Clock::now() >= deadline) {
       return Status::Timeout("MPI ", what, " did not complete within ", timeout.count(),
                              " ms on rank ", rank, " of ", size,
@@ -247,16 +255,19 @@ Status MpiCommunicator::AllReduce(const void* send, void* recv, size_t count, DT
   SR_RETURN_IF_ERROR(CheckBuffer(recv, count, "recv"));
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
-  if (dtype != DType::kFloat16 && dtype != DType::kBFloat16)
+  const bool half = dtype == DType::kFloat16 || dtype == DType::kBFloat16;
+  if (size_ == 1 || (!half && count * DTypeSize(dtype) < kLargeAllReduceBytes))
     return NativeAllReduce(send, recv, count, dtype, op, t);
-  // MPI has no 16-bit float type: a rank-ordered reduce-scatter of even blocks (summed in fp32)
-  // and an all-gather of the results, so every rank gets the same bits.
+  // A rank-ordered reduce-scatter of even blocks and an all-gather of the results, both
+  // point-to-point: MPI has no 16-bit float type, and for large buffers this beats Open MPI
+  // 4.1's nonblocking MPI_Iallreduce (libnbc) several times over (comm_mpi_bench); every rank
+  // gets the same bits either way.
   std::vector<size_t> blocks(size_);
   for (int r = 0; r < size_; ++r)
     blocks[r] = count / size_ + (static_cast<size_t>(r) < count % size_ ? 1 : 0);
-  std::vector<uint8_t> mine(blocks[rank_] * DTypeSize(dtype));
-  SR_RETURN_IF_ERROR(HostReduceScatterV(send, mine.data(), blocks, dtype, op, t));
-  return HostAllGatherV(mine.data(), blocks[rank_], recv, blocks, dtype, t);
+  uint8_t* mine = Scratch(&reduce_scratch_, blocks[rank_] * DTypeSize(dtype));
+  SR_RETURN_IF_ERROR(HostReduceScatterV(send, mine, blocks, dtype, op, t));
+  return HostAllGatherV(mine, blocks[rank_], recv, blocks, dtype, t);
 }
 
 Status MpiCommunicator::AllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,

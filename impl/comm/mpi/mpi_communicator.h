@@ -98,6 +98,7 @@ class MpiCommunicator : public Communicator {
   Status HostReduceScatterV(const void* send, void* recv, std::span<const size_t> recv_counts,
                             DType dtype, ReduceOp op, std::chrono::milliseconds timeout);
   Status HostBroadcast(void* buf, size_t bytes, int root, std::chrono::milliseconds timeout);
+  static uint8_t* Scratch(std::vector<uint8_t>* buf, size_t bytes);
 
   const shardrec_mpi_plugin_table_t* t_;
   shardrec_mpi_comm_t* h_;
@@ -109,6 +110,9 @@ class MpiCommunicator : public Communicator {
   std::atomic<bool> aborted_{false};
   mutable std::mutex mu_;
   Status poison_;
+  // Reused by the large all-reduce and the reduce-scatter (one thread at a time per communicator).
+  std::vector<uint8_t> exchange_scratch_;
+  std::vector<uint8_t> reduce_scratch_;
 };
 
 }  // namespace shardrec::comm::mpi
