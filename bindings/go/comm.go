@@ -19,6 +19,7 @@ const (
 	BackendAuto Backend = 0 // Gloo for host devices, NCCL for CUDA devices
 	BackendGloo Backend = 1
 	BackendNCCL Backend = 2
+	BackendMPI  Backend = 3 // MPI (host memory), only through NewCommMPI
 )
 
 // CommOptions are the communicator options; zero values mean the library defaults.
@@ -112,6 +113,21 @@ func NewComm(id []byte, worldSize, rank int, opts *CommOptions) (*Comm, error) {
 	o := opts.native()
 	defer swig.DeleteComm_options(o)
 	if err := swig.Comm_create(out, id, worldSize, rank, o); err != nil {
+		return nil, err
+	}
+	return newComm(out[0]), nil
+}
+
+// NewCommMPI creates a communicator over an MPI communicator (collective over its members):
+// mpiCommFortran is its Fortran handle (MPI_Comm_c2f), or 0 for MPI_COMM_WORLD. MPI is
+// initialised by the library when the program has not; see shardrec_comm_create_mpi in
+// shardrec/comm.h for the thread level, timeouts and finalisation. Without the MPI plugin
+// (libshardrec_mpi.so) the error has code ErrCodeUnsupported.
+func NewCommMPI(mpiCommFortran int64, opts *CommOptions) (*Comm, error) {
+	out := make([]uintptr, 1)
+	o := opts.native()
+	defer swig.DeleteComm_options(o)
+	if err := swig.Comm_create_mpi(out, mpiCommFortran, o); err != nil {
 		return nil, err
 	}
 	return newComm(out[0]), nil

@@ -10,6 +10,7 @@
 #include "capi/src/handles.h"
 #include "capi/src/versioned.h"
 #include "impl/comm/factory.h"
+#include "impl/comm/mpi/mpi_communicator.h"
 #include "impl/comm/stores.h"
 #include "impl/core/check.h"
 
@@ -30,6 +31,10 @@ Status ToOptions(const shardrec_comm_options_t* in, comm::CommOptions* out) {
   SR_RETURN_IF_ERROR(CheckStructVersion(in->version, SHARDREC_COMM_OPTIONS_VERSION, "options"));
   if (in->timeout_ms < 0)
     return Status::InvalidArgument("options->timeout_ms ", in->timeout_ms, " must be >= 0");
+  if (in->backend == SHARDREC_BACKEND_MPI) {
+    return Status::InvalidArgument(
+        "options->backend is MPI: create MPI communicators with shardrec_comm_create_mpi()");
+  }
   if (in->backend < SHARDREC_BACKEND_AUTO || in->backend > SHARDREC_BACKEND_NCCL) {
     return Status::InvalidArgument("options->backend ", in->backend,
                                    " is not a SHARDREC_BACKEND_* value");
@@ -318,6 +323,30 @@ SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm_handl
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckComm(comm_handle));
     return comm_handle->impl->Barrier();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_comm_create_mpi(shardrec_comm_t** out,
+                                                        int64_t mpi_comm_fortran,
+                                                        const shardrec_comm_options_t* options) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = nullptr;
+    comm::CommOptions opts;
+    if (options != nullptr) {
+      shardrec_comm_options_t o = *options;
+      if (o.backend != SHARDREC_BACKEND_AUTO && o.backend != SHARDREC_BACKEND_MPI) {
+        return Status::InvalidArgument("options->backend ", o.backend,
+                                       " must be SHARDREC_BACKEND_MPI or AUTO here");
+      }
+      o.backend = SHARDREC_BACKEND_AUTO;
+      o.bind_address = nullptr;
+      SR_RETURN_IF_ERROR(shardrec::capi::ToOptions(&o, &opts));
+    }
+    std::unique_ptr<comm::Communicator> impl;
+    SR_RETURN_IF_ERROR(
+        comm::mpi::CreateMpiCommunicator(mpi_comm_fortran, opts.device, opts.timeout, &impl));
+    return shardrec::capi::Wrap(std::move(impl), out);
   });
 }
 

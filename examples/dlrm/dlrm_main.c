@@ -16,6 +16,7 @@
  *             [--max-rows R] [--report K] [--eval-every K] [--eval-batches E]
  *             [--sync-every N] [--criteo FILE] [--seed X] [--plan-tables 0|1]
  *             [--rank R --world W [--unique-id HEX] [--unique-id-file PATH]]
+ *             [--mpi 1]   (under mpirun: one rank per process on MPI_COMM_WORLD, MPI backend)
  */
 #define _POSIX_C_SOURCE 200112L
 #include <math.h>
@@ -44,6 +45,7 @@ static int g_rank = -1; /* >= 0: one rank per process */
 static int g_plan_tables = 0;
 static const char* g_unique_id = NULL;
 static const char* g_unique_id_file = NULL;
+static int g_mpi = 0; /* 1: ranks and world from MPI_COMM_WORLD, collectives over MPI */
 static int64_t g_rows[26];
 static shardrec_comm_t* g_comms[MAX_WORLD];
 static dlrm_progress_t g_out;
@@ -332,7 +334,8 @@ static int usage(const char* argv0) {
           "          [--rank R --world W [--unique-id HEX] [--unique-id-file PATH]]\n"
           "  --eval-every 0 turns the held-out evaluation off; --sync-every N averages the\n"
           "  replica groups every N steps (1: exact 2D); --rank runs one rank in this process\n"
-          "  (rank 0 prints the unique id the others need, or writes it to --unique-id-file)\n",
+          "  (rank 0 prints the unique id the others need, or writes it to --unique-id-file);\n"
+          "  --mpi 1 under mpirun takes rank and world from MPI_COMM_WORLD (MPI backend)\n",
           argv0);
   return 2;
 }
@@ -376,12 +379,26 @@ int main(int argc, char** argv) {
       g_unique_id = v;
     else if (strcmp(a, "--unique-id-file") == 0)
       g_unique_id_file = v;
+    else if (strcmp(a, "--mpi") == 0)
+      g_mpi = atoi(v);
     else if (strcmp(a, "--interaction") == 0 && strcmp(v, "dot") == 0)
       g_interaction = DLRM_INTERACTION_DOT;
     else if (strcmp(a, "--interaction") == 0 && strcmp(v, "dcn") == 0)
       g_interaction = DLRM_INTERACTION_DCN;
     else
       return usage(argv[0]);
+  }
+  if (g_mpi) {
+    /* mpirun decides the ranks: this process is one of them, on MPI_COMM_WORLD. */
+    shardrec_comm_options_t mpi_options = SHARDREC_COMM_OPTIONS_INIT;
+    mpi_options.backend = SHARDREC_BACKEND_MPI;
+    if (shardrec_comm_create_mpi(&args[0].comm, 0, &mpi_options) != SHARDREC_OK) {
+      fprintf(stderr, "MPI communicator: %s\n", shardrec_last_error());
+      return 1;
+    }
+    shardrec_comm_rank(&g_rank, args[0].comm);
+    shardrec_comm_size(&g_world, args[0].comm);
+    if (g_world % g_shard != 0) g_shard = g_world;
   }
   if (g_world < 1 || g_world > MAX_WORLD || g_shard < 1 || g_world % g_shard != 0 || g_steps < 1 ||
       g_batch < 1 || g_report < 1 || g_max_rows < 1 || g_eval_every < 0 || g_eval_batches < 1 ||
@@ -395,13 +412,16 @@ int main(int argc, char** argv) {
         "local batch %d, %s data\n",
         shardrec_version_string(),
         g_interaction == DLRM_INTERACTION_DOT ? "DLRM (dot interaction)" : "DLRM-DCNv2", g_world,
-        g_rank >= 0 ? "one per process" : "threads", g_world / g_shard, g_shard, g_batch,
-        g_criteo ? g_criteo : "synthetic Criteo-shaped");
+        g_mpi         ? "one per process, MPI"
+        : g_rank >= 0 ? "one per process"
+                      : "threads",
+        g_world / g_shard, g_shard, g_batch, g_criteo ? g_criteo : "synthetic Criteo-shaped");
   }
   if (g_rank >= 0) {
     args[0].rank = g_rank;
     const char* id = g_unique_id != NULL ? g_unique_id : getenv("DLRM_UNIQUE_ID");
-    if (dlrm_rendezvous(&args[0].comm, g_rank, g_world, id, g_unique_id_file) != 0) return 1;
+    if (!g_mpi && dlrm_rendezvous(&args[0].comm, g_rank, g_world, id, g_unique_id_file) != 0)
+      return 1;
     run_rank(&args[0]);
     shardrec_comm_destroy(args[0].comm);
   } else {

@@ -339,6 +339,54 @@ SHARDREC_API shardrec_status_t shardrec_comm_allgather(shardrec_comm_t* comm, co
  */
 SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm);
 
+/* ---- MPI backend ---------------------------------------------------------------------- */
+
+/** Backend value of communicators created by shardrec_comm_create_mpi(). Other create calls
+ *  refuse it in shardrec_comm_options_t.backend with SHARDREC_EINVAL. */
+#define SHARDREC_BACKEND_MPI 3
+
+/**
+ * Collective over an MPI communicator: every member of it calls this. The new handle runs
+ * every collective on a duplicate of that communicator (MPI_Comm_idup), so libshardrec's traffic
+ * never mixes with the host's, through the MPI plugin libshardrec_mpi.so, which is loaded on
+ * the first call (SHARDREC_MPI_PLUGIN may name its file). libshardrec.so itself does not
+ * depend on MPI, and this header does not include mpi.h: the communicator is passed as its
+ * Fortran handle.
+ *
+ * Initialisation: when the host has not initialised MPI, the plugin calls MPI_Init_thread
+ * (asking for MPI_THREAD_MULTIPLE) and MPI_Finalize at process exit (skipped when operations
+ * were left in flight by a timeout, since finalizing would then wait for the stalled peer).
+ * A host that initialised MPI itself must have asked for MPI_THREAD_SERIALIZED or
+ * MPI_THREAD_MULTIPLE: libshardrec calls MPI from its communication worker thread (pipelined
+ * input distribution, DDP buckets) and serialises its own calls; with SERIALIZED the host must
+ * not call MPI while a libshardrec call is running. Destroy every MPI communicator before the
+ * host calls MPI_Finalize.
+ *
+ * Timeouts: MPI has no per-operation timeout, so every operation is nonblocking MPI polled
+ * against its deadline. On expiry the call returns SHARDREC_ETIMEOUT naming the operation and
+ * rank; the communicator (and every one split from the same root) is poisoned as on other
+ * backends, and the MPI requests stay outstanding: MPI may still write the receive buffers of
+ * that call, so keep them alive, or end the job (MPI_Abort), which is what an MPI job normally
+ * does next. shardrec_comm_abort() only stops this process's wait; it does not end the job.
+ *
+ * Host memory only (SHARDREC_EUNSUPPORTED for a CUDA device_type).
+ *
+ * @param out              [out] Receives the new handle (caller owns; shardrec_comm_destroy()).
+ * @param mpi_comm_fortran MPI_Comm_c2f() of the communicator to use, or 0 for MPI_COMM_WORLD
+ *                         (also the only value allowed when MPI is not initialised yet).
+ * @param options          [in] Options, or NULL: timeout_ms bounds creation and is the
+ *                         default per-operation timeout; backend must be AUTO or MPI;
+ *                         device_type host; bind_address is ignored.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (bad options or handle); SHARDREC_EUNSUPPORTED (no MPI
+ *         plugin: libshardrec built without MPI, or the plugin not installed; a CUDA device);
+ *         SHARDREC_EUSAGE (MPI initialised below MPI_THREAD_SERIALIZED, or already
+ *         finalized); SHARDREC_ETIMEOUT (a member never called this); SHARDREC_EREMOTE.
+ *         On failure *out is NULL. Thread-safe (serialised inside the plugin).
+ */
+SHARDREC_API shardrec_status_t shardrec_comm_create_mpi(shardrec_comm_t** out,
+                                                        int64_t mpi_comm_fortran,
+                                                        const shardrec_comm_options_t* options);
+
 SHARDREC_END_DECL
 
 #endif /* SHARDREC_COMM_H_ */

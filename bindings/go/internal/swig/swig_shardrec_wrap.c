@@ -2927,6 +2927,40 @@ _gostring_ _wrap_comm_barrier_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0)
 }
 
 
+_gostring_ _wrap_comm_create_mpi_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
+  shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
+  int64_t arg2 ;
+  shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_comm_t **)_swig_go_0.array; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = *(shardrec_comm_options_t **)&_swig_go_2; 
+  
+  result = (shardrec_status_t)shardrec_comm_create_mpi(arg1,arg2,(struct shardrec_comm_options const *)arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
 void _wrap_Shard_t_row_offset_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;

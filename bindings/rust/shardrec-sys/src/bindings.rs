@@ -21,6 +21,7 @@ pub const SHARDREC_REDUCE_MAX: u32 = 2;
 pub const SHARDREC_REDUCE_MIN: u32 = 3;
 pub const SHARDREC_COMM_OPTIONS_VERSION: u32 = 1;
 pub const SHARDREC_STORE_CALLBACKS_VERSION: u32 = 1;
+pub const SHARDREC_BACKEND_MPI: u32 = 3;
 pub const SHARDREC_CALIBRATE_OPTIONS_VERSION: u32 = 1;
 pub const SHARDREC_CALIBRATION_VERSION: u32 = 1;
 pub const SHARDREC_EMBEDDING_OPTIONS_VERSION: u32 = 4;
@@ -1885,6 +1886,13 @@ extern "C" {
 }
 extern "C" {
     pub fn shardrec_comm_barrier(comm: *mut shardrec_comm_t) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_comm_create_mpi(
+        out: *mut *mut shardrec_comm_t,
+        mpi_comm_fortran: i64,
+        options: *const shardrec_comm_options_t,
+    ) -> shardrec_status_t;
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]

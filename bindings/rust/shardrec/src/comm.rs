@@ -173,6 +173,20 @@ impl Comm {
         Ok(Comm { raw: out })
     }
 
+    /// A communicator over an MPI communicator (collective over its members, blocking):
+    /// `mpi_comm_fortran` is its Fortran handle (`MPI_Comm_c2f`), or 0 for `MPI_COMM_WORLD`.
+    /// MPI is initialised by the library when the program has not; see
+    /// `shardrec_comm_create_mpi` in shardrec/comm.h for the thread level, timeouts and
+    /// finalisation. Without the MPI plugin (libshardrec_mpi.so) the error is
+    /// `Code::Unsupported`. `options.backend` must be 0 or `shardrec_sys::SHARDREC_BACKEND_MPI` (3).
+    pub fn from_mpi(mpi_comm_fortran: i64, options: &CommOptions) -> Result<Comm> {
+        let mut out = ptr::null_mut();
+        options.with_raw(|o| {
+            check(unsafe { sys::shardrec_comm_create_mpi(&mut out, mpi_comm_fortran, o) })
+        })?;
+        Ok(Comm { raw: out })
+    }
+
     /// Joins a group of `world_size` ranks as `rank` through `store` (collective, blocking).
     /// Every rank passes a store that reaches the same keys. The store stays alive for the
     /// rest of the process: C communicators may outlive every Rust handle (collections and

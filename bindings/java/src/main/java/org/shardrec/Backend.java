@@ -8,7 +8,9 @@ public enum Backend {
   /** CPU engine. */
   GLOO(1),
   /** NCCL; needs a CUDA device and the CUDA plugin. */
-  NCCL(2);
+  NCCL(2),
+  /** MPI (host memory), through the MPI plugin; only with {@link Comm#createMpi}. */
+  MPI(3);
 
   private final int code;
 

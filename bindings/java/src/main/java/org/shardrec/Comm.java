@@ -97,6 +97,24 @@ public final class Comm extends NativeHandle {
   }
 
   /**
+   * A communicator over an MPI communicator (collective over its members): {@code
+   * mpiCommFortran} is its Fortran handle ({@code MPI_Comm_c2f}), or 0 for MPI_COMM_WORLD. MPI is
+   * initialised by the library when the program has not; see shardrec_comm_create_mpi in
+   * shardrec/comm.h for the thread level, timeouts and finalisation. Throws with code
+   * EUNSUPPORTED when the MPI plugin (libshardrec_mpi.so) is not available.
+   */
+  public static Comm createMpi(long mpiCommFortran, Options options) {
+    long[] out = new long[1];
+    comm_options o = (options == null ? new Options() : options).toNative();
+    try {
+      Native.comm_create_mpi(out, mpiCommFortran, o);
+    } finally {
+      o.delete();
+    }
+    return new Comm(out[0]);
+  }
+
+  /**
    * Joins a group of {@code worldSize} ranks as {@code rank} through {@code store} (collective,
    * blocking): every rank passes a store that reaches the same keys.
    */

@@ -1,0 +1,348 @@
+// MpiCommunicator: creation from a host communicator, the deadline-bounded wait that stands in
+// for MPI's missing per-operation timeout, poisoning, Split and Abort, and argument checks. The
+// collective bodies live in mpi_collectives.cc.
+#include "impl/comm/mpi/mpi_communicator.h"
+
+#include <thread>
+
+#include "impl/comm/mpi/chunking.h"
+#include "impl/comm/mpi/mpi_plugin_loader.h"
+#include "impl/core/check.h"
+
+namespace shardrec::comm::mpi {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// All-reduces of at least this many bytes go as reduce-scatter + all-gather (see AllReduce).
+constexpr size_t kLargeAllReduceBytes = size_t{64} << 10;
+
+// Polls before a waiting rank starts yielding its core after each one: enough to catch a reply
+// that is microseconds away, few enough that oversubscribed ranks (more processes than cores,
+// as in CI) let their peers run.
+constexpr uint64_t kSpinPolls = 32;
+
+const char* LevelName(int32_t level) {
+  switch (level) {
+    case SHARDREC_MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case SHARDREC_MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case SHARDREC_MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    default:
+      return "MPI_THREAD_MULTIPLE";
+  }
+}
+
+}  // namespace
+
+Status MpiCommunicator::Complete(const shardrec_mpi_plugin_table_t* t, shardrec_mpi_comm_t* handle,
+                                 const char* what, std::chrono::milliseconds timeout, int rank,
+                                 int size, const std::atomic<bool>* aborted) {
+  const auto deadline = Clock::now() + timeout;
+  for (uint64_t polls = 0;; ++polls) {
+    if (aborted != nullptr && aborted->load(std::memory_order_relaxed)) {
+      return Status::InvalidUsage("MPI ", what, " on rank ", rank, " of ", size,
+                                  " was interrupted by an abort");
+    }
+    shardrec_plugin_status_t st{};
+    int32_t done = 0;
+    if (const int32_t rc = t->test(handle, &done, &st); rc != 0) {
+      return Status(FromMpiPlugin(rc, st).code(),
+                    StrCat("MPI ", what, " failed on rank ", rank, " of ", size, ": ",
+                           FromMpiPlugin(rc, st).message()));
+    }
+    if (done) return Status::Ok();
+    // Each test drives MPI's progress engine; after a short spin, give the core away so that
+    // oversubscribed ranks (more processes than cores) can reach the collective.
+    if (polls > kSpinPolls) std::this_thread::yield();
+    if ((polls & 63) == 0 && Clock::now() >= deadline) {
+      return Status::Timeout("MPI ", what, " did not complete within ", timeout.count(),
+                             " ms on rank ", rank, " of ", size,
+                             " (a peer is missing or stalled; its MPI requests stay outstanding "
+                             "and the communicator is unusable)");
+    }
+  }
+}
+
+Status CreateMpiCommunicator(int64_t fortran_comm, Device device, std::chrono::milliseconds timeout,
+                             std::unique_ptr<Communicator>* out) {
+  if (out == nullptr) return Status::InvalidArgument("out must not be null");
+  out->reset();
+  if (timeout.count() < 0)
+    return Status::InvalidArgument("timeout ", timeout.count(), " ms must not be negative");
+  if (timeout.count() == 0) timeout = kDefaultTimeout;
+  if (!device.is_host()) {
+    return Status::Unsupported("the MPI backend carries host memory only, got ", device.ToString(),
+                               "; use NCCL (or Gloo, which stages through host memory) for GPU "
+                               "buffers");
+  }
+  const shardrec_mpi_plugin_table_t* t = nullptr;
+  SR_RETURN_IF_ERROR(GetMpiPlugin(&t));
+  shardrec_mpi_comm_t* handle = nullptr;
+  shardrec_mpi_comm_info_t info{};
+  shardrec_plugin_status_t st{};
+  SR_RETURN_IF_ERROR(FromMpiPlugin(t->create(fortran_comm, &handle, &info, &st), st));
+  Status s = MpiCommunicator::Complete(t, handle, "communicator creation (MPI_Comm_idup)", timeout,
+                                       info.rank, info.size, nullptr);
+  if (!s.ok()) {
+    t->destroy(handle);
+    return s.WithContext(
+        "not every member of the MPI communicator called shardrec_comm_create_mpi");
+  }
+  // The communication worker (pipelined input distribution, DDP buckets) calls MPI from its own
+  // thread; the plugin serialises its calls, which MPI_THREAD_SERIALIZED allows.
+  if (info.thread_level < SHARDREC_MPI_THREAD_SERIALIZED) {
+    t->destroy(handle);
+    return Status::InvalidUsage(
+        "MPI was initialised with ", LevelName(info.thread_level),
+        " but libshardrec calls MPI from its communication worker thread and needs "
+        "MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE: call MPI_Init_thread with "
+        "MPI_THREAD_MULTIPLE (or let libshardrec initialise MPI) [",
+        info.library, "]");
+  }
+  MpiCommunicator::Config config;
+  config.table = t;
+  config.handle = handle;
+  config.rank = info.rank;
+  config.size = info.size;
+  config.timeout = timeout;
+  config.max_message_bytes = MaxMessageBytesFromEnv();
+  *out = std::make_unique<MpiCommunicator>(config);
+  return Status::Ok();
+}
+
+MpiCommunicator::MpiCommunicator(const Config& config)
+    : t_(config.table),
+      h_(config.handle),
+      rank_(config.rank),
+      size_(config.size),
+      max_message_bytes_(config.max_message_bytes > 0 ? config.max_message_bytes
+                                                      : kDefaultMaxMessageBytes),
+      domain_(config.domain ? config.domain : std::make_shared<FailureDomain>()),
+      timeout_(config.timeout) {}
+
+MpiCommunicator::~MpiCommunicator() { t_->destroy(h_); }
+
+void MpiCommunicator::set_timeout(std::chrono::milliseconds timeout) {
+  if (timeout.count() > 0) timeout_.store(timeout);
+}
+
+Status MpiCommunicator::AsyncError() const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!poison_.ok()) return poison_;
+  }
+  Status shared = domain_->first();
+  if (shared.ok()) return shared;
+  return Status(shared.code(),
+                StrCat("a communicator split from the same root failed: ", shared.message()));
+}
+
+Status MpiCommunicator::Usable() const {
+  Status cause = AsyncError();
+  if (cause.ok()) return Status::Ok();
+  return Status::InvalidUsage("communicator (rank ", rank_, " of ", size_,
+                              ") is unusable after an earlier error: ", cause.ToString());
+}
+
+Status MpiCommunicator::Poison(Status s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (poison_.ok()) poison_ = s;
+  if (s.code() == Code::kTimeout || s.code() == Code::kRemote) domain_->Fail(s);
+  return s;
+}
+
+void MpiCommunicator::Abort() {
+  // MPI cannot cancel a collective: the flag ends this process's wait at once; the requests
+  // stay outstanding and the handle is never freed (see mpi_plugin.cc).
+  std::lock_guard<std::mutex> lock(mu_);
+  aborted_.store(true);
+  if (poison_.ok()) poison_ = Status::InvalidUsage("the communicator was aborted");
+}
+
+Status MpiCommunicator::ResolveTimeout(const CallOptions& opts,
+                                       std::chrono::milliseconds* out) const {
+  if (opts.timeout.count() < 0) {
+    return Status::InvalidArgument("timeout ", opts.timeout.count(), " ms must not be negative");
+  }
+  *out = opts.timeout.count() > 0 ? opts.timeout : timeout_.load();
+  return Status::Ok();
+}
+
+Status MpiCommunicator::Wait(const char* what, std::chrono::milliseconds timeout) {
+  Status s = Complete(t_, h_, what, timeout, rank_, size_, &aborted_);
+  return s.ok() ? s : Poison(std::move(s));
+}
+
+Status MpiCommunicator::Start(int32_t rc, const shardrec_plugin_status_t& st) {
+  Status s = FromMpiPlugin(rc, st);
+  return s.ok() ? s : Poison(std::move(s));
+}
+
+Status MpiCommunicator::Split(int color, int key, std::unique_ptr<Communicator>* out) {
+  if (out == nullptr) return Status::InvalidArgument("out must not be null");
+  out->reset();
+  SR_RETURN_IF_ERROR(Usable());
+  // A bounded exchange first: MPI_Comm_split blocks without a timeout, so it is only called
+  // once every member has shown up.
+  const int64_t mine[3] = {color, key, rank_};
+  std::vector<int64_t> all(3 * static_cast<size_t>(size_));
+  std::vector<size_t> counts(size_, 3);
+  SR_RETURN_IF_ERROR(HostAllGatherV(mine, 3, all.data(), counts, DType::kInt64, timeout_.load()));
+  shardrec_mpi_comm_t* child = nullptr;
+  shardrec_mpi_comm_info_t info{};
+  shardrec_plugin_status_t st{};
+  SR_RETURN_IF_ERROR(Start(t_->split(h_, color, key, &child, &info, &st), st));
+  if (child == nullptr) return Status::Ok();
+  Config config;
+  config.table = t_;
+  config.handle = child;
+  config.rank = info.rank;
+  config.size = info.size;
+  config.timeout = timeout_.load();
+  config.max_message_bytes = max_message_bytes_;
+  config.domain = domain_;
+  *out = std::make_unique<MpiCommunicator>(config);
+  return Status::Ok();
+}
+
+// ---- Validation and dispatch ----
+
+namespace {
+
+Status CheckDType(DType dtype) {
+  if (!IsValidDType(static_cast<int32_t>(dtype))) {
+    return Status::InvalidArgument("dtype ", static_cast<int32_t>(dtype),
+                                   " is not a valid element type");
+  }
+  return Status::Ok();
+}
+
+Status CheckOp(ReduceOp op) {
+  const auto v = static_cast<int32_t>(op);
+  if (v < 0 || v > 3)
+    return Status::InvalidArgument("reduce op ", v, " is not one of sum, avg, max, min");
+  return Status::Ok();
+}
+
+Status CheckCounts(std::span<const size_t> counts, int size, const char* name, size_t* total) {
+  if (counts.size() != static_cast<size_t>(size)) {
+    return Status::InvalidArgument(name, " has ", counts.size(),
+                                   " entries, expected one per rank (", size, ")");
+  }
+  *total = 0;
+  for (size_t c : counts) *total += c;
+  return Status::Ok();
+}
+
+Status CheckBuffer(const void* p, size_t count, const char* name) {
+  if (p == nullptr && count > 0)
+    return Status::InvalidArgument(name, " must not be null for ", count, " elements");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status MpiCommunicator::AllReduce(const void* send, void* recv, size_t count, DType dtype,
+                                  ReduceOp op, const CallOptions& opts) {
+  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(CheckDType(dtype));
+  SR_RETURN_IF_ERROR(CheckOp(op));
+  SR_RETURN_IF_ERROR(CheckBuffer(send, count, "send"));
+  SR_RETURN_IF_ERROR(CheckBuffer(recv, count, "recv"));
+  std::chrono::milliseconds t;
+  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+  const bool half = dtype == DType::kFloat16 || dtype == DType::kBFloat16;
+  if (size_ == 1 || (!half && count * DTypeSize(dtype) < kLargeAllReduceBytes))
+    return NativeAllReduce(send, recv, count, dtype, op, t);
+  // A rank-ordered reduce-scatter of even blocks and an all-gather of the results, both
+  // point-to-point: MPI has no 16-bit float type, and for large buffers this beats Open MPI
+  // 4.1's nonblocking MPI_Iallreduce (libnbc) several times over (comm_mpi_bench); every rank
+  // gets the same bits either way.
+  std::vector<size_t> blocks(size_);
+  for (int r = 0; r < size_; ++r)
+    blocks[r] = count / size_ + (static_cast<size_t>(r) < count % size_ ? 1 : 0);
+  uint8_t* mine = Scratch(&reduce_scratch_, blocks[rank_] * DTypeSize(dtype));
+  SR_RETURN_IF_ERROR(HostReduceScatterV(send, mine, blocks, dtype, op, t));
+  return HostAllGatherV(mine, blocks[rank_], recv, blocks, dtype, t);
+}
+
+Status MpiCommunicator::AllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,
+                                  std::span<const size_t> recv_counts, DType dtype,
+                                  const CallOptions& opts) {
+  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(CheckDType(dtype));
+  size_t send_total = 0, recv_total = 0;
+  SR_RETURN_IF_ERROR(CheckCounts(send_counts, size_, "send_counts", &send_total));
+  SR_RETURN_IF_ERROR(CheckCounts(recv_counts, size_, "recv_counts", &recv_total));
+  SR_RETURN_IF_ERROR(CheckBuffer(send, send_total, "send"));
+  SR_RETURN_IF_ERROR(CheckBuffer(recv, recv_total, "recv"));
+  if (send_counts[rank_] != recv_counts[rank_]) {
+    return Status::InvalidArgument("send_counts[", rank_, "] = ", send_counts[rank_],
+                                   " differs from recv_counts[", rank_, "] = ", recv_counts[rank_],
+                                   " (the block a rank sends itself)");
+  }
+  std::chrono::milliseconds t;
+  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+  return HostAllToAllV(send, send_counts, recv, recv_counts, dtype, t);
+}
+
+Status MpiCommunicator::AllGatherV(const void* send, size_t send_count, void* recv,
+                                   std::span<const size_t> recv_counts, DType dtype,
+                                   const CallOptions& opts) {
+  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(CheckDType(dtype));
+  size_t total = 0;
+  SR_RETURN_IF_ERROR(CheckCounts(recv_counts, size_, "recv_counts", &total));
+  if (recv_counts[rank_] != send_count) {
+    return Status::InvalidArgument("send_count ", send_count, " differs from recv_counts[", rank_,
+                                   "] = ", recv_counts[rank_]);
+  }
+  SR_RETURN_IF_ERROR(CheckBuffer(send, send_count, "send"));
+  SR_RETURN_IF_ERROR(CheckBuffer(recv, total, "recv"));
+  std::chrono::milliseconds t;
+  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+  return HostAllGatherV(send, send_count, recv, recv_counts, dtype, t);
+}
+
+Status MpiCommunicator::ReduceScatterV(const void* send, void* recv,
+                                       std::span<const size_t> recv_counts, DType dtype,
+                                       ReduceOp op, const CallOptions& opts) {
+  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(CheckDType(dtype));
+  SR_RETURN_IF_ERROR(CheckOp(op));
+  size_t total = 0;
+  SR_RETURN_IF_ERROR(CheckCounts(recv_counts, size_, "recv_counts", &total));
+  SR_RETURN_IF_ERROR(CheckBuffer(send, total, "send"));
+  SR_RETURN_IF_ERROR(CheckBuffer(recv, recv_counts[rank_], "recv"));
+  std::chrono::milliseconds t;
+  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+  return HostReduceScatterV(send, recv, recv_counts, dtype, op, t);
+}
+
+Status MpiCommunicator::Broadcast(void* buf, size_t count, DType dtype, int root,
+                                  const CallOptions& opts) {
+  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(CheckDType(dtype));
+  if (root < 0 || root >= size_)
+    return Status::InvalidArgument("root ", root, " is outside [0, ", size_, ")");
+  SR_RETURN_IF_ERROR(CheckBuffer(buf, count, "buf"));
+  std::chrono::milliseconds t;
+  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+  return HostBroadcast(buf, count * DTypeSize(dtype), root, t);
+}
+
+Status MpiCommunicator::Barrier(const CallOptions& opts) {
+  SR_RETURN_IF_ERROR(Usable());
+  std::chrono::milliseconds t;
+  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+  if (size_ == 1) return Status::Ok();
+  shardrec_plugin_status_t st{};
+  SR_RETURN_IF_ERROR(Start(t_->barrier(h_, &st), st));
+  return Wait("barrier", t);
+}
+
+}  // namespace shardrec::comm::mpi

@@ -1,0 +1,118 @@
+// The MPI backend: a Communicator over a duplicate of a host MPI communicator, driven through the
+// MPI plugin's plain-C table. Every operation is nonblocking MPI polled against the call's
+// deadline, so a stalled peer yields kTimeout instead of a hang. Internal header; the C API
+// creates these through CreateMpiCommunicator.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "impl/comm/communicator.h"
+#include "impl/comm/gloo_communicator.h"  // FailureDomain, kDefaultTimeout
+#include "impl/comm/mpi/mpi_plugin_abi.h"
+
+namespace shardrec::comm::mpi {
+
+// Collective over the members of the host communicator whose Fortran handle is `fortran_comm`
+// (0: MPI_COMM_WORLD). Initialises MPI when the host has not. `timeout` (0: kDefaultTimeout)
+// bounds creation and is every operation's default. Host memory only.
+// Errors: kInvalidArgument, kUnsupported (no MPI plugin, a CUDA device), kInvalidUsage (an MPI
+// thread level below SERIALIZED, MPI finalized), kTimeout (a member never arrived), kRemote.
+Status CreateMpiCommunicator(int64_t fortran_comm, Device device, std::chrono::milliseconds timeout,
+                             std::unique_ptr<Communicator>* out);
+
+class MpiCommunicator : public Communicator {
+ public:
+  struct Config {
+    const shardrec_mpi_plugin_table_t* table = nullptr;
+    shardrec_mpi_comm_t* handle = nullptr;  // owned
+    int rank = 0;
+    int size = 1;
+    std::chrono::milliseconds timeout = kDefaultTimeout;
+    size_t max_message_bytes = 0;  // bound on one MPI message (chunking.h)
+    std::shared_ptr<FailureDomain> domain;
+  };
+  explicit MpiCommunicator(const Config& config);
+  ~MpiCommunicator() override;
+
+  int Rank() const override { return rank_; }
+  int Size() const override { return size_; }
+  Device device() const override { return Device::Host(); }
+  const char* backend() const override { return "mpi"; }
+  std::chrono::milliseconds timeout() const override { return timeout_.load(); }
+  void set_timeout(std::chrono::milliseconds timeout) override;
+
+  Status AllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                   const CallOptions& opts = {}) override;
+  Status AllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,
+                   std::span<const size_t> recv_counts, DType dtype,
+                   const CallOptions& opts = {}) override;
+  Status AllGatherV(const void* send, size_t send_count, void* recv,
+                    std::span<const size_t> recv_counts, DType dtype,
+                    const CallOptions& opts = {}) override;
+  Status ReduceScatterV(const void* send, void* recv, std::span<const size_t> recv_counts,
+                        DType dtype, ReduceOp op, const CallOptions& opts = {}) override;
+  Status Broadcast(void* buf, size_t count, DType dtype, int root,
+                   const CallOptions& opts = {}) override;
+  Status Barrier(const CallOptions& opts = {}) override;
+  Status Split(int color, int key, std::unique_ptr<Communicator>* out) override;
+  void Abort() override;
+  Status AsyncError() const override;
+
+  // Polls the plugin until everything started on `handle` has completed, the deadline passes
+  // (kTimeout), an MPI error is reported (kRemote) or Abort() is called; the last three poison
+  // this communicator. Also used during creation, before a communicator exists (self == null).
+  static Status Complete(const shardrec_mpi_plugin_table_t* t, shardrec_mpi_comm_t* handle,
+                         const char* what, std::chrono::milliseconds timeout, int rank, int size,
+                         const std::atomic<bool>* aborted);
+
+ private:
+  struct Block {
+    uint8_t* ptr;
+    size_t bytes;
+  };
+
+  Status Usable() const;
+  Status ResolveTimeout(const CallOptions& opts, std::chrono::milliseconds* out) const;
+  Status Poison(Status s);
+  Status Wait(const char* what, std::chrono::milliseconds timeout);
+  // Starts a plugin call and poisons on failure (operations may already be in flight).
+  Status Start(int32_t rc, const shardrec_plugin_status_t& st);
+
+  // Bodies (mpi_collectives.cc); arguments are validated.
+  Status Exchange(const char* what, const std::vector<Block>& sends,
+                  const std::vector<Block>& recvs, std::chrono::milliseconds timeout);
+  Status NativeAllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                         std::chrono::milliseconds timeout);
+  Status HostAllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,
+                       std::span<const size_t> recv_counts, DType dtype,
+                       std::chrono::milliseconds timeout);
+  Status HostAllGatherV(const void* send, size_t send_count, void* recv,
+                        std::span<const size_t> recv_counts, DType dtype,
+                        std::chrono::milliseconds timeout);
+  Status HostReduceScatterV(const void* send, void* recv, std::span<const size_t> recv_counts,
+                            DType dtype, ReduceOp op, std::chrono::milliseconds timeout);
+  Status HostBroadcast(void* buf, size_t bytes, int root, std::chrono::milliseconds timeout);
+  static uint8_t* Scratch(std::vector<uint8_t>* buf, size_t bytes);
+
+  const shardrec_mpi_plugin_table_t* t_;
+  shardrec_mpi_comm_t* h_;
+  int rank_;
+  int size_;
+  size_t max_message_bytes_;
+  std::shared_ptr<FailureDomain> domain_;
+  std::atomic<std::chrono::milliseconds> timeout_;
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex mu_;
+  Status poison_;
+  // Reused by the large all-reduce and the reduce-scatter (one thread at a time per communicator).
+  std::vector<uint8_t> exchange_scratch_;
+  std::vector<uint8_t> reduce_scratch_;
+};
+
+}  // namespace shardrec::comm::mpi

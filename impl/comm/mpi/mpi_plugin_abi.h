@@ -1,0 +1,108 @@
+/* The MPI plugin's boundary: one versioned table of plain-C function pointers.
+ *
+ * libshardrec.so dlopens libshardrec_mpi.so (linked against the system's MPI) only when an MPI
+ * communicator is asked for, so that libshardrec.so itself never depends on an MPI library.
+ * As with the CUDA plugin (impl/core/plugin_abi.h), no C++ object, exception or MPI type
+ * crosses: communicators are opaque handles, errors are a code (a shardrec::Code value) plus a
+ * message copied into the caller's shardrec_plugin_status_t.
+ *
+ * The plugin is deliberately thin: it starts nonblocking MPI operations and tests them. The
+ * waiting, the deadline (MPI has no per-operation timeout), chunking of large messages and the
+ * reductions MPI lacks (fp16/bf16, the rank-ordered reduce-scatter) live on the libshardrec side
+ * (impl/comm/mpi/mpi_communicator.cc), so a stalled peer never blocks inside the plugin.
+ *
+ * Threads. Every entry takes one process-wide mutex around its MPI calls, so the plugin needs
+ * only MPI_THREAD_SERIALIZED from the MPI library even though libshardrec calls it from its
+ * communication worker thread as well as from the host's threads.
+ *
+ * Versioning. abi_version changes whenever an entry changes meaning or signature; the loader
+ * refuses any other value with a message naming both. New entries are appended only.
+ */
+#ifndef SHARDREC_IMPL_COMM_MPI_MPI_PLUGIN_ABI_H_
+#define SHARDREC_IMPL_COMM_MPI_MPI_PLUGIN_ABI_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "impl/core/plugin_abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SHARDREC_MPI_PLUGIN_ABI_VERSION 1u
+
+/* The only two symbols the plugin exports. */
+#define SHARDREC_MPI_PLUGIN_ABI_SYMBOL "shardrec_mpi_plugin_abi_version"
+#define SHARDREC_MPI_PLUGIN_TABLE_SYMBOL "shardrec_mpi_plugin_table"
+
+/* MPI thread levels, in MPI's order (the MPI_THREAD_* constants' values are the library's). */
+enum {
+  SHARDREC_MPI_THREAD_SINGLE = 0,
+  SHARDREC_MPI_THREAD_FUNNELED = 1,
+  SHARDREC_MPI_THREAD_SERIALIZED = 2,
+  SHARDREC_MPI_THREAD_MULTIPLE = 3
+};
+
+/* A duplicate of a host communicator plus the requests started on it and not yet complete.
+ * Opaque to libshardrec; used by one thread at a time. */
+typedef struct shardrec_mpi_comm shardrec_mpi_comm_t;
+
+/* What a created or split communicator is. */
+typedef struct shardrec_mpi_comm_info {
+  int32_t rank;
+  int32_t size;
+  int32_t thread_level;     /* SHARDREC_MPI_THREAD_* the MPI library provides */
+  int32_t initialized_here; /* 1 when this plugin called MPI_Init_thread */
+  char library[256];        /* MPI_Get_library_version's first line */
+} shardrec_mpi_comm_info_t;
+
+typedef struct shardrec_mpi_plugin_table {
+  uint32_t abi_version; /* SHARDREC_MPI_PLUGIN_ABI_VERSION */
+  uint32_t struct_size; /* sizeof(shardrec_mpi_plugin_table_t) of the plugin's build */
+
+  /* Absolute path of the loaded plugin file, or "" when unknown. */
+  const char* (*plugin_path)(void);
+
+  /* Initialises MPI when nobody has (MPI_Init_thread asking for MPI_THREAD_MULTIPLE; the plugin
+   * then calls MPI_Finalize at process exit unless a communicator was left with operations in
+   * flight), and starts duplicating the communicator whose Fortran handle is fortran_comm (0:
+   * MPI_COMM_WORLD) with MPI_Comm_idup. The duplicate is usable once test() reports done; its
+   * errors are returned (MPI_ERRORS_RETURN), never fatal. */
+  int32_t (*create)(int64_t fortran_comm, shardrec_mpi_comm_t** out, shardrec_mpi_comm_info_t* info,
+                    shardrec_plugin_status_t* status);
+  /* Frees the duplicate (MPI_Comm_free) when nothing is in flight on it and MPI is not yet
+   * finalized; otherwise only forgets it. NULL is a no-op. */
+  void (*destroy)(shardrec_mpi_comm_t* comm);
+
+  /* Nonblocking starts; each appends its request to the communicator's in-flight set.
+   * all_reduce: dtype is a shardrec::DType value among fp32, fp64, int32, int64, uint8; op a
+   * shardrec::comm::ReduceOp among sum, max, min; send == recv means in place. */
+  int32_t (*all_reduce)(shardrec_mpi_comm_t* comm, const void* send, void* recv, int32_t count,
+                        int32_t dtype, int32_t op, shardrec_plugin_status_t* status);
+  int32_t (*send)(shardrec_mpi_comm_t* comm, const void* buf, int32_t bytes, int32_t peer,
+                  shardrec_plugin_status_t* status);
+  int32_t (*recv)(shardrec_mpi_comm_t* comm, void* buf, int32_t bytes, int32_t peer,
+                  shardrec_plugin_status_t* status);
+  int32_t (*broadcast)(shardrec_mpi_comm_t* comm, void* buf, int32_t bytes, int32_t root,
+                       shardrec_plugin_status_t* status);
+  int32_t (*barrier)(shardrec_mpi_comm_t* comm, shardrec_plugin_status_t* status);
+
+  /* *done = 1 once every request in flight has completed (the set is then empty), else 0.
+   * Never blocks. A failed request is a kRemote error naming MPI's message. */
+  int32_t (*test)(shardrec_mpi_comm_t* comm, int32_t* done, shardrec_plugin_status_t* status);
+
+  /* Blocking MPI_Comm_split of an idle communicator; a negative color gives *out = NULL. Callers
+   * first make sure every member is present (a bounded exchange), so it returns promptly. */
+  int32_t (*split)(shardrec_mpi_comm_t* comm, int32_t color, int32_t key, shardrec_mpi_comm_t** out,
+                   shardrec_mpi_comm_info_t* info, shardrec_plugin_status_t* status);
+} shardrec_mpi_plugin_table_t;
+
+typedef uint32_t (*shardrec_mpi_plugin_abi_version_fn)(void);
+typedef const shardrec_mpi_plugin_table_t* (*shardrec_mpi_plugin_table_fn)(uint32_t abi_version);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* SHARDREC_IMPL_COMM_MPI_MPI_PLUGIN_ABI_H_ */

@@ -1,0 +1,336 @@
+// libshardrec_mpi.so: the plain-C table of impl/comm/mpi/mpi_plugin_abi.h over the system's MPI.
+// Every entry only starts or tests nonblocking operations (plus the one-off split), under one
+// process-wide mutex, so the plugin needs MPI_THREAD_SERIALIZED and never blocks on a peer.
+#include <dlfcn.h>
+#include <mpi.h>
+
+#include <climits>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "impl/comm/mpi/mpi_plugin_abi.h"
+
+struct shardrec_mpi_comm {
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::vector<MPI_Request> pending;
+  // An idup'ed communicator inherits the parent's error handler (MPI_COMM_WORLD's is fatal);
+  // ours is set to MPI_ERRORS_RETURN once the duplicate exists.
+  bool needs_errhandler = false;
+};
+
+namespace {
+
+// shardrec::Code values (the loader static_asserts them).
+constexpr int32_t kInvalidArgument = -2;
+constexpr int32_t kInvalidUsage = -3;
+constexpr int32_t kRemote = -6;
+constexpr int32_t kUnsupported = -10;
+
+constexpr int kTag = 0x5352;
+
+std::mutex& Mu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+
+// Live communicators, so that the exit handler can tell whether operations are in flight.
+std::set<shardrec_mpi_comm*>& Live() {
+  static auto* live = new std::set<shardrec_mpi_comm*>;
+  return *live;
+}
+
+bool g_initialized_here = false;
+bool g_left_in_flight = false;  // a communicator was forgotten with requests outstanding
+
+int32_t Fail(shardrec_plugin_status_t* st, int32_t code, const char* fmt, ...) {
+  if (st != nullptr) {
+    st->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(st->message, sizeof(st->message), fmt, ap);
+    va_end(ap);
+  }
+  return code;
+}
+
+int32_t Ok(shardrec_plugin_status_t* st) {
+  if (st != nullptr) {
+    st->code = 0;
+    st->message[0] = '\0';
+  }
+  return 0;
+}
+
+std::string ErrorText(int err) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(err, buf, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(err);
+  return std::string(buf, static_cast<size_t>(len));
+}
+
+int32_t FromMpi(shardrec_plugin_status_t* st, int err, const char* what) {
+  if (err == MPI_SUCCESS) return Ok(st);
+  return Fail(st, kRemote, "%s failed: %s", what, ErrorText(err).c_str());
+}
+
+// At process exit, MPI_Finalize if this plugin initialised MPI, unless operations are still in
+// flight (a timed-out collective): finalizing then would wait for the stalled peer forever;
+// Open MPI's launcher reports the missing finalize and ends the job instead.
+struct Finalizer {
+  ~Finalizer() {
+    std::lock_guard<std::mutex> lock(Mu());
+    if (!g_initialized_here || g_left_in_flight) return;
+    for (const shardrec_mpi_comm* c : Live()) {
+      if (!c->pending.empty()) return;
+    }
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  }
+} g_finalizer;
+
+int ThreadLevel() {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  if (provided == MPI_THREAD_MULTIPLE) return SHARDREC_MPI_THREAD_MULTIPLE;
+  if (provided == MPI_THREAD_SERIALIZED) return SHARDREC_MPI_THREAD_SERIALIZED;
+  if (provided == MPI_THREAD_FUNNELED) return SHARDREC_MPI_THREAD_FUNNELED;
+  return SHARDREC_MPI_THREAD_SINGLE;
+}
+
+void FillInfo(MPI_Comm comm, shardrec_mpi_comm_info_t* info) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  info->rank = rank;
+  info->size = size;
+  info->thread_level = ThreadLevel();
+  info->initialized_here = g_initialized_here ? 1 : 0;
+  char version[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(version, &len);
+  std::string first(version, static_cast<size_t>(len));
+  first = first.substr(0, first.find_first_of("\r\n"));
+  std::snprintf(info->library, sizeof(info->library), "%s", first.c_str());
+}
+
+const char* PluginPath() {
+  static std::string path = [] {
+    Dl_info dl{};
+    if (dladdr(reinterpret_cast<void*>(&PluginPath), &dl) == 0 || dl.dli_fname == nullptr)
+      return std::string();
+    char* real = realpath(dl.dli_fname, nullptr);
+    std::string out = real != nullptr ? real : dl.dli_fname;
+    std::free(real);
+    return out;
+  }();
+  return path.c_str();
+}
+
+int32_t Create(int64_t fortran_comm, shardrec_mpi_comm_t** out, shardrec_mpi_comm_info_t* info,
+               shardrec_plugin_status_t* st) {
+  if (out == nullptr || info == nullptr) return Fail(st, kInvalidArgument, "out must not be NULL");
+  *out = nullptr;
+  std::lock_guard<std::mutex> lock(Mu());
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized) return Fail(st, kInvalidUsage, "MPI has already been finalized in this process");
+  if (!initialized) {
+    if (fortran_comm != 0) {
+      return Fail(st, kInvalidArgument,
+                  "MPI is not initialised, so communicator handle %lld cannot exist; pass 0 "
+                  "(MPI_COMM_WORLD) or call MPI_Init_thread first",
+                  static_cast<long long>(fortran_comm));
+    }
+    int provided = 0;
+    const int err = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    if (err != MPI_SUCCESS) return Fail(st, kUnsupported, "MPI_Init_thread failed (code %d)", err);
+    g_initialized_here = true;
+  }
+  if (fortran_comm < INT_MIN || fortran_comm > INT_MAX) {
+    return Fail(st, kInvalidArgument, "communicator handle %lld is not a Fortran MPI handle",
+                static_cast<long long>(fortran_comm));
+  }
+  MPI_Comm parent =
+      fortran_comm == 0 ? MPI_COMM_WORLD : MPI_Comm_f2c(static_cast<MPI_Fint>(fortran_comm));
+  if (parent == MPI_COMM_NULL) {
+    return Fail(st, kInvalidArgument, "communicator handle %lld names no MPI communicator",
+                static_cast<long long>(fortran_comm));
+  }
+  auto* c = new shardrec_mpi_comm;
+  MPI_Request req = MPI_REQUEST_NULL;
+  const int err = MPI_Comm_idup(parent, &c->comm, &req);
+  if (err != MPI_SUCCESS) {
+    delete c;
+    return FromMpi(st, err, "MPI_Comm_idup");
+  }
+  c->pending.push_back(req);
+  c->needs_errhandler = true;
+  FillInfo(parent, info);
+  Live().insert(c);
+  *out = c;
+  return Ok(st);
+}
+
+void Destroy(shardrec_mpi_comm_t* c) {
+  if (c == nullptr) return;
+  std::lock_guard<std::mutex> lock(Mu());
+  Live().erase(c);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!c->pending.empty() && !finalized) {
+    // Operations that timed out here may have completed since (the late peer arrived).
+    int flag = 0;
+    if (MPI_Testall(static_cast<int>(c->pending.size()), c->pending.data(), &flag,
+                    MPI_STATUSES_IGNORE) == MPI_SUCCESS &&
+        flag) {
+      c->pending.clear();
+    }
+  }
+  if (!c->pending.empty()) {
+    // MPI may still write into the requests' buffers; the handle is leaked on purpose.
+    g_left_in_flight = true;
+    return;
+  }
+  if (!finalized && c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
+  delete c;
+}
+
+// `req` by pointer: it is read after the call that fills it (argument order is unspecified).
+int32_t Started(shardrec_mpi_comm_t* c, int err, const MPI_Request* req, const char* what,
+                shardrec_plugin_status_t* st) {
+  if (err != MPI_SUCCESS) return FromMpi(st, err, what);
+  c->pending.push_back(*req);
+  return Ok(st);
+}
+
+MPI_Datatype TypeOf(int32_t dtype) {
+  switch (dtype) {  // shardrec::DType values
+    case 0:
+      return MPI_FLOAT;
+    case 3:
+      return MPI_DOUBLE;
+    case 4:
+      return MPI_INT32_T;
+    case 5:
+      return MPI_INT64_T;
+    case 6:
+      return MPI_UINT8_T;
+    default:
+      return MPI_DATATYPE_NULL;
+  }
+}
+
+int32_t AllReduce(shardrec_mpi_comm_t* c, const void* send, void* recv, int32_t count,
+                  int32_t dtype, int32_t op, shardrec_plugin_status_t* st) {
+  const MPI_Datatype type = TypeOf(dtype);
+  if (type == MPI_DATATYPE_NULL)
+    return Fail(st, kUnsupported, "dtype %d has no MPI reduction", dtype);
+  const MPI_Op mop = op == 0 ? MPI_SUM : op == 2 ? MPI_MAX : op == 3 ? MPI_MIN : MPI_OP_NULL;
+  if (mop == MPI_OP_NULL) return Fail(st, kUnsupported, "reduce op %d has no MPI operator", op);
+  std::lock_guard<std::mutex> lock(Mu());
+  MPI_Request req = MPI_REQUEST_NULL;
+  const void* in = send == recv ? MPI_IN_PLACE : send;
+  return Started(c, MPI_Iallreduce(in, recv, count, type, mop, c->comm, &req), &req,
+                 "MPI_Iallreduce", st);
+}
+
+int32_t Send(shardrec_mpi_comm_t* c, const void* buf, int32_t bytes, int32_t peer,
+             shardrec_plugin_status_t* st) {
+  std::lock_guard<std::mutex> lock(Mu());
+  MPI_Request req = MPI_REQUEST_NULL;
+  return Started(c, MPI_Isend(buf, bytes, MPI_BYTE, peer, kTag, c->comm, &req), &req, "MPI_Isend",
+                 st);
+}
+
+int32_t Recv(shardrec_mpi_comm_t* c, void* buf, int32_t bytes, int32_t peer,
+             shardrec_plugin_status_t* st) {
+  std::lock_guard<std::mutex> lock(Mu());
+  MPI_Request req = MPI_REQUEST_NULL;
+  return Started(c, MPI_Irecv(buf, bytes, MPI_BYTE, peer, kTag, c->comm, &req), &req, "MPI_Irecv",
+                 st);
+}
+
+int32_t Broadcast(shardrec_mpi_comm_t* c, void* buf, int32_t bytes, int32_t root,
+                  shardrec_plugin_status_t* st) {
+  std::lock_guard<std::mutex> lock(Mu());
+  MPI_Request req = MPI_REQUEST_NULL;
+  return Started(c, MPI_Ibcast(buf, bytes, MPI_BYTE, root, c->comm, &req), &req, "MPI_Ibcast", st);
+}
+
+int32_t Barrier(shardrec_mpi_comm_t* c, shardrec_plugin_status_t* st) {
+  std::lock_guard<std::mutex> lock(Mu());
+  MPI_Request req = MPI_REQUEST_NULL;
+  return Started(c, MPI_Ibarrier(c->comm, &req), &req, "MPI_Ibarrier", st);
+}
+
+int32_t Test(shardrec_mpi_comm_t* c, int32_t* done, shardrec_plugin_status_t* st) {
+  *done = 0;
+  std::lock_guard<std::mutex> lock(Mu());
+  int flag = 1;
+  if (!c->pending.empty()) {
+    const int err = MPI_Testall(static_cast<int>(c->pending.size()), c->pending.data(), &flag,
+                                MPI_STATUSES_IGNORE);
+    if (err != MPI_SUCCESS) return FromMpi(st, err, "an MPI operation");
+  }
+  if (!flag) return Ok(st);
+  c->pending.clear();
+  if (c->needs_errhandler) {
+    MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
+    c->needs_errhandler = false;
+  }
+  *done = 1;
+  return Ok(st);
+}
+
+int32_t Split(shardrec_mpi_comm_t* c, int32_t color, int32_t key, shardrec_mpi_comm_t** out,
+              shardrec_mpi_comm_info_t* info, shardrec_plugin_status_t* st) {
+  *out = nullptr;
+  std::lock_guard<std::mutex> lock(Mu());
+  if (!c->pending.empty())
+    return Fail(st, kInvalidUsage, "split of a communicator with operations in flight");
+  MPI_Comm child = MPI_COMM_NULL;
+  const int err = MPI_Comm_split(c->comm, color < 0 ? MPI_UNDEFINED : color, key, &child);
+  if (err != MPI_SUCCESS) return FromMpi(st, err, "MPI_Comm_split");
+  if (child == MPI_COMM_NULL) return Ok(st);
+  MPI_Comm_set_errhandler(child, MPI_ERRORS_RETURN);
+  auto* s = new shardrec_mpi_comm;
+  s->comm = child;
+  FillInfo(child, info);
+  Live().insert(s);
+  *out = s;
+  return Ok(st);
+}
+
+const shardrec_mpi_plugin_table_t kTable = {
+    SHARDREC_MPI_PLUGIN_ABI_VERSION,
+    sizeof(shardrec_mpi_plugin_table_t),
+    &PluginPath,
+    &Create,
+    &Destroy,
+    &AllReduce,
+    &Send,
+    &Recv,
+    &Broadcast,
+    &Barrier,
+    &Test,
+    &Split,
+};
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) uint32_t shardrec_mpi_plugin_abi_version(void) {
+  return SHARDREC_MPI_PLUGIN_ABI_VERSION;
+}
+
+extern "C" __attribute__((visibility("default"))) const shardrec_mpi_plugin_table_t*
+shardrec_mpi_plugin_table(uint32_t abi_version) {
+  return abi_version == SHARDREC_MPI_PLUGIN_ABI_VERSION ? &kTable : nullptr;
+}

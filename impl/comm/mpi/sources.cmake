@@ -1,0 +1,6 @@
+# The MPI backend's libshardrec side: plugin loader and the communicator over its table. No MPI
+# header or library is used here (the plugin, plugin.cmake, is the only MPI consumer).
+list(APPEND SHARDREC_COMM_SOURCES
+  mpi/mpi_plugin_loader.cc
+  mpi/mpi_communicator.cc
+  mpi/mpi_collectives.cc)
