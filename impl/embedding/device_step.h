@@ -169,7 +169,9 @@
 #include "impl/embedding/kernels/simt/grad_body.h"
 #include "impl/embedding/kernels/simt/unpack_body.h"
 #include "impl/embedding/layout.h"
+#include "impl/embedding/output_dist.h"
 #include "impl/embedding/param_store.h"
+#include "impl/embedding/step_state.h"
 #include "impl/optim/optimizer.h"
 
 namespace shardrec::embedding {
@@ -192,18 +194,6 @@ struct CombineOut {
   // `stream` is ordered behind the copy into the view, and the phase's checks are made at the
   // next wait (DeviceStep::TakeDeferredError).
   bool async = false;
-};
-
-// A forward output in device memory (EmbeddingCollection::Forward): the caller's stream, on
-// which the output is copied after the caller's earlier work there.
-struct DeviceOutput {
-  Stream stream = nullptr;
-};
-
-// An output gradient in device memory (EmbeddingCollection::Backward): the caller's stream, whose
-// earlier work (which wrote the gradient) the collection's reads are ordered after.
-struct DeviceGradient {
-  Stream stream = nullptr;
 };
 
 // A backward's verdict queued at the start of its update phase (a backward gated on the device,
@@ -233,7 +223,7 @@ struct DeviceDpWork {
   size_t host_grad_floats = 0;
 };
 
-class DeviceStep {
+class DeviceStep final : public DataParallelLookup, public RowApplier {
  public:
   DeviceStep() = default;
   ~DeviceStep();
@@ -307,7 +297,7 @@ class DeviceStep {
   // ids, weights and offsets staged to the device), written into their columns of `out`
   // ([rows, output_dim], host) as CombineOutput does on the host; the other columns are left
   // alone.
-  Status LookupDataParallel(const RoutedBatch& rb, float* out);
+  Status LookupDataParallel(const RoutedBatch& rb, float* out) override;
 
   // Backward of one data-parallel table once its dense gradient was all-reduced on the host:
   // the touched `rows` and their gradients (host; copied into the staging block before this
@@ -315,9 +305,9 @@ class DeviceStep {
   // `local` on the device (partial = full row statistics: the shard holds whole rows). Queued
   // only: FinishRows, after the last table, waits for all of them.
   Status ApplyRows(int32_t local, const optim::OptimizerConfig& config, int64_t step,
-                   std::span<const int64_t> rows, const float* grads);
+                   std::span<const int64_t> rows, const float* grads) override;
   // The data-parallel updates' one wait (nothing when no ApplyRows queued work).
-  Status FinishRows();
+  Status FinishRows() override;
 
   // Backward of the sharded tables, the device mirror of SparseUpdater::ApplySharded: in.grads
   // (the gradient message this rank received, on the host) is uploaded; rows are grouped and
