@@ -6,7 +6,7 @@
 #include <new>
 
 #include "impl/core/cuda_plugin.h"
-#include "impl/embedding/device_input.h"
+#include "impl/embedding/gpu/device_input.h"
 #include "impl/embedding/output_dist.h"
 #include "impl/embedding/staged_comm.h"
 #include "impl/embedding/timer.h"

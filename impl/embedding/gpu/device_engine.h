@@ -10,10 +10,10 @@
 #include <memory>
 #include <vector>
 
-#include "impl/embedding/device_route.h"
-#include "impl/embedding/device_route_backend.h"
-#include "impl/embedding/device_step.h"
 #include "impl/embedding/engine.h"
+#include "impl/embedding/gpu/device_route.h"
+#include "impl/embedding/gpu/device_route_backend.h"
+#include "impl/embedding/gpu/device_step.h"
 
 namespace shardrec::embedding {
 

@@ -1,13 +1,13 @@
 // The device half of a GPU collection's forward and backward (device_step.h).
-#include "impl/embedding/device_step.h"
+#include "impl/embedding/gpu/device_step.h"
 
 #include <algorithm>
 #include <cstring>
 #include <span>
 
 #include "impl/core/cuda_plugin.h"
-#include "impl/embedding/device_sizing.h"
-#include "impl/embedding/kernels/device_dispatch.h"
+#include "impl/embedding/gpu/device_dispatch.h"
+#include "impl/embedding/gpu/device_sizing.h"
 
 namespace shardrec::embedding {
 
