@@ -409,6 +409,9 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   Status UploadRuns(const RoutedBatch& rb, const DeviceStaging::Piece* extra, size_t num_extra,
                     uint8_t** extra_dev);
   Status UploadRuns(const RoutedBatch& rb, const void* extra, size_t extra_bytes, void** extra_dev);
+  // The three host ranges every run points into: the ids received from the other ranks, this
+  // rank's message to itself (the end of its send buffer) and the CSR bag offsets (into p[0..2]).
+  static void RunPieces(const RoutedBatch& rb, DeviceStaging::Piece* p);
   // The combine's bags for `rb` (comb_offsets_, comb_ids_) with the returned rows of the other
   // ranks at io_ + rb.ret_floats_total on (in rank order) and this rank's own at
   // io_ + rb.ret_self_offset.
