@@ -451,6 +451,32 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   // Within a phase: the verdict's words (DeviceVerdictWork) queued, their agreed part coming down
   // into verdict_host_ with the phase; *gate receives the agreed word's device address.
   Status QueueVerdict(const DeviceVerdictWork& v, const int64_t** gate);
+  // ApplySharded by phase. SizeSharded decides which shards run and how (fused, aggregated,
+  // counted) and sizes every device buffer before anything is queued (a buffer that grows waits
+  // for the stream); QueueGroupPhase queues the first phase (the verdict, the runs and gradients
+  // up or packed on the device, the gradient exchange, every shard's grouping and fused backward
+  // or aggregation, the data-parallel tables, the counted shards' statistics exchange) and ends
+  // it with a wait when some shard reads its unique-row count on the host; StatsPhase computes,
+  // downloads and exchanges those shards' partial row statistics; UpdatePhase uploads the full
+  // statistics, queues the updates and ends the step (with its wait, or stream-ordered).
+  struct ShardedPlan {
+    bool any = false;               // some sharded table has ids on this rank
+    bool any_aggregated = false;    // some aggregated shard reads its count on the host
+    bool counted_exchange = false;  // counted column shards exchange statistics in phase 1
+    std::vector<size_t> cx_send_counts, cx_recv_counts, cx_send_shards;
+    size_t cx_send_total = 0;
+    size_t x_send = 0;  // floats of the gradient message sent over ShardedInputs::x
+  };
+  Status SizeSharded(SparseUpdater& updater, const RoutedBatch& rb, const ShardedInputs& in,
+                     ShardedPlan* plan);
+  Status QueueGroupPhase(SparseUpdater& updater, const RoutedBatch& rb,
+                         const std::vector<optim::OptimizerConfig>& configs, int64_t step,
+                         const ShardedInputs& in, const ShardedPlan& plan);
+  Status StatsPhase(comm::Communicator& comm, SparseUpdater& updater, const RoutedBatch& rb,
+                    const std::vector<optim::OptimizerConfig>& configs, int64_t step,
+                    double* comm_seconds, const ShardedInputs& in, const ShardedPlan& plan);
+  Status UpdatePhase(SparseUpdater& updater, const std::vector<optim::OptimizerConfig>& configs,
+                     int64_t step, const ShardedInputs& in, const ShardedPlan& plan);
   // A counted shard's statistics (when its optimizer has them) and update over its aggregated rows,
   // `count` (device memory) of them, queued behind its aggregation.
   // Without `apply` only the statistics (a column shard whose siblings' come with the exchange).

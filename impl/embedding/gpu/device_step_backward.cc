@@ -155,17 +155,9 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
                                 const RoutedBatch& rb,
                                 const std::vector<optim::OptimizerConfig>& configs, int64_t step,
                                 double* comm_seconds, const ShardedInputs& in) {
-  const Layout& l = *layout_;
-  const size_t n = l.local.size();
-  const float* grads = in.grads;
-  const DeviceExchange* x = in.x;
-  const float* packed = in.packed;
-  const float* grad_dev = in.grad_dev;
-  const bool grad_on_device = in.grad_on_device;
-  const DeviceDpWork* dp = in.dp;
   if (in.verdict != nullptr && !HasGate())
     return Status::Internal("ApplySharded: a gated backward without the gated grouping");
-  if (dp != nullptr && !dp_.active())
+  if (in.dp != nullptr && !dp_.active())
     return Status::Internal("ApplySharded: data-parallel work without InitDataParallel");
   // Which shards run, and every device buffer sized before anything is queued (a buffer that
   // grows waits for the stream; the staging block's copies must not be in flight then).
@@ -176,6 +168,21 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
   // Column shards' statistics are summed on the device too when their exchange goes between
   // device blocks (or stays on this rank): every shard is then counted, and the exchange happens
   // in the first phase on every rank (counts_on_device_ is agreed at creation).
+  ShardedPlan plan;
+  SR_RETURN_IF_ERROR(SizeSharded(updater, rb, in, &plan));
+  SR_RETURN_IF_ERROR(QueueGroupPhase(updater, rb, configs, step, in, plan));
+  SR_RETURN_IF_ERROR(StatsPhase(comm, updater, rb, configs, step, comm_seconds, in, plan));
+  return UpdatePhase(updater, configs, step, in, plan);
+}
+
+Status DeviceStep::SizeSharded(SparseUpdater& updater, const RoutedBatch& rb,
+                               const ShardedInputs& in, ShardedPlan* plan) {
+  const Layout& l = *layout_;
+  const size_t n = l.local.size();
+  const float* grads = in.grads;
+  const DeviceExchange* x = in.x;
+  const bool grad_on_device = in.grad_on_device;
+  const DeviceDpWork* dp = in.dp;
   const bool can_count = counts_on_device_;
   const bool counted_exchange =
       can_count && (x != nullptr || l.world == 1) && !l.stat_messages.empty();
@@ -278,6 +285,33 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
   if (dp != nullptr) SR_RETURN_IF_ERROR(dp_.Reserve(rb, dp->host_grad_floats));
   if (in.verdict != nullptr)
     SR_RETURN_IF_ERROR(verdict_buf_.Reserve(device_, 4 * sizeof(int64_t), "the verdict", stream_));
+  plan->any = any;
+  plan->any_aggregated = any_aggregated;
+  plan->counted_exchange = counted_exchange;
+  plan->cx_send_counts = std::move(cx_send_counts);
+  plan->cx_recv_counts = std::move(cx_recv_counts);
+  plan->cx_send_shards = std::move(cx_send_shards);
+  plan->cx_send_total = cx_send_total;
+  plan->x_send = x_send;
+  return Status::Ok();
+}
+
+Status DeviceStep::QueueGroupPhase(SparseUpdater& updater, const RoutedBatch& rb,
+                                   const std::vector<optim::OptimizerConfig>& configs, int64_t step,
+                                   const ShardedInputs& in, const ShardedPlan& plan) {
+  const Layout& l = *layout_;
+  const size_t n = l.local.size();
+  const float* grads = in.grads;
+  const DeviceExchange* x = in.x;
+  const float* packed = in.packed;
+  const float* grad_dev = in.grad_dev;
+  const bool grad_on_device = in.grad_on_device;
+  const DeviceDpWork* dp = in.dp;
+  const bool any = plan.any;
+  const bool any_aggregated = plan.any_aggregated;
+  const size_t bytes = sizeof(float) * rb.ret_floats_total;
+  const size_t x_send = plan.x_send;
+  const DeviceStaging::Piece grad_piece{grads, bytes};
   // Phase 1: the runs and the gradient message in one copy, then every shard's grouping and its
   // fused backward or aggregation, the shards in turn on the one workspace (stream-ordered).
   SR_RETURN_IF_ERROR(staging_.Begin());
@@ -369,12 +403,27 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     launched_ = true;
     SR_RETURN_IF_ERROR(dp_.Queue(grad_dev, dp->comm, dp->comm_size, gate, configs, step));
   }
-  if (counted_exchange)
-    SR_RETURN_IF_ERROR(QueueCountedExchange(updater, rb, x, cx_send_counts, cx_recv_counts,
-                                            cx_send_shards, cx_send_total, configs, step));
+  if (plan.counted_exchange)
+    SR_RETURN_IF_ERROR(QueueCountedExchange(updater, rb, x, plan.cx_send_counts,
+                                            plan.cx_recv_counts, plan.cx_send_shards,
+                                            plan.cx_send_total, configs, step));
   // Aggregated shards need their unique-row counts on the host: the first wait. A backward of
   // fused shards only goes straight on to its one wait at the end.
   if (any_aggregated) SR_RETURN_IF_ERROR(EndPhase(nullptr));
+  return Status::Ok();
+}
+
+Status DeviceStep::StatsPhase(comm::Communicator& comm, SparseUpdater& updater,
+                              const RoutedBatch& rb,
+                              const std::vector<optim::OptimizerConfig>& configs, int64_t step,
+                              double* comm_seconds, const ShardedInputs& in,
+                              const ShardedPlan& plan) {
+  const Layout& l = *layout_;
+  const size_t n = l.local.size();
+  const DeviceExchange* x = in.x;
+  const bool any_aggregated = plan.any_aggregated;
+  const bool counted_exchange = plan.counted_exchange;
+  const auto* counts = static_cast<const int64_t*>(count_.data());
   // Phase 2: partial row statistics of the aggregated shards, downloaded for the exchange.
   bool stats_queued = false;
   for (size_t i = 0; any_aggregated && i < n; ++i) {
@@ -445,6 +494,15 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
   // The statistics of sibling column shards travel over the host communicator, as on the host.
   if (!stats_on_device && !counted_exchange)
     SR_RETURN_IF_ERROR(updater.ExchangeRowStats(comm, comm_seconds));
+  return Status::Ok();
+}
+
+Status DeviceStep::UpdatePhase(SparseUpdater& updater,
+                               const std::vector<optim::OptimizerConfig>& configs, int64_t step,
+                               const ShardedInputs& in, const ShardedPlan& plan) {
+  const Layout& l = *layout_;
+  const size_t n = l.local.size();
+  const DeviceExchange* x = in.x;
   // Phase 3: the full statistics up and the updates, back to back, then the step's last wait.
   // One device block per shard's statistics (the updates are queued before any is waited for).
   size_t total_stats = 0;
@@ -452,7 +510,7 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
     if (num_unique_[i] > 0) total_stats += updater.partial_stats(i).size();
   SR_RETURN_IF_ERROR(
       full_stats_.Reserve(device_, sizeof(float) * total_stats, "row statistics", stream_));
-  if (any_aggregated) SR_RETURN_IF_ERROR(staging_.Begin());
+  if (plan.any_aggregated) SR_RETURN_IF_ERROR(staging_.Begin());
   size_t stats_at = 0;
   for (size_t i = 0; i < n; ++i) {
     if (num_unique_[i] == 0) continue;
