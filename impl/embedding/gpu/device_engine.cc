@@ -5,10 +5,10 @@
 
 #include <new>
 
+#include "impl/comm/staged_comm.h"
 #include "impl/core/cuda_plugin.h"
 #include "impl/embedding/gpu/device_input.h"
 #include "impl/embedding/output_dist.h"
-#include "impl/embedding/staged_comm.h"
 #include "impl/embedding/timer.h"
 
 namespace shardrec::embedding {
@@ -44,10 +44,10 @@ Status DeviceEngine::HostComm(std::shared_ptr<comm::Communicator>* comm, bool lo
   if ((*comm)->device().is_host()) return Status::Ok();
   // A device (NCCL) communicator: the host-buffer collectives go through a staging wrapper on
   // the step's stream; the payloads that stay on the device use the communicator itself.
-  std::unique_ptr<StagedComm> staged;
-  SR_RETURN_IF_ERROR(StagedComm::Create(*comm, (*comm)->device().index,
-                                        device_ != nullptr ? device_->stream() : nullptr,
-                                        /*own_stream=*/false, &staged));
+  std::unique_ptr<comm::StagedComm> staged;
+  SR_RETURN_IF_ERROR(comm::StagedComm::Create(*comm, (*comm)->device().index,
+                                              device_ != nullptr ? device_->stream() : nullptr,
+                                              /*own_stream=*/false, &staged));
   // The data-parallel gradients' all-reduce goes through it with the plan's one size (unless
   // they stay on the device): allocated here, not in a step.
   if (local_ok && !s_.layout.dp_tables.empty() && !can_device_dp_)
@@ -71,9 +71,9 @@ Status DeviceEngine::MakeInputComm(comm::Communicator& comm,
   std::unique_ptr<comm::Communicator> child;
   SR_RETURN_IF_ERROR(device_comm_->Split(0, comm.Rank(), &child));
   if (child == nullptr) return Status::Internal("input communicator split failed");
-  std::unique_ptr<StagedComm> staged;
-  SR_RETURN_IF_ERROR(StagedComm::Create(std::move(child), s_.options.device.index, nullptr,
-                                        /*own_stream=*/true, &staged));
+  std::unique_ptr<comm::StagedComm> staged;
+  SR_RETURN_IF_ERROR(comm::StagedComm::Create(std::move(child), s_.options.device.index, nullptr,
+                                              /*own_stream=*/true, &staged));
   *out = std::move(staged);
   return Status::Ok();
 }
@@ -89,9 +89,10 @@ void DeviceEngine::Adopt(const int64_t* agreed) {
 Status DeviceEngine::SetDataParallelComm(const std::shared_ptr<comm::Communicator>& given) {
   s_.dp_comm = given ? given : s_.comm;
   if (!s_.dp_comm->device().is_host()) {
-    std::unique_ptr<StagedComm> staged;
-    SR_RETURN_IF_ERROR(StagedComm::Create(s_.dp_comm, s_.options.device.index, device_->stream(),
-                                          /*own_stream=*/false, &staged));
+    std::unique_ptr<comm::StagedComm> staged;
+    SR_RETURN_IF_ERROR(comm::StagedComm::Create(s_.dp_comm, s_.options.device.index,
+                                                device_->stream(),
+                                                /*own_stream=*/false, &staged));
     // The data-parallel gradients' all-reduce has one size (the plan's): allocated here.
     if (!s_.layout.dp_tables.empty() && !device_dp_)
       SR_RETURN_IF_ERROR(staged->Reserve(sizeof(float) * s_.layout.dp_grad_size));

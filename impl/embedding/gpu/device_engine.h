@@ -2,8 +2,8 @@
 // kernels there through the CUDA plugin (device_step.h says which phases and waits each call
 // takes), routing, bookkeeping and the host-buffer exchanges on the host. Over a device (NCCL)
 // communicator of its own device the payloads travel between device buffers and the host-buffer
-// collectives go through a staging wrapper (staged_comm.h); what the plugin and every rank serve
-// is agreed at creation (the capability words).
+// collectives go through a staging wrapper (impl/comm/staged_comm.h); what the plugin and every
+// rank serve is agreed at creation (the capability words).
 #pragma once
 
 #include <cstdint>
@@ -83,7 +83,8 @@ class DeviceEngine final : public Engine {
 
   std::unique_ptr<DeviceStep> device_;
   // A device (NCCL) communicator given to the collection: that communicator, for the payloads
-  // exchanged between device buffers; s.comm is then its host-buffer wrapper (staged_comm.h).
+  // exchanged between device buffers; s.comm is then its host-buffer wrapper
+  // (impl/comm/staged_comm.h).
   std::shared_ptr<comm::Communicator> device_comm_;
   // What this rank's plugin serves (Init), before the agreement; then what every rank does.
   bool can_device_input_ = false;

@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "impl/core/device_buffer.h"
 #include "impl/core/exec.h"
 #include "impl/core/status.h"
-#include "impl/embedding/device_buffer.h"
 #include "impl/embedding/gpu/device_route.h"
 
 namespace shardrec::embedding {
@@ -38,12 +38,12 @@ class DeviceRouteBackend : public RouteBackend {
   int device_;
   Stream stream_;
   ExecContext ctx_;
-  DeviceBuffer ws_[2];
-  DeviceBuffer temp_;
+  core::DeviceBuffer ws_[2];
+  core::DeviceBuffer temp_;
   // The tables on the device (int32 part, then the int64 part at tables_i64_at_) and the host
   // copy they were uploaded from: the copy is the source of the queued upload, and tells whether
   // the next batch's tables are the same. Empty (nothing kept) until an upload was queued.
-  DeviceBuffer tables_;
+  core::DeviceBuffer tables_;
   size_t tables_i64_at_ = 0;
   std::vector<int32_t> kept_i32_;
   std::vector<int64_t> kept_i64_;

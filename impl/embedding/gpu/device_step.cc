@@ -47,7 +47,7 @@ Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device,
   SR_RETURN_IF_ERROR(count_.Reserve(sizeof(int64_t) * std::max<size_t>(n, 1)));
   // Zero bytes are the block's clear state; ReadStatus clears it again after every read.
   if (bytes > 0) SR_RETURN_IF_ERROR(rt->MemsetAsync(device, status_.data(), 0, bytes, stream_));
-  SR_RETURN_IF_ERROR(rt->StreamWait(device, stream_, kDeviceWaitMs));
+  SR_RETURN_IF_ERROR(rt->StreamWait(device, stream_, core::kDeviceWaitMs));
   // The combine's column groups: the units of one pair and column offset (its row blocks) add
   // into the same output columns.
   groups_.clear();
@@ -70,9 +70,9 @@ Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device,
   uniq_grads_.clear();
   stats_.clear();
   for (size_t i = 0; i < n; ++i) {
-    uniq_rows_.push_back(std::make_unique<DeviceBuffer>());
-    uniq_grads_.push_back(std::make_unique<DeviceBuffer>());
-    stats_.push_back(std::make_unique<DeviceBuffer>());
+    uniq_rows_.push_back(std::make_unique<core::DeviceBuffer>());
+    uniq_grads_.push_back(std::make_unique<core::DeviceBuffer>());
+    stats_.push_back(std::make_unique<core::DeviceBuffer>());
   }
   return capacity.known() ? Presize(capacity, device_input) : Status::Ok();
 }
@@ -116,7 +116,7 @@ Status DeviceStep::Presize(const StepCapacity& capacity, bool device_input) {
         " bytes of pinned host memory; lower the hints or leave them 0 (grow on demand): ",
         s.message());
   };
-  const auto reserve = [&](DeviceBuffer& b, size_t bytes, const char* what) {
+  const auto reserve = [&](core::DeviceBuffer& b, size_t bytes, const char* what) {
     return fail(b.Reserve(device_, bytes, what, stream_));
   };
   SR_RETURN_IF_ERROR(reserve(runs_buf_, z.runs_bytes, "the batch's ids and gradients"));
@@ -126,7 +126,7 @@ Status DeviceStep::Presize(const StepCapacity& capacity, bool device_input) {
   SR_RETURN_IF_ERROR(reserve(dp_ids_, z.dp_ids_bytes, "the data-parallel ids"));
   SR_RETURN_IF_ERROR(reserve(dp_out_, z.dp_out_bytes, "data-parallel rows"));
   SR_RETURN_IF_ERROR(reserve(out_, z.out_bytes, "the output on the device"));
-  for (DeviceBuffer& slot : slots_)
+  for (core::DeviceBuffer& slot : slots_)
     SR_RETURN_IF_ERROR(reserve(slot, z.slot_bytes, "a batch's ids on the device"));
   // The exchanges between device blocks (over NCCL; a gradient in device memory at any world).
   const auto W = static_cast<size_t>(l.world);
@@ -169,20 +169,20 @@ DeviceStep::~DeviceStep() {
   if (!core::GetCudaRuntime(&rt).ok()) return;
   // A stream-ordered call may have left work queued: it completes before the buffers it uses are
   // freed (bounded; a failed wait or destroy leaks rather than throwing from a destructor).
-  if (launched_ || staging_.queued()) (void)rt->StreamWait(device_, stream_, kDeviceWaitMs);
+  if (launched_ || staging_.queued()) (void)rt->StreamWait(device_, stream_, core::kDeviceWaitMs);
   if (stream_ != nullptr) (void)rt->StreamDestroy(device_, stream_);
 }
 
 Status DeviceStep::Wait() {
   const core::CudaRuntime* rt = nullptr;
   SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
-  return rt->StreamWait(device_, stream_, kDeviceWaitMs);
+  return rt->StreamWait(device_, stream_, core::kDeviceWaitMs);
 }
 
 Status DeviceStep::EndPhase(const char* status_what) {
   if (status_what != nullptr) {
     // Waits for the stream (bounded) and then reads the status block: the phase's one sync.
-    SR_RETURN_IF_ERROR(dk::ReadStatus(ctx_, status_.data(), status_what, kDeviceWaitMs));
+    SR_RETURN_IF_ERROR(dk::ReadStatus(ctx_, status_.data(), status_what, core::kDeviceWaitMs));
   } else if (staging_.queued() || launched_) {
     SR_RETURN_IF_ERROR(Wait());
   }

@@ -10,8 +10,8 @@
 // message or its gradient), queues its copies and kernels back to back on the step's stream (one
 // the collection owns, which synchronises with the device's legacy default stream where the
 // accessors copy; the legacy stream itself with a plugin built before stream_create) and ends with
-// ONE bounded host synchronisation (kDeviceWaitMs, then kTimeout), after which the downloads are
-// handed to the host; or, for a stream-ordered call (CUDA views: CombineOut::async,
+// ONE bounded host synchronisation (core::kDeviceWaitMs, then kTimeout), after which the downloads
+// are handed to the host; or, for a stream-ordered call (CUDA views: CombineOut::async,
 // ShardedInputs::async), without one: the phase stays queued, the caller's stream is ordered
 // behind it (stream_wait_stream), the next phases pack their traffic behind its in the pinned
 // block (DeviceStaging never rewrites a byte before a wait that came after its copy), and its
@@ -55,13 +55,14 @@
 // ApplyRows 1 up per data-parallel table with touched rows; data-parallel tables on the device 1
 // up in ApplySharded's first phase (their ids, pair records and a host output gradient), nothing
 // down. (Counted through the fake plugin by
-// embedding_gpu_staging_test.cc.) Beyond these only a buffer that must grow waits (DeviceBuffer,
-// DeviceStaging).
+// embedding_gpu_staging_test.cc.) Beyond these only a buffer that must grow waits
+// (core::DeviceBuffer, DeviceStaging).
 //
 // Over an NCCL communicator (the collection's own device; world > 1, fp32 encodings: a 16-bit
 // encoding keeps the staged host path below for its message). Host-buffer collectives go through
-// StagedComm (staged_comm.h: 1 up, 1 down, 1 wait each, on the step's stream; the input
-// exchange's on the worker's own stream); the payloads marked "device" never touch host memory.
+// comm::StagedComm (impl/comm/staged_comm.h: 1 up, 1 down, 1 wait each, on the step's stream; the
+// input exchange's on the worker's own stream); the payloads marked "device" never touch host
+// memory.
 //   Forward:  the input exchange (device_input.h, with a plugin that has emb_unpack; else the
 //             staged two-round exchange of before: +1 wait): ONE all-gather of every rank's route
 //             summary on the step's stream (GatherSummaries: 1 up, 1 down, 1 wait: THE sync that
@@ -155,11 +156,11 @@
 #include <vector>
 
 #include "impl/comm/communicator.h"
+#include "impl/core/device_buffer.h"
 #include "impl/core/exec.h"
 #include "impl/core/pinned_buffer.h"
 #include "impl/core/status.h"
 #include "impl/embedding/backward.h"
-#include "impl/embedding/device_buffer.h"
 #include "impl/embedding/gpu/device_dp.h"
 #include "impl/embedding/gpu/device_sizing.h"
 #include "impl/embedding/gpu/device_staging.h"
@@ -506,7 +507,7 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   Status QueuePack(const RoutedBatch& rb, const float* grad_dev, float* send, float* self);
   void PackPieces(const RoutedBatch& rb, DeviceStaging::Piece* pieces, size_t* jobs) const;
   Status ReservePack(const RoutedBatch& rb);  // before the phase: pack_buf_ never grows in it
-  // Bounded wait for everything queued on the step's stream (kTimeout after kDeviceWaitMs).
+  // Bounded wait for everything queued on the step's stream (kTimeout after core::kDeviceWaitMs).
   Status Wait();
   // A phase's one host synchronisation: ReadStatus naming `status_what` (it waits for the stream
   // first) when the phase looked up, else a wait when it queued anything; then the staged
@@ -527,22 +528,22 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   // default stream with a plugin built before the stream entries.
   Stream stream_ = nullptr;
   ExecContext ctx_;
-  DeviceStaging staging_;     // every host <-> device copy of a phase goes through it
-  bool launched_ = false;     // work queued on the stream since the last phase's wait
-  bool rows_phase_ = false;   // ApplyRows queued work that FinishRows has not waited for
-  DeviceBuffer status_;       // the lookup kernels' status block
-  core::PinnedBuffer count_;  // GroupRows' unique-row counts (one per local shard), by the stream
-  DeviceBuffer runs_buf_;     // ids, weights and bag offsets of the batch (+ backward gradients)
-  DeviceBuffer io_;           // return message (forward)
-  DeviceBuffer a2a_recv_;     // over a device communicator: the received return message
-  DeviceBuffer a2a_send_;     // over a device communicator: the gradient message sent
-  DeviceBuffer stat_send_;    // over a device communicator: the row statistics sent
-  DeviceBuffer stat_recv_;    // and received
-  DeviceBuffer workspace_;    // backward workspace, shared by the shards in turn
-  DeviceBuffer full_stats_;   // every shard's full row statistics, one after the other
-  DeviceDataParallel dp_;     // data-parallel tables trained on the device (InitDataParallel)
-  DeviceBuffer dp_ids_;       // data-parallel offsets, rows and weights of the batch
-  DeviceBuffer dp_out_;       // their lookups
+  DeviceStaging staging_;      // every host <-> device copy of a phase goes through it
+  bool launched_ = false;      // work queued on the stream since the last phase's wait
+  bool rows_phase_ = false;    // ApplyRows queued work that FinishRows has not waited for
+  core::DeviceBuffer status_;  // the lookup kernels' status block
+  core::PinnedBuffer count_;   // GroupRows' unique-row counts (one per local shard), by the stream
+  core::DeviceBuffer runs_buf_;  // ids, weights and bag offsets of the batch (+ backward gradients)
+  core::DeviceBuffer io_;        // return message (forward)
+  core::DeviceBuffer a2a_recv_;  // over a device communicator: the received return message
+  core::DeviceBuffer a2a_send_;  // over a device communicator: the gradient message sent
+  core::DeviceBuffer stat_send_;   // over a device communicator: the row statistics sent
+  core::DeviceBuffer stat_recv_;   // and received
+  core::DeviceBuffer workspace_;   // backward workspace, shared by the shards in turn
+  core::DeviceBuffer full_stats_;  // every shard's full row statistics, one after the other
+  DeviceDataParallel dp_;          // data-parallel tables trained on the device (InitDataParallel)
+  core::DeviceBuffer dp_ids_;      // data-parallel offsets, rows and weights of the batch
+  core::DeviceBuffer dp_out_;      // their lookups
   std::vector<float> dp_host_;
   // Per local shard: the runs (device pointers), ids per run, and the backward's unique rows,
   // their aggregated gradients and partial row statistics while the statistics are exchanged
@@ -551,12 +552,12 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   std::vector<std::vector<int64_t>> num_ids_;
   std::vector<int64_t> num_unique_;
   std::vector<uint8_t> counted_;   // per local shard: its count stays on the device (ApplySharded)
-  DeviceBuffer dev_counts_;        // those counts, one word per local shard
+  core::DeviceBuffer dev_counts_;  // those counts, one word per local shard
   std::vector<size_t> full_at_;    // per local shard: its full statistics in full_stats_ (floats)
   bool counts_on_device_ = false;  // every rank's plugin keeps counts on the device (agreed)
-  std::vector<std::unique_ptr<DeviceBuffer>> uniq_rows_;
-  std::vector<std::unique_ptr<DeviceBuffer>> uniq_grads_;
-  std::vector<std::unique_ptr<DeviceBuffer>> stats_;
+  std::vector<std::unique_ptr<core::DeviceBuffer>> uniq_rows_;
+  std::vector<std::unique_ptr<core::DeviceBuffer>> uniq_grads_;
+  std::vector<std::unique_ptr<core::DeviceBuffer>> stats_;
   std::vector<kernels::LookupJob> jobs_;
   // The combine (LookupCombine): output column groups (a sharded pair's column slice: all its
   // row blocks' units add into it), each unit's group, and the batch's bags per group.
@@ -573,7 +574,7 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   std::vector<int64_t> comb_offsets_;  // per group's bags: offsets into comb_ids_
   std::vector<int64_t> comb_ids_;      // float offsets of returned rows in io_
   std::vector<int64_t> comb_cursor_;
-  DeviceBuffer out_;  // the combined output on the device
+  core::DeviceBuffer out_;  // the combined output on the device
   // The device input distribution: per batch slot (RoutedBatch::device_slot: a batch in input
   // distribution and the last forwarded one, whose backward still reads its ids, never share
   // one) a block with the batch's routed messages, the received ones and the runs' CSR offsets;
@@ -582,7 +583,7 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   // A backward from a device gradient: the verdict's words, the gradient block the kernels
   // read (the message lands in it, this rank's own rows are packed into it), and the pack's
   // tables (return targets, MEAN divisors, jobs, their first rows) before and after upload.
-  DeviceBuffer verdict_buf_;
+  core::DeviceBuffer verdict_buf_;
   int64_t verdict_host_[3] = {};  // the agreed word and the first non-finite element, downloaded
   uint64_t verdict_ticket_ = 0;   // its download (DeviceStaging::Download)
   // Phases that ended without a wait (EndPhaseDeferred): what to check after the next one.
@@ -595,17 +596,17 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   std::vector<uint8_t> deferred_status_;
   std::vector<int32_t> unpack_sources_;
   Status deferred_error_;
-  DeviceBuffer junk_grad_;
-  DeviceBuffer dgrad_block_;
-  DeviceBuffer pack_buf_;
+  core::DeviceBuffer junk_grad_;
+  core::DeviceBuffer dgrad_block_;
+  core::DeviceBuffer pack_buf_;
   std::vector<kernels::simt_body::PackJob> pack_jobs_;
   std::vector<int64_t> pack_first_;
-  DeviceBuffer slots_[2];
-  DeviceBuffer gather_send_;  // this rank's route summary, and every rank's
-  DeviceBuffer gather_recv_;
-  DeviceBuffer unpack_scan_;
-  DeviceBuffer unpack_temp_;
-  DeviceBuffer unpack_bad_;
+  core::DeviceBuffer slots_[2];
+  core::DeviceBuffer gather_send_;  // this rank's route summary, and every rank's
+  core::DeviceBuffer gather_recv_;
+  core::DeviceBuffer unpack_scan_;
+  core::DeviceBuffer unpack_temp_;
+  core::DeviceBuffer unpack_bad_;
   unsigned long long unpack_bad_host_ = 0;
   std::vector<kernels::simt_body::UnpackRun> unpack_runs_;
   std::vector<int64_t> unpack_cells_;

@@ -336,7 +336,7 @@ Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
   // buffer holds the output when this returns (as a staged output would).
   SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, out.data, out_.data(), sizeof(float) * out_floats,
                                      core::CopyKind::kDeviceToDevice, out.stream));
-  return rt->StreamWait(device_, out.stream, kDeviceWaitMs);
+  return rt->StreamWait(device_, out.stream, core::kDeviceWaitMs);
 }
 
 Status DeviceStep::LookupDataParallel(const RoutedBatch& rb, float* out) {
