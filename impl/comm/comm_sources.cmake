@@ -2,6 +2,7 @@
 list(APPEND SHARDREC_COMM_SOURCES
   reduce.cc
   encoded.cc
+  staged_comm.cc
   stores.cc
   socket_util.cc
   store_tcp.cc

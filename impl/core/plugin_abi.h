@@ -84,7 +84,7 @@ typedef struct shardrec_plugin_linear {
 
 /* ---- Embedding kernels (impl/embedding/kernels/cuda/kernels_cuda.h). Plain mirrors of the C++
  * types of impl/embedding/kernels/kernels.h and impl/optim/optimizer.h; marshalled by
- * impl/embedding/kernels/plugin_structs.h on both sides. Pointers marked (device) are device
+ * impl/embedding/gpu/plugin_structs.h on both sides. Pointers marked (device) are device
  * memory of the call's device. */
 
 /* A shard's weights (kernels::WeightsView): rows x cols of dtype (a shardrec::DType value:
@@ -166,7 +166,7 @@ typedef struct shardrec_plugin_row_update {
 } shardrec_plugin_row_update_t;
 
 /* The routing of a KJT by destination rank (impl/embedding/kernels/simt/route_body.h's
- * RouteParams, field for field; impl/embedding/device_route.h describes the fields). Every
+ * RouteParams, field for field; impl/embedding/gpu/device_route.h describes the fields). Every
  * pointer is device memory; the plan tables, work arrays and outputs are carved by the caller. */
 typedef struct shardrec_plugin_route {
   int64_t batch_size;

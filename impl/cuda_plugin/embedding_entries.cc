@@ -12,8 +12,8 @@
 #include "impl/cuda_plugin/device_api.h"
 #include "impl/cuda_plugin/plugin_status.h"
 #include "impl/cuda_plugin/runtime_services.h"
+#include "impl/embedding/gpu/plugin_structs.h"
 #include "impl/embedding/kernels/cuda/kernels_cuda.h"
-#include "impl/embedding/kernels/plugin_structs.h"
 
 namespace shardrec::cuda_plugin::entry {
 namespace {

@@ -1,5 +1,5 @@
 // The embedding kernel entries of the plugin's C table (the emb_* entries of plugin_abi.h): the
-// plain-C arguments back into the C++ types (impl/embedding/kernels/plugin_structs.h), then the
+// plain-C arguments back into the C++ types (impl/embedding/gpu/plugin_structs.h), then the
 // CUDA twins of impl/embedding/kernels/cuda/kernels_cuda.h on a CUDA ExecContext.
 #pragma once
 

@@ -7,7 +7,7 @@
 namespace shardrec::embedding {
 
 Status EmbeddingCollection::FindTable(const std::string& table, int32_t* index) const {
-  const auto& tables = layout_.plan->tables;
+  const auto& tables = s_.layout.plan->tables;
   for (size_t t = 0; t < tables.size(); ++t) {
     if (tables[t].name == table) {
       *index = static_cast<int32_t>(t);
@@ -19,7 +19,7 @@ Status EmbeddingCollection::FindTable(const std::string& table, int32_t* index) 
 
 Status EmbeddingCollection::FindState(int32_t table, const std::string& state,
                                       int32_t* index) const {
-  const auto& specs = layout_.tables[table].state_specs;
+  const auto& specs = s_.layout.tables[table].state_specs;
   std::string known;
   for (size_t i = 0; i < specs.size(); ++i) {
     if (state == specs[i].name) {
@@ -28,9 +28,9 @@ Status EmbeddingCollection::FindState(int32_t table, const std::string& state,
     }
     known += (i ? ", " : "") + std::string(specs[i].name);
   }
-  return Status::NotFound("the optimizer of table '", layout_.plan->tables[table].name, "' (",
-                          optim::OptimizerName(table_optim_[table].type), ") has no state '", state,
-                          "' (its states: ", known.empty() ? "none" : known, ")");
+  return Status::NotFound("the optimizer of table '", s_.layout.plan->tables[table].name, "' (",
+                          optim::OptimizerName(s_.table_optim[table].type), ") has no state '",
+                          state, "' (its states: ", known.empty() ? "none" : known, ")");
 }
 
 namespace {
@@ -44,25 +44,25 @@ size_t FullSize(const sharding::TableConfig& t, bool row_wise) {
 
 // state < 0 selects the weights.
 Status EmbeddingCollection::Gather(int32_t table, int32_t state, float* out) {
-  const auto& cfg = layout_.plan->tables[table];
-  const auto& shards = layout_.plan->table_plans[table].shards;
-  const TableLayout& tl = layout_.tables[table];
-  const bool row_wise = state >= 0 && layout_.tables[table].state_specs[state].row_wise;
+  const auto& cfg = s_.layout.plan->tables[table];
+  const auto& shards = s_.layout.plan->table_plans[table].shards;
+  const TableLayout& tl = s_.layout.tables[table];
+  const bool row_wise = state >= 0 && s_.layout.tables[table].state_specs[state].row_wise;
   const auto piece = [&](const sharding::Shard& s) -> size_t {
     return static_cast<size_t>(s.rows) * (row_wise ? 1 : static_cast<size_t>(s.cols));
   };
   // A local shard's weights or state as fp32, in its own row-major order (weights of 16-bit
   // tables widen exactly; a GPU collection's are copied through the host).
   const auto copy_local = [&](int32_t local, float* dst) {
-    return params_.ReadShard(layout_.local[local], state, dst);
+    return s_.params.ReadShard(s_.layout.local[local], state, dst);
   };
-  if (tl.data_parallel) return copy_local(tl.shard_local[layout_.rank], out);
-  std::vector<size_t> counts(layout_.world, 0);
+  if (tl.data_parallel) return copy_local(tl.shard_local[s_.layout.rank], out);
+  std::vector<size_t> counts(s_.layout.world, 0);
   std::vector<float> send;
   for (size_t s = 0; s < shards.size(); ++s) {
     if (shards[s].rows == 0) continue;
     counts[shards[s].rank] += piece(shards[s]);
-    if (shards[s].rank == layout_.rank) {
+    if (shards[s].rank == s_.layout.rank) {
       const size_t at = send.size();
       send.resize(at + piece(shards[s]));
       SR_RETURN_IF_ERROR(copy_local(tl.shard_local[s], send.data() + at));
@@ -72,9 +72,9 @@ Status EmbeddingCollection::Gather(int32_t table, int32_t state, float* out) {
   for (size_t c : counts) total += c;
   std::vector<float> recv(total);
   SR_RETURN_IF_ERROR(
-      comm_->AllGatherV(send.data(), send.size(), recv.data(), counts, DType::kFloat32));
-  std::vector<size_t> cursor(layout_.world, 0);
-  for (int32_t r = 1; r < layout_.world; ++r) cursor[r] = cursor[r - 1] + counts[r - 1];
+      s_.comm->AllGatherV(send.data(), send.size(), recv.data(), counts, DType::kFloat32));
+  std::vector<size_t> cursor(s_.layout.world, 0);
+  for (int32_t r = 1; r < s_.layout.world; ++r) cursor[r] = cursor[r - 1] + counts[r - 1];
   for (size_t s = 0; s < shards.size(); ++s) {
     const auto& sh = shards[s];
     if (sh.rows == 0) continue;
@@ -93,10 +93,10 @@ Status EmbeddingCollection::Gather(int32_t table, int32_t state, float* out) {
 }
 
 Status EmbeddingCollection::Scatter(int32_t table, int32_t state, const float* in) {
-  const auto& cfg = layout_.plan->tables[table];
-  const bool row_wise = state >= 0 && layout_.tables[table].state_specs[state].row_wise;
+  const auto& cfg = s_.layout.plan->tables[table];
+  const bool row_wise = state >= 0 && s_.layout.tables[table].state_specs[state].row_wise;
   std::vector<float> piece;
-  for (const LocalShard& ls : layout_.local) {
+  for (const LocalShard& ls : s_.layout.local) {
     if (ls.table != table) continue;
     // The shard's block of the full tensor, dense; 16-bit weights are rounded to nearest even on
     // the way in.
@@ -110,7 +110,7 @@ Status EmbeddingCollection::Scatter(int32_t table, int32_t state, const float* i
                     sizeof(float) * ls.cols);
       }
     }
-    SR_RETURN_IF_ERROR(params_.WriteShard(ls, state, piece.data()));
+    SR_RETURN_IF_ERROR(s_.params.WriteShard(ls, state, piece.data()));
   }
   return Status::Ok();
 }
@@ -118,18 +118,18 @@ Status EmbeddingCollection::Scatter(int32_t table, int32_t state, const float* i
 Status EmbeddingCollection::GetWeights(const std::string& table, float* out, size_t len) {
   int32_t t = -1, s = -1;
   // The device work of stream-ordered calls is done (and its outcome learnt) first.
-  Status local = Settle(true);
+  Status local = engine_->Settle(true);
   if (local.ok()) local = CheckAccess(table, nullptr, out, len, "out", &t, &s);
-  SR_RETURN_IF_ERROR(Agree(local, "its get_weights call"));
+  SR_RETURN_IF_ERROR(engine_->Agree(local, "its get_weights call"));
   return Gather(t, -1, out);
 }
 
 Status EmbeddingCollection::SetWeights(const std::string& table, const float* in, size_t len) {
   int32_t t = -1, s = -1;
   // The device work of stream-ordered calls is done (and its outcome learnt) first.
-  Status local = Settle(true);
+  Status local = engine_->Settle(true);
   if (local.ok()) local = CheckAccess(table, nullptr, in, len, "weights", &t, &s);
-  SR_RETURN_IF_ERROR(Agree(local, "its set_weights call"));
+  SR_RETURN_IF_ERROR(engine_->Agree(local, "its set_weights call"));
   return Scatter(t, -1, in);
 }
 
@@ -139,8 +139,8 @@ Status EmbeddingCollection::CheckAccess(const std::string& table, const std::str
   SR_RETURN_IF_ERROR(FindTable(table, t));
   *s = -1;
   if (state != nullptr) SR_RETURN_IF_ERROR(FindState(*t, *state, s));
-  const bool row_wise = state != nullptr && layout_.tables[*t].state_specs[*s].row_wise;
-  const size_t need = FullSize(layout_.plan->tables[*t], row_wise);
+  const bool row_wise = state != nullptr && s_.layout.tables[*t].state_specs[*s].row_wise;
+  const size_t need = FullSize(s_.layout.plan->tables[*t], row_wise);
   if (len != need) {
     if (state == nullptr) {
       return Status::InvalidArgument("table '", table, "': len is ", len,
@@ -157,9 +157,9 @@ Status EmbeddingCollection::GetState(const std::string& table, const std::string
                                      size_t len) {
   int32_t t = -1, s = -1;
   // The device work of stream-ordered calls is done (and its outcome learnt) first.
-  Status local = Settle(true);
+  Status local = engine_->Settle(true);
   if (local.ok()) local = CheckAccess(table, &state, out, len, "out", &t, &s);
-  SR_RETURN_IF_ERROR(Agree(local, "its get_state call"));
+  SR_RETURN_IF_ERROR(engine_->Agree(local, "its get_state call"));
   return Gather(t, s, out);
 }
 
@@ -167,17 +167,17 @@ Status EmbeddingCollection::SetState(const std::string& table, const std::string
                                      const float* in, size_t len) {
   int32_t t = -1, s = -1;
   // The device work of stream-ordered calls is done (and its outcome learnt) first.
-  Status local = Settle(true);
+  Status local = engine_->Settle(true);
   if (local.ok()) local = CheckAccess(table, &state, in, len, "state values", &t, &s);
-  SR_RETURN_IF_ERROR(Agree(local, "its set_state call"));
+  SR_RETURN_IF_ERROR(engine_->Agree(local, "its set_state call"));
   return Scatter(t, s, in);
 }
 
 Status EmbeddingCollection::SetNumSteps(int64_t steps) {
   if (steps < 0) return Status::InvalidArgument("steps must be >= 0, got ", steps);
   // A rejection learnt later would take a step back from the value set here.
-  SR_RETURN_IF_ERROR(Settle(true));
-  params_.set_step(steps);
+  SR_RETURN_IF_ERROR(engine_->Settle(true));
+  s_.params.set_step(steps);
   return Status::Ok();
 }
 

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-#include "impl/embedding/device_step.h"
 #include "impl/embedding/dp_accumulate.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/timer.h"
@@ -227,7 +226,7 @@ Status SparseUpdater::ApplyDataParallel(const ExecContext& ctx, comm::Communicat
                                         comm::Encoding encoding, const RoutedBatch& rb,
                                         const float* grad,
                                         const std::vector<optim::OptimizerConfig>& configs,
-                                        int64_t step, double* comm_seconds, DeviceStep* device) {
+                                        int64_t step, double* comm_seconds, RowApplier* device) {
   const Layout& l = *layout_;
   if (l.dp_tables.empty()) return Status::Ok();
   const auto& plan = *l.plan;

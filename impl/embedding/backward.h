@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "impl/comm/communicator.h"
@@ -19,7 +20,16 @@
 
 namespace shardrec::embedding {
 
-class DeviceStep;
+// The optimizer applied to data-parallel tables' touched rows where their parameters live (a GPU
+// collection's device): ApplyRows per table (the rows and gradients copied before it returns),
+// then FinishRows once for all of them.
+class RowApplier {
+ public:
+  virtual ~RowApplier() = default;
+  virtual Status ApplyRows(int32_t local, const optim::OptimizerConfig& config, int64_t step,
+                           std::span<const int64_t> rows, const float* grads) = 0;
+  virtual Status FinishRows() = 0;
+};
 
 class SparseUpdater {
  public:
@@ -36,14 +46,14 @@ class SparseUpdater {
 
   // Data-parallel tables: `grad` is the gradient of this rank's output; the dense table
   // gradients and touched-row masks are all-reduced over `dp_comm` (travelling as `encoding`,
-  // summed in fp32) and divided by its size. A GPU collection passes its `device` step, which
-  // applies the optimizer to the touched rows on the device.
+  // summed in fp32) and divided by its size. A GPU collection passes its `device` rows,
+  // which applies the optimizer to the touched rows on the device.
   Status ApplyDataParallel(const ExecContext& ctx, comm::Communicator& dp_comm,
                            comm::Encoding encoding, const RoutedBatch& rb, const float* grad,
                            const std::vector<optim::OptimizerConfig>& configs, int64_t step,
-                           double* comm_seconds, DeviceStep* device = nullptr);
+                           double* comm_seconds, RowApplier* device = nullptr);
 
-  // The pieces a GPU collection's backward (device_step.h) shares with the host one: whether a
+  // The pieces a GPU collection's backward (gpu/device_step.h) shares with the host one: whether a
   // shard takes the fused backward, the per-shard partial row statistics (host copies), their
   // exchange between column shards (every rank takes part), and the full statistics of a shard
   // summed over its row in column order (*full is null when the shard has no partial ones).

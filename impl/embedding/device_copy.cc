@@ -5,7 +5,7 @@
 
 #include "impl/core/check.h"
 #include "impl/core/cuda_plugin.h"
-#include "impl/embedding/device_buffer.h"
+#include "impl/core/device_buffer.h"
 
 namespace shardrec::embedding {
 
@@ -19,7 +19,7 @@ Status Copy(const Device& device, void* dst, const void* src, size_t bytes, core
   SR_RETURN_IF_ERROR(rt->MemcpyAsync(device.index, dst, src, bytes, kind, stream));
   // The host side may be pageable and is the caller's: it must not be touched before the copy
   // has finished.
-  return rt->StreamWait(device.index, stream, kDeviceWaitMs);
+  return rt->StreamWait(device.index, stream, core::kDeviceWaitMs);
 }
 
 }  // namespace
@@ -40,7 +40,7 @@ Status FillDevice(const Device& device, void* dst, int value, size_t bytes) {
   SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
   SR_RETURN_IF_ERROR(rt->MemsetAsync(device.index, dst, value, bytes, nullptr)
                          .WithContext(StrCat("clearing ", bytes, " bytes on ", device.ToString())));
-  return rt->StreamWait(device.index, nullptr, kDeviceWaitMs);
+  return rt->StreamWait(device.index, nullptr, core::kDeviceWaitMs);
 }
 
 Status HostStaging::Reserve(size_t bytes) {

@@ -2,7 +2,7 @@
 // it wholesale outside a step (checkpoints, table import, 2D replica sync), and the host staging
 // those copies go through. Every copy runs on the device's default stream, where a GPU collection
 // (v1) queues all its work, so it is ordered after the collection's kernels, and is waited for
-// with the bound of kDeviceWaitMs (kTimeout instead of a hang on a wedged device).
+// with the bound of core::kDeviceWaitMs (kTimeout instead of a hang on a wedged device).
 #pragma once
 
 #include <cstddef>

@@ -42,7 +42,7 @@ Status ParamStore::AllocateDevice() {
     SR_RETURN_IF_ERROR(rt->MemsetAsync(dev, dev_fp16_.data(), 0, fp16_bytes, stream));
   if (bf16_bytes > 0)
     SR_RETURN_IF_ERROR(rt->MemsetAsync(dev, dev_bf16_.data(), 0, bf16_bytes, stream));
-  return rt->StreamWait(dev, stream, kDeviceWaitMs);
+  return rt->StreamWait(dev, stream, core::kDeviceWaitMs);
 }
 
 Status ParamStore::CopyRows(const LocalShard& ls, int32_t state, int64_t row0, int64_t rows,
@@ -71,7 +71,7 @@ Status ParamStore::CopyRows(const LocalShard& ls, int32_t state, int64_t row0, i
         rt->MemcpyAsync(device_.index, host, dev, bytes, core::CopyKind::kDeviceToHost, stream));
   }
   // Pageable host memory: the copy may return before it is done, and `host` is the caller's.
-  return rt->StreamWait(device_.index, stream, kDeviceWaitMs);
+  return rt->StreamWait(device_.index, stream, core::kDeviceWaitMs);
 }
 
 Status ParamStore::InitialiseDevice(uint64_t seed) {

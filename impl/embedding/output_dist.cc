@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "impl/embedding/device_step.h"
-
 namespace shardrec::embedding {
 
 Status LookupToSend(const ExecContext& ctx, const Layout& l, ParamStore& params,
@@ -34,7 +32,7 @@ Status LookupToSend(const ExecContext& ctx, const Layout& l, ParamStore& params,
 
 Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params,
                      const RoutedBatch& rb, const float* recv, const float* self,
-                     std::vector<kernels::LookupJob>* jobs, float* out, DeviceStep* device,
+                     std::vector<kernels::LookupJob>* jobs, float* out, DataParallelLookup* device,
                      const WireRows& wire) {
   const int64_t D = l.output_dim;
   const int64_t rows = l.sequence ? rb.num_values : rb.batch_size;

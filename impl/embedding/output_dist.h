@@ -18,7 +18,14 @@
 
 namespace shardrec::embedding {
 
-class DeviceStep;
+// The data-parallel tables' lookups of this rank's own samples done where their parameters live
+// (a GPU collection's device), written into their columns of `out` ([rows, output_dim], host) as
+// CombineOutput does on the host; the other columns are left alone.
+class DataParallelLookup {
+ public:
+  virtual ~DataParallelLookup() = default;
+  virtual Status LookupDataParallel(const RoutedBatch& rb, float* out) = 0;
+};
 
 // The return message's travelling part (everything before rb.ret_self_offset) as it goes on the
 // wire when the exchange is encoded (fp16 / bf16): 16-bit elements at the fp32 message's element
@@ -48,17 +55,17 @@ Status LookupToSend(const ExecContext& ctx, const Layout& layout, ParamStore& pa
 // `recv` (in rank order) and the rows this rank looked up for itself at `self` (the end of its
 // own return message, rb.ret_self_offset), added in unit order (row-split partials sum in a
 // fixed order), plus the data-parallel tables' lookups done locally, then the MEAN divide.
-// A GPU collection passes its `device` step, which does the data-parallel lookups on the device
-// (its parameters are there); null does them on the host. With wire.data the other ranks' rows
+// A GPU collection passes `device`, which does the data-parallel lookups on the device (its
+// parameters are there); null does them on the host. With wire.data the other ranks' rows
 // are read encoded from there (and `recv` is unused).
 Status CombineOutput(const ExecContext& ctx, const Layout& layout, ParamStore& params,
                      const RoutedBatch& rb, const float* recv, const float* self,
                      std::vector<kernels::LookupJob>* jobs, float* out,
-                     DeviceStep* device = nullptr, const WireRows& wire = {});
+                     DataParallelLookup* device = nullptr, const WireRows& wire = {});
 
 // The MEAN pairs' columns of a pooled output divided by their bags' divisors (rb.mean_div; an
 // empty bag gives 0), in parallel over samples; the last step of CombineOutput, and of a forward
-// combined on the device (DeviceStep::LookupCombine). Nothing for sequence collections.
+// combined on the device (gpu/device_step.h LookupCombine). Nothing for sequence collections.
 void DivideMeans(const ExecContext& ctx, const Layout& layout, const RoutedBatch& rb, float* out);
 
 // Backward, sample side: for every row that came back in forward, its slice of `grad` (divided by

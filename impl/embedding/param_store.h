@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "impl/core/device.h"
+#include "impl/core/device_buffer.h"
 #include "impl/core/exec.h"
 #include "impl/core/host_arena.h"
 #include "impl/core/host_memory.h"
-#include "impl/embedding/device_buffer.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/layout.h"
 #include "impl/embedding/param_views.h"
@@ -43,7 +43,7 @@ class ParamStore {
   // A local shard's weights (state < 0) or optimizer state `state` as dense fp32, rows x cols
   // (rows for a row-wise state), in the shard's row-major order: 16-bit weights widen exactly on
   // read and round to nearest even on write. Device arenas are copied through the host with a
-  // bounded wait (kTimeout after kDeviceWaitMs).
+  // bounded wait (kTimeout after core::kDeviceWaitMs).
   Status ReadShard(const LocalShard& ls, int32_t state, float* out);
   Status WriteShard(const LocalShard& ls, int32_t state, const float* in);
 
@@ -97,9 +97,9 @@ class ParamStore {
   HostArena weights_fp16_;
   HostArena weights_bf16_;
   Device device_;
-  DeviceBuffer dev_params_;  // the same three arenas on a CUDA device
-  DeviceBuffer dev_fp16_;
-  DeviceBuffer dev_bf16_;
+  core::DeviceBuffer dev_params_;  // the same three arenas on a CUDA device
+  core::DeviceBuffer dev_fp16_;
+  core::DeviceBuffer dev_bf16_;
   int64_t step_ = 0;
 };
 

@@ -12,7 +12,7 @@
 
 #include "impl/core/check.h"
 #include "impl/core/cuda_plugin.h"
-#include "impl/embedding/device_buffer.h"
+#include "impl/core/device_buffer.h"
 #include "impl/replica/mesh.h"
 
 namespace shardrec::replica {
@@ -86,7 +86,7 @@ Status Mesh::SyncOverDevice(std::vector<SyncBuffer>* buffers,
   }
   const core::CudaRuntime* rt = nullptr;
   SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
-  SR_RETURN_IF_ERROR(rt->StreamWait(device, nullptr, embedding::kDeviceWaitMs));
+  SR_RETURN_IF_ERROR(rt->StreamWait(device, nullptr, core::kDeviceWaitMs));
   return replica_->AsyncError().WithContext(
       "replica sync over NCCL (this replica's parameters may be partly averaged: restore them "
       "from a checkpoint)");

@@ -3,9 +3,9 @@
 
 #include <algorithm>
 
+#include "impl/comm/staged_comm.h"
 #include "impl/core/check.h"
 #include "impl/embedding/device_copy.h"
-#include "impl/embedding/staged_comm.h"
 
 namespace shardrec::replica {
 
@@ -47,9 +47,9 @@ Status Mesh::Create(std::shared_ptr<comm::Communicator> world, const MeshOptions
     // A device (NCCL) world: the mesh's own host-buffer collectives (the replicas-identical
     // check, agreements) are staged through the device, on its legacy default stream.
     const int device = mesh->world_->device().index;
-    std::unique_ptr<embedding::StagedComm> w, r;
-    SR_RETURN_IF_ERROR(embedding::StagedComm::Create(mesh->world_, device, nullptr, false, &w));
-    SR_RETURN_IF_ERROR(embedding::StagedComm::Create(mesh->replica_, device, nullptr, false, &r));
+    std::unique_ptr<comm::StagedComm> w, r;
+    SR_RETURN_IF_ERROR(comm::StagedComm::Create(mesh->world_, device, nullptr, false, &w));
+    SR_RETURN_IF_ERROR(comm::StagedComm::Create(mesh->replica_, device, nullptr, false, &r));
     mesh->world_host_ = std::move(w);
     mesh->replica_host_ = std::move(r);
   }

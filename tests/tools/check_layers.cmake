@@ -2,6 +2,9 @@
 #  - an impl module includes only itself and the modules below it (table below);
 #  - nothing in impl includes capi/ (the C layer sits on top);
 #  - only the CUDA plugin (impl/cuda_plugin) and .cu files include CUDA, NCCL or cuBLAS headers;
+#  - inside impl/embedding, the GPU collection (impl/embedding/gpu, its own static library) is
+#    seen only by the engine factory, which picks the engine once; the rest of the module (the
+#    host side) and every other module but the CUDA plugin never include it;
 #  - black-box tests (tests/capi), examples and bindings include public headers only.
 # Run: cmake -DSOURCE_DIR=<repo> -P check_layers.cmake. Prints every violation, fails if any.
 cmake_minimum_required(VERSION 3.25)
@@ -22,6 +25,9 @@ set(allow_checkpoint "core;sharding;optim;comm;embedding;dense;ddp;replica")
 # The plugin serves every module's CUDA twins behind the plain-C table.
 set(allow_cuda_plugin "core;sharding;optim;comm;dense;embedding;ddp")
 set(modules core optim sharding comm dense planner embedding ddp replica checkpoint cuda_plugin)
+
+# The one host-side file that may include impl/embedding/gpu/ (engine.h MakeEngine).
+set(gpu_engine_factory "impl/embedding/engine_factory.cc")
 
 set(cuda_header_regex "#include[ \t]*<(cuda|cuda_runtime|cuda_runtime_api|cuda_fp16|cuda_bf16|nccl|net|cublas_v2|cublasLt|cublas_api|driver_types)\\.h>")
 set(violations "")
@@ -50,6 +56,11 @@ foreach(rel IN LISTS impl_files)
       endif()
     elseif(line MATCHES "#include[ \t]*[\"<](capi/|shardrec/)")
       list(APPEND violations "${rel}: impl may not include the C API (${line})")
+    endif()
+    if(line MATCHES "#include[ \t]*\"impl/embedding/gpu/" AND NOT rel MATCHES "^impl/embedding/gpu/"
+       AND NOT rel STREQUAL gpu_engine_factory AND NOT module STREQUAL "cuda_plugin")
+      list(APPEND violations
+           "${rel}: only ${gpu_engine_factory} (and the GPU collection itself) includes impl/embedding/gpu (${line})")
     endif()
     if(line MATCHES "${cuda_header_regex}" AND NOT module STREQUAL "cuda_plugin"
        AND NOT rel MATCHES "\\.cuh?$")

@@ -6,7 +6,7 @@
 // would hold them, then the unpack steps). Runs, return sizes and io offsets must be UnpackInput's;
 // the ids, weights and CSR offsets the places and the steps give must be the bytes UnpackInput's
 // runs point to. A message whose lengths disagree with its counts is reported.
-#include "impl/embedding/device_input.h"
+#include "impl/embedding/gpu/device_input.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The single-source routing steps (kernels/simt/route_body.h) run on the host executor through
 // RouteWith, against RouteBatch: every output field bit for bit, and every rejection with the
 // same message, over random plans of every sharding type, batches, bounds policies and id types.
-#include "impl/embedding/device_route.h"
+#include "impl/embedding/gpu/device_route.h"
 
 #include <gtest/gtest.h>
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "impl/core/simt.h"
-#include "impl/embedding/device_dp.h"
 #include "impl/embedding/dp_accumulate.h"
+#include "impl/embedding/gpu/device_dp.h"
 #include "impl/embedding/kernels/simt/row_phase_body.h"
 #include "impl/embedding/kernels/simt/stats_body.h"
 #include "impl/optim/optimizer.h"

@@ -92,7 +92,7 @@ Status Apply(const ExecContext& ctx, const optim::OptimizerConfig& config, int64
              int32_t full_dim, optim::ShardParams& shard, const optim::RowUpdate& update,
              const float* full_stats);
 
-// The device input distribution (simt/route_body.h; impl/embedding/device_route.h drives it):
+// The device input distribution (simt/route_body.h; impl/embedding/gpu/device_route.h drives it):
 // RouteTempBytes sizes the scratch of scans over at most max_items items; RouteCount enqueues
 // the checks, counts and scans, RouteFill the writing of the messages, both with that scratch.
 // Every pointer in `params` is device memory. Errors: kInvalidArgument for more than INT_MAX scan

@@ -12,7 +12,7 @@
 
 #include "impl/core/config.h"
 #include "impl/core/half.h"
-#include "impl/embedding/kernels/device_dispatch.h"
+#include "impl/embedding/gpu/device_dispatch.h"
 #include "tests/impl/embedding/kernels/fake_device_buffers.h"
 
 namespace shardrec::embedding::kernels {

@@ -6,7 +6,7 @@
 // themselves are checked against the host kernels by the simt tests. Under the real plugin (the
 // gpu-labelled ctest registration, and .ci/gpu-check) the same comparisons run on a GPU, the
 // fake-only cases skip, and every case skips without a device.
-#include "impl/embedding/kernels/device_dispatch.h"
+#include "impl/embedding/gpu/device_dispatch.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -13,9 +13,9 @@
 #include <string>
 
 #include "impl/core/config.h"
-#include "impl/embedding/device_route.h"
-#include "impl/embedding/device_route_backend.h"
-#include "impl/embedding/kernels/device_dispatch.h"
+#include "impl/embedding/gpu/device_dispatch.h"
+#include "impl/embedding/gpu/device_route.h"
+#include "impl/embedding/gpu/device_route_backend.h"
 #include "tests/impl/embedding/kernels/fake_device_buffers.h"
 #include "tests/impl/embedding/route_cases.h"
 #include "tests/support/fresh_process.h"

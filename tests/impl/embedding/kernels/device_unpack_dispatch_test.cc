@@ -13,7 +13,7 @@
 
 #include "impl/core/check.h"
 #include "impl/core/config.h"
-#include "impl/embedding/kernels/device_dispatch.h"
+#include "impl/embedding/gpu/device_dispatch.h"
 #include "impl/embedding/kernels/simt/unpack_body.h"
 #include "tests/impl/embedding/kernels/fake_device_buffers.h"
 #include "tests/support/fresh_process.h"

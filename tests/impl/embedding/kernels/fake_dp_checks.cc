@@ -5,7 +5,7 @@
 
 #include "impl/core/check.h"
 #include "impl/core/simt.h"
-#include "impl/embedding/kernels/plugin_structs.h"
+#include "impl/embedding/gpu/plugin_structs.h"
 #include "impl/embedding/kernels/simt/dp_body.h"
 #include "impl/embedding/kernels/simt/row_phase_body.h"
 #include "tests/impl/embedding/kernels/fake_device_checks.h"

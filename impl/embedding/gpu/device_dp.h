@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "impl/comm/communicator.h"
+#include "impl/core/device_buffer.h"
 #include "impl/core/exec.h"
 #include "impl/core/status.h"
-#include "impl/embedding/device_buffer.h"
-#include "impl/embedding/device_staging.h"
 #include "impl/embedding/dp_accumulate.h"
+#include "impl/embedding/gpu/device_staging.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/kernels/simt/dp_body.h"
 #include "impl/embedding/layout.h"
@@ -99,14 +99,14 @@ class DeviceDataParallel {
   bool any_mean_ = false;          // some data-parallel pair is MEAN (its divisors go up)
   int64_t stats_floats_ = 0;       // row statistics of every table, back to back
   std::vector<int64_t> stats_at_;  // per data-parallel table
-  DeviceBuffer static_;            // table records and first keys
-  DeviceBuffer dense_;             // the all-reduce's block (dp_grad_size floats)
-  DeviceBuffer rows_out_;          // compacted rows [num_keys]
-  DeviceBuffer grads_out_;         // compacted gradients, each table's at its grad_at
-  DeviceBuffer counts_;            // touched rows per table
-  DeviceBuffer stats_;             // row statistics
-  DeviceBuffer batch_;             // this batch's upload
-  DeviceBuffer workspace_;
+  core::DeviceBuffer static_;      // table records and first keys
+  core::DeviceBuffer dense_;       // the all-reduce's block (dp_grad_size floats)
+  core::DeviceBuffer rows_out_;    // compacted rows [num_keys]
+  core::DeviceBuffer grads_out_;   // compacted gradients, each table's at its grad_at
+  core::DeviceBuffer counts_;      // touched rows per table
+  core::DeviceBuffer stats_;       // row statistics
+  core::DeviceBuffer batch_;       // this batch's upload
+  core::DeviceBuffer workspace_;
   std::vector<kernels::simt_body::DpPair> pairs_;
   std::vector<int64_t> pair_first_;
   kernels::simt_body::DpParams params_dev_;  // Upload's parameters, the gradient still to pick

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "impl/core/cuda_plugin.h"
-#include "impl/embedding/device_step.h"
-#include "impl/embedding/kernels/device_dispatch.h"
+#include "impl/embedding/gpu/device_dispatch.h"
+#include "impl/embedding/gpu/device_step.h"
 
 namespace shardrec::embedding {
 

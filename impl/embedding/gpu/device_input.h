@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "impl/core/status.h"
-#include "impl/embedding/device_route.h"
+#include "impl/embedding/gpu/device_route.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/layout.h"
 

@@ -1,7 +1,7 @@
 // The device route's backend on a CUDA device through the plugin (device_route.h): workspaces in
 // grow-only device buffers, copies and waits through core::CudaRuntime on one stream (the GPU
 // collection's step stream), the steps through the emb_route
-// entry (kernels/device_dispatch.h). A plugin without the route entries makes Count and Fill
+// entry (gpu/device_dispatch.h). A plugin without the route entries makes Count and Fill
 // kUnsupported. The plan's route tables are uploaded once and kept in device memory: a batch
 // routed with the tables of the last one copies none of them. Not thread-safe: one route at a
 // time.
@@ -11,10 +11,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "impl/core/device_buffer.h"
 #include "impl/core/exec.h"
 #include "impl/core/status.h"
-#include "impl/embedding/device_buffer.h"
-#include "impl/embedding/device_route.h"
+#include "impl/embedding/gpu/device_route.h"
 
 namespace shardrec::embedding {
 
@@ -38,12 +38,12 @@ class DeviceRouteBackend : public RouteBackend {
   int device_;
   Stream stream_;
   ExecContext ctx_;
-  DeviceBuffer ws_[2];
-  DeviceBuffer temp_;
+  core::DeviceBuffer ws_[2];
+  core::DeviceBuffer temp_;
   // The tables on the device (int32 part, then the int64 part at tables_i64_at_) and the host
   // copy they were uploaded from: the copy is the source of the queued upload, and tells whether
   // the next batch's tables are the same. Empty (nothing kept) until an upload was queued.
-  DeviceBuffer tables_;
+  core::DeviceBuffer tables_;
   size_t tables_i64_at_ = 0;
   std::vector<int32_t> kept_i32_;
   std::vector<int64_t> kept_i64_;

@@ -1,8 +1,9 @@
-// A grow-only block of device memory from the CUDA plugin (core::CudaRuntime), owned by a GPU
-// collection for its parameter arenas and per-step staging. Reused from step to step, so a steady
-// training loop allocates once. Not thread-safe: one collection step uses it at a time. Growing
-// waits for the stream the owner queues its work on before the old block is freed; the owner
-// destroys it only when no work is queued (every collection call ends with a wait).
+// A grow-only block of device memory from the CUDA plugin (CudaRuntime), owned by a GPU
+// collection for its parameter arenas and per-step staging, and by the staged communicator. Reused
+// from step to step, so a steady training loop allocates once. Not thread-safe: one collection step
+// uses it at a time. Growing waits for the stream the owner queues its work on before the old block
+// is freed; the owner destroys it only when no work is queued (every collection call ends with a
+// wait).
 #pragma once
 
 #include <cstddef>
@@ -10,7 +11,7 @@
 #include "impl/core/device.h"
 #include "impl/core/status.h"
 
-namespace shardrec::embedding {
+namespace shardrec::core {
 
 // How long a GPU collection waits for its device work at a sync point before it reports
 // kTimeout instead of hanging (a wedged device, a kernel that never finishes).
@@ -25,7 +26,7 @@ class DeviceBuffer {
 
   // At least `bytes` bytes on CUDA device `device` (contents not kept when it grows; before the
   // old block is freed, `stream`, where work using it may be queued, is waited for). Errors:
-  // those of core::GetCudaRuntime, kOutOfMemory naming the size when the device has not got it
+  // those of GetCudaRuntime, kOutOfMemory naming the size when the device has not got it
   // (the old block is gone then: data() is null).
   Status Reserve(int device, size_t bytes, const char* what, Stream stream = nullptr);
 
@@ -44,4 +45,4 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-}  // namespace shardrec::embedding
+}  // namespace shardrec::core

@@ -1,7 +1,7 @@
 // Worst-case per-step buffer sizes of a GPU collection (device_sizing.h). The message bounds
 // follow input_dist.cc's layout: per source, int32 lengths for every (unit, sample), then int64
 // rows and float weights per id, each section 8-byte aligned.
-#include "impl/embedding/device_sizing.h"
+#include "impl/embedding/gpu/device_sizing.h"
 
 #include <algorithm>
 

@@ -12,16 +12,9 @@
 
 #include "impl/core/status.h"
 #include "impl/embedding/layout.h"
+#include "impl/embedding/step_state.h"
 
 namespace shardrec::embedding {
-
-// Capacity hints of a collection: samples and ids (over all features) one rank passes to one
-// forward; 0 = unknown (buffers grow on demand).
-struct StepCapacity {
-  int64_t max_batch_size = 0;
-  int64_t max_ids_per_batch = 0;
-  bool known() const { return max_batch_size > 0 && max_ids_per_batch > 0; }
-};
 
 struct StepSizes {
   size_t runs_bytes = 0;            // the batch's runs packed, plus the backward's gradient message

@@ -1,10 +1,10 @@
 // The data-parallel tables' backward on a GPU collection's device (device_dp.h).
-#include "impl/embedding/device_dp.h"
+#include "impl/embedding/gpu/device_dp.h"
 
 #include <algorithm>
 
 #include "impl/core/cuda_plugin.h"
-#include "impl/embedding/kernels/device_dispatch.h"
+#include "impl/embedding/gpu/device_dispatch.h"
 
 namespace shardrec::embedding {
 
@@ -100,7 +100,7 @@ Status DeviceDataParallel::Init(const Layout* l, ParamStore* params, int device,
   SR_RETURN_IF_ERROR(up.Upload(static_.data(), p, 2, at));
   const core::CudaRuntime* rt = nullptr;
   SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
-  SR_RETURN_IF_ERROR(rt->StreamWait(device, stream, kDeviceWaitMs));
+  SR_RETURN_IF_ERROR(rt->StreamWait(device, stream, core::kDeviceWaitMs));
   up.Deliver();
   return Status::Ok();
 }

@@ -16,9 +16,9 @@
 #include <memory>
 
 #include "impl/comm/communicator.h"
-#include "impl/embedding/device_buffer.h"
+#include "impl/core/device_buffer.h"
 
-namespace shardrec::embedding {
+namespace shardrec::comm {
 
 class StagedComm final : public comm::Communicator {
  public:
@@ -68,16 +68,16 @@ class StagedComm final : public comm::Communicator {
   // The call's options with this wrapper's stream.
   comm::CallOptions On(const comm::CallOptions& opts) const;
   // Uploads `bytes` of `host` into block `b` (grown as needed).
-  Status Up(DeviceBuffer& b, const void* host, size_t bytes, const char* what);
+  Status Up(core::DeviceBuffer& b, const void* host, size_t bytes, const char* what);
   // Downloads `bytes` of `b` into `host`, then the call's one wait and the async-error check.
-  Status DownAndWait(void* host, const DeviceBuffer& b, size_t bytes);
+  Status DownAndWait(void* host, const core::DeviceBuffer& b, size_t bytes);
 
   std::shared_ptr<comm::Communicator> inner_;
   const int device_;
   Stream stream_ = nullptr;
   bool owns_stream_ = false;
-  DeviceBuffer send_;
-  DeviceBuffer recv_;
+  core::DeviceBuffer send_;
+  core::DeviceBuffer recv_;
 };
 
-}  // namespace shardrec::embedding
+}  // namespace shardrec::comm

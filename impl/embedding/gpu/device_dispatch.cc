@@ -2,7 +2,7 @@
 // process), checks the context and the entries, converts the arguments into
 // plain-C structs on the stack (run and job lists in a vector) and turns the plugin's status
 // back into a Status.
-#include "impl/embedding/kernels/device_dispatch.h"
+#include "impl/embedding/gpu/device_dispatch.h"
 
 #include <string>
 #include <vector>
@@ -10,7 +10,7 @@
 #include "impl/core/check.h"
 #include "impl/core/cuda_plugin.h"
 #include "impl/core/plugin_abi.h"
-#include "impl/embedding/kernels/plugin_structs.h"
+#include "impl/embedding/gpu/plugin_structs.h"
 
 namespace shardrec::embedding::kernels::device {
 namespace {

@@ -10,8 +10,8 @@
 // message or its gradient), queues its copies and kernels back to back on the step's stream (one
 // the collection owns, which synchronises with the device's legacy default stream where the
 // accessors copy; the legacy stream itself with a plugin built before stream_create) and ends with
-// ONE bounded host synchronisation (kDeviceWaitMs, then kTimeout), after which the downloads are
-// handed to the host; or, for a stream-ordered call (CUDA views: CombineOut::async,
+// ONE bounded host synchronisation (core::kDeviceWaitMs, then kTimeout), after which the downloads
+// are handed to the host; or, for a stream-ordered call (CUDA views: CombineOut::async,
 // ShardedInputs::async), without one: the phase stays queued, the caller's stream is ordered
 // behind it (stream_wait_stream), the next phases pack their traffic behind its in the pinned
 // block (DeviceStaging never rewrites a byte before a wait that came after its copy), and its
@@ -55,13 +55,14 @@
 // ApplyRows 1 up per data-parallel table with touched rows; data-parallel tables on the device 1
 // up in ApplySharded's first phase (their ids, pair records and a host output gradient), nothing
 // down. (Counted through the fake plugin by
-// embedding_gpu_staging_test.cc.) Beyond these only a buffer that must grow waits (DeviceBuffer,
-// DeviceStaging).
+// embedding_gpu_staging_test.cc.) Beyond these only a buffer that must grow waits
+// (core::DeviceBuffer, DeviceStaging).
 //
 // Over an NCCL communicator (the collection's own device; world > 1, fp32 encodings: a 16-bit
 // encoding keeps the staged host path below for its message). Host-buffer collectives go through
-// StagedComm (staged_comm.h: 1 up, 1 down, 1 wait each, on the step's stream; the input
-// exchange's on the worker's own stream); the payloads marked "device" never touch host memory.
+// comm::StagedComm (impl/comm/staged_comm.h: 1 up, 1 down, 1 wait each, on the step's stream; the
+// input exchange's on the worker's own stream); the payloads marked "device" never touch host
+// memory.
 //   Forward:  the input exchange (device_input.h, with a plugin that has emb_unpack; else the
 //             staged two-round exchange of before: +1 wait): ONE all-gather of every rank's route
 //             summary on the step's stream (GatherSummaries: 1 up, 1 down, 1 wait: THE sync that
@@ -155,21 +156,23 @@
 #include <vector>
 
 #include "impl/comm/communicator.h"
+#include "impl/core/device_buffer.h"
 #include "impl/core/exec.h"
 #include "impl/core/pinned_buffer.h"
 #include "impl/core/status.h"
 #include "impl/embedding/backward.h"
-#include "impl/embedding/device_buffer.h"
-#include "impl/embedding/device_dp.h"
-#include "impl/embedding/device_sizing.h"
-#include "impl/embedding/device_staging.h"
+#include "impl/embedding/gpu/device_dp.h"
+#include "impl/embedding/gpu/device_sizing.h"
+#include "impl/embedding/gpu/device_staging.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/kernels/simt/grad_body.h"
 #include "impl/embedding/kernels/simt/unpack_body.h"
 #include "impl/embedding/layout.h"
+#include "impl/embedding/output_dist.h"
 #include "impl/embedding/param_store.h"
+#include "impl/embedding/step_state.h"
 #include "impl/optim/optimizer.h"
 
 namespace shardrec::embedding {
@@ -192,18 +195,6 @@ struct CombineOut {
   // `stream` is ordered behind the copy into the view, and the phase's checks are made at the
   // next wait (DeviceStep::TakeDeferredError).
   bool async = false;
-};
-
-// A forward output in device memory (EmbeddingCollection::Forward): the caller's stream, on
-// which the output is copied after the caller's earlier work there.
-struct DeviceOutput {
-  Stream stream = nullptr;
-};
-
-// An output gradient in device memory (EmbeddingCollection::Backward): the caller's stream, whose
-// earlier work (which wrote the gradient) the collection's reads are ordered after.
-struct DeviceGradient {
-  Stream stream = nullptr;
 };
 
 // A backward's verdict queued at the start of its update phase (a backward gated on the device,
@@ -233,7 +224,7 @@ struct DeviceDpWork {
   size_t host_grad_floats = 0;
 };
 
-class DeviceStep {
+class DeviceStep final : public DataParallelLookup, public RowApplier {
  public:
   DeviceStep() = default;
   ~DeviceStep();
@@ -307,7 +298,7 @@ class DeviceStep {
   // ids, weights and offsets staged to the device), written into their columns of `out`
   // ([rows, output_dim], host) as CombineOutput does on the host; the other columns are left
   // alone.
-  Status LookupDataParallel(const RoutedBatch& rb, float* out);
+  Status LookupDataParallel(const RoutedBatch& rb, float* out) override;
 
   // Backward of one data-parallel table once its dense gradient was all-reduced on the host:
   // the touched `rows` and their gradients (host; copied into the staging block before this
@@ -315,9 +306,9 @@ class DeviceStep {
   // `local` on the device (partial = full row statistics: the shard holds whole rows). Queued
   // only: FinishRows, after the last table, waits for all of them.
   Status ApplyRows(int32_t local, const optim::OptimizerConfig& config, int64_t step,
-                   std::span<const int64_t> rows, const float* grads);
+                   std::span<const int64_t> rows, const float* grads) override;
   // The data-parallel updates' one wait (nothing when no ApplyRows queued work).
-  Status FinishRows();
+  Status FinishRows() override;
 
   // Backward of the sharded tables, the device mirror of SparseUpdater::ApplySharded: in.grads
   // (the gradient message this rank received, on the host) is uploaded; rows are grouped and
@@ -419,6 +410,9 @@ class DeviceStep {
   Status UploadRuns(const RoutedBatch& rb, const DeviceStaging::Piece* extra, size_t num_extra,
                     uint8_t** extra_dev);
   Status UploadRuns(const RoutedBatch& rb, const void* extra, size_t extra_bytes, void** extra_dev);
+  // The three host ranges every run points into: the ids received from the other ranks, this
+  // rank's message to itself (the end of its send buffer) and the CSR bag offsets (into p[0..2]).
+  static void RunPieces(const RoutedBatch& rb, DeviceStaging::Piece* p);
   // The combine's bags for `rb` (comb_offsets_, comb_ids_) with the returned rows of the other
   // ranks at io_ + rb.ret_floats_total on (in rank order) and this rank's own at
   // io_ + rb.ret_self_offset.
@@ -458,6 +452,32 @@ class DeviceStep {
   // Within a phase: the verdict's words (DeviceVerdictWork) queued, their agreed part coming down
   // into verdict_host_ with the phase; *gate receives the agreed word's device address.
   Status QueueVerdict(const DeviceVerdictWork& v, const int64_t** gate);
+  // ApplySharded by phase. SizeSharded decides which shards run and how (fused, aggregated,
+  // counted) and sizes every device buffer before anything is queued (a buffer that grows waits
+  // for the stream); QueueGroupPhase queues the first phase (the verdict, the runs and gradients
+  // up or packed on the device, the gradient exchange, every shard's grouping and fused backward
+  // or aggregation, the data-parallel tables, the counted shards' statistics exchange) and ends
+  // it with a wait when some shard reads its unique-row count on the host; StatsPhase computes,
+  // downloads and exchanges those shards' partial row statistics; UpdatePhase uploads the full
+  // statistics, queues the updates and ends the step (with its wait, or stream-ordered).
+  struct ShardedPlan {
+    bool any = false;               // some sharded table has ids on this rank
+    bool any_aggregated = false;    // some aggregated shard reads its count on the host
+    bool counted_exchange = false;  // counted column shards exchange statistics in phase 1
+    std::vector<size_t> cx_send_counts, cx_recv_counts, cx_send_shards;
+    size_t cx_send_total = 0;
+    size_t x_send = 0;  // floats of the gradient message sent over ShardedInputs::x
+  };
+  Status SizeSharded(SparseUpdater& updater, const RoutedBatch& rb, const ShardedInputs& in,
+                     ShardedPlan* plan);
+  Status QueueGroupPhase(SparseUpdater& updater, const RoutedBatch& rb,
+                         const std::vector<optim::OptimizerConfig>& configs, int64_t step,
+                         const ShardedInputs& in, const ShardedPlan& plan);
+  Status StatsPhase(comm::Communicator& comm, SparseUpdater& updater, const RoutedBatch& rb,
+                    const std::vector<optim::OptimizerConfig>& configs, int64_t step,
+                    double* comm_seconds, const ShardedInputs& in, const ShardedPlan& plan);
+  Status UpdatePhase(SparseUpdater& updater, const std::vector<optim::OptimizerConfig>& configs,
+                     int64_t step, const ShardedInputs& in, const ShardedPlan& plan);
   // A counted shard's statistics (when its optimizer has them) and update over its aggregated rows,
   // `count` (device memory) of them, queued behind its aggregation.
   // Without `apply` only the statistics (a column shard whose siblings' come with the exchange).
@@ -487,7 +507,7 @@ class DeviceStep {
   Status QueuePack(const RoutedBatch& rb, const float* grad_dev, float* send, float* self);
   void PackPieces(const RoutedBatch& rb, DeviceStaging::Piece* pieces, size_t* jobs) const;
   Status ReservePack(const RoutedBatch& rb);  // before the phase: pack_buf_ never grows in it
-  // Bounded wait for everything queued on the step's stream (kTimeout after kDeviceWaitMs).
+  // Bounded wait for everything queued on the step's stream (kTimeout after core::kDeviceWaitMs).
   Status Wait();
   // A phase's one host synchronisation: ReadStatus naming `status_what` (it waits for the stream
   // first) when the phase looked up, else a wait when it queued anything; then the staged
@@ -508,22 +528,22 @@ class DeviceStep {
   // default stream with a plugin built before the stream entries.
   Stream stream_ = nullptr;
   ExecContext ctx_;
-  DeviceStaging staging_;     // every host <-> device copy of a phase goes through it
-  bool launched_ = false;     // work queued on the stream since the last phase's wait
-  bool rows_phase_ = false;   // ApplyRows queued work that FinishRows has not waited for
-  DeviceBuffer status_;       // the lookup kernels' status block
-  core::PinnedBuffer count_;  // GroupRows' unique-row counts (one per local shard), by the stream
-  DeviceBuffer runs_buf_;     // ids, weights and bag offsets of the batch (+ backward gradients)
-  DeviceBuffer io_;           // return message (forward)
-  DeviceBuffer a2a_recv_;     // over a device communicator: the received return message
-  DeviceBuffer a2a_send_;     // over a device communicator: the gradient message sent
-  DeviceBuffer stat_send_;    // over a device communicator: the row statistics sent
-  DeviceBuffer stat_recv_;    // and received
-  DeviceBuffer workspace_;    // backward workspace, shared by the shards in turn
-  DeviceBuffer full_stats_;   // every shard's full row statistics, one after the other
-  DeviceDataParallel dp_;     // data-parallel tables trained on the device (InitDataParallel)
-  DeviceBuffer dp_ids_;       // data-parallel offsets, rows and weights of the batch
-  DeviceBuffer dp_out_;       // their lookups
+  DeviceStaging staging_;      // every host <-> device copy of a phase goes through it
+  bool launched_ = false;      // work queued on the stream since the last phase's wait
+  bool rows_phase_ = false;    // ApplyRows queued work that FinishRows has not waited for
+  core::DeviceBuffer status_;  // the lookup kernels' status block
+  core::PinnedBuffer count_;   // GroupRows' unique-row counts (one per local shard), by the stream
+  core::DeviceBuffer runs_buf_;  // ids, weights and bag offsets of the batch (+ backward gradients)
+  core::DeviceBuffer io_;        // return message (forward)
+  core::DeviceBuffer a2a_recv_;  // over a device communicator: the received return message
+  core::DeviceBuffer a2a_send_;  // over a device communicator: the gradient message sent
+  core::DeviceBuffer stat_send_;   // over a device communicator: the row statistics sent
+  core::DeviceBuffer stat_recv_;   // and received
+  core::DeviceBuffer workspace_;   // backward workspace, shared by the shards in turn
+  core::DeviceBuffer full_stats_;  // every shard's full row statistics, one after the other
+  DeviceDataParallel dp_;          // data-parallel tables trained on the device (InitDataParallel)
+  core::DeviceBuffer dp_ids_;      // data-parallel offsets, rows and weights of the batch
+  core::DeviceBuffer dp_out_;      // their lookups
   std::vector<float> dp_host_;
   // Per local shard: the runs (device pointers), ids per run, and the backward's unique rows,
   // their aggregated gradients and partial row statistics while the statistics are exchanged
@@ -532,12 +552,12 @@ class DeviceStep {
   std::vector<std::vector<int64_t>> num_ids_;
   std::vector<int64_t> num_unique_;
   std::vector<uint8_t> counted_;   // per local shard: its count stays on the device (ApplySharded)
-  DeviceBuffer dev_counts_;        // those counts, one word per local shard
+  core::DeviceBuffer dev_counts_;  // those counts, one word per local shard
   std::vector<size_t> full_at_;    // per local shard: its full statistics in full_stats_ (floats)
   bool counts_on_device_ = false;  // every rank's plugin keeps counts on the device (agreed)
-  std::vector<std::unique_ptr<DeviceBuffer>> uniq_rows_;
-  std::vector<std::unique_ptr<DeviceBuffer>> uniq_grads_;
-  std::vector<std::unique_ptr<DeviceBuffer>> stats_;
+  std::vector<std::unique_ptr<core::DeviceBuffer>> uniq_rows_;
+  std::vector<std::unique_ptr<core::DeviceBuffer>> uniq_grads_;
+  std::vector<std::unique_ptr<core::DeviceBuffer>> stats_;
   std::vector<kernels::LookupJob> jobs_;
   // The combine (LookupCombine): output column groups (a sharded pair's column slice: all its
   // row blocks' units add into it), each unit's group, and the batch's bags per group.
@@ -554,7 +574,7 @@ class DeviceStep {
   std::vector<int64_t> comb_offsets_;  // per group's bags: offsets into comb_ids_
   std::vector<int64_t> comb_ids_;      // float offsets of returned rows in io_
   std::vector<int64_t> comb_cursor_;
-  DeviceBuffer out_;  // the combined output on the device
+  core::DeviceBuffer out_;  // the combined output on the device
   // The device input distribution: per batch slot (RoutedBatch::device_slot: a batch in input
   // distribution and the last forwarded one, whose backward still reads its ids, never share
   // one) a block with the batch's routed messages, the received ones and the runs' CSR offsets;
@@ -563,7 +583,7 @@ class DeviceStep {
   // A backward from a device gradient: the verdict's words, the gradient block the kernels
   // read (the message lands in it, this rank's own rows are packed into it), and the pack's
   // tables (return targets, MEAN divisors, jobs, their first rows) before and after upload.
-  DeviceBuffer verdict_buf_;
+  core::DeviceBuffer verdict_buf_;
   int64_t verdict_host_[3] = {};  // the agreed word and the first non-finite element, downloaded
   uint64_t verdict_ticket_ = 0;   // its download (DeviceStaging::Download)
   // Phases that ended without a wait (EndPhaseDeferred): what to check after the next one.
@@ -576,17 +596,17 @@ class DeviceStep {
   std::vector<uint8_t> deferred_status_;
   std::vector<int32_t> unpack_sources_;
   Status deferred_error_;
-  DeviceBuffer junk_grad_;
-  DeviceBuffer dgrad_block_;
-  DeviceBuffer pack_buf_;
+  core::DeviceBuffer junk_grad_;
+  core::DeviceBuffer dgrad_block_;
+  core::DeviceBuffer pack_buf_;
   std::vector<kernels::simt_body::PackJob> pack_jobs_;
   std::vector<int64_t> pack_first_;
-  DeviceBuffer slots_[2];
-  DeviceBuffer gather_send_;  // this rank's route summary, and every rank's
-  DeviceBuffer gather_recv_;
-  DeviceBuffer unpack_scan_;
-  DeviceBuffer unpack_temp_;
-  DeviceBuffer unpack_bad_;
+  core::DeviceBuffer slots_[2];
+  core::DeviceBuffer gather_send_;  // this rank's route summary, and every rank's
+  core::DeviceBuffer gather_recv_;
+  core::DeviceBuffer unpack_scan_;
+  core::DeviceBuffer unpack_temp_;
+  core::DeviceBuffer unpack_bad_;
   unsigned long long unpack_bad_host_ = 0;
   std::vector<kernels::simt_body::UnpackRun> unpack_runs_;
   std::vector<int64_t> unpack_cells_;

@@ -1,10 +1,10 @@
 // Host-buffer collectives staged through device blocks around a device communicator.
-#include "impl/embedding/staged_comm.h"
+#include "impl/comm/staged_comm.h"
 
 #include "impl/core/check.h"
 #include "impl/core/cuda_plugin.h"
 
-namespace shardrec::embedding {
+namespace shardrec::comm {
 namespace {
 
 size_t Sum(std::span<const size_t> counts) {
@@ -57,7 +57,7 @@ Status StagedComm::Reserve(size_t bytes) {
   return recv_.Reserve(device_, bytes, "a staged collective", stream_);
 }
 
-Status StagedComm::Up(DeviceBuffer& b, const void* host, size_t bytes, const char* what) {
+Status StagedComm::Up(core::DeviceBuffer& b, const void* host, size_t bytes, const char* what) {
   SR_RETURN_IF_ERROR(b.Reserve(device_, bytes, what, stream_));
   if (bytes == 0) return Status::Ok();
   const core::CudaRuntime* rt = nullptr;
@@ -65,13 +65,13 @@ Status StagedComm::Up(DeviceBuffer& b, const void* host, size_t bytes, const cha
   return rt->MemcpyAsync(device_, b.data(), host, bytes, core::CopyKind::kHostToDevice, stream_);
 }
 
-Status StagedComm::DownAndWait(void* host, const DeviceBuffer& b, size_t bytes) {
+Status StagedComm::DownAndWait(void* host, const core::DeviceBuffer& b, size_t bytes) {
   const core::CudaRuntime* rt = nullptr;
   SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
   if (bytes > 0)
     SR_RETURN_IF_ERROR(
         rt->MemcpyAsync(device_, host, b.data(), bytes, core::CopyKind::kDeviceToHost, stream_));
-  SR_RETURN_IF_ERROR(rt->StreamWait(device_, stream_, kDeviceWaitMs));
+  SR_RETURN_IF_ERROR(rt->StreamWait(device_, stream_, core::kDeviceWaitMs));
   // A collective the plugin's watchdog aborted (a dead peer) leaves the stream drained and its
   // error here, not in the enqueue's status.
   return inner_->AsyncError();
@@ -149,4 +149,4 @@ Status StagedComm::Split(int color, int key, std::unique_ptr<comm::Communicator>
   return Status::Ok();
 }
 
-}  // namespace shardrec::embedding
+}  // namespace shardrec::comm

@@ -1,12 +1,12 @@
 // Pinned staging of one phase's copies (device_staging.h).
-#include "impl/embedding/device_staging.h"
+#include "impl/embedding/gpu/device_staging.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "impl/core/check.h"
 #include "impl/core/cuda_plugin.h"
-#include "impl/embedding/device_buffer.h"
+#include "impl/core/device_buffer.h"
 
 namespace shardrec::embedding {
 
@@ -25,7 +25,7 @@ size_t DeviceStaging::PackedBytes(const Piece* pieces, size_t num_pieces) {
 Status DeviceStaging::WaitStream() {
   const core::CudaRuntime* rt = nullptr;
   SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
-  return rt->StreamWait(device_, stream_, kDeviceWaitMs);
+  return rt->StreamWait(device_, stream_, core::kDeviceWaitMs);
 }
 
 Status DeviceStaging::Reserve(size_t bytes) {

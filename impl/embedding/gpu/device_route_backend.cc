@@ -1,7 +1,7 @@
-#include "impl/embedding/device_route_backend.h"
+#include "impl/embedding/gpu/device_route_backend.h"
 
 #include "impl/core/cuda_plugin.h"
-#include "impl/embedding/kernels/device_dispatch.h"
+#include "impl/embedding/gpu/device_dispatch.h"
 
 namespace shardrec::embedding {
 
@@ -12,7 +12,7 @@ DeviceRouteBackend::DeviceRouteBackend(int device, Stream stream)
 
 Status DeviceRouteBackend::Workspace(int which, size_t bytes, void** base) {
   if (which < 0 || which > 1) return Status::Internal("route workspace ", which);
-  DeviceBuffer& b = ws_[which];
+  core::DeviceBuffer& b = ws_[which];
   SR_RETURN_IF_ERROR(b.Reserve(device_, bytes < 16 ? 16 : bytes, "the route's workspace", stream_));
   *base = b.data();
   return Status::Ok();
@@ -35,7 +35,7 @@ Status DeviceRouteBackend::ToHost(void* dst, const void* src, size_t bytes) {
 Status DeviceRouteBackend::Wait() {
   const core::CudaRuntime* rt = nullptr;
   SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
-  return rt->StreamWait(device_, stream_, kDeviceWaitMs);
+  return rt->StreamWait(device_, stream_, core::kDeviceWaitMs);
 }
 
 Status DeviceRouteBackend::Temp(const kernels::simt_body::RouteParams& p, size_t* bytes) {

@@ -1,0 +1,122 @@
+// The device engine (engine.h) of a GPU collection: parameters on one CUDA device, the heavy
+// kernels there through the CUDA plugin (device_step.h says which phases and waits each call
+// takes), routing, bookkeeping and the host-buffer exchanges on the host. Over a device (NCCL)
+// communicator of its own device the payloads travel between device buffers and the host-buffer
+// collectives go through a staging wrapper (impl/comm/staged_comm.h); what the plugin and every
+// rank serve is agreed at creation (the capability words).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "impl/embedding/engine.h"
+#include "impl/embedding/gpu/device_route.h"
+#include "impl/embedding/gpu/device_route_backend.h"
+#include "impl/embedding/gpu/device_step.h"
+
+namespace shardrec::embedding {
+
+class DeviceEngine final : public Engine {
+ public:
+  explicit DeviceEngine(StepState* s) : Engine(s) {}
+
+  Status Available() const override;
+  Status Init(const comm::Communicator& comm) override;
+  Status HostComm(std::shared_ptr<comm::Communicator>* comm, bool local_ok) override;
+  void AgreementWords(int64_t* words) const override;
+  Status MakeInputComm(comm::Communicator& comm, std::unique_ptr<comm::Communicator>* out) override;
+  void Adopt(const int64_t* agreed) override;
+  Status SetDataParallelComm(const std::shared_ptr<comm::Communicator>& given) override;
+
+  Status DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb) override;
+  // Over NCCL the input exchange completes in StartInputDist (device_engine.cc says why).
+  bool ExchangesInputInline() const override { return device_comm_ != nullptr; }
+  Status SettleBeforeInput() override;
+  Status SettleAfterInput() override;
+
+  Status LookupAndCombine(RoutedBatch& rb, float* out, const Status& local,
+                          const DeviceOutput* device_out) override;
+  // A pooled collection on that device whose forward combines on the device, with a plugin that
+  // divides MEAN outputs there when the plan has any.
+  bool WritesDeviceOutput(const Device& device) const override;
+  // A collection on that device without data-parallel tables on the host, whose gradient message
+  // is exchanged between device buffers or does not travel, with a plugin serving device
+  // gradients.
+  bool TakesDeviceGradient(const Device& device) const override;
+
+  Status SettleBeforeBackward() override;
+  Status Backward(const float* grad, size_t grad_len, const Status& local,
+                  const DeviceGradient* device_grad) override;
+  Status Settle(bool wait) override;
+
+ protected:
+  // A KJT on the device is routed there (device_route.h): the messages come back to the host for
+  // the exchange, RouteBatch's bytes.
+  Status RouteLocal(const Batch& batch, RoutedBatch* rb) override;
+
+ private:
+  // The device input distribution (device_input_): the route summaries' all-gather over the
+  // device communicator; a KJT on the device routed there with its messages written straight into
+  // the batch's slot block (RouteAndGatherOnDevice).
+  Status RouteAndGatherOnDevice(const Batch& batch, RoutedBatch* rb);
+  // Whether a forward's returned rows are combined on the device (DeviceStep::LookupCombine):
+  // a pooled GPU collection at world 1, or over NCCL with fp32 messages.
+  bool CombinesOnDevice() const;
+  Status LookupCombineOnDevice(RoutedBatch& rb, const CombineOut& out);
+  // The lookups and the return exchange when the rows are combined on the host.
+  Status LookupAndReturn(RoutedBatch& rb);
+  // The backward's agreement with a device gradient (DeviceStep::Verdict): this rank's verdict
+  // `local` and the device's non-finite check, all-reduced in one phase.
+  Status AgreeOnDeviceGradient(const Status& local, const float* grad, size_t n,
+                               const DeviceGradient& device_grad);
+  // A backward whose verdict is agreed on the device and gates the updates there (gated_), all in
+  // the update phase: DeviceStep::ApplySharded with ShardedInputs::verdict. `local` is this rank's
+  // verdict on its call; the agreed one is read after the phase's wait.
+  Status BackwardGated(const float* grad, const Status& local, const DeviceGradient* device_grad);
+  // The data-parallel tables' part of a device backward (device_dp_): their group, and the host
+  // output gradient they accumulate from (null, 0 for a gradient on the device).
+  DeviceDpWork DataParallelWork(const float* host_grad, size_t floats) const;
+  // The end of a backward: the data-parallel tables' all-reduce and update (unless they trained
+  // on the device, in the sharded tables' phase), then the count.
+  Status FinishBackward(const RoutedBatch& rb, const float* grad, int64_t step);
+
+  std::unique_ptr<DeviceStep> device_;
+  // A device (NCCL) communicator given to the collection: that communicator, for the payloads
+  // exchanged between device buffers; s.comm is then its host-buffer wrapper
+  // (impl/comm/staged_comm.h).
+  std::shared_ptr<comm::Communicator> device_comm_;
+  // What this rank's plugin serves (Init), before the agreement; then what every rank does.
+  bool can_device_input_ = false;
+  bool can_device_dp_ = false;
+  bool can_gate_ = false;
+  bool can_count_ = false;
+  // Over that device communicator at world > 1 with fp32 messages and a plugin with emb_unpack on
+  // every rank: the ids travel between device buffers (device_input.h).
+  bool device_input_ = false;
+  // Data-parallel tables trained on the device (device_dp.h; every rank's plugin serves it): their
+  // all-reduce goes over dp_device_comm_ between device buffers (null: a group of one).
+  bool device_dp_ = false;
+  std::shared_ptr<comm::Communicator> dp_device_comm_;
+  // A backward whose verdict is agreed on the device gates its updates there (every rank's plugin
+  // serves emb_group_rows_gated): no host wait before the updates are queued.
+  bool gated_ = false;
+  std::vector<float> junk_grad_;  // what a rank that rejected a gated backward packs
+  // The routing of a KJT given in device memory (made at its first such batch).
+  std::unique_ptr<DeviceRouteBackend> route_device_;
+  RouteTables route_tables_;
+  // The device input distribution's route summaries: this rank's (host routing) and every
+  // rank's, reused between batches.
+  std::vector<uint8_t> summary_;
+  std::vector<uint8_t> gathered_;
+  // A stream-ordered backward whose verdict comes with a later wait (DeviceStep::VerdictArrived).
+  struct PendingVerdict {
+    bool pending = false;
+    int64_t step = 0;      // the step it counted
+    int64_t forwards = 0;  // s.timings.forwards then: its batch is still s.current while equal
+    Status local;          // this rank's own rejection of the call
+  };
+  PendingVerdict pending_verdict_;
+};
+
+}  // namespace shardrec::embedding
