@@ -291,8 +291,7 @@ SHARDREC_API shardrec_status_t shardrec_dcn_create(shardrec_dcn_t** out, int64_t
     *out = nullptr;
     auto h = std::make_unique<shardrec_dcn>();
     const std::string n = name != nullptr && name[0] != '\0' ? name : "cross";
-    SR_RETURN_IF_ERROR(
-        shardrec::dense::CreateDcnLayer(width, num_layers, rank, seed, n, &h->impl));
+    SR_RETURN_IF_ERROR(shardrec::dense::CreateDcnLayer(width, num_layers, rank, seed, n, &h->impl));
     *out = h.release();
     return Status::Ok();
   });
@@ -381,8 +380,8 @@ SHARDREC_API shardrec_status_t shardrec_dot_interaction_forward(const float* den
     }
     SR_RETURN_IF_ERROR(shardrec::capi::CheckOutput(batch, width, out_len, "out"));
     if (batch > 0 && out == nullptr) return Status::InvalidArgument("out must not be NULL");
-    return shardrec::dense::DotInteractionForward(HostDenseContext(), dense, emb, batch, num_sparse, dim,
-                                                  out);
+    return shardrec::dense::DotInteractionForward(HostDenseContext(), dense, emb, batch, num_sparse,
+                                                  dim, out);
   });
 }
 

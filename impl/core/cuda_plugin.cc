@@ -107,7 +107,7 @@ const PluginState& State() {
       Probe(st);
     } else {
       st->status = Status::Unsupported(
-        "GPU support is not available: libshardrec was built without CUDA "
+          "GPU support is not available: libshardrec was built without CUDA "
           "(SHARDREC_WITH_CUDA=OFF, or no CUDA toolkit and NCCL at build time)");
       st->runtime_status = st->status;
     }

@@ -46,8 +46,7 @@ class DeviceMlp final : public DenseLayer {
   Status Forward(const float* x, int64_t batch, float* y) override;
   // dy and dx (may be null) are device pointers. on_ready(i) runs once tensor i's gradient
   // computation has been ENQUEUED (it is final on the stream, not yet on the host).
-  Status Backward(const float* dy, float* dx,
-                  const std::function<void(size_t)>& on_ready) override;
+  Status Backward(const float* dy, float* dx, const std::function<void(size_t)>& on_ready) override;
   Status ZeroGrad() override;
 
  private:

@@ -3,8 +3,8 @@
 // buffer. The per-id, per-row and per-lane work is the single-source code the CPU tests run
 // against backward_cpu.cc and apply.cc.
 //
-// Not shared with the CPU: the workspace carving, CUB's device-wide steps, the hot-row kernel's barrier
-// (exec_cuda.cuh), the copy of the unique-row count to the host.
+// Not shared with the CPU: the workspace carving, CUB's device-wide steps, the hot-row kernel's
+// barrier (exec_cuda.cuh), the copy of the unique-row count to the host.
 #include <cuda_runtime.h>
 
 #include <vector>

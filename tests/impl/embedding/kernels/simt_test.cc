@@ -404,8 +404,8 @@ TEST(SimtBackward, MoreRunsThanOneRunTableHoldsEqualTheCpuTwin) {
   Shard twin(cfg, DType::kFloat32, kRows, kCols, 9), simt_shard = twin;
   std::vector<uint8_t> ws1(BackwardWorkspaceBytes(ExecContext(), n, kCols, 1));
   ASSERT_TRUE(GroupRows(ExecContext(), runs, ws1.data(), ws1.size(), &num_unique).ok());
-  ASSERT_TRUE(FusedBackward(ExecContext(), runs, grads.data(), stride, 0.5f, cfg, 1, kCols,
-                            twin.p, ws1.data())
+  ASSERT_TRUE(FusedBackward(ExecContext(), runs, grads.data(), stride, 0.5f, cfg, 1, kCols, twin.p,
+                            ws1.data())
                   .ok());
   simt_body::RowSink fused;
   fused.fused = true;
