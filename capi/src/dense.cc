@@ -7,27 +7,27 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "capi/src/embedding_convert.h"
 #include "capi/src/guard.h"
 #include "capi/src/versioned.h"
-#include "impl/dense/device_mlp.h"
 #include "impl/dense/device_registry.h"
 #include "impl/dense/gemm.h"
 #include "impl/dense/interaction.h"
-#include "impl/dense/mlp.h"
+#include "impl/dense/layer.h"
+#include "impl/dense/layer_factory.h"
 #include "impl/dense/optimizer.h"
 
-// Exactly one of impl (host) and dev (CUDA) is set.
+// Host or device was chosen at creation (layer_factory.h); no entry point tests which.
 struct shardrec_mlp {
-  std::unique_ptr<shardrec::dense::Mlp> impl;
-  std::unique_ptr<shardrec::dense::DeviceMlp> dev;
+  std::unique_ptr<shardrec::dense::DenseLayer> impl;
   mutable std::atomic<bool> busy{false};
 };
 
 struct shardrec_dcn {
-  std::unique_ptr<shardrec::dense::DcnCross> impl;
+  std::unique_ptr<shardrec::dense::DenseLayer> impl;
   mutable std::atomic<bool> busy{false};
 };
 
@@ -41,22 +41,9 @@ namespace {
 
 static_assert(SHARDREC_ACTIVATION_SIGMOID == static_cast<int>(dense::Activation::kSigmoid));
 
-// One host context for every dense call: OpenBLAS threads the GEMMs itself.
-const ExecContext& HostContext() {
-  static const ExecContext ctx;
-  return ctx;
-}
-
 template <typename H>
 Status CheckHandle(const H* h, const char* what) {
   if (h == nullptr || !h->impl) return Status::InvalidArgument(what, " must not be NULL");
-  return Status::Ok();
-}
-
-Status CheckHandle(const shardrec_mlp* h, const char* what) {
-  if (h == nullptr || (!h->impl && !h->dev)) {
-    return Status::InvalidArgument(what, " must not be NULL");
-  }
   return Status::Ok();
 }
 
@@ -144,7 +131,7 @@ using shardrec::capi::CheckHandle;
 using shardrec::capi::CheckNotNull;
 using shardrec::capi::ExclusiveUse;
 using shardrec::capi::Guard;
-using shardrec::capi::HostContext;
+using shardrec::dense::HostDenseContext;
 
 extern "C" {
 
@@ -194,16 +181,18 @@ SHARDREC_API shardrec_status_t shardrec_mlp_create(shardrec_mlp_t** out,
     }
     const shardrec::capi::MlpPlacement place = shardrec::capi::PlacementOf(*o);
     SR_RETURN_IF_ERROR(shardrec::capi::CheckPlacement(place));
-    const std::string name = o->name != nullptr && o->name[0] != '\0' ? o->name : "mlp";
+    shardrec::dense::MlpSpec spec;
+    spec.in = o->in_features;
+    spec.outs = std::move(outs);
+    spec.acts = std::move(acts);
+    spec.seed = o->seed;
+    spec.name = o->name != nullptr && o->name[0] != '\0' ? o->name : "mlp";
+    const shardrec::Device device = place.device_type == SHARDREC_DEVICE_CUDA
+                                        ? shardrec::Device::Cuda(place.device_index)
+                                        : shardrec::Device::Host();
     auto h = std::make_unique<shardrec_mlp>();
-    if (place.device_type == SHARDREC_DEVICE_CUDA) {
-      SR_RETURN_IF_ERROR(shardrec::dense::DeviceMlp::Create(
-          o->in_features, outs, acts, o->seed, name, shardrec::Device::Cuda(place.device_index),
-          static_cast<shardrec::dense::lt::Math>(place.math), place.stream, &h->dev));
-    } else {
-      SR_RETURN_IF_ERROR(
-          shardrec::dense::Mlp::Create(o->in_features, outs, acts, o->seed, name, &h->impl));
-    }
+    SR_RETURN_IF_ERROR(shardrec::dense::CreateMlpLayer(
+        spec, device, static_cast<shardrec::dense::lt::Math>(place.math), place.stream, &h->impl));
     *out = h.release();
     return Status::Ok();
   });
@@ -215,10 +204,11 @@ SHARDREC_API shardrec_status_t shardrec_mlp_device(const shardrec_mlp_t* mlp, in
                                                    int32_t* device_index) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
+    const shardrec::Device d = mlp->impl->device();
     if (device_type != nullptr) {
-      *device_type = mlp->dev ? SHARDREC_DEVICE_CUDA : SHARDREC_DEVICE_HOST;
+      *device_type = d.is_cuda() ? SHARDREC_DEVICE_CUDA : SHARDREC_DEVICE_HOST;
     }
-    if (device_index != nullptr) *device_index = mlp->dev ? mlp->dev->device().index : 0;
+    if (device_index != nullptr) *device_index = d.index;
     return Status::Ok();
   });
 }
@@ -227,8 +217,8 @@ SHARDREC_API shardrec_status_t shardrec_mlp_dims(const shardrec_mlp_t* mlp, int6
                                                  int64_t* out) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
-    if (in != nullptr) *in = mlp->dev ? mlp->dev->in_dim() : mlp->impl->in_dim();
-    if (out != nullptr) *out = mlp->dev ? mlp->dev->out_dim() : mlp->impl->out_dim();
+    if (in != nullptr) *in = mlp->impl->in_dim();
+    if (out != nullptr) *out = mlp->impl->out_dim();
     return Status::Ok();
   });
 }
@@ -239,13 +229,11 @@ SHARDREC_API shardrec_status_t shardrec_mlp_forward(shardrec_mlp_t* mlp, const f
     SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
     ExclusiveUse use(mlp->busy, "MLP");
     SR_RETURN_IF_ERROR(use.status());
-    const int64_t width = mlp->dev ? mlp->dev->out_dim() : mlp->impl->out_dim();
-    SR_RETURN_IF_ERROR(shardrec::capi::CheckOutput(batch, width, y_len, "y"));
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckOutput(batch, mlp->impl->out_dim(), y_len, "y"));
     if (batch > 0 && (x == nullptr || y == nullptr)) {
       return Status::InvalidArgument("MLP forward: x and y must not be NULL");
     }
-    if (mlp->dev) return mlp->dev->Forward(x, batch, y);
-    return mlp->impl->Forward(HostContext(), x, batch, y);
+    return mlp->impl->Forward(x, batch, y);
   });
 }
 
@@ -256,8 +244,7 @@ SHARDREC_API shardrec_status_t shardrec_mlp_backward(shardrec_mlp_t* mlp, const 
     SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
     ExclusiveUse use(mlp->busy, "MLP");
     SR_RETURN_IF_ERROR(use.status());
-    if (mlp->dev) return mlp->dev->Backward(dy, dx, shardrec::capi::ToReady(on_ready, user));
-    return mlp->impl->Backward(HostContext(), dy, dx, shardrec::capi::ToReady(on_ready, user));
+    return mlp->impl->Backward(dy, dx, shardrec::capi::ToReady(on_ready, user));
   });
 }
 
@@ -266,9 +253,7 @@ SHARDREC_API shardrec_status_t shardrec_mlp_zero_grad(shardrec_mlp_t* mlp) {
     SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
     ExclusiveUse use(mlp->busy, "MLP");
     SR_RETURN_IF_ERROR(use.status());
-    if (mlp->dev) return mlp->dev->ZeroGrad();
-    mlp->impl->ZeroGrad();
-    return Status::Ok();
+    return mlp->impl->ZeroGrad();
   });
 }
 
@@ -276,7 +261,7 @@ SHARDREC_API shardrec_status_t shardrec_mlp_num_tensors(const shardrec_mlp_t* ml
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
-    *out = mlp->dev ? mlp->dev->tensors().size() : mlp->impl->tensors().size();
+    *out = mlp->impl->tensors().size();
     return Status::Ok();
   });
 }
@@ -285,8 +270,7 @@ SHARDREC_API shardrec_status_t shardrec_mlp_tensor(const shardrec_mlp_t* mlp, si
                                                    shardrec_dense_param_t* out) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
-    return shardrec::capi::TensorAt(mlp->dev ? mlp->dev->tensors() : mlp->impl->tensors(), index,
-                                    out);
+    return shardrec::capi::TensorAt(mlp->impl->tensors(), index, out);
   });
 }
 
@@ -296,7 +280,6 @@ SHARDREC_API shardrec_status_t shardrec_mlp_bind_tensor(shardrec_mlp_t* mlp, siz
     SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
     ExclusiveUse use(mlp->busy, "MLP");
     SR_RETURN_IF_ERROR(use.status());
-    if (mlp->dev) return mlp->dev->BindTensor(index, param, grad);
     return mlp->impl->BindTensor(index, param, grad);
   });
 }
@@ -309,8 +292,7 @@ SHARDREC_API shardrec_status_t shardrec_dcn_create(shardrec_dcn_t** out, int64_t
     *out = nullptr;
     auto h = std::make_unique<shardrec_dcn>();
     const std::string n = name != nullptr && name[0] != '\0' ? name : "cross";
-    SR_RETURN_IF_ERROR(
-        shardrec::dense::DcnCross::Create(width, num_layers, rank, seed, n, &h->impl));
+    SR_RETURN_IF_ERROR(shardrec::dense::CreateDcnLayer(width, num_layers, rank, seed, n, &h->impl));
     *out = h.release();
     return Status::Ok();
   });
@@ -324,8 +306,8 @@ SHARDREC_API shardrec_status_t shardrec_dcn_forward(shardrec_dcn_t* dcn, const f
     SR_RETURN_IF_ERROR(CheckHandle(dcn, "dcn"));
     ExclusiveUse use(dcn->busy, "DCN cross network");
     SR_RETURN_IF_ERROR(use.status());
-    SR_RETURN_IF_ERROR(shardrec::capi::CheckOutput(batch, dcn->impl->width(), y_len, "y"));
-    return dcn->impl->Forward(HostContext(), x0, batch, y);
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckOutput(batch, dcn->impl->out_dim(), y_len, "y"));
+    return dcn->impl->Forward(x0, batch, y);
   });
 }
 
@@ -336,7 +318,7 @@ SHARDREC_API shardrec_status_t shardrec_dcn_backward(shardrec_dcn_t* dcn, const 
     SR_RETURN_IF_ERROR(CheckHandle(dcn, "dcn"));
     ExclusiveUse use(dcn->busy, "DCN cross network");
     SR_RETURN_IF_ERROR(use.status());
-    return dcn->impl->Backward(HostContext(), dy, dx0, shardrec::capi::ToReady(on_ready, user));
+    return dcn->impl->Backward(dy, dx0, shardrec::capi::ToReady(on_ready, user));
   });
 }
 
@@ -345,8 +327,7 @@ SHARDREC_API shardrec_status_t shardrec_dcn_zero_grad(shardrec_dcn_t* dcn) {
     SR_RETURN_IF_ERROR(CheckHandle(dcn, "dcn"));
     ExclusiveUse use(dcn->busy, "DCN cross network");
     SR_RETURN_IF_ERROR(use.status());
-    dcn->impl->ZeroGrad();
-    return Status::Ok();
+    return dcn->impl->ZeroGrad();
   });
 }
 
@@ -400,8 +381,8 @@ SHARDREC_API shardrec_status_t shardrec_dot_interaction_forward(const float* den
     }
     SR_RETURN_IF_ERROR(shardrec::capi::CheckOutput(batch, width, out_len, "out"));
     if (batch > 0 && out == nullptr) return Status::InvalidArgument("out must not be NULL");
-    return shardrec::dense::DotInteractionForward(HostContext(), dense, emb, batch, num_sparse, dim,
-                                                  out);
+    return shardrec::dense::DotInteractionForward(HostDenseContext(), dense, emb, batch, num_sparse,
+                                                  dim, out);
   });
 }
 
@@ -419,7 +400,7 @@ SHARDREC_API shardrec_status_t shardrec_dot_interaction_backward(const float* de
     if (batch > 0 && (dout == nullptr || d_dense == nullptr || d_emb == nullptr)) {
       return Status::InvalidArgument("dot interaction backward: NULL gradient buffer");
     }
-    return shardrec::dense::DotInteractionBackward(HostContext(), dense, emb, dout, batch,
+    return shardrec::dense::DotInteractionBackward(HostDenseContext(), dense, emb, dout, batch,
                                                    num_sparse, dim, d_dense, d_emb);
   });
 }

@@ -23,7 +23,6 @@ struct PluginState {
   Status runtime_status;  // OK exactly when runtime != nullptr
 };
 
-#if SHARDREC_HAVE_CUDA
 constexpr const char* kPluginSoname = "libshardrec_cuda.so." SHARDREC_SOVERSION_STRING;
 
 // The folder of the binary that contains this loader: libshardrec.so in production, so that a
@@ -90,22 +89,28 @@ void Probe(PluginState* st) {
   }
   st->runtime = new CudaRuntime(st->plugin.table, count);
 }
-#endif  // SHARDREC_HAVE_CUDA
+
+// A build without CUDA has no plugin of its own to look for; a plugin named explicitly (one
+// built elsewhere against the same ABI, or the tests' fakes, which are CPU code) still loads.
+bool PluginNamed() {
+  const char* env = std::getenv("SHARDREC_CUDA_PLUGIN");
+  return env != nullptr && *env != '\0';
+}
 
 const PluginState& State() {
   static std::once_flag once;
   static PluginState* state = nullptr;
   std::call_once(once, [] {
     auto* st = new PluginState();
-#if SHARDREC_HAVE_CUDA
-    Load(st);
-    Probe(st);
-#else
-    st->status = Status::Unsupported(
-        "GPU support is not available: libshardrec was built without CUDA "
-        "(SHARDREC_WITH_CUDA=OFF, or no CUDA toolkit and NCCL at build time)");
-    st->runtime_status = st->status;
-#endif
+    if (SHARDREC_HAVE_CUDA || PluginNamed()) {
+      Load(st);
+      Probe(st);
+    } else {
+      st->status = Status::Unsupported(
+          "GPU support is not available: libshardrec was built without CUDA "
+          "(SHARDREC_WITH_CUDA=OFF, or no CUDA toolkit and NCCL at build time)");
+      st->runtime_status = st->status;
+    }
     state = st;
   });
   return *state;

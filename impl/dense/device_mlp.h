@@ -16,13 +16,15 @@
 #include "impl/core/cuda_plugin.h"
 #include "impl/core/device.h"
 #include "impl/core/status.h"
+#include "impl/dense/layer.h"
 #include "impl/dense/linear.h"
 #include "impl/dense/lt_plan.h"
 #include "impl/dense/tensor.h"
 
 namespace shardrec::dense {
 
-class DeviceMlp {
+// The device implementation of DenseLayer (layer.h).
+class DeviceMlp final : public DenseLayer {
  public:
   // Errors: kInvalidArgument (as Mlp::Create, a non-CUDA device, unknown math); kNoDevice
   // without plugin, driver or device; kUnsupported for a plugin without the dense entries;
@@ -31,21 +33,21 @@ class DeviceMlp {
                        const std::vector<Activation>& acts, uint64_t seed, const std::string& name,
                        const Device& device, lt::Math math, Stream stream,
                        std::unique_ptr<DeviceMlp>* out);
-  ~DeviceMlp();
+  ~DeviceMlp() override;
 
-  int64_t in_dim() const { return in_; }
-  int64_t out_dim() const { return layers_.back().out; }
-  const Device& device() const { return device_; }
+  int64_t in_dim() const override { return in_; }
+  int64_t out_dim() const override { return layers_.back().out; }
+  Device device() const override { return device_; }
   // Device pointers; BindTensor takes device pointers too.
-  const std::vector<DenseTensor>& tensors() const { return tensors_; }
-  Status BindTensor(size_t i, float* param, float* grad);
+  const std::vector<DenseTensor>& tensors() const override { return tensors_; }
+  Status BindTensor(size_t i, float* param, float* grad) override;
 
   // x and y are device pointers; x must stay valid until Backward has been enqueued and run.
-  Status Forward(const float* x, int64_t batch, float* y);
+  Status Forward(const float* x, int64_t batch, float* y) override;
   // dy and dx (may be null) are device pointers. on_ready(i) runs once tensor i's gradient
   // computation has been ENQUEUED (it is final on the stream, not yet on the host).
-  Status Backward(const float* dy, float* dx, const std::function<void(size_t)>& on_ready);
-  Status ZeroGrad();
+  Status Backward(const float* dy, float* dx, const std::function<void(size_t)>& on_ready) override;
+  Status ZeroGrad() override;
 
  private:
   DeviceMlp() = default;

@@ -7,7 +7,9 @@
  * libshardrec_cuda.so, which is loaded the first time any call asks about a GPU (these calls
  * included). The plugin is searched for, in order: the full path in the environment variable
  * SHARDREC_CUDA_PLUGIN (used alone when set); the folder that holds libshardrec.so; the
- * dynamic linker's search path (libshardrec_cuda.so.0). The outcome of that first attempt,
+ * dynamic linker's search path (libshardrec_cuda.so.0). A libshardrec built without CUDA
+ * tries only SHARDREC_CUDA_PLUGIN (a plugin built elsewhere against the same ABI), and with it
+ * unset every GPU request is SHARDREC_EUNSUPPORTED. The outcome of that first attempt,
  * success or failure, is kept for the life of the process, so setting SHARDREC_CUDA_PLUGIN
  * only has an effect before the first GPU-related call.
  *
@@ -44,7 +46,8 @@ SHARDREC_API shardrec_status_t shardrec_device_count(int32_t* out);
  * @param device_type  [in] A shardrec_device_type_t value.
  * @param device_index [in] CUDA device ordinal (>= 0); ignored for the host.
  * @return SHARDREC_OK when usable; SHARDREC_ENODEVICE when the device, the plugin or the CUDA
- *         runtime is missing; SHARDREC_EUNSUPPORTED when libshardrec was built without CUDA;
+ *         runtime is missing; SHARDREC_EUNSUPPORTED when libshardrec was built without CUDA
+ *         and SHARDREC_CUDA_PLUGIN is unset;
  *         SHARDREC_EINVAL for an unknown @p device_type or a negative @p device_index.
  * Thread-safety: safe to call from any thread, concurrently.
  */
@@ -63,8 +66,9 @@ SHARDREC_API shardrec_status_t shardrec_device_check(int32_t device_type, int32_
  * @return SHARDREC_OK when the plugin is loaded and a CUDA device is usable;
  *         SHARDREC_ENODEVICE otherwise, with a message that says which files were tried and
  *         why they failed, or which plugin file was loaded and why it found no device;
- *         SHARDREC_EUNSUPPORTED when libshardrec was built without CUDA; SHARDREC_EINVAL when
- *         @p buf is NULL and @p buf_len is not 0.
+ *         SHARDREC_EUNSUPPORTED when libshardrec was built without CUDA and
+ *         SHARDREC_CUDA_PLUGIN is unset; SHARDREC_EINVAL when @p buf is NULL and @p buf_len
+ *         is not 0.
  * Thread-safety: safe to call from any thread, concurrently.
  */
 SHARDREC_API shardrec_status_t shardrec_device_plugin_path(size_t* path_len_out, char* buf,

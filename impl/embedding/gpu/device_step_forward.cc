@@ -103,6 +103,7 @@ void DeviceStep::BuildCombine(const RoutedBatch& rb) {
   for (int32_t d = 0; d < l.world; ++d)
     for (int32_t u : l.units_to_rank[d]) {
       const int64_t count = rb.ret_count[u];
+      if (count == 0) continue;  // its group may have no bags: no offset into empty storage
       const auto g = static_cast<size_t>(unit_group_[u]);
       int64_t* bags = comb_offsets_.data() + group_begin_[g] + 1 - group_lo_[g];
       for (int64_t k = 0; k < count; ++k) ++bags[targets[k]];
@@ -129,6 +130,7 @@ void DeviceStep::BuildCombine(const RoutedBatch& rb) {
     int64_t& at = d == l.rank ? self : others;
     for (int32_t u : l.units_to_rank[d]) {
       const int64_t count = rb.ret_count[u];
+      if (count == 0) continue;
       const int32_t cols = l.units[u].cols;
       const auto g = static_cast<size_t>(unit_group_[u]);
       int64_t* cursor = comb_cursor_.data() + group_begin_[g] - group_lo_[g];

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "impl/comm/nccl/nccl_backend.h"
-#include "impl/core/config.h"
 #include "impl/core/cuda_plugin.h"
 #include "tests/impl/cuda_plugin/memory_store.h"
 #include "tests/support/fresh_process.h"
@@ -109,7 +108,6 @@ TEST(PluginLoader, StatusCrossesTerminatedAndWithItsCode) {
   EXPECT_TRUE(core::FromPlugin(0, empty).ok());
 }
 
-#if SHARDREC_HAVE_CUDA
 // The process-wide loader, pointed at the good fake: the runtime and the NCCL bridge use the
 // plugin only through its table.
 int GoodFakeChild() {
@@ -165,7 +163,6 @@ const int kHoleChild = testing::RegisterFreshChild("hole_fake", &HoleChild);
 TEST(PluginLoader, ProcessLoaderReportsABadPluginOnEveryRequest) {
   EXPECT_EQ(testing::RunFresh("hole_fake", SHARDREC_FAKE_PLUGIN_HOLE), 0);
 }
-#endif
 
 }  // namespace
 }  // namespace shardrec

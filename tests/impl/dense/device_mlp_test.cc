@@ -13,15 +13,12 @@
 #include <random>
 #include <vector>
 
-#include "impl/core/config.h"
 #include "impl/dense/device_registry.h"
 #include "impl/dense/mlp.h"
 #include "tests/support/fresh_process.h"
 
 namespace shardrec::dense {
 namespace {
-
-#if SHARDREC_HAVE_CUDA
 
 // |a - b| <= 1e-5 * max(1, max |a|): the host GEMM (OpenBLAS, fp32 sums) and the fake's double
 // sums differ only in rounding.
@@ -130,8 +127,6 @@ const int kStaleChild = testing::RegisterFreshChild("device_mlp_stale", &StaleCh
 TEST(DeviceMlp, PluginWithoutDenseEntriesIsUnsupported) {
   EXPECT_EQ(testing::RunFresh("device_mlp_stale", SHARDREC_FAKE_STALE_PLUGIN), 0);
 }
-
-#endif  // SHARDREC_HAVE_CUDA
 
 TEST(DeviceMlp, HostDeviceIsRefused) {
   std::unique_ptr<DeviceMlp> dev;

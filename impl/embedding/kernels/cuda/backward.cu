@@ -3,9 +3,8 @@
 // buffer. The per-id, per-row and per-lane work is the single-source code the CPU tests run
 // against backward_cpu.cc and apply.cc.
 //
-// Not shared with the CPU: the workspace carving, the run table as a kernel parameter
-// (kMaxRuns runs per call), CUB's device-wide steps, the hot-row kernel's barrier
-// (exec_cuda.cuh), the copy of the unique-row count to the host.
+// Not shared with the CPU: the workspace carving, CUB's device-wide steps, the hot-row kernel's
+// barrier (exec_cuda.cuh), the copy of the unique-row count to the host.
 #include <cuda_runtime.h>
 
 #include <vector>
@@ -64,21 +63,18 @@ Status Layout(int64_t n, int32_t cols, char* base, Carve* out) {
   return Status::Ok();
 }
 
-Status MakeRunTable(const DeviceRuns& dr, simt_body::RunTable* rt, int64_t* n) {
-  if (dr.runs.size() > static_cast<size_t>(simt_body::kMaxRuns))
-    return Status::InvalidArgument("backward: ", dr.runs.size(), " runs, at most ",
-                                   simt_body::kMaxRuns, " per call");
+// The run tables are kernel parameters of at most kMaxRuns runs each: any number of runs goes
+// as several launches of the per-id step (simt/pipeline.h RunSlices).
+Status MakeRunSlices(const DeviceRuns& dr, simt_body::RunSlices* rs, int64_t* n) {
   if (dr.num_ids.size() != dr.runs.size())
     return Status::InvalidArgument("backward: ", dr.num_ids.size(), " id counts for ",
                                    dr.runs.size(), " runs");
-  rt->num_runs = static_cast<int32_t>(dr.runs.size());
   for (size_t r = 0; r < dr.runs.size(); ++r) {
     const BagRun& b = dr.runs[r];
-    rt->runs[r] = simt_body::RunTable::Run{b.offsets, b.rows, b.weights, b.io_offset, b.num_bags};
-    rt->first_bag[r + 1] = rt->first_bag[r] + b.num_bags;
-    rt->first_pos[r + 1] = rt->first_pos[r] + dr.num_ids[r];
+    rs->Add(simt_body::RunTable::Run{b.offsets, b.rows, b.weights, b.io_offset, b.num_bags},
+            dr.num_ids[r]);
   }
-  *n = rt->first_pos[rt->num_runs];
+  *n = rs->num_ids();
   if (*n >= (int64_t{1} << 31))
     return Status::InvalidArgument("backward: ", *n, " ids in one call, at most 2^31 - 1");
   return Status::Ok();
@@ -86,7 +82,7 @@ Status MakeRunTable(const DeviceRuns& dr, simt_body::RunTable* rt, int64_t* n) {
 
 // Everything a call needs: device selected, run table, workspace carved and checked.
 struct Call {
-  simt_body::RunTable rt;
+  simt_body::RunSlices rs;
   Carve carve;
   int64_t n = 0;
 };
@@ -96,7 +92,7 @@ Status Prepare(const ExecContext& ctx, const DeviceRuns& dr, int32_t cols, void*
   if (!ctx.is_cuda())
     return Status::Unsupported("backward: the CUDA kernel got a ", ctx.device().ToString(),
                                " context");
-  SR_RETURN_IF_ERROR(MakeRunTable(dr, &c->rt, &c->n));
+  SR_RETURN_IF_ERROR(MakeRunSlices(dr, &c->rs, &c->n));
   SR_RETURN_IF_ERROR(Layout(c->n, cols, static_cast<char*>(workspace), &c->carve));
   if (workspace == nullptr || workspace_bytes < c->carve.total)
     return Status::InvalidArgument("backward: workspace of ", workspace_bytes, " bytes, ",
@@ -158,7 +154,7 @@ Status GroupRowsGated(const ExecContext& ctx, const DeviceRuns& runs, void* work
   ScopedDevice dev(ctx.device().index);
   auto stream = static_cast<cudaStream_t>(ctx.stream());
   CudaExec ex(stream, c.carve.temp, c.carve.temp_bytes);
-  simt_body::GroupSteps(ex, c.rt, c.carve.a, runs.num_rows);
+  simt_body::GroupSteps(ex, c.rs, c.carve.a, runs.num_rows);
   simt_body::GateSteps(ex, c.carve.a, gate, num_unique_dev);
   SR_RETURN_IF_ERROR(ex.status());
   if (num_unique != nullptr)
@@ -183,7 +179,7 @@ Status AggregateGrads(const ExecContext& ctx, const DeviceRuns& runs, const floa
   simt_body::RowSink sink;
   sink.unique_out = unique_rows;
   sink.grads_out = row_grads;
-  simt_body::RowSteps(ex, c.rt, c.carve.a, grads, grad_stride, scale, sink);
+  simt_body::RowSteps(ex, c.rs, c.carve.a, grads, grad_stride, scale, sink);
   return ex.status();
 }
 
@@ -201,7 +197,7 @@ Status FusedBackward(const ExecContext& ctx, const DeviceRuns& runs, const float
   simt_body::RowSink sink;
   sink.fused = true;
   sink.params = optim::MakeRowParams(config, step, full_dim, shard);
-  simt_body::RowSteps(ex, c.rt, c.carve.a, grads, grad_stride, scale, sink);
+  simt_body::RowSteps(ex, c.rs, c.carve.a, grads, grad_stride, scale, sink);
   return ex.status();
 }
 

@@ -19,7 +19,9 @@ namespace shardrec::embedding::kernels::simt_body {
 
 inline constexpr int kMaxRuns = 128;  // runs per launch (kernel parameter)
 
-// The runs of one shard (BagRun flattened), with the first bag and first id position of each.
+// One launch's slice of a shard's runs (BagRun flattened): a kernel parameter, so at most
+// kMaxRuns; a shard with more runs is described by several (pipeline.h RunSlices). first_bag
+// counts bags from the slice's first run, first_pos counts ids from the shard's first id.
 struct RunTable {
   struct Run {
     const int64_t* offsets = nullptr;  // null: one id per bag

@@ -13,10 +13,47 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "impl/embedding/kernels/simt/backward_body.h"
 
 namespace shardrec::embedding::kernels::simt_body {
+
+// A shard's runs, any number of them (source ranks x features of the shard), as run tables of
+// at most kMaxRuns each: the per-id steps launch once per table, and the ids keep their
+// positions across tables, so the grouping and the sums that follow see one shard.
+class RunSlices {
+ public:
+  // Appends a run of `num_ids` ids, opening a new table when the last one is full.
+  void Add(const RunTable::Run& run, int64_t num_ids) {
+    if (tables_.empty() || tables_.back().num_runs == kMaxRuns) {
+      tables_.emplace_back();
+      tables_.back().first_pos[0] = num_ids_;
+    }
+    RunTable& t = tables_.back();
+    const int r = t.num_runs++;
+    t.runs[r] = run;
+    t.first_bag[r + 1] = t.first_bag[r] + run.num_bags;
+    t.first_pos[r + 1] = t.first_pos[r] + num_ids;
+    num_ids_ += num_ids;
+  }
+  int64_t num_ids() const { return num_ids_; }
+  const std::vector<RunTable>& tables() const { return tables_; }
+
+ private:
+  std::vector<RunTable> tables_;
+  int64_t num_ids_ = 0;
+};
+
+// FillKeysOp over every run: one launch per run table.
+template <class Exec>
+void FillKeysSteps(Exec& ex, const RunSlices& rs, FillKeysOp op) {
+  for (const RunTable& rt : rs.tables()) {
+    op.rt = rt;
+    const int64_t bags = rt.first_bag[rt.num_runs];
+    ex.Warps((bags + simt::kWarpSize - 1) / simt::kWarpSize, op);
+  }
+}
 
 // Upper bound of the hot chunks of n ids (every hot row has more than kSegmentChunk ids).
 inline int64_t MaxHotChunks(int64_t n) { return 2 * (n / kSegmentChunk) + 1; }
@@ -32,7 +69,7 @@ inline int BitWidth(uint64_t v) {
 
 // Step 1: keys, sort, run-length encoding, segment starts and hot chunk offsets.
 template <class Exec>
-void GroupSteps(Exec& ex, const RunTable& rt, const BackwardArrays& a, int64_t num_rows) {
+void GroupSteps(Exec& ex, const RunSlices& rs, const BackwardArrays& a, int64_t num_rows) {
   const int64_t n = a.n;
   ex.Zero(a.counts, sizeof(int64_t) * static_cast<size_t>(n + 1));
   ex.Zero(a.num_unique, sizeof(int64_t));
@@ -42,9 +79,7 @@ void GroupSteps(Exec& ex, const RunTable& rt, const BackwardArrays& a, int64_t n
     ex.Zero(a.hot_off, sizeof(int64_t) * 1);
     return;
   }
-  FillKeysOp fill{rt, a, true, 0, 1.0f};
-  const int64_t bags = rt.first_bag[rt.num_runs];
-  ex.Warps((bags + simt::kWarpSize - 1) / simt::kWarpSize, fill);
+  FillKeysSteps(ex, rs, FillKeysOp{RunTable{}, a, true, 0, 1.0f});
   const int end_bit = BitWidth(static_cast<uint64_t>(num_rows > 0 ? num_rows - 1 : 0));
   ex.SortPairs(a.keys, a.keys_sorted, a.pos, a.pos_sorted, n, end_bit < 1 ? 1 : end_bit);
   ex.RunLengthEncode(a.keys_sorted, a.unique, a.counts, a.num_unique, n);
@@ -83,13 +118,11 @@ void GateSteps(Exec& ex, const BackwardArrays& a, const int64_t* gate, int64_t* 
 // Step 2: every unique row's gradient in the shared order, then `sink` (the fused update or the
 // aggregated outputs).
 template <class Exec>
-void RowSteps(Exec& ex, const RunTable& rt, const BackwardArrays& a, const float* grads,
+void RowSteps(Exec& ex, const RunSlices& rs, const BackwardArrays& a, const float* grads,
               int64_t grad_stride, float scale, const RowSink& sink) {
   const int64_t n = a.n;
   if (n == 0) return;
-  FillKeysOp sources{rt, a, false, grad_stride, scale};
-  const int64_t bags = rt.first_bag[rt.num_runs];
-  ex.Warps((bags + simt::kWarpSize - 1) / simt::kWarpSize, sources);
+  FillKeysSteps(ex, rs, FillKeysOp{RunTable{}, a, false, grad_stride, scale});
   const int per_warp = simt::kWarpSize / simt::TeamSizeForCols(a.cols);
   ShortRowsOp rows{a, sink, grads};
   ex.Warps((n + per_warp - 1) / per_warp, rows);

@@ -10,15 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "impl/core/config.h"
 #include "impl/core/half.h"
 #include "impl/embedding/gpu/device_dispatch.h"
 #include "tests/impl/embedding/kernels/fake_device_buffers.h"
 
 namespace shardrec::embedding::kernels {
 namespace {
-
-#if SHARDREC_HAVE_CUDA
 
 using testing::DeviceArena;
 using testing::DeviceCtx;
@@ -307,8 +304,6 @@ INSTANTIATE_TEST_SUITE_P(
                       FusedCase{optim::OptimizerType::kLamb, DType::kBFloat16, true},
                       FusedCase{optim::OptimizerType::kRowWiseAdagrad, DType::kFloat16, true}),
     CaseName);
-
-#endif  // SHARDREC_HAVE_CUDA
 
 }  // namespace
 }  // namespace shardrec::embedding::kernels

@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "impl/core/config.h"
 #include "impl/core/half.h"
 #include "tests/impl/embedding/kernels/fake_device_buffers.h"
 #include "tests/support/fresh_process.h"
@@ -33,8 +32,6 @@ TEST(DeviceDispatch, HostContextIsRefused) {
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_NE(s.message().find("CUDA context"), std::string::npos) << s.ToString();
 }
-
-#if SHARDREC_HAVE_CUDA
 
 // One table's weights on the host, as raw bytes of its dtype.
 struct Table {
@@ -259,8 +256,6 @@ TEST(DeviceDispatch, PluginWithoutEmbeddingEntriesIsUnsupported) {
   EXPECT_EQ(shardrec::testing::RunFresh("emb_dispatch_base", SHARDREC_FAKE_BASE_PLUGIN), 0);
   EXPECT_EQ(shardrec::testing::RunFresh("emb_dispatch_dense", SHARDREC_FAKE_DENSE_PLUGIN), 0);
 }
-
-#endif  // SHARDREC_HAVE_CUDA
 
 }  // namespace
 }  // namespace shardrec::embedding::kernels

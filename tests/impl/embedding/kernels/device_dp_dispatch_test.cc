@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "impl/core/config.h"
 #include "impl/embedding/dp_accumulate.h"
 #include "impl/embedding/gpu/device_dispatch.h"
 #include "impl/embedding/gpu/device_dp.h"
@@ -27,8 +26,6 @@ namespace shardrec::embedding {
 namespace {
 
 using testing::SameBytes;
-
-#if SHARDREC_HAVE_CUDA
 
 namespace dk = kernels::device;
 namespace sb = kernels::simt_body;
@@ -315,8 +312,6 @@ TEST(DeviceDpDispatch, APluginBeforeTheEntriesIsUnsupportedForThemOnly) {
     GTEST_SKIP() << "the fake plugins are not where the build put them";
   EXPECT_EQ(shardrec::testing::RunFresh("emb_dp_old", SHARDREC_FAKE_GRAD_EMBEDDING_PLUGIN), 0);
 }
-
-#endif  // SHARDREC_HAVE_CUDA
 
 }  // namespace
 }  // namespace shardrec::embedding

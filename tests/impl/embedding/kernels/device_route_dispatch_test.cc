@@ -12,7 +12,6 @@
 #include <random>
 #include <string>
 
-#include "impl/core/config.h"
 #include "impl/embedding/gpu/device_dispatch.h"
 #include "impl/embedding/gpu/device_route.h"
 #include "impl/embedding/gpu/device_route_backend.h"
@@ -25,8 +24,6 @@ namespace {
 
 using kernels::testing::DeviceArena;
 using kernels::testing::FakePlugin;
-
-#if SHARDREC_HAVE_CUDA
 
 // The fake's count of emb_route calls (its shardrec_fake_embedding_calls(6)); -1 when the fake
 // is not the loaded plugin.
@@ -221,8 +218,6 @@ TEST(DeviceRouteDispatch, PluginWithoutRouteEntriesIsUnsupportedForTheRouteOnly)
     GTEST_SKIP() << "the fake plugins are not where the build put them";
   EXPECT_EQ(shardrec::testing::RunFresh("emb_route_old", SHARDREC_FAKE_OLD_EMBEDDING_PLUGIN), 0);
 }
-
-#endif  // SHARDREC_HAVE_CUDA
 
 }  // namespace
 }  // namespace shardrec::embedding

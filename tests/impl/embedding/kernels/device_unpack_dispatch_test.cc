@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "impl/core/check.h"
-#include "impl/core/config.h"
 #include "impl/embedding/gpu/device_dispatch.h"
 #include "impl/embedding/kernels/simt/unpack_body.h"
 #include "tests/impl/embedding/kernels/fake_device_buffers.h"
@@ -20,8 +19,6 @@
 
 namespace shardrec::embedding {
 namespace {
-
-#if SHARDREC_HAVE_CUDA
 
 using kernels::simt_body::UnpackParams;
 using kernels::simt_body::UnpackRun;
@@ -165,8 +162,6 @@ TEST(DeviceUnpackDispatch, PluginWithoutUnpackIsUnsupportedForTheUnpackOnly) {
     GTEST_SKIP() << "the fake plugins are not where the build put them";
   EXPECT_EQ(shardrec::testing::RunFresh("emb_unpack_old", SHARDREC_FAKE_MEAN_EMBEDDING_PLUGIN), 0);
 }
-
-#endif  // SHARDREC_HAVE_CUDA
 
 }  // namespace
 }  // namespace shardrec::embedding

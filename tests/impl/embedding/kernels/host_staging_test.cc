@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "impl/core/config.h"
 #include "impl/embedding/device_copy.h"
 #include "tests/impl/embedding/kernels/fake_device_buffers.h"
 
@@ -15,7 +14,6 @@ namespace {
 
 // A build without CUDA loads no plugin at all, so there is nothing to pin through; the pageable
 // fallback is collection_device_test.cc's.
-#if SHARDREC_HAVE_CUDA
 using kernels::testing::FakePlugin;
 
 // The fake's count of pinned host allocations (its shardrec_fake_runtime_calls(4)).
@@ -50,7 +48,5 @@ TEST(HostStaging, PinsThroughThePluginAndGrowsOnly) {
   std::memset(s.data(), 2, 4000);
   EXPECT_EQ(FakePinnedAllocs() - before, 2);
 }
-#endif  // SHARDREC_HAVE_CUDA
-
 }  // namespace
 }  // namespace shardrec::embedding

@@ -55,16 +55,12 @@ inline int RunLookup(std::span<const LookupJob> jobs, DeviceStatus* status) {
   return launches;
 }
 
-inline RunTable MakeRunTable(std::span<const BagRun> runs) {
-  RunTable rt;
-  rt.num_runs = static_cast<int32_t>(runs.size());
-  for (size_t r = 0; r < runs.size(); ++r) {
-    rt.runs[r] = RunTable::Run{runs[r].offsets, runs[r].rows, runs[r].weights, runs[r].io_offset,
-                               runs[r].num_bags};
-    rt.first_bag[r + 1] = rt.first_bag[r] + runs[r].num_bags;
-    rt.first_pos[r + 1] = rt.first_pos[r] + runs[r].num_ids();
-  }
-  return rt;
+// As the CUDA launcher does (cuda/backward.cu): any number of runs, kMaxRuns per run table.
+inline RunSlices MakeRunSlices(std::span<const BagRun> runs) {
+  RunSlices rs;
+  for (const BagRun& r : runs)
+    rs.Add(RunTable::Run{r.offsets, r.rows, r.weights, r.io_offset, r.num_bags}, r.num_ids());
+  return rs;
 }
 
 // GroupSteps (+ GateSteps with `gate` or `count_out`) + RowSteps on the host; `sink` says fused
@@ -77,11 +73,11 @@ struct SimtBackward {
   void Run(std::span<const BagRun> runs, int64_t num_rows, const float* grads, int64_t grad_stride,
            int32_t cols, float scale, const RowSink& sink, const int64_t* gate = nullptr,
            int64_t* count_out = nullptr) {
-    const RunTable rt = MakeRunTable(runs);
-    a = mem.Make(rt.first_pos[rt.num_runs], cols);
-    GroupSteps(ex, rt, a, num_rows);
+    const RunSlices rs = MakeRunSlices(runs);
+    a = mem.Make(rs.num_ids(), cols);
+    GroupSteps(ex, rs, a, num_rows);
     GateSteps(ex, a, gate, count_out);
-    RowSteps(ex, rt, a, grads, grad_stride, scale, sink);
+    RowSteps(ex, rs, a, grads, grad_stride, scale, sink);
   }
 };
 

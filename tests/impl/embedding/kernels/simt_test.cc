@@ -345,5 +345,75 @@ TEST(SimtBackward, TwoPhaseUpdateOfColumnShardsEqualsTheCpuTwin) {
   }
 }
 
+// Runs = source ranks x features of a shard: world 129 with 3 features sharing one table gives
+// 387 runs, more than one run table holds (kMaxRuns, a kernel parameter). The per-id step goes
+// as several launches and the grouping still sees one shard: row 5 is in every run (a hot row
+// whose ids come from every run table), and the result equals the CPU twin bit for bit, the
+// aggregated gradients and a fused update alike.
+TEST(SimtBackward, MoreRunsThanOneRunTableHoldsEqualTheCpuTwin) {
+  constexpr int kRanks = 129, kFeatures = 3, kRows = 40;
+  constexpr int32_t kCols = 20;
+  const int64_t stride = kCols + 1;
+  std::vector<Bags> bags;
+  std::vector<BagRun> runs;
+  int64_t at = 0;
+  for (int r = 0; r < kRanks * kFeatures; ++r) bags.push_back(MakeBags(3, 3, kRows, 900 + r, 0, 0));
+  for (Bags& b : bags) {
+    b.rows.insert(b.rows.begin(), 5);
+    b.weights.insert(b.weights.begin(), 0.5f);
+    for (size_t i = 1; i < b.offsets.size(); ++i) ++b.offsets[i];
+    BagRun run = b.Run(true);
+    run.io_offset = at * stride;
+    at += run.num_bags + 1;
+    runs.push_back(run);
+  }
+  ASSERT_GT(runs.size(), static_cast<size_t>(simt_body::kMaxRuns));
+  EXPECT_EQ(simt_body::MakeRunSlices(runs).tables().size(), 4u);
+  std::vector<float> grads(at * stride);
+  std::mt19937 rng(31);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (float& g : grads) g = u(rng);
+  int64_t n = 0;
+  for (const BagRun& r : runs) n += r.num_ids();
+
+  std::vector<uint8_t> ws(BackwardWorkspaceBytes(ExecContext(), n, kCols, 0));
+  int64_t num_unique = 0;
+  ASSERT_TRUE(GroupRows(ExecContext(), runs, ws.data(), ws.size(), &num_unique).ok());
+  std::vector<int64_t> twin_rows(num_unique);
+  std::vector<float> twin_grads(num_unique * kCols);
+  ASSERT_TRUE(AggregateGrads(ExecContext(), runs, grads.data(), stride, kCols, 0.25f, ws.data(),
+                             twin_rows.data(), twin_grads.data())
+                  .ok());
+  std::vector<int64_t> rows(n, -1);
+  std::vector<float> sums(n * kCols, 0.0f);
+  simt_body::RowSink sink;
+  sink.unique_out = rows.data();
+  sink.grads_out = sums.data();
+  simt_body::SimtBackward sb;
+  sb.Run(runs, kRows, grads.data(), stride, kCols, 0.25f, sink);
+  ASSERT_EQ(sb.mem.num_unique, num_unique);
+  rows.resize(num_unique);
+  EXPECT_EQ(rows, twin_rows);
+  EXPECT_TRUE(SameBits(sums.data(), twin_grads.data(), twin_grads.size() * 4));
+  EXPECT_GT(sb.mem.hot_off[n], 0);  // row 5 went through the chunk tree
+
+  optim::OptimizerConfig cfg;
+  cfg.type = optim::OptimizerType::kRowWiseAdagrad;
+  cfg.learning_rate = 0.05f;
+  cfg.eps = 1e-3f;
+  Shard twin(cfg, DType::kFloat32, kRows, kCols, 9), simt_shard = twin;
+  std::vector<uint8_t> ws1(BackwardWorkspaceBytes(ExecContext(), n, kCols, 1));
+  ASSERT_TRUE(GroupRows(ExecContext(), runs, ws1.data(), ws1.size(), &num_unique).ok());
+  ASSERT_TRUE(FusedBackward(ExecContext(), runs, grads.data(), stride, 0.5f, cfg, 1, kCols, twin.p,
+                            ws1.data())
+                  .ok());
+  simt_body::RowSink fused;
+  fused.fused = true;
+  fused.params = optim::MakeRowParams(cfg, 1, kCols, simt_shard.p);
+  simt_body::SimtBackward sf;
+  sf.Run(runs, kRows, grads.data(), stride, kCols, 0.5f, fused);
+  EXPECT_TRUE(twin == simt_shard);
+}
+
 }  // namespace
 }  // namespace shardrec::embedding::kernels
