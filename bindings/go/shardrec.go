@@ -35,6 +35,7 @@ const (
 	ErrCodeNotFound    = -11
 	ErrCodeInternal    = -12
 	ErrCodeNoDevice    = -13
+	ErrCodeAborted     = -14 // Comm.Abort was called on this communicator's failure domain
 )
 
 // Error is a failed libshardrec call: Code is the C status (one of the ErrCode constants),

@@ -1,6 +1,7 @@
 // C API for communicators (shardrec/comm.h): argument checks, option conversion, handles.
 #include "shardrec/comm.h"
 
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -55,6 +56,13 @@ Status ToOptions(const shardrec_comm_options_t* in, comm::CommOptions* out) {
       if (!s.ok()) return s.WithContext("options->bind_address");
     }
   }
+  if (in->version >= 2) {
+    if (in->store_grace_ms < 0) {
+      return Status::InvalidArgument("options->store_grace_ms ", in->store_grace_ms,
+                                     " must be >= 0");
+    }
+    out->store_grace = std::chrono::milliseconds(in->store_grace_ms);
+  }
   return Status::Ok();
 }
 
@@ -104,7 +112,9 @@ extern "C" {
 SHARDREC_API shardrec_status_t shardrec_comm_options_init(shardrec_comm_options_t* options,
                                                           uint32_t version) {
   const shardrec_comm_options_t d = SHARDREC_COMM_OPTIONS_INIT;
-  return shardrec::capi::InitStruct(options, version, SHARDREC_COMM_OPTIONS_VERSION, d, "options");
+  return shardrec::capi::InitStruct(
+      options, version, SHARDREC_COMM_OPTIONS_VERSION, d, "options",
+      {offsetof(shardrec_comm_options_t, store_grace_ms), sizeof(shardrec_comm_options_t)});
 }
 
 SHARDREC_API shardrec_status_t shardrec_store_callbacks_init(shardrec_store_callbacks_t* callbacks,

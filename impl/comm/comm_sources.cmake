@@ -9,6 +9,7 @@ list(APPEND SHARDREC_COMM_SOURCES
   unique_id.cc
   gloo_store.cc
   gloo_communicator.cc
+  gloo_interrupt.cc
   gloo_collectives.cc
   factory.cc
   work.cc)

@@ -25,10 +25,18 @@ Status CheckOptions(const CommOptions& o, std::chrono::milliseconds* timeout) {
   const auto b = static_cast<int32_t>(o.backend);
   if (b < 0 || b > 2)
     return Status::InvalidArgument("backend ", b, " is not one of auto, gloo, nccl");
+  if (o.store_grace.count() < 0) {
+    return Status::InvalidArgument("store grace ", o.store_grace.count(),
+                                   " ms must not be negative");
+  }
   if (o.device.is_cuda() && o.device.index < 0) {
     return Status::InvalidArgument("device index ", o.device.index, " must not be negative");
   }
   return Status::Ok();
+}
+
+std::chrono::milliseconds StoreGrace(const CommOptions& o, std::chrono::milliseconds timeout) {
+  return o.store_grace.count() > 0 ? o.store_grace : std::min(kDefaultStoreGrace, timeout);
 }
 
 std::string BindHost(const CommOptions& o, const std::string& fallback) {
@@ -110,6 +118,7 @@ Status CreateCommunicatorFromUniqueId(const UniqueId& id, int world, int rank,
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::shared_ptr<TcpStore> store;
   SR_RETURN_IF_ERROR(ConnectUniqueIdStore(id, rank, timeout, &store));
+  store->set_linger(StoreGrace(options, timeout));
   const std::string local = store->local_host();
   return Create(std::move(store), "comm", world, rank, options, local, out, deadline);
 }

@@ -23,7 +23,13 @@ struct CommOptions {
   // of the connection to the unique id's store (the interface that routes to rank 0), else
   // 127.0.0.1.
   std::string bind_address;
+  // Unique id and environment rendezvous: how long destroying rank 0's last communicator waits
+  // for the other ranks to disconnect from the store it hosts. 0: kDefaultStoreGrace (capped at
+  // the timeout). After an abort it does not wait at all.
+  std::chrono::milliseconds store_grace{0};
 };
+
+inline constexpr std::chrono::milliseconds kDefaultStoreGrace{2000};
 
 // Collective over `world` ranks that share `store`; keys live under `key_prefix`. Use a fresh
 // prefix per communicator on a shared store (splits are namespaced automatically).

@@ -103,7 +103,9 @@ class TcpStore : public Store {
 
   // The local address of the connection: the interface that routes to the store host.
   const std::string& local_host() const { return local_host_; }
+  // How long a hosting client's destruction waits for the other ranks to disconnect.
   void set_linger(std::chrono::milliseconds linger) { linger_ = linger; }
+  void Abandon() override { linger_ = std::chrono::milliseconds(0); }
 
  private:
   TcpStore() = default;
@@ -121,7 +123,7 @@ class TcpStore : public Store {
   std::string server_name_;
   std::string local_host_;
   std::chrono::milliseconds io_timeout_{30000};
-  std::chrono::milliseconds linger_{30000};
+  std::atomic<std::chrono::milliseconds> linger_{std::chrono::milliseconds(30000)};
   std::shared_ptr<TcpStoreServer> hosted_;
 };
 

@@ -16,7 +16,9 @@
  * itself) form one failure domain on this rank: the first timeout or remote failure on any of
  * them poisons all of them, so the next call on any of them returns SHARDREC_EUSAGE at once
  * instead of waiting out another timeout against the same missing peer (CPU engine; the NCCL
- * backend poisons per communicator). shardrec_comm_abort() poisons only its own handle.
+ * backend poisons per communicator). shardrec_comm_abort() aborts a communicator and every
+ * communicator split from it, directly or not (CPU engine), but not the one it was split from:
+ * calls blocked in any of them return SHARDREC_EABORTED within about a second, as later calls do.
  * Nothing hangs forever and nothing raises a signal:
  * on the first communicator creation, SIGPIPE is set to SIG_IGN process-wide if (and only if)
  * the host left it at its default disposition, because a peer's death would otherwise
@@ -73,8 +75,8 @@ typedef struct shardrec_unique_id {
 #define SHARDREC_REDUCE_MAX 2
 #define SHARDREC_REDUCE_MIN 3
 
-/** Current version of shardrec_comm_options_t. */
-#define SHARDREC_COMM_OPTIONS_VERSION 1
+/** Current version of shardrec_comm_options_t (2 added store_grace_ms). */
+#define SHARDREC_COMM_OPTIONS_VERSION 2
 
 /**
  * Communicator options. Fill with SHARDREC_COMM_OPTIONS_INIT or shardrec_comm_options_init(),
@@ -90,11 +92,16 @@ typedef struct shardrec_comm_options {
    *  variable SHARDREC_SOCKET_IFADDR, else the local address that routes to rank 0's store
    *  (unique id), else 127.0.0.1. Copied during the call. */
   const char* bind_address;
+  /** Version 2. How long destroying rank 0's communicator (unique id or environment
+   *  rendezvous) waits for the other ranks to disconnect from the store it hosts, in ms; 0 =
+   *  2000 or the timeout if shorter. A rank that died without destroying its communicator
+   *  costs rank 0 this long, not a timeout. After shardrec_comm_abort() it does not wait. */
+  int64_t store_grace_ms;
 } shardrec_comm_options_t;
 
 /** Static initialiser for C: all defaults. */
 #define SHARDREC_COMM_OPTIONS_INIT \
-  { SHARDREC_COMM_OPTIONS_VERSION, 0, SHARDREC_BACKEND_AUTO, 0, 0, NULL }
+  { SHARDREC_COMM_OPTIONS_VERSION, 0, SHARDREC_BACKEND_AUTO, 0, 0, NULL, 0 }
 
 /**
  * Fills @p options with defaults for the given struct version (for bindings without macros).
@@ -257,12 +264,18 @@ SHARDREC_API shardrec_status_t shardrec_comm_size(int32_t* out, const shardrec_c
 SHARDREC_API shardrec_status_t shardrec_comm_set_timeout(shardrec_comm_t* comm, int64_t timeout_ms);
 
 /**
- * Tears down @p comm's connections without waiting for peers: peers blocked with it fail
- * promptly, a call blocked in @p comm itself fails no later than its timeout, and later calls
- * return SHARDREC_EUSAGE. The handle must still be destroyed. Idempotent.
+ * Tears down @p comm's connections without waiting for peers, and those of every communicator
+ * split from it, directly or not (including the private ones of the embedding collections and
+ * meshes built on them); the communicator it was itself split from is untouched. A call
+ * blocked in any of them, a collective or an embedding call in its exchange, returns
+ * SHARDREC_EABORTED within about a second (CPU engine; with NCCL, no later than its timeout),
+ * and so do later calls. A peer blocked waiting for this rank gets SHARDREC_EREMOTE promptly
+ * (a peer blocked on a third rank waits for that rank or its timeout). After aborting a root
+ * communicator, destroying it does not wait on peers. The handles must still be destroyed.
+ * Idempotent.
  * @param comm [in] Communicator; not NULL.
- * @return SHARDREC_OK; SHARDREC_EINVAL. Thread-safe: may run while another thread is blocked in
- *         a collective on @p comm.
+ * @return SHARDREC_OK; SHARDREC_EINVAL. Thread-safe: may run from any thread (a signal-free
+ *         watchdog, a task-kill listener) while another thread is blocked on the domain.
  */
 SHARDREC_API shardrec_status_t shardrec_comm_abort(shardrec_comm_t* comm);
 
@@ -276,9 +289,10 @@ SHARDREC_API shardrec_status_t shardrec_comm_async_error(const shardrec_comm_t* 
 
 /**
  * Releases the handle. Objects that use the communicator (embedding collections) keep it alive
- * until they are destroyed too. Rank 0 of a unique-id communicator waits, up to the timeout,
- * for the other ranks to disconnect from its store (connections that never presented the id's
- * nonce do not count).
+ * until they are destroyed too. Destroying rank 0's last communicator of a unique-id (or
+ * environment) rendezvous waits up to shardrec_comm_options_t.store_grace_ms (default 2 s) for
+ * the other ranks to disconnect from its store (connections that never presented the nonce do
+ * not count), and not at all after shardrec_comm_abort().
  * @param comm [in] Handle or NULL (no-op). Must not be in use by another thread.
  */
 SHARDREC_API void shardrec_comm_destroy(shardrec_comm_t* comm);
