@@ -123,6 +123,44 @@ Status CreateCommunicatorFromUniqueId(const UniqueId& id, int world, int rank,
   return Create(std::move(store), "comm", world, rank, options, local, out, deadline);
 }
 
+Status CreateCommunicatorFromEnv(const EnvVars& env, const CommOptions& options,
+                                 std::unique_ptr<Communicator>* out, LaunchEnv* launch) {
+  if (out == nullptr) return Status::InvalidArgument("out must not be null");
+  std::chrono::milliseconds timeout{0};
+  SR_RETURN_IF_ERROR(CheckOptions(options, &timeout));
+  LaunchEnv e;
+  SR_RETURN_IF_ERROR(ParseLaunchEnv(env, &e));
+  const std::string where =
+      StrCat(e.convention, " launch (rank ", e.rank, " of ", e.world, ", store ", e.master_host,
+             ":", e.master_port, " from ", e.port_source, ")");
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  net::Endpoint server;
+  Status s = net::ResolveHost(e.master_host, &server);
+  if (!s.ok()) return s.WithContext(where);
+  server.port = e.master_port;
+  std::shared_ptr<TcpStoreServer> hosted;
+  if (e.rank == 0) {
+    // Every interface, as torch's TCP store: the master address may be a name (a Kubernetes
+    // service, a Slurm node) that does not map to one local interface.
+    s = TcpStoreServer::Start(server, /*any_interface=*/true, e.nonce, &hosted, e.master_port);
+    if (!s.ok()) return s.WithContext(where + ": rank 0 cannot host the store");
+  }
+  std::shared_ptr<TcpStore> store;
+  s = TcpStore::Connect(server, e.nonce, timeout, std::move(hosted), &store);
+  if (!s.ok()) return s.WithContext(where);
+  s = store->Claim(StrCat("rank ", e.rank));
+  if (!s.ok()) {
+    store->set_linger(std::min(timeout, std::chrono::milliseconds(1000)));
+    return s.WithContext(where);
+  }
+  store->set_linger(StoreGrace(options, timeout));
+  const std::string local = store->local_host();
+  s = Create(std::move(store), "comm", e.world, e.rank, options, local, out, deadline);
+  if (!s.ok()) return s.WithContext(where);
+  if (launch != nullptr) *launch = std::move(e);
+  return Status::Ok();
+}
+
 Status CreateLocalGroup(int n, const CommOptions& options,
                         std::vector<std::unique_ptr<Communicator>>* out) {
   if (out == nullptr) return Status::InvalidArgument("out must not be null");

@@ -25,9 +25,10 @@ using Nonce = std::array<uint8_t, 16>;
 // unauthenticated and authenticated connections are bounded separately (store_tcp_protocol.h).
 class TcpStoreServer {
  public:
-  // Listens on `addr` (or every interface of its family with `any_interface`).
+  // Listens on `addr` (or every interface of its family with `any_interface`), on `port` or,
+  // with 0, an ephemeral one.
   static Status Start(const net::Endpoint& addr, bool any_interface, const Nonce& nonce,
-                      std::shared_ptr<TcpStoreServer>* out);
+                      std::shared_ptr<TcpStoreServer>* out, uint16_t port = 0);
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;

@@ -353,6 +353,58 @@ SHARDREC_API shardrec_status_t shardrec_comm_allgather(shardrec_comm_t* comm, co
  */
 SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm);
 
+/* ---- Launching from a cluster's launcher (torchrun, mpirun, srun), local rank ---- */
+
+/**
+ * Collective: creates this process's communicator from the variables its launcher set, with no
+ * unique id to ship. Reads the first convention present, in this order:
+ *  - torchrun, Kubernetes PyTorchJob, DeepSpeed, TorchDistributor: RANK, WORLD_SIZE,
+ *    MASTER_ADDR, MASTER_PORT (all required), LOCAL_RANK, LOCAL_WORLD_SIZE;
+ *  - Open MPI (mpirun): OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE;
+ *  - MPICH / Intel MPI (Hydra): PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS;
+ *  - Slurm (srun): SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID,
+ *    SLURM_TASKS_PER_NODE, SLURM_JOB_NODELIST, SLURM_JOB_ID.
+ * Rank 0's store address: MASTER_ADDR when set (a name or a numeric address); else, under Slurm,
+ * the first host of SLURM_JOB_NODELIST (compressed lists such as "node[01-04],gpu5" are
+ * expanded); else, under MPI with every rank on one host, 127.0.0.1; otherwise an error asking
+ * for MASTER_ADDR (MPI launchers publish no address: export it, e.g. `mpirun -x MASTER_ADDR`).
+ * Port: MASTER_PORT when set; else 20000 + SLURM_JOB_ID % 10000 (Slurm) or 20000 +
+ * OMPI_MCA_ess_base_jobid % 10000 (Open MPI); else 29500. Rank 0 hosts the store on that port
+ * on every interface; the others connect, retrying until the timeout (they may start first).
+ * Then the ranks meet as with shardrec_comm_create(), and destroy follows the same rules.
+ *
+ * Trust model: when SHARDREC_RENDEZVOUS_TOKEN is set (the same secret on every rank) it becomes
+ * the store's session nonce, and a connection without it is refused as with a unique id.
+ * Without it the nonce is derived from public facts (convention, world size, address, port):
+ * like torch's TCP store, anyone who can reach the port can join or disrupt the rendezvous, so
+ * run on a private network or set the token. Traffic is never encrypted either way.
+ * @param out     [out] Receives the new handle (caller owns; shardrec_comm_destroy()).
+ * @param options [in] Options, or NULL for defaults.
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND when no launcher variables are present;
+ *         SHARDREC_EINVAL naming the convention and the variable missing or malformed;
+ *         SHARDREC_EIO when rank 0 cannot listen on the port (in use?); SHARDREC_ETIMEOUT;
+ *         SHARDREC_EREMOTE (store unreachable, or a different token); SHARDREC_EUSAGE when a
+ *         rank number was claimed twice. On failure *out is NULL. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t
+shardrec_comm_create_from_env(shardrec_comm_t** out, const shardrec_comm_options_t* options);
+
+/**
+ * This rank's position among the ranks of @p comm on the same host (0-based), and how many
+ * there are (shardrec_comm_local_size), e.g. for topology.ranks_per_node or to pick a GPU.
+ * From the launcher for shardrec_comm_create_from_env() when it says; for a local group, the
+ * thread's index; otherwise computed once when the communicator is created (host communicators:
+ * ranks whose host names are equal share a host).
+ * @param out  [out] Receives the value; not NULL.
+ * @param comm [in] Communicator; not NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EUNSUPPORTED for a device communicator not
+ *         created from a launcher's environment. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_comm_local_rank(int32_t* out, const shardrec_comm_t* comm);
+
+/** Number of ranks of @p comm on this host; see shardrec_comm_local_rank(). */
+SHARDREC_API shardrec_status_t shardrec_comm_local_size(int32_t* out, const shardrec_comm_t* comm);
+
 SHARDREC_END_DECL
 
 #endif /* SHARDREC_COMM_H_ */
