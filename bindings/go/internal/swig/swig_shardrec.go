@@ -41,13 +41,13 @@ typedef long long swig_type_8;
 typedef long long swig_type_9;
 typedef _gostring_ swig_type_10;
 typedef _gostring_ swig_type_11;
-typedef _gostring_ swig_type_12;
-typedef _gostring_ swig_type_13;
-typedef _goslice_ swig_type_14;
+typedef long long swig_type_12;
+typedef long long swig_type_13;
+typedef _gostring_ swig_type_14;
 typedef _gostring_ swig_type_15;
 typedef _goslice_ swig_type_16;
-typedef _goslice_ swig_type_17;
-typedef _gostring_ swig_type_18;
+typedef _gostring_ swig_type_17;
+typedef _goslice_ swig_type_18;
 typedef _goslice_ swig_type_19;
 typedef _gostring_ swig_type_20;
 typedef _goslice_ swig_type_21;
@@ -56,167 +56,167 @@ typedef _goslice_ swig_type_23;
 typedef _gostring_ swig_type_24;
 typedef _goslice_ swig_type_25;
 typedef _gostring_ swig_type_26;
-typedef long long swig_type_27;
+typedef _goslice_ swig_type_27;
 typedef _gostring_ swig_type_28;
-typedef _gostring_ swig_type_29;
+typedef long long swig_type_29;
 typedef _gostring_ swig_type_30;
-typedef long long swig_type_31;
+typedef _gostring_ swig_type_31;
 typedef _gostring_ swig_type_32;
 typedef long long swig_type_33;
 typedef _gostring_ swig_type_34;
 typedef long long swig_type_35;
 typedef _gostring_ swig_type_36;
 typedef long long swig_type_37;
-typedef long long swig_type_38;
-typedef long long swig_type_39;
-typedef long long swig_type_40;
+typedef _gostring_ swig_type_38;
+typedef _gostring_ swig_type_39;
+typedef _goslice_ swig_type_40;
 typedef _gostring_ swig_type_41;
 typedef _goslice_ swig_type_42;
 typedef _gostring_ swig_type_43;
-typedef _gostring_ swig_type_44;
-typedef _gostring_ swig_type_45;
-typedef _gostring_ swig_type_46;
-typedef _goslice_ swig_type_47;
-typedef _gostring_ swig_type_48;
-typedef _goslice_ swig_type_49;
-typedef _gostring_ swig_type_50;
-typedef _goslice_ swig_type_51;
+typedef _goslice_ swig_type_44;
+typedef long long swig_type_45;
+typedef long long swig_type_46;
+typedef long long swig_type_47;
+typedef long long swig_type_48;
+typedef _gostring_ swig_type_49;
+typedef _goslice_ swig_type_50;
+typedef _gostring_ swig_type_51;
 typedef _gostring_ swig_type_52;
-typedef _goslice_ swig_type_53;
+typedef _gostring_ swig_type_53;
 typedef _gostring_ swig_type_54;
 typedef _goslice_ swig_type_55;
 typedef _gostring_ swig_type_56;
-typedef long long swig_type_57;
+typedef _goslice_ swig_type_57;
 typedef _gostring_ swig_type_58;
-typedef long long swig_type_59;
+typedef _goslice_ swig_type_59;
 typedef _gostring_ swig_type_60;
-typedef _gostring_ swig_type_61;
-typedef _goslice_ swig_type_62;
-typedef _gostring_ swig_type_63;
-typedef long long swig_type_64;
-typedef _goslice_ swig_type_65;
+typedef _goslice_ swig_type_61;
+typedef _gostring_ swig_type_62;
+typedef _goslice_ swig_type_63;
+typedef _gostring_ swig_type_64;
+typedef long long swig_type_65;
 typedef _gostring_ swig_type_66;
 typedef long long swig_type_67;
-typedef _goslice_ swig_type_68;
+typedef _gostring_ swig_type_68;
 typedef _gostring_ swig_type_69;
-typedef long long swig_type_70;
-typedef _goslice_ swig_type_71;
-typedef _goslice_ swig_type_72;
-typedef _gostring_ swig_type_73;
-typedef long long swig_type_74;
+typedef _goslice_ swig_type_70;
+typedef _gostring_ swig_type_71;
+typedef long long swig_type_72;
+typedef _goslice_ swig_type_73;
+typedef _gostring_ swig_type_74;
 typedef long long swig_type_75;
-typedef _gostring_ swig_type_76;
+typedef _goslice_ swig_type_76;
 typedef _gostring_ swig_type_77;
-typedef _gostring_ swig_type_78;
-typedef long long swig_type_79;
-typedef long long swig_type_80;
-typedef long long swig_type_81;
+typedef long long swig_type_78;
+typedef _goslice_ swig_type_79;
+typedef _goslice_ swig_type_80;
+typedef _gostring_ swig_type_81;
 typedef long long swig_type_82;
 typedef long long swig_type_83;
-typedef long long swig_type_84;
+typedef _gostring_ swig_type_84;
 typedef _gostring_ swig_type_85;
 typedef _gostring_ swig_type_86;
-typedef _goslice_ swig_type_87;
-typedef _gostring_ swig_type_88;
-typedef _goslice_ swig_type_89;
-typedef _gostring_ swig_type_90;
-typedef _goslice_ swig_type_91;
-typedef _gostring_ swig_type_92;
+typedef long long swig_type_87;
+typedef long long swig_type_88;
+typedef long long swig_type_89;
+typedef long long swig_type_90;
+typedef long long swig_type_91;
+typedef long long swig_type_92;
 typedef _gostring_ swig_type_93;
-typedef _goslice_ swig_type_94;
-typedef _gostring_ swig_type_95;
-typedef _goslice_ swig_type_96;
-typedef _gostring_ swig_type_97;
+typedef _gostring_ swig_type_94;
+typedef _goslice_ swig_type_95;
+typedef _gostring_ swig_type_96;
+typedef _goslice_ swig_type_97;
 typedef _gostring_ swig_type_98;
-typedef _gostring_ swig_type_99;
+typedef _goslice_ swig_type_99;
 typedef _gostring_ swig_type_100;
 typedef _gostring_ swig_type_101;
-typedef _gostring_ swig_type_102;
-typedef _goslice_ swig_type_103;
-typedef _gostring_ swig_type_104;
-typedef long long swig_type_105;
+typedef _goslice_ swig_type_102;
+typedef _gostring_ swig_type_103;
+typedef _goslice_ swig_type_104;
+typedef _gostring_ swig_type_105;
 typedef _gostring_ swig_type_106;
 typedef _gostring_ swig_type_107;
-typedef _goslice_ swig_type_108;
+typedef _gostring_ swig_type_108;
 typedef _gostring_ swig_type_109;
 typedef _gostring_ swig_type_110;
 typedef _goslice_ swig_type_111;
 typedef _gostring_ swig_type_112;
-typedef _goslice_ swig_type_113;
+typedef long long swig_type_113;
 typedef _gostring_ swig_type_114;
-typedef long long swig_type_115;
+typedef _gostring_ swig_type_115;
 typedef _goslice_ swig_type_116;
 typedef _gostring_ swig_type_117;
 typedef _gostring_ swig_type_118;
-typedef _gostring_ swig_type_119;
-typedef _goslice_ swig_type_120;
-typedef _gostring_ swig_type_121;
+typedef _goslice_ swig_type_119;
+typedef _gostring_ swig_type_120;
+typedef _goslice_ swig_type_121;
 typedef _gostring_ swig_type_122;
-typedef _gostring_ swig_type_123;
+typedef long long swig_type_123;
 typedef _goslice_ swig_type_124;
 typedef _gostring_ swig_type_125;
-typedef _goslice_ swig_type_126;
-typedef _goslice_ swig_type_127;
-typedef _gostring_ swig_type_128;
+typedef _gostring_ swig_type_126;
+typedef _gostring_ swig_type_127;
+typedef _goslice_ swig_type_128;
 typedef _gostring_ swig_type_129;
 typedef _gostring_ swig_type_130;
 typedef _gostring_ swig_type_131;
-typedef _gostring_ swig_type_132;
+typedef _goslice_ swig_type_132;
 typedef _gostring_ swig_type_133;
 typedef _goslice_ swig_type_134;
-typedef _gostring_ swig_type_135;
+typedef _goslice_ swig_type_135;
 typedef _gostring_ swig_type_136;
-typedef long long swig_type_137;
-typedef _goslice_ swig_type_138;
+typedef _gostring_ swig_type_137;
+typedef _gostring_ swig_type_138;
 typedef _gostring_ swig_type_139;
-typedef _goslice_ swig_type_140;
+typedef _gostring_ swig_type_140;
 typedef _gostring_ swig_type_141;
-typedef long long swig_type_142;
-typedef _goslice_ swig_type_143;
-typedef _goslice_ swig_type_144;
+typedef _goslice_ swig_type_142;
+typedef _gostring_ swig_type_143;
+typedef _gostring_ swig_type_144;
 typedef long long swig_type_145;
-typedef long long swig_type_146;
-typedef long long swig_type_147;
-typedef long long swig_type_148;
-typedef long long swig_type_149;
+typedef _goslice_ swig_type_146;
+typedef _gostring_ swig_type_147;
+typedef _goslice_ swig_type_148;
+typedef _gostring_ swig_type_149;
 typedef long long swig_type_150;
-typedef _gostring_ swig_type_151;
-typedef _gostring_ swig_type_152;
-typedef _gostring_ swig_type_153;
-typedef _goslice_ swig_type_154;
-typedef _gostring_ swig_type_155;
-typedef _gostring_ swig_type_156;
-typedef _gostring_ swig_type_157;
-typedef _goslice_ swig_type_158;
+typedef _goslice_ swig_type_151;
+typedef _goslice_ swig_type_152;
+typedef long long swig_type_153;
+typedef long long swig_type_154;
+typedef long long swig_type_155;
+typedef long long swig_type_156;
+typedef long long swig_type_157;
+typedef long long swig_type_158;
 typedef _gostring_ swig_type_159;
-typedef _goslice_ swig_type_160;
-typedef _goslice_ swig_type_161;
+typedef _gostring_ swig_type_160;
+typedef _gostring_ swig_type_161;
 typedef _goslice_ swig_type_162;
-typedef _goslice_ swig_type_163;
+typedef _gostring_ swig_type_163;
 typedef _gostring_ swig_type_164;
-typedef _goslice_ swig_type_165;
-typedef _gostring_ swig_type_166;
-typedef _goslice_ swig_type_167;
-typedef _gostring_ swig_type_168;
-typedef _gostring_ swig_type_169;
+typedef _gostring_ swig_type_165;
+typedef _goslice_ swig_type_166;
+typedef _gostring_ swig_type_167;
+typedef _goslice_ swig_type_168;
+typedef _goslice_ swig_type_169;
 typedef _goslice_ swig_type_170;
-typedef _gostring_ swig_type_171;
+typedef _goslice_ swig_type_171;
 typedef _gostring_ swig_type_172;
 typedef _goslice_ swig_type_173;
 typedef _gostring_ swig_type_174;
 typedef _goslice_ swig_type_175;
-typedef _goslice_ swig_type_176;
-typedef _goslice_ swig_type_177;
-typedef long long swig_type_178;
-typedef long long swig_type_179;
+typedef _gostring_ swig_type_176;
+typedef _gostring_ swig_type_177;
+typedef _goslice_ swig_type_178;
+typedef _gostring_ swig_type_179;
 typedef _gostring_ swig_type_180;
-typedef _gostring_ swig_type_181;
+typedef _goslice_ swig_type_181;
 typedef _gostring_ swig_type_182;
-typedef _gostring_ swig_type_183;
-typedef _gostring_ swig_type_184;
-typedef _gostring_ swig_type_185;
-typedef _gostring_ swig_type_186;
-typedef _gostring_ swig_type_187;
+typedef _goslice_ swig_type_183;
+typedef _goslice_ swig_type_184;
+typedef _goslice_ swig_type_185;
+typedef long long swig_type_186;
+typedef long long swig_type_187;
 typedef _gostring_ swig_type_188;
 typedef _gostring_ swig_type_189;
 typedef _gostring_ swig_type_190;
@@ -228,223 +228,231 @@ typedef _gostring_ swig_type_195;
 typedef _gostring_ swig_type_196;
 typedef _gostring_ swig_type_197;
 typedef _gostring_ swig_type_198;
-typedef long long swig_type_199;
-typedef _goslice_ swig_type_200;
+typedef _gostring_ swig_type_199;
+typedef _gostring_ swig_type_200;
 typedef _gostring_ swig_type_201;
 typedef _gostring_ swig_type_202;
 typedef _gostring_ swig_type_203;
 typedef _gostring_ swig_type_204;
 typedef _gostring_ swig_type_205;
-typedef _goslice_ swig_type_206;
-typedef _goslice_ swig_type_207;
-typedef _gostring_ swig_type_208;
-typedef _goslice_ swig_type_209;
+typedef _gostring_ swig_type_206;
+typedef long long swig_type_207;
+typedef _goslice_ swig_type_208;
+typedef _gostring_ swig_type_209;
 typedef _gostring_ swig_type_210;
-typedef _goslice_ swig_type_211;
+typedef _gostring_ swig_type_211;
 typedef _gostring_ swig_type_212;
-typedef long long swig_type_213;
-typedef long long swig_type_214;
+typedef _gostring_ swig_type_213;
+typedef _goslice_ swig_type_214;
 typedef _goslice_ swig_type_215;
-typedef _goslice_ swig_type_216;
+typedef _gostring_ swig_type_216;
 typedef _goslice_ swig_type_217;
-typedef _goslice_ swig_type_218;
-typedef _gostring_ swig_type_219;
-typedef long long swig_type_220;
+typedef _gostring_ swig_type_218;
+typedef _goslice_ swig_type_219;
+typedef _gostring_ swig_type_220;
 typedef long long swig_type_221;
-typedef _goslice_ swig_type_222;
+typedef long long swig_type_222;
 typedef _goslice_ swig_type_223;
 typedef _goslice_ swig_type_224;
-typedef _gostring_ swig_type_225;
-typedef _gostring_ swig_type_226;
+typedef _goslice_ swig_type_225;
+typedef _goslice_ swig_type_226;
 typedef _gostring_ swig_type_227;
-typedef _gostring_ swig_type_228;
-typedef _goslice_ swig_type_229;
+typedef long long swig_type_228;
+typedef long long swig_type_229;
 typedef _goslice_ swig_type_230;
-typedef _gostring_ swig_type_231;
-typedef long long swig_type_232;
-typedef long long swig_type_233;
-typedef _goslice_ swig_type_234;
-typedef _goslice_ swig_type_235;
-typedef _goslice_ swig_type_236;
+typedef _goslice_ swig_type_231;
+typedef _goslice_ swig_type_232;
+typedef _gostring_ swig_type_233;
+typedef _gostring_ swig_type_234;
+typedef _gostring_ swig_type_235;
+typedef _gostring_ swig_type_236;
 typedef _goslice_ swig_type_237;
 typedef _goslice_ swig_type_238;
 typedef _gostring_ swig_type_239;
-typedef _goslice_ swig_type_240;
-typedef _goslice_ swig_type_241;
-typedef _gostring_ swig_type_242;
+typedef long long swig_type_240;
+typedef long long swig_type_241;
+typedef _goslice_ swig_type_242;
 typedef _goslice_ swig_type_243;
 typedef _goslice_ swig_type_244;
-typedef _gostring_ swig_type_245;
-typedef _gostring_ swig_type_246;
-typedef _goslice_ swig_type_247;
-typedef long long swig_type_248;
+typedef _goslice_ swig_type_245;
+typedef _goslice_ swig_type_246;
+typedef _gostring_ swig_type_247;
+typedef _goslice_ swig_type_248;
 typedef _goslice_ swig_type_249;
-typedef long long swig_type_250;
-typedef _gostring_ swig_type_251;
-typedef _gostring_ swig_type_252;
-typedef _goslice_ swig_type_253;
+typedef _gostring_ swig_type_250;
+typedef _goslice_ swig_type_251;
+typedef _goslice_ swig_type_252;
+typedef _gostring_ swig_type_253;
 typedef _gostring_ swig_type_254;
 typedef _goslice_ swig_type_255;
 typedef long long swig_type_256;
-typedef long long swig_type_257;
+typedef _goslice_ swig_type_257;
 typedef long long swig_type_258;
 typedef _gostring_ swig_type_259;
 typedef _gostring_ swig_type_260;
 typedef _goslice_ swig_type_261;
-typedef long long swig_type_262;
+typedef _gostring_ swig_type_262;
 typedef _goslice_ swig_type_263;
 typedef long long swig_type_264;
-typedef _gostring_ swig_type_265;
-typedef _gostring_ swig_type_266;
-typedef _goslice_ swig_type_267;
+typedef long long swig_type_265;
+typedef long long swig_type_266;
+typedef _gostring_ swig_type_267;
 typedef _gostring_ swig_type_268;
-typedef long long swig_type_269;
+typedef _goslice_ swig_type_269;
 typedef long long swig_type_270;
 typedef _goslice_ swig_type_271;
-typedef _gostring_ swig_type_272;
-typedef _goslice_ swig_type_273;
-typedef _goslice_ swig_type_274;
+typedef long long swig_type_272;
+typedef _gostring_ swig_type_273;
+typedef _gostring_ swig_type_274;
 typedef _goslice_ swig_type_275;
-typedef long long swig_type_276;
+typedef _gostring_ swig_type_276;
 typedef long long swig_type_277;
 typedef long long swig_type_278;
 typedef _goslice_ swig_type_279;
-typedef _goslice_ swig_type_280;
-typedef _gostring_ swig_type_281;
+typedef _gostring_ swig_type_280;
+typedef _goslice_ swig_type_281;
 typedef _goslice_ swig_type_282;
 typedef _goslice_ swig_type_283;
 typedef long long swig_type_284;
-typedef _goslice_ swig_type_285;
-typedef _goslice_ swig_type_286;
-typedef _gostring_ swig_type_287;
+typedef long long swig_type_285;
+typedef long long swig_type_286;
+typedef _goslice_ swig_type_287;
 typedef _goslice_ swig_type_288;
 typedef _gostring_ swig_type_289;
-typedef _gostring_ swig_type_290;
+typedef _goslice_ swig_type_290;
 typedef _goslice_ swig_type_291;
-typedef _gostring_ swig_type_292;
-typedef long long swig_type_293;
-typedef _gostring_ swig_type_294;
+typedef long long swig_type_292;
+typedef _goslice_ swig_type_293;
+typedef _goslice_ swig_type_294;
 typedef _gostring_ swig_type_295;
-typedef long long swig_type_296;
+typedef _goslice_ swig_type_296;
 typedef _gostring_ swig_type_297;
 typedef _gostring_ swig_type_298;
-typedef _gostring_ swig_type_299;
-typedef long long swig_type_300;
-typedef _gostring_ swig_type_301;
-typedef long long swig_type_302;
+typedef _goslice_ swig_type_299;
+typedef _gostring_ swig_type_300;
+typedef long long swig_type_301;
+typedef _gostring_ swig_type_302;
 typedef _gostring_ swig_type_303;
-typedef _gostring_ swig_type_304;
-typedef _goslice_ swig_type_305;
+typedef long long swig_type_304;
+typedef _gostring_ swig_type_305;
 typedef _gostring_ swig_type_306;
-typedef _goslice_ swig_type_307;
-typedef _goslice_ swig_type_308;
+typedef _gostring_ swig_type_307;
+typedef long long swig_type_308;
 typedef _gostring_ swig_type_309;
-typedef _goslice_ swig_type_310;
-typedef _goslice_ swig_type_311;
+typedef long long swig_type_310;
+typedef _gostring_ swig_type_311;
 typedef _gostring_ swig_type_312;
 typedef _goslice_ swig_type_313;
-typedef _goslice_ swig_type_314;
-typedef _gostring_ swig_type_315;
-typedef _gostring_ swig_type_316;
+typedef _gostring_ swig_type_314;
+typedef _goslice_ swig_type_315;
+typedef _goslice_ swig_type_316;
 typedef _gostring_ swig_type_317;
-typedef _gostring_ swig_type_318;
+typedef _goslice_ swig_type_318;
 typedef _goslice_ swig_type_319;
-typedef long long swig_type_320;
+typedef _gostring_ swig_type_320;
 typedef _goslice_ swig_type_321;
 typedef _goslice_ swig_type_322;
-typedef long long swig_type_323;
+typedef _gostring_ swig_type_323;
 typedef _gostring_ swig_type_324;
 typedef _gostring_ swig_type_325;
-typedef _goslice_ swig_type_326;
-typedef long long swig_type_327;
-typedef _goslice_ swig_type_328;
+typedef _gostring_ swig_type_326;
+typedef _goslice_ swig_type_327;
+typedef long long swig_type_328;
 typedef _goslice_ swig_type_329;
-typedef long long swig_type_330;
-typedef _gostring_ swig_type_331;
+typedef _goslice_ swig_type_330;
+typedef long long swig_type_331;
 typedef _gostring_ swig_type_332;
-typedef _goslice_ swig_type_333;
+typedef _gostring_ swig_type_333;
 typedef _goslice_ swig_type_334;
 typedef long long swig_type_335;
-typedef _gostring_ swig_type_336;
+typedef _goslice_ swig_type_336;
 typedef _goslice_ swig_type_337;
-typedef _goslice_ swig_type_338;
-typedef long long swig_type_339;
+typedef long long swig_type_338;
+typedef _gostring_ swig_type_339;
 typedef _gostring_ swig_type_340;
-typedef long long swig_type_341;
-typedef _gostring_ swig_type_342;
+typedef _goslice_ swig_type_341;
+typedef _goslice_ swig_type_342;
 typedef long long swig_type_343;
 typedef _gostring_ swig_type_344;
-typedef long long swig_type_345;
+typedef _goslice_ swig_type_345;
 typedef _goslice_ swig_type_346;
-typedef _gostring_ swig_type_347;
-typedef long long swig_type_348;
-typedef _goslice_ swig_type_349;
+typedef long long swig_type_347;
+typedef _gostring_ swig_type_348;
+typedef long long swig_type_349;
 typedef _gostring_ swig_type_350;
 typedef long long swig_type_351;
-typedef _goslice_ swig_type_352;
-typedef _gostring_ swig_type_353;
-typedef long long swig_type_354;
-typedef _goslice_ swig_type_355;
-typedef _gostring_ swig_type_356;
+typedef _gostring_ swig_type_352;
+typedef long long swig_type_353;
+typedef _goslice_ swig_type_354;
+typedef _gostring_ swig_type_355;
+typedef long long swig_type_356;
 typedef _goslice_ swig_type_357;
-typedef _goslice_ swig_type_358;
+typedef _gostring_ swig_type_358;
 typedef long long swig_type_359;
-typedef long long swig_type_360;
+typedef _goslice_ swig_type_360;
 typedef _gostring_ swig_type_361;
-typedef _goslice_ swig_type_362;
+typedef long long swig_type_362;
 typedef _goslice_ swig_type_363;
-typedef _goslice_ swig_type_364;
+typedef _gostring_ swig_type_364;
 typedef _goslice_ swig_type_365;
 typedef _goslice_ swig_type_366;
-typedef _gostring_ swig_type_367;
+typedef long long swig_type_367;
 typedef long long swig_type_368;
-typedef _goslice_ swig_type_369;
-typedef _gostring_ swig_type_370;
-typedef long long swig_type_371;
-typedef long long swig_type_372;
+typedef _gostring_ swig_type_369;
+typedef _goslice_ swig_type_370;
+typedef _goslice_ swig_type_371;
+typedef _goslice_ swig_type_372;
 typedef _goslice_ swig_type_373;
-typedef _gostring_ swig_type_374;
-typedef _goslice_ swig_type_375;
-typedef _goslice_ swig_type_376;
-typedef long long swig_type_377;
-typedef long long swig_type_378;
+typedef _goslice_ swig_type_374;
+typedef _gostring_ swig_type_375;
+typedef long long swig_type_376;
+typedef _goslice_ swig_type_377;
+typedef _gostring_ swig_type_378;
 typedef long long swig_type_379;
-typedef _goslice_ swig_type_380;
-typedef long long swig_type_381;
+typedef long long swig_type_380;
+typedef _goslice_ swig_type_381;
 typedef _gostring_ swig_type_382;
 typedef _goslice_ swig_type_383;
 typedef _goslice_ swig_type_384;
-typedef _goslice_ swig_type_385;
-typedef _gostring_ swig_type_386;
+typedef long long swig_type_385;
+typedef long long swig_type_386;
 typedef long long swig_type_387;
-typedef long long swig_type_388;
-typedef _goslice_ swig_type_389;
-typedef long long swig_type_390;
-typedef _gostring_ swig_type_391;
-typedef long long swig_type_392;
+typedef _goslice_ swig_type_388;
+typedef long long swig_type_389;
+typedef _gostring_ swig_type_390;
+typedef _goslice_ swig_type_391;
+typedef _goslice_ swig_type_392;
 typedef _goslice_ swig_type_393;
-typedef long long swig_type_394;
-typedef _gostring_ swig_type_395;
+typedef _gostring_ swig_type_394;
+typedef long long swig_type_395;
 typedef long long swig_type_396;
 typedef _goslice_ swig_type_397;
-typedef _goslice_ swig_type_398;
+typedef long long swig_type_398;
 typedef _gostring_ swig_type_399;
 typedef long long swig_type_400;
 typedef _goslice_ swig_type_401;
-typedef _gostring_ swig_type_402;
-typedef long long swig_type_403;
-typedef _goslice_ swig_type_404;
-typedef _gostring_ swig_type_405;
-typedef long long swig_type_406;
-typedef _goslice_ swig_type_407;
+typedef long long swig_type_402;
+typedef _gostring_ swig_type_403;
+typedef long long swig_type_404;
+typedef _goslice_ swig_type_405;
+typedef _goslice_ swig_type_406;
+typedef _gostring_ swig_type_407;
 typedef long long swig_type_408;
-typedef _gostring_ swig_type_409;
-typedef long long swig_type_410;
-typedef _gostring_ swig_type_411;
-typedef long long swig_type_412;
+typedef _goslice_ swig_type_409;
+typedef _gostring_ swig_type_410;
+typedef long long swig_type_411;
+typedef _goslice_ swig_type_412;
 typedef _gostring_ swig_type_413;
 typedef long long swig_type_414;
-typedef long long swig_type_415;
+typedef _goslice_ swig_type_415;
+typedef long long swig_type_416;
+typedef _gostring_ swig_type_417;
+typedef long long swig_type_418;
+typedef _gostring_ swig_type_419;
+typedef long long swig_type_420;
+typedef _gostring_ swig_type_421;
+typedef long long swig_type_422;
+typedef long long swig_type_423;
 extern void _wrap_Swig_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_swig_5010cc1c9577d3b9(swig_intgo arg1);
 extern swig_intgo _wrap_OK_swig_5010cc1c9577d3b9(void);
@@ -461,6 +469,7 @@ extern swig_intgo _wrap_EUNSUPPORTED_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_ENOTFOUND_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_EINTERNAL_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_ENODEVICE_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_EABORTED_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_DTYPE_FLOAT32_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_DTYPE_FLOAT16_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_DTYPE_BFLOAT16_swig_5010cc1c9577d3b9(void);
@@ -558,27 +567,32 @@ extern void _wrap_comm_options_device_index_set_swig_5010cc1c9577d3b9(uintptr_t 
 extern swig_intgo _wrap_comm_options_device_index_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_comm_options_bind_address_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_10 arg2);
 extern swig_type_11 _wrap_comm_options_bind_address_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_comm_options_store_grace_ms_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_12 arg2);
+extern swig_type_13 _wrap_comm_options_store_grace_ms_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_comm_options_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_comm_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_12 _wrap_comm_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_13 _wrap_comm_unique_id_create_swig_5010cc1c9577d3b9(swig_type_14 arg1);
-extern swig_type_15 _wrap_comm_create_swig_5010cc1c9577d3b9(swig_type_16 arg1, swig_type_17 arg2, swig_intgo arg3, swig_intgo arg4, uintptr_t arg5);
-extern swig_type_18 _wrap_comm_create_local_group_swig_5010cc1c9577d3b9(swig_type_19 arg1, uintptr_t arg2);
-extern swig_type_20 _wrap_comm_split_swig_5010cc1c9577d3b9(swig_type_21 arg1, uintptr_t arg2, swig_intgo arg3, swig_intgo arg4);
-extern swig_type_22 _wrap_comm_rank_swig_5010cc1c9577d3b9(swig_type_23 arg1, uintptr_t arg2);
-extern swig_type_24 _wrap_comm_size_swig_5010cc1c9577d3b9(swig_type_25 arg1, uintptr_t arg2);
-extern swig_type_26 _wrap_comm_set_timeout_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_27 arg2);
-extern swig_type_28 _wrap_comm_abort_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_29 _wrap_comm_async_error_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_14 _wrap_comm_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_15 _wrap_comm_unique_id_create_swig_5010cc1c9577d3b9(swig_type_16 arg1);
+extern swig_type_17 _wrap_comm_create_swig_5010cc1c9577d3b9(swig_type_18 arg1, swig_type_19 arg2, swig_intgo arg3, swig_intgo arg4, uintptr_t arg5);
+extern swig_type_20 _wrap_comm_create_local_group_swig_5010cc1c9577d3b9(swig_type_21 arg1, uintptr_t arg2);
+extern swig_type_22 _wrap_comm_split_swig_5010cc1c9577d3b9(swig_type_23 arg1, uintptr_t arg2, swig_intgo arg3, swig_intgo arg4);
+extern swig_type_24 _wrap_comm_rank_swig_5010cc1c9577d3b9(swig_type_25 arg1, uintptr_t arg2);
+extern swig_type_26 _wrap_comm_size_swig_5010cc1c9577d3b9(swig_type_27 arg1, uintptr_t arg2);
+extern swig_type_28 _wrap_comm_set_timeout_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_29 arg2);
+extern swig_type_30 _wrap_comm_abort_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_31 _wrap_comm_async_error_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_comm_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_30 _wrap_comm_allreduce_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_31 arg4, swig_intgo arg5, swig_intgo arg6);
-extern swig_type_32 _wrap_comm_broadcast_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_33 arg3, swig_intgo arg4, swig_intgo arg5);
-extern swig_type_34 _wrap_comm_allgather_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_35 arg4, swig_intgo arg5);
-extern swig_type_36 _wrap_comm_barrier_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_Shard_t_row_offset_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_37 arg2);
-extern swig_type_38 _wrap_Shard_t_row_offset_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_Shard_t_rows_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_39 arg2);
-extern swig_type_40 _wrap_Shard_t_rows_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_32 _wrap_comm_allreduce_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_33 arg4, swig_intgo arg5, swig_intgo arg6);
+extern swig_type_34 _wrap_comm_broadcast_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_35 arg3, swig_intgo arg4, swig_intgo arg5);
+extern swig_type_36 _wrap_comm_allgather_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_37 arg4, swig_intgo arg5);
+extern swig_type_38 _wrap_comm_barrier_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_39 _wrap_comm_create_from_env_swig_5010cc1c9577d3b9(swig_type_40 arg1, uintptr_t arg2);
+extern swig_type_41 _wrap_comm_local_rank_swig_5010cc1c9577d3b9(swig_type_42 arg1, uintptr_t arg2);
+extern swig_type_43 _wrap_comm_local_size_swig_5010cc1c9577d3b9(swig_type_44 arg1, uintptr_t arg2);
+extern void _wrap_Shard_t_row_offset_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_45 arg2);
+extern swig_type_46 _wrap_Shard_t_row_offset_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_Shard_t_rows_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_47 arg2);
+extern swig_type_48 _wrap_Shard_t_rows_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_Shard_t_col_offset_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_Shard_t_col_offset_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_Shard_t_cols_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
@@ -587,21 +601,21 @@ extern void _wrap_Shard_t_rank_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_in
 extern swig_intgo _wrap_Shard_t_rank_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_Shard_t_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_Shard_t_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_41 _wrap_plan_from_json_swig_5010cc1c9577d3b9(swig_type_42 arg1, swig_type_43 arg2);
-extern swig_type_44 _wrap_plan_to_json_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_45 _wrap_plan_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_46 _wrap_plan_hash_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_47 arg2);
-extern swig_type_48 _wrap_plan_world_size_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_49 arg2);
-extern swig_type_50 _wrap_plan_ranks_per_node_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_51 arg2);
-extern swig_type_52 _wrap_plan_num_tables_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_53 arg2);
-extern swig_type_54 _wrap_plan_num_features_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_55 arg2);
-extern swig_type_56 _wrap_plan_feature_name_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_57 arg2, swig_voidp arg3);
-extern swig_type_58 _wrap_plan_table_name_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_59 arg2, swig_voidp arg3);
-extern swig_type_60 _wrap_plan_find_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_61 arg2, swig_type_62 arg3);
-extern swig_type_63 _wrap_plan_table_rows_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_64 arg2, swig_type_65 arg3);
-extern swig_type_66 _wrap_plan_table_dim_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_67 arg2, swig_type_68 arg3);
-extern swig_type_69 _wrap_plan_table_sharding_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_70 arg2, swig_type_71 arg3, swig_type_72 arg4);
-extern swig_type_73 _wrap_plan_shard_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_74 arg2, swig_type_75 arg3, uintptr_t arg4);
+extern swig_type_49 _wrap_plan_from_json_swig_5010cc1c9577d3b9(swig_type_50 arg1, swig_type_51 arg2);
+extern swig_type_52 _wrap_plan_to_json_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_53 _wrap_plan_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_54 _wrap_plan_hash_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_55 arg2);
+extern swig_type_56 _wrap_plan_world_size_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_57 arg2);
+extern swig_type_58 _wrap_plan_ranks_per_node_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_59 arg2);
+extern swig_type_60 _wrap_plan_num_tables_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_61 arg2);
+extern swig_type_62 _wrap_plan_num_features_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_63 arg2);
+extern swig_type_64 _wrap_plan_feature_name_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_65 arg2, swig_voidp arg3);
+extern swig_type_66 _wrap_plan_table_name_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_67 arg2, swig_voidp arg3);
+extern swig_type_68 _wrap_plan_find_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_69 arg2, swig_type_70 arg3);
+extern swig_type_71 _wrap_plan_table_rows_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_72 arg2, swig_type_73 arg3);
+extern swig_type_74 _wrap_plan_table_dim_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_75 arg2, swig_type_76 arg3);
+extern swig_type_77 _wrap_plan_table_sharding_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_78 arg2, swig_type_79 arg3, swig_type_80 arg4);
+extern swig_type_81 _wrap_plan_shard_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_82 arg2, swig_type_83 arg3, uintptr_t arg4);
 extern void _wrap_calibrate_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_calibrate_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_calibrate_options_ranks_share_memory_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
@@ -614,7 +628,7 @@ extern void _wrap_calibrate_options_ranks_per_machine_set_swig_5010cc1c9577d3b9(
 extern swig_intgo _wrap_calibrate_options_ranks_per_machine_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_calibrate_options_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_calibrate_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_76 _wrap_calibrate_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_84 _wrap_calibrate_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_calibration_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_calibration_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_calibration_gather_bandwidth_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
@@ -633,16 +647,16 @@ extern void _wrap_calibration_oversubscription_set_swig_5010cc1c9577d3b9(uintptr
 extern double _wrap_calibration_oversubscription_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_calibration_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_calibration_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_77 _wrap_calibration_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_78 _wrap_topology_calibrate_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_85 _wrap_calibration_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_86 _wrap_topology_calibrate_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
 extern void _wrap_plan_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern swig_intgo _wrap_BOUNDS_ERROR_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_BOUNDS_CLAMP_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_BOUNDS_SKIP_swig_5010cc1c9577d3b9(void);
 extern void _wrap_embedding_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_embedding_options_seed_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_79 arg2);
-extern swig_type_80 _wrap_embedding_options_seed_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_embedding_options_seed_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_87 arg2);
+extern swig_type_88 _wrap_embedding_options_seed_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_embedding_options_bounds_policy_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_bounds_policy_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_embedding_options_num_threads_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
@@ -661,10 +675,10 @@ extern void _wrap_embedding_options_forward_comm_encoding_set_swig_5010cc1c9577d
 extern swig_intgo _wrap_embedding_options_forward_comm_encoding_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_embedding_options_backward_comm_encoding_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_backward_comm_encoding_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_embedding_options_max_batch_size_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_81 arg2);
-extern swig_type_82 _wrap_embedding_options_max_batch_size_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_embedding_options_max_ids_per_batch_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_83 arg2);
-extern swig_type_84 _wrap_embedding_options_max_ids_per_batch_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_embedding_options_max_batch_size_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_89 arg2);
+extern swig_type_90 _wrap_embedding_options_max_batch_size_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_embedding_options_max_ids_per_batch_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_91 arg2);
+extern swig_type_92 _wrap_embedding_options_max_ids_per_batch_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_embedding_options_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_embedding_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern swig_intgo _wrap_COMM_ENCODING_FP32_swig_5010cc1c9577d3b9(void);
@@ -674,42 +688,42 @@ extern swig_intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_NON_FINITE_CHECK_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_NON_FINITE_ALLOW_swig_5010cc1c9577d3b9(void);
-extern swig_type_85 _wrap_embedding_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_86 _wrap_embedding_create_swig_5010cc1c9577d3b9(swig_type_87 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_93 _wrap_embedding_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_94 _wrap_embedding_create_swig_5010cc1c9577d3b9(swig_type_95 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
 extern void _wrap_embedding_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_88 _wrap_embedding_output_dim_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_89 arg2);
-extern swig_type_90 _wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_91 arg2);
-extern swig_type_92 _wrap_embedding_input_dist_wait_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_93 _wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_94 arg2);
-extern swig_type_95 _wrap_embedding_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_96 arg2);
-extern swig_type_97 _wrap_embedding_forward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_98 _wrap_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_99 _wrap_embedding_backward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_100 _wrap_embedding_synchronize_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_101 _wrap_embedding_set_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
-extern swig_type_102 _wrap_embedding_num_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_103 arg2);
-extern swig_type_104 _wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_105 arg2);
-extern swig_type_106 _wrap_embedding_get_weights_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_107 arg2, swig_type_108 arg3);
-extern swig_type_109 _wrap_embedding_set_weights_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_110 arg2, swig_type_111 arg3);
-extern swig_type_112 _wrap_embedding_num_states_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_113 arg2);
-extern swig_type_114 _wrap_embedding_state_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_115 arg2, swig_voidp arg3, swig_type_116 arg4);
-extern swig_type_117 _wrap_embedding_get_state_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_118 arg2, swig_type_119 arg3, swig_type_120 arg4);
-extern swig_type_121 _wrap_embedding_set_state_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_122 arg2, swig_type_123 arg3, swig_type_124 arg4);
-extern swig_type_125 _wrap_embedding_timings_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_126 arg2, swig_type_127 arg3);
-extern swig_type_128 _wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_129 arg2, float arg3);
-extern swig_type_130 _wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_131 arg2, uintptr_t arg3);
-extern swig_type_132 _wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_133 arg2, swig_type_134 arg3);
-extern swig_type_135 _wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_136 arg2, swig_type_137 arg3, swig_voidp arg4, swig_type_138 arg5);
-extern swig_type_139 _wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_140 arg2);
-extern swig_type_141 _wrap_embedding_output_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_142 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_143 arg5, swig_type_144 arg6);
+extern swig_type_96 _wrap_embedding_output_dim_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_97 arg2);
+extern swig_type_98 _wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_99 arg2);
+extern swig_type_100 _wrap_embedding_input_dist_wait_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_101 _wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_102 arg2);
+extern swig_type_103 _wrap_embedding_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_104 arg2);
+extern swig_type_105 _wrap_embedding_forward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_106 _wrap_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_107 _wrap_embedding_backward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_108 _wrap_embedding_synchronize_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_109 _wrap_embedding_set_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
+extern swig_type_110 _wrap_embedding_num_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_111 arg2);
+extern swig_type_112 _wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_113 arg2);
+extern swig_type_114 _wrap_embedding_get_weights_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_115 arg2, swig_type_116 arg3);
+extern swig_type_117 _wrap_embedding_set_weights_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_118 arg2, swig_type_119 arg3);
+extern swig_type_120 _wrap_embedding_num_states_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_121 arg2);
+extern swig_type_122 _wrap_embedding_state_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_123 arg2, swig_voidp arg3, swig_type_124 arg4);
+extern swig_type_125 _wrap_embedding_get_state_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_126 arg2, swig_type_127 arg3, swig_type_128 arg4);
+extern swig_type_129 _wrap_embedding_set_state_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_130 arg2, swig_type_131 arg3, swig_type_132 arg4);
+extern swig_type_133 _wrap_embedding_timings_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_134 arg2, swig_type_135 arg3);
+extern swig_type_136 _wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_137 arg2, float arg3);
+extern swig_type_138 _wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_139 arg2, uintptr_t arg3);
+extern swig_type_140 _wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_141 arg2, swig_type_142 arg3);
+extern swig_type_143 _wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_144 arg2, swig_type_145 arg3, swig_voidp arg4, swig_type_146 arg5);
+extern swig_type_147 _wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_148 arg2);
+extern swig_type_149 _wrap_embedding_output_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_150 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_151 arg5, swig_type_152 arg6);
 extern void _wrap_step_timings_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_step_timings_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_145 arg2);
-extern swig_type_146 _wrap_step_timings_forwards_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_147 arg2);
-extern swig_type_148 _wrap_step_timings_backwards_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_149 arg2);
-extern swig_type_150 _wrap_step_timings_samples_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_153 arg2);
+extern swig_type_154 _wrap_step_timings_forwards_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_155 arg2);
+extern swig_type_156 _wrap_step_timings_backwards_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_157 arg2);
+extern swig_type_158 _wrap_step_timings_samples_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_step_timings_total_seconds_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
 extern double _wrap_step_timings_total_seconds_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_step_timings_collective_seconds_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
@@ -726,10 +740,10 @@ extern void _wrap_step_timings_embedding_comm_seconds_set_swig_5010cc1c9577d3b9(
 extern double _wrap_step_timings_embedding_comm_seconds_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_step_timings_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_step_timings_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_151 _wrap_step_timings_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_152 _wrap_embedding_step_timings_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_153 _wrap_device_count_swig_5010cc1c9577d3b9(swig_type_154 arg1);
-extern swig_type_155 _wrap_device_check_swig_5010cc1c9577d3b9(swig_intgo arg1, swig_intgo arg2);
+extern swig_type_159 _wrap_step_timings_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_160 _wrap_embedding_step_timings_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_161 _wrap_device_count_swig_5010cc1c9577d3b9(swig_type_162 arg1);
+extern swig_type_163 _wrap_device_check_swig_5010cc1c9577d3b9(swig_intgo arg1, swig_intgo arg2);
 extern void _wrap_mesh_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_mesh_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_mesh_options_sharding_group_size_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
@@ -744,21 +758,21 @@ extern void _wrap_mesh_options_sync_mode_set_swig_5010cc1c9577d3b9(uintptr_t arg
 extern swig_intgo _wrap_mesh_options_sync_mode_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_mesh_options_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_mesh_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_156 _wrap_mesh_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_157 _wrap_mesh_create_swig_5010cc1c9577d3b9(swig_type_158 arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_164 _wrap_mesh_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_165 _wrap_mesh_create_swig_5010cc1c9577d3b9(swig_type_166 arg1, uintptr_t arg2, uintptr_t arg3);
 extern void _wrap_mesh_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_159 _wrap_mesh_coords_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_160 arg2, swig_type_161 arg3, swig_type_162 arg4, swig_type_163 arg5);
-extern swig_type_164 _wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(swig_type_165 arg1, uintptr_t arg2);
-extern swig_type_166 _wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(swig_type_167 arg1, uintptr_t arg2);
-extern swig_type_168 _wrap_mesh_describe_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_169 _wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(swig_type_170 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
-extern swig_type_171 _wrap_mesh_sync_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
-extern swig_type_172 _wrap_mesh_step_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_173 arg3);
-extern swig_type_174 _wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_175 arg2, swig_type_176 arg3, swig_type_177 arg4);
+extern swig_type_167 _wrap_mesh_coords_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_168 arg2, swig_type_169 arg3, swig_type_170 arg4, swig_type_171 arg5);
+extern swig_type_172 _wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(swig_type_173 arg1, uintptr_t arg2);
+extern swig_type_174 _wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(swig_type_175 arg1, uintptr_t arg2);
+extern swig_type_176 _wrap_mesh_describe_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_177 _wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(swig_type_178 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_179 _wrap_mesh_sync_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
+extern swig_type_180 _wrap_mesh_step_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_181 arg3);
+extern swig_type_182 _wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_183 arg2, swig_type_184 arg3, swig_type_185 arg4);
 extern void _wrap_checkpoint_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_checkpoint_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_178 arg2);
-extern swig_type_179 _wrap_checkpoint_options_num_dense_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_186 arg2);
+extern swig_type_187 _wrap_checkpoint_options_num_dense_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_checkpoint_options_reset_optimizer_state_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_checkpoint_options_allow_dtype_change_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
@@ -767,100 +781,100 @@ extern void _wrap_checkpoint_options_verify_first_set_swig_5010cc1c9577d3b9(uint
 extern swig_intgo _wrap_checkpoint_options_verify_first_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_checkpoint_options_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_checkpoint_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_180 _wrap_checkpoint_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_181 _wrap_checkpoint_save_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_182 arg2, uintptr_t arg3);
-extern swig_type_183 _wrap_checkpoint_load_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_184 arg2, uintptr_t arg3);
-extern swig_type_185 _wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_186 arg3, uintptr_t arg4);
-extern swig_type_187 _wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_188 arg3, uintptr_t arg4);
-extern swig_type_189 _wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_190 arg2, swig_type_191 arg3, swig_intgo arg4);
-extern swig_type_192 _wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_193 arg2, swig_type_194 arg3, swig_intgo arg4);
+extern swig_type_188 _wrap_checkpoint_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_189 _wrap_checkpoint_save_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_190 arg2, uintptr_t arg3);
+extern swig_type_191 _wrap_checkpoint_load_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_192 arg2, uintptr_t arg3);
+extern swig_type_193 _wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_194 arg3, uintptr_t arg4);
+extern swig_type_195 _wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_196 arg3, uintptr_t arg4);
+extern swig_type_197 _wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_198 arg2, swig_type_199 arg3, swig_intgo arg4);
+extern swig_type_200 _wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_201 arg2, swig_type_202 arg3, swig_intgo arg4);
 extern uintptr_t _wrap_bind_plan_spec_new_swig_5010cc1c9577d3b9(void);
 extern void _wrap_bind_plan_spec_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_bind_plan_spec_topology_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_195 _wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_196 arg2, float arg3);
-extern swig_type_197 _wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_198 arg2, swig_type_199 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_200 arg7, swig_intgo arg8, float arg9, float arg10);
-extern swig_type_201 _wrap_bind_plan_spec_set_table_optimizer_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_202 _wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_203 arg2);
-extern swig_type_204 _wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_205 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_206 arg5, swig_type_207 arg6);
-extern swig_type_208 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_209 arg2);
-extern swig_type_210 _wrap_bind_plan_create_swig_5010cc1c9577d3b9(swig_type_211 arg1, uintptr_t arg2);
-extern swig_type_212 _wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_213 arg2, swig_type_214 arg3, swig_type_215 arg4, swig_type_216 arg5, swig_type_217 arg6, swig_type_218 arg7);
-extern swig_type_219 _wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_220 arg2, swig_type_221 arg3, swig_type_222 arg4, swig_type_223 arg5, swig_type_224 arg6);
-extern swig_type_225 _wrap_bind_device_plugin_path_swig_5010cc1c9577d3b9(swig_voidp arg1);
-extern swig_type_226 _wrap_bind_checkpoint_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_227 arg3, uintptr_t arg4, swig_type_228 arg5, swig_type_229 arg6, swig_type_230 arg7, swig_intgo arg8);
-extern swig_type_231 _wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_232 arg2, swig_type_233 arg3, swig_type_234 arg4, swig_type_235 arg5, swig_type_236 arg6, swig_type_237 arg7, swig_type_238 arg8);
-extern swig_type_239 _wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_240 arg2, swig_type_241 arg3);
-extern swig_type_242 _wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_243 arg2, swig_type_244 arg3);
+extern swig_type_203 _wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_204 arg2, float arg3);
+extern swig_type_205 _wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_206 arg2, swig_type_207 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_208 arg7, swig_intgo arg8, float arg9, float arg10);
+extern swig_type_209 _wrap_bind_plan_spec_set_table_optimizer_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_210 _wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_211 arg2);
+extern swig_type_212 _wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_213 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_214 arg5, swig_type_215 arg6);
+extern swig_type_216 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_217 arg2);
+extern swig_type_218 _wrap_bind_plan_create_swig_5010cc1c9577d3b9(swig_type_219 arg1, uintptr_t arg2);
+extern swig_type_220 _wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_221 arg2, swig_type_222 arg3, swig_type_223 arg4, swig_type_224 arg5, swig_type_225 arg6, swig_type_226 arg7);
+extern swig_type_227 _wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_228 arg2, swig_type_229 arg3, swig_type_230 arg4, swig_type_231 arg5, swig_type_232 arg6);
+extern swig_type_233 _wrap_bind_device_plugin_path_swig_5010cc1c9577d3b9(swig_voidp arg1);
+extern swig_type_234 _wrap_bind_checkpoint_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_235 arg3, uintptr_t arg4, swig_type_236 arg5, swig_type_237 arg6, swig_type_238 arg7, swig_intgo arg8);
+extern swig_type_239 _wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_240 arg2, swig_type_241 arg3, swig_type_242 arg4, swig_type_243 arg5, swig_type_244 arg6, swig_type_245 arg7, swig_type_246 arg8);
+extern swig_type_247 _wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_248 arg2, swig_type_249 arg3);
+extern swig_type_250 _wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_251 arg2, swig_type_252 arg3);
 extern swig_intgo _wrap_ACTIVATION_NONE_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_ACTIVATION_RELU_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_ACTIVATION_SIGMOID_swig_5010cc1c9577d3b9(void);
-extern swig_type_245 _wrap_dense_set_blas_threads_swig_5010cc1c9577d3b9(swig_intgo arg1);
+extern swig_type_253 _wrap_dense_set_blas_threads_swig_5010cc1c9577d3b9(swig_intgo arg1);
 extern swig_intgo _wrap_DENSE_MATH_FP32_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_DENSE_MATH_TF32_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_DENSE_MATH_BF16_swig_5010cc1c9577d3b9(void);
 extern void _wrap_mlp_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_246 _wrap_mlp_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_247 arg2, swig_type_248 arg3, swig_type_249 arg4, swig_type_250 arg5);
-extern swig_type_251 _wrap_mlp_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_252 _wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_253 arg2);
-extern swig_type_254 _wrap_dcn_create_swig_5010cc1c9577d3b9(swig_type_255 arg1, swig_type_256 arg2, swig_intgo arg3, swig_type_257 arg4, swig_type_258 arg5, swig_type_259 arg6);
+extern swig_type_254 _wrap_mlp_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_255 arg2, swig_type_256 arg3, swig_type_257 arg4, swig_type_258 arg5);
+extern swig_type_259 _wrap_mlp_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_260 _wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_261 arg2);
+extern swig_type_262 _wrap_dcn_create_swig_5010cc1c9577d3b9(swig_type_263 arg1, swig_type_264 arg2, swig_intgo arg3, swig_type_265 arg4, swig_type_266 arg5, swig_type_267 arg6);
 extern void _wrap_dcn_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_260 _wrap_dcn_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_261 arg2, swig_type_262 arg3, swig_type_263 arg4, swig_type_264 arg5);
-extern swig_type_265 _wrap_dcn_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_266 _wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_267 arg2);
-extern swig_type_268 _wrap_dot_interaction_width_swig_5010cc1c9577d3b9(swig_type_269 arg1, swig_type_270 arg2, swig_type_271 arg3);
-extern swig_type_272 _wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(swig_type_273 arg1, swig_type_274 arg2, swig_type_275 arg3, swig_type_276 arg4, swig_type_277 arg5, swig_type_278 arg6, swig_type_279 arg7, swig_type_280 arg8);
-extern swig_type_281 _wrap_bce_with_logits_swig_5010cc1c9577d3b9(swig_type_282 arg1, swig_type_283 arg2, swig_type_284 arg3, double arg4, swig_type_285 arg5, swig_type_286 arg6);
-extern swig_type_287 _wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(swig_type_288 arg1, uintptr_t arg2);
+extern swig_type_268 _wrap_dcn_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_269 arg2, swig_type_270 arg3, swig_type_271 arg4, swig_type_272 arg5);
+extern swig_type_273 _wrap_dcn_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_274 _wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_275 arg2);
+extern swig_type_276 _wrap_dot_interaction_width_swig_5010cc1c9577d3b9(swig_type_277 arg1, swig_type_278 arg2, swig_type_279 arg3);
+extern swig_type_280 _wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(swig_type_281 arg1, swig_type_282 arg2, swig_type_283 arg3, swig_type_284 arg4, swig_type_285 arg5, swig_type_286 arg6, swig_type_287 arg7, swig_type_288 arg8);
+extern swig_type_289 _wrap_bce_with_logits_swig_5010cc1c9577d3b9(swig_type_290 arg1, swig_type_291 arg2, swig_type_292 arg3, double arg4, swig_type_293 arg5, swig_type_294 arg6);
+extern swig_type_295 _wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(swig_type_296 arg1, uintptr_t arg2);
 extern void _wrap_dense_optimizer_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_289 _wrap_dense_optimizer_set_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
-extern swig_type_290 _wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_291 arg2);
-extern swig_type_292 _wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_293 arg2);
+extern swig_type_297 _wrap_dense_optimizer_set_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
+extern swig_type_298 _wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_299 arg2);
+extern swig_type_300 _wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_301 arg2);
 extern swig_intgo _wrap_DDP_COMPRESSION_NONE_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_DDP_COMPRESSION_BF16_swig_5010cc1c9577d3b9(void);
 extern void _wrap_ddp_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_294 _wrap_ddp_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_295 _wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_296 arg2);
-extern swig_type_297 _wrap_ddp_finish_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_298 _wrap_ddp_set_sync_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_302 _wrap_ddp_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_303 _wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_304 arg2);
+extern swig_type_305 _wrap_ddp_finish_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_306 _wrap_ddp_set_sync_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_fsdp_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_299 _wrap_fsdp_release_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_300 arg2);
-extern swig_type_301 _wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_302 arg2);
-extern swig_type_303 _wrap_fsdp_step_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_304 _wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(swig_type_305 arg1);
-extern swig_type_306 _wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_307 arg2, swig_type_308 arg3);
-extern swig_type_309 _wrap_bind_mlp_device_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_310 arg2, swig_type_311 arg3);
-extern swig_type_312 _wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_313 arg2, swig_type_314 arg3);
+extern swig_type_307 _wrap_fsdp_release_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_308 arg2);
+extern swig_type_309 _wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_310 arg2);
+extern swig_type_311 _wrap_fsdp_step_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_312 _wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(swig_type_313 arg1);
+extern swig_type_314 _wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_315 arg2, swig_type_316 arg3);
+extern swig_type_317 _wrap_bind_mlp_device_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_318 arg2, swig_type_319 arg3);
+extern swig_type_320 _wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_321 arg2, swig_type_322 arg3);
 extern uintptr_t _wrap_bind_param_list_new_swig_5010cc1c9577d3b9(void);
 extern void _wrap_bind_param_list_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_315 _wrap_bind_param_list_add_mlp_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_316 _wrap_bind_param_list_add_dcn_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_317 _wrap_bind_dense_optimizer_step_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_318 _wrap_bind_mlp_create_swig_5010cc1c9577d3b9(swig_type_319 arg1, swig_type_320 arg2, swig_type_321 arg3, swig_type_322 arg4, swig_type_323 arg5, swig_type_324 arg6);
-extern swig_type_325 _wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(swig_type_326 arg1, swig_type_327 arg2, swig_type_328 arg3, swig_type_329 arg4, swig_type_330 arg5, swig_type_331 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
-extern swig_type_332 _wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_333 arg2, swig_type_334 arg3, uintptr_t arg4, swig_type_335 arg5);
-extern swig_type_336 _wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_337 arg2, swig_type_338 arg3, uintptr_t arg4, swig_type_339 arg5);
-extern swig_type_340 _wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_341 arg3);
-extern swig_type_342 _wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_343 arg3);
-extern swig_type_344 _wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_345 arg2, swig_voidp arg3, swig_type_346 arg4);
-extern swig_type_347 _wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_348 arg2, swig_voidp arg3, swig_type_349 arg4);
-extern swig_type_350 _wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_351 arg2, swig_intgo arg3, swig_type_352 arg4, swig_intgo arg5);
-extern swig_type_353 _wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_354 arg2, swig_intgo arg3, swig_type_355 arg4, swig_intgo arg5);
-extern swig_type_356 _wrap_bind_ddp_create_swig_5010cc1c9577d3b9(swig_type_357 arg1, uintptr_t arg2, swig_type_358 arg3, swig_type_359 arg4, swig_type_360 arg5, swig_intgo arg6);
-extern swig_type_361 _wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_362 arg2, swig_type_363 arg3, swig_type_364 arg4, swig_type_365 arg5, swig_type_366 arg6);
-extern swig_type_367 _wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_368 arg2, swig_type_369 arg3);
-extern swig_type_370 _wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_371 arg2, swig_type_372 arg3, swig_type_373 arg4);
-extern swig_type_374 _wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(swig_type_375 arg1, swig_type_376 arg2, swig_type_377 arg3, swig_type_378 arg4, swig_type_379 arg5, swig_type_380 arg6, swig_type_381 arg7);
-extern swig_type_382 _wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(swig_type_383 arg1, uintptr_t arg2, swig_type_384 arg3, swig_type_385 arg4, uintptr_t arg5);
-extern swig_type_386 _wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_387 arg2, swig_type_388 arg3, swig_type_389 arg4, swig_type_390 arg5);
-extern swig_type_391 _wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_392 arg2, swig_type_393 arg3, swig_type_394 arg4);
-extern swig_type_395 _wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_396 arg2, swig_type_397 arg3, swig_type_398 arg4);
-extern swig_type_399 _wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_400 arg2, swig_type_401 arg3);
-extern swig_type_402 _wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_403 arg2, swig_intgo arg3, swig_type_404 arg4);
-extern swig_type_405 _wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_406 arg2, swig_intgo arg3, swig_type_407 arg4, swig_type_408 arg5, swig_intgo arg6);
-extern swig_type_409 _wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_410 arg2, uintptr_t arg3);
-extern swig_type_411 _wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_412 arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_413 _wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_414 arg2, uintptr_t arg3, uintptr_t arg4);
-extern uintptr_t _wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(swig_type_415 arg1);
+extern swig_type_323 _wrap_bind_param_list_add_mlp_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_324 _wrap_bind_param_list_add_dcn_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_325 _wrap_bind_dense_optimizer_step_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_326 _wrap_bind_mlp_create_swig_5010cc1c9577d3b9(swig_type_327 arg1, swig_type_328 arg2, swig_type_329 arg3, swig_type_330 arg4, swig_type_331 arg5, swig_type_332 arg6);
+extern swig_type_333 _wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(swig_type_334 arg1, swig_type_335 arg2, swig_type_336 arg3, swig_type_337 arg4, swig_type_338 arg5, swig_type_339 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
+extern swig_type_340 _wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_341 arg2, swig_type_342 arg3, uintptr_t arg4, swig_type_343 arg5);
+extern swig_type_344 _wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_345 arg2, swig_type_346 arg3, uintptr_t arg4, swig_type_347 arg5);
+extern swig_type_348 _wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_349 arg3);
+extern swig_type_350 _wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_351 arg3);
+extern swig_type_352 _wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_353 arg2, swig_voidp arg3, swig_type_354 arg4);
+extern swig_type_355 _wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_356 arg2, swig_voidp arg3, swig_type_357 arg4);
+extern swig_type_358 _wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_359 arg2, swig_intgo arg3, swig_type_360 arg4, swig_intgo arg5);
+extern swig_type_361 _wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_362 arg2, swig_intgo arg3, swig_type_363 arg4, swig_intgo arg5);
+extern swig_type_364 _wrap_bind_ddp_create_swig_5010cc1c9577d3b9(swig_type_365 arg1, uintptr_t arg2, swig_type_366 arg3, swig_type_367 arg4, swig_type_368 arg5, swig_intgo arg6);
+extern swig_type_369 _wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_370 arg2, swig_type_371 arg3, swig_type_372 arg4, swig_type_373 arg5, swig_type_374 arg6);
+extern swig_type_375 _wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_376 arg2, swig_type_377 arg3);
+extern swig_type_378 _wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_379 arg2, swig_type_380 arg3, swig_type_381 arg4);
+extern swig_type_382 _wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(swig_type_383 arg1, swig_type_384 arg2, swig_type_385 arg3, swig_type_386 arg4, swig_type_387 arg5, swig_type_388 arg6, swig_type_389 arg7);
+extern swig_type_390 _wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(swig_type_391 arg1, uintptr_t arg2, swig_type_392 arg3, swig_type_393 arg4, uintptr_t arg5);
+extern swig_type_394 _wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_395 arg2, swig_type_396 arg3, swig_type_397 arg4, swig_type_398 arg5);
+extern swig_type_399 _wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_400 arg2, swig_type_401 arg3, swig_type_402 arg4);
+extern swig_type_403 _wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_404 arg2, swig_type_405 arg3, swig_type_406 arg4);
+extern swig_type_407 _wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_408 arg2, swig_type_409 arg3);
+extern swig_type_410 _wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_411 arg2, swig_intgo arg3, swig_type_412 arg4);
+extern swig_type_413 _wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_414 arg2, swig_intgo arg3, swig_type_415 arg4, swig_type_416 arg5, swig_intgo arg6);
+extern swig_type_417 _wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_418 arg2, uintptr_t arg3);
+extern swig_type_419 _wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_420 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_421 _wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_422 arg2, uintptr_t arg3, uintptr_t arg4);
+extern uintptr_t _wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(swig_type_423 arg1);
 extern void _wrap_bind_host_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
 #undef intgo
 */
@@ -1013,6 +1027,13 @@ func _swig_getENODEVICE() (_swig_ret Enum_SS_shardrec_status_code) {
 }
 
 var ENODEVICE Enum_SS_shardrec_status_code = _swig_getENODEVICE()
+func _swig_getEABORTED() (_swig_ret Enum_SS_shardrec_status_code) {
+	var swig_r Enum_SS_shardrec_status_code
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EABORTED_swig_5010cc1c9577d3b9())
+	return swig_r
+}
+
+var EABORTED Enum_SS_shardrec_status_code = _swig_getEABORTED()
 type Enum_SS_shardrec_dtype int
 func _swig_getDTYPE_FLOAT32() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
@@ -1688,7 +1709,7 @@ const REDUCE_SUM int = 0
 const REDUCE_AVG int = 1
 const REDUCE_MAX int = 2
 const REDUCE_MIN int = 3
-const COMM_OPTIONS_VERSION int = 1
+const COMM_OPTIONS_VERSION int = 2
 type SwigcptrComm_options uintptr
 
 func (p SwigcptrComm_options) Swigcptr() uintptr {
@@ -1782,6 +1803,19 @@ func (arg1 SwigcptrComm_options) GetBind_address() (_swig_ret string) {
 	return swig_r_1
 }
 
+func (arg1 SwigcptrComm_options) SetStore_grace_ms(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_comm_options_store_grace_ms_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_12(_swig_i_1))
+}
+
+func (arg1 SwigcptrComm_options) GetStore_grace_ms() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_comm_options_store_grace_ms_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
 func NewComm_options() (_swig_ret Comm_options) {
 	var swig_r Comm_options
 	swig_r = (Comm_options)(SwigcptrComm_options(C._wrap_new_comm_options_swig_5010cc1c9577d3b9()))
@@ -1808,6 +1842,8 @@ type Comm_options interface {
 	GetDevice_index() (_swig_ret int)
 	SetBind_address(arg2 string)
 	GetBind_address() (_swig_ret string)
+	SetStore_grace_ms(arg2 int64)
+	GetStore_grace_ms() (_swig_ret int64)
 }
 
 func Comm_options_init(arg1 Comm_options, arg2 uint) (_swig_ret error) {
@@ -1824,7 +1860,7 @@ func Comm_options_init(arg1 Comm_options, arg2 uint) (_swig_ret error) {
 func Comm_unique_id_create(arg1 []byte) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_unique_id_create_swig_5010cc1c9577d3b9(*(*C.swig_type_14)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_comm_unique_id_create_swig_5010cc1c9577d3b9(*(*C.swig_type_16)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1841,7 +1877,7 @@ func Comm_create(arg1 []uintptr, arg2 []byte, arg3 int, arg4 int, arg5 Comm_opti
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_comm_create_swig_5010cc1c9577d3b9(*(*C.swig_type_16)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_17)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_comm_create_swig_5010cc1c9577d3b9(*(*C.swig_type_18)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_19)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1859,7 +1895,7 @@ func Comm_create_local_group(arg1 []uintptr, arg2 Comm_options) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_comm_create_local_group_swig_5010cc1c9577d3b9(*(*C.swig_type_19)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_create_local_group_swig_5010cc1c9577d3b9(*(*C.swig_type_21)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1875,7 +1911,7 @@ func Comm_split(arg1 []uintptr, arg2 uintptr, arg3 int, arg4 int) (_swig_ret err
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_comm_split_swig_5010cc1c9577d3b9(*(*C.swig_type_21)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_comm_split_swig_5010cc1c9577d3b9(*(*C.swig_type_23)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1889,7 +1925,7 @@ func Comm_rank(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_rank_swig_5010cc1c9577d3b9(*(*C.swig_type_23)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_rank_swig_5010cc1c9577d3b9(*(*C.swig_type_25)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1903,7 +1939,7 @@ func Comm_size(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_size_swig_5010cc1c9577d3b9(*(*C.swig_type_25)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_size_swig_5010cc1c9577d3b9(*(*C.swig_type_27)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1917,7 +1953,7 @@ func Comm_set_timeout(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_set_timeout_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_27(_swig_i_1))
+	swig_r_p := C._wrap_comm_set_timeout_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_29(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1957,7 +1993,7 @@ func Comm_allreduce(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_comm_allreduce_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_31(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_comm_allreduce_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_33(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1971,7 +2007,7 @@ func Comm_broadcast(arg1 uintptr, arg2 uintptr, arg3 int64, arg4 int, arg5 int) 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_comm_broadcast_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_33(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_comm_broadcast_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_35(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1985,7 +2021,7 @@ func Comm_allgather(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_comm_allgather_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_35(_swig_i_3), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_comm_allgather_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_37(_swig_i_3), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1997,6 +2033,48 @@ func Comm_barrier(arg1 uintptr) (_swig_ret error) {
 	_swig_i_0 := arg1
 	swig_r_p := C._wrap_comm_barrier_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Comm_create_from_env(arg1 []uintptr, arg2 Comm_options) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	swig_r_p := C._wrap_comm_create_from_env_swig_5010cc1c9577d3b9(*(*C.swig_type_40)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Comm_local_rank(arg1 []int32, arg2 uintptr) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_comm_local_rank_swig_5010cc1c9577d3b9(*(*C.swig_type_42)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Comm_local_size(arg1 []int32, arg2 uintptr) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_comm_local_size_swig_5010cc1c9577d3b9(*(*C.swig_type_44)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
 	return swig_r_1
@@ -2014,7 +2092,7 @@ func (p SwigcptrShard_t) SwigIsShard_t() {
 func (arg1 SwigcptrShard_t) SetRow_offset(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_row_offset_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_37(_swig_i_1))
+	C._wrap_Shard_t_row_offset_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_45(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRow_offset() (_swig_ret int64) {
@@ -2027,7 +2105,7 @@ func (arg1 SwigcptrShard_t) GetRow_offset() (_swig_ret int64) {
 func (arg1 SwigcptrShard_t) SetRows(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_rows_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_39(_swig_i_1))
+	C._wrap_Shard_t_rows_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_47(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRows() (_swig_ret int64) {
@@ -2106,7 +2184,7 @@ func Plan_from_json(arg1 []uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_from_json_swig_5010cc1c9577d3b9(*(*C.swig_type_42)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_from_json_swig_5010cc1c9577d3b9(*(*C.swig_type_50)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_51)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2147,7 +2225,7 @@ func Plan_hash(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_hash_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_hash_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2161,7 +2239,7 @@ func Plan_world_size(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_world_size_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_world_size_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_57)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2175,7 +2253,7 @@ func Plan_ranks_per_node(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_ranks_per_node_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_51)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_ranks_per_node_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_59)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2189,7 +2267,7 @@ func Plan_num_tables(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_num_tables_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_num_tables_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2203,7 +2281,7 @@ func Plan_num_features(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_num_features_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_num_features_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_63)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2218,7 +2296,7 @@ func Plan_feature_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_feature_name_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_57(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_plan_feature_name_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_65(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	var swig_r_1 error
@@ -2231,7 +2309,7 @@ func Plan_table_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_name_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_59(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_plan_table_name_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_67(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	var swig_r_1 error
@@ -2244,7 +2322,7 @@ func Plan_find_table(arg1 uintptr, arg2 string, arg3 []uint64) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_find_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_find_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_70)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2262,7 +2340,7 @@ func Plan_table_rows(arg1 uintptr, arg2 int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_rows_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_64(_swig_i_1), *(*C.swig_type_65)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_table_rows_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_72(_swig_i_1), *(*C.swig_type_73)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2277,7 +2355,7 @@ func Plan_table_dim(arg1 uintptr, arg2 int64, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_dim_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_67(_swig_i_1), *(*C.swig_type_68)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_table_dim_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1), *(*C.swig_type_76)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2293,7 +2371,7 @@ func Plan_table_sharding(arg1 uintptr, arg2 int64, arg3 []int32, arg4 []uint64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_plan_table_sharding_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_72)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_plan_table_sharding_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_78(_swig_i_1), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_80)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2312,7 +2390,7 @@ func Plan_shard(arg1 uintptr, arg2 int64, arg3 int64, arg4 Shard_t) (_swig_ret e
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_plan_shard_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_74(_swig_i_1), C.swig_type_75(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_plan_shard_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_82(_swig_i_1), C.swig_type_83(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2652,7 +2730,7 @@ func (arg1 SwigcptrEmbedding_options) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrEmbedding_options) SetSeed(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_seed_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_79(_swig_i_1))
+	C._wrap_embedding_options_seed_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_87(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetSeed() (_swig_ret uint64) {
@@ -2782,7 +2860,7 @@ func (arg1 SwigcptrEmbedding_options) GetBackward_comm_encoding() (_swig_ret int
 func (arg1 SwigcptrEmbedding_options) SetMax_batch_size(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_max_batch_size_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_81(_swig_i_1))
+	C._wrap_embedding_options_max_batch_size_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_89(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetMax_batch_size() (_swig_ret int64) {
@@ -2795,7 +2873,7 @@ func (arg1 SwigcptrEmbedding_options) GetMax_batch_size() (_swig_ret int64) {
 func (arg1 SwigcptrEmbedding_options) SetMax_ids_per_batch(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_max_ids_per_batch_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_83(_swig_i_1))
+	C._wrap_embedding_options_max_ids_per_batch_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_91(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetMax_ids_per_batch() (_swig_ret int64) {
@@ -2918,7 +2996,7 @@ func Embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Optimizer
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_embedding_create_swig_5010cc1c9577d3b9(*(*C.swig_type_87)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_embedding_create_swig_5010cc1c9577d3b9(*(*C.swig_type_95)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2937,7 +3015,7 @@ func Embedding_output_dim(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_output_dim_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_output_dim_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_97)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2951,7 +3029,7 @@ func Embedding_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_91)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_99)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2975,7 +3053,7 @@ func Embedding_forward_distributed(arg1 uintptr, arg2 []float32) (_swig_ret erro
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_94)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2989,7 +3067,7 @@ func Embedding_backward(arg1 uintptr, arg2 []float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_96)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_104)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3058,7 +3136,7 @@ func Embedding_num_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3072,7 +3150,7 @@ func Embedding_set_num_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_105(_swig_i_1))
+	swig_r_p := C._wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_113(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3084,7 +3162,7 @@ func Embedding_get_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_get_weights_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_get_weights_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3102,7 +3180,7 @@ func Embedding_set_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_weights_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_set_weights_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3119,7 +3197,7 @@ func Embedding_num_states(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_states_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_states_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3135,7 +3213,7 @@ func Embedding_state_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int32) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_state_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_115(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_state_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_123(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -3152,7 +3230,7 @@ func Embedding_get_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_get_state_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_120)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_get_state_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3174,7 +3252,7 @@ func Embedding_set_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_set_state_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_123)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_set_state_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3195,7 +3273,7 @@ func Embedding_timings(arg1 uintptr, arg2 []float64, arg3 []float64) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_timings_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_timings_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3213,7 +3291,7 @@ func Embedding_set_table_learning_rate(arg1 uintptr, arg2 string, arg3 float32) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3228,7 +3306,7 @@ func Embedding_table_optimizer(arg1 uintptr, arg2 string, arg3 Optimizer_config)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3243,7 +3321,7 @@ func Embedding_table_num_states(arg1 uintptr, arg2 string, arg3 []uint64) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3263,7 +3341,7 @@ func Embedding_table_state_info(arg1 uintptr, arg2 string, arg3 int64, arg4 *str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_1)), C.swig_type_137(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_1)), C.swig_type_145(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg4 = swigCopyString(*arg4) 
 	if Swig_escape_always_false {
@@ -3281,7 +3359,7 @@ func Embedding_num_outputs(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3299,7 +3377,7 @@ func Embedding_output_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 *string,
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_embedding_output_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_142(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_embedding_output_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_150(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
  *arg4 = swigCopyString(*arg4) 
@@ -3339,7 +3417,7 @@ func (arg1 SwigcptrStep_timings) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrStep_timings) SetForwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_145(_swig_i_1))
+	C._wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_153(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
@@ -3352,7 +3430,7 @@ func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
 func (arg1 SwigcptrStep_timings) SetBackwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_147(_swig_i_1))
+	C._wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_155(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
@@ -3365,7 +3443,7 @@ func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
 func (arg1 SwigcptrStep_timings) SetSamples(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_149(_swig_i_1))
+	C._wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_157(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetSamples() (_swig_ret int64) {
@@ -3530,7 +3608,7 @@ func Embedding_step_timings(arg1 uintptr, arg2 Step_timings) (_swig_ret error) {
 func Device_count(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_device_count_swig_5010cc1c9577d3b9(*(*C.swig_type_154)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_device_count_swig_5010cc1c9577d3b9(*(*C.swig_type_162)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3688,7 +3766,7 @@ func Mesh_create(arg1 []uintptr, arg2 uintptr, arg3 Mesh_options) (_swig_ret err
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_mesh_create_swig_5010cc1c9577d3b9(*(*C.swig_type_158)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_mesh_create_swig_5010cc1c9577d3b9(*(*C.swig_type_166)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3710,7 +3788,7 @@ func Mesh_coords(arg1 uintptr, arg2 []int32, arg3 []int32, arg4 []int32, arg5 []
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mesh_coords_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_mesh_coords_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3733,7 +3811,7 @@ func Mesh_sharding_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(*(*C.swig_type_165)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(*(*C.swig_type_173)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3747,7 +3825,7 @@ func Mesh_replica_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(*(*C.swig_type_167)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(*(*C.swig_type_175)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3776,7 +3854,7 @@ func Mesh_embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Opti
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(*(*C.swig_type_170)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(*(*C.swig_type_178)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3803,7 +3881,7 @@ func Mesh_step(arg1 uintptr, arg2 uintptr, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_mesh_step_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_mesh_step_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -3819,7 +3897,7 @@ func Mesh_sync_stats(arg1 uintptr, arg2 []uint64, arg3 []int32, arg4 []int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3861,7 +3939,7 @@ func (arg1 SwigcptrCheckpoint_options) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrCheckpoint_options) SetNum_dense(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_178(_swig_i_1))
+	C._wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_186(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetNum_dense() (_swig_ret int64) {
@@ -3952,7 +4030,7 @@ func Checkpoint_save(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_save_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_save_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3967,7 +4045,7 @@ func Checkpoint_load(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_load_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_load_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3983,7 +4061,7 @@ func Checkpoint_save_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_194)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -3999,7 +4077,7 @@ func Checkpoint_load_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4015,7 +4093,7 @@ func Checkpoint_export_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_191)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_199)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4034,7 +4112,7 @@ func Checkpoint_import_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_194)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_201)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4070,7 +4148,7 @@ func Bind_plan_spec_add_feature(arg1 uintptr, arg2 string, arg3 float32) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_204)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4092,7 +4170,7 @@ func Bind_plan_spec_add_table(arg1 uintptr, arg2 string, arg3 int64, arg4 int, a
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_1)), C.swig_type_199(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_206)(unsafe.Pointer(&_swig_i_1)), C.swig_type_207(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4120,7 +4198,7 @@ func Bind_plan_spec_add_table_feature_name(arg1 uintptr, arg2 string) (_swig_ret
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_203)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4138,7 +4216,7 @@ func Bind_plan_spec_add_constraints(arg1 uintptr, arg2 string, arg3 uint, arg4 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_206)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_215)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4158,7 +4236,7 @@ func Bind_plan_spec_set_memory_bytes_per_rank(arg1 uintptr, arg2 []int64) (_swig
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_209)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4172,7 +4250,7 @@ func Bind_plan_create(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_create_swig_5010cc1c9577d3b9(*(*C.swig_type_211)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_plan_create_swig_5010cc1c9577d3b9(*(*C.swig_type_219)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4191,7 +4269,7 @@ func Bind_embedding_forward(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_213(_swig_i_1), C.swig_type_214(_swig_i_2), *(*C.swig_type_215)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_216)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_221(_swig_i_1), C.swig_type_222(_swig_i_2), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_225)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4218,7 +4296,7 @@ func Bind_embedding_input_dist_start(arg1 uintptr, arg2 int64, arg3 int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_220(_swig_i_1), C.swig_type_221(_swig_i_2), *(*C.swig_type_222)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_228(_swig_i_1), C.swig_type_229(_swig_i_2), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_232)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4255,7 +4333,7 @@ func Bind_checkpoint(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoint_op
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_checkpoint_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
+	swig_r_p := C._wrap_bind_checkpoint_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_235)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_237)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_238)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4284,7 +4362,7 @@ func Bind_embedding_forward_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_232(_swig_i_1), C.swig_type_233(_swig_i_2), *(*C.swig_type_234)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_235)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_237)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_238)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_240(_swig_i_1), C.swig_type_241(_swig_i_2), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_244)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_245)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_246)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4311,7 +4389,7 @@ func Bind_embedding_forward_distributed_tensor(arg1 uintptr, arg2 []float32, arg
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_240)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_241)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_248)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_249)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4329,7 +4407,7 @@ func Bind_embedding_backward_tensor(arg1 uintptr, arg2 []float32, arg3 []int64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_244)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_251)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_252)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4409,7 +4487,7 @@ func Mlp_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mlp_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_247)(unsafe.Pointer(&_swig_i_1)), C.swig_type_248(_swig_i_2), *(*C.swig_type_249)(unsafe.Pointer(&_swig_i_3)), C.swig_type_250(_swig_i_4))
+	swig_r_p := C._wrap_mlp_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_255)(unsafe.Pointer(&_swig_i_1)), C.swig_type_256(_swig_i_2), *(*C.swig_type_257)(unsafe.Pointer(&_swig_i_3)), C.swig_type_258(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4436,7 +4514,7 @@ func Mlp_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_253)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_261)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4454,7 +4532,7 @@ func Dcn_create(arg1 []uintptr, arg2 int64, arg3 int, arg4 int64, arg5 uint64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dcn_create_swig_5010cc1c9577d3b9(*(*C.swig_type_255)(unsafe.Pointer(&_swig_i_0)), C.swig_type_256(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_257(_swig_i_3), C.swig_type_258(_swig_i_4), *(*C.swig_type_259)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_dcn_create_swig_5010cc1c9577d3b9(*(*C.swig_type_263)(unsafe.Pointer(&_swig_i_0)), C.swig_type_264(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_265(_swig_i_3), C.swig_type_266(_swig_i_4), *(*C.swig_type_267)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4479,7 +4557,7 @@ func Dcn_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dcn_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_261)(unsafe.Pointer(&_swig_i_1)), C.swig_type_262(_swig_i_2), *(*C.swig_type_263)(unsafe.Pointer(&_swig_i_3)), C.swig_type_264(_swig_i_4))
+	swig_r_p := C._wrap_dcn_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_269)(unsafe.Pointer(&_swig_i_1)), C.swig_type_270(_swig_i_2), *(*C.swig_type_271)(unsafe.Pointer(&_swig_i_3)), C.swig_type_272(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4506,7 +4584,7 @@ func Dcn_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_267)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_275)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4521,7 +4599,7 @@ func Dot_interaction_width(arg1 int64, arg2 int64, arg3 []int64) (_swig_ret erro
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dot_interaction_width_swig_5010cc1c9577d3b9(C.swig_type_269(_swig_i_0), C.swig_type_270(_swig_i_1), *(*C.swig_type_271)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_dot_interaction_width_swig_5010cc1c9577d3b9(C.swig_type_277(_swig_i_0), C.swig_type_278(_swig_i_1), *(*C.swig_type_279)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4541,7 +4619,7 @@ func Dot_interaction_backward(arg1 []float32, arg2 []float32, arg3 []float32, ar
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(*(*C.swig_type_273)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_274)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_275)(unsafe.Pointer(&_swig_i_2)), C.swig_type_276(_swig_i_3), C.swig_type_277(_swig_i_4), C.swig_type_278(_swig_i_5), *(*C.swig_type_279)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_280)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(*(*C.swig_type_281)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_282)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_283)(unsafe.Pointer(&_swig_i_2)), C.swig_type_284(_swig_i_3), C.swig_type_285(_swig_i_4), C.swig_type_286(_swig_i_5), *(*C.swig_type_287)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_288)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4571,7 +4649,7 @@ func Bce_with_logits(arg1 []float32, arg2 []float32, arg3 int64, arg4 float64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bce_with_logits_swig_5010cc1c9577d3b9(*(*C.swig_type_282)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_283)(unsafe.Pointer(&_swig_i_1)), C.swig_type_284(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_286)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bce_with_logits_swig_5010cc1c9577d3b9(*(*C.swig_type_290)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_291)(unsafe.Pointer(&_swig_i_1)), C.swig_type_292(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_293)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_294)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4594,7 +4672,7 @@ func Dense_optimizer_create(arg1 []uintptr, arg2 Optimizer_config) (_swig_ret er
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(*(*C.swig_type_288)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(*(*C.swig_type_296)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4624,7 +4702,7 @@ func Dense_optimizer_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_291)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_299)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4638,7 +4716,7 @@ func Dense_optimizer_set_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_293(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_301(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4680,7 +4758,7 @@ func Ddp_mark_ready(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_296(_swig_i_1))
+	swig_r_p := C._wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_304(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4717,7 +4795,7 @@ func Fsdp_release(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_release_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_300(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_release_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_308(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4728,7 +4806,7 @@ func Fsdp_reduce_grad(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_302(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_310(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4748,7 +4826,7 @@ func Fsdp_step(arg1 uintptr) (_swig_ret error) {
 func Bind_dense_blas_threads(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(*(*C.swig_type_305)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(*(*C.swig_type_313)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4763,7 +4841,7 @@ func Bind_mlp_dims(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_307)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_308)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_315)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_316)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4781,7 +4859,7 @@ func Bind_mlp_device(arg1 uintptr, arg2 []int32, arg3 []int32) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_device_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_310)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_311)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_device_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_318)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_319)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4799,7 +4877,7 @@ func Bind_fsdp_memory(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_313)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_314)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_321)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_322)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4864,7 +4942,7 @@ func Bind_mlp_create(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_mlp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_319)(unsafe.Pointer(&_swig_i_0)), C.swig_type_320(_swig_i_1), *(*C.swig_type_321)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_322)(unsafe.Pointer(&_swig_i_3)), C.swig_type_323(_swig_i_4), *(*C.swig_type_324)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_mlp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_327)(unsafe.Pointer(&_swig_i_0)), C.swig_type_328(_swig_i_1), *(*C.swig_type_329)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_330)(unsafe.Pointer(&_swig_i_3)), C.swig_type_331(_swig_i_4), *(*C.swig_type_332)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4894,7 +4972,7 @@ func Bind_mlp_create_on(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, 
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(*(*C.swig_type_326)(unsafe.Pointer(&_swig_i_0)), C.swig_type_327(_swig_i_1), *(*C.swig_type_328)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_329)(unsafe.Pointer(&_swig_i_3)), C.swig_type_330(_swig_i_4), *(*C.swig_type_331)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
+	swig_r_p := C._wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(*(*C.swig_type_334)(unsafe.Pointer(&_swig_i_0)), C.swig_type_335(_swig_i_1), *(*C.swig_type_336)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_337)(unsafe.Pointer(&_swig_i_3)), C.swig_type_338(_swig_i_4), *(*C.swig_type_339)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4920,7 +4998,7 @@ func Bind_mlp_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_333)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_334)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_335(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_341)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_342)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_343(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4940,7 +5018,7 @@ func Bind_dcn_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_337)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_338)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_339(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_345)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_346)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_347(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4958,7 +5036,7 @@ func Bind_mlp_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_341(_swig_i_2))
+	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_349(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4970,7 +5048,7 @@ func Bind_dcn_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_343(_swig_i_2))
+	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_351(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4983,7 +5061,7 @@ func Bind_mlp_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_345(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_346)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_353(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_354)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -5000,7 +5078,7 @@ func Bind_dcn_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_348(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_349)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_356(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_357)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -5018,7 +5096,7 @@ func Bind_mlp_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_351(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_352)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_359(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_360)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5035,7 +5113,7 @@ func Bind_dcn_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_354(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_355)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_362(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_363)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5053,7 +5131,7 @@ func Bind_ddp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 int64, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_357)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_358)(unsafe.Pointer(&_swig_i_2)), C.swig_type_359(_swig_i_3), C.swig_type_360(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_ddp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_365)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_366)(unsafe.Pointer(&_swig_i_2)), C.swig_type_367(_swig_i_3), C.swig_type_368(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5074,7 +5152,7 @@ func Bind_ddp_stats(arg1 uintptr, arg2 []int64, arg3 []int64, arg4 []float64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_362)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_363)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_364)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_365)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_366)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_370)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_371)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_372)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_373)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_374)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5101,7 +5179,7 @@ func Bind_ddp_bucket_size(arg1 uintptr, arg2 int64, arg3 []uint64) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_368(_swig_i_1), *(*C.swig_type_369)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_376(_swig_i_1), *(*C.swig_type_377)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5117,7 +5195,7 @@ func Bind_ddp_bucket_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []uint64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_371(_swig_i_1), C.swig_type_372(_swig_i_2), *(*C.swig_type_373)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_379(_swig_i_1), C.swig_type_380(_swig_i_2), *(*C.swig_type_381)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5136,7 +5214,7 @@ func Bind_dot_interaction_forward(arg1 []float32, arg2 []float32, arg3 int64, ar
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(*(*C.swig_type_375)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_376)(unsafe.Pointer(&_swig_i_1)), C.swig_type_377(_swig_i_2), C.swig_type_378(_swig_i_3), C.swig_type_379(_swig_i_4), *(*C.swig_type_380)(unsafe.Pointer(&_swig_i_5)), C.swig_type_381(_swig_i_6))
+	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(*(*C.swig_type_383)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_384)(unsafe.Pointer(&_swig_i_1)), C.swig_type_385(_swig_i_2), C.swig_type_386(_swig_i_3), C.swig_type_387(_swig_i_4), *(*C.swig_type_388)(unsafe.Pointer(&_swig_i_5)), C.swig_type_389(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5159,7 +5237,7 @@ func Bind_fsdp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 []float32
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_383)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_384)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_385)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_391)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_392)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_393)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5182,7 +5260,7 @@ func Bind_fsdp_gather(arg1 uintptr, arg2 int64, arg3 int64, arg4 []float32, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_387(_swig_i_1), C.swig_type_388(_swig_i_2), *(*C.swig_type_389)(unsafe.Pointer(&_swig_i_3)), C.swig_type_390(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_395(_swig_i_1), C.swig_type_396(_swig_i_2), *(*C.swig_type_397)(unsafe.Pointer(&_swig_i_3)), C.swig_type_398(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5198,7 +5276,7 @@ func Bind_fsdp_add_grad(arg1 uintptr, arg2 int64, arg3 []float32, arg4 int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_392(_swig_i_1), *(*C.swig_type_393)(unsafe.Pointer(&_swig_i_2)), C.swig_type_394(_swig_i_3))
+	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_400(_swig_i_1), *(*C.swig_type_401)(unsafe.Pointer(&_swig_i_2)), C.swig_type_402(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5214,7 +5292,7 @@ func Bind_fsdp_shard_range(arg1 uintptr, arg2 int64, arg3 []int64, arg4 []int64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_396(_swig_i_1), *(*C.swig_type_397)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_398)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_404(_swig_i_1), *(*C.swig_type_405)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_406)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5232,7 +5310,7 @@ func Bind_fsdp_read_shard(arg1 uintptr, arg2 int64, arg3 []float32) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_400(_swig_i_1), *(*C.swig_type_401)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_408(_swig_i_1), *(*C.swig_type_409)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5248,7 +5326,7 @@ func Bind_dense_optimizer_state_count(arg1 uintptr, arg2 int64, arg3 int, arg4 [
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_403(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_404)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_411(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_412)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5266,7 +5344,7 @@ func Bind_dense_optimizer_state_copy(arg1 uintptr, arg2 int64, arg3 int, arg4 []
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_406(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_407)(unsafe.Pointer(&_swig_i_3)), C.swig_type_408(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_414(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_415)(unsafe.Pointer(&_swig_i_3)), C.swig_type_416(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5281,7 +5359,7 @@ func Bind_ddp_set_external(arg1 uintptr, arg2 int64, arg3 uintptr) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_410(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_418(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5294,7 +5372,7 @@ func Bind_mlp_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_412(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_420(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5307,7 +5385,7 @@ func Bind_dcn_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_414(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_422(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5317,7 +5395,7 @@ func Bind_dcn_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 func Bind_host_alloc_floats(arg1 int64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(C.swig_type_415(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(C.swig_type_423(_swig_i_0)))
 	return swig_r
 }
 

@@ -1,0 +1,73 @@
+// Launching from the environment and aborting from another goroutine, through the Go binding.
+package shardrec
+
+import (
+	"net"
+	"strconv"
+	"testing"
+	"time"
+)
+
+var launcherVars = []string{"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK",
+	"OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID"}
+
+func TestCommFromEnvAndLocalRank(t *testing.T) {
+	for _, v := range launcherVars {
+		t.Setenv(v, "") // empty counts as unset
+	}
+	if _, err := NewCommFromEnv(nil); CodeOf(err) != ErrCodeNotFound {
+		t.Fatalf("want ErrCodeNotFound without launcher variables, got %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	for k, v := range map[string]string{"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+		"MASTER_PORT": strconv.Itoa(port), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"} {
+		t.Setenv(k, v)
+	}
+	c, err := NewCommFromEnv(&CommOptions{TimeoutMs: 10000, StoreGraceMs: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lr, err1 := c.LocalRank()
+	ls, err2 := c.LocalSize()
+	if err1 != nil || err2 != nil || lr != 0 || ls != 1 {
+		t.Fatal(lr, ls, err1, err2)
+	}
+	group, err := NewLocalGroup(2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r, g := range group {
+		if lr, err := g.LocalRank(); err != nil || lr != r {
+			t.Fatal(r, lr, err)
+		}
+		defer g.Close()
+	}
+}
+
+func TestAbortUnblocksABarrier(t *testing.T) {
+	group, err := NewLocalGroup(2, &CommOptions{TimeoutMs: 30000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer group[0].Close()
+	defer group[1].Close()
+	done := make(chan error)
+	go func() { done <- group[0].Barrier() }() // rank 1 never joins
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	if err := group[0].Abort(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; CodeOf(err) != ErrCodeAborted {
+		t.Fatalf("want ErrCodeAborted, got %v", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("the barrier returned %v after the abort", took)
+	}
+}
