@@ -138,7 +138,20 @@ Status Torchrun(const EnvVars& env, LaunchEnv* e) {
   }
   e->master_host = *addr;
   e->port_source = "MASTER_PORT";
-  return ReadPort(env, e->convention, "MASTER_PORT", &e->master_port);
+  SR_RETURN_IF_ERROR(ReadPort(env, e->convention, "MASTER_PORT", &e->master_port));
+  // torchrun's agent already serves torch's own store on MASTER_PORT of the master node and
+  // tells its workers so; ours takes the next port.
+  const std::string* agent = Find(env, "TORCHELASTIC_USE_AGENT_STORE");
+  if (agent != nullptr && (*agent == "True" || *agent == "true" || *agent == "1")) {
+    if (e->master_port == 65535) {
+      return Status::InvalidArgument(
+          "torchrun launch: MASTER_PORT=65535 is held by torchrun's "
+          "agent and leaves no next port for libshardrec's store");
+    }
+    ++e->master_port;
+    e->port_source = "MASTER_PORT + 1, as torchrun's agent store holds MASTER_PORT";
+  }
+  return Status::Ok();
 }
 
 Status Slurm(const EnvVars& env, LaunchEnv* e) {

@@ -34,7 +34,8 @@ struct LaunchEnv {
   bool has_token = false;
 };
 
-// Reads the first convention present, in the order torchrun (RANK / WORLD_SIZE / MASTER_ADDR),
+// Reads the first convention present, in the order torchrun (RANK / WORLD_SIZE; MASTER_PORT + 1
+// when TORCHELASTIC_USE_AGENT_STORE says torchrun's agent serves its own store on MASTER_PORT),
 // Open MPI (OMPI_COMM_WORLD_RANK), MPICH / Intel MPI (PMI_RANK), Slurm (SLURM_PROCID).
 // Errors: kNotFound when no convention is present; kInvalidArgument naming the convention and
 // the variable that is missing or malformed.

@@ -368,10 +368,11 @@ SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm);
  * the first host of SLURM_JOB_NODELIST (compressed lists such as "node[01-04],gpu5" are
  * expanded); else, under MPI with every rank on one host, 127.0.0.1; otherwise an error asking
  * for MASTER_ADDR (MPI launchers publish no address: export it, e.g. `mpirun -x MASTER_ADDR`).
- * Port: MASTER_PORT when set; else 20000 + SLURM_JOB_ID % 10000 (Slurm) or 20000 +
- * OMPI_MCA_ess_base_jobid % 10000 (Open MPI); else 29500. Rank 0 hosts the store on that port
- * on every interface; the others connect, retrying until the timeout (they may start first).
- * Then the ranks meet as with shardrec_comm_create(), and destroy follows the same rules.
+ * Port: MASTER_PORT when set (MASTER_PORT + 1 when TORCHELASTIC_USE_AGENT_STORE is True:
+ * torchrun's agent then serves torch's own store on MASTER_PORT); else 20000 + SLURM_JOB_ID % 10000
+ * (Slurm) or 20000 + OMPI_MCA_ess_base_jobid % 10000 (Open MPI); else 29500. Rank 0 hosts the store
+ * on that port on every interface; the others connect, retrying until the timeout (they may start
+ * first). Then the ranks meet as with shardrec_comm_create(), and destroy follows the same rules.
  *
  * Trust model: when SHARDREC_RENDEZVOUS_TOKEN is set (the same secret on every rank) it becomes
  * the store's session nonce, and a connection without it is refused as with a unique id.

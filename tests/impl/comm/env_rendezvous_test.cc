@@ -62,6 +62,11 @@ TEST(CommEnvRendezvous, TorchrunVariables) {
   EXPECT_EQ(e.master_host, "10.1.2.3");
   EXPECT_EQ(e.master_port, 29400);
   EXPECT_FALSE(e.has_token);
+  // Under torchrun's agent store, MASTER_PORT is taken: the next port.
+  EnvVars agent = env;
+  agent["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  ASSERT_TRUE(ParseLaunchEnv(agent, &e).ok());
+  EXPECT_EQ(e.master_port, 29401);
 }
 
 void ExpectError(const EnvVars& env, Code code, const std::vector<std::string>& words) {
