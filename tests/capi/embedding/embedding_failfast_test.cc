@@ -93,7 +93,7 @@ TEST(EmbeddingFailFast, AfterAPeerFailureTheNextForwardFailsAtOnce) {
 
 // A forward blocked in its all-to-all (rank 1 never joins it) returns SHARDREC_EABORTED within a
 // second of shardrec_comm_abort() on the communicator the collection was built on, from another
-// thread, although the timeout is 30 s; rank 1's next calls fail as fast.
+// thread, although the timeout is 30 s; rank 1's next forwards then fail promptly.
 TEST(EmbeddingFailFast, AbortFromAnotherThreadUnblocksAForwardWithinASecond) {
   Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
   ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
@@ -131,13 +131,17 @@ TEST(EmbeddingFailFast, AbortFromAnotherThreadUnblocksAForwardWithinASecond) {
   EXPECT_LE(took, 1000);
   EXPECT_EQ(shardrec_embedding_forward(c0.get(), kjt.view(), out.data(), out.size(), nullptr),
             SHARDREC_EABORTED);
-  // Rank 1: its connection to rank 0 is gone, so a call on the communicator fails at once with
-  // EREMOTE, and the collection built on it then refuses at once (EUSAGE naming that error).
-  auto start = Clock::now();
-  EXPECT_EQ(shardrec_comm_barrier(comms[1]), SHARDREC_EREMOTE) << shardrec_last_error();
-  EXPECT_LT(Clock::now() - start, milliseconds(1000));
+  // Rank 1: once its side has seen the connection to rank 0 close (a few ms; a call started in
+  // that window can miss it and wait for its timeout, a Gloo race documented in
+  // docs/launch.md), its next forward fails at once with EREMOTE and the one after with EUSAGE.
+  std::this_thread::sleep_for(milliseconds(200));
   KjtHolder kjt1(batches[0][1], s.num_features, false);
   std::vector<float> out1(static_cast<size_t>(batches[0][1].batch_size * ref.output_dim()));
+  auto start = Clock::now();
+  EXPECT_EQ(shardrec_embedding_forward(c1.get(), kjt1.view(), out1.data(), out1.size(), nullptr),
+            SHARDREC_EREMOTE)
+      << shardrec_last_error();
+  EXPECT_LT(Clock::now() - start, milliseconds(1000));
   start = Clock::now();
   EXPECT_EQ(shardrec_embedding_forward(c1.get(), kjt1.view(), out1.data(), out1.size(), nullptr),
             SHARDREC_EUSAGE)
