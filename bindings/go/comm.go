@@ -56,7 +56,7 @@ type Comm struct {
 
 func newComm(h uintptr) *Comm {
 	c := &Comm{h: h}
-	runtime.SetFinalizer(c, (*Comm).Close)
+	runtime.SetFinalizer(c, closeLeaked("communicator", (*Comm).Close))
 	return c
 }
 

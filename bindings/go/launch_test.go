@@ -1,9 +1,15 @@
-// Launching from the environment and aborting from another goroutine, through the Go binding.
+// Launching from the environment, aborting from another goroutine and the warning for a leaked
+// handle, through the Go binding.
 package shardrec
 
 import (
+	"bytes"
+	"log"
 	"net"
+	"runtime"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -71,3 +77,41 @@ func TestAbortUnblocksABarrier(t *testing.T) {
 		t.Fatalf("the barrier returned %v after the abort", took)
 	}
 }
+
+func TestALeakedCommIsClosedWithAWarning(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	saved := leakLog
+	leakLog = log.New(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), "", 0)
+	defer func() { leakLog = saved }()
+	func() {
+		group, err := NewLocalGroup(1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = group // dropped without Close
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		runtime.GC()
+		time.Sleep(20 * time.Millisecond)
+		mu.Lock()
+		got := buf.String()
+		mu.Unlock()
+		if strings.Contains(got, "a communicator") {
+			if !strings.Contains(got, "without Close") {
+				t.Fatal(got)
+			}
+			return
+		}
+	}
+	t.Fatal("no warning for the leaked communicator")
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
