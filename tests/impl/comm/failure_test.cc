@@ -116,6 +116,33 @@ TEST(CommFailure, AbortFromAnotherThreadUnblocksRootAndSplitsWithinASecond) {
   EXPECT_EQ(comms[0]->Split(0, 0, &late).code(), Code::kAborted);
 }
 
+// Ranks 1 and 2 enter a barrier while rank 0 stays away; aborting rank 0 must end both calls
+// promptly, also on the rank that waits on rank 1 rather than on rank 0 (rank 1's failure closes
+// its connections in turn).
+TEST(CommFailure, AnAbortReachesEveryPeerOfTheCollective) {
+  Comms comms = MakeGroup(3, milliseconds(30000));
+  Status got[3];
+  Clock::time_point ended[3];
+  std::vector<std::thread> peers;
+  for (int r = 1; r < 3; ++r) {
+    peers.emplace_back([&, r] {
+      got[r] = comms[r]->Barrier();
+      ended[r] = Clock::now();
+    });
+  }
+  std::this_thread::sleep_for(milliseconds(300));
+  const auto aborted_at = Clock::now();
+  comms[0]->Abort();
+  for (auto& t : peers) t.join();
+  for (int r = 1; r < 3; ++r) {
+    const auto ms = std::chrono::duration_cast<milliseconds>(ended[r] - aborted_at).count();
+    std::printf("[abort] peer rank %d of 3: %s %lld ms after the abort (timeout 30 s)\n", r,
+                CodeName(got[r].code()), static_cast<long long>(ms));
+    EXPECT_EQ(got[r].code(), Code::kRemote) << got[r].ToString();
+    EXPECT_LE(ms, 1000);
+  }
+}
+
 // A call the peer starts after the abort (an all-to-all, as an embedding step's) fails promptly.
 TEST(CommFailure, AfterAnAbortThePeersNextCallFailsPromptly) {
   Comms comms = MakeGroup(2, milliseconds(30000));
