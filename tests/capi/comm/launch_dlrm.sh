@@ -18,8 +18,11 @@ job=$(( ($$ * 7 + RANDOM) % 100000 ))
 start=$(date +%s.%N)
 case $mode in
   mpirun)
+    # One output file per rank: mpirun's merged stream can split a rank's line.
     timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np "$world" \
-      "$dlrm" --launcher env "${args[@]}" >"$out/all.txt" 2>&1 || { cat "$out/all.txt"; exit 1; }
+      --output-filename "$out/mpi" "$dlrm" --launcher env "${args[@]}" >"$out/mpirun.txt" 2>&1 ||
+      { cat "$out/mpirun.txt"; exit 1; }
+    find "$out/mpi" -name stdout -exec cat {} + >"$out/all.txt"
     ;;
   torchrun|slurm)
     pids=()
