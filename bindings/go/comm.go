@@ -29,6 +29,8 @@ type CommOptions struct {
 	DeviceType  DeviceType
 	DeviceIndex int
 	BindAddress string
+	// StoreGraceMs bounds how long closing rank 0 waits for the others to leave its store (0: 2 s).
+	StoreGraceMs int64
 }
 
 func (o *CommOptions) native() swig.Comm_options {
@@ -39,6 +41,7 @@ func (o *CommOptions) native() swig.Comm_options {
 		n.SetBackend(int(o.Backend))
 		n.SetDevice_type(int(o.DeviceType))
 		n.SetDevice_index(o.DeviceIndex)
+		n.SetStore_grace_ms(o.StoreGraceMs)
 		if o.BindAddress != "" {
 			n.SetBind_address(o.BindAddress)
 		}
@@ -54,7 +57,7 @@ type Comm struct {
 
 func newComm(h uintptr) *Comm {
 	c := &Comm{h: h}
-	runtime.SetFinalizer(c, (*Comm).Close)
+	runtime.SetFinalizer(c, closeLeaked("communicator", (*Comm).Close))
 	return c
 }
 
@@ -102,6 +105,18 @@ func NewUniqueID() ([]byte, error) {
 		return nil, err
 	}
 	return id, nil
+}
+
+// NewCommFromEnv joins the group its launcher (torchrun, mpirun, srun) placed this process in,
+// from the launcher's environment variables (collective; see shardrec_comm_create_from_env).
+func NewCommFromEnv(opts *CommOptions) (*Comm, error) {
+	out := make([]uintptr, 1)
+	o := opts.native()
+	defer swig.DeleteComm_options(o)
+	if err := swig.Comm_create_from_env(out, o); err != nil {
+		return nil, err
+	}
+	return newComm(out[0]), nil
 }
 
 // NewComm joins the group named by id as rank of worldSize (collective).
@@ -174,6 +189,22 @@ func (c *Comm) Size() (int, error) {
 	return int(out[0]), err
 }
 
+// LocalRank is this rank's index among the ranks on its host.
+func (c *Comm) LocalRank() (int, error) {
+	out := make([]int32, 1)
+	err := swig.Comm_local_rank(out, c.handle())
+	runtime.KeepAlive(c)
+	return int(out[0]), err
+}
+
+// LocalSize is the number of ranks on this host.
+func (c *Comm) LocalSize() (int, error) {
+	out := make([]int32, 1)
+	err := swig.Comm_local_size(out, c.handle())
+	runtime.KeepAlive(c)
+	return int(out[0]), err
+}
+
 // Split is collective; it returns nil for a negative color.
 func (c *Comm) Split(color, key int) (*Comm, error) {
 	out := make([]uintptr, 1)
@@ -191,7 +222,8 @@ func (c *Comm) SetTimeout(ms int64) error {
 	return swig.Comm_set_timeout(c.handle(), ms)
 }
 
-// Abort tears down the connections; peers fail promptly. Safe from any goroutine.
+// Abort tears down the connections of c and of every communicator split from it; blocked and
+// later calls fail with ErrCodeAborted, peers with ErrCodeRemote. Safe from any goroutine.
 func (c *Comm) Abort() error {
 	defer runtime.KeepAlive(c)
 	return swig.Comm_abort(c.handle())

@@ -66,7 +66,7 @@ func NewBucketer(comm *Comm, counts []int64, opts *BucketerOptions) (*Bucketer, 
 		return nil, err
 	}
 	b := &Bucketer{h: out[0], counts: append([]int64(nil), counts...)}
-	runtime.SetFinalizer(b, (*Bucketer).Close)
+	runtime.SetFinalizer(b, closeLeaked("bucketer", (*Bucketer).Close))
 	return b, nil
 }
 
@@ -242,7 +242,7 @@ func NewFSDP(comm *Comm, unitCounts []int64, initial []float32, opt *OptimizerCo
 		return nil, err
 	}
 	f := &FSDP{h: out[0], counts: append([]int64(nil), unitCounts...)}
-	runtime.SetFinalizer(f, (*FSDP).Close)
+	runtime.SetFinalizer(f, closeLeaked("FSDP", (*FSDP).Close))
 	return f, nil
 }
 

@@ -311,7 +311,7 @@ func NewMLPOn(inFeatures int64, widths []int64, activations []Activation, seed u
 			return m.requireHost("Binding host storage")
 		}
 	}
-	runtime.SetFinalizer(m, (*MLP).Close)
+	runtime.SetFinalizer(m, closeLeaked("MLP", (*MLP).Close))
 	return m, nil
 }
 
@@ -423,7 +423,7 @@ func NewDCN(width int64, numLayers int, rank int64, seed uint64, name string) (*
 	d := &DCN{layer: layer{h: out[0], lastBatch: -1, info: swig.Bind_dcn_tensor_info,
 		copyT: swig.Bind_dcn_copy_tensor, num: swig.Dcn_num_tensors,
 		bindT: swig.Bind_dcn_bind_storage}, width: width}
-	runtime.SetFinalizer(d, (*DCN).Close)
+	runtime.SetFinalizer(d, closeLeaked("DCN", (*DCN).Close))
 	return d, nil
 }
 
@@ -513,7 +513,7 @@ func NewDenseOptimizer(opt *OptimizerConfig) (*DenseOptimizer, error) {
 		return nil, err
 	}
 	d := &DenseOptimizer{h: out[0]}
-	runtime.SetFinalizer(d, (*DenseOptimizer).Close)
+	runtime.SetFinalizer(d, closeLeaked("dense optimizer", (*DenseOptimizer).Close))
 	return d, nil
 }
 

@@ -247,7 +247,7 @@ func newEmbeddingCollection(plan *Plan, opt *OptimizerConfig, opts *EmbeddingOpt
 		return nil, err
 	}
 	e := &EmbeddingCollection{h: out[0], shapes: shapes}
-	runtime.SetFinalizer(e, (*EmbeddingCollection).Close)
+	runtime.SetFinalizer(e, closeLeaked("embedding collection", (*EmbeddingCollection).Close))
 	return e, nil
 }
 

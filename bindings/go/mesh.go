@@ -158,7 +158,7 @@ func NewMesh(world *Comm, opts *MeshOptions) (*Mesh, error) {
 		return nil, err
 	}
 	m := &Mesh{h: out[0]}
-	runtime.SetFinalizer(m, (*Mesh).Close)
+	runtime.SetFinalizer(m, closeLeaked("mesh", (*Mesh).Close))
 	return m, nil
 }
 

@@ -213,7 +213,7 @@ type Plan struct {
 
 func newPlan(h uintptr) *Plan {
 	p := &Plan{h: h}
-	runtime.SetFinalizer(p, (*Plan).Close)
+	runtime.SetFinalizer(p, closeLeaked("plan", (*Plan).Close))
 	return p
 }
 

@@ -13,6 +13,8 @@ package shardrec
 
 import (
 	"fmt"
+	"log"
+	"os"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -35,6 +37,7 @@ const (
 	ErrCodeNotFound    = -11
 	ErrCodeInternal    = -12
 	ErrCodeNoDevice    = -13
+	ErrCodeAborted     = -14 // Comm.Abort was called on this communicator's failure domain
 )
 
 // Error is a failed libshardrec call: Code is the C status (one of the ErrCode constants),
@@ -136,3 +139,17 @@ func (h *HostFloats) Close() error {
 	runtime.SetFinalizer(h, nil)
 	return nil
 }
+
+// closeLeaked is the finalizer of every handle: the safety net for a value dropped without Close.
+// It logs a warning naming the leaked handle, then closes it, so that a leak shows up instead of
+// silently holding a peer (or rank 0's rendezvous store) until the garbage collector runs.
+func closeLeaked[T any](kind string, close func(*T) error) func(*T) {
+	return func(x *T) {
+		leakLog.Printf("libshardrec: a %s (%p) was garbage-collected without Close; closing it now "+
+			"(Close handles so that peers and rank 0 are not kept waiting)", kind, x)
+		_ = close(x)
+	}
+}
+
+// leakLog receives the warnings of closeLeaked (the standard logger's output by default).
+var leakLog = log.New(os.Stderr, "", log.LstdFlags)

@@ -1,6 +1,10 @@
 // C API for communicators (shardrec/comm.h): argument checks, option conversion, handles.
 #include "shardrec/comm.h"
 
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -60,6 +64,13 @@ Status ToOptions(const shardrec_comm_options_t* in, comm::CommOptions* out) {
       if (!s.ok()) return s.WithContext("options->bind_address");
     }
   }
+  if (in->version >= 2) {
+    if (in->store_grace_ms < 0) {
+      return Status::InvalidArgument("options->store_grace_ms ", in->store_grace_ms,
+                                     " must be >= 0");
+    }
+    out->store_grace = std::chrono::milliseconds(in->store_grace_ms);
+  }
   return Status::Ok();
 }
 
@@ -81,9 +92,38 @@ Status CheckComm(const shardrec_comm_t* comm) {
   return Status::Ok();
 }
 
-Status Wrap(std::unique_ptr<comm::Communicator> impl, shardrec_comm_t** out) {
+// Collective over a host communicator: every rank shares its host name; the ranks with the same
+// name form its host, in rank order.
+Status DeriveLocal(comm::Communicator& c, int32_t* local_rank, int32_t* local_size) {
+  constexpr size_t kName = 256;
+  std::vector<uint8_t> mine(kName, 0);
+  if (::gethostname(reinterpret_cast<char*>(mine.data()), kName - 1) != 0) mine.assign(kName, 0);
+  const auto n = static_cast<size_t>(c.Size());
+  std::vector<uint8_t> all(n * kName);
+  std::vector<size_t> counts(n, kName);
+  SR_RETURN_IF_ERROR(c.AllGatherV(mine.data(), kName, all.data(), counts, DType::kUInt8));
+  int32_t lr = 0, ls = 0;
+  for (size_t r = 0; r < n; ++r) {
+    if (std::memcmp(all.data() + r * kName, mine.data(), kName) != 0) continue;
+    if (static_cast<int>(r) < c.Rank()) ++lr;
+    ++ls;
+  }
+  *local_rank = lr;
+  *local_size = ls;
+  return Status::Ok();
+}
+
+// Wraps a new communicator; an unknown local position is derived (collectively, on host
+// communicators) so that every creation path answers shardrec_comm_local_rank.
+Status Wrap(std::unique_ptr<comm::Communicator> impl, shardrec_comm_t** out,
+            int32_t local_rank = -1, int32_t local_size = -1) {
+  if ((local_rank < 0 || local_size < 0) && impl->device().is_host()) {
+    SR_RETURN_IF_ERROR(DeriveLocal(*impl, &local_rank, &local_size));
+  }
   auto* handle = new shardrec_comm;
   handle->impl = std::move(impl);
+  handle->local_rank = local_rank;
+  handle->local_size = local_size;
   *out = handle;
   return Status::Ok();
 }
@@ -109,7 +149,9 @@ extern "C" {
 SHARDREC_API shardrec_status_t shardrec_comm_options_init(shardrec_comm_options_t* options,
                                                           uint32_t version) {
   const shardrec_comm_options_t d = SHARDREC_COMM_OPTIONS_INIT;
-  return shardrec::capi::InitStruct(options, version, SHARDREC_COMM_OPTIONS_VERSION, d, "options");
+  return shardrec::capi::InitStruct(
+      options, version, SHARDREC_COMM_OPTIONS_VERSION, d, "options",
+      {offsetof(shardrec_comm_options_t, store_grace_ms), sizeof(shardrec_comm_options_t)});
 }
 
 SHARDREC_API shardrec_status_t shardrec_store_callbacks_init(shardrec_store_callbacks_t* callbacks,
@@ -189,9 +231,11 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_local_group(
     std::vector<std::unique_ptr<comm::Communicator>> group;
     SR_RETURN_IF_ERROR(comm::CreateLocalGroup(n, opts, &group));
     std::vector<std::unique_ptr<shardrec_comm>> handles;
-    for (auto& c : group) {
+    for (size_t r = 0; r < group.size(); ++r) {
       handles.push_back(std::make_unique<shardrec_comm>());
-      handles.back()->impl = std::move(c);
+      handles.back()->impl = std::move(group[r]);
+      handles.back()->local_rank = static_cast<int32_t>(r);  // threads of this process
+      handles.back()->local_size = n;
     }
     for (int32_t i = 0; i < n; ++i) comms_out[i] = handles[static_cast<size_t>(i)].release();
     return Status::Ok();
@@ -347,6 +391,52 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_mpi(shardrec_comm_t** out,
     SR_RETURN_IF_ERROR(
         comm::mpi::CreateMpiCommunicator(mpi_comm_fortran, opts.device, opts.timeout, &impl));
     return shardrec::capi::Wrap(std::move(impl), out);
+  });
+}
+
+SHARDREC_API shardrec_status_t
+shardrec_comm_create_from_env(shardrec_comm_t** out, const shardrec_comm_options_t* options) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = nullptr;
+    comm::CommOptions opts;
+    SR_RETURN_IF_ERROR(shardrec::capi::ToOptions(options, &opts));
+    std::unique_ptr<comm::Communicator> impl;
+    comm::LaunchEnv launch;
+    SR_RETURN_IF_ERROR(comm::CreateCommunicatorFromEnv(comm::ProcessEnv(), opts, &impl, &launch));
+    const bool known = launch.local_rank >= 0 && launch.local_size > 0;
+    return shardrec::capi::Wrap(std::move(impl), out, known ? launch.local_rank : -1,
+                                known ? launch.local_size : -1);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_comm_local_rank(int32_t* out,
+                                                        const shardrec_comm_t* comm_handle) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    SR_RETURN_IF_ERROR(CheckComm(comm_handle));
+    if (comm_handle->local_rank < 0) {
+      return Status::Unsupported(
+          "the local rank of a device communicator is known only when it "
+          "was created from a launcher's environment");
+    }
+    *out = comm_handle->local_rank;
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_comm_local_size(int32_t* out,
+                                                        const shardrec_comm_t* comm_handle) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    SR_RETURN_IF_ERROR(CheckComm(comm_handle));
+    if (comm_handle->local_size < 0) {
+      return Status::Unsupported(
+          "the local size of a device communicator is known only when it "
+          "was created from a launcher's environment");
+    }
+    *out = comm_handle->local_size;
+    return Status::Ok();
   });
 }
 

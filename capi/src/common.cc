@@ -69,6 +69,7 @@ void ClearLastError() {
 }
 
 static_assert(static_cast<int>(Code::kNoDevice) == SHARDREC_ENODEVICE);
+static_assert(static_cast<int>(Code::kAborted) == SHARDREC_EABORTED);
 static_assert(static_cast<int>(Code::kInternal) == SHARDREC_EINTERNAL);
 static_assert(static_cast<int>(Code::kInvalidArgument) == SHARDREC_EINVAL);
 
@@ -106,6 +107,8 @@ SHARDREC_API const char* shardrec_status_string(shardrec_status_t code) {
       return "SHARDREC_EINTERNAL";
     case SHARDREC_ENODEVICE:
       return "SHARDREC_ENODEVICE";
+    case SHARDREC_EABORTED:
+      return "SHARDREC_EABORTED";
     default:
       return "SHARDREC_UNKNOWN";
   }

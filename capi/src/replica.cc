@@ -51,9 +51,9 @@ replica::SyncHook ToHook(shardrec_sync_hook_fn hook, void* payload) {
   return [hook, payload](void* data, size_t count, DType dtype) {
     const int32_t rc = hook(data, count, static_cast<int32_t>(dtype), payload);
     if (rc == 0) return Status::Ok();
-    return Status(rc < 0 && rc >= static_cast<int32_t>(Code::kNoDevice) ? static_cast<Code>(rc)
-                                                                        : Code::kError,
-                  StrCat("the sync hook returned ", rc));
+    return Status(
+        rc < 0 && rc >= static_cast<int32_t>(Code::kAborted) ? static_cast<Code>(rc) : Code::kError,
+        StrCat("the sync hook returned ", rc));
   };
 }
 

@@ -17,6 +17,9 @@
  *             [--sync-every N] [--criteo FILE] [--seed X] [--plan-tables 0|1]
  *             [--rank R --world W [--unique-id HEX] [--unique-id-file PATH]]
  *             [--mpi 1]   (under mpirun: one rank per process on MPI_COMM_WORLD, MPI backend)
+ *             [--launcher env]
+ * --launcher env: one rank per process, rank and world from the launcher (torchrun, mpirun,
+ * srun; see docs/launch.md), no unique id to ship.
  */
 #define _POSIX_C_SOURCE 200112L
 #include <math.h>
@@ -46,6 +49,7 @@ static int g_plan_tables = 0;
 static const char* g_unique_id = NULL;
 static const char* g_unique_id_file = NULL;
 static int g_mpi = 0; /* 1: ranks and world from MPI_COMM_WORLD, collectives over MPI */
+static int g_launcher_env = 0;
 static int64_t g_rows[26];
 static shardrec_comm_t* g_comms[MAX_WORLD];
 static dlrm_progress_t g_out;
@@ -332,6 +336,8 @@ static int usage(const char* argv0) {
           "          [--max-rows R] [--report K] [--eval-every K] [--eval-batches E]\n"
           "          [--sync-every N] [--criteo FILE] [--seed X] [--plan-tables 0|1]\n"
           "          [--rank R --world W [--unique-id HEX] [--unique-id-file PATH]]\n"
+          "          [--launcher env]\n"
+          "  --launcher env: one rank per process, placed by torchrun, mpirun or srun;\n"
           "  --eval-every 0 turns the held-out evaluation off; --sync-every N averages the\n"
           "  replica groups every N steps (1: exact 2D); --rank runs one rank in this process\n"
           "  (rank 0 prints the unique id the others need, or writes it to --unique-id-file);\n"
@@ -381,6 +387,8 @@ int main(int argc, char** argv) {
       g_unique_id_file = v;
     else if (strcmp(a, "--mpi") == 0)
       g_mpi = atoi(v);
+    else if (strcmp(a, "--launcher") == 0 && strcmp(v, "env") == 0)
+      g_launcher_env = 1;
     else if (strcmp(a, "--interaction") == 0 && strcmp(v, "dot") == 0)
       g_interaction = DLRM_INTERACTION_DOT;
     else if (strcmp(a, "--interaction") == 0 && strcmp(v, "dcn") == 0)
@@ -399,6 +407,15 @@ int main(int argc, char** argv) {
     shardrec_comm_rank(&g_rank, args[0].comm);
     shardrec_comm_size(&g_world, args[0].comm);
     if (g_world % g_shard != 0) g_shard = g_world;
+  } else if (g_launcher_env) {
+    /* The launcher placed this process: the communicator says which rank of how many it is. */
+    if (shardrec_comm_create_from_env(&args[0].comm, &comm_options) != SHARDREC_OK) {
+      fprintf(stderr, "communicator from the launcher's environment: %s\n", shardrec_last_error());
+      return 1;
+    }
+    if (shardrec_comm_rank(&g_rank, args[0].comm) != SHARDREC_OK ||
+        shardrec_comm_size(&g_world, args[0].comm) != SHARDREC_OK)
+      return 1;
   }
   if (g_world < 1 || g_world > MAX_WORLD || g_shard < 1 || g_world % g_shard != 0 || g_steps < 1 ||
       g_batch < 1 || g_report < 1 || g_max_rows < 1 || g_eval_every < 0 || g_eval_batches < 1 ||
@@ -420,7 +437,8 @@ int main(int argc, char** argv) {
   if (g_rank >= 0) {
     args[0].rank = g_rank;
     const char* id = g_unique_id != NULL ? g_unique_id : getenv("DLRM_UNIQUE_ID");
-    if (!g_mpi && dlrm_rendezvous(&args[0].comm, g_rank, g_world, id, g_unique_id_file) != 0)
+    if (!g_mpi && !g_launcher_env &&
+        dlrm_rendezvous(&args[0].comm, g_rank, g_world, id, g_unique_id_file) != 0)
       return 1;
     run_rank(&args[0]);
     shardrec_comm_destroy(args[0].comm);

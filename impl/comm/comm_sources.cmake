@@ -8,8 +8,10 @@ list(APPEND SHARDREC_COMM_SOURCES
   store_tcp.cc
   store_tcp_server.cc
   unique_id.cc
+  env_rendezvous.cc
   gloo_store.cc
   gloo_communicator.cc
+  gloo_interrupt.cc
   gloo_collectives.cc
   factory.cc
   work.cc)

@@ -25,10 +25,18 @@ Status CheckOptions(const CommOptions& o, std::chrono::milliseconds* timeout) {
   const auto b = static_cast<int32_t>(o.backend);
   if (b < 0 || b > 2)
     return Status::InvalidArgument("backend ", b, " is not one of auto, gloo, nccl");
+  if (o.store_grace.count() < 0) {
+    return Status::InvalidArgument("store grace ", o.store_grace.count(),
+                                   " ms must not be negative");
+  }
   if (o.device.is_cuda() && o.device.index < 0) {
     return Status::InvalidArgument("device index ", o.device.index, " must not be negative");
   }
   return Status::Ok();
+}
+
+std::chrono::milliseconds StoreGrace(const CommOptions& o, std::chrono::milliseconds timeout) {
+  return o.store_grace.count() > 0 ? o.store_grace : std::min(kDefaultStoreGrace, timeout);
 }
 
 std::string BindHost(const CommOptions& o, const std::string& fallback) {
@@ -110,8 +118,47 @@ Status CreateCommunicatorFromUniqueId(const UniqueId& id, int world, int rank,
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::shared_ptr<TcpStore> store;
   SR_RETURN_IF_ERROR(ConnectUniqueIdStore(id, rank, timeout, &store));
+  store->set_linger(StoreGrace(options, timeout));
   const std::string local = store->local_host();
   return Create(std::move(store), "comm", world, rank, options, local, out, deadline);
+}
+
+Status CreateCommunicatorFromEnv(const EnvVars& env, const CommOptions& options,
+                                 std::unique_ptr<Communicator>* out, LaunchEnv* launch) {
+  if (out == nullptr) return Status::InvalidArgument("out must not be null");
+  std::chrono::milliseconds timeout{0};
+  SR_RETURN_IF_ERROR(CheckOptions(options, &timeout));
+  LaunchEnv e;
+  SR_RETURN_IF_ERROR(ParseLaunchEnv(env, &e));
+  const std::string where =
+      StrCat(e.convention, " launch (rank ", e.rank, " of ", e.world, ", store ", e.master_host,
+             ":", e.master_port, " from ", e.port_source, ")");
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  net::Endpoint server;
+  Status s = net::ResolveHost(e.master_host, &server);
+  if (!s.ok()) return s.WithContext(where);
+  server.port = e.master_port;
+  std::shared_ptr<TcpStoreServer> hosted;
+  if (e.rank == 0) {
+    // Every interface, as torch's TCP store: the master address may be a name (a Kubernetes
+    // service, a Slurm node) that does not map to one local interface.
+    s = TcpStoreServer::Start(server, /*any_interface=*/true, e.nonce, &hosted, e.master_port);
+    if (!s.ok()) return s.WithContext(where + ": rank 0 cannot host the store");
+  }
+  std::shared_ptr<TcpStore> store;
+  s = TcpStore::Connect(server, e.nonce, timeout, std::move(hosted), &store);
+  if (!s.ok()) return s.WithContext(where);
+  s = store->Claim(StrCat("rank ", e.rank));
+  if (!s.ok()) {
+    store->set_linger(std::min(timeout, std::chrono::milliseconds(1000)));
+    return s.WithContext(where);
+  }
+  store->set_linger(StoreGrace(options, timeout));
+  const std::string local = store->local_host();
+  s = Create(std::move(store), "comm", e.world, e.rank, options, local, out, deadline);
+  if (!s.ok()) return s.WithContext(where);
+  if (launch != nullptr) *launch = std::move(e);
+  return Status::Ok();
 }
 
 Status CreateLocalGroup(int n, const CommOptions& options,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "impl/comm/communicator.h"
+#include "impl/comm/env_rendezvous.h"
 #include "impl/comm/store.h"
 #include "impl/comm/unique_id.h"
 
@@ -23,7 +24,13 @@ struct CommOptions {
   // of the connection to the unique id's store (the interface that routes to rank 0), else
   // 127.0.0.1.
   std::string bind_address;
+  // Unique id and environment rendezvous: how long destroying rank 0's last communicator waits
+  // for the other ranks to disconnect from the store it hosts. 0: kDefaultStoreGrace (capped at
+  // the timeout). After an abort it does not wait at all.
+  std::chrono::milliseconds store_grace{0};
 };
+
+inline constexpr std::chrono::milliseconds kDefaultStoreGrace{2000};
 
 // Collective over `world` ranks that share `store`; keys live under `key_prefix`. Use a fresh
 // prefix per communicator on a shared store (splits are namespaced automatically).
@@ -35,6 +42,14 @@ Status CreateCommunicator(std::shared_ptr<Store> store, const std::string& key_p
 Status CreateCommunicatorFromUniqueId(const UniqueId& id, int world, int rank,
                                       const CommOptions& options,
                                       std::unique_ptr<Communicator>* out);
+
+// From the launcher's variables (`env`, see env_rendezvous.h): rank 0 hosts the TCP store on
+// every interface at the master port; the others connect with retry until the timeout; then as
+// from a unique id. `launch` (optional) receives what was read. Errors: those of ParseLaunchEnv,
+// kIo when rank 0 cannot listen on the port, kTimeout, kRemote, kInvalidUsage (rank claimed
+// twice), and those of CreateCommunicator.
+Status CreateCommunicatorFromEnv(const EnvVars& env, const CommOptions& options,
+                                 std::unique_ptr<Communicator>* out, LaunchEnv* launch = nullptr);
 
 // N communicators for N threads of this process (memory store), created concurrently on
 // internal threads. All or nothing: on failure *out is left empty. With NCCL (explicitly, or

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "impl/comm/gloo_interrupt.h"
 #include "impl/comm/gloo_store.h"
 #include "impl/comm/stores.h"
 #include "impl/core/check.h"
@@ -132,9 +133,44 @@ GlooCommunicator::GlooCommunicator(const GlooConfig& config, std::shared_ptr<glo
       gloo_device_(std::move(gloo_device)) {
   config_.gloo_device = gloo_device_;
   if (!config_.domain) config_.domain = std::make_shared<FailureDomain>();
+  static std::atomic<uint64_t> next_id{1};
+  id_ = next_id.fetch_add(1);
+  config_.lineage.push_back(id_);
+  config_.domain->Join(this, config_.lineage);
 }
 
-GlooCommunicator::~GlooCommunicator() = default;
+GlooCommunicator::~GlooCommunicator() { config_.domain->Leave(this); }
+
+namespace {
+bool Contains(const std::vector<uint64_t>& v, uint64_t id) {
+  return std::find(v.begin(), v.end(), id) != v.end();
+}
+}  // namespace
+
+void FailureDomain::Join(GlooCommunicator* c, const std::vector<uint64_t>& lineage) {
+  std::lock_guard<std::mutex> lock(mu_);
+  members_.push_back({c, lineage});
+  // A split that finished creation while an ancestor was being aborted is aborted too.
+  for (const auto& [id, why] : aborted_) {
+    if (Contains(lineage, id)) {
+      c->AbortLocal(why);
+      return;
+    }
+  }
+}
+
+void FailureDomain::Leave(GlooCommunicator* c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(members_, [c](const Member& m) { return m.comm == c; });
+}
+
+void FailureDomain::Abort(uint64_t id, const Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  aborted_.emplace_back(id, why);
+  for (const Member& m : members_) {
+    if (Contains(m.lineage, id)) m.comm->AbortLocal(why);
+  }
+}
 
 void GlooCommunicator::set_timeout(std::chrono::milliseconds timeout) {
   if (timeout.count() > 0) timeout_.store(timeout);
@@ -143,6 +179,9 @@ void GlooCommunicator::set_timeout(std::chrono::milliseconds timeout) {
 Status GlooCommunicator::Usable() const {
   Status cause = AsyncError();
   if (cause.ok()) return Status::Ok();
+  // An aborted communicator keeps saying so: the host's error handling tells an abort it asked
+  // for from a failure it must report.
+  if (cause.code() == Code::kAborted) return cause;
   return Status::InvalidUsage("communicator (rank ", rank_, " of ", size_,
                               ") is unusable after an earlier error: ", cause.ToString());
 }
@@ -159,23 +198,39 @@ Status GlooCommunicator::AsyncError() const {
 }
 
 Status GlooCommunicator::Poison(Status s) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (aborted_.load()) {
-    s = Status::InvalidUsage("communicator (rank ", rank_, " of ", size_, ") was aborted");
+  // A call that failed because its connections were torn down by an abort reports the abort,
+  // not the broken pipe it saw. The domain is told outside mu_: an abort holds the domain's
+  // lock while it takes each member's.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_.load()) return poison_;
+    if (poison_.ok()) poison_ = s;
   }
-  if (poison_.ok()) poison_ = s;
   if (s.code() == Code::kTimeout || s.code() == Code::kRemote) config_.domain->Fail(s);
+  if (aborted_.load()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return poison_;
+  }
   return s;
 }
 
 void GlooCommunicator::Abort() {
+  // Aborting a root aborts its whole tree: destroying rank 0's communicators must then not wait
+  // for peers to leave its rendezvous server. (A split's abort leaves the store to its root.)
+  if (config_.lineage.size() == 1) config_.store->Abandon();
+  config_.domain->Abort(id_, Status::Aborted("the communicator (rank ", rank_, " of ", size_,
+                                             ") or one it was split from was aborted"));
+}
+
+void GlooCommunicator::AbortLocal(const Status& why) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_.exchange(true)) return;
-    if (poison_.ok()) poison_ = Status::InvalidUsage("the communicator was aborted");
+    poison_ = why;
   }
-  // Hard-closes every pair: peers see the reset at once; a call blocked here ends at the
-  // latest when its timeout expires.
+  // Gloo's closeConnections() alone closes the sockets but leaves a thread blocked in waitRecv
+  // or waitSend waiting for its timeout; the interrupt wakes it first.
+  InterruptGlooContext(*context_, rank_, size_, "shardrec: communicator aborted");
   try {
     context_->closeConnections();
   } catch (...) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -25,9 +26,13 @@ namespace shardrec::comm {
 
 inline constexpr std::chrono::milliseconds kDefaultTimeout{5 * 60 * 1000};
 
+class GlooCommunicator;
+
 // The communicators split from one root share this: the first timeout or remote failure on any
 // of them makes every one of them unusable, so that a rank learns of a dead or out-of-step peer
-// on its next call instead of waiting for another full timeout on a sibling communicator.
+// on its next call instead of waiting for another full timeout on a sibling communicator. It
+// also knows who descends from whom, so that an abort reaches every communicator split from
+// the aborted one (a collection's or a mesh's private splits included), and no ancestor.
 class FailureDomain {
  public:
   void Fail(const Status& s) {
@@ -38,10 +43,22 @@ class FailureDomain {
     std::lock_guard<std::mutex> lock(mu_);
     return first_;
   }
+  // `lineage`: the ids of a communicator's ancestors, then its own.
+  void Join(GlooCommunicator* c, const std::vector<uint64_t>& lineage);
+  // After Leave returns, no Abort touches `c` any more (an Abort in progress finishes first).
+  void Leave(GlooCommunicator* c);
+  // Interrupts the communicator `id` and every member that descends from it.
+  void Abort(uint64_t id, const Status& why);
 
  private:
+  struct Member {
+    GlooCommunicator* comm;
+    std::vector<uint64_t> lineage;
+  };
   mutable std::mutex mu_;
   Status first_;
+  std::vector<Member> members_;
+  std::vector<std::pair<uint64_t, Status>> aborted_;  // ids aborted so far, with the reason
 };
 
 struct GlooConfig {
@@ -57,6 +74,7 @@ struct GlooConfig {
   std::string bind_host;                                 // address for the Gloo TCP device
   std::shared_ptr<gloo::transport::Device> gloo_device;  // reused by splits; else created
   std::shared_ptr<FailureDomain> domain;                 // shared by splits; else created
+  std::vector<uint64_t> lineage;                         // ids of the ancestors (splits)
 };
 
 // Validates the config, checks the device (kNoDevice for an unusable GPU), ignores SIGPIPE once
@@ -94,6 +112,10 @@ class GlooCommunicator : public Communicator {
   void Abort() override;
   Status AsyncError() const override;
 
+  // Interrupts this communicator alone (FailureDomain::Abort calls it for every member): blocked
+  // Gloo waits fail at once and later calls return `why` (kAborted).
+  void AbortLocal(const Status& why);
+
  private:
   using Clock = std::chrono::steady_clock;
   struct HostBuf {
@@ -127,13 +149,14 @@ class GlooCommunicator : public Communicator {
   Status HostBroadcast(void* buf, size_t count, DType dtype, int root,
                        std::chrono::milliseconds timeout);
 
-  GlooConfig config_;  // kept for splits (store, prefix, bind address)
+  GlooConfig config_;  // kept for splits (store, prefix, bind address, lineage incl. this one)
   int rank_;
   int size_;
   Device device_;
   std::atomic<std::chrono::milliseconds> timeout_;
   std::shared_ptr<gloo::Context> context_;
   std::shared_ptr<gloo::transport::Device> gloo_device_;
+  uint64_t id_ = 0;  // process-unique, for the domain's lineage
   int split_seq_ = 0;
   std::atomic<bool> aborted_{false};
   mutable std::mutex mu_;

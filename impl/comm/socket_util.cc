@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -102,7 +103,39 @@ Status DefaultAdvertisedHost(Endpoint* out) {
   return ParseHost("127.0.0.1", out);
 }
 
-Status Listen(const Endpoint& addr, bool any_interface, int* fd_out, uint16_t* port) {
+Status ResolveHost(const std::string& host, Endpoint* out) {
+  if (ParseHost(host, out).ok()) return Status::Ok();
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  if (rc != 0 || res == nullptr) {
+    return Status::InvalidArgument("cannot resolve host '", host, "': ", ::gai_strerror(rc));
+  }
+  const addrinfo* pick = nullptr;
+  for (const addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      pick = a;
+      break;
+    }
+    if (a->ai_family == AF_INET6 && pick == nullptr) pick = a;
+  }
+  Endpoint e;
+  if (pick != nullptr && pick->ai_family == AF_INET) {
+    e.family = AF_INET;
+    std::memcpy(e.addr, &reinterpret_cast<const sockaddr_in*>(pick->ai_addr)->sin_addr, 4);
+  } else if (pick != nullptr) {
+    e.family = AF_INET6;
+    std::memcpy(e.addr, &reinterpret_cast<const sockaddr_in6*>(pick->ai_addr)->sin6_addr, 16);
+  }
+  ::freeaddrinfo(res);
+  if (pick == nullptr) return Status::InvalidArgument("host '", host, "' has no IP address");
+  *out = e;
+  return Status::Ok();
+}
+
+Status Listen(const Endpoint& addr, bool any_interface, int* fd_out, uint16_t* port,
+              uint16_t want_port) {
   const int family = addr.family;
   int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::Io("socket: ", std::strerror(errno));
@@ -110,6 +143,7 @@ Status Listen(const Endpoint& addr, bool any_interface, int* fd_out, uint16_t* p
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
   Endpoint local;
   local.family = family;  // all-zero address: any interface
+  local.port = want_port;
   if (!any_interface) std::memcpy(local.addr, addr.addr, sizeof(local.addr));
   sockaddr_storage ss;
   socklen_t len = ToSockaddr(local, &ss);
@@ -117,7 +151,8 @@ Status Listen(const Endpoint& addr, bool any_interface, int* fd_out, uint16_t* p
     int err = errno;
     ::close(fd);
     return Status::Io("cannot listen for the rendezvous store on ",
-                      any_interface ? std::string("any interface") : local.HostString(), ": ",
+                      any_interface ? std::string("any interface") : local.HostString(),
+                      want_port != 0 ? StrCat(" port ", want_port) : std::string(), ": ",
                       std::strerror(err),
                       any_interface ? ""
                                     : " (set SHARDREC_SOCKET_IFADDR to a local address, or "

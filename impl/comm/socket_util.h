@@ -30,9 +30,15 @@ Status ParseHost(const std::string& host, Endpoint* out);
 // else the source address of the default route, else 127.0.0.1.
 Status DefaultAdvertisedHost(Endpoint* out);
 
-// Listening socket on `addr` (its port is ignored: an ephemeral port is chosen and written into
-// *port). With `any_interface` the socket binds the wildcard address of addr's family instead.
-Status Listen(const Endpoint& addr, bool any_interface, int* fd, uint16_t* port);
+// Parses a numeric address, else resolves a host name (the first IPv4, else IPv6, result).
+// kInvalidArgument naming the host when it cannot be resolved.
+Status ResolveHost(const std::string& host, Endpoint* out);
+
+// Listening socket on `addr` (its port is ignored: `want_port`, or with 0 an ephemeral port, is
+// bound and written into *port). With `any_interface` the socket binds the wildcard address of
+// addr's family instead.
+Status Listen(const Endpoint& addr, bool any_interface, int* fd, uint16_t* port,
+              uint16_t want_port = 0);
 
 // Connects with retries (the server may not be up yet) until the deadline.
 Status ConnectWithRetry(const Endpoint& to, Clock::time_point deadline, int* fd);

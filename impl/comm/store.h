@@ -20,6 +20,9 @@ class Store {
                      std::vector<uint8_t>* value) = 0;
   // Blocks until every key exists or the timeout expires (kTimeout).
   virtual Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+  // The communicators on this store were aborted: when it is released, do not wait for peers
+  // (a hosted server stops at once). Stores without such a wait ignore it.
+  virtual void Abandon() {}
 };
 
 }  // namespace shardrec::comm

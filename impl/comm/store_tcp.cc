@@ -88,7 +88,7 @@ TcpStore::~TcpStore() {
   if (hosted_) {
     // Other ranks may still be in a store operation (a split in a group without rank 0); keep
     // the server up until they disconnect or the linger time passes.
-    hosted_->WaitForClients(0, linger_);
+    hosted_->WaitForClients(0, linger_.load());
     hosted_->Stop();
   }
 }

@@ -25,9 +25,10 @@ using Nonce = std::array<uint8_t, 16>;
 // unauthenticated and authenticated connections are bounded separately (store_tcp_protocol.h).
 class TcpStoreServer {
  public:
-  // Listens on `addr` (or every interface of its family with `any_interface`).
+  // Listens on `addr` (or every interface of its family with `any_interface`), on `port` or,
+  // with 0, an ephemeral one.
   static Status Start(const net::Endpoint& addr, bool any_interface, const Nonce& nonce,
-                      std::shared_ptr<TcpStoreServer>* out);
+                      std::shared_ptr<TcpStoreServer>* out, uint16_t port = 0);
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
@@ -103,7 +104,9 @@ class TcpStore : public Store {
 
   // The local address of the connection: the interface that routes to the store host.
   const std::string& local_host() const { return local_host_; }
+  // How long a hosting client's destruction waits for the other ranks to disconnect.
   void set_linger(std::chrono::milliseconds linger) { linger_ = linger; }
+  void Abandon() override { linger_ = std::chrono::milliseconds(0); }
 
  private:
   TcpStore() = default;
@@ -121,7 +124,7 @@ class TcpStore : public Store {
   std::string server_name_;
   std::string local_host_;
   std::chrono::milliseconds io_timeout_{30000};
-  std::chrono::milliseconds linger_{30000};
+  std::atomic<std::chrono::milliseconds> linger_{std::chrono::milliseconds(30000)};
   std::shared_ptr<TcpStoreServer> hosted_;
 };
 

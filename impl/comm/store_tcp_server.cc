@@ -26,10 +26,10 @@ bool ConstantTimeEqual(const uint8_t* a, const uint8_t* b, size_t n) {
 }  // namespace
 
 Status TcpStoreServer::Start(const net::Endpoint& addr, bool any_interface, const Nonce& nonce,
-                             std::shared_ptr<TcpStoreServer>* out) {
+                             std::shared_ptr<TcpStoreServer>* out, uint16_t want_port) {
   int fd = -1;
   uint16_t port = 0;
-  SR_RETURN_IF_ERROR(net::Listen(addr, any_interface, &fd, &port));
+  SR_RETURN_IF_ERROR(net::Listen(addr, any_interface, &fd, &port, want_port));
   std::shared_ptr<TcpStoreServer> server(new TcpStoreServer(fd, port, nonce));
   server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   *out = std::move(server);

@@ -35,6 +35,7 @@ class PrefixStore : public Store {
   Status Get(const std::string& key, std::chrono::milliseconds timeout,
              std::vector<uint8_t>* value) override;
   Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  void Abandon() override { base_->Abandon(); }
   const std::shared_ptr<Store>& base() const { return base_; }
 
  private:

@@ -33,6 +33,8 @@ const char* CodeName(Code code) {
       return "Internal";
     case Code::kNoDevice:
       return "NoDevice";
+    case Code::kAborted:
+      return "Aborted";
   }
   return "Unknown";
 }

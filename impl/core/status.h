@@ -25,6 +25,7 @@ enum class Code : int32_t {
   kNotFound = -11,
   kInternal = -12,
   kNoDevice = -13,
+  kAborted = -14,
 };
 
 const char* CodeName(Code code);
@@ -94,6 +95,10 @@ class [[nodiscard]] Status {
   template <typename... A>
   static Status NoDevice(const A&... a) {
     return {Code::kNoDevice, StrCat(a...)};
+  }
+  template <typename... A>
+  static Status Aborted(const A&... a) {
+    return {Code::kAborted, StrCat(a...)};
   }
 
   bool ok() const { return rep_ == nullptr; }

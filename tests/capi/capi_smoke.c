@@ -128,6 +128,10 @@ static void exercise_comm(shardrec_comm_t* comm, int rank) {
   OK(shardrec_comm_rank(&r, comm));
   OK(shardrec_comm_size(&n, comm));
   EXPECT(r == rank && n == 2);
+  OK(shardrec_comm_local_rank(&r, comm)); /* both ranks are threads of this host */
+  OK(shardrec_comm_local_size(&n, comm));
+  EXPECT(r == rank && n == 2);
+  r = rank;
   OK(shardrec_comm_set_timeout(comm, 60000));
   x[0] = (float)rank;
   x[1] = 1.0f;
@@ -183,6 +187,17 @@ static void test_comm(void) {
   shardrec_comm_destroy(group[0]);
   shardrec_comm_destroy(group[1]);
   shardrec_comm_destroy(NULL);
+  {
+    /* Without launcher variables: ENOTFOUND, *out NULL (the launched cases are in
+     * tests/capi/comm/comm_env_launch_test.c). */
+    static const char* const vars[] = {
+        "RANK",     "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+        "PMI_RANK", "PMI_SIZE",   "SLURM_PROCID"};
+    shardrec_comm_t* env_comm = group[0];
+    for (i = 0; i < (int)(sizeof(vars) / sizeof(vars[0])); ++i) unsetenv(vars[i]);
+    EXPECT(shardrec_comm_create_from_env(&env_comm, NULL) == SHARDREC_ENOTFOUND);
+    EXPECT(env_comm == NULL);
+  }
 }
 
 /* ---- config.h, plan.h --------------------------------------------------------------------- */

@@ -16,7 +16,9 @@
  * itself) form one failure domain on this rank: the first timeout or remote failure on any of
  * them poisons all of them, so the next call on any of them returns SHARDREC_EUSAGE at once
  * instead of waiting out another timeout against the same missing peer (CPU engine; the NCCL
- * backend poisons per communicator). shardrec_comm_abort() poisons only its own handle.
+ * backend poisons per communicator). shardrec_comm_abort() aborts a communicator and every
+ * communicator split from it, directly or not (CPU engine), but not the one it was split from:
+ * calls blocked in any of them return SHARDREC_EABORTED within about a second, as later calls do.
  * Nothing hangs forever and nothing raises a signal:
  * on the first communicator creation, SIGPIPE is set to SIG_IGN process-wide if (and only if)
  * the host left it at its default disposition, because a peer's death would otherwise
@@ -73,8 +75,8 @@ typedef struct shardrec_unique_id {
 #define SHARDREC_REDUCE_MAX 2
 #define SHARDREC_REDUCE_MIN 3
 
-/** Current version of shardrec_comm_options_t. */
-#define SHARDREC_COMM_OPTIONS_VERSION 1
+/** Current version of shardrec_comm_options_t (2 added store_grace_ms). */
+#define SHARDREC_COMM_OPTIONS_VERSION 2
 
 /**
  * Communicator options. Fill with SHARDREC_COMM_OPTIONS_INIT or shardrec_comm_options_init(),
@@ -90,11 +92,16 @@ typedef struct shardrec_comm_options {
    *  variable SHARDREC_SOCKET_IFADDR, else the local address that routes to rank 0's store
    *  (unique id), else 127.0.0.1. Copied during the call. */
   const char* bind_address;
+  /** Version 2. How long destroying rank 0's communicator (unique id or environment
+   *  rendezvous) waits for the other ranks to disconnect from the store it hosts, in ms; 0 =
+   *  2000 or the timeout if shorter. A rank that died without destroying its communicator
+   *  costs rank 0 this long, not a timeout. After shardrec_comm_abort() it does not wait. */
+  int64_t store_grace_ms;
 } shardrec_comm_options_t;
 
 /** Static initialiser for C: all defaults. */
 #define SHARDREC_COMM_OPTIONS_INIT \
-  { SHARDREC_COMM_OPTIONS_VERSION, 0, SHARDREC_BACKEND_AUTO, 0, 0, NULL }
+  { SHARDREC_COMM_OPTIONS_VERSION, 0, SHARDREC_BACKEND_AUTO, 0, 0, NULL, 0 }
 
 /**
  * Fills @p options with defaults for the given struct version (for bindings without macros).
@@ -257,12 +264,18 @@ SHARDREC_API shardrec_status_t shardrec_comm_size(int32_t* out, const shardrec_c
 SHARDREC_API shardrec_status_t shardrec_comm_set_timeout(shardrec_comm_t* comm, int64_t timeout_ms);
 
 /**
- * Tears down @p comm's connections without waiting for peers: peers blocked with it fail
- * promptly, a call blocked in @p comm itself fails no later than its timeout, and later calls
- * return SHARDREC_EUSAGE. The handle must still be destroyed. Idempotent.
+ * Tears down @p comm's connections without waiting for peers, and those of every communicator
+ * split from it, directly or not (including the private ones of the embedding collections and
+ * meshes built on them); the communicator it was itself split from is untouched. A call
+ * blocked in any of them, a collective or an embedding call in its exchange, returns
+ * SHARDREC_EABORTED within about a second (CPU engine; with NCCL, no later than its timeout),
+ * and so do later calls. A peer blocked waiting for this rank gets SHARDREC_EREMOTE promptly
+ * (a peer blocked on a third rank waits for that rank or its timeout). After aborting a root
+ * communicator, destroying it does not wait on peers. The handles must still be destroyed.
+ * Idempotent.
  * @param comm [in] Communicator; not NULL.
- * @return SHARDREC_OK; SHARDREC_EINVAL. Thread-safe: may run while another thread is blocked in
- *         a collective on @p comm.
+ * @return SHARDREC_OK; SHARDREC_EINVAL. Thread-safe: may run from any thread (a signal-free
+ *         watchdog, a task-kill listener) while another thread is blocked on the domain.
  */
 SHARDREC_API shardrec_status_t shardrec_comm_abort(shardrec_comm_t* comm);
 
@@ -276,9 +289,10 @@ SHARDREC_API shardrec_status_t shardrec_comm_async_error(const shardrec_comm_t* 
 
 /**
  * Releases the handle. Objects that use the communicator (embedding collections) keep it alive
- * until they are destroyed too. Rank 0 of a unique-id communicator waits, up to the timeout,
- * for the other ranks to disconnect from its store (connections that never presented the id's
- * nonce do not count).
+ * until they are destroyed too. Destroying rank 0's last communicator of a unique-id (or
+ * environment) rendezvous waits up to shardrec_comm_options_t.store_grace_ms (default 2 s) for
+ * the other ranks to disconnect from its store (connections that never presented the nonce do
+ * not count), and not at all after shardrec_comm_abort().
  * @param comm [in] Handle or NULL (no-op). Must not be in use by another thread.
  */
 SHARDREC_API void shardrec_comm_destroy(shardrec_comm_t* comm);
@@ -386,6 +400,59 @@ SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm);
 SHARDREC_API shardrec_status_t shardrec_comm_create_mpi(shardrec_comm_t** out,
                                                         int64_t mpi_comm_fortran,
                                                         const shardrec_comm_options_t* options);
+
+/* ---- Launching from a cluster's launcher (torchrun, mpirun, srun), local rank ---- */
+
+/**
+ * Collective: creates this process's communicator from the variables its launcher set, with no
+ * unique id to ship. Reads the first convention present, in this order:
+ *  - torchrun, Kubernetes PyTorchJob, DeepSpeed, TorchDistributor: RANK, WORLD_SIZE,
+ *    MASTER_ADDR, MASTER_PORT (all required), LOCAL_RANK, LOCAL_WORLD_SIZE;
+ *  - Open MPI (mpirun): OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE;
+ *  - MPICH / Intel MPI (Hydra): PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS;
+ *  - Slurm (srun): SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID,
+ *    SLURM_TASKS_PER_NODE, SLURM_JOB_NODELIST, SLURM_JOB_ID.
+ * Rank 0's store address: MASTER_ADDR when set (a name or a numeric address); else, under Slurm,
+ * the first host of SLURM_JOB_NODELIST (compressed lists such as "node[01-04],gpu5" are
+ * expanded); else, under MPI with every rank on one host, 127.0.0.1; otherwise an error asking
+ * for MASTER_ADDR (MPI launchers publish no address: export it, e.g. `mpirun -x MASTER_ADDR`).
+ * Port: MASTER_PORT when set (MASTER_PORT + 1 when TORCHELASTIC_USE_AGENT_STORE is True:
+ * torchrun's agent then serves torch's own store on MASTER_PORT); else 20000 + SLURM_JOB_ID % 10000
+ * (Slurm) or 20000 + OMPI_MCA_ess_base_jobid % 10000 (Open MPI); else 29500. Rank 0 hosts the store
+ * on that port on every interface; the others connect, retrying until the timeout (they may start
+ * first). Then the ranks meet as with shardrec_comm_create(), and destroy follows the same rules.
+ *
+ * Trust model: when SHARDREC_RENDEZVOUS_TOKEN is set (the same secret on every rank) it becomes
+ * the store's session nonce, and a connection without it is refused as with a unique id.
+ * Without it the nonce is derived from public facts (convention, world size, address, port):
+ * like torch's TCP store, anyone who can reach the port can join or disrupt the rendezvous, so
+ * run on a private network or set the token. Traffic is never encrypted either way.
+ * @param out     [out] Receives the new handle (caller owns; shardrec_comm_destroy()).
+ * @param options [in] Options, or NULL for defaults.
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND when no launcher variables are present;
+ *         SHARDREC_EINVAL naming the convention and the variable missing or malformed;
+ *         SHARDREC_EIO when rank 0 cannot listen on the port (in use?); SHARDREC_ETIMEOUT;
+ *         SHARDREC_EREMOTE (store unreachable, or a different token); SHARDREC_EUSAGE when a
+ *         rank number was claimed twice. On failure *out is NULL. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t
+shardrec_comm_create_from_env(shardrec_comm_t** out, const shardrec_comm_options_t* options);
+
+/**
+ * This rank's position among the ranks of @p comm on the same host (0-based), and how many
+ * there are (shardrec_comm_local_size), e.g. for topology.ranks_per_node or to pick a GPU.
+ * From the launcher for shardrec_comm_create_from_env() when it says; for a local group, the
+ * thread's index; otherwise computed once when the communicator is created (host communicators:
+ * ranks whose host names are equal share a host).
+ * @param out  [out] Receives the value; not NULL.
+ * @param comm [in] Communicator; not NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EUNSUPPORTED for a device communicator not
+ *         created from a launcher's environment. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_comm_local_rank(int32_t* out, const shardrec_comm_t* comm);
+
+/** Number of ranks of @p comm on this host; see shardrec_comm_local_rank(). */
+SHARDREC_API shardrec_status_t shardrec_comm_local_size(int32_t* out, const shardrec_comm_t* comm);
 
 SHARDREC_END_DECL
 

@@ -56,7 +56,11 @@ enum shardrec_status_code {
   SHARDREC_EUNSUPPORTED = -10, /**< Not supported by this build or this configuration. */
   SHARDREC_ENOTFOUND = -11,    /**< A named object (table, feature, key) does not exist. */
   SHARDREC_EINTERNAL = -12,    /**< A bug in libshardrec; please report it with the message. */
-  SHARDREC_ENODEVICE = -13     /**< A GPU was requested but no usable device or CUDA runtime. */
+  SHARDREC_ENODEVICE = -13,    /**< A GPU was requested but no usable device or CUDA runtime. */
+  /** shardrec_comm_abort() was called (from any thread) on this communicator or on one it was
+   *  split from (comm.h): the call was interrupted or refused on this rank; the handle is
+   *  poisoned. Peers of an aborted rank get SHARDREC_EREMOTE instead. */
+  SHARDREC_EABORTED = -14
 };
 
 /** Element types of tensors and buffers (stored as int32_t in option structs). */

@@ -155,7 +155,7 @@ TEST(CapiComm, TimeoutPoisonsTheCommunicator) {
   EXPECT_NE(LastError().find("barrier"), std::string::npos) << LastError();
   EXPECT_EQ(shardrec_comm_barrier(comms[0]), SHARDREC_EUSAGE);
   EXPECT_EQ(shardrec_comm_abort(comms[1]), SHARDREC_OK);
-  EXPECT_EQ(shardrec_comm_async_error(comms[1]), SHARDREC_EUSAGE);
+  EXPECT_EQ(shardrec_comm_async_error(comms[1]), SHARDREC_EABORTED);
   shardrec_comm_destroy(comms[0]);
   shardrec_comm_destroy(comms[1]);
 }

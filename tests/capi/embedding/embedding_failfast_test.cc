@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -88,6 +89,68 @@ TEST(EmbeddingFailFast, AfterATimedOutBackwardTheNextForwardFailsAtOnce) {
 
 TEST(EmbeddingFailFast, AfterAPeerFailureTheNextForwardFailsAtOnce) {
   CheckFailFast(SHARDREC_EREMOTE, true);
+}
+
+// A forward blocked in its all-to-all (rank 1 never joins it) returns SHARDREC_EABORTED within a
+// second of shardrec_comm_abort() on the communicator the collection was built on, from another
+// thread, although the timeout is 30 s; rank 1's next forwards then fail promptly.
+TEST(EmbeddingFailFast, AbortFromAnotherThreadUnblocksAForwardWithinASecond) {
+  Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  auto batches = MakeBatches(s, ref);
+  PlanPtr plan = MakePlan(s);
+  shardrec_comm_t* comms[2] = {nullptr, nullptr};
+  shardrec_comm_options_t o = SHARDREC_COMM_OPTIONS_INIT;
+  o.timeout_ms = 30000;
+  ASSERT_EQ(shardrec_comm_create_local_group(comms, 2, &o), SHARDREC_OK) << shardrec_last_error();
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  shardrec_embedding_t* colls[2] = {nullptr, nullptr};
+  SpawnRanks(2, [&](int r) {
+    ASSERT_EQ(shardrec_embedding_create(&colls[r], plan.get(), comms[r], &opt, nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+  });
+  ASSERT_TRUE(colls[0] != nullptr && colls[1] != nullptr);
+  CollPtr c0(colls[0]), c1(colls[1]);
+  std::vector<float> out(static_cast<size_t>(batches[0][0].batch_size * ref.output_dim()));
+  KjtHolder kjt(batches[0][0], s.num_features, false);
+  shardrec_status_t rc = SHARDREC_OK;
+  Clock::time_point returned;
+  std::thread blocked([&] {
+    rc = shardrec_embedding_forward(c0.get(), kjt.view(), out.data(), out.size(), nullptr);
+    returned = Clock::now();
+  });
+  std::this_thread::sleep_for(milliseconds(300));
+  const auto aborted_at = Clock::now();
+  EXPECT_EQ(shardrec_comm_abort(comms[0]), SHARDREC_OK);
+  blocked.join();
+  const auto took = std::chrono::duration_cast<milliseconds>(returned - aborted_at).count();
+  std::printf("[abort] embedding forward returned %lld ms after the abort (timeout 30 s)\n",
+              static_cast<long long>(took));
+  EXPECT_EQ(rc, SHARDREC_EABORTED);
+  EXPECT_LE(took, 1000);
+  EXPECT_EQ(shardrec_embedding_forward(c0.get(), kjt.view(), out.data(), out.size(), nullptr),
+            SHARDREC_EABORTED);
+  // Rank 1: once its side has seen the connection to rank 0 close (a few ms; a call started in
+  // that window can miss it and wait for its timeout, a Gloo race documented in
+  // docs/launch.md), its next forward fails at once with EREMOTE and the one after with EUSAGE.
+  std::this_thread::sleep_for(milliseconds(200));
+  KjtHolder kjt1(batches[0][1], s.num_features, false);
+  std::vector<float> out1(static_cast<size_t>(batches[0][1].batch_size * ref.output_dim()));
+  auto start = Clock::now();
+  EXPECT_EQ(shardrec_embedding_forward(c1.get(), kjt1.view(), out1.data(), out1.size(), nullptr),
+            SHARDREC_EREMOTE)
+      << shardrec_last_error();
+  EXPECT_LT(Clock::now() - start, milliseconds(1000));
+  start = Clock::now();
+  EXPECT_EQ(shardrec_embedding_forward(c1.get(), kjt1.view(), out1.data(), out1.size(), nullptr),
+            SHARDREC_EUSAGE)
+      << shardrec_last_error();
+  EXPECT_LT(Clock::now() - start, milliseconds(1000));
+  c0.reset();
+  c1.reset();
+  shardrec_comm_destroy(comms[0]);
+  shardrec_comm_destroy(comms[1]);
 }
 
 }  // namespace

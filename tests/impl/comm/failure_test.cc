@@ -2,6 +2,7 @@
 // communicator among threads.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <thread>
 
 #include "tests/impl/comm/comm_test_util.h"
@@ -9,6 +10,7 @@
 namespace shardrec::comm {
 namespace {
 
+using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using testutil::Comms;
 using testutil::MakeGroup;
@@ -59,9 +61,109 @@ TEST(CommFailure, AbortPoisonsAndWakesPeers) {
   EXPECT_TRUE(peer.code() == Code::kRemote || peer.code() == Code::kTimeout) << peer.ToString();
   int32_t v = 1;
   Status s = comms[0]->AllReduce(&v, &v, 1, DType::kInt32, ReduceOp::kSum);
-  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_EQ(s.code(), Code::kAborted);
   EXPECT_NE(s.message().find("abort"), std::string::npos) << s.message();
   comms[0]->Abort();  // idempotent
+}
+
+// Calls blocked on the aborted rank (on the root and on a split, from two threads) return
+// kAborted within a second although their timeout is 30 s; the peer blocked waiting for it (in
+// another split of the same root) gets kRemote as promptly; later calls refuse with kAborted.
+TEST(CommFailure, AbortFromAnotherThreadUnblocksRootAndSplitsWithinASecond) {
+  Comms comms = MakeGroup(2, milliseconds(30000));
+  std::unique_ptr<Communicator> sub[2], sub2[2];
+  shardrec::testing::SpawnRanks(2, [&](int r) {
+    ASSERT_TRUE(comms[r]->Split(0, r, &sub[r]).ok());
+    ASSERT_TRUE(comms[r]->Split(0, r, &sub2[r]).ok());
+  });
+  // Each call waits for a partner call the other rank never makes.
+  Status root0, sub0, peer;
+  Clock::time_point end_root0, end_sub0, end_peer;
+  std::thread a([&] {
+    root0 = comms[0]->Barrier();
+    end_root0 = Clock::now();
+  });
+  std::thread b([&] {
+    float v = 1.0f;
+    sub0 = sub[0]->AllReduce(&v, &v, 1, DType::kFloat32, ReduceOp::kSum);
+    end_sub0 = Clock::now();
+  });
+  std::thread c([&] {
+    peer = sub2[1]->Barrier();
+    end_peer = Clock::now();
+  });
+  std::this_thread::sleep_for(milliseconds(300));
+  const auto aborted_at = Clock::now();
+  comms[0]->Abort();
+  a.join();
+  b.join();
+  c.join();
+  auto ms = [&](Clock::time_point t) {
+    return std::chrono::duration_cast<milliseconds>(t - aborted_at).count();
+  };
+  std::printf("[abort] root %lld ms, split %lld ms, peer %lld ms after the abort (timeout 30 s)\n",
+              static_cast<long long>(ms(end_root0)), static_cast<long long>(ms(end_sub0)),
+              static_cast<long long>(ms(end_peer)));
+  EXPECT_EQ(root0.code(), Code::kAborted) << root0.ToString();
+  EXPECT_EQ(sub0.code(), Code::kAborted) << sub0.ToString();
+  EXPECT_EQ(peer.code(), Code::kRemote) << peer.ToString();
+  EXPECT_LE(ms(end_root0), 1000);
+  EXPECT_LE(ms(end_sub0), 1000);
+  EXPECT_LE(ms(end_peer), 1000);
+  EXPECT_EQ(sub2[0]->Barrier().code(), Code::kAborted);
+  EXPECT_EQ(sub[0]->AsyncError().code(), Code::kAborted);
+  std::unique_ptr<Communicator> late;
+  EXPECT_EQ(comms[0]->Split(0, 0, &late).code(), Code::kAborted);
+}
+
+// Ranks 1 and 2 enter a barrier while rank 0 stays away; aborting rank 0 must end both calls
+// promptly, also on the rank that waits on rank 1 rather than on rank 0 (rank 1's failure closes
+// its connections in turn).
+TEST(CommFailure, AnAbortReachesEveryPeerOfTheCollective) {
+  Comms comms = MakeGroup(3, milliseconds(30000));
+  Status got[3];
+  Clock::time_point ended[3];
+  std::vector<std::thread> peers;
+  for (int r = 1; r < 3; ++r) {
+    peers.emplace_back([&, r] {
+      got[r] = comms[r]->Barrier();
+      ended[r] = Clock::now();
+    });
+  }
+  std::this_thread::sleep_for(milliseconds(300));
+  const auto aborted_at = Clock::now();
+  comms[0]->Abort();
+  for (auto& t : peers) t.join();
+  for (int r = 1; r < 3; ++r) {
+    const auto ms = std::chrono::duration_cast<milliseconds>(ended[r] - aborted_at).count();
+    std::printf("[abort] peer rank %d of 3: %s %lld ms after the abort (timeout 30 s)\n", r,
+                CodeName(got[r].code()), static_cast<long long>(ms));
+    EXPECT_EQ(got[r].code(), Code::kRemote) << got[r].ToString();
+    EXPECT_LE(ms, 1000);
+  }
+}
+
+// A call the peer starts after the abort (an all-to-all, as an embedding step's) fails promptly.
+TEST(CommFailure, AfterAnAbortThePeersNextCallFailsPromptly) {
+  Comms comms = MakeGroup(2, milliseconds(30000));
+  std::unique_ptr<Communicator> sub[2];
+  shardrec::testing::SpawnRanks(2,
+                                [&](int r) { ASSERT_TRUE(comms[r]->Split(0, r, &sub[r]).ok()); });
+  std::vector<float> send(4, 1.0f), recv(4);
+  const size_t counts[2] = {2, 2};
+  std::thread blocked([&] {
+    std::vector<float> r0(4);
+    EXPECT_EQ(sub[0]->AllToAllV(send.data(), counts, r0.data(), counts, DType::kFloat32).code(),
+              Code::kAborted);
+  });
+  std::this_thread::sleep_for(milliseconds(200));
+  comms[0]->Abort();
+  blocked.join();
+  std::this_thread::sleep_for(milliseconds(50));
+  const auto start = Clock::now();
+  Status later = sub[1]->AllToAllV(send.data(), counts, recv.data(), counts, DType::kFloat32);
+  EXPECT_EQ(later.code(), Code::kRemote) << later.ToString();
+  EXPECT_LT(Clock::now() - start, milliseconds(1000));
 }
 
 TEST(CommFailure, UniqueIdCommunicatorAcrossThreads) {

@@ -10,6 +10,8 @@ pub struct CommOptions {
     pub device_type: i32,
     pub device_index: i32,
     pub bind_address: Option<String>,
+    /// How long destroying rank 0 waits for the others to leave its store (0: 2 s).
+    pub store_grace_ms: i64,
 }
 
 impl CommOptions {
@@ -21,6 +23,7 @@ impl CommOptions {
         o.backend = self.backend;
         o.device_type = self.device_type;
         o.device_index = self.device_index;
+        o.store_grace_ms = self.store_grace_ms;
         let addr = self.bind_address.as_deref().map(|a| cstring(a, "bind_address")).transpose()?;
         if let Some(a) = &addr {
             o.bind_address = a.as_ptr();
@@ -159,6 +162,14 @@ impl Comm {
         Ok(raw.into_iter().map(|raw| Comm { raw }).collect())
     }
 
+    /// Joins the group its launcher (torchrun, mpirun, srun) placed this process in, from the
+    /// launcher's environment variables (collective, blocking; see `shardrec_comm_create_from_env`).
+    pub fn from_env(options: &CommOptions) -> Result<Comm> {
+        let mut out = ptr::null_mut();
+        options.with_raw(|o| check(unsafe { sys::shardrec_comm_create_from_env(&mut out, o) }))?;
+        Ok(Comm { raw: out })
+    }
+
     /// Joins the group named by `id` as `rank` of `world_size` (collective, blocking).
     pub fn new(id: &UniqueId, world_size: i32, rank: i32, options: &CommOptions) -> Result<Comm> {
         // SAFETY: plain bytes.
@@ -227,6 +238,20 @@ impl Comm {
         Ok(out)
     }
 
+    /// This rank's index among the ranks on its host.
+    pub fn local_rank(&self) -> Result<i32> {
+        let mut out = 0;
+        check(unsafe { sys::shardrec_comm_local_rank(&mut out, self.raw) })?;
+        Ok(out)
+    }
+
+    /// The number of ranks on this host.
+    pub fn local_size(&self) -> Result<i32> {
+        let mut out = 0;
+        check(unsafe { sys::shardrec_comm_local_size(&mut out, self.raw) })?;
+        Ok(out)
+    }
+
     /// Collective split; `None` for a negative color.
     pub fn split(&mut self, color: i32, key: i32) -> Result<Option<Comm>> {
         let mut out = ptr::null_mut();
@@ -238,7 +263,8 @@ impl Comm {
         check(unsafe { sys::shardrec_comm_set_timeout(self.raw, timeout_ms) })
     }
 
-    /// Tears down the connections; later calls fail with `Code::Usage`.
+    /// Tears down the connections of this communicator and of every one split from it, from any
+    /// thread: blocked and later calls fail with `Code::Aborted`, peers with `Code::Remote`.
     pub fn abort(&self) -> Result<()> {
         check(unsafe { sys::shardrec_comm_abort(self.raw) })
     }

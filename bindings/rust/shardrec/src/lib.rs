@@ -55,6 +55,8 @@ pub enum Code {
     NotFound,
     Internal,
     NoDevice,
+    /// `Comm::abort` was called on this communicator's failure domain.
+    Aborted,
     Other(i32),
 }
 
@@ -75,6 +77,7 @@ impl Code {
             Code::NotFound => -11,
             Code::Internal => -12,
             Code::NoDevice => -13,
+            Code::Aborted => -14,
             Code::Other(status) => status,
         }
     }
@@ -94,6 +97,7 @@ impl Code {
             -11 => Code::NotFound,
             -12 => Code::Internal,
             -13 => Code::NoDevice,
+            -14 => Code::Aborted,
             other => Code::Other(other),
         }
     }

@@ -321,3 +321,28 @@ fn layers_compute_with_bound_storage() {
     assert_eq!(e.code(), Code::Invalid);
     assert!(mlp.bind_tensor(2, Some(vec![0.0]), None).is_err());
 }
+
+#[test]
+fn local_rank_and_calls_after_an_abort() {
+    let opts = CommOptions { timeout_ms: 30000, ..Default::default() };
+    let mut comms = Comm::local_group(2, &opts).expect("group");
+    assert_eq!(comms[1].local_rank().expect("local rank"), 1);
+    assert_eq!(comms[1].local_size().expect("local size"), 2);
+    comms[0].abort().expect("abort");
+    let start = std::time::Instant::now();
+    assert_eq!(comms[0].barrier().unwrap_err().code(), Code::Aborted);
+    assert!(start.elapsed() < std::time::Duration::from_secs(1));
+}
+
+#[test]
+fn from_env_without_launcher_variables_is_not_found() {
+    let launched = ["RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some());
+    if !launched {
+        match Comm::from_env(&CommOptions::default()) {
+            Err(err) => assert_eq!(err.code(), Code::NotFound),
+            Ok(_) => panic!("a communicator without launcher variables"),
+        }
+    }
+}

@@ -41,6 +41,8 @@ public final class Comm extends NativeHandle {
     public DeviceType deviceType = DeviceType.HOST;
     public int deviceIndex;
     public String bindAddress;
+    /** How long closing rank 0 waits for the others to leave its store, ms (0: 2000). */
+    public long storeGraceMs;
 
     public Options timeoutMs(long v) {
       timeoutMs = v;
@@ -54,6 +56,7 @@ public final class Comm extends NativeHandle {
       o.setBackend(backend.code());
       o.setDevice_type(deviceType.code());
       o.setDevice_index(deviceIndex);
+      o.setStore_grace_ms(storeGraceMs);
       if (bindAddress != null) o.setBind_address(bindAddress);
       return o;
     }
@@ -82,6 +85,21 @@ public final class Comm extends NativeHandle {
     byte[] id = new byte[NativeConstants.UNIQUE_ID_BYTES];
     Native.comm_unique_id_create(id);
     return id;
+  }
+
+  /**
+   * Joins the group its launcher (torchrun, mpirun, srun) placed this process in, from the
+   * launcher's environment variables (collective; see shardrec_comm_create_from_env).
+   */
+  public static Comm fromEnv(Options options) {
+    long[] out = new long[1];
+    comm_options o = (options == null ? new Options() : options).toNative();
+    try {
+      Native.comm_create_from_env(out, o);
+    } finally {
+      o.delete();
+    }
+    return new Comm(out[0]);
   }
 
   /** Joins the group named by {@code id} as {@code rank} of {@code worldSize} (collective). */
@@ -142,6 +160,20 @@ public final class Comm extends NativeHandle {
     return out[0];
   }
 
+  /** This rank's index among the ranks on its host. */
+  public int localRank() {
+    int[] out = new int[1];
+    Native.comm_local_rank(out, handle());
+    return out[0];
+  }
+
+  /** The number of ranks on this host. */
+  public int localSize() {
+    int[] out = new int[1];
+    Native.comm_local_size(out, handle());
+    return out[0];
+  }
+
   /** Collective split; returns null for a negative color. */
   public Comm split(int color, int key) {
     long[] out = new long[1];
@@ -153,7 +185,10 @@ public final class Comm extends NativeHandle {
     Native.comm_set_timeout(handle(), timeoutMs);
   }
 
-  /** Tears down the connections; peers fail promptly. Safe from any thread. */
+  /**
+   * Tears down the connections of this communicator and of every one split from it, from any
+   * thread: blocked and later calls throw EABORTED, peers EREMOTE.
+   */
   public void abort() {
     Native.comm_abort(handle());
   }

@@ -16,6 +16,8 @@ public class ShardrecException extends RuntimeException {
   public static final int ENOTFOUND = -11;
   public static final int EINTERNAL = -12;
   public static final int ENODEVICE = -13;
+  /** {@link Comm#abort()} was called on this communicator's failure domain. */
+  public static final int EABORTED = -14;
 
   private static final long serialVersionUID = 1L;
   private final int code;

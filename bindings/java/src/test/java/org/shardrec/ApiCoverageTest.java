@@ -434,4 +434,37 @@ class ApiCoverageTest {
       for (Comm c : world) c.close();
     }
   }
+
+  @Test
+  void abortFromAnotherThreadUnblocksABarrierAndLocalRank() throws Exception {
+    Comm.Options options = new Comm.Options().timeoutMs(30000);
+    Comm[] group = Comm.createLocalGroup(2, options);
+    try {
+      assertEquals(1, group[1].localRank());
+      assertEquals(2, group[1].localSize());
+      ExecutorService pool = Executors.newSingleThreadExecutor();
+      Future<?> blocked = pool.submit(() -> group[0].barrier()); // rank 1 never joins
+      Thread.sleep(200);
+      long start = System.nanoTime();
+      group[0].abort();
+      java.util.concurrent.ExecutionException e =
+          assertThrows(java.util.concurrent.ExecutionException.class, blocked::get);
+      assertTrue(System.nanoTime() - start < 1_000_000_000L);
+      assertEquals(ShardrecException.EABORTED, ((ShardrecException) e.getCause()).code());
+      pool.shutdown();
+    } finally {
+      group[0].close();
+      group[1].close();
+    }
+  }
+
+  @Test
+  void fromEnvWithoutLauncherVariablesIsNotFound() {
+    for (String v :
+        new String[] {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+      if (System.getenv(v) != null) return; // launched: the variables are real
+    }
+    ShardrecException e = assertThrows(ShardrecException.class, () -> Comm.fromEnv(null));
+    assertEquals(ShardrecException.ENOTFOUND, e.code());
+  }
 }

@@ -1,0 +1,232 @@
+// Launcher conventions (torchrun, Open MPI, MPICH, Slurm) read from variable maps, Slurm host
+// lists, and a communicator met through the torchrun variables by ranks on threads.
+#include "impl/comm/env_rendezvous.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "impl/comm/factory.h"
+#include "tests/support/spawn_ranks.h"
+
+namespace shardrec::comm {
+namespace {
+
+std::vector<std::string> Expand(const std::string& list) {
+  std::vector<std::string> hosts;
+  Status s = ExpandSlurmHostList(list, &hosts);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return hosts;
+}
+
+TEST(CommEnvRendezvous, SlurmHostListsExpandInOrderKeepingPadding) {
+  EXPECT_EQ(Expand("node[01-04,07],gpu5"),
+            (std::vector<std::string>{"node01", "node02", "node03", "node04", "node07", "gpu5"}));
+  EXPECT_EQ(Expand("a"), (std::vector<std::string>{"a"}));
+  EXPECT_EQ(Expand("r[1-2]-n[8-10]"),
+            (std::vector<std::string>{"r1-n8", "r1-n9", "r1-n10", "r2-n8", "r2-n9", "r2-n10"}));
+  EXPECT_EQ(Expand("x[009-011]"), (std::vector<std::string>{"x009", "x010", "x011"}));
+  std::vector<std::string> hosts;
+  for (const char* bad : {"", "n[1-", "n[3-1]", "n[a]", "n]", "n[1],,m"}) {
+    EXPECT_EQ(ExpandSlurmHostList(bad, &hosts).code(), Code::kInvalidArgument) << bad;
+  }
+  EXPECT_EQ(ExpandSlurmHostList("n[1-100]", &hosts, 10).code(), Code::kInvalidArgument);
+}
+
+TEST(CommEnvRendezvous, SlurmTasksPerNode) {
+  int n = 0;
+  ASSERT_TRUE(SlurmTasksOnNode("2(x3),1", 2, &n).ok());
+  EXPECT_EQ(n, 2);
+  ASSERT_TRUE(SlurmTasksOnNode("2(x3),1", 3, &n).ok());
+  EXPECT_EQ(n, 1);
+  EXPECT_EQ(SlurmTasksOnNode("2(x3),1", 4, &n).code(), Code::kInvalidArgument);
+  EXPECT_EQ(SlurmTasksOnNode("2(x", 0, &n).code(), Code::kInvalidArgument);
+}
+
+TEST(CommEnvRendezvous, TorchrunVariables) {
+  LaunchEnv e;
+  const EnvVars env = {
+      {"MASTER_ADDR", "10.1.2.3"},  {"MASTER_PORT", "29400"}, {"RANK", "5"},
+      {"WORLD_SIZE", "8"},          {"LOCAL_RANK", "1"},      {"LOCAL_WORLD_SIZE", "4"},
+      {"OMPI_COMM_WORLD_RANK", "0"}};  // torchrun comes first
+  ASSERT_TRUE(ParseLaunchEnv(env, &e).ok());
+  EXPECT_EQ(e.convention, "torchrun");
+  EXPECT_EQ(e.rank, 5);
+  EXPECT_EQ(e.world, 8);
+  EXPECT_EQ(e.local_rank, 1);
+  EXPECT_EQ(e.local_size, 4);
+  EXPECT_EQ(e.master_host, "10.1.2.3");
+  EXPECT_EQ(e.master_port, 29400);
+  EXPECT_FALSE(e.has_token);
+  // Under torchrun's agent store, MASTER_PORT is taken: the next port.
+  EnvVars agent = env;
+  agent["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  ASSERT_TRUE(ParseLaunchEnv(agent, &e).ok());
+  EXPECT_EQ(e.master_port, 29401);
+}
+
+void ExpectError(const EnvVars& env, Code code, const std::vector<std::string>& words) {
+  LaunchEnv e;
+  Status s = ParseLaunchEnv(env, &e);
+  EXPECT_EQ(s.code(), code) << s.ToString();
+  for (const std::string& w : words)
+    EXPECT_NE(s.message().find(w), std::string::npos) << s.message() << " lacks " << w;
+}
+
+TEST(CommEnvRendezvous, ErrorsNameTheConventionAndTheVariable) {
+  ExpectError({}, Code::kNotFound, {"torchrun", "mpirun", "srun"});
+  ExpectError({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}, Code::kInvalidArgument,
+              {"torchrun", "MASTER_ADDR"});
+  ExpectError({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}, Code::kInvalidArgument,
+              {"torchrun", "MASTER_PORT"});
+  ExpectError({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}},
+              Code::kInvalidArgument, {"torchrun", "RANK='2'"});
+  ExpectError({{"RANK", "x"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}},
+              Code::kInvalidArgument, {"RANK='x'"});
+  ExpectError({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}},
+              Code::kInvalidArgument, {"MASTER_PORT='70000'"});
+  ExpectError({{"OMPI_COMM_WORLD_RANK", "0"}}, Code::kInvalidArgument,
+              {"Open MPI", "OMPI_COMM_WORLD_SIZE"});
+  // Open MPI over two hosts publishes no master address.
+  ExpectError({{"OMPI_COMM_WORLD_RANK", "0"},
+               {"OMPI_COMM_WORLD_SIZE", "4"},
+               {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}},
+              Code::kInvalidArgument, {"Open MPI", "MASTER_ADDR"});
+  ExpectError({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"MPI_LOCALNRANKS", "1"}},
+              Code::kInvalidArgument, {"MPICH", "MASTER_ADDR"});
+  ExpectError({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}, Code::kInvalidArgument,
+              {"Slurm", "SLURM_JOB_NODELIST"});
+  ExpectError({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "n[1-2]"}},
+              Code::kInvalidArgument, {"Slurm", "SLURM_JOB_ID"});
+  ExpectError({{"SLURM_PROCID", "0"},
+               {"SLURM_NTASKS", "2"},
+               {"SLURM_JOB_NODELIST", "n[1-"},
+               {"SLURM_JOB_ID", "7"}},
+              Code::kInvalidArgument, {"Slurm", "SLURM_JOB_NODELIST"});
+}
+
+TEST(CommEnvRendezvous, MpiAndSlurmVariables) {
+  LaunchEnv e;
+  // Open MPI on one host: loopback, port from the job id.
+  ASSERT_TRUE(ParseLaunchEnv({{"OMPI_COMM_WORLD_RANK", "1"},
+                              {"OMPI_COMM_WORLD_SIZE", "2"},
+                              {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                              {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                              {"OMPI_MCA_ess_base_jobid", "1087045633"}},
+                             &e)
+                  .ok());
+  EXPECT_EQ(e.convention, "Open MPI");
+  EXPECT_EQ(e.master_host, "127.0.0.1");
+  EXPECT_EQ(e.master_port, kJobPortBase + 1087045633 % kJobPortSpan);
+  EXPECT_EQ(e.local_rank, 1);
+  // MPICH with an exported master.
+  ASSERT_TRUE(ParseLaunchEnv({{"PMI_RANK", "3"},
+                              {"PMI_SIZE", "4"},
+                              {"MPI_LOCALRANKID", "1"},
+                              {"MPI_LOCALNRANKS", "2"},
+                              {"MASTER_ADDR", "head"},
+                              {"MASTER_PORT", "4000"}},
+                             &e)
+                  .ok());
+  EXPECT_EQ(e.convention, "MPICH");
+  EXPECT_EQ(e.master_host, "head");
+  EXPECT_EQ(e.master_port, 4000);
+  EXPECT_EQ(e.local_size, 2);
+  // Slurm: rank 0's host is the first of the node list; the port follows the job id.
+  ASSERT_TRUE(ParseLaunchEnv({{"SLURM_PROCID", "5"},
+                              {"SLURM_NTASKS", "7"},
+                              {"SLURM_LOCALID", "1"},
+                              {"SLURM_NODEID", "2"},
+                              {"SLURM_TASKS_PER_NODE", "2(x3),1"},
+                              {"SLURM_JOB_NODELIST", "gpu[07-09],cpu1"},
+                              {"SLURM_JOB_ID", "123456"}},
+                             &e)
+                  .ok());
+  EXPECT_EQ(e.convention, "Slurm");
+  EXPECT_EQ(e.rank, 5);
+  EXPECT_EQ(e.world, 7);
+  EXPECT_EQ(e.local_rank, 1);
+  EXPECT_EQ(e.local_size, 2);
+  EXPECT_EQ(e.master_host, "gpu07");
+  EXPECT_EQ(e.master_port, kJobPortBase + 123456 % kJobPortSpan);
+}
+
+TEST(CommEnvRendezvous, TokenBecomesTheNonce) {
+  const EnvVars base = {
+      {"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "9"}};
+  EnvVars a = base, b = base;
+  a["SHARDREC_RENDEZVOUS_TOKEN"] = "secret-1";
+  b["SHARDREC_RENDEZVOUS_TOKEN"] = "secret-2";
+  LaunchEnv ea, eb, en;
+  ASSERT_TRUE(ParseLaunchEnv(a, &ea).ok());
+  ASSERT_TRUE(ParseLaunchEnv(b, &eb).ok());
+  ASSERT_TRUE(ParseLaunchEnv(base, &en).ok());
+  EXPECT_TRUE(ea.has_token);
+  EXPECT_NE(ea.nonce, eb.nonce);
+  EXPECT_NE(ea.nonce, en.nonce);
+}
+
+uint16_t FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Three ranks on threads, each given its own torchrun variables (rank 0 started last, so the
+// others must retry until its store is up), meet and all-reduce.
+TEST(CommEnvRendezvous, RanksMeetThroughTorchrunVariables) {
+  const std::string port = std::to_string(FreePort());
+  CommOptions opts;
+  opts.timeout = std::chrono::milliseconds(20000);
+  shardrec::testing::SpawnRanks(3, [&](int r) {
+    if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const EnvVars env = {{"MASTER_ADDR", "localhost"},      {"MASTER_PORT", port},
+                         {"RANK", std::to_string(r)},       {"WORLD_SIZE", "3"},
+                         {"LOCAL_RANK", std::to_string(r)}, {"LOCAL_WORLD_SIZE", "3"},
+                         {"SHARDREC_RENDEZVOUS_TOKEN", "t"}};
+    std::unique_ptr<Communicator> c;
+    LaunchEnv e;
+    Status s = CreateCommunicatorFromEnv(env, opts, &c, &e);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(c->Rank(), r);
+    EXPECT_EQ(e.local_rank, r);
+    int64_t v = r + 1;
+    ASSERT_TRUE(c->AllReduce(&v, &v, 1, DType::kInt64, ReduceOp::kSum).ok());
+    EXPECT_EQ(v, 6);
+  });
+}
+
+// A rank whose token differs is refused by the store (and so times out of nothing else).
+TEST(CommEnvRendezvous, AWrongTokenIsRefused) {
+  const std::string port = std::to_string(FreePort());
+  CommOptions opts;
+  opts.timeout = std::chrono::milliseconds(1500);
+  shardrec::testing::SpawnRanks(2, [&](int r) {
+    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const EnvVars env = {{"MASTER_ADDR", "127.0.0.1"},
+                         {"MASTER_PORT", port},
+                         {"RANK", std::to_string(r)},
+                         {"WORLD_SIZE", "2"},
+                         {"SHARDREC_RENDEZVOUS_TOKEN", r == 0 ? "right" : "wrong"}};
+    std::unique_ptr<Communicator> c;
+    Status s = CreateCommunicatorFromEnv(env, opts, &c);
+    EXPECT_FALSE(s.ok());
+    if (r == 1) {
+      EXPECT_EQ(s.code(), Code::kRemote) << s.ToString();
+      EXPECT_NE(s.message().find("torchrun launch"), std::string::npos) << s.message();
+    }
+  });
+}
+
+}  // namespace
+}  // namespace shardrec::comm
