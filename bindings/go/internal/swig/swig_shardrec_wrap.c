@@ -1178,6 +1178,18 @@ intgo _wrap_ENODEVICE_swig_5010cc1c9577d3b9() {
 }
 
 
+intgo _wrap_EABORTED_swig_5010cc1c9577d3b9() {
+  enum shardrec_status_code result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_EABORTED;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_DTYPE_FLOAT32_swig_5010cc1c9577d3b9() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
@@ -2416,6 +2428,31 @@ _gostring_ _wrap_comm_options_bind_address_get_swig_5010cc1c9577d3b9(struct shar
 }
 
 
+void _wrap_comm_options_store_grace_ms_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_comm_options **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->store_grace_ms = arg2;
+  
+}
+
+
+long long _wrap_comm_options_store_grace_ms_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
+  struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_comm_options **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->store_grace_ms);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 struct shardrec_comm_options *_wrap_new_comm_options_swig_5010cc1c9577d3b9() {
   struct shardrec_comm_options *result = 0 ;
   struct shardrec_comm_options *_swig_go_result;
@@ -2939,6 +2976,102 @@ _gostring_ _wrap_comm_create_mpi_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, lon
   arg3 = *(shardrec_comm_options_t **)&_swig_go_2; 
   
   result = (shardrec_status_t)shardrec_comm_create_mpi(arg1,arg2,(struct shardrec_comm_options const *)arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_comm_create_from_env_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+  shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
+  shardrec_comm_options_t *arg2 = (shardrec_comm_options_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_comm_t **)_swig_go_0.array; 
+  arg2 = *(shardrec_comm_options_t **)&_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_comm_create_from_env(arg1,(struct shardrec_comm_options const *)arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_comm_local_rank_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+  int32_t *arg1 = (int32_t *) 0 ;
+  shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (int32_t *)_swig_go_0.array; 
+  arg2 = (shardrec_comm_t *)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_comm_local_rank(arg1,(struct shardrec_comm const *)arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_comm_local_size_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+  int32_t *arg1 = (int32_t *) 0 ;
+  shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (int32_t *)_swig_go_0.array; 
+  arg2 = (shardrec_comm_t *)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_comm_local_size(arg1,(struct shardrec_comm const *)arg2);
   
   if (result < 0) {
     size_t len = shardrec_last_error_copy(NULL, 0);

@@ -19,7 +19,7 @@ pub const SHARDREC_REDUCE_SUM: u32 = 0;
 pub const SHARDREC_REDUCE_AVG: u32 = 1;
 pub const SHARDREC_REDUCE_MAX: u32 = 2;
 pub const SHARDREC_REDUCE_MIN: u32 = 3;
-pub const SHARDREC_COMM_OPTIONS_VERSION: u32 = 1;
+pub const SHARDREC_COMM_OPTIONS_VERSION: u32 = 2;
 pub const SHARDREC_STORE_CALLBACKS_VERSION: u32 = 1;
 pub const SHARDREC_BACKEND_MPI: u32 = 3;
 pub const SHARDREC_CALIBRATE_OPTIONS_VERSION: u32 = 1;
@@ -54,6 +54,7 @@ pub const shardrec_status_code_SHARDREC_EUNSUPPORTED: shardrec_status_code = -10
 pub const shardrec_status_code_SHARDREC_ENOTFOUND: shardrec_status_code = -11;
 pub const shardrec_status_code_SHARDREC_EINTERNAL: shardrec_status_code = -12;
 pub const shardrec_status_code_SHARDREC_ENODEVICE: shardrec_status_code = -13;
+pub const shardrec_status_code_SHARDREC_EABORTED: shardrec_status_code = -14;
 pub type shardrec_status_code = ::std::os::raw::c_int;
 pub const shardrec_dtype_SHARDREC_DTYPE_FLOAT32: shardrec_dtype = 0;
 pub const shardrec_dtype_SHARDREC_DTYPE_FLOAT16: shardrec_dtype = 1;
@@ -1536,12 +1537,13 @@ pub struct shardrec_comm_options {
     pub device_type: i32,
     pub device_index: i32,
     pub bind_address: *const ::std::os::raw::c_char,
+    pub store_grace_ms: i64,
 }
 #[test]
 fn bindgen_test_layout_shardrec_comm_options() {
     assert_eq!(
         ::std::mem::size_of::<shardrec_comm_options>(),
-        40usize,
+        48usize,
         concat!("Size of: ", stringify!(shardrec_comm_options))
     );
     assert_eq!(
@@ -1651,6 +1653,23 @@ fn bindgen_test_layout_shardrec_comm_options() {
         );
     }
     test_field_bind_address();
+    fn test_field_store_grace_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_comm_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).store_grace_ms) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_comm_options),
+                "::",
+                stringify!(store_grace_ms)
+            )
+        );
+    }
+    test_field_store_grace_ms();
 }
 pub type shardrec_comm_options_t = shardrec_comm_options;
 extern "C" {
@@ -1892,6 +1911,24 @@ extern "C" {
         out: *mut *mut shardrec_comm_t,
         mpi_comm_fortran: i64,
         options: *const shardrec_comm_options_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_comm_create_from_env(
+        out: *mut *mut shardrec_comm_t,
+        options: *const shardrec_comm_options_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_comm_local_rank(
+        out: *mut i32,
+        comm: *const shardrec_comm_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_comm_local_size(
+        out: *mut i32,
+        comm: *const shardrec_comm_t,
     ) -> shardrec_status_t;
 }
 #[repr(C)]
