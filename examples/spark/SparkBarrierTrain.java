@@ -104,12 +104,26 @@ public final class SparkBarrierTrain {
         new Config.EmbeddingOptions().seed(7));
   }
 
-  /**
-   * The body of one task. With {@code failDir} set, rank 1 fails in attempt 0 after its first
-   * step, closing its handles as the exception leaves them, or, with {@code leak}, not closing
-   * them (only the failure listener's abort then tells rank 0).
-   */
-  static Iterator<TaskResult> task(BarrierTaskContext ctx, String failDir, boolean leak)
+  /** How rank 1 fails in attempt 0, after its first step. */
+  enum Failure {
+    /** It does not. */
+    NONE,
+    /** It throws, closing its handles on the way out (try-with-resources). */
+    CLOSE,
+    /** It throws without closing them; its failure listener aborts its communicator. */
+    LEAK,
+    /** As LEAK with no failure listener: rank 0 hears only when Spark kills its task. */
+    LEAK_UNHEARD;
+
+    String describe() {
+      return this == CLOSE ? "handles closed"
+          : this == LEAK   ? "handles leaked, failure listener aborts"
+                           : "handles leaked, no listener: Spark's kill aborts the survivor";
+    }
+  }
+
+  /** The body of one task; {@code failDir} receives the failure's timestamps. */
+  static Iterator<TaskResult> task(BarrierTaskContext ctx, Failure failure, String failDir)
       throws Exception {
     TaskResult result = new TaskResult();
     result.startMillis = System.currentTimeMillis();
@@ -119,8 +133,11 @@ public final class SparkBarrierTrain {
         new Comm.Options().timeoutMs(TIMEOUT_MS));
     // A task that fails without closing still releases its peers; a killed one unblocks.
     Runnable abort = BarrierRendezvous.abortHook(comm);
-    ctx.addTaskFailureListener((TaskFailureListener) (c, e) -> abort.run());
-    if (leak && failDir != null && result.attempt == 0 && result.rank == 1) {
+    boolean failing = failure != Failure.NONE && result.attempt == 0;
+    if (!(failing && failure == Failure.LEAK_UNHEARD)) {
+      ctx.addTaskFailureListener((TaskFailureListener) (c, e) -> abort.run());
+    }
+    if (failing && failure != Failure.CLOSE && result.rank == 1) {
       EmbeddingCollection leaked = collection(plan(WORLD), comm);
       step(leaked, batch(0, result.rank, 1));
       note(failDir, "failed", System.currentTimeMillis());
@@ -129,7 +146,7 @@ public final class SparkBarrierTrain {
     try (comm; AutoCloseable watcher = BarrierRendezvous.abortWhen(ctx::isInterrupted, comm);
          Plan plan = plan(WORLD); EmbeddingCollection coll = collection(plan, comm)) {
       for (int s = 0; s < STEPS; ++s) {
-        if (failDir != null && result.attempt == 0 && s == 1) {
+        if (failing && s == 1) {
           if (result.rank == 1) {
             note(failDir, "failed", System.currentTimeMillis());
             throw new IllegalStateException("rank 1 fails on purpose in attempt 0");
@@ -138,6 +155,7 @@ public final class SparkBarrierTrain {
             result.losses[s] = step(coll, batch(s, result.rank, 1));
           } catch (ShardrecException e) { // the survivor: how long until it heard
             note(failDir, "survivor_error", System.currentTimeMillis());
+            note(failDir, "survivor_code", e.code());
             throw e;
           }
           continue;
@@ -162,13 +180,13 @@ public final class SparkBarrierTrain {
   }
 
   /** The barrier stage, then a shuffle (repartition) that makes it retryable, then collect. */
-  static List<TaskResult> runStage(JavaSparkContext sc, String failDir, boolean leak) {
+  static List<TaskResult> runStage(JavaSparkContext sc, Failure failure, String failDir) {
     List<Integer> ranks = new ArrayList<>();
     for (int r = 0; r < WORLD; ++r) ranks.add(r);
     List<TaskResult> results =
         new ArrayList<>(BarrierStage
                             .<Integer, TaskResult>mapPartitions(sc.parallelize(ranks, WORLD),
-                                (ctx, rows) -> task(ctx, failDir, leak))
+                                (ctx, rows) -> task(ctx, failure, failDir))
                             .repartition(1)
                             .collect());
     results.sort((a, b) -> Integer.compare(a.rank, b.rank));
@@ -223,7 +241,7 @@ public final class SparkBarrierTrain {
       while (sc.sc().statusTracker().getExecutorInfos().length <= WORLD) Thread.sleep(50);
       System.out.printf("executors up after %.2f s%n", (System.nanoTime() - start) / 1e9);
       start = System.nanoTime();
-      List<TaskResult> trained = runStage(sc, null, false);
+      List<TaskResult> trained = runStage(sc, Failure.NONE, null);
       System.out.printf("stage 1 (training) took %.2f s%n", (System.nanoTime() - start) / 1e9);
       double diff = compare(trained, refLoss, refWeights);
       System.out.printf("barrier stage of %d tasks: final loss %.9f, one process %.9f, "
@@ -233,10 +251,10 @@ public final class SparkBarrierTrain {
       if (!(diff <= 1e-6))
         ++failures;
 
-      for (boolean leak : new boolean[] {false, true}) {
-        String dir = Files.createDirectories(Path.of(failDir, leak ? "leak" : "close")).toString();
+      for (Failure failure : new Failure[] {Failure.CLOSE, Failure.LEAK, Failure.LEAK_UNHEARD}) {
+        String dir = Files.createDirectories(Path.of(failDir, failure.name())).toString();
         start = System.nanoTime();
-        List<TaskResult> retried = runStage(sc, dir, leak);
+        List<TaskResult> retried = runStage(sc, failure, dir);
         System.out.printf(
             "stage with a failing task took %.2f s%n", (System.nanoTime() - start) / 1e9);
         double retriedDiff = compare(retried, refLoss, refWeights);
@@ -244,10 +262,14 @@ public final class SparkBarrierTrain {
         long retryStart = Math.min(retried.get(0).startMillis, retried.get(1).startMillis);
         System.out.printf("failed task (%s): retried as attempt %d, retry started %.2f s after "
                 + "the failure (communicator timeout %.1f s)%n",
-            leak ? "handles leaked" : "handles closed", retried.get(0).attempt,
-            (retryStart - failed) / 1e3, TIMEOUT_MS / 1e3);
+            failure.describe(), retried.get(0).attempt, (retryStart - failed) / 1e3,
+            TIMEOUT_MS / 1e3);
         if (Files.exists(Path.of(dir, "survivor_error"))) {
-          System.out.printf("  survivor (rank 0) got its error %.2f s after the failure%n",
+          long code = read(dir, "survivor_code");
+          System.out.printf("  survivor (rank 0) got %s %.2f s after the failure%n",
+              code == ShardrecException.EABORTED      ? "EABORTED"
+                  : code == ShardrecException.EREMOTE ? "EREMOTE"
+                                                      : "error " + code,
               (read(dir, "survivor_error") - failed) / 1e3);
         }
         System.out.printf("  retried stage: largest relative difference %.3g%n", retriedDiff);
