@@ -232,7 +232,8 @@ public final class SparkBarrierTrain {
                          // after this interval (default 15 s).
                          .set("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "1s")
                          .set("spark.ui.enabled", "false");
-    String failDir = Files.createTempDirectory("shardrec-spark").toString();
+    // The tasks run on this host (local-cluster): they leave their timestamps in this folder.
+    String failDir = Files.createDirectories(Path.of("failures").toAbsolutePath()).toString();
     int failures = 0;
     try (JavaSparkContext sc = new JavaSparkContext(conf)) {
       sc.setLogLevel("ERROR");
