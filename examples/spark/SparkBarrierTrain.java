@@ -113,9 +113,13 @@ public final class SparkBarrierTrain {
     /** It throws without closing them; its failure listener aborts its communicator. */
     LEAK,
     /** As LEAK with no failure listener: rank 0 hears only when Spark kills its task. */
-    LEAK_UNHEARD;
+    LEAK_UNHEARD,
+    /** Its executor process dies (halt): Spark starts a new executor (run with --kill-executor). */
+    HALT;
 
     String describe() {
+      if (this == HALT)
+        return "executor process killed";
       return this == CLOSE ? "handles closed"
           : this == LEAK   ? "handles leaked, failure listener aborts"
                            : "handles leaked, no listener: Spark's kill aborts the survivor";
@@ -141,6 +145,8 @@ public final class SparkBarrierTrain {
       EmbeddingCollection leaked = collection(plan(WORLD), comm);
       step(leaked, batch(0, result.rank, 1));
       note(failDir, "failed", System.currentTimeMillis());
+      if (failure == Failure.HALT)
+        Runtime.getRuntime().halt(3);
       throw new IllegalStateException("rank 1 fails on purpose in attempt 0, leaking its handles");
     }
     try (comm; AutoCloseable watcher = BarrierRendezvous.abortWhen(ctx::isInterrupted, comm);
@@ -252,7 +258,12 @@ public final class SparkBarrierTrain {
       if (!(diff <= 1e-6))
         ++failures;
 
-      for (Failure failure : new Failure[] {Failure.CLOSE, Failure.LEAK, Failure.LEAK_UNHEARD}) {
+      List<Failure> cases =
+          new ArrayList<>(List.of(Failure.CLOSE, Failure.LEAK, Failure.LEAK_UNHEARD));
+      // Not in the test: a new executor JVM costs seconds of CI time.
+      if (List.of(args).contains("--kill-executor"))
+        cases.add(Failure.HALT);
+      for (Failure failure : cases) {
         String dir = Files.createDirectories(Path.of(failDir, failure.name())).toString();
         start = System.nanoTime();
         List<TaskResult> retried = runStage(sc, failure, dir);
