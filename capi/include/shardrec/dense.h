@@ -135,7 +135,8 @@ SHARDREC_API shardrec_status_t shardrec_mlp_options_init(shardrec_mlp_options_t*
  * @param options Must not be NULL.
  * @return SHARDREC_OK; SHARDREC_EINVAL (bad width, activation, count, unknown device type or
  *         math, TF32/BF16 requested on the host); SHARDREC_ENODEVICE (device = CUDA without the
- *         CUDA plugin, a driver or that device); SHARDREC_EUNSUPPORTED (a build without CUDA, or
+ *         CUDA plugin, a driver or that device); SHARDREC_EUNSUPPORTED (a build without CUDA
+ *         with SHARDREC_CUDA_PLUGIN unset, or
  *         a CUDA plugin from an older build without the dense entries); SHARDREC_ENOMEM. On
  *         error nothing stays allocated.
  */

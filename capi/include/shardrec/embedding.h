@@ -100,7 +100,7 @@ typedef struct shardrec_embedding_options {
                                  is SHARDREC_EINVAL. It needs the plugin and the device
                                  (shardrec_device_check), else create fails with
                                  SHARDREC_ENODEVICE (SHARDREC_EUNSUPPORTED from a libshardrec
-                                 built without CUDA). Checkpoints, table export/import and the
+                                 built without CUDA while SHARDREC_CUDA_PLUGIN is unset). Checkpoints, table export/import and the
                                  replica sync of 2D training stage the parameters through host
                                  memory: the same files as a host collection
                                  (shardrec/checkpoint.h), the same averages
@@ -242,7 +242,8 @@ shardrec_embedding_options_init(shardrec_embedding_options_t* options, uint32_t 
  *         different ranks, or an argument rejected on another rank (the message names it);
  *         SHARDREC_EUNSUPPORTED for a table dtype other than FLOAT32, FLOAT16 or BFLOAT16,
  *         pooled and NONE tables in one plan, or what a GPU collection refuses (see
- *         shardrec_embedding_options_t.device_type) or a CUDA device in a build without CUDA;
+ *         shardrec_embedding_options_t.device_type) or a CUDA device in a build without CUDA
+ *         (SHARDREC_CUDA_PLUGIN unset);
  *         SHARDREC_ENODEVICE for a CUDA device without the plugin or that device;
  *         SHARDREC_ENOMEM when this rank's
  *         weights and optimizer states exceed the memory the host has available (MemAvailable
