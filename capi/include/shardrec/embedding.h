@@ -100,9 +100,10 @@ typedef struct shardrec_embedding_options {
                                  is SHARDREC_EINVAL. It needs the plugin and the device
                                  (shardrec_device_check), else create fails with
                                  SHARDREC_ENODEVICE (SHARDREC_EUNSUPPORTED from a libshardrec
-                                 built without CUDA while SHARDREC_CUDA_PLUGIN is unset). Checkpoints,
-                               table export/import and the      replica sync of 2D training stage the
-                               parameters through host      memory: the same files as a host collection
+                                 built without CUDA while SHARDREC_CUDA_PLUGIN is unset).
+                                 Checkpoints, table export/import and the replica sync of
+                                 2D training stage the parameters through host memory: the
+                                 same files as a host collection
                                  (shardrec/checkpoint.h), the same averages
                                  (shardrec/replica.h). It also takes a CUDA (NCCL)
                                  communicator of its own device_index (another device is
