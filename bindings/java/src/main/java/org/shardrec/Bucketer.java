@@ -1,6 +1,7 @@
 // DDP-style gradient bucketing over a communicator (shardrec_ddp_*).
 package org.shardrec;
 
+import java.lang.ref.Reference;
 import org.shardrec.swig.Native;
 
 /**
@@ -80,7 +81,7 @@ public final class Bucketer extends NativeHandle {
   private final java.nio.FloatBuffer[] external;
 
   private Bucketer(long handle, long[] counts) {
-    super(handle);
+    super(handle, Native::ddp_destroy);
     this.counts = counts;
     this.external = new java.nio.FloatBuffer[counts.length];
   }
@@ -99,17 +100,16 @@ public final class Bucketer extends NativeHandle {
     return counts[(int) index];
   }
 
-  @Override
-  void destroy(long handle) {
-    Native.ddp_destroy(handle);
-  }
-
   /** Collective over {@code comm}; {@code counts} are the gradients' element counts. */
   public static Bucketer create(Comm comm, long[] counts, Options options) {
     Options o = options == null ? new Options() : options;
     long[] out = new long[1];
-    Native.bind_ddp_create(out, comm == null ? 0 : comm.handle(), counts, o.firstBucketBytes,
-                           o.bucketCapBytes, o.compression.code());
+    try {
+      Native.bind_ddp_create(out, comm == null ? 0 : comm.handle(), counts, o.firstBucketBytes,
+                             o.bucketCapBytes, o.compression.code());
+    } finally {
+      Reference.reachabilityFence(comm);
+    }
     return new Bucketer(out[0], counts.clone());
   }
 
@@ -126,28 +126,48 @@ public final class Bucketer extends NativeHandle {
       throw new IllegalArgumentException("grad must be a direct FloatBuffer of exactly " + n
                                          + " floats at position 0 (gradient " + index + ")");
     }
-    Native.bind_ddp_set_external(handle(), index, grad);
+    try {
+      Native.bind_ddp_set_external(handle(), index, grad);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     external[(int) index] = grad;
   }
 
   /** Zeroes every gradient. */
   public void zeroGrad() {
-    Native.ddp_zero_grad(handle());
+    try {
+      Native.ddp_zero_grad(handle());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** Gradient {@code index} is final for this step; launches every bucket now complete. */
   public void markReady(long index) {
-    Native.ddp_mark_ready(handle(), index);
+    try {
+      Native.ddp_mark_ready(handle(), index);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** Waits for every bucket: the gradients then hold the group average. */
   public void finish() {
-    Native.ddp_finish(handle());
+    try {
+      Native.ddp_finish(handle());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** no_sync: with false, the following steps only accumulate locally (same step on every rank). */
   public void setSync(boolean enabled) {
-    Native.ddp_set_sync(handle(), enabled ? 1 : 0);
+    try {
+      Native.ddp_set_sync(handle(), enabled ? 1 : 0);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   public Stats stats() {
@@ -156,18 +176,30 @@ public final class Bucketer extends NativeHandle {
     double[] comm = new double[1];
     double[] exposed = new double[1];
     long[] bytes = new long[1];
-    Native.bind_ddp_stats(handle(), steps, buckets, comm, exposed, bytes);
+    try {
+      Native.bind_ddp_stats(handle(), steps, buckets, comm, exposed, bytes);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return new Stats(steps[0], buckets[0], comm[0], exposed[0], bytes[0]);
   }
 
   /** Tensor indices of bucket {@code bucket}, in launch order. */
   public long[] bucket(long bucket) {
     long[] size = new long[1];
-    Native.bind_ddp_bucket_size(handle(), bucket, size);
+    try {
+      Native.bind_ddp_bucket_size(handle(), bucket, size);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     long[] out = new long[(int) size[0]];
     long[] one = new long[1];
     for (int i = 0; i < out.length; ++i) {
-      Native.bind_ddp_bucket_tensor(handle(), bucket, i, one);
+      try {
+        Native.bind_ddp_bucket_tensor(handle(), bucket, i, one);
+      } finally {
+        Reference.reachabilityFence(this);
+      }
       out[i] = one[0];
     }
     return out;

@@ -2,6 +2,7 @@
 // export/import of one full table as a safetensors file. Every call is collective.
 package org.shardrec;
 
+import java.lang.ref.Reference;
 import org.shardrec.swig.Native;
 import org.shardrec.swig.checkpoint_options;
 
@@ -134,8 +135,13 @@ public final class Checkpoint {
     }
     checkpoint_options native_ = o.toNative();
     try {
-      Native.bind_checkpoint(mesh == null ? 0 : mesh.handle(), coll.handle(), dir, native_,
-                             names.toString(), counts, flat, load ? 1 : 0);
+      try {
+        Native.bind_checkpoint(mesh == null ? 0 : mesh.handle(), coll.handle(), dir, native_,
+                               names.toString(), counts, flat, load ? 1 : 0);
+      } finally {
+        Reference.reachabilityFence(mesh);
+        Reference.reachabilityFence(coll);
+      }
     } finally {
       native_.delete();
     }
@@ -152,12 +158,20 @@ public final class Checkpoint {
   /** Writes one full table (optionally with its optimizer state) to a safetensors file. */
   public static void exportTable(
       EmbeddingCollection coll, String table, String path, boolean withOptimizerState) {
-    Native.checkpoint_export_table(coll.handle(), table, path, withOptimizerState ? 1 : 0);
+    try {
+      Native.checkpoint_export_table(coll.handle(), table, path, withOptimizerState ? 1 : 0);
+    } finally {
+      Reference.reachabilityFence(coll);
+    }
   }
 
   /** Reads one full table (F32/F16/BF16 "weights", optionally states) from a safetensors file. */
   public static void importTable(
       EmbeddingCollection coll, String table, String path, boolean withOptimizerState) {
-    Native.checkpoint_import_table(coll.handle(), table, path, withOptimizerState ? 1 : 0);
+    try {
+      Native.checkpoint_import_table(coll.handle(), table, path, withOptimizerState ? 1 : 0);
+    } finally {
+      Reference.reachabilityFence(coll);
+    }
   }
 }

@@ -2,6 +2,7 @@
 // collectives, over direct NIO buffers.
 package org.shardrec;
 
+import java.lang.ref.Reference;
 import java.nio.Buffer;
 import java.nio.FloatBuffer;
 import org.shardrec.swig.Native;
@@ -26,12 +27,13 @@ public final class Comm extends NativeHandle {
   @Deprecated(forRemoval = true)
   public static final ReduceOp REDUCE_MIN = ReduceOp.MIN;
   Comm(long handle) {
-    super(handle);
-  }
-
-  @Override
-  void destroy(long handle) {
-    Native.comm_destroy(handle);
+    super(handle, Native::comm_destroy);
+    // Computed now: the leak warning must need neither the wrapper nor a live handle.
+    try {
+      describeAs("Comm (rank " + rank() + " of " + size() + ")");
+    } catch (RuntimeException e) {
+      describeAs("Comm");
+    }
   }
 
   /** Options of a communicator; zero fields mean the library defaults. */
@@ -150,39 +152,63 @@ public final class Comm extends NativeHandle {
 
   public int rank() {
     int[] out = new int[1];
-    Native.comm_rank(out, handle());
+    try {
+      Native.comm_rank(out, handle());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return out[0];
   }
 
   public int size() {
     int[] out = new int[1];
-    Native.comm_size(out, handle());
+    try {
+      Native.comm_size(out, handle());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return out[0];
   }
 
   /** This rank's index among the ranks on its host. */
   public int localRank() {
     int[] out = new int[1];
-    Native.comm_local_rank(out, handle());
+    try {
+      Native.comm_local_rank(out, handle());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return out[0];
   }
 
   /** The number of ranks on this host. */
   public int localSize() {
     int[] out = new int[1];
-    Native.comm_local_size(out, handle());
+    try {
+      Native.comm_local_size(out, handle());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return out[0];
   }
 
   /** Collective split; returns null for a negative color. */
   public Comm split(int color, int key) {
     long[] out = new long[1];
-    Native.comm_split(out, handle(), color, key);
+    try {
+      Native.comm_split(out, handle(), color, key);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return out[0] == 0 ? null : new Comm(out[0]);
   }
 
   public void setTimeout(long timeoutMs) {
-    Native.comm_set_timeout(handle(), timeoutMs);
+    try {
+      Native.comm_set_timeout(handle(), timeoutMs);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /**
@@ -190,16 +216,25 @@ public final class Comm extends NativeHandle {
    * thread: blocked and later calls throw EABORTED, peers EREMOTE.
    */
   public void abort() {
-    Native.comm_abort(handle());
+    // Not through handle(): a close() on another thread must wait until the abort is done.
+    withConcurrentUse(Native::comm_abort);
   }
 
   /** Throws the error that poisoned this communicator, if any. */
   public void checkAsyncError() {
-    Native.comm_async_error(handle());
+    try {
+      Native.comm_async_error(handle());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   public void barrier() {
-    Native.comm_barrier(handle());
+    try {
+      Native.comm_barrier(handle());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** recv = op over ranks of send; {@code count} elements of {@code dtype}. */
@@ -208,7 +243,11 @@ public final class Comm extends NativeHandle {
     checkDirect(recv, "recv");
     checkBytes(send, count, dtype, 1, "send");
     checkBytes(recv, count, dtype, 1, "recv");
-    Native.comm_allreduce(handle(), send, recv, count, dtype.code(), op.code());
+    try {
+      Native.comm_allreduce(handle(), send, recv, count, dtype.code(), op.code());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** In place: {@code buf} becomes the element-wise sum over ranks (float buffer). */
@@ -220,7 +259,11 @@ public final class Comm extends NativeHandle {
   public void broadcast(Buffer buf, long count, DType dtype, int root) {
     checkDirect(buf, "buf");
     checkBytes(buf, count, dtype, 1, "buf");
-    Native.comm_broadcast(handle(), buf, count, dtype.code(), root);
+    try {
+      Native.comm_broadcast(handle(), buf, count, dtype.code(), root);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /**
@@ -232,7 +275,11 @@ public final class Comm extends NativeHandle {
     checkDirect(recv, "recv");
     checkBytes(send, count, dtype, 1, "send");
     checkBytes(recv, count, dtype, size(), "recv");
-    Native.comm_allgather(handle(), send, recv, count, dtype.code());
+    try {
+      Native.comm_allgather(handle(), send, recv, count, dtype.code());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** The buffer must hold at least {@code blocks x count} elements of {@code dtype}. */

@@ -1,6 +1,7 @@
 // The low-rank DCN-v2 cross network (shardrec_dcn_*).
 package org.shardrec;
 
+import java.lang.ref.Reference;
 import java.nio.FloatBuffer;
 import org.shardrec.swig.Native;
 
@@ -14,13 +15,8 @@ public final class Dcn extends DenseLayer {
   private long lastBatch = -1;
 
   private Dcn(long handle, long width) {
-    super(handle);
+    super(handle, Native::dcn_destroy);
     this.width = width;
-  }
-
-  @Override
-  void destroy(long handle) {
-    Native.dcn_destroy(handle);
   }
 
   /** Creates a cross network; {@code name} null or "" means "cross". */
@@ -39,7 +35,11 @@ public final class Dcn extends DenseLayer {
     if (batch < 0) throw new IllegalArgumentException("batch must be >= 0, got " + batch);
     FloatBuffer xs = Buffers.in(x0, batch * width, "x0");
     FloatBuffer ys = Buffers.out(y, batch * width, "y");
-    Native.dcn_forward(handle(), xs, batch, ys, batch * width);
+    try {
+      Native.dcn_forward(handle(), xs, batch, ys, batch * width);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     lastInput = xs;
     lastBatch = batch;
   }
@@ -47,8 +47,13 @@ public final class Dcn extends DenseLayer {
   /** Backward of the last forward (dx0 required); ddp as in {@link Mlp#backward}. */
   public void backward(FloatBuffer dy, FloatBuffer dx0, Bucketer ddp, long firstTensor) {
     long n = Math.max(lastBatch, 0) * width;
-    Native.bind_dcn_backward(handle(), Buffers.in(dy, n, "dy"), Buffers.out(dx0, n, "dx0"),
-                             ddp == null ? 0 : ddp.handle(), firstTensor);
+    try {
+      Native.bind_dcn_backward(handle(), Buffers.in(dy, n, "dy"), Buffers.out(dx0, n, "dx0"),
+                               ddp == null ? 0 : ddp.handle(), firstTensor);
+    } finally {
+      Reference.reachabilityFence(this);
+      Reference.reachabilityFence(ddp);
+    }
   }
 
   public void backward(FloatBuffer dy, FloatBuffer dx0) {
@@ -58,38 +63,67 @@ public final class Dcn extends DenseLayer {
   @Override
   public long numTensors() {
     long[] n = new long[1];
-    Native.dcn_num_tensors(handle(), n);
+    try {
+      Native.dcn_num_tensors(handle(), n);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return n[0];
   }
 
   @Override
   public void zeroGrad() {
-    Native.dcn_zero_grad(handle());
+    try {
+      Native.dcn_zero_grad(handle());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   @Override
   public void useBucketerGrads(Bucketer ddp, long firstTensor) {
     checkBucketer(ddp, firstTensor);
-    Native.bind_dcn_use_ddp_grads(handle(), ddp.handle(), firstTensor);
+    try {
+      Native.bind_dcn_use_ddp_grads(handle(), ddp.handle(), firstTensor);
+    } finally {
+      Reference.reachabilityFence(this);
+      Reference.reachabilityFence(ddp);
+    }
   }
 
   @Override
   void nativeTensorInfo(long index, String[] name, long[] count) {
-    Native.bind_dcn_tensor_info(handle(), index, name, count);
+    try {
+      Native.bind_dcn_tensor_info(handle(), index, name, count);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   @Override
   void nativeCopy(long index, int which, FloatBuffer buf, boolean toTensor) {
-    Native.bind_dcn_copy_tensor(handle(), index, which, buf, toTensor ? 1 : 0);
+    try {
+      Native.bind_dcn_copy_tensor(handle(), index, which, buf, toTensor ? 1 : 0);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   @Override
   void nativeAddTo(long list) {
-    Native.bind_param_list_add_dcn(list, handle());
+    try {
+      Native.bind_param_list_add_dcn(list, handle());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   @Override
   void nativeBindStorage(long index, FloatBuffer param, FloatBuffer grad) {
-    Native.bind_dcn_bind_storage(handle(), index, param, grad);
+    try {
+      Native.bind_dcn_bind_storage(handle(), index, param, grad);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 }

@@ -12,8 +12,8 @@ public abstract class DenseLayer extends NativeHandle {
   /** The input of the last forward: the backward reads it again, so it stays reachable. */
   FloatBuffer lastInput;
 
-  DenseLayer(long handle) {
-    super(handle);
+  DenseLayer(long handle, java.util.function.LongConsumer destroy) {
+    super(handle, destroy);
   }
 
   abstract void nativeTensorInfo(long index, String[] name, long[] count);

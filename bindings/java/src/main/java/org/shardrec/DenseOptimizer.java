@@ -1,6 +1,7 @@
 // Dense optimizers (SGD, Adagrad, Adam/AdamW) over the tensors of dense layers.
 package org.shardrec;
 
+import java.lang.ref.Reference;
 import java.nio.FloatBuffer;
 import org.shardrec.swig.Native;
 import org.shardrec.swig.optimizer_config;
@@ -13,12 +14,7 @@ import org.shardrec.swig.optimizer_config;
  */
 public final class DenseOptimizer extends NativeHandle {
   private DenseOptimizer(long handle) {
-    super(handle);
-  }
-
-  @Override
-  void destroy(long handle) {
-    Native.dense_optimizer_destroy(handle);
+    super(handle, Native::dense_optimizer_destroy);
   }
 
   public static DenseOptimizer create(Config.Optimizer config) {
@@ -42,25 +38,41 @@ public final class DenseOptimizer extends NativeHandle {
         if (l == null) throw new IllegalArgumentException("layers must not contain null");
         l.nativeAddTo(list);
       }
-      Native.bind_dense_optimizer_step(handle(), list);
+      try {
+        Native.bind_dense_optimizer_step(handle(), list);
+      } finally {
+        Reference.reachabilityFence(this);
+      }
     } finally {
       Native.bind_param_list_free(list);
     }
   }
 
   public void setLearningRate(float learningRate) {
-    Native.dense_optimizer_set_learning_rate(handle(), learningRate);
+    try {
+      Native.dense_optimizer_set_learning_rate(handle(), learningRate);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** Steps taken so far. */
   public long steps() {
     long[] out = new long[1];
-    Native.dense_optimizer_steps(handle(), out);
+    try {
+      Native.dense_optimizer_steps(handle(), out);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return out[0];
   }
 
   public void setSteps(long steps) {
-    Native.dense_optimizer_set_steps(handle(), steps);
+    try {
+      Native.dense_optimizer_set_steps(handle(), steps);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** Which optimizer state of a tensor: momentum1 (Adagrad's sum, Adam's m) or momentum2. */
@@ -86,7 +98,11 @@ public final class DenseOptimizer extends NativeHandle {
   public long stateCount(long tensor, State state) {
     if (state == null) throw new IllegalArgumentException("state must not be null");
     long[] out = new long[1];
-    Native.bind_dense_optimizer_state_count(handle(), tensor, state.code(), out);
+    try {
+      Native.bind_dense_optimizer_state_count(handle(), tensor, state.code(), out);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return out[0];
   }
 
@@ -94,7 +110,11 @@ public final class DenseOptimizer extends NativeHandle {
   public float[] state(long tensor, State state) {
     long n = stateCount(tensor, state);
     FloatBuffer buf = Buffers.floats(n);
-    Native.bind_dense_optimizer_state_copy(handle(), tensor, state.code(), buf, n, 0);
+    try {
+      Native.bind_dense_optimizer_state_copy(handle(), tensor, state.code(), buf, n, 0);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     float[] out = new float[(int) n];
     buf.get(out);
     return out;
@@ -111,6 +131,10 @@ public final class DenseOptimizer extends NativeHandle {
                                          + state + " of tensor " + tensor + "), got "
                                          + (values == null ? "null" : values.length));
     }
-    Native.bind_dense_optimizer_state_copy(handle(), tensor, state.code(), Buffers.of(values), n, 1);
+    try {
+      Native.bind_dense_optimizer_state_copy(handle(), tensor, state.code(), Buffers.of(values), n, 1);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 }

@@ -2,6 +2,7 @@
 // distribution, and full-table weight and optimizer-state accessors.
 package org.shardrec;
 
+import java.lang.ref.Reference;
 import java.nio.FloatBuffer;
 import java.util.HashMap;
 import java.util.Map;
@@ -11,19 +12,22 @@ import org.shardrec.swig.optimizer_config;
 
 /** This rank's part of a sharded collection. One thread at a time. */
 public final class EmbeddingCollection extends NativeHandle {
-  private final Map<String, long[]> tableShapes = new HashMap<>();
+  private final Map<String, long[]> tableShapes;
   private long lastOutput = -1;
 
-  private EmbeddingCollection(long handle, Plan plan) {
-    super(handle);
-    for (int t = 0; t < plan.numTables(); ++t) {
-      tableShapes.put(plan.tableName(t), new long[] {plan.tableRows(t), plan.tableDim(t)});
-    }
+  /** Cannot fail once the handle is registered: a failing constructor would free it twice. */
+  private EmbeddingCollection(long handle, Map<String, long[]> tableShapes) {
+    super(handle, Native::embedding_destroy);
+    this.tableShapes = tableShapes;
+    describeAs("EmbeddingCollection (" + tableShapes.size() + " tables)");
   }
 
-  @Override
-  void destroy(long handle) {
-    Native.embedding_destroy(handle);
+  private static Map<String, long[]> tableShapes(Plan plan) {
+    Map<String, long[]> shapes = new HashMap<>();
+    for (int t = 0; t < plan.numTables(); ++t) {
+      shapes.put(plan.tableName(t), new long[] {plan.tableRows(t), plan.tableDim(t)});
+    }
+    return shapes;
   }
 
   /**
@@ -33,8 +37,13 @@ public final class EmbeddingCollection extends NativeHandle {
    */
   public static EmbeddingCollection create(Plan plan, Comm comm, Config.Optimizer optimizer,
                                            Config.EmbeddingOptions options) {
-    return create(plan, optimizer, options,
-                  (out, o, e) -> Native.embedding_create(out, plan.handle(), comm.handle(), o, e));
+    try {
+      return create(plan, optimizer, options,
+                    (out, o, e) -> Native.embedding_create(out, plan.handle(), comm.handle(), o, e));
+    } finally {
+      Reference.reachabilityFence(plan);
+      Reference.reachabilityFence(comm);
+    }
   }
 
   /** One native create call, given the filled optimizer and options structs. */
@@ -64,13 +73,19 @@ public final class EmbeddingCollection extends NativeHandle {
       e.setMax_batch_size(eo.maxBatchSize);
       e.setMax_ids_per_batch(eo.maxIdsPerBatch);
       long[] out = new long[1];
-      create.call(out, o, e);
       try {
-        return new EmbeddingCollection(out[0], plan);
+        create.call(out, o, e);
+      } finally {
+        Reference.reachabilityFence(eo.dpComm);
+      }
+      Map<String, long[]> shapes;
+      try {
+        shapes = tableShapes(plan);
       } catch (RuntimeException ex) {
         Native.embedding_destroy(out[0]);
         throw ex;
       }
+      return new EmbeddingCollection(out[0], shapes);
     } finally {
       if (o != null) o.delete();
       e.delete();
@@ -79,13 +94,21 @@ public final class EmbeddingCollection extends NativeHandle {
 
   public long outputDim() {
     long[] out = new long[1];
-    Native.embedding_output_dim(handle(), out);
+    try {
+      Native.embedding_output_dim(handle(), out);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return out[0];
   }
 
   public boolean isSequence() {
     int[] out = new int[1];
-    Native.embedding_is_sequence(handle(), out);
+    try {
+      Native.embedding_is_sequence(handle(), out);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return out[0] != 0;
   }
 
@@ -97,8 +120,12 @@ public final class EmbeddingCollection extends NativeHandle {
   /** Forward of this rank's batch into {@code out} (collective, zero-copy). */
   public void forward(Kjt batch, FloatBuffer out) {
     FloatBuffer o = Buffers.out(out, outputSize(batch), "out");
-    Native.bind_embedding_forward(handle(), batch.batchSize, batch.numFeatures, batch.lengths,
-                                  batch.values, batch.weights, o);
+    try {
+      Native.bind_embedding_forward(handle(), batch.batchSize, batch.numFeatures, batch.lengths,
+                                    batch.values, batch.weights, o);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     lastOutput = o.capacity();
   }
 
@@ -120,22 +147,34 @@ public final class EmbeddingCollection extends NativeHandle {
    */
   public void forward(Kjt batch, FloatBuffer out, long[] shape) {
     FloatBuffer o = Buffers.out(out, elements(shape), "out");
-    Native.bind_embedding_forward_tensor(handle(), batch.batchSize, batch.numFeatures,
-                                         batch.lengths, batch.values, batch.weights, o, shape);
+    try {
+      Native.bind_embedding_forward_tensor(handle(), batch.batchSize, batch.numFeatures,
+                                           batch.lengths, batch.values, batch.weights, o, shape);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     lastOutput = o.capacity();
   }
 
   /** {@link #forwardDistributed(FloatBuffer)} into a tensor of extents {@code shape}. */
   public void forwardDistributed(FloatBuffer out, long[] shape) {
     FloatBuffer o = Buffers.out(out, elements(shape), "out");
-    Native.bind_embedding_forward_distributed_tensor(handle(), o, shape);
+    try {
+      Native.bind_embedding_forward_distributed_tensor(handle(), o, shape);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     lastOutput = o.capacity();
   }
 
   /** {@link #backward(FloatBuffer)} with the gradient as a tensor of extents {@code shape}. */
   public void backward(FloatBuffer grad, long[] shape) {
-    Native.bind_embedding_backward_tensor(handle(), Buffers.in(grad, elements(shape), "grad"),
-                                          shape);
+    try {
+      Native.bind_embedding_backward_tensor(handle(), Buffers.in(grad, elements(shape), "grad"),
+                                            shape);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** Element count of a tensor shape; IllegalArgumentException for a bad one. */
@@ -151,19 +190,31 @@ public final class EmbeddingCollection extends NativeHandle {
 
   /** Starts the pipelined input distribution of {@code batch} (collective). */
   public void inputDistStart(Kjt batch) {
-    Native.bind_embedding_input_dist_start(handle(), batch.batchSize, batch.numFeatures,
-                                           batch.lengths, batch.values, batch.weights);
+    try {
+      Native.bind_embedding_input_dist_start(handle(), batch.batchSize, batch.numFeatures,
+                                             batch.lengths, batch.values, batch.weights);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   public void inputDistWait() {
-    Native.embedding_input_dist_wait(handle());
+    try {
+      Native.embedding_input_dist_wait(handle());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** Lookup and output distribution of the waited batch; {@code out} holds exactly its output. */
   public void forwardDistributed(FloatBuffer out) {
     Buffers.checkKind(out, out == null ? null : out.order(), "out", true);
     FloatBuffer o = out.slice();
-    Native.embedding_forward_distributed(handle(), o);
+    try {
+      Native.embedding_forward_distributed(handle(), o);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     lastOutput = o.capacity();
   }
 
@@ -171,7 +222,11 @@ public final class EmbeddingCollection extends NativeHandle {
   public void backward(FloatBuffer grad) {
     FloatBuffer g = lastOutput >= 0 ? Buffers.in(grad, lastOutput, "grad")
                                     : Buffers.in(grad, grad == null ? 0 : grad.remaining(), "grad");
-    Native.embedding_backward(handle(), g);
+    try {
+      Native.embedding_backward(handle(), g);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   public void backward(float[] grad) {
@@ -184,21 +239,37 @@ public final class EmbeddingCollection extends NativeHandle {
    * calls (all of them from Java: it passes host memory) return with their work done.
    */
   public void synchronize() {
-    Native.embedding_synchronize(handle());
+    try {
+      Native.embedding_synchronize(handle());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   public void setLearningRate(float lr) {
-    Native.embedding_set_learning_rate(handle(), lr);
+    try {
+      Native.embedding_set_learning_rate(handle(), lr);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   public long numSteps() {
     long[] out = new long[1];
-    Native.embedding_num_steps(handle(), out);
+    try {
+      Native.embedding_num_steps(handle(), out);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return out[0];
   }
 
   public void setNumSteps(long steps) {
-    Native.embedding_set_num_steps(handle(), steps);
+    try {
+      Native.embedding_set_num_steps(handle(), steps);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   private long tableSize(String table, boolean rowWise) {
@@ -211,13 +282,21 @@ public final class EmbeddingCollection extends NativeHandle {
   public void getWeights(String table, FloatBuffer out) {
     long n = tableSize(table, false);
     FloatBuffer o = n < 0 ? out : Buffers.out(out, n, "out");
-    Native.embedding_get_weights(handle(), table, o);
+    try {
+      Native.embedding_get_weights(handle(), table, o);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   public float[] getWeights(String table) {
     long n = tableSize(table, false);
     FloatBuffer out = Buffers.floats(Math.max(n, 0));
-    Native.embedding_get_weights(handle(), table, out);
+    try {
+      Native.embedding_get_weights(handle(), table, out);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     float[] result = new float[out.capacity()];
     FloatBuffer all = out.duplicate();
     all.rewind();
@@ -229,7 +308,11 @@ public final class EmbeddingCollection extends NativeHandle {
   public void setWeights(String table, FloatBuffer weights) {
     long n = tableSize(table, false);
     FloatBuffer w = n < 0 ? weights : Buffers.in(weights, n, "weights");
-    Native.embedding_set_weights(handle(), table, w);
+    try {
+      Native.embedding_set_weights(handle(), table, w);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   public void setWeights(String table, float[] weights) {
@@ -238,14 +321,22 @@ public final class EmbeddingCollection extends NativeHandle {
 
   public int numStates() {
     long[] out = new long[1];
-    Native.embedding_num_states(handle(), out);
+    try {
+      Native.embedding_num_states(handle(), out);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return (int) out[0];
   }
 
   public String stateName(int index) {
     String[] name = new String[1];
     int[] rowWise = new int[1];
-    Native.embedding_state_info(handle(), index, name, rowWise);
+    try {
+      Native.embedding_state_info(handle(), index, name, rowWise);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return name[0];
   }
 
@@ -253,7 +344,11 @@ public final class EmbeddingCollection extends NativeHandle {
   public boolean stateRowWise(int index) {
     String[] name = new String[1];
     int[] rowWise = new int[1];
-    Native.embedding_state_info(handle(), index, name, rowWise);
+    try {
+      Native.embedding_state_info(handle(), index, name, rowWise);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return rowWise[0] != 0;
   }
 
@@ -299,12 +394,20 @@ public final class EmbeddingCollection extends NativeHandle {
    */
   public java.util.List<State> tableStates(String table) {
     long[] n = new long[1];
-    Native.embedding_table_num_states(handle(), table, n);
+    try {
+      Native.embedding_table_num_states(handle(), table, n);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     java.util.List<State> out = new java.util.ArrayList<>();
     for (int i = 0; i < n[0]; ++i) {
       String[] name = new String[1];
       int[] rowWise = new int[1];
-      Native.embedding_table_state_info(handle(), table, i, name, rowWise);
+      try {
+        Native.embedding_table_state_info(handle(), table, i, name, rowWise);
+      } finally {
+        Reference.reachabilityFence(this);
+      }
       out.add(new State(name[0], rowWise[0] != 0));
     }
     return out;
@@ -321,7 +424,11 @@ public final class EmbeddingCollection extends NativeHandle {
   public float[] getState(String table, String state) {
     long n = tableSize(table, stateRowWise(table, state));
     FloatBuffer out = Buffers.floats(Math.max(n, 0));
-    Native.embedding_get_state(handle(), table, state, out);
+    try {
+      Native.embedding_get_state(handle(), table, state, out);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     float[] result = new float[out.capacity()];
     FloatBuffer all = out.duplicate();
     all.rewind();
@@ -333,27 +440,43 @@ public final class EmbeddingCollection extends NativeHandle {
     long n = tableSize(table, stateRowWise(table, state));
     FloatBuffer v = Buffers.of(values);
     if (n >= 0) Buffers.checkSize(v, n, "values");
-    Native.embedding_set_state(handle(), table, state, v);
+    try {
+      Native.embedding_set_state(handle(), table, state, v);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** {comm seconds, total seconds} spent in forward/backward. */
   public double[] timings() {
     double[] comm = new double[1];
     double[] total = new double[1];
-    Native.embedding_timings(handle(), comm, total);
+    try {
+      Native.embedding_timings(handle(), comm, total);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return new double[] {comm[0], total[0]};
   }
 
   /** Sets the learning rate of one table (per-table schedules); the others keep theirs. */
   public void setTableLearningRate(String table, float lr) {
-    Native.embedding_set_table_learning_rate(handle(), table, lr);
+    try {
+      Native.embedding_set_table_learning_rate(handle(), table, lr);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** The optimizer {@code table} trains with (its own or the default), at its current rate. */
   public Config.Optimizer tableOptimizer(String table) {
     optimizer_config o = new optimizer_config();
     try {
-      Native.embedding_table_optimizer(handle(), table, o);
+      try {
+        Native.embedding_table_optimizer(handle(), table, o);
+      } finally {
+        Reference.reachabilityFence(this);
+      }
       return Config.Optimizer.fromNative(o);
     } finally {
       o.delete();
@@ -400,14 +523,22 @@ public final class EmbeddingCollection extends NativeHandle {
   /** The blocks of an output row, in order. */
   public java.util.List<OutputBlock> outputs() {
     long[] n = new long[1];
-    Native.embedding_num_outputs(handle(), n);
+    try {
+      Native.embedding_num_outputs(handle(), n);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     java.util.List<OutputBlock> out = new java.util.ArrayList<>();
     for (long i = 0; i < n[0]; ++i) {
       String[] feature = new String[1];
       String[] table = new String[1];
       long[] offset = new long[1];
       long[] width = new long[1];
-      Native.embedding_output_info(handle(), i, feature, table, offset, width);
+      try {
+        Native.embedding_output_info(handle(), i, feature, table, offset, width);
+      } finally {
+        Reference.reachabilityFence(this);
+      }
       out.add(new OutputBlock(feature[0], table[0], offset[0], width[0]));
     }
     return out;
@@ -440,7 +571,11 @@ public final class EmbeddingCollection extends NativeHandle {
     org.shardrec.swig.step_timings t = new org.shardrec.swig.step_timings();
     try {
       Native.step_timings_init(t, NativeConstants.STEP_TIMINGS_VERSION);
-      Native.embedding_step_timings(handle(), t);
+      try {
+        Native.embedding_step_timings(handle(), t);
+      } finally {
+        Reference.reachabilityFence(this);
+      }
       StepTimings v = new StepTimings();
       v.forwards = t.getForwards();
       v.backwards = t.getBackwards();

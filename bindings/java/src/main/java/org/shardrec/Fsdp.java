@@ -1,6 +1,7 @@
 // Fully sharded dense parameters (FSDP / ZeRO-3, shardrec_fsdp_*).
 package org.shardrec;
 
+import java.lang.ref.Reference;
 import java.nio.FloatBuffer;
 import org.shardrec.swig.Native;
 import org.shardrec.swig.optimizer_config;
@@ -17,13 +18,8 @@ public final class Fsdp extends NativeHandle {
   private final long[] unitCounts;
 
   private Fsdp(long handle, long[] unitCounts) {
-    super(handle);
+    super(handle, Native::fsdp_destroy);
     this.unitCounts = unitCounts;
-  }
-
-  @Override
-  void destroy(long handle) {
-    Native.fsdp_destroy(handle);
   }
 
   /**
@@ -44,8 +40,12 @@ public final class Fsdp extends NativeHandle {
     optimizer_config o = optimizer.toNative();
     try {
       long[] out = new long[1];
-      Native.bind_fsdp_create(out, comm == null ? 0 : comm.handle(), unitCounts,
-                              Buffers.of(initial), o);
+      try {
+        Native.bind_fsdp_create(out, comm == null ? 0 : comm.handle(), unitCounts,
+                                Buffers.of(initial), o);
+      } finally {
+        Reference.reachabilityFence(comm);
+      }
       return new Fsdp(out[0], unitCounts.clone());
     } finally {
       o.delete();
@@ -59,7 +59,11 @@ public final class Fsdp extends NativeHandle {
   /** A copy of unit {@code unit}'s full parameters; prefetch >= 0 starts gathering that unit. */
   public float[] gather(int unit, long prefetch) {
     FloatBuffer buf = Buffers.floats(count(unit));
-    Native.bind_fsdp_gather(handle(), unit, prefetch, buf, unitCounts[unit]);
+    try {
+      Native.bind_fsdp_gather(handle(), unit, prefetch, buf, unitCounts[unit]);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     float[] out = new float[buf.capacity()];
     buf.get(out);
     return out;
@@ -67,7 +71,11 @@ public final class Fsdp extends NativeHandle {
 
   /** Frees unit {@code unit}'s full parameters. */
   public void release(int unit) {
-    Native.fsdp_release(handle(), unit);
+    try {
+      Native.fsdp_release(handle(), unit);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** Adds {@code grad} (the unit's element count) into the unit's full gradient of this step. */
@@ -76,23 +84,39 @@ public final class Fsdp extends NativeHandle {
     if (grad == null || grad.length != n) {
       throw new IllegalArgumentException("unit " + unit + " has " + n + " elements");
     }
-    Native.bind_fsdp_add_grad(handle(), unit, Buffers.of(grad), n);
+    try {
+      Native.bind_fsdp_add_grad(handle(), unit, Buffers.of(grad), n);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** Starts averaging the unit's gradient into this rank's shard (collective). */
   public void reduceGrad(int unit) {
-    Native.fsdp_reduce_grad(handle(), unit);
+    try {
+      Native.fsdp_reduce_grad(handle(), unit);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** Waits for every reduction and applies the optimizer to the local shards. */
   public void step() {
-    Native.fsdp_step(handle());
+    try {
+      Native.fsdp_step(handle());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** Offset of this rank's slice in unit {@code unit}. */
   public long shardOffset(int unit) {
     long[] offset = new long[1];
-    Native.bind_fsdp_shard_range(handle(), unit, offset, new long[1]);
+    try {
+      Native.bind_fsdp_shard_range(handle(), unit, offset, new long[1]);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return offset[0];
   }
 
@@ -100,9 +124,17 @@ public final class Fsdp extends NativeHandle {
   public float[] shard(int unit) {
     long[] offset = new long[1];
     long[] count = new long[1];
-    Native.bind_fsdp_shard_range(handle(), unit, offset, count);
+    try {
+      Native.bind_fsdp_shard_range(handle(), unit, offset, count);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     FloatBuffer buf = Buffers.floats(Math.max(count[0], 1));
-    Native.bind_fsdp_read_shard(handle(), unit, buf);
+    try {
+      Native.bind_fsdp_read_shard(handle(), unit, buf);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     float[] out = new float[(int) count[0]];
     buf.get(out);
     return out;
@@ -112,7 +144,11 @@ public final class Fsdp extends NativeHandle {
   public long[] memory() {
     long[] current = new long[1];
     long[] peak = new long[1];
-    Native.bind_fsdp_memory(handle(), current, peak);
+    try {
+      Native.bind_fsdp_memory(handle(), current, peak);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return new long[] {current[0], peak[0]};
   }
 

@@ -2,6 +2,7 @@
 // over the sharding group and replicated over the replica group, and the replica sync.
 package org.shardrec;
 
+import java.lang.ref.Reference;
 import org.shardrec.swig.Native;
 import org.shardrec.swig.mesh_options;
 
@@ -31,17 +32,20 @@ public final class Mesh extends NativeHandle {
   @Deprecated(forRemoval = true)
   public static final SyncMode SYNC_WEIGHTS_ONLY = SyncMode.WEIGHTS_ONLY;
   /** The installed hook's native payload (0: none), freed once the mesh no longer uses it. */
-  private long hookPayload;
+  private final long[] hookPayload;
 
   private Mesh(long handle) {
-    super(handle);
+    this(handle, new long[1]);
   }
 
-  @Override
-  void destroy(long handle) {
-    Native.mesh_destroy(handle);
-    Native.bind_java_sync_hook_free(hookPayload);
-    hookPayload = 0;
+  /** The destroy action shares the payload box, not the wrapper, so a leaked mesh frees both. */
+  private Mesh(long handle, long[] hookPayload) {
+    super(handle, h -> {
+      Native.mesh_destroy(h);
+      Native.bind_java_sync_hook_free(hookPayload[0]);
+      hookPayload[0] = 0;
+    });
+    this.hookPayload = hookPayload;
   }
 
   /**
@@ -73,11 +77,15 @@ public final class Mesh extends NativeHandle {
   /** Installs {@code hook} for the following syncs; null restores the built-in collective. */
   public void setSyncHook(SyncHook hook) {
     long[] payload = new long[1];
-    Native.bind_mesh_set_java_sync_hook(handle(), hook == null ? null : new NativeSyncHook(hook),
-                                        payload);
+    try {
+      Native.bind_mesh_set_java_sync_hook(handle(), hook == null ? null : new NativeSyncHook(hook),
+                                          payload);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     // The mesh now uses the new payload (or none): the old one can go.
-    Native.bind_java_sync_hook_free(hookPayload);
-    hookPayload = payload[0];
+    Native.bind_java_sync_hook_free(hookPayload[0]);
+    hookPayload[0] = payload[0];
   }
 
   /** Options of a mesh; zero fields mean the library defaults (a 1D mesh, sync every step). */
@@ -225,7 +233,11 @@ public final class Mesh extends NativeHandle {
     long[] out = new long[1];
     mesh_options o = (options == null ? new Options() : options).toNative();
     try {
-      Native.mesh_create(out, world.handle(), o);
+      try {
+        Native.mesh_create(out, world.handle(), o);
+      } finally {
+        Reference.reachabilityFence(world);
+      }
     } finally {
       o.delete();
     }
@@ -237,28 +249,44 @@ public final class Mesh extends NativeHandle {
     int[] shardRank = new int[1];
     int[] replicaGroup = new int[1];
     int[] replicaRank = new int[1];
-    Native.mesh_coords(handle(), group, shardRank, replicaGroup, replicaRank);
+    try {
+      Native.mesh_coords(handle(), group, shardRank, replicaGroup, replicaRank);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return new Coords(group[0], shardRank[0], replicaGroup[0], replicaRank[0]);
   }
 
   /** A new handle on this rank's sharding-group communicator (its ranks are plan ranks). */
   public Comm shardingComm() {
     long[] out = new long[1];
-    Native.mesh_sharding_comm(out, handle());
+    try {
+      Native.mesh_sharding_comm(out, handle());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return new Comm(out[0]);
   }
 
   /** A new handle on this rank's replica-group communicator. */
   public Comm replicaComm() {
     long[] out = new long[1];
-    Native.mesh_replica_comm(out, handle());
+    try {
+      Native.mesh_replica_comm(out, handle());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return new Comm(out[0]);
   }
 
   /** The sharding and replica groups (and nodes, when ranksPerNode was given) as text. */
   public String describe() {
     String[] out = new String[1];
-    Native.mesh_describe(handle(), out);
+    try {
+      Native.mesh_describe(handle(), out);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return out[0];
   }
 
@@ -269,15 +297,25 @@ public final class Mesh extends NativeHandle {
    */
   public EmbeddingCollection embeddingCollection(Plan plan, Config.Optimizer optimizer,
                                                  Config.EmbeddingOptions options) {
-    return EmbeddingCollection.create(
-        plan, optimizer, options,
-        (out, o, e) -> Native.mesh_embedding_create(out, handle(), plan.handle(), o, e));
+    try {
+      return EmbeddingCollection.create(
+          plan, optimizer, options,
+          (out, o, e) -> Native.mesh_embedding_create(out, handle(), plan.handle(), o, e));
+    } finally {
+      Reference.reachabilityFence(this);
+      Reference.reachabilityFence(plan);
+    }
   }
 
   /** Averages {@code coll}'s shards over the replica group (collective over the world). */
   public void sync(EmbeddingCollection coll, SyncMode mode) {
     int code = java.util.Objects.requireNonNull(mode, "mode").code();
-    Native.mesh_sync(handle(), coll.handle(), code);
+    try {
+      Native.mesh_sync(handle(), coll.handle(), code);
+    } finally {
+      Reference.reachabilityFence(this);
+      Reference.reachabilityFence(coll);
+    }
   }
 
   /** {@link #sync(EmbeddingCollection, SyncMode)} in the mesh's configured mode. */
@@ -288,7 +326,12 @@ public final class Mesh extends NativeHandle {
   /** Counts a training step (call after every backward); returns whether it synced. */
   public boolean step(EmbeddingCollection coll) {
     int[] synced = new int[1];
-    Native.mesh_step(handle(), coll.handle(), synced);
+    try {
+      Native.mesh_step(handle(), coll.handle(), synced);
+    } finally {
+      Reference.reachabilityFence(this);
+      Reference.reachabilityFence(coll);
+    }
     return synced[0] != 0;
   }
 
@@ -296,7 +339,11 @@ public final class Mesh extends NativeHandle {
     long[] bytes = new long[1];
     int[] collectives = new int[1];
     long[] syncs = new long[1];
-    Native.mesh_sync_stats(handle(), bytes, collectives, syncs);
+    try {
+      Native.mesh_sync_stats(handle(), bytes, collectives, syncs);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return new SyncStats(bytes[0], collectives[0], syncs[0]);
   }
 }

@@ -1,6 +1,7 @@
 // A stack of linear layers with bias and activation on OpenBLAS (shardrec_mlp_*).
 package org.shardrec;
 
+import java.lang.ref.Reference;
 import java.nio.FloatBuffer;
 import org.shardrec.swig.Native;
 
@@ -15,22 +16,28 @@ public final class Mlp extends DenseLayer {
   private final DeviceType device;
   private long lastBatch = -1;
 
-  private Mlp(long handle) {
-    super(handle);
-    long[] in = new long[1];
-    long[] out = new long[1];
-    Native.bind_mlp_dims(handle, in, out);
-    inFeatures = in[0];
-    outFeatures = out[0];
-    int[] type = new int[1];
-    int[] index = new int[1];
-    Native.bind_mlp_device(handle, type, index);
-    device = DeviceType.of(type[0]);
+  /** Cannot fail once the handle is registered: a failing constructor would free it twice. */
+  private Mlp(long handle, long inFeatures, long outFeatures, DeviceType device) {
+    super(handle, Native::mlp_destroy);
+    this.inFeatures = inFeatures;
+    this.outFeatures = outFeatures;
+    this.device = device;
   }
 
-  @Override
-  void destroy(long handle) {
-    Native.mlp_destroy(handle);
+  /** Wraps a new handle, reading its dimensions first; frees it when that fails. */
+  private static Mlp wrap(long handle) {
+    long[] in = new long[1];
+    long[] out = new long[1];
+    int[] type = new int[1];
+    int[] index = new int[1];
+    try {
+      Native.bind_mlp_dims(handle, in, out);
+      Native.bind_mlp_device(handle, type, index);
+    } catch (RuntimeException ex) {
+      Native.mlp_destroy(handle);
+      throw ex;
+    }
+    return new Mlp(handle, in[0], out[0], DeviceType.of(type[0]));
   }
 
   /**
@@ -65,12 +72,7 @@ public final class Mlp extends DenseLayer {
     long[] out = new long[1];
     Native.bind_mlp_create_on(out, inFeatures, widths, acts, seed, name, device.code(),
                               deviceIndex, math.code());
-    try {
-      return new Mlp(out[0]);
-    } catch (RuntimeException ex) {
-      Native.mlp_destroy(out[0]);
-      throw ex;
-    }
+    return wrap(out[0]);
   }
 
   public long inFeatures() {
@@ -102,7 +104,11 @@ public final class Mlp extends DenseLayer {
     if (batch < 0) throw new IllegalArgumentException("batch must be >= 0, got " + batch);
     FloatBuffer xs = Buffers.in(x, batch * inFeatures, "x");
     FloatBuffer ys = Buffers.out(y, batch * outFeatures, "y");
-    Native.mlp_forward(handle(), xs, batch, ys, batch * outFeatures);
+    try {
+      Native.mlp_forward(handle(), xs, batch, ys, batch * outFeatures);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     lastInput = xs;
     lastBatch = batch;
   }
@@ -118,7 +124,12 @@ public final class Mlp extends DenseLayer {
     long batch = Math.max(lastBatch, 0);
     FloatBuffer dys = Buffers.in(dy, batch * outFeatures, "dy");
     FloatBuffer dxs = dx == null ? null : Buffers.out(dx, batch * inFeatures, "dx");
-    Native.bind_mlp_backward(handle(), dys, dxs, ddp == null ? 0 : ddp.handle(), firstTensor);
+    try {
+      Native.bind_mlp_backward(handle(), dys, dxs, ddp == null ? 0 : ddp.handle(), firstTensor);
+    } finally {
+      Reference.reachabilityFence(this);
+      Reference.reachabilityFence(ddp);
+    }
   }
 
   /** {@link #backward(FloatBuffer, FloatBuffer, Bucketer, long)} without a bucketer. */
@@ -129,40 +140,69 @@ public final class Mlp extends DenseLayer {
   @Override
   public long numTensors() {
     long[] n = new long[1];
-    Native.mlp_num_tensors(handle(), n);
+    try {
+      Native.mlp_num_tensors(handle(), n);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return n[0];
   }
 
   @Override
   public void zeroGrad() {
-    Native.mlp_zero_grad(handle());
+    try {
+      Native.mlp_zero_grad(handle());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   @Override
   public void useBucketerGrads(Bucketer ddp, long firstTensor) {
     checkBucketer(ddp, firstTensor);
-    Native.bind_mlp_use_ddp_grads(handle(), ddp.handle(), firstTensor);
+    try {
+      Native.bind_mlp_use_ddp_grads(handle(), ddp.handle(), firstTensor);
+    } finally {
+      Reference.reachabilityFence(this);
+      Reference.reachabilityFence(ddp);
+    }
   }
 
   @Override
   void nativeTensorInfo(long index, String[] name, long[] count) {
-    Native.bind_mlp_tensor_info(handle(), index, name, count);
+    try {
+      Native.bind_mlp_tensor_info(handle(), index, name, count);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   @Override
   void nativeCopy(long index, int which, FloatBuffer buf, boolean toTensor) {
     requireHost("copying a tensor");
-    Native.bind_mlp_copy_tensor(handle(), index, which, buf, toTensor ? 1 : 0);
+    try {
+      Native.bind_mlp_copy_tensor(handle(), index, which, buf, toTensor ? 1 : 0);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   @Override
   void nativeAddTo(long list) {
-    Native.bind_param_list_add_mlp(list, handle());
+    try {
+      Native.bind_param_list_add_mlp(list, handle());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   @Override
   void nativeBindStorage(long index, FloatBuffer param, FloatBuffer grad) {
     requireHost("binding host storage");
-    Native.bind_mlp_bind_storage(handle(), index, param, grad);
+    try {
+      Native.bind_mlp_bind_storage(handle(), index, param, grad);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 }

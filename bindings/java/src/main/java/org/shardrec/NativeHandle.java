@@ -1,35 +1,137 @@
-// Base of every owning wrapper: one native pointer, an idempotent close, and use after close
-// reaching the C API as NULL so that it fails there with libshardrec's own message.
+// Base of every owning wrapper: one native pointer whose single owner of destruction is a
+// Cleaner action, so that close() and a leaked handle's collection free it exactly once.
 package org.shardrec;
 
-/** An owned libshardrec handle. Not thread-safe unless the subclass says otherwise. */
-abstract class NativeHandle implements AutoCloseable {
-  private long handle;
+import java.lang.ref.Cleaner;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.LongConsumer;
+import java.util.logging.Level;
+import java.util.logging.Logger;
 
-  NativeHandle(long handle) {
-    this.handle = handle;
+/**
+ * An owned libshardrec handle. Not thread-safe unless the subclass says otherwise.
+ *
+ * <p>A handle that becomes unreachable without close() is destroyed by a Cleaner thread, which
+ * logs a WARNING on the "org.shardrec" java.util.logging logger naming the handle. Every call
+ * that passes the pointer to native code fences the wrapper (Reference.reachabilityFence) after
+ * the call, so the Cleaner never destroys a handle that a call is still using.
+ */
+abstract class NativeHandle implements AutoCloseable {
+  /** One daemon thread for all handles: leaks are rare, and each destroy is short. */
+  private static final Cleaner CLEANER = Cleaner.create();
+
+  static final Logger LOG = Logger.getLogger("org.shardrec");
+
+  /** Handles destroyed because they were leaked (for tests and diagnostics). */
+  static final AtomicLong LEAKS_RELEASED = new AtomicLong();
+
+  private final Owner owner;
+  private final Cleaner.Cleanable cleanable;
+
+  /** {@code destroy} must not capture the wrapper (a static method reference is right). */
+  NativeHandle(long handle, LongConsumer destroy) {
+    owner = new Owner(handle, destroy, getClass().getSimpleName());
+    cleanable = CLEANER.register(this, owner);
+  }
+
+  /** Names the handle in the leak warning (say rank and size); must not mention the wrapper. */
+  final void describeAs(String label) {
+    synchronized (owner) {
+      owner.label = label;
+    }
   }
 
   /** The raw pointer, 0 once closed (the C call then rejects it with SHARDREC_EINVAL). */
-  final synchronized long handle() {
-    return handle;
+  final long handle() {
+    synchronized (owner) {
+      return owner.handle;
+    }
   }
 
   /** Whether close() was called. */
-  public final synchronized boolean isClosed() {
-    return handle == 0;
+  public final boolean isClosed() {
+    return handle() == 0;
   }
 
-  abstract void destroy(long handle);
+  /**
+   * Runs {@code call} on the pointer from any thread while destroy waits: for calls (abort) that
+   * the C API allows concurrently with anything, so that close() on another thread cannot free
+   * the object under them. Returns without calling when the handle is already closed.
+   */
+  final void withConcurrentUse(LongConsumer call) {
+    long h;
+    synchronized (owner) {
+      h = owner.handle;
+      if (h == 0)
+        return;
+      ++owner.concurrentUses;
+    }
+    try {
+      call.accept(h);
+    } finally {
+      synchronized (owner) {
+        if (--owner.concurrentUses == 0)
+          owner.notifyAll();
+      }
+      java.lang.ref.Reference.reachabilityFence(this);
+    }
+  }
 
   /** Releases the native object; calling it again does nothing. */
   @Override
   public final void close() {
-    long h;
-    synchronized (this) {
-      h = handle;
-      handle = 0;
+    synchronized (owner) {
+      owner.closedExplicitly = true;
     }
-    if (h != 0) destroy(h);
+    cleanable.clean();
+  }
+
+  /** The destruction state, shared with the Cleaner; it holds no reference to the wrapper. */
+  private static final class Owner implements Runnable {
+    private final LongConsumer destroy;
+    private long handle;
+    private String label;
+    private boolean closedExplicitly;
+    private int concurrentUses;
+
+    Owner(long handle, LongConsumer destroy, String label) {
+      this.handle = handle;
+      this.destroy = destroy;
+      this.label = label;
+    }
+
+    @Override
+    public void run() {
+      long h;
+      boolean leaked;
+      String what;
+      synchronized (this) {
+        h = handle;
+        handle = 0;
+        leaked = !closedExplicitly;
+        what = label;
+        // Concurrent users (abort) read the pointer before it was cleared; let them finish.
+        boolean interrupted = false;
+        while (concurrentUses > 0) {
+          try {
+            wait();
+          } catch (InterruptedException e) {
+            interrupted = true;
+          }
+        }
+        if (interrupted)
+          Thread.currentThread().interrupt();
+      }
+      if (h == 0)
+        return;
+      if (leaked) {
+        LEAKS_RELEASED.incrementAndGet();
+        LOG.log(Level.WARNING,
+            "libshardrec: {0} was not closed; the garbage collector released it (call "
+                + "close(), or use try-with-resources)",
+            what);
+      }
+      destroy.accept(h);
+    }
   }
 }
