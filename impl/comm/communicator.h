@@ -43,7 +43,7 @@ class Communicator {
   virtual int Rank() const = 0;
   virtual int Size() const = 0;
   virtual Device device() const = 0;
-  // Human-readable backend name: "gloo" or "nccl".
+  // Human-readable backend name: "gloo", "nccl" or "mpi".
   virtual const char* backend() const = 0;
 
   virtual std::chrono::milliseconds timeout() const = 0;

@@ -7,6 +7,11 @@
  * Backends: Gloo over TCP for host memory (the CPU engine), NCCL for CUDA devices (loaded from
  * the CUDA plugin on first use). SHARDREC_BACKEND_AUTO picks Gloo for host devices and NCCL for
  * CUDA devices; SHARDREC_BACKEND_GLOO with a CUDA device stages GPU buffers through host memory.
+ * MPI (host memory, through the optional plugin libshardrec_mpi.so) is chosen by creating the
+ * communicator with shardrec_comm_create_mpi(), under mpirun or from a host's own MPI communicator.
+ * Under a cluster launcher (torchrun, mpirun, srun), shardrec_comm_create_from_env() creates a
+ * Gloo or NCCL communicator from the launcher's variables with no unique id to ship, and
+ * shardrec_comm_local_rank() / shardrec_comm_local_size() say where this rank sits on its host.
  *
  * Failures: an operation that does not complete within its timeout returns SHARDREC_ETIMEOUT; a
  * dead or failing peer SHARDREC_EREMOTE. Either poisons the communicator: every later call

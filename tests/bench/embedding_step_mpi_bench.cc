@@ -1,0 +1,157 @@
+// The sharded step of embedding_step_bench (same plan, batch and optimizer) with one rank per
+// process under mpirun (mpirun --oversubscribe -np W embedding_step_mpi_bench), on the MPI
+// backend and on Gloo created from the launcher's variables, in the same job. Every rank runs
+// the same fixed iteration count (Google Benchmark's own choice would differ between processes
+// and deadlock the collectives); rank 0 reports samples/s over all ranks and the share of its
+// step spent in collectives.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "impl/comm/env_rendezvous.h"
+#include "impl/comm/factory.h"
+#include "impl/comm/mpi/mpi_communicator.h"
+#include "impl/embedding/collection.h"
+#include "impl/sharding/layout.h"
+#include "tests/impl/sharding/test_plans.h"
+
+namespace shardrec::embedding {
+namespace {
+
+constexpr int64_t kBatch = 256;  // samples per rank
+constexpr int32_t kPoolingFactor = 8;
+constexpr int64_t kIterations = 100;
+
+// The plan of embedding_step_bench's BM_ShardedStep.
+std::shared_ptr<sharding::Plan> MakePlan(int world) {
+  auto plan = std::make_shared<sharding::Plan>();
+  plan->world_size = world;
+  plan->local_world_size = world;
+  plan->features = {{"user", 8.0f}, {"item", 8.0f}, {"cat", 8.0f}, {"geo", 8.0f}};
+  using sharding::testing::Table;
+  plan->tables = {Table("user", 200000, 64, {0}), Table("item", 100000, 64, {1}),
+                  Table("cat", 1000, 32, {2}), Table("geo", 50000, 64, {3})};
+  plan->table_plans = {
+      sharding::MakeRowWise(plan->tables[0], world),
+      sharding::MakeColumnSplit(plan->tables[1], sharding::ShardingType::kColumnWise, {32, 32},
+                                {0, world - 1}),
+      sharding::MakeDataParallel(plan->tables[2], world),
+      sharding::MakeTableWise(plan->tables[3], world / 2)};
+  return plan;
+}
+
+struct World {
+  std::shared_ptr<comm::Communicator> mpi, gloo;
+};
+
+World& TheWorld() {
+  static World w;
+  return w;
+}
+
+// Args: backend (0 MPI, 1 Gloo).
+void BM_ShardedStep(benchmark::State& state) {
+  const std::shared_ptr<comm::Communicator>& c =
+      state.range(0) == 0 ? TheWorld().mpi : TheWorld().gloo;
+  const int world = c->Size(), r = c->Rank();
+  auto plan = MakePlan(world);
+  optim::OptimizerConfig opt;
+  opt.type = optim::OptimizerType::kRowWiseAdagrad;
+  std::unique_ptr<EmbeddingCollection> coll;
+  ThrowIfError(EmbeddingCollection::Create(plan, c, &opt, CollectionOptions(), &coll));
+  std::vector<int32_t> lengths;
+  std::vector<int64_t> ids;
+  std::mt19937_64 gen(r + 1);
+  for (size_t f = 0; f < plan->features.size(); ++f) {
+    for (int64_t b = 0; b < kBatch; ++b) {
+      const int32_t len = 1 + static_cast<int32_t>(gen() % (2 * kPoolingFactor - 1));
+      lengths.push_back(len);
+      for (int32_t k = 0; k < len; ++k)
+        ids.push_back(static_cast<int64_t>(gen() % plan->tables[f].rows));
+    }
+  }
+  std::vector<float> out(static_cast<size_t>(kBatch * coll->output_dim()));
+  std::vector<float> grad(out.size(), 1e-3f);
+  const Batch b{kBatch,
+                static_cast<int64_t>(plan->features.size()),
+                lengths.data(),
+                lengths.size(),
+                ids.data(),
+                DType::kInt64,
+                ids.size(),
+                nullptr,
+                0,
+                {}};
+  ThrowIfError(c->Barrier());
+  const double comm0 = coll->timings().comm_seconds;
+  const double total0 = coll->timings().total_seconds;
+  for (auto _ : state) {
+    ThrowIfError(coll->Forward(b, out.data(), out.size()));
+    ThrowIfError(coll->Backward(grad.data(), grad.size()));
+  }
+  const double comm = coll->timings().comm_seconds - comm0;
+  const double total = coll->timings().total_seconds - total0;
+  state.counters["samples/s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * kBatch * world, benchmark::Counter::kIsRate);
+  state.counters["comm_share"] = total > 0 ? comm / total : 0.0;
+  state.counters["compute_ms/step"] =
+      state.iterations() ? (total - comm) * 1e3 / static_cast<double>(state.iterations()) : 0.0;
+  ThrowIfError(c->Barrier());
+}
+
+class NullReporter : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>&) override {}
+};
+
+}  // namespace
+}  // namespace shardrec::embedding
+
+int main(int argc, char** argv) {
+  using namespace shardrec;
+  using namespace shardrec::embedding;
+  benchmark::Initialize(&argc, argv);
+  World& w = TheWorld();
+  std::unique_ptr<comm::Communicator> mpi, gloo;
+  Status s =
+      comm::mpi::CreateMpiCommunicator(0, Device::Host(), std::chrono::milliseconds(120000), &mpi);
+  if (!s.ok()) {
+    std::fprintf(stderr, "embedding_step_mpi_bench: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  // Gloo from Open MPI's variables, as shardrec_comm_create_from_env() does under mpirun.
+  comm::CommOptions o;
+  o.backend = comm::Backend::kGloo;
+  o.timeout = std::chrono::milliseconds(120000);
+  s = comm::CreateCommunicatorFromEnv(comm::ProcessEnv(), o, &gloo);
+  if (!s.ok()) {
+    std::fprintf(stderr, "embedding_step_mpi_bench: Gloo from the environment: %s\n",
+                 s.ToString().c_str());
+    return 1;
+  }
+  w.mpi = std::move(mpi);
+  w.gloo = std::move(gloo);
+  for (int64_t backend : {0, 1}) {
+    benchmark::RegisterBenchmark(backend == 0 ? "BM_ShardedStep/mpi" : "BM_ShardedStep/gloo",
+                                 BM_ShardedStep)
+        ->Arg(backend)
+        ->Iterations(kIterations)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+  if (w.mpi->Rank() == 0) {
+    benchmark::RunSpecifiedBenchmarks();
+  } else {
+    NullReporter quiet;
+    benchmark::RunSpecifiedBenchmarks(&quiet);
+  }
+  ThrowIfError(w.mpi->Barrier());
+  w.gloo.reset();
+  w.mpi.reset();
+  benchmark::Shutdown();
+  return 0;
+}
