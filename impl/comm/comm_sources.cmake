@@ -1,6 +1,7 @@
 # CPU side of comm: rendezvous stores, unique id, the Gloo backend and the factory.
 list(APPEND SHARDREC_COMM_SOURCES
   reduce.cc
+  call_checks.cc
   encoded.cc
   staged_comm.cc
   stores.cc

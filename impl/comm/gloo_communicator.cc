@@ -12,6 +12,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "impl/comm/call_checks.h"
 #include "impl/comm/gloo_interrupt.h"
 #include "impl/comm/gloo_store.h"
 #include "impl/comm/stores.h"
@@ -332,48 +333,13 @@ Status GlooCommunicator::Split(int color, int key, std::unique_ptr<Communicator>
 
 // ---- Validation and dispatch (host or staged) ----
 
-namespace {
-
-Status CheckDType(DType dtype) {
-  if (!IsValidDType(static_cast<int32_t>(dtype))) {
-    return Status::InvalidArgument("dtype ", static_cast<int32_t>(dtype),
-                                   " is not a valid element type");
-  }
-  return Status::Ok();
-}
-
-Status CheckOp(ReduceOp op) {
-  const auto v = static_cast<int32_t>(op);
-  if (v < 0 || v > 3)
-    return Status::InvalidArgument("reduce op ", v, " is not one of sum, avg, max, min");
-  return Status::Ok();
-}
-
-Status CheckCounts(std::span<const size_t> counts, int size, const char* name, size_t* total) {
-  if (counts.size() != static_cast<size_t>(size)) {
-    return Status::InvalidArgument(name, " has ", counts.size(),
-                                   " entries, expected one per rank (", size, ")");
-  }
-  *total = 0;
-  for (size_t c : counts) *total += c;
-  return Status::Ok();
-}
-
-Status CheckBuffer(const void* p, size_t count, const char* name) {
-  if (p == nullptr && count > 0)
-    return Status::InvalidArgument(name, " must not be null for ", count, " elements");
-  return Status::Ok();
-}
-
-}  // namespace
-
 Status GlooCommunicator::AllReduce(const void* send, void* recv, size_t count, DType dtype,
                                    ReduceOp op, const CallOptions& opts) {
   SR_RETURN_IF_ERROR(Usable());
-  SR_RETURN_IF_ERROR(CheckDType(dtype));
-  SR_RETURN_IF_ERROR(CheckOp(op));
-  SR_RETURN_IF_ERROR(CheckBuffer(send, count, "send"));
-  SR_RETURN_IF_ERROR(CheckBuffer(recv, count, "recv"));
+  SR_RETURN_IF_ERROR(CheckCallDType(dtype));
+  SR_RETURN_IF_ERROR(CheckCallOp(op));
+  SR_RETURN_IF_ERROR(CheckCallBuffer(send, count, "send"));
+  SR_RETURN_IF_ERROR(CheckCallBuffer(recv, count, "recv"));
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
   if (device_.is_host()) return HostAllReduce(send, recv, count, dtype, op, t);
@@ -387,12 +353,12 @@ Status GlooCommunicator::AllToAllV(const void* send, std::span<const size_t> sen
                                    void* recv, std::span<const size_t> recv_counts, DType dtype,
                                    const CallOptions& opts) {
   SR_RETURN_IF_ERROR(Usable());
-  SR_RETURN_IF_ERROR(CheckDType(dtype));
+  SR_RETURN_IF_ERROR(CheckCallDType(dtype));
   size_t send_total = 0, recv_total = 0;
-  SR_RETURN_IF_ERROR(CheckCounts(send_counts, size_, "send_counts", &send_total));
-  SR_RETURN_IF_ERROR(CheckCounts(recv_counts, size_, "recv_counts", &recv_total));
-  SR_RETURN_IF_ERROR(CheckBuffer(send, send_total, "send"));
-  SR_RETURN_IF_ERROR(CheckBuffer(recv, recv_total, "recv"));
+  SR_RETURN_IF_ERROR(CheckCallCounts(send_counts, size_, "send_counts", &send_total));
+  SR_RETURN_IF_ERROR(CheckCallCounts(recv_counts, size_, "recv_counts", &recv_total));
+  SR_RETURN_IF_ERROR(CheckCallBuffer(send, send_total, "send"));
+  SR_RETURN_IF_ERROR(CheckCallBuffer(recv, recv_total, "recv"));
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
   if (device_.is_host()) return HostAllToAllV(send, send_counts, recv, recv_counts, dtype, t);
@@ -407,15 +373,15 @@ Status GlooCommunicator::AllGatherV(const void* send, size_t send_count, void* r
                                     std::span<const size_t> recv_counts, DType dtype,
                                     const CallOptions& opts) {
   SR_RETURN_IF_ERROR(Usable());
-  SR_RETURN_IF_ERROR(CheckDType(dtype));
+  SR_RETURN_IF_ERROR(CheckCallDType(dtype));
   size_t total = 0;
-  SR_RETURN_IF_ERROR(CheckCounts(recv_counts, size_, "recv_counts", &total));
+  SR_RETURN_IF_ERROR(CheckCallCounts(recv_counts, size_, "recv_counts", &total));
   if (recv_counts[rank_] != send_count) {
     return Status::InvalidArgument("send_count ", send_count, " differs from recv_counts[", rank_,
                                    "] = ", recv_counts[rank_]);
   }
-  SR_RETURN_IF_ERROR(CheckBuffer(send, send_count, "send"));
-  SR_RETURN_IF_ERROR(CheckBuffer(recv, total, "recv"));
+  SR_RETURN_IF_ERROR(CheckCallBuffer(send, send_count, "send"));
+  SR_RETURN_IF_ERROR(CheckCallBuffer(recv, total, "recv"));
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
   if (device_.is_host()) return HostAllGatherV(send, send_count, recv, recv_counts, dtype, t);
@@ -430,12 +396,12 @@ Status GlooCommunicator::ReduceScatterV(const void* send, void* recv,
                                         std::span<const size_t> recv_counts, DType dtype,
                                         ReduceOp op, const CallOptions& opts) {
   SR_RETURN_IF_ERROR(Usable());
-  SR_RETURN_IF_ERROR(CheckDType(dtype));
-  SR_RETURN_IF_ERROR(CheckOp(op));
+  SR_RETURN_IF_ERROR(CheckCallDType(dtype));
+  SR_RETURN_IF_ERROR(CheckCallOp(op));
   size_t total = 0;
-  SR_RETURN_IF_ERROR(CheckCounts(recv_counts, size_, "recv_counts", &total));
-  SR_RETURN_IF_ERROR(CheckBuffer(send, total, "send"));
-  SR_RETURN_IF_ERROR(CheckBuffer(recv, recv_counts[rank_], "recv"));
+  SR_RETURN_IF_ERROR(CheckCallCounts(recv_counts, size_, "recv_counts", &total));
+  SR_RETURN_IF_ERROR(CheckCallBuffer(send, total, "send"));
+  SR_RETURN_IF_ERROR(CheckCallBuffer(recv, recv_counts[rank_], "recv"));
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
   if (device_.is_host()) return HostReduceScatterV(send, recv, recv_counts, dtype, op, t);
@@ -449,10 +415,10 @@ Status GlooCommunicator::ReduceScatterV(const void* send, void* recv,
 Status GlooCommunicator::Broadcast(void* buf, size_t count, DType dtype, int root,
                                    const CallOptions& opts) {
   SR_RETURN_IF_ERROR(Usable());
-  SR_RETURN_IF_ERROR(CheckDType(dtype));
+  SR_RETURN_IF_ERROR(CheckCallDType(dtype));
   if (root < 0 || root >= size_)
     return Status::InvalidArgument("root ", root, " is outside [0, ", size_, ")");
-  SR_RETURN_IF_ERROR(CheckBuffer(buf, count, "buf"));
+  SR_RETURN_IF_ERROR(CheckCallBuffer(buf, count, "buf"));
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
   if (device_.is_host()) return HostBroadcast(buf, count, dtype, root, t);
