@@ -442,14 +442,14 @@ SHARDREC_API shardrec_status_t shardrec_comm_local_size(int32_t* out,
   });
 }
 
-SHARDREC_API shardrec_status_t shardrec_comm_bind_local_numa(shardrec_comm_t* comm_handle,
-                                                             int32_t* node_out) {
+SHARDREC_API shardrec_status_t shardrec_comm_bind_local_numa(int32_t* out,
+                                                             shardrec_comm_t* comm_handle) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckComm(comm_handle));
     if (!comm_handle->impl->device().is_host()) {
       return Status::Unsupported("NUMA binding is for host communicators only");
     }
-    return BindToLocalNumaNode(comm_handle->local_rank, comm_handle->local_size, node_out);
+    return BindToLocalNumaNode(comm_handle->local_rank, comm_handle->local_size, out);
   });
 }
 

@@ -468,16 +468,15 @@ SHARDREC_API shardrec_status_t shardrec_comm_local_size(int32_t* out, const shar
  * is per process: ranks that share one process (shardrec_comm_create_local_group) all bind the
  * same process, and the last call wins. Call it once, right after creating the communicator,
  * before handles that start thread pools are created. Not collective; no communication.
- * @param comm     [in] Host communicator; not NULL.
- * @param node_out [out] Receives the node's index in the order above; may be NULL.
+ * @param out  [out] Receives the node's index in the order above; may be NULL.
+ * @param comm [in] Host communicator; not NULL.
  * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL @p comm; SHARDREC_EUNSUPPORTED for a device
  *         communicator, or when libshardrec was built without hwloc (libhwloc-dev);
  *         SHARDREC_ERROR when hwloc cannot read the topology or set the binding. On error the
- *         affinity is unchanged and *node_out is not written. Thread-safe, but it changes
+ *         affinity is unchanged and *out is not written. Thread-safe, but it changes
  *         process-wide state.
  */
-SHARDREC_API shardrec_status_t shardrec_comm_bind_local_numa(shardrec_comm_t* comm,
-                                                             int32_t* node_out);
+SHARDREC_API shardrec_status_t shardrec_comm_bind_local_numa(int32_t* out, shardrec_comm_t* comm);
 
 SHARDREC_END_DECL
 

@@ -81,14 +81,14 @@ TEST_F(CapiCommNuma, SingleRankBindsToFirstNodeCpus) {
   shardrec_comm_t* comm = nullptr;
   ASSERT_EQ(shardrec_comm_create_local_group(&comm, 1, nullptr), SHARDREC_OK) << LastError();
   int32_t node = -1;
-  ASSERT_EQ(shardrec_comm_bind_local_numa(comm, &node), SHARDREC_OK) << LastError();
+  ASSERT_EQ(shardrec_comm_bind_local_numa(&node, comm), SHARDREC_OK) << LastError();
   EXPECT_EQ(node, 0);
   const cpu_set_t after = Affinity();
   const cpu_set_t expected = NodeCpus(0);
   EXPECT_GT(CPU_COUNT(&expected), 0);
   EXPECT_TRUE(CPU_EQUAL(&after, &expected));
-  // A NULL node_out is allowed.
-  EXPECT_EQ(shardrec_comm_bind_local_numa(comm, nullptr), SHARDREC_OK) << LastError();
+  // A NULL out is allowed.
+  EXPECT_EQ(shardrec_comm_bind_local_numa(nullptr, comm), SHARDREC_OK) << LastError();
   shardrec_comm_destroy(comm);
 }
 
@@ -103,7 +103,7 @@ TEST_F(CapiCommNuma, LocalGroupOfTwoBindsTheSharedProcess) {
   shardrec_status_t st[2] = {SHARDREC_ERROR, SHARDREC_ERROR};
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] { st[r] = shardrec_comm_bind_local_numa(comms[r], &got[r]); });
+    threads.emplace_back([&, r] { st[r] = shardrec_comm_bind_local_numa(&got[r], comms[r]); });
   }
   for (auto& t : threads) t.join();
   const cpu_set_t after = Affinity();
@@ -123,7 +123,7 @@ TEST_F(CapiCommNuma, WithoutHwlocIsUnsupportedAndChangesNothing) {
   ASSERT_EQ(shardrec_comm_create_local_group(&comm, 1, nullptr), SHARDREC_OK) << LastError();
   const cpu_set_t before = Affinity();
   int32_t node = -7;
-  EXPECT_EQ(shardrec_comm_bind_local_numa(comm, &node), SHARDREC_EUNSUPPORTED);
+  EXPECT_EQ(shardrec_comm_bind_local_numa(&node, comm), SHARDREC_EUNSUPPORTED);
   EXPECT_NE(LastError().find("hwloc"), std::string::npos) << LastError();
   EXPECT_EQ(node, -7);
   const cpu_set_t after = Affinity();
@@ -135,7 +135,7 @@ TEST_F(CapiCommNuma, WithoutHwlocIsUnsupportedAndChangesNothing) {
 TEST_F(CapiCommNuma, NullCommIsInvalidAndChangesNothing) {
   const cpu_set_t before = Affinity();
   int32_t node = -7;
-  EXPECT_EQ(shardrec_comm_bind_local_numa(nullptr, &node), SHARDREC_EINVAL);
+  EXPECT_EQ(shardrec_comm_bind_local_numa(&node, nullptr), SHARDREC_EINVAL);
   EXPECT_FALSE(LastError().empty());
   EXPECT_EQ(node, -7);
   const cpu_set_t after = Affinity();
