@@ -205,6 +205,16 @@ func (c *Comm) LocalSize() (int, error) {
 	return int(out[0]), err
 }
 
+// BindLocalNuma pins this process to NUMA node LocalRank*nodes/LocalSize's CPUs (nodes with
+// CPUs, hwloc's order) and returns the node; the binding is per process (see
+// shardrec_comm_bind_local_numa). Unsupported when the library was built without hwloc.
+func (c *Comm) BindLocalNuma() (int, error) {
+	out := make([]int32, 1)
+	err := swig.Comm_bind_local_numa(out, c.handle())
+	runtime.KeepAlive(c)
+	return int(out[0]), err
+}
+
 // Split is collective; it returns nil for a negative color.
 func (c *Comm) Split(color, key int) (*Comm, error) {
 	out := make([]uintptr, 1)

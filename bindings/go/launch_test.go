@@ -115,3 +115,16 @@ func TestALeakedCommIsClosedWithAWarning(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// BindLocalNuma reaches shardrec_comm_bind_local_numa: local rank 0 gets node 0 on any host.
+func TestBindLocalNumaFirstRankGetsNodeZero(t *testing.T) {
+	group, err := NewLocalGroup(1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer group[0].Close()
+	node, err := group[0].BindLocalNuma()
+	if err != nil || node != 0 {
+		t.Fatal(node, err)
+	}
+}

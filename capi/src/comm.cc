@@ -17,6 +17,7 @@
 #include "impl/comm/mpi/mpi_communicator.h"
 #include "impl/comm/stores.h"
 #include "impl/core/check.h"
+#include "impl/core/numa_binding.h"
 
 static_assert(sizeof(shardrec_unique_id_t) == shardrec::comm::kUniqueIdBytes);
 static_assert(SHARDREC_BACKEND_GLOO == static_cast<int>(shardrec::comm::Backend::kGloo));
@@ -137,6 +138,7 @@ comm::CallOptions StreamOptions(void* stream) {
 }  // namespace
 }  // namespace shardrec::capi
 
+using shardrec::BindToLocalNumaNode;
 using shardrec::Status;
 using shardrec::capi::CheckComm;
 using shardrec::capi::CheckDType;
@@ -437,6 +439,17 @@ SHARDREC_API shardrec_status_t shardrec_comm_local_size(int32_t* out,
     }
     *out = comm_handle->local_size;
     return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_comm_bind_local_numa(int32_t* out,
+                                                             shardrec_comm_t* comm_handle) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckComm(comm_handle));
+    if (!comm_handle->impl->device().is_host()) {
+      return Status::Unsupported("NUMA binding is for host communicators only");
+    }
+    return BindToLocalNumaNode(comm_handle->local_rank, comm_handle->local_size, out);
   });
 }
 

@@ -459,6 +459,30 @@ SHARDREC_API shardrec_status_t shardrec_comm_local_rank(int32_t* out, const shar
 /** Number of ranks of @p comm on this host; see shardrec_comm_local_rank(). */
 SHARDREC_API shardrec_status_t shardrec_comm_local_size(int32_t* out, const shardrec_comm_t* comm);
 
+/**
+ * Pins this process to the CPUs of one NUMA node, chosen from this rank's place on its host, so
+ * that ranks splitting a multi-socket host each run on their own socket's cores.
+ * Node rule: local rank r of local size n (shardrec_comm_local_rank/_size) gets node
+ * r * nodes / n (integer division), where nodes counts this host's NUMA nodes that have CPUs
+ * (memory-only nodes are skipped), in hwloc's logical order. With more ranks than nodes several
+ * ranks share a node; with more nodes than ranks the ranks are spread over them and the nodes in
+ * between are left unused. On a host with one node every rank gets node 0.
+ * Effect: the affinity mask of every thread of the process is replaced by that node's CPUs (as
+ * hwloc sees them, i.e. within any container cpuset); threads started later inherit it, and the
+ * library's thread pools size themselves from the mask. Memory policy is not changed. The binding
+ * is per process: ranks that share one process (shardrec_comm_create_local_group) all bind the
+ * same process, and the last call wins. Call it once, right after creating the communicator,
+ * before handles that start thread pools are created. Not collective; no communication.
+ * @param out  [out] Receives the node's index in the order above; may be NULL.
+ * @param comm [in] Host communicator; not NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL @p comm; SHARDREC_EUNSUPPORTED for a device
+ *         communicator, or when libshardrec was built without hwloc (libhwloc-dev);
+ *         SHARDREC_ERROR when hwloc cannot read the topology or set the binding. On error the
+ *         affinity is unchanged and *out is not written. Thread-safe, but it changes
+ *         process-wide state.
+ */
+SHARDREC_API shardrec_status_t shardrec_comm_bind_local_numa(int32_t* out, shardrec_comm_t* comm);
+
 SHARDREC_END_DECL
 
 #endif /* SHARDREC_COMM_H_ */

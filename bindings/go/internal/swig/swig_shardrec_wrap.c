@@ -3094,6 +3094,38 @@ _gostring_ _wrap_comm_local_size_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, sha
 }
 
 
+_gostring_ _wrap_comm_bind_local_numa_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+  int32_t *arg1 = (int32_t *) 0 ;
+  shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (int32_t *)_swig_go_0.array; 
+  arg2 = (shardrec_comm_t *)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_comm_bind_local_numa(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
 void _wrap_Shard_t_row_offset_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;

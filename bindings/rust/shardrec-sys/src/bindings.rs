@@ -1931,6 +1931,12 @@ extern "C" {
         comm: *const shardrec_comm_t,
     ) -> shardrec_status_t;
 }
+extern "C" {
+    pub fn shardrec_comm_bind_local_numa(
+        out: *mut i32,
+        comm: *mut shardrec_comm_t,
+    ) -> shardrec_status_t;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct shardrec_shard {

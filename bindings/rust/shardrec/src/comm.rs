@@ -252,6 +252,15 @@ impl Comm {
         Ok(out)
     }
 
+    /// Pins this process to NUMA node `local_rank * nodes / local_size`'s CPUs and returns the
+    /// node (`shardrec_comm_bind_local_numa`: per process, hwloc's node order; `Unsupported`
+    /// when the library was built without hwloc).
+    pub fn bind_local_numa(&self) -> Result<i32> {
+        let mut out = 0;
+        check(unsafe { sys::shardrec_comm_bind_local_numa(&mut out, self.raw) })?;
+        Ok(out)
+    }
+
     /// Collective split; `None` for a negative color.
     pub fn split(&mut self, color: i32, key: i32) -> Result<Option<Comm>> {
         let mut out = ptr::null_mut();

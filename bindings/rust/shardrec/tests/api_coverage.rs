@@ -346,3 +346,10 @@ fn from_env_without_launcher_variables_is_not_found() {
         }
     }
 }
+
+#[test]
+fn bind_local_numa_gives_local_rank_zero_node_zero() {
+    let opts = CommOptions { timeout_ms: 10000, ..Default::default() };
+    let comms = Comm::local_group(1, &opts).expect("group");
+    assert_eq!(comms[0].bind_local_numa().expect("bind"), 0);
+}

@@ -192,6 +192,16 @@ public final class Comm extends NativeHandle {
     return out[0];
   }
 
+  /**
+   * Pins this process to NUMA node localRank() * nodes / localSize()'s CPUs and returns the node
+   * (shardrec_comm_bind_local_numa: per process, hwloc's node order; UNSUPPORTED without hwloc).
+   */
+  public int bindLocalNuma() {
+    int[] out = new int[1];
+    Native.comm_bind_local_numa(out, handle());
+    return out[0];
+  }
+
   /** Collective split; returns null for a negative color. */
   public Comm split(int color, int key) {
     long[] out = new long[1];
