@@ -198,7 +198,11 @@ public final class Comm extends NativeHandle {
    */
   public int bindLocalNuma() {
     int[] out = new int[1];
-    Native.comm_bind_local_numa(out, handle());
+    try {
+      Native.comm_bind_local_numa(out, handle());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return out[0];
   }
 
