@@ -80,6 +80,15 @@ inline bool FakeFailCopyAfter(int64_t n) {
   return true;
 }
 
+// Makes the fake's next host wait (stream_wait, emb_read_status) after `n` successful ones fail
+// and leave the stream's work queued (-1 disarms); false when the fake is not loaded.
+inline bool FakeFailWaitAfter(int64_t n) {
+  auto fn = reinterpret_cast<void (*)(int64_t)>(FakeSymbol("shardrec_fake_fail_wait_after"));
+  if (fn == nullptr) return false;
+  fn(n);
+  return true;
+}
+
 // Empty when the tests can run: the fake is loaded, or another plugin (the real one: the gpu
 // registration) with a usable device. SHARDREC_TEST_EXPECT_FAKE (the CPU registration) demands
 // the fake.

@@ -98,6 +98,19 @@ bool CopyFails() {
   return false;
 }
 
+// Failure injection (shardrec_fake_fail_wait_after): host waits (stream_wait, emb_read_status)
+// still allowed before one fails; -1 means none fails.
+std::atomic<int64_t> g_waits_before_failure{-1};
+
+// True when this wait is the one chosen to fail (then disarms).
+bool WaitFails() {
+  int64_t left = g_waits_before_failure.load();
+  while (left >= 0) {
+    if (g_waits_before_failure.compare_exchange_weak(left, left - 1)) return left == 0;
+  }
+  return false;
+}
+
 // Calls of the runtime services (shardrec_fake_runtime_calls): host synchronisations (stream
 // waits and emb_read_status, which waits for the stream before it reads the status block),
 // host <-> device copies by direction, and allocations of device and of pinned host memory.
@@ -290,6 +303,8 @@ int32_t Memset(int32_t, void* dst, int32_t v, size_t bytes, void* stream,
 }
 int32_t StreamWait(int32_t, void* stream, int64_t, shardrec_plugin_status_t* st) {
   g_rt[kRtSync].fetch_add(1);
+  // A failed wait leaves the stream's work queued, as a device that reports an error may.
+  if (WaitFails()) return Fail(st, "fake stream_wait: injected device failure");
   Queue().Wait(stream);
   return ToPlugin(Status::Ok(), st);
 }
@@ -333,6 +348,7 @@ int32_t StatusBytes(int32_t device, size_t* bytes, shardrec_plugin_status_t* st)
 int32_t ReadStatus(int32_t device, void* block, const char* what, int64_t timeout_ms, void* stream,
                    shardrec_plugin_status_t* st) {
   g_rt[kRtSync].fetch_add(1);
+  if (WaitFails()) return Fail(st, "fake emb_read_status: injected device failure");
   Queue().Wait(stream);
   return Reported(st, "fake emb_read_status", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
@@ -748,6 +764,12 @@ FAKE_EXPORT int64_t shardrec_fake_runtime_calls(int32_t which) {
 // (once); -1 disarms. Process-wide: tests that use it run their ranks in a known order.
 FAKE_EXPORT void shardrec_fake_fail_copy_after(int64_t n) {
   shardrec::fake::g_copies_before_failure.store(n < 0 ? -1 : n);
+}
+
+// Test hook: after `n` more successful host waits (stream_wait, emb_read_status), the next one
+// fails with a CUDA error and leaves the stream's work queued (once); -1 disarms.
+FAKE_EXPORT void shardrec_fake_fail_wait_after(int64_t n) {
+  shardrec::fake::g_waits_before_failure.store(n < 0 ? -1 : n);
 }
 
 // Test hooks: a block of the fake's device memory (host memory the process may read and write
