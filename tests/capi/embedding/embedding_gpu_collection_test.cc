@@ -458,5 +458,75 @@ TEST(EmbeddingGpuCollection, DeviceKjtRejectionsMatchTheHost) {
   }
 }
 
+// A device KJT whose arrays the caller copies on a side stream (the copies still queued there when
+// the call starts) is read after them: the collection's stream waits for the caller's `stream`
+// before routing it, in shardrec_embedding_forward and in input_dist_start alike, and the output
+// is a host collection's, bit for bit.
+TEST(EmbeddingGpuCollection, DeviceKjtIsReadAfterTheCallersStream) {
+  REQUIRE_FAKE();
+  Scenario s = StandardScenario(1, kRW, kSum);
+  s.sharding = {kDP, kRW, kTW};
+  s.weighted = true;
+  s.steps = 1;
+  const TrainingSetup ts(s);
+  ASSERT_NE(ts.plan, nullptr);
+  shardrec_embedding_options_t oh = Options(s, false), od = Options(s, true);
+  CollPtr ch, cd;
+  ASSERT_NO_FATAL_FAILURE(CreateHostAndGpu(ts.plan.get(), 1, 0, ts.opt, oh, od, &ch, &cd));
+  int64_t dim = 0;
+  shardrec_embedding_output_dim(cd.get(), &dim);
+  const RefBatch& rb = ts.batches[0][0];
+  KjtHolder kjt(rb, s.num_features, false);
+  const shardrec_kjt_view_t& host = *kjt.view();
+  const size_t n = OutputLen(rb, false, dim);
+  std::vector<float> out_h(n);
+  ASSERT_EQ(shardrec_embedding_forward(ch.get(), &host, out_h.data(), n, nullptr), SHARDREC_OK);
+  const size_t len_bytes = host.num_lengths * sizeof(int32_t);
+  const size_t val_bytes =
+      host.num_values * (host.values_dtype == SHARDREC_DTYPE_INT32 ? sizeof(int32_t) : 8);
+  const size_t w_bytes = host.num_weights * sizeof(float);
+  // The device arrays of both calls outlive the side stream, which lands what is still queued on
+  // it when it goes.
+  FakeDeviceBlock blocks[2][3] = {
+      {FakeDeviceBlock(len_bytes), FakeDeviceBlock(val_bytes), FakeDeviceBlock(w_bytes)},
+      {FakeDeviceBlock(len_bytes), FakeDeviceBlock(val_bytes), FakeDeviceBlock(w_bytes)}};
+  const FakeSideStream side;
+  if (side.get() == nullptr) GTEST_SKIP() << "needs the fake plugin's side streams";
+  for (int call = 0; call < 2; ++call) {
+    SCOPED_TRACE(call == 0 ? "forward" : "input_dist_start");
+    FakeDeviceBlock& lengths = blocks[call][0];
+    FakeDeviceBlock& values = blocks[call][1];
+    FakeDeviceBlock& weights = blocks[call][2];
+    // Zeros on the device until the side stream's copies land.
+    for (FakeDeviceBlock* b : {&lengths, &values, &weights}) {
+      if (b->data() != nullptr) std::memset(b->data(), 0, b->bytes());
+    }
+    ASSERT_TRUE(side.Upload(lengths.data(), host.lengths, len_bytes));
+    ASSERT_TRUE(side.Upload(values.data(), host.values, val_bytes));
+    if (w_bytes > 0) ASSERT_TRUE(side.Upload(weights.data(), host.weights, w_bytes));
+    shardrec_kjt_view_t dev = host;
+    dev.lengths = static_cast<const int32_t*>(lengths.data());
+    dev.values = values.data();
+    dev.weights = static_cast<const float*>(weights.data());
+    dev.device_type = SHARDREC_DEVICE_CUDA;
+    dev.device_index = 0;
+    std::vector<float> out_d(n, -1.0f);
+    if (call == 0) {
+      ASSERT_EQ(shardrec_embedding_forward(cd.get(), &dev, out_d.data(), n, side.get()),
+                SHARDREC_OK)
+          << shardrec_last_error();
+    } else {
+      ASSERT_EQ(shardrec_embedding_input_dist_start(cd.get(), &dev, side.get()), SHARDREC_OK)
+          << shardrec_last_error();
+      ASSERT_EQ(shardrec_embedding_input_dist_wait(cd.get(), side.get()), SHARDREC_OK)
+          << shardrec_last_error();
+      ASSERT_EQ(shardrec_embedding_forward_distributed(cd.get(), out_d.data(), n, side.get()),
+                SHARDREC_OK)
+          << shardrec_last_error();
+    }
+    EXPECT_TRUE(BitEqual(out_h, out_d));
+  }
+}
+
 }  // namespace
 }  // namespace shardrec::testing

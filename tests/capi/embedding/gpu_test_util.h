@@ -89,6 +89,36 @@ inline bool FakeFailWaitAfter(int64_t n) {
   return true;
 }
 
+// A stream of the fake's own (as the plugin's stream_create makes), destroyed with the object;
+// null when the fake is not loaded. Copies queued on it with Upload land, under
+// SHARDREC_FAKE_DEFER_COPIES, only when something waits for the stream: a side stream a caller
+// wrote its device batch on.
+class FakeSideStream {
+ public:
+  FakeSideStream() {
+    auto make = reinterpret_cast<void* (*)()>(FakeSymbol("shardrec_fake_stream_create"));
+    destroy_ = reinterpret_cast<void (*)(void*)>(FakeSymbol("shardrec_fake_stream_destroy"));
+    upload_ = reinterpret_cast<int32_t (*)(void*, const void*, size_t, void*)>(
+        FakeSymbol("shardrec_fake_upload_async"));
+    if (make != nullptr && destroy_ != nullptr && upload_ != nullptr) stream_ = make();
+  }
+  ~FakeSideStream() {
+    if (stream_ != nullptr) destroy_(stream_);
+  }
+  FakeSideStream(const FakeSideStream&) = delete;
+  FakeSideStream& operator=(const FakeSideStream&) = delete;
+  void* get() const { return stream_; }
+  // Queues a host-to-device copy on the stream; false when the fake refused it.
+  bool Upload(void* device_dst, const void* host_src, size_t bytes) const {
+    return upload_(device_dst, host_src, bytes, stream_) == 0;
+  }
+
+ private:
+  void* stream_ = nullptr;
+  void (*destroy_)(void*) = nullptr;
+  int32_t (*upload_)(void*, const void*, size_t, void*) = nullptr;
+};
+
 // Empty when the tests can run: the fake is loaded, or another plugin (the real one: the gpu
 // registration) with a usable device. SHARDREC_TEST_EXPECT_FAKE (the CPU registration) demands
 // the fake.

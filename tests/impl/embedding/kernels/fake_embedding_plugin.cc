@@ -772,6 +772,28 @@ FAKE_EXPORT void shardrec_fake_fail_wait_after(int64_t n) {
   shardrec::fake::g_waits_before_failure.store(n < 0 ? -1 : n);
 }
 
+// Test hooks: a stream of the fake's own (as stream_create makes), and a host-to-device copy
+// queued on a stream (with SHARDREC_FAKE_DEFER_COPIES it lands when that stream gets there), for
+// black-box tests that write a device batch on a side stream. The copy returns 0, or -1 when the
+// fake refuses it.
+FAKE_EXPORT void* shardrec_fake_stream_create() {
+  void* stream = nullptr;
+  shardrec_plugin_status_t st{};
+  return shardrec::fake::StreamCreate(0, &stream, &st) == 0 ? stream : nullptr;
+}
+FAKE_EXPORT void shardrec_fake_stream_destroy(void* stream) {
+  shardrec_plugin_status_t st{};
+  (void)shardrec::fake::StreamDestroy(0, stream, &st);
+}
+FAKE_EXPORT int32_t shardrec_fake_upload_async(void* dst, const void* src, size_t bytes,
+                                               void* stream) {
+  shardrec_plugin_status_t st{};
+  return shardrec::fake::Memcpy(0, dst, src, bytes, SHARDREC_PLUGIN_COPY_HOST_TO_DEVICE, stream,
+                                &st) == 0
+             ? 0
+             : -1;
+}
+
 // Test hooks: a block of the fake's device memory (host memory the process may read and write
 // directly), for callers that cannot reach the plugin table (black-box C API tests).
 FAKE_EXPORT void* shardrec_fake_device_alloc(size_t bytes) {
