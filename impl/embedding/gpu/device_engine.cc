@@ -126,7 +126,12 @@ Status DeviceEngine::AfterCallersStream(const Batch& batch) {
   // The caller may have written the batch on its own stream just before the call: the route reads
   // it on the step's stream, behind that work (an event wait, no host wait).
   if (batch.stream == device_->stream()) return Status::Ok();
-  return dk::StreamWaitStream(s_.options.device.index, device_->stream(), batch.stream);
+  if (dk::HasGrad())
+    return dk::StreamWaitStream(s_.options.device.index, device_->stream(), batch.stream);
+  // A plugin without stream_wait_stream (a test plugin of an older table): a bounded host wait.
+  const core::CudaRuntime* rt = nullptr;
+  SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+  return rt->StreamWait(s_.options.device.index, batch.stream, core::kDeviceWaitMs);
 }
 
 Status DeviceEngine::SettleBeforeInput() { return device_input_ ? Status::Ok() : Settle(true); }

@@ -44,6 +44,7 @@ class DeviceStaging {
   void Init(int device, Stream stream) {
     device_ = device;
     stream_ = stream;
+    pinned_.SetDevice(device);
   }
 
   // At least `bytes` of pinned capacity (a phase within it never grows the block). Only between

@@ -503,7 +503,9 @@ TEST(EmbeddingGpuCollection, DeviceKjtIsReadAfterTheCallersStream) {
     }
     ASSERT_TRUE(side.Upload(lengths.data(), host.lengths, len_bytes));
     ASSERT_TRUE(side.Upload(values.data(), host.values, val_bytes));
-    if (w_bytes > 0) ASSERT_TRUE(side.Upload(weights.data(), host.weights, w_bytes));
+    if (w_bytes > 0) {
+      ASSERT_TRUE(side.Upload(weights.data(), host.weights, w_bytes));
+    }
     shardrec_kjt_view_t dev = host;
     dev.lengths = static_cast<const int32_t*>(lengths.data());
     dev.values = values.data();
@@ -526,6 +528,36 @@ TEST(EmbeddingGpuCollection, DeviceKjtIsReadAfterTheCallersStream) {
     }
     EXPECT_TRUE(BitEqual(out_h, out_d));
   }
+}
+
+// A GPU collection's pinned staging is allocated with its device made current (the plugin's
+// host_alloc_on): on a thread with no current device a plain cudaMallocHost would create a
+// context on device 0. Creation, a forward and a backward allocate none without a device.
+TEST(EmbeddingGpuCollection, PinnedMemoryIsAllocatedOnTheCollectionsDevice) {
+  REQUIRE_FAKE();
+  if (FakeHostAllocsWithoutDevice() < 0) GTEST_SKIP() << "needs the fake's allocation counter";
+  Scenario s = StandardScenario(1, kRW, kSum);
+  s.steps = 1;
+  const TrainingSetup ts(s);
+  ASSERT_NE(ts.plan, nullptr);
+  const int64_t before = FakeHostAllocsWithoutDevice();
+  const shardrec_embedding_options_t od = Options(s, true);
+  shardrec_embedding_t* c = nullptr;
+  ASSERT_EQ(shardrec_embedding_create(&c, ts.plan.get(), GroupComm(1, 0), &ts.opt, &od),
+            SHARDREC_OK)
+      << shardrec_last_error();
+  CollPtr cd(c);
+  int64_t dim = 0;
+  shardrec_embedding_output_dim(c, &dim);
+  const RefBatch& rb = ts.batches[0][0];
+  KjtHolder kjt(rb, s.num_features, false);
+  std::vector<float> out(OutputLen(rb, false, dim));
+  ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr), SHARDREC_OK)
+      << shardrec_last_error();
+  std::vector<float> g = ts.grads[0][0];
+  ASSERT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_OK)
+      << shardrec_last_error();
+  EXPECT_EQ(FakeHostAllocsWithoutDevice(), before);
 }
 
 }  // namespace

@@ -119,6 +119,13 @@ class FakeSideStream {
   int32_t (*upload_)(void*, const void*, size_t, void*) = nullptr;
 };
 
+// Pinned allocations the fake made through host_alloc, which names no device; -1 when the fake
+// is not loaded.
+inline int64_t FakeHostAllocsWithoutDevice() {
+  auto fn = reinterpret_cast<int64_t (*)()>(FakeSymbol("shardrec_fake_host_allocs_without_device"));
+  return fn != nullptr ? fn() : -1;
+}
+
 // Empty when the tests can run: the fake is loaded, or another plugin (the real one: the gpu
 // registration) with a usable device. SHARDREC_TEST_EXPECT_FAKE (the CPU registration) demands
 // the fake.

@@ -128,25 +128,21 @@ std::atomic<int64_t> g_rt[kNumRtCalls];
 // on their stream and run only when the stream gets there, i.e. before the next kernel entry on
 // that stream (kernels run at once, behind the copies queued before them), at a wait for that
 // stream (stream_wait, emb_read_status), or when memory is freed (cudaFree / cudaFreeHost
-// synchronise the device). Streams of stream_create follow the legacy default stream's rules
-// (cudaStreamDefault): work on the NULL stream runs after everything queued on the others, work
-// on another stream after everything queued on the NULL stream; a wait for a stream drains only
-// that stream. So a caller that reads a download before its wait reads stale bytes, one that
-// refills a staging block while its upload is still queued uploads the new bytes, and one that
-// waits on another stream than its work's leaves that work undone: all show up as wrong
-// results. The queues are shared by every thread, as the device's streams are.
+// synchronise the device). Streams of stream_create are non-blocking (cudaStreamNonBlocking, as
+// the real plugin makes them): no implicit order with the NULL stream either way, so only an
+// explicit stream_wait_stream orders two streams; a wait for a stream drains only that stream. So a
+// caller that reads a download before its wait reads stale bytes, one that refills a staging block
+// while its upload is still queued uploads the new bytes, and one that waits on another stream than
+// its work's leaves that work undone: all show up as wrong results. The queues are shared by every
+// thread, as the device's streams are.
 class CopyQueue {
  public:
   bool deferred() const { return deferred_; }
   void Push(void* stream, std::function<void()> op) {
-    Order(stream);
     std::lock_guard<std::mutex> lock(mu_);
     queues_[stream].push_back(std::move(op));
   }
-  void BeforeKernel(void* stream) {
-    Order(stream);
-    Drain(stream);
-  }
+  void BeforeKernel(void* stream) { Drain(stream); }
   void Wait(void* stream) { Drain(stream); }
   void DrainAll() {
     std::vector<void*> streams;
@@ -158,20 +154,6 @@ class CopyQueue {
   }
 
  private:
-  // Work queued on `stream` starts after the other streams' work it is ordered behind.
-  void Order(void* stream) {
-    if (stream == nullptr) {
-      std::vector<void*> others;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        for (const auto& q : queues_)
-          if (q.first != nullptr) others.push_back(q.first);
-      }
-      for (void* s : others) Drain(s);
-    } else {
-      Drain(nullptr);
-    }
-  }
   void Drain(void* stream) {
     // One drain at a time: a thread that finds a queue empty because another thread took its
     // operations must not go on before they ran (ranks as threads share the legacy stream, and
@@ -257,6 +239,18 @@ int32_t HostAlloc(size_t bytes, void** out, shardrec_plugin_status_t* st) {
   if (bytes > 0) g_rt[kRtHostAlloc].fetch_add(1);
   *out = bytes == 0 ? nullptr : new uint8_t[bytes];
   return ToPlugin(Status::Ok(), st);
+}
+// Pinned allocations made without naming a device (host_alloc: on a real GPU, with whatever
+// device the calling thread has current, device 0's context created when it has none).
+std::atomic<int64_t> g_host_allocs_without_device{0};
+int32_t HostAllocAny(size_t bytes, void** out, shardrec_plugin_status_t* st) {
+  if (bytes > 0) g_host_allocs_without_device.fetch_add(1);
+  return HostAlloc(bytes, out, st);
+}
+int32_t HostAllocOn(int32_t device, size_t bytes, void** out, shardrec_plugin_status_t* st) {
+  const Status s = CheckDevice(device);
+  if (!s.ok()) return ToPlugin(s, st);
+  return HostAlloc(bytes, out, st);
 }
 int32_t HostFree(void* p, shardrec_plugin_status_t* st) {
   Queue().DrainAll();
@@ -680,7 +674,7 @@ const shardrec_cuda_plugin_table_t kTable = {
     &DeviceCount,
     &Alloc,
     &Free,
-    &HostAlloc,
+    &HostAllocAny,
     &HostFree,
     &Memcpy,
     &Memset,
@@ -723,6 +717,7 @@ const shardrec_cuda_plugin_table_t kTable = {
     &RowPhaseCounted,
     &GroupRowsGated,
     &SumSources,
+    &HostAllocOn,
 };
 
 }  // namespace
@@ -770,6 +765,11 @@ FAKE_EXPORT void shardrec_fake_fail_copy_after(int64_t n) {
 // fails with a CUDA error and leaves the stream's work queued (once); -1 disarms.
 FAKE_EXPORT void shardrec_fake_fail_wait_after(int64_t n) {
   shardrec::fake::g_waits_before_failure.store(n < 0 ? -1 : n);
+}
+
+// Test hook: pinned allocations made through host_alloc, which names no device, in this process.
+FAKE_EXPORT int64_t shardrec_fake_host_allocs_without_device() {
+  return shardrec::fake::g_host_allocs_without_device.load();
 }
 
 // Test hooks: a stream of the fake's own (as stream_create makes), and a host-to-device copy
