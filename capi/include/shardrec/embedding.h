@@ -42,7 +42,10 @@
  *    rounds to the storage type (nearest even).
  *
  * Thread-safety: one thread at a time per collection handle (the background input
- * distribution thread is internal). Different collections may be used concurrently.
+ * distribution thread is internal). Different collections may be used concurrently, except that
+ * a device may hold only one GPU collection over an NCCL communicator in use at a time: two used
+ * from two threads on one device can deadlock (a buffer growth's cudaFree synchronises the device
+ * while the other's collective waits for its peers).
  * Device: a collection lives on the host or, with options->device_type, on one CUDA device (GPU
  * collection, see shardrec_embedding_options_t.device_type). A GPU collection queues its device
  * work on a stream of its own. Calls with host buffers return with that work complete. Calls
