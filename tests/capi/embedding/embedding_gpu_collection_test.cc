@@ -339,7 +339,7 @@ class DeviceKjtVsHost : public ::testing::TestWithParam<DeviceKjtCase> {};
 // the fake's hooks (the C API has no allocator of its own).
 TEST_P(DeviceKjtVsHost, TrainsBitIdenticallyToAHostKjt) {
   REQUIRE_DEVICE();
-  if (!FakeLoaded()) GTEST_SKIP() << "device KJTs are made through the fake plugin's hooks";
+  if (!DeviceBuffersAvailable()) GTEST_SKIP() << "no device buffers for device KJTs here";
   const DeviceKjtCase& c = GetParam();
   Scenario s = StandardScenario(2, c.sharding[0], c.pooling);
   s.sharding = c.sharding;
@@ -408,7 +408,7 @@ INSTANTIATE_TEST_SUITE_P(Plans, DeviceKjtVsHost, ::testing::ValuesIn(kDeviceKjtC
 // host collection's words (the device route's first error), and nothing changes.
 TEST(EmbeddingGpuCollection, DeviceKjtRejectionsMatchTheHost) {
   REQUIRE_DEVICE();
-  if (!FakeLoaded()) GTEST_SKIP() << "device KJTs are made through the fake plugin's hooks";
+  if (!DeviceBuffersAvailable()) GTEST_SKIP() << "no device buffers for device KJTs here";
   Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
   s.steps = 1;
   s.weighted = true;

@@ -212,8 +212,13 @@ Counts Delta(const Counts& before, const Counts& after);
 // fake is not the plugin.
 int64_t LiveStreams();
 
-// A block of the fake's device memory (host memory the test may read and write directly), freed
-// on destruction; empty (null) when the fake is not loaded or `bytes` is 0.
+// Whether FakeDeviceBlock can give device memory: the fake's, or on a real GPU (the real plugin
+// and a usable cuda:0) managed memory from the CUDA runtime the test opens itself.
+bool DeviceBuffersAvailable();
+
+// A block of device memory the test may read and write directly from the host, freed on
+// destruction: the fake's (host memory it tracks as device memory), or on a real GPU managed
+// memory (cudaMallocManaged); empty (null) when neither is there or `bytes` is 0.
 class FakeDeviceBlock {
  public:
   explicit FakeDeviceBlock(size_t bytes);
@@ -222,8 +227,12 @@ class FakeDeviceBlock {
   FakeDeviceBlock& operator=(const FakeDeviceBlock&) = delete;
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  // Before the host reads a managed block the device wrote: waits for the device (nothing for
+  // the fake's blocks, whose readers rely on the collection's synchronisation points).
+  void Settle() const;
 
  private:
+  bool real_ = false;  // managed memory of the real runtime
   void* handle_ = nullptr;
   void (*free_)(void*) = nullptr;
   void* data_ = nullptr;
@@ -236,6 +245,7 @@ class FakeDeviceFloats : public FakeDeviceBlock {
   explicit FakeDeviceFloats(size_t n) : FakeDeviceBlock(n * sizeof(float)) {}
   float* data() const { return static_cast<float*>(FakeDeviceBlock::data()); }
   std::vector<float> ToVector() const {
+    Settle();
     return std::vector<float>(data(), data() + bytes() / sizeof(float));
   }
 };
