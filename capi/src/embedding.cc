@@ -87,26 +87,28 @@ SHARDREC_API shardrec_status_t shardrec_embedding_is_sequence(const shardrec_emb
 SHARDREC_API shardrec_status_t shardrec_embedding_forward(shardrec_embedding_t* coll,
                                                           const shardrec_kjt_view_t* batch,
                                                           float* out, size_t out_len,
-                                                          void* /*stream*/) {
+                                                          void* stream) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
     ExclusiveUse use(coll->busy, "collection");
     SR_RETURN_IF_ERROR(use.status());
     embedding::Batch b;
     const Status conv = shardrec::capi::ToBatch(batch, &b);
+    b.stream = stream;
     return coll->impl->Forward(b, out, out_len, conv);
   });
 }
 
 SHARDREC_API shardrec_status_t shardrec_embedding_input_dist_start(shardrec_embedding_t* coll,
                                                                    const shardrec_kjt_view_t* batch,
-                                                                   void* /*stream*/) {
+                                                                   void* stream) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
     ExclusiveUse use(coll->busy, "collection");
     SR_RETURN_IF_ERROR(use.status());
     embedding::Batch b;
     const Status conv = shardrec::capi::ToBatch(batch, &b);
+    b.stream = stream;
     return coll->impl->StartInputDist(b, conv);
   });
 }
@@ -157,6 +159,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward_tensor(shardrec_embedd
     size_t count = 0;
     shardrec::Device device;
     Status conv = shardrec::capi::ToBatch(batch, &b);
+    b.stream = stream;
     if (conv.ok())
       conv =
           shardrec::capi::ToFloatRows(out, coll->impl->output_dim(), "out", &data, &count, &device);

@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -158,6 +159,16 @@ Status CudaRuntime::Free(int device, void* ptr) const {
 Status CudaRuntime::MallocHost(size_t bytes, void** out) const {
   shardrec_plugin_status_t ps{};
   return FromPlugin(t_->host_alloc(bytes, out, &ps), ps);
+}
+
+Status CudaRuntime::MallocHostOn(int device, size_t bytes, void** out) const {
+  // Entries past struct_size are not the plugin's: never read them. A table that ends before this
+  // one (the deliberately truncated test plugins) allocates as host_alloc does.
+  if (t_->struct_size < offsetof(shardrec_cuda_plugin_table_t, host_alloc_on) + sizeof(void*) ||
+      t_->host_alloc_on == nullptr)
+    return MallocHost(bytes, out);
+  shardrec_plugin_status_t ps{};
+  return FromPlugin(t_->host_alloc_on(device, bytes, out, &ps), ps);
 }
 
 Status CudaRuntime::FreeHost(void* ptr) const {

@@ -96,13 +96,16 @@ class CudaRuntime {
   Status Malloc(int device, size_t bytes, void** out) const;
   Status Free(int device, void* ptr) const;
   Status MallocHost(size_t bytes, void** out) const;  // pinned
+  // Pinned, with `device` current for the allocation (its context, none created on device 0).
+  Status MallocHostOn(int device, size_t bytes, void** out) const;
   Status FreeHost(void* ptr) const;
   Status MemcpyAsync(int device, void* dst, const void* src, size_t bytes, CopyKind kind,
                      Stream stream) const;
   Status MemsetAsync(int device, void* dst, int value, size_t bytes, Stream stream) const;
   // Bounded: kTimeout once `timeout_ms` (> 0) milliseconds pass with work still queued.
   Status StreamWait(int device, Stream stream, int64_t timeout_ms) const;
-  // A stream of the caller's on `device` (synchronising with the legacy default stream), to be
+  // A stream of the caller's on `device` (non-blocking: no implicit order with the legacy default
+  // stream; order it with stream_wait_stream or a host wait), to be
   // given back with StreamDestroy. kUnsupported from a plugin built before the stream entries.
   Status StreamCreate(int device, Stream* out) const;
   Status StreamDestroy(int device, Stream stream) const;

@@ -1,3 +1,4 @@
+// Pinned host memory through the CUDA plugin (pinned_buffer.h).
 #include "impl/core/pinned_buffer.h"
 
 #include "impl/core/check.h"
@@ -27,7 +28,8 @@ Status PinnedBuffer::Reserve(size_t bytes, const CudaRuntime& cuda) {
   if (bytes <= bytes_) return Status::Ok();
   Release();
   void* p = nullptr;
-  SR_RETURN_IF_ERROR(cuda.MallocHost(bytes, &p));
+  SR_RETURN_IF_ERROR(device_ >= 0 ? cuda.MallocHostOn(device_, bytes, &p)
+                                  : cuda.MallocHost(bytes, &p));
   if (p == nullptr)
     return Status::OutOfMemory("pinned host memory: the CUDA plugin gave no block of ", bytes,
                                " bytes");

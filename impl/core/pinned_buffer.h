@@ -31,6 +31,10 @@ class PinnedBuffer {
   // The same with `cuda` instead of the process's runtime (one a test controls); `cuda` must
   // outlive the block.
   Status Reserve(size_t bytes, const CudaRuntime& cuda);
+  // The device made current while a block is allocated (a GPU collection's: the block joins that
+  // device's context, and a thread with no current device creates no context on device 0); -1
+  // (the default) leaves the calling thread's current device. Takes effect at the next growth.
+  void SetDevice(int device) { device_ = device; }
   // Frees the block through the runtime that gave it; afterwards data() is null and bytes() 0.
   // A failing free leaks the block rather than failing the caller (nothing to report it to).
   void Release();
@@ -40,6 +44,7 @@ class PinnedBuffer {
 
  private:
   const CudaRuntime* cuda_ = nullptr;  // the runtime that gave data_
+  int device_ = -1;
   void* data_ = nullptr;
   size_t bytes_ = 0;
 };

@@ -26,7 +26,7 @@
 extern "C" {
 #endif
 
-#define SHARDREC_CUDA_PLUGIN_ABI_VERSION 2u
+#define SHARDREC_CUDA_PLUGIN_ABI_VERSION 3u
 
 /* The only two symbols the plugin exports. */
 #define SHARDREC_CUDA_PLUGIN_ABI_SYMBOL "shardrec_cuda_plugin_abi_version"
@@ -534,8 +534,9 @@ typedef struct shardrec_cuda_plugin_table {
    * struct_size ends before them loads, and CudaRuntime::StreamCreate reports kUnsupported (a
    * GPU collection then queues on the legacy default stream). ---- */
 
-  /* *stream = a new stream on `device` that synchronises with the legacy default stream
-   * (cudaStreamCreateWithFlags(cudaStreamDefault)). Destroy it with stream_destroy. */
+  /* *stream = a new non-blocking stream on `device` (cudaStreamCreateWithFlags(
+   * cudaStreamNonBlocking): no implicit order with the legacy default stream; callers order it
+   * with stream_wait_stream or a host wait). Destroy it with stream_destroy. */
   int32_t (*stream_create)(int32_t device, void** stream, shardrec_plugin_status_t* status);
   /* Destroys a stream of stream_create; work still queued on it completes first (CUDA's
    * semantics). A NULL stream is kOk. */
@@ -621,6 +622,11 @@ typedef struct shardrec_cuda_plugin_table {
    * `stream`. */
   int32_t (*emb_sum_sources)(int32_t device, const shardrec_plugin_sum_sources_t* sum, void* stream,
                              shardrec_plugin_status_t* status);
+  /* host_alloc with `device` current for the call (restored after): the pinned block belongs to
+   * that device's context, and a thread with no current device does not create one on device 0.
+   * Free it with host_free. (ABI 3.) */
+  int32_t (*host_alloc_on)(int32_t device, size_t bytes, void** out,
+                           shardrec_plugin_status_t* status);
 } shardrec_cuda_plugin_table_t;
 
 /* The table's size before the dense entries: the smallest a loader of this build accepts. */

@@ -75,6 +75,9 @@ int32_t DeviceFreeEntry(int32_t device, void* ptr, shardrec_plugin_status_t* st)
 int32_t HostAllocEntry(size_t bytes, void** out, shardrec_plugin_status_t* st) {
   return Reported(st, "cudaMallocHost", [&] { return HostAlloc(Api(), bytes, out); });
 }
+int32_t HostAllocOnEntry(int32_t device, size_t bytes, void** out, shardrec_plugin_status_t* st) {
+  return Reported(st, "cudaMallocHost", [&] { return HostAllocOn(Api(), device, bytes, out); });
+}
 int32_t HostFreeEntry(void* ptr, shardrec_plugin_status_t* st) {
   return Reported(st, "cudaFreeHost", [&] { return HostFree(Api(), ptr); });
 }
@@ -173,6 +176,7 @@ const shardrec_cuda_plugin_table_t kTable = {
     &entry::EmbRowPhaseCounted,
     &entry::EmbGroupRowsGated,
     &entry::EmbSumSources,
+    &HostAllocOnEntry,
 };
 
 }  // namespace

@@ -84,6 +84,16 @@ Status HostAlloc(const DeviceApi& api, size_t bytes, void** out) {
   return CudaStatus(api, api.MallocHost(out, bytes), StrCat("cudaMallocHost(", bytes, " bytes)"));
 }
 
+Status HostAllocOn(const DeviceApi& api, int32_t device, size_t bytes, void** out) {
+  if (out == nullptr) return Status::InvalidArgument("out must not be NULL");
+  *out = nullptr;
+  SR_RETURN_IF_ERROR(CheckIndex(api, device));
+  if (bytes == 0) return Status::Ok();
+  DeviceGuard guard(api);
+  SR_RETURN_IF_ERROR(guard.Set(device));
+  return HostAlloc(api, bytes, out);
+}
+
 Status HostFree(const DeviceApi& api, void* ptr) {
   if (ptr == nullptr) return Status::Ok();
   return CudaStatus(api, api.FreeHost(ptr), "cudaFreeHost");
@@ -146,7 +156,10 @@ Status CreateStream(const DeviceApi& api, int32_t device, void** out) {
   DeviceGuard guard(api);
   SR_RETURN_IF_ERROR(guard.Set(device));
   cudaStream_t s = nullptr;
-  SR_RETURN_IF_ERROR(CudaStatus(api, api.StreamCreateWithFlags(&s, cudaStreamDefault),
+  // Non-blocking: the step stream does not serialise with every legacy-default-stream operation
+  // of the process; the collection orders itself against the caller's streams explicitly
+  // (stream_wait_stream) and waits for its own.
+  SR_RETURN_IF_ERROR(CudaStatus(api, api.StreamCreateWithFlags(&s, cudaStreamNonBlocking),
                                 StrCat("cudaStreamCreateWithFlags on cuda:", device)));
   *out = s;
   return Status::Ok();

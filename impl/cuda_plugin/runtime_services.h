@@ -17,6 +17,8 @@ Status CountDevices(const DeviceApi& api, int32_t* count);
 Status DeviceAlloc(const DeviceApi& api, int32_t device, size_t bytes, void** out);
 Status DeviceFree(const DeviceApi& api, int32_t device, void* ptr);
 Status HostAlloc(const DeviceApi& api, size_t bytes, void** out);
+// HostAlloc with `device` current for the call (DeviceGuard).
+Status HostAllocOn(const DeviceApi& api, int32_t device, size_t bytes, void** out);
 Status HostFree(const DeviceApi& api, void* ptr);
 // kind: SHARDREC_PLUGIN_COPY_*.
 Status MemcpyOnStream(const DeviceApi& api, int32_t device, void* dst, const void* src,

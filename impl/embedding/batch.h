@@ -32,6 +32,10 @@ struct Batch {
   const float* weights = nullptr;
   size_t num_weights = 0;
   Device device;
+  // For a batch in device memory: the caller's stream its arrays were written on (nullptr: the
+  // legacy default stream). A GPU collection orders its reads of them after the work queued
+  // there; host collections ignore it.
+  Stream stream = nullptr;
 };
 
 }  // namespace shardrec::embedding

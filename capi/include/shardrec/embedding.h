@@ -42,7 +42,10 @@
  *    rounds to the storage type (nearest even).
  *
  * Thread-safety: one thread at a time per collection handle (the background input
- * distribution thread is internal). Different collections may be used concurrently.
+ * distribution thread is internal). Different collections may be used concurrently, except that
+ * a device may hold only one GPU collection over an NCCL communicator in use at a time: two used
+ * from two threads on one device can deadlock (a buffer growth's cudaFree synchronises the device
+ * while the other's collective waits for its peers).
  * Device: a collection lives on the host or, with options->device_type, on one CUDA device (GPU
  * collection, see shardrec_embedding_options_t.device_type). A GPU collection queues its device
  * work on a stream of its own. Calls with host buffers return with that work complete. Calls
@@ -295,14 +298,17 @@ SHARDREC_API shardrec_status_t shardrec_embedding_is_sequence(const shardrec_emb
  * @param coll    [in] Must not be NULL.
  * @param batch   [in] This rank's batch; must not be NULL; borrowed for the call. Host memory,
  *                or, for a GPU collection, memory of its device (see
- *                shardrec_embedding_options_t.device_type); a device KJT is read on the device's
- *                default stream and is no longer used when the call returns.
+ *                shardrec_embedding_options_t.device_type); a device KJT is read after the work
+ *                already queued on @p stream (it may still be being written there when the call
+ *                starts) and is no longer used when the call returns.
  * @param out     [out] Pooled: batch_size x output_dim floats; sequence: num_values x dim.
  *                Overwritten. NULL only when that size is 0.
  * @param out_len Number of floats in @p out; must equal the size above.
- * @param stream  Ignored: a GPU collection returns after its device work is complete (@p out is
- *                host memory, written from the rows copied back), so nothing of the call is left
- *                in flight.
+ * @param stream  For a device KJT, the cudaStream_t (NULL: the legacy default stream) the
+ *                collection's stream waits for (an event, no host wait) before it reads the
+ *                batch; ignored otherwise. A GPU collection returns after its device work is
+ *                complete (@p out is host memory, written from the rows copied back), so nothing
+ *                of the call is left in flight.
  * @return SHARDREC_OK; SHARDREC_EINVAL (bad batch here or on another rank, wrong @p out_len);
  *         SHARDREC_EUSAGE when a started input distribution has not been consumed;
  *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE on communication failure. Synchronising (GPU
@@ -329,7 +335,9 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward(shardrec_embedding_t* 
  * There a peer's rejection or a communication failure is returned by this call.
  * @param coll   [in] Must not be NULL.
  * @param batch  [in] This rank's batch; must not be NULL; borrowed for the call only.
- * @param stream Ignored on the host.
+ * @param stream For a device KJT (GPU collection), the cudaStream_t (NULL: the legacy default
+ *               stream) whose queued work the batch is read after, as in
+ *               shardrec_embedding_forward; ignored otherwise.
  * @return SHARDREC_OK; SHARDREC_EINVAL for an invalid batch (here or, over NCCL, a peer's);
  *         SHARDREC_EUSAGE when a distribution is already in flight; over NCCL also
  *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE. Synchronising (GPU collection), as
@@ -425,7 +433,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_backward(shardrec_embedding_t*
  * @param batch  [in] As for shardrec_embedding_forward.
  * @param out    [in] The output view; must not be NULL; its memory is overwritten.
  * @param stream For a CUDA view, the cudaStream_t (NULL: the legacy default stream) the write of
- *               the view is ordered on (see above); ignored for a host view.
+ *               the view is ordered on (see above); ignored for a host view. A device KJT is
+ *               read after the work already queued on it too (shardrec_embedding_forward).
  * @return As shardrec_embedding_forward (synchronising, as it is); SHARDREC_EINVAL also for a
  *         malformed view; SHARDREC_ENODEVICE for a CUDA view without a usable device;
  *         SHARDREC_ECUDA / SHARDREC_ETIMEOUT when the copy to the device fails.

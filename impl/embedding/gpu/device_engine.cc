@@ -7,6 +7,7 @@
 
 #include "impl/comm/staged_comm.h"
 #include "impl/core/cuda_plugin.h"
+#include "impl/embedding/gpu/device_dispatch.h"
 #include "impl/embedding/gpu/device_input.h"
 #include "impl/embedding/output_dist.h"
 #include "impl/embedding/timer.h"
@@ -113,9 +114,24 @@ Status DeviceEngine::RouteLocal(const Batch& batch, RoutedBatch* rb) {
       route_device_ =
           std::make_unique<DeviceRouteBackend>(s_.options.device.index, device_->stream());
     }
+    SR_RETURN_IF_ERROR(AfterCallersStream(batch));
     return RouteWith(s_.layout, route_tables_, route, batch, *route_device_, rb);
   }
   return RouteBatch(s_.exec, s_.layout, route, batch, rb);
+}
+
+namespace dk = kernels::device;
+
+Status DeviceEngine::AfterCallersStream(const Batch& batch) {
+  // The caller may have written the batch on its own stream just before the call: the route reads
+  // it on the step's stream, behind that work (an event wait, no host wait).
+  if (batch.stream == device_->stream()) return Status::Ok();
+  if (dk::HasGrad())
+    return dk::StreamWaitStream(s_.options.device.index, device_->stream(), batch.stream);
+  // A plugin without stream_wait_stream (a test plugin of an older table): a bounded host wait.
+  const core::CudaRuntime* rt = nullptr;
+  SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
+  return rt->StreamWait(s_.options.device.index, batch.stream, core::kDeviceWaitMs);
 }
 
 Status DeviceEngine::SettleBeforeInput() { return device_input_ ? Status::Ok() : Settle(true); }
@@ -155,9 +171,10 @@ Status DeviceEngine::RouteAndGatherOnDevice(const Batch& batch, RoutedBatch* rb)
     route_device_ =
         std::make_unique<DeviceRouteBackend>(s_.options.device.index, device_->stream());
   RouteCounted counted;
-  Status local;
+  Status local = AfterCallersStream(batch);
   try {
-    local = RouteCountOnly(layout, route_tables_, route, batch, *route_device_, &counted);
+    if (local.ok())
+      local = RouteCountOnly(layout, route_tables_, route, batch, *route_device_, &counted);
   } catch (const StatusError& e) {
     local = e.status();
   } catch (const std::bad_alloc&) {

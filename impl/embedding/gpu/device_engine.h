@@ -60,6 +60,9 @@ class DeviceEngine final : public Engine {
   // device communicator; a KJT on the device routed there with its messages written straight into
   // the batch's slot block (RouteAndGatherOnDevice).
   Status RouteAndGatherOnDevice(const Batch& batch, RoutedBatch* rb);
+  // Orders the step's stream after the work queued on the caller's stream (batch.stream) before a
+  // batch in device memory is read.
+  Status AfterCallersStream(const Batch& batch);
   // Whether a forward's returned rows are combined on the device (DeviceStep::LookupCombine):
   // a pooled GPU collection at world 1, or over NCCL with fp32 messages.
   bool CombinesOnDevice() const;

@@ -58,6 +58,12 @@ Status DeviceStaging::Begin() {
   return Status::Ok();
 }
 
+void DeviceStaging::Abandon() {
+  if (!open_) return;
+  downloads_.resize(closed_);
+  open_ = false;
+}
+
 void DeviceStaging::EndDeferred() {
   open_ = false;
   closed_ = downloads_.size();

@@ -44,6 +44,7 @@ class DeviceStaging {
   void Init(int device, Stream stream) {
     device_ = device;
     stream_ = stream;
+    pinned_.SetDevice(device);
   }
 
   // At least `bytes` of pinned capacity (a phase within it never grows the block). Only between
@@ -82,6 +83,12 @@ class DeviceStaging {
   // closed before it) to its destination, closes the phase, and puts the cursor back to the start.
   // Reading `host_dst` of a download before Deliver reads stale bytes.
   void Deliver();
+
+  // Drops the downloads of a phase that began and did not end (it failed half-way: their
+  // destinations may be a caller's buffer it owns again, or a stack array that is gone); the
+  // closed phases' stay for the next Deliver. The phase's copies stay queued (queued() is
+  // unchanged), so the next Begin packs behind them. Nothing when no phase is open.
+  void Abandon();
 
   // Whether copies were queued since the owner's last wait (it must wait before Deliver).
   bool queued() const { return queued_; }

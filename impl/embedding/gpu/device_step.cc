@@ -36,6 +36,7 @@ Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device,
   stream_ = own;
   ctx_ = ExecContext::Cuda(device, stream_);
   staging_.Init(device, stream_);
+  count_.SetDevice(device);
   staging_.SetOnDeliver([this] { CheckDeferred(); });
   size_t bytes = 0;
   SR_RETURN_IF_ERROR(dk::StatusBytes(ctx_, &bytes));

@@ -52,6 +52,9 @@ void DeviceStep::CheckDeferred() {
 }
 
 Status DeviceStep::Synchronize() {
+  // Between calls a phase still open is one that failed: what it queued for the host goes
+  // nowhere (its destinations belong to the caller again, or were its own stack).
+  staging_.Abandon();
   if (!launched_ && !staging_.queued()) return Status::Ok();
   SR_RETURN_IF_ERROR(Wait());
   launched_ = false;

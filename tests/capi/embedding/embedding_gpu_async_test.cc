@@ -8,6 +8,7 @@
 // that fails in a queued forward or backward changes nothing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <chrono>
@@ -259,6 +260,51 @@ TEST(StreamOrdered, AFailedCopyChangesNothing) {
     EXPECT_TRUE(BitEqual(out_h, out.ToVector())) << "step " << step;
     ExpectSameTensors(Snapshot(h, s), Snapshot(d, s), "step " + std::to_string(step));
   }
+}
+
+// World 1: a forward into a host buffer whose phase fails at a wait (each wait of the call in
+// turn) returns ECUDA with its download possibly still queued. The caller owns its buffer again
+// at once: the next synchronising call must deliver nothing into it, and the collection goes on
+// to a host collection's output.
+TEST(StreamOrdered, AFailedPhaseDeliversNothingLater) {
+  REQUIRE_FAKE();
+  if (!FakeFailWaitAfter(-1)) GTEST_SKIP() << "needs the fake plugin's failure injection";
+  Scenario s = StandardScenario(1, kRW, kSum);
+  s.sharding = {kDP, kRW, kTW};
+  s.steps = 1;
+  const TrainingSetup ts(s);
+  ASSERT_NE(ts.plan, nullptr);
+  shardrec_embedding_options_t oh = Options(s, false), od = Options(s, true);
+  CollPtr ch, cd;
+  ASSERT_NO_FATAL_FAILURE(CreateHostAndGpu(ts.plan.get(), 1, 0, ts.opt, oh, od, &ch, &cd));
+  int64_t dim = 0;
+  shardrec_embedding_output_dim(cd.get(), &dim);
+  const RefBatch& rb = ts.batches[0][0];
+  KjtHolder kjt(rb, s.num_features, false);
+  const size_t n = OutputLen(rb, false, dim);
+  int failed = 0;
+  for (int64_t after = 0; after < 16; ++after) {
+    std::vector<float> out(n, 0.0f);
+    ASSERT_TRUE(FakeFailWaitAfter(after));
+    const shardrec_status_t rc =
+        shardrec_embedding_forward(cd.get(), kjt.view(), out.data(), n, nullptr);
+    FakeFailWaitAfter(-1);
+    if (rc == SHARDREC_OK) break;
+    ++failed;
+    EXPECT_EQ(rc, SHARDREC_ECUDA) << "wait " << after << ": " << shardrec_last_error();
+    std::fill(out.begin(), out.end(), -7.0f);  // the caller reuses its buffer
+    EXPECT_EQ(shardrec_embedding_synchronize(cd.get()), SHARDREC_OK) << shardrec_last_error();
+    for (size_t k = 0; k < n; ++k)
+      ASSERT_EQ(out[k], -7.0f) << "wait " << after << ": a failed phase wrote element " << k
+                               << " at the next synchronisation";
+  }
+  EXPECT_GT(failed, 0) << "the forward had no wait to fail";
+  std::vector<float> out_h(n), out_d(n);
+  ASSERT_EQ(shardrec_embedding_forward(ch.get(), kjt.view(), out_h.data(), n, nullptr),
+            SHARDREC_OK);
+  ASSERT_EQ(shardrec_embedding_forward(cd.get(), kjt.view(), out_d.data(), n, nullptr), SHARDREC_OK)
+      << shardrec_last_error();
+  EXPECT_TRUE(BitEqual(out_h, out_d));
 }
 
 }  // namespace

@@ -339,7 +339,7 @@ class DeviceKjtVsHost : public ::testing::TestWithParam<DeviceKjtCase> {};
 // the fake's hooks (the C API has no allocator of its own).
 TEST_P(DeviceKjtVsHost, TrainsBitIdenticallyToAHostKjt) {
   REQUIRE_DEVICE();
-  if (!FakeLoaded()) GTEST_SKIP() << "device KJTs are made through the fake plugin's hooks";
+  if (!DeviceBuffersAvailable()) GTEST_SKIP() << "no device buffers for device KJTs here";
   const DeviceKjtCase& c = GetParam();
   Scenario s = StandardScenario(2, c.sharding[0], c.pooling);
   s.sharding = c.sharding;
@@ -408,7 +408,7 @@ INSTANTIATE_TEST_SUITE_P(Plans, DeviceKjtVsHost, ::testing::ValuesIn(kDeviceKjtC
 // host collection's words (the device route's first error), and nothing changes.
 TEST(EmbeddingGpuCollection, DeviceKjtRejectionsMatchTheHost) {
   REQUIRE_DEVICE();
-  if (!FakeLoaded()) GTEST_SKIP() << "device KJTs are made through the fake plugin's hooks";
+  if (!DeviceBuffersAvailable()) GTEST_SKIP() << "no device buffers for device KJTs here";
   Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
   s.steps = 1;
   s.weighted = true;
@@ -456,6 +456,108 @@ TEST(EmbeddingGpuCollection, DeviceKjtRejectionsMatchTheHost) {
     const char* expect[] = {"id 1000", "weight nan", "negative length"};
     EXPECT_NE(errors[2].find(expect[kind]), std::string::npos) << errors[2];
   }
+}
+
+// A device KJT whose arrays the caller copies on a side stream (the copies still queued there when
+// the call starts) is read after them: the collection's stream waits for the caller's `stream`
+// before routing it, in shardrec_embedding_forward and in input_dist_start alike, and the output
+// is a host collection's, bit for bit.
+TEST(EmbeddingGpuCollection, DeviceKjtIsReadAfterTheCallersStream) {
+  REQUIRE_FAKE();
+  Scenario s = StandardScenario(1, kRW, kSum);
+  s.sharding = {kDP, kRW, kTW};
+  s.weighted = true;
+  s.steps = 1;
+  const TrainingSetup ts(s);
+  ASSERT_NE(ts.plan, nullptr);
+  shardrec_embedding_options_t oh = Options(s, false), od = Options(s, true);
+  CollPtr ch, cd;
+  ASSERT_NO_FATAL_FAILURE(CreateHostAndGpu(ts.plan.get(), 1, 0, ts.opt, oh, od, &ch, &cd));
+  int64_t dim = 0;
+  shardrec_embedding_output_dim(cd.get(), &dim);
+  const RefBatch& rb = ts.batches[0][0];
+  KjtHolder kjt(rb, s.num_features, false);
+  const shardrec_kjt_view_t& host = *kjt.view();
+  const size_t n = OutputLen(rb, false, dim);
+  std::vector<float> out_h(n);
+  ASSERT_EQ(shardrec_embedding_forward(ch.get(), &host, out_h.data(), n, nullptr), SHARDREC_OK);
+  const size_t len_bytes = host.num_lengths * sizeof(int32_t);
+  const size_t val_bytes =
+      host.num_values * (host.values_dtype == SHARDREC_DTYPE_INT32 ? sizeof(int32_t) : 8);
+  const size_t w_bytes = host.num_weights * sizeof(float);
+  // The device arrays of both calls outlive the side stream, which lands what is still queued on
+  // it when it goes.
+  FakeDeviceBlock blocks[2][3] = {
+      {FakeDeviceBlock(len_bytes), FakeDeviceBlock(val_bytes), FakeDeviceBlock(w_bytes)},
+      {FakeDeviceBlock(len_bytes), FakeDeviceBlock(val_bytes), FakeDeviceBlock(w_bytes)}};
+  const FakeSideStream side;
+  if (side.get() == nullptr) GTEST_SKIP() << "needs the fake plugin's side streams";
+  for (int call = 0; call < 2; ++call) {
+    SCOPED_TRACE(call == 0 ? "forward" : "input_dist_start");
+    FakeDeviceBlock& lengths = blocks[call][0];
+    FakeDeviceBlock& values = blocks[call][1];
+    FakeDeviceBlock& weights = blocks[call][2];
+    // Zeros on the device until the side stream's copies land.
+    for (FakeDeviceBlock* b : {&lengths, &values, &weights}) {
+      if (b->data() != nullptr) std::memset(b->data(), 0, b->bytes());
+    }
+    ASSERT_TRUE(side.Upload(lengths.data(), host.lengths, len_bytes));
+    ASSERT_TRUE(side.Upload(values.data(), host.values, val_bytes));
+    if (w_bytes > 0) {
+      ASSERT_TRUE(side.Upload(weights.data(), host.weights, w_bytes));
+    }
+    shardrec_kjt_view_t dev = host;
+    dev.lengths = static_cast<const int32_t*>(lengths.data());
+    dev.values = values.data();
+    dev.weights = static_cast<const float*>(weights.data());
+    dev.device_type = SHARDREC_DEVICE_CUDA;
+    dev.device_index = 0;
+    std::vector<float> out_d(n, -1.0f);
+    if (call == 0) {
+      ASSERT_EQ(shardrec_embedding_forward(cd.get(), &dev, out_d.data(), n, side.get()),
+                SHARDREC_OK)
+          << shardrec_last_error();
+    } else {
+      ASSERT_EQ(shardrec_embedding_input_dist_start(cd.get(), &dev, side.get()), SHARDREC_OK)
+          << shardrec_last_error();
+      ASSERT_EQ(shardrec_embedding_input_dist_wait(cd.get(), side.get()), SHARDREC_OK)
+          << shardrec_last_error();
+      ASSERT_EQ(shardrec_embedding_forward_distributed(cd.get(), out_d.data(), n, side.get()),
+                SHARDREC_OK)
+          << shardrec_last_error();
+    }
+    EXPECT_TRUE(BitEqual(out_h, out_d));
+  }
+}
+
+// A GPU collection's pinned staging is allocated with its device made current (the plugin's
+// host_alloc_on): on a thread with no current device a plain cudaMallocHost would create a
+// context on device 0. Creation, a forward and a backward allocate none without a device.
+TEST(EmbeddingGpuCollection, PinnedMemoryIsAllocatedOnTheCollectionsDevice) {
+  REQUIRE_FAKE();
+  if (FakeHostAllocsWithoutDevice() < 0) GTEST_SKIP() << "needs the fake's allocation counter";
+  Scenario s = StandardScenario(1, kRW, kSum);
+  s.steps = 1;
+  const TrainingSetup ts(s);
+  ASSERT_NE(ts.plan, nullptr);
+  const int64_t before = FakeHostAllocsWithoutDevice();
+  const shardrec_embedding_options_t od = Options(s, true);
+  shardrec_embedding_t* c = nullptr;
+  ASSERT_EQ(shardrec_embedding_create(&c, ts.plan.get(), GroupComm(1, 0), &ts.opt, &od),
+            SHARDREC_OK)
+      << shardrec_last_error();
+  CollPtr cd(c);
+  int64_t dim = 0;
+  shardrec_embedding_output_dim(c, &dim);
+  const RefBatch& rb = ts.batches[0][0];
+  KjtHolder kjt(rb, s.num_features, false);
+  std::vector<float> out(OutputLen(rb, false, dim));
+  ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr), SHARDREC_OK)
+      << shardrec_last_error();
+  std::vector<float> g = ts.grads[0][0];
+  ASSERT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_OK)
+      << shardrec_last_error();
+  EXPECT_EQ(FakeHostAllocsWithoutDevice(), before);
 }
 
 }  // namespace

@@ -107,19 +107,77 @@ int64_t LiveStreams() {
   return n;
 }
 
+namespace {
+
+// The CUDA runtime of a real GPU run (the real plugin loaded, device 0 usable), opened by the
+// tests themselves: managed memory is device memory the library may use on cuda:0 and that the
+// test reads and writes from the host, as it does the fake's blocks. Loaded once; all null when
+// there is no runtime or no usable device.
+struct RealCuda {
+  int (*malloc_managed)(void**, size_t, unsigned) = nullptr;  // cudaMallocManaged
+  int (*free)(void*) = nullptr;                               // cudaFree
+  int (*synchronize)() = nullptr;                             // cudaDeviceSynchronize
+  bool ok() const { return malloc_managed != nullptr && free != nullptr && synchronize != nullptr; }
+};
+
+const RealCuda& Real() {
+  static const RealCuda real = [] {
+    RealCuda r;
+    if (FakeLoaded() || shardrec_device_check(SHARDREC_DEVICE_CUDA, 0) != SHARDREC_OK) return r;
+    for (const char* name : {"libcudart.so", "libcudart.so.13", "libcudart.so.12"}) {
+      void* h = dlopen(name, RTLD_NOW | RTLD_LOCAL);  // kept open for the process
+      if (h == nullptr) continue;
+      r.malloc_managed =
+          reinterpret_cast<int (*)(void**, size_t, unsigned)>(dlsym(h, "cudaMallocManaged"));
+      r.free = reinterpret_cast<int (*)(void*)>(dlsym(h, "cudaFree"));
+      r.synchronize = reinterpret_cast<int (*)()>(dlsym(h, "cudaDeviceSynchronize"));
+      if (r.ok()) break;
+      r = RealCuda{};
+    }
+    return r;
+  }();
+  return real;
+}
+
+constexpr unsigned kCudaMemAttachGlobal = 1;
+
+}  // namespace
+
+bool DeviceBuffersAvailable() { return FakeLoaded() || Real().ok(); }
+
 FakeDeviceBlock::FakeDeviceBlock(size_t bytes) {
   const char* path = std::getenv("SHARDREC_CUDA_PLUGIN");
   handle_ = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-  if (handle_ == nullptr || bytes == 0) return;
-  auto alloc = reinterpret_cast<void* (*)(size_t)>(dlsym(handle_, "shardrec_fake_device_alloc"));
-  free_ = reinterpret_cast<void (*)(void*)>(dlsym(handle_, "shardrec_fake_device_free"));
-  if (alloc != nullptr && free_ != nullptr) data_ = alloc(bytes);
+  if (bytes == 0) return;
+  if (handle_ != nullptr) {
+    auto alloc = reinterpret_cast<void* (*)(size_t)>(dlsym(handle_, "shardrec_fake_device_alloc"));
+    free_ = reinterpret_cast<void (*)(void*)>(dlsym(handle_, "shardrec_fake_device_free"));
+    if (alloc != nullptr && free_ != nullptr) data_ = alloc(bytes);
+  }
+  if (data_ == nullptr && Real().ok()) {
+    void* p = nullptr;
+    if (Real().malloc_managed(&p, bytes, kCudaMemAttachGlobal) == 0) {
+      data_ = p;
+      real_ = true;
+    }
+  }
   bytes_ = data_ != nullptr ? bytes : 0;
 }
 
 FakeDeviceBlock::~FakeDeviceBlock() {
-  if (data_ != nullptr) free_(data_);
+  if (data_ != nullptr) {
+    if (real_) {
+      (void)Real().synchronize();  // no queued work may still use it
+      (void)Real().free(data_);
+    } else {
+      free_(data_);
+    }
+  }
   if (handle_ != nullptr) dlclose(handle_);
+}
+
+void FakeDeviceBlock::Settle() const {
+  if (real_) (void)Real().synchronize();
 }
 
 }  // namespace shardrec::testing

@@ -80,6 +80,52 @@ inline bool FakeFailCopyAfter(int64_t n) {
   return true;
 }
 
+// Makes the fake's next host wait (stream_wait, emb_read_status) after `n` successful ones fail
+// and leave the stream's work queued (-1 disarms); false when the fake is not loaded.
+inline bool FakeFailWaitAfter(int64_t n) {
+  auto fn = reinterpret_cast<void (*)(int64_t)>(FakeSymbol("shardrec_fake_fail_wait_after"));
+  if (fn == nullptr) return false;
+  fn(n);
+  return true;
+}
+
+// A stream of the fake's own (as the plugin's stream_create makes), destroyed with the object;
+// null when the fake is not loaded. Copies queued on it with Upload land, under
+// SHARDREC_FAKE_DEFER_COPIES, only when something waits for the stream: a side stream a caller
+// wrote its device batch on.
+class FakeSideStream {
+ public:
+  FakeSideStream() {
+    auto make = reinterpret_cast<void* (*)()>(FakeSymbol("shardrec_fake_stream_create"));
+    destroy_ = reinterpret_cast<void (*)(void*)>(FakeSymbol("shardrec_fake_stream_destroy"));
+    upload_ = reinterpret_cast<int32_t (*)(void*, const void*, size_t, void*)>(
+        FakeSymbol("shardrec_fake_upload_async"));
+    if (make != nullptr && destroy_ != nullptr && upload_ != nullptr) stream_ = make();
+  }
+  ~FakeSideStream() {
+    if (stream_ != nullptr) destroy_(stream_);
+  }
+  FakeSideStream(const FakeSideStream&) = delete;
+  FakeSideStream& operator=(const FakeSideStream&) = delete;
+  void* get() const { return stream_; }
+  // Queues a host-to-device copy on the stream; false when the fake refused it.
+  bool Upload(void* device_dst, const void* host_src, size_t bytes) const {
+    return upload_(device_dst, host_src, bytes, stream_) == 0;
+  }
+
+ private:
+  void* stream_ = nullptr;
+  void (*destroy_)(void*) = nullptr;
+  int32_t (*upload_)(void*, const void*, size_t, void*) = nullptr;
+};
+
+// Pinned allocations the fake made through host_alloc, which names no device; -1 when the fake
+// is not loaded.
+inline int64_t FakeHostAllocsWithoutDevice() {
+  auto fn = reinterpret_cast<int64_t (*)()>(FakeSymbol("shardrec_fake_host_allocs_without_device"));
+  return fn != nullptr ? fn() : -1;
+}
+
 // Empty when the tests can run: the fake is loaded, or another plugin (the real one: the gpu
 // registration) with a usable device. SHARDREC_TEST_EXPECT_FAKE (the CPU registration) demands
 // the fake.
@@ -166,8 +212,13 @@ Counts Delta(const Counts& before, const Counts& after);
 // fake is not the plugin.
 int64_t LiveStreams();
 
-// A block of the fake's device memory (host memory the test may read and write directly), freed
-// on destruction; empty (null) when the fake is not loaded or `bytes` is 0.
+// Whether FakeDeviceBlock can give device memory: the fake's, or on a real GPU (the real plugin
+// and a usable cuda:0) managed memory from the CUDA runtime the test opens itself.
+bool DeviceBuffersAvailable();
+
+// A block of device memory the test may read and write directly from the host, freed on
+// destruction: the fake's (host memory it tracks as device memory), or on a real GPU managed
+// memory (cudaMallocManaged); empty (null) when neither is there or `bytes` is 0.
 class FakeDeviceBlock {
  public:
   explicit FakeDeviceBlock(size_t bytes);
@@ -176,8 +227,12 @@ class FakeDeviceBlock {
   FakeDeviceBlock& operator=(const FakeDeviceBlock&) = delete;
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  // Before the host reads a managed block the device wrote: waits for the device (nothing for
+  // the fake's blocks, whose readers rely on the collection's synchronisation points).
+  void Settle() const;
 
  private:
+  bool real_ = false;  // managed memory of the real runtime
   void* handle_ = nullptr;
   void (*free_)(void*) = nullptr;
   void* data_ = nullptr;
@@ -190,6 +245,7 @@ class FakeDeviceFloats : public FakeDeviceBlock {
   explicit FakeDeviceFloats(size_t n) : FakeDeviceBlock(n * sizeof(float)) {}
   float* data() const { return static_cast<float*>(FakeDeviceBlock::data()); }
   std::vector<float> ToVector() const {
+    Settle();
     return std::vector<float>(data(), data() + bytes() / sizeof(float));
   }
 };

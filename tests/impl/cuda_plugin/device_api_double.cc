@@ -85,7 +85,8 @@ cudaError_t StreamQuery(cudaStream_t) {
   return cudaErrorNotReady;
 }
 // The communicator never creates streams; a caller of the double that does gets a clean error.
-cudaError_t StreamCreate(cudaStream_t* s, unsigned int) {
+cudaError_t StreamCreate(cudaStream_t* s, unsigned int flags) {
+  Fake().stream_flags = static_cast<int>(flags);
   *s = nullptr;
   return cudaErrorNotSupported;
 }
@@ -247,6 +248,7 @@ void FakeDevices::Reset() {
   all_to_all = 0;
   sends = 0;
   all_reduces = 0;
+  stream_flags = -1;
   std::lock_guard<std::mutex> lock(mu);
   set_device_calls.clear();
 }

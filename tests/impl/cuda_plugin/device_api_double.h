@@ -30,6 +30,7 @@ struct FakeDevices {
   std::atomic<int> all_to_all{0};
   std::atomic<int> sends{0};
   std::atomic<int> all_reduces{0};
+  std::atomic<int> stream_flags{-1};  // the flags of the last cudaStreamCreateWithFlags
 
   // Every cudaSetDevice, per calling thread (by a test-assigned name).
   std::mutex mu;

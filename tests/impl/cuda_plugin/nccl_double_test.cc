@@ -199,6 +199,27 @@ TEST_F(NcclDouble, ThreadWithoutContextNeverTouchesDeviceZero) {
   EXPECT_FALSE(Fake().set_device_calls["fresh"].empty());
 }
 
+// The plugin's streams (a GPU collection's step stream) are non-blocking: they do not serialise
+// with the legacy default stream.
+TEST_F(NcclDouble, PluginStreamsAreNonBlocking) {
+  void* s = nullptr;
+  (void)cuda_plugin::CreateStream(FakeDeviceApi(), 1, &s);  // the double refuses, after the call
+  EXPECT_EQ(Fake().stream_flags.load(), static_cast<int>(cudaStreamNonBlocking));
+}
+
+// Pinned memory for a device is allocated with that device current, restored afterwards: a
+// thread with no current device creates no context on cuda:0.
+TEST_F(NcclDouble, PinnedMemoryOnADeviceNeverTouchesDeviceZero) {
+  testing::FakeThread("pinned", /*has_context=*/false);
+  void* p = nullptr;
+  ASSERT_TRUE(cuda_plugin::HostAllocOn(FakeDeviceApi(), 2, 64, &p).ok());
+  EXPECT_NE(p, nullptr);
+  EXPECT_TRUE(cuda_plugin::HostFree(FakeDeviceApi(), p).ok());
+  std::lock_guard<std::mutex> lock(Fake().mu);
+  for (int d : Fake().set_device_calls["pinned"]) EXPECT_EQ(d, 2) << "a context on cuda:" << d;
+  EXPECT_FALSE(Fake().set_device_calls["pinned"].empty());
+}
+
 TEST_F(NcclDouble, ThreadWithItsOwnDeviceGetsItBack) {
   testing::FakeThread("owner", /*has_context=*/true, /*device=*/3);
   auto c = Make(milliseconds(5000), 1);

@@ -98,6 +98,19 @@ bool CopyFails() {
   return false;
 }
 
+// Failure injection (shardrec_fake_fail_wait_after): host waits (stream_wait, emb_read_status)
+// still allowed before one fails; -1 means none fails.
+std::atomic<int64_t> g_waits_before_failure{-1};
+
+// True when this wait is the one chosen to fail (then disarms).
+bool WaitFails() {
+  int64_t left = g_waits_before_failure.load();
+  while (left >= 0) {
+    if (g_waits_before_failure.compare_exchange_weak(left, left - 1)) return left == 0;
+  }
+  return false;
+}
+
 // Calls of the runtime services (shardrec_fake_runtime_calls): host synchronisations (stream
 // waits and emb_read_status, which waits for the stream before it reads the status block),
 // host <-> device copies by direction, and allocations of device and of pinned host memory.
@@ -115,25 +128,21 @@ std::atomic<int64_t> g_rt[kNumRtCalls];
 // on their stream and run only when the stream gets there, i.e. before the next kernel entry on
 // that stream (kernels run at once, behind the copies queued before them), at a wait for that
 // stream (stream_wait, emb_read_status), or when memory is freed (cudaFree / cudaFreeHost
-// synchronise the device). Streams of stream_create follow the legacy default stream's rules
-// (cudaStreamDefault): work on the NULL stream runs after everything queued on the others, work
-// on another stream after everything queued on the NULL stream; a wait for a stream drains only
-// that stream. So a caller that reads a download before its wait reads stale bytes, one that
-// refills a staging block while its upload is still queued uploads the new bytes, and one that
-// waits on another stream than its work's leaves that work undone: all show up as wrong
-// results. The queues are shared by every thread, as the device's streams are.
+// synchronise the device). Streams of stream_create are non-blocking (cudaStreamNonBlocking, as
+// the real plugin makes them): no implicit order with the NULL stream either way, so only an
+// explicit stream_wait_stream orders two streams; a wait for a stream drains only that stream. So a
+// caller that reads a download before its wait reads stale bytes, one that refills a staging block
+// while its upload is still queued uploads the new bytes, and one that waits on another stream than
+// its work's leaves that work undone: all show up as wrong results. The queues are shared by every
+// thread, as the device's streams are.
 class CopyQueue {
  public:
   bool deferred() const { return deferred_; }
   void Push(void* stream, std::function<void()> op) {
-    Order(stream);
     std::lock_guard<std::mutex> lock(mu_);
     queues_[stream].push_back(std::move(op));
   }
-  void BeforeKernel(void* stream) {
-    Order(stream);
-    Drain(stream);
-  }
+  void BeforeKernel(void* stream) { Drain(stream); }
   void Wait(void* stream) { Drain(stream); }
   void DrainAll() {
     std::vector<void*> streams;
@@ -145,20 +154,6 @@ class CopyQueue {
   }
 
  private:
-  // Work queued on `stream` starts after the other streams' work it is ordered behind.
-  void Order(void* stream) {
-    if (stream == nullptr) {
-      std::vector<void*> others;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        for (const auto& q : queues_)
-          if (q.first != nullptr) others.push_back(q.first);
-      }
-      for (void* s : others) Drain(s);
-    } else {
-      Drain(nullptr);
-    }
-  }
   void Drain(void* stream) {
     // One drain at a time: a thread that finds a queue empty because another thread took its
     // operations must not go on before they ran (ranks as threads share the legacy stream, and
@@ -245,6 +240,18 @@ int32_t HostAlloc(size_t bytes, void** out, shardrec_plugin_status_t* st) {
   *out = bytes == 0 ? nullptr : new uint8_t[bytes];
   return ToPlugin(Status::Ok(), st);
 }
+// Pinned allocations made without naming a device (host_alloc: on a real GPU, with whatever
+// device the calling thread has current, device 0's context created when it has none).
+std::atomic<int64_t> g_host_allocs_without_device{0};
+int32_t HostAllocAny(size_t bytes, void** out, shardrec_plugin_status_t* st) {
+  if (bytes > 0) g_host_allocs_without_device.fetch_add(1);
+  return HostAlloc(bytes, out, st);
+}
+int32_t HostAllocOn(int32_t device, size_t bytes, void** out, shardrec_plugin_status_t* st) {
+  const Status s = CheckDevice(device);
+  if (!s.ok()) return ToPlugin(s, st);
+  return HostAlloc(bytes, out, st);
+}
 int32_t HostFree(void* p, shardrec_plugin_status_t* st) {
   Queue().DrainAll();
   delete[] static_cast<uint8_t*>(p);
@@ -290,6 +297,8 @@ int32_t Memset(int32_t, void* dst, int32_t v, size_t bytes, void* stream,
 }
 int32_t StreamWait(int32_t, void* stream, int64_t, shardrec_plugin_status_t* st) {
   g_rt[kRtSync].fetch_add(1);
+  // A failed wait leaves the stream's work queued, as a device that reports an error may.
+  if (WaitFails()) return Fail(st, "fake stream_wait: injected device failure");
   Queue().Wait(stream);
   return ToPlugin(Status::Ok(), st);
 }
@@ -333,6 +342,7 @@ int32_t StatusBytes(int32_t device, size_t* bytes, shardrec_plugin_status_t* st)
 int32_t ReadStatus(int32_t device, void* block, const char* what, int64_t timeout_ms, void* stream,
                    shardrec_plugin_status_t* st) {
   g_rt[kRtSync].fetch_add(1);
+  if (WaitFails()) return Fail(st, "fake emb_read_status: injected device failure");
   Queue().Wait(stream);
   return Reported(st, "fake emb_read_status", [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckDevice(device));
@@ -664,7 +674,7 @@ const shardrec_cuda_plugin_table_t kTable = {
     &DeviceCount,
     &Alloc,
     &Free,
-    &HostAlloc,
+    &HostAllocAny,
     &HostFree,
     &Memcpy,
     &Memset,
@@ -707,6 +717,7 @@ const shardrec_cuda_plugin_table_t kTable = {
     &RowPhaseCounted,
     &GroupRowsGated,
     &SumSources,
+    &HostAllocOn,
 };
 
 }  // namespace
@@ -748,6 +759,39 @@ FAKE_EXPORT int64_t shardrec_fake_runtime_calls(int32_t which) {
 // (once); -1 disarms. Process-wide: tests that use it run their ranks in a known order.
 FAKE_EXPORT void shardrec_fake_fail_copy_after(int64_t n) {
   shardrec::fake::g_copies_before_failure.store(n < 0 ? -1 : n);
+}
+
+// Test hook: after `n` more successful host waits (stream_wait, emb_read_status), the next one
+// fails with a CUDA error and leaves the stream's work queued (once); -1 disarms.
+FAKE_EXPORT void shardrec_fake_fail_wait_after(int64_t n) {
+  shardrec::fake::g_waits_before_failure.store(n < 0 ? -1 : n);
+}
+
+// Test hook: pinned allocations made through host_alloc, which names no device, in this process.
+FAKE_EXPORT int64_t shardrec_fake_host_allocs_without_device() {
+  return shardrec::fake::g_host_allocs_without_device.load();
+}
+
+// Test hooks: a stream of the fake's own (as stream_create makes), and a host-to-device copy
+// queued on a stream (with SHARDREC_FAKE_DEFER_COPIES it lands when that stream gets there), for
+// black-box tests that write a device batch on a side stream. The copy returns 0, or -1 when the
+// fake refuses it.
+FAKE_EXPORT void* shardrec_fake_stream_create() {
+  void* stream = nullptr;
+  shardrec_plugin_status_t st{};
+  return shardrec::fake::StreamCreate(0, &stream, &st) == 0 ? stream : nullptr;
+}
+FAKE_EXPORT void shardrec_fake_stream_destroy(void* stream) {
+  shardrec_plugin_status_t st{};
+  (void)shardrec::fake::StreamDestroy(0, stream, &st);
+}
+FAKE_EXPORT int32_t shardrec_fake_upload_async(void* dst, const void* src, size_t bytes,
+                                               void* stream) {
+  shardrec_plugin_status_t st{};
+  return shardrec::fake::Memcpy(0, dst, src, bytes, SHARDREC_PLUGIN_COPY_HOST_TO_DEVICE, stream,
+                                &st) == 0
+             ? 0
+             : -1;
 }
 
 // Test hooks: a block of the fake's device memory (host memory the process may read and write
