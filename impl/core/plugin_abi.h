@@ -117,7 +117,7 @@ typedef struct shardrec_plugin_lookup_job {
 
 /* One shard's runs for a backward (kernels::DeviceRuns): the run descriptors and their id
  * counts are host memory read during the call; the pointers inside the runs are device memory.
- * At most 128 runs per call (the kernels' launch limit; more is kInvalidArgument). */
+ * Any number of runs: the plugin launches them in tables of at most 128 (a kernel parameter). */
 typedef struct shardrec_plugin_runs {
   const shardrec_plugin_bag_run_t* runs; /* num_runs descriptors (host) */
   const int64_t* num_ids;                /* ids of each run (host) */
