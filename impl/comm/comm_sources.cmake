@@ -2,6 +2,7 @@
 list(APPEND SHARDREC_COMM_SOURCES
   reduce.cc
   call_checks.cc
+  failure_domain.cc
   encoded.cc
   staged_comm.cc
   stores.cc

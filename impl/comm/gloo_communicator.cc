@@ -134,44 +134,12 @@ GlooCommunicator::GlooCommunicator(const GlooConfig& config, std::shared_ptr<glo
       gloo_device_(std::move(gloo_device)) {
   config_.gloo_device = gloo_device_;
   if (!config_.domain) config_.domain = std::make_shared<FailureDomain>();
-  static std::atomic<uint64_t> next_id{1};
-  id_ = next_id.fetch_add(1);
+  id_ = NewCommunicatorId();
   config_.lineage.push_back(id_);
   config_.domain->Join(this, config_.lineage);
 }
 
 GlooCommunicator::~GlooCommunicator() { config_.domain->Leave(this); }
-
-namespace {
-bool Contains(const std::vector<uint64_t>& v, uint64_t id) {
-  return std::find(v.begin(), v.end(), id) != v.end();
-}
-}  // namespace
-
-void FailureDomain::Join(GlooCommunicator* c, const std::vector<uint64_t>& lineage) {
-  std::lock_guard<std::mutex> lock(mu_);
-  members_.push_back({c, lineage});
-  // A split that finished creation while an ancestor was being aborted is aborted too.
-  for (const auto& [id, why] : aborted_) {
-    if (Contains(lineage, id)) {
-      c->AbortLocal(why);
-      return;
-    }
-  }
-}
-
-void FailureDomain::Leave(GlooCommunicator* c) {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::erase_if(members_, [c](const Member& m) { return m.comm == c; });
-}
-
-void FailureDomain::Abort(uint64_t id, const Status& why) {
-  std::lock_guard<std::mutex> lock(mu_);
-  aborted_.emplace_back(id, why);
-  for (const Member& m : members_) {
-    if (Contains(m.lineage, id)) m.comm->AbortLocal(why);
-  }
-}
 
 void GlooCommunicator::set_timeout(std::chrono::milliseconds timeout) {
   if (timeout.count() > 0) timeout_.store(timeout);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "impl/comm/communicator.h"
+#include "impl/comm/failure_domain.h"
 #include "impl/comm/store.h"
 #include "impl/core/pinned_buffer.h"
 
@@ -25,41 +26,6 @@ class Device;
 namespace shardrec::comm {
 
 inline constexpr std::chrono::milliseconds kDefaultTimeout{5 * 60 * 1000};
-
-class GlooCommunicator;
-
-// The communicators split from one root share this: the first timeout or remote failure on any
-// of them makes every one of them unusable, so that a rank learns of a dead or out-of-step peer
-// on its next call instead of waiting for another full timeout on a sibling communicator. It
-// also knows who descends from whom, so that an abort reaches every communicator split from
-// the aborted one (a collection's or a mesh's private splits included), and no ancestor.
-class FailureDomain {
- public:
-  void Fail(const Status& s) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (first_.ok()) first_ = s;
-  }
-  Status first() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return first_;
-  }
-  // `lineage`: the ids of a communicator's ancestors, then its own.
-  void Join(GlooCommunicator* c, const std::vector<uint64_t>& lineage);
-  // After Leave returns, no Abort touches `c` any more (an Abort in progress finishes first).
-  void Leave(GlooCommunicator* c);
-  // Interrupts the communicator `id` and every member that descends from it.
-  void Abort(uint64_t id, const Status& why);
-
- private:
-  struct Member {
-    GlooCommunicator* comm;
-    std::vector<uint64_t> lineage;
-  };
-  mutable std::mutex mu_;
-  Status first_;
-  std::vector<Member> members_;
-  std::vector<std::pair<uint64_t, Status>> aborted_;  // ids aborted so far, with the reason
-};
 
 struct GlooConfig {
   std::shared_ptr<Store> store;  // rendezvous; this communicator uses keys under `prefix`
@@ -82,7 +48,7 @@ struct GlooConfig {
 // dead peer would otherwise kill the process), and connects the full mesh through the store.
 Status CreateGlooCommunicator(const GlooConfig& config, std::unique_ptr<Communicator>* out);
 
-class GlooCommunicator : public Communicator {
+class GlooCommunicator : public Communicator, public Abortable {
  public:
   GlooCommunicator(const GlooConfig& config, std::shared_ptr<gloo::Context> context,
                    std::shared_ptr<gloo::transport::Device> gloo_device);
@@ -114,7 +80,7 @@ class GlooCommunicator : public Communicator {
 
   // Interrupts this communicator alone (FailureDomain::Abort calls it for every member): blocked
   // Gloo waits fail at once and later calls return `why` (kAborted).
-  void AbortLocal(const Status& why);
+  void AbortLocal(const Status& why) override;
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -45,8 +45,8 @@ Status MpiCommunicator::Complete(const shardrec_mpi_plugin_table_t* t, shardrec_
   const auto deadline = Clock::now() + timeout;
   for (uint64_t polls = 0;; ++polls) {
     if (aborted != nullptr && aborted->load(std::memory_order_relaxed)) {
-      return Status::InvalidUsage("MPI ", what, " on rank ", rank, " of ", size,
-                                  " was interrupted by an abort");
+      return Status::Aborted("MPI ", what, " on rank ", rank, " of ", size,
+                             " was interrupted by an abort");
     }
     shardrec_plugin_status_t st{};
     int32_t done = 0;
@@ -123,9 +123,17 @@ MpiCommunicator::MpiCommunicator(const Config& config)
       max_message_bytes_(config.max_message_bytes > 0 ? config.max_message_bytes
                                                       : kDefaultMaxMessageBytes),
       domain_(config.domain ? config.domain : std::make_shared<FailureDomain>()),
-      timeout_(config.timeout) {}
+      lineage_(config.lineage),
+      timeout_(config.timeout) {
+  id_ = NewCommunicatorId();
+  lineage_.push_back(id_);
+  domain_->Join(this, lineage_);
+}
 
-MpiCommunicator::~MpiCommunicator() { t_->destroy(h_); }
+MpiCommunicator::~MpiCommunicator() {
+  domain_->Leave(this);
+  t_->destroy(h_);
+}
 
 void MpiCommunicator::set_timeout(std::chrono::milliseconds timeout) {
   if (timeout.count() > 0) timeout_.store(timeout);
@@ -145,6 +153,8 @@ Status MpiCommunicator::AsyncError() const {
 Status MpiCommunicator::Usable() const {
   Status cause = AsyncError();
   if (cause.ok()) return Status::Ok();
+  // An aborted communicator keeps saying so, as on Gloo.
+  if (cause.code() == Code::kAborted) return cause;
   return Status::InvalidUsage("communicator (rank ", rank_, " of ", size_,
                               ") is unusable after an earlier error: ", cause.ToString());
 }
@@ -157,11 +167,18 @@ Status MpiCommunicator::Poison(Status s) {
 }
 
 void MpiCommunicator::Abort() {
-  // MPI cannot cancel a collective: the flag ends this process's wait at once; the requests
-  // stay outstanding and the handle is never freed (see mpi_plugin.cc).
+  // Aborting a communicator aborts every one split from it (a collection's or a mesh's private
+  // splits included), as on Gloo.
+  domain_->Abort(id_, Status::Aborted("the communicator (rank ", rank_, " of ", size_,
+                                      ") or one it was split from was aborted"));
+}
+
+void MpiCommunicator::AbortLocal(const Status& why) {
+  // MPI cannot cancel a collective: the flag ends this process's wait at its next poll; the
+  // requests stay outstanding and the handle is never freed (see mpi_plugin.cc).
   std::lock_guard<std::mutex> lock(mu_);
   aborted_.store(true);
-  if (poison_.ok()) poison_ = Status::InvalidUsage("the communicator was aborted");
+  if (poison_.ok()) poison_ = why;
 }
 
 Status MpiCommunicator::ResolveTimeout(const CallOptions& opts,
@@ -206,6 +223,7 @@ Status MpiCommunicator::Split(int color, int key, std::unique_ptr<Communicator>*
   config.timeout = timeout_.load();
   config.max_message_bytes = max_message_bytes_;
   config.domain = domain_;
+  config.lineage = lineage_;
   *out = std::make_unique<MpiCommunicator>(config);
   return Status::Ok();
 }

@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "impl/comm/communicator.h"
-#include "impl/comm/gloo_communicator.h"  // FailureDomain, kDefaultTimeout
+#include "impl/comm/failure_domain.h"
+#include "impl/comm/gloo_communicator.h"  // kDefaultTimeout
 #include "impl/comm/mpi/mpi_plugin_abi.h"
 
 namespace shardrec::comm::mpi {
@@ -26,7 +27,7 @@ namespace shardrec::comm::mpi {
 Status CreateMpiCommunicator(int64_t fortran_comm, Device device, std::chrono::milliseconds timeout,
                              std::unique_ptr<Communicator>* out);
 
-class MpiCommunicator : public Communicator {
+class MpiCommunicator : public Communicator, public Abortable {
  public:
   struct Config {
     const shardrec_mpi_plugin_table_t* table = nullptr;
@@ -36,6 +37,7 @@ class MpiCommunicator : public Communicator {
     std::chrono::milliseconds timeout = kDefaultTimeout;
     size_t max_message_bytes = 0;  // bound on one MPI message (chunking.h)
     std::shared_ptr<FailureDomain> domain;
+    std::vector<uint64_t> lineage;  // ids of the ancestors (splits)
   };
   explicit MpiCommunicator(const Config& config);
   ~MpiCommunicator() override;
@@ -63,6 +65,9 @@ class MpiCommunicator : public Communicator {
   Status Split(int color, int key, std::unique_ptr<Communicator>* out) override;
   void Abort() override;
   Status AsyncError() const override;
+  // Interrupts this communicator alone (FailureDomain::Abort calls it for every descendant of an
+  // aborted communicator): its wait ends at the next poll with kAborted.
+  void AbortLocal(const Status& why) override;
 
   // Polls the plugin until everything started on `handle` has completed, the deadline passes
   // (kTimeout), an MPI error is reported (kRemote) or Abort() is called; the last three poison
@@ -106,6 +111,8 @@ class MpiCommunicator : public Communicator {
   int size_;
   size_t max_message_bytes_;
   std::shared_ptr<FailureDomain> domain_;
+  uint64_t id_ = 0;                // process-unique, for the domain's lineage
+  std::vector<uint64_t> lineage_;  // ancestors' ids, then id_
   std::atomic<std::chrono::milliseconds> timeout_;
   std::atomic<bool> aborted_{false};
   mutable std::mutex mu_;

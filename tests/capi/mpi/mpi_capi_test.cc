@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "shardrec/comm.h"
@@ -269,6 +271,39 @@ TEST_F(MpiTest, StalledPeerGivesTimeoutNotAHang) {
   }
   ASSERT_EQ(shardrec_comm_barrier(World()), SHARDREC_OK) << shardrec_last_error();
   shardrec_comm_destroy(t);
+}
+
+TEST_F(MpiTest, AbortOfARootUnblocksItsSplitWithinASecond) {
+  if (Size() == 1) GTEST_SKIP() << "needs a peer that never arrives";
+  // Its own root and a split of it, as a collection splits the communicator it is given.
+  shardrec_comm_t* root = nullptr;
+  ASSERT_EQ(shardrec_comm_create_mpi(&root, 0, nullptr), SHARDREC_OK) << shardrec_last_error();
+  shardrec_comm_t* split = nullptr;
+  ASSERT_EQ(shardrec_comm_split(&split, root, 0, Rank()), SHARDREC_OK) << shardrec_last_error();
+  ASSERT_EQ(shardrec_comm_set_timeout(split, 30000), SHARDREC_OK);
+  if (Rank() == 0) {
+    std::thread aborter([root] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      shardrec_comm_abort(root);
+    });
+    const auto begin = std::chrono::steady_clock::now();
+    EXPECT_EQ(shardrec_comm_barrier(split), SHARDREC_EABORTED) << shardrec_last_error();
+    const auto waited = std::chrono::steady_clock::now() - begin;
+    aborter.join();
+    // 200 ms until the abort, then at most a second (the timeout is 30 s).
+    EXPECT_LT(waited, std::chrono::milliseconds(1200));
+    EXPECT_EQ(shardrec_comm_barrier(split), SHARDREC_EABORTED);
+    EXPECT_EQ(shardrec_comm_async_error(root), SHARDREC_EABORTED);
+  }
+  ASSERT_EQ(shardrec_comm_barrier(World()), SHARDREC_OK) << shardrec_last_error();
+  // The other ranks complete the barrier rank 0 gave up on, so its requests drain and the
+  // handles can be freed.
+  if (Rank() != 0) {
+    EXPECT_EQ(shardrec_comm_barrier(split), SHARDREC_OK) << shardrec_last_error();
+  }
+  ASSERT_EQ(shardrec_comm_barrier(World()), SHARDREC_OK) << shardrec_last_error();
+  shardrec_comm_destroy(split);
+  shardrec_comm_destroy(root);
 }
 
 TEST_F(MpiTest, BadArgumentsAreRefused) {
