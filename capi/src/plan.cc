@@ -297,8 +297,8 @@ SHARDREC_API shardrec_status_t shardrec_topology_from_comm(shardrec_topology_t* 
     using shardrec::comm::ReduceOp;
     SR_RETURN_IF_ERROR(CheckNotNull(topology, "topology"));
     if (comm == nullptr || !comm->impl) return Status::InvalidArgument("comm must not be NULL");
-    SR_RETURN_IF_ERROR(shardrec::capi::CheckStructVersion(
-        topology->version, SHARDREC_TOPOLOGY_VERSION, "topology"));
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckStructVersion(topology->version,
+                                                          SHARDREC_TOPOLOGY_VERSION, "topology"));
     // Both refusals depend only on how the communicator was made, which every rank shares, so
     // no rank is left waiting in the all-reduce below.
     if (comm->local_size < 0)

@@ -338,8 +338,9 @@ SHARDREC_API shardrec_status_t shardrec_topology_calibrate(
  *         version (before any communication), or hosts with different local sizes (on every
  *         rank); SHARDREC_EUNSUPPORTED for a device communicator (one not created from a
  *         launcher's environment has no local size; set ranks_per_node by hand);
- *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE / SHARDREC_EABORTED when the all-reduce fails (the communicator is
- *         then unusable, as after any failed collective). On any error *topology is unchanged.
+ *         SHARDREC_ETIMEOUT, SHARDREC_EREMOTE or SHARDREC_EABORTED when the all-reduce fails
+ *         (the communicator is then unusable, as after any failed collective). On any error
+ *         *topology is unchanged.
  * Thread-safety: the communicator's rule (one thread at a time per communicator); the topology
  * must not be read or written concurrently. Blocks until every rank has joined the all-reduce
  * or the communicator's timeout passes.

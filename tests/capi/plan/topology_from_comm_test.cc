@@ -59,9 +59,12 @@ int RankWithLocalSize(int port, int rank, int local_size) {
   t.world_size = 7;
   t.ranks_per_node = 7;
   int code = 0;
-  if (shardrec_topology_from_comm(&t, comm) != SHARDREC_EINVAL) code = 3;
-  else if (!HasText("between 1 and 2")) code = 4;
-  else if (t.world_size != 7 || t.ranks_per_node != 7) code = 5;
+  if (shardrec_topology_from_comm(&t, comm) != SHARDREC_EINVAL)
+    code = 3;
+  else if (!HasText("between 1 and 2"))
+    code = 4;
+  else if (t.world_size != 7 || t.ranks_per_node != 7)
+    code = 5;
   shardrec_comm_destroy(comm);
   return code;
 }
