@@ -1,6 +1,7 @@
 package shardrec
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -38,5 +39,25 @@ func TestCalibrateFillsTheTopology(t *testing.T) {
 	if _, err := bad.Calibrate(CalibrateOptions{ThreadsPerRank: -1}); err == nil ||
 		!strings.Contains(err.Error(), "threads_per_rank") || bad.MemoryBandwidth != 0 {
 		t.Fatalf("bad options: err %v, topology %+v", err, bad)
+	}
+}
+
+// Topology.FillFromComm: a local group of 4 (one host) gives world 4, 4 ranks per node, and
+// leaves the other fields alone; a nil communicator errors without writing.
+func TestFillFromCommTakesWorldAndLocalSize(t *testing.T) {
+	onRanks(t, 4, func(rank int, c *Comm) error {
+		topo := Topology{BatchSize: 256}
+		if err := topo.FillFromComm(c); err != nil {
+			return err
+		}
+		if topo.WorldSize != 4 || topo.RanksPerNode != 4 || topo.BatchSize != 256 {
+			return fmt.Errorf("rank %d: topology %+v", rank, topo)
+		}
+		return nil
+	})
+	topo := Topology{WorldSize: 3}
+	if err := topo.FillFromComm(nil); err == nil || !strings.Contains(err.Error(), "comm") ||
+		topo.WorldSize != 3 {
+		t.Fatalf("nil comm: err %v, topology %+v", err, topo)
 	}
 }

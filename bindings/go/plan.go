@@ -189,6 +189,31 @@ func (topo *Topology) Calibrate(opts CalibrateOptions) (Calibration, error) {
 	}, nil
 }
 
+// FillFromComm sets WorldSize to comm's size and RanksPerNode to its local size
+// (shardrec_topology_from_comm), the default way to describe a launched job to the planner.
+// Collective: every rank of comm calls it. Every host must run as many ranks; otherwise every
+// rank gets an InvalidArgument error naming the smallest and largest. On error the topology is
+// unchanged; other fields are never touched.
+func (topo *Topology) FillFromComm(comm *Comm) error {
+	t := swig.NewTopology_t()
+	defer swig.DeleteTopology_t(t)
+	if err := swig.Topology_init(t, uint(swig.TOPOLOGY_VERSION)); err != nil {
+		return err
+	}
+	var h uintptr // a nil comm reaches C as NULL and gets its error
+	if comm != nil {
+		h = comm.handle()
+	}
+	err := swig.Topology_from_comm(t, h)
+	runtime.KeepAlive(comm)
+	if err != nil {
+		return err
+	}
+	topo.WorldSize = t.GetWorld_size()
+	topo.RanksPerNode = t.GetRanks_per_node()
+	return nil
+}
+
 // TableConstraints restricts how one table may be sharded.
 type TableConstraints struct {
 	Table          string

@@ -12,6 +12,7 @@
 
 #include "capi/src/embedding_convert.h"
 #include "capi/src/guard.h"
+#include "capi/src/handles.h"
 #include "capi/src/plan_handle.h"
 #include "capi/src/struct_versions.h"
 #include "capi/src/versioned.h"
@@ -288,6 +289,40 @@ SHARDREC_API shardrec_status_t shardrec_topology_init(shardrec_topology_t* topol
   return shardrec::capi::InitStruct(
       topology, version, SHARDREC_TOPOLOGY_VERSION, d, "topology",
       {offsetof(shardrec_topology_t, collective_latency), sizeof(shardrec_topology_t)});
+}
+
+SHARDREC_API shardrec_status_t shardrec_topology_from_comm(shardrec_topology_t* topology,
+                                                           shardrec_comm_t* comm) {
+  return Guard([&] {
+    using shardrec::comm::ReduceOp;
+    SR_RETURN_IF_ERROR(CheckNotNull(topology, "topology"));
+    if (comm == nullptr || !comm->impl) return Status::InvalidArgument("comm must not be NULL");
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckStructVersion(topology->version,
+                                                          SHARDREC_TOPOLOGY_VERSION, "topology"));
+    // Both refusals depend only on how the communicator was made, which every rank shares, so
+    // no rank is left waiting in the all-reduce below.
+    if (comm->local_size < 0)
+      return Status::Unsupported(
+          "the local size of a device communicator is known only when it was created from a "
+          "launcher's environment; set topology.ranks_per_node by hand");
+    if (!comm->impl->device().is_host())
+      return Status::Unsupported(
+          "shardrec_topology_from_comm takes a host communicator (its check of the hosts runs "
+          "on host buffers); set topology.ranks_per_node from shardrec_comm_local_size");
+    // The planner has one ranks_per_node, so every host must run as many ranks: min and max in
+    // one all-reduce (the max as the min of the negated sizes).
+    int32_t sizes[2] = {comm->local_size, -comm->local_size};
+    SR_RETURN_IF_ERROR(
+        comm->impl->AllReduce(sizes, sizes, 2, shardrec::DType::kInt32, ReduceOp::kMin));
+    if (sizes[0] != -sizes[1])
+      return Status::InvalidArgument(
+          "hosts run different numbers of ranks (between ", sizes[0], " and ", -sizes[1],
+          "); the planner's ranks_per_node is one number: set it by hand or launch as many "
+          "ranks on every host");
+    topology->world_size = comm->impl->Size();
+    topology->ranks_per_node = comm->local_size;
+    return Status::Ok();
+  });
 }
 
 SHARDREC_API shardrec_status_t

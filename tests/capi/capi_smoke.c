@@ -131,6 +131,13 @@ static void exercise_comm(shardrec_comm_t* comm, int rank) {
   OK(shardrec_comm_local_rank(&r, comm)); /* both ranks are threads of this host */
   OK(shardrec_comm_local_size(&n, comm));
   EXPECT(r == rank && n == 2);
+  {
+    /* Collective: the planner's world and node size from the communicator. */
+    shardrec_topology_t topo;
+    OK(shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION));
+    OK(shardrec_topology_from_comm(&topo, comm));
+    EXPECT(topo.world_size == 2 && topo.ranks_per_node == 2);
+  }
   r = rank;
   OK(shardrec_comm_set_timeout(comm, 60000));
   x[0] = (float)rank;

@@ -321,6 +321,34 @@ SHARDREC_API shardrec_status_t shardrec_topology_calibrate(
     shardrec_calibration_t* calibration);
 
 /**
+ * Fills @p topology's world_size and ranks_per_node from @p comm: the communicator's size and
+ * its local size (shardrec_comm_local_size, the ranks on this rank's host). This is the default
+ * way to describe a launched job to the planner, which runs without a communicator: every rank
+ * calls it, then plans with the same topology and so computes the same plan.
+ *
+ * Collective over @p comm: every rank must call it. One all-reduce checks that every host runs
+ * the same number of ranks, since the planner's ranks_per_node is one number; if they differ,
+ * every rank returns SHARDREC_EINVAL naming the smallest and largest local size.
+ *
+ * @param topology [in,out] Must not be NULL and already initialised (shardrec_topology_init or
+ *                 SHARDREC_TOPOLOGY_INIT; any version). Only world_size and ranks_per_node are
+ *                 written, and only on success; every other field is left as it is.
+ * @param comm     [in] Must not be NULL; a host communicator. Not retained.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL argument, an uninitialised or unknown topology
+ *         version (before any communication), or hosts with different local sizes (on every
+ *         rank); SHARDREC_EUNSUPPORTED for a device communicator (one not created from a
+ *         launcher's environment has no local size; set ranks_per_node by hand);
+ *         SHARDREC_ETIMEOUT, SHARDREC_EREMOTE or SHARDREC_EABORTED when the all-reduce fails
+ *         (the communicator is then unusable, as after any failed collective). On any error
+ *         *topology is unchanged.
+ * Thread-safety: the communicator's rule (one thread at a time per communicator); the topology
+ * must not be read or written concurrently. Blocks until every rank has joined the all-reduce
+ * or the communicator's timeout passes.
+ */
+SHARDREC_API shardrec_status_t shardrec_topology_from_comm(shardrec_topology_t* topology,
+                                                           shardrec_comm_t* comm);
+
+/**
  * Releases a plan. NULL is a no-op. Collections created from the plan keep their own reference
  * and stay valid. Must not race with other calls on the same handle.
  */

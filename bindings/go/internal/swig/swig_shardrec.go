@@ -121,108 +121,108 @@ typedef long long swig_type_88;
 typedef _gostring_ swig_type_89;
 typedef _gostring_ swig_type_90;
 typedef _gostring_ swig_type_91;
-typedef long long swig_type_92;
+typedef _gostring_ swig_type_92;
 typedef long long swig_type_93;
 typedef long long swig_type_94;
 typedef long long swig_type_95;
 typedef long long swig_type_96;
 typedef long long swig_type_97;
-typedef _gostring_ swig_type_98;
+typedef long long swig_type_98;
 typedef _gostring_ swig_type_99;
-typedef _goslice_ swig_type_100;
-typedef _gostring_ swig_type_101;
-typedef _goslice_ swig_type_102;
-typedef _gostring_ swig_type_103;
-typedef _goslice_ swig_type_104;
-typedef _gostring_ swig_type_105;
+typedef _gostring_ swig_type_100;
+typedef _goslice_ swig_type_101;
+typedef _gostring_ swig_type_102;
+typedef _goslice_ swig_type_103;
+typedef _gostring_ swig_type_104;
+typedef _goslice_ swig_type_105;
 typedef _gostring_ swig_type_106;
-typedef _goslice_ swig_type_107;
-typedef _gostring_ swig_type_108;
-typedef _goslice_ swig_type_109;
-typedef _gostring_ swig_type_110;
+typedef _gostring_ swig_type_107;
+typedef _goslice_ swig_type_108;
+typedef _gostring_ swig_type_109;
+typedef _goslice_ swig_type_110;
 typedef _gostring_ swig_type_111;
 typedef _gostring_ swig_type_112;
 typedef _gostring_ swig_type_113;
 typedef _gostring_ swig_type_114;
 typedef _gostring_ swig_type_115;
-typedef _goslice_ swig_type_116;
-typedef _gostring_ swig_type_117;
-typedef long long swig_type_118;
-typedef _gostring_ swig_type_119;
+typedef _gostring_ swig_type_116;
+typedef _goslice_ swig_type_117;
+typedef _gostring_ swig_type_118;
+typedef long long swig_type_119;
 typedef _gostring_ swig_type_120;
-typedef _goslice_ swig_type_121;
-typedef _gostring_ swig_type_122;
+typedef _gostring_ swig_type_121;
+typedef _goslice_ swig_type_122;
 typedef _gostring_ swig_type_123;
-typedef _goslice_ swig_type_124;
-typedef _gostring_ swig_type_125;
-typedef _goslice_ swig_type_126;
-typedef _gostring_ swig_type_127;
-typedef long long swig_type_128;
-typedef _goslice_ swig_type_129;
-typedef _gostring_ swig_type_130;
+typedef _gostring_ swig_type_124;
+typedef _goslice_ swig_type_125;
+typedef _gostring_ swig_type_126;
+typedef _goslice_ swig_type_127;
+typedef _gostring_ swig_type_128;
+typedef long long swig_type_129;
+typedef _goslice_ swig_type_130;
 typedef _gostring_ swig_type_131;
 typedef _gostring_ swig_type_132;
-typedef _goslice_ swig_type_133;
-typedef _gostring_ swig_type_134;
+typedef _gostring_ swig_type_133;
+typedef _goslice_ swig_type_134;
 typedef _gostring_ swig_type_135;
 typedef _gostring_ swig_type_136;
-typedef _goslice_ swig_type_137;
-typedef _gostring_ swig_type_138;
-typedef _goslice_ swig_type_139;
+typedef _gostring_ swig_type_137;
+typedef _goslice_ swig_type_138;
+typedef _gostring_ swig_type_139;
 typedef _goslice_ swig_type_140;
-typedef _gostring_ swig_type_141;
+typedef _goslice_ swig_type_141;
 typedef _gostring_ swig_type_142;
 typedef _gostring_ swig_type_143;
 typedef _gostring_ swig_type_144;
 typedef _gostring_ swig_type_145;
 typedef _gostring_ swig_type_146;
-typedef _goslice_ swig_type_147;
-typedef _gostring_ swig_type_148;
+typedef _gostring_ swig_type_147;
+typedef _goslice_ swig_type_148;
 typedef _gostring_ swig_type_149;
-typedef long long swig_type_150;
-typedef _goslice_ swig_type_151;
-typedef _gostring_ swig_type_152;
-typedef _goslice_ swig_type_153;
-typedef _gostring_ swig_type_154;
-typedef long long swig_type_155;
-typedef _goslice_ swig_type_156;
+typedef _gostring_ swig_type_150;
+typedef long long swig_type_151;
+typedef _goslice_ swig_type_152;
+typedef _gostring_ swig_type_153;
+typedef _goslice_ swig_type_154;
+typedef _gostring_ swig_type_155;
+typedef long long swig_type_156;
 typedef _goslice_ swig_type_157;
-typedef long long swig_type_158;
+typedef _goslice_ swig_type_158;
 typedef long long swig_type_159;
 typedef long long swig_type_160;
 typedef long long swig_type_161;
 typedef long long swig_type_162;
 typedef long long swig_type_163;
-typedef _gostring_ swig_type_164;
+typedef long long swig_type_164;
 typedef _gostring_ swig_type_165;
 typedef _gostring_ swig_type_166;
-typedef _goslice_ swig_type_167;
-typedef _gostring_ swig_type_168;
+typedef _gostring_ swig_type_167;
+typedef _goslice_ swig_type_168;
 typedef _gostring_ swig_type_169;
 typedef _gostring_ swig_type_170;
-typedef _goslice_ swig_type_171;
-typedef _gostring_ swig_type_172;
-typedef _goslice_ swig_type_173;
+typedef _gostring_ swig_type_171;
+typedef _goslice_ swig_type_172;
+typedef _gostring_ swig_type_173;
 typedef _goslice_ swig_type_174;
 typedef _goslice_ swig_type_175;
 typedef _goslice_ swig_type_176;
-typedef _gostring_ swig_type_177;
-typedef _goslice_ swig_type_178;
-typedef _gostring_ swig_type_179;
-typedef _goslice_ swig_type_180;
-typedef _gostring_ swig_type_181;
+typedef _goslice_ swig_type_177;
+typedef _gostring_ swig_type_178;
+typedef _goslice_ swig_type_179;
+typedef _gostring_ swig_type_180;
+typedef _goslice_ swig_type_181;
 typedef _gostring_ swig_type_182;
-typedef _goslice_ swig_type_183;
-typedef _gostring_ swig_type_184;
+typedef _gostring_ swig_type_183;
+typedef _goslice_ swig_type_184;
 typedef _gostring_ swig_type_185;
-typedef _goslice_ swig_type_186;
-typedef _gostring_ swig_type_187;
-typedef _goslice_ swig_type_188;
+typedef _gostring_ swig_type_186;
+typedef _goslice_ swig_type_187;
+typedef _gostring_ swig_type_188;
 typedef _goslice_ swig_type_189;
 typedef _goslice_ swig_type_190;
-typedef long long swig_type_191;
+typedef _goslice_ swig_type_191;
 typedef long long swig_type_192;
-typedef _gostring_ swig_type_193;
+typedef long long swig_type_193;
 typedef _gostring_ swig_type_194;
 typedef _gostring_ swig_type_195;
 typedef _gostring_ swig_type_196;
@@ -241,223 +241,224 @@ typedef _gostring_ swig_type_208;
 typedef _gostring_ swig_type_209;
 typedef _gostring_ swig_type_210;
 typedef _gostring_ swig_type_211;
-typedef long long swig_type_212;
-typedef _goslice_ swig_type_213;
-typedef _gostring_ swig_type_214;
+typedef _gostring_ swig_type_212;
+typedef long long swig_type_213;
+typedef _goslice_ swig_type_214;
 typedef _gostring_ swig_type_215;
 typedef _gostring_ swig_type_216;
 typedef _gostring_ swig_type_217;
 typedef _gostring_ swig_type_218;
-typedef _goslice_ swig_type_219;
+typedef _gostring_ swig_type_219;
 typedef _goslice_ swig_type_220;
-typedef _gostring_ swig_type_221;
-typedef _goslice_ swig_type_222;
-typedef _gostring_ swig_type_223;
-typedef _goslice_ swig_type_224;
-typedef _gostring_ swig_type_225;
-typedef long long swig_type_226;
+typedef _goslice_ swig_type_221;
+typedef _gostring_ swig_type_222;
+typedef _goslice_ swig_type_223;
+typedef _gostring_ swig_type_224;
+typedef _goslice_ swig_type_225;
+typedef _gostring_ swig_type_226;
 typedef long long swig_type_227;
-typedef _goslice_ swig_type_228;
+typedef long long swig_type_228;
 typedef _goslice_ swig_type_229;
 typedef _goslice_ swig_type_230;
 typedef _goslice_ swig_type_231;
-typedef _gostring_ swig_type_232;
-typedef long long swig_type_233;
+typedef _goslice_ swig_type_232;
+typedef _gostring_ swig_type_233;
 typedef long long swig_type_234;
-typedef _goslice_ swig_type_235;
+typedef long long swig_type_235;
 typedef _goslice_ swig_type_236;
 typedef _goslice_ swig_type_237;
-typedef _gostring_ swig_type_238;
+typedef _goslice_ swig_type_238;
 typedef _gostring_ swig_type_239;
 typedef _gostring_ swig_type_240;
 typedef _gostring_ swig_type_241;
-typedef _goslice_ swig_type_242;
+typedef _gostring_ swig_type_242;
 typedef _goslice_ swig_type_243;
-typedef _gostring_ swig_type_244;
-typedef long long swig_type_245;
+typedef _goslice_ swig_type_244;
+typedef _gostring_ swig_type_245;
 typedef long long swig_type_246;
-typedef _goslice_ swig_type_247;
+typedef long long swig_type_247;
 typedef _goslice_ swig_type_248;
 typedef _goslice_ swig_type_249;
 typedef _goslice_ swig_type_250;
 typedef _goslice_ swig_type_251;
-typedef _gostring_ swig_type_252;
-typedef _goslice_ swig_type_253;
+typedef _goslice_ swig_type_252;
+typedef _gostring_ swig_type_253;
 typedef _goslice_ swig_type_254;
-typedef _gostring_ swig_type_255;
-typedef _goslice_ swig_type_256;
+typedef _goslice_ swig_type_255;
+typedef _gostring_ swig_type_256;
 typedef _goslice_ swig_type_257;
-typedef _gostring_ swig_type_258;
+typedef _goslice_ swig_type_258;
 typedef _gostring_ swig_type_259;
-typedef _goslice_ swig_type_260;
-typedef long long swig_type_261;
-typedef _goslice_ swig_type_262;
-typedef long long swig_type_263;
-typedef _gostring_ swig_type_264;
+typedef _gostring_ swig_type_260;
+typedef _goslice_ swig_type_261;
+typedef long long swig_type_262;
+typedef _goslice_ swig_type_263;
+typedef long long swig_type_264;
 typedef _gostring_ swig_type_265;
-typedef _goslice_ swig_type_266;
-typedef _gostring_ swig_type_267;
-typedef _goslice_ swig_type_268;
-typedef long long swig_type_269;
+typedef _gostring_ swig_type_266;
+typedef _goslice_ swig_type_267;
+typedef _gostring_ swig_type_268;
+typedef _goslice_ swig_type_269;
 typedef long long swig_type_270;
 typedef long long swig_type_271;
-typedef _gostring_ swig_type_272;
+typedef long long swig_type_272;
 typedef _gostring_ swig_type_273;
-typedef _goslice_ swig_type_274;
-typedef long long swig_type_275;
-typedef _goslice_ swig_type_276;
-typedef long long swig_type_277;
-typedef _gostring_ swig_type_278;
+typedef _gostring_ swig_type_274;
+typedef _goslice_ swig_type_275;
+typedef long long swig_type_276;
+typedef _goslice_ swig_type_277;
+typedef long long swig_type_278;
 typedef _gostring_ swig_type_279;
-typedef _goslice_ swig_type_280;
-typedef _gostring_ swig_type_281;
-typedef long long swig_type_282;
+typedef _gostring_ swig_type_280;
+typedef _goslice_ swig_type_281;
+typedef _gostring_ swig_type_282;
 typedef long long swig_type_283;
-typedef _goslice_ swig_type_284;
-typedef _gostring_ swig_type_285;
-typedef _goslice_ swig_type_286;
+typedef long long swig_type_284;
+typedef _goslice_ swig_type_285;
+typedef _gostring_ swig_type_286;
 typedef _goslice_ swig_type_287;
 typedef _goslice_ swig_type_288;
-typedef long long swig_type_289;
+typedef _goslice_ swig_type_289;
 typedef long long swig_type_290;
 typedef long long swig_type_291;
-typedef _goslice_ swig_type_292;
+typedef long long swig_type_292;
 typedef _goslice_ swig_type_293;
-typedef _gostring_ swig_type_294;
-typedef _goslice_ swig_type_295;
+typedef _goslice_ swig_type_294;
+typedef _gostring_ swig_type_295;
 typedef _goslice_ swig_type_296;
-typedef long long swig_type_297;
-typedef _goslice_ swig_type_298;
+typedef _goslice_ swig_type_297;
+typedef long long swig_type_298;
 typedef _goslice_ swig_type_299;
-typedef _gostring_ swig_type_300;
-typedef _goslice_ swig_type_301;
-typedef _gostring_ swig_type_302;
+typedef _goslice_ swig_type_300;
+typedef _gostring_ swig_type_301;
+typedef _goslice_ swig_type_302;
 typedef _gostring_ swig_type_303;
-typedef _goslice_ swig_type_304;
-typedef _gostring_ swig_type_305;
-typedef long long swig_type_306;
-typedef _gostring_ swig_type_307;
+typedef _gostring_ swig_type_304;
+typedef _goslice_ swig_type_305;
+typedef _gostring_ swig_type_306;
+typedef long long swig_type_307;
 typedef _gostring_ swig_type_308;
-typedef long long swig_type_309;
-typedef _gostring_ swig_type_310;
+typedef _gostring_ swig_type_309;
+typedef long long swig_type_310;
 typedef _gostring_ swig_type_311;
 typedef _gostring_ swig_type_312;
-typedef long long swig_type_313;
-typedef _gostring_ swig_type_314;
-typedef long long swig_type_315;
-typedef _gostring_ swig_type_316;
+typedef _gostring_ swig_type_313;
+typedef long long swig_type_314;
+typedef _gostring_ swig_type_315;
+typedef long long swig_type_316;
 typedef _gostring_ swig_type_317;
-typedef _goslice_ swig_type_318;
-typedef _gostring_ swig_type_319;
-typedef _goslice_ swig_type_320;
+typedef _gostring_ swig_type_318;
+typedef _goslice_ swig_type_319;
+typedef _gostring_ swig_type_320;
 typedef _goslice_ swig_type_321;
-typedef _gostring_ swig_type_322;
-typedef _goslice_ swig_type_323;
+typedef _goslice_ swig_type_322;
+typedef _gostring_ swig_type_323;
 typedef _goslice_ swig_type_324;
-typedef _gostring_ swig_type_325;
-typedef _goslice_ swig_type_326;
+typedef _goslice_ swig_type_325;
+typedef _gostring_ swig_type_326;
 typedef _goslice_ swig_type_327;
-typedef _gostring_ swig_type_328;
+typedef _goslice_ swig_type_328;
 typedef _gostring_ swig_type_329;
 typedef _gostring_ swig_type_330;
 typedef _gostring_ swig_type_331;
-typedef _goslice_ swig_type_332;
-typedef long long swig_type_333;
-typedef _goslice_ swig_type_334;
+typedef _gostring_ swig_type_332;
+typedef _goslice_ swig_type_333;
+typedef long long swig_type_334;
 typedef _goslice_ swig_type_335;
-typedef long long swig_type_336;
-typedef _gostring_ swig_type_337;
+typedef _goslice_ swig_type_336;
+typedef long long swig_type_337;
 typedef _gostring_ swig_type_338;
-typedef _goslice_ swig_type_339;
-typedef long long swig_type_340;
-typedef _goslice_ swig_type_341;
+typedef _gostring_ swig_type_339;
+typedef _goslice_ swig_type_340;
+typedef long long swig_type_341;
 typedef _goslice_ swig_type_342;
-typedef long long swig_type_343;
-typedef _gostring_ swig_type_344;
+typedef _goslice_ swig_type_343;
+typedef long long swig_type_344;
 typedef _gostring_ swig_type_345;
-typedef _goslice_ swig_type_346;
+typedef _gostring_ swig_type_346;
 typedef _goslice_ swig_type_347;
-typedef long long swig_type_348;
-typedef _gostring_ swig_type_349;
-typedef _goslice_ swig_type_350;
+typedef _goslice_ swig_type_348;
+typedef long long swig_type_349;
+typedef _gostring_ swig_type_350;
 typedef _goslice_ swig_type_351;
-typedef long long swig_type_352;
-typedef _gostring_ swig_type_353;
-typedef long long swig_type_354;
-typedef _gostring_ swig_type_355;
-typedef long long swig_type_356;
-typedef _gostring_ swig_type_357;
-typedef long long swig_type_358;
-typedef _goslice_ swig_type_359;
-typedef _gostring_ swig_type_360;
-typedef long long swig_type_361;
-typedef _goslice_ swig_type_362;
-typedef _gostring_ swig_type_363;
-typedef long long swig_type_364;
-typedef _goslice_ swig_type_365;
-typedef _gostring_ swig_type_366;
-typedef long long swig_type_367;
-typedef _goslice_ swig_type_368;
-typedef _gostring_ swig_type_369;
-typedef _goslice_ swig_type_370;
+typedef _goslice_ swig_type_352;
+typedef long long swig_type_353;
+typedef _gostring_ swig_type_354;
+typedef long long swig_type_355;
+typedef _gostring_ swig_type_356;
+typedef long long swig_type_357;
+typedef _gostring_ swig_type_358;
+typedef long long swig_type_359;
+typedef _goslice_ swig_type_360;
+typedef _gostring_ swig_type_361;
+typedef long long swig_type_362;
+typedef _goslice_ swig_type_363;
+typedef _gostring_ swig_type_364;
+typedef long long swig_type_365;
+typedef _goslice_ swig_type_366;
+typedef _gostring_ swig_type_367;
+typedef long long swig_type_368;
+typedef _goslice_ swig_type_369;
+typedef _gostring_ swig_type_370;
 typedef _goslice_ swig_type_371;
-typedef long long swig_type_372;
+typedef _goslice_ swig_type_372;
 typedef long long swig_type_373;
-typedef _gostring_ swig_type_374;
-typedef _goslice_ swig_type_375;
+typedef long long swig_type_374;
+typedef _gostring_ swig_type_375;
 typedef _goslice_ swig_type_376;
 typedef _goslice_ swig_type_377;
 typedef _goslice_ swig_type_378;
 typedef _goslice_ swig_type_379;
-typedef _gostring_ swig_type_380;
-typedef long long swig_type_381;
-typedef _goslice_ swig_type_382;
-typedef _gostring_ swig_type_383;
-typedef long long swig_type_384;
+typedef _goslice_ swig_type_380;
+typedef _gostring_ swig_type_381;
+typedef long long swig_type_382;
+typedef _goslice_ swig_type_383;
+typedef _gostring_ swig_type_384;
 typedef long long swig_type_385;
-typedef _goslice_ swig_type_386;
-typedef _gostring_ swig_type_387;
-typedef _goslice_ swig_type_388;
+typedef long long swig_type_386;
+typedef _goslice_ swig_type_387;
+typedef _gostring_ swig_type_388;
 typedef _goslice_ swig_type_389;
-typedef long long swig_type_390;
+typedef _goslice_ swig_type_390;
 typedef long long swig_type_391;
 typedef long long swig_type_392;
-typedef _goslice_ swig_type_393;
-typedef long long swig_type_394;
-typedef _gostring_ swig_type_395;
-typedef _goslice_ swig_type_396;
+typedef long long swig_type_393;
+typedef _goslice_ swig_type_394;
+typedef long long swig_type_395;
+typedef _gostring_ swig_type_396;
 typedef _goslice_ swig_type_397;
 typedef _goslice_ swig_type_398;
-typedef _gostring_ swig_type_399;
-typedef long long swig_type_400;
+typedef _goslice_ swig_type_399;
+typedef _gostring_ swig_type_400;
 typedef long long swig_type_401;
-typedef _goslice_ swig_type_402;
-typedef long long swig_type_403;
-typedef _gostring_ swig_type_404;
-typedef long long swig_type_405;
-typedef _goslice_ swig_type_406;
-typedef long long swig_type_407;
-typedef _gostring_ swig_type_408;
-typedef long long swig_type_409;
-typedef _goslice_ swig_type_410;
+typedef long long swig_type_402;
+typedef _goslice_ swig_type_403;
+typedef long long swig_type_404;
+typedef _gostring_ swig_type_405;
+typedef long long swig_type_406;
+typedef _goslice_ swig_type_407;
+typedef long long swig_type_408;
+typedef _gostring_ swig_type_409;
+typedef long long swig_type_410;
 typedef _goslice_ swig_type_411;
-typedef _gostring_ swig_type_412;
-typedef long long swig_type_413;
-typedef _goslice_ swig_type_414;
-typedef _gostring_ swig_type_415;
-typedef long long swig_type_416;
-typedef _goslice_ swig_type_417;
-typedef _gostring_ swig_type_418;
-typedef long long swig_type_419;
-typedef _goslice_ swig_type_420;
-typedef long long swig_type_421;
-typedef _gostring_ swig_type_422;
-typedef long long swig_type_423;
-typedef _gostring_ swig_type_424;
-typedef long long swig_type_425;
-typedef _gostring_ swig_type_426;
-typedef long long swig_type_427;
+typedef _goslice_ swig_type_412;
+typedef _gostring_ swig_type_413;
+typedef long long swig_type_414;
+typedef _goslice_ swig_type_415;
+typedef _gostring_ swig_type_416;
+typedef long long swig_type_417;
+typedef _goslice_ swig_type_418;
+typedef _gostring_ swig_type_419;
+typedef long long swig_type_420;
+typedef _goslice_ swig_type_421;
+typedef long long swig_type_422;
+typedef _gostring_ swig_type_423;
+typedef long long swig_type_424;
+typedef _gostring_ swig_type_425;
+typedef long long swig_type_426;
+typedef _gostring_ swig_type_427;
 typedef long long swig_type_428;
+typedef long long swig_type_429;
 extern void _wrap_Swig_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_swig_5010cc1c9577d3b9(swig_intgo arg1);
 extern swig_intgo _wrap_OK_swig_5010cc1c9577d3b9(void);
@@ -656,14 +657,15 @@ extern uintptr_t _wrap_new_calibration_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_calibration_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern swig_type_90 _wrap_calibration_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_type_91 _wrap_topology_calibrate_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_92 _wrap_topology_from_comm_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
 extern void _wrap_plan_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern swig_intgo _wrap_BOUNDS_ERROR_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_BOUNDS_CLAMP_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_BOUNDS_SKIP_swig_5010cc1c9577d3b9(void);
 extern void _wrap_embedding_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_embedding_options_seed_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_92 arg2);
-extern swig_type_93 _wrap_embedding_options_seed_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_embedding_options_seed_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_93 arg2);
+extern swig_type_94 _wrap_embedding_options_seed_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_embedding_options_bounds_policy_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_bounds_policy_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_embedding_options_num_threads_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
@@ -682,10 +684,10 @@ extern void _wrap_embedding_options_forward_comm_encoding_set_swig_5010cc1c9577d
 extern swig_intgo _wrap_embedding_options_forward_comm_encoding_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_embedding_options_backward_comm_encoding_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_backward_comm_encoding_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_embedding_options_max_batch_size_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_94 arg2);
-extern swig_type_95 _wrap_embedding_options_max_batch_size_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_embedding_options_max_ids_per_batch_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_96 arg2);
-extern swig_type_97 _wrap_embedding_options_max_ids_per_batch_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_embedding_options_max_batch_size_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_95 arg2);
+extern swig_type_96 _wrap_embedding_options_max_batch_size_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_embedding_options_max_ids_per_batch_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_97 arg2);
+extern swig_type_98 _wrap_embedding_options_max_ids_per_batch_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_embedding_options_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_embedding_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern swig_intgo _wrap_COMM_ENCODING_FP32_swig_5010cc1c9577d3b9(void);
@@ -695,42 +697,42 @@ extern swig_intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_NON_FINITE_CHECK_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_NON_FINITE_ALLOW_swig_5010cc1c9577d3b9(void);
-extern swig_type_98 _wrap_embedding_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_99 _wrap_embedding_create_swig_5010cc1c9577d3b9(swig_type_100 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_99 _wrap_embedding_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_100 _wrap_embedding_create_swig_5010cc1c9577d3b9(swig_type_101 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
 extern void _wrap_embedding_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_101 _wrap_embedding_output_dim_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_102 arg2);
-extern swig_type_103 _wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_104 arg2);
-extern swig_type_105 _wrap_embedding_input_dist_wait_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_106 _wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_107 arg2);
-extern swig_type_108 _wrap_embedding_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_109 arg2);
-extern swig_type_110 _wrap_embedding_forward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_111 _wrap_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_112 _wrap_embedding_backward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_113 _wrap_embedding_synchronize_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_114 _wrap_embedding_set_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
-extern swig_type_115 _wrap_embedding_num_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_116 arg2);
-extern swig_type_117 _wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_118 arg2);
-extern swig_type_119 _wrap_embedding_get_weights_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_120 arg2, swig_type_121 arg3);
-extern swig_type_122 _wrap_embedding_set_weights_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_123 arg2, swig_type_124 arg3);
-extern swig_type_125 _wrap_embedding_num_states_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_126 arg2);
-extern swig_type_127 _wrap_embedding_state_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_128 arg2, swig_voidp arg3, swig_type_129 arg4);
-extern swig_type_130 _wrap_embedding_get_state_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_131 arg2, swig_type_132 arg3, swig_type_133 arg4);
-extern swig_type_134 _wrap_embedding_set_state_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_135 arg2, swig_type_136 arg3, swig_type_137 arg4);
-extern swig_type_138 _wrap_embedding_timings_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_139 arg2, swig_type_140 arg3);
-extern swig_type_141 _wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_142 arg2, float arg3);
-extern swig_type_143 _wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_144 arg2, uintptr_t arg3);
-extern swig_type_145 _wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_146 arg2, swig_type_147 arg3);
-extern swig_type_148 _wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_149 arg2, swig_type_150 arg3, swig_voidp arg4, swig_type_151 arg5);
-extern swig_type_152 _wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_153 arg2);
-extern swig_type_154 _wrap_embedding_output_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_155 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_156 arg5, swig_type_157 arg6);
+extern swig_type_102 _wrap_embedding_output_dim_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_103 arg2);
+extern swig_type_104 _wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_105 arg2);
+extern swig_type_106 _wrap_embedding_input_dist_wait_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_107 _wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_108 arg2);
+extern swig_type_109 _wrap_embedding_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_110 arg2);
+extern swig_type_111 _wrap_embedding_forward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_112 _wrap_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_113 _wrap_embedding_backward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_114 _wrap_embedding_synchronize_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_115 _wrap_embedding_set_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
+extern swig_type_116 _wrap_embedding_num_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_117 arg2);
+extern swig_type_118 _wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_119 arg2);
+extern swig_type_120 _wrap_embedding_get_weights_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_121 arg2, swig_type_122 arg3);
+extern swig_type_123 _wrap_embedding_set_weights_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_124 arg2, swig_type_125 arg3);
+extern swig_type_126 _wrap_embedding_num_states_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_127 arg2);
+extern swig_type_128 _wrap_embedding_state_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_129 arg2, swig_voidp arg3, swig_type_130 arg4);
+extern swig_type_131 _wrap_embedding_get_state_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_132 arg2, swig_type_133 arg3, swig_type_134 arg4);
+extern swig_type_135 _wrap_embedding_set_state_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_136 arg2, swig_type_137 arg3, swig_type_138 arg4);
+extern swig_type_139 _wrap_embedding_timings_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_140 arg2, swig_type_141 arg3);
+extern swig_type_142 _wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_143 arg2, float arg3);
+extern swig_type_144 _wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_145 arg2, uintptr_t arg3);
+extern swig_type_146 _wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_147 arg2, swig_type_148 arg3);
+extern swig_type_149 _wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_150 arg2, swig_type_151 arg3, swig_voidp arg4, swig_type_152 arg5);
+extern swig_type_153 _wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_154 arg2);
+extern swig_type_155 _wrap_embedding_output_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_156 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_157 arg5, swig_type_158 arg6);
 extern void _wrap_step_timings_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_step_timings_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_158 arg2);
-extern swig_type_159 _wrap_step_timings_forwards_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_160 arg2);
-extern swig_type_161 _wrap_step_timings_backwards_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_162 arg2);
-extern swig_type_163 _wrap_step_timings_samples_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_159 arg2);
+extern swig_type_160 _wrap_step_timings_forwards_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_161 arg2);
+extern swig_type_162 _wrap_step_timings_backwards_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_163 arg2);
+extern swig_type_164 _wrap_step_timings_samples_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_step_timings_total_seconds_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
 extern double _wrap_step_timings_total_seconds_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_step_timings_collective_seconds_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
@@ -747,10 +749,10 @@ extern void _wrap_step_timings_embedding_comm_seconds_set_swig_5010cc1c9577d3b9(
 extern double _wrap_step_timings_embedding_comm_seconds_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_step_timings_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_step_timings_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_164 _wrap_step_timings_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_165 _wrap_embedding_step_timings_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_166 _wrap_device_count_swig_5010cc1c9577d3b9(swig_type_167 arg1);
-extern swig_type_168 _wrap_device_check_swig_5010cc1c9577d3b9(swig_intgo arg1, swig_intgo arg2);
+extern swig_type_165 _wrap_step_timings_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_166 _wrap_embedding_step_timings_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_167 _wrap_device_count_swig_5010cc1c9577d3b9(swig_type_168 arg1);
+extern swig_type_169 _wrap_device_check_swig_5010cc1c9577d3b9(swig_intgo arg1, swig_intgo arg2);
 extern void _wrap_mesh_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_mesh_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_mesh_options_sharding_group_size_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
@@ -765,21 +767,21 @@ extern void _wrap_mesh_options_sync_mode_set_swig_5010cc1c9577d3b9(uintptr_t arg
 extern swig_intgo _wrap_mesh_options_sync_mode_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_mesh_options_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_mesh_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_169 _wrap_mesh_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_170 _wrap_mesh_create_swig_5010cc1c9577d3b9(swig_type_171 arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_170 _wrap_mesh_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_171 _wrap_mesh_create_swig_5010cc1c9577d3b9(swig_type_172 arg1, uintptr_t arg2, uintptr_t arg3);
 extern void _wrap_mesh_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_172 _wrap_mesh_coords_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_173 arg2, swig_type_174 arg3, swig_type_175 arg4, swig_type_176 arg5);
-extern swig_type_177 _wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(swig_type_178 arg1, uintptr_t arg2);
-extern swig_type_179 _wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(swig_type_180 arg1, uintptr_t arg2);
-extern swig_type_181 _wrap_mesh_describe_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_182 _wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(swig_type_183 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
-extern swig_type_184 _wrap_mesh_sync_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
-extern swig_type_185 _wrap_mesh_step_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_186 arg3);
-extern swig_type_187 _wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_188 arg2, swig_type_189 arg3, swig_type_190 arg4);
+extern swig_type_173 _wrap_mesh_coords_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_174 arg2, swig_type_175 arg3, swig_type_176 arg4, swig_type_177 arg5);
+extern swig_type_178 _wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(swig_type_179 arg1, uintptr_t arg2);
+extern swig_type_180 _wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(swig_type_181 arg1, uintptr_t arg2);
+extern swig_type_182 _wrap_mesh_describe_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_183 _wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(swig_type_184 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_185 _wrap_mesh_sync_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
+extern swig_type_186 _wrap_mesh_step_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_187 arg3);
+extern swig_type_188 _wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_189 arg2, swig_type_190 arg3, swig_type_191 arg4);
 extern void _wrap_checkpoint_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_checkpoint_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_191 arg2);
-extern swig_type_192 _wrap_checkpoint_options_num_dense_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_192 arg2);
+extern swig_type_193 _wrap_checkpoint_options_num_dense_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_checkpoint_options_reset_optimizer_state_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_checkpoint_options_allow_dtype_change_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
@@ -790,100 +792,100 @@ extern void _wrap_checkpoint_options_allow_partial_load_set_swig_5010cc1c9577d3b
 extern swig_intgo _wrap_checkpoint_options_allow_partial_load_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_checkpoint_options_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_checkpoint_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_193 _wrap_checkpoint_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_194 _wrap_checkpoint_save_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_195 arg2, uintptr_t arg3);
-extern swig_type_196 _wrap_checkpoint_load_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_197 arg2, uintptr_t arg3);
-extern swig_type_198 _wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_199 arg3, uintptr_t arg4);
-extern swig_type_200 _wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_201 arg3, uintptr_t arg4);
-extern swig_type_202 _wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_203 arg2, swig_type_204 arg3, swig_intgo arg4);
-extern swig_type_205 _wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_206 arg2, swig_type_207 arg3, swig_intgo arg4);
+extern swig_type_194 _wrap_checkpoint_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_195 _wrap_checkpoint_save_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_196 arg2, uintptr_t arg3);
+extern swig_type_197 _wrap_checkpoint_load_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_198 arg2, uintptr_t arg3);
+extern swig_type_199 _wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_200 arg3, uintptr_t arg4);
+extern swig_type_201 _wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_202 arg3, uintptr_t arg4);
+extern swig_type_203 _wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_204 arg2, swig_type_205 arg3, swig_intgo arg4);
+extern swig_type_206 _wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_207 arg2, swig_type_208 arg3, swig_intgo arg4);
 extern uintptr_t _wrap_bind_plan_spec_new_swig_5010cc1c9577d3b9(void);
 extern void _wrap_bind_plan_spec_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_bind_plan_spec_topology_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_208 _wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_209 arg2, float arg3);
-extern swig_type_210 _wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_211 arg2, swig_type_212 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_213 arg7, swig_intgo arg8, float arg9, float arg10);
-extern swig_type_214 _wrap_bind_plan_spec_set_table_optimizer_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_215 _wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_216 arg2);
-extern swig_type_217 _wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_218 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_219 arg5, swig_type_220 arg6);
-extern swig_type_221 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_222 arg2);
-extern swig_type_223 _wrap_bind_plan_create_swig_5010cc1c9577d3b9(swig_type_224 arg1, uintptr_t arg2);
-extern swig_type_225 _wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_226 arg2, swig_type_227 arg3, swig_type_228 arg4, swig_type_229 arg5, swig_type_230 arg6, swig_type_231 arg7);
-extern swig_type_232 _wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_233 arg2, swig_type_234 arg3, swig_type_235 arg4, swig_type_236 arg5, swig_type_237 arg6);
-extern swig_type_238 _wrap_bind_device_plugin_path_swig_5010cc1c9577d3b9(swig_voidp arg1);
-extern swig_type_239 _wrap_bind_checkpoint_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_240 arg3, uintptr_t arg4, swig_type_241 arg5, swig_type_242 arg6, swig_type_243 arg7, swig_intgo arg8);
-extern swig_type_244 _wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_245 arg2, swig_type_246 arg3, swig_type_247 arg4, swig_type_248 arg5, swig_type_249 arg6, swig_type_250 arg7, swig_type_251 arg8);
-extern swig_type_252 _wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_253 arg2, swig_type_254 arg3);
-extern swig_type_255 _wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_256 arg2, swig_type_257 arg3);
+extern swig_type_209 _wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_210 arg2, float arg3);
+extern swig_type_211 _wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_212 arg2, swig_type_213 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_214 arg7, swig_intgo arg8, float arg9, float arg10);
+extern swig_type_215 _wrap_bind_plan_spec_set_table_optimizer_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_216 _wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_217 arg2);
+extern swig_type_218 _wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_219 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_220 arg5, swig_type_221 arg6);
+extern swig_type_222 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_223 arg2);
+extern swig_type_224 _wrap_bind_plan_create_swig_5010cc1c9577d3b9(swig_type_225 arg1, uintptr_t arg2);
+extern swig_type_226 _wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_227 arg2, swig_type_228 arg3, swig_type_229 arg4, swig_type_230 arg5, swig_type_231 arg6, swig_type_232 arg7);
+extern swig_type_233 _wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_234 arg2, swig_type_235 arg3, swig_type_236 arg4, swig_type_237 arg5, swig_type_238 arg6);
+extern swig_type_239 _wrap_bind_device_plugin_path_swig_5010cc1c9577d3b9(swig_voidp arg1);
+extern swig_type_240 _wrap_bind_checkpoint_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_241 arg3, uintptr_t arg4, swig_type_242 arg5, swig_type_243 arg6, swig_type_244 arg7, swig_intgo arg8);
+extern swig_type_245 _wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_246 arg2, swig_type_247 arg3, swig_type_248 arg4, swig_type_249 arg5, swig_type_250 arg6, swig_type_251 arg7, swig_type_252 arg8);
+extern swig_type_253 _wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_254 arg2, swig_type_255 arg3);
+extern swig_type_256 _wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_257 arg2, swig_type_258 arg3);
 extern swig_intgo _wrap_ACTIVATION_NONE_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_ACTIVATION_RELU_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_ACTIVATION_SIGMOID_swig_5010cc1c9577d3b9(void);
-extern swig_type_258 _wrap_dense_set_blas_threads_swig_5010cc1c9577d3b9(swig_intgo arg1);
+extern swig_type_259 _wrap_dense_set_blas_threads_swig_5010cc1c9577d3b9(swig_intgo arg1);
 extern swig_intgo _wrap_DENSE_MATH_FP32_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_DENSE_MATH_TF32_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_DENSE_MATH_BF16_swig_5010cc1c9577d3b9(void);
 extern void _wrap_mlp_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_259 _wrap_mlp_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_260 arg2, swig_type_261 arg3, swig_type_262 arg4, swig_type_263 arg5);
-extern swig_type_264 _wrap_mlp_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_265 _wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_266 arg2);
-extern swig_type_267 _wrap_dcn_create_swig_5010cc1c9577d3b9(swig_type_268 arg1, swig_type_269 arg2, swig_intgo arg3, swig_type_270 arg4, swig_type_271 arg5, swig_type_272 arg6);
+extern swig_type_260 _wrap_mlp_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_261 arg2, swig_type_262 arg3, swig_type_263 arg4, swig_type_264 arg5);
+extern swig_type_265 _wrap_mlp_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_266 _wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_267 arg2);
+extern swig_type_268 _wrap_dcn_create_swig_5010cc1c9577d3b9(swig_type_269 arg1, swig_type_270 arg2, swig_intgo arg3, swig_type_271 arg4, swig_type_272 arg5, swig_type_273 arg6);
 extern void _wrap_dcn_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_273 _wrap_dcn_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_274 arg2, swig_type_275 arg3, swig_type_276 arg4, swig_type_277 arg5);
-extern swig_type_278 _wrap_dcn_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_279 _wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_280 arg2);
-extern swig_type_281 _wrap_dot_interaction_width_swig_5010cc1c9577d3b9(swig_type_282 arg1, swig_type_283 arg2, swig_type_284 arg3);
-extern swig_type_285 _wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(swig_type_286 arg1, swig_type_287 arg2, swig_type_288 arg3, swig_type_289 arg4, swig_type_290 arg5, swig_type_291 arg6, swig_type_292 arg7, swig_type_293 arg8);
-extern swig_type_294 _wrap_bce_with_logits_swig_5010cc1c9577d3b9(swig_type_295 arg1, swig_type_296 arg2, swig_type_297 arg3, double arg4, swig_type_298 arg5, swig_type_299 arg6);
-extern swig_type_300 _wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(swig_type_301 arg1, uintptr_t arg2);
+extern swig_type_274 _wrap_dcn_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_275 arg2, swig_type_276 arg3, swig_type_277 arg4, swig_type_278 arg5);
+extern swig_type_279 _wrap_dcn_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_280 _wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_281 arg2);
+extern swig_type_282 _wrap_dot_interaction_width_swig_5010cc1c9577d3b9(swig_type_283 arg1, swig_type_284 arg2, swig_type_285 arg3);
+extern swig_type_286 _wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(swig_type_287 arg1, swig_type_288 arg2, swig_type_289 arg3, swig_type_290 arg4, swig_type_291 arg5, swig_type_292 arg6, swig_type_293 arg7, swig_type_294 arg8);
+extern swig_type_295 _wrap_bce_with_logits_swig_5010cc1c9577d3b9(swig_type_296 arg1, swig_type_297 arg2, swig_type_298 arg3, double arg4, swig_type_299 arg5, swig_type_300 arg6);
+extern swig_type_301 _wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(swig_type_302 arg1, uintptr_t arg2);
 extern void _wrap_dense_optimizer_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_302 _wrap_dense_optimizer_set_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
-extern swig_type_303 _wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_304 arg2);
-extern swig_type_305 _wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_306 arg2);
+extern swig_type_303 _wrap_dense_optimizer_set_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
+extern swig_type_304 _wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_305 arg2);
+extern swig_type_306 _wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_307 arg2);
 extern swig_intgo _wrap_DDP_COMPRESSION_NONE_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_DDP_COMPRESSION_BF16_swig_5010cc1c9577d3b9(void);
 extern void _wrap_ddp_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_307 _wrap_ddp_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_308 _wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_309 arg2);
-extern swig_type_310 _wrap_ddp_finish_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_311 _wrap_ddp_set_sync_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_308 _wrap_ddp_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_309 _wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_310 arg2);
+extern swig_type_311 _wrap_ddp_finish_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_312 _wrap_ddp_set_sync_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_fsdp_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_312 _wrap_fsdp_release_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_313 arg2);
-extern swig_type_314 _wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_315 arg2);
-extern swig_type_316 _wrap_fsdp_step_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_317 _wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(swig_type_318 arg1);
-extern swig_type_319 _wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_320 arg2, swig_type_321 arg3);
-extern swig_type_322 _wrap_bind_mlp_device_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_323 arg2, swig_type_324 arg3);
-extern swig_type_325 _wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_326 arg2, swig_type_327 arg3);
+extern swig_type_313 _wrap_fsdp_release_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_314 arg2);
+extern swig_type_315 _wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_316 arg2);
+extern swig_type_317 _wrap_fsdp_step_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_318 _wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(swig_type_319 arg1);
+extern swig_type_320 _wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_321 arg2, swig_type_322 arg3);
+extern swig_type_323 _wrap_bind_mlp_device_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_324 arg2, swig_type_325 arg3);
+extern swig_type_326 _wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_327 arg2, swig_type_328 arg3);
 extern uintptr_t _wrap_bind_param_list_new_swig_5010cc1c9577d3b9(void);
 extern void _wrap_bind_param_list_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_328 _wrap_bind_param_list_add_mlp_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_329 _wrap_bind_param_list_add_dcn_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_330 _wrap_bind_dense_optimizer_step_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_331 _wrap_bind_mlp_create_swig_5010cc1c9577d3b9(swig_type_332 arg1, swig_type_333 arg2, swig_type_334 arg3, swig_type_335 arg4, swig_type_336 arg5, swig_type_337 arg6);
-extern swig_type_338 _wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(swig_type_339 arg1, swig_type_340 arg2, swig_type_341 arg3, swig_type_342 arg4, swig_type_343 arg5, swig_type_344 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
-extern swig_type_345 _wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_346 arg2, swig_type_347 arg3, uintptr_t arg4, swig_type_348 arg5);
-extern swig_type_349 _wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_350 arg2, swig_type_351 arg3, uintptr_t arg4, swig_type_352 arg5);
-extern swig_type_353 _wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_354 arg3);
-extern swig_type_355 _wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_356 arg3);
-extern swig_type_357 _wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_358 arg2, swig_voidp arg3, swig_type_359 arg4);
-extern swig_type_360 _wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_361 arg2, swig_voidp arg3, swig_type_362 arg4);
-extern swig_type_363 _wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_364 arg2, swig_intgo arg3, swig_type_365 arg4, swig_intgo arg5);
-extern swig_type_366 _wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_367 arg2, swig_intgo arg3, swig_type_368 arg4, swig_intgo arg5);
-extern swig_type_369 _wrap_bind_ddp_create_swig_5010cc1c9577d3b9(swig_type_370 arg1, uintptr_t arg2, swig_type_371 arg3, swig_type_372 arg4, swig_type_373 arg5, swig_intgo arg6);
-extern swig_type_374 _wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_375 arg2, swig_type_376 arg3, swig_type_377 arg4, swig_type_378 arg5, swig_type_379 arg6);
-extern swig_type_380 _wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_381 arg2, swig_type_382 arg3);
-extern swig_type_383 _wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_384 arg2, swig_type_385 arg3, swig_type_386 arg4);
-extern swig_type_387 _wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(swig_type_388 arg1, swig_type_389 arg2, swig_type_390 arg3, swig_type_391 arg4, swig_type_392 arg5, swig_type_393 arg6, swig_type_394 arg7);
-extern swig_type_395 _wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(swig_type_396 arg1, uintptr_t arg2, swig_type_397 arg3, swig_type_398 arg4, uintptr_t arg5);
-extern swig_type_399 _wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_400 arg2, swig_type_401 arg3, swig_type_402 arg4, swig_type_403 arg5);
-extern swig_type_404 _wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_405 arg2, swig_type_406 arg3, swig_type_407 arg4);
-extern swig_type_408 _wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_409 arg2, swig_type_410 arg3, swig_type_411 arg4);
-extern swig_type_412 _wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_413 arg2, swig_type_414 arg3);
-extern swig_type_415 _wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_416 arg2, swig_intgo arg3, swig_type_417 arg4);
-extern swig_type_418 _wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_419 arg2, swig_intgo arg3, swig_type_420 arg4, swig_type_421 arg5, swig_intgo arg6);
-extern swig_type_422 _wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_423 arg2, uintptr_t arg3);
-extern swig_type_424 _wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_425 arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_426 _wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_427 arg2, uintptr_t arg3, uintptr_t arg4);
-extern uintptr_t _wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(swig_type_428 arg1);
+extern swig_type_329 _wrap_bind_param_list_add_mlp_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_330 _wrap_bind_param_list_add_dcn_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_331 _wrap_bind_dense_optimizer_step_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_332 _wrap_bind_mlp_create_swig_5010cc1c9577d3b9(swig_type_333 arg1, swig_type_334 arg2, swig_type_335 arg3, swig_type_336 arg4, swig_type_337 arg5, swig_type_338 arg6);
+extern swig_type_339 _wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(swig_type_340 arg1, swig_type_341 arg2, swig_type_342 arg3, swig_type_343 arg4, swig_type_344 arg5, swig_type_345 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
+extern swig_type_346 _wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_347 arg2, swig_type_348 arg3, uintptr_t arg4, swig_type_349 arg5);
+extern swig_type_350 _wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_351 arg2, swig_type_352 arg3, uintptr_t arg4, swig_type_353 arg5);
+extern swig_type_354 _wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_355 arg3);
+extern swig_type_356 _wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_357 arg3);
+extern swig_type_358 _wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_359 arg2, swig_voidp arg3, swig_type_360 arg4);
+extern swig_type_361 _wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_362 arg2, swig_voidp arg3, swig_type_363 arg4);
+extern swig_type_364 _wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_365 arg2, swig_intgo arg3, swig_type_366 arg4, swig_intgo arg5);
+extern swig_type_367 _wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_368 arg2, swig_intgo arg3, swig_type_369 arg4, swig_intgo arg5);
+extern swig_type_370 _wrap_bind_ddp_create_swig_5010cc1c9577d3b9(swig_type_371 arg1, uintptr_t arg2, swig_type_372 arg3, swig_type_373 arg4, swig_type_374 arg5, swig_intgo arg6);
+extern swig_type_375 _wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_376 arg2, swig_type_377 arg3, swig_type_378 arg4, swig_type_379 arg5, swig_type_380 arg6);
+extern swig_type_381 _wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_382 arg2, swig_type_383 arg3);
+extern swig_type_384 _wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_385 arg2, swig_type_386 arg3, swig_type_387 arg4);
+extern swig_type_388 _wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(swig_type_389 arg1, swig_type_390 arg2, swig_type_391 arg3, swig_type_392 arg4, swig_type_393 arg5, swig_type_394 arg6, swig_type_395 arg7);
+extern swig_type_396 _wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(swig_type_397 arg1, uintptr_t arg2, swig_type_398 arg3, swig_type_399 arg4, uintptr_t arg5);
+extern swig_type_400 _wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_401 arg2, swig_type_402 arg3, swig_type_403 arg4, swig_type_404 arg5);
+extern swig_type_405 _wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_406 arg2, swig_type_407 arg3, swig_type_408 arg4);
+extern swig_type_409 _wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_410 arg2, swig_type_411 arg3, swig_type_412 arg4);
+extern swig_type_413 _wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_414 arg2, swig_type_415 arg3);
+extern swig_type_416 _wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_417 arg2, swig_intgo arg3, swig_type_418 arg4);
+extern swig_type_419 _wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_420 arg2, swig_intgo arg3, swig_type_421 arg4, swig_type_422 arg5, swig_intgo arg6);
+extern swig_type_423 _wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_424 arg2, uintptr_t arg3);
+extern swig_type_425 _wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_426 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_427 _wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_428 arg2, uintptr_t arg3, uintptr_t arg4);
+extern uintptr_t _wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(swig_type_429 arg1);
 extern void _wrap_bind_host_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
 #undef intgo
 */
@@ -2717,6 +2719,17 @@ func Topology_calibrate(arg1 Topology_t, arg2 Calibrate_options, arg3 Calibratio
 	return swig_r_1
 }
 
+func Topology_from_comm(arg1 Topology_t, arg2 uintptr) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_topology_from_comm_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
 func Plan_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
 	C._wrap_plan_destroy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
@@ -2769,7 +2782,7 @@ func (arg1 SwigcptrEmbedding_options) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrEmbedding_options) SetSeed(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_seed_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_92(_swig_i_1))
+	C._wrap_embedding_options_seed_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_93(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetSeed() (_swig_ret uint64) {
@@ -2899,7 +2912,7 @@ func (arg1 SwigcptrEmbedding_options) GetBackward_comm_encoding() (_swig_ret int
 func (arg1 SwigcptrEmbedding_options) SetMax_batch_size(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_max_batch_size_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_94(_swig_i_1))
+	C._wrap_embedding_options_max_batch_size_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_95(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetMax_batch_size() (_swig_ret int64) {
@@ -2912,7 +2925,7 @@ func (arg1 SwigcptrEmbedding_options) GetMax_batch_size() (_swig_ret int64) {
 func (arg1 SwigcptrEmbedding_options) SetMax_ids_per_batch(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_max_ids_per_batch_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_96(_swig_i_1))
+	C._wrap_embedding_options_max_ids_per_batch_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetMax_ids_per_batch() (_swig_ret int64) {
@@ -3035,7 +3048,7 @@ func Embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Optimizer
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_embedding_create_swig_5010cc1c9577d3b9(*(*C.swig_type_100)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_embedding_create_swig_5010cc1c9577d3b9(*(*C.swig_type_101)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3054,7 +3067,7 @@ func Embedding_output_dim(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_output_dim_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_output_dim_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3068,7 +3081,7 @@ func Embedding_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_104)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3092,7 +3105,7 @@ func Embedding_forward_distributed(arg1 uintptr, arg2 []float32) (_swig_ret erro
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3106,7 +3119,7 @@ func Embedding_backward(arg1 uintptr, arg2 []float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_109)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3175,7 +3188,7 @@ func Embedding_num_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3189,7 +3202,7 @@ func Embedding_set_num_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_118(_swig_i_1))
+	swig_r_p := C._wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_119(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3201,7 +3214,7 @@ func Embedding_get_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_get_weights_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_120)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_get_weights_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3219,7 +3232,7 @@ func Embedding_set_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_weights_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_123)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_set_weights_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3236,7 +3249,7 @@ func Embedding_num_states(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_states_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_states_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3252,7 +3265,7 @@ func Embedding_state_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int32) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_state_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_128(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_state_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_129(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -3269,7 +3282,7 @@ func Embedding_get_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_get_state_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_get_state_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3291,7 +3304,7 @@ func Embedding_set_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_set_state_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_set_state_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3312,7 +3325,7 @@ func Embedding_timings(arg1 uintptr, arg2 []float64, arg3 []float64) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_timings_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_timings_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3330,7 +3343,7 @@ func Embedding_set_table_learning_rate(arg1 uintptr, arg2 string, arg3 float32) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3345,7 +3358,7 @@ func Embedding_table_optimizer(arg1 uintptr, arg2 string, arg3 Optimizer_config)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3360,7 +3373,7 @@ func Embedding_table_num_states(arg1 uintptr, arg2 string, arg3 []uint64) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3380,7 +3393,7 @@ func Embedding_table_state_info(arg1 uintptr, arg2 string, arg3 int64, arg4 *str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_1)), C.swig_type_150(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_1)), C.swig_type_151(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg4 = swigCopyString(*arg4) 
 	if Swig_escape_always_false {
@@ -3398,7 +3411,7 @@ func Embedding_num_outputs(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3416,7 +3429,7 @@ func Embedding_output_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 *string,
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_embedding_output_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_155(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_embedding_output_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_156(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
  *arg4 = swigCopyString(*arg4) 
@@ -3456,7 +3469,7 @@ func (arg1 SwigcptrStep_timings) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrStep_timings) SetForwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_158(_swig_i_1))
+	C._wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_159(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
@@ -3469,7 +3482,7 @@ func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
 func (arg1 SwigcptrStep_timings) SetBackwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_160(_swig_i_1))
+	C._wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_161(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
@@ -3482,7 +3495,7 @@ func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
 func (arg1 SwigcptrStep_timings) SetSamples(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_162(_swig_i_1))
+	C._wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_163(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetSamples() (_swig_ret int64) {
@@ -3647,7 +3660,7 @@ func Embedding_step_timings(arg1 uintptr, arg2 Step_timings) (_swig_ret error) {
 func Device_count(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_device_count_swig_5010cc1c9577d3b9(*(*C.swig_type_167)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_device_count_swig_5010cc1c9577d3b9(*(*C.swig_type_168)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3805,7 +3818,7 @@ func Mesh_create(arg1 []uintptr, arg2 uintptr, arg3 Mesh_options) (_swig_ret err
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_mesh_create_swig_5010cc1c9577d3b9(*(*C.swig_type_171)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_mesh_create_swig_5010cc1c9577d3b9(*(*C.swig_type_172)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3827,7 +3840,7 @@ func Mesh_coords(arg1 uintptr, arg2 []int32, arg3 []int32, arg4 []int32, arg5 []
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mesh_coords_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_mesh_coords_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3850,7 +3863,7 @@ func Mesh_sharding_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(*(*C.swig_type_178)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(*(*C.swig_type_179)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3864,7 +3877,7 @@ func Mesh_replica_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(*(*C.swig_type_180)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(*(*C.swig_type_181)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3893,7 +3906,7 @@ func Mesh_embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Opti
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(*(*C.swig_type_183)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(*(*C.swig_type_184)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3920,7 +3933,7 @@ func Mesh_step(arg1 uintptr, arg2 uintptr, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_mesh_step_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_mesh_step_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_187)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -3936,7 +3949,7 @@ func Mesh_sync_stats(arg1 uintptr, arg2 []uint64, arg3 []int32, arg4 []int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_191)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3978,7 +3991,7 @@ func (arg1 SwigcptrCheckpoint_options) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrCheckpoint_options) SetNum_dense(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1))
+	C._wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_192(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetNum_dense() (_swig_ret int64) {
@@ -4084,7 +4097,7 @@ func Checkpoint_save(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_save_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_195)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_save_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4099,7 +4112,7 @@ func Checkpoint_load(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_load_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_197)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_load_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4115,7 +4128,7 @@ func Checkpoint_save_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_199)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4131,7 +4144,7 @@ func Checkpoint_load_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_201)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4147,7 +4160,7 @@ func Checkpoint_export_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_203)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_204)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_204)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4166,7 +4179,7 @@ func Checkpoint_import_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_206)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4202,7 +4215,7 @@ func Bind_plan_spec_add_feature(arg1 uintptr, arg2 string, arg3 float32) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_209)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4224,7 +4237,7 @@ func Bind_plan_spec_add_table(arg1 uintptr, arg2 string, arg3 int64, arg4 int, a
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_1)), C.swig_type_212(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_1)), C.swig_type_213(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4252,7 +4265,7 @@ func Bind_plan_spec_add_table_feature_name(arg1 uintptr, arg2 string) (_swig_ret
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_216)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4270,7 +4283,7 @@ func Bind_plan_spec_add_constraints(arg1 uintptr, arg2 string, arg3 uint, arg4 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_221)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4290,7 +4303,7 @@ func Bind_plan_spec_set_memory_bytes_per_rank(arg1 uintptr, arg2 []int64) (_swig
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_222)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4304,7 +4317,7 @@ func Bind_plan_create(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_create_swig_5010cc1c9577d3b9(*(*C.swig_type_224)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_plan_create_swig_5010cc1c9577d3b9(*(*C.swig_type_225)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4323,7 +4336,7 @@ func Bind_embedding_forward(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_226(_swig_i_1), C.swig_type_227(_swig_i_2), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_227(_swig_i_1), C.swig_type_228(_swig_i_2), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_232)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4350,7 +4363,7 @@ func Bind_embedding_input_dist_start(arg1 uintptr, arg2 int64, arg3 int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_233(_swig_i_1), C.swig_type_234(_swig_i_2), *(*C.swig_type_235)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_237)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_234(_swig_i_1), C.swig_type_235(_swig_i_2), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_237)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_238)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4387,7 +4400,7 @@ func Bind_checkpoint(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoint_op
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_checkpoint_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_240)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_241)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
+	swig_r_p := C._wrap_bind_checkpoint_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_241)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_244)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4416,7 +4429,7 @@ func Bind_embedding_forward_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_245(_swig_i_1), C.swig_type_246(_swig_i_2), *(*C.swig_type_247)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_248)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_249)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_250)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_251)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_246(_swig_i_1), C.swig_type_247(_swig_i_2), *(*C.swig_type_248)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_249)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_250)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_251)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_252)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4443,7 +4456,7 @@ func Bind_embedding_forward_distributed_tensor(arg1 uintptr, arg2 []float32, arg
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_253)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_254)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_254)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_255)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4461,7 +4474,7 @@ func Bind_embedding_backward_tensor(arg1 uintptr, arg2 []float32, arg3 []int64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_256)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_257)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_257)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4541,7 +4554,7 @@ func Mlp_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mlp_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_260)(unsafe.Pointer(&_swig_i_1)), C.swig_type_261(_swig_i_2), *(*C.swig_type_262)(unsafe.Pointer(&_swig_i_3)), C.swig_type_263(_swig_i_4))
+	swig_r_p := C._wrap_mlp_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_261)(unsafe.Pointer(&_swig_i_1)), C.swig_type_262(_swig_i_2), *(*C.swig_type_263)(unsafe.Pointer(&_swig_i_3)), C.swig_type_264(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4568,7 +4581,7 @@ func Mlp_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_266)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_267)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4586,7 +4599,7 @@ func Dcn_create(arg1 []uintptr, arg2 int64, arg3 int, arg4 int64, arg5 uint64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dcn_create_swig_5010cc1c9577d3b9(*(*C.swig_type_268)(unsafe.Pointer(&_swig_i_0)), C.swig_type_269(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_270(_swig_i_3), C.swig_type_271(_swig_i_4), *(*C.swig_type_272)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_dcn_create_swig_5010cc1c9577d3b9(*(*C.swig_type_269)(unsafe.Pointer(&_swig_i_0)), C.swig_type_270(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_271(_swig_i_3), C.swig_type_272(_swig_i_4), *(*C.swig_type_273)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4611,7 +4624,7 @@ func Dcn_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dcn_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_274)(unsafe.Pointer(&_swig_i_1)), C.swig_type_275(_swig_i_2), *(*C.swig_type_276)(unsafe.Pointer(&_swig_i_3)), C.swig_type_277(_swig_i_4))
+	swig_r_p := C._wrap_dcn_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_275)(unsafe.Pointer(&_swig_i_1)), C.swig_type_276(_swig_i_2), *(*C.swig_type_277)(unsafe.Pointer(&_swig_i_3)), C.swig_type_278(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4638,7 +4651,7 @@ func Dcn_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_280)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_281)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4653,7 +4666,7 @@ func Dot_interaction_width(arg1 int64, arg2 int64, arg3 []int64) (_swig_ret erro
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dot_interaction_width_swig_5010cc1c9577d3b9(C.swig_type_282(_swig_i_0), C.swig_type_283(_swig_i_1), *(*C.swig_type_284)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_dot_interaction_width_swig_5010cc1c9577d3b9(C.swig_type_283(_swig_i_0), C.swig_type_284(_swig_i_1), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4673,7 +4686,7 @@ func Dot_interaction_backward(arg1 []float32, arg2 []float32, arg3 []float32, ar
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(*(*C.swig_type_286)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_287)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_288)(unsafe.Pointer(&_swig_i_2)), C.swig_type_289(_swig_i_3), C.swig_type_290(_swig_i_4), C.swig_type_291(_swig_i_5), *(*C.swig_type_292)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_293)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(*(*C.swig_type_287)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_288)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_289)(unsafe.Pointer(&_swig_i_2)), C.swig_type_290(_swig_i_3), C.swig_type_291(_swig_i_4), C.swig_type_292(_swig_i_5), *(*C.swig_type_293)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_294)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4703,7 +4716,7 @@ func Bce_with_logits(arg1 []float32, arg2 []float32, arg3 int64, arg4 float64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bce_with_logits_swig_5010cc1c9577d3b9(*(*C.swig_type_295)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_296)(unsafe.Pointer(&_swig_i_1)), C.swig_type_297(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_298)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_299)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bce_with_logits_swig_5010cc1c9577d3b9(*(*C.swig_type_296)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_297)(unsafe.Pointer(&_swig_i_1)), C.swig_type_298(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_299)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_300)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4726,7 +4739,7 @@ func Dense_optimizer_create(arg1 []uintptr, arg2 Optimizer_config) (_swig_ret er
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(*(*C.swig_type_301)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(*(*C.swig_type_302)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4756,7 +4769,7 @@ func Dense_optimizer_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_304)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_305)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4770,7 +4783,7 @@ func Dense_optimizer_set_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_306(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_307(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4812,7 +4825,7 @@ func Ddp_mark_ready(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_309(_swig_i_1))
+	swig_r_p := C._wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_310(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4849,7 +4862,7 @@ func Fsdp_release(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_release_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_313(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_release_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_314(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4860,7 +4873,7 @@ func Fsdp_reduce_grad(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_315(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_316(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4880,7 +4893,7 @@ func Fsdp_step(arg1 uintptr) (_swig_ret error) {
 func Bind_dense_blas_threads(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(*(*C.swig_type_318)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(*(*C.swig_type_319)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4895,7 +4908,7 @@ func Bind_mlp_dims(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_320)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_321)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_321)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_322)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4913,7 +4926,7 @@ func Bind_mlp_device(arg1 uintptr, arg2 []int32, arg3 []int32) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_device_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_323)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_324)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_device_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_324)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_325)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4931,7 +4944,7 @@ func Bind_fsdp_memory(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_326)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_327)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_327)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_328)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4996,7 +5009,7 @@ func Bind_mlp_create(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_mlp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_332)(unsafe.Pointer(&_swig_i_0)), C.swig_type_333(_swig_i_1), *(*C.swig_type_334)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_335)(unsafe.Pointer(&_swig_i_3)), C.swig_type_336(_swig_i_4), *(*C.swig_type_337)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_mlp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_333)(unsafe.Pointer(&_swig_i_0)), C.swig_type_334(_swig_i_1), *(*C.swig_type_335)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_336)(unsafe.Pointer(&_swig_i_3)), C.swig_type_337(_swig_i_4), *(*C.swig_type_338)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5026,7 +5039,7 @@ func Bind_mlp_create_on(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, 
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(*(*C.swig_type_339)(unsafe.Pointer(&_swig_i_0)), C.swig_type_340(_swig_i_1), *(*C.swig_type_341)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_342)(unsafe.Pointer(&_swig_i_3)), C.swig_type_343(_swig_i_4), *(*C.swig_type_344)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
+	swig_r_p := C._wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(*(*C.swig_type_340)(unsafe.Pointer(&_swig_i_0)), C.swig_type_341(_swig_i_1), *(*C.swig_type_342)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_343)(unsafe.Pointer(&_swig_i_3)), C.swig_type_344(_swig_i_4), *(*C.swig_type_345)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5052,7 +5065,7 @@ func Bind_mlp_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_346)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_347)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_348(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_347)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_348)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_349(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5072,7 +5085,7 @@ func Bind_dcn_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_350)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_351)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_352(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_351)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_352)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_353(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5090,7 +5103,7 @@ func Bind_mlp_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_354(_swig_i_2))
+	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_355(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5102,7 +5115,7 @@ func Bind_dcn_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_356(_swig_i_2))
+	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_357(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5115,7 +5128,7 @@ func Bind_mlp_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_358(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_359)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_359(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_360)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -5132,7 +5145,7 @@ func Bind_dcn_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_361(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_362)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_362(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_363)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -5150,7 +5163,7 @@ func Bind_mlp_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_364(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_365)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_365(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_366)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5167,7 +5180,7 @@ func Bind_dcn_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_367(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_368)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_368(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_369)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5185,7 +5198,7 @@ func Bind_ddp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 int64, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_370)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_371)(unsafe.Pointer(&_swig_i_2)), C.swig_type_372(_swig_i_3), C.swig_type_373(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_ddp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_371)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_372)(unsafe.Pointer(&_swig_i_2)), C.swig_type_373(_swig_i_3), C.swig_type_374(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5206,7 +5219,7 @@ func Bind_ddp_stats(arg1 uintptr, arg2 []int64, arg3 []int64, arg4 []float64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_375)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_376)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_377)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_378)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_379)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_376)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_377)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_378)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_379)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_380)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5233,7 +5246,7 @@ func Bind_ddp_bucket_size(arg1 uintptr, arg2 int64, arg3 []uint64) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_381(_swig_i_1), *(*C.swig_type_382)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_382(_swig_i_1), *(*C.swig_type_383)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5249,7 +5262,7 @@ func Bind_ddp_bucket_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []uint64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_384(_swig_i_1), C.swig_type_385(_swig_i_2), *(*C.swig_type_386)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_385(_swig_i_1), C.swig_type_386(_swig_i_2), *(*C.swig_type_387)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5268,7 +5281,7 @@ func Bind_dot_interaction_forward(arg1 []float32, arg2 []float32, arg3 int64, ar
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(*(*C.swig_type_388)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_389)(unsafe.Pointer(&_swig_i_1)), C.swig_type_390(_swig_i_2), C.swig_type_391(_swig_i_3), C.swig_type_392(_swig_i_4), *(*C.swig_type_393)(unsafe.Pointer(&_swig_i_5)), C.swig_type_394(_swig_i_6))
+	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(*(*C.swig_type_389)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_390)(unsafe.Pointer(&_swig_i_1)), C.swig_type_391(_swig_i_2), C.swig_type_392(_swig_i_3), C.swig_type_393(_swig_i_4), *(*C.swig_type_394)(unsafe.Pointer(&_swig_i_5)), C.swig_type_395(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5291,7 +5304,7 @@ func Bind_fsdp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 []float32
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_396)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_397)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_398)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_397)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_398)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_399)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5314,7 +5327,7 @@ func Bind_fsdp_gather(arg1 uintptr, arg2 int64, arg3 int64, arg4 []float32, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_400(_swig_i_1), C.swig_type_401(_swig_i_2), *(*C.swig_type_402)(unsafe.Pointer(&_swig_i_3)), C.swig_type_403(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_401(_swig_i_1), C.swig_type_402(_swig_i_2), *(*C.swig_type_403)(unsafe.Pointer(&_swig_i_3)), C.swig_type_404(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5330,7 +5343,7 @@ func Bind_fsdp_add_grad(arg1 uintptr, arg2 int64, arg3 []float32, arg4 int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_405(_swig_i_1), *(*C.swig_type_406)(unsafe.Pointer(&_swig_i_2)), C.swig_type_407(_swig_i_3))
+	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_406(_swig_i_1), *(*C.swig_type_407)(unsafe.Pointer(&_swig_i_2)), C.swig_type_408(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5346,7 +5359,7 @@ func Bind_fsdp_shard_range(arg1 uintptr, arg2 int64, arg3 []int64, arg4 []int64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_409(_swig_i_1), *(*C.swig_type_410)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_411)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_410(_swig_i_1), *(*C.swig_type_411)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_412)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5364,7 +5377,7 @@ func Bind_fsdp_read_shard(arg1 uintptr, arg2 int64, arg3 []float32) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_413(_swig_i_1), *(*C.swig_type_414)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_414(_swig_i_1), *(*C.swig_type_415)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5380,7 +5393,7 @@ func Bind_dense_optimizer_state_count(arg1 uintptr, arg2 int64, arg3 int, arg4 [
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_416(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_417)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_417(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_418)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5398,7 +5411,7 @@ func Bind_dense_optimizer_state_copy(arg1 uintptr, arg2 int64, arg3 int, arg4 []
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_419(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_420)(unsafe.Pointer(&_swig_i_3)), C.swig_type_421(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_420(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_421)(unsafe.Pointer(&_swig_i_3)), C.swig_type_422(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5413,7 +5426,7 @@ func Bind_ddp_set_external(arg1 uintptr, arg2 int64, arg3 uintptr) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_423(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_424(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5426,7 +5439,7 @@ func Bind_mlp_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_425(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_426(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5439,7 +5452,7 @@ func Bind_dcn_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_427(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_428(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5449,7 +5462,7 @@ func Bind_dcn_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 func Bind_host_alloc_floats(arg1 int64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(C.swig_type_428(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(C.swig_type_429(_swig_i_0)))
 	return swig_r
 }
 

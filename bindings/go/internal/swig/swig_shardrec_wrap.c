@@ -4272,6 +4272,38 @@ _gostring_ _wrap_topology_calibrate_swig_5010cc1c9577d3b9(struct shardrec_topolo
 }
 
 
+_gostring_ _wrap_topology_from_comm_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+  shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
+  shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(shardrec_topology_t **)&_swig_go_0; 
+  arg2 = (shardrec_comm_t *)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_topology_from_comm(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
 void _wrap_plan_destroy_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   

@@ -2446,6 +2446,12 @@ extern "C" {
     ) -> shardrec_status_t;
 }
 extern "C" {
+    pub fn shardrec_topology_from_comm(
+        topology: *mut shardrec_topology_t,
+        comm: *mut shardrec_comm_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
     pub fn shardrec_plan_destroy(plan: *mut shardrec_plan_t);
 }
 pub const shardrec_bounds_policy_SHARDREC_BOUNDS_ERROR: shardrec_bounds_policy = 0;

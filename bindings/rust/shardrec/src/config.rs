@@ -166,6 +166,21 @@ impl Topology {
         t
     }
 
+    /// Sets `world_size` to `comm`'s size and `ranks_per_node` to its local size
+    /// (`shardrec_topology_from_comm`), the default way to describe a launched job to the
+    /// planner. Collective: every rank of `comm` calls it. Every host must run as many ranks;
+    /// otherwise every rank gets `InvalidArgument` naming the smallest and largest. On error
+    /// nothing is written; other fields are never touched.
+    pub fn fill_from_comm(&mut self, comm: &mut crate::Comm) -> crate::Result<()> {
+        let mut t = self.raw();
+        // SAFETY: `t` borrows `self.memory_bytes_per_rank` (not read); `comm.raw` is live while
+        // `comm` is borrowed mutably, which also keeps other threads off it during the call.
+        crate::check(unsafe { sys::shardrec_topology_from_comm(&mut t, comm.raw) })?;
+        self.world_size = t.world_size;
+        self.ranks_per_node = t.ranks_per_node;
+        Ok(())
+    }
+
     /// Measures this machine (`shardrec_topology_calibrate`, about 0.1-0.3 s) and writes
     /// `memory_bandwidth`, `intra_node_bandwidth`, `collective_latency` and, on host,
     /// `per_id_cost`. Set `world_size` and `ranks_per_node` first. On error nothing is written.

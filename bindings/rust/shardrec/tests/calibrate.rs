@@ -40,3 +40,24 @@ fn calibrate_fills_the_topology() {
     assert!(err.to_string().contains("threads_per_rank"), "{err}");
     assert_eq!(bad.memory_bandwidth, 0.0);
 }
+
+/// `Topology::fill_from_comm`: a local group of 4 (one host) gives world 4 and 4 ranks per
+/// node on every rank, leaving the other fields alone.
+#[test]
+fn fill_from_comm_takes_world_and_local_size() {
+    let comms = shardrec::Comm::local_group(4, &shardrec::CommOptions::default()).expect("group");
+    let handles: Vec<_> = comms
+        .into_iter()
+        .map(|mut comm| {
+            std::thread::spawn(move || {
+                let mut topo = Topology::new(1);
+                topo.batch_size = 256;
+                topo.fill_from_comm(&mut comm).expect("fill_from_comm");
+                (topo.world_size, topo.ranks_per_node, topo.batch_size)
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().expect("rank thread"), (4, 4, 256));
+    }
+}

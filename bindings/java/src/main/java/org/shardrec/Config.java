@@ -2,6 +2,8 @@
 // features, tables, topology, per-table constraints (the enumerations are top-level types).
 package org.shardrec;
 
+import java.lang.ref.Reference;
+
 /** Configuration classes of config.h and embedding.h. */
 public final class Config {
   private Config() {}
@@ -192,6 +194,26 @@ public final class Config {
       t.setReserved_fraction(reservedFraction);
       t.setCollective_latency(collectiveLatency);
       t.setPer_id_cost(perIdCost);
+    }
+
+    /**
+     * A topology for the job that {@code comm} spans (shardrec_topology_from_comm): worldSize is
+     * its size and ranksPerNode its local size (comm.localSize()); every other field has its
+     * default. The default way to describe a launched job to the planner. Collective: every rank
+     * of {@code comm} calls it. Every host must run as many ranks; otherwise every rank gets a
+     * ShardrecException (EINVAL) naming the smallest and largest.
+     */
+    public static Topology fromComm(Comm comm) {
+      org.shardrec.swig.topology t = new Topology(1).toNative();
+      try {
+        org.shardrec.swig.Native.topology_from_comm(t, comm.handle());
+        Topology v = new Topology(t.getWorld_size());
+        v.ranksPerNode = t.getRanks_per_node();
+        return v;
+      } finally {
+        t.delete();
+        Reference.reachabilityFence(comm);
+      }
     }
 
     /**

@@ -35,4 +35,23 @@ class CalibrateTest {
     assertThrows(ShardrecException.class, () -> topology.calibrate(false, -1));
     assertEquals(0.0, topology.memoryBandwidth);
   }
+
+  @Test
+  void fromCommTakesWorldAndLocalSizeOnEveryRank() throws Exception {
+    Comm[] group = Comm.createLocalGroup(4);
+    Config.Topology[] got = new Config.Topology[group.length];
+    Thread[] threads = new Thread[group.length];
+    for (int r = 0; r < group.length; ++r) {
+      final int rank = r;
+      threads[r] = new Thread(() -> got[rank] = Config.Topology.fromComm(group[rank]));
+      threads[r].start();
+    }
+    for (Thread t : threads) t.join();
+    for (Comm c : group) c.close();
+    for (Config.Topology t : got) {
+      assertEquals(4, t.worldSize);
+      assertEquals(4, t.ranksPerNode);
+      assertEquals(0, t.batchSize);
+    }
+  }
 }
