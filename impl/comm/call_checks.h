@@ -11,16 +11,19 @@
 
 namespace shardrec::comm {
 
-// kInvalidArgument unless `dtype` is one of the element types.
-Status CheckCallDType(DType dtype);
-
-// kInvalidArgument unless `op` is sum, avg, max or min.
-Status CheckCallOp(ReduceOp op);
-
-// kInvalidArgument unless `counts` has one entry per rank; *total receives their sum.
-Status CheckCallCounts(std::span<const size_t> counts, int size, const char* name, size_t* total);
-
-// kInvalidArgument when `p` is null but `count` elements are to be read or written there.
-Status CheckCallBuffer(const void* p, size_t count, const char* name);
+// Every check of one collective's arguments, in the order both backends make them (the element
+// type, the op, the counts, then the buffers); the totals of the counts come back.
+Status CheckAllReduceCall(const void* send, const void* recv, size_t count, DType dtype,
+                          ReduceOp op);
+Status CheckAllToAllVCall(const void* send, std::span<const size_t> send_counts, const void* recv,
+                          std::span<const size_t> recv_counts, DType dtype, int size,
+                          size_t* send_total, size_t* recv_total);
+Status CheckAllGatherVCall(const void* send, size_t send_count, const void* recv,
+                           std::span<const size_t> recv_counts, DType dtype, int size, int rank,
+                           size_t* total);
+Status CheckReduceScatterVCall(const void* send, const void* recv,
+                               std::span<const size_t> recv_counts, DType dtype, ReduceOp op,
+                               int size, int rank, size_t* total);
+Status CheckBroadcastCall(const void* buf, size_t count, DType dtype, int root, int size);
 
 }  // namespace shardrec::comm

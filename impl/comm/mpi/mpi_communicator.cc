@@ -233,10 +233,7 @@ Status MpiCommunicator::Split(int color, int key, std::unique_ptr<Communicator>*
 Status MpiCommunicator::AllReduce(const void* send, void* recv, size_t count, DType dtype,
                                   ReduceOp op, const CallOptions& opts) {
   SR_RETURN_IF_ERROR(Usable());
-  SR_RETURN_IF_ERROR(CheckCallDType(dtype));
-  SR_RETURN_IF_ERROR(CheckCallOp(op));
-  SR_RETURN_IF_ERROR(CheckCallBuffer(send, count, "send"));
-  SR_RETURN_IF_ERROR(CheckCallBuffer(recv, count, "recv"));
+  SR_RETURN_IF_ERROR(CheckAllReduceCall(send, recv, count, dtype, op));
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
   const bool half = dtype == DType::kFloat16 || dtype == DType::kBFloat16;
@@ -258,12 +255,9 @@ Status MpiCommunicator::AllToAllV(const void* send, std::span<const size_t> send
                                   std::span<const size_t> recv_counts, DType dtype,
                                   const CallOptions& opts) {
   SR_RETURN_IF_ERROR(Usable());
-  SR_RETURN_IF_ERROR(CheckCallDType(dtype));
   size_t send_total = 0, recv_total = 0;
-  SR_RETURN_IF_ERROR(CheckCallCounts(send_counts, size_, "send_counts", &send_total));
-  SR_RETURN_IF_ERROR(CheckCallCounts(recv_counts, size_, "recv_counts", &recv_total));
-  SR_RETURN_IF_ERROR(CheckCallBuffer(send, send_total, "send"));
-  SR_RETURN_IF_ERROR(CheckCallBuffer(recv, recv_total, "recv"));
+  SR_RETURN_IF_ERROR(CheckAllToAllVCall(send, send_counts, recv, recv_counts, dtype, size_,
+                                        &send_total, &recv_total));
   if (send_counts[rank_] != recv_counts[rank_]) {
     return Status::InvalidArgument("send_counts[", rank_, "] = ", send_counts[rank_],
                                    " differs from recv_counts[", rank_, "] = ", recv_counts[rank_],
@@ -278,15 +272,9 @@ Status MpiCommunicator::AllGatherV(const void* send, size_t send_count, void* re
                                    std::span<const size_t> recv_counts, DType dtype,
                                    const CallOptions& opts) {
   SR_RETURN_IF_ERROR(Usable());
-  SR_RETURN_IF_ERROR(CheckCallDType(dtype));
   size_t total = 0;
-  SR_RETURN_IF_ERROR(CheckCallCounts(recv_counts, size_, "recv_counts", &total));
-  if (recv_counts[rank_] != send_count) {
-    return Status::InvalidArgument("send_count ", send_count, " differs from recv_counts[", rank_,
-                                   "] = ", recv_counts[rank_]);
-  }
-  SR_RETURN_IF_ERROR(CheckCallBuffer(send, send_count, "send"));
-  SR_RETURN_IF_ERROR(CheckCallBuffer(recv, total, "recv"));
+  SR_RETURN_IF_ERROR(
+      CheckAllGatherVCall(send, send_count, recv, recv_counts, dtype, size_, rank_, &total));
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
   return HostAllGatherV(send, send_count, recv, recv_counts, dtype, t);
@@ -296,12 +284,9 @@ Status MpiCommunicator::ReduceScatterV(const void* send, void* recv,
                                        std::span<const size_t> recv_counts, DType dtype,
                                        ReduceOp op, const CallOptions& opts) {
   SR_RETURN_IF_ERROR(Usable());
-  SR_RETURN_IF_ERROR(CheckCallDType(dtype));
-  SR_RETURN_IF_ERROR(CheckCallOp(op));
   size_t total = 0;
-  SR_RETURN_IF_ERROR(CheckCallCounts(recv_counts, size_, "recv_counts", &total));
-  SR_RETURN_IF_ERROR(CheckCallBuffer(send, total, "send"));
-  SR_RETURN_IF_ERROR(CheckCallBuffer(recv, recv_counts[rank_], "recv"));
+  SR_RETURN_IF_ERROR(
+      CheckReduceScatterVCall(send, recv, recv_counts, dtype, op, size_, rank_, &total));
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
   return HostReduceScatterV(send, recv, recv_counts, dtype, op, t);
@@ -310,10 +295,7 @@ Status MpiCommunicator::ReduceScatterV(const void* send, void* recv,
 Status MpiCommunicator::Broadcast(void* buf, size_t count, DType dtype, int root,
                                   const CallOptions& opts) {
   SR_RETURN_IF_ERROR(Usable());
-  SR_RETURN_IF_ERROR(CheckCallDType(dtype));
-  if (root < 0 || root >= size_)
-    return Status::InvalidArgument("root ", root, " is outside [0, ", size_, ")");
-  SR_RETURN_IF_ERROR(CheckCallBuffer(buf, count, "buf"));
+  SR_RETURN_IF_ERROR(CheckBroadcastCall(buf, count, dtype, root, size_));
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
   return HostBroadcast(buf, count * DTypeSize(dtype), root, t);
