@@ -162,11 +162,6 @@ Status CudaRuntime::MallocHost(size_t bytes, void** out) const {
 }
 
 Status CudaRuntime::MallocHostOn(int device, size_t bytes, void** out) const {
-  // Entries past struct_size are not the plugin's: never read them. A table that ends before this
-  // one (the deliberately truncated test plugins) allocates as host_alloc does.
-  if (t_->struct_size < offsetof(shardrec_cuda_plugin_table_t, host_alloc_on) + sizeof(void*) ||
-      t_->host_alloc_on == nullptr)
-    return MallocHost(bytes, out);
   shardrec_plugin_status_t ps{};
   return FromPlugin(t_->host_alloc_on(device, bytes, out, &ps), ps);
 }
@@ -196,11 +191,6 @@ Status CudaRuntime::StreamWait(int device, Stream stream, int64_t timeout_ms) co
 
 Status CudaRuntime::StreamCreate(int device, Stream* out) const {
   *out = nullptr;
-  // Entries past struct_size are not the plugin's: never read them.
-  const size_t need =
-      offsetof(shardrec_cuda_plugin_table_t, stream_destroy) + sizeof(t_->stream_destroy);
-  if (t_->struct_size < need || t_->stream_create == nullptr || t_->stream_destroy == nullptr)
-    return Status::Unsupported("the CUDA plugin predates the stream entries");
   shardrec_plugin_status_t ps{};
   return FromPlugin(t_->stream_create(device, out, &ps), ps);
 }

@@ -22,46 +22,21 @@ struct LoadedPlugin {
   const shardrec_cuda_plugin_table_t* table = nullptr;
 };
 
-// Opens `path` and checks it: the ABI symbol and version, a table of at least the size this
-// build knows, every entry present, and the CUDA driver / runtime / NCCL versions it reports
-// (CheckPluginVersions). Errors are kNoDevice with a message naming the file and the mismatch.
-// Used once per process by the loader below; tests call it with fake plugins.
+// Opens `path` and checks it: the ABI symbol and version, a table of exactly this build's ABI
+// version and size (no older table is served), every runtime entry present, and the CUDA driver /
+// runtime / NCCL versions it reports (CheckPluginVersions). Errors are kNoDevice with a message
+// naming the file and the mismatch. Used once per process by the loader below; tests call it with
+// fake plugins.
 Status LoadCudaPlugin(const std::string& path, LoadedPlugin* out);
 
-// Whether the plugin's table has the appended dense entries (linear_forward/backward):
-// kUnsupported naming `path` for a plugin built before them.
+// Whether the plugin serves the dense GPU layers (linear_forward/backward not NULL): kUnsupported
+// naming `path` and the missing entry otherwise (a test double serving the embedding side only).
 Status HasDenseEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
 
-// Whether the plugin's table has the appended embedding kernel entries (emb_status_bytes ..
-// emb_apply): kUnsupported naming `path` for a plugin built before them.
+// Whether the plugin serves every embedding kernel entry (emb_*): kUnsupported naming `path` and
+// the first missing entry otherwise (a test double serving the dense side only). Checked once,
+// where the embedding dispatch first looks the table up; nothing else is probed.
 Status HasEmbeddingEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
-
-// Whether the plugin's table has the appended route entries (emb_route_temp_bytes, emb_route):
-// kUnsupported naming `path` for a plugin built before them.
-Status HasRouteEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
-
-// Whether the plugin's table has the appended emb_divide_means entry: kUnsupported naming `path`
-// for a plugin built before it (a GPU collection then divides MEAN outputs on the host).
-Status HasMeanEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
-
-// Whether the plugin's table has the appended emb_unpack entry: kUnsupported naming `path` for a
-// plugin built before it (a GPU collection over NCCL then exchanges its ids staged through the
-// host).
-Status HasUnpackEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
-
-// Whether the plugin's table has the appended device-gradient entries (stream_wait_stream,
-// emb_check_finite, emb_pack_grads): kUnsupported naming `path` for a plugin built before them
-// (a GPU collection then stages a device gradient through the host).
-Status HasGradEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
-// kOk when `t` serves the data-parallel entries and the counted row phases (emb_dp_workspace_bytes,
-// emb_dp_step, emb_row_phase_counted), else kUnsupported naming `path`.
-Status HasDpEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
-
-// kOk when `t` serves the gated row grouping and the device sum of row statistics
-// (emb_group_rows_gated, emb_sum_sources), else kUnsupported naming `path` (a GPU collection then
-// waits for a backward's verdict before queueing its updates, and reads unique-row counts on the
-// host).
-Status HasGateEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path);
 
 // The run-time versions against the build-time ones: the driver must support at least the CUDA
 // version the plugin was compiled with, and the loaded NCCL must have the compiled major version
@@ -105,8 +80,8 @@ class CudaRuntime {
   // Bounded: kTimeout once `timeout_ms` (> 0) milliseconds pass with work still queued.
   Status StreamWait(int device, Stream stream, int64_t timeout_ms) const;
   // A stream of the caller's on `device` (non-blocking: no implicit order with the legacy default
-  // stream; order it with stream_wait_stream or a host wait), to be
-  // given back with StreamDestroy. kUnsupported from a plugin built before the stream entries.
+  // stream; order it with stream_wait_stream or a host wait), to be given back with
+  // StreamDestroy.
   Status StreamCreate(int device, Stream* out) const;
   Status StreamDestroy(int device, Stream stream) const;
 

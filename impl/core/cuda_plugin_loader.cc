@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstring>
+#include <span>
 
 #include "impl/core/cuda_plugin.h"
 
@@ -20,142 +21,82 @@ std::string NcclVersionText(int32_t v) {
   return StrCat(v / 10000, ".", (v % 10000) / 100, ".", v % 100);
 }
 
-// Every entry of the table this build knows, by name, so a hole is reported by name.
+struct Entry {
+  const char* name;
+  const void* fn;
+};
+
+#define SR_ENTRY(t, e) \
+  Entry { #e, reinterpret_cast < const void*>((t).e) }
+
+// The first NULL of `entries`, as kUnsupported naming it and the plugin; kOk when none is.
+Status FirstHole(std::span<const Entry> entries, const std::string& path, const char* side) {
+  for (const Entry& e : entries) {
+    if (e.fn == nullptr)
+      return Status::Unsupported("the CUDA plugin ", path, " serves no ", side, " (its '", e.name,
+                                 "' entry is NULL); use the plugin built with this libshardrec");
+  }
+  return Status::Ok();
+}
+
+// The runtime entries every plugin must fill, by name, so a hole is reported by name.
 Status CheckEntries(const shardrec_cuda_plugin_table_t& t) {
-  struct Entry {
-    const char* name;
-    const void* fn;
-  };
   const Entry entries[] = {
-      {"plugin_path", reinterpret_cast<const void*>(t.plugin_path)},
-      {"versions", reinterpret_cast<const void*>(t.versions)},
-      {"device_count", reinterpret_cast<const void*>(t.device_count)},
-      {"device_alloc", reinterpret_cast<const void*>(t.device_alloc)},
-      {"device_free", reinterpret_cast<const void*>(t.device_free)},
-      {"host_alloc", reinterpret_cast<const void*>(t.host_alloc)},
-      {"host_free", reinterpret_cast<const void*>(t.host_free)},
-      {"memcpy_async", reinterpret_cast<const void*>(t.memcpy_async)},
-      {"memset_async", reinterpret_cast<const void*>(t.memset_async)},
-      {"stream_wait", reinterpret_cast<const void*>(t.stream_wait)},
-      {"nccl_unique_id", reinterpret_cast<const void*>(t.nccl_unique_id)},
-      {"nccl_create", reinterpret_cast<const void*>(t.nccl_create)},
-      {"nccl_destroy", reinterpret_cast<const void*>(t.nccl_destroy)},
-      {"nccl_set_timeout", reinterpret_cast<const void*>(t.nccl_set_timeout)},
-      {"nccl_all_reduce", reinterpret_cast<const void*>(t.nccl_all_reduce)},
-      {"nccl_all_to_all_v", reinterpret_cast<const void*>(t.nccl_all_to_all_v)},
-      {"nccl_all_gather_v", reinterpret_cast<const void*>(t.nccl_all_gather_v)},
-      {"nccl_reduce_scatter_v", reinterpret_cast<const void*>(t.nccl_reduce_scatter_v)},
-      {"nccl_broadcast", reinterpret_cast<const void*>(t.nccl_broadcast)},
-      {"nccl_barrier", reinterpret_cast<const void*>(t.nccl_barrier)},
-      {"nccl_split", reinterpret_cast<const void*>(t.nccl_split)},
-      {"nccl_abort", reinterpret_cast<const void*>(t.nccl_abort)},
-      {"nccl_async_error", reinterpret_cast<const void*>(t.nccl_async_error)},
+      SR_ENTRY(t, plugin_path),       SR_ENTRY(t, versions),
+      SR_ENTRY(t, device_count),      SR_ENTRY(t, device_alloc),
+      SR_ENTRY(t, device_free),       SR_ENTRY(t, host_alloc),
+      SR_ENTRY(t, host_free),         SR_ENTRY(t, memcpy_async),
+      SR_ENTRY(t, memset_async),      SR_ENTRY(t, stream_wait),
+      SR_ENTRY(t, nccl_unique_id),    SR_ENTRY(t, nccl_create),
+      SR_ENTRY(t, nccl_destroy),      SR_ENTRY(t, nccl_set_timeout),
+      SR_ENTRY(t, nccl_all_reduce),   SR_ENTRY(t, nccl_all_to_all_v),
+      SR_ENTRY(t, nccl_all_gather_v), SR_ENTRY(t, nccl_reduce_scatter_v),
+      SR_ENTRY(t, nccl_broadcast),    SR_ENTRY(t, nccl_barrier),
+      SR_ENTRY(t, nccl_split),        SR_ENTRY(t, nccl_abort),
+      SR_ENTRY(t, nccl_async_error),  SR_ENTRY(t, stream_create),
+      SR_ENTRY(t, stream_destroy),    SR_ENTRY(t, stream_wait_stream),
+      SR_ENTRY(t, host_alloc_on),
   };
   for (const Entry& e : entries) {
     if (e.fn == nullptr) return Status::NoDevice("its table has no '", e.name, "' entry");
   }
-  // Appended entries are checked where they are used (HasDenseEntries): an older plugin still
-  // serves everything else.
   return Status::Ok();
 }
 
 }  // namespace
 
 Status HasDenseEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path) {
-  const size_t need =
-      offsetof(shardrec_cuda_plugin_table_t, linear_backward) + sizeof(t.linear_backward);
-  if (t.struct_size < need || t.linear_forward == nullptr || t.linear_backward == nullptr) {
-    return Status::Unsupported("the CUDA plugin ", path,
-                               " predates the dense GPU entries (linear_forward / "
-                               "linear_backward); use the plugin built with this libshardrec");
-  }
-  return Status::Ok();
+  const Entry entries[] = {SR_ENTRY(t, linear_forward), SR_ENTRY(t, linear_backward)};
+  return FirstHole(entries, path, "dense GPU layers");
 }
 
 Status HasEmbeddingEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path) {
-  const Status stale = Status::Unsupported(
-      "the CUDA plugin ", path,
-      " predates the embedding GPU entries (emb_status_bytes .. emb_apply); use the plugin "
-      "built with this libshardrec");
-  // Entries past struct_size are not the plugin's: never read them.
-  const size_t need = offsetof(shardrec_cuda_plugin_table_t, emb_apply) + sizeof(t.emb_apply);
-  if (t.struct_size < need) return stale;
-  const void* entries[] = {
-      reinterpret_cast<const void*>(t.emb_status_bytes),
-      reinterpret_cast<const void*>(t.emb_read_status),
-      reinterpret_cast<const void*>(t.emb_lookup),
-      reinterpret_cast<const void*>(t.emb_backward_workspace_bytes),
-      reinterpret_cast<const void*>(t.emb_group_rows),
-      reinterpret_cast<const void*>(t.emb_aggregate_grads),
-      reinterpret_cast<const void*>(t.emb_fused_backward),
-      reinterpret_cast<const void*>(t.emb_partial_row_stats),
-      reinterpret_cast<const void*>(t.emb_apply),
+  const Entry entries[] = {
+      SR_ENTRY(t, emb_status_bytes),
+      SR_ENTRY(t, emb_read_status),
+      SR_ENTRY(t, emb_lookup),
+      SR_ENTRY(t, emb_backward_workspace_bytes),
+      SR_ENTRY(t, emb_group_rows),
+      SR_ENTRY(t, emb_aggregate_grads),
+      SR_ENTRY(t, emb_fused_backward),
+      SR_ENTRY(t, emb_partial_row_stats),
+      SR_ENTRY(t, emb_apply),
+      SR_ENTRY(t, emb_route_temp_bytes),
+      SR_ENTRY(t, emb_route),
+      SR_ENTRY(t, emb_divide_means),
+      SR_ENTRY(t, emb_unpack),
+      SR_ENTRY(t, emb_check_finite),
+      SR_ENTRY(t, emb_pack_grads),
+      SR_ENTRY(t, emb_dp_workspace_bytes),
+      SR_ENTRY(t, emb_dp_step),
+      SR_ENTRY(t, emb_row_phase_counted),
+      SR_ENTRY(t, emb_group_rows_gated),
+      SR_ENTRY(t, emb_sum_sources),
   };
-  for (const void* e : entries) {
-    if (e == nullptr) return stale;
-  }
-  return Status::Ok();
+  return FirstHole(entries, path, "embedding GPU kernels");
 }
 
-Status HasRouteEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path) {
-  // Entries past struct_size are not the plugin's: never read them.
-  const size_t need = offsetof(shardrec_cuda_plugin_table_t, emb_route) + sizeof(t.emb_route);
-  if (t.struct_size < need || t.emb_route_temp_bytes == nullptr || t.emb_route == nullptr) {
-    return Status::Unsupported("the CUDA plugin ", path,
-                               " predates the device input distribution (emb_route_temp_bytes, "
-                               "emb_route); use the plugin built with this libshardrec");
-  }
-  return Status::Ok();
-}
-
-Status HasMeanEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path) {
-  const size_t need =
-      offsetof(shardrec_cuda_plugin_table_t, emb_divide_means) + sizeof(t.emb_divide_means);
-  if (t.struct_size < need || t.emb_divide_means == nullptr)
-    return Status::Unsupported("the CUDA plugin ", path,
-                               " predates the device MEAN divide (emb_divide_means)");
-  return Status::Ok();
-}
-
-Status HasUnpackEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path) {
-  const size_t need = offsetof(shardrec_cuda_plugin_table_t, emb_unpack) + sizeof(t.emb_unpack);
-  if (t.struct_size < need || t.emb_unpack == nullptr)
-    return Status::Unsupported("the CUDA plugin ", path,
-                               " predates the device id exchange (emb_unpack)");
-  return Status::Ok();
-}
-
-Status HasGradEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path) {
-  const size_t need =
-      offsetof(shardrec_cuda_plugin_table_t, emb_pack_grads) + sizeof(t.emb_pack_grads);
-  if (t.struct_size < need || t.stream_wait_stream == nullptr || t.emb_check_finite == nullptr ||
-      t.emb_pack_grads == nullptr)
-    return Status::Unsupported("the CUDA plugin ", path,
-                               " predates device gradients (stream_wait_stream, emb_check_finite, "
-                               "emb_pack_grads)");
-  return Status::Ok();
-}
-
-Status HasDpEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path) {
-  const size_t need = offsetof(shardrec_cuda_plugin_table_t, emb_row_phase_counted) +
-                      sizeof(t.emb_row_phase_counted);
-  if (t.struct_size < need || t.emb_dp_workspace_bytes == nullptr || t.emb_dp_step == nullptr ||
-      t.emb_row_phase_counted == nullptr)
-    return Status::Unsupported("the CUDA plugin ", path,
-                               " predates data-parallel tables on the device (emb_dp_step, "
-                               "emb_row_phase_counted)");
-  return Status::Ok();
-}
-
-Status HasGateEntries(const shardrec_cuda_plugin_table_t& t, const std::string& path) {
-  const size_t need =
-      offsetof(shardrec_cuda_plugin_table_t, emb_sum_sources) + sizeof(t.emb_sum_sources);
-  if (t.struct_size < need || t.emb_group_rows_gated == nullptr || t.emb_sum_sources == nullptr)
-    return Status::Unsupported("the CUDA plugin ", path,
-                               " predates the gated backward (emb_group_rows_gated, "
-                               "emb_sum_sources)");
-  return Status::Ok();
-}
+#undef SR_ENTRY
 
 Status FromPlugin(int32_t rc, const shardrec_plugin_status_t& status) {
   if (rc == 0) return Status::Ok();
@@ -209,7 +150,8 @@ Status LoadCudaPlugin(const std::string& path, LoadedPlugin* out) {
   if (const uint32_t v = abi(); v != SHARDREC_CUDA_PLUGIN_ABI_VERSION) {
     return Status::NoDevice("the CUDA plugin ", path, " speaks plugin ABI ", v,
                             " but this libshardrec needs ", SHARDREC_CUDA_PLUGIN_ABI_VERSION,
-                            " (a plugin from another build or release?)");
+                            " (a plugin from another build or release; use the plugin built with "
+                            "this libshardrec)");
   }
   const auto get = reinterpret_cast<shardrec_cuda_plugin_table_fn>(
       dlsym(handle, SHARDREC_CUDA_PLUGIN_TABLE_SYMBOL));
@@ -219,12 +161,14 @@ Status LoadCudaPlugin(const std::string& path, LoadedPlugin* out) {
     return Status::NoDevice("the CUDA plugin ", path, " gave no function table for ABI ",
                             SHARDREC_CUDA_PLUGIN_ABI_VERSION);
   }
+  // One version, one layout: a table of another size is another build's, whatever it says.
   if (table->abi_version != SHARDREC_CUDA_PLUGIN_ABI_VERSION ||
-      table->struct_size < SHARDREC_CUDA_PLUGIN_TABLE_BASE_SIZE) {
+      table->struct_size != sizeof(shardrec_cuda_plugin_table_t)) {
     return Status::NoDevice("the CUDA plugin ", path, " has a table of ABI ", table->abi_version,
                             " and ", table->struct_size, " bytes; this libshardrec needs ABI ",
-                            SHARDREC_CUDA_PLUGIN_ABI_VERSION, " and at least ",
-                            SHARDREC_CUDA_PLUGIN_TABLE_BASE_SIZE, " bytes");
+                            SHARDREC_CUDA_PLUGIN_ABI_VERSION, " and ",
+                            sizeof(shardrec_cuda_plugin_table_t),
+                            " bytes (use the plugin built with this libshardrec)");
   }
   if (Status s = CheckEntries(*table); !s.ok()) {
     return Status::NoDevice("the CUDA plugin ", path, " is incomplete: ", s.message());

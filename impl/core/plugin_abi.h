@@ -7,10 +7,12 @@
  * shardrec_plugin_status_t, and NCCL communicators are opaque handles. NCCL's net and tuner
  * plugins and ONNX Runtime's execution providers draw the same line.
  *
- * Versioning. abi_version changes whenever an existing entry changes meaning or signature; the
- * loader refuses any other value with a message naming both. New entries are appended only,
- * and struct_size tells the loader how many the plugin provides. Both files come from one
- * build in practice, so a mismatch means a stale plugin from another build was picked up.
+ * Versioning. The plugin is built from the same tree as the library, so there is one version:
+ * abi_version changes whenever the table changes at all (an entry added, removed, reordered or
+ * changed in meaning or signature), and the loader refuses any other value, and a table whose
+ * struct_size is not this build's sizeof, with a message naming both versions (or sizes) and the
+ * plugin's path. A mismatch means a stale plugin from another build was picked up; no entry is
+ * probed and no older table is served.
  *
  * Every function below is safe to call from any thread unless its comment says otherwise,
  * never throws, and (when it returns int32_t) returns the code it also stores in *status.
@@ -439,8 +441,8 @@ typedef struct shardrec_cuda_plugin_table {
    * watchdog timeouts included). */
   int32_t (*nccl_async_error)(shardrec_plugin_nccl_t* comm, shardrec_plugin_status_t* status);
 
-  /* ---- Appended after ABI 2's first release: a plugin whose struct_size ends before these
-   * entries loads, and dense GPU calls report kUnsupported naming the stale plugin. ---- */
+  /* ---- The dense entries. A test double serving the embedding side only may leave them NULL:
+   * dense GPU calls then report kUnsupported naming the entry (core::HasDenseEntries). ---- */
 
   /* y[batch, out] = act(x[batch, in] w[out, in]^T + b[out]) on `stream` with `device`
    * current, through cuBLASLt; every pointer is device memory. `aux` (ReLU layers only, may
@@ -462,9 +464,10 @@ typedef struct shardrec_cuda_plugin_table {
                              float* dw, float* db, float* dx, void* stream,
                              shardrec_plugin_status_t* status);
 
-  /* ---- Appended after the dense entries: the embedding kernels (kernels_cuda.h's twins, same
-   * contracts). A plugin whose struct_size ends before them loads, and embedding GPU calls
-   * report kUnsupported naming the stale plugin (core::HasEmbeddingEntries). Entries with a
+  /* ---- The embedding kernels (kernels_cuda.h's twins, same contracts) and the entries below
+   * them. A test double serving the dense side only may leave every emb_* entry NULL: embedding
+   * GPU calls then report kUnsupported naming the entry (core::HasEmbeddingEntries); the loader
+   * requires the runtime entries (streams, host_alloc_on) of every plugin. Entries with a
    * stream only enqueue work on it with `device` current and return (except emb_read_status);
    * buffers must stay valid until the stream reaches the work. ---- */
 
@@ -515,9 +518,7 @@ typedef struct shardrec_cuda_plugin_table {
                        const shardrec_plugin_row_update_t* update, const float* full_stats,
                        void* stream, shardrec_plugin_status_t* status);
 
-  /* ---- Appended after the embedding kernels: the device input distribution (routing a KJT by
-   * destination). A plugin whose struct_size ends before them loads, and only these calls
-   * report kUnsupported naming the stale plugin (core::HasRouteEntries). ---- */
+  /* ---- The device input distribution (routing a KJT by destination). ---- */
 
   /* *bytes = scratch for the route's scans over at most max_items items. */
   int32_t (*emb_route_temp_bytes)(int32_t device, int64_t max_items, size_t* bytes,
@@ -530,9 +531,7 @@ typedef struct shardrec_cuda_plugin_table {
                        void* temp, size_t temp_bytes, void* stream,
                        shardrec_plugin_status_t* status);
 
-  /* ---- Appended after the route entries: streams a caller owns. A plugin whose
-   * struct_size ends before them loads, and CudaRuntime::StreamCreate reports kUnsupported (a
-   * GPU collection then queues on the legacy default stream). ---- */
+  /* ---- Streams a caller owns (runtime entries: every plugin serves them). ---- */
 
   /* *stream = a new non-blocking stream on `device` (cudaStreamCreateWithFlags(
    * cudaStreamNonBlocking): no implicit order with the legacy default stream; callers order it
@@ -542,9 +541,7 @@ typedef struct shardrec_cuda_plugin_table {
    * semantics). A NULL stream is kOk. */
   int32_t (*stream_destroy)(int32_t device, void* stream, shardrec_plugin_status_t* status);
 
-  /* ---- Appended after the stream entries: the MEAN divide of a pooled output combined on the
-   * device. A plugin whose struct_size ends before it loads, and a GPU collection then divides on
-   * the host (core::HasMeanEntries). ---- */
+  /* ---- The MEAN divide of a pooled output combined on the device. ---- */
 
   /* kernels::cuda::DivideMeans: out is [rows, stride] floats (device memory); num_jobs jobs
    * (host array, their div arrays in device memory). Enqueued on `stream`. */
@@ -552,10 +549,8 @@ typedef struct shardrec_cuda_plugin_table {
                               const shardrec_plugin_mean_job_t* jobs, size_t num_jobs, void* stream,
                               shardrec_plugin_status_t* status);
 
-  /* ---- Appended after the MEAN divide: the owner side of an input distribution whose ids
-   * travelled between device buffers over NCCL. A plugin whose struct_size ends before it loads,
-   * and a GPU collection then exchanges its ids staged through the host
-   * (core::HasUnpackEntries). ---- */
+  /* ---- The owner side of an input distribution whose ids travelled between device buffers
+   * over NCCL. ---- */
 
   /* kernels::cuda::Unpack: the received bag lengths of every run become its CSR offsets, checked
    * against the announced counts (*unpack->bad). `temp` (temp_bytes, device memory) is scratch
@@ -563,10 +558,8 @@ typedef struct shardrec_cuda_plugin_table {
   int32_t (*emb_unpack)(int32_t device, const shardrec_plugin_unpack_t* unpack, void* temp,
                         size_t temp_bytes, void* stream, shardrec_plugin_status_t* status);
 
-  /* ---- Appended after emb_unpack: a backward whose output gradient is in device memory, and
-   * ordering between two streams without a host wait. A plugin whose struct_size ends before them
-   * loads, and a GPU collection then stages a device gradient through the host
-   * (core::HasGradEntries). ---- */
+  /* ---- A backward whose output gradient is in device memory, and ordering between two streams
+   * without a host wait (stream_wait_stream is a runtime entry: every plugin serves it). ---- */
 
   /* Makes the work queued on `waiter` from now on wait for the work queued on `waitee` so far
    * (an event recorded on waitee, waited for on waiter); the host does not wait. */
@@ -579,10 +572,8 @@ typedef struct shardrec_cuda_plugin_table {
   int32_t (*emb_pack_grads)(int32_t device, const shardrec_plugin_pack_t* pack, int64_t rows,
                             void* stream, shardrec_plugin_status_t* status);
 
-  /* ---- Appended after the gradient entries: data-parallel tables trained on the device, and
-   * the optimizer over row lists whose length only the device knows. A plugin whose struct_size
-   * ends before them loads, and a GPU collection then accumulates data-parallel gradients on the
-   * host (core::HasDpEntries). ---- */
+  /* ---- Data-parallel tables trained on the device, and the optimizer over row lists whose
+   * length only the device knows. ---- */
 
   /* *bytes = emb_dp_step's workspace for at most max_ids ids over num_keys table rows. */
   int32_t (*emb_dp_workspace_bytes)(int32_t device, int64_t max_ids, int64_t num_keys,
@@ -602,10 +593,8 @@ typedef struct shardrec_cuda_plugin_table {
                                    const float* full_stats, int32_t phase, void* stream,
                                    shardrec_plugin_status_t* status);
 
-  /* ---- Appended after the data-parallel entries: a backward gated on the device by its agreed
-   * verdict, so no host waits for the verdict before the updates are queued. A plugin whose
-   * struct_size ends before it loads, and a GPU collection then waits for the verdict first
-   * (core::HasGateEntries). ---- */
+  /* ---- A backward gated on the device by its agreed verdict, so no host waits for the verdict
+   * before the updates are queued. ---- */
 
   /* kernels::cuda::GroupRowsGated: emb_group_rows, then, when *gate (device memory, may be NULL)
    * is not 0, the grouping emptied (no unique row, no hot chunk), so the emb_fused_backward /
@@ -624,37 +613,10 @@ typedef struct shardrec_cuda_plugin_table {
                              shardrec_plugin_status_t* status);
   /* host_alloc with `device` current for the call (restored after): the pinned block belongs to
    * that device's context, and a thread with no current device does not create one on device 0.
-   * Free it with host_free. (ABI 3.) */
+   * Free it with host_free. A runtime entry: every plugin serves it. */
   int32_t (*host_alloc_on)(int32_t device, size_t bytes, void** out,
                            shardrec_plugin_status_t* status);
 } shardrec_cuda_plugin_table_t;
-
-/* The table's size before the dense entries: the smallest a loader of this build accepts. */
-#define SHARDREC_CUDA_PLUGIN_TABLE_BASE_SIZE offsetof(shardrec_cuda_plugin_table_t, linear_forward)
-/* The table's size before the embedding entries (a plugin with the dense entries only). */
-#define SHARDREC_CUDA_PLUGIN_TABLE_DENSE_SIZE \
-  offsetof(shardrec_cuda_plugin_table_t, emb_status_bytes)
-/* The table's size before the route entries (a plugin with the embedding kernels only). */
-#define SHARDREC_CUDA_PLUGIN_TABLE_EMBEDDING_SIZE \
-  offsetof(shardrec_cuda_plugin_table_t, emb_route_temp_bytes)
-/* The table's size before the stream entries (a plugin with the route entries). */
-#define SHARDREC_CUDA_PLUGIN_TABLE_ROUTE_SIZE offsetof(shardrec_cuda_plugin_table_t, stream_create)
-/* The table's size before the MEAN divide entry (a plugin with the stream entries). */
-#define SHARDREC_CUDA_PLUGIN_TABLE_STREAM_SIZE \
-  offsetof(shardrec_cuda_plugin_table_t, emb_divide_means)
-/* The table's size before the unpack entry (a plugin with the MEAN divide). */
-#define SHARDREC_CUDA_PLUGIN_TABLE_MEAN_SIZE offsetof(shardrec_cuda_plugin_table_t, emb_unpack)
-/* The table's size before the gradient entries (a plugin with emb_unpack). */
-#define SHARDREC_CUDA_PLUGIN_TABLE_UNPACK_SIZE \
-  offsetof(shardrec_cuda_plugin_table_t, stream_wait_stream)
-
-/* The table's size before the data-parallel entries (a plugin with the gradient entries). */
-#define SHARDREC_CUDA_PLUGIN_TABLE_GRAD_SIZE \
-  offsetof(shardrec_cuda_plugin_table_t, emb_dp_workspace_bytes)
-
-/* The table's size before the gate entry (a plugin with the data-parallel entries). */
-#define SHARDREC_CUDA_PLUGIN_TABLE_DP_SIZE \
-  offsetof(shardrec_cuda_plugin_table_t, emb_group_rows_gated)
 
 /* Exported by the plugin under the two symbol names above. The table getter returns NULL when
  * the plugin does not speak `abi_version`. */

@@ -22,9 +22,9 @@ namespace shardrec::embedding {
 
 class Engine {
  public:
-  // Words the engine adds to the creation agreement (an allreduce(max)): 0 where this rank has a
-  // capability every rank must share, 1 where it lacks it.
-  static constexpr int kAgreeWords = 4;
+  // Words the engine adds to the creation agreement (an allreduce(max)): 0 where this rank's
+  // options and communicators allow a path every rank must take alike, 1 where they do not.
+  static constexpr int kAgreeWords = 2;
 
   explicit Engine(StepState* s) : s_(*s) {}
   virtual ~Engine() = default;

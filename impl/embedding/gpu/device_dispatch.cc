@@ -15,8 +15,9 @@
 namespace shardrec::embedding::kernels::device {
 namespace {
 
-// The table, once it is known to serve the embedding entries. The plugin is loaded once per
-// process, so the answer is worked out once.
+// The table, once it is known to serve every embedding entry (one check: the plugin is built with
+// this library, so no entry is probed on its own). The plugin is loaded once per process, so the
+// answer is worked out once.
 Status Table(const shardrec_cuda_plugin_table_t** out) {
   struct Loaded {
     const shardrec_cuda_plugin_table_t* table = nullptr;
@@ -44,19 +45,10 @@ Status Prepare(const ExecContext& ctx, const char* what, const shardrec_cuda_plu
   return Table(t);
 }
 
-// The table, once it is known to serve the route entries too.
-Status RouteTable(const ExecContext& ctx, const char* what,
-                  const shardrec_cuda_plugin_table_t** t) {
-  SR_RETURN_IF_ERROR(Prepare(ctx, what, t));
-  std::string path;
-  if (!core::GetCudaPluginPath(&path).ok()) path = "(unknown path)";
-  return core::HasRouteEntries(**t, path);
-}
-
 Status Route(const ExecContext& ctx, const char* what, const simt_body::RouteParams& params,
              int32_t phase, void* temp, size_t temp_bytes) {
   const shardrec_cuda_plugin_table_t* t = nullptr;
-  SR_RETURN_IF_ERROR(RouteTable(ctx, what, &t));
+  SR_RETURN_IF_ERROR(Prepare(ctx, what, &t));
   const shardrec_plugin_route_t r = abi::ToAbi(params);
   shardrec_plugin_status_t st{};
   return core::FromPlugin(
@@ -98,21 +90,10 @@ Status Lookup(const ExecContext& ctx, std::span<const LookupJob> jobs, void* sta
       t->emb_lookup(ctx.device().index, c.data(), c.size(), status_block, ctx.stream(), &st), st);
 }
 
-bool HasMeanDivide() {
-  const shardrec_cuda_plugin_table_t* t = nullptr;
-  if (!Table(&t).ok()) return false;
-  std::string path;
-  if (!core::GetCudaPluginPath(&path).ok()) path = "(unknown path)";
-  return core::HasMeanEntries(*t, path).ok();
-}
-
 Status DivideMeans(const ExecContext& ctx, float* out, int64_t rows, int64_t stride,
                    std::span<const MeanJob> jobs) {
   const shardrec_cuda_plugin_table_t* t = nullptr;
   SR_RETURN_IF_ERROR(Prepare(ctx, "DivideMeans", &t));
-  std::string path;
-  if (!core::GetCudaPluginPath(&path).ok()) path = "(unknown path)";
-  SR_RETURN_IF_ERROR(core::HasMeanEntries(*t, path));
   std::vector<shardrec_plugin_mean_job_t> c;
   c.reserve(jobs.size());
   for (const MeanJob& j : jobs) c.push_back(shardrec_plugin_mean_job_t{j.col, j.cols, 0, j.div});
@@ -210,7 +191,7 @@ Status Apply(const ExecContext& ctx, const optim::OptimizerConfig& config, int64
 
 Status RouteTempBytes(const ExecContext& ctx, int64_t max_items, size_t* bytes) {
   const shardrec_cuda_plugin_table_t* t = nullptr;
-  SR_RETURN_IF_ERROR(RouteTable(ctx, "RouteTempBytes", &t));
+  SR_RETURN_IF_ERROR(Prepare(ctx, "RouteTempBytes", &t));
   shardrec_plugin_status_t st{};
   return core::FromPlugin(t->emb_route_temp_bytes(ctx.device().index, max_items, bytes, &st), st);
 }
@@ -225,51 +206,19 @@ Status RouteFill(const ExecContext& ctx, const simt_body::RouteParams& params, v
   return Route(ctx, "RouteFill", params, SHARDREC_PLUGIN_ROUTE_FILL, temp, temp_bytes);
 }
 
-bool HasUnpack() {
-  const shardrec_cuda_plugin_table_t* t = nullptr;
-  if (!Table(&t).ok()) return false;
-  std::string path;
-  if (!core::GetCudaPluginPath(&path).ok()) path = "(unknown path)";
-  return core::HasRouteEntries(*t, path).ok() && core::HasUnpackEntries(*t, path).ok();
-}
-
 Status Unpack(const ExecContext& ctx, const simt_body::UnpackParams& params, void* temp,
               size_t temp_bytes) {
   const shardrec_cuda_plugin_table_t* t = nullptr;
   SR_RETURN_IF_ERROR(Prepare(ctx, "Unpack", &t));
-  std::string path;
-  if (!core::GetCudaPluginPath(&path).ok()) path = "(unknown path)";
-  SR_RETURN_IF_ERROR(core::HasUnpackEntries(*t, path));
   const shardrec_plugin_unpack_t u = abi::ToAbi(params);
   shardrec_plugin_status_t st{};
   return core::FromPlugin(
       t->emb_unpack(ctx.device().index, &u, temp, temp_bytes, ctx.stream(), &st), st);
 }
 
-namespace {
-
-// The table, once it is known to serve the gradient entries too.
-Status GradTable(const ExecContext& ctx, const char* what, const shardrec_cuda_plugin_table_t** t) {
-  SR_RETURN_IF_ERROR(Prepare(ctx, what, t));
-  std::string path;
-  if (!core::GetCudaPluginPath(&path).ok()) path = "(unknown path)";
-  return core::HasGradEntries(**t, path);
-}
-
-}  // namespace
-
-bool HasGrad() {
-  // The plugin is loaded once per process: worked out once (this is asked every forward).
-  static const bool has = [] {
-    const shardrec_cuda_plugin_table_t* t = nullptr;
-    return GradTable(ExecContext::Cuda(0, nullptr), "HasGrad", &t).ok();
-  }();
-  return has;
-}
-
 Status CheckFinite(const ExecContext& ctx, const simt_body::FiniteParams& params) {
   const shardrec_cuda_plugin_table_t* t = nullptr;
-  SR_RETURN_IF_ERROR(GradTable(ctx, "CheckFinite", &t));
+  SR_RETURN_IF_ERROR(Prepare(ctx, "CheckFinite", &t));
   const shardrec_plugin_finite_t f = abi::ToAbi(params);
   shardrec_plugin_status_t st{};
   return core::FromPlugin(t->emb_check_finite(ctx.device().index, &f, ctx.stream(), &st), st);
@@ -277,7 +226,7 @@ Status CheckFinite(const ExecContext& ctx, const simt_body::FiniteParams& params
 
 Status PackGradients(const ExecContext& ctx, const simt_body::PackParams& params, int64_t rows) {
   const shardrec_cuda_plugin_table_t* t = nullptr;
-  SR_RETURN_IF_ERROR(GradTable(ctx, "PackGradients", &t));
+  SR_RETURN_IF_ERROR(Prepare(ctx, "PackGradients", &t));
   const shardrec_plugin_pack_t k = abi::ToAbi(params);
   shardrec_plugin_status_t st{};
   return core::FromPlugin(t->emb_pack_grads(ctx.device().index, &k, rows, ctx.stream(), &st), st);
@@ -285,34 +234,14 @@ Status PackGradients(const ExecContext& ctx, const simt_body::PackParams& params
 
 Status StreamWaitStream(int device, Stream waiter, Stream waitee) {
   const shardrec_cuda_plugin_table_t* t = nullptr;
-  SR_RETURN_IF_ERROR(GradTable(ExecContext::Cuda(device, waiter), "StreamWaitStream", &t));
+  SR_RETURN_IF_ERROR(Prepare(ExecContext::Cuda(device, waiter), "StreamWaitStream", &t));
   shardrec_plugin_status_t st{};
   return core::FromPlugin(t->stream_wait_stream(device, waiter, waitee, &st), st);
 }
 
-namespace {
-
-// The table, once it is known to serve the data-parallel entries too.
-Status DpTable(const ExecContext& ctx, const char* what, const shardrec_cuda_plugin_table_t** t) {
-  SR_RETURN_IF_ERROR(Prepare(ctx, what, t));
-  std::string path;
-  if (!core::GetCudaPluginPath(&path).ok()) path = "(unknown path)";
-  return core::HasDpEntries(**t, path);
-}
-
-}  // namespace
-
-bool HasDp() {
-  static const bool has = [] {
-    const shardrec_cuda_plugin_table_t* t = nullptr;
-    return DpTable(ExecContext::Cuda(0, nullptr), "HasDp", &t).ok();
-  }();
-  return has;
-}
-
 Status DpWorkspaceBytes(const ExecContext& ctx, int64_t max_ids, int64_t num_keys, size_t* bytes) {
   const shardrec_cuda_plugin_table_t* t = nullptr;
-  SR_RETURN_IF_ERROR(DpTable(ctx, "DpWorkspaceBytes", &t));
+  SR_RETURN_IF_ERROR(Prepare(ctx, "DpWorkspaceBytes", &t));
   shardrec_plugin_status_t st{};
   return core::FromPlugin(
       t->emb_dp_workspace_bytes(ctx.device().index, max_ids, num_keys, bytes, &st), st);
@@ -321,7 +250,7 @@ Status DpWorkspaceBytes(const ExecContext& ctx, int64_t max_ids, int64_t num_key
 Status DpStep(const ExecContext& ctx, const simt_body::DpParams& params, int32_t phase,
               void* workspace, size_t workspace_bytes) {
   const shardrec_cuda_plugin_table_t* t = nullptr;
-  SR_RETURN_IF_ERROR(DpTable(ctx, "DpStep", &t));
+  SR_RETURN_IF_ERROR(Prepare(ctx, "DpStep", &t));
   const shardrec_plugin_dp_t d = abi::ToAbi(params);
   shardrec_plugin_status_t st{};
   return core::FromPlugin(
@@ -333,7 +262,7 @@ Status RowPhaseCounted(const ExecContext& ctx, const optim::OptimizerConfig& con
                        int32_t full_dim, optim::ShardParams& shard, const CountedRows& rows,
                        float* partial_stats, const float* full_stats, int phase) {
   const shardrec_cuda_plugin_table_t* t = nullptr;
-  SR_RETURN_IF_ERROR(DpTable(ctx, "RowPhaseCounted", &t));
+  SR_RETURN_IF_ERROR(Prepare(ctx, "RowPhaseCounted", &t));
   const shardrec_plugin_optimizer_t c = abi::ToAbi(config);
   shardrec_plugin_shard_t s{};
   SR_RETURN_IF_ERROR(abi::ToAbi(shard, &s));
@@ -345,31 +274,11 @@ Status RowPhaseCounted(const ExecContext& ctx, const optim::OptimizerConfig& con
       st);
 }
 
-namespace {
-
-// The table, once it is known to serve the gated grouping too.
-Status GateTable(const ExecContext& ctx, const char* what, const shardrec_cuda_plugin_table_t** t) {
-  SR_RETURN_IF_ERROR(Prepare(ctx, what, t));
-  std::string path;
-  if (!core::GetCudaPluginPath(&path).ok()) path = "(unknown path)";
-  return core::HasGateEntries(**t, path);
-}
-
-}  // namespace
-
-bool HasGate() {
-  static const bool has = [] {
-    const shardrec_cuda_plugin_table_t* t = nullptr;
-    return GateTable(ExecContext::Cuda(0, nullptr), "HasGate", &t).ok();
-  }();
-  return has;
-}
-
 Status GroupRowsGated(const ExecContext& ctx, const DeviceRuns& runs, void* workspace,
                       size_t workspace_bytes, int64_t* num_unique, int64_t* num_unique_dev,
                       const int64_t* gate) {
   const shardrec_cuda_plugin_table_t* t = nullptr;
-  SR_RETURN_IF_ERROR(GateTable(ctx, "GroupRowsGated", &t));
+  SR_RETURN_IF_ERROR(Prepare(ctx, "GroupRowsGated", &t));
   std::vector<shardrec_plugin_bag_run_t> storage;
   shardrec_plugin_runs_t r{};
   SR_RETURN_IF_ERROR(abi::ToAbi(runs, &storage, &r));
@@ -382,7 +291,7 @@ Status GroupRowsGated(const ExecContext& ctx, const DeviceRuns& runs, void* work
 
 Status SumSources(const ExecContext& ctx, const simt_body::SumSourcesParams& params) {
   const shardrec_cuda_plugin_table_t* t = nullptr;
-  SR_RETURN_IF_ERROR(GateTable(ctx, "SumSources", &t));
+  SR_RETURN_IF_ERROR(Prepare(ctx, "SumSources", &t));
   const shardrec_plugin_sum_sources_t s = abi::ToAbi(params);
   shardrec_plugin_status_t st{};
   return core::FromPlugin(t->emb_sum_sources(ctx.device().index, &s, ctx.stream(), &st), st);

@@ -6,8 +6,9 @@
 // ReadStatus is bounded by a timeout.
 //
 // Errors, besides the twins' own: kInvalidArgument for a host context; those of
-// core::GetCudaPlugin when the plugin is missing; kUnsupported naming the plugin when it predates
-// the embedding entries. Thread-safe as the twins are (calls on one stream are ordered by it).
+// core::GetCudaPlugin when the plugin is missing or of another build; kUnsupported naming the
+// plugin and the entry when it serves no embedding kernels (a dense-only test double). Thread-safe
+// as the twins are (calls on one stream are ordered by it).
 #pragma once
 
 #include <cstddef>
@@ -62,16 +63,11 @@ Status Apply(const ExecContext& ctx, const optim::OptimizerConfig& config, int64
              int32_t full_dim, optim::ShardParams& shard, const optim::RowUpdate& update,
              const float* full_stats);
 
-// kernels::cuda::DivideMeans. Besides the errors above, kUnsupported naming the plugin when it
-// predates the entry (HasMeanDivide says so beforehand).
+// kernels::cuda::DivideMeans.
 Status DivideMeans(const ExecContext& ctx, float* out, int64_t rows, int64_t stride,
                    std::span<const MeanJob> jobs);
-// Whether the loaded plugin serves DivideMeans.
-bool HasMeanDivide();
 
-// The device input distribution (kernels::cuda::RouteTempBytes / RouteCount / RouteFill). Besides
-// the errors above, kUnsupported naming the plugin when it predates the route entries (the
-// other calls still work with such a plugin).
+// The device input distribution (kernels::cuda::RouteTempBytes / RouteCount / RouteFill).
 Status RouteTempBytes(const ExecContext& ctx, int64_t max_items, size_t* bytes);
 Status RouteCount(const ExecContext& ctx, const simt_body::RouteParams& params, void* temp,
                   size_t temp_bytes);
@@ -79,41 +75,31 @@ Status RouteFill(const ExecContext& ctx, const simt_body::RouteParams& params, v
                  size_t temp_bytes);
 
 // kernels::cuda::Unpack (the owner side of an input distribution whose ids travelled between
-// device buffers; scratch sized by RouteTempBytes). Besides the errors above, kUnsupported naming
-// the plugin when it predates the entry (HasUnpack says so beforehand).
+// device buffers; scratch sized by RouteTempBytes).
 Status Unpack(const ExecContext& ctx, const simt_body::UnpackParams& params, void* temp,
               size_t temp_bytes);
-// Whether the loaded plugin serves Unpack (and the route's scratch query it sizes with).
-bool HasUnpack();
 
 // A backward with the output gradient in device memory (kernels::cuda::CheckFinite /
 // PackGradients), and the ordering of `waiter`'s later work after `waitee`'s queued work without
-// a host wait (the plugin's stream_wait_stream). Besides the errors above, kUnsupported naming the
-// plugin when it predates these entries (HasGrad says so beforehand).
+// a host wait (the plugin's stream_wait_stream).
 Status CheckFinite(const ExecContext& ctx, const simt_body::FiniteParams& params);
 Status PackGradients(const ExecContext& ctx, const simt_body::PackParams& params, int64_t rows);
 Status StreamWaitStream(int device, Stream waiter, Stream waitee);
-bool HasGrad();
 
 // The data-parallel tables' backward on the device and the optimizer over counted row lists
-// (kernels::cuda::DpWorkspaceBytes / DpStep / RowPhaseCounted). Besides the errors above,
-// kUnsupported naming the plugin when it predates these entries (HasDp says so beforehand).
+// (kernels::cuda::DpWorkspaceBytes / DpStep / RowPhaseCounted).
 Status DpWorkspaceBytes(const ExecContext& ctx, int64_t max_ids, int64_t num_keys, size_t* bytes);
 Status DpStep(const ExecContext& ctx, const simt_body::DpParams& params, int32_t phase,
               void* workspace, size_t workspace_bytes);
 Status RowPhaseCounted(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
                        int32_t full_dim, optim::ShardParams& shard, const CountedRows& rows,
                        float* partial_stats, const float* full_stats, int phase);
-bool HasDp();
 
-// kernels::cuda::GroupRowsGated (a backward gated on the device by its agreed verdict). Besides
-// the errors above, kUnsupported naming the plugin when it predates the entry (HasGate says so
-// beforehand).
+// kernels::cuda::GroupRowsGated (a backward gated on the device by its agreed verdict).
 Status GroupRowsGated(const ExecContext& ctx, const DeviceRuns& runs, void* workspace,
                       size_t workspace_bytes, int64_t* num_unique, int64_t* num_unique_dev,
                       const int64_t* gate);
-bool HasGate();
-// kernels::cuda::SumSources (served with the gated grouping: HasGate).
+// kernels::cuda::SumSources.
 Status SumSources(const ExecContext& ctx, const simt_body::SumSourcesParams& params);
 
 }  // namespace shardrec::embedding::kernels::device

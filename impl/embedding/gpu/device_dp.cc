@@ -48,8 +48,6 @@ void MakeDpPairs(const Layout& l, const DpStaticTables& st, const RoutedBatch& r
   pair_first->push_back(static_cast<int64_t>(rb.dp_rows.size()));
 }
 
-bool DeviceDataParallel::Available() { return dk::HasDp(); }
-
 Status DeviceDataParallel::Init(const Layout* l, ParamStore* params, int device, Stream stream,
                                 int64_t max_ids, size_t upload_bytes) {
   layout_ = l;

@@ -47,10 +47,6 @@ void MakeDpPairs(const Layout& l, const DpStaticTables& st, const RoutedBatch& r
 
 class DeviceDataParallel {
  public:
-  // Whether the plugin serves the entries (emb_dp_step, emb_row_phase_counted); without them a
-  // GPU collection accumulates data-parallel gradients on the host.
-  static bool Available();
-
   // `l` and `params` must outlive this. Allocates the dense block, the compaction's outputs and
   // the row statistics (the plan's sizes), uploads the static tables (one copy and one wait, at
   // creation), and, with max_ids > 0, the workspace for that many data-parallel ids per batch

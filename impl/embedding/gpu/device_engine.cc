@@ -1,6 +1,6 @@
-// The device engine's creation and forward (device_engine.h): the plugin's capabilities, the
-// staged host-buffer communicators, routing and the input distribution, and the lookups with the
-// combine on the device or the host.
+// The device engine's creation and forward (device_engine.h): the device paths every rank agrees
+// on, the staged host-buffer communicators, routing and the input distribution, and the lookups
+// with the combine on the device or the host.
 #include "impl/embedding/gpu/device_engine.h"
 
 #include <new>
@@ -18,12 +18,12 @@ Status DeviceEngine::Available() const { return core::CheckDevice(s_.options.dev
 
 Status DeviceEngine::Init(const comm::Communicator& comm) {
   const CollectionOptions& o = s_.options;
-  // Whether this rank's plugin can take the device input distribution (device_input.h); every
-  // rank must, or none uses it (the agreement). The same for data-parallel tables trained on the
-  // device (device_dp.h), the gated backward and unique-row counts kept on the device.
+  // Whether this rank's communicator and encodings allow the device input distribution
+  // (device_input.h); every rank must, or none uses it (the agreement). The same for
+  // data-parallel tables trained on the device (device_dp.h), which also depend on the group.
   can_device_input_ = !comm.device().is_host() && s_.layout.plan->world_size > 1 &&
                       o.forward_encoding == comm::Encoding::kFp32 &&
-                      o.backward_encoding == comm::Encoding::kFp32 && DeviceStep::HasDeviceInput();
+                      o.backward_encoding == comm::Encoding::kFp32;
   device_ = std::make_unique<DeviceStep>();
   Status local =
       device_->Init(&s_.layout, &s_.params, o.device.index, o.capacity, can_device_input_);
@@ -32,12 +32,10 @@ Status DeviceEngine::Init(const comm::Communicator& comm) {
   // encoded all-reduce).
   const comm::Communicator& group = o.dp_comm ? *o.dp_comm : comm;
   can_device_dp_ =
-      local.ok() && !s_.layout.dp_tables.empty() && DeviceStep::HasDeviceDataParallel() &&
+      local.ok() && !s_.layout.dp_tables.empty() &&
       (group.Size() == 1 || (group.device().is_cuda() && group.device().index == o.device.index &&
                              o.backward_encoding == comm::Encoding::kFp32));
   if (can_device_dp_) local = device_->InitDataParallel(o.capacity);
-  can_gate_ = local.ok() && DeviceStep::HasGate();
-  can_count_ = local.ok() && DeviceStep::CanCountOnDevice();
   return local;
 }
 
@@ -61,8 +59,6 @@ Status DeviceEngine::HostComm(std::shared_ptr<comm::Communicator>* comm, bool lo
 void DeviceEngine::AgreementWords(int64_t* words) const {
   words[0] = can_device_input_ ? 0 : 1;
   words[1] = can_device_dp_ ? 0 : 1;
-  words[2] = can_gate_ ? 0 : 1;
-  words[3] = can_count_ ? 0 : 1;
 }
 
 Status DeviceEngine::MakeInputComm(comm::Communicator& comm,
@@ -82,8 +78,6 @@ Status DeviceEngine::MakeInputComm(comm::Communicator& comm,
 void DeviceEngine::Adopt(const int64_t* agreed) {
   device_input_ = can_device_input_ && agreed[0] == 0;
   device_dp_ = can_device_dp_ && agreed[1] == 0;
-  gated_ = can_gate_ && agreed[2] == 0;
-  if (device_ != nullptr) device_->set_counts_on_device(can_count_ && agreed[3] == 0);
   if (device_input_) route_tables_ = BuildRouteTables(s_.layout);
 }
 
@@ -126,12 +120,7 @@ Status DeviceEngine::AfterCallersStream(const Batch& batch) {
   // The caller may have written the batch on its own stream just before the call: the route reads
   // it on the step's stream, behind that work (an event wait, no host wait).
   if (batch.stream == device_->stream()) return Status::Ok();
-  if (dk::HasGrad())
-    return dk::StreamWaitStream(s_.options.device.index, device_->stream(), batch.stream);
-  // A plugin without stream_wait_stream (a test plugin of an older table): a bounded host wait.
-  const core::CudaRuntime* rt = nullptr;
-  SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
-  return rt->StreamWait(s_.options.device.index, batch.stream, core::kDeviceWaitMs);
+  return dk::StreamWaitStream(s_.options.device.index, device_->stream(), batch.stream);
 }
 
 Status DeviceEngine::SettleBeforeInput() { return device_input_ ? Status::Ok() : Settle(true); }
@@ -219,12 +208,8 @@ bool DeviceEngine::CombinesOnDevice() const {
 }
 
 bool DeviceEngine::WritesDeviceOutput(const Device& device) const {
-  if (!device.is_cuda() || device_ == nullptr || device.index != s_.options.device.index ||
-      !CombinesOnDevice())
-    return false;
-  for (const Pair& p : s_.layout.pairs)
-    if (p.mean) return DeviceStep::HasMeanDivide();
-  return true;
+  return device.is_cuda() && device_ != nullptr && device.index == s_.options.device.index &&
+         CombinesOnDevice();
 }
 
 Status DeviceEngine::LookupAndCombine(RoutedBatch& rb, float* out, const Status& local,

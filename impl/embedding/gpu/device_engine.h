@@ -73,7 +73,8 @@ class DeviceEngine final : public Engine {
   // `local` and the device's non-finite check, all-reduced in one phase.
   Status AgreeOnDeviceGradient(const Status& local, const float* grad, size_t n,
                                const DeviceGradient& device_grad);
-  // A backward whose verdict is agreed on the device and gates the updates there (gated_), all in
+  // A backward whose verdict is agreed on the device and gates the updates there (fp32 messages or
+  // world 1), all in
   // the update phase: DeviceStep::ApplySharded with ShardedInputs::verdict. `local` is this rank's
   // verdict on its call; the agreed one is read after the phase's wait.
   Status BackwardGated(const float* grad, const Status& local, const DeviceGradient* device_grad);
@@ -89,21 +90,17 @@ class DeviceEngine final : public Engine {
   // exchanged between device buffers; s.comm is then its host-buffer wrapper
   // (impl/comm/staged_comm.h).
   std::shared_ptr<comm::Communicator> device_comm_;
-  // What this rank's plugin serves (Init), before the agreement; then what every rank does.
+  // What this rank's options and communicators allow (Init), before the agreement; then what
+  // every rank does.
   bool can_device_input_ = false;
   bool can_device_dp_ = false;
-  bool can_gate_ = false;
-  bool can_count_ = false;
-  // Over that device communicator at world > 1 with fp32 messages and a plugin with emb_unpack on
-  // every rank: the ids travel between device buffers (device_input.h).
+  // Over that device communicator at world > 1 with fp32 messages on every rank: the ids travel
+  // between device buffers (device_input.h).
   bool device_input_ = false;
-  // Data-parallel tables trained on the device (device_dp.h; every rank's plugin serves it): their
+  // Data-parallel tables trained on the device (device_dp.h; every rank's group allows it): their
   // all-reduce goes over dp_device_comm_ between device buffers (null: a group of one).
   bool device_dp_ = false;
   std::shared_ptr<comm::Communicator> dp_device_comm_;
-  // A backward whose verdict is agreed on the device gates its updates there (every rank's plugin
-  // serves emb_group_rows_gated): no host wait before the updates are queued.
-  bool gated_ = false;
   std::vector<float> junk_grad_;  // what a rank that rejected a gated backward packs
   // The routing of a KJT given in device memory (made at its first such batch).
   std::unique_ptr<DeviceRouteBackend> route_device_;

@@ -10,14 +10,11 @@ namespace shardrec::embedding {
 bool DeviceEngine::TakesDeviceGradient(const Device& device) const {
   if (!device.is_cuda() || device_ == nullptr || device.index != s_.options.device.index)
     return false;
-  // Data-parallel gradients accumulated on the host (a plugin before the device entries, a
-  // 16-bit or host data-parallel group) need it there; a message over a host communicator leaves
-  // from host memory.
+  // Data-parallel gradients accumulated on the host (a 16-bit or host data-parallel group) need
+  // it there; a message over a host communicator leaves from host memory.
   if (!s_.layout.dp_pairs.empty() && !device_dp_) return false;
-  if (s_.layout.world > 1 &&
-      (device_comm_ == nullptr || s_.options.backward_encoding != comm::Encoding::kFp32))
-    return false;
-  return DeviceStep::HasDeviceGradient();
+  return s_.layout.world == 1 ||
+         (device_comm_ != nullptr && s_.options.backward_encoding == comm::Encoding::kFp32);
 }
 
 Status DeviceEngine::SettleBeforeBackward() {
@@ -54,7 +51,7 @@ Status DeviceEngine::Backward(const float* grad, size_t grad_len, const Status& 
       device_grad != nullptr || (device_comm_ != nullptr && s_.layout.world > 1);
   // Gated on the device when the gradient message also travels between device blocks (or not at
   // all): a 16-bit wire keeps the staged exchange below.
-  if (device_verdict && gated_ &&
+  if (device_verdict &&
       (s_.layout.world == 1 || s_.options.backward_encoding == comm::Encoding::kFp32))
     return BackwardGated(grad, local, device_grad);
   if (device_verdict) {

@@ -29,11 +29,8 @@ Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device,
   const core::CudaRuntime* rt = nullptr;
   SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
   // A stream of the collection's own, so its work does not serialise with everything else on
-  // the device's legacy default stream; a plugin without stream entries leaves it there.
-  Stream own = nullptr;
-  const Status made = rt->StreamCreate(device, &own);
-  if (!made.ok() && made.code() != Code::kUnsupported) return made;
-  stream_ = own;
+  // the device's legacy default stream.
+  SR_RETURN_IF_ERROR(rt->StreamCreate(device, &stream_));
   ctx_ = ExecContext::Cuda(device, stream_);
   staging_.Init(device, stream_);
   count_.SetDevice(device);

@@ -3,13 +3,13 @@
 // or sequence; grouping, aggregation and the fused optimizer in backward; over NCCL also the
 // unpacking of the received ids and, for a gradient in device memory, its check and packing),
 // while the routing of a host KJT, the combine's bags and the exchanges' bookkeeping stay on the
-// host (data-parallel gradients too, with a plugin before emb_dp_step or a data-parallel group
-// that is neither alone nor a device communicator with fp32 messages: device_dp.h). Each call is
+// host (data-parallel gradients too, with a data-parallel group that is neither alone nor a
+// device communicator with fp32 messages: device_dp.h). Each call is
 // one or more phases; a phase stages what it needs across PCIe through one pinned block
 // (device_staging.h: the batch's runs, i.e. ids, per-id weights and bag offsets, and the return
 // message or its gradient), queues its copies and kernels back to back on the step's stream (one
 // the collection owns, which synchronises with the device's legacy default stream where the
-// accessors copy; the legacy stream itself with a plugin built before stream_create) and ends with
+// accessors copy) and ends with
 // ONE bounded host synchronisation (core::kDeviceWaitMs, then kTimeout), after which the downloads
 // are handed to the host; or, for a stream-ordered call (CUDA views: CombineOut::async,
 // ShardedInputs::async), without one: the phase stays queued, the caller's stream is ordered
@@ -34,8 +34,8 @@
 //                       data-parallel table in its phase); 1 when every shard with ids takes the
 //                       fused backward or aggregates with its unique-row count kept on the
 //                       device (0 stream-ordered: a device gradient with the gated backward);
-//                       with a plugin before emb_sum_sources (or column shards' statistics
-//                       exchanged over a host communicator) +1 when some shard aggregates (the
+//                       with column shards' statistics exchanged over a host communicator
+//                       +1 when some shard aggregates (the
 //                       unique-row counts are read on the host: sequence collections, column
 //                       shards with row statistics), +1 more when some of those has row
 //                       statistics to exchange (downloaded between the two).
@@ -47,9 +47,8 @@
 // Host <-> device copies: LookupCombine 1 up (runs, the combine's bags, data-parallel ids) + 1
 // down (the output; a device output instead: MEAN divided on the device and 1 device-to-device
 // copy into the view, queued on the step's stream behind the caller's stream within the phase
-// (stream_wait_stream), so no download but the status block's, and no wait (stream-ordered); with
-// a plugin before that entry the copy goes on the caller's stream after the phase's wait, with a
-// wait of its own); LookupToSend 1 up + 1
+// (stream_wait_stream), so no download but the status block's, and no wait (stream-ordered));
+// LookupToSend 1 up + 1
 // down; LookupDataParallel 1 up + 1 down; ApplySharded 1 up (runs and gradients) when it has ids, 1
 // down per shard with exchanged statistics and 1 up per shard that receives full statistics;
 // ApplyRows 1 up per data-parallel table with touched rows; data-parallel tables on the device 1
@@ -90,7 +89,7 @@
 //             => 2 waits with a host KJT, 3 with a device KJT (data-parallel tables included),
 //             against 1 device wait plus the host collectives over Gloo; with a device output 1
 //             and 2 (the counts' wait is then also where earlier stream-ordered calls are learnt).
-//   Backward: gated on the device (a plugin with emb_group_rows_gated; ShardedInputs::verdict):
+//   Backward: gated on the device (ShardedInputs::verdict):
 //             the update phase begins with the verdict, this rank's flag (its own rejection, or
 //             the non-finite check of a gradient in device memory, behind the caller's stream:
 //             stream_wait_stream, no host wait) all-reduced (max) between device buffers over the
@@ -99,10 +98,10 @@
 //             empties every shard's grouping and every data-parallel count), and the agreed word
 //             comes down with the phase's end (no wait, no upload of its own: an accepting rank's
 //             flag is a memset). A rank that rejected its call takes part with its batch and a
-//             gradient whose values do not matter. With a plugin before that entry the verdict
+//             gradient whose values do not matter. With a 16-bit gradient wire the verdict
 //             takes a phase of its own first (Verdict: 1 up, 1 down, 1 wait). A gradient in
-//             device memory (a CUDA view on the collection's device, with a plugin that has the
-//             device-gradient entries, and with data-parallel tables the device ones) is checked
+//             device memory (a CUDA view on the collection's device, with data-parallel tables
+//             trained on the device) is checked
 //             for non-finite elements on the device in the verdict's phase, behind the caller's
 //             stream (stream_wait_stream: no host wait). ApplySharded: a host gradient is packed on
 //             the host and goes up (runs and own rows 1 up as above, with the device input only the
@@ -135,19 +134,18 @@
 // still unlearnt (TorchRec's pipelined order with its last step, or two backwards around a
 // pipelined forward_distributed) learns it first: one wait, the step's one.
 // More where the host still computes: a KJT in device memory +1 (its fill's return targets come
-// down for the host's combine bags and backward); with a plugin before emb_sum_sources (or a
-// host communicator), aggregated shards (sequence collections, column shards with row
-// statistics) +1 for the unique-row counts read on the host (+1 more when row statistics travel;
-// the last phase stays stream-ordered): with it, their counts stay on the device (dev_counts_),
+// down for the host's combine bags and backward); over a host communicator, aggregated shards
+// (sequence collections, column shards with row statistics) +1 for the unique-row counts read on
+// the host (+1 more when row statistics travel; the last phase stays stream-ordered): otherwise
+// their counts stay on the device (dev_counts_),
 // the statistics are sized for the most rows a shard can have (siblings get the same ids, so both
 // ends of every message agree), exchanged and summed in column order on the device within the
 // first phase (QueueCountedExchange, simt/stats_body.h), and updated with the counted row
-// phases; with a plugin before
-// emb_group_rows_gated +2 in backward (the verdict's own phase, and the update phase's end: no
-// stream-ordered backward without the gate); with a plugin before emb_dp_step, data-parallel tables
-// +2 in backward (the all-reduce staged, its gradients accumulated on the host, then the updates)
-// and a CUDA gradient view staged through the host; a CUDA view with a plugin before the
-// stream_wait_stream entry +1 each way.
+// phases; with a 16-bit wire (world > 1) the gate is off: +2 in backward (the verdict's own
+// phase, and the update phase's end); with a data-parallel group that cannot all-reduce between
+// device buffers of this device, data-parallel tables +2 in backward (the all-reduce staged, its
+// gradients accumulated on the host, then the updates) and a CUDA gradient view staged through
+// the host.
 #pragma once
 
 #include <cstdint>
@@ -265,18 +263,12 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   // kernel: the rows in io_ are a table of stride 1 whose row ids are float offsets, and output
   // row b of a (pair, column slice) is a bag of the returned rows aimed at it, in (rank, unit)
   // order, so sums come out as CombineOutput's. A host output's MEAN divide is left to the
-  // caller (DivideMeans); a device output (out.on_device, which needs HasMeanDivide when the plan
-  // has MEAN pairs) is divided on the device (simt/mean_body.h, the same division) and copied
-  // device to device into out.data within the phase, behind out.stream's work (no PCIe traffic
-  // for the output); with out.async the phase then ends without a wait (stream-ordered: out.stream
-  // is ordered behind the copy, the phase's checks come with the next wait). With `x` every rank
-  // calls it, with or without runs.
+  // caller (DivideMeans); a device output (out.on_device) is divided on the device
+  // (simt/mean_body.h, the same division) and copied device to device into out.data within the
+  // phase, behind out.stream's work (no PCIe traffic for the output); with out.async the phase then
+  // ends without a wait (stream-ordered: out.stream is ordered behind the copy, the phase's checks
+  // come with the next wait). With `x` every rank calls it, with or without runs.
   Status LookupCombine(const RoutedBatch& rb, const DeviceExchange* x, const CombineOut& out);
-  // Whether the plugin divides MEAN outputs on the device (emb_divide_means).
-  static bool HasMeanDivide();
-  // Whether the plugin serves the device input distribution (emb_unpack), so a batch's ids can
-  // travel between device buffers over a device communicator (device_input.h).
-  static bool HasDeviceInput();
 
   // The device input distribution's counts exchange (device_input.h) over `comm` (a device
   // communicator), as ONE phase on the step's stream: this rank's route summary, `header`
@@ -343,8 +335,6 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   Status ApplySharded(comm::Communicator& comm, SparseUpdater& updater, const RoutedBatch& rb,
                       const std::vector<optim::OptimizerConfig>& configs, int64_t step,
                       double* comm_seconds, const ShardedInputs& in);
-  // Whether the plugin serves the gated grouping (a backward gated on the device).
-  static bool HasGate();
   // The verdict of the last backward queued with ShardedInputs::verdict, valid after the call
   // returned OK (with ShardedInputs::async, once VerdictArrived()):
   // Verdict's *agreed, *first_bad and *bad_value.
@@ -364,26 +354,17 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   // rank that rejected its own call packs and accumulates while it takes part in a gated
   // backward's collectives (its updates are gated off).
   Status JunkGradient(size_t floats, const float** out);
-  // Whether ApplySharded keeps an aggregated shard's unique-row count on the device ("counted",
-  // with counts_on_device: no sibling statistics, or siblings whose statistics travel between
+  // Whether ApplySharded keeps an aggregated shard's unique-row count on the device ("counted":
+  // no sibling statistics, or siblings whose statistics travel between
   // device blocks or stay on this rank; grouping writes the count to a device word, statistics,
   // their sibling sum and the update read it), so that shard needs no host wait.
   bool CountsOnDevice(size_t local) const { return local < counted_.size() && counted_[local]; }
-  // Whether every rank keeps unique-row counts on the device (the collection agrees on it at
-  // creation: column shards' statistics then travel in the first phase on every rank), and
-  // whether this rank's plugin can.
-  void set_counts_on_device(bool on) { counts_on_device_ = on; }
-  static bool CanCountOnDevice();
 
-  // Data-parallel tables trained on the device (device_dp.h): whether the plugin serves it, and
-  // its buffers allocated for the plan (and, with a known capacity, the workspace), once at
-  // creation by a collection that will pass DeviceDpWork to ApplySharded.
-  static bool HasDeviceDataParallel();
+  // Data-parallel tables trained on the device (device_dp.h): its buffers allocated for the plan
+  // (and, with a known capacity, the workspace), once at creation by a collection that will pass
+  // DeviceDpWork to ApplySharded.
   Status InitDataParallel(const StepCapacity& capacity);
 
-  // Whether the plugin serves device gradients (stream_wait_stream, emb_check_finite,
-  // emb_pack_grads).
-  static bool HasDeviceGradient();
   // A backward's verdict, in ONE phase: when `grad` (n floats) is device memory written by work on
   // `caller` (a stream of the caller's), the step's stream is ordered after `caller` (no host
   // wait) and the gradient checked for non-finite elements on the device (when `check`); this
@@ -554,7 +535,6 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   std::vector<uint8_t> counted_;   // per local shard: its count stays on the device (ApplySharded)
   core::DeviceBuffer dev_counts_;  // those counts, one word per local shard
   std::vector<size_t> full_at_;    // per local shard: its full statistics in full_stats_ (floats)
-  bool counts_on_device_ = false;  // every rank's plugin keeps counts on the device (agreed)
   std::vector<std::unique_ptr<core::DeviceBuffer>> uniq_rows_;
   std::vector<std::unique_ptr<core::DeviceBuffer>> uniq_grads_;
   std::vector<std::unique_ptr<core::DeviceBuffer>> stats_;

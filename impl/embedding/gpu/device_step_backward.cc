@@ -63,8 +63,6 @@ Status DeviceStep::FinishRows() {
   return EndPhase(nullptr);
 }
 
-bool DeviceStep::HasDeviceDataParallel() { return DeviceDataParallel::Available(); }
-
 Status DeviceStep::InitDataParallel(const StepCapacity& capacity) {
   StepSizes z;
   if (capacity.known()) {
@@ -155,8 +153,6 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
                                 const RoutedBatch& rb,
                                 const std::vector<optim::OptimizerConfig>& configs, int64_t step,
                                 double* comm_seconds, const ShardedInputs& in) {
-  if (in.verdict != nullptr && !HasGate())
-    return Status::Internal("ApplySharded: a gated backward without the gated grouping");
   if (in.dp != nullptr && !dp_.active())
     return Status::Internal("ApplySharded: data-parallel work without InitDataParallel");
   // Which shards run, and every device buffer sized before anything is queued (a buffer that
@@ -167,7 +163,7 @@ Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater
   // The others read their counts on the host (any_aggregated) for the statistics' exchange.
   // Column shards' statistics are summed on the device too when their exchange goes between
   // device blocks (or stays on this rank): every shard is then counted, and the exchange happens
-  // in the first phase on every rank (counts_on_device_ is agreed at creation).
+  // in the first phase on every rank.
   ShardedPlan plan;
   SR_RETURN_IF_ERROR(SizeSharded(updater, rb, in, &plan));
   SR_RETURN_IF_ERROR(QueueGroupPhase(updater, rb, configs, step, in, plan));
@@ -183,9 +179,7 @@ Status DeviceStep::SizeSharded(SparseUpdater& updater, const RoutedBatch& rb,
   const DeviceExchange* x = in.x;
   const bool grad_on_device = in.grad_on_device;
   const DeviceDpWork* dp = in.dp;
-  const bool can_count = counts_on_device_;
-  const bool counted_exchange =
-      can_count && (x != nullptr || l.world == 1) && !l.stat_messages.empty();
+  const bool counted_exchange = (x != nullptr || l.world == 1) && !l.stat_messages.empty();
   bool any = false;
   bool any_aggregated = false;
   size_t ws_bytes = 0;
@@ -203,7 +197,7 @@ Status DeviceStep::SizeSharded(SparseUpdater& updater, const RoutedBatch& rb,
     ws_bytes = std::max(ws_bytes, need);
     if (updater.FusedEligible(i)) continue;
     const bool alone = tl.blocks[FindRowBlock(tl, ls.row_offset)].shards.size() == 1;
-    counted_[i] = can_count && (tl.num_row_stats == 0 || alone || counted_exchange) ? 1 : 0;
+    counted_[i] = tl.num_row_stats == 0 || alone || counted_exchange ? 1 : 0;
     if (!counted_[i]) any_aggregated = true;
     // Sized for every id, as the device kernel's contract asks; the first u rows are written.
     const auto ids = static_cast<size_t>(rb.shards[i].num_ids);

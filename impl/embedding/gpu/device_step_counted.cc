@@ -12,8 +12,6 @@ namespace shardrec::embedding {
 
 namespace dk = kernels::device;
 
-bool DeviceStep::CanCountOnDevice() { return dk::HasGate() && dk::HasDp(); }
-
 int64_t DeviceStep::CountedRowsMax(const RoutedBatch& rb, size_t i) const {
   return std::min<int64_t>(rb.shards[i].num_ids, layout_->local[i].rows);
 }

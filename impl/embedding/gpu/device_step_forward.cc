@@ -141,8 +141,6 @@ void DeviceStep::BuildCombine(const RoutedBatch& rb) {
   }
 }
 
-bool DeviceStep::HasMeanDivide() { return dk::HasMeanDivide(); }
-
 Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
                                  const CombineOut& out) {
   const Layout& l = *layout_;
@@ -215,9 +213,8 @@ Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
   // status block): else the block drains now, not half-way.
   SR_RETURN_IF_ERROR(staging_.MakeRoom(DeviceStaging::PackedBytes(all, num_all) + 64));
   // A device output is copied on the step's stream within this phase, behind the caller's work
-  // on out.stream (no host wait), when the plugin can order the two streams; else on out.stream
-  // after the phase, with a wait of its own.
-  const bool ordered = out.on_device && out_floats > 0 && dk::HasGrad();
+  // on out.stream (no host wait).
+  const bool ordered = out.on_device && out_floats > 0;
   if (ordered && out.stream != stream_)
     SR_RETURN_IF_ERROR(dk::StreamWaitStream(device_, stream_, out.stream));
   uint8_t* dev[8] = {};
@@ -314,7 +311,7 @@ Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
   if (ordered)
     SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, out.data, out_.data(), sizeof(float) * out_floats,
                                        core::CopyKind::kDeviceToDevice, stream_));
-  if (out.async && out.on_device && dk::HasGrad()) {
+  if (out.async && out.on_device) {
     // Stream-ordered: the phase stays queued, its checks (the status block, the unpack's word,
     // the communicator's error) are made at the next wait, and the caller's later work on its
     // stream is ordered behind the copy into its view.
@@ -333,12 +330,7 @@ Status DeviceStep::LookupCombine(const RoutedBatch& rb, const DeviceExchange* x,
   // NCCL reports a peer that failed during the exchange here, not at the enqueue.
   if (x != nullptr) SR_RETURN_IF_ERROR(x->comm->AsyncError());
   if (dev_in) SR_RETURN_IF_ERROR(CheckUnpack(rb));
-  if (!out.on_device || out_floats == 0 || ordered) return Status::Ok();
-  // On the caller's stream, behind its earlier work on the output buffer; waited for, so the
-  // buffer holds the output when this returns (as a staged output would).
-  SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, out.data, out_.data(), sizeof(float) * out_floats,
-                                     core::CopyKind::kDeviceToDevice, out.stream));
-  return rt->StreamWait(device_, out.stream, core::kDeviceWaitMs);
+  return Status::Ok();
 }
 
 Status DeviceStep::LookupDataParallel(const RoutedBatch& rb, float* out) {

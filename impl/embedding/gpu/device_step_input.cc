@@ -14,8 +14,6 @@ namespace shardrec::embedding {
 
 namespace dk = kernels::device;
 
-bool DeviceStep::HasDeviceInput() { return dk::HasUnpack(); }
-
 DeviceStep::SlotLayout DeviceStep::LayoutOfSlot(const RoutedBatch& rb) {
   const auto align = [](size_t n) { return (n + 15) & ~size_t{15}; };
   SlotLayout s;

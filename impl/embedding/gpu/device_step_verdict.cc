@@ -13,10 +13,6 @@ namespace shardrec::embedding {
 
 namespace dk = kernels::device;
 
-bool DeviceStep::HasDeviceGradient() { return dk::HasGrad(); }
-
-bool DeviceStep::HasGate() { return dk::HasGate(); }
-
 Status DeviceStep::QueueVerdict(const DeviceVerdictWork& v, const int64_t** gate) {
   // Words: [0] this rank's flag, [1] the agreed one (the gate), [2, 4) the check's first
   // non-finite element.

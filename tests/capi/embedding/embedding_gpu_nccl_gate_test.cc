@@ -73,9 +73,6 @@ void RejectionsChangeNothing(const std::vector<int32_t>& sharding, int32_t pooli
   shardrec_unique_id_t id;
   ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK);
   const int64_t gated_before = FakeCalls()[kGroupRowsGated];
-  // Whether the plugin serves the gated backward (a fake built before it: SHARDREC_TEST_HOST_DP).
-  const bool gated = std::getenv("SHARDREC_TEST_HOST_DP") == nullptr &&
-                     std::getenv("SHARDREC_TEST_STAGED_IDS") == nullptr;
   const bool seq = pooling == kNone;
   SpawnRanks(2, [&](int r) {
     CommPtr nccl(NcclComm(id, 2, r, 60000));
@@ -131,15 +128,11 @@ void RejectionsChangeNothing(const std::vector<int32_t>& sharding, int32_t pooli
           EXPECT_EQ(shardrec_embedding_backward(h, bad.data(), len, nullptr), want);
           if (spoil == Spoil::kDeviceNaN) {
             // Stream-ordered: queued on every rank, the rejection learnt at the next
-            // synchronising call, on every rank alike (a plugin before the gated backward:
-            // synchronous, so the call itself fails).
+            // synchronising call, on every rank alike.
             FakeDeviceCopy dev(bad);
             const shardrec_tensor_view_t v = DeviceView(static_cast<float*>(dev.data()), len, dim);
-            EXPECT_EQ(shardrec_embedding_backward_tensor(d, &v, nullptr),
-                      gated ? SHARDREC_OK : want);
-            if (gated) {
-              EXPECT_EQ(shardrec_embedding_synchronize(d), want);
-            }
+            EXPECT_EQ(shardrec_embedding_backward_tensor(d, &v, nullptr), SHARDREC_OK);
+            EXPECT_EQ(shardrec_embedding_synchronize(d), want);
           } else {
             EXPECT_EQ(shardrec_embedding_backward(d, bad.data(), len, nullptr), want);
           }
@@ -165,7 +158,7 @@ void RejectionsChangeNothing(const std::vector<int32_t>& sharding, int32_t pooli
     ExpectSameTensors(Snapshot(h, s), Snapshot(d, s), "rank " + std::to_string(r));
   });
   // The updates went through the gated grouping.
-  if (FakeLoaded() && gated) {
+  if (FakeLoaded()) {
     EXPECT_GT(FakeCalls()[kGroupRowsGated], gated_before);
   }
 }

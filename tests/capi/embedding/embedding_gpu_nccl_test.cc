@@ -201,31 +201,23 @@ TEST_P(NcclVsGloo, TrainsBitIdenticallyToAHostCollectionOverGloo) {
   if (FakeLoaded()) {
     EXPECT_GT(NcclCounter(0), collectives_before);
     // Pooled fp32 messages at world > 1: the ids travelled between device blocks and the device
-    // unpacked them (a 16-bit encoding keeps the staged path, and so does a plugin built before
-    // emb_unpack: SHARDREC_TEST_STAGED_IDS).
-    if (c.world > 1 && c.pooling != kNone && c.encoding == SHARDREC_COMM_ENCODING_FP32 &&
-        std::getenv("SHARDREC_TEST_STAGED_IDS") == nullptr) {
+    // unpacked them (a 16-bit encoding keeps the staged path).
+    if (c.world > 1 && c.pooling != kNone && c.encoding == SHARDREC_COMM_ENCODING_FP32) {
       EXPECT_GT(FakeCalls()[kUnpack], unpacks_before);
     } else {
       EXPECT_EQ(FakeCalls()[kUnpack], unpacks_before);
     }
-    // A gradient view is packed on the device (data-parallel tables train there too), unless the
-    // plugin predates device gradients (or, with data-parallel tables, the device entries for
-    // them): it is then staged through the host.
+    // A gradient view is packed on the device (data-parallel tables train there too).
     const bool dp = std::find(c.sharding.begin(), c.sharding.end(), kDP) != c.sharding.end();
-    const bool old_plugin = std::getenv("SHARDREC_TEST_STAGED_IDS") != nullptr ||
-                            (dp && std::getenv("SHARDREC_TEST_HOST_DP") != nullptr);
-    if (c.device_views && !old_plugin) {
+    if (c.device_views) {
       EXPECT_GT(FakeCalls()[kPackGrads], packs_before);
     } else {
       EXPECT_EQ(FakeCalls()[kPackGrads], packs_before);
     }
     // Data-parallel gradients are accumulated, all-reduced and applied on the device with fp32
-    // messages (a 16-bit encoding at world > 1, or a plugin before the entries, keeps the host's
-    // accumulation and its staged all-reduce).
-    const bool host_dp = std::getenv("SHARDREC_TEST_HOST_DP") != nullptr ||
-                         std::getenv("SHARDREC_TEST_STAGED_IDS") != nullptr ||
-                         (c.world > 1 && c.encoding != SHARDREC_COMM_ENCODING_FP32);
+    // messages (a 16-bit encoding at world > 1 keeps the host's accumulation and its staged
+    // all-reduce).
+    const bool host_dp = c.world > 1 && c.encoding != SHARDREC_COMM_ENCODING_FP32;
     if (dp && !host_dp) {
       EXPECT_GT(FakeCalls()[kDpStep], dp_steps_before);
     } else {
@@ -486,7 +478,7 @@ TEST(EmbeddingGpuNccl, WaitsAndCopiesPerPhaseAreAsDocumented) {
   CountWaits({kTW, kRW, kTW}, kSgd, 1, 1);
   // Column shards with row statistics: their unique-row counts stay on the device, their partial
   // statistics travel between device blocks and are summed there in the update phase: its one
-  // wait (with a plugin before emb_sum_sources: the counts, the statistics phase and the updates).
+  // wait.
   // Down: the verdict alone.
   CountWaits({kCW, kCW, kCW}, kRowAdagrad, 1, 1);
   // A data-parallel table: no wait of its own in forward (was one more), none in backward either

@@ -71,32 +71,14 @@ TEST(CoreCudaPlugin, TableAndPathAgreeWithTheRuntime) {
   EXPECT_GE(v.built_cuda_runtime, 13000);
   EXPECT_GT(v.nccl, 0);
   EXPECT_TRUE(core::CheckPluginVersions(v).ok());
-  // Every appended entry is registered (plugin_table.cc): none is left NULL.
+  // Every entry is registered (plugin_table.cc): none is left NULL.
   EXPECT_EQ(table->struct_size, sizeof(shardrec_cuda_plugin_table_t));
   EXPECT_TRUE(core::HasDenseEntries(*table, path).ok());
   EXPECT_TRUE(core::HasEmbeddingEntries(*table, path).ok());
-  EXPECT_NE(table->stream_create, nullptr);
-  EXPECT_NE(table->stream_destroy, nullptr);
-  EXPECT_TRUE(core::HasRouteEntries(*table, path).ok());
 #else
   EXPECT_EQ(s.code(), Code::kUnsupported);
   EXPECT_EQ(table, nullptr);
 #endif
-}
-
-// A plugin whose table ends before the stream entries (or leaves them NULL) still serves
-// everything else: StreamCreate is kUnsupported without reading past struct_size, and a GPU
-// collection then queues on the legacy default stream.
-TEST(CoreCudaPlugin, StreamEntriesDegradeForOlderPlugins) {
-  shardrec_cuda_plugin_table_t t{};
-  t.struct_size = static_cast<uint32_t>(SHARDREC_CUDA_PLUGIN_TABLE_ROUTE_SIZE);
-  const core::CudaRuntime rt(&t, 1);
-  Stream s = &t;
-  EXPECT_EQ(rt.StreamCreate(0, &s).code(), Code::kUnsupported);
-  EXPECT_EQ(s, nullptr);
-  t.struct_size = sizeof(t);
-  EXPECT_EQ(rt.StreamCreate(0, &s).code(), Code::kUnsupported);
-  EXPECT_TRUE(rt.StreamDestroy(0, nullptr).ok());
 }
 
 // The real plugin's embedding entries, reached through kernels::device, answer a machine without

@@ -1,6 +1,7 @@
 // Stand-ins for libshardrec_cuda.so, one per FAKE_VARIANT, so the loader's checks and the C
 // boundary are tested without CUDA: a wrong ABI, a table with a hole, an old driver, a
-// mismatched NCCL, and a "good" plugin whose runtime is host memory with two pretend devices.
+// mismatched NCCL, a "good" plugin whose runtime is host memory with two pretend devices (and no
+// dense or embedding kernels), and a table of another build's size.
 #include <cstdint>
 #include <cstring>
 
@@ -10,7 +11,7 @@
 
 namespace {
 
-constexpr int kAbiWrong = 1, kHole = 2, kOldDriver = 3, kOldNccl = 4, kGood = 5;
+constexpr int kAbiWrong = 1, kHole = 2, kOldDriver = 3, kOldNccl = 4, kGood = 5, kSize = 6;
 
 int32_t Fail(shardrec_plugin_status_t* st, int32_t code, const char* text) {
   if (st != nullptr) {
@@ -113,38 +114,55 @@ int32_t Split(shardrec_plugin_nccl_t*, int32_t, int32_t, shardrec_plugin_nccl_t*
 }
 void Abort(shardrec_plugin_nccl_t*) {}
 int32_t AsyncError(shardrec_plugin_nccl_t*, shardrec_plugin_status_t* st) { return Ok(st); }
+// One pretend stream for every caller: the fake's copies are synchronous.
+int32_t StreamCreate(int32_t, void** stream, shardrec_plugin_status_t* st) {
+  *stream = nullptr;
+  return Ok(st);
+}
+int32_t StreamDestroy(int32_t, void*, shardrec_plugin_status_t* st) { return Ok(st); }
+int32_t StreamWaitStream(int32_t, void*, void*, shardrec_plugin_status_t* st) { return Ok(st); }
+int32_t HostAllocOn(int32_t device, size_t bytes, void** out, shardrec_plugin_status_t* st) {
+  return Alloc(device, bytes, out, st);
+}
 
-// A plugin built before the dense entries were appended: its table ends where they begin (and
-// they stay NULL), so the loader must accept it and only dense calls refuse it.
-const shardrec_cuda_plugin_table_t kTable = {
-    static_cast<uint32_t>(SHARDREC_CUDA_PLUGIN_TABLE_BASE_SIZE),
-    SHARDREC_CUDA_PLUGIN_ABI_VERSION,
-    &Path,
-    &Versions,
-    &DeviceCount,
-    &Alloc,
-    &Free,
-    &HostAlloc,
-    &HostFree,
-    &Memcpy,
-    &Memset,
-    &StreamWait,
-    &NcclUnique,
-    &NcclCreate,
-    &NcclDestroy,
-    &NcclSetTimeout,
-    &AllReduce,
-    &AllToAllV,
-    &AllGatherV,
-    &ReduceScatterV,
-    &Broadcast,
-    &Barrier,
-    FAKE_VARIANT == kHole ? nullptr : &Split,
-    &Abort,
-    &AsyncError,
-    nullptr,
-    nullptr,
-};
+// The runtime entries only: the dense and embedding kernels stay NULL, so the loader accepts it
+// and only those calls refuse it, naming the entry. kSize reports another build's table size.
+shardrec_cuda_plugin_table_t MakeTable() {
+  shardrec_cuda_plugin_table_t t = {
+      static_cast<uint32_t>(sizeof(shardrec_cuda_plugin_table_t) - (FAKE_VARIANT == kSize ? 8 : 0)),
+      SHARDREC_CUDA_PLUGIN_ABI_VERSION,
+      &Path,
+      &Versions,
+      &DeviceCount,
+      &Alloc,
+      &Free,
+      &HostAlloc,
+      &HostFree,
+      &Memcpy,
+      &Memset,
+      &StreamWait,
+      &NcclUnique,
+      &NcclCreate,
+      &NcclDestroy,
+      &NcclSetTimeout,
+      &AllReduce,
+      &AllToAllV,
+      &AllGatherV,
+      &ReduceScatterV,
+      &Broadcast,
+      &Barrier,
+      FAKE_VARIANT == kHole ? nullptr : &Split,
+      &Abort,
+      &AsyncError,
+  };
+  t.stream_create = &StreamCreate;
+  t.stream_destroy = &StreamDestroy;
+  t.stream_wait_stream = &StreamWaitStream;
+  t.host_alloc_on = &HostAllocOn;
+  return t;
+}
+
+const shardrec_cuda_plugin_table_t kTable = MakeTable();
 
 }  // namespace
 
@@ -156,4 +174,4 @@ FAKE_EXPORT const shardrec_cuda_plugin_table_t* shardrec_cuda_plugin_table(uint3
   return abi == SHARDREC_CUDA_PLUGIN_ABI_VERSION ? &kTable : nullptr;
 }
 
-static_assert(kGood == 5, "variant numbers are part of the CMake file");
+static_assert(kGood == 5 && kSize == 6, "variant numbers are part of the CMake file");

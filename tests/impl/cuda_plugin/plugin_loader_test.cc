@@ -26,12 +26,27 @@ Status Load(const char* path) {
   return s;
 }
 
-TEST(PluginLoader, WrongAbiIsRefusedWithBothVersions) {
+TEST(PluginLoader, WrongAbiIsRefusedWithBothVersionsAndThePath) {
   const Status s = Load(SHARDREC_FAKE_PLUGIN_ABI);
   EXPECT_EQ(s.code(), Code::kNoDevice);
   EXPECT_TRUE(Contains(s.message(), "speaks plugin ABI 99")) << s.message();
   EXPECT_TRUE(Contains(s.message(), "needs " + std::to_string(SHARDREC_CUDA_PLUGIN_ABI_VERSION)))
       << s.message();
+  EXPECT_TRUE(Contains(s.message(), SHARDREC_FAKE_PLUGIN_ABI)) << s.message();
+}
+
+// One version, one layout: a table of the right version but another size (another build's) is
+// refused, naming both sizes and the file, and none of its entries is used.
+TEST(PluginLoader, TableOfAnotherSizeIsRefused) {
+  const Status s = Load(SHARDREC_FAKE_PLUGIN_SIZE);
+  EXPECT_EQ(s.code(), Code::kNoDevice);
+  const size_t size = sizeof(shardrec_cuda_plugin_table_t);
+  EXPECT_TRUE(Contains(s.message(), std::to_string(size - 8) + " bytes")) << s.message();
+  EXPECT_TRUE(Contains(s.message(), "needs ABI " +
+                                        std::to_string(SHARDREC_CUDA_PLUGIN_ABI_VERSION) + " and " +
+                                        std::to_string(size) + " bytes"))
+      << s.message();
+  EXPECT_TRUE(Contains(s.message(), SHARDREC_FAKE_PLUGIN_SIZE)) << s.message();
 }
 
 TEST(PluginLoader, TableWithAHoleIsRefusedByName) {
@@ -62,16 +77,19 @@ TEST(PluginLoader, GoodFakeLoadsAndNamesItsPath) {
   EXPECT_EQ(plugin.path, "/fake/libshardrec_cuda.so");
 }
 
-// The fake's table ends before the appended dense entries, like a plugin from an older build:
-// it still loads, and only the dense GPU path refuses it, naming the file.
-TEST(PluginLoader, PluginWithoutDenseEntriesLoadsButRefusesDenseCalls) {
+// The good fake serves the runtime entries only (a test double): it loads, and the dense and
+// embedding paths refuse it, naming the file and the entry.
+TEST(PluginLoader, PluginWithoutKernelsLoadsButRefusesKernelCalls) {
   core::LoadedPlugin plugin;
   ASSERT_TRUE(core::LoadCudaPlugin(SHARDREC_FAKE_PLUGIN_GOOD, &plugin).ok());
-  EXPECT_EQ(plugin.table->struct_size, SHARDREC_CUDA_PLUGIN_TABLE_BASE_SIZE);
+  EXPECT_EQ(plugin.table->struct_size, sizeof(shardrec_cuda_plugin_table_t));
   const Status s = core::HasDenseEntries(*plugin.table, plugin.path);
   EXPECT_EQ(s.code(), Code::kUnsupported);
   EXPECT_TRUE(Contains(s.message(), "/fake/libshardrec_cuda.so")) << s.message();
-  EXPECT_TRUE(Contains(s.message(), "linear_forward")) << s.message();
+  EXPECT_TRUE(Contains(s.message(), "'linear_forward'")) << s.message();
+  const Status e = core::HasEmbeddingEntries(*plugin.table, plugin.path);
+  EXPECT_EQ(e.code(), Code::kUnsupported);
+  EXPECT_TRUE(Contains(e.message(), "'emb_status_bytes'")) << e.message();
 }
 
 TEST(PluginLoader, MissingFileAndForeignLibrary) {

@@ -112,7 +112,8 @@ TEST(DeviceMlp, MatchesTheHostMlpThroughThePluginContract) {
   EXPECT_EQ(testing::RunFresh("device_mlp_steps", SHARDREC_FAKE_DENSE_PLUGIN), 0);
 }
 
-// A plugin from before the dense entries loads, but a device MLP is refused by name.
+// A plugin that serves no dense kernels (the loader's fake) loads, but a device MLP is refused,
+// naming the entry.
 int StaleChild() {
   std::unique_ptr<DeviceMlp> dev;
   const Status s = DeviceMlp::Create(3, {2}, {Activation::kNone}, 1, "m", Device::Cuda(0),

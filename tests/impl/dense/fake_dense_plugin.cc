@@ -180,37 +180,56 @@ int32_t LinearBackward(int32_t, const shardrec_plugin_linear_t* a, const float* 
   return Ok(st);
 }
 
-// Ends after the dense entries, as a plugin built before the embedding entries would (the
-// embedding dispatch test uses it as such).
-const shardrec_cuda_plugin_table_t kTable = {
-    static_cast<uint32_t>(SHARDREC_CUDA_PLUGIN_TABLE_DENSE_SIZE),
-    SHARDREC_CUDA_PLUGIN_ABI_VERSION,
-    &Path,
-    &Versions,
-    &DeviceCount,
-    &Alloc,
-    &Free,
-    &HostAlloc,
-    &HostFree,
-    &Memcpy,
-    &Memset,
-    &StreamWait,
-    &NcclUnique,
-    &NcclCreate,
-    &NcclDestroy,
-    &NcclSetTimeout,
-    &AllReduce,
-    &AllToAllV,
-    &AllGatherV,
-    &ReduceScatterV,
-    &Broadcast,
-    &Barrier,
-    &Split,
-    &Abort,
-    &AsyncError,
-    &LinearForward,
-    &LinearBackward,
-};
+int32_t StreamCreate(int32_t, void** stream, shardrec_plugin_status_t* st) {
+  *stream = nullptr;  // the fake's copies are synchronous: one pretend stream serves all
+  return Ok(st);
+}
+int32_t StreamDestroy(int32_t, void*, shardrec_plugin_status_t* st) { return Ok(st); }
+int32_t StreamWaitStream(int32_t, void*, void*, shardrec_plugin_status_t* st) { return Ok(st); }
+int32_t HostAllocOn(int32_t device, size_t bytes, void** out, shardrec_plugin_status_t* st) {
+  return Alloc(device, bytes, out, st);
+}
+
+// The runtime and dense entries; the embedding kernels stay NULL (the embedding dispatch test
+// uses it as a plugin that serves none).
+shardrec_cuda_plugin_table_t MakeTable() {
+  shardrec_cuda_plugin_table_t t = {
+      static_cast<uint32_t>(sizeof(shardrec_cuda_plugin_table_t)),
+      SHARDREC_CUDA_PLUGIN_ABI_VERSION,
+      &Path,
+      &Versions,
+      &DeviceCount,
+      &Alloc,
+      &Free,
+      &HostAlloc,
+      &HostFree,
+      &Memcpy,
+      &Memset,
+      &StreamWait,
+      &NcclUnique,
+      &NcclCreate,
+      &NcclDestroy,
+      &NcclSetTimeout,
+      &AllReduce,
+      &AllToAllV,
+      &AllGatherV,
+      &ReduceScatterV,
+      &Broadcast,
+      &Barrier,
+      &Split,
+      &Abort,
+      &AsyncError,
+      &LinearForward,
+      &LinearBackward,
+  };
+  t.stream_create = &StreamCreate;
+  t.stream_destroy = &StreamDestroy;
+  t.stream_wait_stream = &StreamWaitStream;
+  t.host_alloc_on = &HostAllocOn;
+  return t;
+}
+
+const shardrec_cuda_plugin_table_t kTable = MakeTable();
 
 }  // namespace
 

@@ -2,7 +2,7 @@
 // the fake embedding plugin (fake_embedding_plugin.cc): device memory is checked host memory and
 // the entries run the host kernels. So these tests check the marshalling (same bits as calling
 // the host kernels directly), the pointer discipline (host memory where device memory belongs is
-// refused, naming the argument), the status block, and stale plugins. The CUDA kernels
+// refused, naming the argument), the status block, and plugins without them. The CUDA kernels
 // themselves are checked against the host kernels by the simt tests. Under the real plugin (the
 // gpu-labelled ctest registration, and .ci/gpu-check) the same comparisons run on a GPU, the
 // fake-only cases skip, and every case skips without a device.
@@ -238,7 +238,8 @@ int StaleChild(const char* path) {
   const Status l = device::Lookup(DeviceCtx(), none, nullptr);
   const bool ok = s.code() == Code::kUnsupported && l.code() == Code::kUnsupported &&
                   s.message().find(path) != std::string::npos &&
-                  s.message().find("predates the embedding GPU entries") != std::string::npos;
+                  s.message().find("serves no embedding GPU kernels") != std::string::npos &&
+                  s.message().find("'emb_status_bytes'") != std::string::npos;
   if (!ok) std::fprintf(stderr, "%s / %s\n", s.ToString().c_str(), l.ToString().c_str());
   return ok ? 0 : 1;
 }
@@ -247,8 +248,8 @@ int DenseChild() { return StaleChild("/fake/dense/libshardrec_cuda.so"); }
 const int kBaseChild = shardrec::testing::RegisterFreshChild("emb_dispatch_base", &BaseChild);
 const int kDenseChild = shardrec::testing::RegisterFreshChild("emb_dispatch_dense", &DenseChild);
 
-// Plugins whose tables end before the embedding entries (ABI 2 as first released; with the
-// dense entries only) load, and the embedding calls say which file is stale.
+// Plugins of this ABI that serve no embedding kernels (the loader's fake, the dense-only fake)
+// load, and the embedding calls say which file and which entry.
 TEST(DeviceDispatch, PluginWithoutEmbeddingEntriesIsUnsupported) {
   // A GPU bundle (.ci/gpu-bundle) carries the test binary without the fake plugins.
   if (access(SHARDREC_FAKE_BASE_PLUGIN, R_OK) != 0 || access(SHARDREC_FAKE_DENSE_PLUGIN, R_OK) != 0)

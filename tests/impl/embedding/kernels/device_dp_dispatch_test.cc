@@ -5,7 +5,6 @@
 // without a device every case skips. The results are the host code's bits. A plugin built before
 // these entries loads, and only they report kUnsupported.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <random>
@@ -20,7 +19,6 @@
 #include "tests/impl/embedding/kernels/fake_device_buffers.h"
 #include "tests/impl/embedding/route_cases.h"
 #include "tests/impl/embedding/same_bytes.h"
-#include "tests/support/fresh_process.h"
 
 namespace shardrec::embedding {
 namespace {
@@ -286,31 +284,6 @@ TEST(DeviceDpDispatch, SumSourcesIsTheHostsOrder) {
   }
   ASSERT_TRUE(dev.Sync());
   EXPECT_TRUE(SameBits(want, dev.Download(dst, want.size()), "full statistics"));
-}
-
-// A plugin whose table ends before the data-parallel entries: it loads, the older entries work,
-// and these say which file is stale.
-int GradChild() {
-  if (!dk::CheckPlugin().ok()) return 2;
-  if (!dk::HasGrad()) return 3;
-  if (dk::HasDp() || dk::HasGate()) return 4;
-  size_t bytes = 0;
-  const Status a = dk::DpWorkspaceBytes(DeviceCtx(), 8, 8, &bytes);
-  const Status b =
-      dk::GroupRowsGated(DeviceCtx(), kernels::DeviceRuns{}, nullptr, 0, nullptr, nullptr, nullptr);
-  const bool ok = a.code() == Code::kUnsupported &&
-                  a.message().find("predates data-parallel tables") != std::string::npos &&
-                  b.code() == Code::kUnsupported &&
-                  b.message().find("predates the gated backward") != std::string::npos;
-  if (!ok) std::fprintf(stderr, "%s / %s\n", a.ToString().c_str(), b.ToString().c_str());
-  return ok ? 0 : 1;
-}
-const int kGradChild = shardrec::testing::RegisterFreshChild("emb_dp_old", &GradChild);
-
-TEST(DeviceDpDispatch, APluginBeforeTheEntriesIsUnsupportedForThemOnly) {
-  if (access(SHARDREC_FAKE_GRAD_EMBEDDING_PLUGIN, R_OK) != 0)
-    GTEST_SKIP() << "the fake plugins are not where the build put them";
-  EXPECT_EQ(shardrec::testing::RunFresh("emb_dp_old", SHARDREC_FAKE_GRAD_EMBEDDING_PLUGIN), 0);
 }
 
 }  // namespace

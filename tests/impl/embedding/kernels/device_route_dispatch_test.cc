@@ -6,7 +6,6 @@
 // skips. Plugins built before the route entries load, and only the route reports kUnsupported.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <random>
@@ -17,7 +16,6 @@
 #include "impl/embedding/gpu/device_route_backend.h"
 #include "tests/impl/embedding/kernels/fake_device_buffers.h"
 #include "tests/impl/embedding/route_cases.h"
-#include "tests/support/fresh_process.h"
 
 namespace shardrec::embedding {
 namespace {
@@ -196,27 +194,6 @@ TEST(DeviceRouteDispatch, HostBuffersAreRefused) {
   EXPECT_NE(s.message().find("route values"), std::string::npos) << s.ToString();
   EXPECT_NE(s.message().find("not inside a live device allocation"), std::string::npos)
       << s.ToString();
-}
-
-// A plugin whose table ends before the route entries: it loads, the kernels it has still work,
-// and only the route says which file is stale.
-int OldChild() {
-  if (!kernels::device::CheckPlugin().ok()) return 2;
-  const ExecContext ctx = ExecContext::Cuda(0, nullptr);
-  size_t bytes = 0;
-  if (!kernels::device::StatusBytes(ctx, &bytes).ok()) return 3;
-  const Status s = kernels::device::RouteTempBytes(ctx, 8, &bytes);
-  const bool ok = s.code() == Code::kUnsupported &&
-                  s.message().find("predates the device input distribution") != std::string::npos;
-  if (!ok) std::fprintf(stderr, "%s\n", s.ToString().c_str());
-  return ok ? 0 : 1;
-}
-const int kOldChild = shardrec::testing::RegisterFreshChild("emb_route_old", &OldChild);
-
-TEST(DeviceRouteDispatch, PluginWithoutRouteEntriesIsUnsupportedForTheRouteOnly) {
-  if (access(SHARDREC_FAKE_OLD_EMBEDDING_PLUGIN, R_OK) != 0)
-    GTEST_SKIP() << "the fake plugins are not where the build put them";
-  EXPECT_EQ(shardrec::testing::RunFresh("emb_route_old", SHARDREC_FAKE_OLD_EMBEDDING_PLUGIN), 0);
 }
 
 }  // namespace

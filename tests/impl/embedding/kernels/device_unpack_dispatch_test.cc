@@ -5,7 +5,6 @@
 // (the gpu registration) the CUDA twin runs, and without a device every case skips. A plugin
 // built before emb_unpack loads, and only the unpack reports kUnsupported.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <random>
 #include <string>
@@ -15,7 +14,6 @@
 #include "impl/embedding/gpu/device_dispatch.h"
 #include "impl/embedding/kernels/simt/unpack_body.h"
 #include "tests/impl/embedding/kernels/fake_device_buffers.h"
-#include "tests/support/fresh_process.h"
 
 namespace shardrec::embedding {
 namespace {
@@ -139,28 +137,6 @@ TEST(DeviceUnpackDispatch, HostLengthsAreRefused) {
   const Status s = kernels::device::Unpack(ExecContext::Cuda(0, nullptr), p, nullptr, 0);
   EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("'lengths' of unpack run 0"), std::string::npos) << s.ToString();
-}
-
-// A plugin whose table ends before emb_unpack: it loads, the route it has still works, and only
-// the unpack says which file is stale.
-int MeanChild() {
-  if (!kernels::device::CheckPlugin().ok()) return 2;
-  const ExecContext ctx = ExecContext::Cuda(0, nullptr);
-  size_t bytes = 0;
-  if (!kernels::device::RouteTempBytes(ctx, 8, &bytes).ok()) return 3;
-  if (kernels::device::HasUnpack()) return 4;
-  const Status s = kernels::device::Unpack(ctx, UnpackParams{}, nullptr, 0);
-  const bool ok = s.code() == Code::kUnsupported &&
-                  s.message().find("predates the device id exchange") != std::string::npos;
-  if (!ok) std::fprintf(stderr, "%s\n", s.ToString().c_str());
-  return ok ? 0 : 1;
-}
-const int kMeanChild = shardrec::testing::RegisterFreshChild("emb_unpack_old", &MeanChild);
-
-TEST(DeviceUnpackDispatch, PluginWithoutUnpackIsUnsupportedForTheUnpackOnly) {
-  if (access(SHARDREC_FAKE_MEAN_EMBEDDING_PLUGIN, R_OK) != 0)
-    GTEST_SKIP() << "the fake plugins are not where the build put them";
-  EXPECT_EQ(shardrec::testing::RunFresh("emb_unpack_old", SHARDREC_FAKE_MEAN_EMBEDDING_PLUGIN), 0);
 }
 
 }  // namespace

@@ -648,26 +648,8 @@ int32_t SumSources(int32_t device, const shardrec_plugin_sum_sources_t* sum, voi
   });
 }
 
-// SHARDREC_FAKE_WITHOUT_ROUTE builds the plugin as it was before the route entries: its table
-// says it ends before them (they are filled all the same, so a loader that read past
-// struct_size would find them and the test would notice).
-#if SHARDREC_FAKE_WITHOUT_ROUTE
-constexpr uint32_t kTableSize = SHARDREC_CUDA_PLUGIN_TABLE_EMBEDDING_SIZE;
-#elif SHARDREC_FAKE_WITHOUT_UNPACK
-// ... and SHARDREC_FAKE_WITHOUT_UNPACK as it was before the device id exchange.
-constexpr uint32_t kTableSize = SHARDREC_CUDA_PLUGIN_TABLE_MEAN_SIZE;
-#elif SHARDREC_FAKE_WITHOUT_GRAD
-// ... and SHARDREC_FAKE_WITHOUT_GRAD as it was before device gradients.
-constexpr uint32_t kTableSize = SHARDREC_CUDA_PLUGIN_TABLE_UNPACK_SIZE;
-#elif SHARDREC_FAKE_WITHOUT_DP
-// ... and SHARDREC_FAKE_WITHOUT_DP as it was before data-parallel tables on the device.
-constexpr uint32_t kTableSize = SHARDREC_CUDA_PLUGIN_TABLE_GRAD_SIZE;
-#else
-constexpr uint32_t kTableSize = sizeof(shardrec_cuda_plugin_table_t);
-#endif
-
 const shardrec_cuda_plugin_table_t kTable = {
-    kTableSize,
+    sizeof(shardrec_cuda_plugin_table_t),
     SHARDREC_CUDA_PLUGIN_ABI_VERSION,
     &Path,
     &Versions,
