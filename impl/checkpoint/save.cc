@@ -137,7 +137,7 @@ Status WriteRankFile(FileSystem& fs, const std::string& dir, const std::string& 
       const size_t n = static_cast<size_t>(hi - lo) * rb;
       const uint8_t* p = s.data + lo * s.row_stride_bytes;
       if (!s.device.is_host()) {  // device rows: stage them (packed) on the host
-        SR_RETURN_IF_ERROR(device_staging.Reserve(n));
+        SR_RETURN_IF_ERROR(device_staging.Reserve(s.device, n));
         if (static_cast<uint64_t>(s.row_stride_bytes) == rb) {
           SR_RETURN_IF_ERROR(embedding::CopyToHost(s.device, device_staging.data(), p, n)
                                  .WithContext(StrCat("saving ", r.key)));

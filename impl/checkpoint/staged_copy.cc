@@ -15,8 +15,8 @@ Status CopyOverlapsToDevice(const Device& device, const Target& dst,
   const uint64_t row_bytes = static_cast<uint64_t>(dst.cols) * DTypeSize(dst.dtype);
   const int64_t block_rows =
       std::max<int64_t>(1, static_cast<int64_t>(kStageBytes / std::max<uint64_t>(1, row_bytes)));
-  SR_RETURN_IF_ERROR(staging->Reserve(static_cast<size_t>(std::min(block_rows, dst.rows)) *
-                                      static_cast<size_t>(row_bytes)));
+  SR_RETURN_IF_ERROR(staging->Reserve(device, static_cast<size_t>(std::min(block_rows, dst.rows)) *
+                                                  static_cast<size_t>(row_bytes)));
   for (int64_t r0 = 0; r0 < dst.rows; r0 += block_rows) {
     const int64_t n = std::min(block_rows, dst.rows - r0);
     const size_t bytes = static_cast<size_t>(n) * static_cast<size_t>(row_bytes);

@@ -245,6 +245,9 @@ Status GlooCommunicator::Staged(
   size_t total = 0;
   for (const HostBuf& b : in) total += rounded(b.bytes);
   for (const HostBuf& b : out) total += rounded(b.bytes);
+  // Allocated with this communicator's device current: the block joins its context, and a
+  // calling thread with no current device creates none on device 0.
+  pinned_.SetDevice(dev);
   SR_RETURN_IF_ERROR(pinned_.Reserve(total));
   auto* base = static_cast<uint8_t*>(pinned_.data());
   std::vector<void*> in_ptrs, out_ptrs;

@@ -43,8 +43,9 @@ Status FillDevice(const Device& device, void* dst, int value, size_t bytes) {
   return rt->StreamWait(device.index, nullptr, core::kDeviceWaitMs);
 }
 
-Status HostStaging::Reserve(size_t bytes) {
+Status HostStaging::Reserve(const Device& device, size_t bytes) {
   if (bytes <= this->bytes()) return Status::Ok();
+  pinned_.SetDevice(device.is_cuda() ? device.index : -1);
   // A failed Reserve leaves pinned_ empty (PinnedBuffer's contract), so the fallback below never
   // sits beside a pinned block.
   if (pinned_.Reserve(bytes).ok()) {

@@ -29,9 +29,12 @@ Status FillDevice(const Device& device, void* dst, int value, size_t bytes);
 // only slower. Not thread-safe; contents are not kept when it grows.
 class HostStaging {
  public:
-  // At least `bytes` bytes at data(). kOutOfMemory when neither pinned nor pageable memory of
-  // that size can be had.
-  Status Reserve(size_t bytes);
+  // At least `bytes` bytes at data(), for copies to and from `device`: a pinned block is
+  // allocated with that device current (host_alloc_on), so it joins the device's context and a
+  // thread with no current device creates no context on device 0; a host `device` leaves the
+  // thread's current device. kOutOfMemory when neither pinned nor pageable memory of that size
+  // can be had.
+  Status Reserve(const Device& device, size_t bytes);
   uint8_t* data() { return pinned() ? static_cast<uint8_t*>(pinned_.data()) : pageable_.data(); }
   size_t bytes() const { return pinned() ? pinned_.bytes() : pageable_.size(); }
   bool pinned() const { return pinned_.data() != nullptr; }

@@ -111,14 +111,16 @@ Status Mesh::StageIn(const std::vector<embedding::ParamBuffer>& on_device,
   // arena, stay adjacent, so SyncBuffers issues the same collectives as for a host collection.
   size_t total = 0;
   std::vector<size_t> offsets(on_device.size(), 0);
+  Device device = Device::Host();  // the collection's (every device buffer is on it)
   for (size_t i = 0; i < on_device.size(); ++i) {
     if (on_device[i].data == nullptr) continue;
+    device = on_device[i].device;
     const size_t es = DTypeSize(on_device[i].dtype);
     total = (total + es - 1) / es * es;
     offsets[i] = total;
     total += on_device[i].count * es;
   }
-  Status local = device_staging_.Reserve(total);
+  Status local = device_staging_.Reserve(device, total);
   for (size_t i = 0; i < on_device.size() && local.ok(); ++i) {
     const embedding::ParamBuffer& b = on_device[i];
     if (b.data == nullptr) continue;

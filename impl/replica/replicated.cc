@@ -41,7 +41,7 @@ Status WeightDigest(const std::vector<embedding::ParamBuffer>& buffers, uint64_t
       h = Fold(h, p, bytes);
       continue;
     }
-    SR_RETURN_IF_ERROR(staging.Reserve(std::min(bytes, kDigestBlockBytes)));
+    SR_RETURN_IF_ERROR(staging.Reserve(b.device, std::min(bytes, kDigestBlockBytes)));
     for (size_t at = 0; at < bytes; at += kDigestBlockBytes) {
       const size_t n = std::min(kDigestBlockBytes, bytes - at);
       SR_RETURN_IF_ERROR(embedding::CopyToHost(b.device, staging.data(), p + at, n));

@@ -282,6 +282,36 @@ TEST(GpuTableIo, ExportsTheHostBytesAndImports) {
   }
 }
 
+// A checkpoint save and load and a table export and import of a GPU collection stage its rows in
+// pinned host memory allocated with the collection's device current (host_alloc_on): a bare
+// host_alloc from a thread with no current device would create a context on device 0.
+TEST(GpuCheckpoint, PinnedStagingIsAllocatedOnTheCollectionsDevice) {
+  REQUIRE_FAKE();
+  if (FakeHostAllocsWithoutDevice() < 0) GTEST_SKIP() << "needs the fake's allocation counter";
+  Scenario s = StandardScenario(1, kRW, SHARDREC_POOLING_SUM);
+  s.sharding = {kTW, kCW, kRW};
+  s.optimizer.type = kRowAdagrad;
+  s.steps = 1;
+  const TrainingSetup ts(s);
+  ASSERT_NE(ts.plan, nullptr);
+  const std::string dir = FreshDir("gpu_ckpt_pinned");
+  const int64_t before = FakeHostAllocsWithoutDevice();
+  CollPtr d(Create(ts.plan.get(), s, 0, true, s.seed, &ts.opt));
+  ASSERT_TRUE(d);
+  Step(d.get(), s, ts.batches[0][0], ts.grads[0][0]);
+  ASSERT_EQ(shardrec_checkpoint_save(d.get(), dir.c_str(), nullptr), SHARDREC_OK)
+      << shardrec_last_error();
+  ASSERT_EQ(shardrec_checkpoint_load(d.get(), dir.c_str(), nullptr), SHARDREC_OK)
+      << shardrec_last_error();
+  const std::string table = dir + "/t0.safetensors";
+  const char* name = s.tables[0].name.c_str();
+  ASSERT_EQ(shardrec_checkpoint_export_table(d.get(), name, table.c_str(), 1), SHARDREC_OK)
+      << shardrec_last_error();
+  ASSERT_EQ(shardrec_checkpoint_import_table(d.get(), name, table.c_str(), 1), SHARDREC_OK)
+      << shardrec_last_error();
+  EXPECT_EQ(FakeHostAllocsWithoutDevice(), before);
+}
+
 // A device copy that fails in the middle of a save fails the save (SHARDREC_ECUDA on every
 // rank), leaves the collection as it was and the previous checkpoint loadable; one that fails in
 // the middle of a load is reported the same way, and loading again restores the checkpoint.

@@ -78,6 +78,9 @@ TEST_P(GpuReplica, TrainsBitIdenticallyToHostReplicas) {
   s.steps = 4;
   PlanPtr plan = MakePlan(s);
   ASSERT_NE(plan, nullptr);
+  // The replica syncs' and the mesh checkpoint's host staging is pinned with the collection's
+  // device current (host_alloc_on), never by a bare host_alloc (the fake counts those).
+  const int64_t bare_allocs = FakeHostAllocsWithoutDevice();
   // Every rank draws a different batch: the replicas diverge between syncs.
   Scenario global = s;
   global.world = kWorld;
@@ -162,6 +165,9 @@ TEST_P(GpuReplica, TrainsBitIdenticallyToHostReplicas) {
       if (c.mode == SHARDREC_SYNC_WEIGHTS_ONLY && i % per_table != 0) continue;
       EXPECT_EQ(snaps[r][i], snaps[r + kShard][i]) << "rank " << r << " tensor " << i;
     }
+  }
+  if (bare_allocs >= 0) {
+    EXPECT_EQ(FakeHostAllocsWithoutDevice(), bare_allocs);
   }
   const auto files_h = ReadDir(dir_h);
   const auto files_d = ReadDir(dir_d);

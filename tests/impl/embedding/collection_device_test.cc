@@ -98,11 +98,11 @@ TEST(HostStagingFallback, PageableWithoutARuntime) {
   const core::CudaRuntime* rt = nullptr;
   if (core::GetCudaRuntime(&rt).ok()) GTEST_SKIP() << "this process has a CUDA runtime";
   HostStaging s;
-  ASSERT_TRUE(s.Reserve(256).ok());
+  ASSERT_TRUE(s.Reserve(Device::Cuda(0), 256).ok());
   EXPECT_FALSE(s.pinned());
   EXPECT_GE(s.bytes(), 256u);
   std::memset(s.data(), 3, 256);
-  ASSERT_TRUE(s.Reserve(100).ok());
+  ASSERT_TRUE(s.Reserve(Device::Cuda(0), 100).ok());
   EXPECT_GE(s.bytes(), 256u);
 }
 
