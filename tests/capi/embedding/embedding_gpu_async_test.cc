@@ -5,7 +5,8 @@
 // the fake plugin (its copies deferred to the stream, its NCCL double): over NCCL one host wait per
 // step (the counts exchange, which learns the received sizes) in the plain and the pipelined
 // loop, bit for bit a host collection over Gloo; a peer lost after a queued step; a device copy
-// that fails in a queued forward or backward changes nothing.
+// that fails in a queued forward or backward changes nothing. The cases that need no counter, no
+// failure injection and no second GPU also run on a real GPU (.ci/gpu-check), on managed memory.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -305,6 +306,66 @@ TEST(StreamOrdered, AFailedPhaseDeliversNothingLater) {
   ASSERT_EQ(shardrec_embedding_forward(cd.get(), kjt.view(), out_d.data(), n, nullptr), SHARDREC_OK)
       << shardrec_last_error();
   EXPECT_TRUE(BitEqual(out_h, out_d));
+}
+
+// World 1, on real device memory where there is a GPU (and through the fake here): a
+// stream-ordered forward whose device batch is rejected (an id outside its table) fails, and
+// neither that call nor a later synchronisation writes its device output view; the backward that
+// follows is refused (no batch to train) and changes nothing. The next good batch then goes
+// through stream-ordered to a host collection's output and, after its backward, to its weights
+// and states, bit for bit.
+TEST(StreamOrdered, ARejectedDeviceBatchWritesNothingAndTheNextOneTrains) {
+  REQUIRE_DEVICE();
+  if (!DeviceBuffersAvailable()) GTEST_SKIP() << "no device buffers here";
+  Scenario s = StandardScenario(1, kRW, kMean);
+  s.sharding = {kDP, kRW, kTW};
+  s.optimizer.type = kAdam;
+  s.weighted = true;
+  s.steps = 1;
+  const TrainingSetup ts(s);
+  ASSERT_NE(ts.plan, nullptr);
+  shardrec_embedding_options_t oh = Options(s, false), od = Options(s, true);
+  CollPtr ch, cd;
+  ASSERT_NO_FATAL_FAILURE(CreateHostAndGpu(ts.plan.get(), 1, 0, ts.opt, oh, od, &ch, &cd));
+  shardrec_embedding_t* h = ch.get();
+  shardrec_embedding_t* d = cd.get();
+  int64_t dim = 0;
+  shardrec_embedding_output_dim(d, &dim);
+  const RefBatch& good = ts.batches[0][0];
+  ASSERT_GE(good.ids.size(), 2u);
+  RefBatch bad = good;
+  bad.ids[1] = 1000000;
+  KjtHolder good_kjt(good, s.num_features, false), bad_kjt(bad, s.num_features, false);
+  const DeviceKjt good_dev(*good_kjt.view()), bad_dev(*bad_kjt.view());
+  const size_t n = OutputLen(good, false, dim);
+  FakeDeviceFloats out(n);
+  FakeDeviceCopy g(ts.grads[0][0]);
+  ASSERT_NE(out.data(), nullptr);
+  std::fill(out.data(), out.data() + n, -7.0f);
+  const shardrec_tensor_view_t vo = DeviceView(out.data(), n, dim);
+  const shardrec_tensor_view_t vg = DeviceView(static_cast<float*>(g.data()), n, dim);
+  const auto before = Snapshot(d, s);
+  EXPECT_EQ(shardrec_embedding_forward_tensor(d, bad_dev.view(), &vo, nullptr), SHARDREC_EINVAL);
+  EXPECT_NE(std::string(shardrec_last_error()).find("1000000"), std::string::npos)
+      << shardrec_last_error();
+  EXPECT_EQ(shardrec_embedding_synchronize(d), SHARDREC_OK) << shardrec_last_error();
+  EXPECT_NE(shardrec_embedding_backward_tensor(d, &vg, nullptr), SHARDREC_OK);
+  EXPECT_EQ(shardrec_embedding_synchronize(d), SHARDREC_OK) << shardrec_last_error();
+  const std::vector<float> untouched = out.ToVector();
+  for (size_t k = 0; k < n; ++k)
+    ASSERT_EQ(untouched[k], -7.0f) << "the rejected forward wrote element " << k;
+  ExpectSameTensors(before, Snapshot(d, s), "after the rejected batch");
+  std::vector<float> out_h(n);
+  ASSERT_EQ(shardrec_embedding_forward(h, good_kjt.view(), out_h.data(), n, nullptr), SHARDREC_OK);
+  std::vector<float> gh = ts.grads[0][0];
+  ASSERT_EQ(shardrec_embedding_backward(h, gh.data(), gh.size(), nullptr), SHARDREC_OK);
+  ASSERT_EQ(shardrec_embedding_forward_tensor(d, good_dev.view(), &vo, nullptr), SHARDREC_OK)
+      << shardrec_last_error();
+  ASSERT_EQ(shardrec_embedding_backward_tensor(d, &vg, nullptr), SHARDREC_OK)
+      << shardrec_last_error();
+  ASSERT_EQ(shardrec_embedding_synchronize(d), SHARDREC_OK) << shardrec_last_error();
+  EXPECT_TRUE(BitEqual(out_h, out.ToVector()));
+  ExpectSameTensors(Snapshot(h, s), Snapshot(d, s), "after the good batch");
 }
 
 }  // namespace

@@ -461,9 +461,12 @@ TEST(EmbeddingGpuCollection, DeviceKjtRejectionsMatchTheHost) {
 // A device KJT whose arrays the caller copies on a side stream (the copies still queued there when
 // the call starts) is read after them: the collection's stream waits for the caller's `stream`
 // before routing it, in shardrec_embedding_forward and in input_dist_start alike, and the output
-// is a host collection's, bit for bit.
+// is a host collection's, bit for bit. Through the fake (its side-stream copies land only when
+// the stream is waited for) and on a real GPU (a CUDA stream whose copies wait behind a host
+// function that holds it for FakeSideStream::kRealUploadDelayMs).
 TEST(EmbeddingGpuCollection, DeviceKjtIsReadAfterTheCallersStream) {
-  REQUIRE_FAKE();
+  REQUIRE_DEVICE();
+  if (!DeviceBuffersAvailable()) GTEST_SKIP() << "no device buffers here";
   Scenario s = StandardScenario(1, kRW, kSum);
   s.sharding = {kDP, kRW, kTW};
   s.weighted = true;
@@ -490,8 +493,8 @@ TEST(EmbeddingGpuCollection, DeviceKjtIsReadAfterTheCallersStream) {
   FakeDeviceBlock blocks[2][3] = {
       {FakeDeviceBlock(len_bytes), FakeDeviceBlock(val_bytes), FakeDeviceBlock(w_bytes)},
       {FakeDeviceBlock(len_bytes), FakeDeviceBlock(val_bytes), FakeDeviceBlock(w_bytes)}};
-  const FakeSideStream side;
-  if (side.get() == nullptr) GTEST_SKIP() << "needs the fake plugin's side streams";
+  FakeSideStream side;
+  if (side.get() == nullptr) GTEST_SKIP() << "no side stream here (the fake's or CUDA's)";
   for (int call = 0; call < 2; ++call) {
     SCOPED_TRACE(call == 0 ? "forward" : "input_dist_start");
     FakeDeviceBlock& lengths = blocks[call][0];

@@ -1,8 +1,10 @@
 #include "tests/capi/embedding/gpu_test_util.h"
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 namespace shardrec::testing {
 
@@ -117,8 +119,24 @@ struct RealCuda {
   int (*malloc_managed)(void**, size_t, unsigned) = nullptr;  // cudaMallocManaged
   int (*free)(void*) = nullptr;                               // cudaFree
   int (*synchronize)() = nullptr;                             // cudaDeviceSynchronize
+  // Side streams (FakeSideStream): cudaStreamCreateWithFlags, cudaStreamDestroy,
+  // cudaStreamSynchronize, cudaMemcpyAsync, cudaLaunchHostFunc.
+  int (*stream_create)(void**, unsigned) = nullptr;
+  int (*stream_destroy)(void*) = nullptr;
+  int (*stream_synchronize)(void*) = nullptr;
+  int (*memcpy_async)(void*, const void*, size_t, int, void*) = nullptr;
+  int (*launch_host_func)(void*, void (*)(void*), void*) = nullptr;
   bool ok() const { return malloc_managed != nullptr && free != nullptr && synchronize != nullptr; }
+  bool streams() const {
+    return stream_create != nullptr && stream_destroy != nullptr && stream_synchronize != nullptr &&
+           memcpy_async != nullptr && launch_host_func != nullptr;
+  }
 };
+
+template <class Fn>
+void Find(void* h, const char* name, Fn* out) {
+  *out = reinterpret_cast<Fn>(dlsym(h, name));
+}
 
 const RealCuda& Real() {
   static const RealCuda real = [] {
@@ -131,6 +149,11 @@ const RealCuda& Real() {
           reinterpret_cast<int (*)(void**, size_t, unsigned)>(dlsym(h, "cudaMallocManaged"));
       r.free = reinterpret_cast<int (*)(void*)>(dlsym(h, "cudaFree"));
       r.synchronize = reinterpret_cast<int (*)()>(dlsym(h, "cudaDeviceSynchronize"));
+      Find(h, "cudaStreamCreateWithFlags", &r.stream_create);
+      Find(h, "cudaStreamDestroy", &r.stream_destroy);
+      Find(h, "cudaStreamSynchronize", &r.stream_synchronize);
+      Find(h, "cudaMemcpyAsync", &r.memcpy_async);
+      Find(h, "cudaLaunchHostFunc", &r.launch_host_func);
       if (r.ok()) break;
       r = RealCuda{};
     }
@@ -140,6 +163,14 @@ const RealCuda& Real() {
 }
 
 constexpr unsigned kCudaMemAttachGlobal = 1;
+constexpr unsigned kCudaStreamNonBlocking = 1;
+constexpr int kCudaMemcpyDefault = 4;
+
+// Holds a real side stream for a while (cudaLaunchHostFunc: the stream's later work waits for it;
+// it calls no CUDA function, as a host function must not).
+void HoldStream(void*) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(FakeSideStream::kRealUploadDelayMs));
+}
 
 }  // namespace
 
@@ -178,6 +209,51 @@ FakeDeviceBlock::~FakeDeviceBlock() {
 
 void FakeDeviceBlock::Settle() const {
   if (real_) (void)Real().synchronize();
+}
+
+FakeSideStream::FakeSideStream() {
+  auto make = reinterpret_cast<void* (*)()>(FakeSymbol("shardrec_fake_stream_create"));
+  destroy_ = reinterpret_cast<void (*)(void*)>(FakeSymbol("shardrec_fake_stream_destroy"));
+  upload_ = reinterpret_cast<int32_t (*)(void*, const void*, size_t, void*)>(
+      FakeSymbol("shardrec_fake_upload_async"));
+  if (make != nullptr && destroy_ != nullptr && upload_ != nullptr) {
+    stream_ = make();
+    return;
+  }
+  if (Real().ok() && Real().streams()) {
+    void* s = nullptr;
+    if (Real().stream_create(&s, kCudaStreamNonBlocking) == 0) {
+      stream_ = s;
+      real_ = true;
+    }
+  }
+}
+
+FakeSideStream::~FakeSideStream() {
+  if (stream_ == nullptr) return;
+  if (!real_) {
+    destroy_(stream_);
+    return;
+  }
+  (void)Real().stream_synchronize(stream_);  // the sources stay until their copies are done
+  sources_.clear();
+  (void)Real().stream_destroy(stream_);
+}
+
+bool FakeSideStream::Upload(void* device_dst, const void* host_src, size_t bytes) {
+  if (stream_ == nullptr) return false;
+  if (!real_) return upload_(device_dst, host_src, bytes, stream_) == 0;
+  if (bytes == 0) return true;
+  // Device to device from a managed copy of the source: a copy out of pageable memory may be
+  // synchronous with respect to the host, which would hide the stream's delay.
+  auto src = std::make_unique<FakeDeviceBlock>(bytes);
+  if (src->data() == nullptr) return false;
+  std::memcpy(src->data(), host_src, bytes);
+  if (Real().launch_host_func(stream_, &HoldStream, nullptr) != 0) return false;
+  if (Real().memcpy_async(device_dst, src->data(), bytes, kCudaMemcpyDefault, stream_) != 0)
+    return false;
+  sources_.push_back(std::move(src));
+  return true;
 }
 
 }  // namespace shardrec::testing

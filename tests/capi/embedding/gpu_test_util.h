@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -89,34 +90,33 @@ inline bool FakeFailWaitAfter(int64_t n) {
   return true;
 }
 
-// A stream of the fake's own (as the plugin's stream_create makes), destroyed with the object;
-// null when the fake is not loaded. Copies queued on it with Upload land, under
-// SHARDREC_FAKE_DEFER_COPIES, only when something waits for the stream: a side stream a caller
-// wrote its device batch on.
+class FakeDeviceBlock;
+
+// A side stream a caller wrote its device batch on, destroyed (after its work) with the object:
+// the fake's own (as the plugin's stream_create makes; its copies land, under
+// SHARDREC_FAKE_DEFER_COPIES, only when something waits for the stream), or on a real GPU a
+// non-blocking CUDA stream from the runtime the test opens itself, whose copies are queued behind
+// a host function that holds the stream for kRealUploadDelayMs, so a reader that does not wait
+// for the stream finds the destination as it was. Null when neither is there.
 class FakeSideStream {
  public:
-  FakeSideStream() {
-    auto make = reinterpret_cast<void* (*)()>(FakeSymbol("shardrec_fake_stream_create"));
-    destroy_ = reinterpret_cast<void (*)(void*)>(FakeSymbol("shardrec_fake_stream_destroy"));
-    upload_ = reinterpret_cast<int32_t (*)(void*, const void*, size_t, void*)>(
-        FakeSymbol("shardrec_fake_upload_async"));
-    if (make != nullptr && destroy_ != nullptr && upload_ != nullptr) stream_ = make();
-  }
-  ~FakeSideStream() {
-    if (stream_ != nullptr) destroy_(stream_);
-  }
+  static constexpr int kRealUploadDelayMs = 200;
+  FakeSideStream();
+  ~FakeSideStream();
   FakeSideStream(const FakeSideStream&) = delete;
   FakeSideStream& operator=(const FakeSideStream&) = delete;
   void* get() const { return stream_; }
-  // Queues a host-to-device copy on the stream; false when the fake refused it.
-  bool Upload(void* device_dst, const void* host_src, size_t bytes) const {
-    return upload_(device_dst, host_src, bytes, stream_) == 0;
-  }
+  // Queues a copy of `bytes` host bytes into device memory on the stream (the source is copied
+  // first: it may go at once); false when the copy was refused.
+  bool Upload(void* device_dst, const void* host_src, size_t bytes);
 
  private:
   void* stream_ = nullptr;
+  bool real_ = false;
   void (*destroy_)(void*) = nullptr;
   int32_t (*upload_)(void*, const void*, size_t, void*) = nullptr;
+  // Real GPU: the uploads' sources in managed memory, kept until the stream has finished.
+  std::vector<std::unique_ptr<FakeDeviceBlock>> sources_;
 };
 
 // Pinned allocations the fake made through host_alloc, which names no device; -1 when the fake
