@@ -69,10 +69,10 @@ class DeviceEngine final : public Engine {
   Status LookupCombineOnDevice(RoutedBatch& rb, const CombineOut& out);
   // The lookups and the return exchange when the rows are combined on the host.
   Status LookupAndReturn(RoutedBatch& rb);
-  // The backward's agreement with a device gradient (DeviceStep::Verdict): this rank's verdict
-  // `local` and the device's non-finite check, all-reduced in one phase.
-  Status AgreeOnDeviceGradient(const Status& local, const float* grad, size_t n,
-                               const DeviceGradient& device_grad);
+  // The backward's agreement over a device communicator when it is not gated (a 16-bit wire):
+  // this rank's verdict `local` all-reduced between device buffers in a phase of its own
+  // (DeviceStep::Verdict).
+  Status AgreeOnDevice(const Status& local);
   // A backward whose verdict is agreed on the device and gates the updates there (fp32 messages or
   // world 1), all in
   // the update phase: DeviceStep::ApplySharded with ShardedInputs::verdict. `local` is this rank's

@@ -23,21 +23,16 @@ Status DeviceEngine::SettleBeforeBackward() {
   return pending_verdict_.pending ? Settle(true) : Status::Ok();
 }
 
-Status DeviceEngine::AgreeOnDeviceGradient(const Status& local, const float* grad, size_t n,
-                                           const DeviceGradient& device_grad) {
-  int64_t agreed = 0, first_bad = -1;
-  float bad_value = 0.0f;
+Status DeviceEngine::AgreeOnDevice(const Status& local) {
+  int64_t agreed = 0;
   Status s;
   {
     ScopedTimer t(&s_.timings.comm_seconds);
     comm::Communicator* c = s_.layout.world > 1 ? device_comm_.get() : nullptr;
-    s = device_->Verdict(c, local.ok() ? 0 : s_.comm->Rank() + 1, local.ok() ? grad : nullptr,
-                         local.ok() ? n : 0, s_.options.check_non_finite && grad != nullptr,
-                         s_.comm->Rank(), device_grad.stream, &agreed, &first_bad, &bad_value);
+    s = device_->Verdict(c, local.ok() ? 0 : s_.comm->Rank() + 1, &agreed);
   }
   if (!local.ok()) return local;
   SR_RETURN_IF_ERROR(s);
-  if (first_bad >= 0) return GradNotFinite(s_.layout, static_cast<size_t>(first_bad), bad_value);
   if (agreed != 0)
     return Status::InvalidArgument("rank ", agreed - 1,
                                    " rejected its backward call (its error says why); no rank "
@@ -54,14 +49,14 @@ Status DeviceEngine::Backward(const float* grad, size_t grad_len, const Status& 
   if (device_verdict &&
       (s_.layout.world == 1 || s_.options.backward_encoding == comm::Encoding::kFp32))
     return BackwardGated(grad, local, device_grad);
+  // A device gradient is taken only where the gate is (TakesDeviceGradient): from here on the
+  // gradient is host memory.
+  if (device_grad != nullptr)
+    return Status::Internal("a device gradient outside the gated backward");
   if (device_verdict) {
-    // Over a device communicator the verdicts are agreed between device buffers, whatever the
-    // gradient's side (so every rank issues the same collective); a device gradient is checked
-    // there too, in the same phase.
-    const DeviceGradient none;
-    SR_RETURN_IF_ERROR(AgreeOnDeviceGradient(local, device_grad != nullptr ? grad : nullptr,
-                                             device_grad != nullptr ? grad_len : 0,
-                                             device_grad != nullptr ? *device_grad : none));
+    // Over a device communicator (with a 16-bit wire) the verdicts are agreed between device
+    // buffers, so every rank issues the same collective.
+    SR_RETURN_IF_ERROR(AgreeOnDevice(local));
   } else {
     ScopedTimer t(&s_.timings.comm_seconds);
     SR_RETURN_IF_ERROR(Agree(local, "its backward call"));
@@ -71,22 +66,8 @@ Status DeviceEngine::Backward(const float* grad, size_t grad_len, const Status& 
   const int64_t step = s_.params.step() + 1;
   s_.params.set_step(step);
   // Data-parallel tables trained on the device (device_dp.h) ride in the sharded tables' phase.
-  const DeviceDpWork dpw =
-      device_grad == nullptr ? DataParallelWork(grad, grad_len) : DataParallelWork(nullptr, 0);
+  const DeviceDpWork dpw = DataParallelWork(grad, grad_len);
   const DeviceDpWork* dp = device_dp_ ? &dpw : nullptr;
-  if (device_grad != nullptr) {
-    // Packed on the device and exchanged between device buffers (or not at all at world 1).
-    const DeviceExchange x{device_comm_.get(), ReturnRecvCounts(rb), ReturnSendCounts(rb)};
-    DeviceStep::ShardedInputs in;
-    in.x = s_.layout.world > 1 ? &x : nullptr;
-    in.grad_dev = grad;
-    in.grad_on_device = true;
-    in.dp = dp;
-    SR_RETURN_IF_ERROR(device_->ApplySharded(*s_.comm, s_.updater, rb, s_.table_optim, step,
-                                             &s_.timings.comm_seconds, in));
-    ++s_.timings.backwards;
-    return Status::Ok();
-  }
   // The gradient travels the forward's return route backwards: the sample side packs into the
   // buffer it received into, the owners receive into the buffer they looked up into; the rows of
   // this rank's own samples are written straight to where its shards read them (SelfRows).

@@ -365,18 +365,12 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   // DeviceDpWork to ApplySharded.
   Status InitDataParallel(const StepCapacity& capacity);
 
-  // A backward's verdict, in ONE phase: when `grad` (n floats) is device memory written by work on
-  // `caller` (a stream of the caller's), the step's stream is ordered after `caller` (no host
-  // wait) and the gradient checked for non-finite elements on the device (when `check`); this
-  // rank's verdict words (`local_flag`, and rank + 1 for a non-finite element) are all-reduced
-  // (max) with the other ranks' over `comm` (a device communicator; null: this rank alone), and
-  // the agreed words and the first non-finite element come down with the one wait. A host
-  // gradient (`grad` null) takes the same collective, so every rank issues the same one.
-  // *agreed: 0 when every rank accepts, else 1 + a rejecting rank; *first_bad: -1 or the index of
-  // this rank's first non-finite element, whose value is *bad_value.
-  Status Verdict(comm::Communicator* comm, int64_t local_flag, const float* grad, size_t n,
-                 bool check, int32_t rank, Stream caller, int64_t* agreed, int64_t* first_bad,
-                 float* bad_value);
+  // A backward's verdict outside the gated backward (a 16-bit gradient wire over a device
+  // communicator), in ONE phase: this rank's `local_flag` is all-reduced (max) with the other
+  // ranks' over `comm` (a device communicator; null: this rank alone) and the agreed word comes
+  // down with the one wait, so every rank issues the same collective. *agreed: 0 when every rank
+  // accepts, else 1 + a rejecting rank.
+  Status Verdict(comm::Communicator* comm, int64_t local_flag, int64_t* agreed);
 
  private:
   // Room in runs_buf_ for the batch's runs and `extra_bytes` more (before a phase queues work).

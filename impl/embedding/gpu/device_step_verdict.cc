@@ -70,56 +70,30 @@ Status DeviceStep::JunkGradient(size_t floats, const float** out) {
   return Status::Ok();
 }
 
-Status DeviceStep::Verdict(comm::Communicator* comm, int64_t local_flag, const float* grad,
-                           size_t n, bool check, int32_t rank, Stream caller, int64_t* agreed,
-                           int64_t* first_bad, float* bad_value) {
-  // Words: [0, 2) this rank's (the caller's verdict, the check's), [2, 4) the agreed ones,
-  // [4, 6) the check's first non-finite element.
-  SR_RETURN_IF_ERROR(verdict_buf_.Reserve(device_, 6 * sizeof(int64_t), "the verdict", stream_));
+Status DeviceStep::Verdict(comm::Communicator* comm, int64_t local_flag, int64_t* agreed) {
+  // Words: [0] this rank's verdict, [1] the agreed one.
+  SR_RETURN_IF_ERROR(verdict_buf_.Reserve(device_, 2 * sizeof(int64_t), "the verdict", stream_));
   auto* words = verdict_buf_.as<int64_t>();
-  const int64_t mine[2] = {local_flag, 0};
-  int64_t down[4] = {};
+  int64_t down = 0;
   SR_RETURN_IF_ERROR(staging_.Reserve(64));
   SR_RETURN_IF_ERROR(staging_.Begin());
-  // The gradient is read behind the caller's work that wrote it, without a host wait.
-  if (grad != nullptr && caller != stream_)
-    SR_RETURN_IF_ERROR(dk::StreamWaitStream(device_, stream_, caller));
-  SR_RETURN_IF_ERROR(staging_.Upload(words, mine, sizeof(mine)));
+  SR_RETURN_IF_ERROR(staging_.Upload(words, &local_flag, sizeof(local_flag)));
   launched_ = true;
-  if (check && n > 0) {
-    kernels::simt_body::FiniteParams p;
-    p.x = grad;
-    p.n = static_cast<int64_t>(n);
-    p.flag_value = rank + 1;
-    p.flag = words + 1;
-    p.result = reinterpret_cast<kernels::simt_body::FiniteResult*>(words + 4);
-    SR_RETURN_IF_ERROR(dk::CheckFinite(ctx_, p));
-  } else {
-    const core::CudaRuntime* rt = nullptr;
-    SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
-    SR_RETURN_IF_ERROR(rt->MemsetAsync(device_, words + 4, 0, 2 * sizeof(int64_t), stream_));
-  }
   if (comm != nullptr) {
     comm::CallOptions o;
     o.stream = stream_;
     SR_RETURN_IF_ERROR(
-        comm->AllReduce(words, words + 2, 2, DType::kInt64, comm::ReduceOp::kMax, o));
-    SR_RETURN_IF_ERROR(staging_.Download(down, words + 2, 4 * sizeof(int64_t)));
+        comm->AllReduce(words, words + 1, 1, DType::kInt64, comm::ReduceOp::kMax, o));
   } else {
     const core::CudaRuntime* rt = nullptr;
     SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
-    SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, words + 2, words, 2 * sizeof(int64_t),
+    SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, words + 1, words, sizeof(int64_t),
                                        core::CopyKind::kDeviceToDevice, stream_));
-    SR_RETURN_IF_ERROR(staging_.Download(down, words + 2, 4 * sizeof(int64_t)));
   }
+  SR_RETURN_IF_ERROR(staging_.Download(&down, words + 1, sizeof(down)));
   SR_RETURN_IF_ERROR(EndPhase(nullptr));
   if (comm != nullptr) SR_RETURN_IF_ERROR(comm->AsyncError());
-  *agreed = std::max(down[0], down[1]);
-  kernels::simt_body::FiniteResult r;
-  std::memcpy(static_cast<void*>(&r), down + 2, sizeof(r));
-  *first_bad =
-      kernels::simt_body::HasMin(r.inv_first) ? kernels::simt_body::MinOf(r.inv_first) : -1;
-  *bad_value = r.value;
+  *agreed = down;
   return Status::Ok();
 }
 
