@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "shardrec/checkpoint.h"
+#include "shardrec/comm.h"
 #include "shardrec/device.h"
 #include "shardrec/replica.h"
 #include "tests/capi/embedding/embedding_test_util.h"
@@ -561,6 +562,37 @@ TEST(EmbeddingGpuCollection, PinnedMemoryIsAllocatedOnTheCollectionsDevice) {
   ASSERT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_OK)
       << shardrec_last_error();
   EXPECT_EQ(FakeHostAllocsWithoutDevice(), before);
+}
+
+// A Gloo communicator over CUDA buffers stages them through pinned host memory allocated with its
+// device made current (host_alloc_on), never by a bare host_alloc, and gives the sum.
+TEST(EmbeddingGpuCollection, GlooStagingOfDeviceBuffersIsPinnedOnItsDevice) {
+  REQUIRE_FAKE();
+  if (FakeHostAllocsWithoutDevice() < 0) GTEST_SKIP() << "needs the fake's allocation counter";
+  shardrec_comm_options_t o = SHARDREC_COMM_OPTIONS_INIT;
+  o.backend = SHARDREC_BACKEND_GLOO;
+  o.device_type = SHARDREC_DEVICE_CUDA;
+  o.device_index = 0;
+  o.timeout_ms = 20000;
+  shardrec_comm_t* comms[2] = {nullptr, nullptr};
+  ASSERT_EQ(shardrec_comm_create_local_group(comms, 2, &o), SHARDREC_OK) << shardrec_last_error();
+  const int64_t before = FakeHostAllocsWithoutDevice();
+  std::vector<std::vector<float>> got(2);
+  SpawnRanks(2, [&](int r) {
+    const std::vector<float> mine = {1.0f + r, 2.0f, 3.0f * r, -4.0f};
+    FakeDeviceCopy send(mine);
+    FakeDeviceFloats recv(mine.size());
+    ASSERT_EQ(shardrec_comm_allreduce(comms[r], send.data(), recv.data(), mine.size(),
+                                      SHARDREC_DTYPE_FLOAT32, SHARDREC_REDUCE_SUM, nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    got[static_cast<size_t>(r)] = recv.ToVector();
+  });
+  EXPECT_EQ(FakeHostAllocsWithoutDevice(), before);
+  const std::vector<float> want = {3.0f, 4.0f, 3.0f, -8.0f};
+  EXPECT_TRUE(BitEqual(got[0], want));
+  EXPECT_TRUE(BitEqual(got[1], want));
+  for (shardrec_comm_t* c : comms) shardrec_comm_destroy(c);
 }
 
 }  // namespace
