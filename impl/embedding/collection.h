@@ -126,6 +126,7 @@ class EmbeddingCollection {
   const Layout& layout() const { return s_.layout; }
   const optim::OptimizerConfig& optimizer() const { return optim_; }
   const CollectionTimings& timings() const { return s_.timings; }
+  const dynamic::DynamicTables& dynamic_tables() const { return s_.dynamic; }
   comm::Communicator& comm() { return *s_.comm; }
 
  private:

@@ -1,0 +1,118 @@
+// One dynamic shard's per-step decisions (dynamic_shard.h); the rules are those of
+// docs/dynamic-tables.md, "Determinism".
+#include "impl/embedding/dynamic/dynamic_shard.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "impl/core/check.h"
+
+namespace shardrec::embedding::dynamic {
+
+using Eviction = sharding::DynamicConfig::Eviction;
+
+void DynamicShard::Reset(const sharding::DynamicConfig& config, int64_t slots) {
+  SR_CHECK(slots >= 1 && slots < INT32_MAX);
+  config_ = config;
+  slots_ = slots;
+  used_ = 0;
+  now_ = 0;
+  index_.Reset(slots);
+  if (config.admission_threshold > 1) sketch_.Reset(slots);
+  ids_.assign(static_cast<size_t>(slots), 0);
+  last_seen_.assign(static_cast<size_t>(slots), 0);
+  count_.assign(static_cast<size_t>(slots), 0);
+  last_ = total_ = StepCounts{};
+}
+
+size_t DynamicShard::metadata_bytes() const {
+  return index_.bytes() + sketch_.bytes() +
+         static_cast<size_t>(slots_) * (sizeof(int64_t) * 2 + sizeof(uint32_t));
+}
+
+bool DynamicShard::EvictsBefore(int32_t a, int32_t b) const {
+  if (config_.eviction == Eviction::kLfu)
+    return std::tie(count_[a], last_seen_[a], ids_[a]) <
+           std::tie(count_[b], last_seen_[b], ids_[b]);
+  return std::tie(last_seen_[a], ids_[a]) < std::tie(last_seen_[b], ids_[b]);
+}
+
+void DynamicShard::Translate(std::span<const IdSpan> ids,
+                             const std::function<void(int32_t, int64_t)>& init) {
+  ++now_;
+  last_ = StepCounts{};
+  sorted_.clear();
+  for (const IdSpan& s : ids) sorted_.insert(sorted_.end(), s.begin(), s.end());
+  std::sort(sorted_.begin(), sorted_.end());
+  // Distinct ids ascending with their occurrences: known ones are touched, new ones counted.
+  pending_.clear();
+  pending_count_.clear();
+  const int32_t threshold = config_.admission_threshold;
+  for (size_t i = 0; i < sorted_.size();) {
+    const int64_t id = sorted_[i];
+    size_t j = i + 1;
+    while (j < sorted_.size() && sorted_[j] == id) ++j;
+    const uint32_t occ = static_cast<uint32_t>(std::min<size_t>(j - i, UINT32_MAX));
+    i = j;
+    const int32_t s = index_.Find(id, ids_.data());
+    if (s != SlotIndex::kNone) {
+      last_seen_[s] = now_;
+      count_[s] = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{count_[s]} + occ, UINT32_MAX));
+      continue;
+    }
+    if (threshold <= 1 || sketch_.Add(id, occ) >= static_cast<uint32_t>(threshold)) {
+      pending_.push_back(id);
+      pending_count_.push_back(occ);
+    } else {
+      ++last_.rejected_admission;
+    }
+  }
+  // Room: free slots first, then victims among the rows this forward did not see.
+  const int64_t free = slots_ - used_;
+  const int64_t need = static_cast<int64_t>(pending_.size()) - free;
+  victims_.clear();
+  if (need > 0 && config_.eviction != Eviction::kNone) {
+    for (int64_t s = 0; s < used_; ++s) {
+      if (last_seen_[s] == now_) continue;
+      if (config_.eviction == Eviction::kTtl && now_ - last_seen_[s] <= config_.ttl_steps) continue;
+      victims_.push_back(static_cast<int32_t>(s));
+    }
+    auto before = [this](int32_t a, int32_t b) { return EvictsBefore(a, b); };
+    if (static_cast<int64_t>(victims_.size()) > need) {
+      std::partial_sort(victims_.begin(), victims_.begin() + need, victims_.end(), before);
+      victims_.resize(static_cast<size_t>(need));
+    } else {
+      std::sort(victims_.begin(), victims_.end(), before);
+    }
+  }
+  size_t v = 0;
+  for (size_t k = 0; k < pending_.size(); ++k) {
+    int32_t slot;
+    if (used_ < slots_) {
+      slot = static_cast<int32_t>(used_++);
+    } else if (v < victims_.size()) {
+      slot = victims_[v++];
+      index_.Erase(ids_[slot], ids_.data());
+      ++last_.evicted;
+    } else {
+      ++last_.rejected_full;
+      continue;
+    }
+    ids_[slot] = pending_[k];
+    last_seen_[slot] = now_;
+    count_[slot] = pending_count_[k];
+    index_.Insert(pending_[k], slot, ids_.data());
+    init(slot, pending_[k]);
+    ++last_.inserted;
+  }
+  const int64_t zero_row = slots_;
+  for (const IdSpan& s : ids) {
+    for (int64_t& x : s) {
+      const int32_t slot = index_.Find(x, ids_.data());
+      x = slot == SlotIndex::kNone ? zero_row : slot;
+    }
+  }
+  total_.Add(last_);
+}
+
+}  // namespace shardrec::embedding::dynamic
