@@ -1,0 +1,181 @@
+// Dynamic tables through the C API, what must change nothing or be refused: a batch rejected on
+// any rank inserts nothing anywhere; GPU collections, the node-local and data-parallel sharding
+// types and the full-table accessors refuse dynamic tables; stats of a fixed table are refused;
+// the plan JSON carries the dynamic config.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "shardrec/plan.h"
+#include "tests/capi/dynamic/dynamic_test_util.h"
+#include "tests/support/spawn_ranks.h"
+
+namespace shardrec::testing {
+namespace {
+
+constexpr float kRtol = 1e-5f, kAtol = 1e-6f;
+
+shardrec_dynamic_table_stats_t StatsOf(shardrec_embedding_t* c, const char* table) {
+  shardrec_dynamic_table_stats_t st;
+  shardrec_dynamic_table_stats_init(&st, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+  EXPECT_EQ(shardrec_embedding_dynamic_stats(c, table, &st), SHARDREC_OK) << shardrec_last_error();
+  return st;
+}
+
+// Rank 1 sends a batch with a negative length between two steps while rank 0's batch is full of
+// new ids: the forward fails on both ranks, no stat moves, and training then goes on exactly as
+// the reference that never saw the batch.
+TEST(DynamicTableRefusal, RejectedBatchInsertsNothingOnAnyRank) {
+  DynScenario s = MakeDynScenario(2, SHARDREC_SHARDING_ROW_WISE, 3, 96, 24);
+  const auto batches = MakeDynBatches(s);
+  const auto grads = MakeGrads(s.base, batches, DynOutputDim(s));
+  const RefRun want = RunReference(s, batches, grads);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+  const int64_t dim = DynOutputDim(s);
+  SpawnRanks(2, [&](int r) {
+    shardrec_embedding_options_t o;
+    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+    o.seed = s.base.seed;
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), &opt, &o), SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr coll(c);
+    const int32_t steps = s.base.steps;
+    for (int32_t step = 0; step <= steps; ++step) {
+      if (step == 2) {
+        const auto t0 = StatsOf(c, "t0"), t1 = StatsOf(c, "t1");
+        RefBatch bad = batches[0][r];
+        for (int64_t& x : bad.ids) x ^= 0x5a5a5a5a5a5a5a5all;  // ids no step has seen
+        if (r == 1) bad.lengths[0] = -1;
+        KjtHolder kjt(bad, s.base.num_features, false);
+        std::vector<float> out(static_cast<size_t>(bad.batch_size * dim));
+        EXPECT_NE(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+                  SHARDREC_OK)
+            << "rank " << r;
+        const auto a0 = StatsOf(c, "t0"), a1 = StatsOf(c, "t1");
+        EXPECT_EQ(std::memcmp(&t0, &a0, sizeof(t0)), 0) << "rank " << r;
+        EXPECT_EQ(std::memcmp(&t1, &a1, sizeof(t1)), 0) << "rank " << r;
+      }
+      const RefBatch& batch = batches[std::min(step, steps - 1)][r];
+      KjtHolder kjt(batch, s.base.num_features, false);
+      std::vector<float> out(static_cast<size_t>(batch.batch_size * dim));
+      ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      std::string first;
+      EXPECT_EQ(CountMismatches(out, want.out[step][r], kRtol, kAtol, &first), 0u)
+          << "rank " << r << " forward " << step << ": " << first;
+      if (step == steps) break;
+      ASSERT_EQ(
+          shardrec_embedding_backward(c, grads[step][r].data(), grads[step][r].size(), nullptr),
+          SHARDREC_OK)
+          << shardrec_last_error();
+    }
+  });
+}
+
+TEST(DynamicTableRefusal, GpuCollectionRefuses) {
+  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, 0, 16, 8);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  shardrec_embedding_options_t o;
+  shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+  o.device_type = SHARDREC_DEVICE_CUDA;
+  shardrec_embedding_t* c = nullptr;
+  EXPECT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, 0), nullptr, &o),
+            SHARDREC_EUNSUPPORTED);
+  EXPECT_NE(std::string(shardrec_last_error()).find("dynamic"), std::string::npos)
+      << shardrec_last_error();
+  EXPECT_EQ(c, nullptr);
+}
+
+TEST(DynamicTableRefusal, OtherShardingTypesRefused) {
+  for (int32_t type : {SHARDREC_SHARDING_DATA_PARALLEL, SHARDREC_SHARDING_TABLE_ROW_WISE,
+                       SHARDREC_SHARDING_TABLE_COLUMN_WISE, SHARDREC_SHARDING_GRID}) {
+    DynScenario s = MakeDynScenario(2, type, 0, 16, 8);
+    const std::string what = "sharding " + std::to_string(type);
+    std::vector<std::string> fnames = {"f0", "f1", "f2"};
+    std::vector<shardrec_feature_config_t> features(3);
+    for (int f = 0; f < 3; ++f) {
+      shardrec_feature_config_init(&features[f], SHARDREC_FEATURE_CONFIG_VERSION);
+      features[f].name = fnames[f].c_str();
+    }
+    shardrec_table_config_t t;
+    shardrec_table_config_init(&t, SHARDREC_TABLE_CONFIG_VERSION);
+    const int32_t feats[] = {0, 1, 2};
+    t.name = "t";
+    t.rows = 16;
+    t.dim = 8;
+    t.features = feats;
+    t.num_features = 3;
+    t.dynamic = &s.dynamic[0];
+    shardrec_table_constraints_t con;
+    shardrec_table_constraints_init(&con, SHARDREC_TABLE_CONSTRAINTS_VERSION);
+    con.table = "t";
+    con.sharding_types = 1u << type;
+    con.min_partition = 4;
+    shardrec_topology_t topo;
+    shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
+    topo.world_size = 2;
+    shardrec_plan_t* plan = nullptr;
+    EXPECT_NE(shardrec_plan_create(&plan, &t, 1, features.data(), 3, &topo, &con, 1), SHARDREC_OK)
+        << what;
+    EXPECT_NE(std::string(shardrec_last_error()).find("dynamic"), std::string::npos)
+        << what << ": " << shardrec_last_error();
+    shardrec_plan_destroy(plan);
+  }
+}
+
+// The full-table accessors refuse a dynamic table; stats refuse a fixed one; the plan's JSON
+// keeps the dynamic config, and a plan read back from it hashes the same.
+TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
+  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, 0, 16, 8);
+  s.dynamic[1].eviction = SHARDREC_EVICTION_TTL;
+  s.dynamic[1].ttl_steps = 7;
+  s.dynamic[1].admission_threshold = 3;
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  char* json = nullptr;
+  ASSERT_EQ(shardrec_plan_to_json(plan.get(), &json, nullptr), SHARDREC_OK)
+      << shardrec_last_error();
+  const std::string text(json);
+  shardrec_free(json);
+  EXPECT_NE(
+      text.find("\"dynamic\": {\"eviction\": 3, \"admission_threshold\": 3, \"ttl_steps\": 7}"),
+      std::string::npos)
+      << text;
+  shardrec_plan_t* back = nullptr;
+  ASSERT_EQ(shardrec_plan_from_json(&back, text.c_str(), text.size()), SHARDREC_OK)
+      << shardrec_last_error();
+  PlanPtr back_ptr(back);
+  uint64_t h1 = 0, h2 = 0;
+  shardrec_plan_hash(plan.get(), &h1);
+  shardrec_plan_hash(back, &h2);
+  EXPECT_EQ(h1, h2);
+
+  shardrec_embedding_options_t o;
+  shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+  shardrec_embedding_t* c = nullptr;
+  ASSERT_EQ(shardrec_embedding_create(&c, back, GroupComm(1, 0), nullptr, &o), SHARDREC_OK)
+      << shardrec_last_error();
+  CollPtr coll(c);
+  std::vector<float> w(16 * 8);
+  EXPECT_EQ(shardrec_embedding_get_weights(c, "t0", w.data(), w.size()), SHARDREC_EUNSUPPORTED);
+  EXPECT_EQ(shardrec_embedding_set_weights(c, "t0", w.data(), w.size()), SHARDREC_EUNSUPPORTED);
+  const auto st = StatsOf(c, "t1");
+  EXPECT_EQ(st.size, 0);
+  EXPECT_EQ(st.capacity, 16);
+  EXPECT_EQ(st.load_factor, 0.0);
+  shardrec_dynamic_table_stats_t bad;
+  shardrec_dynamic_table_stats_init(&bad, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+  EXPECT_EQ(shardrec_embedding_dynamic_stats(c, "nope", &bad), SHARDREC_ENOTFOUND);
+  EXPECT_EQ(shardrec_embedding_dynamic_stats(c, "t0", nullptr), SHARDREC_EINVAL);
+}
+
+}  // namespace
+}  // namespace shardrec::testing
