@@ -300,8 +300,8 @@ SHARDREC_API shardrec_status_t shardrec_table_config_init(shardrec_table_config_
                                     "table config", {v[0].fields, v[1].fields, v[2].fields});
 }
 
-SHARDREC_API shardrec_status_t shardrec_dynamic_table_config_init(
-    shardrec_dynamic_table_config_t* config, uint32_t version) {
+SHARDREC_API shardrec_status_t
+shardrec_dynamic_table_config_init(shardrec_dynamic_table_config_t* config, uint32_t version) {
   const shardrec_dynamic_table_config_t d = SHARDREC_DYNAMIC_TABLE_CONFIG_INIT;
   return shardrec::capi::InitStruct(config, version, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION, d,
                                     "dynamic table config");

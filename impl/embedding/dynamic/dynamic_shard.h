@@ -59,7 +59,7 @@ class DynamicShard {
   int64_t used_ = 0;  // slots [0, used_) hold rows; a slot is reused only by eviction
   int64_t now_ = 0;   // training forwards translated so far
   SlotIndex index_;
-  AdmissionSketch sketch_;  // empty unless the admission threshold is above 1
+  AdmissionSketch sketch_;          // empty unless the admission threshold is above 1
   std::vector<int64_t> ids_;        // per slot: its id
   std::vector<int64_t> last_seen_;  // per slot: the forward that last saw it
   std::vector<uint32_t> count_;     // per slot: occurrences since it got the slot (saturating)

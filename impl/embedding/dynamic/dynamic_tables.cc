@@ -30,9 +30,8 @@ void DynamicTables::Translate(RoutedBatch& rb, ParamStore& params, uint64_t seed
       int64_t* rows = const_cast<int64_t*>(run.rows) + begin;
       spans_.emplace_back(rows, static_cast<size_t>(run.num_ids()));
     }
-    e.shard.Translate(spans_, [&](int32_t slot, int64_t id) {
-      params.InitRowForId(ls, slot, id, seed);
-    });
+    e.shard.Translate(spans_,
+                      [&](int32_t slot, int64_t id) { params.InitRowForId(ls, slot, id, seed); });
   }
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "shardrec/checkpoint.h"
 #include "shardrec/plan.h"
 #include "tests/capi/dynamic/dynamic_test_util.h"
 #include "tests/support/spawn_ranks.h"
@@ -131,7 +132,8 @@ TEST(DynamicTableRefusal, OtherShardingTypesRefused) {
   }
 }
 
-// The full-table accessors refuse a dynamic table; stats refuse a fixed one; the plan's JSON
+// The full-table accessors, checkpoints and table export refuse a dynamic table; stats refuse an
+// unknown table; the plan's JSON
 // keeps the dynamic config, and a plan read back from it hashes the same.
 TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
   DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, 0, 16, 8);
@@ -167,6 +169,17 @@ TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
   std::vector<float> w(16 * 8);
   EXPECT_EQ(shardrec_embedding_get_weights(c, "t0", w.data(), w.size()), SHARDREC_EUNSUPPORTED);
   EXPECT_EQ(shardrec_embedding_set_weights(c, "t0", w.data(), w.size()), SHARDREC_EUNSUPPORTED);
+  // Checkpoints and table export refuse before touching the file system: no checkpoint that
+  // silently loses the id -> row maps.
+  const std::string dir = ::testing::TempDir() + "shardrec_dynamic_refusal_ckpt";
+  EXPECT_EQ(shardrec_checkpoint_save(c, dir.c_str(), nullptr), SHARDREC_EUNSUPPORTED);
+  EXPECT_NE(std::string(shardrec_last_error()).find("dynamic"), std::string::npos)
+      << shardrec_last_error();
+  EXPECT_EQ(shardrec_checkpoint_load(c, dir.c_str(), nullptr), SHARDREC_EUNSUPPORTED);
+  EXPECT_EQ(shardrec_checkpoint_export_table(c, "t0", (dir + ".bin").c_str(), 0),
+            SHARDREC_EUNSUPPORTED);
+  EXPECT_EQ(shardrec_checkpoint_import_table(c, "t0", (dir + ".bin").c_str(), 0),
+            SHARDREC_EUNSUPPORTED);
   const auto st = StatsOf(c, "t1");
   EXPECT_EQ(st.size, 0);
   EXPECT_EQ(st.capacity, 16);
