@@ -151,6 +151,10 @@ TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
       text.find("\"dynamic\": {\"eviction\": 3, \"admission_threshold\": 3, \"ttl_steps\": 7}"),
       std::string::npos)
       << text;
+  char* stats = nullptr;
+  ASSERT_EQ(shardrec_plan_stats(plan.get(), &stats, nullptr), SHARDREC_OK) << shardrec_last_error();
+  EXPECT_NE(std::string(stats).find("16 (dynamic)"), std::string::npos) << stats;
+  shardrec_free(stats);
   shardrec_plan_t* back = nullptr;
   ASSERT_EQ(shardrec_plan_from_json(&back, text.c_str(), text.size()), SHARDREC_OK)
       << shardrec_last_error();

@@ -108,6 +108,33 @@ TEST(DynamicTable, HalfStorageAndDefaultInit) {
   }
 }
 
+// Per-id weights, sequence (NONE) tables, and the pipelined input distribution, with admission
+// and LRU eviction at world 1 where the reference holds exactly.
+TEST(DynamicTable, WeightedSequenceAndPipelined) {
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE("variant " + std::to_string(variant));
+    const int32_t world = variant == 2 ? 2 : 1;
+    DynScenario s = MakeDynScenario(world, SHARDREC_SHARDING_ROW_WISE, 4, world == 1 ? 12 : 96, 24);
+    s.base.steps = 5;
+    if (variant == 0) s.base.weighted = true;
+    if (variant == 1)
+      for (RefTable& t : s.base.tables) {
+        t.pooling = SHARDREC_POOLING_NONE;
+        t.dim = 8;
+      }
+    if (variant == 2) s.pipelined = true;
+    for (auto& d : s.dynamic) {
+      d.admission_threshold = 2;
+      d.eviction = world == 1 ? SHARDREC_EVICTION_LRU : SHARDREC_EVICTION_NONE;
+    }
+    const RefCounts c = RunAndCompare(s);
+    EXPECT_GT(c.rejected_admission, 0);
+    if (world == 1) {
+      EXPECT_GT(c.evicted, 0);
+    }
+  }
+}
+
 TEST(DynamicTable, Int32IdsAreWidened) {
   DynScenario s = MakeDynScenario(2, SHARDREC_SHARDING_ROW_WISE, 1, 96, 24);
   for (auto& pool : s.pools)

@@ -66,6 +66,8 @@ std::vector<std::vector<RefBatch>> MakeDynBatches(const DynScenario& s) {
           for (int32_t k = 0; k < len; ++k) {
             const size_t a = gen() % pool.size(), c = gen() % pool.size();
             rb.ids.push_back(pool[std::min(a, c)]);
+            if (b.weighted)
+              rb.weights.push_back(0.25f + 1.5f * static_cast<float>(gen() % 1000) / 1000.0f);
           }
         }
       }
@@ -75,6 +77,7 @@ std::vector<std::vector<RefBatch>> MakeDynBatches(const DynScenario& s) {
 }
 
 int64_t DynOutputDim(const DynScenario& s) {
+  if (s.base.tables[0].pooling == SHARDREC_POOLING_NONE) return s.base.tables[0].dim;
   int64_t d = 0;
   for (int32_t f = 0; f < s.base.num_features; ++f)
     for (const RefTable& t : s.base.tables)
@@ -149,10 +152,23 @@ DynRun RunDynamic(const DynScenario& s, const std::vector<std::vector<RefBatch>>
     for (int32_t step = 0; step <= b.steps; ++step) {
       const RefBatch& batch = batches[std::min(step, b.steps - 1)][r];
       KjtHolder kjt(batch, b.num_features, b.int32_ids);
-      std::vector<float> out(static_cast<size_t>(batch.batch_size * dim));
-      ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
-                SHARDREC_OK)
-          << "rank " << r << ": " << shardrec_last_error();
+      const bool sequence = b.tables[0].pooling == SHARDREC_POOLING_NONE;
+      const size_t rows = sequence ? batch.ids.size() : static_cast<size_t>(batch.batch_size);
+      std::vector<float> out(rows * static_cast<size_t>(dim));
+      if (s.pipelined) {
+        // The input distribution runs on the collection's worker, then the lookup here.
+        ASSERT_EQ(shardrec_embedding_input_dist_start(c, kjt.view(), nullptr), SHARDREC_OK)
+            << "rank " << r << ": " << shardrec_last_error();
+        ASSERT_EQ(shardrec_embedding_input_dist_wait(c, nullptr), SHARDREC_OK)
+            << "rank " << r << ": " << shardrec_last_error();
+        ASSERT_EQ(shardrec_embedding_forward_distributed(c, out.data(), out.size(), nullptr),
+                  SHARDREC_OK)
+            << "rank " << r << ": " << shardrec_last_error();
+      } else {
+        ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+                  SHARDREC_OK)
+            << "rank " << r << ": " << shardrec_last_error();
+      }
       run.out[step][r] = std::move(out);
       if (step == b.steps) break;
       ASSERT_EQ(

@@ -20,6 +20,7 @@ struct DynScenario {
   Scenario base;
   std::vector<shardrec_dynamic_table_config_t> dynamic;  // per table
   std::vector<std::vector<int64_t>> pools;               // per table: its ids
+  bool pipelined = false;  // forward as input_dist_start / wait / forward_distributed
 };
 
 // Two dynamic tables: t0 (dim 8, SUM, feature f0) and t1 (dim 12, MEAN, features f1 and f2),
