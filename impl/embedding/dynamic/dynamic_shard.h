@@ -64,10 +64,18 @@ class DynamicShard {
   std::vector<int64_t> last_seen_;  // per slot: the forward that last saw it
   std::vector<uint32_t> count_;     // per slot: occurrences since it got the slot (saturating)
   StepCounts last_, total_;
-  // Scratch of Translate, reused.
-  std::vector<int64_t> sorted_;
-  std::vector<int64_t> pending_;  // admitted new ids, ascending
+  // Scratch of Translate, reused. Each id occurrence is kept with where it is written back, so
+  // the slots reach every occurrence from the sorted walk without a second index lookup.
+  struct Occurrence {
+    int64_t id;
+    int64_t* at;
+  };
+  std::vector<Occurrence> sorted_;
+  std::vector<size_t> group_begin_;  // per distinct id (ascending) + 1: its range in sorted_
+  std::vector<int32_t> group_slot_;  // per distinct id: its slot, or SlotIndex::kNone
+  std::vector<int64_t> pending_;     // admitted new ids, ascending
   std::vector<uint32_t> pending_count_;
+  std::vector<size_t> pending_group_;
   std::vector<int32_t> victims_;
 };
 
