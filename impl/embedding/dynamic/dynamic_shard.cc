@@ -41,12 +41,29 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
                              const std::function<void(int32_t, int64_t)>& init) {
   ++now_;
   last_ = StepCounts{};
+  // Known ids (nearly all of them once the table is warm) are touched and rewritten as they come;
+  // the order does not matter for them. Index lookups of random ids miss the cache, so the probe
+  // runs of ids a little ahead are fetched early.
+  constexpr size_t kPrefetchAhead = 16;
   sorted_.clear();
-  for (const IdSpan& s : ids)
-    for (int64_t& x : s) sorted_.push_back({x, &x});
+  for (const IdSpan& span : ids) {
+    const size_t n = span.size();
+    for (size_t i = 0; i < n; ++i) {
+      if (i + kPrefetchAhead < n) index_.Prefetch(span[i + kPrefetchAhead]);
+      int64_t& x = span[i];
+      const int32_t s = index_.Find(x, ids_.data());
+      if (s == SlotIndex::kNone) {
+        sorted_.push_back({x, &x});
+        continue;
+      }
+      last_seen_[s] = now_;
+      if (count_[s] != UINT32_MAX) ++count_[s];
+      x = s;
+    }
+  }
+  // The ids without a row, distinct and ascending with their occurrences, decide in that order.
   std::sort(sorted_.begin(), sorted_.end(),
             [](const Occurrence& a, const Occurrence& b) { return a.id < b.id; });
-  // Distinct ids ascending with their occurrences: known ones are touched, new ones counted.
   group_begin_.clear();
   group_slot_.clear();
   pending_.clear();
@@ -60,14 +77,8 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
     const uint32_t occ = static_cast<uint32_t>(std::min<size_t>(j - i, UINT32_MAX));
     const size_t group = group_begin_.size();
     group_begin_.push_back(i);
+    group_slot_.push_back(SlotIndex::kNone);
     i = j;
-    const int32_t s = index_.Find(id, ids_.data());
-    group_slot_.push_back(s);
-    if (s != SlotIndex::kNone) {
-      last_seen_[s] = now_;
-      count_[s] = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{count_[s]} + occ, UINT32_MAX));
-      continue;
-    }
     if (threshold <= 1 || sketch_.Add(id, occ) >= static_cast<uint32_t>(threshold)) {
       pending_.push_back(id);
       pending_count_.push_back(occ);

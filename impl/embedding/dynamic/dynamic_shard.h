@@ -64,8 +64,8 @@ class DynamicShard {
   std::vector<int64_t> last_seen_;  // per slot: the forward that last saw it
   std::vector<uint32_t> count_;     // per slot: occurrences since it got the slot (saturating)
   StepCounts last_, total_;
-  // Scratch of Translate, reused. Each id occurrence is kept with where it is written back, so
-  // the slots reach every occurrence from the sorted walk without a second index lookup.
+  // Scratch of Translate, reused. Each occurrence of an id without a row is kept with where it
+  // is written back, so its slot (or the zero row) reaches it from the sorted walk.
   struct Occurrence {
     int64_t id;
     int64_t* at;
