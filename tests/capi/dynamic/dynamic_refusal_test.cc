@@ -1,7 +1,7 @@
 // Dynamic tables through the C API, what must change nothing or be refused: a batch rejected on
 // any rank inserts nothing anywhere; GPU collections, the node-local and data-parallel sharding
-// types and the full-table accessors refuse dynamic tables; stats of a fixed table are refused;
-// the plan JSON carries the dynamic config.
+// types, the full-table accessors, checkpoints and replica syncs refuse dynamic tables; stats of a
+// fixed table are refused; the plan JSON carries the dynamic config.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -11,6 +11,7 @@
 
 #include "shardrec/checkpoint.h"
 #include "shardrec/plan.h"
+#include "shardrec/replica.h"
 #include "tests/capi/dynamic/dynamic_test_util.h"
 #include "tests/support/spawn_ranks.h"
 
@@ -77,6 +78,30 @@ TEST(DynamicTableRefusal, RejectedBatchInsertsNothingOnAnyRank) {
           SHARDREC_OK)
           << shardrec_last_error();
     }
+  });
+}
+
+// Two replicas of a one-rank sharding group: replicas may hold different ids in one slot, so a
+// sync refuses (on both ranks, without hanging) until the merge by key exists.
+TEST(DynamicTableRefusal, ReplicaSyncRefuses) {
+  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, 0, 16, 8);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  SpawnRanks(2, [&](int r) {
+    shardrec_mesh_options_t mo;
+    shardrec_mesh_options_init(&mo, SHARDREC_MESH_OPTIONS_VERSION);
+    mo.sharding_group_size = 1;
+    shardrec_mesh_t* mesh = nullptr;
+    ASSERT_EQ(shardrec_mesh_create(&mesh, GroupComm(2, r), &mo), SHARDREC_OK)
+        << shardrec_last_error();
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_mesh_embedding_create(&c, mesh, plan.get(), nullptr, nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+    EXPECT_EQ(shardrec_mesh_sync(mesh, c, SHARDREC_SYNC_WEIGHTS_AND_STATE), SHARDREC_EUNSUPPORTED);
+    EXPECT_NE(std::string(shardrec_last_error()).find("dynamic"), std::string::npos)
+        << shardrec_last_error();
+    shardrec_embedding_destroy(c);
+    shardrec_mesh_destroy(mesh);
   });
 }
 
