@@ -1,6 +1,7 @@
 // Dynamic tables through the C API, what must change nothing or be refused: a batch rejected on
 // any rank inserts nothing anywhere; GPU collections, the node-local and data-parallel sharding
-// types, the full-table accessors, checkpoints and replica syncs refuse dynamic tables; stats of a
+// types, the full-table accessors, checkpoints and replica syncs refuse dynamic tables; version-2
+// table config arrays still plan; stats of a
 // fixed table are refused; the plan JSON carries the dynamic config.
 #include <gtest/gtest.h>
 
@@ -217,6 +218,67 @@ TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
   shardrec_dynamic_table_stats_init(&bad, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
   EXPECT_EQ(shardrec_embedding_dynamic_stats(c, "nope", &bad), SHARDREC_ENOTFOUND);
   EXPECT_EQ(shardrec_embedding_dynamic_stats(c, "t0", nullptr), SHARDREC_EINVAL);
+}
+
+// shardrec_table_config_t as version 2 of config.h laid it out (before `dynamic`).
+struct TableConfigV2 {
+  uint32_t version;
+  const char* name;
+  int64_t rows;
+  int32_t dim;
+  int32_t pooling;
+  int32_t dtype;
+  const int32_t* features;
+  size_t num_features;
+  int32_t init_kind;
+  float init_low;
+  float init_high;
+  const shardrec_optimizer_config_t* optimizer;
+  const char* const* feature_names;
+  size_t num_feature_names;
+};
+static_assert(sizeof(TableConfigV2) < sizeof(shardrec_table_config_t));
+
+// A caller built against the version-2 header passes an array of the shorter struct: it plans
+// exactly what today's layout plans (fixed tables), read at its own stride.
+TEST(DynamicTableRefusal, VersionTwoTableArraysStillPlan) {
+  const int32_t f0[] = {0}, f1[] = {1};
+  const char* names[] = {"a", "b"};
+  shardrec_feature_config_t features[2];
+  TableConfigV2 old[2] = {};
+  shardrec_table_config_t now[2];
+  for (int i = 0; i < 2; ++i) {
+    shardrec_feature_config_init(&features[i], SHARDREC_FEATURE_CONFIG_VERSION);
+    features[i].name = names[i];
+    shardrec_table_config_init(&now[i], SHARDREC_TABLE_CONFIG_VERSION);
+    now[i].name = names[i];
+    now[i].rows = 10 + 7 * i;
+    now[i].dim = 8;
+    now[i].features = i == 0 ? f0 : f1;
+    now[i].num_features = 1;
+    old[i].version = 2;
+    old[i].name = names[i];
+    old[i].rows = now[i].rows;
+    old[i].dim = 8;
+    old[i].features = now[i].features;
+    old[i].num_features = 1;
+  }
+  shardrec_topology_t topo;
+  shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
+  topo.world_size = 2;
+  shardrec_plan_t *a = nullptr, *b = nullptr;
+  ASSERT_EQ(shardrec_plan_create(&a, now, 2, features, 2, &topo, nullptr, 0), SHARDREC_OK)
+      << shardrec_last_error();
+  PlanPtr pa(a);
+  ASSERT_EQ(shardrec_plan_create(&b, reinterpret_cast<const shardrec_table_config_t*>(old), 2,
+                                 features, 2, &topo, nullptr, 0),
+            SHARDREC_OK)
+      << shardrec_last_error();
+  PlanPtr pb(b);
+  uint64_t ha = 0, hb = 1;
+  shardrec_plan_hash(a, &ha);
+  shardrec_plan_hash(b, &hb);
+  EXPECT_EQ(ha, hb);
 }
 
 }  // namespace
