@@ -1,8 +1,8 @@
 // Dynamic tables through the C API, what must change nothing or be refused: a batch rejected on
 // any rank inserts nothing anywhere; GPU collections, the node-local and data-parallel sharding
-// types, the full-table accessors, checkpoints and replica syncs refuse dynamic tables; version-2
-// table config arrays still plan; stats of a
-// fixed table are refused; the plan JSON carries the dynamic config.
+// types, the full-table accessors, checkpoints and replica syncs refuse dynamic tables; stats of
+// an unknown table are refused; the plan JSON carries the dynamic config; version-2 table config
+// arrays still plan.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
