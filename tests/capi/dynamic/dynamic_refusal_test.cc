@@ -158,7 +158,8 @@ TEST(DynamicTableRefusal, OtherShardingTypesRefused) {
   }
 }
 
-// The full-table accessors, checkpoints and table export refuse a dynamic table; stats refuse an
+// A hand-written data-parallel plan of a dynamic table, the full-table accessors, checkpoints
+// and table export are refused; stats refuse an
 // unknown table; the plan's JSON
 // keeps the dynamic config, and a plan read back from it hashes the same.
 TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
@@ -192,6 +193,24 @@ TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
 
   shardrec_embedding_options_t o;
   shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+  // A plan written by hand may shard a dynamic table data-parallel (at world 1 the table-wise
+  // shard is also the data-parallel one): the collection refuses it.
+  {
+    std::string dp = text;
+    const std::string tw = "\"sharding\": \"table_wise\"";
+    dp.replace(dp.find(tw), tw.size(), "\"sharding\": \"data_parallel\"");
+    shardrec_plan_t* dp_plan = nullptr;
+    ASSERT_EQ(shardrec_plan_from_json(&dp_plan, dp.c_str(), dp.size()), SHARDREC_OK)
+        << shardrec_last_error() << "\n"
+        << dp;
+    PlanPtr dp_ptr(dp_plan);
+    shardrec_embedding_t* refused = nullptr;
+    EXPECT_EQ(shardrec_embedding_create(&refused, dp_plan, GroupComm(1, 0), nullptr, &o),
+              SHARDREC_EUNSUPPORTED);
+    EXPECT_NE(std::string(shardrec_last_error()).find("dynamic"), std::string::npos)
+        << shardrec_last_error();
+    EXPECT_EQ(refused, nullptr);
+  }
   shardrec_embedding_t* c = nullptr;
   ASSERT_EQ(shardrec_embedding_create(&c, back, GroupComm(1, 0), nullptr, &o), SHARDREC_OK)
       << shardrec_last_error();
