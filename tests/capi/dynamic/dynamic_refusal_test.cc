@@ -159,9 +159,8 @@ TEST(DynamicTableRefusal, OtherShardingTypesRefused) {
 }
 
 // A hand-written data-parallel plan of a dynamic table, the full-table accessors, checkpoints
-// and table export are refused; stats refuse an
-// unknown table; the plan's JSON
-// keeps the dynamic config, and a plan read back from it hashes the same.
+// and table export are refused; stats refuse an unknown table; the plan's JSON keeps the dynamic
+// config, and a plan read back from it hashes the same.
 TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
   DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, 0, 16, 8);
   s.dynamic[1].eviction = SHARDREC_EVICTION_TTL;
