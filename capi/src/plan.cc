@@ -125,6 +125,23 @@ Status ConvertTables(const shardrec_table_config_t* tables, size_t n,
     t.init.kind = static_cast<sharding::InitConfig::Kind>(c.init_kind);
     t.init.low = c.init_low;
     t.init.high = c.init_high;
+    if (c.dynamic != nullptr) {
+      const shardrec_dynamic_table_config_t& d = *c.dynamic;
+      SR_RETURN_IF_ERROR(CheckStructVersion(d.version, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION,
+                                            StrCat(what, ": dynamic")));
+      if (d.eviction < SHARDREC_EVICTION_NONE || d.eviction > SHARDREC_EVICTION_TTL)
+        return Status::InvalidArgument(what, ": unknown eviction policy ", d.eviction);
+      if (d.admission_threshold < 0)
+        return Status::InvalidArgument(what, ": admission_threshold ", d.admission_threshold,
+                                       " must be >= 0");
+      if (d.eviction == SHARDREC_EVICTION_TTL && d.ttl_steps < 1)
+        return Status::InvalidArgument(what, ": TTL eviction needs ttl_steps >= 1 (got ",
+                                       d.ttl_steps, ")");
+      t.dynamic.enabled = true;
+      t.dynamic.eviction = static_cast<sharding::DynamicConfig::Eviction>(d.eviction);
+      t.dynamic.admission_threshold = d.admission_threshold;
+      t.dynamic.ttl_steps = d.ttl_steps;
+    }
     out->push_back(std::move(t));
   }
   return Status::Ok();
@@ -280,7 +297,14 @@ SHARDREC_API shardrec_status_t shardrec_table_config_init(shardrec_table_config_
   const shardrec_table_config_t d = SHARDREC_TABLE_CONFIG_INIT;
   const auto& v = shardrec::capi::kTableConfigVersions;
   return shardrec::capi::InitStruct(config, version, SHARDREC_TABLE_CONFIG_VERSION, d,
-                                    "table config", {v[0].fields, v[1].fields});
+                                    "table config", {v[0].fields, v[1].fields, v[2].fields});
+}
+
+SHARDREC_API shardrec_status_t
+shardrec_dynamic_table_config_init(shardrec_dynamic_table_config_t* config, uint32_t version) {
+  const shardrec_dynamic_table_config_t d = SHARDREC_DYNAMIC_TABLE_CONFIG_INIT;
+  return shardrec::capi::InitStruct(config, version, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION, d,
+                                    "dynamic table config");
 }
 
 SHARDREC_API shardrec_status_t shardrec_topology_init(shardrec_topology_t* topology,

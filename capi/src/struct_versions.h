@@ -31,6 +31,24 @@ struct TableConfigV1 {
   float init_high;
 };
 
+// shardrec_table_config_t version 2 (config.h before the dynamic config was appended).
+struct TableConfigV2 {
+  uint32_t version;
+  const char* name;
+  int64_t rows;
+  int32_t dim;
+  int32_t pooling;
+  int32_t dtype;
+  const int32_t* features;
+  size_t num_features;
+  int32_t init_kind;
+  float init_low;
+  float init_high;
+  const shardrec_optimizer_config_t* optimizer;
+  const char* const* feature_names;
+  size_t num_feature_names;
+};
+
 // The frozen copy must be the prefix of today's struct: the same fields at the same offsets.
 #define SHARDREC_SAME_OFFSET(old, now, field) \
   static_assert(offsetof(old, field) == offsetof(now, field), #old "." #field " moved")
@@ -44,6 +62,9 @@ SHARDREC_SAME_OFFSET(TableConfigV1, shardrec_table_config_t, num_features);
 SHARDREC_SAME_OFFSET(TableConfigV1, shardrec_table_config_t, init_kind);
 SHARDREC_SAME_OFFSET(TableConfigV1, shardrec_table_config_t, init_low);
 SHARDREC_SAME_OFFSET(TableConfigV1, shardrec_table_config_t, init_high);
+SHARDREC_SAME_OFFSET(TableConfigV2, shardrec_table_config_t, optimizer);
+SHARDREC_SAME_OFFSET(TableConfigV2, shardrec_table_config_t, feature_names);
+SHARDREC_SAME_OFFSET(TableConfigV2, shardrec_table_config_t, num_feature_names);
 #undef SHARDREC_SAME_OFFSET
 
 }  // namespace frozen
@@ -53,6 +74,7 @@ constexpr StructVersion kCurrentLayout{sizeof(T), sizeof(T)};
 
 inline constexpr StructVersion kTableConfigVersions[] = {
     {sizeof(frozen::TableConfigV1), offsetof(shardrec_table_config_t, optimizer)},
+    {sizeof(frozen::TableConfigV2), offsetof(shardrec_table_config_t, dynamic)},
     kCurrentLayout<shardrec_table_config_t>,
 };
 inline constexpr StructVersion kFeatureConfigVersions[] = {

@@ -202,6 +202,7 @@ Status ZeroStates(const std::vector<Read>& zero) {
 Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs,
             const std::string& dir, const LoadOptions& options) {
   SR_CHECK(g.comm != nullptr);
+  SR_RETURN_IF_ERROR(coll.RefuseDynamicTables("checkpoints"));
   Manifest m;
   std::set<std::string> reset;
   std::vector<Read> reads;

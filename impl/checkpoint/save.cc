@@ -218,6 +218,8 @@ Manifest Describe(embedding::EmbeddingCollection& coll, const Group& g, int64_t 
 Status Save(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs,
             const std::string& dir, const SaveOptions& options) {
   SR_CHECK(g.comm != nullptr && g.replicas >= 1);
+  // Never a checkpoint that silently loses the id -> row maps.
+  SR_RETURN_IF_ERROR(coll.RefuseDynamicTables("checkpoints"));
   comm::Communicator& comm = *g.comm;
   Status local = Status::Ok();
   if (coll.input_dist_pending())

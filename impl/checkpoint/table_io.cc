@@ -30,6 +30,7 @@ void SplitPath(const std::string& path, std::string* dir, std::string* name) {
 
 Status ExportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const std::string& path,
                    const std::string& table, bool with_state) {
+  SR_RETURN_IF_ERROR(coll.RefuseDynamicTables("table exports"));
   comm::Communicator& comm = coll.comm();
   std::vector<embedding::StateInfo> states;
   Status local = coll.TableStates(table, &states);  // kNotFound for an unknown table
@@ -79,6 +80,7 @@ Status ExportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const s
 
 Status ImportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const std::string& path,
                    const std::string& table, bool with_state, uint64_t staging_limit) {
+  SR_RETURN_IF_ERROR(coll.RefuseDynamicTables("table imports"));
   comm::Communicator& comm = coll.comm();
   std::unique_ptr<ReadableFile> file;
   struct Copy {

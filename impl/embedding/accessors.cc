@@ -137,6 +137,11 @@ Status EmbeddingCollection::CheckAccess(const std::string& table, const std::str
                                         const float* data, size_t len, const char* what, int32_t* t,
                                         int32_t* s) const {
   SR_RETURN_IF_ERROR(FindTable(table, t));
+  if (s_.layout.tables[*t].dynamic)
+    return Status::Unsupported("table '", table, "' is dynamic: its rows are keyed by id, so the ",
+                               what == std::string("out") ? "get" : "set",
+                               " accessors of a full [rows, dim] table do not apply "
+                               "(docs/dynamic-tables.md)");
   *s = -1;
   if (state != nullptr) SR_RETURN_IF_ERROR(FindState(*t, *state, s));
   const bool row_wise = state != nullptr && s_.layout.tables[*t].state_specs[*s].row_wise;

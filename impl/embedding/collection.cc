@@ -53,7 +53,26 @@ Status ResolveOptimizers(const sharding::Plan& plan, const optim::OptimizerConfi
   return Status::Ok();
 }
 
+// A GPU collection has no dynamic tables yet (docs/dynamic-tables.md): their translation to slots
+// runs on the host, next to host parameters.
+Status RefuseDynamicOnDevice(const sharding::Plan& plan) {
+  for (const auto& t : plan.tables)
+    if (t.dynamic.enabled)
+      return Status::Unsupported("table '", t.name,
+                                 "' is dynamic: GPU collections do not take dynamic tables yet "
+                                 "(docs/dynamic-tables.md); create the collection on the host");
+  return Status::Ok();
+}
+
 }  // namespace
+
+Status EmbeddingCollection::RefuseDynamicTables(const char* what) const {
+  for (const auto& t : s_.layout.plan->tables)
+    if (t.dynamic.enabled)
+      return Status::Unsupported(what, " of a collection with a dynamic table ('", t.name,
+                                 "') are not supported yet (docs/dynamic-tables.md)");
+  return Status::Ok();
+}
 
 Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
                                    std::shared_ptr<comm::Communicator> comm,
@@ -101,6 +120,8 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     std::vector<optim::OptimizerType> types;
     for (const auto& o : s.table_optim) types.push_back(o.type);
     if (local.ok()) local = BuildLayout(plan, comm->Rank(), types, &s.layout);
+    if (local.ok() && options.device.is_cuda()) local = RefuseDynamicOnDevice(*plan);
+    if (local.ok()) s.dynamic.Init(s.layout);
     if (local.ok()) local = c->engine_->Available();
     // The memory is taken and initialised before the agreement, so a rank that has not got it
     // (or whose device copies fail) fails like any other rejection and no rank goes on alone.

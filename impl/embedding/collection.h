@@ -126,6 +126,11 @@ class EmbeddingCollection {
   const Layout& layout() const { return s_.layout; }
   const optim::OptimizerConfig& optimizer() const { return optim_; }
   const CollectionTimings& timings() const { return s_.timings; }
+  const dynamic::DynamicTables& dynamic_tables() const { return s_.dynamic; }
+  // kUnsupported naming `what` (checkpoints, table export, replica sync) when the plan has a
+  // dynamic table, which those do not handle yet (docs/dynamic-tables.md); decided by the plan,
+  // so every rank returns the same without a collective.
+  Status RefuseDynamicTables(const char* what) const;
   comm::Communicator& comm() { return *s_.comm; }
 
  private:

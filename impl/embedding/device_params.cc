@@ -83,7 +83,9 @@ Status ParamStore::InitialiseDevice(uint64_t seed) {
     for (int64_t r0 = 0; r0 < ls.rows; r0 += chunk) {
       const int64_t n = std::min(chunk, ls.rows - r0);
       rows.resize(static_cast<size_t>(n) * ls.cols);
-      for (int64_t r = 0; r < n; ++r) InitRow(init, seed, ls, r0 + r, rows.data() + r * ls.cols);
+      for (int64_t r = 0; r < n; ++r)
+        InitRow(init, seed, ls, static_cast<uint64_t>(ls.row_offset + r0 + r),
+                rows.data() + r * ls.cols);
       if (ls.dtype == DType::kFloat32) {
         SR_RETURN_IF_ERROR(CopyRows(ls, -1, r0, n, rows.data(), true));
         continue;

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "impl/embedding/dynamic/placement.h"
+
 namespace shardrec::embedding {
 
 namespace {
@@ -95,6 +97,8 @@ Status ForEachIdOfShardedPairAs(const Layout& l, BoundsPolicy bounds, const Batc
   const Pair& pair = l.pairs[p];
   const auto& cfg = plan.tables[pair.table];
   const int64_t rows = cfg.rows;
+  // A dynamic table takes every id (docs/dynamic-tables.md): no bounds policy applies.
+  const bool dynamic = cfg.dynamic.enabled;
   const IdT* ids = static_cast<const IdT*>(batch.values);
   const int32_t* lengths = batch.lengths + pair.feature * B;
   const float* weights = batch.weights;
@@ -103,7 +107,7 @@ Status ForEachIdOfShardedPairAs(const Layout& l, BoundsPolicy bounds, const Batc
     const size_t end = pos + static_cast<size_t>(lengths[b]);
     for (size_t i = pos; i < end; ++i) {
       int64_t x = ids[i];
-      if (x < 0 || x >= rows) [[unlikely]] {
+      if ((x < 0 || x >= rows) && !dynamic) [[unlikely]] {
         if (bounds == BoundsPolicy::kSkip) continue;
         if (bounds != BoundsPolicy::kClamp)
           return IdOutOfRangeError(plan, pair.feature, pair.table, b, i, x);
@@ -131,14 +135,18 @@ bool SingleBlock(const TableLayout& tl) { return !tl.data_parallel && tl.blocks.
 // A sharded table split into several row blocks (row-wise, table-row-wise, grid), flattened for
 // one pair: the blocks' first rows in a short sorted array, and each block's units with their
 // destination ranks, so an id finds its block and units without walking the layout's vectors.
+// A dynamic table's id goes to the block its hash names and travels as itself (the owner
+// translates it to a slot).
 struct PairBlocks {
   std::vector<int64_t> first;       // per block: its first row (ascending)
   std::vector<int32_t> unit_begin;  // per block + 1: its range in units / ranks
   std::vector<int32_t> units;
   std::vector<int32_t> ranks;
+  bool dynamic = false;
 
   PairBlocks(const Layout& l, size_t p) {
     const TableLayout& tl = l.tables[l.pairs[p].table];
+    dynamic = tl.dynamic;
     unit_begin.push_back(0);
     for (const RowBlock& block : tl.blocks) {
       first.push_back(block.row_offset);
@@ -153,6 +161,7 @@ struct PairBlocks {
   // The block holding row x, as FindRowBlock finds it (the last block starting at or before x).
   // A few blocks are counted without branches: random ids would mispredict a search's branches.
   int32_t BlockOf(int64_t x) const {
+    if (dynamic) return dynamic::BlockOfId(x, static_cast<int32_t>(first.size()));
     if (first.size() <= 8) {
       int32_t k = -1;
       for (int64_t f : first) k += x >= f ? 1 : 0;
@@ -403,7 +412,7 @@ void FillPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, cons
           l, bounds, batch, feature_begin, p,
           [&](int64_t, size_t i, int64_t x, float w) {
             const int32_t k = pb.BlockOf(x);
-            const int64_t row = x - pb.first[k];
+            const int64_t row = pb.dynamic ? x : x - pb.first[k];
             for (int32_t j = pb.unit_begin[k]; j < pb.unit_begin[k + 1]; ++j) {
               const int32_t u = pb.units[j];
               const int32_t d = pb.ranks[j];

@@ -79,6 +79,12 @@ Status BuildTables(const sharding::Plan& plan, Layout* l) {
     TableLayout& tl = l->tables[t];
     tl.key = HashName(cfg.name);
     tl.data_parallel = tp.type == ShardingType::kDataParallel;
+    tl.dynamic = cfg.dynamic.enabled;
+    if (tl.dynamic && tp.type != ShardingType::kTableWise && tp.type != ShardingType::kRowWise &&
+        tp.type != ShardingType::kColumnWise)
+      return Status::Unsupported("table '", cfg.name, "': a dynamic table is sharded table-wise, ",
+                                 "row-wise or column-wise, not ", ShardingTypeName(tp.type),
+                                 " (docs/dynamic-tables.md)");
     tl.shard_local.assign(tp.shards.size(), -1);
     for (size_t s = 0; s < tp.shards.size(); ++s) {
       const auto& sh = tp.shards[s];
@@ -88,6 +94,11 @@ Status BuildTables(const sharding::Plan& plan, Layout* l) {
       if (sh.rows == 0) continue;
       if (sh.cols <= 0 || sh.rows < 0)
         return Status::InvalidArgument("table '", cfg.name, "': shard ", s, " is empty");
+      // A dynamic shard numbers its slots (and its zero row) in 32 bits.
+      if (tl.dynamic && sh.rows >= INT32_MAX)
+        return Status::Unsupported("table '", cfg.name, "': shard ", s,
+                                   " of the dynamic table has ", sh.rows, " slots; at most ",
+                                   INT32_MAX - 1, " per shard");
       if (tl.data_parallel) continue;
       auto it = std::find_if(tl.blocks.begin(), tl.blocks.end(),
                              [&](const RowBlock& b) { return b.row_offset == sh.row_offset; });
@@ -133,7 +144,7 @@ Status BuildTables(const sharding::Plan& plan, Layout* l) {
       ls.table = static_cast<int32_t>(t);
       ls.shard = static_cast<int32_t>(s);
       ls.row_offset = sh.row_offset;
-      ls.rows = sh.rows;
+      ls.rows = sh.rows + (tl.dynamic ? 1 : 0);  // a dynamic shard's zero row last
       ls.col_offset = sh.col_offset;
       ls.cols = sh.cols;
       ls.dtype = cfg.dtype;
@@ -141,7 +152,7 @@ Status BuildTables(const sharding::Plan& plan, Layout* l) {
                       : cfg.dtype == DType::kBFloat16 ? &l->weights_bf16_size
                                                       : &l->weights_size;
       ls.weight_offset = *arena;
-      *arena += static_cast<size_t>(sh.rows) * static_cast<size_t>(sh.cols);
+      *arena += static_cast<size_t>(ls.rows) * static_cast<size_t>(sh.cols);
       tl.shard_local[s] = static_cast<int32_t>(l->local.size());
       l->local.push_back(std::move(ls));
     }

@@ -42,6 +42,9 @@ struct TableLayout {
   std::vector<int32_t> shard_local;  // per shard: index into Layout::local, or -1
   bool split_columns = false;        // some row block has more than one column shard
   uint64_t key = 0;                  // HashName(table name)
+  // A dynamic table (docs/dynamic-tables.md): its local shards hold their slots plus one zero
+  // row, the last, which ids without a row read.
+  bool dynamic = false;
 };
 
 // Where the ids of one pair that fall into one shard are looked up.

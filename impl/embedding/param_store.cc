@@ -2,8 +2,10 @@
 // the views that 2D sync and checkpoints read.
 #include "impl/embedding/param_store.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "impl/core/check.h"
 #include "impl/core/half.h"
@@ -50,9 +52,9 @@ ParamStore::InitRange ParamStore::InitOf(const LocalShard& ls) const {
   return r;
 }
 
-void ParamStore::InitRow(const InitRange& init, uint64_t seed, const LocalShard& ls, int64_t row,
-                         float* out) {
-  const uint64_t grow = static_cast<uint64_t>(ls.row_offset + row);
+void ParamStore::InitRow(const InitRange& init, uint64_t seed, const LocalShard& ls,
+                         uint64_t key_row, float* out) {
+  const uint64_t grow = key_row;
   for (int32_t c = 0; c < ls.cols; ++c) {
     const uint64_t col = static_cast<uint64_t>(ls.col_offset + c);
     out[c] = init.constant
@@ -64,13 +66,15 @@ void ParamStore::InitRow(const InitRange& init, uint64_t seed, const LocalShard&
 Status ParamStore::Initialise(uint64_t seed, const ExecContext& ctx) {
   if (on_device()) return InitialiseDevice(seed);
   for (const LocalShard& ls : layout_->local) {
+    // A dynamic shard's slots are initialised when an id takes them; its zero row stays zero.
+    if (layout_->tables[ls.table].dynamic) continue;
     const InitRange init = InitOf(ls);
     // Rows are independent, so they are filled in parallel; the fp32 value is drawn first and
     // rounded to the storage type.
     ctx.ParallelFor(0, ls.rows, 1024, [&](int64_t r0, int64_t r1) {
       std::vector<float> row(static_cast<size_t>(ls.cols));
       for (int64_t r = r0; r < r1; ++r) {
-        InitRow(init, seed, ls, r, row.data());
+        InitRow(init, seed, ls, static_cast<uint64_t>(ls.row_offset + r), row.data());
         WriteRow(ls, r, row.data());
       }
     });
@@ -79,6 +83,28 @@ Status ParamStore::Initialise(uint64_t seed, const ExecContext& ctx) {
   // as training reaches their rows; the check at Allocate covered them once.)
   claim_.Release();
   return Status::Ok();
+}
+
+void ParamStore::InitRowForId(const LocalShard& ls, int64_t row, int64_t id, uint64_t seed) {
+  std::vector<float> values(static_cast<size_t>(ls.cols));
+  InitRow(InitOf(ls), seed, ls, static_cast<uint64_t>(id), values.data());
+  WriteRow(ls, row, values.data());
+  ClearState(ls, row);
+}
+
+void ParamStore::ClearRow(const LocalShard& ls, int64_t row) {
+  const std::vector<float> zeros(static_cast<size_t>(ls.cols), 0.0f);
+  WriteRow(ls, row, zeros.data());
+  ClearState(ls, row);
+}
+
+void ParamStore::ClearState(const LocalShard& ls, int64_t row) {
+  const auto& specs = layout_->tables[ls.table].state_specs;
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const size_t width = specs[k].row_wise ? 1 : static_cast<size_t>(ls.cols);
+    float* at = State(ls, k) + static_cast<size_t>(row) * width;
+    std::fill(at, at + width, 0.0f);
+  }
 }
 
 void* ParamStore::ShardWeights(const LocalShard& ls) {

@@ -57,6 +57,12 @@ class ParamStore {
   // The optimizer's view of local shard `local`.
   optim::ShardParams Params(int32_t local);
 
+  // Dynamic tables (host arenas only): a slot given to id `id` takes the initial values a fixed
+  // table's row `id` would (the counter RNG keyed by (seed, table, id, column)) and zero
+  // optimizer state; ClearRow zeroes a row's weights and optimizer state (the zero row).
+  void InitRowForId(const LocalShard& ls, int64_t row, int64_t id, uint64_t seed);
+  void ClearRow(const LocalShard& ls, int64_t row);
+
   int64_t step() const { return step_; }
   void set_step(int64_t step) { step_ = step; }
 
@@ -79,7 +85,9 @@ class ParamStore {
     uint64_t key = 0;
   };
   InitRange InitOf(const LocalShard& ls) const;
-  static void InitRow(const InitRange& init, uint64_t seed, const LocalShard& ls, int64_t row,
+  void ClearState(const LocalShard& ls, int64_t row);
+  // `key_row`: the global row (fixed tables) or the id (dynamic tables) the values are keyed by.
+  static void InitRow(const InitRange& init, uint64_t seed, const LocalShard& ls, uint64_t key_row,
                       float* out);
   // device_params.cc: the device side of Allocate / Initialise / ReadShard / WriteShard.
   Status AllocateDevice();

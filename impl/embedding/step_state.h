@@ -16,6 +16,7 @@
 #include "impl/core/exec.h"
 #include "impl/core/thread_pool.h"
 #include "impl/embedding/backward.h"
+#include "impl/embedding/dynamic/dynamic_tables.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/layout.h"
@@ -107,6 +108,8 @@ struct StepState {
   std::unique_ptr<ThreadPool> pool;
   ExecContext exec;
   ParamStore params;
+  // The rows of the dynamic tables (docs/dynamic-tables.md); empty without one.
+  dynamic::DynamicTables dynamic;
   SparseUpdater updater;
   std::unique_ptr<comm::CommWorker> worker;
   // The last forwarded batch, which the next backward trains (consumed once it has).

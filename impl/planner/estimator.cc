@@ -7,6 +7,7 @@
 #include "impl/planner/estimator.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -121,6 +122,18 @@ int64_t OptimizerStateBytes(optim::OptimizerType type, int64_t rows, int32_t col
   return optim::StateBytes(type, rows, cols);
 }
 
+int64_t DynamicMetadataBytes(const sharding::DynamicConfig& d, int64_t slots) {
+  if (!d.enabled || slots <= 0) return 0;
+  const auto pow2 = [](uint64_t x) { return static_cast<int64_t>(std::bit_ceil(x)); };
+  const uint64_t n = static_cast<uint64_t>(slots);
+  // As impl/embedding/dynamic/dynamic_shard.cc allocates: the index (4-byte entries, a power of
+  // two >= 2 x slots), id + last seen + count per slot, and the admission sketch (4 rows of
+  // 16-bit counters, width a power of two >= max(64, 2 x slots)) when the threshold is above 1.
+  int64_t bytes = pow2(2 * n) * 4 + slots * 20;
+  if (d.admission_threshold > 1) bytes += 4 * pow2(std::max<uint64_t>(64, 2 * n)) * 2;
+  return bytes;
+}
+
 std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::TableConfig& table,
                                           const std::vector<float>& pooling_factors,
                                           ShardingType type,
@@ -144,12 +157,16 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
     Perf& p = e.perf;
     double served = 0;  // ids this shard looks up per step (sharded types)
     Storage& m = e.storage;
-    m.weights = Ceil(static_cast<double>(s.rows) * s.cols * st);
+    // A dynamic shard holds its slots, one zero row, and the per-slot metadata (counted here
+    // with the weights: it is as large as the capacity, whatever the ids).
+    const int64_t stored_rows = s.rows + (table.dynamic.enabled && s.rows > 0 ? 1 : 0);
+    m.weights = Ceil(static_cast<double>(stored_rows) * s.cols * st) +
+                DynamicMetadataBytes(table.dynamic, s.rows);
     // Each table counts its own optimizer's state; the topology's is the default.
     m.optimizer =
         std::min(kMaxEstimateBytes,
                  OptimizerStateBytes(table.has_optimizer ? table.optimizer.type : topo.optimizer,
-                                     s.rows, s.cols));
+                                     stored_rows, s.cols));
     switch (type) {
       case ShardingType::kTableWise:
       case ShardingType::kColumnWise:

@@ -67,6 +67,9 @@ TableLoad ComputeLoad(const sharding::TableConfig& table, const std::vector<floa
 // Optimizer state bytes of a rows x cols shard (state is fp32; row-wise state is one float per
 // row of every shard, since column shards keep full-row statistics).
 int64_t OptimizerStateBytes(optim::OptimizerType type, int64_t rows, int32_t cols);
+// Bytes a dynamic table's shard of `slots` slots keeps beside its rows and their state (its id
+// index, per-slot metadata and admission sketch; docs/dynamic-tables.md); 0 for a fixed table.
+int64_t DynamicMetadataBytes(const sharding::DynamicConfig& d, int64_t slots);
 
 // Expected number of distinct rows among `ids` ids drawn uniformly from `rows` rows:
 // rows * (1 - e^(-ids/rows)); 0 when either is not positive. Skewed ids touch fewer rows, so

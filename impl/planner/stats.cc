@@ -131,7 +131,9 @@ std::string FormatStats(const sharding::Plan& plan, const Topology& topo,
       dim_text += StrCat(" (", *widths.begin(), ")");
     double pf = 0;
     for (float p : pooling_factors[t]) pf += p;
-    rows.push_back({tc.name, sharding::ShardingTypeShortName(tp.type), StrCat(tc.rows), dim_text,
+    // A dynamic table's rows are its capacity (docs/dynamic-tables.md).
+    const std::string rows_text = StrCat(tc.rows, tc.dynamic.enabled ? " (dynamic)" : "");
+    rows.push_back({tc.name, sharding::ShardingTypeShortName(tp.type), rows_text, dim_text,
                     StrCat(tp.shards.size()), rank_text, Fmt("%.6g", est.table_perf[t].total()),
                     Mib(est.table_storage[t].total()), Fmt("%.3g", pf),
                     StrCat(tc.features.size())});

@@ -59,6 +59,8 @@ Status Mesh::Create(std::shared_ptr<comm::Communicator> world, const MeshOptions
 
 Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
   if (mode == SyncMode::kDefault) mode = options_.sync_mode;
+  // Replicas of a dynamic table may hold different ids in one slot: no merge by key yet.
+  SR_RETURN_IF_ERROR(coll.RefuseDynamicTables("replica syncs"));
   if (mode != SyncMode::kWeightsAndState && mode != SyncMode::kWeightsOnly)
     return Status::InvalidArgument("unknown sync mode ", static_cast<int32_t>(mode));
   // A pending input distribution (the next batch's id exchange) may be in flight on the

@@ -124,6 +124,22 @@ Status ParseTable(const json::Value& tv, const std::string& where, TableConfig* 
     t->has_optimizer = true;
     SR_RETURN_IF_ERROR(ParseOptimizer(*ov, where + ".optimizer", t->name, &t->optimizer));
   }
+  if (const json::Value* dv = tv.Find("dynamic")) {
+    const std::string dw = where + ".dynamic";
+    int64_t ev = 0, threshold = 0, ttl = 0;
+    SR_RETURN_IF_ERROR(json::GetMember(*dv, dw, "eviction", &fv));
+    SR_RETURN_IF_ERROR(json::GetInt(*fv, dw + ".eviction", &ev));
+    SR_RETURN_IF_ERROR(json::GetMember(*dv, dw, "admission_threshold", &fv));
+    SR_RETURN_IF_ERROR(json::GetInt(*fv, dw + ".admission_threshold", &threshold));
+    SR_RETURN_IF_ERROR(json::GetMember(*dv, dw, "ttl_steps", &fv));
+    SR_RETURN_IF_ERROR(json::GetInt(*fv, dw + ".ttl_steps", &ttl));
+    if (ev < 0 || ev > 3 || threshold < 0 || threshold > std::numeric_limits<int32_t>::max())
+      return Status::InvalidArgument("plan: table '", t->name, "': bad dynamic config");
+    t->dynamic.enabled = true;
+    t->dynamic.eviction = static_cast<DynamicConfig::Eviction>(ev);
+    t->dynamic.admission_threshold = static_cast<int32_t>(threshold);
+    t->dynamic.ttl_steps = ttl;
+  }
   std::string type;
   SR_RETURN_IF_ERROR(StringMember(tv, where, "sharding", &type));
   if (!ShardingTypeFromName(type, &tp->type))
@@ -208,6 +224,12 @@ std::string PlanToJson(const Plan& plan) {
                       ", \"weight_decay\": ", json::FormatFloat(oc.weight_decay),
                       ", \"weight_decay_mode\": ", static_cast<int32_t>(oc.weight_decay_mode),
                       ", \"stochastic_rounding\": ", oc.stochastic_rounding ? 1 : 0, "},\n      "));
+    }
+    if (t.dynamic.enabled) {
+      Key(&o, "dynamic");
+      o.append(StrCat("{\"eviction\": ", static_cast<int32_t>(t.dynamic.eviction),
+                      ", \"admission_threshold\": ", t.dynamic.admission_threshold,
+                      ", \"ttl_steps\": ", t.dynamic.ttl_steps, "},\n      "));
     }
     Key(&o, "sharding");
     json::AppendString(&o, ShardingTypeName(tp.type));

@@ -64,6 +64,16 @@ Status ValidateConfigs(const Plan& plan) {
       Status s = optim::ValidateConfig(t.optimizer);
       if (!s.ok()) return TableError(t, s.message());
     }
+    if (t.dynamic.enabled) {
+      const auto ev = static_cast<int32_t>(t.dynamic.eviction);
+      if (ev < 0 || ev > 3) return TableError(t, StrCat("unknown eviction policy ", ev));
+      if (t.dynamic.admission_threshold < 0)
+        return TableError(
+            t, StrCat("admission threshold ", t.dynamic.admission_threshold, " must be >= 0"));
+      if (t.dynamic.eviction == DynamicConfig::Eviction::kTtl && t.dynamic.ttl_steps < 1)
+        return TableError(
+            t, StrCat("TTL eviction needs ttl_steps >= 1 (got ", t.dynamic.ttl_steps, ")"));
+    }
     if (t.features.empty()) return TableError(t, "no feature reads it");
     for (int32_t f : t.features) {
       if (f < 0 || static_cast<size_t>(f) >= plan.features.size())

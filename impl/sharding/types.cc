@@ -106,6 +106,12 @@ uint64_t Plan::Hash() const {
       h.I64(static_cast<int32_t>(o.weight_decay_mode));
       h.I64(o.stochastic_rounding ? 1 : 0);
     }
+    if (t.dynamic.enabled) {
+      h.Str("dynamic");
+      h.I64(static_cast<int32_t>(t.dynamic.eviction));
+      h.I64(t.dynamic.admission_threshold);
+      h.I64(t.dynamic.ttl_steps);
+    }
   }
   h.I64(planned_optimizer);
   h.U64(table_plans.size());

@@ -45,6 +45,16 @@ struct InitConfig {
   float high = 0.0f;
 };
 
+// A dynamic table (docs/dynamic-tables.md): any 64-bit id; `rows` is its capacity. Eviction
+// values mirror SHARDREC_EVICTION_*.
+struct DynamicConfig {
+  enum class Eviction : int32_t { kNone = 0, kLru = 1, kLfu = 2, kTtl = 3 };
+  bool enabled = false;
+  Eviction eviction = Eviction::kNone;
+  int32_t admission_threshold = 0;  // 0 or 1: admitted at first sight
+  int64_t ttl_steps = 0;            // kTtl only
+};
+
 struct TableConfig {
   std::string name;
   int64_t rows = 0;
@@ -57,6 +67,7 @@ struct TableConfig {
   // trains with the collection's default optimizer.
   bool has_optimizer = false;
   optim::OptimizerConfig optimizer;
+  DynamicConfig dynamic;
 };
 
 struct FeatureConfig {

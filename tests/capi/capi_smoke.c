@@ -409,6 +409,15 @@ static void per_table_calls(shardrec_embedding_t* coll) {
   OK(shardrec_step_timings_init(&t, SHARDREC_STEP_TIMINGS_VERSION));
   OK(shardrec_embedding_step_timings(coll, &t));
   EXPECT(t.forwards == 4 && t.backwards == 4 && t.samples == 8);
+  {
+    shardrec_dynamic_table_config_t d;
+    shardrec_dynamic_table_stats_t st;
+    OK(shardrec_dynamic_table_config_init(&d, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION));
+    EXPECT(d.eviction == SHARDREC_EVICTION_NONE && d.admission_threshold == 0);
+    OK(shardrec_dynamic_table_stats_init(&st, SHARDREC_DYNAMIC_TABLE_STATS_VERSION));
+    /* "big" is a fixed table: its stats are refused. */
+    EXPECT(shardrec_embedding_dynamic_stats(coll, "big", &st) == SHARDREC_EINVAL);
+  }
 }
 
 /* ---- checkpoint.h ------------------------------------------------------------------------ */

@@ -26,6 +26,17 @@ float RoundToStorage(float x, int32_t dtype) {
   return static_cast<float>(r);
 }
 
+float RefInitValue(const RefTable& t, uint64_t seed, uint64_t row, int32_t col) {
+  float low = t.init_low, high = t.init_high;
+  if (t.init_kind == 0) {
+    high = static_cast<float>(std::sqrt(1.0 / static_cast<double>(t.rows)));
+    low = -high;
+  }
+  return t.init_kind == 2 ? low
+                          : low + (high - low) * UniformAt(seed, HashName(t.name), row,
+                                                           static_cast<uint64_t>(col));
+}
+
 ReferenceModel::ReferenceModel(int32_t num_features, std::vector<RefTable> tables,
                                RefOptimizer optimizer, uint64_t seed, int32_t world)
     : num_features_(num_features), tables_(std::move(tables)), opt_(optimizer), world_(world) {

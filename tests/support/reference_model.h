@@ -30,6 +30,11 @@ struct RefTable {
 // bit tricks of impl/core/half.h.
 float RoundToStorage(float x, int32_t dtype);
 
+// The initial fp32 value of element (row, col) of table `t` (before rounding to its storage
+// type): the counter generator keyed by (seed, table name, row, column) the constructor uses.
+// Dynamic tables key it by the id instead of the row (docs/dynamic-tables.md).
+float RefInitValue(const RefTable& t, uint64_t seed, uint64_t row, int32_t col);
+
 struct RefOptimizer {
   int32_t type =
       0;  // 0 SGD, 1 Adagrad, 2 row-wise Adagrad, 3 Adam, 4 partial row-wise Adam, 5 LAMB

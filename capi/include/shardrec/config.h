@@ -131,12 +131,55 @@ SHARDREC_API shardrec_status_t shardrec_optimizer_config_init(shardrec_optimizer
 
 /* ---------------------------------------------------------------------------------------- */
 
+/** What a full dynamic table does with an id it would insert (stored as int32_t). */
+typedef enum shardrec_eviction_policy {
+  SHARDREC_EVICTION_NONE = 0, /**< Nothing is evicted: a full shard refuses new ids (they read as
+                                   zeros and train nothing) and counts them as rejected. */
+  SHARDREC_EVICTION_LRU = 1,  /**< The row seen longest ago leaves first (ties: smallest id). */
+  SHARDREC_EVICTION_LFU = 2,  /**< The row seen least often leaves first (ties: seen longest ago,
+                                   then smallest id). */
+  SHARDREC_EVICTION_TTL = 3   /**< Only rows not seen for more than ttl_steps training steps may
+                                   leave, longest ago first; otherwise as NONE. */
+} shardrec_eviction_policy_t;
+
+/**
+ * What makes a table dynamic (docs/dynamic-tables.md): its ids are any 64-bit value, a row is
+ * created the first time training sees its id (after admission) and leaves by eviction. The
+ * table's `rows` is then its capacity in rows. Host collections only; table-wise, row-wise and
+ * column-wise sharding only (other types and GPU collections refuse with SHARDREC_EUNSUPPORTED).
+ */
+typedef struct shardrec_dynamic_table_config {
+  uint32_t version;            /**< SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION. */
+  int32_t eviction;            /**< A shardrec_eviction_policy_t; 0 is NONE. */
+  int32_t admission_threshold; /**< Occurrences in training an id needs before it gets a row
+                                    (counted in a bounded sketch that may overcount, never
+                                    undercount); 0 or 1: at first sight. >= 0. */
+  int64_t ttl_steps;           /**< TTL only: steps a row may go unseen before it may be
+                                    evicted; >= 1 with TTL, else ignored. */
+} shardrec_dynamic_table_config_t;
+
+#define SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION 1u
+#define SHARDREC_DYNAMIC_TABLE_CONFIG_INIT \
+  { SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION, SHARDREC_EVICTION_NONE, 0, 0 }
+
+/**
+ * Fills @p config with the defaults (no eviction, admission at first sight).
+ * @param config  [out] Struct to fill; must not be NULL.
+ * @param version SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t
+shardrec_dynamic_table_config_init(shardrec_dynamic_table_config_t* config, uint32_t version);
+
+/* ---------------------------------------------------------------------------------------- */
+
 /** An embedding table. Several features may read one table; each feature reads one table. */
 typedef struct shardrec_table_config {
   uint32_t version;        /**< SHARDREC_TABLE_CONFIG_VERSION. */
   const char* name;        /**< Unique, non-empty, NUL-terminated; copied by the callee. */
   int64_t rows;            /**< Number of rows (hash size); must be > 0, and rows x dim at
-                                most 2^56. */
+                                most 2^56. A dynamic table (@ref dynamic): its capacity in rows,
+                                split into row blocks like a fixed table's rows. */
   int32_t dim;             /**< Embedding dimension; must be > 0. */
   int32_t pooling;         /**< SHARDREC_POOLING_*; 0 is SUM. */
   int32_t dtype;           /**< Weight storage type, SHARDREC_DTYPE_*; 0 is FLOAT32. */
@@ -156,15 +199,19 @@ typedef struct shardrec_table_config {
                                 output order, as an alternative to @ref features (use one of the
                                 two); copied by the callee. NULL when @ref features is used. */
   size_t num_feature_names;         /**< Length of @ref feature_names. */
+  /* Version 3. */
+  const shardrec_dynamic_table_config_t* dynamic; /**< NULL: a fixed table (ids in [0, rows)).
+                                Else a dynamic table (docs/dynamic-tables.md), configured by it;
+                                copied by the callee. */
 } shardrec_table_config_t;
 
-#define SHARDREC_TABLE_CONFIG_VERSION 2u
+#define SHARDREC_TABLE_CONFIG_VERSION 3u
 #define SHARDREC_TABLE_CONFIG_INIT \
-  { SHARDREC_TABLE_CONFIG_VERSION, NULL, 0, 0, 0, 0, NULL, 0, 0, 0.0f, 0.0f, NULL, NULL, 0 }
+  { SHARDREC_TABLE_CONFIG_VERSION, NULL, 0, 0, 0, 0, NULL, 0, 0, 0.0f, 0.0f, NULL, NULL, 0, NULL }
 
 /**
- * Fills @p config with defaults for struct version @p version (1 or 2; version 1 has no
- * optimizer or feature names).
+ * Fills @p config with defaults for struct version @p version (1, 2 or 3; version 1 has no
+ * optimizer or feature names, version 2 no dynamic config).
  * @param config  [out] Struct to fill; must not be NULL.
  * @param version SHARDREC_TABLE_CONFIG_VERSION.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.

@@ -771,6 +771,55 @@ SHARDREC_API shardrec_status_t shardrec_step_timings_init(shardrec_step_timings_
 SHARDREC_API shardrec_status_t shardrec_embedding_step_timings(const shardrec_embedding_t* coll,
                                                                shardrec_step_timings_t* out);
 
+/* ---- Dynamic tables ------------------------------------------------------------------- */
+
+/**
+ * This rank's part of one dynamic table (docs/dynamic-tables.md): the rows of the row blocks it
+ * holds (column shards of one block counted once) and what training forwards did to them. The
+ * table's totals are the sums over the ranks that hold a block of it. "Last" counts are those
+ * of the last training forward, "total" counts those since creation.
+ */
+typedef struct shardrec_dynamic_table_stats {
+  uint32_t version;                 /**< SHARDREC_DYNAMIC_TABLE_STATS_VERSION. */
+  int64_t size;                     /**< Rows (ids with a row) held here. */
+  int64_t capacity;                 /**< Slots of the row blocks held here. */
+  double load_factor;               /**< size / capacity; 0 when capacity is 0. */
+  int64_t last_inserted;            /**< Rows created. */
+  int64_t last_evicted;             /**< Rows that left (with their optimizer state). */
+  int64_t last_rejected_admission;  /**< Distinct ids below the admission threshold. */
+  int64_t last_rejected_full;       /**< Distinct admitted ids that found no slot. */
+  int64_t total_inserted;           /**< As last_inserted, since creation. */
+  int64_t total_evicted;            /**< As last_evicted, since creation. */
+  int64_t total_rejected_admission; /**< As last_rejected_admission, since creation. */
+  int64_t total_rejected_full;      /**< As last_rejected_full, since creation. */
+  uint64_t metadata_bytes;          /**< Bytes of this rank's id index, per-slot metadata and
+                                         admission counts for the table (beyond the rows and their
+                                         optimizer state). */
+} shardrec_dynamic_table_stats_t;
+
+#define SHARDREC_DYNAMIC_TABLE_STATS_VERSION 1u
+#define SHARDREC_DYNAMIC_TABLE_STATS_INIT \
+  { SHARDREC_DYNAMIC_TABLE_STATS_VERSION, 0, 0, 0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0u }
+
+/**
+ * Fills @p stats with zeros for struct version @p version.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t
+shardrec_dynamic_table_stats_init(shardrec_dynamic_table_stats_t* stats, uint32_t version);
+
+/**
+ * This rank's part of dynamic table @p table (see shardrec_dynamic_table_stats_t).
+ * @param coll  [in] Must not be NULL.
+ * @param table [in] Table name; must not be NULL.
+ * @param out   [in,out] Initialised with shardrec_dynamic_table_stats_init; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table; SHARDREC_EINVAL for NULL, an
+ *         unsupported version or a table that is not dynamic; SHARDREC_EUSAGE when another
+ *         thread is using the collection. Not collective; changes nothing.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_stats(
+    const shardrec_embedding_t* coll, const char* table, shardrec_dynamic_table_stats_t* out);
+
 SHARDREC_END_DECL
 
 #endif /* SHARDREC_EMBEDDING_H_ */

@@ -218,11 +218,11 @@ int main(void) {
   old_tables[2].version = 1;
   tables[3].version = 1;
   expect_refused(tables, features,
-                 "tables[3]: struct version 1 differs from tables[0]'s version 2");
+                 "tables[3]: struct version 1 differs from tables[0]'s version 3");
   tables[3].version = SHARDREC_TABLE_CONFIG_VERSION;
   /* A version this library does not know is named as before, wherever it sits. */
-  old_tables[0].version = 3;
-  expect_refused(old_tables, old_features, "tables[0]: unsupported struct version 3");
+  old_tables[0].version = 4;
+  expect_refused(old_tables, old_features, "tables[0]: unsupported struct version 4");
   old_tables[0].version = 1;
   old_features[1].version = 0;
   expect_refused(old_tables, old_features, "features[1]: unsupported struct version 0");

@@ -56,6 +56,31 @@ TEST(PlannerEstimator, DataParallelMatchesTorchRecGolden) {
   for (const auto& s : e) ExpectPerf(s.perf, 9.35600e-5, 0.0, 1.87120e-4, 2.25594e-4);
 }
 
+// A dynamic table's shard stores its slots, one zero row and the per-slot metadata: its storage
+// is the fixed table's plus the zero row (weights and state) plus DynamicMetadataBytes, which
+// grows with the admission sketch.
+TEST(PlannerEstimator, DynamicTableCountsZeroRowAndMetadata) {
+  auto fixed = GoldenTable();
+  fixed.has_optimizer = true;
+  fixed.optimizer.type = optim::OptimizerType::kAdam;
+  auto dyn = fixed;
+  dyn.dynamic.enabled = true;
+  const auto shards = sharding::MakeRowWise(fixed, 2).shards;
+  const auto f = EstimateShards(GoldenTopology(), fixed, {1.0f}, ShardingType::kRowWise, shards);
+  const auto d = EstimateShards(GoldenTopology(), dyn, {1.0f}, ShardingType::kRowWise, shards);
+  ASSERT_EQ(f.size(), 2u);
+  ASSERT_EQ(d.size(), 2u);
+  // 50 slots per shard: index 128 x 4 bytes, 50 x 20 bytes of slot metadata.
+  EXPECT_EQ(DynamicMetadataBytes(dyn.dynamic, 50), 128 * 4 + 50 * 20);
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(d[k].storage.weights, f[k].storage.weights + 10 * 4 + 128 * 4 + 50 * 20);
+    EXPECT_EQ(d[k].storage.optimizer, f[k].storage.optimizer + 2 * 10 * 4);  // Adam: 2 x dim
+  }
+  dyn.dynamic.admission_threshold = 2;
+  EXPECT_EQ(DynamicMetadataBytes(dyn.dynamic, 50), 128 * 4 + 50 * 20 + 4 * 128 * 2);
+  EXPECT_EQ(DynamicMetadataBytes(fixed.dynamic, 50), 0);
+}
+
 TEST(PlannerEstimator, ComputeScalesWithTheDeviceMemoryBandwidth) {
   const auto t = GoldenTable();
   const auto shards = sharding::MakeTableWise(t, 0).shards;

@@ -1,0 +1,57 @@
+// C API of the dynamic tables of an embedding collection (shardrec/embedding.h, "Dynamic
+// tables"): their statistics.
+#include <cstddef>
+
+#include "capi/src/embedding_convert.h"
+#include "capi/src/embedding_handle.h"
+#include "capi/src/guard.h"
+#include "capi/src/versioned.h"
+#include "shardrec/embedding.h"
+
+using shardrec::Status;
+using shardrec::capi::CheckNotNull;
+using shardrec::capi::ExclusiveUse;
+using shardrec::capi::Guard;
+
+extern "C" {
+
+SHARDREC_API shardrec_status_t
+shardrec_dynamic_table_stats_init(shardrec_dynamic_table_stats_t* stats, uint32_t version) {
+  const shardrec_dynamic_table_stats_t d = SHARDREC_DYNAMIC_TABLE_STATS_INIT;
+  return shardrec::capi::InitStruct(stats, version, SHARDREC_DYNAMIC_TABLE_STATS_VERSION, d,
+                                    "dynamic table stats");
+}
+
+SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_stats(
+    const shardrec_embedding_t* coll, const char* table, shardrec_dynamic_table_stats_t* out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
+    SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckStructVersion(
+        out->version, SHARDREC_DYNAMIC_TABLE_STATS_VERSION, "dynamic table stats"));
+    int32_t t = -1;
+    SR_RETURN_IF_ERROR(shardrec::capi::FindTable(*coll->impl, table, &t));
+    shardrec::embedding::dynamic::TableStats s;
+    if (!coll->impl->dynamic_tables().Stats(t, &s))
+      return Status::InvalidArgument("table '", table, "' is not dynamic");
+    out->size = s.size;
+    out->capacity = s.capacity;
+    out->load_factor =
+        s.capacity > 0 ? static_cast<double>(s.size) / static_cast<double>(s.capacity) : 0.0;
+    out->last_inserted = s.last.inserted;
+    out->last_evicted = s.last.evicted;
+    out->last_rejected_admission = s.last.rejected_admission;
+    out->last_rejected_full = s.last.rejected_full;
+    out->total_inserted = s.total.inserted;
+    out->total_evicted = s.total.evicted;
+    out->total_rejected_admission = s.total.rejected_admission;
+    out->total_rejected_full = s.total.rejected_full;
+    out->metadata_bytes = s.metadata_bytes;
+    return Status::Ok();
+  });
+}
+
+}  // extern "C"

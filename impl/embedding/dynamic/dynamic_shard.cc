@@ -1,0 +1,138 @@
+// One dynamic shard's per-step decisions (dynamic_shard.h); the rules are those of
+// docs/dynamic-tables.md, "Determinism".
+#include "impl/embedding/dynamic/dynamic_shard.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "impl/core/check.h"
+
+namespace shardrec::embedding::dynamic {
+
+using Eviction = sharding::DynamicConfig::Eviction;
+
+void DynamicShard::Reset(const sharding::DynamicConfig& config, int64_t slots) {
+  SR_CHECK(slots >= 1 && slots < INT32_MAX);
+  config_ = config;
+  slots_ = slots;
+  used_ = 0;
+  now_ = 0;
+  index_.Reset(slots);
+  if (config.admission_threshold > 1) sketch_.Reset(slots);
+  ids_.assign(static_cast<size_t>(slots), 0);
+  last_seen_.assign(static_cast<size_t>(slots), 0);
+  count_.assign(static_cast<size_t>(slots), 0);
+  last_ = total_ = StepCounts{};
+}
+
+size_t DynamicShard::metadata_bytes() const {
+  return index_.bytes() + sketch_.bytes() +
+         static_cast<size_t>(slots_) * (sizeof(int64_t) * 2 + sizeof(uint32_t));
+}
+
+bool DynamicShard::EvictsBefore(int32_t a, int32_t b) const {
+  if (config_.eviction == Eviction::kLfu)
+    return std::tie(count_[a], last_seen_[a], ids_[a]) <
+           std::tie(count_[b], last_seen_[b], ids_[b]);
+  return std::tie(last_seen_[a], ids_[a]) < std::tie(last_seen_[b], ids_[b]);
+}
+
+void DynamicShard::Translate(std::span<const IdSpan> ids,
+                             const std::function<void(int32_t, int64_t)>& init) {
+  ++now_;
+  last_ = StepCounts{};
+  // Known ids (nearly all of them once the table is warm) are touched and rewritten as they come;
+  // the order does not matter for them. Index lookups of random ids miss the cache, so the probe
+  // runs of ids a little ahead are fetched early.
+  constexpr size_t kPrefetchAhead = 16;
+  sorted_.clear();
+  for (const IdSpan& span : ids) {
+    const size_t n = span.size();
+    for (size_t i = 0; i < n; ++i) {
+      if (i + kPrefetchAhead < n) index_.Prefetch(span[i + kPrefetchAhead]);
+      int64_t& x = span[i];
+      const int32_t s = index_.Find(x, ids_.data());
+      if (s == SlotIndex::kNone) {
+        sorted_.push_back({x, &x});
+        continue;
+      }
+      last_seen_[s] = now_;
+      if (count_[s] != UINT32_MAX) ++count_[s];
+      x = s;
+    }
+  }
+  // The ids without a row, distinct and ascending with their occurrences, decide in that order.
+  std::sort(sorted_.begin(), sorted_.end(),
+            [](const Occurrence& a, const Occurrence& b) { return a.id < b.id; });
+  group_begin_.clear();
+  group_slot_.clear();
+  pending_.clear();
+  pending_count_.clear();
+  pending_group_.clear();
+  const int32_t threshold = config_.admission_threshold;
+  for (size_t i = 0; i < sorted_.size();) {
+    const int64_t id = sorted_[i].id;
+    size_t j = i + 1;
+    while (j < sorted_.size() && sorted_[j].id == id) ++j;
+    const uint32_t occ = static_cast<uint32_t>(std::min<size_t>(j - i, UINT32_MAX));
+    const size_t group = group_begin_.size();
+    group_begin_.push_back(i);
+    group_slot_.push_back(SlotIndex::kNone);
+    i = j;
+    if (threshold <= 1 || sketch_.Add(id, occ) >= static_cast<uint32_t>(threshold)) {
+      pending_.push_back(id);
+      pending_count_.push_back(occ);
+      pending_group_.push_back(group);
+    } else {
+      ++last_.rejected_admission;
+    }
+  }
+  group_begin_.push_back(sorted_.size());
+  // Room: free slots first, then victims among the rows this forward did not see.
+  const int64_t free = slots_ - used_;
+  const int64_t need = static_cast<int64_t>(pending_.size()) - free;
+  victims_.clear();
+  if (need > 0 && config_.eviction != Eviction::kNone) {
+    for (int64_t s = 0; s < used_; ++s) {
+      if (last_seen_[s] == now_) continue;
+      if (config_.eviction == Eviction::kTtl && now_ - last_seen_[s] <= config_.ttl_steps) continue;
+      victims_.push_back(static_cast<int32_t>(s));
+    }
+    auto before = [this](int32_t a, int32_t b) { return EvictsBefore(a, b); };
+    if (static_cast<int64_t>(victims_.size()) > need) {
+      std::partial_sort(victims_.begin(), victims_.begin() + need, victims_.end(), before);
+      victims_.resize(static_cast<size_t>(need));
+    } else {
+      std::sort(victims_.begin(), victims_.end(), before);
+    }
+  }
+  size_t v = 0;
+  for (size_t k = 0; k < pending_.size(); ++k) {
+    int32_t slot;
+    if (used_ < slots_) {
+      slot = static_cast<int32_t>(used_++);
+    } else if (v < victims_.size()) {
+      slot = victims_[v++];
+      index_.Erase(ids_[slot], ids_.data());
+      ++last_.evicted;
+    } else {
+      ++last_.rejected_full;
+      continue;
+    }
+    ids_[slot] = pending_[k];
+    last_seen_[slot] = now_;
+    count_[slot] = pending_count_[k];
+    index_.Insert(pending_[k], slot, ids_.data());
+    group_slot_[pending_group_[k]] = slot;
+    init(slot, pending_[k]);
+    ++last_.inserted;
+  }
+  const int64_t zero_row = slots_;
+  for (size_t g = 0; g + 1 < group_begin_.size(); ++g) {
+    const int64_t row = group_slot_[g] == SlotIndex::kNone ? zero_row : group_slot_[g];
+    for (size_t i = group_begin_[g]; i < group_begin_[g + 1]; ++i) *sorted_[i].at = row;
+  }
+  total_.Add(last_);
+}
+
+}  // namespace shardrec::embedding::dynamic

@@ -1,0 +1,82 @@
+// The rows of one dynamic shard (docs/dynamic-tables.md): which id holds which slot, when each
+// was last seen and how often, the admission counts of ids without a row, and the per-step
+// decisions (touch, admit, insert, evict) that turn a training batch's ids into slots.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "impl/embedding/dynamic/admission_sketch.h"
+#include "impl/embedding/dynamic/slot_index.h"
+#include "impl/sharding/types.h"
+
+namespace shardrec::embedding::dynamic {
+
+// What one training forward (or every one since creation) did to a shard's rows.
+struct StepCounts {
+  int64_t inserted = 0;            // rows created
+  int64_t evicted = 0;             // rows that left to make room
+  int64_t rejected_admission = 0;  // distinct ids below the admission threshold
+  int64_t rejected_full = 0;       // distinct admitted ids that found no slot
+
+  void Add(const StepCounts& o) {
+    inserted += o.inserted;
+    evicted += o.evicted;
+    rejected_admission += o.rejected_admission;
+    rejected_full += o.rejected_full;
+  }
+};
+
+// Ids of a batch as spans the translation rewrites in place.
+using IdSpan = std::span<int64_t>;
+
+class DynamicShard {
+ public:
+  // An empty shard of `slots` (>= 1) slots under `config`.
+  void Reset(const sharding::DynamicConfig& config, int64_t slots);
+  // One training forward: every id of `ids` (any order, repeated) becomes its slot, or slots()
+  // (the zero row) when it has no row. Decisions follow the distinct ids in ascending order, so
+  // they depend on the ids alone. `init(slot, id)` is called for each slot given to a new id,
+  // which must set its weights and clear its optimizer state.
+  void Translate(std::span<const IdSpan> ids, const std::function<void(int32_t, int64_t)>& init);
+
+  int64_t slots() const { return slots_; }
+  int64_t size() const { return used_; }
+  const StepCounts& last() const { return last_; }
+  const StepCounts& total() const { return total_; }
+  // Bytes of the index, the per-slot metadata and the sketch.
+  size_t metadata_bytes() const;
+
+ private:
+  // Whether slot a leaves before slot b under the eviction policy (ties by id).
+  bool EvictsBefore(int32_t a, int32_t b) const;
+
+  sharding::DynamicConfig config_;
+  int64_t slots_ = 0;
+  int64_t used_ = 0;  // slots [0, used_) hold rows; a slot is reused only by eviction
+  int64_t now_ = 0;   // training forwards translated so far
+  SlotIndex index_;
+  AdmissionSketch sketch_;          // empty unless the admission threshold is above 1
+  std::vector<int64_t> ids_;        // per slot: its id
+  std::vector<int64_t> last_seen_;  // per slot: the forward that last saw it
+  std::vector<uint32_t> count_;     // per slot: occurrences since it got the slot (saturating)
+  StepCounts last_, total_;
+  // Scratch of Translate, reused. Each occurrence of an id without a row is kept with where it
+  // is written back, so its slot (or the zero row) reaches it from the sorted walk.
+  struct Occurrence {
+    int64_t id;
+    int64_t* at;
+  };
+  std::vector<Occurrence> sorted_;
+  std::vector<size_t> group_begin_;  // per distinct id (ascending) + 1: its range in sorted_
+  std::vector<int32_t> group_slot_;  // per distinct id: its slot, or SlotIndex::kNone
+  std::vector<int64_t> pending_;     // admitted new ids, ascending
+  std::vector<uint32_t> pending_count_;
+  std::vector<size_t> pending_group_;
+  std::vector<int32_t> victims_;
+};
+
+}  // namespace shardrec::embedding::dynamic

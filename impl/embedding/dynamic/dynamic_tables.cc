@@ -1,0 +1,57 @@
+// The dynamic tables of a collection (dynamic_tables.h).
+#include "impl/embedding/dynamic/dynamic_tables.h"
+
+namespace shardrec::embedding::dynamic {
+
+void DynamicTables::Init(const Layout& layout) {
+  layout_ = &layout;
+  shards_.clear();
+  for (size_t i = 0; i < layout.local.size(); ++i) {
+    const LocalShard& ls = layout.local[i];
+    if (!layout.tables[ls.table].dynamic) continue;
+    Entry e;
+    e.local = static_cast<int32_t>(i);
+    // The layout gave the shard one row beyond its slots: the zero row.
+    e.shard.Reset(layout.plan->tables[ls.table].dynamic, ls.rows - 1);
+    shards_.push_back(std::move(e));
+  }
+}
+
+void DynamicTables::Translate(const ExecContext& ctx, RoutedBatch& rb, ParamStore& params,
+                              uint64_t seed) {
+  ctx.ParallelFor(0, static_cast<int64_t>(shards_.size()), 1, [&](int64_t e0, int64_t e1) {
+    for (int64_t k = e0; k < e1; ++k) {
+      Entry& e = shards_[static_cast<size_t>(k)];
+      const LocalShard& ls = layout_->local[e.local];
+      params.ClearRow(ls, e.shard.slots());  // the zero row, which the last backward trained
+      e.spans.clear();
+      for (const kernels::BagRun& run : rb.shards[e.local].runs) {
+        // The runs point into this batch's own receive (or send) buffer, which nothing else reads
+        // until the lookup: the ids are rewritten where they arrived.
+        const int64_t begin = run.offsets != nullptr ? run.offsets[0] : 0;
+        int64_t* rows = const_cast<int64_t*>(run.rows) + begin;
+        e.spans.emplace_back(rows, static_cast<size_t>(run.num_ids()));
+      }
+      e.shard.Translate(e.spans,
+                        [&](int32_t slot, int64_t id) { params.InitRowForId(ls, slot, id, seed); });
+    }
+  });
+}
+
+bool DynamicTables::Stats(int32_t table, TableStats* out) const {
+  if (!layout_->tables[table].dynamic) return false;
+  *out = TableStats{};
+  for (const Entry& e : shards_) {
+    const LocalShard& ls = layout_->local[e.local];
+    if (ls.table != table) continue;
+    out->metadata_bytes += e.shard.metadata_bytes();
+    if (ls.col_offset != 0) continue;  // a sibling column shard of a counted block
+    out->size += e.shard.size();
+    out->capacity += e.shard.slots();
+    out->last.Add(e.shard.last());
+    out->total.Add(e.shard.total());
+  }
+  return true;
+}
+
+}  // namespace shardrec::embedding::dynamic

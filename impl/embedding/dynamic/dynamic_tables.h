@@ -1,0 +1,53 @@
+// The dynamic tables of one rank's part of a collection: a DynamicShard per local shard of a
+// dynamic table, and the step that turns the ids those shards received into slots before the
+// lookup (after the input exchange, so after the agreement on bad input).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "impl/core/exec.h"
+#include "impl/embedding/dynamic/dynamic_shard.h"
+#include "impl/embedding/input_dist.h"
+#include "impl/embedding/layout.h"
+#include "impl/embedding/param_store.h"
+
+namespace shardrec::embedding::dynamic {
+
+// This rank's part of one dynamic table. Column shards of one row block hold the same keys and
+// are counted once.
+struct TableStats {
+  int64_t size = 0;
+  int64_t capacity = 0;
+  StepCounts last;
+  StepCounts total;
+  size_t metadata_bytes = 0;  // every local shard's index, slot metadata and sketch
+};
+
+class DynamicTables {
+ public:
+  // One empty DynamicShard per local shard of a dynamic table of `layout` (which must outlive
+  // this).
+  void Init(const Layout& layout);
+  bool empty() const { return shards_.empty(); }
+  // A training forward's translation of `rb` (distributed, unpacked on the host): the zero rows
+  // are cleared (the last backward may have trained them), then every run of a dynamic shard has
+  // its ids replaced by slots; a new row's weights come from the counter generator keyed by
+  // (seed, table, id, column) and its optimizer state is cleared.
+  // Shards are independent (their own ids, runs and rows), so they translate in parallel on
+  // `ctx`; each one's decisions stay those of a sequential walk.
+  void Translate(const ExecContext& ctx, RoutedBatch& rb, ParamStore& params, uint64_t seed);
+  // This rank's part of table `table`; false when it is not dynamic.
+  bool Stats(int32_t table, TableStats* out) const;
+
+ private:
+  struct Entry {
+    int32_t local = 0;  // index into Layout::local
+    DynamicShard shard;
+    std::vector<IdSpan> spans;  // scratch
+  };
+  const Layout* layout_ = nullptr;
+  std::vector<Entry> shards_;
+};
+
+}  // namespace shardrec::embedding::dynamic

@@ -1,0 +1,303 @@
+// Dynamic tables through the C API, what must change nothing or be refused: a batch rejected on
+// any rank inserts nothing anywhere; GPU collections, the node-local and data-parallel sharding
+// types, the full-table accessors, checkpoints and replica syncs refuse dynamic tables; stats of
+// an unknown table are refused; the plan JSON carries the dynamic config; version-2 table config
+// arrays still plan.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "shardrec/checkpoint.h"
+#include "shardrec/plan.h"
+#include "shardrec/replica.h"
+#include "tests/capi/dynamic/dynamic_test_util.h"
+#include "tests/support/spawn_ranks.h"
+
+namespace shardrec::testing {
+namespace {
+
+constexpr float kRtol = 1e-5f, kAtol = 1e-6f;
+
+shardrec_dynamic_table_stats_t StatsOf(shardrec_embedding_t* c, const char* table) {
+  shardrec_dynamic_table_stats_t st;
+  shardrec_dynamic_table_stats_init(&st, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+  EXPECT_EQ(shardrec_embedding_dynamic_stats(c, table, &st), SHARDREC_OK) << shardrec_last_error();
+  return st;
+}
+
+// Rank 1 sends a batch with a negative length between two steps while rank 0's batch is full of
+// new ids: the forward fails on both ranks, no stat moves, and training then goes on exactly as
+// the reference that never saw the batch.
+TEST(DynamicTableRefusal, RejectedBatchInsertsNothingOnAnyRank) {
+  DynScenario s = MakeDynScenario(2, SHARDREC_SHARDING_ROW_WISE, 3, 96, 24);
+  const auto batches = MakeDynBatches(s);
+  const auto grads = MakeGrads(s.base, batches, DynOutputDim(s));
+  const RefRun want = RunReference(s, batches, grads);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+  const int64_t dim = DynOutputDim(s);
+  SpawnRanks(2, [&](int r) {
+    shardrec_embedding_options_t o;
+    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+    o.seed = s.base.seed;
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), &opt, &o), SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr coll(c);
+    const int32_t steps = s.base.steps;
+    for (int32_t step = 0; step <= steps; ++step) {
+      if (step == 2) {
+        const auto t0 = StatsOf(c, "t0"), t1 = StatsOf(c, "t1");
+        RefBatch bad = batches[0][r];
+        for (int64_t& x : bad.ids) x ^= 0x5a5a5a5a5a5a5a5all;  // ids no step has seen
+        if (r == 1) bad.lengths[0] = -1;
+        KjtHolder kjt(bad, s.base.num_features, false);
+        std::vector<float> out(static_cast<size_t>(bad.batch_size * dim));
+        EXPECT_NE(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+                  SHARDREC_OK)
+            << "rank " << r;
+        const auto a0 = StatsOf(c, "t0"), a1 = StatsOf(c, "t1");
+        EXPECT_EQ(std::memcmp(&t0, &a0, sizeof(t0)), 0) << "rank " << r;
+        EXPECT_EQ(std::memcmp(&t1, &a1, sizeof(t1)), 0) << "rank " << r;
+      }
+      const RefBatch& batch = batches[std::min(step, steps - 1)][r];
+      KjtHolder kjt(batch, s.base.num_features, false);
+      std::vector<float> out(static_cast<size_t>(batch.batch_size * dim));
+      ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      std::string first;
+      EXPECT_EQ(CountMismatches(out, want.out[step][r], kRtol, kAtol, &first), 0u)
+          << "rank " << r << " forward " << step << ": " << first;
+      if (step == steps) break;
+      ASSERT_EQ(
+          shardrec_embedding_backward(c, grads[step][r].data(), grads[step][r].size(), nullptr),
+          SHARDREC_OK)
+          << shardrec_last_error();
+    }
+  });
+}
+
+// Two replicas of a one-rank sharding group: replicas may hold different ids in one slot, so a
+// sync refuses (on both ranks, without hanging) until the merge by key exists.
+TEST(DynamicTableRefusal, ReplicaSyncRefuses) {
+  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, 0, 16, 8);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  SpawnRanks(2, [&](int r) {
+    shardrec_mesh_options_t mo;
+    shardrec_mesh_options_init(&mo, SHARDREC_MESH_OPTIONS_VERSION);
+    mo.sharding_group_size = 1;
+    shardrec_mesh_t* mesh = nullptr;
+    ASSERT_EQ(shardrec_mesh_create(&mesh, GroupComm(2, r), &mo), SHARDREC_OK)
+        << shardrec_last_error();
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_mesh_embedding_create(&c, mesh, plan.get(), nullptr, nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+    EXPECT_EQ(shardrec_mesh_sync(mesh, c, SHARDREC_SYNC_WEIGHTS_AND_STATE), SHARDREC_EUNSUPPORTED);
+    EXPECT_NE(std::string(shardrec_last_error()).find("dynamic"), std::string::npos)
+        << shardrec_last_error();
+    shardrec_embedding_destroy(c);
+    shardrec_mesh_destroy(mesh);
+  });
+}
+
+TEST(DynamicTableRefusal, GpuCollectionRefuses) {
+  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, 0, 16, 8);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  shardrec_embedding_options_t o;
+  shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+  o.device_type = SHARDREC_DEVICE_CUDA;
+  shardrec_embedding_t* c = nullptr;
+  EXPECT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, 0), nullptr, &o),
+            SHARDREC_EUNSUPPORTED);
+  EXPECT_NE(std::string(shardrec_last_error()).find("dynamic"), std::string::npos)
+      << shardrec_last_error();
+  EXPECT_EQ(c, nullptr);
+}
+
+TEST(DynamicTableRefusal, OtherShardingTypesRefused) {
+  for (int32_t type : {SHARDREC_SHARDING_DATA_PARALLEL, SHARDREC_SHARDING_TABLE_ROW_WISE,
+                       SHARDREC_SHARDING_TABLE_COLUMN_WISE, SHARDREC_SHARDING_GRID}) {
+    DynScenario s = MakeDynScenario(2, type, 0, 16, 8);
+    const std::string what = "sharding " + std::to_string(type);
+    std::vector<std::string> fnames = {"f0", "f1", "f2"};
+    std::vector<shardrec_feature_config_t> features(3);
+    for (int f = 0; f < 3; ++f) {
+      shardrec_feature_config_init(&features[f], SHARDREC_FEATURE_CONFIG_VERSION);
+      features[f].name = fnames[f].c_str();
+    }
+    shardrec_table_config_t t;
+    shardrec_table_config_init(&t, SHARDREC_TABLE_CONFIG_VERSION);
+    const int32_t feats[] = {0, 1, 2};
+    t.name = "t";
+    t.rows = 16;
+    t.dim = 8;
+    t.features = feats;
+    t.num_features = 3;
+    t.dynamic = &s.dynamic[0];
+    shardrec_table_constraints_t con;
+    shardrec_table_constraints_init(&con, SHARDREC_TABLE_CONSTRAINTS_VERSION);
+    con.table = "t";
+    con.sharding_types = 1u << type;
+    con.min_partition = 4;
+    shardrec_topology_t topo;
+    shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
+    topo.world_size = 2;
+    shardrec_plan_t* plan = nullptr;
+    EXPECT_NE(shardrec_plan_create(&plan, &t, 1, features.data(), 3, &topo, &con, 1), SHARDREC_OK)
+        << what;
+    EXPECT_NE(std::string(shardrec_last_error()).find("dynamic"), std::string::npos)
+        << what << ": " << shardrec_last_error();
+    shardrec_plan_destroy(plan);
+  }
+}
+
+// A hand-written data-parallel plan of a dynamic table, the full-table accessors, checkpoints
+// and table export are refused; stats refuse an unknown table; the plan's JSON keeps the dynamic
+// config, and a plan read back from it hashes the same.
+TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
+  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, 0, 16, 8);
+  s.dynamic[1].eviction = SHARDREC_EVICTION_TTL;
+  s.dynamic[1].ttl_steps = 7;
+  s.dynamic[1].admission_threshold = 3;
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  char* json = nullptr;
+  ASSERT_EQ(shardrec_plan_to_json(plan.get(), &json, nullptr), SHARDREC_OK)
+      << shardrec_last_error();
+  const std::string text(json);
+  shardrec_free(json);
+  EXPECT_NE(
+      text.find("\"dynamic\": {\"eviction\": 3, \"admission_threshold\": 3, \"ttl_steps\": 7}"),
+      std::string::npos)
+      << text;
+  char* stats = nullptr;
+  ASSERT_EQ(shardrec_plan_stats(plan.get(), &stats, nullptr), SHARDREC_OK) << shardrec_last_error();
+  EXPECT_NE(std::string(stats).find("16 (dynamic)"), std::string::npos) << stats;
+  shardrec_free(stats);
+  shardrec_plan_t* back = nullptr;
+  ASSERT_EQ(shardrec_plan_from_json(&back, text.c_str(), text.size()), SHARDREC_OK)
+      << shardrec_last_error();
+  PlanPtr back_ptr(back);
+  uint64_t h1 = 0, h2 = 0;
+  shardrec_plan_hash(plan.get(), &h1);
+  shardrec_plan_hash(back, &h2);
+  EXPECT_EQ(h1, h2);
+
+  shardrec_embedding_options_t o;
+  shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+  // A plan written by hand may shard a dynamic table data-parallel (at world 1 the table-wise
+  // shard is also the data-parallel one): the collection refuses it.
+  {
+    std::string dp = text;
+    const std::string tw = "\"sharding\": \"table_wise\"";
+    dp.replace(dp.find(tw), tw.size(), "\"sharding\": \"data_parallel\"");
+    shardrec_plan_t* dp_plan = nullptr;
+    ASSERT_EQ(shardrec_plan_from_json(&dp_plan, dp.c_str(), dp.size()), SHARDREC_OK)
+        << shardrec_last_error() << "\n"
+        << dp;
+    PlanPtr dp_ptr(dp_plan);
+    shardrec_embedding_t* refused = nullptr;
+    EXPECT_EQ(shardrec_embedding_create(&refused, dp_plan, GroupComm(1, 0), nullptr, &o),
+              SHARDREC_EUNSUPPORTED);
+    EXPECT_NE(std::string(shardrec_last_error()).find("dynamic"), std::string::npos)
+        << shardrec_last_error();
+    EXPECT_EQ(refused, nullptr);
+  }
+  shardrec_embedding_t* c = nullptr;
+  ASSERT_EQ(shardrec_embedding_create(&c, back, GroupComm(1, 0), nullptr, &o), SHARDREC_OK)
+      << shardrec_last_error();
+  CollPtr coll(c);
+  std::vector<float> w(16 * 8);
+  EXPECT_EQ(shardrec_embedding_get_weights(c, "t0", w.data(), w.size()), SHARDREC_EUNSUPPORTED);
+  EXPECT_EQ(shardrec_embedding_set_weights(c, "t0", w.data(), w.size()), SHARDREC_EUNSUPPORTED);
+  // Checkpoints and table export refuse before touching the file system: no checkpoint that
+  // silently loses the id -> row maps.
+  const std::string dir = ::testing::TempDir() + "shardrec_dynamic_refusal_ckpt";
+  EXPECT_EQ(shardrec_checkpoint_save(c, dir.c_str(), nullptr), SHARDREC_EUNSUPPORTED);
+  EXPECT_NE(std::string(shardrec_last_error()).find("dynamic"), std::string::npos)
+      << shardrec_last_error();
+  EXPECT_EQ(shardrec_checkpoint_load(c, dir.c_str(), nullptr), SHARDREC_EUNSUPPORTED);
+  EXPECT_EQ(shardrec_checkpoint_export_table(c, "t0", (dir + ".bin").c_str(), 0),
+            SHARDREC_EUNSUPPORTED);
+  EXPECT_EQ(shardrec_checkpoint_import_table(c, "t0", (dir + ".bin").c_str(), 0),
+            SHARDREC_EUNSUPPORTED);
+  const auto st = StatsOf(c, "t1");
+  EXPECT_EQ(st.size, 0);
+  EXPECT_EQ(st.capacity, 16);
+  EXPECT_EQ(st.load_factor, 0.0);
+  shardrec_dynamic_table_stats_t bad;
+  shardrec_dynamic_table_stats_init(&bad, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+  EXPECT_EQ(shardrec_embedding_dynamic_stats(c, "nope", &bad), SHARDREC_ENOTFOUND);
+  EXPECT_EQ(shardrec_embedding_dynamic_stats(c, "t0", nullptr), SHARDREC_EINVAL);
+}
+
+// shardrec_table_config_t as version 2 of config.h laid it out (before `dynamic`).
+struct TableConfigV2 {
+  uint32_t version;
+  const char* name;
+  int64_t rows;
+  int32_t dim;
+  int32_t pooling;
+  int32_t dtype;
+  const int32_t* features;
+  size_t num_features;
+  int32_t init_kind;
+  float init_low;
+  float init_high;
+  const shardrec_optimizer_config_t* optimizer;
+  const char* const* feature_names;
+  size_t num_feature_names;
+};
+static_assert(sizeof(TableConfigV2) < sizeof(shardrec_table_config_t));
+
+// A caller built against the version-2 header passes an array of the shorter struct: it plans
+// exactly what today's layout plans (fixed tables), read at its own stride.
+TEST(DynamicTableRefusal, VersionTwoTableArraysStillPlan) {
+  const int32_t f0[] = {0}, f1[] = {1};
+  const char* names[] = {"a", "b"};
+  shardrec_feature_config_t features[2];
+  TableConfigV2 old[2] = {};
+  shardrec_table_config_t now[2];
+  for (int i = 0; i < 2; ++i) {
+    shardrec_feature_config_init(&features[i], SHARDREC_FEATURE_CONFIG_VERSION);
+    features[i].name = names[i];
+    shardrec_table_config_init(&now[i], SHARDREC_TABLE_CONFIG_VERSION);
+    now[i].name = names[i];
+    now[i].rows = 10 + 7 * i;
+    now[i].dim = 8;
+    now[i].features = i == 0 ? f0 : f1;
+    now[i].num_features = 1;
+    old[i].version = 2;
+    old[i].name = names[i];
+    old[i].rows = now[i].rows;
+    old[i].dim = 8;
+    old[i].features = now[i].features;
+    old[i].num_features = 1;
+  }
+  shardrec_topology_t topo;
+  shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
+  topo.world_size = 2;
+  shardrec_plan_t *a = nullptr, *b = nullptr;
+  ASSERT_EQ(shardrec_plan_create(&a, now, 2, features, 2, &topo, nullptr, 0), SHARDREC_OK)
+      << shardrec_last_error();
+  PlanPtr pa(a);
+  ASSERT_EQ(shardrec_plan_create(&b, reinterpret_cast<const shardrec_table_config_t*>(old), 2,
+                                 features, 2, &topo, nullptr, 0),
+            SHARDREC_OK)
+      << shardrec_last_error();
+  PlanPtr pb(b);
+  uint64_t ha = 0, hb = 1;
+  shardrec_plan_hash(a, &ha);
+  shardrec_plan_hash(b, &hb);
+  EXPECT_EQ(ha, hb);
+}
+
+}  // namespace
+}  // namespace shardrec::testing

@@ -1,0 +1,333 @@
+// The dynamic-table tests' scenario, reference and C API run (dynamic_test_util.h).
+#include "tests/capi/dynamic/dynamic_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <climits>
+#include <random>
+#include <string>
+#include <tuple>
+
+#include "tests/support/spawn_ranks.h"
+
+namespace shardrec::testing {
+
+DynScenario MakeDynScenario(int32_t world, int32_t sharding, int32_t optimizer, int64_t capacity,
+                            int32_t distinct) {
+  DynScenario s;
+  Scenario& b = s.base;
+  b.world = world;
+  b.ranks_per_node = world;
+  b.num_features = 3;
+  RefTable t0{"t0", capacity, 8, SHARDREC_POOLING_SUM, {0}, SHARDREC_INIT_UNIFORM, -0.5f, 0.5f, 0};
+  RefTable t1{"t1",   capacity, 12, SHARDREC_POOLING_MEAN, {1, 2}, SHARDREC_INIT_UNIFORM,
+              -0.25f, 0.75f,    0};
+  b.tables = {t0, t1};
+  b.sharding = {sharding, sharding};
+  b.min_partition = 4;
+  b.optimizer.type = optimizer;
+  b.optimizer.lr = 0.05f;
+  b.steps = 4;
+  s.dynamic.resize(2);
+  for (auto& d : s.dynamic)
+    shardrec_dynamic_table_config_init(&d, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION);
+  std::mt19937_64 gen(1234);
+  for (int t = 0; t < 2; ++t) {
+    std::vector<int64_t> pool = {
+        0, -1, INT64_MIN, INT64_MAX, int64_t{1} << 40, -(int64_t{1} << 50) + 3};
+    while (static_cast<int32_t>(pool.size()) < distinct) {
+      const auto x = static_cast<int64_t>(gen());
+      if (std::find(pool.begin(), pool.end(), x) == pool.end()) pool.push_back(x);
+    }
+    pool.resize(static_cast<size_t>(distinct));
+    s.pools.push_back(pool);
+  }
+  return s;
+}
+
+std::vector<std::vector<RefBatch>> MakeDynBatches(const DynScenario& s) {
+  const Scenario& b = s.base;
+  std::mt19937_64 gen(b.data_seed);
+  std::vector<int32_t> table_of(b.num_features, 0);
+  for (size_t t = 0; t < b.tables.size(); ++t)
+    for (int32_t f : b.tables[t].features) table_of[f] = static_cast<int32_t>(t);
+  std::vector<std::vector<RefBatch>> out(b.steps, std::vector<RefBatch>(b.world));
+  for (int32_t step = 0; step < b.steps; ++step) {
+    for (int32_t r = 0; r < b.world; ++r) {
+      RefBatch& rb = out[step][r];
+      rb.batch_size = 4;
+      for (int32_t f = 0; f < b.num_features; ++f) {
+        const auto& pool = s.pools[table_of[f]];
+        for (int64_t i = 0; i < rb.batch_size; ++i) {
+          const int32_t len = static_cast<int32_t>(gen() % (b.max_bag + 1));
+          rb.lengths.push_back(len);
+          // Skewed: the first ids of the pool come far more often, so counts and recency differ.
+          for (int32_t k = 0; k < len; ++k) {
+            const size_t a = gen() % pool.size(), c = gen() % pool.size();
+            rb.ids.push_back(pool[std::min(a, c)]);
+            if (b.weighted)
+              rb.weights.push_back(0.25f + 1.5f * static_cast<float>(gen() % 1000) / 1000.0f);
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+int64_t DynOutputDim(const DynScenario& s) {
+  if (s.base.tables[0].pooling == SHARDREC_POOLING_NONE) return s.base.tables[0].dim;
+  int64_t d = 0;
+  for (int32_t f = 0; f < s.base.num_features; ++f)
+    for (const RefTable& t : s.base.tables)
+      for (int32_t g : t.features)
+        if (g == f) d += t.dim;
+  return d;
+}
+
+PlanPtr MakeDynPlan(const DynScenario& s) {
+  const Scenario& b = s.base;
+  std::vector<std::string> fnames;
+  for (int32_t f = 0; f < b.num_features; ++f) fnames.push_back("f" + std::to_string(f));
+  std::vector<shardrec_feature_config_t> features(b.num_features);
+  for (int32_t f = 0; f < b.num_features; ++f) {
+    shardrec_feature_config_init(&features[f], SHARDREC_FEATURE_CONFIG_VERSION);
+    features[f].name = fnames[f].c_str();
+  }
+  std::vector<shardrec_table_config_t> tables(b.tables.size());
+  std::vector<shardrec_table_constraints_t> cons(b.tables.size());
+  for (size_t t = 0; t < b.tables.size(); ++t) {
+    const RefTable& rt = b.tables[t];
+    shardrec_table_config_init(&tables[t], SHARDREC_TABLE_CONFIG_VERSION);
+    tables[t].name = rt.name.c_str();
+    tables[t].rows = rt.rows;
+    tables[t].dim = rt.dim;
+    tables[t].pooling = rt.pooling;
+    tables[t].features = rt.features.data();
+    tables[t].num_features = rt.features.size();
+    tables[t].init_kind = rt.init_kind;
+    tables[t].init_low = rt.init_low;
+    tables[t].init_high = rt.init_high;
+    tables[t].dtype = rt.dtype;
+    tables[t].dynamic = &s.dynamic[t];
+    shardrec_table_constraints_init(&cons[t], SHARDREC_TABLE_CONSTRAINTS_VERSION);
+    cons[t].table = rt.name.c_str();
+    cons[t].sharding_types = 1u << b.sharding[t];
+    cons[t].min_partition = b.min_partition;
+  }
+  shardrec_topology_t topo;
+  shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
+  topo.world_size = b.world;
+  topo.ranks_per_node = b.world;
+  topo.optimizer = b.optimizer.type;
+  shardrec_plan_t* plan = nullptr;
+  EXPECT_EQ(shardrec_plan_create(&plan, tables.data(), tables.size(), features.data(),
+                                 features.size(), &topo, cons.data(), cons.size()),
+            SHARDREC_OK)
+      << shardrec_last_error();
+  return PlanPtr(plan);
+}
+
+DynRun RunDynamic(const DynScenario& s, const std::vector<std::vector<RefBatch>>& batches,
+                  const std::vector<std::vector<std::vector<float>>>& grads) {
+  const Scenario& b = s.base;
+  DynRun run;
+  run.out.assign(b.steps + 1, std::vector<std::vector<float>>(b.world));
+  run.stats.assign(b.world, {});
+  PlanPtr plan = MakeDynPlan(s);
+  if (plan == nullptr) return run;
+  const shardrec_optimizer_config_t opt = ToCOptimizer(b.optimizer);
+  const int64_t dim = DynOutputDim(s);
+  SpawnRanks(b.world, [&](int r) {
+    shardrec_embedding_options_t o;
+    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+    o.seed = b.seed;
+    o.num_threads = b.num_threads;
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(b.world, r), &opt, &o),
+              SHARDREC_OK)
+        << "rank " << r << ": " << shardrec_last_error();
+    CollPtr coll(c);
+    for (int32_t step = 0; step <= b.steps; ++step) {
+      const RefBatch& batch = batches[std::min(step, b.steps - 1)][r];
+      KjtHolder kjt(batch, b.num_features, b.int32_ids);
+      const bool sequence = b.tables[0].pooling == SHARDREC_POOLING_NONE;
+      const size_t rows = sequence ? batch.ids.size() : static_cast<size_t>(batch.batch_size);
+      std::vector<float> out(rows * static_cast<size_t>(dim));
+      if (s.pipelined) {
+        // The input distribution runs on the collection's worker, then the lookup here.
+        ASSERT_EQ(shardrec_embedding_input_dist_start(c, kjt.view(), nullptr), SHARDREC_OK)
+            << "rank " << r << ": " << shardrec_last_error();
+        ASSERT_EQ(shardrec_embedding_input_dist_wait(c, nullptr), SHARDREC_OK)
+            << "rank " << r << ": " << shardrec_last_error();
+        ASSERT_EQ(shardrec_embedding_forward_distributed(c, out.data(), out.size(), nullptr),
+                  SHARDREC_OK)
+            << "rank " << r << ": " << shardrec_last_error();
+      } else {
+        ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+                  SHARDREC_OK)
+            << "rank " << r << ": " << shardrec_last_error();
+      }
+      run.out[step][r] = std::move(out);
+      if (step == b.steps) break;
+      ASSERT_EQ(
+          shardrec_embedding_backward(c, grads[step][r].data(), grads[step][r].size(), nullptr),
+          SHARDREC_OK)
+          << "rank " << r << ": " << shardrec_last_error();
+    }
+    for (const RefTable& t : b.tables) {
+      shardrec_dynamic_table_stats_t st;
+      shardrec_dynamic_table_stats_init(&st, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+      EXPECT_EQ(shardrec_embedding_dynamic_stats(c, t.name.c_str(), &st), SHARDREC_OK)
+          << shardrec_last_error();
+      run.stats[r].push_back(st);
+    }
+  });
+  return run;
+}
+
+namespace {
+
+// The reference's rows of one dynamic table: an ordered map id -> row of the fixed-table
+// reference model, whose row `capacity` is the zero row.
+struct RefDynTable {
+  struct Row {
+    int64_t ref_row;
+    int64_t last;
+    uint64_t count;
+  };
+  std::map<int64_t, Row> rows;
+  std::map<int64_t, uint64_t> seen;  // occurrences of ids without a row
+  std::vector<int64_t> free_rows;
+  RefCounts counts;
+};
+
+}  // namespace
+
+RefRun RunReference(const DynScenario& s, const std::vector<std::vector<RefBatch>>& batches,
+                    const std::vector<std::vector<std::vector<float>>>& grads) {
+  const Scenario& b = s.base;
+  std::vector<RefTable> tables = b.tables;
+  for (RefTable& t : tables) t.rows += 1;  // the zero row last
+  ReferenceModel ref(b.num_features, tables, b.optimizer, b.seed, b.world);
+  std::vector<RefDynTable> dyn(tables.size());
+  std::vector<int32_t> table_of(b.num_features, 0);
+  for (size_t t = 0; t < tables.size(); ++t) {
+    for (int32_t f : tables[t].features) table_of[f] = static_cast<int32_t>(t);
+    for (int64_t r = b.tables[t].rows - 1; r >= 0; --r) dyn[t].free_rows.push_back(r);
+  }
+  const auto clear_row = [&](size_t t, int64_t row) {
+    const int32_t dim = tables[t].dim;
+    for (int32_t c = 0; c < dim; ++c) ref.mutable_weights(t)[row * dim + c] = 0.0f;
+    for (const char* name : {"momentum1", "momentum2"}) {
+      auto& st = ref.mutable_state(t, name);
+      if (st.empty()) continue;
+      const size_t width = st.size() / static_cast<size_t>(tables[t].rows);
+      std::fill(st.begin() + row * width, st.begin() + (row + 1) * width, 0.0f);
+    }
+  };
+  for (size_t t = 0; t < tables.size(); ++t) clear_row(t, b.tables[t].rows);
+  RefRun run;
+  for (int32_t step = 0; step <= b.steps; ++step) {
+    const bool train = step < b.steps;
+    const auto& in = batches[std::min(step, b.steps - 1)];
+    std::vector<RefBatch> mapped = in;
+    for (size_t t = 0; t < tables.size(); ++t) {
+      RefDynTable& d = dyn[t];
+      const shardrec_dynamic_table_config_t& cfg = s.dynamic[t];
+      const int64_t capacity = b.tables[t].rows;
+      const int64_t now = step + 1;
+      std::map<int64_t, uint64_t> occ;
+      for (const RefBatch& rb : in) {
+        size_t pos = 0;
+        for (int32_t f = 0; f < b.num_features; ++f)
+          for (int64_t i = 0; i < rb.batch_size; ++i) {
+            const int32_t len = rb.lengths[f * rb.batch_size + i];
+            if (table_of[f] == static_cast<int32_t>(t))
+              for (int32_t k = 0; k < len; ++k) ++occ[rb.ids[pos + k]];
+            pos += static_cast<size_t>(len);
+          }
+      }
+      std::vector<std::pair<int64_t, uint64_t>> pending;
+      for (const auto& [id, n] : occ) {
+        auto it = d.rows.find(id);
+        if (it != d.rows.end()) {
+          it->second.last = now;
+          it->second.count += n;
+        } else if (cfg.admission_threshold <= 1 ||
+                   (d.seen[id] += n) >= static_cast<uint64_t>(cfg.admission_threshold)) {
+          pending.emplace_back(id, n);
+        } else {
+          ++d.counts.rejected_admission;
+        }
+      }
+      for (const auto& [id, n] : pending) {
+        int64_t row = -1;
+        if (static_cast<int64_t>(d.rows.size()) < capacity) {
+          row = d.free_rows.back();
+          d.free_rows.pop_back();
+        } else if (cfg.eviction != SHARDREC_EVICTION_NONE) {
+          auto victim = d.rows.end();
+          for (auto it = d.rows.begin(); it != d.rows.end(); ++it) {
+            const auto& rw = it->second;
+            if (rw.last == now) continue;
+            if (cfg.eviction == SHARDREC_EVICTION_TTL && now - rw.last <= cfg.ttl_steps) continue;
+            if (victim == d.rows.end()) {
+              victim = it;
+              continue;
+            }
+            const auto& v = victim->second;
+            const bool before =
+                cfg.eviction == SHARDREC_EVICTION_LFU
+                    ? std::tie(rw.count, rw.last, it->first) <
+                          std::tie(v.count, v.last, victim->first)
+                    : std::tie(rw.last, it->first) < std::tie(v.last, victim->first);
+            if (before) victim = it;
+          }
+          if (victim != d.rows.end()) {
+            row = victim->second.ref_row;
+            d.rows.erase(victim);
+            ++d.counts.evicted;
+          }
+        }
+        if (row < 0) {
+          ++d.counts.rejected_full;
+          continue;
+        }
+        d.rows[id] = {row, now, n};
+        ++d.counts.inserted;
+        clear_row(t, row);
+        // The table as configured (rows = capacity, which DEFAULT init depends on).
+        const RefTable& rt = b.tables[t];
+        for (int32_t c = 0; c < rt.dim; ++c)
+          ref.mutable_weights(t)[row * rt.dim + c] =
+              RoundToStorage(RefInitValue(rt, b.seed, static_cast<uint64_t>(id), c), rt.dtype);
+      }
+      for (RefBatch& rb : mapped) {
+        size_t pos = 0;
+        for (int32_t f = 0; f < b.num_features; ++f)
+          for (int64_t i = 0; i < rb.batch_size; ++i) {
+            const int32_t len = rb.lengths[f * rb.batch_size + i];
+            if (table_of[f] == static_cast<int32_t>(t))
+              for (int32_t k = 0; k < len; ++k) {
+                auto it = d.rows.find(rb.ids[pos + k]);
+                rb.ids[pos + k] = it == d.rows.end() ? capacity : it->second.ref_row;
+              }
+            pos += static_cast<size_t>(len);
+          }
+      }
+      d.counts.size = static_cast<int64_t>(d.rows.size());
+    }
+    std::vector<std::vector<float>> outs;
+    for (const RefBatch& rb : mapped) outs.push_back(ref.Forward(rb));
+    run.out.push_back(std::move(outs));
+    if (!train) break;
+    ref.Backward(mapped, grads[step]);
+    for (size_t t = 0; t < tables.size(); ++t) clear_row(t, b.tables[t].rows);
+  }
+  for (const RefDynTable& d : dyn) run.counts.push_back(d.counts);
+  return run;
+}
+
+}  // namespace shardrec::testing

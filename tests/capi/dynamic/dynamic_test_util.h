@@ -1,0 +1,64 @@
+// Shared helpers of the dynamic-table tests: a scenario of raw 64-bit ids, the simple unsharded
+// reference (an ordered map id -> row applying docs/dynamic-tables.md's admission and eviction
+// rules in front of the fixed-table reference model), and the run of a collection through the
+// C API.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "shardrec/config.h"
+#include "shardrec/embedding.h"
+#include "tests/capi/embedding/embedding_test_util.h"
+
+namespace shardrec::testing {
+
+// A Scenario whose tables are dynamic: tables[t].rows is the capacity, ids are drawn from
+// pools[t] (a feature reads one table).
+struct DynScenario {
+  Scenario base;
+  std::vector<shardrec_dynamic_table_config_t> dynamic;  // per table
+  std::vector<std::vector<int64_t>> pools;               // per table: its ids
+  bool pipelined = false;  // forward as input_dist_start / wait / forward_distributed
+};
+
+// Two dynamic tables: t0 (dim 8, SUM, feature f0) and t1 (dim 12, MEAN, features f1 and f2),
+// capacity `capacity` each, uniform init, ids from pools of `distinct` raw 64-bit values
+// (negative, huge and the int64 extremes among them).
+DynScenario MakeDynScenario(int32_t world, int32_t sharding, int32_t optimizer, int64_t capacity,
+                            int32_t distinct);
+
+// The plan of s: every table restricted to its sharding type, dynamic as s.dynamic says.
+PlanPtr MakeDynPlan(const DynScenario& s);
+
+// batches[step][rank], ids from the pools.
+std::vector<std::vector<RefBatch>> MakeDynBatches(const DynScenario& s);
+
+// What a run leaves: per step, per rank, the forward output; per rank, per table, the stats.
+struct DynRun {
+  std::vector<std::vector<std::vector<float>>> out;
+  std::vector<std::vector<shardrec_dynamic_table_stats_t>> stats;
+};
+
+// Trains a collection of s's plan through the C API for s.base.steps steps (forward + backward)
+// and one more forward, which shows the last update.
+DynRun RunDynamic(const DynScenario& s, const std::vector<std::vector<RefBatch>>& batches,
+                  const std::vector<std::vector<std::vector<float>>>& grads);
+
+// The reference of the same steps: per step, per rank, the output; and, summed over the
+// table, the counts of the stats.
+struct RefCounts {
+  int64_t size = 0, inserted = 0, evicted = 0, rejected_admission = 0, rejected_full = 0;
+};
+struct RefRun {
+  std::vector<std::vector<std::vector<float>>> out;
+  std::vector<RefCounts> counts;  // per table, since creation
+};
+RefRun RunReference(const DynScenario& s, const std::vector<std::vector<RefBatch>>& batches,
+                    const std::vector<std::vector<std::vector<float>>>& grads);
+
+// The output dim of s.
+int64_t DynOutputDim(const DynScenario& s);
+
+}  // namespace shardrec::testing
