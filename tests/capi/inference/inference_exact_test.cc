@@ -18,6 +18,7 @@ struct Case {
   Side side;
   int32_t pooling;
   bool weighted;
+  int32_t max_bag = 4;
 };
 
 std::string CaseName(const Case& c) {
@@ -52,7 +53,7 @@ void ExpectWithin(const std::vector<float>& got, const std::vector<float>& want,
 
 void RunCase(const Case& c) {
   SCOPED_TRACE(CaseName(c));
-  const Trained t = TrainAndSave(c.side, c.pooling, c.weighted);
+  const Trained t = TrainAndSave(c.side, c.pooling, c.weighted, c.max_bag);
   const int32_t F = t.s.num_features;
   // AS_TRAINED is the checkpoint's own dtype; FP32 widens it exactly.
   for (int32_t storage : {SHARDREC_SERVING_AS_TRAINED, SHARDREC_SERVING_FP32}) {
@@ -146,6 +147,19 @@ TEST(InferenceExact, SixteenBitTablesServeAsTrainedBitExact) {
     c.side.dtype = dtype;
     c.pooling = SHARDREC_POOLING_SUM;
     c.weighted = true;
+    RunCase(c);
+  }
+}
+
+// Bags longer than the lookup's 64-row chunks continue each sum across chunks in id order.
+TEST(InferenceExact, LongBags) {
+  for (int32_t pooling : {SHARDREC_POOLING_SUM, SHARDREC_POOLING_MEAN}) {
+    Case c;
+    c.side.world = 2;
+    c.side.sharding = SHARDREC_SHARDING_COLUMN_WISE;
+    c.pooling = pooling;
+    c.weighted = pooling == SHARDREC_POOLING_SUM;
+    c.max_bag = 300;
     RunCase(c);
   }
 }
