@@ -1,0 +1,244 @@
+// Serving lookups: per (feature, table) pair a gather of whole rows, prefetched a few ids ahead,
+// each decoded to fp32 by the table's decoder (decode.h; fp32 rows are read in place) and
+// accumulated straight into the output row by a plain vectorisable loop.
+#include "impl/serving/lookup.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "impl/core/check.h"
+#include "impl/core/prefetch.h"
+#include "impl/serving/decode.h"
+#include "impl/serving/sum_rows.h"
+
+namespace shardrec::serving {
+namespace {
+
+// Ids ahead whose rows are prefetched: enough to cover DRAM latency at a few ns per row.
+constexpr size_t kPrefetchAhead = 8;
+
+// acc[c] += w * x[c] (kWeighted) or acc[c] += x[c]: one fp32 multiply and add per element, in id
+// order, as the training kernels (x * 1 would give the same bits but cost a multiply).
+template <bool kWeighted>
+inline void Accumulate(const float* __restrict x, int32_t dim, float w, float* __restrict acc) {
+  for (int32_t c = 0; c < dim; ++c) acc[c] += kWeighted ? w * x[c] : x[c];
+}
+
+struct Ids {
+  const int64_t* v64;
+  const int32_t* v32;
+  int64_t operator[](size_t i) const { return v64 != nullptr ? v64[i] : v32[i]; }
+};
+
+// A table's rows as fp32: in place for fp32, else decoded into `buf`.
+struct RowReader {
+  const Table& t;
+  DecodeFn decode;
+  float* buf;
+  uint8_t* scratch;
+
+  const uint8_t* Address(int64_t row) const {
+    return t.data + static_cast<uint64_t>(row) * t.row_bytes;
+  }
+  void Prefetch(int64_t id) const {
+    if (id >= 0 && id < t.rows) core::PrefetchLines(Address(id), static_cast<int64_t>(t.row_bytes));
+  }
+  const float* Read(int64_t row) const {
+    if (decode == nullptr) return reinterpret_cast<const float*>(Address(row));
+    decode(Address(row), t.dim, buf, scratch);
+    return buf;
+  }
+};
+
+// Resolves an id against the bounds policy: the row to read, or -1 to skip it.
+inline Status Resolve(const Model& m, const Table& t, int32_t f, int64_t b, size_t i, int64_t id,
+                      int64_t* row) {
+  if (id >= 0 && id < t.rows) {
+    *row = id;
+    return Status::Ok();
+  }
+  switch (m.bounds) {
+    case Bounds::kClamp:
+      *row = 0;
+      return Status::Ok();
+    case Bounds::kSkip:
+      *row = -1;
+      return Status::Ok();
+    case Bounds::kError:
+      break;
+  }
+  return Status::InvalidArgument("feature ", m.features[f], " sample ", b, " value position ", i,
+                                 ": id ", id, " is outside table ", t.name, "'s rows [0, ", t.rows,
+                                 ")");
+}
+
+// Rows gathered (and decoded) before they are summed: bounds the scratch of a long bag.
+constexpr size_t kChunkRows = 64;
+
+// Per-call scratch of the pooled path: one chunk's row pointers, weights and decoded rows.
+struct BagScratch {
+  const float* rows[kChunkRows];
+  float weights[kChunkRows];
+  std::vector<float> decoded;  // kChunkRows x the widest dim
+};
+
+// One pooled pair over all samples: bag b of feature f sums into out[b * D + pair.out_offset].
+template <bool kWeighted>
+Status PooledPair(const Model& m, const Request& r, const Pair& p, size_t begin, size_t end,
+                  const Ids& ids, const RowReader& reader, BagScratch* bag, float* out) {
+  const Table& t = m.tables[p.table];
+  const bool mean = t.pooling == Pooling::kMean;
+  const int64_t B = r.batch_size;
+  const int32_t dim = t.dim;
+  static const SumRowsFn sum = HostSumRows();
+  size_t pos = begin;
+  for (int64_t b = 0; b < B; ++b) {
+    const auto len = static_cast<size_t>(r.lengths[static_cast<size_t>(p.feature) * B + b]);
+    float* acc = out + b * m.output_dim + p.out_offset;
+    float div = 0.0f;
+    bool first = true;
+    size_t n = 0;
+    for (size_t i = pos; i < pos + len; ++i) {
+      if (i + kPrefetchAhead < end) reader.Prefetch(ids[i + kPrefetchAhead]);
+      int64_t row = 0;
+      SR_RETURN_IF_ERROR(Resolve(m, t, p.feature, b, i, ids[i], &row));
+      if (row < 0) continue;
+      const float w = kWeighted ? r.weights[i] : 1.0f;
+      if (reader.decode != nullptr) {
+        float* dst = bag->decoded.data() + n * dim;
+        reader.decode(reader.Address(row), dim, dst, reader.scratch);
+        bag->rows[n] = dst;
+      } else {
+        bag->rows[n] = reinterpret_cast<const float*>(reader.Address(row));
+      }
+      bag->weights[n++] = w;
+      div += w;
+      if (n == kChunkRows) {
+        sum(bag->rows, kWeighted ? bag->weights : nullptr, n, dim, first, acc);
+        first = false;
+        n = 0;
+      }
+    }
+    sum(bag->rows, kWeighted ? bag->weights : nullptr, n, dim, first, acc);
+    if (mean)
+      for (int32_t c = 0; c < dim; ++c) acc[c] = div != 0.0f ? acc[c] / div : 0.0f;
+    pos += len;
+  }
+  return Status::Ok();
+}
+
+// The values [begin, end) of feature f, one output row each.
+template <bool kWeighted>
+Status SequenceFeature(const Model& m, const Request& r, int32_t f, size_t begin, size_t end,
+                       const Ids& ids, const RowReader* rows, float* out) {
+  const int32_t dim = static_cast<int32_t>(m.output_dim);
+  const int64_t B = r.batch_size;
+  int64_t b = 0;
+  size_t bag_end = begin;
+  for (size_t i = begin; i < end; ++i) {
+    float* acc = out + i * static_cast<size_t>(dim);
+    std::memset(acc, 0, sizeof(float) * dim);
+    if (rows == nullptr) continue;
+    if (i + kPrefetchAhead < end) rows->Prefetch(ids[i + kPrefetchAhead]);
+    while (i >= bag_end && b < B) bag_end += r.lengths[static_cast<size_t>(f) * B + b++];
+    int64_t row = 0;
+    SR_RETURN_IF_ERROR(Resolve(m, rows->t, f, b - 1, i, ids[i], &row));
+    if (row < 0) continue;
+    Accumulate<kWeighted>(rows->Read(row), dim, kWeighted ? r.weights[i] : 1.0f, acc);
+  }
+  return Status::Ok();
+}
+
+Status CheckRequest(const Model& m, const Request& r, size_t out_len, const float* out) {
+  if (r.num_features != m.features.size())
+    return Status::InvalidArgument("batch has ", r.num_features, " features, the model ",
+                                   m.features.size());
+  if (r.batch_size < 0)
+    return Status::InvalidArgument("batch_size ", r.batch_size, " must not be negative");
+  const auto B = static_cast<uint64_t>(r.batch_size);
+  if (B > (uint64_t{1} << 40) || r.num_lengths != B * r.num_features)
+    return Status::InvalidArgument("batch has ", r.num_lengths, " lengths, expected ",
+                                   r.num_features, " x ", B);
+  if (r.num_lengths > 0 && r.lengths == nullptr)
+    return Status::InvalidArgument("batch lengths must not be NULL");
+  uint64_t total = 0;
+  for (size_t k = 0; k < r.num_lengths; ++k) {
+    if (r.lengths[k] < 0)
+      return Status::InvalidArgument("feature ", m.features[k / B], " sample ", k % B, ": length ",
+                                     r.lengths[k], " is negative");
+    total += static_cast<uint64_t>(r.lengths[k]);
+  }
+  if (total != r.num_values)
+    return Status::InvalidArgument("batch lengths sum to ", total, " but num_values is ",
+                                   r.num_values);
+  if (r.num_values > 0 && r.values == nullptr)
+    return Status::InvalidArgument("batch values must not be NULL");
+  if ((r.weights == nullptr && r.num_weights != 0) ||
+      (r.weights != nullptr && r.num_weights != r.num_values))
+    return Status::InvalidArgument("batch has ", r.num_weights, " weights",
+                                   r.weights == nullptr ? " and NULL weights" : "", " for ",
+                                   r.num_values, " values");
+  const size_t need = OutputSize(m, r);
+  if (out_len != need)
+    return Status::InvalidArgument("out_len is ", out_len, ", the batch's output takes ", need,
+                                   " floats");
+  if (need > 0 && out == nullptr) return Status::InvalidArgument("out must not be NULL");
+  return Status::Ok();
+}
+
+}  // namespace
+
+size_t OutputSize(const Model& m, const Request& r) {
+  const size_t rows = m.sequence ? r.num_values : static_cast<size_t>(r.batch_size);
+  return rows * static_cast<size_t>(m.output_dim);
+}
+
+Status Lookup(const Model& m, const Request& r, float* out, size_t out_len) {
+  SR_RETURN_IF_ERROR(CheckRequest(m, r, out_len, out));
+  const auto B = static_cast<size_t>(r.batch_size);
+  std::vector<size_t> begin(m.features.size() + 1, 0);
+  for (size_t f = 0; f < m.features.size(); ++f) {
+    size_t n = 0;
+    for (size_t b = 0; b < B; ++b) n += static_cast<size_t>(r.lengths[f * B + b]);
+    begin[f + 1] = begin[f] + n;
+  }
+  const Ids ids{r.values_int64 ? static_cast<const int64_t*>(r.values) : nullptr,
+                r.values_int64 ? nullptr : static_cast<const int32_t*>(r.values)};
+  const bool weighted = r.weights != nullptr;
+  // One decode buffer per call (the widest row), so concurrent calls share nothing.
+  int32_t widest = 0;
+  for (const Table& t : m.tables) widest = std::max(widest, t.dim);
+  std::vector<float> buf(static_cast<size_t>(widest));
+  std::vector<uint8_t> scratch(static_cast<size_t>(widest) + 1);
+  auto reader = [&](const Table& t) {
+    return RowReader{t, DecoderFor(t.storage), buf.data(), scratch.data()};
+  };
+  if (m.sequence) {
+    for (size_t f = 0; f < m.features.size(); ++f) {
+      const int32_t ti = m.feature_table[f];
+      const auto fi = static_cast<int32_t>(f);
+      if (ti < 0) {
+        SR_RETURN_IF_ERROR(
+            SequenceFeature<false>(m, r, fi, begin[f], begin[f + 1], ids, nullptr, out));
+        continue;
+      }
+      const RowReader rows = reader(m.tables[ti]);
+      SR_RETURN_IF_ERROR(
+          weighted ? SequenceFeature<true>(m, r, fi, begin[f], begin[f + 1], ids, &rows, out)
+                   : SequenceFeature<false>(m, r, fi, begin[f], begin[f + 1], ids, &rows, out));
+    }
+    return Status::Ok();
+  }
+  BagScratch bag;
+  bag.decoded.resize(kChunkRows * static_cast<size_t>(widest));
+  for (const Pair& p : m.pairs) {
+    const RowReader rows = reader(m.tables[p.table]);
+    const size_t b0 = begin[p.feature], b1 = begin[p.feature + 1];
+    SR_RETURN_IF_ERROR(weighted ? PooledPair<true>(m, r, p, b0, b1, ids, rows, &bag, out)
+                                : PooledPair<false>(m, r, p, b0, b1, ids, rows, &bag, out));
+  }
+  return Status::Ok();
+}
+
+}  // namespace shardrec::serving
