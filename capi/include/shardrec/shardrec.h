@@ -13,6 +13,7 @@
 #include "shardrec/dense.h"
 #include "shardrec/device.h"
 #include "shardrec/embedding.h"
+#include "shardrec/inference.h"
 #include "shardrec/plan.h"
 #include "shardrec/replica.h"
 #include "shardrec/tensor.h"

@@ -1,0 +1,321 @@
+/**
+ * @file shardrec/inference.h
+ * @brief A read-only embedding collection for services: opened from a training checkpoint or a
+ *        serving file, looked up from any number of threads at once, and hot-swapped.
+ *
+ * An inference handle holds one *version* at a time: every table reassembled whole (whatever
+ * plan, world size and mesh wrote the checkpoint), in the storage type asked for, plus the
+ * checkpoint's dense tensors. There is no communicator and no optimizer state.
+ *
+ * Versions and swaps: a version is immutable and reference-counted. Every lookup takes a
+ * reference to the handle's current version when it starts (an atomic load, no mutex) and drops
+ * it when it returns, so it reads exactly one version from its first row to its last.
+ * shardrec_inference_reload opens a newer checkpoint or serving file and swaps it in atomically
+ * while lookups run: lookups that started before the swap finish on the old version; those that
+ * start after it read the new one. The old version's memory is freed when its last reader (a
+ * running lookup, or a snapshot pinned with shardrec_inference_pin) lets it go. Memory during a
+ * swap: the old and the new version are both held until then, so a swap needs at most one
+ * version's memory on top of the one being served (for a serving file opened by mmap, page-cache
+ * pages rather than private memory). Version numbers start at 1 at open and grow by 1 with each
+ * successful reload.
+ *
+ * Storage types (per table, SHARDREC_SERVING_*; docs/serving.md has the error bounds):
+ *  - AS_TRAINED keeps the checkpoint's dtype (fp32, fp16 or bf16): lookups then equal the
+ *    training collection's forward bit for bit.
+ *  - FP32; FP16 and BF16 round each fp32 value to nearest even (relative error at most 2^-11
+ *    for FP16 in its normal range, 2^-8 for BF16).
+ *  - INT8 and INT4 are row-wise (FBGEMM's convention): each row stores an fp32 scale and an fp32
+ *    bias, bias = the row's minimum, scale = (max - min) / (2^bits - 1), q = round((x - bias) /
+ *    scale) to nearest, clamped to [0, 2^bits - 1]; a value reads back as q * scale + bias, within
+ *    scale / 2 of the trained value (plus fp32 rounding of that expression). A row whose values
+ *    are all equal has scale 0 and reads back exactly.
+ * Lookups accumulate in fp32 and dequantize on the fly.
+ *
+ * Sources: a checkpoint directory written by shardrec_checkpoint_save or _save_mesh (manifest and
+ * rank files are read, every record's checksums verified, optimizer states skipped), or a serving
+ * file written by shardrec_inference_save (one file, mapped read-only: zero-copy, and the page
+ * cache is shared between the processes serving the same file; docs/serving-format.md).
+ *
+ * Host only: a device storage or a device batch is refused with SHARDREC_EUNSUPPORTED. Dynamic
+ * tables and their delta exports are not supported yet.
+ *
+ * Thread-safety: lookups, dense-tensor reads, pins and the introspection calls may run from any
+ * number of threads at once on one handle, together with one reload. shardrec_inference_destroy
+ * must not race with any other call on the same handle. Errors are reported per calling thread
+ * (shardrec_last_error); a rejected request never affects another thread's request.
+ */
+#ifndef SHARDREC_INFERENCE_H_
+#define SHARDREC_INFERENCE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardrec/common.h"
+#include "shardrec/tensor.h"
+
+SHARDREC_BEGIN_DECL
+
+/** A read-only, hot-swappable embedding collection for serving (see the file comment). */
+typedef struct shardrec_inference shardrec_inference_t;
+
+/** A pinned snapshot of one version of an inference handle: its tables and dense tensors stay
+ *  valid and unchanged until shardrec_inference_unpin, whatever reloads happen meanwhile. */
+typedef struct shardrec_inference_version shardrec_inference_version_t;
+
+/** How a table's rows are stored for serving (stored as int32_t in option structs). */
+typedef enum shardrec_serving_storage {
+  SHARDREC_SERVING_AS_TRAINED = 0, /**< The checkpoint's dtype (fp32, fp16 or bf16); default. */
+  SHARDREC_SERVING_FP32 = 1,       /**< 4 bytes per value. */
+  SHARDREC_SERVING_FP16 = 2,       /**< IEEE half, rounded to nearest even. */
+  SHARDREC_SERVING_BF16 = 3,       /**< bfloat16, rounded to nearest even. */
+  SHARDREC_SERVING_INT8 = 4,       /**< Row-wise 8-bit: 1 byte per value + 8 bytes per row. */
+  SHARDREC_SERVING_INT4 = 5        /**< Row-wise 4-bit: 2 values per byte + 8 bytes per row. */
+} shardrec_serving_storage_t;
+
+#define SHARDREC_TABLE_STORAGE_VERSION 1u
+
+/** A per-table storage override, by table name. */
+typedef struct shardrec_table_storage {
+  uint32_t version;  /**< SHARDREC_TABLE_STORAGE_VERSION. */
+  const char* table; /**< Table name; must not be NULL; must name a table of the source. */
+  int32_t storage;   /**< A shardrec_serving_storage_t. */
+} shardrec_table_storage_t;
+
+#define SHARDREC_TABLE_STORAGE_INIT \
+  { SHARDREC_TABLE_STORAGE_VERSION, NULL, 0 }
+
+#define SHARDREC_INFERENCE_OPTIONS_VERSION 1u
+
+/** Options of shardrec_inference_open. Zero fields take the documented default. The handle
+ *  keeps a copy (names included) and uses it again for each reload. */
+typedef struct shardrec_inference_options {
+  uint32_t version;        /**< SHARDREC_INFERENCE_OPTIONS_VERSION. */
+  int32_t default_storage; /**< A shardrec_serving_storage_t for tables not overridden; 0 is
+                                AS_TRAINED. Ignored for a serving file, which keeps its own. */
+  const shardrec_table_storage_t* table_storage; /**< Overrides; NULL only when the count is 0.
+                                                      Each table at most once. Ignored for a
+                                                      serving file. */
+  size_t num_table_storage;                      /**< Entries in @ref table_storage. */
+  int32_t bounds_policy; /**< A shardrec_bounds_policy_t (embedding.h); 0 is ERROR. */
+  int32_t device_type;   /**< Must be SHARDREC_DEVICE_HOST (0); anything else is
+                              SHARDREC_EUNSUPPORTED. */
+} shardrec_inference_options_t;
+
+#define SHARDREC_INFERENCE_OPTIONS_INIT \
+  { SHARDREC_INFERENCE_OPTIONS_VERSION, 0, NULL, 0, 0, 0 }
+
+/**
+ * Fills @p options with the defaults of struct version @p version (bindings; C may use
+ * SHARDREC_INFERENCE_OPTIONS_INIT). Thread-safe.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unknown version.
+ */
+SHARDREC_API shardrec_status_t
+shardrec_inference_options_init(shardrec_inference_options_t* options, uint32_t version);
+
+/**
+ * Opens a checkpoint directory or a serving file for serving (see the file comment).
+ * A checkpoint's tables are reassembled whole and converted to their storage types; a serving
+ * file is mapped read-only and its checksums verified before this returns.
+ * @param path    [in] A checkpoint directory or a serving file; must not be NULL or empty.
+ * @param options [in] May be NULL (defaults). Read during the call only; copied.
+ * @param out     [out] Receives the new handle on success (the caller owns it: destroy it with
+ *                shardrec_inference_destroy); set to NULL on failure. Must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for bad arguments or options (an unknown table name or
+ *         storage); SHARDREC_EUNSUPPORTED for a device request; SHARDREC_ENOTFOUND when @p path
+ *         does not exist or a directory has no manifest; SHARDREC_ECORRUPT for a malformed,
+ *         truncated or mismatching file or a checksum that does not match (the message names the
+ *         file and the record); SHARDREC_EIO; SHARDREC_ENOMEM.
+ * Thread-safety: any thread.
+ */
+SHARDREC_API shardrec_status_t shardrec_inference_open(const char* path,
+                                                       const shardrec_inference_options_t* options,
+                                                       shardrec_inference_t** out);
+
+/**
+ * Writes the handle's current version (tables in their storage types, dense tensors) as one
+ * serving file: written to a temporary name beside @p path, fsync'ed, renamed over @p path, and
+ * the directory fsync'ed, so @p path holds either its previous content or the whole new file.
+ * @param inf  [in] Must not be NULL.
+ * @param path [in] File path (its directory must exist); must not be NULL or empty.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments; SHARDREC_EIO when the file cannot be
+ *         written (@p path is then unchanged).
+ * Thread-safety: any thread, concurrently with lookups and a reload (it saves the version that
+ * was current when it started).
+ */
+SHARDREC_API shardrec_status_t shardrec_inference_save(const shardrec_inference_t* inf,
+                                                       const char* path);
+
+/**
+ * Destroys the handle. Snapshots pinned from it stay valid until unpinned.
+ * @param inf [in] Handle, or NULL (no-op). Must not be in use by another thread.
+ */
+SHARDREC_API void shardrec_inference_destroy(shardrec_inference_t* inf);
+
+/**
+ * Width of one output row: the sum of the dims of all (feature, table) pairs for a pooled
+ * collection, the common table dim for a sequence collection (as shardrec_embedding_output_dim).
+ * @param inf [in] Must not be NULL.  @param out [out] Must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_inference_output_dim(const shardrec_inference_t* inf,
+                                                             int64_t* out);
+
+/**
+ * Whether every table is NONE-pooled (one output row per id instead of one per sample).
+ * @param inf [in] Must not be NULL.  @param out [out] Receives 1 or 0; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_inference_is_sequence(const shardrec_inference_t* inf,
+                                                              int32_t* out);
+
+/**
+ * Number of features a batch must carry (the training plan's features, in its order).
+ * @param inf [in] Must not be NULL.  @param out [out] Must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_inference_num_features(const shardrec_inference_t* inf,
+                                                               size_t* out);
+
+/**
+ * Number of tables.
+ * @param inf [in] Must not be NULL.  @param out [out] Must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_inference_num_tables(const shardrec_inference_t* inf,
+                                                             size_t* out);
+
+/**
+ * Describes table @p index (plan order). Every output pointer may be NULL (not wanted).
+ * @param inf     [in] Must not be NULL.
+ * @param index   Table index, below shardrec_inference_num_tables.
+ * @param name    [out] The table's name, owned by the handle, valid while the handle lives.
+ * @param rows    [out] Number of rows.  @param dim [out] Row width.
+ * @param storage [out] The shardrec_serving_storage_t it is served in (never AS_TRAINED: the
+ *                type it resolved to).
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL handle or an index out of range. Thread-safe
+ *         (reloads keep names, rows, dims and storage types).
+ */
+SHARDREC_API shardrec_status_t shardrec_inference_table_info(const shardrec_inference_t* inf,
+                                                             size_t index, const char** name,
+                                                             int64_t* rows, int32_t* dim,
+                                                             int32_t* storage);
+
+/**
+ * The number of the version currently served: 1 after open, +1 per successful reload.
+ * @param inf [in] Must not be NULL.  @param out [out] Must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_inference_version(const shardrec_inference_t* inf,
+                                                          uint64_t* out);
+
+/**
+ * Looks up one batch on the current version, with shardrec_embedding_forward's batch and output
+ * layout (pooled SUM/MEAN with per-id weights: [batch_size, output_dim]; sequence:
+ * [num_values, dim]). Ids outside a table's rows follow the handle's bounds policy.
+ * @param inf         [in] Must not be NULL.
+ * @param batch       [in] Host batch; must not be NULL; borrowed for the call. Its num_features
+ *                    must equal shardrec_inference_num_features.
+ * @param out         [out] The output, overwritten; NULL only when its size is 0. Each thread
+ *                    passes its own.
+ * @param out_len     Number of floats in @p out; must equal the size above.
+ * @param version_out [out] Receives the number of the version that answered; may be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a bad batch (the message names the feature, sample,
+ *         position and id) or a wrong @p out_len (@p out is then unspecified);
+ *         SHARDREC_EUNSUPPORTED for a device batch.
+ * Thread-safety: any number of threads at once, with no lock; see the file comment.
+ */
+SHARDREC_API shardrec_status_t shardrec_inference_lookup(const shardrec_inference_t* inf,
+                                                         const shardrec_kjt_view_t* batch,
+                                                         float* out, size_t out_len,
+                                                         uint64_t* version_out);
+
+/**
+ * Zero-copy read of a dense tensor saved with the checkpoint (shardrec_checkpoint_options_t's
+ * dense tensors, e.g. an MLP's parameters) in the current version. The pointer stays valid until
+ * the handle is destroyed or reloaded (a reload may free it once no reader holds the old
+ * version): to read dense tensors and embeddings of one version safely across reloads, pin a
+ * snapshot and use shardrec_inference_snapshot_dense_tensor.
+ * @param inf         [in] Must not be NULL.
+ * @param name        [in] The dense tensor's name as saved; must not be NULL.
+ * @param data        [out] Receives the read-only floats (NULL when @p count is 0); not NULL.
+ * @param count       [out] Receives the number of floats; must not be NULL.
+ * @param version_out [out] Receives the version number read; may be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments; SHARDREC_ENOTFOUND for an unknown
+ *         name. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_inference_dense_tensor(const shardrec_inference_t* inf,
+                                                               const char* name, const float** data,
+                                                               size_t* count,
+                                                               uint64_t* version_out);
+
+/**
+ * Pins the current version: the snapshot keeps its tables and dense tensors alive and unchanged
+ * (also after reloads, and after the handle is destroyed) until shardrec_inference_unpin. A
+ * request that runs the embedding lookup and the dense layers pins once and uses both through
+ * the snapshot, so it sees one version. Each pinned snapshot holds its version's memory.
+ * @param inf [in] Must not be NULL.
+ * @param out [out] Receives the snapshot (the caller owns it: release it with
+ *            shardrec_inference_unpin); NULL on failure. Must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments; SHARDREC_ENOMEM. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_inference_pin(const shardrec_inference_t* inf,
+                                                      shardrec_inference_version_t** out);
+
+/**
+ * Releases a snapshot; its version is freed if nothing else holds it.
+ * @param ver [in] Snapshot, or NULL (no-op). Must not be in use by another thread.
+ */
+SHARDREC_API void shardrec_inference_unpin(shardrec_inference_version_t* ver);
+
+/**
+ * The version number of a snapshot.
+ * @param ver [in] Must not be NULL.  @param out [out] Must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t
+shardrec_inference_snapshot_version(const shardrec_inference_version_t* ver, uint64_t* out);
+
+/**
+ * shardrec_inference_lookup on a pinned snapshot (same batch, output and errors).
+ * @param ver     [in] Must not be NULL.
+ * @param batch   [in] As for shardrec_inference_lookup.
+ * @param out     [out] As for shardrec_inference_lookup.
+ * @param out_len As for shardrec_inference_lookup.
+ * @return As shardrec_inference_lookup. Thread-safe: any number of threads at once.
+ */
+SHARDREC_API shardrec_status_t
+shardrec_inference_snapshot_lookup(const shardrec_inference_version_t* ver,
+                                   const shardrec_kjt_view_t* batch, float* out, size_t out_len);
+
+/**
+ * shardrec_inference_dense_tensor on a pinned snapshot: the pointer stays valid until the
+ * snapshot is unpinned.
+ * @param ver   [in] Must not be NULL.  @param name [in] Must not be NULL.
+ * @param data  [out] Must not be NULL.  @param count [out] Must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments; SHARDREC_ENOTFOUND for an unknown
+ *         name. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_inference_snapshot_dense_tensor(
+    const shardrec_inference_version_t* ver, const char* name, const float** data, size_t* count);
+
+/**
+ * Opens @p path (a checkpoint directory or a serving file) with the handle's options and swaps
+ * it in as the next version, atomically, while lookups run (see the file comment: requests
+ * started before the swap finish on the old version, whose memory is freed when its last reader
+ * leaves). The new source must have the same features (names and order) and the same tables
+ * (names, rows, dims, pooling, resolved storage types); otherwise nothing
+ * changes. One reload at a time per handle: a reload started while another runs is refused with
+ * SHARDREC_EUSAGE (it does not wait).
+ * @param inf  [in,out] Must not be NULL.
+ * @param path [in] Must not be NULL or empty.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments or a source that does not match;
+ *         SHARDREC_EUSAGE while another reload runs; as shardrec_inference_open for the source
+ *         (SHARDREC_ENOTFOUND, SHARDREC_ECORRUPT, SHARDREC_EIO, SHARDREC_ENOMEM). On any error
+ *         the handle keeps serving its current version.
+ */
+SHARDREC_API shardrec_status_t shardrec_inference_reload(shardrec_inference_t* inf,
+                                                         const char* path);
+
+SHARDREC_END_DECL
+
+#endif /* SHARDREC_INFERENCE_H_ */
