@@ -111,7 +111,9 @@ FuzzBatch Valid(int64_t seed) {
       b.lengths.push_back(len);
       for (int32_t k = 0; k < len; ++k) {
         const int64_t x = (seed * 5 + s * 3 + k) % 13;
-        b.ids.push_back(f == 2 ? x % 5 : (x - 3) * (int64_t{1} << 60) + x);
+        // 13 raw ids spread over the whole int64 range (unsigned: the product wraps).
+        const uint64_t raw = static_cast<uint64_t>(x) * 0x9E3779B97F4A7C15ULL;
+        b.ids.push_back(f == 2 ? x % 5 : static_cast<int64_t>(raw));
       }
     }
   b.view.batch_size = B;
