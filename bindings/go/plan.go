@@ -98,6 +98,8 @@ type TableConfig struct {
 	// planner counts its state and the collection trains the table with it. nil: the
 	// collection's default optimizer.
 	Optimizer *OptimizerConfig
+	// Dynamic makes the table dynamic (raw 64-bit ids, Rows is the capacity); nil: fixed.
+	Dynamic *DynamicTableConfig
 }
 
 // Topology is the sharding group a plan is made for; zero fields mean the defaults.
@@ -289,6 +291,17 @@ func NewPlan(tables []TableConfig, features []FeatureConfig, topo Topology,
 			}
 			err = swig.Bind_plan_spec_set_table_optimizer(spec, o)
 			swig.DeleteOptimizer_config(o)
+			if err != nil {
+				return nil, err
+			}
+		}
+		if t.Dynamic != nil {
+			d, err := newNativeDynamic(t.Dynamic)
+			if err != nil {
+				return nil, err
+			}
+			err = swig.Bind_plan_spec_set_table_dynamic(spec, d)
+			swig.DeleteDynamic_table_config(d)
 			if err != nil {
 				return nil, err
 			}

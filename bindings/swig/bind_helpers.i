@@ -57,6 +57,7 @@ void shardrec_bind_plan_spec_free(shardrec_bind_plan_spec_t* spec) {
     free((void*)spec->tables[i].name);
     free((void*)spec->tables[i].features);
     free((void*)spec->tables[i].optimizer);
+    free((void*)spec->tables[i].dynamic);
     for (k = 0; k < spec->tables[i].num_feature_names; ++k) {
       free((void*)spec->tables[i].feature_names[k]);
     }
@@ -122,6 +123,17 @@ shardrec_status_t shardrec_bind_plan_spec_set_table_optimizer(
   free((void*)t->optimizer);
   t->optimizer = (const shardrec_optimizer_config_t*)sr_bind_memdup(optimizer, sizeof(*optimizer));
   return t->optimizer == NULL ? SHARDREC_ENOMEM : SHARDREC_OK;
+}
+
+/* Makes the table added last a dynamic table configured by @p dynamic (copied). */
+shardrec_status_t shardrec_bind_plan_spec_set_table_dynamic(
+    shardrec_bind_plan_spec_t* spec, const shardrec_dynamic_table_config_t* dynamic) {
+  shardrec_table_config_t* t;
+  if (spec == NULL || spec->num_tables == 0 || dynamic == NULL) return SHARDREC_EINVAL;
+  t = &spec->tables[spec->num_tables - 1];
+  free((void*)t->dynamic);
+  t->dynamic = (const shardrec_dynamic_table_config_t*)sr_bind_memdup(dynamic, sizeof(*dynamic));
+  return t->dynamic == NULL ? SHARDREC_ENOMEM : SHARDREC_OK;
 }
 
 /* Appends a feature, by name, to the table added last (instead of feature indices). */
@@ -346,6 +358,8 @@ shardrec_status_t shardrec_bind_plan_spec_add_table(
     int32_t init_kind, float init_low, float init_high);
 shardrec_status_t shardrec_bind_plan_spec_set_table_optimizer(
     shardrec_bind_plan_spec_t* spec, const shardrec_optimizer_config_t* optimizer);
+shardrec_status_t shardrec_bind_plan_spec_set_table_dynamic(
+    shardrec_bind_plan_spec_t* spec, const shardrec_dynamic_table_config_t* dynamic);
 shardrec_status_t shardrec_bind_plan_spec_add_table_feature_name(shardrec_bind_plan_spec_t* spec,
                                                                  const char* name);
 shardrec_status_t shardrec_bind_plan_spec_add_constraints(

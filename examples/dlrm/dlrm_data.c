@@ -61,6 +61,16 @@ void dlrm_synth_fill(const dlrm_synth_t* s, uint64_t first, int count, float* de
   }
 }
 
+void dlrm_raw_ids(int num_sparse, int count, int64_t* ids) {
+  const size_t n = (size_t)num_sparse * (size_t)count;
+  size_t k;
+  /* mix is a bijection of uint64; the feature in the top bits keys it per feature. */
+  for (k = 0; k < n; ++k) {
+    const uint64_t f = (uint64_t)(k / (size_t)count);
+    ids[k] = (int64_t)mix((uint64_t)ids[k] ^ (f << 56));
+  }
+}
+
 void dlrm_synth_probability(const dlrm_synth_t* s, uint64_t first, int count, float* probs) {
   int i;
   for (i = 0; i < count; ++i) {
@@ -183,7 +193,7 @@ static int parse_line(dlrm_criteo_t* r, int i, int count, const int64_t* rows, f
         return -1;
       }
       ids[(size_t)sparse * (size_t)count + (size_t)i] =
-          (int64_t)(h % (unsigned long long)rows[sparse]);
+          rows == NULL ? (int64_t)h : (int64_t)(h % (unsigned long long)rows[sparse]);
     }
     if (end != NULL) p = end + 1;
   }

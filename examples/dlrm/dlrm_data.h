@@ -40,11 +40,21 @@ void dlrm_synth_fill(const dlrm_synth_t* s, uint64_t first, int count, float* de
 void dlrm_synth_probability(const dlrm_synth_t* s, uint64_t first, int count, float* probs);
 
 /*
+ * Raw 64-bit ids for dynamic tables: replaces each id of ids [num_sparse, count] (the layout of
+ * dlrm_synth_fill) by a 64-bit hash of (feature, id), as production pipelines hash raw
+ * categorical values. The hash is a bijection for each feature, so the stream and its labels
+ * carry the same information; the values cover the whole int64 range (negative ones too).
+ */
+void dlrm_raw_ids(int num_sparse, int count, int64_t* ids);
+
+/*
  * A reader of Criteo's TSV format: "label \t I1..I13 \t C1..C26", exactly 40 tab-separated
  * fields per line: label 0 or 1; I an integer (may be empty or negative) that becomes
  * log(1 + max(x, 0)); C a hexadecimal string (Criteo's are 8 digits; may be empty) that becomes
- * (value mod rows[f]); an empty field is 0. A trailing carriage return is ignored.
- * One reader per thread; open fills every field, close releases them (safe after a failed open).
+ * (value mod rows[f]), or with rows NULL the value itself (up to 16 digits, as a two's
+ * complement int64: raw ids for dynamic tables); an empty field is 0. A trailing carriage return is
+ * ignored. One reader per thread; open fills every field, close releases them (safe after a failed
+ * open).
  */
 typedef struct dlrm_criteo {
   FILE* file;       /* owned */
@@ -66,8 +76,8 @@ int64_t dlrm_criteo_skip(dlrm_criteo_t* r, int64_t lines);
 /*
  * Reads up to @p count lines into the layout of dlrm_synth_fill (dense [count, 13], ids
  * [26, count] feature-major with stride @p count, labels [count]); rows[26] are the table
- * sizes. Returns the number of samples read (< count only at end of file), or -1 on a
- * malformed line with r->error naming the file, the line number and the field.
+ * sizes, or NULL for raw ids (not folded). Returns the number of samples read (< count only at end
+ * of file), or -1 on a malformed line with r->error naming the file, the line number and the field.
  */
 int dlrm_criteo_read(dlrm_criteo_t* r, int count, const int64_t* rows, float* dense, int64_t* ids,
                      float* labels);

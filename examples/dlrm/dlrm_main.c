@@ -6,6 +6,11 @@
  *        rank per process (--rank) meeting through a unique id, for several machines.
  *
  * Data: the synthetic Criteo-shaped stream of dlrm_data.h, or a Criteo TSV file (--criteo).
+ * With --dynamic CAPACITY the categorical features are raw 64-bit ids (the synthetic ids hashed
+ * to 64 bits, or Criteo's hexadecimal values not folded into a range) trained by dynamic tables
+ * of at most CAPACITY rows each (docs/dynamic-tables.md); each report then adds the tables'
+ * rows and evictions. The held-out evaluation is off in that mode: a forward that does not
+ * insert rows does not exist yet, and evaluating must not change the tables.
  * Every report prints the training loss, the progressive-validation AUC and log loss (each
  * batch is scored before it is trained on), step time and samples/s; every --eval-every steps
  * a held-out set disjoint from training is scored with the forward-only pass (AUC, log loss,
@@ -18,6 +23,8 @@
  *             [--rank R --world W [--unique-id HEX] [--unique-id-file PATH]]
  *             [--mpi 1]   (under mpirun: one rank per process on MPI_COMM_WORLD, MPI backend)
  *             [--launcher env] [--save DIR]
+ *             [--dynamic CAPACITY [--eviction none|lru|lfu|ttl] [--ttl-steps N]
+ *              [--admission N]]
  * --launcher env: one rank per process, rank and world from the launcher (torchrun, mpirun,
  * srun; see docs/launch.md), no unique id to ship.
  */
@@ -53,6 +60,11 @@ static const char* g_unique_id_file = NULL;
 static int g_mpi = 0; /* 1: ranks and world from MPI_COMM_WORLD, collectives over MPI */
 static int g_launcher_env = 0;
 static int64_t g_rows[26];
+/* --dynamic: every table's capacity (0: fixed tables) and its eviction and admission. */
+static int64_t g_dynamic = 0;
+static int64_t g_capacity[26];
+static shardrec_dynamic_table_config_t g_dynamic_config = SHARDREC_DYNAMIC_TABLE_CONFIG_INIT;
+static int g_shard_given = 0;
 static shardrec_comm_t* g_comms[MAX_WORLD];
 static dlrm_progress_t g_out;
 static volatile int g_failed;
@@ -107,7 +119,8 @@ static int read_batch(dlrm_criteo_t* r, shardrec_comm_t* comm, int rank, int W, 
   const int B = g_batch;
   int64_t got = -1;
   if (dlrm_criteo_skip(r, (int64_t)rank * B) >= 0) {
-    got = dlrm_criteo_read(r, B, g_rows, dense, ids, labels);
+    /* Dynamic tables take Criteo's hashed values as they are; fixed ones fold them. */
+    got = dlrm_criteo_read(r, B, g_dynamic > 0 ? NULL : g_rows, dense, ids, labels);
     if (got >= 0 && dlrm_criteo_skip(r, (int64_t)(W - 1 - rank) * B) < 0) got = -1;
   }
   if (got < 0) fprintf(stderr, "rank %d: %s\n", rank, r->error);
@@ -157,6 +170,54 @@ static void print_eval(int step, const dlrm_eval_result_t* e) {
   }
 }
 
+/* Dynamic tables: the sums over ranks of each table's stats, printed by rank 0 (collective). */
+enum { kStatSize, kStatCapacity, kStatInserted, kStatEvicted, kStatAdmission, kStatFull, kStats };
+
+static shardrec_status_t print_dynamic(dlrm_t* model, shardrec_comm_t* comm, int rank, int step,
+                                       int summary, int per_table) {
+  int64_t sums[26 * kStats], total[kStats] = {0, 0, 0, 0, 0, 0};
+  int f, k;
+  for (f = 0; f < 26; ++f) {
+    shardrec_dynamic_table_stats_t s = SHARDREC_DYNAMIC_TABLE_STATS_INIT;
+    const shardrec_status_t rc =
+        shardrec_embedding_dynamic_stats(dlrm_embedding(model), dlrm_table_name(model, f), &s);
+    if (rc != SHARDREC_OK) return rc;
+    sums[f * kStats + kStatSize] = s.size;
+    sums[f * kStats + kStatCapacity] = s.capacity;
+    sums[f * kStats + kStatInserted] = s.total_inserted;
+    sums[f * kStats + kStatEvicted] = s.total_evicted;
+    sums[f * kStats + kStatAdmission] = s.total_rejected_admission;
+    sums[f * kStats + kStatFull] = s.total_rejected_full;
+  }
+  /* Each rank holds its row blocks' part; one replica group, so the sums are the tables. */
+  {
+    const shardrec_status_t rc = shardrec_comm_allreduce(
+        comm, sums, sums, 26 * kStats, SHARDREC_DTYPE_INT64, SHARDREC_REDUCE_SUM, NULL);
+    if (rc != SHARDREC_OK) return rc;
+  }
+  if (rank != 0) return SHARDREC_OK;
+  for (f = 0; f < 26; ++f)
+    for (k = 0; k < kStats; ++k) total[k] += sums[f * kStats + k];
+  if (summary)
+    dlrm_progress_line(&g_out,
+                       "step %4d  dynamic tables: %lld rows of %lld slots, inserted %lld, evicted "
+                       "%lld, rejected by admission %lld, rejected full %lld",
+                       step, (long long)total[kStatSize], (long long)total[kStatCapacity],
+                       (long long)total[kStatInserted], (long long)total[kStatEvicted],
+                       (long long)total[kStatAdmission], (long long)total[kStatFull]);
+  for (f = 0; per_table && f < 26; ++f) {
+    const int64_t* t = sums + f * kStats;
+    dlrm_progress_line(&g_out,
+                       "  %-3s %9lld rows of %9lld, inserted %9lld, evicted %9lld, rejected "
+                       "by admission %9lld, full %9lld",
+                       dlrm_table_name(model, f), (long long)t[kStatSize],
+                       (long long)t[kStatCapacity], (long long)t[kStatInserted],
+                       (long long)t[kStatEvicted], (long long)t[kStatAdmission],
+                       (long long)t[kStatFull]);
+  }
+  return SHARDREC_OK;
+}
+
 typedef struct rank_arg {
   int rank;
   shardrec_comm_t* comm;
@@ -190,12 +251,13 @@ static void* run_rank(void* arg) {
     goto out;
   }
   dlrm_config_defaults(&cfg);
-  cfg.rows = g_rows;
+  cfg.rows = g_dynamic > 0 ? g_capacity : g_rows;
   cfg.interaction = g_interaction;
   cfg.shard_size = g_shard;
   cfg.local_batch = B;
   cfg.seed = g_seed;
   cfg.sync_interval = g_sync_every;
+  if (g_dynamic > 0) cfg.dynamic = &g_dynamic_config;
   /* Small buckets, so this small model's dense gradients travel in several pieces that overlap
      the backward (a production model's MLPs fill the default 1 MiB + 25 MiB buckets). */
   cfg.first_bucket_bytes = 32 << 10;
@@ -259,6 +321,7 @@ static void* run_rank(void* arg) {
     } else {
       dlrm_synth_fill(&synth, (uint64_t)step * (uint64_t)B * (uint64_t)W + (uint64_t)rank * B, B,
                       dense, ids, labels);
+      if (g_dynamic > 0) dlrm_raw_ids(26, B, ids);
     }
     CHECK(dlrm_train_step(model, dense, ids, labels, &loss, mine + slot));
     for (i = 0; i < B; ++i) mine[window + slot + (size_t)i] = labels[i];
@@ -298,6 +361,7 @@ static void* run_rank(void* arg) {
         free(scores);
         free(truth);
       }
+      if (g_dynamic > 0) CHECK(print_dynamic(model, comm, rank, step + 1, 1, 0));
       loss_sum = 0;
       period_start = now_seconds();
     }
@@ -315,6 +379,8 @@ static void* run_rank(void* arg) {
   CHECK(shardrec_comm_allreduce(comm, &last_loss, &last_loss, 1, SHARDREC_DTYPE_FLOAT64,
                                 SHARDREC_REDUCE_SUM, NULL));
   last_loss /= W;
+  /* Per table at the end (the summary unless the last report just printed it). */
+  if (g_dynamic > 0) CHECK(print_dynamic(model, comm, rank, step, step % g_report != 0, 1));
   if (g_save != NULL) {
     CHECK(dlrm_save(model, g_save));
     /* The exact held-out AUC of the saved model (evaluated again: a Criteo file may have ended
@@ -351,12 +417,17 @@ static int usage(const char* argv0) {
           "          [--sync-every N] [--criteo FILE] [--seed X] [--plan-tables 0|1]\n"
           "          [--rank R --world W [--unique-id HEX] [--unique-id-file PATH]]\n"
           "          [--launcher env] [--save DIR]\n"
+          "          [--dynamic CAPACITY [--eviction none|lru|lfu|ttl] [--ttl-steps N]\n"
+          "           [--admission N]]\n"
           "  --launcher env: one rank per process, placed by torchrun, mpirun or srun;\n"
           "  --eval-every 0 turns the held-out evaluation off; --sync-every N averages the\n"
           "  replica groups every N steps (1: exact 2D); --rank runs one rank in this process\n"
           "  (rank 0 prints the unique id the others need, or writes it to --unique-id-file);\n"
           "  --mpi 1 under mpirun takes rank and world from MPI_COMM_WORLD (MPI backend);\n"
-          "  --save DIR writes the trained model (tables and dense tensors) for serving\n",
+          "  --save DIR writes the trained model (tables and dense tensors) for serving;\n"
+          "  --dynamic CAPACITY trains raw 64-bit ids with dynamic tables of at most CAPACITY\n"
+          "  rows (default eviction lru, admission 1); it needs one replica group (--shard =\n"
+          "  --world, the default then) and turns the held-out evaluation off\n",
           argv0);
   return 2;
 }
@@ -366,6 +437,8 @@ int main(int argc, char** argv) {
   rank_arg_t args[MAX_WORLD];
   shardrec_comm_options_t comm_options = SHARDREC_COMM_OPTIONS_INIT;
   int i;
+  g_dynamic_config.eviction = SHARDREC_EVICTION_LRU;
+  g_dynamic_config.ttl_steps = 100; /* read with --eviction ttl only */
   for (i = 1; i < argc; i += 2) {
     const char* a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -373,7 +446,7 @@ int main(int argc, char** argv) {
     if (strcmp(a, "--world") == 0)
       g_world = atoi(v);
     else if (strcmp(a, "--shard") == 0)
-      g_shard = atoi(v);
+      g_shard = atoi(v), g_shard_given = 1;
     else if (strcmp(a, "--steps") == 0)
       g_steps = atoi(v);
     else if (strcmp(a, "--batch") == 0)
@@ -404,6 +477,20 @@ int main(int argc, char** argv) {
       g_unique_id_file = v;
     else if (strcmp(a, "--mpi") == 0)
       g_mpi = atoi(v);
+    else if (strcmp(a, "--dynamic") == 0)
+      g_dynamic = atoll(v);
+    else if (strcmp(a, "--admission") == 0)
+      g_dynamic_config.admission_threshold = atoi(v);
+    else if (strcmp(a, "--ttl-steps") == 0)
+      g_dynamic_config.ttl_steps = atoll(v);
+    else if (strcmp(a, "--eviction") == 0 && strcmp(v, "none") == 0)
+      g_dynamic_config.eviction = SHARDREC_EVICTION_NONE;
+    else if (strcmp(a, "--eviction") == 0 && strcmp(v, "lru") == 0)
+      g_dynamic_config.eviction = SHARDREC_EVICTION_LRU;
+    else if (strcmp(a, "--eviction") == 0 && strcmp(v, "lfu") == 0)
+      g_dynamic_config.eviction = SHARDREC_EVICTION_LFU;
+    else if (strcmp(a, "--eviction") == 0 && strcmp(v, "ttl") == 0)
+      g_dynamic_config.eviction = SHARDREC_EVICTION_TTL;
     else if (strcmp(a, "--launcher") == 0 && strcmp(v, "env") == 0)
       g_launcher_env = 1;
     else if (strcmp(a, "--interaction") == 0 && strcmp(v, "dot") == 0)
@@ -434,11 +521,22 @@ int main(int argc, char** argv) {
         shardrec_comm_size(&g_world, args[0].comm) != SHARDREC_OK)
       return 1;
   }
+  if (g_dynamic > 0) {
+    /* One replica group (see dlrm_model.h), and no held-out evaluation (see the top). */
+    if (!g_shard_given) g_shard = g_world;
+    if (g_shard != g_world) {
+      fprintf(stderr, "--dynamic needs one replica group: --shard must equal --world\n");
+      return usage(argv[0]);
+    }
+    g_eval_every = 0;
+  }
   if (g_world < 1 || g_world > MAX_WORLD || g_shard < 1 || g_world % g_shard != 0 || g_steps < 1 ||
       g_batch < 1 || g_report < 1 || g_max_rows < 1 || g_eval_every < 0 || g_eval_batches < 1 ||
-      g_sync_every < 1 || g_rank >= g_world)
+      g_sync_every < 1 || g_rank >= g_world || g_dynamic < 0)
     return usage(argv[0]);
   for (i = 0; i < 26; ++i) g_rows[i] = kCriteoRows[i] < g_max_rows ? kCriteoRows[i] : g_max_rows;
+  /* A table never needs more slots than its feature has distinct values. */
+  for (i = 0; i < 26; ++i) g_capacity[i] = g_rows[i] < g_dynamic ? g_rows[i] : g_dynamic;
   dlrm_progress_init(&g_out, stdout, isatty(STDOUT_FILENO));
   if (g_rank <= 0) {
     printf(
@@ -450,6 +548,14 @@ int main(int argc, char** argv) {
         : g_rank >= 0 ? "one per process"
                       : "threads",
         g_world / g_shard, g_shard, g_batch, g_criteo ? g_criteo : "synthetic Criteo-shaped");
+    if (g_dynamic > 0) {
+      static const char* const kEviction[] = {"none", "LRU", "LFU", "TTL"};
+      printf(
+          "raw 64-bit ids, dynamic tables of at most %lld rows (eviction %s, admission after "
+          "%d sighting(s)); held-out evaluation off\n",
+          (long long)g_dynamic, kEviction[g_dynamic_config.eviction & 3],
+          g_dynamic_config.admission_threshold > 1 ? g_dynamic_config.admission_threshold : 1);
+    }
   }
   if (g_rank >= 0) {
     args[0].rank = g_rank;

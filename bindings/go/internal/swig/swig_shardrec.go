@@ -40,73 +40,73 @@ typedef _gostring_ swig_type_7;
 typedef long long swig_type_8;
 typedef long long swig_type_9;
 typedef _gostring_ swig_type_10;
-typedef _gostring_ swig_type_11;
+typedef long long swig_type_11;
 typedef long long swig_type_12;
-typedef long long swig_type_13;
+typedef _gostring_ swig_type_13;
 typedef _gostring_ swig_type_14;
-typedef _gostring_ swig_type_15;
-typedef _goslice_ swig_type_16;
+typedef long long swig_type_15;
+typedef long long swig_type_16;
 typedef _gostring_ swig_type_17;
-typedef _goslice_ swig_type_18;
+typedef _gostring_ swig_type_18;
 typedef _goslice_ swig_type_19;
 typedef _gostring_ swig_type_20;
 typedef _goslice_ swig_type_21;
-typedef _gostring_ swig_type_22;
-typedef _goslice_ swig_type_23;
-typedef _gostring_ swig_type_24;
-typedef _goslice_ swig_type_25;
-typedef _gostring_ swig_type_26;
-typedef _goslice_ swig_type_27;
-typedef _gostring_ swig_type_28;
-typedef long long swig_type_29;
-typedef _gostring_ swig_type_30;
+typedef _goslice_ swig_type_22;
+typedef _gostring_ swig_type_23;
+typedef _goslice_ swig_type_24;
+typedef _gostring_ swig_type_25;
+typedef _goslice_ swig_type_26;
+typedef _gostring_ swig_type_27;
+typedef _goslice_ swig_type_28;
+typedef _gostring_ swig_type_29;
+typedef _goslice_ swig_type_30;
 typedef _gostring_ swig_type_31;
-typedef _gostring_ swig_type_32;
-typedef long long swig_type_33;
+typedef long long swig_type_32;
+typedef _gostring_ swig_type_33;
 typedef _gostring_ swig_type_34;
-typedef long long swig_type_35;
-typedef _gostring_ swig_type_36;
-typedef long long swig_type_37;
-typedef _gostring_ swig_type_38;
+typedef _gostring_ swig_type_35;
+typedef long long swig_type_36;
+typedef _gostring_ swig_type_37;
+typedef long long swig_type_38;
 typedef _gostring_ swig_type_39;
-typedef _goslice_ swig_type_40;
-typedef long long swig_type_41;
+typedef long long swig_type_40;
+typedef _gostring_ swig_type_41;
 typedef _gostring_ swig_type_42;
 typedef _goslice_ swig_type_43;
-typedef _gostring_ swig_type_44;
-typedef _goslice_ swig_type_45;
-typedef _gostring_ swig_type_46;
-typedef _goslice_ swig_type_47;
-typedef _gostring_ swig_type_48;
-typedef _goslice_ swig_type_49;
-typedef long long swig_type_50;
-typedef long long swig_type_51;
-typedef long long swig_type_52;
+typedef long long swig_type_44;
+typedef _gostring_ swig_type_45;
+typedef _goslice_ swig_type_46;
+typedef _gostring_ swig_type_47;
+typedef _goslice_ swig_type_48;
+typedef _gostring_ swig_type_49;
+typedef _goslice_ swig_type_50;
+typedef _gostring_ swig_type_51;
+typedef _goslice_ swig_type_52;
 typedef long long swig_type_53;
-typedef _gostring_ swig_type_54;
-typedef _goslice_ swig_type_55;
-typedef _gostring_ swig_type_56;
+typedef long long swig_type_54;
+typedef long long swig_type_55;
+typedef long long swig_type_56;
 typedef _gostring_ swig_type_57;
-typedef _gostring_ swig_type_58;
+typedef _goslice_ swig_type_58;
 typedef _gostring_ swig_type_59;
-typedef _goslice_ swig_type_60;
+typedef _gostring_ swig_type_60;
 typedef _gostring_ swig_type_61;
-typedef _goslice_ swig_type_62;
-typedef _gostring_ swig_type_63;
-typedef _goslice_ swig_type_64;
-typedef _gostring_ swig_type_65;
-typedef _goslice_ swig_type_66;
-typedef _gostring_ swig_type_67;
-typedef _goslice_ swig_type_68;
-typedef _gostring_ swig_type_69;
-typedef long long swig_type_70;
-typedef _gostring_ swig_type_71;
-typedef long long swig_type_72;
-typedef _gostring_ swig_type_73;
+typedef _gostring_ swig_type_62;
+typedef _goslice_ swig_type_63;
+typedef _gostring_ swig_type_64;
+typedef _goslice_ swig_type_65;
+typedef _gostring_ swig_type_66;
+typedef _goslice_ swig_type_67;
+typedef _gostring_ swig_type_68;
+typedef _goslice_ swig_type_69;
+typedef _gostring_ swig_type_70;
+typedef _goslice_ swig_type_71;
+typedef _gostring_ swig_type_72;
+typedef long long swig_type_73;
 typedef _gostring_ swig_type_74;
-typedef _goslice_ swig_type_75;
+typedef long long swig_type_75;
 typedef _gostring_ swig_type_76;
-typedef long long swig_type_77;
+typedef _gostring_ swig_type_77;
 typedef _goslice_ swig_type_78;
 typedef _gostring_ swig_type_79;
 typedef long long swig_type_80;
@@ -114,351 +114,380 @@ typedef _goslice_ swig_type_81;
 typedef _gostring_ swig_type_82;
 typedef long long swig_type_83;
 typedef _goslice_ swig_type_84;
-typedef _goslice_ swig_type_85;
-typedef _gostring_ swig_type_86;
-typedef long long swig_type_87;
-typedef long long swig_type_88;
+typedef _gostring_ swig_type_85;
+typedef long long swig_type_86;
+typedef _goslice_ swig_type_87;
+typedef _goslice_ swig_type_88;
 typedef _gostring_ swig_type_89;
-typedef _gostring_ swig_type_90;
-typedef _gostring_ swig_type_91;
+typedef long long swig_type_90;
+typedef long long swig_type_91;
 typedef _gostring_ swig_type_92;
-typedef long long swig_type_93;
-typedef long long swig_type_94;
-typedef long long swig_type_95;
+typedef _gostring_ swig_type_93;
+typedef _gostring_ swig_type_94;
+typedef _gostring_ swig_type_95;
 typedef long long swig_type_96;
 typedef long long swig_type_97;
 typedef long long swig_type_98;
-typedef _gostring_ swig_type_99;
-typedef _gostring_ swig_type_100;
-typedef _goslice_ swig_type_101;
+typedef long long swig_type_99;
+typedef long long swig_type_100;
+typedef long long swig_type_101;
 typedef _gostring_ swig_type_102;
-typedef _goslice_ swig_type_103;
-typedef _gostring_ swig_type_104;
-typedef _goslice_ swig_type_105;
-typedef _gostring_ swig_type_106;
+typedef _gostring_ swig_type_103;
+typedef _goslice_ swig_type_104;
+typedef _gostring_ swig_type_105;
+typedef _goslice_ swig_type_106;
 typedef _gostring_ swig_type_107;
 typedef _goslice_ swig_type_108;
 typedef _gostring_ swig_type_109;
-typedef _goslice_ swig_type_110;
-typedef _gostring_ swig_type_111;
+typedef _gostring_ swig_type_110;
+typedef _goslice_ swig_type_111;
 typedef _gostring_ swig_type_112;
-typedef _gostring_ swig_type_113;
+typedef _goslice_ swig_type_113;
 typedef _gostring_ swig_type_114;
 typedef _gostring_ swig_type_115;
 typedef _gostring_ swig_type_116;
-typedef _goslice_ swig_type_117;
+typedef _gostring_ swig_type_117;
 typedef _gostring_ swig_type_118;
-typedef long long swig_type_119;
-typedef _gostring_ swig_type_120;
+typedef _gostring_ swig_type_119;
+typedef _goslice_ swig_type_120;
 typedef _gostring_ swig_type_121;
-typedef _goslice_ swig_type_122;
+typedef long long swig_type_122;
 typedef _gostring_ swig_type_123;
 typedef _gostring_ swig_type_124;
 typedef _goslice_ swig_type_125;
 typedef _gostring_ swig_type_126;
-typedef _goslice_ swig_type_127;
-typedef _gostring_ swig_type_128;
-typedef long long swig_type_129;
+typedef _gostring_ swig_type_127;
+typedef _goslice_ swig_type_128;
+typedef _gostring_ swig_type_129;
 typedef _goslice_ swig_type_130;
 typedef _gostring_ swig_type_131;
-typedef _gostring_ swig_type_132;
-typedef _gostring_ swig_type_133;
-typedef _goslice_ swig_type_134;
+typedef long long swig_type_132;
+typedef _goslice_ swig_type_133;
+typedef _gostring_ swig_type_134;
 typedef _gostring_ swig_type_135;
 typedef _gostring_ swig_type_136;
-typedef _gostring_ swig_type_137;
-typedef _goslice_ swig_type_138;
+typedef _goslice_ swig_type_137;
+typedef _gostring_ swig_type_138;
 typedef _gostring_ swig_type_139;
-typedef _goslice_ swig_type_140;
+typedef _gostring_ swig_type_140;
 typedef _goslice_ swig_type_141;
 typedef _gostring_ swig_type_142;
-typedef _gostring_ swig_type_143;
-typedef _gostring_ swig_type_144;
+typedef _goslice_ swig_type_143;
+typedef _goslice_ swig_type_144;
 typedef _gostring_ swig_type_145;
 typedef _gostring_ swig_type_146;
 typedef _gostring_ swig_type_147;
-typedef _goslice_ swig_type_148;
+typedef _gostring_ swig_type_148;
 typedef _gostring_ swig_type_149;
 typedef _gostring_ swig_type_150;
-typedef long long swig_type_151;
-typedef _goslice_ swig_type_152;
+typedef _goslice_ swig_type_151;
+typedef _gostring_ swig_type_152;
 typedef _gostring_ swig_type_153;
-typedef _goslice_ swig_type_154;
-typedef _gostring_ swig_type_155;
-typedef long long swig_type_156;
+typedef long long swig_type_154;
+typedef _goslice_ swig_type_155;
+typedef _gostring_ swig_type_156;
 typedef _goslice_ swig_type_157;
-typedef _goslice_ swig_type_158;
+typedef _gostring_ swig_type_158;
 typedef long long swig_type_159;
-typedef long long swig_type_160;
-typedef long long swig_type_161;
+typedef _goslice_ swig_type_160;
+typedef _goslice_ swig_type_161;
 typedef long long swig_type_162;
 typedef long long swig_type_163;
 typedef long long swig_type_164;
-typedef _gostring_ swig_type_165;
-typedef _gostring_ swig_type_166;
-typedef _gostring_ swig_type_167;
-typedef _goslice_ swig_type_168;
+typedef long long swig_type_165;
+typedef long long swig_type_166;
+typedef long long swig_type_167;
+typedef _gostring_ swig_type_168;
 typedef _gostring_ swig_type_169;
-typedef _gostring_ swig_type_170;
-typedef _gostring_ swig_type_171;
-typedef _goslice_ swig_type_172;
-typedef _gostring_ swig_type_173;
-typedef _goslice_ swig_type_174;
-typedef _goslice_ swig_type_175;
-typedef _goslice_ swig_type_176;
-typedef _goslice_ swig_type_177;
-typedef _gostring_ swig_type_178;
-typedef _goslice_ swig_type_179;
-typedef _gostring_ swig_type_180;
-typedef _goslice_ swig_type_181;
-typedef _gostring_ swig_type_182;
-typedef _gostring_ swig_type_183;
-typedef _goslice_ swig_type_184;
-typedef _gostring_ swig_type_185;
-typedef _gostring_ swig_type_186;
-typedef _goslice_ swig_type_187;
-typedef _gostring_ swig_type_188;
-typedef _goslice_ swig_type_189;
-typedef _goslice_ swig_type_190;
-typedef _goslice_ swig_type_191;
-typedef long long swig_type_192;
-typedef long long swig_type_193;
+typedef long long swig_type_170;
+typedef long long swig_type_171;
+typedef long long swig_type_172;
+typedef long long swig_type_173;
+typedef long long swig_type_174;
+typedef long long swig_type_175;
+typedef long long swig_type_176;
+typedef long long swig_type_177;
+typedef long long swig_type_178;
+typedef long long swig_type_179;
+typedef long long swig_type_180;
+typedef long long swig_type_181;
+typedef long long swig_type_182;
+typedef long long swig_type_183;
+typedef long long swig_type_184;
+typedef long long swig_type_185;
+typedef long long swig_type_186;
+typedef long long swig_type_187;
+typedef long long swig_type_188;
+typedef long long swig_type_189;
+typedef long long swig_type_190;
+typedef long long swig_type_191;
+typedef _gostring_ swig_type_192;
+typedef _gostring_ swig_type_193;
 typedef _gostring_ swig_type_194;
 typedef _gostring_ swig_type_195;
-typedef _gostring_ swig_type_196;
+typedef _goslice_ swig_type_196;
 typedef _gostring_ swig_type_197;
 typedef _gostring_ swig_type_198;
 typedef _gostring_ swig_type_199;
-typedef _gostring_ swig_type_200;
+typedef _goslice_ swig_type_200;
 typedef _gostring_ swig_type_201;
-typedef _gostring_ swig_type_202;
-typedef _gostring_ swig_type_203;
-typedef _gostring_ swig_type_204;
-typedef _gostring_ swig_type_205;
+typedef _goslice_ swig_type_202;
+typedef _goslice_ swig_type_203;
+typedef _goslice_ swig_type_204;
+typedef _goslice_ swig_type_205;
 typedef _gostring_ swig_type_206;
-typedef _gostring_ swig_type_207;
+typedef _goslice_ swig_type_207;
 typedef _gostring_ swig_type_208;
-typedef _gostring_ swig_type_209;
+typedef _goslice_ swig_type_209;
 typedef _gostring_ swig_type_210;
 typedef _gostring_ swig_type_211;
-typedef _gostring_ swig_type_212;
-typedef long long swig_type_213;
-typedef _goslice_ swig_type_214;
-typedef _gostring_ swig_type_215;
+typedef _goslice_ swig_type_212;
+typedef _gostring_ swig_type_213;
+typedef _gostring_ swig_type_214;
+typedef _goslice_ swig_type_215;
 typedef _gostring_ swig_type_216;
-typedef _gostring_ swig_type_217;
-typedef _gostring_ swig_type_218;
-typedef _gostring_ swig_type_219;
-typedef _goslice_ swig_type_220;
-typedef _goslice_ swig_type_221;
+typedef _goslice_ swig_type_217;
+typedef _goslice_ swig_type_218;
+typedef _goslice_ swig_type_219;
+typedef long long swig_type_220;
+typedef long long swig_type_221;
 typedef _gostring_ swig_type_222;
-typedef _goslice_ swig_type_223;
+typedef _gostring_ swig_type_223;
 typedef _gostring_ swig_type_224;
-typedef _goslice_ swig_type_225;
+typedef _gostring_ swig_type_225;
 typedef _gostring_ swig_type_226;
-typedef long long swig_type_227;
-typedef long long swig_type_228;
-typedef _goslice_ swig_type_229;
-typedef _goslice_ swig_type_230;
-typedef _goslice_ swig_type_231;
-typedef _goslice_ swig_type_232;
+typedef _gostring_ swig_type_227;
+typedef _gostring_ swig_type_228;
+typedef _gostring_ swig_type_229;
+typedef _gostring_ swig_type_230;
+typedef _gostring_ swig_type_231;
+typedef _gostring_ swig_type_232;
 typedef _gostring_ swig_type_233;
-typedef long long swig_type_234;
-typedef long long swig_type_235;
-typedef _goslice_ swig_type_236;
-typedef _goslice_ swig_type_237;
-typedef _goslice_ swig_type_238;
+typedef _gostring_ swig_type_234;
+typedef _gostring_ swig_type_235;
+typedef _gostring_ swig_type_236;
+typedef _gostring_ swig_type_237;
+typedef _gostring_ swig_type_238;
 typedef _gostring_ swig_type_239;
 typedef _gostring_ swig_type_240;
-typedef _gostring_ swig_type_241;
-typedef _gostring_ swig_type_242;
-typedef _goslice_ swig_type_243;
-typedef _goslice_ swig_type_244;
+typedef long long swig_type_241;
+typedef _goslice_ swig_type_242;
+typedef _gostring_ swig_type_243;
+typedef _gostring_ swig_type_244;
 typedef _gostring_ swig_type_245;
-typedef long long swig_type_246;
-typedef long long swig_type_247;
-typedef _goslice_ swig_type_248;
+typedef _gostring_ swig_type_246;
+typedef _gostring_ swig_type_247;
+typedef _gostring_ swig_type_248;
 typedef _goslice_ swig_type_249;
 typedef _goslice_ swig_type_250;
-typedef _goslice_ swig_type_251;
+typedef _gostring_ swig_type_251;
 typedef _goslice_ swig_type_252;
 typedef _gostring_ swig_type_253;
 typedef _goslice_ swig_type_254;
-typedef _goslice_ swig_type_255;
-typedef _gostring_ swig_type_256;
-typedef _goslice_ swig_type_257;
+typedef _gostring_ swig_type_255;
+typedef long long swig_type_256;
+typedef long long swig_type_257;
 typedef _goslice_ swig_type_258;
-typedef _gostring_ swig_type_259;
-typedef _gostring_ swig_type_260;
+typedef _goslice_ swig_type_259;
+typedef _goslice_ swig_type_260;
 typedef _goslice_ swig_type_261;
-typedef long long swig_type_262;
-typedef _goslice_ swig_type_263;
+typedef _gostring_ swig_type_262;
+typedef long long swig_type_263;
 typedef long long swig_type_264;
-typedef _gostring_ swig_type_265;
-typedef _gostring_ swig_type_266;
+typedef _goslice_ swig_type_265;
+typedef _goslice_ swig_type_266;
 typedef _goslice_ swig_type_267;
 typedef _gostring_ swig_type_268;
-typedef _goslice_ swig_type_269;
-typedef long long swig_type_270;
-typedef long long swig_type_271;
-typedef long long swig_type_272;
-typedef _gostring_ swig_type_273;
+typedef _gostring_ swig_type_269;
+typedef _gostring_ swig_type_270;
+typedef _gostring_ swig_type_271;
+typedef _goslice_ swig_type_272;
+typedef _goslice_ swig_type_273;
 typedef _gostring_ swig_type_274;
-typedef _goslice_ swig_type_275;
+typedef long long swig_type_275;
 typedef long long swig_type_276;
 typedef _goslice_ swig_type_277;
-typedef long long swig_type_278;
-typedef _gostring_ swig_type_279;
-typedef _gostring_ swig_type_280;
+typedef _goslice_ swig_type_278;
+typedef _goslice_ swig_type_279;
+typedef _goslice_ swig_type_280;
 typedef _goslice_ swig_type_281;
 typedef _gostring_ swig_type_282;
-typedef long long swig_type_283;
-typedef long long swig_type_284;
-typedef _goslice_ swig_type_285;
-typedef _gostring_ swig_type_286;
+typedef _goslice_ swig_type_283;
+typedef _goslice_ swig_type_284;
+typedef _gostring_ swig_type_285;
+typedef _goslice_ swig_type_286;
 typedef _goslice_ swig_type_287;
-typedef _goslice_ swig_type_288;
-typedef _goslice_ swig_type_289;
-typedef long long swig_type_290;
+typedef _gostring_ swig_type_288;
+typedef _gostring_ swig_type_289;
+typedef _goslice_ swig_type_290;
 typedef long long swig_type_291;
-typedef long long swig_type_292;
-typedef _goslice_ swig_type_293;
-typedef _goslice_ swig_type_294;
+typedef _goslice_ swig_type_292;
+typedef long long swig_type_293;
+typedef _gostring_ swig_type_294;
 typedef _gostring_ swig_type_295;
 typedef _goslice_ swig_type_296;
-typedef _goslice_ swig_type_297;
-typedef long long swig_type_298;
-typedef _goslice_ swig_type_299;
-typedef _goslice_ swig_type_300;
-typedef _gostring_ swig_type_301;
-typedef _goslice_ swig_type_302;
+typedef _gostring_ swig_type_297;
+typedef _goslice_ swig_type_298;
+typedef long long swig_type_299;
+typedef long long swig_type_300;
+typedef long long swig_type_301;
+typedef _gostring_ swig_type_302;
 typedef _gostring_ swig_type_303;
-typedef _gostring_ swig_type_304;
-typedef _goslice_ swig_type_305;
-typedef _gostring_ swig_type_306;
+typedef _goslice_ swig_type_304;
+typedef long long swig_type_305;
+typedef _goslice_ swig_type_306;
 typedef long long swig_type_307;
 typedef _gostring_ swig_type_308;
 typedef _gostring_ swig_type_309;
-typedef long long swig_type_310;
+typedef _goslice_ swig_type_310;
 typedef _gostring_ swig_type_311;
-typedef _gostring_ swig_type_312;
-typedef _gostring_ swig_type_313;
-typedef long long swig_type_314;
+typedef long long swig_type_312;
+typedef long long swig_type_313;
+typedef _goslice_ swig_type_314;
 typedef _gostring_ swig_type_315;
-typedef long long swig_type_316;
-typedef _gostring_ swig_type_317;
-typedef _gostring_ swig_type_318;
-typedef _goslice_ swig_type_319;
-typedef _gostring_ swig_type_320;
-typedef _goslice_ swig_type_321;
+typedef _goslice_ swig_type_316;
+typedef _goslice_ swig_type_317;
+typedef _goslice_ swig_type_318;
+typedef long long swig_type_319;
+typedef long long swig_type_320;
+typedef long long swig_type_321;
 typedef _goslice_ swig_type_322;
-typedef _gostring_ swig_type_323;
-typedef _goslice_ swig_type_324;
+typedef _goslice_ swig_type_323;
+typedef _gostring_ swig_type_324;
 typedef _goslice_ swig_type_325;
-typedef _gostring_ swig_type_326;
-typedef _goslice_ swig_type_327;
+typedef _goslice_ swig_type_326;
+typedef long long swig_type_327;
 typedef _goslice_ swig_type_328;
-typedef _gostring_ swig_type_329;
+typedef _goslice_ swig_type_329;
 typedef _gostring_ swig_type_330;
-typedef _gostring_ swig_type_331;
+typedef _goslice_ swig_type_331;
 typedef _gostring_ swig_type_332;
-typedef _goslice_ swig_type_333;
-typedef long long swig_type_334;
-typedef _goslice_ swig_type_335;
-typedef _goslice_ swig_type_336;
-typedef long long swig_type_337;
+typedef _gostring_ swig_type_333;
+typedef _goslice_ swig_type_334;
+typedef _gostring_ swig_type_335;
+typedef long long swig_type_336;
+typedef _gostring_ swig_type_337;
 typedef _gostring_ swig_type_338;
-typedef _gostring_ swig_type_339;
-typedef _goslice_ swig_type_340;
-typedef long long swig_type_341;
-typedef _goslice_ swig_type_342;
-typedef _goslice_ swig_type_343;
-typedef long long swig_type_344;
-typedef _gostring_ swig_type_345;
+typedef long long swig_type_339;
+typedef _gostring_ swig_type_340;
+typedef _gostring_ swig_type_341;
+typedef _gostring_ swig_type_342;
+typedef long long swig_type_343;
+typedef _gostring_ swig_type_344;
+typedef long long swig_type_345;
 typedef _gostring_ swig_type_346;
-typedef _goslice_ swig_type_347;
+typedef _gostring_ swig_type_347;
 typedef _goslice_ swig_type_348;
-typedef long long swig_type_349;
-typedef _gostring_ swig_type_350;
+typedef _gostring_ swig_type_349;
+typedef _goslice_ swig_type_350;
 typedef _goslice_ swig_type_351;
-typedef _goslice_ swig_type_352;
-typedef long long swig_type_353;
-typedef _gostring_ swig_type_354;
-typedef long long swig_type_355;
-typedef _gostring_ swig_type_356;
-typedef long long swig_type_357;
+typedef _gostring_ swig_type_352;
+typedef _goslice_ swig_type_353;
+typedef _goslice_ swig_type_354;
+typedef _gostring_ swig_type_355;
+typedef _goslice_ swig_type_356;
+typedef _goslice_ swig_type_357;
 typedef _gostring_ swig_type_358;
-typedef long long swig_type_359;
-typedef _goslice_ swig_type_360;
+typedef _gostring_ swig_type_359;
+typedef _gostring_ swig_type_360;
 typedef _gostring_ swig_type_361;
-typedef long long swig_type_362;
-typedef _goslice_ swig_type_363;
-typedef _gostring_ swig_type_364;
-typedef long long swig_type_365;
-typedef _goslice_ swig_type_366;
+typedef _goslice_ swig_type_362;
+typedef long long swig_type_363;
+typedef _goslice_ swig_type_364;
+typedef _goslice_ swig_type_365;
+typedef long long swig_type_366;
 typedef _gostring_ swig_type_367;
-typedef long long swig_type_368;
+typedef _gostring_ swig_type_368;
 typedef _goslice_ swig_type_369;
-typedef _gostring_ swig_type_370;
+typedef long long swig_type_370;
 typedef _goslice_ swig_type_371;
 typedef _goslice_ swig_type_372;
 typedef long long swig_type_373;
-typedef long long swig_type_374;
+typedef _gostring_ swig_type_374;
 typedef _gostring_ swig_type_375;
 typedef _goslice_ swig_type_376;
 typedef _goslice_ swig_type_377;
-typedef _goslice_ swig_type_378;
-typedef _goslice_ swig_type_379;
+typedef long long swig_type_378;
+typedef _gostring_ swig_type_379;
 typedef _goslice_ swig_type_380;
-typedef _gostring_ swig_type_381;
+typedef _goslice_ swig_type_381;
 typedef long long swig_type_382;
-typedef _goslice_ swig_type_383;
-typedef _gostring_ swig_type_384;
-typedef long long swig_type_385;
+typedef _gostring_ swig_type_383;
+typedef long long swig_type_384;
+typedef _gostring_ swig_type_385;
 typedef long long swig_type_386;
-typedef _goslice_ swig_type_387;
-typedef _gostring_ swig_type_388;
+typedef _gostring_ swig_type_387;
+typedef long long swig_type_388;
 typedef _goslice_ swig_type_389;
-typedef _goslice_ swig_type_390;
+typedef _gostring_ swig_type_390;
 typedef long long swig_type_391;
-typedef long long swig_type_392;
-typedef long long swig_type_393;
-typedef _goslice_ swig_type_394;
-typedef long long swig_type_395;
+typedef _goslice_ swig_type_392;
+typedef _gostring_ swig_type_393;
+typedef long long swig_type_394;
+typedef _goslice_ swig_type_395;
 typedef _gostring_ swig_type_396;
-typedef _goslice_ swig_type_397;
+typedef long long swig_type_397;
 typedef _goslice_ swig_type_398;
-typedef _goslice_ swig_type_399;
-typedef _gostring_ swig_type_400;
-typedef long long swig_type_401;
+typedef _gostring_ swig_type_399;
+typedef _goslice_ swig_type_400;
+typedef _goslice_ swig_type_401;
 typedef long long swig_type_402;
-typedef _goslice_ swig_type_403;
-typedef long long swig_type_404;
-typedef _gostring_ swig_type_405;
-typedef long long swig_type_406;
+typedef long long swig_type_403;
+typedef _gostring_ swig_type_404;
+typedef _goslice_ swig_type_405;
+typedef _goslice_ swig_type_406;
 typedef _goslice_ swig_type_407;
-typedef long long swig_type_408;
-typedef _gostring_ swig_type_409;
-typedef long long swig_type_410;
-typedef _goslice_ swig_type_411;
+typedef _goslice_ swig_type_408;
+typedef _goslice_ swig_type_409;
+typedef _gostring_ swig_type_410;
+typedef long long swig_type_411;
 typedef _goslice_ swig_type_412;
 typedef _gostring_ swig_type_413;
 typedef long long swig_type_414;
-typedef _goslice_ swig_type_415;
-typedef _gostring_ swig_type_416;
-typedef long long swig_type_417;
+typedef long long swig_type_415;
+typedef _goslice_ swig_type_416;
+typedef _gostring_ swig_type_417;
 typedef _goslice_ swig_type_418;
-typedef _gostring_ swig_type_419;
+typedef _goslice_ swig_type_419;
 typedef long long swig_type_420;
-typedef _goslice_ swig_type_421;
+typedef long long swig_type_421;
 typedef long long swig_type_422;
-typedef _gostring_ swig_type_423;
+typedef _goslice_ swig_type_423;
 typedef long long swig_type_424;
 typedef _gostring_ swig_type_425;
-typedef long long swig_type_426;
-typedef _gostring_ swig_type_427;
-typedef long long swig_type_428;
-typedef long long swig_type_429;
+typedef _goslice_ swig_type_426;
+typedef _goslice_ swig_type_427;
+typedef _goslice_ swig_type_428;
+typedef _gostring_ swig_type_429;
+typedef long long swig_type_430;
+typedef long long swig_type_431;
+typedef _goslice_ swig_type_432;
+typedef long long swig_type_433;
+typedef _gostring_ swig_type_434;
+typedef long long swig_type_435;
+typedef _goslice_ swig_type_436;
+typedef long long swig_type_437;
+typedef _gostring_ swig_type_438;
+typedef long long swig_type_439;
+typedef _goslice_ swig_type_440;
+typedef _goslice_ swig_type_441;
+typedef _gostring_ swig_type_442;
+typedef long long swig_type_443;
+typedef _goslice_ swig_type_444;
+typedef _gostring_ swig_type_445;
+typedef long long swig_type_446;
+typedef _goslice_ swig_type_447;
+typedef _gostring_ swig_type_448;
+typedef long long swig_type_449;
+typedef _goslice_ swig_type_450;
+typedef long long swig_type_451;
+typedef _gostring_ swig_type_452;
+typedef long long swig_type_453;
+typedef _gostring_ swig_type_454;
+typedef long long swig_type_455;
+typedef _gostring_ swig_type_456;
+typedef long long swig_type_457;
+typedef long long swig_type_458;
 extern void _wrap_Swig_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_swig_5010cc1c9577d3b9(swig_intgo arg1);
 extern swig_intgo _wrap_OK_swig_5010cc1c9577d3b9(void);
@@ -532,6 +561,21 @@ extern swig_intgo _wrap_optimizer_config_stochastic_rounding_get_swig_5010cc1c95
 extern uintptr_t _wrap_new_optimizer_config_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_optimizer_config_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern swig_type_4 _wrap_optimizer_config_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_EVICTION_NONE_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_EVICTION_LRU_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_EVICTION_LFU_swig_5010cc1c9577d3b9(void);
+extern swig_intgo _wrap_EVICTION_TTL_swig_5010cc1c9577d3b9(void);
+extern void _wrap_dynamic_table_config_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_dynamic_table_config_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_dynamic_table_config_eviction_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_dynamic_table_config_eviction_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_dynamic_table_config_admission_threshold_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_dynamic_table_config_admission_threshold_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_dynamic_table_config_ttl_steps_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_5 arg2);
+extern swig_type_6 _wrap_dynamic_table_config_ttl_steps_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern uintptr_t _wrap_new_dynamic_table_config_swig_5010cc1c9577d3b9(void);
+extern void _wrap_delete_dynamic_table_config_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_7 _wrap_dynamic_table_config_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_Topology_t_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_Topology_t_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_Topology_t_world_size_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
@@ -540,8 +584,8 @@ extern void _wrap_Topology_t_ranks_per_node_set_swig_5010cc1c9577d3b9(uintptr_t 
 extern swig_intgo _wrap_Topology_t_ranks_per_node_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_Topology_t_device_type_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_Topology_t_device_type_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_Topology_t_memory_bytes_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_5 arg2);
-extern swig_type_6 _wrap_Topology_t_memory_bytes_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_Topology_t_memory_bytes_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_8 arg2);
+extern swig_type_9 _wrap_Topology_t_memory_bytes_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_Topology_t_intra_node_bandwidth_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
 extern double _wrap_Topology_t_intra_node_bandwidth_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_Topology_t_inter_node_bandwidth_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
@@ -560,47 +604,47 @@ extern void _wrap_Topology_t_per_id_cost_set_swig_5010cc1c9577d3b9(uintptr_t arg
 extern double _wrap_Topology_t_per_id_cost_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_Topology_t_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_Topology_t_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_7 _wrap_topology_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_10 _wrap_topology_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_comm_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_comm_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_comm_options_timeout_ms_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_8 arg2);
-extern swig_type_9 _wrap_comm_options_timeout_ms_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_comm_options_timeout_ms_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_11 arg2);
+extern swig_type_12 _wrap_comm_options_timeout_ms_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_comm_options_backend_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_comm_options_backend_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_comm_options_device_type_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_comm_options_device_type_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_comm_options_device_index_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_comm_options_device_index_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_comm_options_bind_address_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_10 arg2);
-extern swig_type_11 _wrap_comm_options_bind_address_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_comm_options_store_grace_ms_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_12 arg2);
-extern swig_type_13 _wrap_comm_options_store_grace_ms_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_comm_options_bind_address_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_13 arg2);
+extern swig_type_14 _wrap_comm_options_bind_address_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_comm_options_store_grace_ms_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_15 arg2);
+extern swig_type_16 _wrap_comm_options_store_grace_ms_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_comm_options_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_comm_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_14 _wrap_comm_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_15 _wrap_comm_unique_id_create_swig_5010cc1c9577d3b9(swig_type_16 arg1);
-extern swig_type_17 _wrap_comm_create_swig_5010cc1c9577d3b9(swig_type_18 arg1, swig_type_19 arg2, swig_intgo arg3, swig_intgo arg4, uintptr_t arg5);
-extern swig_type_20 _wrap_comm_create_local_group_swig_5010cc1c9577d3b9(swig_type_21 arg1, uintptr_t arg2);
-extern swig_type_22 _wrap_comm_split_swig_5010cc1c9577d3b9(swig_type_23 arg1, uintptr_t arg2, swig_intgo arg3, swig_intgo arg4);
-extern swig_type_24 _wrap_comm_rank_swig_5010cc1c9577d3b9(swig_type_25 arg1, uintptr_t arg2);
-extern swig_type_26 _wrap_comm_size_swig_5010cc1c9577d3b9(swig_type_27 arg1, uintptr_t arg2);
-extern swig_type_28 _wrap_comm_set_timeout_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_29 arg2);
-extern swig_type_30 _wrap_comm_abort_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_31 _wrap_comm_async_error_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_17 _wrap_comm_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_18 _wrap_comm_unique_id_create_swig_5010cc1c9577d3b9(swig_type_19 arg1);
+extern swig_type_20 _wrap_comm_create_swig_5010cc1c9577d3b9(swig_type_21 arg1, swig_type_22 arg2, swig_intgo arg3, swig_intgo arg4, uintptr_t arg5);
+extern swig_type_23 _wrap_comm_create_local_group_swig_5010cc1c9577d3b9(swig_type_24 arg1, uintptr_t arg2);
+extern swig_type_25 _wrap_comm_split_swig_5010cc1c9577d3b9(swig_type_26 arg1, uintptr_t arg2, swig_intgo arg3, swig_intgo arg4);
+extern swig_type_27 _wrap_comm_rank_swig_5010cc1c9577d3b9(swig_type_28 arg1, uintptr_t arg2);
+extern swig_type_29 _wrap_comm_size_swig_5010cc1c9577d3b9(swig_type_30 arg1, uintptr_t arg2);
+extern swig_type_31 _wrap_comm_set_timeout_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_32 arg2);
+extern swig_type_33 _wrap_comm_abort_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_34 _wrap_comm_async_error_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_comm_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_32 _wrap_comm_allreduce_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_33 arg4, swig_intgo arg5, swig_intgo arg6);
-extern swig_type_34 _wrap_comm_broadcast_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_35 arg3, swig_intgo arg4, swig_intgo arg5);
-extern swig_type_36 _wrap_comm_allgather_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_37 arg4, swig_intgo arg5);
-extern swig_type_38 _wrap_comm_barrier_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_39 _wrap_comm_create_mpi_swig_5010cc1c9577d3b9(swig_type_40 arg1, swig_type_41 arg2, uintptr_t arg3);
-extern swig_type_42 _wrap_comm_create_from_env_swig_5010cc1c9577d3b9(swig_type_43 arg1, uintptr_t arg2);
-extern swig_type_44 _wrap_comm_local_rank_swig_5010cc1c9577d3b9(swig_type_45 arg1, uintptr_t arg2);
-extern swig_type_46 _wrap_comm_local_size_swig_5010cc1c9577d3b9(swig_type_47 arg1, uintptr_t arg2);
-extern swig_type_48 _wrap_comm_bind_local_numa_swig_5010cc1c9577d3b9(swig_type_49 arg1, uintptr_t arg2);
-extern void _wrap_Shard_t_row_offset_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_50 arg2);
-extern swig_type_51 _wrap_Shard_t_row_offset_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_Shard_t_rows_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_52 arg2);
-extern swig_type_53 _wrap_Shard_t_rows_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_35 _wrap_comm_allreduce_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_36 arg4, swig_intgo arg5, swig_intgo arg6);
+extern swig_type_37 _wrap_comm_broadcast_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_38 arg3, swig_intgo arg4, swig_intgo arg5);
+extern swig_type_39 _wrap_comm_allgather_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_40 arg4, swig_intgo arg5);
+extern swig_type_41 _wrap_comm_barrier_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_42 _wrap_comm_create_mpi_swig_5010cc1c9577d3b9(swig_type_43 arg1, swig_type_44 arg2, uintptr_t arg3);
+extern swig_type_45 _wrap_comm_create_from_env_swig_5010cc1c9577d3b9(swig_type_46 arg1, uintptr_t arg2);
+extern swig_type_47 _wrap_comm_local_rank_swig_5010cc1c9577d3b9(swig_type_48 arg1, uintptr_t arg2);
+extern swig_type_49 _wrap_comm_local_size_swig_5010cc1c9577d3b9(swig_type_50 arg1, uintptr_t arg2);
+extern swig_type_51 _wrap_comm_bind_local_numa_swig_5010cc1c9577d3b9(swig_type_52 arg1, uintptr_t arg2);
+extern void _wrap_Shard_t_row_offset_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_53 arg2);
+extern swig_type_54 _wrap_Shard_t_row_offset_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_Shard_t_rows_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_55 arg2);
+extern swig_type_56 _wrap_Shard_t_rows_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_Shard_t_col_offset_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_Shard_t_col_offset_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_Shard_t_cols_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
@@ -609,21 +653,21 @@ extern void _wrap_Shard_t_rank_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_in
 extern swig_intgo _wrap_Shard_t_rank_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_Shard_t_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_Shard_t_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_54 _wrap_plan_from_json_swig_5010cc1c9577d3b9(swig_type_55 arg1, swig_type_56 arg2);
-extern swig_type_57 _wrap_plan_to_json_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_58 _wrap_plan_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_59 _wrap_plan_hash_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_60 arg2);
-extern swig_type_61 _wrap_plan_world_size_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_62 arg2);
-extern swig_type_63 _wrap_plan_ranks_per_node_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_64 arg2);
-extern swig_type_65 _wrap_plan_num_tables_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_66 arg2);
-extern swig_type_67 _wrap_plan_num_features_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_68 arg2);
-extern swig_type_69 _wrap_plan_feature_name_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_70 arg2, swig_voidp arg3);
-extern swig_type_71 _wrap_plan_table_name_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_72 arg2, swig_voidp arg3);
-extern swig_type_73 _wrap_plan_find_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_74 arg2, swig_type_75 arg3);
-extern swig_type_76 _wrap_plan_table_rows_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_77 arg2, swig_type_78 arg3);
-extern swig_type_79 _wrap_plan_table_dim_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_80 arg2, swig_type_81 arg3);
-extern swig_type_82 _wrap_plan_table_sharding_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_83 arg2, swig_type_84 arg3, swig_type_85 arg4);
-extern swig_type_86 _wrap_plan_shard_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_87 arg2, swig_type_88 arg3, uintptr_t arg4);
+extern swig_type_57 _wrap_plan_from_json_swig_5010cc1c9577d3b9(swig_type_58 arg1, swig_type_59 arg2);
+extern swig_type_60 _wrap_plan_to_json_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_61 _wrap_plan_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_62 _wrap_plan_hash_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_63 arg2);
+extern swig_type_64 _wrap_plan_world_size_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_65 arg2);
+extern swig_type_66 _wrap_plan_ranks_per_node_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_67 arg2);
+extern swig_type_68 _wrap_plan_num_tables_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_69 arg2);
+extern swig_type_70 _wrap_plan_num_features_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_71 arg2);
+extern swig_type_72 _wrap_plan_feature_name_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_73 arg2, swig_voidp arg3);
+extern swig_type_74 _wrap_plan_table_name_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_75 arg2, swig_voidp arg3);
+extern swig_type_76 _wrap_plan_find_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_77 arg2, swig_type_78 arg3);
+extern swig_type_79 _wrap_plan_table_rows_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_80 arg2, swig_type_81 arg3);
+extern swig_type_82 _wrap_plan_table_dim_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_83 arg2, swig_type_84 arg3);
+extern swig_type_85 _wrap_plan_table_sharding_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_86 arg2, swig_type_87 arg3, swig_type_88 arg4);
+extern swig_type_89 _wrap_plan_shard_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_90 arg2, swig_type_91 arg3, uintptr_t arg4);
 extern void _wrap_calibrate_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_calibrate_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_calibrate_options_ranks_share_memory_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
@@ -636,7 +680,7 @@ extern void _wrap_calibrate_options_ranks_per_machine_set_swig_5010cc1c9577d3b9(
 extern swig_intgo _wrap_calibrate_options_ranks_per_machine_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_calibrate_options_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_calibrate_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_89 _wrap_calibrate_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_92 _wrap_calibrate_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_calibration_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_calibration_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_calibration_gather_bandwidth_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
@@ -655,17 +699,17 @@ extern void _wrap_calibration_oversubscription_set_swig_5010cc1c9577d3b9(uintptr
 extern double _wrap_calibration_oversubscription_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_calibration_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_calibration_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_90 _wrap_calibration_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_91 _wrap_topology_calibrate_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_92 _wrap_topology_from_comm_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_93 _wrap_calibration_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_94 _wrap_topology_calibrate_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_95 _wrap_topology_from_comm_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
 extern void _wrap_plan_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern swig_intgo _wrap_BOUNDS_ERROR_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_BOUNDS_CLAMP_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_BOUNDS_SKIP_swig_5010cc1c9577d3b9(void);
 extern void _wrap_embedding_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_embedding_options_seed_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_93 arg2);
-extern swig_type_94 _wrap_embedding_options_seed_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_embedding_options_seed_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_96 arg2);
+extern swig_type_97 _wrap_embedding_options_seed_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_embedding_options_bounds_policy_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_bounds_policy_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_embedding_options_num_threads_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
@@ -684,10 +728,10 @@ extern void _wrap_embedding_options_forward_comm_encoding_set_swig_5010cc1c9577d
 extern swig_intgo _wrap_embedding_options_forward_comm_encoding_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_embedding_options_backward_comm_encoding_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_backward_comm_encoding_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_embedding_options_max_batch_size_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_95 arg2);
-extern swig_type_96 _wrap_embedding_options_max_batch_size_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_embedding_options_max_ids_per_batch_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_97 arg2);
-extern swig_type_98 _wrap_embedding_options_max_ids_per_batch_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_embedding_options_max_batch_size_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_98 arg2);
+extern swig_type_99 _wrap_embedding_options_max_batch_size_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_embedding_options_max_ids_per_batch_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_100 arg2);
+extern swig_type_101 _wrap_embedding_options_max_ids_per_batch_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_embedding_options_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_embedding_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern swig_intgo _wrap_COMM_ENCODING_FP32_swig_5010cc1c9577d3b9(void);
@@ -697,42 +741,42 @@ extern swig_intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_NON_FINITE_CHECK_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_NON_FINITE_ALLOW_swig_5010cc1c9577d3b9(void);
-extern swig_type_99 _wrap_embedding_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_100 _wrap_embedding_create_swig_5010cc1c9577d3b9(swig_type_101 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_102 _wrap_embedding_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_103 _wrap_embedding_create_swig_5010cc1c9577d3b9(swig_type_104 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
 extern void _wrap_embedding_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_102 _wrap_embedding_output_dim_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_103 arg2);
-extern swig_type_104 _wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_105 arg2);
-extern swig_type_106 _wrap_embedding_input_dist_wait_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_107 _wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_108 arg2);
-extern swig_type_109 _wrap_embedding_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_110 arg2);
-extern swig_type_111 _wrap_embedding_forward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_112 _wrap_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_113 _wrap_embedding_backward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_114 _wrap_embedding_synchronize_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_115 _wrap_embedding_set_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
-extern swig_type_116 _wrap_embedding_num_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_117 arg2);
-extern swig_type_118 _wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_119 arg2);
-extern swig_type_120 _wrap_embedding_get_weights_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_121 arg2, swig_type_122 arg3);
-extern swig_type_123 _wrap_embedding_set_weights_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_124 arg2, swig_type_125 arg3);
-extern swig_type_126 _wrap_embedding_num_states_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_127 arg2);
-extern swig_type_128 _wrap_embedding_state_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_129 arg2, swig_voidp arg3, swig_type_130 arg4);
-extern swig_type_131 _wrap_embedding_get_state_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_132 arg2, swig_type_133 arg3, swig_type_134 arg4);
-extern swig_type_135 _wrap_embedding_set_state_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_136 arg2, swig_type_137 arg3, swig_type_138 arg4);
-extern swig_type_139 _wrap_embedding_timings_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_140 arg2, swig_type_141 arg3);
-extern swig_type_142 _wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_143 arg2, float arg3);
-extern swig_type_144 _wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_145 arg2, uintptr_t arg3);
-extern swig_type_146 _wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_147 arg2, swig_type_148 arg3);
-extern swig_type_149 _wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_150 arg2, swig_type_151 arg3, swig_voidp arg4, swig_type_152 arg5);
-extern swig_type_153 _wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_154 arg2);
-extern swig_type_155 _wrap_embedding_output_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_156 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_157 arg5, swig_type_158 arg6);
+extern swig_type_105 _wrap_embedding_output_dim_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_106 arg2);
+extern swig_type_107 _wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_108 arg2);
+extern swig_type_109 _wrap_embedding_input_dist_wait_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_110 _wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_111 arg2);
+extern swig_type_112 _wrap_embedding_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_113 arg2);
+extern swig_type_114 _wrap_embedding_forward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_115 _wrap_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_116 _wrap_embedding_backward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_117 _wrap_embedding_synchronize_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_118 _wrap_embedding_set_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
+extern swig_type_119 _wrap_embedding_num_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_120 arg2);
+extern swig_type_121 _wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_122 arg2);
+extern swig_type_123 _wrap_embedding_get_weights_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_124 arg2, swig_type_125 arg3);
+extern swig_type_126 _wrap_embedding_set_weights_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_127 arg2, swig_type_128 arg3);
+extern swig_type_129 _wrap_embedding_num_states_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_130 arg2);
+extern swig_type_131 _wrap_embedding_state_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_132 arg2, swig_voidp arg3, swig_type_133 arg4);
+extern swig_type_134 _wrap_embedding_get_state_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_135 arg2, swig_type_136 arg3, swig_type_137 arg4);
+extern swig_type_138 _wrap_embedding_set_state_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_139 arg2, swig_type_140 arg3, swig_type_141 arg4);
+extern swig_type_142 _wrap_embedding_timings_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_143 arg2, swig_type_144 arg3);
+extern swig_type_145 _wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_146 arg2, float arg3);
+extern swig_type_147 _wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_148 arg2, uintptr_t arg3);
+extern swig_type_149 _wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_150 arg2, swig_type_151 arg3);
+extern swig_type_152 _wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_153 arg2, swig_type_154 arg3, swig_voidp arg4, swig_type_155 arg5);
+extern swig_type_156 _wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_157 arg2);
+extern swig_type_158 _wrap_embedding_output_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_159 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_160 arg5, swig_type_161 arg6);
 extern void _wrap_step_timings_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_step_timings_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_159 arg2);
-extern swig_type_160 _wrap_step_timings_forwards_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_161 arg2);
-extern swig_type_162 _wrap_step_timings_backwards_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_163 arg2);
-extern swig_type_164 _wrap_step_timings_samples_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_162 arg2);
+extern swig_type_163 _wrap_step_timings_forwards_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_164 arg2);
+extern swig_type_165 _wrap_step_timings_backwards_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_166 arg2);
+extern swig_type_167 _wrap_step_timings_samples_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_step_timings_total_seconds_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
 extern double _wrap_step_timings_total_seconds_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_step_timings_collective_seconds_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
@@ -749,10 +793,40 @@ extern void _wrap_step_timings_embedding_comm_seconds_set_swig_5010cc1c9577d3b9(
 extern double _wrap_step_timings_embedding_comm_seconds_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_step_timings_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_step_timings_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_165 _wrap_step_timings_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_166 _wrap_embedding_step_timings_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_167 _wrap_device_count_swig_5010cc1c9577d3b9(swig_type_168 arg1);
-extern swig_type_169 _wrap_device_check_swig_5010cc1c9577d3b9(swig_intgo arg1, swig_intgo arg2);
+extern swig_type_168 _wrap_step_timings_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_169 _wrap_embedding_step_timings_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_dynamic_table_stats_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_dynamic_table_stats_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_size_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_170 arg2);
+extern swig_type_171 _wrap_dynamic_table_stats_size_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_capacity_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_172 arg2);
+extern swig_type_173 _wrap_dynamic_table_stats_capacity_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_load_factor_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
+extern double _wrap_dynamic_table_stats_load_factor_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_inserted_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_174 arg2);
+extern swig_type_175 _wrap_dynamic_table_stats_last_inserted_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_evicted_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_176 arg2);
+extern swig_type_177 _wrap_dynamic_table_stats_last_evicted_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_178 arg2);
+extern swig_type_179 _wrap_dynamic_table_stats_last_rejected_admission_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_rejected_full_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_180 arg2);
+extern swig_type_181 _wrap_dynamic_table_stats_last_rejected_full_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_inserted_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_182 arg2);
+extern swig_type_183 _wrap_dynamic_table_stats_total_inserted_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_evicted_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_184 arg2);
+extern swig_type_185 _wrap_dynamic_table_stats_total_evicted_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_186 arg2);
+extern swig_type_187 _wrap_dynamic_table_stats_total_rejected_admission_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_rejected_full_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_188 arg2);
+extern swig_type_189 _wrap_dynamic_table_stats_total_rejected_full_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_metadata_bytes_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_190 arg2);
+extern swig_type_191 _wrap_dynamic_table_stats_metadata_bytes_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern uintptr_t _wrap_new_dynamic_table_stats_swig_5010cc1c9577d3b9(void);
+extern void _wrap_delete_dynamic_table_stats_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_192 _wrap_dynamic_table_stats_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_193 _wrap_embedding_dynamic_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_194 arg2, uintptr_t arg3);
+extern swig_type_195 _wrap_device_count_swig_5010cc1c9577d3b9(swig_type_196 arg1);
+extern swig_type_197 _wrap_device_check_swig_5010cc1c9577d3b9(swig_intgo arg1, swig_intgo arg2);
 extern void _wrap_mesh_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_mesh_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_mesh_options_sharding_group_size_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
@@ -767,21 +841,21 @@ extern void _wrap_mesh_options_sync_mode_set_swig_5010cc1c9577d3b9(uintptr_t arg
 extern swig_intgo _wrap_mesh_options_sync_mode_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_mesh_options_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_mesh_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_170 _wrap_mesh_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_171 _wrap_mesh_create_swig_5010cc1c9577d3b9(swig_type_172 arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_198 _wrap_mesh_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_199 _wrap_mesh_create_swig_5010cc1c9577d3b9(swig_type_200 arg1, uintptr_t arg2, uintptr_t arg3);
 extern void _wrap_mesh_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_173 _wrap_mesh_coords_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_174 arg2, swig_type_175 arg3, swig_type_176 arg4, swig_type_177 arg5);
-extern swig_type_178 _wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(swig_type_179 arg1, uintptr_t arg2);
-extern swig_type_180 _wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(swig_type_181 arg1, uintptr_t arg2);
-extern swig_type_182 _wrap_mesh_describe_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_183 _wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(swig_type_184 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
-extern swig_type_185 _wrap_mesh_sync_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
-extern swig_type_186 _wrap_mesh_step_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_187 arg3);
-extern swig_type_188 _wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_189 arg2, swig_type_190 arg3, swig_type_191 arg4);
+extern swig_type_201 _wrap_mesh_coords_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_202 arg2, swig_type_203 arg3, swig_type_204 arg4, swig_type_205 arg5);
+extern swig_type_206 _wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(swig_type_207 arg1, uintptr_t arg2);
+extern swig_type_208 _wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(swig_type_209 arg1, uintptr_t arg2);
+extern swig_type_210 _wrap_mesh_describe_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_211 _wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(swig_type_212 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_213 _wrap_mesh_sync_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
+extern swig_type_214 _wrap_mesh_step_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_215 arg3);
+extern swig_type_216 _wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_217 arg2, swig_type_218 arg3, swig_type_219 arg4);
 extern void _wrap_checkpoint_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_checkpoint_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_192 arg2);
-extern swig_type_193 _wrap_checkpoint_options_num_dense_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern void _wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_220 arg2);
+extern swig_type_221 _wrap_checkpoint_options_num_dense_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_checkpoint_options_reset_optimizer_state_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern void _wrap_checkpoint_options_allow_dtype_change_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
@@ -792,100 +866,101 @@ extern void _wrap_checkpoint_options_allow_partial_load_set_swig_5010cc1c9577d3b
 extern swig_intgo _wrap_checkpoint_options_allow_partial_load_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_new_checkpoint_options_swig_5010cc1c9577d3b9(void);
 extern void _wrap_delete_checkpoint_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_194 _wrap_checkpoint_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_195 _wrap_checkpoint_save_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_196 arg2, uintptr_t arg3);
-extern swig_type_197 _wrap_checkpoint_load_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_198 arg2, uintptr_t arg3);
-extern swig_type_199 _wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_200 arg3, uintptr_t arg4);
-extern swig_type_201 _wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_202 arg3, uintptr_t arg4);
-extern swig_type_203 _wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_204 arg2, swig_type_205 arg3, swig_intgo arg4);
-extern swig_type_206 _wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_207 arg2, swig_type_208 arg3, swig_intgo arg4);
+extern swig_type_222 _wrap_checkpoint_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_223 _wrap_checkpoint_save_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_224 arg2, uintptr_t arg3);
+extern swig_type_225 _wrap_checkpoint_load_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_226 arg2, uintptr_t arg3);
+extern swig_type_227 _wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_228 arg3, uintptr_t arg4);
+extern swig_type_229 _wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_230 arg3, uintptr_t arg4);
+extern swig_type_231 _wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_232 arg2, swig_type_233 arg3, swig_intgo arg4);
+extern swig_type_234 _wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_235 arg2, swig_type_236 arg3, swig_intgo arg4);
 extern uintptr_t _wrap_bind_plan_spec_new_swig_5010cc1c9577d3b9(void);
 extern void _wrap_bind_plan_spec_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
 extern uintptr_t _wrap_bind_plan_spec_topology_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_209 _wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_210 arg2, float arg3);
-extern swig_type_211 _wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_212 arg2, swig_type_213 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_214 arg7, swig_intgo arg8, float arg9, float arg10);
-extern swig_type_215 _wrap_bind_plan_spec_set_table_optimizer_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_216 _wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_217 arg2);
-extern swig_type_218 _wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_219 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_220 arg5, swig_type_221 arg6);
-extern swig_type_222 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_223 arg2);
-extern swig_type_224 _wrap_bind_plan_create_swig_5010cc1c9577d3b9(swig_type_225 arg1, uintptr_t arg2);
-extern swig_type_226 _wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_227 arg2, swig_type_228 arg3, swig_type_229 arg4, swig_type_230 arg5, swig_type_231 arg6, swig_type_232 arg7);
-extern swig_type_233 _wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_234 arg2, swig_type_235 arg3, swig_type_236 arg4, swig_type_237 arg5, swig_type_238 arg6);
-extern swig_type_239 _wrap_bind_device_plugin_path_swig_5010cc1c9577d3b9(swig_voidp arg1);
-extern swig_type_240 _wrap_bind_checkpoint_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_241 arg3, uintptr_t arg4, swig_type_242 arg5, swig_type_243 arg6, swig_type_244 arg7, swig_intgo arg8);
-extern swig_type_245 _wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_246 arg2, swig_type_247 arg3, swig_type_248 arg4, swig_type_249 arg5, swig_type_250 arg6, swig_type_251 arg7, swig_type_252 arg8);
-extern swig_type_253 _wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_254 arg2, swig_type_255 arg3);
-extern swig_type_256 _wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_257 arg2, swig_type_258 arg3);
+extern swig_type_237 _wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_238 arg2, float arg3);
+extern swig_type_239 _wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_240 arg2, swig_type_241 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_242 arg7, swig_intgo arg8, float arg9, float arg10);
+extern swig_type_243 _wrap_bind_plan_spec_set_table_optimizer_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_244 _wrap_bind_plan_spec_set_table_dynamic_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_245 _wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_246 arg2);
+extern swig_type_247 _wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_248 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_249 arg5, swig_type_250 arg6);
+extern swig_type_251 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_252 arg2);
+extern swig_type_253 _wrap_bind_plan_create_swig_5010cc1c9577d3b9(swig_type_254 arg1, uintptr_t arg2);
+extern swig_type_255 _wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_256 arg2, swig_type_257 arg3, swig_type_258 arg4, swig_type_259 arg5, swig_type_260 arg6, swig_type_261 arg7);
+extern swig_type_262 _wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_263 arg2, swig_type_264 arg3, swig_type_265 arg4, swig_type_266 arg5, swig_type_267 arg6);
+extern swig_type_268 _wrap_bind_device_plugin_path_swig_5010cc1c9577d3b9(swig_voidp arg1);
+extern swig_type_269 _wrap_bind_checkpoint_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_270 arg3, uintptr_t arg4, swig_type_271 arg5, swig_type_272 arg6, swig_type_273 arg7, swig_intgo arg8);
+extern swig_type_274 _wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_275 arg2, swig_type_276 arg3, swig_type_277 arg4, swig_type_278 arg5, swig_type_279 arg6, swig_type_280 arg7, swig_type_281 arg8);
+extern swig_type_282 _wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_283 arg2, swig_type_284 arg3);
+extern swig_type_285 _wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_286 arg2, swig_type_287 arg3);
 extern swig_intgo _wrap_ACTIVATION_NONE_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_ACTIVATION_RELU_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_ACTIVATION_SIGMOID_swig_5010cc1c9577d3b9(void);
-extern swig_type_259 _wrap_dense_set_blas_threads_swig_5010cc1c9577d3b9(swig_intgo arg1);
+extern swig_type_288 _wrap_dense_set_blas_threads_swig_5010cc1c9577d3b9(swig_intgo arg1);
 extern swig_intgo _wrap_DENSE_MATH_FP32_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_DENSE_MATH_TF32_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_DENSE_MATH_BF16_swig_5010cc1c9577d3b9(void);
 extern void _wrap_mlp_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_260 _wrap_mlp_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_261 arg2, swig_type_262 arg3, swig_type_263 arg4, swig_type_264 arg5);
-extern swig_type_265 _wrap_mlp_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_266 _wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_267 arg2);
-extern swig_type_268 _wrap_dcn_create_swig_5010cc1c9577d3b9(swig_type_269 arg1, swig_type_270 arg2, swig_intgo arg3, swig_type_271 arg4, swig_type_272 arg5, swig_type_273 arg6);
+extern swig_type_289 _wrap_mlp_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_290 arg2, swig_type_291 arg3, swig_type_292 arg4, swig_type_293 arg5);
+extern swig_type_294 _wrap_mlp_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_295 _wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_296 arg2);
+extern swig_type_297 _wrap_dcn_create_swig_5010cc1c9577d3b9(swig_type_298 arg1, swig_type_299 arg2, swig_intgo arg3, swig_type_300 arg4, swig_type_301 arg5, swig_type_302 arg6);
 extern void _wrap_dcn_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_274 _wrap_dcn_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_275 arg2, swig_type_276 arg3, swig_type_277 arg4, swig_type_278 arg5);
-extern swig_type_279 _wrap_dcn_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_280 _wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_281 arg2);
-extern swig_type_282 _wrap_dot_interaction_width_swig_5010cc1c9577d3b9(swig_type_283 arg1, swig_type_284 arg2, swig_type_285 arg3);
-extern swig_type_286 _wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(swig_type_287 arg1, swig_type_288 arg2, swig_type_289 arg3, swig_type_290 arg4, swig_type_291 arg5, swig_type_292 arg6, swig_type_293 arg7, swig_type_294 arg8);
-extern swig_type_295 _wrap_bce_with_logits_swig_5010cc1c9577d3b9(swig_type_296 arg1, swig_type_297 arg2, swig_type_298 arg3, double arg4, swig_type_299 arg5, swig_type_300 arg6);
-extern swig_type_301 _wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(swig_type_302 arg1, uintptr_t arg2);
+extern swig_type_303 _wrap_dcn_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_304 arg2, swig_type_305 arg3, swig_type_306 arg4, swig_type_307 arg5);
+extern swig_type_308 _wrap_dcn_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_309 _wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_310 arg2);
+extern swig_type_311 _wrap_dot_interaction_width_swig_5010cc1c9577d3b9(swig_type_312 arg1, swig_type_313 arg2, swig_type_314 arg3);
+extern swig_type_315 _wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(swig_type_316 arg1, swig_type_317 arg2, swig_type_318 arg3, swig_type_319 arg4, swig_type_320 arg5, swig_type_321 arg6, swig_type_322 arg7, swig_type_323 arg8);
+extern swig_type_324 _wrap_bce_with_logits_swig_5010cc1c9577d3b9(swig_type_325 arg1, swig_type_326 arg2, swig_type_327 arg3, double arg4, swig_type_328 arg5, swig_type_329 arg6);
+extern swig_type_330 _wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(swig_type_331 arg1, uintptr_t arg2);
 extern void _wrap_dense_optimizer_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_303 _wrap_dense_optimizer_set_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
-extern swig_type_304 _wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_305 arg2);
-extern swig_type_306 _wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_307 arg2);
+extern swig_type_332 _wrap_dense_optimizer_set_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
+extern swig_type_333 _wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_334 arg2);
+extern swig_type_335 _wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_336 arg2);
 extern swig_intgo _wrap_DDP_COMPRESSION_NONE_swig_5010cc1c9577d3b9(void);
 extern swig_intgo _wrap_DDP_COMPRESSION_BF16_swig_5010cc1c9577d3b9(void);
 extern void _wrap_ddp_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_308 _wrap_ddp_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_309 _wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_310 arg2);
-extern swig_type_311 _wrap_ddp_finish_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_312 _wrap_ddp_set_sync_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_337 _wrap_ddp_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_338 _wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_339 arg2);
+extern swig_type_340 _wrap_ddp_finish_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_341 _wrap_ddp_set_sync_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_fsdp_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_313 _wrap_fsdp_release_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_314 arg2);
-extern swig_type_315 _wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_316 arg2);
-extern swig_type_317 _wrap_fsdp_step_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_318 _wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(swig_type_319 arg1);
-extern swig_type_320 _wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_321 arg2, swig_type_322 arg3);
-extern swig_type_323 _wrap_bind_mlp_device_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_324 arg2, swig_type_325 arg3);
-extern swig_type_326 _wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_327 arg2, swig_type_328 arg3);
+extern swig_type_342 _wrap_fsdp_release_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_343 arg2);
+extern swig_type_344 _wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_345 arg2);
+extern swig_type_346 _wrap_fsdp_step_swig_5010cc1c9577d3b9(uintptr_t arg1);
+extern swig_type_347 _wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(swig_type_348 arg1);
+extern swig_type_349 _wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_350 arg2, swig_type_351 arg3);
+extern swig_type_352 _wrap_bind_mlp_device_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_353 arg2, swig_type_354 arg3);
+extern swig_type_355 _wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_356 arg2, swig_type_357 arg3);
 extern uintptr_t _wrap_bind_param_list_new_swig_5010cc1c9577d3b9(void);
 extern void _wrap_bind_param_list_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_329 _wrap_bind_param_list_add_mlp_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_330 _wrap_bind_param_list_add_dcn_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_331 _wrap_bind_dense_optimizer_step_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_332 _wrap_bind_mlp_create_swig_5010cc1c9577d3b9(swig_type_333 arg1, swig_type_334 arg2, swig_type_335 arg3, swig_type_336 arg4, swig_type_337 arg5, swig_type_338 arg6);
-extern swig_type_339 _wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(swig_type_340 arg1, swig_type_341 arg2, swig_type_342 arg3, swig_type_343 arg4, swig_type_344 arg5, swig_type_345 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
-extern swig_type_346 _wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_347 arg2, swig_type_348 arg3, uintptr_t arg4, swig_type_349 arg5);
-extern swig_type_350 _wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_351 arg2, swig_type_352 arg3, uintptr_t arg4, swig_type_353 arg5);
-extern swig_type_354 _wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_355 arg3);
-extern swig_type_356 _wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_357 arg3);
-extern swig_type_358 _wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_359 arg2, swig_voidp arg3, swig_type_360 arg4);
-extern swig_type_361 _wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_362 arg2, swig_voidp arg3, swig_type_363 arg4);
-extern swig_type_364 _wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_365 arg2, swig_intgo arg3, swig_type_366 arg4, swig_intgo arg5);
-extern swig_type_367 _wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_368 arg2, swig_intgo arg3, swig_type_369 arg4, swig_intgo arg5);
-extern swig_type_370 _wrap_bind_ddp_create_swig_5010cc1c9577d3b9(swig_type_371 arg1, uintptr_t arg2, swig_type_372 arg3, swig_type_373 arg4, swig_type_374 arg5, swig_intgo arg6);
-extern swig_type_375 _wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_376 arg2, swig_type_377 arg3, swig_type_378 arg4, swig_type_379 arg5, swig_type_380 arg6);
-extern swig_type_381 _wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_382 arg2, swig_type_383 arg3);
-extern swig_type_384 _wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_385 arg2, swig_type_386 arg3, swig_type_387 arg4);
-extern swig_type_388 _wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(swig_type_389 arg1, swig_type_390 arg2, swig_type_391 arg3, swig_type_392 arg4, swig_type_393 arg5, swig_type_394 arg6, swig_type_395 arg7);
-extern swig_type_396 _wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(swig_type_397 arg1, uintptr_t arg2, swig_type_398 arg3, swig_type_399 arg4, uintptr_t arg5);
-extern swig_type_400 _wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_401 arg2, swig_type_402 arg3, swig_type_403 arg4, swig_type_404 arg5);
-extern swig_type_405 _wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_406 arg2, swig_type_407 arg3, swig_type_408 arg4);
-extern swig_type_409 _wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_410 arg2, swig_type_411 arg3, swig_type_412 arg4);
-extern swig_type_413 _wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_414 arg2, swig_type_415 arg3);
-extern swig_type_416 _wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_417 arg2, swig_intgo arg3, swig_type_418 arg4);
-extern swig_type_419 _wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_420 arg2, swig_intgo arg3, swig_type_421 arg4, swig_type_422 arg5, swig_intgo arg6);
-extern swig_type_423 _wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_424 arg2, uintptr_t arg3);
-extern swig_type_425 _wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_426 arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_427 _wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_428 arg2, uintptr_t arg3, uintptr_t arg4);
-extern uintptr_t _wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(swig_type_429 arg1);
+extern swig_type_358 _wrap_bind_param_list_add_mlp_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_359 _wrap_bind_param_list_add_dcn_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_360 _wrap_bind_dense_optimizer_step_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_361 _wrap_bind_mlp_create_swig_5010cc1c9577d3b9(swig_type_362 arg1, swig_type_363 arg2, swig_type_364 arg3, swig_type_365 arg4, swig_type_366 arg5, swig_type_367 arg6);
+extern swig_type_368 _wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(swig_type_369 arg1, swig_type_370 arg2, swig_type_371 arg3, swig_type_372 arg4, swig_type_373 arg5, swig_type_374 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
+extern swig_type_375 _wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_376 arg2, swig_type_377 arg3, uintptr_t arg4, swig_type_378 arg5);
+extern swig_type_379 _wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_380 arg2, swig_type_381 arg3, uintptr_t arg4, swig_type_382 arg5);
+extern swig_type_383 _wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_384 arg3);
+extern swig_type_385 _wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_386 arg3);
+extern swig_type_387 _wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_388 arg2, swig_voidp arg3, swig_type_389 arg4);
+extern swig_type_390 _wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_391 arg2, swig_voidp arg3, swig_type_392 arg4);
+extern swig_type_393 _wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_394 arg2, swig_intgo arg3, swig_type_395 arg4, swig_intgo arg5);
+extern swig_type_396 _wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_397 arg2, swig_intgo arg3, swig_type_398 arg4, swig_intgo arg5);
+extern swig_type_399 _wrap_bind_ddp_create_swig_5010cc1c9577d3b9(swig_type_400 arg1, uintptr_t arg2, swig_type_401 arg3, swig_type_402 arg4, swig_type_403 arg5, swig_intgo arg6);
+extern swig_type_404 _wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_405 arg2, swig_type_406 arg3, swig_type_407 arg4, swig_type_408 arg5, swig_type_409 arg6);
+extern swig_type_410 _wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_411 arg2, swig_type_412 arg3);
+extern swig_type_413 _wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_414 arg2, swig_type_415 arg3, swig_type_416 arg4);
+extern swig_type_417 _wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(swig_type_418 arg1, swig_type_419 arg2, swig_type_420 arg3, swig_type_421 arg4, swig_type_422 arg5, swig_type_423 arg6, swig_type_424 arg7);
+extern swig_type_425 _wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(swig_type_426 arg1, uintptr_t arg2, swig_type_427 arg3, swig_type_428 arg4, uintptr_t arg5);
+extern swig_type_429 _wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_430 arg2, swig_type_431 arg3, swig_type_432 arg4, swig_type_433 arg5);
+extern swig_type_434 _wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_435 arg2, swig_type_436 arg3, swig_type_437 arg4);
+extern swig_type_438 _wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_439 arg2, swig_type_440 arg3, swig_type_441 arg4);
+extern swig_type_442 _wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_443 arg2, swig_type_444 arg3);
+extern swig_type_445 _wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_446 arg2, swig_intgo arg3, swig_type_447 arg4);
+extern swig_type_448 _wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_449 arg2, swig_intgo arg3, swig_type_450 arg4, swig_type_451 arg5, swig_intgo arg6);
+extern swig_type_452 _wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_453 arg2, uintptr_t arg3);
+extern swig_type_454 _wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_455 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_456 _wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_457 arg2, uintptr_t arg3, uintptr_t arg4);
+extern uintptr_t _wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(swig_type_458 arg1);
 extern void _wrap_bind_host_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
 #undef intgo
 */
@@ -1478,7 +1553,133 @@ func Optimizer_config_init(arg1 Optimizer_config, arg2 uint) (_swig_ret error) {
 	return swig_r_1
 }
 
-const TABLE_CONFIG_VERSION uint = 2
+type Enum_SS_shardrec_eviction_policy int
+func _swig_getEVICTION_NONE() (_swig_ret Enum_SS_shardrec_eviction_policy) {
+	var swig_r Enum_SS_shardrec_eviction_policy
+	swig_r = (Enum_SS_shardrec_eviction_policy)(C._wrap_EVICTION_NONE_swig_5010cc1c9577d3b9())
+	return swig_r
+}
+
+var EVICTION_NONE Enum_SS_shardrec_eviction_policy = _swig_getEVICTION_NONE()
+func _swig_getEVICTION_LRU() (_swig_ret Enum_SS_shardrec_eviction_policy) {
+	var swig_r Enum_SS_shardrec_eviction_policy
+	swig_r = (Enum_SS_shardrec_eviction_policy)(C._wrap_EVICTION_LRU_swig_5010cc1c9577d3b9())
+	return swig_r
+}
+
+var EVICTION_LRU Enum_SS_shardrec_eviction_policy = _swig_getEVICTION_LRU()
+func _swig_getEVICTION_LFU() (_swig_ret Enum_SS_shardrec_eviction_policy) {
+	var swig_r Enum_SS_shardrec_eviction_policy
+	swig_r = (Enum_SS_shardrec_eviction_policy)(C._wrap_EVICTION_LFU_swig_5010cc1c9577d3b9())
+	return swig_r
+}
+
+var EVICTION_LFU Enum_SS_shardrec_eviction_policy = _swig_getEVICTION_LFU()
+func _swig_getEVICTION_TTL() (_swig_ret Enum_SS_shardrec_eviction_policy) {
+	var swig_r Enum_SS_shardrec_eviction_policy
+	swig_r = (Enum_SS_shardrec_eviction_policy)(C._wrap_EVICTION_TTL_swig_5010cc1c9577d3b9())
+	return swig_r
+}
+
+var EVICTION_TTL Enum_SS_shardrec_eviction_policy = _swig_getEVICTION_TTL()
+type SwigcptrDynamic_table_config uintptr
+
+func (p SwigcptrDynamic_table_config) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrDynamic_table_config) SwigIsDynamic_table_config() {
+}
+
+func (arg1 SwigcptrDynamic_table_config) SetVersion(arg2 uint) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_dynamic_table_config_version_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrDynamic_table_config) GetVersion() (_swig_ret uint) {
+	var swig_r uint
+	_swig_i_0 := arg1
+	swig_r = (uint)(C._wrap_dynamic_table_config_version_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrDynamic_table_config) SetEviction(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_dynamic_table_config_eviction_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrDynamic_table_config) GetEviction() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_dynamic_table_config_eviction_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrDynamic_table_config) SetAdmission_threshold(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_dynamic_table_config_admission_threshold_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrDynamic_table_config) GetAdmission_threshold() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_dynamic_table_config_admission_threshold_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrDynamic_table_config) SetTtl_steps(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_dynamic_table_config_ttl_steps_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1))
+}
+
+func (arg1 SwigcptrDynamic_table_config) GetTtl_steps() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_dynamic_table_config_ttl_steps_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewDynamic_table_config() (_swig_ret Dynamic_table_config) {
+	var swig_r Dynamic_table_config
+	swig_r = (Dynamic_table_config)(SwigcptrDynamic_table_config(C._wrap_new_dynamic_table_config_swig_5010cc1c9577d3b9()))
+	return swig_r
+}
+
+func DeleteDynamic_table_config(arg1 Dynamic_table_config) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_dynamic_table_config_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+}
+
+type Dynamic_table_config interface {
+	Swigcptr() uintptr
+	SwigIsDynamic_table_config()
+	SetVersion(arg2 uint)
+	GetVersion() (_swig_ret uint)
+	SetEviction(arg2 int)
+	GetEviction() (_swig_ret int)
+	SetAdmission_threshold(arg2 int)
+	GetAdmission_threshold() (_swig_ret int)
+	SetTtl_steps(arg2 int64)
+	GetTtl_steps() (_swig_ret int64)
+}
+
+const DYNAMIC_TABLE_CONFIG_VERSION uint = 1
+func Dynamic_table_config_init(arg1 Dynamic_table_config, arg2 uint) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_dynamic_table_config_init_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+const TABLE_CONFIG_VERSION uint = 3
 type SwigcptrTopology_t uintptr
 
 func (p SwigcptrTopology_t) Swigcptr() uintptr {
@@ -1543,7 +1744,7 @@ func (arg1 SwigcptrTopology_t) GetDevice_type() (_swig_ret int) {
 func (arg1 SwigcptrTopology_t) SetMemory_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_memory_bytes_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1))
+	C._wrap_Topology_t_memory_bytes_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_8(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetMemory_bytes() (_swig_ret uint64) {
@@ -1746,7 +1947,7 @@ func (arg1 SwigcptrComm_options) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrComm_options) SetTimeout_ms(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_timeout_ms_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_8(_swig_i_1))
+	C._wrap_comm_options_timeout_ms_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_11(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetTimeout_ms() (_swig_ret int64) {
@@ -1798,7 +1999,7 @@ func (arg1 SwigcptrComm_options) GetDevice_index() (_swig_ret int) {
 func (arg1 SwigcptrComm_options) SetBind_address(arg2 string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_bind_address_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_10)(unsafe.Pointer(&_swig_i_1)))
+	C._wrap_comm_options_bind_address_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_13)(unsafe.Pointer(&_swig_i_1)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1817,7 +2018,7 @@ func (arg1 SwigcptrComm_options) GetBind_address() (_swig_ret string) {
 func (arg1 SwigcptrComm_options) SetStore_grace_ms(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_store_grace_ms_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_12(_swig_i_1))
+	C._wrap_comm_options_store_grace_ms_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_15(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetStore_grace_ms() (_swig_ret int64) {
@@ -1871,7 +2072,7 @@ func Comm_options_init(arg1 Comm_options, arg2 uint) (_swig_ret error) {
 func Comm_unique_id_create(arg1 []byte) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_unique_id_create_swig_5010cc1c9577d3b9(*(*C.swig_type_16)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_comm_unique_id_create_swig_5010cc1c9577d3b9(*(*C.swig_type_19)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1888,7 +2089,7 @@ func Comm_create(arg1 []uintptr, arg2 []byte, arg3 int, arg4 int, arg5 Comm_opti
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_comm_create_swig_5010cc1c9577d3b9(*(*C.swig_type_18)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_19)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_comm_create_swig_5010cc1c9577d3b9(*(*C.swig_type_21)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_22)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1906,7 +2107,7 @@ func Comm_create_local_group(arg1 []uintptr, arg2 Comm_options) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_comm_create_local_group_swig_5010cc1c9577d3b9(*(*C.swig_type_21)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_create_local_group_swig_5010cc1c9577d3b9(*(*C.swig_type_24)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1922,7 +2123,7 @@ func Comm_split(arg1 []uintptr, arg2 uintptr, arg3 int, arg4 int) (_swig_ret err
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_comm_split_swig_5010cc1c9577d3b9(*(*C.swig_type_23)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_comm_split_swig_5010cc1c9577d3b9(*(*C.swig_type_26)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1936,7 +2137,7 @@ func Comm_rank(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_rank_swig_5010cc1c9577d3b9(*(*C.swig_type_25)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_rank_swig_5010cc1c9577d3b9(*(*C.swig_type_28)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1950,7 +2151,7 @@ func Comm_size(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_size_swig_5010cc1c9577d3b9(*(*C.swig_type_27)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_size_swig_5010cc1c9577d3b9(*(*C.swig_type_30)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1964,7 +2165,7 @@ func Comm_set_timeout(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_set_timeout_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_29(_swig_i_1))
+	swig_r_p := C._wrap_comm_set_timeout_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_32(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2004,7 +2205,7 @@ func Comm_allreduce(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_comm_allreduce_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_33(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_comm_allreduce_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_36(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2018,7 +2219,7 @@ func Comm_broadcast(arg1 uintptr, arg2 uintptr, arg3 int64, arg4 int, arg5 int) 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_comm_broadcast_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_35(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_comm_broadcast_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_38(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2032,7 +2233,7 @@ func Comm_allgather(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_comm_allgather_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_37(_swig_i_3), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_comm_allgather_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_40(_swig_i_3), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2055,7 +2256,7 @@ func Comm_create_mpi(arg1 []uintptr, arg2 int64, arg3 Comm_options) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_comm_create_mpi_swig_5010cc1c9577d3b9(*(*C.swig_type_40)(unsafe.Pointer(&_swig_i_0)), C.swig_type_41(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_comm_create_mpi_swig_5010cc1c9577d3b9(*(*C.swig_type_43)(unsafe.Pointer(&_swig_i_0)), C.swig_type_44(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2069,7 +2270,7 @@ func Comm_create_from_env(arg1 []uintptr, arg2 Comm_options) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_comm_create_from_env_swig_5010cc1c9577d3b9(*(*C.swig_type_43)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_create_from_env_swig_5010cc1c9577d3b9(*(*C.swig_type_46)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2083,7 +2284,7 @@ func Comm_local_rank(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_local_rank_swig_5010cc1c9577d3b9(*(*C.swig_type_45)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_local_rank_swig_5010cc1c9577d3b9(*(*C.swig_type_48)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2097,7 +2298,7 @@ func Comm_local_size(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_local_size_swig_5010cc1c9577d3b9(*(*C.swig_type_47)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_local_size_swig_5010cc1c9577d3b9(*(*C.swig_type_50)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2111,7 +2312,7 @@ func Comm_bind_local_numa(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_bind_local_numa_swig_5010cc1c9577d3b9(*(*C.swig_type_49)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_bind_local_numa_swig_5010cc1c9577d3b9(*(*C.swig_type_52)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2133,7 +2334,7 @@ func (p SwigcptrShard_t) SwigIsShard_t() {
 func (arg1 SwigcptrShard_t) SetRow_offset(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_row_offset_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_50(_swig_i_1))
+	C._wrap_Shard_t_row_offset_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_53(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRow_offset() (_swig_ret int64) {
@@ -2146,7 +2347,7 @@ func (arg1 SwigcptrShard_t) GetRow_offset() (_swig_ret int64) {
 func (arg1 SwigcptrShard_t) SetRows(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_rows_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_52(_swig_i_1))
+	C._wrap_Shard_t_rows_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_55(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRows() (_swig_ret int64) {
@@ -2225,7 +2426,7 @@ func Plan_from_json(arg1 []uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_from_json_swig_5010cc1c9577d3b9(*(*C.swig_type_55)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_56)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_from_json_swig_5010cc1c9577d3b9(*(*C.swig_type_58)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_59)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2266,7 +2467,7 @@ func Plan_hash(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_hash_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_60)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_hash_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_63)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2280,7 +2481,7 @@ func Plan_world_size(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_world_size_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_world_size_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_65)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2294,7 +2495,7 @@ func Plan_ranks_per_node(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_ranks_per_node_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_64)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_ranks_per_node_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_67)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2308,7 +2509,7 @@ func Plan_num_tables(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_num_tables_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_66)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_num_tables_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2322,7 +2523,7 @@ func Plan_num_features(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_num_features_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_68)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_num_features_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2337,7 +2538,7 @@ func Plan_feature_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_feature_name_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_plan_feature_name_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_73(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	var swig_r_1 error
@@ -2350,7 +2551,7 @@ func Plan_table_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_name_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_72(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_plan_table_name_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	var swig_r_1 error
@@ -2363,7 +2564,7 @@ func Plan_find_table(arg1 uintptr, arg2 string, arg3 []uint64) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_find_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_74)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_75)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_find_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_77)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_78)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2381,7 +2582,7 @@ func Plan_table_rows(arg1 uintptr, arg2 int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_rows_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1), *(*C.swig_type_78)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_table_rows_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_80(_swig_i_1), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2396,7 +2597,7 @@ func Plan_table_dim(arg1 uintptr, arg2 int64, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_dim_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_80(_swig_i_1), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_table_dim_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_83(_swig_i_1), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2412,7 +2613,7 @@ func Plan_table_sharding(arg1 uintptr, arg2 int64, arg3 []int32, arg4 []uint64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_plan_table_sharding_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_83(_swig_i_1), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_plan_table_sharding_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_86(_swig_i_1), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_88)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2431,7 +2632,7 @@ func Plan_shard(arg1 uintptr, arg2 int64, arg3 int64, arg4 Shard_t) (_swig_ret e
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_plan_shard_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_87(_swig_i_1), C.swig_type_88(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_plan_shard_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_90(_swig_i_1), C.swig_type_91(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2782,7 +2983,7 @@ func (arg1 SwigcptrEmbedding_options) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrEmbedding_options) SetSeed(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_seed_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_93(_swig_i_1))
+	C._wrap_embedding_options_seed_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_96(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetSeed() (_swig_ret uint64) {
@@ -2912,7 +3113,7 @@ func (arg1 SwigcptrEmbedding_options) GetBackward_comm_encoding() (_swig_ret int
 func (arg1 SwigcptrEmbedding_options) SetMax_batch_size(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_max_batch_size_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_95(_swig_i_1))
+	C._wrap_embedding_options_max_batch_size_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_98(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetMax_batch_size() (_swig_ret int64) {
@@ -2925,7 +3126,7 @@ func (arg1 SwigcptrEmbedding_options) GetMax_batch_size() (_swig_ret int64) {
 func (arg1 SwigcptrEmbedding_options) SetMax_ids_per_batch(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_max_ids_per_batch_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1))
+	C._wrap_embedding_options_max_ids_per_batch_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_100(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetMax_ids_per_batch() (_swig_ret int64) {
@@ -3048,7 +3249,7 @@ func Embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Optimizer
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_embedding_create_swig_5010cc1c9577d3b9(*(*C.swig_type_101)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_embedding_create_swig_5010cc1c9577d3b9(*(*C.swig_type_104)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3067,7 +3268,7 @@ func Embedding_output_dim(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_output_dim_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_output_dim_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3081,7 +3282,7 @@ func Embedding_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3105,7 +3306,7 @@ func Embedding_forward_distributed(arg1 uintptr, arg2 []float32) (_swig_ret erro
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3119,7 +3320,7 @@ func Embedding_backward(arg1 uintptr, arg2 []float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3188,7 +3389,7 @@ func Embedding_num_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_120)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3202,7 +3403,7 @@ func Embedding_set_num_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_119(_swig_i_1))
+	swig_r_p := C._wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_122(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3214,7 +3415,7 @@ func Embedding_get_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_get_weights_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_get_weights_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3232,7 +3433,7 @@ func Embedding_set_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_weights_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_set_weights_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3249,7 +3450,7 @@ func Embedding_num_states(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_states_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_states_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3265,7 +3466,7 @@ func Embedding_state_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int32) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_state_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_129(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_state_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_132(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -3282,7 +3483,7 @@ func Embedding_get_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_get_state_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_get_state_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3304,7 +3505,7 @@ func Embedding_set_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_set_state_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_set_state_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3325,7 +3526,7 @@ func Embedding_timings(arg1 uintptr, arg2 []float64, arg3 []float64) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_timings_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_timings_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3343,7 +3544,7 @@ func Embedding_set_table_learning_rate(arg1 uintptr, arg2 string, arg3 float32) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3358,7 +3559,7 @@ func Embedding_table_optimizer(arg1 uintptr, arg2 string, arg3 Optimizer_config)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3373,7 +3574,7 @@ func Embedding_table_num_states(arg1 uintptr, arg2 string, arg3 []uint64) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3393,7 +3594,7 @@ func Embedding_table_state_info(arg1 uintptr, arg2 string, arg3 int64, arg4 *str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_1)), C.swig_type_151(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_1)), C.swig_type_154(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg4 = swigCopyString(*arg4) 
 	if Swig_escape_always_false {
@@ -3411,7 +3612,7 @@ func Embedding_num_outputs(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3429,7 +3630,7 @@ func Embedding_output_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 *string,
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_embedding_output_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_156(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_embedding_output_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_159(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
  *arg4 = swigCopyString(*arg4) 
@@ -3469,7 +3670,7 @@ func (arg1 SwigcptrStep_timings) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrStep_timings) SetForwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_159(_swig_i_1))
+	C._wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_162(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
@@ -3482,7 +3683,7 @@ func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
 func (arg1 SwigcptrStep_timings) SetBackwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_161(_swig_i_1))
+	C._wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_164(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
@@ -3495,7 +3696,7 @@ func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
 func (arg1 SwigcptrStep_timings) SetSamples(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_163(_swig_i_1))
+	C._wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_166(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetSamples() (_swig_ret int64) {
@@ -3657,10 +3858,257 @@ func Embedding_step_timings(arg1 uintptr, arg2 Step_timings) (_swig_ret error) {
 	return swig_r_1
 }
 
+type SwigcptrDynamic_table_stats uintptr
+
+func (p SwigcptrDynamic_table_stats) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrDynamic_table_stats) SwigIsDynamic_table_stats() {
+}
+
+func (arg1 SwigcptrDynamic_table_stats) SetVersion(arg2 uint) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_dynamic_table_stats_version_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrDynamic_table_stats) GetVersion() (_swig_ret uint) {
+	var swig_r uint
+	_swig_i_0 := arg1
+	swig_r = (uint)(C._wrap_dynamic_table_stats_version_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrDynamic_table_stats) SetSize(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_dynamic_table_stats_size_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_170(_swig_i_1))
+}
+
+func (arg1 SwigcptrDynamic_table_stats) GetSize() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_dynamic_table_stats_size_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrDynamic_table_stats) SetCapacity(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_dynamic_table_stats_capacity_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_172(_swig_i_1))
+}
+
+func (arg1 SwigcptrDynamic_table_stats) GetCapacity() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_dynamic_table_stats_capacity_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrDynamic_table_stats) SetLoad_factor(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_dynamic_table_stats_load_factor_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrDynamic_table_stats) GetLoad_factor() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_dynamic_table_stats_load_factor_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrDynamic_table_stats) SetLast_inserted(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_dynamic_table_stats_last_inserted_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_174(_swig_i_1))
+}
+
+func (arg1 SwigcptrDynamic_table_stats) GetLast_inserted() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_dynamic_table_stats_last_inserted_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrDynamic_table_stats) SetLast_evicted(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_dynamic_table_stats_last_evicted_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_176(_swig_i_1))
+}
+
+func (arg1 SwigcptrDynamic_table_stats) GetLast_evicted() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_dynamic_table_stats_last_evicted_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrDynamic_table_stats) SetLast_rejected_admission(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_dynamic_table_stats_last_rejected_admission_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_178(_swig_i_1))
+}
+
+func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_admission() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_dynamic_table_stats_last_rejected_admission_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrDynamic_table_stats) SetLast_rejected_full(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_dynamic_table_stats_last_rejected_full_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_180(_swig_i_1))
+}
+
+func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_full() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_dynamic_table_stats_last_rejected_full_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrDynamic_table_stats) SetTotal_inserted(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_dynamic_table_stats_total_inserted_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_182(_swig_i_1))
+}
+
+func (arg1 SwigcptrDynamic_table_stats) GetTotal_inserted() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_dynamic_table_stats_total_inserted_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrDynamic_table_stats) SetTotal_evicted(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_dynamic_table_stats_total_evicted_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_184(_swig_i_1))
+}
+
+func (arg1 SwigcptrDynamic_table_stats) GetTotal_evicted() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_dynamic_table_stats_total_evicted_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrDynamic_table_stats) SetTotal_rejected_admission(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_dynamic_table_stats_total_rejected_admission_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_186(_swig_i_1))
+}
+
+func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_admission() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_dynamic_table_stats_total_rejected_admission_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrDynamic_table_stats) SetTotal_rejected_full(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_dynamic_table_stats_total_rejected_full_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_188(_swig_i_1))
+}
+
+func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_full() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_dynamic_table_stats_total_rejected_full_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrDynamic_table_stats) SetMetadata_bytes(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_dynamic_table_stats_metadata_bytes_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_190(_swig_i_1))
+}
+
+func (arg1 SwigcptrDynamic_table_stats) GetMetadata_bytes() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_dynamic_table_stats_metadata_bytes_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewDynamic_table_stats() (_swig_ret Dynamic_table_stats) {
+	var swig_r Dynamic_table_stats
+	swig_r = (Dynamic_table_stats)(SwigcptrDynamic_table_stats(C._wrap_new_dynamic_table_stats_swig_5010cc1c9577d3b9()))
+	return swig_r
+}
+
+func DeleteDynamic_table_stats(arg1 Dynamic_table_stats) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_dynamic_table_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+}
+
+type Dynamic_table_stats interface {
+	Swigcptr() uintptr
+	SwigIsDynamic_table_stats()
+	SetVersion(arg2 uint)
+	GetVersion() (_swig_ret uint)
+	SetSize(arg2 int64)
+	GetSize() (_swig_ret int64)
+	SetCapacity(arg2 int64)
+	GetCapacity() (_swig_ret int64)
+	SetLoad_factor(arg2 float64)
+	GetLoad_factor() (_swig_ret float64)
+	SetLast_inserted(arg2 int64)
+	GetLast_inserted() (_swig_ret int64)
+	SetLast_evicted(arg2 int64)
+	GetLast_evicted() (_swig_ret int64)
+	SetLast_rejected_admission(arg2 int64)
+	GetLast_rejected_admission() (_swig_ret int64)
+	SetLast_rejected_full(arg2 int64)
+	GetLast_rejected_full() (_swig_ret int64)
+	SetTotal_inserted(arg2 int64)
+	GetTotal_inserted() (_swig_ret int64)
+	SetTotal_evicted(arg2 int64)
+	GetTotal_evicted() (_swig_ret int64)
+	SetTotal_rejected_admission(arg2 int64)
+	GetTotal_rejected_admission() (_swig_ret int64)
+	SetTotal_rejected_full(arg2 int64)
+	GetTotal_rejected_full() (_swig_ret int64)
+	SetMetadata_bytes(arg2 uint64)
+	GetMetadata_bytes() (_swig_ret uint64)
+}
+
+const DYNAMIC_TABLE_STATS_VERSION uint = 1
+func Dynamic_table_stats_init(arg1 Dynamic_table_stats, arg2 uint) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_dynamic_table_stats_init_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Embedding_dynamic_stats(arg1 uintptr, arg2 string, arg3 Dynamic_table_stats) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := getSwigcptr(arg3)
+	swig_r_p := C._wrap_embedding_dynamic_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_194)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
 func Device_count(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_device_count_swig_5010cc1c9577d3b9(*(*C.swig_type_168)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_device_count_swig_5010cc1c9577d3b9(*(*C.swig_type_196)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3818,7 +4266,7 @@ func Mesh_create(arg1 []uintptr, arg2 uintptr, arg3 Mesh_options) (_swig_ret err
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_mesh_create_swig_5010cc1c9577d3b9(*(*C.swig_type_172)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_mesh_create_swig_5010cc1c9577d3b9(*(*C.swig_type_200)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3840,7 +4288,7 @@ func Mesh_coords(arg1 uintptr, arg2 []int32, arg3 []int32, arg4 []int32, arg5 []
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mesh_coords_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_mesh_coords_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_203)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_204)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3863,7 +4311,7 @@ func Mesh_sharding_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(*(*C.swig_type_179)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(*(*C.swig_type_207)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3877,7 +4325,7 @@ func Mesh_replica_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(*(*C.swig_type_181)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(*(*C.swig_type_209)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3906,7 +4354,7 @@ func Mesh_embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Opti
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(*(*C.swig_type_184)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(*(*C.swig_type_212)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3933,7 +4381,7 @@ func Mesh_step(arg1 uintptr, arg2 uintptr, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_mesh_step_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_187)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_mesh_step_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_215)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -3949,7 +4397,7 @@ func Mesh_sync_stats(arg1 uintptr, arg2 []uint64, arg3 []int32, arg4 []int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_191)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3991,7 +4439,7 @@ func (arg1 SwigcptrCheckpoint_options) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrCheckpoint_options) SetNum_dense(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_192(_swig_i_1))
+	C._wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_220(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetNum_dense() (_swig_ret int64) {
@@ -4097,7 +4545,7 @@ func Checkpoint_save(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_save_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_save_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4112,7 +4560,7 @@ func Checkpoint_load(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_load_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_load_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4128,7 +4576,7 @@ func Checkpoint_save_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4144,7 +4592,7 @@ func Checkpoint_load_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4160,7 +4608,7 @@ func Checkpoint_export_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_204)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_232)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_233)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4179,7 +4627,7 @@ func Checkpoint_import_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_235)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4215,7 +4663,7 @@ func Bind_plan_spec_add_feature(arg1 uintptr, arg2 string, arg3 float32) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_238)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4237,7 +4685,7 @@ func Bind_plan_spec_add_table(arg1 uintptr, arg2 string, arg3 int64, arg4 int, a
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_1)), C.swig_type_213(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_240)(unsafe.Pointer(&_swig_i_1)), C.swig_type_241(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4261,11 +4709,22 @@ func Bind_plan_spec_set_table_optimizer(arg1 uintptr, arg2 Optimizer_config) (_s
 	return swig_r_1
 }
 
+func Bind_plan_spec_set_table_dynamic(arg1 uintptr, arg2 Dynamic_table_config) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	swig_r_p := C._wrap_bind_plan_spec_set_table_dynamic_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
 func Bind_plan_spec_add_table_feature_name(arg1 uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_246)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4283,7 +4742,7 @@ func Bind_plan_spec_add_constraints(arg1 uintptr, arg2 string, arg3 uint, arg4 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_221)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_248)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_249)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_250)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4303,7 +4762,7 @@ func Bind_plan_spec_set_memory_bytes_per_rank(arg1 uintptr, arg2 []int64) (_swig
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_252)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4317,7 +4776,7 @@ func Bind_plan_create(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_create_swig_5010cc1c9577d3b9(*(*C.swig_type_225)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_plan_create_swig_5010cc1c9577d3b9(*(*C.swig_type_254)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4336,7 +4795,7 @@ func Bind_embedding_forward(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_227(_swig_i_1), C.swig_type_228(_swig_i_2), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_232)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_256(_swig_i_1), C.swig_type_257(_swig_i_2), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_259)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_260)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_261)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4363,7 +4822,7 @@ func Bind_embedding_input_dist_start(arg1 uintptr, arg2 int64, arg3 int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_234(_swig_i_1), C.swig_type_235(_swig_i_2), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_237)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_238)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_263(_swig_i_1), C.swig_type_264(_swig_i_2), *(*C.swig_type_265)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_266)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_267)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4400,7 +4859,7 @@ func Bind_checkpoint(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoint_op
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_checkpoint_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_241)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_244)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
+	swig_r_p := C._wrap_bind_checkpoint_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_270)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_271)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_272)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_273)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4429,7 +4888,7 @@ func Bind_embedding_forward_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_246(_swig_i_1), C.swig_type_247(_swig_i_2), *(*C.swig_type_248)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_249)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_250)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_251)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_252)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_275(_swig_i_1), C.swig_type_276(_swig_i_2), *(*C.swig_type_277)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_278)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_279)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_280)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_281)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4456,7 +4915,7 @@ func Bind_embedding_forward_distributed_tensor(arg1 uintptr, arg2 []float32, arg
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_254)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_255)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_283)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_284)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4474,7 +4933,7 @@ func Bind_embedding_backward_tensor(arg1 uintptr, arg2 []float32, arg3 []int64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_257)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_286)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_287)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4554,7 +5013,7 @@ func Mlp_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mlp_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_261)(unsafe.Pointer(&_swig_i_1)), C.swig_type_262(_swig_i_2), *(*C.swig_type_263)(unsafe.Pointer(&_swig_i_3)), C.swig_type_264(_swig_i_4))
+	swig_r_p := C._wrap_mlp_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_290)(unsafe.Pointer(&_swig_i_1)), C.swig_type_291(_swig_i_2), *(*C.swig_type_292)(unsafe.Pointer(&_swig_i_3)), C.swig_type_293(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4581,7 +5040,7 @@ func Mlp_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_267)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_296)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4599,7 +5058,7 @@ func Dcn_create(arg1 []uintptr, arg2 int64, arg3 int, arg4 int64, arg5 uint64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dcn_create_swig_5010cc1c9577d3b9(*(*C.swig_type_269)(unsafe.Pointer(&_swig_i_0)), C.swig_type_270(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_271(_swig_i_3), C.swig_type_272(_swig_i_4), *(*C.swig_type_273)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_dcn_create_swig_5010cc1c9577d3b9(*(*C.swig_type_298)(unsafe.Pointer(&_swig_i_0)), C.swig_type_299(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_300(_swig_i_3), C.swig_type_301(_swig_i_4), *(*C.swig_type_302)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4624,7 +5083,7 @@ func Dcn_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dcn_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_275)(unsafe.Pointer(&_swig_i_1)), C.swig_type_276(_swig_i_2), *(*C.swig_type_277)(unsafe.Pointer(&_swig_i_3)), C.swig_type_278(_swig_i_4))
+	swig_r_p := C._wrap_dcn_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_304)(unsafe.Pointer(&_swig_i_1)), C.swig_type_305(_swig_i_2), *(*C.swig_type_306)(unsafe.Pointer(&_swig_i_3)), C.swig_type_307(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4651,7 +5110,7 @@ func Dcn_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_281)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_310)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4666,7 +5125,7 @@ func Dot_interaction_width(arg1 int64, arg2 int64, arg3 []int64) (_swig_ret erro
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dot_interaction_width_swig_5010cc1c9577d3b9(C.swig_type_283(_swig_i_0), C.swig_type_284(_swig_i_1), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_dot_interaction_width_swig_5010cc1c9577d3b9(C.swig_type_312(_swig_i_0), C.swig_type_313(_swig_i_1), *(*C.swig_type_314)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4686,7 +5145,7 @@ func Dot_interaction_backward(arg1 []float32, arg2 []float32, arg3 []float32, ar
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(*(*C.swig_type_287)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_288)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_289)(unsafe.Pointer(&_swig_i_2)), C.swig_type_290(_swig_i_3), C.swig_type_291(_swig_i_4), C.swig_type_292(_swig_i_5), *(*C.swig_type_293)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_294)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(*(*C.swig_type_316)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_317)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_318)(unsafe.Pointer(&_swig_i_2)), C.swig_type_319(_swig_i_3), C.swig_type_320(_swig_i_4), C.swig_type_321(_swig_i_5), *(*C.swig_type_322)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_323)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4716,7 +5175,7 @@ func Bce_with_logits(arg1 []float32, arg2 []float32, arg3 int64, arg4 float64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bce_with_logits_swig_5010cc1c9577d3b9(*(*C.swig_type_296)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_297)(unsafe.Pointer(&_swig_i_1)), C.swig_type_298(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_299)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_300)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bce_with_logits_swig_5010cc1c9577d3b9(*(*C.swig_type_325)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_326)(unsafe.Pointer(&_swig_i_1)), C.swig_type_327(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_328)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_329)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4739,7 +5198,7 @@ func Dense_optimizer_create(arg1 []uintptr, arg2 Optimizer_config) (_swig_ret er
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(*(*C.swig_type_302)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(*(*C.swig_type_331)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4769,7 +5228,7 @@ func Dense_optimizer_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_305)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_334)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4783,7 +5242,7 @@ func Dense_optimizer_set_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_307(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_336(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4825,7 +5284,7 @@ func Ddp_mark_ready(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_310(_swig_i_1))
+	swig_r_p := C._wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_339(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4862,7 +5321,7 @@ func Fsdp_release(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_release_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_314(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_release_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_343(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4873,7 +5332,7 @@ func Fsdp_reduce_grad(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_316(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_345(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4893,7 +5352,7 @@ func Fsdp_step(arg1 uintptr) (_swig_ret error) {
 func Bind_dense_blas_threads(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(*(*C.swig_type_319)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(*(*C.swig_type_348)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4908,7 +5367,7 @@ func Bind_mlp_dims(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_321)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_322)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_350)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_351)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4926,7 +5385,7 @@ func Bind_mlp_device(arg1 uintptr, arg2 []int32, arg3 []int32) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_device_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_324)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_325)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_device_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_353)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_354)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4944,7 +5403,7 @@ func Bind_fsdp_memory(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_327)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_328)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_356)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_357)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5009,7 +5468,7 @@ func Bind_mlp_create(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_mlp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_333)(unsafe.Pointer(&_swig_i_0)), C.swig_type_334(_swig_i_1), *(*C.swig_type_335)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_336)(unsafe.Pointer(&_swig_i_3)), C.swig_type_337(_swig_i_4), *(*C.swig_type_338)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_mlp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_362)(unsafe.Pointer(&_swig_i_0)), C.swig_type_363(_swig_i_1), *(*C.swig_type_364)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_365)(unsafe.Pointer(&_swig_i_3)), C.swig_type_366(_swig_i_4), *(*C.swig_type_367)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5039,7 +5498,7 @@ func Bind_mlp_create_on(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, 
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(*(*C.swig_type_340)(unsafe.Pointer(&_swig_i_0)), C.swig_type_341(_swig_i_1), *(*C.swig_type_342)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_343)(unsafe.Pointer(&_swig_i_3)), C.swig_type_344(_swig_i_4), *(*C.swig_type_345)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
+	swig_r_p := C._wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(*(*C.swig_type_369)(unsafe.Pointer(&_swig_i_0)), C.swig_type_370(_swig_i_1), *(*C.swig_type_371)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_372)(unsafe.Pointer(&_swig_i_3)), C.swig_type_373(_swig_i_4), *(*C.swig_type_374)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5065,7 +5524,7 @@ func Bind_mlp_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_347)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_348)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_349(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_376)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_377)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_378(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5085,7 +5544,7 @@ func Bind_dcn_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_351)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_352)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_353(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_380)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_381)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_382(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5103,7 +5562,7 @@ func Bind_mlp_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_355(_swig_i_2))
+	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_384(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5115,7 +5574,7 @@ func Bind_dcn_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_357(_swig_i_2))
+	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_386(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5128,7 +5587,7 @@ func Bind_mlp_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_359(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_360)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_388(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_389)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -5145,7 +5604,7 @@ func Bind_dcn_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_362(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_363)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_391(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_392)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -5163,7 +5622,7 @@ func Bind_mlp_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_365(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_366)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_394(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_395)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5180,7 +5639,7 @@ func Bind_dcn_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_368(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_369)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_397(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_398)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5198,7 +5657,7 @@ func Bind_ddp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 int64, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_371)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_372)(unsafe.Pointer(&_swig_i_2)), C.swig_type_373(_swig_i_3), C.swig_type_374(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_ddp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_400)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_401)(unsafe.Pointer(&_swig_i_2)), C.swig_type_402(_swig_i_3), C.swig_type_403(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5219,7 +5678,7 @@ func Bind_ddp_stats(arg1 uintptr, arg2 []int64, arg3 []int64, arg4 []float64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_376)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_377)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_378)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_379)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_380)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_405)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_406)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_407)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_408)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_409)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5246,7 +5705,7 @@ func Bind_ddp_bucket_size(arg1 uintptr, arg2 int64, arg3 []uint64) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_382(_swig_i_1), *(*C.swig_type_383)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_411(_swig_i_1), *(*C.swig_type_412)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5262,7 +5721,7 @@ func Bind_ddp_bucket_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []uint64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_385(_swig_i_1), C.swig_type_386(_swig_i_2), *(*C.swig_type_387)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_414(_swig_i_1), C.swig_type_415(_swig_i_2), *(*C.swig_type_416)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5281,7 +5740,7 @@ func Bind_dot_interaction_forward(arg1 []float32, arg2 []float32, arg3 int64, ar
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(*(*C.swig_type_389)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_390)(unsafe.Pointer(&_swig_i_1)), C.swig_type_391(_swig_i_2), C.swig_type_392(_swig_i_3), C.swig_type_393(_swig_i_4), *(*C.swig_type_394)(unsafe.Pointer(&_swig_i_5)), C.swig_type_395(_swig_i_6))
+	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(*(*C.swig_type_418)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_419)(unsafe.Pointer(&_swig_i_1)), C.swig_type_420(_swig_i_2), C.swig_type_421(_swig_i_3), C.swig_type_422(_swig_i_4), *(*C.swig_type_423)(unsafe.Pointer(&_swig_i_5)), C.swig_type_424(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5304,7 +5763,7 @@ func Bind_fsdp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 []float32
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_397)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_398)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_399)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_426)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_427)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_428)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5327,7 +5786,7 @@ func Bind_fsdp_gather(arg1 uintptr, arg2 int64, arg3 int64, arg4 []float32, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_401(_swig_i_1), C.swig_type_402(_swig_i_2), *(*C.swig_type_403)(unsafe.Pointer(&_swig_i_3)), C.swig_type_404(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_430(_swig_i_1), C.swig_type_431(_swig_i_2), *(*C.swig_type_432)(unsafe.Pointer(&_swig_i_3)), C.swig_type_433(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5343,7 +5802,7 @@ func Bind_fsdp_add_grad(arg1 uintptr, arg2 int64, arg3 []float32, arg4 int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_406(_swig_i_1), *(*C.swig_type_407)(unsafe.Pointer(&_swig_i_2)), C.swig_type_408(_swig_i_3))
+	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_435(_swig_i_1), *(*C.swig_type_436)(unsafe.Pointer(&_swig_i_2)), C.swig_type_437(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5359,7 +5818,7 @@ func Bind_fsdp_shard_range(arg1 uintptr, arg2 int64, arg3 []int64, arg4 []int64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_410(_swig_i_1), *(*C.swig_type_411)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_412)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_439(_swig_i_1), *(*C.swig_type_440)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_441)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5377,7 +5836,7 @@ func Bind_fsdp_read_shard(arg1 uintptr, arg2 int64, arg3 []float32) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_414(_swig_i_1), *(*C.swig_type_415)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_443(_swig_i_1), *(*C.swig_type_444)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5393,7 +5852,7 @@ func Bind_dense_optimizer_state_count(arg1 uintptr, arg2 int64, arg3 int, arg4 [
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_417(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_418)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_446(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_447)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5411,7 +5870,7 @@ func Bind_dense_optimizer_state_copy(arg1 uintptr, arg2 int64, arg3 int, arg4 []
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_420(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_421)(unsafe.Pointer(&_swig_i_3)), C.swig_type_422(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_449(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_450)(unsafe.Pointer(&_swig_i_3)), C.swig_type_451(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5426,7 +5885,7 @@ func Bind_ddp_set_external(arg1 uintptr, arg2 int64, arg3 uintptr) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_424(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_453(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5439,7 +5898,7 @@ func Bind_mlp_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_426(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_455(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5452,7 +5911,7 @@ func Bind_dcn_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_428(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_457(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5462,7 +5921,7 @@ func Bind_dcn_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 func Bind_host_alloc_floats(arg1 int64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(C.swig_type_429(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(C.swig_type_458(_swig_i_0)))
 	return swig_r
 }
 

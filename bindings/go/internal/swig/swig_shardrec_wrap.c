@@ -266,6 +266,7 @@ void shardrec_bind_plan_spec_free(shardrec_bind_plan_spec_t* spec) {
     free((void*)spec->tables[i].name);
     free((void*)spec->tables[i].features);
     free((void*)spec->tables[i].optimizer);
+    free((void*)spec->tables[i].dynamic);
     for (k = 0; k < spec->tables[i].num_feature_names; ++k) {
       free((void*)spec->tables[i].feature_names[k]);
     }
@@ -331,6 +332,17 @@ shardrec_status_t shardrec_bind_plan_spec_set_table_optimizer(
   free((void*)t->optimizer);
   t->optimizer = (const shardrec_optimizer_config_t*)sr_bind_memdup(optimizer, sizeof(*optimizer));
   return t->optimizer == NULL ? SHARDREC_ENOMEM : SHARDREC_OK;
+}
+
+/* Makes the table added last a dynamic table configured by @p dynamic (copied). */
+shardrec_status_t shardrec_bind_plan_spec_set_table_dynamic(
+    shardrec_bind_plan_spec_t* spec, const shardrec_dynamic_table_config_t* dynamic) {
+  shardrec_table_config_t* t;
+  if (spec == NULL || spec->num_tables == 0 || dynamic == NULL) return SHARDREC_EINVAL;
+  t = &spec->tables[spec->num_tables - 1];
+  free((void*)t->dynamic);
+  t->dynamic = (const shardrec_dynamic_table_config_t*)sr_bind_memdup(dynamic, sizeof(*dynamic));
+  return t->dynamic == NULL ? SHARDREC_ENOMEM : SHARDREC_OK;
 }
 
 /* Appends a feature, by name, to the table added last (instead of feature indices). */
@@ -1866,6 +1878,207 @@ _gostring_ _wrap_optimizer_config_init_swig_5010cc1c9577d3b9(struct shardrec_opt
   arg2 = (uint32_t)_swig_go_1; 
   
   result = (shardrec_status_t)shardrec_optimizer_config_init(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+intgo _wrap_EVICTION_NONE_swig_5010cc1c9577d3b9() {
+  enum shardrec_eviction_policy result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_EVICTION_NONE;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_EVICTION_LRU_swig_5010cc1c9577d3b9() {
+  enum shardrec_eviction_policy result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_EVICTION_LRU;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_EVICTION_LFU_swig_5010cc1c9577d3b9() {
+  enum shardrec_eviction_policy result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_EVICTION_LFU;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_EVICTION_TTL_swig_5010cc1c9577d3b9() {
+  enum shardrec_eviction_policy result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_EVICTION_TTL;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_dynamic_table_config_version_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct shardrec_dynamic_table_config **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->version = arg2;
+  
+}
+
+
+intgo _wrap_dynamic_table_config_version_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_config *_swig_go_0) {
+  struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
+  uint32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_dynamic_table_config **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->version);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_dynamic_table_config_eviction_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_dynamic_table_config **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->eviction = arg2;
+  
+}
+
+
+intgo _wrap_dynamic_table_config_eviction_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_config *_swig_go_0) {
+  struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_dynamic_table_config **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->eviction);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_dynamic_table_config_admission_threshold_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_dynamic_table_config **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->admission_threshold = arg2;
+  
+}
+
+
+intgo _wrap_dynamic_table_config_admission_threshold_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_config *_swig_go_0) {
+  struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_dynamic_table_config **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->admission_threshold);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_dynamic_table_config_ttl_steps_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_dynamic_table_config **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->ttl_steps = arg2;
+  
+}
+
+
+long long _wrap_dynamic_table_config_ttl_steps_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_config *_swig_go_0) {
+  struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_dynamic_table_config **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->ttl_steps);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_5010cc1c9577d3b9() {
+  struct shardrec_dynamic_table_config *result = 0 ;
+  struct shardrec_dynamic_table_config *_swig_go_result;
+  
+  
+  result = (struct shardrec_dynamic_table_config *)calloc(1, sizeof(struct shardrec_dynamic_table_config));
+  *(struct shardrec_dynamic_table_config **)&_swig_go_result = (struct shardrec_dynamic_table_config *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_dynamic_table_config_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_config *_swig_go_0) {
+  struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
+  
+  arg1 = *(struct shardrec_dynamic_table_config **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+_gostring_ _wrap_dynamic_table_config_init_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+  shardrec_dynamic_table_config_t *arg1 = (shardrec_dynamic_table_config_t *) 0 ;
+  uint32_t arg2 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(shardrec_dynamic_table_config_t **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_dynamic_table_config_init(arg1,arg2);
   
   if (result < 0) {
     size_t len = shardrec_last_error_copy(NULL, 0);
@@ -6162,6 +6375,423 @@ _gostring_ _wrap_embedding_step_timings_swig_5010cc1c9577d3b9(shardrec_embedding
 }
 
 
+void _wrap_dynamic_table_stats_version_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->version = arg2;
+  
+}
+
+
+intgo _wrap_dynamic_table_stats_version_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  uint32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->version);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_dynamic_table_stats_size_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->size = arg2;
+  
+}
+
+
+long long _wrap_dynamic_table_stats_size_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_dynamic_table_stats_capacity_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->capacity = arg2;
+  
+}
+
+
+long long _wrap_dynamic_table_stats_capacity_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->capacity);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_dynamic_table_stats_load_factor_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, double _swig_go_1) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->load_factor = arg2;
+  
+}
+
+
+double _wrap_dynamic_table_stats_load_factor_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->load_factor);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_dynamic_table_stats_last_inserted_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->last_inserted = arg2;
+  
+}
+
+
+long long _wrap_dynamic_table_stats_last_inserted_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->last_inserted);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_dynamic_table_stats_last_evicted_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->last_evicted = arg2;
+  
+}
+
+
+long long _wrap_dynamic_table_stats_last_evicted_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->last_evicted);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->last_rejected_admission = arg2;
+  
+}
+
+
+long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->last_rejected_admission);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_dynamic_table_stats_last_rejected_full_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->last_rejected_full = arg2;
+  
+}
+
+
+long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->last_rejected_full);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_dynamic_table_stats_total_inserted_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->total_inserted = arg2;
+  
+}
+
+
+long long _wrap_dynamic_table_stats_total_inserted_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->total_inserted);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_dynamic_table_stats_total_evicted_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->total_evicted = arg2;
+  
+}
+
+
+long long _wrap_dynamic_table_stats_total_evicted_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->total_evicted);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->total_rejected_admission = arg2;
+  
+}
+
+
+long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->total_rejected_admission);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_dynamic_table_stats_total_rejected_full_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->total_rejected_full = arg2;
+  
+}
+
+
+long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->total_rejected_full);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_dynamic_table_stats_metadata_bytes_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->metadata_bytes = arg2;
+  
+}
+
+
+long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->metadata_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_5010cc1c9577d3b9() {
+  struct shardrec_dynamic_table_stats *result = 0 ;
+  struct shardrec_dynamic_table_stats *_swig_go_result;
+  
+  
+  result = (struct shardrec_dynamic_table_stats *)calloc(1, sizeof(struct shardrec_dynamic_table_stats));
+  *(struct shardrec_dynamic_table_stats **)&_swig_go_result = (struct shardrec_dynamic_table_stats *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_dynamic_table_stats_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+_gostring_ _wrap_dynamic_table_stats_init_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
+  shardrec_dynamic_table_stats_t *arg1 = (shardrec_dynamic_table_stats_t *) 0 ;
+  uint32_t arg2 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(shardrec_dynamic_table_stats_t **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_dynamic_table_stats_init(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_embedding_dynamic_stats_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  shardrec_dynamic_table_stats_t *arg3 = (shardrec_dynamic_table_stats_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = *(shardrec_dynamic_table_stats_t **)&_swig_go_2; 
+  
+  result = (shardrec_status_t)shardrec_embedding_dynamic_stats((struct shardrec_embedding const *)arg1,(char const *)arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_device_count_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -7351,6 +7981,38 @@ _gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_5010cc1c9577d3b9(shardr
   arg2 = *(shardrec_optimizer_config_t **)&_swig_go_1; 
   
   result = (shardrec_status_t)shardrec_bind_plan_spec_set_table_optimizer(arg1,(struct shardrec_optimizer_config const *)arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_dynamic_table_config *_swig_go_1) {
+  shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
+  shardrec_dynamic_table_config_t *arg2 = (shardrec_dynamic_table_config_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_bind_plan_spec_t *)_swig_go_0; 
+  arg2 = *(shardrec_dynamic_table_config_t **)&_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_bind_plan_spec_set_table_dynamic(arg1,(struct shardrec_dynamic_table_config const *)arg2);
   
   if (result < 0) {
     size_t len = shardrec_last_error_copy(NULL, 0);

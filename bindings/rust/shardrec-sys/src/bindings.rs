@@ -7,7 +7,8 @@ pub const SHARDREC_VERSION_CODE: u32 = 100;
 pub const SHARDREC_SHARDING_COUNT: u32 = 7;
 pub const SHARDREC_FEATURE_CONFIG_VERSION: u32 = 1;
 pub const SHARDREC_OPTIMIZER_CONFIG_VERSION: u32 = 1;
-pub const SHARDREC_TABLE_CONFIG_VERSION: u32 = 2;
+pub const SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION: u32 = 1;
+pub const SHARDREC_TABLE_CONFIG_VERSION: u32 = 3;
 pub const SHARDREC_TOPOLOGY_VERSION: u32 = 2;
 pub const SHARDREC_TABLE_CONSTRAINTS_VERSION: u32 = 1;
 pub const SHARDREC_TENSOR_MAX_DIMS: u32 = 4;
@@ -26,6 +27,7 @@ pub const SHARDREC_CALIBRATE_OPTIONS_VERSION: u32 = 1;
 pub const SHARDREC_CALIBRATION_VERSION: u32 = 1;
 pub const SHARDREC_EMBEDDING_OPTIONS_VERSION: u32 = 4;
 pub const SHARDREC_STEP_TIMINGS_VERSION: u32 = 2;
+pub const SHARDREC_DYNAMIC_TABLE_STATS_VERSION: u32 = 1;
 pub const SHARDREC_MESH_LAYOUT_DEFAULT: u32 = 0;
 pub const SHARDREC_MESH_LAYOUT_INTER_HOST: u32 = 1;
 pub const SHARDREC_SYNC_DEFAULT: u32 = 0;
@@ -412,6 +414,108 @@ extern "C" {
         version: u32,
     ) -> shardrec_status_t;
 }
+pub const shardrec_eviction_policy_SHARDREC_EVICTION_NONE: shardrec_eviction_policy = 0;
+pub const shardrec_eviction_policy_SHARDREC_EVICTION_LRU: shardrec_eviction_policy = 1;
+pub const shardrec_eviction_policy_SHARDREC_EVICTION_LFU: shardrec_eviction_policy = 2;
+pub const shardrec_eviction_policy_SHARDREC_EVICTION_TTL: shardrec_eviction_policy = 3;
+pub type shardrec_eviction_policy = ::std::os::raw::c_uint;
+pub use self::shardrec_eviction_policy as shardrec_eviction_policy_t;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_dynamic_table_config {
+    pub version: u32,
+    pub eviction: i32,
+    pub admission_threshold: i32,
+    pub ttl_steps: i64,
+}
+#[test]
+fn bindgen_test_layout_shardrec_dynamic_table_config() {
+    assert_eq!(
+        ::std::mem::size_of::<shardrec_dynamic_table_config>(),
+        24usize,
+        concat!("Size of: ", stringify!(shardrec_dynamic_table_config))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<shardrec_dynamic_table_config>(),
+        8usize,
+        concat!("Alignment of ", stringify!(shardrec_dynamic_table_config))
+    );
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dynamic_table_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dynamic_table_config),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_eviction() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dynamic_table_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).eviction) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dynamic_table_config),
+                "::",
+                stringify!(eviction)
+            )
+        );
+    }
+    test_field_eviction();
+    fn test_field_admission_threshold() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dynamic_table_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).admission_threshold) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dynamic_table_config),
+                "::",
+                stringify!(admission_threshold)
+            )
+        );
+    }
+    test_field_admission_threshold();
+    fn test_field_ttl_steps() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dynamic_table_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).ttl_steps) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dynamic_table_config),
+                "::",
+                stringify!(ttl_steps)
+            )
+        );
+    }
+    test_field_ttl_steps();
+}
+pub type shardrec_dynamic_table_config_t = shardrec_dynamic_table_config;
+extern "C" {
+    pub fn shardrec_dynamic_table_config_init(
+        config: *mut shardrec_dynamic_table_config_t,
+        version: u32,
+    ) -> shardrec_status_t;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct shardrec_table_config {
@@ -429,12 +533,13 @@ pub struct shardrec_table_config {
     pub optimizer: *const shardrec_optimizer_config_t,
     pub feature_names: *const *const ::std::os::raw::c_char,
     pub num_feature_names: usize,
+    pub dynamic: *const shardrec_dynamic_table_config_t,
 }
 #[test]
 fn bindgen_test_layout_shardrec_table_config() {
     assert_eq!(
         ::std::mem::size_of::<shardrec_table_config>(),
-        96usize,
+        104usize,
         concat!("Size of: ", stringify!(shardrec_table_config))
     );
     assert_eq!(
@@ -680,6 +785,23 @@ fn bindgen_test_layout_shardrec_table_config() {
         );
     }
     test_field_num_feature_names();
+    fn test_field_dynamic() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_table_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).dynamic) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_table_config),
+                "::",
+                stringify!(dynamic)
+            )
+        );
+    }
+    test_field_dynamic();
 }
 pub type shardrec_table_config_t = shardrec_table_config;
 extern "C" {
@@ -3162,6 +3284,271 @@ extern "C" {
     pub fn shardrec_embedding_step_timings(
         coll: *const shardrec_embedding_t,
         out: *mut shardrec_step_timings_t,
+    ) -> shardrec_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_dynamic_table_stats {
+    pub version: u32,
+    pub size: i64,
+    pub capacity: i64,
+    pub load_factor: f64,
+    pub last_inserted: i64,
+    pub last_evicted: i64,
+    pub last_rejected_admission: i64,
+    pub last_rejected_full: i64,
+    pub total_inserted: i64,
+    pub total_evicted: i64,
+    pub total_rejected_admission: i64,
+    pub total_rejected_full: i64,
+    pub metadata_bytes: u64,
+}
+#[test]
+fn bindgen_test_layout_shardrec_dynamic_table_stats() {
+    assert_eq!(
+        ::std::mem::size_of::<shardrec_dynamic_table_stats>(),
+        104usize,
+        concat!("Size of: ", stringify!(shardrec_dynamic_table_stats))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<shardrec_dynamic_table_stats>(),
+        8usize,
+        concat!("Alignment of ", stringify!(shardrec_dynamic_table_stats))
+    );
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dynamic_table_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dynamic_table_stats),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dynamic_table_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).size) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dynamic_table_stats),
+                "::",
+                stringify!(size)
+            )
+        );
+    }
+    test_field_size();
+    fn test_field_capacity() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dynamic_table_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).capacity) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dynamic_table_stats),
+                "::",
+                stringify!(capacity)
+            )
+        );
+    }
+    test_field_capacity();
+    fn test_field_load_factor() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dynamic_table_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).load_factor) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dynamic_table_stats),
+                "::",
+                stringify!(load_factor)
+            )
+        );
+    }
+    test_field_load_factor();
+    fn test_field_last_inserted() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dynamic_table_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).last_inserted) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dynamic_table_stats),
+                "::",
+                stringify!(last_inserted)
+            )
+        );
+    }
+    test_field_last_inserted();
+    fn test_field_last_evicted() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dynamic_table_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).last_evicted) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dynamic_table_stats),
+                "::",
+                stringify!(last_evicted)
+            )
+        );
+    }
+    test_field_last_evicted();
+    fn test_field_last_rejected_admission() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dynamic_table_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).last_rejected_admission) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dynamic_table_stats),
+                "::",
+                stringify!(last_rejected_admission)
+            )
+        );
+    }
+    test_field_last_rejected_admission();
+    fn test_field_last_rejected_full() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dynamic_table_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).last_rejected_full) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dynamic_table_stats),
+                "::",
+                stringify!(last_rejected_full)
+            )
+        );
+    }
+    test_field_last_rejected_full();
+    fn test_field_total_inserted() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dynamic_table_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).total_inserted) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dynamic_table_stats),
+                "::",
+                stringify!(total_inserted)
+            )
+        );
+    }
+    test_field_total_inserted();
+    fn test_field_total_evicted() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dynamic_table_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).total_evicted) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dynamic_table_stats),
+                "::",
+                stringify!(total_evicted)
+            )
+        );
+    }
+    test_field_total_evicted();
+    fn test_field_total_rejected_admission() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dynamic_table_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).total_rejected_admission) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dynamic_table_stats),
+                "::",
+                stringify!(total_rejected_admission)
+            )
+        );
+    }
+    test_field_total_rejected_admission();
+    fn test_field_total_rejected_full() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dynamic_table_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).total_rejected_full) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dynamic_table_stats),
+                "::",
+                stringify!(total_rejected_full)
+            )
+        );
+    }
+    test_field_total_rejected_full();
+    fn test_field_metadata_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dynamic_table_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).metadata_bytes) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dynamic_table_stats),
+                "::",
+                stringify!(metadata_bytes)
+            )
+        );
+    }
+    test_field_metadata_bytes();
+}
+pub type shardrec_dynamic_table_stats_t = shardrec_dynamic_table_stats;
+extern "C" {
+    pub fn shardrec_dynamic_table_stats_init(
+        stats: *mut shardrec_dynamic_table_stats_t,
+        version: u32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_embedding_dynamic_stats(
+        coll: *const shardrec_embedding_t,
+        table: *const ::std::os::raw::c_char,
+        out: *mut shardrec_dynamic_table_stats_t,
     ) -> shardrec_status_t;
 }
 extern "C" {

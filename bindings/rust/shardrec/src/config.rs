@@ -65,6 +65,9 @@ pub struct Table {
     /// The table's own fused optimizer (TorchRec's per-table fused params): the planner counts
     /// its state and the collection trains the table with it. `None`: the collection's default.
     pub optimizer: Option<Optimizer>,
+    /// Makes the table dynamic (raw 64-bit ids; `rows` is then its capacity), copied when the
+    /// plan is made. `None`: a fixed table (ids in `0..rows`).
+    pub dynamic: Option<crate::DynamicTable>,
 }
 
 impl Table {
@@ -86,6 +89,12 @@ impl Table {
     /// Gives the table its own optimizer.
     pub fn optimizer(mut self, optimizer: Optimizer) -> Table {
         self.optimizer = Some(optimizer);
+        self
+    }
+
+    /// Makes this table dynamic (docs/dynamic-tables.md).
+    pub fn dynamic(mut self, dynamic: crate::DynamicTable) -> Table {
+        self.dynamic = Some(dynamic);
         self
     }
 }

@@ -8,6 +8,7 @@ mod config;
 mod ddp;
 mod device;
 mod dense;
+mod dynamic;
 mod embedding;
 mod mesh;
 mod plan;
@@ -17,6 +18,7 @@ pub use comm::{Comm, CommOptions, Element, ReduceOp, Store, UniqueId};
 pub use device::{device_check, device_count, device_plugin_path, DType, DeviceType};
 pub use ddp::{Bucketer, BucketerOptions, BucketerStats, Compression, Fsdp};
 pub use dense::DenseState;
+pub use dynamic::{DynamicTable, DynamicTableStats, Eviction};
 pub use dense::{
     blas_threads, bce_with_logits, dot_interaction_backward, dot_interaction_forward,
     dot_interaction_width, set_blas_threads, Activation, CoreRef, Dcn, DenseLayer, DenseMath,

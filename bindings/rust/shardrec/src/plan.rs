@@ -62,7 +62,8 @@ impl Plan {
             .collect();
         let table_names =
             tables.iter().map(|t| cstring(&t.name, "table name")).collect::<Result<Vec<_>>>()?;
-        // Named features and per-table optimizers: C copies of each, alive until the call.
+        // Named features, per-table optimizers and dynamic configs: C copies of each, alive until
+        // the call.
         let read_names = tables
             .iter()
             .map(|t| t.feature_names.iter().map(|f| cstring(f, "feature name")).collect())
@@ -71,11 +72,13 @@ impl Plan {
             read_names.iter().map(|names| names.iter().map(|n| n.as_ptr()).collect()).collect();
         let optimizers: Vec<Option<sys::shardrec_optimizer_config_t>> =
             tables.iter().map(|t| t.optimizer.as_ref().map(|o| o.raw())).collect();
+        let dynamics: Vec<Option<sys::shardrec_dynamic_table_config_t>> =
+            tables.iter().map(|t| t.dynamic.as_ref().map(|d| d.raw())).collect();
         let c_tables: Vec<sys::shardrec_table_config_t> = tables
             .iter()
             .zip(&table_names)
-            .zip(read_ptrs.iter().zip(&optimizers))
-            .map(|((t, name), (reads, optimizer))| {
+            .zip(read_ptrs.iter().zip(optimizers.iter().zip(&dynamics)))
+            .map(|((t, name), (reads, (optimizer, dynamic)))| {
                 let mut c: sys::shardrec_table_config_t = unsafe { std::mem::zeroed() };
                 unsafe { sys::shardrec_table_config_init(&mut c, sys::SHARDREC_TABLE_CONFIG_VERSION) };
                 c.name = name.as_ptr();
@@ -94,6 +97,9 @@ impl Plan {
                 }
                 if let Some(o) = optimizer {
                     c.optimizer = o;
+                }
+                if let Some(d) = dynamic {
+                    c.dynamic = d;
                 }
                 c
             })

@@ -111,6 +111,11 @@ public final class Config {
      * state and the collection trains the table with it. null: the collection's default.
      */
     public Optimizer optimizer;
+    /**
+     * Makes the table dynamic (raw 64-bit ids; {@link #rows} is then its capacity), copied when
+     * the plan is made. null: a fixed table (ids in [0, rows)).
+     */
+    public DynamicTable dynamic;
     public InitKind initKind = InitKind.DEFAULT;
     public float initLow;
     public float initHigh;
@@ -135,6 +140,12 @@ public final class Config {
     /** Gives this table its own optimizer (copied when the plan is made). */
     public Table optimizer(Optimizer v) {
       optimizer = v;
+      return this;
+    }
+
+    /** Makes this table dynamic (docs/dynamic-tables.md); null makes it fixed again. */
+    public Table dynamic(DynamicTable v) {
+      dynamic = v;
       return this;
     }
 
@@ -474,6 +485,45 @@ public final class Config {
       forwardCommEncoding = forward;
       backwardCommEncoding = backward;
       return this;
+    }
+  }
+
+  /**
+   * What makes a table dynamic (shardrec_dynamic_table_config_t, docs/dynamic-tables.md): its ids
+   * are any 64-bit value, a row is created the first time training sees its id (after
+   * admission) and leaves by eviction. Host collections; table-, row- and column-wise sharding
+   * only. Defaults are those of the C init function (no eviction, admission at first sight).
+   */
+  public static final class DynamicTable {
+    public Eviction eviction = Eviction.NONE;
+    /** Occurrences in training an id needs before it gets a row; 0 or 1: at first sight. */
+    public int admissionThreshold;
+    /** TTL only: steps a row may go unseen before it may be evicted (>= 1 with TTL). */
+    public long ttlSteps;
+
+    public DynamicTable eviction(Eviction v) {
+      eviction = java.util.Objects.requireNonNull(v, "eviction");
+      return this;
+    }
+
+    public DynamicTable admissionThreshold(int v) {
+      admissionThreshold = v;
+      return this;
+    }
+
+    public DynamicTable ttlSteps(long v) {
+      ttlSteps = v;
+      return this;
+    }
+
+    org.shardrec.swig.dynamic_table_config toNative() {
+      org.shardrec.swig.dynamic_table_config d = new org.shardrec.swig.dynamic_table_config();
+      org.shardrec.swig.Native.dynamic_table_config_init(
+          d, NativeConstants.DYNAMIC_TABLE_CONFIG_VERSION);
+      d.setEviction(eviction.code());
+      d.setAdmission_threshold(admissionThreshold);
+      d.setTtl_steps(ttlSteps);
+      return d;
     }
   }
 }

@@ -566,6 +566,25 @@ public final class EmbeddingCollection extends NativeHandle {
     }
   }
 
+  /**
+   * This rank's part of dynamic table {@code table} (not collective, changes nothing).
+   * ShardrecException EINVAL for a table that is not dynamic, ENOTFOUND for an unknown one.
+   */
+  public DynamicTableStats dynamicStats(String table) {
+    org.shardrec.swig.dynamic_table_stats s = new org.shardrec.swig.dynamic_table_stats();
+    try {
+      Native.dynamic_table_stats_init(s, NativeConstants.DYNAMIC_TABLE_STATS_VERSION);
+      try {
+        Native.embedding_dynamic_stats(handle(), table, s);
+      } finally {
+        Reference.reachabilityFence(this);
+      }
+      return DynamicTableStats.fromNative(s);
+    } finally {
+      s.delete();
+    }
+  }
+
   /** The per-phase timings, for progress lines. */
   public StepTimings stepTimings() {
     org.shardrec.swig.step_timings t = new org.shardrec.swig.step_timings();

@@ -15,6 +15,10 @@ final class NativeConstants {
   static final long CHECKPOINT_OPTIONS_VERSION =
       org.shardrec.swig.NativeConstants.CHECKPOINT_OPTIONS_VERSION;
   static final long STEP_TIMINGS_VERSION = org.shardrec.swig.NativeConstants.STEP_TIMINGS_VERSION;
+  static final long DYNAMIC_TABLE_CONFIG_VERSION =
+      org.shardrec.swig.NativeConstants.DYNAMIC_TABLE_CONFIG_VERSION;
+  static final long DYNAMIC_TABLE_STATS_VERSION =
+      org.shardrec.swig.NativeConstants.DYNAMIC_TABLE_STATS_VERSION;
   static final int UNIQUE_ID_BYTES = org.shardrec.swig.NativeConstants.UNIQUE_ID_BYTES;
 
   private NativeConstants() {}

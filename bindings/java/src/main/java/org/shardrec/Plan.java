@@ -89,6 +89,14 @@ public final class Plan extends NativeHandle {
             o.delete();
           }
         }
+        if (t.dynamic != null) {
+          org.shardrec.swig.dynamic_table_config d = t.dynamic.toNative();
+          try {
+            Native.bind_plan_spec_set_table_dynamic(spec, d);
+          } finally {
+            d.delete();
+          }
+        }
       }
       if (constraints != null) {
         for (Config.Constraints c : constraints) {

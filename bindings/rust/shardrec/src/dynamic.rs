@@ -1,0 +1,102 @@
+//! Dynamic tables (docs/dynamic-tables.md): the config that makes a table take any 64-bit id,
+//! and the per-rank statistics of such a table.
+use crate::embedding::EmbeddingCollection;
+use crate::{check, cstring, sys, Result};
+
+/// What a full dynamic table does with an id it would insert (`SHARDREC_EVICTION_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Eviction {
+    /// Nothing leaves: a full shard refuses new ids, which read as zeros and train nothing.
+    #[default]
+    None = 0,
+    /// The row seen longest ago leaves first (ties: smallest id).
+    Lru = 1,
+    /// The row seen least often leaves first (ties: seen longest ago, then smallest id).
+    Lfu = 2,
+    /// Only rows not seen for more than `ttl_steps` steps may leave, longest ago first.
+    Ttl = 3,
+}
+
+/// What makes a [`crate::Table`] dynamic: its ids are any `i64`, a row is created the first
+/// time training sees its id (after admission) and leaves by eviction; the table's `rows` is
+/// then its capacity. Host collections; table-, row- and column-wise sharding only.
+/// `Default` gives the C defaults (no eviction, admission at first sight).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DynamicTable {
+    pub eviction: Eviction,
+    /// Occurrences in training an id needs before it gets a row; 0 or 1: at first sight.
+    pub admission_threshold: i32,
+    /// `Eviction::Ttl` only: steps a row may go unseen before it may leave (>= 1 with TTL).
+    pub ttl_steps: i64,
+}
+
+impl DynamicTable {
+    pub fn new(eviction: Eviction, admission_threshold: i32) -> DynamicTable {
+        DynamicTable { eviction, admission_threshold, ttl_steps: 0 }
+    }
+
+    pub(crate) fn raw(&self) -> sys::shardrec_dynamic_table_config_t {
+        // SAFETY: plain data filled by init.
+        let mut d: sys::shardrec_dynamic_table_config_t = unsafe { std::mem::zeroed() };
+        unsafe {
+            sys::shardrec_dynamic_table_config_init(&mut d, sys::SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION)
+        };
+        d.eviction = self.eviction as i32;
+        d.admission_threshold = self.admission_threshold;
+        d.ttl_steps = self.ttl_steps;
+        d
+    }
+}
+
+/// This rank's part of one dynamic table: the rows of the row blocks it holds and what training
+/// forwards did to them. The table's totals are the sums over ranks. `last_*` counts are those
+/// of the last training forward, `total_*` counts those since the collection was created.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DynamicTableStats {
+    /// Rows (ids with a row) held here.
+    pub size: i64,
+    /// Slots of the row blocks held here.
+    pub capacity: i64,
+    /// `size / capacity`; 0 when capacity is 0.
+    pub load_factor: f64,
+    pub last_inserted: i64,
+    pub last_evicted: i64,
+    /// Distinct ids below the admission threshold.
+    pub last_rejected_admission: i64,
+    /// Distinct admitted ids that found no slot.
+    pub last_rejected_full: i64,
+    pub total_inserted: i64,
+    pub total_evicted: i64,
+    pub total_rejected_admission: i64,
+    pub total_rejected_full: i64,
+    /// Bytes of the id index, per-slot metadata and admission counts.
+    pub metadata_bytes: u64,
+}
+
+impl EmbeddingCollection {
+    /// This rank's part of dynamic table `table`; not collective, changes nothing.
+    /// `Code::Invalid` for a table that is not dynamic, `Code::NotFound` for an unknown one.
+    pub fn dynamic_stats(&self, table: &str) -> Result<DynamicTableStats> {
+        let name = cstring(table, "table")?;
+        // SAFETY: plain data filled by init; valid handle and NUL-terminated name.
+        let mut s: sys::shardrec_dynamic_table_stats_t = unsafe { std::mem::zeroed() };
+        check(unsafe {
+            sys::shardrec_dynamic_table_stats_init(&mut s, sys::SHARDREC_DYNAMIC_TABLE_STATS_VERSION)
+        })?;
+        check(unsafe { sys::shardrec_embedding_dynamic_stats(self.raw, name.as_ptr(), &mut s) })?;
+        Ok(DynamicTableStats {
+            size: s.size,
+            capacity: s.capacity,
+            load_factor: s.load_factor,
+            last_inserted: s.last_inserted,
+            last_evicted: s.last_evicted,
+            last_rejected_admission: s.last_rejected_admission,
+            last_rejected_full: s.last_rejected_full,
+            total_inserted: s.total_inserted,
+            total_evicted: s.total_evicted,
+            total_rejected_admission: s.total_rejected_admission,
+            total_rejected_full: s.total_rejected_full,
+            metadata_bytes: s.metadata_bytes,
+        })
+    }
+}

@@ -1,0 +1,76 @@
+//! A dynamic table trained on raw 64-bit ids (beyond 2^53, negative, the extremes) through the
+//! Rust binding: admission at the second sight, LRU eviction at capacity, the stats read back.
+use shardrec::{
+    Code, Comm, CommOptions, DynamicTable, DynamicTableStats, EmbeddingCollection, Eviction,
+    Feature, Kjt, Optimizer, OptimizerType, Plan, Table, Topology,
+};
+
+const CAPACITY: i64 = 4;
+const DIM: usize = 4;
+
+/// One bag of `ids` for the dynamic table and id 2 for the fixed one, gradient = output.
+fn step(coll: &mut EmbeddingCollection, ids: &[i64]) -> Vec<f32> {
+    let mut values = ids.to_vec();
+    values.push(2);
+    let lengths = [ids.len() as i32, 1];
+    let batch = Kjt { batch_size: 1, num_features: 2, lengths: &lengths, values: &values, weights: None };
+    let out = coll.forward_vec(&batch).expect("forward");
+    coll.backward(&out).expect("backward");
+    out[..DIM].to_vec()
+}
+
+#[test]
+fn dynamic_table_trains_on_raw_ids() {
+    let tables = [
+        Table::new("dyn", CAPACITY, DIM as i32, &[0]).dynamic(DynamicTable::new(Eviction::Lru, 2)),
+        Table::new("fixed", 3, 2, &[1]),
+    ];
+    let features = [Feature::new("raw"), Feature::new("small")];
+    let plan = Plan::new(&tables, &features, &Topology::new(1), &[]).expect("plan");
+    let mut comm = Comm::local_group(1, &CommOptions::default()).expect("comm").remove(0);
+    let sgd = Optimizer::new(OptimizerType::Sgd, 0.1);
+    let mut coll = EmbeddingCollection::new(&plan, &mut comm, &sgd, &Default::default()).expect("collection");
+
+    // 2^53 and 2^53 + 1 are one f64 apart from nothing: they must stay two rows.
+    let (a, b, c) = (1i64 << 53, (1i64 << 53) + 1, -7i64);
+    let out = step(&mut coll, &[a, b, c]);
+    assert!(out.iter().all(|v| *v == 0.0), "ids below the admission threshold read {out:?}");
+    let s = coll.dynamic_stats("dyn").expect("stats");
+    assert_eq!((s.size, s.capacity, s.last_rejected_admission), (0, CAPACITY, 3), "{s:?}");
+
+    let out = step(&mut coll, &[a, b, c]);
+    assert!(out.iter().any(|v| *v != 0.0), "admitted rows read zeros");
+    let s = coll.dynamic_stats("dyn").expect("stats");
+    assert_eq!((s.size, s.last_inserted, s.last_evicted), (3, 3, 0), "{s:?}");
+    assert!(s.metadata_bytes > 0);
+
+    // Two new ids seen twice each in one bag: one free slot, one LRU victim among a, b, c.
+    step(&mut coll, &[i64::MIN, i64::MIN, i64::MAX, i64::MAX]);
+    let s = coll.dynamic_stats("dyn").expect("stats");
+    let want = DynamicTableStats {
+        size: CAPACITY,
+        capacity: CAPACITY,
+        load_factor: 1.0,
+        last_inserted: 2,
+        last_evicted: 1,
+        total_inserted: 5,
+        total_evicted: 1,
+        total_rejected_admission: 3,
+        metadata_bytes: s.metadata_bytes,
+        ..Default::default()
+    };
+    assert_eq!(s, want);
+
+    assert_eq!(coll.dynamic_stats("fixed").expect_err("fixed table").code(), Code::Invalid);
+    assert_eq!(coll.dynamic_stats("nope").expect_err("unknown table").code(), Code::NotFound);
+}
+
+#[test]
+fn ttl_without_steps_is_rejected() {
+    let features = [Feature::new("f")];
+    let mut dynamic = DynamicTable { eviction: Eviction::Ttl, ..Default::default() };
+    let table = |d: DynamicTable| [Table::new("dyn", 8, 4, &[0]).dynamic(d)];
+    assert!(Plan::new(&table(dynamic), &features, &Topology::new(1), &[]).is_err());
+    dynamic.ttl_steps = 5;
+    Plan::new(&table(dynamic), &features, &Topology::new(1), &[]).expect("plan with ttl_steps");
+}
