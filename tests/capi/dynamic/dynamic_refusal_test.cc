@@ -28,11 +28,16 @@ shardrec_dynamic_table_stats_t StatsOf(shardrec_embedding_t* c, const char* tabl
   return st;
 }
 
-// Rank 1 sends a batch with a negative length between two steps while rank 0's batch is full of
-// new ids: the forward fails on both ranks, no stat moves, and training then goes on exactly as
-// the reference that never saw the batch.
-TEST(DynamicTableRefusal, RejectedBatchInsertsNothingOnAnyRank) {
-  DynScenario s = MakeDynScenario(2, SHARDREC_SHARDING_ROW_WISE, 3, 96, 24);
+// How the last rank spoils the forward between two steps.
+enum class Spoil { kNegativeLength, kOutputLength };
+
+// The last rank spoils a forward between two steps while every batch is full of new ids: the
+// forward fails on every rank, no stat moves, and training then goes on exactly as the reference
+// that never saw the batch. A wrong output length is found only after the input exchange (the
+// pipelined forward learns it last), so this checks that the ranks agree before any row is
+// inserted.
+void RejectedForwardInsertsNothing(int world, Spoil spoil) {
+  DynScenario s = MakeDynScenario(world, SHARDREC_SHARDING_ROW_WISE, 3, 96, 24);
   const auto batches = MakeDynBatches(s);
   const auto grads = MakeGrads(s.base, batches, DynOutputDim(s));
   const RefRun want = RunReference(s, batches, grads);
@@ -40,12 +45,12 @@ TEST(DynamicTableRefusal, RejectedBatchInsertsNothingOnAnyRank) {
   ASSERT_NE(plan, nullptr);
   const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
   const int64_t dim = DynOutputDim(s);
-  SpawnRanks(2, [&](int r) {
+  SpawnRanks(world, [&](int r) {
     shardrec_embedding_options_t o;
     shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
     o.seed = s.base.seed;
     shardrec_embedding_t* c = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), &opt, &o), SHARDREC_OK)
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(world, r), &opt, &o), SHARDREC_OK)
         << shardrec_last_error();
     CollPtr coll(c);
     const int32_t steps = s.base.steps;
@@ -54,11 +59,14 @@ TEST(DynamicTableRefusal, RejectedBatchInsertsNothingOnAnyRank) {
         const auto t0 = StatsOf(c, "t0"), t1 = StatsOf(c, "t1");
         RefBatch bad = batches[0][r];
         for (int64_t& x : bad.ids) x ^= 0x5a5a5a5a5a5a5a5all;  // ids no step has seen
-        if (r == 1) bad.lengths[0] = -1;
+        const bool spoils = r == world - 1;
+        if (spoils && spoil == Spoil::kNegativeLength) bad.lengths[0] = -1;
         KjtHolder kjt(bad, s.base.num_features, false);
         std::vector<float> out(static_cast<size_t>(bad.batch_size * dim));
-        EXPECT_NE(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
-                  SHARDREC_OK)
+        const size_t out_len =
+            out.size() - (spoils && spoil == Spoil::kOutputLength && !out.empty() ? 1 : 0);
+        EXPECT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out_len, nullptr),
+                  SHARDREC_EINVAL)
             << "rank " << r;
         const auto a0 = StatsOf(c, "t0"), a1 = StatsOf(c, "t1");
         EXPECT_EQ(std::memcmp(&t0, &a0, sizeof(t0)), 0) << "rank " << r;
@@ -80,6 +88,15 @@ TEST(DynamicTableRefusal, RejectedBatchInsertsNothingOnAnyRank) {
           << shardrec_last_error();
     }
   });
+}
+
+TEST(DynamicTableRefusal, RejectedBatchInsertsNothingOnAnyRank) {
+  RejectedForwardInsertsNothing(2, Spoil::kNegativeLength);
+}
+
+TEST(DynamicTableRefusal, WrongOutputLengthInsertsNothingOnAnyRank) {
+  RejectedForwardInsertsNothing(1, Spoil::kOutputLength);
+  RejectedForwardInsertsNothing(2, Spoil::kOutputLength);
 }
 
 // Two replicas of a one-rank sharding group: replicas may hold different ids in one slot, so a
