@@ -71,10 +71,12 @@ class MpiCommunicator : public Communicator, public Abortable {
 
   // Polls the plugin until everything started on `handle` has completed, the deadline passes
   // (kTimeout), an MPI error is reported (kRemote) or Abort() is called; the last three poison
-  // this communicator. Also used during creation, before a communicator exists (self == null).
+  // this communicator. Polls without yielding for `spin`, then yields the core between polls. Also
+  // used during creation, before a communicator exists (self == null).
   static Status Complete(const shardrec_mpi_plugin_table_t* t, shardrec_mpi_comm_t* handle,
                          const char* what, std::chrono::milliseconds timeout, int rank, int size,
-                         const std::atomic<bool>* aborted);
+                         const std::atomic<bool>* aborted,
+                         std::chrono::microseconds spin = std::chrono::microseconds{0});
 
  private:
   struct Block {
@@ -92,7 +94,7 @@ class MpiCommunicator : public Communicator, public Abortable {
   // Bodies (mpi_collectives.cc); arguments are validated.
   Status Exchange(const char* what, const std::vector<Block>& sends,
                   const std::vector<Block>& recvs, std::chrono::milliseconds timeout);
-  Status NativeAllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+  Status GatherAllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
                          std::chrono::milliseconds timeout);
   Status HostAllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,
                        std::span<const size_t> recv_counts, DType dtype,
@@ -114,6 +116,8 @@ class MpiCommunicator : public Communicator, public Abortable {
   uint64_t id_ = 0;                // process-unique, for the domain's lineage
   std::vector<uint64_t> lineage_;  // ancestors' ids, then id_
   std::atomic<std::chrono::milliseconds> timeout_;
+  // How long Wait polls before it starts yielding the core (mpi_communicator.cc: SpinTime).
+  std::chrono::microseconds spin_;
   std::atomic<bool> aborted_{false};
   mutable std::mutex mu_;
   Status poison_;
