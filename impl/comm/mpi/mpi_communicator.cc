@@ -3,9 +3,6 @@
 // collective bodies live in mpi_collectives.cc.
 #include "impl/comm/mpi/mpi_communicator.h"
 
-#include <sched.h>
-
-#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -25,44 +22,10 @@ using Clock = std::chrono::steady_clock;
 // reduce-scatter + all-gather (two rounds, each rank moving 2(W-1)/W of the buffer).
 constexpr size_t kGatherAllReduceBytes = size_t{256} << 10;
 
-// Polls before a waiting rank starts yielding its core after each one when this host runs more
-// processes than it has cores (as CI's `mpirun --oversubscribe -np 4` on two): enough to catch a
-// reply that is microseconds away, few enough that the peers it waits for get the core.
+// Polls before a waiting rank starts yielding its core after each one: enough to catch a reply
+// that is microseconds away, few enough that oversubscribed ranks (more processes than cores,
+// as in CI) let their peers run.
 constexpr uint64_t kSpinPolls = 32;
-
-// How long a waiting rank polls without yielding when every process of the job on this host
-// has a core of its own. Each yield hands the core to any other runnable task (a build, another
-// job) for up to a scheduler slice, milliseconds against a collective's microseconds, so short
-// waits must not yield; a long wait (a slow or stalled peer) still gives the core away.
-constexpr std::chrono::microseconds kSpinTime{2000};
-
-// Processes of this job on this host, from the launcher (Open MPI's mpirun, MPICH's Hydra);
-// 0 when unknown.
-long LocalProcesses() {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
-    const char* v = std::getenv(name);
-    if (v == nullptr || *v == '\0') continue;
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    if (end != v && *end == '\0' && n > 0) return n;
-  }
-  return 0;
-}
-
-// Cores this process may run on.
-long UsableCores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-  return static_cast<long>(std::thread::hardware_concurrency());
-}
-
-// Spin time before yielding: kSpinTime when the launcher says this host has a core per process,
-// none (only kSpinPolls) when it has fewer cores or the launcher is unknown.
-std::chrono::microseconds SpinTime() {
-  const long procs = LocalProcesses();
-  return procs > 0 && procs <= UsableCores() ? kSpinTime : std::chrono::microseconds{0};
-}
 
 const char* LevelName(int32_t level) {
   switch (level) {
@@ -81,11 +44,8 @@ const char* LevelName(int32_t level) {
 
 Status MpiCommunicator::Complete(const shardrec_mpi_plugin_table_t* t, shardrec_mpi_comm_t* handle,
                                  const char* what, std::chrono::milliseconds timeout, int rank,
-                                 int size, const std::atomic<bool>* aborted,
-                                 std::chrono::microseconds spin) {
-  const auto start = Clock::now();
-  const auto deadline = start + timeout;
-  bool spinning = spin.count() > 0;
+                                 int size, const std::atomic<bool>* aborted) {
+  const auto deadline = Clock::now() + timeout;
   for (uint64_t polls = 0;; ++polls) {
     if (aborted != nullptr && aborted->load(std::memory_order_relaxed)) {
       return Status::Aborted("MPI ", what, " on rank ", rank, " of ", size,
@@ -99,10 +59,9 @@ Status MpiCommunicator::Complete(const shardrec_mpi_plugin_table_t* t, shardrec_
                            FromMpiPlugin(rc, st).message()));
     }
     if (done) return Status::Ok();
-    // Each test drives MPI's progress engine; after the spin, give the core away so that
+    // Each test drives MPI's progress engine; after a short spin, give the core away so that
     // oversubscribed ranks (more processes than cores) can reach the collective.
-    if (spinning && (polls & 15) == 0) spinning = Clock::now() - start < spin;
-    if (!spinning && polls > kSpinPolls) std::this_thread::yield();
+    if (polls > kSpinPolls) std::this_thread::yield();
     if ((polls & 63) == 0 && Clock::now() >= deadline) {
       return Status::Timeout("MPI ", what, " did not complete within ", timeout.count(),
                              " ms on rank ", rank, " of ", size,
@@ -168,8 +127,7 @@ MpiCommunicator::MpiCommunicator(const Config& config)
                                                       : kDefaultMaxMessageBytes),
       domain_(config.domain ? config.domain : std::make_shared<FailureDomain>()),
       lineage_(config.lineage),
-      timeout_(config.timeout),
-      spin_(SpinTime()) {
+      timeout_(config.timeout) {
   id_ = NewCommunicatorId();
   lineage_.push_back(id_);
   domain_->Join(this, lineage_);
@@ -236,7 +194,7 @@ Status MpiCommunicator::ResolveTimeout(const CallOptions& opts,
 }
 
 Status MpiCommunicator::Wait(const char* what, std::chrono::milliseconds timeout) {
-  Status s = Complete(t_, h_, what, timeout, rank_, size_, &aborted_, spin_);
+  Status s = Complete(t_, h_, what, timeout, rank_, size_, &aborted_);
   return s.ok() ? s : Poison(std::move(s));
 }
 
@@ -291,8 +249,8 @@ Status MpiCommunicator::AllReduce(const void* send, void* recv, size_t count, DT
   // A rank-ordered reduce-scatter of even blocks straight into this rank's block of `recv`, then
   // an all-gather in place, both point-to-point. Not MPI_Iallreduce: MPI has no 16-bit float
   // type, and Open MPI 4.1's nonblocking all-reduce (libnbc) was slower at every size measured
-  // (comm_mpi_bench: 1.3-1.9x the time below 64 KiB, 3-6x Gloo's at 16-64 MiB); every rank gets
-  // the same bits, summed in rank order, whatever the size.
+  // (comm_mpi_bench: 1.6-1.9x the time of the gather at 8 B-16 KiB, 3-6x Gloo's time at
+  // 16-64 MiB); every rank gets the same bits, summed in rank order, whatever the size.
   std::vector<size_t> blocks(size_);
   size_t mine_offset = 0;
   for (int r = 0; r < size_; ++r) {

@@ -71,12 +71,10 @@ class MpiCommunicator : public Communicator, public Abortable {
 
   // Polls the plugin until everything started on `handle` has completed, the deadline passes
   // (kTimeout), an MPI error is reported (kRemote) or Abort() is called; the last three poison
-  // this communicator. Polls without yielding for `spin`, then yields the core between polls. Also
-  // used during creation, before a communicator exists (self == null).
+  // this communicator. Also used during creation, before a communicator exists (self == null).
   static Status Complete(const shardrec_mpi_plugin_table_t* t, shardrec_mpi_comm_t* handle,
                          const char* what, std::chrono::milliseconds timeout, int rank, int size,
-                         const std::atomic<bool>* aborted,
-                         std::chrono::microseconds spin = std::chrono::microseconds{0});
+                         const std::atomic<bool>* aborted);
 
  private:
   struct Block {
@@ -116,14 +114,11 @@ class MpiCommunicator : public Communicator, public Abortable {
   uint64_t id_ = 0;                // process-unique, for the domain's lineage
   std::vector<uint64_t> lineage_;  // ancestors' ids, then id_
   std::atomic<std::chrono::milliseconds> timeout_;
-  // How long Wait polls before it starts yielding the core (mpi_communicator.cc: SpinTime).
-  std::chrono::microseconds spin_;
   std::atomic<bool> aborted_{false};
   mutable std::mutex mu_;
   Status poison_;
-  // Reused by the large all-reduce and the reduce-scatter (one thread at a time per communicator).
+  // Reused by the all-reduce and the reduce-scatter (one thread at a time per communicator).
   std::vector<uint8_t> exchange_scratch_;
-  std::vector<uint8_t> reduce_scratch_;
 };
 
 }  // namespace shardrec::comm::mpi
