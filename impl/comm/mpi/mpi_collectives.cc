@@ -13,6 +13,13 @@
 
 namespace shardrec::comm::mpi {
 
+std::chrono::milliseconds MpiCommunicator::Remaining(
+    std::chrono::steady_clock::time_point deadline) {
+  const auto left =
+      std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  return std::max(left, std::chrono::milliseconds{0});
+}
+
 uint8_t* MpiCommunicator::Scratch(std::vector<uint8_t>* buf, size_t bytes) {
   // Grow-only: fresh pages for every large call would cost a page fault per 4 KiB.
   if (buf->size() < bytes) buf->resize(bytes);
@@ -114,6 +121,8 @@ Status MpiCommunicator::HostReduceScatterV(const void* send, void* recv,
   const bool aliased = mine > 0 && out == own;
   shardrec_plugin_status_t st{};
   std::vector<const uint8_t*> parts(size_);
+  // One deadline for all rounds: the call, not each round, is bounded by `timeout`.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   // Every rank runs the same number of rounds (recv_counts is the same everywhere); in round i
   // it sends piece i of every peer's block and receives piece i of its own from every peer, so
   // each pair's pieces match in order.
@@ -134,7 +143,7 @@ Status MpiCommunicator::HostReduceScatterV(const void* send, void* recv,
                                         static_cast<int32_t>(p.count * width), peer, &st),
                                st));
     }
-    SR_RETURN_IF_ERROR(Wait("reducescatterv", timeout));
+    SR_RETURN_IF_ERROR(Wait("reducescatterv", Remaining(deadline)));
     if (!have) continue;
     for (int r = 0; r < size_; ++r) {
       parts[r] =

@@ -258,8 +258,9 @@ Status MpiCommunicator::AllReduce(const void* send, void* recv, size_t count, DT
     if (r < rank_) mine_offset += blocks[r];
   }
   uint8_t* mine = static_cast<uint8_t*>(recv) + mine_offset * DTypeSize(dtype);
+  const auto deadline = Clock::now() + t;
   SR_RETURN_IF_ERROR(HostReduceScatterV(send, mine, blocks, dtype, op, t));
-  return HostAllGatherV(mine, blocks[rank_], recv, blocks, dtype, t);
+  return HostAllGatherV(mine, blocks[rank_], recv, blocks, dtype, Remaining(deadline));
 }
 
 Status MpiCommunicator::AllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,

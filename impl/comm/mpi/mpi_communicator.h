@@ -104,6 +104,8 @@ class MpiCommunicator : public Communicator, public Abortable {
                             DType dtype, ReduceOp op, std::chrono::milliseconds timeout);
   Status HostBroadcast(void* buf, size_t bytes, int root, std::chrono::milliseconds timeout);
   static uint8_t* Scratch(std::vector<uint8_t>* buf, size_t bytes);
+  // Time left until `deadline`, rounded up, never negative (0: one last poll, then kTimeout).
+  static std::chrono::milliseconds Remaining(std::chrono::steady_clock::time_point deadline);
 
   const shardrec_mpi_plugin_table_t* t_;
   shardrec_mpi_comm_t* h_;
