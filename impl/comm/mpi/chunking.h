@@ -13,10 +13,6 @@ namespace shardrec::comm::mpi {
 // pieces without 2^31-element buffers).
 inline constexpr size_t kDefaultMaxMessageBytes = size_t{1} << 30;
 
-// Bytes a rank receives per round of the rank-ordered reduce-scatter (all peers together): small
-// enough to stay in a core's L2 cache until the reduction reads it.
-inline constexpr size_t kReduceRoundBytes = size_t{512} << 10;
-
 // Units (elements or bytes) per piece under a byte limit: at least 1, at most INT_MAX.
 constexpr size_t UnitsPerPiece(size_t max_bytes, size_t unit_bytes) {
   const size_t units = unit_bytes == 0 ? 1 : max_bytes / unit_bytes;

@@ -1,8 +1,8 @@
 // Host-memory collective bodies of MpiCommunicator. All-to-all-v and all-gather-v are
 // point-to-point exchanges (MPI_Isend/Irecv per peer, chunked to int counts, pointers in
-// size_t), so no int displacement can overflow; reduce-scatter-v is the exchange in cache-sized
-// rounds plus a local reduction in rank order, as on Gloo, so its result is bit-identical to
-// Gloo's; small all-reduces gather every buffer and reduce in the same rank order.
+// size_t), so no int displacement can overflow; reduce-scatter-v is the exchange (in rounds of
+// one message per peer) plus a local reduction in rank order, as on Gloo, so its result is
+// bit-identical to Gloo's; small all-reduces gather every buffer and reduce in the same rank order.
 #include <algorithm>
 #include <cstring>
 
@@ -99,12 +99,11 @@ Status MpiCommunicator::HostReduceScatterV(const void* send, void* recv,
   }
   ReduceFn fn = nullptr;
   SR_RETURN_IF_ERROR(GetReduceFn(dtype, op, &fn));
-  // Rounds of pieces small enough that a round's received pieces are still in this core's cache
-  // when the reduction reads them: each byte then crosses memory once on the way in (MPI's copy)
-  // instead of being written to a scratch buffer and read back.
-  const size_t cache_units =
-      std::max<size_t>(1, kReduceRoundBytes / (width * static_cast<size_t>(size_ - 1)));
-  const size_t unit = std::min(cache_units, UnitsPerPiece(max_message_bytes_, width));
+  // Rounds of at most one MPI message per peer (chunking.h: 1 GiB unless lowered), so a single
+  // round almost always. Cache-sized rounds (512 KiB) were tried and dropped: every round is one
+  // more wait, and under a loaded machine each wait can cost a scheduler slice (4-8x slower at
+  // 16-64 MiB, tests/bench/RESULTS.md).
+  const size_t unit = UnitsPerPiece(max_message_bytes_, width);
   std::vector<size_t> offsets(size_);
   size_t rounds = 0, off = 0;
   for (int r = 0; r < size_; ++r) {
@@ -114,7 +113,8 @@ Status MpiCommunicator::HostReduceScatterV(const void* send, void* recv,
   }
   // One slot per rank; the own slot is only used when `recv` is this rank's block of `send` (an
   // in-place all-reduce) and the sum must not overwrite it before its turn in rank order.
-  uint8_t* slots = Scratch(&exchange_scratch_, unit * width * static_cast<size_t>(size_));
+  const size_t slot = std::min(unit, mine) * width;
+  uint8_t* slots = Scratch(&exchange_scratch_, slot * static_cast<size_t>(size_));
   const auto* in = static_cast<const uint8_t*>(send);
   const uint8_t* own = in + offsets[rank_] * width;
   auto* out = static_cast<uint8_t*>(recv);
@@ -131,7 +131,7 @@ Status MpiCommunicator::HostReduceScatterV(const void* send, void* recv,
     const Piece piece = have ? PieceAt(mine, unit, i) : Piece{0, 0};
     for (int k = 1; k < size_ && have; ++k) {
       const int peer = (rank_ + size_ - k) % size_;
-      SR_RETURN_IF_ERROR(Start(t_->recv(h_, slots + static_cast<size_t>(peer) * unit * width,
+      SR_RETURN_IF_ERROR(Start(t_->recv(h_, slots + static_cast<size_t>(peer) * slot,
                                         static_cast<int32_t>(piece.count * width), peer, &st),
                                st));
     }
@@ -146,11 +146,10 @@ Status MpiCommunicator::HostReduceScatterV(const void* send, void* recv,
     SR_RETURN_IF_ERROR(Wait("reducescatterv", Remaining(deadline)));
     if (!have) continue;
     for (int r = 0; r < size_; ++r) {
-      parts[r] =
-          r == rank_ ? own + piece.offset * width : slots + static_cast<size_t>(r) * unit * width;
+      parts[r] = r == rank_ ? own + piece.offset * width : slots + static_cast<size_t>(r) * slot;
     }
     uint8_t* dst = out + piece.offset * width;
-    uint8_t* acc = aliased && rank_ >= 2 ? slots + static_cast<size_t>(rank_) * unit * width : dst;
+    uint8_t* acc = aliased && rank_ >= 2 ? slots + static_cast<size_t>(rank_) * slot : dst;
     // Rank order, as Gloo's ReduceScatterV: ((b0 + b1) + b2) + ..., the same bits on both.
     fn(acc, parts[0], parts[1], piece.count);
     for (int s = 2; s < size_; ++s) fn(acc, acc, parts[s], piece.count);
