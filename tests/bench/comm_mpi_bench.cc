@@ -65,6 +65,20 @@ void BM_AllReduce(benchmark::State& state) {
   SetBusBandwidth(state, bytes, 2.0 * (w - 1) / w);
 }
 
+// Small all-reduces, latency-bound (the sharded step's dense and statistics all-reduces are
+// 8 B-132 KB). Args: backend (0 MPI, 1 Gloo), bytes per rank.
+void BM_AllReduceSmall(benchmark::State& state) {
+  Communicator* c = CommFor(state.range(0));
+  std::vector<float> buf(static_cast<size_t>(state.range(1)) / sizeof(float), 1.0f);
+  ThrowIfError(c->Barrier());
+  for (auto _ : state) {
+    ThrowIfError(c->AllReduce(buf.data(), buf.data(), buf.size(), DType::kFloat32, ReduceOp::kSum));
+  }
+  state.counters["us_per_call"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * 1e-6,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
 // Args: backend (0 MPI, 1 Gloo), MiB per rank (split evenly over the ranks).
 void BM_AllToAllV(benchmark::State& state) {
   Communicator* c = CommFor(state.range(0));
@@ -80,6 +94,15 @@ void BM_AllToAllV(benchmark::State& state) {
 }
 
 void Register() {
+  for (int64_t bytes : {8, 1024, 16384, 131072}) {
+    for (int64_t backend : {0, 1}) {
+      benchmark::RegisterBenchmark(
+          backend == 0 ? "BM_AllReduceSmall/mpi" : "BM_AllReduceSmall/gloo", BM_AllReduceSmall)
+          ->Args({backend, bytes})
+          ->Iterations(400)
+          ->UseRealTime();
+    }
+  }
   for (int64_t mib : {1, 4, 16, 64}) {
     const int64_t iters = Iterations(static_cast<size_t>(mib) << 20);
     benchmark::RegisterBenchmark("BM_Memcpy", BM_Memcpy)

@@ -2,10 +2,11 @@
 // process under mpirun (mpirun --oversubscribe -np W embedding_step_mpi_bench), on the MPI
 // backend and on Gloo created from the launcher's variables, in the same job. Every rank runs
 // the same fixed iteration count (Google Benchmark's own choice would differ between processes
-// and deadlock the collectives); rank 0 reports samples/s over all ranks and the share of its
-// step spent in collectives.
+// and deadlock the collectives); rank 0 reports samples/s over all ranks, the share of its step
+// spent in collectives, and the lowest, mean and highest share over the ranks.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -99,6 +100,23 @@ void BM_ShardedStep(benchmark::State& state) {
   state.counters["comm_share"] = total > 0 ? comm / total : 0.0;
   state.counters["compute_ms/step"] =
       state.iterations() ? (total - comm) * 1e3 / static_cast<double>(state.iterations()) : 0.0;
+  // Every rank's share: a rank with less work than its peers (this plan puts the table-wise
+  // table on one rank) counts its wait for them as collective time, so the lowest share is the
+  // closest to the collectives' own cost.
+  const double mine[2] = {comm, total};
+  std::vector<double> all(2 * static_cast<size_t>(world));
+  const std::vector<size_t> two(world, 2);
+  ThrowIfError(c->AllGatherV(mine, 2, all.data(), two, DType::kFloat64));
+  double lo = 1.0, hi = 0.0, sum = 0.0;
+  for (int q = 0; q < world; ++q) {
+    const double share = all[2 * q + 1] > 0 ? all[2 * q] / all[2 * q + 1] : 0.0;
+    lo = std::min(lo, share);
+    hi = std::max(hi, share);
+    sum += share;
+  }
+  state.counters["share_min"] = lo;
+  state.counters["share_mean"] = sum / world;
+  state.counters["share_max"] = hi;
   ThrowIfError(c->Barrier());
 }
 

@@ -92,7 +92,7 @@ class MpiCommunicator : public Communicator, public Abortable {
   // Bodies (mpi_collectives.cc); arguments are validated.
   Status Exchange(const char* what, const std::vector<Block>& sends,
                   const std::vector<Block>& recvs, std::chrono::milliseconds timeout);
-  Status NativeAllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+  Status GatherAllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
                          std::chrono::milliseconds timeout);
   Status HostAllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,
                        std::span<const size_t> recv_counts, DType dtype,
@@ -104,6 +104,8 @@ class MpiCommunicator : public Communicator, public Abortable {
                             DType dtype, ReduceOp op, std::chrono::milliseconds timeout);
   Status HostBroadcast(void* buf, size_t bytes, int root, std::chrono::milliseconds timeout);
   static uint8_t* Scratch(std::vector<uint8_t>* buf, size_t bytes);
+  // Time left until `deadline`, rounded up, never negative (0: one last poll, then kTimeout).
+  static std::chrono::milliseconds Remaining(std::chrono::steady_clock::time_point deadline);
 
   const shardrec_mpi_plugin_table_t* t_;
   shardrec_mpi_comm_t* h_;
@@ -117,9 +119,8 @@ class MpiCommunicator : public Communicator, public Abortable {
   std::atomic<bool> aborted_{false};
   mutable std::mutex mu_;
   Status poison_;
-  // Reused by the large all-reduce and the reduce-scatter (one thread at a time per communicator).
+  // Reused by the all-reduce and the reduce-scatter (one thread at a time per communicator).
   std::vector<uint8_t> exchange_scratch_;
-  std::vector<uint8_t> reduce_scratch_;
 };
 
 }  // namespace shardrec::comm::mpi

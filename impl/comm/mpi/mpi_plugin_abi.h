@@ -7,8 +7,8 @@
  * message copied into the caller's shardrec_plugin_status_t.
  *
  * The plugin is deliberately thin: it starts nonblocking MPI operations and tests them. The
- * waiting, the deadline (MPI has no per-operation timeout), chunking of large messages and the
- * reductions MPI lacks (fp16/bf16, the rank-ordered reduce-scatter) live on the libshardrec side
+ * waiting, the deadline (MPI has no per-operation timeout), chunking of large messages and every
+ * reduction (rank-ordered, fp16/bf16 included, which MPI lacks) live on the libshardrec side
  * (impl/comm/mpi/mpi_communicator.cc), so a stalled peer never blocks inside the plugin.
  *
  * Threads. Every entry takes one process-wide mutex around its MPI calls, so the plugin needs
@@ -30,7 +30,7 @@
 extern "C" {
 #endif
 
-#define SHARDREC_MPI_PLUGIN_ABI_VERSION 1u
+#define SHARDREC_MPI_PLUGIN_ABI_VERSION 2u
 
 /* The only two symbols the plugin exports. */
 #define SHARDREC_MPI_PLUGIN_ABI_SYMBOL "shardrec_mpi_plugin_abi_version"
@@ -75,11 +75,8 @@ typedef struct shardrec_mpi_plugin_table {
    * finalized; otherwise only forgets it. NULL is a no-op. */
   void (*destroy)(shardrec_mpi_comm_t* comm);
 
-  /* Nonblocking starts; each appends its request to the communicator's in-flight set.
-   * all_reduce: dtype is a shardrec::DType value among fp32, fp64, int32, int64, uint8; op a
-   * shardrec::comm::ReduceOp among sum, max, min; send == recv means in place. */
-  int32_t (*all_reduce)(shardrec_mpi_comm_t* comm, const void* send, void* recv, int32_t count,
-                        int32_t dtype, int32_t op, shardrec_plugin_status_t* status);
+  /* Nonblocking starts; each appends its request to the communicator's in-flight set. (Version
+   * 1 also had an MPI_Iallreduce entry; libshardrec reduces in rank order itself since.) */
   int32_t (*send)(shardrec_mpi_comm_t* comm, const void* buf, int32_t bytes, int32_t peer,
                   shardrec_plugin_status_t* status);
   int32_t (*recv)(shardrec_mpi_comm_t* comm, void* buf, int32_t bytes, int32_t peer,

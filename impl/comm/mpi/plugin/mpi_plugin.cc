@@ -211,37 +211,6 @@ int32_t Started(shardrec_mpi_comm_t* c, int err, const MPI_Request* req, const c
   return Ok(st);
 }
 
-MPI_Datatype TypeOf(int32_t dtype) {
-  switch (dtype) {  // shardrec::DType values
-    case 0:
-      return MPI_FLOAT;
-    case 3:
-      return MPI_DOUBLE;
-    case 4:
-      return MPI_INT32_T;
-    case 5:
-      return MPI_INT64_T;
-    case 6:
-      return MPI_UINT8_T;
-    default:
-      return MPI_DATATYPE_NULL;
-  }
-}
-
-int32_t AllReduce(shardrec_mpi_comm_t* c, const void* send, void* recv, int32_t count,
-                  int32_t dtype, int32_t op, shardrec_plugin_status_t* st) {
-  const MPI_Datatype type = TypeOf(dtype);
-  if (type == MPI_DATATYPE_NULL)
-    return Fail(st, kUnsupported, "dtype %d has no MPI reduction", dtype);
-  const MPI_Op mop = op == 0 ? MPI_SUM : op == 2 ? MPI_MAX : op == 3 ? MPI_MIN : MPI_OP_NULL;
-  if (mop == MPI_OP_NULL) return Fail(st, kUnsupported, "reduce op %d has no MPI operator", op);
-  std::lock_guard<std::mutex> lock(Mu());
-  MPI_Request req = MPI_REQUEST_NULL;
-  const void* in = send == recv ? MPI_IN_PLACE : send;
-  return Started(c, MPI_Iallreduce(in, recv, count, type, mop, c->comm, &req), &req,
-                 "MPI_Iallreduce", st);
-}
-
 int32_t Send(shardrec_mpi_comm_t* c, const void* buf, int32_t bytes, int32_t peer,
              shardrec_plugin_status_t* st) {
   std::lock_guard<std::mutex> lock(Mu());
@@ -315,7 +284,6 @@ const shardrec_mpi_plugin_table_t kTable = {
     &PluginPath,
     &Create,
     &Destroy,
-    &AllReduce,
     &Send,
     &Recv,
     &Broadcast,
