@@ -458,435 +458,504 @@ typedef _gostring_ swig_type_425;
 typedef long long swig_type_426;
 typedef _gostring_ swig_type_427;
 typedef long long swig_type_428;
-typedef long long swig_type_429;
-extern void _wrap_Swig_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern uintptr_t _wrap_Swig_malloc_swig_5010cc1c9577d3b9(swig_intgo arg1);
-extern swig_intgo _wrap_OK_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_ERROR_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_EINVAL_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_EUSAGE_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_ENOMEM_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_ECUDA_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_EREMOTE_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_ETIMEOUT_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_EIO_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_ECORRUPT_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_EUNSUPPORTED_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_ENOTFOUND_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_EINTERNAL_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_ENODEVICE_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_EABORTED_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_DTYPE_FLOAT32_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_DTYPE_FLOAT16_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_DTYPE_BFLOAT16_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_DTYPE_FLOAT64_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_DTYPE_INT32_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_DTYPE_INT64_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_DTYPE_UINT8_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_DEVICE_HOST_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_DEVICE_CUDA_swig_5010cc1c9577d3b9(void);
-extern swig_type_1 _wrap_status_string_swig_5010cc1c9577d3b9(swig_intgo arg1);
-extern swig_intgo _wrap_version_swig_5010cc1c9577d3b9(void);
-extern swig_type_2 _wrap_version_string_swig_5010cc1c9577d3b9(void);
-extern swig_type_3 _wrap_dtype_size_swig_5010cc1c9577d3b9(swig_intgo arg1);
-extern swig_intgo _wrap_SHARDING_DATA_PARALLEL_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_SHARDING_TABLE_WISE_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_SHARDING_ROW_WISE_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_SHARDING_COLUMN_WISE_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_SHARDING_GRID_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_POOLING_SUM_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_POOLING_MEAN_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_POOLING_NONE_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_INIT_DEFAULT_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_INIT_UNIFORM_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_INIT_CONSTANT_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_OPTIMIZER_SGD_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_OPTIMIZER_ADAGRAD_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_OPTIMIZER_ADAM_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_OPTIMIZER_LAMB_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_WEIGHT_DECAY_NONE_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_WEIGHT_DECAY_L2_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_5010cc1c9577d3b9(void);
-extern void _wrap_optimizer_config_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_optimizer_config_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_optimizer_config_Xtype_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_optimizer_config_Xtype_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_optimizer_config_learning_rate_set_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_learning_rate_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_optimizer_config_eps_set_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_eps_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_optimizer_config_beta1_set_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_beta1_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_optimizer_config_beta2_set_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_beta2_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_optimizer_config_weight_decay_set_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_weight_decay_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_optimizer_config_weight_decay_mode_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_optimizer_config_weight_decay_mode_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_optimizer_config_stochastic_rounding_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_optimizer_config_stochastic_rounding_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern uintptr_t _wrap_new_optimizer_config_swig_5010cc1c9577d3b9(void);
-extern void _wrap_delete_optimizer_config_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_4 _wrap_optimizer_config_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern void _wrap_Topology_t_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_Topology_t_world_size_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_world_size_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_Topology_t_ranks_per_node_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_ranks_per_node_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_Topology_t_device_type_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_device_type_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_Topology_t_memory_bytes_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_5 arg2);
-extern swig_type_6 _wrap_Topology_t_memory_bytes_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_Topology_t_intra_node_bandwidth_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_intra_node_bandwidth_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_Topology_t_inter_node_bandwidth_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_inter_node_bandwidth_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_Topology_t_batch_size_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_batch_size_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_Topology_t_optimizer_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_optimizer_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_Topology_t_memory_bandwidth_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_memory_bandwidth_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_Topology_t_reserved_fraction_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_reserved_fraction_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_Topology_t_collective_latency_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_collective_latency_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_Topology_t_per_id_cost_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_per_id_cost_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern uintptr_t _wrap_new_Topology_t_swig_5010cc1c9577d3b9(void);
-extern void _wrap_delete_Topology_t_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_7 _wrap_topology_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern void _wrap_comm_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_comm_options_timeout_ms_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_8 arg2);
-extern swig_type_9 _wrap_comm_options_timeout_ms_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_comm_options_backend_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_backend_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_comm_options_device_type_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_device_type_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_comm_options_device_index_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_device_index_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_comm_options_bind_address_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_10 arg2);
-extern swig_type_11 _wrap_comm_options_bind_address_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_comm_options_store_grace_ms_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_12 arg2);
-extern swig_type_13 _wrap_comm_options_store_grace_ms_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern uintptr_t _wrap_new_comm_options_swig_5010cc1c9577d3b9(void);
-extern void _wrap_delete_comm_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_14 _wrap_comm_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_15 _wrap_comm_unique_id_create_swig_5010cc1c9577d3b9(swig_type_16 arg1);
-extern swig_type_17 _wrap_comm_create_swig_5010cc1c9577d3b9(swig_type_18 arg1, swig_type_19 arg2, swig_intgo arg3, swig_intgo arg4, uintptr_t arg5);
-extern swig_type_20 _wrap_comm_create_local_group_swig_5010cc1c9577d3b9(swig_type_21 arg1, uintptr_t arg2);
-extern swig_type_22 _wrap_comm_split_swig_5010cc1c9577d3b9(swig_type_23 arg1, uintptr_t arg2, swig_intgo arg3, swig_intgo arg4);
-extern swig_type_24 _wrap_comm_rank_swig_5010cc1c9577d3b9(swig_type_25 arg1, uintptr_t arg2);
-extern swig_type_26 _wrap_comm_size_swig_5010cc1c9577d3b9(swig_type_27 arg1, uintptr_t arg2);
-extern swig_type_28 _wrap_comm_set_timeout_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_29 arg2);
-extern swig_type_30 _wrap_comm_abort_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_31 _wrap_comm_async_error_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_comm_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_32 _wrap_comm_allreduce_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_33 arg4, swig_intgo arg5, swig_intgo arg6);
-extern swig_type_34 _wrap_comm_broadcast_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_35 arg3, swig_intgo arg4, swig_intgo arg5);
-extern swig_type_36 _wrap_comm_allgather_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_37 arg4, swig_intgo arg5);
-extern swig_type_38 _wrap_comm_barrier_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_39 _wrap_comm_create_mpi_swig_5010cc1c9577d3b9(swig_type_40 arg1, swig_type_41 arg2, uintptr_t arg3);
-extern swig_type_42 _wrap_comm_create_from_env_swig_5010cc1c9577d3b9(swig_type_43 arg1, uintptr_t arg2);
-extern swig_type_44 _wrap_comm_local_rank_swig_5010cc1c9577d3b9(swig_type_45 arg1, uintptr_t arg2);
-extern swig_type_46 _wrap_comm_local_size_swig_5010cc1c9577d3b9(swig_type_47 arg1, uintptr_t arg2);
-extern swig_type_48 _wrap_comm_bind_local_numa_swig_5010cc1c9577d3b9(swig_type_49 arg1, uintptr_t arg2);
-extern void _wrap_Shard_t_row_offset_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_50 arg2);
-extern swig_type_51 _wrap_Shard_t_row_offset_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_Shard_t_rows_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_52 arg2);
-extern swig_type_53 _wrap_Shard_t_rows_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_Shard_t_col_offset_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Shard_t_col_offset_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_Shard_t_cols_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Shard_t_cols_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_Shard_t_rank_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Shard_t_rank_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern uintptr_t _wrap_new_Shard_t_swig_5010cc1c9577d3b9(void);
-extern void _wrap_delete_Shard_t_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_54 _wrap_plan_from_json_swig_5010cc1c9577d3b9(swig_type_55 arg1, swig_type_56 arg2);
-extern swig_type_57 _wrap_plan_to_json_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_58 _wrap_plan_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_59 _wrap_plan_hash_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_60 arg2);
-extern swig_type_61 _wrap_plan_world_size_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_62 arg2);
-extern swig_type_63 _wrap_plan_ranks_per_node_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_64 arg2);
-extern swig_type_65 _wrap_plan_num_tables_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_66 arg2);
-extern swig_type_67 _wrap_plan_num_features_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_68 arg2);
-extern swig_type_69 _wrap_plan_feature_name_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_70 arg2, swig_voidp arg3);
-extern swig_type_71 _wrap_plan_table_name_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_72 arg2, swig_voidp arg3);
-extern swig_type_73 _wrap_plan_find_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_74 arg2, swig_type_75 arg3);
-extern swig_type_76 _wrap_plan_table_rows_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_77 arg2, swig_type_78 arg3);
-extern swig_type_79 _wrap_plan_table_dim_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_80 arg2, swig_type_81 arg3);
-extern swig_type_82 _wrap_plan_table_sharding_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_83 arg2, swig_type_84 arg3, swig_type_85 arg4);
-extern swig_type_86 _wrap_plan_shard_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_87 arg2, swig_type_88 arg3, uintptr_t arg4);
-extern void _wrap_calibrate_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_calibrate_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_calibrate_options_ranks_share_memory_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_calibrate_options_ranks_share_memory_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_calibrate_options_time_budget_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
-extern double _wrap_calibrate_options_time_budget_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_calibrate_options_threads_per_rank_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_calibrate_options_threads_per_rank_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_calibrate_options_ranks_per_machine_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_calibrate_options_ranks_per_machine_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern uintptr_t _wrap_new_calibrate_options_swig_5010cc1c9577d3b9(void);
-extern void _wrap_delete_calibrate_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_89 _wrap_calibrate_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern void _wrap_calibration_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_calibration_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_calibration_gather_bandwidth_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
-extern double _wrap_calibration_gather_bandwidth_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_calibration_stream_bandwidth_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
-extern double _wrap_calibration_stream_bandwidth_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_calibration_loopback_bandwidth_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
-extern double _wrap_calibration_loopback_bandwidth_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_calibration_loopback_latency_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
-extern double _wrap_calibration_loopback_latency_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_calibration_handoff_latency_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
-extern double _wrap_calibration_handoff_latency_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_calibration_elapsed_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
-extern double _wrap_calibration_elapsed_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_calibration_oversubscription_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
-extern double _wrap_calibration_oversubscription_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern uintptr_t _wrap_new_calibration_swig_5010cc1c9577d3b9(void);
-extern void _wrap_delete_calibration_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_90 _wrap_calibration_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_91 _wrap_topology_calibrate_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_92 _wrap_topology_from_comm_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern void _wrap_plan_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_intgo _wrap_BOUNDS_ERROR_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_BOUNDS_CLAMP_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_BOUNDS_SKIP_swig_5010cc1c9577d3b9(void);
-extern void _wrap_embedding_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_embedding_options_seed_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_93 arg2);
-extern swig_type_94 _wrap_embedding_options_seed_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_embedding_options_bounds_policy_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_bounds_policy_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_embedding_options_num_threads_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_num_threads_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_embedding_options_dp_comm_set_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_embedding_options_dp_comm_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_embedding_options_device_type_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_device_type_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_embedding_options_device_index_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_device_index_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_embedding_options_non_finite_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_non_finite_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_embedding_options_table_memory_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_table_memory_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_embedding_options_forward_comm_encoding_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_forward_comm_encoding_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_embedding_options_backward_comm_encoding_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_backward_comm_encoding_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_embedding_options_max_batch_size_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_95 arg2);
-extern swig_type_96 _wrap_embedding_options_max_batch_size_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_embedding_options_max_ids_per_batch_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_97 arg2);
-extern swig_type_98 _wrap_embedding_options_max_ids_per_batch_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern uintptr_t _wrap_new_embedding_options_swig_5010cc1c9577d3b9(void);
-extern void _wrap_delete_embedding_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_intgo _wrap_COMM_ENCODING_FP32_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_COMM_ENCODING_FP16_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_COMM_ENCODING_BF16_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_NON_FINITE_CHECK_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_NON_FINITE_ALLOW_swig_5010cc1c9577d3b9(void);
-extern swig_type_99 _wrap_embedding_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_100 _wrap_embedding_create_swig_5010cc1c9577d3b9(swig_type_101 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
-extern void _wrap_embedding_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_102 _wrap_embedding_output_dim_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_103 arg2);
-extern swig_type_104 _wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_105 arg2);
-extern swig_type_106 _wrap_embedding_input_dist_wait_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_107 _wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_108 arg2);
-extern swig_type_109 _wrap_embedding_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_110 arg2);
-extern swig_type_111 _wrap_embedding_forward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_112 _wrap_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_113 _wrap_embedding_backward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_114 _wrap_embedding_synchronize_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_115 _wrap_embedding_set_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
-extern swig_type_116 _wrap_embedding_num_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_117 arg2);
-extern swig_type_118 _wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_119 arg2);
-extern swig_type_120 _wrap_embedding_get_weights_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_121 arg2, swig_type_122 arg3);
-extern swig_type_123 _wrap_embedding_set_weights_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_124 arg2, swig_type_125 arg3);
-extern swig_type_126 _wrap_embedding_num_states_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_127 arg2);
-extern swig_type_128 _wrap_embedding_state_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_129 arg2, swig_voidp arg3, swig_type_130 arg4);
-extern swig_type_131 _wrap_embedding_get_state_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_132 arg2, swig_type_133 arg3, swig_type_134 arg4);
-extern swig_type_135 _wrap_embedding_set_state_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_136 arg2, swig_type_137 arg3, swig_type_138 arg4);
-extern swig_type_139 _wrap_embedding_timings_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_140 arg2, swig_type_141 arg3);
-extern swig_type_142 _wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_143 arg2, float arg3);
-extern swig_type_144 _wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_145 arg2, uintptr_t arg3);
-extern swig_type_146 _wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_147 arg2, swig_type_148 arg3);
-extern swig_type_149 _wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_150 arg2, swig_type_151 arg3, swig_voidp arg4, swig_type_152 arg5);
-extern swig_type_153 _wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_154 arg2);
-extern swig_type_155 _wrap_embedding_output_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_156 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_157 arg5, swig_type_158 arg6);
-extern void _wrap_step_timings_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_step_timings_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_159 arg2);
-extern swig_type_160 _wrap_step_timings_forwards_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_161 arg2);
-extern swig_type_162 _wrap_step_timings_backwards_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_163 arg2);
-extern swig_type_164 _wrap_step_timings_samples_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_step_timings_total_seconds_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_total_seconds_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_step_timings_collective_seconds_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_collective_seconds_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_step_timings_input_dist_seconds_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_input_dist_seconds_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_step_timings_lookup_seconds_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_lookup_seconds_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_step_timings_output_dist_seconds_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_output_dist_seconds_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_step_timings_backward_seconds_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_backward_seconds_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_step_timings_embedding_comm_seconds_set_swig_5010cc1c9577d3b9(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_embedding_comm_seconds_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern uintptr_t _wrap_new_step_timings_swig_5010cc1c9577d3b9(void);
-extern void _wrap_delete_step_timings_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_165 _wrap_step_timings_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_166 _wrap_embedding_step_timings_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_167 _wrap_device_count_swig_5010cc1c9577d3b9(swig_type_168 arg1);
-extern swig_type_169 _wrap_device_check_swig_5010cc1c9577d3b9(swig_intgo arg1, swig_intgo arg2);
-extern void _wrap_mesh_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_mesh_options_sharding_group_size_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_sharding_group_size_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_mesh_options_layout_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_layout_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_mesh_options_ranks_per_node_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_ranks_per_node_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_mesh_options_sync_interval_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_sync_interval_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_mesh_options_sync_mode_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_sync_mode_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern uintptr_t _wrap_new_mesh_options_swig_5010cc1c9577d3b9(void);
-extern void _wrap_delete_mesh_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_170 _wrap_mesh_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_171 _wrap_mesh_create_swig_5010cc1c9577d3b9(swig_type_172 arg1, uintptr_t arg2, uintptr_t arg3);
-extern void _wrap_mesh_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_173 _wrap_mesh_coords_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_174 arg2, swig_type_175 arg3, swig_type_176 arg4, swig_type_177 arg5);
-extern swig_type_178 _wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(swig_type_179 arg1, uintptr_t arg2);
-extern swig_type_180 _wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(swig_type_181 arg1, uintptr_t arg2);
-extern swig_type_182 _wrap_mesh_describe_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_183 _wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(swig_type_184 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
-extern swig_type_185 _wrap_mesh_sync_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
-extern swig_type_186 _wrap_mesh_step_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_187 arg3);
-extern swig_type_188 _wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_189 arg2, swig_type_190 arg3, swig_type_191 arg4);
-extern void _wrap_checkpoint_options_version_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_checkpoint_options_version_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_192 arg2);
-extern swig_type_193 _wrap_checkpoint_options_num_dense_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_checkpoint_options_reset_optimizer_state_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_checkpoint_options_allow_dtype_change_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_checkpoint_options_verify_first_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_checkpoint_options_verify_first_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern void _wrap_checkpoint_options_allow_partial_load_set_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_checkpoint_options_allow_partial_load_get_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern uintptr_t _wrap_new_checkpoint_options_swig_5010cc1c9577d3b9(void);
-extern void _wrap_delete_checkpoint_options_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_194 _wrap_checkpoint_options_init_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_195 _wrap_checkpoint_save_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_196 arg2, uintptr_t arg3);
-extern swig_type_197 _wrap_checkpoint_load_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_198 arg2, uintptr_t arg3);
-extern swig_type_199 _wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_200 arg3, uintptr_t arg4);
-extern swig_type_201 _wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_202 arg3, uintptr_t arg4);
-extern swig_type_203 _wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_204 arg2, swig_type_205 arg3, swig_intgo arg4);
-extern swig_type_206 _wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_207 arg2, swig_type_208 arg3, swig_intgo arg4);
-extern uintptr_t _wrap_bind_plan_spec_new_swig_5010cc1c9577d3b9(void);
-extern void _wrap_bind_plan_spec_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern uintptr_t _wrap_bind_plan_spec_topology_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_209 _wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_210 arg2, float arg3);
-extern swig_type_211 _wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_212 arg2, swig_type_213 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_214 arg7, swig_intgo arg8, float arg9, float arg10);
-extern swig_type_215 _wrap_bind_plan_spec_set_table_optimizer_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_216 _wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_217 arg2);
-extern swig_type_218 _wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_219 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_220 arg5, swig_type_221 arg6);
-extern swig_type_222 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_223 arg2);
-extern swig_type_224 _wrap_bind_plan_create_swig_5010cc1c9577d3b9(swig_type_225 arg1, uintptr_t arg2);
-extern swig_type_226 _wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_227 arg2, swig_type_228 arg3, swig_type_229 arg4, swig_type_230 arg5, swig_type_231 arg6, swig_type_232 arg7);
-extern swig_type_233 _wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_234 arg2, swig_type_235 arg3, swig_type_236 arg4, swig_type_237 arg5, swig_type_238 arg6);
-extern swig_type_239 _wrap_bind_device_plugin_path_swig_5010cc1c9577d3b9(swig_voidp arg1);
-extern swig_type_240 _wrap_bind_checkpoint_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_241 arg3, uintptr_t arg4, swig_type_242 arg5, swig_type_243 arg6, swig_type_244 arg7, swig_intgo arg8);
-extern swig_type_245 _wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_246 arg2, swig_type_247 arg3, swig_type_248 arg4, swig_type_249 arg5, swig_type_250 arg6, swig_type_251 arg7, swig_type_252 arg8);
-extern swig_type_253 _wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_254 arg2, swig_type_255 arg3);
-extern swig_type_256 _wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_257 arg2, swig_type_258 arg3);
-extern swig_intgo _wrap_ACTIVATION_NONE_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_ACTIVATION_RELU_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_ACTIVATION_SIGMOID_swig_5010cc1c9577d3b9(void);
-extern swig_type_259 _wrap_dense_set_blas_threads_swig_5010cc1c9577d3b9(swig_intgo arg1);
-extern swig_intgo _wrap_DENSE_MATH_FP32_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_DENSE_MATH_TF32_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_DENSE_MATH_BF16_swig_5010cc1c9577d3b9(void);
-extern void _wrap_mlp_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_260 _wrap_mlp_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_261 arg2, swig_type_262 arg3, swig_type_263 arg4, swig_type_264 arg5);
-extern swig_type_265 _wrap_mlp_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_266 _wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_267 arg2);
-extern swig_type_268 _wrap_dcn_create_swig_5010cc1c9577d3b9(swig_type_269 arg1, swig_type_270 arg2, swig_intgo arg3, swig_type_271 arg4, swig_type_272 arg5, swig_type_273 arg6);
-extern void _wrap_dcn_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_274 _wrap_dcn_forward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_275 arg2, swig_type_276 arg3, swig_type_277 arg4, swig_type_278 arg5);
-extern swig_type_279 _wrap_dcn_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_280 _wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_281 arg2);
-extern swig_type_282 _wrap_dot_interaction_width_swig_5010cc1c9577d3b9(swig_type_283 arg1, swig_type_284 arg2, swig_type_285 arg3);
-extern swig_type_286 _wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(swig_type_287 arg1, swig_type_288 arg2, swig_type_289 arg3, swig_type_290 arg4, swig_type_291 arg5, swig_type_292 arg6, swig_type_293 arg7, swig_type_294 arg8);
-extern swig_type_295 _wrap_bce_with_logits_swig_5010cc1c9577d3b9(swig_type_296 arg1, swig_type_297 arg2, swig_type_298 arg3, double arg4, swig_type_299 arg5, swig_type_300 arg6);
-extern swig_type_301 _wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(swig_type_302 arg1, uintptr_t arg2);
-extern void _wrap_dense_optimizer_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_303 _wrap_dense_optimizer_set_learning_rate_swig_5010cc1c9577d3b9(uintptr_t arg1, float arg2);
-extern swig_type_304 _wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_305 arg2);
-extern swig_type_306 _wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_307 arg2);
-extern swig_intgo _wrap_DDP_COMPRESSION_NONE_swig_5010cc1c9577d3b9(void);
-extern swig_intgo _wrap_DDP_COMPRESSION_BF16_swig_5010cc1c9577d3b9(void);
-extern void _wrap_ddp_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_308 _wrap_ddp_zero_grad_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_309 _wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_310 arg2);
-extern swig_type_311 _wrap_ddp_finish_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_312 _wrap_ddp_set_sync_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_intgo arg2);
-extern void _wrap_fsdp_destroy_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_313 _wrap_fsdp_release_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_314 arg2);
-extern swig_type_315 _wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_316 arg2);
-extern swig_type_317 _wrap_fsdp_step_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_318 _wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(swig_type_319 arg1);
-extern swig_type_320 _wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_321 arg2, swig_type_322 arg3);
-extern swig_type_323 _wrap_bind_mlp_device_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_324 arg2, swig_type_325 arg3);
-extern swig_type_326 _wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_327 arg2, swig_type_328 arg3);
-extern uintptr_t _wrap_bind_param_list_new_swig_5010cc1c9577d3b9(void);
-extern void _wrap_bind_param_list_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
-extern swig_type_329 _wrap_bind_param_list_add_mlp_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_330 _wrap_bind_param_list_add_dcn_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_331 _wrap_bind_dense_optimizer_step_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_332 _wrap_bind_mlp_create_swig_5010cc1c9577d3b9(swig_type_333 arg1, swig_type_334 arg2, swig_type_335 arg3, swig_type_336 arg4, swig_type_337 arg5, swig_type_338 arg6);
-extern swig_type_339 _wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(swig_type_340 arg1, swig_type_341 arg2, swig_type_342 arg3, swig_type_343 arg4, swig_type_344 arg5, swig_type_345 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
-extern swig_type_346 _wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_347 arg2, swig_type_348 arg3, uintptr_t arg4, swig_type_349 arg5);
-extern swig_type_350 _wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_351 arg2, swig_type_352 arg3, uintptr_t arg4, swig_type_353 arg5);
-extern swig_type_354 _wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_355 arg3);
-extern swig_type_356 _wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(uintptr_t arg1, uintptr_t arg2, swig_type_357 arg3);
-extern swig_type_358 _wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_359 arg2, swig_voidp arg3, swig_type_360 arg4);
-extern swig_type_361 _wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_362 arg2, swig_voidp arg3, swig_type_363 arg4);
-extern swig_type_364 _wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_365 arg2, swig_intgo arg3, swig_type_366 arg4, swig_intgo arg5);
-extern swig_type_367 _wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_368 arg2, swig_intgo arg3, swig_type_369 arg4, swig_intgo arg5);
-extern swig_type_370 _wrap_bind_ddp_create_swig_5010cc1c9577d3b9(swig_type_371 arg1, uintptr_t arg2, swig_type_372 arg3, swig_type_373 arg4, swig_type_374 arg5, swig_intgo arg6);
-extern swig_type_375 _wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_376 arg2, swig_type_377 arg3, swig_type_378 arg4, swig_type_379 arg5, swig_type_380 arg6);
-extern swig_type_381 _wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_382 arg2, swig_type_383 arg3);
-extern swig_type_384 _wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_385 arg2, swig_type_386 arg3, swig_type_387 arg4);
-extern swig_type_388 _wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(swig_type_389 arg1, swig_type_390 arg2, swig_type_391 arg3, swig_type_392 arg4, swig_type_393 arg5, swig_type_394 arg6, swig_type_395 arg7);
-extern swig_type_396 _wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(swig_type_397 arg1, uintptr_t arg2, swig_type_398 arg3, swig_type_399 arg4, uintptr_t arg5);
-extern swig_type_400 _wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_401 arg2, swig_type_402 arg3, swig_type_403 arg4, swig_type_404 arg5);
-extern swig_type_405 _wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_406 arg2, swig_type_407 arg3, swig_type_408 arg4);
-extern swig_type_409 _wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_410 arg2, swig_type_411 arg3, swig_type_412 arg4);
-extern swig_type_413 _wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_414 arg2, swig_type_415 arg3);
-extern swig_type_416 _wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_417 arg2, swig_intgo arg3, swig_type_418 arg4);
-extern swig_type_419 _wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_420 arg2, swig_intgo arg3, swig_type_421 arg4, swig_type_422 arg5, swig_intgo arg6);
-extern swig_type_423 _wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_424 arg2, uintptr_t arg3);
-extern swig_type_425 _wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_426 arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_427 _wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(uintptr_t arg1, swig_type_428 arg2, uintptr_t arg3, uintptr_t arg4);
-extern uintptr_t _wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(swig_type_429 arg1);
-extern void _wrap_bind_host_free_swig_5010cc1c9577d3b9(uintptr_t arg1);
+typedef _gostring_ swig_type_429;
+typedef _gostring_ swig_type_430;
+typedef _gostring_ swig_type_431;
+typedef _goslice_ swig_type_432;
+typedef _gostring_ swig_type_433;
+typedef _goslice_ swig_type_434;
+typedef _gostring_ swig_type_435;
+typedef _goslice_ swig_type_436;
+typedef _gostring_ swig_type_437;
+typedef _goslice_ swig_type_438;
+typedef _gostring_ swig_type_439;
+typedef long long swig_type_440;
+typedef _goslice_ swig_type_441;
+typedef _goslice_ swig_type_442;
+typedef _goslice_ swig_type_443;
+typedef _gostring_ swig_type_444;
+typedef _goslice_ swig_type_445;
+typedef _gostring_ swig_type_446;
+typedef _goslice_ swig_type_447;
+typedef _gostring_ swig_type_448;
+typedef _goslice_ swig_type_449;
+typedef _gostring_ swig_type_450;
+typedef _gostring_ swig_type_451;
+typedef _goslice_ swig_type_452;
+typedef _goslice_ swig_type_453;
+typedef _gostring_ swig_type_454;
+typedef _gostring_ swig_type_455;
+typedef _gostring_ swig_type_456;
+typedef _goslice_ swig_type_457;
+typedef _gostring_ swig_type_458;
+typedef _gostring_ swig_type_459;
+typedef _goslice_ swig_type_460;
+typedef _gostring_ swig_type_461;
+typedef long long swig_type_462;
+typedef long long swig_type_463;
+typedef _goslice_ swig_type_464;
+typedef _goslice_ swig_type_465;
+typedef _goslice_ swig_type_466;
+typedef _goslice_ swig_type_467;
+typedef _goslice_ swig_type_468;
+typedef _gostring_ swig_type_469;
+typedef long long swig_type_470;
+typedef long long swig_type_471;
+typedef _goslice_ swig_type_472;
+typedef _goslice_ swig_type_473;
+typedef _goslice_ swig_type_474;
+typedef _goslice_ swig_type_475;
+typedef long long swig_type_476;
+extern void _wrap_Swig_free_swig_e4abab864e429f70(uintptr_t arg1);
+extern uintptr_t _wrap_Swig_malloc_swig_e4abab864e429f70(swig_intgo arg1);
+extern swig_intgo _wrap_OK_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_ERROR_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_EINVAL_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_EUSAGE_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_ENOMEM_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_ECUDA_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_EREMOTE_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_ETIMEOUT_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_EIO_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_ECORRUPT_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_EUNSUPPORTED_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_ENOTFOUND_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_EINTERNAL_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_ENODEVICE_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_EABORTED_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_DTYPE_FLOAT32_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_DTYPE_FLOAT16_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_DTYPE_BFLOAT16_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_DTYPE_FLOAT64_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_DTYPE_INT32_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_DTYPE_INT64_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_DTYPE_UINT8_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_DEVICE_HOST_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_DEVICE_CUDA_swig_e4abab864e429f70(void);
+extern swig_type_1 _wrap_status_string_swig_e4abab864e429f70(swig_intgo arg1);
+extern swig_intgo _wrap_version_swig_e4abab864e429f70(void);
+extern swig_type_2 _wrap_version_string_swig_e4abab864e429f70(void);
+extern swig_type_3 _wrap_dtype_size_swig_e4abab864e429f70(swig_intgo arg1);
+extern swig_intgo _wrap_SHARDING_DATA_PARALLEL_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_SHARDING_TABLE_WISE_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_SHARDING_ROW_WISE_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_SHARDING_COLUMN_WISE_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_SHARDING_GRID_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_POOLING_SUM_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_POOLING_MEAN_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_POOLING_NONE_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_INIT_DEFAULT_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_INIT_UNIFORM_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_INIT_CONSTANT_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_OPTIMIZER_SGD_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_OPTIMIZER_ADAGRAD_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_OPTIMIZER_ADAM_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_OPTIMIZER_LAMB_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_WEIGHT_DECAY_NONE_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_WEIGHT_DECAY_L2_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_e4abab864e429f70(void);
+extern void _wrap_optimizer_config_version_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_optimizer_config_version_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_optimizer_config_Xtype_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_optimizer_config_Xtype_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_optimizer_config_learning_rate_set_swig_e4abab864e429f70(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_learning_rate_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_optimizer_config_eps_set_swig_e4abab864e429f70(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_eps_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_optimizer_config_beta1_set_swig_e4abab864e429f70(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_beta1_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_optimizer_config_beta2_set_swig_e4abab864e429f70(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_beta2_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_optimizer_config_weight_decay_set_swig_e4abab864e429f70(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_weight_decay_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_optimizer_config_weight_decay_mode_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_optimizer_config_weight_decay_mode_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_optimizer_config_stochastic_rounding_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_optimizer_config_stochastic_rounding_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern uintptr_t _wrap_new_optimizer_config_swig_e4abab864e429f70(void);
+extern void _wrap_delete_optimizer_config_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_4 _wrap_optimizer_config_init_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_Topology_t_version_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_version_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_Topology_t_world_size_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_world_size_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_Topology_t_ranks_per_node_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_ranks_per_node_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_Topology_t_device_type_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_device_type_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_Topology_t_memory_bytes_set_swig_e4abab864e429f70(uintptr_t arg1, swig_type_5 arg2);
+extern swig_type_6 _wrap_Topology_t_memory_bytes_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_Topology_t_intra_node_bandwidth_set_swig_e4abab864e429f70(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_intra_node_bandwidth_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_Topology_t_inter_node_bandwidth_set_swig_e4abab864e429f70(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_inter_node_bandwidth_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_Topology_t_batch_size_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_batch_size_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_Topology_t_optimizer_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_optimizer_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_Topology_t_memory_bandwidth_set_swig_e4abab864e429f70(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_memory_bandwidth_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_Topology_t_reserved_fraction_set_swig_e4abab864e429f70(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_reserved_fraction_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_Topology_t_collective_latency_set_swig_e4abab864e429f70(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_collective_latency_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_Topology_t_per_id_cost_set_swig_e4abab864e429f70(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_per_id_cost_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern uintptr_t _wrap_new_Topology_t_swig_e4abab864e429f70(void);
+extern void _wrap_delete_Topology_t_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_7 _wrap_topology_init_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_comm_options_version_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_version_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_comm_options_timeout_ms_set_swig_e4abab864e429f70(uintptr_t arg1, swig_type_8 arg2);
+extern swig_type_9 _wrap_comm_options_timeout_ms_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_comm_options_backend_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_backend_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_comm_options_device_type_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_device_type_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_comm_options_device_index_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_device_index_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_comm_options_bind_address_set_swig_e4abab864e429f70(uintptr_t arg1, swig_type_10 arg2);
+extern swig_type_11 _wrap_comm_options_bind_address_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_comm_options_store_grace_ms_set_swig_e4abab864e429f70(uintptr_t arg1, swig_type_12 arg2);
+extern swig_type_13 _wrap_comm_options_store_grace_ms_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern uintptr_t _wrap_new_comm_options_swig_e4abab864e429f70(void);
+extern void _wrap_delete_comm_options_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_14 _wrap_comm_options_init_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_15 _wrap_comm_unique_id_create_swig_e4abab864e429f70(swig_type_16 arg1);
+extern swig_type_17 _wrap_comm_create_swig_e4abab864e429f70(swig_type_18 arg1, swig_type_19 arg2, swig_intgo arg3, swig_intgo arg4, uintptr_t arg5);
+extern swig_type_20 _wrap_comm_create_local_group_swig_e4abab864e429f70(swig_type_21 arg1, uintptr_t arg2);
+extern swig_type_22 _wrap_comm_split_swig_e4abab864e429f70(swig_type_23 arg1, uintptr_t arg2, swig_intgo arg3, swig_intgo arg4);
+extern swig_type_24 _wrap_comm_rank_swig_e4abab864e429f70(swig_type_25 arg1, uintptr_t arg2);
+extern swig_type_26 _wrap_comm_size_swig_e4abab864e429f70(swig_type_27 arg1, uintptr_t arg2);
+extern swig_type_28 _wrap_comm_set_timeout_swig_e4abab864e429f70(uintptr_t arg1, swig_type_29 arg2);
+extern swig_type_30 _wrap_comm_abort_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_31 _wrap_comm_async_error_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_comm_destroy_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_32 _wrap_comm_allreduce_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_33 arg4, swig_intgo arg5, swig_intgo arg6);
+extern swig_type_34 _wrap_comm_broadcast_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2, swig_type_35 arg3, swig_intgo arg4, swig_intgo arg5);
+extern swig_type_36 _wrap_comm_allgather_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_37 arg4, swig_intgo arg5);
+extern swig_type_38 _wrap_comm_barrier_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_39 _wrap_comm_create_mpi_swig_e4abab864e429f70(swig_type_40 arg1, swig_type_41 arg2, uintptr_t arg3);
+extern swig_type_42 _wrap_comm_create_from_env_swig_e4abab864e429f70(swig_type_43 arg1, uintptr_t arg2);
+extern swig_type_44 _wrap_comm_local_rank_swig_e4abab864e429f70(swig_type_45 arg1, uintptr_t arg2);
+extern swig_type_46 _wrap_comm_local_size_swig_e4abab864e429f70(swig_type_47 arg1, uintptr_t arg2);
+extern swig_type_48 _wrap_comm_bind_local_numa_swig_e4abab864e429f70(swig_type_49 arg1, uintptr_t arg2);
+extern void _wrap_Shard_t_row_offset_set_swig_e4abab864e429f70(uintptr_t arg1, swig_type_50 arg2);
+extern swig_type_51 _wrap_Shard_t_row_offset_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_Shard_t_rows_set_swig_e4abab864e429f70(uintptr_t arg1, swig_type_52 arg2);
+extern swig_type_53 _wrap_Shard_t_rows_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_Shard_t_col_offset_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Shard_t_col_offset_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_Shard_t_cols_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Shard_t_cols_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_Shard_t_rank_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Shard_t_rank_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern uintptr_t _wrap_new_Shard_t_swig_e4abab864e429f70(void);
+extern void _wrap_delete_Shard_t_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_54 _wrap_plan_from_json_swig_e4abab864e429f70(swig_type_55 arg1, swig_type_56 arg2);
+extern swig_type_57 _wrap_plan_to_json_swig_e4abab864e429f70(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_58 _wrap_plan_stats_swig_e4abab864e429f70(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_59 _wrap_plan_hash_swig_e4abab864e429f70(uintptr_t arg1, swig_type_60 arg2);
+extern swig_type_61 _wrap_plan_world_size_swig_e4abab864e429f70(uintptr_t arg1, swig_type_62 arg2);
+extern swig_type_63 _wrap_plan_ranks_per_node_swig_e4abab864e429f70(uintptr_t arg1, swig_type_64 arg2);
+extern swig_type_65 _wrap_plan_num_tables_swig_e4abab864e429f70(uintptr_t arg1, swig_type_66 arg2);
+extern swig_type_67 _wrap_plan_num_features_swig_e4abab864e429f70(uintptr_t arg1, swig_type_68 arg2);
+extern swig_type_69 _wrap_plan_feature_name_swig_e4abab864e429f70(uintptr_t arg1, swig_type_70 arg2, swig_voidp arg3);
+extern swig_type_71 _wrap_plan_table_name_swig_e4abab864e429f70(uintptr_t arg1, swig_type_72 arg2, swig_voidp arg3);
+extern swig_type_73 _wrap_plan_find_table_swig_e4abab864e429f70(uintptr_t arg1, swig_type_74 arg2, swig_type_75 arg3);
+extern swig_type_76 _wrap_plan_table_rows_swig_e4abab864e429f70(uintptr_t arg1, swig_type_77 arg2, swig_type_78 arg3);
+extern swig_type_79 _wrap_plan_table_dim_swig_e4abab864e429f70(uintptr_t arg1, swig_type_80 arg2, swig_type_81 arg3);
+extern swig_type_82 _wrap_plan_table_sharding_swig_e4abab864e429f70(uintptr_t arg1, swig_type_83 arg2, swig_type_84 arg3, swig_type_85 arg4);
+extern swig_type_86 _wrap_plan_shard_swig_e4abab864e429f70(uintptr_t arg1, swig_type_87 arg2, swig_type_88 arg3, uintptr_t arg4);
+extern void _wrap_calibrate_options_version_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_calibrate_options_version_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_calibrate_options_ranks_share_memory_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_calibrate_options_ranks_share_memory_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_calibrate_options_time_budget_set_swig_e4abab864e429f70(uintptr_t arg1, double arg2);
+extern double _wrap_calibrate_options_time_budget_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_calibrate_options_threads_per_rank_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_calibrate_options_threads_per_rank_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_calibrate_options_ranks_per_machine_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_calibrate_options_ranks_per_machine_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern uintptr_t _wrap_new_calibrate_options_swig_e4abab864e429f70(void);
+extern void _wrap_delete_calibrate_options_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_89 _wrap_calibrate_options_init_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_calibration_version_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_calibration_version_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_calibration_gather_bandwidth_set_swig_e4abab864e429f70(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_gather_bandwidth_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_calibration_stream_bandwidth_set_swig_e4abab864e429f70(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_stream_bandwidth_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_calibration_loopback_bandwidth_set_swig_e4abab864e429f70(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_loopback_bandwidth_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_calibration_loopback_latency_set_swig_e4abab864e429f70(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_loopback_latency_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_calibration_handoff_latency_set_swig_e4abab864e429f70(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_handoff_latency_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_calibration_elapsed_set_swig_e4abab864e429f70(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_elapsed_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_calibration_oversubscription_set_swig_e4abab864e429f70(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_oversubscription_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern uintptr_t _wrap_new_calibration_swig_e4abab864e429f70(void);
+extern void _wrap_delete_calibration_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_90 _wrap_calibration_init_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_91 _wrap_topology_calibrate_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_92 _wrap_topology_from_comm_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_plan_destroy_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_intgo _wrap_BOUNDS_ERROR_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_BOUNDS_CLAMP_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_BOUNDS_SKIP_swig_e4abab864e429f70(void);
+extern void _wrap_embedding_options_version_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_version_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_embedding_options_seed_set_swig_e4abab864e429f70(uintptr_t arg1, swig_type_93 arg2);
+extern swig_type_94 _wrap_embedding_options_seed_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_embedding_options_bounds_policy_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_bounds_policy_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_embedding_options_num_threads_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_num_threads_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_embedding_options_dp_comm_set_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_embedding_options_dp_comm_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_embedding_options_device_type_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_device_type_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_embedding_options_device_index_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_device_index_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_embedding_options_non_finite_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_non_finite_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_embedding_options_table_memory_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_table_memory_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_embedding_options_forward_comm_encoding_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_forward_comm_encoding_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_embedding_options_backward_comm_encoding_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_backward_comm_encoding_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_embedding_options_max_batch_size_set_swig_e4abab864e429f70(uintptr_t arg1, swig_type_95 arg2);
+extern swig_type_96 _wrap_embedding_options_max_batch_size_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_embedding_options_max_ids_per_batch_set_swig_e4abab864e429f70(uintptr_t arg1, swig_type_97 arg2);
+extern swig_type_98 _wrap_embedding_options_max_ids_per_batch_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern uintptr_t _wrap_new_embedding_options_swig_e4abab864e429f70(void);
+extern void _wrap_delete_embedding_options_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_intgo _wrap_COMM_ENCODING_FP32_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_COMM_ENCODING_FP16_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_COMM_ENCODING_BF16_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_NON_FINITE_CHECK_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_NON_FINITE_ALLOW_swig_e4abab864e429f70(void);
+extern swig_type_99 _wrap_embedding_options_init_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_100 _wrap_embedding_create_swig_e4abab864e429f70(swig_type_101 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern void _wrap_embedding_destroy_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_102 _wrap_embedding_output_dim_swig_e4abab864e429f70(uintptr_t arg1, swig_type_103 arg2);
+extern swig_type_104 _wrap_embedding_is_sequence_swig_e4abab864e429f70(uintptr_t arg1, swig_type_105 arg2);
+extern swig_type_106 _wrap_embedding_input_dist_wait_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_107 _wrap_embedding_forward_distributed_swig_e4abab864e429f70(uintptr_t arg1, swig_type_108 arg2);
+extern swig_type_109 _wrap_embedding_backward_swig_e4abab864e429f70(uintptr_t arg1, swig_type_110 arg2);
+extern swig_type_111 _wrap_embedding_forward_tensor_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_112 _wrap_embedding_forward_distributed_tensor_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_113 _wrap_embedding_backward_tensor_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_114 _wrap_embedding_synchronize_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_115 _wrap_embedding_set_learning_rate_swig_e4abab864e429f70(uintptr_t arg1, float arg2);
+extern swig_type_116 _wrap_embedding_num_steps_swig_e4abab864e429f70(uintptr_t arg1, swig_type_117 arg2);
+extern swig_type_118 _wrap_embedding_set_num_steps_swig_e4abab864e429f70(uintptr_t arg1, swig_type_119 arg2);
+extern swig_type_120 _wrap_embedding_get_weights_swig_e4abab864e429f70(uintptr_t arg1, swig_type_121 arg2, swig_type_122 arg3);
+extern swig_type_123 _wrap_embedding_set_weights_swig_e4abab864e429f70(uintptr_t arg1, swig_type_124 arg2, swig_type_125 arg3);
+extern swig_type_126 _wrap_embedding_num_states_swig_e4abab864e429f70(uintptr_t arg1, swig_type_127 arg2);
+extern swig_type_128 _wrap_embedding_state_info_swig_e4abab864e429f70(uintptr_t arg1, swig_type_129 arg2, swig_voidp arg3, swig_type_130 arg4);
+extern swig_type_131 _wrap_embedding_get_state_swig_e4abab864e429f70(uintptr_t arg1, swig_type_132 arg2, swig_type_133 arg3, swig_type_134 arg4);
+extern swig_type_135 _wrap_embedding_set_state_swig_e4abab864e429f70(uintptr_t arg1, swig_type_136 arg2, swig_type_137 arg3, swig_type_138 arg4);
+extern swig_type_139 _wrap_embedding_timings_swig_e4abab864e429f70(uintptr_t arg1, swig_type_140 arg2, swig_type_141 arg3);
+extern swig_type_142 _wrap_embedding_set_table_learning_rate_swig_e4abab864e429f70(uintptr_t arg1, swig_type_143 arg2, float arg3);
+extern swig_type_144 _wrap_embedding_table_optimizer_swig_e4abab864e429f70(uintptr_t arg1, swig_type_145 arg2, uintptr_t arg3);
+extern swig_type_146 _wrap_embedding_table_num_states_swig_e4abab864e429f70(uintptr_t arg1, swig_type_147 arg2, swig_type_148 arg3);
+extern swig_type_149 _wrap_embedding_table_state_info_swig_e4abab864e429f70(uintptr_t arg1, swig_type_150 arg2, swig_type_151 arg3, swig_voidp arg4, swig_type_152 arg5);
+extern swig_type_153 _wrap_embedding_num_outputs_swig_e4abab864e429f70(uintptr_t arg1, swig_type_154 arg2);
+extern swig_type_155 _wrap_embedding_output_info_swig_e4abab864e429f70(uintptr_t arg1, swig_type_156 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_157 arg5, swig_type_158 arg6);
+extern void _wrap_step_timings_version_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_step_timings_version_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_step_timings_forwards_set_swig_e4abab864e429f70(uintptr_t arg1, swig_type_159 arg2);
+extern swig_type_160 _wrap_step_timings_forwards_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_step_timings_backwards_set_swig_e4abab864e429f70(uintptr_t arg1, swig_type_161 arg2);
+extern swig_type_162 _wrap_step_timings_backwards_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_step_timings_samples_set_swig_e4abab864e429f70(uintptr_t arg1, swig_type_163 arg2);
+extern swig_type_164 _wrap_step_timings_samples_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_step_timings_total_seconds_set_swig_e4abab864e429f70(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_total_seconds_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_step_timings_collective_seconds_set_swig_e4abab864e429f70(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_collective_seconds_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_step_timings_input_dist_seconds_set_swig_e4abab864e429f70(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_input_dist_seconds_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_step_timings_lookup_seconds_set_swig_e4abab864e429f70(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_lookup_seconds_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_step_timings_output_dist_seconds_set_swig_e4abab864e429f70(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_output_dist_seconds_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_step_timings_backward_seconds_set_swig_e4abab864e429f70(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_backward_seconds_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_step_timings_embedding_comm_seconds_set_swig_e4abab864e429f70(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_embedding_comm_seconds_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern uintptr_t _wrap_new_step_timings_swig_e4abab864e429f70(void);
+extern void _wrap_delete_step_timings_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_165 _wrap_step_timings_init_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_166 _wrap_embedding_step_timings_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_167 _wrap_device_count_swig_e4abab864e429f70(swig_type_168 arg1);
+extern swig_type_169 _wrap_device_check_swig_e4abab864e429f70(swig_intgo arg1, swig_intgo arg2);
+extern void _wrap_mesh_options_version_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_version_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_mesh_options_sharding_group_size_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_sharding_group_size_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_mesh_options_layout_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_layout_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_mesh_options_ranks_per_node_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_ranks_per_node_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_mesh_options_sync_interval_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_sync_interval_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_mesh_options_sync_mode_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_sync_mode_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern uintptr_t _wrap_new_mesh_options_swig_e4abab864e429f70(void);
+extern void _wrap_delete_mesh_options_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_170 _wrap_mesh_options_init_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_171 _wrap_mesh_create_swig_e4abab864e429f70(swig_type_172 arg1, uintptr_t arg2, uintptr_t arg3);
+extern void _wrap_mesh_destroy_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_173 _wrap_mesh_coords_swig_e4abab864e429f70(uintptr_t arg1, swig_type_174 arg2, swig_type_175 arg3, swig_type_176 arg4, swig_type_177 arg5);
+extern swig_type_178 _wrap_mesh_sharding_comm_swig_e4abab864e429f70(swig_type_179 arg1, uintptr_t arg2);
+extern swig_type_180 _wrap_mesh_replica_comm_swig_e4abab864e429f70(swig_type_181 arg1, uintptr_t arg2);
+extern swig_type_182 _wrap_mesh_describe_swig_e4abab864e429f70(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_183 _wrap_mesh_embedding_create_swig_e4abab864e429f70(swig_type_184 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_185 _wrap_mesh_sync_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
+extern swig_type_186 _wrap_mesh_step_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2, swig_type_187 arg3);
+extern swig_type_188 _wrap_mesh_sync_stats_swig_e4abab864e429f70(uintptr_t arg1, swig_type_189 arg2, swig_type_190 arg3, swig_type_191 arg4);
+extern void _wrap_checkpoint_options_version_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_checkpoint_options_version_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_checkpoint_options_num_dense_set_swig_e4abab864e429f70(uintptr_t arg1, swig_type_192 arg2);
+extern swig_type_193 _wrap_checkpoint_options_num_dense_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_checkpoint_options_reset_optimizer_state_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_checkpoint_options_allow_dtype_change_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_checkpoint_options_verify_first_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_checkpoint_options_verify_first_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern void _wrap_checkpoint_options_allow_partial_load_set_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_checkpoint_options_allow_partial_load_get_swig_e4abab864e429f70(uintptr_t arg1);
+extern uintptr_t _wrap_new_checkpoint_options_swig_e4abab864e429f70(void);
+extern void _wrap_delete_checkpoint_options_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_194 _wrap_checkpoint_options_init_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_195 _wrap_checkpoint_save_swig_e4abab864e429f70(uintptr_t arg1, swig_type_196 arg2, uintptr_t arg3);
+extern swig_type_197 _wrap_checkpoint_load_swig_e4abab864e429f70(uintptr_t arg1, swig_type_198 arg2, uintptr_t arg3);
+extern swig_type_199 _wrap_checkpoint_save_mesh_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2, swig_type_200 arg3, uintptr_t arg4);
+extern swig_type_201 _wrap_checkpoint_load_mesh_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2, swig_type_202 arg3, uintptr_t arg4);
+extern swig_type_203 _wrap_checkpoint_export_table_swig_e4abab864e429f70(uintptr_t arg1, swig_type_204 arg2, swig_type_205 arg3, swig_intgo arg4);
+extern swig_type_206 _wrap_checkpoint_import_table_swig_e4abab864e429f70(uintptr_t arg1, swig_type_207 arg2, swig_type_208 arg3, swig_intgo arg4);
+extern uintptr_t _wrap_bind_plan_spec_new_swig_e4abab864e429f70(void);
+extern void _wrap_bind_plan_spec_free_swig_e4abab864e429f70(uintptr_t arg1);
+extern uintptr_t _wrap_bind_plan_spec_topology_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_209 _wrap_bind_plan_spec_add_feature_swig_e4abab864e429f70(uintptr_t arg1, swig_type_210 arg2, float arg3);
+extern swig_type_211 _wrap_bind_plan_spec_add_table_swig_e4abab864e429f70(uintptr_t arg1, swig_type_212 arg2, swig_type_213 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_214 arg7, swig_intgo arg8, float arg9, float arg10);
+extern swig_type_215 _wrap_bind_plan_spec_set_table_optimizer_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_216 _wrap_bind_plan_spec_add_table_feature_name_swig_e4abab864e429f70(uintptr_t arg1, swig_type_217 arg2);
+extern swig_type_218 _wrap_bind_plan_spec_add_constraints_swig_e4abab864e429f70(uintptr_t arg1, swig_type_219 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_220 arg5, swig_type_221 arg6);
+extern swig_type_222 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_e4abab864e429f70(uintptr_t arg1, swig_type_223 arg2);
+extern swig_type_224 _wrap_bind_plan_create_swig_e4abab864e429f70(swig_type_225 arg1, uintptr_t arg2);
+extern swig_type_226 _wrap_bind_embedding_forward_swig_e4abab864e429f70(uintptr_t arg1, swig_type_227 arg2, swig_type_228 arg3, swig_type_229 arg4, swig_type_230 arg5, swig_type_231 arg6, swig_type_232 arg7);
+extern swig_type_233 _wrap_bind_embedding_input_dist_start_swig_e4abab864e429f70(uintptr_t arg1, swig_type_234 arg2, swig_type_235 arg3, swig_type_236 arg4, swig_type_237 arg5, swig_type_238 arg6);
+extern swig_type_239 _wrap_bind_device_plugin_path_swig_e4abab864e429f70(swig_voidp arg1);
+extern swig_type_240 _wrap_bind_checkpoint_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2, swig_type_241 arg3, uintptr_t arg4, swig_type_242 arg5, swig_type_243 arg6, swig_type_244 arg7, swig_intgo arg8);
+extern swig_type_245 _wrap_bind_embedding_forward_tensor_swig_e4abab864e429f70(uintptr_t arg1, swig_type_246 arg2, swig_type_247 arg3, swig_type_248 arg4, swig_type_249 arg5, swig_type_250 arg6, swig_type_251 arg7, swig_type_252 arg8);
+extern swig_type_253 _wrap_bind_embedding_forward_distributed_tensor_swig_e4abab864e429f70(uintptr_t arg1, swig_type_254 arg2, swig_type_255 arg3);
+extern swig_type_256 _wrap_bind_embedding_backward_tensor_swig_e4abab864e429f70(uintptr_t arg1, swig_type_257 arg2, swig_type_258 arg3);
+extern swig_intgo _wrap_ACTIVATION_NONE_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_ACTIVATION_RELU_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_ACTIVATION_SIGMOID_swig_e4abab864e429f70(void);
+extern swig_type_259 _wrap_dense_set_blas_threads_swig_e4abab864e429f70(swig_intgo arg1);
+extern swig_intgo _wrap_DENSE_MATH_FP32_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_DENSE_MATH_TF32_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_DENSE_MATH_BF16_swig_e4abab864e429f70(void);
+extern void _wrap_mlp_destroy_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_260 _wrap_mlp_forward_swig_e4abab864e429f70(uintptr_t arg1, swig_type_261 arg2, swig_type_262 arg3, swig_type_263 arg4, swig_type_264 arg5);
+extern swig_type_265 _wrap_mlp_zero_grad_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_266 _wrap_mlp_num_tensors_swig_e4abab864e429f70(uintptr_t arg1, swig_type_267 arg2);
+extern swig_type_268 _wrap_dcn_create_swig_e4abab864e429f70(swig_type_269 arg1, swig_type_270 arg2, swig_intgo arg3, swig_type_271 arg4, swig_type_272 arg5, swig_type_273 arg6);
+extern void _wrap_dcn_destroy_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_274 _wrap_dcn_forward_swig_e4abab864e429f70(uintptr_t arg1, swig_type_275 arg2, swig_type_276 arg3, swig_type_277 arg4, swig_type_278 arg5);
+extern swig_type_279 _wrap_dcn_zero_grad_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_280 _wrap_dcn_num_tensors_swig_e4abab864e429f70(uintptr_t arg1, swig_type_281 arg2);
+extern swig_type_282 _wrap_dot_interaction_width_swig_e4abab864e429f70(swig_type_283 arg1, swig_type_284 arg2, swig_type_285 arg3);
+extern swig_type_286 _wrap_dot_interaction_backward_swig_e4abab864e429f70(swig_type_287 arg1, swig_type_288 arg2, swig_type_289 arg3, swig_type_290 arg4, swig_type_291 arg5, swig_type_292 arg6, swig_type_293 arg7, swig_type_294 arg8);
+extern swig_type_295 _wrap_bce_with_logits_swig_e4abab864e429f70(swig_type_296 arg1, swig_type_297 arg2, swig_type_298 arg3, double arg4, swig_type_299 arg5, swig_type_300 arg6);
+extern swig_type_301 _wrap_dense_optimizer_create_swig_e4abab864e429f70(swig_type_302 arg1, uintptr_t arg2);
+extern void _wrap_dense_optimizer_destroy_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_303 _wrap_dense_optimizer_set_learning_rate_swig_e4abab864e429f70(uintptr_t arg1, float arg2);
+extern swig_type_304 _wrap_dense_optimizer_steps_swig_e4abab864e429f70(uintptr_t arg1, swig_type_305 arg2);
+extern swig_type_306 _wrap_dense_optimizer_set_steps_swig_e4abab864e429f70(uintptr_t arg1, swig_type_307 arg2);
+extern swig_intgo _wrap_DDP_COMPRESSION_NONE_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_DDP_COMPRESSION_BF16_swig_e4abab864e429f70(void);
+extern void _wrap_ddp_destroy_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_308 _wrap_ddp_zero_grad_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_309 _wrap_ddp_mark_ready_swig_e4abab864e429f70(uintptr_t arg1, swig_type_310 arg2);
+extern swig_type_311 _wrap_ddp_finish_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_312 _wrap_ddp_set_sync_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_fsdp_destroy_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_313 _wrap_fsdp_release_swig_e4abab864e429f70(uintptr_t arg1, swig_type_314 arg2);
+extern swig_type_315 _wrap_fsdp_reduce_grad_swig_e4abab864e429f70(uintptr_t arg1, swig_type_316 arg2);
+extern swig_type_317 _wrap_fsdp_step_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_318 _wrap_bind_dense_blas_threads_swig_e4abab864e429f70(swig_type_319 arg1);
+extern swig_type_320 _wrap_bind_mlp_dims_swig_e4abab864e429f70(uintptr_t arg1, swig_type_321 arg2, swig_type_322 arg3);
+extern swig_type_323 _wrap_bind_mlp_device_swig_e4abab864e429f70(uintptr_t arg1, swig_type_324 arg2, swig_type_325 arg3);
+extern swig_type_326 _wrap_bind_fsdp_memory_swig_e4abab864e429f70(uintptr_t arg1, swig_type_327 arg2, swig_type_328 arg3);
+extern uintptr_t _wrap_bind_param_list_new_swig_e4abab864e429f70(void);
+extern void _wrap_bind_param_list_free_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_329 _wrap_bind_param_list_add_mlp_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_330 _wrap_bind_param_list_add_dcn_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_331 _wrap_bind_dense_optimizer_step_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_332 _wrap_bind_mlp_create_swig_e4abab864e429f70(swig_type_333 arg1, swig_type_334 arg2, swig_type_335 arg3, swig_type_336 arg4, swig_type_337 arg5, swig_type_338 arg6);
+extern swig_type_339 _wrap_bind_mlp_create_on_swig_e4abab864e429f70(swig_type_340 arg1, swig_type_341 arg2, swig_type_342 arg3, swig_type_343 arg4, swig_type_344 arg5, swig_type_345 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
+extern swig_type_346 _wrap_bind_mlp_backward_swig_e4abab864e429f70(uintptr_t arg1, swig_type_347 arg2, swig_type_348 arg3, uintptr_t arg4, swig_type_349 arg5);
+extern swig_type_350 _wrap_bind_dcn_backward_swig_e4abab864e429f70(uintptr_t arg1, swig_type_351 arg2, swig_type_352 arg3, uintptr_t arg4, swig_type_353 arg5);
+extern swig_type_354 _wrap_bind_mlp_use_ddp_grads_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2, swig_type_355 arg3);
+extern swig_type_356 _wrap_bind_dcn_use_ddp_grads_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2, swig_type_357 arg3);
+extern swig_type_358 _wrap_bind_mlp_tensor_info_swig_e4abab864e429f70(uintptr_t arg1, swig_type_359 arg2, swig_voidp arg3, swig_type_360 arg4);
+extern swig_type_361 _wrap_bind_dcn_tensor_info_swig_e4abab864e429f70(uintptr_t arg1, swig_type_362 arg2, swig_voidp arg3, swig_type_363 arg4);
+extern swig_type_364 _wrap_bind_mlp_copy_tensor_swig_e4abab864e429f70(uintptr_t arg1, swig_type_365 arg2, swig_intgo arg3, swig_type_366 arg4, swig_intgo arg5);
+extern swig_type_367 _wrap_bind_dcn_copy_tensor_swig_e4abab864e429f70(uintptr_t arg1, swig_type_368 arg2, swig_intgo arg3, swig_type_369 arg4, swig_intgo arg5);
+extern swig_type_370 _wrap_bind_ddp_create_swig_e4abab864e429f70(swig_type_371 arg1, uintptr_t arg2, swig_type_372 arg3, swig_type_373 arg4, swig_type_374 arg5, swig_intgo arg6);
+extern swig_type_375 _wrap_bind_ddp_stats_swig_e4abab864e429f70(uintptr_t arg1, swig_type_376 arg2, swig_type_377 arg3, swig_type_378 arg4, swig_type_379 arg5, swig_type_380 arg6);
+extern swig_type_381 _wrap_bind_ddp_bucket_size_swig_e4abab864e429f70(uintptr_t arg1, swig_type_382 arg2, swig_type_383 arg3);
+extern swig_type_384 _wrap_bind_ddp_bucket_tensor_swig_e4abab864e429f70(uintptr_t arg1, swig_type_385 arg2, swig_type_386 arg3, swig_type_387 arg4);
+extern swig_type_388 _wrap_bind_dot_interaction_forward_swig_e4abab864e429f70(swig_type_389 arg1, swig_type_390 arg2, swig_type_391 arg3, swig_type_392 arg4, swig_type_393 arg5, swig_type_394 arg6, swig_type_395 arg7);
+extern swig_type_396 _wrap_bind_fsdp_create_swig_e4abab864e429f70(swig_type_397 arg1, uintptr_t arg2, swig_type_398 arg3, swig_type_399 arg4, uintptr_t arg5);
+extern swig_type_400 _wrap_bind_fsdp_gather_swig_e4abab864e429f70(uintptr_t arg1, swig_type_401 arg2, swig_type_402 arg3, swig_type_403 arg4, swig_type_404 arg5);
+extern swig_type_405 _wrap_bind_fsdp_add_grad_swig_e4abab864e429f70(uintptr_t arg1, swig_type_406 arg2, swig_type_407 arg3, swig_type_408 arg4);
+extern swig_type_409 _wrap_bind_fsdp_shard_range_swig_e4abab864e429f70(uintptr_t arg1, swig_type_410 arg2, swig_type_411 arg3, swig_type_412 arg4);
+extern swig_type_413 _wrap_bind_fsdp_read_shard_swig_e4abab864e429f70(uintptr_t arg1, swig_type_414 arg2, swig_type_415 arg3);
+extern swig_type_416 _wrap_bind_dense_optimizer_state_count_swig_e4abab864e429f70(uintptr_t arg1, swig_type_417 arg2, swig_intgo arg3, swig_type_418 arg4);
+extern swig_type_419 _wrap_bind_dense_optimizer_state_copy_swig_e4abab864e429f70(uintptr_t arg1, swig_type_420 arg2, swig_intgo arg3, swig_type_421 arg4, swig_type_422 arg5, swig_intgo arg6);
+extern swig_type_423 _wrap_bind_ddp_set_external_swig_e4abab864e429f70(uintptr_t arg1, swig_type_424 arg2, uintptr_t arg3);
+extern swig_type_425 _wrap_bind_mlp_bind_storage_swig_e4abab864e429f70(uintptr_t arg1, swig_type_426 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_427 _wrap_bind_dcn_bind_storage_swig_e4abab864e429f70(uintptr_t arg1, swig_type_428 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_intgo _wrap_SERVING_AS_TRAINED_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_SERVING_FP32_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_SERVING_FP16_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_SERVING_BF16_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_SERVING_INT8_swig_e4abab864e429f70(void);
+extern swig_intgo _wrap_SERVING_INT4_swig_e4abab864e429f70(void);
+extern swig_type_429 _wrap_inference_save_swig_e4abab864e429f70(uintptr_t arg1, swig_type_430 arg2);
+extern void _wrap_inference_destroy_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_431 _wrap_inference_output_dim_swig_e4abab864e429f70(uintptr_t arg1, swig_type_432 arg2);
+extern swig_type_433 _wrap_inference_is_sequence_swig_e4abab864e429f70(uintptr_t arg1, swig_type_434 arg2);
+extern swig_type_435 _wrap_inference_num_features_swig_e4abab864e429f70(uintptr_t arg1, swig_type_436 arg2);
+extern swig_type_437 _wrap_inference_num_tables_swig_e4abab864e429f70(uintptr_t arg1, swig_type_438 arg2);
+extern swig_type_439 _wrap_inference_table_info_swig_e4abab864e429f70(uintptr_t arg1, swig_type_440 arg2, swig_voidp arg3, swig_type_441 arg4, swig_type_442 arg5, swig_type_443 arg6);
+extern swig_type_444 _wrap_inference_version_swig_e4abab864e429f70(uintptr_t arg1, swig_type_445 arg2);
+extern swig_type_446 _wrap_inference_pin_swig_e4abab864e429f70(uintptr_t arg1, swig_type_447 arg2);
+extern void _wrap_inference_unpin_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_448 _wrap_inference_snapshot_version_swig_e4abab864e429f70(uintptr_t arg1, swig_type_449 arg2);
+extern swig_type_450 _wrap_inference_snapshot_dense_tensor_swig_e4abab864e429f70(uintptr_t arg1, swig_type_451 arg2, swig_type_452 arg3, swig_type_453 arg4);
+extern swig_type_454 _wrap_inference_reload_swig_e4abab864e429f70(uintptr_t arg1, swig_type_455 arg2);
+extern swig_type_456 _wrap_bind_inference_open_swig_e4abab864e429f70(swig_type_457 arg1, swig_type_458 arg2, swig_intgo arg3, swig_intgo arg4, swig_intgo arg5, swig_type_459 arg6, swig_type_460 arg7);
+extern swig_type_461 _wrap_bind_inference_lookup_swig_e4abab864e429f70(uintptr_t arg1, swig_type_462 arg2, swig_type_463 arg3, swig_type_464 arg4, swig_type_465 arg5, swig_type_466 arg6, swig_type_467 arg7, swig_type_468 arg8);
+extern swig_type_469 _wrap_bind_inference_snapshot_lookup_swig_e4abab864e429f70(uintptr_t arg1, swig_type_470 arg2, swig_type_471 arg3, swig_type_472 arg4, swig_type_473 arg5, swig_type_474 arg6, swig_type_475 arg7);
+extern uintptr_t _wrap_bind_host_alloc_floats_swig_e4abab864e429f70(swig_type_476 arg1);
+extern void _wrap_bind_host_free_swig_e4abab864e429f70(uintptr_t arg1);
 #undef intgo
 */
 import "C"
@@ -929,118 +998,118 @@ func swigCopyString(s string) string {
 
 func Swig_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_Swig_free_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_Swig_free_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 func Swig_malloc(arg1 int) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_Swig_malloc_swig_5010cc1c9577d3b9(C.swig_intgo(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_Swig_malloc_swig_e4abab864e429f70(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
 type Enum_SS_shardrec_status_code int
 func _swig_getOK() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_OK_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_OK_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var OK Enum_SS_shardrec_status_code = _swig_getOK()
 func _swig_getERROR() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ERROR_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ERROR_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var ERROR Enum_SS_shardrec_status_code = _swig_getERROR()
 func _swig_getEINVAL() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EINVAL_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EINVAL_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var EINVAL Enum_SS_shardrec_status_code = _swig_getEINVAL()
 func _swig_getEUSAGE() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EUSAGE_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EUSAGE_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var EUSAGE Enum_SS_shardrec_status_code = _swig_getEUSAGE()
 func _swig_getENOMEM() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENOMEM_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENOMEM_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var ENOMEM Enum_SS_shardrec_status_code = _swig_getENOMEM()
 func _swig_getECUDA() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ECUDA_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ECUDA_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var ECUDA Enum_SS_shardrec_status_code = _swig_getECUDA()
 func _swig_getEREMOTE() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EREMOTE_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EREMOTE_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var EREMOTE Enum_SS_shardrec_status_code = _swig_getEREMOTE()
 func _swig_getETIMEOUT() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ETIMEOUT_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ETIMEOUT_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var ETIMEOUT Enum_SS_shardrec_status_code = _swig_getETIMEOUT()
 func _swig_getEIO() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EIO_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EIO_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var EIO Enum_SS_shardrec_status_code = _swig_getEIO()
 func _swig_getECORRUPT() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ECORRUPT_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ECORRUPT_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var ECORRUPT Enum_SS_shardrec_status_code = _swig_getECORRUPT()
 func _swig_getEUNSUPPORTED() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EUNSUPPORTED_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EUNSUPPORTED_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var EUNSUPPORTED Enum_SS_shardrec_status_code = _swig_getEUNSUPPORTED()
 func _swig_getENOTFOUND() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENOTFOUND_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENOTFOUND_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var ENOTFOUND Enum_SS_shardrec_status_code = _swig_getENOTFOUND()
 func _swig_getEINTERNAL() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EINTERNAL_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EINTERNAL_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var EINTERNAL Enum_SS_shardrec_status_code = _swig_getEINTERNAL()
 func _swig_getENODEVICE() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENODEVICE_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENODEVICE_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var ENODEVICE Enum_SS_shardrec_status_code = _swig_getENODEVICE()
 func _swig_getEABORTED() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EABORTED_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EABORTED_swig_e4abab864e429f70())
 	return swig_r
 }
 
@@ -1048,49 +1117,49 @@ var EABORTED Enum_SS_shardrec_status_code = _swig_getEABORTED()
 type Enum_SS_shardrec_dtype int
 func _swig_getDTYPE_FLOAT32() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT32_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT32_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var DTYPE_FLOAT32 Enum_SS_shardrec_dtype = _swig_getDTYPE_FLOAT32()
 func _swig_getDTYPE_FLOAT16() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT16_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT16_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var DTYPE_FLOAT16 Enum_SS_shardrec_dtype = _swig_getDTYPE_FLOAT16()
 func _swig_getDTYPE_BFLOAT16() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_BFLOAT16_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_BFLOAT16_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var DTYPE_BFLOAT16 Enum_SS_shardrec_dtype = _swig_getDTYPE_BFLOAT16()
 func _swig_getDTYPE_FLOAT64() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT64_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT64_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var DTYPE_FLOAT64 Enum_SS_shardrec_dtype = _swig_getDTYPE_FLOAT64()
 func _swig_getDTYPE_INT32() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_INT32_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_INT32_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var DTYPE_INT32 Enum_SS_shardrec_dtype = _swig_getDTYPE_INT32()
 func _swig_getDTYPE_INT64() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_INT64_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_INT64_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var DTYPE_INT64 Enum_SS_shardrec_dtype = _swig_getDTYPE_INT64()
 func _swig_getDTYPE_UINT8() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_UINT8_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_UINT8_swig_e4abab864e429f70())
 	return swig_r
 }
 
@@ -1098,14 +1167,14 @@ var DTYPE_UINT8 Enum_SS_shardrec_dtype = _swig_getDTYPE_UINT8()
 type Enum_SS_shardrec_device_type int
 func _swig_getDEVICE_HOST() (_swig_ret Enum_SS_shardrec_device_type) {
 	var swig_r Enum_SS_shardrec_device_type
-	swig_r = (Enum_SS_shardrec_device_type)(C._wrap_DEVICE_HOST_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_device_type)(C._wrap_DEVICE_HOST_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var DEVICE_HOST Enum_SS_shardrec_device_type = _swig_getDEVICE_HOST()
 func _swig_getDEVICE_CUDA() (_swig_ret Enum_SS_shardrec_device_type) {
 	var swig_r Enum_SS_shardrec_device_type
-	swig_r = (Enum_SS_shardrec_device_type)(C._wrap_DEVICE_CUDA_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_device_type)(C._wrap_DEVICE_CUDA_swig_e4abab864e429f70())
 	return swig_r
 }
 
@@ -1113,7 +1182,7 @@ var DEVICE_CUDA Enum_SS_shardrec_device_type = _swig_getDEVICE_CUDA()
 func Status_string(arg1 int) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_status_string_swig_5010cc1c9577d3b9(C.swig_intgo(_swig_i_0))
+	swig_r_p := C._wrap_status_string_swig_e4abab864e429f70(C.swig_intgo(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -1122,13 +1191,13 @@ func Status_string(arg1 int) (_swig_ret string) {
 
 func Version() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_version_swig_5010cc1c9577d3b9())
+	swig_r = (int)(C._wrap_version_swig_e4abab864e429f70())
 	return swig_r
 }
 
 func Version_string() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_version_string_swig_5010cc1c9577d3b9()
+	swig_r_p := C._wrap_version_string_swig_e4abab864e429f70()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -1138,7 +1207,7 @@ func Version_string() (_swig_ret string) {
 func Dtype_size(arg1 int) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_dtype_size_swig_5010cc1c9577d3b9(C.swig_intgo(_swig_i_0)))
+	swig_r = (int64)(C._wrap_dtype_size_swig_e4abab864e429f70(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
@@ -1148,49 +1217,49 @@ const VERSION_PATCH int = 0
 type Enum_SS_shardrec_sharding_type int
 func _swig_getSHARDING_DATA_PARALLEL() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_DATA_PARALLEL_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_DATA_PARALLEL_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var SHARDING_DATA_PARALLEL Enum_SS_shardrec_sharding_type = _swig_getSHARDING_DATA_PARALLEL()
 func _swig_getSHARDING_TABLE_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_WISE_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_WISE_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var SHARDING_TABLE_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_TABLE_WISE()
 func _swig_getSHARDING_ROW_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_ROW_WISE_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_ROW_WISE_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var SHARDING_ROW_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_ROW_WISE()
 func _swig_getSHARDING_COLUMN_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_COLUMN_WISE_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_COLUMN_WISE_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var SHARDING_COLUMN_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_COLUMN_WISE()
 func _swig_getSHARDING_TABLE_ROW_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_ROW_WISE_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_ROW_WISE_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var SHARDING_TABLE_ROW_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_TABLE_ROW_WISE()
 func _swig_getSHARDING_TABLE_COLUMN_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_COLUMN_WISE_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_COLUMN_WISE_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var SHARDING_TABLE_COLUMN_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_TABLE_COLUMN_WISE()
 func _swig_getSHARDING_GRID() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_GRID_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_GRID_swig_e4abab864e429f70())
 	return swig_r
 }
 
@@ -1199,21 +1268,21 @@ const SHARDING_COUNT int = 7
 type Enum_SS_shardrec_pooling int
 func _swig_getPOOLING_SUM() (_swig_ret Enum_SS_shardrec_pooling) {
 	var swig_r Enum_SS_shardrec_pooling
-	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_SUM_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_SUM_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var POOLING_SUM Enum_SS_shardrec_pooling = _swig_getPOOLING_SUM()
 func _swig_getPOOLING_MEAN() (_swig_ret Enum_SS_shardrec_pooling) {
 	var swig_r Enum_SS_shardrec_pooling
-	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_MEAN_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_MEAN_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var POOLING_MEAN Enum_SS_shardrec_pooling = _swig_getPOOLING_MEAN()
 func _swig_getPOOLING_NONE() (_swig_ret Enum_SS_shardrec_pooling) {
 	var swig_r Enum_SS_shardrec_pooling
-	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_NONE_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_NONE_swig_e4abab864e429f70())
 	return swig_r
 }
 
@@ -1221,21 +1290,21 @@ var POOLING_NONE Enum_SS_shardrec_pooling = _swig_getPOOLING_NONE()
 type Enum_SS_shardrec_init_kind int
 func _swig_getINIT_DEFAULT() (_swig_ret Enum_SS_shardrec_init_kind) {
 	var swig_r Enum_SS_shardrec_init_kind
-	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_DEFAULT_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_DEFAULT_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var INIT_DEFAULT Enum_SS_shardrec_init_kind = _swig_getINIT_DEFAULT()
 func _swig_getINIT_UNIFORM() (_swig_ret Enum_SS_shardrec_init_kind) {
 	var swig_r Enum_SS_shardrec_init_kind
-	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_UNIFORM_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_UNIFORM_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var INIT_UNIFORM Enum_SS_shardrec_init_kind = _swig_getINIT_UNIFORM()
 func _swig_getINIT_CONSTANT() (_swig_ret Enum_SS_shardrec_init_kind) {
 	var swig_r Enum_SS_shardrec_init_kind
-	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_CONSTANT_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_CONSTANT_swig_e4abab864e429f70())
 	return swig_r
 }
 
@@ -1244,42 +1313,42 @@ const FEATURE_CONFIG_VERSION uint = 1
 type Enum_SS_shardrec_optimizer_type int
 func _swig_getOPTIMIZER_SGD() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_SGD_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_SGD_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var OPTIMIZER_SGD Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_SGD()
 func _swig_getOPTIMIZER_ADAGRAD() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ADAGRAD_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ADAGRAD_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var OPTIMIZER_ADAGRAD Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_ADAGRAD()
 func _swig_getOPTIMIZER_ROWWISE_ADAGRAD() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var OPTIMIZER_ROWWISE_ADAGRAD Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_ROWWISE_ADAGRAD()
 func _swig_getOPTIMIZER_ADAM() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ADAM_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ADAM_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var OPTIMIZER_ADAM Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_ADAM()
 func _swig_getOPTIMIZER_PARTIAL_ROWWISE_ADAM() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var OPTIMIZER_PARTIAL_ROWWISE_ADAM Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_PARTIAL_ROWWISE_ADAM()
 func _swig_getOPTIMIZER_LAMB() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_LAMB_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_LAMB_swig_e4abab864e429f70())
 	return swig_r
 }
 
@@ -1287,21 +1356,21 @@ var OPTIMIZER_LAMB Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_LAMB()
 type Enum_SS_shardrec_weight_decay_mode int
 func _swig_getWEIGHT_DECAY_NONE() (_swig_ret Enum_SS_shardrec_weight_decay_mode) {
 	var swig_r Enum_SS_shardrec_weight_decay_mode
-	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_NONE_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_NONE_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var WEIGHT_DECAY_NONE Enum_SS_shardrec_weight_decay_mode = _swig_getWEIGHT_DECAY_NONE()
 func _swig_getWEIGHT_DECAY_L2() (_swig_ret Enum_SS_shardrec_weight_decay_mode) {
 	var swig_r Enum_SS_shardrec_weight_decay_mode
-	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_L2_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_L2_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var WEIGHT_DECAY_L2 Enum_SS_shardrec_weight_decay_mode = _swig_getWEIGHT_DECAY_L2()
 func _swig_getWEIGHT_DECAY_DECOUPLED() (_swig_ret Enum_SS_shardrec_weight_decay_mode) {
 	var swig_r Enum_SS_shardrec_weight_decay_mode
-	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_DECOUPLED_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_DECOUPLED_swig_e4abab864e429f70())
 	return swig_r
 }
 
@@ -1318,129 +1387,129 @@ func (p SwigcptrOptimizer_config) SwigIsOptimizer_config() {
 func (arg1 SwigcptrOptimizer_config) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_version_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_optimizer_config_version_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_optimizer_config_version_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_optimizer_config_version_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetXtype(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_Xtype_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_optimizer_config_Xtype_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetXtype() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_optimizer_config_Xtype_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_optimizer_config_Xtype_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetLearning_rate(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_learning_rate_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_learning_rate_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetLearning_rate() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_learning_rate_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_learning_rate_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetEps(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_eps_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_eps_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetEps() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_eps_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_eps_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetBeta1(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_beta1_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_beta1_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetBeta1() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_beta1_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_beta1_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetBeta2(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_beta2_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_beta2_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetBeta2() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_beta2_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_beta2_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetWeight_decay(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_weight_decay_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_weight_decay_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetWeight_decay() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_weight_decay_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_weight_decay_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetWeight_decay_mode(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_weight_decay_mode_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_optimizer_config_weight_decay_mode_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetWeight_decay_mode() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_optimizer_config_weight_decay_mode_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_optimizer_config_weight_decay_mode_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetStochastic_rounding(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_stochastic_rounding_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_optimizer_config_stochastic_rounding_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetStochastic_rounding() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_optimizer_config_stochastic_rounding_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_optimizer_config_stochastic_rounding_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewOptimizer_config() (_swig_ret Optimizer_config) {
 	var swig_r Optimizer_config
-	swig_r = (Optimizer_config)(SwigcptrOptimizer_config(C._wrap_new_optimizer_config_swig_5010cc1c9577d3b9()))
+	swig_r = (Optimizer_config)(SwigcptrOptimizer_config(C._wrap_new_optimizer_config_swig_e4abab864e429f70()))
 	return swig_r
 }
 
 func DeleteOptimizer_config(arg1 Optimizer_config) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_optimizer_config_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_optimizer_config_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 type Optimizer_config interface {
@@ -1471,7 +1540,7 @@ func Optimizer_config_init(arg1 Optimizer_config, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_optimizer_config_init_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_optimizer_config_init_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1491,181 +1560,181 @@ func (p SwigcptrTopology_t) SwigIsTopology_t() {
 func (arg1 SwigcptrTopology_t) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_version_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_version_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_Topology_t_version_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_Topology_t_version_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetWorld_size(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_world_size_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_world_size_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetWorld_size() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_world_size_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_world_size_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetRanks_per_node(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_ranks_per_node_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_ranks_per_node_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetRanks_per_node() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_ranks_per_node_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_ranks_per_node_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetDevice_type(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_device_type_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_device_type_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetDevice_type() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_device_type_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_device_type_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetMemory_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_memory_bytes_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1))
+	C._wrap_Topology_t_memory_bytes_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetMemory_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_Topology_t_memory_bytes_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_Topology_t_memory_bytes_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetIntra_node_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_intra_node_bandwidth_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_intra_node_bandwidth_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetIntra_node_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_intra_node_bandwidth_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_intra_node_bandwidth_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetInter_node_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_inter_node_bandwidth_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_inter_node_bandwidth_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetInter_node_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_inter_node_bandwidth_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_inter_node_bandwidth_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetBatch_size(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_batch_size_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_batch_size_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetBatch_size() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_batch_size_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_batch_size_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetOptimizer(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_optimizer_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_optimizer_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetOptimizer() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_optimizer_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_optimizer_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetMemory_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_memory_bandwidth_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_memory_bandwidth_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetMemory_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_memory_bandwidth_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_memory_bandwidth_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetReserved_fraction(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_reserved_fraction_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_reserved_fraction_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetReserved_fraction() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_reserved_fraction_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_reserved_fraction_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetCollective_latency(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_collective_latency_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_collective_latency_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetCollective_latency() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_collective_latency_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_collective_latency_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetPer_id_cost(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_per_id_cost_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_per_id_cost_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetPer_id_cost() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_per_id_cost_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_per_id_cost_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewTopology_t() (_swig_ret Topology_t) {
 	var swig_r Topology_t
-	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_new_Topology_t_swig_5010cc1c9577d3b9()))
+	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_new_Topology_t_swig_e4abab864e429f70()))
 	return swig_r
 }
 
 func DeleteTopology_t(arg1 Topology_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Topology_t_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Topology_t_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 type Topology_t interface {
@@ -1704,7 +1773,7 @@ func Topology_init(arg1 Topology_t, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_topology_init_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_topology_init_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1733,72 +1802,72 @@ func (p SwigcptrComm_options) SwigIsComm_options() {
 func (arg1 SwigcptrComm_options) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_version_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_comm_options_version_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_comm_options_version_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_comm_options_version_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetTimeout_ms(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_timeout_ms_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_8(_swig_i_1))
+	C._wrap_comm_options_timeout_ms_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_8(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetTimeout_ms() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_comm_options_timeout_ms_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_comm_options_timeout_ms_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetBackend(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_backend_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_comm_options_backend_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetBackend() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_comm_options_backend_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_comm_options_backend_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetDevice_type(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_device_type_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_comm_options_device_type_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetDevice_type() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_comm_options_device_type_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_comm_options_device_type_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetDevice_index(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_device_index_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_comm_options_device_index_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetDevice_index() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_comm_options_device_index_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_comm_options_device_index_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetBind_address(arg2 string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_bind_address_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_10)(unsafe.Pointer(&_swig_i_1)))
+	C._wrap_comm_options_bind_address_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_10)(unsafe.Pointer(&_swig_i_1)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1807,7 +1876,7 @@ func (arg1 SwigcptrComm_options) SetBind_address(arg2 string) {
 func (arg1 SwigcptrComm_options) GetBind_address() (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_options_bind_address_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_comm_options_bind_address_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -1817,25 +1886,25 @@ func (arg1 SwigcptrComm_options) GetBind_address() (_swig_ret string) {
 func (arg1 SwigcptrComm_options) SetStore_grace_ms(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_store_grace_ms_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_12(_swig_i_1))
+	C._wrap_comm_options_store_grace_ms_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_12(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetStore_grace_ms() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_comm_options_store_grace_ms_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_comm_options_store_grace_ms_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewComm_options() (_swig_ret Comm_options) {
 	var swig_r Comm_options
-	swig_r = (Comm_options)(SwigcptrComm_options(C._wrap_new_comm_options_swig_5010cc1c9577d3b9()))
+	swig_r = (Comm_options)(SwigcptrComm_options(C._wrap_new_comm_options_swig_e4abab864e429f70()))
 	return swig_r
 }
 
 func DeleteComm_options(arg1 Comm_options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_comm_options_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_comm_options_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 type Comm_options interface {
@@ -1861,7 +1930,7 @@ func Comm_options_init(arg1 Comm_options, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_options_init_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_comm_options_init_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1871,7 +1940,7 @@ func Comm_options_init(arg1 Comm_options, arg2 uint) (_swig_ret error) {
 func Comm_unique_id_create(arg1 []byte) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_unique_id_create_swig_5010cc1c9577d3b9(*(*C.swig_type_16)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_comm_unique_id_create_swig_e4abab864e429f70(*(*C.swig_type_16)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1888,7 +1957,7 @@ func Comm_create(arg1 []uintptr, arg2 []byte, arg3 int, arg4 int, arg5 Comm_opti
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_comm_create_swig_5010cc1c9577d3b9(*(*C.swig_type_18)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_19)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_comm_create_swig_e4abab864e429f70(*(*C.swig_type_18)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_19)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1906,7 +1975,7 @@ func Comm_create_local_group(arg1 []uintptr, arg2 Comm_options) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_comm_create_local_group_swig_5010cc1c9577d3b9(*(*C.swig_type_21)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_create_local_group_swig_e4abab864e429f70(*(*C.swig_type_21)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1922,7 +1991,7 @@ func Comm_split(arg1 []uintptr, arg2 uintptr, arg3 int, arg4 int) (_swig_ret err
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_comm_split_swig_5010cc1c9577d3b9(*(*C.swig_type_23)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_comm_split_swig_e4abab864e429f70(*(*C.swig_type_23)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1936,7 +2005,7 @@ func Comm_rank(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_rank_swig_5010cc1c9577d3b9(*(*C.swig_type_25)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_rank_swig_e4abab864e429f70(*(*C.swig_type_25)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1950,7 +2019,7 @@ func Comm_size(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_size_swig_5010cc1c9577d3b9(*(*C.swig_type_27)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_size_swig_e4abab864e429f70(*(*C.swig_type_27)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1964,7 +2033,7 @@ func Comm_set_timeout(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_set_timeout_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_29(_swig_i_1))
+	swig_r_p := C._wrap_comm_set_timeout_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_29(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1974,7 +2043,7 @@ func Comm_set_timeout(arg1 uintptr, arg2 int64) (_swig_ret error) {
 func Comm_abort(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_abort_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_comm_abort_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1984,7 +2053,7 @@ func Comm_abort(arg1 uintptr) (_swig_ret error) {
 func Comm_async_error(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_async_error_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_comm_async_error_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1993,7 +2062,7 @@ func Comm_async_error(arg1 uintptr) (_swig_ret error) {
 
 func Comm_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_comm_destroy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_comm_destroy_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 func Comm_allreduce(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 int, arg6 int) (_swig_ret error) {
@@ -2004,7 +2073,7 @@ func Comm_allreduce(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_comm_allreduce_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_33(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_comm_allreduce_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_33(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2018,7 +2087,7 @@ func Comm_broadcast(arg1 uintptr, arg2 uintptr, arg3 int64, arg4 int, arg5 int) 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_comm_broadcast_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_35(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_comm_broadcast_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_35(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2032,7 +2101,7 @@ func Comm_allgather(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_comm_allgather_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_37(_swig_i_3), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_comm_allgather_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_37(_swig_i_3), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2042,7 +2111,7 @@ func Comm_allgather(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 func Comm_barrier(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_barrier_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_comm_barrier_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2055,7 +2124,7 @@ func Comm_create_mpi(arg1 []uintptr, arg2 int64, arg3 Comm_options) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_comm_create_mpi_swig_5010cc1c9577d3b9(*(*C.swig_type_40)(unsafe.Pointer(&_swig_i_0)), C.swig_type_41(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_comm_create_mpi_swig_e4abab864e429f70(*(*C.swig_type_40)(unsafe.Pointer(&_swig_i_0)), C.swig_type_41(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2069,7 +2138,7 @@ func Comm_create_from_env(arg1 []uintptr, arg2 Comm_options) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_comm_create_from_env_swig_5010cc1c9577d3b9(*(*C.swig_type_43)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_create_from_env_swig_e4abab864e429f70(*(*C.swig_type_43)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2083,7 +2152,7 @@ func Comm_local_rank(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_local_rank_swig_5010cc1c9577d3b9(*(*C.swig_type_45)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_local_rank_swig_e4abab864e429f70(*(*C.swig_type_45)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2097,7 +2166,7 @@ func Comm_local_size(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_local_size_swig_5010cc1c9577d3b9(*(*C.swig_type_47)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_local_size_swig_e4abab864e429f70(*(*C.swig_type_47)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2111,7 +2180,7 @@ func Comm_bind_local_numa(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_bind_local_numa_swig_5010cc1c9577d3b9(*(*C.swig_type_49)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_bind_local_numa_swig_e4abab864e429f70(*(*C.swig_type_49)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2133,77 +2202,77 @@ func (p SwigcptrShard_t) SwigIsShard_t() {
 func (arg1 SwigcptrShard_t) SetRow_offset(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_row_offset_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_50(_swig_i_1))
+	C._wrap_Shard_t_row_offset_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_50(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRow_offset() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Shard_t_row_offset_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Shard_t_row_offset_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrShard_t) SetRows(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_rows_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_52(_swig_i_1))
+	C._wrap_Shard_t_rows_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_52(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRows() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Shard_t_rows_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Shard_t_rows_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrShard_t) SetCol_offset(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_col_offset_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Shard_t_col_offset_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetCol_offset() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Shard_t_col_offset_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Shard_t_col_offset_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrShard_t) SetCols(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_cols_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Shard_t_cols_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetCols() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Shard_t_cols_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Shard_t_cols_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrShard_t) SetRank(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_rank_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Shard_t_rank_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRank() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Shard_t_rank_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Shard_t_rank_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewShard_t() (_swig_ret Shard_t) {
 	var swig_r Shard_t
-	swig_r = (Shard_t)(SwigcptrShard_t(C._wrap_new_Shard_t_swig_5010cc1c9577d3b9()))
+	swig_r = (Shard_t)(SwigcptrShard_t(C._wrap_new_Shard_t_swig_e4abab864e429f70()))
 	return swig_r
 }
 
 func DeleteShard_t(arg1 Shard_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Shard_t_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Shard_t_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 type Shard_t interface {
@@ -2225,7 +2294,7 @@ func Plan_from_json(arg1 []uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_from_json_swig_5010cc1c9577d3b9(*(*C.swig_type_55)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_56)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_from_json_swig_e4abab864e429f70(*(*C.swig_type_55)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_56)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2242,7 +2311,7 @@ func Plan_to_json(arg1 uintptr, arg2 *string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_to_json_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_plan_to_json_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg2 = swigCopyString(*arg2) 
 	var swig_r_1 error
@@ -2254,7 +2323,7 @@ func Plan_stats(arg1 uintptr, arg2 *string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_plan_stats_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg2 = swigCopyString(*arg2) 
 	var swig_r_1 error
@@ -2266,7 +2335,7 @@ func Plan_hash(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_hash_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_60)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_hash_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_60)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2280,7 +2349,7 @@ func Plan_world_size(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_world_size_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_world_size_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2294,7 +2363,7 @@ func Plan_ranks_per_node(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_ranks_per_node_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_64)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_ranks_per_node_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_64)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2308,7 +2377,7 @@ func Plan_num_tables(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_num_tables_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_66)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_num_tables_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_66)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2322,7 +2391,7 @@ func Plan_num_features(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_num_features_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_68)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_num_features_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_68)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2337,7 +2406,7 @@ func Plan_feature_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_feature_name_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_plan_feature_name_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	var swig_r_1 error
@@ -2350,7 +2419,7 @@ func Plan_table_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_name_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_72(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_plan_table_name_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_72(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	var swig_r_1 error
@@ -2363,7 +2432,7 @@ func Plan_find_table(arg1 uintptr, arg2 string, arg3 []uint64) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_find_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_74)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_75)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_find_table_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_74)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_75)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2381,7 +2450,7 @@ func Plan_table_rows(arg1 uintptr, arg2 int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_rows_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1), *(*C.swig_type_78)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_table_rows_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1), *(*C.swig_type_78)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2396,7 +2465,7 @@ func Plan_table_dim(arg1 uintptr, arg2 int64, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_dim_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_80(_swig_i_1), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_table_dim_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_80(_swig_i_1), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2412,7 +2481,7 @@ func Plan_table_sharding(arg1 uintptr, arg2 int64, arg3 []int32, arg4 []uint64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_plan_table_sharding_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_83(_swig_i_1), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_plan_table_sharding_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_83(_swig_i_1), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2431,7 +2500,7 @@ func Plan_shard(arg1 uintptr, arg2 int64, arg3 int64, arg4 Shard_t) (_swig_ret e
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_plan_shard_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_87(_swig_i_1), C.swig_type_88(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_plan_shard_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_87(_swig_i_1), C.swig_type_88(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2450,77 +2519,77 @@ func (p SwigcptrCalibrate_options) SwigIsCalibrate_options() {
 func (arg1 SwigcptrCalibrate_options) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibrate_options_version_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_calibrate_options_version_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibrate_options) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_calibrate_options_version_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_calibrate_options_version_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibrate_options) SetRanks_share_memory(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibrate_options_ranks_share_memory_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_calibrate_options_ranks_share_memory_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibrate_options) GetRanks_share_memory() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_calibrate_options_ranks_share_memory_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_calibrate_options_ranks_share_memory_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibrate_options) SetTime_budget(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibrate_options_time_budget_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibrate_options_time_budget_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibrate_options) GetTime_budget() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibrate_options_time_budget_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibrate_options_time_budget_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibrate_options) SetThreads_per_rank(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibrate_options_threads_per_rank_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_calibrate_options_threads_per_rank_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibrate_options) GetThreads_per_rank() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_calibrate_options_threads_per_rank_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_calibrate_options_threads_per_rank_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibrate_options) SetRanks_per_machine(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibrate_options_ranks_per_machine_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_calibrate_options_ranks_per_machine_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibrate_options) GetRanks_per_machine() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_calibrate_options_ranks_per_machine_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_calibrate_options_ranks_per_machine_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewCalibrate_options() (_swig_ret Calibrate_options) {
 	var swig_r Calibrate_options
-	swig_r = (Calibrate_options)(SwigcptrCalibrate_options(C._wrap_new_calibrate_options_swig_5010cc1c9577d3b9()))
+	swig_r = (Calibrate_options)(SwigcptrCalibrate_options(C._wrap_new_calibrate_options_swig_e4abab864e429f70()))
 	return swig_r
 }
 
 func DeleteCalibrate_options(arg1 Calibrate_options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_calibrate_options_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_calibrate_options_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 type Calibrate_options interface {
@@ -2543,7 +2612,7 @@ func Calibrate_options_init(arg1 Calibrate_options, arg2 uint) (_swig_ret error)
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_calibrate_options_init_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_calibrate_options_init_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2562,116 +2631,116 @@ func (p SwigcptrCalibration) SwigIsCalibration() {
 func (arg1 SwigcptrCalibration) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_version_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_calibration_version_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_calibration_version_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_calibration_version_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibration) SetGather_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_gather_bandwidth_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibration_gather_bandwidth_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetGather_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibration_gather_bandwidth_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibration_gather_bandwidth_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibration) SetStream_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_stream_bandwidth_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibration_stream_bandwidth_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetStream_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibration_stream_bandwidth_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibration_stream_bandwidth_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibration) SetLoopback_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_loopback_bandwidth_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibration_loopback_bandwidth_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetLoopback_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibration_loopback_bandwidth_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibration_loopback_bandwidth_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibration) SetLoopback_latency(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_loopback_latency_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibration_loopback_latency_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetLoopback_latency() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibration_loopback_latency_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibration_loopback_latency_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibration) SetHandoff_latency(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_handoff_latency_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibration_handoff_latency_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetHandoff_latency() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibration_handoff_latency_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibration_handoff_latency_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibration) SetElapsed(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_elapsed_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibration_elapsed_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetElapsed() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibration_elapsed_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibration_elapsed_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibration) SetOversubscription(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_oversubscription_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibration_oversubscription_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetOversubscription() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibration_oversubscription_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibration_oversubscription_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewCalibration() (_swig_ret Calibration) {
 	var swig_r Calibration
-	swig_r = (Calibration)(SwigcptrCalibration(C._wrap_new_calibration_swig_5010cc1c9577d3b9()))
+	swig_r = (Calibration)(SwigcptrCalibration(C._wrap_new_calibration_swig_e4abab864e429f70()))
 	return swig_r
 }
 
 func DeleteCalibration(arg1 Calibration) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_calibration_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_calibration_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 type Calibration interface {
@@ -2700,7 +2769,7 @@ func Calibration_init(arg1 Calibration, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_calibration_init_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_calibration_init_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2712,7 +2781,7 @@ func Topology_calibrate(arg1 Topology_t, arg2 Calibrate_options, arg3 Calibratio
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_topology_calibrate_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_topology_calibrate_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2723,7 +2792,7 @@ func Topology_from_comm(arg1 Topology_t, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_topology_from_comm_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_topology_from_comm_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2732,27 +2801,27 @@ func Topology_from_comm(arg1 Topology_t, arg2 uintptr) (_swig_ret error) {
 
 func Plan_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_plan_destroy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_plan_destroy_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 type Enum_SS_shardrec_bounds_policy int
 func _swig_getBOUNDS_ERROR() (_swig_ret Enum_SS_shardrec_bounds_policy) {
 	var swig_r Enum_SS_shardrec_bounds_policy
-	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_ERROR_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_ERROR_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var BOUNDS_ERROR Enum_SS_shardrec_bounds_policy = _swig_getBOUNDS_ERROR()
 func _swig_getBOUNDS_CLAMP() (_swig_ret Enum_SS_shardrec_bounds_policy) {
 	var swig_r Enum_SS_shardrec_bounds_policy
-	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_CLAMP_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_CLAMP_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var BOUNDS_CLAMP Enum_SS_shardrec_bounds_policy = _swig_getBOUNDS_CLAMP()
 func _swig_getBOUNDS_SKIP() (_swig_ret Enum_SS_shardrec_bounds_policy) {
 	var swig_r Enum_SS_shardrec_bounds_policy
-	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_SKIP_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_SKIP_swig_e4abab864e429f70())
 	return swig_r
 }
 
@@ -2769,181 +2838,181 @@ func (p SwigcptrEmbedding_options) SwigIsEmbedding_options() {
 func (arg1 SwigcptrEmbedding_options) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_version_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_version_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_embedding_options_version_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_embedding_options_version_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetSeed(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_seed_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_93(_swig_i_1))
+	C._wrap_embedding_options_seed_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_93(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetSeed() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_embedding_options_seed_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_embedding_options_seed_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetBounds_policy(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_bounds_policy_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_bounds_policy_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetBounds_policy() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_bounds_policy_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_bounds_policy_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetNum_threads(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_num_threads_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_num_threads_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetNum_threads() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_num_threads_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_num_threads_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetDp_comm(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_dp_comm_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_embedding_options_dp_comm_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetDp_comm() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_embedding_options_dp_comm_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_embedding_options_dp_comm_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetDevice_type(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_device_type_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_device_type_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetDevice_type() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_device_type_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_device_type_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetDevice_index(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_device_index_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_device_index_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetDevice_index() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_device_index_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_device_index_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetNon_finite(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_non_finite_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_non_finite_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetNon_finite() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_non_finite_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_non_finite_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetTable_memory(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_table_memory_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_table_memory_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetTable_memory() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_table_memory_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_table_memory_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetForward_comm_encoding(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_forward_comm_encoding_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_forward_comm_encoding_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetForward_comm_encoding() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_forward_comm_encoding_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_forward_comm_encoding_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetBackward_comm_encoding(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_backward_comm_encoding_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_backward_comm_encoding_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetBackward_comm_encoding() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_backward_comm_encoding_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_backward_comm_encoding_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetMax_batch_size(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_max_batch_size_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_95(_swig_i_1))
+	C._wrap_embedding_options_max_batch_size_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_95(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetMax_batch_size() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_embedding_options_max_batch_size_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_embedding_options_max_batch_size_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetMax_ids_per_batch(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_max_ids_per_batch_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1))
+	C._wrap_embedding_options_max_ids_per_batch_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetMax_ids_per_batch() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_embedding_options_max_ids_per_batch_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_embedding_options_max_ids_per_batch_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewEmbedding_options() (_swig_ret Embedding_options) {
 	var swig_r Embedding_options
-	swig_r = (Embedding_options)(SwigcptrEmbedding_options(C._wrap_new_embedding_options_swig_5010cc1c9577d3b9()))
+	swig_r = (Embedding_options)(SwigcptrEmbedding_options(C._wrap_new_embedding_options_swig_e4abab864e429f70()))
 	return swig_r
 }
 
 func DeleteEmbedding_options(arg1 Embedding_options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_embedding_options_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_embedding_options_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 type Embedding_options interface {
@@ -2980,21 +3049,21 @@ type Embedding_options interface {
 type Enum_SS_shardrec_comm_encoding int
 func _swig_getCOMM_ENCODING_FP32() (_swig_ret Enum_SS_shardrec_comm_encoding) {
 	var swig_r Enum_SS_shardrec_comm_encoding
-	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_FP32_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_FP32_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var COMM_ENCODING_FP32 Enum_SS_shardrec_comm_encoding = _swig_getCOMM_ENCODING_FP32()
 func _swig_getCOMM_ENCODING_FP16() (_swig_ret Enum_SS_shardrec_comm_encoding) {
 	var swig_r Enum_SS_shardrec_comm_encoding
-	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_FP16_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_FP16_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var COMM_ENCODING_FP16 Enum_SS_shardrec_comm_encoding = _swig_getCOMM_ENCODING_FP16()
 func _swig_getCOMM_ENCODING_BF16() (_swig_ret Enum_SS_shardrec_comm_encoding) {
 	var swig_r Enum_SS_shardrec_comm_encoding
-	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_BF16_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_BF16_swig_e4abab864e429f70())
 	return swig_r
 }
 
@@ -3002,14 +3071,14 @@ var COMM_ENCODING_BF16 Enum_SS_shardrec_comm_encoding = _swig_getCOMM_ENCODING_B
 type Enum_SS_shardrec_table_memory int
 func _swig_getTABLE_MEMORY_HUGE_PAGES() (_swig_ret Enum_SS_shardrec_table_memory) {
 	var swig_r Enum_SS_shardrec_table_memory
-	swig_r = (Enum_SS_shardrec_table_memory)(C._wrap_TABLE_MEMORY_HUGE_PAGES_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_table_memory)(C._wrap_TABLE_MEMORY_HUGE_PAGES_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var TABLE_MEMORY_HUGE_PAGES Enum_SS_shardrec_table_memory = _swig_getTABLE_MEMORY_HUGE_PAGES()
 func _swig_getTABLE_MEMORY_SMALL_PAGES() (_swig_ret Enum_SS_shardrec_table_memory) {
 	var swig_r Enum_SS_shardrec_table_memory
-	swig_r = (Enum_SS_shardrec_table_memory)(C._wrap_TABLE_MEMORY_SMALL_PAGES_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_table_memory)(C._wrap_TABLE_MEMORY_SMALL_PAGES_swig_e4abab864e429f70())
 	return swig_r
 }
 
@@ -3017,14 +3086,14 @@ var TABLE_MEMORY_SMALL_PAGES Enum_SS_shardrec_table_memory = _swig_getTABLE_MEMO
 type Enum_SS_shardrec_non_finite_policy int
 func _swig_getNON_FINITE_CHECK() (_swig_ret Enum_SS_shardrec_non_finite_policy) {
 	var swig_r Enum_SS_shardrec_non_finite_policy
-	swig_r = (Enum_SS_shardrec_non_finite_policy)(C._wrap_NON_FINITE_CHECK_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_non_finite_policy)(C._wrap_NON_FINITE_CHECK_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var NON_FINITE_CHECK Enum_SS_shardrec_non_finite_policy = _swig_getNON_FINITE_CHECK()
 func _swig_getNON_FINITE_ALLOW() (_swig_ret Enum_SS_shardrec_non_finite_policy) {
 	var swig_r Enum_SS_shardrec_non_finite_policy
-	swig_r = (Enum_SS_shardrec_non_finite_policy)(C._wrap_NON_FINITE_ALLOW_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_non_finite_policy)(C._wrap_NON_FINITE_ALLOW_swig_e4abab864e429f70())
 	return swig_r
 }
 
@@ -3034,7 +3103,7 @@ func Embedding_options_init(arg1 Embedding_options, arg2 uint) (_swig_ret error)
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_options_init_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_embedding_options_init_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3048,7 +3117,7 @@ func Embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Optimizer
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_embedding_create_swig_5010cc1c9577d3b9(*(*C.swig_type_101)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_embedding_create_swig_e4abab864e429f70(*(*C.swig_type_101)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3060,14 +3129,14 @@ func Embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Optimizer
 
 func Embedding_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_embedding_destroy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_embedding_destroy_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 func Embedding_output_dim(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_output_dim_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_output_dim_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3081,7 +3150,7 @@ func Embedding_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_is_sequence_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3094,7 +3163,7 @@ func Embedding_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 func Embedding_input_dist_wait(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_embedding_input_dist_wait_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_embedding_input_dist_wait_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3105,7 +3174,7 @@ func Embedding_forward_distributed(arg1 uintptr, arg2 []float32) (_swig_ret erro
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_forward_distributed_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3119,7 +3188,7 @@ func Embedding_backward(arg1 uintptr, arg2 []float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_backward_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3134,7 +3203,7 @@ func Embedding_forward_tensor(arg1 uintptr, arg2 Shardrec_kjt_view_t, arg3 Shard
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_forward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_forward_tensor_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3145,7 +3214,7 @@ func Embedding_forward_distributed_tensor(arg1 uintptr, arg2 Shardrec_tensor_vie
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_embedding_forward_distributed_tensor_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3156,7 +3225,7 @@ func Embedding_backward_tensor(arg1 uintptr, arg2 Shardrec_tensor_view_t) (_swig
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_embedding_backward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_embedding_backward_tensor_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3166,7 +3235,7 @@ func Embedding_backward_tensor(arg1 uintptr, arg2 Shardrec_tensor_view_t) (_swig
 func Embedding_synchronize(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_embedding_synchronize_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_embedding_synchronize_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3177,7 +3246,7 @@ func Embedding_set_learning_rate(arg1 uintptr, arg2 float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_set_learning_rate_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	swig_r_p := C._wrap_embedding_set_learning_rate_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3188,7 +3257,7 @@ func Embedding_num_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_steps_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3202,7 +3271,7 @@ func Embedding_set_num_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_119(_swig_i_1))
+	swig_r_p := C._wrap_embedding_set_num_steps_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_119(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3214,7 +3283,7 @@ func Embedding_get_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_get_weights_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_get_weights_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3232,7 +3301,7 @@ func Embedding_set_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_weights_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_set_weights_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3249,7 +3318,7 @@ func Embedding_num_states(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_states_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_states_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3265,7 +3334,7 @@ func Embedding_state_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int32) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_state_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_129(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_state_info_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_129(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -3282,7 +3351,7 @@ func Embedding_get_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_get_state_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_get_state_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3304,7 +3373,7 @@ func Embedding_set_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_set_state_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_set_state_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3325,7 +3394,7 @@ func Embedding_timings(arg1 uintptr, arg2 []float64, arg3 []float64) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_timings_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_timings_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3343,7 +3412,7 @@ func Embedding_set_table_learning_rate(arg1 uintptr, arg2 string, arg3 float32) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3358,7 +3427,7 @@ func Embedding_table_optimizer(arg1 uintptr, arg2 string, arg3 Optimizer_config)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_table_optimizer_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3373,7 +3442,7 @@ func Embedding_table_num_states(arg1 uintptr, arg2 string, arg3 []uint64) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_table_num_states_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3393,7 +3462,7 @@ func Embedding_table_state_info(arg1 uintptr, arg2 string, arg3 int64, arg4 *str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_1)), C.swig_type_151(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_embedding_table_state_info_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_1)), C.swig_type_151(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg4 = swigCopyString(*arg4) 
 	if Swig_escape_always_false {
@@ -3411,7 +3480,7 @@ func Embedding_num_outputs(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_outputs_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3429,7 +3498,7 @@ func Embedding_output_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 *string,
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_embedding_output_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_156(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_embedding_output_info_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_156(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
  *arg4 = swigCopyString(*arg4) 
@@ -3456,155 +3525,155 @@ func (p SwigcptrStep_timings) SwigIsStep_timings() {
 func (arg1 SwigcptrStep_timings) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_version_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_step_timings_version_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_step_timings_version_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_step_timings_version_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetForwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_159(_swig_i_1))
+	C._wrap_step_timings_forwards_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_159(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_step_timings_forwards_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_step_timings_forwards_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetBackwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_161(_swig_i_1))
+	C._wrap_step_timings_backwards_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_161(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_step_timings_backwards_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_step_timings_backwards_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetSamples(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_163(_swig_i_1))
+	C._wrap_step_timings_samples_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_163(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetSamples() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_step_timings_samples_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_step_timings_samples_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetTotal_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_total_seconds_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_total_seconds_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetTotal_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_total_seconds_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_total_seconds_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetCollective_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_collective_seconds_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_collective_seconds_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetCollective_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_collective_seconds_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_collective_seconds_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetInput_dist_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_input_dist_seconds_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_input_dist_seconds_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetInput_dist_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_input_dist_seconds_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_input_dist_seconds_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetLookup_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_lookup_seconds_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_lookup_seconds_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetLookup_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_lookup_seconds_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_lookup_seconds_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetOutput_dist_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_output_dist_seconds_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_output_dist_seconds_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetOutput_dist_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_output_dist_seconds_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_output_dist_seconds_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetBackward_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_backward_seconds_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_backward_seconds_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetBackward_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_backward_seconds_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_backward_seconds_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetEmbedding_comm_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_embedding_comm_seconds_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_embedding_comm_seconds_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetEmbedding_comm_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_embedding_comm_seconds_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_embedding_comm_seconds_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewStep_timings() (_swig_ret Step_timings) {
 	var swig_r Step_timings
-	swig_r = (Step_timings)(SwigcptrStep_timings(C._wrap_new_step_timings_swig_5010cc1c9577d3b9()))
+	swig_r = (Step_timings)(SwigcptrStep_timings(C._wrap_new_step_timings_swig_e4abab864e429f70()))
 	return swig_r
 }
 
 func DeleteStep_timings(arg1 Step_timings) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_step_timings_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_step_timings_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 type Step_timings interface {
@@ -3639,7 +3708,7 @@ func Step_timings_init(arg1 Step_timings, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_step_timings_init_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_step_timings_init_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3650,7 +3719,7 @@ func Embedding_step_timings(arg1 uintptr, arg2 Step_timings) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_embedding_step_timings_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_embedding_step_timings_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3660,7 +3729,7 @@ func Embedding_step_timings(arg1 uintptr, arg2 Step_timings) (_swig_ret error) {
 func Device_count(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_device_count_swig_5010cc1c9577d3b9(*(*C.swig_type_168)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_device_count_swig_e4abab864e429f70(*(*C.swig_type_168)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3674,7 +3743,7 @@ func Device_check(arg1 int, arg2 int) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_device_check_swig_5010cc1c9577d3b9(C.swig_intgo(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_device_check_swig_e4abab864e429f70(C.swig_intgo(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3699,90 +3768,90 @@ func (p SwigcptrMesh_options) SwigIsMesh_options() {
 func (arg1 SwigcptrMesh_options) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_version_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_version_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_mesh_options_version_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_mesh_options_version_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrMesh_options) SetSharding_group_size(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_sharding_group_size_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_sharding_group_size_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetSharding_group_size() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_mesh_options_sharding_group_size_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_mesh_options_sharding_group_size_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrMesh_options) SetLayout(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_layout_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_layout_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetLayout() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_mesh_options_layout_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_mesh_options_layout_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrMesh_options) SetRanks_per_node(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_ranks_per_node_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_ranks_per_node_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetRanks_per_node() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_mesh_options_ranks_per_node_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_mesh_options_ranks_per_node_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrMesh_options) SetSync_interval(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_sync_interval_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_sync_interval_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetSync_interval() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_mesh_options_sync_interval_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_mesh_options_sync_interval_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrMesh_options) SetSync_mode(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_sync_mode_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_sync_mode_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetSync_mode() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_mesh_options_sync_mode_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_mesh_options_sync_mode_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewMesh_options() (_swig_ret Mesh_options) {
 	var swig_r Mesh_options
-	swig_r = (Mesh_options)(SwigcptrMesh_options(C._wrap_new_mesh_options_swig_5010cc1c9577d3b9()))
+	swig_r = (Mesh_options)(SwigcptrMesh_options(C._wrap_new_mesh_options_swig_e4abab864e429f70()))
 	return swig_r
 }
 
 func DeleteMesh_options(arg1 Mesh_options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_mesh_options_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_mesh_options_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 type Mesh_options interface {
@@ -3806,7 +3875,7 @@ func Mesh_options_init(arg1 Mesh_options, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_options_init_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_mesh_options_init_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3818,7 +3887,7 @@ func Mesh_create(arg1 []uintptr, arg2 uintptr, arg3 Mesh_options) (_swig_ret err
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_mesh_create_swig_5010cc1c9577d3b9(*(*C.swig_type_172)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_mesh_create_swig_e4abab864e429f70(*(*C.swig_type_172)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3830,7 +3899,7 @@ func Mesh_create(arg1 []uintptr, arg2 uintptr, arg3 Mesh_options) (_swig_ret err
 
 func Mesh_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_mesh_destroy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_mesh_destroy_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 func Mesh_coords(arg1 uintptr, arg2 []int32, arg3 []int32, arg4 []int32, arg5 []int32) (_swig_ret error) {
@@ -3840,7 +3909,7 @@ func Mesh_coords(arg1 uintptr, arg2 []int32, arg3 []int32, arg4 []int32, arg5 []
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mesh_coords_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_mesh_coords_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3863,7 +3932,7 @@ func Mesh_sharding_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(*(*C.swig_type_179)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_sharding_comm_swig_e4abab864e429f70(*(*C.swig_type_179)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3877,7 +3946,7 @@ func Mesh_replica_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(*(*C.swig_type_181)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_replica_comm_swig_e4abab864e429f70(*(*C.swig_type_181)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3891,7 +3960,7 @@ func Mesh_describe(arg1 uintptr, arg2 *string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_describe_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_mesh_describe_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg2 = swigCopyString(*arg2) 
 	var swig_r_1 error
@@ -3906,7 +3975,7 @@ func Mesh_embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Opti
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(*(*C.swig_type_184)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_mesh_embedding_create_swig_e4abab864e429f70(*(*C.swig_type_184)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3921,7 +3990,7 @@ func Mesh_sync(arg1 uintptr, arg2 uintptr, arg3 int) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_mesh_sync_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2))
+	swig_r_p := C._wrap_mesh_sync_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3933,7 +4002,7 @@ func Mesh_step(arg1 uintptr, arg2 uintptr, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_mesh_step_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_187)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_mesh_step_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_187)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -3949,7 +4018,7 @@ func Mesh_sync_stats(arg1 uintptr, arg2 []uint64, arg3 []int32, arg4 []int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_191)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_mesh_sync_stats_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_191)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3978,90 +4047,90 @@ func (p SwigcptrCheckpoint_options) SwigIsCheckpoint_options() {
 func (arg1 SwigcptrCheckpoint_options) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_version_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_checkpoint_options_version_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_checkpoint_options_version_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_checkpoint_options_version_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCheckpoint_options) SetNum_dense(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_192(_swig_i_1))
+	C._wrap_checkpoint_options_num_dense_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_192(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetNum_dense() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_checkpoint_options_num_dense_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_checkpoint_options_num_dense_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCheckpoint_options) SetReset_optimizer_state(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_reset_optimizer_state_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_checkpoint_options_reset_optimizer_state_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetReset_optimizer_state() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_checkpoint_options_reset_optimizer_state_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_checkpoint_options_reset_optimizer_state_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCheckpoint_options) SetAllow_dtype_change(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_allow_dtype_change_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_checkpoint_options_allow_dtype_change_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetAllow_dtype_change() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_checkpoint_options_allow_dtype_change_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_checkpoint_options_allow_dtype_change_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCheckpoint_options) SetVerify_first(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_verify_first_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_checkpoint_options_verify_first_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetVerify_first() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_checkpoint_options_verify_first_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_checkpoint_options_verify_first_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCheckpoint_options) SetAllow_partial_load(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_allow_partial_load_set_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_checkpoint_options_allow_partial_load_set_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetAllow_partial_load() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_checkpoint_options_allow_partial_load_get_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_checkpoint_options_allow_partial_load_get_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewCheckpoint_options() (_swig_ret Checkpoint_options) {
 	var swig_r Checkpoint_options
-	swig_r = (Checkpoint_options)(SwigcptrCheckpoint_options(C._wrap_new_checkpoint_options_swig_5010cc1c9577d3b9()))
+	swig_r = (Checkpoint_options)(SwigcptrCheckpoint_options(C._wrap_new_checkpoint_options_swig_e4abab864e429f70()))
 	return swig_r
 }
 
 func DeleteCheckpoint_options(arg1 Checkpoint_options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_checkpoint_options_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_checkpoint_options_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 type Checkpoint_options interface {
@@ -4085,7 +4154,7 @@ func Checkpoint_options_init(arg1 Checkpoint_options, arg2 uint) (_swig_ret erro
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_checkpoint_options_init_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_checkpoint_options_init_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4097,7 +4166,7 @@ func Checkpoint_save(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_save_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_save_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4112,7 +4181,7 @@ func Checkpoint_load(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_load_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_load_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4128,7 +4197,7 @@ func Checkpoint_save_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_save_mesh_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4144,7 +4213,7 @@ func Checkpoint_load_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_load_mesh_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4160,7 +4229,7 @@ func Checkpoint_export_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_204)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_export_table_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_204)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4179,7 +4248,7 @@ func Checkpoint_import_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_import_table_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4194,19 +4263,19 @@ func Checkpoint_import_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 
 func Bind_plan_spec_new() (_swig_ret uintptr) {
 	var swig_r uintptr
-	swig_r = (uintptr)(C._wrap_bind_plan_spec_new_swig_5010cc1c9577d3b9())
+	swig_r = (uintptr)(C._wrap_bind_plan_spec_new_swig_e4abab864e429f70())
 	return swig_r
 }
 
 func Bind_plan_spec_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_bind_plan_spec_free_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_bind_plan_spec_free_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 func Bind_plan_spec_topology(arg1 uintptr) (_swig_ret Topology_t) {
 	var swig_r Topology_t
 	_swig_i_0 := arg1
-	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_bind_plan_spec_topology_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))))
+	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_bind_plan_spec_topology_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
@@ -4215,7 +4284,7 @@ func Bind_plan_spec_add_feature(arg1 uintptr, arg2 string, arg3 float32) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4237,7 +4306,7 @@ func Bind_plan_spec_add_table(arg1 uintptr, arg2 string, arg3 int64, arg4 int, a
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_1)), C.swig_type_213(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_1)), C.swig_type_213(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4254,7 +4323,7 @@ func Bind_plan_spec_set_table_optimizer(arg1 uintptr, arg2 Optimizer_config) (_s
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_bind_plan_spec_set_table_optimizer_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_plan_spec_set_table_optimizer_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4265,7 +4334,7 @@ func Bind_plan_spec_add_table_feature_name(arg1 uintptr, arg2 string) (_swig_ret
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4283,7 +4352,7 @@ func Bind_plan_spec_add_constraints(arg1 uintptr, arg2 string, arg3 uint, arg4 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_221)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_221)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4303,7 +4372,7 @@ func Bind_plan_spec_set_memory_bytes_per_rank(arg1 uintptr, arg2 []int64) (_swig
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4317,7 +4386,7 @@ func Bind_plan_create(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_create_swig_5010cc1c9577d3b9(*(*C.swig_type_225)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_plan_create_swig_e4abab864e429f70(*(*C.swig_type_225)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4336,7 +4405,7 @@ func Bind_embedding_forward(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_227(_swig_i_1), C.swig_type_228(_swig_i_2), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_232)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_embedding_forward_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_227(_swig_i_1), C.swig_type_228(_swig_i_2), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_232)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4363,7 +4432,7 @@ func Bind_embedding_input_dist_start(arg1 uintptr, arg2 int64, arg3 int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_234(_swig_i_1), C.swig_type_235(_swig_i_2), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_237)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_238)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_234(_swig_i_1), C.swig_type_235(_swig_i_2), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_237)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_238)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4382,7 +4451,7 @@ func Bind_embedding_input_dist_start(arg1 uintptr, arg2 int64, arg3 int64, arg4 
 func Bind_device_plugin_path(arg1 *string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_bind_device_plugin_path_swig_5010cc1c9577d3b9(C.swig_voidp(_swig_i_0))
+	swig_r_p := C._wrap_bind_device_plugin_path_swig_e4abab864e429f70(C.swig_voidp(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg1 = swigCopyString(*arg1) 
 	var swig_r_1 error
@@ -4400,7 +4469,7 @@ func Bind_checkpoint(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoint_op
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_checkpoint_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_241)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_244)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
+	swig_r_p := C._wrap_bind_checkpoint_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_241)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_244)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4429,7 +4498,7 @@ func Bind_embedding_forward_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_246(_swig_i_1), C.swig_type_247(_swig_i_2), *(*C.swig_type_248)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_249)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_250)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_251)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_252)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_246(_swig_i_1), C.swig_type_247(_swig_i_2), *(*C.swig_type_248)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_249)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_250)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_251)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_252)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -4456,7 +4525,7 @@ func Bind_embedding_forward_distributed_tensor(arg1 uintptr, arg2 []float32, arg
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_254)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_255)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_254)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_255)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4474,7 +4543,7 @@ func Bind_embedding_backward_tensor(arg1 uintptr, arg2 []float32, arg3 []int64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_257)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_257)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4490,21 +4559,21 @@ func Bind_embedding_backward_tensor(arg1 uintptr, arg2 []float32, arg3 []int64) 
 type Enum_SS_shardrec_activation int
 func _swig_getACTIVATION_NONE() (_swig_ret Enum_SS_shardrec_activation) {
 	var swig_r Enum_SS_shardrec_activation
-	swig_r = (Enum_SS_shardrec_activation)(C._wrap_ACTIVATION_NONE_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_activation)(C._wrap_ACTIVATION_NONE_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var ACTIVATION_NONE Enum_SS_shardrec_activation = _swig_getACTIVATION_NONE()
 func _swig_getACTIVATION_RELU() (_swig_ret Enum_SS_shardrec_activation) {
 	var swig_r Enum_SS_shardrec_activation
-	swig_r = (Enum_SS_shardrec_activation)(C._wrap_ACTIVATION_RELU_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_activation)(C._wrap_ACTIVATION_RELU_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var ACTIVATION_RELU Enum_SS_shardrec_activation = _swig_getACTIVATION_RELU()
 func _swig_getACTIVATION_SIGMOID() (_swig_ret Enum_SS_shardrec_activation) {
 	var swig_r Enum_SS_shardrec_activation
-	swig_r = (Enum_SS_shardrec_activation)(C._wrap_ACTIVATION_SIGMOID_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_activation)(C._wrap_ACTIVATION_SIGMOID_swig_e4abab864e429f70())
 	return swig_r
 }
 
@@ -4512,7 +4581,7 @@ var ACTIVATION_SIGMOID Enum_SS_shardrec_activation = _swig_getACTIVATION_SIGMOID
 func Dense_set_blas_threads(arg1 int) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_dense_set_blas_threads_swig_5010cc1c9577d3b9(C.swig_intgo(_swig_i_0))
+	swig_r_p := C._wrap_dense_set_blas_threads_swig_e4abab864e429f70(C.swig_intgo(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4522,21 +4591,21 @@ func Dense_set_blas_threads(arg1 int) (_swig_ret error) {
 type Enum_SS_shardrec_dense_math int
 func _swig_getDENSE_MATH_FP32() (_swig_ret Enum_SS_shardrec_dense_math) {
 	var swig_r Enum_SS_shardrec_dense_math
-	swig_r = (Enum_SS_shardrec_dense_math)(C._wrap_DENSE_MATH_FP32_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_dense_math)(C._wrap_DENSE_MATH_FP32_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var DENSE_MATH_FP32 Enum_SS_shardrec_dense_math = _swig_getDENSE_MATH_FP32()
 func _swig_getDENSE_MATH_TF32() (_swig_ret Enum_SS_shardrec_dense_math) {
 	var swig_r Enum_SS_shardrec_dense_math
-	swig_r = (Enum_SS_shardrec_dense_math)(C._wrap_DENSE_MATH_TF32_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_dense_math)(C._wrap_DENSE_MATH_TF32_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var DENSE_MATH_TF32 Enum_SS_shardrec_dense_math = _swig_getDENSE_MATH_TF32()
 func _swig_getDENSE_MATH_BF16() (_swig_ret Enum_SS_shardrec_dense_math) {
 	var swig_r Enum_SS_shardrec_dense_math
-	swig_r = (Enum_SS_shardrec_dense_math)(C._wrap_DENSE_MATH_BF16_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_dense_math)(C._wrap_DENSE_MATH_BF16_swig_e4abab864e429f70())
 	return swig_r
 }
 
@@ -4544,7 +4613,7 @@ var DENSE_MATH_BF16 Enum_SS_shardrec_dense_math = _swig_getDENSE_MATH_BF16()
 const MLP_OPTIONS_VERSION uint = 2
 func Mlp_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_mlp_destroy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_mlp_destroy_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 func Mlp_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 int64) (_swig_ret error) {
@@ -4554,7 +4623,7 @@ func Mlp_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mlp_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_261)(unsafe.Pointer(&_swig_i_1)), C.swig_type_262(_swig_i_2), *(*C.swig_type_263)(unsafe.Pointer(&_swig_i_3)), C.swig_type_264(_swig_i_4))
+	swig_r_p := C._wrap_mlp_forward_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_261)(unsafe.Pointer(&_swig_i_1)), C.swig_type_262(_swig_i_2), *(*C.swig_type_263)(unsafe.Pointer(&_swig_i_3)), C.swig_type_264(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4570,7 +4639,7 @@ func Mlp_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 func Mlp_zero_grad(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_mlp_zero_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_mlp_zero_grad_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4581,7 +4650,7 @@ func Mlp_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_267)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_mlp_num_tensors_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_267)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4599,7 +4668,7 @@ func Dcn_create(arg1 []uintptr, arg2 int64, arg3 int, arg4 int64, arg5 uint64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dcn_create_swig_5010cc1c9577d3b9(*(*C.swig_type_269)(unsafe.Pointer(&_swig_i_0)), C.swig_type_270(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_271(_swig_i_3), C.swig_type_272(_swig_i_4), *(*C.swig_type_273)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_dcn_create_swig_e4abab864e429f70(*(*C.swig_type_269)(unsafe.Pointer(&_swig_i_0)), C.swig_type_270(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_271(_swig_i_3), C.swig_type_272(_swig_i_4), *(*C.swig_type_273)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4614,7 +4683,7 @@ func Dcn_create(arg1 []uintptr, arg2 int64, arg3 int, arg4 int64, arg5 uint64, a
 
 func Dcn_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_dcn_destroy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_dcn_destroy_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 func Dcn_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 int64) (_swig_ret error) {
@@ -4624,7 +4693,7 @@ func Dcn_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dcn_forward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_275)(unsafe.Pointer(&_swig_i_1)), C.swig_type_276(_swig_i_2), *(*C.swig_type_277)(unsafe.Pointer(&_swig_i_3)), C.swig_type_278(_swig_i_4))
+	swig_r_p := C._wrap_dcn_forward_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_275)(unsafe.Pointer(&_swig_i_1)), C.swig_type_276(_swig_i_2), *(*C.swig_type_277)(unsafe.Pointer(&_swig_i_3)), C.swig_type_278(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4640,7 +4709,7 @@ func Dcn_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 func Dcn_zero_grad(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_dcn_zero_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_dcn_zero_grad_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4651,7 +4720,7 @@ func Dcn_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_281)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dcn_num_tensors_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_281)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4666,7 +4735,7 @@ func Dot_interaction_width(arg1 int64, arg2 int64, arg3 []int64) (_swig_ret erro
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dot_interaction_width_swig_5010cc1c9577d3b9(C.swig_type_283(_swig_i_0), C.swig_type_284(_swig_i_1), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_dot_interaction_width_swig_e4abab864e429f70(C.swig_type_283(_swig_i_0), C.swig_type_284(_swig_i_1), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4686,7 +4755,7 @@ func Dot_interaction_backward(arg1 []float32, arg2 []float32, arg3 []float32, ar
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(*(*C.swig_type_287)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_288)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_289)(unsafe.Pointer(&_swig_i_2)), C.swig_type_290(_swig_i_3), C.swig_type_291(_swig_i_4), C.swig_type_292(_swig_i_5), *(*C.swig_type_293)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_294)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_dot_interaction_backward_swig_e4abab864e429f70(*(*C.swig_type_287)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_288)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_289)(unsafe.Pointer(&_swig_i_2)), C.swig_type_290(_swig_i_3), C.swig_type_291(_swig_i_4), C.swig_type_292(_swig_i_5), *(*C.swig_type_293)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_294)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4716,7 +4785,7 @@ func Bce_with_logits(arg1 []float32, arg2 []float32, arg3 int64, arg4 float64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bce_with_logits_swig_5010cc1c9577d3b9(*(*C.swig_type_296)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_297)(unsafe.Pointer(&_swig_i_1)), C.swig_type_298(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_299)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_300)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bce_with_logits_swig_e4abab864e429f70(*(*C.swig_type_296)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_297)(unsafe.Pointer(&_swig_i_1)), C.swig_type_298(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_299)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_300)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4739,7 +4808,7 @@ func Dense_optimizer_create(arg1 []uintptr, arg2 Optimizer_config) (_swig_ret er
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(*(*C.swig_type_302)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_create_swig_e4abab864e429f70(*(*C.swig_type_302)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4751,14 +4820,14 @@ func Dense_optimizer_create(arg1 []uintptr, arg2 Optimizer_config) (_swig_ret er
 
 func Dense_optimizer_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_dense_optimizer_destroy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_dense_optimizer_destroy_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 func Dense_optimizer_set_learning_rate(arg1 uintptr, arg2 float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_set_learning_rate_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_set_learning_rate_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4769,7 +4838,7 @@ func Dense_optimizer_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_305)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dense_optimizer_steps_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_305)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4783,7 +4852,7 @@ func Dense_optimizer_set_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_307(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_307(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4793,14 +4862,14 @@ func Dense_optimizer_set_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 type Enum_SS_shardrec_ddp_compression int
 func _swig_getDDP_COMPRESSION_NONE() (_swig_ret Enum_SS_shardrec_ddp_compression) {
 	var swig_r Enum_SS_shardrec_ddp_compression
-	swig_r = (Enum_SS_shardrec_ddp_compression)(C._wrap_DDP_COMPRESSION_NONE_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_ddp_compression)(C._wrap_DDP_COMPRESSION_NONE_swig_e4abab864e429f70())
 	return swig_r
 }
 
 var DDP_COMPRESSION_NONE Enum_SS_shardrec_ddp_compression = _swig_getDDP_COMPRESSION_NONE()
 func _swig_getDDP_COMPRESSION_BF16() (_swig_ret Enum_SS_shardrec_ddp_compression) {
 	var swig_r Enum_SS_shardrec_ddp_compression
-	swig_r = (Enum_SS_shardrec_ddp_compression)(C._wrap_DDP_COMPRESSION_BF16_swig_5010cc1c9577d3b9())
+	swig_r = (Enum_SS_shardrec_ddp_compression)(C._wrap_DDP_COMPRESSION_BF16_swig_e4abab864e429f70())
 	return swig_r
 }
 
@@ -4808,13 +4877,13 @@ var DDP_COMPRESSION_BF16 Enum_SS_shardrec_ddp_compression = _swig_getDDP_COMPRES
 const DDP_OPTIONS_VERSION uint = 1
 func Ddp_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_ddp_destroy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_ddp_destroy_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 func Ddp_zero_grad(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_ddp_zero_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_ddp_zero_grad_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4825,7 +4894,7 @@ func Ddp_mark_ready(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_310(_swig_i_1))
+	swig_r_p := C._wrap_ddp_mark_ready_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_310(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4835,7 +4904,7 @@ func Ddp_mark_ready(arg1 uintptr, arg2 int64) (_swig_ret error) {
 func Ddp_finish(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_ddp_finish_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_ddp_finish_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4846,7 +4915,7 @@ func Ddp_set_sync(arg1 uintptr, arg2 int) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_ddp_set_sync_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_ddp_set_sync_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4855,14 +4924,14 @@ func Ddp_set_sync(arg1 uintptr, arg2 int) (_swig_ret error) {
 
 func Fsdp_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_fsdp_destroy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_fsdp_destroy_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 func Fsdp_release(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_release_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_314(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_release_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_314(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4873,7 +4942,7 @@ func Fsdp_reduce_grad(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_316(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_reduce_grad_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_316(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4883,7 +4952,7 @@ func Fsdp_reduce_grad(arg1 uintptr, arg2 int64) (_swig_ret error) {
 func Fsdp_step(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_fsdp_step_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_fsdp_step_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4893,7 +4962,7 @@ func Fsdp_step(arg1 uintptr) (_swig_ret error) {
 func Bind_dense_blas_threads(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(*(*C.swig_type_319)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_bind_dense_blas_threads_swig_e4abab864e429f70(*(*C.swig_type_319)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4908,7 +4977,7 @@ func Bind_mlp_dims(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_321)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_322)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_dims_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_321)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_322)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4926,7 +4995,7 @@ func Bind_mlp_device(arg1 uintptr, arg2 []int32, arg3 []int32) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_device_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_324)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_325)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_device_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_324)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_325)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4944,7 +5013,7 @@ func Bind_fsdp_memory(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_327)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_328)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_memory_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_327)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_328)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4959,20 +5028,20 @@ func Bind_fsdp_memory(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error
 
 func Bind_param_list_new() (_swig_ret uintptr) {
 	var swig_r uintptr
-	swig_r = (uintptr)(C._wrap_bind_param_list_new_swig_5010cc1c9577d3b9())
+	swig_r = (uintptr)(C._wrap_bind_param_list_new_swig_e4abab864e429f70())
 	return swig_r
 }
 
 func Bind_param_list_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_bind_param_list_free_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_bind_param_list_free_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 func Bind_param_list_add_mlp(arg1 uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_param_list_add_mlp_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_param_list_add_mlp_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4983,7 +5052,7 @@ func Bind_param_list_add_dcn(arg1 uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_param_list_add_dcn_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_param_list_add_dcn_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4994,7 +5063,7 @@ func Bind_dense_optimizer_step(arg1 uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_dense_optimizer_step_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_dense_optimizer_step_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5009,7 +5078,7 @@ func Bind_mlp_create(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_mlp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_333)(unsafe.Pointer(&_swig_i_0)), C.swig_type_334(_swig_i_1), *(*C.swig_type_335)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_336)(unsafe.Pointer(&_swig_i_3)), C.swig_type_337(_swig_i_4), *(*C.swig_type_338)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_mlp_create_swig_e4abab864e429f70(*(*C.swig_type_333)(unsafe.Pointer(&_swig_i_0)), C.swig_type_334(_swig_i_1), *(*C.swig_type_335)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_336)(unsafe.Pointer(&_swig_i_3)), C.swig_type_337(_swig_i_4), *(*C.swig_type_338)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5039,7 +5108,7 @@ func Bind_mlp_create_on(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, 
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(*(*C.swig_type_340)(unsafe.Pointer(&_swig_i_0)), C.swig_type_341(_swig_i_1), *(*C.swig_type_342)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_343)(unsafe.Pointer(&_swig_i_3)), C.swig_type_344(_swig_i_4), *(*C.swig_type_345)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
+	swig_r_p := C._wrap_bind_mlp_create_on_swig_e4abab864e429f70(*(*C.swig_type_340)(unsafe.Pointer(&_swig_i_0)), C.swig_type_341(_swig_i_1), *(*C.swig_type_342)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_343)(unsafe.Pointer(&_swig_i_3)), C.swig_type_344(_swig_i_4), *(*C.swig_type_345)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5065,7 +5134,7 @@ func Bind_mlp_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_347)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_348)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_349(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_backward_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_347)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_348)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_349(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5085,7 +5154,7 @@ func Bind_dcn_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_351)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_352)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_353(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_backward_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_351)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_352)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_353(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5103,7 +5172,7 @@ func Bind_mlp_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_355(_swig_i_2))
+	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_355(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5115,7 +5184,7 @@ func Bind_dcn_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_357(_swig_i_2))
+	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_357(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5128,7 +5197,7 @@ func Bind_mlp_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_359(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_360)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_359(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_360)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -5145,7 +5214,7 @@ func Bind_dcn_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_362(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_363)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_362(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_363)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -5163,7 +5232,7 @@ func Bind_mlp_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_365(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_366)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_365(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_366)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5180,7 +5249,7 @@ func Bind_dcn_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_368(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_369)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_368(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_369)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5198,7 +5267,7 @@ func Bind_ddp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 int64, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_371)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_372)(unsafe.Pointer(&_swig_i_2)), C.swig_type_373(_swig_i_3), C.swig_type_374(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_ddp_create_swig_e4abab864e429f70(*(*C.swig_type_371)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_372)(unsafe.Pointer(&_swig_i_2)), C.swig_type_373(_swig_i_3), C.swig_type_374(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5219,7 +5288,7 @@ func Bind_ddp_stats(arg1 uintptr, arg2 []int64, arg3 []int64, arg4 []float64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), *(*C.swig_type_376)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_377)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_378)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_379)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_380)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_ddp_stats_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_376)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_377)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_378)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_379)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_380)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5246,7 +5315,7 @@ func Bind_ddp_bucket_size(arg1 uintptr, arg2 int64, arg3 []uint64) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_382(_swig_i_1), *(*C.swig_type_383)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_382(_swig_i_1), *(*C.swig_type_383)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5262,7 +5331,7 @@ func Bind_ddp_bucket_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []uint64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_385(_swig_i_1), C.swig_type_386(_swig_i_2), *(*C.swig_type_387)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_385(_swig_i_1), C.swig_type_386(_swig_i_2), *(*C.swig_type_387)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5281,7 +5350,7 @@ func Bind_dot_interaction_forward(arg1 []float32, arg2 []float32, arg3 int64, ar
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(*(*C.swig_type_389)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_390)(unsafe.Pointer(&_swig_i_1)), C.swig_type_391(_swig_i_2), C.swig_type_392(_swig_i_3), C.swig_type_393(_swig_i_4), *(*C.swig_type_394)(unsafe.Pointer(&_swig_i_5)), C.swig_type_395(_swig_i_6))
+	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_e4abab864e429f70(*(*C.swig_type_389)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_390)(unsafe.Pointer(&_swig_i_1)), C.swig_type_391(_swig_i_2), C.swig_type_392(_swig_i_3), C.swig_type_393(_swig_i_4), *(*C.swig_type_394)(unsafe.Pointer(&_swig_i_5)), C.swig_type_395(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5304,7 +5373,7 @@ func Bind_fsdp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 []float32
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(*(*C.swig_type_397)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_398)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_399)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_create_swig_e4abab864e429f70(*(*C.swig_type_397)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_398)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_399)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5327,7 +5396,7 @@ func Bind_fsdp_gather(arg1 uintptr, arg2 int64, arg3 int64, arg4 []float32, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_401(_swig_i_1), C.swig_type_402(_swig_i_2), *(*C.swig_type_403)(unsafe.Pointer(&_swig_i_3)), C.swig_type_404(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_gather_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_401(_swig_i_1), C.swig_type_402(_swig_i_2), *(*C.swig_type_403)(unsafe.Pointer(&_swig_i_3)), C.swig_type_404(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5343,7 +5412,7 @@ func Bind_fsdp_add_grad(arg1 uintptr, arg2 int64, arg3 []float32, arg4 int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_406(_swig_i_1), *(*C.swig_type_407)(unsafe.Pointer(&_swig_i_2)), C.swig_type_408(_swig_i_3))
+	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_406(_swig_i_1), *(*C.swig_type_407)(unsafe.Pointer(&_swig_i_2)), C.swig_type_408(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5359,7 +5428,7 @@ func Bind_fsdp_shard_range(arg1 uintptr, arg2 int64, arg3 []int64, arg4 []int64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_410(_swig_i_1), *(*C.swig_type_411)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_412)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_410(_swig_i_1), *(*C.swig_type_411)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_412)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5377,7 +5446,7 @@ func Bind_fsdp_read_shard(arg1 uintptr, arg2 int64, arg3 []float32) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_414(_swig_i_1), *(*C.swig_type_415)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_414(_swig_i_1), *(*C.swig_type_415)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5393,7 +5462,7 @@ func Bind_dense_optimizer_state_count(arg1 uintptr, arg2 int64, arg3 int, arg4 [
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_417(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_418)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_417(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_418)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5411,7 +5480,7 @@ func Bind_dense_optimizer_state_copy(arg1 uintptr, arg2 int64, arg3 int, arg4 []
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_420(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_421)(unsafe.Pointer(&_swig_i_3)), C.swig_type_422(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_420(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_421)(unsafe.Pointer(&_swig_i_3)), C.swig_type_422(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5426,7 +5495,7 @@ func Bind_ddp_set_external(arg1 uintptr, arg2 int64, arg3 uintptr) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_424(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_bind_ddp_set_external_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_424(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5439,7 +5508,7 @@ func Bind_mlp_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_426(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_426(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5452,8 +5521,324 @@ func Bind_dcn_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0), C.swig_type_428(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_428(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+type Enum_SS_shardrec_serving_storage int
+func _swig_getSERVING_AS_TRAINED() (_swig_ret Enum_SS_shardrec_serving_storage) {
+	var swig_r Enum_SS_shardrec_serving_storage
+	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_AS_TRAINED_swig_e4abab864e429f70())
+	return swig_r
+}
+
+var SERVING_AS_TRAINED Enum_SS_shardrec_serving_storage = _swig_getSERVING_AS_TRAINED()
+func _swig_getSERVING_FP32() (_swig_ret Enum_SS_shardrec_serving_storage) {
+	var swig_r Enum_SS_shardrec_serving_storage
+	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_FP32_swig_e4abab864e429f70())
+	return swig_r
+}
+
+var SERVING_FP32 Enum_SS_shardrec_serving_storage = _swig_getSERVING_FP32()
+func _swig_getSERVING_FP16() (_swig_ret Enum_SS_shardrec_serving_storage) {
+	var swig_r Enum_SS_shardrec_serving_storage
+	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_FP16_swig_e4abab864e429f70())
+	return swig_r
+}
+
+var SERVING_FP16 Enum_SS_shardrec_serving_storage = _swig_getSERVING_FP16()
+func _swig_getSERVING_BF16() (_swig_ret Enum_SS_shardrec_serving_storage) {
+	var swig_r Enum_SS_shardrec_serving_storage
+	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_BF16_swig_e4abab864e429f70())
+	return swig_r
+}
+
+var SERVING_BF16 Enum_SS_shardrec_serving_storage = _swig_getSERVING_BF16()
+func _swig_getSERVING_INT8() (_swig_ret Enum_SS_shardrec_serving_storage) {
+	var swig_r Enum_SS_shardrec_serving_storage
+	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_INT8_swig_e4abab864e429f70())
+	return swig_r
+}
+
+var SERVING_INT8 Enum_SS_shardrec_serving_storage = _swig_getSERVING_INT8()
+func _swig_getSERVING_INT4() (_swig_ret Enum_SS_shardrec_serving_storage) {
+	var swig_r Enum_SS_shardrec_serving_storage
+	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_INT4_swig_e4abab864e429f70())
+	return swig_r
+}
+
+var SERVING_INT4 Enum_SS_shardrec_serving_storage = _swig_getSERVING_INT4()
+const TABLE_STORAGE_VERSION uint = 1
+const INFERENCE_OPTIONS_VERSION uint = 1
+func Inference_save(arg1 uintptr, arg2 string) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_inference_save_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_430)(unsafe.Pointer(&_swig_i_1)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Inference_destroy(arg1 uintptr) {
+	_swig_i_0 := arg1
+	C._wrap_inference_destroy_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
+}
+
+func Inference_output_dim(arg1 uintptr, arg2 []int64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_inference_output_dim_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_432)(unsafe.Pointer(&_swig_i_1)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Inference_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_inference_is_sequence_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_434)(unsafe.Pointer(&_swig_i_1)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Inference_num_features(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_inference_num_features_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_436)(unsafe.Pointer(&_swig_i_1)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Inference_num_tables(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_inference_num_tables_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_438)(unsafe.Pointer(&_swig_i_1)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Inference_table_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64, arg5 []int32, arg6 []int32) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	swig_r_p := C._wrap_inference_table_info_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_440(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_441)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_442)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_443)(unsafe.Pointer(&_swig_i_5)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+ *arg3 = swigCopyString(*arg3) 
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg6
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Inference_version(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_inference_version_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_445)(unsafe.Pointer(&_swig_i_1)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Inference_pin(arg1 uintptr, arg2 []uintptr) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_inference_pin_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_447)(unsafe.Pointer(&_swig_i_1)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Inference_unpin(arg1 uintptr) {
+	_swig_i_0 := arg1
+	C._wrap_inference_unpin_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
+}
+
+func Inference_snapshot_version(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_inference_snapshot_version_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_449)(unsafe.Pointer(&_swig_i_1)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Inference_snapshot_dense_tensor(arg1 uintptr, arg2 string, arg3 []uintptr, arg4 []uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r_p := C._wrap_inference_snapshot_dense_tensor_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_451)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_452)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_453)(unsafe.Pointer(&_swig_i_3)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Inference_reload(arg1 uintptr, arg2 string) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_inference_reload_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_455)(unsafe.Pointer(&_swig_i_1)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Bind_inference_open(arg1 []uintptr, arg2 string, arg3 int, arg4 int, arg5 int, arg6 string, arg7 []int32) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	_swig_i_6 := arg7
+	swig_r_p := C._wrap_bind_inference_open_swig_e4abab864e429f70(*(*C.swig_type_457)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_458)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), *(*C.swig_type_459)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_460)(unsafe.Pointer(&_swig_i_6)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg6
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg7
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Bind_inference_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, arg5 []int64, arg6 []float32, arg7 []float32, arg8 []uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	_swig_i_6 := arg7
+	_swig_i_7 := arg8
+	swig_r_p := C._wrap_bind_inference_lookup_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_462(_swig_i_1), C.swig_type_463(_swig_i_2), *(*C.swig_type_464)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_465)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_466)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_467)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_468)(unsafe.Pointer(&_swig_i_7)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg6
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg7
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg8
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Bind_inference_snapshot_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, arg5 []int64, arg6 []float32, arg7 []float32) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	_swig_i_6 := arg7
+	swig_r_p := C._wrap_bind_inference_snapshot_lookup_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_470(_swig_i_1), C.swig_type_471(_swig_i_2), *(*C.swig_type_472)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_473)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_474)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_475)(unsafe.Pointer(&_swig_i_6)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg6
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg7
+	}
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
 	return swig_r_1
@@ -5462,13 +5847,13 @@ func Bind_dcn_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 func Bind_host_alloc_floats(arg1 int64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(C.swig_type_429(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_e4abab864e429f70(C.swig_type_476(_swig_i_0)))
 	return swig_r
 }
 
 func Bind_host_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_bind_host_free_swig_5010cc1c9577d3b9(C.uintptr_t(_swig_i_0))
+	C._wrap_bind_host_free_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0))
 }
 
 

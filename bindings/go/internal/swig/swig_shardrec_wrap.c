@@ -978,6 +978,71 @@ shardrec_status_t shardrec_bind_fsdp_memory(const shardrec_fsdp_t* fsdp, int64_t
 }
 
 
+#include "shardrec/inference.h"
+
+/* shardrec_inference_open with the per-table overrides given flat: @p table_names holds one
+   name per override, joined with '\n' (the language layer refuses names holding '\n'), and
+   @p storages the storage of each. */
+shardrec_status_t shardrec_bind_inference_open(shardrec_inference_t** out, const char* path,
+                                               int32_t default_storage, int32_t bounds_policy,
+                                               int32_t device_type, const char* table_names,
+                                               const int32_t* storages, size_t num_storages) {
+  shardrec_inference_options_t o;
+  shardrec_table_storage_t* per_table = NULL;
+  char* names = NULL;
+  size_t i;
+  shardrec_status_t rc = shardrec_inference_options_init(&o, SHARDREC_INFERENCE_OPTIONS_VERSION);
+  if (rc != SHARDREC_OK) return rc;
+  o.default_storage = default_storage;
+  o.bounds_policy = bounds_policy;
+  o.device_type = device_type;
+  if (num_storages > 0) {
+    char* cursor;
+    if (table_names == NULL || storages == NULL) return SHARDREC_EINVAL;
+    per_table = (shardrec_table_storage_t*)calloc(num_storages, sizeof(*per_table));
+    names = sr_bind_strdup(table_names);
+    if (per_table == NULL || names == NULL) {
+      free(per_table);
+      free(names);
+      return SHARDREC_ENOMEM;
+    }
+    cursor = names;
+    for (i = 0; i < num_storages; ++i) {
+      char* end = strchr(cursor, '\n');
+      if (end != NULL) *end = '\0';
+      per_table[i].version = SHARDREC_TABLE_STORAGE_VERSION;
+      per_table[i].table = cursor;
+      per_table[i].storage = storages[i];
+      cursor = end != NULL ? end + 1 : cursor + strlen(cursor);
+    }
+  }
+  o.table_storage = per_table;
+  o.num_table_storage = num_storages;
+  rc = shardrec_inference_open(path, &o, out);
+  free(per_table);
+  free(names);
+  return rc;
+}
+
+shardrec_status_t shardrec_bind_inference_lookup(
+    const shardrec_inference_t* inf, int64_t batch_size, size_t num_features,
+    const int32_t* lengths, size_t num_lengths, const int64_t* values, size_t num_values,
+    const float* weights, size_t num_weights, float* out, size_t out_len, uint64_t* version_out) {
+  shardrec_kjt_view_t kjt = sr_bind_kjt(batch_size, num_features, lengths, num_lengths, values,
+                                        num_values, weights, num_weights);
+  return shardrec_inference_lookup(inf, &kjt, out, out_len, version_out);
+}
+
+shardrec_status_t shardrec_bind_inference_snapshot_lookup(
+    const shardrec_inference_version_t* ver, int64_t batch_size, size_t num_features,
+    const int32_t* lengths, size_t num_lengths, const int64_t* values, size_t num_values,
+    const float* weights, size_t num_weights, float* out, size_t out_len) {
+  shardrec_kjt_view_t kjt = sr_bind_kjt(batch_size, num_features, lengths, num_lengths, values,
+                                        num_values, weights, num_weights);
+  return shardrec_inference_snapshot_lookup(ver, &kjt, out, out_len);
+}
+
+
 void* shardrec_bind_host_alloc_floats(size_t count) {
   return calloc(count > 0 ? count : 1, sizeof(float));
 }
@@ -987,7 +1052,7 @@ void shardrec_bind_host_free(void* p) { free(p); }
 extern "C" {
 #endif
 
-void _wrap_Swig_free_swig_5010cc1c9577d3b9(void *_swig_go_0) {
+void _wrap_Swig_free_swig_e4abab864e429f70(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -997,7 +1062,7 @@ void _wrap_Swig_free_swig_5010cc1c9577d3b9(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_swig_5010cc1c9577d3b9(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_swig_e4abab864e429f70(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -1010,7 +1075,7 @@ void *_wrap_Swig_malloc_swig_5010cc1c9577d3b9(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_OK_swig_5010cc1c9577d3b9() {
+intgo _wrap_OK_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1022,7 +1087,7 @@ intgo _wrap_OK_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_ERROR_swig_5010cc1c9577d3b9() {
+intgo _wrap_ERROR_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1034,7 +1099,7 @@ intgo _wrap_ERROR_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_EINVAL_swig_5010cc1c9577d3b9() {
+intgo _wrap_EINVAL_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1046,7 +1111,7 @@ intgo _wrap_EINVAL_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_EUSAGE_swig_5010cc1c9577d3b9() {
+intgo _wrap_EUSAGE_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1058,7 +1123,7 @@ intgo _wrap_EUSAGE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_ENOMEM_swig_5010cc1c9577d3b9() {
+intgo _wrap_ENOMEM_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1070,7 +1135,7 @@ intgo _wrap_ENOMEM_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_ECUDA_swig_5010cc1c9577d3b9() {
+intgo _wrap_ECUDA_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1082,7 +1147,7 @@ intgo _wrap_ECUDA_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_EREMOTE_swig_5010cc1c9577d3b9() {
+intgo _wrap_EREMOTE_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1094,7 +1159,7 @@ intgo _wrap_EREMOTE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_ETIMEOUT_swig_5010cc1c9577d3b9() {
+intgo _wrap_ETIMEOUT_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1106,7 +1171,7 @@ intgo _wrap_ETIMEOUT_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_EIO_swig_5010cc1c9577d3b9() {
+intgo _wrap_EIO_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1118,7 +1183,7 @@ intgo _wrap_EIO_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_ECORRUPT_swig_5010cc1c9577d3b9() {
+intgo _wrap_ECORRUPT_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1130,7 +1195,7 @@ intgo _wrap_ECORRUPT_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_EUNSUPPORTED_swig_5010cc1c9577d3b9() {
+intgo _wrap_EUNSUPPORTED_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1142,7 +1207,7 @@ intgo _wrap_EUNSUPPORTED_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_ENOTFOUND_swig_5010cc1c9577d3b9() {
+intgo _wrap_ENOTFOUND_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1154,7 +1219,7 @@ intgo _wrap_ENOTFOUND_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_EINTERNAL_swig_5010cc1c9577d3b9() {
+intgo _wrap_EINTERNAL_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1166,7 +1231,7 @@ intgo _wrap_EINTERNAL_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_ENODEVICE_swig_5010cc1c9577d3b9() {
+intgo _wrap_ENODEVICE_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1178,7 +1243,7 @@ intgo _wrap_ENODEVICE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_EABORTED_swig_5010cc1c9577d3b9() {
+intgo _wrap_EABORTED_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1190,7 +1255,7 @@ intgo _wrap_EABORTED_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT32_swig_5010cc1c9577d3b9() {
+intgo _wrap_DTYPE_FLOAT32_swig_e4abab864e429f70() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1202,7 +1267,7 @@ intgo _wrap_DTYPE_FLOAT32_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT16_swig_5010cc1c9577d3b9() {
+intgo _wrap_DTYPE_FLOAT16_swig_e4abab864e429f70() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1214,7 +1279,7 @@ intgo _wrap_DTYPE_FLOAT16_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DTYPE_BFLOAT16_swig_5010cc1c9577d3b9() {
+intgo _wrap_DTYPE_BFLOAT16_swig_e4abab864e429f70() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1226,7 +1291,7 @@ intgo _wrap_DTYPE_BFLOAT16_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT64_swig_5010cc1c9577d3b9() {
+intgo _wrap_DTYPE_FLOAT64_swig_e4abab864e429f70() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1238,7 +1303,7 @@ intgo _wrap_DTYPE_FLOAT64_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DTYPE_INT32_swig_5010cc1c9577d3b9() {
+intgo _wrap_DTYPE_INT32_swig_e4abab864e429f70() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1250,7 +1315,7 @@ intgo _wrap_DTYPE_INT32_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DTYPE_INT64_swig_5010cc1c9577d3b9() {
+intgo _wrap_DTYPE_INT64_swig_e4abab864e429f70() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1262,7 +1327,7 @@ intgo _wrap_DTYPE_INT64_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DTYPE_UINT8_swig_5010cc1c9577d3b9() {
+intgo _wrap_DTYPE_UINT8_swig_e4abab864e429f70() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1274,7 +1339,7 @@ intgo _wrap_DTYPE_UINT8_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DEVICE_HOST_swig_5010cc1c9577d3b9() {
+intgo _wrap_DEVICE_HOST_swig_e4abab864e429f70() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1286,7 +1351,7 @@ intgo _wrap_DEVICE_HOST_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DEVICE_CUDA_swig_5010cc1c9577d3b9() {
+intgo _wrap_DEVICE_CUDA_swig_e4abab864e429f70() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1298,7 +1363,7 @@ intgo _wrap_DEVICE_CUDA_swig_5010cc1c9577d3b9() {
 }
 
 
-_gostring_ _wrap_status_string_swig_5010cc1c9577d3b9(intgo _swig_go_0) {
+_gostring_ _wrap_status_string_swig_e4abab864e429f70(intgo _swig_go_0) {
   shardrec_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -1311,7 +1376,7 @@ _gostring_ _wrap_status_string_swig_5010cc1c9577d3b9(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_version_swig_5010cc1c9577d3b9() {
+intgo _wrap_version_swig_e4abab864e429f70() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -1322,7 +1387,7 @@ intgo _wrap_version_swig_5010cc1c9577d3b9() {
 }
 
 
-_gostring_ _wrap_version_string_swig_5010cc1c9577d3b9() {
+_gostring_ _wrap_version_string_swig_e4abab864e429f70() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -1333,7 +1398,7 @@ _gostring_ _wrap_version_string_swig_5010cc1c9577d3b9() {
 }
 
 
-long long _wrap_dtype_size_swig_5010cc1c9577d3b9(intgo _swig_go_0) {
+long long _wrap_dtype_size_swig_e4abab864e429f70(intgo _swig_go_0) {
   int32_t arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -1346,7 +1411,7 @@ long long _wrap_dtype_size_swig_5010cc1c9577d3b9(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_SHARDING_DATA_PARALLEL_swig_5010cc1c9577d3b9() {
+intgo _wrap_SHARDING_DATA_PARALLEL_swig_e4abab864e429f70() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1358,7 +1423,7 @@ intgo _wrap_SHARDING_DATA_PARALLEL_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_WISE_swig_5010cc1c9577d3b9() {
+intgo _wrap_SHARDING_TABLE_WISE_swig_e4abab864e429f70() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1370,7 +1435,7 @@ intgo _wrap_SHARDING_TABLE_WISE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_SHARDING_ROW_WISE_swig_5010cc1c9577d3b9() {
+intgo _wrap_SHARDING_ROW_WISE_swig_e4abab864e429f70() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1382,7 +1447,7 @@ intgo _wrap_SHARDING_ROW_WISE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_SHARDING_COLUMN_WISE_swig_5010cc1c9577d3b9() {
+intgo _wrap_SHARDING_COLUMN_WISE_swig_e4abab864e429f70() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1394,7 +1459,7 @@ intgo _wrap_SHARDING_COLUMN_WISE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_5010cc1c9577d3b9() {
+intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_e4abab864e429f70() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1406,7 +1471,7 @@ intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_5010cc1c9577d3b9() {
+intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_e4abab864e429f70() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1418,7 +1483,7 @@ intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_SHARDING_GRID_swig_5010cc1c9577d3b9() {
+intgo _wrap_SHARDING_GRID_swig_e4abab864e429f70() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1430,7 +1495,7 @@ intgo _wrap_SHARDING_GRID_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_POOLING_SUM_swig_5010cc1c9577d3b9() {
+intgo _wrap_POOLING_SUM_swig_e4abab864e429f70() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1442,7 +1507,7 @@ intgo _wrap_POOLING_SUM_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_POOLING_MEAN_swig_5010cc1c9577d3b9() {
+intgo _wrap_POOLING_MEAN_swig_e4abab864e429f70() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1454,7 +1519,7 @@ intgo _wrap_POOLING_MEAN_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_POOLING_NONE_swig_5010cc1c9577d3b9() {
+intgo _wrap_POOLING_NONE_swig_e4abab864e429f70() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1466,7 +1531,7 @@ intgo _wrap_POOLING_NONE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_INIT_DEFAULT_swig_5010cc1c9577d3b9() {
+intgo _wrap_INIT_DEFAULT_swig_e4abab864e429f70() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1478,7 +1543,7 @@ intgo _wrap_INIT_DEFAULT_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_INIT_UNIFORM_swig_5010cc1c9577d3b9() {
+intgo _wrap_INIT_UNIFORM_swig_e4abab864e429f70() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1490,7 +1555,7 @@ intgo _wrap_INIT_UNIFORM_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_INIT_CONSTANT_swig_5010cc1c9577d3b9() {
+intgo _wrap_INIT_CONSTANT_swig_e4abab864e429f70() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1502,7 +1567,7 @@ intgo _wrap_INIT_CONSTANT_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_OPTIMIZER_SGD_swig_5010cc1c9577d3b9() {
+intgo _wrap_OPTIMIZER_SGD_swig_e4abab864e429f70() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1514,7 +1579,7 @@ intgo _wrap_OPTIMIZER_SGD_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAGRAD_swig_5010cc1c9577d3b9() {
+intgo _wrap_OPTIMIZER_ADAGRAD_swig_e4abab864e429f70() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1526,7 +1591,7 @@ intgo _wrap_OPTIMIZER_ADAGRAD_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_5010cc1c9577d3b9() {
+intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_e4abab864e429f70() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1538,7 +1603,7 @@ intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAM_swig_5010cc1c9577d3b9() {
+intgo _wrap_OPTIMIZER_ADAM_swig_e4abab864e429f70() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1550,7 +1615,7 @@ intgo _wrap_OPTIMIZER_ADAM_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_5010cc1c9577d3b9() {
+intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_e4abab864e429f70() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1562,7 +1627,7 @@ intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_OPTIMIZER_LAMB_swig_5010cc1c9577d3b9() {
+intgo _wrap_OPTIMIZER_LAMB_swig_e4abab864e429f70() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1574,7 +1639,7 @@ intgo _wrap_OPTIMIZER_LAMB_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_NONE_swig_5010cc1c9577d3b9() {
+intgo _wrap_WEIGHT_DECAY_NONE_swig_e4abab864e429f70() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1586,7 +1651,7 @@ intgo _wrap_WEIGHT_DECAY_NONE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_L2_swig_5010cc1c9577d3b9() {
+intgo _wrap_WEIGHT_DECAY_L2_swig_e4abab864e429f70() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1598,7 +1663,7 @@ intgo _wrap_WEIGHT_DECAY_L2_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_5010cc1c9577d3b9() {
+intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_e4abab864e429f70() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1610,7 +1675,7 @@ intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_optimizer_config_version_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_version_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t arg2 ;
   
@@ -1622,7 +1687,7 @@ void _wrap_optimizer_config_version_set_swig_5010cc1c9577d3b9(struct shardrec_op
 }
 
 
-intgo _wrap_optimizer_config_version_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_version_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1635,7 +1700,7 @@ intgo _wrap_optimizer_config_version_get_swig_5010cc1c9577d3b9(struct shardrec_o
 }
 
 
-void _wrap_optimizer_config_Xtype_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_Xtype_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1647,7 +1712,7 @@ void _wrap_optimizer_config_Xtype_set_swig_5010cc1c9577d3b9(struct shardrec_opti
 }
 
 
-intgo _wrap_optimizer_config_Xtype_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_Xtype_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1660,7 +1725,7 @@ intgo _wrap_optimizer_config_Xtype_get_swig_5010cc1c9577d3b9(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_learning_rate_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_learning_rate_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1672,7 +1737,7 @@ void _wrap_optimizer_config_learning_rate_set_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-float _wrap_optimizer_config_learning_rate_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_learning_rate_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1685,7 +1750,7 @@ float _wrap_optimizer_config_learning_rate_get_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-void _wrap_optimizer_config_eps_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_eps_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1697,7 +1762,7 @@ void _wrap_optimizer_config_eps_set_swig_5010cc1c9577d3b9(struct shardrec_optimi
 }
 
 
-float _wrap_optimizer_config_eps_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_eps_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1710,7 +1775,7 @@ float _wrap_optimizer_config_eps_get_swig_5010cc1c9577d3b9(struct shardrec_optim
 }
 
 
-void _wrap_optimizer_config_beta1_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta1_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1722,7 +1787,7 @@ void _wrap_optimizer_config_beta1_set_swig_5010cc1c9577d3b9(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta1_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta1_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1735,7 +1800,7 @@ float _wrap_optimizer_config_beta1_get_swig_5010cc1c9577d3b9(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_beta2_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta2_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1747,7 +1812,7 @@ void _wrap_optimizer_config_beta2_set_swig_5010cc1c9577d3b9(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta2_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta2_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1760,7 +1825,7 @@ float _wrap_optimizer_config_beta2_get_swig_5010cc1c9577d3b9(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_weight_decay_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1772,7 +1837,7 @@ void _wrap_optimizer_config_weight_decay_set_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-float _wrap_optimizer_config_weight_decay_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_weight_decay_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1785,7 +1850,7 @@ float _wrap_optimizer_config_weight_decay_get_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-void _wrap_optimizer_config_weight_decay_mode_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_mode_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1797,7 +1862,7 @@ void _wrap_optimizer_config_weight_decay_mode_set_swig_5010cc1c9577d3b9(struct s
 }
 
 
-intgo _wrap_optimizer_config_weight_decay_mode_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_weight_decay_mode_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1810,7 +1875,7 @@ intgo _wrap_optimizer_config_weight_decay_mode_get_swig_5010cc1c9577d3b9(struct 
 }
 
 
-void _wrap_optimizer_config_stochastic_rounding_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_stochastic_rounding_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1822,7 +1887,7 @@ void _wrap_optimizer_config_stochastic_rounding_set_swig_5010cc1c9577d3b9(struct
 }
 
 
-intgo _wrap_optimizer_config_stochastic_rounding_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_stochastic_rounding_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1835,7 +1900,7 @@ intgo _wrap_optimizer_config_stochastic_rounding_get_swig_5010cc1c9577d3b9(struc
 }
 
 
-struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_5010cc1c9577d3b9() {
+struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_e4abab864e429f70() {
   struct shardrec_optimizer_config *result = 0 ;
   struct shardrec_optimizer_config *_swig_go_result;
   
@@ -1846,7 +1911,7 @@ struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_5010cc1c9577d3
 }
 
 
-void _wrap_delete_optimizer_config_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
+void _wrap_delete_optimizer_config_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   
   arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
@@ -1856,7 +1921,7 @@ void _wrap_delete_optimizer_config_swig_5010cc1c9577d3b9(struct shardrec_optimiz
 }
 
 
-_gostring_ _wrap_optimizer_config_init_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_optimizer_config_init_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_optimizer_config_t *arg1 = (shardrec_optimizer_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -1888,7 +1953,7 @@ _gostring_ _wrap_optimizer_config_init_swig_5010cc1c9577d3b9(struct shardrec_opt
 }
 
 
-void _wrap_Topology_t_version_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_version_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t arg2 ;
   
@@ -1900,7 +1965,7 @@ void _wrap_Topology_t_version_set_swig_5010cc1c9577d3b9(struct shardrec_topology
 }
 
 
-intgo _wrap_Topology_t_version_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_version_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1913,7 +1978,7 @@ intgo _wrap_Topology_t_version_get_swig_5010cc1c9577d3b9(struct shardrec_topolog
 }
 
 
-void _wrap_Topology_t_world_size_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_world_size_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1925,7 +1990,7 @@ void _wrap_Topology_t_world_size_set_swig_5010cc1c9577d3b9(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_world_size_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_world_size_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1938,7 +2003,7 @@ intgo _wrap_Topology_t_world_size_get_swig_5010cc1c9577d3b9(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_ranks_per_node_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_ranks_per_node_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1950,7 +2015,7 @@ void _wrap_Topology_t_ranks_per_node_set_swig_5010cc1c9577d3b9(struct shardrec_t
 }
 
 
-intgo _wrap_Topology_t_ranks_per_node_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_ranks_per_node_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1963,7 +2028,7 @@ intgo _wrap_Topology_t_ranks_per_node_get_swig_5010cc1c9577d3b9(struct shardrec_
 }
 
 
-void _wrap_Topology_t_device_type_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_device_type_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -1975,7 +2040,7 @@ void _wrap_Topology_t_device_type_set_swig_5010cc1c9577d3b9(struct shardrec_topo
 }
 
 
-intgo _wrap_Topology_t_device_type_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_device_type_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1988,7 +2053,7 @@ intgo _wrap_Topology_t_device_type_get_swig_5010cc1c9577d3b9(struct shardrec_top
 }
 
 
-void _wrap_Topology_t_memory_bytes_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
+void _wrap_Topology_t_memory_bytes_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t arg2 ;
   
@@ -2000,7 +2065,7 @@ void _wrap_Topology_t_memory_bytes_set_swig_5010cc1c9577d3b9(struct shardrec_top
 }
 
 
-long long _wrap_Topology_t_memory_bytes_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+long long _wrap_Topology_t_memory_bytes_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2013,7 +2078,7 @@ long long _wrap_Topology_t_memory_bytes_get_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-void _wrap_Topology_t_intra_node_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_intra_node_bandwidth_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2025,7 +2090,7 @@ void _wrap_Topology_t_intra_node_bandwidth_set_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-double _wrap_Topology_t_intra_node_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_intra_node_bandwidth_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2038,7 +2103,7 @@ double _wrap_Topology_t_intra_node_bandwidth_get_swig_5010cc1c9577d3b9(struct sh
 }
 
 
-void _wrap_Topology_t_inter_node_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_inter_node_bandwidth_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2050,7 +2115,7 @@ void _wrap_Topology_t_inter_node_bandwidth_set_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-double _wrap_Topology_t_inter_node_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_inter_node_bandwidth_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2063,7 +2128,7 @@ double _wrap_Topology_t_inter_node_bandwidth_get_swig_5010cc1c9577d3b9(struct sh
 }
 
 
-void _wrap_Topology_t_batch_size_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_batch_size_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2075,7 +2140,7 @@ void _wrap_Topology_t_batch_size_set_swig_5010cc1c9577d3b9(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_batch_size_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_batch_size_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2088,7 +2153,7 @@ intgo _wrap_Topology_t_batch_size_get_swig_5010cc1c9577d3b9(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_optimizer_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_optimizer_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2100,7 +2165,7 @@ void _wrap_Topology_t_optimizer_set_swig_5010cc1c9577d3b9(struct shardrec_topolo
 }
 
 
-intgo _wrap_Topology_t_optimizer_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_optimizer_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2113,7 +2178,7 @@ intgo _wrap_Topology_t_optimizer_get_swig_5010cc1c9577d3b9(struct shardrec_topol
 }
 
 
-void _wrap_Topology_t_memory_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_memory_bandwidth_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2125,7 +2190,7 @@ void _wrap_Topology_t_memory_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec
 }
 
 
-double _wrap_Topology_t_memory_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_memory_bandwidth_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2138,7 +2203,7 @@ double _wrap_Topology_t_memory_bandwidth_get_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-void _wrap_Topology_t_reserved_fraction_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_reserved_fraction_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2150,7 +2215,7 @@ void _wrap_Topology_t_reserved_fraction_set_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-double _wrap_Topology_t_reserved_fraction_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_reserved_fraction_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2163,7 +2228,7 @@ double _wrap_Topology_t_reserved_fraction_get_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-void _wrap_Topology_t_collective_latency_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_collective_latency_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2175,7 +2240,7 @@ void _wrap_Topology_t_collective_latency_set_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-double _wrap_Topology_t_collective_latency_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_collective_latency_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2188,7 +2253,7 @@ double _wrap_Topology_t_collective_latency_get_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-void _wrap_Topology_t_per_id_cost_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_per_id_cost_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2200,7 +2265,7 @@ void _wrap_Topology_t_per_id_cost_set_swig_5010cc1c9577d3b9(struct shardrec_topo
 }
 
 
-double _wrap_Topology_t_per_id_cost_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_per_id_cost_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2213,7 +2278,7 @@ double _wrap_Topology_t_per_id_cost_get_swig_5010cc1c9577d3b9(struct shardrec_to
 }
 
 
-struct shardrec_topology *_wrap_new_Topology_t_swig_5010cc1c9577d3b9() {
+struct shardrec_topology *_wrap_new_Topology_t_swig_e4abab864e429f70() {
   struct shardrec_topology *result = 0 ;
   struct shardrec_topology *_swig_go_result;
   
@@ -2224,7 +2289,7 @@ struct shardrec_topology *_wrap_new_Topology_t_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_delete_Topology_t_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+void _wrap_delete_Topology_t_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   
   arg1 = *(struct shardrec_topology **)&_swig_go_0; 
@@ -2234,7 +2299,7 @@ void _wrap_delete_Topology_t_swig_5010cc1c9577d3b9(struct shardrec_topology *_sw
 }
 
 
-_gostring_ _wrap_topology_init_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_topology_init_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2266,7 +2331,7 @@ _gostring_ _wrap_topology_init_swig_5010cc1c9577d3b9(struct shardrec_topology *_
 }
 
 
-void _wrap_comm_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_version_set_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2278,7 +2343,7 @@ void _wrap_comm_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_version_get_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2291,7 +2356,7 @@ intgo _wrap_comm_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_timeout_ms_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_timeout_ms_set_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2303,7 +2368,7 @@ void _wrap_comm_options_timeout_ms_set_swig_5010cc1c9577d3b9(struct shardrec_com
 }
 
 
-long long _wrap_comm_options_timeout_ms_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_timeout_ms_get_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2316,7 +2381,7 @@ long long _wrap_comm_options_timeout_ms_get_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-void _wrap_comm_options_backend_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_backend_set_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2328,7 +2393,7 @@ void _wrap_comm_options_backend_set_swig_5010cc1c9577d3b9(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_backend_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_backend_get_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2341,7 +2406,7 @@ intgo _wrap_comm_options_backend_get_swig_5010cc1c9577d3b9(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_device_type_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_type_set_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2353,7 +2418,7 @@ void _wrap_comm_options_device_type_set_swig_5010cc1c9577d3b9(struct shardrec_co
 }
 
 
-intgo _wrap_comm_options_device_type_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_type_get_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2366,7 +2431,7 @@ intgo _wrap_comm_options_device_type_get_swig_5010cc1c9577d3b9(struct shardrec_c
 }
 
 
-void _wrap_comm_options_device_index_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_index_set_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2378,7 +2443,7 @@ void _wrap_comm_options_device_index_set_swig_5010cc1c9577d3b9(struct shardrec_c
 }
 
 
-intgo _wrap_comm_options_device_index_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_index_get_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2391,7 +2456,7 @@ intgo _wrap_comm_options_device_index_get_swig_5010cc1c9577d3b9(struct shardrec_
 }
 
 
-void _wrap_comm_options_bind_address_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
+void _wrap_comm_options_bind_address_set_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *arg2 = (char *) 0 ;
   
@@ -2415,7 +2480,7 @@ void _wrap_comm_options_bind_address_set_swig_5010cc1c9577d3b9(struct shardrec_c
 }
 
 
-_gostring_ _wrap_comm_options_bind_address_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
+_gostring_ _wrap_comm_options_bind_address_get_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -2428,7 +2493,7 @@ _gostring_ _wrap_comm_options_bind_address_get_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-void _wrap_comm_options_store_grace_ms_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_store_grace_ms_set_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2440,7 +2505,7 @@ void _wrap_comm_options_store_grace_ms_set_swig_5010cc1c9577d3b9(struct shardrec
 }
 
 
-long long _wrap_comm_options_store_grace_ms_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_store_grace_ms_get_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2453,7 +2518,7 @@ long long _wrap_comm_options_store_grace_ms_get_swig_5010cc1c9577d3b9(struct sha
 }
 
 
-struct shardrec_comm_options *_wrap_new_comm_options_swig_5010cc1c9577d3b9() {
+struct shardrec_comm_options *_wrap_new_comm_options_swig_e4abab864e429f70() {
   struct shardrec_comm_options *result = 0 ;
   struct shardrec_comm_options *_swig_go_result;
   
@@ -2464,7 +2529,7 @@ struct shardrec_comm_options *_wrap_new_comm_options_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_delete_comm_options_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
+void _wrap_delete_comm_options_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   
   arg1 = *(struct shardrec_comm_options **)&_swig_go_0; 
@@ -2474,7 +2539,7 @@ void _wrap_delete_comm_options_swig_5010cc1c9577d3b9(struct shardrec_comm_option
 }
 
 
-_gostring_ _wrap_comm_options_init_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_comm_options_init_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_comm_options_t *arg1 = (shardrec_comm_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2506,7 +2571,7 @@ _gostring_ _wrap_comm_options_init_swig_5010cc1c9577d3b9(struct shardrec_comm_op
 }
 
 
-_gostring_ _wrap_comm_unique_id_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0) {
+_gostring_ _wrap_comm_unique_id_create_swig_e4abab864e429f70(_goslice_ _swig_go_0) {
   shardrec_unique_id_t *arg1 = (shardrec_unique_id_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2536,7 +2601,7 @@ _gostring_ _wrap_comm_unique_id_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_comm_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
+_gostring_ _wrap_comm_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_unique_id_t *arg2 = (shardrec_unique_id_t *) 0 ;
   int32_t arg3 ;
@@ -2574,7 +2639,7 @@ _gostring_ _wrap_comm_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _goslic
 }
 
 
-_gostring_ _wrap_comm_create_local_group_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_local_group_swig_e4abab864e429f70(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int32_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -2610,7 +2675,7 @@ _gostring_ _wrap_comm_create_local_group_swig_5010cc1c9577d3b9(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_comm_split_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_comm_split_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int32_t arg3 ;
@@ -2646,7 +2711,7 @@ _gostring_ _wrap_comm_split_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec
 }
 
 
-_gostring_ _wrap_comm_rank_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_rank_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -2678,7 +2743,7 @@ _gostring_ _wrap_comm_rank_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_size_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_size_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -2710,7 +2775,7 @@ _gostring_ _wrap_comm_size_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_set_timeout_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_comm_set_timeout_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -2742,7 +2807,7 @@ _gostring_ _wrap_comm_set_timeout_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_g
 }
 
 
-_gostring_ _wrap_comm_abort_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_abort_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2772,7 +2837,7 @@ _gostring_ _wrap_comm_abort_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_async_error_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_async_error_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2802,7 +2867,7 @@ _gostring_ _wrap_comm_async_error_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_g
 }
 
 
-void _wrap_comm_destroy_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0) {
+void _wrap_comm_destroy_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   
   arg1 = (shardrec_comm_t *)_swig_go_0; 
@@ -2812,7 +2877,7 @@ void _wrap_comm_destroy_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_allreduce_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_comm_allreduce_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -2854,7 +2919,7 @@ _gostring_ _wrap_comm_allreduce_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_broadcast_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_broadcast_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   size_t arg3 ;
@@ -2894,7 +2959,7 @@ _gostring_ _wrap_comm_broadcast_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_allgather_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_allgather_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -2934,7 +2999,7 @@ _gostring_ _wrap_comm_allgather_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_barrier_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_barrier_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2964,7 +3029,7 @@ _gostring_ _wrap_comm_barrier_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_comm_create_mpi_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
+_gostring_ _wrap_comm_create_mpi_swig_e4abab864e429f70(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int64_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -2998,7 +3063,7 @@ _gostring_ _wrap_comm_create_mpi_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_comm_create_from_env_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_from_env_swig_e4abab864e429f70(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_options_t *arg2 = (shardrec_comm_options_t *) 0 ;
   shardrec_status_t result;
@@ -3030,7 +3095,7 @@ _gostring_ _wrap_comm_create_from_env_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0
 }
 
 
-_gostring_ _wrap_comm_local_rank_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_local_rank_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3062,7 +3127,7 @@ _gostring_ _wrap_comm_local_rank_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_comm_local_size_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_local_size_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3094,7 +3159,7 @@ _gostring_ _wrap_comm_local_size_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_comm_bind_local_numa_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_bind_local_numa_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3126,7 +3191,7 @@ _gostring_ _wrap_comm_bind_local_numa_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0
 }
 
 
-void _wrap_Shard_t_row_offset_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_row_offset_set_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -3138,7 +3203,7 @@ void _wrap_Shard_t_row_offset_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_
 }
 
 
-long long _wrap_Shard_t_row_offset_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_row_offset_get_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3151,7 +3216,7 @@ long long _wrap_Shard_t_row_offset_get_swig_5010cc1c9577d3b9(struct shardrec_sha
 }
 
 
-void _wrap_Shard_t_rows_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_rows_set_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -3163,7 +3228,7 @@ void _wrap_Shard_t_rows_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_g
 }
 
 
-long long _wrap_Shard_t_rows_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_rows_get_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3176,7 +3241,7 @@ long long _wrap_Shard_t_rows_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_s
 }
 
 
-void _wrap_Shard_t_col_offset_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_col_offset_set_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3188,7 +3253,7 @@ void _wrap_Shard_t_col_offset_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_
 }
 
 
-intgo _wrap_Shard_t_col_offset_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_col_offset_get_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3201,7 +3266,7 @@ intgo _wrap_Shard_t_col_offset_get_swig_5010cc1c9577d3b9(struct shardrec_shard *
 }
 
 
-void _wrap_Shard_t_cols_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_cols_set_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3213,7 +3278,7 @@ void _wrap_Shard_t_cols_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_cols_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_cols_get_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3226,7 +3291,7 @@ intgo _wrap_Shard_t_cols_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_
 }
 
 
-void _wrap_Shard_t_rank_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_rank_set_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3238,7 +3303,7 @@ void _wrap_Shard_t_rank_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_rank_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_rank_get_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3251,7 +3316,7 @@ intgo _wrap_Shard_t_rank_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_
 }
 
 
-struct shardrec_shard *_wrap_new_Shard_t_swig_5010cc1c9577d3b9() {
+struct shardrec_shard *_wrap_new_Shard_t_swig_e4abab864e429f70() {
   struct shardrec_shard *result = 0 ;
   struct shardrec_shard *_swig_go_result;
   
@@ -3262,7 +3327,7 @@ struct shardrec_shard *_wrap_new_Shard_t_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_delete_Shard_t_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
+void _wrap_delete_Shard_t_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   
   arg1 = *(struct shardrec_shard **)&_swig_go_0; 
@@ -3272,7 +3337,7 @@ void _wrap_delete_Shard_t_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_from_json_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_plan_from_json_swig_e4abab864e429f70(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -3308,7 +3373,7 @@ _gostring_ _wrap_plan_from_json_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _gos
 }
 
 
-_gostring_ _wrap_plan_to_json_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_to_json_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3349,7 +3414,7 @@ _gostring_ _wrap_plan_to_json_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_plan_stats_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_stats_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3390,7 +3455,7 @@ _gostring_ _wrap_plan_stats_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_plan_hash_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_hash_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -3422,7 +3487,7 @@ _gostring_ _wrap_plan_hash_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _g
 }
 
 
-_gostring_ _wrap_plan_world_size_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_world_size_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3454,7 +3519,7 @@ _gostring_ _wrap_plan_world_size_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_ranks_per_node_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_ranks_per_node_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3486,7 +3551,7 @@ _gostring_ _wrap_plan_ranks_per_node_swig_5010cc1c9577d3b9(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_num_tables_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_tables_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3518,7 +3583,7 @@ _gostring_ _wrap_plan_num_tables_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_num_features_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_features_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3550,7 +3615,7 @@ _gostring_ _wrap_plan_num_features_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_feature_name_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_feature_name_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -3589,7 +3654,7 @@ _gostring_ _wrap_plan_feature_name_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_table_name_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_table_name_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -3628,7 +3693,7 @@ _gostring_ _wrap_plan_table_name_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_find_table_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_find_table_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3667,7 +3732,7 @@ _gostring_ _wrap_plan_find_table_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_rows_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_rows_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -3701,7 +3766,7 @@ _gostring_ _wrap_plan_table_rows_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_dim_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_dim_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3735,7 +3800,7 @@ _gostring_ _wrap_plan_table_dim_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_table_sharding_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_plan_table_sharding_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3771,7 +3836,7 @@ _gostring_ _wrap_plan_table_sharding_swig_5010cc1c9577d3b9(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_shard_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
+_gostring_ _wrap_plan_shard_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -3807,7 +3872,7 @@ _gostring_ _wrap_plan_shard_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, l
 }
 
 
-void _wrap_calibrate_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_version_set_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t arg2 ;
   
@@ -3819,7 +3884,7 @@ void _wrap_calibrate_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_c
 }
 
 
-intgo _wrap_calibrate_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_version_get_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -3832,7 +3897,7 @@ intgo _wrap_calibrate_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_
 }
 
 
-void _wrap_calibrate_options_ranks_share_memory_set_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_share_memory_set_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -3844,7 +3909,7 @@ void _wrap_calibrate_options_ranks_share_memory_set_swig_5010cc1c9577d3b9(struct
 }
 
 
-intgo _wrap_calibrate_options_ranks_share_memory_get_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_share_memory_get_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3857,7 +3922,7 @@ intgo _wrap_calibrate_options_ranks_share_memory_get_swig_5010cc1c9577d3b9(struc
 }
 
 
-void _wrap_calibrate_options_time_budget_set_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
+void _wrap_calibrate_options_time_budget_set_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double arg2 ;
   
@@ -3869,7 +3934,7 @@ void _wrap_calibrate_options_time_budget_set_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-double _wrap_calibrate_options_time_budget_get_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
+double _wrap_calibrate_options_time_budget_get_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double result;
   double _swig_go_result;
@@ -3882,7 +3947,7 @@ double _wrap_calibrate_options_time_budget_get_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-void _wrap_calibrate_options_threads_per_rank_set_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_threads_per_rank_set_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -3894,7 +3959,7 @@ void _wrap_calibrate_options_threads_per_rank_set_swig_5010cc1c9577d3b9(struct s
 }
 
 
-intgo _wrap_calibrate_options_threads_per_rank_get_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_threads_per_rank_get_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3907,7 +3972,7 @@ intgo _wrap_calibrate_options_threads_per_rank_get_swig_5010cc1c9577d3b9(struct 
 }
 
 
-void _wrap_calibrate_options_ranks_per_machine_set_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_per_machine_set_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -3919,7 +3984,7 @@ void _wrap_calibrate_options_ranks_per_machine_set_swig_5010cc1c9577d3b9(struct 
 }
 
 
-intgo _wrap_calibrate_options_ranks_per_machine_get_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_per_machine_get_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3932,7 +3997,7 @@ intgo _wrap_calibrate_options_ranks_per_machine_get_swig_5010cc1c9577d3b9(struct
 }
 
 
-struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_5010cc1c9577d3b9() {
+struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_e4abab864e429f70() {
   struct shardrec_calibrate_options *result = 0 ;
   struct shardrec_calibrate_options *_swig_go_result;
   
@@ -3943,7 +4008,7 @@ struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_5010cc1c9577
 }
 
 
-void _wrap_delete_calibrate_options_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
+void _wrap_delete_calibrate_options_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   
   arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
@@ -3953,7 +4018,7 @@ void _wrap_delete_calibrate_options_swig_5010cc1c9577d3b9(struct shardrec_calibr
 }
 
 
-_gostring_ _wrap_calibrate_options_init_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibrate_options_init_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibrate_options_t *arg1 = (shardrec_calibrate_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -3985,7 +4050,7 @@ _gostring_ _wrap_calibrate_options_init_swig_5010cc1c9577d3b9(struct shardrec_ca
 }
 
 
-void _wrap_calibration_version_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibration_version_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t arg2 ;
   
@@ -3997,7 +4062,7 @@ void _wrap_calibration_version_set_swig_5010cc1c9577d3b9(struct shardrec_calibra
 }
 
 
-intgo _wrap_calibration_version_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
+intgo _wrap_calibration_version_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4010,7 +4075,7 @@ intgo _wrap_calibration_version_get_swig_5010cc1c9577d3b9(struct shardrec_calibr
 }
 
 
-void _wrap_calibration_gather_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_gather_bandwidth_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4022,7 +4087,7 @@ void _wrap_calibration_gather_bandwidth_set_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-double _wrap_calibration_gather_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_gather_bandwidth_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4035,7 +4100,7 @@ double _wrap_calibration_gather_bandwidth_get_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-void _wrap_calibration_stream_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_stream_bandwidth_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4047,7 +4112,7 @@ void _wrap_calibration_stream_bandwidth_set_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-double _wrap_calibration_stream_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_stream_bandwidth_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4060,7 +4125,7 @@ double _wrap_calibration_stream_bandwidth_get_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-void _wrap_calibration_loopback_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_bandwidth_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4072,7 +4137,7 @@ void _wrap_calibration_loopback_bandwidth_set_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-double _wrap_calibration_loopback_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_bandwidth_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4085,7 +4150,7 @@ double _wrap_calibration_loopback_bandwidth_get_swig_5010cc1c9577d3b9(struct sha
 }
 
 
-void _wrap_calibration_loopback_latency_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_latency_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4097,7 +4162,7 @@ void _wrap_calibration_loopback_latency_set_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-double _wrap_calibration_loopback_latency_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_latency_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4110,7 +4175,7 @@ double _wrap_calibration_loopback_latency_get_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-void _wrap_calibration_handoff_latency_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_handoff_latency_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4122,7 +4187,7 @@ void _wrap_calibration_handoff_latency_set_swig_5010cc1c9577d3b9(struct shardrec
 }
 
 
-double _wrap_calibration_handoff_latency_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_handoff_latency_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4135,7 +4200,7 @@ double _wrap_calibration_handoff_latency_get_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-void _wrap_calibration_elapsed_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_elapsed_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4147,7 +4212,7 @@ void _wrap_calibration_elapsed_set_swig_5010cc1c9577d3b9(struct shardrec_calibra
 }
 
 
-double _wrap_calibration_elapsed_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_elapsed_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4160,7 +4225,7 @@ double _wrap_calibration_elapsed_get_swig_5010cc1c9577d3b9(struct shardrec_calib
 }
 
 
-void _wrap_calibration_oversubscription_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_oversubscription_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4172,7 +4237,7 @@ void _wrap_calibration_oversubscription_set_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-double _wrap_calibration_oversubscription_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_oversubscription_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4185,7 +4250,7 @@ double _wrap_calibration_oversubscription_get_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-struct shardrec_calibration *_wrap_new_calibration_swig_5010cc1c9577d3b9() {
+struct shardrec_calibration *_wrap_new_calibration_swig_e4abab864e429f70() {
   struct shardrec_calibration *result = 0 ;
   struct shardrec_calibration *_swig_go_result;
   
@@ -4196,7 +4261,7 @@ struct shardrec_calibration *_wrap_new_calibration_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_delete_calibration_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
+void _wrap_delete_calibration_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   
   arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
@@ -4206,7 +4271,7 @@ void _wrap_delete_calibration_swig_5010cc1c9577d3b9(struct shardrec_calibration 
 }
 
 
-_gostring_ _wrap_calibration_init_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibration_init_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibration_t *arg1 = (shardrec_calibration_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4238,7 +4303,7 @@ _gostring_ _wrap_calibration_init_swig_5010cc1c9577d3b9(struct shardrec_calibrat
 }
 
 
-_gostring_ _wrap_topology_calibrate_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
+_gostring_ _wrap_topology_calibrate_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_calibrate_options_t *arg2 = (shardrec_calibrate_options_t *) 0 ;
   shardrec_calibration_t *arg3 = (shardrec_calibration_t *) 0 ;
@@ -4272,7 +4337,7 @@ _gostring_ _wrap_topology_calibrate_swig_5010cc1c9577d3b9(struct shardrec_topolo
 }
 
 
-_gostring_ _wrap_topology_from_comm_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_topology_from_comm_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -4304,7 +4369,7 @@ _gostring_ _wrap_topology_from_comm_swig_5010cc1c9577d3b9(struct shardrec_topolo
 }
 
 
-void _wrap_plan_destroy_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0) {
+void _wrap_plan_destroy_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   
   arg1 = (shardrec_plan_t *)_swig_go_0; 
@@ -4314,7 +4379,7 @@ void _wrap_plan_destroy_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0) {
 }
 
 
-intgo _wrap_BOUNDS_ERROR_swig_5010cc1c9577d3b9() {
+intgo _wrap_BOUNDS_ERROR_swig_e4abab864e429f70() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4326,7 +4391,7 @@ intgo _wrap_BOUNDS_ERROR_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_BOUNDS_CLAMP_swig_5010cc1c9577d3b9() {
+intgo _wrap_BOUNDS_CLAMP_swig_e4abab864e429f70() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4338,7 +4403,7 @@ intgo _wrap_BOUNDS_CLAMP_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_BOUNDS_SKIP_swig_5010cc1c9577d3b9() {
+intgo _wrap_BOUNDS_SKIP_swig_e4abab864e429f70() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4350,7 +4415,7 @@ intgo _wrap_BOUNDS_SKIP_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_embedding_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_version_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4362,7 +4427,7 @@ void _wrap_embedding_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_e
 }
 
 
-intgo _wrap_embedding_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_version_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4375,7 +4440,7 @@ intgo _wrap_embedding_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_
 }
 
 
-void _wrap_embedding_options_seed_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_seed_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t arg2 ;
   
@@ -4387,7 +4452,7 @@ void _wrap_embedding_options_seed_set_swig_5010cc1c9577d3b9(struct shardrec_embe
 }
 
 
-long long _wrap_embedding_options_seed_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_seed_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4400,7 +4465,7 @@ long long _wrap_embedding_options_seed_get_swig_5010cc1c9577d3b9(struct shardrec
 }
 
 
-void _wrap_embedding_options_bounds_policy_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_bounds_policy_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4412,7 +4477,7 @@ void _wrap_embedding_options_bounds_policy_set_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-intgo _wrap_embedding_options_bounds_policy_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_bounds_policy_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4425,7 +4490,7 @@ intgo _wrap_embedding_options_bounds_policy_get_swig_5010cc1c9577d3b9(struct sha
 }
 
 
-void _wrap_embedding_options_num_threads_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_num_threads_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4437,7 +4502,7 @@ void _wrap_embedding_options_num_threads_set_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-intgo _wrap_embedding_options_num_threads_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_num_threads_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4450,7 +4515,7 @@ intgo _wrap_embedding_options_num_threads_get_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-void _wrap_embedding_options_dp_comm_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+void _wrap_embedding_options_dp_comm_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   
@@ -4462,7 +4527,7 @@ void _wrap_embedding_options_dp_comm_set_swig_5010cc1c9577d3b9(struct shardrec_e
 }
 
 
-shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *result = 0 ;
   shardrec_comm_t *_swig_go_result;
@@ -4475,7 +4540,7 @@ shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_5010cc1c9577d3b9(struc
 }
 
 
-void _wrap_embedding_options_device_type_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_type_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4487,7 +4552,7 @@ void _wrap_embedding_options_device_type_set_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-intgo _wrap_embedding_options_device_type_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_type_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4500,7 +4565,7 @@ intgo _wrap_embedding_options_device_type_get_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-void _wrap_embedding_options_device_index_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_index_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4512,7 +4577,7 @@ void _wrap_embedding_options_device_index_set_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-intgo _wrap_embedding_options_device_index_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_index_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4525,7 +4590,7 @@ intgo _wrap_embedding_options_device_index_get_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-void _wrap_embedding_options_non_finite_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_non_finite_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4537,7 +4602,7 @@ void _wrap_embedding_options_non_finite_set_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-intgo _wrap_embedding_options_non_finite_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_non_finite_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4550,7 +4615,7 @@ intgo _wrap_embedding_options_non_finite_get_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-void _wrap_embedding_options_table_memory_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_table_memory_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4562,7 +4627,7 @@ void _wrap_embedding_options_table_memory_set_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-intgo _wrap_embedding_options_table_memory_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_table_memory_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4575,7 +4640,7 @@ intgo _wrap_embedding_options_table_memory_get_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-void _wrap_embedding_options_forward_comm_encoding_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_forward_comm_encoding_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4587,7 +4652,7 @@ void _wrap_embedding_options_forward_comm_encoding_set_swig_5010cc1c9577d3b9(str
 }
 
 
-intgo _wrap_embedding_options_forward_comm_encoding_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_forward_comm_encoding_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4600,7 +4665,7 @@ intgo _wrap_embedding_options_forward_comm_encoding_get_swig_5010cc1c9577d3b9(st
 }
 
 
-void _wrap_embedding_options_backward_comm_encoding_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_backward_comm_encoding_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4612,7 +4677,7 @@ void _wrap_embedding_options_backward_comm_encoding_set_swig_5010cc1c9577d3b9(st
 }
 
 
-intgo _wrap_embedding_options_backward_comm_encoding_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_backward_comm_encoding_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4625,7 +4690,7 @@ intgo _wrap_embedding_options_backward_comm_encoding_get_swig_5010cc1c9577d3b9(s
 }
 
 
-void _wrap_embedding_options_max_batch_size_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_max_batch_size_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t arg2 ;
   
@@ -4637,7 +4702,7 @@ void _wrap_embedding_options_max_batch_size_set_swig_5010cc1c9577d3b9(struct sha
 }
 
 
-long long _wrap_embedding_options_max_batch_size_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_max_batch_size_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4650,7 +4715,7 @@ long long _wrap_embedding_options_max_batch_size_get_swig_5010cc1c9577d3b9(struc
 }
 
 
-void _wrap_embedding_options_max_ids_per_batch_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_max_ids_per_batch_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t arg2 ;
   
@@ -4662,7 +4727,7 @@ void _wrap_embedding_options_max_ids_per_batch_set_swig_5010cc1c9577d3b9(struct 
 }
 
 
-long long _wrap_embedding_options_max_ids_per_batch_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_max_ids_per_batch_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4675,7 +4740,7 @@ long long _wrap_embedding_options_max_ids_per_batch_get_swig_5010cc1c9577d3b9(st
 }
 
 
-struct shardrec_embedding_options *_wrap_new_embedding_options_swig_5010cc1c9577d3b9() {
+struct shardrec_embedding_options *_wrap_new_embedding_options_swig_e4abab864e429f70() {
   struct shardrec_embedding_options *result = 0 ;
   struct shardrec_embedding_options *_swig_go_result;
   
@@ -4686,7 +4751,7 @@ struct shardrec_embedding_options *_wrap_new_embedding_options_swig_5010cc1c9577
 }
 
 
-void _wrap_delete_embedding_options_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+void _wrap_delete_embedding_options_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   
   arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
@@ -4696,7 +4761,7 @@ void _wrap_delete_embedding_options_swig_5010cc1c9577d3b9(struct shardrec_embedd
 }
 
 
-intgo _wrap_COMM_ENCODING_FP32_swig_5010cc1c9577d3b9() {
+intgo _wrap_COMM_ENCODING_FP32_swig_e4abab864e429f70() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -4708,7 +4773,7 @@ intgo _wrap_COMM_ENCODING_FP32_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_COMM_ENCODING_FP16_swig_5010cc1c9577d3b9() {
+intgo _wrap_COMM_ENCODING_FP16_swig_e4abab864e429f70() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -4720,7 +4785,7 @@ intgo _wrap_COMM_ENCODING_FP16_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_COMM_ENCODING_BF16_swig_5010cc1c9577d3b9() {
+intgo _wrap_COMM_ENCODING_BF16_swig_e4abab864e429f70() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -4732,7 +4797,7 @@ intgo _wrap_COMM_ENCODING_BF16_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_5010cc1c9577d3b9() {
+intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_e4abab864e429f70() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -4744,7 +4809,7 @@ intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_5010cc1c9577d3b9() {
+intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_e4abab864e429f70() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -4756,7 +4821,7 @@ intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_NON_FINITE_CHECK_swig_5010cc1c9577d3b9() {
+intgo _wrap_NON_FINITE_CHECK_swig_e4abab864e429f70() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -4768,7 +4833,7 @@ intgo _wrap_NON_FINITE_CHECK_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_NON_FINITE_ALLOW_swig_5010cc1c9577d3b9() {
+intgo _wrap_NON_FINITE_ALLOW_swig_e4abab864e429f70() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -4780,7 +4845,7 @@ intgo _wrap_NON_FINITE_ALLOW_swig_5010cc1c9577d3b9() {
 }
 
 
-_gostring_ _wrap_embedding_options_init_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_options_init_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_options_t *arg1 = (shardrec_embedding_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4812,7 +4877,7 @@ _gostring_ _wrap_embedding_options_init_swig_5010cc1c9577d3b9(struct shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_embedding_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_plan_t *arg2 = (shardrec_plan_t *) 0 ;
   shardrec_comm_t *arg3 = (shardrec_comm_t *) 0 ;
@@ -4850,7 +4915,7 @@ _gostring_ _wrap_embedding_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, sh
 }
 
 
-void _wrap_embedding_destroy_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0) {
+void _wrap_embedding_destroy_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   
   arg1 = (shardrec_embedding_t *)_swig_go_0; 
@@ -4860,7 +4925,7 @@ void _wrap_embedding_destroy_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_g
 }
 
 
-_gostring_ _wrap_embedding_output_dim_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_output_dim_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -4892,7 +4957,7 @@ _gostring_ _wrap_embedding_output_dim_swig_5010cc1c9577d3b9(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_sequence_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -4924,7 +4989,7 @@ _gostring_ _wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_input_dist_wait_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_input_dist_wait_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   void *arg2 = (void *) 0 ;
   shardrec_status_t result;
@@ -4956,7 +5021,7 @@ _gostring_ _wrap_embedding_input_dist_wait_swig_5010cc1c9577d3b9(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -4994,7 +5059,7 @@ _gostring_ _wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_backward_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_backward_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5032,7 +5097,7 @@ _gostring_ _wrap_embedding_backward_swig_5010cc1c9577d3b9(shardrec_embedding_t *
 }
 
 
-_gostring_ _wrap_embedding_forward_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
+_gostring_ _wrap_embedding_forward_tensor_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_kjt_view_t *arg2 = (shardrec_kjt_view_t *) 0 ;
   shardrec_tensor_view_t *arg3 = (shardrec_tensor_view_t *) 0 ;
@@ -5068,7 +5133,7 @@ _gostring_ _wrap_embedding_forward_tensor_swig_5010cc1c9577d3b9(shardrec_embeddi
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_tensor_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5102,7 +5167,7 @@ _gostring_ _wrap_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(shar
 }
 
 
-_gostring_ _wrap_embedding_backward_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_backward_tensor_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5136,7 +5201,7 @@ _gostring_ _wrap_embedding_backward_tensor_swig_5010cc1c9577d3b9(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_synchronize_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_synchronize_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -5166,7 +5231,7 @@ _gostring_ _wrap_embedding_synchronize_swig_5010cc1c9577d3b9(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_learning_rate_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_embedding_set_learning_rate_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -5198,7 +5263,7 @@ _gostring_ _wrap_embedding_set_learning_rate_swig_5010cc1c9577d3b9(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_num_steps_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_steps_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -5230,7 +5295,7 @@ _gostring_ _wrap_embedding_num_steps_swig_5010cc1c9577d3b9(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_embedding_set_num_steps_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -5262,7 +5327,7 @@ _gostring_ _wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_get_weights_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_get_weights_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -5305,7 +5370,7 @@ _gostring_ _wrap_embedding_get_weights_swig_5010cc1c9577d3b9(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_weights_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_set_weights_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -5348,7 +5413,7 @@ _gostring_ _wrap_embedding_set_weights_swig_5010cc1c9577d3b9(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_num_states_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_states_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -5380,7 +5445,7 @@ _gostring_ _wrap_embedding_num_states_swig_5010cc1c9577d3b9(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_state_info_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_state_info_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -5421,7 +5486,7 @@ _gostring_ _wrap_embedding_state_info_swig_5010cc1c9577d3b9(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_get_state_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_get_state_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5471,7 +5536,7 @@ _gostring_ _wrap_embedding_get_state_swig_5010cc1c9577d3b9(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_state_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_set_state_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5521,7 +5586,7 @@ _gostring_ _wrap_embedding_set_state_swig_5010cc1c9577d3b9(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_timings_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_timings_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   double *arg2 = (double *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -5555,7 +5620,7 @@ _gostring_ _wrap_embedding_timings_swig_5010cc1c9577d3b9(shardrec_embedding_t *_
 }
 
 
-_gostring_ _wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_embedding_set_table_learning_rate_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -5594,7 +5659,7 @@ _gostring_ _wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(shardre
 }
 
 
-_gostring_ _wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
+_gostring_ _wrap_embedding_table_optimizer_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_optimizer_config_t *arg3 = (shardrec_optimizer_config_t *) 0 ;
@@ -5633,7 +5698,7 @@ _gostring_ _wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_table_num_states_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -5672,7 +5737,7 @@ _gostring_ _wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_embedding_table_state_info_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -5720,7 +5785,7 @@ _gostring_ _wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_outputs_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -5752,7 +5817,7 @@ _gostring_ _wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_output_info_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_embedding_output_info_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -5802,7 +5867,7 @@ _gostring_ _wrap_embedding_output_info_swig_5010cc1c9577d3b9(shardrec_embedding_
 }
 
 
-void _wrap_step_timings_version_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+void _wrap_step_timings_version_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t arg2 ;
   
@@ -5814,7 +5879,7 @@ void _wrap_step_timings_version_set_swig_5010cc1c9577d3b9(struct shardrec_step_t
 }
 
 
-intgo _wrap_step_timings_version_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+intgo _wrap_step_timings_version_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -5827,7 +5892,7 @@ intgo _wrap_step_timings_version_get_swig_5010cc1c9577d3b9(struct shardrec_step_
 }
 
 
-void _wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_forwards_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -5839,7 +5904,7 @@ void _wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(struct shardrec_step_
 }
 
 
-long long _wrap_step_timings_forwards_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_forwards_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5852,7 +5917,7 @@ long long _wrap_step_timings_forwards_get_swig_5010cc1c9577d3b9(struct shardrec_
 }
 
 
-void _wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_backwards_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -5864,7 +5929,7 @@ void _wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(struct shardrec_step
 }
 
 
-long long _wrap_step_timings_backwards_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_backwards_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5877,7 +5942,7 @@ long long _wrap_step_timings_backwards_get_swig_5010cc1c9577d3b9(struct shardrec
 }
 
 
-void _wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_samples_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -5889,7 +5954,7 @@ void _wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(struct shardrec_step_t
 }
 
 
-long long _wrap_step_timings_samples_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_samples_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5902,7 +5967,7 @@ long long _wrap_step_timings_samples_get_swig_5010cc1c9577d3b9(struct shardrec_s
 }
 
 
-void _wrap_step_timings_total_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_total_seconds_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -5914,7 +5979,7 @@ void _wrap_step_timings_total_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_
 }
 
 
-double _wrap_step_timings_total_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_total_seconds_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -5927,7 +5992,7 @@ double _wrap_step_timings_total_seconds_get_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-void _wrap_step_timings_collective_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_collective_seconds_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -5939,7 +6004,7 @@ void _wrap_step_timings_collective_seconds_set_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-double _wrap_step_timings_collective_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_collective_seconds_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -5952,7 +6017,7 @@ double _wrap_step_timings_collective_seconds_get_swig_5010cc1c9577d3b9(struct sh
 }
 
 
-void _wrap_step_timings_input_dist_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_input_dist_seconds_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -5964,7 +6029,7 @@ void _wrap_step_timings_input_dist_seconds_set_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-double _wrap_step_timings_input_dist_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_input_dist_seconds_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -5977,7 +6042,7 @@ double _wrap_step_timings_input_dist_seconds_get_swig_5010cc1c9577d3b9(struct sh
 }
 
 
-void _wrap_step_timings_lookup_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_lookup_seconds_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -5989,7 +6054,7 @@ void _wrap_step_timings_lookup_seconds_set_swig_5010cc1c9577d3b9(struct shardrec
 }
 
 
-double _wrap_step_timings_lookup_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_lookup_seconds_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6002,7 +6067,7 @@ double _wrap_step_timings_lookup_seconds_get_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-void _wrap_step_timings_output_dist_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_output_dist_seconds_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6014,7 +6079,7 @@ void _wrap_step_timings_output_dist_seconds_set_swig_5010cc1c9577d3b9(struct sha
 }
 
 
-double _wrap_step_timings_output_dist_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_output_dist_seconds_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6027,7 +6092,7 @@ double _wrap_step_timings_output_dist_seconds_get_swig_5010cc1c9577d3b9(struct s
 }
 
 
-void _wrap_step_timings_backward_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_backward_seconds_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6039,7 +6104,7 @@ void _wrap_step_timings_backward_seconds_set_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-double _wrap_step_timings_backward_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_backward_seconds_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6052,7 +6117,7 @@ double _wrap_step_timings_backward_seconds_get_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-void _wrap_step_timings_embedding_comm_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_embedding_comm_seconds_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6064,7 +6129,7 @@ void _wrap_step_timings_embedding_comm_seconds_set_swig_5010cc1c9577d3b9(struct 
 }
 
 
-double _wrap_step_timings_embedding_comm_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_embedding_comm_seconds_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6077,7 +6142,7 @@ double _wrap_step_timings_embedding_comm_seconds_get_swig_5010cc1c9577d3b9(struc
 }
 
 
-struct shardrec_step_timings *_wrap_new_step_timings_swig_5010cc1c9577d3b9() {
+struct shardrec_step_timings *_wrap_new_step_timings_swig_e4abab864e429f70() {
   struct shardrec_step_timings *result = 0 ;
   struct shardrec_step_timings *_swig_go_result;
   
@@ -6088,7 +6153,7 @@ struct shardrec_step_timings *_wrap_new_step_timings_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_delete_step_timings_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+void _wrap_delete_step_timings_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   
   arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
@@ -6098,7 +6163,7 @@ void _wrap_delete_step_timings_swig_5010cc1c9577d3b9(struct shardrec_step_timing
 }
 
 
-_gostring_ _wrap_step_timings_init_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_step_timings_init_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   shardrec_step_timings_t *arg1 = (shardrec_step_timings_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -6130,7 +6195,7 @@ _gostring_ _wrap_step_timings_init_swig_5010cc1c9577d3b9(struct shardrec_step_ti
 }
 
 
-_gostring_ _wrap_embedding_step_timings_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
+_gostring_ _wrap_embedding_step_timings_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_step_timings_t *arg2 = (shardrec_step_timings_t *) 0 ;
   shardrec_status_t result;
@@ -6162,7 +6227,7 @@ _gostring_ _wrap_embedding_step_timings_swig_5010cc1c9577d3b9(shardrec_embedding
 }
 
 
-_gostring_ _wrap_device_count_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0) {
+_gostring_ _wrap_device_count_swig_e4abab864e429f70(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -6192,7 +6257,7 @@ _gostring_ _wrap_device_count_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0) {
 }
 
 
-_gostring_ _wrap_device_check_swig_5010cc1c9577d3b9(intgo _swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_device_check_swig_e4abab864e429f70(intgo _swig_go_0, intgo _swig_go_1) {
   int32_t arg1 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -6224,7 +6289,7 @@ _gostring_ _wrap_device_check_swig_5010cc1c9577d3b9(intgo _swig_go_0, intgo _swi
 }
 
 
-void _wrap_mesh_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_version_set_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6236,7 +6301,7 @@ void _wrap_mesh_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_o
 }
 
 
-intgo _wrap_mesh_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_version_get_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6249,7 +6314,7 @@ intgo _wrap_mesh_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_
 }
 
 
-void _wrap_mesh_options_sharding_group_size_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sharding_group_size_set_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -6261,7 +6326,7 @@ void _wrap_mesh_options_sharding_group_size_set_swig_5010cc1c9577d3b9(struct sha
 }
 
 
-intgo _wrap_mesh_options_sharding_group_size_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sharding_group_size_get_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6274,7 +6339,7 @@ intgo _wrap_mesh_options_sharding_group_size_get_swig_5010cc1c9577d3b9(struct sh
 }
 
 
-void _wrap_mesh_options_layout_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_layout_set_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -6286,7 +6351,7 @@ void _wrap_mesh_options_layout_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_op
 }
 
 
-intgo _wrap_mesh_options_layout_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_layout_get_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6299,7 +6364,7 @@ intgo _wrap_mesh_options_layout_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_o
 }
 
 
-void _wrap_mesh_options_ranks_per_node_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_ranks_per_node_set_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -6311,7 +6376,7 @@ void _wrap_mesh_options_ranks_per_node_set_swig_5010cc1c9577d3b9(struct shardrec
 }
 
 
-intgo _wrap_mesh_options_ranks_per_node_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_ranks_per_node_get_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6324,7 +6389,7 @@ intgo _wrap_mesh_options_ranks_per_node_get_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-void _wrap_mesh_options_sync_interval_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_interval_set_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -6336,7 +6401,7 @@ void _wrap_mesh_options_sync_interval_set_swig_5010cc1c9577d3b9(struct shardrec_
 }
 
 
-intgo _wrap_mesh_options_sync_interval_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_interval_get_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6349,7 +6414,7 @@ intgo _wrap_mesh_options_sync_interval_get_swig_5010cc1c9577d3b9(struct shardrec
 }
 
 
-void _wrap_mesh_options_sync_mode_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_mode_set_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -6361,7 +6426,7 @@ void _wrap_mesh_options_sync_mode_set_swig_5010cc1c9577d3b9(struct shardrec_mesh
 }
 
 
-intgo _wrap_mesh_options_sync_mode_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_mode_get_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6374,7 +6439,7 @@ intgo _wrap_mesh_options_sync_mode_get_swig_5010cc1c9577d3b9(struct shardrec_mes
 }
 
 
-struct shardrec_mesh_options *_wrap_new_mesh_options_swig_5010cc1c9577d3b9() {
+struct shardrec_mesh_options *_wrap_new_mesh_options_swig_e4abab864e429f70() {
   struct shardrec_mesh_options *result = 0 ;
   struct shardrec_mesh_options *_swig_go_result;
   
@@ -6385,7 +6450,7 @@ struct shardrec_mesh_options *_wrap_new_mesh_options_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_delete_mesh_options_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
+void _wrap_delete_mesh_options_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   
   arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
@@ -6395,7 +6460,7 @@ void _wrap_delete_mesh_options_swig_5010cc1c9577d3b9(struct shardrec_mesh_option
 }
 
 
-_gostring_ _wrap_mesh_options_init_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_mesh_options_init_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_mesh_options_t *arg1 = (shardrec_mesh_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -6427,7 +6492,7 @@ _gostring_ _wrap_mesh_options_init_swig_5010cc1c9577d3b9(struct shardrec_mesh_op
 }
 
 
-_gostring_ _wrap_mesh_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
+_gostring_ _wrap_mesh_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
   shardrec_mesh_t **arg1 = (shardrec_mesh_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_mesh_options_t *arg3 = (shardrec_mesh_options_t *) 0 ;
@@ -6461,7 +6526,7 @@ _gostring_ _wrap_mesh_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardre
 }
 
 
-void _wrap_mesh_destroy_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0) {
+void _wrap_mesh_destroy_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   
   arg1 = (shardrec_mesh_t *)_swig_go_0; 
@@ -6471,7 +6536,7 @@ void _wrap_mesh_destroy_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mesh_coords_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_mesh_coords_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -6509,7 +6574,7 @@ _gostring_ _wrap_mesh_coords_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_sharding_comm_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -6541,7 +6606,7 @@ _gostring_ _wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_replica_comm_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -6573,7 +6638,7 @@ _gostring_ _wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, s
 }
 
 
-_gostring_ _wrap_mesh_describe_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_mesh_describe_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -6614,7 +6679,7 @@ _gostring_ _wrap_mesh_describe_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_mesh_embedding_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_plan_t *arg3 = (shardrec_plan_t *) 0 ;
@@ -6652,7 +6717,7 @@ _gostring_ _wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_mesh_sync_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
+_gostring_ _wrap_mesh_sync_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t arg3 ;
@@ -6686,7 +6751,7 @@ _gostring_ _wrap_mesh_sync_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_step_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_mesh_step_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -6720,7 +6785,7 @@ _gostring_ _wrap_mesh_step_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_mesh_sync_stats_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -6756,7 +6821,7 @@ _gostring_ _wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go
 }
 
 
-void _wrap_checkpoint_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_version_set_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6768,7 +6833,7 @@ void _wrap_checkpoint_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_
 }
 
 
-intgo _wrap_checkpoint_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_version_get_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6781,7 +6846,7 @@ intgo _wrap_checkpoint_options_version_get_swig_5010cc1c9577d3b9(struct shardrec
 }
 
 
-void _wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_checkpoint_options_num_dense_set_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t arg2 ;
   
@@ -6793,7 +6858,7 @@ void _wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-long long _wrap_checkpoint_options_num_dense_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
+long long _wrap_checkpoint_options_num_dense_get_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -6806,7 +6871,7 @@ long long _wrap_checkpoint_options_num_dense_get_swig_5010cc1c9577d3b9(struct sh
 }
 
 
-void _wrap_checkpoint_options_reset_optimizer_state_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_reset_optimizer_state_set_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -6818,7 +6883,7 @@ void _wrap_checkpoint_options_reset_optimizer_state_set_swig_5010cc1c9577d3b9(st
 }
 
 
-intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6831,7 +6896,7 @@ intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_5010cc1c9577d3b9(s
 }
 
 
-void _wrap_checkpoint_options_allow_dtype_change_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_dtype_change_set_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -6843,7 +6908,7 @@ void _wrap_checkpoint_options_allow_dtype_change_set_swig_5010cc1c9577d3b9(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6856,7 +6921,7 @@ intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_5010cc1c9577d3b9(stru
 }
 
 
-void _wrap_checkpoint_options_verify_first_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_verify_first_set_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -6868,7 +6933,7 @@ void _wrap_checkpoint_options_verify_first_set_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-intgo _wrap_checkpoint_options_verify_first_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_verify_first_get_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6881,7 +6946,7 @@ intgo _wrap_checkpoint_options_verify_first_get_swig_5010cc1c9577d3b9(struct sha
 }
 
 
-void _wrap_checkpoint_options_allow_partial_load_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_partial_load_set_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -6893,7 +6958,7 @@ void _wrap_checkpoint_options_allow_partial_load_set_swig_5010cc1c9577d3b9(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_partial_load_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_partial_load_get_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6906,7 +6971,7 @@ intgo _wrap_checkpoint_options_allow_partial_load_get_swig_5010cc1c9577d3b9(stru
 }
 
 
-struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_5010cc1c9577d3b9() {
+struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_e4abab864e429f70() {
   struct shardrec_checkpoint_options *result = 0 ;
   struct shardrec_checkpoint_options *_swig_go_result;
   
@@ -6917,7 +6982,7 @@ struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_5010cc1c95
 }
 
 
-void _wrap_delete_checkpoint_options_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
+void _wrap_delete_checkpoint_options_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   
   arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
@@ -6927,7 +6992,7 @@ void _wrap_delete_checkpoint_options_swig_5010cc1c9577d3b9(struct shardrec_check
 }
 
 
-_gostring_ _wrap_checkpoint_options_init_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_checkpoint_options_init_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_checkpoint_options_t *arg1 = (shardrec_checkpoint_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -6959,7 +7024,7 @@ _gostring_ _wrap_checkpoint_options_init_swig_5010cc1c9577d3b9(struct shardrec_c
 }
 
 
-_gostring_ _wrap_checkpoint_save_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_save_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -6998,7 +7063,7 @@ _gostring_ _wrap_checkpoint_save_swig_5010cc1c9577d3b9(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_load_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -7037,7 +7102,7 @@ _gostring_ _wrap_checkpoint_load_swig_5010cc1c9577d3b9(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_save_mesh_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7078,7 +7143,7 @@ _gostring_ _wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_load_mesh_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7119,7 +7184,7 @@ _gostring_ _wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_export_table_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7165,7 +7230,7 @@ _gostring_ _wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_import_table_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7211,7 +7276,7 @@ _gostring_ _wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(shardrec_embeddin
 }
 
 
-shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_5010cc1c9577d3b9() {
+shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_e4abab864e429f70() {
   shardrec_bind_plan_spec_t *result = 0 ;
   shardrec_bind_plan_spec_t *_swig_go_result;
   
@@ -7222,7 +7287,7 @@ shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_bind_plan_spec_free_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0) {
+void _wrap_bind_plan_spec_free_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   
   arg1 = (shardrec_bind_plan_spec_t *)_swig_go_0; 
@@ -7232,7 +7297,7 @@ void _wrap_bind_plan_spec_free_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *
 }
 
 
-struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0) {
+struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_topology_t *result = 0 ;
   struct shardrec_topology *_swig_go_result;
@@ -7245,7 +7310,7 @@ struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_5010cc1c9577d3b9(sh
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_bind_plan_spec_add_feature_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -7284,7 +7349,7 @@ _gostring_ _wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(shardrec_bind_
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
+_gostring_ _wrap_bind_plan_spec_add_table_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -7341,7 +7406,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(shardrec_bind_pl
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -7373,7 +7438,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_5010cc1c9577d3b9(shardr
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -7410,7 +7475,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(sha
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_plan_spec_add_constraints_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   uint32_t arg3 ;
@@ -7463,7 +7528,7 @@ _gostring_ _wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(shardrec_b
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -7499,7 +7564,7 @@ _gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(
 }
 
 
-_gostring_ _wrap_bind_plan_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
+_gostring_ _wrap_bind_plan_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   shardrec_bind_plan_spec_t *arg2 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_status_t result;
@@ -7531,7 +7596,7 @@ _gostring_ _wrap_bind_plan_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_embedding_forward_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -7589,7 +7654,7 @@ _gostring_ _wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(shardrec_embedding
 }
 
 
-_gostring_ _wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_embedding_input_dist_start_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -7641,7 +7706,7 @@ _gostring_ _wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(shardrec_
 }
 
 
-_gostring_ _wrap_bind_device_plugin_path_swig_5010cc1c9577d3b9(_gostring_* _swig_go_0) {
+_gostring_ _wrap_bind_device_plugin_path_swig_e4abab864e429f70(_gostring_* _swig_go_0) {
   char **arg1 = (char **) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   char *text1 = NULL ;
@@ -7680,7 +7745,7 @@ _gostring_ _wrap_bind_device_plugin_path_swig_5010cc1c9577d3b9(_gostring_* _swig
 }
 
 
-_gostring_ _wrap_bind_checkpoint_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
+_gostring_ _wrap_bind_checkpoint_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7738,7 +7803,7 @@ _gostring_ _wrap_bind_checkpoint_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_bind_embedding_forward_tensor_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -7802,7 +7867,7 @@ _gostring_ _wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(shardrec_em
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -7844,7 +7909,7 @@ _gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9
 }
 
 
-_gostring_ _wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_embedding_backward_tensor_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -7886,7 +7951,7 @@ _gostring_ _wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(shardrec_e
 }
 
 
-intgo _wrap_ACTIVATION_NONE_swig_5010cc1c9577d3b9() {
+intgo _wrap_ACTIVATION_NONE_swig_e4abab864e429f70() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -7898,7 +7963,7 @@ intgo _wrap_ACTIVATION_NONE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_ACTIVATION_RELU_swig_5010cc1c9577d3b9() {
+intgo _wrap_ACTIVATION_RELU_swig_e4abab864e429f70() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -7910,7 +7975,7 @@ intgo _wrap_ACTIVATION_RELU_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_ACTIVATION_SIGMOID_swig_5010cc1c9577d3b9() {
+intgo _wrap_ACTIVATION_SIGMOID_swig_e4abab864e429f70() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -7922,7 +7987,7 @@ intgo _wrap_ACTIVATION_SIGMOID_swig_5010cc1c9577d3b9() {
 }
 
 
-_gostring_ _wrap_dense_set_blas_threads_swig_5010cc1c9577d3b9(intgo _swig_go_0) {
+_gostring_ _wrap_dense_set_blas_threads_swig_e4abab864e429f70(intgo _swig_go_0) {
   int32_t arg1 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -7952,7 +8017,7 @@ _gostring_ _wrap_dense_set_blas_threads_swig_5010cc1c9577d3b9(intgo _swig_go_0) 
 }
 
 
-intgo _wrap_DENSE_MATH_FP32_swig_5010cc1c9577d3b9() {
+intgo _wrap_DENSE_MATH_FP32_swig_e4abab864e429f70() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -7964,7 +8029,7 @@ intgo _wrap_DENSE_MATH_FP32_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DENSE_MATH_TF32_swig_5010cc1c9577d3b9() {
+intgo _wrap_DENSE_MATH_TF32_swig_e4abab864e429f70() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -7976,7 +8041,7 @@ intgo _wrap_DENSE_MATH_TF32_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DENSE_MATH_BF16_swig_5010cc1c9577d3b9() {
+intgo _wrap_DENSE_MATH_BF16_swig_e4abab864e429f70() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -7988,7 +8053,7 @@ intgo _wrap_DENSE_MATH_BF16_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_mlp_destroy_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0) {
+void _wrap_mlp_destroy_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   
   arg1 = (shardrec_mlp_t *)_swig_go_0; 
@@ -7998,7 +8063,7 @@ void _wrap_mlp_destroy_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mlp_forward_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_mlp_forward_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -8036,7 +8101,7 @@ _gostring_ _wrap_mlp_forward_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_mlp_zero_grad_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0) {
+_gostring_ _wrap_mlp_zero_grad_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -8066,7 +8131,7 @@ _gostring_ _wrap_mlp_zero_grad_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_mlp_num_tensors_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -8098,7 +8163,7 @@ _gostring_ _wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dcn_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_dcn_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_dcn_t **arg1 = (shardrec_dcn_t **) 0 ;
   int64_t arg2 ;
   int32_t arg3 ;
@@ -8143,7 +8208,7 @@ _gostring_ _wrap_dcn_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, long lon
 }
 
 
-void _wrap_dcn_destroy_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0) {
+void _wrap_dcn_destroy_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   
   arg1 = (shardrec_dcn_t *)_swig_go_0; 
@@ -8153,7 +8218,7 @@ void _wrap_dcn_destroy_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_dcn_forward_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_dcn_forward_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -8191,7 +8256,7 @@ _gostring_ _wrap_dcn_forward_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_dcn_zero_grad_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0) {
+_gostring_ _wrap_dcn_zero_grad_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -8221,7 +8286,7 @@ _gostring_ _wrap_dcn_zero_grad_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dcn_num_tensors_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -8253,7 +8318,7 @@ _gostring_ _wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_width_swig_5010cc1c9577d3b9(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_dot_interaction_width_swig_e4abab864e429f70(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   int64_t arg1 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -8287,7 +8352,7 @@ _gostring_ _wrap_dot_interaction_width_swig_5010cc1c9577d3b9(long long _swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_dot_interaction_backward_swig_e4abab864e429f70(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -8331,7 +8396,7 @@ _gostring_ _wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(_goslice_ _swig_
 }
 
 
-_gostring_ _wrap_bce_with_logits_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bce_with_logits_swig_e4abab864e429f70(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -8371,7 +8436,7 @@ _gostring_ _wrap_bce_with_logits_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _go
 }
 
 
-_gostring_ _wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_dense_optimizer_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_dense_optimizer_t **arg1 = (shardrec_dense_optimizer_t **) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -8403,7 +8468,7 @@ _gostring_ _wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go
 }
 
 
-void _wrap_dense_optimizer_destroy_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0) {
+void _wrap_dense_optimizer_destroy_swig_e4abab864e429f70(shardrec_dense_optimizer_t *_swig_go_0) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   
   arg1 = (shardrec_dense_optimizer_t *)_swig_go_0; 
@@ -8413,7 +8478,7 @@ void _wrap_dense_optimizer_destroy_swig_5010cc1c9577d3b9(shardrec_dense_optimize
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_e4abab864e429f70(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -8445,7 +8510,7 @@ _gostring_ _wrap_dense_optimizer_set_learning_rate_swig_5010cc1c9577d3b9(shardre
 }
 
 
-_gostring_ _wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_steps_swig_e4abab864e429f70(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -8477,7 +8542,7 @@ _gostring_ _wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(shardrec_dense_opti
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_steps_swig_e4abab864e429f70(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -8509,7 +8574,7 @@ _gostring_ _wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(shardrec_dense_
 }
 
 
-intgo _wrap_DDP_COMPRESSION_NONE_swig_5010cc1c9577d3b9() {
+intgo _wrap_DDP_COMPRESSION_NONE_swig_e4abab864e429f70() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -8521,7 +8586,7 @@ intgo _wrap_DDP_COMPRESSION_NONE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DDP_COMPRESSION_BF16_swig_5010cc1c9577d3b9() {
+intgo _wrap_DDP_COMPRESSION_BF16_swig_e4abab864e429f70() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -8533,7 +8598,7 @@ intgo _wrap_DDP_COMPRESSION_BF16_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_ddp_destroy_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0) {
+void _wrap_ddp_destroy_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   
   arg1 = (shardrec_ddp_t *)_swig_go_0; 
@@ -8543,7 +8608,7 @@ void _wrap_ddp_destroy_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_zero_grad_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_zero_grad_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -8573,7 +8638,7 @@ _gostring_ _wrap_ddp_zero_grad_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_ddp_mark_ready_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -8605,7 +8670,7 @@ _gostring_ _wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_ddp_finish_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_finish_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -8635,7 +8700,7 @@ _gostring_ _wrap_ddp_finish_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_set_sync_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_ddp_set_sync_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -8667,7 +8732,7 @@ _gostring_ _wrap_ddp_set_sync_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, 
 }
 
 
-void _wrap_fsdp_destroy_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0) {
+void _wrap_fsdp_destroy_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   
   arg1 = (shardrec_fsdp_t *)_swig_go_0; 
@@ -8677,7 +8742,7 @@ void _wrap_fsdp_destroy_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_fsdp_release_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_release_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -8709,7 +8774,7 @@ _gostring_ _wrap_fsdp_release_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_reduce_grad_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -8741,7 +8806,7 @@ _gostring_ _wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_fsdp_step_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0) {
+_gostring_ _wrap_fsdp_step_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -8771,7 +8836,7 @@ _gostring_ _wrap_fsdp_step_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0) {
+_gostring_ _wrap_bind_dense_blas_threads_swig_e4abab864e429f70(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -8801,7 +8866,7 @@ _gostring_ _wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_dims_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -8835,7 +8900,7 @@ _gostring_ _wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_bind_mlp_device_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_device_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -8869,7 +8934,7 @@ _gostring_ _wrap_bind_mlp_device_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_memory_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -8903,7 +8968,7 @@ _gostring_ _wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_g
 }
 
 
-shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_5010cc1c9577d3b9() {
+shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_e4abab864e429f70() {
   shardrec_bind_param_list_t *result = 0 ;
   shardrec_bind_param_list_t *_swig_go_result;
   
@@ -8914,7 +8979,7 @@ shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_bind_param_list_free_swig_5010cc1c9577d3b9(shardrec_bind_param_list_t *_swig_go_0) {
+void _wrap_bind_param_list_free_swig_e4abab864e429f70(shardrec_bind_param_list_t *_swig_go_0) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   
   arg1 = (shardrec_bind_param_list_t *)_swig_go_0; 
@@ -8924,7 +8989,7 @@ void _wrap_bind_param_list_free_swig_5010cc1c9577d3b9(shardrec_bind_param_list_t
 }
 
 
-_gostring_ _wrap_bind_param_list_add_mlp_swig_5010cc1c9577d3b9(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_mlp_swig_e4abab864e429f70(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_mlp_t *arg2 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
@@ -8956,7 +9021,7 @@ _gostring_ _wrap_bind_param_list_add_mlp_swig_5010cc1c9577d3b9(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_param_list_add_dcn_swig_5010cc1c9577d3b9(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_dcn_swig_e4abab864e429f70(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_dcn_t *arg2 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
@@ -8988,7 +9053,7 @@ _gostring_ _wrap_bind_param_list_add_dcn_swig_5010cc1c9577d3b9(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_step_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
+_gostring_ _wrap_bind_dense_optimizer_step_swig_e4abab864e429f70(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   shardrec_bind_param_list_t *arg2 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_status_t result;
@@ -9020,7 +9085,7 @@ _gostring_ _wrap_bind_dense_optimizer_step_swig_5010cc1c9577d3b9(shardrec_dense_
 }
 
 
-_gostring_ _wrap_bind_mlp_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_bind_mlp_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9073,7 +9138,7 @@ _gostring_ _wrap_bind_mlp_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
+_gostring_ _wrap_bind_mlp_create_on_swig_e4abab864e429f70(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9132,7 +9197,7 @@ _gostring_ _wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_mlp_backward_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -9170,7 +9235,7 @@ _gostring_ _wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_dcn_backward_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -9208,7 +9273,7 @@ _gostring_ _wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -9242,7 +9307,7 @@ _gostring_ _wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(shardrec_mlp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -9276,7 +9341,7 @@ _gostring_ _wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(shardrec_dcn_t *_s
 }
 
 
-_gostring_ _wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_mlp_tensor_info_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -9317,7 +9382,7 @@ _gostring_ _wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dcn_tensor_info_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -9358,7 +9423,7 @@ _gostring_ _wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_mlp_copy_tensor_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -9396,7 +9461,7 @@ _gostring_ _wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_dcn_copy_tensor_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -9434,7 +9499,7 @@ _gostring_ _wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_ddp_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_ddp_t **arg1 = (shardrec_ddp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9478,7 +9543,7 @@ _gostring_ _wrap_bind_ddp_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_ddp_stats_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9518,7 +9583,7 @@ _gostring_ _wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_ddp_bucket_size_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -9552,7 +9617,7 @@ _gostring_ _wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_ddp_bucket_tensor_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -9588,7 +9653,7 @@ _gostring_ _wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(shardrec_ddp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
+_gostring_ _wrap_bind_dot_interaction_forward_swig_e4abab864e429f70(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9630,7 +9695,7 @@ _gostring_ _wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(_goslice_ _s
 }
 
 
-_gostring_ _wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
+_gostring_ _wrap_bind_fsdp_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
   shardrec_fsdp_t **arg1 = (shardrec_fsdp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9672,7 +9737,7 @@ _gostring_ _wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_fsdp_gather_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t arg3 ;
@@ -9710,7 +9775,7 @@ _gostring_ _wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_add_grad_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -9746,7 +9811,7 @@ _gostring_ _wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig
 }
 
 
-_gostring_ _wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_shard_range_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9782,7 +9847,7 @@ _gostring_ _wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_s
 }
 
 
-_gostring_ _wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_read_shard_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -9816,7 +9881,7 @@ _gostring_ _wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dense_optimizer_state_count_swig_e4abab864e429f70(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -9852,7 +9917,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(shardrec
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_e4abab864e429f70(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -9892,7 +9957,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(shardrec_
 }
 
 
-_gostring_ _wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_bind_ddp_set_external_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -9926,7 +9991,7 @@ _gostring_ _wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(shardrec_ddp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_bind_mlp_bind_storage_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -9962,7 +10027,7 @@ _gostring_ _wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(shardrec_mlp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_bind_dcn_bind_storage_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -9998,7 +10063,657 @@ _gostring_ _wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(shardrec_dcn_t *_sw
 }
 
 
-void *_wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(long long _swig_go_0) {
+intgo _wrap_SERVING_AS_TRAINED_swig_e4abab864e429f70() {
+  enum shardrec_serving_storage result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_SERVING_AS_TRAINED;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_SERVING_FP32_swig_e4abab864e429f70() {
+  enum shardrec_serving_storage result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_SERVING_FP32;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_SERVING_FP16_swig_e4abab864e429f70() {
+  enum shardrec_serving_storage result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_SERVING_FP16;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_SERVING_BF16_swig_e4abab864e429f70() {
+  enum shardrec_serving_storage result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_SERVING_BF16;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_SERVING_INT8_swig_e4abab864e429f70() {
+  enum shardrec_serving_storage result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_SERVING_INT8;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_SERVING_INT4_swig_e4abab864e429f70() {
+  enum shardrec_serving_storage result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_SERVING_INT4;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_inference_save_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  result = (shardrec_status_t)shardrec_inference_save((struct shardrec_inference const *)arg1,(char const *)arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+void _wrap_inference_destroy_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  
+  shardrec_inference_destroy(arg1);
+  
+}
+
+
+_gostring_ _wrap_inference_output_dim_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  int64_t *arg2 = (int64_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  arg2 = (int64_t *)_swig_go_1.array; 
+  
+  result = (shardrec_status_t)shardrec_inference_output_dim((struct shardrec_inference const *)arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_inference_is_sequence_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1.array; 
+  
+  result = (shardrec_status_t)shardrec_inference_is_sequence((struct shardrec_inference const *)arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_inference_num_features_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  size_t *arg2 = (size_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  arg2 = (size_t *)_swig_go_1.array; 
+  
+  result = (shardrec_status_t)shardrec_inference_num_features((struct shardrec_inference const *)arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_inference_num_tables_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  size_t *arg2 = (size_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  arg2 = (size_t *)_swig_go_1.array; 
+  
+  result = (shardrec_status_t)shardrec_inference_num_tables((struct shardrec_inference const *)arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_inference_table_info_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  size_t arg2 ;
+  char **arg3 = (char **) 0 ;
+  int64_t *arg4 = (int64_t *) 0 ;
+  int32_t *arg5 = (int32_t *) 0 ;
+  int32_t *arg6 = (int32_t *) 0 ;
+  char const *name3 = NULL ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (char **)&name3; 
+  arg4 = (int64_t *)_swig_go_3.array; 
+  arg5 = (int32_t *)_swig_go_4.array; 
+  arg6 = (int32_t *)_swig_go_5.array; 
+  
+  result = (shardrec_status_t)shardrec_inference_table_info((struct shardrec_inference const *)arg1,arg2,(char const **)arg3,arg4,arg5,arg6);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  
+  *(_gostring_*)_swig_go_2 = Swig_AllocateString(name3 ? name3 : "",
+    name3 ? strlen(name3) : 0);
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_inference_version_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  uint64_t *arg2 = (uint64_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  arg2 = (uint64_t *)_swig_go_1.array; 
+  
+  result = (shardrec_status_t)shardrec_inference_version((struct shardrec_inference const *)arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_inference_pin_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  shardrec_inference_version_t **arg2 = (shardrec_inference_version_t **) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  arg2 = (shardrec_inference_version_t **)_swig_go_1.array; 
+  
+  result = (shardrec_status_t)shardrec_inference_pin((struct shardrec_inference const *)arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+void _wrap_inference_unpin_swig_e4abab864e429f70(shardrec_inference_version_t *_swig_go_0) {
+  shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
+  
+  arg1 = (shardrec_inference_version_t *)_swig_go_0; 
+  
+  shardrec_inference_unpin(arg1);
+  
+}
+
+
+_gostring_ _wrap_inference_snapshot_version_swig_e4abab864e429f70(shardrec_inference_version_t *_swig_go_0, _goslice_ _swig_go_1) {
+  shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
+  uint64_t *arg2 = (uint64_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_version_t *)_swig_go_0; 
+  arg2 = (uint64_t *)_swig_go_1.array; 
+  
+  result = (shardrec_status_t)shardrec_inference_snapshot_version((struct shardrec_inference_version const *)arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_inference_snapshot_dense_tensor_swig_e4abab864e429f70(shardrec_inference_version_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+  shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  float **arg3 = (float **) 0 ;
+  size_t *arg4 = (size_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_version_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (float **)_swig_go_2.array; 
+  arg4 = (size_t *)_swig_go_3.array; 
+  
+  result = (shardrec_status_t)shardrec_inference_snapshot_dense_tensor((struct shardrec_inference_version const *)arg1,(char const *)arg2,(float const **)arg3,arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_inference_reload_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  result = (shardrec_status_t)shardrec_inference_reload(arg1,(char const *)arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_inference_open_swig_e4abab864e429f70(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, _gostring_ _swig_go_5, _goslice_ _swig_go_6) {
+  shardrec_inference_t **arg1 = (shardrec_inference_t **) 0 ;
+  char *arg2 = (char *) 0 ;
+  int32_t arg3 ;
+  int32_t arg4 ;
+  int32_t arg5 ;
+  char *arg6 = (char *) 0 ;
+  int32_t *arg7 = (int32_t *) 0 ;
+  size_t arg8 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t **)_swig_go_0.array; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (int32_t)_swig_go_2; 
+  arg4 = (int32_t)_swig_go_3; 
+  arg5 = (int32_t)_swig_go_4; 
+  
+  arg6 = (char *)malloc(_swig_go_5.n + 1);
+  memcpy(arg6, _swig_go_5.p, _swig_go_5.n);
+  arg6[_swig_go_5.n] = '\0';
+  
+  
+  arg7 = (int32_t *)_swig_go_6.array;
+  arg8 = (size_t)_swig_go_6.len;
+  
+  
+  result = (shardrec_status_t)shardrec_bind_inference_open(arg1,(char const *)arg2,arg3,arg4,arg5,(char const *)arg6,(int const *)arg7,arg8);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  free(arg6); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_inference_lookup_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  int64_t arg2 ;
+  size_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  size_t arg5 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  size_t arg7 ;
+  float *arg8 = (float *) 0 ;
+  size_t arg9 ;
+  float *arg10 = (float *) 0 ;
+  size_t arg11 ;
+  uint64_t *arg12 = (uint64_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  
+  arg4 = (int32_t *)_swig_go_3.array;
+  arg5 = (size_t)_swig_go_3.len;
+  
+  
+  arg6 = (int64_t *)_swig_go_4.array;
+  arg7 = (size_t)_swig_go_4.len;
+  
+  
+  arg8 = (float *)_swig_go_5.array;
+  arg9 = (size_t)_swig_go_5.len;
+  
+  
+  arg10 = (float *)_swig_go_6.array;
+  arg11 = (size_t)_swig_go_6.len;
+  
+  arg12 = (uint64_t *)_swig_go_7.array; 
+  
+  result = (shardrec_status_t)shardrec_bind_inference_lookup((struct shardrec_inference const *)arg1,arg2,arg3,(int const *)arg4,arg5,(long const *)arg6,arg7,(float const *)arg8,arg9,arg10,arg11,arg12);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_inference_snapshot_lookup_swig_e4abab864e429f70(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+  shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
+  int64_t arg2 ;
+  size_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  size_t arg5 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  size_t arg7 ;
+  float *arg8 = (float *) 0 ;
+  size_t arg9 ;
+  float *arg10 = (float *) 0 ;
+  size_t arg11 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_version_t *)_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  
+  arg4 = (int32_t *)_swig_go_3.array;
+  arg5 = (size_t)_swig_go_3.len;
+  
+  
+  arg6 = (int64_t *)_swig_go_4.array;
+  arg7 = (size_t)_swig_go_4.len;
+  
+  
+  arg8 = (float *)_swig_go_5.array;
+  arg9 = (size_t)_swig_go_5.len;
+  
+  
+  arg10 = (float *)_swig_go_6.array;
+  arg11 = (size_t)_swig_go_6.len;
+  
+  
+  result = (shardrec_status_t)shardrec_bind_inference_snapshot_lookup((struct shardrec_inference_version const *)arg1,arg2,arg3,(int const *)arg4,arg5,(long const *)arg6,arg7,(float const *)arg8,arg9,arg10,arg11);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+void *_wrap_bind_host_alloc_floats_swig_e4abab864e429f70(long long _swig_go_0) {
   size_t arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -10011,7 +10726,7 @@ void *_wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(long long _swig_go_0) {
 }
 
 
-void _wrap_bind_host_free_swig_5010cc1c9577d3b9(void *_swig_go_0) {
+void _wrap_bind_host_free_swig_e4abab864e429f70(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 

@@ -77,6 +77,40 @@ abstract class NativeHandle implements AutoCloseable {
     }
   }
 
+  /** A native call on the raw pointer that returns a value (see {@link #shared}). */
+  @FunctionalInterface
+  interface SharedCall<T> {
+    T apply(long handle);
+  }
+
+  /**
+   * Runs {@code call} on the pointer, from any number of threads at once, while close() waits for
+   * it: for handles whose C API allows concurrent calls (an inference handle and its snapshots),
+   * so that close() on another thread never destroys the object under a running call. The owner's
+   * monitor is held only to count the call in and out, not during it. Once closed, throws
+   * ShardrecException EINVAL (what the C API answers for a destroyed handle).
+   */
+  final <T> T shared(SharedCall<T> call) {
+    long h;
+    synchronized (owner) {
+      h = owner.handle;
+      if (h == 0) {
+        throw new ShardrecException(
+            ShardrecException.EINVAL, getClass().getSimpleName() + " is closed");
+      }
+      ++owner.concurrentUses;
+    }
+    try {
+      return call.apply(h);
+    } finally {
+      synchronized (owner) {
+        if (--owner.concurrentUses == 0)
+          owner.notifyAll();
+      }
+      java.lang.ref.Reference.reachabilityFence(this);
+    }
+  }
+
   /** Releases the native object; calling it again does nothing. */
   @Override
   public final void close() {
