@@ -114,6 +114,18 @@ Status CheckOutput(int64_t batch, int64_t width, int64_t len, const char* what) 
   return Status::Ok();
 }
 
+// Inference only reads the parameters, so it takes no exclusive use; it refuses to start while a
+// mutating call holds the handle (what would otherwise be a silent data race).
+Status CheckNotTraining(const std::atomic<bool>& busy, const char* what) {
+  if (busy.load(std::memory_order_acquire)) {
+    return Status::InvalidUsage("the ", what,
+                                " is being changed by another thread (forward, backward, "
+                                "zero_grad, bind_tensor); inference must not overlap training "
+                                "calls on the same handle");
+  }
+  return Status::Ok();
+}
+
 Status TensorAt(const std::vector<dense::DenseTensor>& ts, size_t i, shardrec_dense_param_t* out) {
   SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
   if (i >= ts.size()) {
@@ -237,6 +249,19 @@ SHARDREC_API shardrec_status_t shardrec_mlp_forward(shardrec_mlp_t* mlp, const f
   });
 }
 
+SHARDREC_API shardrec_status_t shardrec_mlp_infer(const shardrec_mlp_t* mlp, const float* x,
+                                                  int64_t batch, float* y, int64_t y_len) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckOutput(batch, mlp->impl->out_dim(), y_len, "y"));
+    if (batch > 0 && (x == nullptr || y == nullptr)) {
+      return Status::InvalidArgument("MLP inference: x and y must not be NULL");
+    }
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckNotTraining(mlp->busy, "MLP"));
+    return mlp->impl->Infer(x, batch, y);
+  });
+}
+
 SHARDREC_API shardrec_status_t shardrec_mlp_backward(shardrec_mlp_t* mlp, const float* dy,
                                                      float* dx, shardrec_grad_ready_fn on_ready,
                                                      void* user) {
@@ -308,6 +333,16 @@ SHARDREC_API shardrec_status_t shardrec_dcn_forward(shardrec_dcn_t* dcn, const f
     SR_RETURN_IF_ERROR(use.status());
     SR_RETURN_IF_ERROR(shardrec::capi::CheckOutput(batch, dcn->impl->out_dim(), y_len, "y"));
     return dcn->impl->Forward(x0, batch, y);
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_dcn_infer(const shardrec_dcn_t* dcn, const float* x0,
+                                                  int64_t batch, float* y, int64_t y_len) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(dcn, "dcn"));
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckOutput(batch, dcn->impl->out_dim(), y_len, "y"));
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckNotTraining(dcn->busy, "DCN cross network"));
+    return dcn->impl->Infer(x0, batch, y);
   });
 }
 

@@ -17,7 +17,7 @@
  *             [--sync-every N] [--criteo FILE] [--seed X] [--plan-tables 0|1]
  *             [--rank R --world W [--unique-id HEX] [--unique-id-file PATH]]
  *             [--mpi 1]   (under mpirun: one rank per process on MPI_COMM_WORLD, MPI backend)
- *             [--launcher env]
+ *             [--launcher env] [--save DIR]
  * --launcher env: one rank per process, rank and world from the launcher (torchrun, mpirun,
  * srun; see docs/launch.md), no unique id to ship.
  */
@@ -35,6 +35,7 @@
 #include "dlrm_model.h"
 #include "dlrm_progress.h"
 #include "dlrm_rendezvous.h"
+#include "dlrm_save.h"
 
 #define MAX_WORLD 64
 
@@ -44,7 +45,8 @@ static int g_interaction = DLRM_INTERACTION_DOT;
 static int64_t g_max_rows = 100000;
 static uint64_t g_seed = 7;
 static const char* g_criteo = NULL;
-static int g_rank = -1; /* >= 0: one rank per process */
+static const char* g_save = NULL; /* --save DIR: checkpoint for serving after training */
+static int g_rank = -1;           /* >= 0: one rank per process */
 static int g_plan_tables = 0;
 static const char* g_unique_id = NULL;
 static const char* g_unique_id_file = NULL;
@@ -313,6 +315,18 @@ static void* run_rank(void* arg) {
   CHECK(shardrec_comm_allreduce(comm, &last_loss, &last_loss, 1, SHARDREC_DTYPE_FLOAT64,
                                 SHARDREC_REDUCE_SUM, NULL));
   last_loss /= W;
+  if (g_save != NULL) {
+    CHECK(dlrm_save(model, g_save));
+    /* The exact held-out AUC of the saved model (evaluated again: a Criteo file may have ended
+       the loop before its last evaluation), which examples/serve reproduces from it. */
+    if (g_eval_every > 0) CHECK(dlrm_evaluate(model, comm, &eval, &result));
+    if (rank == 0 && g_eval_every > 0) {
+      dlrm_progress_line(&g_out, "saved %s (held-out AUC %.17g over %lld samples)", g_save,
+                         result.auc, (long long)result.samples);
+    } else if (rank == 0) {
+      dlrm_progress_line(&g_out, "saved %s", g_save);
+    }
+  }
   if (rank == 0) print_breakdown(model, dlrm_ddp(model));
   if (rank == 0 || g_rank >= 0) {
     dlrm_progress_line(&g_out, "rank %d: final loss %.9g (mean over the last global batch)", rank,
@@ -336,12 +350,13 @@ static int usage(const char* argv0) {
           "          [--max-rows R] [--report K] [--eval-every K] [--eval-batches E]\n"
           "          [--sync-every N] [--criteo FILE] [--seed X] [--plan-tables 0|1]\n"
           "          [--rank R --world W [--unique-id HEX] [--unique-id-file PATH]]\n"
-          "          [--launcher env]\n"
+          "          [--launcher env] [--save DIR]\n"
           "  --launcher env: one rank per process, placed by torchrun, mpirun or srun;\n"
           "  --eval-every 0 turns the held-out evaluation off; --sync-every N averages the\n"
           "  replica groups every N steps (1: exact 2D); --rank runs one rank in this process\n"
           "  (rank 0 prints the unique id the others need, or writes it to --unique-id-file);\n"
-          "  --mpi 1 under mpirun takes rank and world from MPI_COMM_WORLD (MPI backend)\n",
+          "  --mpi 1 under mpirun takes rank and world from MPI_COMM_WORLD (MPI backend);\n"
+          "  --save DIR writes the trained model (tables and dense tensors) for serving\n",
           argv0);
   return 2;
 }
@@ -379,6 +394,8 @@ int main(int argc, char** argv) {
       g_seed = (uint64_t)atoll(v);
     else if (strcmp(a, "--criteo") == 0)
       g_criteo = v;
+    else if (strcmp(a, "--save") == 0)
+      g_save = v;
     else if (strcmp(a, "--rank") == 0)
       g_rank = atoi(v);
     else if (strcmp(a, "--unique-id") == 0)

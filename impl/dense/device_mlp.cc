@@ -92,6 +92,12 @@ Status DeviceMlp::BindTensor(size_t i, float* param, float* grad) {
   return Status::Ok();
 }
 
+Status DeviceMlp::Infer(const float*, int64_t, float*) const {
+  return Status::Unsupported("MLP inference on ", device_.ToString(),
+                             " is not supported: serving runs on the host; create the MLP with "
+                             "SHARDREC_DEVICE_HOST");
+}
+
 Status DeviceMlp::Forward(const float* x, int64_t batch, float* y) {
   if (batch < 0) return Status::InvalidArgument("batch size ", batch, " must be >= 0");
   if (batch > 0 && (x == nullptr || y == nullptr)) {

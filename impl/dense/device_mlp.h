@@ -44,6 +44,8 @@ class DeviceMlp final : public DenseLayer {
 
   // x and y are device pointers; x must stay valid until Backward has been enqueued and run.
   Status Forward(const float* x, int64_t batch, float* y) override;
+  // kUnsupported: serving runs on the host only (no device inference path yet).
+  Status Infer(const float* x, int64_t batch, float* y) const override;
   // dy and dx (may be null) are device pointers. on_ready(i) runs once tensor i's gradient
   // computation has been ENQUEUED (it is final on the stream, not yet on the host).
   Status Backward(const float* dy, float* dx, const std::function<void(size_t)>& on_ready) override;

@@ -176,6 +176,29 @@ Status DcnCross::Forward(const ExecContext& ctx, const float* x0, int64_t batch,
   return Status::Ok();
 }
 
+Status DcnCross::Infer(const ExecContext& ctx, const float* x0, int64_t batch, float* y) const {
+  if (batch < 0) return Status::InvalidArgument("batch size ", batch, " must be >= 0");
+  if (batch > 0 && (x0 == nullptr || y == nullptr)) {
+    return Status::InvalidArgument("DCN cross: null input or output");
+  }
+  const int64_t n = batch * width_;
+  if (n == 0) return Status::Ok();
+  const LinearShape down{width_, rank_, Activation::kNone};
+  const LinearShape up{rank_, width_, Activation::kNone};
+  // Forward's arithmetic in the same order; x_l and W V x_l + b are overwritten layer by layer.
+  std::vector<float> x(x0, x0 + n), v(static_cast<size_t>(batch * rank_)),
+      w(static_cast<size_t>(n));
+  for (int l = 0; l < num_layers_; ++l) {
+    SR_RETURN_IF_ERROR(
+        LinearForward(ctx, down, tensors_[3 * l].param, nullptr, x.data(), batch, v.data()));
+    SR_RETURN_IF_ERROR(LinearForward(ctx, up, tensors_[3 * l + 1].param, tensors_[3 * l + 2].param,
+                                     v.data(), batch, w.data()));
+    for (int64_t i = 0; i < n; ++i) x[i] = x0[i] * w[i] + x[i];
+  }
+  std::memcpy(y, x.data(), sizeof(float) * n);
+  return Status::Ok();
+}
+
 Status DcnCross::Backward(const ExecContext& ctx, const float* dy, float* dx0,
                           const std::function<void(size_t)>& on_ready) {
   if (batch_ < 0) return Status::InvalidUsage("DCN cross backward without a forward");

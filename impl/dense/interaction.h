@@ -29,7 +29,8 @@ Status DotInteractionBackward(const ExecContext& ctx, const float* dense, const 
 // Low-rank cross network: with x0 the input [B, D], layer l computes
 //   x_{l+1} = x0 * (W_l (V_l x_l) + b_l) + x_l     (element-wise product with x0)
 // with V_l [rank, D], W_l [D, rank], b_l [D]. The output is x_L, width D.
-// Thread-safety: one thread at a time; Forward keeps the batch's intermediates for Backward.
+// Thread-safety: one thread at a time, except Infer (const), which any number of threads may run
+// at once while nothing else runs; Forward keeps the batch's intermediates for Backward.
 class DcnCross {
  public:
   static Status Create(int64_t width, int num_layers, int64_t rank, uint64_t seed,
@@ -41,6 +42,8 @@ class DcnCross {
   Status BindTensor(size_t i, float* param, float* grad);
 
   Status Forward(const ExecContext& ctx, const float* x0, int64_t batch, float* y);
+  // Forward's y, bit for bit, with the intermediates in buffers of the call (nothing kept).
+  Status Infer(const ExecContext& ctx, const float* x0, int64_t batch, float* y) const;
   // Accumulates parameter gradients and writes dx0 (not null); on_ready as in Mlp::Backward.
   Status Backward(const ExecContext& ctx, const float* dy, float* dx0,
                   const std::function<void(size_t)>& on_ready = nullptr);

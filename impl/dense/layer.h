@@ -2,8 +2,9 @@
 // and a device implementation chosen once at creation (layer_factory.h), so callers never test
 // where it runs.
 //
-// Thread-safety: one thread at a time. Forward keeps its batch's intermediates for the following
-// Backward; a second Forward replaces them.
+// Thread-safety: one thread at a time, except Infer: any number of threads may call Infer at once
+// (it only reads the parameters), as long as no other member runs at the same time. Forward
+// keeps its batch's intermediates for the following Backward; a second Forward replaces them.
 // Stream behaviour: a host layer runs synchronously and ignores streams; a device layer only
 // enqueues on the stream it was created with (device_mlp.h).
 #pragma once
@@ -35,6 +36,10 @@ class DenseLayer {
 
   // y[batch, out_dim] from x[batch, in_dim]; x must stay valid until Backward has run.
   virtual Status Forward(const float* x, int64_t batch, float* y) = 0;
+  // Forward for serving: the same y, bit for bit, from the same arithmetic, with the
+  // intermediates in buffers of the call instead of the layer's, so it is const and reentrant.
+  // Host only: a device layer answers kUnsupported.
+  virtual Status Infer(const float* x, int64_t batch, float* y) const = 0;
   // Accumulates parameter gradients from dy (of the last Forward) and writes dx when the block
   // allows it to be null or it is given. on_ready(i) as Mlp::Backward / DeviceMlp::Backward.
   virtual Status Backward(const float* dy, float* dx,

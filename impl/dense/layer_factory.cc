@@ -28,6 +28,9 @@ class HostMlpLayer final : public DenseLayer {
   Status Forward(const float* x, int64_t batch, float* y) override {
     return mlp_->Forward(HostDenseContext(), x, batch, y);
   }
+  Status Infer(const float* x, int64_t batch, float* y) const override {
+    return mlp_->Infer(HostDenseContext(), x, batch, y);
+  }
   Status Backward(const float* dy, float* dx,
                   const std::function<void(size_t)>& on_ready) override {
     return mlp_->Backward(HostDenseContext(), dy, dx, on_ready);
@@ -55,6 +58,9 @@ class HostDcnLayer final : public DenseLayer {
   }
   Status Forward(const float* x, int64_t batch, float* y) override {
     return dcn_->Forward(HostDenseContext(), x, batch, y);
+  }
+  Status Infer(const float* x, int64_t batch, float* y) const override {
+    return dcn_->Infer(HostDenseContext(), x, batch, y);
   }
   Status Backward(const float* dy, float* dx,
                   const std::function<void(size_t)>& on_ready) override {

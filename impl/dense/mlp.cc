@@ -104,6 +104,30 @@ Status Mlp::Forward(const ExecContext& ctx, const float* x, int64_t batch, float
   return Status::Ok();
 }
 
+Status Mlp::Infer(const ExecContext& ctx, const float* x, int64_t batch, float* y) const {
+  if (batch < 0) return Status::InvalidArgument("batch size ", batch, " must be >= 0");
+  if (batch > 0 && (x == nullptr || y == nullptr)) {
+    return Status::InvalidArgument("MLP inference: input and output must not be null");
+  }
+  if (batch == 0) return Status::Ok();
+  // The same LinearForward calls as Forward on the same inputs, so the same bits; only where
+  // the hidden outputs are kept differs (the last layer writes y directly).
+  std::vector<float> ping, pong;
+  const float* in = x;
+  for (int l = 0; l < num_layers(); ++l) {
+    float* out = y;
+    if (l + 1 < num_layers()) {
+      std::vector<float>& buf = l % 2 == 0 ? ping : pong;
+      buf.resize(static_cast<size_t>(batch * layers_[l].out));
+      out = buf.data();
+    }
+    SR_RETURN_IF_ERROR(LinearForward(ctx, layers_[l], tensors_[2 * l].param,
+                                     tensors_[2 * l + 1].param, in, batch, out));
+    in = out;
+  }
+  return Status::Ok();
+}
+
 Status Mlp::BeginBackward(const float* dy, float* dx) {
   if (batch_ < 0) return Status::InvalidUsage("MLP backward without a forward");
   if (dy == nullptr && batch_ > 0) return Status::InvalidArgument("output gradient is null");

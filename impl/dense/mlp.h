@@ -2,7 +2,8 @@
 // gradients held as DenseTensors (weight then bias per layer) that a bucketer or a sharded
 // wrapper may rebind to storage of its own.
 //
-// Thread-safety: one thread at a time. Forward keeps the layer inputs and outputs of its batch
+// Thread-safety: one thread at a time, except Infer (const), which any number of threads may run
+// at once while nothing else runs. Forward keeps the layer inputs and outputs of its batch
 // for the following Backward; a second Forward replaces them.
 #pragma once
 
@@ -41,6 +42,9 @@ class Mlp {
 
   // y[batch, out_dim] from x[batch, in_dim]; x must stay valid until Backward returns.
   Status Forward(const ExecContext& ctx, const float* x, int64_t batch, float* y);
+  // Forward's y, bit for bit, without keeping anything for Backward: the layer outputs live in
+  // two buffers of the call, so concurrent calls share only the (read) parameters.
+  Status Infer(const ExecContext& ctx, const float* x, int64_t batch, float* y) const;
   // Accumulates parameter gradients from dy[batch, out_dim] (of the last Forward) and writes
   // dx[batch, in_dim] when dx is not null. on_ready(i) is called for each tensor once its
   // gradient is final, last layer first (what lets a bucketer start communicating early).

@@ -322,6 +322,30 @@ static void test_plan(void) {
   shardrec_plan_destroy(NULL);
 }
 
+/* ---- dense.h: the serving side ---------------------------------------------------------- */
+static void test_dense_infer(void) {
+  const int64_t outs[2] = {4, 1};
+  const float x[6] = {0.5f, -1.0f, 2.0f, 1.5f, 0.0f, -0.25f};
+  float fwd[2], inf[2], cross_fwd[6], cross_inf[6];
+  shardrec_mlp_options_t o = SHARDREC_MLP_OPTIONS_INIT;
+  shardrec_mlp_t* mlp = NULL;
+  shardrec_dcn_t* dcn = NULL;
+  o.in_features = 3;
+  o.out_features = outs;
+  o.num_layers = 2;
+  OK(shardrec_mlp_create(&mlp, &o));
+  OK(shardrec_mlp_forward(mlp, x, 2, fwd, 2));
+  OK(shardrec_mlp_infer(mlp, x, 2, inf, 2));
+  EXPECT(memcmp(fwd, inf, sizeof(fwd)) == 0);
+  EXPECT(shardrec_mlp_infer(mlp, x, 2, inf, 1) == SHARDREC_EINVAL);
+  shardrec_mlp_destroy(mlp);
+  OK(shardrec_dcn_create(&dcn, 3, 1, 2, 1, NULL));
+  OK(shardrec_dcn_forward(dcn, x, 2, cross_fwd, 6));
+  OK(shardrec_dcn_infer(dcn, x, 2, cross_inf, 6));
+  EXPECT(memcmp(cross_fwd, cross_inf, sizeof(cross_fwd)) == 0);
+  shardrec_dcn_destroy(dcn);
+}
+
 /* ---- tensor.h, embedding.h ---------------------------------------------------------------- */
 static shardrec_comm_t* g_group[4];
 static shardrec_plan_t* g_plan;
@@ -566,6 +590,7 @@ int main(void) {
   test_common();
   test_comm();
   test_plan();
+  test_dense_infer();
   snprintf(g_ckpt_dir, sizeof(g_ckpt_dir), "/tmp/shardrec_smoke_ckpt_%ld", (long)getpid());
   OK(shardrec_comm_create_local_group(g_group, 2, &options));
   g_plan = make_plan(2, SHARDREC_OPTIMIZER_ADAGRAD);

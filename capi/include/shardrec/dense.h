@@ -175,6 +175,26 @@ SHARDREC_API shardrec_status_t shardrec_mlp_forward(shardrec_mlp_t* mlp, const f
                                                     int64_t batch, float* y, int64_t y_len);
 
 /**
+ * Forward pass for serving: y[batch, out] from x[batch, in] (row-major), bit-identical to what
+ * shardrec_mlp_forward writes for the same parameters and input, but read-only on @p mlp: no
+ * gradient state, nothing kept for a backward, the layer outputs held in buffers of the call
+ * (allocated per call). @p x is not retained after the call returns.
+ * Thread-safety: any number of threads may call shardrec_mlp_infer on one MLP at once, each with
+ * its own @p y. No call that changes the MLP (forward, backward, zero_grad, bind_tensor, an
+ * optimizer step or a DDP/FSDP sync writing its parameters, destroy) may run at the same time;
+ * one that is seen running is refused with SHARDREC_EUSAGE (a best-effort check, not a lock).
+ * Host MLPs only; synchronous.
+ * @param x     [in] batch * in_features floats; may be NULL when batch is 0.
+ * @param y     [out] Caller buffer; may be NULL when batch is 0.
+ * @param y_len Elements available at @p y; must be >= batch * out_features.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (NULL mlp or buffers, batch < 0, y too small);
+ *         SHARDREC_EUNSUPPORTED (a CUDA MLP: serving runs on the host); SHARDREC_EUSAGE (a
+ *         training call is running on @p mlp). @p y is untouched on error.
+ */
+SHARDREC_API shardrec_status_t shardrec_mlp_infer(const shardrec_mlp_t* mlp, const float* x,
+                                                  int64_t batch, float* y, int64_t y_len);
+
+/**
  * Backward pass of the last forward: accumulates every parameter gradient from dy[batch, out]
  * and writes dx[batch, in] when @p dx is not NULL (the first layer of a model needs none). For a
  * CUDA MLP @p dy and @p dx are device pointers, the call only enqueues on the MLP's stream, and
@@ -234,6 +254,16 @@ SHARDREC_API void shardrec_dcn_destroy(shardrec_dcn_t* dcn);
  */
 SHARDREC_API shardrec_status_t shardrec_dcn_forward(shardrec_dcn_t* dcn, const float* x0,
                                                     int64_t batch, float* y, int64_t y_len);
+
+/**
+ * Forward for serving: y[batch, width] from x0[batch, width], bit-identical to
+ * shardrec_dcn_forward, read-only on @p dcn (intermediates in buffers of the call). Thread-safety,
+ * errors and rules as shardrec_mlp_infer (a cross network is always on the host).
+ * @return SHARDREC_OK; SHARDREC_EINVAL (NULL, batch < 0, y_len < batch * width);
+ *         SHARDREC_EUSAGE (a training call is running on @p dcn).
+ */
+SHARDREC_API shardrec_status_t shardrec_dcn_infer(const shardrec_dcn_t* dcn, const float* x0,
+                                                  int64_t batch, float* y, int64_t y_len);
 
 /**
  * Backward of the last forward: accumulates parameter gradients and writes dx0[batch, width]
