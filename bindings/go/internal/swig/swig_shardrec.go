@@ -295,217 +295,227 @@ typedef long long swig_type_262;
 typedef _goslice_ swig_type_263;
 typedef long long swig_type_264;
 typedef _gostring_ swig_type_265;
-typedef _gostring_ swig_type_266;
-typedef _goslice_ swig_type_267;
-typedef _gostring_ swig_type_268;
-typedef _goslice_ swig_type_269;
-typedef long long swig_type_270;
-typedef long long swig_type_271;
-typedef long long swig_type_272;
+typedef _goslice_ swig_type_266;
+typedef long long swig_type_267;
+typedef _goslice_ swig_type_268;
+typedef long long swig_type_269;
+typedef _gostring_ swig_type_270;
+typedef _gostring_ swig_type_271;
+typedef _goslice_ swig_type_272;
 typedef _gostring_ swig_type_273;
-typedef _gostring_ swig_type_274;
-typedef _goslice_ swig_type_275;
+typedef _goslice_ swig_type_274;
+typedef long long swig_type_275;
 typedef long long swig_type_276;
-typedef _goslice_ swig_type_277;
-typedef long long swig_type_278;
+typedef long long swig_type_277;
+typedef _gostring_ swig_type_278;
 typedef _gostring_ swig_type_279;
-typedef _gostring_ swig_type_280;
-typedef _goslice_ swig_type_281;
-typedef _gostring_ swig_type_282;
+typedef _goslice_ swig_type_280;
+typedef long long swig_type_281;
+typedef _goslice_ swig_type_282;
 typedef long long swig_type_283;
-typedef long long swig_type_284;
+typedef _gostring_ swig_type_284;
 typedef _goslice_ swig_type_285;
-typedef _gostring_ swig_type_286;
+typedef long long swig_type_286;
 typedef _goslice_ swig_type_287;
-typedef _goslice_ swig_type_288;
-typedef _goslice_ swig_type_289;
-typedef long long swig_type_290;
-typedef long long swig_type_291;
-typedef long long swig_type_292;
-typedef _goslice_ swig_type_293;
-typedef _goslice_ swig_type_294;
-typedef _gostring_ swig_type_295;
-typedef _goslice_ swig_type_296;
+typedef long long swig_type_288;
+typedef _gostring_ swig_type_289;
+typedef _gostring_ swig_type_290;
+typedef _goslice_ swig_type_291;
+typedef _gostring_ swig_type_292;
+typedef long long swig_type_293;
+typedef long long swig_type_294;
+typedef _goslice_ swig_type_295;
+typedef _gostring_ swig_type_296;
 typedef _goslice_ swig_type_297;
-typedef long long swig_type_298;
+typedef _goslice_ swig_type_298;
 typedef _goslice_ swig_type_299;
-typedef _goslice_ swig_type_300;
-typedef _gostring_ swig_type_301;
-typedef _goslice_ swig_type_302;
-typedef _gostring_ swig_type_303;
-typedef _gostring_ swig_type_304;
-typedef _goslice_ swig_type_305;
-typedef _gostring_ swig_type_306;
-typedef long long swig_type_307;
-typedef _gostring_ swig_type_308;
-typedef _gostring_ swig_type_309;
-typedef long long swig_type_310;
+typedef long long swig_type_300;
+typedef long long swig_type_301;
+typedef long long swig_type_302;
+typedef _goslice_ swig_type_303;
+typedef _goslice_ swig_type_304;
+typedef _gostring_ swig_type_305;
+typedef _goslice_ swig_type_306;
+typedef _goslice_ swig_type_307;
+typedef long long swig_type_308;
+typedef _goslice_ swig_type_309;
+typedef _goslice_ swig_type_310;
 typedef _gostring_ swig_type_311;
-typedef _gostring_ swig_type_312;
+typedef _goslice_ swig_type_312;
 typedef _gostring_ swig_type_313;
-typedef long long swig_type_314;
-typedef _gostring_ swig_type_315;
-typedef long long swig_type_316;
-typedef _gostring_ swig_type_317;
+typedef _gostring_ swig_type_314;
+typedef _goslice_ swig_type_315;
+typedef _gostring_ swig_type_316;
+typedef long long swig_type_317;
 typedef _gostring_ swig_type_318;
-typedef _goslice_ swig_type_319;
-typedef _gostring_ swig_type_320;
-typedef _goslice_ swig_type_321;
-typedef _goslice_ swig_type_322;
+typedef _gostring_ swig_type_319;
+typedef long long swig_type_320;
+typedef _gostring_ swig_type_321;
+typedef _gostring_ swig_type_322;
 typedef _gostring_ swig_type_323;
-typedef _goslice_ swig_type_324;
-typedef _goslice_ swig_type_325;
-typedef _gostring_ swig_type_326;
-typedef _goslice_ swig_type_327;
-typedef _goslice_ swig_type_328;
-typedef _gostring_ swig_type_329;
+typedef long long swig_type_324;
+typedef _gostring_ swig_type_325;
+typedef long long swig_type_326;
+typedef _gostring_ swig_type_327;
+typedef _gostring_ swig_type_328;
+typedef _goslice_ swig_type_329;
 typedef _gostring_ swig_type_330;
-typedef _gostring_ swig_type_331;
-typedef _gostring_ swig_type_332;
-typedef _goslice_ swig_type_333;
-typedef long long swig_type_334;
+typedef _goslice_ swig_type_331;
+typedef _goslice_ swig_type_332;
+typedef _gostring_ swig_type_333;
+typedef _goslice_ swig_type_334;
 typedef _goslice_ swig_type_335;
-typedef _goslice_ swig_type_336;
-typedef long long swig_type_337;
-typedef _gostring_ swig_type_338;
+typedef _gostring_ swig_type_336;
+typedef _goslice_ swig_type_337;
+typedef _goslice_ swig_type_338;
 typedef _gostring_ swig_type_339;
-typedef _goslice_ swig_type_340;
-typedef long long swig_type_341;
-typedef _goslice_ swig_type_342;
+typedef _gostring_ swig_type_340;
+typedef _gostring_ swig_type_341;
+typedef _gostring_ swig_type_342;
 typedef _goslice_ swig_type_343;
 typedef long long swig_type_344;
-typedef _gostring_ swig_type_345;
-typedef _gostring_ swig_type_346;
-typedef _goslice_ swig_type_347;
-typedef _goslice_ swig_type_348;
-typedef long long swig_type_349;
-typedef _gostring_ swig_type_350;
-typedef _goslice_ swig_type_351;
+typedef _goslice_ swig_type_345;
+typedef _goslice_ swig_type_346;
+typedef long long swig_type_347;
+typedef _gostring_ swig_type_348;
+typedef _gostring_ swig_type_349;
+typedef _goslice_ swig_type_350;
+typedef long long swig_type_351;
 typedef _goslice_ swig_type_352;
-typedef long long swig_type_353;
-typedef _gostring_ swig_type_354;
-typedef long long swig_type_355;
+typedef _goslice_ swig_type_353;
+typedef long long swig_type_354;
+typedef _gostring_ swig_type_355;
 typedef _gostring_ swig_type_356;
-typedef long long swig_type_357;
-typedef _gostring_ swig_type_358;
+typedef _goslice_ swig_type_357;
+typedef _goslice_ swig_type_358;
 typedef long long swig_type_359;
-typedef _goslice_ swig_type_360;
-typedef _gostring_ swig_type_361;
-typedef long long swig_type_362;
-typedef _goslice_ swig_type_363;
+typedef _gostring_ swig_type_360;
+typedef _goslice_ swig_type_361;
+typedef _goslice_ swig_type_362;
+typedef long long swig_type_363;
 typedef _gostring_ swig_type_364;
 typedef long long swig_type_365;
-typedef _goslice_ swig_type_366;
-typedef _gostring_ swig_type_367;
-typedef long long swig_type_368;
-typedef _goslice_ swig_type_369;
-typedef _gostring_ swig_type_370;
-typedef _goslice_ swig_type_371;
-typedef _goslice_ swig_type_372;
-typedef long long swig_type_373;
-typedef long long swig_type_374;
-typedef _gostring_ swig_type_375;
+typedef _gostring_ swig_type_366;
+typedef long long swig_type_367;
+typedef _gostring_ swig_type_368;
+typedef long long swig_type_369;
+typedef _goslice_ swig_type_370;
+typedef _gostring_ swig_type_371;
+typedef long long swig_type_372;
+typedef _goslice_ swig_type_373;
+typedef _gostring_ swig_type_374;
+typedef long long swig_type_375;
 typedef _goslice_ swig_type_376;
-typedef _goslice_ swig_type_377;
-typedef _goslice_ swig_type_378;
+typedef _gostring_ swig_type_377;
+typedef long long swig_type_378;
 typedef _goslice_ swig_type_379;
-typedef _goslice_ swig_type_380;
-typedef _gostring_ swig_type_381;
-typedef long long swig_type_382;
-typedef _goslice_ swig_type_383;
-typedef _gostring_ swig_type_384;
-typedef long long swig_type_385;
-typedef long long swig_type_386;
+typedef _gostring_ swig_type_380;
+typedef _goslice_ swig_type_381;
+typedef _goslice_ swig_type_382;
+typedef long long swig_type_383;
+typedef long long swig_type_384;
+typedef _gostring_ swig_type_385;
+typedef _goslice_ swig_type_386;
 typedef _goslice_ swig_type_387;
-typedef _gostring_ swig_type_388;
+typedef _goslice_ swig_type_388;
 typedef _goslice_ swig_type_389;
 typedef _goslice_ swig_type_390;
-typedef long long swig_type_391;
+typedef _gostring_ swig_type_391;
 typedef long long swig_type_392;
-typedef long long swig_type_393;
-typedef _goslice_ swig_type_394;
+typedef _goslice_ swig_type_393;
+typedef _gostring_ swig_type_394;
 typedef long long swig_type_395;
-typedef _gostring_ swig_type_396;
+typedef long long swig_type_396;
 typedef _goslice_ swig_type_397;
-typedef _goslice_ swig_type_398;
+typedef _gostring_ swig_type_398;
 typedef _goslice_ swig_type_399;
-typedef _gostring_ swig_type_400;
+typedef _goslice_ swig_type_400;
 typedef long long swig_type_401;
 typedef long long swig_type_402;
-typedef _goslice_ swig_type_403;
-typedef long long swig_type_404;
-typedef _gostring_ swig_type_405;
-typedef long long swig_type_406;
+typedef long long swig_type_403;
+typedef _goslice_ swig_type_404;
+typedef long long swig_type_405;
+typedef _gostring_ swig_type_406;
 typedef _goslice_ swig_type_407;
-typedef long long swig_type_408;
-typedef _gostring_ swig_type_409;
-typedef long long swig_type_410;
-typedef _goslice_ swig_type_411;
-typedef _goslice_ swig_type_412;
-typedef _gostring_ swig_type_413;
+typedef _goslice_ swig_type_408;
+typedef _goslice_ swig_type_409;
+typedef _gostring_ swig_type_410;
+typedef long long swig_type_411;
+typedef long long swig_type_412;
+typedef _goslice_ swig_type_413;
 typedef long long swig_type_414;
-typedef _goslice_ swig_type_415;
-typedef _gostring_ swig_type_416;
-typedef long long swig_type_417;
-typedef _goslice_ swig_type_418;
+typedef _gostring_ swig_type_415;
+typedef long long swig_type_416;
+typedef _goslice_ swig_type_417;
+typedef long long swig_type_418;
 typedef _gostring_ swig_type_419;
 typedef long long swig_type_420;
 typedef _goslice_ swig_type_421;
-typedef long long swig_type_422;
+typedef _goslice_ swig_type_422;
 typedef _gostring_ swig_type_423;
 typedef long long swig_type_424;
-typedef _gostring_ swig_type_425;
-typedef long long swig_type_426;
-typedef _gostring_ swig_type_427;
-typedef long long swig_type_428;
+typedef _goslice_ swig_type_425;
+typedef _gostring_ swig_type_426;
+typedef long long swig_type_427;
+typedef _goslice_ swig_type_428;
 typedef _gostring_ swig_type_429;
-typedef _gostring_ swig_type_430;
-typedef _gostring_ swig_type_431;
-typedef _goslice_ swig_type_432;
+typedef long long swig_type_430;
+typedef _goslice_ swig_type_431;
+typedef long long swig_type_432;
 typedef _gostring_ swig_type_433;
-typedef _goslice_ swig_type_434;
+typedef long long swig_type_434;
 typedef _gostring_ swig_type_435;
-typedef _goslice_ swig_type_436;
+typedef long long swig_type_436;
 typedef _gostring_ swig_type_437;
-typedef _goslice_ swig_type_438;
+typedef long long swig_type_438;
 typedef _gostring_ swig_type_439;
-typedef long long swig_type_440;
-typedef _goslice_ swig_type_441;
+typedef _gostring_ swig_type_440;
+typedef _gostring_ swig_type_441;
 typedef _goslice_ swig_type_442;
-typedef _goslice_ swig_type_443;
-typedef _gostring_ swig_type_444;
-typedef _goslice_ swig_type_445;
-typedef _gostring_ swig_type_446;
-typedef _goslice_ swig_type_447;
-typedef _gostring_ swig_type_448;
-typedef _goslice_ swig_type_449;
-typedef _gostring_ swig_type_450;
-typedef _gostring_ swig_type_451;
+typedef _gostring_ swig_type_443;
+typedef _goslice_ swig_type_444;
+typedef _gostring_ swig_type_445;
+typedef _goslice_ swig_type_446;
+typedef _gostring_ swig_type_447;
+typedef _goslice_ swig_type_448;
+typedef _gostring_ swig_type_449;
+typedef long long swig_type_450;
+typedef _goslice_ swig_type_451;
 typedef _goslice_ swig_type_452;
 typedef _goslice_ swig_type_453;
 typedef _gostring_ swig_type_454;
-typedef _gostring_ swig_type_455;
+typedef _goslice_ swig_type_455;
 typedef _gostring_ swig_type_456;
 typedef _goslice_ swig_type_457;
 typedef _gostring_ swig_type_458;
-typedef _gostring_ swig_type_459;
-typedef _goslice_ swig_type_460;
+typedef _goslice_ swig_type_459;
+typedef _gostring_ swig_type_460;
 typedef _gostring_ swig_type_461;
-typedef long long swig_type_462;
-typedef long long swig_type_463;
-typedef _goslice_ swig_type_464;
-typedef _goslice_ swig_type_465;
-typedef _goslice_ swig_type_466;
+typedef _goslice_ swig_type_462;
+typedef _goslice_ swig_type_463;
+typedef _gostring_ swig_type_464;
+typedef _gostring_ swig_type_465;
+typedef _gostring_ swig_type_466;
 typedef _goslice_ swig_type_467;
-typedef _goslice_ swig_type_468;
+typedef _gostring_ swig_type_468;
 typedef _gostring_ swig_type_469;
-typedef long long swig_type_470;
-typedef long long swig_type_471;
-typedef _goslice_ swig_type_472;
-typedef _goslice_ swig_type_473;
+typedef _goslice_ swig_type_470;
+typedef _gostring_ swig_type_471;
+typedef long long swig_type_472;
+typedef long long swig_type_473;
 typedef _goslice_ swig_type_474;
 typedef _goslice_ swig_type_475;
-typedef long long swig_type_476;
+typedef _goslice_ swig_type_476;
+typedef _goslice_ swig_type_477;
+typedef _goslice_ swig_type_478;
+typedef _gostring_ swig_type_479;
+typedef long long swig_type_480;
+typedef long long swig_type_481;
+typedef _goslice_ swig_type_482;
+typedef _goslice_ swig_type_483;
+typedef _goslice_ swig_type_484;
+typedef _goslice_ swig_type_485;
+typedef long long swig_type_486;
 extern void _wrap_Swig_free_swig_e4abab864e429f70(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_swig_e4abab864e429f70(swig_intgo arg1);
 extern swig_intgo _wrap_OK_swig_e4abab864e429f70(void);
@@ -872,89 +882,91 @@ extern swig_intgo _wrap_DENSE_MATH_TF32_swig_e4abab864e429f70(void);
 extern swig_intgo _wrap_DENSE_MATH_BF16_swig_e4abab864e429f70(void);
 extern void _wrap_mlp_destroy_swig_e4abab864e429f70(uintptr_t arg1);
 extern swig_type_260 _wrap_mlp_forward_swig_e4abab864e429f70(uintptr_t arg1, swig_type_261 arg2, swig_type_262 arg3, swig_type_263 arg4, swig_type_264 arg5);
-extern swig_type_265 _wrap_mlp_zero_grad_swig_e4abab864e429f70(uintptr_t arg1);
-extern swig_type_266 _wrap_mlp_num_tensors_swig_e4abab864e429f70(uintptr_t arg1, swig_type_267 arg2);
-extern swig_type_268 _wrap_dcn_create_swig_e4abab864e429f70(swig_type_269 arg1, swig_type_270 arg2, swig_intgo arg3, swig_type_271 arg4, swig_type_272 arg5, swig_type_273 arg6);
+extern swig_type_265 _wrap_mlp_infer_swig_e4abab864e429f70(uintptr_t arg1, swig_type_266 arg2, swig_type_267 arg3, swig_type_268 arg4, swig_type_269 arg5);
+extern swig_type_270 _wrap_mlp_zero_grad_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_271 _wrap_mlp_num_tensors_swig_e4abab864e429f70(uintptr_t arg1, swig_type_272 arg2);
+extern swig_type_273 _wrap_dcn_create_swig_e4abab864e429f70(swig_type_274 arg1, swig_type_275 arg2, swig_intgo arg3, swig_type_276 arg4, swig_type_277 arg5, swig_type_278 arg6);
 extern void _wrap_dcn_destroy_swig_e4abab864e429f70(uintptr_t arg1);
-extern swig_type_274 _wrap_dcn_forward_swig_e4abab864e429f70(uintptr_t arg1, swig_type_275 arg2, swig_type_276 arg3, swig_type_277 arg4, swig_type_278 arg5);
-extern swig_type_279 _wrap_dcn_zero_grad_swig_e4abab864e429f70(uintptr_t arg1);
-extern swig_type_280 _wrap_dcn_num_tensors_swig_e4abab864e429f70(uintptr_t arg1, swig_type_281 arg2);
-extern swig_type_282 _wrap_dot_interaction_width_swig_e4abab864e429f70(swig_type_283 arg1, swig_type_284 arg2, swig_type_285 arg3);
-extern swig_type_286 _wrap_dot_interaction_backward_swig_e4abab864e429f70(swig_type_287 arg1, swig_type_288 arg2, swig_type_289 arg3, swig_type_290 arg4, swig_type_291 arg5, swig_type_292 arg6, swig_type_293 arg7, swig_type_294 arg8);
-extern swig_type_295 _wrap_bce_with_logits_swig_e4abab864e429f70(swig_type_296 arg1, swig_type_297 arg2, swig_type_298 arg3, double arg4, swig_type_299 arg5, swig_type_300 arg6);
-extern swig_type_301 _wrap_dense_optimizer_create_swig_e4abab864e429f70(swig_type_302 arg1, uintptr_t arg2);
+extern swig_type_279 _wrap_dcn_forward_swig_e4abab864e429f70(uintptr_t arg1, swig_type_280 arg2, swig_type_281 arg3, swig_type_282 arg4, swig_type_283 arg5);
+extern swig_type_284 _wrap_dcn_infer_swig_e4abab864e429f70(uintptr_t arg1, swig_type_285 arg2, swig_type_286 arg3, swig_type_287 arg4, swig_type_288 arg5);
+extern swig_type_289 _wrap_dcn_zero_grad_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_290 _wrap_dcn_num_tensors_swig_e4abab864e429f70(uintptr_t arg1, swig_type_291 arg2);
+extern swig_type_292 _wrap_dot_interaction_width_swig_e4abab864e429f70(swig_type_293 arg1, swig_type_294 arg2, swig_type_295 arg3);
+extern swig_type_296 _wrap_dot_interaction_backward_swig_e4abab864e429f70(swig_type_297 arg1, swig_type_298 arg2, swig_type_299 arg3, swig_type_300 arg4, swig_type_301 arg5, swig_type_302 arg6, swig_type_303 arg7, swig_type_304 arg8);
+extern swig_type_305 _wrap_bce_with_logits_swig_e4abab864e429f70(swig_type_306 arg1, swig_type_307 arg2, swig_type_308 arg3, double arg4, swig_type_309 arg5, swig_type_310 arg6);
+extern swig_type_311 _wrap_dense_optimizer_create_swig_e4abab864e429f70(swig_type_312 arg1, uintptr_t arg2);
 extern void _wrap_dense_optimizer_destroy_swig_e4abab864e429f70(uintptr_t arg1);
-extern swig_type_303 _wrap_dense_optimizer_set_learning_rate_swig_e4abab864e429f70(uintptr_t arg1, float arg2);
-extern swig_type_304 _wrap_dense_optimizer_steps_swig_e4abab864e429f70(uintptr_t arg1, swig_type_305 arg2);
-extern swig_type_306 _wrap_dense_optimizer_set_steps_swig_e4abab864e429f70(uintptr_t arg1, swig_type_307 arg2);
+extern swig_type_313 _wrap_dense_optimizer_set_learning_rate_swig_e4abab864e429f70(uintptr_t arg1, float arg2);
+extern swig_type_314 _wrap_dense_optimizer_steps_swig_e4abab864e429f70(uintptr_t arg1, swig_type_315 arg2);
+extern swig_type_316 _wrap_dense_optimizer_set_steps_swig_e4abab864e429f70(uintptr_t arg1, swig_type_317 arg2);
 extern swig_intgo _wrap_DDP_COMPRESSION_NONE_swig_e4abab864e429f70(void);
 extern swig_intgo _wrap_DDP_COMPRESSION_BF16_swig_e4abab864e429f70(void);
 extern void _wrap_ddp_destroy_swig_e4abab864e429f70(uintptr_t arg1);
-extern swig_type_308 _wrap_ddp_zero_grad_swig_e4abab864e429f70(uintptr_t arg1);
-extern swig_type_309 _wrap_ddp_mark_ready_swig_e4abab864e429f70(uintptr_t arg1, swig_type_310 arg2);
-extern swig_type_311 _wrap_ddp_finish_swig_e4abab864e429f70(uintptr_t arg1);
-extern swig_type_312 _wrap_ddp_set_sync_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_318 _wrap_ddp_zero_grad_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_319 _wrap_ddp_mark_ready_swig_e4abab864e429f70(uintptr_t arg1, swig_type_320 arg2);
+extern swig_type_321 _wrap_ddp_finish_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_322 _wrap_ddp_set_sync_swig_e4abab864e429f70(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_fsdp_destroy_swig_e4abab864e429f70(uintptr_t arg1);
-extern swig_type_313 _wrap_fsdp_release_swig_e4abab864e429f70(uintptr_t arg1, swig_type_314 arg2);
-extern swig_type_315 _wrap_fsdp_reduce_grad_swig_e4abab864e429f70(uintptr_t arg1, swig_type_316 arg2);
-extern swig_type_317 _wrap_fsdp_step_swig_e4abab864e429f70(uintptr_t arg1);
-extern swig_type_318 _wrap_bind_dense_blas_threads_swig_e4abab864e429f70(swig_type_319 arg1);
-extern swig_type_320 _wrap_bind_mlp_dims_swig_e4abab864e429f70(uintptr_t arg1, swig_type_321 arg2, swig_type_322 arg3);
-extern swig_type_323 _wrap_bind_mlp_device_swig_e4abab864e429f70(uintptr_t arg1, swig_type_324 arg2, swig_type_325 arg3);
-extern swig_type_326 _wrap_bind_fsdp_memory_swig_e4abab864e429f70(uintptr_t arg1, swig_type_327 arg2, swig_type_328 arg3);
+extern swig_type_323 _wrap_fsdp_release_swig_e4abab864e429f70(uintptr_t arg1, swig_type_324 arg2);
+extern swig_type_325 _wrap_fsdp_reduce_grad_swig_e4abab864e429f70(uintptr_t arg1, swig_type_326 arg2);
+extern swig_type_327 _wrap_fsdp_step_swig_e4abab864e429f70(uintptr_t arg1);
+extern swig_type_328 _wrap_bind_dense_blas_threads_swig_e4abab864e429f70(swig_type_329 arg1);
+extern swig_type_330 _wrap_bind_mlp_dims_swig_e4abab864e429f70(uintptr_t arg1, swig_type_331 arg2, swig_type_332 arg3);
+extern swig_type_333 _wrap_bind_mlp_device_swig_e4abab864e429f70(uintptr_t arg1, swig_type_334 arg2, swig_type_335 arg3);
+extern swig_type_336 _wrap_bind_fsdp_memory_swig_e4abab864e429f70(uintptr_t arg1, swig_type_337 arg2, swig_type_338 arg3);
 extern uintptr_t _wrap_bind_param_list_new_swig_e4abab864e429f70(void);
 extern void _wrap_bind_param_list_free_swig_e4abab864e429f70(uintptr_t arg1);
-extern swig_type_329 _wrap_bind_param_list_add_mlp_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_330 _wrap_bind_param_list_add_dcn_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_331 _wrap_bind_dense_optimizer_step_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_332 _wrap_bind_mlp_create_swig_e4abab864e429f70(swig_type_333 arg1, swig_type_334 arg2, swig_type_335 arg3, swig_type_336 arg4, swig_type_337 arg5, swig_type_338 arg6);
-extern swig_type_339 _wrap_bind_mlp_create_on_swig_e4abab864e429f70(swig_type_340 arg1, swig_type_341 arg2, swig_type_342 arg3, swig_type_343 arg4, swig_type_344 arg5, swig_type_345 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
-extern swig_type_346 _wrap_bind_mlp_backward_swig_e4abab864e429f70(uintptr_t arg1, swig_type_347 arg2, swig_type_348 arg3, uintptr_t arg4, swig_type_349 arg5);
-extern swig_type_350 _wrap_bind_dcn_backward_swig_e4abab864e429f70(uintptr_t arg1, swig_type_351 arg2, swig_type_352 arg3, uintptr_t arg4, swig_type_353 arg5);
-extern swig_type_354 _wrap_bind_mlp_use_ddp_grads_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2, swig_type_355 arg3);
-extern swig_type_356 _wrap_bind_dcn_use_ddp_grads_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2, swig_type_357 arg3);
-extern swig_type_358 _wrap_bind_mlp_tensor_info_swig_e4abab864e429f70(uintptr_t arg1, swig_type_359 arg2, swig_voidp arg3, swig_type_360 arg4);
-extern swig_type_361 _wrap_bind_dcn_tensor_info_swig_e4abab864e429f70(uintptr_t arg1, swig_type_362 arg2, swig_voidp arg3, swig_type_363 arg4);
-extern swig_type_364 _wrap_bind_mlp_copy_tensor_swig_e4abab864e429f70(uintptr_t arg1, swig_type_365 arg2, swig_intgo arg3, swig_type_366 arg4, swig_intgo arg5);
-extern swig_type_367 _wrap_bind_dcn_copy_tensor_swig_e4abab864e429f70(uintptr_t arg1, swig_type_368 arg2, swig_intgo arg3, swig_type_369 arg4, swig_intgo arg5);
-extern swig_type_370 _wrap_bind_ddp_create_swig_e4abab864e429f70(swig_type_371 arg1, uintptr_t arg2, swig_type_372 arg3, swig_type_373 arg4, swig_type_374 arg5, swig_intgo arg6);
-extern swig_type_375 _wrap_bind_ddp_stats_swig_e4abab864e429f70(uintptr_t arg1, swig_type_376 arg2, swig_type_377 arg3, swig_type_378 arg4, swig_type_379 arg5, swig_type_380 arg6);
-extern swig_type_381 _wrap_bind_ddp_bucket_size_swig_e4abab864e429f70(uintptr_t arg1, swig_type_382 arg2, swig_type_383 arg3);
-extern swig_type_384 _wrap_bind_ddp_bucket_tensor_swig_e4abab864e429f70(uintptr_t arg1, swig_type_385 arg2, swig_type_386 arg3, swig_type_387 arg4);
-extern swig_type_388 _wrap_bind_dot_interaction_forward_swig_e4abab864e429f70(swig_type_389 arg1, swig_type_390 arg2, swig_type_391 arg3, swig_type_392 arg4, swig_type_393 arg5, swig_type_394 arg6, swig_type_395 arg7);
-extern swig_type_396 _wrap_bind_fsdp_create_swig_e4abab864e429f70(swig_type_397 arg1, uintptr_t arg2, swig_type_398 arg3, swig_type_399 arg4, uintptr_t arg5);
-extern swig_type_400 _wrap_bind_fsdp_gather_swig_e4abab864e429f70(uintptr_t arg1, swig_type_401 arg2, swig_type_402 arg3, swig_type_403 arg4, swig_type_404 arg5);
-extern swig_type_405 _wrap_bind_fsdp_add_grad_swig_e4abab864e429f70(uintptr_t arg1, swig_type_406 arg2, swig_type_407 arg3, swig_type_408 arg4);
-extern swig_type_409 _wrap_bind_fsdp_shard_range_swig_e4abab864e429f70(uintptr_t arg1, swig_type_410 arg2, swig_type_411 arg3, swig_type_412 arg4);
-extern swig_type_413 _wrap_bind_fsdp_read_shard_swig_e4abab864e429f70(uintptr_t arg1, swig_type_414 arg2, swig_type_415 arg3);
-extern swig_type_416 _wrap_bind_dense_optimizer_state_count_swig_e4abab864e429f70(uintptr_t arg1, swig_type_417 arg2, swig_intgo arg3, swig_type_418 arg4);
-extern swig_type_419 _wrap_bind_dense_optimizer_state_copy_swig_e4abab864e429f70(uintptr_t arg1, swig_type_420 arg2, swig_intgo arg3, swig_type_421 arg4, swig_type_422 arg5, swig_intgo arg6);
-extern swig_type_423 _wrap_bind_ddp_set_external_swig_e4abab864e429f70(uintptr_t arg1, swig_type_424 arg2, uintptr_t arg3);
-extern swig_type_425 _wrap_bind_mlp_bind_storage_swig_e4abab864e429f70(uintptr_t arg1, swig_type_426 arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_427 _wrap_bind_dcn_bind_storage_swig_e4abab864e429f70(uintptr_t arg1, swig_type_428 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_339 _wrap_bind_param_list_add_mlp_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_340 _wrap_bind_param_list_add_dcn_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_341 _wrap_bind_dense_optimizer_step_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_342 _wrap_bind_mlp_create_swig_e4abab864e429f70(swig_type_343 arg1, swig_type_344 arg2, swig_type_345 arg3, swig_type_346 arg4, swig_type_347 arg5, swig_type_348 arg6);
+extern swig_type_349 _wrap_bind_mlp_create_on_swig_e4abab864e429f70(swig_type_350 arg1, swig_type_351 arg2, swig_type_352 arg3, swig_type_353 arg4, swig_type_354 arg5, swig_type_355 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
+extern swig_type_356 _wrap_bind_mlp_backward_swig_e4abab864e429f70(uintptr_t arg1, swig_type_357 arg2, swig_type_358 arg3, uintptr_t arg4, swig_type_359 arg5);
+extern swig_type_360 _wrap_bind_dcn_backward_swig_e4abab864e429f70(uintptr_t arg1, swig_type_361 arg2, swig_type_362 arg3, uintptr_t arg4, swig_type_363 arg5);
+extern swig_type_364 _wrap_bind_mlp_use_ddp_grads_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2, swig_type_365 arg3);
+extern swig_type_366 _wrap_bind_dcn_use_ddp_grads_swig_e4abab864e429f70(uintptr_t arg1, uintptr_t arg2, swig_type_367 arg3);
+extern swig_type_368 _wrap_bind_mlp_tensor_info_swig_e4abab864e429f70(uintptr_t arg1, swig_type_369 arg2, swig_voidp arg3, swig_type_370 arg4);
+extern swig_type_371 _wrap_bind_dcn_tensor_info_swig_e4abab864e429f70(uintptr_t arg1, swig_type_372 arg2, swig_voidp arg3, swig_type_373 arg4);
+extern swig_type_374 _wrap_bind_mlp_copy_tensor_swig_e4abab864e429f70(uintptr_t arg1, swig_type_375 arg2, swig_intgo arg3, swig_type_376 arg4, swig_intgo arg5);
+extern swig_type_377 _wrap_bind_dcn_copy_tensor_swig_e4abab864e429f70(uintptr_t arg1, swig_type_378 arg2, swig_intgo arg3, swig_type_379 arg4, swig_intgo arg5);
+extern swig_type_380 _wrap_bind_ddp_create_swig_e4abab864e429f70(swig_type_381 arg1, uintptr_t arg2, swig_type_382 arg3, swig_type_383 arg4, swig_type_384 arg5, swig_intgo arg6);
+extern swig_type_385 _wrap_bind_ddp_stats_swig_e4abab864e429f70(uintptr_t arg1, swig_type_386 arg2, swig_type_387 arg3, swig_type_388 arg4, swig_type_389 arg5, swig_type_390 arg6);
+extern swig_type_391 _wrap_bind_ddp_bucket_size_swig_e4abab864e429f70(uintptr_t arg1, swig_type_392 arg2, swig_type_393 arg3);
+extern swig_type_394 _wrap_bind_ddp_bucket_tensor_swig_e4abab864e429f70(uintptr_t arg1, swig_type_395 arg2, swig_type_396 arg3, swig_type_397 arg4);
+extern swig_type_398 _wrap_bind_dot_interaction_forward_swig_e4abab864e429f70(swig_type_399 arg1, swig_type_400 arg2, swig_type_401 arg3, swig_type_402 arg4, swig_type_403 arg5, swig_type_404 arg6, swig_type_405 arg7);
+extern swig_type_406 _wrap_bind_fsdp_create_swig_e4abab864e429f70(swig_type_407 arg1, uintptr_t arg2, swig_type_408 arg3, swig_type_409 arg4, uintptr_t arg5);
+extern swig_type_410 _wrap_bind_fsdp_gather_swig_e4abab864e429f70(uintptr_t arg1, swig_type_411 arg2, swig_type_412 arg3, swig_type_413 arg4, swig_type_414 arg5);
+extern swig_type_415 _wrap_bind_fsdp_add_grad_swig_e4abab864e429f70(uintptr_t arg1, swig_type_416 arg2, swig_type_417 arg3, swig_type_418 arg4);
+extern swig_type_419 _wrap_bind_fsdp_shard_range_swig_e4abab864e429f70(uintptr_t arg1, swig_type_420 arg2, swig_type_421 arg3, swig_type_422 arg4);
+extern swig_type_423 _wrap_bind_fsdp_read_shard_swig_e4abab864e429f70(uintptr_t arg1, swig_type_424 arg2, swig_type_425 arg3);
+extern swig_type_426 _wrap_bind_dense_optimizer_state_count_swig_e4abab864e429f70(uintptr_t arg1, swig_type_427 arg2, swig_intgo arg3, swig_type_428 arg4);
+extern swig_type_429 _wrap_bind_dense_optimizer_state_copy_swig_e4abab864e429f70(uintptr_t arg1, swig_type_430 arg2, swig_intgo arg3, swig_type_431 arg4, swig_type_432 arg5, swig_intgo arg6);
+extern swig_type_433 _wrap_bind_ddp_set_external_swig_e4abab864e429f70(uintptr_t arg1, swig_type_434 arg2, uintptr_t arg3);
+extern swig_type_435 _wrap_bind_mlp_bind_storage_swig_e4abab864e429f70(uintptr_t arg1, swig_type_436 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_437 _wrap_bind_dcn_bind_storage_swig_e4abab864e429f70(uintptr_t arg1, swig_type_438 arg2, uintptr_t arg3, uintptr_t arg4);
 extern swig_intgo _wrap_SERVING_AS_TRAINED_swig_e4abab864e429f70(void);
 extern swig_intgo _wrap_SERVING_FP32_swig_e4abab864e429f70(void);
 extern swig_intgo _wrap_SERVING_FP16_swig_e4abab864e429f70(void);
 extern swig_intgo _wrap_SERVING_BF16_swig_e4abab864e429f70(void);
 extern swig_intgo _wrap_SERVING_INT8_swig_e4abab864e429f70(void);
 extern swig_intgo _wrap_SERVING_INT4_swig_e4abab864e429f70(void);
-extern swig_type_429 _wrap_inference_save_swig_e4abab864e429f70(uintptr_t arg1, swig_type_430 arg2);
+extern swig_type_439 _wrap_inference_save_swig_e4abab864e429f70(uintptr_t arg1, swig_type_440 arg2);
 extern void _wrap_inference_destroy_swig_e4abab864e429f70(uintptr_t arg1);
-extern swig_type_431 _wrap_inference_output_dim_swig_e4abab864e429f70(uintptr_t arg1, swig_type_432 arg2);
-extern swig_type_433 _wrap_inference_is_sequence_swig_e4abab864e429f70(uintptr_t arg1, swig_type_434 arg2);
-extern swig_type_435 _wrap_inference_num_features_swig_e4abab864e429f70(uintptr_t arg1, swig_type_436 arg2);
-extern swig_type_437 _wrap_inference_num_tables_swig_e4abab864e429f70(uintptr_t arg1, swig_type_438 arg2);
-extern swig_type_439 _wrap_inference_table_info_swig_e4abab864e429f70(uintptr_t arg1, swig_type_440 arg2, swig_voidp arg3, swig_type_441 arg4, swig_type_442 arg5, swig_type_443 arg6);
-extern swig_type_444 _wrap_inference_version_swig_e4abab864e429f70(uintptr_t arg1, swig_type_445 arg2);
-extern swig_type_446 _wrap_inference_pin_swig_e4abab864e429f70(uintptr_t arg1, swig_type_447 arg2);
+extern swig_type_441 _wrap_inference_output_dim_swig_e4abab864e429f70(uintptr_t arg1, swig_type_442 arg2);
+extern swig_type_443 _wrap_inference_is_sequence_swig_e4abab864e429f70(uintptr_t arg1, swig_type_444 arg2);
+extern swig_type_445 _wrap_inference_num_features_swig_e4abab864e429f70(uintptr_t arg1, swig_type_446 arg2);
+extern swig_type_447 _wrap_inference_num_tables_swig_e4abab864e429f70(uintptr_t arg1, swig_type_448 arg2);
+extern swig_type_449 _wrap_inference_table_info_swig_e4abab864e429f70(uintptr_t arg1, swig_type_450 arg2, swig_voidp arg3, swig_type_451 arg4, swig_type_452 arg5, swig_type_453 arg6);
+extern swig_type_454 _wrap_inference_version_swig_e4abab864e429f70(uintptr_t arg1, swig_type_455 arg2);
+extern swig_type_456 _wrap_inference_pin_swig_e4abab864e429f70(uintptr_t arg1, swig_type_457 arg2);
 extern void _wrap_inference_unpin_swig_e4abab864e429f70(uintptr_t arg1);
-extern swig_type_448 _wrap_inference_snapshot_version_swig_e4abab864e429f70(uintptr_t arg1, swig_type_449 arg2);
-extern swig_type_450 _wrap_inference_snapshot_dense_tensor_swig_e4abab864e429f70(uintptr_t arg1, swig_type_451 arg2, swig_type_452 arg3, swig_type_453 arg4);
-extern swig_type_454 _wrap_inference_reload_swig_e4abab864e429f70(uintptr_t arg1, swig_type_455 arg2);
-extern swig_type_456 _wrap_bind_inference_open_swig_e4abab864e429f70(swig_type_457 arg1, swig_type_458 arg2, swig_intgo arg3, swig_intgo arg4, swig_intgo arg5, swig_type_459 arg6, swig_type_460 arg7);
-extern swig_type_461 _wrap_bind_inference_lookup_swig_e4abab864e429f70(uintptr_t arg1, swig_type_462 arg2, swig_type_463 arg3, swig_type_464 arg4, swig_type_465 arg5, swig_type_466 arg6, swig_type_467 arg7, swig_type_468 arg8);
-extern swig_type_469 _wrap_bind_inference_snapshot_lookup_swig_e4abab864e429f70(uintptr_t arg1, swig_type_470 arg2, swig_type_471 arg3, swig_type_472 arg4, swig_type_473 arg5, swig_type_474 arg6, swig_type_475 arg7);
-extern uintptr_t _wrap_bind_host_alloc_floats_swig_e4abab864e429f70(swig_type_476 arg1);
+extern swig_type_458 _wrap_inference_snapshot_version_swig_e4abab864e429f70(uintptr_t arg1, swig_type_459 arg2);
+extern swig_type_460 _wrap_inference_snapshot_dense_tensor_swig_e4abab864e429f70(uintptr_t arg1, swig_type_461 arg2, swig_type_462 arg3, swig_type_463 arg4);
+extern swig_type_464 _wrap_inference_reload_swig_e4abab864e429f70(uintptr_t arg1, swig_type_465 arg2);
+extern swig_type_466 _wrap_bind_inference_open_swig_e4abab864e429f70(swig_type_467 arg1, swig_type_468 arg2, swig_intgo arg3, swig_intgo arg4, swig_intgo arg5, swig_type_469 arg6, swig_type_470 arg7);
+extern swig_type_471 _wrap_bind_inference_lookup_swig_e4abab864e429f70(uintptr_t arg1, swig_type_472 arg2, swig_type_473 arg3, swig_type_474 arg4, swig_type_475 arg5, swig_type_476 arg6, swig_type_477 arg7, swig_type_478 arg8);
+extern swig_type_479 _wrap_bind_inference_snapshot_lookup_swig_e4abab864e429f70(uintptr_t arg1, swig_type_480 arg2, swig_type_481 arg3, swig_type_482 arg4, swig_type_483 arg5, swig_type_484 arg6, swig_type_485 arg7);
+extern uintptr_t _wrap_bind_host_alloc_floats_swig_e4abab864e429f70(swig_type_486 arg1);
 extern void _wrap_bind_host_free_swig_e4abab864e429f70(uintptr_t arg1);
 #undef intgo
 */
@@ -4636,6 +4648,26 @@ func Mlp_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	return swig_r_1
 }
 
+func Mlp_infer(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 int64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	swig_r_p := C._wrap_mlp_infer_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_266)(unsafe.Pointer(&_swig_i_1)), C.swig_type_267(_swig_i_2), *(*C.swig_type_268)(unsafe.Pointer(&_swig_i_3)), C.swig_type_269(_swig_i_4))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
 func Mlp_zero_grad(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
@@ -4650,7 +4682,7 @@ func Mlp_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mlp_num_tensors_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_267)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_mlp_num_tensors_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_272)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4668,7 +4700,7 @@ func Dcn_create(arg1 []uintptr, arg2 int64, arg3 int, arg4 int64, arg5 uint64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dcn_create_swig_e4abab864e429f70(*(*C.swig_type_269)(unsafe.Pointer(&_swig_i_0)), C.swig_type_270(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_271(_swig_i_3), C.swig_type_272(_swig_i_4), *(*C.swig_type_273)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_dcn_create_swig_e4abab864e429f70(*(*C.swig_type_274)(unsafe.Pointer(&_swig_i_0)), C.swig_type_275(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_276(_swig_i_3), C.swig_type_277(_swig_i_4), *(*C.swig_type_278)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4693,7 +4725,27 @@ func Dcn_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dcn_forward_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_275)(unsafe.Pointer(&_swig_i_1)), C.swig_type_276(_swig_i_2), *(*C.swig_type_277)(unsafe.Pointer(&_swig_i_3)), C.swig_type_278(_swig_i_4))
+	swig_r_p := C._wrap_dcn_forward_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_280)(unsafe.Pointer(&_swig_i_1)), C.swig_type_281(_swig_i_2), *(*C.swig_type_282)(unsafe.Pointer(&_swig_i_3)), C.swig_type_283(_swig_i_4))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Dcn_infer(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 int64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	swig_r_p := C._wrap_dcn_infer_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_1)), C.swig_type_286(_swig_i_2), *(*C.swig_type_287)(unsafe.Pointer(&_swig_i_3)), C.swig_type_288(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4720,7 +4772,7 @@ func Dcn_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dcn_num_tensors_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_281)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dcn_num_tensors_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_291)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4735,7 +4787,7 @@ func Dot_interaction_width(arg1 int64, arg2 int64, arg3 []int64) (_swig_ret erro
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dot_interaction_width_swig_e4abab864e429f70(C.swig_type_283(_swig_i_0), C.swig_type_284(_swig_i_1), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_dot_interaction_width_swig_e4abab864e429f70(C.swig_type_293(_swig_i_0), C.swig_type_294(_swig_i_1), *(*C.swig_type_295)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4755,7 +4807,7 @@ func Dot_interaction_backward(arg1 []float32, arg2 []float32, arg3 []float32, ar
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_dot_interaction_backward_swig_e4abab864e429f70(*(*C.swig_type_287)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_288)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_289)(unsafe.Pointer(&_swig_i_2)), C.swig_type_290(_swig_i_3), C.swig_type_291(_swig_i_4), C.swig_type_292(_swig_i_5), *(*C.swig_type_293)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_294)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_dot_interaction_backward_swig_e4abab864e429f70(*(*C.swig_type_297)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_298)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_299)(unsafe.Pointer(&_swig_i_2)), C.swig_type_300(_swig_i_3), C.swig_type_301(_swig_i_4), C.swig_type_302(_swig_i_5), *(*C.swig_type_303)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_304)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4785,7 +4837,7 @@ func Bce_with_logits(arg1 []float32, arg2 []float32, arg3 int64, arg4 float64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bce_with_logits_swig_e4abab864e429f70(*(*C.swig_type_296)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_297)(unsafe.Pointer(&_swig_i_1)), C.swig_type_298(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_299)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_300)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bce_with_logits_swig_e4abab864e429f70(*(*C.swig_type_306)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_307)(unsafe.Pointer(&_swig_i_1)), C.swig_type_308(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_309)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_310)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4808,7 +4860,7 @@ func Dense_optimizer_create(arg1 []uintptr, arg2 Optimizer_config) (_swig_ret er
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_dense_optimizer_create_swig_e4abab864e429f70(*(*C.swig_type_302)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_create_swig_e4abab864e429f70(*(*C.swig_type_312)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4838,7 +4890,7 @@ func Dense_optimizer_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_steps_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_305)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dense_optimizer_steps_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_315)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4852,7 +4904,7 @@ func Dense_optimizer_set_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_307(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_317(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4894,7 +4946,7 @@ func Ddp_mark_ready(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_ddp_mark_ready_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_310(_swig_i_1))
+	swig_r_p := C._wrap_ddp_mark_ready_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_320(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4931,7 +4983,7 @@ func Fsdp_release(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_release_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_314(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_release_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_324(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4942,7 +4994,7 @@ func Fsdp_reduce_grad(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_reduce_grad_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_316(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_reduce_grad_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_326(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4962,7 +5014,7 @@ func Fsdp_step(arg1 uintptr) (_swig_ret error) {
 func Bind_dense_blas_threads(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_bind_dense_blas_threads_swig_e4abab864e429f70(*(*C.swig_type_319)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_bind_dense_blas_threads_swig_e4abab864e429f70(*(*C.swig_type_329)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4977,7 +5029,7 @@ func Bind_mlp_dims(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_dims_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_321)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_322)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_dims_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_331)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_332)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4995,7 +5047,7 @@ func Bind_mlp_device(arg1 uintptr, arg2 []int32, arg3 []int32) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_device_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_324)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_325)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_device_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_334)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_335)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5013,7 +5065,7 @@ func Bind_fsdp_memory(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_memory_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_327)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_328)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_memory_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_337)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_338)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5078,7 +5130,7 @@ func Bind_mlp_create(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_mlp_create_swig_e4abab864e429f70(*(*C.swig_type_333)(unsafe.Pointer(&_swig_i_0)), C.swig_type_334(_swig_i_1), *(*C.swig_type_335)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_336)(unsafe.Pointer(&_swig_i_3)), C.swig_type_337(_swig_i_4), *(*C.swig_type_338)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_mlp_create_swig_e4abab864e429f70(*(*C.swig_type_343)(unsafe.Pointer(&_swig_i_0)), C.swig_type_344(_swig_i_1), *(*C.swig_type_345)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_346)(unsafe.Pointer(&_swig_i_3)), C.swig_type_347(_swig_i_4), *(*C.swig_type_348)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5108,7 +5160,7 @@ func Bind_mlp_create_on(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, 
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_bind_mlp_create_on_swig_e4abab864e429f70(*(*C.swig_type_340)(unsafe.Pointer(&_swig_i_0)), C.swig_type_341(_swig_i_1), *(*C.swig_type_342)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_343)(unsafe.Pointer(&_swig_i_3)), C.swig_type_344(_swig_i_4), *(*C.swig_type_345)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
+	swig_r_p := C._wrap_bind_mlp_create_on_swig_e4abab864e429f70(*(*C.swig_type_350)(unsafe.Pointer(&_swig_i_0)), C.swig_type_351(_swig_i_1), *(*C.swig_type_352)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_353)(unsafe.Pointer(&_swig_i_3)), C.swig_type_354(_swig_i_4), *(*C.swig_type_355)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5134,7 +5186,7 @@ func Bind_mlp_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_backward_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_347)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_348)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_349(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_backward_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_357)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_358)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_359(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5154,7 +5206,7 @@ func Bind_dcn_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_backward_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_351)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_352)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_353(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_backward_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_361)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_362)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_363(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5172,7 +5224,7 @@ func Bind_mlp_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_355(_swig_i_2))
+	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_365(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5184,7 +5236,7 @@ func Bind_dcn_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_357(_swig_i_2))
+	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_367(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5197,7 +5249,7 @@ func Bind_mlp_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_359(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_360)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_369(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_370)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -5214,7 +5266,7 @@ func Bind_dcn_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_362(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_363)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_372(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_373)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -5232,7 +5284,7 @@ func Bind_mlp_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_365(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_366)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_375(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_376)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5249,7 +5301,7 @@ func Bind_dcn_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_368(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_369)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_378(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_379)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5267,7 +5319,7 @@ func Bind_ddp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 int64, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_create_swig_e4abab864e429f70(*(*C.swig_type_371)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_372)(unsafe.Pointer(&_swig_i_2)), C.swig_type_373(_swig_i_3), C.swig_type_374(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_ddp_create_swig_e4abab864e429f70(*(*C.swig_type_381)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_382)(unsafe.Pointer(&_swig_i_2)), C.swig_type_383(_swig_i_3), C.swig_type_384(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5288,7 +5340,7 @@ func Bind_ddp_stats(arg1 uintptr, arg2 []int64, arg3 []int64, arg4 []float64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_stats_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_376)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_377)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_378)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_379)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_380)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_ddp_stats_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_386)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_387)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_388)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_389)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_390)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5315,7 +5367,7 @@ func Bind_ddp_bucket_size(arg1 uintptr, arg2 int64, arg3 []uint64) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_382(_swig_i_1), *(*C.swig_type_383)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_392(_swig_i_1), *(*C.swig_type_393)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5331,7 +5383,7 @@ func Bind_ddp_bucket_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []uint64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_385(_swig_i_1), C.swig_type_386(_swig_i_2), *(*C.swig_type_387)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_395(_swig_i_1), C.swig_type_396(_swig_i_2), *(*C.swig_type_397)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5350,7 +5402,7 @@ func Bind_dot_interaction_forward(arg1 []float32, arg2 []float32, arg3 int64, ar
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_e4abab864e429f70(*(*C.swig_type_389)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_390)(unsafe.Pointer(&_swig_i_1)), C.swig_type_391(_swig_i_2), C.swig_type_392(_swig_i_3), C.swig_type_393(_swig_i_4), *(*C.swig_type_394)(unsafe.Pointer(&_swig_i_5)), C.swig_type_395(_swig_i_6))
+	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_e4abab864e429f70(*(*C.swig_type_399)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_400)(unsafe.Pointer(&_swig_i_1)), C.swig_type_401(_swig_i_2), C.swig_type_402(_swig_i_3), C.swig_type_403(_swig_i_4), *(*C.swig_type_404)(unsafe.Pointer(&_swig_i_5)), C.swig_type_405(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5373,7 +5425,7 @@ func Bind_fsdp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 []float32
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_bind_fsdp_create_swig_e4abab864e429f70(*(*C.swig_type_397)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_398)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_399)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_create_swig_e4abab864e429f70(*(*C.swig_type_407)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_408)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_409)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5396,7 +5448,7 @@ func Bind_fsdp_gather(arg1 uintptr, arg2 int64, arg3 int64, arg4 []float32, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_fsdp_gather_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_401(_swig_i_1), C.swig_type_402(_swig_i_2), *(*C.swig_type_403)(unsafe.Pointer(&_swig_i_3)), C.swig_type_404(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_gather_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_411(_swig_i_1), C.swig_type_412(_swig_i_2), *(*C.swig_type_413)(unsafe.Pointer(&_swig_i_3)), C.swig_type_414(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5412,7 +5464,7 @@ func Bind_fsdp_add_grad(arg1 uintptr, arg2 int64, arg3 []float32, arg4 int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_406(_swig_i_1), *(*C.swig_type_407)(unsafe.Pointer(&_swig_i_2)), C.swig_type_408(_swig_i_3))
+	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_416(_swig_i_1), *(*C.swig_type_417)(unsafe.Pointer(&_swig_i_2)), C.swig_type_418(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5428,7 +5480,7 @@ func Bind_fsdp_shard_range(arg1 uintptr, arg2 int64, arg3 []int64, arg4 []int64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_410(_swig_i_1), *(*C.swig_type_411)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_412)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_420(_swig_i_1), *(*C.swig_type_421)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_422)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5446,7 +5498,7 @@ func Bind_fsdp_read_shard(arg1 uintptr, arg2 int64, arg3 []float32) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_414(_swig_i_1), *(*C.swig_type_415)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_424(_swig_i_1), *(*C.swig_type_425)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5462,7 +5514,7 @@ func Bind_dense_optimizer_state_count(arg1 uintptr, arg2 int64, arg3 int, arg4 [
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_417(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_418)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_427(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_428)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5480,7 +5532,7 @@ func Bind_dense_optimizer_state_copy(arg1 uintptr, arg2 int64, arg3 int, arg4 []
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_420(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_421)(unsafe.Pointer(&_swig_i_3)), C.swig_type_422(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_430(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_431)(unsafe.Pointer(&_swig_i_3)), C.swig_type_432(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5495,7 +5547,7 @@ func Bind_ddp_set_external(arg1 uintptr, arg2 int64, arg3 uintptr) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_set_external_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_424(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_bind_ddp_set_external_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_434(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5508,7 +5560,7 @@ func Bind_mlp_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_426(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_436(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5521,7 +5573,7 @@ func Bind_dcn_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_428(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_438(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5577,7 +5629,7 @@ func Inference_save(arg1 uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_save_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_430)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_save_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_440)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5596,7 +5648,7 @@ func Inference_output_dim(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_output_dim_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_432)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_output_dim_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_442)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5610,7 +5662,7 @@ func Inference_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_is_sequence_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_434)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_is_sequence_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_444)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5624,7 +5676,7 @@ func Inference_num_features(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_num_features_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_436)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_num_features_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_446)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5638,7 +5690,7 @@ func Inference_num_tables(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_num_tables_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_438)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_num_tables_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_448)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5656,7 +5708,7 @@ func Inference_table_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64, 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_inference_table_info_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_440(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_441)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_442)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_443)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_inference_table_info_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_450(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_451)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_452)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_453)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -5677,7 +5729,7 @@ func Inference_version(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_version_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_445)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_version_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_455)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5691,7 +5743,7 @@ func Inference_pin(arg1 uintptr, arg2 []uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_pin_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_447)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_pin_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_457)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5710,7 +5762,7 @@ func Inference_snapshot_version(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_snapshot_version_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_449)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_snapshot_version_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_459)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5726,7 +5778,7 @@ func Inference_snapshot_dense_tensor(arg1 uintptr, arg2 string, arg3 []uintptr, 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_inference_snapshot_dense_tensor_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_451)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_452)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_453)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_inference_snapshot_dense_tensor_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_461)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_462)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_463)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5746,7 +5798,7 @@ func Inference_reload(arg1 uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_reload_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_455)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_reload_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), *(*C.swig_type_465)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5765,7 +5817,7 @@ func Bind_inference_open(arg1 []uintptr, arg2 string, arg3 int, arg4 int, arg5 i
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_inference_open_swig_e4abab864e429f70(*(*C.swig_type_457)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_458)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), *(*C.swig_type_459)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_460)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_inference_open_swig_e4abab864e429f70(*(*C.swig_type_467)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_468)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), *(*C.swig_type_469)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_470)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5794,7 +5846,7 @@ func Bind_inference_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, a
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_inference_lookup_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_462(_swig_i_1), C.swig_type_463(_swig_i_2), *(*C.swig_type_464)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_465)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_466)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_467)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_468)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_bind_inference_lookup_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_472(_swig_i_1), C.swig_type_473(_swig_i_2), *(*C.swig_type_474)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_475)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_476)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_477)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_478)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5825,7 +5877,7 @@ func Bind_inference_snapshot_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 [
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_inference_snapshot_lookup_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_470(_swig_i_1), C.swig_type_471(_swig_i_2), *(*C.swig_type_472)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_473)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_474)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_475)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_inference_snapshot_lookup_swig_e4abab864e429f70(C.uintptr_t(_swig_i_0), C.swig_type_480(_swig_i_1), C.swig_type_481(_swig_i_2), *(*C.swig_type_482)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_483)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_484)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_485)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5847,7 +5899,7 @@ func Bind_inference_snapshot_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 [
 func Bind_host_alloc_floats(arg1 int64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_e4abab864e429f70(C.swig_type_476(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_e4abab864e429f70(C.swig_type_486(_swig_i_0)))
 	return swig_r
 }
 

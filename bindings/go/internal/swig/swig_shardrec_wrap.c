@@ -8101,6 +8101,44 @@ _gostring_ _wrap_mlp_forward_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, _
 }
 
 
+_gostring_ _wrap_mlp_infer_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+  shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
+  float *arg2 = (float *) 0 ;
+  int64_t arg3 ;
+  float *arg4 = (float *) 0 ;
+  int64_t arg5 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mlp_t *)_swig_go_0; 
+  arg2 = (float *)_swig_go_1.array; 
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = (float *)_swig_go_3.array; 
+  arg5 = (int64_t)_swig_go_4; 
+  
+  result = (shardrec_status_t)shardrec_mlp_infer((struct shardrec_mlp const *)arg1,(float const *)arg2,arg3,arg4,arg5);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_mlp_zero_grad_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
@@ -8234,6 +8272,44 @@ _gostring_ _wrap_dcn_forward_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, _
   arg5 = (int64_t)_swig_go_4; 
   
   result = (shardrec_status_t)shardrec_dcn_forward(arg1,(float const *)arg2,arg3,arg4,arg5);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dcn_infer_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+  shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
+  float *arg2 = (float *) 0 ;
+  int64_t arg3 ;
+  float *arg4 = (float *) 0 ;
+  int64_t arg5 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_dcn_t *)_swig_go_0; 
+  arg2 = (float *)_swig_go_1.array; 
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = (float *)_swig_go_3.array; 
+  arg5 = (int64_t)_swig_go_4; 
+  
+  result = (shardrec_status_t)shardrec_dcn_infer((struct shardrec_dcn const *)arg1,(float const *)arg2,arg3,arg4,arg5);
   
   if (result < 0) {
     size_t len = shardrec_last_error_copy(NULL, 0);

@@ -4044,6 +4044,15 @@ extern "C" {
     ) -> shardrec_status_t;
 }
 extern "C" {
+    pub fn shardrec_mlp_infer(
+        mlp: *const shardrec_mlp_t,
+        x: *const f32,
+        batch: i64,
+        y: *mut f32,
+        y_len: i64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
     pub fn shardrec_mlp_backward(
         mlp: *mut shardrec_mlp_t,
         dy: *const f32,
@@ -4092,6 +4101,15 @@ extern "C" {
 extern "C" {
     pub fn shardrec_dcn_forward(
         dcn: *mut shardrec_dcn_t,
+        x0: *const f32,
+        batch: i64,
+        y: *mut f32,
+        y_len: i64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_dcn_infer(
+        dcn: *const shardrec_dcn_t,
         x0: *const f32,
         batch: i64,
         y: *mut f32,

@@ -9,6 +9,7 @@ mod ddp;
 mod device;
 mod dense;
 mod embedding;
+mod frozen;
 mod inference;
 mod mesh;
 mod plan;
@@ -31,6 +32,7 @@ pub use embedding::{
     BoundsPolicy, CommEncoding, EmbeddingCollection, EmbeddingOptions, Kjt, NonFinitePolicy,
     OutputBlock, StateInfo, StepTimings, TableMemory,
 };
+pub use frozen::{FrozenDcn, FrozenMlp};
 pub use inference::{Inference, InferenceOptions, InferenceTable, ServingStorage, Snapshot};
 pub use mesh::{
     Mesh, MeshCoords, MeshLayout, MeshOptions, SyncBuffer, SyncHook, SyncMode, SyncStats,
