@@ -1,5 +1,5 @@
-// The pieces save and load share: the rank agreement on a local verdict, and the copy of the
-// part of a stored record that overlaps a destination block (chunked, checksum-verified,
+// The pieces save and load share: the rank agreement on a local verdict, and (record_copy.h) the
+// copy of the part of a stored record that overlaps a destination block (chunked, verified,
 // dtype-converted).
 #pragma once
 
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "impl/checkpoint/format.h"
+#include "impl/checkpoint/record_copy.h"
 #include "impl/comm/communicator.h"
 #include "impl/core/status.h"
 
@@ -16,30 +17,5 @@ namespace shardrec::checkpoint {
 // Collective: returns `local` on this rank; when this rank is fine but another failed, an error
 // with that rank's code naming it and `what`.
 Status Agree(comm::Communicator& comm, const Status& local, const char* what);
-
-// A block of a destination tensor in host memory, placed like a Record.
-struct Target {
-  DType dtype = DType::kFloat32;
-  int64_t row_offset = 0, col_offset = 0;
-  int64_t rows = 0, cols = 0;
-  void* data = nullptr;
-  int64_t row_stride = 0;  // elements
-};
-
-// The rows and columns (global) where `rec` and `dst` overlap; false when they do not.
-bool Overlap(const Record& rec, const Target& dst, int64_t* r0, int64_t* r1, int64_t* c0,
-             int64_t* c1);
-int64_t OverlapArea(const Record& rec, const Target& dst);
-
-// Reads the chunks of `rec` that hold the overlap, verifies each against its checksum (when the
-// record has them) and writes the overlap into `dst`, converting between fp32/fp16/bf16.
-// kCorrupt naming `path` and the record when a chunk's checksum fails or the file is short.
-Status CopyOverlap(const ReadableFile& file, const std::string& path, const Record& rec,
-                   const Target& dst, std::vector<uint8_t>* buffer);
-
-// Reads and verifies (without copying) the chunks of `rec` that CopyOverlap would read for
-// `dst`; kCorrupt as CopyOverlap. Records without checksums pass.
-Status VerifyOverlap(const ReadableFile& file, const std::string& path, const Record& rec,
-                     const Target& dst, std::vector<uint8_t>* buffer);
 
 }  // namespace shardrec::checkpoint

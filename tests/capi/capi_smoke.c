@@ -583,6 +583,68 @@ static void run_ranks(int n, void* (*fn)(void*)) {
   for (i = 0; i < n; ++i) pthread_join(t[i], NULL);
 }
 
+/* ---- inference.h ------------------------------------------------------------------------- */
+/* Opens the checkpoint the mesh run left, looks up an empty batch, saves and reopens a serving
+ * file, pins a snapshot and reloads. */
+static void test_inference(void) {
+  shardrec_inference_options_t o = SHARDREC_INFERENCE_OPTIONS_INIT;
+  shardrec_table_storage_t ts = SHARDREC_TABLE_STORAGE_INIT;
+  shardrec_inference_t* inf = NULL;
+  shardrec_inference_version_t* ver = NULL;
+  shardrec_kjt_view_t kjt = SHARDREC_KJT_VIEW_INIT;
+  int32_t lengths[16] = {0}, storage = -1, dim32 = 0, seq = -1;
+  float out[256];
+  const float* data = NULL;
+  const char* name = NULL;
+  size_t nf = 0, nt = 0, count = 0;
+  int64_t dim = 0, rows = 0;
+  uint64_t v = 0;
+  char path[300];
+  OK(shardrec_inference_options_init(&o, SHARDREC_INFERENCE_OPTIONS_VERSION));
+  ts.table = "big";
+  ts.storage = SHARDREC_SERVING_INT8;
+  o.table_storage = &ts;
+  o.num_table_storage = 1;
+  OK(shardrec_inference_open(g_ckpt_dir, &o, &inf));
+  OK(shardrec_inference_num_features(inf, &nf));
+  OK(shardrec_inference_num_tables(inf, &nt));
+  OK(shardrec_inference_output_dim(inf, &dim));
+  OK(shardrec_inference_is_sequence(inf, &seq));
+  EXPECT(nf > 0 && nf <= 16 && nt > 0 && dim > 0 && dim <= 256 && seq == 0);
+  OK(shardrec_inference_table_info(inf, 0, &name, &rows, &dim32, &storage));
+  EXPECT(name != NULL && rows > 0 && dim32 > 0 && storage != SHARDREC_SERVING_AS_TRAINED);
+  kjt.batch_size = 1;
+  kjt.num_features = nf;
+  kjt.lengths = lengths;
+  kjt.num_lengths = nf;
+  OK(shardrec_inference_lookup(inf, &kjt, out, (size_t)dim, &v));
+  EXPECT(v == 1 && out[0] == 0.0f);
+  OK(shardrec_inference_dense_tensor(inf, "dense.w", &data, &count, &v));
+  EXPECT(count == 3 && data != NULL && data[0] == 1.5f);
+  snprintf(path, sizeof(path), "%s/model.serving", g_ckpt_dir);
+  OK(shardrec_inference_save(inf, path));
+  OK(shardrec_inference_pin(inf, &ver));
+  OK(shardrec_inference_reload(inf, g_ckpt_dir));
+  OK(shardrec_inference_version(inf, &v));
+  EXPECT(v == 2);
+  OK(shardrec_inference_snapshot_version(ver, &v));
+  EXPECT(v == 1);
+  OK(shardrec_inference_snapshot_lookup(ver, &kjt, out, (size_t)dim));
+  OK(shardrec_inference_snapshot_dense_tensor(ver, "dense.w", &data, &count));
+  EXPECT(count == 3 && data[2] == 0.25f);
+  shardrec_inference_unpin(ver);
+  shardrec_inference_destroy(inf);
+  inf = NULL;
+  OK(shardrec_inference_open(path, NULL, &inf));
+  OK(shardrec_inference_lookup(inf, &kjt, out, (size_t)dim, NULL));
+  shardrec_inference_destroy(inf);
+  o.device_type = SHARDREC_DEVICE_CUDA;
+  EXPECT(shardrec_inference_open(g_ckpt_dir, &o, &inf) == SHARDREC_EUNSUPPORTED);
+  EXPECT(inf == NULL);
+  shardrec_inference_destroy(NULL);
+  shardrec_inference_unpin(NULL);
+}
+
 int main(void) {
   shardrec_comm_options_t options = SHARDREC_COMM_OPTIONS_INIT;
   int i;
@@ -599,6 +661,7 @@ int main(void) {
   OK(shardrec_comm_create_local_group(g_group, 4, &options));
   if (g_plan && g_group[0]) run_ranks(4, mesh_rank);
   for (i = 0; i < 4; ++i) shardrec_comm_destroy(g_group[i]);
+  test_inference();
   shardrec_plan_destroy(g_plan);
   {
     char cmd[300];

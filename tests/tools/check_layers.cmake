@@ -23,8 +23,11 @@ set(allow_ddp "core;optim;comm;dense")
 set(allow_replica "core;sharding;optim;comm;embedding")
 set(allow_checkpoint "core;sharding;optim;comm;embedding;dense;ddp;replica")
 # The plugin serves every module's CUDA twins behind the plain-C table.
+# Serving reads checkpoints through their format and verified record reader, never the
+# collection or a communicator.
+set(allow_serving "core;sharding;checkpoint")
 set(allow_cuda_plugin "core;sharding;optim;comm;dense;embedding;ddp")
-set(modules core optim sharding comm dense planner embedding ddp replica checkpoint cuda_plugin)
+set(modules core optim sharding comm dense planner embedding ddp replica checkpoint serving cuda_plugin)
 
 # The one host-side file that may include impl/embedding/gpu/ (engine.h MakeEngine).
 set(gpu_engine_factory "impl/embedding/engine_factory.cc")

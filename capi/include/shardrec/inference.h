@@ -60,7 +60,7 @@ typedef struct shardrec_inference shardrec_inference_t;
 
 /** A pinned snapshot of one version of an inference handle: its tables and dense tensors stay
  *  valid and unchanged until shardrec_inference_unpin, whatever reloads happen meanwhile. */
-typedef struct shardrec_inference_version shardrec_inference_version_t;
+typedef struct shardrec_inference_snapshot shardrec_inference_version_t;
 
 /** How a table's rows are stored for serving (stored as int32_t in option structs). */
 typedef enum shardrec_serving_storage {

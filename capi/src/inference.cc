@@ -1,0 +1,301 @@
+// C API of the inference collection (shardrec/inference.h): argument checks and conversions over
+// impl/serving. Every read-path call pins the current version with one atomic load.
+#include "shardrec/inference.h"
+
+#include <array>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "capi/src/guard.h"
+#include "capi/src/versioned.h"
+#include "impl/serving/inference.h"
+#include "impl/serving/lookup.h"
+#include "impl/serving/serving_file.h"
+#include "shardrec/embedding.h"
+
+struct shardrec_inference {
+  std::unique_ptr<shardrec::serving::Inference> impl;
+};
+
+struct shardrec_inference_snapshot {
+  std::shared_ptr<const shardrec::serving::Model> model;
+};
+
+namespace shardrec::capi {
+namespace {
+
+using serving::Model;
+
+Status CheckHandle(const shardrec_inference_t* inf) {
+  if (inf == nullptr || !inf->impl) return Status::InvalidArgument("inference handle is NULL");
+  return Status::Ok();
+}
+
+Status CheckSnapshot(const shardrec_inference_version_t* ver) {
+  if (ver == nullptr || !ver->model) return Status::InvalidArgument("snapshot is NULL");
+  return Status::Ok();
+}
+
+Status CheckPath(const char* path) {
+  if (path == nullptr || *path == '\0')
+    return Status::InvalidArgument("path must not be NULL or empty");
+  return Status::Ok();
+}
+
+Status CheckStorage(int32_t s, const std::string& what) {
+  if (!serving::IsValidStorage(s))
+    return Status::Unsupported(what, ": storage ", s,
+                               " is not a host serving storage (SHARDREC_SERVING_AS_TRAINED .. "
+                               "INT4); device storage is not supported");
+  return Status::Ok();
+}
+
+Status ToOptions(const shardrec_inference_options_t* o, serving::OpenOptions* out) {
+  if (o == nullptr) return Status::Ok();
+  SR_RETURN_IF_ERROR(CheckStructVersion(o->version, SHARDREC_INFERENCE_OPTIONS_VERSION, "options"));
+  if (o->device_type != SHARDREC_DEVICE_HOST)
+    return Status::Unsupported("options.device_type ", o->device_type,
+                               ": inference collections live in host memory only "
+                               "(SHARDREC_DEVICE_HOST); GPU serving is not supported");
+  SR_RETURN_IF_ERROR(CheckStorage(o->default_storage, "options.default_storage"));
+  out->default_storage = static_cast<serving::Storage>(o->default_storage);
+  if (o->bounds_policy < SHARDREC_BOUNDS_ERROR || o->bounds_policy > SHARDREC_BOUNDS_SKIP)
+    return Status::InvalidArgument("options.bounds_policy ", o->bounds_policy,
+                                   " is not a shardrec_bounds_policy_t");
+  out->bounds = static_cast<serving::Bounds>(o->bounds_policy);
+  if (o->num_table_storage > 0 && o->table_storage == nullptr)
+    return Status::InvalidArgument("options.table_storage is NULL but num_table_storage is ",
+                                   o->num_table_storage);
+  for (size_t i = 0; i < o->num_table_storage; ++i) {
+    const shardrec_table_storage_t& ts = o->table_storage[i];
+    const std::string what = "options.table_storage[" + std::to_string(i) + "]";
+    SR_RETURN_IF_ERROR(CheckStructVersion(ts.version, SHARDREC_TABLE_STORAGE_VERSION, what));
+    if (ts.table == nullptr) return Status::InvalidArgument(what, ".table is NULL");
+    SR_RETURN_IF_ERROR(CheckStorage(ts.storage, what));
+    if (!out->table_storage.emplace(ts.table, static_cast<serving::Storage>(ts.storage)).second)
+      return Status::InvalidArgument(what, " names table ", ts.table, " a second time");
+  }
+  return Status::Ok();
+}
+
+Status ToRequest(const shardrec_kjt_view_t* b, serving::Request* r) {
+  SR_RETURN_IF_ERROR(CheckNotNull(b, "batch"));
+  if (b->device_type != SHARDREC_DEVICE_HOST)
+    return Status::Unsupported("batch.device_type ", b->device_type,
+                               ": inference lookups take host batches only");
+  if (b->values_dtype != SHARDREC_DTYPE_INT64 && b->values_dtype != SHARDREC_DTYPE_INT32)
+    return Status::InvalidArgument("batch.values_dtype ", b->values_dtype,
+                                   " must be SHARDREC_DTYPE_INT64 or SHARDREC_DTYPE_INT32");
+  r->batch_size = b->batch_size;
+  r->num_features = b->num_features;
+  r->lengths = b->lengths;
+  r->num_lengths = b->num_lengths;
+  r->values = b->values;
+  r->values_int64 = b->values_dtype == SHARDREC_DTYPE_INT64;
+  r->num_values = b->num_values;
+  r->weights = b->weights;
+  r->num_weights = b->num_weights;
+  return Status::Ok();
+}
+
+Status Lookup(const Model& m, const shardrec_kjt_view_t* batch, float* out, size_t out_len) {
+  serving::Request r;
+  SR_RETURN_IF_ERROR(ToRequest(batch, &r));
+  return serving::Lookup(m, r, out, out_len);
+}
+
+Status DenseTensor(const Model& m, const char* name, const float** data, size_t* count) {
+  SR_RETURN_IF_ERROR(CheckNotNull(name, "name"));
+  SR_RETURN_IF_ERROR(CheckNotNull(data, "data"));
+  SR_RETURN_IF_ERROR(CheckNotNull(count, "count"));
+  auto it = m.dense.find(name);
+  if (it == m.dense.end()) return Status::NotFound("no dense tensor named ", name);
+  *data = it->second.data;
+  *count = it->second.count;
+  return Status::Ok();
+}
+
+// Runs `fn(model)` on the handle's current version, pinned for the call.
+template <typename Fn>
+shardrec_status_t OnCurrent(const shardrec_inference_t* inf, Fn&& fn) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckHandle(inf));
+    const std::shared_ptr<const Model> m = inf->impl->Current();
+    return fn(*m);
+  });
+}
+
+}  // namespace
+}  // namespace shardrec::capi
+
+using shardrec::Status;
+using shardrec::capi::CheckNotNull;
+using shardrec::capi::Guard;
+using shardrec::serving::Model;
+
+extern "C" {
+
+shardrec_status_t shardrec_inference_options_init(shardrec_inference_options_t* options,
+                                                  uint32_t version) {
+  const shardrec_inference_options_t defaults = SHARDREC_INFERENCE_OPTIONS_INIT;
+  return shardrec::capi::InitStruct(options, version, SHARDREC_INFERENCE_OPTIONS_VERSION, defaults,
+                                    "options");
+}
+
+shardrec_status_t shardrec_inference_open(const char* path,
+                                          const shardrec_inference_options_t* options,
+                                          shardrec_inference_t** out) {
+  if (out != nullptr) *out = nullptr;
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckPath(path));
+    shardrec::serving::OpenOptions o;
+    SR_RETURN_IF_ERROR(shardrec::capi::ToOptions(options, &o));
+    auto h = std::make_unique<shardrec_inference>();
+    SR_RETURN_IF_ERROR(shardrec::serving::Inference::Open(path, o, &h->impl));
+    *out = h.release();
+    return Status::Ok();
+  });
+}
+
+shardrec_status_t shardrec_inference_save(const shardrec_inference_t* inf, const char* path) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckHandle(inf));
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckPath(path));
+    return shardrec::serving::SaveServingFile(*inf->impl->Current(), path);
+  });
+}
+
+void shardrec_inference_destroy(shardrec_inference_t* inf) { delete inf; }
+
+shardrec_status_t shardrec_inference_output_dim(const shardrec_inference_t* inf, int64_t* out) {
+  return shardrec::capi::OnCurrent(inf, [&](const Model& m) {
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = m.output_dim;
+    return Status::Ok();
+  });
+}
+
+shardrec_status_t shardrec_inference_is_sequence(const shardrec_inference_t* inf, int32_t* out) {
+  return shardrec::capi::OnCurrent(inf, [&](const Model& m) {
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = m.sequence ? 1 : 0;
+    return Status::Ok();
+  });
+}
+
+shardrec_status_t shardrec_inference_num_features(const shardrec_inference_t* inf, size_t* out) {
+  return shardrec::capi::OnCurrent(inf, [&](const Model& m) {
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = m.features.size();
+    return Status::Ok();
+  });
+}
+
+shardrec_status_t shardrec_inference_num_tables(const shardrec_inference_t* inf, size_t* out) {
+  return shardrec::capi::OnCurrent(inf, [&](const Model& m) {
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = m.tables.size();
+    return Status::Ok();
+  });
+}
+
+shardrec_status_t shardrec_inference_table_info(const shardrec_inference_t* inf, size_t index,
+                                                const char** name, int64_t* rows, int32_t* dim,
+                                                int32_t* storage) {
+  return shardrec::capi::OnCurrent(inf, [&](const Model& m) {
+    if (index >= m.tables.size())
+      return Status::InvalidArgument("table index ", index, " is out of range (", m.tables.size(),
+                                     " tables)");
+    const auto& t = m.tables[index];
+    // The handle's copy of the name: it outlives this version.
+    if (name != nullptr) *name = inf->impl->table_names()[index].c_str();
+    if (rows != nullptr) *rows = t.rows;
+    if (dim != nullptr) *dim = t.dim;
+    if (storage != nullptr) *storage = static_cast<int32_t>(t.storage);
+    return Status::Ok();
+  });
+}
+
+shardrec_status_t shardrec_inference_version(const shardrec_inference_t* inf, uint64_t* out) {
+  return shardrec::capi::OnCurrent(inf, [&](const Model& m) {
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = m.number;
+    return Status::Ok();
+  });
+}
+
+shardrec_status_t shardrec_inference_lookup(const shardrec_inference_t* inf,
+                                            const shardrec_kjt_view_t* batch, float* out,
+                                            size_t out_len, uint64_t* version_out) {
+  return shardrec::capi::OnCurrent(inf, [&](const Model& m) {
+    SR_RETURN_IF_ERROR(shardrec::capi::Lookup(m, batch, out, out_len));
+    if (version_out != nullptr) *version_out = m.number;
+    return Status::Ok();
+  });
+}
+
+shardrec_status_t shardrec_inference_dense_tensor(const shardrec_inference_t* inf, const char* name,
+                                                  const float** data, size_t* count,
+                                                  uint64_t* version_out) {
+  return shardrec::capi::OnCurrent(inf, [&](const Model& m) {
+    SR_RETURN_IF_ERROR(shardrec::capi::DenseTensor(m, name, data, count));
+    if (version_out != nullptr) *version_out = m.number;
+    return Status::Ok();
+  });
+}
+
+shardrec_status_t shardrec_inference_pin(const shardrec_inference_t* inf,
+                                         shardrec_inference_version_t** out) {
+  if (out != nullptr) *out = nullptr;
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckHandle(inf));
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    auto v = std::make_unique<shardrec_inference_snapshot>();
+    v->model = inf->impl->Current();
+    *out = v.release();
+    return Status::Ok();
+  });
+}
+
+void shardrec_inference_unpin(shardrec_inference_version_t* ver) { delete ver; }
+
+shardrec_status_t shardrec_inference_snapshot_version(const shardrec_inference_version_t* ver,
+                                                      uint64_t* out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckSnapshot(ver));
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    *out = ver->model->number;
+    return Status::Ok();
+  });
+}
+
+shardrec_status_t shardrec_inference_snapshot_lookup(const shardrec_inference_version_t* ver,
+                                                     const shardrec_kjt_view_t* batch, float* out,
+                                                     size_t out_len) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckSnapshot(ver));
+    return shardrec::capi::Lookup(*ver->model, batch, out, out_len);
+  });
+}
+
+shardrec_status_t shardrec_inference_snapshot_dense_tensor(const shardrec_inference_version_t* ver,
+                                                           const char* name, const float** data,
+                                                           size_t* count) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckSnapshot(ver));
+    return shardrec::capi::DenseTensor(*ver->model, name, data, count);
+  });
+}
+
+shardrec_status_t shardrec_inference_reload(shardrec_inference_t* inf, const char* path) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckHandle(inf));
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckPath(path));
+    return inf->impl->Reload(path);
+  });
+}
+
+}  // extern "C"

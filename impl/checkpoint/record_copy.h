@@ -1,0 +1,40 @@
+// The copy of the part of a stored record that overlaps a destination block (chunked,
+// checksum-verified, dtype-converted): what load and the serving reader share, free of the
+// communicator so that a reader outside training can use it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "impl/checkpoint/format.h"
+#include "impl/core/status.h"
+
+namespace shardrec::checkpoint {
+
+// A block of a destination tensor in host memory, placed like a Record.
+struct Target {
+  DType dtype = DType::kFloat32;
+  int64_t row_offset = 0, col_offset = 0;
+  int64_t rows = 0, cols = 0;
+  void* data = nullptr;
+  int64_t row_stride = 0;  // elements
+};
+
+// The rows and columns (global) where `rec` and `dst` overlap; false when they do not.
+bool Overlap(const Record& rec, const Target& dst, int64_t* r0, int64_t* r1, int64_t* c0,
+             int64_t* c1);
+int64_t OverlapArea(const Record& rec, const Target& dst);
+
+// Reads the chunks of `rec` that hold the overlap, verifies each against its checksum (when the
+// record has them) and writes the overlap into `dst`, converting between fp32/fp16/bf16.
+// kCorrupt naming `path` and the record when a chunk's checksum fails or the file is short.
+Status CopyOverlap(const ReadableFile& file, const std::string& path, const Record& rec,
+                   const Target& dst, std::vector<uint8_t>* buffer);
+
+// Reads and verifies (without copying) the chunks of `rec` that CopyOverlap would read for
+// `dst`; kCorrupt as CopyOverlap. Records without checksums pass.
+Status VerifyOverlap(const ReadableFile& file, const std::string& path, const Record& rec,
+                     const Target& dst, std::vector<uint8_t>* buffer);
+
+}  // namespace shardrec::checkpoint

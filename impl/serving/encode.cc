@@ -1,0 +1,69 @@
+// fp32 rows to serving storage. Quantization rounds each code to nearest, so a value reads back
+// within scale / 2 of itself (plus the fp32 rounding of q * scale + bias).
+#include "impl/serving/encode.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "impl/core/half.h"
+
+namespace shardrec::serving {
+
+void QuantizeRow(const float* x, int32_t dim, int bits, uint8_t* dst) {
+  float lo = x[0], hi = x[0];
+  for (int32_t c = 1; c < dim; ++c) {
+    lo = std::fmin(lo, x[c]);
+    hi = std::fmax(hi, x[c]);
+  }
+  const float levels = static_cast<float>((1 << bits) - 1);
+  const float scale = (hi - lo) / levels;
+  std::memcpy(dst, &scale, 4);
+  std::memcpy(dst + 4, &lo, 4);
+  uint8_t* q = dst + kQuantHeaderBytes;
+  if (bits == 4) std::memset(q, 0, (static_cast<size_t>(dim) + 1) / 2);
+  for (int32_t c = 0; c < dim; ++c) {
+    float code = scale > 0.0f ? std::nearbyint((x[c] - lo) / scale) : 0.0f;
+    code = std::fmin(std::fmax(code, 0.0f), levels);
+    const auto v = static_cast<uint8_t>(code);
+    if (bits == 8) {
+      q[c] = v;
+    } else {
+      q[c / 2] |= static_cast<uint8_t>((c % 2 == 0) ? v : (v << 4));
+    }
+  }
+}
+
+Status EncodeRows(const float* src, int64_t rows, int32_t dim, Storage s, uint8_t* dst,
+                  const std::string& table) {
+  const uint64_t rb = RowBytes(s, dim);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = src + r * dim;
+    uint8_t* d = dst + static_cast<uint64_t>(r) * rb;
+    switch (s) {
+      case Storage::kFp32:
+        std::memcpy(d, x, rb);
+        break;
+      case Storage::kFp16:
+      case Storage::kBf16:
+        for (int32_t c = 0; c < dim; ++c) {
+          const uint16_t h = s == Storage::kFp16 ? FloatToHalf(x[c]) : FloatToBFloat16(x[c]);
+          std::memcpy(d + 2 * c, &h, 2);
+        }
+        break;
+      case Storage::kInt8:
+      case Storage::kInt4:
+        for (int32_t c = 0; c < dim; ++c)
+          if (!std::isfinite(x[c]))
+            return Status::InvalidArgument("table ", table, " row ", r, " column ", c,
+                                           " holds a non-finite value, which ", StorageName(s),
+                                           " cannot store");
+        QuantizeRow(x, dim, s == Storage::kInt8 ? 8 : 4, d);
+        break;
+      case Storage::kAsTrained:
+        return Status::Internal("EncodeRows with an unresolved storage");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace shardrec::serving

@@ -1,0 +1,131 @@
+// A served model's layout (pooled pairs or sequence tables), the shape check of a reload, and the
+// storage types' row sizes and names.
+#include "impl/serving/model.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace shardrec::serving {
+
+const char* StorageName(Storage s) {
+  switch (s) {
+    case Storage::kAsTrained:
+      return "as_trained";
+    case Storage::kFp32:
+      return "fp32";
+    case Storage::kFp16:
+      return "fp16";
+    case Storage::kBf16:
+      return "bf16";
+    case Storage::kInt8:
+      return "int8";
+    case Storage::kInt4:
+      return "int4";
+  }
+  return "unknown";
+}
+
+bool StorageFromName(const std::string& name, Storage* out) {
+  for (int32_t v = 1; v <= 5; ++v) {
+    if (name == StorageName(static_cast<Storage>(v))) {
+      *out = static_cast<Storage>(v);
+      return true;
+    }
+  }
+  return false;
+}
+
+uint64_t RowBytes(Storage s, int32_t dim) {
+  const auto d = static_cast<uint64_t>(dim);
+  switch (s) {
+    case Storage::kFp32:
+      return 4 * d;
+    case Storage::kFp16:
+    case Storage::kBf16:
+      return 2 * d;
+    case Storage::kInt8:
+      return kQuantHeaderBytes + d;
+    case Storage::kInt4:
+      return kQuantHeaderBytes + (d + 1) / 2;
+    case Storage::kAsTrained:
+      break;
+  }
+  return 0;
+}
+
+std::shared_ptr<uint8_t> AlignedBuffer(size_t bytes) {
+  const size_t n = (bytes + kAlign - 1) / kAlign * kAlign;
+  void* p = n == 0 ? nullptr : std::aligned_alloc(kAlign, n);
+  if (n != 0 && p == nullptr) return nullptr;
+  if (p != nullptr) std::memset(p, 0, n);
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
+}
+
+Status Model::Finish() {
+  if (tables.empty()) return Status::InvalidArgument("the model has no tables");
+  const auto F = static_cast<int32_t>(features.size());
+  int32_t none = 0;
+  for (const Table& t : tables) {
+    if (t.rows < 1 || t.dim < 1)
+      return Status::InvalidArgument("table ", t.name, ": rows ", t.rows, " and dim ", t.dim,
+                                     " must be positive");
+    for (int32_t f : t.features)
+      if (f < 0 || f >= F)
+        return Status::InvalidArgument("table ", t.name, " reads feature ", f, " of ", F);
+    if (t.pooling == Pooling::kNone) ++none;
+    if (t.row_bytes != RowBytes(t.storage, t.dim))
+      return Status::InvalidArgument("table ", t.name, ": row of ", t.row_bytes,
+                                     " bytes, its storage needs ", RowBytes(t.storage, t.dim));
+  }
+  if (none != 0 && none != static_cast<int32_t>(tables.size()))
+    return Status::Unsupported("the model mixes pooled and sequence (NONE) tables");
+  sequence = none != 0;
+  pairs.clear();
+  feature_table.assign(features.size(), -1);
+  output_dim = 0;
+  for (int32_t f = 0; f < F; ++f) {
+    for (size_t t = 0; t < tables.size(); ++t) {
+      bool reads = false;
+      for (int32_t g : tables[t].features) reads = reads || g == f;
+      if (!reads) continue;
+      if (sequence) {
+        if (feature_table[f] >= 0)
+          return Status::InvalidArgument("feature ", features[f],
+                                         " is read by two tables of a sequence model");
+        if (tables[t].dim != tables[0].dim)
+          return Status::InvalidArgument("table ", tables[t].name, " has dim ", tables[t].dim,
+                                         "; a sequence model's tables share one dim (",
+                                         tables[0].dim, ")");
+        feature_table[f] = static_cast<int32_t>(t);
+      } else {
+        pairs.push_back({f, static_cast<int32_t>(t), output_dim});
+        output_dim += tables[t].dim;
+      }
+    }
+  }
+  if (sequence) output_dim = tables[0].dim;
+  return Status::Ok();
+}
+
+Status Model::SameShape(const Model& o) const {
+  if (features != o.features)
+    return Status::InvalidArgument("the new version's features differ from the served ones");
+  if (tables.size() != o.tables.size())
+    return Status::InvalidArgument("the new version has ", o.tables.size(), " tables, the served ",
+                                   tables.size());
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const Table& a = tables[i];
+    const Table& b = o.tables[i];
+    if (a.name != b.name || a.rows != b.rows || a.dim != b.dim || a.pooling != b.pooling ||
+        a.storage != b.storage || a.features != b.features)
+      return Status::InvalidArgument("table ", i, " differs: served ", a.name, " (", a.rows, " x ",
+                                     a.dim, ", pooling ", static_cast<int32_t>(a.pooling), ", ",
+                                     StorageName(a.storage), "), new ", b.name, " (", b.rows, " x ",
+                                     b.dim, ", pooling ", static_cast<int32_t>(b.pooling), ", ",
+                                     StorageName(b.storage), ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace shardrec::serving

@@ -1,0 +1,92 @@
+// One immutable version of a served model: the features, every table whole in its serving storage,
+// the output layout of the lookups, and the dense tensors, over memory it keeps alive.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "impl/core/status.h"
+
+namespace shardrec::serving {
+
+// Values mirror SHARDREC_SERVING_*; a resolved storage is never kAsTrained.
+enum class Storage : int32_t {
+  kAsTrained = 0,
+  kFp32 = 1,
+  kFp16 = 2,
+  kBf16 = 3,
+  kInt8 = 4,
+  kInt4 = 5
+};
+constexpr bool IsValidStorage(int32_t v) { return v >= 0 && v <= 5; }
+const char* StorageName(Storage s);  // "fp32", "fp16", "bf16", "int8", "int4"
+bool StorageFromName(const std::string& name, Storage* out);
+
+// Values mirror SHARDREC_BOUNDS_*.
+enum class Bounds : int32_t { kError = 0, kClamp = 1, kSkip = 2 };
+
+// Values mirror SHARDREC_POOLING_*.
+enum class Pooling : int32_t { kSum = 0, kMean = 1, kNone = 2 };
+
+// Row-wise quantized rows start with these two floats (value = q * scale + bias).
+inline constexpr uint64_t kQuantHeaderBytes = 8;
+// Tables and dense tensors start on this boundary (cache lines; mmap-friendly).
+inline constexpr uint64_t kAlign = 64;
+
+// Bytes of one stored row of `dim` values.
+uint64_t RowBytes(Storage s, int32_t dim);
+
+struct Table {
+  std::string name;
+  int64_t rows = 0;
+  int32_t dim = 0;
+  Pooling pooling = Pooling::kSum;
+  Storage storage = Storage::kFp32;
+  std::vector<int32_t> features;  // indices of the features that read it, in order
+  const uint8_t* data = nullptr;  // rows x row_bytes, kAlign-aligned
+  uint64_t row_bytes = 0;
+};
+
+// A (feature, table) pair of a pooled output: its columns start at out_offset.
+struct Pair {
+  int32_t feature = 0;
+  int32_t table = 0;
+  int64_t out_offset = 0;
+};
+
+struct Dense {
+  const float* data = nullptr;
+  size_t count = 0;
+};
+
+struct Model {
+  std::vector<std::string> features;
+  std::vector<Table> tables;
+  std::map<std::string, Dense> dense;
+  // Derived by Finish(): pooled pairs (feature-major, then table order) or, for a sequence
+  // model, the table each feature reads (-1: none).
+  bool sequence = false;
+  int64_t output_dim = 0;
+  std::vector<Pair> pairs;
+  std::vector<int32_t> feature_table;
+  Bounds bounds = Bounds::kError;
+  uint64_t number = 1;  // the version number, set before publishing
+  // What the pointers above point into: owned buffers or a read-only file mapping.
+  std::vector<std::shared_ptr<const void>> backing;
+
+  // Checks the configuration (pooling kinds not mixed, sequence dims equal, feature indices in
+  // range) and derives the layout. kInvalidArgument / kUnsupported naming the table.
+  Status Finish();
+  // kInvalidArgument naming the first difference in features or tables (names, rows, dims,
+  // pooling, storage): what a reload must keep.
+  Status SameShape(const Model& other) const;
+};
+
+// An owned, zeroed, kAlign-aligned byte buffer that Model::backing can keep.
+std::shared_ptr<uint8_t> AlignedBuffer(size_t bytes);
+
+}  // namespace shardrec::serving

@@ -1,0 +1,253 @@
+// The serving file: a fixed prefix (magic, header length, header checksum), a JSON header that
+// places every block, then the blocks, each 64-byte aligned and checksummed per 1 MiB chunk.
+// Opened by mmap, so the tables are read in place from pages the page cache shares.
+#include "impl/serving/serving_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
+
+#include "impl/checkpoint/format.h"
+#include "impl/checkpoint/fs.h"
+#include "impl/core/check.h"
+
+namespace shardrec::serving {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kMagic[8] = {'S', 'R', 'S', 'E', 'R', 'V', 'E', '1'};
+constexpr uint64_t kPrefixBytes = 24;  // magic, header length, header XXH3
+constexpr uint64_t kChunk = checkpoint::kChunkBytes;
+
+uint64_t AlignUp(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+json Checksums(const uint8_t* data, uint64_t nbytes) {
+  json sums = json::array();
+  for (uint64_t o = 0; o < nbytes; o += kChunk)
+    sums.push_back(checkpoint::Checksum(data + o, std::min(kChunk, nbytes - o)));
+  return sums;
+}
+
+// One block of the file: where it goes and what it holds.
+struct Block {
+  const uint8_t* data;
+  uint64_t nbytes;
+  uint64_t offset = 0;
+};
+
+Status Bad(const std::string& path, const std::string& what) {
+  return Status::Corrupt("serving file ", path, ": ", what);
+}
+
+// Checks a block entry against the file and its chunk checksums; returns its data.
+Status CheckBlock(const std::string& path, const std::string& what, const json& e,
+                  const uint8_t* base, uint64_t size, uint64_t nbytes, const uint8_t** data) {
+  const uint64_t offset = e.at("offset").get<uint64_t>();
+  if (e.at("nbytes").get<uint64_t>() != nbytes)
+    return Bad(path, what + " has " + std::to_string(e.at("nbytes").get<uint64_t>()) +
+                         " bytes, its shape needs " + std::to_string(nbytes));
+  if (offset % kAlign != 0 || offset > size || nbytes > size - offset)
+    return Bad(path, what + " lies outside the file or is misaligned (truncated?)");
+  const json& sums = e.at("xxh3");
+  if (sums.size() != (nbytes + kChunk - 1) / kChunk)
+    return Bad(path, what + " has the wrong number of checksums");
+  for (uint64_t k = 0; k * kChunk < nbytes; ++k) {
+    const uint64_t n = std::min(kChunk, nbytes - k * kChunk);
+    if (checkpoint::Checksum(base + offset + k * kChunk, n) != sums[k].get<uint64_t>())
+      return Bad(path, what + " chunk " + std::to_string(k) + " (bytes " +
+                           std::to_string(offset + k * kChunk) + ".." +
+                           std::to_string(offset + k * kChunk + n) +
+                           ") does not match its checksum");
+  }
+  *data = nbytes == 0 ? nullptr : base + offset;
+  return Status::Ok();
+}
+
+struct Mapping {
+  void* addr = MAP_FAILED;
+  size_t size = 0;
+  ~Mapping() {
+    if (addr != MAP_FAILED) ::munmap(addr, size);
+  }
+};
+
+Status Map(const std::string& path, std::shared_ptr<Mapping>* out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return Status::NotFound("serving file ", path, " does not exist");
+    return Status::Io("cannot open ", path, ": ", std::strerror(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return Status::Io("cannot stat ", path, ": ", std::strerror(e));
+  }
+  auto m = std::make_shared<Mapping>();
+  m->size = static_cast<size_t>(st.st_size);
+  if (m->size < kPrefixBytes) {
+    ::close(fd);
+    return Bad(path, "only " + std::to_string(m->size) + " bytes: not a serving file (truncated?)");
+  }
+  m->addr = ::mmap(nullptr, m->size, PROT_READ, MAP_SHARED, fd, 0);
+  const int e = errno;
+  ::close(fd);
+  if (m->addr == MAP_FAILED) return Status::Io("cannot map ", path, ": ", std::strerror(e));
+  *out = std::move(m);
+  return Status::Ok();
+}
+
+Status Parse(const std::string& path, const uint8_t* base, uint64_t size, Bounds bounds,
+             Model* model) {
+  if (std::memcmp(base, kMagic, sizeof(kMagic)) != 0)
+    return Bad(path, "bad magic: not a libshardrec serving file");
+  uint64_t hlen = 0, hsum = 0;
+  std::memcpy(&hlen, base + 8, 8);
+  std::memcpy(&hsum, base + 16, 8);
+  if (hlen > size - kPrefixBytes) return Bad(path, "header runs past the end (truncated?)");
+  if (checkpoint::Checksum(base + kPrefixBytes, hlen) != hsum)
+    return Bad(path, "header does not match its checksum");
+  const json h = json::parse(base + kPrefixBytes, base + kPrefixBytes + hlen);
+  if (h.at("format").get<std::string>() != "shardrec-serving" ||
+      h.at("format_version").get<int>() != kServingFormatVersion)
+    return Bad(path, "unknown format or format_version");
+  if (h.at("file_size").get<uint64_t>() != size)
+    return Bad(path, "is " + std::to_string(size) + " bytes, its header says " +
+                         std::to_string(h.at("file_size").get<uint64_t>()) +
+                         " (truncated or extended)");
+  model->bounds = bounds;
+  model->features = h.at("features").get<std::vector<std::string>>();
+  for (const json& e : h.at("tables")) {
+    Table t;
+    t.name = e.at("name").get<std::string>();
+    t.rows = e.at("rows").get<int64_t>();
+    t.dim = e.at("dim").get<int32_t>();
+    const int32_t pooling = e.at("pooling").get<int32_t>();
+    if (pooling < 0 || pooling > 2 || t.rows < 1 || t.dim < 1 || t.rows > (int64_t{1} << 48) ||
+        !StorageFromName(e.at("storage").get<std::string>(), &t.storage))
+      return Bad(path, "record of table " + t.name + " has a bad shape, pooling or storage");
+    t.pooling = static_cast<Pooling>(pooling);
+    t.features = e.at("features").get<std::vector<int32_t>>();
+    t.row_bytes = RowBytes(t.storage, t.dim);
+    if (e.at("row_bytes").get<uint64_t>() != t.row_bytes)
+      return Bad(path, "record of table " + t.name + " has the wrong row size");
+    SR_RETURN_IF_ERROR(CheckBlock(path, "table " + t.name, e, base, size,
+                                  static_cast<uint64_t>(t.rows) * t.row_bytes, &t.data));
+    model->tables.push_back(std::move(t));
+  }
+  for (const json& e : h.at("dense")) {
+    const std::string name = e.at("name").get<std::string>();
+    const uint64_t count = e.at("count").get<uint64_t>();
+    if (count > (uint64_t{1} << 48)) return Bad(path, "dense tensor " + name + " is too large");
+    const uint8_t* data = nullptr;
+    SR_RETURN_IF_ERROR(CheckBlock(path, "dense tensor " + name, e, base, size, count * 4, &data));
+    model->dense[name] = Dense{reinterpret_cast<const float*>(data), static_cast<size_t>(count)};
+  }
+  Status s = model->Finish();
+  if (!s.ok()) return Bad(path, s.message());
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status SaveServingFile(const Model& m, const std::string& path) {
+  std::vector<Block> blocks;
+  json h;
+  h["format"] = "shardrec-serving";
+  h["format_version"] = kServingFormatVersion;
+  h["features"] = m.features;
+  json tables = json::array();
+  for (const Table& t : m.tables) {
+    const uint64_t nbytes = static_cast<uint64_t>(t.rows) * t.row_bytes;
+    blocks.push_back({t.data, nbytes});
+    tables.push_back({{"name", t.name},
+                      {"rows", t.rows},
+                      {"dim", t.dim},
+                      {"pooling", static_cast<int32_t>(t.pooling)},
+                      {"storage", StorageName(t.storage)},
+                      {"features", t.features},
+                      {"row_bytes", t.row_bytes},
+                      {"nbytes", nbytes},
+                      {"xxh3", Checksums(t.data, nbytes)}});
+  }
+  json dense = json::array();
+  for (const auto& [name, d] : m.dense) {
+    const uint64_t nbytes = d.count * sizeof(float);
+    blocks.push_back({reinterpret_cast<const uint8_t*>(d.data), nbytes});
+    dense.push_back({{"name", name},
+                     {"count", d.count},
+                     {"nbytes", nbytes},
+                     {"xxh3", Checksums(reinterpret_cast<const uint8_t*>(d.data), nbytes)}});
+  }
+  // The header's size depends on the offsets it holds, so offsets are placed after a header
+  // whose numbers are at their widest (20 digits each), and the header is padded to that room.
+  auto place = [&](uint64_t start) {
+    uint64_t at = start;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      blocks[i].offset = at;
+      json& e = i < m.tables.size() ? tables[i] : dense[i - m.tables.size()];
+      e["offset"] = at;
+      at = AlignUp(at + blocks[i].nbytes);
+    }
+    return at;
+  };
+  place(UINT64_MAX / 2);
+  h["tables"] = tables;
+  h["dense"] = dense;
+  h["file_size"] = UINT64_MAX / 2;
+  const uint64_t room = h.dump().size();
+  const uint64_t data_start = AlignUp(kPrefixBytes + room);
+  const uint64_t file_size = place(data_start);
+  h["tables"] = tables;
+  h["dense"] = dense;
+  h["file_size"] = file_size;
+  std::string text = h.dump();
+  if (text.size() > room) return Status::Internal("serving file header outgrew its room");
+  text.resize(room, ' ');
+  const uint64_t hlen = text.size();
+  const uint64_t hsum = checkpoint::Checksum(text.data(), text.size());
+  std::string prefix(kMagic, sizeof(kMagic));
+  prefix.append(reinterpret_cast<const char*>(&hlen), 8);
+  prefix.append(reinterpret_cast<const char*>(&hsum), 8);
+  static const uint8_t zeros[kAlign] = {};
+  std::vector<std::pair<const void*, size_t>> pieces = {{prefix.data(), prefix.size()},
+                                                        {text.data(), text.size()}};
+  uint64_t at = kPrefixBytes + hlen;
+  for (const Block& b : blocks) {
+    if (b.offset > at) pieces.push_back({zeros, static_cast<size_t>(b.offset - at)});
+    if (b.nbytes > 0) pieces.push_back({b.data, static_cast<size_t>(b.nbytes)});
+    at = b.offset + b.nbytes;
+  }
+  if (file_size > at) pieces.push_back({zeros, static_cast<size_t>(file_size - at)});
+  static const std::shared_ptr<checkpoint::FileSystem> fs = checkpoint::PosixFileSystem();
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (name.empty()) return Status::InvalidArgument("serving file path ", path, " names no file");
+  return checkpoint::WriteAtomically(*fs, dir.empty() ? "/" : dir, name, pieces);
+}
+
+Status OpenServingFile(const std::string& path, Bounds bounds, std::shared_ptr<Model>* out) {
+  std::shared_ptr<Mapping> map;
+  SR_RETURN_IF_ERROR(Map(path, &map));
+  auto model = std::make_shared<Model>();
+  const auto* base = static_cast<const uint8_t*>(map->addr);
+  try {
+    SR_RETURN_IF_ERROR(Parse(path, base, map->size, bounds, model.get()));
+  } catch (const json::exception& e) {
+    return Bad(path, std::string("malformed header: ") + e.what());
+  }
+  model->backing.push_back(std::move(map));
+  *out = std::move(model);
+  return Status::Ok();
+}
+
+}  // namespace shardrec::serving
