@@ -10514,7 +10514,7 @@ _gostring_ _wrap_inference_snapshot_version_swig_e4abab864e429f70(shardrec_infer
   arg1 = (shardrec_inference_version_t *)_swig_go_0; 
   arg2 = (uint64_t *)_swig_go_1.array; 
   
-  result = (shardrec_status_t)shardrec_inference_snapshot_version((struct shardrec_inference_version const *)arg1,arg2);
+  result = (shardrec_status_t)shardrec_inference_snapshot_version((struct shardrec_inference_snapshot const *)arg1,arg2);
   
   if (result < 0) {
     size_t len = shardrec_last_error_copy(NULL, 0);
@@ -10554,7 +10554,7 @@ _gostring_ _wrap_inference_snapshot_dense_tensor_swig_e4abab864e429f70(shardrec_
   arg3 = (float **)_swig_go_2.array; 
   arg4 = (size_t *)_swig_go_3.array; 
   
-  result = (shardrec_status_t)shardrec_inference_snapshot_dense_tensor((struct shardrec_inference_version const *)arg1,(char const *)arg2,(float const **)arg3,arg4);
+  result = (shardrec_status_t)shardrec_inference_snapshot_dense_tensor((struct shardrec_inference_snapshot const *)arg1,(char const *)arg2,(float const **)arg3,arg4);
   
   if (result < 0) {
     size_t len = shardrec_last_error_copy(NULL, 0);
@@ -10766,7 +10766,7 @@ _gostring_ _wrap_bind_inference_snapshot_lookup_swig_e4abab864e429f70(shardrec_i
   arg11 = (size_t)_swig_go_6.len;
   
   
-  result = (shardrec_status_t)shardrec_bind_inference_snapshot_lookup((struct shardrec_inference_version const *)arg1,arg2,arg3,(int const *)arg4,arg5,(long const *)arg6,arg7,(float const *)arg8,arg9,arg10,arg11);
+  result = (shardrec_status_t)shardrec_bind_inference_snapshot_lookup((struct shardrec_inference_snapshot const *)arg1,arg2,arg3,(int const *)arg4,arg5,(long const *)arg6,arg7,(float const *)arg8,arg9,arg10,arg11);
   
   if (result < 0) {
     size_t len = shardrec_last_error_copy(NULL, 0);

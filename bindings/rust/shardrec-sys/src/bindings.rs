@@ -4566,10 +4566,10 @@ pub struct shardrec_inference {
 pub type shardrec_inference_t = shardrec_inference;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
-pub struct shardrec_inference_version {
+pub struct shardrec_inference_snapshot {
     _unused: [u8; 0],
 }
-pub type shardrec_inference_version_t = shardrec_inference_version;
+pub type shardrec_inference_version_t = shardrec_inference_snapshot;
 pub const shardrec_serving_storage_SHARDREC_SERVING_AS_TRAINED: shardrec_serving_storage = 0;
 pub const shardrec_serving_storage_SHARDREC_SERVING_FP32: shardrec_serving_storage = 1;
 pub const shardrec_serving_storage_SHARDREC_SERVING_FP16: shardrec_serving_storage = 2;
