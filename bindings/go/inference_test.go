@@ -1,7 +1,7 @@
 // Serving through the Go binding: a checkpoint written by 2 ranks (table-, row- and
 // column-wise shards) opened for inference equals the training forward bit for bit, int8/int4
 // stay within their row-wise bound, lookups from 4 goroutines across a reload each see one whole
-// version, a pinned snapshot keeps its version, and MLP.Infer equals MLP.Forward.
+// version, a pinned snapshot keeps its version, and MLP/DCN.Infer equal Forward.
 package shardrec
 
 import (
@@ -317,7 +317,7 @@ func testServingErrors(t *testing.T, fx *servingFixture) {
 	}
 }
 
-func TestMLPInferEqualsForwardFromGoroutines(t *testing.T) {
+func TestMLPAndDCNInferEqualForwardFromGoroutines(t *testing.T) {
 	const batch = 5
 	mlp, err := NewMLP(6, []int64{8, 3}, nil, 21, "top")
 	if err != nil {
@@ -350,5 +350,15 @@ func TestMLPInferEqualsForwardFromGoroutines(t *testing.T) {
 		if errs[g] != nil || !reflect.DeepEqual(got[g], want) {
 			t.Fatalf("goroutine %d: %v (%v), want %v", g, got[g], errs[g], want)
 		}
+	}
+	dcn, err := NewDCN(4, 2, 2, 3, "cross")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dcn.Close()
+	x0 := []float32{1, -2, 0.5, 3, 0.25, 4, -1, 2}
+	fwd, inf := make([]float32, 8), make([]float32, 8)
+	if err := firstErr(dcn.Forward(x0, 2, fwd), dcn.Infer(x0, 2, inf)); err != nil || !reflect.DeepEqual(fwd, inf) {
+		t.Fatalf("DCN infer %v, forward %v (%v)", inf, fwd, err)
 	}
 }

@@ -2,9 +2,9 @@
 //! column-wise shards) opened for inference equals the training forward bit for bit, int8/int4
 //! stay within their row-wise bound, lookups from 4 threads (`std::thread::scope`, one shared
 //! `&Inference`) across a reload each see one whole version, a pinned snapshot keeps its
-//! version, and `FrozenMlp::infer` equals `Mlp::forward` from 4 threads.
+//! version, and `FrozenMlp`/`FrozenDcn::infer` equal `forward` from other threads.
 use shardrec::{
-    Code, Comm, CommOptions, DenseTensor, DeviceType, EmbeddingCollection, EmbeddingOptions,
+    Code, Comm, CommOptions, Dcn, DenseTensor, DeviceType, EmbeddingCollection, EmbeddingOptions,
     Inference, InferenceOptions, InferenceTable, Kjt, Mlp, Optimizer, OptimizerType,
     ServingStorage,
 };
@@ -219,7 +219,7 @@ fn serving_file_and_bad_requests() {
 }
 
 #[test]
-fn frozen_mlp_infers_from_four_threads_as_forward() {
+fn frozen_mlp_and_dcn_infer_as_forward_from_threads() {
     let batch = 5;
     let mut mlp = Mlp::new(6, &[8, 3], None, 21, "top").unwrap();
     let x: Vec<f32> = (0..batch * 6).map(|i| (i as f32 * 0.7).sin()).collect();
@@ -241,4 +241,19 @@ fn frozen_mlp_infers_from_four_threads_as_forward() {
         }
     });
     let _mlp: Mlp = frozen.into_inner();
+    let mut dcn = Dcn::new(4, 2, 2, 3, "cross").unwrap();
+    let x0 = [1.0, -2.0, 0.5, 3.0, 0.25, 4.0, -1.0, 2.0];
+    let (mut fwd, mut inf) = ([0.0; 8], [0.0; 8]);
+    dcn.forward(&x0, 2, &mut fwd).unwrap();
+    dcn.infer(&x0, 2, &mut inf).unwrap();
+    assert_eq!(fwd, inf);
+    let frozen = dcn.freeze();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut y = [0.0; 8];
+            frozen.infer(&x0, 2, &mut y).unwrap();
+            assert_eq!(y, fwd);
+        });
+    });
+    assert_eq!(frozen.width(), 4);
 }

@@ -1,7 +1,7 @@
 // JUnit tests of serving through the Java binding: a checkpoint written by 2 ranks (table-,
 // row- and column-wise shards) opened for inference equals the training forward bit for bit,
 // int8/int4 stay within their row-wise bound, lookups from 4 threads across a reload each see
-// one whole version, a pinned snapshot keeps its version, and Mlp.infer equals Mlp.forward.
+// one whole version, a pinned snapshot keeps its version, and Mlp/Dcn.infer equal forward.
 package org.shardrec;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -233,7 +233,7 @@ class InferenceTest {
   }
 
   @Test
-  void mlpInferEqualsForwardFromFourThreads() throws Exception {
+  void mlpAndDcnInferEqualForwardFromFourThreads() throws Exception {
     long batch = 5;
     try (Mlp mlp = Mlp.create(6, new long[] {8, 3}, null, 21, "top")) {
       float[] x = new float[(int) (batch * 6)];
@@ -251,6 +251,14 @@ class InferenceTest {
       }
       for (Future<FloatBuffer> f : futures) assertEquals(want, f.get());
       pool.shutdown();
+    }
+    try (Dcn dcn = Dcn.create(4, 2, 2, 3, "cross")) {
+      FloatBuffer x0 = Buffers.of(new float[] {1, -2, 0.5f, 3, 0.25f, 4, -1, 2});
+      FloatBuffer want = Buffers.floats(8);
+      FloatBuffer got = Buffers.floats(8);
+      dcn.forward(x0, 2, want);
+      dcn.infer(x0, 2, got);
+      assertEquals(want, got);
     }
   }
 }
