@@ -222,10 +222,10 @@ impl Inference {
 
     /// Pins the version served now: the snapshot keeps its tables and dense tensors unchanged
     /// until dropped, whatever reloads happen (also after this handle is dropped).
-    pub fn pin(&self) -> Result<Snapshot> {
+    pub fn pin(&self) -> Result<InferenceSnapshot> {
         let mut raw = ptr::null_mut();
         check(unsafe { sys::shardrec_inference_pin(self.raw, &mut raw) })?;
-        Ok(Snapshot { raw, output_dim: self.output_dim, sequence: self.sequence })
+        Ok(InferenceSnapshot { raw, output_dim: self.output_dim, sequence: self.sequence })
     }
 
     /// Writes the version served now as one serving file, atomically (temp, fsync, rename).
@@ -247,7 +247,7 @@ impl Inference {
 /// One pinned version of an [`Inference`] handle. A request that runs the lookup and the dense
 /// layers uses both through one snapshot, so it sees one version. It does not borrow the handle
 /// (the C snapshot outlives it) and holds its version's memory until dropped.
-pub struct Snapshot {
+pub struct InferenceSnapshot {
     raw: *mut sys::shardrec_inference_version_t,
     output_dim: i64,
     sequence: bool,
@@ -255,17 +255,17 @@ pub struct Snapshot {
 
 // SAFETY: inference.h documents snapshot_version, snapshot_lookup and snapshot_dense_tensor as
 // thread-safe ("any number of threads at once"); unpin must not race, and Drop owns the value.
-unsafe impl Send for Snapshot {}
-unsafe impl Sync for Snapshot {}
+unsafe impl Send for InferenceSnapshot {}
+unsafe impl Sync for InferenceSnapshot {}
 
-impl Drop for Snapshot {
+impl Drop for InferenceSnapshot {
     fn drop(&mut self) {
         // SAFETY: the snapshot is owned; slices borrowed from it ended with the borrow.
         unsafe { sys::shardrec_inference_unpin(self.raw) };
     }
 }
 
-impl Snapshot {
+impl InferenceSnapshot {
     /// Number of the pinned version.
     pub fn version(&self) -> Result<u64> {
         let mut out = 0;

@@ -33,7 +33,7 @@ pub use embedding::{
     OutputBlock, StateInfo, StepTimings, TableMemory,
 };
 pub use frozen::{FrozenDcn, FrozenMlp};
-pub use inference::{Inference, InferenceOptions, InferenceTable, ServingStorage, Snapshot};
+pub use inference::{Inference, InferenceOptions, InferenceSnapshot, InferenceTable, ServingStorage};
 pub use mesh::{
     Mesh, MeshCoords, MeshLayout, MeshOptions, SyncBuffer, SyncHook, SyncMode, SyncStats,
 };
