@@ -277,3 +277,60 @@ class Collection:
 
     def destroy(self):
         self.lib.so.shardrec_embedding_destroy(self.ptr)
+
+
+# ---- Serving (shardrec/inference.h), for fbgemm_inference_side_by_side.py ----------------------
+
+SERVING = {"as_trained": 0, "fp32": 1, "fp16": 2, "bf16": 3, "int8": 4, "int4": 5}
+
+
+class InferenceOptions(C.Structure):
+    _fields_ = [("version", C.c_uint32), ("default_storage", C.c_int32),
+                ("table_storage", C.c_void_p), ("num_table_storage", C.c_size_t),
+                ("bounds_policy", C.c_int32), ("device_type", C.c_int32)]
+
+
+def checkpoint_save(lib, coll, directory):
+    """shardrec_checkpoint_save without dense tensors (collective; world 1 here)."""
+    lib.checkpoint_save(coll.ptr, directory.encode(), None)
+
+
+class Inference:
+    """A read-only inference handle opened from a checkpoint or serving file with every table
+    stored as `storage` (a SERVING key). lookup() may be called from several Python threads at
+    once: ctypes releases the GIL around the call and the handle has no lock on its read path."""
+
+    def __init__(self, lib, path, storage):
+        self.lib = lib
+        o = InferenceOptions()
+        lib.inference_options_init(C.byref(o), 1)
+        o.default_storage = SERVING[storage]
+        self.ptr = C.c_void_p()
+        lib.inference_open(path.encode(), C.byref(o), C.byref(self.ptr))
+        d = C.c_int64()
+        lib.inference_output_dim(self.ptr, C.byref(d))
+        self.dim = d.value
+        self._lookup = lib.so.shardrec_inference_lookup
+        self._lookup.argtypes = [C.c_void_p, C.c_void_p, C.c_void_p, C.c_size_t, C.c_void_p]
+
+    @staticmethod
+    def view(batch):
+        """A KjtView over `batch` (as Collection.forward takes it); keep `batch` alive."""
+        v = KjtView()
+        v.batch_size = batch["B"]
+        v.num_features = batch["F"]
+        v.lengths = batch["lengths"].ctypes.data
+        v.num_lengths = batch["lengths"].size
+        v.values = batch["values"].ctypes.data
+        v.values_dtype = DTYPE_INT64
+        v.num_values = batch["values"].size
+        return v
+
+    def lookup(self, view, out):
+        """Pooled output of a prepared view into `out` (float32, B * dim); raises on error."""
+        rc = self._lookup(self.ptr, C.addressof(view), out.ctypes.data, out.size, None)
+        if rc != 0:
+            self.lib.check(rc, "inference_lookup")
+
+    def destroy(self):
+        self.lib.so.shardrec_inference_destroy(self.ptr)

@@ -24,6 +24,15 @@ struct DcnDel {
 using Mlp = std::unique_ptr<shardrec_mlp_t, MlpDel>;
 using Dcn = std::unique_ptr<shardrec_dcn_t, DcnDel>;
 
+// One BLAS thread, as a server runs each request on its own thread (and as the other dense tests
+// do): OpenBLAS's own worker threads synchronise in ways ThreadSanitizer cannot see.
+class OneBlasThread : public ::testing::Environment {
+ public:
+  void SetUp() override { ASSERT_EQ(shardrec_dense_set_blas_threads(1), SHARDREC_OK); }
+};
+const ::testing::Environment* const kOneBlasThread =
+    ::testing::AddGlobalTestEnvironment(new OneBlasThread);
+
 constexpr int64_t kIn = 13;
 const int64_t kOuts[] = {64, 32, 1};
 
