@@ -308,8 +308,11 @@ func (s *InferenceSnapshot) DenseTensor(name string) ([]float32, error) {
 	err := s.use(func(h uintptr) error {
 		return swig.Inference_snapshot_dense_tensor(h, name, addr, count)
 	})
-	if err != nil || count[0] == 0 {
-		return []float32{}, err
+	if err != nil {
+		return nil, err
+	}
+	if count[0] == 0 {
+		return []float32{}, nil
 	}
 	return unsafe.Slice((*float32)(unsafe.Pointer(addr[0])), int(count[0])), nil
 }

@@ -1,7 +1,8 @@
 // Serving through the Go binding: a checkpoint written by 2 ranks (table-, row- and
 // column-wise shards) opened for inference equals the training forward bit for bit, int8/int4
 // stay within their row-wise bound, lookups from 4 goroutines across a reload each see one whole
-// version, a pinned snapshot keeps its version, and MLP/DCN.Infer equal Forward.
+// version, a pinned snapshot keeps its version, Close waits for lookups in flight, and
+// MLP/DCN.Infer equal Forward.
 package shardrec
 
 import (
@@ -112,6 +113,42 @@ func TestInference(t *testing.T) {
 	t.Run("Int8Int4WithinTheirBound", func(t *testing.T) { testServingQuantized(t, fx) })
 	t.Run("ReloadUnderConcurrentLookups", func(t *testing.T) { testServingReload(t, fx) })
 	t.Run("BadRequestsAreRefused", func(t *testing.T) { testServingErrors(t, fx) })
+	t.Run("CloseWaitsForLookupsInFlight", func(t *testing.T) { testServingClose(t, fx) })
+}
+
+func testServingClose(t *testing.T, fx *servingFixture) {
+	inf, err := OpenInference(fx.dir1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			k := batch(requestStep, g%2, 1)
+			out := make([]float32, inf.OutputSize(k))
+			for {
+				if _, err := inf.Lookup(k, out); err != nil {
+					errs[g] = err
+					return
+				}
+				if !reflect.DeepEqual(out, fx.forward1[g%2]) {
+					errs[g] = &Error{Code: ErrCodeGeneric, Message: "wrong output"}
+					return
+				}
+			}
+		}(g)
+	}
+	time.Sleep(20 * time.Millisecond)
+	inf.Close()
+	wg.Wait()
+	for g, err := range errs {
+		if CodeOf(err) != ErrCodeInvalid { // closed, never a crash
+			t.Fatalf("goroutine %d: %v", g, err)
+		}
+	}
 }
 
 func testServingFP32(t *testing.T, fx *servingFixture) {

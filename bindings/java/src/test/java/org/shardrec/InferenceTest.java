@@ -1,7 +1,8 @@
 // JUnit tests of serving through the Java binding: a checkpoint written by 2 ranks (table-,
 // row- and column-wise shards) opened for inference equals the training forward bit for bit,
 // int8/int4 stay within their row-wise bound, lookups from 4 threads across a reload each see
-// one whole version, a pinned snapshot keeps its version, and Mlp/Dcn.infer equal forward.
+// one whole version, a pinned snapshot keeps its version, close() waits for lookups in flight,
+// and Mlp/Dcn.infer equal forward.
 package org.shardrec;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -230,6 +231,32 @@ class InferenceTest {
     closed.close();
     assertEquals(ShardrecException.EINVAL,
                  assertThrows(ShardrecException.class, closed::version).code());
+  }
+
+  @Test
+  void closeWaitsForLookupsInFlight() throws Exception {
+    Inference inf = Inference.open(dir1.toString());
+    ExecutorService pool = Executors.newFixedThreadPool(4);
+    List<Future<Integer>> futures = new ArrayList<>();
+    for (int t = 0; t < 4; ++t) {
+      final int rank = t % 2;
+      futures.add(pool.submit(() -> {
+        float[] out = new float[(int) inf.outputSize(request(rank))];
+        for (int n = 1;; ++n) {
+          try {
+            inf.lookup(request(rank), out);
+          } catch (ShardrecException e) {
+            assertEquals(ShardrecException.EINVAL, e.code()); // closed, never a crash
+            return n;
+          }
+          assertArrayEquals(forward1[rank], out);
+        }
+      }));
+    }
+    Thread.sleep(20);
+    inf.close();
+    for (Future<Integer> f : futures) assertTrue(f.get() >= 1);
+    pool.shutdown();
   }
 
   @Test
