@@ -1,5 +1,5 @@
 // C API of the inference collection (shardrec/inference.h): argument checks and conversions over
-// impl/serving. Every read-path call pins the current version with one atomic load.
+// impl/serving. Every read-path call runs inside the current version's slot (lock-free).
 #include "shardrec/inference.h"
 
 #include <array>
@@ -117,13 +117,12 @@ Status DenseTensor(const Model& m, const char* name, const float** data, size_t*
   return Status::Ok();
 }
 
-// Runs `fn(model)` on the handle's current version, pinned for the call.
+// Runs `fn(model)` on the handle's current version, held for the call.
 template <typename Fn>
 shardrec_status_t OnCurrent(const shardrec_inference_t* inf, Fn&& fn) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckHandle(inf));
-    const std::shared_ptr<const Model> m = inf->impl->Current();
-    return fn(*m);
+    return inf->impl->Read([&](const Model& m) { return fn(m); });
   });
 }
 

@@ -1,11 +1,14 @@
-// The served collection: the current model version behind an atomic shared pointer, so a lookup
-// pins a version with one atomic load (no mutex), and a reload swaps a new version in while
-// lookups run. Old versions are freed by their last reader.
+// The served collection: two version slots and a reader count per slot. A lookup enters the
+// current slot with one atomic increment (re-checking the slot index, retrying only if a swap
+// just happened), reads the version, and leaves with one decrement: no lock, no wait. A reload
+// fills the other slot, flips the index, waits for the old slot's readers to leave, and frees the
+// old version (unless a pinned snapshot still holds it).
 #pragma once
 
 #include <atomic>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "impl/core/status.h"
@@ -20,12 +23,23 @@ class Inference {
   static Status Open(const std::string& path, const OpenOptions& options,
                      std::unique_ptr<Inference>* out);
 
-  // The version to read; it stays valid while the returned pointer is held.
-  std::shared_ptr<const Model> Current() const { return current_.load(std::memory_order_acquire); }
+  // Runs fn(const Model&) on the current version, which stays alive and current-or-older for
+  // the call; returns what fn returns. Lock-free.
+  template <typename Fn>
+  auto Read(Fn&& fn) const {
+    ReadGuard g(*this);
+    return fn(*slots_[g.slot]);
+  }
+
+  // A reference to the current version that keeps it alive (a pinned snapshot).
+  std::shared_ptr<const Model> Current() const {
+    ReadGuard g(*this);
+    return slots_[g.slot];
+  }
 
   // Opens `path` with the handle's options and publishes it as the next version if it has the
   // same shape (Model::SameShape). kInvalidUsage while another reload runs; any error leaves the
-  // current version served.
+  // current version served. Returns once the old version has no reader left in its slot.
   Status Reload(const std::string& path);
 
   // Table names and shapes never change across reloads, so they are kept here for callers that
@@ -35,9 +49,37 @@ class Inference {
  private:
   explicit Inference(OpenOptions options) : options_(std::move(options)) {}
 
+  // Enters the current slot for its lifetime.
+  class ReadGuard {
+   public:
+    explicit ReadGuard(const Inference& inf) : inf_(inf) {
+      for (;;) {
+        slot = inf.current_.load();
+        inf.readers_[slot].count.fetch_add(1);
+        if (inf.current_.load() == slot) return;
+        inf.readers_[slot].count.fetch_sub(1);  // a swap moved on: take the new slot
+      }
+    }
+    ~ReadGuard() { inf_.readers_[slot].count.fetch_sub(1); }
+    ReadGuard(const ReadGuard&) = delete;
+    ReadGuard& operator=(const ReadGuard&) = delete;
+    int slot = 0;
+
+   private:
+    const Inference& inf_;
+  };
+
+  struct alignas(64) Readers {
+    mutable std::atomic<int64_t> count{0};
+  };
+
   const OpenOptions options_;
   std::vector<std::string> table_names_;
-  std::atomic<std::shared_ptr<const Model>> current_;
+  // slots_[current_] is the served version; the other slot is empty between reloads. A slot is
+  // written only by a reload while it is not current and has no reader.
+  std::shared_ptr<const Model> slots_[2];
+  Readers readers_[2];
+  std::atomic<int> current_{0};
   std::atomic<bool> reloading_{false};
 };
 

@@ -1,48 +1,53 @@
-// Serving lookups: per (feature, table) pair a gather of whole rows accumulated in fp32 straight
-// into the output row, with the row decoding chosen once per pair (a template per storage type),
-// so the inner loop over columns is a plain vectorisable loop.
+// Serving lookups: per (feature, table) pair a gather of whole rows, prefetched a few ids ahead,
+// each decoded to fp32 by the table's decoder (decode.h; fp32 rows are read in place) and
+// accumulated straight into the output row by a plain vectorisable loop.
 #include "impl/serving/lookup.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "impl/core/check.h"
-#include "impl/core/half.h"
+#include "impl/core/prefetch.h"
+#include "impl/serving/decode.h"
 
 namespace shardrec::serving {
 namespace {
 
-// acc[c] += w * value(c) for one stored row. kWeighted false adds the value itself (what the
-// training kernels do for an unweighted batch; x * 1 would give the same bits, but costs a
-// multiply).
-template <Storage S, bool kWeighted>
-inline void Accumulate(const uint8_t* row, int32_t dim, float w, float* acc) {
-  if constexpr (S == Storage::kFp32) {
-    const auto* x = reinterpret_cast<const float*>(row);
-    for (int32_t c = 0; c < dim; ++c) acc[c] += kWeighted ? w * x[c] : x[c];
-  } else if constexpr (S == Storage::kFp16 || S == Storage::kBf16) {
-    const auto* x = reinterpret_cast<const uint16_t*>(row);
-    for (int32_t c = 0; c < dim; ++c) {
-      const float v = S == Storage::kFp16 ? HalfToFloat(x[c]) : BFloat16ToFloat(x[c]);
-      acc[c] += kWeighted ? w * v : v;
-    }
-  } else {
-    float scale, bias;
-    std::memcpy(&scale, row, 4);
-    std::memcpy(&bias, row + 4, 4);
-    const uint8_t* q = row + kQuantHeaderBytes;
-    for (int32_t c = 0; c < dim; ++c) {
-      const uint8_t code = S == Storage::kInt8 ? q[c] : ((q[c / 2] >> (4 * (c % 2))) & 0xF);
-      const float v = static_cast<float>(code) * scale + bias;
-      acc[c] += kWeighted ? w * v : v;
-    }
-  }
+// Ids ahead whose rows are prefetched: enough to cover DRAM latency at a few ns per row.
+constexpr size_t kPrefetchAhead = 8;
+
+// acc[c] += w * x[c] (kWeighted) or acc[c] += x[c]: one fp32 multiply and add per element, in id
+// order, as the training kernels (x * 1 would give the same bits but cost a multiply).
+template <bool kWeighted>
+inline void Accumulate(const float* __restrict x, int32_t dim, float w, float* __restrict acc) {
+  for (int32_t c = 0; c < dim; ++c) acc[c] += kWeighted ? w * x[c] : x[c];
 }
 
 struct Ids {
   const int64_t* v64;
   const int32_t* v32;
   int64_t operator[](size_t i) const { return v64 != nullptr ? v64[i] : v32[i]; }
+};
+
+// A table's rows as fp32: in place for fp32, else decoded into `buf`.
+struct RowReader {
+  const Table& t;
+  DecodeFn decode;
+  float* buf;
+  uint8_t* scratch;
+
+  const uint8_t* Address(int64_t row) const {
+    return t.data + static_cast<uint64_t>(row) * t.row_bytes;
+  }
+  void Prefetch(int64_t id) const {
+    if (id >= 0 && id < t.rows) core::PrefetchLines(Address(id), static_cast<int64_t>(t.row_bytes));
+  }
+  const float* Read(int64_t row) const {
+    if (decode == nullptr) return reinterpret_cast<const float*>(Address(row));
+    decode(Address(row), t.dim, buf, scratch);
+    return buf;
+  }
 };
 
 // Resolves an id against the bounds policy: the row to read, or -1 to skip it.
@@ -67,39 +72,77 @@ inline Status Resolve(const Model& m, const Table& t, int32_t f, int64_t b, size
                                  ")");
 }
 
+// out[c] = sum over the bag's rows j, in order, of w[j] * x[j][c] (or x[j][c]), for c in
+// [c0, c0 + kTile): the tile's sums stay in registers across the bag, and each output element
+// still starts at 0 and adds its terms in id order.
+template <bool kWeighted, int kTile>
+inline void SumTile(const float* const* x, const float* w, size_t n, int32_t c0, float* out) {
+  float acc[kTile] = {};
+  for (size_t j = 0; j < n; ++j) {
+    const float* row = x[j] + c0;
+#pragma GCC unroll 16
+    for (int k = 0; k < kTile; ++k) acc[k] += kWeighted ? w[j] * row[k] : row[k];
+  }
+  for (int k = 0; k < kTile; ++k) out[c0 + k] = acc[k];
+}
+
+// Per-call scratch of the pooled path: the bag's row pointers, weights, and decoded rows.
+struct BagScratch {
+  std::vector<const float*> rows;
+  std::vector<float> weights;
+  std::vector<float> decoded;
+};
+
 // One pooled pair over all samples: bag b of feature f sums into out[b * D + pair.out_offset].
-template <Storage S, bool kWeighted>
-Status PooledPair(const Model& m, const Request& r, const Pair& p, size_t begin, const Ids& ids,
-                  float* out) {
+template <bool kWeighted>
+Status PooledPair(const Model& m, const Request& r, const Pair& p, size_t begin, size_t end,
+                  const Ids& ids, const RowReader& reader, BagScratch* bag, float* out) {
   const Table& t = m.tables[p.table];
   const bool mean = t.pooling == Pooling::kMean;
   const int64_t B = r.batch_size;
+  const int32_t dim = t.dim;
   size_t pos = begin;
   for (int64_t b = 0; b < B; ++b) {
-    const int32_t len = r.lengths[static_cast<size_t>(p.feature) * B + b];
+    const auto len = static_cast<size_t>(r.lengths[static_cast<size_t>(p.feature) * B + b]);
     float* acc = out + b * m.output_dim + p.out_offset;
-    std::memset(acc, 0, sizeof(float) * t.dim);
+    bag->rows.clear();
+    bag->weights.clear();
+    if (reader.decode != nullptr && bag->decoded.size() < len * dim) bag->decoded.resize(len * dim);
     float div = 0.0f;
-    for (size_t i = pos; i < pos + static_cast<size_t>(len); ++i) {
+    for (size_t i = pos; i < pos + len; ++i) {
+      if (i + kPrefetchAhead < end) reader.Prefetch(ids[i + kPrefetchAhead]);
       int64_t row = 0;
       SR_RETURN_IF_ERROR(Resolve(m, t, p.feature, b, i, ids[i], &row));
       if (row < 0) continue;
       const float w = kWeighted ? r.weights[i] : 1.0f;
-      Accumulate<S, kWeighted>(t.data + static_cast<uint64_t>(row) * t.row_bytes, t.dim, w, acc);
+      if (reader.decode != nullptr) {
+        float* dst = bag->decoded.data() + bag->rows.size() * dim;
+        reader.decode(reader.Address(row), dim, dst, reader.scratch);
+        bag->rows.push_back(dst);
+      } else {
+        bag->rows.push_back(reinterpret_cast<const float*>(reader.Address(row)));
+      }
+      bag->weights.push_back(w);
       div += w;
     }
+    const size_t n = bag->rows.size();
+    const float* const* x = bag->rows.data();
+    const float* w = bag->weights.data();
+    int32_t c0 = 0;
+    for (; c0 + 16 <= dim; c0 += 16) SumTile<kWeighted, 16>(x, w, n, c0, acc);
+    for (; c0 + 4 <= dim; c0 += 4) SumTile<kWeighted, 4>(x, w, n, c0, acc);
+    for (; c0 < dim; ++c0) SumTile<kWeighted, 1>(x, w, n, c0, acc);
     if (mean)
-      for (int32_t c = 0; c < t.dim; ++c) acc[c] = div != 0.0f ? acc[c] / div : 0.0f;
-    pos += static_cast<size_t>(len);
+      for (int32_t c = 0; c < dim; ++c) acc[c] = div != 0.0f ? acc[c] / div : 0.0f;
+    pos += len;
   }
   return Status::Ok();
 }
 
 // The values [begin, end) of feature f, one output row each.
-template <Storage S, bool kWeighted>
+template <bool kWeighted>
 Status SequenceFeature(const Model& m, const Request& r, int32_t f, size_t begin, size_t end,
-                       const Ids& ids, float* out) {
-  const int32_t ti = m.feature_table[f];
+                       const Ids& ids, const RowReader* rows, float* out) {
   const int32_t dim = static_cast<int32_t>(m.output_dim);
   const int64_t B = r.batch_size;
   int64_t b = 0;
@@ -107,35 +150,15 @@ Status SequenceFeature(const Model& m, const Request& r, int32_t f, size_t begin
   for (size_t i = begin; i < end; ++i) {
     float* acc = out + i * static_cast<size_t>(dim);
     std::memset(acc, 0, sizeof(float) * dim);
-    if (ti < 0) continue;
+    if (rows == nullptr) continue;
+    if (i + kPrefetchAhead < end) rows->Prefetch(ids[i + kPrefetchAhead]);
     while (i >= bag_end && b < B) bag_end += r.lengths[static_cast<size_t>(f) * B + b++];
-    const Table& t = m.tables[ti];
     int64_t row = 0;
-    SR_RETURN_IF_ERROR(Resolve(m, t, f, b - 1, i, ids[i], &row));
+    SR_RETURN_IF_ERROR(Resolve(m, rows->t, f, b - 1, i, ids[i], &row));
     if (row < 0) continue;
-    Accumulate<S, kWeighted>(t.data + static_cast<uint64_t>(row) * t.row_bytes, dim,
-                             kWeighted ? r.weights[i] : 1.0f, acc);
+    Accumulate<kWeighted>(rows->Read(row), dim, kWeighted ? r.weights[i] : 1.0f, acc);
   }
   return Status::Ok();
-}
-
-template <bool kWeighted, typename Fn>
-Status Dispatch(Storage s, Fn&& fn) {
-  switch (s) {
-    case Storage::kFp32:
-      return fn.template operator()<Storage::kFp32, kWeighted>();
-    case Storage::kFp16:
-      return fn.template operator()<Storage::kFp16, kWeighted>();
-    case Storage::kBf16:
-      return fn.template operator()<Storage::kBf16, kWeighted>();
-    case Storage::kInt8:
-      return fn.template operator()<Storage::kInt8, kWeighted>();
-    case Storage::kInt4:
-      return fn.template operator()<Storage::kInt4, kWeighted>();
-    case Storage::kAsTrained:
-      break;
-  }
-  return Status::Internal("lookup on an unresolved storage");
 }
 
 Status CheckRequest(const Model& m, const Request& r, size_t out_len, const float* out) {
@@ -194,24 +217,36 @@ Status Lookup(const Model& m, const Request& r, float* out, size_t out_len) {
   const Ids ids{r.values_int64 ? static_cast<const int64_t*>(r.values) : nullptr,
                 r.values_int64 ? nullptr : static_cast<const int32_t*>(r.values)};
   const bool weighted = r.weights != nullptr;
+  // One decode buffer per call (the widest row), so concurrent calls share nothing.
+  int32_t widest = 0;
+  for (const Table& t : m.tables) widest = std::max(widest, t.dim);
+  std::vector<float> buf(static_cast<size_t>(widest));
+  std::vector<uint8_t> scratch(static_cast<size_t>(widest) + 1);
+  auto reader = [&](const Table& t) {
+    return RowReader{t, DecoderFor(t.storage), buf.data(), scratch.data()};
+  };
   if (m.sequence) {
     for (size_t f = 0; f < m.features.size(); ++f) {
       const int32_t ti = m.feature_table[f];
-      const Storage s = ti >= 0 ? m.tables[ti].storage : Storage::kFp32;
-      auto run = [&]<Storage S, bool W>() {
-        return SequenceFeature<S, W>(m, r, static_cast<int32_t>(f), begin[f], begin[f + 1], ids,
-                                     out);
-      };
-      SR_RETURN_IF_ERROR(weighted ? Dispatch<true>(s, run) : Dispatch<false>(s, run));
+      const auto fi = static_cast<int32_t>(f);
+      if (ti < 0) {
+        SR_RETURN_IF_ERROR(
+            SequenceFeature<false>(m, r, fi, begin[f], begin[f + 1], ids, nullptr, out));
+        continue;
+      }
+      const RowReader rows = reader(m.tables[ti]);
+      SR_RETURN_IF_ERROR(
+          weighted ? SequenceFeature<true>(m, r, fi, begin[f], begin[f + 1], ids, &rows, out)
+                   : SequenceFeature<false>(m, r, fi, begin[f], begin[f + 1], ids, &rows, out));
     }
     return Status::Ok();
   }
+  BagScratch bag;
   for (const Pair& p : m.pairs) {
-    auto run = [&]<Storage S, bool W>() {
-      return PooledPair<S, W>(m, r, p, begin[p.feature], ids, out);
-    };
-    const Storage s = m.tables[p.table].storage;
-    SR_RETURN_IF_ERROR(weighted ? Dispatch<true>(s, run) : Dispatch<false>(s, run));
+    const RowReader rows = reader(m.tables[p.table]);
+    const size_t b0 = begin[p.feature], b1 = begin[p.feature + 1];
+    SR_RETURN_IF_ERROR(weighted ? PooledPair<true>(m, r, p, b0, b1, ids, rows, &bag, out)
+                                : PooledPair<false>(m, r, p, b0, b1, ids, rows, &bag, out));
   }
   return Status::Ok();
 }

@@ -7,9 +7,9 @@
  * plan, world size and mesh wrote the checkpoint), in the storage type asked for, plus the
  * checkpoint's dense tensors. There is no communicator and no optimizer state.
  *
- * Versions and swaps: a version is immutable and reference-counted. Every lookup takes a
- * reference to the handle's current version when it starts (an atomic load, no mutex) and drops
- * it when it returns, so it reads exactly one version from its first row to its last.
+ * Versions and swaps: a version is immutable. Every lookup enters the handle's current version
+ * when it starts (one atomic increment of a reader count, no mutex, no wait) and leaves it when it
+ * returns, so it reads exactly one version from its first row to its last.
  * shardrec_inference_reload opens a newer checkpoint or serving file and swaps it in atomically
  * while lookups run: lookups that started before the swap finish on the old version; those that
  * start after it read the new one. The old version's memory is freed when its last reader (a
@@ -305,7 +305,8 @@ SHARDREC_API shardrec_status_t shardrec_inference_snapshot_dense_tensor(
  * leaves). The new source must have the same features (names and order) and the same tables
  * (names, rows, dims, pooling, resolved storage types); otherwise nothing
  * changes. One reload at a time per handle: a reload started while another runs is refused with
- * SHARDREC_EUSAGE (it does not wait).
+ * SHARDREC_EUSAGE (it does not wait). The call returns once the lookups that were running on
+ * the old version have returned, with the old version freed unless a snapshot pins it.
  * @param inf  [in,out] Must not be NULL.
  * @param path [in] Must not be NULL or empty.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments or a source that does not match;
