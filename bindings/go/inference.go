@@ -240,7 +240,8 @@ func (inf *Inference) Save(path string) error {
 // Reload opens path (checkpoint or serving file) with the handle's options and swaps it in
 // while lookups run; lookups that started before finish on the old version. The source must
 // have the same features and tables (else ErrCodeInvalid and nothing changes); a Reload while
-// another runs returns ErrCodeUsage.
+// another runs returns ErrCodeUsage. It returns once the lookups running on the old version
+// have returned.
 func (inf *Inference) Reload(path string) error {
 	return inf.use(func(h uintptr) error { return swig.Inference_reload(h, path) })
 }

@@ -237,7 +237,8 @@ impl Inference {
     /// Opens `path` (checkpoint or serving file) with the handle's options and swaps it in while
     /// lookups run on other threads; lookups that started before finish on the old version. The
     /// source must have the same features and tables (else `Code::Invalid`, nothing changes); a
-    /// reload while another runs is `Code::Usage`.
+    /// reload while another runs is `Code::Usage`. It returns once the lookups running on the
+    /// old version have returned.
     pub fn reload(&self, path: &str) -> Result<()> {
         let cpath = cstring(path, "path")?;
         check(unsafe { sys::shardrec_inference_reload(self.raw, cpath.as_ptr()) })

@@ -263,7 +263,7 @@ public final class Inference extends NativeHandle {
    * Opens {@code path} (checkpoint or serving file) with this handle's options and swaps it in
    * while lookups run; lookups that started before finish on the old version. The source must
    * have the same features and tables (else EINVAL and nothing changes); a reload while another
-   * runs throws EUSAGE.
+   * runs throws EUSAGE. Returns once the lookups running on the old version have returned.
    */
   public void reload(String path) {
     shared(h -> Native.inference_reload(h, path));
