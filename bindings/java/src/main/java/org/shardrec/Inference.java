@@ -17,9 +17,9 @@ import org.shardrec.swig.Native;
  * <p><b>Threads.</b> Every method may be called from any number of threads at once, including
  * {@link #reload} (one reload at a time; a second concurrent one throws EUSAGE) and
  * {@link #close}: close() waits for the calls running on other threads, and later calls throw
- * ShardrecException EINVAL. The C read path takes no lock; the wrapper only counts each call in
- * and out under a short monitor so that close() cannot free the handle under it. Each thread
- * passes its own output buffer.
+ * ShardrecException EINVAL. The C read path takes no lock; the wrapper holds the read side of a
+ * read-write lock during each call (readers never wait for each other) so that close() cannot
+ * free the handle under it. Each thread passes its own output buffer.
  *
  * <p><b>Versions.</b> A lookup reads exactly one version and returns its number (1 after open,
  * +1 per reload). A request that also needs the dense tensors of that version pins a
