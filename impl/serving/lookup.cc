@@ -72,12 +72,17 @@ inline Status Resolve(const Model& m, const Table& t, int32_t f, int64_t b, size
                                  ")");
 }
 
-// out[c] = sum over the bag's rows j, in order, of w[j] * x[j][c] (or x[j][c]), for c in
-// [c0, c0 + kTile): the tile's sums stay in registers across the bag, and each output element
-// still starts at 0 and adds its terms in id order.
+// Rows gathered (and decoded) before they are summed: bounds the scratch of a long bag.
+constexpr size_t kChunkRows = 64;
+
+// out[c] (+)= sum over rows j, in order, of w[j] * x[j][c] (or x[j][c]), for c in
+// [c0, c0 + kTile): the tile's sums stay in registers across the rows. The first chunk of a bag
+// starts at 0 and later chunks continue from out, so every element adds its terms in id order.
 template <bool kWeighted, int kTile>
-inline void SumTile(const float* const* x, const float* w, size_t n, int32_t c0, float* out) {
-  float acc[kTile] = {};
+inline void SumTile(const float* const* x, const float* w, size_t n, int32_t c0, bool first,
+                    float* out) {
+  float acc[kTile];
+  for (int k = 0; k < kTile; ++k) acc[k] = first ? 0.0f : out[c0 + k];
   for (size_t j = 0; j < n; ++j) {
     const float* row = x[j] + c0;
 #pragma GCC unroll 16
@@ -86,11 +91,19 @@ inline void SumTile(const float* const* x, const float* w, size_t n, int32_t c0,
   for (int k = 0; k < kTile; ++k) out[c0 + k] = acc[k];
 }
 
-// Per-call scratch of the pooled path: the bag's row pointers, weights, and decoded rows.
+template <bool kWeighted>
+void SumRows(const float* const* x, const float* w, size_t n, int32_t dim, bool first, float* out) {
+  int32_t c0 = 0;
+  for (; c0 + 16 <= dim; c0 += 16) SumTile<kWeighted, 16>(x, w, n, c0, first, out);
+  for (; c0 + 4 <= dim; c0 += 4) SumTile<kWeighted, 4>(x, w, n, c0, first, out);
+  for (; c0 < dim; ++c0) SumTile<kWeighted, 1>(x, w, n, c0, first, out);
+}
+
+// Per-call scratch of the pooled path: one chunk's row pointers, weights and decoded rows.
 struct BagScratch {
-  std::vector<const float*> rows;
-  std::vector<float> weights;
-  std::vector<float> decoded;
+  const float* rows[kChunkRows];
+  float weights[kChunkRows];
+  std::vector<float> decoded;  // kChunkRows x the widest dim
 };
 
 // One pooled pair over all samples: bag b of feature f sums into out[b * D + pair.out_offset].
@@ -105,10 +118,9 @@ Status PooledPair(const Model& m, const Request& r, const Pair& p, size_t begin,
   for (int64_t b = 0; b < B; ++b) {
     const auto len = static_cast<size_t>(r.lengths[static_cast<size_t>(p.feature) * B + b]);
     float* acc = out + b * m.output_dim + p.out_offset;
-    bag->rows.clear();
-    bag->weights.clear();
-    if (reader.decode != nullptr && bag->decoded.size() < len * dim) bag->decoded.resize(len * dim);
     float div = 0.0f;
+    bool first = true;
+    size_t n = 0;
     for (size_t i = pos; i < pos + len; ++i) {
       if (i + kPrefetchAhead < end) reader.Prefetch(ids[i + kPrefetchAhead]);
       int64_t row = 0;
@@ -116,22 +128,21 @@ Status PooledPair(const Model& m, const Request& r, const Pair& p, size_t begin,
       if (row < 0) continue;
       const float w = kWeighted ? r.weights[i] : 1.0f;
       if (reader.decode != nullptr) {
-        float* dst = bag->decoded.data() + bag->rows.size() * dim;
+        float* dst = bag->decoded.data() + n * dim;
         reader.decode(reader.Address(row), dim, dst, reader.scratch);
-        bag->rows.push_back(dst);
+        bag->rows[n] = dst;
       } else {
-        bag->rows.push_back(reinterpret_cast<const float*>(reader.Address(row)));
+        bag->rows[n] = reinterpret_cast<const float*>(reader.Address(row));
       }
-      bag->weights.push_back(w);
+      bag->weights[n++] = w;
       div += w;
+      if (n == kChunkRows) {
+        SumRows<kWeighted>(bag->rows, bag->weights, n, dim, first, acc);
+        first = false;
+        n = 0;
+      }
     }
-    const size_t n = bag->rows.size();
-    const float* const* x = bag->rows.data();
-    const float* w = bag->weights.data();
-    int32_t c0 = 0;
-    for (; c0 + 16 <= dim; c0 += 16) SumTile<kWeighted, 16>(x, w, n, c0, acc);
-    for (; c0 + 4 <= dim; c0 += 4) SumTile<kWeighted, 4>(x, w, n, c0, acc);
-    for (; c0 < dim; ++c0) SumTile<kWeighted, 1>(x, w, n, c0, acc);
+    SumRows<kWeighted>(bag->rows, bag->weights, n, dim, first, acc);
     if (mean)
       for (int32_t c = 0; c < dim; ++c) acc[c] = div != 0.0f ? acc[c] / div : 0.0f;
     pos += len;
@@ -242,6 +253,7 @@ Status Lookup(const Model& m, const Request& r, float* out, size_t out_len) {
     return Status::Ok();
   }
   BagScratch bag;
+  bag.decoded.resize(kChunkRows * static_cast<size_t>(widest));
   for (const Pair& p : m.pairs) {
     const RowReader rows = reader(m.tables[p.table]);
     const size_t b0 = begin[p.feature], b1 = begin[p.feature + 1];

@@ -41,7 +41,7 @@ double ElementBound(int32_t storage, double x, double scale) {
 
 }  // namespace
 
-Trained TrainAndSave(const Side& side, int32_t pooling, bool weighted) {
+Trained TrainAndSave(const Side& side, int32_t pooling, bool weighted, int32_t max_bag) {
   Trained t;
   const int32_t group = side.shard_size ? side.shard_size : side.world;
   Scenario s = StandardScenario(group, side.sharding, pooling);
@@ -49,6 +49,7 @@ Trained TrainAndSave(const Side& side, int32_t pooling, bool weighted) {
   s.optimizer.type = SHARDREC_OPTIMIZER_ADAGRAD;
   s.optimizer.lr = 0.05f;
   s.weighted = weighted;
+  s.max_bag = max_bag;
   for (RefTable& rt : s.tables) rt.dtype = side.dtype;
   t.s = s;
   t.trained_dir = FreshDir("trained");

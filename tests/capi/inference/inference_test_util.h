@@ -31,8 +31,9 @@ struct Trained {
   std::vector<std::vector<float>> weights;      // per table: trained full weights (fp32)
 };
 
-// Trains `side` with StandardScenario tables of `pooling`, per-id weights when `weighted`.
-Trained TrainAndSave(const Side& side, int32_t pooling, bool weighted);
+// Trains `side` with StandardScenario tables of `pooling`, per-id weights when `weighted`, bags
+// of up to `max_bag` ids.
+Trained TrainAndSave(const Side& side, int32_t pooling, bool weighted, int32_t max_bag = 4);
 
 // Opens `path` with every table in `storage`; fails the test on error.
 InferencePtr Open(const std::string& path, int32_t storage, int32_t bounds = SHARDREC_BOUNDS_ERROR);
