@@ -10,6 +10,7 @@
 #include "impl/core/check.h"
 #include "impl/core/prefetch.h"
 #include "impl/serving/decode.h"
+#include "impl/serving/sum_rows.h"
 
 namespace shardrec::serving {
 namespace {
@@ -75,30 +76,6 @@ inline Status Resolve(const Model& m, const Table& t, int32_t f, int64_t b, size
 // Rows gathered (and decoded) before they are summed: bounds the scratch of a long bag.
 constexpr size_t kChunkRows = 64;
 
-// out[c] (+)= sum over rows j, in order, of w[j] * x[j][c] (or x[j][c]), for c in
-// [c0, c0 + kTile): the tile's sums stay in registers across the rows. The first chunk of a bag
-// starts at 0 and later chunks continue from out, so every element adds its terms in id order.
-template <bool kWeighted, int kTile>
-inline void SumTile(const float* const* x, const float* w, size_t n, int32_t c0, bool first,
-                    float* out) {
-  float acc[kTile];
-  for (int k = 0; k < kTile; ++k) acc[k] = first ? 0.0f : out[c0 + k];
-  for (size_t j = 0; j < n; ++j) {
-    const float* row = x[j] + c0;
-#pragma GCC unroll 16
-    for (int k = 0; k < kTile; ++k) acc[k] += kWeighted ? w[j] * row[k] : row[k];
-  }
-  for (int k = 0; k < kTile; ++k) out[c0 + k] = acc[k];
-}
-
-template <bool kWeighted>
-void SumRows(const float* const* x, const float* w, size_t n, int32_t dim, bool first, float* out) {
-  int32_t c0 = 0;
-  for (; c0 + 16 <= dim; c0 += 16) SumTile<kWeighted, 16>(x, w, n, c0, first, out);
-  for (; c0 + 4 <= dim; c0 += 4) SumTile<kWeighted, 4>(x, w, n, c0, first, out);
-  for (; c0 < dim; ++c0) SumTile<kWeighted, 1>(x, w, n, c0, first, out);
-}
-
 // Per-call scratch of the pooled path: one chunk's row pointers, weights and decoded rows.
 struct BagScratch {
   const float* rows[kChunkRows];
@@ -114,6 +91,7 @@ Status PooledPair(const Model& m, const Request& r, const Pair& p, size_t begin,
   const bool mean = t.pooling == Pooling::kMean;
   const int64_t B = r.batch_size;
   const int32_t dim = t.dim;
+  static const SumRowsFn sum = HostSumRows();
   size_t pos = begin;
   for (int64_t b = 0; b < B; ++b) {
     const auto len = static_cast<size_t>(r.lengths[static_cast<size_t>(p.feature) * B + b]);
@@ -137,12 +115,12 @@ Status PooledPair(const Model& m, const Request& r, const Pair& p, size_t begin,
       bag->weights[n++] = w;
       div += w;
       if (n == kChunkRows) {
-        SumRows<kWeighted>(bag->rows, bag->weights, n, dim, first, acc);
+        sum(bag->rows, kWeighted ? bag->weights : nullptr, n, dim, first, acc);
         first = false;
         n = 0;
       }
     }
-    SumRows<kWeighted>(bag->rows, bag->weights, n, dim, first, acc);
+    sum(bag->rows, kWeighted ? bag->weights : nullptr, n, dim, first, acc);
     if (mean)
       for (int32_t c = 0; c < dim; ++c) acc[c] = div != 0.0f ? acc[c] / div : 0.0f;
     pos += len;

@@ -21,7 +21,9 @@
  *
  * Storage types (per table, SHARDREC_SERVING_*; docs/serving.md has the error bounds):
  *  - AS_TRAINED keeps the checkpoint's dtype (fp32, fp16 or bf16): lookups then equal the
- *    training collection's forward bit for bit.
+ *    training collection's forward bit for bit wherever training summed each bag on one rank
+ *    (every type but the row-split RW, TWRW and grid, whose partial sums are added in another
+ *    order; docs/serving.md).
  *  - FP32; FP16 and BF16 round each fp32 value to nearest even (relative error at most 2^-11
  *    for FP16 in its normal range, 2^-8 for BF16).
  *  - INT8 and INT4 are row-wise (FBGEMM's convention): each row stores an fp32 scale and an fp32
@@ -32,9 +34,9 @@
  * Lookups accumulate in fp32 and dequantize on the fly.
  *
  * Sources: a checkpoint directory written by shardrec_checkpoint_save or _save_mesh (manifest and
- * rank files are read, every record's checksums verified, optimizer states skipped), or a serving
- * file written by shardrec_inference_save (one file, mapped read-only: zero-copy, and the page
- * cache is shared between the processes serving the same file; docs/serving-format.md).
+ * rank files are read, every weights record's checksums verified, optimizer states skipped), or a
+ * serving file written by shardrec_inference_save (one file, mapped read-only: zero-copy, and the
+ * page cache is shared between the processes serving the same file; docs/serving-format.md).
  *
  * Host only: a device storage or a device batch is refused with SHARDREC_EUNSUPPORTED. Dynamic
  * tables and their delta exports are not supported yet.

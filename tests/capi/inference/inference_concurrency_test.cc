@@ -247,5 +247,20 @@ TEST(InferenceConcurrency, SnapshotOutlivesReloadAndHandle) {
   shardrec_inference_unpin(ver);
 }
 
+// A row whose values are all equal has scale 0 and reads back exactly in every storage type.
+TEST(InferenceStorage, EqualRowsReadBackExactly) {
+  const std::string dir = FreshDir("equal");
+  SaveMarker(dir, SHARDREC_POOLING_MEAN, -0.375f);
+  const RefBatch batch = RandomBatches(SHARDREC_POOLING_MEAN, false)[1];
+  for (int32_t storage : {SHARDREC_SERVING_FP16, SHARDREC_SERVING_BF16, SHARDREC_SERVING_INT8,
+                          SHARDREC_SERVING_INT4}) {
+    InferencePtr inf = Open(dir, storage);
+    ASSERT_TRUE(inf);
+    std::string why;
+    EXPECT_TRUE(AllOneVersion(Lookup(inf.get(), batch, 4), batch, -0.375f, &why))
+        << "storage " << storage << ": " << why;
+  }
+}
+
 }  // namespace
 }  // namespace shardrec::testing
