@@ -112,7 +112,7 @@ TEST(InferenceConcurrency, ManyThreadsEqualSingleThreaded) {
 TEST(InferenceConcurrency, SwapsUnderLoadNeverShowAMixedVersion) {
   std::vector<std::string> sources;
   for (int32_t m = 1; m <= kMarkers; ++m) {
-    const std::string dir = FreshDir("marker");
+    const std::string dir = TempDir("marker");
     SaveMarker(dir, SHARDREC_POOLING_MEAN, static_cast<float>(m));
     // Every other marker also as a serving file: reloads alternate between both kinds.
     if (m % 2 == 0) {
@@ -197,7 +197,7 @@ TEST(InferenceConcurrency, SwapsUnderLoadNeverShowAMixedVersion) {
 }
 
 TEST(InferenceConcurrency, ConcurrentReloadsAreRefusedNotQueued) {
-  const std::string dir = FreshDir("reloads");
+  const std::string dir = TempDir("reloads");
   SaveMarker(dir, SHARDREC_POOLING_SUM, 1.0f);
   InferencePtr inf = Open(dir, SHARDREC_SERVING_INT8);
   ASSERT_TRUE(inf);
@@ -219,7 +219,7 @@ TEST(InferenceConcurrency, ConcurrentReloadsAreRefusedNotQueued) {
 }
 
 TEST(InferenceConcurrency, SnapshotOutlivesReloadAndHandle) {
-  const std::string a = FreshDir("snap_a"), b = FreshDir("snap_b");
+  const std::string a = TempDir("snap_a"), b = TempDir("snap_b");
   SaveMarker(a, SHARDREC_POOLING_MEAN, 1.0f);
   SaveMarker(b, SHARDREC_POOLING_MEAN, 2.0f);
   InferencePtr inf = Open(a, SHARDREC_SERVING_AS_TRAINED);
@@ -249,7 +249,7 @@ TEST(InferenceConcurrency, SnapshotOutlivesReloadAndHandle) {
 
 // A row whose values are all equal has scale 0 and reads back exactly in every storage type.
 TEST(InferenceStorage, EqualRowsReadBackExactly) {
-  const std::string dir = FreshDir("equal");
+  const std::string dir = TempDir("equal");
   SaveMarker(dir, SHARDREC_POOLING_MEAN, -0.375f);
   const RefBatch batch = RandomBatches(SHARDREC_POOLING_MEAN, false)[1];
   for (int32_t storage : {SHARDREC_SERVING_FP16, SHARDREC_SERVING_BF16, SHARDREC_SERVING_INT8,

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <mutex>
 
 namespace shardrec::testing {
 namespace {
@@ -39,7 +41,35 @@ double ElementBound(int32_t storage, double x, double scale) {
   }
 }
 
+// Removes the directories TempDir made, once every test has run.
+class TempDirs : public ::testing::Environment {
+ public:
+  static TempDirs& Get() {
+    // Owned by gtest once registered.
+    static TempDirs* dirs =
+        static_cast<TempDirs*>(::testing::AddGlobalTestEnvironment(new TempDirs));
+    return *dirs;
+  }
+  void Add(const std::string& dir) {
+    std::lock_guard<std::mutex> lock(mu_);
+    dirs_.push_back(dir);
+  }
+  void TearDown() override {
+    for (const std::string& d : dirs_) std::filesystem::remove_all(d);
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> dirs_;
+};
+
 }  // namespace
+
+std::string TempDir(const std::string& tag) {
+  std::string dir = FreshDir("inference_" + tag);
+  TempDirs::Get().Add(dir);
+  return dir;
+}
 
 Trained TrainAndSave(const Side& side, int32_t pooling, bool weighted, int32_t max_bag) {
   Trained t;
@@ -52,8 +82,8 @@ Trained TrainAndSave(const Side& side, int32_t pooling, bool weighted, int32_t m
   s.max_bag = max_bag;
   for (RefTable& rt : s.tables) rt.dtype = side.dtype;
   t.s = s;
-  t.trained_dir = FreshDir("trained");
-  t.dyadic_dir = FreshDir("dyadic");
+  t.trained_dir = TempDir("trained");
+  t.dyadic_dir = TempDir("dyadic");
   Scenario g = s;
   g.world = side.world;
   g.steps = 4;
