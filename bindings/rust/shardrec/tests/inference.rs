@@ -18,6 +18,7 @@ const REQUEST_STEP: usize = 9; // the batches looked up: batch(9, rank, 1)
 const DENSE: [f32; 4] = [0.5, -1.25, 3.0, 7.75];
 
 struct Fixture {
+    root: std::path::PathBuf, // removed when the fixture drops
     dir1: String,
     dir2: String,
     forward1: Vec<Vec<f32>>, // per rank, the third step's forward (on dir1's weights)
@@ -69,7 +70,13 @@ fn train(name: &str) -> Fixture {
     });
     let weights1 = per_rank[0].1.clone();
     let forward1 = per_rank.into_iter().map(|(out, _)| out).collect();
-    Fixture { dir1, dir2, forward1, weights1 }
+    Fixture { root, dir1, dir2, forward1, weights1 }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
 }
 
 /// An fp32 lookup against rank's training forward: bit for bit on t0 (table-wise) and t2

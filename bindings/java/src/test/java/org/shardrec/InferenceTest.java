@@ -20,6 +20,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicBoolean;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -27,6 +28,7 @@ class InferenceTest {
   private static final int REQUEST_STEP = 9; // the batches looked up: Training.batch(9, rank, 1)
   private static final float[] DENSE = {0.5f, -1.25f, 3f, 7.75f};
 
+  private static Path root; // removed when the tests end
   private static Path dir1; // after 2 steps
   private static Path dir2; // after a third step
   private static final float[][] forward1 = new float[2][]; // per rank, on dir1's weights
@@ -35,7 +37,7 @@ class InferenceTest {
   /** Trains at world 2, saving after 2 steps and again after a third. */
   @BeforeAll
   static void train() throws Exception {
-    Path root = Files.createTempDirectory("shardrec_inference_java");
+    root = Files.createTempDirectory("shardrec_inference_java");
     dir1 = root.resolve("v1");
     dir2 = root.resolve("v2");
     Comm[] comms = Comm.createLocalGroup(2);
@@ -67,6 +69,13 @@ class InferenceTest {
     } finally {
       pool.shutdown();
       for (Comm c : comms) c.close();
+    }
+  }
+
+  @AfterAll
+  static void removeFiles() throws Exception {
+    try (java.util.stream.Stream<Path> paths = Files.walk(root)) {
+      paths.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
     }
   }
 
