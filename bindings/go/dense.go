@@ -361,6 +361,20 @@ func (m *MLP) Forward(x []float32, batch int64, y []float32) error {
 	return err
 }
 
+// Infer writes y[batch, out] from x[batch, in] for serving (shardrec_mlp_infer): the same
+// values as Forward, bit for bit, without keeping anything for a backward. Any number of
+// goroutines may call Infer on one MLP at once, each with its own y; no training call
+// (Forward, Backward, an optimizer step) and no Close may run meanwhile (a training call seen
+// running gives ErrCodeUsage). A CUDA MLP gives ErrCodeUnsupported.
+func (m *MLP) Infer(x []float32, batch int64, y []float32) error {
+	if err := firstErr(checkLen("x", x, batch*m.in), checkLen("y", y, batch*m.out)); err != nil {
+		return err
+	}
+	err := swig.Mlp_infer(m.handle(), x, batch, y, batch*m.out)
+	runtime.KeepAlive(m)
+	return err
+}
+
 // Backward accumulates the parameter gradients of the last forward from dy[batch, out] and
 // writes dx[batch, in] unless dx is nil. With ddp not nil, tensor i is marked ready in the
 // bucketer as tensor first+i as soon as its gradient is final (last layer first), so its
@@ -454,6 +468,18 @@ func (d *DCN) Forward(x0 []float32, batch int64, y []float32) error {
 	if err == nil {
 		d.lastInput, d.lastBatch = x0, batch
 	}
+	runtime.KeepAlive(d)
+	return err
+}
+
+// Infer writes y[batch, width] from x0[batch, width] for serving (shardrec_dcn_infer), as
+// Forward bit for bit and from any number of goroutines at once, with MLP.Infer's rules.
+func (d *DCN) Infer(x0 []float32, batch int64, y []float32) error {
+	n := batch * d.width
+	if err := firstErr(checkLen("x0", x0, n), checkLen("y", y, n)); err != nil {
+		return err
+	}
+	err := swig.Dcn_infer(d.handle(), x0, batch, y, n)
 	runtime.KeepAlive(d)
 	return err
 }

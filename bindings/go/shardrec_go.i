@@ -162,6 +162,15 @@ SR_GO_HANDLE(shardrec_bind_param_list_t)
                                           (const int64_t* unit_counts, size_t num_units) };
 %apply (const int32_t* BUF, size_t LEN) { (const int32_t* activations, size_t num_activations) };
 
+/* ---- serving (../swig/inference.i) ---- */
+SR_GO_HANDLE(shardrec_inference_t)
+SR_GO_HANDLE(shardrec_inference_version_t)
+%apply (const int32_t* BUF, size_t LEN) { (const int32_t* storages, size_t num_storages) };
+/* A borrowed read-only address out (a snapshot's dense tensor): a 1-element []uintptr that the
+   Go layer turns into a slice over the snapshot's memory. */
+%typemap(gotype) const float** ADDR "[]uintptr"
+%typemap(in) const float** ADDR %{ $1 = ($1_ltype)$input.array; %}
+
 %include "../swig/shardrec.i"
 
 /* Float memory outside the Go heap, for storage C keeps after a call returns (DDP external

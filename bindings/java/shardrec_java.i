@@ -321,6 +321,27 @@ SR_JAVA_HANDLE(shardrec_bind_param_list_t)
                                              (const int64_t* unit_counts, size_t num_units) };
 %apply (const int32_t* ARR, size_t ARRLEN) { (const int32_t* activations, size_t num_activations) };
 
+/* ---- serving (../swig/inference.i) ---- */
+SR_JAVA_HANDLE(shardrec_inference_t)
+SR_JAVA_HANDLE(shardrec_inference_version_t)
+%apply (const int32_t* ARR, size_t ARRLEN) { (const int32_t* storages, size_t num_storages) };
+/* A borrowed read-only address out (a snapshot's dense tensor): a long[1]; the Java layer wraps
+   it in a direct buffer (shardrec_bind_java_direct_floats). */
+%typemap(jni) const float** ADDR "jlongArray"
+%typemap(jtype) const float** ADDR "long[]"
+%typemap(jstype) const float** ADDR "long[]"
+%typemap(javain) const float** ADDR "$javainput"
+%typemap(in) const float** ADDR (const float* addr = NULL) %{
+  if ($input == NULL || (*jenv)->GetArrayLength(jenv, $input) < 1) {
+    sr_java_throw_iae(jenv, "address holder must be a long[1]");
+    return $null;
+  }
+  $1 = &addr;
+%}
+%typemap(argout) const float** ADDR %{
+  { jlong v = (jlong)(intptr_t)addr$argnum; (*jenv)->SetLongArrayRegion(jenv, $input, 0, 1, &v); }
+%}
+
 %include "../swig/shardrec.i"
 
 /* ---- custom rendezvous stores: an org.shardrec.Store called back through JNI ---- */
@@ -559,3 +580,58 @@ void shardrec_bind_java_sync_hook_free(JNIEnv* jni_env, int64_t payload) {
 shardrec_status_t shardrec_bind_mesh_set_java_sync_hook(shardrec_mesh_t* mesh, JNIEnv* jni_env,
                                                         jobject hook, int64_t* payload_out);
 void shardrec_bind_java_sync_hook_free(JNIEnv* jni_env, int64_t payload);
+
+/* ---- serving into Java arrays, and snapshot memory as direct buffers ---- */
+%{
+/* A lookup on the handle @p inf, or on the snapshot @p ver when it is not NULL, into the Java
+   float[] @p out_array without a copy: the array is pinned (GetPrimitiveArrayCritical) for the
+   C call only, and no JNI call runs while it is pinned. */
+shardrec_status_t shardrec_bind_inference_lookup_array(
+    const shardrec_inference_t* inf, const shardrec_inference_version_t* ver, JNIEnv* jni_env,
+    int64_t batch_size, size_t num_features, const int32_t* lengths, size_t num_lengths,
+    const int64_t* values, size_t num_values, const float* weights, size_t num_weights,
+    jobject out_array, uint64_t* version_out) {
+  shardrec_kjt_view_t kjt = sr_bind_kjt(batch_size, num_features, lengths, num_lengths, values,
+                                        num_values, weights, num_weights);
+  size_t n = 0;
+  float* out = NULL;
+  shardrec_status_t rc;
+  if (out_array != NULL) {
+    n = (size_t)(*jni_env)->GetArrayLength(jni_env, (jarray)out_array);
+    out = (float*)(*jni_env)->GetPrimitiveArrayCritical(jni_env, (jarray)out_array, NULL);
+    if (out == NULL) {
+      (*jni_env)->ExceptionClear(jni_env);
+      return SHARDREC_ENOMEM;
+    }
+  }
+  rc = ver != NULL ? shardrec_inference_snapshot_lookup(ver, &kjt, out, n)
+                   : shardrec_inference_lookup(inf, &kjt, out, n, version_out);
+  if (out != NULL) (*jni_env)->ReleasePrimitiveArrayCritical(jni_env, (jarray)out_array, out, 0);
+  return rc;
+}
+
+/* A direct ByteBuffer over @p count floats at @p address (memory the caller keeps alive). */
+jobject shardrec_bind_java_direct_floats(JNIEnv* jni_env, int64_t address, int64_t count) {
+  return (*jni_env)->NewDirectByteBuffer(jni_env, (void*)(intptr_t)address,
+                                         (jlong)count * (jlong)sizeof(float));
+}
+%}
+
+%typemap(jni) jobject out_array "jfloatArray"
+%typemap(jtype) jobject out_array "float[]"
+%typemap(jstype) jobject out_array "float[]"
+%typemap(javain) jobject out_array "$javainput"
+%typemap(in) jobject out_array %{ $1 = $input; %}
+%apply uint64_t* OUT { uint64_t* version_out };
+shardrec_status_t shardrec_bind_inference_lookup_array(
+    const shardrec_inference_t* inf, const shardrec_inference_version_t* ver, JNIEnv* jni_env,
+    int64_t batch_size, size_t num_features, const int32_t* lengths, size_t num_lengths,
+    const int64_t* values, size_t num_values, const float* weights, size_t num_weights,
+    jobject out_array, uint64_t* version_out);
+%clear uint64_t* version_out;
+%typemap(jni) jobject "jobject"
+%typemap(jtype) jobject "java.nio.ByteBuffer"
+%typemap(jstype) jobject "java.nio.ByteBuffer"
+%typemap(out) jobject %{ $result = $1; %}
+%typemap(javaout) jobject { return $jnicall; }
+jobject shardrec_bind_java_direct_floats(JNIEnv* jni_env, int64_t address, int64_t count);

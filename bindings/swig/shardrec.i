@@ -84,3 +84,6 @@
 
 /* The dense side: MLP, DCN, dot interaction, BCE, dense optimizer, DDP bucketer, FSDP. */
 %include "dense.i"
+
+/* Serving: the inference handle and its pinned snapshots. */
+%include "inference.i"

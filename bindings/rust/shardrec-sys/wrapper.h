@@ -13,4 +13,5 @@
 #include "shardrec/checkpoint.h"
 #include "shardrec/dense.h"
 #include "shardrec/ddp.h"
+#include "shardrec/inference.h"
 // clang-format on

@@ -37,6 +37,8 @@ pub const SHARDREC_MESH_OPTIONS_VERSION: u32 = 1;
 pub const SHARDREC_CHECKPOINT_OPTIONS_VERSION: u32 = 2;
 pub const SHARDREC_MLP_OPTIONS_VERSION: u32 = 2;
 pub const SHARDREC_DDP_OPTIONS_VERSION: u32 = 1;
+pub const SHARDREC_TABLE_STORAGE_VERSION: u32 = 1;
+pub const SHARDREC_INFERENCE_OPTIONS_VERSION: u32 = 1;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
 pub type __int64_t = ::std::os::raw::c_long;
@@ -4429,6 +4431,15 @@ extern "C" {
     ) -> shardrec_status_t;
 }
 extern "C" {
+    pub fn shardrec_mlp_infer(
+        mlp: *const shardrec_mlp_t,
+        x: *const f32,
+        batch: i64,
+        y: *mut f32,
+        y_len: i64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
     pub fn shardrec_mlp_backward(
         mlp: *mut shardrec_mlp_t,
         dy: *const f32,
@@ -4477,6 +4488,15 @@ extern "C" {
 extern "C" {
     pub fn shardrec_dcn_forward(
         dcn: *mut shardrec_dcn_t,
+        x0: *const f32,
+        batch: i64,
+        y: *mut f32,
+        y_len: i64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_dcn_infer(
+        dcn: *const shardrec_dcn_t,
         x0: *const f32,
         batch: i64,
         y: *mut f32,
@@ -4923,5 +4943,340 @@ extern "C" {
         fsdp: *const shardrec_fsdp_t,
         current: *mut i64,
         peak: *mut i64,
+    ) -> shardrec_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_inference {
+    _unused: [u8; 0],
+}
+pub type shardrec_inference_t = shardrec_inference;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_inference_snapshot {
+    _unused: [u8; 0],
+}
+pub type shardrec_inference_version_t = shardrec_inference_snapshot;
+pub const shardrec_serving_storage_SHARDREC_SERVING_AS_TRAINED: shardrec_serving_storage = 0;
+pub const shardrec_serving_storage_SHARDREC_SERVING_FP32: shardrec_serving_storage = 1;
+pub const shardrec_serving_storage_SHARDREC_SERVING_FP16: shardrec_serving_storage = 2;
+pub const shardrec_serving_storage_SHARDREC_SERVING_BF16: shardrec_serving_storage = 3;
+pub const shardrec_serving_storage_SHARDREC_SERVING_INT8: shardrec_serving_storage = 4;
+pub const shardrec_serving_storage_SHARDREC_SERVING_INT4: shardrec_serving_storage = 5;
+pub type shardrec_serving_storage = ::std::os::raw::c_uint;
+pub use self::shardrec_serving_storage as shardrec_serving_storage_t;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_table_storage {
+    pub version: u32,
+    pub table: *const ::std::os::raw::c_char,
+    pub storage: i32,
+}
+#[test]
+fn bindgen_test_layout_shardrec_table_storage() {
+    assert_eq!(
+        ::std::mem::size_of::<shardrec_table_storage>(),
+        24usize,
+        concat!("Size of: ", stringify!(shardrec_table_storage))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<shardrec_table_storage>(),
+        8usize,
+        concat!("Alignment of ", stringify!(shardrec_table_storage))
+    );
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_table_storage>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_table_storage),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_table() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_table_storage>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).table) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_table_storage),
+                "::",
+                stringify!(table)
+            )
+        );
+    }
+    test_field_table();
+    fn test_field_storage() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_table_storage>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).storage) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_table_storage),
+                "::",
+                stringify!(storage)
+            )
+        );
+    }
+    test_field_storage();
+}
+pub type shardrec_table_storage_t = shardrec_table_storage;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_inference_options {
+    pub version: u32,
+    pub default_storage: i32,
+    pub table_storage: *const shardrec_table_storage_t,
+    pub num_table_storage: usize,
+    pub bounds_policy: i32,
+    pub device_type: i32,
+}
+#[test]
+fn bindgen_test_layout_shardrec_inference_options() {
+    assert_eq!(
+        ::std::mem::size_of::<shardrec_inference_options>(),
+        32usize,
+        concat!("Size of: ", stringify!(shardrec_inference_options))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<shardrec_inference_options>(),
+        8usize,
+        concat!("Alignment of ", stringify!(shardrec_inference_options))
+    );
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_inference_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_inference_options),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_default_storage() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_inference_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).default_storage) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_inference_options),
+                "::",
+                stringify!(default_storage)
+            )
+        );
+    }
+    test_field_default_storage();
+    fn test_field_table_storage() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_inference_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).table_storage) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_inference_options),
+                "::",
+                stringify!(table_storage)
+            )
+        );
+    }
+    test_field_table_storage();
+    fn test_field_num_table_storage() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_inference_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_table_storage) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_inference_options),
+                "::",
+                stringify!(num_table_storage)
+            )
+        );
+    }
+    test_field_num_table_storage();
+    fn test_field_bounds_policy() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_inference_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).bounds_policy) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_inference_options),
+                "::",
+                stringify!(bounds_policy)
+            )
+        );
+    }
+    test_field_bounds_policy();
+    fn test_field_device_type() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_inference_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).device_type) as usize - ptr as usize
+            },
+            28usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_inference_options),
+                "::",
+                stringify!(device_type)
+            )
+        );
+    }
+    test_field_device_type();
+}
+pub type shardrec_inference_options_t = shardrec_inference_options;
+extern "C" {
+    pub fn shardrec_inference_options_init(
+        options: *mut shardrec_inference_options_t,
+        version: u32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_inference_open(
+        path: *const ::std::os::raw::c_char,
+        options: *const shardrec_inference_options_t,
+        out: *mut *mut shardrec_inference_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_inference_save(
+        inf: *const shardrec_inference_t,
+        path: *const ::std::os::raw::c_char,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_inference_destroy(inf: *mut shardrec_inference_t);
+}
+extern "C" {
+    pub fn shardrec_inference_output_dim(
+        inf: *const shardrec_inference_t,
+        out: *mut i64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_inference_is_sequence(
+        inf: *const shardrec_inference_t,
+        out: *mut i32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_inference_num_features(
+        inf: *const shardrec_inference_t,
+        out: *mut usize,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_inference_num_tables(
+        inf: *const shardrec_inference_t,
+        out: *mut usize,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_inference_table_info(
+        inf: *const shardrec_inference_t,
+        index: usize,
+        name: *mut *const ::std::os::raw::c_char,
+        rows: *mut i64,
+        dim: *mut i32,
+        storage: *mut i32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_inference_version(
+        inf: *const shardrec_inference_t,
+        out: *mut u64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_inference_lookup(
+        inf: *const shardrec_inference_t,
+        batch: *const shardrec_kjt_view_t,
+        out: *mut f32,
+        out_len: usize,
+        version_out: *mut u64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_inference_dense_tensor(
+        inf: *const shardrec_inference_t,
+        name: *const ::std::os::raw::c_char,
+        data: *mut *const f32,
+        count: *mut usize,
+        version_out: *mut u64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_inference_pin(
+        inf: *const shardrec_inference_t,
+        out: *mut *mut shardrec_inference_version_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_inference_unpin(ver: *mut shardrec_inference_version_t);
+}
+extern "C" {
+    pub fn shardrec_inference_snapshot_version(
+        ver: *const shardrec_inference_version_t,
+        out: *mut u64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_inference_snapshot_lookup(
+        ver: *const shardrec_inference_version_t,
+        batch: *const shardrec_kjt_view_t,
+        out: *mut f32,
+        out_len: usize,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_inference_snapshot_dense_tensor(
+        ver: *const shardrec_inference_version_t,
+        name: *const ::std::os::raw::c_char,
+        data: *mut *const f32,
+        count: *mut usize,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_inference_reload(
+        inf: *mut shardrec_inference_t,
+        path: *const ::std::os::raw::c_char,
     ) -> shardrec_status_t;
 }

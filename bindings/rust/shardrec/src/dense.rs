@@ -181,9 +181,9 @@ enum Kind {
 
 /// What an MLP and a cross network share: the handle, the forward input the backward reads
 /// again, and the bucketer whose storage the gradients may point into (kept alive with them).
-struct Core {
+pub(crate) struct Core {
     kind: Kind,
-    raw: *mut c_void,
+    pub(crate) raw: *mut c_void,
     input: Vec<f32>,
     batch: i64,
     /// The bucketer the gradients live in and this layer's first tensor in it: the gradients
@@ -466,7 +466,7 @@ pub trait DenseLayer {
 }
 
 /// Opaque part of a dense layer (see [`DenseLayer`]).
-pub struct CoreRef(Core);
+pub struct CoreRef(pub(crate) Core);
 
 /// A stack of linear layers with bias and activation on OpenBLAS. Its tensors are, per layer
 /// l, "name.l.weight" [out, in] (row-major) then "name.l.bias" [out]. One thread at a time.

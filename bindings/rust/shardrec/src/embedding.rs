@@ -99,7 +99,7 @@ pub struct Kjt<'a> {
 }
 
 impl<'a> Kjt<'a> {
-    fn raw(&self) -> sys::shardrec_kjt_view_t {
+    pub(crate) fn raw(&self) -> sys::shardrec_kjt_view_t {
         sys::shardrec_kjt_view_t {
             batch_size: self.batch_size,
             num_features: self.num_features,

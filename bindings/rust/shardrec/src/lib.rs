@@ -10,6 +10,8 @@ mod device;
 mod dense;
 mod dynamic;
 mod embedding;
+mod frozen;
+mod inference;
 mod mesh;
 mod plan;
 
@@ -32,6 +34,8 @@ pub use embedding::{
     BoundsPolicy, CommEncoding, EmbeddingCollection, EmbeddingOptions, Kjt, NonFinitePolicy,
     OutputBlock, StateInfo, StepTimings, TableMemory,
 };
+pub use frozen::{FrozenDcn, FrozenMlp};
+pub use inference::{Inference, InferenceOptions, InferenceSnapshot, InferenceTable, ServingStorage};
 pub use mesh::{
     Mesh, MeshCoords, MeshLayout, MeshOptions, SyncBuffer, SyncHook, SyncMode, SyncStats,
 };

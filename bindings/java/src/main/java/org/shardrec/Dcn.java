@@ -44,6 +44,17 @@ public final class Dcn extends DenseLayer {
     lastBatch = batch;
   }
 
+  /**
+   * y[batch, width] from x0[batch, width] for serving (shardrec_dcn_infer): {@link #forward}'s
+   * values bit for bit, from any number of threads at once, with {@link Mlp#infer}'s rules.
+   */
+  public void infer(FloatBuffer x0, long batch, FloatBuffer y) {
+    if (batch < 0) throw new IllegalArgumentException("batch must be >= 0, got " + batch);
+    FloatBuffer xs = Buffers.in(x0, batch * width, "x0");
+    FloatBuffer ys = Buffers.out(y, batch * width, "y");
+    shared(h -> Native.dcn_infer(h, xs, batch, ys, batch * width));
+  }
+
   /** Backward of the last forward (dx0 required); ddp as in {@link Mlp#backward}. */
   public void backward(FloatBuffer dy, FloatBuffer dx0, Bucketer ddp, long firstTensor) {
     long n = Math.max(lastBatch, 0) * width;

@@ -8,7 +8,7 @@ import org.shardrec.swig.Native;
 /**
  * An MLP. Its tensors are, per layer l, "name.l.weight" [out, in] (row-major) then
  * "name.l.bias" [out]: tensors 2l and 2l+1. Initial values are identical on every rank that
- * creates it with the same widths, seed and name. One thread at a time.
+ * creates it with the same widths, seed and name. One thread at a time, except {@link #infer}.
  */
 public final class Mlp extends DenseLayer {
   private final long inFeatures;
@@ -111,6 +111,20 @@ public final class Mlp extends DenseLayer {
     }
     lastInput = xs;
     lastBatch = batch;
+  }
+
+  /**
+   * y[batch, out] from x[batch, in] for serving (shardrec_mlp_infer): the values of
+   * {@link #forward} bit for bit, keeping nothing for a backward. Unlike the other methods, any
+   * number of threads may call infer on one MLP at once, each with its own y (close() waits for
+   * them); no training call (forward, backward, an optimizer step) may run meanwhile: one seen
+   * running throws ShardrecException EUSAGE. A CUDA MLP throws EUNSUPPORTED.
+   */
+  public void infer(FloatBuffer x, long batch, FloatBuffer y) {
+    if (batch < 0) throw new IllegalArgumentException("batch must be >= 0, got " + batch);
+    FloatBuffer xs = Buffers.in(x, batch * inFeatures, "x");
+    FloatBuffer ys = Buffers.out(y, batch * outFeatures, "y");
+    shared(h -> Native.mlp_infer(h, xs, batch, ys, batch * outFeatures));
   }
 
   /**

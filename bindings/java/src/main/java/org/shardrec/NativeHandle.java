@@ -77,6 +77,35 @@ abstract class NativeHandle implements AutoCloseable {
     }
   }
 
+  /** A native call on the raw pointer that returns a value (see {@link #shared}). */
+  @FunctionalInterface
+  interface SharedCall<T> {
+    T apply(long handle);
+  }
+
+  /**
+   * Runs {@code call} on the pointer, from any number of threads at once, while close() waits for
+   * it: for handles whose C API allows concurrent calls (an inference handle and its snapshots),
+   * so that close() on another thread never destroys the object under a running call. Each call
+   * holds the read side of a ReentrantReadWriteLock (readers never wait for each other) and
+   * destruction takes the write side. Once closed, throws ShardrecException EINVAL (what the C
+   * API answers for a destroyed handle).
+   */
+  final <T> T shared(SharedCall<T> call) {
+    owner.calls.readLock().lock();
+    try {
+      long h = owner.handle; // ordered by the lock: destruction clears it under the write side
+      if (h == 0) {
+        throw new ShardrecException(
+            ShardrecException.EINVAL, getClass().getSimpleName() + " is closed");
+      }
+      return call.apply(h);
+    } finally {
+      owner.calls.readLock().unlock();
+      java.lang.ref.Reference.reachabilityFence(this);
+    }
+  }
+
   /** Releases the native object; calling it again does nothing. */
   @Override
   public final void close() {
@@ -89,6 +118,9 @@ abstract class NativeHandle implements AutoCloseable {
   /** The destruction state, shared with the Cleaner; it holds no reference to the wrapper. */
   private static final class Owner implements Runnable {
     private final LongConsumer destroy;
+    /** Calls made through shared() hold the read side; destruction takes the write side. */
+    private final java.util.concurrent.locks.ReentrantReadWriteLock calls =
+        new java.util.concurrent.locks.ReentrantReadWriteLock();
     private long handle;
     private String label;
     private boolean closedExplicitly;
@@ -102,6 +134,17 @@ abstract class NativeHandle implements AutoCloseable {
 
     @Override
     public void run() {
+      // Waits for the calls running through shared() (none when the Cleaner runs it: a call
+      // keeps its wrapper reachable).
+      calls.writeLock().lock();
+      try {
+        release();
+      } finally {
+        calls.writeLock().unlock();
+      }
+    }
+
+    private void release() {
       long h;
       boolean leaked;
       String what;

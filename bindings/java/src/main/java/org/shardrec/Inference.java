@@ -1,0 +1,286 @@
+// A read-only, hot-swappable embedding collection for serving (shardrec/inference.h), looked up
+// from any number of Java threads at once.
+package org.shardrec;
+
+import java.nio.FloatBuffer;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.shardrec.swig.Native;
+
+/**
+ * An inference handle: every table of a training checkpoint (any plan, world size or mesh) or of
+ * a serving file, reassembled whole in the storage asked for, plus the checkpoint's dense
+ * tensors; no communicator and no optimizer state.
+ *
+ * <p><b>Threads.</b> Every method may be called from any number of threads at once, including
+ * {@link #reload} (one reload at a time; a second concurrent one throws EUSAGE) and
+ * {@link #close}: close() waits for the calls running on other threads, and later calls throw
+ * ShardrecException EINVAL. The C read path takes no lock; the wrapper holds the read side of a
+ * read-write lock during each call (readers never wait for each other) so that close() cannot
+ * free the handle under it. Each thread passes its own output buffer.
+ *
+ * <p><b>Versions.</b> A lookup reads exactly one version and returns its number (1 after open,
+ * +1 per reload). A request that also needs the dense tensors of that version pins a
+ * {@link InferenceSnapshot} with {@link #pin()} and uses both through it.
+ */
+public final class Inference extends NativeHandle {
+  /** Options of {@link #open(String, Options)}; the defaults serve every table as trained. */
+  public static final class Options {
+    ServingStorage defaultStorage = ServingStorage.AS_TRAINED;
+    final Map<String, ServingStorage> tableStorage = new LinkedHashMap<>();
+    BoundsPolicy boundsPolicy = BoundsPolicy.ERROR;
+    DeviceType device = DeviceType.HOST;
+
+    /** Storage of the tables not named in {@link #tableStorage} (ignored for a serving file). */
+    public Options defaultStorage(ServingStorage v) {
+      if (v == null) throw new IllegalArgumentException("defaultStorage must not be null");
+      defaultStorage = v;
+      return this;
+    }
+
+    /** Storage of table {@code table} (ignored for a serving file). */
+    public Options tableStorage(String table, ServingStorage v) {
+      if (table == null || table.indexOf('\n') >= 0) {
+        throw new IllegalArgumentException("a table name must not be null or hold a newline");
+      }
+      if (v == null) throw new IllegalArgumentException("storage of " + table + " must not be null");
+      tableStorage.put(table, v);
+      return this;
+    }
+
+    /** What lookups do with an id outside its table (default ERROR). */
+    public Options boundsPolicy(BoundsPolicy v) {
+      if (v == null) throw new IllegalArgumentException("boundsPolicy must not be null");
+      boundsPolicy = v;
+      return this;
+    }
+
+    /** Must be HOST: a device is refused by the library with EUNSUPPORTED. */
+    public Options device(DeviceType v) {
+      if (v == null) throw new IllegalArgumentException("device must not be null");
+      device = v;
+      return this;
+    }
+  }
+
+  /** A table as served: name, shape and the storage it resolved to (never AS_TRAINED). */
+  public static final class TableInfo {
+    public final String name;
+    public final long rows;
+    public final int dim;
+    public final ServingStorage storage;
+
+    TableInfo(String name, long rows, int dim, ServingStorage storage) {
+      this.name = name;
+      this.rows = rows;
+      this.dim = dim;
+      this.storage = storage;
+    }
+
+    @Override
+    public String toString() {
+      return name + " [" + rows + " x " + dim + ", " + storage + "]";
+    }
+  }
+
+  // Reloads keep features, tables and pooling, so these never change for a handle.
+  private final long outputDim;
+  private final boolean sequence;
+
+  /** Cannot fail once the handle is registered: a failing constructor would free it twice. */
+  private Inference(long handle, long outputDim, boolean sequence, long numTables) {
+    super(handle, Native::inference_destroy);
+    this.outputDim = outputDim;
+    this.sequence = sequence;
+    describeAs("Inference (" + numTables + " tables)");
+  }
+
+  /** {@link #open(String, Options)} with the default options. */
+  public static Inference open(String path) {
+    return open(path, null);
+  }
+
+  /**
+   * Opens a checkpoint directory (written by {@link Checkpoint#save}, any plan and world size)
+   * or a serving file (written by {@link #save}, mapped read-only). Throws ShardrecException:
+   * ENOTFOUND, ECORRUPT (the message names the file and record), EINVAL (an unknown table or
+   * storage), EUNSUPPORTED (a device).
+   */
+  public static Inference open(String path, Options options) {
+    Options o = options == null ? new Options() : options;
+    StringBuilder names = new StringBuilder();
+    int[] storages = new int[o.tableStorage.size()];
+    int i = 0;
+    for (Map.Entry<String, ServingStorage> e : o.tableStorage.entrySet()) {
+      if (names.length() > 0) names.append('\n');
+      names.append(e.getKey());
+      storages[i++] = e.getValue().code();
+    }
+    long[] out = new long[1];
+    Native.bind_inference_open(out, path, o.defaultStorage.code(), o.boundsPolicy.code(),
+                               o.device.code(), names.toString(), storages);
+    long h = out[0];
+    long[] dim = new long[1];
+    int[] seq = new int[1];
+    long[] tables = new long[1];
+    try {
+      Native.inference_output_dim(h, dim);
+      Native.inference_is_sequence(h, seq);
+      Native.inference_num_tables(h, tables);
+    } catch (RuntimeException ex) {
+      Native.inference_destroy(h);
+      throw ex;
+    }
+    return new Inference(h, dim[0], seq[0] != 0, tables[0]);
+  }
+
+  /** Width of one output row (the library's answer, asked now). */
+  public long outputDim() {
+    long[] out = new long[1];
+    shared(h -> Native.inference_output_dim(h, out));
+    return out[0];
+  }
+
+  /** Whether every table is NONE-pooled (one output row per id). */
+  public boolean isSequence() {
+    int[] out = new int[1];
+    shared(h -> Native.inference_is_sequence(h, out));
+    return out[0] != 0;
+  }
+
+  /** Number of features a batch carries. */
+  public long numFeatures() {
+    long[] out = new long[1];
+    shared(h -> Native.inference_num_features(h, out));
+    return out[0];
+  }
+
+  /** Number of tables. */
+  public int numTables() {
+    long[] out = new long[1];
+    shared(h -> Native.inference_num_tables(h, out));
+    return (int) out[0];
+  }
+
+  /** Table {@code index} (plan order). */
+  public TableInfo table(int index) {
+    String[] name = new String[1];
+    long[] rows = new long[1];
+    int[] dim = new int[1];
+    int[] storage = new int[1];
+    shared(h -> Native.inference_table_info(h, index, name, rows, dim, storage));
+    return new TableInfo(name[0], rows[0], dim[0], ServingStorage.of(storage[0]));
+  }
+
+  /** Every table, in plan order. */
+  public List<TableInfo> tables() {
+    int n = numTables();
+    List<TableInfo> out = new ArrayList<>(n);
+    for (int i = 0; i < n; ++i) out.add(table(i));
+    return out;
+  }
+
+  /** Number of the version served now (1 after open, +1 per successful reload). */
+  public long version() {
+    long[] out = new long[1];
+    shared(h -> Native.inference_version(h, out));
+    return out[0];
+  }
+
+  /** Floats of the lookup output of {@code batch}: [batch, outputDim] or [numValues, dim]. */
+  public long outputSize(Kjt batch) {
+    return outputSize(batch, outputDim, sequence);
+  }
+
+  static long outputSize(Kjt batch, long outputDim, boolean sequence) {
+    return (sequence ? batch.numValues() : batch.batchSize()) * outputDim;
+  }
+
+  /**
+   * Looks up {@code batch} into {@code out} (a direct native-order buffer holding exactly
+   * {@link #outputSize} floats from its position; no copy) and returns the number of the
+   * version that answered. A bad batch throws ShardrecException EINVAL naming the feature,
+   * sample and id, and disturbs no other thread.
+   */
+  public long lookup(Kjt batch, FloatBuffer out) {
+    FloatBuffer o = Buffers.out(out, outputSize(batch), "out");
+    long[] version = new long[1];
+    shared(h -> Native.bind_inference_lookup(h, batch.batchSize, batch.numFeatures,
+                                             batch.lengths, batch.values, batch.weights, o,
+                                             version));
+    return version[0];
+  }
+
+  /**
+   * {@link #lookup(Kjt, FloatBuffer)} into a Java array of exactly {@link #outputSize} floats,
+   * written in place (the array is pinned for the native call, not copied).
+   */
+  public long lookup(Kjt batch, float[] out) {
+    checkArray(out, outputSize(batch));
+    long[] version = new long[1];
+    shared(h -> Native.bind_inference_lookup_array(h, 0, batch.batchSize, batch.numFeatures,
+                                                   batch.lengths, batch.values, batch.weights,
+                                                   out, version));
+    return version[0];
+  }
+
+  /** The lookup output of {@code batch} in a new array. */
+  public float[] lookup(Kjt batch) {
+    float[] out = new float[checkedSize(outputSize(batch))];
+    lookup(batch, out);
+    return out;
+  }
+
+  /**
+   * A copy of dense tensor {@code name} (saved with the checkpoint) of the version served now.
+   * For zero-copy reads, or to read it with the embeddings of one version, use {@link #pin()}.
+   * Throws ShardrecException ENOTFOUND for an unknown name.
+   */
+  public float[] denseTensor(String name) {
+    try (InferenceSnapshot s = pin()) {
+      return s.denseTensorCopy(name);
+    }
+  }
+
+  /**
+   * Pins the version served now: the snapshot keeps its tables and dense tensors unchanged
+   * until it is closed, whatever reloads happen (also after this handle is closed).
+   */
+  public InferenceSnapshot pin() {
+    long[] out = new long[1];
+    shared(h -> Native.inference_pin(h, out));
+    return InferenceSnapshot.wrap(out[0], outputDim, sequence);
+  }
+
+  /** Writes the version served now as one serving file, atomically (temp, fsync, rename). */
+  public void save(String path) {
+    shared(h -> Native.inference_save(h, path));
+  }
+
+  /**
+   * Opens {@code path} (checkpoint or serving file) with this handle's options and swaps it in
+   * while lookups run; lookups that started before finish on the old version. The source must
+   * have the same features and tables (else EINVAL and nothing changes); a reload while another
+   * runs throws EUSAGE. Returns once the lookups running on the old version have returned.
+   */
+  public void reload(String path) {
+    shared(h -> Native.inference_reload(h, path));
+  }
+
+  static void checkArray(float[] out, long expected) {
+    if (out == null) throw new IllegalArgumentException("out must not be null");
+    if (out.length != expected) {
+      throw new IllegalArgumentException(
+          "out has " + out.length + " elements, expected " + expected);
+    }
+  }
+
+  static int checkedSize(long n) {
+    if (n < 0 || n > Integer.MAX_VALUE - 8) {
+      throw new IllegalArgumentException("an output of " + n + " floats does not fit an array");
+    }
+    return (int) n;
+  }
+}

@@ -1,0 +1,41 @@
+// How an inference handle stores a table's rows (SHARDREC_SERVING_*, shardrec/inference.h).
+package org.shardrec;
+
+/**
+ * How an inference handle stores a table's rows (shardrec/inference.h has the error bounds).
+ * INT8 and INT4 are row-wise: a row reads back within scale / 2 of its trained values, with
+ * scale = (row max - row min) / (2^bits - 1).
+ */
+public enum ServingStorage {
+  /** The checkpoint's dtype (fp32, fp16 or bf16): lookups equal the training forward bit for bit. */
+  AS_TRAINED(0),
+  /** 4 bytes per value. */
+  FP32(1),
+  /** IEEE half, rounded to nearest even. */
+  FP16(2),
+  /** bfloat16, rounded to nearest even. */
+  BF16(3),
+  /** Row-wise 8-bit: 1 byte per value plus an fp32 scale and bias per row. */
+  INT8(4),
+  /** Row-wise 4-bit: 2 values per byte plus an fp32 scale and bias per row. */
+  INT4(5);
+
+  private final int code;
+
+  ServingStorage(int code) {
+    this.code = code;
+  }
+
+  /** The C value. */
+  public int code() {
+    return code;
+  }
+
+  /** The constant of C value {@code code}; IllegalArgumentException when there is none. */
+  public static ServingStorage of(int code) {
+    for (ServingStorage v : values()) {
+      if (v.code == code) return v;
+    }
+    throw new IllegalArgumentException("no ServingStorage has code " + code);
+  }
+}
