@@ -990,6 +990,71 @@ shardrec_status_t shardrec_bind_fsdp_memory(const shardrec_fsdp_t* fsdp, int64_t
 }
 
 
+#include "shardrec/inference.h"
+
+/* shardrec_inference_open with the per-table overrides given flat: @p table_names holds one
+   name per override, joined with '\n' (the language layer refuses names holding '\n'), and
+   @p storages the storage of each. */
+shardrec_status_t shardrec_bind_inference_open(shardrec_inference_t** out, const char* path,
+                                               int32_t default_storage, int32_t bounds_policy,
+                                               int32_t device_type, const char* table_names,
+                                               const int32_t* storages, size_t num_storages) {
+  shardrec_inference_options_t o;
+  shardrec_table_storage_t* per_table = NULL;
+  char* names = NULL;
+  size_t i;
+  shardrec_status_t rc = shardrec_inference_options_init(&o, SHARDREC_INFERENCE_OPTIONS_VERSION);
+  if (rc != SHARDREC_OK) return rc;
+  o.default_storage = default_storage;
+  o.bounds_policy = bounds_policy;
+  o.device_type = device_type;
+  if (num_storages > 0) {
+    char* cursor;
+    if (table_names == NULL || storages == NULL) return SHARDREC_EINVAL;
+    per_table = (shardrec_table_storage_t*)calloc(num_storages, sizeof(*per_table));
+    names = sr_bind_strdup(table_names);
+    if (per_table == NULL || names == NULL) {
+      free(per_table);
+      free(names);
+      return SHARDREC_ENOMEM;
+    }
+    cursor = names;
+    for (i = 0; i < num_storages; ++i) {
+      char* end = strchr(cursor, '\n');
+      if (end != NULL) *end = '\0';
+      per_table[i].version = SHARDREC_TABLE_STORAGE_VERSION;
+      per_table[i].table = cursor;
+      per_table[i].storage = storages[i];
+      cursor = end != NULL ? end + 1 : cursor + strlen(cursor);
+    }
+  }
+  o.table_storage = per_table;
+  o.num_table_storage = num_storages;
+  rc = shardrec_inference_open(path, &o, out);
+  free(per_table);
+  free(names);
+  return rc;
+}
+
+shardrec_status_t shardrec_bind_inference_lookup(
+    const shardrec_inference_t* inf, int64_t batch_size, size_t num_features,
+    const int32_t* lengths, size_t num_lengths, const int64_t* values, size_t num_values,
+    const float* weights, size_t num_weights, float* out, size_t out_len, uint64_t* version_out) {
+  shardrec_kjt_view_t kjt = sr_bind_kjt(batch_size, num_features, lengths, num_lengths, values,
+                                        num_values, weights, num_weights);
+  return shardrec_inference_lookup(inf, &kjt, out, out_len, version_out);
+}
+
+shardrec_status_t shardrec_bind_inference_snapshot_lookup(
+    const shardrec_inference_version_t* ver, int64_t batch_size, size_t num_features,
+    const int32_t* lengths, size_t num_lengths, const int64_t* values, size_t num_values,
+    const float* weights, size_t num_weights, float* out, size_t out_len) {
+  shardrec_kjt_view_t kjt = sr_bind_kjt(batch_size, num_features, lengths, num_lengths, values,
+                                        num_values, weights, num_weights);
+  return shardrec_inference_snapshot_lookup(ver, &kjt, out, out_len);
+}
+
+
 void* shardrec_bind_host_alloc_floats(size_t count) {
   return calloc(count > 0 ? count : 1, sizeof(float));
 }
@@ -999,7 +1064,7 @@ void shardrec_bind_host_free(void* p) { free(p); }
 extern "C" {
 #endif
 
-void _wrap_Swig_free_swig_5010cc1c9577d3b9(void *_swig_go_0) {
+void _wrap_Swig_free_swig_e4abab864e429f70(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -1009,7 +1074,7 @@ void _wrap_Swig_free_swig_5010cc1c9577d3b9(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_swig_5010cc1c9577d3b9(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_swig_e4abab864e429f70(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -1022,7 +1087,7 @@ void *_wrap_Swig_malloc_swig_5010cc1c9577d3b9(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_OK_swig_5010cc1c9577d3b9() {
+intgo _wrap_OK_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1034,7 +1099,7 @@ intgo _wrap_OK_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_ERROR_swig_5010cc1c9577d3b9() {
+intgo _wrap_ERROR_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1046,7 +1111,7 @@ intgo _wrap_ERROR_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_EINVAL_swig_5010cc1c9577d3b9() {
+intgo _wrap_EINVAL_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1058,7 +1123,7 @@ intgo _wrap_EINVAL_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_EUSAGE_swig_5010cc1c9577d3b9() {
+intgo _wrap_EUSAGE_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1070,7 +1135,7 @@ intgo _wrap_EUSAGE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_ENOMEM_swig_5010cc1c9577d3b9() {
+intgo _wrap_ENOMEM_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1082,7 +1147,7 @@ intgo _wrap_ENOMEM_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_ECUDA_swig_5010cc1c9577d3b9() {
+intgo _wrap_ECUDA_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1094,7 +1159,7 @@ intgo _wrap_ECUDA_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_EREMOTE_swig_5010cc1c9577d3b9() {
+intgo _wrap_EREMOTE_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1106,7 +1171,7 @@ intgo _wrap_EREMOTE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_ETIMEOUT_swig_5010cc1c9577d3b9() {
+intgo _wrap_ETIMEOUT_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1118,7 +1183,7 @@ intgo _wrap_ETIMEOUT_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_EIO_swig_5010cc1c9577d3b9() {
+intgo _wrap_EIO_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1130,7 +1195,7 @@ intgo _wrap_EIO_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_ECORRUPT_swig_5010cc1c9577d3b9() {
+intgo _wrap_ECORRUPT_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1142,7 +1207,7 @@ intgo _wrap_ECORRUPT_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_EUNSUPPORTED_swig_5010cc1c9577d3b9() {
+intgo _wrap_EUNSUPPORTED_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1154,7 +1219,7 @@ intgo _wrap_EUNSUPPORTED_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_ENOTFOUND_swig_5010cc1c9577d3b9() {
+intgo _wrap_ENOTFOUND_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1166,7 +1231,7 @@ intgo _wrap_ENOTFOUND_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_EINTERNAL_swig_5010cc1c9577d3b9() {
+intgo _wrap_EINTERNAL_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1178,7 +1243,7 @@ intgo _wrap_EINTERNAL_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_ENODEVICE_swig_5010cc1c9577d3b9() {
+intgo _wrap_ENODEVICE_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1190,7 +1255,7 @@ intgo _wrap_ENODEVICE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_EABORTED_swig_5010cc1c9577d3b9() {
+intgo _wrap_EABORTED_swig_e4abab864e429f70() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1202,7 +1267,7 @@ intgo _wrap_EABORTED_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT32_swig_5010cc1c9577d3b9() {
+intgo _wrap_DTYPE_FLOAT32_swig_e4abab864e429f70() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1214,7 +1279,7 @@ intgo _wrap_DTYPE_FLOAT32_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT16_swig_5010cc1c9577d3b9() {
+intgo _wrap_DTYPE_FLOAT16_swig_e4abab864e429f70() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1226,7 +1291,7 @@ intgo _wrap_DTYPE_FLOAT16_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DTYPE_BFLOAT16_swig_5010cc1c9577d3b9() {
+intgo _wrap_DTYPE_BFLOAT16_swig_e4abab864e429f70() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1238,7 +1303,7 @@ intgo _wrap_DTYPE_BFLOAT16_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT64_swig_5010cc1c9577d3b9() {
+intgo _wrap_DTYPE_FLOAT64_swig_e4abab864e429f70() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1250,7 +1315,7 @@ intgo _wrap_DTYPE_FLOAT64_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DTYPE_INT32_swig_5010cc1c9577d3b9() {
+intgo _wrap_DTYPE_INT32_swig_e4abab864e429f70() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1262,7 +1327,7 @@ intgo _wrap_DTYPE_INT32_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DTYPE_INT64_swig_5010cc1c9577d3b9() {
+intgo _wrap_DTYPE_INT64_swig_e4abab864e429f70() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1274,7 +1339,7 @@ intgo _wrap_DTYPE_INT64_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DTYPE_UINT8_swig_5010cc1c9577d3b9() {
+intgo _wrap_DTYPE_UINT8_swig_e4abab864e429f70() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1286,7 +1351,7 @@ intgo _wrap_DTYPE_UINT8_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DEVICE_HOST_swig_5010cc1c9577d3b9() {
+intgo _wrap_DEVICE_HOST_swig_e4abab864e429f70() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1298,7 +1363,7 @@ intgo _wrap_DEVICE_HOST_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DEVICE_CUDA_swig_5010cc1c9577d3b9() {
+intgo _wrap_DEVICE_CUDA_swig_e4abab864e429f70() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1310,7 +1375,7 @@ intgo _wrap_DEVICE_CUDA_swig_5010cc1c9577d3b9() {
 }
 
 
-_gostring_ _wrap_status_string_swig_5010cc1c9577d3b9(intgo _swig_go_0) {
+_gostring_ _wrap_status_string_swig_e4abab864e429f70(intgo _swig_go_0) {
   shardrec_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -1323,7 +1388,7 @@ _gostring_ _wrap_status_string_swig_5010cc1c9577d3b9(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_version_swig_5010cc1c9577d3b9() {
+intgo _wrap_version_swig_e4abab864e429f70() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -1334,7 +1399,7 @@ intgo _wrap_version_swig_5010cc1c9577d3b9() {
 }
 
 
-_gostring_ _wrap_version_string_swig_5010cc1c9577d3b9() {
+_gostring_ _wrap_version_string_swig_e4abab864e429f70() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -1345,7 +1410,7 @@ _gostring_ _wrap_version_string_swig_5010cc1c9577d3b9() {
 }
 
 
-long long _wrap_dtype_size_swig_5010cc1c9577d3b9(intgo _swig_go_0) {
+long long _wrap_dtype_size_swig_e4abab864e429f70(intgo _swig_go_0) {
   int32_t arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -1358,7 +1423,7 @@ long long _wrap_dtype_size_swig_5010cc1c9577d3b9(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_SHARDING_DATA_PARALLEL_swig_5010cc1c9577d3b9() {
+intgo _wrap_SHARDING_DATA_PARALLEL_swig_e4abab864e429f70() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1370,7 +1435,7 @@ intgo _wrap_SHARDING_DATA_PARALLEL_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_WISE_swig_5010cc1c9577d3b9() {
+intgo _wrap_SHARDING_TABLE_WISE_swig_e4abab864e429f70() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1382,7 +1447,7 @@ intgo _wrap_SHARDING_TABLE_WISE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_SHARDING_ROW_WISE_swig_5010cc1c9577d3b9() {
+intgo _wrap_SHARDING_ROW_WISE_swig_e4abab864e429f70() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1394,7 +1459,7 @@ intgo _wrap_SHARDING_ROW_WISE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_SHARDING_COLUMN_WISE_swig_5010cc1c9577d3b9() {
+intgo _wrap_SHARDING_COLUMN_WISE_swig_e4abab864e429f70() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1406,7 +1471,7 @@ intgo _wrap_SHARDING_COLUMN_WISE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_5010cc1c9577d3b9() {
+intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_e4abab864e429f70() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1418,7 +1483,7 @@ intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_5010cc1c9577d3b9() {
+intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_e4abab864e429f70() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1430,7 +1495,7 @@ intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_SHARDING_GRID_swig_5010cc1c9577d3b9() {
+intgo _wrap_SHARDING_GRID_swig_e4abab864e429f70() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1442,7 +1507,7 @@ intgo _wrap_SHARDING_GRID_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_POOLING_SUM_swig_5010cc1c9577d3b9() {
+intgo _wrap_POOLING_SUM_swig_e4abab864e429f70() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1454,7 +1519,7 @@ intgo _wrap_POOLING_SUM_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_POOLING_MEAN_swig_5010cc1c9577d3b9() {
+intgo _wrap_POOLING_MEAN_swig_e4abab864e429f70() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1466,7 +1531,7 @@ intgo _wrap_POOLING_MEAN_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_POOLING_NONE_swig_5010cc1c9577d3b9() {
+intgo _wrap_POOLING_NONE_swig_e4abab864e429f70() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1478,7 +1543,7 @@ intgo _wrap_POOLING_NONE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_INIT_DEFAULT_swig_5010cc1c9577d3b9() {
+intgo _wrap_INIT_DEFAULT_swig_e4abab864e429f70() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1490,7 +1555,7 @@ intgo _wrap_INIT_DEFAULT_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_INIT_UNIFORM_swig_5010cc1c9577d3b9() {
+intgo _wrap_INIT_UNIFORM_swig_e4abab864e429f70() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1502,7 +1567,7 @@ intgo _wrap_INIT_UNIFORM_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_INIT_CONSTANT_swig_5010cc1c9577d3b9() {
+intgo _wrap_INIT_CONSTANT_swig_e4abab864e429f70() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1514,7 +1579,7 @@ intgo _wrap_INIT_CONSTANT_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_OPTIMIZER_SGD_swig_5010cc1c9577d3b9() {
+intgo _wrap_OPTIMIZER_SGD_swig_e4abab864e429f70() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1526,7 +1591,7 @@ intgo _wrap_OPTIMIZER_SGD_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAGRAD_swig_5010cc1c9577d3b9() {
+intgo _wrap_OPTIMIZER_ADAGRAD_swig_e4abab864e429f70() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1538,7 +1603,7 @@ intgo _wrap_OPTIMIZER_ADAGRAD_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_5010cc1c9577d3b9() {
+intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_e4abab864e429f70() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1550,7 +1615,7 @@ intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAM_swig_5010cc1c9577d3b9() {
+intgo _wrap_OPTIMIZER_ADAM_swig_e4abab864e429f70() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1562,7 +1627,7 @@ intgo _wrap_OPTIMIZER_ADAM_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_5010cc1c9577d3b9() {
+intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_e4abab864e429f70() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1574,7 +1639,7 @@ intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_OPTIMIZER_LAMB_swig_5010cc1c9577d3b9() {
+intgo _wrap_OPTIMIZER_LAMB_swig_e4abab864e429f70() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1586,7 +1651,7 @@ intgo _wrap_OPTIMIZER_LAMB_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_NONE_swig_5010cc1c9577d3b9() {
+intgo _wrap_WEIGHT_DECAY_NONE_swig_e4abab864e429f70() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1598,7 +1663,7 @@ intgo _wrap_WEIGHT_DECAY_NONE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_L2_swig_5010cc1c9577d3b9() {
+intgo _wrap_WEIGHT_DECAY_L2_swig_e4abab864e429f70() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1610,7 +1675,7 @@ intgo _wrap_WEIGHT_DECAY_L2_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_5010cc1c9577d3b9() {
+intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_e4abab864e429f70() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1622,7 +1687,7 @@ intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_optimizer_config_version_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_version_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t arg2 ;
   
@@ -1634,7 +1699,7 @@ void _wrap_optimizer_config_version_set_swig_5010cc1c9577d3b9(struct shardrec_op
 }
 
 
-intgo _wrap_optimizer_config_version_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_version_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1647,7 +1712,7 @@ intgo _wrap_optimizer_config_version_get_swig_5010cc1c9577d3b9(struct shardrec_o
 }
 
 
-void _wrap_optimizer_config_Xtype_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_Xtype_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1659,7 +1724,7 @@ void _wrap_optimizer_config_Xtype_set_swig_5010cc1c9577d3b9(struct shardrec_opti
 }
 
 
-intgo _wrap_optimizer_config_Xtype_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_Xtype_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1672,7 +1737,7 @@ intgo _wrap_optimizer_config_Xtype_get_swig_5010cc1c9577d3b9(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_learning_rate_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_learning_rate_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1684,7 +1749,7 @@ void _wrap_optimizer_config_learning_rate_set_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-float _wrap_optimizer_config_learning_rate_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_learning_rate_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1697,7 +1762,7 @@ float _wrap_optimizer_config_learning_rate_get_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-void _wrap_optimizer_config_eps_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_eps_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1709,7 +1774,7 @@ void _wrap_optimizer_config_eps_set_swig_5010cc1c9577d3b9(struct shardrec_optimi
 }
 
 
-float _wrap_optimizer_config_eps_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_eps_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1722,7 +1787,7 @@ float _wrap_optimizer_config_eps_get_swig_5010cc1c9577d3b9(struct shardrec_optim
 }
 
 
-void _wrap_optimizer_config_beta1_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta1_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1734,7 +1799,7 @@ void _wrap_optimizer_config_beta1_set_swig_5010cc1c9577d3b9(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta1_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta1_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1747,7 +1812,7 @@ float _wrap_optimizer_config_beta1_get_swig_5010cc1c9577d3b9(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_beta2_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta2_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1759,7 +1824,7 @@ void _wrap_optimizer_config_beta2_set_swig_5010cc1c9577d3b9(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta2_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta2_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1772,7 +1837,7 @@ float _wrap_optimizer_config_beta2_get_swig_5010cc1c9577d3b9(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_weight_decay_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1784,7 +1849,7 @@ void _wrap_optimizer_config_weight_decay_set_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-float _wrap_optimizer_config_weight_decay_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_weight_decay_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1797,7 +1862,7 @@ float _wrap_optimizer_config_weight_decay_get_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-void _wrap_optimizer_config_weight_decay_mode_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_mode_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1809,7 +1874,7 @@ void _wrap_optimizer_config_weight_decay_mode_set_swig_5010cc1c9577d3b9(struct s
 }
 
 
-intgo _wrap_optimizer_config_weight_decay_mode_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_weight_decay_mode_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1822,7 +1887,7 @@ intgo _wrap_optimizer_config_weight_decay_mode_get_swig_5010cc1c9577d3b9(struct 
 }
 
 
-void _wrap_optimizer_config_stochastic_rounding_set_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_stochastic_rounding_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1834,7 +1899,7 @@ void _wrap_optimizer_config_stochastic_rounding_set_swig_5010cc1c9577d3b9(struct
 }
 
 
-intgo _wrap_optimizer_config_stochastic_rounding_get_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_stochastic_rounding_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1847,7 +1912,7 @@ intgo _wrap_optimizer_config_stochastic_rounding_get_swig_5010cc1c9577d3b9(struc
 }
 
 
-struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_5010cc1c9577d3b9() {
+struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_e4abab864e429f70() {
   struct shardrec_optimizer_config *result = 0 ;
   struct shardrec_optimizer_config *_swig_go_result;
   
@@ -1858,7 +1923,7 @@ struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_5010cc1c9577d3
 }
 
 
-void _wrap_delete_optimizer_config_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0) {
+void _wrap_delete_optimizer_config_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   
   arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
@@ -1868,7 +1933,7 @@ void _wrap_delete_optimizer_config_swig_5010cc1c9577d3b9(struct shardrec_optimiz
 }
 
 
-_gostring_ _wrap_optimizer_config_init_swig_5010cc1c9577d3b9(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_optimizer_config_init_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_optimizer_config_t *arg1 = (shardrec_optimizer_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -1900,7 +1965,7 @@ _gostring_ _wrap_optimizer_config_init_swig_5010cc1c9577d3b9(struct shardrec_opt
 }
 
 
-intgo _wrap_EVICTION_NONE_swig_5010cc1c9577d3b9() {
+intgo _wrap_EVICTION_NONE_swig_e4abab864e429f70() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -1912,7 +1977,7 @@ intgo _wrap_EVICTION_NONE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_EVICTION_LRU_swig_5010cc1c9577d3b9() {
+intgo _wrap_EVICTION_LRU_swig_e4abab864e429f70() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -1924,7 +1989,7 @@ intgo _wrap_EVICTION_LRU_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_EVICTION_LFU_swig_5010cc1c9577d3b9() {
+intgo _wrap_EVICTION_LFU_swig_e4abab864e429f70() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -1936,7 +2001,7 @@ intgo _wrap_EVICTION_LFU_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_EVICTION_TTL_swig_5010cc1c9577d3b9() {
+intgo _wrap_EVICTION_TTL_swig_e4abab864e429f70() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -1948,7 +2013,7 @@ intgo _wrap_EVICTION_TTL_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_dynamic_table_config_version_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_version_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   uint32_t arg2 ;
   
@@ -1960,7 +2025,7 @@ void _wrap_dynamic_table_config_version_set_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-intgo _wrap_dynamic_table_config_version_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_version_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1973,7 +2038,7 @@ intgo _wrap_dynamic_table_config_version_get_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-void _wrap_dynamic_table_config_eviction_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_eviction_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t arg2 ;
   
@@ -1985,7 +2050,7 @@ void _wrap_dynamic_table_config_eviction_set_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-intgo _wrap_dynamic_table_config_eviction_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_eviction_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1998,7 +2063,7 @@ intgo _wrap_dynamic_table_config_eviction_get_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-void _wrap_dynamic_table_config_admission_threshold_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_admission_threshold_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t arg2 ;
   
@@ -2010,7 +2075,7 @@ void _wrap_dynamic_table_config_admission_threshold_set_swig_5010cc1c9577d3b9(st
 }
 
 
-intgo _wrap_dynamic_table_config_admission_threshold_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_admission_threshold_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2023,7 +2088,7 @@ intgo _wrap_dynamic_table_config_admission_threshold_get_swig_5010cc1c9577d3b9(s
 }
 
 
-void _wrap_dynamic_table_config_ttl_steps_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_ttl_steps_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2035,7 +2100,7 @@ void _wrap_dynamic_table_config_ttl_steps_set_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-long long _wrap_dynamic_table_config_ttl_steps_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_ttl_steps_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2048,7 +2113,7 @@ long long _wrap_dynamic_table_config_ttl_steps_get_swig_5010cc1c9577d3b9(struct 
 }
 
 
-struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_5010cc1c9577d3b9() {
+struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_e4abab864e429f70() {
   struct shardrec_dynamic_table_config *result = 0 ;
   struct shardrec_dynamic_table_config *_swig_go_result;
   
@@ -2059,7 +2124,7 @@ struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_5010cc
 }
 
 
-void _wrap_delete_dynamic_table_config_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_config *_swig_go_0) {
+void _wrap_delete_dynamic_table_config_swig_e4abab864e429f70(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   
   arg1 = *(struct shardrec_dynamic_table_config **)&_swig_go_0; 
@@ -2069,7 +2134,7 @@ void _wrap_delete_dynamic_table_config_swig_5010cc1c9577d3b9(struct shardrec_dyn
 }
 
 
-_gostring_ _wrap_dynamic_table_config_init_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_dynamic_table_config_init_swig_e4abab864e429f70(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_dynamic_table_config_t *arg1 = (shardrec_dynamic_table_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2101,7 +2166,7 @@ _gostring_ _wrap_dynamic_table_config_init_swig_5010cc1c9577d3b9(struct shardrec
 }
 
 
-void _wrap_Topology_t_version_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_version_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t arg2 ;
   
@@ -2113,7 +2178,7 @@ void _wrap_Topology_t_version_set_swig_5010cc1c9577d3b9(struct shardrec_topology
 }
 
 
-intgo _wrap_Topology_t_version_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_version_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2126,7 +2191,7 @@ intgo _wrap_Topology_t_version_get_swig_5010cc1c9577d3b9(struct shardrec_topolog
 }
 
 
-void _wrap_Topology_t_world_size_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_world_size_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2138,7 +2203,7 @@ void _wrap_Topology_t_world_size_set_swig_5010cc1c9577d3b9(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_world_size_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_world_size_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2151,7 +2216,7 @@ intgo _wrap_Topology_t_world_size_get_swig_5010cc1c9577d3b9(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_ranks_per_node_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_ranks_per_node_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2163,7 +2228,7 @@ void _wrap_Topology_t_ranks_per_node_set_swig_5010cc1c9577d3b9(struct shardrec_t
 }
 
 
-intgo _wrap_Topology_t_ranks_per_node_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_ranks_per_node_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2176,7 +2241,7 @@ intgo _wrap_Topology_t_ranks_per_node_get_swig_5010cc1c9577d3b9(struct shardrec_
 }
 
 
-void _wrap_Topology_t_device_type_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_device_type_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2188,7 +2253,7 @@ void _wrap_Topology_t_device_type_set_swig_5010cc1c9577d3b9(struct shardrec_topo
 }
 
 
-intgo _wrap_Topology_t_device_type_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_device_type_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2201,7 +2266,7 @@ intgo _wrap_Topology_t_device_type_get_swig_5010cc1c9577d3b9(struct shardrec_top
 }
 
 
-void _wrap_Topology_t_memory_bytes_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
+void _wrap_Topology_t_memory_bytes_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t arg2 ;
   
@@ -2213,7 +2278,7 @@ void _wrap_Topology_t_memory_bytes_set_swig_5010cc1c9577d3b9(struct shardrec_top
 }
 
 
-long long _wrap_Topology_t_memory_bytes_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+long long _wrap_Topology_t_memory_bytes_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2226,7 +2291,7 @@ long long _wrap_Topology_t_memory_bytes_get_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-void _wrap_Topology_t_intra_node_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_intra_node_bandwidth_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2238,7 +2303,7 @@ void _wrap_Topology_t_intra_node_bandwidth_set_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-double _wrap_Topology_t_intra_node_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_intra_node_bandwidth_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2251,7 +2316,7 @@ double _wrap_Topology_t_intra_node_bandwidth_get_swig_5010cc1c9577d3b9(struct sh
 }
 
 
-void _wrap_Topology_t_inter_node_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_inter_node_bandwidth_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2263,7 +2328,7 @@ void _wrap_Topology_t_inter_node_bandwidth_set_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-double _wrap_Topology_t_inter_node_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_inter_node_bandwidth_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2276,7 +2341,7 @@ double _wrap_Topology_t_inter_node_bandwidth_get_swig_5010cc1c9577d3b9(struct sh
 }
 
 
-void _wrap_Topology_t_batch_size_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_batch_size_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2288,7 +2353,7 @@ void _wrap_Topology_t_batch_size_set_swig_5010cc1c9577d3b9(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_batch_size_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_batch_size_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2301,7 +2366,7 @@ intgo _wrap_Topology_t_batch_size_get_swig_5010cc1c9577d3b9(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_optimizer_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_optimizer_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2313,7 +2378,7 @@ void _wrap_Topology_t_optimizer_set_swig_5010cc1c9577d3b9(struct shardrec_topolo
 }
 
 
-intgo _wrap_Topology_t_optimizer_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_optimizer_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2326,7 +2391,7 @@ intgo _wrap_Topology_t_optimizer_get_swig_5010cc1c9577d3b9(struct shardrec_topol
 }
 
 
-void _wrap_Topology_t_memory_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_memory_bandwidth_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2338,7 +2403,7 @@ void _wrap_Topology_t_memory_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec
 }
 
 
-double _wrap_Topology_t_memory_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_memory_bandwidth_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2351,7 +2416,7 @@ double _wrap_Topology_t_memory_bandwidth_get_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-void _wrap_Topology_t_reserved_fraction_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_reserved_fraction_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2363,7 +2428,7 @@ void _wrap_Topology_t_reserved_fraction_set_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-double _wrap_Topology_t_reserved_fraction_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_reserved_fraction_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2376,7 +2441,7 @@ double _wrap_Topology_t_reserved_fraction_get_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-void _wrap_Topology_t_collective_latency_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_collective_latency_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2388,7 +2453,7 @@ void _wrap_Topology_t_collective_latency_set_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-double _wrap_Topology_t_collective_latency_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_collective_latency_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2401,7 +2466,7 @@ double _wrap_Topology_t_collective_latency_get_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-void _wrap_Topology_t_per_id_cost_set_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_per_id_cost_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2413,7 +2478,7 @@ void _wrap_Topology_t_per_id_cost_set_swig_5010cc1c9577d3b9(struct shardrec_topo
 }
 
 
-double _wrap_Topology_t_per_id_cost_get_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_per_id_cost_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2426,7 +2491,7 @@ double _wrap_Topology_t_per_id_cost_get_swig_5010cc1c9577d3b9(struct shardrec_to
 }
 
 
-struct shardrec_topology *_wrap_new_Topology_t_swig_5010cc1c9577d3b9() {
+struct shardrec_topology *_wrap_new_Topology_t_swig_e4abab864e429f70() {
   struct shardrec_topology *result = 0 ;
   struct shardrec_topology *_swig_go_result;
   
@@ -2437,7 +2502,7 @@ struct shardrec_topology *_wrap_new_Topology_t_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_delete_Topology_t_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0) {
+void _wrap_delete_Topology_t_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   
   arg1 = *(struct shardrec_topology **)&_swig_go_0; 
@@ -2447,7 +2512,7 @@ void _wrap_delete_Topology_t_swig_5010cc1c9577d3b9(struct shardrec_topology *_sw
 }
 
 
-_gostring_ _wrap_topology_init_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_topology_init_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2479,7 +2544,7 @@ _gostring_ _wrap_topology_init_swig_5010cc1c9577d3b9(struct shardrec_topology *_
 }
 
 
-void _wrap_comm_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_version_set_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2491,7 +2556,7 @@ void _wrap_comm_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_version_get_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2504,7 +2569,7 @@ intgo _wrap_comm_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_timeout_ms_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_timeout_ms_set_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2516,7 +2581,7 @@ void _wrap_comm_options_timeout_ms_set_swig_5010cc1c9577d3b9(struct shardrec_com
 }
 
 
-long long _wrap_comm_options_timeout_ms_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_timeout_ms_get_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2529,7 +2594,7 @@ long long _wrap_comm_options_timeout_ms_get_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-void _wrap_comm_options_backend_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_backend_set_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2541,7 +2606,7 @@ void _wrap_comm_options_backend_set_swig_5010cc1c9577d3b9(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_backend_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_backend_get_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2554,7 +2619,7 @@ intgo _wrap_comm_options_backend_get_swig_5010cc1c9577d3b9(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_device_type_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_type_set_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2566,7 +2631,7 @@ void _wrap_comm_options_device_type_set_swig_5010cc1c9577d3b9(struct shardrec_co
 }
 
 
-intgo _wrap_comm_options_device_type_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_type_get_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2579,7 +2644,7 @@ intgo _wrap_comm_options_device_type_get_swig_5010cc1c9577d3b9(struct shardrec_c
 }
 
 
-void _wrap_comm_options_device_index_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_index_set_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2591,7 +2656,7 @@ void _wrap_comm_options_device_index_set_swig_5010cc1c9577d3b9(struct shardrec_c
 }
 
 
-intgo _wrap_comm_options_device_index_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_index_get_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2604,7 +2669,7 @@ intgo _wrap_comm_options_device_index_get_swig_5010cc1c9577d3b9(struct shardrec_
 }
 
 
-void _wrap_comm_options_bind_address_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
+void _wrap_comm_options_bind_address_set_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *arg2 = (char *) 0 ;
   
@@ -2628,7 +2693,7 @@ void _wrap_comm_options_bind_address_set_swig_5010cc1c9577d3b9(struct shardrec_c
 }
 
 
-_gostring_ _wrap_comm_options_bind_address_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
+_gostring_ _wrap_comm_options_bind_address_get_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -2641,7 +2706,7 @@ _gostring_ _wrap_comm_options_bind_address_get_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-void _wrap_comm_options_store_grace_ms_set_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_store_grace_ms_set_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2653,7 +2718,7 @@ void _wrap_comm_options_store_grace_ms_set_swig_5010cc1c9577d3b9(struct shardrec
 }
 
 
-long long _wrap_comm_options_store_grace_ms_get_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_store_grace_ms_get_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2666,7 +2731,7 @@ long long _wrap_comm_options_store_grace_ms_get_swig_5010cc1c9577d3b9(struct sha
 }
 
 
-struct shardrec_comm_options *_wrap_new_comm_options_swig_5010cc1c9577d3b9() {
+struct shardrec_comm_options *_wrap_new_comm_options_swig_e4abab864e429f70() {
   struct shardrec_comm_options *result = 0 ;
   struct shardrec_comm_options *_swig_go_result;
   
@@ -2677,7 +2742,7 @@ struct shardrec_comm_options *_wrap_new_comm_options_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_delete_comm_options_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0) {
+void _wrap_delete_comm_options_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   
   arg1 = *(struct shardrec_comm_options **)&_swig_go_0; 
@@ -2687,7 +2752,7 @@ void _wrap_delete_comm_options_swig_5010cc1c9577d3b9(struct shardrec_comm_option
 }
 
 
-_gostring_ _wrap_comm_options_init_swig_5010cc1c9577d3b9(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_comm_options_init_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_comm_options_t *arg1 = (shardrec_comm_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2719,7 +2784,7 @@ _gostring_ _wrap_comm_options_init_swig_5010cc1c9577d3b9(struct shardrec_comm_op
 }
 
 
-_gostring_ _wrap_comm_unique_id_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0) {
+_gostring_ _wrap_comm_unique_id_create_swig_e4abab864e429f70(_goslice_ _swig_go_0) {
   shardrec_unique_id_t *arg1 = (shardrec_unique_id_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2749,7 +2814,7 @@ _gostring_ _wrap_comm_unique_id_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_comm_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
+_gostring_ _wrap_comm_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_unique_id_t *arg2 = (shardrec_unique_id_t *) 0 ;
   int32_t arg3 ;
@@ -2787,7 +2852,7 @@ _gostring_ _wrap_comm_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _goslic
 }
 
 
-_gostring_ _wrap_comm_create_local_group_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_local_group_swig_e4abab864e429f70(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int32_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -2823,7 +2888,7 @@ _gostring_ _wrap_comm_create_local_group_swig_5010cc1c9577d3b9(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_comm_split_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_comm_split_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int32_t arg3 ;
@@ -2859,7 +2924,7 @@ _gostring_ _wrap_comm_split_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec
 }
 
 
-_gostring_ _wrap_comm_rank_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_rank_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -2891,7 +2956,7 @@ _gostring_ _wrap_comm_rank_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_size_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_size_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -2923,7 +2988,7 @@ _gostring_ _wrap_comm_size_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_set_timeout_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_comm_set_timeout_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -2955,7 +3020,7 @@ _gostring_ _wrap_comm_set_timeout_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_g
 }
 
 
-_gostring_ _wrap_comm_abort_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_abort_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2985,7 +3050,7 @@ _gostring_ _wrap_comm_abort_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_async_error_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_async_error_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3015,7 +3080,7 @@ _gostring_ _wrap_comm_async_error_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_g
 }
 
 
-void _wrap_comm_destroy_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0) {
+void _wrap_comm_destroy_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   
   arg1 = (shardrec_comm_t *)_swig_go_0; 
@@ -3025,7 +3090,7 @@ void _wrap_comm_destroy_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_allreduce_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_comm_allreduce_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3067,7 +3132,7 @@ _gostring_ _wrap_comm_allreduce_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_broadcast_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_broadcast_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   size_t arg3 ;
@@ -3107,7 +3172,7 @@ _gostring_ _wrap_comm_broadcast_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_allgather_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_allgather_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3147,7 +3212,7 @@ _gostring_ _wrap_comm_allgather_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_barrier_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_barrier_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3177,7 +3242,7 @@ _gostring_ _wrap_comm_barrier_swig_5010cc1c9577d3b9(shardrec_comm_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_comm_create_mpi_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
+_gostring_ _wrap_comm_create_mpi_swig_e4abab864e429f70(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int64_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -3211,7 +3276,7 @@ _gostring_ _wrap_comm_create_mpi_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_comm_create_from_env_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_from_env_swig_e4abab864e429f70(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_options_t *arg2 = (shardrec_comm_options_t *) 0 ;
   shardrec_status_t result;
@@ -3243,7 +3308,7 @@ _gostring_ _wrap_comm_create_from_env_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0
 }
 
 
-_gostring_ _wrap_comm_local_rank_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_local_rank_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3275,7 +3340,7 @@ _gostring_ _wrap_comm_local_rank_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_comm_local_size_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_local_size_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3307,7 +3372,7 @@ _gostring_ _wrap_comm_local_size_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_comm_bind_local_numa_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_bind_local_numa_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3339,7 +3404,7 @@ _gostring_ _wrap_comm_bind_local_numa_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0
 }
 
 
-void _wrap_Shard_t_row_offset_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_row_offset_set_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -3351,7 +3416,7 @@ void _wrap_Shard_t_row_offset_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_
 }
 
 
-long long _wrap_Shard_t_row_offset_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_row_offset_get_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3364,7 +3429,7 @@ long long _wrap_Shard_t_row_offset_get_swig_5010cc1c9577d3b9(struct shardrec_sha
 }
 
 
-void _wrap_Shard_t_rows_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_rows_set_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -3376,7 +3441,7 @@ void _wrap_Shard_t_rows_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_g
 }
 
 
-long long _wrap_Shard_t_rows_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_rows_get_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3389,7 +3454,7 @@ long long _wrap_Shard_t_rows_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_s
 }
 
 
-void _wrap_Shard_t_col_offset_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_col_offset_set_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3401,7 +3466,7 @@ void _wrap_Shard_t_col_offset_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_
 }
 
 
-intgo _wrap_Shard_t_col_offset_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_col_offset_get_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3414,7 +3479,7 @@ intgo _wrap_Shard_t_col_offset_get_swig_5010cc1c9577d3b9(struct shardrec_shard *
 }
 
 
-void _wrap_Shard_t_cols_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_cols_set_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3426,7 +3491,7 @@ void _wrap_Shard_t_cols_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_cols_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_cols_get_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3439,7 +3504,7 @@ intgo _wrap_Shard_t_cols_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_
 }
 
 
-void _wrap_Shard_t_rank_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_rank_set_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3451,7 +3516,7 @@ void _wrap_Shard_t_rank_set_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_rank_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_rank_get_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3464,7 +3529,7 @@ intgo _wrap_Shard_t_rank_get_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_
 }
 
 
-struct shardrec_shard *_wrap_new_Shard_t_swig_5010cc1c9577d3b9() {
+struct shardrec_shard *_wrap_new_Shard_t_swig_e4abab864e429f70() {
   struct shardrec_shard *result = 0 ;
   struct shardrec_shard *_swig_go_result;
   
@@ -3475,7 +3540,7 @@ struct shardrec_shard *_wrap_new_Shard_t_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_delete_Shard_t_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_0) {
+void _wrap_delete_Shard_t_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   
   arg1 = *(struct shardrec_shard **)&_swig_go_0; 
@@ -3485,7 +3550,7 @@ void _wrap_delete_Shard_t_swig_5010cc1c9577d3b9(struct shardrec_shard *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_from_json_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_plan_from_json_swig_e4abab864e429f70(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -3521,7 +3586,7 @@ _gostring_ _wrap_plan_from_json_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _gos
 }
 
 
-_gostring_ _wrap_plan_to_json_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_to_json_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3562,7 +3627,7 @@ _gostring_ _wrap_plan_to_json_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_plan_stats_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_stats_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3603,7 +3668,7 @@ _gostring_ _wrap_plan_stats_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_plan_hash_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_hash_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -3635,7 +3700,7 @@ _gostring_ _wrap_plan_hash_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _g
 }
 
 
-_gostring_ _wrap_plan_world_size_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_world_size_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3667,7 +3732,7 @@ _gostring_ _wrap_plan_world_size_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_ranks_per_node_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_ranks_per_node_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3699,7 +3764,7 @@ _gostring_ _wrap_plan_ranks_per_node_swig_5010cc1c9577d3b9(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_num_tables_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_tables_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3731,7 +3796,7 @@ _gostring_ _wrap_plan_num_tables_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_num_features_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_features_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3763,7 +3828,7 @@ _gostring_ _wrap_plan_num_features_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_feature_name_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_feature_name_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -3802,7 +3867,7 @@ _gostring_ _wrap_plan_feature_name_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_table_name_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_table_name_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -3841,7 +3906,7 @@ _gostring_ _wrap_plan_table_name_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_find_table_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_find_table_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3880,7 +3945,7 @@ _gostring_ _wrap_plan_find_table_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_rows_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_rows_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -3914,7 +3979,7 @@ _gostring_ _wrap_plan_table_rows_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_dim_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_dim_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3948,7 +4013,7 @@ _gostring_ _wrap_plan_table_dim_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_table_sharding_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_plan_table_sharding_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3984,7 +4049,7 @@ _gostring_ _wrap_plan_table_sharding_swig_5010cc1c9577d3b9(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_shard_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
+_gostring_ _wrap_plan_shard_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -4020,7 +4085,7 @@ _gostring_ _wrap_plan_shard_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0, l
 }
 
 
-void _wrap_calibrate_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_version_set_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4032,7 +4097,7 @@ void _wrap_calibrate_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_c
 }
 
 
-intgo _wrap_calibrate_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_version_get_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4045,7 +4110,7 @@ intgo _wrap_calibrate_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_
 }
 
 
-void _wrap_calibrate_options_ranks_share_memory_set_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_share_memory_set_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4057,7 +4122,7 @@ void _wrap_calibrate_options_ranks_share_memory_set_swig_5010cc1c9577d3b9(struct
 }
 
 
-intgo _wrap_calibrate_options_ranks_share_memory_get_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_share_memory_get_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4070,7 +4135,7 @@ intgo _wrap_calibrate_options_ranks_share_memory_get_swig_5010cc1c9577d3b9(struc
 }
 
 
-void _wrap_calibrate_options_time_budget_set_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
+void _wrap_calibrate_options_time_budget_set_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double arg2 ;
   
@@ -4082,7 +4147,7 @@ void _wrap_calibrate_options_time_budget_set_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-double _wrap_calibrate_options_time_budget_get_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
+double _wrap_calibrate_options_time_budget_get_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double result;
   double _swig_go_result;
@@ -4095,7 +4160,7 @@ double _wrap_calibrate_options_time_budget_get_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-void _wrap_calibrate_options_threads_per_rank_set_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_threads_per_rank_set_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4107,7 +4172,7 @@ void _wrap_calibrate_options_threads_per_rank_set_swig_5010cc1c9577d3b9(struct s
 }
 
 
-intgo _wrap_calibrate_options_threads_per_rank_get_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_threads_per_rank_get_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4120,7 +4185,7 @@ intgo _wrap_calibrate_options_threads_per_rank_get_swig_5010cc1c9577d3b9(struct 
 }
 
 
-void _wrap_calibrate_options_ranks_per_machine_set_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_per_machine_set_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4132,7 +4197,7 @@ void _wrap_calibrate_options_ranks_per_machine_set_swig_5010cc1c9577d3b9(struct 
 }
 
 
-intgo _wrap_calibrate_options_ranks_per_machine_get_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_per_machine_get_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4145,7 +4210,7 @@ intgo _wrap_calibrate_options_ranks_per_machine_get_swig_5010cc1c9577d3b9(struct
 }
 
 
-struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_5010cc1c9577d3b9() {
+struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_e4abab864e429f70() {
   struct shardrec_calibrate_options *result = 0 ;
   struct shardrec_calibrate_options *_swig_go_result;
   
@@ -4156,7 +4221,7 @@ struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_5010cc1c9577
 }
 
 
-void _wrap_delete_calibrate_options_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0) {
+void _wrap_delete_calibrate_options_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   
   arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
@@ -4166,7 +4231,7 @@ void _wrap_delete_calibrate_options_swig_5010cc1c9577d3b9(struct shardrec_calibr
 }
 
 
-_gostring_ _wrap_calibrate_options_init_swig_5010cc1c9577d3b9(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibrate_options_init_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibrate_options_t *arg1 = (shardrec_calibrate_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4198,7 +4263,7 @@ _gostring_ _wrap_calibrate_options_init_swig_5010cc1c9577d3b9(struct shardrec_ca
 }
 
 
-void _wrap_calibration_version_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibration_version_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t arg2 ;
   
@@ -4210,7 +4275,7 @@ void _wrap_calibration_version_set_swig_5010cc1c9577d3b9(struct shardrec_calibra
 }
 
 
-intgo _wrap_calibration_version_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
+intgo _wrap_calibration_version_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4223,7 +4288,7 @@ intgo _wrap_calibration_version_get_swig_5010cc1c9577d3b9(struct shardrec_calibr
 }
 
 
-void _wrap_calibration_gather_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_gather_bandwidth_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4235,7 +4300,7 @@ void _wrap_calibration_gather_bandwidth_set_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-double _wrap_calibration_gather_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_gather_bandwidth_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4248,7 +4313,7 @@ double _wrap_calibration_gather_bandwidth_get_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-void _wrap_calibration_stream_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_stream_bandwidth_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4260,7 +4325,7 @@ void _wrap_calibration_stream_bandwidth_set_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-double _wrap_calibration_stream_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_stream_bandwidth_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4273,7 +4338,7 @@ double _wrap_calibration_stream_bandwidth_get_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-void _wrap_calibration_loopback_bandwidth_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_bandwidth_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4285,7 +4350,7 @@ void _wrap_calibration_loopback_bandwidth_set_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-double _wrap_calibration_loopback_bandwidth_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_bandwidth_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4298,7 +4363,7 @@ double _wrap_calibration_loopback_bandwidth_get_swig_5010cc1c9577d3b9(struct sha
 }
 
 
-void _wrap_calibration_loopback_latency_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_latency_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4310,7 +4375,7 @@ void _wrap_calibration_loopback_latency_set_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-double _wrap_calibration_loopback_latency_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_latency_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4323,7 +4388,7 @@ double _wrap_calibration_loopback_latency_get_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-void _wrap_calibration_handoff_latency_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_handoff_latency_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4335,7 +4400,7 @@ void _wrap_calibration_handoff_latency_set_swig_5010cc1c9577d3b9(struct shardrec
 }
 
 
-double _wrap_calibration_handoff_latency_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_handoff_latency_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4348,7 +4413,7 @@ double _wrap_calibration_handoff_latency_get_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-void _wrap_calibration_elapsed_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_elapsed_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4360,7 +4425,7 @@ void _wrap_calibration_elapsed_set_swig_5010cc1c9577d3b9(struct shardrec_calibra
 }
 
 
-double _wrap_calibration_elapsed_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_elapsed_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4373,7 +4438,7 @@ double _wrap_calibration_elapsed_get_swig_5010cc1c9577d3b9(struct shardrec_calib
 }
 
 
-void _wrap_calibration_oversubscription_set_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_oversubscription_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4385,7 +4450,7 @@ void _wrap_calibration_oversubscription_set_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-double _wrap_calibration_oversubscription_get_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_oversubscription_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4398,7 +4463,7 @@ double _wrap_calibration_oversubscription_get_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-struct shardrec_calibration *_wrap_new_calibration_swig_5010cc1c9577d3b9() {
+struct shardrec_calibration *_wrap_new_calibration_swig_e4abab864e429f70() {
   struct shardrec_calibration *result = 0 ;
   struct shardrec_calibration *_swig_go_result;
   
@@ -4409,7 +4474,7 @@ struct shardrec_calibration *_wrap_new_calibration_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_delete_calibration_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0) {
+void _wrap_delete_calibration_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   
   arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
@@ -4419,7 +4484,7 @@ void _wrap_delete_calibration_swig_5010cc1c9577d3b9(struct shardrec_calibration 
 }
 
 
-_gostring_ _wrap_calibration_init_swig_5010cc1c9577d3b9(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibration_init_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibration_t *arg1 = (shardrec_calibration_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4451,7 +4516,7 @@ _gostring_ _wrap_calibration_init_swig_5010cc1c9577d3b9(struct shardrec_calibrat
 }
 
 
-_gostring_ _wrap_topology_calibrate_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
+_gostring_ _wrap_topology_calibrate_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_calibrate_options_t *arg2 = (shardrec_calibrate_options_t *) 0 ;
   shardrec_calibration_t *arg3 = (shardrec_calibration_t *) 0 ;
@@ -4485,7 +4550,7 @@ _gostring_ _wrap_topology_calibrate_swig_5010cc1c9577d3b9(struct shardrec_topolo
 }
 
 
-_gostring_ _wrap_topology_from_comm_swig_5010cc1c9577d3b9(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_topology_from_comm_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -4517,7 +4582,7 @@ _gostring_ _wrap_topology_from_comm_swig_5010cc1c9577d3b9(struct shardrec_topolo
 }
 
 
-void _wrap_plan_destroy_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0) {
+void _wrap_plan_destroy_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   
   arg1 = (shardrec_plan_t *)_swig_go_0; 
@@ -4527,7 +4592,7 @@ void _wrap_plan_destroy_swig_5010cc1c9577d3b9(shardrec_plan_t *_swig_go_0) {
 }
 
 
-intgo _wrap_BOUNDS_ERROR_swig_5010cc1c9577d3b9() {
+intgo _wrap_BOUNDS_ERROR_swig_e4abab864e429f70() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4539,7 +4604,7 @@ intgo _wrap_BOUNDS_ERROR_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_BOUNDS_CLAMP_swig_5010cc1c9577d3b9() {
+intgo _wrap_BOUNDS_CLAMP_swig_e4abab864e429f70() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4551,7 +4616,7 @@ intgo _wrap_BOUNDS_CLAMP_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_BOUNDS_SKIP_swig_5010cc1c9577d3b9() {
+intgo _wrap_BOUNDS_SKIP_swig_e4abab864e429f70() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4563,7 +4628,7 @@ intgo _wrap_BOUNDS_SKIP_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_embedding_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_version_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4575,7 +4640,7 @@ void _wrap_embedding_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_e
 }
 
 
-intgo _wrap_embedding_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_version_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4588,7 +4653,7 @@ intgo _wrap_embedding_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_
 }
 
 
-void _wrap_embedding_options_seed_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_seed_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t arg2 ;
   
@@ -4600,7 +4665,7 @@ void _wrap_embedding_options_seed_set_swig_5010cc1c9577d3b9(struct shardrec_embe
 }
 
 
-long long _wrap_embedding_options_seed_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_seed_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4613,7 +4678,7 @@ long long _wrap_embedding_options_seed_get_swig_5010cc1c9577d3b9(struct shardrec
 }
 
 
-void _wrap_embedding_options_bounds_policy_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_bounds_policy_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4625,7 +4690,7 @@ void _wrap_embedding_options_bounds_policy_set_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-intgo _wrap_embedding_options_bounds_policy_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_bounds_policy_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4638,7 +4703,7 @@ intgo _wrap_embedding_options_bounds_policy_get_swig_5010cc1c9577d3b9(struct sha
 }
 
 
-void _wrap_embedding_options_num_threads_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_num_threads_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4650,7 +4715,7 @@ void _wrap_embedding_options_num_threads_set_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-intgo _wrap_embedding_options_num_threads_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_num_threads_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4663,7 +4728,7 @@ intgo _wrap_embedding_options_num_threads_get_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-void _wrap_embedding_options_dp_comm_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+void _wrap_embedding_options_dp_comm_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   
@@ -4675,7 +4740,7 @@ void _wrap_embedding_options_dp_comm_set_swig_5010cc1c9577d3b9(struct shardrec_e
 }
 
 
-shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *result = 0 ;
   shardrec_comm_t *_swig_go_result;
@@ -4688,7 +4753,7 @@ shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_5010cc1c9577d3b9(struc
 }
 
 
-void _wrap_embedding_options_device_type_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_type_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4700,7 +4765,7 @@ void _wrap_embedding_options_device_type_set_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-intgo _wrap_embedding_options_device_type_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_type_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4713,7 +4778,7 @@ intgo _wrap_embedding_options_device_type_get_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-void _wrap_embedding_options_device_index_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_index_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4725,7 +4790,7 @@ void _wrap_embedding_options_device_index_set_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-intgo _wrap_embedding_options_device_index_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_index_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4738,7 +4803,7 @@ intgo _wrap_embedding_options_device_index_get_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-void _wrap_embedding_options_non_finite_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_non_finite_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4750,7 +4815,7 @@ void _wrap_embedding_options_non_finite_set_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-intgo _wrap_embedding_options_non_finite_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_non_finite_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4763,7 +4828,7 @@ intgo _wrap_embedding_options_non_finite_get_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-void _wrap_embedding_options_table_memory_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_table_memory_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4775,7 +4840,7 @@ void _wrap_embedding_options_table_memory_set_swig_5010cc1c9577d3b9(struct shard
 }
 
 
-intgo _wrap_embedding_options_table_memory_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_table_memory_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4788,7 +4853,7 @@ intgo _wrap_embedding_options_table_memory_get_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-void _wrap_embedding_options_forward_comm_encoding_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_forward_comm_encoding_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4800,7 +4865,7 @@ void _wrap_embedding_options_forward_comm_encoding_set_swig_5010cc1c9577d3b9(str
 }
 
 
-intgo _wrap_embedding_options_forward_comm_encoding_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_forward_comm_encoding_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4813,7 +4878,7 @@ intgo _wrap_embedding_options_forward_comm_encoding_get_swig_5010cc1c9577d3b9(st
 }
 
 
-void _wrap_embedding_options_backward_comm_encoding_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_backward_comm_encoding_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4825,7 +4890,7 @@ void _wrap_embedding_options_backward_comm_encoding_set_swig_5010cc1c9577d3b9(st
 }
 
 
-intgo _wrap_embedding_options_backward_comm_encoding_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_backward_comm_encoding_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4838,7 +4903,7 @@ intgo _wrap_embedding_options_backward_comm_encoding_get_swig_5010cc1c9577d3b9(s
 }
 
 
-void _wrap_embedding_options_max_batch_size_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_max_batch_size_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t arg2 ;
   
@@ -4850,7 +4915,7 @@ void _wrap_embedding_options_max_batch_size_set_swig_5010cc1c9577d3b9(struct sha
 }
 
 
-long long _wrap_embedding_options_max_batch_size_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_max_batch_size_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4863,7 +4928,7 @@ long long _wrap_embedding_options_max_batch_size_get_swig_5010cc1c9577d3b9(struc
 }
 
 
-void _wrap_embedding_options_max_ids_per_batch_set_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_max_ids_per_batch_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t arg2 ;
   
@@ -4875,7 +4940,7 @@ void _wrap_embedding_options_max_ids_per_batch_set_swig_5010cc1c9577d3b9(struct 
 }
 
 
-long long _wrap_embedding_options_max_ids_per_batch_get_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_max_ids_per_batch_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4888,7 +4953,7 @@ long long _wrap_embedding_options_max_ids_per_batch_get_swig_5010cc1c9577d3b9(st
 }
 
 
-struct shardrec_embedding_options *_wrap_new_embedding_options_swig_5010cc1c9577d3b9() {
+struct shardrec_embedding_options *_wrap_new_embedding_options_swig_e4abab864e429f70() {
   struct shardrec_embedding_options *result = 0 ;
   struct shardrec_embedding_options *_swig_go_result;
   
@@ -4899,7 +4964,7 @@ struct shardrec_embedding_options *_wrap_new_embedding_options_swig_5010cc1c9577
 }
 
 
-void _wrap_delete_embedding_options_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0) {
+void _wrap_delete_embedding_options_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   
   arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
@@ -4909,7 +4974,7 @@ void _wrap_delete_embedding_options_swig_5010cc1c9577d3b9(struct shardrec_embedd
 }
 
 
-intgo _wrap_COMM_ENCODING_FP32_swig_5010cc1c9577d3b9() {
+intgo _wrap_COMM_ENCODING_FP32_swig_e4abab864e429f70() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -4921,7 +4986,7 @@ intgo _wrap_COMM_ENCODING_FP32_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_COMM_ENCODING_FP16_swig_5010cc1c9577d3b9() {
+intgo _wrap_COMM_ENCODING_FP16_swig_e4abab864e429f70() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -4933,7 +4998,7 @@ intgo _wrap_COMM_ENCODING_FP16_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_COMM_ENCODING_BF16_swig_5010cc1c9577d3b9() {
+intgo _wrap_COMM_ENCODING_BF16_swig_e4abab864e429f70() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -4945,7 +5010,7 @@ intgo _wrap_COMM_ENCODING_BF16_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_5010cc1c9577d3b9() {
+intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_e4abab864e429f70() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -4957,7 +5022,7 @@ intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_5010cc1c9577d3b9() {
+intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_e4abab864e429f70() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -4969,7 +5034,7 @@ intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_NON_FINITE_CHECK_swig_5010cc1c9577d3b9() {
+intgo _wrap_NON_FINITE_CHECK_swig_e4abab864e429f70() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -4981,7 +5046,7 @@ intgo _wrap_NON_FINITE_CHECK_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_NON_FINITE_ALLOW_swig_5010cc1c9577d3b9() {
+intgo _wrap_NON_FINITE_ALLOW_swig_e4abab864e429f70() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -4993,7 +5058,7 @@ intgo _wrap_NON_FINITE_ALLOW_swig_5010cc1c9577d3b9() {
 }
 
 
-_gostring_ _wrap_embedding_options_init_swig_5010cc1c9577d3b9(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_options_init_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_options_t *arg1 = (shardrec_embedding_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -5025,7 +5090,7 @@ _gostring_ _wrap_embedding_options_init_swig_5010cc1c9577d3b9(struct shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_embedding_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_plan_t *arg2 = (shardrec_plan_t *) 0 ;
   shardrec_comm_t *arg3 = (shardrec_comm_t *) 0 ;
@@ -5063,7 +5128,7 @@ _gostring_ _wrap_embedding_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, sh
 }
 
 
-void _wrap_embedding_destroy_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0) {
+void _wrap_embedding_destroy_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   
   arg1 = (shardrec_embedding_t *)_swig_go_0; 
@@ -5073,7 +5138,7 @@ void _wrap_embedding_destroy_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_g
 }
 
 
-_gostring_ _wrap_embedding_output_dim_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_output_dim_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -5105,7 +5170,7 @@ _gostring_ _wrap_embedding_output_dim_swig_5010cc1c9577d3b9(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_sequence_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -5137,7 +5202,7 @@ _gostring_ _wrap_embedding_is_sequence_swig_5010cc1c9577d3b9(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_input_dist_wait_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_input_dist_wait_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   void *arg2 = (void *) 0 ;
   shardrec_status_t result;
@@ -5169,7 +5234,7 @@ _gostring_ _wrap_embedding_input_dist_wait_swig_5010cc1c9577d3b9(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5207,7 +5272,7 @@ _gostring_ _wrap_embedding_forward_distributed_swig_5010cc1c9577d3b9(shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_backward_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_backward_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5245,7 +5310,7 @@ _gostring_ _wrap_embedding_backward_swig_5010cc1c9577d3b9(shardrec_embedding_t *
 }
 
 
-_gostring_ _wrap_embedding_forward_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
+_gostring_ _wrap_embedding_forward_tensor_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_kjt_view_t *arg2 = (shardrec_kjt_view_t *) 0 ;
   shardrec_tensor_view_t *arg3 = (shardrec_tensor_view_t *) 0 ;
@@ -5281,7 +5346,7 @@ _gostring_ _wrap_embedding_forward_tensor_swig_5010cc1c9577d3b9(shardrec_embeddi
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_tensor_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5315,7 +5380,7 @@ _gostring_ _wrap_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(shar
 }
 
 
-_gostring_ _wrap_embedding_backward_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_backward_tensor_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5349,7 +5414,7 @@ _gostring_ _wrap_embedding_backward_tensor_swig_5010cc1c9577d3b9(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_synchronize_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_synchronize_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -5379,7 +5444,7 @@ _gostring_ _wrap_embedding_synchronize_swig_5010cc1c9577d3b9(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_learning_rate_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_embedding_set_learning_rate_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -5411,7 +5476,7 @@ _gostring_ _wrap_embedding_set_learning_rate_swig_5010cc1c9577d3b9(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_num_steps_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_steps_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -5443,7 +5508,7 @@ _gostring_ _wrap_embedding_num_steps_swig_5010cc1c9577d3b9(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_embedding_set_num_steps_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -5475,7 +5540,7 @@ _gostring_ _wrap_embedding_set_num_steps_swig_5010cc1c9577d3b9(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_get_weights_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_get_weights_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -5518,7 +5583,7 @@ _gostring_ _wrap_embedding_get_weights_swig_5010cc1c9577d3b9(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_weights_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_set_weights_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -5561,7 +5626,7 @@ _gostring_ _wrap_embedding_set_weights_swig_5010cc1c9577d3b9(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_num_states_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_states_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -5593,7 +5658,7 @@ _gostring_ _wrap_embedding_num_states_swig_5010cc1c9577d3b9(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_state_info_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_state_info_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -5634,7 +5699,7 @@ _gostring_ _wrap_embedding_state_info_swig_5010cc1c9577d3b9(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_get_state_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_get_state_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5684,7 +5749,7 @@ _gostring_ _wrap_embedding_get_state_swig_5010cc1c9577d3b9(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_state_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_set_state_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5734,7 +5799,7 @@ _gostring_ _wrap_embedding_set_state_swig_5010cc1c9577d3b9(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_timings_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_timings_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   double *arg2 = (double *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -5768,7 +5833,7 @@ _gostring_ _wrap_embedding_timings_swig_5010cc1c9577d3b9(shardrec_embedding_t *_
 }
 
 
-_gostring_ _wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_embedding_set_table_learning_rate_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -5807,7 +5872,7 @@ _gostring_ _wrap_embedding_set_table_learning_rate_swig_5010cc1c9577d3b9(shardre
 }
 
 
-_gostring_ _wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
+_gostring_ _wrap_embedding_table_optimizer_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_optimizer_config_t *arg3 = (shardrec_optimizer_config_t *) 0 ;
@@ -5846,7 +5911,7 @@ _gostring_ _wrap_embedding_table_optimizer_swig_5010cc1c9577d3b9(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_table_num_states_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -5885,7 +5950,7 @@ _gostring_ _wrap_embedding_table_num_states_swig_5010cc1c9577d3b9(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_embedding_table_state_info_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -5933,7 +5998,7 @@ _gostring_ _wrap_embedding_table_state_info_swig_5010cc1c9577d3b9(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_outputs_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -5965,7 +6030,7 @@ _gostring_ _wrap_embedding_num_outputs_swig_5010cc1c9577d3b9(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_output_info_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_embedding_output_info_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -6015,7 +6080,7 @@ _gostring_ _wrap_embedding_output_info_swig_5010cc1c9577d3b9(shardrec_embedding_
 }
 
 
-void _wrap_step_timings_version_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+void _wrap_step_timings_version_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t arg2 ;
   
@@ -6027,7 +6092,7 @@ void _wrap_step_timings_version_set_swig_5010cc1c9577d3b9(struct shardrec_step_t
 }
 
 
-intgo _wrap_step_timings_version_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+intgo _wrap_step_timings_version_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6040,7 +6105,7 @@ intgo _wrap_step_timings_version_get_swig_5010cc1c9577d3b9(struct shardrec_step_
 }
 
 
-void _wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_forwards_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6052,7 +6117,7 @@ void _wrap_step_timings_forwards_set_swig_5010cc1c9577d3b9(struct shardrec_step_
 }
 
 
-long long _wrap_step_timings_forwards_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_forwards_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6065,7 +6130,7 @@ long long _wrap_step_timings_forwards_get_swig_5010cc1c9577d3b9(struct shardrec_
 }
 
 
-void _wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_backwards_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6077,7 +6142,7 @@ void _wrap_step_timings_backwards_set_swig_5010cc1c9577d3b9(struct shardrec_step
 }
 
 
-long long _wrap_step_timings_backwards_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_backwards_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6090,7 +6155,7 @@ long long _wrap_step_timings_backwards_get_swig_5010cc1c9577d3b9(struct shardrec
 }
 
 
-void _wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_samples_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6102,7 +6167,7 @@ void _wrap_step_timings_samples_set_swig_5010cc1c9577d3b9(struct shardrec_step_t
 }
 
 
-long long _wrap_step_timings_samples_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_samples_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6115,7 +6180,7 @@ long long _wrap_step_timings_samples_get_swig_5010cc1c9577d3b9(struct shardrec_s
 }
 
 
-void _wrap_step_timings_total_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_total_seconds_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6127,7 +6192,7 @@ void _wrap_step_timings_total_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_
 }
 
 
-double _wrap_step_timings_total_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_total_seconds_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6140,7 +6205,7 @@ double _wrap_step_timings_total_seconds_get_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-void _wrap_step_timings_collective_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_collective_seconds_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6152,7 +6217,7 @@ void _wrap_step_timings_collective_seconds_set_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-double _wrap_step_timings_collective_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_collective_seconds_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6165,7 +6230,7 @@ double _wrap_step_timings_collective_seconds_get_swig_5010cc1c9577d3b9(struct sh
 }
 
 
-void _wrap_step_timings_input_dist_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_input_dist_seconds_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6177,7 +6242,7 @@ void _wrap_step_timings_input_dist_seconds_set_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-double _wrap_step_timings_input_dist_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_input_dist_seconds_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6190,7 +6255,7 @@ double _wrap_step_timings_input_dist_seconds_get_swig_5010cc1c9577d3b9(struct sh
 }
 
 
-void _wrap_step_timings_lookup_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_lookup_seconds_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6202,7 +6267,7 @@ void _wrap_step_timings_lookup_seconds_set_swig_5010cc1c9577d3b9(struct shardrec
 }
 
 
-double _wrap_step_timings_lookup_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_lookup_seconds_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6215,7 +6280,7 @@ double _wrap_step_timings_lookup_seconds_get_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-void _wrap_step_timings_output_dist_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_output_dist_seconds_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6227,7 +6292,7 @@ void _wrap_step_timings_output_dist_seconds_set_swig_5010cc1c9577d3b9(struct sha
 }
 
 
-double _wrap_step_timings_output_dist_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_output_dist_seconds_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6240,7 +6305,7 @@ double _wrap_step_timings_output_dist_seconds_get_swig_5010cc1c9577d3b9(struct s
 }
 
 
-void _wrap_step_timings_backward_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_backward_seconds_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6252,7 +6317,7 @@ void _wrap_step_timings_backward_seconds_set_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-double _wrap_step_timings_backward_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_backward_seconds_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6265,7 +6330,7 @@ double _wrap_step_timings_backward_seconds_get_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-void _wrap_step_timings_embedding_comm_seconds_set_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_embedding_comm_seconds_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6277,7 +6342,7 @@ void _wrap_step_timings_embedding_comm_seconds_set_swig_5010cc1c9577d3b9(struct 
 }
 
 
-double _wrap_step_timings_embedding_comm_seconds_get_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_embedding_comm_seconds_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6290,7 +6355,7 @@ double _wrap_step_timings_embedding_comm_seconds_get_swig_5010cc1c9577d3b9(struc
 }
 
 
-struct shardrec_step_timings *_wrap_new_step_timings_swig_5010cc1c9577d3b9() {
+struct shardrec_step_timings *_wrap_new_step_timings_swig_e4abab864e429f70() {
   struct shardrec_step_timings *result = 0 ;
   struct shardrec_step_timings *_swig_go_result;
   
@@ -6301,7 +6366,7 @@ struct shardrec_step_timings *_wrap_new_step_timings_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_delete_step_timings_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0) {
+void _wrap_delete_step_timings_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   
   arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
@@ -6311,7 +6376,7 @@ void _wrap_delete_step_timings_swig_5010cc1c9577d3b9(struct shardrec_step_timing
 }
 
 
-_gostring_ _wrap_step_timings_init_swig_5010cc1c9577d3b9(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_step_timings_init_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   shardrec_step_timings_t *arg1 = (shardrec_step_timings_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -6343,7 +6408,7 @@ _gostring_ _wrap_step_timings_init_swig_5010cc1c9577d3b9(struct shardrec_step_ti
 }
 
 
-_gostring_ _wrap_embedding_step_timings_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
+_gostring_ _wrap_embedding_step_timings_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_step_timings_t *arg2 = (shardrec_step_timings_t *) 0 ;
   shardrec_status_t result;
@@ -6375,7 +6440,7 @@ _gostring_ _wrap_embedding_step_timings_swig_5010cc1c9577d3b9(shardrec_embedding
 }
 
 
-void _wrap_dynamic_table_stats_version_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_stats_version_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -6387,7 +6452,7 @@ void _wrap_dynamic_table_stats_version_set_swig_5010cc1c9577d3b9(struct shardrec
 }
 
 
-intgo _wrap_dynamic_table_stats_version_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+intgo _wrap_dynamic_table_stats_version_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6400,7 +6465,7 @@ intgo _wrap_dynamic_table_stats_version_get_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-void _wrap_dynamic_table_stats_size_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_size_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6412,7 +6477,7 @@ void _wrap_dynamic_table_stats_size_set_swig_5010cc1c9577d3b9(struct shardrec_dy
 }
 
 
-long long _wrap_dynamic_table_stats_size_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_size_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6425,7 +6490,7 @@ long long _wrap_dynamic_table_stats_size_get_swig_5010cc1c9577d3b9(struct shardr
 }
 
 
-void _wrap_dynamic_table_stats_capacity_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_capacity_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6437,7 +6502,7 @@ void _wrap_dynamic_table_stats_capacity_set_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-long long _wrap_dynamic_table_stats_capacity_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_capacity_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6450,7 +6515,7 @@ long long _wrap_dynamic_table_stats_capacity_get_swig_5010cc1c9577d3b9(struct sh
 }
 
 
-void _wrap_dynamic_table_stats_load_factor_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_dynamic_table_stats_load_factor_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, double _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   double arg2 ;
   
@@ -6462,7 +6527,7 @@ void _wrap_dynamic_table_stats_load_factor_set_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-double _wrap_dynamic_table_stats_load_factor_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+double _wrap_dynamic_table_stats_load_factor_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -6475,7 +6540,7 @@ double _wrap_dynamic_table_stats_load_factor_get_swig_5010cc1c9577d3b9(struct sh
 }
 
 
-void _wrap_dynamic_table_stats_last_inserted_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_inserted_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6487,7 +6552,7 @@ void _wrap_dynamic_table_stats_last_inserted_set_swig_5010cc1c9577d3b9(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_last_inserted_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_inserted_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6500,7 +6565,7 @@ long long _wrap_dynamic_table_stats_last_inserted_get_swig_5010cc1c9577d3b9(stru
 }
 
 
-void _wrap_dynamic_table_stats_last_evicted_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_evicted_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6512,7 +6577,7 @@ void _wrap_dynamic_table_stats_last_evicted_set_swig_5010cc1c9577d3b9(struct sha
 }
 
 
-long long _wrap_dynamic_table_stats_last_evicted_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_evicted_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6525,7 +6590,7 @@ long long _wrap_dynamic_table_stats_last_evicted_get_swig_5010cc1c9577d3b9(struc
 }
 
 
-void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6537,7 +6602,7 @@ void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_5010cc1c9577d3b9
 }
 
 
-long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6550,7 +6615,7 @@ long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_5010cc1c957
 }
 
 
-void _wrap_dynamic_table_stats_last_rejected_full_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_rejected_full_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6562,7 +6627,7 @@ void _wrap_dynamic_table_stats_last_rejected_full_set_swig_5010cc1c9577d3b9(stru
 }
 
 
-long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6575,7 +6640,7 @@ long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_5010cc1c9577d3b9
 }
 
 
-void _wrap_dynamic_table_stats_total_inserted_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_inserted_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6587,7 +6652,7 @@ void _wrap_dynamic_table_stats_total_inserted_set_swig_5010cc1c9577d3b9(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_total_inserted_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_inserted_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6600,7 +6665,7 @@ long long _wrap_dynamic_table_stats_total_inserted_get_swig_5010cc1c9577d3b9(str
 }
 
 
-void _wrap_dynamic_table_stats_total_evicted_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_evicted_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6612,7 +6677,7 @@ void _wrap_dynamic_table_stats_total_evicted_set_swig_5010cc1c9577d3b9(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_total_evicted_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_evicted_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6625,7 +6690,7 @@ long long _wrap_dynamic_table_stats_total_evicted_get_swig_5010cc1c9577d3b9(stru
 }
 
 
-void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6637,7 +6702,7 @@ void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_5010cc1c9577d3b
 }
 
 
-long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6650,7 +6715,7 @@ long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_5010cc1c95
 }
 
 
-void _wrap_dynamic_table_stats_total_rejected_full_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_rejected_full_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6662,7 +6727,7 @@ void _wrap_dynamic_table_stats_total_rejected_full_set_swig_5010cc1c9577d3b9(str
 }
 
 
-long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6675,7 +6740,7 @@ long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_5010cc1c9577d3b
 }
 
 
-void _wrap_dynamic_table_stats_metadata_bytes_set_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_metadata_bytes_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -6687,7 +6752,7 @@ void _wrap_dynamic_table_stats_metadata_bytes_set_swig_5010cc1c9577d3b9(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6700,7 +6765,7 @@ long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_5010cc1c9577d3b9(str
 }
 
 
-struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_5010cc1c9577d3b9() {
+struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_e4abab864e429f70() {
   struct shardrec_dynamic_table_stats *result = 0 ;
   struct shardrec_dynamic_table_stats *_swig_go_result;
   
@@ -6711,7 +6776,7 @@ struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_5010cc1c
 }
 
 
-void _wrap_delete_dynamic_table_stats_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0) {
+void _wrap_delete_dynamic_table_stats_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   
   arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
@@ -6721,7 +6786,7 @@ void _wrap_delete_dynamic_table_stats_swig_5010cc1c9577d3b9(struct shardrec_dyna
 }
 
 
-_gostring_ _wrap_dynamic_table_stats_init_swig_5010cc1c9577d3b9(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_dynamic_table_stats_init_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
   shardrec_dynamic_table_stats_t *arg1 = (shardrec_dynamic_table_stats_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -6753,7 +6818,7 @@ _gostring_ _wrap_dynamic_table_stats_init_swig_5010cc1c9577d3b9(struct shardrec_
 }
 
 
-_gostring_ _wrap_embedding_dynamic_stats_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
+_gostring_ _wrap_embedding_dynamic_stats_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_dynamic_table_stats_t *arg3 = (shardrec_dynamic_table_stats_t *) 0 ;
@@ -6792,7 +6857,7 @@ _gostring_ _wrap_embedding_dynamic_stats_swig_5010cc1c9577d3b9(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_device_count_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0) {
+_gostring_ _wrap_device_count_swig_e4abab864e429f70(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -6822,7 +6887,7 @@ _gostring_ _wrap_device_count_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0) {
 }
 
 
-_gostring_ _wrap_device_check_swig_5010cc1c9577d3b9(intgo _swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_device_check_swig_e4abab864e429f70(intgo _swig_go_0, intgo _swig_go_1) {
   int32_t arg1 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -6854,7 +6919,7 @@ _gostring_ _wrap_device_check_swig_5010cc1c9577d3b9(intgo _swig_go_0, intgo _swi
 }
 
 
-void _wrap_mesh_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_version_set_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6866,7 +6931,7 @@ void _wrap_mesh_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_o
 }
 
 
-intgo _wrap_mesh_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_version_get_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6879,7 +6944,7 @@ intgo _wrap_mesh_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_
 }
 
 
-void _wrap_mesh_options_sharding_group_size_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sharding_group_size_set_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -6891,7 +6956,7 @@ void _wrap_mesh_options_sharding_group_size_set_swig_5010cc1c9577d3b9(struct sha
 }
 
 
-intgo _wrap_mesh_options_sharding_group_size_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sharding_group_size_get_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6904,7 +6969,7 @@ intgo _wrap_mesh_options_sharding_group_size_get_swig_5010cc1c9577d3b9(struct sh
 }
 
 
-void _wrap_mesh_options_layout_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_layout_set_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -6916,7 +6981,7 @@ void _wrap_mesh_options_layout_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_op
 }
 
 
-intgo _wrap_mesh_options_layout_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_layout_get_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6929,7 +6994,7 @@ intgo _wrap_mesh_options_layout_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_o
 }
 
 
-void _wrap_mesh_options_ranks_per_node_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_ranks_per_node_set_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -6941,7 +7006,7 @@ void _wrap_mesh_options_ranks_per_node_set_swig_5010cc1c9577d3b9(struct shardrec
 }
 
 
-intgo _wrap_mesh_options_ranks_per_node_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_ranks_per_node_get_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6954,7 +7019,7 @@ intgo _wrap_mesh_options_ranks_per_node_get_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-void _wrap_mesh_options_sync_interval_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_interval_set_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -6966,7 +7031,7 @@ void _wrap_mesh_options_sync_interval_set_swig_5010cc1c9577d3b9(struct shardrec_
 }
 
 
-intgo _wrap_mesh_options_sync_interval_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_interval_get_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6979,7 +7044,7 @@ intgo _wrap_mesh_options_sync_interval_get_swig_5010cc1c9577d3b9(struct shardrec
 }
 
 
-void _wrap_mesh_options_sync_mode_set_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_mode_set_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -6991,7 +7056,7 @@ void _wrap_mesh_options_sync_mode_set_swig_5010cc1c9577d3b9(struct shardrec_mesh
 }
 
 
-intgo _wrap_mesh_options_sync_mode_get_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_mode_get_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7004,7 +7069,7 @@ intgo _wrap_mesh_options_sync_mode_get_swig_5010cc1c9577d3b9(struct shardrec_mes
 }
 
 
-struct shardrec_mesh_options *_wrap_new_mesh_options_swig_5010cc1c9577d3b9() {
+struct shardrec_mesh_options *_wrap_new_mesh_options_swig_e4abab864e429f70() {
   struct shardrec_mesh_options *result = 0 ;
   struct shardrec_mesh_options *_swig_go_result;
   
@@ -7015,7 +7080,7 @@ struct shardrec_mesh_options *_wrap_new_mesh_options_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_delete_mesh_options_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0) {
+void _wrap_delete_mesh_options_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   
   arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
@@ -7025,7 +7090,7 @@ void _wrap_delete_mesh_options_swig_5010cc1c9577d3b9(struct shardrec_mesh_option
 }
 
 
-_gostring_ _wrap_mesh_options_init_swig_5010cc1c9577d3b9(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_mesh_options_init_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_mesh_options_t *arg1 = (shardrec_mesh_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -7057,7 +7122,7 @@ _gostring_ _wrap_mesh_options_init_swig_5010cc1c9577d3b9(struct shardrec_mesh_op
 }
 
 
-_gostring_ _wrap_mesh_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
+_gostring_ _wrap_mesh_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
   shardrec_mesh_t **arg1 = (shardrec_mesh_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_mesh_options_t *arg3 = (shardrec_mesh_options_t *) 0 ;
@@ -7091,7 +7156,7 @@ _gostring_ _wrap_mesh_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardre
 }
 
 
-void _wrap_mesh_destroy_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0) {
+void _wrap_mesh_destroy_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   
   arg1 = (shardrec_mesh_t *)_swig_go_0; 
@@ -7101,7 +7166,7 @@ void _wrap_mesh_destroy_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mesh_coords_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_mesh_coords_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -7139,7 +7204,7 @@ _gostring_ _wrap_mesh_coords_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_sharding_comm_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -7171,7 +7236,7 @@ _gostring_ _wrap_mesh_sharding_comm_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_replica_comm_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -7203,7 +7268,7 @@ _gostring_ _wrap_mesh_replica_comm_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, s
 }
 
 
-_gostring_ _wrap_mesh_describe_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_mesh_describe_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -7244,7 +7309,7 @@ _gostring_ _wrap_mesh_describe_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_mesh_embedding_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_plan_t *arg3 = (shardrec_plan_t *) 0 ;
@@ -7282,7 +7347,7 @@ _gostring_ _wrap_mesh_embedding_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_mesh_sync_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
+_gostring_ _wrap_mesh_sync_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t arg3 ;
@@ -7316,7 +7381,7 @@ _gostring_ _wrap_mesh_sync_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_step_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_mesh_step_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -7350,7 +7415,7 @@ _gostring_ _wrap_mesh_step_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_mesh_sync_stats_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -7386,7 +7451,7 @@ _gostring_ _wrap_mesh_sync_stats_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go
 }
 
 
-void _wrap_checkpoint_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_version_set_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7398,7 +7463,7 @@ void _wrap_checkpoint_options_version_set_swig_5010cc1c9577d3b9(struct shardrec_
 }
 
 
-intgo _wrap_checkpoint_options_version_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_version_get_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -7411,7 +7476,7 @@ intgo _wrap_checkpoint_options_version_get_swig_5010cc1c9577d3b9(struct shardrec
 }
 
 
-void _wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_checkpoint_options_num_dense_set_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t arg2 ;
   
@@ -7423,7 +7488,7 @@ void _wrap_checkpoint_options_num_dense_set_swig_5010cc1c9577d3b9(struct shardre
 }
 
 
-long long _wrap_checkpoint_options_num_dense_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
+long long _wrap_checkpoint_options_num_dense_get_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -7436,7 +7501,7 @@ long long _wrap_checkpoint_options_num_dense_get_swig_5010cc1c9577d3b9(struct sh
 }
 
 
-void _wrap_checkpoint_options_reset_optimizer_state_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_reset_optimizer_state_set_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -7448,7 +7513,7 @@ void _wrap_checkpoint_options_reset_optimizer_state_set_swig_5010cc1c9577d3b9(st
 }
 
 
-intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7461,7 +7526,7 @@ intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_5010cc1c9577d3b9(s
 }
 
 
-void _wrap_checkpoint_options_allow_dtype_change_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_dtype_change_set_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -7473,7 +7538,7 @@ void _wrap_checkpoint_options_allow_dtype_change_set_swig_5010cc1c9577d3b9(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7486,7 +7551,7 @@ intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_5010cc1c9577d3b9(stru
 }
 
 
-void _wrap_checkpoint_options_verify_first_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_verify_first_set_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -7498,7 +7563,7 @@ void _wrap_checkpoint_options_verify_first_set_swig_5010cc1c9577d3b9(struct shar
 }
 
 
-intgo _wrap_checkpoint_options_verify_first_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_verify_first_get_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7511,7 +7576,7 @@ intgo _wrap_checkpoint_options_verify_first_get_swig_5010cc1c9577d3b9(struct sha
 }
 
 
-void _wrap_checkpoint_options_allow_partial_load_set_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_partial_load_set_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -7523,7 +7588,7 @@ void _wrap_checkpoint_options_allow_partial_load_set_swig_5010cc1c9577d3b9(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_partial_load_get_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_partial_load_get_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7536,7 +7601,7 @@ intgo _wrap_checkpoint_options_allow_partial_load_get_swig_5010cc1c9577d3b9(stru
 }
 
 
-struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_5010cc1c9577d3b9() {
+struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_e4abab864e429f70() {
   struct shardrec_checkpoint_options *result = 0 ;
   struct shardrec_checkpoint_options *_swig_go_result;
   
@@ -7547,7 +7612,7 @@ struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_5010cc1c95
 }
 
 
-void _wrap_delete_checkpoint_options_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0) {
+void _wrap_delete_checkpoint_options_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   
   arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
@@ -7557,7 +7622,7 @@ void _wrap_delete_checkpoint_options_swig_5010cc1c9577d3b9(struct shardrec_check
 }
 
 
-_gostring_ _wrap_checkpoint_options_init_swig_5010cc1c9577d3b9(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_checkpoint_options_init_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_checkpoint_options_t *arg1 = (shardrec_checkpoint_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -7589,7 +7654,7 @@ _gostring_ _wrap_checkpoint_options_init_swig_5010cc1c9577d3b9(struct shardrec_c
 }
 
 
-_gostring_ _wrap_checkpoint_save_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_save_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -7628,7 +7693,7 @@ _gostring_ _wrap_checkpoint_save_swig_5010cc1c9577d3b9(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_load_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -7667,7 +7732,7 @@ _gostring_ _wrap_checkpoint_load_swig_5010cc1c9577d3b9(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_save_mesh_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7708,7 +7773,7 @@ _gostring_ _wrap_checkpoint_save_mesh_swig_5010cc1c9577d3b9(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_load_mesh_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7749,7 +7814,7 @@ _gostring_ _wrap_checkpoint_load_mesh_swig_5010cc1c9577d3b9(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_export_table_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7795,7 +7860,7 @@ _gostring_ _wrap_checkpoint_export_table_swig_5010cc1c9577d3b9(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_import_table_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7841,7 +7906,7 @@ _gostring_ _wrap_checkpoint_import_table_swig_5010cc1c9577d3b9(shardrec_embeddin
 }
 
 
-shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_5010cc1c9577d3b9() {
+shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_e4abab864e429f70() {
   shardrec_bind_plan_spec_t *result = 0 ;
   shardrec_bind_plan_spec_t *_swig_go_result;
   
@@ -7852,7 +7917,7 @@ shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_bind_plan_spec_free_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0) {
+void _wrap_bind_plan_spec_free_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   
   arg1 = (shardrec_bind_plan_spec_t *)_swig_go_0; 
@@ -7862,7 +7927,7 @@ void _wrap_bind_plan_spec_free_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *
 }
 
 
-struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0) {
+struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_topology_t *result = 0 ;
   struct shardrec_topology *_swig_go_result;
@@ -7875,7 +7940,7 @@ struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_5010cc1c9577d3b9(sh
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_bind_plan_spec_add_feature_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -7914,7 +7979,7 @@ _gostring_ _wrap_bind_plan_spec_add_feature_swig_5010cc1c9577d3b9(shardrec_bind_
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
+_gostring_ _wrap_bind_plan_spec_add_table_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -7971,7 +8036,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_swig_5010cc1c9577d3b9(shardrec_bind_pl
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -8003,7 +8068,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_5010cc1c9577d3b9(shardr
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_dynamic_table_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_dynamic_table_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_dynamic_table_config_t *arg2 = (shardrec_dynamic_table_config_t *) 0 ;
   shardrec_status_t result;
@@ -8035,7 +8100,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_5010cc1c9577d3b9(shardrec
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -8072,7 +8137,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_5010cc1c9577d3b9(sha
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_plan_spec_add_constraints_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   uint32_t arg3 ;
@@ -8125,7 +8190,7 @@ _gostring_ _wrap_bind_plan_spec_add_constraints_swig_5010cc1c9577d3b9(shardrec_b
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -8161,7 +8226,7 @@ _gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_5010cc1c9577d3b9(
 }
 
 
-_gostring_ _wrap_bind_plan_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
+_gostring_ _wrap_bind_plan_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   shardrec_bind_plan_spec_t *arg2 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_status_t result;
@@ -8193,7 +8258,7 @@ _gostring_ _wrap_bind_plan_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_embedding_forward_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -8251,7 +8316,7 @@ _gostring_ _wrap_bind_embedding_forward_swig_5010cc1c9577d3b9(shardrec_embedding
 }
 
 
-_gostring_ _wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_embedding_input_dist_start_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -8303,7 +8368,7 @@ _gostring_ _wrap_bind_embedding_input_dist_start_swig_5010cc1c9577d3b9(shardrec_
 }
 
 
-_gostring_ _wrap_bind_device_plugin_path_swig_5010cc1c9577d3b9(_gostring_* _swig_go_0) {
+_gostring_ _wrap_bind_device_plugin_path_swig_e4abab864e429f70(_gostring_* _swig_go_0) {
   char **arg1 = (char **) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   char *text1 = NULL ;
@@ -8342,7 +8407,7 @@ _gostring_ _wrap_bind_device_plugin_path_swig_5010cc1c9577d3b9(_gostring_* _swig
 }
 
 
-_gostring_ _wrap_bind_checkpoint_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
+_gostring_ _wrap_bind_checkpoint_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8400,7 +8465,7 @@ _gostring_ _wrap_bind_checkpoint_swig_5010cc1c9577d3b9(shardrec_mesh_t *_swig_go
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_bind_embedding_forward_tensor_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -8464,7 +8529,7 @@ _gostring_ _wrap_bind_embedding_forward_tensor_swig_5010cc1c9577d3b9(shardrec_em
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -8506,7 +8571,7 @@ _gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_5010cc1c9577d3b9
 }
 
 
-_gostring_ _wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_embedding_backward_tensor_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -8548,7 +8613,7 @@ _gostring_ _wrap_bind_embedding_backward_tensor_swig_5010cc1c9577d3b9(shardrec_e
 }
 
 
-intgo _wrap_ACTIVATION_NONE_swig_5010cc1c9577d3b9() {
+intgo _wrap_ACTIVATION_NONE_swig_e4abab864e429f70() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -8560,7 +8625,7 @@ intgo _wrap_ACTIVATION_NONE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_ACTIVATION_RELU_swig_5010cc1c9577d3b9() {
+intgo _wrap_ACTIVATION_RELU_swig_e4abab864e429f70() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -8572,7 +8637,7 @@ intgo _wrap_ACTIVATION_RELU_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_ACTIVATION_SIGMOID_swig_5010cc1c9577d3b9() {
+intgo _wrap_ACTIVATION_SIGMOID_swig_e4abab864e429f70() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -8584,7 +8649,7 @@ intgo _wrap_ACTIVATION_SIGMOID_swig_5010cc1c9577d3b9() {
 }
 
 
-_gostring_ _wrap_dense_set_blas_threads_swig_5010cc1c9577d3b9(intgo _swig_go_0) {
+_gostring_ _wrap_dense_set_blas_threads_swig_e4abab864e429f70(intgo _swig_go_0) {
   int32_t arg1 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -8614,7 +8679,7 @@ _gostring_ _wrap_dense_set_blas_threads_swig_5010cc1c9577d3b9(intgo _swig_go_0) 
 }
 
 
-intgo _wrap_DENSE_MATH_FP32_swig_5010cc1c9577d3b9() {
+intgo _wrap_DENSE_MATH_FP32_swig_e4abab864e429f70() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -8626,7 +8691,7 @@ intgo _wrap_DENSE_MATH_FP32_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DENSE_MATH_TF32_swig_5010cc1c9577d3b9() {
+intgo _wrap_DENSE_MATH_TF32_swig_e4abab864e429f70() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -8638,7 +8703,7 @@ intgo _wrap_DENSE_MATH_TF32_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DENSE_MATH_BF16_swig_5010cc1c9577d3b9() {
+intgo _wrap_DENSE_MATH_BF16_swig_e4abab864e429f70() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -8650,7 +8715,7 @@ intgo _wrap_DENSE_MATH_BF16_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_mlp_destroy_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0) {
+void _wrap_mlp_destroy_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   
   arg1 = (shardrec_mlp_t *)_swig_go_0; 
@@ -8660,7 +8725,7 @@ void _wrap_mlp_destroy_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mlp_forward_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_mlp_forward_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -8698,7 +8763,45 @@ _gostring_ _wrap_mlp_forward_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_mlp_zero_grad_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0) {
+_gostring_ _wrap_mlp_infer_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+  shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
+  float *arg2 = (float *) 0 ;
+  int64_t arg3 ;
+  float *arg4 = (float *) 0 ;
+  int64_t arg5 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_mlp_t *)_swig_go_0; 
+  arg2 = (float *)_swig_go_1.array; 
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = (float *)_swig_go_3.array; 
+  arg5 = (int64_t)_swig_go_4; 
+  
+  result = (shardrec_status_t)shardrec_mlp_infer((struct shardrec_mlp const *)arg1,(float const *)arg2,arg3,arg4,arg5);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_mlp_zero_grad_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -8728,7 +8831,7 @@ _gostring_ _wrap_mlp_zero_grad_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_mlp_num_tensors_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -8760,7 +8863,7 @@ _gostring_ _wrap_mlp_num_tensors_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dcn_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_dcn_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_dcn_t **arg1 = (shardrec_dcn_t **) 0 ;
   int64_t arg2 ;
   int32_t arg3 ;
@@ -8805,7 +8908,7 @@ _gostring_ _wrap_dcn_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, long lon
 }
 
 
-void _wrap_dcn_destroy_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0) {
+void _wrap_dcn_destroy_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   
   arg1 = (shardrec_dcn_t *)_swig_go_0; 
@@ -8815,7 +8918,7 @@ void _wrap_dcn_destroy_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_dcn_forward_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_dcn_forward_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -8853,7 +8956,45 @@ _gostring_ _wrap_dcn_forward_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_dcn_zero_grad_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0) {
+_gostring_ _wrap_dcn_infer_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+  shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
+  float *arg2 = (float *) 0 ;
+  int64_t arg3 ;
+  float *arg4 = (float *) 0 ;
+  int64_t arg5 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_dcn_t *)_swig_go_0; 
+  arg2 = (float *)_swig_go_1.array; 
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = (float *)_swig_go_3.array; 
+  arg5 = (int64_t)_swig_go_4; 
+  
+  result = (shardrec_status_t)shardrec_dcn_infer((struct shardrec_dcn const *)arg1,(float const *)arg2,arg3,arg4,arg5);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dcn_zero_grad_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -8883,7 +9024,7 @@ _gostring_ _wrap_dcn_zero_grad_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dcn_num_tensors_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -8915,7 +9056,7 @@ _gostring_ _wrap_dcn_num_tensors_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_width_swig_5010cc1c9577d3b9(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_dot_interaction_width_swig_e4abab864e429f70(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   int64_t arg1 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -8949,7 +9090,7 @@ _gostring_ _wrap_dot_interaction_width_swig_5010cc1c9577d3b9(long long _swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_dot_interaction_backward_swig_e4abab864e429f70(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -8993,7 +9134,7 @@ _gostring_ _wrap_dot_interaction_backward_swig_5010cc1c9577d3b9(_goslice_ _swig_
 }
 
 
-_gostring_ _wrap_bce_with_logits_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bce_with_logits_swig_e4abab864e429f70(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9033,7 +9174,7 @@ _gostring_ _wrap_bce_with_logits_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _go
 }
 
 
-_gostring_ _wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_dense_optimizer_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_dense_optimizer_t **arg1 = (shardrec_dense_optimizer_t **) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -9065,7 +9206,7 @@ _gostring_ _wrap_dense_optimizer_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go
 }
 
 
-void _wrap_dense_optimizer_destroy_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0) {
+void _wrap_dense_optimizer_destroy_swig_e4abab864e429f70(shardrec_dense_optimizer_t *_swig_go_0) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   
   arg1 = (shardrec_dense_optimizer_t *)_swig_go_0; 
@@ -9075,7 +9216,7 @@ void _wrap_dense_optimizer_destroy_swig_5010cc1c9577d3b9(shardrec_dense_optimize
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_e4abab864e429f70(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -9107,7 +9248,7 @@ _gostring_ _wrap_dense_optimizer_set_learning_rate_swig_5010cc1c9577d3b9(shardre
 }
 
 
-_gostring_ _wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_steps_swig_e4abab864e429f70(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -9139,7 +9280,7 @@ _gostring_ _wrap_dense_optimizer_steps_swig_5010cc1c9577d3b9(shardrec_dense_opti
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_steps_swig_e4abab864e429f70(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -9171,7 +9312,7 @@ _gostring_ _wrap_dense_optimizer_set_steps_swig_5010cc1c9577d3b9(shardrec_dense_
 }
 
 
-intgo _wrap_DDP_COMPRESSION_NONE_swig_5010cc1c9577d3b9() {
+intgo _wrap_DDP_COMPRESSION_NONE_swig_e4abab864e429f70() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -9183,7 +9324,7 @@ intgo _wrap_DDP_COMPRESSION_NONE_swig_5010cc1c9577d3b9() {
 }
 
 
-intgo _wrap_DDP_COMPRESSION_BF16_swig_5010cc1c9577d3b9() {
+intgo _wrap_DDP_COMPRESSION_BF16_swig_e4abab864e429f70() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -9195,7 +9336,7 @@ intgo _wrap_DDP_COMPRESSION_BF16_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_ddp_destroy_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0) {
+void _wrap_ddp_destroy_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   
   arg1 = (shardrec_ddp_t *)_swig_go_0; 
@@ -9205,7 +9346,7 @@ void _wrap_ddp_destroy_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_zero_grad_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_zero_grad_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9235,7 +9376,7 @@ _gostring_ _wrap_ddp_zero_grad_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_ddp_mark_ready_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -9267,7 +9408,7 @@ _gostring_ _wrap_ddp_mark_ready_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_ddp_finish_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_finish_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9297,7 +9438,7 @@ _gostring_ _wrap_ddp_finish_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_set_sync_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_ddp_set_sync_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -9329,7 +9470,7 @@ _gostring_ _wrap_ddp_set_sync_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, 
 }
 
 
-void _wrap_fsdp_destroy_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0) {
+void _wrap_fsdp_destroy_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   
   arg1 = (shardrec_fsdp_t *)_swig_go_0; 
@@ -9339,7 +9480,7 @@ void _wrap_fsdp_destroy_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_fsdp_release_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_release_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -9371,7 +9512,7 @@ _gostring_ _wrap_fsdp_release_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_reduce_grad_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -9403,7 +9544,7 @@ _gostring_ _wrap_fsdp_reduce_grad_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_fsdp_step_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0) {
+_gostring_ _wrap_fsdp_step_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9433,7 +9574,7 @@ _gostring_ _wrap_fsdp_step_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0) {
+_gostring_ _wrap_bind_dense_blas_threads_swig_e4abab864e429f70(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9463,7 +9604,7 @@ _gostring_ _wrap_bind_dense_blas_threads_swig_5010cc1c9577d3b9(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_dims_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9497,7 +9638,7 @@ _gostring_ _wrap_bind_mlp_dims_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_bind_mlp_device_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_device_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -9531,7 +9672,7 @@ _gostring_ _wrap_bind_mlp_device_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_memory_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9565,7 +9706,7 @@ _gostring_ _wrap_bind_fsdp_memory_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_g
 }
 
 
-shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_5010cc1c9577d3b9() {
+shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_e4abab864e429f70() {
   shardrec_bind_param_list_t *result = 0 ;
   shardrec_bind_param_list_t *_swig_go_result;
   
@@ -9576,7 +9717,7 @@ shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_5010cc1c9577d3b9() {
 }
 
 
-void _wrap_bind_param_list_free_swig_5010cc1c9577d3b9(shardrec_bind_param_list_t *_swig_go_0) {
+void _wrap_bind_param_list_free_swig_e4abab864e429f70(shardrec_bind_param_list_t *_swig_go_0) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   
   arg1 = (shardrec_bind_param_list_t *)_swig_go_0; 
@@ -9586,7 +9727,7 @@ void _wrap_bind_param_list_free_swig_5010cc1c9577d3b9(shardrec_bind_param_list_t
 }
 
 
-_gostring_ _wrap_bind_param_list_add_mlp_swig_5010cc1c9577d3b9(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_mlp_swig_e4abab864e429f70(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_mlp_t *arg2 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
@@ -9618,7 +9759,7 @@ _gostring_ _wrap_bind_param_list_add_mlp_swig_5010cc1c9577d3b9(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_param_list_add_dcn_swig_5010cc1c9577d3b9(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_dcn_swig_e4abab864e429f70(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_dcn_t *arg2 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
@@ -9650,7 +9791,7 @@ _gostring_ _wrap_bind_param_list_add_dcn_swig_5010cc1c9577d3b9(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_step_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
+_gostring_ _wrap_bind_dense_optimizer_step_swig_e4abab864e429f70(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   shardrec_bind_param_list_t *arg2 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_status_t result;
@@ -9682,7 +9823,7 @@ _gostring_ _wrap_bind_dense_optimizer_step_swig_5010cc1c9577d3b9(shardrec_dense_
 }
 
 
-_gostring_ _wrap_bind_mlp_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_bind_mlp_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9735,7 +9876,7 @@ _gostring_ _wrap_bind_mlp_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
+_gostring_ _wrap_bind_mlp_create_on_swig_e4abab864e429f70(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9794,7 +9935,7 @@ _gostring_ _wrap_bind_mlp_create_on_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_mlp_backward_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -9832,7 +9973,7 @@ _gostring_ _wrap_bind_mlp_backward_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_dcn_backward_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -9870,7 +10011,7 @@ _gostring_ _wrap_bind_dcn_backward_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -9904,7 +10045,7 @@ _gostring_ _wrap_bind_mlp_use_ddp_grads_swig_5010cc1c9577d3b9(shardrec_mlp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -9938,7 +10079,7 @@ _gostring_ _wrap_bind_dcn_use_ddp_grads_swig_5010cc1c9577d3b9(shardrec_dcn_t *_s
 }
 
 
-_gostring_ _wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_mlp_tensor_info_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -9979,7 +10120,7 @@ _gostring_ _wrap_bind_mlp_tensor_info_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dcn_tensor_info_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -10020,7 +10161,7 @@ _gostring_ _wrap_bind_dcn_tensor_info_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_mlp_copy_tensor_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -10058,7 +10199,7 @@ _gostring_ _wrap_bind_mlp_copy_tensor_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_dcn_copy_tensor_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -10096,7 +10237,7 @@ _gostring_ _wrap_bind_dcn_copy_tensor_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_ddp_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_ddp_t **arg1 = (shardrec_ddp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10140,7 +10281,7 @@ _gostring_ _wrap_bind_ddp_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_ddp_stats_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10180,7 +10321,7 @@ _gostring_ _wrap_bind_ddp_stats_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_ddp_bucket_size_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -10214,7 +10355,7 @@ _gostring_ _wrap_bind_ddp_bucket_size_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_ddp_bucket_tensor_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -10250,7 +10391,7 @@ _gostring_ _wrap_bind_ddp_bucket_tensor_swig_5010cc1c9577d3b9(shardrec_ddp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
+_gostring_ _wrap_bind_dot_interaction_forward_swig_e4abab864e429f70(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -10292,7 +10433,7 @@ _gostring_ _wrap_bind_dot_interaction_forward_swig_5010cc1c9577d3b9(_goslice_ _s
 }
 
 
-_gostring_ _wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
+_gostring_ _wrap_bind_fsdp_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
   shardrec_fsdp_t **arg1 = (shardrec_fsdp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10334,7 +10475,7 @@ _gostring_ _wrap_bind_fsdp_create_swig_5010cc1c9577d3b9(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_fsdp_gather_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t arg3 ;
@@ -10372,7 +10513,7 @@ _gostring_ _wrap_bind_fsdp_gather_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_add_grad_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -10408,7 +10549,7 @@ _gostring_ _wrap_bind_fsdp_add_grad_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig
 }
 
 
-_gostring_ _wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_shard_range_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10444,7 +10585,7 @@ _gostring_ _wrap_bind_fsdp_shard_range_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_s
 }
 
 
-_gostring_ _wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_read_shard_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -10478,7 +10619,7 @@ _gostring_ _wrap_bind_fsdp_read_shard_swig_5010cc1c9577d3b9(shardrec_fsdp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dense_optimizer_state_count_swig_e4abab864e429f70(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -10514,7 +10655,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_count_swig_5010cc1c9577d3b9(shardrec
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_e4abab864e429f70(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -10554,7 +10695,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_copy_swig_5010cc1c9577d3b9(shardrec_
 }
 
 
-_gostring_ _wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_bind_ddp_set_external_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -10588,7 +10729,7 @@ _gostring_ _wrap_bind_ddp_set_external_swig_5010cc1c9577d3b9(shardrec_ddp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_bind_mlp_bind_storage_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -10624,7 +10765,7 @@ _gostring_ _wrap_bind_mlp_bind_storage_swig_5010cc1c9577d3b9(shardrec_mlp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_bind_dcn_bind_storage_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -10660,7 +10801,657 @@ _gostring_ _wrap_bind_dcn_bind_storage_swig_5010cc1c9577d3b9(shardrec_dcn_t *_sw
 }
 
 
-void *_wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(long long _swig_go_0) {
+intgo _wrap_SERVING_AS_TRAINED_swig_e4abab864e429f70() {
+  enum shardrec_serving_storage result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_SERVING_AS_TRAINED;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_SERVING_FP32_swig_e4abab864e429f70() {
+  enum shardrec_serving_storage result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_SERVING_FP32;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_SERVING_FP16_swig_e4abab864e429f70() {
+  enum shardrec_serving_storage result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_SERVING_FP16;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_SERVING_BF16_swig_e4abab864e429f70() {
+  enum shardrec_serving_storage result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_SERVING_BF16;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_SERVING_INT8_swig_e4abab864e429f70() {
+  enum shardrec_serving_storage result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_SERVING_INT8;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_SERVING_INT4_swig_e4abab864e429f70() {
+  enum shardrec_serving_storage result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_SERVING_INT4;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_inference_save_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  result = (shardrec_status_t)shardrec_inference_save((struct shardrec_inference const *)arg1,(char const *)arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+void _wrap_inference_destroy_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  
+  shardrec_inference_destroy(arg1);
+  
+}
+
+
+_gostring_ _wrap_inference_output_dim_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  int64_t *arg2 = (int64_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  arg2 = (int64_t *)_swig_go_1.array; 
+  
+  result = (shardrec_status_t)shardrec_inference_output_dim((struct shardrec_inference const *)arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_inference_is_sequence_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1.array; 
+  
+  result = (shardrec_status_t)shardrec_inference_is_sequence((struct shardrec_inference const *)arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_inference_num_features_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  size_t *arg2 = (size_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  arg2 = (size_t *)_swig_go_1.array; 
+  
+  result = (shardrec_status_t)shardrec_inference_num_features((struct shardrec_inference const *)arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_inference_num_tables_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  size_t *arg2 = (size_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  arg2 = (size_t *)_swig_go_1.array; 
+  
+  result = (shardrec_status_t)shardrec_inference_num_tables((struct shardrec_inference const *)arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_inference_table_info_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  size_t arg2 ;
+  char **arg3 = (char **) 0 ;
+  int64_t *arg4 = (int64_t *) 0 ;
+  int32_t *arg5 = (int32_t *) 0 ;
+  int32_t *arg6 = (int32_t *) 0 ;
+  char const *name3 = NULL ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (char **)&name3; 
+  arg4 = (int64_t *)_swig_go_3.array; 
+  arg5 = (int32_t *)_swig_go_4.array; 
+  arg6 = (int32_t *)_swig_go_5.array; 
+  
+  result = (shardrec_status_t)shardrec_inference_table_info((struct shardrec_inference const *)arg1,arg2,(char const **)arg3,arg4,arg5,arg6);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  
+  *(_gostring_*)_swig_go_2 = Swig_AllocateString(name3 ? name3 : "",
+    name3 ? strlen(name3) : 0);
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_inference_version_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  uint64_t *arg2 = (uint64_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  arg2 = (uint64_t *)_swig_go_1.array; 
+  
+  result = (shardrec_status_t)shardrec_inference_version((struct shardrec_inference const *)arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_inference_pin_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  shardrec_inference_version_t **arg2 = (shardrec_inference_version_t **) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  arg2 = (shardrec_inference_version_t **)_swig_go_1.array; 
+  
+  result = (shardrec_status_t)shardrec_inference_pin((struct shardrec_inference const *)arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+void _wrap_inference_unpin_swig_e4abab864e429f70(shardrec_inference_version_t *_swig_go_0) {
+  shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
+  
+  arg1 = (shardrec_inference_version_t *)_swig_go_0; 
+  
+  shardrec_inference_unpin(arg1);
+  
+}
+
+
+_gostring_ _wrap_inference_snapshot_version_swig_e4abab864e429f70(shardrec_inference_version_t *_swig_go_0, _goslice_ _swig_go_1) {
+  shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
+  uint64_t *arg2 = (uint64_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_version_t *)_swig_go_0; 
+  arg2 = (uint64_t *)_swig_go_1.array; 
+  
+  result = (shardrec_status_t)shardrec_inference_snapshot_version((struct shardrec_inference_snapshot const *)arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_inference_snapshot_dense_tensor_swig_e4abab864e429f70(shardrec_inference_version_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+  shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  float **arg3 = (float **) 0 ;
+  size_t *arg4 = (size_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_version_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (float **)_swig_go_2.array; 
+  arg4 = (size_t *)_swig_go_3.array; 
+  
+  result = (shardrec_status_t)shardrec_inference_snapshot_dense_tensor((struct shardrec_inference_snapshot const *)arg1,(char const *)arg2,(float const **)arg3,arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_inference_reload_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  result = (shardrec_status_t)shardrec_inference_reload(arg1,(char const *)arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_inference_open_swig_e4abab864e429f70(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, _gostring_ _swig_go_5, _goslice_ _swig_go_6) {
+  shardrec_inference_t **arg1 = (shardrec_inference_t **) 0 ;
+  char *arg2 = (char *) 0 ;
+  int32_t arg3 ;
+  int32_t arg4 ;
+  int32_t arg5 ;
+  char *arg6 = (char *) 0 ;
+  int32_t *arg7 = (int32_t *) 0 ;
+  size_t arg8 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t **)_swig_go_0.array; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (int32_t)_swig_go_2; 
+  arg4 = (int32_t)_swig_go_3; 
+  arg5 = (int32_t)_swig_go_4; 
+  
+  arg6 = (char *)malloc(_swig_go_5.n + 1);
+  memcpy(arg6, _swig_go_5.p, _swig_go_5.n);
+  arg6[_swig_go_5.n] = '\0';
+  
+  
+  arg7 = (int32_t *)_swig_go_6.array;
+  arg8 = (size_t)_swig_go_6.len;
+  
+  
+  result = (shardrec_status_t)shardrec_bind_inference_open(arg1,(char const *)arg2,arg3,arg4,arg5,(char const *)arg6,(int const *)arg7,arg8);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  free(arg6); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_inference_lookup_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  int64_t arg2 ;
+  size_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  size_t arg5 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  size_t arg7 ;
+  float *arg8 = (float *) 0 ;
+  size_t arg9 ;
+  float *arg10 = (float *) 0 ;
+  size_t arg11 ;
+  uint64_t *arg12 = (uint64_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  
+  arg4 = (int32_t *)_swig_go_3.array;
+  arg5 = (size_t)_swig_go_3.len;
+  
+  
+  arg6 = (int64_t *)_swig_go_4.array;
+  arg7 = (size_t)_swig_go_4.len;
+  
+  
+  arg8 = (float *)_swig_go_5.array;
+  arg9 = (size_t)_swig_go_5.len;
+  
+  
+  arg10 = (float *)_swig_go_6.array;
+  arg11 = (size_t)_swig_go_6.len;
+  
+  arg12 = (uint64_t *)_swig_go_7.array; 
+  
+  result = (shardrec_status_t)shardrec_bind_inference_lookup((struct shardrec_inference const *)arg1,arg2,arg3,(int const *)arg4,arg5,(long const *)arg6,arg7,(float const *)arg8,arg9,arg10,arg11,arg12);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_inference_snapshot_lookup_swig_e4abab864e429f70(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+  shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
+  int64_t arg2 ;
+  size_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  size_t arg5 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  size_t arg7 ;
+  float *arg8 = (float *) 0 ;
+  size_t arg9 ;
+  float *arg10 = (float *) 0 ;
+  size_t arg11 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_version_t *)_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  
+  arg4 = (int32_t *)_swig_go_3.array;
+  arg5 = (size_t)_swig_go_3.len;
+  
+  
+  arg6 = (int64_t *)_swig_go_4.array;
+  arg7 = (size_t)_swig_go_4.len;
+  
+  
+  arg8 = (float *)_swig_go_5.array;
+  arg9 = (size_t)_swig_go_5.len;
+  
+  
+  arg10 = (float *)_swig_go_6.array;
+  arg11 = (size_t)_swig_go_6.len;
+  
+  
+  result = (shardrec_status_t)shardrec_bind_inference_snapshot_lookup((struct shardrec_inference_snapshot const *)arg1,arg2,arg3,(int const *)arg4,arg5,(long const *)arg6,arg7,(float const *)arg8,arg9,arg10,arg11);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+void *_wrap_bind_host_alloc_floats_swig_e4abab864e429f70(long long _swig_go_0) {
   size_t arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -10673,7 +11464,7 @@ void *_wrap_bind_host_alloc_floats_swig_5010cc1c9577d3b9(long long _swig_go_0) {
 }
 
 
-void _wrap_bind_host_free_swig_5010cc1c9577d3b9(void *_swig_go_0) {
+void _wrap_bind_host_free_swig_e4abab864e429f70(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
