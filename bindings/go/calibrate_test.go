@@ -15,7 +15,7 @@ func TestCalibrateFillsTheTopology(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.GatherBandwidth < 1e8 || c.GatherBandwidth > 1e12 || c.Elapsed <= 0 || c.Elapsed > 1 {
+	if c.GatherBandwidth < 1e8 || c.GatherBandwidth > 1e12 || c.Elapsed <= 0 || c.Elapsed > 60 {
 		t.Fatalf("implausible calibration %+v", c)
 	}
 	// Rank threads exchange over loopback TCP too, and wait on each other's hand-off.

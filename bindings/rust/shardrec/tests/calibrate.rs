@@ -15,7 +15,7 @@ fn calibrate_fills_the_topology() {
         c.gather_bandwidth > 1e8 && c.gather_bandwidth < 1e12,
         "{c:?}"
     );
-    assert!(c.elapsed > 0.0 && c.elapsed < 1.0, "{c:?}");
+    assert!(c.elapsed > 0.0 && c.elapsed < 60.0, "{c:?}");
     assert_eq!(topo.memory_bandwidth, c.gather_bandwidth);
     // Rank threads exchange over loopback TCP too, and wait on each other's hand-off.
     assert_eq!(topo.intra_node_bandwidth, c.loopback_bandwidth);

@@ -16,7 +16,7 @@ class CalibrateTest {
     Config.Calibration c = topology.calibrate(true, 1);
     assertTrue(c.gatherBandwidth > 1e8 && c.gatherBandwidth < 1e12, "gather " + c.gatherBandwidth);
     assertTrue(c.streamBandwidth > 1e8, "stream " + c.streamBandwidth);
-    assertTrue(c.elapsed > 0 && c.elapsed < 1.0, "elapsed " + c.elapsed);
+    assertTrue(c.elapsed > 0 && c.elapsed < 60.0, "elapsed " + c.elapsed);
     assertEquals(c.gatherBandwidth, topology.memoryBandwidth);
     // Rank threads exchange over loopback TCP too, and wait on each other's hand-off.
     assertEquals(c.loopbackBandwidth, topology.intraNodeBandwidth);
