@@ -30,6 +30,27 @@ size_t DynamicShard::metadata_bytes() const {
          static_cast<size_t>(slots_) * (sizeof(int64_t) * 2 + sizeof(uint32_t));
 }
 
+void DynamicShard::Restore(int64_t forwards, std::span<const int64_t> ids,
+                           std::span<const int64_t> last_seen, std::span<const uint32_t> counts,
+                           const std::vector<uint16_t>& sketch) {
+  SR_CHECK(static_cast<int64_t>(ids.size()) <= slots_ && last_seen.size() == ids.size() &&
+           counts.size() == ids.size());
+  index_.Reset(slots_);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids_[i] = ids[i];
+    last_seen_[i] = last_seen[i];
+    count_[i] = counts[i];
+    index_.Insert(ids[i], static_cast<int32_t>(i), ids_.data());
+  }
+  used_ = static_cast<int64_t>(ids.size());
+  now_ = forwards;
+  if (config_.admission_threshold > 1) {
+    sketch_.Reset(slots_);
+    if (sketch.size() == sketch_.counters().size()) sketch_.Restore(sketch);
+  }
+  last_ = StepCounts{};
+}
+
 bool DynamicShard::EvictsBefore(int32_t a, int32_t b) const {
   if (config_.eviction == Eviction::kLfu)
     return std::tie(count_[a], last_seen_[a], ids_[a]) <

@@ -50,6 +50,23 @@ class DynamicShard {
   // Bytes of the index, the per-slot metadata and the sketch.
   size_t metadata_bytes() const;
 
+  // What a checkpoint saves (docs/checkpoint-format.md): slots [0, size()) hold rows, each with
+  // its id, last-seen forward and count; forwards() is the forward counter the last-seen values
+  // are relative to.
+  int64_t forwards() const { return now_; }
+  std::span<const int64_t> ids() const { return {ids_.data(), static_cast<size_t>(used_)}; }
+  std::span<const int64_t> last_seen() const {
+    return {last_seen_.data(), static_cast<size_t>(used_)};
+  }
+  std::span<const uint32_t> counts() const { return {count_.data(), static_cast<size_t>(used_)}; }
+  const std::vector<uint16_t>& sketch() const { return sketch_.counters(); }
+  // A checkpoint's rows replace every row: ids[i] (distinct, at most slots()) takes slot i with
+  // its metadata, and the forward counter becomes `forwards`. `sketch` restores the admission
+  // counts when it has this shard's size; otherwise they start from zero. The caller writes the
+  // rows' weights and optimizer state.
+  void Restore(int64_t forwards, std::span<const int64_t> ids, std::span<const int64_t> last_seen,
+               std::span<const uint32_t> counts, const std::vector<uint16_t>& sketch);
+
  private:
   // Whether slot a leaves before slot b under the eviction policy (ties by id).
   bool EvictsBefore(int32_t a, int32_t b) const;
