@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <random>
 #include <string>
@@ -102,7 +104,8 @@ struct RunSpec {
 struct Result {
   std::vector<std::vector<float>> out;  // per trained step, the global output
   std::vector<float> probe;
-  int64_t evicted = 0;  // rows evicted over the whole run, every rank and table
+  int64_t evicted = 0;              // rows evicted over the whole run, every rank and table
+  std::vector<int64_t> saved_size;  // per table, its rows when it was saved
 };
 
 Result RunSide(DynScenario s, const Side& side, const Stream& st, const RunSpec& spec) {
@@ -118,6 +121,8 @@ Result RunSide(DynScenario s, const Side& side, const Stream& st, const RunSpec&
   if (plan == nullptr) return res;
   const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
   std::vector<int64_t> evicted(static_cast<size_t>(side.world), 0);
+  std::vector<std::vector<int64_t>> sizes(static_cast<size_t>(side.world),
+                                          std::vector<int64_t>(2, 0));
   SpawnRanks(side.world, [&](int r) {
     shardrec_embedding_options_t o;
     shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
@@ -156,9 +161,16 @@ Result RunSide(DynScenario s, const Side& side, const Stream& st, const RunSpec&
       EXPECT_EQ(shardrec_checkpoint_load(c, spec.bad.c_str(), nullptr), spec.bad_code)
           << "rank " << r << ": " << shardrec_last_error();
     }
-    if (!spec.save.empty())
+    if (!spec.save.empty()) {
       ASSERT_EQ(shardrec_checkpoint_save(c, spec.save.c_str(), nullptr), SHARDREC_OK)
           << "rank " << r << ": " << shardrec_last_error();
+      for (int t = 0; t < 2; ++t) {
+        shardrec_dynamic_table_stats_t stats;
+        shardrec_dynamic_table_stats_init(&stats, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+        ASSERT_EQ(shardrec_embedding_dynamic_stats(c, t == 0 ? "t0" : "t1", &stats), SHARDREC_OK);
+        sizes[static_cast<size_t>(r)][static_cast<size_t>(t)] = stats.size;
+      }
+    }
     forward(st.probe, res.probe.data());
     for (int32_t step = spec.mid; step < spec.to; ++step) train(step);
     for (const char* table : {"t0", "t1"}) {
@@ -169,6 +181,10 @@ Result RunSide(DynScenario s, const Side& side, const Stream& st, const RunSpec&
     }
   });
   res.evicted = std::accumulate(evicted.begin(), evicted.end(), int64_t{0});
+  res.saved_size.assign(2, 0);
+  for (const auto& per_rank : sizes)
+    for (int t = 0; t < 2; ++t)
+      res.saved_size[static_cast<size_t>(t)] += per_rank[static_cast<size_t>(t)];
   return res;
 }
 
@@ -288,6 +304,40 @@ TEST(DynamicCheckpoint, CorruptFileOrTooSmallCapacityChangesNothing) {
       ExpectNear(got.out[static_cast<size_t>(step)], want.out[static_cast<size_t>(step)], 0.0f,
                  Name(side) + " step " + std::to_string(step));
   }
+}
+
+// Writes a column-wise checkpoint of world 2 with dynamic tables and, per table, every pool id's
+// row (from the probe after the save) and the rows saved, for read_with_safetensors.py --dynamic,
+// which reassembles each table's id -> row map with the Python `safetensors` package.
+// SHARDREC_DYNAMIC_CHECKPOINT_PY_DIR names the output directory for the Python step.
+TEST(DynamicCheckpointPython, WritesCheckpointForPython) {
+  const char* env = std::getenv("SHARDREC_DYNAMIC_CHECKPOINT_PY_DIR");
+  const std::string dir = env && *env ? std::string(env) : Dir("python");
+  std::filesystem::create_directories(dir);
+  DynScenario s =
+      MakeDynScenario(1, SHARDREC_SHARDING_COLUMN_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);
+  const Stream st = MakeStream(s, DynOutputDim(s));
+  const Result res = RunSide(s, {2, SHARDREC_SHARDING_COLUMN_WISE, 64}, st,
+                             {"", "", dir + "/ckpt", 0, kSteps, kSteps});
+  const int64_t dim = DynOutputDim(s), n = st.probe.batch_size;
+  for (int t = 0; t < 2; ++t) {
+    const std::string name = t == 0 ? "t0" : "t1";
+    const int64_t tdim = s.base.tables[static_cast<size_t>(t)].dim, col = t == 0 ? 0 : 8;
+    std::vector<float> rows;
+    for (int64_t i = 0; i < n; ++i)
+      rows.insert(rows.end(), res.probe.begin() + i * dim + col,
+                  res.probe.begin() + i * dim + col + tdim);
+    const auto& ids = s.pools[static_cast<size_t>(t)];
+    std::ofstream(dir + "/" + name + ".ids.i64", std::ios::binary)
+        .write(reinterpret_cast<const char*>(ids.data()),
+               static_cast<std::streamsize>(ids.size() * sizeof(int64_t)));
+    std::ofstream(dir + "/" + name + ".rows.f32", std::ios::binary)
+        .write(reinterpret_cast<const char*>(rows.data()),
+               static_cast<std::streamsize>(rows.size() * sizeof(float)));
+    std::ofstream(dir + "/" + name + ".size") << res.saved_size[static_cast<size_t>(t)];
+    EXPECT_GT(res.saved_size[static_cast<size_t>(t)], 0) << name;
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt/manifest.json"));
 }
 
 }  // namespace
