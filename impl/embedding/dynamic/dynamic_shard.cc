@@ -23,6 +23,9 @@ void DynamicShard::Reset(const sharding::DynamicConfig& config, int64_t slots) {
   last_seen_.assign(static_cast<size_t>(slots), 0);
   count_.assign(static_cast<size_t>(slots), 0);
   last_ = total_ = StepCounts{};
+  tracking_ = false;
+  dirty_.clear();
+  tombstones_.clear();
 }
 
 size_t DynamicShard::metadata_bytes() const {
@@ -44,11 +47,21 @@ void DynamicShard::Restore(int64_t forwards, std::span<const int64_t> ids,
   }
   used_ = static_cast<int64_t>(ids.size());
   now_ = forwards;
+  if (tracking_) {
+    Mark();
+    for (int64_t i = 0; i < used_; ++i) SetDirty(i);
+  }
   if (config_.admission_threshold > 1) {
     sketch_.Reset(slots_);
     if (sketch.size() == sketch_.counters().size()) sketch_.Restore(sketch);
   }
   last_ = StepCounts{};
+}
+
+void DynamicShard::Mark() {
+  tracking_ = true;
+  dirty_.assign(static_cast<size_t>((slots_ + 63) / 64), 0);
+  tombstones_.clear();
 }
 
 bool DynamicShard::EvictsBefore(int32_t a, int32_t b) const {
@@ -77,6 +90,7 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
     i = j;
     const int32_t s = index_.Find(id, ids_.data());
     if (s != SlotIndex::kNone) {
+      SetDirty(s);
       last_seen_[s] = now_;
       count_[s] = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{count_[s]} + occ, UINT32_MAX));
       continue;
@@ -113,6 +127,7 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
       slot = static_cast<int32_t>(used_++);
     } else if (v < victims_.size()) {
       slot = victims_[v++];
+      if (tracking_) tombstones_.push_back(ids_[slot]);
       index_.Erase(ids_[slot], ids_.data());
       ++last_.evicted;
     } else {
@@ -123,6 +138,7 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
     last_seen_[slot] = now_;
     count_[slot] = pending_count_[k];
     index_.Insert(pending_[k], slot, ids_.data());
+    SetDirty(slot);
     init(slot, pending_[k]);
     ++last_.inserted;
   }

@@ -67,6 +67,16 @@ class DynamicShard {
   void Restore(int64_t forwards, std::span<const int64_t> ids, std::span<const int64_t> last_seen,
                std::span<const uint32_t> counts, const std::vector<uint16_t>& sketch);
 
+  // Delta tracking (docs/dynamic-tables.md, "Delta export"), off until the first Mark, which
+  // turns it on and forgets what changed before. From then on a slot is dirty when a training
+  // forward sees or inserts its id (a superset of the rows the optimizer changes), and each
+  // evicted id is appended to the tombstones (8 bytes per eviction until the next Mark). A
+  // Restore marks every restored row dirty and forgets the tombstones.
+  void Mark();
+  bool tracking() const { return tracking_; }
+  bool dirty(int64_t slot) const { return (dirty_[slot >> 6] >> (slot & 63)) & 1u; }
+  const std::vector<int64_t>& tombstones() const { return tombstones_; }
+
  private:
   // Whether slot a leaves before slot b under the eviction policy (ties by id).
   bool EvictsBefore(int32_t a, int32_t b) const;
@@ -81,6 +91,12 @@ class DynamicShard {
   std::vector<int64_t> last_seen_;  // per slot: the forward that last saw it
   std::vector<uint32_t> count_;     // per slot: occurrences since it got the slot (saturating)
   StepCounts last_, total_;
+  bool tracking_ = false;
+  std::vector<uint64_t> dirty_;  // one bit per slot, while tracking
+  std::vector<int64_t> tombstones_;
+  void SetDirty(int64_t slot) {
+    if (tracking_) dirty_[slot >> 6] |= uint64_t{1} << (slot & 63);
+  }
   // Scratch of Translate, reused.
   std::vector<int64_t> sorted_;
   std::vector<int64_t> pending_;  // admitted new ids, ascending

@@ -15,77 +15,15 @@
 #include <vector>
 
 #include "shardrec/checkpoint.h"
+#include "tests/capi/dynamic/dynamic_stream.h"
 #include "tests/capi/dynamic/dynamic_test_util.h"
 #include "tests/support/spawn_ranks.h"
 
 namespace shardrec::testing {
 namespace {
 
-constexpr int64_t kGlobalBatch = 8;  // samples per step, split over the ranks
-constexpr int32_t kSteps = 6;        // the stream: a checkpoint after kSaveAt steps
+constexpr int32_t kSteps = 6;  // the stream: a checkpoint after kSaveAt steps
 constexpr int32_t kSaveAt = 3;
-
-// The world-independent stream: per step, kGlobalBatch samples of 3 features (f0 reads t0, f1
-// and f2 read t1), and per sample an output gradient.
-struct Stream {
-  std::vector<RefBatch> batches;          // per step, all samples
-  std::vector<std::vector<float>> grads;  // per step, [kGlobalBatch, dim]
-  RefBatch probe;                         // sample i: f0 = pool0[i], f1 = pool1[i], f2 empty
-};
-
-Stream MakeStream(const DynScenario& s, int64_t dim) {
-  Stream st;
-  std::mt19937_64 gen(77);
-  const int32_t table_of[3] = {0, 1, 1};
-  for (int32_t step = 0; step < kSteps; ++step) {
-    RefBatch b;
-    b.batch_size = kGlobalBatch;
-    for (int32_t f = 0; f < 3; ++f) {
-      const auto& pool = s.pools[table_of[f]];
-      for (int64_t i = 0; i < kGlobalBatch; ++i) {
-        const int32_t len = static_cast<int32_t>(gen() % 4);
-        b.lengths.push_back(len);
-        for (int32_t k = 0; k < len; ++k) {
-          const size_t a = gen() % pool.size(), c = gen() % pool.size();
-          b.ids.push_back(pool[std::min(a, c)]);  // skewed: counts and recency differ
-        }
-      }
-    }
-    st.batches.push_back(std::move(b));
-    std::vector<float> g(static_cast<size_t>(kGlobalBatch * dim));
-    for (float& x : g) x = static_cast<float>(static_cast<int64_t>(gen() % 2001) - 1000) / 1000.0f;
-    st.grads.push_back(std::move(g));
-  }
-  const int64_t n = static_cast<int64_t>(s.pools[0].size());
-  st.probe.batch_size = n;
-  for (int32_t f = 0; f < 3; ++f) {
-    for (int64_t i = 0; i < n; ++i) {
-      st.probe.lengths.push_back(f == 2 ? 0 : 1);
-      if (f < 2) st.probe.ids.push_back(s.pools[f][static_cast<size_t>(i)]);
-    }
-  }
-  return st;
-}
-
-// Rank r's part of a global batch: samples [r * n / world, (r + 1) * n / world).
-RefBatch Slice(const RefBatch& b, int32_t world, int32_t r) {
-  const int64_t lo = b.batch_size * r / world, hi = b.batch_size * (r + 1) / world;
-  RefBatch out;
-  out.batch_size = hi - lo;
-  size_t at = 0;
-  for (int32_t f = 0; f < 3; ++f) {
-    for (int64_t i = 0; i < b.batch_size; ++i) {
-      const int32_t len = b.lengths[static_cast<size_t>(f * b.batch_size + i)];
-      if (i >= lo && i < hi) {
-        out.lengths.push_back(len);
-        out.ids.insert(out.ids.end(), b.ids.begin() + static_cast<int64_t>(at),
-                       b.ids.begin() + static_cast<int64_t>(at) + len);
-      }
-      at += static_cast<size_t>(len);
-    }
-  }
-  return out;
-}
 
 struct Side {
   int32_t world;
@@ -220,7 +158,7 @@ TEST(DynamicCheckpoint, ReshardsAcrossWorldsAndPlans) {
                                    {4, SHARDREC_SHARDING_TABLE_WISE, 64}};
   for (int32_t optimizer : {SHARDREC_OPTIMIZER_ADAM, SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD}) {
     DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, optimizer, 64, 24);
-    const Stream st = MakeStream(s, DynOutputDim(s));
+    const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
     for (size_t a = 0; a < sides.size(); ++a) {
       const std::string dir = Dir("reshard_" + std::to_string(a));
       const Result orig = RunSide(s, sides[a], st, {"", "", dir, 0, kSaveAt, kSteps});
@@ -252,7 +190,7 @@ TEST(DynamicCheckpoint, SamePlanWithEvictionAndAdmissionIsBitExact) {
       d.admission_threshold = 2;
       d.ttl_steps = 1;
     }
-    const Stream st = MakeStream(s, DynOutputDim(s));
+    const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
     const Side side{2, SHARDREC_SHARDING_ROW_WISE, 12};
     const std::string dir = Dir("evict");
     const Result orig = RunSide(s, side, st, {"", "", dir, 0, kSaveAt, kSteps});
@@ -271,7 +209,7 @@ TEST(DynamicCheckpoint, SamePlanWithEvictionAndAdmissionIsBitExact) {
 // never tried.
 TEST(DynamicCheckpoint, CorruptFileOrTooSmallCapacityChangesNothing) {
   DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);
-  const Stream st = MakeStream(s, DynOutputDim(s));
+  const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
   const Side big{1, SHARDREC_SHARDING_TABLE_WISE, 64};
   const std::string dir = Dir("corrupt");
   (void)RunSide(s, big, st, {"", "", dir, 0, kSteps, kSteps});
@@ -316,7 +254,7 @@ TEST(DynamicCheckpointPython, WritesCheckpointForPython) {
   std::filesystem::create_directories(dir);
   DynScenario s =
       MakeDynScenario(1, SHARDREC_SHARDING_COLUMN_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);
-  const Stream st = MakeStream(s, DynOutputDim(s));
+  const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
   const Result res = RunSide(s, {2, SHARDREC_SHARDING_COLUMN_WISE, 64}, st,
                              {"", "", dir + "/ckpt", 0, kSteps, kSteps});
   const int64_t dim = DynOutputDim(s), n = st.probe.batch_size;
