@@ -45,7 +45,7 @@ Status HostEngine::LookupAndCombine(RoutedBatch& rb, float* out, const Status& l
                                     const DeviceOutput* /*device_out*/) {
   // Every forward trains (the collection has no evaluation forward), so dynamic tables insert
   // here: after the input exchange, which every rank passed only if no rank rejected the batch.
-  if (!s_.dynamic.empty()) s_.dynamic.Translate(rb, s_.params, s_.options.seed);
+  if (!s_.dynamic.empty()) s_.dynamic.Translate(s_.exec, rb, s_.params, s_.options.seed);
   Status s = LookupAndReturn(rb);
   if (s.ok() && local.ok()) {
     ScopedTimer phase(&s_.timings.output_dist_seconds);

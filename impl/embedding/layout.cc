@@ -94,6 +94,11 @@ Status BuildTables(const sharding::Plan& plan, Layout* l) {
       if (sh.rows == 0) continue;
       if (sh.cols <= 0 || sh.rows < 0)
         return Status::InvalidArgument("table '", cfg.name, "': shard ", s, " is empty");
+      // A dynamic shard numbers its slots (and its zero row) in 32 bits.
+      if (tl.dynamic && sh.rows >= INT32_MAX)
+        return Status::Unsupported("table '", cfg.name, "': shard ", s,
+                                   " of the dynamic table has ", sh.rows, " slots; at most ",
+                                   INT32_MAX - 1, " per shard");
       if (tl.data_parallel) continue;
       auto it = std::find_if(tl.blocks.begin(), tl.blocks.end(),
                              [&](const RowBlock& b) { return b.row_offset == sh.row_offset; });

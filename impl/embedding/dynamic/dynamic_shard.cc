@@ -76,33 +76,54 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
                              const std::function<void(int32_t, int64_t)>& init) {
   ++now_;
   last_ = StepCounts{};
+  // Known ids (nearly all of them once the table is warm) are touched and rewritten as they come;
+  // the order does not matter for them. Index lookups of random ids miss the cache, so the probe
+  // runs of ids a little ahead are fetched early.
+  constexpr size_t kPrefetchAhead = 16;
   sorted_.clear();
-  for (const IdSpan& s : ids) sorted_.insert(sorted_.end(), s.begin(), s.end());
-  std::sort(sorted_.begin(), sorted_.end());
-  // Distinct ids ascending with their occurrences: known ones are touched, new ones counted.
-  pending_.clear();
-  pending_count_.clear();
-  const int32_t threshold = config_.admission_threshold;
-  for (size_t i = 0; i < sorted_.size();) {
-    const int64_t id = sorted_[i];
-    size_t j = i + 1;
-    while (j < sorted_.size() && sorted_[j] == id) ++j;
-    const uint32_t occ = static_cast<uint32_t>(std::min<size_t>(j - i, UINT32_MAX));
-    i = j;
-    const int32_t s = index_.Find(id, ids_.data());
-    if (s != SlotIndex::kNone) {
+  for (const IdSpan& span : ids) {
+    const size_t n = span.size();
+    for (size_t i = 0; i < n; ++i) {
+      if (i + kPrefetchAhead < n) index_.Prefetch(span[i + kPrefetchAhead]);
+      int64_t& x = span[i];
+      const int32_t s = index_.Find(x, ids_.data());
+      if (s == SlotIndex::kNone) {
+        sorted_.push_back({x, &x});
+        continue;
+      }
       SetDirty(s);
       last_seen_[s] = now_;
-      count_[s] = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{count_[s]} + occ, UINT32_MAX));
-      continue;
+      if (count_[s] != UINT32_MAX) ++count_[s];
+      x = s;
     }
+  }
+  // The ids without a row, distinct and ascending with their occurrences, decide in that order.
+  std::sort(sorted_.begin(), sorted_.end(),
+            [](const Occurrence& a, const Occurrence& b) { return a.id < b.id; });
+  group_begin_.clear();
+  group_slot_.clear();
+  pending_.clear();
+  pending_count_.clear();
+  pending_group_.clear();
+  const int32_t threshold = config_.admission_threshold;
+  for (size_t i = 0; i < sorted_.size();) {
+    const int64_t id = sorted_[i].id;
+    size_t j = i + 1;
+    while (j < sorted_.size() && sorted_[j].id == id) ++j;
+    const uint32_t occ = static_cast<uint32_t>(std::min<size_t>(j - i, UINT32_MAX));
+    const size_t group = group_begin_.size();
+    group_begin_.push_back(i);
+    group_slot_.push_back(SlotIndex::kNone);
+    i = j;
     if (threshold <= 1 || sketch_.Add(id, occ) >= static_cast<uint32_t>(threshold)) {
       pending_.push_back(id);
       pending_count_.push_back(occ);
+      pending_group_.push_back(group);
     } else {
       ++last_.rejected_admission;
     }
   }
+  group_begin_.push_back(sorted_.size());
   // Room: free slots first, then victims among the rows this forward did not see.
   const int64_t free = slots_ - used_;
   const int64_t need = static_cast<int64_t>(pending_.size()) - free;
@@ -140,15 +161,14 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
     count_[slot] = pending_count_[k];
     index_.Insert(pending_[k], slot, ids_.data());
     SetDirty(slot);
+    group_slot_[pending_group_[k]] = slot;
     init(slot, pending_[k]);
     ++last_.inserted;
   }
   const int64_t zero_row = slots_;
-  for (const IdSpan& s : ids) {
-    for (int64_t& x : s) {
-      const int32_t slot = index_.Find(x, ids_.data());
-      x = slot == SlotIndex::kNone ? zero_row : slot;
-    }
+  for (size_t g = 0; g + 1 < group_begin_.size(); ++g) {
+    const int64_t row = group_slot_[g] == SlotIndex::kNone ? zero_row : group_slot_[g];
+    for (size_t i = group_begin_[g]; i < group_begin_[g + 1]; ++i) *sorted_[i].at = row;
   }
   total_.Add(last_);
 }

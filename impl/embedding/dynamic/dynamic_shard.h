@@ -97,10 +97,18 @@ class DynamicShard {
   void SetDirty(int64_t slot) {
     if (tracking_) dirty_[slot >> 6] |= uint64_t{1} << (slot & 63);
   }
-  // Scratch of Translate, reused.
-  std::vector<int64_t> sorted_;
-  std::vector<int64_t> pending_;  // admitted new ids, ascending
+  // Scratch of Translate, reused. Each occurrence of an id without a row is kept with where it
+  // is written back, so its slot (or the zero row) reaches it from the sorted walk.
+  struct Occurrence {
+    int64_t id;
+    int64_t* at;
+  };
+  std::vector<Occurrence> sorted_;
+  std::vector<size_t> group_begin_;  // per distinct id (ascending) + 1: its range in sorted_
+  std::vector<int32_t> group_slot_;  // per distinct id: its slot, or SlotIndex::kNone
+  std::vector<int64_t> pending_;     // admitted new ids, ascending
   std::vector<uint32_t> pending_count_;
+  std::vector<size_t> pending_group_;
   std::vector<int32_t> victims_;
 };
 

@@ -17,22 +17,25 @@ void DynamicTables::Init(const Layout& layout) {
   }
 }
 
-void DynamicTables::Translate(RoutedBatch& rb, ParamStore& params, uint64_t seed) {
-  for (Entry& e : shards_) {
-    const LocalShard& ls = layout_->local[e.local];
-    const int64_t zero_row = e.shard.slots();
-    params.ClearRow(ls, zero_row);
-    spans_.clear();
-    for (const kernels::BagRun& run : rb.shards[e.local].runs) {
-      // The runs point into this batch's own receive (or send) buffer, which nothing else reads
-      // until the lookup: the ids are rewritten where they arrived.
-      const int64_t begin = run.offsets != nullptr ? run.offsets[0] : 0;
-      int64_t* rows = const_cast<int64_t*>(run.rows) + begin;
-      spans_.emplace_back(rows, static_cast<size_t>(run.num_ids()));
+void DynamicTables::Translate(const ExecContext& ctx, RoutedBatch& rb, ParamStore& params,
+                              uint64_t seed) {
+  ctx.ParallelFor(0, static_cast<int64_t>(shards_.size()), 1, [&](int64_t e0, int64_t e1) {
+    for (int64_t k = e0; k < e1; ++k) {
+      Entry& e = shards_[static_cast<size_t>(k)];
+      const LocalShard& ls = layout_->local[e.local];
+      params.ClearRow(ls, e.shard.slots());  // the zero row, which the last backward trained
+      e.spans.clear();
+      for (const kernels::BagRun& run : rb.shards[e.local].runs) {
+        // The runs point into this batch's own receive (or send) buffer, which nothing else reads
+        // until the lookup: the ids are rewritten where they arrived.
+        const int64_t begin = run.offsets != nullptr ? run.offsets[0] : 0;
+        int64_t* rows = const_cast<int64_t*>(run.rows) + begin;
+        e.spans.emplace_back(rows, static_cast<size_t>(run.num_ids()));
+      }
+      e.shard.Translate(e.spans,
+                        [&](int32_t slot, int64_t id) { params.InitRowForId(ls, slot, id, seed); });
     }
-    e.shard.Translate(spans_,
-                      [&](int32_t slot, int64_t id) { params.InitRowForId(ls, slot, id, seed); });
-  }
+  });
 }
 
 const DynamicShard* DynamicTables::Shard(int32_t local) const {

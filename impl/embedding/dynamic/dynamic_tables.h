@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "impl/core/exec.h"
 #include "impl/embedding/dynamic/dynamic_shard.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/layout.h"
@@ -34,7 +35,9 @@ class DynamicTables {
   // are cleared (the last backward may have trained them), then every run of a dynamic shard has
   // its ids replaced by slots; a new row's weights come from the counter generator keyed by
   // (seed, table, id, column) and its optimizer state is cleared.
-  void Translate(RoutedBatch& rb, ParamStore& params, uint64_t seed);
+  // Shards are independent (their own ids, runs and rows), so they translate in parallel on
+  // `ctx`; each one's decisions stay those of a sequential walk.
+  void Translate(const ExecContext& ctx, RoutedBatch& rb, ParamStore& params, uint64_t seed);
   // This rank's part of table `table`; false when it is not dynamic.
   bool Stats(int32_t table, TableStats* out) const;
   // The shard of local shard `local` (an index into Layout::local); null when it is not dynamic.
@@ -47,10 +50,10 @@ class DynamicTables {
   struct Entry {
     int32_t local = 0;  // index into Layout::local
     DynamicShard shard;
+    std::vector<IdSpan> spans;  // scratch
   };
   const Layout* layout_ = nullptr;
   std::vector<Entry> shards_;
-  std::vector<IdSpan> spans_;  // scratch
 };
 
 }  // namespace shardrec::embedding::dynamic

@@ -17,6 +17,8 @@ class SlotIndex {
   void Reset(int64_t slots);
   // The slot of `id`, or kNone; `ids[slot]` is each stored slot's id.
   int32_t Find(int64_t id, const int64_t* ids) const;
+  // Asks the cache for the start of `id`'s probe run (a lookup soon after is then faster).
+  void Prefetch(int64_t id) const { __builtin_prefetch(table_.data() + Home(id)); }
   // Adds id -> slot (id not present; at most `slots` entries).
   void Insert(int64_t id, int32_t slot, const int64_t* ids);
   // Removes `id` (present), moving later entries of its probe run back so no tombstone is left

@@ -1,7 +1,8 @@
 // Dynamic tables through the C API, what must change nothing or be refused: a batch rejected on
 // any rank inserts nothing anywhere; GPU collections, the node-local and data-parallel sharding
-// types and the full-table accessors refuse dynamic tables; stats of a fixed table are refused;
-// the plan JSON carries the dynamic config.
+// types, the full-table accessors, checkpoints and replica syncs refuse dynamic tables; stats of
+// an unknown table are refused; the plan JSON carries the dynamic config; version-2 table config
+// arrays still plan.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -11,6 +12,7 @@
 
 #include "shardrec/checkpoint.h"
 #include "shardrec/plan.h"
+#include "shardrec/replica.h"
 #include "tests/capi/dynamic/dynamic_test_util.h"
 #include "tests/support/spawn_ranks.h"
 
@@ -80,6 +82,30 @@ TEST(DynamicTableRefusal, RejectedBatchInsertsNothingOnAnyRank) {
   });
 }
 
+// Two replicas of a one-rank sharding group: replicas may hold different ids in one slot, so a
+// sync refuses (on both ranks, without hanging) until the merge by key exists.
+TEST(DynamicTableRefusal, ReplicaSyncRefuses) {
+  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, 0, 16, 8);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  SpawnRanks(2, [&](int r) {
+    shardrec_mesh_options_t mo;
+    shardrec_mesh_options_init(&mo, SHARDREC_MESH_OPTIONS_VERSION);
+    mo.sharding_group_size = 1;
+    shardrec_mesh_t* mesh = nullptr;
+    ASSERT_EQ(shardrec_mesh_create(&mesh, GroupComm(2, r), &mo), SHARDREC_OK)
+        << shardrec_last_error();
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_mesh_embedding_create(&c, mesh, plan.get(), nullptr, nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+    EXPECT_EQ(shardrec_mesh_sync(mesh, c, SHARDREC_SYNC_WEIGHTS_AND_STATE), SHARDREC_EUNSUPPORTED);
+    EXPECT_NE(std::string(shardrec_last_error()).find("dynamic"), std::string::npos)
+        << shardrec_last_error();
+    shardrec_embedding_destroy(c);
+    shardrec_mesh_destroy(mesh);
+  });
+}
+
 TEST(DynamicTableRefusal, GpuCollectionRefuses) {
   DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, 0, 16, 8);
   PlanPtr plan = MakeDynPlan(s);
@@ -132,9 +158,9 @@ TEST(DynamicTableRefusal, OtherShardingTypesRefused) {
   }
 }
 
-// The full-table accessors and table export/import refuse a dynamic table; stats refuse an
-// unknown table; the plan's JSON
-// keeps the dynamic config, and a plan read back from it hashes the same.
+// A hand-written data-parallel plan of a dynamic table, the full-table accessors and table
+// export/import are refused; stats refuse an unknown table; the plan's JSON keeps the dynamic
+// config, and a plan read back from it hashes the same.
 TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
   DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, 0, 16, 8);
   s.dynamic[1].eviction = SHARDREC_EVICTION_TTL;
@@ -166,6 +192,24 @@ TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
 
   shardrec_embedding_options_t o;
   shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+  // A plan written by hand may shard a dynamic table data-parallel (at world 1 the table-wise
+  // shard is also the data-parallel one): the collection refuses it.
+  {
+    std::string dp = text;
+    const std::string tw = "\"sharding\": \"table_wise\"";
+    dp.replace(dp.find(tw), tw.size(), "\"sharding\": \"data_parallel\"");
+    shardrec_plan_t* dp_plan = nullptr;
+    ASSERT_EQ(shardrec_plan_from_json(&dp_plan, dp.c_str(), dp.size()), SHARDREC_OK)
+        << shardrec_last_error() << "\n"
+        << dp;
+    PlanPtr dp_ptr(dp_plan);
+    shardrec_embedding_t* refused = nullptr;
+    EXPECT_EQ(shardrec_embedding_create(&refused, dp_plan, GroupComm(1, 0), nullptr, &o),
+              SHARDREC_EUNSUPPORTED);
+    EXPECT_NE(std::string(shardrec_last_error()).find("dynamic"), std::string::npos)
+        << shardrec_last_error();
+    EXPECT_EQ(refused, nullptr);
+  }
   shardrec_embedding_t* c = nullptr;
   ASSERT_EQ(shardrec_embedding_create(&c, back, GroupComm(1, 0), nullptr, &o), SHARDREC_OK)
       << shardrec_last_error();
@@ -190,6 +234,67 @@ TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
   shardrec_dynamic_table_stats_init(&bad, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
   EXPECT_EQ(shardrec_embedding_dynamic_stats(c, "nope", &bad), SHARDREC_ENOTFOUND);
   EXPECT_EQ(shardrec_embedding_dynamic_stats(c, "t0", nullptr), SHARDREC_EINVAL);
+}
+
+// shardrec_table_config_t as version 2 of config.h laid it out (before `dynamic`).
+struct TableConfigV2 {
+  uint32_t version;
+  const char* name;
+  int64_t rows;
+  int32_t dim;
+  int32_t pooling;
+  int32_t dtype;
+  const int32_t* features;
+  size_t num_features;
+  int32_t init_kind;
+  float init_low;
+  float init_high;
+  const shardrec_optimizer_config_t* optimizer;
+  const char* const* feature_names;
+  size_t num_feature_names;
+};
+static_assert(sizeof(TableConfigV2) < sizeof(shardrec_table_config_t));
+
+// A caller built against the version-2 header passes an array of the shorter struct: it plans
+// exactly what today's layout plans (fixed tables), read at its own stride.
+TEST(DynamicTableRefusal, VersionTwoTableArraysStillPlan) {
+  const int32_t f0[] = {0}, f1[] = {1};
+  const char* names[] = {"a", "b"};
+  shardrec_feature_config_t features[2];
+  TableConfigV2 old[2] = {};
+  shardrec_table_config_t now[2];
+  for (int i = 0; i < 2; ++i) {
+    shardrec_feature_config_init(&features[i], SHARDREC_FEATURE_CONFIG_VERSION);
+    features[i].name = names[i];
+    shardrec_table_config_init(&now[i], SHARDREC_TABLE_CONFIG_VERSION);
+    now[i].name = names[i];
+    now[i].rows = 10 + 7 * i;
+    now[i].dim = 8;
+    now[i].features = i == 0 ? f0 : f1;
+    now[i].num_features = 1;
+    old[i].version = 2;
+    old[i].name = names[i];
+    old[i].rows = now[i].rows;
+    old[i].dim = 8;
+    old[i].features = now[i].features;
+    old[i].num_features = 1;
+  }
+  shardrec_topology_t topo;
+  shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
+  topo.world_size = 2;
+  shardrec_plan_t *a = nullptr, *b = nullptr;
+  ASSERT_EQ(shardrec_plan_create(&a, now, 2, features, 2, &topo, nullptr, 0), SHARDREC_OK)
+      << shardrec_last_error();
+  PlanPtr pa(a);
+  ASSERT_EQ(shardrec_plan_create(&b, reinterpret_cast<const shardrec_table_config_t*>(old), 2,
+                                 features, 2, &topo, nullptr, 0),
+            SHARDREC_OK)
+      << shardrec_last_error();
+  PlanPtr pb(b);
+  uint64_t ha = 0, hb = 1;
+  shardrec_plan_hash(a, &ha);
+  shardrec_plan_hash(b, &hb);
+  EXPECT_EQ(ha, hb);
 }
 
 }  // namespace

@@ -1,0 +1,297 @@
+// Dynamic tables against fixed ones, through the public C API (docs/dynamic-tables.md, issue 31's
+// performance targets). BM_DynamicVsFixed: the training step of two row-wise Adagrad tables
+// (200k rows, dim 64, 1024 samples per rank, bags of ~20) as fixed tables and as dynamic tables
+// of the same capacity whose keys all exist (every id inserted before timing; the dynamic ids are
+// the fixed ids passed through a bijection, so the same rows are hit), at world 1 and 2 (ranks as
+// threads). The two steps alternate within each iteration; the counter fixed_over_dynamic is the
+// ratio of the median steps (target >= 0.8). BM_DynamicEviction: Zipf ids (s = 1.05) over 200k
+// values, a dynamic table with room for all of them against one with room for half the distinct
+// ids of its batches under LRU (evicting every step at steady state); evicting_over_roomy is the
+// ratio of the median steps (target <= 1.5).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "shardrec/shardrec.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kTables = 2;
+constexpr int64_t kRows = 200000;
+constexpr int32_t kDim = 64;
+constexpr int64_t kBatch = 1024;
+constexpr int kBag = 20;
+constexpr int kRotation = 4;
+
+void Check(shardrec_status_t rc, const char* what) {
+  if (rc != SHARDREC_OK) {
+    std::fprintf(stderr, "%s failed: %s\n", what, shardrec_last_error());
+    std::abort();
+  }
+}
+
+// An odd multiplier: a bijection of 64-bit ids that scatters consecutive ones over the range.
+int64_t Scatter(int64_t x) {
+  return static_cast<int64_t>(static_cast<uint64_t>(x) * 0x9E3779B97F4A7C15ull);
+}
+
+struct Rank {
+  shardrec_embedding_t* coll = nullptr;
+  std::vector<std::vector<int32_t>> lengths;
+  std::vector<std::vector<int64_t>> ids;
+  std::vector<float> out, grad;
+};
+
+struct Collection {
+  shardrec_plan_t* plan = nullptr;
+  std::vector<shardrec_comm_t*> comms;
+  std::vector<Rank> ranks;
+  ~Collection() {
+    for (auto& r : ranks) shardrec_embedding_destroy(r.coll);
+    for (auto* c : comms) shardrec_comm_destroy(c);
+    shardrec_plan_destroy(plan);
+  }
+};
+
+// A collection of two row-wise tables of `capacity` rows, dynamic (with `eviction`) or fixed.
+Collection* Make(int world, bool dynamic, int64_t capacity, int32_t eviction) {
+  auto* c = new Collection;
+  const char* names[kTables] = {"t0", "t1"};
+  shardrec_feature_config_t features[kTables];
+  shardrec_table_config_t tables[kTables];
+  shardrec_table_constraints_t cons[kTables];
+  int32_t feature_of[kTables];
+  shardrec_dynamic_table_config_t dyn;
+  shardrec_dynamic_table_config_init(&dyn, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION);
+  dyn.eviction = eviction;
+  for (int t = 0; t < kTables; ++t) {
+    shardrec_feature_config_init(&features[t], SHARDREC_FEATURE_CONFIG_VERSION);
+    features[t].name = names[t];
+    features[t].pooling_factor = kBag;
+    feature_of[t] = t;
+    shardrec_table_config_init(&tables[t], SHARDREC_TABLE_CONFIG_VERSION);
+    tables[t].name = names[t];
+    tables[t].rows = capacity;
+    tables[t].dim = kDim;
+    tables[t].features = &feature_of[t];
+    tables[t].num_features = 1;
+    tables[t].dynamic = dynamic ? &dyn : nullptr;
+    shardrec_table_constraints_init(&cons[t], SHARDREC_TABLE_CONSTRAINTS_VERSION);
+    cons[t].table = names[t];
+    cons[t].sharding_types = 1u << SHARDREC_SHARDING_ROW_WISE;
+  }
+  shardrec_topology_t topo;
+  shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
+  topo.world_size = world;
+  topo.batch_size = static_cast<int32_t>(kBatch);
+  topo.optimizer = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
+  Check(shardrec_plan_create(&c->plan, tables, kTables, features, kTables, &topo, cons, kTables),
+        "plan");
+  c->comms.assign(world, nullptr);
+  Check(shardrec_comm_create_local_group(c->comms.data(), world, nullptr), "comms");
+  c->ranks.resize(world);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < world; ++r)
+    ts.emplace_back([c, r] {
+      shardrec_embedding_options_t o;
+      shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+      o.num_threads = 1;
+      Check(shardrec_embedding_create(&c->ranks[r].coll, c->plan, c->comms[r], nullptr, &o),
+            "create");
+    });
+  for (auto& t : ts) t.join();
+  return c;
+}
+
+shardrec_kjt_view_t View(const std::vector<int32_t>& lengths, const std::vector<int64_t>& ids) {
+  shardrec_kjt_view_t v = SHARDREC_KJT_VIEW_INIT;
+  v.batch_size = kBatch;
+  v.num_features = kTables;
+  v.lengths = lengths.data();
+  v.num_lengths = lengths.size();
+  v.values = ids.data();
+  v.values_dtype = SHARDREC_DTYPE_INT64;
+  v.num_values = ids.size();
+  return v;
+}
+
+// One training step (forward + backward) on every rank, ranks as threads; wall seconds.
+double Step(Collection* c, int k) {
+  const auto t0 = Clock::now();
+  auto one = [c, k](int r) {
+    Rank& rank = c->ranks[r];
+    const shardrec_kjt_view_t v = View(rank.lengths[k], rank.ids[k]);
+    Check(shardrec_embedding_forward(rank.coll, &v, rank.out.data(), rank.out.size(), nullptr),
+          "forward");
+    Check(shardrec_embedding_backward(rank.coll, rank.grad.data(), rank.grad.size(), nullptr),
+          "backward");
+  };
+  const int world = static_cast<int>(c->ranks.size());
+  if (world == 1) {
+    one(0);
+  } else {
+    std::vector<std::thread> ts;
+    for (int r = 0; r < world; ++r) ts.emplace_back(one, r);
+    for (auto& t : ts) t.join();
+  }
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Gives every rank of `c` kRotation batches of ids drawn by `draw` (scattered when dynamic).
+template <typename Draw>
+void Fill(Collection* c, uint64_t seed, Draw&& draw, bool scatter) {
+  for (size_t r = 0; r < c->ranks.size(); ++r) {
+    Rank& rank = c->ranks[r];
+    std::mt19937_64 rng(seed + r);
+    rank.lengths.assign(kRotation, {});
+    rank.ids.assign(kRotation, {});
+    for (int k = 0; k < kRotation; ++k)
+      for (int t = 0; t < kTables; ++t)
+        for (int64_t b = 0; b < kBatch; ++b) {
+          const int32_t len = kBag - 4 + static_cast<int32_t>(rng() % 9);
+          rank.lengths[k].push_back(len);
+          for (int32_t i = 0; i < len; ++i) {
+            const int64_t x = draw(rng);
+            rank.ids[k].push_back(scatter ? Scatter(x) : x);
+          }
+        }
+    rank.out.assign(static_cast<size_t>(kBatch * kTables * kDim), 0.0f);
+    rank.grad.assign(rank.out.size(), 1e-4f);
+  }
+}
+
+// Inserts every id of [0, kRows) (scattered) into both tables: sweeps of consecutive ids.
+void InsertAll(Collection* c) {
+  const int world = static_cast<int>(c->ranks.size());
+  const int64_t per_step = kBatch * kBag * world;
+  for (int64_t first = 0; first < kRows; first += per_step) {
+    std::vector<std::vector<int32_t>> lengths(world);
+    std::vector<std::vector<int64_t>> ids(world);
+    for (int r = 0; r < world; ++r)
+      for (int t = 0; t < kTables; ++t)
+        for (int64_t b = 0; b < kBatch; ++b) {
+          lengths[r].push_back(kBag);
+          for (int i = 0; i < kBag; ++i)
+            ids[r].push_back(Scatter((first + (r * kBatch + b) * kBag + i) % kRows));
+        }
+    std::vector<std::thread> ts;
+    for (int r = 0; r < world; ++r)
+      ts.emplace_back([&, r] {
+        Rank& rank = c->ranks[r];
+        const shardrec_kjt_view_t v = View(lengths[r], ids[r]);
+        Check(shardrec_embedding_forward(rank.coll, &v, rank.out.data(), rank.out.size(), nullptr),
+              "insert");
+      });
+    for (auto& t : ts) t.join();
+  }
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void BM_DynamicVsFixed(benchmark::State& state) {
+  const int world = static_cast<int>(state.range(0));
+  Collection* fixed = Make(world, false, kRows, SHARDREC_EVICTION_NONE);
+  Collection* dyn = Make(world, true, kRows, SHARDREC_EVICTION_NONE);
+  auto uniform = [](std::mt19937_64& g) { return static_cast<int64_t>(g() % kRows); };
+  Fill(fixed, 17, uniform, false);
+  Fill(dyn, 17, uniform, true);
+  InsertAll(dyn);
+  std::vector<double> tf, td;
+  int k = 0;
+  for (auto _ : state) {
+    const int batch = k++ % kRotation;
+    tf.push_back(Step(fixed, batch));
+    td.push_back(Step(dyn, batch));
+    state.SetIterationTime(tf.back() + td.back());
+  }
+  shardrec_dynamic_table_stats_t st;
+  shardrec_dynamic_table_stats_init(&st, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+  Check(shardrec_embedding_dynamic_stats(dyn->ranks[0].coll, "t0", &st), "stats");
+  state.counters["fixed_ms"] = Median(tf) * 1e3;
+  state.counters["dynamic_ms"] = Median(td) * 1e3;
+  state.counters["fixed_over_dynamic"] = Median(tf) / Median(td);
+  state.counters["rank0_load_factor"] = st.load_factor;
+  state.counters["rank0_meta_B_per_slot"] =
+      st.capacity > 0 ? static_cast<double>(st.metadata_bytes) / static_cast<double>(st.capacity)
+                      : 0.0;
+  delete fixed;
+  delete dyn;
+}
+
+void BM_DynamicEviction(benchmark::State& state) {
+  constexpr int world = 1;
+  // Zipf(1.05) over kRows distinct ids, sampled from its CDF.
+  std::vector<double> cdf(kRows);
+  double sum = 0;
+  for (int64_t i = 0; i < kRows; ++i)
+    cdf[i] = (sum += 1.0 / std::pow(static_cast<double>(i + 1), 1.05));
+  for (double& x : cdf) x /= sum;
+  auto zipf = [&cdf](std::mt19937_64& g) {
+    const double u = std::uniform_real_distribution<double>(0.0, 1.0)(g);
+    return static_cast<int64_t>(std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
+  };
+  Collection* roomy = Make(world, true, kRows, SHARDREC_EVICTION_LRU);
+  Fill(roomy, 29, zipf, true);
+  // The distinct ids table t0 sees over the rotation (its ids lead each batch): the evicting
+  // table has room for half of them.
+  std::vector<int64_t> seen;
+  for (int k = 0; k < kRotation; ++k) {
+    const Rank& r0 = roomy->ranks[0];
+    int64_t n = 0;
+    for (int64_t b = 0; b < kBatch; ++b) n += r0.lengths[k][b];
+    seen.insert(seen.end(), r0.ids[k].begin(), r0.ids[k].begin() + n);
+  }
+  std::sort(seen.begin(), seen.end());
+  const int64_t distinct = std::unique(seen.begin(), seen.end()) - seen.begin();
+  Collection* tight = Make(world, true, distinct / 2, SHARDREC_EVICTION_LRU);
+  Fill(tight, 29, zipf, true);
+  for (int k = 0; k < 3 * kRotation; ++k) {  // steady state: the tight table is full
+    Step(roomy, k % kRotation);
+    Step(tight, k % kRotation);
+  }
+  std::vector<double> tr, tt;
+  int k = 0;
+  for (auto _ : state) {
+    const int batch = k++ % kRotation;
+    tr.push_back(Step(roomy, batch));
+    tt.push_back(Step(tight, batch));
+    state.SetIterationTime(tr.back() + tt.back());
+  }
+  shardrec_dynamic_table_stats_t st;
+  shardrec_dynamic_table_stats_init(&st, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+  Check(shardrec_embedding_dynamic_stats(tight->ranks[0].coll, "t0", &st), "stats");
+  state.counters["roomy_ms"] = Median(tr) * 1e3;
+  state.counters["evicting_ms"] = Median(tt) * 1e3;
+  state.counters["evicting_over_roomy"] = Median(tt) / Median(tr);
+  state.counters["evicted_per_step"] = static_cast<double>(st.last_evicted);
+  state.counters["load_factor"] = st.load_factor;
+  state.counters["distinct_ids"] = static_cast<double>(distinct);
+  delete roomy;
+  delete tight;
+}
+
+BENCHMARK(BM_DynamicVsFixed)
+    ->Arg(1)
+    ->Arg(2)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(24);
+BENCHMARK(BM_DynamicEviction)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(24);
+
+}  // namespace
+
+BENCHMARK_MAIN();
