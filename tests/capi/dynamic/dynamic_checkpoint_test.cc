@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -37,6 +38,7 @@ struct RunSpec {
   std::string load, bad, save;
   int32_t from = 0, mid = 0, to = 0;
   shardrec_status_t bad_code = SHARDREC_OK;  // what loading `bad` returns on every rank
+  const shardrec_checkpoint_options_t* load_options = nullptr;
 };
 
 struct Result {
@@ -91,9 +93,10 @@ Result RunSide(DynScenario s, const Side& side, const Stream& st, const RunSpec&
       ASSERT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_OK)
           << "rank " << r << ": " << shardrec_last_error();
     };
-    if (!spec.load.empty())
-      ASSERT_EQ(shardrec_checkpoint_load(c, spec.load.c_str(), nullptr), SHARDREC_OK)
+    if (!spec.load.empty()) {
+      ASSERT_EQ(shardrec_checkpoint_load(c, spec.load.c_str(), spec.load_options), SHARDREC_OK)
           << "rank " << r << ": " << shardrec_last_error();
+    }
     for (int32_t step = spec.from; step < spec.mid; ++step) train(step);
     if (!spec.bad.empty()) {
       EXPECT_EQ(shardrec_checkpoint_load(c, spec.bad.c_str(), nullptr), spec.bad_code)
@@ -202,6 +205,46 @@ TEST(DynamicCheckpoint, SamePlanWithEvictionAndAdmissionIsBitExact) {
       ExpectNear(got.out[static_cast<size_t>(step - kSaveAt)], orig.out[static_cast<size_t>(step)],
                  0.0f, what + ", step " + std::to_string(step));
   }
+}
+
+// bf16 of x, rounded to nearest even, widened back (what allow_dtype_change stores).
+float RoundToBf16(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, 4);
+  b = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&x, &b, 4);
+  return x;
+}
+
+// The load options apply to dynamic tables: an fp32 Adam checkpoint loads into a bf16 table
+// trained with SGD (allow_dtype_change, reset_optimizer_state), streamed (allow_partial_load,
+// which dynamic tables stage anyway): t0's rows are the saved rows rounded to bf16, t1's exact.
+TEST(DynamicCheckpoint, LoadOptionsConvertAndReset) {
+  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);
+  const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
+  const std::string dir = Dir("options");
+  const Result orig =
+      RunSide(s, {2, SHARDREC_SHARDING_ROW_WISE, 64}, st, {"", "", dir, 0, kSaveAt, kSaveAt});
+  DynScenario other = s;
+  other.base.tables[0].dtype = SHARDREC_DTYPE_BFLOAT16;
+  other.base.optimizer.type = SHARDREC_OPTIMIZER_SGD;
+  shardrec_checkpoint_options_t o;
+  ASSERT_EQ(shardrec_checkpoint_options_init(&o, SHARDREC_CHECKPOINT_OPTIONS_VERSION), SHARDREC_OK);
+  RunSpec spec{dir, "", "", kSaveAt, kSaveAt, kSaveAt};
+  // Loaded with the options; then again without them, which fails (the dtype and the optimizer
+  // differ) and changes nothing.
+  spec.load_options = &o;
+  spec.bad = dir;
+  spec.bad_code = SHARDREC_EINVAL;
+  o.allow_dtype_change = 1;
+  o.reset_optimizer_state = 1;
+  o.allow_partial_load = 1;
+  const Result got = RunSide(other, {4, SHARDREC_SHARDING_TABLE_WISE, 64}, st, spec);
+  std::vector<float> want = orig.probe;
+  const int64_t dim = DynOutputDim(s);
+  for (size_t i = 0; i < want.size(); ++i)
+    if (static_cast<int64_t>(i) % dim < 8) want[i] = RoundToBf16(want[i]);
+  ExpectNear(got.probe, want, 0.0f, "probe");
 }
 
 // A flipped byte in a rank file, and a checkpoint with more rows than a new plan's row block has
