@@ -57,7 +57,10 @@ Status MarkDelta(EmbeddingCollection& coll, int32_t table) {
   return Status::Ok();
 }
 
-Status GatherDelta(EmbeddingCollection& coll, int32_t table, Delta* out) {
+namespace {
+
+// Every row, or the changed ones and the tombstones since the marks.
+Status Gather(EmbeddingCollection& coll, int32_t table, bool every_row, Delta* out) {
   const Layout& layout = coll.layout();
   const std::string& name = layout.plan->tables[table].name;
   if (!layout.tables[table].dynamic)
@@ -67,7 +70,8 @@ Status GatherDelta(EmbeddingCollection& coll, int32_t table, Delta* out) {
   // This rank's part: per entry (id, first column, columns, values), then the tombstones.
   Status local = Status::Ok();
   if (coll.input_dist_pending())
-    local = Status::InvalidUsage("cannot export a delta while an input distribution is pending");
+    local = Status::InvalidUsage("cannot export rows of dynamic table '", name,
+                                 "' while an input distribution is pending");
   std::vector<uint8_t> mine;
   int64_t entries = 0;
   std::vector<int64_t> tombs;
@@ -76,7 +80,7 @@ Status GatherDelta(EmbeddingCollection& coll, int32_t table, Delta* out) {
     const LocalShard& ls = layout.local[i];
     if (ls.table != table) continue;
     const DynamicShard* shard = coll.dynamic_tables().Shard(static_cast<int32_t>(i));
-    if (!shard->tracking()) {
+    if (!every_row && !shard->tracking()) {
       local = Status::InvalidUsage("dynamic table '", name,
                                    "' has no mark on this rank: call "
                                    "shardrec_embedding_dynamic_mark on every rank first");
@@ -88,7 +92,7 @@ Status GatherDelta(EmbeddingCollection& coll, int32_t table, Delta* out) {
         weights = static_cast<const uint8_t*>(t.data);
     const size_t es = DTypeSize(ls.dtype);
     for (int64_t s = 0; s < shard->size(); ++s) {
-      if (!shard->dirty(s)) continue;
+      if (!every_row && !shard->dirty(s)) continue;
       Put<int64_t>(&mine, shard->ids()[static_cast<size_t>(s)]);
       Put<int32_t>(&mine, ls.col_offset);
       Put<int32_t>(&mine, ls.cols);
@@ -96,7 +100,7 @@ Status GatherDelta(EmbeddingCollection& coll, int32_t table, Delta* out) {
       for (int32_t c = 0; c < ls.cols; ++c) Put<float>(&mine, Widen(row + c * es, ls.dtype));
       ++entries;
     }
-    if (ls.col_offset == 0)
+    if (!every_row && ls.col_offset == 0)
       tombs.insert(tombs.end(), shard->tombstones().begin(), shard->tombstones().end());
   }
   // Agree first, so no rank waits in the exchange for a rank that failed.
@@ -149,6 +153,16 @@ Status GatherDelta(EmbeddingCollection& coll, int32_t table, Delta* out) {
   for (int64_t id : evicted)
     if (!rows.count(id)) out->tombstones.push_back(id);
   return Status::Ok();
+}
+
+}  // namespace
+
+Status GatherDelta(EmbeddingCollection& coll, int32_t table, Delta* out) {
+  return Gather(coll, table, false, out);
+}
+
+Status GatherRows(EmbeddingCollection& coll, int32_t table, Delta* out) {
+  return Gather(coll, table, true, out);
 }
 
 }  // namespace shardrec::embedding::dynamic

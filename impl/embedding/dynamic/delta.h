@@ -30,4 +30,8 @@ Status MarkDelta(EmbeddingCollection& coll, int32_t table);
 // plan); a failed exchange.
 Status GatherDelta(EmbeddingCollection& coll, int32_t table, Delta* out);
 
+// Collective, as GatherDelta: every row of the table (no mark needed, no tombstones), for table
+// exports.
+Status GatherRows(EmbeddingCollection& coll, int32_t table, Delta* out);
+
 }  // namespace shardrec::embedding::dynamic

@@ -5,12 +5,17 @@
 // returns only as a row; too small buffers and a missing mark fail on every rank.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "shardrec/checkpoint.h"
 #include "tests/capi/dynamic/dynamic_stream.h"
 #include "tests/capi/dynamic/dynamic_test_util.h"
 #include "tests/support/spawn_ranks.h"
@@ -227,6 +232,86 @@ TEST(DynamicDelta, UpdatedThenEvictedIsOnlyATombstone) {
   d = GetDelta(c, "t0", 8);
   EXPECT_EQ(d.ids, (std::vector<int64_t>{A, C}));
   EXPECT_EQ(d.tombstones, std::vector<int64_t>{B});
+}
+
+// A dynamic table's export (world 2, row-wise, after training) holds every row by id: "ids"
+// ascending and "weights" equal to the rows a forward returns, as many as the table holds.
+TEST(DynamicDelta, TableExportHoldsEveryRowById) {
+  DynScenario s =
+      MakeDynScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAGRAD, 64, 24);
+  const int64_t dim = DynOutputDim(s);
+  const Stream st = MakeStream(s, dim, 3);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+  const std::string path = ::testing::TempDir() + "shardrec_dynamic_export.safetensors";
+  std::vector<float> probe(static_cast<size_t>(st.probe.batch_size * dim));
+  std::vector<int64_t> sizes(2, 0);
+  SpawnRanks(2, [&](int r) {
+    shardrec_embedding_options_t o;
+    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+    o.seed = s.base.seed;
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), &opt, &o), SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr coll(c);
+    auto forward = [&](const RefBatch& global, float* global_out) {
+      const RefBatch b = Slice(global, 2, r);
+      KjtHolder kjt(b, 3, false);
+      std::vector<float> out(static_cast<size_t>(b.batch_size * dim));
+      ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      if (global_out != nullptr)
+        std::copy(out.begin(), out.end(), global_out + global.batch_size * r / 2 * dim);
+    };
+    for (int32_t step = 0; step < 3; ++step) {
+      forward(st.batches[step], nullptr);
+      std::vector<float> g(st.grads[step].begin() + kGlobalBatch * r / 2 * dim,
+                           st.grads[step].begin() + kGlobalBatch * (r + 1) / 2 * dim);
+      ASSERT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_OK);
+    }
+    ASSERT_EQ(shardrec_checkpoint_export_table(c, "t0", path.c_str(), 0), SHARDREC_OK)
+        << shardrec_last_error();
+    shardrec_dynamic_table_stats_t stats;
+    shardrec_dynamic_table_stats_init(&stats, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+    ASSERT_EQ(shardrec_embedding_dynamic_stats(c, "t0", &stats), SHARDREC_OK);
+    sizes[static_cast<size_t>(r)] = stats.size;
+    forward(st.probe, probe.data());
+  });
+  // The safetensors layout read by hand: 8-byte header length, JSON header, data.
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in.good());
+  uint64_t hlen = 0;
+  in.read(reinterpret_cast<char*>(&hlen), 8);
+  std::string header(hlen, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(hlen));
+  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const nlohmann::json h = nlohmann::json::parse(header);
+  EXPECT_EQ(h["__metadata__"]["format"], "shardrec-dynamic-table");
+  EXPECT_EQ(h["ids"]["dtype"], "I64");
+  EXPECT_EQ(h["weights"]["dtype"], "F32");
+  const int64_t n = h["ids"]["shape"][0].get<int64_t>();
+  EXPECT_EQ(n, sizes[0] + sizes[1]);
+  EXPECT_GT(n, 0);
+  EXPECT_EQ(h["weights"]["shape"], nlohmann::json::array({n, 8}));
+  std::vector<int64_t> ids(static_cast<size_t>(n));
+  std::vector<float> rows(static_cast<size_t>(n * 8));
+  const size_t ib = h["ids"]["data_offsets"][0].get<size_t>();
+  const size_t wb = h["weights"]["data_offsets"][0].get<size_t>();
+  ASSERT_GE(data.size(), wb + rows.size() * sizeof(float));
+  std::memcpy(ids.data(), data.data() + ib, ids.size() * sizeof(int64_t));
+  std::memcpy(rows.data(), data.data() + wb, rows.size() * sizeof(float));
+  EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+  const auto& pool = s.pools[0];
+  for (int64_t k = 0; k < n; ++k) {
+    const auto at = std::find(pool.begin(), pool.end(), ids[static_cast<size_t>(k)]);
+    ASSERT_NE(at, pool.end()) << "id " << ids[static_cast<size_t>(k)];
+    EXPECT_EQ(std::memcmp(rows.data() + k * 8, probe.data() + (at - pool.begin()) * dim,
+                          8 * sizeof(float)),
+              0)
+        << "id " << ids[static_cast<size_t>(k)];
+  }
 }
 
 // A rank that did not mark makes every rank's delta fail (no rank waits in the exchange).
