@@ -191,6 +191,7 @@ std::string ManifestToJson(const Manifest& m) {
     tj["states"] = json::array();
     for (const StateEntry& s : t.states)
       tj["states"].push_back({{"name", s.name}, {"row_wise", s.row_wise}});
+    if (t.dynamic) tj["dynamic"] = true;
     j["tables"].push_back(tj);
   }
   j["plan"] = json::parse(m.plan_json);
@@ -229,6 +230,7 @@ Status ManifestFromJson(const std::string& text, const std::string& path, Manife
       t.optimizer = Int<int32_t>(tj.at("optimizer").at("type"));
       for (const json& s : tj.at("states"))
         t.states.push_back({s.at("name").get<std::string>(), s.at("row_wise").get<bool>()});
+      t.dynamic = tj.contains("dynamic") && tj.at("dynamic").get<bool>();
       m.tables.push_back(std::move(t));
     }
     for (const json& f : j.at("files")) m.files.push_back(FileFrom(f));

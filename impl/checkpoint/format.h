@@ -64,6 +64,9 @@ struct TableEntry {
   int32_t optimizer = 0;       // optim::OptimizerType
   std::string optimizer_json;  // the full config, for people and tools
   std::vector<StateEntry> states;
+  // Rows keyed by id (docs/dynamic-tables.md): `rows` is the capacity and the records of each
+  // row block hold its live rows with an "ids" record (dynamic_io.h).
+  bool dynamic = false;
 };
 
 struct Manifest {

@@ -9,6 +9,7 @@
 
 #include "impl/checkpoint/checkpoint.h"
 #include "impl/checkpoint/copy.h"
+#include "impl/checkpoint/dynamic_io.h"
 #include "impl/checkpoint/format.h"
 #include "impl/checkpoint/staged_copy.h"
 #include "impl/core/check.h"
@@ -50,7 +51,13 @@ Status CheckTables(embedding::EmbeddingCollection& coll, const Manifest& m, cons
       return Status::InvalidArgument("checkpoint mismatch: table ", c.name,
                                      " is not in the checkpoint");
     const TableEntry& t = *it->second;
-    if (t.rows != c.rows || t.dim != c.dim)
+    if (t.dynamic != c.dynamic.enabled)
+      return Status::InvalidArgument("checkpoint mismatch: table ", c.name, " is ",
+                                     t.dynamic ? "dynamic" : "fixed", " in the checkpoint and ",
+                                     c.dynamic.enabled ? "dynamic" : "fixed", " in the collection");
+    // A dynamic table's rows are its capacity, which may change: its rows move by id, and a
+    // block that receives more rows than it has slots fails the load (dynamic_io.h).
+    if ((!t.dynamic && t.rows != c.rows) || t.dim != c.dim)
       return Status::InvalidArgument("checkpoint mismatch: table ", c.name, " is ", t.rows, " x ",
                                      t.dim, " in the checkpoint and ", c.rows, " x ", c.dim,
                                      " in the collection");
@@ -116,6 +123,7 @@ Status PlanReads(embedding::EmbeddingCollection& coll, const Manifest& m,
                  const std::set<std::string>& reset, std::vector<Read>* reads,
                  std::vector<Read>* zero) {
   for (const ShardTensor& t : coll.ShardTensors()) {
+    if (coll.layout().tables[t.table].dynamic) continue;  // rows by id: DynamicLoad
     Read rd;
     rd.dst = {t.dtype, t.row_offset, t.col_offset, t.rows, t.cols, t.data, t.row_stride};
     rd.device = t.device;
@@ -202,7 +210,7 @@ Status ZeroStates(const std::vector<Read>& zero) {
 Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs,
             const std::string& dir, const LoadOptions& options) {
   SR_CHECK(g.comm != nullptr);
-  SR_RETURN_IF_ERROR(coll.RefuseDynamicTables("checkpoints"));
+  if (g.replicas > 1) SR_RETURN_IF_ERROR(coll.RefuseDynamicTables("2D mesh checkpoints"));
   Manifest m;
   std::set<std::string> reset;
   std::vector<Read> reads;
@@ -210,6 +218,7 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
   std::vector<std::pair<size_t, size_t>> dense_at;
   std::vector<std::unique_ptr<ReadableFile>> files;
   StagedLoad staged(options.staging_limit);
+  DynamicLoad dynamic;  // staged in every mode: rows move between blocks by id
   auto sources = [&](const std::vector<std::pair<size_t, size_t>>& records) {
     std::vector<OverlapSource> out;
     for (const auto& [fi, ri] : records)
@@ -229,7 +238,9 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
     SR_RETURN_IF_ERROR(PlanReads(coll, m, reset, &reads, &zero));
     std::vector<std::pair<size_t, size_t>> needed = dense_at;
     for (const Read& r : reads) needed.insert(needed.end(), r.records.begin(), r.records.end());
+    DynamicLoad::Needed(m, &needed);
     SR_RETURN_IF_ERROR(OpenFiles(fs, dir, m, needed, &files));
+    SR_RETURN_IF_ERROR(dynamic.Read(coll, m, files, dir, reset));
     if (!options.allow_partial_load) {
       for (const Read& rd : reads)
         SR_RETURN_IF_ERROR(staged.Add(rd.device, rd.dst, sources(rd.records)));
@@ -267,6 +278,7 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
     local = [&]() -> Status {
       SR_RETURN_IF_ERROR(staged.Commit());
       SR_RETURN_IF_ERROR(ZeroStates(zero));
+      dynamic.Commit(coll);
       return coll.SetNumSteps(reset.empty() ? m.step : 0);
     }();
     if (can_fail == 0) return local;
@@ -299,6 +311,7 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
                                      m.files[fi].records[ri], dst, &buffer));
     }
     SR_RETURN_IF_ERROR(ZeroStates(zero));
+    dynamic.Commit(coll);
     return coll.SetNumSteps(reset.empty() ? m.step : 0);
   }();
   return Agree(*g.comm, local, "to load its part of the checkpoint");

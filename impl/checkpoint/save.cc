@@ -5,11 +5,13 @@
 // hold the same bytes as a host collection's.
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "impl/checkpoint/checkpoint.h"
 #include "impl/checkpoint/copy.h"
+#include "impl/checkpoint/dynamic_io.h"
 #include "impl/checkpoint/format.h"
 #include "impl/core/check.h"
 #include "impl/core/config.h"
@@ -59,13 +61,29 @@ int64_t CurrentGeneration(FileSystem& fs, const std::string& dir, Manifest* prev
 // Every replica of a sharding rank holds the same tensors in the same order, so each hands
 // them out alike: in order, to the replica with the fewest bytes so far (lowest index on a tie),
 // which gives every replica a similar share whatever the plan put on the rank.
+// A dynamic table's shard writes its live rows keyed by id (dynamic_io.h); its metadata that is
+// not a row of the shard lives in `owned`.
 std::vector<Source> Select(embedding::EmbeddingCollection& coll, const Group& g,
-                           const std::vector<DenseTensor>& dense) {
+                           const std::vector<DenseTensor>& dense,
+                           std::deque<std::vector<uint8_t>>* owned) {
   std::vector<Source> out;
   const int world_rank = g.comm->Rank();
   std::vector<int64_t> replica_bytes(static_cast<size_t>(g.replicas), 0);
+  std::vector<DynamicSource> dynamic;
   for (const ShardTensor& t : coll.ShardTensors()) {
     if (t.duplicate || t.rows == 0 || t.cols == 0) continue;
+    if (coll.layout().tables[t.table].dynamic) {  // 1D only (Save refuses a 2D mesh)
+      dynamic.clear();
+      AppendDynamicSources(coll, t, owned, &dynamic);
+      for (DynamicSource& d : dynamic) {
+        Source s;
+        s.rec = std::move(d.rec);
+        s.data = d.data;
+        s.row_stride_bytes = d.row_stride_bytes;
+        out.push_back(std::move(s));
+      }
+      continue;
+    }
     if (t.data_parallel) {
       if (world_rank != 0) continue;
     } else {
@@ -208,6 +226,7 @@ Manifest Describe(embedding::EmbeddingCollection& coll, const Group& g, int64_t 
     e.optimizer_json = OptimizerJson(o);
     for (const optim::StateSpec& s : optim::StateSpecs(o.type))
       e.states.push_back({s.name, s.row_wise});
+    e.dynamic = c.dynamic.enabled;
     m.tables.push_back(std::move(e));
   }
   return m;
@@ -218,15 +237,16 @@ Manifest Describe(embedding::EmbeddingCollection& coll, const Group& g, int64_t 
 Status Save(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs,
             const std::string& dir, const SaveOptions& options) {
   SR_CHECK(g.comm != nullptr && g.replicas >= 1);
-  // Never a checkpoint that silently loses the id -> row maps.
-  SR_RETURN_IF_ERROR(coll.RefuseDynamicTables("checkpoints"));
+  // Replicas of a dynamic table may hold different keys (no 2D merge by key yet).
+  if (g.replicas > 1) SR_RETURN_IF_ERROR(coll.RefuseDynamicTables("2D mesh checkpoints"));
   comm::Communicator& comm = *g.comm;
   Status local = Status::Ok();
   if (coll.input_dist_pending())
     local = Status::InvalidUsage("cannot save a checkpoint while an input distribution is pending");
   if (local.ok()) local = CheckDense(options.dense);
   std::vector<Source> sources;
-  if (local.ok()) sources = Select(coll, g, options.dense);
+  std::deque<std::vector<uint8_t>> owned;
+  if (local.ok()) sources = Select(coll, g, options.dense, &owned);
   Manifest previous;
   int64_t generation = local.ok() ? CurrentGeneration(fs, dir, &previous) : 0;
   if (local.ok()) local = fs.CreateDir(dir);

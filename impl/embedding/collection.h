@@ -127,6 +127,8 @@ class EmbeddingCollection {
   const optim::OptimizerConfig& optimizer() const { return optim_; }
   const CollectionTimings& timings() const { return s_.timings; }
   const dynamic::DynamicTables& dynamic_tables() const { return s_.dynamic; }
+  // For checkpoint loads, which replace a dynamic shard's rows (host collections only).
+  dynamic::DynamicTables& mutable_dynamic_tables() { return s_.dynamic; }
   // kUnsupported naming `what` (checkpoints, table export, replica sync) when the plan has a
   // dynamic table, which those do not handle yet (docs/dynamic-tables.md); decided by the plan,
   // so every rank returns the same without a collective.

@@ -442,6 +442,13 @@ static void per_table_calls(shardrec_embedding_t* coll) {
     /* "big" is a fixed table: its stats are refused. */
     EXPECT(shardrec_embedding_dynamic_stats(coll, "big", &st) == SHARDREC_EINVAL);
   }
+  {
+    size_t rows = 0, tombs = 0;
+    /* Delta export of a fixed table is refused too. */
+    EXPECT(shardrec_embedding_dynamic_mark(coll, "big") == SHARDREC_EINVAL);
+    EXPECT(shardrec_embedding_dynamic_delta(coll, "big", NULL, NULL, 0, NULL, 0, &rows, &tombs) ==
+           SHARDREC_EINVAL);
+  }
 }
 
 /* ---- checkpoint.h ------------------------------------------------------------------------ */

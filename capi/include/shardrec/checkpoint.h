@@ -190,11 +190,17 @@ shardrec_checkpoint_load_mesh(shardrec_mesh_t* mesh, shardrec_embedding_t* coll,
  * the table is gathered on every rank, so each rank needs its size in host memory. On a mesh the
  * communicator is the sharding group: call it in one sharding group, or in every group with the
  * same path (each writes the same bytes under its own temporary name; the last rename wins).
+ * A dynamic table (docs/dynamic-tables.md) exports its rows keyed by id: tensors "ids" (I64,
+ * [n], ascending) and "weights" (F32, [n, dim]), metadata format "shardrec-dynamic-table"; its
+ * optimizer state is not exported yet (SHARDREC_EUNSUPPORTED with @p with_optimizer_state), and
+ * shardrec_checkpoint_import_table refuses dynamic tables.
  * @param coll  [in] Must not be NULL.
  * @param table [in] NUL-terminated table name; must not be NULL.
  * @param path  [in] NUL-terminated file path; must not be NULL or empty; its directory must exist.
  * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table; SHARDREC_EINVAL for NULL
- *         arguments; SHARDREC_EIO; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
+ *         arguments; SHARDREC_EUNSUPPORTED for a dynamic table's optimizer state; SHARDREC_EUSAGE
+ *         while an input distribution is pending (dynamic tables); SHARDREC_EIO;
+ *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
  */
 SHARDREC_API shardrec_status_t shardrec_checkpoint_export_table(shardrec_embedding_t* coll,
                                                                 const char* table, const char* path,

@@ -820,6 +820,52 @@ shardrec_dynamic_table_stats_init(shardrec_dynamic_table_stats_t* stats, uint32_
 SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_stats(
     const shardrec_embedding_t* coll, const char* table, shardrec_dynamic_table_stats_t* out);
 
+/**
+ * Sets this rank's mark of dynamic table @p table for delta export
+ * (shardrec_embedding_dynamic_delta; docs/dynamic-tables.md, "Delta export"): forgets which rows
+ * changed and which ids were evicted before, and starts tracking them (tracking is off until the
+ * first mark; it then costs one bit per slot and 8 bytes per eviction until the next mark).
+ * Not collective (it communicates nothing), but every rank must call it between the same two
+ * training steps, or the deltas mix different periods.
+ * @param coll  [in] Must not be NULL.
+ * @param table [in] Table name; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table; SHARDREC_EINVAL for NULL or a
+ *         table that is not dynamic; SHARDREC_EUSAGE when another thread is using the collection.
+ *         Does not touch the GPU or any stream (dynamic tables are host-only).
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_mark(shardrec_embedding_t* coll,
+                                                               const char* table);
+
+/**
+ * Collective over the collection's communicator: the whole dynamic table's changes since the
+ * marks, on every rank. Rows changed are those a training forward saw or inserted since the mark
+ * (a superset of those the optimizer changed), as their ids (ascending) and current weights
+ * widened to fp32; tombstones are the ids evicted since the mark that have no row now (an id
+ * evicted and inserted again is a changed row). Replaying a delta (upsert each row, erase each
+ * tombstone) onto a copy of the table as it was at the mark gives the table as it is. The marks
+ * stay: call shardrec_embedding_dynamic_mark to start the next period.
+ * Buffers: if @p max_rows or @p max_tombstones is smaller than needed, nothing is written,
+ * @p num_rows and @p num_tombstones receive the sizes needed and SHARDREC_EINVAL is returned on
+ * every rank (pass 0 and NULL buffers to ask for the sizes; each call gathers again).
+ * @param coll           [in] Must not be NULL.
+ * @param table          [in] Table name; must not be NULL.
+ * @param ids            [out] max_rows ids; may be NULL when max_rows is 0.
+ * @param rows           [out] max_rows x dim floats, row-major; may be NULL when max_rows is 0.
+ * @param max_rows       [in] Capacity of @p ids and of @p rows in rows.
+ * @param tombstones     [out] max_tombstones ids; may be NULL when max_tombstones is 0.
+ * @param max_tombstones [in] Capacity of @p tombstones.
+ * @param num_rows       [out] Rows in the delta; must not be NULL.
+ * @param num_tombstones [out] Tombstones in the delta; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table; SHARDREC_EINVAL for NULL, a
+ *         table that is not dynamic or buffers too small (see above); SHARDREC_EUSAGE, on every
+ *         rank, when a rank has not marked the table or has an input distribution pending, or
+ *         when another thread is using the collection; a failed exchange (SHARDREC_EREMOTE,
+ *         SHARDREC_ETIMEOUT). Changes nothing in the collection.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_delta(
+    shardrec_embedding_t* coll, const char* table, int64_t* ids, float* rows, size_t max_rows,
+    int64_t* tombstones, size_t max_tombstones, size_t* num_rows, size_t* num_tombstones);
+
 SHARDREC_END_DECL
 
 #endif /* SHARDREC_EMBEDDING_H_ */

@@ -19,6 +19,10 @@ class AdmissionSketch {
   // Adds `n` occurrences of `id` and returns its estimated count (saturating at 65535).
   uint32_t Add(int64_t id, uint32_t n);
   size_t bytes() const { return counters_.size() * sizeof(uint16_t); }
+  // The counters as saved by checkpoints (empty when the shard keeps no sketch); Restore takes
+  // counters of the same size (a shard of the same slot count) back.
+  const std::vector<uint16_t>& counters() const { return counters_; }
+  void Restore(const std::vector<uint16_t>& counters) { counters_ = counters; }
 
  private:
   std::vector<uint16_t> counters_;  // kDepth rows of width_ counters

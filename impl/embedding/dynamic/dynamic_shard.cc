@@ -23,11 +23,46 @@ void DynamicShard::Reset(const sharding::DynamicConfig& config, int64_t slots) {
   last_seen_.assign(static_cast<size_t>(slots), 0);
   count_.assign(static_cast<size_t>(slots), 0);
   last_ = total_ = StepCounts{};
+  tracking_ = false;
+  dirty_.clear();
+  tombstones_.clear();
 }
 
 size_t DynamicShard::metadata_bytes() const {
   return index_.bytes() + sketch_.bytes() +
-         static_cast<size_t>(slots_) * (sizeof(int64_t) * 2 + sizeof(uint32_t));
+         static_cast<size_t>(slots_) * (sizeof(int64_t) * 2 + sizeof(uint32_t)) +
+         dirty_.size() * sizeof(uint64_t) + tombstones_.capacity() * sizeof(int64_t);
+}
+
+void DynamicShard::Restore(int64_t forwards, std::span<const int64_t> ids,
+                           std::span<const int64_t> last_seen, std::span<const uint32_t> counts,
+                           const std::vector<uint16_t>& sketch) {
+  SR_CHECK(static_cast<int64_t>(ids.size()) <= slots_ && last_seen.size() == ids.size() &&
+           counts.size() == ids.size());
+  index_.Reset(slots_);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids_[i] = ids[i];
+    last_seen_[i] = last_seen[i];
+    count_[i] = counts[i];
+    index_.Insert(ids[i], static_cast<int32_t>(i), ids_.data());
+  }
+  used_ = static_cast<int64_t>(ids.size());
+  now_ = forwards;
+  if (tracking_) {
+    Mark();
+    for (int64_t i = 0; i < used_; ++i) SetDirty(i);
+  }
+  if (config_.admission_threshold > 1) {
+    sketch_.Reset(slots_);
+    if (sketch.size() == sketch_.counters().size()) sketch_.Restore(sketch);
+  }
+  last_ = StepCounts{};
+}
+
+void DynamicShard::Mark() {
+  tracking_ = true;
+  dirty_.assign(static_cast<size_t>((slots_ + 63) / 64), 0);
+  tombstones_.clear();
 }
 
 bool DynamicShard::EvictsBefore(int32_t a, int32_t b) const {
@@ -56,6 +91,7 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
         sorted_.push_back({x, &x});
         continue;
       }
+      SetDirty(s);
       last_seen_[s] = now_;
       if (count_[s] != UINT32_MAX) ++count_[s];
       x = s;
@@ -113,6 +149,7 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
       slot = static_cast<int32_t>(used_++);
     } else if (v < victims_.size()) {
       slot = victims_[v++];
+      if (tracking_) tombstones_.push_back(ids_[slot]);
       index_.Erase(ids_[slot], ids_.data());
       ++last_.evicted;
     } else {
@@ -123,6 +160,7 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
     last_seen_[slot] = now_;
     count_[slot] = pending_count_[k];
     index_.Insert(pending_[k], slot, ids_.data());
+    SetDirty(slot);
     group_slot_[pending_group_[k]] = slot;
     init(slot, pending_[k]);
     ++last_.inserted;

@@ -50,6 +50,33 @@ class DynamicShard {
   // Bytes of the index, the per-slot metadata and the sketch.
   size_t metadata_bytes() const;
 
+  // What a checkpoint saves (docs/checkpoint-format.md): slots [0, size()) hold rows, each with
+  // its id, last-seen forward and count; forwards() is the forward counter the last-seen values
+  // are relative to.
+  int64_t forwards() const { return now_; }
+  std::span<const int64_t> ids() const { return {ids_.data(), static_cast<size_t>(used_)}; }
+  std::span<const int64_t> last_seen() const {
+    return {last_seen_.data(), static_cast<size_t>(used_)};
+  }
+  std::span<const uint32_t> counts() const { return {count_.data(), static_cast<size_t>(used_)}; }
+  const std::vector<uint16_t>& sketch() const { return sketch_.counters(); }
+  // A checkpoint's rows replace every row: ids[i] (distinct, at most slots()) takes slot i with
+  // its metadata, and the forward counter becomes `forwards`. `sketch` restores the admission
+  // counts when it has this shard's size; otherwise they start from zero. The caller writes the
+  // rows' weights and optimizer state.
+  void Restore(int64_t forwards, std::span<const int64_t> ids, std::span<const int64_t> last_seen,
+               std::span<const uint32_t> counts, const std::vector<uint16_t>& sketch);
+
+  // Delta tracking (docs/dynamic-tables.md, "Delta export"), off until the first Mark, which
+  // turns it on and forgets what changed before. From then on a slot is dirty when a training
+  // forward sees or inserts its id (a superset of the rows the optimizer changes), and each
+  // evicted id is appended to the tombstones (8 bytes per eviction until the next Mark). A
+  // Restore marks every restored row dirty and forgets the tombstones.
+  void Mark();
+  bool tracking() const { return tracking_; }
+  bool dirty(int64_t slot) const { return (dirty_[slot >> 6] >> (slot & 63)) & 1u; }
+  const std::vector<int64_t>& tombstones() const { return tombstones_; }
+
  private:
   // Whether slot a leaves before slot b under the eviction policy (ties by id).
   bool EvictsBefore(int32_t a, int32_t b) const;
@@ -64,6 +91,12 @@ class DynamicShard {
   std::vector<int64_t> last_seen_;  // per slot: the forward that last saw it
   std::vector<uint32_t> count_;     // per slot: occurrences since it got the slot (saturating)
   StepCounts last_, total_;
+  bool tracking_ = false;
+  std::vector<uint64_t> dirty_;  // one bit per slot, while tracking
+  std::vector<int64_t> tombstones_;
+  void SetDirty(int64_t slot) {
+    if (tracking_) dirty_[slot >> 6] |= uint64_t{1} << (slot & 63);
+  }
   // Scratch of Translate, reused. Each occurrence of an id without a row is kept with where it
   // is written back, so its slot (or the zero row) reaches it from the sorted walk.
   struct Occurrence {

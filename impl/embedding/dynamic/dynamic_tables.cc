@@ -38,6 +38,12 @@ void DynamicTables::Translate(const ExecContext& ctx, RoutedBatch& rb, ParamStor
   });
 }
 
+const DynamicShard* DynamicTables::Shard(int32_t local) const {
+  for (const Entry& e : shards_)
+    if (e.local == local) return &e.shard;
+  return nullptr;
+}
+
 bool DynamicTables::Stats(int32_t table, TableStats* out) const {
   if (!layout_->tables[table].dynamic) return false;
   *out = TableStats{};

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "impl/core/exec.h"
@@ -39,6 +40,11 @@ class DynamicTables {
   void Translate(const ExecContext& ctx, RoutedBatch& rb, ParamStore& params, uint64_t seed);
   // This rank's part of table `table`; false when it is not dynamic.
   bool Stats(int32_t table, TableStats* out) const;
+  // The shard of local shard `local` (an index into Layout::local); null when it is not dynamic.
+  const DynamicShard* Shard(int32_t local) const;
+  DynamicShard* Shard(int32_t local) {
+    return const_cast<DynamicShard*>(std::as_const(*this).Shard(local));
+  }
 
  private:
   struct Entry {

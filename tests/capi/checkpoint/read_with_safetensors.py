@@ -4,6 +4,9 @@
 Usage: read_with_safetensors.py DIR, where DIR holds what checkpoint_python_test.cc wrote:
 t1.safetensors (a table export), ckpt/ (a sharded checkpoint: manifest.json and per-rank
 safetensors files) and <table>.<tensor>.f32 (the expected values, raw little-endian fp32).
+read_with_safetensors.py --dynamic DIR reads what dynamic_checkpoint_test.cc wrote instead: ckpt/
+with dynamic tables, and per table <table>.ids.i64, <table>.rows.f32 (the expected row of each
+of those ids) and <table>.size (how many of them the checkpoint holds).
 
 Opens every file with the `safetensors` package (numpy backend) and checks: the export's tensors
 equal the expected values; every rank file's tensors match the manifest (dtype, shape, byte
@@ -36,7 +39,8 @@ try:
 except ImportError:
     HAVE_SAFETENSORS = False
 
-NP_DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
+NP_DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32}
+INT_DTYPES = ("I64", "I32")
 
 
 def bf16_to_f32(raw_u16):
@@ -59,6 +63,9 @@ def read_plain(path):
 
 
 def as_f32(dtype, shape, raw):
+    """fp32 for float tensors; integer tensors (a dynamic table's ids and metadata) stay int."""
+    if dtype in INT_DTYPES:
+        return np.frombuffer(raw, dtype=np.dtype(NP_DTYPES[dtype]).newbyteorder("<")).reshape(shape)
     if dtype == "BF16":
         return bf16_to_f32(np.frombuffer(raw, dtype="<u2")).reshape(shape)
     return np.frombuffer(raw, dtype=NP_DTYPES[dtype]).astype(np.float32).reshape(shape)
@@ -84,7 +91,7 @@ def load_tensors(path):
                 else:
                     t = f.get_tensor(name)
                     assert t.shape == shape, (name, t.shape, shape)
-                    out[name] = t.astype(np.float32)
+                    out[name] = t if dtype in INT_DTYPES else t.astype(np.float32)
                     assert np.array_equal(out[name], as_f32(dtype, shape, raw), equal_nan=True)
     else:
         for name, (dtype, shape, raw) in plain.items():
@@ -100,7 +107,56 @@ def bits_equal(a, b):
     return a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))
 
 
+def main_dynamic(d):
+    """Each dynamic table's id -> row map from its records, against the expected rows."""
+    print("reader:", "safetensors package" if HAVE_SAFETENSORS else "plain Python reader")
+    manifest = json.load(open(os.path.join(d, "ckpt", "manifest.json")))
+    tables = {t["name"]: t for t in manifest["tables"] if t.get("dynamic")}
+    assert tables, "no dynamic table in the manifest"
+    # Per table and row block (its first row): the ids, and the weights by column offset.
+    ids, cols = {}, {}
+    for f in manifest["files"]:
+        tensors, header = load_tensors(os.path.join(d, "ckpt", f["name"]))
+        for rec in f["records"]:
+            if rec["table"] not in tables:
+                continue
+            block = (rec["table"], rec["offsets"][0])
+            if rec["tensor"] == "ids":
+                assert block not in ids, f"two ids records for {block}"
+                ids[block] = tensors[rec["key"]]
+            elif rec["tensor"] == "weights":
+                rows, ncols = rec["shape"]
+                cols.setdefault(block, {})[rec["offsets"][1]] = tensors[rec["key"]].reshape(
+                    rows, ncols)
+    checked = 0
+    for name, t in tables.items():
+        got = {}
+        for (table, first), block_ids in ids.items():
+            if table != name:
+                continue
+            parts = cols[(table, first)]
+            rows = np.concatenate([parts[c] for c in sorted(parts)], axis=1)
+            assert rows.shape == (len(block_ids), t["dim"]), (name, first, rows.shape)
+            for i, x in enumerate(block_ids.tolist()):
+                assert x not in got, f"{name}: id {x} saved twice"
+                got[x] = rows[i]
+        want_ids = np.fromfile(os.path.join(d, f"{name}.ids.i64"), dtype="<i8")
+        want_rows = np.fromfile(os.path.join(d, f"{name}.rows.f32"), dtype="<f4").reshape(
+            len(want_ids), t["dim"])
+        want = dict(zip(want_ids.tolist(), want_rows))
+        size = int(open(os.path.join(d, f"{name}.size")).read())
+        assert len(got) == size, f"{name}: {len(got)} rows saved, {size} expected"
+        for x, row in got.items():
+            assert x in want, f"{name}: id {x} was never trained"
+            assert bits_equal(row, want[x]), f"{name}: row of id {x}"
+        checked += len(got)
+    print(f"ok: {checked} rows of {len(tables)} dynamic tables match by id")
+
+
 def main():
+    if sys.argv[1] == "--dynamic":
+        main_dynamic(sys.argv[2])
+        return
     d = sys.argv[1]
     print("reader:", "safetensors package" if HAVE_SAFETENSORS else "plain Python reader")
     manifest = json.load(open(os.path.join(d, "ckpt", "manifest.json")))

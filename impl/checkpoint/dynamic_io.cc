@@ -1,0 +1,348 @@
+// Saving and loading the rows of dynamic tables by id (dynamic_io.h). The records of a row block
+// are found by the block's first row (the record's row offset); every rank reads every block's
+// ids, because under a new plan any saved block may hold ids of any new block.
+#include "impl/checkpoint/dynamic_io.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "impl/checkpoint/copy.h"
+#include "impl/core/check.h"
+#include "impl/embedding/dynamic/placement.h"
+
+namespace shardrec::checkpoint {
+namespace {
+
+using embedding::ShardTensor;
+using embedding::dynamic::DynamicShard;
+
+// Per row block: {forward counter, live rows, slots}.
+constexpr const char* kMeta = "dynamic_meta";
+constexpr const char* kIds = "ids";
+constexpr const char* kLastSeen = "last_seen";
+constexpr const char* kCount = "count";
+constexpr const char* kAdmission = "admission";
+
+int32_t LocalOf(const embedding::Layout& layout, int32_t table, int32_t shard) {
+  for (size_t i = 0; i < layout.local.size(); ++i)
+    if (layout.local[i].table == table && layout.local[i].shard == shard)
+      return static_cast<int32_t>(i);
+  return -1;
+}
+
+// A 1-D record of the row block that starts at t's first row. Per-row vectors have the table's
+// full rows (a block has at most its slots live); the others are no block of a table tensor, and
+// their full rows just reach their end.
+DynamicSource Vector(const ShardTensor& t, const char* tensor, DType dtype, int64_t rows,
+                     const void* data) {
+  DynamicSource s;
+  Record& r = s.rec;
+  r.table = t.table_name;
+  r.tensor = tensor;
+  r.dtype = dtype;
+  r.vector = true;
+  r.full_rows = std::max(t.full_rows, t.row_offset + rows);
+  r.full_cols = 1;
+  r.row_offset = t.row_offset;
+  r.rows = rows;
+  r.cols = 1;
+  r.key = StrCat(t.table_name, "/", tensor, "/r", t.row_offset, "_c0");
+  s.data = static_cast<const uint8_t*>(data);
+  s.row_stride_bytes = static_cast<int64_t>(DTypeSize(dtype));
+  return s;
+}
+
+// Copies `v` widened to `T` into owned memory.
+template <typename T, typename S>
+const void* Widen(const S& v, std::deque<std::vector<uint8_t>>* owned) {
+  std::vector<uint8_t>& b = owned->emplace_back(v.size() * sizeof(T));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const T x = static_cast<T>(v[i]);
+    std::memcpy(b.data() + i * sizeof(T), &x, sizeof(T));
+  }
+  return b.data();
+}
+
+struct SavedBlock {
+  int64_t forwards = 0, rows = 0, slots = 0;
+  std::map<std::string, std::pair<size_t, size_t>> vectors;  // tensor -> (file, record)
+  std::map<std::string, std::vector<std::pair<size_t, size_t>>> tensors;  // weights and states
+  std::vector<int64_t> ids, last_seen, count;
+};
+
+// Reads a whole 1-D record of `dtype` into `out`, verifying every chunk.
+template <typename T>
+Status ReadVector(const ReadableFile& file, const std::string& path, const Record& rec, DType dtype,
+                  std::vector<T>* out) {
+  if (rec.dtype != dtype || rec.cols != 1 || rec.rows < 0 || DTypeSize(dtype) != sizeof(T))
+    return Status::Corrupt(path, ": record ", rec.key, " is not a ", DTypeName(dtype), " vector");
+  out->assign(static_cast<size_t>(rec.rows), T{});
+  const Target dst{dtype, rec.row_offset, rec.col_offset, rec.rows, 1, out->data(), 1};
+  std::vector<uint8_t> buffer;
+  return CopyOverlap(file, path, rec, dst, &buffer);
+}
+
+}  // namespace
+
+void AppendDynamicSources(const embedding::EmbeddingCollection& coll, const ShardTensor& t,
+                          std::deque<std::vector<uint8_t>>* owned,
+                          std::vector<DynamicSource>* out) {
+  const int32_t local = LocalOf(coll.layout(), t.table, t.shard);
+  const DynamicShard* shard = coll.dynamic_tables().Shard(local);
+  SR_CHECK(shard != nullptr);
+  const int64_t n = shard->size();
+  if (t.kind == embedding::ParamKind::kWeights && t.col_offset == 0) {
+    const int64_t meta[3] = {shard->forwards(), n, shard->slots()};
+    std::vector<uint8_t>& b = owned->emplace_back(sizeof(meta));
+    std::memcpy(b.data(), meta, sizeof(meta));
+    out->push_back(Vector(t, kMeta, DType::kInt64, 3, b.data()));
+    if (n > 0) {
+      out->push_back(Vector(t, kIds, DType::kInt64, n, shard->ids().data()));
+      out->push_back(Vector(t, kLastSeen, DType::kInt64, n, shard->last_seen().data()));
+      out->push_back(Vector(t, kCount, DType::kInt64, n, Widen<int64_t>(shard->counts(), owned)));
+    }
+    const std::vector<uint16_t>& sketch = shard->sketch();
+    if (!sketch.empty())
+      out->push_back(Vector(t, kAdmission, DType::kInt32, static_cast<int64_t>(sketch.size()),
+                            Widen<int32_t>(sketch, owned)));
+  }
+  if (n == 0) return;
+  DynamicSource s;
+  Record& r = s.rec;
+  r.table = t.table_name;
+  r.tensor = t.name;
+  r.dtype = t.dtype;
+  r.vector = t.kind == embedding::ParamKind::kOptimizerState && t.full_cols == 1 && t.cols == 1;
+  r.full_rows = t.full_rows;
+  r.full_cols = t.full_cols;
+  r.row_offset = t.row_offset;
+  r.col_offset = t.col_offset;
+  r.rows = n;  // slots [0, n) are the live rows, in slot order like the ids
+  r.cols = t.cols;
+  r.key = StrCat(t.table_name, "/", t.name, "/r", t.row_offset, "_c", t.col_offset);
+  s.data = static_cast<const uint8_t*>(t.data);
+  s.row_stride_bytes = t.row_stride * static_cast<int64_t>(DTypeSize(t.dtype));
+  out->push_back(std::move(s));
+}
+
+// One local dynamic shard's staged rows.
+struct DynamicLoad::Shard {
+  int32_t local = 0;
+  int64_t forwards = 0;
+  std::vector<int64_t> ids, last_seen;
+  std::vector<uint32_t> counts;
+  std::vector<uint16_t> sketch;
+  // Weights and each optimizer state: packed staged rows and their destination.
+  struct Tensor {
+    std::vector<uint8_t> rows;
+    size_t row_bytes = 0;
+    uint8_t* dst = nullptr;
+    size_t dst_stride = 0;  // bytes
+    bool zero = false;      // a reset optimizer state: zeroed, not read
+  };
+  std::vector<Tensor> tensors;  // weights first, then the states in StateSpec order
+};
+
+DynamicLoad::DynamicLoad() = default;
+DynamicLoad::~DynamicLoad() = default;
+
+void DynamicLoad::Needed(const Manifest& m, std::vector<std::pair<size_t, size_t>>* out) {
+  std::set<std::string> dynamic;
+  for (const TableEntry& t : m.tables)
+    if (t.dynamic) dynamic.insert(t.name);
+  for (size_t f = 0; f < m.files.size(); ++f)
+    for (size_t r = 0; r < m.files[f].records.size(); ++r)
+      if (dynamic.count(m.files[f].records[r].table)) out->push_back({f, r});
+}
+
+Status DynamicLoad::Read(embedding::EmbeddingCollection& coll, const Manifest& m,
+                         const std::vector<std::unique_ptr<ReadableFile>>& files,
+                         const std::string& dir, const std::set<std::string>& reset) {
+  const embedding::Layout& layout = coll.layout();
+  const sharding::Plan& plan = coll.plan();
+  const std::vector<ShardTensor> tensors = coll.ShardTensors();
+  auto path = [&](size_t f) { return dir + "/" + m.files[f].name; };
+  auto record = [&](std::pair<size_t, size_t> at) -> const Record& {
+    return m.files[at.first].records[at.second];
+  };
+  for (size_t ti = 0; ti < plan.tables.size(); ++ti) {
+    const embedding::TableLayout& tl = layout.tables[ti];
+    if (!tl.dynamic) continue;
+    const std::string& name = plan.tables[ti].name;
+    std::vector<int32_t> locals;
+    for (size_t i = 0; i < layout.local.size(); ++i)
+      if (layout.local[i].table == static_cast<int32_t>(ti))
+        locals.push_back(static_cast<int32_t>(i));
+    if (locals.empty()) continue;
+
+    // The saved blocks, by first row, with their metadata and ids.
+    std::map<int64_t, SavedBlock> blocks;
+    for (size_t f = 0; f < m.files.size(); ++f) {
+      for (size_t r = 0; r < m.files[f].records.size(); ++r) {
+        const Record& rec = m.files[f].records[r];
+        if (rec.table != name) continue;
+        SavedBlock& b = blocks[rec.row_offset];
+        if (rec.tensor == kMeta || rec.tensor == kIds || rec.tensor == kLastSeen ||
+            rec.tensor == kCount || rec.tensor == kAdmission) {
+          if (!b.vectors.emplace(rec.tensor, std::make_pair(f, r)).second)
+            return Status::Corrupt("checkpoint: dynamic table ", name, " has two ", rec.tensor,
+                                   " records for the row block at row ", rec.row_offset);
+        } else {
+          b.tensors[rec.tensor].push_back({f, r});
+        }
+      }
+    }
+    int64_t forwards = -1;
+    for (auto& [offset, b] : blocks) {
+      auto meta = b.vectors.find(kMeta);
+      if (meta == b.vectors.end())
+        return Status::Corrupt("checkpoint: dynamic table ", name, ": the row block at row ",
+                               offset, " has records but no ", kMeta);
+      std::vector<int64_t> v;
+      SR_RETURN_IF_ERROR(ReadVector(*files[meta->second.first], path(meta->second.first),
+                                    record(meta->second), DType::kInt64, &v));
+      if (v.size() != 3 || v[1] < 0 || v[1] > v[2] || v[0] < 0 ||
+          (forwards >= 0 && v[0] != forwards))
+        return Status::Corrupt("checkpoint: dynamic table ", name, ": the ", kMeta,
+                               " record of the row block at row ", offset, " is inconsistent");
+      forwards = v[0];
+      b.forwards = v[0];
+      b.rows = v[1];
+      b.slots = v[2];
+      if (b.rows == 0) continue;
+      for (auto [tensor, out] : {std::pair{kIds, &b.ids}, std::pair{kLastSeen, &b.last_seen},
+                                 std::pair{kCount, &b.count}}) {
+        auto it = b.vectors.find(tensor);
+        if (it == b.vectors.end() || record(it->second).rows != b.rows)
+          return Status::Corrupt("checkpoint: dynamic table ", name, ": the row block at row ",
+                                 offset, " lacks a ", tensor, " record of ", b.rows, " rows");
+        SR_RETURN_IF_ERROR(ReadVector(*files[it->second.first], path(it->second.first),
+                                      record(it->second), DType::kInt64, out));
+      }
+    }
+    if (forwards < 0)
+      return Status::Corrupt("checkpoint: dynamic table ", name, " has no row blocks");
+    // The admission counts are kept only when the blocks are the same (same first rows and
+    // slots), so each block's counts are those of the same ids.
+    bool same_blocks = blocks.size() == tl.blocks.size();
+    for (size_t k = 0; k < tl.blocks.size() && same_blocks; ++k) {
+      auto it = blocks.find(tl.blocks[k].row_offset);
+      same_blocks = it != blocks.end() && it->second.slots == tl.blocks[k].rows;
+    }
+
+    const int32_t num_blocks = static_cast<int32_t>(tl.blocks.size());
+    for (int32_t li : locals) {
+      const embedding::LocalShard& ls = layout.local[li];
+      int32_t k = 0;
+      while (k < num_blocks && tl.blocks[k].row_offset != ls.row_offset) ++k;
+      SR_CHECK(k < num_blocks);
+      Shard sh;
+      sh.local = li;
+      sh.forwards = forwards;
+      // The destinations: weights, then each state.
+      const auto& specs = tl.state_specs;
+      sh.tensors.resize(1 + specs.size());
+      for (const ShardTensor& t : tensors) {
+        if (t.table != static_cast<int32_t>(ti) || t.shard != ls.shard) continue;
+        size_t slot = 0;
+        if (t.kind != embedding::ParamKind::kWeights) {
+          while (slot < specs.size() && specs[slot].name != t.name) ++slot;
+          SR_CHECK(slot < specs.size());
+          ++slot;
+        }
+        Shard::Tensor& d = sh.tensors[slot];
+        d.row_bytes = static_cast<size_t>(t.cols) * DTypeSize(t.dtype);
+        d.dst = static_cast<uint8_t*>(t.data);
+        d.dst_stride = static_cast<size_t>(t.row_stride) * DTypeSize(t.dtype);
+        d.zero = slot > 0 && reset.count(name) > 0;
+      }
+      std::vector<uint8_t> buf, chunk;
+      std::vector<int64_t> pick;
+      for (auto& [offset, b] : blocks) {
+        pick.clear();
+        for (int64_t i = 0; i < b.rows; ++i)
+          if (embedding::dynamic::BlockOfId(b.ids[i], num_blocks) == k) pick.push_back(i);
+        if (pick.empty()) continue;
+        for (int64_t i : pick) {
+          sh.ids.push_back(b.ids[i]);
+          sh.last_seen.push_back(b.last_seen[i]);
+          if (b.count[i] < 0 || b.count[i] > UINT32_MAX)
+            return Status::Corrupt("checkpoint: dynamic table ", name, ": a count is out of range");
+          sh.counts.push_back(static_cast<uint32_t>(b.count[i]));
+        }
+        for (size_t slot = 0; slot < sh.tensors.size(); ++slot) {
+          Shard::Tensor& d = sh.tensors[slot];
+          if (d.zero) {
+            d.rows.resize(d.rows.size() + pick.size() * d.row_bytes, 0);
+            continue;
+          }
+          const bool weights = slot == 0;
+          const bool row_wise = !weights && specs[slot - 1].row_wise;
+          const std::string tensor = weights ? "weights" : specs[slot - 1].name;
+          const DType dtype = weights ? ls.dtype : DType::kFloat32;
+          const int64_t cols = row_wise ? 1 : ls.cols;
+          buf.assign(static_cast<size_t>(b.rows) * d.row_bytes, 0);
+          const Target dst{dtype,      offset, row_wise ? 0 : ls.col_offset, b.rows, cols,
+                           buf.data(), cols};
+          int64_t covered = 0;
+          for (const auto& at : b.tensors[tensor]) {
+            const Record& rec = record(at);
+            if (rec.rows != b.rows)
+              return Status::Corrupt(path(at.first), ": record ", rec.key, " has ", rec.rows,
+                                     " rows, its row block ", b.rows);
+            const int64_t area = OverlapArea(rec, dst);
+            if (area == 0) continue;
+            covered += area;
+            SR_RETURN_IF_ERROR(CopyOverlap(*files[at.first], path(at.first), rec, dst, &chunk));
+          }
+          if (covered != b.rows * cols)
+            return Status::Corrupt("checkpoint: dynamic table ", name, ": the ", tensor,
+                                   " records of the row block at row ", offset,
+                                   " do not cover columns ", dst.col_offset, "..",
+                                   dst.col_offset + cols - 1);
+          for (int64_t i : pick)
+            d.rows.insert(d.rows.end(), buf.begin() + i * static_cast<int64_t>(d.row_bytes),
+                          buf.begin() + (i + 1) * static_cast<int64_t>(d.row_bytes));
+        }
+      }
+      const int64_t slots = ls.rows - 1;  // the zero row is not a slot
+      if (static_cast<int64_t>(sh.ids.size()) > slots)
+        return Status::InvalidArgument("checkpoint: dynamic table ", name, " has ", sh.ids.size(),
+                                       " saved rows whose ids belong to its row block at row ",
+                                       ls.row_offset, ", which has ", slots,
+                                       " slots in this plan (raise the table's capacity)");
+      if (same_blocks && plan.tables[ti].dynamic.admission_threshold > 1) {
+        auto it = blocks[ls.row_offset].vectors.find(kAdmission);
+        if (it != blocks[ls.row_offset].vectors.end()) {
+          std::vector<int32_t> v;
+          SR_RETURN_IF_ERROR(ReadVector(*files[it->second.first], path(it->second.first),
+                                        record(it->second), DType::kInt32, &v));
+          for (int32_t x : v) {
+            if (x < 0 || x > UINT16_MAX)
+              return Status::Corrupt("checkpoint: dynamic table ", name,
+                                     ": an admission count is out of range");
+            sh.sketch.push_back(static_cast<uint16_t>(x));
+          }
+        }
+      }
+      shards_.push_back(std::move(sh));
+    }
+  }
+  return Status::Ok();
+}
+
+void DynamicLoad::Commit(embedding::EmbeddingCollection& coll) {
+  for (const Shard& sh : shards_) {
+    DynamicShard* shard = coll.mutable_dynamic_tables().Shard(sh.local);
+    SR_CHECK(shard != nullptr);
+    shard->Restore(sh.forwards, sh.ids, sh.last_seen, sh.counts, sh.sketch);
+    for (const Shard::Tensor& d : sh.tensors) {
+      for (size_t i = 0; i < sh.ids.size(); ++i)
+        std::memcpy(d.dst + i * d.dst_stride, d.rows.data() + i * d.row_bytes, d.row_bytes);
+    }
+  }
+  shards_.clear();
+}
+
+}  // namespace shardrec::checkpoint

@@ -1,0 +1,62 @@
+// Checkpoints of dynamic tables (docs/checkpoint-format.md, "Dynamic tables"): each row block's
+// live rows are saved as records keyed by id, and a load hashes every saved id to its row block
+// under the new plan, so rows follow their ids to new owners at any world size.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "impl/checkpoint/format.h"
+#include "impl/core/status.h"
+#include "impl/embedding/collection.h"
+
+namespace shardrec::checkpoint {
+
+// A record of a dynamic table to write and where its rows are (host memory).
+struct DynamicSource {
+  Record rec;
+  const uint8_t* data = nullptr;
+  int64_t row_stride_bytes = 0;
+};
+
+// The records of one shard tensor `t` of a dynamic table (not a duplicate): its live rows (none
+// when the shard is empty), and for a shard's weights at column 0 also the block's ids, last-seen
+// forwards, counts, admission counters and its "dynamic_meta" record. Values that are not rows of
+// the shard (metadata widened to 64 bits) live in `owned`, which must outlive the write.
+void AppendDynamicSources(const embedding::EmbeddingCollection& coll,
+                          const embedding::ShardTensor& t, std::deque<std::vector<uint8_t>>* owned,
+                          std::vector<DynamicSource>* out);
+
+// The rows of the checkpoint's dynamic tables that this rank's dynamic shards will hold, read and
+// verified before anything changes (a load is all-or-nothing for dynamic tables in every mode).
+class DynamicLoad {
+ public:
+  DynamicLoad();
+  ~DynamicLoad();
+
+  // The (file, record) indices of every record of a dynamic table in `m`, to be opened.
+  static void Needed(const Manifest& m, std::vector<std::pair<size_t, size_t>>* out);
+
+  // Reads every saved block of each dynamic table with a local shard, keeps the ids whose row
+  // block under this collection's plan is a local one, and stages their rows, optimizer states
+  // (not for tables in `reset`) and metadata. Changes nothing. kInvalidArgument when a local
+  // shard would receive more rows than it has slots; kCorrupt for missing or inconsistent
+  // records or a failed checksum; kIo.
+  Status Read(embedding::EmbeddingCollection& coll, const Manifest& m,
+              const std::vector<std::unique_ptr<ReadableFile>>& files, const std::string& dir,
+              const std::set<std::string>& reset);
+
+  // Replaces every local dynamic shard's rows with the staged ones (memory copies: cannot fail).
+  void Commit(embedding::EmbeddingCollection& coll);
+
+ private:
+  struct Shard;
+  std::vector<Shard> shards_;
+};
+
+}  // namespace shardrec::checkpoint

@@ -1,0 +1,168 @@
+// Delta export (delta.h): each rank serialises its shards' dirty rows (each column shard its
+// columns) and its column-0 shards' tombstones, every rank gathers every rank's part and merges
+// the columns of each id's row.
+#include "impl/embedding/dynamic/delta.h"
+
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "impl/core/half.h"
+#include "impl/embedding/collection.h"
+
+namespace shardrec::embedding::dynamic {
+namespace {
+
+float Widen(const uint8_t* p, DType t) {
+  uint16_t h;
+  switch (t) {
+    case DType::kFloat16:
+      std::memcpy(&h, p, 2);
+      return HalfToFloat(h);
+    case DType::kBFloat16:
+      std::memcpy(&h, p, 2);
+      return BFloat16ToFloat(h);
+    default: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+  }
+}
+
+template <typename T>
+void Put(std::vector<uint8_t>* b, T v) {
+  const size_t at = b->size();
+  b->resize(at + sizeof(T));
+  std::memcpy(b->data() + at, &v, sizeof(T));
+}
+
+template <typename T>
+T Get(const uint8_t*& p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  p += sizeof(T);
+  return v;
+}
+
+}  // namespace
+
+Status MarkDelta(EmbeddingCollection& coll, int32_t table) {
+  const Layout& layout = coll.layout();
+  if (!layout.tables[table].dynamic)
+    return Status::InvalidArgument("table '", layout.plan->tables[table].name, "' is not dynamic");
+  for (size_t i = 0; i < layout.local.size(); ++i)
+    if (layout.local[i].table == table)
+      coll.mutable_dynamic_tables().Shard(static_cast<int32_t>(i))->Mark();
+  return Status::Ok();
+}
+
+namespace {
+
+// Every row, or the changed ones and the tombstones since the marks.
+Status Gather(EmbeddingCollection& coll, int32_t table, bool every_row, Delta* out) {
+  const Layout& layout = coll.layout();
+  const std::string& name = layout.plan->tables[table].name;
+  if (!layout.tables[table].dynamic)
+    return Status::InvalidArgument("table '", name, "' is not dynamic");
+  const int64_t dim = layout.plan->tables[table].dim;
+  comm::Communicator& comm = coll.comm();
+  // This rank's part: per entry (id, first column, columns, values), then the tombstones.
+  Status local = Status::Ok();
+  if (coll.input_dist_pending())
+    local = Status::InvalidUsage("cannot export rows of dynamic table '", name,
+                                 "' while an input distribution is pending");
+  std::vector<uint8_t> mine;
+  int64_t entries = 0;
+  std::vector<int64_t> tombs;
+  const std::vector<ShardTensor> tensors = coll.ShardTensors();
+  for (size_t i = 0; i < layout.local.size() && local.ok(); ++i) {
+    const LocalShard& ls = layout.local[i];
+    if (ls.table != table) continue;
+    const DynamicShard* shard = coll.dynamic_tables().Shard(static_cast<int32_t>(i));
+    if (!every_row && !shard->tracking()) {
+      local = Status::InvalidUsage("dynamic table '", name,
+                                   "' has no mark on this rank: call "
+                                   "shardrec_embedding_dynamic_mark on every rank first");
+      break;
+    }
+    const uint8_t* weights = nullptr;
+    for (const ShardTensor& t : tensors)
+      if (t.table == table && t.shard == ls.shard && t.kind == ParamKind::kWeights)
+        weights = static_cast<const uint8_t*>(t.data);
+    const size_t es = DTypeSize(ls.dtype);
+    for (int64_t s = 0; s < shard->size(); ++s) {
+      if (!every_row && !shard->dirty(s)) continue;
+      Put<int64_t>(&mine, shard->ids()[static_cast<size_t>(s)]);
+      Put<int32_t>(&mine, ls.col_offset);
+      Put<int32_t>(&mine, ls.cols);
+      const uint8_t* row = weights + static_cast<size_t>(s) * ls.cols * es;
+      for (int32_t c = 0; c < ls.cols; ++c) Put<float>(&mine, Widen(row + c * es, ls.dtype));
+      ++entries;
+    }
+    if (!every_row && ls.col_offset == 0)
+      tombs.insert(tombs.end(), shard->tombstones().begin(), shard->tombstones().end());
+  }
+  // Agree first, so no rank waits in the exchange for a rank that failed.
+  int32_t failed = local.ok() ? 0 : 1;
+  SR_RETURN_IF_ERROR(comm.AllReduce(&failed, &failed, 1, DType::kInt32, comm::ReduceOp::kMax));
+  SR_RETURN_IF_ERROR(local);
+  if (failed != 0)
+    return Status::InvalidUsage("another rank could not export the delta of dynamic table '", name,
+                                "' (see its error)");
+  std::vector<uint8_t> blob;
+  Put<int64_t>(&blob, entries);
+  Put<int64_t>(&blob, static_cast<int64_t>(tombs.size()));
+  blob.insert(blob.end(), mine.begin(), mine.end());
+  for (int64_t x : tombs) Put<int64_t>(&blob, x);
+
+  const int n = comm.Size();
+  uint64_t my_size = blob.size();
+  std::vector<uint64_t> sizes64(static_cast<size_t>(n));
+  const std::vector<size_t> ones(static_cast<size_t>(n), 1);
+  SR_RETURN_IF_ERROR(comm.AllGatherV(&my_size, 1, sizes64.data(), ones, DType::kInt64));
+  std::vector<size_t> sizes(sizes64.begin(), sizes64.end());
+  size_t total = 0;
+  for (size_t x : sizes) total += x;
+  std::vector<uint8_t> all(total);
+  SR_RETURN_IF_ERROR(comm.AllGatherV(blob.data(), blob.size(), all.data(), sizes, DType::kUInt8));
+
+  std::map<int64_t, std::vector<float>> rows;
+  std::set<int64_t> evicted;
+  const uint8_t* p = all.data();
+  for (int r = 0; r < n; ++r) {
+    const int64_t ne = Get<int64_t>(p), nt = Get<int64_t>(p);
+    for (int64_t e = 0; e < ne; ++e) {
+      const int64_t id = Get<int64_t>(p);
+      const int32_t c0 = Get<int32_t>(p), nc = Get<int32_t>(p);
+      std::vector<float>& row = rows[id];
+      row.resize(static_cast<size_t>(dim));
+      std::memcpy(row.data() + c0, p, static_cast<size_t>(nc) * sizeof(float));
+      p += static_cast<size_t>(nc) * sizeof(float);
+    }
+    for (int64_t t = 0; t < nt; ++t) evicted.insert(Get<int64_t>(p));
+  }
+  out->ids.clear();
+  out->rows.clear();
+  out->tombstones.clear();
+  for (const auto& [id, row] : rows) {
+    out->ids.push_back(id);
+    out->rows.insert(out->rows.end(), row.begin(), row.end());
+  }
+  // An id evicted and then given a row again is a changed row, not a tombstone.
+  for (int64_t id : evicted)
+    if (!rows.count(id)) out->tombstones.push_back(id);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status GatherDelta(EmbeddingCollection& coll, int32_t table, Delta* out) {
+  return Gather(coll, table, false, out);
+}
+
+Status GatherRows(EmbeddingCollection& coll, int32_t table, Delta* out) {
+  return Gather(coll, table, true, out);
+}
+
+}  // namespace shardrec::embedding::dynamic

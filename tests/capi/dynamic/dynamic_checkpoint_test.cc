@@ -1,0 +1,325 @@
+// Checkpoints of dynamic tables through the C API: a checkpoint saved at world 1, 2 or 4 loads
+// under another world and plan (table-wise, row-wise, column-wise) with every row bit-exact
+// (probed by a forward of one id per bag), and training then goes on as the original's; at the
+// same plan with eviction and admission it goes on bit-exactly; a corrupt file or too small a
+// capacity fails on every rank and changes nothing.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "shardrec/checkpoint.h"
+#include "tests/capi/dynamic/dynamic_stream.h"
+#include "tests/capi/dynamic/dynamic_test_util.h"
+#include "tests/support/spawn_ranks.h"
+
+namespace shardrec::testing {
+namespace {
+
+constexpr int32_t kSteps = 6;  // the stream: a checkpoint after kSaveAt steps
+constexpr int32_t kSaveAt = 3;
+
+struct Side {
+  int32_t world;
+  int32_t sharding;
+  int64_t capacity;
+};
+
+// What one run does, in order: create; maybe load `load`; train steps [from, mid); maybe try to
+// load `bad` (which must fail); maybe save to `save`; probe; train steps [mid, to).
+struct RunSpec {
+  std::string load, bad, save;
+  int32_t from = 0, mid = 0, to = 0;
+  shardrec_status_t bad_code = SHARDREC_OK;  // what loading `bad` returns on every rank
+  const shardrec_checkpoint_options_t* load_options = nullptr;
+};
+
+struct Result {
+  std::vector<std::vector<float>> out;  // per trained step, the global output
+  std::vector<float> probe;
+  int64_t evicted = 0;              // rows evicted over the whole run, every rank and table
+  std::vector<int64_t> saved_size;  // per table, its rows when it was saved
+};
+
+Result RunSide(DynScenario s, const Side& side, const Stream& st, const RunSpec& spec) {
+  s.base.world = s.base.ranks_per_node = side.world;
+  s.base.sharding = {side.sharding, side.sharding};
+  for (RefTable& t : s.base.tables) t.rows = side.capacity;
+  const int64_t dim = DynOutputDim(s);
+  Result res;
+  res.out.assign(static_cast<size_t>(spec.to - spec.from),
+                 std::vector<float>(static_cast<size_t>(kGlobalBatch * dim)));
+  res.probe.assign(static_cast<size_t>(st.probe.batch_size * dim), 0.0f);
+  PlanPtr plan = MakeDynPlan(s);
+  if (plan == nullptr) return res;
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+  std::vector<int64_t> evicted(static_cast<size_t>(side.world), 0);
+  std::vector<std::vector<int64_t>> sizes(static_cast<size_t>(side.world),
+                                          std::vector<int64_t>(2, 0));
+  SpawnRanks(side.world, [&](int r) {
+    shardrec_embedding_options_t o;
+    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+    o.seed = s.base.seed;
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(side.world, r), &opt, &o),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr coll(c);
+    // Runs a global batch's slice; returns this rank's output rows in the global output.
+    auto forward = [&](const RefBatch& global, float* global_out) {
+      const RefBatch b = Slice(global, side.world, r);
+      KjtHolder kjt(b, 3, false);
+      std::vector<float> out(static_cast<size_t>(b.batch_size * dim));
+      ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+                SHARDREC_OK)
+          << "rank " << r << ": " << shardrec_last_error();
+      const int64_t lo = global.batch_size * r / side.world;
+      std::copy(out.begin(), out.end(), global_out + lo * dim);
+    };
+    auto train = [&](int32_t step) {
+      forward(st.batches[step], res.out[static_cast<size_t>(step - spec.from)].data());
+      const int64_t lo = kGlobalBatch * r / side.world, hi = kGlobalBatch * (r + 1) / side.world;
+      // The collection averages gradients over the ranks: world x the sample's gradient makes
+      // every world train on the same sums (an exact scaling by 1, 2 or 4).
+      std::vector<float> g(st.grads[step].begin() + lo * dim, st.grads[step].begin() + hi * dim);
+      for (float& x : g) x *= static_cast<float>(side.world);
+      ASSERT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_OK)
+          << "rank " << r << ": " << shardrec_last_error();
+    };
+    if (!spec.load.empty()) {
+      ASSERT_EQ(shardrec_checkpoint_load(c, spec.load.c_str(), spec.load_options), SHARDREC_OK)
+          << "rank " << r << ": " << shardrec_last_error();
+    }
+    for (int32_t step = spec.from; step < spec.mid; ++step) train(step);
+    if (!spec.bad.empty()) {
+      EXPECT_EQ(shardrec_checkpoint_load(c, spec.bad.c_str(), nullptr), spec.bad_code)
+          << "rank " << r << ": " << shardrec_last_error();
+    }
+    if (!spec.save.empty()) {
+      ASSERT_EQ(shardrec_checkpoint_save(c, spec.save.c_str(), nullptr), SHARDREC_OK)
+          << "rank " << r << ": " << shardrec_last_error();
+      for (int t = 0; t < 2; ++t) {
+        shardrec_dynamic_table_stats_t stats;
+        shardrec_dynamic_table_stats_init(&stats, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+        ASSERT_EQ(shardrec_embedding_dynamic_stats(c, t == 0 ? "t0" : "t1", &stats), SHARDREC_OK);
+        sizes[static_cast<size_t>(r)][static_cast<size_t>(t)] = stats.size;
+      }
+    }
+    forward(st.probe, res.probe.data());
+    for (int32_t step = spec.mid; step < spec.to; ++step) train(step);
+    for (const char* table : {"t0", "t1"}) {
+      shardrec_dynamic_table_stats_t stats;
+      shardrec_dynamic_table_stats_init(&stats, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+      ASSERT_EQ(shardrec_embedding_dynamic_stats(c, table, &stats), SHARDREC_OK);
+      evicted[static_cast<size_t>(r)] += stats.total_evicted;
+    }
+  });
+  res.evicted = std::accumulate(evicted.begin(), evicted.end(), int64_t{0});
+  res.saved_size.assign(2, 0);
+  for (const auto& per_rank : sizes)
+    for (int t = 0; t < 2; ++t)
+      res.saved_size[static_cast<size_t>(t)] += per_rank[static_cast<size_t>(t)];
+  return res;
+}
+
+std::string Dir(const std::string& tag) {
+  const std::string d = ::testing::TempDir() + "shardrec_dyn_ckpt_" + tag;
+  std::filesystem::remove_all(d);
+  return d;
+}
+
+void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, float tol,
+                const std::string& what) {
+  std::string first;
+  EXPECT_EQ(CountMismatches(got, want, tol, tol == 0.0f ? 0.0f : 1e-6f, &first), 0u)
+      << what << ": " << first;
+}
+
+std::string Name(const Side& s) {
+  const char* kind = s.sharding == SHARDREC_SHARDING_TABLE_WISE ? "TW"
+                     : s.sharding == SHARDREC_SHARDING_ROW_WISE ? "RW"
+                                                                : "CW";
+  return std::string(kind) + "@" + std::to_string(s.world);
+}
+
+// Saved at every world of {1, 2, 4} and plan, loaded at every other: the probe (every id's row,
+// through a SUM or single-id MEAN bag) is bit-exact, and the continued training equals the
+// original's continued training (to the fixed tables' tolerance across worlds: sums of
+// gradients run in another order; bit-exact at the same world and plan).
+TEST(DynamicCheckpoint, ReshardsAcrossWorldsAndPlans) {
+  const std::vector<Side> sides = {{1, SHARDREC_SHARDING_TABLE_WISE, 64},
+                                   {2, SHARDREC_SHARDING_ROW_WISE, 64},
+                                   {4, SHARDREC_SHARDING_ROW_WISE, 96},
+                                   {2, SHARDREC_SHARDING_COLUMN_WISE, 48},
+                                   {4, SHARDREC_SHARDING_TABLE_WISE, 64}};
+  for (int32_t optimizer : {SHARDREC_OPTIMIZER_ADAM, SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD}) {
+    DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, optimizer, 64, 24);
+    const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
+    for (size_t a = 0; a < sides.size(); ++a) {
+      const std::string dir = Dir("reshard_" + std::to_string(a));
+      const Result orig = RunSide(s, sides[a], st, {"", "", dir, 0, kSaveAt, kSteps});
+      for (size_t b = 0; b < sides.size(); ++b) {
+        if (b != a && b != (a + 1) % sides.size() && b != (a + 2) % sides.size()) continue;
+        const std::string what = "optimizer " + std::to_string(optimizer) + ", saved at " +
+                                 Name(sides[a]) + ", loaded at " + Name(sides[b]);
+        const Result got = RunSide(s, sides[b], st, {dir, "", "", kSaveAt, kSaveAt, kSteps});
+        ExpectNear(got.probe, orig.probe, 0.0f, what + ", probe");
+        const float tol = b == a ? 0.0f : 1e-5f;
+        for (int32_t step = kSaveAt; step < kSteps; ++step)
+          ExpectNear(got.out[static_cast<size_t>(step - kSaveAt)],
+                     orig.out[static_cast<size_t>(step)], tol,
+                     what + ", step " + std::to_string(step));
+      }
+    }
+  }
+}
+
+// At capacity with LRU / LFU eviction and an admission threshold: the same plan's load goes on
+// bit-exactly (last-seen forwards, counts, the forward counter and the admission counts are
+// restored).
+TEST(DynamicCheckpoint, SamePlanWithEvictionAndAdmissionIsBitExact) {
+  for (int32_t eviction : {SHARDREC_EVICTION_LRU, SHARDREC_EVICTION_LFU, SHARDREC_EVICTION_TTL}) {
+    DynScenario s =
+        MakeDynScenario(1, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAGRAD, 12, 24);
+    for (auto& d : s.dynamic) {
+      d.eviction = eviction;
+      d.admission_threshold = 2;
+      d.ttl_steps = 1;
+    }
+    const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
+    const Side side{2, SHARDREC_SHARDING_ROW_WISE, 12};
+    const std::string dir = Dir("evict");
+    const Result orig = RunSide(s, side, st, {"", "", dir, 0, kSaveAt, kSteps});
+    const Result got = RunSide(s, side, st, {dir, "", "", kSaveAt, kSaveAt, kSteps});
+    const std::string what = "eviction " + std::to_string(eviction);
+    EXPECT_GT(orig.evicted, 0) << what;  // the continued run evicts rows
+    ExpectNear(got.probe, orig.probe, 0.0f, what + ", probe");
+    for (int32_t step = kSaveAt; step < kSteps; ++step)
+      ExpectNear(got.out[static_cast<size_t>(step - kSaveAt)], orig.out[static_cast<size_t>(step)],
+                 0.0f, what + ", step " + std::to_string(step));
+  }
+}
+
+// bf16 of x, rounded to nearest even, widened back (what allow_dtype_change stores).
+float RoundToBf16(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, 4);
+  b = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&x, &b, 4);
+  return x;
+}
+
+// The load options apply to dynamic tables: an fp32 Adam checkpoint loads into a bf16 table
+// trained with SGD (allow_dtype_change, reset_optimizer_state), streamed (allow_partial_load,
+// which dynamic tables stage anyway): t0's rows are the saved rows rounded to bf16, t1's exact.
+TEST(DynamicCheckpoint, LoadOptionsConvertAndReset) {
+  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);
+  const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
+  const std::string dir = Dir("options");
+  const Result orig =
+      RunSide(s, {2, SHARDREC_SHARDING_ROW_WISE, 64}, st, {"", "", dir, 0, kSaveAt, kSaveAt});
+  DynScenario other = s;
+  other.base.tables[0].dtype = SHARDREC_DTYPE_BFLOAT16;
+  other.base.optimizer.type = SHARDREC_OPTIMIZER_SGD;
+  shardrec_checkpoint_options_t o;
+  ASSERT_EQ(shardrec_checkpoint_options_init(&o, SHARDREC_CHECKPOINT_OPTIONS_VERSION), SHARDREC_OK);
+  RunSpec spec{dir, "", "", kSaveAt, kSaveAt, kSaveAt};
+  // Loaded with the options; then again without them, which fails (the dtype and the optimizer
+  // differ) and changes nothing.
+  spec.load_options = &o;
+  spec.bad = dir;
+  spec.bad_code = SHARDREC_EINVAL;
+  o.allow_dtype_change = 1;
+  o.reset_optimizer_state = 1;
+  o.allow_partial_load = 1;
+  const Result got = RunSide(other, {4, SHARDREC_SHARDING_TABLE_WISE, 64}, st, spec);
+  std::vector<float> want = orig.probe;
+  const int64_t dim = DynOutputDim(s);
+  for (size_t i = 0; i < want.size(); ++i)
+    if (static_cast<int64_t>(i) % dim < 8) want[i] = RoundToBf16(want[i]);
+  ExpectNear(got.probe, want, 0.0f, "probe");
+}
+
+// A flipped byte in a rank file, and a checkpoint with more rows than a new plan's row block has
+// slots, fail the load on every rank and change nothing: the run goes on bit-exactly as one that
+// never tried.
+TEST(DynamicCheckpoint, CorruptFileOrTooSmallCapacityChangesNothing) {
+  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);
+  const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
+  const Side big{1, SHARDREC_SHARDING_TABLE_WISE, 64};
+  const std::string dir = Dir("corrupt");
+  (void)RunSide(s, big, st, {"", "", dir, 0, kSteps, kSteps});
+  const std::string corrupt = Dir("corrupt_copy");
+  std::filesystem::copy(dir, corrupt);
+  bool flipped = false;
+  for (const auto& e : std::filesystem::directory_iterator(corrupt)) {
+    if (e.path().extension() != ".safetensors") continue;
+    std::FILE* f = std::fopen(e.path().c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    std::fseek(f, -3, SEEK_END);  // inside the last record: a dynamic table's rows
+    const int ch = std::fgetc(f);
+    std::fseek(f, -3, SEEK_END);
+    std::fputc(ch ^ 0x40, f);
+    std::fclose(f);
+    flipped = true;
+  }
+  ASSERT_TRUE(flipped);
+  for (const Side& side :
+       {Side{2, SHARDREC_SHARDING_ROW_WISE, 64}, Side{2, SHARDREC_SHARDING_ROW_WISE, 8},
+        Side{4, SHARDREC_SHARDING_COLUMN_WISE, 8}}) {
+    // Capacity 64 reads the corrupt copy; capacity 8 (fewer slots than the saved rows) the
+    // valid checkpoint.
+    const std::string bad = side.capacity == 64 ? corrupt : dir;
+    const shardrec_status_t code = side.capacity == 64 ? SHARDREC_ECORRUPT : SHARDREC_EINVAL;
+    const Result want = RunSide(s, side, st, {"", "", "", 0, 2, kSteps});
+    const Result got = RunSide(s, side, st, {"", bad, "", 0, 2, kSteps, code});
+    ExpectNear(got.probe, want.probe, 0.0f, Name(side) + " probe");
+    for (int32_t step = 0; step < kSteps; ++step)
+      ExpectNear(got.out[static_cast<size_t>(step)], want.out[static_cast<size_t>(step)], 0.0f,
+                 Name(side) + " step " + std::to_string(step));
+  }
+}
+
+// Writes a column-wise checkpoint of world 2 with dynamic tables and, per table, every pool id's
+// row (from the probe after the save) and the rows saved, for read_with_safetensors.py --dynamic,
+// which reassembles each table's id -> row map with the Python `safetensors` package.
+// SHARDREC_DYNAMIC_CHECKPOINT_PY_DIR names the output directory for the Python step.
+TEST(DynamicCheckpointPython, WritesCheckpointForPython) {
+  const char* env = std::getenv("SHARDREC_DYNAMIC_CHECKPOINT_PY_DIR");
+  const std::string dir = env && *env ? std::string(env) : Dir("python");
+  std::filesystem::create_directories(dir);
+  DynScenario s =
+      MakeDynScenario(1, SHARDREC_SHARDING_COLUMN_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);
+  const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
+  const Result res = RunSide(s, {2, SHARDREC_SHARDING_COLUMN_WISE, 64}, st,
+                             {"", "", dir + "/ckpt", 0, kSteps, kSteps});
+  const int64_t dim = DynOutputDim(s), n = st.probe.batch_size;
+  for (int t = 0; t < 2; ++t) {
+    const std::string name = t == 0 ? "t0" : "t1";
+    const int64_t tdim = s.base.tables[static_cast<size_t>(t)].dim, col = t == 0 ? 0 : 8;
+    std::vector<float> rows;
+    for (int64_t i = 0; i < n; ++i)
+      rows.insert(rows.end(), res.probe.begin() + i * dim + col,
+                  res.probe.begin() + i * dim + col + tdim);
+    const auto& ids = s.pools[static_cast<size_t>(t)];
+    std::ofstream(dir + "/" + name + ".ids.i64", std::ios::binary)
+        .write(reinterpret_cast<const char*>(ids.data()),
+               static_cast<std::streamsize>(ids.size() * sizeof(int64_t)));
+    std::ofstream(dir + "/" + name + ".rows.f32", std::ios::binary)
+        .write(reinterpret_cast<const char*>(rows.data()),
+               static_cast<std::streamsize>(rows.size() * sizeof(float)));
+    std::ofstream(dir + "/" + name + ".size") << res.saved_size[static_cast<size_t>(t)];
+    EXPECT_GT(res.saved_size[static_cast<size_t>(t)], 0) << name;
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt/manifest.json"));
+}
+
+}  // namespace
+}  // namespace shardrec::testing

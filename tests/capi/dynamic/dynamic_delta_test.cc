@@ -1,0 +1,346 @@
+// Delta export of dynamic tables through the C API: two deltas replayed (upsert rows, erase
+// tombstones) onto an empty id -> row map give the table (every row, probed by a forward of one
+// id per bag, and its size), under every sharding at worlds 1, 2 and 4 with eviction; every rank
+// gets the same delta; a row updated then evicted appears only as a tombstone, an evicted id that
+// returns only as a row; too small buffers and a missing mark fail on every rank.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "shardrec/checkpoint.h"
+#include "tests/capi/dynamic/dynamic_stream.h"
+#include "tests/capi/dynamic/dynamic_test_util.h"
+#include "tests/support/spawn_ranks.h"
+
+namespace shardrec::testing {
+namespace {
+
+struct DeltaOut {
+  std::vector<int64_t> ids;
+  std::vector<float> rows;
+  std::vector<int64_t> tombstones;
+};
+
+// Both calls of the size-then-fill pattern: the first, with no buffers, fails with the sizes.
+DeltaOut GetDelta(shardrec_embedding_t* c, const char* table, int64_t dim) {
+  DeltaOut d;
+  size_t n = 0, nt = 0;
+  const shardrec_status_t first =
+      shardrec_embedding_dynamic_delta(c, table, nullptr, nullptr, 0, nullptr, 0, &n, &nt);
+  EXPECT_EQ(first, n + nt == 0 ? SHARDREC_OK : SHARDREC_EINVAL) << shardrec_last_error();
+  d.ids.resize(n);
+  d.rows.resize(n * static_cast<size_t>(dim));
+  d.tombstones.resize(nt);
+  size_t n2 = 0, nt2 = 0;
+  EXPECT_EQ(shardrec_embedding_dynamic_delta(c, table, d.ids.data(), d.rows.data(), n,
+                                             d.tombstones.data(), nt, &n2, &nt2),
+            SHARDREC_OK)
+      << shardrec_last_error();
+  EXPECT_EQ(n2, n);
+  EXPECT_EQ(nt2, nt);
+  return d;
+}
+
+using Table = std::map<int64_t, std::vector<float>>;
+
+void Replay(const DeltaOut& d, int64_t dim, Table* t) {
+  for (size_t i = 0; i < d.ids.size(); ++i)
+    (*t)[d.ids[i]].assign(d.rows.begin() + static_cast<int64_t>(i) * dim,
+                          d.rows.begin() + static_cast<int64_t>(i + 1) * dim);
+  for (int64_t x : d.tombstones) {
+    EXPECT_EQ(std::count(d.ids.begin(), d.ids.end(), x), 0) << "id " << x << " is both";
+    t->erase(x);
+  }
+}
+
+struct Side {
+  int32_t world;
+  int32_t sharding;
+};
+
+// Marks at creation, trains 3 steps, takes delta 1, marks, trains 3 more, takes delta 2, then
+// probes every pool id. The replay of both deltas must be the table.
+TEST(DynamicDelta, ReplayedDeltasEqualTheTable) {
+  constexpr int32_t kSteps = 6;
+  for (const Side side :
+       {Side{1, SHARDREC_SHARDING_TABLE_WISE}, Side{2, SHARDREC_SHARDING_ROW_WISE},
+        Side{2, SHARDREC_SHARDING_COLUMN_WISE}, Side{4, SHARDREC_SHARDING_ROW_WISE}}) {
+    DynScenario s = MakeDynScenario(side.world, side.sharding, SHARDREC_OPTIMIZER_ADAGRAD, 16, 24);
+    for (auto& d : s.dynamic) d.eviction = SHARDREC_EVICTION_LRU;  // 24 ids, 16 slots: evictions
+    s.base.tables[0].dtype = SHARDREC_DTYPE_BFLOAT16;              // widened to fp32 in the delta
+    const int64_t dim = DynOutputDim(s);
+    const Stream st = MakeStream(s, dim, kSteps);
+    PlanPtr plan = MakeDynPlan(s);
+    ASSERT_NE(plan, nullptr);
+    const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+    std::mutex mu;
+    std::vector<std::vector<DeltaOut>> deltas(static_cast<size_t>(side.world));  // [rank][2 x 2]
+    std::vector<float> probe(static_cast<size_t>(st.probe.batch_size * dim));
+    int64_t sizes[2] = {0, 0}, evicted = 0;
+    SpawnRanks(side.world, [&](int r) {
+      shardrec_embedding_options_t o;
+      shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+      o.seed = s.base.seed;
+      shardrec_embedding_t* c = nullptr;
+      ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(side.world, r), &opt, &o),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      CollPtr coll(c);
+      auto forward = [&](const RefBatch& global, float* global_out) {
+        const RefBatch b = Slice(global, side.world, r);
+        KjtHolder kjt(b, 3, false);
+        std::vector<float> out(static_cast<size_t>(b.batch_size * dim));
+        ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+                  SHARDREC_OK)
+            << shardrec_last_error();
+        if (global_out != nullptr)
+          std::copy(out.begin(), out.end(), global_out + global.batch_size * r / side.world * dim);
+      };
+      auto train = [&](int32_t step) {
+        forward(st.batches[step], nullptr);
+        const int64_t lo = kGlobalBatch * r / side.world, hi = kGlobalBatch * (r + 1) / side.world;
+        std::vector<float> g(st.grads[step].begin() + lo * dim, st.grads[step].begin() + hi * dim);
+        ASSERT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_OK)
+            << shardrec_last_error();
+      };
+      std::vector<DeltaOut> mine;
+      for (const char* t : {"t0", "t1"})
+        ASSERT_EQ(shardrec_embedding_dynamic_mark(c, t), SHARDREC_OK) << shardrec_last_error();
+      for (int32_t step = 0; step < 3; ++step) train(step);
+      for (int t = 0; t < 2; ++t) {
+        const char* name = t == 0 ? "t0" : "t1";
+        mine.push_back(GetDelta(c, name, s.base.tables[static_cast<size_t>(t)].dim));
+        ASSERT_EQ(shardrec_embedding_dynamic_mark(c, name), SHARDREC_OK);
+      }
+      for (int32_t step = 3; step < kSteps; ++step) train(step);
+      for (int t = 0; t < 2; ++t)
+        mine.push_back(
+            GetDelta(c, t == 0 ? "t0" : "t1", s.base.tables[static_cast<size_t>(t)].dim));
+      int64_t my_sizes[2] = {0, 0}, my_evicted = 0;
+      for (int t = 0; t < 2; ++t) {
+        shardrec_dynamic_table_stats_t stats;
+        shardrec_dynamic_table_stats_init(&stats, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+        ASSERT_EQ(shardrec_embedding_dynamic_stats(c, t == 0 ? "t0" : "t1", &stats), SHARDREC_OK);
+        my_sizes[t] = stats.size;
+        my_evicted += stats.total_evicted;
+      }
+      forward(st.probe, probe.data());
+      std::lock_guard<std::mutex> lock(mu);
+      deltas[static_cast<size_t>(r)] = std::move(mine);
+      sizes[0] += my_sizes[0];
+      sizes[1] += my_sizes[1];
+      evicted += my_evicted;
+    });
+    const std::string what =
+        "world " + std::to_string(side.world) + " sharding " + std::to_string(side.sharding);
+    EXPECT_GT(evicted, 0) << what;
+    size_t tombstones = 0;
+    for (const DeltaOut& d : deltas[0]) tombstones += d.tombstones.size();
+    EXPECT_GT(tombstones, 0u) << what;  // the replay erases rows too
+    for (int r = 1; r < side.world; ++r) {
+      for (size_t k = 0; k < 4; ++k) {
+        EXPECT_EQ(deltas[r][k].ids, deltas[0][k].ids) << what << " rank " << r;
+        EXPECT_EQ(std::memcmp(deltas[r][k].rows.data(), deltas[0][k].rows.data(),
+                              deltas[0][k].rows.size() * sizeof(float)),
+                  0)
+            << what << " rank " << r;
+        EXPECT_EQ(deltas[r][k].tombstones, deltas[0][k].tombstones) << what << " rank " << r;
+      }
+    }
+    for (int t = 0; t < 2; ++t) {
+      const int64_t tdim = s.base.tables[static_cast<size_t>(t)].dim, col = t == 0 ? 0 : 8;
+      Table table;
+      Replay(deltas[0][static_cast<size_t>(t)], tdim, &table);
+      Replay(deltas[0][static_cast<size_t>(2 + t)], tdim, &table);
+      EXPECT_EQ(static_cast<int64_t>(table.size()), sizes[t]) << what << " table " << t;
+      const auto& pool = s.pools[static_cast<size_t>(t)];
+      for (const auto& [id, row] : table) {
+        const auto at = std::find(pool.begin(), pool.end(), id);
+        ASSERT_NE(at, pool.end()) << what << ": id " << id << " was never trained";
+        const int64_t i = at - pool.begin();
+        EXPECT_EQ(std::memcmp(row.data(), probe.data() + i * dim + col, row.size() * sizeof(float)),
+                  0)
+            << what << " table " << t << " id " << id;
+      }
+    }
+  }
+}
+
+// Capacity 2, LRU, world 1: A is inserted, marked, updated, then evicted by B and C: the delta has
+// B and C as rows and A only as a tombstone. A then returns and evicts B (the LRU tie goes to the
+// smaller id): A is a changed row and B a tombstone.
+TEST(DynamicDelta, UpdatedThenEvictedIsOnlyATombstone) {
+  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_OPTIMIZER_SGD, 2, 8);
+  for (auto& d : s.dynamic) d.eviction = SHARDREC_EVICTION_LRU;
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+  const int64_t dim = DynOutputDim(s);
+  constexpr int64_t A = 5, B = 7, C = 9;
+  shardrec_embedding_options_t o;
+  shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+  shardrec_embedding_t* c = nullptr;
+  ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, 0), &opt, &o), SHARDREC_OK)
+      << shardrec_last_error();
+  CollPtr coll(c);
+  size_t n = 0, nt = 0;
+  // No mark yet: refused.
+  EXPECT_EQ(shardrec_embedding_dynamic_delta(c, "t0", nullptr, nullptr, 0, nullptr, 0, &n, &nt),
+            SHARDREC_EUSAGE);
+  auto step = [&](std::vector<int64_t> ids) {
+    RefBatch b;
+    b.batch_size = 1;
+    b.lengths = {static_cast<int32_t>(ids.size()), 0, 0};
+    b.ids = ids;
+    KjtHolder kjt(b, 3, false);
+    std::vector<float> out(static_cast<size_t>(dim)), grad(static_cast<size_t>(dim), 1.0f);
+    ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    ASSERT_EQ(shardrec_embedding_backward(c, grad.data(), grad.size(), nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+  };
+  step({A});
+  ASSERT_EQ(shardrec_embedding_dynamic_mark(c, "t0"), SHARDREC_OK) << shardrec_last_error();
+  DeltaOut d = GetDelta(c, "t0", 8);
+  EXPECT_TRUE(d.ids.empty() && d.tombstones.empty());
+  step({A});
+  d = GetDelta(c, "t0", 8);
+  EXPECT_EQ(d.ids, std::vector<int64_t>{A});
+  step({B, C});
+  d = GetDelta(c, "t0", 8);
+  EXPECT_EQ(d.ids, (std::vector<int64_t>{B, C}));
+  EXPECT_EQ(d.tombstones, std::vector<int64_t>{A});
+  // A buffer too small: nothing written, the sizes reported.
+  int64_t one_id = -1;
+  std::vector<float> one_row(8, -1.0f);
+  EXPECT_EQ(
+      shardrec_embedding_dynamic_delta(c, "t0", &one_id, one_row.data(), 1, nullptr, 0, &n, &nt),
+      SHARDREC_EINVAL);
+  EXPECT_EQ(n, 2u);
+  EXPECT_EQ(nt, 1u);
+  EXPECT_EQ(one_id, -1);
+  step({A});
+  d = GetDelta(c, "t0", 8);
+  EXPECT_EQ(d.ids, (std::vector<int64_t>{A, C}));
+  EXPECT_EQ(d.tombstones, std::vector<int64_t>{B});
+}
+
+// A dynamic table's export (world 2, row-wise, after training) holds every row by id: "ids"
+// ascending and "weights" equal to the rows a forward returns, as many as the table holds.
+TEST(DynamicDelta, TableExportHoldsEveryRowById) {
+  DynScenario s =
+      MakeDynScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAGRAD, 64, 24);
+  const int64_t dim = DynOutputDim(s);
+  const Stream st = MakeStream(s, dim, 3);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+  const std::string path = ::testing::TempDir() + "shardrec_dynamic_export.safetensors";
+  std::vector<float> probe(static_cast<size_t>(st.probe.batch_size * dim));
+  std::vector<int64_t> sizes(2, 0);
+  SpawnRanks(2, [&](int r) {
+    shardrec_embedding_options_t o;
+    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+    o.seed = s.base.seed;
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), &opt, &o), SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr coll(c);
+    auto forward = [&](const RefBatch& global, float* global_out) {
+      const RefBatch b = Slice(global, 2, r);
+      KjtHolder kjt(b, 3, false);
+      std::vector<float> out(static_cast<size_t>(b.batch_size * dim));
+      ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      if (global_out != nullptr)
+        std::copy(out.begin(), out.end(), global_out + global.batch_size * r / 2 * dim);
+    };
+    for (int32_t step = 0; step < 3; ++step) {
+      forward(st.batches[step], nullptr);
+      std::vector<float> g(st.grads[step].begin() + kGlobalBatch * r / 2 * dim,
+                           st.grads[step].begin() + kGlobalBatch * (r + 1) / 2 * dim);
+      ASSERT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_OK);
+    }
+    ASSERT_EQ(shardrec_checkpoint_export_table(c, "t0", path.c_str(), 0), SHARDREC_OK)
+        << shardrec_last_error();
+    shardrec_dynamic_table_stats_t stats;
+    shardrec_dynamic_table_stats_init(&stats, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+    ASSERT_EQ(shardrec_embedding_dynamic_stats(c, "t0", &stats), SHARDREC_OK);
+    sizes[static_cast<size_t>(r)] = stats.size;
+    forward(st.probe, probe.data());
+  });
+  // The safetensors layout read by hand: 8-byte header length, JSON header, data.
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in.good());
+  uint64_t hlen = 0;
+  in.read(reinterpret_cast<char*>(&hlen), 8);
+  std::string header(hlen, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(hlen));
+  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const nlohmann::json h = nlohmann::json::parse(header);
+  EXPECT_EQ(h["__metadata__"]["format"], "shardrec-dynamic-table");
+  EXPECT_EQ(h["ids"]["dtype"], "I64");
+  EXPECT_EQ(h["weights"]["dtype"], "F32");
+  const int64_t n = h["ids"]["shape"][0].get<int64_t>();
+  EXPECT_EQ(n, sizes[0] + sizes[1]);
+  EXPECT_GT(n, 0);
+  EXPECT_EQ(h["weights"]["shape"], nlohmann::json::array({n, 8}));
+  std::vector<int64_t> ids(static_cast<size_t>(n));
+  std::vector<float> rows(static_cast<size_t>(n * 8));
+  const size_t ib = h["ids"]["data_offsets"][0].get<size_t>();
+  const size_t wb = h["weights"]["data_offsets"][0].get<size_t>();
+  ASSERT_GE(data.size(), wb + rows.size() * sizeof(float));
+  std::memcpy(ids.data(), data.data() + ib, ids.size() * sizeof(int64_t));
+  std::memcpy(rows.data(), data.data() + wb, rows.size() * sizeof(float));
+  EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+  const auto& pool = s.pools[0];
+  for (int64_t k = 0; k < n; ++k) {
+    const auto at = std::find(pool.begin(), pool.end(), ids[static_cast<size_t>(k)]);
+    ASSERT_NE(at, pool.end()) << "id " << ids[static_cast<size_t>(k)];
+    EXPECT_EQ(std::memcmp(rows.data() + k * 8, probe.data() + (at - pool.begin()) * dim,
+                          8 * sizeof(float)),
+              0)
+        << "id " << ids[static_cast<size_t>(k)];
+  }
+}
+
+// A rank that did not mark makes every rank's delta fail (no rank waits in the exchange).
+TEST(DynamicDelta, MissingMarkOnOneRankFailsEveryRank) {
+  DynScenario s = MakeDynScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_SGD, 16, 8);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+  SpawnRanks(2, [&](int r) {
+    shardrec_embedding_options_t o;
+    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), &opt, &o), SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr coll(c);
+    if (r == 0) {
+      ASSERT_EQ(shardrec_embedding_dynamic_mark(c, "t0"), SHARDREC_OK);
+    }
+    size_t n = 0, nt = 0;
+    EXPECT_EQ(shardrec_embedding_dynamic_delta(c, "t0", nullptr, nullptr, 0, nullptr, 0, &n, &nt),
+              SHARDREC_EUSAGE)
+        << "rank " << r;
+    ASSERT_EQ(shardrec_embedding_dynamic_mark(c, "t0"), SHARDREC_OK);
+    EXPECT_EQ(shardrec_embedding_dynamic_delta(c, "t0", nullptr, nullptr, 0, nullptr, 0, &n, &nt),
+              SHARDREC_OK)
+        << "rank " << r << ": " << shardrec_last_error();
+    EXPECT_EQ(n + nt, 0u);
+  });
+}
+
+}  // namespace
+}  // namespace shardrec::testing

@@ -1,0 +1,29 @@
+// A world-independent stream of training batches over a DynScenario's pools for the dynamic
+// checkpoint and delta tests: global batches split over the ranks, per-sample gradients, and a
+// probe batch whose bags each hold one id, so its output is every pool id's row.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tests/capi/dynamic/dynamic_test_util.h"
+
+namespace shardrec::testing {
+
+inline constexpr int64_t kGlobalBatch = 8;  // samples per step, split over the ranks
+
+// Per step, kGlobalBatch samples of 3 features (f0 reads t0, f1 and f2 read t1), and per sample
+// an output gradient.
+struct Stream {
+  std::vector<RefBatch> batches;          // per step, all samples
+  std::vector<std::vector<float>> grads;  // per step, [kGlobalBatch, dim]
+  RefBatch probe;                         // sample i: f0 = pool0[i], f1 = pool1[i], f2 empty
+};
+
+// `steps` steps of skewed ids from s.pools (so counts and recency differ), gradients in [-1, 1].
+Stream MakeStream(const DynScenario& s, int64_t dim, int32_t steps);
+
+// Rank r's part of a global batch: samples [r * n / world, (r + 1) * n / world).
+RefBatch Slice(const RefBatch& b, int32_t world, int32_t r);
+
+}  // namespace shardrec::testing
