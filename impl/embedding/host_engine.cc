@@ -47,10 +47,11 @@ Status HostEngine::LookupAndCombine(RoutedBatch& rb, float* out, const Status& l
   // here: after the input exchange, which every rank passed only if no rank rejected the batch.
   // A rank can still refuse its output buffer, which it learns only now (the pipelined forward
   // gets it last), so the ranks agree on that first: a forward refused anywhere inserts nothing.
-  if (!s_.dynamic.empty()) {
-    SR_RETURN_IF_ERROR(Agree(local, "its forward's output buffer"));
-    s_.dynamic.Translate(s_.exec, rb, s_.params, s_.options.seed);
-  }
+  // Every rank agrees, also one that holds no dynamic shard, so the test is on the plan.
+  const bool any_dynamic = std::any_of(s_.layout.tables.begin(), s_.layout.tables.end(),
+                                       [](const TableLayout& t) { return t.dynamic; });
+  if (any_dynamic) SR_RETURN_IF_ERROR(Agree(local, "its forward's output buffer"));
+  if (!s_.dynamic.empty()) s_.dynamic.Translate(s_.exec, rb, s_.params, s_.options.seed);
   Status s = LookupAndReturn(rb);
   if (s.ok() && local.ok()) {
     ScopedTimer phase(&s_.timings.output_dist_seconds);
