@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <map>
-#include <new>
 #include <memory>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -225,11 +225,11 @@ Status ReadDynamicTable(Files& files, const checkpoint::Manifest& m,
     } catch (const std::bad_alloc&) {
       return Status::OutOfMemory("table ", t.name, ": fp32 staging of ", first + n, " rows");
     }
-    const Target id_dst{DType::kInt64, ir.row_offset, ir.col_offset, ir.rows, 1,
-                        ids.data() + first, 1};
+    const Target id_dst{
+        DType::kInt64, ir.row_offset, ir.col_offset, ir.rows, 1, ids.data() + first, 1};
     SR_RETURN_IF_ERROR(checkpoint::CopyOverlap(*f, ipath, ir, id_dst, &buffer));
-    const Target row_dst{DType::kFloat32, offset, 0, ir.rows, t.dim,
-                         rows.data() + first * t.dim, t.dim};
+    const Target row_dst{
+        DType::kFloat32, offset, 0, ir.rows, t.dim, rows.data() + first * t.dim, t.dim};
     int64_t area = 0;
     for (const auto& [wfi, wr] : b.weights) {
       if (wr->rows != ir.rows)

@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -85,8 +85,7 @@ DynRunSaved TrainDynamic(int32_t world, int32_t sharding) {
     shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
     o.seed = s.base.seed;
     shardrec_embedding_t* c = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(world, r), &opt, &o),
-              SHARDREC_OK)
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(world, r), &opt, &o), SHARDREC_OK)
         << shardrec_last_error();
     CollPtr coll(c);
     auto train = [&](int32_t step) {
@@ -102,7 +101,8 @@ DynRunSaved TrainDynamic(int32_t world, int32_t sharding) {
           << shardrec_last_error();
     };
     Delta mine[4];
-    for (const char* t : {"t0", "t1"}) ASSERT_EQ(shardrec_embedding_dynamic_mark(c, t), SHARDREC_OK);
+    for (const char* t : {"t0", "t1"})
+      ASSERT_EQ(shardrec_embedding_dynamic_mark(c, t), SHARDREC_OK);
     for (int32_t step = 0; step < 3; ++step) train(step);
     for (int t = 0; t < 2; ++t) {
       const char* name = t == 0 ? "t0" : "t1";
@@ -184,8 +184,9 @@ TEST(InferenceDynamic, CheckpointsAndDeltasEqualTraining) {
   struct Side {
     int32_t world, sharding;
   };
-  for (const Side side : {Side{1, SHARDREC_SHARDING_TABLE_WISE}, Side{2, SHARDREC_SHARDING_ROW_WISE},
-                          Side{2, SHARDREC_SHARDING_COLUMN_WISE}}) {
+  for (const Side side :
+       {Side{1, SHARDREC_SHARDING_TABLE_WISE}, Side{2, SHARDREC_SHARDING_ROW_WISE},
+        Side{2, SHARDREC_SHARDING_COLUMN_WISE}}) {
     const std::string what =
         "world " + std::to_string(side.world) + " sharding " + std::to_string(side.sharding);
     const DynRunSaved run = TrainDynamic(side.world, side.sharding);
@@ -262,20 +263,21 @@ TEST(InferenceDynamic, BadDeltasAndFixedTables) {
   const int64_t id = run.s.pools[0][0];
   const int64_t twice[2] = {id, id};
   const float two_rows[16] = {};
-  EXPECT_EQ(shardrec_inference_apply_delta(inf.get(), "nope", &id, row.data(), 1, nullptr, 0,
-                                           nullptr),
-            SHARDREC_ENOTFOUND);
-  EXPECT_EQ(shardrec_inference_apply_delta(inf.get(), "t0", twice, two_rows, 2, nullptr, 0, nullptr),
-            SHARDREC_EINVAL);
+  EXPECT_EQ(
+      shardrec_inference_apply_delta(inf.get(), "nope", &id, row.data(), 1, nullptr, 0, nullptr),
+      SHARDREC_ENOTFOUND);
+  EXPECT_EQ(
+      shardrec_inference_apply_delta(inf.get(), "t0", twice, two_rows, 2, nullptr, 0, nullptr),
+      SHARDREC_EINVAL);
   EXPECT_EQ(shardrec_inference_apply_delta(inf.get(), "t0", &id, row.data(), 1, &id, 1, nullptr),
             SHARDREC_EINVAL);
-  EXPECT_EQ(shardrec_inference_apply_delta(inf.get(), "t0", &id, nan_row.data(), 1, nullptr, 0,
-                                           nullptr),
-            SHARDREC_EINVAL);
+  EXPECT_EQ(
+      shardrec_inference_apply_delta(inf.get(), "t0", &id, nan_row.data(), 1, nullptr, 0, nullptr),
+      SHARDREC_EINVAL);
   EXPECT_NE(std::string(shardrec_last_error()).find("non-finite"), std::string::npos);
-  EXPECT_EQ(shardrec_inference_apply_delta(inf.get(), "t0", nullptr, nullptr, 1, nullptr, 0,
-                                           nullptr),
-            SHARDREC_EINVAL);
+  EXPECT_EQ(
+      shardrec_inference_apply_delta(inf.get(), "t0", nullptr, nullptr, 1, nullptr, 0, nullptr),
+      SHARDREC_EINVAL);
   EXPECT_EQ(shardrec_inference_apply_delta(nullptr, "t0", nullptr, nullptr, 0, nullptr, 0, nullptr),
             SHARDREC_EINVAL);
   uint64_t version = 0;
@@ -284,9 +286,9 @@ TEST(InferenceDynamic, BadDeltasAndFixedTables) {
   EXPECT_TRUE(SameBits(before, Lookup(inf.get(), probe, 3)));
   // An empty delta is a new version with the same rows; removing an unknown id is a no-op.
   const int64_t unknown = kUnknown;
-  ASSERT_EQ(shardrec_inference_apply_delta(inf.get(), "t0", nullptr, nullptr, 0, &unknown, 1,
-                                           &version),
-            SHARDREC_OK)
+  ASSERT_EQ(
+      shardrec_inference_apply_delta(inf.get(), "t0", nullptr, nullptr, 0, &unknown, 1, &version),
+      SHARDREC_OK)
       << shardrec_last_error();
   EXPECT_EQ(version, 2u);
   EXPECT_TRUE(SameBits(before, Lookup(inf.get(), probe, 3)));
@@ -315,9 +317,9 @@ TEST(InferenceDynamic, BadDeltasAndFixedTables) {
   const std::vector<float> old = Lookup(fixed.get(), b, F);
   const std::vector<float> marker(static_cast<size_t>(dim), 0.75f);
   const int64_t one = 1, out_of_range = rows;
-  EXPECT_EQ(shardrec_inference_apply_delta(fixed.get(), name, &one, marker.data(), 1, &one, 1,
-                                           nullptr),
-            SHARDREC_EINVAL);
+  EXPECT_EQ(
+      shardrec_inference_apply_delta(fixed.get(), name, &one, marker.data(), 1, &one, 1, nullptr),
+      SHARDREC_EINVAL);
   EXPECT_EQ(shardrec_inference_apply_delta(fixed.get(), name, &out_of_range, marker.data(), 1,
                                            nullptr, 0, nullptr),
             SHARDREC_EINVAL);
