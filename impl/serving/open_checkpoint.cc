@@ -250,20 +250,22 @@ Status ReadDynamicTable(Files& files, const checkpoint::Manifest& m,
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a] < ids[b]; });
   auto d = std::make_shared<DynamicIds>();
   d->ids.resize(ids.size());
-  std::vector<float> sorted(rows.size());
-  const size_t dim = static_cast<size_t>(t.dim);
   for (size_t i = 0; i < order.size(); ++i) {
     d->ids[i] = ids[order[i]];
     if (i > 0 && d->ids[i] == d->ids[i - 1])
       return Status::Corrupt("checkpoint: dynamic table ", t.name, " saves id ", d->ids[i],
                              " twice");
-    std::copy_n(rows.data() + order[i] * dim, dim, sorted.data() + i * dim);
   }
   t.rows = static_cast<int64_t>(d->ids.size());
   const uint64_t bytes = (static_cast<uint64_t>(t.rows) + 1) * t.row_bytes;
   std::shared_ptr<uint8_t> buf = AlignedBuffer(bytes);  // zeroed: the zero row stays so
   if (!buf) return Status::OutOfMemory("table ", t.name, ": ", bytes, " bytes");
-  SR_RETURN_IF_ERROR(EncodeRows(sorted.data(), t.rows, t.dim, t.storage, buf.get(), t.name));
+  // Encoded straight from the gathered rows into id order (no sorted fp32 copy).
+  const size_t dim = static_cast<size_t>(t.dim);
+  for (size_t i = 0; i < order.size(); ++i)
+    SR_RETURN_IF_ERROR(EncodeRows(rows.data() + order[i] * dim, 1, t.dim, t.storage,
+                                  buf.get() + i * t.row_bytes,
+                                  t.name + " id " + std::to_string(d->ids[i])));
   SR_RETURN_IF_ERROR(IdIndex::Build(d->ids.data(), t.rows, t.name, &d->index));
   t.data = buf.get();
   t.own = std::move(buf);
