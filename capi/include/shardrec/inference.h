@@ -47,9 +47,10 @@
  * Host only: a device storage or a device batch is refused with SHARDREC_EUNSUPPORTED.
  *
  * Thread-safety: lookups, dense-tensor reads, pins and the introspection calls may run from any
- * number of threads at once on one handle, together with one reload. shardrec_inference_destroy
- * must not race with any other call on the same handle. Errors are reported per calling thread
- * (shardrec_last_error); a rejected request never affects another thread's request.
+ * number of threads at once on one handle, together with one reload or delta.
+ * shardrec_inference_destroy must not race with any other call on the same handle. Errors are
+ * reported per calling thread (shardrec_last_error); a rejected request never affects another
+ * thread's request.
  */
 #ifndef SHARDREC_INFERENCE_H_
 #define SHARDREC_INFERENCE_H_
