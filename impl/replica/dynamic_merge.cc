@@ -70,9 +70,10 @@ Status DynamicMerge::Gather(embedding::EmbeddingCollection& coll, comm::Communic
     }
     const int64_t n = shard->size();
     const std::vector<uint16_t>& sketch = shard->sketch();
-    fp = Mix64(fp ^ Mix64(static_cast<uint64_t>(ls.table) ^ Mix64(static_cast<uint64_t>(ls.row_offset)) ^
-                          Mix64(static_cast<uint64_t>(ls.col_offset) << 20) ^
-                          Mix64(static_cast<uint64_t>(shard->slots())) ^ Mix64(sketch.size() + 7)));
+    fp = Mix64(fp ^
+               Mix64(static_cast<uint64_t>(ls.table) ^ Mix64(static_cast<uint64_t>(ls.row_offset)) ^
+                     Mix64(static_cast<uint64_t>(ls.col_offset) << 20) ^
+                     Mix64(static_cast<uint64_t>(shard->slots())) ^ Mix64(sketch.size() + 7)));
     const int64_t header[3] = {n, shard->forwards(), static_cast<int64_t>(sketch.size())};
     Append(&mine, header, sizeof(header));
     Append(&mine, shard->ids().data(), n * sizeof(int64_t));

@@ -149,8 +149,8 @@ void MergeReplicas(const sharding::DynamicConfig& config, int64_t slots,
       }
       std::fill(sum.begin(), sum.end(), 0.0f);
       for (size_t h = k.first; h < k.first + k.n; ++h) {
-        const uint8_t* from =
-            replicas[static_cast<size_t>(holders[h].replica)].tensors[t] + holders[h].row * row_bytes;
+        const uint8_t* from = replicas[static_cast<size_t>(holders[h].replica)].tensors[t] +
+                              holders[h].row * row_bytes;
         for (size_t c = 0; c < mt.cols; ++c) sum[c] += Load(mt.dtype, from + c * es);
       }
       const float holders_n = static_cast<float>(k.n);

@@ -26,8 +26,8 @@ struct MergeTensor {
 struct ReplicaRows {
   int64_t forwards = 0;
   std::span<const int64_t> ids, last_seen, counts;
-  std::span<const uint16_t> sketch;        // admission counters; empty without admission
-  std::vector<const uint8_t*> tensors;     // per MergeTensor
+  std::span<const uint16_t> sketch;     // admission counters; empty without admission
+  std::vector<const uint8_t*> tensors;  // per MergeTensor
 };
 
 // The shard every replica holds after the merge: ids ascending (slot i holds ids[i]).

@@ -1,10 +1,10 @@
 // Dynamic tables on 2D meshes through the C API (docs/dynamic-tables.md, "2D merge"): replicas
 // trained on different batches hold different keys; after a sync every replica's table (ids,
 // weights and optimizer states, read from a 1D checkpoint of its sharding group) equals the
-// merge rule applied to the tables saved before the sync; over capacity the survivors are the LRU order's and the same
-// on every replica and in every run; a mesh checkpoint reloads bit-exact under another mesh and
-// into a 1D collection, which then trains exactly as the mesh's first sharding group; a save
-// before the sync is refused on every rank and writes nothing.
+// merge rule applied to the tables saved before the sync; over capacity the survivors are the LRU
+// order's and the same on every replica and in every run; a mesh checkpoint reloads bit-exact under
+// another mesh and into a 1D collection, which then trains exactly as the mesh's first sharding
+// group; a save before the sync is refused on every rank and writes nothing.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -61,12 +61,11 @@ std::vector<Table> ReadCheckpoint(const std::string& dir) {
       if (key == "__metadata__") continue;
       const size_t a = key.find('/'), b = key.rfind('/');
       const std::string table = key.substr(0, a), tensor = key.substr(a + 1, b - a - 1);
-      if (tensor == "ids" || tensor == "last_seen" || tensor == "count" ||
-          tensor == "admission" || tensor == "dynamic_meta")
+      if (tensor == "ids" || tensor == "last_seen" || tensor == "count" || tensor == "admission" ||
+          tensor == "dynamic_meta")
         continue;
       EXPECT_EQ(key.substr(key.find('_', b)), "_c0") << "row-wise or table-wise only";
-      const std::vector<int64_t>& v =
-          ids.at(table + key.substr(b, key.find('_', b) - b));
+      const std::vector<int64_t>& v = ids.at(table + key.substr(b, key.find('_', b) - b));
       EXPECT_EQ(t["dtype"], "F32") << key;
       const int64_t cols = t["shape"].size() > 1 ? t["shape"][1].get<int64_t>() : 1;
       const size_t at = t["data_offsets"][0].get<size_t>();
@@ -130,8 +129,8 @@ std::vector<float> Grads(int64_t n, int32_t step, int32_t rank) {
 }
 
 // One forward and backward of `b`, the output kept in `out` when not null.
-void TrainStep(shardrec_embedding_t* c, const RefBatch& b, int64_t dim, int32_t step,
-               int32_t rank, std::vector<float>* out) {
+void TrainStep(shardrec_embedding_t* c, const RefBatch& b, int64_t dim, int32_t step, int32_t rank,
+               std::vector<float>* out) {
   KjtHolder kjt(b, 3, false);
   std::vector<float> y(static_cast<size_t>(b.batch_size * dim));
   ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), y.data(), y.size(), nullptr), SHARDREC_OK)
@@ -205,12 +204,12 @@ TEST_P(DynamicMeshMerge, SyncCheckpointAndContinue) {
   PlanPtr plan = MakeDynPlan(s);
   ASSERT_NE(plan, nullptr);
   const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
-  const std::string dir = Dir("merge_" + std::to_string(p.replicas) + "x" +
-                              std::to_string(p.shard_size));
+  const std::string dir =
+      Dir("merge_" + std::to_string(p.replicas) + "x" + std::to_string(p.shard_size));
   const std::string ckpt = dir + "/ckpt";
   std::mutex mu;
   std::vector<int32_t> replica_of_group(static_cast<size_t>(p.replicas), -1);
-  std::map<std::pair<int32_t, int32_t>, int32_t> rank_of;  // (group, shard rank) -> world rank
+  std::map<std::pair<int32_t, int32_t>, int32_t> rank_of;       // (group, shard rank) -> world rank
   std::vector<std::vector<std::vector<float>>> outputs(world);  // [rank][step - 3]
   SpawnRanks(world, [&](int r) {
     MeshRank m;
@@ -316,8 +315,8 @@ INSTANTIATE_TEST_SUITE_P(Meshes, DynamicMeshMerge,
 // own ids fit): the merge keeps the ids seen most recently (ties: the larger id), the same on
 // both replicas and in a second run, each averaged over its holders.
 TEST(DynamicMesh, OverCapacityKeepsTheLruOrderOnEveryReplica) {
-  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_OPTIMIZER_ADAGRAD,
-                                  64, 24);
+  DynScenario s =
+      MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_OPTIMIZER_ADAGRAD, 64, 24);
   for (auto& d : s.dynamic) d.eviction = SHARDREC_EVICTION_LRU;
   DynScenario sw = s;
   sw.base.world = 2;
@@ -325,7 +324,8 @@ TEST(DynamicMesh, OverCapacityKeepsTheLruOrderOnEveryReplica) {
   // Per replica and table: each id's last training forward (1-based); the capacity is the
   // larger replica's number of ids, so training evicts nothing and the merge must.
   std::vector<int32_t> table_of = {0, 1, 1};
-  std::vector<std::vector<std::map<int64_t, int64_t>>> seen(2, std::vector<std::map<int64_t, int64_t>>(2));
+  std::vector<std::vector<std::map<int64_t, int64_t>>> seen(
+      2, std::vector<std::map<int64_t, int64_t>>(2));
   for (int32_t step = 0; step < s.base.steps; ++step) {
     for (int r = 0; r < 2; ++r) {
       const RefBatch& b = batches[step][r];
@@ -340,8 +340,7 @@ TEST(DynamicMesh, OverCapacityKeepsTheLruOrderOnEveryReplica) {
   for (int t = 0; t < 2; ++t) {
     for (int r = 0; r < 2; ++r)
       for (const auto& [id, step] : seen[r][t]) last[t][id] = std::max(last[t][id], step);
-    s.base.tables[t].rows =
-        static_cast<int64_t>(std::max(seen[0][t].size(), seen[1][t].size()));
+    s.base.tables[t].rows = static_cast<int64_t>(std::max(seen[0][t].size(), seen[1][t].size()));
     ASSERT_LT(s.base.tables[t].rows, static_cast<int64_t>(last[t].size()));
   }
   const int64_t dim = DynOutputDim(s);
