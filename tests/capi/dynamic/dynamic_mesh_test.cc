@@ -1,10 +1,11 @@
 // Dynamic tables on 2D meshes through the C API (docs/dynamic-tables.md, "2D merge"): replicas
 // trained on different batches hold different keys; after a sync every replica's table (ids,
 // weights and optimizer states, read from a 1D checkpoint of its sharding group) equals the
-// merge rule applied to the tables saved before the sync; over capacity the survivors are the LRU
-// order's and the same on every replica and in every run; a mesh checkpoint reloads bit-exact under
-// another mesh and into a 1D collection, which then trains exactly as the mesh's first sharding
-// group; a save before the sync is refused on every rank and writes nothing.
+// merge rule applied to the tables saved before the sync (a weights-only sync keeps each
+// replica's own state of its ids); over capacity the survivors are the LRU order's and the same on
+// every replica and in every run; a mesh checkpoint reloads bit-exact under another mesh and into a
+// 1D collection, which then trains exactly as the mesh's first sharding group; a save before the
+// sync is refused on every rank and writes nothing.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -386,6 +387,47 @@ TEST(DynamicMesh, OverCapacityKeepsTheLruOrderOnEveryReplica) {
     runs.push_back(tables);
   }
   for (int t = 0; t < 2; ++t) ExpectSame(runs[1][t], runs[0][t], "second run");
+}
+
+// A weights-only sync: the weights merge as in a full sync; each replica keeps its own optimizer
+// state of the ids it held and takes the holders' average for the ids it gains.
+TEST(DynamicMesh, WeightsOnlySyncKeepsEachReplicasOwnState) {
+  DynScenario s =
+      MakeDynScenario(1, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAGRAD, 64, 24);
+  DynScenario sw = s;
+  sw.base.world = 2;
+  const auto batches = MakeDynBatches(sw);
+  const int64_t dim = DynOutputDim(s);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+  const std::string dir = Dir("weights_only");
+  SpawnRanks(2, [&](int r) {
+    MeshRank m;
+    MakeMeshRank(2, 1, r, plan.get(), &opt, s.base.seed, &m);
+    for (int32_t step = 0; step < 3; ++step)
+      TrainStep(m.coll, batches[step][r], dim, step, r, nullptr);
+    SaveGroup(m.coll, GroupDir(dir, "pre", m.replica_rank));
+    ASSERT_EQ(shardrec_mesh_sync(m.mesh, m.coll, SHARDREC_SYNC_WEIGHTS_ONLY), SHARDREC_OK)
+        << shardrec_last_error();
+    SaveGroup(m.coll, GroupDir(dir, "post", m.replica_rank));
+  });
+  if (HasFatalFailure()) return;
+  const std::vector<Table> pre[2] = {ReadCheckpoint(GroupDir(dir, "pre", 0)),
+                                     ReadCheckpoint(GroupDir(dir, "pre", 1))};
+  for (int r = 0; r < 2; ++r) {
+    const std::vector<Table> post = ReadCheckpoint(GroupDir(dir, "post", r));
+    for (size_t t = 0; t < 2; ++t) {
+      Table want = Merge({pre[0][t], pre[1][t]});
+      for (auto& [id, rows] : want) {
+        auto own = pre[r][t].find(id);
+        if (own == pre[r][t].end()) continue;
+        for (auto& [name, v] : rows)
+          if (name != "weights") v = own->second.at(name);
+      }
+      ExpectSame(post[t], want, "replica " + std::to_string(r) + " table " + std::to_string(t));
+    }
+  }
 }
 
 // Replicas that trained on different ids and were not synced hold different keys: a mesh save
