@@ -4,8 +4,8 @@
 // merge rule applied to the tables saved before the sync (a weights-only sync keeps each
 // replica's own state of its ids); over capacity the survivors are the LRU order's and the same on
 // every replica and in every run; a mesh checkpoint reloads bit-exact under another mesh and into a
-// 1D collection, which then trains exactly as the mesh's first sharding group; a save before the
-// sync is refused on every rank and writes nothing.
+// 1D collection, which then trains exactly as the mesh's first sharding group; a failed sync
+// changes no dynamic row; a save before the sync is refused on every rank and writes nothing.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -427,6 +427,52 @@ TEST(DynamicMesh, WeightsOnlySyncKeepsEachReplicasOwnState) {
       }
       ExpectSame(post[t], want, "replica " + std::to_string(r) + " table " + std::to_string(t));
     }
+  }
+}
+
+int32_t FailingHook(void*, size_t, int32_t, void*) { return SHARDREC_EIO; }
+
+// A sync that fails after the dynamic rows were gathered (here the fixed averaging's hook fails
+// on every replica) leaves every dynamic table as it was; the next sync merges.
+TEST(DynamicMesh, FailedSyncChangesNoDynamicRow) {
+  DynScenario s =
+      MakeDynScenario(1, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAGRAD, 64, 24);
+  DynScenario sw = s;
+  sw.base.world = 2;
+  const auto batches = MakeDynBatches(sw);
+  const int64_t dim = DynOutputDim(s);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+  const std::string dir = Dir("failed_sync");
+  SpawnRanks(2, [&](int r) {
+    MeshRank m;
+    MakeMeshRank(2, 1, r, plan.get(), &opt, s.base.seed, &m);
+    for (int32_t step = 0; step < 2; ++step)
+      TrainStep(m.coll, batches[step][r], dim, step, r, nullptr);
+    SaveGroup(m.coll, GroupDir(dir, "pre", m.replica_rank));
+    ASSERT_EQ(shardrec_mesh_set_sync_hook(m.mesh, FailingHook, nullptr), SHARDREC_OK);
+    EXPECT_NE(shardrec_mesh_sync(m.mesh, m.coll, SHARDREC_SYNC_DEFAULT), SHARDREC_OK);
+    SaveGroup(m.coll, GroupDir(dir, "failed", m.replica_rank));
+    ASSERT_EQ(shardrec_mesh_set_sync_hook(m.mesh, nullptr, nullptr), SHARDREC_OK);
+    ASSERT_EQ(shardrec_mesh_sync(m.mesh, m.coll, SHARDREC_SYNC_DEFAULT), SHARDREC_OK)
+        << shardrec_last_error();
+    SaveGroup(m.coll, GroupDir(dir, "post", m.replica_rank));
+  });
+  if (HasFatalFailure()) return;
+  for (int r = 0; r < 2; ++r) {
+    const std::vector<Table> pre = ReadCheckpoint(GroupDir(dir, "pre", r));
+    const std::vector<Table> failed = ReadCheckpoint(GroupDir(dir, "failed", r));
+    for (size_t t = 0; t < 2; ++t)
+      ExpectSame(failed[t], pre[t], "after the failed sync, replica " + std::to_string(r));
+  }
+  const std::vector<Table> pre0 = ReadCheckpoint(GroupDir(dir, "pre", 0));
+  const std::vector<Table> pre1 = ReadCheckpoint(GroupDir(dir, "pre", 1));
+  for (int r = 0; r < 2; ++r) {
+    const std::vector<Table> post = ReadCheckpoint(GroupDir(dir, "post", r));
+    for (size_t t = 0; t < 2; ++t)
+      ExpectSame(post[t], Merge({pre0[t], pre1[t]}),
+                 "after the sync, replica " + std::to_string(r));
   }
 }
 
