@@ -83,6 +83,7 @@ checkpoint::Group MeshGroup(shardrec_mesh_t* mesh) {
   g.comm = &m.host_world();  // host buffers: staged when the world is NCCL
   g.replicas = m.layout().replicas();
   g.replica_rank = m.layout().ReplicaRank(m.rank());
+  g.replica = &m.host_replica();
   return g;
 }
 

@@ -31,6 +31,10 @@ struct Group {
   comm::Communicator* comm = nullptr;
   int replicas = 1;
   int replica_rank = 0;
+  // 2D: this rank's replica group. With it, a save of dynamic tables first checks that every
+  // replica holds the same keys (the mesh was synced after the last step); without it, it
+  // trusts that they do.
+  comm::Communicator* replica = nullptr;
 };
 
 struct SaveOptions {

@@ -210,7 +210,6 @@ Status ZeroStates(const std::vector<Read>& zero) {
 Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs,
             const std::string& dir, const LoadOptions& options) {
   SR_CHECK(g.comm != nullptr);
-  if (g.replicas > 1) SR_RETURN_IF_ERROR(coll.RefuseDynamicTables("2D mesh checkpoints"));
   Manifest m;
   std::set<std::string> reset;
   std::vector<Read> reads;

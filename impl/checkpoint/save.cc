@@ -15,6 +15,7 @@
 #include "impl/checkpoint/format.h"
 #include "impl/core/check.h"
 #include "impl/core/config.h"
+#include "impl/core/rng.h"
 #include "impl/embedding/device_copy.h"
 #include "impl/optim/optimizer.h"
 #include "impl/sharding/plan_json.h"
@@ -72,7 +73,14 @@ std::vector<Source> Select(embedding::EmbeddingCollection& coll, const Group& g,
   std::vector<DynamicSource> dynamic;
   for (const ShardTensor& t : coll.ShardTensors()) {
     if (t.duplicate || t.rows == 0 || t.cols == 0) continue;
-    if (coll.layout().tables[t.table].dynamic) {  // 1D only (Save refuses a 2D mesh)
+    if (coll.layout().tables[t.table].dynamic) {
+      // In 2D every replica holds the same rows (Save checks it): one writes each shard tensor,
+      // handed out like a fixed table's by its bytes at capacity.
+      if (g.replicas > 1) {
+        const auto least = std::min_element(replica_bytes.begin(), replica_bytes.end());
+        *least += t.rows * t.cols * static_cast<int64_t>(DTypeSize(t.dtype));
+        if (least - replica_bytes.begin() != g.replica_rank) continue;
+      }
       dynamic.clear();
       AppendDynamicSources(coll, t, owned, &dynamic);
       for (DynamicSource& d : dynamic) {
@@ -232,15 +240,59 @@ Manifest Describe(embedding::EmbeddingCollection& coll, const Group& g, int64_t 
   return m;
 }
 
+// Digest of this rank's dynamic shards: their forward counters, ids, last-seen forwards and
+// counts (the rows follow from the ids after a sync: a merge writes the same values everywhere).
+uint64_t DynamicDigest(const embedding::EmbeddingCollection& coll) {
+  uint64_t h = Mix64(0x2d);
+  const auto fold = [&h](const void* p, size_t bytes) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    for (size_t i = 0; i + 8 <= bytes; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, b + i, 8);
+      h = Mix64(h ^ w);
+    }
+    for (size_t i = bytes / 8 * 8; i < bytes; ++i) h = Mix64(h ^ b[i]);
+  };
+  for (size_t li = 0; li < coll.layout().local.size(); ++li) {
+    const embedding::dynamic::DynamicShard* d =
+        coll.dynamic_tables().Shard(static_cast<int32_t>(li));
+    if (d == nullptr) continue;
+    const int64_t head[2] = {d->forwards(), d->size()};
+    fold(head, sizeof(head));
+    fold(d->ids().data(), d->ids().size_bytes());
+    fold(d->last_seen().data(), d->last_seen().size_bytes());
+    fold(d->counts().data(), d->counts().size_bytes());
+  }
+  return h;
+}
+
+// Collective over g.replica (when set) and then g.comm: a 2D save of dynamic tables requires
+// every replica of a shard to hold the same keys (a sync since the last training step), which
+// one replica then writes. Every rank learns the verdict; nothing is written otherwise.
+Status CheckDynamicReplicas(const embedding::EmbeddingCollection& coll, const Group& g) {
+  bool any = false;
+  for (const embedding::TableLayout& t : coll.layout().tables) any = any || t.dynamic;
+  if (!any || g.replica == nullptr) return Status::Ok();
+  const uint64_t d = DynamicDigest(coll);
+  int64_t mm[2] = {static_cast<int64_t>(d >> 1), static_cast<int64_t>(~d >> 1)};
+  SR_RETURN_IF_ERROR(g.replica->AllReduce(mm, mm, 2, DType::kInt64, comm::ReduceOp::kMax));
+  Status local = Status::Ok();
+  if (mm[0] != static_cast<int64_t>(d >> 1) || mm[1] != static_cast<int64_t>(~d >> 1))
+    local = Status::InvalidUsage(
+        "the replicas of this rank's dynamic shards hold different keys: sync the mesh "
+        "(shardrec_mesh_sync) after the last training step before saving a 2D checkpoint");
+  return Agree(*g.comm, local, "to find its replicas in agreement");
+}
+
 }  // namespace
 
 Status Save(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs,
             const std::string& dir, const SaveOptions& options) {
   SR_CHECK(g.comm != nullptr && g.replicas >= 1);
-  // Replicas of a dynamic table may hold different keys (no 2D merge by key yet).
-  if (g.replicas > 1) SR_RETURN_IF_ERROR(coll.RefuseDynamicTables("2D mesh checkpoints"));
   comm::Communicator& comm = *g.comm;
   Status local = Status::Ok();
+  // Replicas of a dynamic table hold the same keys only right after a sync.
+  if (g.replicas > 1) SR_RETURN_IF_ERROR(CheckDynamicReplicas(coll, g));
   if (coll.input_dist_pending())
     local = Status::InvalidUsage("cannot save a checkpoint while an input distribution is pending");
   if (local.ok()) local = CheckDense(options.dense);

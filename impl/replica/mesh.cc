@@ -6,6 +6,7 @@
 #include "impl/comm/staged_comm.h"
 #include "impl/core/check.h"
 #include "impl/embedding/device_copy.h"
+#include "impl/replica/dynamic_merge.h"
 
 namespace shardrec::replica {
 
@@ -59,8 +60,6 @@ Status Mesh::Create(std::shared_ptr<comm::Communicator> world, const MeshOptions
 
 Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
   if (mode == SyncMode::kDefault) mode = options_.sync_mode;
-  // Replicas of a dynamic table may hold different ids in one slot: no merge by key yet.
-  SR_RETURN_IF_ERROR(coll.RefuseDynamicTables("replica syncs"));
   if (mode != SyncMode::kWeightsAndState && mode != SyncMode::kWeightsOnly)
     return Status::InvalidArgument("unknown sync mode ", static_cast<int32_t>(mode));
   // A pending input distribution (the next batch's id exchange) may be in flight on the
@@ -74,6 +73,13 @@ Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
                                    layout_.shard_size());
   // A GPU collection's stream-ordered calls finish (and report) before its arenas are averaged.
   SR_RETURN_IF_ERROR(coll.Synchronize());
+  // Replicas of a dynamic table may hold different ids in one slot: its shards merge by key
+  // (dynamic_merge.h). Their rows are gathered first, so a failed or refused gather changes
+  // nothing; the arena average below also averages their slots, which the merge then overwrites.
+  DynamicMerge merge;
+  const bool dynamic = !coll.dynamic_tables().empty() && replica_->Size() > 1;
+  if (dynamic)
+    SR_RETURN_IF_ERROR(merge.Gather(coll, *replica_host_, mode == SyncMode::kWeightsOnly));
   std::vector<SyncBuffer> buffers;
   std::vector<embedding::ParamBuffer> on_device;  // staged at the same index of `buffers`
   for (const embedding::ParamBuffer& b : coll.ParamBuffers()) {
@@ -91,6 +97,7 @@ Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
   }
   if (!replica_->device().is_host()) {
     SR_RETURN_IF_ERROR(SyncOverDevice(&buffers, &on_device));
+    if (dynamic) merge.Commit(coll);
     syncs_ += 1;
     return Status::Ok();
   }
@@ -102,6 +109,7 @@ Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
   if (staged) SR_RETURN_IF_ERROR(StageIn(on_device, &buffers));
   SR_RETURN_IF_ERROR(SyncBuffers(*replica_, buffers, hook_, &staging_, &last_));
   if (staged) SR_RETURN_IF_ERROR(StageOut(on_device, buffers));
+  if (dynamic) merge.Commit(coll);
   syncs_ += 1;
   return Status::Ok();
 }

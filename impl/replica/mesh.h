@@ -57,7 +57,8 @@ class Mesh {
   // flight (the two use different communicators and disjoint data). A GPU collection's arenas
   // are copied to one reused host staging area, averaged there exactly as a host collection's,
   // and copied back (each copy waited for with the device wait bound); a replica whose copy to
-  // the host fails fails the sync on every replica before anything changes.
+  // the host fails fails the sync on every replica before anything changes. Dynamic tables'
+  // shards merge by key instead (dynamic_merge.h), gathered before anything changes.
   Status Sync(embedding::EmbeddingCollection& coll, SyncMode mode);
   // Counts one training step; syncs (in the configured mode) when the count reaches a multiple
   // of the sync interval.

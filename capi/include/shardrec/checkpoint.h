@@ -164,9 +164,12 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_load(
 /**
  * shardrec_checkpoint_save for a collection created with shardrec_mesh_embedding_create: every
  * shard is written once, by one of its replicas (chosen per table and shard, so the replicas
- * share the writing). Collective over the mesh's world.
+ * share the writing). Collective over the mesh's world. Dynamic tables are written as in 1D,
+ * keyed by id, which needs every replica of a shard to hold the same rows: sync the mesh
+ * (shardrec_mesh_sync) after the last training step; the save checks it over each replica group.
  * @param mesh [in] Must not be NULL; the mesh @p coll was created on.
- * @return As shardrec_checkpoint_save.
+ * @return As shardrec_checkpoint_save; SHARDREC_EUSAGE on every rank, nothing written, when the
+ *         replicas of a dynamic shard hold different rows (no sync since the last step).
  */
 SHARDREC_API shardrec_status_t
 shardrec_checkpoint_save_mesh(shardrec_mesh_t* mesh, shardrec_embedding_t* coll, const char* dir,

@@ -164,6 +164,15 @@ SHARDREC_API shardrec_status_t shardrec_mesh_embedding_create(
  * one collective per dtype rather than one per table. Collective over the replica group (every
  * rank of the world calls it at the same point). No-op when R = 1.
  *
+ * Dynamic tables (docs/dynamic-tables.md, "2D merge") merge by key instead: the replicas
+ * all-gather their live rows (ids, weights, optimizer states, metadata), take the union of the
+ * ids, average each id's weights and states over the replicas that hold it (last seen and count:
+ * the maximum), drop the ids the table's eviction order (ties by id) picks when the union exceeds
+ * a shard's capacity, and rebuild every shard in ascending id order, so afterwards every replica
+ * holds the same keys in the same slots with the same values. A replica group whose dynamic
+ * shards differ (another plan) fails with SHARDREC_EINVAL on every replica, and a failed gather
+ * with its error, before anything changes. A sync hook does not take part in the merge.
+ *
  * Overlap with the next batch: the sync may be called while the collection's next input
  * distribution is in flight (shardrec_embedding_input_dist_start called, input_dist_wait not
  * yet), so the next batch's id exchange runs during the sync:
@@ -182,7 +191,8 @@ SHARDREC_API shardrec_status_t shardrec_mesh_embedding_create(
  *
  * @param mode SHARDREC_SYNC_* (0 = the mesh's configured mode).
  * @return SHARDREC_OK; SHARDREC_EINVAL (NULL, unknown mode); SHARDREC_ETIMEOUT /
- *         SHARDREC_EREMOTE. SHARDREC_EUSAGE when the mesh or collection is in use by another
+ *         SHARDREC_EREMOTE; SHARDREC_EINVAL on every replica when the replicas' dynamic shards
+ *         differ. SHARDREC_EUSAGE when the mesh or collection is in use by another
  *         call (another thread). For a GPU collection: SHARDREC_ECUDA (or SHARDREC_ETIMEOUT) on
  *         the replica whose copy to the host failed and SHARDREC_EREMOTE on the others, before
  *         anything changes; a copy back that fails is SHARDREC_ECUDA on that replica, whose

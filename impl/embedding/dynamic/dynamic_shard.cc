@@ -211,4 +211,19 @@ void DynamicShard::RestoreScores(std::span<const double> scores) {
   std::copy(scores.begin(), scores.end(), score_.begin());
 }
 
+void DynamicShard::RestoreMerged(int64_t forwards, std::span<const int64_t> ids,
+                                 std::span<const int64_t> last_seen,
+                                 std::span<const uint32_t> counts,
+                                 const std::vector<uint16_t>& sketch,
+                                 std::span<const int64_t> gone) {
+  std::vector<int64_t> tombstones = std::move(tombstones_);
+  const StepCounts last = last_;
+  Restore(forwards, ids, last_seen, counts, sketch);
+  last_ = last;
+  total_.evicted += static_cast<int64_t>(gone.size());
+  if (!tracking_) return;
+  tombstones_ = std::move(tombstones);
+  tombstones_.insert(tombstones_.end(), gone.begin(), gone.end());
+}
+
 }  // namespace shardrec::embedding::dynamic

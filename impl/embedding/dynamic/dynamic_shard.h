@@ -84,6 +84,12 @@ class DynamicShard {
   // rows' weights and optimizer state.
   void Restore(int64_t forwards, std::span<const int64_t> ids, std::span<const int64_t> last_seen,
                std::span<const uint32_t> counts, const std::vector<uint16_t>& sketch);
+  // A 2D merge's result (merge.h) replaces every row as Restore does, but delta tracking keeps its
+  // tombstones and gains `gone` (ids this shard held that the merge evicted), which also count as
+  // evictions in total(); last() stays the last forward's.
+  void RestoreMerged(int64_t forwards, std::span<const int64_t> ids,
+                     std::span<const int64_t> last_seen, std::span<const uint32_t> counts,
+                     const std::vector<uint16_t>& sketch, std::span<const int64_t> gone);
 
   // Delta tracking (docs/dynamic-tables.md, "Delta export"), off until the first Mark, which
   // turns it on and forgets what changed before. From then on a slot is dirty when a training

@@ -1,8 +1,8 @@
 // Dynamic tables through the C API, what must change nothing or be refused: a batch rejected on
 // any rank inserts nothing anywhere; GPU collections, the node-local and data-parallel sharding
-// types, the full-table accessors, state exports, table imports and replica syncs refuse dynamic
-// tables; stats of an unknown table are refused; the plan JSON carries the dynamic config;
-// version-2 table config arrays still plan.
+// types, the full-table accessors, state exports and table imports refuse dynamic tables
+// (replica syncs merge them by key: dynamic_mesh_test.cc); stats of an unknown table are
+// refused; the plan JSON carries the dynamic config; version-2 table config arrays still plan.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -12,7 +12,6 @@
 
 #include "shardrec/checkpoint.h"
 #include "shardrec/plan.h"
-#include "shardrec/replica.h"
 #include "tests/capi/dynamic/dynamic_test_util.h"
 #include "tests/support/spawn_ranks.h"
 
@@ -97,30 +96,6 @@ TEST(DynamicTableRefusal, RejectedBatchInsertsNothingOnAnyRank) {
 TEST(DynamicTableRefusal, WrongOutputLengthInsertsNothingOnAnyRank) {
   RejectedForwardInsertsNothing(1, Spoil::kOutputLength);
   RejectedForwardInsertsNothing(2, Spoil::kOutputLength);
-}
-
-// Two replicas of a one-rank sharding group: replicas may hold different ids in one slot, so a
-// sync refuses (on both ranks, without hanging) until the merge by key exists.
-TEST(DynamicTableRefusal, ReplicaSyncRefuses) {
-  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, 0, 16, 8);
-  PlanPtr plan = MakeDynPlan(s);
-  ASSERT_NE(plan, nullptr);
-  SpawnRanks(2, [&](int r) {
-    shardrec_mesh_options_t mo;
-    shardrec_mesh_options_init(&mo, SHARDREC_MESH_OPTIONS_VERSION);
-    mo.sharding_group_size = 1;
-    shardrec_mesh_t* mesh = nullptr;
-    ASSERT_EQ(shardrec_mesh_create(&mesh, GroupComm(2, r), &mo), SHARDREC_OK)
-        << shardrec_last_error();
-    shardrec_embedding_t* c = nullptr;
-    ASSERT_EQ(shardrec_mesh_embedding_create(&c, mesh, plan.get(), nullptr, nullptr), SHARDREC_OK)
-        << shardrec_last_error();
-    EXPECT_EQ(shardrec_mesh_sync(mesh, c, SHARDREC_SYNC_WEIGHTS_AND_STATE), SHARDREC_EUNSUPPORTED);
-    EXPECT_NE(std::string(shardrec_last_error()).find("dynamic"), std::string::npos)
-        << shardrec_last_error();
-    shardrec_embedding_destroy(c);
-    shardrec_mesh_destroy(mesh);
-  });
 }
 
 TEST(DynamicTableRefusal, GpuCollectionRefuses) {

@@ -1,0 +1,162 @@
+// The 2D merge by key of a dynamic shard's replicas (merge.h).
+#include "impl/embedding/dynamic/merge.h"
+
+#include <algorithm>
+#include <cstring>
+#include <tuple>
+
+#include "impl/core/check.h"
+#include "impl/core/half.h"
+
+namespace shardrec::embedding::dynamic {
+namespace {
+
+using Eviction = sharding::DynamicConfig::Eviction;
+
+// One id of the union and where its holders keep it.
+struct Key {
+  int64_t id = 0;
+  int64_t last_seen = 0;
+  int64_t count = 0;
+  size_t first = 0;  // its holders: holders_[first, first + n)
+  size_t n = 0;
+};
+
+struct Holder {
+  int replica = 0;
+  int64_t row = 0;
+};
+
+float Load(DType dtype, const uint8_t* p) {
+  if (dtype == DType::kFloat32) {
+    float x;
+    std::memcpy(&x, p, sizeof(x));
+    return x;
+  }
+  uint16_t h;
+  std::memcpy(&h, p, sizeof(h));
+  return dtype == DType::kFloat16 ? HalfToFloat(h) : BFloat16ToFloat(h);
+}
+
+void Store(DType dtype, float x, uint8_t* p) {
+  if (dtype == DType::kFloat32) {
+    std::memcpy(p, &x, sizeof(x));
+    return;
+  }
+  const uint16_t h = dtype == DType::kFloat16 ? FloatToHalf(x) : FloatToBFloat16(x);
+  std::memcpy(p, &h, sizeof(h));
+}
+
+}  // namespace
+
+void MergeReplicas(const sharding::DynamicConfig& config, int64_t slots,
+                   std::span<const MergeTensor> tensors, std::span<const ReplicaRows> replicas,
+                   int self, MergedShard* out) {
+  SR_CHECK(self >= 0 && static_cast<size_t>(self) < replicas.size());
+  *out = MergedShard{};
+  // Every (id, replica, row), by id then replica: each id's holders in replica order.
+  std::vector<std::tuple<int64_t, int, int64_t>> all;
+  for (size_t r = 0; r < replicas.size(); ++r) {
+    const ReplicaRows& rr = replicas[r];
+    out->forwards = std::max(out->forwards, rr.forwards);
+    for (size_t i = 0; i < rr.ids.size(); ++i)
+      all.emplace_back(rr.ids[i], static_cast<int>(r), static_cast<int64_t>(i));
+  }
+  std::sort(all.begin(), all.end());
+  std::vector<Key> keys;
+  std::vector<Holder> holders;
+  holders.reserve(all.size());
+  for (size_t i = 0; i < all.size();) {
+    Key k;
+    k.id = std::get<0>(all[i]);
+    k.first = holders.size();
+    for (; i < all.size() && std::get<0>(all[i]) == k.id; ++i) {
+      const auto [id, r, row] = all[i];
+      const ReplicaRows& rr = replicas[static_cast<size_t>(r)];
+      k.last_seen = std::max(k.last_seen, rr.last_seen[static_cast<size_t>(row)]);
+      k.count = std::max(k.count, rr.counts[static_cast<size_t>(row)]);
+      holders.push_back({r, row});
+    }
+    k.n = holders.size() - k.first;
+    keys.push_back(k);
+  }
+  // Over capacity: the ids that leave first under the table's order (LFU: fewest occurrences;
+  // otherwise, and for tables that never evict in training, least recently seen; ties by id).
+  const int64_t excess = static_cast<int64_t>(keys.size()) - slots;
+  if (excess > 0) {
+    std::vector<size_t> order(keys.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    const bool lfu = config.eviction == Eviction::kLfu;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      const Key& x = keys[a];
+      const Key& y = keys[b];
+      if (lfu) return std::tie(x.count, x.last_seen, x.id) < std::tie(y.count, y.last_seen, y.id);
+      return std::tie(x.last_seen, x.id) < std::tie(y.last_seen, y.id);
+    });
+    std::vector<char> leaves(keys.size(), 0);
+    for (int64_t i = 0; i < excess; ++i) leaves[order[static_cast<size_t>(i)]] = 1;
+    std::vector<Key> kept;
+    kept.reserve(static_cast<size_t>(slots));
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!leaves[i]) {
+        kept.push_back(keys[i]);
+        continue;
+      }
+      for (size_t h = keys[i].first; h < keys[i].first + keys[i].n; ++h)
+        if (holders[h].replica == self) out->gone.push_back(keys[i].id);
+    }
+    keys.swap(kept);
+    out->evicted = excess;
+  }
+  const size_t n = keys.size();
+  out->ids.resize(n);
+  out->last_seen.resize(n);
+  out->counts.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    out->ids[i] = keys[i].id;
+    out->last_seen[i] = keys[i].last_seen;
+    out->counts[i] = static_cast<uint32_t>(std::min<int64_t>(keys[i].count, UINT32_MAX));
+  }
+  // Admission counters: the maximum, like the counts (a sum would count again, at every later
+  // sync, the occurrences summed at the previous one).
+  for (const ReplicaRows& rr : replicas) {
+    if (rr.sketch.size() > out->sketch.size()) out->sketch.resize(rr.sketch.size(), 0);
+    for (size_t i = 0; i < rr.sketch.size(); ++i)
+      out->sketch[i] = std::max(out->sketch[i], rr.sketch[i]);
+  }
+  out->tensors.resize(tensors.size());
+  std::vector<float> sum;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const MergeTensor& mt = tensors[t];
+    const size_t es = DTypeSize(mt.dtype);
+    const size_t row_bytes = mt.cols * es;
+    std::vector<uint8_t>& dst = out->tensors[t];
+    dst.assign(n * row_bytes, 0);
+    sum.assign(mt.cols, 0.0f);
+    for (size_t i = 0; i < n; ++i) {
+      const Key& k = keys[i];
+      uint8_t* to = dst.data() + i * row_bytes;
+      const Holder* own = nullptr;
+      if (mt.own_if_held)
+        for (size_t h = k.first; h < k.first + k.n; ++h)
+          if (holders[h].replica == self) own = &holders[h];
+      if (own != nullptr || k.n == 1) {
+        // One holder (or this replica's own row): its bytes, unrounded.
+        const Holder& h = own != nullptr ? *own : holders[k.first];
+        std::memcpy(to, replicas[static_cast<size_t>(h.replica)].tensors[t] + h.row * row_bytes,
+                    row_bytes);
+        continue;
+      }
+      std::fill(sum.begin(), sum.end(), 0.0f);
+      for (size_t h = k.first; h < k.first + k.n; ++h) {
+        const uint8_t* from = replicas[static_cast<size_t>(holders[h].replica)].tensors[t] +
+                              holders[h].row * row_bytes;
+        for (size_t c = 0; c < mt.cols; ++c) sum[c] += Load(mt.dtype, from + c * es);
+      }
+      const float holders_n = static_cast<float>(k.n);
+      for (size_t c = 0; c < mt.cols; ++c) Store(mt.dtype, sum[c] / holders_n, to + c * es);
+    }
+  }
+}
+
+}  // namespace shardrec::embedding::dynamic

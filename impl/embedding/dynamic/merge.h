@@ -1,0 +1,54 @@
+// The 2D merge by key of one dynamic shard's replicas (docs/dynamic-tables.md, "2D merge"): the
+// union of their ids, each row averaged over the replicas that hold it, and when the union
+// exceeds the shard's slots the victims chosen by the eviction order, so that every replica,
+// given the same gathered rows, rebuilds the same shard.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "impl/sharding/types.h"
+
+namespace shardrec::embedding::dynamic {
+
+// One tensor of the shard (the weights, then each optimizer state): its element type and row
+// width. `own_if_held`: a replica keeps its own row of the ids it holds and takes the holders'
+// average only for ids it lacks (optimizer state under a weights-only sync).
+struct MergeTensor {
+  DType dtype = DType::kFloat32;
+  size_t cols = 0;
+  bool own_if_held = false;
+};
+
+// One replica's shard as gathered: rows i < ids.size() of every tensor are packed in slot order.
+struct ReplicaRows {
+  int64_t forwards = 0;
+  std::span<const int64_t> ids, last_seen, counts;
+  std::span<const uint16_t> sketch;     // admission counters; empty without admission
+  std::vector<const uint8_t*> tensors;  // per MergeTensor
+};
+
+// The shard every replica holds after the merge: ids ascending (slot i holds ids[i]).
+struct MergedShard {
+  int64_t forwards = 0;
+  std::vector<int64_t> ids, last_seen;
+  std::vector<uint32_t> counts;
+  std::vector<uint16_t> sketch;
+  std::vector<std::vector<uint8_t>> tensors;  // per MergeTensor, packed rows
+  std::vector<int64_t> gone;                  // ids replica `self` held that the merge evicted
+  int64_t evicted = 0;                        // ids of the union left out (over capacity)
+};
+
+// Merges `replicas` (the same shard on every replica of a group, in replica order) into a shard
+// of at most `slots` rows under `config`'s eviction order, as seen from replica `self` (only
+// `gone` and the own_if_held tensors depend on it). Per id: the weights and each state are the
+// fp32 sum over its holders in replica order divided by their number (16-bit storage widened,
+// rounded once); last seen and count take the maximum; the forward counter and each admission
+// counter take the maximum over all replicas.
+void MergeReplicas(const sharding::DynamicConfig& config, int64_t slots,
+                   std::span<const MergeTensor> tensors, std::span<const ReplicaRows> replicas,
+                   int self, MergedShard* out);
+
+}  // namespace shardrec::embedding::dynamic
