@@ -77,14 +77,17 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
   ++now_;
   last_ = StepCounts{};
   // Known ids (nearly all of them once the table is warm) are touched and rewritten as they come;
-  // the order does not matter for them. Index lookups of random ids miss the cache, so the probe
-  // runs of ids a little ahead are fetched early.
-  constexpr size_t kPrefetchAhead = 16;
+  // the order does not matter for them. Index lookups of random ids miss the cache, and so do the
+  // slot's id, last-seen and count after them; a two-stage pipeline hides both: the probe run of
+  // the id kIndexAhead ahead is fetched, and for the id kSlotAhead ahead (whose index entry has
+  // arrived by then) the slot its home entry guesses.
+  constexpr size_t kIndexAhead = 16, kSlotAhead = 8;
   sorted_.clear();
   for (const IdSpan& span : ids) {
     const size_t n = span.size();
     for (size_t i = 0; i < n; ++i) {
-      if (i + kPrefetchAhead < n) index_.Prefetch(span[i + kPrefetchAhead]);
+      if (i + kIndexAhead < n) index_.Prefetch(span[i + kIndexAhead]);
+      if (i + kSlotAhead < n) PrefetchSlot(index_.Guess(span[i + kSlotAhead]));
       int64_t& x = span[i];
       const int32_t s = index_.Find(x, ids_.data());
       if (s == SlotIndex::kNone) {

@@ -80,6 +80,13 @@ class DynamicShard {
  private:
   // Whether slot a leaves before slot b under the eviction policy (ties by id).
   bool EvictsBefore(int32_t a, int32_t b) const;
+  // Asks the cache for slot s's id, last-seen and count (s may be SlotIndex::kNone: nothing).
+  void PrefetchSlot(int32_t s) const {
+    if (s < 0) return;
+    __builtin_prefetch(ids_.data() + s);
+    __builtin_prefetch(last_seen_.data() + s, 1);
+    __builtin_prefetch(count_.data() + s, 1);
+  }
 
   sharding::DynamicConfig config_;
   int64_t slots_ = 0;
