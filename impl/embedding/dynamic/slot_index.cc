@@ -15,12 +15,6 @@ void SlotIndex::Reset(int64_t slots) {
   slot_mask_ = static_cast<uint32_t>((uint64_t{1} << slot_bits_) - 1);
 }
 
-int32_t SlotIndex::Guess(int64_t id) const {
-  const uint64_t h = Hash(id);
-  const uint32_t e = table_[Home(h)];
-  return e == 0 || (e >> slot_bits_) != Tag(h) ? kNone : static_cast<int32_t>(e & slot_mask_) - 1;
-}
-
 void SlotIndex::Insert(int64_t id, int32_t slot, const int64_t* /*ids*/) {
   const uint64_t h = Hash(id);
   size_t i = Home(h);

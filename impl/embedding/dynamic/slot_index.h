@@ -36,7 +36,12 @@ class SlotIndex {
   void Prefetch(int64_t id) const { __builtin_prefetch(table_.data() + Home(Hash(id))); }
   // The slot `id` most likely has, from its home entry alone (no id compared), or kNone: for
   // prefetching the slot's data before a Find, never for a decision.
-  int32_t Guess(int64_t id) const;
+  int32_t Guess(int64_t id) const {
+    const uint64_t h = Hash(id);
+    const uint32_t e = table_[Home(h)];
+    return e == 0 || (e >> slot_bits_) != Tag(h) ? kNone
+                                                  : static_cast<int32_t>(e & slot_mask_) - 1;
+  }
   // Adds id -> slot (id not present; at most `slots` entries).
   void Insert(int64_t id, int32_t slot, const int64_t* ids);
   // Removes `id` (present), moving later entries of its probe run back so no tombstone is left
