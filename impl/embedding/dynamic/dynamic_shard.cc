@@ -155,7 +155,7 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
   const int64_t need = static_cast<int64_t>(pending_.size()) - free;
   victims_.clear();
   if (need > 0 && (config_.eviction == Eviction::kLru || config_.eviction == Eviction::kLfu ||
-                    config_.eviction == Eviction::kTtl)) {
+                   config_.eviction == Eviction::kTtl)) {
     SelectVictims(need);
   } else if (need > 0 && config_.eviction != Eviction::kNone) {
     for (int64_t s = 0; s < used_; ++s) {

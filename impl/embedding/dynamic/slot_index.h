@@ -39,8 +39,7 @@ class SlotIndex {
   int32_t Guess(int64_t id) const {
     const uint64_t h = Hash(id);
     const uint32_t e = table_[Home(h)];
-    return e == 0 || (e >> slot_bits_) != Tag(h) ? kNone
-                                                  : static_cast<int32_t>(e & slot_mask_) - 1;
+    return e == 0 || (e >> slot_bits_) != Tag(h) ? kNone : static_cast<int32_t>(e & slot_mask_) - 1;
   }
   // Adds id -> slot (id not present; at most `slots` entries).
   void Insert(int64_t id, int32_t slot, const int64_t* ids);
