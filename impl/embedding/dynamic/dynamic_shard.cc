@@ -77,19 +77,45 @@ bool DynamicShard::EvictsBefore(int32_t a, int32_t b) const {
   return std::tie(last_seen_[a], ids_[a]) < std::tie(last_seen_[b], ids_[b]);
 }
 
+void DynamicShard::SelectVictims(int64_t need) {
+  // The order of EvictsBefore for LRU, TTL and LFU, with each candidate's key copied next to it:
+  // comparisons then read one contiguous array instead of three per-slot ones at random. Keys
+  // are distinct (ids are), so selecting the `need` smallest and sorting them gives exactly the
+  // victims, in the order, that a sort by EvictsBefore would.
+  const bool lfu = config_.eviction == Eviction::kLfu;
+  candidates_.clear();
+  for (int64_t s = 0; s < used_; ++s) {
+    if (last_seen_[s] == now_) continue;
+    if (config_.eviction == Eviction::kTtl && now_ - last_seen_[s] <= config_.ttl_steps) continue;
+    candidates_.push_back({lfu ? count_[s] : 0u, last_seen_[s], ids_[s], static_cast<int32_t>(s)});
+  }
+  auto before = [](const Candidate& a, const Candidate& b) {
+    return std::tie(a.count, a.last_seen, a.id) < std::tie(b.count, b.last_seen, b.id);
+  };
+  if (static_cast<int64_t>(candidates_.size()) > need) {
+    std::nth_element(candidates_.begin(), candidates_.begin() + need, candidates_.end(), before);
+    candidates_.resize(static_cast<size_t>(need));
+  }
+  std::sort(candidates_.begin(), candidates_.end(), before);
+  for (const Candidate& c : candidates_) victims_.push_back(c.slot);
+}
+
 void DynamicShard::Translate(std::span<const IdSpan> ids,
                              const std::function<void(int32_t, int64_t)>& init) {
   ++now_;
   last_ = StepCounts{};
   // Known ids (nearly all of them once the table is warm) are touched and rewritten as they come;
-  // the order does not matter for them. Index lookups of random ids miss the cache, so the probe
-  // runs of ids a little ahead are fetched early.
-  constexpr size_t kPrefetchAhead = 16;
+  // the order does not matter for them. Index lookups of random ids miss the cache, and so do the
+  // slot's id, last-seen and count after them; a two-stage pipeline hides both: the probe run of
+  // the id kIndexAhead ahead is fetched, and for the id kSlotAhead ahead (whose index entry has
+  // arrived by then) the slot its home entry guesses.
+  constexpr size_t kIndexAhead = 16, kSlotAhead = 8;
   sorted_.clear();
   for (const IdSpan& span : ids) {
     const size_t n = span.size();
     for (size_t i = 0; i < n; ++i) {
-      if (i + kPrefetchAhead < n) index_.Prefetch(span[i + kPrefetchAhead]);
+      if (i + kIndexAhead < n) index_.Prefetch(span[i + kIndexAhead]);
+      if (i + kSlotAhead < n) PrefetchSlot(index_.Guess(span[i + kSlotAhead]));
       int64_t& x = span[i];
       const int32_t s = index_.Find(x, ids_.data());
       if (s == SlotIndex::kNone) {
@@ -133,7 +159,10 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
   const int64_t free = slots_ - used_;
   const int64_t need = static_cast<int64_t>(pending_.size()) - free;
   victims_.clear();
-  if (need > 0 && config_.eviction != Eviction::kNone) {
+  if (need > 0 && (config_.eviction == Eviction::kLru || config_.eviction == Eviction::kLfu ||
+                   config_.eviction == Eviction::kTtl)) {
+    SelectVictims(need);
+  } else if (need > 0 && config_.eviction != Eviction::kNone) {
     for (int64_t s = 0; s < used_; ++s) {
       if (last_seen_[s] == now_) continue;
       if (config_.eviction == Eviction::kTtl && now_ - last_seen_[s] <= config_.ttl_steps) continue;

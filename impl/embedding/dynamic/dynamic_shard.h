@@ -104,6 +104,16 @@ class DynamicShard {
  private:
   // Whether slot a leaves before slot b under the eviction policy (ties by id).
   bool EvictsBefore(int32_t a, int32_t b) const;
+  // Fills victims_ with the `need` rows that leave first under LRU, TTL or LFU (fewer when fewer
+  // rows may leave), in the order EvictsBefore gives them.
+  void SelectVictims(int64_t need);
+  // Asks the cache for slot s's id, last-seen and count (s may be SlotIndex::kNone: nothing).
+  void PrefetchSlot(int32_t s) const {
+    if (s < 0) return;
+    __builtin_prefetch(ids_.data() + s);
+    __builtin_prefetch(last_seen_.data() + s, 1);
+    __builtin_prefetch(count_.data() + s, 1);
+  }
 
   sharding::DynamicConfig config_;
   int64_t slots_ = 0;
@@ -135,6 +145,13 @@ class DynamicShard {
   std::vector<uint32_t> pending_count_;
   std::vector<size_t> pending_group_;
   std::vector<int32_t> victims_;
+  struct Candidate {
+    uint32_t count;  // LFU's count, 0 otherwise
+    int64_t last_seen;
+    int64_t id;
+    int32_t slot;
+  };
+  std::vector<Candidate> candidates_;  // scratch of SelectVictims
 };
 
 }  // namespace shardrec::embedding::dynamic
