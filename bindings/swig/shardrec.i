@@ -10,6 +10,7 @@
 #include "shardrec/comm.h"
 #include "shardrec/plan.h"
 #include "shardrec/embedding.h"
+#include "shardrec/dynamic.h"
 #include "shardrec/device.h"
 #include "shardrec/replica.h"
 #include "shardrec/checkpoint.h"
@@ -72,6 +73,7 @@
 %include "shardrec/comm.h"
 %include "shardrec/plan.h"
 %include "shardrec/embedding.h"
+%include "shardrec/dynamic.h"
 %include "shardrec/device.h"
 %include "shardrec/replica.h"
 /* Checkpoints: host dense tensors (pointers) are not offered to Java/Go yet. */

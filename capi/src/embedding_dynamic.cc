@@ -1,4 +1,4 @@
-// C API of the dynamic tables of an embedding collection (shardrec/embedding.h, "Dynamic
+// C API of the dynamic tables of an embedding collection (shardrec/dynamic.h, "Dynamic
 // tables"): their statistics and the caller's eviction scores.
 #include <cstddef>
 #include <span>
@@ -7,7 +7,7 @@
 #include "capi/src/embedding_handle.h"
 #include "capi/src/guard.h"
 #include "capi/src/versioned.h"
-#include "shardrec/embedding.h"
+#include "shardrec/dynamic.h"
 
 using shardrec::Status;
 using shardrec::capi::CheckNotNull;

@@ -1,4 +1,4 @@
-// C API of the delta export of dynamic tables (shardrec/embedding.h, "Dynamic tables"): the
+// C API of the delta export of dynamic tables (shardrec/dynamic.h, "Dynamic tables"): the
 // mark and the gathered delta since it (impl/embedding/dynamic/delta.h).
 #include <algorithm>
 #include <cstddef>
@@ -7,7 +7,7 @@
 #include "capi/src/embedding_handle.h"
 #include "capi/src/guard.h"
 #include "impl/embedding/dynamic/delta.h"
-#include "shardrec/embedding.h"
+#include "shardrec/dynamic.h"
 
 using shardrec::Status;
 using shardrec::capi::CheckNotNull;

@@ -8,6 +8,7 @@
 #include "shardrec/comm.h"
 #include "shardrec/plan.h"
 #include "shardrec/embedding.h"
+#include "shardrec/dynamic.h"
 #include "shardrec/device.h"
 #include "shardrec/replica.h"
 #include "shardrec/checkpoint.h"

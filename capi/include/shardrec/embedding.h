@@ -771,101 +771,6 @@ SHARDREC_API shardrec_status_t shardrec_step_timings_init(shardrec_step_timings_
 SHARDREC_API shardrec_status_t shardrec_embedding_step_timings(const shardrec_embedding_t* coll,
                                                                shardrec_step_timings_t* out);
 
-/* ---- Dynamic tables ------------------------------------------------------------------- */
-
-/**
- * This rank's part of one dynamic table (docs/dynamic-tables.md): the rows of the row blocks it
- * holds (column shards of one block counted once) and what training forwards did to them. The
- * table's totals are the sums over the ranks that hold a block of it. "Last" counts are those
- * of the last training forward, "total" counts those since creation.
- */
-typedef struct shardrec_dynamic_table_stats {
-  uint32_t version;                 /**< SHARDREC_DYNAMIC_TABLE_STATS_VERSION. */
-  int64_t size;                     /**< Rows (ids with a row) held here. */
-  int64_t capacity;                 /**< Slots of the row blocks held here. */
-  double load_factor;               /**< size / capacity; 0 when capacity is 0. */
-  int64_t last_inserted;            /**< Rows created. */
-  int64_t last_evicted;             /**< Rows that left (with their optimizer state). */
-  int64_t last_rejected_admission;  /**< Distinct ids below the admission threshold. */
-  int64_t last_rejected_full;       /**< Distinct admitted ids that found no slot. */
-  int64_t total_inserted;           /**< As last_inserted, since creation. */
-  int64_t total_evicted;            /**< As last_evicted, since creation. */
-  int64_t total_rejected_admission; /**< As last_rejected_admission, since creation. */
-  int64_t total_rejected_full;      /**< As last_rejected_full, since creation. */
-  uint64_t metadata_bytes;          /**< Bytes of this rank's id index, per-slot metadata and
-                                         admission counts for the table (beyond the rows and their
-                                         optimizer state). */
-} shardrec_dynamic_table_stats_t;
-
-#define SHARDREC_DYNAMIC_TABLE_STATS_VERSION 1u
-#define SHARDREC_DYNAMIC_TABLE_STATS_INIT \
-  { SHARDREC_DYNAMIC_TABLE_STATS_VERSION, 0, 0, 0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0u }
-
-/**
- * Fills @p stats with zeros for struct version @p version.
- * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
- */
-SHARDREC_API shardrec_status_t
-shardrec_dynamic_table_stats_init(shardrec_dynamic_table_stats_t* stats, uint32_t version);
-
-/**
- * This rank's part of dynamic table @p table (see shardrec_dynamic_table_stats_t).
- * @param coll  [in] Must not be NULL.
- * @param table [in] Table name; must not be NULL.
- * @param out   [in,out] Initialised with shardrec_dynamic_table_stats_init; must not be NULL.
- * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table; SHARDREC_EINVAL for NULL, an
- *         unsupported version or a table that is not dynamic; SHARDREC_EUSAGE when another
- *         thread is using the collection. Not collective; changes nothing.
- */
-SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_stats(
-    const shardrec_embedding_t* coll, const char* table, shardrec_dynamic_table_stats_t* out);
-
-/**
- * Sets this rank's mark of dynamic table @p table for delta export
- * (shardrec_embedding_dynamic_delta; docs/dynamic-tables.md, "Delta export"): forgets which rows
- * changed and which ids were evicted before, and starts tracking them (tracking is off until the
- * first mark; it then costs one bit per slot and 8 bytes per eviction until the next mark).
- * Not collective (it communicates nothing), but every rank must call it between the same two
- * training steps, or the deltas mix different periods.
- * @param coll  [in] Must not be NULL.
- * @param table [in] Table name; must not be NULL.
- * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table; SHARDREC_EINVAL for NULL or a
- *         table that is not dynamic; SHARDREC_EUSAGE when another thread is using the collection.
- *         Does not touch the GPU or any stream (dynamic tables are host-only).
- */
-SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_mark(shardrec_embedding_t* coll,
-                                                               const char* table);
-
-/**
- * Collective over the collection's communicator: the whole dynamic table's changes since the
- * marks, on every rank. Rows changed are those a training forward saw or inserted since the mark
- * (a superset of those the optimizer changed), as their ids (ascending) and current weights
- * widened to fp32; tombstones are the ids evicted since the mark that have no row now (an id
- * evicted and inserted again is a changed row). Replaying a delta (upsert each row, erase each
- * tombstone) onto a copy of the table as it was at the mark gives the table as it is. The marks
- * stay: call shardrec_embedding_dynamic_mark to start the next period.
- * Buffers: if @p max_rows or @p max_tombstones is smaller than needed, nothing is written,
- * @p num_rows and @p num_tombstones receive the sizes needed and SHARDREC_EINVAL is returned on
- * every rank (pass 0 and NULL buffers to ask for the sizes; each call gathers again).
- * @param coll           [in] Must not be NULL.
- * @param table          [in] Table name; must not be NULL.
- * @param ids            [out] max_rows ids; may be NULL when max_rows is 0.
- * @param rows           [out] max_rows x dim floats, row-major; may be NULL when max_rows is 0.
- * @param max_rows       [in] Capacity of @p ids and of @p rows in rows.
- * @param tombstones     [out] max_tombstones ids; may be NULL when max_tombstones is 0.
- * @param max_tombstones [in] Capacity of @p tombstones.
- * @param num_rows       [out] Rows in the delta; must not be NULL.
- * @param num_tombstones [out] Tombstones in the delta; must not be NULL.
- * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table; SHARDREC_EINVAL for NULL, a
- *         table that is not dynamic or buffers too small (see above); SHARDREC_EUSAGE, on every
- *         rank, when a rank has not marked the table or has an input distribution pending, or
- *         when another thread is using the collection; a failed exchange (SHARDREC_EREMOTE,
- *         SHARDREC_ETIMEOUT). Changes nothing in the collection.
- */
-SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_delta(
-    shardrec_embedding_t* coll, const char* table, int64_t* ids, float* rows, size_t max_rows,
-    int64_t* tombstones, size_t max_tombstones, size_t* num_rows, size_t* num_tombstones);
-
 /* ---- Evaluation mode ------------------------------------------------------------------ */
 
 /**
@@ -904,37 +809,6 @@ SHARDREC_API shardrec_status_t shardrec_embedding_set_training(shardrec_embeddin
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_is_training(const shardrec_embedding_t* coll,
                                                               int32_t* training);
-
-/* ---- Caller's scores (SHARDREC_EVICTION_SCORE) ----------------------------------------- */
-
-/**
- * Sets the eviction scores of rows of dynamic table @p table, whose eviction policy must be
- * SHARDREC_EVICTION_SCORE (docs/dynamic-tables.md, "Scores"): when a shard is full, the rows the
- * forward did not see leave lowest score first, ties by smallest id. A row's score is 0 when it
- * is created and stays what was last set until the row leaves (a row evicted and inserted again
- * starts at 0). Scores are saved by checkpoints.
- * Per owner, not collective: this rank sets the score of each id of @p ids that has a row on one
- * of its shards (every column shard of that row block) and ignores the others, so every rank may
- * be given the same whole list: the result does not depend on the plan or world size. An id
- * without a row is not remembered (set its score after the forward that inserts it). An id given
- * twice takes its last score. All values are checked before any is set: on error nothing changes.
- * @param coll    [in] Must not be NULL.
- * @param table   [in] Table name; must not be NULL.
- * @param ids     [in] @p n ids (any 64-bit values); may be NULL when @p n is 0.
- * @param scores  [in] @p n finite scores, scores[i] for ids[i]; may be NULL when @p n is 0.
- * @param n       Number of ids.
- * @param num_set [out] How many of the @p n entries named a row held here; may be NULL.
- * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table; SHARDREC_EINVAL for NULL
- *         pointers (with n > 0), a non-finite score, a table that is not dynamic or whose
- *         eviction policy is not SCORE; SHARDREC_EUSAGE when another thread is using the
- *         collection. Does not touch the GPU or any stream (dynamic tables are host-only).
- * Thread-safety: one thread at a time per collection.
- */
-SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_set_scores(shardrec_embedding_t* coll,
-                                                                     const char* table,
-                                                                     const int64_t* ids,
-                                                                     const double* scores, size_t n,
-                                                                     size_t* num_set);
 
 SHARDREC_END_DECL
 

@@ -12,6 +12,7 @@
 #include "shardrec/ddp.h"
 #include "shardrec/dense.h"
 #include "shardrec/device.h"
+#include "shardrec/dynamic.h"
 #include "shardrec/embedding.h"
 #include "shardrec/inference.h"
 #include "shardrec/plan.h"

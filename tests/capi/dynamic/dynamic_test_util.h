@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "shardrec/config.h"
+#include "shardrec/dynamic.h"
 #include "shardrec/embedding.h"
 #include "tests/capi/embedding/embedding_test_util.h"
 

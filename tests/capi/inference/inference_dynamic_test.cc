@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "shardrec/checkpoint.h"
+#include "shardrec/dynamic.h"
 #include "tests/capi/dynamic/dynamic_stream.h"
 #include "tests/capi/dynamic/dynamic_test_util.h"
 #include "tests/capi/inference/inference_test_util.h"
