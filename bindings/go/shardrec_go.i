@@ -171,6 +171,14 @@ SR_GO_HANDLE(shardrec_inference_version_t)
 %typemap(gotype) const float** ADDR "[]uintptr"
 %typemap(in) const float** ADDR %{ $1 = ($1_ltype)$input.array; %}
 
+/* ---- dynamic tables' delta export: raw out-arrays (the Go layer sized them from the counts
+   the first call returned: ids and tombstones by count, rows by count x dim) ---- */
+%typemap(gotype) int64_t* RAWI64 "[]int64"
+%typemap(in) int64_t* RAWI64 %{ $1 = ($1_ltype)$input.array; %}
+%apply int64_t* RAWI64 { int64_t* ids, int64_t* tombstones };
+%apply float* RAWF { float* rows };
+%apply size_t* OUT { size_t* num_rows, size_t* num_tombstones };
+
 %include "../swig/shardrec.i"
 
 /* Float memory outside the Go heap, for storage C keeps after a call returns (DDP external
