@@ -35,11 +35,11 @@ public final class EmbeddingCollection extends NativeHandle {
    * plan's (the topology's type with default hyperparameters); a given one must be of that type
    * unless every table has its own. A null options means the defaults.
    */
-  public static EmbeddingCollection create(
-      Plan plan, Comm comm, Config.Optimizer optimizer, Config.EmbeddingOptions options) {
+  public static EmbeddingCollection create(Plan plan, Comm comm, Config.Optimizer optimizer,
+                                           Config.EmbeddingOptions options) {
     try {
       return create(plan, optimizer, options,
-          (out, o, e) -> Native.embedding_create(out, plan.handle(), comm.handle(), o, e));
+                    (out, o, e) -> Native.embedding_create(out, plan.handle(), comm.handle(), o, e));
     } finally {
       Reference.reachabilityFence(plan);
       Reference.reachabilityFence(comm);
@@ -52,8 +52,8 @@ public final class EmbeddingCollection extends NativeHandle {
   }
 
   /** Fills the C structs from the Java configs, runs {@code create}, wraps the handle. */
-  static EmbeddingCollection create(
-      Plan plan, Config.Optimizer optimizer, Config.EmbeddingOptions options, NativeCreate create) {
+  static EmbeddingCollection create(Plan plan, Config.Optimizer optimizer,
+                                    Config.EmbeddingOptions options, NativeCreate create) {
     // No optimizer: a NULL one, so the collection trains with the plan's.
     optimizer_config o = optimizer == null ? null : optimizer.toNative();
     embedding_options e = new embedding_options();
@@ -87,8 +87,7 @@ public final class EmbeddingCollection extends NativeHandle {
       }
       return new EmbeddingCollection(out[0], shapes);
     } finally {
-      if (o != null)
-        o.delete();
+      if (o != null) o.delete();
       e.delete();
     }
   }
@@ -123,7 +122,7 @@ public final class EmbeddingCollection extends NativeHandle {
     FloatBuffer o = Buffers.out(out, outputSize(batch), "out");
     try {
       Native.bind_embedding_forward(handle(), batch.batchSize, batch.numFeatures, batch.lengths,
-          batch.values, batch.weights, o);
+                                    batch.values, batch.weights, o);
     } finally {
       Reference.reachabilityFence(this);
     }
@@ -150,7 +149,7 @@ public final class EmbeddingCollection extends NativeHandle {
     FloatBuffer o = Buffers.out(out, elements(shape), "out");
     try {
       Native.bind_embedding_forward_tensor(handle(), batch.batchSize, batch.numFeatures,
-          batch.lengths, batch.values, batch.weights, o, shape);
+                                           batch.lengths, batch.values, batch.weights, o, shape);
     } finally {
       Reference.reachabilityFence(this);
     }
@@ -171,8 +170,8 @@ public final class EmbeddingCollection extends NativeHandle {
   /** {@link #backward(FloatBuffer)} with the gradient as a tensor of extents {@code shape}. */
   public void backward(FloatBuffer grad, long[] shape) {
     try {
-      Native.bind_embedding_backward_tensor(
-          handle(), Buffers.in(grad, elements(shape), "grad"), shape);
+      Native.bind_embedding_backward_tensor(handle(), Buffers.in(grad, elements(shape), "grad"),
+                                            shape);
     } finally {
       Reference.reachabilityFence(this);
     }
@@ -180,12 +179,10 @@ public final class EmbeddingCollection extends NativeHandle {
 
   /** Element count of a tensor shape; IllegalArgumentException for a bad one. */
   private static long elements(long[] shape) {
-    if (shape == null)
-      throw new IllegalArgumentException("shape must not be null");
+    if (shape == null) throw new IllegalArgumentException("shape must not be null");
     long n = 1;
     for (long d : shape) {
-      if (d < 0)
-        throw new IllegalArgumentException("negative extent in shape");
+      if (d < 0) throw new IllegalArgumentException("negative extent in shape");
       n = Math.multiplyExact(n, d);
     }
     return n;
@@ -194,8 +191,8 @@ public final class EmbeddingCollection extends NativeHandle {
   /** Starts the pipelined input distribution of {@code batch} (collective). */
   public void inputDistStart(Kjt batch) {
     try {
-      Native.bind_embedding_input_dist_start(
-          handle(), batch.batchSize, batch.numFeatures, batch.lengths, batch.values, batch.weights);
+      Native.bind_embedding_input_dist_start(handle(), batch.batchSize, batch.numFeatures,
+                                             batch.lengths, batch.values, batch.weights);
     } finally {
       Reference.reachabilityFence(this);
     }
@@ -277,8 +274,7 @@ public final class EmbeddingCollection extends NativeHandle {
 
   private long tableSize(String table, boolean rowWise) {
     long[] shape = tableShapes.get(table);
-    if (shape == null)
-      return -1;
+    if (shape == null) return -1;
     return rowWise ? shape[0] : shape[0] * shape[1];
   }
 
@@ -369,8 +365,7 @@ public final class EmbeddingCollection extends NativeHandle {
 
     @Override
     public boolean equals(Object o) {
-      if (!(o instanceof State))
-        return false;
+      if (!(o instanceof State)) return false;
       State s = (State) o;
       return s.name.equals(name) && s.rowWise == rowWise;
     }
@@ -420,8 +415,7 @@ public final class EmbeddingCollection extends NativeHandle {
 
   private boolean stateRowWise(String table, String state) {
     for (State s : tableStates(table)) {
-      if (s.name.equals(state))
-        return s.rowWise;
+      if (s.name.equals(state)) return s.rowWise;
     }
     return false;
   }
@@ -445,8 +439,7 @@ public final class EmbeddingCollection extends NativeHandle {
   public void setState(String table, String state, float[] values) {
     long n = tableSize(table, stateRowWise(table, state));
     FloatBuffer v = Buffers.of(values);
-    if (n >= 0)
-      Buffers.checkSize(v, n, "values");
+    if (n >= 0) Buffers.checkSize(v, n, "values");
     try {
       Native.embedding_set_state(handle(), table, state, v);
     } finally {
@@ -510,8 +503,7 @@ public final class EmbeddingCollection extends NativeHandle {
 
     @Override
     public boolean equals(Object o) {
-      if (!(o instanceof OutputBlock))
-        return false;
+      if (!(o instanceof OutputBlock)) return false;
       OutputBlock b = (OutputBlock) o;
       return feature.equals(b.feature) && table.equals(b.table) && offset == b.offset
           && width == b.width;
@@ -622,8 +614,8 @@ public final class EmbeddingCollection extends NativeHandle {
       // Two collective calls on every rank alike: the sizes, then the fill; nothing trains in
       // between, so both see one delta. An unknown table fails the first call, gathering nothing.
       try {
-        Native.embedding_dynamic_delta(
-            handle(), table, null, null, 0, null, 0, numRows, numTombstones);
+        Native.embedding_dynamic_delta(handle(), table, null, null, 0, null, 0, numRows,
+                                       numTombstones);
         return DynamicDelta.empty((int) tableShapes.get(table)[1]);
       } catch (ShardrecException e) {
         if (e.code() != ShardrecException.EINVAL || (numRows[0] == 0 && numTombstones[0] == 0)) {
@@ -633,7 +625,7 @@ public final class EmbeddingCollection extends NativeHandle {
       int dim = (int) tableShapes.get(table)[1];
       DynamicDelta.Storage b = new DynamicDelta.Storage(numRows[0], numTombstones[0], dim);
       Native.embedding_dynamic_delta(handle(), table, b.ids, b.rows, numRows[0], b.tombstones,
-          numTombstones[0], numRows, numTombstones);
+                                     numTombstones[0], numRows, numTombstones);
       return b.toDelta(dim);
     } finally {
       Reference.reachabilityFence(this);

@@ -21,8 +21,7 @@ class DynamicDeltaTest {
     Arrays.fill(lengths, 1);
     long[] values = Arrays.copyOf(ids, 2 * n);
     float[] out = coll.forward(Kjt.of(n, 2, lengths, values));
-    if (train)
-      coll.backward(out);
+    if (train) coll.backward(out);
     return out;
   }
 
