@@ -3554,6 +3554,25 @@ extern "C" {
     ) -> shardrec_status_t;
 }
 extern "C" {
+    pub fn shardrec_embedding_dynamic_mark(
+        coll: *mut shardrec_embedding_t,
+        table: *const ::std::os::raw::c_char,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_embedding_dynamic_delta(
+        coll: *mut shardrec_embedding_t,
+        table: *const ::std::os::raw::c_char,
+        ids: *mut i64,
+        rows: *mut f32,
+        max_rows: usize,
+        tombstones: *mut i64,
+        max_tombstones: usize,
+        num_rows: *mut usize,
+        num_tombstones: *mut usize,
+    ) -> shardrec_status_t;
+}
+extern "C" {
     pub fn shardrec_device_count(out: *mut i32) -> shardrec_status_t;
 }
 extern "C" {

@@ -9,6 +9,7 @@ mod ddp;
 mod device;
 mod dense;
 mod dynamic;
+mod dynamic_delta;
 mod embedding;
 mod frozen;
 mod inference;
@@ -21,6 +22,7 @@ pub use device::{device_check, device_count, device_plugin_path, DType, DeviceTy
 pub use ddp::{Bucketer, BucketerOptions, BucketerStats, Compression, Fsdp};
 pub use dense::DenseState;
 pub use dynamic::{DynamicTable, DynamicTableStats, Eviction};
+pub use dynamic_delta::DynamicDelta;
 pub use dense::{
     blas_threads, bce_with_logits, dot_interaction_backward, dot_interaction_forward,
     dot_interaction_width, set_blas_threads, Activation, CoreRef, Dcn, DenseLayer, DenseMath,
