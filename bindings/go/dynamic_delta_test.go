@@ -3,9 +3,51 @@
 package shardrec
 
 import (
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 )
+
+// safetensor is one tensor of a safetensors header.
+type safetensor struct {
+	DType       string  `json:"dtype"`
+	Shape       []int64 `json:"shape"`
+	DataOffsets [2]int  `json:"data_offsets"`
+}
+
+// readSafetensors returns a safetensors file's tensors, its metadata and its data section.
+func readSafetensors(t *testing.T, path string) (map[string]safetensor, map[string]string, []byte) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil || len(raw) < 8 {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	n := binary.LittleEndian.Uint64(raw)
+	var header map[string]json.RawMessage
+	if err := json.Unmarshal(raw[8:8+n], &header); err != nil {
+		t.Fatal(err)
+	}
+	tensors := map[string]safetensor{}
+	meta := map[string]string{}
+	for k, v := range header {
+		if k == "__metadata__" {
+			if err := json.Unmarshal(v, &meta); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		var st safetensor
+		if err := json.Unmarshal(v, &st); err != nil {
+			t.Fatal(err)
+		}
+		tensors[k] = st
+	}
+	return tensors, meta, raw[8+n:]
+}
 
 func TestDynamicDeltaAfterMark(t *testing.T) {
 	const capacity, dim = 4, 4
@@ -80,6 +122,39 @@ func TestDynamicDeltaAfterMark(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(again.IDs, d.IDs) || !reflect.DeepEqual(again.Rows, d.Rows) {
 		t.Fatalf("second delta differs: %+v, %v", again, err)
 	}
+	// The table's export keyed by id (no new call): ids 20, 30, 40, 50 (10 left), and the
+	// delta's rows are its rows of those ids.
+	path := filepath.Join(t.TempDir(), "dyn.safetensors")
+	if err := coll.ExportTable("dyn", path, true); CodeOf(err) != ErrCodeUnsupported {
+		t.Fatalf("export with optimizer state: %v, want ErrCodeUnsupported", err)
+	}
+	if err := coll.ExportTable("dyn", path, false); err != nil {
+		t.Fatal(err)
+	}
+	tensors, meta, data := readSafetensors(t, path)
+	ids, weights := tensors["ids"], tensors["weights"]
+	if meta["format"] != "shardrec-dynamic-table" || ids.DType != "I64" || weights.DType != "F32" ||
+		!reflect.DeepEqual(weights.Shape, []int64{4, dim}) {
+		t.Fatalf("export header: %+v %+v", tensors, meta)
+	}
+	exported := map[int64][]float32{}
+	for i := 0; i < 4; i++ {
+		id := int64(binary.LittleEndian.Uint64(data[ids.DataOffsets[0]+8*i:]))
+		row := make([]float32, dim)
+		for c := range row {
+			at := weights.DataOffsets[0] + 4*(i*dim+c)
+			row[c] = math.Float32frombits(binary.LittleEndian.Uint32(data[at:]))
+		}
+		exported[id] = row
+	}
+	if _, ok := exported[10]; ok || len(exported) != 4 {
+		t.Fatalf("exported ids: %v", exported)
+	}
+	for i, id := range d.IDs {
+		if !reflect.DeepEqual(exported[id], d.Row(i)) {
+			t.Fatalf("exported row of %d: %v, delta %v", id, exported[id], d.Row(i))
+		}
+	}
 	if err := coll.DynamicMark("fixed"); CodeOf(err) != ErrCodeInvalid {
 		t.Fatalf("mark of a fixed table: %v", err)
 	}
@@ -88,5 +163,72 @@ func TestDynamicDeltaAfterMark(t *testing.T) {
 	}
 	if _, err := coll.DynamicDelta("nope"); CodeOf(err) != ErrCodeNotFound {
 		t.Fatalf("delta of an unknown table: %v", err)
+	}
+}
+
+// At world 2 the delta is collective: a row-wise table's changes on both ranks' shards, the
+// same on both, whose rows equal what each rank's forward reads.
+func TestDynamicDeltaGathersBothRanks(t *testing.T) {
+	const dim = 4
+	tables := []TableConfig{{Name: "dyn", Rows: 64, Dim: dim, Features: []int32{0},
+		Dynamic: &DynamicTableConfig{Eviction: EvictionLRU}}}
+	features := []FeatureConfig{{Name: "raw"}}
+	constraints := []TableConstraints{{Table: "dyn", ShardingTypes: []ShardingType{RowWise}}}
+	plan, err := NewPlan(tables, features, Topology{WorldSize: 2}, constraints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plan.Close()
+	sgd := &OptimizerConfig{Type: OptimizerSGD, LearningRate: 0.1}
+	deltas := make([]*DynamicDelta, 2)
+	onRanks(t, 2, func(rank int, c *Comm) error {
+		coll, err := NewEmbeddingCollection(plan, c, sgd, nil)
+		if err != nil {
+			return err
+		}
+		defer coll.Close()
+		forward := func(ids []int64, train bool) ([]float32, error) {
+			lengths := make([]int32, len(ids))
+			for i := range lengths {
+				lengths[i] = 1
+			}
+			out, err := coll.ForwardAlloc(&KJT{BatchSize: int64(len(ids)), NumFeatures: 1,
+				Lengths: lengths, Values: ids})
+			if err == nil && train {
+				err = coll.Backward(out)
+			}
+			return out, err
+		}
+		first := [][]int64{{1, 2, 3}, {101, 102, 103}}
+		second := [][]int64{{7, 1 << 60}, {-5, 2}}
+		if _, err := forward(first[rank], true); err != nil {
+			return err
+		}
+		if err := coll.DynamicMark("dyn"); err != nil {
+			return err
+		}
+		if _, err := forward(second[rank], true); err != nil {
+			return err
+		}
+		d, err := coll.DynamicDelta("dyn")
+		if err != nil {
+			return err
+		}
+		deltas[rank] = d
+		out, err := forward(d.IDs, false)
+		if err != nil {
+			return err
+		}
+		for i := range d.IDs {
+			if !reflect.DeepEqual(d.Row(i), out[i*dim:(i+1)*dim]) {
+				t.Errorf("rank %d: row of id %d %v, forward reads %v", rank, d.IDs[i], d.Row(i),
+					out[i*dim:(i+1)*dim])
+			}
+		}
+		return nil
+	})
+	if !reflect.DeepEqual(deltas[0].IDs, []int64{-5, 2, 7, 1 << 60}) ||
+		len(deltas[0].Tombstones) != 0 || !reflect.DeepEqual(deltas[0], deltas[1]) {
+		t.Fatalf("deltas of ranks 0 and 1: %+v and %+v", deltas[0], deltas[1])
 	}
 }
