@@ -14,7 +14,8 @@ fn forward(coll: &mut EmbeddingCollection, ids: &[i64], train: bool) -> Vec<f32>
     let lengths = vec![1i32; 2 * n];
     let mut values = ids.to_vec();
     values.resize(2 * n, 0);
-    let batch = Kjt { batch_size: n as i64, num_features: 2, lengths: &lengths, values: &values, weights: None };
+    let batch =
+        Kjt { batch_size: n as i64, num_features: 2, lengths: &lengths, values: &values, weights: None };
     let out = coll.forward_vec(&batch).expect("forward");
     if train {
         coll.backward(&out).expect("backward");
@@ -32,7 +33,8 @@ fn delta_after_mark_holds_the_forwards_rows_and_a_tombstone() {
     let plan = Plan::new(&tables, &features, &Topology::new(1), &[]).expect("plan");
     let mut comm = Comm::local_group(1, &CommOptions::default()).expect("comm").remove(0);
     let sgd = Optimizer::new(OptimizerType::Sgd, 0.1);
-    let mut coll = EmbeddingCollection::new(&plan, &mut comm, &sgd, &Default::default()).expect("collection");
+    let mut coll =
+        EmbeddingCollection::new(&plan, &mut comm, &sgd, &Default::default()).expect("collection");
 
     assert_eq!(coll.dynamic_delta("dyn").expect_err("not marked").code(), Code::Usage);
     forward(&mut coll, &[10, 20, 30], true);
