@@ -112,7 +112,8 @@ class DynamicDeltaTest {
       for (int r = 0; r < 2; ++r) {
         final int rank = r;
         results.add(pool.submit(() -> {
-          try (EmbeddingCollection coll = EmbeddingCollection.create(plan, comms[rank], sgd, null)) {
+          try (EmbeddingCollection coll =
+                   EmbeddingCollection.create(plan, comms[rank], sgd, null)) {
             forwardOne(coll, true, first[rank]);
             coll.dynamicMark("dyn");
             forwardOne(coll, true, second[rank]);
