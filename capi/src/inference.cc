@@ -297,4 +297,24 @@ shardrec_status_t shardrec_inference_reload(shardrec_inference_t* inf, const cha
   });
 }
 
+shardrec_status_t shardrec_inference_apply_delta(shardrec_inference_t* inf, const char* table,
+                                                 const int64_t* ids, const float* rows,
+                                                 size_t num_rows, const int64_t* tombstones,
+                                                 size_t num_tombstones, uint64_t* version_out) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckHandle(inf));
+    SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
+    shardrec::serving::Delta d;
+    d.ids = ids;
+    d.rows = rows;
+    d.num_rows = num_rows;
+    d.tombstones = tombstones;
+    d.num_tombstones = num_tombstones;
+    uint64_t number = 0;
+    SR_RETURN_IF_ERROR(inf->impl->ApplyDelta(table, d, &number));
+    if (version_out != nullptr) *version_out = number;
+    return Status::Ok();
+  });
+}
+
 }  // extern "C"

@@ -39,13 +39,38 @@ Status Inference::Reload(const std::string& path) {
   } release{reloading_};
   std::shared_ptr<Model> next;
   SR_RETURN_IF_ERROR(OpenSource(path, options_, &next));
-  // Only reloads change the slots, and they are serialised by the flag.
+  // Only reloads and deltas change the slots, and they are serialised by the flag.
+  Status s = slots_[current_.load()]->SameShape(*next);
+  if (!s.ok()) return Status::InvalidArgument("cannot reload from ", path, ": ", s.message());
+  Publish(std::move(next));
+  return Status::Ok();
+}
+
+Status Inference::ApplyDelta(const std::string& table, const Delta& d, uint64_t* number) {
+  if (reloading_.exchange(true))
+    return Status::InvalidUsage(
+        "a reload or another delta of this handle is running; they do not queue");
+  struct Release {
+    std::atomic<bool>& flag;
+    ~Release() { flag.store(false); }
+  } release{reloading_};
+  // The served version cannot change under us: only reloads and deltas publish, and the flag
+  // serialises them.
+  const Model& served = *slots_[current_.load()];
+  size_t ti = 0;
+  while (ti < served.tables.size() && served.tables[ti].name != table) ++ti;
+  if (ti == served.tables.size()) return Status::NotFound("no table named ", table);
+  std::shared_ptr<Model> next;
+  SR_RETURN_IF_ERROR(serving::ApplyDelta(served, ti, d, &next));
+  *number = served.number + 1;
+  Publish(std::move(next));
+  return Status::Ok();
+}
+
+void Inference::Publish(std::shared_ptr<Model> next) {
   const int now = current_.load();
   const int idle = 1 - now;
-  const Model& served = *slots_[now];
-  Status s = served.SameShape(*next);
-  if (!s.ok()) return Status::InvalidArgument("cannot reload from ", path, ": ", s.message());
-  next->number = served.number + 1;
+  next->number = slots_[now]->number + 1;
   // A reader that saw the idle slot as current before the last swap may still be backing out.
   WaitForNoReaders(readers_[idle].count);
   slots_[idle] = std::move(next);
@@ -54,7 +79,6 @@ Status Inference::Reload(const std::string& path) {
   // old version is released (freed here unless a pinned snapshot still holds it).
   WaitForNoReaders(readers_[now].count);
   slots_[now].reset();
-  return Status::Ok();
 }
 
 }  // namespace shardrec::serving

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "impl/core/status.h"
+#include "impl/serving/delta.h"
 #include "impl/serving/model.h"
 #include "impl/serving/open.h"
 
@@ -42,12 +43,21 @@ class Inference {
   // current version served. Returns once the old version has no reader left in its slot.
   Status Reload(const std::string& path);
 
+  // Applies `d` to table `table` (ApplyDelta) and publishes the result as the next version;
+  // *number receives its number. kNotFound for an unknown table; kInvalidUsage while a reload or
+  // another delta runs; any error leaves the current version served. Returns as Reload.
+  Status ApplyDelta(const std::string& table, const Delta& d, uint64_t* number);
+
   // Table names and shapes never change across reloads, so they are kept here for callers that
   // need them to live as long as the handle.
   const std::vector<std::string>& table_names() const { return table_names_; }
 
  private:
   explicit Inference(OpenOptions options) : options_(std::move(options)) {}
+
+  // Publishes `next` (numbered served + 1) in the idle slot and retires the served version.
+  // Called with reloading_ held.
+  void Publish(std::shared_ptr<Model> next);
 
   // Enters the current slot for its lifetime.
   class ReadGuard {

@@ -42,6 +42,10 @@ struct RowReader {
     return t.data + static_cast<uint64_t>(row) * t.row_bytes;
   }
   void Prefetch(int64_t id) const {
+    if (t.dynamic) {
+      t.dynamic->index->Prefetch(id);  // the row's address is known only after the probe
+      return;
+    }
     if (id >= 0 && id < t.rows) core::PrefetchLines(Address(id), static_cast<int64_t>(t.row_bytes));
   }
   const float* Read(int64_t row) const {
@@ -51,9 +55,16 @@ struct RowReader {
   }
 };
 
-// Resolves an id against the bounds policy: the row to read, or -1 to skip it.
+// Resolves an id against the bounds policy (a dynamic table: against its index): the row to read,
+// or -1 to skip it.
 inline Status Resolve(const Model& m, const Table& t, int32_t f, int64_t b, size_t i, int64_t id,
                       int64_t* row) {
+  if (t.dynamic) {
+    // Every id is valid; one without a row reads the zero row after the live ones.
+    const int64_t found = t.dynamic->index->Find(id);
+    *row = found >= 0 ? found : t.rows;
+    return Status::Ok();
+  }
   if (id >= 0 && id < t.rows) {
     *row = id;
     return Status::Ok();

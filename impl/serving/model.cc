@@ -67,7 +67,7 @@ Status Model::Finish() {
   const auto F = static_cast<int32_t>(features.size());
   int32_t none = 0;
   for (const Table& t : tables) {
-    if (t.rows < 1 || t.dim < 1)
+    if (t.rows < (t.dynamic ? 0 : 1) || t.dim < 1)
       return Status::InvalidArgument("table ", t.name, ": rows ", t.rows, " and dim ", t.dim,
                                      " must be positive");
     for (int32_t f : t.features)
@@ -117,11 +117,15 @@ Status Model::SameShape(const Model& o) const {
   for (size_t i = 0; i < tables.size(); ++i) {
     const Table& a = tables[i];
     const Table& b = o.tables[i];
-    if (a.name != b.name || a.rows != b.rows || a.dim != b.dim || a.pooling != b.pooling ||
+    const bool dynamic = a.dynamic != nullptr;
+    if (a.name != b.name || dynamic != (b.dynamic != nullptr) ||
+        (!dynamic && a.rows != b.rows) || a.dim != b.dim || a.pooling != b.pooling ||
         a.storage != b.storage || a.features != b.features)
-      return Status::InvalidArgument("table ", i, " differs: served ", a.name, " (", a.rows, " x ",
+      return Status::InvalidArgument("table ", i, " differs: served ", a.name, " (",
+                                     dynamic ? "dynamic, " : "", a.rows, " x ",
                                      a.dim, ", pooling ", static_cast<int32_t>(a.pooling), ", ",
-                                     StorageName(a.storage), "), new ", b.name, " (", b.rows, " x ",
+                                     StorageName(a.storage), "), new ", b.name, " (",
+                                     b.dynamic ? "dynamic, " : "", b.rows, " x ",
                                      b.dim, ", pooling ", static_cast<int32_t>(b.pooling), ", ",
                                      StorageName(b.storage), ")");
   }

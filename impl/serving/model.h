@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "impl/core/status.h"
+#include "impl/serving/id_index.h"
 
 namespace shardrec::serving {
 
@@ -40,15 +41,27 @@ inline constexpr uint64_t kAlign = 64;
 // Bytes of one stored row of `dim` values.
 uint64_t RowBytes(Storage s, int32_t dim);
 
+// A dynamic table's ids: row i of the table holds ids[i] (ascending); the index finds them.
+struct DynamicIds {
+  std::vector<int64_t> ids;
+  std::shared_ptr<const IdIndex> index;
+};
+
 struct Table {
   std::string name;
-  int64_t rows = 0;
+  int64_t rows = 0;  // a dynamic table: its live rows (ids)
   int32_t dim = 0;
   Pooling pooling = Pooling::kSum;
   Storage storage = Storage::kFp32;
   std::vector<int32_t> features;  // indices of the features that read it, in order
-  const uint8_t* data = nullptr;  // rows x row_bytes, kAlign-aligned
+  // rows x row_bytes, kAlign-aligned; a dynamic table has one more row, all zeros in its storage,
+  // that unknown ids read (so sums and MEAN divisors are the training forward's).
+  const uint8_t* data = nullptr;
   uint64_t row_bytes = 0;
+  std::shared_ptr<const DynamicIds> dynamic;  // null for a fixed table
+  // Memory of this table alone (its rows, when not in Model::backing): a delta replaces it in the
+  // next version while the other tables' memory is shared.
+  std::shared_ptr<const void> own;
 };
 
 // A (feature, table) pair of a pooled output: its columns start at out_offset.
@@ -81,8 +94,8 @@ struct Model {
   // Checks the configuration (pooling kinds not mixed, sequence dims equal, feature indices in
   // range) and derives the layout. kInvalidArgument / kUnsupported naming the table.
   Status Finish();
-  // kInvalidArgument naming the first difference in features or tables (names, rows, dims,
-  // pooling, storage): what a reload must keep.
+  // kInvalidArgument naming the first difference in features or tables (names, dims, pooling,
+  // storage, fixed or dynamic, a fixed table's rows): what a reload must keep.
   Status SameShape(const Model& other) const;
 };
 

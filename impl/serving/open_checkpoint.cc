@@ -1,11 +1,15 @@
 // A model version from a training checkpoint: the plan gives the features and tables, the
 // manifest gives each weights block's place; every block is read through the checkpoint's own
-// verified record copy, whatever plan, world size or mesh wrote it.
+// verified record copy, whatever plan, world size or mesh wrote it; a dynamic table's row blocks
+// are gathered by id.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <map>
+#include <new>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "impl/checkpoint/format.h"
@@ -155,7 +159,115 @@ Status ReadTable(Files& files, const checkpoint::Manifest& m, const sharding::Ta
     SR_RETURN_IF_ERROR(Assemble(files, m, t.name, "weights", dst, what));
   }
   t.data = buf.get();
-  model->backing.push_back(std::move(buf));
+  t.own = std::move(buf);
+  model->tables.push_back(std::move(t));
+  return Status::Ok();
+}
+
+// One saved row block of a dynamic table: its ids record and its weights records (one per
+// column shard), found by the block's first row.
+struct DynamicBlock {
+  const Record* ids = nullptr;
+  size_t ids_file = 0;
+  std::vector<std::pair<size_t, const Record*>> weights;
+};
+
+// A dynamic table: every saved block's live rows (ids and fp32 weights) gathered, sorted by id
+// and converted to the serving storage, with the zero row after them and the id index built.
+// Memory beyond the result: the fp32 rows and ids once while they are sorted and encoded.
+Status ReadDynamicTable(Files& files, const checkpoint::Manifest& m,
+                        const sharding::TableConfig& tc, const OpenOptions& o, Model* model) {
+  Table t;
+  t.name = tc.name;
+  t.dim = tc.dim;
+  t.pooling = static_cast<Pooling>(tc.pooling);
+  t.features = tc.features;
+  t.storage = Resolve(o, tc.name, tc.dtype);
+  t.row_bytes = RowBytes(t.storage, t.dim);
+  std::map<int64_t, DynamicBlock> blocks;
+  for (size_t fi = 0; fi < m.files.size(); ++fi) {
+    for (const Record& rec : m.files[fi].records) {
+      if (rec.table != t.name) continue;
+      DynamicBlock& b = blocks[rec.row_offset];
+      if (rec.tensor == "ids") {
+        if (b.ids != nullptr)
+          return Status::Corrupt("checkpoint file ", files.Path(fi), ": dynamic table ", t.name,
+                                 " has two ids records for the row block at row ", rec.row_offset);
+        b.ids = &rec;
+        b.ids_file = fi;
+      } else if (rec.tensor == "weights") {
+        b.weights.push_back({fi, &rec});
+      }
+    }
+  }
+  std::vector<int64_t> ids;
+  std::vector<float> rows;
+  std::vector<uint8_t> buffer;
+  for (const auto& [offset, b] : blocks) {
+    if (b.ids == nullptr) {
+      if (!b.weights.empty())
+        return Status::Corrupt("checkpoint: dynamic table ", t.name, ": the row block at row ",
+                               offset, " has weights but no ids record");
+      continue;  // an empty block writes only its metadata
+    }
+    const Record& ir = *b.ids;
+    const std::string ipath = files.Path(b.ids_file);
+    if (ir.dtype != DType::kInt64 || ir.cols != 1 || ir.rows < 0)
+      return Status::Corrupt("checkpoint file ", ipath, ": record ", ir.key,
+                             " is not an I64 vector");
+    const ReadableFile* f = nullptr;
+    SR_RETURN_IF_ERROR(files.Get(b.ids_file, &f));
+    const size_t first = ids.size();
+    const auto n = static_cast<size_t>(ir.rows);
+    try {
+      ids.resize(first + n);
+      rows.resize((first + n) * static_cast<size_t>(t.dim));
+    } catch (const std::bad_alloc&) {
+      return Status::OutOfMemory("table ", t.name, ": fp32 staging of ", first + n, " rows");
+    }
+    const Target id_dst{DType::kInt64, ir.row_offset, ir.col_offset, ir.rows, 1,
+                        ids.data() + first, 1};
+    SR_RETURN_IF_ERROR(checkpoint::CopyOverlap(*f, ipath, ir, id_dst, &buffer));
+    const Target row_dst{DType::kFloat32, offset, 0, ir.rows, t.dim,
+                         rows.data() + first * t.dim, t.dim};
+    int64_t area = 0;
+    for (const auto& [wfi, wr] : b.weights) {
+      if (wr->rows != ir.rows)
+        return Status::Corrupt("checkpoint file ", files.Path(wfi), ": record ", wr->key, " has ",
+                               wr->rows, " rows, its row block ", ir.rows, " ids");
+      SR_RETURN_IF_ERROR(files.Get(wfi, &f));
+      area += checkpoint::OverlapArea(*wr, row_dst);
+      SR_RETURN_IF_ERROR(checkpoint::CopyOverlap(*f, files.Path(wfi), *wr, row_dst, &buffer));
+    }
+    if (area != ir.rows * t.dim)
+      return Status::Corrupt("checkpoint: dynamic table ", t.name, ": the weights of the row block",
+                             " at row ", offset, " cover ", area, " of its ", ir.rows * t.dim,
+                             " elements");
+  }
+  // Rows in ascending id order, so a version's ids are a sorted array (serving files, deltas).
+  std::vector<size_t> order(ids.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a] < ids[b]; });
+  auto d = std::make_shared<DynamicIds>();
+  d->ids.resize(ids.size());
+  std::vector<float> sorted(rows.size());
+  const size_t dim = static_cast<size_t>(t.dim);
+  for (size_t i = 0; i < order.size(); ++i) {
+    d->ids[i] = ids[order[i]];
+    if (i > 0 && d->ids[i] == d->ids[i - 1])
+      return Status::Corrupt("checkpoint: dynamic table ", t.name, " saves id ", d->ids[i],
+                             " twice");
+    std::copy_n(rows.data() + order[i] * dim, dim, sorted.data() + i * dim);
+  }
+  t.rows = static_cast<int64_t>(d->ids.size());
+  const uint64_t bytes = (static_cast<uint64_t>(t.rows) + 1) * t.row_bytes;
+  std::shared_ptr<uint8_t> buf = AlignedBuffer(bytes);  // zeroed: the zero row stays so
+  if (!buf) return Status::OutOfMemory("table ", t.name, ": ", bytes, " bytes");
+  SR_RETURN_IF_ERROR(EncodeRows(sorted.data(), t.rows, t.dim, t.storage, buf.get(), t.name));
+  SR_RETURN_IF_ERROR(IdIndex::Build(d->ids.data(), t.rows, t.name, &d->index));
+  t.data = buf.get();
+  t.own = std::move(buf);
+  t.dynamic = std::move(d);
   model->tables.push_back(std::move(t));
   return Status::Ok();
 }
@@ -203,7 +315,8 @@ Status OpenCheckpoint(const std::string& dir, const OpenOptions& o, std::shared_
   for (const sharding::FeatureConfig& f : plan.features) model->features.push_back(f.name);
   Files files(*fs, dir, m);
   for (const sharding::TableConfig& tc : plan.tables)
-    SR_RETURN_IF_ERROR(ReadTable(files, m, tc, o, model.get()));
+    SR_RETURN_IF_ERROR(tc.dynamic.enabled ? ReadDynamicTable(files, m, tc, o, model.get())
+                                          : ReadTable(files, m, tc, o, model.get()));
   SR_RETURN_IF_ERROR(ReadDense(files, m, model.get()));
   SR_RETURN_IF_ERROR(model->Finish());
   *out = std::move(model);

@@ -105,6 +105,26 @@ Status Map(const std::string& path, std::shared_ptr<Mapping>* out) {
   return Status::Ok();
 }
 
+// A dynamic table's ids block (ascending int64, one per row): copied out and indexed, and its
+// zero row checked, since every unknown id reads it.
+Status ParseIds(const std::string& path, const json& e, const uint8_t* base, uint64_t size,
+                Table* t) {
+  const uint8_t* data = nullptr;
+  SR_RETURN_IF_ERROR(CheckBlock(path, "ids of table " + t->name, e.at("ids"), base, size,
+                                static_cast<uint64_t>(t->rows) * sizeof(int64_t), &data));
+  auto d = std::make_shared<DynamicIds>();
+  d->ids.resize(static_cast<size_t>(t->rows));
+  if (t->rows > 0) std::memcpy(d->ids.data(), data, d->ids.size() * sizeof(int64_t));
+  for (size_t i = 1; i < d->ids.size(); ++i)
+    if (d->ids[i - 1] >= d->ids[i]) return Bad(path, "ids of table " + t->name + " not ascending");
+  const uint8_t* zero = t->data + static_cast<uint64_t>(t->rows) * t->row_bytes;
+  for (uint64_t b = 0; b < t->row_bytes; ++b)
+    if (zero[b] != 0) return Bad(path, "table " + t->name + ": its zero row is not zero");
+  SR_RETURN_IF_ERROR(IdIndex::Build(d->ids.data(), t->rows, t->name, &d->index));
+  t->dynamic = std::move(d);
+  return Status::Ok();
+}
+
 Status Parse(const std::string& path, const uint8_t* base, uint64_t size, Bounds bounds,
              Model* model) {
   if (std::memcmp(base, kMagic, sizeof(kMagic)) != 0)
@@ -116,8 +136,9 @@ Status Parse(const std::string& path, const uint8_t* base, uint64_t size, Bounds
   if (checkpoint::Checksum(base + kPrefixBytes, hlen) != hsum)
     return Bad(path, "header does not match its checksum");
   const json h = json::parse(base + kPrefixBytes, base + kPrefixBytes + hlen);
-  if (h.at("format").get<std::string>() != "shardrec-serving" ||
-      h.at("format_version").get<int>() != kServingFormatVersion)
+  const int format_version = h.at("format_version").get<int>();
+  if (h.at("format").get<std::string>() != "shardrec-serving" || format_version < 1 ||
+      format_version > kServingFormatVersion)
     return Bad(path, "unknown format or format_version");
   if (h.at("file_size").get<uint64_t>() != size)
     return Bad(path, "is " + std::to_string(size) + " bytes, its header says " +
@@ -130,8 +151,10 @@ Status Parse(const std::string& path, const uint8_t* base, uint64_t size, Bounds
     t.name = e.at("name").get<std::string>();
     t.rows = e.at("rows").get<int64_t>();
     t.dim = e.at("dim").get<int32_t>();
+    const bool dynamic = format_version >= 2 && e.value("dynamic", false);
     const int32_t pooling = e.at("pooling").get<int32_t>();
-    if (pooling < 0 || pooling > 2 || t.rows < 1 || t.dim < 1 || t.rows > (int64_t{1} << 48) ||
+    if (pooling < 0 || pooling > 2 || t.rows < (dynamic ? 0 : 1) || t.dim < 1 ||
+        t.rows > (int64_t{1} << 48) ||
         !StorageFromName(e.at("storage").get<std::string>(), &t.storage))
       return Bad(path, "record of table " + t.name + " has a bad shape, pooling or storage");
     t.pooling = static_cast<Pooling>(pooling);
@@ -139,8 +162,11 @@ Status Parse(const std::string& path, const uint8_t* base, uint64_t size, Bounds
     t.row_bytes = RowBytes(t.storage, t.dim);
     if (e.at("row_bytes").get<uint64_t>() != t.row_bytes)
       return Bad(path, "record of table " + t.name + " has the wrong row size");
-    SR_RETURN_IF_ERROR(CheckBlock(path, "table " + t.name, e, base, size,
-                                  static_cast<uint64_t>(t.rows) * t.row_bytes, &t.data));
+    // A dynamic table's block ends with its zero row.
+    const uint64_t stored_rows = static_cast<uint64_t>(t.rows) + (dynamic ? 1 : 0);
+    SR_RETURN_IF_ERROR(
+        CheckBlock(path, "table " + t.name, e, base, size, stored_rows * t.row_bytes, &t.data));
+    if (dynamic) SR_RETURN_IF_ERROR(ParseIds(path, e, base, size, &t));
     model->tables.push_back(std::move(t));
   }
   for (const json& e : h.at("dense")) {
@@ -161,40 +187,64 @@ Status Parse(const std::string& path, const uint8_t* base, uint64_t size, Bounds
 Status SaveServingFile(const Model& m, const std::string& path) {
   std::vector<Block> blocks;
   json h;
+  bool any_dynamic = false;
+  for (const Table& t : m.tables) any_dynamic = any_dynamic || t.dynamic != nullptr;
   h["format"] = "shardrec-serving";
-  h["format_version"] = kServingFormatVersion;
+  // Files without a dynamic table stay version 1, which older readers open.
+  h["format_version"] = any_dynamic ? kServingFormatVersion : 1;
   h["features"] = m.features;
+  // The header entries, built first, then the blocks each entry places (its "offset").
   json tables = json::array();
   for (const Table& t : m.tables) {
-    const uint64_t nbytes = static_cast<uint64_t>(t.rows) * t.row_bytes;
-    blocks.push_back({t.data, nbytes});
-    tables.push_back({{"name", t.name},
-                      {"rows", t.rows},
-                      {"dim", t.dim},
-                      {"pooling", static_cast<int32_t>(t.pooling)},
-                      {"storage", StorageName(t.storage)},
-                      {"features", t.features},
-                      {"row_bytes", t.row_bytes},
-                      {"nbytes", nbytes},
-                      {"xxh3", Checksums(t.data, nbytes)}});
+    const uint64_t nbytes =
+        (static_cast<uint64_t>(t.rows) + (t.dynamic ? 1 : 0)) * t.row_bytes;
+    json e = {{"name", t.name},
+              {"rows", t.rows},
+              {"dim", t.dim},
+              {"pooling", static_cast<int32_t>(t.pooling)},
+              {"storage", StorageName(t.storage)},
+              {"features", t.features},
+              {"row_bytes", t.row_bytes},
+              {"nbytes", nbytes},
+              {"xxh3", Checksums(t.data, nbytes)}};
+    if (t.dynamic) {
+      const auto* ids = reinterpret_cast<const uint8_t*>(t.dynamic->ids.data());
+      const uint64_t id_bytes = t.dynamic->ids.size() * sizeof(int64_t);
+      e["dynamic"] = true;
+      e["ids"] = {{"nbytes", id_bytes}, {"xxh3", Checksums(ids, id_bytes)}};
+    }
+    tables.push_back(std::move(e));
   }
   json dense = json::array();
   for (const auto& [name, d] : m.dense) {
     const uint64_t nbytes = d.count * sizeof(float);
-    blocks.push_back({reinterpret_cast<const uint8_t*>(d.data), nbytes});
     dense.push_back({{"name", name},
                      {"count", d.count},
                      {"nbytes", nbytes},
                      {"xxh3", Checksums(reinterpret_cast<const uint8_t*>(d.data), nbytes)}});
   }
+  // Block order: each table's rows, then its ids when dynamic; then the dense tensors.
+  std::vector<json*> entries;
+  for (size_t i = 0; i < m.tables.size(); ++i) {
+    const Table& t = m.tables[i];
+    blocks.push_back({t.data, tables[i]["nbytes"].get<uint64_t>()});
+    entries.push_back(&tables[i]);
+    if (t.dynamic) {
+      blocks.push_back({reinterpret_cast<const uint8_t*>(t.dynamic->ids.data()),
+                        t.dynamic->ids.size() * sizeof(int64_t)});
+      entries.push_back(&tables[i]["ids"]);
+    }
+  }
+  for (const auto& kv : m.dense)
+    blocks.push_back({reinterpret_cast<const uint8_t*>(kv.second.data), kv.second.count * 4});
+  for (json& e : dense) entries.push_back(&e);
   // The header's size depends on the offsets it holds, so offsets are placed after a header
   // whose numbers are at their widest (20 digits each), and the header is padded to that room.
   auto place = [&](uint64_t start) {
     uint64_t at = start;
     for (size_t i = 0; i < blocks.size(); ++i) {
       blocks[i].offset = at;
-      json& e = i < m.tables.size() ? tables[i] : dense[i - m.tables.size()];
-      e["offset"] = at;
+      (*entries[i])["offset"] = at;
       at = AlignUp(at + blocks[i].nbytes);
     }
     return at;

@@ -10,7 +10,8 @@
 
 namespace shardrec::serving {
 
-inline constexpr int kServingFormatVersion = 1;
+// Version 2 added dynamic tables (their ids and zero row); files without one are written as 1.
+inline constexpr int kServingFormatVersion = 2;
 
 // Writes `m` to `path` atomically (temporary file, fsync, rename, directory fsync). kIo.
 Status SaveServingFile(const Model& m, const std::string& path);

@@ -38,8 +38,13 @@
  * serving file written by shardrec_inference_save (one file, mapped read-only: zero-copy, and the
  * page cache is shared between the processes serving the same file; docs/serving-format.md).
  *
- * Host only: a device storage or a device batch is refused with SHARDREC_EUNSUPPORTED. Dynamic
- * tables and their delta exports are not supported yet.
+ * Dynamic tables (docs/dynamic-tables.md) are served keyed by id: the rows the checkpoint holds,
+ * in the table's storage type, behind a hash index built at open. An id without a row reads as
+ * zeros (and still counts in a MEAN bag's divisor, as in training); the bounds policy does not
+ * apply to them. shardrec_inference_apply_delta applies a delta export
+ * (shardrec_embedding_dynamic_delta) as a new version without reopening anything.
+ *
+ * Host only: a device storage or a device batch is refused with SHARDREC_EUNSUPPORTED.
  *
  * Thread-safety: lookups, dense-tensor reads, pins and the introspection calls may run from any
  * number of threads at once on one handle, together with one reload. shardrec_inference_destroy
@@ -191,11 +196,12 @@ SHARDREC_API shardrec_status_t shardrec_inference_num_tables(const shardrec_infe
  * @param inf     [in] Must not be NULL.
  * @param index   Table index, below shardrec_inference_num_tables.
  * @param name    [out] The table's name, owned by the handle, valid while the handle lives.
- * @param rows    [out] Number of rows.  @param dim [out] Row width.
+ * @param rows    [out] Number of rows: for a dynamic table, the ids with a row in the current
+ *                version (it changes with reloads and deltas).  @param dim [out] Row width.
  * @param storage [out] The shardrec_serving_storage_t it is served in (never AS_TRAINED: the
  *                type it resolved to).
  * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL handle or an index out of range. Thread-safe
- *         (reloads keep names, rows, dims and storage types).
+ *         (reloads keep names, dims, storage types and a fixed table's rows).
  */
 SHARDREC_API shardrec_status_t shardrec_inference_table_info(const shardrec_inference_t* inf,
                                                              size_t index, const char** name,
@@ -305,8 +311,8 @@ SHARDREC_API shardrec_status_t shardrec_inference_snapshot_dense_tensor(
  * it in as the next version, atomically, while lookups run (see the file comment: requests
  * started before the swap finish on the old version, whose memory is freed when its last reader
  * leaves). The new source must have the same features (names and order) and the same tables
- * (names, rows, dims, pooling, resolved storage types); otherwise nothing
- * changes. One reload at a time per handle: a reload started while another runs is refused with
+ * (names, dims, pooling, resolved storage types, fixed or dynamic, and a fixed table's rows);
+ * otherwise nothing changes. A reload also replaces every applied delta. One reload at a time per handle: a reload started while another runs is refused with
  * SHARDREC_EUSAGE (it does not wait). The call returns once the lookups that were running on
  * the old version have returned, with the old version freed unless a snapshot pins it.
  * @param inf  [in,out] Must not be NULL.
@@ -318,6 +324,40 @@ SHARDREC_API shardrec_status_t shardrec_inference_snapshot_dense_tensor(
  */
 SHARDREC_API shardrec_status_t shardrec_inference_reload(shardrec_inference_t* inf,
                                                          const char* path);
+
+/**
+ * Applies a row delta to table @p table and publishes the result as the next version, atomically,
+ * while lookups run (as shardrec_inference_reload: requests started before it finish on the old
+ * version; version + 1). Only that table is copied: the new version shares every other table and
+ * the dense tensors with the old one, so the extra memory is one copy of that table (plus its
+ * index for a dynamic table) until the old version's last reader leaves.
+ * Dynamic table: each id of @p ids gets row i of @p rows (inserted, or overwritten if present);
+ * each id of @p tombstones loses its row (an id without a row is ignored: it already reads as
+ * zeros). This is the replay of shardrec_embedding_dynamic_delta's output. A fixed table accepts
+ * row updates only: each id must be a row index in [0, rows); tombstones are refused.
+ * The fp32 rows are converted to the table's storage type as at open (rounding or row-wise
+ * quantization). Nothing changes on any error.
+ * @param inf            [in,out] Must not be NULL.
+ * @param table          [in] Table name; must not be NULL.
+ * @param ids            [in] num_rows ids, each at most once; may be NULL when num_rows is 0.
+ * @param rows           [in] num_rows x dim floats, row-major, row i for ids[i]; may be NULL when
+ *                       num_rows is 0. Read during the call only.
+ * @param num_rows       Number of upserted rows.
+ * @param tombstones     [in] num_tombstones ids to remove, none of them also in @p ids; may be
+ *                       NULL when num_tombstones is 0.
+ * @param num_tombstones Number of ids removed.
+ * @param version_out    [out] Receives the new version number; may be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments, an id given twice or both upserted and
+ *         removed, a fixed table's id out of range or tombstones for a fixed table, or a row whose
+ *         values its storage cannot hold (not finite); SHARDREC_ENOTFOUND for an unknown table;
+ *         SHARDREC_EUSAGE while a reload or another delta of this handle runs (it does not wait);
+ *         SHARDREC_ENOMEM.
+ * Thread-safety: as shardrec_inference_reload (any thread, with lookups running; one reload or
+ * delta at a time per handle). Returns once the lookups running on the old version have returned.
+ */
+SHARDREC_API shardrec_status_t shardrec_inference_apply_delta(
+    shardrec_inference_t* inf, const char* table, const int64_t* ids, const float* rows,
+    size_t num_rows, const int64_t* tombstones, size_t num_tombstones, uint64_t* version_out);
 
 SHARDREC_END_DECL
 

@@ -1,0 +1,402 @@
+// Dynamic tables in the inference collection, and deltas: a checkpoint of a trained dynamic
+// collection (table-, row- and column-wise, worlds 1 and 2, LRU eviction) opens with every row
+// the training deltas replay to and zeros for unknown ids (counted in a MEAN divisor); applying
+// the next training delta equals a fresh open of the next checkpoint, bit for bit in every
+// storage, also through a serving file; a fixed table takes row updates only; deltas under load
+// never show a mixed version; bad deltas change nothing.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "shardrec/checkpoint.h"
+#include "tests/capi/dynamic/dynamic_stream.h"
+#include "tests/capi/dynamic/dynamic_test_util.h"
+#include "tests/capi/inference/inference_test_util.h"
+#include "tests/support/spawn_ranks.h"
+
+namespace shardrec::testing {
+namespace {
+
+// An id that no pool of MakeDynScenario holds (checked where used).
+constexpr int64_t kUnknown = 987654321012345;
+
+struct Delta {
+  std::vector<int64_t> ids;
+  std::vector<float> rows;
+  std::vector<int64_t> tombstones;
+};
+
+Delta GetDelta(shardrec_embedding_t* c, const char* table, int64_t dim) {
+  Delta d;
+  size_t n = 0, nt = 0;
+  shardrec_embedding_dynamic_delta(c, table, nullptr, nullptr, 0, nullptr, 0, &n, &nt);
+  d.ids.resize(n);
+  d.rows.resize(n * static_cast<size_t>(dim));
+  d.tombstones.resize(nt);
+  EXPECT_EQ(shardrec_embedding_dynamic_delta(c, table, d.ids.data(), d.rows.data(), n,
+                                             d.tombstones.data(), nt, &n, &nt),
+            SHARDREC_OK)
+      << shardrec_last_error();
+  return d;
+}
+
+using RowMap = std::map<int64_t, std::vector<float>>;
+
+void Replay(const Delta& d, int64_t dim, RowMap* t) {
+  for (size_t i = 0; i < d.ids.size(); ++i)
+    (*t)[d.ids[i]].assign(d.rows.begin() + static_cast<int64_t>(i) * dim,
+                          d.rows.begin() + static_cast<int64_t>(i + 1) * dim);
+  for (int64_t x : d.tombstones) t->erase(x);
+}
+
+// Training of one side: marks at creation, 3 steps, delta 1 and checkpoint 1, a new mark, 3 more
+// steps, delta 2 and checkpoint 2 (rank 0's deltas; every rank gets the same).
+struct DynRunSaved {
+  DynScenario s;
+  std::string ckpt1, ckpt2;
+  Delta d1[2], d2[2];
+};
+
+DynRunSaved TrainDynamic(int32_t world, int32_t sharding) {
+  DynRunSaved run;
+  run.s = MakeDynScenario(world, sharding, SHARDREC_OPTIMIZER_ADAGRAD, 16, 24);
+  DynScenario& s = run.s;
+  for (auto& d : s.dynamic) d.eviction = SHARDREC_EVICTION_LRU;  // 24 ids, 16 slots: tombstones
+  s.base.tables[0].dtype = SHARDREC_DTYPE_BFLOAT16;
+  const int64_t dim = DynOutputDim(s);
+  const Stream st = MakeStream(s, dim, 6);
+  PlanPtr plan = MakeDynPlan(s);
+  EXPECT_NE(plan, nullptr);
+  if (plan == nullptr) return run;
+  run.ckpt1 = TempDir("dyn1");
+  run.ckpt2 = TempDir("dyn2");
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+  std::mutex mu;
+  SpawnRanks(world, [&](int r) {
+    shardrec_embedding_options_t o;
+    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+    o.seed = s.base.seed;
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(world, r), &opt, &o),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr coll(c);
+    auto train = [&](int32_t step) {
+      const RefBatch b = Slice(st.batches[step], world, r);
+      KjtHolder kjt(b, 3, false);
+      std::vector<float> out(static_cast<size_t>(b.batch_size * dim));
+      ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      const int64_t lo = kGlobalBatch * r / world, hi = kGlobalBatch * (r + 1) / world;
+      std::vector<float> g(st.grads[step].begin() + lo * dim, st.grads[step].begin() + hi * dim);
+      ASSERT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+    };
+    Delta mine[4];
+    for (const char* t : {"t0", "t1"}) ASSERT_EQ(shardrec_embedding_dynamic_mark(c, t), SHARDREC_OK);
+    for (int32_t step = 0; step < 3; ++step) train(step);
+    for (int t = 0; t < 2; ++t) {
+      const char* name = t == 0 ? "t0" : "t1";
+      mine[t] = GetDelta(c, name, s.base.tables[static_cast<size_t>(t)].dim);
+      ASSERT_EQ(shardrec_embedding_dynamic_mark(c, name), SHARDREC_OK);
+    }
+    ASSERT_EQ(shardrec_checkpoint_save(c, run.ckpt1.c_str(), nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+    for (int32_t step = 3; step < 6; ++step) train(step);
+    for (int t = 0; t < 2; ++t)
+      mine[2 + t] = GetDelta(c, t == 0 ? "t0" : "t1", s.base.tables[static_cast<size_t>(t)].dim);
+    ASSERT_EQ(shardrec_checkpoint_save(c, run.ckpt2.c_str(), nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+    if (r != 0) return;
+    std::lock_guard<std::mutex> lock(mu);
+    for (int t = 0; t < 2; ++t) {
+      run.d1[t] = std::move(mine[t]);
+      run.d2[t] = std::move(mine[2 + t]);
+    }
+  });
+  return run;
+}
+
+// Every pool id once per table (f0 reads t0 with SUM, f1 and f2 read t1 with MEAN), the t1 bags
+// with an unknown id beside it, then a sample of unknown ids only and an empty one.
+RefBatch Probe(const DynScenario& s) {
+  RefBatch b;
+  const auto n = static_cast<int64_t>(s.pools[0].size());
+  b.batch_size = n + 2;
+  for (int32_t f = 0; f < 3; ++f) {
+    for (int64_t i = 0; i < b.batch_size; ++i) {
+      std::vector<int64_t> bag;
+      if (i < n && f == 0) bag = {s.pools[0][static_cast<size_t>(i)]};
+      if (i < n && f == 1) bag = {s.pools[1][static_cast<size_t>(i)], kUnknown};
+      if (i == n) bag = {kUnknown};
+      b.lengths.push_back(static_cast<int32_t>(bag.size()));
+      b.ids.insert(b.ids.end(), bag.begin(), bag.end());
+    }
+  }
+  return b;
+}
+
+// The training semantics of Probe on tables `t`: unknown ids read zeros and count in MEAN.
+std::vector<float> Expected(const DynScenario& s, const RowMap t[2], const RefBatch& b) {
+  const int64_t dim = DynOutputDim(s);
+  const int64_t d0 = s.base.tables[0].dim, d1 = s.base.tables[1].dim;
+  std::vector<float> out(static_cast<size_t>(b.batch_size * dim), 0.0f);
+  const int64_t B = b.batch_size;
+  size_t pos = 0;
+  const int64_t offsets[3] = {0, d0, d0 + d1};
+  for (int32_t f = 0; f < 3; ++f) {
+    const RowMap& table = t[f == 0 ? 0 : 1];
+    const int64_t w = f == 0 ? d0 : d1;
+    for (int64_t i = 0; i < B; ++i) {
+      const int32_t len = b.lengths[static_cast<size_t>(f * B + i)];
+      float* acc = out.data() + i * dim + offsets[f];
+      for (int32_t k = 0; k < len; ++k, ++pos) {
+        auto it = table.find(b.ids[pos]);
+        for (int64_t c = 0; c < w; ++c) acc[c] += it == table.end() ? 0.0f : it->second[c];
+      }
+      if (f > 0 && len > 0)
+        for (int64_t c = 0; c < w; ++c) acc[c] /= static_cast<float>(len);
+    }
+  }
+  return out;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+shardrec_status_t Apply(shardrec_inference_t* inf, const char* table, const Delta& d,
+                        uint64_t* version = nullptr) {
+  return shardrec_inference_apply_delta(inf, table, d.ids.data(), d.rows.data(), d.ids.size(),
+                                        d.tombstones.data(), d.tombstones.size(), version);
+}
+
+TEST(InferenceDynamic, CheckpointsAndDeltasEqualTraining) {
+  struct Side {
+    int32_t world, sharding;
+  };
+  for (const Side side : {Side{1, SHARDREC_SHARDING_TABLE_WISE}, Side{2, SHARDREC_SHARDING_ROW_WISE},
+                          Side{2, SHARDREC_SHARDING_COLUMN_WISE}}) {
+    const std::string what =
+        "world " + std::to_string(side.world) + " sharding " + std::to_string(side.sharding);
+    const DynRunSaved run = TrainDynamic(side.world, side.sharding);
+    ASSERT_FALSE(run.ckpt1.empty()) << what;
+    for (const auto& pool : run.s.pools)
+      ASSERT_EQ(std::count(pool.begin(), pool.end(), kUnknown), 0);
+    size_t tombstones = 0;
+    RowMap at1[2], at2[2];
+    for (int t = 0; t < 2; ++t) {
+      const int64_t dim = run.s.base.tables[static_cast<size_t>(t)].dim;
+      Replay(run.d1[t], dim, &at1[t]);
+      at2[t] = at1[t];
+      Replay(run.d2[t], dim, &at2[t]);
+      tombstones += run.d2[t].tombstones.size();
+    }
+    EXPECT_GT(tombstones, 0u) << what;  // the second delta removes rows too
+    const RefBatch probe = Probe(run.s);
+    for (int32_t storage : {SHARDREC_SERVING_AS_TRAINED, SHARDREC_SERVING_FP16,
+                            SHARDREC_SERVING_INT8, SHARDREC_SERVING_INT4}) {
+      const std::string how = what + " storage " + std::to_string(storage);
+      InferencePtr inf = Open(run.ckpt1, storage);
+      ASSERT_NE(inf, nullptr) << how;
+      for (size_t t = 0; t < 2; ++t) {
+        int64_t rows = 0;
+        ASSERT_EQ(shardrec_inference_table_info(inf.get(), t, nullptr, &rows, nullptr, nullptr),
+                  SHARDREC_OK);
+        EXPECT_EQ(rows, static_cast<int64_t>(at1[t].size())) << how;
+      }
+      const std::vector<float> v1 = Lookup(inf.get(), probe, 3);
+      if (storage == SHARDREC_SERVING_AS_TRAINED) {
+        EXPECT_TRUE(SameBits(v1, Expected(run.s, at1, probe))) << how;
+      }
+      uint64_t version = 0;
+      ASSERT_EQ(Apply(inf.get(), "t0", run.d2[0], &version), SHARDREC_OK) << shardrec_last_error();
+      EXPECT_EQ(version, 2u);
+      ASSERT_EQ(Apply(inf.get(), "t1", run.d2[1], &version), SHARDREC_OK) << shardrec_last_error();
+      EXPECT_EQ(version, 3u);
+      const std::vector<float> v2 = Lookup(inf.get(), probe, 3);
+      if (storage == SHARDREC_SERVING_AS_TRAINED) {
+        EXPECT_TRUE(SameBits(v2, Expected(run.s, at2, probe))) << how;
+      }
+      // A fresh open of the next checkpoint, and the delta-applied version's serving file.
+      InferencePtr fresh = Open(run.ckpt2, storage);
+      ASSERT_NE(fresh, nullptr) << how;
+      EXPECT_TRUE(SameBits(v2, Lookup(fresh.get(), probe, 3))) << how;
+      for (size_t t = 0; t < 2; ++t) {
+        int64_t rows = 0;
+        ASSERT_EQ(shardrec_inference_table_info(inf.get(), t, nullptr, &rows, nullptr, nullptr),
+                  SHARDREC_OK);
+        EXPECT_EQ(rows, static_cast<int64_t>(at2[t].size())) << how;
+      }
+      const std::string file = TempDir("dynfile") + "/model.srv";
+      ASSERT_EQ(shardrec_inference_save(inf.get(), file.c_str()), SHARDREC_OK)
+          << shardrec_last_error();
+      InferencePtr mapped = Open(file, SHARDREC_SERVING_AS_TRAINED);
+      ASSERT_NE(mapped, nullptr) << how;
+      EXPECT_TRUE(SameBits(v2, Lookup(mapped.get(), probe, 3))) << how;
+      // A reload of the older checkpoint replaces the applied deltas.
+      ASSERT_EQ(shardrec_inference_reload(inf.get(), run.ckpt1.c_str()), SHARDREC_OK)
+          << shardrec_last_error();
+      EXPECT_TRUE(SameBits(v1, Lookup(inf.get(), probe, 3))) << how;
+    }
+  }
+}
+
+// Bad deltas are refused and change nothing; a fixed table takes row updates by index.
+TEST(InferenceDynamic, BadDeltasAndFixedTables) {
+  const DynRunSaved run = TrainDynamic(1, SHARDREC_SHARDING_TABLE_WISE);
+  InferencePtr inf = Open(run.ckpt1, SHARDREC_SERVING_INT8);
+  ASSERT_NE(inf, nullptr);
+  const RefBatch probe = Probe(run.s);
+  const std::vector<float> before = Lookup(inf.get(), probe, 3);
+  const std::vector<float> row(8, 1.0f), nan_row(8, NAN);
+  const int64_t id = run.s.pools[0][0];
+  const int64_t twice[2] = {id, id};
+  const float two_rows[16] = {};
+  EXPECT_EQ(shardrec_inference_apply_delta(inf.get(), "nope", &id, row.data(), 1, nullptr, 0,
+                                           nullptr),
+            SHARDREC_ENOTFOUND);
+  EXPECT_EQ(shardrec_inference_apply_delta(inf.get(), "t0", twice, two_rows, 2, nullptr, 0, nullptr),
+            SHARDREC_EINVAL);
+  EXPECT_EQ(shardrec_inference_apply_delta(inf.get(), "t0", &id, row.data(), 1, &id, 1, nullptr),
+            SHARDREC_EINVAL);
+  EXPECT_EQ(shardrec_inference_apply_delta(inf.get(), "t0", &id, nan_row.data(), 1, nullptr, 0,
+                                           nullptr),
+            SHARDREC_EINVAL);
+  EXPECT_NE(std::string(shardrec_last_error()).find("non-finite"), std::string::npos);
+  EXPECT_EQ(shardrec_inference_apply_delta(inf.get(), "t0", nullptr, nullptr, 1, nullptr, 0,
+                                           nullptr),
+            SHARDREC_EINVAL);
+  EXPECT_EQ(shardrec_inference_apply_delta(nullptr, "t0", nullptr, nullptr, 0, nullptr, 0, nullptr),
+            SHARDREC_EINVAL);
+  uint64_t version = 0;
+  ASSERT_EQ(shardrec_inference_version(inf.get(), &version), SHARDREC_OK);
+  EXPECT_EQ(version, 1u);
+  EXPECT_TRUE(SameBits(before, Lookup(inf.get(), probe, 3)));
+  // An empty delta is a new version with the same rows; removing an unknown id is a no-op.
+  const int64_t unknown = kUnknown;
+  ASSERT_EQ(shardrec_inference_apply_delta(inf.get(), "t0", nullptr, nullptr, 0, &unknown, 1,
+                                           &version),
+            SHARDREC_OK)
+      << shardrec_last_error();
+  EXPECT_EQ(version, 2u);
+  EXPECT_TRUE(SameBits(before, Lookup(inf.get(), probe, 3)));
+
+  // Fixed tables: rows by index; tombstones and ids out of range refused.
+  Side side;
+  side.world = 1;
+  side.sharding = SHARDREC_SHARDING_TABLE_WISE;
+  const Trained tr = TrainAndSave(side, SHARDREC_POOLING_SUM, false);
+  InferencePtr fixed = Open(tr.trained_dir, SHARDREC_SERVING_FP32);
+  ASSERT_NE(fixed, nullptr);
+  const char* name = nullptr;
+  int64_t rows = 0;
+  int32_t dim = 0;
+  ASSERT_EQ(shardrec_inference_table_info(fixed.get(), 0, &name, &rows, &dim, nullptr),
+            SHARDREC_OK);
+  size_t num_features = 0;
+  ASSERT_EQ(shardrec_inference_num_features(fixed.get(), &num_features), SHARDREC_OK);
+  RefBatch b;  // one sample, every feature reads id 1
+  b.batch_size = 1;
+  for (size_t f = 0; f < num_features; ++f) {
+    b.lengths.push_back(1);
+    b.ids.push_back(1);
+  }
+  const auto F = static_cast<int32_t>(num_features);
+  const std::vector<float> old = Lookup(fixed.get(), b, F);
+  const std::vector<float> marker(static_cast<size_t>(dim), 0.75f);
+  const int64_t one = 1, out_of_range = rows;
+  EXPECT_EQ(shardrec_inference_apply_delta(fixed.get(), name, &one, marker.data(), 1, &one, 1,
+                                           nullptr),
+            SHARDREC_EINVAL);
+  EXPECT_EQ(shardrec_inference_apply_delta(fixed.get(), name, &out_of_range, marker.data(), 1,
+                                           nullptr, 0, nullptr),
+            SHARDREC_EINVAL);
+  EXPECT_TRUE(SameBits(old, Lookup(fixed.get(), b, F)));
+  ASSERT_EQ(shardrec_inference_apply_delta(fixed.get(), name, &one, marker.data(), 1, nullptr, 0,
+                                           &version),
+            SHARDREC_OK)
+      << shardrec_last_error();
+  EXPECT_EQ(version, 2u);
+  const std::vector<float> now = Lookup(fixed.get(), b, F);
+  int64_t changed = 0;
+  for (size_t c = 0; c < now.size(); ++c) {
+    if (now[c] == old[c]) continue;
+    EXPECT_EQ(now[c], 0.75f) << "column " << c;
+    ++changed;
+  }
+  EXPECT_GE(changed, dim);  // every column of a pair that reads the table (unless equal by chance)
+}
+
+// Deltas under load: every delta k sets rows A and B of t0 to k and removes or restores C; a
+// lookup sees one version: both rows equal the version's marker, and C matches that version.
+TEST(InferenceDynamic, DeltasUnderLoadShowOneVersion) {
+  const DynRunSaved run = TrainDynamic(1, SHARDREC_SHARDING_TABLE_WISE);
+  InferencePtr inf = Open(run.ckpt1, SHARDREC_SERVING_FP32);
+  ASSERT_NE(inf, nullptr);
+  const int64_t A = 1000000001, B = 1000000002, C = 1000000003;
+  RefBatch b;  // sample 0 reads A, sample 1 B, sample 2 C, through f0 (t0, SUM)
+  b.batch_size = 3;
+  b.lengths = {1, 1, 1, 0, 0, 0, 0, 0, 0};
+  b.ids = {A, B, C};
+  constexpr int kDeltas = 40;
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> checked{0}, mixed{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 3; ++r) {
+    readers.emplace_back([&] {
+      KjtHolder kjt(b, 3, false);
+      std::vector<float> out(static_cast<size_t>(3 * DynOutputDim(run.s)));
+      const size_t D = out.size() / 3;
+      while (!stop.load()) {
+        uint64_t v = 0;
+        if (shardrec_inference_lookup(inf.get(), kjt.view(), out.data(), out.size(), &v) !=
+            SHARDREC_OK) {
+          ++mixed;
+          continue;
+        }
+        if (v < 2) continue;
+        const auto marker = static_cast<float>(v);
+        const float c_expect = v % 2 == 0 ? marker : 0.0f;  // even versions restore C
+        for (size_t c = 0; c < 8; ++c)
+          if (out[c] != marker || out[D + c] != marker || out[2 * D + c] != c_expect) ++mixed;
+        ++checked;
+      }
+    });
+  }
+  for (int k = 0; k < kDeltas; ++k) {
+    const uint64_t next = static_cast<uint64_t>(k) + 2;
+    const std::vector<float> rows(next % 2 == 0 ? 24 : 16, static_cast<float>(next));
+    std::vector<int64_t> ids = {A, B};
+    std::vector<int64_t> gone;
+    if (next % 2 == 0) {
+      ids.push_back(C);
+    } else {
+      gone.push_back(C);
+    }
+    uint64_t version = 0;
+    ASSERT_EQ(shardrec_inference_apply_delta(inf.get(), "t0", ids.data(), rows.data(), ids.size(),
+                                             gone.data(), gone.size(), &version),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    ASSERT_EQ(version, next);
+    std::this_thread::yield();
+  }
+  while (checked.load() == 0 && mixed.load() == 0) std::this_thread::yield();
+  stop.store(true);
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(mixed.load(), 0);
+  EXPECT_GT(checked.load(), 0);
+}
+
+}  // namespace
+}  // namespace shardrec::testing
