@@ -178,6 +178,12 @@ SR_GO_HANDLE(shardrec_inference_version_t)
 %apply int64_t* RAWI64 { int64_t* ids, int64_t* tombstones };
 %apply float* RAWF { float* rows };
 %apply size_t* OUT { size_t* num_rows, size_t* num_tombstones };
+/* ... and its replay into a serving handle (shardrec_inference_apply_delta): the same shapes in. */
+%typemap(gotype) const int64_t* RAWI64 "[]int64"
+%typemap(in) const int64_t* RAWI64 %{ $1 = ($1_ltype)$input.array; %}
+%apply const int64_t* RAWI64 { const int64_t* ids };
+%apply const float* RAWF { const float* rows };
+%apply (const int64_t* BUF, size_t LEN) { (const int64_t* tombstones, size_t num_tombstones) };
 
 %include "../swig/shardrec.i"
 

@@ -5299,3 +5299,15 @@ extern "C" {
         path: *const ::std::os::raw::c_char,
     ) -> shardrec_status_t;
 }
+extern "C" {
+    pub fn shardrec_inference_apply_delta(
+        inf: *mut shardrec_inference_t,
+        table: *const ::std::os::raw::c_char,
+        ids: *const i64,
+        rows: *const f32,
+        num_rows: usize,
+        tombstones: *const i64,
+        num_tombstones: usize,
+        version_out: *mut u64,
+    ) -> shardrec_status_t;
+}
