@@ -359,6 +359,10 @@ SR_JAVA_HANDLE(shardrec_inference_version_t)
 %apply int64_t* RAWI64 { int64_t* ids, int64_t* tombstones };
 %apply float* RAWF { float* rows };
 %apply size_t* OUT { size_t* num_rows, size_t* num_tombstones };
+/* ... and its replay into a serving handle (shardrec_inference_apply_delta): the same shapes in. */
+%apply int64_t* RAWI64 { const int64_t* ids };
+%apply float* RAWF { const float* rows };
+%apply (const int64_t* BUF, size_t LEN) { (const int64_t* tombstones, size_t num_tombstones) };
 
 %include "../swig/shardrec.i"
 
