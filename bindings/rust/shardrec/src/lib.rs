@@ -13,6 +13,7 @@ mod dynamic_delta;
 mod embedding;
 mod frozen;
 mod inference;
+mod inference_delta;
 mod mesh;
 mod plan;
 
