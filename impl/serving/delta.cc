@@ -35,8 +35,8 @@ Status Patch(const Table& t, const Delta& d, const uint8_t* encoded, Table* next
                                    " given)");
   for (size_t i = 0; i < d.num_rows; ++i)
     if (d.ids[i] < 0 || d.ids[i] >= t.rows)
-      return Status::InvalidArgument("delta of table ", t.name, ": id ", d.ids[i],
-                                     " at position ", i, " is outside its rows [0, ", t.rows, ")");
+      return Status::InvalidArgument("delta of table ", t.name, ": id ", d.ids[i], " at position ",
+                                     i, " is outside its rows [0, ", t.rows, ")");
   const uint64_t bytes = static_cast<uint64_t>(t.rows) * t.row_bytes;
   std::shared_ptr<uint8_t> buf = AlignedBuffer(bytes);
   if (!buf) return Status::OutOfMemory("delta of table ", t.name, ": ", bytes, " bytes");
@@ -59,7 +59,10 @@ Status Merge(const Table& t, const Delta& d, const uint8_t* encoded, Table* next
     if (a == b)
       return Status::InvalidArgument("delta of table ", t.name, ": id ", a,
                                      " is both upserted and removed");
-    if (a < b) ++i; else ++j;
+    if (a < b)
+      ++i;
+    else
+      ++j;
   }
   const std::vector<int64_t>& old_ids = t.dynamic->ids;
   auto nd = std::make_shared<DynamicIds>();
@@ -74,8 +77,7 @@ Status Merge(const Table& t, const Delta& d, const uint8_t* encoded, Table* next
   // upserted id that is served takes the delta's row.
   size_t i = 0, u = 0, g = 0;
   while (i < old_ids.size() || u < up.size()) {
-    const bool take_old =
-        u == up.size() || (i < old_ids.size() && old_ids[i] < d.ids[up[u]]);
+    const bool take_old = u == up.size() || (i < old_ids.size() && old_ids[i] < d.ids[up[u]]);
     if (take_old) {
       const int64_t id = old_ids[i];
       while (g < gone.size() && d.tombstones[gone[g]] < id) ++g;
@@ -95,7 +97,8 @@ Status Merge(const Table& t, const Delta& d, const uint8_t* encoded, Table* next
   const uint64_t n = nd->ids.size();
   std::shared_ptr<uint8_t> buf = AlignedBuffer((n + 1) * t.row_bytes);  // zeroed: the zero row
   if (!buf) return Status::OutOfMemory("delta of table ", t.name, ": ", n + 1, " rows");
-  for (uint64_t r = 0; r < n; ++r) std::memcpy(buf.get() + r * t.row_bytes, sources[r], t.row_bytes);
+  for (uint64_t r = 0; r < n; ++r)
+    std::memcpy(buf.get() + r * t.row_bytes, sources[r], t.row_bytes);
   SR_RETURN_IF_ERROR(IdIndex::Build(nd->ids.data(), static_cast<int64_t>(n), t.name, &nd->index));
   next->rows = static_cast<int64_t>(n);
   next->data = buf.get();

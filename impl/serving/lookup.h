@@ -28,8 +28,8 @@ size_t OutputSize(const Model& m, const Request& r);
 
 // Validates `r` (shape, lengths, out_len; kInvalidArgument with the feature, sample, position
 // and id) and writes its output. Ids outside a fixed table follow m.bounds; ids without a row in
-// a dynamic table read zeros and count in a MEAN bag's divisor, as in training. Sums run in fp32 in id
-// order (weight x value, no fused multiply-add), the order of the training forward's host
+// a dynamic table read zeros and count in a MEAN bag's divisor, as in training. Sums run in fp32 in
+// id order (weight x value, no fused multiply-add), the order of the training forward's host
 // kernels; quantized rows are dequantized as q * scale + bias on the fly. On error the output
 // is unspecified.
 Status Lookup(const Model& m, const Request& r, float* out, size_t out_len);

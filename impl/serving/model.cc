@@ -118,16 +118,14 @@ Status Model::SameShape(const Model& o) const {
     const Table& a = tables[i];
     const Table& b = o.tables[i];
     const bool dynamic = a.dynamic != nullptr;
-    if (a.name != b.name || dynamic != (b.dynamic != nullptr) ||
-        (!dynamic && a.rows != b.rows) || a.dim != b.dim || a.pooling != b.pooling ||
-        a.storage != b.storage || a.features != b.features)
-      return Status::InvalidArgument("table ", i, " differs: served ", a.name, " (",
-                                     dynamic ? "dynamic, " : "", a.rows, " x ",
-                                     a.dim, ", pooling ", static_cast<int32_t>(a.pooling), ", ",
-                                     StorageName(a.storage), "), new ", b.name, " (",
-                                     b.dynamic ? "dynamic, " : "", b.rows, " x ",
-                                     b.dim, ", pooling ", static_cast<int32_t>(b.pooling), ", ",
-                                     StorageName(b.storage), ")");
+    if (a.name != b.name || dynamic != (b.dynamic != nullptr) || (!dynamic && a.rows != b.rows) ||
+        a.dim != b.dim || a.pooling != b.pooling || a.storage != b.storage ||
+        a.features != b.features)
+      return Status::InvalidArgument(
+          "table ", i, " differs: served ", a.name, " (", dynamic ? "dynamic, " : "", a.rows, " x ",
+          a.dim, ", pooling ", static_cast<int32_t>(a.pooling), ", ", StorageName(a.storage),
+          "), new ", b.name, " (", b.dynamic ? "dynamic, " : "", b.rows, " x ", b.dim, ", pooling ",
+          static_cast<int32_t>(b.pooling), ", ", StorageName(b.storage), ")");
   }
   return Status::Ok();
 }

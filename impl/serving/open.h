@@ -20,7 +20,8 @@ struct OpenOptions {
 // Reads the checkpoint in `dir` (manifest, rank files, every weights record's checksums; the
 // optimizer states are not read). kNotFound without a manifest; kCorrupt naming the file and
 // record; kInvalidArgument for an override naming no table or a value a storage cannot hold.
-// Memory beyond the result: one fp32 copy of the largest int8/int4 table while it is quantized.
+// Memory beyond the result: one fp32 copy of the largest int8/int4 table while it is quantized,
+// or of a dynamic table (any storage) while its rows are gathered and sorted by id.
 Status OpenCheckpoint(const std::string& dir, const OpenOptions& o, std::shared_ptr<Model>* out);
 
 // A directory is read as a checkpoint, anything else as a serving file (serving_file.h).

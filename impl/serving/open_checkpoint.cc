@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <map>
-#include <new>
 #include <memory>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -225,11 +225,11 @@ Status ReadDynamicTable(Files& files, const checkpoint::Manifest& m,
     } catch (const std::bad_alloc&) {
       return Status::OutOfMemory("table ", t.name, ": fp32 staging of ", first + n, " rows");
     }
-    const Target id_dst{DType::kInt64, ir.row_offset, ir.col_offset, ir.rows, 1,
-                        ids.data() + first, 1};
+    const Target id_dst{
+        DType::kInt64, ir.row_offset, ir.col_offset, ir.rows, 1, ids.data() + first, 1};
     SR_RETURN_IF_ERROR(checkpoint::CopyOverlap(*f, ipath, ir, id_dst, &buffer));
-    const Target row_dst{DType::kFloat32, offset, 0, ir.rows, t.dim,
-                         rows.data() + first * t.dim, t.dim};
+    const Target row_dst{
+        DType::kFloat32, offset, 0, ir.rows, t.dim, rows.data() + first * t.dim, t.dim};
     int64_t area = 0;
     for (const auto& [wfi, wr] : b.weights) {
       if (wr->rows != ir.rows)
@@ -250,20 +250,22 @@ Status ReadDynamicTable(Files& files, const checkpoint::Manifest& m,
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a] < ids[b]; });
   auto d = std::make_shared<DynamicIds>();
   d->ids.resize(ids.size());
-  std::vector<float> sorted(rows.size());
-  const size_t dim = static_cast<size_t>(t.dim);
   for (size_t i = 0; i < order.size(); ++i) {
     d->ids[i] = ids[order[i]];
     if (i > 0 && d->ids[i] == d->ids[i - 1])
       return Status::Corrupt("checkpoint: dynamic table ", t.name, " saves id ", d->ids[i],
                              " twice");
-    std::copy_n(rows.data() + order[i] * dim, dim, sorted.data() + i * dim);
   }
   t.rows = static_cast<int64_t>(d->ids.size());
   const uint64_t bytes = (static_cast<uint64_t>(t.rows) + 1) * t.row_bytes;
   std::shared_ptr<uint8_t> buf = AlignedBuffer(bytes);  // zeroed: the zero row stays so
   if (!buf) return Status::OutOfMemory("table ", t.name, ": ", bytes, " bytes");
-  SR_RETURN_IF_ERROR(EncodeRows(sorted.data(), t.rows, t.dim, t.storage, buf.get(), t.name));
+  // Encoded straight from the gathered rows into id order (no sorted fp32 copy).
+  const size_t dim = static_cast<size_t>(t.dim);
+  for (size_t i = 0; i < order.size(); ++i)
+    SR_RETURN_IF_ERROR(EncodeRows(rows.data() + order[i] * dim, 1, t.dim, t.storage,
+                                  buf.get() + i * t.row_bytes,
+                                  t.name + " id " + std::to_string(d->ids[i])));
   SR_RETURN_IF_ERROR(IdIndex::Build(d->ids.data(), t.rows, t.name, &d->index));
   t.data = buf.get();
   t.own = std::move(buf);

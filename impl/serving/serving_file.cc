@@ -196,8 +196,7 @@ Status SaveServingFile(const Model& m, const std::string& path) {
   // The header entries, built first, then the blocks each entry places (its "offset").
   json tables = json::array();
   for (const Table& t : m.tables) {
-    const uint64_t nbytes =
-        (static_cast<uint64_t>(t.rows) + (t.dynamic ? 1 : 0)) * t.row_bytes;
+    const uint64_t nbytes = (static_cast<uint64_t>(t.rows) + (t.dynamic ? 1 : 0)) * t.row_bytes;
     json e = {{"name", t.name},
               {"rows", t.rows},
               {"dim", t.dim},

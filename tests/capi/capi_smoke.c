@@ -601,7 +601,7 @@ static void run_ranks(int n, void* (*fn)(void*)) {
 
 /* ---- inference.h ------------------------------------------------------------------------- */
 /* Opens the checkpoint the mesh run left, looks up an empty batch, saves and reopens a serving
- * file, pins a snapshot and reloads. */
+ * file, pins a snapshot, reloads and applies a row delta. */
 static void test_inference(void) {
   shardrec_inference_options_t o = SHARDREC_INFERENCE_OPTIONS_INIT;
   shardrec_table_storage_t ts = SHARDREC_TABLE_STORAGE_INIT;
@@ -613,7 +613,7 @@ static void test_inference(void) {
   const float* data = NULL;
   const char* name = NULL;
   size_t nf = 0, nt = 0, count = 0;
-  int64_t dim = 0, rows = 0;
+  int64_t dim = 0, rows = 0, rows_id0 = 0;
   uint64_t v = 0;
   char path[300];
   OK(shardrec_inference_options_init(&o, SHARDREC_INFERENCE_OPTIONS_VERSION));
@@ -643,6 +643,11 @@ static void test_inference(void) {
   OK(shardrec_inference_reload(inf, g_ckpt_dir));
   OK(shardrec_inference_version(inf, &v));
   EXPECT(v == 2);
+  memset(out, 0, sizeof(out));
+  OK(shardrec_inference_apply_delta(inf, name, &rows_id0, out, 1, NULL, 0, &v));
+  EXPECT(v == 3);
+  EXPECT(shardrec_inference_apply_delta(inf, name, NULL, NULL, 0, &rows_id0, 1, NULL) ==
+         SHARDREC_EINVAL);
   OK(shardrec_inference_snapshot_version(ver, &v));
   EXPECT(v == 1);
   OK(shardrec_inference_snapshot_lookup(ver, &kjt, out, (size_t)dim));

@@ -16,8 +16,8 @@
  * running lookup, or a snapshot pinned with shardrec_inference_pin) lets it go. Memory during a
  * swap: the old and the new version are both held until then, so a swap needs at most one
  * version's memory on top of the one being served (for a serving file opened by mmap, page-cache
- * pages rather than private memory). Version numbers start at 1 at open and grow by 1 with each
- * successful reload.
+ * pages rather than private memory; a delta needs one copy of the table it changes). Version
+ * numbers start at 1 at open and grow by 1 with each successful reload or delta.
  *
  * Storage types (per table, SHARDREC_SERVING_*; docs/serving.md has the error bounds):
  *  - AS_TRAINED keeps the checkpoint's dtype (fp32, fp16 or bf16): lookups then equal the
@@ -209,7 +209,7 @@ SHARDREC_API shardrec_status_t shardrec_inference_table_info(const shardrec_infe
                                                              int32_t* storage);
 
 /**
- * The number of the version currently served: 1 after open, +1 per successful reload.
+ * The number of the version currently served: 1 after open, +1 per successful reload or delta.
  * @param inf [in] Must not be NULL.  @param out [out] Must not be NULL.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments. Thread-safe.
  */
@@ -312,9 +312,10 @@ SHARDREC_API shardrec_status_t shardrec_inference_snapshot_dense_tensor(
  * started before the swap finish on the old version, whose memory is freed when its last reader
  * leaves). The new source must have the same features (names and order) and the same tables
  * (names, dims, pooling, resolved storage types, fixed or dynamic, and a fixed table's rows);
- * otherwise nothing changes. A reload also replaces every applied delta. One reload at a time per handle: a reload started while another runs is refused with
- * SHARDREC_EUSAGE (it does not wait). The call returns once the lookups that were running on
- * the old version have returned, with the old version freed unless a snapshot pins it.
+ * otherwise nothing changes. A reload also replaces every applied delta. One reload at a time per
+ * handle: a reload started while another runs is refused with SHARDREC_EUSAGE (it does not wait).
+ * The call returns once the lookups that were running on the old version have returned, with the
+ * old version freed unless a snapshot pins it.
  * @param inf  [in,out] Must not be NULL.
  * @param path [in] Must not be NULL or empty.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments or a source that does not match;

@@ -3,15 +3,19 @@
 // the training deltas replay to and zeros for unknown ids (counted in a MEAN divisor); applying
 // the next training delta equals a fresh open of the next checkpoint, bit for bit in every
 // storage, also through a serving file; a fixed table takes row updates only; deltas under load
-// never show a mixed version; bad deltas change nothing.
+// never show a mixed version; bad deltas change nothing; corrupt ids are refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -85,8 +89,7 @@ DynRunSaved TrainDynamic(int32_t world, int32_t sharding) {
     shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
     o.seed = s.base.seed;
     shardrec_embedding_t* c = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(world, r), &opt, &o),
-              SHARDREC_OK)
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(world, r), &opt, &o), SHARDREC_OK)
         << shardrec_last_error();
     CollPtr coll(c);
     auto train = [&](int32_t step) {
@@ -102,7 +105,8 @@ DynRunSaved TrainDynamic(int32_t world, int32_t sharding) {
           << shardrec_last_error();
     };
     Delta mine[4];
-    for (const char* t : {"t0", "t1"}) ASSERT_EQ(shardrec_embedding_dynamic_mark(c, t), SHARDREC_OK);
+    for (const char* t : {"t0", "t1"})
+      ASSERT_EQ(shardrec_embedding_dynamic_mark(c, t), SHARDREC_OK);
     for (int32_t step = 0; step < 3; ++step) train(step);
     for (int t = 0; t < 2; ++t) {
       const char* name = t == 0 ? "t0" : "t1";
@@ -184,8 +188,9 @@ TEST(InferenceDynamic, CheckpointsAndDeltasEqualTraining) {
   struct Side {
     int32_t world, sharding;
   };
-  for (const Side side : {Side{1, SHARDREC_SHARDING_TABLE_WISE}, Side{2, SHARDREC_SHARDING_ROW_WISE},
-                          Side{2, SHARDREC_SHARDING_COLUMN_WISE}}) {
+  for (const Side side :
+       {Side{1, SHARDREC_SHARDING_TABLE_WISE}, Side{2, SHARDREC_SHARDING_ROW_WISE},
+        Side{2, SHARDREC_SHARDING_COLUMN_WISE}}) {
     const std::string what =
         "world " + std::to_string(side.world) + " sharding " + std::to_string(side.sharding);
     const DynRunSaved run = TrainDynamic(side.world, side.sharding);
@@ -262,20 +267,21 @@ TEST(InferenceDynamic, BadDeltasAndFixedTables) {
   const int64_t id = run.s.pools[0][0];
   const int64_t twice[2] = {id, id};
   const float two_rows[16] = {};
-  EXPECT_EQ(shardrec_inference_apply_delta(inf.get(), "nope", &id, row.data(), 1, nullptr, 0,
-                                           nullptr),
-            SHARDREC_ENOTFOUND);
-  EXPECT_EQ(shardrec_inference_apply_delta(inf.get(), "t0", twice, two_rows, 2, nullptr, 0, nullptr),
-            SHARDREC_EINVAL);
+  EXPECT_EQ(
+      shardrec_inference_apply_delta(inf.get(), "nope", &id, row.data(), 1, nullptr, 0, nullptr),
+      SHARDREC_ENOTFOUND);
+  EXPECT_EQ(
+      shardrec_inference_apply_delta(inf.get(), "t0", twice, two_rows, 2, nullptr, 0, nullptr),
+      SHARDREC_EINVAL);
   EXPECT_EQ(shardrec_inference_apply_delta(inf.get(), "t0", &id, row.data(), 1, &id, 1, nullptr),
             SHARDREC_EINVAL);
-  EXPECT_EQ(shardrec_inference_apply_delta(inf.get(), "t0", &id, nan_row.data(), 1, nullptr, 0,
-                                           nullptr),
-            SHARDREC_EINVAL);
+  EXPECT_EQ(
+      shardrec_inference_apply_delta(inf.get(), "t0", &id, nan_row.data(), 1, nullptr, 0, nullptr),
+      SHARDREC_EINVAL);
   EXPECT_NE(std::string(shardrec_last_error()).find("non-finite"), std::string::npos);
-  EXPECT_EQ(shardrec_inference_apply_delta(inf.get(), "t0", nullptr, nullptr, 1, nullptr, 0,
-                                           nullptr),
-            SHARDREC_EINVAL);
+  EXPECT_EQ(
+      shardrec_inference_apply_delta(inf.get(), "t0", nullptr, nullptr, 1, nullptr, 0, nullptr),
+      SHARDREC_EINVAL);
   EXPECT_EQ(shardrec_inference_apply_delta(nullptr, "t0", nullptr, nullptr, 0, nullptr, 0, nullptr),
             SHARDREC_EINVAL);
   uint64_t version = 0;
@@ -284,9 +290,9 @@ TEST(InferenceDynamic, BadDeltasAndFixedTables) {
   EXPECT_TRUE(SameBits(before, Lookup(inf.get(), probe, 3)));
   // An empty delta is a new version with the same rows; removing an unknown id is a no-op.
   const int64_t unknown = kUnknown;
-  ASSERT_EQ(shardrec_inference_apply_delta(inf.get(), "t0", nullptr, nullptr, 0, &unknown, 1,
-                                           &version),
-            SHARDREC_OK)
+  ASSERT_EQ(
+      shardrec_inference_apply_delta(inf.get(), "t0", nullptr, nullptr, 0, &unknown, 1, &version),
+      SHARDREC_OK)
       << shardrec_last_error();
   EXPECT_EQ(version, 2u);
   EXPECT_TRUE(SameBits(before, Lookup(inf.get(), probe, 3)));
@@ -315,9 +321,9 @@ TEST(InferenceDynamic, BadDeltasAndFixedTables) {
   const std::vector<float> old = Lookup(fixed.get(), b, F);
   const std::vector<float> marker(static_cast<size_t>(dim), 0.75f);
   const int64_t one = 1, out_of_range = rows;
-  EXPECT_EQ(shardrec_inference_apply_delta(fixed.get(), name, &one, marker.data(), 1, &one, 1,
-                                           nullptr),
-            SHARDREC_EINVAL);
+  EXPECT_EQ(
+      shardrec_inference_apply_delta(fixed.get(), name, &one, marker.data(), 1, &one, 1, nullptr),
+      SHARDREC_EINVAL);
   EXPECT_EQ(shardrec_inference_apply_delta(fixed.get(), name, &out_of_range, marker.data(), 1,
                                            nullptr, 0, nullptr),
             SHARDREC_EINVAL);
@@ -335,6 +341,70 @@ TEST(InferenceDynamic, BadDeltasAndFixedTables) {
     ++changed;
   }
   EXPECT_GE(changed, dim);  // every column of a pair that reads the table (unless equal by chance)
+}
+
+void FlipByte(const std::string& path, uint64_t offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x5a);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(&c, 1);
+}
+
+void ExpectCorrupt(const std::string& path, const std::string& word) {
+  shardrec_inference_t* inf = nullptr;
+  EXPECT_EQ(shardrec_inference_open(path.c_str(), nullptr, &inf), SHARDREC_ECORRUPT);
+  EXPECT_EQ(inf, nullptr);
+  const std::string msg = shardrec_last_error();
+  EXPECT_NE(msg.find(word), std::string::npos) << msg;
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+}
+
+// A flipped byte in a checkpoint's ids record or in a serving file's ids block is refused,
+// naming the file and the record.
+TEST(InferenceDynamic, CorruptIdsAreRefused) {
+  namespace fs = std::filesystem;
+  const DynRunSaved run = TrainDynamic(1, SHARDREC_SHARDING_TABLE_WISE);
+  const std::string dir = TempDir("dyncorrupt");
+  fs::copy(run.ckpt1, dir, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  std::string rank_file;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".safetensors") rank_file = e.path().string();
+  ASSERT_FALSE(rank_file.empty());
+  {
+    std::ifstream f(rank_file, std::ios::binary);
+    uint64_t n = 0;
+    f.read(reinterpret_cast<char*>(&n), 8);
+    std::string header(n, '\0');
+    f.read(header.data(), static_cast<std::streamsize>(n));
+    std::smatch m;
+    ASSERT_TRUE(
+        std::regex_search(header, m, std::regex("/ids[^\"]*\"[^}]*\"data_offsets\":\\[(\\d+)")))
+        << header;
+    f.close();
+    FlipByte(rank_file, 8 + n + std::stoull(m[1].str()) + 1);
+  }
+  ExpectCorrupt(dir, "ids");
+
+  InferencePtr inf = Open(run.ckpt1, SHARDREC_SERVING_INT4);
+  ASSERT_NE(inf, nullptr);
+  const std::string file = TempDir("dyncorruptfile") + "/model.srv";
+  ASSERT_EQ(shardrec_inference_save(inf.get(), file.c_str()), SHARDREC_OK) << shardrec_last_error();
+  std::ifstream f(file, std::ios::binary);
+  char prefix[24];
+  f.read(prefix, 24);
+  uint64_t n = 0;
+  std::memcpy(&n, prefix + 8, 8);
+  std::string header(n, '\0');
+  f.read(header.data(), static_cast<std::streamsize>(n));
+  f.close();
+  const nlohmann::json h = nlohmann::json::parse(header);
+  EXPECT_EQ(h.at("format_version").get<int>(), 2);
+  ASSERT_TRUE(h.at("tables")[0].value("dynamic", false));
+  FlipByte(file, h.at("tables")[0].at("ids").at("offset").get<uint64_t>() + 3);
+  ExpectCorrupt(file, "ids of table t0");
 }
 
 // Deltas under load: every delta k sets rows A and B of t0 to k and removes or restores C; a
