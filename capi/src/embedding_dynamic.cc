@@ -1,6 +1,7 @@
 // C API of the dynamic tables of an embedding collection (shardrec/embedding.h, "Dynamic
-// tables"): their statistics.
+// tables"): their statistics and the caller's eviction scores.
 #include <cstddef>
+#include <span>
 
 #include "capi/src/embedding_convert.h"
 #include "capi/src/embedding_handle.h"
@@ -50,6 +51,27 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_stats(
     out->total_rejected_admission = s.total.rejected_admission;
     out->total_rejected_full = s.total.rejected_full;
     out->metadata_bytes = s.metadata_bytes;
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_set_scores(
+    shardrec_embedding_t* coll, const char* table, const int64_t* ids, const double* scores,
+    size_t n, size_t* num_set) {
+  return Guard([&] {
+    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+    ExclusiveUse use(coll->busy, "collection");
+    SR_RETURN_IF_ERROR(use.status());
+    SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
+    if (n > 0) {
+      SR_RETURN_IF_ERROR(CheckNotNull(ids, "ids"));
+      SR_RETURN_IF_ERROR(CheckNotNull(scores, "scores"));
+    }
+    int64_t set = 0;
+    SR_RETURN_IF_ERROR(coll->impl->SetDynamicScores(
+        table, std::span<const int64_t>(ids, n),
+        std::span<const double>(scores, n), &set));
+    if (num_set != nullptr) *num_set = static_cast<size_t>(set);
     return Status::Ok();
   });
 }

@@ -129,7 +129,7 @@ Status ConvertTables(const shardrec_table_config_t* tables, size_t n,
       const shardrec_dynamic_table_config_t& d = *c.dynamic;
       SR_RETURN_IF_ERROR(CheckStructVersion(d.version, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION,
                                             StrCat(what, ": dynamic")));
-      if (d.eviction < SHARDREC_EVICTION_NONE || d.eviction > SHARDREC_EVICTION_TTL)
+      if (d.eviction < SHARDREC_EVICTION_NONE || d.eviction > SHARDREC_EVICTION_SCORE)
         return Status::InvalidArgument(what, ": unknown eviction policy ", d.eviction);
       if (d.admission_threshold < 0)
         return Status::InvalidArgument(what, ": admission_threshold ", d.admission_threshold,

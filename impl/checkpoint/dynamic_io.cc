@@ -23,6 +23,7 @@ constexpr const char* kIds = "ids";
 constexpr const char* kLastSeen = "last_seen";
 constexpr const char* kCount = "count";
 constexpr const char* kAdmission = "admission";
+constexpr const char* kScore = "score";  // SCORE eviction only: the caller's scores
 
 int32_t LocalOf(const embedding::Layout& layout, int32_t table, int32_t shard) {
   for (size_t i = 0; i < layout.local.size(); ++i)
@@ -69,6 +70,7 @@ struct SavedBlock {
   std::map<std::string, std::pair<size_t, size_t>> vectors;  // tensor -> (file, record)
   std::map<std::string, std::vector<std::pair<size_t, size_t>>> tensors;  // weights and states
   std::vector<int64_t> ids, last_seen, count;
+  std::vector<double> score;  // empty: saved without scores (every score 0)
 };
 
 // Reads a whole 1-D record of `dtype` into `out`, verifying every chunk.
@@ -101,6 +103,8 @@ void AppendDynamicSources(const embedding::EmbeddingCollection& coll, const Shar
       out->push_back(Vector(t, kIds, DType::kInt64, n, shard->ids().data()));
       out->push_back(Vector(t, kLastSeen, DType::kInt64, n, shard->last_seen().data()));
       out->push_back(Vector(t, kCount, DType::kInt64, n, Widen<int64_t>(shard->counts(), owned)));
+      if (!shard->scores().empty())
+        out->push_back(Vector(t, kScore, DType::kFloat64, n, shard->scores().data()));
     }
     const std::vector<uint16_t>& sketch = shard->sketch();
     if (!sketch.empty())
@@ -132,6 +136,7 @@ struct DynamicLoad::Shard {
   int64_t forwards = 0;
   std::vector<int64_t> ids, last_seen;
   std::vector<uint32_t> counts;
+  std::vector<double> scores;
   std::vector<uint16_t> sketch;
   // Weights and each optimizer state: packed staged rows and their destination.
   struct Tensor {
@@ -184,7 +189,7 @@ Status DynamicLoad::Read(embedding::EmbeddingCollection& coll, const Manifest& m
         if (rec.table != name) continue;
         SavedBlock& b = blocks[rec.row_offset];
         if (rec.tensor == kMeta || rec.tensor == kIds || rec.tensor == kLastSeen ||
-            rec.tensor == kCount || rec.tensor == kAdmission) {
+            rec.tensor == kCount || rec.tensor == kAdmission || rec.tensor == kScore) {
           if (!b.vectors.emplace(rec.tensor, std::make_pair(f, r)).second)
             return Status::Corrupt("checkpoint: dynamic table ", name, " has two ", rec.tensor,
                                    " records for the row block at row ", rec.row_offset);
@@ -219,6 +224,14 @@ Status DynamicLoad::Read(embedding::EmbeddingCollection& coll, const Manifest& m
                                  offset, " lacks a ", tensor, " record of ", b.rows, " rows");
         SR_RETURN_IF_ERROR(ReadVector(*files[it->second.first], path(it->second.first),
                                       record(it->second), DType::kInt64, out));
+      }
+      // Scores are optional: a table saved under another policy loads with every score 0.
+      if (auto it = b.vectors.find(kScore); it != b.vectors.end()) {
+        if (record(it->second).rows != b.rows)
+          return Status::Corrupt("checkpoint: dynamic table ", name, ": the row block at row ",
+                                 offset, " has a ", kScore, " record not of ", b.rows, " rows");
+        SR_RETURN_IF_ERROR(ReadVector(*files[it->second.first], path(it->second.first),
+                                      record(it->second), DType::kFloat64, &b.score));
       }
     }
     if (forwards < 0)
@@ -270,6 +283,7 @@ Status DynamicLoad::Read(embedding::EmbeddingCollection& coll, const Manifest& m
           if (b.count[i] < 0 || b.count[i] > UINT32_MAX)
             return Status::Corrupt("checkpoint: dynamic table ", name, ": a count is out of range");
           sh.counts.push_back(static_cast<uint32_t>(b.count[i]));
+          sh.scores.push_back(b.score.empty() ? 0.0 : b.score[i]);
         }
         for (size_t slot = 0; slot < sh.tensors.size(); ++slot) {
           Shard::Tensor& d = sh.tensors[slot];
@@ -337,6 +351,7 @@ void DynamicLoad::Commit(embedding::EmbeddingCollection& coll) {
     DynamicShard* shard = coll.mutable_dynamic_tables().Shard(sh.local);
     SR_CHECK(shard != nullptr);
     shard->Restore(sh.forwards, sh.ids, sh.last_seen, sh.counts, sh.sketch);
+    shard->RestoreScores(sh.scores);
     for (const Shard::Tensor& d : sh.tensors) {
       for (size_t i = 0; i < sh.ids.size(); ++i)
         std::memcpy(d.dst + i * d.dst_stride, d.rows.data() + i * d.row_bytes, d.row_bytes);

@@ -350,6 +350,7 @@ Status EmbeddingCollection::Finish(std::unique_ptr<RoutedBatch> rb, const Status
   // backward applies to, so that backward takes part in the step with the batch its peers have
   // (and rejects it on every rank).
   current_rejected_ = !local.ok();
+  current_evaluated_ = !s_.training;
   if (!local.ok()) return local;
   ++s_.timings.forwards;
   s_.timings.samples += s_.current->batch_size;
@@ -366,6 +367,11 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
     // The caller's verdict stands.
   } else if (s_.current == nullptr || s_.current_consumed) {
     local = Status::InvalidUsage("backward needs a forward first (one backward per forward)");
+  } else if (current_evaluated_) {
+    local = Status::InvalidUsage(
+        "backward of an evaluation forward: that forward ran with training off "
+        "(shardrec_embedding_set_training(coll, 0)), so it recorded nothing to train; set "
+        "training on before the forward of a training step");
   } else if (current_rejected_) {
     local = Status::InvalidUsage(
         "backward needs a forward first: this rank's last forward failed (its output buffer was "
@@ -390,6 +396,35 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
 Status EmbeddingCollection::Synchronize() {
   ScopedTimer total(&s_.timings.total_seconds);
   return engine_->Settle(true);
+}
+
+Status EmbeddingCollection::SetTraining(bool training) {
+  // Evaluation is host-only for now: a device collection's lookups were never run with it.
+  if (!training && !s_.options.device.is_host())
+    return Status::Unsupported(
+        "evaluation mode (set_training 0) is not supported on GPU collections; a forward "
+        "without a backward already changes nothing in their fixed tables");
+  s_.training = training;
+  return Status::Ok();
+}
+
+Status EmbeddingCollection::SetDynamicScores(const std::string& table,
+                                             std::span<const int64_t> ids,
+                                             std::span<const double> scores, int64_t* num_set) {
+  int32_t t = -1;
+  SR_RETURN_IF_ERROR(FindTable(table, &t));
+  const sharding::TableConfig& tc = s_.layout.plan->tables[t];
+  if (!tc.dynamic.enabled) return Status::InvalidArgument("table '", table, "' is not dynamic");
+  if (tc.dynamic.eviction != sharding::DynamicConfig::Eviction::kScore)
+    return Status::InvalidArgument("table '", table,
+                                   "' does not evict by score (its eviction policy is not "
+                                   "SHARDREC_EVICTION_SCORE)");
+  for (size_t i = 0; i < scores.size(); ++i)
+    if (!std::isfinite(scores[i]))
+      return Status::InvalidArgument("scores[", i, "] is ", scores[i],
+                                     "; scores must be finite (nothing was set)");
+  *num_set = s_.dynamic.SetScores(t, ids, scores);
+  return Status::Ok();
 }
 
 Status EmbeddingCollection::SetLearningRate(float lr) {

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,19 @@ class EmbeddingCollection {
   // synchronises does this first (Settle); OK at once when nothing is queued. Not collective.
   Status Synchronize();
 
+  // Whether forwards train or evaluate (docs/dynamic-tables.md, "Evaluation"): an evaluation
+  // forward inserts, touches and counts nothing in dynamic tables (unknown ids read zeros) and its
+  // backward is refused. Not collective; every rank must use the same mode for a forward (checked
+  // by the forward of a collection with dynamic tables). kUnsupported for evaluation on a device
+  // collection.
+  Status SetTraining(bool training);
+  bool training() const { return s_.training; }
+  // The caller's eviction scores of dynamic table `table` (SCORE policy): the ids with a row on
+  // this rank take their score, the others are ignored; *num_set counts the former. Every score
+  // is checked (finite) before any is set. Not collective.
+  Status SetDynamicScores(const std::string& table, std::span<const int64_t> ids,
+                          std::span<const double> scores, int64_t* num_set);
+
   // Every table's learning rate / one table's (schedules). Not collective; every rank should
   // set the same values.
   Status SetLearningRate(float lr);
@@ -166,6 +180,7 @@ class EmbeddingCollection {
   std::unique_ptr<RoutedBatch> spare_;
   std::shared_ptr<comm::Work> pending_work_;  // null once waited for
   bool current_rejected_ = false;             // this rank refused s_.current's output (Finish)
+  bool current_evaluated_ = false;  // s_.current came from an evaluation forward (Finish)
 };
 
 }  // namespace shardrec::embedding

@@ -43,13 +43,18 @@ bool HostEngine::WireInKernels(comm::Encoding e) const {
 
 Status HostEngine::LookupAndCombine(RoutedBatch& rb, float* out, const Status& local,
                                     const DeviceOutput* /*device_out*/) {
-  // Every forward trains (the collection has no evaluation forward), so dynamic tables insert
-  // here: after the input exchange, which every rank passed only if no rank rejected the batch.
-  // A rank can still refuse its output buffer, which it learns only now (the pipelined forward
-  // gets it last), so the ranks agree on that first: a forward refused anywhere inserts nothing.
+  // A training forward's dynamic tables insert here: after the input exchange, which every rank
+  // passed only if no rank rejected the batch. A rank can still refuse its output buffer, which
+  // it learns only now (the pipelined forward gets it last), so the ranks agree on that first: a
+  // forward refused anywhere inserts nothing. The same agreement carries the training mode, so
+  // ranks in different modes (one inserting, one not) fail alike without a collective of their
+  // own. An evaluation forward only reads.
   if (!s_.dynamic.empty()) {
-    SR_RETURN_IF_ERROR(Agree(local, "its forward's output buffer"));
-    s_.dynamic.Translate(s_.exec, rb, s_.params, s_.options.seed);
+    SR_RETURN_IF_ERROR(AgreeForward(local));
+    if (s_.training)
+      s_.dynamic.Translate(s_.exec, rb, s_.params, s_.options.seed);
+    else
+      s_.dynamic.Lookup(s_.exec, rb, s_.params);
   }
   Status s = LookupAndReturn(rb);
   if (s.ok() && local.ok()) {
@@ -63,6 +68,23 @@ Status HostEngine::LookupAndCombine(RoutedBatch& rb, float* out, const Status& l
                       &s_.jobs, out, nullptr, wire);
   }
   return s;
+}
+
+Status HostEngine::AgreeForward(const Status& local) {
+  // Under kMax: which rank refused (rank + 1, or 0), whether any rank trains, whether any rank
+  // evaluates.
+  int64_t w[3] = {local.ok() ? 0 : s_.comm->Rank() + 1, s_.training ? 1 : 0, s_.training ? 0 : 1};
+  SR_RETURN_IF_ERROR(s_.comm->AllReduce(w, w, 3, DType::kInt64, comm::ReduceOp::kMax));
+  if (!local.ok()) return local;
+  if (w[0] != 0)
+    return Status::InvalidArgument("rank ", w[0] - 1,
+                                   " rejected its forward's output buffer (its error says why); no "
+                                   "rank changed any state");
+  if (w[1] != 0 && w[2] != 0)
+    return Status::InvalidUsage(
+        "the ranks differ in training mode for this forward (shardrec_embedding_set_training "
+        "must be the same on every rank); no rank changed any state");
+  return Status::Ok();
 }
 
 Status HostEngine::LookupAndReturn(RoutedBatch& rb) {

@@ -36,6 +36,9 @@ class HostEngine final : public Engine {
   // that direction's encoding not fp32. The forward's combine decodes as it adds; the backward
   // decodes once before its kernels.
   bool WireInKernels(comm::Encoding e) const;
+  // The agreement of a forward with dynamic tables (one all-reduce): fails on every rank when a
+  // rank refused its output buffer (`local`) or the ranks differ in training mode.
+  Status AgreeForward(const Status& local);
   // The lookups and the return exchange: the travelling rows first, sent by the communication
   // worker while this thread looks up the rows of its own samples.
   Status LookupAndReturn(RoutedBatch& rb);

@@ -115,6 +115,8 @@ struct StepState {
   // The last forwarded batch, which the next backward trains (consumed once it has).
   std::unique_ptr<RoutedBatch> current;
   bool current_consumed = true;
+  // Whether forwards train (else they evaluate: nothing inserted or touched, backward refused).
+  bool training = true;
   // Reusable per-step buffers of the output distribution (and, reversed, of the gradients).
   std::vector<float> ret_send;
   std::vector<float> ret_recv;

@@ -133,7 +133,7 @@ Status ParseTable(const json::Value& tv, const std::string& where, TableConfig* 
     SR_RETURN_IF_ERROR(json::GetInt(*fv, dw + ".admission_threshold", &threshold));
     SR_RETURN_IF_ERROR(json::GetMember(*dv, dw, "ttl_steps", &fv));
     SR_RETURN_IF_ERROR(json::GetInt(*fv, dw + ".ttl_steps", &ttl));
-    if (ev < 0 || ev > 3 || threshold < 0 || threshold > std::numeric_limits<int32_t>::max())
+    if (ev < 0 || ev > 4 || threshold < 0 || threshold > std::numeric_limits<int32_t>::max())
       return Status::InvalidArgument("plan: table '", t->name, "': bad dynamic config");
     t->dynamic.enabled = true;
     t->dynamic.eviction = static_cast<DynamicConfig::Eviction>(ev);

@@ -66,7 +66,7 @@ Status ValidateConfigs(const Plan& plan) {
     }
     if (t.dynamic.enabled) {
       const auto ev = static_cast<int32_t>(t.dynamic.eviction);
-      if (ev < 0 || ev > 3) return TableError(t, StrCat("unknown eviction policy ", ev));
+      if (ev < 0 || ev > 4) return TableError(t, StrCat("unknown eviction policy ", ev));
       if (t.dynamic.admission_threshold < 0)
         return TableError(
             t, StrCat("admission threshold ", t.dynamic.admission_threshold, " must be >= 0"));

@@ -48,7 +48,7 @@ struct InitConfig {
 // A dynamic table (docs/dynamic-tables.md): any 64-bit id; `rows` is its capacity. Eviction
 // values mirror SHARDREC_EVICTION_*.
 struct DynamicConfig {
-  enum class Eviction : int32_t { kNone = 0, kLru = 1, kLfu = 2, kTtl = 3 };
+  enum class Eviction : int32_t { kNone = 0, kLru = 1, kLfu = 2, kTtl = 3, kScore = 4 };
   bool enabled = false;
   Eviction eviction = Eviction::kNone;
   int32_t admission_threshold = 0;  // 0 or 1: admitted at first sight

@@ -449,6 +449,22 @@ static void per_table_calls(shardrec_embedding_t* coll) {
     EXPECT(shardrec_embedding_dynamic_delta(coll, "big", NULL, NULL, 0, NULL, 0, &rows, &tombs) ==
            SHARDREC_EINVAL);
   }
+  {
+    int64_t id = 1;
+    double score = 1.0;
+    int32_t training = -1;
+    /* Scores need a dynamic table with SCORE eviction; "big" is fixed. */
+    EXPECT(SHARDREC_EVICTION_SCORE == 4);
+    EXPECT(shardrec_embedding_dynamic_set_scores(coll, "big", &id, &score, 1, NULL) ==
+           SHARDREC_EINVAL);
+    /* Evaluation mode on and off again (a fixed table's evaluation forward reads as training). */
+    OK(shardrec_embedding_set_training(coll, 0));
+    OK(shardrec_embedding_is_training(coll, &training));
+    EXPECT(training == 0);
+    OK(shardrec_embedding_set_training(coll, 1));
+    OK(shardrec_embedding_is_training(coll, &training));
+    EXPECT(training == 1);
+  }
 }
 
 /* ---- checkpoint.h ------------------------------------------------------------------------ */

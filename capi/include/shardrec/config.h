@@ -138,8 +138,11 @@ typedef enum shardrec_eviction_policy {
   SHARDREC_EVICTION_LRU = 1,  /**< The row seen longest ago leaves first (ties: smallest id). */
   SHARDREC_EVICTION_LFU = 2,  /**< The row seen least often leaves first (ties: seen longest ago,
                                    then smallest id). */
-  SHARDREC_EVICTION_TTL = 3   /**< Only rows not seen for more than ttl_steps training steps may
+  SHARDREC_EVICTION_TTL = 3,  /**< Only rows not seen for more than ttl_steps training steps may
                                    leave, longest ago first; otherwise as NONE. */
+  SHARDREC_EVICTION_SCORE = 4 /**< The row with the lowest score the caller set leaves first
+                                   (ties: smallest id); new rows score 0
+                                   (shardrec_embedding_dynamic_set_scores). */
 } shardrec_eviction_policy_t;
 
 /**

@@ -866,6 +866,74 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_delta(
     shardrec_embedding_t* coll, const char* table, int64_t* ids, float* rows, size_t max_rows,
     int64_t* tombstones, size_t max_tombstones, size_t* num_rows, size_t* num_tombstones);
 
+/* ---- Evaluation mode ------------------------------------------------------------------ */
+
+/**
+ * Sets whether the collection's next forwards train (@p training 1, the default) or evaluate
+ * (@p training 0), like a model's train()/eval() (docs/dynamic-tables.md, "Evaluation").
+ * An evaluation forward changes nothing: a dynamic table's known ids read their rows and its
+ * unknown or not yet admitted ids read zeros, and no row is inserted, touched (last seen, count),
+ * admitted (the admission counts stay), evicted or marked changed for delta export; the table
+ * statistics, last and total, stay those of the last training forward. Fixed tables read as in
+ * training. The backward of an evaluation forward is refused (SHARDREC_EUSAGE on this rank;
+ * every rank fails it). The mode is read when the lookup runs: by shardrec_embedding_forward,
+ * and by shardrec_embedding_forward_distributed in the pipelined path (not by input_dist_start).
+ * Every rank must be in the same mode for a forward. A collection with a dynamic table checks it
+ * within the agreement that forward already makes (no added collective): if the ranks differ,
+ * the forward fails on every rank with SHARDREC_EUSAGE and changes nothing. A collection of fixed
+ * tables only does not check at the forward (its forward changes nothing in either mode); a
+ * following backward then fails on every rank, refused by the evaluating ranks.
+ * Not collective; changes nothing else. GPU collections refuse evaluation mode.
+ * @param coll     [in] Must not be NULL.
+ * @param training 1: training forwards; 0: evaluation forwards. Any other value is refused.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or a value other than 0 or 1;
+ *         SHARDREC_EUNSUPPORTED for 0 on a GPU collection; SHARDREC_EUSAGE when another thread
+ *         is using the collection.
+ * Thread-safety: one thread at a time per collection.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_set_training(shardrec_embedding_t* coll,
+                                                               int32_t training);
+
+/**
+ * Whether the collection's forwards train (1) or evaluate (0); see
+ * shardrec_embedding_set_training.
+ * @param coll     [in] Must not be NULL.
+ * @param training [out] Must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL; SHARDREC_EUSAGE when another thread is using
+ *         the collection. Changes nothing.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_is_training(const shardrec_embedding_t* coll,
+                                                              int32_t* training);
+
+/* ---- Caller's scores (SHARDREC_EVICTION_SCORE) ----------------------------------------- */
+
+/**
+ * Sets the eviction scores of rows of dynamic table @p table, whose eviction policy must be
+ * SHARDREC_EVICTION_SCORE (docs/dynamic-tables.md, "Scores"): when a shard is full, the rows the
+ * forward did not see leave lowest score first, ties by smallest id. A row's score is 0 when it
+ * is created and stays what was last set until the row leaves (a row evicted and inserted again
+ * starts at 0). Scores are saved by checkpoints.
+ * Per owner, not collective: this rank sets the score of each id of @p ids that has a row on one
+ * of its shards (every column shard of that row block) and ignores the others, so every rank may
+ * be given the same whole list: the result does not depend on the plan or world size. An id
+ * without a row is not remembered (set its score after the forward that inserts it). An id given
+ * twice takes its last score. All values are checked before any is set: on error nothing changes.
+ * @param coll    [in] Must not be NULL.
+ * @param table   [in] Table name; must not be NULL.
+ * @param ids     [in] @p n ids (any 64-bit values); may be NULL when @p n is 0.
+ * @param scores  [in] @p n finite scores, scores[i] for ids[i]; may be NULL when @p n is 0.
+ * @param n       Number of ids.
+ * @param num_set [out] How many of the @p n entries named a row held here; may be NULL.
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table; SHARDREC_EINVAL for NULL
+ *         pointers (with n > 0), a non-finite score, a table that is not dynamic or whose
+ *         eviction policy is not SCORE; SHARDREC_EUSAGE when another thread is using the
+ *         collection. Does not touch the GPU or any stream (dynamic tables are host-only).
+ * Thread-safety: one thread at a time per collection.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_set_scores(
+    shardrec_embedding_t* coll, const char* table, const int64_t* ids, const double* scores,
+    size_t n, size_t* num_set);
+
 SHARDREC_END_DECL
 
 #endif /* SHARDREC_EMBEDDING_H_ */

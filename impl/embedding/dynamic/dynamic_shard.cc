@@ -22,6 +22,7 @@ void DynamicShard::Reset(const sharding::DynamicConfig& config, int64_t slots) {
   ids_.assign(static_cast<size_t>(slots), 0);
   last_seen_.assign(static_cast<size_t>(slots), 0);
   count_.assign(static_cast<size_t>(slots), 0);
+  score_.assign(config.eviction == Eviction::kScore ? static_cast<size_t>(slots) : 0, 0.0);
   last_ = total_ = StepCounts{};
   tracking_ = false;
   dirty_.clear();
@@ -31,6 +32,7 @@ void DynamicShard::Reset(const sharding::DynamicConfig& config, int64_t slots) {
 size_t DynamicShard::metadata_bytes() const {
   return index_.bytes() + sketch_.bytes() +
          static_cast<size_t>(slots_) * (sizeof(int64_t) * 2 + sizeof(uint32_t)) +
+         score_.size() * sizeof(double) +
          dirty_.size() * sizeof(uint64_t) + tombstones_.capacity() * sizeof(int64_t);
 }
 
@@ -47,6 +49,7 @@ void DynamicShard::Restore(int64_t forwards, std::span<const int64_t> ids,
     index_.Insert(ids[i], static_cast<int32_t>(i), ids_.data());
   }
   used_ = static_cast<int64_t>(ids.size());
+  std::fill(score_.begin(), score_.end(), 0.0);
   now_ = forwards;
   if (tracking_) {
     Mark();
@@ -66,6 +69,8 @@ void DynamicShard::Mark() {
 }
 
 bool DynamicShard::EvictsBefore(int32_t a, int32_t b) const {
+  if (config_.eviction == Eviction::kScore)
+    return std::tie(score_[a], ids_[a]) < std::tie(score_[b], ids_[b]);
   if (config_.eviction == Eviction::kLfu)
     return std::tie(count_[a], last_seen_[a], ids_[a]) <
            std::tie(count_[b], last_seen_[b], ids_[b]);
@@ -159,6 +164,7 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
     ids_[slot] = pending_[k];
     last_seen_[slot] = now_;
     count_[slot] = pending_count_[k];
+    if (!score_.empty()) score_[slot] = 0.0;
     index_.Insert(pending_[k], slot, ids_.data());
     SetDirty(slot);
     group_slot_[pending_group_[k]] = slot;
@@ -171,6 +177,38 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
     for (size_t i = group_begin_[g]; i < group_begin_[g + 1]; ++i) *sorted_[i].at = row;
   }
   total_.Add(last_);
+}
+
+void DynamicShard::Lookup(std::span<const IdSpan> ids) const {
+  constexpr size_t kPrefetchAhead = 16;  // as in Translate
+  const int64_t zero_row = slots_;
+  for (const IdSpan& span : ids) {
+    const size_t n = span.size();
+    for (size_t i = 0; i < n; ++i) {
+      if (i + kPrefetchAhead < n) index_.Prefetch(span[i + kPrefetchAhead]);
+      const int32_t s = index_.Find(span[i], ids_.data());
+      span[i] = s == SlotIndex::kNone ? zero_row : s;
+    }
+  }
+}
+
+int64_t DynamicShard::SetScores(std::span<const int64_t> ids, std::span<const double> scores) {
+  SR_CHECK(ids.size() == scores.size());
+  if (score_.empty()) return 0;
+  int64_t set = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int32_t s = index_.Find(ids[i], ids_.data());
+    if (s == SlotIndex::kNone) continue;
+    score_[s] = scores[i];
+    ++set;
+  }
+  return set;
+}
+
+void DynamicShard::RestoreScores(std::span<const double> scores) {
+  if (score_.empty()) return;
+  SR_CHECK(static_cast<int64_t>(scores.size()) == used_);
+  std::copy(scores.begin(), scores.end(), score_.begin());
 }
 
 }  // namespace shardrec::embedding::dynamic

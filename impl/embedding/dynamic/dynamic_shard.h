@@ -43,6 +43,24 @@ class DynamicShard {
   // which must set its weights and clear its optimizer state.
   void Translate(std::span<const IdSpan> ids, const std::function<void(int32_t, int64_t)>& init);
 
+  // An evaluation forward (docs/dynamic-tables.md, "Evaluation"): every id of `ids` becomes its
+  // slot, or slots() (the zero row) when it has no row; nothing else changes (no touch, count,
+  // admission, insertion, eviction, dirty bit or step count).
+  void Lookup(std::span<const IdSpan> ids) const;
+
+  // The caller's eviction scores (SCORE policy only; docs/dynamic-tables.md, "Scores"): each
+  // ids[i] with a row here takes scores[i] (the last one when repeated); the others are ignored.
+  // Returns how many entries named a row. A new row scores 0.
+  int64_t SetScores(std::span<const int64_t> ids, std::span<const double> scores);
+  // Per slot [0, size()): its score; empty unless the policy is SCORE.
+  std::span<const double> scores() const {
+    return score_.empty() ? std::span<const double>{}
+                          : std::span<const double>{score_.data(), static_cast<size_t>(used_)};
+  }
+  // A checkpoint's scores, after Restore: scores[i] for slot i (size() of them; ignored unless
+  // the policy is SCORE; Restore alone leaves every score 0).
+  void RestoreScores(std::span<const double> scores);
+
   int64_t slots() const { return slots_; }
   int64_t size() const { return used_; }
   const StepCounts& last() const { return last_; }
@@ -90,6 +108,7 @@ class DynamicShard {
   std::vector<int64_t> ids_;        // per slot: its id
   std::vector<int64_t> last_seen_;  // per slot: the forward that last saw it
   std::vector<uint32_t> count_;     // per slot: occurrences since it got the slot (saturating)
+  std::vector<double> score_;       // per slot: the caller's score (SCORE policy only)
   StepCounts last_, total_;
   bool tracking_ = false;
   std::vector<uint64_t> dirty_;  // one bit per slot, while tracking

@@ -38,6 +38,37 @@ void DynamicTables::Translate(const ExecContext& ctx, RoutedBatch& rb, ParamStor
   });
 }
 
+void DynamicTables::Lookup(const ExecContext& ctx, RoutedBatch& rb, ParamStore& params) {
+  ctx.ParallelFor(0, static_cast<int64_t>(shards_.size()), 1, [&](int64_t e0, int64_t e1) {
+    for (int64_t k = e0; k < e1; ++k) {
+      Entry& e = shards_[static_cast<size_t>(k)];
+      const LocalShard& ls = layout_->local[e.local];
+      // The zero row must read zeros whatever the last backward did to it; it holds no id.
+      params.ClearRow(ls, e.shard.slots());
+      e.spans.clear();
+      for (const kernels::BagRun& run : rb.shards[e.local].runs) {
+        // As in Translate: the ids are rewritten where they arrived.
+        const int64_t begin = run.offsets != nullptr ? run.offsets[0] : 0;
+        int64_t* rows = const_cast<int64_t*>(run.rows) + begin;
+        e.spans.emplace_back(rows, static_cast<size_t>(run.num_ids()));
+      }
+      e.shard.Lookup(e.spans);
+    }
+  });
+}
+
+int64_t DynamicTables::SetScores(int32_t table, std::span<const int64_t> ids,
+                                 std::span<const double> scores) {
+  int64_t set = 0;
+  for (Entry& e : shards_) {
+    const LocalShard& ls = layout_->local[e.local];
+    if (ls.table != table) continue;
+    const int64_t n = e.shard.SetScores(ids, scores);
+    if (ls.col_offset == 0) set += n;  // sibling column shards hold the same ids
+  }
+  return set;
+}
+
 const DynamicShard* DynamicTables::Shard(int32_t local) const {
   for (const Entry& e : shards_)
     if (e.local == local) return &e.shard;

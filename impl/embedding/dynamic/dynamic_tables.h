@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,12 @@ class DynamicTables {
   // Shards are independent (their own ids, runs and rows), so they translate in parallel on
   // `ctx`; each one's decisions stay those of a sequential walk.
   void Translate(const ExecContext& ctx, RoutedBatch& rb, ParamStore& params, uint64_t seed);
+  // An evaluation forward's translation (DynamicShard::Lookup) of `rb`: the zero rows are cleared
+  // as in Translate, every id becomes its slot or the zero row, and no shard changes.
+  void Lookup(const ExecContext& ctx, RoutedBatch& rb, ParamStore& params);
+  // The caller's scores for table `table` (DynamicShard::SetScores on each of its local shards);
+  // returns how many entries named a row held here (column shards of one block counted once).
+  int64_t SetScores(int32_t table, std::span<const int64_t> ids, std::span<const double> scores);
   // This rank's part of table `table`; false when it is not dynamic.
   bool Stats(int32_t table, TableStats* out) const;
   // The shard of local shard `local` (an index into Layout::local); null when it is not dynamic.

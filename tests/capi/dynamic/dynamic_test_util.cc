@@ -110,7 +110,7 @@ PlanPtr MakeDynPlan(const DynScenario& s) {
     tables[t].init_low = rt.init_low;
     tables[t].init_high = rt.init_high;
     tables[t].dtype = rt.dtype;
-    tables[t].dynamic = &s.dynamic[t];
+    tables[t].dynamic = s.fixed ? nullptr : &s.dynamic[t];
     shardrec_table_constraints_init(&cons[t], SHARDREC_TABLE_CONSTRAINTS_VERSION);
     cons[t].table = rt.name.c_str();
     cons[t].sharding_types = 1u << b.sharding[t];
@@ -134,6 +134,7 @@ DynRun RunDynamic(const DynScenario& s, const std::vector<std::vector<RefBatch>>
   const Scenario& b = s.base;
   DynRun run;
   run.out.assign(b.steps + 1, std::vector<std::vector<float>>(b.world));
+  if (s.eval) run.eval_out.assign(b.steps + 1, std::vector<std::vector<float>>(b.world));
   run.stats.assign(b.world, {});
   PlanPtr plan = MakeDynPlan(s);
   if (plan == nullptr) return run;
@@ -155,6 +156,53 @@ DynRun RunDynamic(const DynScenario& s, const std::vector<std::vector<RefBatch>>
       const bool sequence = b.tables[0].pooling == SHARDREC_POOLING_NONE;
       const size_t rows = sequence ? batch.ids.size() : static_cast<size_t>(batch.batch_size);
       std::vector<float> out(rows * static_cast<size_t>(dim));
+      if (s.eval) {
+        // An evaluation forward first: it reads, changes no stat, and its backward is refused.
+        std::vector<shardrec_dynamic_table_stats_t> before(b.tables.size());
+        for (size_t t = 0; t < b.tables.size(); ++t) {
+          shardrec_dynamic_table_stats_init(&before[t], SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+          ASSERT_EQ(shardrec_embedding_dynamic_stats(c, b.tables[t].name.c_str(), &before[t]),
+                    SHARDREC_OK);
+        }
+        ASSERT_EQ(shardrec_embedding_set_training(c, 0), SHARDREC_OK) << shardrec_last_error();
+        std::vector<float> eval_out(out.size());
+        if (s.pipelined) {
+          ASSERT_EQ(shardrec_embedding_input_dist_start(c, kjt.view(), nullptr), SHARDREC_OK);
+          ASSERT_EQ(shardrec_embedding_input_dist_wait(c, nullptr), SHARDREC_OK);
+          ASSERT_EQ(shardrec_embedding_forward_distributed(c, eval_out.data(), eval_out.size(),
+                                                           nullptr),
+                    SHARDREC_OK)
+              << "rank " << r << ": " << shardrec_last_error();
+        } else {
+          ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), eval_out.data(), eval_out.size(),
+                                               nullptr),
+                    SHARDREC_OK)
+              << "rank " << r << ": " << shardrec_last_error();
+        }
+        if (step < b.steps) {
+          EXPECT_EQ(shardrec_embedding_backward(c, grads[step][r].data(), grads[step][r].size(),
+                                                nullptr),
+                    SHARDREC_EUSAGE);
+        }
+        for (size_t t = 0; t < b.tables.size(); ++t) {
+          shardrec_dynamic_table_stats_t after;
+          shardrec_dynamic_table_stats_init(&after, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+          ASSERT_EQ(shardrec_embedding_dynamic_stats(c, b.tables[t].name.c_str(), &after),
+                    SHARDREC_OK);
+          const shardrec_dynamic_table_stats_t& w = before[t];
+          EXPECT_TRUE(after.size == w.size && after.last_inserted == w.last_inserted &&
+                      after.last_evicted == w.last_evicted &&
+                      after.last_rejected_admission == w.last_rejected_admission &&
+                      after.last_rejected_full == w.last_rejected_full &&
+                      after.total_inserted == w.total_inserted &&
+                      after.total_evicted == w.total_evicted &&
+                      after.total_rejected_admission == w.total_rejected_admission &&
+                      after.total_rejected_full == w.total_rejected_full)
+              << "rank " << r << " table " << t << ": an evaluation forward changed the stats";
+        }
+        ASSERT_EQ(shardrec_embedding_set_training(c, 1), SHARDREC_OK);
+        run.eval_out[step][r] = std::move(eval_out);
+      }
       if (s.pipelined) {
         // The input distribution runs on the collection's worker, then the lookup here.
         ASSERT_EQ(shardrec_embedding_input_dist_start(c, kjt.view(), nullptr), SHARDREC_OK)
@@ -175,6 +223,18 @@ DynRun RunDynamic(const DynScenario& s, const std::vector<std::vector<RefBatch>>
           shardrec_embedding_backward(c, grads[step][r].data(), grads[step][r].size(), nullptr),
           SHARDREC_OK)
           << "rank " << r << ": " << shardrec_last_error();
+      if (s.score != nullptr) {
+        for (size_t t = 0; t < b.tables.size(); ++t) {
+          if (s.dynamic[t].eviction != SHARDREC_EVICTION_SCORE) continue;
+          std::vector<double> scores;
+          for (int64_t id : s.pools[t]) scores.push_back(s.score(id, step));
+          ASSERT_EQ(shardrec_embedding_dynamic_set_scores(c, b.tables[t].name.c_str(),
+                                                          s.pools[t].data(), scores.data(),
+                                                          scores.size(), nullptr),
+                    SHARDREC_OK)
+              << shardrec_last_error();
+        }
+      }
     }
     for (const RefTable& t : b.tables) {
       shardrec_dynamic_table_stats_t st;
@@ -196,6 +256,7 @@ struct RefDynTable {
     int64_t ref_row;
     int64_t last;
     uint64_t count;
+    double score;  // SCORE eviction: the caller's, 0 when created
   };
   std::map<int64_t, Row> rows;
   std::map<int64_t, uint64_t> seen;  // occurrences of ids without a row
@@ -229,9 +290,33 @@ RefRun RunReference(const DynScenario& s, const std::vector<std::vector<RefBatch
   };
   for (size_t t = 0; t < tables.size(); ++t) clear_row(t, b.tables[t].rows);
   RefRun run;
+  // Each id's row, or the zero row: the rows as they are, nothing inserted or touched.
+  const auto map_ids = [&](std::vector<RefBatch>* batches_out) {
+    for (size_t t = 0; t < tables.size(); ++t)
+      for (RefBatch& rb : *batches_out) {
+        size_t pos = 0;
+        for (int32_t f = 0; f < b.num_features; ++f)
+          for (int64_t i = 0; i < rb.batch_size; ++i) {
+            const int32_t len = rb.lengths[f * rb.batch_size + i];
+            if (table_of[f] == static_cast<int32_t>(t))
+              for (int32_t k = 0; k < len; ++k) {
+                auto it = dyn[t].rows.find(rb.ids[pos + k]);
+                rb.ids[pos + k] = it == dyn[t].rows.end() ? b.tables[t].rows : it->second.ref_row;
+              }
+            pos += static_cast<size_t>(len);
+          }
+      }
+  };
   for (int32_t step = 0; step <= b.steps; ++step) {
     const bool train = step < b.steps;
     const auto& in = batches[std::min(step, b.steps - 1)];
+    if (s.eval) {
+      std::vector<RefBatch> evaluated = in;
+      map_ids(&evaluated);
+      std::vector<std::vector<float>> outs;
+      for (const RefBatch& rb : evaluated) outs.push_back(ref.Forward(rb));
+      run.eval_out.push_back(std::move(outs));
+    }
     std::vector<RefBatch> mapped = in;
     for (size_t t = 0; t < tables.size(); ++t) {
       RefDynTable& d = dyn[t];
@@ -282,6 +367,8 @@ RefRun RunReference(const DynScenario& s, const std::vector<std::vector<RefBatch
                 cfg.eviction == SHARDREC_EVICTION_LFU
                     ? std::tie(rw.count, rw.last, it->first) <
                           std::tie(v.count, v.last, victim->first)
+                : cfg.eviction == SHARDREC_EVICTION_SCORE
+                    ? std::tie(rw.score, it->first) < std::tie(v.score, victim->first)
                     : std::tie(rw.last, it->first) < std::tie(v.last, victim->first);
             if (before) victim = it;
           }
@@ -295,7 +382,7 @@ RefRun RunReference(const DynScenario& s, const std::vector<std::vector<RefBatch
           ++d.counts.rejected_full;
           continue;
         }
-        d.rows[id] = {row, now, n};
+        d.rows[id] = {row, now, n, 0.0};
         ++d.counts.inserted;
         clear_row(t, row);
         // The table as configured (rows = capacity, which DEFAULT init depends on).
@@ -325,6 +412,14 @@ RefRun RunReference(const DynScenario& s, const std::vector<std::vector<RefBatch
     if (!train) break;
     ref.Backward(mapped, grads[step]);
     for (size_t t = 0; t < tables.size(); ++t) clear_row(t, b.tables[t].rows);
+    if (s.score != nullptr)
+      for (size_t t = 0; t < tables.size(); ++t) {
+        if (s.dynamic[t].eviction != SHARDREC_EVICTION_SCORE) continue;
+        for (int64_t id : s.pools[t]) {
+          auto it = dyn[t].rows.find(id);
+          if (it != dyn[t].rows.end()) it->second.score = s.score(id, step);
+        }
+      }
   }
   for (const RefDynTable& d : dyn) run.counts.push_back(d.counts);
   return run;

@@ -21,6 +21,13 @@ struct DynScenario {
   std::vector<shardrec_dynamic_table_config_t> dynamic;  // per table
   std::vector<std::vector<int64_t>> pools;               // per table: its ids
   bool pipelined = false;  // forward as input_dist_start / wait / forward_distributed
+  // Evaluation forwards (docs/dynamic-tables.md, "Evaluation"): before each training forward
+  // (and the last forward), one with training off on the same batch, whose backward is refused.
+  bool eval = false;
+  // SCORE eviction: after each backward, every rank sets score(id, step) for every id of each
+  // SCORE table's pool (shardrec_embedding_dynamic_set_scores); null: no scores are set.
+  double (*score)(int64_t id, int32_t step) = nullptr;
+  bool fixed = false;  // the same tables as fixed ones (no dynamic config; pools in [0, rows))
 };
 
 // Two dynamic tables: t0 (dim 8, SUM, feature f0) and t1 (dim 12, MEAN, features f1 and f2),
@@ -38,6 +45,7 @@ std::vector<std::vector<RefBatch>> MakeDynBatches(const DynScenario& s);
 // What a run leaves: per step, per rank, the forward output; per rank, per table, the stats.
 struct DynRun {
   std::vector<std::vector<std::vector<float>>> out;
+  std::vector<std::vector<std::vector<float>>> eval_out;  // s.eval: per forward, per rank
   std::vector<std::vector<shardrec_dynamic_table_stats_t>> stats;
 };
 
@@ -53,6 +61,7 @@ struct RefCounts {
 };
 struct RefRun {
   std::vector<std::vector<std::vector<float>>> out;
+  std::vector<std::vector<std::vector<float>>> eval_out;  // s.eval: per forward, per rank
   std::vector<RefCounts> counts;  // per table, since creation
 };
 RefRun RunReference(const DynScenario& s, const std::vector<std::vector<RefBatch>>& batches,
