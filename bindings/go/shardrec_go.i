@@ -185,6 +185,14 @@ SR_GO_HANDLE(shardrec_inference_version_t)
 %apply const float* RAWF { const float* rows };
 %apply (const int64_t* BUF, size_t LEN) { (const int64_t* tombstones, size_t num_tombstones) };
 
+/* Evaluation mode and SCORE eviction: the mode out, the caller's scores in (raw, the Go layer
+   checked that len(scores) == len(ids), and that many are passed as n), the count set out. */
+%typemap(gotype) const double* RAWF64 "[]float64"
+%typemap(in) const double* RAWF64 %{ $1 = ($1_ltype)$input.array; %}
+%apply const double* RAWF64 { const double* scores };
+%apply int32_t* OUT { int32_t* training };
+%apply size_t* OUT { size_t* num_set };
+
 %include "../swig/shardrec.i"
 
 /* Float memory outside the Go heap, for storage C keeps after a call returns (DDP external
