@@ -364,6 +364,23 @@ SR_JAVA_HANDLE(shardrec_inference_version_t)
 %apply float* RAWF { const float* rows };
 %apply (const int64_t* BUF, size_t LEN) { (const int64_t* tombstones, size_t num_tombstones) };
 
+/* Evaluation mode and SCORE eviction: the mode out, the caller's scores in (a direct
+   DoubleBuffer; the Java layer checked that it holds one score per id, n), the count set out. */
+%typemap(jni) const double* RAWF64 "jobject"
+%typemap(jtype) const double* RAWF64 "java.nio.DoubleBuffer"
+%typemap(jstype) const double* RAWF64 "java.nio.DoubleBuffer"
+%typemap(javain) const double* RAWF64 "$javainput"
+%typemap(in) const double* RAWF64 %{
+  $1 = NULL;
+  if ($input != NULL) {
+    $1 = ($1_ltype)(*jenv)->GetDirectBufferAddress(jenv, $input);
+    if ($1 == NULL) { sr_java_throw_iae(jenv, "buffer must be a direct NIO buffer"); return $null; }
+  }
+%}
+%apply const double* RAWF64 { const double* scores };
+%apply int32_t* OUT { int32_t* training };
+%apply size_t* OUT { size_t* num_set };
+
 %include "../swig/shardrec.i"
 
 /* ---- custom rendezvous stores: an org.shardrec.Store called back through JNI ---- */

@@ -4,6 +4,7 @@ package org.shardrec;
 
 import java.nio.FloatBuffer;
 import java.nio.LongBuffer;
+import org.shardrec.swig.Native;
 
 /**
  * The rows of a dynamic table changed since its mark and the ids evicted since, the same on
@@ -50,6 +51,30 @@ public final class DynamicDelta {
     float[] r = new float[ids.length * dim];
     rows.duplicate().get(r);
     return r;
+  }
+
+  /**
+   * shardrec_embedding_dynamic_delta on {@code handle} (the caller keeps it alive): two collective
+   * calls on every rank alike, the sizes then the fill; nothing trains in between, so both see one
+   * delta. An unknown table ({@code shape} null) fails the first call, gathering nothing.
+   */
+  static DynamicDelta gather(long handle, String table, long[] shape) {
+    long[] numRows = new long[1];
+    long[] numTombstones = new long[1];
+    try {
+      Native.embedding_dynamic_delta(handle, table, null, null, 0, null, 0, numRows,
+                                     numTombstones);
+      return empty((int) shape[1]);
+    } catch (ShardrecException e) {
+      if (e.code() != ShardrecException.EINVAL || (numRows[0] == 0 && numTombstones[0] == 0)) {
+        throw e;
+      }
+    }
+    int dim = (int) shape[1];
+    Storage b = new Storage(numRows[0], numTombstones[0], dim);
+    Native.embedding_dynamic_delta(handle, table, b.ids, b.rows, numRows[0], b.tombstones,
+                                   numTombstones[0], numRows, numTombstones);
+    return b.toDelta(dim);
   }
 
   /** An empty delta of rows {@code dim} wide. */
