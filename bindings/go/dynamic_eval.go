@@ -36,7 +36,8 @@ func (e *EmbeddingCollection) IsTraining() (bool, error) {
 // every rank may be given the same whole list. Returns how many entries named a row held here.
 // ErrCodeInvalid (nothing set) for a non-finite score, a table that is not dynamic or not
 // EvictionScore, or len(scores) != len(ids); ErrCodeNotFound for an unknown table.
-func (e *EmbeddingCollection) DynamicSetScores(table string, ids []int64, scores []float64) (int, error) {
+func (e *EmbeddingCollection) DynamicSetScores(table string, ids []int64,
+	scores []float64) (int, error) {
 	defer runtime.KeepAlive(e)
 	if len(ids) != len(scores) {
 		return 0, &Error{Code: ErrCodeInvalid,

@@ -89,18 +89,29 @@ func TestDynamicEvaluationAndScores(t *testing.T) {
 	}
 	train(nil, []int64{3})
 	d, err := coll.DynamicDelta("scored")
-	if err != nil || !reflect.DeepEqual(d.IDs, []int64{3}) || !reflect.DeepEqual(d.Tombstones, []int64{2}) {
+	if err != nil || !reflect.DeepEqual(d.IDs, []int64{3}) ||
+		!reflect.DeepEqual(d.Tombstones, []int64{2}) {
 		t.Fatalf("the lowest score did not leave: %+v, %v", d, err)
 	}
 	// Refused, nothing set: a non-finite score, lengths that differ, a table not SCORE.
-	if _, err := coll.DynamicSetScores("scored", []int64{1}, []float64{math.NaN()}); CodeOf(err) != ErrCodeInvalid {
-		t.Fatalf("NaN score: %v", err)
+	refused := map[string]func() error{
+		"NaN score": func() error {
+			_, err := coll.DynamicSetScores("scored", []int64{1}, []float64{math.NaN()})
+			return err
+		},
+		"lengths that differ": func() error {
+			_, err := coll.DynamicSetScores("scored", []int64{1, 3}, []float64{1})
+			return err
+		},
+		"an LRU table": func() error {
+			_, err := coll.DynamicSetScores("dyn", []int64{10}, []float64{1})
+			return err
+		},
 	}
-	if _, err := coll.DynamicSetScores("scored", []int64{1, 3}, []float64{1}); CodeOf(err) != ErrCodeInvalid {
-		t.Fatalf("lengths that differ: %v", err)
-	}
-	if _, err := coll.DynamicSetScores("dyn", []int64{10}, []float64{1}); CodeOf(err) != ErrCodeInvalid {
-		t.Fatalf("an LRU table: %v", err)
+	for what, call := range refused {
+		if err := call(); CodeOf(err) != ErrCodeInvalid {
+			t.Fatalf("%s: %v, want ErrCodeInvalid", what, err)
+		}
 	}
 	if _, err := coll.DynamicSetScores("nope", nil, nil); CodeOf(err) != ErrCodeNotFound {
 		t.Fatalf("an unknown table: %v", err)

@@ -15,7 +15,8 @@ import (
 // the table's storage type). A dynamic table takes any ids (each at most once, none also a
 // tombstone); a fixed table takes row indices in [0, rows) and no tombstones. Nothing changes on
 // an error. Safe from any goroutine, with lookups; one delta or reload at a time per handle.
-func (inf *Inference) ApplyDelta(table string, ids []int64, rows []float32, tombstones []int64) (uint64, error) {
+func (inf *Inference) ApplyDelta(table string, ids []int64, rows []float32,
+	tombstones []int64) (uint64, error) {
 	version := make([]uint64, 1)
 	err := inf.use(func(h uintptr) error {
 		dim, found, err := inferenceTableDim(h, table)

@@ -87,14 +87,21 @@ func TestInferenceAppliesADynamicDelta(t *testing.T) {
 	}
 	// Bad deltas change nothing: a short row buffer, tombstones of a fixed table, a fixed
 	// table's id out of range, an unknown table.
-	if _, err := inf.ApplyDelta("dyn", []int64{7}, make([]float32, dim-1), nil); CodeOf(err) != ErrCodeInvalid {
-		t.Fatalf("short rows: %v", err)
+	bad := []struct {
+		what       string
+		table      string
+		ids        []int64
+		rows       []float32
+		tombstones []int64
+	}{
+		{"short rows", "dyn", []int64{7}, make([]float32, dim-1), nil},
+		{"tombstones of a fixed table", "fixed", nil, nil, []int64{1}},
+		{"fixed id out of range", "fixed", []int64{3}, make([]float32, 2), nil},
 	}
-	if _, err := inf.ApplyDelta("fixed", nil, nil, []int64{1}); CodeOf(err) != ErrCodeInvalid {
-		t.Fatalf("tombstones of a fixed table: %v", err)
-	}
-	if _, err := inf.ApplyDelta("fixed", []int64{3}, make([]float32, 2), nil); CodeOf(err) != ErrCodeInvalid {
-		t.Fatalf("fixed id out of range: %v", err)
+	for _, b := range bad {
+		if _, err := inf.ApplyDelta(b.table, b.ids, b.rows, b.tombstones); CodeOf(err) != ErrCodeInvalid {
+			t.Fatalf("%s: %v, want ErrCodeInvalid", b.what, err)
+		}
 	}
 	if _, err := inf.ApplyDelta("nope", nil, nil, nil); CodeOf(err) != ErrCodeNotFound {
 		t.Fatalf("unknown table: %v", err)
@@ -105,7 +112,8 @@ func TestInferenceAppliesADynamicDelta(t *testing.T) {
 		t.Fatalf("fixed row update: version %d, %v", version, err)
 	}
 	fixed, _ := lookupAlloc(t, inf, request([]int64{20}))
-	if !reflect.DeepEqual(fixed[dim:], []float32{1.5, -2}) || !reflect.DeepEqual(fixed[:dim], want[:dim]) {
+	if !reflect.DeepEqual(fixed[dim:], []float32{1.5, -2}) ||
+		!reflect.DeepEqual(fixed[:dim], want[:dim]) {
 		t.Fatalf("after the fixed update: %v", fixed)
 	}
 }

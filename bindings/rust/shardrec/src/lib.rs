@@ -10,6 +10,7 @@ mod device;
 mod dense;
 mod dynamic;
 mod dynamic_delta;
+mod dynamic_eval;
 mod embedding;
 mod frozen;
 mod inference;
