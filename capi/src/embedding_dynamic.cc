@@ -55,9 +55,11 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_stats(
   });
 }
 
-SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_set_scores(
-    shardrec_embedding_t* coll, const char* table, const int64_t* ids, const double* scores,
-    size_t n, size_t* num_set) {
+SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_set_scores(shardrec_embedding_t* coll,
+                                                                     const char* table,
+                                                                     const int64_t* ids,
+                                                                     const double* scores, size_t n,
+                                                                     size_t* num_set) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
     ExclusiveUse use(coll->busy, "collection");
@@ -68,9 +70,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_set_scores(
       SR_RETURN_IF_ERROR(CheckNotNull(scores, "scores"));
     }
     int64_t set = 0;
-    SR_RETURN_IF_ERROR(coll->impl->SetDynamicScores(
-        table, std::span<const int64_t>(ids, n),
-        std::span<const double>(scores, n), &set));
+    SR_RETURN_IF_ERROR(coll->impl->SetDynamicScores(table, std::span<const int64_t>(ids, n),
+                                                    std::span<const double>(scores, n), &set));
     if (num_set != nullptr) *num_set = static_cast<size_t>(set);
     return Status::Ok();
   });

@@ -1,7 +1,8 @@
 # Runs the DLRM example on raw 64-bit ids with dynamic tables (DLRM and ARGS given by the test)
 # and checks that it trains and reports its tables: the train loss of the last report is below
-# the first one's, the last progressive AUC is above 0.5, the tables evicted rows and the
-# program ended with "done".
+# the first one's, the last progressive AUC is above 0.5, the last held-out AUC (scored in
+# evaluation mode, which inserts nothing) is above 0.5, the tables evicted rows and the program
+# ended with "done".
 execute_process(COMMAND ${DLRM} ${ARGS} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
 message("${out}${err}")
 if(NOT rc EQUAL 0 OR NOT out MATCHES "\ndone\n")
@@ -23,7 +24,17 @@ endif()
 if(NOT last_auc GREATER 0.5)
   message(FATAL_ERROR "the last progressive AUC is ${last_auc}, not above 0.5")
 endif()
+string(REGEX MATCHALL "held-out AUC [0-9.]+" evals "${out}")
+list(LENGTH evals n_evals)
+if(n_evals LESS 2)
+  message(FATAL_ERROR "expected at least two held-out evaluations, got ${n_evals}")
+endif()
+list(GET evals -1 last_eval)
+string(REGEX REPLACE ".*AUC ([0-9.]+)" "\\1" held_out_auc "${last_eval}")
+if(NOT held_out_auc GREATER 0.5)
+  message(FATAL_ERROR "the last held-out AUC is ${held_out_auc}, not above 0.5")
+endif()
 if(NOT out MATCHES "dynamic tables: [0-9]+ rows of [0-9]+ slots, inserted [1-9][0-9]*, evicted [1-9]")
   message(FATAL_ERROR "no dynamic-table stats line with insertions and evictions")
 endif()
-message(STATUS "dlrm --dynamic: loss ${first_loss} -> ${last_loss}, last progressive AUC ${last_auc}")
+message(STATUS "dlrm --dynamic: loss ${first_loss} -> ${last_loss}, last progressive AUC ${last_auc}, held-out AUC ${held_out_auc}")

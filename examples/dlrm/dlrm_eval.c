@@ -76,9 +76,21 @@ shardrec_status_t dlrm_evaluate(dlrm_t* model, shardrec_comm_t* world, const dlr
     by_kind = malloc(sizeof(float) * (3 * n * (size_t)W + 1));
   }
   if (rc == SHARDREC_OK && (mine == NULL || all == NULL || by_kind == NULL)) rc = SHARDREC_ENOMEM;
+  /* Scored in evaluation mode: a dynamic table then reads held-out ids it has never seen as
+     zeros instead of inserting them (and touches, counts and admits nothing), so evaluating
+     leaves the tables as training left them. A collection that has no evaluation mode (a GPU
+     one: fixed tables only, which a forward without backward does not change) is scored as is. */
+  if (rc == SHARDREC_OK) {
+    rc = shardrec_embedding_set_training(dlrm_embedding(model), 0);
+    if (rc == SHARDREC_EUNSUPPORTED) rc = SHARDREC_OK;
+  }
   for (k = 0; rc == SHARDREC_OK && k < set->batches; ++k) {
     rc = dlrm_predict(model, set->dense + k * B * (size_t)set->num_dense,
                       set->ids + k * B * (size_t)set->num_sparse, mine + k * B);
+  }
+  {
+    const shardrec_status_t back = shardrec_embedding_set_training(dlrm_embedding(model), 1);
+    if (rc == SHARDREC_OK && back != SHARDREC_EUNSUPPORTED) rc = back;
   }
   if (rc == SHARDREC_OK) {
     memcpy(mine + n, set->labels, sizeof(float) * n);

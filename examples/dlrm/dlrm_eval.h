@@ -54,8 +54,10 @@ typedef struct dlrm_eval_result {
 } dlrm_eval_result_t;
 
 /*
- * Scores this rank's slice with dlrm_predict (no gradient, no optimizer step: the model's
- * parameters and optimizer state are left as they were), gathers every rank's scores over
+ * Scores this rank's slice with dlrm_predict in the embedding collection's evaluation mode
+ * (shardrec_embedding_set_training 0, restored to 1 after: no gradient, no optimizer step, no
+ * row inserted or touched in dynamic tables; the model's parameters, optimizer state and table
+ * statistics are left as they were), gathers every rank's scores over
  * @p world and summarises them. Collective over @p world: every rank passes a slice of the same
  * shape and receives the same result. The set's batch must be the model's local batch.
  */

@@ -9,8 +9,8 @@
  * With --dynamic CAPACITY the categorical features are raw 64-bit ids (the synthetic ids hashed
  * to 64 bits, or Criteo's hexadecimal values not folded into a range) trained by dynamic tables
  * of at most CAPACITY rows each (docs/dynamic-tables.md); each report then adds the tables'
- * rows and evictions. The held-out evaluation is off in that mode: a forward that does not
- * insert rows does not exist yet, and evaluating must not change the tables.
+ * rows and evictions. The held-out evaluation then runs in the collection's evaluation mode
+ * (dlrm_eval.h): held-out ids without a row read as zeros and nothing is inserted or touched.
  * Every report prints the training loss, the progressive-validation AUC and log loss (each
  * batch is scored before it is trained on), step time and samples/s; every --eval-every steps
  * a held-out set disjoint from training is scored with the forward-only pass (AUC, log loss,
@@ -143,6 +143,10 @@ static int make_eval_set(dlrm_eval_set_t* set, const dlrm_synth_t* synth, dlrm_c
   }
   if (criteo == NULL) {
     dlrm_eval_set_synth(set, synth, DLRM_HELD_OUT_FIRST, rank, W);
+    /* Raw ids as in training (a Criteo file's are read raw already). */
+    if (g_dynamic > 0)
+      for (k = 0; k < set->batches; ++k)
+        dlrm_raw_ids(26, g_batch, set->ids + (size_t)k * (size_t)g_batch * 26);
     return 0;
   }
   for (k = 0; k < set->batches; ++k) {
@@ -427,7 +431,7 @@ static int usage(const char* argv0) {
           "  --save DIR writes the trained model (tables and dense tensors) for serving;\n"
           "  --dynamic CAPACITY trains raw 64-bit ids with dynamic tables of at most CAPACITY\n"
           "  rows (default eviction lru, admission 1); it needs one replica group (--shard =\n"
-          "  --world, the default then) and turns the held-out evaluation off\n",
+          "  --world, the default then); held-out ids it never trained read as zeros\n",
           argv0);
   return 2;
 }
@@ -522,13 +526,12 @@ int main(int argc, char** argv) {
       return 1;
   }
   if (g_dynamic > 0) {
-    /* One replica group (see dlrm_model.h), and no held-out evaluation (see the top). */
+    /* One replica group (see dlrm_model.h). */
     if (!g_shard_given) g_shard = g_world;
     if (g_shard != g_world) {
       fprintf(stderr, "--dynamic needs one replica group: --shard must equal --world\n");
       return usage(argv[0]);
     }
-    g_eval_every = 0;
   }
   if (g_world < 1 || g_world > MAX_WORLD || g_shard < 1 || g_world % g_shard != 0 || g_steps < 1 ||
       g_batch < 1 || g_report < 1 || g_max_rows < 1 || g_eval_every < 0 || g_eval_batches < 1 ||
@@ -552,7 +555,7 @@ int main(int argc, char** argv) {
       static const char* const kEviction[] = {"none", "LRU", "LFU", "TTL"};
       printf(
           "raw 64-bit ids, dynamic tables of at most %lld rows (eviction %s, admission after "
-          "%d sighting(s)); held-out evaluation off\n",
+          "%d sighting(s)); held-out evaluation in evaluation mode (no insertion)\n",
           (long long)g_dynamic, kEviction[g_dynamic_config.eviction & 3],
           g_dynamic_config.admission_threshold > 1 ? g_dynamic_config.admission_threshold : 1);
     }

@@ -408,8 +408,7 @@ Status EmbeddingCollection::SetTraining(bool training) {
   return Status::Ok();
 }
 
-Status EmbeddingCollection::SetDynamicScores(const std::string& table,
-                                             std::span<const int64_t> ids,
+Status EmbeddingCollection::SetDynamicScores(const std::string& table, std::span<const int64_t> ids,
                                              std::span<const double> scores, int64_t* num_set) {
   int32_t t = -1;
   SR_RETURN_IF_ERROR(FindTable(table, &t));

@@ -180,7 +180,7 @@ class EmbeddingCollection {
   std::unique_ptr<RoutedBatch> spare_;
   std::shared_ptr<comm::Work> pending_work_;  // null once waited for
   bool current_rejected_ = false;             // this rank refused s_.current's output (Finish)
-  bool current_evaluated_ = false;  // s_.current came from an evaluation forward (Finish)
+  bool current_evaluated_ = false;            // s_.current came from an evaluation forward (Finish)
 };
 
 }  // namespace shardrec::embedding

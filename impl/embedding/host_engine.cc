@@ -48,8 +48,10 @@ Status HostEngine::LookupAndCombine(RoutedBatch& rb, float* out, const Status& l
   // it learns only now (the pipelined forward gets it last), so the ranks agree on that first: a
   // forward refused anywhere inserts nothing. The same agreement carries the training mode, so
   // ranks in different modes (one inserting, one not) fail alike without a collective of their
-  // own. An evaluation forward only reads.
-  if (!s_.dynamic.empty()) {
+  // own. An evaluation forward only reads. Whether the agreement runs is the plan's business
+  // (a dynamic table anywhere), not this rank's shards: a rank that holds no dynamic shard (a
+  // table-wise plan with more ranks than tables) still takes part.
+  if (PlanHasDynamicTable()) {
     SR_RETURN_IF_ERROR(AgreeForward(local));
     if (s_.training)
       s_.dynamic.Translate(s_.exec, rb, s_.params, s_.options.seed);
@@ -68,6 +70,11 @@ Status HostEngine::LookupAndCombine(RoutedBatch& rb, float* out, const Status& l
                       &s_.jobs, out, nullptr, wire);
   }
   return s;
+}
+
+bool HostEngine::PlanHasDynamicTable() const {
+  return std::any_of(s_.layout.tables.begin(), s_.layout.tables.end(),
+                     [](const TableLayout& t) { return t.dynamic; });
 }
 
 Status HostEngine::AgreeForward(const Status& local) {

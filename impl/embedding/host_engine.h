@@ -39,6 +39,7 @@ class HostEngine final : public Engine {
   // The agreement of a forward with dynamic tables (one all-reduce): fails on every rank when a
   // rank refused its output buffer (`local`) or the ranks differ in training mode.
   Status AgreeForward(const Status& local);
+  bool PlanHasDynamicTable() const;
   // The lookups and the return exchange: the travelling rows first, sent by the communication
   // worker while this thread looks up the rows of its own samples.
   Status LookupAndReturn(RoutedBatch& rb);

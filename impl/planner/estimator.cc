@@ -128,9 +128,11 @@ int64_t DynamicMetadataBytes(const sharding::DynamicConfig& d, int64_t slots) {
   const uint64_t n = static_cast<uint64_t>(slots);
   // As impl/embedding/dynamic/dynamic_shard.cc allocates: the index (4-byte entries, a power of
   // two >= 2 x slots), id + last seen + count per slot, and the admission sketch (4 rows of
-  // 16-bit counters, width a power of two >= max(64, 2 x slots)) when the threshold is above 1.
+  // 16-bit counters, width a power of two >= max(64, 2 x slots)) when the threshold is above 1,
+  // and the caller's 8-byte score per slot under SCORE eviction.
   int64_t bytes = pow2(2 * n) * 4 + slots * 20;
   if (d.admission_threshold > 1) bytes += 4 * pow2(std::max<uint64_t>(64, 2 * n)) * 2;
+  if (d.eviction == sharding::DynamicConfig::Eviction::kScore) bytes += slots * 8;
   return bytes;
 }
 

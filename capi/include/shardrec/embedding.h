@@ -930,9 +930,11 @@ SHARDREC_API shardrec_status_t shardrec_embedding_is_training(const shardrec_emb
  *         collection. Does not touch the GPU or any stream (dynamic tables are host-only).
  * Thread-safety: one thread at a time per collection.
  */
-SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_set_scores(
-    shardrec_embedding_t* coll, const char* table, const int64_t* ids, const double* scores,
-    size_t n, size_t* num_set);
+SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_set_scores(shardrec_embedding_t* coll,
+                                                                     const char* table,
+                                                                     const int64_t* ids,
+                                                                     const double* scores, size_t n,
+                                                                     size_t* num_set);
 
 SHARDREC_END_DECL
 

@@ -32,8 +32,8 @@ void DynamicShard::Reset(const sharding::DynamicConfig& config, int64_t slots) {
 size_t DynamicShard::metadata_bytes() const {
   return index_.bytes() + sketch_.bytes() +
          static_cast<size_t>(slots_) * (sizeof(int64_t) * 2 + sizeof(uint32_t)) +
-         score_.size() * sizeof(double) +
-         dirty_.size() * sizeof(uint64_t) + tombstones_.capacity() * sizeof(int64_t);
+         score_.size() * sizeof(double) + dirty_.size() * sizeof(uint64_t) +
+         tombstones_.capacity() * sizeof(int64_t);
 }
 
 void DynamicShard::Restore(int64_t forwards, std::span<const int64_t> ids,

@@ -46,8 +46,8 @@ size_t ZeroFloats(const std::vector<std::vector<std::vector<float>>>& outs) {
 // table-, row- and column-wise; admission 2 and LRU eviction at capacity at world 1; pipelined.
 TEST(DynamicEval, EvalForwardReadsWithoutInserting) {
   for (int32_t world : {1, 2})
-    for (int32_t sharding : {SHARDREC_SHARDING_TABLE_WISE, SHARDREC_SHARDING_ROW_WISE,
-                             SHARDREC_SHARDING_COLUMN_WISE})
+    for (int32_t sharding :
+         {SHARDREC_SHARDING_TABLE_WISE, SHARDREC_SHARDING_ROW_WISE, SHARDREC_SHARDING_COLUMN_WISE})
       for (bool pipelined : {false, true}) {
         SCOPED_TRACE("world " + std::to_string(world) + " sharding " + std::to_string(sharding) +
                      (pipelined ? " pipelined" : ""));
@@ -165,8 +165,7 @@ TEST(DynamicEval, FixedTablesRefuseTheBackwardOfAnEvaluation) {
     int32_t mode = -1;
     ASSERT_EQ(shardrec_embedding_is_training(c, &mode), SHARDREC_OK);
     EXPECT_EQ(mode, 0);
-    ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), evaluated.data(), n, nullptr),
-              SHARDREC_OK);
+    ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), evaluated.data(), n, nullptr), SHARDREC_OK);
     EXPECT_EQ(evaluated, trained);
     EXPECT_EQ(shardrec_embedding_backward(c, grads[0][r].data(), grads[0][r].size(), nullptr),
               SHARDREC_EUSAGE);
@@ -177,8 +176,7 @@ TEST(DynamicEval, FixedTablesRefuseTheBackwardOfAnEvaluation) {
     EXPECT_EQ(steps, 0);
     // Mixed: rank 0 evaluates, rank 1 trains.
     ASSERT_EQ(shardrec_embedding_set_training(c, r == 0 ? 0 : 1), SHARDREC_OK);
-    ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), evaluated.data(), n, nullptr),
-              SHARDREC_OK);
+    ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), evaluated.data(), n, nullptr), SHARDREC_OK);
     EXPECT_EQ(evaluated, trained);
     EXPECT_EQ(shardrec_embedding_backward(c, grads[0][r].data(), grads[0][r].size(), nullptr),
               r == 0 ? SHARDREC_EUSAGE : SHARDREC_EINVAL)

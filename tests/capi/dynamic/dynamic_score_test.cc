@@ -19,8 +19,8 @@ namespace {
 
 // A score per (id, step) from few values, so ties (broken by id) happen.
 double Score(int64_t id, int32_t step) {
-  const uint64_t h = (static_cast<uint64_t>(id) ^ (static_cast<uint64_t>(step) << 32)) *
-                     0x9E3779B97F4A7C15ull;
+  const uint64_t h =
+      (static_cast<uint64_t>(id) ^ (static_cast<uint64_t>(step) << 32)) * 0x9E3779B97F4A7C15ull;
   return static_cast<double>(h >> 61) - 2.5;
 }
 
@@ -113,9 +113,9 @@ std::vector<std::vector<float>> Train(const DynScenario& s,
       ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
                 SHARDREC_OK)
           << shardrec_last_error();
-      ASSERT_EQ(shardrec_embedding_backward(c, grads[step][0].data(), grads[step][0].size(),
-                                            nullptr),
-                SHARDREC_OK)
+      ASSERT_EQ(
+          shardrec_embedding_backward(c, grads[step][0].data(), grads[step][0].size(), nullptr),
+          SHARDREC_OK)
           << shardrec_last_error();
       outs.push_back(std::move(out));
       if (score != nullptr && step <= save_after) {
@@ -191,9 +191,9 @@ TEST(DynamicScore, SetScoresRefusals) {
     ids.push_back(ids[0]);
     std::vector<double> scores(ids.size(), 1.5);
     size_t set = 0;
-    ASSERT_EQ(shardrec_embedding_dynamic_set_scores(c, "t0", ids.data(), scores.data(), ids.size(),
-                                                    &set),
-              SHARDREC_OK)
+    ASSERT_EQ(
+        shardrec_embedding_dynamic_set_scores(c, "t0", ids.data(), scores.data(), ids.size(), &set),
+        SHARDREC_OK)
         << shardrec_last_error();
     EXPECT_GE(set, static_cast<size_t>(st.size));
     EXPECT_LE(set, static_cast<size_t>(st.size) + 1);
@@ -204,14 +204,13 @@ TEST(DynamicScore, SetScoresRefusals) {
               SHARDREC_EINVAL);
     EXPECT_EQ(shardrec_embedding_dynamic_set_scores(c, "t0", ids.data(), nullptr, 1, nullptr),
               SHARDREC_EINVAL);
-    EXPECT_EQ(shardrec_embedding_dynamic_set_scores(c, nullptr, ids.data(), scores.data(), 1,
-                                                    nullptr),
-              SHARDREC_EINVAL);
-    EXPECT_EQ(shardrec_embedding_dynamic_set_scores(c, "nope", ids.data(), scores.data(), 1,
-                                                    nullptr),
-              SHARDREC_ENOTFOUND);
-    EXPECT_EQ(shardrec_embedding_dynamic_set_scores(c, "t1", ids.data(), scores.data(), 1,
-                                                    nullptr),
+    EXPECT_EQ(
+        shardrec_embedding_dynamic_set_scores(c, nullptr, ids.data(), scores.data(), 1, nullptr),
+        SHARDREC_EINVAL);
+    EXPECT_EQ(
+        shardrec_embedding_dynamic_set_scores(c, "nope", ids.data(), scores.data(), 1, nullptr),
+        SHARDREC_ENOTFOUND);
+    EXPECT_EQ(shardrec_embedding_dynamic_set_scores(c, "t1", ids.data(), scores.data(), 1, nullptr),
               SHARDREC_EINVAL);
     EXPECT_NE(std::string(shardrec_last_error()).find("SCORE"), std::string::npos);
     scores[1] = std::numeric_limits<double>::quiet_NaN();

@@ -169,20 +169,20 @@ DynRun RunDynamic(const DynScenario& s, const std::vector<std::vector<RefBatch>>
         if (s.pipelined) {
           ASSERT_EQ(shardrec_embedding_input_dist_start(c, kjt.view(), nullptr), SHARDREC_OK);
           ASSERT_EQ(shardrec_embedding_input_dist_wait(c, nullptr), SHARDREC_OK);
-          ASSERT_EQ(shardrec_embedding_forward_distributed(c, eval_out.data(), eval_out.size(),
-                                                           nullptr),
-                    SHARDREC_OK)
+          ASSERT_EQ(
+              shardrec_embedding_forward_distributed(c, eval_out.data(), eval_out.size(), nullptr),
+              SHARDREC_OK)
               << "rank " << r << ": " << shardrec_last_error();
         } else {
-          ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), eval_out.data(), eval_out.size(),
-                                               nullptr),
-                    SHARDREC_OK)
+          ASSERT_EQ(
+              shardrec_embedding_forward(c, kjt.view(), eval_out.data(), eval_out.size(), nullptr),
+              SHARDREC_OK)
               << "rank " << r << ": " << shardrec_last_error();
         }
         if (step < b.steps) {
-          EXPECT_EQ(shardrec_embedding_backward(c, grads[step][r].data(), grads[step][r].size(),
-                                                nullptr),
-                    SHARDREC_EUSAGE);
+          EXPECT_EQ(
+              shardrec_embedding_backward(c, grads[step][r].data(), grads[step][r].size(), nullptr),
+              SHARDREC_EUSAGE);
         }
         for (size_t t = 0; t < b.tables.size(); ++t) {
           shardrec_dynamic_table_stats_t after;
@@ -228,10 +228,10 @@ DynRun RunDynamic(const DynScenario& s, const std::vector<std::vector<RefBatch>>
           if (s.dynamic[t].eviction != SHARDREC_EVICTION_SCORE) continue;
           std::vector<double> scores;
           for (int64_t id : s.pools[t]) scores.push_back(s.score(id, step));
-          ASSERT_EQ(shardrec_embedding_dynamic_set_scores(c, b.tables[t].name.c_str(),
-                                                          s.pools[t].data(), scores.data(),
-                                                          scores.size(), nullptr),
-                    SHARDREC_OK)
+          ASSERT_EQ(
+              shardrec_embedding_dynamic_set_scores(c, b.tables[t].name.c_str(), s.pools[t].data(),
+                                                    scores.data(), scores.size(), nullptr),
+              SHARDREC_OK)
               << shardrec_last_error();
         }
       }
@@ -364,9 +364,8 @@ RefRun RunReference(const DynScenario& s, const std::vector<std::vector<RefBatch
             }
             const auto& v = victim->second;
             const bool before =
-                cfg.eviction == SHARDREC_EVICTION_LFU
-                    ? std::tie(rw.count, rw.last, it->first) <
-                          std::tie(v.count, v.last, victim->first)
+                cfg.eviction == SHARDREC_EVICTION_LFU ? std::tie(rw.count, rw.last, it->first) <
+                                                            std::tie(v.count, v.last, victim->first)
                 : cfg.eviction == SHARDREC_EVICTION_SCORE
                     ? std::tie(rw.score, it->first) < std::tie(v.score, victim->first)
                     : std::tie(rw.last, it->first) < std::tie(v.last, victim->first);

@@ -62,7 +62,7 @@ struct RefCounts {
 struct RefRun {
   std::vector<std::vector<std::vector<float>>> out;
   std::vector<std::vector<std::vector<float>>> eval_out;  // s.eval: per forward, per rank
-  std::vector<RefCounts> counts;  // per table, since creation
+  std::vector<RefCounts> counts;                          // per table, since creation
 };
 RefRun RunReference(const DynScenario& s, const std::vector<std::vector<RefBatch>>& batches,
                     const std::vector<std::vector<std::vector<float>>>& grads);
