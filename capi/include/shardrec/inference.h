@@ -47,9 +47,10 @@
  * Host only: a device storage or a device batch is refused with SHARDREC_EUNSUPPORTED.
  *
  * Thread-safety: lookups, dense-tensor reads, pins and the introspection calls may run from any
- * number of threads at once on one handle, together with one reload. shardrec_inference_destroy
- * must not race with any other call on the same handle. Errors are reported per calling thread
- * (shardrec_last_error); a rejected request never affects another thread's request.
+ * number of threads at once on one handle, together with one reload or delta.
+ * shardrec_inference_destroy must not race with any other call on the same handle. Errors are
+ * reported per calling thread (shardrec_last_error); a rejected request never affects another
+ * thread's request.
  */
 #ifndef SHARDREC_INFERENCE_H_
 #define SHARDREC_INFERENCE_H_
@@ -312,16 +313,16 @@ SHARDREC_API shardrec_status_t shardrec_inference_snapshot_dense_tensor(
  * started before the swap finish on the old version, whose memory is freed when its last reader
  * leaves). The new source must have the same features (names and order) and the same tables
  * (names, dims, pooling, resolved storage types, fixed or dynamic, and a fixed table's rows);
- * otherwise nothing changes. A reload also replaces every applied delta. One reload at a time per
- * handle: a reload started while another runs is refused with SHARDREC_EUSAGE (it does not wait).
- * The call returns once the lookups that were running on the old version have returned, with the
- * old version freed unless a snapshot pins it.
+ * otherwise nothing changes. A reload also replaces every applied delta. One reload or delta at a
+ * time per handle: a reload started while another reload or a delta runs is refused with
+ * SHARDREC_EUSAGE (it does not wait). The call returns once the lookups that were running on the
+ * old version have returned, with the old version freed unless a snapshot pins it.
  * @param inf  [in,out] Must not be NULL.
  * @param path [in] Must not be NULL or empty.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments or a source that does not match;
- *         SHARDREC_EUSAGE while another reload runs; as shardrec_inference_open for the source
- *         (SHARDREC_ENOTFOUND, SHARDREC_ECORRUPT, SHARDREC_EIO, SHARDREC_ENOMEM). On any error
- *         the handle keeps serving its current version.
+ *         SHARDREC_EUSAGE while another reload or a delta runs; as shardrec_inference_open
+ *         for the source (SHARDREC_ENOTFOUND, SHARDREC_ECORRUPT, SHARDREC_EIO, SHARDREC_ENOMEM).
+ *         On any error the handle keeps serving its current version.
  */
 SHARDREC_API shardrec_status_t shardrec_inference_reload(shardrec_inference_t* inf,
                                                          const char* path);

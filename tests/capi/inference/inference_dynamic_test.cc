@@ -3,11 +3,13 @@
 // the training deltas replay to and zeros for unknown ids (counted in a MEAN divisor); applying
 // the next training delta equals a fresh open of the next checkpoint, bit for bit in every
 // storage, also through a serving file; a fixed table takes row updates only; deltas under load
-// never show a mixed version; bad deltas change nothing; corrupt ids are refused.
+// never show a mixed version; bad deltas change nothing; corrupt ids are refused; sequence
+// tables and int32 ids.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -341,6 +343,66 @@ TEST(InferenceDynamic, BadDeltasAndFixedTables) {
     ++changed;
   }
   EXPECT_GE(changed, dim);  // every column of a pair that reads the table (unless equal by chance)
+}
+
+// A sequence (NONE) collection of two dynamic tables saved before any training (empty tables),
+// filled by deltas: known ids read their rows, unknown ones zeros, with int32 ids sign-extended.
+TEST(InferenceDynamic, SequenceTablesFilledByDeltas) {
+  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_OPTIMIZER_SGD, 8, 8);
+  for (RefTable& t : s.base.tables) {
+    t.pooling = SHARDREC_POOLING_NONE;
+    t.dim = 8;
+  }
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr) << shardrec_last_error();
+  const std::string dir = TempDir("dynseq");
+  {
+    const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, 0), &opt, nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr coll(c);
+    ASSERT_EQ(shardrec_checkpoint_save(c, dir.c_str(), nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+  }
+  InferencePtr inf = Open(dir, SHARDREC_SERVING_AS_TRAINED);
+  ASSERT_NE(inf, nullptr);
+  int32_t seq = 0;
+  int64_t rows = -1;
+  ASSERT_EQ(shardrec_inference_is_sequence(inf.get(), &seq), SHARDREC_OK);
+  ASSERT_EQ(shardrec_inference_table_info(inf.get(), 0, nullptr, &rows, nullptr, nullptr),
+            SHARDREC_OK);
+  EXPECT_EQ(seq, 1);
+  EXPECT_EQ(rows, 0);
+  std::vector<float> r0(3 * 8), r1(8);
+  for (size_t i = 0; i < r0.size(); ++i) r0[i] = static_cast<float>(i) + 0.5f;
+  for (size_t i = 0; i < r1.size(); ++i) r1[i] = -static_cast<float>(i) - 0.25f;
+  const int64_t ids0[3] = {5, -7, INT64_MIN}, ids1[1] = {5};
+  ASSERT_EQ(
+      shardrec_inference_apply_delta(inf.get(), "t0", ids0, r0.data(), 3, nullptr, 0, nullptr),
+      SHARDREC_OK)
+      << shardrec_last_error();
+  ASSERT_EQ(
+      shardrec_inference_apply_delta(inf.get(), "t1", ids1, r1.data(), 1, nullptr, 0, nullptr),
+      SHARDREC_OK)
+      << shardrec_last_error();
+  RefBatch b;  // one sample: f0 = [5, -7, 3] (t0), f1 = [-7] (t1), f2 = [5] (t1)
+  b.batch_size = 1;
+  b.lengths = {3, 1, 1};
+  b.ids = {5, -7, 3, -7, 5};
+  std::vector<float> want(5 * 8, 0.0f);
+  std::copy_n(r0.begin(), 8, want.begin());          // t0 id 5
+  std::copy_n(r0.begin() + 8, 8, want.begin() + 8);  // t0 id -7
+  std::copy_n(r1.begin(), 8, want.begin() + 4 * 8);  // t1 id 5 (t1 has no -7)
+  for (bool int32_ids : {false, true}) {
+    KjtHolder kjt(b, 3, int32_ids);
+    std::vector<float> out(want.size(), NAN);
+    ASSERT_EQ(shardrec_inference_lookup(inf.get(), kjt.view(), out.data(), out.size(), nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    EXPECT_TRUE(SameBits(out, want)) << (int32_ids ? "int32 ids" : "int64 ids");
+  }
 }
 
 void FlipByte(const std::string& path, uint64_t offset) {
