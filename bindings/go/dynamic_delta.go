@@ -42,12 +42,17 @@ func (e *EmbeddingCollection) DynamicDelta(table string) (*DynamicDelta, error) 
 	// first call (ENOTFOUND) before anything is gathered.
 	n, m := []uint64{0}, []uint64{0}
 	err := swig.Embedding_dynamic_delta(e.handle(), table, nil, nil, 0, nil, 0, n, m)
-	dim := int(e.shapes[table][1])
+	shape, known := e.shapes[table]
+	dim := int(shape[1])
 	if err == nil {
 		return &DynamicDelta{Dim: dim, IDs: []int64{}, Rows: []float32{}, Tombstones: []int64{}}, nil
 	}
 	if CodeOf(err) != ErrCodeInvalid || (n[0] == 0 && m[0] == 0) {
 		return nil, err
+	}
+	if !known {
+		// Rows are sized by the plan's width; without it C would write past them.
+		return nil, &Error{Code: ErrCodeInternal, Message: "no width known for table " + table}
 	}
 	d := &DynamicDelta{Dim: dim, IDs: make([]int64, n[0]), Rows: make([]float32, n[0]*uint64(dim)),
 		Tombstones: make([]int64, m[0])}

@@ -1,7 +1,7 @@
 //! Delta export of dynamic tables (docs/dynamic-tables.md, "Delta export"): the mark and the
 //! rows changed and ids evicted since it, for an online serving copy.
 use crate::embedding::EmbeddingCollection;
-use crate::{check, cstring, sys, Code, Result};
+use crate::{check, cstring, invalid, sys, Code, Result};
 
 /// A dynamic table's changes since its mark, the same on every rank: `ids` ascending with their
 /// current rows (`rows[i * dim..(i + 1) * dim]` for `ids[i]`, widened to `f32`) and
@@ -50,13 +50,18 @@ impl EmbeddingCollection {
                 self.raw, name.as_ptr(), std::ptr::null_mut(), std::ptr::null_mut(), 0,
                 std::ptr::null_mut(), 0, &mut num_rows, &mut num_tombstones)
         });
-        let dim = self.shapes.get(table).map_or(0, |(_, d)| *d as usize);
+        let known = self.shapes.get(table).map(|(_, d)| *d as usize);
+        let dim = known.unwrap_or(0);
         match sized {
             Ok(()) => return Ok(DynamicDelta { dim, ..Default::default() }),
             Err(e) if e.code() != Code::Invalid || (num_rows == 0 && num_tombstones == 0) => {
                 return Err(e)
             }
             Err(_) => {}
+        }
+        if known.is_none() {
+            // Rows are sized by the plan's width; without it C would write past them.
+            return Err(invalid(format!("no width known for table '{table}'")));
         }
         let mut d = DynamicDelta {
             dim,
