@@ -5,14 +5,9 @@
 // thread counts, and its scores survive a checkpoint.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstring>
-#include <filesystem>
-#include <limits>
 #include <string>
 #include <vector>
 
-#include "shardrec/checkpoint.h"
 #include "tests/capi/dynamic/dynamic_test_util.h"
 #include "tests/support/spawn_ranks.h"
 

@@ -3,8 +3,6 @@
 // a checkpoint, and shardrec_embedding_dynamic_set_scores's refusals.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <string>
