@@ -23,6 +23,9 @@ const (
 	EvictionLFU Eviction = 2
 	// EvictionTTL: only rows unseen for more than TTLSteps steps may leave; otherwise as None.
 	EvictionTTL Eviction = 3
+	// EvictionScore: the row with the lowest score the caller set leaves first (ties: smallest
+	// id); new rows score 0 ((*EmbeddingCollection).DynamicSetScores).
+	EvictionScore Eviction = 4
 )
 
 // DynamicTableConfig makes a TableConfig a dynamic table: its ids are any int64, a row is

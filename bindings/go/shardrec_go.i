@@ -171,6 +171,28 @@ SR_GO_HANDLE(shardrec_inference_version_t)
 %typemap(gotype) const float** ADDR "[]uintptr"
 %typemap(in) const float** ADDR %{ $1 = ($1_ltype)$input.array; %}
 
+/* ---- dynamic tables' delta export: raw out-arrays (the Go layer sized them from the counts
+   the first call returned: ids and tombstones by count, rows by count x dim) ---- */
+%typemap(gotype) int64_t* RAWI64 "[]int64"
+%typemap(in) int64_t* RAWI64 %{ $1 = ($1_ltype)$input.array; %}
+%apply int64_t* RAWI64 { int64_t* ids, int64_t* tombstones };
+%apply float* RAWF { float* rows };
+%apply size_t* OUT { size_t* num_rows, size_t* num_tombstones };
+/* ... and its replay into a serving handle (shardrec_inference_apply_delta): the same shapes in. */
+%typemap(gotype) const int64_t* RAWI64 "[]int64"
+%typemap(in) const int64_t* RAWI64 %{ $1 = ($1_ltype)$input.array; %}
+%apply const int64_t* RAWI64 { const int64_t* ids };
+%apply const float* RAWF { const float* rows };
+%apply (const int64_t* BUF, size_t LEN) { (const int64_t* tombstones, size_t num_tombstones) };
+
+/* Evaluation mode and SCORE eviction: the mode out, the caller's scores in (raw, the Go layer
+   checked that len(scores) == len(ids), and that many are passed as n), the count set out. */
+%typemap(gotype) const double* RAWF64 "[]float64"
+%typemap(in) const double* RAWF64 %{ $1 = ($1_ltype)$input.array; %}
+%apply const double* RAWF64 { const double* scores };
+%apply int32_t* OUT { int32_t* training };
+%apply size_t* OUT { size_t* num_set };
+
 %include "../swig/shardrec.i"
 
 /* Float memory outside the Go heap, for storage C keeps after a call returns (DDP external

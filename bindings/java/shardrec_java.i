@@ -342,6 +342,45 @@ SR_JAVA_HANDLE(shardrec_inference_version_t)
   { jlong v = (jlong)(intptr_t)addr$argnum; (*jenv)->SetLongArrayRegion(jenv, $input, 0, 1, &v); }
 %}
 
+/* ---- dynamic tables' delta export: direct buffers as raw out-arrays (the Java layer sized
+   them from the counts the first call returned: ids and tombstones by count, rows by count x
+   dim); the counts come back in long[1] holders ---- */
+%typemap(jni) int64_t* RAWI64 "jobject"
+%typemap(jtype) int64_t* RAWI64 "java.nio.LongBuffer"
+%typemap(jstype) int64_t* RAWI64 "java.nio.LongBuffer"
+%typemap(javain) int64_t* RAWI64 "$javainput"
+%typemap(in) int64_t* RAWI64 %{
+  $1 = NULL;
+  if ($input != NULL) {
+    $1 = ($1_ltype)(*jenv)->GetDirectBufferAddress(jenv, $input);
+    if ($1 == NULL) { sr_java_throw_iae(jenv, "buffer must be a direct NIO buffer"); return $null; }
+  }
+%}
+%apply int64_t* RAWI64 { int64_t* ids, int64_t* tombstones };
+%apply float* RAWF { float* rows };
+%apply size_t* OUT { size_t* num_rows, size_t* num_tombstones };
+/* ... and its replay into a serving handle (shardrec_inference_apply_delta): the same shapes in. */
+%apply int64_t* RAWI64 { const int64_t* ids };
+%apply float* RAWF { const float* rows };
+%apply (const int64_t* BUF, size_t LEN) { (const int64_t* tombstones, size_t num_tombstones) };
+
+/* Evaluation mode and SCORE eviction: the mode out, the caller's scores in (a direct
+   DoubleBuffer; the Java layer checked that it holds one score per id, n), the count set out. */
+%typemap(jni) const double* RAWF64 "jobject"
+%typemap(jtype) const double* RAWF64 "java.nio.DoubleBuffer"
+%typemap(jstype) const double* RAWF64 "java.nio.DoubleBuffer"
+%typemap(javain) const double* RAWF64 "$javainput"
+%typemap(in) const double* RAWF64 %{
+  $1 = NULL;
+  if ($input != NULL) {
+    $1 = ($1_ltype)(*jenv)->GetDirectBufferAddress(jenv, $input);
+    if ($1 == NULL) { sr_java_throw_iae(jenv, "buffer must be a direct NIO buffer"); return $null; }
+  }
+%}
+%apply const double* RAWF64 { const double* scores };
+%apply int32_t* OUT { int32_t* training };
+%apply size_t* OUT { size_t* num_set };
+
 %include "../swig/shardrec.i"
 
 /* ---- custom rendezvous stores: an org.shardrec.Store called back through JNI ---- */

@@ -1064,7 +1064,7 @@ void shardrec_bind_host_free(void* p) { free(p); }
 extern "C" {
 #endif
 
-void _wrap_Swig_free_swig_e4abab864e429f70(void *_swig_go_0) {
+void _wrap_Swig_free_swig_e07ccb9d9606a104(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -1074,7 +1074,7 @@ void _wrap_Swig_free_swig_e4abab864e429f70(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_swig_e4abab864e429f70(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_swig_e07ccb9d9606a104(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -1087,7 +1087,7 @@ void *_wrap_Swig_malloc_swig_e4abab864e429f70(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_OK_swig_e4abab864e429f70() {
+intgo _wrap_OK_swig_e07ccb9d9606a104() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1099,7 +1099,7 @@ intgo _wrap_OK_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_ERROR_swig_e4abab864e429f70() {
+intgo _wrap_ERROR_swig_e07ccb9d9606a104() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1111,7 +1111,7 @@ intgo _wrap_ERROR_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_EINVAL_swig_e4abab864e429f70() {
+intgo _wrap_EINVAL_swig_e07ccb9d9606a104() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1123,7 +1123,7 @@ intgo _wrap_EINVAL_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_EUSAGE_swig_e4abab864e429f70() {
+intgo _wrap_EUSAGE_swig_e07ccb9d9606a104() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1135,7 +1135,7 @@ intgo _wrap_EUSAGE_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_ENOMEM_swig_e4abab864e429f70() {
+intgo _wrap_ENOMEM_swig_e07ccb9d9606a104() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1147,7 +1147,7 @@ intgo _wrap_ENOMEM_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_ECUDA_swig_e4abab864e429f70() {
+intgo _wrap_ECUDA_swig_e07ccb9d9606a104() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1159,7 +1159,7 @@ intgo _wrap_ECUDA_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_EREMOTE_swig_e4abab864e429f70() {
+intgo _wrap_EREMOTE_swig_e07ccb9d9606a104() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1171,7 +1171,7 @@ intgo _wrap_EREMOTE_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_ETIMEOUT_swig_e4abab864e429f70() {
+intgo _wrap_ETIMEOUT_swig_e07ccb9d9606a104() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1183,7 +1183,7 @@ intgo _wrap_ETIMEOUT_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_EIO_swig_e4abab864e429f70() {
+intgo _wrap_EIO_swig_e07ccb9d9606a104() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1195,7 +1195,7 @@ intgo _wrap_EIO_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_ECORRUPT_swig_e4abab864e429f70() {
+intgo _wrap_ECORRUPT_swig_e07ccb9d9606a104() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1207,7 +1207,7 @@ intgo _wrap_ECORRUPT_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_EUNSUPPORTED_swig_e4abab864e429f70() {
+intgo _wrap_EUNSUPPORTED_swig_e07ccb9d9606a104() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1219,7 +1219,7 @@ intgo _wrap_EUNSUPPORTED_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_ENOTFOUND_swig_e4abab864e429f70() {
+intgo _wrap_ENOTFOUND_swig_e07ccb9d9606a104() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1231,7 +1231,7 @@ intgo _wrap_ENOTFOUND_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_EINTERNAL_swig_e4abab864e429f70() {
+intgo _wrap_EINTERNAL_swig_e07ccb9d9606a104() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1243,7 +1243,7 @@ intgo _wrap_EINTERNAL_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_ENODEVICE_swig_e4abab864e429f70() {
+intgo _wrap_ENODEVICE_swig_e07ccb9d9606a104() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1255,7 +1255,7 @@ intgo _wrap_ENODEVICE_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_EABORTED_swig_e4abab864e429f70() {
+intgo _wrap_EABORTED_swig_e07ccb9d9606a104() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1267,7 +1267,7 @@ intgo _wrap_EABORTED_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT32_swig_e4abab864e429f70() {
+intgo _wrap_DTYPE_FLOAT32_swig_e07ccb9d9606a104() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1279,7 +1279,7 @@ intgo _wrap_DTYPE_FLOAT32_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT16_swig_e4abab864e429f70() {
+intgo _wrap_DTYPE_FLOAT16_swig_e07ccb9d9606a104() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1291,7 +1291,7 @@ intgo _wrap_DTYPE_FLOAT16_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_DTYPE_BFLOAT16_swig_e4abab864e429f70() {
+intgo _wrap_DTYPE_BFLOAT16_swig_e07ccb9d9606a104() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1303,7 +1303,7 @@ intgo _wrap_DTYPE_BFLOAT16_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT64_swig_e4abab864e429f70() {
+intgo _wrap_DTYPE_FLOAT64_swig_e07ccb9d9606a104() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1315,7 +1315,7 @@ intgo _wrap_DTYPE_FLOAT64_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_DTYPE_INT32_swig_e4abab864e429f70() {
+intgo _wrap_DTYPE_INT32_swig_e07ccb9d9606a104() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1327,7 +1327,7 @@ intgo _wrap_DTYPE_INT32_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_DTYPE_INT64_swig_e4abab864e429f70() {
+intgo _wrap_DTYPE_INT64_swig_e07ccb9d9606a104() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1339,7 +1339,7 @@ intgo _wrap_DTYPE_INT64_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_DTYPE_UINT8_swig_e4abab864e429f70() {
+intgo _wrap_DTYPE_UINT8_swig_e07ccb9d9606a104() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1351,7 +1351,7 @@ intgo _wrap_DTYPE_UINT8_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_DEVICE_HOST_swig_e4abab864e429f70() {
+intgo _wrap_DEVICE_HOST_swig_e07ccb9d9606a104() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1363,7 +1363,7 @@ intgo _wrap_DEVICE_HOST_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_DEVICE_CUDA_swig_e4abab864e429f70() {
+intgo _wrap_DEVICE_CUDA_swig_e07ccb9d9606a104() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1375,7 +1375,7 @@ intgo _wrap_DEVICE_CUDA_swig_e4abab864e429f70() {
 }
 
 
-_gostring_ _wrap_status_string_swig_e4abab864e429f70(intgo _swig_go_0) {
+_gostring_ _wrap_status_string_swig_e07ccb9d9606a104(intgo _swig_go_0) {
   shardrec_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -1388,7 +1388,7 @@ _gostring_ _wrap_status_string_swig_e4abab864e429f70(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_version_swig_e4abab864e429f70() {
+intgo _wrap_version_swig_e07ccb9d9606a104() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -1399,7 +1399,7 @@ intgo _wrap_version_swig_e4abab864e429f70() {
 }
 
 
-_gostring_ _wrap_version_string_swig_e4abab864e429f70() {
+_gostring_ _wrap_version_string_swig_e07ccb9d9606a104() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -1410,7 +1410,7 @@ _gostring_ _wrap_version_string_swig_e4abab864e429f70() {
 }
 
 
-long long _wrap_dtype_size_swig_e4abab864e429f70(intgo _swig_go_0) {
+long long _wrap_dtype_size_swig_e07ccb9d9606a104(intgo _swig_go_0) {
   int32_t arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -1423,7 +1423,7 @@ long long _wrap_dtype_size_swig_e4abab864e429f70(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_SHARDING_DATA_PARALLEL_swig_e4abab864e429f70() {
+intgo _wrap_SHARDING_DATA_PARALLEL_swig_e07ccb9d9606a104() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1435,7 +1435,7 @@ intgo _wrap_SHARDING_DATA_PARALLEL_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_WISE_swig_e4abab864e429f70() {
+intgo _wrap_SHARDING_TABLE_WISE_swig_e07ccb9d9606a104() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1447,7 +1447,7 @@ intgo _wrap_SHARDING_TABLE_WISE_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_SHARDING_ROW_WISE_swig_e4abab864e429f70() {
+intgo _wrap_SHARDING_ROW_WISE_swig_e07ccb9d9606a104() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1459,7 +1459,7 @@ intgo _wrap_SHARDING_ROW_WISE_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_SHARDING_COLUMN_WISE_swig_e4abab864e429f70() {
+intgo _wrap_SHARDING_COLUMN_WISE_swig_e07ccb9d9606a104() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1471,7 +1471,7 @@ intgo _wrap_SHARDING_COLUMN_WISE_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_e4abab864e429f70() {
+intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_e07ccb9d9606a104() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1483,7 +1483,7 @@ intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_e4abab864e429f70() {
+intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_e07ccb9d9606a104() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1495,7 +1495,7 @@ intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_SHARDING_GRID_swig_e4abab864e429f70() {
+intgo _wrap_SHARDING_GRID_swig_e07ccb9d9606a104() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1507,7 +1507,7 @@ intgo _wrap_SHARDING_GRID_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_POOLING_SUM_swig_e4abab864e429f70() {
+intgo _wrap_POOLING_SUM_swig_e07ccb9d9606a104() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1519,7 +1519,7 @@ intgo _wrap_POOLING_SUM_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_POOLING_MEAN_swig_e4abab864e429f70() {
+intgo _wrap_POOLING_MEAN_swig_e07ccb9d9606a104() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1531,7 +1531,7 @@ intgo _wrap_POOLING_MEAN_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_POOLING_NONE_swig_e4abab864e429f70() {
+intgo _wrap_POOLING_NONE_swig_e07ccb9d9606a104() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1543,7 +1543,7 @@ intgo _wrap_POOLING_NONE_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_INIT_DEFAULT_swig_e4abab864e429f70() {
+intgo _wrap_INIT_DEFAULT_swig_e07ccb9d9606a104() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1555,7 +1555,7 @@ intgo _wrap_INIT_DEFAULT_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_INIT_UNIFORM_swig_e4abab864e429f70() {
+intgo _wrap_INIT_UNIFORM_swig_e07ccb9d9606a104() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1567,7 +1567,7 @@ intgo _wrap_INIT_UNIFORM_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_INIT_CONSTANT_swig_e4abab864e429f70() {
+intgo _wrap_INIT_CONSTANT_swig_e07ccb9d9606a104() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1579,7 +1579,7 @@ intgo _wrap_INIT_CONSTANT_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_OPTIMIZER_SGD_swig_e4abab864e429f70() {
+intgo _wrap_OPTIMIZER_SGD_swig_e07ccb9d9606a104() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1591,7 +1591,7 @@ intgo _wrap_OPTIMIZER_SGD_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAGRAD_swig_e4abab864e429f70() {
+intgo _wrap_OPTIMIZER_ADAGRAD_swig_e07ccb9d9606a104() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1603,7 +1603,7 @@ intgo _wrap_OPTIMIZER_ADAGRAD_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_e4abab864e429f70() {
+intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_e07ccb9d9606a104() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1615,7 +1615,7 @@ intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAM_swig_e4abab864e429f70() {
+intgo _wrap_OPTIMIZER_ADAM_swig_e07ccb9d9606a104() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1627,7 +1627,7 @@ intgo _wrap_OPTIMIZER_ADAM_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_e4abab864e429f70() {
+intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_e07ccb9d9606a104() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1639,7 +1639,7 @@ intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_OPTIMIZER_LAMB_swig_e4abab864e429f70() {
+intgo _wrap_OPTIMIZER_LAMB_swig_e07ccb9d9606a104() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1651,7 +1651,7 @@ intgo _wrap_OPTIMIZER_LAMB_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_NONE_swig_e4abab864e429f70() {
+intgo _wrap_WEIGHT_DECAY_NONE_swig_e07ccb9d9606a104() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1663,7 +1663,7 @@ intgo _wrap_WEIGHT_DECAY_NONE_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_L2_swig_e4abab864e429f70() {
+intgo _wrap_WEIGHT_DECAY_L2_swig_e07ccb9d9606a104() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1675,7 +1675,7 @@ intgo _wrap_WEIGHT_DECAY_L2_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_e4abab864e429f70() {
+intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_e07ccb9d9606a104() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1687,7 +1687,7 @@ intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_e4abab864e429f70() {
 }
 
 
-void _wrap_optimizer_config_version_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_version_set_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t arg2 ;
   
@@ -1699,7 +1699,7 @@ void _wrap_optimizer_config_version_set_swig_e4abab864e429f70(struct shardrec_op
 }
 
 
-intgo _wrap_optimizer_config_version_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_version_get_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1712,7 +1712,7 @@ intgo _wrap_optimizer_config_version_get_swig_e4abab864e429f70(struct shardrec_o
 }
 
 
-void _wrap_optimizer_config_Xtype_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_Xtype_set_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1724,7 +1724,7 @@ void _wrap_optimizer_config_Xtype_set_swig_e4abab864e429f70(struct shardrec_opti
 }
 
 
-intgo _wrap_optimizer_config_Xtype_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_Xtype_get_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1737,7 +1737,7 @@ intgo _wrap_optimizer_config_Xtype_get_swig_e4abab864e429f70(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_learning_rate_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_learning_rate_set_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1749,7 +1749,7 @@ void _wrap_optimizer_config_learning_rate_set_swig_e4abab864e429f70(struct shard
 }
 
 
-float _wrap_optimizer_config_learning_rate_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_learning_rate_get_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1762,7 +1762,7 @@ float _wrap_optimizer_config_learning_rate_get_swig_e4abab864e429f70(struct shar
 }
 
 
-void _wrap_optimizer_config_eps_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_eps_set_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1774,7 +1774,7 @@ void _wrap_optimizer_config_eps_set_swig_e4abab864e429f70(struct shardrec_optimi
 }
 
 
-float _wrap_optimizer_config_eps_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_eps_get_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1787,7 +1787,7 @@ float _wrap_optimizer_config_eps_get_swig_e4abab864e429f70(struct shardrec_optim
 }
 
 
-void _wrap_optimizer_config_beta1_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta1_set_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1799,7 +1799,7 @@ void _wrap_optimizer_config_beta1_set_swig_e4abab864e429f70(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta1_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta1_get_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1812,7 +1812,7 @@ float _wrap_optimizer_config_beta1_get_swig_e4abab864e429f70(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_beta2_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta2_set_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1824,7 +1824,7 @@ void _wrap_optimizer_config_beta2_set_swig_e4abab864e429f70(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta2_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta2_get_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1837,7 +1837,7 @@ float _wrap_optimizer_config_beta2_get_swig_e4abab864e429f70(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_weight_decay_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_set_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1849,7 +1849,7 @@ void _wrap_optimizer_config_weight_decay_set_swig_e4abab864e429f70(struct shardr
 }
 
 
-float _wrap_optimizer_config_weight_decay_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_weight_decay_get_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1862,7 +1862,7 @@ float _wrap_optimizer_config_weight_decay_get_swig_e4abab864e429f70(struct shard
 }
 
 
-void _wrap_optimizer_config_weight_decay_mode_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_mode_set_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1874,7 +1874,7 @@ void _wrap_optimizer_config_weight_decay_mode_set_swig_e4abab864e429f70(struct s
 }
 
 
-intgo _wrap_optimizer_config_weight_decay_mode_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_weight_decay_mode_get_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1887,7 +1887,7 @@ intgo _wrap_optimizer_config_weight_decay_mode_get_swig_e4abab864e429f70(struct 
 }
 
 
-void _wrap_optimizer_config_stochastic_rounding_set_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_stochastic_rounding_set_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1899,7 +1899,7 @@ void _wrap_optimizer_config_stochastic_rounding_set_swig_e4abab864e429f70(struct
 }
 
 
-intgo _wrap_optimizer_config_stochastic_rounding_get_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_stochastic_rounding_get_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1912,7 +1912,7 @@ intgo _wrap_optimizer_config_stochastic_rounding_get_swig_e4abab864e429f70(struc
 }
 
 
-struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_e4abab864e429f70() {
+struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_e07ccb9d9606a104() {
   struct shardrec_optimizer_config *result = 0 ;
   struct shardrec_optimizer_config *_swig_go_result;
   
@@ -1923,7 +1923,7 @@ struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_e4abab864e429f
 }
 
 
-void _wrap_delete_optimizer_config_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0) {
+void _wrap_delete_optimizer_config_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   
   arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
@@ -1933,7 +1933,7 @@ void _wrap_delete_optimizer_config_swig_e4abab864e429f70(struct shardrec_optimiz
 }
 
 
-_gostring_ _wrap_optimizer_config_init_swig_e4abab864e429f70(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_optimizer_config_init_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_optimizer_config_t *arg1 = (shardrec_optimizer_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -1965,7 +1965,7 @@ _gostring_ _wrap_optimizer_config_init_swig_e4abab864e429f70(struct shardrec_opt
 }
 
 
-intgo _wrap_EVICTION_NONE_swig_e4abab864e429f70() {
+intgo _wrap_EVICTION_NONE_swig_e07ccb9d9606a104() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -1977,7 +1977,7 @@ intgo _wrap_EVICTION_NONE_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_EVICTION_LRU_swig_e4abab864e429f70() {
+intgo _wrap_EVICTION_LRU_swig_e07ccb9d9606a104() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -1989,7 +1989,7 @@ intgo _wrap_EVICTION_LRU_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_EVICTION_LFU_swig_e4abab864e429f70() {
+intgo _wrap_EVICTION_LFU_swig_e07ccb9d9606a104() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2001,7 +2001,7 @@ intgo _wrap_EVICTION_LFU_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_EVICTION_TTL_swig_e4abab864e429f70() {
+intgo _wrap_EVICTION_TTL_swig_e07ccb9d9606a104() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2013,7 +2013,19 @@ intgo _wrap_EVICTION_TTL_swig_e4abab864e429f70() {
 }
 
 
-void _wrap_dynamic_table_config_version_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_EVICTION_SCORE_swig_e07ccb9d9606a104() {
+  enum shardrec_eviction_policy result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_EVICTION_SCORE;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_dynamic_table_config_version_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   uint32_t arg2 ;
   
@@ -2025,7 +2037,7 @@ void _wrap_dynamic_table_config_version_set_swig_e4abab864e429f70(struct shardre
 }
 
 
-intgo _wrap_dynamic_table_config_version_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_version_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2038,7 +2050,7 @@ intgo _wrap_dynamic_table_config_version_get_swig_e4abab864e429f70(struct shardr
 }
 
 
-void _wrap_dynamic_table_config_eviction_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_eviction_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t arg2 ;
   
@@ -2050,7 +2062,7 @@ void _wrap_dynamic_table_config_eviction_set_swig_e4abab864e429f70(struct shardr
 }
 
 
-intgo _wrap_dynamic_table_config_eviction_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_eviction_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2063,7 +2075,7 @@ intgo _wrap_dynamic_table_config_eviction_get_swig_e4abab864e429f70(struct shard
 }
 
 
-void _wrap_dynamic_table_config_admission_threshold_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_admission_threshold_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t arg2 ;
   
@@ -2075,7 +2087,7 @@ void _wrap_dynamic_table_config_admission_threshold_set_swig_e4abab864e429f70(st
 }
 
 
-intgo _wrap_dynamic_table_config_admission_threshold_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_admission_threshold_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2088,7 +2100,7 @@ intgo _wrap_dynamic_table_config_admission_threshold_get_swig_e4abab864e429f70(s
 }
 
 
-void _wrap_dynamic_table_config_ttl_steps_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_ttl_steps_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2100,7 +2112,7 @@ void _wrap_dynamic_table_config_ttl_steps_set_swig_e4abab864e429f70(struct shard
 }
 
 
-long long _wrap_dynamic_table_config_ttl_steps_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_ttl_steps_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2113,7 +2125,7 @@ long long _wrap_dynamic_table_config_ttl_steps_get_swig_e4abab864e429f70(struct 
 }
 
 
-struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_e4abab864e429f70() {
+struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_e07ccb9d9606a104() {
   struct shardrec_dynamic_table_config *result = 0 ;
   struct shardrec_dynamic_table_config *_swig_go_result;
   
@@ -2124,7 +2136,7 @@ struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_e4abab
 }
 
 
-void _wrap_delete_dynamic_table_config_swig_e4abab864e429f70(struct shardrec_dynamic_table_config *_swig_go_0) {
+void _wrap_delete_dynamic_table_config_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   
   arg1 = *(struct shardrec_dynamic_table_config **)&_swig_go_0; 
@@ -2134,7 +2146,7 @@ void _wrap_delete_dynamic_table_config_swig_e4abab864e429f70(struct shardrec_dyn
 }
 
 
-_gostring_ _wrap_dynamic_table_config_init_swig_e4abab864e429f70(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_dynamic_table_config_init_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_dynamic_table_config_t *arg1 = (shardrec_dynamic_table_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2166,7 +2178,7 @@ _gostring_ _wrap_dynamic_table_config_init_swig_e4abab864e429f70(struct shardrec
 }
 
 
-void _wrap_Topology_t_version_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_version_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t arg2 ;
   
@@ -2178,7 +2190,7 @@ void _wrap_Topology_t_version_set_swig_e4abab864e429f70(struct shardrec_topology
 }
 
 
-intgo _wrap_Topology_t_version_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_version_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2191,7 +2203,7 @@ intgo _wrap_Topology_t_version_get_swig_e4abab864e429f70(struct shardrec_topolog
 }
 
 
-void _wrap_Topology_t_world_size_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_world_size_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2203,7 +2215,7 @@ void _wrap_Topology_t_world_size_set_swig_e4abab864e429f70(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_world_size_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_world_size_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2216,7 +2228,7 @@ intgo _wrap_Topology_t_world_size_get_swig_e4abab864e429f70(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_ranks_per_node_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_ranks_per_node_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2228,7 +2240,7 @@ void _wrap_Topology_t_ranks_per_node_set_swig_e4abab864e429f70(struct shardrec_t
 }
 
 
-intgo _wrap_Topology_t_ranks_per_node_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_ranks_per_node_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2241,7 +2253,7 @@ intgo _wrap_Topology_t_ranks_per_node_get_swig_e4abab864e429f70(struct shardrec_
 }
 
 
-void _wrap_Topology_t_device_type_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_device_type_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2253,7 +2265,7 @@ void _wrap_Topology_t_device_type_set_swig_e4abab864e429f70(struct shardrec_topo
 }
 
 
-intgo _wrap_Topology_t_device_type_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_device_type_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2266,7 +2278,7 @@ intgo _wrap_Topology_t_device_type_get_swig_e4abab864e429f70(struct shardrec_top
 }
 
 
-void _wrap_Topology_t_memory_bytes_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
+void _wrap_Topology_t_memory_bytes_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t arg2 ;
   
@@ -2278,7 +2290,7 @@ void _wrap_Topology_t_memory_bytes_set_swig_e4abab864e429f70(struct shardrec_top
 }
 
 
-long long _wrap_Topology_t_memory_bytes_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
+long long _wrap_Topology_t_memory_bytes_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2291,7 +2303,7 @@ long long _wrap_Topology_t_memory_bytes_get_swig_e4abab864e429f70(struct shardre
 }
 
 
-void _wrap_Topology_t_intra_node_bandwidth_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_intra_node_bandwidth_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2303,7 +2315,7 @@ void _wrap_Topology_t_intra_node_bandwidth_set_swig_e4abab864e429f70(struct shar
 }
 
 
-double _wrap_Topology_t_intra_node_bandwidth_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_intra_node_bandwidth_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2316,7 +2328,7 @@ double _wrap_Topology_t_intra_node_bandwidth_get_swig_e4abab864e429f70(struct sh
 }
 
 
-void _wrap_Topology_t_inter_node_bandwidth_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_inter_node_bandwidth_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2328,7 +2340,7 @@ void _wrap_Topology_t_inter_node_bandwidth_set_swig_e4abab864e429f70(struct shar
 }
 
 
-double _wrap_Topology_t_inter_node_bandwidth_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_inter_node_bandwidth_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2341,7 +2353,7 @@ double _wrap_Topology_t_inter_node_bandwidth_get_swig_e4abab864e429f70(struct sh
 }
 
 
-void _wrap_Topology_t_batch_size_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_batch_size_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2353,7 +2365,7 @@ void _wrap_Topology_t_batch_size_set_swig_e4abab864e429f70(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_batch_size_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_batch_size_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2366,7 +2378,7 @@ intgo _wrap_Topology_t_batch_size_get_swig_e4abab864e429f70(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_optimizer_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_optimizer_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2378,7 +2390,7 @@ void _wrap_Topology_t_optimizer_set_swig_e4abab864e429f70(struct shardrec_topolo
 }
 
 
-intgo _wrap_Topology_t_optimizer_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_optimizer_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2391,7 +2403,7 @@ intgo _wrap_Topology_t_optimizer_get_swig_e4abab864e429f70(struct shardrec_topol
 }
 
 
-void _wrap_Topology_t_memory_bandwidth_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_memory_bandwidth_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2403,7 +2415,7 @@ void _wrap_Topology_t_memory_bandwidth_set_swig_e4abab864e429f70(struct shardrec
 }
 
 
-double _wrap_Topology_t_memory_bandwidth_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_memory_bandwidth_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2416,7 +2428,7 @@ double _wrap_Topology_t_memory_bandwidth_get_swig_e4abab864e429f70(struct shardr
 }
 
 
-void _wrap_Topology_t_reserved_fraction_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_reserved_fraction_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2428,7 +2440,7 @@ void _wrap_Topology_t_reserved_fraction_set_swig_e4abab864e429f70(struct shardre
 }
 
 
-double _wrap_Topology_t_reserved_fraction_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_reserved_fraction_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2441,7 +2453,7 @@ double _wrap_Topology_t_reserved_fraction_get_swig_e4abab864e429f70(struct shard
 }
 
 
-void _wrap_Topology_t_collective_latency_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_collective_latency_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2453,7 +2465,7 @@ void _wrap_Topology_t_collective_latency_set_swig_e4abab864e429f70(struct shardr
 }
 
 
-double _wrap_Topology_t_collective_latency_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_collective_latency_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2466,7 +2478,7 @@ double _wrap_Topology_t_collective_latency_get_swig_e4abab864e429f70(struct shar
 }
 
 
-void _wrap_Topology_t_per_id_cost_set_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_per_id_cost_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2478,7 +2490,7 @@ void _wrap_Topology_t_per_id_cost_set_swig_e4abab864e429f70(struct shardrec_topo
 }
 
 
-double _wrap_Topology_t_per_id_cost_get_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_per_id_cost_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2491,7 +2503,7 @@ double _wrap_Topology_t_per_id_cost_get_swig_e4abab864e429f70(struct shardrec_to
 }
 
 
-struct shardrec_topology *_wrap_new_Topology_t_swig_e4abab864e429f70() {
+struct shardrec_topology *_wrap_new_Topology_t_swig_e07ccb9d9606a104() {
   struct shardrec_topology *result = 0 ;
   struct shardrec_topology *_swig_go_result;
   
@@ -2502,7 +2514,7 @@ struct shardrec_topology *_wrap_new_Topology_t_swig_e4abab864e429f70() {
 }
 
 
-void _wrap_delete_Topology_t_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0) {
+void _wrap_delete_Topology_t_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   
   arg1 = *(struct shardrec_topology **)&_swig_go_0; 
@@ -2512,7 +2524,7 @@ void _wrap_delete_Topology_t_swig_e4abab864e429f70(struct shardrec_topology *_sw
 }
 
 
-_gostring_ _wrap_topology_init_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_topology_init_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2544,7 +2556,7 @@ _gostring_ _wrap_topology_init_swig_e4abab864e429f70(struct shardrec_topology *_
 }
 
 
-void _wrap_comm_options_version_set_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_version_set_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2556,7 +2568,7 @@ void _wrap_comm_options_version_set_swig_e4abab864e429f70(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_version_get_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_version_get_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2569,7 +2581,7 @@ intgo _wrap_comm_options_version_get_swig_e4abab864e429f70(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_timeout_ms_set_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_timeout_ms_set_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2581,7 +2593,7 @@ void _wrap_comm_options_timeout_ms_set_swig_e4abab864e429f70(struct shardrec_com
 }
 
 
-long long _wrap_comm_options_timeout_ms_get_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_timeout_ms_get_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2594,7 +2606,7 @@ long long _wrap_comm_options_timeout_ms_get_swig_e4abab864e429f70(struct shardre
 }
 
 
-void _wrap_comm_options_backend_set_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_backend_set_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2606,7 +2618,7 @@ void _wrap_comm_options_backend_set_swig_e4abab864e429f70(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_backend_get_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_backend_get_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2619,7 +2631,7 @@ intgo _wrap_comm_options_backend_get_swig_e4abab864e429f70(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_device_type_set_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_type_set_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2631,7 +2643,7 @@ void _wrap_comm_options_device_type_set_swig_e4abab864e429f70(struct shardrec_co
 }
 
 
-intgo _wrap_comm_options_device_type_get_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_type_get_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2644,7 +2656,7 @@ intgo _wrap_comm_options_device_type_get_swig_e4abab864e429f70(struct shardrec_c
 }
 
 
-void _wrap_comm_options_device_index_set_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_index_set_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2656,7 +2668,7 @@ void _wrap_comm_options_device_index_set_swig_e4abab864e429f70(struct shardrec_c
 }
 
 
-intgo _wrap_comm_options_device_index_get_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_index_get_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2669,7 +2681,7 @@ intgo _wrap_comm_options_device_index_get_swig_e4abab864e429f70(struct shardrec_
 }
 
 
-void _wrap_comm_options_bind_address_set_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
+void _wrap_comm_options_bind_address_set_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *arg2 = (char *) 0 ;
   
@@ -2693,7 +2705,7 @@ void _wrap_comm_options_bind_address_set_swig_e4abab864e429f70(struct shardrec_c
 }
 
 
-_gostring_ _wrap_comm_options_bind_address_get_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
+_gostring_ _wrap_comm_options_bind_address_get_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -2706,7 +2718,7 @@ _gostring_ _wrap_comm_options_bind_address_get_swig_e4abab864e429f70(struct shar
 }
 
 
-void _wrap_comm_options_store_grace_ms_set_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_store_grace_ms_set_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2718,7 +2730,7 @@ void _wrap_comm_options_store_grace_ms_set_swig_e4abab864e429f70(struct shardrec
 }
 
 
-long long _wrap_comm_options_store_grace_ms_get_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_store_grace_ms_get_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2731,7 +2743,7 @@ long long _wrap_comm_options_store_grace_ms_get_swig_e4abab864e429f70(struct sha
 }
 
 
-struct shardrec_comm_options *_wrap_new_comm_options_swig_e4abab864e429f70() {
+struct shardrec_comm_options *_wrap_new_comm_options_swig_e07ccb9d9606a104() {
   struct shardrec_comm_options *result = 0 ;
   struct shardrec_comm_options *_swig_go_result;
   
@@ -2742,7 +2754,7 @@ struct shardrec_comm_options *_wrap_new_comm_options_swig_e4abab864e429f70() {
 }
 
 
-void _wrap_delete_comm_options_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0) {
+void _wrap_delete_comm_options_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   
   arg1 = *(struct shardrec_comm_options **)&_swig_go_0; 
@@ -2752,7 +2764,7 @@ void _wrap_delete_comm_options_swig_e4abab864e429f70(struct shardrec_comm_option
 }
 
 
-_gostring_ _wrap_comm_options_init_swig_e4abab864e429f70(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_comm_options_init_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_comm_options_t *arg1 = (shardrec_comm_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2784,7 +2796,7 @@ _gostring_ _wrap_comm_options_init_swig_e4abab864e429f70(struct shardrec_comm_op
 }
 
 
-_gostring_ _wrap_comm_unique_id_create_swig_e4abab864e429f70(_goslice_ _swig_go_0) {
+_gostring_ _wrap_comm_unique_id_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0) {
   shardrec_unique_id_t *arg1 = (shardrec_unique_id_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2814,7 +2826,7 @@ _gostring_ _wrap_comm_unique_id_create_swig_e4abab864e429f70(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_comm_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
+_gostring_ _wrap_comm_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_unique_id_t *arg2 = (shardrec_unique_id_t *) 0 ;
   int32_t arg3 ;
@@ -2852,7 +2864,7 @@ _gostring_ _wrap_comm_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, _goslic
 }
 
 
-_gostring_ _wrap_comm_create_local_group_swig_e4abab864e429f70(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_local_group_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int32_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -2888,7 +2900,7 @@ _gostring_ _wrap_comm_create_local_group_swig_e4abab864e429f70(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_comm_split_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_comm_split_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int32_t arg3 ;
@@ -2924,7 +2936,7 @@ _gostring_ _wrap_comm_split_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec
 }
 
 
-_gostring_ _wrap_comm_rank_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_rank_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -2956,7 +2968,7 @@ _gostring_ _wrap_comm_rank_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_size_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_size_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -2988,7 +3000,7 @@ _gostring_ _wrap_comm_size_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_set_timeout_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_comm_set_timeout_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -3020,7 +3032,7 @@ _gostring_ _wrap_comm_set_timeout_swig_e4abab864e429f70(shardrec_comm_t *_swig_g
 }
 
 
-_gostring_ _wrap_comm_abort_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_abort_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3050,7 +3062,7 @@ _gostring_ _wrap_comm_abort_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_async_error_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_async_error_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3080,7 +3092,7 @@ _gostring_ _wrap_comm_async_error_swig_e4abab864e429f70(shardrec_comm_t *_swig_g
 }
 
 
-void _wrap_comm_destroy_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0) {
+void _wrap_comm_destroy_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   
   arg1 = (shardrec_comm_t *)_swig_go_0; 
@@ -3090,7 +3102,7 @@ void _wrap_comm_destroy_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_allreduce_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_comm_allreduce_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3132,7 +3144,7 @@ _gostring_ _wrap_comm_allreduce_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_broadcast_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_broadcast_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   size_t arg3 ;
@@ -3172,7 +3184,7 @@ _gostring_ _wrap_comm_broadcast_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_allgather_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_allgather_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3212,7 +3224,7 @@ _gostring_ _wrap_comm_allgather_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_barrier_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_barrier_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3242,7 +3254,7 @@ _gostring_ _wrap_comm_barrier_swig_e4abab864e429f70(shardrec_comm_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_comm_create_mpi_swig_e4abab864e429f70(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
+_gostring_ _wrap_comm_create_mpi_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int64_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -3276,7 +3288,7 @@ _gostring_ _wrap_comm_create_mpi_swig_e4abab864e429f70(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_comm_create_from_env_swig_e4abab864e429f70(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_from_env_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_options_t *arg2 = (shardrec_comm_options_t *) 0 ;
   shardrec_status_t result;
@@ -3308,7 +3320,7 @@ _gostring_ _wrap_comm_create_from_env_swig_e4abab864e429f70(_goslice_ _swig_go_0
 }
 
 
-_gostring_ _wrap_comm_local_rank_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_local_rank_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3340,7 +3352,7 @@ _gostring_ _wrap_comm_local_rank_swig_e4abab864e429f70(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_comm_local_size_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_local_size_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3372,7 +3384,7 @@ _gostring_ _wrap_comm_local_size_swig_e4abab864e429f70(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_comm_bind_local_numa_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_bind_local_numa_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3404,7 +3416,7 @@ _gostring_ _wrap_comm_bind_local_numa_swig_e4abab864e429f70(_goslice_ _swig_go_0
 }
 
 
-void _wrap_Shard_t_row_offset_set_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_row_offset_set_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -3416,7 +3428,7 @@ void _wrap_Shard_t_row_offset_set_swig_e4abab864e429f70(struct shardrec_shard *_
 }
 
 
-long long _wrap_Shard_t_row_offset_get_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_row_offset_get_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3429,7 +3441,7 @@ long long _wrap_Shard_t_row_offset_get_swig_e4abab864e429f70(struct shardrec_sha
 }
 
 
-void _wrap_Shard_t_rows_set_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_rows_set_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -3441,7 +3453,7 @@ void _wrap_Shard_t_rows_set_swig_e4abab864e429f70(struct shardrec_shard *_swig_g
 }
 
 
-long long _wrap_Shard_t_rows_get_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_rows_get_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3454,7 +3466,7 @@ long long _wrap_Shard_t_rows_get_swig_e4abab864e429f70(struct shardrec_shard *_s
 }
 
 
-void _wrap_Shard_t_col_offset_set_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_col_offset_set_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3466,7 +3478,7 @@ void _wrap_Shard_t_col_offset_set_swig_e4abab864e429f70(struct shardrec_shard *_
 }
 
 
-intgo _wrap_Shard_t_col_offset_get_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_col_offset_get_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3479,7 +3491,7 @@ intgo _wrap_Shard_t_col_offset_get_swig_e4abab864e429f70(struct shardrec_shard *
 }
 
 
-void _wrap_Shard_t_cols_set_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_cols_set_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3491,7 +3503,7 @@ void _wrap_Shard_t_cols_set_swig_e4abab864e429f70(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_cols_get_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_cols_get_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3504,7 +3516,7 @@ intgo _wrap_Shard_t_cols_get_swig_e4abab864e429f70(struct shardrec_shard *_swig_
 }
 
 
-void _wrap_Shard_t_rank_set_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_rank_set_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3516,7 +3528,7 @@ void _wrap_Shard_t_rank_set_swig_e4abab864e429f70(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_rank_get_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_rank_get_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3529,7 +3541,7 @@ intgo _wrap_Shard_t_rank_get_swig_e4abab864e429f70(struct shardrec_shard *_swig_
 }
 
 
-struct shardrec_shard *_wrap_new_Shard_t_swig_e4abab864e429f70() {
+struct shardrec_shard *_wrap_new_Shard_t_swig_e07ccb9d9606a104() {
   struct shardrec_shard *result = 0 ;
   struct shardrec_shard *_swig_go_result;
   
@@ -3540,7 +3552,7 @@ struct shardrec_shard *_wrap_new_Shard_t_swig_e4abab864e429f70() {
 }
 
 
-void _wrap_delete_Shard_t_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_0) {
+void _wrap_delete_Shard_t_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   
   arg1 = *(struct shardrec_shard **)&_swig_go_0; 
@@ -3550,7 +3562,7 @@ void _wrap_delete_Shard_t_swig_e4abab864e429f70(struct shardrec_shard *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_from_json_swig_e4abab864e429f70(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_plan_from_json_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -3586,7 +3598,7 @@ _gostring_ _wrap_plan_from_json_swig_e4abab864e429f70(_goslice_ _swig_go_0, _gos
 }
 
 
-_gostring_ _wrap_plan_to_json_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_to_json_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3627,7 +3639,7 @@ _gostring_ _wrap_plan_to_json_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_plan_stats_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_stats_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3668,7 +3680,7 @@ _gostring_ _wrap_plan_stats_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_plan_hash_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_hash_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -3700,7 +3712,7 @@ _gostring_ _wrap_plan_hash_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _g
 }
 
 
-_gostring_ _wrap_plan_world_size_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_world_size_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3732,7 +3744,7 @@ _gostring_ _wrap_plan_world_size_swig_e4abab864e429f70(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_ranks_per_node_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_ranks_per_node_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3764,7 +3776,7 @@ _gostring_ _wrap_plan_ranks_per_node_swig_e4abab864e429f70(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_num_tables_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_tables_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3796,7 +3808,7 @@ _gostring_ _wrap_plan_num_tables_swig_e4abab864e429f70(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_num_features_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_features_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3828,7 +3840,7 @@ _gostring_ _wrap_plan_num_features_swig_e4abab864e429f70(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_feature_name_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_feature_name_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -3867,7 +3879,7 @@ _gostring_ _wrap_plan_feature_name_swig_e4abab864e429f70(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_table_name_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_table_name_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -3906,7 +3918,7 @@ _gostring_ _wrap_plan_table_name_swig_e4abab864e429f70(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_find_table_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_find_table_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3945,7 +3957,7 @@ _gostring_ _wrap_plan_find_table_swig_e4abab864e429f70(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_rows_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_rows_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -3979,7 +3991,7 @@ _gostring_ _wrap_plan_table_rows_swig_e4abab864e429f70(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_dim_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_dim_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4013,7 +4025,7 @@ _gostring_ _wrap_plan_table_dim_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_table_sharding_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_plan_table_sharding_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4049,7 +4061,7 @@ _gostring_ _wrap_plan_table_sharding_swig_e4abab864e429f70(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_shard_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
+_gostring_ _wrap_plan_shard_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -4085,7 +4097,7 @@ _gostring_ _wrap_plan_shard_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0, l
 }
 
 
-void _wrap_calibrate_options_version_set_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_version_set_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4097,7 +4109,7 @@ void _wrap_calibrate_options_version_set_swig_e4abab864e429f70(struct shardrec_c
 }
 
 
-intgo _wrap_calibrate_options_version_get_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_version_get_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4110,7 +4122,7 @@ intgo _wrap_calibrate_options_version_get_swig_e4abab864e429f70(struct shardrec_
 }
 
 
-void _wrap_calibrate_options_ranks_share_memory_set_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_share_memory_set_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4122,7 +4134,7 @@ void _wrap_calibrate_options_ranks_share_memory_set_swig_e4abab864e429f70(struct
 }
 
 
-intgo _wrap_calibrate_options_ranks_share_memory_get_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_share_memory_get_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4135,7 +4147,7 @@ intgo _wrap_calibrate_options_ranks_share_memory_get_swig_e4abab864e429f70(struc
 }
 
 
-void _wrap_calibrate_options_time_budget_set_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
+void _wrap_calibrate_options_time_budget_set_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double arg2 ;
   
@@ -4147,7 +4159,7 @@ void _wrap_calibrate_options_time_budget_set_swig_e4abab864e429f70(struct shardr
 }
 
 
-double _wrap_calibrate_options_time_budget_get_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0) {
+double _wrap_calibrate_options_time_budget_get_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double result;
   double _swig_go_result;
@@ -4160,7 +4172,7 @@ double _wrap_calibrate_options_time_budget_get_swig_e4abab864e429f70(struct shar
 }
 
 
-void _wrap_calibrate_options_threads_per_rank_set_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_threads_per_rank_set_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4172,7 +4184,7 @@ void _wrap_calibrate_options_threads_per_rank_set_swig_e4abab864e429f70(struct s
 }
 
 
-intgo _wrap_calibrate_options_threads_per_rank_get_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_threads_per_rank_get_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4185,7 +4197,7 @@ intgo _wrap_calibrate_options_threads_per_rank_get_swig_e4abab864e429f70(struct 
 }
 
 
-void _wrap_calibrate_options_ranks_per_machine_set_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_per_machine_set_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4197,7 +4209,7 @@ void _wrap_calibrate_options_ranks_per_machine_set_swig_e4abab864e429f70(struct 
 }
 
 
-intgo _wrap_calibrate_options_ranks_per_machine_get_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_per_machine_get_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4210,7 +4222,7 @@ intgo _wrap_calibrate_options_ranks_per_machine_get_swig_e4abab864e429f70(struct
 }
 
 
-struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_e4abab864e429f70() {
+struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_e07ccb9d9606a104() {
   struct shardrec_calibrate_options *result = 0 ;
   struct shardrec_calibrate_options *_swig_go_result;
   
@@ -4221,7 +4233,7 @@ struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_e4abab864e42
 }
 
 
-void _wrap_delete_calibrate_options_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0) {
+void _wrap_delete_calibrate_options_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   
   arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
@@ -4231,7 +4243,7 @@ void _wrap_delete_calibrate_options_swig_e4abab864e429f70(struct shardrec_calibr
 }
 
 
-_gostring_ _wrap_calibrate_options_init_swig_e4abab864e429f70(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibrate_options_init_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibrate_options_t *arg1 = (shardrec_calibrate_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4263,7 +4275,7 @@ _gostring_ _wrap_calibrate_options_init_swig_e4abab864e429f70(struct shardrec_ca
 }
 
 
-void _wrap_calibration_version_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibration_version_set_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t arg2 ;
   
@@ -4275,7 +4287,7 @@ void _wrap_calibration_version_set_swig_e4abab864e429f70(struct shardrec_calibra
 }
 
 
-intgo _wrap_calibration_version_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
+intgo _wrap_calibration_version_get_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4288,7 +4300,7 @@ intgo _wrap_calibration_version_get_swig_e4abab864e429f70(struct shardrec_calibr
 }
 
 
-void _wrap_calibration_gather_bandwidth_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_gather_bandwidth_set_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4300,7 +4312,7 @@ void _wrap_calibration_gather_bandwidth_set_swig_e4abab864e429f70(struct shardre
 }
 
 
-double _wrap_calibration_gather_bandwidth_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_gather_bandwidth_get_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4313,7 +4325,7 @@ double _wrap_calibration_gather_bandwidth_get_swig_e4abab864e429f70(struct shard
 }
 
 
-void _wrap_calibration_stream_bandwidth_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_stream_bandwidth_set_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4325,7 +4337,7 @@ void _wrap_calibration_stream_bandwidth_set_swig_e4abab864e429f70(struct shardre
 }
 
 
-double _wrap_calibration_stream_bandwidth_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_stream_bandwidth_get_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4338,7 +4350,7 @@ double _wrap_calibration_stream_bandwidth_get_swig_e4abab864e429f70(struct shard
 }
 
 
-void _wrap_calibration_loopback_bandwidth_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_bandwidth_set_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4350,7 +4362,7 @@ void _wrap_calibration_loopback_bandwidth_set_swig_e4abab864e429f70(struct shard
 }
 
 
-double _wrap_calibration_loopback_bandwidth_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_bandwidth_get_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4363,7 +4375,7 @@ double _wrap_calibration_loopback_bandwidth_get_swig_e4abab864e429f70(struct sha
 }
 
 
-void _wrap_calibration_loopback_latency_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_latency_set_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4375,7 +4387,7 @@ void _wrap_calibration_loopback_latency_set_swig_e4abab864e429f70(struct shardre
 }
 
 
-double _wrap_calibration_loopback_latency_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_latency_get_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4388,7 +4400,7 @@ double _wrap_calibration_loopback_latency_get_swig_e4abab864e429f70(struct shard
 }
 
 
-void _wrap_calibration_handoff_latency_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_handoff_latency_set_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4400,7 +4412,7 @@ void _wrap_calibration_handoff_latency_set_swig_e4abab864e429f70(struct shardrec
 }
 
 
-double _wrap_calibration_handoff_latency_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_handoff_latency_get_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4413,7 +4425,7 @@ double _wrap_calibration_handoff_latency_get_swig_e4abab864e429f70(struct shardr
 }
 
 
-void _wrap_calibration_elapsed_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_elapsed_set_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4425,7 +4437,7 @@ void _wrap_calibration_elapsed_set_swig_e4abab864e429f70(struct shardrec_calibra
 }
 
 
-double _wrap_calibration_elapsed_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_elapsed_get_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4438,7 +4450,7 @@ double _wrap_calibration_elapsed_get_swig_e4abab864e429f70(struct shardrec_calib
 }
 
 
-void _wrap_calibration_oversubscription_set_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_oversubscription_set_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4450,7 +4462,7 @@ void _wrap_calibration_oversubscription_set_swig_e4abab864e429f70(struct shardre
 }
 
 
-double _wrap_calibration_oversubscription_get_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_oversubscription_get_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4463,7 +4475,7 @@ double _wrap_calibration_oversubscription_get_swig_e4abab864e429f70(struct shard
 }
 
 
-struct shardrec_calibration *_wrap_new_calibration_swig_e4abab864e429f70() {
+struct shardrec_calibration *_wrap_new_calibration_swig_e07ccb9d9606a104() {
   struct shardrec_calibration *result = 0 ;
   struct shardrec_calibration *_swig_go_result;
   
@@ -4474,7 +4486,7 @@ struct shardrec_calibration *_wrap_new_calibration_swig_e4abab864e429f70() {
 }
 
 
-void _wrap_delete_calibration_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0) {
+void _wrap_delete_calibration_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   
   arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
@@ -4484,7 +4496,7 @@ void _wrap_delete_calibration_swig_e4abab864e429f70(struct shardrec_calibration 
 }
 
 
-_gostring_ _wrap_calibration_init_swig_e4abab864e429f70(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibration_init_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibration_t *arg1 = (shardrec_calibration_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4516,7 +4528,7 @@ _gostring_ _wrap_calibration_init_swig_e4abab864e429f70(struct shardrec_calibrat
 }
 
 
-_gostring_ _wrap_topology_calibrate_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
+_gostring_ _wrap_topology_calibrate_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_calibrate_options_t *arg2 = (shardrec_calibrate_options_t *) 0 ;
   shardrec_calibration_t *arg3 = (shardrec_calibration_t *) 0 ;
@@ -4550,7 +4562,7 @@ _gostring_ _wrap_topology_calibrate_swig_e4abab864e429f70(struct shardrec_topolo
 }
 
 
-_gostring_ _wrap_topology_from_comm_swig_e4abab864e429f70(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_topology_from_comm_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -4582,7 +4594,7 @@ _gostring_ _wrap_topology_from_comm_swig_e4abab864e429f70(struct shardrec_topolo
 }
 
 
-void _wrap_plan_destroy_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0) {
+void _wrap_plan_destroy_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   
   arg1 = (shardrec_plan_t *)_swig_go_0; 
@@ -4592,7 +4604,7 @@ void _wrap_plan_destroy_swig_e4abab864e429f70(shardrec_plan_t *_swig_go_0) {
 }
 
 
-intgo _wrap_BOUNDS_ERROR_swig_e4abab864e429f70() {
+intgo _wrap_BOUNDS_ERROR_swig_e07ccb9d9606a104() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4604,7 +4616,7 @@ intgo _wrap_BOUNDS_ERROR_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_BOUNDS_CLAMP_swig_e4abab864e429f70() {
+intgo _wrap_BOUNDS_CLAMP_swig_e07ccb9d9606a104() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4616,7 +4628,7 @@ intgo _wrap_BOUNDS_CLAMP_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_BOUNDS_SKIP_swig_e4abab864e429f70() {
+intgo _wrap_BOUNDS_SKIP_swig_e07ccb9d9606a104() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4628,7 +4640,7 @@ intgo _wrap_BOUNDS_SKIP_swig_e4abab864e429f70() {
 }
 
 
-void _wrap_embedding_options_version_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_version_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4640,7 +4652,7 @@ void _wrap_embedding_options_version_set_swig_e4abab864e429f70(struct shardrec_e
 }
 
 
-intgo _wrap_embedding_options_version_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_version_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4653,7 +4665,7 @@ intgo _wrap_embedding_options_version_get_swig_e4abab864e429f70(struct shardrec_
 }
 
 
-void _wrap_embedding_options_seed_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_seed_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t arg2 ;
   
@@ -4665,7 +4677,7 @@ void _wrap_embedding_options_seed_set_swig_e4abab864e429f70(struct shardrec_embe
 }
 
 
-long long _wrap_embedding_options_seed_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_seed_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4678,7 +4690,7 @@ long long _wrap_embedding_options_seed_get_swig_e4abab864e429f70(struct shardrec
 }
 
 
-void _wrap_embedding_options_bounds_policy_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_bounds_policy_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4690,7 +4702,7 @@ void _wrap_embedding_options_bounds_policy_set_swig_e4abab864e429f70(struct shar
 }
 
 
-intgo _wrap_embedding_options_bounds_policy_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_bounds_policy_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4703,7 +4715,7 @@ intgo _wrap_embedding_options_bounds_policy_get_swig_e4abab864e429f70(struct sha
 }
 
 
-void _wrap_embedding_options_num_threads_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_num_threads_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4715,7 +4727,7 @@ void _wrap_embedding_options_num_threads_set_swig_e4abab864e429f70(struct shardr
 }
 
 
-intgo _wrap_embedding_options_num_threads_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_num_threads_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4728,7 +4740,7 @@ intgo _wrap_embedding_options_num_threads_get_swig_e4abab864e429f70(struct shard
 }
 
 
-void _wrap_embedding_options_dp_comm_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+void _wrap_embedding_options_dp_comm_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   
@@ -4740,7 +4752,7 @@ void _wrap_embedding_options_dp_comm_set_swig_e4abab864e429f70(struct shardrec_e
 }
 
 
-shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
+shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *result = 0 ;
   shardrec_comm_t *_swig_go_result;
@@ -4753,7 +4765,7 @@ shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_e4abab864e429f70(struc
 }
 
 
-void _wrap_embedding_options_device_type_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_type_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4765,7 +4777,7 @@ void _wrap_embedding_options_device_type_set_swig_e4abab864e429f70(struct shardr
 }
 
 
-intgo _wrap_embedding_options_device_type_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_type_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4778,7 +4790,7 @@ intgo _wrap_embedding_options_device_type_get_swig_e4abab864e429f70(struct shard
 }
 
 
-void _wrap_embedding_options_device_index_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_index_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4790,7 +4802,7 @@ void _wrap_embedding_options_device_index_set_swig_e4abab864e429f70(struct shard
 }
 
 
-intgo _wrap_embedding_options_device_index_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_index_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4803,7 +4815,7 @@ intgo _wrap_embedding_options_device_index_get_swig_e4abab864e429f70(struct shar
 }
 
 
-void _wrap_embedding_options_non_finite_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_non_finite_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4815,7 +4827,7 @@ void _wrap_embedding_options_non_finite_set_swig_e4abab864e429f70(struct shardre
 }
 
 
-intgo _wrap_embedding_options_non_finite_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_non_finite_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4828,7 +4840,7 @@ intgo _wrap_embedding_options_non_finite_get_swig_e4abab864e429f70(struct shardr
 }
 
 
-void _wrap_embedding_options_table_memory_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_table_memory_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4840,7 +4852,7 @@ void _wrap_embedding_options_table_memory_set_swig_e4abab864e429f70(struct shard
 }
 
 
-intgo _wrap_embedding_options_table_memory_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_table_memory_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4853,7 +4865,7 @@ intgo _wrap_embedding_options_table_memory_get_swig_e4abab864e429f70(struct shar
 }
 
 
-void _wrap_embedding_options_forward_comm_encoding_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_forward_comm_encoding_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4865,7 +4877,7 @@ void _wrap_embedding_options_forward_comm_encoding_set_swig_e4abab864e429f70(str
 }
 
 
-intgo _wrap_embedding_options_forward_comm_encoding_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_forward_comm_encoding_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4878,7 +4890,7 @@ intgo _wrap_embedding_options_forward_comm_encoding_get_swig_e4abab864e429f70(st
 }
 
 
-void _wrap_embedding_options_backward_comm_encoding_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_backward_comm_encoding_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4890,7 +4902,7 @@ void _wrap_embedding_options_backward_comm_encoding_set_swig_e4abab864e429f70(st
 }
 
 
-intgo _wrap_embedding_options_backward_comm_encoding_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_backward_comm_encoding_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4903,7 +4915,7 @@ intgo _wrap_embedding_options_backward_comm_encoding_get_swig_e4abab864e429f70(s
 }
 
 
-void _wrap_embedding_options_max_batch_size_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_max_batch_size_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t arg2 ;
   
@@ -4915,7 +4927,7 @@ void _wrap_embedding_options_max_batch_size_set_swig_e4abab864e429f70(struct sha
 }
 
 
-long long _wrap_embedding_options_max_batch_size_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_max_batch_size_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4928,7 +4940,7 @@ long long _wrap_embedding_options_max_batch_size_get_swig_e4abab864e429f70(struc
 }
 
 
-void _wrap_embedding_options_max_ids_per_batch_set_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_max_ids_per_batch_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t arg2 ;
   
@@ -4940,7 +4952,7 @@ void _wrap_embedding_options_max_ids_per_batch_set_swig_e4abab864e429f70(struct 
 }
 
 
-long long _wrap_embedding_options_max_ids_per_batch_get_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_max_ids_per_batch_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4953,7 +4965,7 @@ long long _wrap_embedding_options_max_ids_per_batch_get_swig_e4abab864e429f70(st
 }
 
 
-struct shardrec_embedding_options *_wrap_new_embedding_options_swig_e4abab864e429f70() {
+struct shardrec_embedding_options *_wrap_new_embedding_options_swig_e07ccb9d9606a104() {
   struct shardrec_embedding_options *result = 0 ;
   struct shardrec_embedding_options *_swig_go_result;
   
@@ -4964,7 +4976,7 @@ struct shardrec_embedding_options *_wrap_new_embedding_options_swig_e4abab864e42
 }
 
 
-void _wrap_delete_embedding_options_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0) {
+void _wrap_delete_embedding_options_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   
   arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
@@ -4974,7 +4986,7 @@ void _wrap_delete_embedding_options_swig_e4abab864e429f70(struct shardrec_embedd
 }
 
 
-intgo _wrap_COMM_ENCODING_FP32_swig_e4abab864e429f70() {
+intgo _wrap_COMM_ENCODING_FP32_swig_e07ccb9d9606a104() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -4986,7 +4998,7 @@ intgo _wrap_COMM_ENCODING_FP32_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_COMM_ENCODING_FP16_swig_e4abab864e429f70() {
+intgo _wrap_COMM_ENCODING_FP16_swig_e07ccb9d9606a104() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -4998,7 +5010,7 @@ intgo _wrap_COMM_ENCODING_FP16_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_COMM_ENCODING_BF16_swig_e4abab864e429f70() {
+intgo _wrap_COMM_ENCODING_BF16_swig_e07ccb9d9606a104() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5010,7 +5022,7 @@ intgo _wrap_COMM_ENCODING_BF16_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_e4abab864e429f70() {
+intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_e07ccb9d9606a104() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -5022,7 +5034,7 @@ intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_e4abab864e429f70() {
+intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_e07ccb9d9606a104() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -5034,7 +5046,7 @@ intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_NON_FINITE_CHECK_swig_e4abab864e429f70() {
+intgo _wrap_NON_FINITE_CHECK_swig_e07ccb9d9606a104() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -5046,7 +5058,7 @@ intgo _wrap_NON_FINITE_CHECK_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_NON_FINITE_ALLOW_swig_e4abab864e429f70() {
+intgo _wrap_NON_FINITE_ALLOW_swig_e07ccb9d9606a104() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -5058,7 +5070,7 @@ intgo _wrap_NON_FINITE_ALLOW_swig_e4abab864e429f70() {
 }
 
 
-_gostring_ _wrap_embedding_options_init_swig_e4abab864e429f70(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_options_init_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_options_t *arg1 = (shardrec_embedding_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -5090,7 +5102,7 @@ _gostring_ _wrap_embedding_options_init_swig_e4abab864e429f70(struct shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_embedding_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_plan_t *arg2 = (shardrec_plan_t *) 0 ;
   shardrec_comm_t *arg3 = (shardrec_comm_t *) 0 ;
@@ -5128,7 +5140,7 @@ _gostring_ _wrap_embedding_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, sh
 }
 
 
-void _wrap_embedding_destroy_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0) {
+void _wrap_embedding_destroy_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   
   arg1 = (shardrec_embedding_t *)_swig_go_0; 
@@ -5138,7 +5150,7 @@ void _wrap_embedding_destroy_swig_e4abab864e429f70(shardrec_embedding_t *_swig_g
 }
 
 
-_gostring_ _wrap_embedding_output_dim_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_output_dim_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -5170,7 +5182,7 @@ _gostring_ _wrap_embedding_output_dim_swig_e4abab864e429f70(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_is_sequence_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_sequence_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -5202,7 +5214,7 @@ _gostring_ _wrap_embedding_is_sequence_swig_e4abab864e429f70(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_input_dist_wait_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_input_dist_wait_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   void *arg2 = (void *) 0 ;
   shardrec_status_t result;
@@ -5234,7 +5246,7 @@ _gostring_ _wrap_embedding_input_dist_wait_swig_e4abab864e429f70(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5272,7 +5284,7 @@ _gostring_ _wrap_embedding_forward_distributed_swig_e4abab864e429f70(shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_backward_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_backward_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5310,7 +5322,7 @@ _gostring_ _wrap_embedding_backward_swig_e4abab864e429f70(shardrec_embedding_t *
 }
 
 
-_gostring_ _wrap_embedding_forward_tensor_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
+_gostring_ _wrap_embedding_forward_tensor_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_kjt_view_t *arg2 = (shardrec_kjt_view_t *) 0 ;
   shardrec_tensor_view_t *arg3 = (shardrec_tensor_view_t *) 0 ;
@@ -5346,7 +5358,7 @@ _gostring_ _wrap_embedding_forward_tensor_swig_e4abab864e429f70(shardrec_embeddi
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_tensor_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_tensor_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5380,7 +5392,7 @@ _gostring_ _wrap_embedding_forward_distributed_tensor_swig_e4abab864e429f70(shar
 }
 
 
-_gostring_ _wrap_embedding_backward_tensor_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_backward_tensor_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5414,7 +5426,7 @@ _gostring_ _wrap_embedding_backward_tensor_swig_e4abab864e429f70(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_synchronize_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_synchronize_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -5444,7 +5456,7 @@ _gostring_ _wrap_embedding_synchronize_swig_e4abab864e429f70(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_learning_rate_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_embedding_set_learning_rate_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -5476,7 +5488,7 @@ _gostring_ _wrap_embedding_set_learning_rate_swig_e4abab864e429f70(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_num_steps_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_steps_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -5508,7 +5520,7 @@ _gostring_ _wrap_embedding_num_steps_swig_e4abab864e429f70(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_num_steps_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_embedding_set_num_steps_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -5540,7 +5552,7 @@ _gostring_ _wrap_embedding_set_num_steps_swig_e4abab864e429f70(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_get_weights_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_get_weights_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -5583,7 +5595,7 @@ _gostring_ _wrap_embedding_get_weights_swig_e4abab864e429f70(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_weights_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_set_weights_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -5626,7 +5638,7 @@ _gostring_ _wrap_embedding_set_weights_swig_e4abab864e429f70(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_num_states_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_states_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -5658,7 +5670,7 @@ _gostring_ _wrap_embedding_num_states_swig_e4abab864e429f70(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_state_info_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_state_info_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -5699,7 +5711,7 @@ _gostring_ _wrap_embedding_state_info_swig_e4abab864e429f70(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_get_state_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_get_state_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5749,7 +5761,7 @@ _gostring_ _wrap_embedding_get_state_swig_e4abab864e429f70(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_state_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_set_state_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5799,7 +5811,7 @@ _gostring_ _wrap_embedding_set_state_swig_e4abab864e429f70(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_timings_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_timings_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   double *arg2 = (double *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -5833,7 +5845,7 @@ _gostring_ _wrap_embedding_timings_swig_e4abab864e429f70(shardrec_embedding_t *_
 }
 
 
-_gostring_ _wrap_embedding_set_table_learning_rate_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_embedding_set_table_learning_rate_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -5872,7 +5884,7 @@ _gostring_ _wrap_embedding_set_table_learning_rate_swig_e4abab864e429f70(shardre
 }
 
 
-_gostring_ _wrap_embedding_table_optimizer_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
+_gostring_ _wrap_embedding_table_optimizer_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_optimizer_config_t *arg3 = (shardrec_optimizer_config_t *) 0 ;
@@ -5911,7 +5923,7 @@ _gostring_ _wrap_embedding_table_optimizer_swig_e4abab864e429f70(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_table_num_states_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_table_num_states_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -5950,7 +5962,7 @@ _gostring_ _wrap_embedding_table_num_states_swig_e4abab864e429f70(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_table_state_info_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_embedding_table_state_info_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -5998,7 +6010,7 @@ _gostring_ _wrap_embedding_table_state_info_swig_e4abab864e429f70(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_num_outputs_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_outputs_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -6030,7 +6042,7 @@ _gostring_ _wrap_embedding_num_outputs_swig_e4abab864e429f70(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_output_info_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_embedding_output_info_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -6080,7 +6092,7 @@ _gostring_ _wrap_embedding_output_info_swig_e4abab864e429f70(shardrec_embedding_
 }
 
 
-void _wrap_step_timings_version_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+void _wrap_step_timings_version_set_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t arg2 ;
   
@@ -6092,7 +6104,7 @@ void _wrap_step_timings_version_set_swig_e4abab864e429f70(struct shardrec_step_t
 }
 
 
-intgo _wrap_step_timings_version_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
+intgo _wrap_step_timings_version_get_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6105,7 +6117,7 @@ intgo _wrap_step_timings_version_get_swig_e4abab864e429f70(struct shardrec_step_
 }
 
 
-void _wrap_step_timings_forwards_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_forwards_set_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6117,7 +6129,7 @@ void _wrap_step_timings_forwards_set_swig_e4abab864e429f70(struct shardrec_step_
 }
 
 
-long long _wrap_step_timings_forwards_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_forwards_get_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6130,7 +6142,7 @@ long long _wrap_step_timings_forwards_get_swig_e4abab864e429f70(struct shardrec_
 }
 
 
-void _wrap_step_timings_backwards_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_backwards_set_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6142,7 +6154,7 @@ void _wrap_step_timings_backwards_set_swig_e4abab864e429f70(struct shardrec_step
 }
 
 
-long long _wrap_step_timings_backwards_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_backwards_get_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6155,7 +6167,7 @@ long long _wrap_step_timings_backwards_get_swig_e4abab864e429f70(struct shardrec
 }
 
 
-void _wrap_step_timings_samples_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_samples_set_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6167,7 +6179,7 @@ void _wrap_step_timings_samples_set_swig_e4abab864e429f70(struct shardrec_step_t
 }
 
 
-long long _wrap_step_timings_samples_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_samples_get_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6180,7 +6192,7 @@ long long _wrap_step_timings_samples_get_swig_e4abab864e429f70(struct shardrec_s
 }
 
 
-void _wrap_step_timings_total_seconds_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_total_seconds_set_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6192,7 +6204,7 @@ void _wrap_step_timings_total_seconds_set_swig_e4abab864e429f70(struct shardrec_
 }
 
 
-double _wrap_step_timings_total_seconds_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_total_seconds_get_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6205,7 +6217,7 @@ double _wrap_step_timings_total_seconds_get_swig_e4abab864e429f70(struct shardre
 }
 
 
-void _wrap_step_timings_collective_seconds_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_collective_seconds_set_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6217,7 +6229,7 @@ void _wrap_step_timings_collective_seconds_set_swig_e4abab864e429f70(struct shar
 }
 
 
-double _wrap_step_timings_collective_seconds_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_collective_seconds_get_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6230,7 +6242,7 @@ double _wrap_step_timings_collective_seconds_get_swig_e4abab864e429f70(struct sh
 }
 
 
-void _wrap_step_timings_input_dist_seconds_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_input_dist_seconds_set_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6242,7 +6254,7 @@ void _wrap_step_timings_input_dist_seconds_set_swig_e4abab864e429f70(struct shar
 }
 
 
-double _wrap_step_timings_input_dist_seconds_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_input_dist_seconds_get_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6255,7 +6267,7 @@ double _wrap_step_timings_input_dist_seconds_get_swig_e4abab864e429f70(struct sh
 }
 
 
-void _wrap_step_timings_lookup_seconds_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_lookup_seconds_set_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6267,7 +6279,7 @@ void _wrap_step_timings_lookup_seconds_set_swig_e4abab864e429f70(struct shardrec
 }
 
 
-double _wrap_step_timings_lookup_seconds_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_lookup_seconds_get_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6280,7 +6292,7 @@ double _wrap_step_timings_lookup_seconds_get_swig_e4abab864e429f70(struct shardr
 }
 
 
-void _wrap_step_timings_output_dist_seconds_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_output_dist_seconds_set_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6292,7 +6304,7 @@ void _wrap_step_timings_output_dist_seconds_set_swig_e4abab864e429f70(struct sha
 }
 
 
-double _wrap_step_timings_output_dist_seconds_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_output_dist_seconds_get_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6305,7 +6317,7 @@ double _wrap_step_timings_output_dist_seconds_get_swig_e4abab864e429f70(struct s
 }
 
 
-void _wrap_step_timings_backward_seconds_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_backward_seconds_set_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6317,7 +6329,7 @@ void _wrap_step_timings_backward_seconds_set_swig_e4abab864e429f70(struct shardr
 }
 
 
-double _wrap_step_timings_backward_seconds_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_backward_seconds_get_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6330,7 +6342,7 @@ double _wrap_step_timings_backward_seconds_get_swig_e4abab864e429f70(struct shar
 }
 
 
-void _wrap_step_timings_embedding_comm_seconds_set_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_embedding_comm_seconds_set_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6342,7 +6354,7 @@ void _wrap_step_timings_embedding_comm_seconds_set_swig_e4abab864e429f70(struct 
 }
 
 
-double _wrap_step_timings_embedding_comm_seconds_get_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_embedding_comm_seconds_get_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6355,7 +6367,7 @@ double _wrap_step_timings_embedding_comm_seconds_get_swig_e4abab864e429f70(struc
 }
 
 
-struct shardrec_step_timings *_wrap_new_step_timings_swig_e4abab864e429f70() {
+struct shardrec_step_timings *_wrap_new_step_timings_swig_e07ccb9d9606a104() {
   struct shardrec_step_timings *result = 0 ;
   struct shardrec_step_timings *_swig_go_result;
   
@@ -6366,7 +6378,7 @@ struct shardrec_step_timings *_wrap_new_step_timings_swig_e4abab864e429f70() {
 }
 
 
-void _wrap_delete_step_timings_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0) {
+void _wrap_delete_step_timings_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   
   arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
@@ -6376,7 +6388,7 @@ void _wrap_delete_step_timings_swig_e4abab864e429f70(struct shardrec_step_timing
 }
 
 
-_gostring_ _wrap_step_timings_init_swig_e4abab864e429f70(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_step_timings_init_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   shardrec_step_timings_t *arg1 = (shardrec_step_timings_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -6408,7 +6420,7 @@ _gostring_ _wrap_step_timings_init_swig_e4abab864e429f70(struct shardrec_step_ti
 }
 
 
-_gostring_ _wrap_embedding_step_timings_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
+_gostring_ _wrap_embedding_step_timings_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_step_timings_t *arg2 = (shardrec_step_timings_t *) 0 ;
   shardrec_status_t result;
@@ -6440,7 +6452,7 @@ _gostring_ _wrap_embedding_step_timings_swig_e4abab864e429f70(shardrec_embedding
 }
 
 
-void _wrap_dynamic_table_stats_version_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_stats_version_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -6452,7 +6464,7 @@ void _wrap_dynamic_table_stats_version_set_swig_e4abab864e429f70(struct shardrec
 }
 
 
-intgo _wrap_dynamic_table_stats_version_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
+intgo _wrap_dynamic_table_stats_version_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6465,7 +6477,7 @@ intgo _wrap_dynamic_table_stats_version_get_swig_e4abab864e429f70(struct shardre
 }
 
 
-void _wrap_dynamic_table_stats_size_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_size_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6477,7 +6489,7 @@ void _wrap_dynamic_table_stats_size_set_swig_e4abab864e429f70(struct shardrec_dy
 }
 
 
-long long _wrap_dynamic_table_stats_size_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_size_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6490,7 +6502,7 @@ long long _wrap_dynamic_table_stats_size_get_swig_e4abab864e429f70(struct shardr
 }
 
 
-void _wrap_dynamic_table_stats_capacity_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_capacity_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6502,7 +6514,7 @@ void _wrap_dynamic_table_stats_capacity_set_swig_e4abab864e429f70(struct shardre
 }
 
 
-long long _wrap_dynamic_table_stats_capacity_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_capacity_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6515,7 +6527,7 @@ long long _wrap_dynamic_table_stats_capacity_get_swig_e4abab864e429f70(struct sh
 }
 
 
-void _wrap_dynamic_table_stats_load_factor_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_dynamic_table_stats_load_factor_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, double _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   double arg2 ;
   
@@ -6527,7 +6539,7 @@ void _wrap_dynamic_table_stats_load_factor_set_swig_e4abab864e429f70(struct shar
 }
 
 
-double _wrap_dynamic_table_stats_load_factor_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
+double _wrap_dynamic_table_stats_load_factor_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -6540,7 +6552,7 @@ double _wrap_dynamic_table_stats_load_factor_get_swig_e4abab864e429f70(struct sh
 }
 
 
-void _wrap_dynamic_table_stats_last_inserted_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_inserted_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6552,7 +6564,7 @@ void _wrap_dynamic_table_stats_last_inserted_set_swig_e4abab864e429f70(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_last_inserted_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_inserted_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6565,7 +6577,7 @@ long long _wrap_dynamic_table_stats_last_inserted_get_swig_e4abab864e429f70(stru
 }
 
 
-void _wrap_dynamic_table_stats_last_evicted_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_evicted_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6577,7 +6589,7 @@ void _wrap_dynamic_table_stats_last_evicted_set_swig_e4abab864e429f70(struct sha
 }
 
 
-long long _wrap_dynamic_table_stats_last_evicted_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_evicted_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6590,7 +6602,7 @@ long long _wrap_dynamic_table_stats_last_evicted_get_swig_e4abab864e429f70(struc
 }
 
 
-void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6602,7 +6614,7 @@ void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_e4abab864e429f70
 }
 
 
-long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6615,7 +6627,7 @@ long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_e4abab864e4
 }
 
 
-void _wrap_dynamic_table_stats_last_rejected_full_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_rejected_full_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6627,7 +6639,7 @@ void _wrap_dynamic_table_stats_last_rejected_full_set_swig_e4abab864e429f70(stru
 }
 
 
-long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6640,7 +6652,7 @@ long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_e4abab864e429f70
 }
 
 
-void _wrap_dynamic_table_stats_total_inserted_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_inserted_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6652,7 +6664,7 @@ void _wrap_dynamic_table_stats_total_inserted_set_swig_e4abab864e429f70(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_total_inserted_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_inserted_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6665,7 +6677,7 @@ long long _wrap_dynamic_table_stats_total_inserted_get_swig_e4abab864e429f70(str
 }
 
 
-void _wrap_dynamic_table_stats_total_evicted_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_evicted_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6677,7 +6689,7 @@ void _wrap_dynamic_table_stats_total_evicted_set_swig_e4abab864e429f70(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_total_evicted_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_evicted_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6690,7 +6702,7 @@ long long _wrap_dynamic_table_stats_total_evicted_get_swig_e4abab864e429f70(stru
 }
 
 
-void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6702,7 +6714,7 @@ void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_e4abab864e429f7
 }
 
 
-long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6715,7 +6727,7 @@ long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_e4abab864e
 }
 
 
-void _wrap_dynamic_table_stats_total_rejected_full_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_rejected_full_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6727,7 +6739,7 @@ void _wrap_dynamic_table_stats_total_rejected_full_set_swig_e4abab864e429f70(str
 }
 
 
-long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6740,7 +6752,7 @@ long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_e4abab864e429f7
 }
 
 
-void _wrap_dynamic_table_stats_metadata_bytes_set_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_metadata_bytes_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -6752,7 +6764,7 @@ void _wrap_dynamic_table_stats_metadata_bytes_set_swig_e4abab864e429f70(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6765,7 +6777,7 @@ long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_e4abab864e429f70(str
 }
 
 
-struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_e4abab864e429f70() {
+struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_e07ccb9d9606a104() {
   struct shardrec_dynamic_table_stats *result = 0 ;
   struct shardrec_dynamic_table_stats *_swig_go_result;
   
@@ -6776,7 +6788,7 @@ struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_e4abab86
 }
 
 
-void _wrap_delete_dynamic_table_stats_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0) {
+void _wrap_delete_dynamic_table_stats_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   
   arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
@@ -6786,7 +6798,7 @@ void _wrap_delete_dynamic_table_stats_swig_e4abab864e429f70(struct shardrec_dyna
 }
 
 
-_gostring_ _wrap_dynamic_table_stats_init_swig_e4abab864e429f70(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_dynamic_table_stats_init_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
   shardrec_dynamic_table_stats_t *arg1 = (shardrec_dynamic_table_stats_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -6818,7 +6830,7 @@ _gostring_ _wrap_dynamic_table_stats_init_swig_e4abab864e429f70(struct shardrec_
 }
 
 
-_gostring_ _wrap_embedding_dynamic_stats_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
+_gostring_ _wrap_embedding_dynamic_stats_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_dynamic_table_stats_t *arg3 = (shardrec_dynamic_table_stats_t *) 0 ;
@@ -6857,7 +6869,204 @@ _gostring_ _wrap_embedding_dynamic_stats_swig_e4abab864e429f70(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_device_count_swig_e4abab864e429f70(_goslice_ _swig_go_0) {
+_gostring_ _wrap_embedding_dynamic_mark_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  result = (shardrec_status_t)shardrec_embedding_dynamic_mark(arg1,(char const *)arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_embedding_dynamic_delta_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  int64_t *arg3 = (int64_t *) 0 ;
+  float *arg4 = (float *) 0 ;
+  size_t arg5 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  size_t arg7 ;
+  size_t *arg8 = (size_t *) 0 ;
+  size_t *arg9 = (size_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (int64_t *)_swig_go_2.array; 
+  arg4 = (float *)_swig_go_3.array; 
+  arg5 = (size_t)_swig_go_4; 
+  arg6 = (int64_t *)_swig_go_5.array; 
+  arg7 = (size_t)_swig_go_6; 
+  arg8 = (size_t *)_swig_go_7.array; 
+  arg9 = (size_t *)_swig_go_8.array; 
+  
+  result = (shardrec_status_t)shardrec_embedding_dynamic_delta(arg1,(char const *)arg2,arg3,arg4,arg5,arg6,arg7,arg8,arg9);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_embedding_set_training_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, intgo _swig_go_1) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  int32_t arg2 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_embedding_set_training(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_embedding_is_training_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1.array; 
+  
+  result = (shardrec_status_t)shardrec_embedding_is_training((struct shardrec_embedding const *)arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_embedding_dynamic_set_scores_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  int64_t *arg3 = (int64_t *) 0 ;
+  double *arg4 = (double *) 0 ;
+  size_t arg5 ;
+  size_t *arg6 = (size_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (int64_t *)_swig_go_2.array; 
+  arg4 = (double *)_swig_go_3.array; 
+  arg5 = (size_t)_swig_go_4; 
+  arg6 = (size_t *)_swig_go_5.array; 
+  
+  result = (shardrec_status_t)shardrec_embedding_dynamic_set_scores(arg1,(char const *)arg2,(long const *)arg3,(double const *)arg4,arg5,arg6);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_device_count_swig_e07ccb9d9606a104(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -6887,7 +7096,7 @@ _gostring_ _wrap_device_count_swig_e4abab864e429f70(_goslice_ _swig_go_0) {
 }
 
 
-_gostring_ _wrap_device_check_swig_e4abab864e429f70(intgo _swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_device_check_swig_e07ccb9d9606a104(intgo _swig_go_0, intgo _swig_go_1) {
   int32_t arg1 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -6919,7 +7128,7 @@ _gostring_ _wrap_device_check_swig_e4abab864e429f70(intgo _swig_go_0, intgo _swi
 }
 
 
-void _wrap_mesh_options_version_set_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_version_set_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6931,7 +7140,7 @@ void _wrap_mesh_options_version_set_swig_e4abab864e429f70(struct shardrec_mesh_o
 }
 
 
-intgo _wrap_mesh_options_version_get_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_version_get_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6944,7 +7153,7 @@ intgo _wrap_mesh_options_version_get_swig_e4abab864e429f70(struct shardrec_mesh_
 }
 
 
-void _wrap_mesh_options_sharding_group_size_set_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sharding_group_size_set_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -6956,7 +7165,7 @@ void _wrap_mesh_options_sharding_group_size_set_swig_e4abab864e429f70(struct sha
 }
 
 
-intgo _wrap_mesh_options_sharding_group_size_get_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sharding_group_size_get_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6969,7 +7178,7 @@ intgo _wrap_mesh_options_sharding_group_size_get_swig_e4abab864e429f70(struct sh
 }
 
 
-void _wrap_mesh_options_layout_set_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_layout_set_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -6981,7 +7190,7 @@ void _wrap_mesh_options_layout_set_swig_e4abab864e429f70(struct shardrec_mesh_op
 }
 
 
-intgo _wrap_mesh_options_layout_get_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_layout_get_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -6994,7 +7203,7 @@ intgo _wrap_mesh_options_layout_get_swig_e4abab864e429f70(struct shardrec_mesh_o
 }
 
 
-void _wrap_mesh_options_ranks_per_node_set_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_ranks_per_node_set_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7006,7 +7215,7 @@ void _wrap_mesh_options_ranks_per_node_set_swig_e4abab864e429f70(struct shardrec
 }
 
 
-intgo _wrap_mesh_options_ranks_per_node_get_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_ranks_per_node_get_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7019,7 +7228,7 @@ intgo _wrap_mesh_options_ranks_per_node_get_swig_e4abab864e429f70(struct shardre
 }
 
 
-void _wrap_mesh_options_sync_interval_set_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_interval_set_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7031,7 +7240,7 @@ void _wrap_mesh_options_sync_interval_set_swig_e4abab864e429f70(struct shardrec_
 }
 
 
-intgo _wrap_mesh_options_sync_interval_get_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_interval_get_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7044,7 +7253,7 @@ intgo _wrap_mesh_options_sync_interval_get_swig_e4abab864e429f70(struct shardrec
 }
 
 
-void _wrap_mesh_options_sync_mode_set_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_mode_set_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7056,7 +7265,7 @@ void _wrap_mesh_options_sync_mode_set_swig_e4abab864e429f70(struct shardrec_mesh
 }
 
 
-intgo _wrap_mesh_options_sync_mode_get_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_mode_get_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7069,7 +7278,7 @@ intgo _wrap_mesh_options_sync_mode_get_swig_e4abab864e429f70(struct shardrec_mes
 }
 
 
-struct shardrec_mesh_options *_wrap_new_mesh_options_swig_e4abab864e429f70() {
+struct shardrec_mesh_options *_wrap_new_mesh_options_swig_e07ccb9d9606a104() {
   struct shardrec_mesh_options *result = 0 ;
   struct shardrec_mesh_options *_swig_go_result;
   
@@ -7080,7 +7289,7 @@ struct shardrec_mesh_options *_wrap_new_mesh_options_swig_e4abab864e429f70() {
 }
 
 
-void _wrap_delete_mesh_options_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0) {
+void _wrap_delete_mesh_options_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   
   arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
@@ -7090,7 +7299,7 @@ void _wrap_delete_mesh_options_swig_e4abab864e429f70(struct shardrec_mesh_option
 }
 
 
-_gostring_ _wrap_mesh_options_init_swig_e4abab864e429f70(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_mesh_options_init_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_mesh_options_t *arg1 = (shardrec_mesh_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -7122,7 +7331,7 @@ _gostring_ _wrap_mesh_options_init_swig_e4abab864e429f70(struct shardrec_mesh_op
 }
 
 
-_gostring_ _wrap_mesh_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
+_gostring_ _wrap_mesh_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
   shardrec_mesh_t **arg1 = (shardrec_mesh_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_mesh_options_t *arg3 = (shardrec_mesh_options_t *) 0 ;
@@ -7156,7 +7365,7 @@ _gostring_ _wrap_mesh_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardre
 }
 
 
-void _wrap_mesh_destroy_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0) {
+void _wrap_mesh_destroy_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   
   arg1 = (shardrec_mesh_t *)_swig_go_0; 
@@ -7166,7 +7375,7 @@ void _wrap_mesh_destroy_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mesh_coords_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_mesh_coords_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -7204,7 +7413,7 @@ _gostring_ _wrap_mesh_coords_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_sharding_comm_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_sharding_comm_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -7236,7 +7445,7 @@ _gostring_ _wrap_mesh_sharding_comm_swig_e4abab864e429f70(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_replica_comm_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_replica_comm_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -7268,7 +7477,7 @@ _gostring_ _wrap_mesh_replica_comm_swig_e4abab864e429f70(_goslice_ _swig_go_0, s
 }
 
 
-_gostring_ _wrap_mesh_describe_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_mesh_describe_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -7309,7 +7518,7 @@ _gostring_ _wrap_mesh_describe_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_mesh_embedding_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_mesh_embedding_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_plan_t *arg3 = (shardrec_plan_t *) 0 ;
@@ -7347,7 +7556,7 @@ _gostring_ _wrap_mesh_embedding_create_swig_e4abab864e429f70(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_mesh_sync_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
+_gostring_ _wrap_mesh_sync_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t arg3 ;
@@ -7381,7 +7590,7 @@ _gostring_ _wrap_mesh_sync_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_step_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_mesh_step_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -7415,7 +7624,7 @@ _gostring_ _wrap_mesh_step_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_sync_stats_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_mesh_sync_stats_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -7451,7 +7660,7 @@ _gostring_ _wrap_mesh_sync_stats_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go
 }
 
 
-void _wrap_checkpoint_options_version_set_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_version_set_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7463,7 +7672,7 @@ void _wrap_checkpoint_options_version_set_swig_e4abab864e429f70(struct shardrec_
 }
 
 
-intgo _wrap_checkpoint_options_version_get_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_version_get_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -7476,7 +7685,7 @@ intgo _wrap_checkpoint_options_version_get_swig_e4abab864e429f70(struct shardrec
 }
 
 
-void _wrap_checkpoint_options_num_dense_set_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_checkpoint_options_num_dense_set_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t arg2 ;
   
@@ -7488,7 +7697,7 @@ void _wrap_checkpoint_options_num_dense_set_swig_e4abab864e429f70(struct shardre
 }
 
 
-long long _wrap_checkpoint_options_num_dense_get_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0) {
+long long _wrap_checkpoint_options_num_dense_get_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -7501,7 +7710,7 @@ long long _wrap_checkpoint_options_num_dense_get_swig_e4abab864e429f70(struct sh
 }
 
 
-void _wrap_checkpoint_options_reset_optimizer_state_set_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_reset_optimizer_state_set_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -7513,7 +7722,7 @@ void _wrap_checkpoint_options_reset_optimizer_state_set_swig_e4abab864e429f70(st
 }
 
 
-intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7526,7 +7735,7 @@ intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_e4abab864e429f70(s
 }
 
 
-void _wrap_checkpoint_options_allow_dtype_change_set_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_dtype_change_set_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -7538,7 +7747,7 @@ void _wrap_checkpoint_options_allow_dtype_change_set_swig_e4abab864e429f70(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7551,7 +7760,7 @@ intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_e4abab864e429f70(stru
 }
 
 
-void _wrap_checkpoint_options_verify_first_set_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_verify_first_set_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -7563,7 +7772,7 @@ void _wrap_checkpoint_options_verify_first_set_swig_e4abab864e429f70(struct shar
 }
 
 
-intgo _wrap_checkpoint_options_verify_first_get_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_verify_first_get_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7576,7 +7785,7 @@ intgo _wrap_checkpoint_options_verify_first_get_swig_e4abab864e429f70(struct sha
 }
 
 
-void _wrap_checkpoint_options_allow_partial_load_set_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_partial_load_set_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -7588,7 +7797,7 @@ void _wrap_checkpoint_options_allow_partial_load_set_swig_e4abab864e429f70(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_partial_load_get_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_partial_load_get_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7601,7 +7810,7 @@ intgo _wrap_checkpoint_options_allow_partial_load_get_swig_e4abab864e429f70(stru
 }
 
 
-struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_e4abab864e429f70() {
+struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_e07ccb9d9606a104() {
   struct shardrec_checkpoint_options *result = 0 ;
   struct shardrec_checkpoint_options *_swig_go_result;
   
@@ -7612,7 +7821,7 @@ struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_e4abab864e
 }
 
 
-void _wrap_delete_checkpoint_options_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0) {
+void _wrap_delete_checkpoint_options_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   
   arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
@@ -7622,7 +7831,7 @@ void _wrap_delete_checkpoint_options_swig_e4abab864e429f70(struct shardrec_check
 }
 
 
-_gostring_ _wrap_checkpoint_options_init_swig_e4abab864e429f70(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_checkpoint_options_init_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_checkpoint_options_t *arg1 = (shardrec_checkpoint_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -7654,7 +7863,7 @@ _gostring_ _wrap_checkpoint_options_init_swig_e4abab864e429f70(struct shardrec_c
 }
 
 
-_gostring_ _wrap_checkpoint_save_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_save_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -7693,7 +7902,7 @@ _gostring_ _wrap_checkpoint_save_swig_e4abab864e429f70(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_load_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -7732,7 +7941,7 @@ _gostring_ _wrap_checkpoint_load_swig_e4abab864e429f70(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_save_mesh_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_save_mesh_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7773,7 +7982,7 @@ _gostring_ _wrap_checkpoint_save_mesh_swig_e4abab864e429f70(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_mesh_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_load_mesh_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7814,7 +8023,7 @@ _gostring_ _wrap_checkpoint_load_mesh_swig_e4abab864e429f70(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_export_table_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_export_table_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7860,7 +8069,7 @@ _gostring_ _wrap_checkpoint_export_table_swig_e4abab864e429f70(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_checkpoint_import_table_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_import_table_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7906,7 +8115,7 @@ _gostring_ _wrap_checkpoint_import_table_swig_e4abab864e429f70(shardrec_embeddin
 }
 
 
-shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_e4abab864e429f70() {
+shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_e07ccb9d9606a104() {
   shardrec_bind_plan_spec_t *result = 0 ;
   shardrec_bind_plan_spec_t *_swig_go_result;
   
@@ -7917,7 +8126,7 @@ shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_e4abab864e429f70() {
 }
 
 
-void _wrap_bind_plan_spec_free_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0) {
+void _wrap_bind_plan_spec_free_swig_e07ccb9d9606a104(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   
   arg1 = (shardrec_bind_plan_spec_t *)_swig_go_0; 
@@ -7927,7 +8136,7 @@ void _wrap_bind_plan_spec_free_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *
 }
 
 
-struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0) {
+struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_e07ccb9d9606a104(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_topology_t *result = 0 ;
   struct shardrec_topology *_swig_go_result;
@@ -7940,7 +8149,7 @@ struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_e4abab864e429f70(sh
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_feature_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_bind_plan_spec_add_feature_swig_e07ccb9d9606a104(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -7979,7 +8188,7 @@ _gostring_ _wrap_bind_plan_spec_add_feature_swig_e4abab864e429f70(shardrec_bind_
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
+_gostring_ _wrap_bind_plan_spec_add_table_swig_e07ccb9d9606a104(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -8036,7 +8245,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_swig_e4abab864e429f70(shardrec_bind_pl
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_e07ccb9d9606a104(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -8068,7 +8277,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_e4abab864e429f70(shardr
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_dynamic_table_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_e07ccb9d9606a104(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_dynamic_table_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_dynamic_table_config_t *arg2 = (shardrec_dynamic_table_config_t *) 0 ;
   shardrec_status_t result;
@@ -8100,7 +8309,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_e4abab864e429f70(shardrec
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_e07ccb9d9606a104(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -8137,7 +8346,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_e4abab864e429f70(sha
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_constraints_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_plan_spec_add_constraints_swig_e07ccb9d9606a104(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   uint32_t arg3 ;
@@ -8190,7 +8399,7 @@ _gostring_ _wrap_bind_plan_spec_add_constraints_swig_e4abab864e429f70(shardrec_b
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_e4abab864e429f70(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_e07ccb9d9606a104(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -8226,7 +8435,7 @@ _gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_e4abab864e429f70(
 }
 
 
-_gostring_ _wrap_bind_plan_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
+_gostring_ _wrap_bind_plan_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   shardrec_bind_plan_spec_t *arg2 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_status_t result;
@@ -8258,7 +8467,7 @@ _gostring_ _wrap_bind_plan_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_embedding_forward_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -8316,7 +8525,7 @@ _gostring_ _wrap_bind_embedding_forward_swig_e4abab864e429f70(shardrec_embedding
 }
 
 
-_gostring_ _wrap_bind_embedding_input_dist_start_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_embedding_input_dist_start_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -8368,7 +8577,7 @@ _gostring_ _wrap_bind_embedding_input_dist_start_swig_e4abab864e429f70(shardrec_
 }
 
 
-_gostring_ _wrap_bind_device_plugin_path_swig_e4abab864e429f70(_gostring_* _swig_go_0) {
+_gostring_ _wrap_bind_device_plugin_path_swig_e07ccb9d9606a104(_gostring_* _swig_go_0) {
   char **arg1 = (char **) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   char *text1 = NULL ;
@@ -8407,7 +8616,7 @@ _gostring_ _wrap_bind_device_plugin_path_swig_e4abab864e429f70(_gostring_* _swig
 }
 
 
-_gostring_ _wrap_bind_checkpoint_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
+_gostring_ _wrap_bind_checkpoint_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8465,7 +8674,7 @@ _gostring_ _wrap_bind_checkpoint_swig_e4abab864e429f70(shardrec_mesh_t *_swig_go
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_tensor_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_bind_embedding_forward_tensor_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -8529,7 +8738,7 @@ _gostring_ _wrap_bind_embedding_forward_tensor_swig_e4abab864e429f70(shardrec_em
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -8571,7 +8780,7 @@ _gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_e4abab864e429f70
 }
 
 
-_gostring_ _wrap_bind_embedding_backward_tensor_swig_e4abab864e429f70(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_embedding_backward_tensor_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -8613,7 +8822,7 @@ _gostring_ _wrap_bind_embedding_backward_tensor_swig_e4abab864e429f70(shardrec_e
 }
 
 
-intgo _wrap_ACTIVATION_NONE_swig_e4abab864e429f70() {
+intgo _wrap_ACTIVATION_NONE_swig_e07ccb9d9606a104() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -8625,7 +8834,7 @@ intgo _wrap_ACTIVATION_NONE_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_ACTIVATION_RELU_swig_e4abab864e429f70() {
+intgo _wrap_ACTIVATION_RELU_swig_e07ccb9d9606a104() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -8637,7 +8846,7 @@ intgo _wrap_ACTIVATION_RELU_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_ACTIVATION_SIGMOID_swig_e4abab864e429f70() {
+intgo _wrap_ACTIVATION_SIGMOID_swig_e07ccb9d9606a104() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -8649,7 +8858,7 @@ intgo _wrap_ACTIVATION_SIGMOID_swig_e4abab864e429f70() {
 }
 
 
-_gostring_ _wrap_dense_set_blas_threads_swig_e4abab864e429f70(intgo _swig_go_0) {
+_gostring_ _wrap_dense_set_blas_threads_swig_e07ccb9d9606a104(intgo _swig_go_0) {
   int32_t arg1 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -8679,7 +8888,7 @@ _gostring_ _wrap_dense_set_blas_threads_swig_e4abab864e429f70(intgo _swig_go_0) 
 }
 
 
-intgo _wrap_DENSE_MATH_FP32_swig_e4abab864e429f70() {
+intgo _wrap_DENSE_MATH_FP32_swig_e07ccb9d9606a104() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -8691,7 +8900,7 @@ intgo _wrap_DENSE_MATH_FP32_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_DENSE_MATH_TF32_swig_e4abab864e429f70() {
+intgo _wrap_DENSE_MATH_TF32_swig_e07ccb9d9606a104() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -8703,7 +8912,7 @@ intgo _wrap_DENSE_MATH_TF32_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_DENSE_MATH_BF16_swig_e4abab864e429f70() {
+intgo _wrap_DENSE_MATH_BF16_swig_e07ccb9d9606a104() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -8715,7 +8924,7 @@ intgo _wrap_DENSE_MATH_BF16_swig_e4abab864e429f70() {
 }
 
 
-void _wrap_mlp_destroy_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0) {
+void _wrap_mlp_destroy_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   
   arg1 = (shardrec_mlp_t *)_swig_go_0; 
@@ -8725,7 +8934,7 @@ void _wrap_mlp_destroy_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mlp_forward_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_mlp_forward_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -8763,7 +8972,7 @@ _gostring_ _wrap_mlp_forward_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_mlp_infer_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_mlp_infer_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -8801,7 +9010,7 @@ _gostring_ _wrap_mlp_infer_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, _go
 }
 
 
-_gostring_ _wrap_mlp_zero_grad_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0) {
+_gostring_ _wrap_mlp_zero_grad_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -8831,7 +9040,7 @@ _gostring_ _wrap_mlp_zero_grad_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_mlp_num_tensors_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_mlp_num_tensors_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -8863,7 +9072,7 @@ _gostring_ _wrap_mlp_num_tensors_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dcn_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_dcn_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_dcn_t **arg1 = (shardrec_dcn_t **) 0 ;
   int64_t arg2 ;
   int32_t arg3 ;
@@ -8908,7 +9117,7 @@ _gostring_ _wrap_dcn_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, long lon
 }
 
 
-void _wrap_dcn_destroy_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0) {
+void _wrap_dcn_destroy_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   
   arg1 = (shardrec_dcn_t *)_swig_go_0; 
@@ -8918,7 +9127,7 @@ void _wrap_dcn_destroy_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_dcn_forward_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_dcn_forward_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -8956,7 +9165,7 @@ _gostring_ _wrap_dcn_forward_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_dcn_infer_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_dcn_infer_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -8994,7 +9203,7 @@ _gostring_ _wrap_dcn_infer_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, _go
 }
 
 
-_gostring_ _wrap_dcn_zero_grad_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0) {
+_gostring_ _wrap_dcn_zero_grad_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9024,7 +9233,7 @@ _gostring_ _wrap_dcn_zero_grad_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_dcn_num_tensors_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dcn_num_tensors_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -9056,7 +9265,7 @@ _gostring_ _wrap_dcn_num_tensors_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_width_swig_e4abab864e429f70(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_dot_interaction_width_swig_e07ccb9d9606a104(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   int64_t arg1 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9090,7 +9299,7 @@ _gostring_ _wrap_dot_interaction_width_swig_e4abab864e429f70(long long _swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_backward_swig_e4abab864e429f70(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_dot_interaction_backward_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -9134,7 +9343,7 @@ _gostring_ _wrap_dot_interaction_backward_swig_e4abab864e429f70(_goslice_ _swig_
 }
 
 
-_gostring_ _wrap_bce_with_logits_swig_e4abab864e429f70(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bce_with_logits_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9174,7 +9383,7 @@ _gostring_ _wrap_bce_with_logits_swig_e4abab864e429f70(_goslice_ _swig_go_0, _go
 }
 
 
-_gostring_ _wrap_dense_optimizer_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_dense_optimizer_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_dense_optimizer_t **arg1 = (shardrec_dense_optimizer_t **) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -9206,7 +9415,7 @@ _gostring_ _wrap_dense_optimizer_create_swig_e4abab864e429f70(_goslice_ _swig_go
 }
 
 
-void _wrap_dense_optimizer_destroy_swig_e4abab864e429f70(shardrec_dense_optimizer_t *_swig_go_0) {
+void _wrap_dense_optimizer_destroy_swig_e07ccb9d9606a104(shardrec_dense_optimizer_t *_swig_go_0) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   
   arg1 = (shardrec_dense_optimizer_t *)_swig_go_0; 
@@ -9216,7 +9425,7 @@ void _wrap_dense_optimizer_destroy_swig_e4abab864e429f70(shardrec_dense_optimize
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_e4abab864e429f70(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_e07ccb9d9606a104(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -9248,7 +9457,7 @@ _gostring_ _wrap_dense_optimizer_set_learning_rate_swig_e4abab864e429f70(shardre
 }
 
 
-_gostring_ _wrap_dense_optimizer_steps_swig_e4abab864e429f70(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_steps_swig_e07ccb9d9606a104(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -9280,7 +9489,7 @@ _gostring_ _wrap_dense_optimizer_steps_swig_e4abab864e429f70(shardrec_dense_opti
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_steps_swig_e4abab864e429f70(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_steps_swig_e07ccb9d9606a104(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -9312,7 +9521,7 @@ _gostring_ _wrap_dense_optimizer_set_steps_swig_e4abab864e429f70(shardrec_dense_
 }
 
 
-intgo _wrap_DDP_COMPRESSION_NONE_swig_e4abab864e429f70() {
+intgo _wrap_DDP_COMPRESSION_NONE_swig_e07ccb9d9606a104() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -9324,7 +9533,7 @@ intgo _wrap_DDP_COMPRESSION_NONE_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_DDP_COMPRESSION_BF16_swig_e4abab864e429f70() {
+intgo _wrap_DDP_COMPRESSION_BF16_swig_e07ccb9d9606a104() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -9336,7 +9545,7 @@ intgo _wrap_DDP_COMPRESSION_BF16_swig_e4abab864e429f70() {
 }
 
 
-void _wrap_ddp_destroy_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0) {
+void _wrap_ddp_destroy_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   
   arg1 = (shardrec_ddp_t *)_swig_go_0; 
@@ -9346,7 +9555,7 @@ void _wrap_ddp_destroy_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_zero_grad_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_zero_grad_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9376,7 +9585,7 @@ _gostring_ _wrap_ddp_zero_grad_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_ddp_mark_ready_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_ddp_mark_ready_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -9408,7 +9617,7 @@ _gostring_ _wrap_ddp_mark_ready_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_ddp_finish_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_finish_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9438,7 +9647,7 @@ _gostring_ _wrap_ddp_finish_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_set_sync_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_ddp_set_sync_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -9470,7 +9679,7 @@ _gostring_ _wrap_ddp_set_sync_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0, 
 }
 
 
-void _wrap_fsdp_destroy_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0) {
+void _wrap_fsdp_destroy_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   
   arg1 = (shardrec_fsdp_t *)_swig_go_0; 
@@ -9480,7 +9689,7 @@ void _wrap_fsdp_destroy_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_fsdp_release_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_release_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -9512,7 +9721,7 @@ _gostring_ _wrap_fsdp_release_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_fsdp_reduce_grad_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_reduce_grad_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -9544,7 +9753,7 @@ _gostring_ _wrap_fsdp_reduce_grad_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_fsdp_step_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0) {
+_gostring_ _wrap_fsdp_step_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9574,7 +9783,7 @@ _gostring_ _wrap_fsdp_step_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_bind_dense_blas_threads_swig_e4abab864e429f70(_goslice_ _swig_go_0) {
+_gostring_ _wrap_bind_dense_blas_threads_swig_e07ccb9d9606a104(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9604,7 +9813,7 @@ _gostring_ _wrap_bind_dense_blas_threads_swig_e4abab864e429f70(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_dims_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_dims_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9638,7 +9847,7 @@ _gostring_ _wrap_bind_mlp_dims_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_bind_mlp_device_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_device_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -9672,7 +9881,7 @@ _gostring_ _wrap_bind_mlp_device_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_bind_fsdp_memory_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_memory_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9706,7 +9915,7 @@ _gostring_ _wrap_bind_fsdp_memory_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_g
 }
 
 
-shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_e4abab864e429f70() {
+shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_e07ccb9d9606a104() {
   shardrec_bind_param_list_t *result = 0 ;
   shardrec_bind_param_list_t *_swig_go_result;
   
@@ -9717,7 +9926,7 @@ shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_e4abab864e429f70() {
 }
 
 
-void _wrap_bind_param_list_free_swig_e4abab864e429f70(shardrec_bind_param_list_t *_swig_go_0) {
+void _wrap_bind_param_list_free_swig_e07ccb9d9606a104(shardrec_bind_param_list_t *_swig_go_0) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   
   arg1 = (shardrec_bind_param_list_t *)_swig_go_0; 
@@ -9727,7 +9936,7 @@ void _wrap_bind_param_list_free_swig_e4abab864e429f70(shardrec_bind_param_list_t
 }
 
 
-_gostring_ _wrap_bind_param_list_add_mlp_swig_e4abab864e429f70(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_mlp_swig_e07ccb9d9606a104(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_mlp_t *arg2 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
@@ -9759,7 +9968,7 @@ _gostring_ _wrap_bind_param_list_add_mlp_swig_e4abab864e429f70(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_param_list_add_dcn_swig_e4abab864e429f70(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_dcn_swig_e07ccb9d9606a104(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_dcn_t *arg2 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
@@ -9791,7 +10000,7 @@ _gostring_ _wrap_bind_param_list_add_dcn_swig_e4abab864e429f70(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_step_swig_e4abab864e429f70(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
+_gostring_ _wrap_bind_dense_optimizer_step_swig_e07ccb9d9606a104(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   shardrec_bind_param_list_t *arg2 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_status_t result;
@@ -9823,7 +10032,7 @@ _gostring_ _wrap_bind_dense_optimizer_step_swig_e4abab864e429f70(shardrec_dense_
 }
 
 
-_gostring_ _wrap_bind_mlp_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_bind_mlp_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9876,7 +10085,7 @@ _gostring_ _wrap_bind_mlp_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_bind_mlp_create_on_swig_e4abab864e429f70(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
+_gostring_ _wrap_bind_mlp_create_on_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9935,7 +10144,7 @@ _gostring_ _wrap_bind_mlp_create_on_swig_e4abab864e429f70(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_bind_mlp_backward_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_mlp_backward_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -9973,7 +10182,7 @@ _gostring_ _wrap_bind_mlp_backward_swig_e4abab864e429f70(shardrec_mlp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_dcn_backward_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_dcn_backward_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -10011,7 +10220,7 @@ _gostring_ _wrap_bind_dcn_backward_swig_e4abab864e429f70(shardrec_dcn_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -10045,7 +10254,7 @@ _gostring_ _wrap_bind_mlp_use_ddp_grads_swig_e4abab864e429f70(shardrec_mlp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -10079,7 +10288,7 @@ _gostring_ _wrap_bind_dcn_use_ddp_grads_swig_e4abab864e429f70(shardrec_dcn_t *_s
 }
 
 
-_gostring_ _wrap_bind_mlp_tensor_info_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_mlp_tensor_info_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -10120,7 +10329,7 @@ _gostring_ _wrap_bind_mlp_tensor_info_swig_e4abab864e429f70(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_tensor_info_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dcn_tensor_info_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -10161,7 +10370,7 @@ _gostring_ _wrap_bind_dcn_tensor_info_swig_e4abab864e429f70(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_mlp_copy_tensor_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_mlp_copy_tensor_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -10199,7 +10408,7 @@ _gostring_ _wrap_bind_mlp_copy_tensor_swig_e4abab864e429f70(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_copy_tensor_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_dcn_copy_tensor_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -10237,7 +10446,7 @@ _gostring_ _wrap_bind_dcn_copy_tensor_swig_e4abab864e429f70(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_ddp_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_ddp_t **arg1 = (shardrec_ddp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10281,7 +10490,7 @@ _gostring_ _wrap_bind_ddp_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_bind_ddp_stats_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_ddp_stats_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10321,7 +10530,7 @@ _gostring_ _wrap_bind_ddp_stats_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_size_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_ddp_bucket_size_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -10355,7 +10564,7 @@ _gostring_ _wrap_bind_ddp_bucket_size_swig_e4abab864e429f70(shardrec_ddp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_tensor_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_ddp_bucket_tensor_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -10391,7 +10600,7 @@ _gostring_ _wrap_bind_ddp_bucket_tensor_swig_e4abab864e429f70(shardrec_ddp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dot_interaction_forward_swig_e4abab864e429f70(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
+_gostring_ _wrap_bind_dot_interaction_forward_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -10433,7 +10642,7 @@ _gostring_ _wrap_bind_dot_interaction_forward_swig_e4abab864e429f70(_goslice_ _s
 }
 
 
-_gostring_ _wrap_bind_fsdp_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
+_gostring_ _wrap_bind_fsdp_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
   shardrec_fsdp_t **arg1 = (shardrec_fsdp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10475,7 +10684,7 @@ _gostring_ _wrap_bind_fsdp_create_swig_e4abab864e429f70(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_fsdp_gather_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_fsdp_gather_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t arg3 ;
@@ -10513,7 +10722,7 @@ _gostring_ _wrap_bind_fsdp_gather_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_fsdp_add_grad_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_add_grad_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -10549,7 +10758,7 @@ _gostring_ _wrap_bind_fsdp_add_grad_swig_e4abab864e429f70(shardrec_fsdp_t *_swig
 }
 
 
-_gostring_ _wrap_bind_fsdp_shard_range_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_shard_range_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10585,7 +10794,7 @@ _gostring_ _wrap_bind_fsdp_shard_range_swig_e4abab864e429f70(shardrec_fsdp_t *_s
 }
 
 
-_gostring_ _wrap_bind_fsdp_read_shard_swig_e4abab864e429f70(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_read_shard_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -10619,7 +10828,7 @@ _gostring_ _wrap_bind_fsdp_read_shard_swig_e4abab864e429f70(shardrec_fsdp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_count_swig_e4abab864e429f70(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dense_optimizer_state_count_swig_e07ccb9d9606a104(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -10655,7 +10864,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_count_swig_e4abab864e429f70(shardrec
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_e4abab864e429f70(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_e07ccb9d9606a104(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -10695,7 +10904,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_copy_swig_e4abab864e429f70(shardrec_
 }
 
 
-_gostring_ _wrap_bind_ddp_set_external_swig_e4abab864e429f70(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_bind_ddp_set_external_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -10729,7 +10938,7 @@ _gostring_ _wrap_bind_ddp_set_external_swig_e4abab864e429f70(shardrec_ddp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_mlp_bind_storage_swig_e4abab864e429f70(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_bind_mlp_bind_storage_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -10765,7 +10974,7 @@ _gostring_ _wrap_bind_mlp_bind_storage_swig_e4abab864e429f70(shardrec_mlp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dcn_bind_storage_swig_e4abab864e429f70(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_bind_dcn_bind_storage_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -10801,7 +11010,7 @@ _gostring_ _wrap_bind_dcn_bind_storage_swig_e4abab864e429f70(shardrec_dcn_t *_sw
 }
 
 
-intgo _wrap_SERVING_AS_TRAINED_swig_e4abab864e429f70() {
+intgo _wrap_SERVING_AS_TRAINED_swig_e07ccb9d9606a104() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -10813,7 +11022,7 @@ intgo _wrap_SERVING_AS_TRAINED_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_SERVING_FP32_swig_e4abab864e429f70() {
+intgo _wrap_SERVING_FP32_swig_e07ccb9d9606a104() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -10825,7 +11034,7 @@ intgo _wrap_SERVING_FP32_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_SERVING_FP16_swig_e4abab864e429f70() {
+intgo _wrap_SERVING_FP16_swig_e07ccb9d9606a104() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -10837,7 +11046,7 @@ intgo _wrap_SERVING_FP16_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_SERVING_BF16_swig_e4abab864e429f70() {
+intgo _wrap_SERVING_BF16_swig_e07ccb9d9606a104() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -10849,7 +11058,7 @@ intgo _wrap_SERVING_BF16_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_SERVING_INT8_swig_e4abab864e429f70() {
+intgo _wrap_SERVING_INT8_swig_e07ccb9d9606a104() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -10861,7 +11070,7 @@ intgo _wrap_SERVING_INT8_swig_e4abab864e429f70() {
 }
 
 
-intgo _wrap_SERVING_INT4_swig_e4abab864e429f70() {
+intgo _wrap_SERVING_INT4_swig_e07ccb9d9606a104() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -10873,7 +11082,7 @@ intgo _wrap_SERVING_INT4_swig_e4abab864e429f70() {
 }
 
 
-_gostring_ _wrap_inference_save_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_inference_save_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -10910,7 +11119,7 @@ _gostring_ _wrap_inference_save_swig_e4abab864e429f70(shardrec_inference_t *_swi
 }
 
 
-void _wrap_inference_destroy_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0) {
+void _wrap_inference_destroy_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   
   arg1 = (shardrec_inference_t *)_swig_go_0; 
@@ -10920,7 +11129,7 @@ void _wrap_inference_destroy_swig_e4abab864e429f70(shardrec_inference_t *_swig_g
 }
 
 
-_gostring_ _wrap_inference_output_dim_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_output_dim_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -10952,7 +11161,7 @@ _gostring_ _wrap_inference_output_dim_swig_e4abab864e429f70(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_is_sequence_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_is_sequence_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -10984,7 +11193,7 @@ _gostring_ _wrap_inference_is_sequence_swig_e4abab864e429f70(shardrec_inference_
 }
 
 
-_gostring_ _wrap_inference_num_features_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_num_features_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -11016,7 +11225,7 @@ _gostring_ _wrap_inference_num_features_swig_e4abab864e429f70(shardrec_inference
 }
 
 
-_gostring_ _wrap_inference_num_tables_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_num_tables_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -11048,7 +11257,7 @@ _gostring_ _wrap_inference_num_tables_swig_e4abab864e429f70(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_table_info_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_inference_table_info_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -11093,7 +11302,7 @@ _gostring_ _wrap_inference_table_info_swig_e4abab864e429f70(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_version_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_version_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -11125,7 +11334,7 @@ _gostring_ _wrap_inference_version_swig_e4abab864e429f70(shardrec_inference_t *_
 }
 
 
-_gostring_ _wrap_inference_pin_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_pin_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   shardrec_inference_version_t **arg2 = (shardrec_inference_version_t **) 0 ;
   shardrec_status_t result;
@@ -11157,7 +11366,7 @@ _gostring_ _wrap_inference_pin_swig_e4abab864e429f70(shardrec_inference_t *_swig
 }
 
 
-void _wrap_inference_unpin_swig_e4abab864e429f70(shardrec_inference_version_t *_swig_go_0) {
+void _wrap_inference_unpin_swig_e07ccb9d9606a104(shardrec_inference_version_t *_swig_go_0) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   
   arg1 = (shardrec_inference_version_t *)_swig_go_0; 
@@ -11167,7 +11376,7 @@ void _wrap_inference_unpin_swig_e4abab864e429f70(shardrec_inference_version_t *_
 }
 
 
-_gostring_ _wrap_inference_snapshot_version_swig_e4abab864e429f70(shardrec_inference_version_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_snapshot_version_swig_e07ccb9d9606a104(shardrec_inference_version_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -11199,7 +11408,7 @@ _gostring_ _wrap_inference_snapshot_version_swig_e4abab864e429f70(shardrec_infer
 }
 
 
-_gostring_ _wrap_inference_snapshot_dense_tensor_swig_e4abab864e429f70(shardrec_inference_version_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_inference_snapshot_dense_tensor_swig_e07ccb9d9606a104(shardrec_inference_version_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float **arg3 = (float **) 0 ;
@@ -11240,7 +11449,7 @@ _gostring_ _wrap_inference_snapshot_dense_tensor_swig_e4abab864e429f70(shardrec_
 }
 
 
-_gostring_ _wrap_inference_reload_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_inference_reload_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -11277,7 +11486,58 @@ _gostring_ _wrap_inference_reload_swig_e4abab864e429f70(shardrec_inference_t *_s
 }
 
 
-_gostring_ _wrap_bind_inference_open_swig_e4abab864e429f70(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, _gostring_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_inference_apply_delta_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  int64_t *arg3 = (int64_t *) 0 ;
+  float *arg4 = (float *) 0 ;
+  size_t arg5 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  size_t arg7 ;
+  uint64_t *arg8 = (uint64_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (int64_t *)_swig_go_2.array; 
+  arg4 = (float *)_swig_go_3.array; 
+  arg5 = (size_t)_swig_go_4; 
+  
+  arg6 = (int64_t *)_swig_go_5.array;
+  arg7 = (size_t)_swig_go_5.len;
+  
+  arg8 = (uint64_t *)_swig_go_6.array; 
+  
+  result = (shardrec_status_t)shardrec_inference_apply_delta(arg1,(char const *)arg2,(long const *)arg3,(float const *)arg4,arg5,(long const *)arg6,arg7,arg8);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_inference_open_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, _gostring_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_t **arg1 = (shardrec_inference_t **) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -11333,7 +11593,7 @@ _gostring_ _wrap_bind_inference_open_swig_e4abab864e429f70(_goslice_ _swig_go_0,
 }
 
 
-_gostring_ _wrap_bind_inference_lookup_swig_e4abab864e429f70(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_bind_inference_lookup_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -11393,7 +11653,7 @@ _gostring_ _wrap_bind_inference_lookup_swig_e4abab864e429f70(shardrec_inference_
 }
 
 
-_gostring_ _wrap_bind_inference_snapshot_lookup_swig_e4abab864e429f70(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_inference_snapshot_lookup_swig_e07ccb9d9606a104(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -11451,7 +11711,7 @@ _gostring_ _wrap_bind_inference_snapshot_lookup_swig_e4abab864e429f70(shardrec_i
 }
 
 
-void *_wrap_bind_host_alloc_floats_swig_e4abab864e429f70(long long _swig_go_0) {
+void *_wrap_bind_host_alloc_floats_swig_e07ccb9d9606a104(long long _swig_go_0) {
   size_t arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -11464,7 +11724,7 @@ void *_wrap_bind_host_alloc_floats_swig_e4abab864e429f70(long long _swig_go_0) {
 }
 
 
-void _wrap_bind_host_free_swig_e4abab864e429f70(void *_swig_go_0) {
+void _wrap_bind_host_free_swig_e07ccb9d9606a104(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 

@@ -420,6 +420,7 @@ pub const shardrec_eviction_policy_SHARDREC_EVICTION_NONE: shardrec_eviction_pol
 pub const shardrec_eviction_policy_SHARDREC_EVICTION_LRU: shardrec_eviction_policy = 1;
 pub const shardrec_eviction_policy_SHARDREC_EVICTION_LFU: shardrec_eviction_policy = 2;
 pub const shardrec_eviction_policy_SHARDREC_EVICTION_TTL: shardrec_eviction_policy = 3;
+pub const shardrec_eviction_policy_SHARDREC_EVICTION_SCORE: shardrec_eviction_policy = 4;
 pub type shardrec_eviction_policy = ::std::os::raw::c_uint;
 pub use self::shardrec_eviction_policy as shardrec_eviction_policy_t;
 #[repr(C)]
@@ -3554,6 +3555,47 @@ extern "C" {
     ) -> shardrec_status_t;
 }
 extern "C" {
+    pub fn shardrec_embedding_dynamic_mark(
+        coll: *mut shardrec_embedding_t,
+        table: *const ::std::os::raw::c_char,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_embedding_dynamic_delta(
+        coll: *mut shardrec_embedding_t,
+        table: *const ::std::os::raw::c_char,
+        ids: *mut i64,
+        rows: *mut f32,
+        max_rows: usize,
+        tombstones: *mut i64,
+        max_tombstones: usize,
+        num_rows: *mut usize,
+        num_tombstones: *mut usize,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_embedding_set_training(
+        coll: *mut shardrec_embedding_t,
+        training: i32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_embedding_is_training(
+        coll: *const shardrec_embedding_t,
+        training: *mut i32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_embedding_dynamic_set_scores(
+        coll: *mut shardrec_embedding_t,
+        table: *const ::std::os::raw::c_char,
+        ids: *const i64,
+        scores: *const f64,
+        n: usize,
+        num_set: *mut usize,
+    ) -> shardrec_status_t;
+}
+extern "C" {
     pub fn shardrec_device_count(out: *mut i32) -> shardrec_status_t;
 }
 extern "C" {
@@ -5278,5 +5320,17 @@ extern "C" {
     pub fn shardrec_inference_reload(
         inf: *mut shardrec_inference_t,
         path: *const ::std::os::raw::c_char,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_inference_apply_delta(
+        inf: *mut shardrec_inference_t,
+        table: *const ::std::os::raw::c_char,
+        ids: *const i64,
+        rows: *const f32,
+        num_rows: usize,
+        tombstones: *const i64,
+        num_tombstones: usize,
+        version_out: *mut u64,
     ) -> shardrec_status_t;
 }

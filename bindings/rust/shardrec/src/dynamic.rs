@@ -15,6 +15,9 @@ pub enum Eviction {
     Lfu = 2,
     /// Only rows not seen for more than `ttl_steps` steps may leave, longest ago first.
     Ttl = 3,
+    /// The row with the lowest score the caller set leaves first (ties: smallest id); new rows
+    /// score 0 ([`EmbeddingCollection::dynamic_set_scores`]).
+    Score = 4,
 }
 
 /// What makes a [`crate::Table`] dynamic: its ids are any `i64`, a row is created the first

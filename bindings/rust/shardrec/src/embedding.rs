@@ -120,7 +120,7 @@ impl<'a> Kjt<'a> {
 /// but not `Sync`. It keeps its plan and communicator alive on the C side.
 pub struct EmbeddingCollection {
     pub(crate) raw: *mut sys::shardrec_embedding_t,
-    shapes: HashMap<String, (i64, i32)>,
+    pub(crate) shapes: HashMap<String, (i64, i32)>,
 }
 
 // SAFETY: embedding.h allows one thread at a time per collection, any thread.

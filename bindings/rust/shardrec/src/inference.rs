@@ -68,7 +68,7 @@ pub struct InferenceTable {
 /// Lookups, pins, saves and reloads all take `&self`: share it (`&Inference`, `Arc<Inference>`)
 /// between threads.
 pub struct Inference {
-    raw: *mut sys::shardrec_inference_t,
+    pub(crate) raw: *mut sys::shardrec_inference_t,
     output_dim: i64,
     sequence: bool,
 }

@@ -9,9 +9,12 @@ mod ddp;
 mod device;
 mod dense;
 mod dynamic;
+mod dynamic_delta;
+mod dynamic_eval;
 mod embedding;
 mod frozen;
 mod inference;
+mod inference_delta;
 mod mesh;
 mod plan;
 
@@ -21,6 +24,7 @@ pub use device::{device_check, device_count, device_plugin_path, DType, DeviceTy
 pub use ddp::{Bucketer, BucketerOptions, BucketerStats, Compression, Fsdp};
 pub use dense::DenseState;
 pub use dynamic::{DynamicTable, DynamicTableStats, Eviction};
+pub use dynamic_delta::DynamicDelta;
 pub use dense::{
     blas_threads, bce_with_logits, dot_interaction_backward, dot_interaction_forward,
     dot_interaction_width, set_blas_threads, Activation, CoreRef, Dcn, DenseLayer, DenseMath,

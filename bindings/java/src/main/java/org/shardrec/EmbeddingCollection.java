@@ -585,6 +585,88 @@ public final class EmbeddingCollection extends NativeHandle {
     }
   }
 
+  /**
+   * Starts a new delta period of dynamic table {@code table}
+   * (shardrec_embedding_dynamic_mark): forgets the rows changed and ids evicted before and
+   * tracks them from now on (tracking is off until the first mark). Not collective, but every
+   * rank must mark between the same two training steps. ShardrecException EINVAL for a table
+   * that is not dynamic, ENOTFOUND for an unknown one.
+   */
+  public void dynamicMark(String table) {
+    try {
+      Native.embedding_dynamic_mark(handle(), table);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
+  }
+
+  /**
+   * The whole dynamic table's changes since the marks, on every rank
+   * (shardrec_embedding_dynamic_delta; collective: every rank calls it). The marks stay; call
+   * {@link #dynamicMark} to start the next period. Changes nothing in the collection.
+   * ShardrecException EUSAGE (on every rank) when a rank has not marked the table, EINVAL for a
+   * table that is not dynamic, ENOTFOUND for an unknown one.
+   */
+  public DynamicDelta dynamicDelta(String table) {
+    try {
+      return DynamicDelta.gather(handle(), table, tableShapes.get(table));
+    } finally {
+      Reference.reachabilityFence(this);
+    }
+  }
+
+  /**
+   * Sets whether the next forwards train (true, the default) or evaluate (false), like a
+   * model's train()/eval() (shardrec_embedding_set_training). An evaluation forward changes
+   * nothing: a dynamic table's known ids read their rows, unknown or not yet admitted ids read
+   * zeros, and nothing is inserted, touched, admitted, evicted or marked for delta export; its
+   * backward throws EUSAGE. Every rank must be in the same mode for a forward. Not collective.
+   * GPU collections refuse evaluation (EUNSUPPORTED).
+   */
+  public void setTraining(boolean training) {
+    try {
+      Native.embedding_set_training(handle(), training ? 1 : 0);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
+  }
+
+  /** Whether the next forwards train (true) or evaluate (false). */
+  public boolean isTraining() {
+    int[] out = new int[1];
+    try {
+      Native.embedding_is_training(handle(), out);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
+    return out[0] != 0;
+  }
+
+  /**
+   * Sets the eviction scores of rows of dynamic table {@code table} (eviction SCORE;
+   * shardrec_embedding_dynamic_set_scores): {@code scores[i]} (finite) for {@code ids[i]}. When a
+   * shard is full, the rows the forward did not see leave lowest score first, ties by smallest
+   * id; a new row scores 0. Per owner, not collective: this rank sets the ids with a row on its
+   * shards and ignores the others, so every rank may be given the same whole list. Returns how
+   * many entries named a row held here. EINVAL (nothing set) for a non-finite score or a table
+   * that is not dynamic or not SCORE; ENOTFOUND for an unknown table.
+   */
+  public long dynamicSetScores(String table, long[] ids, double[] scores) {
+    if (ids == null || scores == null || ids.length != scores.length) {
+      throw new IllegalArgumentException("one score per id is needed");
+    }
+    java.nio.DoubleBuffer s = java.nio.ByteBuffer.allocateDirect(8 * scores.length)
+                                  .order(java.nio.ByteOrder.nativeOrder()).asDoubleBuffer();
+    s.put(scores).flip();
+    long[] set = new long[1];
+    try {
+      Native.embedding_dynamic_set_scores(handle(), table, Buffers.of(ids), s, ids.length, set);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
+    return set[0];
+  }
+
   /** The per-phase timings, for progress lines. */
   public StepTimings stepTimings() {
     org.shardrec.swig.step_timings t = new org.shardrec.swig.step_timings();

@@ -10,7 +10,12 @@ public enum Eviction {
   /** The row seen least often leaves first (ties: seen longest ago, then smallest id). */
   LFU(2),
   /** Only rows not seen for more than ttlSteps steps may leave, longest ago first. */
-  TTL(3);
+  TTL(3),
+  /**
+   * The row with the lowest score the caller set leaves first (ties: smallest id); new rows
+   * score 0 ({@link EmbeddingCollection#dynamicSetScores}).
+   */
+  SCORE(4);
 
   private final int code;
 

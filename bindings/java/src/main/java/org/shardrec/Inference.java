@@ -269,6 +269,52 @@ public final class Inference extends NativeHandle {
     shared(h -> Native.inference_reload(h, path));
   }
 
+  /**
+   * Publishes {@code table} with rows upserted and {@code tombstones} removed as the next
+   * version, atomically, while lookups run (shardrec_inference_apply_delta: requests started
+   * before it finish on the old version), and returns the new version number. {@code rows}
+   * (a direct native-order buffer, read from its position, no copy) holds {@code ids.length x
+   * dim} floats, row {@code i} for {@code ids[i]}, converted to the table's storage type. A
+   * dynamic table takes any ids (each at most once, none also a tombstone); a fixed table takes
+   * row indices in [0, rows) and no tombstones. Nothing changes on an error (EINVAL, ENOTFOUND
+   * for an unknown table, EUSAGE while a reload or another delta runs). Any thread.
+   */
+  public long applyDelta(String table, long[] ids, FloatBuffer rows, long[] tombstones) {
+    if (ids == null) throw new IllegalArgumentException("ids must not be null");
+    long[] version = new long[1];
+    int dim = -1; // names and dims stay across versions
+    for (TableInfo t : tables()) {
+      if (t.name.equals(table)) dim = t.dim;
+    }
+    final long width = dim;
+    shared(h -> {
+      if (width < 0) {
+        // Let the library name the unknown table; it reads no row.
+        return Native.inference_apply_delta(h, table, null, null, 0, null, version);
+      }
+      FloatBuffer r = Buffers.in(rows, ids.length * width, "rows");
+      return Native.inference_apply_delta(
+          h, table, Buffers.of(ids), r, ids.length,
+          Buffers.of(tombstones == null ? new long[0] : tombstones), version);
+    });
+    return version[0];
+  }
+
+  /** {@link #applyDelta(String, long[], FloatBuffer, long[])} with the rows in an array. */
+  public long applyDelta(String table, long[] ids, float[] rows, long[] tombstones) {
+    if (rows == null) throw new IllegalArgumentException("rows must not be null");
+    return applyDelta(table, ids, Buffers.of(rows), tombstones);
+  }
+
+  /**
+   * Replays a training collection's delta export ({@link EmbeddingCollection#dynamicDelta})
+   * onto {@code table}: its rows upserted (no copy), its tombstones removed, as the next version.
+   */
+  public long applyDelta(String table, DynamicDelta delta) {
+    if (delta == null) throw new IllegalArgumentException("delta must not be null");
+    return applyDelta(table, delta.ids, delta.rows.duplicate(), delta.tombstones);
+  }
+
   static void checkArray(float[] out, long expected) {
     if (out == null) throw new IllegalArgumentException("out must not be null");
     if (out.length != expected) {

@@ -1,0 +1,64 @@
+// Delta export of dynamic tables (docs/dynamic-tables.md, "Delta export"): the mark and the
+// rows changed and ids evicted since it, for an online serving copy.
+
+package shardrec
+
+import (
+	"runtime"
+
+	"shardrec.dev/shardrec/internal/swig"
+)
+
+// DynamicDelta is a dynamic table's changes since its mark, the same on every rank: IDs
+// (ascending) with their current rows, Rows[i*Dim:(i+1)*Dim] for IDs[i], widened to float32,
+// and Tombstones, the ids evicted since the mark that have no row now. Replaying it (upsert
+// each row, erase each tombstone) onto the table as it was at the mark gives the table as it is.
+type DynamicDelta struct {
+	Dim        int
+	IDs        []int64
+	Rows       []float32
+	Tombstones []int64
+}
+
+// Row returns the row of IDs[i], a slice of Rows (not a copy).
+func (d *DynamicDelta) Row(i int) []float32 { return d.Rows[i*d.Dim : (i+1)*d.Dim] }
+
+// DynamicMark starts a new delta period of dynamic table `table`: forgets the rows changed and
+// ids evicted before, and tracks them from now on (tracking is off until the first mark). Not
+// collective, but every rank must mark between the same two training steps. ErrCodeInvalid for
+// a table that is not dynamic, ErrCodeNotFound for an unknown one.
+func (e *EmbeddingCollection) DynamicMark(table string) error {
+	defer runtime.KeepAlive(e)
+	return swig.Embedding_dynamic_mark(e.handle(), table)
+}
+
+// DynamicDelta gathers the whole table's changes since the marks, on every rank (collective:
+// every rank calls it). The marks stay; call DynamicMark to start the next period. Changes
+// nothing in the collection. ErrCodeUsage (on every rank) when a rank has not marked the table.
+func (e *EmbeddingCollection) DynamicDelta(table string) (*DynamicDelta, error) {
+	defer runtime.KeepAlive(e)
+	// Two collective calls on every rank alike: the sizes, then the fill. Nothing trains in
+	// between, so the second call's delta is the first one's. An unknown table fails the
+	// first call (ENOTFOUND) before anything is gathered.
+	n, m := []uint64{0}, []uint64{0}
+	err := swig.Embedding_dynamic_delta(e.handle(), table, nil, nil, 0, nil, 0, n, m)
+	shape, known := e.shapes[table]
+	dim := int(shape[1])
+	if err == nil {
+		return &DynamicDelta{Dim: dim, IDs: []int64{}, Rows: []float32{}, Tombstones: []int64{}}, nil
+	}
+	if CodeOf(err) != ErrCodeInvalid || (n[0] == 0 && m[0] == 0) {
+		return nil, err
+	}
+	if !known {
+		// Rows are sized by the plan's width; without it C would write past them.
+		return nil, &Error{Code: ErrCodeInternal, Message: "no width known for table " + table}
+	}
+	d := &DynamicDelta{Dim: dim, IDs: make([]int64, n[0]), Rows: make([]float32, n[0]*uint64(dim)),
+		Tombstones: make([]int64, m[0])}
+	if err := swig.Embedding_dynamic_delta(e.handle(), table, d.IDs, d.Rows, int64(n[0]),
+		d.Tombstones, int64(m[0]), n, m); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
