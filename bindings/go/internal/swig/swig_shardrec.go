@@ -199,9 +199,9 @@ typedef long long swig_type_166;
 typedef long long swig_type_167;
 typedef _gostring_ swig_type_168;
 typedef _gostring_ swig_type_169;
-typedef long long swig_type_170;
-typedef long long swig_type_171;
-typedef long long swig_type_172;
+typedef _gostring_ swig_type_170;
+typedef _gostring_ swig_type_171;
+typedef _goslice_ swig_type_172;
 typedef long long swig_type_173;
 typedef long long swig_type_174;
 typedef long long swig_type_175;
@@ -221,22 +221,22 @@ typedef long long swig_type_188;
 typedef long long swig_type_189;
 typedef long long swig_type_190;
 typedef long long swig_type_191;
-typedef _gostring_ swig_type_192;
-typedef _gostring_ swig_type_193;
-typedef _gostring_ swig_type_194;
+typedef long long swig_type_192;
+typedef long long swig_type_193;
+typedef long long swig_type_194;
 typedef _gostring_ swig_type_195;
 typedef _gostring_ swig_type_196;
 typedef _gostring_ swig_type_197;
 typedef _gostring_ swig_type_198;
-typedef _goslice_ swig_type_199;
-typedef _goslice_ swig_type_200;
-typedef long long swig_type_201;
+typedef _gostring_ swig_type_199;
+typedef _gostring_ swig_type_200;
+typedef _gostring_ swig_type_201;
 typedef _goslice_ swig_type_202;
-typedef long long swig_type_203;
-typedef _goslice_ swig_type_204;
+typedef _goslice_ swig_type_203;
+typedef long long swig_type_204;
 typedef _goslice_ swig_type_205;
-typedef _gostring_ swig_type_206;
-typedef _gostring_ swig_type_207;
+typedef long long swig_type_206;
+typedef _goslice_ swig_type_207;
 typedef _goslice_ swig_type_208;
 typedef _gostring_ swig_type_209;
 typedef _gostring_ swig_type_210;
@@ -880,40 +880,40 @@ extern uintptr_t _wrap_new_step_timings_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_step_timings_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern swig_type_168 _wrap_step_timings_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_type_169 _wrap_embedding_step_timings_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_170 _wrap_embedding_set_training_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_171 _wrap_embedding_is_training_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_172 arg2);
 extern void _wrap_dynamic_table_stats_version_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_dynamic_table_stats_version_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_size_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_170 arg2);
-extern swig_type_171 _wrap_dynamic_table_stats_size_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_capacity_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_172 arg2);
-extern swig_type_173 _wrap_dynamic_table_stats_capacity_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_size_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_173 arg2);
+extern swig_type_174 _wrap_dynamic_table_stats_size_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_capacity_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_175 arg2);
+extern swig_type_176 _wrap_dynamic_table_stats_capacity_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_dynamic_table_stats_load_factor_set_swig_e07ccb9d9606a104(uintptr_t arg1, double arg2);
 extern double _wrap_dynamic_table_stats_load_factor_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_inserted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_174 arg2);
-extern swig_type_175 _wrap_dynamic_table_stats_last_inserted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_evicted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_176 arg2);
-extern swig_type_177 _wrap_dynamic_table_stats_last_evicted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_178 arg2);
-extern swig_type_179 _wrap_dynamic_table_stats_last_rejected_admission_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_rejected_full_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_180 arg2);
-extern swig_type_181 _wrap_dynamic_table_stats_last_rejected_full_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_inserted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_182 arg2);
-extern swig_type_183 _wrap_dynamic_table_stats_total_inserted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_evicted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_184 arg2);
-extern swig_type_185 _wrap_dynamic_table_stats_total_evicted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_186 arg2);
-extern swig_type_187 _wrap_dynamic_table_stats_total_rejected_admission_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_rejected_full_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_188 arg2);
-extern swig_type_189 _wrap_dynamic_table_stats_total_rejected_full_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_metadata_bytes_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_190 arg2);
-extern swig_type_191 _wrap_dynamic_table_stats_metadata_bytes_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_inserted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_177 arg2);
+extern swig_type_178 _wrap_dynamic_table_stats_last_inserted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_evicted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_179 arg2);
+extern swig_type_180 _wrap_dynamic_table_stats_last_evicted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_181 arg2);
+extern swig_type_182 _wrap_dynamic_table_stats_last_rejected_admission_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_rejected_full_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_183 arg2);
+extern swig_type_184 _wrap_dynamic_table_stats_last_rejected_full_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_inserted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_185 arg2);
+extern swig_type_186 _wrap_dynamic_table_stats_total_inserted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_evicted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_187 arg2);
+extern swig_type_188 _wrap_dynamic_table_stats_total_evicted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_189 arg2);
+extern swig_type_190 _wrap_dynamic_table_stats_total_rejected_admission_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_rejected_full_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_191 arg2);
+extern swig_type_192 _wrap_dynamic_table_stats_total_rejected_full_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_metadata_bytes_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_193 arg2);
+extern swig_type_194 _wrap_dynamic_table_stats_metadata_bytes_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_dynamic_table_stats_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_dynamic_table_stats_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_192 _wrap_dynamic_table_stats_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_193 _wrap_embedding_dynamic_stats_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_194 arg2, uintptr_t arg3);
-extern swig_type_195 _wrap_embedding_dynamic_mark_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_196 arg2);
-extern swig_type_197 _wrap_embedding_dynamic_delta_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_198 arg2, swig_type_199 arg3, swig_type_200 arg4, swig_type_201 arg5, swig_type_202 arg6, swig_type_203 arg7, swig_type_204 arg8, swig_type_205 arg9);
-extern swig_type_206 _wrap_embedding_set_training_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_207 _wrap_embedding_is_training_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_208 arg2);
+extern swig_type_195 _wrap_dynamic_table_stats_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_196 _wrap_embedding_dynamic_stats_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_197 arg2, uintptr_t arg3);
+extern swig_type_198 _wrap_embedding_dynamic_mark_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_199 arg2);
+extern swig_type_200 _wrap_embedding_dynamic_delta_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_201 arg2, swig_type_202 arg3, swig_type_203 arg4, swig_type_204 arg5, swig_type_205 arg6, swig_type_206 arg7, swig_type_207 arg8, swig_type_208 arg9);
 extern swig_type_209 _wrap_embedding_dynamic_set_scores_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_210 arg2, swig_type_211 arg3, swig_type_212 arg4, swig_type_213 arg5, swig_type_214 arg6);
 extern swig_type_215 _wrap_device_count_swig_e07ccb9d9606a104(swig_type_216 arg1);
 extern swig_type_217 _wrap_device_check_swig_e07ccb9d9606a104(swig_intgo arg1, swig_intgo arg2);
@@ -3980,6 +3980,31 @@ func Embedding_step_timings(arg1 uintptr, arg2 Step_timings) (_swig_ret error) {
 	return swig_r_1
 }
 
+func Embedding_set_training(arg1 uintptr, arg2 int) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_embedding_set_training_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Embedding_is_training(arg1 uintptr, arg2 []int32) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_embedding_is_training_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_1)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
 type SwigcptrDynamic_table_stats uintptr
 
 func (p SwigcptrDynamic_table_stats) Swigcptr() uintptr {
@@ -4005,7 +4030,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrDynamic_table_stats) SetSize(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_size_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_170(_swig_i_1))
+	C._wrap_dynamic_table_stats_size_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetSize() (_swig_ret int64) {
@@ -4018,7 +4043,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetSize() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetCapacity(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_capacity_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_172(_swig_i_1))
+	C._wrap_dynamic_table_stats_capacity_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_175(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetCapacity() (_swig_ret int64) {
@@ -4044,7 +4069,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLoad_factor() (_swig_ret float64) {
 func (arg1 SwigcptrDynamic_table_stats) SetLast_inserted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_inserted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_174(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_inserted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_177(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_inserted() (_swig_ret int64) {
@@ -4057,7 +4082,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLast_inserted() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetLast_evicted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_evicted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_176(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_evicted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_evicted() (_swig_ret int64) {
@@ -4070,7 +4095,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLast_evicted() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetLast_rejected_admission(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_rejected_admission_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_178(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_rejected_admission_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_admission() (_swig_ret int64) {
@@ -4083,7 +4108,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_admission() (_swig_ret 
 func (arg1 SwigcptrDynamic_table_stats) SetLast_rejected_full(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_rejected_full_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_180(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_rejected_full_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_full() (_swig_ret int64) {
@@ -4096,7 +4121,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_full() (_swig_ret int64
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_inserted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_inserted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_182(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_inserted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_inserted() (_swig_ret int64) {
@@ -4109,7 +4134,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetTotal_inserted() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_evicted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_evicted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_184(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_evicted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_evicted() (_swig_ret int64) {
@@ -4122,7 +4147,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetTotal_evicted() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_rejected_admission(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_rejected_admission_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_186(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_rejected_admission_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_admission() (_swig_ret int64) {
@@ -4135,7 +4160,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_admission() (_swig_ret
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_rejected_full(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_rejected_full_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_188(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_rejected_full_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_full() (_swig_ret int64) {
@@ -4148,7 +4173,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_full() (_swig_ret int6
 func (arg1 SwigcptrDynamic_table_stats) SetMetadata_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_metadata_bytes_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_190(_swig_i_1))
+	C._wrap_dynamic_table_stats_metadata_bytes_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetMetadata_bytes() (_swig_ret uint64) {
@@ -4217,7 +4242,7 @@ func Embedding_dynamic_stats(arg1 uintptr, arg2 string, arg3 Dynamic_table_stats
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_dynamic_stats_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_194)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_dynamic_stats_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_197)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4231,7 +4256,7 @@ func Embedding_dynamic_mark(arg1 uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_dynamic_mark_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_dynamic_mark_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_199)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4252,7 +4277,7 @@ func Embedding_dynamic_delta(arg1 uintptr, arg2 string, arg3 []int64, arg4 []flo
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_embedding_dynamic_delta_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_199)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_3)), C.swig_type_201(_swig_i_4), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_5)), C.swig_type_203(_swig_i_6), *(*C.swig_type_204)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_8)))
+	swig_r_p := C._wrap_embedding_dynamic_delta_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_201)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_203)(unsafe.Pointer(&_swig_i_3)), C.swig_type_204(_swig_i_4), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_5)), C.swig_type_206(_swig_i_6), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_8)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4271,31 +4296,6 @@ func Embedding_dynamic_delta(arg1 uintptr, arg2 string, arg3 []int64, arg4 []flo
 	}
 	if Swig_escape_always_false {
 		Swig_escape_val = arg9
-	}
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Embedding_set_training(arg1 uintptr, arg2 int) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_set_training_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	var swig_r_1 error
- swig_r_1 = statusError(swigCopyString(swig_r)) 
-	return swig_r_1
-}
-
-func Embedding_is_training(arg1 uintptr, arg2 []int32) (_swig_ret error) {
-	var swig_r string
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_is_training_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_1)))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg2
 	}
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 

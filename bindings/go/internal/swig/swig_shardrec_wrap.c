@@ -193,6 +193,7 @@ static void* Swig_malloc(int c) {
 #include "shardrec/comm.h"
 #include "shardrec/plan.h"
 #include "shardrec/embedding.h"
+#include "shardrec/dynamic.h"
 #include "shardrec/device.h"
 #include "shardrec/replica.h"
 #include "shardrec/checkpoint.h"
@@ -6452,6 +6453,70 @@ _gostring_ _wrap_embedding_step_timings_swig_e07ccb9d9606a104(shardrec_embedding
 }
 
 
+_gostring_ _wrap_embedding_set_training_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, intgo _swig_go_1) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  int32_t arg2 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_embedding_set_training(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_embedding_is_training_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1.array; 
+  
+  result = (shardrec_status_t)shardrec_embedding_is_training((struct shardrec_embedding const *)arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
 void _wrap_dynamic_table_stats_version_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint32_t arg2 ;
@@ -6953,70 +7018,6 @@ _gostring_ _wrap_embedding_dynamic_delta_swig_e07ccb9d9606a104(shardrec_embeddin
   }
   
   free(arg2); 
-  return _swig_go_result;
-}
-
-
-_gostring_ _wrap_embedding_set_training_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, intgo _swig_go_1) {
-  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
-  int32_t arg2 ;
-  shardrec_status_t result;
-  _gostring_ _swig_go_result;
-  
-  arg1 = (shardrec_embedding_t *)_swig_go_0; 
-  arg2 = (int32_t)_swig_go_1; 
-  
-  result = (shardrec_status_t)shardrec_embedding_set_training(arg1,arg2);
-  
-  if (result < 0) {
-    size_t len = shardrec_last_error_copy(NULL, 0);
-    char* text = (char*)malloc(len + 32);
-    size_t n = 0;
-    if (text != NULL) {
-      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
-      shardrec_last_error_copy(text + n, len + 1);
-      n += len;
-      _swig_go_result = Swig_AllocateString(text, n);
-      free(text);
-    } else {
-      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
-    }
-  } else {
-    _swig_go_result = Swig_AllocateString("", 0);
-  }
-  
-  return _swig_go_result;
-}
-
-
-_gostring_ _wrap_embedding_is_training_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
-  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
-  int32_t *arg2 = (int32_t *) 0 ;
-  shardrec_status_t result;
-  _gostring_ _swig_go_result;
-  
-  arg1 = (shardrec_embedding_t *)_swig_go_0; 
-  arg2 = (int32_t *)_swig_go_1.array; 
-  
-  result = (shardrec_status_t)shardrec_embedding_is_training((struct shardrec_embedding const *)arg1,arg2);
-  
-  if (result < 0) {
-    size_t len = shardrec_last_error_copy(NULL, 0);
-    char* text = (char*)malloc(len + 32);
-    size_t n = 0;
-    if (text != NULL) {
-      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
-      shardrec_last_error_copy(text + n, len + 1);
-      n += len;
-      _swig_go_result = Swig_AllocateString(text, n);
-      free(text);
-    } else {
-      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
-    }
-  } else {
-    _swig_go_result = Swig_AllocateString("", 0);
-  }
-  
   return _swig_go_result;
 }
 

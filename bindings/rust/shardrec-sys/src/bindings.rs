@@ -3289,6 +3289,18 @@ extern "C" {
         out: *mut shardrec_step_timings_t,
     ) -> shardrec_status_t;
 }
+extern "C" {
+    pub fn shardrec_embedding_set_training(
+        coll: *mut shardrec_embedding_t,
+        training: i32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_embedding_is_training(
+        coll: *const shardrec_embedding_t,
+        training: *mut i32,
+    ) -> shardrec_status_t;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct shardrec_dynamic_table_stats {
@@ -3571,18 +3583,6 @@ extern "C" {
         max_tombstones: usize,
         num_rows: *mut usize,
         num_tombstones: *mut usize,
-    ) -> shardrec_status_t;
-}
-extern "C" {
-    pub fn shardrec_embedding_set_training(
-        coll: *mut shardrec_embedding_t,
-        training: i32,
-    ) -> shardrec_status_t;
-}
-extern "C" {
-    pub fn shardrec_embedding_is_training(
-        coll: *const shardrec_embedding_t,
-        training: *mut i32,
     ) -> shardrec_status_t;
 }
 extern "C" {
