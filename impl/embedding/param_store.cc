@@ -87,12 +87,25 @@ Status ParamStore::Initialise(uint64_t seed, const ExecContext& ctx) {
 
 namespace {
 
+// The clones' resolver is an ifunc, which the dynamic loader runs while relocating
+// libshardrec.so, before ThreadSanitizer's runtime is up: under TSan it crashed every program at
+// load, so that build has the default version only.
+#if defined(__SANITIZE_THREAD__)
+#define SHARDREC_DRAW_CLONES
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SHARDREC_DRAW_CLONES
+#endif
+#endif
+#ifndef SHARDREC_DRAW_CLONES
+#define SHARDREC_DRAW_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
+#endif
+
 // The 24 random bits of UniformAt(seed, key, row, col) for each column, given Mix64(col) per
 // column. Integer work only, so the AVX-512 clone (8 lanes of 64-bit multiplies) gives the same
 // bits as the default one; the float arithmetic stays in the caller, compiled once.
-__attribute__((target_clones("arch=x86-64-v4", "default"))) void DrawBits(
-    uint64_t seed, uint64_t key, uint64_t row, const uint64_t* col_mix, size_t cols,
-    uint32_t* out) {
+SHARDREC_DRAW_CLONES void DrawBits(uint64_t seed, uint64_t key, uint64_t row,
+                                   const uint64_t* col_mix, size_t cols, uint32_t* out) {
   for (size_t c = 0; c < cols; ++c)
     out[c] = static_cast<uint32_t>(Mix64(seed ^ Mix64(key ^ Mix64(row ^ col_mix[c]))) >> 40);
 }
