@@ -20,8 +20,9 @@ std::vector<int64_t> RowBlockSizes(int64_t rows, int32_t parts);
 // The block size ceil(rows/parts) used by the bucketizer (at least 1).
 int64_t RowBlockSize(int64_t rows, int32_t parts);
 
-// Column block width: the smallest i in [lower, dim) with dim % i == 0 and i % 4 == 0, where
-// lower = min_partition (or kDefaultMinPartition when <= 0); dim itself when there is none.
+// Column block width: the smallest i in [lower, dim) with dim % i == 0, i % 4 == 0 and at most
+// 4096 blocks (dim / i), where lower = min_partition (or kDefaultMinPartition when <= 0); dim
+// itself when there is none.
 int32_t ColumnBlockDim(int32_t dim, int32_t min_partition);
 
 // Full-table shard on `rank`.
