@@ -236,19 +236,22 @@ Status DynamicLoad::Read(embedding::EmbeddingCollection& coll, const Manifest& m
     }
     if (forwards < 0)
       return Status::Corrupt("checkpoint: dynamic table ", name, " has no row blocks");
+    // A data-parallel table's copy is one block of every row (its layout keeps no blocks).
+    const std::vector<embedding::RowBlock> whole{{0, plan.tables[ti].rows, {}}};
+    const std::vector<embedding::RowBlock>& dest = tl.data_parallel ? whole : tl.blocks;
     // The admission counts are kept only when the blocks are the same (same first rows and
     // slots), so each block's counts are those of the same ids.
-    bool same_blocks = blocks.size() == tl.blocks.size();
-    for (size_t k = 0; k < tl.blocks.size() && same_blocks; ++k) {
-      auto it = blocks.find(tl.blocks[k].row_offset);
-      same_blocks = it != blocks.end() && it->second.slots == tl.blocks[k].rows;
+    bool same_blocks = blocks.size() == dest.size();
+    for (size_t k = 0; k < dest.size() && same_blocks; ++k) {
+      auto it = blocks.find(dest[k].row_offset);
+      same_blocks = it != blocks.end() && it->second.slots == dest[k].rows;
     }
 
-    const int32_t num_blocks = static_cast<int32_t>(tl.blocks.size());
+    const int32_t num_blocks = static_cast<int32_t>(dest.size());
     for (int32_t li : locals) {
       const embedding::LocalShard& ls = layout.local[li];
       int32_t k = 0;
-      while (k < num_blocks && tl.blocks[k].row_offset != ls.row_offset) ++k;
+      while (k < num_blocks && dest[k].row_offset != ls.row_offset) ++k;
       SR_CHECK(k < num_blocks);
       Shard sh;
       sh.local = li;

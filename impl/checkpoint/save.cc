@@ -74,9 +74,11 @@ std::vector<Source> Select(embedding::EmbeddingCollection& coll, const Group& g,
   for (const ShardTensor& t : coll.ShardTensors()) {
     if (t.duplicate || t.rows == 0 || t.cols == 0) continue;
     if (coll.layout().tables[t.table].dynamic) {
+      // A data-parallel table's copies are the same (dp_agree.h): world rank 0 writes one.
+      if (t.data_parallel && world_rank != 0) continue;
       // In 2D every replica holds the same rows (Save checks it): one writes each shard tensor,
       // handed out like a fixed table's by its bytes at capacity.
-      if (g.replicas > 1) {
+      if (g.replicas > 1 && !t.data_parallel) {
         const auto least = std::min_element(replica_bytes.begin(), replica_bytes.end());
         *least += t.rows * t.cols * static_cast<int64_t>(DTypeSize(t.dtype));
         if (least - replica_bytes.begin() != g.replica_rank) continue;

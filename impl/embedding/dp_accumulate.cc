@@ -31,6 +31,7 @@ void AccumulateDataParallel(const Layout& l, const DpBlockLayout& at, const Rout
     const int32_t p = l.dp_pairs[i];
     const Pair& pair = l.pairs[p];
     const int32_t dim = plan.tables[pair.table].dim;
+    const int64_t rows = plan.tables[pair.table].rows;
     float* tg = block + at.grad_at[pair.table];
     float* touched = block + at.touch_at[pair.table];
     const int64_t* offsets = rb.dp_offsets.data() + rb.dp_offsets_begin[i];
@@ -39,6 +40,9 @@ void AccumulateDataParallel(const Layout& l, const DpBlockLayout& at, const Rout
       const float div = pair.mean ? rb.mean_div[p * B + b] : 1.0f;
       for (int64_t j = offsets[b]; j < offsets[b + 1]; ++j) {
         const int64_t row = rb.dp_rows[j];
+        // A dynamic table's zero row (row == rows: an id without a row) has no place in the
+        // block: its gradient is dropped, as the sharded tables drop it.
+        if (row >= rows) continue;
         const int64_t target = l.sequence ? rb.dp_pos[j] : b;
         const float* g = grad + target * D + pair.out_offset;
         const float w = weighted ? rb.dp_weights[j] : 1.0f;

@@ -26,7 +26,7 @@ DpBlockLayout MakeDpBlockLayout(const Layout& l);
 // for each pair in Layout::dp_pairs order, sample and id in order, row r of its table gets
 // (mean ? g / div : g) * w in every column (g this sample's gradient slice, or the id's output
 // row for sequence collections; w 1 when unweighted; nothing for a MEAN bag of divisor 0), and
-// its flag becomes 1.
+// its flag becomes 1. A dynamic table's zero row (rows, after translation) adds nothing.
 void AccumulateDataParallel(const Layout& l, const DpBlockLayout& at, const RoutedBatch& rb,
                             const float* grad, float* block);
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "impl/embedding/dynamic/dp_agree.h"
 #include "impl/embedding/output_dist.h"
 #include "impl/embedding/timer.h"
 
@@ -51,12 +52,24 @@ Status HostEngine::LookupAndCombine(RoutedBatch& rb, float* out, const Status& l
   // own. An evaluation forward only reads. Whether the agreement runs is the plan's business
   // (a dynamic table anywhere), not this rank's shards: a rank that holds no dynamic shard (a
   // table-wise plan with more ranks than tables) still takes part.
+  // A data-parallel dynamic table's copies then agree on the inserts (dynamic/dp_agree.h): each
+  // rank's count of ids rides on that all-reduce when the data-parallel group is the collection's,
+  // and one all-gather brings the ids.
   if (PlanHasDynamicTable()) {
-    SR_RETURN_IF_ERROR(AgreeForward(local));
-    if (s_.training)
+    std::vector<int64_t> dp_words;
+    SR_RETURN_IF_ERROR(AgreeForward(local, rb, &dp_words));
+    if (s_.training) {
       s_.dynamic.Translate(s_.exec, rb, s_.params, s_.options.seed);
-    else
+      if (dynamic::HasDataParallelDynamic(s_.layout)) {
+        ScopedTimer t(&s_.timings.comm_seconds);
+        SR_RETURN_IF_ERROR(dynamic::AgreeDataParallelInserts(*s_.dp_comm, std::move(dp_words),
+                                                             s_.layout, rb, s_.dynamic, s_.params,
+                                                             s_.options.seed));
+      }
+    } else {
       s_.dynamic.Lookup(s_.exec, rb, s_.params);
+      dynamic::LookupDataParallel(s_.layout, rb, s_.dynamic, s_.params);
+    }
   }
   Status s = LookupAndReturn(rb);
   if (s.ok() && local.ok()) {
@@ -77,11 +90,23 @@ bool HostEngine::PlanHasDynamicTable() const {
                      [](const TableLayout& t) { return t.dynamic; });
 }
 
-Status HostEngine::AgreeForward(const Status& local) {
+Status HostEngine::AgreeForward(const Status& local, const RoutedBatch& rb,
+                                std::vector<int64_t>* dp_words) {
   // Under kMax: which rank refused (rank + 1, or 0), whether any rank trains, whether any rank
-  // evaluates.
-  int64_t w[3] = {local.ok() ? 0 : s_.comm->Rank() + 1, s_.training ? 1 : 0, s_.training ? 0 : 1};
-  SR_RETURN_IF_ERROR(s_.comm->AllReduce(w, w, 3, DType::kInt64, comm::ReduceOp::kMax));
+  // evaluates; then, for a training forward with a data-parallel dynamic table whose group is
+  // this communicator, each rank's gather size at its own index (the others 0).
+  const int n = s_.comm->Size();
+  // The length depends on the plan alone, so ranks in different modes still reduce alike.
+  const bool carry =
+      dynamic::HasDataParallelDynamic(s_.layout) && s_.dp_comm.get() == s_.comm.get();
+  std::vector<int64_t> w(carry ? 3 + static_cast<size_t>(n) : 3, 0);
+  w[0] = local.ok() ? 0 : s_.comm->Rank() + 1;
+  w[1] = s_.training ? 1 : 0;
+  w[2] = s_.training ? 0 : 1;
+  if (carry && local.ok() && s_.training)
+    w[3 + static_cast<size_t>(s_.comm->Rank())] = dynamic::DataParallelGatherWords(s_.layout, rb);
+  SR_RETURN_IF_ERROR(s_.comm->AllReduce(w.data(), w.data(), w.size(), DType::kInt64,
+                                        comm::ReduceOp::kMax));
   if (!local.ok()) return local;
   if (w[0] != 0)
     return Status::InvalidArgument("rank ", w[0] - 1,
@@ -91,6 +116,7 @@ Status HostEngine::AgreeForward(const Status& local) {
     return Status::InvalidUsage(
         "the ranks differ in training mode for this forward (shardrec_embedding_set_training "
         "must be the same on every rank); no rank changed any state");
+  if (carry && s_.training) dp_words->assign(w.begin() + 3, w.end());
   return Status::Ok();
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "impl/embedding/engine.h"
 
@@ -37,8 +38,10 @@ class HostEngine final : public Engine {
   // decodes once before its kernels.
   bool WireInKernels(comm::Encoding e) const;
   // The agreement of a forward with dynamic tables (one all-reduce): fails on every rank when a
-  // rank refused its output buffer (`local`) or the ranks differ in training mode.
-  Status AgreeForward(const Status& local);
+  // rank refused its output buffer (`local`) or the ranks differ in training mode. When a
+  // training forward has data-parallel dynamic tables reduced over this communicator, it also
+  // agrees every rank's gather size for dp_agree.h (*dp_words, one per rank; else left empty).
+  Status AgreeForward(const Status& local, const RoutedBatch& rb, std::vector<int64_t>* dp_words);
   bool PlanHasDynamicTable() const;
   // The lookups and the return exchange: the travelling rows first, sent by the communication
   // worker while this thread looks up the rows of its own samples.

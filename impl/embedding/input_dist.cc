@@ -64,13 +64,16 @@ Status ForEachIdOfPair(const Layout& l, BoundsPolicy bounds, const Batch& batch,
   const int64_t B = batch.batch_size;
   const Pair& pair = l.pairs[p];
   const auto& cfg = plan.tables[pair.table];
+  // A dynamic table takes every id (a data-parallel one's copy translates them after the
+  // agreement, dynamic/dp_agree.h).
+  const bool dynamic = cfg.dynamic.enabled;
   size_t pos = feature_begin[pair.feature];
   for (int64_t b = 0; b < B; ++b) {
     const int32_t len = batch.lengths[pair.feature * B + b];
     for (int32_t k = 0; k < len; ++k) {
       const size_t i = pos + static_cast<size_t>(k);
       int64_t x = IdAt(batch, i);
-      if (x < 0 || x >= cfg.rows) {
+      if ((x < 0 || x >= cfg.rows) && !dynamic) {
         if (bounds == BoundsPolicy::kSkip) continue;
         if (bounds != BoundsPolicy::kClamp)
           return IdOutOfRangeError(plan, pair.feature, pair.table, b, i, x);

@@ -80,11 +80,9 @@ Status BuildTables(const sharding::Plan& plan, Layout* l) {
     tl.key = HashName(cfg.name);
     tl.data_parallel = tp.type == ShardingType::kDataParallel;
     tl.dynamic = cfg.dynamic.enabled;
-    if (tl.dynamic && tp.type != ShardingType::kTableWise && tp.type != ShardingType::kRowWise &&
-        tp.type != ShardingType::kColumnWise)
-      return Status::Unsupported("table '", cfg.name, "': a dynamic table is sharded table-wise, ",
-                                 "row-wise or column-wise, not ", ShardingTypeName(tp.type),
-                                 " (docs/dynamic-tables.md)");
+    // Every sharding type takes a dynamic table (docs/dynamic-tables.md, "Placement"): the
+    // sharded ones route an id to its row block by hash, and a data-parallel one agrees on each
+    // training forward's inserts over the data-parallel group (dynamic/dp_agree.h).
     tl.shard_local.assign(tp.shards.size(), -1);
     for (size_t s = 0; s < tp.shards.size(); ++s) {
       const auto& sh = tp.shards[s];

@@ -195,13 +195,6 @@ Status Enumerate(const std::vector<sharding::TableConfig>& tables,
     for (int32_t type = 0; type < sharding::kNumShardingTypes; ++type) {
       if (!(requests[ti].type_mask & TypeBit(type))) continue;
       const auto st = static_cast<ShardingType>(type);
-      if (tables[ti].dynamic.enabled && st != ShardingType::kTableWise &&
-          st != ShardingType::kRowWise && st != ShardingType::kColumnWise) {
-        // docs/dynamic-tables.md: the node-local and data-parallel types are not there yet.
-        reasons += StrCat(reasons.empty() ? "" : "; ", sharding::ShardingTypeName(st),
-                          " does not take a dynamic table");
-        continue;
-      }
       ShardingOption opt;
       Status s = BuildOption(tables[ti], requests[ti], topo, static_cast<ShardingType>(type),
                              static_cast<int32_t>(ti), &opt);

@@ -236,6 +236,13 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
           if (W > 2 * L) allreduce *= 2;
         }
         p.bwd_comms = allreduce + table_bytes * kDpElementwiseFactor / device_bw;
+        if (table.dynamic.enabled && w > 1) {
+          // The copies agree on each forward's inserts (docs/dynamic-tables.md): every rank
+          // gathers every rank's ids (8 bytes each) and translates all of them.
+          const double gathered = I * W * 8.0;
+          p.fwd_comms += gathered / topo.CommBandwidth(Collective::kAllGather, w, l);
+          p.fwd_compute += gathered / device_bw;
+        }
         m.input = Ceil(I * kIndexBytes);
         m.output = Ceil(O * D * kOutputBytes);
         break;

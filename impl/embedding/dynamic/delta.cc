@@ -79,6 +79,9 @@ Status Gather(EmbeddingCollection& coll, int32_t table, bool every_row, Delta* o
   for (size_t i = 0; i < layout.local.size() && local.ok(); ++i) {
     const LocalShard& ls = layout.local[i];
     if (ls.table != table) continue;
+    // A data-parallel table's copies are the same: rank 0's is sent (every rank still checks its
+    // mark, so a rank that forgot it fails every rank alike).
+    const bool copy = layout.tables[table].data_parallel && layout.rank != 0;
     const DynamicShard* shard = coll.dynamic_tables().Shard(static_cast<int32_t>(i));
     if (!every_row && !shard->tracking()) {
       local = Status::InvalidUsage("dynamic table '", name,
@@ -86,6 +89,7 @@ Status Gather(EmbeddingCollection& coll, int32_t table, bool every_row, Delta* o
                                    "shardrec_embedding_dynamic_mark on every rank first");
       break;
     }
+    if (copy) continue;
     const uint8_t* weights = nullptr;
     for (const ShardTensor& t : tensors)
       if (t.table == table && t.shard == ls.shard && t.kind == ParamKind::kWeights)

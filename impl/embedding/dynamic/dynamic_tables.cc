@@ -23,6 +23,7 @@ void DynamicTables::Translate(const ExecContext& ctx, RoutedBatch& rb, ParamStor
     for (int64_t k = e0; k < e1; ++k) {
       Entry& e = shards_[static_cast<size_t>(k)];
       const LocalShard& ls = layout_->local[e.local];
+      if (layout_->tables[ls.table].data_parallel) continue;  // dp_agree.h translates it
       params.ClearRow(ls, e.shard.slots());  // the zero row, which the last backward trained
       e.spans.clear();
       for (const kernels::BagRun& run : rb.shards[e.local].runs) {
@@ -43,6 +44,7 @@ void DynamicTables::Lookup(const ExecContext& ctx, RoutedBatch& rb, ParamStore& 
     for (int64_t k = e0; k < e1; ++k) {
       Entry& e = shards_[static_cast<size_t>(k)];
       const LocalShard& ls = layout_->local[e.local];
+      if (layout_->tables[ls.table].data_parallel) continue;  // dp_agree.h looks it up
       // The zero row must read zeros whatever the last backward did to it; it holds no id.
       params.ClearRow(ls, e.shard.slots());
       e.spans.clear();
@@ -83,6 +85,9 @@ bool DynamicTables::Stats(int32_t table, TableStats* out) const {
     if (ls.table != table) continue;
     out->metadata_bytes += e.shard.metadata_bytes();
     if (ls.col_offset != 0) continue;  // a sibling column shard of a counted block
+    // A data-parallel table is counted once, by rank 0 of the collection: every copy is the same,
+    // and the table's totals stay the sums over the ranks.
+    if (layout_->tables[table].data_parallel && layout_->rank != 0) continue;
     out->size += e.shard.size();
     out->capacity += e.shard.slots();
     out->last.Add(e.shard.last());

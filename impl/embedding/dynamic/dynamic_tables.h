@@ -17,7 +17,8 @@
 namespace shardrec::embedding::dynamic {
 
 // This rank's part of one dynamic table. Column shards of one row block hold the same keys and
-// are counted once.
+// are counted once; a data-parallel table's copies are counted once, on rank 0 of the collection
+// (the other ranks report only their metadata_bytes).
 struct TableStats {
   int64_t size = 0;
   int64_t capacity = 0;
@@ -37,7 +38,8 @@ class DynamicTables {
   // its ids replaced by slots; a new row's weights come from the counter generator keyed by
   // (seed, table, id, column) and its optimizer state is cleared.
   // Shards are independent (their own ids, runs and rows), so they translate in parallel on
-  // `ctx`; each one's decisions stay those of a sequential walk.
+  // `ctx`; each one's decisions stay those of a sequential walk. Data-parallel tables are left
+  // to dp_agree.h (here and in Lookup).
   void Translate(const ExecContext& ctx, RoutedBatch& rb, ParamStore& params, uint64_t seed);
   // An evaluation forward's translation (DynamicShard::Lookup) of `rb`: the zero rows are cleared
   // as in Translate, every id becomes its slot or the zero row, and no shard changes.

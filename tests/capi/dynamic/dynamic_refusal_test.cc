@@ -113,45 +113,36 @@ TEST(DynamicTableRefusal, GpuCollectionRefuses) {
   EXPECT_EQ(c, nullptr);
 }
 
-TEST(DynamicTableRefusal, OtherShardingTypesRefused) {
+// The planner offers every sharding type for a dynamic table (docs/dynamic-tables.md,
+// "Placement"), and each plan's JSON reads back to the same hash with the dynamic config.
+TEST(DynamicTableRefusal, EveryShardingTypePlansAndRoundTrips) {
   for (int32_t type : {SHARDREC_SHARDING_DATA_PARALLEL, SHARDREC_SHARDING_TABLE_ROW_WISE,
                        SHARDREC_SHARDING_TABLE_COLUMN_WISE, SHARDREC_SHARDING_GRID}) {
-    DynScenario s = MakeDynScenario(2, type, 0, 16, 8);
+    DynScenario s = MakeDynScenario(4, type, 0, 16, 8);
+    s.base.ranks_per_node = 2;
+    s.base.min_partition = 4;
     const std::string what = "sharding " + std::to_string(type);
-    std::vector<std::string> fnames = {"f0", "f1", "f2"};
-    std::vector<shardrec_feature_config_t> features(3);
-    for (int f = 0; f < 3; ++f) {
-      shardrec_feature_config_init(&features[f], SHARDREC_FEATURE_CONFIG_VERSION);
-      features[f].name = fnames[f].c_str();
-    }
-    shardrec_table_config_t t;
-    shardrec_table_config_init(&t, SHARDREC_TABLE_CONFIG_VERSION);
-    const int32_t feats[] = {0, 1, 2};
-    t.name = "t";
-    t.rows = 16;
-    t.dim = 8;
-    t.features = feats;
-    t.num_features = 3;
-    t.dynamic = &s.dynamic[0];
-    shardrec_table_constraints_t con;
-    shardrec_table_constraints_init(&con, SHARDREC_TABLE_CONSTRAINTS_VERSION);
-    con.table = "t";
-    con.sharding_types = 1u << type;
-    con.min_partition = 4;
-    shardrec_topology_t topo;
-    shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
-    topo.world_size = 2;
-    shardrec_plan_t* plan = nullptr;
-    EXPECT_NE(shardrec_plan_create(&plan, &t, 1, features.data(), 3, &topo, &con, 1), SHARDREC_OK)
-        << what;
-    EXPECT_NE(std::string(shardrec_last_error()).find("dynamic"), std::string::npos)
-        << what << ": " << shardrec_last_error();
-    shardrec_plan_destroy(plan);
+    PlanPtr plan = MakeDynPlan(s);
+    ASSERT_NE(plan, nullptr) << what;
+    char* json = nullptr;
+    ASSERT_EQ(shardrec_plan_to_json(plan.get(), &json, nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+    const std::string text(json);
+    shardrec_free(json);
+    EXPECT_NE(text.find("\"dynamic\": {"), std::string::npos) << what << "\n" << text;
+    shardrec_plan_t* back = nullptr;
+    ASSERT_EQ(shardrec_plan_from_json(&back, text.c_str(), text.size()), SHARDREC_OK)
+        << shardrec_last_error();
+    PlanPtr back_ptr(back);
+    uint64_t h1 = 0, h2 = 0;
+    shardrec_plan_hash(plan.get(), &h1);
+    shardrec_plan_hash(back, &h2);
+    EXPECT_EQ(h1, h2) << what;
   }
 }
 
-// A hand-written data-parallel plan of a dynamic table, the full-table accessors, a dynamic
-// table's state export and table import are refused; stats refuse an unknown table; the plan's
+// A hand-written data-parallel plan of a dynamic table makes a collection; the full-table
+// accessors, a dynamic table's state export and table import are refused; stats refuse an unknown table; the plan's
 // JSON keeps the dynamic config, and a plan read back from it hashes the same.
 TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
   DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, 0, 16, 8);
@@ -185,7 +176,7 @@ TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
   shardrec_embedding_options_t o;
   shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
   // A plan written by hand may shard a dynamic table data-parallel (at world 1 the table-wise
-  // shard is also the data-parallel one): the collection refuses it.
+  // shard is also the data-parallel one): the collection takes it.
   {
     std::string dp = text;
     const std::string tw = "\"sharding\": \"table_wise\"";
@@ -195,12 +186,12 @@ TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
         << shardrec_last_error() << "\n"
         << dp;
     PlanPtr dp_ptr(dp_plan);
-    shardrec_embedding_t* refused = nullptr;
-    EXPECT_EQ(shardrec_embedding_create(&refused, dp_plan, GroupComm(1, 0), nullptr, &o),
-              SHARDREC_EUNSUPPORTED);
-    EXPECT_NE(std::string(shardrec_last_error()).find("dynamic"), std::string::npos)
+    shardrec_embedding_t* dp_coll = nullptr;
+    EXPECT_EQ(shardrec_embedding_create(&dp_coll, dp_plan, GroupComm(1, 0), nullptr, &o),
+              SHARDREC_OK)
         << shardrec_last_error();
-    EXPECT_EQ(refused, nullptr);
+    CollPtr dp_owner(dp_coll);
+    EXPECT_EQ(StatsOf(dp_coll, "t0").capacity, 16);
   }
   shardrec_embedding_t* c = nullptr;
   ASSERT_EQ(shardrec_embedding_create(&c, back, GroupComm(1, 0), nullptr, &o), SHARDREC_OK)

@@ -1,0 +1,43 @@
+// The agreement of a data-parallel dynamic table's inserts (docs/dynamic-tables.md, "Data-parallel
+// tables"): every rank holds the whole table and sees only its part of the batch, so before a
+// training forward translates, the ranks gather every rank's ids of these tables and each runs
+// the same translation over all of them; the copies then make the same decisions and stay equal.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "impl/comm/communicator.h"
+#include "impl/core/status.h"
+#include "impl/embedding/dynamic/dynamic_tables.h"
+#include "impl/embedding/input_dist.h"
+#include "impl/embedding/layout.h"
+#include "impl/embedding/param_store.h"
+
+namespace shardrec::embedding::dynamic {
+
+// Whether `l` has a data-parallel dynamic table.
+bool HasDataParallelDynamic(const Layout& l);
+
+// How many int64 words this rank contributes to the gather of a training forward: per
+// data-parallel dynamic table one count, then that many ids (its pairs in Layout::dp_pairs
+// order). 0 when there is no such table.
+int64_t DataParallelGatherWords(const Layout& l, const RoutedBatch& rb);
+
+// A training forward's agreement over `comm` (the data-parallel group, every rank of which calls
+// this with the same layout): `words[r]` is rank r's DataParallelGatherWords, or empty to gather
+// them first (one more collective). One all-gather brings every rank's ids; each table's shard
+// then translates all of them (the zero row cleared first, new rows initialised from
+// (seed, table, id, column)), in rank order, which gives every copy the same slots, admission
+// counts and evictions (the translation depends on the multiset of ids alone), and this rank's
+// ids in rb.dp_rows become their slots. A failed gather changes no table.
+Status AgreeDataParallelInserts(comm::Communicator& comm, std::vector<int64_t> words,
+                                const Layout& l, RoutedBatch& rb, DynamicTables& tables,
+                                ParamStore& params, uint64_t seed);
+
+// An evaluation forward: this rank's ids of the data-parallel dynamic tables become their slots
+// or the zero row (DynamicShard::Lookup); nothing is gathered and no table changes.
+void LookupDataParallel(const Layout& l, RoutedBatch& rb, DynamicTables& tables,
+                        ParamStore& params);
+
+}  // namespace shardrec::embedding::dynamic
