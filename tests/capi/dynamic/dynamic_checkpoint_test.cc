@@ -30,6 +30,7 @@ struct Side {
   int32_t world;
   int32_t sharding;
   int64_t capacity;
+  int32_t ranks_per_node = 0;  // 0: the world (one node)
 };
 
 // What one run does, in order: create; maybe load `load`; train steps [from, mid); maybe try to
@@ -49,7 +50,8 @@ struct Result {
 };
 
 Result RunSide(DynScenario s, const Side& side, const Stream& st, const RunSpec& spec) {
-  s.base.world = s.base.ranks_per_node = side.world;
+  s.base.world = side.world;
+  s.base.ranks_per_node = side.ranks_per_node > 0 ? side.ranks_per_node : side.world;
   s.base.sharding = {side.sharding, side.sharding};
   for (RefTable& t : s.base.tables) t.rows = side.capacity;
   const int64_t dim = DynOutputDim(s);
@@ -143,10 +145,9 @@ void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, f
 }
 
 std::string Name(const Side& s) {
-  const char* kind = s.sharding == SHARDREC_SHARDING_TABLE_WISE ? "TW"
-                     : s.sharding == SHARDREC_SHARDING_ROW_WISE ? "RW"
-                                                                : "CW";
-  return std::string(kind) + "@" + std::to_string(s.world);
+  const char* kinds[] = {"DP", "TW", "RW", "CW", "TWRW", "TWCW", "GRID"};
+  return std::string(kinds[s.sharding]) + "@" + std::to_string(s.world) +
+         (s.ranks_per_node > 0 ? "/" + std::to_string(s.ranks_per_node) : "");
 }
 
 // Saved at every world of {1, 2, 4} and plan, loaded at every other: the probe (every id's row,
@@ -177,6 +178,35 @@ TEST(DynamicCheckpoint, ReshardsAcrossWorldsAndPlans) {
                      orig.out[static_cast<size_t>(step)], tol,
                      what + ", step " + std::to_string(step));
       }
+    }
+  }
+}
+
+// The data-parallel and node-local types (two ranks per node) in the same resharding ring with
+// row-wise and table-wise: a data-parallel table saves one copy and loads as any plan, and any
+// plan's checkpoint loads into every copy of a data-parallel table; probes bit-exact.
+TEST(DynamicCheckpoint, ReshardsDataParallelAndNodeLocal) {
+  const std::vector<Side> sides = {{2, SHARDREC_SHARDING_DATA_PARALLEL, 64},
+                                   {4, SHARDREC_SHARDING_TABLE_ROW_WISE, 64, 2},
+                                   {2, SHARDREC_SHARDING_ROW_WISE, 64},
+                                   {4, SHARDREC_SHARDING_GRID, 96, 2},
+                                   {4, SHARDREC_SHARDING_DATA_PARALLEL, 48},
+                                   {4, SHARDREC_SHARDING_TABLE_COLUMN_WISE, 64, 2},
+                                   {1, SHARDREC_SHARDING_TABLE_WISE, 64}};
+  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);
+  const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
+  for (size_t a = 0; a < sides.size(); ++a) {
+    const std::string dir = Dir("reshard_dp_" + std::to_string(a));
+    const Result orig = RunSide(s, sides[a], st, {"", "", dir, 0, kSaveAt, kSteps});
+    for (size_t b : {a, (a + 1) % sides.size(), (a + 2) % sides.size()}) {
+      const std::string what = "saved at " + Name(sides[a]) + ", loaded at " + Name(sides[b]);
+      const Result got = RunSide(s, sides[b], st, {dir, "", "", kSaveAt, kSaveAt, kSteps});
+      ExpectNear(got.probe, orig.probe, 0.0f, what + ", probe");
+      const float tol = b == a ? 0.0f : 1e-5f;
+      for (int32_t step = kSaveAt; step < kSteps; ++step)
+        ExpectNear(got.out[static_cast<size_t>(step - kSaveAt)],
+                   orig.out[static_cast<size_t>(step)], tol,
+                   what + ", step " + std::to_string(step));
     }
   }
 }

@@ -64,6 +64,7 @@ void Replay(const DeltaOut& d, int64_t dim, Table* t) {
 struct Side {
   int32_t world;
   int32_t sharding;
+  int32_t ranks_per_node = 0;  // 0: the world
 };
 
 // Marks at creation, trains 3 steps, takes delta 1, marks, trains 3 more, takes delta 2, then
@@ -72,8 +73,13 @@ TEST(DynamicDelta, ReplayedDeltasEqualTheTable) {
   constexpr int32_t kSteps = 6;
   for (const Side side :
        {Side{1, SHARDREC_SHARDING_TABLE_WISE}, Side{2, SHARDREC_SHARDING_ROW_WISE},
-        Side{2, SHARDREC_SHARDING_COLUMN_WISE}, Side{4, SHARDREC_SHARDING_ROW_WISE}}) {
+        Side{2, SHARDREC_SHARDING_COLUMN_WISE}, Side{4, SHARDREC_SHARDING_ROW_WISE},
+        Side{2, SHARDREC_SHARDING_DATA_PARALLEL}, Side{4, SHARDREC_SHARDING_GRID, 2},
+        Side{4, SHARDREC_SHARDING_TABLE_ROW_WISE, 2}}) {
+    SCOPED_TRACE("world " + std::to_string(side.world) + " sharding " +
+                 std::to_string(side.sharding));
     DynScenario s = MakeDynScenario(side.world, side.sharding, SHARDREC_OPTIMIZER_ADAGRAD, 16, 24);
+    if (side.ranks_per_node > 0) s.base.ranks_per_node = side.ranks_per_node;
     for (auto& d : s.dynamic) d.eviction = SHARDREC_EVICTION_LRU;  // 24 ids, 16 slots: evictions
     s.base.tables[0].dtype = SHARDREC_DTYPE_BFLOAT16;              // widened to fp32 in the delta
     const int64_t dim = DynOutputDim(s);

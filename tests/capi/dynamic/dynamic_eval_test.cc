@@ -42,7 +42,8 @@ size_t ZeroFloats(const std::vector<std::vector<std::vector<float>>>& outs) {
 TEST(DynamicEval, EvalForwardReadsWithoutInserting) {
   for (int32_t world : {1, 2})
     for (int32_t sharding :
-         {SHARDREC_SHARDING_TABLE_WISE, SHARDREC_SHARDING_ROW_WISE, SHARDREC_SHARDING_COLUMN_WISE})
+         {SHARDREC_SHARDING_TABLE_WISE, SHARDREC_SHARDING_ROW_WISE, SHARDREC_SHARDING_COLUMN_WISE,
+          SHARDREC_SHARDING_DATA_PARALLEL})
       for (bool pipelined : {false, true}) {
         SCOPED_TRACE("world " + std::to_string(world) + " sharding " + std::to_string(sharding) +
                      (pipelined ? " pipelined" : ""));

@@ -35,8 +35,11 @@ enum class Spoil { kNegativeLength, kOutputLength };
 // that never saw the batch. A wrong output length is found only after the input exchange (the
 // pipelined forward learns it last), so this checks that the ranks agree before any row is
 // inserted.
-void RejectedForwardInsertsNothing(int world, Spoil spoil) {
-  DynScenario s = MakeDynScenario(world, SHARDREC_SHARDING_ROW_WISE, 3, 96, 24);
+void RejectedForwardInsertsNothing(int world, Spoil spoil,
+                                   int32_t sharding = SHARDREC_SHARDING_ROW_WISE) {
+  SCOPED_TRACE("world " + std::to_string(world) + " sharding " + std::to_string(sharding));
+  DynScenario s = MakeDynScenario(world, sharding, 3, 96, 24);
+  s.base.ranks_per_node = 2;
   const auto batches = MakeDynBatches(s);
   const auto grads = MakeGrads(s.base, batches, DynOutputDim(s));
   const RefRun want = RunReference(s, batches, grads);
@@ -96,6 +99,14 @@ TEST(DynamicTableRefusal, RejectedBatchInsertsNothingOnAnyRank) {
 TEST(DynamicTableRefusal, WrongOutputLengthInsertsNothingOnAnyRank) {
   RejectedForwardInsertsNothing(1, Spoil::kOutputLength);
   RejectedForwardInsertsNothing(2, Spoil::kOutputLength);
+}
+
+// A data-parallel table gathers its ids only after the agreement, and a node-local one routes
+// after it: a refused forward inserts nothing there either.
+TEST(DynamicTableRefusal, RejectedForwardInsertsNothingDataParallelAndNodeLocal) {
+  RejectedForwardInsertsNothing(2, Spoil::kNegativeLength, SHARDREC_SHARDING_DATA_PARALLEL);
+  RejectedForwardInsertsNothing(2, Spoil::kOutputLength, SHARDREC_SHARDING_DATA_PARALLEL);
+  RejectedForwardInsertsNothing(4, Spoil::kOutputLength, SHARDREC_SHARDING_GRID);
 }
 
 TEST(DynamicTableRefusal, GpuCollectionRefuses) {

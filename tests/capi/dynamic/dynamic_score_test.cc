@@ -61,6 +61,32 @@ TEST(DynamicScore, EqualsTheReferenceAtWorld1) {
   }
 }
 
+// A data-parallel table holds the whole capacity on every rank and the ranks agree on its inserts,
+// so with every rank setting the same scores it equals the reference at world 2 as well.
+TEST(DynamicScore, DataParallelEqualsTheReferenceAtWorld2) {
+  DynScenario s = ScoreScenario(SHARDREC_SHARDING_DATA_PARALLEL);
+  s.base.world = s.base.ranks_per_node = 2;
+  const auto batches = MakeDynBatches(s);
+  const auto grads = MakeGrads(s.base, batches, DynOutputDim(s));
+  const RefRun want = RunReference(s, batches, grads);
+  const DynRun got = RunDynamic(s, batches, grads);
+  ASSERT_EQ(got.out.size(), want.out.size());
+  for (size_t step = 0; step < got.out.size(); ++step)
+    for (size_t r = 0; r < 2; ++r) {
+      std::string first;
+      EXPECT_EQ(CountMismatches(got.out[step][r], want.out[step][r], 1e-5f, 1e-6f, &first), 0u)
+          << "forward " << step << " rank " << r << ": " << first;
+    }
+  for (size_t t = 0; t < want.counts.size(); ++t) {
+    // Counted once, on rank 0 (docs/dynamic-tables.md, "Data-parallel tables").
+    EXPECT_EQ(got.stats[0][t].total_evicted, want.counts[t].evicted) << "table " << t;
+    EXPECT_EQ(got.stats[1][t].total_evicted, 0) << "table " << t;
+    EXPECT_EQ(got.stats[1][t].capacity, 0) << "table " << t;
+    EXPECT_GT(got.stats[1][t].metadata_bytes, 0u) << "table " << t;
+    EXPECT_GT(want.counts[t].evicted, 0) << "table " << t << ": the scenario must evict";
+  }
+}
+
 TEST(DynamicScore, IdenticalAcrossRunsAndThreads) {
   DynScenario s = ScoreScenario(SHARDREC_SHARDING_TABLE_WISE);
   const auto batches = MakeDynBatches(s);

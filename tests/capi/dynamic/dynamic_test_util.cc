@@ -18,7 +18,7 @@ DynScenario MakeDynScenario(int32_t world, int32_t sharding, int32_t optimizer, 
   DynScenario s;
   Scenario& b = s.base;
   b.world = world;
-  b.ranks_per_node = world;
+  b.ranks_per_node = 0;  // one node of the world, whatever world a case sets later
   b.num_features = 3;
   RefTable t0{"t0", capacity, 8, SHARDREC_POOLING_SUM, {0}, SHARDREC_INIT_UNIFORM, -0.5f, 0.5f, 0};
   RefTable t1{"t1",   capacity, 12, SHARDREC_POOLING_MEAN, {1, 2}, SHARDREC_INIT_UNIFORM,
@@ -119,7 +119,8 @@ PlanPtr MakeDynPlan(const DynScenario& s) {
   shardrec_topology_t topo;
   shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
   topo.world_size = b.world;
-  topo.ranks_per_node = b.ranks_per_node;
+  topo.ranks_per_node =
+      b.ranks_per_node > 0 ? std::min(b.ranks_per_node, b.world) : b.world;
   topo.optimizer = b.optimizer.type;
   shardrec_plan_t* plan = nullptr;
   EXPECT_EQ(shardrec_plan_create(&plan, tables.data(), tables.size(), features.data(),

@@ -16,7 +16,8 @@
 namespace shardrec::testing {
 
 // A Scenario whose tables are dynamic: tables[t].rows is the capacity, ids are drawn from
-// pools[t] (a feature reads one table).
+// pools[t] (a feature reads one table). base.ranks_per_node 0 (the default here) is one node of
+// the whole world; a larger value than the world is taken as the world.
 struct DynScenario {
   Scenario base;
   std::vector<shardrec_dynamic_table_config_t> dynamic;  // per table
