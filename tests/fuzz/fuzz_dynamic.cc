@@ -1,8 +1,9 @@
 // libFuzzer target over dynamic tables: fuzzed KJTs of raw 64-bit ids (the int64 extremes,
 // 2^53 and its neighbours, negative and arbitrary values) and fuzzed output gradients train a
-// 2-rank collection holding a row-wise and a column-wise dynamic table (LRU, admission at the
-// second sighting, a few slots, so rows are admitted, evicted and refused all the time) beside a
-// fixed table; rank 1 (a partner thread) always sends a valid batch. Checked on every input:
+// 2-rank collection holding a row-wise, a column-wise and a data-parallel dynamic table (LRU,
+// admission at the second sighting, a few slots, so rows are admitted, evicted and refused all
+// the time; the data-parallel one's inserts agreed by a gather of both ranks' ids) beside a fixed
+// table; rank 1 (a partner thread) always sends a valid batch. Checked on every input:
 //  - every call returns OK or a documented rejection, never EINTERNAL;
 //  - each rank's stats add up: size <= capacity, size = inserted - evicted since creation, and
 //    an accepted forward moves the totals by exactly its "last" counts;
@@ -24,9 +25,11 @@
 
 namespace {
 
-constexpr int kFeatures = 3;  // a -> "rw" (dynamic), b -> "cw" (dynamic), c -> "fixed"
+// a -> "rw" (dynamic), b -> "cw" (dynamic), c -> "fixed", d -> "dp" (dynamic, data-parallel)
+constexpr int kFeatures = 4;
 constexpr int64_t kMaxBatch = 6;
-constexpr const char* kDynamic[] = {"rw", "cw"};
+constexpr const char* kDynamic[] = {"rw", "cw", "dp"};
+constexpr int kNumDynamic = 3;
 
 bool Rejection(shardrec_status_t rc) {
   return rc == SHARDREC_EINVAL || rc == SHARDREC_EUSAGE || rc == SHARDREC_ENOTFOUND;
@@ -127,12 +130,12 @@ FuzzBatch Valid(int64_t seed) {
 }
 
 struct Stats {
-  shardrec_dynamic_table_stats_t t[2];
+  shardrec_dynamic_table_stats_t t[kNumDynamic];
 };
 
 Stats ReadStats(shardrec_embedding_t* c) {
   Stats s;
-  for (int k = 0; k < 2; ++k) {
+  for (int k = 0; k < kNumDynamic; ++k) {
     FUZZ_CHECK(shardrec_dynamic_table_stats_init(&s.t[k], SHARDREC_DYNAMIC_TABLE_STATS_VERSION) ==
                SHARDREC_OK);
     FUZZ_CHECK(shardrec_embedding_dynamic_stats(c, kDynamic[k], &s.t[k]) == SHARDREC_OK);
@@ -193,7 +196,7 @@ void Step(shardrec_embedding_t* c, const FuzzBatch& batch, Reader* fuzzed, int64
       c, &batch.view, out.data(), out.size() - (short_out ? 1 : 0), nullptr);
   FUZZ_CHECK(fwd == SHARDREC_OK || Rejection(fwd));
   const Stats mid = ReadStats(c);
-  for (int k = 0; k < 2; ++k) {
+  for (int k = 0; k < kNumDynamic; ++k) {
     CheckAddsUp(mid.t[k]);
     if (fwd == SHARDREC_OK) {
       CheckStep(before.t[k], mid.t[k]);
@@ -211,7 +214,7 @@ void Step(shardrec_embedding_t* c, const FuzzBatch& batch, Reader* fuzzed, int64
   }
   // A backward changes no row's presence: the stats are those of the forward.
   const Stats end = ReadStats(c);
-  for (int k = 0; k < 2; ++k) FUZZ_CHECK(SameTotals(mid.t[k], end.t[k]));
+  for (int k = 0; k < kNumDynamic; ++k) FUZZ_CHECK(SameTotals(mid.t[k], end.t[k]));
 }
 
 void Iteration(int rank, shardrec_embedding_t* c, Reader* fuzzed, int64_t seed) {
@@ -226,7 +229,7 @@ void Iteration(int rank, shardrec_embedding_t* c, Reader* fuzzed, int64_t seed) 
   for (auto& g : o) g = 0.001f;
   FUZZ_CHECK(shardrec_embedding_backward(c, o.data(), o.size(), nullptr) == SHARDREC_OK);
   const Stats s = ReadStats(c);
-  for (int k = 0; k < 2; ++k) CheckAddsUp(s.t[k]);
+  for (int k = 0; k < kNumDynamic; ++k) CheckAddsUp(s.t[k]);
 }
 
 struct World {
@@ -245,7 +248,7 @@ World* Setup() {
   shardrec_comm_options_init(&co, SHARDREC_COMM_OPTIONS_VERSION);
   co.timeout_ms = 20000;  // a hang is a finding
   FUZZ_CHECK(shardrec_comm_create_local_group(w->comms, 2, &co) == SHARDREC_OK);
-  const char* fnames[kFeatures] = {"a", "b", "c"};
+  const char* fnames[kFeatures] = {"a", "b", "c", "d"};
   shardrec_feature_config_t features[kFeatures];
   for (int f = 0; f < kFeatures; ++f) {
     shardrec_feature_config_init(&features[f], SHARDREC_FEATURE_CONFIG_VERSION);
@@ -255,20 +258,20 @@ World* Setup() {
   shardrec_dynamic_table_config_init(&dyn, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION);
   dyn.eviction = SHARDREC_EVICTION_LRU;
   dyn.admission_threshold = 2;
-  const int32_t feature_of[3] = {0, 1, 2};
-  const char* names[3] = {"rw", "cw", "fixed"};
-  const int64_t rows[3] = {8, 4, 5};  // rw: 4 slots per rank
-  const int32_t dims[3] = {4, 8, 4};
-  shardrec_table_config_t tables[3];
-  shardrec_table_constraints_t cons[3];
-  for (int t = 0; t < 3; ++t) {
+  const int32_t feature_of[4] = {0, 1, 2, 3};
+  const char* names[4] = {"rw", "cw", "fixed", "dp"};
+  const int64_t rows[4] = {8, 4, 5, 4};  // rw: 4 slots per rank
+  const int32_t dims[4] = {4, 8, 4, 4};
+  shardrec_table_config_t tables[4];
+  shardrec_table_constraints_t cons[4];
+  for (int t = 0; t < 4; ++t) {
     shardrec_table_config_init(&tables[t], SHARDREC_TABLE_CONFIG_VERSION);
     tables[t].name = names[t];
     tables[t].rows = rows[t];
     tables[t].dim = dims[t];
     tables[t].features = &feature_of[t];
     tables[t].num_features = 1;
-    tables[t].dynamic = t < 2 ? &dyn : nullptr;
+    tables[t].dynamic = t != 2 ? &dyn : nullptr;
     shardrec_table_constraints_init(&cons[t], SHARDREC_TABLE_CONSTRAINTS_VERSION);
     cons[t].table = names[t];
     cons[t].min_partition = 4;
@@ -277,11 +280,12 @@ World* Setup() {
   cons[0].sharding_types = 1u << SHARDREC_SHARDING_ROW_WISE;
   cons[1].sharding_types = 1u << SHARDREC_SHARDING_COLUMN_WISE;
   cons[2].sharding_types = 1u << SHARDREC_SHARDING_TABLE_WISE;
+  cons[3].sharding_types = 1u << SHARDREC_SHARDING_DATA_PARALLEL;
   shardrec_topology_t topo;
   shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
   topo.world_size = 2;
   topo.optimizer = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
-  FUZZ_CHECK(shardrec_plan_create(&w->plan, tables, 3, features, kFeatures, &topo, cons, 3) ==
+  FUZZ_CHECK(shardrec_plan_create(&w->plan, tables, 4, features, kFeatures, &topo, cons, 4) ==
              SHARDREC_OK);
   std::thread creators[2];
   for (int r = 0; r < 2; ++r) {

@@ -1,5 +1,5 @@
 // Dynamic tables in the inference collection, and deltas: a checkpoint of a trained dynamic
-// collection (table-, row- and column-wise, worlds 1 and 2, LRU eviction) opens with every row
+// collection (table-, row-, column-wise and data-parallel, worlds 1 and 2, LRU eviction) opens with every row
 // the training deltas replay to and zeros for unknown ids (counted in a MEAN divisor); applying
 // the next training delta equals a fresh open of the next checkpoint, bit for bit in every
 // storage, also through a serving file; a fixed table takes row updates only; deltas under load
@@ -193,7 +193,7 @@ TEST(InferenceDynamic, CheckpointsAndDeltasEqualTraining) {
   };
   for (const Side side :
        {Side{1, SHARDREC_SHARDING_TABLE_WISE}, Side{2, SHARDREC_SHARDING_ROW_WISE},
-        Side{2, SHARDREC_SHARDING_COLUMN_WISE}}) {
+        Side{2, SHARDREC_SHARDING_COLUMN_WISE}, Side{2, SHARDREC_SHARDING_DATA_PARALLEL}}) {
     const std::string what =
         "world " + std::to_string(side.world) + " sharding " + std::to_string(side.sharding);
     const DynRunSaved run = TrainDynamic(side.world, side.sharding);
