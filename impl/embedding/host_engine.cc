@@ -53,19 +53,29 @@ Status HostEngine::LookupAndCombine(RoutedBatch& rb, float* out, const Status& l
   // (a dynamic table anywhere), not this rank's shards: a rank that holds no dynamic shard (a
   // table-wise plan with more ranks than tables) still takes part.
   // A data-parallel dynamic table's copies then agree on the inserts (dynamic/dp_agree.h): each
-  // rank's count of ids rides on that all-reduce when the data-parallel group is the collection's,
-  // and one all-gather brings the ids.
+  // rank's count of ids rides on that all-reduce when the data-parallel group is the collection's
+  // (on a mesh, whose data-parallel group is the world, the outcome, mode and counts are agreed
+  // over that group as well), and one all-gather brings the ids. It runs before any sharded table
+  // inserts, so a failed gather changes no table.
   if (PlanHasDynamicTable()) {
     std::vector<int64_t> dp_words;
-    SR_RETURN_IF_ERROR(AgreeForward(local, rb, &dp_words));
+    const bool dp_dynamic = dynamic::HasDataParallelDynamic(s_.layout);
+    const Status agreed = AgreeForward(local, rb, &dp_words);
+    if (dp_dynamic && s_.dp_comm.get() != s_.comm.get()) {
+      ScopedTimer t(&s_.timings.comm_seconds);
+      const int64_t words =
+          agreed.ok() && s_.training ? dynamic::DataParallelGatherWords(s_.layout, rb) : 0;
+      SR_RETURN_IF_ERROR(
+          dynamic::AgreeDataParallelGroup(*s_.dp_comm, agreed, s_.training, words, &dp_words));
+    }
+    SR_RETURN_IF_ERROR(agreed);
     if (s_.training) {
-      s_.dynamic.Translate(s_.exec, rb, s_.params, s_.options.seed);
-      if (dynamic::HasDataParallelDynamic(s_.layout)) {
+      if (dp_dynamic) {
         ScopedTimer t(&s_.timings.comm_seconds);
-        SR_RETURN_IF_ERROR(dynamic::AgreeDataParallelInserts(*s_.dp_comm, std::move(dp_words),
-                                                             s_.layout, rb, s_.dynamic, s_.params,
-                                                             s_.options.seed));
+        SR_RETURN_IF_ERROR(dynamic::AgreeDataParallelInserts(
+            *s_.dp_comm, dp_words, s_.layout, rb, s_.dynamic, s_.params, s_.options.seed));
       }
+      s_.dynamic.Translate(s_.exec, rb, s_.params, s_.options.seed);
     } else {
       s_.dynamic.Lookup(s_.exec, rb, s_.params);
       dynamic::LookupDataParallel(s_.layout, rb, s_.dynamic, s_.params);

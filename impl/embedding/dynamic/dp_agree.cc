@@ -45,7 +45,34 @@ int64_t DataParallelGatherWords(const Layout& l, const RoutedBatch& rb) {
   return words;
 }
 
-Status AgreeDataParallelInserts(comm::Communicator& comm, std::vector<int64_t> words,
+Status AgreeDataParallelGroup(comm::Communicator& dp, const Status& agreed, bool training,
+                              int64_t words, std::vector<int64_t>* all_words) {
+  const auto n = static_cast<size_t>(dp.Size());
+  const int64_t mine[3] = {agreed.ok() ? 0 : 1, training ? 1 : 0, words};
+  std::vector<int64_t> all(3 * n);
+  const std::vector<size_t> threes(n, 3);
+  SR_RETURN_IF_ERROR(dp.AllGatherV(mine, 3, all.data(), threes, DType::kInt64));
+  if (!agreed.ok()) return agreed;
+  bool trains = false, evaluates = false;
+  for (size_t r = 0; r < n; ++r) {
+    if (all[3 * r] != 0)
+      return Status::InvalidArgument("rank ", r,
+                                     " of the data-parallel group refused this forward (its error "
+                                     "says why); no rank changed any state");
+    (all[3 * r + 1] != 0 ? trains : evaluates) = true;
+  }
+  if (trains && evaluates)
+    return Status::InvalidUsage(
+        "the ranks of the data-parallel group differ in training mode for this forward "
+        "(shardrec_embedding_set_training must be the same on every rank); no rank changed any "
+        "state");
+  all_words->clear();
+  if (training)
+    for (size_t r = 0; r < n; ++r) all_words->push_back(all[3 * r + 2]);
+  return Status::Ok();
+}
+
+Status AgreeDataParallelInserts(comm::Communicator& comm, const std::vector<int64_t>& words,
                                 const Layout& l, RoutedBatch& rb, DynamicTables& tables,
                                 ParamStore& params, uint64_t seed) {
   const std::vector<int32_t> dyn = DynamicDpTables(l);
@@ -62,12 +89,6 @@ Status AgreeDataParallelInserts(comm::Communicator& comm, std::vector<int64_t> w
   }
   for (const auto& spans : local)
     for (const IdSpan& s : spans) mine.insert(mine.end(), s.begin(), s.end());
-  if (words.empty()) {
-    words.assign(static_cast<size_t>(n), 0);
-    const int64_t w = static_cast<int64_t>(mine.size());
-    const std::vector<size_t> ones(static_cast<size_t>(n), 1);
-    SR_RETURN_IF_ERROR(comm.AllGatherV(&w, 1, words.data(), ones, DType::kInt64));
-  }
   if (words.size() != static_cast<size_t>(n) ||
       words[static_cast<size_t>(comm.Rank())] != static_cast<int64_t>(mine.size()))
     return Status::Internal("data-parallel dynamic agreement: this rank's ", mine.size(),

@@ -24,14 +24,25 @@ bool HasDataParallelDynamic(const Layout& l);
 // order). 0 when there is no such table.
 int64_t DataParallelGatherWords(const Layout& l, const RoutedBatch& rb);
 
+// Where the data-parallel group is not the collection's communicator (a 2D mesh, whose
+// data-parallel tables reduce over the world), the forward's outcome must be agreed over that
+// group as well: a rank of another sharding group may have refused the forward, or evaluate. One
+// all-gather over `dp` of (refused, training, gather size) per rank; `agreed` is this rank's
+// outcome of its own collection's agreement. Fails on every rank of `dp` when any rank refused or
+// the modes differ (returning `agreed` itself where it failed); otherwise *words gets every rank's
+// DataParallelGatherWords (`words` this rank's), empty for an evaluation forward.
+Status AgreeDataParallelGroup(comm::Communicator& dp, const Status& agreed, bool training,
+                              int64_t words, std::vector<int64_t>* all_words);
+
 // A training forward's agreement over `comm` (the data-parallel group, every rank of which calls
-// this with the same layout): `words[r]` is rank r's DataParallelGatherWords, or empty to gather
-// them first (one more collective). One all-gather brings every rank's ids; each table's shard
+// this with the same layout): `words[r]` is rank r's DataParallelGatherWords, agreed before (by
+// the collection's forward agreement or AgreeDataParallelGroup). One all-gather brings every
+// rank's ids; each table's shard
 // then translates all of them (the zero row cleared first, new rows initialised from
 // (seed, table, id, column)), in rank order, which gives every copy the same slots, admission
 // counts and evictions (the translation depends on the multiset of ids alone), and this rank's
 // ids in rb.dp_rows become their slots. A failed gather changes no table.
-Status AgreeDataParallelInserts(comm::Communicator& comm, std::vector<int64_t> words,
+Status AgreeDataParallelInserts(comm::Communicator& comm, const std::vector<int64_t>& words,
                                 const Layout& l, RoutedBatch& rb, DynamicTables& tables,
                                 ParamStore& params, uint64_t seed);
 

@@ -528,5 +528,47 @@ TEST(DynamicMesh, SaveBeforeSyncIsRefusedOnEveryRank) {
   EXPECT_TRUE(std::filesystem::exists(ckpt + "/manifest.json"));
 }
 
+// A data-parallel dynamic table on a 2 x 1 mesh agrees over the world: a forward one sharding
+// group refuses (its output buffer) or evaluates while the other trains fails on both groups and
+// inserts nothing; the next forward trains on both.
+TEST(DynamicMesh, DataParallelForwardRefusedInOneGroupFailsBoth) {
+  DynScenario s =
+      MakeDynScenario(1, SHARDREC_SHARDING_DATA_PARALLEL, SHARDREC_OPTIMIZER_SGD, 64, 24);
+  DynScenario sw = s;
+  sw.base.world = 2;
+  const auto batches = MakeDynBatches(sw);
+  const int64_t dim = DynOutputDim(s);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+  SpawnRanks(2, [&](int r) {
+    MeshRank m;
+    MakeMeshRank(2, 1, r, plan.get(), &opt, s.base.seed, &m);
+    auto size = [&] {
+      shardrec_dynamic_table_stats_t st;
+      shardrec_dynamic_table_stats_init(&st, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+      EXPECT_EQ(shardrec_embedding_dynamic_stats(m.coll, "t0", &st), SHARDREC_OK);
+      return st.size;
+    };
+    const RefBatch& b = batches[0][r];
+    KjtHolder kjt(b, 3, false);
+    std::vector<float> y(static_cast<size_t>(b.batch_size * dim));
+    const size_t short_len = r == 1 ? y.size() - 1 : y.size();
+    EXPECT_EQ(shardrec_embedding_forward(m.coll, kjt.view(), y.data(), short_len, nullptr),
+              SHARDREC_EINVAL)
+        << "rank " << r;
+    EXPECT_EQ(size(), 0) << "rank " << r;
+    ASSERT_EQ(shardrec_embedding_set_training(m.coll, r == 0 ? 1 : 0), SHARDREC_OK);
+    EXPECT_EQ(shardrec_embedding_forward(m.coll, kjt.view(), y.data(), y.size(), nullptr),
+              SHARDREC_EUSAGE)
+        << "rank " << r;
+    EXPECT_EQ(size(), 0) << "rank " << r;
+    ASSERT_EQ(shardrec_embedding_set_training(m.coll, 1), SHARDREC_OK);
+    TrainStep(m.coll, b, dim, 0, r, nullptr);
+    // Rank 0 of each sharding group reports its copy: both groups hold both groups' ids.
+    EXPECT_GT(size(), 0) << "rank " << r;
+  });
+}
+
 }  // namespace
 }  // namespace shardrec::testing
