@@ -81,6 +81,30 @@ TEST(PlannerEstimator, DynamicTableCountsZeroRowAndMetadata) {
   EXPECT_EQ(DynamicMetadataBytes(fixed.dynamic, 50), 0);
 }
 
+// A data-parallel dynamic table stores the whole capacity, its zero row and the metadata of every
+// slot on each replica, and pays the forward's gather of every rank's ids (8 bytes each) on top
+// of the fixed table's costs; its backward (the dense all-reduce) is the fixed table's.
+TEST(PlannerEstimator, DataParallelDynamicTableStoresEverySlotPerReplica) {
+  auto fixed = GoldenTable();
+  fixed.has_optimizer = true;
+  fixed.optimizer.type = optim::OptimizerType::kAdagrad;
+  auto dyn = fixed;
+  dyn.dynamic.enabled = true;
+  const auto shards = sharding::MakeDataParallel(fixed, 2).shards;
+  const auto f = EstimateShards(GoldenTopology(), fixed, {1.0f}, ShardingType::kDataParallel, shards);
+  const auto d = EstimateShards(GoldenTopology(), dyn, {1.0f}, ShardingType::kDataParallel, shards);
+  ASSERT_EQ(d.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(d[k].storage.weights,
+              f[k].storage.weights + 10 * 4 + DynamicMetadataBytes(dyn.dynamic, 100));
+    EXPECT_EQ(d[k].storage.optimizer, f[k].storage.optimizer + 10 * 4);  // Adagrad: dim
+    EXPECT_DOUBLE_EQ(f[k].perf.fwd_comms, 0.0);
+    EXPECT_GT(d[k].perf.fwd_comms, 0.0);
+    EXPECT_GT(d[k].perf.fwd_compute, f[k].perf.fwd_compute);
+    EXPECT_DOUBLE_EQ(d[k].perf.bwd_comms, f[k].perf.bwd_comms);
+  }
+}
+
 TEST(PlannerEstimator, ComputeScalesWithTheDeviceMemoryBandwidth) {
   const auto t = GoldenTable();
   const auto shards = sharding::MakeTableWise(t, 0).shards;
