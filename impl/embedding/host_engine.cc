@@ -115,8 +115,8 @@ Status HostEngine::AgreeForward(const Status& local, const RoutedBatch& rb,
   w[2] = s_.training ? 0 : 1;
   if (carry && local.ok() && s_.training)
     w[3 + static_cast<size_t>(s_.comm->Rank())] = dynamic::DataParallelGatherWords(s_.layout, rb);
-  SR_RETURN_IF_ERROR(s_.comm->AllReduce(w.data(), w.data(), w.size(), DType::kInt64,
-                                        comm::ReduceOp::kMax));
+  SR_RETURN_IF_ERROR(
+      s_.comm->AllReduce(w.data(), w.data(), w.size(), DType::kInt64, comm::ReduceOp::kMax));
   if (!local.ok()) return local;
   if (w[0] != 0)
     return Status::InvalidArgument("rank ", w[0] - 1,

@@ -102,8 +102,7 @@ Status AgreeDataParallelInserts(comm::Communicator& comm, const std::vector<int6
     begin[r + 1] = begin[r] + counts[r];
   }
   std::vector<int64_t> all(begin[static_cast<size_t>(n)]);
-  SR_RETURN_IF_ERROR(
-      comm.AllGatherV(mine.data(), mine.size(), all.data(), counts, DType::kInt64));
+  SR_RETURN_IF_ERROR(comm.AllGatherV(mine.data(), mine.size(), all.data(), counts, DType::kInt64));
   // Each rank's block must add up: a count beyond its block is a corrupt exchange, refused before
   // any table changes.
   for (int r = 0; r < n; ++r) {

@@ -41,9 +41,8 @@ size_t ZeroFloats(const std::vector<std::vector<std::vector<float>>>& outs) {
 // table-, row- and column-wise; admission 2 and LRU eviction at capacity at world 1; pipelined.
 TEST(DynamicEval, EvalForwardReadsWithoutInserting) {
   for (int32_t world : {1, 2})
-    for (int32_t sharding :
-         {SHARDREC_SHARDING_TABLE_WISE, SHARDREC_SHARDING_ROW_WISE, SHARDREC_SHARDING_COLUMN_WISE,
-          SHARDREC_SHARDING_DATA_PARALLEL})
+    for (int32_t sharding : {SHARDREC_SHARDING_TABLE_WISE, SHARDREC_SHARDING_ROW_WISE,
+                             SHARDREC_SHARDING_COLUMN_WISE, SHARDREC_SHARDING_DATA_PARALLEL})
       for (bool pipelined : {false, true}) {
         SCOPED_TRACE("world " + std::to_string(world) + " sharding " + std::to_string(sharding) +
                      (pipelined ? " pipelined" : ""));

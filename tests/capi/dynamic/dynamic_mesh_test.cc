@@ -257,7 +257,8 @@ TEST_P(DynamicMeshMerge, SyncCheckpointAndContinue) {
     }
     if (dp) {
       EXPECT_EQ(held_by_all, want.size()) << "table " << t;
-      for (const Table& x : before) ExpectSame(x, want, "data-parallel copies, table " + std::to_string(t));
+      for (const Table& x : before)
+        ExpectSame(x, want, "data-parallel copies, table " + std::to_string(t));
     } else {
       EXPECT_LT(held_by_all, want.size()) << "table " << t;
     }
@@ -315,18 +316,16 @@ TEST_P(DynamicMeshMerge, SyncCheckpointAndContinue) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Meshes, DynamicMeshMerge,
-                         ::testing::Values(MeshCase{2, 1, SHARDREC_OPTIMIZER_ADAGRAD},
-                                           MeshCase{2, 2, SHARDREC_OPTIMIZER_ADAM},
-                                           MeshCase{2, 2, SHARDREC_OPTIMIZER_SGD,
-                                                    SHARDREC_SHARDING_DATA_PARALLEL},
-                                           MeshCase{2, 2, SHARDREC_OPTIMIZER_ADAGRAD,
-                                                    SHARDREC_SHARDING_TABLE_ROW_WISE}),
-                         [](const ::testing::TestParamInfo<MeshCase>& i) {
-                           return std::to_string(i.param.replicas) + "x" +
-                                  std::to_string(i.param.shard_size) + "_sharding" +
-                                  std::to_string(i.param.sharding);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Meshes, DynamicMeshMerge,
+    ::testing::Values(MeshCase{2, 1, SHARDREC_OPTIMIZER_ADAGRAD},
+                      MeshCase{2, 2, SHARDREC_OPTIMIZER_ADAM},
+                      MeshCase{2, 2, SHARDREC_OPTIMIZER_SGD, SHARDREC_SHARDING_DATA_PARALLEL},
+                      MeshCase{2, 2, SHARDREC_OPTIMIZER_ADAGRAD, SHARDREC_SHARDING_TABLE_ROW_WISE}),
+    [](const ::testing::TestParamInfo<MeshCase>& i) {
+      return std::to_string(i.param.replicas) + "x" + std::to_string(i.param.shard_size) +
+             "_sharding" + std::to_string(i.param.sharding);
+    });
 
 // Two replicas of one table-wise shard whose union of ids exceeds the capacity (each replica's
 // own ids fit): the merge keeps the ids seen most recently (ties: the larger id), the same on

@@ -153,8 +153,8 @@ TEST(DynamicTableRefusal, EveryShardingTypePlansAndRoundTrips) {
 }
 
 // A hand-written data-parallel plan of a dynamic table makes a collection; the full-table
-// accessors, a dynamic table's state export and table import are refused; stats refuse an unknown table; the plan's
-// JSON keeps the dynamic config, and a plan read back from it hashes the same.
+// accessors, a dynamic table's state export and table import are refused; stats refuse an unknown
+// table; the plan's JSON keeps the dynamic config, and a plan read back from it hashes the same.
 TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
   DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, 0, 16, 8);
   s.dynamic[1].eviction = SHARDREC_EVICTION_TTL;

@@ -118,8 +118,8 @@ TEST(DynamicTable, DataParallelEvictionAndAdmissionAnyWorld) {
                          SHARDREC_EVICTION_TTL})
     for (int32_t world : {1, 2, 3}) {
       SCOPED_TRACE("policy " + std::to_string(policy) + " world " + std::to_string(world));
-      DynScenario s = MakeDynScenario(world, SHARDREC_SHARDING_DATA_PARALLEL, 2 + world % 3, 10,
-                                      24);
+      DynScenario s =
+          MakeDynScenario(world, SHARDREC_SHARDING_DATA_PARALLEL, 2 + world % 3, 10, 24);
       s.base.steps = 5;
       for (auto& d : s.dynamic) {
         d.eviction = policy;

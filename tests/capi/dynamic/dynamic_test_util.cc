@@ -119,8 +119,7 @@ PlanPtr MakeDynPlan(const DynScenario& s) {
   shardrec_topology_t topo;
   shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
   topo.world_size = b.world;
-  topo.ranks_per_node =
-      b.ranks_per_node > 0 ? std::min(b.ranks_per_node, b.world) : b.world;
+  topo.ranks_per_node = b.ranks_per_node > 0 ? std::min(b.ranks_per_node, b.world) : b.world;
   topo.optimizer = b.optimizer.type;
   shardrec_plan_t* plan = nullptr;
   EXPECT_EQ(shardrec_plan_create(&plan, tables.data(), tables.size(), features.data(),

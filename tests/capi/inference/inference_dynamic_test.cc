@@ -1,7 +1,7 @@
 // Dynamic tables in the inference collection, and deltas: a checkpoint of a trained dynamic
-// collection (table-, row-, column-wise and data-parallel, worlds 1 and 2, LRU eviction) opens with every row
-// the training deltas replay to and zeros for unknown ids (counted in a MEAN divisor); applying
-// the next training delta equals a fresh open of the next checkpoint, bit for bit in every
+// collection (table-, row-, column-wise and data-parallel, worlds 1 and 2, LRU eviction) opens with
+// every row the training deltas replay to and zeros for unknown ids (counted in a MEAN divisor);
+// applying the next training delta equals a fresh open of the next checkpoint, bit for bit in every
 // storage, also through a serving file; a fixed table takes row updates only; deltas under load
 // never show a mixed version; bad deltas change nothing; corrupt ids are refused; sequence
 // tables and int32 ids.

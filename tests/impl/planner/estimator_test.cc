@@ -91,7 +91,8 @@ TEST(PlannerEstimator, DataParallelDynamicTableStoresEverySlotPerReplica) {
   auto dyn = fixed;
   dyn.dynamic.enabled = true;
   const auto shards = sharding::MakeDataParallel(fixed, 2).shards;
-  const auto f = EstimateShards(GoldenTopology(), fixed, {1.0f}, ShardingType::kDataParallel, shards);
+  const auto f =
+      EstimateShards(GoldenTopology(), fixed, {1.0f}, ShardingType::kDataParallel, shards);
   const auto d = EstimateShards(GoldenTopology(), dyn, {1.0f}, ShardingType::kDataParallel, shards);
   ASSERT_EQ(d.size(), 2u);
   for (size_t k = 0; k < 2; ++k) {
