@@ -183,8 +183,9 @@ TEST(DynamicCheckpoint, ReshardsAcrossWorldsAndPlans) {
 }
 
 // The data-parallel and node-local types (two ranks per node) in the same resharding ring with
-// row-wise and table-wise: a data-parallel table saves one copy and loads as any plan, and any
-// plan's checkpoint loads into every copy of a data-parallel table; probes bit-exact.
+// row-wise and table-wise, each loaded at its own plan (bit-exact training) and at the next one:
+// a data-parallel table saves one copy and loads as any plan, and any plan's checkpoint loads into
+// every copy of a data-parallel table; probes bit-exact.
 TEST(DynamicCheckpoint, ReshardsDataParallelAndNodeLocal) {
   const std::vector<Side> sides = {
       {2, SHARDREC_SHARDING_DATA_PARALLEL, 64}, {4, SHARDREC_SHARDING_TABLE_ROW_WISE, 64, 2},
@@ -196,7 +197,7 @@ TEST(DynamicCheckpoint, ReshardsDataParallelAndNodeLocal) {
   for (size_t a = 0; a < sides.size(); ++a) {
     const std::string dir = Dir("reshard_dp_" + std::to_string(a));
     const Result orig = RunSide(s, sides[a], st, {"", "", dir, 0, kSaveAt, kSteps});
-    for (size_t b : {a, (a + 1) % sides.size(), (a + 2) % sides.size()}) {
+    for (size_t b : {a, (a + 1) % sides.size()}) {
       const std::string what = "saved at " + Name(sides[a]) + ", loaded at " + Name(sides[b]);
       const Result got = RunSide(s, sides[b], st, {dir, "", "", kSaveAt, kSaveAt, kSteps});
       ExpectNear(got.probe, orig.probe, 0.0f, what + ", probe");
