@@ -148,8 +148,9 @@ typedef enum shardrec_eviction_policy {
 /**
  * What makes a table dynamic (docs/dynamic-tables.md): its ids are any 64-bit value, a row is
  * created the first time training sees its id (after admission) and leaves by eviction. The
- * table's `rows` is then its capacity in rows. Host collections only; table-wise, row-wise and
- * column-wise sharding only (other types and GPU collections refuse with SHARDREC_EUNSUPPORTED).
+ * table's `rows` is then its capacity in rows. Host collections only (GPU collections refuse
+ * with SHARDREC_EUNSUPPORTED); every sharding type. A data-parallel dynamic table's ranks agree
+ * on each training forward's inserts (one all-gather of every rank's ids of the step).
  */
 typedef struct shardrec_dynamic_table_config {
   uint32_t version;            /**< SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION. */

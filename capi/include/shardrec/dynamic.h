@@ -26,7 +26,9 @@ SHARDREC_BEGIN_DECL
 /**
  * This rank's part of one dynamic table (docs/dynamic-tables.md): the rows of the row blocks it
  * holds (column shards of one block counted once) and what training forwards did to them. The
- * table's totals are the sums over the ranks that hold a block of it. "Last" counts are those
+ * table's totals are the sums over the ranks that hold a block of it. A data-parallel table,
+ * whose copies are the same on every rank, is counted once: rank 0 of the collection reports it,
+ * and every other rank reports zeros except its own metadata_bytes. "Last" counts are those
  * of the last training forward, "total" counts those since creation.
  */
 typedef struct shardrec_dynamic_table_stats {
@@ -129,6 +131,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_delta(
  * be given the same whole list: the result does not depend on the plan or world size. An id
  * without a row is not remembered (set its score after the forward that inserts it). An id given
  * twice takes its last score. All values are checked before any is set: on error nothing changes.
+ * A data-parallel table's copies must stay the same: give every rank the same list (not checked).
  * @param coll    [in] Must not be NULL.
  * @param table   [in] Table name; must not be NULL.
  * @param ids     [in] @p n ids (any 64-bit values); may be NULL when @p n is 0.

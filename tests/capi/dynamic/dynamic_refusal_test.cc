@@ -1,8 +1,9 @@
 // Dynamic tables through the C API, what must change nothing or be refused: a batch rejected on
-// any rank inserts nothing anywhere; GPU collections, the node-local and data-parallel sharding
-// types, the full-table accessors, state exports and table imports refuse dynamic tables
-// (replica syncs merge them by key: dynamic_mesh_test.cc); stats of an unknown table are
-// refused; the plan JSON carries the dynamic config; version-2 table config arrays still plan.
+// any rank inserts nothing anywhere (row-wise, data-parallel, grid); GPU collections, the
+// full-table accessors, state exports and table imports refuse dynamic tables (replica syncs merge
+// them by key: dynamic_mesh_test.cc); every sharding type plans and its JSON round-trips; stats of
+// an unknown table are refused; the plan JSON carries the dynamic config; version-2 table config
+// arrays still plan.
 #include <gtest/gtest.h>
 
 #include <cstdlib>

@@ -1,9 +1,9 @@
 // Dynamic tables through the C API (docs/dynamic-tables.md) against the simple unsharded
-// reference of dynamic_test_util.h: raw 64-bit ids under every supported sharding type and
-// optimizer at worlds 1-4 while no shard is full; admission thresholds; LRU, LFU, TTL and no
-// eviction at capacity; identical results across runs and thread counts; stats; a rejected batch
-// changes nothing; and what is refused (GPU collections, other sharding types, full-table
-// accessors).
+// reference of dynamic_test_util.h: raw 64-bit ids under every sharding type (the node-local ones
+// with two ranks per node) and optimizer at worlds 1-4 while no shard is full; data-parallel
+// tables at capacity with every eviction policy and admission at worlds 1-3; admission
+// thresholds; LRU, LFU, TTL and no eviction at capacity; identical results across runs and thread
+// counts; stats.
 #include <gtest/gtest.h>
 
 #include <cstring>
