@@ -187,10 +187,12 @@ TEST(DynamicCheckpoint, ReshardsAcrossWorldsAndPlans) {
 // a data-parallel table saves one copy and loads as any plan, and any plan's checkpoint loads into
 // every copy of a data-parallel table; probes bit-exact.
 TEST(DynamicCheckpoint, ReshardsDataParallelAndNodeLocal) {
+  // Each side loads the previous one's save: DP -> RW -> DP, then DP -> TWRW -> GRID -> TWCW ->
+  // TW -> DP.
   const std::vector<Side> sides = {
-      {2, SHARDREC_SHARDING_DATA_PARALLEL, 64}, {4, SHARDREC_SHARDING_TABLE_ROW_WISE, 64, 2},
-      {2, SHARDREC_SHARDING_ROW_WISE, 64},      {4, SHARDREC_SHARDING_GRID, 96, 2},
-      {4, SHARDREC_SHARDING_DATA_PARALLEL, 48}, {4, SHARDREC_SHARDING_TABLE_COLUMN_WISE, 64, 2},
+      {2, SHARDREC_SHARDING_DATA_PARALLEL, 64}, {2, SHARDREC_SHARDING_ROW_WISE, 64},
+      {4, SHARDREC_SHARDING_DATA_PARALLEL, 48}, {4, SHARDREC_SHARDING_TABLE_ROW_WISE, 64, 2},
+      {4, SHARDREC_SHARDING_GRID, 96, 2},       {4, SHARDREC_SHARDING_TABLE_COLUMN_WISE, 64, 2},
       {1, SHARDREC_SHARDING_TABLE_WISE, 64}};
   DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);
   const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
