@@ -6,6 +6,7 @@
 
 #include "impl/core/check.h"
 #include "impl/planner/enumerator.h"
+#include "impl/planner/estimator.h"
 #include "impl/planner/partitioner.h"
 #include "impl/planner/proposers.h"
 #include "impl/planner/stats.h"
@@ -97,6 +98,17 @@ Status MakePlan(const PlannerInput& input, PlannerResult* out) {
   plan.features = input.features;
   plan.tables = input.tables;
   plan.planned_optimizer = static_cast<int32_t>(topo.optimizer);
+  // Capacities given in bytes become slot counts before anything reads `rows`.
+  for (sharding::TableConfig& t : plan.tables) {
+    if (!t.dynamic.enabled || t.dynamic.capacity_bytes <= 0) continue;
+    const auto optimizer = t.has_optimizer ? t.optimizer.type : topo.optimizer;
+    t.rows = DynamicSlotsForBytes(t, optimizer, t.dynamic.capacity_bytes);
+    if (t.rows < 1)
+      return Status::InvalidArgument(
+          "table '", t.name, "': dynamic capacity_bytes ", t.dynamic.capacity_bytes,
+          " holds no slot (one slot costs ", DynamicSlotsBytes(t, optimizer, 1),
+          " bytes: its row, optimizer state and metadata; docs/dynamic-tables.md)");
+  }
   SR_RETURN_IF_ERROR(sharding::ValidatePlanConfigs(plan));
 
   std::vector<TableRequest> requests;
