@@ -91,9 +91,9 @@ Status ConvertTables(const shardrec_table_config_t* tables, size_t n,
                                      ") or as dynamic capacity_bytes (", capacity_bytes,
                                      "), not both");
     if (capacity_bytes == 0 && c.rows <= 0)
-      return Status::InvalidArgument(what, ": rows ", c.rows, " must be > 0",
-                                     c.dynamic != nullptr ? " (or dynamic capacity_bytes > 0)"
-                                                          : "");
+      return Status::InvalidArgument(
+          what, ": rows ", c.rows, " must be > 0",
+          c.dynamic != nullptr ? " (or dynamic capacity_bytes > 0)" : "");
     if (c.dim <= 0) return Status::InvalidArgument(what, ": dim ", c.dim, " must be > 0");
     if (capacity_bytes == 0) SR_RETURN_IF_ERROR(sharding::CheckTableElements(c.rows, c.dim, what));
     if (c.pooling < SHARDREC_POOLING_SUM || c.pooling > SHARDREC_POOLING_NONE)

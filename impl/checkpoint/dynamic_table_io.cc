@@ -293,7 +293,8 @@ Status ImportDynamicTable(embedding::EmbeddingCollection& coll, FileSystem& fs,
     for (int32_t li : LocalShardsOf(layout, t)) {
       const embedding::LocalShard& ls = layout.local[static_cast<size_t>(li)];
       int32_t block = 0;
-      while (block < num_blocks && tl.blocks[static_cast<size_t>(block)].row_offset != ls.row_offset)
+      while (block < num_blocks &&
+             tl.blocks[static_cast<size_t>(block)].row_offset != ls.row_offset)
         ++block;
       SR_CHECK(block < num_blocks);
       const DynamicShard* shard = coll.dynamic_tables().Shard(li);

@@ -174,8 +174,8 @@ std::string ManifestToJson(const Manifest& m) {
   j["format"] = "shardrec-checkpoint";
   bool dynamic = false;
   for (const TableEntry& t : m.tables) dynamic = dynamic || t.dynamic;
-  j["format_version"] = dynamic ? std::max(m.format_version, kDynamicFormatVersion)
-                                : m.format_version;
+  j["format_version"] =
+      dynamic ? std::max(m.format_version, kDynamicFormatVersion) : m.format_version;
   j["library_version"] = m.library_version;
   j["generation"] = m.generation;
   j["step"] = m.step;
@@ -213,7 +213,8 @@ Status ManifestFromJson(const std::string& text, const std::string& path, Manife
     if (m.format_version != kFormatVersion && m.format_version != kDynamicFormatVersion)
       return Status::Unsupported(path, ": checkpoint format version ", m.format_version,
                                  " is newer than this library reads (versions ", kFormatVersion,
-                                 " and ", kDynamicFormatVersion, "): load it with a newer libshardrec");
+                                 " and ", kDynamicFormatVersion,
+                                 "): load it with a newer libshardrec");
     m.library_version = j.at("library_version").get<std::string>();
     m.generation = Int<int64_t>(j.at("generation"));
     m.step = Int<int64_t>(j.at("step"));

@@ -241,7 +241,8 @@ Manifest Describe(embedding::EmbeddingCollection& coll, const Group& g, int64_t 
 }
 
 // Digest of this rank's dynamic shards: their forward counters, ids, last-seen forwards, counts
-// and scores (the rows follow from the ids after a sync: a merge writes the same values everywhere).
+// and scores (the rows follow from the ids after a sync: a merge writes the same values
+// everywhere).
 uint64_t DynamicDigest(const embedding::EmbeddingCollection& coll) {
   uint64_t h = Mix64(0x2d);
   const auto fold = [&h](const void* p, size_t bytes) {

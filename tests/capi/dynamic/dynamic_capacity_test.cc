@@ -149,8 +149,8 @@ TEST(DynamicCapacity, BadFiguresFailPlanCreation) {
                         Case{0, -8, "capacity_bytes -8 must be >= 0"},
                         Case{0, 40, "capacity_bytes 40 holds no slot"}}) {
     SCOPED_TRACE(c.want);
-    DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_OPTIMIZER_ADAM, 64,
-                                    24);
+    DynScenario s =
+        MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);
     s.base.tables[1].rows = c.rows;
     s.dynamic[1].capacity_bytes = c.bytes;
     ::testing::TestPartResultArray failures;  // MakeDynPlan's own expectation of success

@@ -507,7 +507,7 @@ TEST(DynamicMesh, ScoresMergeByMaximumAndEvictLowestFirst) {
   const std::vector<Table> pre0 = ReadCheckpoint(GroupDir(dir, "pre", 0));
   const std::vector<Table> pre1 = ReadCheckpoint(GroupDir(dir, "pre", 1));
   for (const char* stage : {"post_r0", "post_r1", "reloaded"}) {
-    const std::string at = std::string(stage) == "reloaded" ? GroupDir(dir, "reloaded", 0)
+    const std::string at = std::string(stage) == "reloaded"  ? GroupDir(dir, "reloaded", 0)
                            : std::string(stage) == "post_r0" ? GroupDir(dir, "post", 0)
                                                              : GroupDir(dir, "post", 1);
     const std::vector<Table> got = ReadCheckpoint(at);

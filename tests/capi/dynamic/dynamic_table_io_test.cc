@@ -138,7 +138,8 @@ TEST(DynamicTableIo, ExportWithStateImportsBitExactAtAnotherWorld) {
 // block with fewer free slots than new ids) and a file without "ids" fail on every rank and
 // change nothing.
 TEST(DynamicTableIo, ImportInsertsBesideHeldRowsOrRefusesOverCapacity) {
-  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAGRAD, 64, 24);
+  DynScenario s =
+      MakeDynScenario(1, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAGRAD, 64, 24);
   const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
   const Side side{2, SHARDREC_SHARDING_ROW_WISE, 64};
   const std::string dir = Dir("insert");
@@ -151,7 +152,8 @@ TEST(DynamicTableIo, ImportInsertsBesideHeldRowsOrRefusesOverCapacity) {
         << shardrec_last_error();
     Export(c, dir, "b");
   });
-  const std::vector<float> a_probe = RunSide(s, side, st, kSteps, [](shardrec_embedding_t*, int) {});
+  const std::vector<float> a_probe =
+      RunSide(s, side, st, kSteps, [](shardrec_embedding_t*, int) {});
   // t0 (columns 0-7 of every probe row) reads A's rows; t1 is B's own.
   const int64_t dim = DynOutputDim(s);
   for (size_t i = 0; i < b.size(); ++i) {
