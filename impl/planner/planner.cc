@@ -2,6 +2,7 @@
 // parts: the caller states usable memory, optionally minus reserved_fraction).
 #include "impl/planner/planner.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "impl/core/check.h"
@@ -148,6 +149,20 @@ Status MakePlan(const PlannerInput& input, PlannerResult* out) {
     return Status::OutOfMemory(FitFailureMessage(smallest_failure, plan.tables, topo));
 
   plan.table_plans = std::move(best.table_plans);
+  // A capacity asked in bytes must give every shard of the plan a slot: an empty row block there
+  // is a figure too small for this plan, not a choice the caller made.
+  for (size_t t = 0; t < plan.tables.size(); ++t) {
+    const sharding::TableConfig& tc = plan.tables[t];
+    if (!tc.dynamic.enabled || tc.dynamic.capacity_bytes <= 0) continue;
+    const auto& shards = plan.table_plans[t].shards;
+    const auto empty = std::count_if(shards.begin(), shards.end(),
+                                     [](const sharding::Shard& s) { return s.rows < 1; });
+    if (empty > 0)
+      return Status::InvalidArgument("table '", tc.name, "': dynamic capacity_bytes ",
+                                     tc.dynamic.capacity_bytes, " gives ", tc.rows,
+                                     " slots, fewer than its ", shards.size(),
+                                     " shards under this plan (one slot per shard at least)");
+  }
   Status valid = sharding::ValidatePlan(plan);
   if (!valid.ok()) return Status::Internal("planner produced an invalid plan: ", valid.message());
   std::vector<std::vector<float>> pooling(requests.size());

@@ -138,7 +138,8 @@ TEST(DynamicCapacity, BytesTrainAsTheirSlotCount) {
 }
 
 // Plan creation refuses: rows and bytes both given, neither, a negative figure, and a figure
-// below one slot's cost (naming the table and the cost). A version-1 dynamic config has no
+// below one slot's cost (naming the table and the cost), or one giving fewer slots than the
+// plan's shards. A version-1 dynamic config has no
 // capacity_bytes and is read without it.
 TEST(DynamicCapacity, BadFiguresFailPlanCreation) {
   struct Case {
@@ -163,6 +164,21 @@ TEST(DynamicCapacity, BadFiguresFailPlanCreation) {
     const std::string msg = shardrec_last_error();
     EXPECT_NE(msg.find("table 't1'"), std::string::npos) << msg;
     EXPECT_NE(msg.find(c.want), std::string::npos) << msg;
+  }
+  {
+    // Two slots' worth, row-wise over 4 ranks: fewer slots than shards.
+    DynScenario s = MakeDynScenario(4, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_SGD, 0, 24);
+    s.base.min_partition = 1;
+    for (auto& d : s.dynamic) d.capacity_bytes = 2 * (12 * 4 + 28) + 10;
+    ::testing::TestPartResultArray failures;
+    {
+      ::testing::ScopedFakeTestPartResultReporter reporter(
+          ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
+      PlanPtr plan = MakeDynPlan(s);
+      EXPECT_EQ(plan, nullptr);
+    }
+    const std::string msg = shardrec_last_error();
+    EXPECT_NE(msg.find("slots, fewer than its"), std::string::npos) << msg;
   }
   DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);
   for (auto& d : s.dynamic) {
