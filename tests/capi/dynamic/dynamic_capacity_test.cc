@@ -43,6 +43,27 @@ std::vector<shardrec_dynamic_table_stats_t> Stats(const DynScenario& s,
   return out;
 }
 
+// A caller built against version 1 of the stats struct (which ends with metadata_bytes) gets
+// nothing written past it.
+TEST(DynamicCapacity, VersionOneStatsGetNoCapacityBytes) {
+  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_OPTIMIZER_SGD, 16, 24);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+  shardrec_embedding_t* c = nullptr;
+  ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, 0), &opt, nullptr), SHARDREC_OK)
+      << shardrec_last_error();
+  CollPtr coll(c);
+  shardrec_dynamic_table_stats_t st;
+  st.capacity_bytes = 12345;
+  ASSERT_EQ(shardrec_dynamic_table_stats_init(&st, 1), SHARDREC_OK);
+  EXPECT_EQ(st.capacity_bytes, 12345u);
+  ASSERT_EQ(shardrec_embedding_dynamic_stats(c, "t0", &st), SHARDREC_OK) << shardrec_last_error();
+  EXPECT_EQ(st.capacity, 16);
+  EXPECT_GT(st.metadata_bytes, 0u);
+  EXPECT_EQ(st.capacity_bytes, 12345u);
+}
+
 // Bytes of one slot's row and optimizer state (fp32 storage): Adagrad keeps one float per
 // element, row-wise Adagrad one per row.
 int64_t RowAndStateBytes(int32_t optimizer, int64_t dim) {
